@@ -1,0 +1,99 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Ferry",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .library(name: "FerryCore", targets: ["FerryCore"]),
+        .library(name: "Ferry", targets: ["Ferry"]),
+        .library(name: "FerryServer", targets: ["FerryServer"]),
+        .executable(name: "ferry", targets: ["FerryCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/CoreOffice/XMLCoder.git", from: "0.18.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+    ],
+    targets: [
+        .target(name: "CFerryChecksums"),
+        .target(
+            name: "FerryCore",
+            dependencies: [
+                "CFerryChecksums",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "XMLCoder", package: "XMLCoder"),
+            ]
+        ),
+        .target(
+            name: "Ferry",
+            dependencies: [
+                "FerryCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "FerryServer",
+            dependencies: [
+                "FerryCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "FerryCLI",
+            dependencies: [
+                "Ferry",
+                "FerryServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .target(
+            name: "FerryTestSupport",
+            dependencies: [
+                "FerryServer", "FerryCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/FerryTestSupport"
+        ),
+        .testTarget(
+            name: "FerryCoreTests",
+            dependencies: ["FerryCore"]
+        ),
+        .testTarget(
+            name: "FerryServerTests",
+            dependencies: [
+                "FerryServer", "FerryCore", "FerryTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
+        .testTarget(
+            name: "InteropTests",
+            dependencies: ["FerryServer", "FerryCore", "FerryTestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,11 @@
+import ArgumentParser
+import Foundation
+
+/// The `ferry` command line.
+@main
+struct FerryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ferry",
+        abstract: "Resumable media uploads and the S3-compatible service they go to.",
+        subcommands: [ServeCommand.self])
+}

@@ -1,0 +1,85 @@
+import ArgumentParser
+import FerryServer
+import Foundation
+import Hummingbird
+import Logging
+
+/// `ferry serve`: runs the object service until SIGINT or SIGTERM.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the Ferry service (S3-compatible object API).",
+        discussion: """
+            Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION and \
+            FERRY_LOG_LEVEL, then to the defaults shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
+            FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
+            (mode 0600) and printed once.
+            """)
+
+    @Option(name: .customLong("data-dir"), help: "Data directory (objects, catalog, keys). Default ~/.ferry.")
+    var dataDirectory: String?
+
+    @Option(help: "Address to listen on. Default 127.0.0.1.")
+    var host: String?
+
+    @Option(help: "Port to listen on; 0 picks a free port. Default 9000.")
+    var port: Int?
+
+    @Option(name: .customLong("min-part-size"), help: "Smallest size in bytes of every multipart part but the last. Default 5242880.")
+    var minPartSize: Int64?
+
+    @Option(help: "Region the service reports. Default us-east-1.")
+    var region: String?
+
+    @Option(name: .customLong("multipart-max-age"), help: "Seconds after which an unfinished multipart upload is aborted. Default 604800 (7 days).")
+    var multipartMaxAge: Double?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. Default info.")
+    var logLevel: String?
+
+    func validate() throws {
+        if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535.") }
+        if let minPartSize, minPartSize < 1 { throw ValidationError("--min-part-size must be at least 1.") }
+        if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level '\(logLevel)' is not a level.") }
+    }
+
+    func run() async throws {
+        let env = ProcessInfo.processInfo.environment
+        let level = Logger.Level(rawValue: logLevel ?? env["FERRY_LOG_LEVEL"] ?? "info") ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? (NSHomeDirectory() + "/.ferry")
+        var configuration = FerryServerConfiguration(dataDirectory: directory)
+        configuration.host = host ?? env["FERRY_HOST"] ?? "127.0.0.1"
+        guard let port = port ?? (env["FERRY_PORT"].map { Int($0) } ?? 9000) else {
+            throw ValidationError("FERRY_PORT is not a number.")
+        }
+        configuration.port = port
+        if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
+        configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
+        if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
+        configuration.logger = Logger(label: "ferry")
+
+        let server = try FerryServer(configuration: configuration)
+        if server.rootCredentialsGenerated {
+            say("Generated root credentials (stored in \(directory)/root-credentials.json, shown only now):")
+            say("  FERRY_ACCESS_KEY_ID=\(server.rootCredentials.accessKeyId)")
+            say("  FERRY_SECRET_ACCESS_KEY=\(server.rootCredentials.secretAccessKey)")
+        }
+        let logger = configuration.logger
+        let host = configuration.host
+        let app = server.makeApplication { port in
+            logger.info("ferry serve listening", metadata: ["address": "http://\(host):\(port)", "data-dir": .string(directory)])
+            say("ferry serve listening on http://\(host):\(port) (data: \(directory))")
+        }
+        try await app.runService()
+    }
+}
+
+/// Writes a line to standard output at once (unbuffered, so scripts and tests see it while the server runs).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}

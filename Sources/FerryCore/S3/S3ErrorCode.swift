@@ -1,0 +1,101 @@
+/// An error code of the S3 REST protocol together with the HTTP status AWS answers it with.
+///
+/// One definition of each code serves the server, which renders it as S3 error XML, and the client,
+/// which matches it when it parses an error response.
+public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
+    /// The code as it appears in `<Code>` of the error XML, e.g. `NoSuchKey`.
+    public let rawValue: String
+    /// The HTTP status code S3 answers this error with.
+    public let httpStatus: Int
+
+    /// Creates a code; prefer the static members.
+    public init(_ rawValue: String, httpStatus: Int) {
+        self.rawValue = rawValue
+        self.httpStatus = httpStatus
+    }
+
+    /// The code string.
+    public var description: String { rawValue }
+
+    /// Looks up a known code by its string, e.g. from a parsed error response.
+    public static func named(_ name: String) -> S3ErrorCode? { all[name] }
+
+    public static let accessDenied = S3ErrorCode("AccessDenied", httpStatus: 403)
+    public static let authorizationQueryParametersError = S3ErrorCode(
+        "AuthorizationQueryParametersError", httpStatus: 400)
+    public static let authorizationHeaderMalformed = S3ErrorCode("AuthorizationHeaderMalformed", httpStatus: 400)
+    public static let malformedTrailer = S3ErrorCode("MalformedTrailerError", httpStatus: 400)
+    public static let badDigest = S3ErrorCode("BadDigest", httpStatus: 400)
+    public static let bucketAlreadyOwnedByYou = S3ErrorCode("BucketAlreadyOwnedByYou", httpStatus: 409)
+    public static let bucketNotEmpty = S3ErrorCode("BucketNotEmpty", httpStatus: 409)
+    public static let entityTooLarge = S3ErrorCode("EntityTooLarge", httpStatus: 400)
+    public static let entityTooSmall = S3ErrorCode("EntityTooSmall", httpStatus: 400)
+    public static let expiredToken = S3ErrorCode("ExpiredToken", httpStatus: 400)
+    public static let incompleteBody = S3ErrorCode("IncompleteBody", httpStatus: 400)
+    public static let internalError = S3ErrorCode("InternalError", httpStatus: 500)
+    public static let invalidAccessKeyId = S3ErrorCode("InvalidAccessKeyId", httpStatus: 403)
+    public static let invalidArgument = S3ErrorCode("InvalidArgument", httpStatus: 400)
+    public static let invalidBucketName = S3ErrorCode("InvalidBucketName", httpStatus: 400)
+    public static let invalidDigest = S3ErrorCode("InvalidDigest", httpStatus: 400)
+    public static let invalidPart = S3ErrorCode("InvalidPart", httpStatus: 400)
+    public static let invalidPartOrder = S3ErrorCode("InvalidPartOrder", httpStatus: 400)
+    public static let invalidRange = S3ErrorCode("InvalidRange", httpStatus: 416)
+    public static let invalidRequest = S3ErrorCode("InvalidRequest", httpStatus: 400)
+    public static let invalidToken = S3ErrorCode("InvalidToken", httpStatus: 400)
+    public static let keyTooLong = S3ErrorCode("KeyTooLongError", httpStatus: 400)
+    public static let malformedXML = S3ErrorCode("MalformedXML", httpStatus: 400)
+    public static let methodNotAllowed = S3ErrorCode("MethodNotAllowed", httpStatus: 405)
+    public static let missingContentLength = S3ErrorCode("MissingContentLength", httpStatus: 411)
+    public static let missingSecurityHeader = S3ErrorCode("MissingSecurityHeader", httpStatus: 400)
+    public static let noSuchBucket = S3ErrorCode("NoSuchBucket", httpStatus: 404)
+    public static let noSuchKey = S3ErrorCode("NoSuchKey", httpStatus: 404)
+    public static let noSuchUpload = S3ErrorCode("NoSuchUpload", httpStatus: 404)
+    public static let notImplemented = S3ErrorCode("NotImplemented", httpStatus: 501)
+    public static let notModified = S3ErrorCode("NotModified", httpStatus: 304)
+    public static let preconditionFailed = S3ErrorCode("PreconditionFailed", httpStatus: 412)
+    public static let requestTimeTooSkewed = S3ErrorCode("RequestTimeTooSkewed", httpStatus: 403)
+    public static let serviceUnavailable = S3ErrorCode("ServiceUnavailable", httpStatus: 503)
+    public static let signatureDoesNotMatch = S3ErrorCode("SignatureDoesNotMatch", httpStatus: 403)
+    public static let slowDown = S3ErrorCode("SlowDown", httpStatus: 503)
+    public static let xAmzContentSHA256Mismatch = S3ErrorCode("XAmzContentSHA256Mismatch", httpStatus: 400)
+
+    private static let all: [String: S3ErrorCode] = Dictionary(
+        uniqueKeysWithValues: [
+            accessDenied, authorizationQueryParametersError, authorizationHeaderMalformed, malformedTrailer, badDigest, bucketAlreadyOwnedByYou, bucketNotEmpty,
+            entityTooLarge, entityTooSmall, expiredToken, incompleteBody, internalError, invalidAccessKeyId,
+            invalidArgument, invalidBucketName, invalidDigest, invalidPart, invalidPartOrder, invalidRange,
+            invalidRequest, invalidToken, keyTooLong, malformedXML, methodNotAllowed, missingContentLength,
+            missingSecurityHeader, noSuchBucket, noSuchKey, noSuchUpload, notImplemented, notModified,
+            preconditionFailed, requestTimeTooSkewed, serviceUnavailable, signatureDoesNotMatch, slowDown,
+            xAmzContentSHA256Mismatch,
+        ].map { ($0.rawValue, $0) })
+}
+
+/// An S3 error as the protocol carries it: a code, a human-readable message, the resource and the request id.
+public struct S3Error: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The S3 error code and its HTTP status.
+    public var code: S3ErrorCode
+    /// A message for people; never contains secrets or signatures.
+    public var message: String
+    /// The resource the request addressed, e.g. `/bucket/key`.
+    public var resource: String?
+    /// The request id the server assigned.
+    public var requestId: String?
+    /// Extra elements S3 adds to some errors (e.g. `ArgumentName`, `PartNumber`).
+    public var details: [String: String]
+
+    /// Creates an error.
+    public init(
+        _ code: S3ErrorCode, _ message: String, resource: String? = nil, requestId: String? = nil,
+        details: [String: String] = [:]
+    ) {
+        self.code = code
+        self.message = message
+        self.resource = resource
+        self.requestId = requestId
+        self.details = details
+    }
+
+    /// `Code: message`.
+    public var description: String { "\(code.rawValue): \(message)" }
+}

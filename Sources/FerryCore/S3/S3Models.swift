@@ -1,0 +1,566 @@
+import Foundation
+
+/// The S3 XML namespace that response documents declare.
+public let s3XMLNamespace = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+/// Formats dates the way S3 XML does: ISO 8601 in UTC with milliseconds, `2009-10-12T17:50:30.000Z`.
+public enum S3Date {
+    /// Formats a date for an S3 XML element.
+    public static func xml(_ date: Date) -> String {
+        date.formatted(
+            .iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: true)
+                .timeSeparator(.colon).timeZone(separator: .omitted))
+    }
+
+    /// Formats a date for an HTTP header (`Last-Modified`): RFC 7231 IMF-fixdate.
+    public static func http(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
+    }
+
+    /// Parses an HTTP date header (`If-Modified-Since`).
+    public static func parseHTTP(_ string: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.date(from: string)
+    }
+
+    /// Parses an S3 XML date, with or without fractional seconds.
+    public static func parseXML(_ string: String) -> Date? {
+        if let date = try? Date(string, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) {
+            return date
+        }
+        return try? Date(string, strategy: .iso8601)
+    }
+}
+
+/// The owner element S3 puts into listings.
+public struct S3Owner: Codable, Hashable, Sendable {
+    /// Owner id.
+    public var id: String
+    /// Owner display name.
+    public var displayName: String
+    /// Creates an owner.
+    public init(id: String, displayName: String) {
+        self.id = id
+        self.displayName = displayName
+    }
+    enum CodingKeys: String, CodingKey {
+        case id = "ID"
+        case displayName = "DisplayName"
+    }
+}
+
+/// `ListAllMyBucketsResult`, the answer to ListBuckets.
+public struct ListAllMyBucketsResult: Codable, Hashable, Sendable {
+    /// One bucket.
+    public struct Bucket: Codable, Hashable, Sendable {
+        /// Bucket name.
+        public var name: String
+        /// Creation time, S3 XML format.
+        public var creationDate: String
+        /// Creates an entry.
+        public init(name: String, creationDate: String) {
+            self.name = name
+            self.creationDate = creationDate
+        }
+        enum CodingKeys: String, CodingKey {
+            case name = "Name"
+            case creationDate = "CreationDate"
+        }
+    }
+    /// The `Buckets` wrapper element.
+    public struct Buckets: Codable, Hashable, Sendable {
+        /// Entries.
+        public var bucket: [Bucket]
+        /// Creates the wrapper.
+        public init(bucket: [Bucket]) { self.bucket = bucket }
+        enum CodingKeys: String, CodingKey { case bucket = "Bucket" }
+        /// Decodes an empty `<Buckets/>` as no buckets.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            bucket = try container.decodeIfPresent([Bucket].self, forKey: .bucket) ?? []
+        }
+    }
+    /// Owner of the buckets.
+    public var owner: S3Owner
+    /// The buckets.
+    public var buckets: Buckets
+    /// Creates the result.
+    public init(owner: S3Owner, buckets: [Bucket]) {
+        self.owner = owner
+        self.buckets = Buckets(bucket: buckets)
+    }
+    enum CodingKeys: String, CodingKey {
+        case owner = "Owner"
+        case buckets = "Buckets"
+    }
+}
+
+/// A `CommonPrefixes` entry of a listing.
+public struct S3CommonPrefix: Codable, Hashable, Sendable {
+    /// The rolled-up prefix, ending in the delimiter.
+    public var prefix: String
+    /// Creates an entry.
+    public init(prefix: String) { self.prefix = prefix }
+    enum CodingKeys: String, CodingKey { case prefix = "Prefix" }
+}
+
+/// `ListBucketResult`, the answer to ListObjectsV2.
+public struct ListBucketResult: Codable, Hashable, Sendable {
+    /// One object of the listing.
+    public struct Object: Codable, Hashable, Sendable {
+        /// Object key.
+        public var key: String
+        /// Last modification, S3 XML format.
+        public var lastModified: String
+        /// Quoted ETag.
+        public var eTag: String
+        /// Size in bytes.
+        public var size: Int64
+        /// Storage class, always `STANDARD` here.
+        public var storageClass: String
+        /// Algorithm of the stored checksum, when there is one.
+        public var checksumAlgorithm: String?
+        /// Creates an entry.
+        public init(
+            key: String, lastModified: String, eTag: String, size: Int64, storageClass: String = "STANDARD",
+            checksumAlgorithm: String? = nil
+        ) {
+            self.key = key
+            self.lastModified = lastModified
+            self.eTag = eTag
+            self.size = size
+            self.storageClass = storageClass
+            self.checksumAlgorithm = checksumAlgorithm
+        }
+        enum CodingKeys: String, CodingKey {
+            case key = "Key"
+            case lastModified = "LastModified"
+            case eTag = "ETag"
+            case size = "Size"
+            case storageClass = "StorageClass"
+            case checksumAlgorithm = "ChecksumAlgorithm"
+        }
+    }
+    /// Bucket name.
+    public var name: String
+    /// The prefix asked for.
+    public var prefix: String
+    /// The delimiter asked for.
+    public var delimiter: String?
+    /// The most keys asked for.
+    public var maxKeys: Int
+    /// Number of keys and common prefixes returned.
+    public var keyCount: Int
+    /// Whether more results follow.
+    public var isTruncated: Bool
+    /// The continuation token sent.
+    public var continuationToken: String?
+    /// The token to send for the next page.
+    public var nextContinuationToken: String?
+    /// The start-after key sent.
+    public var startAfter: String?
+    /// Objects of this page.
+    public var contents: [Object]
+    /// Rolled-up prefixes of this page.
+    public var commonPrefixes: [S3CommonPrefix]
+
+    /// Creates a result.
+    public init(
+        name: String, prefix: String, delimiter: String?, maxKeys: Int, keyCount: Int, isTruncated: Bool,
+        continuationToken: String?, nextContinuationToken: String?, startAfter: String?, contents: [Object],
+        commonPrefixes: [S3CommonPrefix]
+    ) {
+        self.name = name
+        self.prefix = prefix
+        self.delimiter = delimiter
+        self.maxKeys = maxKeys
+        self.keyCount = keyCount
+        self.isTruncated = isTruncated
+        self.continuationToken = continuationToken
+        self.nextContinuationToken = nextContinuationToken
+        self.startAfter = startAfter
+        self.contents = contents
+        self.commonPrefixes = commonPrefixes
+    }
+    enum CodingKeys: String, CodingKey {
+        case name = "Name"
+        case prefix = "Prefix"
+        case delimiter = "Delimiter"
+        case maxKeys = "MaxKeys"
+        case keyCount = "KeyCount"
+        case isTruncated = "IsTruncated"
+        case continuationToken = "ContinuationToken"
+        case nextContinuationToken = "NextContinuationToken"
+        case startAfter = "StartAfter"
+        case contents = "Contents"
+        case commonPrefixes = "CommonPrefixes"
+    }
+    /// Decodes a listing; absent `Contents` and `CommonPrefixes` are empty.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        prefix = try c.decodeIfPresent(String.self, forKey: .prefix) ?? ""
+        delimiter = try c.decodeIfPresent(String.self, forKey: .delimiter)
+        maxKeys = try c.decodeIfPresent(Int.self, forKey: .maxKeys) ?? 1000
+        keyCount = try c.decodeIfPresent(Int.self, forKey: .keyCount) ?? 0
+        isTruncated = try c.decodeIfPresent(Bool.self, forKey: .isTruncated) ?? false
+        continuationToken = try c.decodeIfPresent(String.self, forKey: .continuationToken)
+        nextContinuationToken = try c.decodeIfPresent(String.self, forKey: .nextContinuationToken)
+        startAfter = try c.decodeIfPresent(String.self, forKey: .startAfter)
+        contents = try c.decodeIfPresent([Object].self, forKey: .contents) ?? []
+        commonPrefixes = try c.decodeIfPresent([S3CommonPrefix].self, forKey: .commonPrefixes) ?? []
+    }
+}
+
+/// `InitiateMultipartUploadResult`, the answer to CreateMultipartUpload.
+public struct InitiateMultipartUploadResult: Codable, Hashable, Sendable {
+    /// Bucket name.
+    public var bucket: String
+    /// Object key.
+    public var key: String
+    /// The new upload id.
+    public var uploadId: String
+    /// Creates a result.
+    public init(bucket: String, key: String, uploadId: String) {
+        self.bucket = bucket
+        self.key = key
+        self.uploadId = uploadId
+    }
+    enum CodingKeys: String, CodingKey {
+        case bucket = "Bucket"
+        case key = "Key"
+        case uploadId = "UploadId"
+    }
+}
+
+/// `CompleteMultipartUpload`, the request body of CompleteMultipartUpload.
+public struct CompleteMultipartUpload: Codable, Hashable, Sendable {
+    /// One part to assemble.
+    public struct Part: Codable, Hashable, Sendable {
+        /// Part number, 1–10000.
+        public var partNumber: Int
+        /// The ETag UploadPart returned (quotes optional).
+        public var eTag: String
+        /// Checksums of the part, when the upload uses them.
+        public var checksums: S3ChecksumFields
+        /// Creates a part entry.
+        public init(partNumber: Int, eTag: String, checksums: S3ChecksumFields = .init()) {
+            self.partNumber = partNumber
+            self.eTag = eTag
+            self.checksums = checksums
+        }
+        enum CodingKeys: String, CodingKey {
+            case partNumber = "PartNumber"
+            case eTag = "ETag"
+        }
+        /// Decodes a part entry with its checksum elements.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            partNumber = try c.decode(Int.self, forKey: .partNumber)
+            eTag = try c.decode(String.self, forKey: .eTag)
+            checksums = try S3ChecksumFields(from: decoder)
+        }
+        /// Encodes a part entry with its checksum elements.
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: S3ChecksumFields.Key.self)
+            try c.encode(partNumber, forKey: .init(stringValue: "PartNumber"))
+            try c.encode(eTag, forKey: .init(stringValue: "ETag"))
+            try checksums.encode(into: &c)
+        }
+    }
+    /// The parts, in ascending part-number order.
+    public var parts: [Part]
+    /// Creates a request body.
+    public init(parts: [Part]) { self.parts = parts }
+    enum CodingKeys: String, CodingKey { case parts = "Part" }
+    /// Decodes the body; a body without parts decodes to an empty list (the server rejects it).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        parts = try c.decodeIfPresent([Part].self, forKey: .parts) ?? []
+    }
+}
+
+/// `CompleteMultipartUploadResult`, the answer to CompleteMultipartUpload.
+public struct CompleteMultipartUploadResult: Codable, Hashable, Sendable {
+    /// URL of the new object.
+    public var location: String
+    /// Bucket name.
+    public var bucket: String
+    /// Object key.
+    public var key: String
+    /// Quoted multipart ETag (`"<md5 of part md5s>-N"`).
+    public var eTag: String
+    /// The object's checksum (composite `base64-N` or full-object).
+    public var checksums: S3ChecksumFields
+    /// `COMPOSITE` or `FULL_OBJECT` when a checksum is present.
+    public var checksumType: String?
+    /// Creates a result.
+    public init(
+        location: String, bucket: String, key: String, eTag: String, checksums: S3ChecksumFields = .init(),
+        checksumType: String? = nil
+    ) {
+        self.location = location
+        self.bucket = bucket
+        self.key = key
+        self.eTag = eTag
+        self.checksums = checksums
+        self.checksumType = checksumType
+    }
+    /// Decodes a result.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: S3ChecksumFields.Key.self)
+        location = try c.decodeIfPresent(String.self, forKey: .init(stringValue: "Location")) ?? ""
+        bucket = try c.decode(String.self, forKey: .init(stringValue: "Bucket"))
+        key = try c.decode(String.self, forKey: .init(stringValue: "Key"))
+        eTag = try c.decode(String.self, forKey: .init(stringValue: "ETag"))
+        checksumType = try c.decodeIfPresent(String.self, forKey: .init(stringValue: "ChecksumType"))
+        checksums = try S3ChecksumFields(from: decoder)
+    }
+    /// Encodes a result.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: S3ChecksumFields.Key.self)
+        try c.encode(location, forKey: .init(stringValue: "Location"))
+        try c.encode(bucket, forKey: .init(stringValue: "Bucket"))
+        try c.encode(key, forKey: .init(stringValue: "Key"))
+        try c.encode(eTag, forKey: .init(stringValue: "ETag"))
+        try checksums.encode(into: &c)
+        try c.encodeIfPresent(checksumType, forKey: .init(stringValue: "ChecksumType"))
+    }
+}
+
+/// `ListPartsResult`, the answer to ListParts.
+public struct ListPartsResult: Codable, Hashable, Sendable {
+    /// One uploaded part.
+    public struct Part: Codable, Hashable, Sendable {
+        /// Part number.
+        public var partNumber: Int
+        /// Last modification, S3 XML format.
+        public var lastModified: String
+        /// Quoted ETag (MD5 of the part).
+        public var eTag: String
+        /// Size in bytes.
+        public var size: Int64
+        /// The part's checksums.
+        public var checksums: S3ChecksumFields
+        /// Creates an entry.
+        public init(
+            partNumber: Int, lastModified: String, eTag: String, size: Int64, checksums: S3ChecksumFields = .init()
+        ) {
+            self.partNumber = partNumber
+            self.lastModified = lastModified
+            self.eTag = eTag
+            self.size = size
+            self.checksums = checksums
+        }
+        /// Decodes an entry.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: S3ChecksumFields.Key.self)
+            partNumber = try c.decode(Int.self, forKey: .init(stringValue: "PartNumber"))
+            lastModified = try c.decodeIfPresent(String.self, forKey: .init(stringValue: "LastModified")) ?? ""
+            eTag = try c.decode(String.self, forKey: .init(stringValue: "ETag"))
+            size = try c.decode(Int64.self, forKey: .init(stringValue: "Size"))
+            checksums = try S3ChecksumFields(from: decoder)
+        }
+        /// Encodes an entry.
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: S3ChecksumFields.Key.self)
+            try c.encode(partNumber, forKey: .init(stringValue: "PartNumber"))
+            try c.encode(lastModified, forKey: .init(stringValue: "LastModified"))
+            try c.encode(eTag, forKey: .init(stringValue: "ETag"))
+            try c.encode(size, forKey: .init(stringValue: "Size"))
+            try checksums.encode(into: &c)
+        }
+    }
+    /// Bucket name.
+    public var bucket: String
+    /// Object key.
+    public var key: String
+    /// Upload id.
+    public var uploadId: String
+    /// The marker sent.
+    public var partNumberMarker: Int
+    /// The marker for the next page.
+    public var nextPartNumberMarker: Int?
+    /// Page size asked for.
+    public var maxParts: Int
+    /// Whether more parts follow.
+    public var isTruncated: Bool
+    /// Storage class, `STANDARD`.
+    public var storageClass: String
+    /// The upload's checksum algorithm, when it has one.
+    public var checksumAlgorithm: String?
+    /// The upload's checksum type, when it has one.
+    public var checksumType: String?
+    /// The parts of this page.
+    public var parts: [Part]
+    /// Creates a result.
+    public init(
+        bucket: String, key: String, uploadId: String, partNumberMarker: Int, nextPartNumberMarker: Int?,
+        maxParts: Int, isTruncated: Bool, storageClass: String = "STANDARD", checksumAlgorithm: String? = nil,
+        checksumType: String? = nil, parts: [Part]
+    ) {
+        self.bucket = bucket
+        self.key = key
+        self.uploadId = uploadId
+        self.partNumberMarker = partNumberMarker
+        self.nextPartNumberMarker = nextPartNumberMarker
+        self.maxParts = maxParts
+        self.isTruncated = isTruncated
+        self.storageClass = storageClass
+        self.checksumAlgorithm = checksumAlgorithm
+        self.checksumType = checksumType
+        self.parts = parts
+    }
+    enum CodingKeys: String, CodingKey {
+        case bucket = "Bucket"
+        case key = "Key"
+        case uploadId = "UploadId"
+        case partNumberMarker = "PartNumberMarker"
+        case nextPartNumberMarker = "NextPartNumberMarker"
+        case maxParts = "MaxParts"
+        case isTruncated = "IsTruncated"
+        case storageClass = "StorageClass"
+        case checksumAlgorithm = "ChecksumAlgorithm"
+        case checksumType = "ChecksumType"
+        case parts = "Part"
+    }
+    /// Decodes a result; absent parts are an empty list.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        bucket = try c.decode(String.self, forKey: .bucket)
+        key = try c.decode(String.self, forKey: .key)
+        uploadId = try c.decode(String.self, forKey: .uploadId)
+        partNumberMarker = try c.decodeIfPresent(Int.self, forKey: .partNumberMarker) ?? 0
+        nextPartNumberMarker = try c.decodeIfPresent(Int.self, forKey: .nextPartNumberMarker)
+        maxParts = try c.decodeIfPresent(Int.self, forKey: .maxParts) ?? 1000
+        isTruncated = try c.decodeIfPresent(Bool.self, forKey: .isTruncated) ?? false
+        storageClass = try c.decodeIfPresent(String.self, forKey: .storageClass) ?? "STANDARD"
+        checksumAlgorithm = try c.decodeIfPresent(String.self, forKey: .checksumAlgorithm)
+        checksumType = try c.decodeIfPresent(String.self, forKey: .checksumType)
+        parts = try c.decodeIfPresent([Part].self, forKey: .parts) ?? []
+    }
+}
+
+/// `ListMultipartUploadsResult`, the answer to ListMultipartUploads.
+public struct ListMultipartUploadsResult: Codable, Hashable, Sendable {
+    /// One upload in progress.
+    public struct Upload: Codable, Hashable, Sendable {
+        /// Object key.
+        public var key: String
+        /// Upload id.
+        public var uploadId: String
+        /// When it was created, S3 XML format.
+        public var initiated: String
+        /// Storage class, `STANDARD`.
+        public var storageClass: String
+        /// The upload's checksum algorithm, when it has one.
+        public var checksumAlgorithm: String?
+        /// Creates an entry.
+        public init(
+            key: String, uploadId: String, initiated: String, storageClass: String = "STANDARD",
+            checksumAlgorithm: String? = nil
+        ) {
+            self.key = key
+            self.uploadId = uploadId
+            self.initiated = initiated
+            self.storageClass = storageClass
+            self.checksumAlgorithm = checksumAlgorithm
+        }
+        enum CodingKeys: String, CodingKey {
+            case key = "Key"
+            case uploadId = "UploadId"
+            case initiated = "Initiated"
+            case storageClass = "StorageClass"
+            case checksumAlgorithm = "ChecksumAlgorithm"
+        }
+    }
+    /// Bucket name.
+    public var bucket: String
+    /// The key marker sent.
+    public var keyMarker: String
+    /// The upload-id marker sent.
+    public var uploadIdMarker: String
+    /// Key marker for the next page.
+    public var nextKeyMarker: String?
+    /// Upload-id marker for the next page.
+    public var nextUploadIdMarker: String?
+    /// The prefix asked for.
+    public var prefix: String?
+    /// Page size asked for.
+    public var maxUploads: Int
+    /// Whether more uploads follow.
+    public var isTruncated: Bool
+    /// Uploads of this page.
+    public var uploads: [Upload]
+    /// Creates a result.
+    public init(
+        bucket: String, keyMarker: String, uploadIdMarker: String, nextKeyMarker: String?,
+        nextUploadIdMarker: String?, prefix: String?, maxUploads: Int, isTruncated: Bool, uploads: [Upload]
+    ) {
+        self.bucket = bucket
+        self.keyMarker = keyMarker
+        self.uploadIdMarker = uploadIdMarker
+        self.nextKeyMarker = nextKeyMarker
+        self.nextUploadIdMarker = nextUploadIdMarker
+        self.prefix = prefix
+        self.maxUploads = maxUploads
+        self.isTruncated = isTruncated
+        self.uploads = uploads
+    }
+    enum CodingKeys: String, CodingKey {
+        case bucket = "Bucket"
+        case keyMarker = "KeyMarker"
+        case uploadIdMarker = "UploadIdMarker"
+        case nextKeyMarker = "NextKeyMarker"
+        case nextUploadIdMarker = "NextUploadIdMarker"
+        case prefix = "Prefix"
+        case maxUploads = "MaxUploads"
+        case isTruncated = "IsTruncated"
+        case uploads = "Upload"
+    }
+    /// Decodes a result; absent uploads are an empty list.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        bucket = try c.decode(String.self, forKey: .bucket)
+        keyMarker = try c.decodeIfPresent(String.self, forKey: .keyMarker) ?? ""
+        uploadIdMarker = try c.decodeIfPresent(String.self, forKey: .uploadIdMarker) ?? ""
+        nextKeyMarker = try c.decodeIfPresent(String.self, forKey: .nextKeyMarker)
+        nextUploadIdMarker = try c.decodeIfPresent(String.self, forKey: .nextUploadIdMarker)
+        prefix = try c.decodeIfPresent(String.self, forKey: .prefix)
+        maxUploads = try c.decodeIfPresent(Int.self, forKey: .maxUploads) ?? 1000
+        isTruncated = try c.decodeIfPresent(Bool.self, forKey: .isTruncated) ?? false
+        uploads = try c.decodeIfPresent([Upload].self, forKey: .uploads) ?? []
+    }
+}
+
+/// The S3 `Error` document.
+public struct S3ErrorDocument: Codable, Hashable, Sendable {
+    /// Error code.
+    public var code: String
+    /// Message.
+    public var message: String
+    /// Resource addressed.
+    public var resource: String?
+    /// Request id.
+    public var requestId: String?
+    /// Creates a document.
+    public init(code: String, message: String, resource: String?, requestId: String?) {
+        self.code = code
+        self.message = message
+        self.resource = resource
+        self.requestId = requestId
+    }
+    enum CodingKeys: String, CodingKey {
+        case code = "Code"
+        case message = "Message"
+        case resource = "Resource"
+        case requestId = "RequestId"
+    }
+}

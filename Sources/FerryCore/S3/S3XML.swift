@@ -1,0 +1,52 @@
+import Foundation
+import XMLCoder
+
+/// Encodes and decodes the S3 XML documents.
+public enum S3XML {
+    /// Encodes a document with the given root element, the S3 namespace and an XML declaration.
+    public static func encode<T: Encodable>(_ value: T, root: String, namespace: Bool = true) throws -> Data {
+        let encoder = XMLEncoder()
+        return try encoder.encode(
+            value, withRootKey: root,
+            rootAttributes: namespace ? ["xmlns": s3XMLNamespace] : nil,
+            header: XMLHeader(version: 1.0, encoding: "UTF-8"))
+    }
+
+    /// Decodes a document; throws for malformed XML or missing required elements.
+    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        let decoder = XMLDecoder()
+        decoder.trimValueWhitespaces = true
+        decoder.shouldProcessNamespaces = true
+        return try decoder.decode(type, from: data)
+    }
+
+    /// Renders the S3 error document for an error.
+    public static func errorDocument(_ error: S3Error) -> Data {
+        var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>\(escape(error.code.rawValue))</Code>"
+        xml += "<Message>\(escape(error.message))</Message>"
+        for (name, value) in error.details.sorted(by: { $0.key < $1.key }) {
+            xml += "<\(name)>\(escape(value))</\(name)>"
+        }
+        if let resource = error.resource { xml += "<Resource>\(escape(resource))</Resource>" }
+        if let requestId = error.requestId { xml += "<RequestId>\(escape(requestId))</RequestId>" }
+        xml += "</Error>"
+        return Data(xml.utf8)
+    }
+
+    /// Escapes text for an XML element body.
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for ch in text.unicodeScalars {
+            switch ch {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&apos;"
+            default: out.unicodeScalars.append(ch)
+            }
+        }
+        return out
+    }
+}

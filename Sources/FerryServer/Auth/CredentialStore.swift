@@ -1,0 +1,56 @@
+import Crypto
+import FerryCore
+import Foundation
+
+/// Resolves access key ids to their secrets and principals: the root key, stored access keys, and temporary
+/// credentials carried by session tokens.
+public struct CredentialStore: Sendable {
+    let root: SigV4Credentials
+    let catalog: SQLiteCatalog
+    /// Issues and verifies session tokens.
+    public let tokens: SessionTokenCodec
+
+    /// Creates a store.
+    public init(root: SigV4Credentials, catalog: SQLiteCatalog, tokens: SessionTokenCodec) {
+        self.root = root
+        self.catalog = catalog
+        self.tokens = tokens
+    }
+
+    /// A resolved key: its secret and who it is.
+    struct Resolved: Sendable {
+        var secretAccessKey: String
+        var principal: Principal
+    }
+
+    /// Resolves a key id (with its session token when one was sent); throws `InvalidAccessKeyId`, `InvalidToken` or
+    /// `ExpiredToken`.
+    func resolve(accessKeyId: String, sessionToken: String?, now: Date = Date()) async throws -> Resolved {
+        if let sessionToken {
+            let verified = try tokens.verify(token: sessionToken, accessKeyId: accessKeyId, now: now)
+            // A temporary credential ends when its parent key is disabled.
+            if verified.principal.parentAccessKeyId != root.accessKeyId {
+                guard let parent = try await catalog.accessKey(verified.principal.parentAccessKeyId),
+                    parent.status == .active
+                else { throw Self.unknownKey }
+            }
+            return Resolved(secretAccessKey: verified.secretAccessKey, principal: verified.principal)
+        }
+        if accessKeyId == root.accessKeyId {
+            return Resolved(
+                secretAccessKey: root.secretAccessKey,
+                principal: Principal(
+                    accessKeyId: accessKeyId, parentAccessKeyId: accessKeyId, policy: .fullAccess, expiration: nil,
+                    isRoot: true))
+        }
+        guard let key = try await catalog.accessKey(accessKeyId), key.status == .active else { throw Self.unknownKey }
+        return Resolved(
+            secretAccessKey: key.secretAccessKey,
+            principal: Principal(
+                accessKeyId: accessKeyId, parentAccessKeyId: accessKeyId, policy: key.policy, expiration: nil,
+                isRoot: false))
+    }
+
+    static let unknownKey = S3Error(
+        .invalidAccessKeyId, "The AWS Access Key Id you provided does not exist in our records.")
+}

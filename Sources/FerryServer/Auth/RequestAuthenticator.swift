@@ -1,0 +1,116 @@
+import FerryCore
+import Foundation
+
+/// Authenticates a request signed with AWS Signature Version 4: an `Authorization` header or a presigned query.
+///
+/// The key id (and session token, when present) resolves to a secret and a principal through the `CredentialStore`;
+/// the signature is then verified by FerryCore's `SigV4Verifier`, the same code the client signs with. Anonymous
+/// requests are refused.
+struct RequestAuthenticator: Sendable {
+    let credentials: CredentialStore
+    /// The longest a presigned URL may live (S3: 7 days).
+    static let maxPresignedExpiry = 604_800
+
+    /// The outcome: who signed, and how the body is protected.
+    struct Authenticated: Sendable {
+        var principal: Principal
+        var verified: SigV4VerifiedRequest
+    }
+
+    /// The parts of a request that authentication reads.
+    struct Input: Sendable {
+        var method: String
+        var rawPath: String
+        var query: [(name: String, value: String)]
+        /// Every header, with `host` among them.
+        var headers: [(name: String, value: String)]
+        var service: String = "s3"
+    }
+
+    func authenticate(_ input: Input, now: Date = Date()) async throws -> Authenticated {
+        let canonicalURI = SigV4.canonicalURI(fromRawPath: input.rawPath)
+        if let header = input.headers.first(where: { $0.name.lowercased() == "authorization" })?.value {
+            guard header.hasPrefix(SigV4.algorithm) else {
+                throw S3Error(.invalidRequest, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
+            }
+            let authorization = try mapped { () throws(SigV4Error) in try SigV4Authorization(parsing: header) }
+            let token = input.headers.first { $0.name.lowercased() == "x-amz-security-token" }?.value
+            let resolved = try await credentials.resolve(
+                accessKeyId: authorization.accessKeyId, sessionToken: token, now: now)
+            if let hash = input.headers.first(where: { $0.name.lowercased() == "x-amz-content-sha256" })?.value {
+                try Self.checkPayloadHashValue(hash)
+            } else if input.service == "s3" {
+                throw S3Error(.invalidRequest, "Missing required header for this request: x-amz-content-sha256")
+            }
+            let verified = try mapped { () throws(SigV4Error) in
+                try SigV4Verifier.verify(
+                    authorization: authorization, secretAccessKey: resolved.secretAccessKey, method: input.method,
+                    canonicalURI: canonicalURI, query: input.query, headers: input.headers,
+                    payloadHash: input.service == "s3" ? nil : SigV4.hexSHA256(""), now: now,
+                    expectedService: input.service)
+            }
+            return Authenticated(principal: resolved.principal, verified: verified)
+        }
+        if SigV4PresignedQuery.isPresigned(input.query) {
+            if let expires = input.query.first(where: { $0.name == "X-Amz-Expires" }).flatMap({ Int($0.value) }),
+                expires > Self.maxPresignedExpiry
+            {
+                throw S3Error(
+                    .authorizationQueryParametersError,
+                    "X-Amz-Expires must be less than a week (in seconds) that is; 604800 seconds")
+            }
+            let presigned = try mapped { () throws(SigV4Error) in try SigV4PresignedQuery(parsing: input.query) }
+            let resolved = try await credentials.resolve(
+                accessKeyId: presigned.accessKeyId, sessionToken: presigned.securityToken, now: now)
+            let verified = try mapped { () throws(SigV4Error) in
+                try SigV4Verifier.verify(
+                    presigned: presigned, secretAccessKey: resolved.secretAccessKey, method: input.method,
+                    canonicalURI: canonicalURI, query: input.query, headers: input.headers, now: now,
+                    expectedService: input.service)
+            }
+            return Authenticated(principal: resolved.principal, verified: verified)
+        }
+        throw S3Error(.accessDenied, "Anonymous access is forbidden; sign the request with AWS Signature Version 4.")
+    }
+
+    /// Accepts a hex SHA-256 or one of the payload modes S3 knows.
+    static func checkPayloadHashValue(_ value: String) throws {
+        switch value {
+        case SigV4.unsignedPayload, SigV4.streamingSignedPayload, SigV4.streamingSignedPayloadTrailer,
+            SigV4.streamingUnsignedPayloadTrailer:
+            return
+        default:
+            guard SigV4.isHex64(value) else {
+                throw S3Error(
+                    .invalidArgument,
+                    "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER or a valid sha256 value."
+                )
+            }
+        }
+    }
+
+    private func mapped<T>(_ body: () throws(SigV4Error) -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            throw S3Error.from(error)
+        }
+    }
+}
+
+extension S3Error {
+    /// The S3 error for a SigV4 failure; the message never carries a signature or secret.
+    static func from(_ error: SigV4Error) -> S3Error {
+        let code = S3ErrorCode.named(error.code.s3ErrorCode) ?? S3ErrorCode(error.code.s3ErrorCode, httpStatus: error.code.httpStatus)
+        switch code {
+        case .signatureDoesNotMatch:
+            return S3Error(code, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
+        case .requestTimeTooSkewed:
+            return S3Error(code, "The difference between the request time and the current time is too large.")
+        case .accessDenied where error.code == .requestExpired:
+            return S3Error(code, "Request has expired")
+        default:
+            return S3Error(code, error.message.prefix(1).uppercased() + error.message.dropFirst())
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Crypto
+import FerryCore
+import Foundation
+
+/// The secrets a server keeps in its data directory, readable by the owner only.
+enum ServerKeys {
+    struct StoredRoot: Codable {
+        var accessKeyId: String
+        var secretAccessKey: String
+    }
+
+    /// The root pair from the environment, or from `root-credentials.json`, generated when absent.
+    /// - Returns: the credentials and whether they were generated just now.
+    static func rootCredentials(directory: String, environment: [String: String]) throws -> (SigV4Credentials, Bool) {
+        if let id = environment["FERRY_ACCESS_KEY_ID"], let secret = environment["FERRY_SECRET_ACCESS_KEY"],
+            !id.isEmpty, !secret.isEmpty
+        {
+            return (SigV4Credentials(accessKeyId: id, secretAccessKey: secret), false)
+        }
+        let path = directory + "/root-credentials.json"
+        if let data = FileManager.default.contents(atPath: path) {
+            let stored = try JSONDecoder().decode(StoredRoot.self, from: data)
+            return (SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey), false)
+        }
+        let stored = StoredRoot(
+            accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
+            secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })))
+        try writePrivate(try JSONEncoder().encode(stored), to: path)
+        return (SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey), true)
+    }
+
+    /// The key session tokens are signed with, from `token-key`, generated when absent.
+    static func tokenKey(directory: String) throws -> SymmetricKey {
+        let path = directory + "/token-key"
+        if let data = FileManager.default.contents(atPath: path), data.count == 32 {
+            return SymmetricKey(data: data)
+        }
+        let key = SymmetricKey(size: .bits256)
+        try writePrivate(key.withUnsafeBytes { Data($0) }, to: path)
+        return key
+    }
+
+    /// Writes a file with mode 0600, atomically.
+    static func writePrivate(_ data: Data, to path: String) throws {
+        let temp = path + ".tmp"
+        guard FileManager.default.createFile(atPath: temp, contents: data, attributes: [.posixPermissions: 0o600]) else {
+            throw POSIXFileError("create", errno)
+        }
+        if rename(temp, path) != 0 { throw POSIXFileError("rename", errno) }
+    }
+}

@@ -1,0 +1,32 @@
+import FerryCore
+import Foundation
+import Logging
+
+/// How `ferry serve` (or a test, in-process) runs the service.
+public struct FerryServerConfiguration: Sendable {
+    /// Where objects, the catalog and the server's keys live. Created when missing.
+    public var dataDirectory: String
+    /// Address to listen on. Default `127.0.0.1`.
+    public var host: String = "127.0.0.1"
+    /// Port to listen on; 0 picks a free one. Default 9000.
+    public var port: Int = 9000
+    /// Region reported to clients and expected in nothing (any region in a signature's scope is accepted).
+    /// Default `us-east-1`.
+    public var region: String = "us-east-1"
+    /// Smallest size of every part but the last. Default 5 MiB, as S3; tests lower it.
+    public var minPartSize: Int64 = 5 * 1024 * 1024
+    /// Root credentials; nil reads `FERRY_ACCESS_KEY_ID` / `FERRY_SECRET_ACCESS_KEY` or, when those are unset,
+    /// the pair stored in the data directory, generating it on first start.
+    public var rootCredentials: SigV4Credentials?
+    /// Multipart uploads idle (not completed) longer than this are aborted. Default 7 days.
+    public var multipartUploadMaxAge: TimeInterval = 7 * 24 * 3600
+    /// How often the collector looks for idle uploads and orphaned files. Default 1 hour.
+    public var collectionInterval: TimeInterval = 3600
+    /// Logger for the server; request logs are at debug.
+    public var logger: Logger = Logger(label: "ferry.server")
+
+    /// Creates a configuration for a data directory.
+    public init(dataDirectory: String) {
+        self.dataDirectory = dataDirectory
+    }
+}

@@ -1,0 +1,74 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+
+/// What a request says its body's digests are: `Content-MD5`, one `x-amz-checksum-*` header, or a checksum announced in
+/// `x-amz-trailer` that arrives after an aws-chunked body.
+struct ChecksumExpectation: Sendable {
+    /// Algorithms the store must compute while it writes.
+    var algorithms: [ChecksumAlgorithm] = []
+    /// Expected raw values by S3 algorithm name, from headers.
+    var expected: [String: [UInt8]] = [:]
+    /// The algorithm whose value arrives as a trailer.
+    var trailer: ChecksumAlgorithm?
+    /// Expected MD5 from `Content-MD5`.
+    var contentMD5: [UInt8]?
+
+    /// Reads the expectation from request headers; malformed values are `InvalidRequest` / `InvalidDigest`.
+    init(headers: HTTPFields) throws {
+        if let md5 = headers[.contentMD5] {
+            guard let data = Data(base64Encoded: md5), data.count == 16 else {
+                throw S3Error(.invalidDigest, "The Content-MD5 you specified was invalid.")
+            }
+            contentMD5 = [UInt8](data)
+        }
+        for algorithm in ChecksumAlgorithm.s3Algorithms {
+            guard let value = headers[HTTPField.Name(algorithm.headerName)!] else { continue }
+            guard expected.isEmpty else {
+                throw S3Error(.invalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.")
+            }
+            guard let data = Data(base64Encoded: value), data.count == algorithm.digestLength else {
+                throw S3Error(.invalidRequest, "Value for \(algorithm.headerName) header is invalid.")
+            }
+            expected[algorithm.s3Name] = [UInt8](data)
+            algorithms.append(algorithm)
+        }
+        if let name = headers[.amzTrailer] {
+            let trimmed = name.trimmingCharacters(in: .whitespaces).lowercased()
+            guard let algorithm = ChecksumAlgorithm.s3Algorithms.first(where: { $0.headerName == trimmed }) else {
+                throw S3Error(.invalidRequest, "The value specified in the x-amz-trailer header is not supported")
+            }
+            guard expected.isEmpty else {
+                throw S3Error(.invalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.")
+            }
+            trailer = algorithm
+            algorithms.append(algorithm)
+        }
+        if let name = headers[.amzSDKChecksumAlgorithm] {
+            guard let algorithm = ChecksumAlgorithm(name: name), ChecksumAlgorithm.s3Algorithms.contains(algorithm) else {
+                throw S3Error(.invalidRequest, "Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]")
+            }
+            if !algorithms.contains(algorithm) { algorithms.append(algorithm) }
+        }
+    }
+
+    /// Checks the computed digests (and the trailer's value) against what the request declared.
+    func verify(_ digests: BodyDigests, trailers: [(name: String, value: String)]) throws {
+        if let contentMD5, contentMD5 != digests.md5 {
+            throw S3Error(.badDigest, "The Content-MD5 you specified did not match what we received.")
+        }
+        var expected = self.expected
+        if let trailer {
+            guard let value = trailers.first(where: { $0.name.lowercased() == trailer.headerName })?.value else {
+                throw S3Error(.malformedTrailer, "The request contained trailing data that was not well-formed or did not conform to our published schema.")
+            }
+            guard let data = Data(base64Encoded: value.trimmingCharacters(in: .whitespaces)), data.count == trailer.digestLength else {
+                throw S3Error(.invalidRequest, "Value for \(trailer.headerName) trailing header is invalid.")
+            }
+            expected[trailer.s3Name] = [UInt8](data)
+        }
+        for (name, value) in expected where digests.checksums[name] != value {
+            throw S3Error(.badDigest, "The \(name) you specified did not match the calculated checksum.")
+        }
+    }
+}

@@ -1,0 +1,36 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Aborts multipart uploads idle longer than the configured age and deletes files nothing references, periodically,
+/// until the service group shuts down.
+struct UploadCollector: Service {
+    let store: LocalDiskStore
+    let maxAge: TimeInterval
+    let interval: TimeInterval
+    let logger: Logger
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            await collectOnce()
+            // Graceful shutdown ends the wait at once.
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(interval)) }
+        }
+    }
+
+    /// One pass; returns the number of uploads aborted.
+    @discardableResult
+    func collectOnce(now: Date = Date()) async -> Int {
+        do {
+            let aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
+            let orphans = try await store.collectOrphanBlobs()
+            if aborted > 0 || orphans > 0 {
+                logger.debug("collected", metadata: ["ferry.uploads-aborted": "\(aborted)", "ferry.files-deleted": "\(orphans)"])
+            }
+            return aborted
+        } catch {
+            logger.warning("collection failed", metadata: ["error": .string(String(describing: error))])
+            return 0
+        }
+    }
+}

@@ -1,0 +1,241 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import FerryCore
+import NIOCore
+import NIOPosix
+
+/// The files that hold object and part bytes: `blobs/<xx>/<name>` for visible data and `tmp/` for bodies being written.
+///
+/// Blob names are random; keys never become paths. A body is written to `tmp/`, fsynced, and renamed into `blobs/`
+/// only once complete and verified, so a crash never leaves a partial blob visible. What is left in `tmp/` at start is
+/// deleted.
+struct BlobFiles: Sendable {
+    let root: String
+    let threadPool: NIOThreadPool
+    /// Bytes gathered before one write to disk.
+    static let writeBatch = 1 << 20
+    /// Bytes read from disk per chunk sent.
+    static let readChunk = 1 << 20
+
+    var tmpDirectory: String { root + "/tmp" }
+    var blobDirectory: String { root + "/blobs" }
+
+    init(root: String, threadPool: NIOThreadPool = .singleton) throws {
+        self.root = root
+        self.threadPool = threadPool
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: root + "/blobs", withIntermediateDirectories: true)
+        // A crash can leave only unfinished bodies here; none of them is referenced.
+        try? fm.removeItem(atPath: root + "/tmp")
+        try fm.createDirectory(atPath: root + "/tmp", withIntermediateDirectories: true)
+    }
+
+    func path(of blob: String) -> String {
+        "\(blobDirectory)/\(blob.prefix(2))/\(blob)"
+    }
+
+    static func newBlobName() -> String {
+        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    /// Streams a body to a new temporary file, computing MD5 and the requested checksums in the same pass.
+    ///
+    /// - Returns: the temporary path and the digests. The caller commits or discards the path.
+    func write<Body: AsyncSequence>(
+        _ body: Body, checksums algorithms: [ChecksumAlgorithm], maxSize: Int64
+    ) async throws -> (tempPath: String, digests: BodyDigests) where Body.Element == ByteBuffer {
+        let tempPath = "\(tmpDirectory)/\(Self.newBlobName())"
+        let fd = open(tempPath, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw POSIXFileError("open", errno) }
+        var closed = false
+        do {
+            var md5 = Checksummer(.md5)
+            var hashers = algorithms.map { Checksummer($0) }
+            var size: Int64 = 0
+            var pending = ByteBuffer()
+            pending.reserveCapacity(Self.writeBatch)
+            var offset: Int64 = 0
+            var inFlight: Task<Void, any Error>?
+            for try await buffer in body {
+                size += Int64(buffer.readableBytes)
+                if size > maxSize {
+                    throw S3Error(.entityTooLarge, "Your proposed upload exceeds the maximum allowed size.")
+                }
+                buffer.withUnsafeReadableBytes { bytes in
+                    md5.update(bytes)
+                    for index in hashers.indices { hashers[index].update(bytes) }
+                }
+                var copy = buffer
+                pending.writeBuffer(&copy)
+                if pending.readableBytes >= Self.writeBatch {
+                    try await inFlight?.value
+                    let chunk = pending
+                    let at = offset
+                    offset += Int64(chunk.readableBytes)
+                    inFlight = Task { try await self.pwriteAll(fd, chunk, at: at) }
+                    pending = ByteBuffer()
+                    pending.reserveCapacity(Self.writeBatch)
+                }
+            }
+            try await inFlight?.value
+            if pending.readableBytes > 0 {
+                try await pwriteAll(fd, pending, at: offset)
+            }
+            try await threadPool.runIfActive {
+                if fsync(fd) != 0 { throw POSIXFileError("fsync", errno) }
+                close(fd)
+            }
+            closed = true
+            var checksums: [String: [UInt8]] = [:]
+            for (algorithm, hasher) in zip(algorithms, hashers) { checksums[algorithm.s3Name] = hasher.finalize() }
+            return (tempPath, BodyDigests(size: size, md5: md5.finalize(), checksums: checksums))
+        } catch {
+            if !closed { close(fd) }
+            unlink(tempPath)
+            throw error
+        }
+    }
+
+    private func pwriteAll(_ fd: Int32, _ buffer: ByteBuffer, at offset: Int64) async throws {
+        try await threadPool.runIfActive {
+            try buffer.withUnsafeReadableBytes { bytes in
+                var done = 0
+                while done < bytes.count {
+                    let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw POSIXFileError("write", errno)
+                    }
+                    done += n
+                }
+            }
+        }
+    }
+
+    /// Moves a finished temporary file into place under a new blob name and makes the rename durable.
+    func commit(tempPath: String) async throws -> String {
+        let name = Self.newBlobName()
+        let final = path(of: name)
+        let directory = (final as NSString).deletingLastPathComponent
+        try await threadPool.runIfActive {
+            mkdir(directory, 0o700)
+            if rename(tempPath, final) != 0 { throw POSIXFileError("rename", errno) }
+            let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if dfd >= 0 {
+                fsync(dfd)
+                close(dfd)
+            }
+        }
+        return name
+    }
+
+    /// Deletes a temporary file.
+    func discard(tempPath: String) {
+        unlink(tempPath)
+    }
+
+    /// Deletes blobs that nothing references any more.
+    func delete(blobs: [String]) async {
+        guard !blobs.isEmpty else { return }
+        let paths = blobs.map(path(of:))
+        _ = try? await threadPool.runIfActive {
+            for path in paths { unlink(path) }
+        }
+    }
+
+    /// Reads `length` bytes at `offset` of a blob.
+    func read(blob: String, offset: Int64, length: Int) async throws -> ByteBuffer {
+        let path = path(of: blob)
+        return try await threadPool.runIfActive {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw POSIXFileError("open", errno) }
+            defer { close(fd) }
+            var buffer = ByteBufferAllocator().buffer(capacity: length)
+            try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { out in
+                var done = 0
+                while done < length {
+                    let n = pread(fd, out.baseAddress! + done, length - done, off_t(offset) + off_t(done))
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw POSIXFileError("read", errno)
+                    }
+                    if n == 0 { throw POSIXFileError("read", EIO) }
+                    done += n
+                }
+                return done
+            }
+            return buffer
+        }
+    }
+
+    /// Names of every blob on disk.
+    func allBlobNames() throws -> [String] {
+        let fm = FileManager.default
+        var names: [String] = []
+        for directory in try fm.contentsOfDirectory(atPath: blobDirectory) {
+            names += (try? fm.contentsOfDirectory(atPath: blobDirectory + "/" + directory)) ?? []
+        }
+        return names
+    }
+}
+
+/// A failed file-system call inside the store; its description names the call, never a user's key.
+struct POSIXFileError: Error, CustomStringConvertible {
+    var call: String
+    var code: Int32
+    init(_ call: String, _ code: Int32) {
+        self.call = call
+        self.code = code
+    }
+    var description: String { "\(call) failed: \(String(cString: strerror(code)))" }
+}
+
+/// The bytes of an object (or a range of it), read from its blobs chunk by chunk as the consumer asks for them.
+struct BlobByteSequence: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let files: BlobFiles
+    let manifest: [BlobSegment]
+    let range: ClosedRange<Int64>?
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let files: BlobFiles
+        /// (blob, offset, remaining) still to read, in order.
+        var pieces: [(blob: String, offset: Int64, length: Int64)]
+
+        mutating func next() async throws -> ByteBuffer? {
+            while let first = pieces.first {
+                if first.length == 0 {
+                    pieces.removeFirst()
+                    continue
+                }
+                let n = Int(Swift.min(first.length, Int64(BlobFiles.readChunk)))
+                let buffer = try await files.read(blob: first.blob, offset: first.offset, length: n)
+                pieces[0] = (first.blob, first.offset + Int64(n), first.length - Int64(n))
+                return buffer
+            }
+            return nil
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        var pieces: [(blob: String, offset: Int64, length: Int64)] = []
+        var position: Int64 = 0
+        let lower = range?.lowerBound ?? 0
+        let upper = range.map { $0.upperBound + 1 } ?? Int64.max
+        for segment in manifest {
+            let start = Swift.max(lower, position)
+            let end = Swift.min(upper, position + segment.size)
+            if end > start {
+                pieces.append((segment.blob, start - position, end - start))
+            }
+            position += segment.size
+        }
+        return AsyncIterator(files: files, pieces: pieces)
+    }
+}

@@ -1,0 +1,360 @@
+import FerryCore
+import Foundation
+import Logging
+import NIOCore
+
+/// The embedded store: bytes in files under a data directory, metadata in the SQLite catalog.
+///
+/// A multipart object is a manifest of its part files, streamed in order on GET; completing an upload copies nothing.
+public struct LocalDiskStore: ObjectStore {
+    /// Limits the store enforces.
+    public struct Limits: Sendable {
+        /// Smallest size of every part but the last (S3: 5 MiB).
+        public var minPartSize: Int64 = 5 * 1024 * 1024
+        /// Largest single PUT or part (S3: 5 GiB).
+        public var maxPartSize: Int64 = 5 * 1024 * 1024 * 1024
+        /// Largest number of parts.
+        public var maxParts = 10_000
+        /// Creates the S3 defaults.
+        public init() {}
+    }
+
+    let catalog: SQLiteCatalog
+    let files: BlobFiles
+    let limits: Limits
+    let logger: Logger
+
+    /// Opens the store in `directory` over `catalog`.
+    public init(directory: String, catalog: SQLiteCatalog, limits: Limits = .init(), logger: Logger) throws {
+        self.catalog = catalog
+        self.files = try BlobFiles(root: directory)
+        self.limits = limits
+        self.logger = logger
+    }
+
+    // MARK: Buckets
+
+    public func createBucket(_ name: String) async throws {
+        guard try await catalog.insertBucket(name, at: Date()) else {
+            throw S3Error(
+                .bucketAlreadyOwnedByYou,
+                "Your previous request to create the named bucket succeeded and you already own it.")
+        }
+    }
+
+    public func bucket(_ name: String) async throws -> BucketInfo {
+        guard let bucket = try await catalog.bucket(name) else { throw Self.noSuchBucket }
+        return bucket
+    }
+
+    public func deleteBucket(_ name: String) async throws {
+        switch try await catalog.deleteBucket(name) {
+        case .deleted: return
+        case .missing: throw Self.noSuchBucket
+        case .notEmpty: throw S3Error(.bucketNotEmpty, "The bucket you tried to delete is not empty.")
+        }
+    }
+
+    public func listBuckets() async throws -> [BucketInfo] {
+        try await catalog.buckets()
+    }
+
+    public func listObjects(bucket: String, prefix: String, delimiter: String?, startAfter: String?, maxKeys: Int)
+        async throws -> ObjectListing
+    {
+        _ = try await self.bucket(bucket)
+        var objects: [ObjectInfo] = []
+        var prefixes: [String] = []
+        var cursor = startAfter
+        let delimiter = delimiter.flatMap { $0.isEmpty ? nil : $0 }
+        var lastReturned: String?
+        while true {
+            let batch = try await catalog.objects(bucket: bucket, after: cursor, from: prefix, limit: 1000)
+            if batch.isEmpty { return ObjectListing(objects: objects, commonPrefixes: prefixes, isTruncated: false) }
+            for object in batch {
+                guard object.key.hasPrefix(prefix) else {
+                    return ObjectListing(objects: objects, commonPrefixes: prefixes, isTruncated: false)
+                }
+                var rolledUp: String?
+                if let delimiter {
+                    let rest = object.key.dropFirst(prefix.count)
+                    if let range = rest.range(of: delimiter) {
+                        rolledUp = prefix + rest[..<range.upperBound]
+                    }
+                }
+                if let rolledUp, rolledUp == prefixes.last { continue }
+                if objects.count + prefixes.count == maxKeys {
+                    return ObjectListing(
+                        objects: objects, commonPrefixes: prefixes, isTruncated: true, nextMarker: lastReturned)
+                }
+                if let rolledUp {
+                    prefixes.append(rolledUp)
+                    lastReturned = rolledUp
+                } else {
+                    objects.append(object)
+                    lastReturned = object.key
+                }
+            }
+            cursor = batch.last?.key
+        }
+    }
+
+    // MARK: Objects
+
+    public func object(bucket: String, key: String) async throws -> ObjectInfo {
+        if let object = try await catalog.object(bucket: bucket, key: key) { return object }
+        _ = try await self.bucket(bucket)
+        throw S3Error(.noSuchKey, "The specified key does not exist.")
+    }
+
+    public func readObject(_ object: ObjectInfo, range: ClosedRange<Int64>?) -> AsyncThrowingStream<
+        ByteBuffer, any Error
+    > {
+        let box = IteratorBox(BlobByteSequence(files: files, manifest: object.manifest, range: range).makeAsyncIterator())
+        return AsyncThrowingStream(unfolding: { try await box.iterator.next() })
+    }
+
+    public func putObject<Body: AsyncSequence & Sendable>(
+        bucket: String, key: String, attributes: ObjectAttributes, body: Body, checksums: [ChecksumAlgorithm],
+        ifNoneMatch: Bool, verify: BodyVerifier
+    ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
+        _ = try await self.bucket(bucket)
+        let (temp, digests) = try await files.write(body, checksums: checksums, maxSize: limits.maxPartSize)
+        do {
+            try verify(digests)
+            let blob = try await files.commit(tempPath: temp)
+            let object = ObjectInfo(
+                bucket: bucket, key: key, size: digests.size, etag: Self.hex(digests.md5), lastModified: Date(),
+                attributes: attributes,
+                checksums: digests.checksums.filter { $0.key != "MD5" }.mapValues { Data($0).base64EncodedString() },
+                checksumType: digests.checksums.keys.contains { $0 != "MD5" } ? "FULL_OBJECT" : nil,
+                manifest: [BlobSegment(blob: blob, size: digests.size)], partCount: nil)
+            switch try await catalog.putObject(object, condition: ifNoneMatch ? .absent : .none) {
+            case .stored(let replaced):
+                await files.delete(blobs: replaced.map(\.blob))
+                return object
+            case .noSuchBucket:
+                await files.delete(blobs: [blob])
+                throw Self.noSuchBucket
+            case .preconditionFailed:
+                await files.delete(blobs: [blob])
+                throw S3Error(.preconditionFailed, "At least one of the pre-conditions you specified did not hold")
+            }
+        } catch {
+            files.discard(tempPath: temp)
+            throw error
+        }
+    }
+
+    public func deleteObject(bucket: String, key: String) async throws {
+        _ = try await self.bucket(bucket)
+        let blobs = try await catalog.deleteObject(bucket: bucket, key: key)
+        await files.delete(blobs: blobs.map(\.blob))
+    }
+
+    // MARK: Multipart
+
+    public func createMultipartUpload(
+        bucket: String, key: String, attributes: ObjectAttributes, checksumAlgorithm: ChecksumAlgorithm?,
+        checksumType: String?
+    ) async throws -> MultipartUploadInfo {
+        let upload = MultipartUploadInfo(
+            uploadId: BlobFiles.newBlobName() + BlobFiles.newBlobName(), bucket: bucket, key: key, initiated: Date(),
+            attributes: attributes, checksumAlgorithm: checksumAlgorithm?.s3Name, checksumType: checksumType)
+        guard try await catalog.insertUpload(upload) else { throw Self.noSuchBucket }
+        return upload
+    }
+
+    public func multipartUpload(_ uploadId: String, bucket: String, key: String) async throws -> MultipartUploadInfo {
+        guard let upload = try await catalog.upload(uploadId), upload.bucket == bucket, upload.key == key else {
+            _ = try await self.bucket(bucket)
+            throw Self.noSuchUpload
+        }
+        return upload
+    }
+
+    public func uploadPart<Body: AsyncSequence & Sendable>(
+        _ upload: MultipartUploadInfo, partNumber: Int, body: Body, checksums: [ChecksumAlgorithm],
+        verify: BodyVerifier
+    ) async throws -> PartInfo where Body.Element == ByteBuffer {
+        var algorithms = checksums
+        if let name = upload.checksumAlgorithm, let algorithm = ChecksumAlgorithm(name: name),
+            !algorithms.contains(algorithm)
+        {
+            algorithms.append(algorithm)
+        }
+        let (temp, digests) = try await files.write(body, checksums: algorithms, maxSize: limits.maxPartSize)
+        do {
+            try verify(digests)
+            let blob = try await files.commit(tempPath: temp)
+            let part = PartInfo(
+                number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
+                checksums: digests.checksums.mapValues { Data($0).base64EncodedString() }, blob: blob,
+                lastModified: Date())
+            switch try await catalog.putPart(part, uploadId: upload.uploadId) {
+            case .stored(let replaced):
+                if let replaced { await files.delete(blobs: [replaced]) }
+                return part
+            case .noSuchUpload:
+                await files.delete(blobs: [blob])
+                throw Self.noSuchUpload
+            }
+        } catch {
+            files.discard(tempPath: temp)
+            throw error
+        }
+    }
+
+    public func listParts(_ upload: MultipartUploadInfo, after marker: Int, maxParts: Int) async throws
+        -> (parts: [PartInfo], isTruncated: Bool)
+    {
+        let parts = try await catalog.parts(uploadId: upload.uploadId, after: marker, limit: maxParts + 1)
+        return (Array(parts.prefix(maxParts)), parts.count > maxParts)
+    }
+
+    public func listMultipartUploads(
+        bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, maxUploads: Int
+    ) async throws -> (uploads: [MultipartUploadInfo], isTruncated: Bool) {
+        _ = try await self.bucket(bucket)
+        let uploads = try await catalog.uploads(
+            bucket: bucket, prefix: prefix, keyMarker: keyMarker, uploadIdMarker: uploadIdMarker,
+            limit: maxUploads + 1)
+        return (Array(uploads.prefix(maxUploads)), uploads.count > maxUploads)
+    }
+
+    public func completeMultipartUpload(
+        _ upload: MultipartUploadInfo, parts requested: [CompleteMultipartUpload.Part], fullObjectChecksum: String?
+    ) async throws -> ObjectInfo {
+        guard !requested.isEmpty else {
+            throw S3Error(
+                .malformedXML,
+                "The XML you provided was not well-formed or did not validate against our published schema.")
+        }
+        for (previous, next) in zip(requested, requested.dropFirst()) where next.partNumber <= previous.partNumber {
+            throw S3Error(.invalidPartOrder, "The list of parts was not in ascending order. Parts must be ordered by part number.")
+        }
+        let stored = Dictionary(
+            uniqueKeysWithValues: try await catalog.parts(uploadId: upload.uploadId).map { ($0.number, $0) })
+        var chosen: [PartInfo] = []
+        for entry in requested {
+            let etag = entry.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+            guard let part = stored[entry.partNumber], part.etag == etag else {
+                throw Self.invalidPart(entry.partNumber)
+            }
+            for (name, value) in entry.checksums.values where part.checksums[name] != value {
+                throw Self.invalidPart(entry.partNumber)
+            }
+            chosen.append(part)
+        }
+        for part in chosen.dropLast() where part.size < limits.minPartSize {
+            throw S3Error(
+                .entityTooSmall, "Your proposed upload is smaller than the minimum allowed object size.",
+                details: ["PartNumber": String(part.number), "MinSizeAllowed": String(limits.minPartSize)])
+        }
+        let md5s = chosen.map { Self.bytes(hex: $0.etag) }
+        var checksums: [String: String] = [:]
+        if let name = upload.checksumAlgorithm, let algorithm = ChecksumAlgorithm(name: name) {
+            let partValues = try chosen.map { part -> [UInt8] in
+                guard let value = part.checksums[name], let data = Data(base64Encoded: value) else {
+                    throw Self.invalidPart(part.number)
+                }
+                return [UInt8](data)
+            }
+            if upload.checksumType == "FULL_OBJECT" {
+                var combined = partValues[0]
+                for (value, part) in zip(partValues.dropFirst(), chosen.dropFirst()) {
+                    guard let next = Checksum.combine(algorithm, combined, value, lengthOfB: UInt64(part.size)) else {
+                        throw S3Error(.invalidRequest, "The \(name) algorithm cannot form a full-object checksum.")
+                    }
+                    combined = next
+                }
+                let value = Data(combined).base64EncodedString()
+                if let fullObjectChecksum, fullObjectChecksum != value {
+                    throw S3Error(.badDigest, "The \(name) you specified did not match the calculated checksum.")
+                }
+                checksums[name] = value
+            } else {
+                checksums[name] = Checksum.composite(algorithm, partChecksums: partValues)
+            }
+        }
+        let object = ObjectInfo(
+            bucket: upload.bucket, key: upload.key, size: chosen.reduce(0) { $0 + $1.size },
+            etag: Checksum.multipartETag(partMD5s: md5s).trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
+            lastModified: Date(), attributes: upload.attributes, checksums: checksums,
+            checksumType: checksums.isEmpty ? nil : (upload.checksumType ?? "COMPOSITE"),
+            manifest: chosen.map { BlobSegment(blob: $0.blob, size: $0.size) }, partCount: chosen.count)
+        switch try await catalog.completeUpload(upload.uploadId, object: object, expectedParts: chosen) {
+        case .completed(let replaced, let unused):
+            await files.delete(blobs: replaced.map(\.blob) + unused)
+            return object
+        case .noSuchUpload:
+            throw Self.noSuchUpload
+        case .changed:
+            throw S3Error(.invalidPart, "A part was replaced while the upload was being completed; try again.")
+        }
+    }
+
+    public func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws {
+        guard let blobs = try await catalog.deleteUpload(upload.uploadId) else { throw Self.noSuchUpload }
+        await files.delete(blobs: blobs)
+    }
+
+    public func abortMultipartUploads(initiatedBefore date: Date) async throws -> Int {
+        var count = 0
+        for upload in try await catalog.uploads(initiatedBefore: date, limit: 10_000) {
+            if let blobs = try await catalog.deleteUpload(upload.uploadId) {
+                await files.delete(blobs: blobs)
+                count += 1
+            }
+        }
+        return count
+    }
+
+    /// Deletes blob files no catalog entry references (left by a crash between a rename and its catalog write).
+    func collectOrphanBlobs(olderThan age: TimeInterval = 3600) async throws -> Int {
+        let referenced = try await catalog.referencedBlobs()
+        var removed: [String] = []
+        let cutoff = Date().addingTimeInterval(-age)
+        for name in try files.allBlobNames() where !referenced.contains(name) {
+            let attributes = try? FileManager.default.attributesOfItem(atPath: files.path(of: name))
+            if let modified = attributes?[.modificationDate] as? Date, modified < cutoff { removed.append(name) }
+        }
+        await files.delete(blobs: removed)
+        return removed.count
+    }
+
+    // MARK: Helpers
+
+    // `@unchecked Sendable`: AsyncThrowingStream(unfolding:) calls its closure for one consumer, one call at a time,
+    // so the iterator is never used concurrently.
+    final class IteratorBox: @unchecked Sendable {
+        var iterator: BlobByteSequence.AsyncIterator
+        init(_ iterator: BlobByteSequence.AsyncIterator) { self.iterator = iterator }
+    }
+
+    static let noSuchBucket = S3Error(.noSuchBucket, "The specified bucket does not exist.")
+    static let noSuchUpload = S3Error(
+        .noSuchUpload,
+        "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."
+    )
+    static func invalidPart(_ number: Int) -> S3Error {
+        S3Error(
+            .invalidPart,
+            "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
+            details: ["PartNumber": String(number)])
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func bytes(hex: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var index = hex.startIndex
+        while let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex), index != hex.endIndex {
+            out.append(UInt8(hex[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return out
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+
+/// A bucket as the store knows it.
+public struct BucketInfo: Sendable, Hashable {
+    /// Bucket name.
+    public var name: String
+    /// When it was created.
+    public var createdAt: Date
+}
+
+/// The HTTP attributes and user metadata stored with an object.
+public struct ObjectAttributes: Codable, Sendable, Hashable {
+    /// `Content-Type`.
+    public var contentType: String?
+    /// `Content-Disposition`.
+    public var contentDisposition: String?
+    /// `Cache-Control`.
+    public var cacheControl: String?
+    /// `Content-Encoding` (with `aws-chunked` removed).
+    public var contentEncoding: String?
+    /// `Content-Language`.
+    public var contentLanguage: String?
+    /// `Expires`.
+    public var expires: String?
+    /// User metadata from `x-amz-meta-*`, names lowercased without the prefix.
+    public var userMetadata: [String: String]
+
+    /// Creates attributes.
+    public init(
+        contentType: String? = nil, contentDisposition: String? = nil, cacheControl: String? = nil,
+        contentEncoding: String? = nil, contentLanguage: String? = nil, expires: String? = nil,
+        userMetadata: [String: String] = [:]
+    ) {
+        self.contentType = contentType
+        self.contentDisposition = contentDisposition
+        self.cacheControl = cacheControl
+        self.contentEncoding = contentEncoding
+        self.contentLanguage = contentLanguage
+        self.expires = expires
+        self.userMetadata = userMetadata
+    }
+}
+
+/// One stored file an object's bytes come from; an object is the concatenation of its segments.
+public struct BlobSegment: Codable, Sendable, Hashable {
+    /// Blob name inside the store (never derived from a key).
+    public var blob: String
+    /// Bytes in the blob.
+    public var size: Int64
+}
+
+/// An object's catalog entry.
+public struct ObjectInfo: Sendable, Hashable {
+    /// Bucket name.
+    public var bucket: String
+    /// Object key.
+    public var key: String
+    /// Size in bytes.
+    public var size: Int64
+    /// ETag without quotes: hex MD5, or `hex-N` for a multipart object.
+    public var etag: String
+    /// When it was written.
+    public var lastModified: Date
+    /// HTTP attributes and user metadata.
+    public var attributes: ObjectAttributes
+    /// Checksums by S3 algorithm name (`CRC32`, …), base64; composite values end in `-N`.
+    public var checksums: [String: String]
+    /// `COMPOSITE` or `FULL_OBJECT` when there is a checksum.
+    public var checksumType: String?
+    /// Where the bytes are.
+    public var manifest: [BlobSegment]
+    /// Number of parts for a multipart object, nil for a single PUT.
+    public var partCount: Int?
+}
+
+/// A multipart upload in progress.
+public struct MultipartUploadInfo: Sendable, Hashable {
+    /// Upload id.
+    public var uploadId: String
+    /// Bucket name.
+    public var bucket: String
+    /// Object key.
+    public var key: String
+    /// Creation time.
+    public var initiated: Date
+    /// Attributes the completed object will carry.
+    public var attributes: ObjectAttributes
+    /// S3 name of the checksum algorithm the upload was created with.
+    public var checksumAlgorithm: String?
+    /// `COMPOSITE` or `FULL_OBJECT`.
+    public var checksumType: String?
+}
+
+/// A stored part of a multipart upload.
+public struct PartInfo: Sendable, Hashable {
+    /// Part number, 1–10000.
+    public var number: Int
+    /// Size in bytes.
+    public var size: Int64
+    /// Hex MD5 of the part, without quotes.
+    public var etag: String
+    /// Checksums by S3 algorithm name, base64.
+    public var checksums: [String: String]
+    /// Blob holding the bytes.
+    public var blob: String
+    /// When it was written.
+    public var lastModified: Date
+}
+
+/// A page of ListObjectsV2.
+public struct ObjectListing: Sendable {
+    /// Objects of the page.
+    public var objects: [ObjectInfo]
+    /// Common prefixes of the page.
+    public var commonPrefixes: [String]
+    /// Whether more results follow.
+    public var isTruncated: Bool
+    /// The last key or prefix returned, from which the next page starts.
+    public var nextMarker: String?
+}
+
+/// What the store computed while it wrote a body, handed to the request's verifier before anything becomes visible.
+public struct BodyDigests: Sendable {
+    /// Bytes written.
+    public var size: Int64
+    /// MD5 of the body.
+    public var md5: [UInt8]
+    /// Raw checksums by S3 algorithm name (`CRC32`, `SHA256`, …) that the request asked for.
+    public var checksums: [String: [UInt8]]
+}

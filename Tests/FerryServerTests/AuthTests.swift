@@ -1,0 +1,101 @@
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+@Suite("Authentication and authorization")
+struct AuthTests {
+    @Test("a wrong secret is SignatureDoesNotMatch, an unknown key InvalidAccessKeyId, no signature AccessDenied")
+    func rejectsBadCredentials() async throws {
+        try await TestServer.with { server in
+            try await server.client().createBucket("auth")
+            let wrongSecret = server.client(SigV4Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: "wrong"))
+            let tampered = try await wrongSecret.send("GET", "/auth", query: [("list-type", "2")])
+            #expect(tampered.status == 403)
+            #expect(tampered.errorCode == "SignatureDoesNotMatch")
+            #expect(!tampered.text.contains(server.root.secretAccessKey))
+            let unknown = try await server.client(SigV4Credentials(accessKeyId: "FKIAUNKNOWN", secretAccessKey: "x"))
+                .send("GET", "/auth", query: [("list-type", "2")])
+            #expect(unknown.errorCode == "InvalidAccessKeyId")
+            let anonymous = try await server.client().sendRaw("GET", "/auth", query: [("list-type", "2")], headers: [])
+            #expect(anonymous.status == 403)
+            #expect(anonymous.errorCode == "AccessDenied")
+            // A header changed after signing.
+            let changed = try await server.client().send(
+                "PUT", S3TestClient.path("auth", "k"), headers: [("x-amz-meta-a", "1")], body: [1],
+                mutateSigned: { headers in
+                    if let i = headers.firstIndex(where: { $0.name == "x-amz-meta-a" }) { headers[i].value = "2" }
+                })
+            #expect(changed.errorCode == "SignatureDoesNotMatch")
+        }
+    }
+
+    @Test("requests signed more than 15 minutes away from the server clock are RequestTimeTooSkewed")
+    func skew() async throws {
+        try await TestServer.with { server in
+            let reply = try await server.client().send("GET", "/", date: Date().addingTimeInterval(-16 * 60))
+            #expect(reply.status == 403)
+            #expect(reply.errorCode == "RequestTimeTooSkewed")
+            #expect(try await server.client().send("GET", "/", date: Date().addingTimeInterval(-10 * 60)).status == 200)
+        }
+    }
+
+    @Test("presigned URLs work until they expire and may not live longer than 7 days")
+    func presigned() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("pre")
+            try await s3.put("pre", "k", [9, 8, 7])
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            let host = "127.0.0.1:\(server.port)"
+            let fresh = try signer.presign(method: "GET", path: "/pre/k", query: [], host: host, expires: 60, date: Date())
+            let ok = try await s3.sendRaw("GET", "/pre/k", query: fresh, headers: [])
+            #expect(ok.status == 200)
+            #expect(ok.body == [9, 8, 7])
+            let old = try signer.presign(
+                method: "GET", path: "/pre/k", query: [], host: host, expires: 60, date: Date().addingTimeInterval(-120))
+            let expired = try await s3.sendRaw("GET", "/pre/k", query: old, headers: [])
+            #expect(expired.status == 403)
+            #expect(expired.errorCode == "AccessDenied")
+            var tooLong = fresh
+            if let i = tooLong.firstIndex(where: { $0.name == "X-Amz-Expires" }) { tooLong[i].value = "604801" }
+            let rejected = try await s3.sendRaw("GET", "/pre/k", query: tooLong, headers: [])
+            #expect(rejected.errorCode == "AuthorizationQueryParametersError")
+        }
+    }
+
+    @Test("session tokens: allowed within their policy, AccessDenied outside it, ExpiredToken after expiry")
+    func sessionTokens() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("uploads")
+            try await s3.createBucket("other")
+            try await s3.put("uploads", "private/secret.txt", [1])
+            let policy = AccessPolicy(statements: [.init(actions: ["s3:PutObject", "s3:GetObject"], bucket: "uploads", keyPrefix: "users/42/")])
+            let temporary = server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: policy, expiration: Date().addingTimeInterval(600))
+            let user = server.client(temporary)
+            #expect(try await user.put("uploads", "users/42/movie.mp4", [1, 2]).status == 200)
+            #expect(try await user.get("uploads", "users/42/movie.mp4").body == [1, 2])
+            #expect(try await user.put("uploads", "users/43/movie.mp4", [1]).errorCode == "AccessDenied")
+            #expect(try await user.get("uploads", "private/secret.txt").errorCode == "AccessDenied")
+            #expect(try await user.put("other", "users/42/x", [1]).errorCode == "AccessDenied")
+            #expect(try await user.send("DELETE", S3TestClient.path("uploads", "users/42/movie.mp4")).errorCode == "AccessDenied")
+            #expect(try await user.send("GET", "/uploads", query: [("list-type", "2")]).errorCode == "AccessDenied")
+
+            let expired = server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: policy, expiration: Date().addingTimeInterval(-1))
+            let late = try await server.client(expired).put("uploads", "users/42/late", [1])
+            #expect(late.status == 400)
+            #expect(late.errorCode == "ExpiredToken")
+
+            var forged = temporary
+            forged.sessionToken = temporary.sessionToken!.replacingOccurrences(of: "FT1.", with: "FT1.e")
+            #expect(try await server.client(forged).put("uploads", "users/42/x", [1]).errorCode == "InvalidToken")
+            let noPolicy = server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: AccessPolicy(statements: []), expiration: Date().addingTimeInterval(600))
+            #expect(try await server.client(noPolicy).get("uploads", "users/42/movie.mp4").errorCode == "AccessDenied")
+        }
+    }
+}

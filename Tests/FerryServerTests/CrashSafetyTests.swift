@@ -1,0 +1,67 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("Crash safety", .serialized)
+struct CrashSafetyTests {
+    @Test("SIGKILL while a part is being written: after a restart the part is absent and the upload completes")
+    func killedMidPart() async throws {
+        let data = TemporaryDirectory.make("ferry-crash")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let env = ["FERRY_ACCESS_KEY_ID": "FKIACRASHTEST0000", "FERRY_SECRET_ACCESS_KEY": "crash-secret-0123456789"]
+        let root = SigV4Credentials(accessKeyId: env["FERRY_ACCESS_KEY_ID"]!, secretAccessKey: env["FERRY_SECRET_ACCESS_KEY"]!)
+        let arguments = ["--min-part-size", "1024"]
+        let first = try FerryExecutable.Server(dataDirectory: data, arguments: arguments, environment: env)
+        var s3 = S3TestClient(endpoint: first.endpoint, credentials: root)
+        try await s3.createBucket("crash")
+        let id = try await s3.createMultipartUpload("crash", "video.mp4")
+        let part1 = [UInt8](repeating: 1, count: 4096)
+        let etag1 = try #require(try await s3.uploadPart("crash", "video.mp4", uploadId: id, number: 1, part1).header("ETag"))
+
+        // Part 2 announces 8 MiB and sends 3 MiB, then the server is killed while it writes.
+        let signer = SigV4Signer(credentials: root, region: "us-east-1")
+        let path = "/crash/video.mp4"
+        let query = [(name: "partNumber", value: "2"), (name: "uploadId", value: id)]
+        let headers = signer.sign(
+            method: "PUT", path: path, query: query,
+            headers: [("host", "127.0.0.1:\(first.port)"), ("content-length", String(8 * 1024 * 1024))],
+            payloadHash: SigV4.unsignedPayload, date: Date())
+        var head = "PUT \(path)?partNumber=2&uploadId=\(id) HTTP/1.1\r\n"
+        for header in headers { head += "\(header.name): \(header.value)\r\n" }
+        head += "\r\n"
+        let socket = try RawSocket.connect(port: first.port)
+        defer { close(socket) }
+        try RawSocket.write(socket, Array(head.utf8) + [UInt8](repeating: 2, count: 3 * 1024 * 1024))
+        let tmp = data + "/objects/tmp"
+        var writing = false
+        for _ in 0..<200 {
+            if let files = try? FileManager.default.contentsOfDirectory(atPath: tmp), !files.isEmpty {
+                writing = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(writing, "the part was not being written")
+        first.stop(signal: SIGKILL)
+
+        let second = try FerryExecutable.Server(dataDirectory: data, arguments: arguments, environment: env)
+        defer { second.stop() }
+        s3 = S3TestClient(endpoint: second.endpoint, credentials: root)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty)
+        let listed = try S3XML.decode(
+            ListPartsResult.self,
+            from: Data(try await s3.send("GET", path, query: [("uploadId", id)]).body))
+        #expect(listed.parts.map(\.partNumber) == [1])
+        let part2 = [UInt8](repeating: 2, count: 3000)
+        let etag2 = try #require(try await s3.uploadPart("crash", "video.mp4", uploadId: id, number: 2, part2).header("ETag"))
+        let done = try await s3.complete(
+            "crash", "video.mp4", uploadId: id, xml: S3TestClient.completeXML([(1, etag1), (2, etag2)]))
+        #expect(done.status == 200)
+        #expect(try await s3.get("crash", "video.mp4").body == part1 + part2)
+    }
+}

@@ -1,0 +1,141 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("Integrity")
+struct IntegrityTests {
+    @Test("Content-MD5 and each x-amz-checksum are checked; a mismatch stores nothing")
+    func checksums() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("sum")
+            let body = Array("integrity matters".utf8)
+            var md5 = Checksummer(.md5)
+            md5.update(body)
+            #expect(try await s3.put("sum", "md5", body, headers: [("Content-MD5", md5.finalizeBase64())]).status == 200)
+            let wrongMD5 = try await s3.put("sum", "bad-md5", body, headers: [("Content-MD5", "AAAAAAAAAAAAAAAAAAAAAA==")])
+            #expect(wrongMD5.errorCode == "BadDigest")
+            #expect(try await s3.put("sum", "bad-md5", body, headers: [("Content-MD5", "nope")]).errorCode == "InvalidDigest")
+            #expect(try await s3.get("sum", "bad-md5").errorCode == "NoSuchKey")
+            for algorithm in ChecksumAlgorithm.s3Algorithms {
+                var hasher = Checksummer(algorithm)
+                hasher.update(body)
+                let value = hasher.finalizeBase64()
+                let key = "obj-\(algorithm.s3Name)"
+                let put = try await s3.put("sum", key, body, headers: [(algorithm.headerName, value)])
+                #expect(put.status == 200, "\(algorithm): \(put.text)")
+                #expect(put.header(algorithm.headerName) == value)
+                let head = try await s3.send("HEAD", S3TestClient.path("sum", key), headers: [("x-amz-checksum-mode", "ENABLED")])
+                #expect(head.header(algorithm.headerName) == value)
+                let plain = try await s3.send("HEAD", S3TestClient.path("sum", key))
+                #expect(plain.header(algorithm.headerName) == nil)
+                var other = Checksummer(algorithm)
+                other.update(Array("something else".utf8))
+                let wrong = try await s3.put("sum", key + "-bad", body, headers: [(algorithm.headerName, other.finalizeBase64())])
+                #expect(wrong.errorCode == "BadDigest")
+                #expect(try await s3.get("sum", key + "-bad").errorCode == "NoSuchKey")
+            }
+            #expect(try await s3.put("sum", "x", body, headers: [("x-amz-checksum-crc32", "!!")]).errorCode == "InvalidRequest")
+            #expect(blobFiles(server.dataDirectory).count == 1 + ChecksumAlgorithm.s3Algorithms.count)
+        }
+    }
+
+    @Test("a signed payload must match x-amz-content-sha256")
+    func payloadHash() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("sha")
+            let reply = try await s3.send(
+                "PUT", S3TestClient.path("sha", "k"), body: [1, 2, 3], payload: .hash(SigV4.hexSHA256([9, 9, 9])))
+            #expect(reply.errorCode == "XAmzContentSHA256Mismatch")
+            #expect(try await s3.get("sha", "k").errorCode == "NoSuchKey")
+            #expect(try await s3.send("PUT", S3TestClient.path("sha", "k"), body: [1], payload: .unsigned).status == 200)
+            #expect(try await s3.send("PUT", S3TestClient.path("sha", "k"), body: [1], payload: .hash("abc")).errorCode == "InvalidArgument")
+        }
+    }
+
+    /// Signs and frames an aws-chunked PUT.
+    func chunkedPut(
+        _ server: TestServer, key: String, body: [UInt8], signed: Bool, trailer: (String, String)? = nil,
+        tamper: Bool = false
+    ) async throws -> S3TestClient.Reply {
+        let host = "127.0.0.1:\(server.port)"
+        let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+        let path = S3TestClient.path("chunk", key)
+        var headers: [(name: String, value: String)] = [
+            ("host", host), ("content-encoding", "aws-chunked"), ("x-amz-decoded-content-length", String(body.count)),
+        ]
+        if let trailer { headers.append(("x-amz-trailer", trailer.0)) }
+        let signedRequest = signer.signRequest(
+            method: "PUT", path: path, query: [], headers: headers,
+            payloadHash: signed ? SigV4.streamingSignedPayload : SigV4.streamingUnsignedPayloadTrailer, date: Date())
+        var encoder = AWSChunkedEncoder(mode: signed ? signedRequest.chunkedSigningMode : .unsigned)
+        var framed: [UInt8] = []
+        var offset = 0
+        while offset < body.count {
+            let end = min(offset + 8192, body.count)
+            framed += encoder.encodeChunk(body[offset..<end])
+            offset = end
+        }
+        framed += encoder.finalChunk(trailers: trailer.map { [(name: $0.0, value: $0.1)] } ?? [])
+        if tamper { framed[framed.count / 2] ^= 0xFF }
+        return try await server.client().sendRaw("PUT", path, headers: signedRequest.headers, body: framed)
+    }
+
+    @Test("aws-chunked bodies: signed chunks verified, unsigned with a trailing checksum verified")
+    func awsChunked() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("chunk")
+            let body = (0..<50_000).map { UInt8(truncatingIfNeeded: $0 * 31) }
+            let signed = try await chunkedPut(server, key: "signed", body: body, signed: true)
+            #expect(signed.status == 200, "\(signed.text)")
+            #expect(try await s3.get("chunk", "signed").body == body)
+            let tampered = try await chunkedPut(server, key: "tampered", body: body, signed: true, tamper: true)
+            #expect(tampered.errorCode == "SignatureDoesNotMatch")
+            #expect(try await s3.get("chunk", "tampered").errorCode == "NoSuchKey")
+
+            var crc = Checksummer(.crc32)
+            crc.update(body)
+            let good = try await chunkedPut(
+                server, key: "trailer", body: body, signed: false, trailer: ("x-amz-checksum-crc32", crc.finalizeBase64()))
+            #expect(good.status == 200, "\(good.text)")
+            #expect(try await s3.get("chunk", "trailer").body == body)
+            let head = try await s3.send("HEAD", S3TestClient.path("chunk", "trailer"), headers: [("x-amz-checksum-mode", "ENABLED")])
+            #expect(head.header("x-amz-checksum-crc32") == crc.finalizeBase64())
+            let bad = try await chunkedPut(
+                server, key: "bad-trailer", body: body, signed: false, trailer: ("x-amz-checksum-crc32", "AAAAAA=="))
+            #expect(bad.errorCode == "BadDigest")
+            #expect(try await s3.get("chunk", "bad-trailer").errorCode == "NoSuchKey")
+        }
+    }
+
+    @Test("a body shorter than its Content-Length stores nothing")
+    func truncatedBody() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("cut")
+            let host = "127.0.0.1:\(server.port)"
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            let headers = signer.sign(
+                method: "PUT", path: "/cut/k", query: [], headers: [("host", host), ("content-length", "100000")],
+                payloadHash: SigV4.unsignedPayload, date: Date())
+            var request = "PUT /cut/k HTTP/1.1\r\n"
+            for header in headers { request += "\(header.name): \(header.value)\r\n" }
+            request += "\r\n"
+            try RawSocket.sendAndClose(port: server.port, Array(request.utf8) + [UInt8](repeating: 7, count: 40_000))
+            // The server notices the cut connection; poll until the temporary file is gone.
+            for _ in 0..<100 where !(try FileManager.default.contentsOfDirectory(atPath: server.dataDirectory + "/objects/tmp")).isEmpty {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: server.dataDirectory + "/objects/tmp").isEmpty)
+            #expect(try await s3.get("cut", "k").errorCode == "NoSuchKey")
+            #expect(blobFiles(server.dataDirectory).isEmpty)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// Runs the built `ferry` executable (next to the test bundle in the build directory).
+public enum FerryExecutable {
+    /// Path of the built `ferry` binary.
+    public static var path: String {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("ferry").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/ferry").path
+    }
+
+    /// A `ferry serve` child process on a free loopback port.
+    public final class Server: @unchecked Sendable {
+        // Only mutated in init and terminate(), which tests call from one task.
+        public let process: Process
+        /// `http://127.0.0.1:PORT`.
+        public let endpoint: String
+        /// The port.
+        public let port: Int
+
+        /// Starts `ferry serve --port 0` on `dataDirectory` and waits until it prints its address.
+        public init(dataDirectory: String, arguments: [String] = [], environment: [String: String]) throws {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
+            process.arguments = ["serve", "--data-dir", dataDirectory, "--port", "0"] + arguments
+            var env = ProcessInfo.processInfo.environment
+            env.merge(environment) { $1 }
+            process.environment = env
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var buffer = ""
+            var port: Int?
+            let handle = out.fileHandleForReading
+            while port == nil {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                buffer += String(decoding: data, as: UTF8.self)
+                if let range = buffer.range(of: "listening on http://127.0.0.1:") {
+                    let digits = buffer[range.upperBound...].prefix { $0.isNumber }
+                    if buffer[range.upperBound...].dropFirst(digits.count).first != nil { port = Int(digits) }
+                }
+            }
+            guard let port else {
+                process.terminate()
+                throw ServerStartError(output: buffer)
+            }
+            self.process = process
+            self.port = port
+            self.endpoint = "http://127.0.0.1:\(port)"
+        }
+
+        /// Sends a signal and waits for the process to exit.
+        public func stop(signal: Int32 = SIGTERM) {
+            if process.isRunning { kill(process.processIdentifier, signal) }
+            process.waitUntilExit()
+        }
+
+        deinit {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+    }
+
+    /// `ferry serve` exited before it listened.
+    public struct ServerStartError: Error, CustomStringConvertible {
+        /// What it printed.
+        public var output: String
+        /// Description.
+        public var description: String { "ferry serve did not start: \(output)" }
+    }
+}

@@ -1,0 +1,70 @@
+import FerryCore
+import FerryServer
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// A Ferry server running in-process on 127.0.0.1 and a free port, with a fresh data directory.
+public struct TestServer: Sendable {
+    /// The bound port.
+    public let port: Int
+    /// The server (store, catalog, credentials).
+    public let server: FerryServer
+    /// The root key.
+    public var root: SigV4Credentials { server.rootCredentials }
+    /// `http://127.0.0.1:PORT`.
+    public var endpoint: String { "http://127.0.0.1:\(port)" }
+    /// The data directory.
+    public var dataDirectory: String { server.configuration.dataDirectory }
+
+    /// A client signing with the root key.
+    public func client(_ credentials: SigV4Credentials? = nil) -> S3TestClient {
+        S3TestClient(endpoint: endpoint, credentials: credentials ?? root)
+    }
+
+    /// Starts a server, runs `body`, and shuts the server down.
+    public static func with<T: Sendable>(
+        minPartSize: Int64 = 5 * 1024 * 1024, _ body: @Sendable (TestServer) async throws -> T
+    ) async throws -> T {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = FerryServerConfiguration(dataDirectory: directory)
+        configuration.port = 0
+        configuration.minPartSize = minPartSize
+        configuration.rootCredentials = SigV4Credentials(
+            accessKeyId: "FKIATESTROOT0000", secretAccessKey: "test-root-secret-key-0123456789")
+        var logger = Logger(label: "ferry.test")
+        logger.logLevel = .warning
+        configuration.logger = logger
+        let server = try FerryServer(configuration: configuration, environment: [:])
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = server.makeApplication { port in continuation.yield(port) }
+        let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await services.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            do {
+                let result = try await body(TestServer(port: port, server: server))
+                await services.triggerGracefulShutdown()
+                try await group.waitForAll()
+                return result
+            } catch {
+                await services.triggerGracefulShutdown()
+                try? await group.waitForAll()
+                throw error
+            }
+        }
+    }
+}
+
+/// Temporary directories for tests.
+public enum TemporaryDirectory {
+    /// Creates a new empty directory under the system temporary directory.
+    public static func make(_ prefix: String = "ferry-test") -> String {
+        let path = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+}
