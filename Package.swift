@@ -40,6 +40,7 @@ let package = Package(
                 "FerryCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -70,11 +71,15 @@ let package = Package(
         .target(
             name: "FerryTestSupport",
             dependencies: [
-                "FerryServer", "FerryCore",
+                "FerryServer", "FerryCore", "Ferry",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             path: "Tests/FerryTestSupport"
         ),
@@ -89,6 +94,10 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]
+        ),
+        .testTarget(
+            name: "FerryTests",
+            dependencies: ["Ferry", "FerryCore", "FerryServer", "FerryTestSupport"]
         ),
         .testTarget(
             name: "InteropTests",

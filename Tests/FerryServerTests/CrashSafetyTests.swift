@@ -16,7 +16,7 @@ struct CrashSafetyTests {
         let env = ["FERRY_ACCESS_KEY_ID": "FKIACRASHTEST0000", "FERRY_SECRET_ACCESS_KEY": "crash-secret-0123456789"]
         let root = SigV4Credentials(accessKeyId: env["FERRY_ACCESS_KEY_ID"]!, secretAccessKey: env["FERRY_SECRET_ACCESS_KEY"]!)
         let arguments = ["--min-part-size", "1024"]
-        let first = try FerryExecutable.Server(dataDirectory: data, arguments: arguments, environment: env)
+        let first = try await FerryExecutable.Server.start(dataDirectory: data, arguments: arguments, environment: env)
         var s3 = S3TestClient(endpoint: first.endpoint, credentials: root)
         try await s3.createBucket("crash")
         let id = try await s3.createMultipartUpload("crash", "video.mp4")
@@ -47,10 +47,9 @@ struct CrashSafetyTests {
             try await Task.sleep(for: .milliseconds(25))
         }
         #expect(writing, "the part was not being written")
-        first.stop(signal: SIGKILL)
+        await first.stop(signal: SIGKILL)
 
-        let second = try FerryExecutable.Server(dataDirectory: data, arguments: arguments, environment: env)
-        defer { second.stop() }
+        let second = try await FerryExecutable.Server.start(dataDirectory: data, arguments: arguments, environment: env)
         s3 = S3TestClient(endpoint: second.endpoint, credentials: root)
         #expect(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty)
         let listed = try S3XML.decode(
@@ -63,5 +62,6 @@ struct CrashSafetyTests {
             "crash", "video.mp4", uploadId: id, xml: S3TestClient.completeXML([(1, etag1), (2, etag2)]))
         #expect(done.status == 200)
         #expect(try await s3.get("crash", "video.mp4").body == part1 + part2)
+        await second.stop()
     }
 }

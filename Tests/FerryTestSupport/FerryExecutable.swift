@@ -24,8 +24,15 @@ public enum FerryExecutable {
         /// The port.
         public let port: Int
 
-        /// Starts `ferry serve --port 0` on `dataDirectory` and waits until it prints its address.
-        public init(dataDirectory: String, arguments: [String] = [], environment: [String: String]) throws {
+        /// Starts `ferry serve --port 0` on `dataDirectory` and waits, off the cooperative pool, until it listens.
+        public static func start(dataDirectory: String, arguments: [String] = [], environment: [String: String])
+            async throws -> Server
+        {
+            try await runBlocking { try Server(dataDirectory: dataDirectory, arguments: arguments, environment: environment) }
+        }
+
+        /// Starts `ferry serve --port 0` on `dataDirectory` and waits until it prints its address; blocks the thread.
+        init(dataDirectory: String, arguments: [String] = [], environment: [String: String]) throws {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
             process.arguments = ["serve", "--data-dir", dataDirectory, "--port", "0"] + arguments
@@ -58,9 +65,9 @@ public enum FerryExecutable {
         }
 
         /// Sends a signal and waits for the process to exit.
-        public func stop(signal: Int32 = SIGTERM) {
+        public func stop(signal: Int32 = SIGTERM) async {
             if process.isRunning { kill(process.processIdentifier, signal) }
-            process.waitUntilExit()
+            await process.exited()
         }
 
         deinit {

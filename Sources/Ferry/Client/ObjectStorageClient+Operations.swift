@@ -1,0 +1,272 @@
+import FerryCore
+import Foundation
+
+/// An object's metadata, from HeadObject or a completed upload.
+public struct ObjectMetadata: Sendable, Hashable {
+    /// Size in bytes.
+    public var size: Int64
+    /// ETag without quotes.
+    public var etag: String
+    /// Content type.
+    public var contentType: String?
+    /// User metadata (`x-amz-meta-*`), names without the prefix.
+    public var userMetadata: [String: String]
+    /// Checksums the server holds, by S3 algorithm name (`CRC32C`, …), when asked for.
+    public var checksums: [String: String]
+}
+
+/// A part as the server lists it.
+public struct UploadedPart: Sendable, Hashable, Codable {
+    /// Part number.
+    public var number: Int
+    /// Size in bytes.
+    public var size: Int64
+    /// ETag without quotes.
+    public var etag: String
+    /// The part's checksum (base64) when the upload uses one.
+    public var checksum: String?
+
+    /// Creates a part.
+    public init(number: Int, size: Int64, etag: String, checksum: String? = nil) {
+        self.number = number
+        self.size = size
+        self.etag = etag
+        self.checksum = checksum
+    }
+}
+
+extension ObjectStorageClient {
+    func source() -> CredentialSource { CredentialSource(provider: credentialProvider) }
+
+    /// Creates a bucket; succeeds when the caller already owns it.
+    public func createBucket(_ bucket: String) async throws {
+        do {
+            _ = try await execute(S3Request(method: "PUT", bucket: bucket), credentials: source())
+        } catch let error as FerryError where error.serverCode == "BucketAlreadyOwnedByYou" {}
+    }
+
+    /// Stores small data in one PUT.
+    @discardableResult
+    public func putObject(
+        _ data: [UInt8], bucket: String, key: String, contentType: String? = nil, metadata: [String: String] = [:],
+        checksumAlgorithm: ChecksumAlgorithm? = .crc32c
+    ) async throws -> ObjectMetadata {
+        try await putObject(
+            data, bucket: bucket, key: key, contentType: contentType, metadata: metadata,
+            checksumAlgorithm: checksumAlgorithm, credentials: source(), observer: .init())
+    }
+
+    func putObject(
+        _ data: [UInt8], bucket: String, key: String, contentType: String?, metadata: [String: String],
+        checksumAlgorithm: ChecksumAlgorithm?, credentials: CredentialSource, observer: RequestObserver
+    ) async throws -> ObjectMetadata {
+        var headers = Self.objectHeaders(contentType: contentType, metadata: metadata)
+        var checksum: String?
+        if let checksumAlgorithm {
+            var hasher = Checksummer(checksumAlgorithm)
+            hasher.update(data)
+            checksum = hasher.finalizeBase64()
+            headers.append((checksumAlgorithm.headerName, checksum!))
+        }
+        let response = try await execute(
+            S3Request(method: "PUT", bucket: bucket, key: key, headers: headers, body: data), credentials: credentials,
+            observer: observer)
+        if let checksumAlgorithm, checksumAlgorithm != .md5,
+            let returned = response.header(checksumAlgorithm.headerName), returned != checksum
+        {
+            throw FerryError(
+                .checksumMismatch, "The server stored a different \(checksumAlgorithm.s3Name) than was sent.",
+                requestId: response.header("x-amz-request-id"))
+        }
+        return ObjectMetadata(
+            size: Int64(data.count), etag: Self.unquote(response.header("ETag") ?? ""), contentType: contentType,
+            userMetadata: metadata, checksums: checksumAlgorithm.map { [$0.s3Name: checksum!] } ?? [:])
+    }
+
+    static func objectHeaders(contentType: String?, metadata: [String: String]) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
+        if let contentType { headers.append(("Content-Type", contentType)) }
+        for (name, value) in metadata.sorted(by: { $0.key < $1.key }) { headers.append(("x-amz-meta-" + name.lowercased(), value)) }
+        return headers
+    }
+
+    /// The object's metadata with its checksums; `FerryError` with server code `NotFound` when absent.
+    public func headObject(bucket: String, key: String) async throws -> ObjectMetadata {
+        try await headObject(bucket: bucket, key: key, credentials: source())
+    }
+
+    func headObject(bucket: String, key: String, credentials: CredentialSource) async throws -> ObjectMetadata {
+        let response = try await execute(
+            S3Request(method: "HEAD", bucket: bucket, key: key, headers: [("x-amz-checksum-mode", "ENABLED")]),
+            credentials: credentials)
+        var metadata: [String: String] = [:]
+        var checksums: [String: String] = [:]
+        for header in response.headers {
+            let name = header.name.lowercased()
+            if name.hasPrefix("x-amz-meta-") { metadata[String(name.dropFirst(11))] = header.value }
+            if name.hasPrefix("x-amz-checksum-"), let algorithm = ChecksumAlgorithm(headerName: name) {
+                checksums[algorithm.s3Name] = header.value
+            }
+        }
+        return ObjectMetadata(
+            size: Int64(response.header("Content-Length") ?? "0") ?? 0, etag: Self.unquote(response.header("ETag") ?? ""),
+            contentType: response.header("Content-Type"), userMetadata: metadata, checksums: checksums)
+    }
+
+    /// Downloads an object (or a byte range of it) into memory.
+    public func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil) async throws -> [UInt8] {
+        var headers: [(name: String, value: String)] = []
+        if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
+        return try await execute(S3Request(method: "GET", bucket: bucket, key: key, headers: headers), credentials: source()).body
+    }
+
+    /// Downloads an object to a file, streaming it to disk.
+    public func download(bucket: String, key: String, to file: URL) async throws {
+        guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
+            throw FerryError(.invalidArgument, "The file \(file.path) cannot be created.")
+        }
+        let handle = try FileHandle(forWritingTo: file)
+        defer { try? handle.close() }
+        let writer = FileSink(handle: handle)
+        var request = S3Request(method: "GET", bucket: bucket, key: key)
+        request.responseSink = { bytes in try writer.write(bytes) }
+        _ = try await execute(request, credentials: source())
+    }
+
+    /// Deletes an object.
+    public func deleteObject(bucket: String, key: String) async throws {
+        _ = try await execute(S3Request(method: "DELETE", bucket: bucket, key: key), credentials: source())
+    }
+
+    // MARK: Multipart
+
+    func createMultipartUpload(
+        bucket: String, key: String, contentType: String?, metadata: [String: String],
+        checksumAlgorithm: ChecksumAlgorithm?, credentials: CredentialSource, observer: RequestObserver
+    ) async throws -> String {
+        var headers = Self.objectHeaders(contentType: contentType, metadata: metadata)
+        if let checksumAlgorithm, checksumAlgorithm != .md5 {
+            headers.append(("x-amz-checksum-algorithm", checksumAlgorithm.s3Name))
+            headers.append(("x-amz-checksum-type", Self.checksumType(checksumAlgorithm)))
+        }
+        let response = try await execute(
+            S3Request(method: "POST", bucket: bucket, key: key, query: [("uploads", "")], headers: headers),
+            credentials: credentials, observer: observer)
+        do {
+            return try S3XML.decode(InitiateMultipartUploadResult.self, from: Data(response.body)).uploadId
+        } catch {
+            throw FerryError(.server, "The server's CreateMultipartUpload answer could not be read.", httpStatus: response.status)
+        }
+    }
+
+    /// CRCs combine into a full-object checksum the server can verify without the parts; hashes are composite.
+    static func checksumType(_ algorithm: ChecksumAlgorithm) -> String {
+        algorithm.supportsCombine ? "FULL_OBJECT" : "COMPOSITE"
+    }
+
+    func uploadPart(
+        bucket: String, key: String, uploadId: String, number: Int, body: [UInt8], checksumHeader: (String, String)?,
+        credentials: CredentialSource, observer: RequestObserver
+    ) async throws -> String {
+        var headers: [(name: String, value: String)] = []
+        if let checksumHeader { headers.append(checksumHeader) }
+        let response = try await execute(
+            S3Request(
+                method: "PUT", bucket: bucket, key: key, query: [("partNumber", String(number)), ("uploadId", uploadId)],
+                headers: headers, body: body), credentials: credentials, observer: observer)
+        guard let etag = response.header("ETag") else {
+            throw FerryError(.server, "UploadPart answered without an ETag.", httpStatus: response.status)
+        }
+        return Self.unquote(etag)
+    }
+
+    /// Every part of an upload, following all pages of ListParts.
+    public func listParts(bucket: String, key: String, uploadId: String) async throws -> [UploadedPart] {
+        try await listParts(bucket: bucket, key: key, uploadId: uploadId, credentials: source(), observer: .init())
+    }
+
+    func listParts(
+        bucket: String, key: String, uploadId: String, credentials: CredentialSource, observer: RequestObserver
+    ) async throws -> [UploadedPart] {
+        var parts: [UploadedPart] = []
+        var marker = 0
+        while true {
+            var query: [(name: String, value: String)] = [("uploadId", uploadId)]
+            if marker > 0 { query.append(("part-number-marker", String(marker))) }
+            let response = try await execute(
+                S3Request(method: "GET", bucket: bucket, key: key, query: query), credentials: credentials,
+                observer: observer)
+            guard let page = try? S3XML.decode(ListPartsResult.self, from: Data(response.body)) else {
+                throw FerryError(.server, "The server's ListParts answer could not be read.", httpStatus: response.status)
+            }
+            parts += page.parts.map {
+                UploadedPart(
+                    number: $0.partNumber, size: $0.size, etag: Self.unquote($0.eTag),
+                    checksum: $0.checksums.values.values.first)
+            }
+            guard page.isTruncated, let next = page.nextPartNumberMarker, next > marker else { return parts }
+            marker = next
+        }
+    }
+
+    /// Multipart uploads in progress in a bucket (first 1000), as (key, upload id).
+    public func listMultipartUploads(bucket: String, prefix: String? = nil) async throws -> [(key: String, uploadId: String)] {
+        var query: [(name: String, value: String)] = [("uploads", "")]
+        if let prefix { query.append(("prefix", prefix)) }
+        let response = try await execute(S3Request(method: "GET", bucket: bucket, query: query), credentials: source())
+        guard let result = try? S3XML.decode(ListMultipartUploadsResult.self, from: Data(response.body)) else {
+            throw FerryError(.server, "The server's ListMultipartUploads answer could not be read.")
+        }
+        return result.uploads.map { ($0.key, $0.uploadId) }
+    }
+
+    func completeMultipartUpload(
+        bucket: String, key: String, uploadId: String, parts: [UploadedPart], checksumAlgorithm: ChecksumAlgorithm?,
+        fullObjectChecksum: String?, credentials: CredentialSource, observer: RequestObserver
+    ) async throws -> CompleteMultipartUploadResult {
+        let body = CompleteMultipartUpload(
+            parts: parts.map { part in
+                var fields = S3ChecksumFields()
+                if let algorithm = checksumAlgorithm, algorithm != .md5, let checksum = part.checksum {
+                    fields[algorithm.s3Name] = checksum
+                }
+                return .init(partNumber: part.number, eTag: "\"\(part.etag)\"", checksums: fields)
+            })
+        let xml = try S3XML.encode(body, root: "CompleteMultipartUpload")
+        var headers: [(name: String, value: String)] = []
+        if let checksumAlgorithm, let fullObjectChecksum { headers.append((checksumAlgorithm.headerName, fullObjectChecksum)) }
+        let response = try await execute(
+            S3Request(method: "POST", bucket: bucket, key: key, query: [("uploadId", uploadId)], headers: headers, body: [UInt8](xml)),
+            credentials: credentials, observer: observer)
+        // S3 may answer 200 with an error document when the completion fails late.
+        if let error = try? S3XML.decode(S3ErrorDocument.self, from: Data(response.body)), !error.code.isEmpty {
+            throw FerryError(.server, error.message, httpStatus: response.status, serverCode: error.code, requestId: error.requestId)
+        }
+        guard let result = try? S3XML.decode(CompleteMultipartUploadResult.self, from: Data(response.body)) else {
+            throw FerryError(.server, "The server's CompleteMultipartUpload answer could not be read.", httpStatus: response.status)
+        }
+        return result
+    }
+
+    /// Aborts a multipart upload, deleting its parts on the server.
+    public func abortMultipartUpload(bucket: String, key: String, uploadId: String) async throws {
+        try await abortMultipartUpload(bucket: bucket, key: key, uploadId: uploadId, credentials: source())
+    }
+
+    func abortMultipartUpload(bucket: String, key: String, uploadId: String, credentials: CredentialSource) async throws {
+        _ = try await execute(
+            S3Request(method: "DELETE", bucket: bucket, key: key, query: [("uploadId", uploadId)]), credentials: credentials)
+    }
+
+    static func unquote(_ etag: String) -> String {
+        etag.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+    }
+}
+
+/// Appends downloaded pieces to a file.
+final class FileSink: @unchecked Sendable {
+    // Used by one download's response loop, one piece at a time.
+    let handle: FileHandle
+    init(handle: FileHandle) { self.handle = handle }
+    func write(_ bytes: [UInt8]) throws { try handle.write(contentsOf: bytes) }
+}

@@ -1,0 +1,163 @@
+import FerryCore
+import Foundation
+import Logging
+
+/// What happens to one request's retries, reported to whoever runs it (an upload turns these into events).
+public struct RequestObserver: Sendable {
+    /// A request failed and will be tried again after `delay`.
+    public var retrying: @Sendable (_ attempt: Int, _ error: FerryError, _ delay: Duration) -> Void = { _, _, _ in }
+    /// A request succeeded after one or more retries.
+    public var retryResumed: @Sendable () -> Void = {}
+    /// Body bytes handed to the network.
+    public var bytesSent: @Sendable (Int) -> Void = { _ in }
+    /// The server said the credentials expired and the provider had none fresher.
+    public var credentialsExpired: @Sendable () -> Void = {}
+
+    /// An observer that ignores everything.
+    public init() {}
+}
+
+/// The credentials an upload signs with: its provider's, or ones the app handed over with `resume(with:)`.
+actor CredentialSource {
+    let provider: any CredentialProvider
+    private var override: Credentials?
+
+    init(provider: any CredentialProvider) {
+        self.provider = provider
+    }
+
+    func current() async throws -> Credentials {
+        if let override { return override }
+        return try await provider.credentials()
+    }
+
+    func set(_ credentials: Credentials) { override = credentials }
+
+    /// Fresh credentials after `stale` was refused as expired, or nil when there are none fresher.
+    func refresh(after stale: Credentials) async throws -> Credentials? {
+        if let override, override != stale, !override.isExpired() { return override }
+        let fresh = try await provider.credentials()
+        if fresh == stale || fresh.isExpired() { return nil }
+        override = nil
+        return fresh
+    }
+}
+
+/// A signed S3 request before it is sent.
+struct S3Request: Sendable {
+    var method: String
+    var bucket: String?
+    var key: String?
+    var query: [(name: String, value: String)] = []
+    var headers: [(name: String, value: String)] = []
+    var body: [UInt8] = []
+    /// Receives a 2xx response body instead of collecting it.
+    var responseSink: (@Sendable ([UInt8]) async throws -> Void)?
+}
+
+extension ObjectStorageClient {
+    /// Sends a request with the client's retry policy: signs each attempt afresh, retries what is retryable with
+    /// full-jitter backoff, refreshes credentials the server calls expired, and maps S3 error documents to
+    /// ``FerryError``.
+    func execute(
+        _ request: S3Request, credentials source: CredentialSource, observer: RequestObserver = .init()
+    ) async throws -> TransportResponse {
+        var attempt = 0
+        var retried = false
+        while true {
+            try Task.checkCancellation()
+            let credentials = try await source.current()
+            do {
+                let response = try await send(request, credentials: credentials, observer: observer)
+                if retried { observer.retryResumed() }
+                return response
+            } catch let error as FerryError {
+                if error.serverCode == "ExpiredToken" || (error.serverCode == "InvalidAccessKeyId" && credentials.sessionToken != nil && credentials.isExpired()) {
+                    if let _ = try await source.refresh(after: credentials) { continue }
+                    observer.credentialsExpired()
+                    throw FerryError(
+                        .credentialsExpired, "The credentials expired; resume with fresh ones.",
+                        httpStatus: error.httpStatus, serverCode: error.serverCode, requestId: error.requestId)
+                }
+                guard configuration.retryPolicy.isRetryable(error), attempt < configuration.retryPolicy.maxRetryCount
+                else { throw error }
+                attempt += 1
+                retried = true
+                let delay = configuration.retryPolicy.delay(forAttempt: attempt)
+                configuration.logger.debug(
+                    "retrying request",
+                    metadata: ["ferry.attempt": "\(attempt)", "ferry.error": "\(error.code)", "ferry.server-code": "\(error.serverCode ?? "")"])
+                observer.retrying(attempt, error, delay)
+                try await Task.sleep(for: delay)
+            }
+        }
+    }
+
+    /// One attempt: sign, send, and turn an error status into a ``FerryError``.
+    func send(_ request: S3Request, credentials: Credentials, observer: RequestObserver) async throws -> TransportResponse {
+        let path: String
+        if let bucket = request.bucket {
+            path = self.path(bucket: bucket, key: request.key)
+        } else {
+            path = endpoint.path.isEmpty ? "/" : endpoint.path
+        }
+        let payloadHash = configuration.signPayload || request.body.isEmpty && request.method != "PUT"
+            ? SigV4.hexSHA256(request.body) : SigV4.unsignedPayload
+        let signer = SigV4Signer(credentials: credentials.sigV4, region: region)
+        let headers = signer.sign(
+            method: request.method, path: path, query: request.query, headers: [("host", hostHeader)] + request.headers,
+            payloadHash: payloadHash, date: Date())
+        var url = (endpoint.scheme ?? "http") + "://" + hostHeader + path
+        if !request.query.isEmpty {
+            let items: [String] = request.query.map { item in
+                let name = SigV4.uriEncode(item.name, encodeSlash: true)
+                if item.value.isEmpty && Self.valuelessQueryNames.contains(item.name) { return name }
+                return name + "=" + SigV4.uriEncode(item.value, encodeSlash: true)
+            }
+            url += "?" + items.joined(separator: "&")
+        }
+        let transportRequest = TransportRequest(
+            method: request.method, url: url, headers: headers, body: request.body,
+            timeout: configuration.timeoutIntervalForRequest)
+        let response: TransportResponse
+        do {
+            response = try await configuration.transport.send(
+                transportRequest, bodyProgress: observer.bytesSent, responseSink: request.responseSink)
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch let error as TransportError {
+            if Task.isCancelled { throw CancellationError() }
+            throw FerryError(error.isTimeout ? .timeout : .network, error.message, underlying: error)
+        } catch {
+            if Task.isCancelled { throw CancellationError() }
+            throw FerryError(.network, "The request failed: \(error)", underlying: nil)
+        }
+        guard (200..<300).contains(response.status) else {
+            throw Self.serverError(response, method: request.method)
+        }
+        return response
+    }
+
+    /// Sub-resources sent without `=` (`?uploads`), as S3 clients do.
+    static let valuelessQueryNames: Set<String> = ["uploads", "location"]
+
+    /// A ``FerryError`` from an S3 error response.
+    static func serverError(_ response: TransportResponse, method: String) -> FerryError {
+        let requestId = response.header("x-amz-request-id")
+        if let document = try? S3XML.decode(S3ErrorDocument.self, from: Data(response.body)) {
+            return FerryError(
+                .server, document.message, httpStatus: response.status, serverCode: document.code,
+                requestId: document.requestId ?? requestId)
+        }
+        let code: String? =
+            switch response.status {
+            case 404: method == "HEAD" ? "NotFound" : nil
+            case 403: "AccessDenied"
+            case 503: "ServiceUnavailable"
+            default: nil
+            }
+        return FerryError(
+            .server, "The server answered HTTP \(response.status).", httpStatus: response.status, serverCode: code,
+            requestId: requestId)
+    }
+}

@@ -1,0 +1,81 @@
+import FerryCore
+
+/// An error from the Ferry client, with what the server said when there was a response.
+///
+/// Match on ``code``:
+/// ```swift
+/// do { try await handle.result } catch let error as FerryError where error.code == .credentialsExpired { … }
+/// ```
+/// Messages never contain secrets, signatures or session tokens.
+public struct FerryError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. New codes may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Sendable {
+            case cannotResumeUpload, credentialsExpired, fileNotFound, invalidArgument, cancelled, network, server
+            case checksumMismatch, timeout
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The file changed since the checkpoint was written, or the checkpoint no longer matches the server.
+        public static let cannotResumeUpload = Code(.cannotResumeUpload)
+        /// The credentials expired and no fresh ones could be had; resume with new ones.
+        public static let credentialsExpired = Code(.credentialsExpired)
+        /// The local file does not exist or cannot be read.
+        public static let fileNotFound = Code(.fileNotFound)
+        /// A parameter is out of range or malformed.
+        public static let invalidArgument = Code(.invalidArgument)
+        /// The upload was cancelled.
+        public static let cancelled = Code(.cancelled)
+        /// The connection failed (reset, refused, unreachable) and retries ran out.
+        public static let network = Code(.network)
+        /// The server answered with an error; see ``FerryError/serverCode`` and ``FerryError/httpStatus``.
+        public static let server = Code(.server)
+        /// The server's checksum of the stored object differs from the one computed on the device.
+        public static let checksumMismatch = Code(.checksumMismatch)
+        /// A request did not finish within its timeout and retries ran out.
+        public static let timeout = Code(.timeout)
+
+        /// The code's name, safe as a metric label.
+        public var description: String { base.rawValue }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// What happened, for people.
+    public var message: String
+    /// The HTTP status, when the server answered.
+    public var httpStatus: Int?
+    /// The S3 error code (`NoSuchUpload`, `SlowDown`, …), when the server sent one.
+    public var serverCode: String?
+    /// The server's request id, when it sent one.
+    public var requestId: String?
+    /// The error underneath, when there is one.
+    public var underlying: (any Error & Sendable)?
+
+    /// Creates an error.
+    public init(
+        _ code: Code, _ message: String, httpStatus: Int? = nil, serverCode: String? = nil, requestId: String? = nil,
+        underlying: (any Error & Sendable)? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.httpStatus = httpStatus
+        self.serverCode = serverCode
+        self.requestId = requestId
+        self.underlying = underlying
+    }
+
+    /// `code: message (HTTP status, server code, request id)`.
+    public var description: String {
+        var text = "\(code): \(message)"
+        var details: [String] = []
+        if let httpStatus { details.append("HTTP \(httpStatus)") }
+        if let serverCode { details.append(serverCode) }
+        if let requestId { details.append("request \(requestId)") }
+        if !details.isEmpty { text += " (" + details.joined(separator: ", ") + ")" }
+        return text
+    }
+
+    static func cancelledError() -> FerryError { FerryError(.cancelled, "The upload was cancelled.") }
+}

@@ -1,0 +1,60 @@
+import Foundation
+
+/// Counts bytes sent across parts and retries so that progress never goes backwards and never passes the total.
+///
+/// Each part counts the most bytes any of its attempts sent; a retry starts its attempt count at zero and only adds
+/// once it passes what was counted. `@unchecked Sendable`: every access to the mutable state holds `lock`.
+final class ProgressMeter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var attempt: [Int: Int64] = [:]
+    private var counted: [Int: Int64] = [:]
+    private var total: Int64
+    private let expected: Int64
+    private let start = ContinuousClock.now
+    private let startBytes: Int64
+    private let report: @Sendable (UploadProgress) -> Void
+
+    init(alreadySent: Int64, expected: Int64, report: @escaping @Sendable (UploadProgress) -> Void) {
+        total = alreadySent
+        startBytes = alreadySent
+        self.expected = expected
+        self.report = report
+    }
+
+    var totalSent: Int64 { lock.withLock { total } }
+
+    /// An attempt of `part` (of `size` bytes) sent `bytes` more.
+    func add(_ bytes: Int, part: Int, size: Int64) {
+        let progress: UploadProgress? = lock.withLock {
+            let now = min(size, (attempt[part] ?? 0) + Int64(bytes))
+            attempt[part] = now
+            let before = counted[part] ?? 0
+            guard now > before else { return nil }
+            counted[part] = now
+            total += now - before
+            return snapshot(delta: now - before)
+        }
+        if let progress { report(progress) }
+    }
+
+    /// A new attempt of `part` starts from zero.
+    func restart(part: Int) {
+        lock.withLock { attempt[part] = 0 }
+    }
+
+    /// `part` is on the server: count whatever of it was not counted yet.
+    func finish(part: Int, size: Int64) {
+        add(Int(size), part: part, size: size)
+    }
+
+    private func snapshot(delta: Int64) -> UploadProgress {
+        let elapsed = ContinuousClock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let rate = seconds > 0 ? Double(total - startBytes) / seconds : 0
+        let remaining = expected - total
+        let eta: Duration? = rate > 0 ? .milliseconds(Int64(Double(remaining) / rate * 1000)) : nil
+        return UploadProgress(
+            bytesSent: delta, totalBytesSent: total, totalBytesExpected: expected, bytesPerSecond: rate,
+            estimatedTimeRemaining: eta)
+    }
+}

@@ -1,0 +1,123 @@
+import FerryCore
+import Foundation
+
+/// What to upload and how: a local file to a bucket and key, resumable through a record directory.
+public struct ResumableUploadRequest: Sendable {
+    /// What to do when the file changed since its checkpoint was written.
+    public enum FileChangePolicy: Sendable, Hashable {
+        /// Fail with ``FerryError/Code/cannotResumeUpload``.
+        case fail
+        /// Abort the old upload and start again from the first byte.
+        case restart
+    }
+
+    /// Destination bucket.
+    public var bucket: String
+    /// Destination key.
+    public var key: String
+    /// The local file.
+    public var fileURL: URL
+    /// Size of every part but the last. Default ``UploadPlan/defaultPartSize`` (5 MiB); grown to fit 10,000 parts.
+    public var partSize: Int64 = UploadPlan.defaultPartSize
+    /// Parts sent at once. Default 4.
+    public var concurrency: Int = 4
+    /// Where checkpoints are kept; nil writes nothing to disk and resumes only within this process.
+    public var recordDirectory: URL?
+    /// Whether cancelling aborts the server's multipart upload and deletes the checkpoint (as the OSS SDK's
+    /// `deleteUploadIdOnCancelling`). Default true.
+    public var deleteUploadIdOnCancelling = true
+    /// Checksum every part carries and the object is verified with. Default CRC32C; nil for none.
+    public var checksumAlgorithm: ChecksumAlgorithm? = .crc32c
+    /// `Content-Type` of the object.
+    public var contentType: String?
+    /// User metadata (`x-amz-meta-*`).
+    public var metadata: [String: String] = [:]
+    /// What to do when the file changed since its checkpoint. Default `.fail`.
+    public var onFileChange: FileChangePolicy = .fail
+    /// How long a checkpoint stays valid. Default 24 hours.
+    public var checkpointExpiry: TimeInterval = 24 * 3600
+    /// Files smaller than this go in one PUT instead of a multipart upload. Default: the part size.
+    public var multipartThreshold: Int64?
+
+    /// Creates a request.
+    public init(bucket: String, key: String, fileURL: URL) {
+        self.bucket = bucket
+        self.key = key
+        self.fileURL = fileURL
+    }
+}
+
+/// Progress of an upload in bytes: never backwards (a retried part does not subtract), never above the total, and
+/// exactly the total once the upload has completed.
+public struct UploadProgress: Sendable, Hashable {
+    /// Bytes newly counted by this report.
+    public var bytesSent: Int64
+    /// Bytes counted so far (including parts a resumed upload found on the server).
+    public var totalBytesSent: Int64
+    /// Size of the file.
+    public var totalBytesExpected: Int64
+    /// Average rate of this run, bytes per second.
+    public var bytesPerSecond: Double
+    /// Time left at that rate, when there is a rate.
+    public var estimatedTimeRemaining: Duration?
+
+    /// `totalBytesSent / totalBytesExpected`, 0…1.
+    public var fraction: Double { totalBytesExpected == 0 ? 1 : Double(totalBytesSent) / Double(totalBytesExpected) }
+}
+
+/// The outcome of a completed upload.
+public struct UploadResult: Sendable, Hashable {
+    /// How the stored object was checked against the file.
+    public enum Verification: Sendable, Hashable {
+        /// The server's checksum of the object equals the one computed from the file.
+        case checksum
+        /// Every part carried its MD5 and the object's ETag is the MD5 of those MD5s.
+        case etag
+        /// No checksum was asked for.
+        case none
+    }
+    /// Bucket.
+    public var bucket: String
+    /// Key.
+    public var key: String
+    /// The object's ETag, without quotes.
+    public var etag: String
+    /// Bytes uploaded in all.
+    public var size: Int64
+    /// The multipart upload id, nil for a single PUT.
+    public var uploadId: String?
+    /// The checksum algorithm used.
+    public var checksumAlgorithm: ChecksumAlgorithm?
+    /// The object's checksum as the server reported it and the client verified it.
+    public var checksum: String?
+    /// How the object was verified.
+    public var verification: Verification
+    /// Parts this run found already on the server (a resumed upload).
+    public var partsResumed: Int
+    /// Parts this run sent.
+    public var partsSent: Int
+}
+
+/// What happens during an upload, in order; the sequence finishes after `completed`, `failed` or `cancelled`.
+public enum UploadEvent: Sendable {
+    /// The upload began; the upload id of a multipart upload (resumed or new).
+    case started(uploadId: String?)
+    /// Bytes were sent.
+    case progress(UploadProgress)
+    /// A request failed and is tried again after `delay`.
+    case retrying(attempt: Int, error: FerryError, delay: Duration)
+    /// A request succeeded again after retries.
+    case retryResumed
+    /// The credentials expired and none fresher could be had: the upload paused; call `resume(with:)`.
+    case credentialsExpired
+    /// The upload paused; the upload id and checkpoint stay.
+    case paused
+    /// The upload continues after a pause.
+    case resumed
+    /// The upload finished and was verified.
+    case completed(UploadResult)
+    /// The upload failed.
+    case failed(FerryError)
+    /// The upload was cancelled.
+    case cancelled
+}

@@ -1,0 +1,465 @@
+import FerryCore
+import Foundation
+import Logging
+
+/// A running upload: pause, resume, cancel, its events and its result.
+///
+/// ```swift
+/// let upload = try await client.upload(request)
+/// Task { for await event in upload.events { … } }
+/// let result = try await upload.result
+/// ```
+public actor ResumableUploadTask {
+    /// What happens, in order; finishes after `completed`, `failed` or `cancelled`.
+    public nonisolated let events: AsyncStream<UploadEvent>
+    private let continuation: AsyncStream<UploadEvent>.Continuation
+
+    private let client: ObjectStorageClient
+    private let request: ResumableUploadRequest
+    private let credentials: CredentialSource
+    private let checkpoints: CheckpointStore?
+    private let checkpointId: String
+    private let reader: FileRanges
+
+    private enum State {
+        case running
+        case paused
+        case finished(Result<UploadResult, FerryError>)
+    }
+    private var state: State = .running
+    private var runner: Task<Void, Never>?
+    private var stopReason: StopReason?
+    private enum StopReason { case pause, cancel }
+    private var waiters: [CheckedContinuation<UploadResult, any Error>] = []
+
+    // The upload as far as it got; kept across pauses.
+    private var plan: UploadPlan?
+    private var uploadId: String?
+    private var fingerprint: FileFingerprint?
+    private var createdAt = Date()
+    private var meter: ProgressMeter?
+    private var partsResumed = 0
+    private var partsSent = 0
+
+    init(client: ObjectStorageClient, request: ResumableUploadRequest) {
+        (events, continuation) = AsyncStream.makeStream(of: UploadEvent.self, bufferingPolicy: .unbounded)
+        self.client = client
+        self.request = request
+        self.credentials = CredentialSource(provider: client.credentialProvider)
+        self.checkpoints = request.recordDirectory.map { CheckpointStore(directory: $0) }
+        self.reader = FileRanges(path: request.fileURL.path)
+        self.checkpointId = CheckpointStore.identifier(
+            endpoint: client.endpoint.absoluteString, bucket: request.bucket, key: request.key,
+            filePath: request.fileURL.standardizedFileURL.path)
+    }
+
+    func start() {
+        runner = Task { await self.run() }
+    }
+
+    // MARK: Control
+
+    /// The result once the upload completes; throws its ``FerryError`` if it fails or is cancelled.
+    public var result: UploadResult {
+        get async throws {
+            if case .finished(let outcome) = state { return try outcome.get() }
+            return try await withCheckedThrowingContinuation { waiters.append($0) }
+        }
+    }
+
+    /// Stops sending at once; the upload id and checkpoint stay, and ``resume()`` continues from the parts done.
+    public func pause() async {
+        guard case .running = state, let runner else { return }
+        stopReason = .pause
+        runner.cancel()
+        await runner.value
+    }
+
+    /// Continues a paused upload.
+    public func resume() {
+        guard case .paused = state else { return }
+        state = .running
+        stopReason = nil
+        continuation.yield(.resumed)
+        start()
+    }
+
+    /// Continues a paused upload (e.g. after `credentialsExpired`) with new credentials.
+    public func resume(with credentials: Credentials) async {
+        await self.credentials.set(credentials)
+        resume()
+    }
+
+    /// Stops at once, in-flight requests included. With `deleteUploadIdOnCancelling` the server's upload is aborted
+    /// and the checkpoint deleted; otherwise both stay for a later run to resume.
+    public func cancel() async {
+        switch state {
+        case .finished: return
+        case .running:
+            stopReason = .cancel
+            if let runner {
+                runner.cancel()
+                await runner.value
+            }
+            if case .finished = state { return }
+        case .paused:
+            break
+        }
+        await cancelCleanup()
+    }
+
+    private func cancelCleanup() async {
+        if request.deleteUploadIdOnCancelling {
+            if let uploadId {
+                try? await client.abortMultipartUpload(
+                    bucket: request.bucket, key: request.key, uploadId: uploadId, credentials: credentials)
+            }
+            checkpoints?.delete(checkpointId)
+        }
+        continuation.yield(.cancelled)
+        finish(.failure(FerryError.cancelledError()))
+    }
+
+    private func finish(_ outcome: Result<UploadResult, FerryError>) {
+        state = .finished(outcome)
+        switch outcome {
+        case .success(let result): continuation.yield(.completed(result))
+        case .failure(let error) where error.code != .cancelled: continuation.yield(.failed(error))
+        case .failure: break
+        }
+        continuation.finish()
+        for waiter in waiters { waiter.resume(with: outcome.mapError { $0 as any Error }) }
+        waiters = []
+    }
+
+    // MARK: Running
+
+    private func run() async {
+        do {
+            let result = try await upload()
+            finish(.success(result))
+        } catch {
+            switch stopReason {
+            case .pause:
+                state = .paused
+                continuation.yield(.paused)
+            case .cancel:
+                state = .paused  // cancel() does the cleanup once the runner has stopped
+            case nil:
+                let ferryError = Self.ferryError(error)
+                if ferryError.code == .credentialsExpired {
+                    state = .paused
+                    continuation.yield(.credentialsExpired)
+                    continuation.yield(.paused)
+                } else {
+                    finish(.failure(ferryError))
+                }
+            }
+        }
+    }
+
+    private static func ferryError(_ error: any Error) -> FerryError {
+        if let error = error as? FerryError { return error }
+        if error is CancellationError { return FerryError.cancelledError() }
+        return FerryError(.network, "The upload failed: \(error)")
+    }
+
+    private var observer: RequestObserver {
+        var observer = RequestObserver()
+        let continuation = continuation
+        observer.retrying = { attempt, error, delay in continuation.yield(.retrying(attempt: attempt, error: error, delay: delay)) }
+        observer.retryResumed = { continuation.yield(.retryResumed) }
+        return observer
+    }
+
+    private func upload() async throws -> UploadResult {
+        let path = request.fileURL.path
+        let (size, _) = try FileRanges.attributes(of: path)
+        let threshold = request.multipartThreshold ?? request.partSize
+        if plan == nil && size < threshold {
+            return try await singlePut(size: size)
+        }
+        if plan == nil { try await prepare(size: size) }
+        plan?.releaseAll()
+        guard let startPlan = plan, let uploadId else {
+            throw FerryError(.invalidArgument, "The upload could not be prepared.")
+        }
+
+        // The file must still be the one the upload started with.
+        if let fingerprint, try FileFingerprint.of(path: path) != fingerprint {
+            throw FerryError(.cannotResumeUpload, "The file \(path) changed while it was being uploaded.")
+        }
+        // One meter for the whole upload, so progress never goes back across a pause.
+        let meter = self.meter ?? ProgressMeter(alreadySent: startPlan.completedBytes, expected: startPlan.fileSize) {
+            [continuation] progress in continuation.yield(.progress(progress))
+        }
+        self.meter = meter
+        try await withThrowingTaskGroup(of: UploadedPart.self) { group in
+            var running = 0
+            for _ in 0..<max(1, request.concurrency) {
+                guard let (number, range) = takeNextPart() else { break }
+                group.addTask { try await self.sendPart(number, range: range, uploadId: uploadId, meter: meter) }
+                running += 1
+            }
+            while running > 0, let part = try await group.next() {
+                running -= 1
+                plan?.complete(part)
+                partsSent += 1
+                try saveCheckpoint()
+                if let (number, range) = takeNextPart() {
+                    group.addTask { try await self.sendPart(number, range: range, uploadId: uploadId, meter: meter) }
+                    running += 1
+                }
+            }
+        }
+        guard let plan, plan.isComplete else {
+            throw FerryError(.cannotResumeUpload, "The upload ended with parts missing.")
+        }
+        return try await complete(plan: plan, uploadId: uploadId, meter: meter)
+    }
+
+    /// Marks the next part as being sent and returns its number and range.
+    private func takeNextPart() -> (Int, Range<Int64>)? {
+        guard let number = plan?.takeNextPart(), let plan else { return nil }
+        return (number, plan.range(ofPart: number))
+    }
+
+    /// Reads a part, checksums it in the same pass, and sends it (the client retries within its policy).
+    private func sendPart(_ number: Int, range: Range<Int64>, uploadId: String, meter: ProgressMeter) async throws
+        -> UploadedPart
+    {
+        let body = try reader.read(range)
+        var header: (String, String)?
+        if let algorithm = request.checksumAlgorithm {
+            var hasher = Checksummer(algorithm)
+            hasher.update(body)
+            header = (algorithm.headerName, hasher.finalizeBase64())
+        }
+        let size = Int64(body.count)
+        var observer = self.observer
+        let retrying = observer.retrying
+        observer.retrying = { attempt, error, delay in
+            meter.restart(part: number)
+            retrying(attempt, error, delay)
+        }
+        observer.bytesSent = { meter.add($0, part: number, size: size) }
+        meter.restart(part: number)
+        let etag = try await client.uploadPart(
+            bucket: request.bucket, key: request.key, uploadId: uploadId, number: number, body: body,
+            checksumHeader: header, credentials: credentials, observer: observer)
+        meter.finish(part: number, size: size)
+        return UploadedPart(number: number, size: size, etag: etag, checksum: header?.1)
+    }
+
+    /// Finds a checkpoint and reconciles it with the server, or starts a new multipart upload.
+    private func prepare(size: Int64) async throws {
+        let path = request.fileURL.path
+        let fingerprint = try FileFingerprint.of(path: path)
+        var plan = try UploadPlan(fileSize: size, partSize: request.partSize)
+        var uploadId: String?
+        if let checkpoints, let checkpoint = checkpoints.load(checkpointId) {
+            let expired = checkpoint.createdAt.addingTimeInterval(request.checkpointExpiry) < Date()
+            let changed = checkpoint.fingerprint != fingerprint
+            if changed && !expired && request.onFileChange == .fail {
+                throw FerryError(
+                    .cannotResumeUpload,
+                    "The file \(path) changed since its upload started; its checkpoint no longer matches.")
+            }
+            if expired || changed || checkpoint.checksumAlgorithm != request.checksumAlgorithm?.s3Name {
+                try? await client.abortMultipartUpload(
+                    bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId, credentials: credentials)
+                checkpoints.delete(checkpointId)
+            } else {
+                do {
+                    let onServer = try await client.listParts(
+                        bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId,
+                        credentials: credentials, observer: observer)
+                    plan = try UploadPlan(fileSize: size, partSize: checkpoint.partSize)
+                    plan.adopt(try reconcile(checkpoint: checkpoint.parts, server: onServer, plan: plan))
+                    uploadId = checkpoint.uploadId
+                    createdAt = checkpoint.createdAt
+                    partsResumed = plan.completed.count
+                } catch let error as FerryError where error.serverCode == "NoSuchUpload" {
+                    checkpoints.delete(checkpointId)
+                }
+            }
+        }
+        if uploadId == nil {
+            uploadId = try await client.createMultipartUpload(
+                bucket: request.bucket, key: request.key, contentType: request.contentType,
+                metadata: request.metadata, checksumAlgorithm: request.checksumAlgorithm, credentials: credentials,
+                observer: observer)
+            createdAt = Date()
+        }
+        self.plan = plan
+        self.uploadId = uploadId
+        self.fingerprint = fingerprint
+        try saveCheckpoint()
+        continuation.yield(.started(uploadId: uploadId))
+    }
+
+    /// The parts to keep: those the server has with the size and ETag the checkpoint recorded, and those the server
+    /// has that the checkpoint missed (the process died before writing it) whose ETag is the MD5 of the local range.
+    private func reconcile(checkpoint: [UploadedPart], server: [UploadedPart], plan: UploadPlan) throws -> [UploadedPart] {
+        let recorded = Dictionary(checkpoint.map { ($0.number, $0) }, uniquingKeysWith: { $1 })
+        var keep: [UploadedPart] = []
+        for part in server where part.number <= plan.partCount && part.size == plan.size(ofPart: part.number) {
+            if let known = recorded[part.number] {
+                if known.etag == part.etag { keep.append(known) }
+                continue
+            }
+            var md5 = Checksummer(.md5)
+            md5.update(try reader.read(plan.range(ofPart: part.number)))
+            if SigV4.hex(md5.finalize()) == part.etag.lowercased() {
+                var adopted = part
+                if let algorithm = request.checksumAlgorithm {
+                    var hasher = Checksummer(algorithm)
+                    hasher.update(try reader.read(plan.range(ofPart: part.number)))
+                    adopted.checksum = hasher.finalizeBase64()
+                }
+                keep.append(adopted)
+            }
+        }
+        return keep
+    }
+
+    private func saveCheckpoint() throws {
+        guard let checkpoints, let plan, let uploadId, let fingerprint else { return }
+        try checkpoints.save(
+            UploadCheckpoint(
+                endpoint: client.endpoint.absoluteString, bucket: request.bucket, key: request.key,
+                filePath: request.fileURL.path, uploadId: uploadId, partSize: plan.partSize, fingerprint: fingerprint,
+                checksumAlgorithm: request.checksumAlgorithm?.s3Name, parts: plan.orderedParts, createdAt: createdAt),
+            as: checkpointId)
+    }
+
+    /// Completes the upload and verifies the server's checksum against the one computed here.
+    private func complete(plan: UploadPlan, uploadId: String, meter: ProgressMeter) async throws -> UploadResult {
+        let parts = plan.orderedParts
+        var expected: String?
+        var fullObject: String?
+        if let algorithm = request.checksumAlgorithm, algorithm != .md5 {
+            let raw = try parts.map { part -> [UInt8] in
+                guard let value = part.checksum, let bytes = Data(base64Encoded: value) else {
+                    throw FerryError(.cannotResumeUpload, "Part \(part.number) has no checksum to verify the object with.")
+                }
+                return [UInt8](bytes)
+            }
+            if algorithm.supportsCombine {
+                let combined = Checksum.combine(algorithm, parts: zip(raw, parts).map { ($0, UInt64($1.size)) })
+                fullObject = combined.map { Data($0).base64EncodedString() }
+                expected = fullObject
+            } else {
+                expected = Checksum.composite(algorithm, partChecksums: raw)
+            }
+        }
+        let result = try await client.completeMultipartUpload(
+            bucket: request.bucket, key: request.key, uploadId: uploadId, parts: parts,
+            checksumAlgorithm: request.checksumAlgorithm, fullObjectChecksum: fullObject, credentials: credentials,
+            observer: observer)
+        var verified: String?
+        var verification = UploadResult.Verification.none
+        if let algorithm = request.checksumAlgorithm, algorithm != .md5, let expected {
+            // Servers report the object's checksum on completion, or (moto, some gateways) only on HEAD.
+            var reported = result.checksums[algorithm.s3Name]
+            if reported == nil {
+                reported = try await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials)
+                    .checksums[algorithm.s3Name]
+            }
+            guard let reported else {
+                throw FerryError(
+                    .checksumMismatch,
+                    "The server stored the object without reporting its \(algorithm.s3Name) checksum, so it could not be verified; use a server with checksum support, or the md5 or no checksum.")
+            }
+            guard Self.sameChecksum(reported, expected) else {
+                throw FerryError(
+                    .checksumMismatch, "The server's \(algorithm.s3Name) of the object differs from the one computed here.")
+            }
+            verified = reported
+            verification = .checksum
+        } else if request.checksumAlgorithm == .md5 {
+            // Every part went with Content-MD5; the object's ETag must be the MD5 of those MD5s.
+            let md5s = try parts.map { part -> [UInt8] in
+                guard let value = part.checksum, let bytes = Data(base64Encoded: value) else {
+                    throw FerryError(.cannotResumeUpload, "Part \(part.number) has no MD5 to verify the object with.")
+                }
+                return [UInt8](bytes)
+            }
+            guard ObjectStorageClient.unquote(result.eTag) == Checksum.multipartETag(partMD5s: md5s) else {
+                throw FerryError(.checksumMismatch, "The server's ETag does not match the MD5s of the parts sent.")
+            }
+            verification = .etag
+        }
+        checkpoints?.delete(checkpointId)
+        return UploadResult(
+            bucket: request.bucket, key: request.key, etag: ObjectStorageClient.unquote(result.eTag), size: plan.fileSize,
+            uploadId: uploadId, checksumAlgorithm: request.checksumAlgorithm, checksum: verified,
+            verification: verification, partsResumed: partsResumed, partsSent: partsSent)
+    }
+
+    /// Whether two checksum values agree; a composite value's `-N` suffix is not reported by every server.
+    static func sameChecksum(_ a: String, _ b: String) -> Bool {
+        func base(_ value: String) -> Substring { value.split(separator: "-").first ?? Substring(value) }
+        return a == b || base(a) == base(b)
+    }
+
+    /// Below the multipart threshold: one PUT with the checksum header.
+    private func singlePut(size: Int64) async throws -> UploadResult {
+        continuation.yield(.started(uploadId: nil))
+        let body = try reader.read(0..<size)
+        let continuation = continuation
+        let meter = ProgressMeter(alreadySent: 0, expected: size) { continuation.yield(.progress($0)) }
+        var observer = self.observer
+        let retrying = observer.retrying
+        observer.retrying = { attempt, error, delay in
+            meter.restart(part: 1)
+            retrying(attempt, error, delay)
+        }
+        observer.bytesSent = { meter.add($0, part: 1, size: size) }
+        let metadata = try await client.putObject(
+            body, bucket: request.bucket, key: request.key, contentType: request.contentType,
+            metadata: request.metadata, checksumAlgorithm: request.checksumAlgorithm, credentials: credentials,
+            observer: observer)
+        meter.finish(part: 1, size: size)
+        partsSent = 1
+        return UploadResult(
+            bucket: request.bucket, key: request.key, etag: metadata.etag, size: size, uploadId: nil,
+            checksumAlgorithm: request.checksumAlgorithm, checksum: metadata.checksums.values.first,
+            verification: request.checksumAlgorithm == nil ? .none : .checksum, partsResumed: 0, partsSent: 1)
+    }
+}
+
+extension ObjectStorageClient {
+    /// Starts a resumable upload of a file; files below the multipart threshold go in one PUT.
+    public func upload(_ request: ResumableUploadRequest) async throws -> ResumableUploadTask {
+        guard request.concurrency >= 1 else {
+            throw FerryError(.invalidArgument, "Concurrency must be at least 1.")
+        }
+        _ = try FileRanges.attributes(of: request.fileURL.path)
+        let task = ResumableUploadTask(client: self, request: request)
+        await task.start()
+        return task
+    }
+
+    /// Forgets an interrupted upload of `request`'s file: aborts its multipart upload on the server and deletes its
+    /// checkpoint. Returns whether there was one.
+    @discardableResult
+    public func discardCheckpoint(of request: ResumableUploadRequest) async throws -> Bool {
+        guard let directory = request.recordDirectory else { return false }
+        let store = CheckpointStore(directory: directory)
+        let id = CheckpointStore.identifier(
+            endpoint: endpoint.absoluteString, bucket: request.bucket, key: request.key,
+            filePath: request.fileURL.standardizedFileURL.path)
+        guard let checkpoint = store.load(id) else { return false }
+        do {
+            try await abortMultipartUpload(bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId)
+        } catch let error as FerryError where error.serverCode == "NoSuchUpload" {}
+        store.delete(id)
+        return true
+    }
+
+    /// Uploads a file to `bucket`/`key` with default options and returns the running upload.
+    public func upload(file: URL, bucket: String, key: String) async throws -> ResumableUploadTask {
+        try await upload(ResumableUploadRequest(bucket: bucket, key: key, fileURL: file))
+    }
+}

@@ -1,0 +1,103 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// Sends requests with AsyncHTTPClient (SwiftNIO); the default transport on Linux.
+///
+/// Request bodies go out in slices of ``sliceSize`` bytes pulled by the connection as the socket accepts them, so
+/// `bodyProgress` reports bytes as they are sent rather than when the whole body is queued.
+public struct AsyncHTTPClientTransport: HTTPTransport {
+    let client: HTTPClient
+    /// Bytes per body slice handed to the connection.
+    public static let sliceSize = 64 * 1024
+
+    /// Uses the given client (default: `HTTPClient.shared`).
+    public init(client: HTTPClient = .shared) {
+        self.client = client
+    }
+
+    public func send(
+        _ request: TransportRequest, bodyProgress: @escaping @Sendable (Int) -> Void,
+        responseSink: (@Sendable ([UInt8]) async throws -> Void)?
+    ) async throws -> TransportResponse {
+        var http = HTTPClientRequest(url: request.url)
+        http.method = HTTPMethod(rawValue: request.method)
+        for header in request.headers where header.name.lowercased() != "host" {
+            http.headers.add(name: header.name, value: header.value)
+        }
+        if !request.body.isEmpty || request.method == "PUT" || request.method == "POST" {
+            let body = request.body
+            let slices = BodySlices(body: body, sliceSize: Self.sliceSize, progress: bodyProgress)
+            http.body = .stream(slices, length: .known(Int64(body.count)))
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(http, timeout: .nanoseconds(Int64(request.timeout.components.seconds) * 1_000_000_000 + Int64(request.timeout.components.attoseconds / 1_000_000_000)))
+        } catch let error as HTTPClientError {
+            throw Self.transportError(error)
+        }
+        let headers = response.headers.map { (name: $0.name, value: $0.value) }
+        let status = Int(response.status.code)
+        do {
+            if let responseSink, (200..<300).contains(status) {
+                for try await buffer in response.body {
+                    try await responseSink(Array(buffer.readableBytesView))
+                }
+                return TransportResponse(status: status, headers: headers, body: [])
+            }
+            var collected = try await response.body.collect(upTo: 64 * 1024 * 1024)
+            return TransportResponse(
+                status: status, headers: headers, body: collected.readBytes(length: collected.readableBytes) ?? [])
+        } catch let error as HTTPClientError {
+            throw Self.transportError(error)
+        }
+    }
+
+    static func transportError(_ error: HTTPClientError) -> any Error {
+        if error == .cancelled { return CancellationError() }
+        let timeout = error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout
+            || error == .writeTimeout
+        return TransportError(isTimeout: timeout, "HTTP request failed: \(error)")
+    }
+}
+
+/// A byte array as an async sequence of slices, counting each slice when the connection pulls it.
+struct BodySlices: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let body: [UInt8]
+    let sliceSize: Int
+    let progress: @Sendable (Int) -> Void
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let body: [UInt8]
+        let sliceSize: Int
+        let progress: @Sendable (Int) -> Void
+        var offset = 0
+        var pending = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            // The previous slice was written once the next one is asked for.
+            if pending > 0 {
+                progress(pending)
+                pending = 0
+            }
+            guard offset < body.count else { return nil }
+            try Task.checkCancellation()
+            let end = Swift.min(offset + sliceSize, body.count)
+            let buffer = body.withUnsafeBufferPointer { ByteBuffer(bytes: UnsafeRawBufferPointer($0)[offset..<end]) }
+            pending = end - offset
+            offset = end
+            if offset == body.count {
+                // The last slice counts when handed over; the response confirms it arrived.
+                progress(pending)
+                pending = 0
+            }
+            return buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(body: body, sliceSize: sliceSize, progress: progress)
+    }
+}

@@ -1,0 +1,231 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("Engine: pause, resume, cancel, checkpoints")
+struct EngineBehaviourTests {
+    static let mib = 1024 * 1024
+
+    /// A request with small parts so the upload takes several requests.
+    func request(_ file: URL, key: String, records: URL?) -> ResumableUploadRequest {
+        var request = ResumableUploadRequest(bucket: "behaviour", key: key, fileURL: file)
+        request.partSize = 5 * Int64(Self.mib)
+        request.concurrency = 2
+        request.recordDirectory = records
+        return request
+    }
+
+    @Test("pause keeps the upload id and checkpoint; resume finishes byte-identical with monotonic, exact progress")
+    func pauseResume() async throws {
+        let directory = TemporaryDirectory.make("ferry-pause")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 40 * Self.mib + 17, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("behaviour")
+            let upload = try await client.upload(request(file, key: "paused.bin", records: records))
+            let (log, collector) = EventLog.collect(upload)
+            // Pause once some bytes went out.
+            while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
+            await upload.pause()
+            #expect(log.count { if case .paused = $0 { true } else { false } } == 1)
+            let checkpoints = try FileManager.default.contentsOfDirectory(atPath: records.path).filter { $0.hasSuffix(".json") }
+            #expect(checkpoints.count == 1)
+            let open = try await client.listMultipartUploads(bucket: "behaviour")
+            #expect(open.map(\.key) == ["paused.bin"])
+            await upload.resume()
+            let result = try await upload.result
+            await collector.value
+            #expect(result.size == Int64(40 * Self.mib + 17))
+            let progress = log.progress
+            #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.totalBytesSent <= $1.totalBytesSent })
+            #expect(progress.last?.totalBytesSent == result.size)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).filter { $0.hasSuffix(".json") }.isEmpty)
+            #expect(try await client.listMultipartUploads(bucket: "behaviour").isEmpty)
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await client.download(bucket: "behaviour", key: "paused.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+        }
+    }
+
+    @Test("cancel with deleteUploadIdOnCancelling aborts the server upload and deletes the checkpoint; without it keeps both",
+        arguments: [true, false])
+    func cancel(deleteUploadId: Bool) async throws {
+        let directory = TemporaryDirectory.make("ferry-cancel")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 30 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("behaviour")
+            var request = request(file, key: "cancelled.bin", records: records)
+            request.deleteUploadIdOnCancelling = deleteUploadId
+            let upload = try await client.upload(request)
+            let (log, collector) = EventLog.collect(upload)
+            while checkpointPartCount(records.path) < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            await upload.cancel()
+            await collector.value
+            await #expect(throws: FerryError.self) { try await upload.result }
+            #expect(log.count { if case .cancelled = $0 { true } else { false } } == 1)
+            let open = try await client.listMultipartUploads(bucket: "behaviour")
+            let checkpoints = try FileManager.default.contentsOfDirectory(atPath: records.path).filter { $0.hasSuffix(".json") }
+            if deleteUploadId {
+                #expect(open.isEmpty)
+                #expect(checkpoints.isEmpty)
+            } else {
+                #expect(open.map(\.key) == ["cancelled.bin"])
+                #expect(checkpoints.count == 1)
+                // A new run resumes from what the cancelled one left.
+                let again = try await client.upload(request)
+                let result = try await again.result
+                #expect(result.partsResumed >= 1)
+                #expect(result.partsResumed + result.partsSent == 6)
+            }
+        }
+    }
+
+    @Test("a file changed since its checkpoint is cannotResumeUpload, or a fresh upload when asked")
+    func changedFile() async throws {
+        let directory = TemporaryDirectory.make("ferry-changed")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 20 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("behaviour")
+            let first = try await client.upload(request(file, key: "changed.bin", records: records))
+            let (log, collector) = EventLog.collect(first)
+            while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
+            await first.pause()
+            _ = collector
+            // Change the middle of the file (same size).
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.seek(toOffset: UInt64(10 * Self.mib))
+            try handle.write(contentsOf: Data(repeating: 0xAB, count: 100))
+            try handle.close()
+
+            let refused = try await client.upload(request(file, key: "changed.bin", records: records))
+            do {
+                _ = try await refused.result
+                Issue.record("a changed file was resumed")
+            } catch let error as FerryError {
+                #expect(error.code == .cannotResumeUpload)
+            }
+            var restart = request(file, key: "changed.bin", records: records)
+            restart.onFileChange = .restart
+            let fresh = try await client.upload(restart)
+            let result = try await fresh.result
+            #expect(result.partsResumed == 0)
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await client.download(bucket: "behaviour", key: "changed.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+            // The first (abandoned) upload was aborted.
+            #expect(try await client.listMultipartUploads(bucket: "behaviour").isEmpty)
+        }
+    }
+
+    @Test("without a record directory nothing is written to disk; a vanished upload id starts afresh")
+    func noRecordDirectoryAndVanishedUpload() async throws {
+        let directory = TemporaryDirectory.make("ferry-norecord")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 12 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("behaviour")
+            let plain = try await client.upload(request(file, key: "plain.bin", records: nil))
+            _ = try await plain.result
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory).count == 1)
+
+            let first = try await client.upload(request(file, key: "vanish.bin", records: records))
+            let (log, _) = EventLog.collect(first)
+            while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
+            await first.pause()
+            for upload in try await client.listMultipartUploads(bucket: "behaviour") {
+                try await client.abortMultipartUpload(bucket: "behaviour", key: upload.key, uploadId: upload.uploadId)
+            }
+            let second = try await client.upload(request(file, key: "vanish.bin", records: records))
+            let result = try await second.result
+            #expect(result.partsResumed == 0)
+            #expect(result.partsSent == 3)
+        }
+    }
+
+    @Test("a process killed mid-upload is resumed by a new one; only parts not on the server are sent again")
+    func resumeAfterSIGKILL() async throws {
+        let directory = TemporaryDirectory.make("ferry-kill")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 64 * Self.mib, in: directory)
+        let records = directory + "/records"
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("behaviour")
+            func child() throws -> (Process, Pipe) {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
+                process.arguments = [
+                    "upload", file.path, "--endpoint", server.endpoint, "--bucket", "behaviour", "--key", "killed.bin",
+                    "--record-dir", records, "--part-size", "5MiB", "--parallel", "2", "--json",
+                ]
+                var env = ProcessInfo.processInfo.environment
+                env["FERRY_ACCESS_KEY_ID"] = server.root.accessKeyId
+                env["FERRY_SECRET_ACCESS_KEY"] = server.root.secretAccessKey
+                process.environment = env
+                let out = Pipe()
+                process.standardOutput = out
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                return (process, out)
+            }
+            let (first, _) = try child()
+            // Kill it once its checkpoint records at least three parts.
+            var recorded = 0
+            for _ in 0..<2000 where recorded < 3 {
+                try await Task.sleep(for: .milliseconds(10))
+                recorded = checkpointPartCount(records)
+            }
+            #expect(recorded >= 3)
+            kill(first.processIdentifier, SIGKILL)
+            await first.exited()
+            let open = try await client.listMultipartUploads(bucket: "behaviour")
+            let uploadId = try #require(open.first?.uploadId)
+            let onServer = try await client.listParts(bucket: "behaviour", key: "killed.bin", uploadId: uploadId)
+            #expect(onServer.count >= recorded)
+
+            let (second, out) = try child()
+            let reader = out.fileHandleForReading
+            let output = try await runBlocking { reader.readDataToEndOfFile() }
+            await second.exited()
+            #expect(second.terminationStatus == 0)
+            let lines = String(decoding: output, as: UTF8.self).split(separator: "\n")
+            let completed = try #require(
+                lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+                    .first { $0["event"] as? String == "completed" })
+            let resumed = try #require(completed["partsResumed"] as? Int)
+            let sent = try #require(completed["partsSent"] as? Int)
+            // Every part the server had at the kill was kept; only the rest went again.
+            #expect(resumed == onServer.count)
+            #expect(resumed + sent == 13)
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await client.download(bucket: "behaviour", key: "killed.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+        }
+    }
+}
+
+/// Parts recorded in the (single) checkpoint in a record directory.
+func checkpointPartCount(_ records: String) -> Int {
+    guard let name = try? FileManager.default.contentsOfDirectory(atPath: records).first(where: { $0.hasSuffix(".json") }),
+        let data = FileManager.default.contents(atPath: records + "/" + name),
+        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+        let parts = object["parts"] as? [Any]
+    else { return 0 }
+    return parts.count
+}
