@@ -61,7 +61,10 @@ struct ServeCommand: AsyncParsableCommand {
         if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
         configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
         if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
-        configuration.logger = Logger(label: "ferry")
+        var serverLogger = Logger(label: "ferry")
+        serverLogger.logLevel = level
+        configuration.logger = serverLogger
+        let logger = serverLogger
 
         let server = try FerryServer(configuration: configuration)
         if server.rootCredentialsGenerated {
@@ -69,7 +72,6 @@ struct ServeCommand: AsyncParsableCommand {
             say("  FERRY_ACCESS_KEY_ID=\(server.rootCredentials.accessKeyId)")
             say("  FERRY_SECRET_ACCESS_KEY=\(server.rootCredentials.secretAccessKey)")
         }
-        let logger = configuration.logger
         let host = configuration.host
         let app = server.makeApplication { port in
             logger.info("ferry serve listening", metadata: ["address": "http://\(host):\(port)", "data-dir": .string(directory)])

@@ -64,9 +64,13 @@ public struct FerryServer: Sendable {
         -> some ApplicationProtocol
     {
         let api = objectAPI
-        let responder = CallbackResponder<BasicRequestContext> { request, context in
-            await api.respond(to: request, logger: context.logger)
+        let logger = configuration.logger
+        let responder = CallbackResponder<BasicRequestContext> { request, _ in
+            await api.respond(to: request, logger: logger)
         }
+        // The HTTP server's own lifecycle lines only when debugging; Ferry logs its one start line itself.
+        var serverLogger = configuration.logger
+        if serverLogger.logLevel > .debug { serverLogger.logLevel = .warning }
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
             logger: configuration.logger)
@@ -76,6 +80,6 @@ public struct FerryServer: Sendable {
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Ferry"),
             services: [collector],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
-            logger: configuration.logger)
+            logger: serverLogger)
     }
 }
