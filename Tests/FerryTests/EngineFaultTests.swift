@@ -1,0 +1,101 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+@Suite("Engine: faults between device and storage")
+struct EngineFaultTests {
+    static let mib = 1024 * 1024
+
+    @Test("503 SlowDown, 500, a connection dropped mid-body and a stalled request: the upload retries and completes byte-identical",
+        arguments: TransportKind.allCases)
+    func survivesFaults(transport: TransportKind) async throws {
+        let directory = TemporaryDirectory.make("ferry-faults")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 31 * Self.mib, in: directory)
+        try await TestServer.with { server in
+            try await server.client().createBucket("faults")
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.status(503, code: "SlowDown"), when: .partNumber(2), times: 2)
+            proxy.inject(.status(500, code: "InternalError"), when: .partNumber(3))
+            proxy.inject(.dropAfterRequestBytes(1_000_000), when: .partNumber(4))
+            proxy.inject(.stall(seconds: 30), when: .partNumber(5))
+            var configuration = ObjectStorageClient.Configuration()
+            configuration.transport = transport.make()
+            configuration.retryPolicy = RetryPolicy(maxRetryCount: 5, baseDelay: .milliseconds(20), maxDelay: .milliseconds(200))
+            configuration.timeoutIntervalForRequest = .seconds(3)
+            let client = ObjectStorageClient(
+                endpoint: URL(string: proxy.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
+                configuration: configuration)
+            var request = ResumableUploadRequest(bucket: "faults", key: "through-faults.bin", fileURL: file)
+            request.concurrency = 3
+            let upload = try await client.upload(request)
+            let (log, collector) = EventLog.collect(upload)
+            let result = try await upload.result
+            await collector.value
+            try await proxy.shutdown()
+
+            let retries = log.events.compactMap { event -> FerryError? in
+                if case .retrying(_, let error, _) = event { error } else { nil }
+            }
+            #expect(retries.filter { $0.serverCode == "SlowDown" }.count == 2)
+            #expect(retries.contains { $0.serverCode == "InternalError" })
+            // The dropped connection and the stalled request are both transport failures. AsyncHTTPClient reports the
+            // reset as a network error; FoundationNetworking on Linux reports it as a timeout.
+            let transportRetries = retries.filter { $0.code == .network || $0.code == .timeout }
+            #expect(transportRetries.count >= 2, "\(retries.map { "\($0.code) \($0.serverCode ?? "")" })")
+            if transport == .asyncHTTPClient { #expect(retries.contains { $0.code == .network }) }
+            #expect(retries.count >= 5)
+            #expect(log.count { if case .retryResumed = $0 { true } else { false } } >= 4)
+            #expect(proxy.log.contains { $0.outcome == "dropped" })
+            #expect(proxy.log.contains { $0.outcome == "stalled" })
+            let progress = log.progress
+            #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.totalBytesSent <= $1.totalBytesSent })
+            #expect(progress.allSatisfy { $0.totalBytesSent <= result.size })
+            #expect(progress.last?.totalBytesSent == result.size)
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await server.engine().download(bucket: "faults", key: "through-faults.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+        }
+    }
+
+    @Test("when retries run out the upload fails with the last error and keeps its checkpoint for a later run")
+    func givesUp() async throws {
+        let directory = TemporaryDirectory.make("ferry-giveup")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 12 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            try await server.client().createBucket("faults")
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.status(503, code: "ServiceUnavailable"), when: .partNumber(2), times: .max)
+            var configuration = ObjectStorageClient.Configuration()
+            configuration.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+            let credentials = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+            let client = ObjectStorageClient(endpoint: URL(string: proxy.endpoint)!, credentials: credentials, configuration: configuration)
+            var request = ResumableUploadRequest(bucket: "faults", key: "gives-up.bin", fileURL: file)
+            request.recordDirectory = records
+            request.concurrency = 1
+            let upload = try await client.upload(request)
+            do {
+                _ = try await upload.result
+                Issue.record("the upload succeeded through a server that always fails")
+            } catch let error as FerryError {
+                #expect(error.code == .server)
+                #expect(error.serverCode == "ServiceUnavailable")
+                #expect(error.httpStatus == 503)
+            }
+            #expect(proxy.log.filter { $0.outcome == "503" }.count == 3)
+            #expect(checkpointPartCount(records.path) == 1)
+            // The network recovers: the next run resumes and sends only what is missing.
+            proxy.clearFaults()
+            let again = try await client.upload(request)
+            let result = try await again.result
+            #expect(result.partsResumed == 1)
+            #expect(result.partsSent == 2)
+            try await proxy.shutdown()
+        }
+    }
+}
