@@ -27,6 +27,8 @@ public struct FerryServer: Sendable {
     public let catalog: SQLiteCatalog
     /// Access keys, temporary credentials and their resolution.
     public let credentials: CredentialStore
+    /// Webhook events waiting for delivery (enqueueing is a no-op when no webhook is configured).
+    public let webhooks: WebhookOutbox
 
     /// Opens (creating when needed) the data directory.
     public init(configuration: FerryServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment)
@@ -44,6 +46,7 @@ public struct FerryServer: Sendable {
         }
         rootCredentials = root
         catalog = try SQLiteCatalog(path: directory + "/catalog.sqlite")
+        webhooks = WebhookOutbox(catalog: catalog, configuration: configuration.webhook)
         var limits = LocalDiskStore.Limits()
         limits.minPartSize = configuration.minPartSize
         store = try LocalDiskStore(directory: directory + "/objects", catalog: catalog, limits: limits, logger: configuration.logger)
@@ -51,10 +54,21 @@ public struct FerryServer: Sendable {
             root: root, catalog: catalog, tokens: SessionTokenCodec(key: try ServerKeys.tokenKey(directory: directory)))
     }
 
-    /// The object API over this server's store.
+    /// The media API over this server's catalog and store.
+    public var mediaAPI: MediaAPI {
+        MediaAPI(
+            catalog: catalog, store: store, credentials: credentials,
+            authenticator: RequestAuthenticator(credentials: credentials), webhooks: webhooks,
+            configuration: configuration)
+    }
+
+    /// The object API over this server's store; stored objects advance the media catalog.
     public var objectAPI: ObjectAPI {
-        ObjectAPI(
+        var api = ObjectAPI(
             store: store, authenticator: RequestAuthenticator(credentials: credentials), region: configuration.region)
+        let media = mediaAPI
+        api.objectStored = { object in await media.objectStored(object) }
+        return api
     }
 
     /// Builds the HTTP application with its background services.
@@ -64,9 +78,13 @@ public struct FerryServer: Sendable {
         -> some ApplicationProtocol
     {
         let api = objectAPI
+        let media = mediaAPI
         let logger = configuration.logger
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
-            await api.respond(to: request, logger: logger)
+            if request.uri.path.hasPrefix(MediaAPI.pathPrefix) {
+                return await media.respond(to: request, logger: logger)
+            }
+            return await api.respond(to: request, logger: logger)
         }
         // The HTTP server's own lifecycle lines only when debugging; Ferry logs its one start line itself.
         var serverLogger = configuration.logger
@@ -74,11 +92,15 @@ public struct FerryServer: Sendable {
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
             logger: configuration.logger)
+        var services: [any Service] = [collector]
+        if let webhook = configuration.webhook {
+            services.append(WebhookDeliveryService(outbox: webhooks, configuration: webhook, logger: configuration.logger))
+        }
         return Application(
             responder: responder,
             server: .http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()])),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Ferry"),
-            services: [collector],
+            services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: serverLogger)
     }

@@ -22,8 +22,18 @@ public struct FerryServerConfiguration: Sendable {
     public var multipartUploadMaxAge: TimeInterval = 7 * 24 * 3600
     /// How often the collector looks for idle uploads and orphaned files. Default 1 hour.
     public var collectionInterval: TimeInterval = 3600
+    /// Bucket the media API keeps videos and images in; created on first use. Default `ferry-media`.
+    public var mediaBucket: String = "ferry-media"
+    /// How long an upload credential (UploadAuth) lasts. Default 3000 s.
+    public var uploadAuthLifetime: TimeInterval = 3000
+    /// Base URL clients reach the object API at, for upload addresses and playback URLs; nil uses the Host of each
+    /// request.
+    public var publicEndpoint: String?
     /// Logger for the server; request logs are at debug.
     public var logger: Logger = Logger(label: "ferry.server")
+    /// Where to deliver webhook events (signed POSTs, persisted in the catalog and retried until acknowledged);
+    /// nil (the default) disables webhooks: nothing is enqueued or delivered.
+    public var webhook: WebhookConfiguration?
 
     /// Creates a configuration for a data directory.
     public init(dataDirectory: String) {

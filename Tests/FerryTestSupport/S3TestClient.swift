@@ -103,6 +103,17 @@ public struct S3TestClient: Sendable {
             body: collected.readBytes(length: collected.readableBytes) ?? [])
     }
 
+    /// GETs a full URL (e.g. a presigned playback URL) with optional headers, unsigned.
+    public static func fetch(_ url: String, headers: [(name: String, value: String)] = []) async throws -> Reply {
+        var request = HTTPClientRequest(url: url)
+        for header in headers { request.headers.add(name: header.name, value: header.value) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+        var collected = try await response.body.collect(upTo: 1 << 30)
+        return Reply(
+            status: Int(response.status.code), headers: response.headers,
+            body: collected.readBytes(length: collected.readableBytes) ?? [])
+    }
+
     // MARK: Conveniences
 
     /// CreateBucket.

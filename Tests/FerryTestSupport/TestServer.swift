@@ -25,7 +25,8 @@ public struct TestServer: Sendable {
 
     /// Starts a server, runs `body`, and shuts the server down.
     public static func with<T: Sendable>(
-        minPartSize: Int64 = 5 * 1024 * 1024, _ body: @Sendable (TestServer) async throws -> T
+        minPartSize: Int64 = 5 * 1024 * 1024, configure: (inout FerryServerConfiguration) -> Void = { _ in },
+        _ body: @Sendable (TestServer) async throws -> T
     ) async throws -> T {
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -37,6 +38,7 @@ public struct TestServer: Sendable {
         var logger = Logger(label: "ferry.test")
         logger.logLevel = .warning
         configuration.logger = logger
+        configure(&configuration)
         let server = try FerryServer(configuration: configuration, environment: [:])
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let app = server.makeApplication { port in continuation.yield(port) }

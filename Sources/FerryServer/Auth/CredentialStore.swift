@@ -40,14 +40,14 @@ public struct CredentialStore: Sendable {
             return Resolved(
                 secretAccessKey: root.secretAccessKey,
                 principal: Principal(
-                    accessKeyId: accessKeyId, parentAccessKeyId: accessKeyId, policy: .fullAccess, expiration: nil,
+                    accessKeyId: accessKeyId, parentAccessKeyId: accessKeyId, policies: [.fullAccess], expiration: nil,
                     isRoot: true))
         }
         guard let key = try await catalog.accessKey(accessKeyId), key.status == .active else { throw Self.unknownKey }
         return Resolved(
             secretAccessKey: key.secretAccessKey,
             principal: Principal(
-                accessKeyId: accessKeyId, parentAccessKeyId: accessKeyId, policy: key.policy, expiration: nil,
+                accessKeyId: accessKeyId, parentAccessKeyId: accessKeyId, policies: [key.policy], expiration: nil,
                 isRoot: false))
     }
 

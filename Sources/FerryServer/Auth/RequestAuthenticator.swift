@@ -25,6 +25,8 @@ struct RequestAuthenticator: Sendable {
         /// Every header, with `host` among them.
         var headers: [(name: String, value: String)]
         var service: String = "s3"
+        /// The body's hex SHA-256 for services that sign the payload without `x-amz-content-sha256`.
+        var payloadHash: String?
     }
 
     func authenticate(_ input: Input, now: Date = Date()) async throws -> Authenticated {
@@ -46,7 +48,7 @@ struct RequestAuthenticator: Sendable {
                 try SigV4Verifier.verify(
                     authorization: authorization, secretAccessKey: resolved.secretAccessKey, method: input.method,
                     canonicalURI: canonicalURI, query: input.query, headers: input.headers,
-                    payloadHash: input.service == "s3" ? nil : SigV4.hexSHA256(""), now: now,
+                    payloadHash: input.service == "s3" ? nil : input.payloadHash ?? SigV4.emptyPayloadHash, now: now,
                     expectedService: input.service)
             }
             return Authenticated(principal: resolved.principal, verified: verified)

@@ -13,7 +13,7 @@ public struct SessionTokenCodec: Sendable {
         var k: String
         var parent: String
         var exp: Double
-        var policy: AccessPolicy
+        var policies: [AccessPolicy]
     }
 
     private let keyBytes: [UInt8]
@@ -26,8 +26,13 @@ public struct SessionTokenCodec: Sendable {
 
     /// Issues temporary credentials under `parent` with `policy`, valid until `expiration`.
     public func issue(parent: String, policy: AccessPolicy, expiration: Date) -> SigV4Credentials {
+        issue(parent: parent, policies: [policy], expiration: expiration)
+    }
+
+    /// Issues temporary credentials under `parent` that every one of `policies` must allow.
+    public func issue(parent: String, policies: [AccessPolicy], expiration: Date) -> SigV4Credentials {
         let accessKeyId = "FSIA" + Self.randomAlphanumeric(16)
-        let claims = Claims(k: accessKeyId, parent: parent, exp: expiration.timeIntervalSince1970.rounded(.down), policy: policy)
+        let claims = Claims(k: accessKeyId, parent: parent, exp: expiration.timeIntervalSince1970.rounded(.down), policies: policies)
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let body = Self.base64url(try! encoder.encode(claims))  // encoding plain value types cannot fail
@@ -65,7 +70,7 @@ public struct SessionTokenCodec: Sendable {
         guard expiration > now else { throw S3Error(.expiredToken, "The provided token has expired.") }
         return Verified(
             principal: Principal(
-                accessKeyId: accessKeyId, parentAccessKeyId: claims.parent, policy: claims.policy,
+                accessKeyId: accessKeyId, parentAccessKeyId: claims.parent, policies: claims.policies,
                 expiration: expiration, isRoot: false),
             secretAccessKey: secret(for: accessKeyId))
     }

@@ -1,4 +1,5 @@
 import Foundation
+import FerryCore
 import GRDB
 
 /// A long-term access key stored in the catalog.

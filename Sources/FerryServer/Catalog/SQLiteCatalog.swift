@@ -66,6 +66,8 @@ public final class SQLiteCatalog: Sendable {
                     );
                     """)
         }
+        registerMediaMigrations(&migrator)
+        registerWebhookMigrations(&migrator)
         return migrator
     }
 

@@ -8,8 +8,8 @@ extension ObjectAPI {
 
     func listBuckets(_ request: S3Request) async throws -> Response {
         let buckets = try await store.listBuckets().filter {
-            request.principal.policy.allows(action: Operation.listObjectsV2.action, bucket: $0.name)
-                || request.principal.policy.allows(action: Operation.listBuckets.action)
+            request.principal.allows(action: Operation.listObjectsV2.action, bucket: $0.name)
+                || request.principal.allows(action: Operation.listBuckets.action)
         }
         let result = ListAllMyBucketsResult(
             owner: Self.owner,

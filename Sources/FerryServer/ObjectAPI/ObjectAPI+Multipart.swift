@@ -139,6 +139,7 @@ extension ObjectAPI {
             fullObjectChecksum = request.header(HTTPField.Name(algorithm.headerName)!)
         }
         let object = try await store.completeMultipartUpload(upload, parts: body.parts, fullObjectChecksum: fullObjectChecksum)
+        await objectStored(object)
         let host = request.request.head.authority ?? "localhost"
         let result = CompleteMultipartUploadResult(
             location: "http://\(host)/\(SigV4.uriEncode(request.bucket, encodeSlash: true))/\(SigV4.uriEncode(request.key, encodeSlash: false))",

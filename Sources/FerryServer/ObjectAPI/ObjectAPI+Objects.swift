@@ -67,6 +67,7 @@ extension ObjectAPI {
             bucket: request.bucket, key: request.key, attributes: Self.attributes(from: headers), body: body,
             checksums: expectation.algorithms, ifNoneMatch: ifNoneMatch == "*",
             verify: { digests in try expectation.verify(digests, trailers: trailers.values) })
+        await objectStored(object)
         var responseHeaders: HTTPFields = [.eTag: "\"\(object.etag)\"", .contentLength: "0"]
         for (name, value) in object.checksums {
             if let algorithm = ChecksumAlgorithm(name: name) {

@@ -12,6 +12,8 @@ public struct ObjectAPI: Sendable {
     let store: any ObjectStore
     let authenticator: RequestAuthenticator
     let region: String
+    /// Told about every object stored (PutObject, CompleteMultipartUpload), so the media catalog follows storage.
+    var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
 
     /// An S3 operation with the IAM action that authorizes it.
     enum Operation: String, Sendable {
@@ -92,7 +94,7 @@ public struct ObjectAPI: Sendable {
                     "ferry.access-key-id": .string(authenticated.principal.accessKeyId),
                 ])
             guard
-                authenticated.principal.policy.allows(
+                authenticated.principal.allows(
                     action: operation.action, bucket: bucket.isEmpty ? nil : bucket, key: key.isEmpty ? nil : key)
             else {
                 throw S3Error(.accessDenied, "Access Denied")

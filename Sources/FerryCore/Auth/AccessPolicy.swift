@@ -13,25 +13,35 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
         public var bucket: String
         /// Key prefix the grant covers; empty for every key. Bucket-level actions ignore it.
         public var keyPrefix: String
+        /// When set, the one key the grant covers (an upload credential's object).
+        public var key: String?
 
         /// Creates a statement.
-        public init(actions: [String], bucket: String = "*", keyPrefix: String = "") {
+        public init(actions: [String], bucket: String = "*", keyPrefix: String = "", key: String? = nil) {
             self.actions = actions
             self.bucket = bucket
             self.keyPrefix = keyPrefix
+            self.key = key
         }
 
-        func allowsAction(_ action: String) -> Bool {
+        /// Whether the statement names `action`.
+        public func allowsAction(_ action: String) -> Bool {
             actions.contains { pattern in
                 pattern.hasSuffix("*") ? action.hasPrefix(pattern.dropLast()) : pattern == action
             }
         }
 
-        func allows(action: String, bucket: String?, key: String?) -> Bool {
+        /// Whether the statement allows `action` on `bucket` and `key`.
+        public func allows(action: String, bucket: String?, key: String?) -> Bool {
             guard allowsAction(action) else { return false }
+            // Bucket and key scope object-service actions; media operations have neither.
+            guard action.hasPrefix("s3:") else { return true }
             if self.bucket != "*" && self.bucket != bucket { return false }
-            if let key { return key.hasPrefix(keyPrefix) }
-            return true
+            if let key {
+                if let exact = self.key, exact != key { return false }
+                return key.hasPrefix(keyPrefix)
+            }
+            return self.key == nil
         }
     }
 
@@ -52,27 +62,3 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
     }
 }
 
-/// Who made a request, as resolved from its credentials.
-public struct Principal: Sendable, Hashable {
-    /// The access key id that signed the request.
-    public var accessKeyId: String
-    /// The long-term key a temporary credential was issued under (its own id for a long-term key).
-    public var parentAccessKeyId: String
-    /// What it may do.
-    public var policy: AccessPolicy
-    /// When a temporary credential expires; nil for a long-term key.
-    public var expiration: Date?
-    /// Whether this is the server's root key.
-    public var isRoot: Bool
-
-    /// Creates a principal.
-    public init(
-        accessKeyId: String, parentAccessKeyId: String, policy: AccessPolicy, expiration: Date?, isRoot: Bool
-    ) {
-        self.accessKeyId = accessKeyId
-        self.parentAccessKeyId = parentAccessKeyId
-        self.policy = policy
-        self.expiration = expiration
-        self.isRoot = isRoot
-    }
-}

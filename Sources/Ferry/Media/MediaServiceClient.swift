@@ -1,0 +1,271 @@
+import FerryCore
+import Foundation
+
+/// A client of Ferry's media API (upload credentials, STS, videos and images), for app servers written in Swift and
+/// for the `ferry` command line. Requests are JSON, signed with SigV4 for the service `ferry`.
+///
+/// ```swift
+/// let media = MediaServiceClient(endpoint: endpoint, credentials: appServerKey)
+/// let ticket = try await media.createUploadVideo(.init(title: "Holiday", fileName: "holiday.mp4"))
+/// // hand ticket.uploadAddress / ticket.uploadAuth (base64) to the device, or upload here:
+/// let upload = try await ticket.objectStorageClient().upload(file: movie, bucket: ticket.address.bucket, key: ticket.address.fileName)
+/// ```
+public final class MediaServiceClient: Sendable {
+    /// The service's base URL.
+    public let endpoint: URL
+    /// Signing region.
+    public let region: String
+    /// Where credentials come from.
+    public let credentialProvider: any CredentialProvider
+    /// Transport and retries.
+    public let configuration: ObjectStorageClient.Configuration
+
+    /// Creates a client.
+    public init(
+        endpoint: URL, region: String = "us-east-1", credentialProvider: any CredentialProvider,
+        configuration: ObjectStorageClient.Configuration = .init()
+    ) {
+        self.endpoint = endpoint
+        self.region = region
+        self.credentialProvider = credentialProvider
+        self.configuration = configuration
+    }
+
+    /// Creates a client with fixed credentials.
+    public convenience init(
+        endpoint: URL, region: String = "us-east-1", credentials: Credentials,
+        configuration: ObjectStorageClient.Configuration = .init()
+    ) {
+        self.init(endpoint: endpoint, region: region, credentialProvider: StaticCredentialProvider(credentials), configuration: configuration)
+    }
+
+    /// Calls an operation with a JSON body and returns the JSON answer.
+    public func call(_ action: String, _ parameters: [String: Any] = [:]) async throws -> [String: Any] {
+        let body = [UInt8](try JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys]))
+        let host = endpoint.port.map { "\(endpoint.host ?? "localhost"):\($0)" } ?? (endpoint.host ?? "localhost")
+        var base = endpoint.path
+        if base.hasSuffix("/") { base.removeLast() }
+        let path = base + "/_ferry/v1/" + SigV4.uriEncode(action, encodeSlash: true)
+        var attempt = 0
+        while true {
+            let credentials = try await credentialProvider.credentials()
+            let signer = SigV4Signer(credentials: credentials.sigV4, region: region, service: "ferry")
+            let headers = signer.sign(
+                method: "POST", path: path, query: [], headers: [("host", host), ("content-type", "application/json")],
+                payloadHash: SigV4.hexSHA256(body), date: Date())
+            let request = TransportRequest(
+                method: "POST", url: (endpoint.scheme ?? "http") + "://" + host + path, headers: headers, body: body,
+                timeout: configuration.timeoutIntervalForRequest)
+            let response: TransportResponse
+            do {
+                response = try await configuration.transport.send(request, bodyProgress: { _ in }, responseSink: nil)
+            } catch let error as TransportError {
+                let failure = FerryError(error.isTimeout ? .timeout : .network, error.message)
+                guard attempt < configuration.retryPolicy.maxRetryCount else { throw failure }
+                attempt += 1
+                try await Task.sleep(for: configuration.retryPolicy.delay(forAttempt: attempt))
+                continue
+            }
+            let object = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
+            if (200..<300).contains(response.status) { return object }
+            let error = FerryError(
+                .server, object["message"] as? String ?? "The media service answered HTTP \(response.status).",
+                httpStatus: response.status, serverCode: object["code"] as? String,
+                requestId: object["requestId"] as? String)
+            guard response.status >= 500, attempt < configuration.retryPolicy.maxRetryCount else { throw error }
+            attempt += 1
+            try await Task.sleep(for: configuration.retryPolicy.delay(forAttempt: attempt))
+        }
+    }
+
+    // MARK: Videos and images
+
+    /// What a new video is.
+    public struct VideoDescription: Sendable {
+        /// Title (at most 128 bytes).
+        public var title: String
+        /// File name with its extension, e.g. `holiday.mp4`.
+        public var fileName: String
+        /// Size in bytes, when known.
+        public var fileSize: Int64?
+        /// Description.
+        public var description: String?
+        /// Cover image URL.
+        public var coverURL: String?
+        /// Category id.
+        public var cateId: Int?
+        /// Comma-separated tags.
+        public var tags: String?
+        /// Transcoding template group.
+        public var transcode: String?
+        /// Free data for the app.
+        public var userData: String?
+
+        /// Creates a description.
+        public init(title: String, fileName: String) {
+            self.title = title
+            self.fileName = fileName
+        }
+    }
+
+    /// Where and with what to upload a media file.
+    public struct UploadTicket: Sendable {
+        /// The video or image id.
+        public var id: String
+        /// The image URL (images only).
+        public var imageURL: String?
+        /// The base64 `UploadAddress` as the service sent it.
+        public var uploadAddress: String
+        /// The base64 `UploadAuth` as the service sent it.
+        public var uploadAuth: String
+        /// The decoded address.
+        public var address: UploadAddress
+        /// The decoded credential.
+        public var auth: UploadAuth
+
+        init(id: String, imageURL: String? = nil, address: String, auth: String) throws {
+            guard let decodedAddress = UploadAddress(encoded: address), let decodedAuth = UploadAuth(encoded: auth) else {
+                throw FerryError(.server, "The media service sent an upload address or credential that cannot be read.")
+            }
+            self.id = id
+            self.imageURL = imageURL
+            self.uploadAddress = address
+            self.uploadAuth = auth
+            self.address = decodedAddress
+            self.auth = decodedAuth
+        }
+
+        /// A client of the object service the ticket points at, signing with the ticket's credential.
+        public func objectStorageClient(configuration: ObjectStorageClient.Configuration = .init()) throws -> ObjectStorageClient {
+            guard let url = URL(string: address.endpoint) else {
+                throw FerryError(.invalidArgument, "The upload address has no valid endpoint.")
+            }
+            return ObjectStorageClient(
+                endpoint: url, region: auth.region, credentials: auth.ferryCredentials, configuration: configuration)
+        }
+    }
+
+    /// Creates a video and returns where to upload its file.
+    public func createUploadVideo(_ video: VideoDescription) async throws -> UploadTicket {
+        var parameters: [String: Any] = ["Title": video.title, "FileName": video.fileName]
+        if let v = video.fileSize { parameters["FileSize"] = v }
+        if let v = video.description { parameters["Description"] = v }
+        if let v = video.coverURL { parameters["CoverURL"] = v }
+        if let v = video.cateId { parameters["CateId"] = v }
+        if let v = video.tags { parameters["Tags"] = v }
+        if let v = video.transcode { parameters["Transcode"] = v }
+        if let v = video.userData { parameters["UserData"] = v }
+        let answer = try await call("CreateUploadVideo", parameters)
+        return try UploadTicket(
+            id: answer["VideoId"] as? String ?? "", address: answer["UploadAddress"] as? String ?? "",
+            auth: answer["UploadAuth"] as? String ?? "")
+    }
+
+    /// A fresh credential for the same video upload.
+    public func refreshUploadVideo(videoId: String) async throws -> UploadTicket {
+        let answer = try await call("RefreshUploadVideo", ["VideoId": videoId])
+        return try UploadTicket(
+            id: videoId, address: answer["UploadAddress"] as? String ?? "", auth: answer["UploadAuth"] as? String ?? "")
+    }
+
+    /// Creates an image and returns where to upload it.
+    public func createUploadImage(type: String = "default", ext: String = "png", title: String? = nil) async throws -> UploadTicket {
+        var parameters: [String: Any] = ["ImageType": type, "ImageExt": ext]
+        if let title { parameters["Title"] = title }
+        let answer = try await call("CreateUploadImage", parameters)
+        return try UploadTicket(
+            id: answer["ImageId"] as? String ?? "", imageURL: answer["ImageURL"] as? String,
+            address: answer["UploadAddress"] as? String ?? "", auth: answer["UploadAuth"] as? String ?? "")
+    }
+
+    /// A video as the catalog knows it.
+    public struct VideoInfo: Sendable, Hashable {
+        /// Id.
+        public var videoId: String
+        /// Title.
+        public var title: String
+        /// `Uploading`, `Uploaded`, …
+        public var status: String
+        /// Bytes stored, once uploaded.
+        public var size: Int64?
+
+        init(_ object: [String: Any]) {
+            videoId = object["VideoId"] as? String ?? ""
+            title = object["Title"] as? String ?? ""
+            status = object["Status"] as? String ?? ""
+            size = (object["Size"] as? NSNumber)?.int64Value
+        }
+    }
+
+    /// The video's catalog entry.
+    public func getVideoInfo(videoId: String) async throws -> VideoInfo {
+        VideoInfo(try await call("GetVideoInfo", ["VideoId": videoId])["Video"] as? [String: Any] ?? [:])
+    }
+
+    /// Signed playback URLs of the video, valid for `authTimeout` seconds.
+    public func getPlayInfo(videoId: String, authTimeout: Int = 3600) async throws -> [(url: String, size: Int64)] {
+        let answer = try await call("GetPlayInfo", ["VideoId": videoId, "AuthTimeout": authTimeout])
+        return (answer["PlayInfoList"] as? [[String: Any]] ?? []).map {
+            ($0["PlayURL"] as? String ?? "", ($0["Size"] as? NSNumber)?.int64Value ?? 0)
+        }
+    }
+
+    /// A page of videos, newest first, and how many match.
+    public func listVideos(status: String? = nil, pageNo: Int = 1, pageSize: Int = 20) async throws -> (videos: [VideoInfo], total: Int) {
+        var parameters: [String: Any] = ["PageNo": pageNo, "PageSize": pageSize]
+        if let status { parameters["Status"] = status }
+        let answer = try await call("ListVideos", parameters)
+        return ((answer["VideoList"] as? [[String: Any]] ?? []).map(VideoInfo.init), answer["Total"] as? Int ?? 0)
+    }
+
+    /// Deletes videos and their files.
+    public func deleteVideos(_ videoIds: [String]) async throws {
+        _ = try await call("DeleteVideo", ["VideoIds": videoIds.joined(separator: ",")])
+    }
+
+    // MARK: STS and access keys
+
+    /// Temporary credentials for `durationSeconds` (900–43200), narrowed by `policy` when given.
+    public func assumeRole(durationSeconds: Int = 3600, policy: AccessPolicy? = nil) async throws -> Credentials {
+        var parameters: [String: Any] = ["DurationSeconds": durationSeconds]
+        if let policy { parameters["Policy"] = try JSONSerialization.jsonObject(with: JSONEncoder().encode(policy)) }
+        let answer = try await call("AssumeRole", parameters)
+        guard let c = answer["Credentials"] as? [String: Any], let id = c["AccessKeyId"] as? String,
+            let secret = c["AccessKeySecret"] as? String, let token = c["SecurityToken"] as? String
+        else { throw FerryError(.server, "The media service's AssumeRole answer cannot be read.") }
+        return Credentials(
+            accessKeyId: id, secretAccessKey: secret, sessionToken: token,
+            expiration: (c["Expiration"] as? String).flatMap { try? Date($0, strategy: .iso8601) })
+    }
+
+    /// Creates a long-term access key with a policy (root key only).
+    public func createAccessKey(policy: AccessPolicy, description: String = "") async throws -> Credentials {
+        let answer = try await call(
+            "CreateAccessKey",
+            ["Policy": try JSONSerialization.jsonObject(with: JSONEncoder().encode(policy)), "Description": description])
+        guard let key = answer["AccessKey"] as? [String: Any], let id = key["AccessKeyId"] as? String,
+            let secret = key["AccessKeySecret"] as? String
+        else { throw FerryError(.server, "The media service's CreateAccessKey answer cannot be read.") }
+        return Credentials(accessKeyId: id, secretAccessKey: secret)
+    }
+
+    /// Access keys as (id, status, description) (root key only).
+    public func listAccessKeys() async throws -> [(accessKeyId: String, status: String, description: String)] {
+        let answer = try await call("ListAccessKeys")
+        return (answer["AccessKeys"] as? [[String: Any]] ?? []).map {
+            ($0["AccessKeyId"] as? String ?? "", $0["Status"] as? String ?? "", $0["Description"] as? String ?? "")
+        }
+    }
+
+    /// Disables an access key (root key only); its temporary credentials stop working too.
+    public func disableAccessKey(_ accessKeyId: String) async throws {
+        _ = try await call("DisableAccessKey", ["AccessKeyId": accessKeyId])
+    }
+}
+
+extension UploadAuth {
+    /// The engine's credentials for this upload credential.
+    public var ferryCredentials: Credentials {
+        Credentials(accessKeyId: accessKeyId, secretAccessKey: accessKeySecret, sessionToken: securityToken, expiration: expirationDate)
+    }
+}

@@ -1,0 +1,33 @@
+import FerryCore
+import Foundation
+
+/// Who made a request, as resolved from its credentials.
+public struct Principal: Sendable, Hashable {
+    /// The access key id that signed the request.
+    public var accessKeyId: String
+    /// The long-term key a temporary credential was issued under (its own id for a long-term key).
+    public var parentAccessKeyId: String
+    /// What it may do: every policy must allow an action (a temporary credential carries its parent's policy and the
+    /// narrower one it was issued with).
+    public var policies: [AccessPolicy]
+    /// When a temporary credential expires; nil for a long-term key.
+    public var expiration: Date?
+    /// Whether this is the server's root key.
+    public var isRoot: Bool
+
+    /// Creates a principal.
+    public init(
+        accessKeyId: String, parentAccessKeyId: String, policies: [AccessPolicy], expiration: Date?, isRoot: Bool
+    ) {
+        self.accessKeyId = accessKeyId
+        self.parentAccessKeyId = parentAccessKeyId
+        self.policies = policies
+        self.expiration = expiration
+        self.isRoot = isRoot
+    }
+
+    /// Whether every policy allows `action` on `bucket` and `key`.
+    public func allows(action: String, bucket: String? = nil, key: String? = nil) -> Bool {
+        !policies.isEmpty && policies.allSatisfy { $0.allows(action: action, bucket: bucket, key: key) }
+    }
+}

@@ -1,0 +1,412 @@
+import Crypto
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The media API: upload credentials, STS, and the video and image catalog, as JSON over HTTP.
+///
+/// Every operation is `POST /_ferry/v1/<Action>` with a JSON body, signed with AWS Signature Version 4 for the
+/// service `ferry` by a long-term access key or a temporary credential whose policy allows `media:<Action>`.
+/// Bytes never pass through here: clients upload straight to the object API with the credential it issues.
+public struct MediaAPI: Sendable {
+    /// Path prefix of the media API.
+    public static let pathPrefix = "/_ferry/v1/"
+    /// The signing service name.
+    public static let service = "ferry"
+    /// Largest request body.
+    static let maxBody = 1024 * 1024
+
+    let catalog: SQLiteCatalog
+    let store: LocalDiskStore
+    let credentials: CredentialStore
+    let authenticator: RequestAuthenticator
+    let webhooks: WebhookOutbox
+    let configuration: FerryServerConfiguration
+
+    var bucket: String { configuration.mediaBucket }
+
+    /// Answers a media API request; never throws.
+    func respond(to request: Request, logger: Logger) async -> Response {
+        let requestId = ObjectAPI.newRequestId()
+        var request = request
+        do {
+            guard request.method == .post else {
+                throw MediaError("MethodNotAllowed", "Media API operations are POST requests.", status: 405)
+            }
+            let action = String(request.uri.path.dropFirst(Self.pathPrefix.count))
+            let body: ByteBuffer
+            do {
+                body = try await request.collectBody(upTo: Self.maxBody)
+            } catch {
+                throw MediaError("RequestTooLarge", "The request body is larger than 1 MiB.", status: 413)
+            }
+            let data = Data(buffer: body)
+            var headers: [(name: String, value: String)] = [("host", request.head.authority ?? "")]
+            for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
+            let principal: Principal
+            do {
+                principal = try await authenticator.authenticate(
+                    .init(
+                        method: "POST", rawPath: request.uri.path, query: SigV4.parseQueryString(request.uri.query ?? ""),
+                        headers: headers, service: Self.service, payloadHash: SigV4.hexSHA256(data))
+                ).principal
+            } catch let error as S3Error {
+                throw MediaError(error.code.rawValue, error.message, status: error.code.httpStatus)
+            }
+            guard principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
+            logger.debug("media request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
+            var result = try await perform(action, data, principal: principal, host: request.head.authority ?? "localhost")
+            result["RequestId"] = requestId
+            return Self.json(result, status: .ok, requestId: requestId)
+        } catch let error as MediaError {
+            return Self.json(["code": error.code, "message": error.message, "requestId": requestId], status: .init(code: error.status), requestId: requestId)
+        } catch {
+            logger.error("media internal error", metadata: ["ferry.request-id": .string(requestId), "error": .string("\(error)")])
+            return Self.json(["code": "InternalError", "message": "The service failed to answer; try again.", "requestId": requestId], status: .internalServerError, requestId: requestId)
+        }
+    }
+
+    static func json(_ object: [String: Any], status: HTTPResponse.Status, requestId: String) -> Response {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return Response(
+            status: status, headers: [.contentType: "application/json", .amzRequestId: requestId],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+        do {
+            return try JSONDecoder().decode(type, from: data.isEmpty ? Data("{}".utf8) : data)
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
+            let name = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw MediaError.invalid(name.isEmpty ? "The body" : name, "has the wrong type.")
+        } catch {
+            throw MediaError("MalformedJSON", "The request body is not a valid JSON object.")
+        }
+    }
+
+    func perform(_ action: String, _ data: Data, principal: Principal, host: String) async throws -> [String: Any] {
+        switch action {
+        case "CreateUploadVideo": return try await createUploadVideo(decode(CreateUploadVideoInput.self, data), principal: principal, host: host)
+        case "RefreshUploadVideo": return try await refreshUploadVideo(decode(VideoIdInput.self, data), principal: principal, host: host)
+        case "CreateUploadImage": return try await createUploadImage(decode(CreateUploadImageInput.self, data), principal: principal, host: host)
+        case "GetVideoInfo": return try await getVideoInfo(decode(VideoIdInput.self, data), host: host)
+        case "GetPlayInfo": return try await getPlayInfo(decode(VideoIdInput.self, data), host: host)
+        case "ListVideos": return try await listVideos(decode(ListVideosInput.self, data), host: host)
+        case "DeleteVideo": return try await deleteVideo(decode(DeleteVideoInput.self, data))
+        case "GetImageInfo": return try await getImageInfo(decode(ImageIdInput.self, data), host: host)
+        case "AssumeRole": return try await assumeRole(decode(AssumeRoleInput.self, data), principal: principal)
+        case "CreateAccessKey": return try await createAccessKey(decode(CreateAccessKeyInput.self, data), principal: principal)
+        case "ListAccessKeys": return try await listAccessKeys(principal: principal)
+        case "DisableAccessKey": return try await disableAccessKey(decode(AccessKeyIdInput.self, data), principal: principal)
+        default: throw MediaError("InvalidAction", "\(action.prefix(64)) is not a media API operation.", status: 404)
+        }
+    }
+
+    // MARK: Validation
+
+    static func checkText(_ value: String?, _ name: String, max: Int) throws {
+        if let value, value.utf8.count > max { throw MediaError.invalid(name, "is longer than \(max) bytes.") }
+    }
+
+    static func checkTags(_ tags: String?) throws {
+        guard let tags else { return }
+        let list = tags.split(separator: ",")
+        if list.count > 16 || list.contains(where: { $0.utf8.count > 32 }) {
+            throw MediaError.invalid("Tags", "must be at most 16 comma-separated tags of at most 32 bytes.")
+        }
+    }
+
+    static func newId() -> String {
+        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    // MARK: Credentials for one object
+
+    /// A credential that may write only `key` (and run its multipart upload), valid for the configured time.
+    func uploadAuth(for key: String, principal: Principal) -> UploadAuth {
+        let scope = AccessPolicy(statements: [
+            .init(
+                actions: ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:GetObject"],
+                bucket: bucket, key: key)
+        ])
+        let expiration = Date().addingTimeInterval(configuration.uploadAuthLifetime)
+        // The service decides what an upload credential may do: this one object, nothing else. It ends early if the
+        // key of whoever asked for it is disabled.
+        let issued = credentials.tokens.issue(
+            parent: principal.parentAccessKeyId, policies: [scope], expiration: expiration)
+        return UploadAuth(
+            accessKeyId: issued.accessKeyId, accessKeySecret: issued.secretAccessKey,
+            securityToken: issued.sessionToken ?? "", expiration: expiration, region: configuration.region)
+    }
+
+    func address(for key: String, host: String) -> UploadAddress {
+        UploadAddress(endpoint: endpoint(host: host), bucket: bucket, fileName: key)
+    }
+
+    func endpoint(host: String) -> String {
+        configuration.publicEndpoint ?? "http://\(host)"
+    }
+
+    /// A presigned GET URL for an object, signed with the root key.
+    func signedURL(key: String, host: String, expires: Int) throws -> String {
+        let base = URL(string: endpoint(host: host))!
+        let signedHost = base.port.map { "\(base.host ?? host):\($0)" } ?? (base.host ?? host)
+        let path = "/" + SigV4.uriEncode(bucket, encodeSlash: true) + "/" + SigV4.uriEncode(key, encodeSlash: false)
+        let signer = SigV4Signer(credentials: credentials.root, region: configuration.region)
+        let query = try signer.presign(method: "GET", path: path, query: [], host: signedHost, expires: expires, date: Date())
+        return endpoint(host: host) + path + "?" + query.map {
+            SigV4.uriEncode($0.name, encodeSlash: true) + "=" + SigV4.uriEncode($0.value, encodeSlash: true)
+        }.joined(separator: "&")
+    }
+
+    func ensureBucket() async throws {
+        do { try await store.createBucket(bucket) } catch let error as S3Error where error.code == .bucketAlreadyOwnedByYou {}
+    }
+
+    // MARK: Videos
+
+    func createUploadVideo(_ input: CreateUploadVideoInput, principal: Principal, host: String) async throws -> [String: Any] {
+        guard let title = input.Title, !title.isEmpty else { throw MediaError.missing("Title") }
+        guard let fileName = input.FileName, !fileName.isEmpty else { throw MediaError.missing("FileName") }
+        try Self.checkText(title, "Title", max: 128)
+        try Self.checkText(input.Description, "Description", max: 1024)
+        try Self.checkText(input.UserData, "UserData", max: 1024)
+        try Self.checkText(input.CoverURL, "CoverURL", max: 1024)
+        try Self.checkText(fileName, "FileName", max: 255)
+        try Self.checkTags(input.Tags)
+        let ext = (fileName as NSString).pathExtension.lowercased()
+        guard !ext.isEmpty, ext.count <= 8, ext.allSatisfy({ $0.isLetter || $0.isNumber }) else {
+            throw MediaError("InvalidFileName.Extension", "FileName must end in an extension such as .mp4.")
+        }
+        if let size = input.FileSize, size < 0 || size > UploadLimits.maxObjectSize {
+            throw MediaError.invalid("FileSize", "must be between 0 and 5 TiB.")
+        }
+        try await ensureBucket()
+        let id = Self.newId()
+        let key = "video/\(id)/source.\(ext)"
+        let now = Date()
+        try await catalog.saveVideo(
+            VideoRecord(
+                videoId: id, title: title, fileName: fileName, description: input.Description, coverURL: input.CoverURL,
+                cateId: input.CateId, tags: input.Tags, transcode: input.Transcode, userData: input.UserData,
+                status: VideoStatus.uploading, size: nil, declaredSize: input.FileSize, bucket: bucket, key: key,
+                owner: principal.parentAccessKeyId, createdAt: now, updatedAt: now))
+        return [
+            "VideoId": id, "UploadAddress": address(for: key, host: host).encoded(),
+            "UploadAuth": uploadAuth(for: key, principal: principal).encoded(),
+        ]
+    }
+
+    func liveVideo(_ id: String?) async throws -> VideoRecord {
+        guard let id, !id.isEmpty else { throw MediaError.missing("VideoId") }
+        guard let video = try await catalog.video(id), video.status != VideoStatus.deleted else {
+            throw MediaError.notFound("Video", id)
+        }
+        return video
+    }
+
+    func refreshUploadVideo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
+        let video = try await liveVideo(input.VideoId)
+        return [
+            "VideoId": video.videoId, "UploadAddress": address(for: video.key, host: host).encoded(),
+            "UploadAuth": uploadAuth(for: video.key, principal: principal).encoded(),
+        ]
+    }
+
+    func videoJSON(_ video: VideoRecord) -> [String: Any] {
+        var object: [String: Any] = [
+            "VideoId": video.videoId, "Title": video.title, "Status": video.status, "FileName": video.fileName,
+            "CreationTime": video.createdAt.formatted(.iso8601), "ModificationTime": video.updatedAt.formatted(.iso8601),
+        ]
+        if let size = video.size { object["Size"] = size }
+        if let value = video.description { object["Description"] = value }
+        if let value = video.coverURL { object["CoverURL"] = value }
+        if let value = video.cateId { object["CateId"] = value }
+        if let value = video.tags { object["Tags"] = value }
+        if let value = video.userData { object["UserData"] = value }
+        return object
+    }
+
+    func getVideoInfo(_ input: VideoIdInput, host: String) async throws -> [String: Any] {
+        ["Video": videoJSON(try await liveVideo(input.VideoId))]
+    }
+
+    func getPlayInfo(_ input: VideoIdInput, host: String) async throws -> [String: Any] {
+        let video = try await liveVideo(input.VideoId)
+        guard video.status == VideoStatus.uploaded, let size = video.size else {
+            throw MediaError("InvalidVideo.NoneStream", "The video has no playable file yet (status \(video.status)).", status: 404)
+        }
+        let timeout = input.AuthTimeout ?? 3600
+        guard (1...604_800).contains(timeout) else { throw MediaError.invalid("AuthTimeout", "must be between 1 and 604800 seconds.") }
+        let ext = (video.key as NSString).pathExtension
+        return [
+            "VideoBase": videoJSON(video),
+            "PlayInfoList": [
+                [
+                    "PlayURL": try signedURL(key: video.key, host: host, expires: timeout), "Size": size, "Format": ext,
+                    "Definition": "OD", "Expiration": Date().addingTimeInterval(TimeInterval(timeout)).formatted(.iso8601),
+                ] as [String: Any]
+            ],
+        ]
+    }
+
+    func listVideos(_ input: ListVideosInput, host: String) async throws -> [String: Any] {
+        let page = input.PageNo ?? 1
+        let size = input.PageSize ?? 20
+        guard page >= 1 else { throw MediaError.invalid("PageNo", "must be at least 1.") }
+        guard (1...100).contains(size) else { throw MediaError.invalid("PageSize", "must be between 1 and 100.") }
+        let (videos, total) = try await catalog.videos(
+            status: input.Status, cateId: input.CateId, tag: input.Tag, offset: (page - 1) * size, limit: size)
+        return ["VideoList": videos.map(videoJSON), "Total": total, "PageNo": page, "PageSize": size]
+    }
+
+    func deleteVideo(_ input: DeleteVideoInput) async throws -> [String: Any] {
+        guard let ids = input.VideoIds, !ids.isEmpty else { throw MediaError.missing("VideoIds") }
+        let list = ids.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard list.count <= 20 else { throw MediaError.invalid("VideoIds", "may name at most 20 videos.") }
+        var videos: [VideoRecord] = []
+        for id in list { videos.append(try await liveVideo(id)) }
+        var deleted: [String] = []
+        for var video in videos {
+            try await store.deleteObject(bucket: video.bucket, key: video.key)
+            for upload in try await store.listMultipartUploads(bucket: video.bucket, prefix: video.key, keyMarker: "", uploadIdMarker: "", maxUploads: 1000).uploads
+            where upload.key == video.key {
+                try? await store.abortMultipartUpload(upload)
+            }
+            video.status = VideoStatus.deleted
+            video.updatedAt = Date()
+            try await catalog.saveVideo(video)
+            try await webhooks.enqueue(type: "VideoDeleted", payload: ["VideoId": video.videoId])
+            deleted.append(video.videoId)
+        }
+        return ["DeletedVideoIds": deleted]
+    }
+
+    // MARK: Images
+
+    func createUploadImage(_ input: CreateUploadImageInput, principal: Principal, host: String) async throws -> [String: Any] {
+        let type = input.ImageType ?? "default"
+        guard ["default", "cover"].contains(type) else { throw MediaError.invalid("ImageType", "must be default or cover.") }
+        let ext = (input.ImageExt ?? "png").lowercased()
+        guard ["png", "jpg", "jpeg", "gif", "webp", "heic"].contains(ext) else {
+            throw MediaError.invalid("ImageExt", "must be one of png, jpg, jpeg, gif, webp, heic.")
+        }
+        try Self.checkText(input.Title, "Title", max: 128)
+        try Self.checkText(input.Description, "Description", max: 1024)
+        try Self.checkTags(input.Tags)
+        try await ensureBucket()
+        let id = Self.newId()
+        let key = "image/\(type)/\(id).\(ext)"
+        try await catalog.saveImage(
+            ImageRecord(
+                imageId: id, imageType: type, title: input.Title, tags: input.Tags, cateId: input.CateId,
+                description: input.Description, status: VideoStatus.uploading, size: nil, bucket: bucket, key: key,
+                createdAt: Date()))
+        return [
+            "ImageId": id, "ImageURL": endpoint(host: host) + "/" + bucket + "/" + key,
+            "UploadAddress": address(for: key, host: host).encoded(),
+            "UploadAuth": uploadAuth(for: key, principal: principal).encoded(),
+        ]
+    }
+
+    func getImageInfo(_ input: ImageIdInput, host: String) async throws -> [String: Any] {
+        guard let id = input.ImageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
+        guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
+        var info: [String: Any] = [
+            "ImageId": image.imageId, "ImageType": image.imageType, "Status": image.status,
+            "CreationTime": image.createdAt.formatted(.iso8601),
+            "URL": try signedURL(key: image.key, host: host, expires: input.AuthTimeout ?? 3600),
+        ]
+        if let size = image.size { info["Size"] = size }
+        if let title = image.title { info["Title"] = title }
+        return ["ImageInfo": info]
+    }
+
+    // MARK: Storage events
+
+    /// Called when the object service has stored an object: advances the video or image it belongs to.
+    func objectStored(_ object: ObjectInfo) async {
+        guard object.bucket == bucket else { return }
+        do {
+            if var video = try await catalog.video(bucket: object.bucket, key: object.key), video.status == VideoStatus.uploading {
+                video.status = VideoStatus.uploaded
+                video.size = object.size
+                video.updatedAt = Date()
+                try await catalog.saveVideo(video)
+                try await webhooks.enqueue(
+                    type: "FileUploadComplete", payload: ["VideoId": video.videoId, "Size": String(object.size), "Status": video.status])
+            } else if var image = try await catalog.image(bucket: object.bucket, key: object.key), image.status == VideoStatus.uploading {
+                image.status = VideoStatus.uploaded
+                image.size = object.size
+                try await catalog.saveImage(image)
+                try await webhooks.enqueue(
+                    type: "ImageUploadComplete", payload: ["ImageId": image.imageId, "Size": String(object.size)])
+            }
+        } catch {
+            configuration.logger.warning("media status update failed", metadata: ["error": .string("\(error)")])
+        }
+    }
+
+    // MARK: STS and access keys
+
+    func assumeRole(_ input: AssumeRoleInput, principal: Principal) async throws -> [String: Any] {
+        guard principal.expiration == nil else {
+            throw MediaError("Forbidden", "Temporary credentials cannot assume a role; use a long-term key.", status: 403)
+        }
+        let duration = input.DurationSeconds ?? 3600
+        guard (900...43_200).contains(duration) else {
+            throw MediaError.invalid("DurationSeconds", "must be between 900 and 43200.")
+        }
+        let expiration = Date().addingTimeInterval(TimeInterval(duration))
+        let policies = principal.policies + (input.Policy.map { [$0] } ?? [])
+        let issued = credentials.tokens.issue(parent: principal.parentAccessKeyId, policies: policies, expiration: expiration)
+        return [
+            "Credentials": [
+                "AccessKeyId": issued.accessKeyId, "AccessKeySecret": issued.secretAccessKey,
+                "SecurityToken": issued.sessionToken ?? "", "Expiration": expiration.formatted(.iso8601),
+            ]
+        ]
+    }
+
+    func requireRoot(_ principal: Principal) throws {
+        guard principal.isRoot else { throw MediaError("Forbidden", "Only the root key manages access keys.", status: 403) }
+    }
+
+    func createAccessKey(_ input: CreateAccessKeyInput, principal: Principal) async throws -> [String: Any] {
+        try requireRoot(principal)
+        guard let policy = input.Policy else { throw MediaError.missing("Policy") }
+        try Self.checkText(input.Description, "Description", max: 256)
+        let key = StoredAccessKey(
+            accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
+            secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })),
+            policy: policy, status: .active, description: input.Description ?? "", createdAt: Date())
+        try await catalog.insertAccessKey(key)
+        return ["AccessKey": ["AccessKeyId": key.accessKeyId, "AccessKeySecret": key.secretAccessKey, "Status": "active"]]
+    }
+
+    func listAccessKeys(principal: Principal) async throws -> [String: Any] {
+        try requireRoot(principal)
+        let keys = try await catalog.accessKeys().map { key -> [String: Any] in
+            let policy = (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(key.policy))) ?? [:]
+            return [
+                "AccessKeyId": key.accessKeyId, "Status": key.status.rawValue, "Description": key.description,
+                "CreationTime": key.createdAt.formatted(.iso8601), "Policy": policy,
+            ]
+        }
+        return ["AccessKeys": keys]
+    }
+
+    func disableAccessKey(_ input: AccessKeyIdInput, principal: Principal) async throws -> [String: Any] {
+        try requireRoot(principal)
+        guard let id = input.AccessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
+        guard try await catalog.setAccessKeyStatus(id, .disabled) else { throw MediaError.notFound("AccessKey", id) }
+        return ["AccessKeyId": id, "Status": "disabled"]
+    }
+}
+
+/// S3's size limits, shared by the media API's checks.
+enum UploadLimits {
+    static let maxObjectSize: Int64 = 5 * 1024 * 1024 * 1024 * 1024
+}

@@ -1,0 +1,96 @@
+import FerryCore
+import Foundation
+
+/// An error of the media API, rendered as JSON `{code, message, requestId}`.
+public struct MediaError: Error, Sendable {
+    /// Error code, e.g. `InvalidParameter`, `InvalidVideo.NotFound`.
+    public var code: String
+    /// Message for people.
+    public var message: String
+    /// HTTP status.
+    public var status: Int
+
+    init(_ code: String, _ message: String, status: Int = 400) {
+        self.code = code
+        self.message = message
+        self.status = status
+    }
+
+    static func invalid(_ name: String, _ why: String) -> MediaError {
+        MediaError("InvalidParameter", "\(name) \(why)")
+    }
+    static func missing(_ name: String) -> MediaError {
+        MediaError("MissingParameter", "\(name) is required.")
+    }
+    static let forbidden = MediaError("Forbidden", "The credentials do not allow this operation.", status: 403)
+    static func notFound(_ what: String, _ id: String) -> MediaError {
+        MediaError("Invalid\(what).NotFound", "No \(what.lowercased()) has the id \(id.prefix(64)).", status: 404)
+    }
+}
+
+/// Statuses of a video, in the order they advance. See docs/api.md.
+public enum VideoStatus {
+    /// Created; its source file is not (completely) in storage yet.
+    public static let uploading = "Uploading"
+    /// The object service has its complete source file.
+    public static let uploaded = "Uploaded"
+    /// Deleted; its files are gone.
+    public static let deleted = "Deleted"
+}
+
+struct CreateUploadVideoInput: Decodable {
+    var Title: String?
+    var FileName: String?
+    var FileSize: Int64?
+    var Description: String?
+    var CoverURL: String?
+    var CateId: Int?
+    var Tags: String?
+    var Transcode: String?
+    var UserData: String?
+}
+
+struct VideoIdInput: Decodable {
+    var VideoId: String?
+    var AuthTimeout: Int?
+}
+
+struct DeleteVideoInput: Decodable {
+    var VideoIds: String?
+}
+
+struct CreateUploadImageInput: Decodable {
+    var ImageType: String?
+    var ImageExt: String?
+    var Title: String?
+    var Tags: String?
+    var CateId: Int?
+    var Description: String?
+}
+
+struct ImageIdInput: Decodable {
+    var ImageId: String?
+    var AuthTimeout: Int?
+}
+
+struct ListVideosInput: Decodable {
+    var Status: String?
+    var CateId: Int?
+    var Tag: String?
+    var PageNo: Int?
+    var PageSize: Int?
+}
+
+struct AssumeRoleInput: Decodable {
+    var DurationSeconds: Int?
+    var Policy: AccessPolicy?
+}
+
+struct CreateAccessKeyInput: Decodable {
+    var Description: String?
+    var Policy: AccessPolicy?
+}
+
+struct AccessKeyIdInput: Decodable {
+    var AccessKeyId: String?
+}

@@ -1,0 +1,114 @@
+import Foundation
+import GRDB
+
+extension SQLiteCatalog {
+    /// Schema of the webhook outbox: one row per event, kept after delivery (or failure) for inspection.
+    ///
+    /// `seq` orders events by creation (AUTOINCREMENT: never reused); `body` is the exact JSON that is signed and
+    /// sent on every attempt; `nextAttemptAt` is when the next attempt is due; `failedAt` is set when the attempts
+    /// ran out. An event is pending while both `deliveredAt` and `failedAt` are NULL.
+    static func registerWebhookMigrations(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v2-webhooks") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE webhookEvent (
+                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                        id TEXT NOT NULL UNIQUE,
+                        type TEXT NOT NULL,
+                        payload TEXT NOT NULL,
+                        body BLOB NOT NULL,
+                        createdAt DOUBLE NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        nextAttemptAt DOUBLE NOT NULL,
+                        deliveredAt DOUBLE,
+                        failedAt DOUBLE,
+                        lastError TEXT
+                    );
+                    CREATE INDEX webhookEvent_pending ON webhookEvent(seq)
+                        WHERE deliveredAt IS NULL AND failedAt IS NULL;
+                    """)
+        }
+    }
+
+    /// An event as stored, with what delivery needs.
+    struct StoredWebhookEvent: Sendable {
+        var event: WebhookEvent
+        var body: [UInt8]
+        var nextAttemptAt: Date
+    }
+
+    private static func storedWebhookEvent(_ row: Row) throws -> StoredWebhookEvent {
+        let payload = try JSONDecoder().decode([String: String].self, from: Data((row["payload"] as String).utf8))
+        let delivered: Double? = row["deliveredAt"]
+        let failed: Double? = row["failedAt"]
+        let event = WebhookEvent(
+            id: row["id"], type: row["type"], payload: payload,
+            createdAt: Date(timeIntervalSince1970: row["createdAt"]), attempts: row["attempts"],
+            deliveredAt: delivered.map(Date.init(timeIntervalSince1970:)),
+            failedAt: failed.map(Date.init(timeIntervalSince1970:)))
+        let body: Data = row["body"]
+        return StoredWebhookEvent(
+            event: event, body: [UInt8](body), nextAttemptAt: Date(timeIntervalSince1970: row["nextAttemptAt"]))
+    }
+
+    /// Inserts a new event, due at once.
+    func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let payload = try encoder.encode(event.payload)
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO webhookEvent (id, type, payload, body, createdAt, attempts, nextAttemptAt)
+                    VALUES (?, ?, ?, ?, ?, 0, ?)
+                    """,
+                arguments: [
+                    event.id, event.type, String(decoding: payload, as: UTF8.self), Data(body),
+                    event.createdAt.timeIntervalSince1970, event.createdAt.timeIntervalSince1970,
+                ])
+        }
+    }
+
+    /// The oldest pending event (neither delivered nor failed), due or not.
+    func nextPendingWebhookEvent() async throws -> StoredWebhookEvent? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT * FROM webhookEvent WHERE deliveredAt IS NULL AND failedAt IS NULL ORDER BY seq LIMIT 1"
+            ).map(Self.storedWebhookEvent)
+        }
+    }
+
+    /// Every event not delivered (pending and failed), oldest first.
+    func undeliveredWebhookEvents() async throws -> [WebhookEvent] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM webhookEvent WHERE deliveredAt IS NULL ORDER BY seq")
+                .map { try Self.storedWebhookEvent($0).event }
+        }
+    }
+
+    /// Records a successful delivery.
+    func markWebhookEventDelivered(_ id: String, at date: Date) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE webhookEvent SET attempts = attempts + 1, deliveredAt = ?, lastError = NULL WHERE id = ?",
+                arguments: [date.timeIntervalSince1970, id])
+        }
+    }
+
+    /// Records a failed attempt: either the next attempt's time or, when attempts ran out (nil), the failure.
+    func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws {
+        try await pool.write { db in
+            if let nextAttemptAt {
+                try db.execute(
+                    sql: "UPDATE webhookEvent SET attempts = attempts + 1, nextAttemptAt = ?, lastError = ? WHERE id = ?",
+                    arguments: [nextAttemptAt.timeIntervalSince1970, error, id])
+            } else {
+                try db.execute(
+                    sql: "UPDATE webhookEvent SET attempts = attempts + 1, failedAt = ?, lastError = ? WHERE id = ?",
+                    arguments: [now.timeIntervalSince1970, error, id])
+            }
+        }
+    }
+}
+

@@ -1,0 +1,146 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// Delivers the outbox's events, oldest first, until the service group shuts down.
+///
+/// Each event is POSTed as its stored JSON body with `Content-Type: application/json` and a
+/// `WebhookSignature.headerName` header signed at send time. A 2xx marks it delivered; anything else (a status, a
+/// connection error, no answer within 10 s) schedules the next attempt after an exponential backoff with jitter, up to
+/// `maxBackoff`. Events go strictly in creation order: a later event waits while an earlier one is retried. After
+/// `maxAttempts` the event is marked failed (kept in the catalog, logged at warning with its id) and delivery moves
+/// on. Delivery is at least once: an event whose acknowledgement is lost (shutdown, crash) is sent again.
+/// The secret and signatures are never logged; neither is the URL (it may carry a token).
+struct WebhookDeliveryService: Service {
+    let outbox: WebhookOutbox
+    let configuration: WebhookConfiguration
+    let logger: Logger
+
+    /// Time an attempt has to complete, from connecting to the response.
+    static let attemptTimeout: TimeAmount = .seconds(10)
+
+    func run() async throws {
+        var clientConfiguration = HTTPClient.Configuration()
+        clientConfiguration.redirectConfiguration = .disallow
+        clientConfiguration.timeout = .init(connect: Self.attemptTimeout, read: Self.attemptTimeout)
+        // Fail an attempt at once when the receiver refuses connections (the backoff is ours).
+        clientConfiguration.connectionPool.retryConnectionEstablishment = false
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)
+        await deliverUntilShutdown(client)
+        try await client.shutdown()
+    }
+
+    private func deliverUntilShutdown(_ client: HTTPClient) async {
+        let poll = Self.seconds(configuration.pollInterval)
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            var wait = poll
+            do {
+                if let next = try await outbox.catalog.nextPendingWebhookEvent() {
+                    let untilDue = next.nextAttemptAt.timeIntervalSinceNow
+                    if untilDue <= 0 {
+                        if await attempt(next, client) { continue }
+                    } else {
+                        // Only the oldest event can go next; nothing makes it due sooner.
+                        wait = untilDue
+                    }
+                }
+            } catch {
+                logger.warning("webhook outbox unavailable", metadata: ["error": .string(String(describing: error))])
+                wait = max(poll, 1)
+            }
+            // Graceful shutdown ends the wait at once.
+            let delay = Duration.seconds(max(wait, 0.001))
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) }
+        }
+    }
+
+    /// One delivery attempt, recorded in the catalog; returns false when nothing could be recorded (shutdown or a
+    /// catalog error), so the loop waits before looking again.
+    private func attempt(_ stored: SQLiteCatalog.StoredWebhookEvent, _ client: HTTPClient) async -> Bool {
+        let event = stored.event
+        let failure: String?
+        do {
+            try await cancelWhenGracefulShutdown { try await post(stored.body, client) }
+            failure = nil
+        } catch {
+            // Interrupted by shutdown: not an attempt; it is sent again on the next start.
+            if Task.isCancelled || Task.isShuttingDownGracefully { return false }
+            failure = Self.describe(error)
+        }
+        let now = Date()
+        do {
+            guard let failure else {
+                try await outbox.catalog.markWebhookEventDelivered(event.id, at: now)
+                logger.debug("webhook delivered", metadata: ["ferry.event-id": "\(event.id)", "ferry.attempts": "\(event.attempts + 1)"])
+                return true
+            }
+            let attempts = event.attempts + 1
+            let exhausted = attempts >= max(configuration.maxAttempts, 1)
+            let next = exhausted ? nil : now.addingTimeInterval(backoff(afterAttempts: attempts))
+            try await outbox.catalog.recordWebhookAttemptFailure(event.id, error: failure, nextAttemptAt: next, now: now)
+            if exhausted {
+                logger.warning(
+                    "webhook delivery failed; giving up on the event",
+                    metadata: ["ferry.event-id": "\(event.id)", "ferry.attempts": "\(attempts)", "error": "\(failure)"])
+            } else {
+                logger.debug(
+                    "webhook delivery attempt failed",
+                    metadata: ["ferry.event-id": "\(event.id)", "ferry.attempts": "\(attempts)", "error": "\(failure)"])
+            }
+            return true
+        } catch {
+            logger.warning(
+                "webhook delivery not recorded",
+                metadata: ["ferry.event-id": "\(event.id)", "error": .string(String(describing: error))])
+            return false
+        }
+    }
+
+    private struct StatusError: Error, CustomStringConvertible {
+        let code: UInt
+        var description: String { "HTTP status \(code)" }
+    }
+
+    /// POSTs a body; throws unless the receiver answers 2xx.
+    private func post(_ body: [UInt8], _ client: HTTPClient) async throws {
+        var request = HTTPClientRequest(url: configuration.url.absoluteString)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "Ferry-Webhooks")
+        request.headers.add(
+            name: WebhookSignature.headerName,
+            value: WebhookSignature.sign(body: body, secret: configuration.secret, timestamp: Date()))
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let response = try await client.execute(request, timeout: Self.attemptTimeout)
+        // Read (and drop) a little of the answer so the connection can be reused; its content does not matter.
+        var received = 0
+        do {
+            for try await chunk in response.body {
+                received += chunk.readableBytes
+                if received > 64 * 1024 { break }
+            }
+        } catch {}
+        guard (200..<300).contains(response.status.code) else { throw StatusError(code: response.status.code) }
+    }
+
+    /// The wait after `attempts` failed attempts: `initialBackoff * 2^(attempts-1)` capped at `maxBackoff`, of which
+    /// the upper half is random (so many retrying senders spread out).
+    func backoff(afterAttempts attempts: Int) -> TimeInterval {
+        let initial = Self.seconds(configuration.initialBackoff)
+        let maximum = max(Self.seconds(configuration.maxBackoff), 0)
+        let base = min(maximum, initial * pow(2, Double(min(max(attempts - 1, 0), 40))))
+        return base / 2 + Double.random(in: 0...(base / 2))
+    }
+
+    private static func seconds(_ duration: Duration) -> TimeInterval {
+        let components = duration.components
+        return Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? StatusError { return error.description }
+        return String(describing: error)
+    }
+}

@@ -1,0 +1,312 @@
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Testing
+
+@Suite("Webhooks")
+struct WebhookTests {
+    static let secret = "whsec-test-0123456789"
+
+    // MARK: Signatures
+
+    @Test("sign/verify round trip; tampered body, wrong secret, stale or malformed header rejected")
+    func signatures() throws {
+        let body = Array(#"{"id":"evt_1"}"#.utf8)
+        let t = Date(timeIntervalSince1970: 1_700_000_000.75)
+        let header = WebhookSignature.sign(body: body, secret: "whsec-test", timestamp: t)
+        // HMAC-SHA256("whsec-test", "1700000000.{"id":"evt_1"}"), computed independently.
+        #expect(header == "t=1700000000,v1=ab0f82fa9f9ae7a690c998696fb56441e102a1546c14f8c2077dd1c92a67f65c")
+        #expect(WebhookSignature.verify(header: header, body: body, secret: "whsec-test", now: t))
+        #expect(WebhookSignature.verify(header: header, body: body, secret: "whsec-test", now: t + 299))
+        // Tampered body, wrong secret.
+        #expect(!WebhookSignature.verify(header: header, body: Array(#"{"id":"evt_2"}"#.utf8), secret: "whsec-test", now: t))
+        #expect(!WebhookSignature.verify(header: header, body: body + [0x20], secret: "whsec-test", now: t))
+        #expect(!WebhookSignature.verify(header: header, body: body, secret: "whsec-tesT", now: t))
+        // Stale (and far-future) timestamps; a custom tolerance.
+        #expect(!WebhookSignature.verify(header: header, body: body, secret: "whsec-test", now: t + 301))
+        #expect(!WebhookSignature.verify(header: header, body: body, secret: "whsec-test", now: t - 301))
+        #expect(!WebhookSignature.verify(header: header, body: body, secret: "whsec-test", now: t + 61, tolerance: 60))
+        // A timestamp changed to look fresh invalidates the signature.
+        let mac = String(header.split(separator: ",")[1])
+        #expect(!WebhookSignature.verify(header: "t=1700000500,\(mac)", body: body, secret: "whsec-test", now: t + 500))
+        // Malformed headers.
+        for bad in ["", "t=1700000000", mac, "t=abc,\(mac)", "t=1700000000,v1=zz", "t=1700000000,v1=ab0f",
+                    "t=1700000000,t=1700000000,\(mac)"] {
+            #expect(!WebhookSignature.verify(header: bad, body: body, secret: "whsec-test", now: t), "\(bad)")
+        }
+        // Extra entries (another scheme, a rotated key's signature) do not stop a valid v1 from verifying.
+        let rotated = "t=1700000000,v1=" + String(repeating: "00", count: 32) + ",v0=x," + mac
+        #expect(WebhookSignature.verify(header: rotated, body: body, secret: "whsec-test", now: t))
+        // Uppercase hex and spaces after commas are tolerated.
+        #expect(WebhookSignature.verify(header: header.uppercased().replacingOccurrences(of: "T=", with: "t=")
+            .replacingOccurrences(of: "V1=", with: "v1=").replacingOccurrences(of: ",", with: ", "),
+            body: body, secret: "whsec-test", now: t))
+    }
+
+    // MARK: Delivery
+
+    @Test("enqueued events arrive in order, signed, as the documented JSON; then none is pending")
+    func deliversInOrder() async throws {
+        try await WebhookReceiver.with { receiver async throws in
+            try await withWebhookServer(webhook: Self.configuration(receiver.url)) { server async throws in
+                var ids: [String] = []
+                for index in 1...3 {
+                    let id = try await server.webhooks.enqueue(
+                        type: "media.test", payload: ["index": "\(index)", "path": "a/b c/\u{e9}"])
+                    ids.append(try #require(id))
+                }
+                #expect(Set(ids).count == 3)
+                #expect(try await eventually { await receiver.recorder.deliveries.count >= 3 })
+                let deliveries = await receiver.recorder.deliveries
+                #expect(deliveries.map(\.id) == ids)
+                for (index, delivery) in deliveries.enumerated() {
+                    let signature = try #require(delivery.signature)
+                    #expect(WebhookSignature.verify(header: signature, body: delivery.body, secret: Self.secret))
+                    #expect(!WebhookSignature.verify(header: signature, body: delivery.body, secret: "other"))
+                    #expect(delivery.contentType == "application/json")
+                    let json = try #require(
+                        try JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any])
+                    #expect(Set(json.keys) == ["id", "type", "createdAt", "payload"])
+                    #expect(json["id"] as? String == ids[index])
+                    #expect(json["type"] as? String == "media.test")
+                    #expect(json["payload"] as? [String: String] == ["index": "\(index + 1)", "path": "a/b c/\u{e9}"])
+                    let createdAt = try #require(json["createdAt"] as? String)
+                    let date = try Date(createdAt, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+                    #expect(abs(date.timeIntervalSinceNow) < 60)
+                }
+                #expect(try await eventually { try await server.webhooks.pending().isEmpty })
+                // Delivered once each.
+                #expect(await receiver.recorder.deliveries.count == 3)
+            }
+        }
+    }
+
+    @Test("receiver down: events stay pending and are retried; once it listens they arrive")
+    func retriesUntilReceiverListens() async throws {
+        let port = try await WebhookReceiver.freePort()
+        let url = try #require(URL(string: "http://127.0.0.1:\(port)/hooks"))
+        try await withWebhookServer(webhook: Self.configuration(url)) { server async throws in
+            let first = try #require(try await server.webhooks.enqueue(type: "media.test", payload: ["n": "1"]))
+            let second = try #require(try await server.webhooks.enqueue(type: "media.test", payload: ["n": "2"]))
+            // The oldest event is retried (more than once); the next waits behind it, in order.
+            #expect(try await eventually { try await server.webhooks.pending().first?.attempts ?? 0 >= 2 })
+            let pending = try await server.webhooks.pending()
+            #expect(pending.map(\.id) == [first, second])
+            #expect(pending.allSatisfy { $0.deliveredAt == nil && $0.failedAt == nil })
+            #expect(pending.map(\.payload) == [["n": "1"], ["n": "2"]])
+
+            try await WebhookReceiver.with(port: port) { receiver async throws in
+                #expect(try await eventually { await receiver.recorder.deliveries.count >= 2 })
+                let deliveries = await receiver.recorder.deliveries
+                #expect(deliveries.map(\.id) == [first, second])
+                for delivery in deliveries {
+                    #expect(WebhookSignature.verify(header: delivery.signature ?? "", body: delivery.body, secret: Self.secret))
+                }
+                #expect(try await eventually { try await server.webhooks.pending().isEmpty })
+            }
+        }
+    }
+
+    @Test("events enqueued while the receiver is down survive a restart and arrive after it")
+    func survivesRestart() async throws {
+        let directory = TemporaryDirectory.make("ferry-webhooks")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let port = try await WebhookReceiver.freePort()
+        let url = try #require(URL(string: "http://127.0.0.1:\(port)/hooks"))
+        let ids = try await withWebhookServer(directory: directory, webhook: Self.configuration(url)) { server async throws in
+            var ids: [String] = []
+            for index in 1...3 {
+                ids.append(try #require(try await server.webhooks.enqueue(type: "media.test", payload: ["n": "\(index)"])))
+            }
+            #expect(try await eventually { try await server.webhooks.pending().first?.attempts ?? 0 >= 1 })
+            return ids
+        }
+        try await WebhookReceiver.with(port: port) { receiver async throws in
+            // Not delivered by anything but the restarted server.
+            #expect(await receiver.recorder.deliveries.isEmpty)
+            try await withWebhookServer(directory: directory, webhook: Self.configuration(url)) { server async throws in
+                #expect(try await server.webhooks.pending().map(\.id) == ids)
+                #expect(try await eventually { await receiver.recorder.deliveries.count >= 3 })
+                let deliveries = await receiver.recorder.deliveries
+                #expect(deliveries.map(\.id) == ids)
+                for delivery in deliveries {
+                    #expect(WebhookSignature.verify(header: delivery.signature ?? "", body: delivery.body, secret: Self.secret))
+                }
+                #expect(try await eventually { try await server.webhooks.pending().isEmpty })
+            }
+        }
+    }
+
+    @Test("a non-2xx answer is retried with the same body; after maxAttempts the event is kept as failed and the next goes")
+    func givesUpAfterMaxAttempts() async throws {
+        let recorder = WebhookRecorder(rejectedTypes: ["media.doomed"])
+        try await WebhookReceiver.with(recorder: recorder) { receiver async throws in
+            var configuration = Self.configuration(receiver.url)
+            configuration.maxAttempts = 3
+            try await withWebhookServer(webhook: configuration) { server async throws in
+                let doomed = try #require(try await server.webhooks.enqueue(type: "media.doomed", payload: [:]))
+                let fine = try #require(try await server.webhooks.enqueue(type: "media.fine", payload: ["k": "v"]))
+                #expect(try await eventually { await recorder.deliveries.contains { $0.id == fine } })
+                let deliveries = await recorder.deliveries
+                #expect(deliveries.map(\.id) == [doomed, doomed, doomed, fine])
+                // Every attempt sends the same body, each validly signed.
+                #expect(Set(deliveries.prefix(3).map(\.body)).count == 1)
+                for delivery in deliveries {
+                    #expect(WebhookSignature.verify(header: delivery.signature ?? "", body: delivery.body, secret: Self.secret))
+                }
+                #expect(try await eventually { try await server.webhooks.pending().map(\.id) == [doomed] })
+                let failed = try #require(try await server.webhooks.pending().first)
+                #expect(failed.attempts == 3)
+                #expect(failed.failedAt != nil)
+                #expect(failed.deliveredAt == nil)
+            }
+        }
+    }
+
+    @Test("without a webhook configured, enqueue is a no-op")
+    func disabled() async throws {
+        let directory = TemporaryDirectory.make("ferry-webhooks")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = FerryServerConfiguration(dataDirectory: directory)
+        configuration.rootCredentials = SigV4Credentials(accessKeyId: "FKIATESTROOT0000", secretAccessKey: "test-root-secret")
+        let server = try FerryServer(configuration: configuration, environment: [:])
+        #expect(try await server.webhooks.enqueue(type: "media.test", payload: ["a": "b"]) == nil)
+        #expect(try await server.webhooks.pending().isEmpty)
+    }
+
+    // MARK: Helpers
+
+    /// Short backoffs so retries happen within a test.
+    static func configuration(_ url: URL) -> WebhookConfiguration {
+        var configuration = WebhookConfiguration(url: url, secret: secret)
+        configuration.initialBackoff = .milliseconds(50)
+        configuration.maxBackoff = .milliseconds(500)
+        configuration.pollInterval = .milliseconds(20)
+        return configuration
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` passes; returns whether it held.
+private func eventually(
+    timeout: Duration = .seconds(20), _ condition: @Sendable () async throws -> Bool
+) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
+
+/// Runs a FerryServer (with its delivery service) on port 0 over `directory` (a fresh one when nil), then shuts it
+/// down gracefully.
+private func withWebhookServer<T: Sendable>(
+    directory: String? = nil, webhook: WebhookConfiguration?, _ body: @Sendable (FerryServer) async throws -> T
+) async throws -> T {
+    let dataDirectory = directory ?? TemporaryDirectory.make("ferry-webhooks")
+    defer { if directory == nil { try? FileManager.default.removeItem(atPath: dataDirectory) } }
+    var configuration = FerryServerConfiguration(dataDirectory: dataDirectory)
+    configuration.port = 0
+    configuration.rootCredentials = SigV4Credentials(accessKeyId: "FKIATESTROOT0000", secretAccessKey: "test-root-secret")
+    var logger = Logger(label: "ferry.test")
+    logger.logLevel = .error
+    configuration.logger = logger
+    configuration.webhook = webhook
+    let server = try FerryServer(configuration: configuration, environment: [:])
+    let (ports, continuation) = AsyncStream<Int>.makeStream()
+    let app = server.makeApplication { port in continuation.yield(port) }
+    return try await runUntilDone(ServiceGroup(configuration: .init(services: [app], logger: logger)), ports) { _ in
+        try await body(server)
+    }
+}
+
+/// Runs a service group until `body` (given the bound port) returns, then shuts the group down.
+private func runUntilDone<T: Sendable>(
+    _ services: ServiceGroup, _ ports: AsyncStream<Int>, _ body: @Sendable (Int) async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await services.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        do {
+            let result = try await body(port)
+            await services.triggerGracefulShutdown()
+            try await group.waitForAll()
+            return result
+        } catch {
+            await services.triggerGracefulShutdown()
+            try? await group.waitForAll()
+            throw error
+        }
+    }
+}
+
+/// What a receiver got.
+actor WebhookRecorder {
+    struct Delivery: Sendable {
+        var id: String?
+        var type: String?
+        var signature: String?
+        var contentType: String?
+        var body: [UInt8]
+    }
+
+    private(set) var deliveries: [Delivery] = []
+    /// Event types answered with 500.
+    let rejectedTypes: Set<String>
+
+    init(rejectedTypes: Set<String> = []) {
+        self.rejectedTypes = rejectedTypes
+    }
+
+    /// Records a delivery; returns whether to acknowledge it.
+    func record(signature: String?, contentType: String?, body: [UInt8]) -> Bool {
+        let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
+        let delivery = Delivery(
+            id: json?["id"] as? String, type: json?["type"] as? String, signature: signature, contentType: contentType,
+            body: body)
+        deliveries.append(delivery)
+        return !rejectedTypes.contains(delivery.type ?? "")
+    }
+}
+
+/// A tiny Hummingbird application on 127.0.0.1 recording POSTs to /hooks.
+struct WebhookReceiver: Sendable {
+    let port: Int
+    let recorder: WebhookRecorder
+    var url: URL { URL(string: "http://127.0.0.1:\(port)/hooks")! }
+
+    /// Runs a receiver on `port` (0: a free one) while `body` runs.
+    static func with<T: Sendable>(
+        port: Int = 0, recorder: WebhookRecorder = WebhookRecorder(),
+        _ body: @Sendable (WebhookReceiver) async throws -> T
+    ) async throws -> T {
+        let router = Router()
+        let signatureField = HTTPField.Name(WebhookSignature.headerName)!
+        router.post("/hooks") { request, _ -> HTTPResponse.Status in
+            let bytes = [UInt8](buffer: try await request.body.collect(upTo: 1 << 20))
+            let acknowledged = await recorder.record(
+                signature: request.headers[signatureField], contentType: request.headers[.contentType], body: bytes)
+            return acknowledged ? .noContent : .internalServerError
+        }
+        var logger = Logger(label: "ferry.test.webhook-receiver")
+        logger.logLevel = .error
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
+        return try await runUntilDone(ServiceGroup(configuration: .init(services: [app], logger: logger)), ports) {
+            try await body(WebhookReceiver(port: $0, recorder: recorder))
+        }
+    }
+
+    /// A port nothing listens on (one a receiver bound and released).
+    static func freePort() async throws -> Int {
+        try await with { $0.port }
+    }
+}
