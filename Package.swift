@@ -102,7 +102,7 @@ let package = Package(
         ),
         .testTarget(
             name: "InteropTests",
-            dependencies: ["FerryServer", "FerryCore", "FerryTestSupport"]
+            dependencies: ["Ferry", "FerryServer", "FerryCore", "FerryTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]
