@@ -91,7 +91,7 @@ let package = Package(
         .testTarget(
             name: "FerryServerTests",
             dependencies: [
-                "FerryServer", "FerryCore", "FerryTestSupport",
+                "FerryServer", "FerryCore", "FerryTestSupport", "Ferry",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]

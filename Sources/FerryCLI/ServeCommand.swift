@@ -10,8 +10,8 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the Ferry service (S3-compatible object API).",
         discussion: """
-            Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION and \
-            FERRY_LOG_LEVEL, then to the defaults shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
+            Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION, \
+            FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT and FERRY_LOG_LEVEL, then to the defaults shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
             FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
             (mode 0600) and printed once.
             """)
@@ -33,6 +33,12 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("multipart-max-age"), help: "Seconds after which an unfinished multipart upload is aborted. Default 604800 (7 days).")
     var multipartMaxAge: Double?
+
+    @Option(name: .customLong("webhook-url"), help: "URL that receives signed event POSTs (or FERRY_WEBHOOK_URL); the secret comes from FERRY_WEBHOOK_SECRET.")
+    var webhookURL: String?
+
+    @Option(name: .customLong("public-endpoint"), help: "Base URL clients reach this service at, for upload addresses and playback URLs (or FERRY_PUBLIC_ENDPOINT). Default: the Host of each request.")
+    var publicEndpoint: String?
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. Default info.")
     var logLevel: String?
@@ -61,6 +67,16 @@ struct ServeCommand: AsyncParsableCommand {
         if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
         configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
         if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
+        configuration.publicEndpoint = publicEndpoint ?? env["FERRY_PUBLIC_ENDPOINT"]
+        if let text = webhookURL ?? env["FERRY_WEBHOOK_URL"] {
+            guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
+                throw ValidationError("--webhook-url '\(text)' is not a URL.")
+            }
+            guard let secret = env["FERRY_WEBHOOK_SECRET"], !secret.isEmpty else {
+                throw ValidationError("Set FERRY_WEBHOOK_SECRET, the key webhook receivers verify signatures with.")
+            }
+            configuration.webhook = WebhookConfiguration(url: url, secret: secret)
+        }
         var serverLogger = Logger(label: "ferry")
         serverLogger.logLevel = level
         configuration.logger = serverLogger
