@@ -1,0 +1,74 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+@Suite("Media API against its OpenAPI document")
+struct MediaOpenAPITests {
+    /// Sends a signed media request and returns the raw answer.
+    func raw(_ server: TestServer, _ action: String, _ parameters: [String: Any]) async throws -> S3TestClient.Reply {
+        let body = [UInt8](try JSONSerialization.data(withJSONObject: parameters))
+        let signer = SigV4Signer(credentials: server.root, region: "us-east-1", service: "ferry")
+        let path = "/_ferry/v1/" + action
+        let headers = signer.sign(
+            method: "POST", path: path, query: [], headers: [("host", "127.0.0.1:\(server.port)"), ("content-type", "application/json")],
+            payloadHash: SigV4.hexSHA256(body), date: Date())
+        return try await server.client().sendRaw("POST", path, headers: headers, body: body)
+    }
+
+    @Test("every operation's real answers, successes and errors, validate against docs/openapi.yaml")
+    func responsesMatchTheDocument() async throws {
+        let captures = TemporaryDirectory.make("ferry-openapi")
+        defer { try? FileManager.default.removeItem(atPath: captures) }
+        try await TestServer.with { server in
+            // One capture per action and status: <Action>.<status>.json.
+            func capture(_ action: String, _ parameters: [String: Any]) async throws -> [String: Any] {
+                let reply = try await raw(server, action, parameters)
+                try Data(reply.body).write(to: URL(fileURLWithPath: "\(captures)/\(action).\(reply.status).json"))
+                return (try? JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any]) ?? [:]
+            }
+            let video = try await capture("CreateUploadVideo", ["Title": "Doc", "FileName": "doc.mp4", "Tags": "a,b", "CateId": 3])
+            let videoId = try #require(video["VideoId"] as? String)
+            _ = try await capture("RefreshUploadVideo", ["VideoId": videoId])
+            _ = try await capture("GetVideoInfo", ["VideoId": videoId])
+            let auth = try #require(UploadAuth(encoded: video["UploadAuth"] as? String ?? ""))
+            let address = try #require(UploadAddress(encoded: video["UploadAddress"] as? String ?? ""))
+            #expect(try await server.client(auth.credentials).put(address.bucket, address.fileName, [1, 2, 3]).status == 200)
+            _ = try await capture("GetPlayInfo", ["VideoId": videoId, "AuthTimeout": 600])
+            _ = try await capture("ListVideos", ["PageNo": 1, "PageSize": 10])
+            let image = try await capture("CreateUploadImage", ["ImageType": "cover", "ImageExt": "jpg"])
+            _ = try await capture("GetImageInfo", ["ImageId": image["ImageId"] as? String ?? ""])
+            _ = try await capture("AssumeRole", ["DurationSeconds": 900])
+            let key = try await capture("CreateAccessKey", ["Policy": ["statements": [["actions": ["media:*"], "bucket": "*", "keyPrefix": ""]]]])
+            _ = try await capture("ListAccessKeys", [:])
+            _ = try await capture("DisableAccessKey", ["AccessKeyId": (key["AccessKey"] as? [String: Any])?["AccessKeyId"] as? String ?? ""])
+            _ = try await capture("DeleteVideo", ["VideoIds": videoId])
+            // Errors.
+            _ = try await capture("GetVideoInfo", ["VideoId": "missing"])
+            _ = try await capture("CreateUploadVideo", ["Title": "x"])
+            _ = try await capture("AssumeRole", ["DurationSeconds": 5])
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: captures)
+        #expect(names.count == 15)
+        #expect(names.contains { $0.hasSuffix(".404.json") })
+        #expect(names.contains { $0.hasSuffix(".400.json") })
+        let spec = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("docs/openapi.yaml").path
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts/validate_openapi.py").path
+        let result = try await runBlocking { () -> (Int32, String) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", script, spec, captures]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = out
+            try process.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        #expect(result.0 == 0, "\(result.1)")
+        #expect(result.1.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 16)
+    }
+}
