@@ -98,7 +98,11 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryTests",
-            dependencies: ["Ferry", "FerryCore", "FerryServer", "FerryTestSupport"]
+            dependencies: [
+                "Ferry", "FerryCore", "FerryServer", "FerryTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "InteropTests",

@@ -3,34 +3,6 @@ import Ferry
 import FerryCore
 import Foundation
 
-/// Options every command that talks to a running service shares.
-struct ServiceOptions: ParsableArguments {
-    @Option(help: "Service endpoint, e.g. http://127.0.0.1:9000 (or FERRY_ENDPOINT).")
-    var endpoint: String?
-
-    @Option(help: "Region to sign for. Default us-east-1.")
-    var region: String = "us-east-1"
-
-    /// The endpoint and credentials from the options and the environment.
-    func resolve() throws -> (URL, Credentials) {
-        let env = ProcessInfo.processInfo.environment
-        guard let text = endpoint ?? env["FERRY_ENDPOINT"], let url = URL(string: text), url.host != nil else {
-            throw ValidationError("Give --endpoint URL or set FERRY_ENDPOINT.")
-        }
-        guard let id = env["FERRY_ACCESS_KEY_ID"] ?? env["AWS_ACCESS_KEY_ID"],
-            let secret = env["FERRY_SECRET_ACCESS_KEY"] ?? env["AWS_SECRET_ACCESS_KEY"]
-        else {
-            throw ValidationError("Set FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY (or the AWS_* equivalents).")
-        }
-        return (url, Credentials(accessKeyId: id, secretAccessKey: secret, sessionToken: env["FERRY_SESSION_TOKEN"] ?? env["AWS_SESSION_TOKEN"]))
-    }
-
-    func media() throws -> MediaServiceClient {
-        let (url, credentials) = try resolve()
-        return MediaServiceClient(endpoint: url, region: region, credentials: credentials)
-    }
-}
-
 /// `ferry keys`: manage access keys (root key only).
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -53,7 +25,7 @@ struct KeysCommand: AsyncParsableCommand {
             let policy = AccessPolicy(statements: [
                 .init(actions: actions.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, bucket: bucket, keyPrefix: prefix)
             ])
-            let key = try await report { try await service.media().createAccessKey(policy: policy, description: description) }
+            let key = try await service.with { connection in try await report { try await connection.media().createAccessKey(policy: policy, description: description) } }
             print("FERRY_ACCESS_KEY_ID=\(key.accessKeyId)")
             print("FERRY_SECRET_ACCESS_KEY=\(key.secretAccessKey)")
         }
@@ -64,7 +36,7 @@ struct KeysCommand: AsyncParsableCommand {
         @OptionGroup var service: ServiceOptions
 
         func run() async throws {
-            for key in try await report({ try await service.media().listAccessKeys() }) {
+            for key in try await service.with({ connection in try await report { try await connection.media().listAccessKeys() } }) {
                 print("\(key.accessKeyId)\t\(key.status)\t\(key.description)")
             }
         }
@@ -77,7 +49,7 @@ struct KeysCommand: AsyncParsableCommand {
         var accessKeyId: String
 
         func run() async throws {
-            try await report { try await service.media().disableAccessKey(accessKeyId) }
+            try await service.with { connection in try await report { try await connection.media().disableAccessKey(accessKeyId) } }
             print("Disabled \(accessKeyId).")
         }
     }

@@ -66,6 +66,19 @@ struct ProgressPrinter: Sendable {
         }
     }
 
+    /// The media result of an upload: VideoId and PlayURL, or ImageId and ImageURL.
+    func mediaResult(_ fields: [String: String], file: String) {
+        if json {
+            var object: [String: Any] = ["event": "media", "file": file]
+            for (name, value) in fields { object[name] = value }
+            emit(object)
+        } else {
+            for name in ["VideoId", "Status", "PlayURL", "ImageId", "ImageURL"] {
+                if let value = fields[name] { line("\(name): \(value)") }
+            }
+        }
+    }
+
     func completed(_ result: UploadResult) {
         if json {
             emit([

@@ -7,70 +7,63 @@ import Foundation
 import Glibc
 #endif
 
-/// Exit codes of `ferry upload`.
+/// Exit codes of `ferry`.
 enum ExitCodes {
-    /// Every file uploaded.
+    /// Everything worked.
     static let success: Int32 = 0
-    /// An upload failed.
+    /// An upload or a service call failed.
     static let failed: Int32 = 1
     /// Interrupted (Ctrl-C): the checkpoint stays; run the same command again to resume.
     static let interrupted: Int32 = 75
 }
 
-/// `ferry upload`: uploads files with the resumable engine and live progress.
+/// `ferry upload`: uploads videos, images or plain objects with the resumable engine and live progress.
 struct UploadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upload",
-        abstract: "Upload files, resumably, with live progress.",
+        abstract: "Upload videos, images or objects, resumably, with live progress.",
         discussion: """
-            Credentials come from FERRY_ACCESS_KEY_ID / FERRY_SECRET_ACCESS_KEY / FERRY_SESSION_TOKEN or the AWS_* \
-            equivalents, and the endpoint from --endpoint or FERRY_ENDPOINT. Ctrl-C pauses: the checkpoint stays and \
-            running the same command again resumes. A second Ctrl-C, or --cancel, aborts and cleans up.
+            A video is created with CreateUploadVideo and uploaded through the engine; the VideoId and a playback \
+            URL are printed. An image (png, jpg, jpeg, gif, webp, heic) prints its ImageURL. With --bucket the file \
+            is a plain object upload. Without --endpoint or FERRY_ENDPOINT, Ferry runs in-process on --data-dir \
+            (default ~/.ferry). Ctrl-C pauses: the checkpoint stays and running the same command again resumes. A \
+            second Ctrl-C, or --cancel, aborts and cleans up.
             Exit codes: 0 success, 1 upload failed, 64 usage error, 75 interrupted (resumable).
             """)
 
     @Argument(help: "Files to upload.")
     var files: [String]
 
-    @Option(help: "Service endpoint, e.g. http://127.0.0.1:9000 (or FERRY_ENDPOINT).")
-    var endpoint: String?
+    @OptionGroup var service: ServiceOptions
 
-    @Option(help: "Destination bucket.")
-    var bucket: String
+    @Option(help: "Cover image for the video(s).") var cover: String?
+    @Option(help: "Video title; default the file name.") var title: String?
+    @Option(help: "Comma-separated tags.") var tags: String?
+    @Option(help: "Description.") var desc: String?
+    @Option(name: .customLong("cate-id"), help: "Category id.") var cateId: Int?
+    @Option(help: "Transcoding template group.") var transcode: String?
 
-    @Option(help: "Destination key (one file only); default the file's name.")
-    var key: String?
+    @Option(help: "Plain object upload to this bucket (no video is created).") var bucket: String?
+    @Option(help: "Object key with --bucket (one file only); default the file's name.") var key: String?
 
-    @Option(name: .customLong("part-size"), help: "Part size, e.g. 5MiB, 8388608. Default 5MiB.")
-    var partSize: String?
-
-    @Option(help: "Parts sent at once. Default 4.")
-    var parallel: Int = 4
-
-    @Option(help: "Checksum: crc32c (default), crc32, crc64nvme, sha256, sha1, md5 or none.")
-    var checksum: String = "crc32c"
-
-    @Option(name: .customLong("record-dir"), help: "Checkpoint directory. Default ~/.ferry/checkpoints.")
+    @Option(name: .customLong("part-size"), help: "Part size, e.g. 5MiB, 8388608. Default 5MiB.") var partSize: String?
+    @Option(help: "Parts sent at once. Default 4.") var parallel: Int = 4
+    @Option(help: "Files uploaded at once. Default 1.") var jobs: Int = 1
+    @Option(help: "Checksum: crc32c (default), crc32, crc64nvme, sha256, sha1, md5 or none.") var checksum: String = "crc32c"
+    @Option(name: .customLong("record-dir"), help: "Checkpoint directory. Default <data dir>/checkpoints or ~/.ferry/checkpoints.")
     var recordDirectory: String?
+    @Flag(name: .customLong("no-resume"), help: "Start afresh instead of resuming.") var noResume = false
+    @Flag(help: "Cancel an interrupted upload of these files: abort it on the server and delete its checkpoint.") var cancel = false
+    @Option(name: .customLong("max-retries"), help: "Retries per request before giving up. Default 8.") var maxRetries: Int = 8
+    @Flag(help: "Print one JSON object per event instead of progress lines.") var json = false
 
-    @Flag(name: .customLong("no-resume"), help: "Start afresh instead of resuming from a checkpoint.")
-    var noResume = false
-
-    @Flag(help: "Cancel an interrupted upload of these files: abort it on the server and delete its checkpoint.")
-    var cancel = false
-
-    @Option(name: .customLong("max-retries"), help: "Retries per request before giving up. Default 8.")
-    var maxRetries: Int = 8
-
-    @Option(help: "Region to sign for. Default us-east-1.")
-    var region: String = "us-east-1"
-
-    @Flag(help: "Print one JSON object per event instead of a progress line.")
-    var json = false
+    static let imageExtensions: Set<String> = ["png", "jpg", "jpeg", "gif", "webp", "heic"]
 
     func validate() throws {
+        if key != nil && bucket == nil { throw ValidationError("--key needs --bucket.") }
         if key != nil && files.count > 1 { throw ValidationError("--key works with one file only.") }
         if parallel < 1 { throw ValidationError("--parallel must be at least 1.") }
+        if jobs < 1 { throw ValidationError("--jobs must be at least 1.") }
         if maxRetries < 0 { throw ValidationError("--max-retries must not be negative.") }
         if checksum.lowercased() != "none" && ChecksumAlgorithm(name: checksum) == nil {
             throw ValidationError("--checksum '\(checksum)' is not one of crc32c, crc32, crc64nvme, sha256, sha1, md5, none.")
@@ -81,59 +74,174 @@ struct UploadCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let env = ProcessInfo.processInfo.environment
-        guard let endpointString = endpoint ?? env["FERRY_ENDPOINT"], let endpointURL = URL(string: endpointString),
-            endpointURL.host != nil
-        else {
-            throw ValidationError("Give --endpoint URL or set FERRY_ENDPOINT.")
+        let output = ProgressPrinter(json: json)
+        for path in files + (cover.map { [$0] } ?? []) where !FileManager.default.isReadableFile(atPath: path) {
+            output.error("ferry: cannot read \(path): no such file, or it is not readable.")
+            throw ExitCode(ExitCodes.failed)
         }
-        guard let id = env["FERRY_ACCESS_KEY_ID"] ?? env["AWS_ACCESS_KEY_ID"],
-            let secret = env["FERRY_SECRET_ACCESS_KEY"] ?? env["AWS_SECRET_ACCESS_KEY"]
-        else {
-            throw ValidationError("Set FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY (or the AWS_* equivalents).")
+        let code = try await service.with { connection in
+            try await uploadAll(connection: connection, output: output)
         }
-        let credentials = Credentials(
-            accessKeyId: id, secretAccessKey: secret, sessionToken: env["FERRY_SESSION_TOKEN"] ?? env["AWS_SESSION_TOKEN"])
+        if code != ExitCodes.success { throw ExitCode(code) }
+    }
+
+    func uploadAll(connection: ServiceConnection, output: ProgressPrinter) async throws -> Int32 {
         var configuration = ObjectStorageClient.Configuration()
         configuration.retryPolicy.maxRetryCount = maxRetries
-        let client = ObjectStorageClient(
-            endpoint: endpointURL, region: region, credentials: credentials, configuration: configuration)
-        let output = ProgressPrinter(json: json)
-        for path in files {
-            guard FileManager.default.isReadableFile(atPath: path) else {
-                output.error("ferry: cannot read \(path): no such file, or it is not readable.")
-                throw ExitCode(ExitCodes.failed)
+        let env = ProcessInfo.processInfo.environment
+        let records = URL(fileURLWithPath: recordDirectory ?? (service.dataDirectory ?? env["FERRY_DATA_DIR"] ?? (NSHomeDirectory() + "/.ferry")) + "/checkpoints")
+        let context = UploadContext(
+            connection: connection, configuration: configuration, records: records, output: output,
+            interrupts: SignalCounter.install())
+        var coverURL: String?
+        if let cover, bucket == nil {
+            let (code, url) = try await uploadMedia(cover, context: context, coverFor: true)
+            if code != ExitCodes.success { return code }
+            coverURL = url
+        }
+        let pending = files
+        let command = self
+        let cover = coverURL
+        return try await withThrowingTaskGroup(of: Int32.self) { group in
+            var next = 0
+            var worst = ExitCodes.success
+            func launch() {
+                guard next < pending.count else { return }
+                let path = pending[next]
+                next += 1
+                group.addTask { try await command.uploadOne(path, context: context, coverURL: cover) }
             }
-            var request = ResumableUploadRequest(
-                bucket: bucket, key: key ?? URL(fileURLWithPath: path).lastPathComponent,
-                fileURL: URL(fileURLWithPath: path))
-            request.concurrency = parallel
-            request.checksumAlgorithm = checksum.lowercased() == "none" ? nil : ChecksumAlgorithm(name: checksum)
-            if let partSize { request.partSize = ByteSize.parse(partSize)! }
-            request.recordDirectory = URL(fileURLWithPath: recordDirectory ?? (NSHomeDirectory() + "/.ferry/checkpoints"))
-            if noResume { request.onFileChange = .restart }
-            let code = try await upload(request, client: client, output: output, cancelOnly: cancel, fresh: noResume)
-            if code != ExitCodes.success { throw ExitCode(code) }
+            for _ in 0..<jobs { launch() }
+            while let code = try await group.next() {
+                if code == ExitCodes.interrupted || worst == ExitCodes.success { worst = max(worst, code) }
+                if code != ExitCodes.interrupted { launch() }
+            }
+            return worst
+        }
+    }
+
+    struct UploadContext: Sendable {
+        var connection: ServiceConnection
+        var configuration: ObjectStorageClient.Configuration
+        var records: URL
+        var output: ProgressPrinter
+        var interrupts: SignalCounter
+    }
+
+    func uploadOne(_ path: String, context: UploadContext, coverURL: String?) async throws -> Int32 {
+        if let bucket {
+            let url = URL(fileURLWithPath: path)
+            let client = context.connection.objects(context.configuration)
+            try await client.createBucket(bucket)
+            var request = request(for: url, bucket: bucket, key: key ?? url.lastPathComponent, records: context.records)
+            request.contentType = Self.contentType(url.pathExtension)
+            let (code, _) = try await run(request, client: client, context: context)
+            return code
+        }
+        return try await uploadMedia(path, context: context, coverFor: false, coverURL: coverURL).0
+    }
+
+    func request(for file: URL, bucket: String, key: String, records: URL) -> ResumableUploadRequest {
+        var request = ResumableUploadRequest(bucket: bucket, key: key, fileURL: file)
+        request.concurrency = parallel
+        request.checksumAlgorithm = checksum.lowercased() == "none" ? nil : ChecksumAlgorithm(name: checksum)
+        if let partSize { request.partSize = ByteSize.parse(partSize)! }
+        request.recordDirectory = records
+        return request
+    }
+
+    /// Creates (or, for an interrupted upload, finds again) the video or image and uploads its file.
+    func uploadMedia(_ path: String, context: UploadContext, coverFor: Bool, coverURL: String? = nil) async throws -> (Int32, String?) {
+        let url = URL(fileURLWithPath: path)
+        let ext = url.pathExtension.lowercased()
+        let isImage = coverFor || Self.imageExtensions.contains(ext)
+        let media = context.connection.media(context.configuration)
+        let pending = PendingMedia(directory: context.records)
+        let fingerprint = try PendingMedia.fingerprint(of: path)
+        var ticket: MediaServiceClient.UploadTicket
+        if cancel || noResume, let previous = pending.lookup(path: path, fingerprint: fingerprint) {
+            let stale = request(for: url, bucket: previous.bucket, key: previous.key, records: context.records)
+            try await context.connection.objects(context.configuration).discardCheckpoint(of: stale)
+            pending.remove(path: path)
+            if cancel {
+                context.output.line("Cancelled the upload of \(path); nothing is left on the server.")
+                return (ExitCodes.success, nil)
+            }
+        } else if cancel {
+            context.output.line("No interrupted upload of \(path) to cancel.")
+            return (ExitCodes.success, nil)
+        }
+        if !isImage, let previous = pending.lookup(path: path, fingerprint: fingerprint),
+            let refreshed = try? await media.refreshUploadVideo(videoId: previous.id)
+        {
+            ticket = refreshed  // same video, same address: the engine resumes from its checkpoint
+        } else if isImage {
+            ticket = try await report { try await media.createUploadImage(type: coverFor ? "cover" : "default", ext: ext.isEmpty ? "png" : ext, title: url.lastPathComponent) }
+        } else {
+            var description = MediaServiceClient.VideoDescription(title: title ?? url.deletingPathExtension().lastPathComponent, fileName: url.lastPathComponent)
+            description.tags = tags
+            description.description = desc
+            description.cateId = cateId
+            description.transcode = transcode
+            description.coverURL = coverURL
+            description.fileSize = Int64(fingerprint.size)
+            ticket = try await report { try await media.createUploadVideo(description) }
+        }
+        if !isImage {
+            pending.record(path: path, fingerprint: fingerprint, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
+        }
+        // Upload to the service this command talks to, with the ticket's credential, refreshed when it runs out.
+        let videoId = ticket.id
+        let provider = UploadAuthProvider(auth: ticket.auth) {
+            try await media.refreshUploadVideo(videoId: videoId).auth
+        }
+        let client = ObjectStorageClient(
+            endpoint: context.connection.endpoint, region: ticket.auth.region,
+            credentialProvider: isImage ? StaticCredentialProvider(ticket.auth.ferryCredentials) : provider,
+            configuration: context.configuration)
+        var request = request(for: url, bucket: ticket.address.bucket, key: ticket.address.fileName, records: context.records)
+        request.contentType = Self.contentType(ext)
+        let (code, _) = try await run(request, client: client, context: context)
+        guard code == ExitCodes.success else { return (code, nil) }
+        if isImage {
+            context.output.mediaResult(["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""], file: url.lastPathComponent)
+            return (code, ticket.imageURL)
+        }
+        pending.remove(path: path)
+        let info = try await report { try await media.getVideoInfo(videoId: ticket.id) }
+        let play = try await report { try await media.getPlayInfo(videoId: ticket.id) }.first
+        context.output.mediaResult(
+            ["VideoId": ticket.id, "Status": info.status, "PlayURL": play?.url ?? ""], file: url.lastPathComponent)
+        return (code, nil)
+    }
+
+    static func contentType(_ ext: String) -> String? {
+        switch ext.lowercased() {
+        case "mp4", "m4v": "video/mp4"
+        case "mov": "video/quicktime"
+        case "webm": "video/webm"
+        case "png": "image/png"
+        case "jpg", "jpeg": "image/jpeg"
+        case "gif": "image/gif"
+        case "webp": "image/webp"
+        case "heic": "image/heic"
+        default: nil
         }
     }
 
     /// Runs one upload; Ctrl-C pauses (exit 75), a second Ctrl-C cancels.
-    func upload(
-        _ request: ResumableUploadRequest, client: ObjectStorageClient, output: ProgressPrinter, cancelOnly: Bool,
-        fresh: Bool
-    ) async throws -> Int32 {
-        if fresh || cancelOnly {
-            // Abort any earlier upload of this file and forget its checkpoint.
-            try await client.discardCheckpoint(of: request)
-            if cancelOnly {
-                output.line("Cancelled the upload of \(request.fileURL.path); nothing is left on the server.")
-                return ExitCodes.success
-            }
+    func run(_ request: ResumableUploadRequest, client: ObjectStorageClient, context: UploadContext) async throws -> (Int32, UploadResult?) {
+        if noResume { try await client.discardCheckpoint(of: request) }
+        let upload: ResumableUploadTask
+        do {
+            upload = try await client.upload(request)
+        } catch let error as FerryError {
+            context.output.error("ferry: \(request.fileURL.path): \(error)")
+            return (ExitCodes.failed, nil)
         }
-        let upload = try await client.upload(request)
-        let interrupts = SignalCounter.install()
+        let interrupts = context.interrupts
         let watcher = Task {
-            var seen = 0
+            var seen = interrupts.count
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(50))
                 let count = interrupts.count
@@ -144,23 +252,71 @@ struct UploadCommand: AsyncParsableCommand {
             }
         }
         defer { watcher.cancel() }
+        let name = request.fileURL.lastPathComponent
         for await event in upload.events {
-            output.event(event, file: request.fileURL.lastPathComponent)
-            if case .paused = event {
-                output.line(
-                    "Paused. The checkpoint is kept; run the same command again to resume, or add --cancel to abort.")
-                return ExitCodes.interrupted
+            context.output.event(event, file: name)
+            if case .paused = event, interrupts.count > 0 {
+                context.output.line(
+                    "Paused \(name). The checkpoint is kept; run the same command again to resume, or add --cancel to abort.")
+                return (ExitCodes.interrupted, nil)
             }
         }
         do {
             let result = try await upload.result
-            output.completed(result)
-            return ExitCodes.success
+            context.output.completed(result)
+            return (ExitCodes.success, result)
         } catch let error as FerryError {
-            if error.code == .cancelled { return ExitCodes.interrupted }
-            output.error("ferry: \(request.fileURL.path): \(error)")
-            return ExitCodes.failed
+            if error.code == .cancelled { return (ExitCodes.interrupted, nil) }
+            context.output.error("ferry: \(request.fileURL.path): \(error)")
+            return (ExitCodes.failed, nil)
         }
+    }
+}
+
+/// Media uploads interrupted earlier, by file, so running the same command again continues the same video.
+struct PendingMedia: Sendable {
+    struct Entry: Codable {
+        var fingerprint: String
+        var id: String
+        var bucket: String
+        var key: String
+    }
+    let directory: URL
+    var file: URL { directory.appendingPathComponent("pending-media.json") }
+
+    static func fingerprint(of path: String) throws -> (size: Int, text: String) {
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
+        let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+        return (size, "\(size)-\(modified)")
+    }
+
+    func load() -> [String: Entry] {
+        guard let data = FileManager.default.contents(atPath: file.path) else { return [:] }
+        return (try? JSONDecoder().decode([String: Entry].self, from: data)) ?? [:]
+    }
+
+    func save(_ entries: [String: Entry]) {
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        if let data = try? JSONEncoder().encode(entries) { try? data.write(to: file, options: .atomic) }
+    }
+
+    func lookup(path: String, fingerprint: (size: Int, text: String)) -> Entry? {
+        let key = URL(fileURLWithPath: path).standardizedFileURL.path
+        guard let entry = load()[key], entry.fingerprint == fingerprint.text else { return nil }
+        return entry
+    }
+
+    func record(path: String, fingerprint: (size: Int, text: String), id: String, bucket: String, key: String) {
+        var entries = load()
+        entries[URL(fileURLWithPath: path).standardizedFileURL.path] = Entry(fingerprint: fingerprint.text, id: id, bucket: bucket, key: key)
+        save(entries)
+    }
+
+    func remove(path: String) {
+        var entries = load()
+        entries[URL(fileURLWithPath: path).standardizedFileURL.path] = nil
+        save(entries)
     }
 }
 
@@ -183,8 +339,7 @@ enum ByteSize {
 
 /// Counts SIGINTs.
 final class SignalCounter: @unchecked Sendable {
-    // `count` is read from one task and written by the signal source's queue; reads of a stale value only delay the
-    // reaction by one poll.
+    // `value` is only touched while holding `lock`; `source` is set once before the counter is shared.
     private let lock = NSLock()
     private var value = 0
     private var source: (any DispatchSourceSignal)?

@@ -24,7 +24,7 @@ struct EngineFaultTests {
             var configuration = ObjectStorageClient.Configuration()
             configuration.transport = transport.make()
             configuration.retryPolicy = RetryPolicy(maxRetryCount: 5, baseDelay: .milliseconds(20), maxDelay: .milliseconds(200))
-            configuration.timeoutIntervalForRequest = .seconds(3)
+            configuration.timeoutIntervalForRequest = .seconds(5)
             let client = ObjectStorageClient(
                 endpoint: URL(string: proxy.endpoint)!,
                 credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),

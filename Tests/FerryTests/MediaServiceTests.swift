@@ -61,7 +61,7 @@ struct MediaServiceTests {
 
     @Test("an upload credential writes only its own key, reads nothing else, calls no media operation, and expires; RefreshUploadVideo continues the same multipart upload")
     func uploadCredentialScope() async throws {
-        try await TestServer.with(minPartSize: 1024, configure: { $0.uploadAuthLifetime = 3 }) { server in
+        try await TestServer.with(minPartSize: 1024, configure: { $0.uploadAuthLifetime = 8 }) { server in
             let media = server.media()
             let other = try await media.createUploadVideo(.init(title: "Other", fileName: "other.mov"))
             let ticket = try await media.createUploadVideo(.init(title: "Mine", fileName: "mine.mp4"))

@@ -12,10 +12,19 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// Bytes per body slice handed to the connection.
     public static let sliceSize = 64 * 1024
 
-    /// Uses the given client (default: `HTTPClient.shared`).
-    public init(client: HTTPClient = .shared) {
+    /// Uses the given client (default: ``sharedClient``).
+    public init(client: HTTPClient = AsyncHTTPClientTransport.sharedClient) {
         self.client = client
     }
+
+    /// A process-wide client for Ferry: it does not retry failed connection attempts itself (the engine's retry
+    /// policy does, with backoff and events), and gives up connecting after 10 seconds.
+    public static let sharedClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.timeout.connect = .seconds(10)
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
 
     public func send(
         _ request: TransportRequest, bodyProgress: @escaping @Sendable (Int) -> Void,

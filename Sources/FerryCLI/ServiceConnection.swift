@@ -1,0 +1,127 @@
+import ArgumentParser
+import Ferry
+import FerryCore
+import FerryServer
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// Where commands send their requests: a remote endpoint, or the embedded default.
+struct ServiceOptions: ParsableArguments {
+    @Option(help: "Service endpoint, e.g. http://127.0.0.1:9000 (or FERRY_ENDPOINT). Without one, Ferry runs in-process on --data-dir.")
+    var endpoint: String?
+
+    @Option(name: .customLong("data-dir"), help: "Data directory of the embedded service (or FERRY_DATA_DIR). Default ~/.ferry.")
+    var dataDirectory: String?
+
+    @Option(help: "Region to sign for. Default us-east-1.")
+    var region: String = "us-east-1"
+
+    /// Connects: to the endpoint with credentials from the environment, or to an in-process service.
+    func connect() async throws -> ServiceConnection {
+        let env = ProcessInfo.processInfo.environment
+        if let text = endpoint ?? env["FERRY_ENDPOINT"] {
+            guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
+                throw ValidationError("--endpoint '\(text)' is not a URL such as http://127.0.0.1:9000.")
+            }
+            guard let id = env["FERRY_ACCESS_KEY_ID"] ?? env["AWS_ACCESS_KEY_ID"],
+                let secret = env["FERRY_SECRET_ACCESS_KEY"] ?? env["AWS_SECRET_ACCESS_KEY"]
+            else {
+                throw ValidationError("Set FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY (or the AWS_* equivalents).")
+            }
+            let credentials = Credentials(
+                accessKeyId: id, secretAccessKey: secret, sessionToken: env["FERRY_SESSION_TOKEN"] ?? env["AWS_SESSION_TOKEN"])
+            return ServiceConnection(endpoint: url, publicEndpoint: url, region: region, credentials: credentials, embedded: nil)
+        }
+        let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? (NSHomeDirectory() + "/.ferry")
+        let embedded = try await EmbeddedService.start(dataDirectory: directory, region: region)
+        return ServiceConnection(
+            endpoint: embedded.endpoint, publicEndpoint: URL(string: EmbeddedService.publicEndpoint)!, region: region,
+            credentials: embedded.credentials, embedded: embedded)
+    }
+}
+
+extension ServiceOptions {
+    /// Connects, runs `body`, and closes the connection (stopping an embedded service) whatever happens.
+    func with<T>(_ body: (ServiceConnection) async throws -> T) async throws -> T {
+        let connection = try await connect()
+        do {
+            let result = try await body(connection)
+            await connection.close()
+            return result
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+}
+
+/// A connection to a service; `close()` stops an embedded one.
+struct ServiceConnection: Sendable {
+    /// Where requests go.
+    var endpoint: URL
+    /// The address URLs are made for (the embedded service signs them for `ferry serve`'s default address).
+    var publicEndpoint: URL
+    var region: String
+    var credentials: Credentials
+    var embedded: EmbeddedService?
+
+    func objects(_ configuration: ObjectStorageClient.Configuration = .init()) -> ObjectStorageClient {
+        ObjectStorageClient(endpoint: endpoint, region: region, credentials: credentials, configuration: configuration)
+    }
+
+    func media(_ configuration: ObjectStorageClient.Configuration = .init()) -> MediaServiceClient {
+        MediaServiceClient(endpoint: endpoint, region: region, credentials: credentials, configuration: configuration)
+    }
+
+    func close() async {
+        await embedded?.stop()
+    }
+}
+
+/// The Ferry service run inside the command, on a free loopback port, over a data directory; its keys are created on
+/// first use, so `ferry upload movie.mp4` works with nothing else running.
+final class EmbeddedService: Sendable {
+    /// Where `ferry serve` listens by default; URLs the embedded service hands out are signed for it.
+    static let publicEndpoint = "http://127.0.0.1:9000"
+
+    let endpoint: URL
+    let credentials: Credentials
+    private let services: ServiceGroup
+    private let runner: Task<Void, any Error>
+
+    private init(endpoint: URL, credentials: Credentials, services: ServiceGroup, runner: Task<Void, any Error>) {
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.services = services
+        self.runner = runner
+    }
+
+    static func start(dataDirectory: String, region: String) async throws -> EmbeddedService {
+        var configuration = FerryServerConfiguration(dataDirectory: dataDirectory)
+        configuration.port = 0
+        configuration.region = region
+        configuration.publicEndpoint = publicEndpoint
+        var logger = Logger(label: "ferry.embedded")
+        logger.logLevel = .error
+        configuration.logger = logger
+        let server = try FerryServer(configuration: configuration)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = server.makeApplication { port in continuation.yield(port) }
+        let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let runner = Task { try await services.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CleanExit.message("The embedded service did not start.") }
+        return EmbeddedService(
+            endpoint: URL(string: "http://127.0.0.1:\(port)")!,
+            credentials: Credentials(
+                accessKeyId: server.rootCredentials.accessKeyId, secretAccessKey: server.rootCredentials.secretAccessKey),
+            services: services, runner: runner)
+    }
+
+    func stop() async {
+        await services.triggerGracefulShutdown()
+        _ = try? await runner.value
+    }
+}

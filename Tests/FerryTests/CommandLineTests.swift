@@ -1,0 +1,153 @@
+import Ferry
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Logging
+import NIOCore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the built `ferry` executable.
+struct FerryRun: Sendable {
+    var status: Int32
+    var output: String
+    var error: String
+    var jsonLines: [[String: Any]] {
+        output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    /// Runs `ferry arguments…`; with `interruptWhen`, sends SIGINT once a stdout line satisfies it.
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], interruptWhen: (@Sendable (String) -> Bool)? = nil
+    ) async throws -> FerryRun {
+        try await runBlocking {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
+            process.arguments = arguments
+            var env = ProcessInfo.processInfo.environment
+            for name in ["FERRY_ENDPOINT", "FERRY_ACCESS_KEY_ID", "FERRY_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+                env[name] = nil
+            }
+            env.merge(environment) { $1 }
+            process.environment = env
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            nonisolated(unsafe) var errorData = Data()
+            let errorReader = Thread { errorData = err.fileHandleForReading.readDataToEndOfFile() }
+            errorReader.start()
+            var output = Data()
+            var interrupted = false
+            while true {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                output.append(chunk)
+                if let interruptWhen, !interrupted,
+                    String(decoding: output, as: UTF8.self).split(separator: "\n").contains(where: { interruptWhen(String($0)) })
+                {
+                    interrupted = true
+                    kill(process.processIdentifier, SIGINT)
+                }
+            }
+            process.waitUntilExit()
+            while !errorReader.isFinished { usleep(1000) }
+            return FerryRun(
+                status: process.terminationStatus, output: String(decoding: output, as: UTF8.self),
+                error: String(decoding: errorData, as: UTF8.self))
+        }
+    }
+}
+
+/// The bytes of an object in a data directory, read with the server library after the command has exited.
+func storedBytes(dataDirectory: String, bucket: String, key: String) async throws -> Data {
+    var configuration = FerryServerConfiguration(dataDirectory: dataDirectory)
+    configuration.logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    let server = try FerryServer(configuration: configuration, environment: [:])
+    let object = try await server.store.object(bucket: bucket, key: key)
+    var data = Data()
+    for try await buffer in server.store.readObject(object, range: nil) { data.append(contentsOf: buffer.readableBytesView) }
+    return data
+}
+
+@Suite("ferry command line", .serialized)
+struct CommandLineTests {
+    static var sample: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Samples/ferry-sample.mp4").path
+    }
+
+    @Test("upload on the embedded default prints the VideoId; videos list and info find it; JSON and plain progress")
+    func embeddedDefault() async throws {
+        let data = TemporaryDirectory.make("ferry-cli")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let json = try await FerryRun.run(["upload", Self.sample, "--data-dir", data, "--json"])
+        #expect(json.status == 0, "\(json.error)")
+        let media = try #require(json.jsonLines.first { $0["event"] as? String == "media" })
+        let videoId = try #require(media["VideoId"] as? String)
+        #expect((media["PlayURL"] as? String)?.hasPrefix("http://127.0.0.1:9000/ferry-media/") == true)
+        #expect(json.jsonLines.contains { $0["event"] as? String == "progress" && $0["bytes"] as? Int == 70983 })
+
+        let list = try await FerryRun.run(["videos", "list", "--data-dir", data])
+        #expect(list.status == 0)
+        #expect(list.output.contains("\(videoId)\tUploaded\t70983"))
+        let info = try await FerryRun.run(["videos", "info", videoId, "--data-dir", data])
+        #expect(info.output.contains("Status: Uploaded"))
+        #expect(info.output.contains("Size: 70983"))
+        #expect(info.output.contains("PlayURL: http://"))
+
+        // Not a terminal: plain progress lines, then the result.
+        let plain = try await FerryRun.run(["upload", Self.sample, "--data-dir", data, "--title", "Second"])
+        #expect(plain.status == 0)
+        #expect(plain.output.contains("(100%)"))
+        #expect(!plain.output.contains("\u{1B}["))
+        #expect(plain.output.contains("VideoId: "))
+        let stored = try await storedBytes(dataDirectory: data, bucket: "ferry-media", key: "video/\(videoId)/source.mp4")
+        #expect(stored == (try Data(contentsOf: URL(fileURLWithPath: Self.sample))))
+    }
+
+    @Test("Ctrl-C pauses with exit 75; the same command resumes the same video and the object is byte-identical")
+    func interruptAndResume() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-int")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 48 * 1024 * 1024, in: data)
+        let arguments = ["upload", file.path, "--data-dir", data + "/ferry", "--json", "--parallel", "1"]
+        let first = try await FerryRun.run(arguments) { $0.contains("\"event\":\"progress\"") }
+        #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        #expect(first.jsonLines.contains { $0["event"] as? String == "paused" })
+        let second = try await FerryRun.run(arguments)
+        #expect(second.status == 0, "\(second.error)")
+        let media = try #require(second.jsonLines.first { $0["event"] as? String == "media" })
+        let videoId = try #require(media["VideoId"] as? String)
+        let list = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"])
+        #expect(list.output.contains("1 video(s)"), "resuming created a second video: \(list.output)")
+        let stored = try await storedBytes(dataDirectory: data + "/ferry", bucket: "ferry-media", key: "video/\(videoId)/source.bin")
+        #expect(stored == (try Data(contentsOf: file)))
+    }
+
+    @Test("bad flags are a usage error; a missing file and an unreachable endpoint get clear messages")
+    func errors() async throws {
+        let usage = try await FerryRun.run(["upload", Self.sample, "--parallel", "0"])
+        #expect(usage.status == 64)
+        #expect(usage.error.contains("--parallel"))
+        let unknown = try await FerryRun.run(["upload", "--no-such-flag"])
+        #expect(unknown.status == 64)
+
+        let missing = try await FerryRun.run(["upload", "/nonexistent/holiday.mp4", "--data-dir", TemporaryDirectory.make()])
+        #expect(missing.status == 1)
+        #expect(missing.error.contains("/nonexistent/holiday.mp4"))
+
+        let port = try MotoServer.freePort()
+        let unreachable = try await FerryRun.run(
+            ["upload", Self.sample, "--endpoint", "http://127.0.0.1:\(port)", "--max-retries", "1"],
+            environment: ["FERRY_ACCESS_KEY_ID": "FKIAX", "FERRY_SECRET_ACCESS_KEY": "secret-value-123"])
+        #expect(unreachable.status == 1)
+        #expect(unreachable.error.contains("network") || unreachable.error.contains("Connect"), "\(unreachable.error)")
+        #expect(!unreachable.error.contains("secret-value-123"))
+    }
+}
