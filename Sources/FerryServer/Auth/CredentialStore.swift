@@ -6,12 +6,12 @@ import Foundation
 /// credentials carried by session tokens.
 public struct CredentialStore: Sendable {
     let root: SigV4Credentials
-    let catalog: SQLiteCatalog
+    let catalog: any MediaCatalog
     /// Issues and verifies session tokens.
     public let tokens: SessionTokenCodec
 
     /// Creates a store.
-    public init(root: SigV4Credentials, catalog: SQLiteCatalog, tokens: SessionTokenCodec) {
+    public init(root: SigV4Credentials, catalog: any MediaCatalog, tokens: SessionTokenCodec) {
         self.root = root
         self.catalog = catalog
         self.tokens = tokens

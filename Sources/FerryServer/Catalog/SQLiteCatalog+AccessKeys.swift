@@ -27,21 +27,21 @@ public struct StoredAccessKey: Sendable, Hashable {
 
 extension SQLiteCatalog {
     /// The stored key, or nil.
-    func accessKey(_ id: String) async throws -> StoredAccessKey? {
+    public func accessKey(_ id: String) async throws -> StoredAccessKey? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM accessKey WHERE id = ?", arguments: [id]).map(Self.accessKey)
         }
     }
 
     /// Every stored key, oldest first.
-    func accessKeys() async throws -> [StoredAccessKey] {
+    public func accessKeys() async throws -> [StoredAccessKey] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM accessKey ORDER BY createdAt, id").map(Self.accessKey)
         }
     }
 
     /// Stores a new key.
-    func insertAccessKey(_ key: StoredAccessKey) async throws {
+    public func insertAccessKey(_ key: StoredAccessKey) async throws {
         let policy = String(decoding: try JSONEncoder().encode(key.policy), as: UTF8.self)
         try await pool.write { db in
             try db.execute(
@@ -54,7 +54,7 @@ extension SQLiteCatalog {
     }
 
     /// Sets a key's status; false when there is no such key.
-    func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool {
+    public func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool {
         try await pool.write { db in
             try db.execute(sql: "UPDATE accessKey SET status = ? WHERE id = ?", arguments: [status.rawValue, id])
             return db.changesCount > 0

@@ -18,7 +18,7 @@ public struct MediaAPI: Sendable {
     /// Largest request body.
     static let maxBody = 1024 * 1024
 
-    let catalog: SQLiteCatalog
+    let catalog: any MediaCatalog
     let store: LocalDiskStore
     let credentials: CredentialStore
     let authenticator: RequestAuthenticator

@@ -65,7 +65,7 @@ public struct ImageRecord: Codable, Sendable, Hashable {
     public var createdAt: Date
 }
 
-extension SQLiteCatalog {
+extension SQLiteCatalog: MediaCatalog {
     /// Schema of the media catalog.
     static func registerMediaMigrations(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("v3-media") { db in
@@ -100,7 +100,7 @@ extension SQLiteCatalog {
     }
 
     /// Stores or replaces a video.
-    func saveVideo(_ video: VideoRecord) async throws {
+    public func saveVideo(_ video: VideoRecord) async throws {
         let record = String(decoding: try Self.mediaEncoder.encode(video), as: UTF8.self)
         try await pool.write { db in
             try db.execute(
@@ -116,21 +116,21 @@ extension SQLiteCatalog {
     }
 
     /// The video, or nil.
-    func video(_ id: String) async throws -> VideoRecord? {
+    public func video(_ id: String) async throws -> VideoRecord? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM video WHERE videoId = ?", arguments: [id])
         }.map { try Self.decodeMedia(VideoRecord.self, $0) }
     }
 
     /// The video whose source file is `bucket`/`key`.
-    func video(bucket: String, key: String) async throws -> VideoRecord? {
+    public func video(bucket: String, key: String) async throws -> VideoRecord? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM video WHERE bucket = ? AND key = ?", arguments: [bucket, key])
         }.map { try Self.decodeMedia(VideoRecord.self, $0) }
     }
 
     /// A page of videos, newest first, and the total matching.
-    func videos(status: String?, cateId: Int?, tag: String?, offset: Int, limit: Int) async throws
+    public func videos(status: String?, cateId: Int?, tag: String?, offset: Int, limit: Int) async throws
         -> (videos: [VideoRecord], total: Int)
     {
         var conditions = ["status != 'Deleted'"]
@@ -162,7 +162,7 @@ extension SQLiteCatalog {
     }
 
     /// Stores or replaces an image.
-    func saveImage(_ image: ImageRecord) async throws {
+    public func saveImage(_ image: ImageRecord) async throws {
         let record = String(decoding: try Self.mediaEncoder.encode(image), as: UTF8.self)
         try await pool.write { db in
             try db.execute(
@@ -172,14 +172,14 @@ extension SQLiteCatalog {
     }
 
     /// The image, or nil.
-    func image(_ id: String) async throws -> ImageRecord? {
+    public func image(_ id: String) async throws -> ImageRecord? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM image WHERE imageId = ?", arguments: [id])
         }.map { try Self.decodeMedia(ImageRecord.self, $0) }
     }
 
     /// The image whose file is `bucket`/`key`.
-    func image(bucket: String, key: String) async throws -> ImageRecord? {
+    public func image(bucket: String, key: String) async throws -> ImageRecord? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM image WHERE bucket = ? AND key = ?", arguments: [bucket, key])
         }.map { try Self.decodeMedia(ImageRecord.self, $0) }
