@@ -6,26 +6,13 @@ import Testing
 @Suite("ferry keys")
 struct KeysCommandTests {
     /// Runs the built `ferry` with the server's endpoint and root key.
-    func ferry(_ arguments: [String], server: TestServer) async throws -> (status: Int32, output: String, error: String) {
-        try await runBlocking {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
-            process.arguments = arguments
-            var env = ProcessInfo.processInfo.environment
-            env["FERRY_ENDPOINT"] = server.endpoint
-            env["FERRY_ACCESS_KEY_ID"] = server.root.accessKeyId
-            env["FERRY_SECRET_ACCESS_KEY"] = server.root.secretAccessKey
-            process.environment = env
-            let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            try process.run()
-            let output = out.fileHandleForReading.readDataToEndOfFile()
-            let error = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: output, as: UTF8.self), String(decoding: error, as: UTF8.self))
-        }
+    func ferry(_ arguments: [String], server: TestServer) async throws -> FerryRun {
+        try await FerryRun.run(
+            arguments,
+            environment: [
+                "FERRY_ENDPOINT": server.endpoint, "FERRY_ACCESS_KEY_ID": server.root.accessKeyId,
+                "FERRY_SECRET_ACCESS_KEY": server.root.secretAccessKey,
+            ])
     }
 
     @Test("create prints a working key once, list shows it, disable stops it")
