@@ -1,1 +1,5 @@
-public enum FerryCoreVersion { public static let string = "0.1.0" }
+/// The version of the Ferry libraries.
+public enum FerryCoreVersion {
+    /// Semantic version string.
+    public static let string = "0.1.0"
+}

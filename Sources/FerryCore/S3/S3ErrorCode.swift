@@ -20,43 +20,80 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// Looks up a known code by its string, e.g. from a parsed error response.
     public static func named(_ name: String) -> S3ErrorCode? { all[name] }
 
+    /// `AccessDenied` (HTTP 403).
     public static let accessDenied = S3ErrorCode("AccessDenied", httpStatus: 403)
+    /// `AuthorizationQueryParametersError` (HTTP 400).
     public static let authorizationQueryParametersError = S3ErrorCode(
         "AuthorizationQueryParametersError", httpStatus: 400)
+    /// `AuthorizationHeaderMalformed` (HTTP 400).
     public static let authorizationHeaderMalformed = S3ErrorCode("AuthorizationHeaderMalformed", httpStatus: 400)
+    /// `MalformedTrailerError` (HTTP 400).
     public static let malformedTrailer = S3ErrorCode("MalformedTrailerError", httpStatus: 400)
+    /// `BadDigest` (HTTP 400).
     public static let badDigest = S3ErrorCode("BadDigest", httpStatus: 400)
+    /// `BucketAlreadyOwnedByYou` (HTTP 409).
     public static let bucketAlreadyOwnedByYou = S3ErrorCode("BucketAlreadyOwnedByYou", httpStatus: 409)
+    /// `BucketNotEmpty` (HTTP 409).
     public static let bucketNotEmpty = S3ErrorCode("BucketNotEmpty", httpStatus: 409)
+    /// `EntityTooLarge` (HTTP 400).
     public static let entityTooLarge = S3ErrorCode("EntityTooLarge", httpStatus: 400)
+    /// `EntityTooSmall` (HTTP 400).
     public static let entityTooSmall = S3ErrorCode("EntityTooSmall", httpStatus: 400)
+    /// `ExpiredToken` (HTTP 400).
     public static let expiredToken = S3ErrorCode("ExpiredToken", httpStatus: 400)
+    /// `IncompleteBody` (HTTP 400).
     public static let incompleteBody = S3ErrorCode("IncompleteBody", httpStatus: 400)
+    /// `InternalError` (HTTP 500).
     public static let internalError = S3ErrorCode("InternalError", httpStatus: 500)
+    /// `InvalidAccessKeyId` (HTTP 403).
     public static let invalidAccessKeyId = S3ErrorCode("InvalidAccessKeyId", httpStatus: 403)
+    /// `InvalidArgument` (HTTP 400).
     public static let invalidArgument = S3ErrorCode("InvalidArgument", httpStatus: 400)
+    /// `InvalidBucketName` (HTTP 400).
     public static let invalidBucketName = S3ErrorCode("InvalidBucketName", httpStatus: 400)
+    /// `InvalidDigest` (HTTP 400).
     public static let invalidDigest = S3ErrorCode("InvalidDigest", httpStatus: 400)
+    /// `InvalidPart` (HTTP 400).
     public static let invalidPart = S3ErrorCode("InvalidPart", httpStatus: 400)
+    /// `InvalidPartOrder` (HTTP 400).
     public static let invalidPartOrder = S3ErrorCode("InvalidPartOrder", httpStatus: 400)
+    /// `InvalidRange` (HTTP 416).
     public static let invalidRange = S3ErrorCode("InvalidRange", httpStatus: 416)
+    /// `InvalidRequest` (HTTP 400).
     public static let invalidRequest = S3ErrorCode("InvalidRequest", httpStatus: 400)
+    /// `InvalidToken` (HTTP 400).
     public static let invalidToken = S3ErrorCode("InvalidToken", httpStatus: 400)
+    /// `KeyTooLongError` (HTTP 400).
     public static let keyTooLong = S3ErrorCode("KeyTooLongError", httpStatus: 400)
+    /// `MalformedXML` (HTTP 400).
     public static let malformedXML = S3ErrorCode("MalformedXML", httpStatus: 400)
+    /// `MethodNotAllowed` (HTTP 405).
     public static let methodNotAllowed = S3ErrorCode("MethodNotAllowed", httpStatus: 405)
+    /// `MissingContentLength` (HTTP 411).
     public static let missingContentLength = S3ErrorCode("MissingContentLength", httpStatus: 411)
+    /// `MissingSecurityHeader` (HTTP 400).
     public static let missingSecurityHeader = S3ErrorCode("MissingSecurityHeader", httpStatus: 400)
+    /// `NoSuchBucket` (HTTP 404).
     public static let noSuchBucket = S3ErrorCode("NoSuchBucket", httpStatus: 404)
+    /// `NoSuchKey` (HTTP 404).
     public static let noSuchKey = S3ErrorCode("NoSuchKey", httpStatus: 404)
+    /// `NoSuchUpload` (HTTP 404).
     public static let noSuchUpload = S3ErrorCode("NoSuchUpload", httpStatus: 404)
+    /// `NotImplemented` (HTTP 501).
     public static let notImplemented = S3ErrorCode("NotImplemented", httpStatus: 501)
+    /// `NotModified` (HTTP 304).
     public static let notModified = S3ErrorCode("NotModified", httpStatus: 304)
+    /// `PreconditionFailed` (HTTP 412).
     public static let preconditionFailed = S3ErrorCode("PreconditionFailed", httpStatus: 412)
+    /// `RequestTimeTooSkewed` (HTTP 403).
     public static let requestTimeTooSkewed = S3ErrorCode("RequestTimeTooSkewed", httpStatus: 403)
+    /// `ServiceUnavailable` (HTTP 503).
     public static let serviceUnavailable = S3ErrorCode("ServiceUnavailable", httpStatus: 503)
+    /// `SignatureDoesNotMatch` (HTTP 403).
     public static let signatureDoesNotMatch = S3ErrorCode("SignatureDoesNotMatch", httpStatus: 403)
+    /// `SlowDown` (HTTP 503).
     public static let slowDown = S3ErrorCode("SlowDown", httpStatus: 503)
+    /// `XAmzContentSHA256Mismatch` (HTTP 400).
     public static let xAmzContentSHA256Mismatch = S3ErrorCode("XAmzContentSHA256Mismatch", httpStatus: 400)
 
     private static let all: [String: S3ErrorCode] = Dictionary(
