@@ -3,7 +3,8 @@ import Foundation
 /// Counts bytes sent across parts and retries so that progress never goes backwards and never passes the total.
 ///
 /// Each part counts the most bytes any of its attempts sent; a retry starts its attempt count at zero and only adds
-/// once it passes what was counted. `@unchecked Sendable`: every access to the mutable state holds `lock`.
+/// once it passes what was counted. `@unchecked Sendable`: every access to the mutable state holds `lock`, and `report`
+/// (which must not block or call back into the meter) is called under it so reports stay in counting order.
 final class ProgressMeter: @unchecked Sendable {
     private let lock = NSLock()
     private var attempt: [Int: Int64] = [:]
@@ -25,16 +26,17 @@ final class ProgressMeter: @unchecked Sendable {
 
     /// An attempt of `part` (of `size` bytes) sent `bytes` more.
     func add(_ bytes: Int, part: Int, size: Int64) {
-        let progress: UploadProgress? = lock.withLock {
+        // Reported while holding the lock, so reports from parts sent on different threads arrive in the order their
+        // totals were counted; `report` only enqueues an event.
+        lock.withLock {
             let now = min(size, (attempt[part] ?? 0) + Int64(bytes))
             attempt[part] = now
             let before = counted[part] ?? 0
-            guard now > before else { return nil }
+            guard now > before else { return }
             counted[part] = now
             total += now - before
-            return snapshot(delta: now - before)
+            report(snapshot(delta: now - before))
         }
-        if let progress { report(progress) }
     }
 
     /// A new attempt of `part` starts from zero.
