@@ -218,9 +218,19 @@ def curl_client():
 # --- one measured run ---------------------------------------------------------------------------------------------
 
 
-def run_once(client, path, size, ctx, serial):
+def run_once(client, path, size, ctx, serial, profile_dir=None):
     key = f"{client.name}-{serial}"
     argv, env = client.build(path, key, ctx)
+    server_perf = None
+    if profile_dir:
+        # Client and server sampled separately; the timings of a profiled run are not reported in the table.
+        argv = ["perf", "record", "-F", "499", "-g", "-o", os.path.join(profile_dir, f"client-{client.name}.data"),
+                "--"] + argv
+        server_perf = subprocess.Popen(
+            ["perf", "record", "-F", "499", "-g", "-p", str(ctx["server"].pid), "-o",
+             os.path.join(profile_dir, f"server-{client.name}.data")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # let perf attach
     time_out = os.path.join(ctx["work"], f"time-{serial}.txt")
     out_path = os.path.join(ctx["work"], f"out-{client.name}-{serial}.txt")
     server_pid = ctx["server"].pid
@@ -233,6 +243,9 @@ def run_once(client, path, size, ctx, serial):
         wall_clock = time.monotonic() - start
         busy_after = machine_busy_seconds()
         server_after = process_cpu_seconds(server_pid)
+    if server_perf is not None:
+        server_perf.send_signal(signal.SIGINT)
+        server_perf.wait(timeout=120)
     if result.returncode != 0:
         with open(out_path, errors="replace") as f:
             tail = f.read()[-2000:]
@@ -274,6 +287,27 @@ def measure(clients, path, size, ctx, repeat):
                 f"client cpu {run['client_cpu']:6.2f} s  rss {run['rss_mib']:6.1f} MiB  "
                 f"server cpu {run['server_cpu']:6.2f} s  other cpu {run['other_cpu']:5.2f} s")
     return runs
+
+
+def profile(clients, path, size, ctx, directory):
+    """One extra run per client under `perf record -g` (client and server), with flat reports by symbol."""
+    os.makedirs(directory, exist_ok=True)
+    for client in clients:
+        warm_page_cache(path)
+        log(f"  profiling {client.name} (client and server) ...")
+        run_once(client, path, size, ctx, "perf", profile_dir=directory)
+        for side in ["client", "server"]:
+            data = os.path.join(directory, f"{side}-{client.name}.data")
+            for sort, suffix in [("dso,symbol", ""), ("dso", "-dso")]:
+                report = subprocess.run(
+                    ["perf", "report", "--stdio", "--no-children", "--sort", sort, "--percent-limit", "0.7",
+                     "-g", "none", "-i", data], capture_output=True, text=True)
+                lines = [re.sub(r"\s{2,}", "  ", line.rstrip())[:240] for line in report.stdout.splitlines()
+                         if line.strip() and not line.startswith("#")]
+                with open(os.path.join(directory, f"{side}-{client.name}{suffix}.txt"), "w") as f:
+                    f.write("\n".join(lines) + "\n")
+            os.unlink(data)
+    log(f"perf reports in {directory}")
 
 
 def warm_page_cache(path):
@@ -328,6 +362,9 @@ def main():
     parser.add_argument("--explore", action="store_true",
                         help="also run engine variants (checksum none, parallel 1/2/8/16, part sizes) to find limits")
     parser.add_argument("--explore-repeat", type=int, default=2, help="runs per explore variant (default 2)")
+    parser.add_argument("--perf", metavar="DIR", default=None,
+                        help="after the measured rounds, profile one more run of each main client and the server with "
+                             "perf record -g; flat reports go to DIR")
     parser.add_argument("--tmp", default=None, help="parent of the temporary directory (default $TMPDIR or /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
@@ -375,6 +412,11 @@ def main():
         clients = [engine_default, engine_tuned, awscli_client(), curl_client()]
         log(f"main comparison: {args.repeat} round(s) of {', '.join(c.name for c in clients)}")
         runs = measure(clients, path, size, ctx, args.repeat)
+
+        if args.perf:
+            if not shutil.which("perf"):
+                raise SystemExit("--perf needs perf (linux-perf / linux-tools)")
+            profile(clients, path, size, ctx, os.path.abspath(args.perf))
 
         explore_runs = {}
         explore_clients = []
