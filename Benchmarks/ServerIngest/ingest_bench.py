@@ -54,6 +54,21 @@ def cpu_seconds(pid):
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
+def thread_cpu_seconds(pid):
+    """{tid: (thread name, user+system CPU seconds)} of every thread of a process."""
+    threads = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except FileNotFoundError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        threads[tid] = (name, (int(fields[11]) + int(fields[12])) / CLK_TCK)
+    return threads
+
+
 def system_cpu_seconds():
     """(busy, iowait) CPU seconds of the whole machine, summed over all CPUs, from /proc/stat."""
     with open("/proc/stat") as f:
@@ -228,6 +243,7 @@ class Phase:
         self.children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.self0 = resource.getrusage(resource.RUSAGE_SELF)
         self.system0 = system_cpu_seconds()
+        self.threads0 = thread_cpu_seconds(self.pid)
         self.t0 = time.perf_counter()
         return self
 
@@ -235,6 +251,7 @@ class Phase:
         self.seconds = time.perf_counter() - self.t0
         cpu1 = cpu_seconds(self.pid)
         system1 = system_cpu_seconds()
+        threads1 = thread_cpu_seconds(self.pid)
         children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         self1 = resource.getrusage(resource.RUSAGE_SELF)
         time.sleep(0.15)  # one more RSS sample after the last response
@@ -245,6 +262,9 @@ class Phase:
         self.client_cpu = (
             (children1.ru_utime + children1.ru_stime - self.children0.ru_utime - self.children0.ru_stime)
             + (self1.ru_utime + self1.ru_stime - self.self0.ru_utime - self.self0.ru_stime))
+        # The busiest server threads: one near 100 % of the wall time is the stage that limits the phase.
+        deltas = [(cpu - self.threads0.get(tid, (name, 0.0))[1], name, tid) for tid, (name, cpu) in threads1.items()]
+        self.busiest_threads = sorted((d for d in deltas if d[0] > 0), reverse=True)[:4]
         self.system_busy = system1[0] - self.system0[0]
         self.iowait = system1[1] - self.system0[1]
         # Whatever else ran meanwhile (kernel threads doing writeback, other users of the machine); roughly, since
@@ -258,7 +278,9 @@ class Phase:
                 f"(user {self.server_user:.2f}, sys {self.server_system:.2f}; {server / self.seconds:.2f} cores); "
                 f"client CPU {self.client_cpu:.2f} s ({self.client_cpu / self.seconds:.2f} cores); "
                 f"everything else {self.other_cpu:.2f} s ({self.other_cpu / self.seconds:.2f} cores); "
-                f"iowait {self.iowait:.2f} s of {os.cpu_count()} CPUs")
+                f"iowait {self.iowait:.2f} s of {os.cpu_count()} CPUs; busiest server threads: "
+                + ", ".join(f"{name}[{tid}] {cpu:.2f} s ({cpu / self.seconds:.0%})"
+                            for cpu, name, tid in self.busiest_threads))
 
 
 def put_with_curl(client, bucket, key, path):
