@@ -57,7 +57,7 @@ struct UploadCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-retries"), help: "Retries per request before giving up. Default 8.") var maxRetries: Int = 8
     @Flag(help: "Print one JSON object per event instead of progress lines.") var json = false
 
-    static let imageExtensions: Set<String> = ["png", "jpg", "jpeg", "gif", "webp", "heic"]
+    static let imageExtensions = MediaKind.imageExtensions
 
     func validate() throws {
         if key != nil && bucket == nil { throw ValidationError("--key needs --bucket.") }
@@ -156,13 +156,13 @@ struct UploadCommand: AsyncParsableCommand {
         let ext = url.pathExtension.lowercased()
         let isImage = coverFor || Self.imageExtensions.contains(ext)
         let media = context.connection.media(context.configuration)
-        let pending = PendingMedia(directory: context.records)
-        let fingerprint = try PendingMedia.fingerprint(of: path)
+        let pending = MediaUploadJournal(directory: context.records)
+        let fileSize = ((try FileManager.default.attributesOfItem(atPath: path))[.size] as? NSNumber)?.int64Value ?? 0
         var ticket: MediaServiceClient.UploadTicket
-        if cancel || noResume, let previous = pending.lookup(path: path, fingerprint: fingerprint) {
+        if cancel || noResume, let previous = pending.lookup(url) {
             let stale = request(for: url, bucket: previous.bucket, key: previous.key, records: context.records)
             try await context.connection.objects(context.configuration).discardCheckpoint(of: stale)
-            pending.remove(path: path)
+            pending.remove(url)
             if cancel {
                 context.output.line("Cancelled the upload of \(path); nothing is left on the server.")
                 return (ExitCodes.success, nil)
@@ -171,7 +171,7 @@ struct UploadCommand: AsyncParsableCommand {
             context.output.line("No interrupted upload of \(path) to cancel.")
             return (ExitCodes.success, nil)
         }
-        if !isImage, let previous = pending.lookup(path: path, fingerprint: fingerprint),
+        if !isImage, let previous = pending.lookup(url),
             let refreshed = try? await media.refreshUploadVideo(videoId: previous.id)
         {
             ticket = refreshed  // same video, same address: the engine resumes from its checkpoint
@@ -184,11 +184,11 @@ struct UploadCommand: AsyncParsableCommand {
             description.cateId = cateId
             description.transcode = transcode
             description.coverURL = coverURL
-            description.fileSize = Int64(fingerprint.size)
+            description.fileSize = fileSize
             ticket = try await report { try await media.createUploadVideo(description) }
         }
         if !isImage {
-            pending.record(path: path, fingerprint: fingerprint, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
+            try pending.record(url, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
         }
         // Upload to the service this command talks to, with the ticket's credential, refreshed when it runs out.
         let videoId = ticket.id
@@ -207,7 +207,7 @@ struct UploadCommand: AsyncParsableCommand {
             context.output.mediaResult(["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""], file: url.lastPathComponent)
             return (code, ticket.imageURL)
         }
-        pending.remove(path: path)
+        pending.remove(url)
         let info = try await report { try await media.getVideoInfo(videoId: ticket.id) }
         let play = try await report { try await media.getPlayInfo(videoId: ticket.id) }.first
         context.output.mediaResult(
@@ -215,19 +215,7 @@ struct UploadCommand: AsyncParsableCommand {
         return (code, nil)
     }
 
-    static func contentType(_ ext: String) -> String? {
-        switch ext.lowercased() {
-        case "mp4", "m4v": "video/mp4"
-        case "mov": "video/quicktime"
-        case "webm": "video/webm"
-        case "png": "image/png"
-        case "jpg", "jpeg": "image/jpeg"
-        case "gif": "image/gif"
-        case "webp": "image/webp"
-        case "heic": "image/heic"
-        default: nil
-        }
-    }
+    static func contentType(_ ext: String) -> String? { MediaKind.contentType(forExtension: ext) }
 
     /// Runs one upload; Ctrl-C pauses (exit 75), a second Ctrl-C cancels.
     func run(_ request: ResumableUploadRequest, client: ObjectStorageClient, context: UploadContext) async throws -> (Int32, UploadResult?) {
@@ -270,53 +258,6 @@ struct UploadCommand: AsyncParsableCommand {
             context.output.error("ferry: \(request.fileURL.path): \(error)")
             return (ExitCodes.failed, nil)
         }
-    }
-}
-
-/// Media uploads interrupted earlier, by file, so running the same command again continues the same video.
-struct PendingMedia: Sendable {
-    struct Entry: Codable {
-        var fingerprint: String
-        var id: String
-        var bucket: String
-        var key: String
-    }
-    let directory: URL
-    var file: URL { directory.appendingPathComponent("pending-media.json") }
-
-    static func fingerprint(of path: String) throws -> (size: Int, text: String) {
-        let attributes = try FileManager.default.attributesOfItem(atPath: path)
-        let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
-        let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-        return (size, "\(size)-\(modified)")
-    }
-
-    func load() -> [String: Entry] {
-        guard let data = FileManager.default.contents(atPath: file.path) else { return [:] }
-        return (try? JSONDecoder().decode([String: Entry].self, from: data)) ?? [:]
-    }
-
-    func save(_ entries: [String: Entry]) {
-        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        if let data = try? JSONEncoder().encode(entries) { try? data.write(to: file, options: .atomic) }
-    }
-
-    func lookup(path: String, fingerprint: (size: Int, text: String)) -> Entry? {
-        let key = URL(fileURLWithPath: path).standardizedFileURL.path
-        guard let entry = load()[key], entry.fingerprint == fingerprint.text else { return nil }
-        return entry
-    }
-
-    func record(path: String, fingerprint: (size: Int, text: String), id: String, bucket: String, key: String) {
-        var entries = load()
-        entries[URL(fileURLWithPath: path).standardizedFileURL.path] = Entry(fingerprint: fingerprint.text, id: id, bucket: bucket, key: key)
-        save(entries)
-    }
-
-    func remove(path: String) {
-        var entries = load()
-        entries[URL(fileURLWithPath: path).standardizedFileURL.path] = nil
-        save(entries)
     }
 }
 

@@ -38,6 +38,7 @@ struct MediaOpenAPITests {
             _ = try await capture("GetPlayInfo", ["VideoId": videoId, "AuthTimeout": 600])
             _ = try await capture("ListVideos", ["PageNo": 1, "PageSize": 10])
             let image = try await capture("CreateUploadImage", ["ImageType": "cover", "ImageExt": "jpg"])
+            _ = try await capture("RefreshUploadImage", ["ImageId": image["ImageId"] as? String ?? ""])
             _ = try await capture("GetImageInfo", ["ImageId": image["ImageId"] as? String ?? ""])
             _ = try await capture("AssumeRole", ["DurationSeconds": 900])
             let key = try await capture("CreateAccessKey", ["Policy": ["statements": [["actions": ["media:*"], "bucket": "*", "keyPrefix": ""]]]])
@@ -50,7 +51,7 @@ struct MediaOpenAPITests {
             _ = try await capture("AssumeRole", ["DurationSeconds": 5])
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: captures)
-        #expect(names.count == 15)
+        #expect(names.count == 16)
         #expect(names.contains { $0.hasSuffix(".404.json") })
         #expect(names.contains { $0.hasSuffix(".400.json") })
         let spec = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -69,6 +70,6 @@ struct MediaOpenAPITests {
             return (process.terminationStatus, String(decoding: data, as: UTF8.self))
         }
         #expect(result.0 == 0, "\(result.1)")
-        #expect(result.1.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 16)
+        #expect(result.1.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 17)
     }
 }

@@ -123,7 +123,8 @@ public final class MediaServiceClient: Sendable {
         /// The decoded credential.
         public var auth: UploadAuth
 
-        init(id: String, imageURL: String? = nil, address: String, auth: String) throws {
+        /// Reads a ticket from the base64 `UploadAddress` and `UploadAuth` an app server handed over.
+        public init(id: String, imageURL: String? = nil, address: String, auth: String) throws {
             guard let decodedAddress = UploadAddress(encoded: address), let decodedAuth = UploadAuth(encoded: auth) else {
                 throw FerryError(.server, "The media service sent an upload address or credential that cannot be read.")
             }
@@ -169,16 +170,29 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// Creates an image and returns where to upload it.
-    public func createUploadImage(type: String = "default", ext: String = "png", title: String? = nil) async throws -> UploadTicket {
+    public func createUploadImage(
+        type: String = "default", ext: String = "png", title: String? = nil, tags: String? = nil, cateId: Int? = nil,
+        description: String? = nil
+    ) async throws -> UploadTicket {
         var parameters: [String: Any] = ["ImageType": type, "ImageExt": ext]
         if let title { parameters["Title"] = title }
+        if let tags { parameters["Tags"] = tags }
+        if let cateId { parameters["CateId"] = cateId }
+        if let description { parameters["Description"] = description }
         let answer = try await call("CreateUploadImage", parameters)
         return try UploadTicket(
             id: answer["ImageId"] as? String ?? "", imageURL: answer["ImageURL"] as? String,
             address: answer["UploadAddress"] as? String ?? "", auth: answer["UploadAuth"] as? String ?? "")
     }
 
-    /// A video as the catalog knows it.
+    /// A fresh credential for the same image file, while the image is still being uploaded.
+    public func refreshUploadImage(imageId: String) async throws -> UploadTicket {
+        let answer = try await call("RefreshUploadImage", ["ImageId": imageId])
+        return try UploadTicket(
+            id: imageId, imageURL: answer["ImageURL"] as? String, address: answer["UploadAddress"] as? String ?? "",
+            auth: answer["UploadAuth"] as? String ?? "")
+    }
+
     public struct VideoInfo: Sendable, Hashable {
         /// Id.
         public var videoId: String

@@ -91,6 +91,7 @@ public struct MediaAPI: Sendable {
         case "CreateUploadVideo": return try await createUploadVideo(decode(CreateUploadVideoInput.self, data), principal: principal, host: host)
         case "RefreshUploadVideo": return try await refreshUploadVideo(decode(VideoIdInput.self, data), principal: principal, host: host)
         case "CreateUploadImage": return try await createUploadImage(decode(CreateUploadImageInput.self, data), principal: principal, host: host)
+        case "RefreshUploadImage": return try await refreshUploadImage(decode(ImageIdInput.self, data), principal: principal, host: host)
         case "GetVideoInfo": return try await getVideoInfo(decode(VideoIdInput.self, data), host: host)
         case "GetPlayInfo": return try await getPlayInfo(decode(VideoIdInput.self, data), host: host)
         case "ListVideos": return try await listVideos(decode(ListVideosInput.self, data), host: host)
@@ -308,6 +309,20 @@ public struct MediaAPI: Sendable {
             "ImageId": id, "ImageURL": endpoint(host: host) + "/" + bucket + "/" + key,
             "UploadAddress": address(for: key, host: host).encoded(),
             "UploadAuth": uploadAuth(for: key, principal: principal).encoded(),
+        ]
+    }
+
+    /// A fresh credential for the same image file, while it is still being uploaded.
+    func refreshUploadImage(_ input: ImageIdInput, principal: Principal, host: String) async throws -> [String: Any] {
+        guard let id = input.ImageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
+        guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
+        guard image.status == VideoStatus.uploading else {
+            throw MediaError("InvalidImage.Uploaded", "The image is stored already; it takes no more uploads.", status: 409)
+        }
+        return [
+            "ImageId": image.imageId, "ImageURL": endpoint(host: host) + "/" + bucket + "/" + image.key,
+            "UploadAddress": address(for: image.key, host: host).encoded(),
+            "UploadAuth": uploadAuth(for: image.key, principal: principal).encoded(),
         ]
     }
 

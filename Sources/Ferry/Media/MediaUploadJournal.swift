@@ -1,0 +1,67 @@
+import FerryCore
+import Foundation
+
+/// Media uploads that have not finished, by local file, so that uploading the same file again continues the same
+/// video (through RefreshUploadVideo) instead of creating a second one.
+///
+/// One small JSON file per local file in the record directory, written atomically; an entry counts only while the
+/// file's size and modification time are unchanged and it is younger than `maxAge`.
+public struct MediaUploadJournal: Sendable {
+    /// What is known about an unfinished upload.
+    public struct Entry: Codable, Sendable, Hashable {
+        /// The file's size and modification time when the upload began.
+        public var fingerprint: String
+        /// The video (or image) id.
+        public var id: String
+        /// Bucket of the upload address.
+        public var bucket: String
+        /// Key of the upload address.
+        public var key: String
+        /// When the upload began.
+        public var createdAt: Date
+    }
+
+    /// The record directory.
+    public let directory: URL
+    /// How long an entry stays valid. Default 24 hours, as checkpoints.
+    public let maxAge: TimeInterval
+
+    /// A journal in `directory`.
+    public init(directory: URL, maxAge: TimeInterval = 24 * 3600) {
+        self.directory = directory
+        self.maxAge = maxAge
+    }
+
+    /// The size and modification time of a file, as entries record them.
+    public static func fingerprint(of file: URL) throws -> String {
+        let attributes = try FileRanges.attributes(of: file.path)
+        return "\(attributes.size)-\(attributes.modified)"
+    }
+
+    private func entryFile(_ file: URL) -> URL {
+        let name = SigV4.hexSHA256(file.standardizedFileURL.path).prefix(40)
+        return directory.appendingPathComponent("media-\(name).json")
+    }
+
+    /// The unfinished upload of `file`, when the file is unchanged and the entry has not expired.
+    public func lookup(_ file: URL) -> Entry? {
+        guard let data = FileManager.default.contents(atPath: entryFile(file).path),
+            let entry = try? JSONDecoder().decode(Entry.self, from: data),
+            let fingerprint = try? Self.fingerprint(of: file), entry.fingerprint == fingerprint,
+            Date().timeIntervalSince(entry.createdAt) < maxAge
+        else { return nil }
+        return entry
+    }
+
+    /// Records that `file` is being uploaded as `id` to `bucket`/`key`.
+    public func record(_ file: URL, id: String, bucket: String, key: String) throws {
+        let entry = Entry(fingerprint: try Self.fingerprint(of: file), id: id, bucket: bucket, key: key, createdAt: Date())
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try JSONEncoder().encode(entry).write(to: entryFile(file), options: .atomic)
+    }
+
+    /// Forgets the upload of `file` (it finished, or was cancelled).
+    public func remove(_ file: URL) {
+        try? FileManager.default.removeItem(at: entryFile(file))
+    }
+}

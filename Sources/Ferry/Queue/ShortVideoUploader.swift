@@ -1,0 +1,198 @@
+import FerryCore
+import Foundation
+
+/// What ``ShortVideoUploader`` reports (the seed's `VODUploadSVideoClientDelegate`).
+public enum ShortVideoEvent: Sendable {
+    /// Bytes of the video and the cover together: never backwards, ending at `totalSize`.
+    case progress(uploadedSize: Int64, totalSize: Int64)
+    /// Both files are stored and the video has its cover.
+    case succeeded(ShortVideoResult)
+    /// The upload failed with a code and message.
+    case failed(code: String, message: String)
+    /// The STS credential expired; call ``ShortVideoUploader/refresh(credentials:)``.
+    case tokenExpired
+    /// A request failed and is tried again.
+    case retry
+    /// A request succeeded again after retries.
+    case retryResumed
+}
+
+/// The outcome of a short-video upload (the seed's `VodSVideoUploadResult`).
+public struct ShortVideoResult: Sendable, Hashable {
+    /// The video id.
+    public var videoId: String
+    /// The URL of the cover image, which is also the video's CoverURL.
+    public var imageURL: String
+}
+
+/// Uploads a short video and its cover image together with an STS credential, in one call: the Swift form of
+/// `VODUploadSVideoClient`.
+///
+/// ```swift
+/// let uploader = ShortVideoUploader(endpoint: serviceURL)
+/// Task { for await event in uploader.events { … } }
+/// let result = try await uploader.upload(
+///     video: clipURL, cover: coverURL, info: MediaInfo(title: "Short", tags: "game", cateId: 10),
+///     credentials: stsToken)
+/// print(result.videoId, result.imageURL)
+/// ```
+///
+/// The cover image is created first (CreateUploadImage, type `cover`), the video is created with its URL as CoverURL,
+/// then both files upload at once through an ``UploadQueue``, each resumable from its checkpoint.
+public actor ShortVideoUploader {
+    /// The same settings as the queue's (transcode, maxRetryCount, timeoutIntervalForRequest, recordDirectoryPath,
+    /// recordUploadProgress, uploadPartSize, region).
+    public typealias Configuration = UploadQueue.Configuration
+
+    /// What happens, across uploads; finishes when the uploader is released.
+    public nonisolated let events: AsyncStream<ShortVideoEvent>
+    private let continuation: AsyncStream<ShortVideoEvent>.Continuation
+    /// The media service.
+    public nonisolated let endpoint: URL
+    /// The configuration.
+    public nonisolated let configuration: Configuration
+
+    private var credentials: Credentials?
+    private var queue: UploadQueue?
+    private var tokenWaiter: CheckedContinuation<Void, any Error>?
+    private var cancelled = false
+
+    /// An uploader for the media service at `endpoint`.
+    public init(endpoint: URL, configuration: Configuration = .init()) {
+        (events, continuation) = AsyncStream.makeStream(of: ShortVideoEvent.self, bufferingPolicy: .unbounded)
+        self.endpoint = endpoint
+        self.configuration = configuration
+    }
+
+    deinit {
+        continuation.finish()
+        tokenWaiter?.resume(throwing: CancellationError())
+    }
+
+    /// Uploads `video` with `cover` as its cover image and returns the video id and image URL.
+    ///
+    /// - Throws: ``FerryError`` — `fileNotFound` for a missing file, `invalidArgument` while another upload runs,
+    ///   `cancelled` after ``cancel()``, or the failure of either file (with the server's code).
+    public func upload(video: URL, cover: URL, info: MediaInfo, credentials: Credentials) async throws -> ShortVideoResult {
+        guard queue == nil else { throw FerryError(.invalidArgument, "A short video is already being uploaded.") }
+        let videoSize = try FileRanges.attributes(of: video.path).size
+        let coverSize = try FileRanges.attributes(of: cover.path).size
+        self.credentials = credentials
+        cancelled = false
+        let queue = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: credentials), configuration: settings)
+        self.queue = queue
+        defer { self.queue = nil }
+
+        let coverTicket = try await coverTicket(for: cover, info: info)
+        if cancelled { throw FerryError.cancelledError() }
+        var videoInfo = info
+        videoInfo.coverURL = coverTicket.imageURL
+        let coverId = await queue.add(cover, info: info, kind: .image, imageType: "cover", ticket: coverTicket)
+        let videoId = await queue.addFile(video, info: videoInfo, kind: .video)
+        let total = videoSize + coverSize
+        await queue.start()
+
+        var uploaded: [UploadQueue.Item.ID: Int64] = [:]
+        var results: [UploadQueue.Item.ID: MediaUploadResult] = [:]
+        var lastReported: Int64 = -1
+        for await event in queue.events {
+            switch event {
+            case .progress(let item, let size, _):
+                uploaded[item.id] = size
+                let sum = uploaded.values.reduce(0, +)
+                if sum > lastReported {
+                    lastReported = sum
+                    continuation.yield(.progress(uploadedSize: sum, totalSize: total))
+                }
+            case .finished(let item, let result):
+                results[item.id] = result
+                uploaded[item.id] = result.upload.size
+                guard let videoResult = results[videoId], results[coverId] != nil else { continue }
+                let outcome = ShortVideoResult(videoId: videoResult.videoId ?? "", imageURL: coverTicket.imageURL ?? "")
+                if lastReported < total { continuation.yield(.progress(uploadedSize: total, totalSize: total)) }
+                continuation.yield(.succeeded(outcome))
+                return outcome
+            case .failed(_, let code, let message):
+                await queue.clearFiles()
+                continuation.yield(.failed(code: code, message: message))
+                throw FerryError(.server, message, serverCode: code)
+            case .tokenExpired:
+                continuation.yield(.tokenExpired)
+            case .retry:
+                continuation.yield(.retry)
+            case .retryResumed:
+                continuation.yield(.retryResumed)
+            case .started:
+                break
+            }
+            if cancelled { break }
+        }
+        throw FerryError.cancelledError()
+    }
+
+    /// Pauses both files; the upload ids and checkpoints stay.
+    public func pause() async { await queue?.pause() }
+
+    /// Continues after ``pause()``. False when nothing is being uploaded.
+    @discardableResult
+    public func resume() async -> Bool {
+        guard let queue else { return false }
+        await queue.resume()
+        return true
+    }
+
+    /// Cancels the upload: both multipart uploads are aborted and their checkpoints deleted; ``upload(video:cover:info:credentials:)``
+    /// throws `cancelled`. False when nothing is being uploaded.
+    @discardableResult
+    public func cancel() async -> Bool {
+        guard let queue else { return false }
+        cancelled = true
+        tokenWaiter?.resume(throwing: FerryError.cancelledError())
+        tokenWaiter = nil
+        await queue.clearFiles()
+        await queue.finishEvents()
+        return true
+    }
+
+    /// Continues with a new STS credential after ``ShortVideoEvent/tokenExpired`` (the seed's
+    /// `refreshWithAccessKeyId:accessKeySecret:accessToken:expireTime:`).
+    public func refresh(credentials: Credentials) async {
+        self.credentials = credentials
+        tokenWaiter?.resume()
+        tokenWaiter = nil
+        await queue?.resume(withToken: credentials)
+    }
+
+    /// The queue's settings: two files at once.
+    private var settings: Configuration {
+        var settings = configuration
+        settings.maxConcurrentUploads = 2
+        return settings
+    }
+
+    private func currentCredentials() throws -> Credentials {
+        guard let credentials, !credentials.isExpired() else {
+            throw FerryError(.credentialsExpired, "The STS credential expired; refresh it.")
+        }
+        return credentials
+    }
+
+    /// Creates the cover image (so the video can name its URL), waiting for a fresh credential when it expired.
+    private func coverTicket(for cover: URL, info: MediaInfo) async throws -> MediaServiceClient.UploadTicket {
+        let media = MediaServiceClient(
+            endpoint: endpoint, region: configuration.region,
+            credentialProvider: ClosureCredentialProvider { try await self.currentCredentials() },
+            configuration: configuration.engine)
+        let ext = cover.pathExtension.lowercased()
+        while true {
+            do {
+                return try await media.createUploadImage(
+                    type: "cover", ext: ext.isEmpty ? "png" : ext, title: info.title, tags: info.tags, cateId: info.cateId,
+                    description: info.desc)
+            } catch let error as FerryError where UploadQueue.isExpiredToken(error) {
+                continuation.yield(.tokenExpired)
+                try await withCheckedThrowingContinuation { tokenWaiter = $0 }
+            }
+        }
+    }
+}

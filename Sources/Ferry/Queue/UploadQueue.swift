@@ -1,0 +1,526 @@
+import FerryCore
+import Foundation
+
+/// A list of videos and images uploaded one after another (or a few at once), each resumable, to Ferry's media
+/// service: the Swift form of `VODUploadClient`.
+///
+/// ```swift
+/// let queue = UploadQueue(authorization: .sts(endpoint: serviceURL, credentials: stsToken))
+/// await queue.addFile(movieURL, info: MediaInfo(title: "Holiday", tags: "beach"))
+/// await queue.start()
+/// for await event in queue.events {
+///     if case .finished(_, let result) = event { print("video", result.videoId ?? "") }
+///     if case .tokenExpired = event { await queue.resume(withToken: try await appServer.freshToken()) }
+/// }
+/// ```
+///
+/// Every file goes through the client engine: parallel parts with checksums, checkpoints in the record directory,
+/// retries. With STS authorization the queue remembers which video a file became, so the same file added again after
+/// the app was killed continues its checkpoint and keeps its VideoId (RefreshUploadVideo).
+public actor UploadQueue {
+    /// What happens to the files, in order. Consume it from one task; it finishes when the queue is released.
+    public nonisolated let events: AsyncStream<UploadQueueEvent>
+    private let continuation: AsyncStream<UploadQueueEvent>.Continuation
+    /// The configuration.
+    public nonisolated let configuration: Configuration
+    /// Where upload credentials come from.
+    public nonisolated let authorization: Authorization
+
+    private let journal: MediaUploadJournal?
+    private var items: [Item] = []
+    private var nextId = 1
+    private var isRunning = false
+    /// Which run of an item is current; a run whose generation is stale stops at its next step.
+    private var generations: [Item.ID: Int] = [:]
+    private var uploads: [Item.ID: ResumableUploadTask] = [:]
+    private var tickets: [Item.ID: MediaServiceClient.UploadTicket] = [:]
+    /// Control operations on an item's engine upload, one after another.
+    private var controls: [Item.ID: Task<Void, Never>] = [:]
+    private var authWaiters: [Item.ID: CheckedContinuation<MediaServiceClient.UploadTicket, any Error>] = [:]
+    private var pendingAuth: [Item.ID: MediaServiceClient.UploadTicket] = [:]
+    private var tokenWaiters: [Item.ID: CheckedContinuation<Void, any Error>] = [:]
+    /// Items whose engine upload paused because its credential expired, waiting for `resume(with…)`.
+    private var expired: Set<Item.ID> = []
+    private var stsCredentials: Credentials?
+
+    /// Creates a queue; nothing uploads until ``start()``.
+    public init(authorization: Authorization, configuration: Configuration = .init()) {
+        (events, continuation) = AsyncStream.makeStream(of: UploadQueueEvent.self, bufferingPolicy: .unbounded)
+        self.authorization = authorization
+        self.configuration = configuration
+        journal = configuration.effectiveRecordDirectory.map { MediaUploadJournal(directory: $0) }
+        if case .sts(_, let credentials) = authorization { stsCredentials = credentials }
+    }
+
+    deinit {
+        continuation.finish()
+        for waiter in authWaiters.values { waiter.resume(throwing: CancellationError()) }
+        for waiter in tokenWaiters.values { waiter.resume(throwing: CancellationError()) }
+    }
+
+    // MARK: The list
+
+    /// Adds a video or image (kind from the extension unless given) at the end of the list.
+    @discardableResult
+    public func addFile(_ fileURL: URL, info: MediaInfo = MediaInfo(), kind: MediaKind? = nil) -> Item.ID {
+        add(fileURL, info: info, kind: kind ?? MediaKind(fileURL: fileURL))
+    }
+
+    func add(_ fileURL: URL, info: MediaInfo, kind: MediaKind, imageType: String = "default", ticket: MediaServiceClient.UploadTicket? = nil) -> Item.ID {
+        let id = Item.ID(value: nextId)
+        nextId += 1
+        var item = Item(id: id, fileURL: fileURL.standardizedFileURL, kind: kind, info: info)
+        item.imageType = imageType
+        items.append(item)
+        if let ticket { pendingAuth[id] = ticket }
+        schedule()
+        return id
+    }
+
+    /// The files in the list, in order, with their states.
+    public func listFiles() -> [Item] { items }
+
+    /// One item, or nil when it is not in the list.
+    public func item(_ id: Item.ID) -> Item? { items.first { $0.id == id } }
+
+    /// Removes a file from the list. If it is uploading, its upload is cancelled (the server's multipart upload is
+    /// aborted, its checkpoint deleted) and the next file starts. False when there is no such item.
+    @discardableResult
+    public func deleteFile(_ id: Item.ID) async -> Bool {
+        guard let index = index(id) else { return false }
+        let item = items.remove(at: index)
+        generations[id, default: 0] += 1
+        endWaits(id)
+        expired.remove(id)
+        pendingAuth[id] = nil
+        tickets[id] = nil
+        if uploads[id] != nil {
+            await control(id) { await $0.cancel() }
+            uploads[id] = nil
+        }
+        controls[id] = nil
+        if authorization.isSTS { journal?.remove(item.fileURL) }
+        schedule()
+        return true
+    }
+
+    /// ``deleteFile(_:)`` by position in ``listFiles()``.
+    @discardableResult
+    public func deleteFile(at index: Int) async -> Bool {
+        guard items.indices.contains(index) else { return false }
+        return await deleteFile(items[index].id)
+    }
+
+    /// Removes every file, cancelling those that are uploading.
+    public func clearFiles() async {
+        for item in items { await deleteFile(item.id) }
+    }
+
+    /// Marks a file cancelled without removing it. If it is uploading it stops at once (its multipart upload and
+    /// checkpoint stay, so ``resumeFile(_:)`` continues it) and the next file starts.
+    @discardableResult
+    public func cancelFile(_ id: Item.ID) async -> Bool {
+        guard let index = index(id) else { return false }
+        switch items[index].state {
+        case .uploading: await halt(id, to: .cancelled)
+        case .ready, .paused: items[index].state = .cancelled
+        case .cancelled, .succeeded, .failed: return false
+        }
+        schedule()
+        return true
+    }
+
+    /// ``cancelFile(_:)`` by position.
+    @discardableResult
+    public func cancelFile(at index: Int) async -> Bool {
+        guard items.indices.contains(index) else { return false }
+        return await cancelFile(items[index].id)
+    }
+
+    /// Puts a cancelled, paused or failed file back in line and starts the queue; it continues from its checkpoint.
+    @discardableResult
+    public func resumeFile(_ id: Item.ID) -> Bool {
+        guard let index = index(id), [.cancelled, .paused, .failed].contains(items[index].state) else { return false }
+        items[index].state = .ready
+        items[index].failureCode = nil
+        items[index].failureMessage = nil
+        isRunning = true
+        schedule()
+        return true
+    }
+
+    /// ``resumeFile(_:)`` by position.
+    @discardableResult
+    public func resumeFile(at index: Int) -> Bool {
+        guard items.indices.contains(index) else { return false }
+        return resumeFile(items[index].id)
+    }
+
+    // MARK: The queue
+
+    /// Starts uploading the files that are ready, ``Configuration/maxConcurrentUploads`` at a time.
+    public func start() {
+        isRunning = true
+        schedule()
+    }
+
+    /// Stops the queue: files uploading now are cancelled (their checkpoints stay; ``resumeFile(_:)`` continues
+    /// them); nothing more starts until ``start()``.
+    public func stop() async {
+        isRunning = false
+        for item in items where item.state == .uploading { await halt(item.id, to: .cancelled) }
+    }
+
+    /// Pauses the queue and the files uploading now.
+    public func pause() async {
+        isRunning = false
+        for item in items where item.state == .uploading { await halt(item.id, to: .paused) }
+    }
+
+    /// Continues a paused queue.
+    public func resume() {
+        for index in items.indices where items[index].state == .paused { items[index].state = .ready }
+        isRunning = true
+        schedule()
+    }
+
+    // MARK: Credentials
+
+    /// Hands over a file's upload address and credential (base64, as CreateUploadVideo, CreateUploadImage and
+    /// RefreshUploadVideo return them), usually in answer to ``UploadQueueEvent/started(_:)``. Pass the video id
+    /// when the app server told it, so the result carries it.
+    ///
+    /// - Throws: ``FerryError/Code/invalidArgument`` when either cannot be decoded or the item is not in the list.
+    public func setUploadAuth(_ uploadAuth: String, address uploadAddress: String, videoId: String? = nil, for id: Item.ID) throws {
+        guard let item = item(id) else { throw FerryError(.invalidArgument, "No item \(id) is in the queue.") }
+        let ticket = try MediaServiceClient.UploadTicket(id: videoId ?? "", address: uploadAddress, auth: uploadAuth)
+        var withURL = ticket
+        if item.kind == .image { withURL.imageURL = item.imageURL }
+        if let waiter = authWaiters.removeValue(forKey: id) {
+            waiter.resume(returning: withURL)
+        } else {
+            pendingAuth[id] = withURL
+        }
+    }
+
+    /// Continues the files whose upload credential expired with a new one (base64 `UploadAuth`; the seed's
+    /// `resumeWithAuth:`). False when no file was waiting for one.
+    ///
+    /// - Throws: ``FerryError/Code/invalidArgument`` when the credential cannot be decoded.
+    @discardableResult
+    public func resume(withUploadAuth uploadAuth: String) async throws -> Bool {
+        guard let auth = UploadAuth(encoded: uploadAuth) else {
+            throw FerryError(.invalidArgument, "The upload credential cannot be decoded.")
+        }
+        let waiting = expired
+        expired = []
+        for id in waiting { await resumeUpload(id, with: auth.ferryCredentials) }
+        return !waiting.isEmpty
+    }
+
+    /// Continues with a new STS credential after ``UploadQueueEvent/tokenExpired(_:)`` (the seed's
+    /// `resumeWithToken:accessKeySecret:secretToken:expireTime:`).
+    public func resume(withToken credentials: Credentials) async {
+        stsCredentials = credentials
+        for (_, waiter) in tokenWaiters { waiter.resume() }
+        tokenWaiters = [:]
+        let waiting = expired
+        expired = []
+        for id in waiting { await renew(id) }
+    }
+
+    /// Ends ``events`` (for an owner that is done with the queue).
+    func finishEvents() { continuation.finish() }
+
+    // MARK: Running
+
+    private func index(_ id: Item.ID) -> Int? { items.firstIndex { $0.id == id } }
+
+    private func update(_ id: Item.ID, _ change: (inout Item) -> Void) -> Item? {
+        guard let index = index(id) else { return nil }
+        change(&items[index])
+        return items[index]
+    }
+
+    private func emit(_ event: UploadQueueEvent) { continuation.yield(event) }
+
+    private func schedule() {
+        guard isRunning else { return }
+        var active = items.count(where: { $0.state == .uploading })
+        for index in items.indices where active < configuration.maxConcurrentUploads && items[index].state == .ready {
+            items[index].state = .uploading
+            active += 1
+            let id = items[index].id
+            if uploads[id] != nil {
+                // A paused or cancelled upload continues where it stopped.
+                controlTask(id) { await $0.resume() }
+            } else {
+                generations[id, default: 0] += 1
+                let generation = generations[id]!
+                Task { await self.process(id, generation: generation) }
+            }
+        }
+    }
+
+    /// Runs `operation` on the item's engine upload after the operations before it.
+    @discardableResult
+    private func controlTask(_ id: Item.ID, _ operation: @escaping @Sendable (ResumableUploadTask) async -> Void) -> Task<Void, Never> {
+        guard let upload = uploads[id] else { return Task {} }
+        let previous = controls[id]
+        let task = Task {
+            await previous?.value
+            await operation(upload)
+        }
+        controls[id] = task
+        return task
+    }
+
+    private func control(_ id: Item.ID, _ operation: @escaping @Sendable (ResumableUploadTask) async -> Void) async {
+        await controlTask(id, operation).value
+    }
+
+    /// Stops an uploading item: its engine upload pauses (checkpoint kept); a wait for credentials ends.
+    private func halt(_ id: Item.ID, to state: Item.State) async {
+        guard update(id, { $0.state = state }) != nil else { return }
+        expired.remove(id)
+        if uploads[id] != nil {
+            await control(id) { await $0.pause() }
+        } else {
+            generations[id, default: 0] += 1
+            endWaits(id)
+        }
+    }
+
+    private func endWaits(_ id: Item.ID) {
+        authWaiters.removeValue(forKey: id)?.resume(throwing: CancellationError())
+        tokenWaiters.removeValue(forKey: id)?.resume(throwing: CancellationError())
+    }
+
+    private func isCurrent(_ id: Item.ID, _ generation: Int) -> Bool {
+        generations[id] == generation && item(id)?.state == .uploading
+    }
+
+    /// One run of an item: its ticket, its engine upload, the upload's events until it ends.
+    private func process(_ id: Item.ID, generation: Int) async {
+        guard let current = item(id) else { return }
+        emit(.started(current))
+        let upload: ResumableUploadTask
+        do {
+            let ticket = try await ticket(for: current)
+            guard isCurrent(id, generation) else { return }
+            tickets[id] = ticket
+            let updated = update(id) {
+                $0.endpoint = ticket.address.endpoint
+                $0.bucket = ticket.address.bucket
+                $0.object = ticket.address.fileName
+                if !ticket.id.isEmpty, $0.kind == .video { $0.videoId = ticket.id }
+                if let url = ticket.imageURL { $0.imageURL = url }
+            }
+            if authorization.isSTS, current.kind == .video, let journal {
+                try? journal.record(current.fileURL, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
+            }
+            upload = try await makeUpload(updated ?? current, ticket: ticket)
+        } catch {
+            guard isCurrent(id, generation) else { return }
+            fail(id, error)
+            return
+        }
+        guard generations[id] == generation, item(id) != nil else {
+            // Stopped (or removed) while the upload was being created: keep its checkpoint, drop the handle.
+            await upload.pause()
+            return
+        }
+        uploads[id] = upload
+        if item(id)?.state != .uploading { await control(id) { await $0.pause() } }
+        for await event in upload.events { handle(event, id) }
+        let outcome: Result<UploadResult, FerryError>
+        do {
+            outcome = .success(try await upload.result)
+        } catch {
+            outcome = .failure(error as? FerryError ?? FerryError(.network, "\(error)"))
+        }
+        finish(id, upload: upload, outcome)
+    }
+
+    private func handle(_ event: UploadEvent, _ id: Item.ID) {
+        switch event {
+        case .progress(let progress):
+            if let item = update(id, {
+                $0.uploadedSize = progress.totalBytesSent
+                $0.totalSize = progress.totalBytesExpected
+            }) {
+                emit(.progress(item, uploadedSize: progress.totalBytesSent, totalSize: progress.totalBytesExpected))
+            }
+        case .retrying(let attempt, let error, _):
+            if let item = item(id) { emit(.retry(item, attempt: attempt, error: error)) }
+        case .retryResumed:
+            if let item = item(id) { emit(.retryResumed(item)) }
+        case .credentialsExpired:
+            Task { await self.renew(id) }
+        case .started, .paused, .resumed, .completed, .failed, .cancelled:
+            break
+        }
+    }
+
+    private func finish(_ id: Item.ID, upload: ResumableUploadTask, _ outcome: Result<UploadResult, FerryError>) {
+        guard uploads[id] === upload else { return }
+        uploads[id] = nil
+        controls[id] = nil
+        tickets[id] = nil
+        switch outcome {
+        case .success(let result):
+            if let item = update(id, {
+                $0.state = .succeeded
+                $0.uploadedSize = result.size
+                $0.totalSize = result.size
+            }) {
+                if authorization.isSTS { journal?.remove(item.fileURL) }
+                emit(.finished(item, MediaUploadResult(videoId: item.videoId, imageURL: item.imageURL, upload: result)))
+            }
+        case .failure(let error) where error.code == .cancelled:
+            _ = update(id) { if $0.state == .uploading { $0.state = .cancelled } }
+        case .failure(let error):
+            fail(id, error)
+        }
+        schedule()
+    }
+
+    private func fail(_ id: Item.ID, _ error: any Error) {
+        let failure = error as? FerryError ?? FerryError(.network, "\(error)")
+        let code = failure.serverCode ?? failure.code.description
+        if let item = update(id, {
+            $0.state = .failed
+            $0.failureCode = code
+            $0.failureMessage = failure.message
+        }) {
+            emit(.failed(item, code: code, message: failure.message))
+        }
+        schedule()
+    }
+
+    private func resumeUpload(_ id: Item.ID, with credentials: Credentials) async {
+        guard item(id)?.state == .uploading else { return }
+        await control(id) { await $0.resume(with: credentials) }
+    }
+
+    // MARK: Tickets
+
+    /// The item's upload address and credential, from the app (per file) or the media service (STS).
+    private func ticket(for item: Item) async throws -> MediaServiceClient.UploadTicket {
+        if let pending = pendingAuth.removeValue(forKey: item.id) { return pending }
+        switch authorization {
+        case .uploadAuth:
+            return try await withCheckedThrowingContinuation { authWaiters[item.id] = $0 }
+        case .uploadAuthProvider(let provide):
+            return try await provide(item)
+        case .sts:
+            while true {
+                do {
+                    return try await stsTicket(for: item)
+                } catch let error as FerryError where Self.isExpiredToken(error) {
+                    emit(.tokenExpired(item))
+                    try await withCheckedThrowingContinuation { tokenWaiters[item.id] = $0 }
+                }
+            }
+        }
+    }
+
+    static func isExpiredToken(_ error: FerryError) -> Bool {
+        error.code == .credentialsExpired || error.serverCode == "ExpiredToken"
+    }
+
+    /// The current STS credential; `credentialsExpired` when it has expired.
+    private func currentToken() throws -> Credentials {
+        guard let credentials = stsCredentials, !credentials.isExpired() else {
+            throw FerryError(.credentialsExpired, "The STS credential expired; resume with a new one.")
+        }
+        return credentials
+    }
+
+    private nonisolated var media: MediaServiceClient? {
+        guard case .sts(let endpoint, _) = authorization else { return nil }
+        return MediaServiceClient(
+            endpoint: endpoint, region: configuration.region,
+            credentialProvider: ClosureCredentialProvider { try await self.currentToken() },
+            configuration: configuration.engine)
+    }
+
+    private func stsTicket(for item: Item) async throws -> MediaServiceClient.UploadTicket {
+        guard let media else { throw FerryError(.invalidArgument, "The queue has no STS credential.") }
+        let attributes = try FileRanges.attributes(of: item.fileURL.path)
+        let ext = item.fileURL.pathExtension.lowercased()
+        let title = item.info.title ?? item.fileURL.deletingPathExtension().lastPathComponent
+        switch item.kind {
+        case .image:
+            return try await media.createUploadImage(
+                type: item.imageType, ext: ext.isEmpty ? "png" : ext, title: title, tags: item.info.tags,
+                cateId: item.info.cateId, description: item.info.desc)
+        case .video:
+            if let entry = journal?.lookup(item.fileURL) {
+                do {
+                    return try await media.refreshUploadVideo(videoId: entry.id)
+                } catch let error as FerryError where error.httpStatus == 404 {
+                    journal?.remove(item.fileURL)  // the video is gone; make a new one
+                }
+            }
+            var video = MediaServiceClient.VideoDescription(title: title, fileName: item.fileURL.lastPathComponent)
+            video.fileSize = attributes.size
+            video.description = item.info.desc
+            video.tags = item.info.tags
+            video.cateId = item.info.cateId
+            video.coverURL = item.info.coverURL
+            video.transcode = configuration.transcode ? nil : "NoTranscode"
+            return try await media.createUploadVideo(video)
+        }
+    }
+
+    /// After the engine paused on an expired credential: a fresh one from wherever the item's came from, or a
+    /// `tokenExpired` event and a wait for `resume(with…)`.
+    private func renew(_ id: Item.ID) async {
+        guard let item = item(id), item.state == .uploading, uploads[id] != nil else { return }
+        switch authorization {
+        case .uploadAuth:
+            expired.insert(id)
+            emit(.tokenExpired(item))
+        case .uploadAuthProvider(let provide):
+            if let ticket = try? await provide(item), !ticket.auth.ferryCredentials.isExpired() {
+                await resumeUpload(id, with: ticket.auth.ferryCredentials)
+            } else {
+                expired.insert(id)
+                emit(.tokenExpired(item))
+            }
+        case .sts:
+            do {
+                guard let media, let ticket = tickets[id] else { return }
+                let fresh =
+                    item.kind == .video
+                    ? try await media.refreshUploadVideo(videoId: ticket.id)
+                    : try await media.refreshUploadImage(imageId: ticket.id)
+                await resumeUpload(id, with: fresh.auth.ferryCredentials)
+            } catch {
+                expired.insert(id)
+                emit(.tokenExpired(item))
+            }
+        }
+    }
+
+    private func makeUpload(_ item: Item, ticket: MediaServiceClient.UploadTicket) async throws -> ResumableUploadTask {
+        guard let endpoint = URL(string: ticket.address.endpoint), endpoint.host != nil else {
+            throw FerryError(.invalidArgument, "The upload address has no valid endpoint.")
+        }
+        let client = ObjectStorageClient(
+            endpoint: endpoint, region: ticket.auth.region, credentials: ticket.auth.ferryCredentials,
+            configuration: configuration.engine)
+        var request = ResumableUploadRequest(bucket: ticket.address.bucket, key: ticket.address.fileName, fileURL: item.fileURL)
+        request.partSize = configuration.uploadPartSize
+        request.concurrency = configuration.partConcurrency
+        request.recordDirectory = configuration.effectiveRecordDirectory
+        request.checksumAlgorithm = configuration.checksumAlgorithm
+        request.contentType = MediaKind.contentType(forExtension: item.fileURL.pathExtension)
+        return try await client.upload(request)
+    }
+}
+
+extension UploadQueue.Authorization {
+    var isSTS: Bool { if case .sts = self { true } else { false } }
+}

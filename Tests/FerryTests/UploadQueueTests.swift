@@ -1,0 +1,326 @@
+import Ferry
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+extension TestServer {
+    /// An STS credential allowed every media operation, as an app server would hand to a device.
+    func stsToken(validFor seconds: TimeInterval = 900) -> Credentials {
+        let expiration = Date().addingTimeInterval(seconds)
+        let issued = server.credentials.tokens.issue(
+            parent: root.accessKeyId, policy: AccessPolicy(statements: [.init(actions: ["media:*"])]), expiration: expiration)
+        return Credentials(
+            accessKeyId: issued.accessKeyId, secretAccessKey: issued.secretAccessKey, sessionToken: issued.sessionToken,
+            expiration: expiration)
+    }
+
+    /// The bytes stored at a URL of the object service (`…/bucket/key`).
+    func storedBytes(at url: String) async throws -> [UInt8] {
+        let path = try #require(URL(string: url)).path.dropFirst()
+        let slash = try #require(path.firstIndex(of: "/"))
+        return try await engine().getObject(bucket: String(path[..<slash]), key: String(path[path.index(after: slash)...]))
+    }
+}
+
+/// A random file with an extension.
+func makeMediaFile(size: Int, ext: String, in directory: String) throws -> URL {
+    let random = try makeRandomFile(size: size, in: directory)
+    let named = random.deletingPathExtension().appendingPathExtension(ext)
+    try FileManager.default.moveItem(at: random, to: named)
+    return named
+}
+
+/// Collects a queue's events while it runs.
+final class QueueLog: @unchecked Sendable {
+    // Every access holds `lock`.
+    private let lock = NSLock()
+    private var _events: [UploadQueueEvent] = []
+    var events: [UploadQueueEvent] { lock.withLock { _events } }
+
+    static func collect(_ queue: UploadQueue, onEvent: @escaping @Sendable (UploadQueueEvent) async -> Void = { _ in }) -> (QueueLog, Task<Void, Never>) {
+        let log = QueueLog()
+        let task = Task {
+            for await event in queue.events {
+                log.lock.withLock { log._events.append(event) }
+                await onEvent(event)
+            }
+        }
+        return (log, task)
+    }
+
+    /// Waits (without blocking a thread) until `predicate` holds for the events so far.
+    func wait(_ what: String, timeout: Duration = .seconds(120), until predicate: ([UploadQueueEvent]) -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !predicate(events) {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("timed out waiting for \(what)")
+                throw CancellationError()
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    func finished() -> [(UploadQueue.Item, MediaUploadResult)] {
+        events.compactMap { if case .finished(let item, let result) = $0 { (item, result) } else { nil } }
+    }
+    func progress(of id: UploadQueue.Item.ID) -> [Int64] {
+        events.compactMap { if case .progress(let item, let size, _) = $0, item.id == id { size } else { nil } }
+    }
+    func count(_ predicate: (UploadQueueEvent) -> Bool) -> Int { events.filter(predicate).count }
+    static func isStarted(_ event: UploadQueueEvent) -> Bool { if case .started = event { true } else { false } }
+    static func isTokenExpired(_ event: UploadQueueEvent) -> Bool { if case .tokenExpired = event { true } else { false } }
+    static func isRetry(_ event: UploadQueueEvent) -> Bool { if case .retry = event { true } else { false } }
+    static func isRetryResumed(_ event: UploadQueueEvent) -> Bool { if case .retryResumed = event { true } else { false } }
+}
+
+@Suite("UploadQueue (VODUploadClient)")
+struct UploadQueueTests {
+    static let mib = 1024 * 1024
+
+    static func configuration(records: String) -> UploadQueue.Configuration {
+        var configuration = UploadQueue.Configuration()
+        configuration.recordDirectoryPath = URL(fileURLWithPath: records)
+        configuration.objectStorage.transport = AsyncHTTPClientTransport()
+        configuration.objectStorage.retryPolicy = RetryPolicy(maxRetryCount: 5, baseDelay: .milliseconds(20), maxDelay: .milliseconds(200))
+        configuration.timeoutIntervalForRequest = .seconds(20)
+        return configuration
+    }
+
+    @Test("STS: the queue creates a video and an image itself, uploads them one after the other through a 503, and the service stores both")
+    func stsVideoAndImage() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 12 * Self.mib, ext: "mp4", in: directory)
+        let image = try makeMediaFile(size: 150_000, ext: "png", in: directory)
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.status(503, code: "SlowDown"), when: .partNumber(2))
+            let queue = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()),
+                configuration: Self.configuration(records: directory + "/records"))
+            let (log, collector) = QueueLog.collect(queue)
+            let videoItem = await queue.addFile(video, info: MediaInfo(title: "Holiday", tags: "beach,summer", desc: "At the sea", cateId: 19))
+            let imageItem = await queue.addFile(image, info: MediaInfo(title: "Poster"))
+            #expect(await queue.listFiles().map(\.state) == [.ready, .ready])
+            #expect(await queue.listFiles().map(\.kind) == [.video, .image])
+            await queue.start()
+            try await log.wait("both files", until: { _ in log.finished().count == 2 })
+            collector.cancel()
+            try await proxy.shutdown()
+
+            #expect(log.count(QueueLog.isStarted) == 2)
+            #expect(log.count(QueueLog.isRetry) == 1)
+            #expect(log.count(QueueLog.isRetryResumed) == 1)
+            let progress = log.progress(of: videoItem)
+            #expect(zip(progress, progress.dropFirst()).allSatisfy { $0 <= $1 })
+            #expect(progress.last == Int64(12 * Self.mib))
+            // One file at a time (the seed's default): the image starts only after the video finished.
+            let order = log.events.compactMap { event -> String? in
+                switch event {
+                case .started(let item): "started \(item.kind)"
+                case .finished(let item, _): "finished \(item.kind)"
+                default: nil
+                }
+            }
+            #expect(order == ["started video", "finished video", "started image", "finished image"])
+
+            let results = Dictionary(uniqueKeysWithValues: log.finished().map { ($0.0.id, $0.1) })
+            let videoId = try #require(results[videoItem]?.videoId)
+            let info = try await server.media().getVideoInfo(videoId: videoId)
+            #expect(info.status == "Uploaded")
+            #expect(info.size == Int64(12 * Self.mib))
+            #expect(info.title == "Holiday")
+            let play = try #require(try await server.media().getPlayInfo(videoId: videoId).first)
+            #expect(Data(try await S3TestClient.fetch(play.url).body) == (try Data(contentsOf: video)))
+            #expect(results[videoItem]?.upload.verification == .checksum)
+
+            let imageURL = try #require(results[imageItem]?.imageURL)
+            #expect(Data(try await server.storedBytes(at: imageURL)) == (try Data(contentsOf: image)))
+            let items = await queue.listFiles()
+            #expect(items.map(\.state) == [.succeeded, .succeeded])
+            #expect(items[0].videoId == videoId)
+            #expect(items[0].bucket == "ferry-media")
+            #expect(items[1].imageURL == imageURL)
+        }
+    }
+
+    @Test("upload address + credential per file: started → setUploadAuth; an expired credential → tokenExpired → resume(withUploadAuth:)")
+    func perFileAuthWithExpiry() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-auth")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 7 * Self.mib, ext: "mp4", in: directory)
+        try await TestServer.with { server in
+            // The app server creates the video and hands the device an address and a credential, here an expired one.
+            let appServer = server.media()
+            let ticket = try await appServer.createUploadVideo(.init(title: "Per file", fileName: "clip.mp4"))
+            let issued = server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId,
+                policy: AccessPolicy(statements: [.init(actions: ["s3:*"], bucket: ticket.address.bucket, key: ticket.address.fileName)]),
+                expiration: Date().addingTimeInterval(-30))
+            let expired = UploadAuth(
+                accessKeyId: issued.accessKeyId, accessKeySecret: issued.secretAccessKey, securityToken: issued.sessionToken ?? "",
+                expiration: Date().addingTimeInterval(-30), region: "us-east-1")
+
+            let queue = UploadQueue(authorization: .uploadAuth, configuration: Self.configuration(records: directory + "/records"))
+            let (log, collector) = QueueLog.collect(queue) { event in
+                switch event {
+                case .started(let item):
+                    try? await queue.setUploadAuth(expired.encoded(), address: ticket.uploadAddress, videoId: ticket.id, for: item.id)
+                case .tokenExpired:
+                    let fresh = try? await appServer.refreshUploadVideo(videoId: ticket.id)
+                    _ = try? await queue.resume(withUploadAuth: fresh?.uploadAuth ?? "")
+                default: break
+                }
+            }
+            let item = await queue.addFile(video)
+            await queue.start()
+            try await log.wait("the video", until: { _ in log.finished().count == 1 })
+            collector.cancel()
+            #expect(log.count(QueueLog.isStarted) == 1)
+            #expect(log.count(QueueLog.isTokenExpired) == 1)
+            let result = try #require(log.finished().first?.1)
+            #expect(result.videoId == ticket.id)
+            #expect(result.upload.size == Int64(7 * Self.mib))
+            #expect(await queue.item(item)?.state == .succeeded)
+            #expect(try await appServer.getVideoInfo(videoId: ticket.id).status == "Uploaded")
+            // Bad input is refused with a clear error.
+            await #expect(throws: FerryError.self) { try await queue.setUploadAuth("not base64", address: "x", for: item) }
+            await #expect(throws: FerryError.self) { try await queue.resume(withUploadAuth: "%%%") }
+        }
+    }
+
+    @Test("upload address + credential pulled from an async closure, for an image")
+    func pulledAuth() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-pull")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let image = try makeMediaFile(size: 300_000, ext: "jpg", in: directory)
+        try await TestServer.with { server in
+            let appServer = server.media()
+            let queue = UploadQueue(
+                authorization: .uploadAuthProvider { item in
+                    try await appServer.createUploadImage(type: "default", ext: item.fileURL.pathExtension, title: item.info.title)
+                },
+                configuration: Self.configuration(records: directory + "/records"))
+            let (log, collector) = QueueLog.collect(queue)
+            await queue.addFile(image, info: MediaInfo(title: "Pulled"))
+            await queue.start()
+            try await log.wait("the image", until: { _ in log.finished().count == 1 })
+            collector.cancel()
+            let imageURL = try #require(log.finished().first?.1.imageURL)
+            #expect(Data(try await server.storedBytes(at: imageURL)) == (try Data(contentsOf: image)))
+        }
+    }
+
+    @Test("list operations while an upload runs: list, cancel (next starts), delete (aborted), pause/resume, resume a cancelled file from its checkpoint, clear")
+    func listOperationsWhileUploading() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-list")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let files = try (0..<3).map { _ in try makeMediaFile(size: 11 * Self.mib, ext: "mp4", in: directory) }
+        try await TestServer.with { server in
+            // Every part waits a little on the way, so the files are still uploading while the list changes.
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.delay(seconds: 0.3), when: .query(contains: "partNumber"), times: .max)
+            var configuration = Self.configuration(records: directory + "/records")
+            configuration.partConcurrency = 1
+            let queue = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()), configuration: configuration)
+            let (log, collector) = QueueLog.collect(queue)
+            let ids = await files.asyncMap { await queue.addFile($0) }
+            await queue.start()
+            // Wait until the first file's first part is on the server (the second part has begun).
+            try await log.wait("a's second part", until: { _ in (log.progress(of: ids[0]).last ?? 0) > Int64(5 * Self.mib) })
+            #expect(await queue.listFiles().map(\.state) == [.uploading, .ready, .ready])
+            let videoA = try #require(await queue.item(ids[0])?.videoId)
+            let keyA = try #require(await queue.item(ids[0])?.object)
+
+            #expect(await queue.cancelFile(at: 0))
+            #expect(await queue.listFiles().map(\.state) == [.cancelled, .uploading, .ready])
+            try await log.wait("b's progress", until: { _ in !log.progress(of: ids[1]).isEmpty })
+            let keyB = try #require(await queue.item(ids[1])?.object)
+            #expect(await queue.deleteFile(at: 1))
+            #expect(await queue.listFiles().map(\.id) == [ids[0], ids[2]])
+            #expect(await queue.listFiles().map(\.state) == [.cancelled, .uploading])
+            let open = try await server.engine().listMultipartUploads(bucket: "ferry-media")
+            #expect(!open.contains { $0.key == keyB }, "the deleted file's multipart upload is aborted")
+
+            try await log.wait("c's progress", until: { _ in !log.progress(of: ids[2]).isEmpty })
+            await queue.pause()
+            #expect(await queue.listFiles().map(\.state) == [.cancelled, .paused])
+            await queue.resume()
+            #expect(await queue.listFiles().map(\.state) == [.cancelled, .uploading])
+            #expect(await queue.resumeFile(at: 0))
+            #expect(await queue.listFiles().map(\.state) == [.ready, .uploading])
+            try await log.wait("a and c", until: { _ in log.finished().count == 2 })
+            collector.cancel()
+            let partsOfA = proxy.log.filter { $0.path.hasSuffix(keyA) && $0.query.contains("partNumber=1") && $0.outcome == "200" }
+            try await proxy.shutdown()
+
+            let results = Dictionary(uniqueKeysWithValues: log.finished().map { ($0.0.id, $0.1) })
+            #expect(await queue.listFiles().map(\.state) == [.succeeded, .succeeded])
+            // The cancelled file continued its multipart upload: same video, the part already stored was not sent again.
+            #expect(results[ids[0]]?.videoId == videoA)
+            #expect(partsOfA.count == 1)
+            for (index, id) in [(0, ids[0]), (2, ids[2])] {
+                let videoId = try #require(results[id]?.videoId)
+                let play = try #require(try await server.media().getPlayInfo(videoId: videoId).first)
+                #expect(Data(try await S3TestClient.fetch(play.url).body) == (try Data(contentsOf: files[index])))
+            }
+            await queue.clearFiles()
+            #expect(await queue.listFiles().isEmpty)
+            #expect(await queue.deleteFile(at: 0) == false)
+            #expect(await queue.resumeFile(at: 5) == false)
+        }
+    }
+
+    @Test("the same file added again to a new queue continues its checkpoint and keeps its VideoId (RefreshUploadVideo)")
+    func sameFileAfterRestartKeepsVideoId() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-restart")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 21 * Self.mib, ext: "mp4", in: directory)
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.delay(seconds: 0.2), when: .query(contains: "partNumber"), times: .max)
+            var configuration = Self.configuration(records: directory + "/records")
+            configuration.partConcurrency = 1
+            let endpoint = URL(string: proxy.endpoint)!
+
+            // First run: two parts reach the server, then the app goes away.
+            var first: UploadQueue? = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
+            let (log, collector) = QueueLog.collect(first!)
+            let item = await first!.addFile(video, info: MediaInfo(title: "Long"))
+            await first!.start()
+            try await log.wait("two parts", until: { _ in (log.progress(of: item).last ?? 0) > Int64(10 * Self.mib) })
+            await first!.pause()
+            let videoId = try #require(await first!.item(item)?.videoId)
+            collector.cancel()
+            first = nil
+
+            // Second run, a new queue over the same record directory.
+            let second = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
+            let (log2, collector2) = QueueLog.collect(second)
+            await second.addFile(video, info: MediaInfo(title: "Long"))
+            await second.start()
+            try await log2.wait("the video", until: { _ in log2.finished().count == 1 })
+            collector2.cancel()
+            try await proxy.shutdown()
+            let result = try #require(log2.finished().first?.1)
+            #expect(result.videoId == videoId)
+            #expect(result.upload.partsResumed >= 2)
+            #expect(result.upload.partsResumed + result.upload.partsSent == 5)
+            let listed = try await server.media().listVideos()
+            #expect(listed.total == 1)
+            #expect(listed.videos.first?.status == "Uploaded")
+            #expect(listed.videos.first?.size == Int64(21 * Self.mib))
+        }
+    }
+}
+
+extension Sequence where Element: Sendable {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}
