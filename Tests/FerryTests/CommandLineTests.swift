@@ -22,12 +22,20 @@ struct FerryRun: Sendable {
 
     /// Runs `ferry arguments…`; with `interruptWhen`, sends SIGINT once a stdout line satisfies it.
     static func run(
-        _ arguments: [String], environment: [String: String] = [:], interruptWhen: (@Sendable (String) -> Bool)? = nil
+        _ arguments: [String], environment: [String: String] = [:], inTerminal: Bool = false,
+        interruptWhen: (@Sendable (String) -> Bool)? = nil
     ) async throws -> FerryRun {
         try await runBlocking {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
-            process.arguments = arguments
+            if inTerminal {
+                // util-linux `script` runs the command on a pseudo-terminal and copies what it prints.
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+                let command = ([FerryExecutable.path] + arguments).map { "'" + $0 + "'" }.joined(separator: " ")
+                process.arguments = ["-qec", command, "/dev/null"]
+            } else {
+                process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
+                process.arguments = arguments
+            }
             var env = ProcessInfo.processInfo.environment
             for name in ["FERRY_ENDPOINT", "FERRY_ACCESS_KEY_ID", "FERRY_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
                 env[name] = nil
@@ -109,6 +117,23 @@ struct CommandLineTests {
         #expect(plain.output.contains("VideoId: "))
         let stored = try await storedBytes(dataDirectory: data, bucket: "ferry-media", key: "video/\(videoId)/source.mp4")
         #expect(stored == (try Data(contentsOf: URL(fileURLWithPath: Self.sample))))
+    }
+
+    @Test("on a terminal the progress line is redrawn in place, then the result is printed on its own lines")
+    func terminalProgress() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-tty")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 24 * 1024 * 1024, in: data)
+        let run = try await FerryRun.run(
+            ["upload", file.path, "--data-dir", data + "/ferry", "--parallel", "1", "--bucket", "tty", "--key", "redrawn.bin"],
+            inTerminal: true)
+        #expect(run.status == 0, "\(run.output.suffix(400))")
+        // Each redraw returns to the start of the line and clears it; the lines in between are not new lines.
+        let redraws = run.output.components(separatedBy: "\r\u{1B}[2K").dropFirst()
+        #expect(redraws.count >= 3, "\(run.output.suffix(400))")
+        #expect(redraws.dropLast().allSatisfy { !$0.contains("\n") && $0.contains("MB/s") })
+        #expect(redraws.last?.contains("(100%)") == true)
+        #expect(run.output.contains("Uploaded tty/redrawn.bin (25165824 bytes"))
     }
 
     @Test("Ctrl-C pauses with exit 75; the same command resumes the same video and the object is byte-identical")
