@@ -46,6 +46,11 @@ struct BlobFiles: Sendable {
 
     /// Streams a body to a new temporary file, computing MD5 and the requested checksums in the same pass.
     ///
+    /// The request's buffers are gathered (not copied) into batches of about ``writeBatch`` bytes. Each batch is hashed
+    /// on the thread pool, batches in order, while it is written on another thread: hashing and writing run side by
+    /// side, and the request keeps receiving. At most two writes and three hash jobs are outstanding, so memory stays a
+    /// few batches per request.
+    ///
     /// - Returns: the temporary path and the digests. The caller commits or discards the path.
     func write<Body: AsyncSequence>(
         _ body: Body, checksums algorithms: [ChecksumAlgorithm], maxSize: Int64
@@ -53,67 +58,75 @@ struct BlobFiles: Sendable {
         let tempPath = "\(tmpDirectory)/\(Self.newBlobName())"
         let fd = open(tempPath, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXFileError("open", errno) }
+        let digests = DigestState(algorithms: algorithms)
+        var writes: [Task<Void, any Error>] = []
+        var hashes: [Task<Void, any Error>] = []
         var closed = false
         do {
-            var md5 = Checksummer(.md5)
-            var hashers = algorithms.map { Checksummer($0) }
             var size: Int64 = 0
-            var pending = ByteBuffer()
-            pending.reserveCapacity(Self.writeBatch)
+            var batch: [ByteBuffer] = []
+            var batchBytes = 0
             var offset: Int64 = 0
-            var inFlight: Task<Void, any Error>?
+            func flush() async throws {
+                let chunk = batch
+                let at = offset
+                offset += Int64(batchBytes)
+                batch = []
+                batchBytes = 0
+                if hashes.count >= 3 { try await hashes.removeFirst().value }
+                let previous = hashes.last
+                hashes.append(Task { [threadPool] in
+                    try await previous?.value
+                    try await threadPool.runIfActive { digests.update(chunk) }
+                })
+                if writes.count >= 2 { try await writes.removeFirst().value }
+                writes.append(Task { try await self.pwriteAll(fd, chunk, at: at) })
+            }
             for try await buffer in body {
                 size += Int64(buffer.readableBytes)
                 if size > maxSize {
                     throw S3Error(.entityTooLarge, "Your proposed upload exceeds the maximum allowed size.")
                 }
-                buffer.withUnsafeReadableBytes { bytes in
-                    md5.update(bytes)
-                    for index in hashers.indices { hashers[index].update(bytes) }
-                }
-                var copy = buffer
-                pending.writeBuffer(&copy)
-                if pending.readableBytes >= Self.writeBatch {
-                    try await inFlight?.value
-                    let chunk = pending
-                    let at = offset
-                    offset += Int64(chunk.readableBytes)
-                    inFlight = Task { try await self.pwriteAll(fd, chunk, at: at) }
-                    pending = ByteBuffer()
-                    pending.reserveCapacity(Self.writeBatch)
-                }
+                guard buffer.readableBytes > 0 else { continue }
+                batch.append(buffer)
+                batchBytes += buffer.readableBytes
+                if batchBytes >= Self.writeBatch { try await flush() }
             }
-            try await inFlight?.value
-            if pending.readableBytes > 0 {
-                try await pwriteAll(fd, pending, at: offset)
-            }
+            if batchBytes > 0 { try await flush() }
+            for task in writes + hashes { try await task.value }
+            writes = []
+            hashes = []
             try await threadPool.runIfActive {
                 if fsync(fd) != 0 { throw POSIXFileError("fsync", errno) }
                 close(fd)
             }
             closed = true
-            var checksums: [String: [UInt8]] = [:]
-            for (algorithm, hasher) in zip(algorithms, hashers) { checksums[algorithm.s3Name] = hasher.finalize() }
-            return (tempPath, BodyDigests(size: size, md5: md5.finalize(), checksums: checksums))
+            return (tempPath, digests.finish(size: size))
         } catch {
+            // Nothing may still write to the descriptor when it is closed.
+            for task in writes + hashes { _ = try? await task.value }
             if !closed { close(fd) }
             unlink(tempPath)
             throw error
         }
     }
 
-    private func pwriteAll(_ fd: Int32, _ buffer: ByteBuffer, at offset: Int64) async throws {
+    private func pwriteAll(_ fd: Int32, _ buffers: [ByteBuffer], at start: Int64) async throws {
         try await threadPool.runIfActive {
-            try buffer.withUnsafeReadableBytes { bytes in
-                var done = 0
-                while done < bytes.count {
-                    let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        throw POSIXFileError("write", errno)
+            var offset = off_t(start)
+            for buffer in buffers {
+                try buffer.withUnsafeReadableBytes { bytes in
+                    var done = 0
+                    while done < bytes.count {
+                        let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, offset + off_t(done))
+                        if n < 0 {
+                            if errno == EINTR { continue }
+                            throw POSIXFileError("write", errno)
+                        }
+                        done += n
                     }
-                    done += n
                 }
+                offset += off_t(buffer.readableBytes)
             }
         }
     }
@@ -182,6 +195,35 @@ struct BlobFiles: Sendable {
             names += (try? fm.contentsOfDirectory(atPath: blobDirectory + "/" + directory)) ?? []
         }
         return names
+    }
+}
+
+/// MD5 and the requested checksums of a body, updated by one hash job at a time (each waits for the one before it).
+private final class DigestState: @unchecked Sendable {
+    // Only the chain of hash jobs in `BlobFiles.write` touches these, strictly one after another, and `finish` runs
+    // after the last of them.
+    private var md5 = Checksummer(.md5)
+    private var hashers: [Checksummer]
+    private let algorithms: [ChecksumAlgorithm]
+
+    init(algorithms: [ChecksumAlgorithm]) {
+        self.algorithms = algorithms
+        hashers = algorithms.map { Checksummer($0) }
+    }
+
+    func update(_ buffers: [ByteBuffer]) {
+        for buffer in buffers {
+            buffer.withUnsafeReadableBytes { bytes in
+                md5.update(bytes)
+                for index in hashers.indices { hashers[index].update(bytes) }
+            }
+        }
+    }
+
+    func finish(size: Int64) -> BodyDigests {
+        var checksums: [String: [UInt8]] = [:]
+        for (algorithm, hasher) in zip(algorithms, hashers) { checksums[algorithm.s3Name] = hasher.finalize() }
+        return BodyDigests(size: size, md5: md5.finalize(), checksums: checksums)
     }
 }
 
