@@ -90,12 +90,14 @@ struct ShortVideoUploaderTests {
             var configuration = UploadQueueTests.configuration(records: directory + "/records")
             configuration.partConcurrency = 1
             let uploader = ShortVideoUploader(endpoint: URL(string: proxy.endpoint)!, configuration: configuration)
+            let (log, collector) = ShortVideoLog.collect(uploader)
             await #expect(throws: FerryError.self) {
                 try await uploader.upload(
                     video: URL(fileURLWithPath: directory + "/missing.mp4"), cover: cover, info: MediaInfo(),
                     credentials: server.stsToken())
             }
-            let (log, collector) = ShortVideoLog.collect(uploader)
+            while log.count({ if case .failed = $0 { true } else { false } }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(log.count { if case .failed("fileNotFound", let message) = $0 { message.contains("missing.mp4") } else { false } } == 1)
             let token = server.stsToken()
             let running = Task { try await uploader.upload(video: video, cover: cover, info: MediaInfo(title: "Cancelled"), credentials: token) }
             func sent() -> Int64 { log.progress.last?.0 ?? 0 }

@@ -274,6 +274,63 @@ struct UploadQueueTests {
         }
     }
 
+    @Test("STS: an expired token → tokenExpired → resume(withToken:); an upload credential that runs out mid-upload is renewed with RefreshUploadVideo; a missing file and a forbidden token fail with codes")
+    func stsExpiryAndFailures() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-sts")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 16 * Self.mib, ext: "mp4", in: directory)
+        try await TestServer.with(configure: { $0.uploadAuthLifetime = 2 }) { server in
+            // Each part takes at least 0.8 s, so the 2-second upload credential runs out during the upload.
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.delay(seconds: 0.8), when: .query(contains: "partNumber"), times: .max)
+            var configuration = Self.configuration(records: directory + "/records")
+            configuration.partConcurrency = 1
+            let queue = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken(validFor: -5)),
+                configuration: configuration)
+            let (log, collector) = QueueLog.collect(queue) { event in
+                if case .tokenExpired = event { await queue.resume(withToken: server.stsToken()) }
+            }
+            let videoItem = await queue.addFile(video, info: MediaInfo(title: "Renewed"))
+            let missing = await queue.addFile(URL(fileURLWithPath: directory + "/missing.mp4"))
+            await queue.start()
+            try await log.wait("the video and the failure", until: { _ in log.finished().count + log.count { if case .failed = $0 { true } else { false } } == 2 })
+            collector.cancel()
+            let expiredParts = proxy.log.filter { $0.outcome == "400" }
+            try await proxy.shutdown()
+
+            #expect(log.count(QueueLog.isTokenExpired) == 1, "only the STS token needed the app; the upload credential was renewed by the queue")
+            #expect(!expiredParts.isEmpty, "the upload credential did run out during the upload")
+            let result = try #require(log.finished().first { $0.0.id == videoItem }?.1)
+            #expect(result.upload.size == Int64(16 * Self.mib))
+            let videoId = try #require(result.videoId)
+            #expect(try await server.media().getVideoInfo(videoId: videoId).status == "Uploaded")
+            let failure = log.events.compactMap { event -> (UploadQueue.Item, String, String)? in
+                if case .failed(let item, let code, let message) = event { (item, code, message) } else { nil }
+            }
+            #expect(failure.map(\.0.id) == [missing])
+            #expect(failure.first?.1 == "fileNotFound")
+            #expect(failure.first?.2.contains("missing.mp4") == true)
+            #expect(await queue.item(missing)?.state == .failed)
+            #expect(await queue.item(missing)?.failureCode == "fileNotFound")
+
+            // A token that may not call the media API: the file fails with the service's code.
+            let issued = server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: AccessPolicy(statements: [.init(actions: ["s3:GetObject"])]),
+                expiration: Date().addingTimeInterval(600))
+            let forbidden = UploadQueue(
+                authorization: .sts(endpoint: URL(string: server.endpoint)!, credentials: Credentials(
+                    accessKeyId: issued.accessKeyId, secretAccessKey: issued.secretAccessKey, sessionToken: issued.sessionToken)),
+                configuration: configuration)
+            let (log2, collector2) = QueueLog.collect(forbidden)
+            await forbidden.addFile(video)
+            await forbidden.start()
+            try await log2.wait("the failure", until: { $0.contains { if case .failed = $0 { true } else { false } } })
+            collector2.cancel()
+            #expect(log2.events.contains { if case .failed(_, "Forbidden", _) = $0 { true } else { false } })
+        }
+    }
+
     @Test("the same file added again to a new queue continues its checkpoint and keeps its VideoId (RefreshUploadVideo)")
     func sameFileAfterRestartKeepsVideoId() async throws {
         let directory = TemporaryDirectory.make("ferry-queue-restart")

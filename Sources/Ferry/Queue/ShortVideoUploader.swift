@@ -75,6 +75,18 @@ public actor ShortVideoUploader {
     ///   `cancelled` after ``cancel()``, or the failure of either file (with the server's code).
     public func upload(video: URL, cover: URL, info: MediaInfo, credentials: Credentials) async throws -> ShortVideoResult {
         guard queue == nil else { throw FerryError(.invalidArgument, "A short video is already being uploaded.") }
+        do {
+            return try await run(video: video, cover: cover, info: info, credentials: credentials)
+        } catch {
+            let failure = error as? FerryError ?? FerryError(.network, "\(error)")
+            if failure.code != .cancelled {
+                continuation.yield(.failed(code: failure.serverCode ?? failure.code.description, message: failure.message))
+            }
+            throw failure
+        }
+    }
+
+    private func run(video: URL, cover: URL, info: MediaInfo, credentials: Credentials) async throws -> ShortVideoResult {
         let videoSize = try FileRanges.attributes(of: video.path).size
         let coverSize = try FileRanges.attributes(of: cover.path).size
         self.credentials = credentials
@@ -114,7 +126,6 @@ public actor ShortVideoUploader {
                 return outcome
             case .failed(_, let code, let message):
                 await queue.clearFiles()
-                continuation.yield(.failed(code: code, message: message))
                 throw FerryError(.server, message, serverCode: code)
             case .tokenExpired:
                 continuation.yield(.tokenExpired)
