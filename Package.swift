@@ -102,11 +102,13 @@ let package = Package(
                 "Ferry", "FerryCore", "FerryServer", "FerryTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
-            ]
+            ],
+            exclude: ["Scripts"]
         ),
         .testTarget(
             name: "InteropTests",
-            dependencies: ["Ferry", "FerryServer", "FerryCore", "FerryTestSupport"]
+            dependencies: ["Ferry", "FerryServer", "FerryCore", "FerryTestSupport"],
+            exclude: ["Scripts"]
         ),
     ],
     swiftLanguageModes: [.v6]
