@@ -320,4 +320,103 @@ struct VideoPublisherTests {
             try await proxy.shutdown()
         }
     }
+
+    @Test("a failure at each step carries the seed's code: 1003 video, 1004 cover (publishing again then sends only the cover), 1005 commit")
+    func stepFailures() async throws {
+        let directory = TemporaryDirectory.make("ferry-publish-steps")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try Self.makeFile("steps.mp4", size: 4 * Self.partSize, in: directory)
+        let cover = try Self.makeFile("steps.png", size: 3000, in: directory)
+        try await TestServer.with(minPartSize: 1024) { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            let publisher = Self.publisher(proxy.endpoint, records: directory + "/records")
+            var parameters = PublishParameters(signature: server.publishSignature(), videoPath: video.path)
+            parameters.coverPath = cover.path
+
+            // The video: storage refuses a part.
+            proxy.inject(.status(403, code: "AccessDenied"), when: .partNumber(2), times: .max)
+            let videoFailed = try await publisher.publish(parameters).result
+            #expect(videoFailed.retCode == 1003, "\(videoFailed.descMsg)")
+            #expect(videoFailed.code == .videoUploadFailed)
+            #expect(!videoFailed.descMsg.isEmpty)
+            proxy.clearFaults()
+
+            // The cover: storage keeps failing it; the video is stored by then.
+            proxy.inject(.status(500, code: "InternalError"), when: .method("PUT") && .path(contains: "/cover."), times: .max)
+            let coverFailed = try await publisher.publish(parameters).result
+            #expect(coverFailed.retCode == 1004, "\(coverFailed.descMsg)")
+            #expect(coverFailed.code == .coverUploadFailed)
+            let (videos, count) = try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10)
+            #expect(count == 1)
+            let videoId = try #require(videos.first?.videoId)
+            #expect(videos.first?.status == "Uploaded")
+            proxy.clearFaults()
+
+            // The commit: the service keeps failing.
+            proxy.inject(.status(500, code: "InternalError"), when: .path(contains: "CommitUploadUGC"), times: .max)
+            proxy.clearLog()
+            let commitFailed = try await publisher.publish(parameters).result
+            #expect(commitFailed.retCode == 1005, "\(commitFailed.descMsg)")
+            #expect(commitFailed.code == .finishRequestFailed)
+            // The video was already stored: only the cover went again.
+            #expect(!proxy.log.contains { $0.method == "PUT" && $0.path.contains("/source.") })
+            #expect(proxy.log.contains { $0.method == "PUT" && $0.path.contains("/cover.") })
+            proxy.clearFaults()
+
+            let done = try await publisher.publish(parameters).result
+            #expect(done.retCode == 0, "\(done.descMsg)")
+            #expect(done.videoId == videoId)
+            #expect(Data(try await S3TestClient.fetch(try #require(done.coverURL)).body) == (try Data(contentsOf: cover)))
+            #expect(Data(try await S3TestClient.fetch(try #require(done.videoURL)).body) == (try Data(contentsOf: video)))
+            try await proxy.shutdown()
+        }
+    }
+
+    @Test("an upload credential that expires mid-upload is renewed from the service for the same video, and the publish completes")
+    func credentialRenewal() async throws {
+        let directory = TemporaryDirectory.make("ferry-publish-renew")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try Self.makeFile("renew.mp4", size: 4 * Self.partSize, in: directory)
+        try await TestServer.with(minPartSize: 1024, configure: { $0.uploadAuthLifetime = 1 }) { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            // Part 2 reaches the server after the credential has expired.
+            proxy.inject(.delay(seconds: 2.5), when: .partNumber(2))
+            let publisher = Self.publisher(proxy.endpoint, records: directory + "/records")
+            let result = try await publisher.publish(
+                PublishParameters(signature: server.publishSignature(), videoPath: video.path)
+            ).result
+            #expect(result.retCode == 0, "\(result.descMsg)")
+            #expect(proxy.log.filter { $0.path.contains("ApplyUploadUGC") }.count >= 2)
+            #expect(proxy.log.contains { Self.isPart($0) == 2 && $0.outcome != "200" })
+            #expect(try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total == 1)
+            #expect(Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
+            try await proxy.shutdown()
+        }
+    }
+
+    @Test("with enableResume false nothing is recorded and a cancel aborts the server's upload; publishing again starts a new video")
+    func resumeDisabled() async throws {
+        let directory = TemporaryDirectory.make("ferry-publish-noresume")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try Self.makeFile("once.mp4", size: 4 * Self.partSize, in: directory)
+        let records = directory + "/records"
+        try await TestServer.with(minPartSize: 1024) { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            let publisher = Self.publisher(proxy.endpoint, records: records)
+            var parameters = PublishParameters(signature: server.publishSignature(), videoPath: video.path)
+            parameters.enableResume = false
+            let (cancelled, _) = try await Self.publishAndCancel(publisher, parameters, proxy: proxy, stallPart: 2)
+            #expect(cancelled.retCode == 1017)
+            #expect(!FileManager.default.fileExists(atPath: records))
+            let open = try await server.server.store.listMultipartUploads(
+                bucket: "ferry-media", prefix: "", keyMarker: "", uploadIdMarker: "", maxUploads: 100)
+            #expect(open.uploads.isEmpty)
+            proxy.clearLog()
+            let result = try await publisher.publish(parameters).result
+            #expect(result.retCode == 0, "\(result.descMsg)")
+            #expect(proxy.log.compactMap(Self.isPart) == [1, 2, 3, 4])
+            #expect(try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total == 2)
+            try await proxy.shutdown()
+        }
+    }
 }

@@ -35,10 +35,11 @@ struct PublishServiceCall: Sendable {
                     try await Task.sleep(for: configuration.retryPolicy.delay(forAttempt: attempt))
                     continue
                 }
-                guard let object else {
-                    throw PublishServiceAnswerError(status: response.status)
-                }
-                return (response.status, object)
+                if let object { return (response.status, object) }
+                // A refusal without a JSON body (a proxy's error page) is still a refusal; only a success that cannot
+                // be read is an unreadable answer.
+                guard (200..<300).contains(response.status) else { return (response.status, [:]) }
+                throw PublishServiceAnswerError(status: response.status)
             } catch let error as TransportError {
                 guard attempt < configuration.retryPolicy.maxRetryCount, !Task.isCancelled else { throw error }
                 attempt += 1
