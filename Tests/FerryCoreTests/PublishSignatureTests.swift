@@ -47,12 +47,17 @@ struct PublishSignatureTests {
         let signature = PublishSignature(secretId: "AKID", currentTimeStamp: 1, expireTime: 2, random: 3)
         #expect(signature.original == "secretId=AKID&currentTimeStamp=1&expireTime=2&random=3")
         // python: base64(hmac_sha1(b'k', original) + original)
-        #expect(signature.sign(secretKey: "k") == "52Rhxdm0dIJhrsN9oX8wS1YqrZpzZWNyZXRJZD1BS0lEJmN1cnJlbnRUaW1lU3RhbXA9MSZleHBpcmVUaW1lPTImcmFuZG9tPTM=")
+        #expect(
+            signature.sign(secretKey: "k")
+                == "52Rhxdm0dIJhrsN9oX8wS1YqrZpzZWNyZXRJZD1BS0lEJmN1cnJlbnRUaW1lU3RhbXA9MSZleHBpcmVUaW1lPTImcmFuZG9tPTM="
+        )
         let parsed = try PublishSignature.parse(signature.sign(secretKey: "k"))
         #expect(parsed.signature == signature)
         #expect(parsed.signature.procedure == nil && parsed.signature.classId == nil)
 
-        let plus = Data([UInt8](repeating: 0, count: 20) + Array("secretId=a&currentTimeStamp=1&expireTime=2&random=3&procedure=a+b".utf8))
+        let plus = Data(
+            [UInt8](repeating: 0, count: 20)
+                + Array("secretId=a&currentTimeStamp=1&expireTime=2&random=3&procedure=a+b".utf8))
         #expect(try PublishSignature.parse(plus.base64EncodedString()).signature.procedure == "a b")
     }
 
@@ -71,13 +76,20 @@ struct PublishSignatureTests {
         #expect(try !PublishSignature.parse(forged.base64EncodedString()).isValid(secretKey: Self.secret))
     }
 
-    @Test("malformed signatures are rejected with the malformed code and a message that does not repeat them",
+    @Test(
+        "malformed signatures are rejected with the malformed code and a message that does not repeat them",
         arguments: [
             "", "   ", "not base64!", Data([1, 2, 3]).base64EncodedString(),
-            Data([UInt8](repeating: 7, count: 20) + Array("secretId=a&currentTimeStamp=1&expireTime=2".utf8)).base64EncodedString(),
-            Data([UInt8](repeating: 7, count: 20) + Array("secretId=a&currentTimeStamp=x&expireTime=2&random=3".utf8)).base64EncodedString(),
-            Data([UInt8](repeating: 7, count: 20) + Array("secretId=&currentTimeStamp=1&expireTime=2&random=3".utf8)).base64EncodedString(),
-            Data([UInt8](repeating: 7, count: 20) + Array("secretId=a&currentTimeStamp=1&expireTime=2&random=3&classId=seven".utf8)).base64EncodedString(),
+            Data([UInt8](repeating: 7, count: 20) + Array("secretId=a&currentTimeStamp=1&expireTime=2".utf8))
+                .base64EncodedString(),
+            Data([UInt8](repeating: 7, count: 20) + Array("secretId=a&currentTimeStamp=x&expireTime=2&random=3".utf8))
+                .base64EncodedString(),
+            Data([UInt8](repeating: 7, count: 20) + Array("secretId=&currentTimeStamp=1&expireTime=2&random=3".utf8))
+                .base64EncodedString(),
+            Data(
+                [UInt8](repeating: 7, count: 20)
+                    + Array("secretId=a&currentTimeStamp=1&expireTime=2&random=3&classId=seven".utf8)
+            ).base64EncodedString(),
             Data([UInt8](repeating: 7, count: 20) + [0xff, 0xfe]).base64EncodedString(),
         ])
     func malformed(_ text: String) {

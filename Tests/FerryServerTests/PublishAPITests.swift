@@ -7,13 +7,18 @@ import Testing
 
 @Suite("Publish API (ApplyUploadUGC / CommitUploadUGC)")
 struct PublishAPITests {
-    static func signature(_ server: TestServer, lifetime: Int = 3600, id: String? = nil, secret: String? = nil) -> String {
+    static func signature(_ server: TestServer, lifetime: Int = 3600, id: String? = nil, secret: String? = nil)
+        -> String
+    {
         let now = Int(Date().timeIntervalSince1970)
-        return PublishSignature(secretId: id ?? server.root.accessKeyId, currentTimeStamp: now, expireTime: now + lifetime)
-            .sign(secretKey: secret ?? server.root.secretAccessKey)
+        return PublishSignature(
+            secretId: id ?? server.root.accessKeyId, currentTimeStamp: now, expireTime: now + lifetime
+        )
+        .sign(secretKey: secret ?? server.root.secretAccessKey)
     }
 
-    static func call(_ server: TestServer, _ action: String, _ body: [String: Any]) async throws -> (Int, [String: Any]) {
+    static func call(_ server: TestServer, _ action: String, _ body: [String: Any]) async throws -> (Int, [String: Any])
+    {
         let data = [UInt8](try JSONSerialization.data(withJSONObject: body))
         let reply = try await server.client().sendRaw(
             "POST", "/_ferry/ugc/" + action, headers: [("content-type", "application/json")], body: data)
@@ -21,12 +26,15 @@ struct PublishAPITests {
         return (reply.status, object)
     }
 
-    @Test("apply → upload with the issued credential → commit; applying again with the session key gives the same video and keys; the credential writes only those keys")
+    @Test(
+        "apply → upload with the issued credential → commit; applying again with the session key gives the same video and keys; the credential writes only those keys"
+    )
     func applyResumeCommit() async throws {
         try await TestServer.with(minPartSize: 1024) { server in
             let signature = Self.signature(server)
             let (status, applied) = try await Self.call(
-                server, "ApplyUploadUGC", ["signature": signature, "videoName": "clip", "videoType": "mp4", "coverType": "png"])
+                server, "ApplyUploadUGC",
+                ["signature": signature, "videoName": "clip", "videoType": "mp4", "coverType": "png"])
             #expect(status == 200)
             let videoId = try #require(applied["VideoId"] as? String)
             let sessionKey = try #require(applied["VodSessionKey"] as? String)
@@ -36,7 +44,8 @@ struct PublishAPITests {
             #expect(!String(describing: applied).contains(server.root.secretAccessKey))
 
             // Commit before the files are there: refused, the video stays Uploading.
-            let (early, earlyAnswer) = try await Self.call(server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
+            let (early, earlyAnswer) = try await Self.call(
+                server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
             #expect(early == 409)
             #expect(earlyAnswer["code"] as? String == "InvalidVideo.NotUploaded")
             #expect(earlyAnswer["requestId"] is String)
@@ -50,14 +59,18 @@ struct PublishAPITests {
             #expect(reapplied["UploadAuth"] as? String != applied["UploadAuth"] as? String)
 
             let s3 = server.client(auth.credentials)
-            #expect(try await s3.put("ferry-media", "video/\(videoId)/source.mp4", [UInt8](repeating: 9, count: 5000)).status == 200)
+            #expect(
+                try await s3.put("ferry-media", "video/\(videoId)/source.mp4", [UInt8](repeating: 9, count: 5000))
+                    .status == 200)
             #expect(try await s3.put("ferry-media", "video/\(videoId)/other.mp4", [1]).errorCode == "AccessDenied")
-            let (noCover, noCoverAnswer) = try await Self.call(server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
+            let (noCover, noCoverAnswer) = try await Self.call(
+                server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
             #expect(noCover == 409)
             #expect(noCoverAnswer["code"] as? String == "InvalidCover.NotUploaded")
             #expect(try await s3.put("ferry-media", "video/\(videoId)/cover.png", [1, 2, 3]).status == 200)
 
-            let (committed, answer) = try await Self.call(server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
+            let (committed, answer) = try await Self.call(
+                server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
             #expect(committed == 200)
             #expect(answer["FileId"] as? String == videoId)
             let media = try await S3TestClient.fetch(try #require(answer["MediaUrl"] as? String))
@@ -70,7 +83,9 @@ struct PublishAPITests {
         }
     }
 
-    @Test("bad signatures and session keys get distinct codes: InvalidSignature, SignatureExpired, MissingParameter, InvalidVodSessionKey, Forbidden")
+    @Test(
+        "bad signatures and session keys get distinct codes: InvalidSignature, SignatureExpired, MissingParameter, InvalidVodSessionKey, Forbidden"
+    )
     func refusals() async throws {
         try await TestServer.with { server in
             func check(_ action: String, _ body: [String: Any], _ code: String, _ status: Int) async throws {
@@ -83,18 +98,26 @@ struct PublishAPITests {
             try await check(apply, ["videoType": "mp4"], "MissingParameter", 400)
             try await check(apply, ["signature": "", "videoType": "mp4"], "MissingParameter", 400)
             try await check(apply, ["signature": "%%%", "videoType": "mp4"], "InvalidSignature", 403)
-            try await check(apply, ["signature": Self.signature(server, secret: "wrong"), "videoType": "mp4"], "InvalidSignature", 403)
+            try await check(
+                apply, ["signature": Self.signature(server, secret: "wrong"), "videoType": "mp4"], "InvalidSignature",
+                403)
             try await check(
                 apply, ["signature": Self.signature(server, id: "FKIAUNKNOWN00000", secret: "x"), "videoType": "mp4"],
                 "InvalidSignature", 403)
-            try await check(apply, ["signature": Self.signature(server, lifetime: -1), "videoType": "mp4"], "SignatureExpired", 403)
+            try await check(
+                apply, ["signature": Self.signature(server, lifetime: -1), "videoType": "mp4"], "SignatureExpired", 403)
             // Expiry is only disclosed for a signature that verifies.
             try await check(
-                apply, ["signature": Self.signature(server, lifetime: -1, secret: "wrong"), "videoType": "mp4"], "InvalidSignature", 403)
+                apply, ["signature": Self.signature(server, lifetime: -1, secret: "wrong"), "videoType": "mp4"],
+                "InvalidSignature", 403)
             try await check(apply, ["signature": Self.signature(server), "videoType": "m p4"], "InvalidParameter", 400)
             try await check(apply, ["signature": Self.signature(server)], "MissingParameter", 400)
-            try await check(apply, ["signature": Self.signature(server), "videoType": "mp4", "coverType": "exe"], "InvalidParameter", 400)
-            try await check(apply, ["signature": Self.signature(server), "vodSessionKey": "FV1.abc.def"], "InvalidVodSessionKey", 400)
+            try await check(
+                apply, ["signature": Self.signature(server), "videoType": "mp4", "coverType": "exe"],
+                "InvalidParameter", 400)
+            try await check(
+                apply, ["signature": Self.signature(server), "vodSessionKey": "FV1.abc.def"], "InvalidVodSessionKey",
+                400)
             try await check("CommitUploadUGC", ["signature": Self.signature(server)], "MissingParameter", 400)
             try await check("NoSuchThing", [:], "InvalidAction", 404)
 
@@ -102,17 +125,22 @@ struct PublishAPITests {
             let media = S3MediaKeys(server: server)
             let allowed = try await media.create(["media:ApplyUploadUGC", "media:CommitUploadUGC"])
             let (ok, applied) = try await Self.call(
-                server, apply, ["signature": Self.signature(server, id: allowed.0, secret: allowed.1), "videoType": "mov"])
+                server, apply,
+                ["signature": Self.signature(server, id: allowed.0, secret: allowed.1), "videoType": "mov"])
             #expect(ok == 200)
             // A session key is bound to the key that applied: another key cannot use it.
             try await check(
-                apply, ["signature": Self.signature(server), "vodSessionKey": applied["VodSessionKey"] as? String ?? ""],
+                apply,
+                ["signature": Self.signature(server), "vodSessionKey": applied["VodSessionKey"] as? String ?? ""],
                 "InvalidVodSessionKey", 400)
             let narrow = try await media.create(["media:GetVideoInfo"])
-            try await check(apply, ["signature": Self.signature(server, id: narrow.0, secret: narrow.1), "videoType": "mp4"], "Forbidden", 403)
+            try await check(
+                apply, ["signature": Self.signature(server, id: narrow.0, secret: narrow.1), "videoType": "mp4"],
+                "Forbidden", 403)
             _ = try await server.server.catalog.setAccessKeyStatus(allowed.0, .disabled)
             try await check(
-                apply, ["signature": Self.signature(server, id: allowed.0, secret: allowed.1), "videoType": "mp4"], "InvalidSignature", 403)
+                apply, ["signature": Self.signature(server, id: allowed.0, secret: allowed.1), "videoType": "mp4"],
+                "InvalidSignature", 403)
         }
     }
 }
@@ -124,7 +152,8 @@ struct S3MediaKeys {
     func create(_ actions: [String]) async throws -> (String, String) {
         let media = MediaServiceClient(
             endpoint: URL(string: server.endpoint)!,
-            credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+            credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+        )
         let key = try await media.createAccessKey(policy: AccessPolicy(statements: [.init(actions: actions)]))
         return (key.accessKeyId, key.secretAccessKey)
     }

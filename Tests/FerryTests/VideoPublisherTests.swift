@@ -49,7 +49,8 @@ struct VideoPublisherTests {
         var configuration = VideoPublisher.Configuration()
         configuration.recordDirectory = URL(fileURLWithPath: records)
         configuration.client.transport = AsyncHTTPClientTransport()
-        configuration.client.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+        configuration.client.retryPolicy = RetryPolicy(
+            maxRetryCount: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
         configuration.partSize = Int64(partSize)
         configuration.concurrency = 1
         return VideoPublisher(endpoint: URL(string: endpoint)!, userID: "carol_ios", configuration: configuration)
@@ -63,7 +64,9 @@ struct VideoPublisherTests {
     }
 
     static func publishRecords(_ directory: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".ferry-publish.json") }
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter {
+            $0.hasSuffix(".ferry-publish.json")
+        }
     }
 
     /// Waits until the proxy has received a request matching `predicate` (the request it stalls).
@@ -99,7 +102,9 @@ struct VideoPublisherTests {
         return (result, log)
     }
 
-    @Test("the seed's flow: publish video and cover, progress to the total, complete; the catalog, the video URL and the cover URL agree with what was sent")
+    @Test(
+        "the seed's flow: publish video and cover, progress to the total, complete; the catalog, the video URL and the cover URL agree with what was sent"
+    )
     func publishEndToEnd() async throws {
         let directory = TemporaryDirectory.make("ferry-publish")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -153,7 +158,9 @@ struct VideoPublisherTests {
         }
     }
 
-    @Test("cancel mid-upload gives 1017 and keeps the upload; publishing again with the same parameters resumes: same video, only the missing parts sent")
+    @Test(
+        "cancel mid-upload gives 1017 and keeps the upload; publishing again with the same parameters resumes: same video, only the missing parts sent"
+    )
     func cancelAndResume() async throws {
         let directory = TemporaryDirectory.make("ferry-publish-resume")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -165,14 +172,16 @@ struct VideoPublisherTests {
             let publisher = Self.publisher(proxy.endpoint, records: records)
             let parameters = PublishParameters(signature: server.publishSignature(), videoPath: video.path)
 
-            let (cancelled, firstLog) = try await Self.publishAndCancel(publisher, parameters, proxy: proxy, stallPart: 4)
+            let (cancelled, firstLog) = try await Self.publishAndCancel(
+                publisher, parameters, proxy: proxy, stallPart: 4)
             #expect(cancelled.retCode == 1017)
             #expect(cancelled.code == .userCancelled)
             #expect(cancelled.videoId == nil)
             #expect(firstLog.completions == [cancelled])
             #expect(firstLog.progress.allSatisfy { $0.sent < Int64(size) })
             #expect(Self.publishRecords(records).count == 1)
-            let (videos, count) = try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10)
+            let (videos, count) = try await server.server.catalog.videos(
+                status: nil, cateId: nil, tag: nil, offset: 0, limit: 10)
             #expect(count == 1)
             let firstId = try #require(videos.first?.videoId)
             #expect(videos.first?.status == "Uploading")
@@ -194,8 +203,11 @@ struct VideoPublisherTests {
             let stored = try #require(try await server.server.catalog.video(firstId))
             #expect(stored.status == "Uploaded")
             #expect(stored.size == Int64(size))
-            #expect(Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
-            #expect(try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total == 1)
+            #expect(
+                Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
+            #expect(
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total
+                    == 1)
             #expect(Self.publishRecords(records).isEmpty)
             try await proxy.shutdown()
         }
@@ -215,13 +227,15 @@ struct VideoPublisherTests {
             let (cancelled, _) = try await Self.publishAndCancel(publisher, parameters, proxy: proxy, stallPart: 3)
             #expect(cancelled.retCode == 1017)
             let firstId = try #require(
-                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).videos.first?.videoId)
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).videos
+                    .first?.videoId)
 
             // New content at the same path, with a different modification time.
             let replacement = try makeRandomFile(size: size, in: directory)
             try FileManager.default.removeItem(at: video)
             try FileManager.default.moveItem(at: replacement, to: video)
-            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(60)], ofItemAtPath: video.path)
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date().addingTimeInterval(60)], ofItemAtPath: video.path)
 
             proxy.clearLog()
             let result = try await publisher.publish(parameters).result
@@ -232,13 +246,16 @@ struct VideoPublisherTests {
             let stored = try #require(try await server.server.catalog.video(newId))
             #expect(stored.status == "Uploaded")
             #expect(stored.size == Int64(size))
-            #expect(Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
+            #expect(
+                Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
             #expect(Self.publishRecords(records).isEmpty)
             try await proxy.shutdown()
         }
     }
 
-    @Test("parameter errors are thrown synchronously, before any request: 1012 empty signature, 1013 empty video path, 1008 missing file or cover")
+    @Test(
+        "parameter errors are thrown synchronously, before any request: 1012 empty signature, 1013 empty video path, 1008 missing file or cover"
+    )
     func parameterErrors() throws {
         let directory = TemporaryDirectory.make("ferry-publish-params")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -259,14 +276,18 @@ struct VideoPublisherTests {
         #expect(code(PublishParameters(signature: "sig", videoPath: "")) == .invalidVideoPath)
         #expect(code(PublishParameters(signature: "sig", videoPath: directory + "/missing.mp4")) == .fileNotExist)
         #expect(code(PublishParameters(signature: "sig", videoPath: directory)) == .fileNotExist)
-        #expect(code(PublishParameters(signature: "sig", videoPath: video.path, coverPath: directory + "/none.jpg")) == .fileNotExist)
+        #expect(
+            code(PublishParameters(signature: "sig", videoPath: video.path, coverPath: directory + "/none.jpg"))
+                == .fileNotExist)
         #expect(PublishError.Code.invalidSignature.rawValue == 1012)
         #expect(PublishError.Code.invalidVideoPath.rawValue == 1013)
         #expect(PublishError.Code.fileNotExist.rawValue == 1008)
         #expect(Self.publishRecords(directory + "/records").isEmpty)
     }
 
-    @Test("the service's refusals: an expired signature is 1020, a bad or unknown one 1001 with the service's message; nothing is created")
+    @Test(
+        "the service's refusals: an expired signature is 1020, a bad or unknown one 1001 with the service's message; nothing is created"
+    )
     func signatureRefusals() async throws {
         let directory = TemporaryDirectory.make("ferry-publish-refused")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -295,7 +316,9 @@ struct VideoPublisherTests {
             let (garbage, _) = try await publish("bm90IGEgc2lnbmF0dXJl")
             #expect(garbage.retCode == 1001)
             #expect(garbage.descMsg.hasPrefix("The signature cannot be read"))
-            #expect(try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total == 0)
+            #expect(
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total
+                    == 0)
         }
     }
 
@@ -308,7 +331,8 @@ struct VideoPublisherTests {
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
             proxy.inject(.stall(seconds: 60), when: .path(contains: "ApplyUploadUGC"))
             let publisher = Self.publisher(proxy.endpoint, records: directory + "/records")
-            let task = try publisher.publish(PublishParameters(signature: server.publishSignature(), videoPath: video.path))
+            let task = try publisher.publish(
+                PublishParameters(signature: server.publishSignature(), videoPath: video.path))
             let (log, collector) = PublishEventLog.collect(task)
             try await Self.waitForRequest(proxy) { $0.path.contains("ApplyUploadUGC") }
             await task.cancel()
@@ -321,7 +345,9 @@ struct VideoPublisherTests {
         }
     }
 
-    @Test("a failure at each step carries the seed's code: 1003 video, 1004 cover (publishing again then sends only the cover), 1005 commit")
+    @Test(
+        "a failure at each step carries the seed's code: 1003 video, 1004 cover (publishing again then sends only the cover), 1005 commit"
+    )
     func stepFailures() async throws {
         let directory = TemporaryDirectory.make("ferry-publish-steps")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -342,11 +368,13 @@ struct VideoPublisherTests {
             proxy.clearFaults()
 
             // The cover: storage keeps failing it; the video is stored by then.
-            proxy.inject(.status(500, code: "InternalError"), when: .method("PUT") && .path(contains: "/cover."), times: .max)
+            proxy.inject(
+                .status(500, code: "InternalError"), when: .method("PUT") && .path(contains: "/cover."), times: .max)
             let coverFailed = try await publisher.publish(parameters).result
             #expect(coverFailed.retCode == 1004, "\(coverFailed.descMsg)")
             #expect(coverFailed.code == .coverUploadFailed)
-            let (videos, count) = try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10)
+            let (videos, count) = try await server.server.catalog.videos(
+                status: nil, cateId: nil, tag: nil, offset: 0, limit: 10)
             #expect(count == 1)
             let videoId = try #require(videos.first?.videoId)
             #expect(videos.first?.status == "Uploaded")
@@ -366,13 +394,17 @@ struct VideoPublisherTests {
             let done = try await publisher.publish(parameters).result
             #expect(done.retCode == 0, "\(done.descMsg)")
             #expect(done.videoId == videoId)
-            #expect(Data(try await S3TestClient.fetch(try #require(done.coverURL)).body) == (try Data(contentsOf: cover)))
-            #expect(Data(try await S3TestClient.fetch(try #require(done.videoURL)).body) == (try Data(contentsOf: video)))
+            #expect(
+                Data(try await S3TestClient.fetch(try #require(done.coverURL)).body) == (try Data(contentsOf: cover)))
+            #expect(
+                Data(try await S3TestClient.fetch(try #require(done.videoURL)).body) == (try Data(contentsOf: video)))
             try await proxy.shutdown()
         }
     }
 
-    @Test("an upload credential that expires mid-upload is renewed from the service for the same video, and the publish completes")
+    @Test(
+        "an upload credential that expires mid-upload is renewed from the service for the same video, and the publish completes"
+    )
     func credentialRenewal() async throws {
         let directory = TemporaryDirectory.make("ferry-publish-renew")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -388,13 +420,18 @@ struct VideoPublisherTests {
             #expect(result.retCode == 0, "\(result.descMsg)")
             #expect(proxy.log.filter { $0.path.contains("ApplyUploadUGC") }.count >= 2)
             #expect(proxy.log.contains { Self.isPart($0) == 2 && $0.outcome != "200" })
-            #expect(try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total == 1)
-            #expect(Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
+            #expect(
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total
+                    == 1)
+            #expect(
+                Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
             try await proxy.shutdown()
         }
     }
 
-    @Test("with enableResume false nothing is recorded and a cancel aborts the server's upload; publishing again starts a new video")
+    @Test(
+        "with enableResume false nothing is recorded and a cancel aborts the server's upload; publishing again starts a new video"
+    )
     func resumeDisabled() async throws {
         let directory = TemporaryDirectory.make("ferry-publish-noresume")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -415,7 +452,9 @@ struct VideoPublisherTests {
             let result = try await publisher.publish(parameters).result
             #expect(result.retCode == 0, "\(result.descMsg)")
             #expect(proxy.log.compactMap(Self.isPart) == [1, 2, 3, 4])
-            #expect(try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total == 2)
+            #expect(
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total
+                    == 2)
             try await proxy.shutdown()
         }
     }

@@ -45,7 +45,8 @@ struct PublishRecordStore: Sendable {
         guard let data = FileManager.default.contents(atPath: url(for: identifier).path) else { return nil }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970
-        guard let record = try? decoder.decode(PublishRecord.self, from: data), record.version == PublishRecord.currentVersion
+        guard let record = try? decoder.decode(PublishRecord.self, from: data),
+            record.version == PublishRecord.currentVersion
         else { return nil }
         return record
     }
@@ -58,7 +59,8 @@ struct PublishRecordStore: Sendable {
         encoder.outputFormatting = .sortedKeys
         let data = try encoder.encode(record)
         let temp = directory.appendingPathComponent(".\(identifier).\(UUID().uuidString).tmp")
-        guard FileManager.default.createFile(atPath: temp.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+        guard FileManager.default.createFile(atPath: temp.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        else {
             throw FerryError(.invalidArgument, "The record directory \(directory.path) is not writable.")
         }
         let handle = try FileHandle(forWritingTo: temp)

@@ -13,7 +13,8 @@ public struct PublishResult: Sendable, Hashable {
     public var coverURL: String?
 
     /// Creates a result.
-    public init(retCode: Int, descMsg: String, videoId: String? = nil, videoURL: String? = nil, coverURL: String? = nil) {
+    public init(retCode: Int, descMsg: String, videoId: String? = nil, videoURL: String? = nil, coverURL: String? = nil)
+    {
         self.retCode = retCode
         self.descMsg = descMsg
         self.videoId = videoId

@@ -28,7 +28,8 @@ struct PublishServiceCall: Sendable {
         var attempt = 0
         while true {
             do {
-                let response = try await configuration.transport.send(request, bodyProgress: { _ in }, responseSink: nil)
+                let response = try await configuration.transport.send(
+                    request, bodyProgress: { _ in }, responseSink: nil)
                 let object = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
                 if response.status >= 500, attempt < configuration.retryPolicy.maxRetryCount {
                     attempt += 1
@@ -60,7 +61,8 @@ struct PublishServiceCall: Sendable {
     private static func failure(_ error: any Error, code: PublishError.Code, parse: PublishError.Code) -> PublishError {
         if error is CancellationError { return PublishError(.userCancelled, "The publish was cancelled.") }
         if let answer = error as? PublishServiceAnswerError {
-            return PublishError(parse, "The service's answer (HTTP \(answer.status)) is not JSON.", httpStatus: answer.status)
+            return PublishError(
+                parse, "The service's answer (HTTP \(answer.status)) is not JSON.", httpStatus: answer.status)
         }
         return PublishError(code, "The service could not be reached: \(error)")
     }
@@ -100,7 +102,8 @@ struct PublishServiceCall: Sendable {
     func commit(_ parameters: PublishParameters, vodSessionKey: String) async throws(PublishError) -> PublishResult {
         let answer: (status: Int, object: [String: Any])
         do {
-            answer = try await post("CommitUploadUGC", ["signature": parameters.signature, "vodSessionKey": vodSessionKey])
+            answer = try await post(
+                "CommitUploadUGC", ["signature": parameters.signature, "vodSessionKey": vodSessionKey])
         } catch {
             throw Self.failure(error, code: .finishRequestFailed, parse: .finishResponseFailed)
         }

@@ -103,7 +103,8 @@ actor PublishRun {
                     ticket = try await service.apply(parameters, job: job, vodSessionKey: record.vodSessionKey)
                     createdAt = record.createdAt
                     videoUploaded = record.videoUploaded == true && ticket?.videoKey == record.videoKey
-                } catch where error.serverCode == "InvalidVodSessionKey" || error.serverCode == "InvalidVideo.NotFound" {
+                } catch  where error.serverCode == "InvalidVodSessionKey" || error.serverCode == "InvalidVideo.NotFound"
+                {
                     // The service no longer knows the session (video deleted, key rotated): start over.
                     job.configuration.client.logger.debug("publish session not resumable")
                 }
@@ -124,7 +125,8 @@ actor PublishRun {
             // An earlier run stored the video and stopped at the cover or the commit; the commit checks it is there.
             report(job.videoSize)
         } else {
-            try await send(job.videoURL, key: ticket.videoKey, base: 0, failure: .videoUploadFailed, ticket: &ticket, service)
+            try await send(
+                job.videoURL, key: ticket.videoKey, base: 0, failure: .videoUploadFailed, ticket: &ticket, service)
             record.videoUploaded = true
             try? records?.save(record, as: recordId)
         }
@@ -138,7 +140,7 @@ actor PublishRun {
         let committed: PublishResult
         do {
             committed = try await service.commit(parameters, vodSessionKey: ticket.vodSessionKey)
-        } catch where error.serverCode == "InvalidVideo.NotUploaded" {
+        } catch  where error.serverCode == "InvalidVideo.NotUploaded" {
             // Storage does not have the video after all: the next run uploads it again.
             record.videoUploaded = false
             try? records?.save(record, as: recordId)
@@ -150,7 +152,10 @@ actor PublishRun {
 
     private func fingerprints() throws(PublishError) -> (video: FileFingerprint, cover: FileFingerprint?) {
         do {
-            return (try FileFingerprint.of(path: job.videoURL.path), try job.coverURL.map { try FileFingerprint.of(path: $0.path) })
+            return (
+                try FileFingerprint.of(path: job.videoURL.path),
+                try job.coverURL.map { try FileFingerprint.of(path: $0.path) }
+            )
         } catch {
             throw PublishError(.fileNotExist, "The video or cover file can no longer be read.")
         }
@@ -163,12 +168,15 @@ actor PublishRun {
             guard let key, let file else { continue }
             checkpoints.delete(
                 CheckpointStore.identifier(
-                    endpoint: record.storageEndpoint, bucket: record.bucket, key: key, filePath: file.standardizedFileURL.path))
+                    endpoint: record.storageEndpoint, bucket: record.bucket, key: key,
+                    filePath: file.standardizedFileURL.path))
         }
         records.delete(recordId)
     }
 
-    private var partsDirectory: URL { job.configuration.recordDirectory.appendingPathComponent("parts", isDirectory: true) }
+    private var partsDirectory: URL {
+        job.configuration.recordDirectory.appendingPathComponent("parts", isDirectory: true)
+    }
 
     /// Uploads one file through the engine, renewing the credential from the service when it expires.
     private func send(
@@ -219,7 +227,8 @@ actor PublishRun {
         } catch let error as FerryError where error.code == .cancelled {
             throw PublishError(.userCancelled, "The publish was cancelled.")
         } catch {
-            throw PublishError(failure, Self.describe(error), serverCode: (error as? FerryError)?.serverCode,
+            throw PublishError(
+                failure, Self.describe(error), serverCode: (error as? FerryError)?.serverCode,
                 httpStatus: (error as? FerryError)?.httpStatus, requestId: (error as? FerryError)?.requestId)
         }
     }

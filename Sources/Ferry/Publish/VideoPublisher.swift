@@ -32,7 +32,8 @@ public final class VideoPublisher: Sendable {
 
         /// The defaults.
         public init() {
-            let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            let caches =
+                FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
                 ?? FileManager.default.temporaryDirectory
             recordDirectory = caches.appendingPathComponent("Ferry/Publish", isDirectory: true)
         }
@@ -75,7 +76,8 @@ public final class VideoPublisher: Sendable {
             cover = try Self.readableFile(path, what: "cover")
         }
         let job = PublishJob(
-            endpoint: endpoint, userID: userID, configuration: configuration, parameters: parameters, videoURL: video.url,
+            endpoint: endpoint, userID: userID, configuration: configuration, parameters: parameters,
+            videoURL: video.url,
             videoSize: video.size, coverURL: cover?.url, coverSize: cover?.size ?? 0)
         return PublishTask(job: job)
     }

@@ -70,7 +70,8 @@ public struct PublishSignature: Sendable, Hashable {
     /// - Returns: the signature to hand to the device.
     public func sign(secretKey: String) -> String {
         let original = Array(self.original.utf8)
-        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: original, using: SymmetricKey(data: Array(secretKey.utf8)))
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(
+            for: original, using: SymmetricKey(data: Array(secretKey.utf8)))
         return Data(Array(mac) + original).base64EncodedString()
     }
 
@@ -123,7 +124,8 @@ public struct PublishSignature: Sendable, Hashable {
                 throw PublishSignatureError(.malformed, "The signed part of the signature is not a query string.")
             }
             guard let value = parts.count == 2 ? decode(parts[1]) : "" else {
-                throw PublishSignatureError(.malformed, "The field \(name.prefix(32)) is not percent-encoded correctly.")
+                throw PublishSignatureError(
+                    .malformed, "The field \(name.prefix(32)) is not percent-encoded correctly.")
             }
             if fields[name] == nil { fields[name] = value }
         }

@@ -41,23 +41,31 @@ public struct PublishAPI: Sendable {
             }
             let data = Data(buffer: body)
             let host = request.head.authority ?? "localhost"
-            logger.debug("publish request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
+            logger.debug(
+                "publish request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
             var result: [String: Any]
             switch action {
             case "ApplyUploadUGC": result = try await apply(media.decode(ApplyUploadInput.self, data), host: host)
             case "CommitUploadUGC": result = try await commit(media.decode(CommitUploadInput.self, data), host: host)
-            default: throw MediaError("InvalidAction", "\(action.prefix(64)) is not a publish API operation.", status: 404)
+            default:
+                throw MediaError("InvalidAction", "\(action.prefix(64)) is not a publish API operation.", status: 404)
             }
             result["RequestId"] = requestId
             return MediaAPI.json(result, status: .ok, requestId: requestId)
         } catch let error as MediaError {
             return MediaAPI.json(
-                ["code": error.code, "message": error.message, "requestId": requestId], status: .init(code: error.status),
+                ["code": error.code, "message": error.message, "requestId": requestId],
+                status: .init(code: error.status),
                 requestId: requestId)
         } catch {
-            logger.error("publish internal error", metadata: ["ferry.request-id": .string(requestId), "error": .string("\(error)")])
+            logger.error(
+                "publish internal error",
+                metadata: ["ferry.request-id": .string(requestId), "error": .string("\(error)")])
             return MediaAPI.json(
-                ["code": "InternalError", "message": "The service failed to answer; try again.", "requestId": requestId],
+                [
+                    "code": "InternalError", "message": "The service failed to answer; try again.",
+                    "requestId": requestId,
+                ],
                 status: .internalServerError, requestId: requestId)
         }
     }
@@ -65,7 +73,9 @@ public struct PublishAPI: Sendable {
     // MARK: Signature
 
     /// Verifies the signature and returns its fields and the principal of the key that signed it.
-    func authenticate(_ signature: String?, action: String, now: Date = Date()) async throws -> (PublishSignature, Principal) {
+    func authenticate(_ signature: String?, action: String, now: Date = Date()) async throws -> (
+        PublishSignature, Principal
+    ) {
         guard let signature, !signature.isEmpty else { throw MediaError.missing("signature") }
         let parsed: PublishSignature.Parsed
         do {
@@ -77,13 +87,15 @@ public struct PublishAPI: Sendable {
         let resolved: CredentialStore.Resolved
         do {
             // Long-term keys only: the root key or an active stored key (a temporary key id resolves to nothing here).
-            resolved = try await media.credentials.resolve(accessKeyId: parsed.signature.secretId, sessionToken: nil, now: now)
+            resolved = try await media.credentials.resolve(
+                accessKeyId: parsed.signature.secretId, sessionToken: nil, now: now)
         } catch is S3Error {
             throw invalid
         }
         guard parsed.isValid(secretKey: resolved.secretAccessKey) else { throw invalid }
         guard !parsed.signature.isExpired(at: now) else {
-            throw MediaError("SignatureExpired", "The signature expired; ask the app server for a new one.", status: 403)
+            throw MediaError(
+                "SignatureExpired", "The signature expired; ask the app server for a new one.", status: 403)
         }
         guard resolved.principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
         return (parsed.signature, resolved.principal)
@@ -109,13 +121,15 @@ public struct PublishAPI: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let body = SessionTokenCodec.base64url(try! encoder.encode(session))  // plain value types always encode
-        let mac = media.credentials.tokens.authenticationCode(for: Data(("FV1." + body).utf8), purpose: Self.sessionPurpose)
+        let mac = media.credentials.tokens.authenticationCode(
+            for: Data(("FV1." + body).utf8), purpose: Self.sessionPurpose)
         return "FV1.\(body).\(SessionTokenCodec.base64url(mac))"
     }
 
     /// The session a key names, when its MAC verifies and it belongs to `owner`.
     func session(_ key: String, owner: String) throws -> Session {
-        let invalid = MediaError("InvalidVodSessionKey", "The VodSessionKey is not one this service issued to this key.")
+        let invalid = MediaError(
+            "InvalidVodSessionKey", "The VodSessionKey is not one this service issued to this key.")
         let pieces = key.split(separator: ".", omittingEmptySubsequences: false)
         guard pieces.count == 3, pieces[0] == "FV1", let mac = SessionTokenCodec.unbase64url(String(pieces[2])),
             let body = SessionTokenCodec.unbase64url(String(pieces[1]))
@@ -210,7 +224,8 @@ public struct PublishAPI: Sendable {
         do {
             stored = try await media.store.object(bucket: video.bucket, key: video.key)
         } catch is S3Error {
-            throw MediaError("InvalidVideo.NotUploaded", "The video file has not been uploaded completely.", status: 409)
+            throw MediaError(
+                "InvalidVideo.NotUploaded", "The video file has not been uploaded completely.", status: 409)
         }
         if let cover = session.c {
             do {
@@ -233,7 +248,9 @@ public struct PublishAPI: Sendable {
             "FileId": video.videoId,
             "MediaUrl": try media.signedURL(key: video.key, host: host, expires: Self.urlLifetime),
         ]
-        if let cover = session.c { answer["CoverUrl"] = try media.signedURL(key: cover, host: host, expires: Self.urlLifetime) }
+        if let cover = session.c {
+            answer["CoverUrl"] = try media.signedURL(key: cover, host: host, expires: Self.urlLifetime)
+        }
         return answer
     }
 }
