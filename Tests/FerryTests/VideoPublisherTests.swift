@@ -458,4 +458,33 @@ struct VideoPublisherTests {
             try await proxy.shutdown()
         }
     }
+
+    @Test("a resume record whose video was deleted on the service starts over with a new video")
+    func deletedVideoStartsOver() async throws {
+        let directory = TemporaryDirectory.make("ferry-publish-deleted")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try Self.makeFile("deleted.mp4", size: 4 * Self.partSize, in: directory)
+        let records = directory + "/records"
+        try await TestServer.with(minPartSize: 1024) { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            let publisher = Self.publisher(proxy.endpoint, records: records)
+            let parameters = PublishParameters(signature: server.publishSignature(), videoPath: video.path)
+            let (cancelled, _) = try await Self.publishAndCancel(publisher, parameters, proxy: proxy, stallPart: 3)
+            #expect(cancelled.retCode == 1017)
+            #expect(Self.publishRecords(records).count == 1)
+            let firstId = try #require(
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10)
+                    .videos.first?.videoId)
+            try await server.media().deleteVideos([firstId])
+
+            proxy.clearLog()
+            let result = try await publisher.publish(parameters).result
+            #expect(result.retCode == 0, "\(result.descMsg)")
+            #expect(result.videoId != nil && result.videoId != firstId)
+            #expect(proxy.log.compactMap(Self.isPart) == [1, 2, 3, 4])
+            #expect(try await server.server.catalog.video(firstId)?.status == "Deleted")
+            #expect(Self.publishRecords(records).isEmpty)
+            try await proxy.shutdown()
+        }
+    }
 }

@@ -6,7 +6,7 @@
 /// let task = try publisher.publish(parameters)
 /// ```
 public struct PublishParameters: Sendable, Hashable {
-    /// The publish signature from the app server (see ``FerryCore/PublishSignature``). Required.
+    /// The publish signature from the app server (made with `PublishSignature` of FerryCore). Required.
     public var signature: String
     /// Path of the local video file. Required. Its extension (`mp4`, `mov`, …) is the video's type.
     public var videoPath: String

@@ -92,6 +92,7 @@ actor PublishRun {
 
     private func publish() async throws(PublishError) -> PublishResult {
         let service = PublishServiceCall(endpoint: job.endpoint, configuration: job.configuration.client)
+        try checkCancelled()
         let fingerprints = try self.fingerprints()
         var ticket: PublishTicket?
         var createdAt = Date()
