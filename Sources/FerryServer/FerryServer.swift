@@ -62,6 +62,11 @@ public struct FerryServer: Sendable {
             configuration: configuration)
     }
 
+    /// The publish (UGC) API: apply and commit authenticated by publish signatures, over the media catalog.
+    public var publishAPI: PublishAPI {
+        PublishAPI(media: mediaAPI)
+    }
+
     /// The object API over this server's store; stored objects advance the media catalog.
     public var objectAPI: ObjectAPI {
         var api = ObjectAPI(
@@ -83,6 +88,9 @@ public struct FerryServer: Sendable {
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
             if request.uri.path.hasPrefix(MediaAPI.pathPrefix) {
                 return await media.respond(to: request, logger: logger)
+            }
+            if request.uri.path.hasPrefix(PublishAPI.pathPrefix) {
+                return await PublishAPI(media: media).respond(to: request, logger: logger)
             }
             return await api.respond(to: request, logger: logger)
         }

@@ -46,6 +46,13 @@ public struct SessionTokenCodec: Sendable {
         Self.base64url(Data(HMAC<SHA256>.authenticationCode(for: Data(("secret:" + accessKeyId).utf8), using: key)))
     }
 
+    /// An HMAC-SHA256 of `message` under a key derived from the token key for `purpose`, so other self-contained
+    /// tokens of the server (a publish session key) need no key of their own and cannot be confused with these.
+    func authenticationCode(for message: Data, purpose: String) -> Data {
+        let derived = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(("purpose:" + purpose).utf8), using: key)))
+        return Data(HMAC<SHA256>.authenticationCode(for: message, using: derived))
+    }
+
     /// What a verified token says.
     public struct Verified: Sendable {
         /// The principal the token stands for.

@@ -1,0 +1,270 @@
+import Crypto
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The publish (UGC) API: a device holding a publish signature from its app server applies for an upload, uploads the
+/// video (and a cover) straight to the object API, and commits.
+///
+/// `POST /_ferry/ugc/ApplyUploadUGC` and `POST /_ferry/ugc/CommitUploadUGC` take JSON bodies whose `signature` field
+/// is the authentication: a ``PublishSignature`` signed with an active access key (the root key or a stored key whose
+/// policy allows `media:ApplyUploadUGC` / `media:CommitUploadUGC`). There is no SigV4 on these routes.
+///
+/// Apply creates a video in the catalog (status `Uploading`) and returns a `VodSessionKey`: a self-contained token,
+/// HMAC'd with a key derived from the server's token key, naming the video, its object key and its cover key. Applying
+/// again with that key returns the same video and keys with a fresh credential, which is how a device resumes.
+/// Commit checks with the object store that the files are there and returns the video id and URLs.
+public struct PublishAPI: Sendable {
+    /// Path prefix of the publish API.
+    public static let pathPrefix = "/_ferry/ugc/"
+    /// How long the URLs commit returns are valid: 7 days, the longest a presigned URL may live.
+    static let urlLifetime = 604_800
+
+    let media: MediaAPI
+
+    /// Answers a publish request; never throws. Errors are JSON `{code, message, requestId}`.
+    func respond(to request: Request, logger: Logger) async -> Response {
+        let requestId = ObjectAPI.newRequestId()
+        var request = request
+        do {
+            guard request.method == .post else {
+                throw MediaError("MethodNotAllowed", "Publish API operations are POST requests.", status: 405)
+            }
+            let action = String(request.uri.path.dropFirst(Self.pathPrefix.count))
+            let body: ByteBuffer
+            do {
+                body = try await request.collectBody(upTo: MediaAPI.maxBody)
+            } catch {
+                throw MediaError("RequestTooLarge", "The request body is larger than 1 MiB.", status: 413)
+            }
+            let data = Data(buffer: body)
+            let host = request.head.authority ?? "localhost"
+            logger.debug(
+                "publish request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
+            var result: [String: Any]
+            switch action {
+            case "ApplyUploadUGC": result = try await apply(media.decode(ApplyUploadInput.self, data), host: host)
+            case "CommitUploadUGC": result = try await commit(media.decode(CommitUploadInput.self, data), host: host)
+            default:
+                throw MediaError("InvalidAction", "\(action.prefix(64)) is not a publish API operation.", status: 404)
+            }
+            result["RequestId"] = requestId
+            return MediaAPI.json(result, status: .ok, requestId: requestId)
+        } catch let error as MediaError {
+            return MediaAPI.json(
+                ["code": error.code, "message": error.message, "requestId": requestId],
+                status: .init(code: error.status),
+                requestId: requestId)
+        } catch {
+            logger.error(
+                "publish internal error",
+                metadata: ["ferry.request-id": .string(requestId), "error": .string("\(error)")])
+            return MediaAPI.json(
+                [
+                    "code": "InternalError", "message": "The service failed to answer; try again.",
+                    "requestId": requestId,
+                ],
+                status: .internalServerError, requestId: requestId)
+        }
+    }
+
+    // MARK: Signature
+
+    /// Verifies the signature and returns its fields and the principal of the key that signed it.
+    func authenticate(_ signature: String?, action: String, now: Date = Date()) async throws -> (
+        PublishSignature, Principal
+    ) {
+        guard let signature, !signature.isEmpty else { throw MediaError.missing("signature") }
+        let parsed: PublishSignature.Parsed
+        do {
+            parsed = try PublishSignature.parse(signature)
+        } catch {
+            throw MediaError("InvalidSignature", "The signature cannot be read: \(error.message)", status: 403)
+        }
+        let invalid = MediaError("InvalidSignature", "The signature does not verify.", status: 403)
+        let resolved: CredentialStore.Resolved
+        do {
+            // Long-term keys only: the root key or an active stored key (a temporary key id resolves to nothing here).
+            resolved = try await media.credentials.resolve(
+                accessKeyId: parsed.signature.secretId, sessionToken: nil, now: now)
+        } catch is S3Error {
+            throw invalid
+        }
+        guard parsed.isValid(secretKey: resolved.secretAccessKey) else { throw invalid }
+        guard !parsed.signature.isExpired(at: now) else {
+            throw MediaError(
+                "SignatureExpired", "The signature expired; ask the app server for a new one.", status: 403)
+        }
+        guard resolved.principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
+        return (parsed.signature, resolved.principal)
+    }
+
+    // MARK: Session key
+
+    /// What a `VodSessionKey` names.
+    struct Session: Codable {
+        /// Video id.
+        var v: String
+        /// Object key of the video.
+        var k: String
+        /// Object key of the cover, when one was declared.
+        var c: String?
+        /// The access key the video belongs to.
+        var o: String
+    }
+
+    static let sessionPurpose = "vod-session-key"
+
+    func sessionKey(_ session: Session) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let body = SessionTokenCodec.base64url(try! encoder.encode(session))  // plain value types always encode
+        let mac = media.credentials.tokens.authenticationCode(
+            for: Data(("FV1." + body).utf8), purpose: Self.sessionPurpose)
+        return "FV1.\(body).\(SessionTokenCodec.base64url(mac))"
+    }
+
+    /// The session a key names, when its MAC verifies and it belongs to `owner`.
+    func session(_ key: String, owner: String) throws -> Session {
+        let invalid = MediaError(
+            "InvalidVodSessionKey", "The VodSessionKey is not one this service issued to this key.")
+        let pieces = key.split(separator: ".", omittingEmptySubsequences: false)
+        guard pieces.count == 3, pieces[0] == "FV1", let mac = SessionTokenCodec.unbase64url(String(pieces[2])),
+            let body = SessionTokenCodec.unbase64url(String(pieces[1]))
+        else { throw invalid }
+        let expected = media.credentials.tokens.authenticationCode(
+            for: Data("FV1.\(pieces[1])".utf8), purpose: Self.sessionPurpose)
+        // Constant-time comparison of the MACs.
+        guard mac.count == expected.count, zip(mac, expected).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0,
+            let session = try? JSONDecoder().decode(Session.self, from: body), session.o == owner
+        else { throw invalid }
+        return session
+    }
+
+    // MARK: Operations
+
+    static let coverTypes: Set<String> = ["png", "jpg", "jpeg", "gif", "webp", "heic"]
+
+    func apply(_ input: ApplyUploadInput, host: String) async throws -> [String: Any] {
+        let (signature, principal) = try await authenticate(input.signature, action: "ApplyUploadUGC")
+        let owner = principal.parentAccessKeyId
+        if let key = input.vodSessionKey, !key.isEmpty {
+            let session = try self.session(key, owner: owner)
+            guard let video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
+                video.key == session.k
+            else { throw MediaError.notFound("Video", session.v) }
+            return applyAnswer(session, key: key, principal: principal, host: host)
+        }
+
+        let videoType = (input.videoType ?? (input.videoName.map { ($0 as NSString).pathExtension } ?? "")).lowercased()
+        guard !videoType.isEmpty else { throw MediaError.missing("videoType") }
+        guard videoType.count <= 8, videoType.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+            throw MediaError.invalid("videoType", "must be a file extension such as mp4.")
+        }
+        var coverType: String?
+        if let type = input.coverType?.lowercased(), !type.isEmpty {
+            guard Self.coverTypes.contains(type) else {
+                throw MediaError.invalid("coverType", "must be one of png, jpg, jpeg, gif, webp, heic.")
+            }
+            coverType = type
+        }
+        let title = input.videoName.flatMap { $0.isEmpty ? nil : $0 } ?? "video"
+        try MediaAPI.checkText(title, "videoName", max: 128)
+        if let size = input.videoSize, size < 0 || size > UploadLimits.maxObjectSize {
+            throw MediaError.invalid("videoSize", "must be between 0 and 5 TiB.")
+        }
+        try await media.ensureBucket()
+        let id = MediaAPI.newId()
+        let session = Session(
+            v: id, k: "video/\(id)/source.\(videoType)", c: coverType.map { "video/\(id)/cover.\($0)" }, o: owner)
+        let now = Date()
+        let fileName = (title as NSString).pathExtension.isEmpty ? title + "." + videoType : title
+        try await media.catalog.saveVideo(
+            VideoRecord(
+                videoId: id, title: title, fileName: fileName, description: nil, coverURL: nil,
+                cateId: signature.classId, tags: nil, transcode: signature.procedure, userData: signature.sourceContext,
+                status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
+                key: session.k, owner: owner, createdAt: now, updatedAt: now))
+        return applyAnswer(session, key: sessionKey(session), principal: principal, host: host)
+    }
+
+    func applyAnswer(_ session: Session, key: String, principal: Principal, host: String) -> [String: Any] {
+        var answer: [String: Any] = [
+            "VodSessionKey": key, "VideoId": session.v, "StorageEndpoint": media.endpoint(host: host),
+            "StorageBucket": media.bucket, "StorageRegion": media.configuration.region, "VideoKey": session.k,
+            "UploadAuth": uploadAuth(for: [session.k] + (session.c.map { [$0] } ?? []), principal: principal).encoded(),
+        ]
+        if let cover = session.c { answer["CoverKey"] = cover }
+        return answer
+    }
+
+    /// A credential that may write only `keys` (and run their multipart uploads).
+    func uploadAuth(for keys: [String], principal: Principal) -> UploadAuth {
+        let actions = ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:GetObject"]
+        let scope = AccessPolicy(statements: keys.map { .init(actions: actions, bucket: media.bucket, key: $0) })
+        let expiration = Date().addingTimeInterval(media.configuration.uploadAuthLifetime)
+        let issued = media.credentials.tokens.issue(
+            parent: principal.parentAccessKeyId, policies: [scope], expiration: expiration)
+        return UploadAuth(
+            accessKeyId: issued.accessKeyId, accessKeySecret: issued.secretAccessKey,
+            securityToken: issued.sessionToken ?? "", expiration: expiration, region: media.configuration.region)
+    }
+
+    func commit(_ input: CommitUploadInput, host: String) async throws -> [String: Any] {
+        let (_, principal) = try await authenticate(input.signature, action: "CommitUploadUGC")
+        guard let key = input.vodSessionKey, !key.isEmpty else { throw MediaError.missing("vodSessionKey") }
+        let session = try self.session(key, owner: principal.parentAccessKeyId)
+        guard var video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
+            video.key == session.k
+        else { throw MediaError.notFound("Video", session.v) }
+        // The object store, not the client, says whether the files are there.
+        let stored: ObjectInfo
+        do {
+            stored = try await media.store.object(bucket: video.bucket, key: video.key)
+        } catch is S3Error {
+            throw MediaError(
+                "InvalidVideo.NotUploaded", "The video file has not been uploaded completely.", status: 409)
+        }
+        if let cover = session.c {
+            do {
+                _ = try await media.store.object(bucket: video.bucket, key: cover)
+            } catch is S3Error {
+                throw MediaError("InvalidCover.NotUploaded", "The cover image has not been uploaded.", status: 409)
+            }
+        }
+        if video.status == VideoStatus.uploading {
+            video.status = VideoStatus.uploaded
+            video.size = stored.size
+        }
+        if let cover = session.c {
+            // The catalog keeps the cover's plain object URL (like an image's ImageURL); the answer carries signed ones.
+            video.coverURL = media.endpoint(host: host) + "/" + video.bucket + "/" + cover
+        }
+        video.updatedAt = Date()
+        try await media.catalog.saveVideo(video)
+        var answer: [String: Any] = [
+            "FileId": video.videoId,
+            "MediaUrl": try media.signedURL(key: video.key, host: host, expires: Self.urlLifetime),
+        ]
+        if let cover = session.c {
+            answer["CoverUrl"] = try media.signedURL(key: cover, host: host, expires: Self.urlLifetime)
+        }
+        return answer
+    }
+}
+
+struct ApplyUploadInput: Decodable {
+    var signature: String?
+    var videoName: String?
+    var videoType: String?
+    var videoSize: Int64?
+    var coverType: String?
+    var vodSessionKey: String?
+}
+
+struct CommitUploadInput: Decodable {
+    var signature: String?
+    var vodSessionKey: String?
+}

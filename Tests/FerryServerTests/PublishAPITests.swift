@@ -1,0 +1,160 @@
+import Ferry
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+@Suite("Publish API (ApplyUploadUGC / CommitUploadUGC)")
+struct PublishAPITests {
+    static func signature(_ server: TestServer, lifetime: Int = 3600, id: String? = nil, secret: String? = nil)
+        -> String
+    {
+        let now = Int(Date().timeIntervalSince1970)
+        return PublishSignature(
+            secretId: id ?? server.root.accessKeyId, currentTimeStamp: now, expireTime: now + lifetime
+        )
+        .sign(secretKey: secret ?? server.root.secretAccessKey)
+    }
+
+    static func call(_ server: TestServer, _ action: String, _ body: [String: Any]) async throws -> (Int, [String: Any])
+    {
+        let data = [UInt8](try JSONSerialization.data(withJSONObject: body))
+        let reply = try await server.client().sendRaw(
+            "POST", "/_ferry/ugc/" + action, headers: [("content-type", "application/json")], body: data)
+        let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any] ?? [:]
+        return (reply.status, object)
+    }
+
+    @Test(
+        "apply → upload with the issued credential → commit; applying again with the session key gives the same video and keys; the credential writes only those keys"
+    )
+    func applyResumeCommit() async throws {
+        try await TestServer.with(minPartSize: 1024) { server in
+            let signature = Self.signature(server)
+            let (status, applied) = try await Self.call(
+                server, "ApplyUploadUGC",
+                ["signature": signature, "videoName": "clip", "videoType": "mp4", "coverType": "png"])
+            #expect(status == 200)
+            let videoId = try #require(applied["VideoId"] as? String)
+            let sessionKey = try #require(applied["VodSessionKey"] as? String)
+            #expect(applied["VideoKey"] as? String == "video/\(videoId)/source.mp4")
+            #expect(applied["CoverKey"] as? String == "video/\(videoId)/cover.png")
+            let auth = try #require(UploadAuth(encoded: applied["UploadAuth"] as? String ?? ""))
+            #expect(!String(describing: applied).contains(server.root.secretAccessKey))
+
+            // Commit before the files are there: refused, the video stays Uploading.
+            let (early, earlyAnswer) = try await Self.call(
+                server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
+            #expect(early == 409)
+            #expect(earlyAnswer["code"] as? String == "InvalidVideo.NotUploaded")
+            #expect(earlyAnswer["requestId"] is String)
+
+            let (again, reapplied) = try await Self.call(
+                server, "ApplyUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
+            #expect(again == 200)
+            #expect(reapplied["VideoId"] as? String == videoId)
+            #expect(reapplied["VideoKey"] as? String == applied["VideoKey"] as? String)
+            #expect(reapplied["CoverKey"] as? String == applied["CoverKey"] as? String)
+            #expect(reapplied["UploadAuth"] as? String != applied["UploadAuth"] as? String)
+
+            let s3 = server.client(auth.credentials)
+            #expect(
+                try await s3.put("ferry-media", "video/\(videoId)/source.mp4", [UInt8](repeating: 9, count: 5000))
+                    .status == 200)
+            #expect(try await s3.put("ferry-media", "video/\(videoId)/other.mp4", [1]).errorCode == "AccessDenied")
+            let (noCover, noCoverAnswer) = try await Self.call(
+                server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
+            #expect(noCover == 409)
+            #expect(noCoverAnswer["code"] as? String == "InvalidCover.NotUploaded")
+            #expect(try await s3.put("ferry-media", "video/\(videoId)/cover.png", [1, 2, 3]).status == 200)
+
+            let (committed, answer) = try await Self.call(
+                server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
+            #expect(committed == 200)
+            #expect(answer["FileId"] as? String == videoId)
+            let media = try await S3TestClient.fetch(try #require(answer["MediaUrl"] as? String))
+            #expect(media.body == [UInt8](repeating: 9, count: 5000))
+            #expect(try await S3TestClient.fetch(try #require(answer["CoverUrl"] as? String)).body == [1, 2, 3])
+            let video = try #require(try await server.server.catalog.video(videoId))
+            #expect(video.status == "Uploaded")
+            #expect(video.size == 5000)
+            #expect(video.title == "clip")
+        }
+    }
+
+    @Test(
+        "bad signatures and session keys get distinct codes: InvalidSignature, SignatureExpired, MissingParameter, InvalidVodSessionKey, Forbidden"
+    )
+    func refusals() async throws {
+        try await TestServer.with { server in
+            func check(_ action: String, _ body: [String: Any], _ code: String, _ status: Int) async throws {
+                let (answerStatus, answer) = try await Self.call(server, action, body)
+                #expect(answerStatus == status, "\(action) \(answer)")
+                #expect(answer["code"] as? String == code, "\(action) \(answer)")
+                #expect((answer["message"] as? String)?.isEmpty == false)
+            }
+            let apply = "ApplyUploadUGC"
+            try await check(apply, ["videoType": "mp4"], "MissingParameter", 400)
+            try await check(apply, ["signature": "", "videoType": "mp4"], "MissingParameter", 400)
+            try await check(apply, ["signature": "%%%", "videoType": "mp4"], "InvalidSignature", 403)
+            try await check(
+                apply, ["signature": Self.signature(server, secret: "wrong"), "videoType": "mp4"], "InvalidSignature",
+                403)
+            try await check(
+                apply, ["signature": Self.signature(server, id: "FKIAUNKNOWN00000", secret: "x"), "videoType": "mp4"],
+                "InvalidSignature", 403)
+            try await check(
+                apply, ["signature": Self.signature(server, lifetime: -1), "videoType": "mp4"], "SignatureExpired", 403)
+            // Expiry is only disclosed for a signature that verifies.
+            try await check(
+                apply, ["signature": Self.signature(server, lifetime: -1, secret: "wrong"), "videoType": "mp4"],
+                "InvalidSignature", 403)
+            try await check(apply, ["signature": Self.signature(server), "videoType": "m p4"], "InvalidParameter", 400)
+            try await check(apply, ["signature": Self.signature(server)], "MissingParameter", 400)
+            try await check(
+                apply, ["signature": Self.signature(server), "videoType": "mp4", "coverType": "exe"],
+                "InvalidParameter", 400)
+            try await check(
+                apply, ["signature": Self.signature(server), "vodSessionKey": "FV1.abc.def"], "InvalidVodSessionKey",
+                400)
+            try await check("CommitUploadUGC", ["signature": Self.signature(server)], "MissingParameter", 400)
+            try await check("NoSuchThing", [:], "InvalidAction", 404)
+
+            // A stored key signs too, when its policy allows the publish actions; a disabled one does not.
+            let media = S3MediaKeys(server: server)
+            let allowed = try await media.create(["media:ApplyUploadUGC", "media:CommitUploadUGC"])
+            let (ok, applied) = try await Self.call(
+                server, apply,
+                ["signature": Self.signature(server, id: allowed.0, secret: allowed.1), "videoType": "mov"])
+            #expect(ok == 200)
+            // A session key is bound to the key that applied: another key cannot use it.
+            try await check(
+                apply,
+                ["signature": Self.signature(server), "vodSessionKey": applied["VodSessionKey"] as? String ?? ""],
+                "InvalidVodSessionKey", 400)
+            let narrow = try await media.create(["media:GetVideoInfo"])
+            try await check(
+                apply, ["signature": Self.signature(server, id: narrow.0, secret: narrow.1), "videoType": "mp4"],
+                "Forbidden", 403)
+            _ = try await server.server.catalog.setAccessKeyStatus(allowed.0, .disabled)
+            try await check(
+                apply, ["signature": Self.signature(server, id: allowed.0, secret: allowed.1), "videoType": "mp4"],
+                "InvalidSignature", 403)
+        }
+    }
+}
+
+/// Creates stored access keys through the media API.
+struct S3MediaKeys {
+    let server: TestServer
+
+    func create(_ actions: [String]) async throws -> (String, String) {
+        let media = MediaServiceClient(
+            endpoint: URL(string: server.endpoint)!,
+            credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+        )
+        let key = try await media.createAccessKey(policy: AccessPolicy(statements: [.init(actions: actions)]))
+        return (key.accessKeyId, key.secretAccessKey)
+    }
+}
