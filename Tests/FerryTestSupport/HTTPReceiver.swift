@@ -39,9 +39,11 @@ public struct HTTPReceiver: Sendable {
     /// `http://127.0.0.1:PORT` + `path`.
     public func url(_ path: String = "/callback") -> String { "http://127.0.0.1:\(port)\(path)" }
 
-    /// Runs a receiver that answers `status` with `body` (as `contentType`) while `body` runs.
+    /// Runs a receiver that answers `status` with `answer` (as `contentType`), `delay` after reading each request,
+    /// while `body` runs.
     public static func with<T: Sendable>(
         status: Int = 200, answer: String = "", contentType: String = "application/json", maxBody: Int = 64 << 20,
+        delay: Duration = .zero,
         _ body: @Sendable (HTTPReceiver) async throws -> T
     ) async throws -> T {
         let recorder = Recorder()
@@ -54,6 +56,8 @@ public struct HTTPReceiver: Sendable {
                 Received(
                     method: request.method.rawValue, path: request.uri.path, query: request.uri.query,
                     headers: headers, body: bytes))
+            // A slow app server: the answer comes late (or never, when the client gives up first).
+            if delay > .zero { try? await Task.sleep(for: delay) }
             return Response(
                 status: .init(code: status), headers: [.contentType: contentType],
                 body: .init(byteBuffer: ByteBuffer(string: answer)))

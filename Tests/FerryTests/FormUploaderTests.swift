@@ -206,13 +206,15 @@ struct FormUploaderTests {
         }
     }
 
-    @Test("callback receiver down or answering 500 → 579 CallbackFailed, and the file stays stored")
+    @Test("callback receiver down, answering 500, or too slow → 579 CallbackFailed, and the file stays stored")
     func callbackFails() async throws {
         let closed = try await HTTPReceiver.closedPort()
+        try await HTTPReceiver.with(delay: .seconds(3)) { slow in
         try await HTTPReceiver.with(status: 500, answer: "boom") { failing in
-            try await Self.withServer(configure: { $0.formCallbackTimeout = .seconds(3) }) { server, file in
+            try await Self.withServer(configure: { $0.formCallbackTimeout = .milliseconds(500) }) { server, file in
                 let bytes = [UInt8](try Data(contentsOf: file))
-                for (index, url) in ["http://127.0.0.1:\(closed)/cb", failing.url("/cb")].enumerated() {
+                for (index, url) in ["http://127.0.0.1:\(closed)/cb", failing.url("/cb"), slow.url("/cb")].enumerated() {
+                    let started = ContinuousClock.now
                     var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
                     policy.callbackUrl = url
                     let key = "kept-\(index).png"
@@ -224,9 +226,28 @@ struct FormUploaderTests {
                     let object = try await server.server.store.object(bucket: Self.bucket, key: key)
                     #expect(object.etag == Checksum.hex(Checksum.digest(.md5, of: bytes)))
                     #expect(try await server.storedBytes(Self.bucket, key) == bytes)
+                    // The slow receiver's 3 s answer is not waited for.
+                    #expect(ContinuousClock.now - started < .milliseconds(2500))
                 }
                 #expect(await failing.recorder.requests.count == 1)
+                #expect(await slow.recorder.requests.count == 1)
             }
+        }
+        }
+    }
+
+    @Test("custom metadata: names must be header tokens, values single-line, at most 2 KiB → 400 InvalidArgument")
+    func metadataValidation() async throws {
+        try await Self.withServer(size: 100) { server, file in
+            let uploader = server.formUploader(token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future)))
+            for meta in [["bad name": "v"], ["ok": "line\r\nX-Injected: 1"], ["big": String(repeating: "v", count: 3000)]] {
+                var extra = FormUploader.ExtraParameters()
+                extra.customMeta = meta
+                let error = try await Self.failure(uploader.upload(file: file, key: "meta", extraParams: extra))
+                #expect(error.httpStatus == 400)
+                #expect(error.serverCode == FormUploadErrorCode.invalidArgument.rawValue)
+            }
+            await #expect(throws: S3Error.self) { try await server.server.store.object(bucket: Self.bucket, key: "meta") }
         }
     }
 

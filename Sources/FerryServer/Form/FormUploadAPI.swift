@@ -30,6 +30,12 @@ public struct FormUploadAPI: Sendable {
     /// Called after an object is stored (the media catalog follows stored objects).
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
 
+    /// Largest total of metadata names and values (S3's limit).
+    static let maxMetadataBytes = 2048
+    /// Characters of an HTTP header name (RFC 9110 `tchar`), which metadata names become.
+    static let tokenCharacters = CharacterSet(
+        charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
     /// Largest callback answer passed back to the uploader.
     static let maxCallbackResponse = 1024 * 1024
 
@@ -91,10 +97,18 @@ public struct FormUploadAPI: Sendable {
                         fields.variables.append((name, value))
                     } else if name.lowercased().hasPrefix(FormUploadFields.metadataPrefix) {
                         let metaName = String(name.dropFirst(FormUploadFields.metadataPrefix.count)).lowercased()
-                        guard !metaName.isEmpty else {
-                            throw FormUploadError(.invalidArgument, "A metadata field has no name after x-qn-meta-.")
+                        guard !metaName.isEmpty, metaName.unicodeScalars.allSatisfy(Self.tokenCharacters.contains),
+                            !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F })
+                        else {
+                            throw FormUploadError(
+                                .invalidArgument,
+                                "Metadata fields are x-qn-meta-<name> with a header-token name and a single-line value.")
                         }
                         fields.metadata[metaName] = value
+                        let total = fields.metadata.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+                        guard total <= Self.maxMetadataBytes else {
+                            throw FormUploadError(.invalidArgument, "The metadata is larger than 2 KiB.")
+                        }
                     }
                 // Other fields (Qiniu's `accept`, `fname`, …) are ignored.
                 }
