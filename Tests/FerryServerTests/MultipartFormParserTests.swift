@@ -34,24 +34,30 @@ struct MultipartFormParserTests {
 
     static let boundary = "XyZ-boundary-42"
     /// File content full of near-delimiters: CRLF, dashes and a boundary prefix without its last character.
-    static let trickyContent: [UInt8] = Array("\r\n--XyZ-boundary-4\r\n-\r\r\n--XyZ\0\u{ff}".utf8) + (0..<300).map { UInt8($0 % 256) }
+    static let trickyContent: [UInt8] =
+        Array("\r\n--XyZ-boundary-4\r\n-\r\r\n--XyZ\0\u{ff}".utf8) + (0..<300).map { UInt8($0 % 256) }
         + Array("\r\n--XyZ-boundary-4".utf8)
 
     static var body: [UInt8] {
         var text: [UInt8] = Array("preamble to ignore\r\n".utf8)
         text += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\nAK:sig:policy\r\n".utf8)
         text += Array("--\(boundary)\r\ncontent-disposition: form-data; name=\"x:a \\\"b\\\"\"\r\n\r\n\r\n".utf8)
-        text += Array(("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"cat.jpg\"\r\n"
-            + "Content-Type: image/jpeg\r\n\r\n").utf8)
+        text += Array(
+            ("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"cat.jpg\"\r\n"
+                + "Content-Type: image/jpeg\r\n\r\n").utf8)
         text += trickyContent
         text += Array("\r\n--\(boundary)--\r\nepilogue".utf8)
         return text
     }
 
     static let expected: [Part] = [
-        Part(headers: .init(name: "token", filename: nil, contentType: nil), content: Array("AK:sig:policy".utf8), final: false),
+        Part(
+            headers: .init(name: "token", filename: nil, contentType: nil), content: Array("AK:sig:policy".utf8),
+            final: false),
         Part(headers: .init(name: "x:a \"b\"", filename: nil, contentType: nil), content: [], final: false),
-        Part(headers: .init(name: "file", filename: "cat.jpg", contentType: "image/jpeg"), content: trickyContent, final: true),
+        Part(
+            headers: .init(name: "file", filename: "cat.jpg", contentType: "image/jpeg"), content: trickyContent,
+            final: true),
     ]
 
     @Test("one buffer: fields, an empty field, the file with near-boundaries inside, the final flag")
@@ -85,8 +91,9 @@ struct MultipartFormParserTests {
 
     @Test("a part after the file ends the file with final false")
     func partAfterFile() throws {
-        let body = Array(("--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nDATA\r\n"
-            + "--b\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nk\r\n--b--").utf8)
+        let body = Array(
+            ("--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nDATA\r\n"
+                + "--b\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nk\r\n--b--").utf8)
         let (parts, finished) = try Self.parse(body, boundary: "b", cuts: [body.count - 40])
         #expect(parts.first?.final == false)
         #expect(parts.first?.content == Array("DATA".utf8))
@@ -123,6 +130,8 @@ struct MultipartFormParserTests {
         #expect(Parser.boundary(fromContentType: "Multipart/Form-Data; charset=utf-8; Boundary=\"a b\"") == "a b")
         #expect(Parser.boundary(fromContentType: "multipart/mixed; boundary=abc") == nil)
         #expect(Parser.boundary(fromContentType: "multipart/form-data") == nil)
-        #expect(Parser.boundary(fromContentType: "multipart/form-data; boundary=" + String(repeating: "a", count: 71)) == nil)
+        #expect(
+            Parser.boundary(fromContentType: "multipart/form-data; boundary=" + String(repeating: "a", count: 71))
+                == nil)
     }
 }

@@ -13,7 +13,8 @@ extension TestServer {
     }
 
     /// A form uploader for this server.
-    func formUploader(token: String, transport: (any HTTPTransport)? = nil, chunkSize: Int = 64 * 1024) -> FormUploader {
+    func formUploader(token: String, transport: (any HTTPTransport)? = nil, chunkSize: Int = 64 * 1024) -> FormUploader
+    {
         var configuration = FormUploader.Configuration()
         if let transport { configuration.transport = transport }
         configuration.chunkSize = chunkSize
@@ -28,7 +29,9 @@ extension TestServer {
             var files = 0
             while let item = enumerator?.nextObject() as? String {
                 var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: path + "/" + item, isDirectory: &isDirectory), !isDirectory.boolValue {
+                if FileManager.default.fileExists(atPath: path + "/" + item, isDirectory: &isDirectory),
+                    !isDirectory.boolValue
+                {
                     files += 1
                 }
             }
@@ -104,7 +107,8 @@ struct FormUploaderTests {
         arguments: ["AsyncHTTPClient", "URLSession"])
     func seedFlow(transportName: String) async throws {
         try await Self.withServer(size: 3 * 1024 * 1024 + 123) { server, file in
-            let transport: any HTTPTransport = transportName == "URLSession" ? URLSessionTransport() : AsyncHTTPClientTransport()
+            let transport: any HTTPTransport =
+                transportName == "URLSession" ? URLSessionTransport() : AsyncHTTPClientTransport()
             let token = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
             let uploader = server.formUploader(token: token, transport: transport)
             let bytes = [UInt8](try Data(contentsOf: file))
@@ -137,7 +141,8 @@ struct FormUploaderTests {
             #expect(result.hash == object.etag)
             #expect(result.hash == Checksum.hex(Checksum.digest(.md5, of: bytes)))
             #expect(result.callbackBody == nil)
-            let json = try #require(try JSONSerialization.jsonObject(with: Data(result.responseBody)) as? [String: String])
+            let json = try #require(
+                try JSONSerialization.jsonObject(with: Data(result.responseBody)) as? [String: String])
             #expect(json == ["key": "2024/cat.png", "hash": object.etag])
             #expect(object.size == Int64(bytes.count))
             #expect(object.attributes.contentType == "image/png")
@@ -154,8 +159,10 @@ struct FormUploaderTests {
             let before = server.blobFiles().stored
             var extra = FormUploader.ExtraParameters()
             extra.crc32 = try await FormUploader.crc32(of: file) &+ 1
-            let upload = server.formUploader(token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future)))
-                .upload(file: file, key: "cat.png", extraParams: extra)
+            let upload = server.formUploader(
+                token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
+            )
+            .upload(file: file, key: "cat.png", extraParams: extra)
             let error = try await Self.failure(upload)
             #expect(error.code == .server)
             #expect(error.httpStatus == 406)
@@ -173,7 +180,8 @@ struct FormUploaderTests {
             try await Self.withServer { server, file in
                 var policy = PutPolicy(scope: Self.bucket + ":avatars/42.png", deadline: Self.future)
                 policy.callbackUrl = receiver.url("/uploaded?app=photos")
-                policy.callbackBody = "key=$(key)&hash=$(etag)&size=$(fsize)&mime=$(mimeType)&uid=$(x:uid)&name=$(fname)"
+                policy.callbackBody =
+                    "key=$(key)&hash=$(etag)&size=$(fsize)&mime=$(mimeType)&uid=$(x:uid)&name=$(fname)"
                 var extra = FormUploader.ExtraParameters()
                 extra.mimeType = "image/png"
                 extra.callbackParams = ["uid": "42", "device": "iPhone 15 & co"]
@@ -210,44 +218,51 @@ struct FormUploaderTests {
     func callbackFails() async throws {
         let closed = try await HTTPReceiver.closedPort()
         try await HTTPReceiver.with(delay: .seconds(3)) { slow in
-        try await HTTPReceiver.with(status: 500, answer: "boom") { failing in
-            try await Self.withServer(configure: { $0.formCallbackTimeout = .milliseconds(500) }) { server, file in
-                let bytes = [UInt8](try Data(contentsOf: file))
-                for (index, url) in ["http://127.0.0.1:\(closed)/cb", failing.url("/cb"), slow.url("/cb")].enumerated() {
-                    let started = ContinuousClock.now
-                    var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
-                    policy.callbackUrl = url
-                    let key = "kept-\(index).png"
-                    let error = try await Self.failure(
-                        server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: key))
-                    #expect(error.httpStatus == 579)
-                    #expect(error.serverCode == FormUploadErrorCode.callbackFailed.rawValue)
-                    #expect(!error.message.contains("127.0.0.1"))
-                    let object = try await server.server.store.object(bucket: Self.bucket, key: key)
-                    #expect(object.etag == Checksum.hex(Checksum.digest(.md5, of: bytes)))
-                    #expect(try await server.storedBytes(Self.bucket, key) == bytes)
-                    // The slow receiver's 3 s answer is not waited for.
-                    #expect(ContinuousClock.now - started < .milliseconds(2500))
+            try await HTTPReceiver.with(status: 500, answer: "boom") { failing in
+                try await Self.withServer(configure: { $0.formCallbackTimeout = .milliseconds(500) }) { server, file in
+                    let bytes = [UInt8](try Data(contentsOf: file))
+                    for (index, url) in ["http://127.0.0.1:\(closed)/cb", failing.url("/cb"), slow.url("/cb")]
+                        .enumerated()
+                    {
+                        let started = ContinuousClock.now
+                        var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                        policy.callbackUrl = url
+                        let key = "kept-\(index).png"
+                        let error = try await Self.failure(
+                            server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: key))
+                        #expect(error.httpStatus == 579)
+                        #expect(error.serverCode == FormUploadErrorCode.callbackFailed.rawValue)
+                        #expect(!error.message.contains("127.0.0.1"))
+                        let object = try await server.server.store.object(bucket: Self.bucket, key: key)
+                        #expect(object.etag == Checksum.hex(Checksum.digest(.md5, of: bytes)))
+                        #expect(try await server.storedBytes(Self.bucket, key) == bytes)
+                        // The slow receiver's 3 s answer is not waited for.
+                        #expect(ContinuousClock.now - started < .milliseconds(2500))
+                    }
+                    #expect(await failing.recorder.requests.count == 1)
+                    #expect(await slow.recorder.requests.count == 1)
                 }
-                #expect(await failing.recorder.requests.count == 1)
-                #expect(await slow.recorder.requests.count == 1)
             }
-        }
         }
     }
 
     @Test("custom metadata: names must be header tokens, values single-line, at most 2 KiB → 400 InvalidArgument")
     func metadataValidation() async throws {
         try await Self.withServer(size: 100) { server, file in
-            let uploader = server.formUploader(token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future)))
-            for meta in [["bad name": "v"], ["ok": "line\r\nX-Injected: 1"], ["big": String(repeating: "v", count: 3000)]] {
+            let uploader = server.formUploader(
+                token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future)))
+            for meta in [
+                ["bad name": "v"], ["ok": "line\r\nX-Injected: 1"], ["big": String(repeating: "v", count: 3000)],
+            ] {
                 var extra = FormUploader.ExtraParameters()
                 extra.customMeta = meta
                 let error = try await Self.failure(uploader.upload(file: file, key: "meta", extraParams: extra))
                 #expect(error.httpStatus == 400)
                 #expect(error.serverCode == FormUploadErrorCode.invalidArgument.rawValue)
             }
-            await #expect(throws: S3Error.self) { try await server.server.store.object(bucket: Self.bucket, key: "meta") }
+            await #expect(throws: S3Error.self) {
+                try await server.server.store.object(bucket: Self.bucket, key: "meta")
+            }
         }
     }
 
@@ -263,19 +278,29 @@ struct FormUploaderTests {
                 accessKeyId: "FKIAFORMSTORED01", secretAccessKey: "stored-secret", policy: .fullAccess, status: .active,
                 description: "form", createdAt: Date())
             try await server.server.catalog.insertAccessKey(stored)
-            let storedToken = UploadToken.make(accessKey: stored.accessKeyId, secretKey: "stored-secret", policy: policy)
-            #expect(try await server.formUploader(token: storedToken).upload(file: file, key: "by-stored-key").result.key == "by-stored-key")
+            let storedToken = UploadToken.make(
+                accessKey: stored.accessKeyId, secretKey: "stored-secret", policy: policy)
+            #expect(
+                try await server.formUploader(token: storedToken).upload(file: file, key: "by-stored-key").result.key
+                    == "by-stored-key")
             _ = try await server.server.catalog.setAccessKeyStatus(stored.accessKeyId, .disabled)
 
             let cases: [(String, String)] = [
-                (UploadToken.make(accessKey: server.root.accessKeyId, secretKey: "wrong-secret", policy: policy), "BadToken"),
+                (
+                    UploadToken.make(accessKey: server.root.accessKeyId, secretKey: "wrong-secret", policy: policy),
+                    "BadToken"
+                ),
                 ("not-a-token", "BadToken"),
                 (UploadToken.make(accessKey: "FKIANOBODY000000", secretKey: "x", policy: policy), "UnknownAccessKey"),
                 (storedToken, "UnknownAccessKey"),
-                (server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Date().addingTimeInterval(-5))), "ExpiredToken"),
+                (
+                    server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Date().addingTimeInterval(-5))),
+                    "ExpiredToken"
+                ),
             ]
             for (index, (token, code)) in cases.enumerated() {
-                let error = try await Self.failure(server.formUploader(token: token).upload(file: file, key: "bad-\(index)"))
+                let error = try await Self.failure(
+                    server.formUploader(token: token).upload(file: file, key: "bad-\(index)"))
                 #expect(error.httpStatus == 401, "\(code)")
                 #expect(error.serverCode == code)
                 #expect(!error.message.contains(token))
@@ -293,9 +318,14 @@ struct FormUploaderTests {
             #expect(error.httpStatus == 403)
             #expect(error.serverCode == FormUploadErrorCode.keyNotAllowed.rawValue)
             await Self.expectNothingStored(server, key: "other.png", blobsBefore: before)
-            await #expect(throws: S3Error.self) { try await server.server.store.object(bucket: Self.bucket, key: "only/this.png") }
-            #expect(try await server.formUploader(token: token).upload(file: file, key: "only/this.png").result.key == "only/this.png")
-            #expect(try await server.formUploader(token: token).upload(file: file, key: nil).result.key == "only/this.png")
+            await #expect(throws: S3Error.self) {
+                try await server.server.store.object(bucket: Self.bucket, key: "only/this.png")
+            }
+            #expect(
+                try await server.formUploader(token: token).upload(file: file, key: "only/this.png").result.key
+                    == "only/this.png")
+            #expect(
+                try await server.formUploader(token: token).upload(file: file, key: nil).result.key == "only/this.png")
             // A bucket scope needs a key.
             let bucketToken = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
             let missing = try await Self.failure(server.formUploader(token: bucketToken).upload(file: file, key: nil))
@@ -331,27 +361,35 @@ struct FormUploaderTests {
             let before = server.blobFiles().stored
             var sized = PutPolicy(scope: Self.bucket, deadline: Self.future)
             sized.fsizeLimit = 199_999
-            let tooLarge = try await Self.failure(server.formUploader(token: server.uploadToken(sized)).upload(file: file, key: "big"))
+            let tooLarge = try await Self.failure(
+                server.formUploader(token: server.uploadToken(sized)).upload(file: file, key: "big"))
             #expect(tooLarge.httpStatus == 413)
             #expect(tooLarge.serverCode == FormUploadErrorCode.fileTooLarge.rawValue)
             await Self.expectNothingStored(server, key: "big", blobsBefore: before)
             sized.fsizeLimit = 200_000
-            #expect(try await server.formUploader(token: server.uploadToken(sized)).upload(file: file, key: "fits").result.key == "fits")
+            #expect(
+                try await server.formUploader(token: server.uploadToken(sized)).upload(file: file, key: "fits").result
+                    .key == "fits")
 
             var typed = PutPolicy(scope: Self.bucket, deadline: Self.future)
             typed.mimeLimit = "image/*;video/mp4"
             var movie = FormUploader.ExtraParameters()
             movie.mimeType = "video/quicktime"
             let wrongType = try await Self.failure(
-                server.formUploader(token: server.uploadToken(typed)).upload(file: file, key: "movie.mov", extraParams: movie))
+                server.formUploader(token: server.uploadToken(typed)).upload(
+                    file: file, key: "movie.mov", extraParams: movie))
             #expect(wrongType.httpStatus == 403)
             #expect(wrongType.serverCode == FormUploadErrorCode.mimeTypeNotAllowed.rawValue)
             await Self.expectNothingStored(server, key: "movie.mov", blobsBefore: before + 1)
             movie.mimeType = "video/mp4"
-            #expect(try await server.formUploader(token: server.uploadToken(typed)).upload(file: file, key: "movie.mp4", extraParams: movie).result.key == "movie.mp4")
+            #expect(
+                try await server.formUploader(token: server.uploadToken(typed)).upload(
+                    file: file, key: "movie.mp4", extraParams: movie
+                ).result.key == "movie.mp4")
 
             let noBucket = try await Self.failure(
-                server.formUploader(token: server.uploadToken(PutPolicy(scope: "nope", deadline: Self.future))).upload(file: file, key: "x"))
+                server.formUploader(token: server.uploadToken(PutPolicy(scope: "nope", deadline: Self.future))).upload(
+                    file: file, key: "x"))
             #expect(noBucket.httpStatus == 631)
             #expect(noBucket.serverCode == FormUploadErrorCode.noSuchBucket.rawValue)
         }
@@ -364,7 +402,8 @@ struct FormUploaderTests {
         try await Self.withServer(size: 10) { server, _ in
             let before = server.blobFiles().stored
             let token = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
-            let body = "--B\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n\(token)\r\n"
+            let body =
+                "--B\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n\(token)\r\n"
                 + "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\n"
                 + String(repeating: "x", count: 100_000) + "\r\n"
                 + "--B\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nlate.txt\r\n--B--\r\n"
@@ -381,21 +420,26 @@ struct FormUploaderTests {
             // With the key first, the late part is an extra field after the file.
             let withKey = body.replacingOccurrences(
                 of: "--B\r\nContent-Disposition: form-data; name=\"file\"",
-                with: "--B\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nlate.txt\r\n--B\r\nContent-Disposition: form-data; name=\"file\"")
+                with:
+                    "--B\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nlate.txt\r\n--B\r\nContent-Disposition: form-data; name=\"file\""
+            )
             let second = try await transport.send(
                 TransportRequest(
                     method: "POST", url: url, headers: [("Content-Type", "multipart/form-data; boundary=B")],
                     body: Array(withKey.utf8), timeout: .seconds(30)),
                 bodyProgress: { _ in }, responseSink: nil)
             #expect(second.status == 400)
-            let secondJSON = try #require(try JSONSerialization.jsonObject(with: Data(second.body)) as? [String: String])
+            let secondJSON = try #require(
+                try JSONSerialization.jsonObject(with: Data(second.body)) as? [String: String])
             #expect(secondJSON["code"] == FormUploadErrorCode.fileNotLast.rawValue)
             #expect(secondJSON["requestId"]?.isEmpty == false)
             #expect(secondJSON["error"]?.contains("last") == true)
             await Self.expectNothingStored(server, key: "late.txt", blobsBefore: before)
 
             let plain = try await transport.send(
-                TransportRequest(method: "POST", url: url, headers: [("Content-Type", "application/json")], body: Array("{}".utf8), timeout: .seconds(30)),
+                TransportRequest(
+                    method: "POST", url: url, headers: [("Content-Type", "application/json")], body: Array("{}".utf8),
+                    timeout: .seconds(30)),
                 bodyProgress: { _ in }, responseSink: nil)
             #expect(plain.status == 400)
             #expect(String(decoding: plain.body, as: UTF8.self).contains(FormUploadErrorCode.malformedForm.rawValue))
@@ -406,7 +450,8 @@ struct FormUploaderTests {
     func returnBody() async throws {
         try await Self.withServer(size: 1234) { server, file in
             var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
-            policy.returnBody = #"{"name":$(fname),"size":$(fsize),"hash":$(etag),"uid":$(x:uid),"w":$(imageInfo.width)}"#
+            policy.returnBody =
+                #"{"name":$(fname),"size":$(fsize),"hash":$(etag),"uid":$(x:uid),"w":$(imageInfo.width)}"#
             var extra = FormUploader.ExtraParameters()
             extra.callbackParams = ["uid": "a\"b"]
             let result = try await server.formUploader(token: server.uploadToken(policy)).upload(
@@ -421,23 +466,29 @@ struct FormUploaderTests {
         }
     }
 
-    @Test("streamed bodies arrive intact through both transports, the file read in 256 KiB chunks", arguments: ["AsyncHTTPClient", "URLSession"])
+    @Test(
+        "streamed bodies arrive intact through both transports, the file read in 256 KiB chunks",
+        arguments: ["AsyncHTTPClient", "URLSession"])
     func streamedBody(transportName: String) async throws {
         let directory = TemporaryDirectory.make("ferry-stream")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = try Self.makeFile(size: 1_300_000, in: directory, name: "data.bin")
         let bytes = [UInt8](try Data(contentsOf: file))
-        let transport: any HTTPTransport = transportName == "URLSession" ? URLSessionTransport() : AsyncHTTPClientTransport()
+        let transport: any HTTPTransport =
+            transportName == "URLSession" ? URLSessionTransport() : AsyncHTTPClientTransport()
         try await HTTPReceiver.with { receiver in
             let body = StreamedBody(
-                [.bytes(Array("head|".utf8)), .file(path: file.path, offset: 1000, length: 1_000_000), .bytes([]),
-                 .bytes(Array("|tail".utf8))])
+                [
+                    .bytes(Array("head|".utf8)), .file(path: file.path, offset: 1000, length: 1_000_000), .bytes([]),
+                    .bytes(Array("|tail".utf8)),
+                ])
             #expect(body.chunkSize == 256 * 1024)
             #expect(body.length == 1_000_010)
             let counter = ByteCounter()
             let response = try await transport.send(
                 TransportRequest(
-                    method: "POST", url: receiver.url("/stream"), headers: [("Content-Type", "application/octet-stream")],
+                    method: "POST", url: receiver.url("/stream"),
+                    headers: [("Content-Type", "application/octet-stream")],
                     streamedBody: body, timeout: .seconds(60)),
                 bodyProgress: { counter.add($0) }, responseSink: nil)
             #expect(response.status == 200)
@@ -456,7 +507,8 @@ struct FormUploaderTests {
             let short = StreamedBody([.file(path: file.path, offset: 1_299_000, length: 5000)])
             await #expect(throws: (any Error).self) {
                 _ = try await transport.send(
-                    TransportRequest(method: "POST", url: receiver.url(), headers: [], streamedBody: short, timeout: .seconds(30)),
+                    TransportRequest(
+                        method: "POST", url: receiver.url(), headers: [], streamedBody: short, timeout: .seconds(30)),
                     bodyProgress: { _ in }, responseSink: nil)
             }
         }
@@ -466,14 +518,18 @@ struct FormUploaderTests {
     func cancel() async throws {
         try await Self.withServer(size: 8 * 1024 * 1024) { server, file in
             let before = server.blobFiles().stored
-            let upload = server.formUploader(token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future)), chunkSize: 16 * 1024)
-                .upload(file: file, key: "cancelled.bin")
+            let upload = server.formUploader(
+                token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future)), chunkSize: 16 * 1024
+            )
+            .upload(file: file, key: "cancelled.bin")
             upload.cancel()
             var failed: FerryError?
             for await event in upload.events { if case .failed(let error) = event { failed = error } }
             #expect(failed?.code == .cancelled)
             await #expect(throws: FerryError.self) { _ = try await upload.result }
-            await #expect(throws: S3Error.self) { try await server.server.store.object(bucket: Self.bucket, key: "cancelled.bin") }
+            await #expect(throws: S3Error.self) {
+                try await server.server.store.object(bucket: Self.bucket, key: "cancelled.bin")
+            }
             #expect(server.blobFiles().stored == before)
         }
     }

@@ -7,13 +7,16 @@ struct FormBody {
     let boundary: String
     let body: StreamedBody
 
-    init(token: String, key: String?, file: URL, size: Int64, extraParams: FormUploader.ExtraParameters, chunkSize: Int) {
-        boundary = "FerryFormBoundary" + (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    init(token: String, key: String?, file: URL, size: Int64, extraParams: FormUploader.ExtraParameters, chunkSize: Int)
+    {
+        boundary =
+            "FerryFormBoundary" + (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         var fields: [(String, String)] = [(FormUploadFields.token, token)]
         if let key { fields.append((FormUploadFields.key, key)) }
         if let crc32 = extraParams.crc32 { fields.append((FormUploadFields.crc32, String(crc32))) }
         for (name, value) in extraParams.callbackParams.sorted(by: { $0.key < $1.key }) {
-            let prefixed = name.hasPrefix(FormUploadFields.customVariablePrefix)
+            let prefixed =
+                name.hasPrefix(FormUploadFields.customVariablePrefix)
                 ? name : FormUploadFields.customVariablePrefix + name
             fields.append((prefixed, value))
         }
@@ -25,7 +28,8 @@ struct FormBody {
             head += "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Self.quote(name))\"\r\n\r\n\(value)\r\n"
         }
         let mimeType = Self.headerSafe(extraParams.mimeType ?? "application/octet-stream")
-        head += "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(FormUploadFields.file)\"; "
+        head +=
+            "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(FormUploadFields.file)\"; "
             + "filename=\"\(Self.quote(file.lastPathComponent))\"\r\nContent-Type: \(mimeType)\r\n\r\n"
         let tail = "\r\n--\(boundary)--\r\n"
         body = StreamedBody(

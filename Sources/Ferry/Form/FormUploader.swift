@@ -32,9 +32,9 @@ public final class FormUploader: Sendable {
         /// The defaults.
         public init() {
             #if canImport(Darwin)
-            transport = URLSessionTransport()
+                transport = URLSessionTransport()
             #else
-            transport = AsyncHTTPClientTransport()
+                transport = AsyncHTTPClientTransport()
             #endif
         }
     }
@@ -69,7 +69,7 @@ public final class FormUploader: Sendable {
     ///
     /// - Parameters:
     ///   - endpoint: the server's base URL; uploads go to `<endpoint>/_ferry/form`.
-    ///   - token: an upload token (see ``FerryCore/UploadToken``) from the app server.
+    ///   - token: an upload token (`UploadToken` in FerryCore) from the app server.
     ///   - configuration: transport and limits.
     public init(endpoint: URL, token: String, configuration: Configuration = .init()) {
         self.endpoint = endpoint
@@ -124,7 +124,8 @@ public final class FormUploader: Sendable {
     ) async throws -> FormUploadResult {
         let (size, _) = try FileRanges.attributes(of: file.path)
         let form = FormBody(
-            token: token, key: key, file: file, size: size, extraParams: extraParams, chunkSize: configuration.chunkSize)
+            token: token, key: key, file: file, size: size, extraParams: extraParams, chunkSize: configuration.chunkSize
+        )
         var base = endpoint.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         let request = TransportRequest(

@@ -1,9 +1,9 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A request body of known length read while it is sent: pieces of bytes in memory and ranges of local files, the
@@ -11,7 +11,8 @@ import Darwin
 ///
 /// ```swift
 /// let body = StreamedBody([.bytes(Array(head.utf8)), .file(path: movie.path, offset: 0, length: size), .bytes(tail)])
-/// let request = TransportRequest(method: "POST", url: url, headers: headers, streamedBody: body, timeout: .seconds(600))
+/// let request = TransportRequest(
+///     method: "POST", url: url, headers: headers, streamedBody: body, timeout: .seconds(600))
 /// ```
 public struct StreamedBody: Sendable {
     /// One piece of the body.

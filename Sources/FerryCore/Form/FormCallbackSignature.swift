@@ -25,7 +25,8 @@ public enum FormCallbackSignature {
     public static func authorization(
         accessKey: String, secretKey: String, path: String, query: String?, body: [UInt8]
     ) -> String {
-        scheme + " " + accessKey + ":" + UploadToken.signature(secretKey: secretKey, data: signedData(path, query, body))
+        scheme + " " + accessKey + ":"
+            + UploadToken.signature(secretKey: secretKey, data: signedData(path, query, body))
     }
 
     /// Whether `authorization` is a valid callback signature by `secretKey` for this request (constant-time compare).

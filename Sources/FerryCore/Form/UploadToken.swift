@@ -8,7 +8,8 @@ import Foundation
 /// An app server holding an access key makes tokens and hands them to devices; the device never sees the secret.
 ///
 /// ```swift
-/// let token = UploadToken.make(accessKey: ak, secretKey: sk, policy: PutPolicy(scope: "photos", deadline: .now + 3600))
+/// let policy = PutPolicy(scope: "photos", deadline: .now + 3600)
+/// let token = UploadToken.make(accessKey: ak, secretKey: sk, policy: policy)
 /// // on the server:
 /// let parsed = try UploadToken.parse(token)
 /// try parsed.verify(secretKey: secretFor(parsed.accessKey))

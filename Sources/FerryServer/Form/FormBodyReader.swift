@@ -132,7 +132,8 @@ final class FormBodyReader: @unchecked Sendable {
                     case .content(let piece):
                         count += Int64(piece.readableBytes)
                         if let limit, count > limit {
-                            throw FormUploadError(.fileTooLarge, "The file is larger than the token allows (\(limit) bytes).")
+                            throw FormUploadError(
+                                .fileTooLarge, "The file is larger than the token allows (\(limit) bytes).")
                         }
                         return piece
                     case .partEnd(final: true):

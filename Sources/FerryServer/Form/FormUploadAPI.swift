@@ -52,7 +52,8 @@ public struct FormUploadAPI: Sendable {
         } catch {
             logger.error("form upload internal error", metadata: ["error": .string("\(error)")])
             return Self.errorResponse(
-                FormUploadError(.internalError, "The service failed to store the file; try again."), requestId: requestId)
+                FormUploadError(.internalError, "The service failed to store the file; try again."),
+                requestId: requestId)
         }
     }
 
@@ -102,7 +103,8 @@ public struct FormUploadAPI: Sendable {
                         else {
                             throw FormUploadError(
                                 .invalidArgument,
-                                "Metadata fields are x-qn-meta-<name> with a header-token name and a single-line value.")
+                                "Metadata fields are x-qn-meta-<name> with a header-token name and a single-line value."
+                            )
                         }
                         fields.metadata[metaName] = value
                         let total = fields.metadata.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
@@ -167,7 +169,8 @@ public struct FormUploadAPI: Sendable {
         } catch let error as S3Error where error.code == .noSuchBucket {
             throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
         }
-        let mimeType = fileHeaders.contentType?.trimmingCharacters(in: .whitespaces).nilIfEmpty
+        let mimeType =
+            fileHeaders.contentType?.trimmingCharacters(in: .whitespaces).nilIfEmpty
             ?? "application/octet-stream"
         guard policy.allowsMimeType(mimeType) else {
             throw FormUploadError(.mimeTypeNotAllowed, "The file's MIME type \(mimeType.prefix(128)) is not allowed.")
@@ -246,10 +249,12 @@ public struct FormUploadAPI: Sendable {
     /// The callback's body and content type.
     static func callbackBody(policy: PutPolicy, values: MagicVariables) -> (body: String, contentType: String) {
         if policy.callbackBodyType?.lowercased().hasPrefix("application/json") == true {
-            let template = policy.callbackBody ?? #"{"bucket":"$(bucket)","key":"$(key)","hash":"$(etag)","fsize":$(fsize)}"#
+            let template =
+                policy.callbackBody ?? #"{"bucket":"$(bucket)","key":"$(key)","hash":"$(etag)","fsize":$(fsize)}"#
             return (values.substitute(in: template, style: .jsonString), "application/json")
         }
-        let template = policy.callbackBody?.nilIfEmpty
+        let template =
+            policy.callbackBody?.nilIfEmpty
             ?? "bucket=$(bucket)&key=$(key)&hash=$(etag)&fsize=$(fsize)&mimeType=$(mimeType)"
         var body = values.substitute(in: template, style: .formComponent)
         // The uploader's callback parameters the template does not place are appended.
@@ -298,7 +303,8 @@ public struct FormUploadAPI: Sendable {
             let answer = try await response.body.collect(upTo: Self.maxCallbackResponse)
             outcome = (response.status.code, response.headers.first(name: "Content-Type"), answer)
         } catch {
-            // The URL may carry a secret of the app server: neither it nor the error text (which may quote it) is logged.
+            // The URL may carry a secret of the app server: neither it nor the error text (which may quote it) is
+            // logged.
             logger.debug("form upload callback unreachable")
             outcome = nil
         }
@@ -396,7 +402,9 @@ struct MagicVariables {
             case .formComponent: output += Self.formEncode(found?.text ?? "")
             case .jsonString: output += Self.jsonEscape(found?.text ?? "")
             case .jsonLiteral:
-                if let found { output += found.isNumber ? found.text : "\"" + Self.jsonEscape(found.text) + "\"" } else {
+                if let found {
+                    output += found.isNumber ? found.text : "\"" + Self.jsonEscape(found.text) + "\""
+                } else {
                     output += "null"
                 }
             }
@@ -414,7 +422,9 @@ struct MagicVariables {
     }
 
     static func jsonEscape(_ text: String) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes])) ?? Data("[\"\"]".utf8)
+        let data =
+            (try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes]))
+            ?? Data("[\"\"]".utf8)
         let literal = String(decoding: data, as: UTF8.self)  // ["…"]
         return String(literal.dropFirst(2).dropLast(2))
     }

@@ -76,7 +76,9 @@ struct MultipartFormParser {
             guard let equals = piece.firstIndex(of: "=") else { continue }
             guard piece[..<equals].trimmingCharacters(in: .whitespaces).lowercased() == "boundary" else { continue }
             var value = piece[piece.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+                value = String(value.dropFirst().dropLast())
+            }
             // RFC 2046: 1 to 70 characters.
             guard (1...70).contains(value.utf8.count) else { return nil }
             return value
@@ -124,7 +126,9 @@ struct MultipartFormParser {
                     }
                     break loop
                 }
-                guard end <= Self.maxHeaderBytes else { throw ParseError(message: "A part's headers are longer than 8 KiB.") }
+                guard end <= Self.maxHeaderBytes else {
+                    throw ParseError(message: "A part's headers are longer than 8 KiB.")
+                }
                 let block = pending.readString(length: end) ?? ""
                 pending.moveReaderIndex(forwardBy: 4)
                 events.append(.partStart(try Self.parseHeaders(block)))
@@ -168,7 +172,9 @@ struct MultipartFormParser {
         guard let first = view.first else { return nil }
         if first == UInt8(ascii: "-") {
             guard view.count >= 2 else { return nil }
-            guard view[view.startIndex + 1] == UInt8(ascii: "-") else { throw ParseError(message: "A boundary is followed by garbage.") }
+            guard view[view.startIndex + 1] == UInt8(ascii: "-") else {
+                throw ParseError(message: "A boundary is followed by garbage.")
+            }
             pending.moveReaderIndex(forwardBy: 2)
             return true
         }
@@ -269,13 +275,17 @@ struct MultipartFormParser {
         characters = characters.dropFirst(type.count)
         var parameters: [String: String] = [:]
         while !characters.isEmpty {
-            guard characters.first == ";" else { throw ParseError(message: "A part's Content-Disposition is malformed.") }
+            guard characters.first == ";" else {
+                throw ParseError(message: "A part's Content-Disposition is malformed.")
+            }
             characters.removeFirst()
             skipSpaces()
             if characters.isEmpty { break }
             let key = characters.prefix { $0 != "=" && $0 != ";" }
             characters = characters.dropFirst(key.count)
-            guard characters.first == "=" else { throw ParseError(message: "A part's Content-Disposition is malformed.") }
+            guard characters.first == "=" else {
+                throw ParseError(message: "A part's Content-Disposition is malformed.")
+            }
             characters.removeFirst()
             var parsed = ""
             if characters.first == "\"" {
