@@ -67,6 +67,15 @@ public struct FerryServer: Sendable {
         PublishAPI(media: mediaAPI)
     }
 
+    /// The form upload endpoint (Qiniu-style upload tokens) over this server's store; stored objects advance the media
+    /// catalog.
+    public var formUploadAPI: FormUploadAPI {
+        var api = FormUploadAPI(store: store, credentials: credentials, configuration: configuration)
+        let media = mediaAPI
+        api.objectStored = { object in await media.objectStored(object) }
+        return api
+    }
+
     /// The object API over this server's store; stored objects advance the media catalog.
     public var objectAPI: ObjectAPI {
         var api = ObjectAPI(
@@ -84,6 +93,7 @@ public struct FerryServer: Sendable {
     {
         let api = objectAPI
         let media = mediaAPI
+        let form = formUploadAPI
         let logger = configuration.logger
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
             if request.uri.path.hasPrefix(MediaAPI.pathPrefix) {
@@ -92,6 +102,7 @@ public struct FerryServer: Sendable {
             if request.uri.path.hasPrefix(PublishAPI.pathPrefix) {
                 return await PublishAPI(media: media).respond(to: request, logger: logger)
             }
+            if request.uri.path == FormUploadAPI.path { return await form.respond(to: request, logger: logger) }
             return await api.respond(to: request, logger: logger)
         }
         // The HTTP server's own lifecycle lines only when debugging; Ferry logs its one start line itself.

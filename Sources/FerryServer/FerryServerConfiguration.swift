@@ -34,6 +34,10 @@ public struct FerryServerConfiguration: Sendable {
     /// Where to deliver webhook events (signed POSTs, persisted in the catalog and retried until acknowledged);
     /// nil (the default) disables webhooks: nothing is enqueued or delivered.
     public var webhook: WebhookConfiguration?
+    /// Time a form upload's callback to the app server (the put policy's `callbackUrl`) has to answer, from
+    /// connecting to the end of its response; when it runs out the upload answers 579 (the file stays stored).
+    /// Default 5 s.
+    public var formCallbackTimeout: Duration = .seconds(5)
 
     /// Creates a configuration for a data directory.
     public init(dataDirectory: String) {

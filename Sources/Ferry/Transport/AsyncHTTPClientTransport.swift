@@ -35,7 +35,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         for header in request.headers where header.name.lowercased() != "host" {
             http.headers.add(name: header.name, value: header.value)
         }
-        if !request.body.isEmpty || request.method == "PUT" || request.method == "POST" {
+        if let streamed = request.streamedBody {
+            http.body = .stream(
+                StreamedBodySlices(chunks: streamed.chunks, progress: bodyProgress), length: .known(streamed.length))
+        } else if !request.body.isEmpty || request.method == "PUT" || request.method == "POST" {
             let body = request.body
             let slices = BodySlices(body: body, sliceSize: Self.sliceSize, progress: bodyProgress)
             http.body = .stream(slices, length: .known(Int64(body.count)))
@@ -108,5 +111,33 @@ struct BodySlices: AsyncSequence, Sendable {
 
     func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(body: body, sliceSize: sliceSize, progress: progress)
+    }
+}
+
+/// A ``StreamedBody`` as the connection pulls it, counting each chunk once the next one is asked for (the last when
+/// handed over).
+struct StreamedBodySlices: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let chunks: StreamedBody.Chunks
+    let progress: @Sendable (Int) -> Void
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var chunks: StreamedBody.Chunks.AsyncIterator
+        let progress: @Sendable (Int) -> Void
+        var pending = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            if pending > 0 {
+                progress(pending)
+                pending = 0
+            }
+            guard let chunk = try await chunks.next() else { return nil }
+            pending = chunk.count
+            return ByteBuffer(bytes: chunk)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(chunks: chunks.makeAsyncIterator(), progress: progress)
     }
 }

@@ -10,6 +10,9 @@ public struct TransportRequest: Sendable {
     public var headers: [(name: String, value: String)]
     /// The body.
     public var body: [UInt8]
+    /// A body read while it is sent (files in bounded chunks); when set it is sent instead of ``body``, with its
+    /// length as `Content-Length`.
+    public var streamedBody: StreamedBody?
     /// The most time the whole exchange may take.
     public var timeout: Duration
 
@@ -20,6 +23,15 @@ public struct TransportRequest: Sendable {
         self.headers = headers
         self.body = body
         self.timeout = timeout
+    }
+
+    /// Creates a request whose body is read while it is sent.
+    public init(
+        method: String, url: String, headers: [(name: String, value: String)], streamedBody: StreamedBody,
+        timeout: Duration
+    ) {
+        self.init(method: method, url: url, headers: headers, timeout: timeout)
+        self.streamedBody = streamedBody
     }
 }
 

@@ -8,6 +8,8 @@ import FoundationNetworking
 /// FoundationNetworking.
 ///
 /// Upload progress comes from the session's `didSendBodyData` callbacks, so it counts bytes as the system sends them.
+/// A ``StreamedBody`` is first copied, chunk by chunk, to a temporary file the session uploads from (and which is
+/// removed afterwards): memory stays at one chunk, on Apple platforms and in FoundationNetworking alike.
 public final class URLSessionTransport: HTTPTransport {
     private let session: URLSession
     private let delegate: SessionDelegate
@@ -41,7 +43,14 @@ public final class URLSessionTransport: HTTPTransport {
             urlRequest.addValue(header.value, forHTTPHeaderField: header.name)
         }
         let task: URLSessionTask
-        if request.body.isEmpty && request.method != "PUT" && request.method != "POST" {
+        var bodyFile: URL?
+        defer { if let bodyFile { try? FileManager.default.removeItem(at: bodyFile) } }
+        if let streamed = request.streamedBody {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-body-\(UUID().uuidString)")
+            bodyFile = file
+            try await Self.write(streamed, to: file)
+            task = session.uploadTask(with: urlRequest, fromFile: file)
+        } else if request.body.isEmpty && request.method != "PUT" && request.method != "POST" {
             task = session.dataTask(with: urlRequest)
         } else {
             task = session.uploadTask(with: urlRequest, from: Data(request.body))
@@ -64,6 +73,19 @@ public final class URLSessionTransport: HTTPTransport {
             return TransportResponse(status: status, headers: headers, body: [])
         }
         return TransportResponse(status: status, headers: headers, body: [UInt8](data))
+    }
+
+    /// Copies a streamed body to `file`, one chunk at a time.
+    private static func write(_ body: StreamedBody, to file: URL) async throws {
+        guard FileManager.default.createFile(atPath: file.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        else {
+            throw TransportError("A temporary file for the request body cannot be created.")
+        }
+        let handle = try FileHandle(forWritingTo: file)
+        defer { try? handle.close() }
+        for try await chunk in body.chunks {
+            try handle.write(contentsOf: chunk)
+        }
     }
 }
 

@@ -1,0 +1,110 @@
+import Foundation
+
+/// What an upload token allows: where the file may go, until when, and what the server does after storing it.
+///
+/// The field names are Qiniu's, so a policy written for Qiniu decodes unchanged. Unknown fields are ignored.
+///
+/// ```swift
+/// var policy = PutPolicy(scope: "photos:cat.jpg", deadline: Date().addingTimeInterval(3600))
+/// policy.fsizeLimit = 10 * 1024 * 1024
+/// policy.mimeLimit = "image/*"
+/// let token = UploadToken.make(accessKey: ak, secretKey: sk, policy: policy)
+/// ```
+public struct PutPolicy: Codable, Sendable, Hashable {
+    /// `bucket` (any key in the bucket) or `bucket:key` (exactly that key).
+    public var scope: String
+    /// When the token stops being accepted, in seconds since 1970 (Qiniu's unit).
+    public var deadline: Int64
+    /// Whether an existing object under the key makes the upload fail (614) instead of replacing it.
+    /// Encoded as Qiniu does: `1` when set, absent otherwise.
+    public var insertOnly: Bool
+    /// URL the server POSTs to after storing the file; the answer's body goes back to the uploader.
+    public var callbackUrl: String?
+    /// Template of the callback body, with magic variables such as `$(key)`, `$(etag)`, `$(x:name)`.
+    public var callbackBody: String?
+    /// `application/x-www-form-urlencoded` (default) or `application/json`.
+    public var callbackBodyType: String?
+    /// Largest file accepted, in bytes.
+    public var fsizeLimit: Int64?
+    /// Accepted MIME types separated by `;`, with `type/*` wildcards, e.g. `image/*;video/mp4`.
+    public var mimeLimit: String?
+    /// Template of the JSON answer when there is no callback (default `{"key":…,"hash":…}`).
+    public var returnBody: String?
+
+    /// Creates a policy.
+    ///
+    /// - Parameters:
+    ///   - scope: `bucket` or `bucket:key`.
+    ///   - deadline: when the token expires (rounded down to a second).
+    public init(scope: String, deadline: Date) {
+        self.scope = scope
+        self.deadline = Int64(deadline.timeIntervalSince1970.rounded(.down))
+        self.insertOnly = false
+    }
+
+    /// The bucket part of ``scope``.
+    public var bucket: String {
+        scope.firstIndex(of: ":").map { String(scope[..<$0]) } ?? scope
+    }
+
+    /// The key part of ``scope``, or nil when the scope is a whole bucket.
+    public var key: String? {
+        scope.firstIndex(of: ":").map { String(scope[scope.index(after: $0)...]) }
+    }
+
+    /// The deadline as a date.
+    public var deadlineDate: Date { Date(timeIntervalSince1970: TimeInterval(deadline)) }
+
+    /// Whether `mimeType` is allowed by ``mimeLimit`` (everything is when there is no limit).
+    ///
+    /// Entries match case-insensitively; `type/*` matches every subtype of `type`; parameters (`; charset=…`) of the
+    /// MIME type are ignored.
+    public func allowsMimeType(_ mimeType: String) -> Bool {
+        guard let mimeLimit, !mimeLimit.trimmingCharacters(in: .whitespaces).isEmpty else { return true }
+        let essence = (mimeType.split(separator: ";", omittingEmptySubsequences: false).first ?? "")
+            .trimmingCharacters(in: .whitespaces).lowercased()
+        for entry in mimeLimit.split(separator: ";") {
+            let pattern = entry.trimmingCharacters(in: .whitespaces).lowercased()
+            if pattern.isEmpty { continue }
+            if pattern == "*/*" || pattern == essence { return true }
+            if pattern.hasSuffix("/*"), essence.hasPrefix(pattern.dropLast()) { return true }
+        }
+        return false
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case scope, deadline, insertOnly, callbackUrl, callbackBody, callbackBodyType, fsizeLimit, mimeLimit, returnBody
+    }
+
+    /// Decodes a policy; `insertOnly` may be a number (Qiniu) or a boolean.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        scope = try container.decode(String.self, forKey: .scope)
+        deadline = try container.decode(Int64.self, forKey: .deadline)
+        if let number = try? container.decodeIfPresent(Int.self, forKey: .insertOnly) {
+            insertOnly = number != 0
+        } else {
+            insertOnly = try container.decodeIfPresent(Bool.self, forKey: .insertOnly) ?? false
+        }
+        callbackUrl = try container.decodeIfPresent(String.self, forKey: .callbackUrl)
+        callbackBody = try container.decodeIfPresent(String.self, forKey: .callbackBody)
+        callbackBodyType = try container.decodeIfPresent(String.self, forKey: .callbackBodyType)
+        fsizeLimit = try container.decodeIfPresent(Int64.self, forKey: .fsizeLimit)
+        mimeLimit = try container.decodeIfPresent(String.self, forKey: .mimeLimit)
+        returnBody = try container.decodeIfPresent(String.self, forKey: .returnBody)
+    }
+
+    /// Encodes the policy with Qiniu's field names; absent options are left out.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(scope, forKey: .scope)
+        try container.encode(deadline, forKey: .deadline)
+        if insertOnly { try container.encode(1, forKey: .insertOnly) }
+        try container.encodeIfPresent(callbackUrl, forKey: .callbackUrl)
+        try container.encodeIfPresent(callbackBody, forKey: .callbackBody)
+        try container.encodeIfPresent(callbackBodyType, forKey: .callbackBodyType)
+        try container.encodeIfPresent(fsizeLimit, forKey: .fsizeLimit)
+        try container.encodeIfPresent(mimeLimit, forKey: .mimeLimit)
+        try container.encodeIfPresent(returnBody, forKey: .returnBody)
+    }
+}

@@ -1,0 +1,435 @@
+import AsyncHTTPClient
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// Qiniu-style form upload: one `multipart/form-data` POST to ``path`` carrying an upload token, a key, optional
+/// fields and the file, which is streamed into the store (nothing is visible until it is complete and verified).
+///
+/// Fields, in order: `token`, `key`, `crc32`, `x:<name>` custom variables, `x-qn-meta-<name>` metadata, then `file`
+/// (which must be last; its `Content-Type` is the object's MIME type). The token's access key must be the root key or
+/// an active stored access key allowed `s3:PutObject` on the object; its secret verifies the token.
+///
+/// Without a callback the answer is `200 {"key": …, "hash": …}` (or the policy's `returnBody`), where `hash` is the
+/// hex MD5 of the bytes — the object's S3 ETag. With a `callbackUrl` the server POSTs the callback body to it after
+/// storing, signed `Authorization: QBox <AK>:<sign>` (``FormCallbackSignature``), and answers 200 with the callback's
+/// response body; when the callback fails the answer is 579 and the file stays stored.
+///
+/// Errors are JSON `{"error": message, "code": FormUploadErrorCode, "requestId": …}` with the status documented on
+/// each ``FormUploadErrorCode``.
+public struct FormUploadAPI: Sendable {
+    /// The endpoint's path.
+    public static let path = FormUploadFields.path
+
+    let store: LocalDiskStore
+    let credentials: CredentialStore
+    let configuration: FerryServerConfiguration
+    /// Called after an object is stored (the media catalog follows stored objects).
+    var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
+
+    /// Largest total of metadata names and values (S3's limit).
+    static let maxMetadataBytes = 2048
+    /// Characters of an HTTP header name (RFC 9110 `tchar`), which metadata names become.
+    static let tokenCharacters = CharacterSet(
+        charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+    /// Largest callback answer passed back to the uploader.
+    static let maxCallbackResponse = 1024 * 1024
+
+    /// Answers a form upload; never throws.
+    func respond(to request: Request, logger: Logger) async -> Response {
+        let requestId = ObjectAPI.newRequestId()
+        var logger = logger
+        logger[metadataKey: "ferry.request-id"] = .string(requestId)
+        do {
+            return try await upload(request, requestId: requestId, logger: logger)
+        } catch let error as FormUploadError {
+            logger.debug("form upload refused", metadata: ["ferry.code": .string(error.code.rawValue)])
+            return Self.errorResponse(error, requestId: requestId)
+        } catch {
+            logger.error("form upload internal error", metadata: ["error": .string("\(error)")])
+            return Self.errorResponse(
+                FormUploadError(.internalError, "The service failed to store the file; try again."),
+                requestId: requestId)
+        }
+    }
+
+    static func errorResponse(_ error: FormUploadError, requestId: String) -> Response {
+        let object = ["error": error.message, "code": error.code.rawValue, "requestId": requestId]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return Response(
+            status: .init(code: error.status), headers: [.contentType: "application/json", .amzRequestId: requestId],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// The fields read before the file part.
+    struct Fields {
+        var token: String?
+        var key: String?
+        var crc32: String?
+        var variables: [(name: String, value: String)] = []
+        var metadata: [String: String] = [:]
+    }
+
+    private func upload(_ request: Request, requestId: String, logger: Logger) async throws -> Response {
+        guard request.method == .post else {
+            throw FormUploadError(.methodNotAllowed, "Form uploads are POST requests.")
+        }
+        guard let contentType = request.headers[.contentType],
+            let boundary = MultipartFormParser.boundary(fromContentType: contentType)
+        else {
+            throw FormUploadError(.malformedForm, "The body must be multipart/form-data with a boundary.")
+        }
+        let reader = FormBodyReader(body: request.body, boundary: boundary)
+        var fields = Fields()
+        let fileHeaders: MultipartFormParser.PartHeaders
+        readFields: while true {
+            switch try await reader.nextPart() {
+            case .field(let name, let value):
+                switch name {
+                case FormUploadFields.token: fields.token = value
+                case FormUploadFields.key: fields.key = value
+                case FormUploadFields.crc32: fields.crc32 = value
+                default:
+                    if name.hasPrefix(FormUploadFields.customVariablePrefix) {
+                        fields.variables.append((name, value))
+                    } else if name.lowercased().hasPrefix(FormUploadFields.metadataPrefix) {
+                        let metaName = String(name.dropFirst(FormUploadFields.metadataPrefix.count)).lowercased()
+                        guard !metaName.isEmpty, metaName.unicodeScalars.allSatisfy(Self.tokenCharacters.contains),
+                            !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F })
+                        else {
+                            throw FormUploadError(
+                                .invalidArgument,
+                                "Metadata fields are x-qn-meta-<name> with a header-token name and a single-line value."
+                            )
+                        }
+                        fields.metadata[metaName] = value
+                        let total = fields.metadata.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+                        guard total <= Self.maxMetadataBytes else {
+                            throw FormUploadError(.invalidArgument, "The metadata is larger than 2 KiB.")
+                        }
+                    }
+                // Other fields (Qiniu's `accept`, `fname`, …) are ignored.
+                }
+            case .file(let headers):
+                fileHeaders = headers
+                break readFields
+            case .end:
+                throw FormUploadError(.missingField, "The form has no file part.")
+            }
+        }
+
+        // The token and who signed it.
+        guard let tokenString = fields.token, !tokenString.isEmpty else {
+            throw FormUploadError(.missingField, "The form has no token field (it must come before the file).")
+        }
+        let token: UploadToken
+        do throws(UploadTokenError) {
+            token = try UploadToken.parse(tokenString)
+        } catch {
+            throw FormUploadError(.badToken, error.message)
+        }
+        let resolved: CredentialStore.Resolved
+        do {
+            resolved = try await credentials.resolve(accessKeyId: token.accessKey, sessionToken: nil)
+        } catch is S3Error {
+            throw FormUploadError(.unknownAccessKey, "The upload token's access key is unknown or disabled.")
+        }
+        do throws(UploadTokenError) {
+            try token.verify(secretKey: resolved.secretAccessKey)
+        } catch {
+            throw FormUploadError(error.code == .expired ? .expiredToken : .badToken, error.message)
+        }
+        let policy = token.policy
+
+        // Where the file goes.
+        let bucket = policy.bucket
+        let key: String
+        switch (fields.key, policy.key) {
+        case (let given?, let scoped?):
+            guard given == scoped else {
+                throw FormUploadError(.keyNotAllowed, "The key differs from the one the upload token's scope names.")
+            }
+            key = given
+        case (let given?, nil): key = given
+        case (nil, let scoped?): key = scoped
+        case (nil, nil): throw FormUploadError(.missingField, "The form has no key and the token's scope names none.")
+        }
+        guard !key.isEmpty, key.utf8.count <= 1024 else {
+            throw FormUploadError(.invalidArgument, "The key must be 1 to 1024 bytes long.")
+        }
+        guard resolved.principal.allows(action: "s3:PutObject", bucket: bucket, key: key) else {
+            throw FormUploadError(.accessDenied, "The upload token's access key may not write this object.")
+        }
+        do {
+            _ = try await store.bucket(bucket)
+        } catch let error as S3Error where error.code == .noSuchBucket {
+            throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
+        }
+        let mimeType =
+            fileHeaders.contentType?.trimmingCharacters(in: .whitespaces).nilIfEmpty
+            ?? "application/octet-stream"
+        guard policy.allowsMimeType(mimeType) else {
+            throw FormUploadError(.mimeTypeNotAllowed, "The file's MIME type \(mimeType.prefix(128)) is not allowed.")
+        }
+        if policy.insertOnly, await exists(bucket: bucket, key: key) {
+            throw FormUploadError(.fileExists, "An object with this key exists and the token is insertOnly.")
+        }
+        let expectedCRC: UInt32?
+        if let text = fields.crc32 {
+            guard let value = UInt32(text.trimmingCharacters(in: .whitespaces)) else {
+                throw FormUploadError(.invalidArgument, "crc32 must be a decimal number from 0 to 4294967295.")
+            }
+            expectedCRC = value
+        } else {
+            expectedCRC = nil
+        }
+
+        // The file, streamed into the store.
+        let object: ObjectInfo
+        do {
+            object = try await store.putObject(
+                bucket: bucket, key: key,
+                attributes: ObjectAttributes(contentType: mimeType, userMetadata: fields.metadata),
+                body: reader.fileContent(limit: policy.fsizeLimit), checksums: expectedCRC == nil ? [] : [.crc32],
+                ifNoneMatch: policy.insertOnly,
+                verify: { digests in
+                    guard let expectedCRC else { return }
+                    let bytes = digests.checksums[ChecksumAlgorithm.crc32.s3Name] ?? []
+                    let actual = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                    guard bytes.count == 4, actual == expectedCRC else {
+                        throw FormUploadError(
+                            .crc32Mismatch, "The file's CRC32 is \(actual), not \(expectedCRC) as the form says.")
+                    }
+                })
+        } catch let error as S3Error {
+            switch error.code {
+            case .noSuchBucket: throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
+            case .preconditionFailed:
+                throw FormUploadError(.fileExists, "An object with this key exists and the token is insertOnly.")
+            case .entityTooLarge: throw FormUploadError(.fileTooLarge, "The file is larger than the server accepts.")
+            default: throw error
+            }
+        }
+        await reader.drain()
+        await objectStored(object)
+        logger.debug("form upload stored", metadata: ["ferry.bucket": .string(bucket), "ferry.size": "\(object.size)"])
+
+        let values = MagicVariables(
+            bucket: bucket, key: key, hash: object.etag, size: object.size, mimeType: mimeType,
+            fileName: fileHeaders.filename, variables: fields.variables)
+        guard let callbackUrl = policy.callbackUrl, !callbackUrl.isEmpty else {
+            let body: String
+            if let template = policy.returnBody, !template.isEmpty {
+                body = values.substitute(in: template, style: .jsonLiteral)
+            } else {
+                body = values.substitute(in: #"{"hash":$(etag),"key":$(key)}"#, style: .jsonLiteral)
+            }
+            return Response(
+                status: .ok,
+                headers: [.contentType: "application/json", .amzRequestId: requestId, .eTag: "\"\(object.etag)\""],
+                body: .init(byteBuffer: ByteBuffer(string: body)))
+        }
+        var response = try await callback(
+            url: callbackUrl, policy: policy, values: values, accessKey: token.accessKey,
+            secretKey: resolved.secretAccessKey, requestId: requestId, logger: logger)
+        response.headers[.eTag] = "\"\(object.etag)\""
+        return response
+    }
+
+    private func exists(bucket: String, key: String) async -> Bool {
+        (try? await store.object(bucket: bucket, key: key)) != nil
+    }
+
+    // MARK: Callback
+
+    /// The callback's body and content type.
+    static func callbackBody(policy: PutPolicy, values: MagicVariables) -> (body: String, contentType: String) {
+        if policy.callbackBodyType?.lowercased().hasPrefix("application/json") == true {
+            let template =
+                policy.callbackBody ?? #"{"bucket":"$(bucket)","key":"$(key)","hash":"$(etag)","fsize":$(fsize)}"#
+            return (values.substitute(in: template, style: .jsonString), "application/json")
+        }
+        let template =
+            policy.callbackBody?.nilIfEmpty
+            ?? "bucket=$(bucket)&key=$(key)&hash=$(etag)&fsize=$(fsize)&mimeType=$(mimeType)"
+        var body = values.substitute(in: template, style: .formComponent)
+        // The uploader's callback parameters the template does not place are appended.
+        for variable in values.variables where !template.contains("$(\(variable.name))") {
+            if !body.isEmpty { body += "&" }
+            body += MagicVariables.formEncode(variable.name) + "=" + MagicVariables.formEncode(variable.value)
+        }
+        return (body, "application/x-www-form-urlencoded")
+    }
+
+    private func callback(
+        url: String, policy: PutPolicy, values: MagicVariables, accessKey: String, secretKey: String,
+        requestId: String, logger: Logger
+    ) async throws -> Response {
+        let failed = FormUploadError(.callbackFailed, "The file was stored, but the callback to the app server failed.")
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", components.host?.isEmpty == false
+        else {
+            throw failed
+        }
+        let (body, contentType) = Self.callbackBody(policy: policy, values: values)
+        let bodyBytes = Array(body.utf8)
+        let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: contentType)
+        request.headers.add(name: "User-Agent", value: "Ferry-Callback")
+        request.headers.add(
+            name: "Authorization",
+            value: FormCallbackSignature.authorization(
+                accessKey: accessKey, secretKey: secretKey, path: path, query: components.percentEncodedQuery,
+                body: bodyBytes))
+        request.body = .bytes(ByteBuffer(bytes: bodyBytes))
+
+        let timeout = TimeAmount.nanoseconds(
+            configuration.formCallbackTimeout.components.seconds * 1_000_000_000
+                + configuration.formCallbackTimeout.components.attoseconds / 1_000_000_000)
+        var clientConfiguration = HTTPClient.Configuration()
+        clientConfiguration.redirectConfiguration = .disallow
+        clientConfiguration.timeout = .init(connect: timeout, read: timeout)
+        clientConfiguration.connectionPool.retryConnectionEstablishment = false
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)
+        let outcome: (status: UInt, contentType: String?, body: ByteBuffer)?
+        do {
+            let response = try await client.execute(request, timeout: timeout)
+            let answer = try await response.body.collect(upTo: Self.maxCallbackResponse)
+            outcome = (response.status.code, response.headers.first(name: "Content-Type"), answer)
+        } catch {
+            // The URL may carry a secret of the app server: neither it nor the error text (which may quote it) is
+            // logged.
+            logger.debug("form upload callback unreachable")
+            outcome = nil
+        }
+        try? await client.shutdown()
+        guard let outcome, (200..<300).contains(outcome.status) else {
+            if let outcome {
+                logger.debug("form upload callback refused", metadata: ["ferry.status": "\(outcome.status)"])
+            }
+            throw failed
+        }
+        return Response(
+            status: .ok,
+            headers: [.contentType: outcome.contentType ?? "application/json", .amzRequestId: requestId],
+            body: .init(byteBuffer: outcome.body))
+    }
+}
+
+/// A refused form upload: its code, status and message (never the token or a signature).
+struct FormUploadError: Error {
+    var code: FormUploadErrorCode
+    var message: String
+
+    init(_ code: FormUploadErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The HTTP status: Qiniu's where it has one.
+    var status: Int {
+        switch code {
+        case .badToken, .unknownAccessKey, .expiredToken: 401
+        case .keyNotAllowed, .mimeTypeNotAllowed, .accessDenied: 403
+        case .methodNotAllowed: 405
+        case .crc32Mismatch: 406
+        case .fileTooLarge: 413
+        case .callbackFailed: 579
+        case .fileExists: 614
+        case .noSuchBucket: 631
+        case .internalError: 500
+        default: 400
+        }
+    }
+}
+
+/// Values of the magic variables of `callbackBody` and `returnBody`: `$(bucket)`, `$(key)`, `$(etag)` and `$(hash)`
+/// (hex MD5), `$(fsize)`, `$(mimeType)`, `$(fname)` and `$(x:<name>)`. Unknown variables become empty (null in a
+/// JSON literal).
+struct MagicVariables {
+    var bucket: String
+    var key: String
+    var hash: String
+    var size: Int64
+    var mimeType: String
+    var fileName: String?
+    var variables: [(name: String, value: String)]
+
+    /// How a value is written into the template.
+    enum Style {
+        /// Percent-encoded for `application/x-www-form-urlencoded`.
+        case formComponent
+        /// Escaped for the inside of a JSON string (the template supplies the quotes).
+        case jsonString
+        /// A JSON value: strings quoted, numbers bare, unknown null.
+        case jsonLiteral
+    }
+
+    func value(of name: String) -> (text: String, isNumber: Bool)? {
+        switch name {
+        case "bucket": return (bucket, false)
+        case "key": return (key, false)
+        case "etag", "hash": return (hash, false)
+        case "fsize": return (String(size), true)
+        case "mimeType": return (mimeType, false)
+        case "fname": return fileName.map { ($0, false) }
+        default:
+            if name.hasPrefix(FormUploadFields.customVariablePrefix) {
+                return variables.last { $0.name == name }.map { ($0.value, false) }
+            }
+            return nil
+        }
+    }
+
+    func substitute(in template: String, style: Style) -> String {
+        var output = ""
+        var rest = Substring(template)
+        while let start = rest.range(of: "$(") {
+            output += rest[..<start.lowerBound]
+            guard let end = rest[start.upperBound...].firstIndex(of: ")") else {
+                rest = rest[start.lowerBound...]
+                break
+            }
+            let name = String(rest[start.upperBound..<end])
+            let found = value(of: name)
+            switch style {
+            case .formComponent: output += Self.formEncode(found?.text ?? "")
+            case .jsonString: output += Self.jsonEscape(found?.text ?? "")
+            case .jsonLiteral:
+                if let found {
+                    output += found.isNumber ? found.text : "\"" + Self.jsonEscape(found.text) + "\""
+                } else {
+                    output += "null"
+                }
+            }
+            rest = rest[rest.index(after: end)...]
+        }
+        return output + rest
+    }
+
+    /// RFC 3986 unreserved characters stay; everything else is percent-encoded (UTF-8).
+    static let unreserved = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+    static func formEncode(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+    }
+
+    static func jsonEscape(_ text: String) -> String {
+        let data =
+            (try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes]))
+            ?? Data("[\"\"]".utf8)
+        let literal = String(decoding: data, as: UTF8.self)  // ["…"]
+        return String(literal.dropFirst(2).dropLast(2))
+    }
+}
+
+extension String {
+    fileprivate var nilIfEmpty: String? { isEmpty ? nil : self }
+}

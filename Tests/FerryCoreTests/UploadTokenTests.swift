@@ -1,0 +1,157 @@
+import FerryCore
+import Foundation
+import Testing
+
+@Suite("Upload tokens")
+struct UploadTokenTests {
+    @Test("Qiniu's documented example token is reproduced byte for byte")
+    func qiniuKnownAnswer() throws {
+        // From Qiniu's upload token documentation; checked with python3 hmac/base64.
+        let policy =
+            #"{"scope":"my-bucket:sunflower.jpg","deadline":1451491200,"returnBody":"{\"name\":$(fname),\"size\":$(fsize),\"w\":$(imageInfo.width),\"h\":$(imageInfo.height),\"hash\":$(etag)}"}"#
+        let token = UploadToken.sign(
+            accessKey: "MY_ACCESS_KEY", secretKey: "MY_SECRET_KEY", policyJSON: Array(policy.utf8))
+        #expect(
+            token == "MY_ACCESS_KEY:wQ4ofysef1R7IKnrziqtomqyDvI=:"
+                + "eyJzY29wZSI6Im15LWJ1Y2tldDpzdW5mbG93ZXIuanBnIiwiZGVhZGxpbmUiOjE0NTE0OTEyMDAsInJldHVybkJvZHkiOiJ7XCJuYW1lXCI6JChmbmFtZSksXCJzaXplXCI6JChmc2l6ZSksXCJ3XCI6JChpbWFnZUluZm8ud2lkdGgpLFwiaFwiOiQoaW1hZ2VJbmZvLmhlaWdodCksXCJoYXNoXCI6JChldGFnKX0ifQ=="
+        )
+        let parsed = try UploadToken.parse(token)
+        #expect(parsed.accessKey == "MY_ACCESS_KEY")
+        #expect(parsed.policy.bucket == "my-bucket")
+        #expect(parsed.policy.key == "sunflower.jpg")
+        #expect(parsed.policy.deadline == 1_451_491_200)
+        #expect(parsed.policy.returnBody?.hasPrefix(#"{"name":$(fname)"#) == true)
+        try parsed.verify(secretKey: "MY_SECRET_KEY", now: Date(timeIntervalSince1970: 1_451_491_200))
+    }
+
+    @Test("make encodes the policy as sorted compact JSON with insertOnly as 1 (known answer)")
+    func makeKnownAnswer() throws {
+        var policy = PutPolicy(scope: "photos:cat.jpg", deadline: Date(timeIntervalSince1970: 1_700_000_000.9))
+        policy.insertOnly = true
+        policy.fsizeLimit = 1_048_576
+        policy.mimeLimit = "image/*"
+        let token = UploadToken.make(accessKey: "FKIAFORM", secretKey: "ferry-secret", policy: policy)
+        // python3: json.dumps(sort_keys=True, separators=(',',':')), urlsafe_b64encode, hmac sha1.
+        #expect(
+            token == "FKIAFORM:efffnb1W_FPI0b6Y8QrMdGlMKQ0=:"
+                + "eyJkZWFkbGluZSI6MTcwMDAwMDAwMCwiZnNpemVMaW1pdCI6MTA0ODU3NiwiaW5zZXJ0T25seSI6MSwibWltZUxpbWl0IjoiaW1hZ2UvKiIsInNjb3BlIjoicGhvdG9zOmNhdC5qcGcifQ=="
+        )
+        let parsed = try UploadToken.parse(token)
+        #expect(parsed.policy == policy)
+        #expect(parsed.policy.insertOnly)
+    }
+
+    @Test("verify: right secret passes; wrong secret, tampered policy and passed deadline fail with their codes")
+    func verification() throws {
+        let policy = PutPolicy(scope: "photos", deadline: Date(timeIntervalSince1970: 2_000_000_000))
+        let token = UploadToken.make(accessKey: "AK", secretKey: "SK", policy: policy)
+        let parsed = try UploadToken.parse(token)
+        try parsed.verify(secretKey: "SK", now: Date(timeIntervalSince1970: 2_000_000_000))
+        #expect(parsed.policy.key == nil)
+        #expect(parsed.policy.bucket == "photos")
+        #expect(throws: UploadTokenError(.badSignature, "The upload token's signature does not match its access key."))
+        {
+            try parsed.verify(secretKey: "SK2", now: Date(timeIntervalSince1970: 0))
+        }
+        do throws(UploadTokenError) {
+            try parsed.verify(secretKey: "SK", now: Date(timeIntervalSince1970: 2_000_000_001))
+            Issue.record("an expired token verified")
+        } catch {
+            #expect(error.code == .expired)
+        }
+        // Another policy under the same signature.
+        let other = UploadToken.make(
+            accessKey: "AK", secretKey: "SK", policy: PutPolicy(scope: "other", deadline: .distantFuture))
+        let pieces = token.split(separator: ":")
+        let forged = try UploadToken.parse("\(pieces[0]):\(pieces[1]):\(other.split(separator: ":")[2])")
+        #expect(throws: UploadTokenError.self) { try forged.verify(secretKey: "SK") }
+        // The signature without its padding still verifies (lenient base64), a corrupted one does not.
+        let unpadded = try UploadToken.parse(token.replacingOccurrences(of: "=:", with: ":"))
+        try unpadded.verify(secretKey: "SK", now: Date(timeIntervalSince1970: 0))
+        let corrupted = try UploadToken.parse("AK:AAAA" + pieces[1].dropFirst(4) + ":" + pieces[2])
+        #expect(throws: UploadTokenError.self) {
+            try corrupted.verify(secretKey: "SK", now: Date(timeIntervalSince1970: 0))
+        }
+    }
+
+    @Test("parse refuses malformed tokens with code malformed, never quoting them")
+    func malformed() {
+        let good = UploadToken.make(
+            accessKey: "AK", secretKey: "SK", policy: PutPolicy(scope: "b", deadline: .distantFuture))
+        let policyPart = String(good.split(separator: ":")[2])
+        let noScope = UploadToken.urlSafeBase64(Array(#"{"deadline":1}"#.utf8))
+        let emptyScope = UploadToken.urlSafeBase64(Array(#"{"scope":"","deadline":1}"#.utf8))
+        let notJSON = UploadToken.urlSafeBase64(Array("hello".utf8))
+        for bad in [
+            "", "AK", "AK:sig", "AK:sig:\(policyPart):extra", ":sig:\(policyPart)", "AK::\(policyPart)",
+            "AK:sig:!!!", "AK:sig:\(noScope)", "AK:sig:\(emptyScope)", "AK:sig:\(notJSON)", "AK:sig:a",
+        ] {
+            do throws(UploadTokenError) {
+                _ = try UploadToken.parse(bad)
+                Issue.record("parsed \(bad)")
+            } catch {
+                #expect(error.code == .malformed)
+                #expect(!error.message.contains("sig"))
+            }
+        }
+    }
+
+    @Test("mimeLimit: exact types, type/* wildcards, case and parameters ignored")
+    func mimeLimit() {
+        var policy = PutPolicy(scope: "b", deadline: .distantFuture)
+        #expect(policy.allowsMimeType("anything/at-all"))
+        policy.mimeLimit = "image/*;video/mp4"
+        #expect(policy.allowsMimeType("image/png"))
+        #expect(policy.allowsMimeType("IMAGE/JPEG"))
+        #expect(policy.allowsMimeType("video/mp4; codecs=avc1"))
+        #expect(!policy.allowsMimeType("video/quicktime"))
+        #expect(!policy.allowsMimeType("application/octet-stream"))
+        #expect(!policy.allowsMimeType("imagex/png"))
+    }
+
+    @Test("policy JSON: Qiniu's insertOnly number or a boolean decode; absent options are left out")
+    func policyCoding() throws {
+        let decoded = try JSONDecoder().decode(
+            PutPolicy.self,
+            from: Data(#"{"scope":"b:k","deadline":5,"insertOnly":0,"callbackUrl":"http://x/cb","unknown":true}"#.utf8))
+        #expect(!decoded.insertOnly)
+        #expect(decoded.callbackUrl == "http://x/cb")
+        let boolean = try JSONDecoder().decode(
+            PutPolicy.self, from: Data(#"{"scope":"b","deadline":5,"insertOnly":true}"#.utf8))
+        #expect(boolean.insertOnly)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let json = String(
+            decoding: try encoder.encode(PutPolicy(scope: "b", deadline: Date(timeIntervalSince1970: 5))), as: UTF8.self
+        )
+        #expect(json == #"{"deadline":5,"scope":"b"}"#)
+    }
+
+    @Test("callback Authorization: QBox AK:sign over path?query\\nbody (known answer), verified and tamper-evident")
+    func callbackSignature() {
+        let body = Array("bucket=photos&key=cat.jpg".utf8)
+        let header = FormCallbackSignature.authorization(
+            accessKey: "FKIAFORM", secretKey: "ferry-secret", path: "/uploaded", query: "app=photos", body: body)
+        // python3: urlsafe_b64encode(hmac.new(b"ferry-secret", b"/uploaded?app=photos\nbucket=photos&key=cat.jpg", sha1))
+        #expect(header == "QBox FKIAFORM:r-2w0G8nC2caSupDYKmwftOJlaY=")
+        let noQuery = FormCallbackSignature.authorization(
+            accessKey: "FKIAFORM", secretKey: "ferry-secret", path: "/uploaded", query: nil, body: body)
+        #expect(noQuery == "QBox FKIAFORM:CpyaQFr6FOY4z22mXMyrpgCr3S8=")
+        #expect(
+            FormCallbackSignature.verify(
+                authorization: header, secretKey: "ferry-secret", path: "/uploaded", query: "app=photos", body: body))
+        #expect(
+            !FormCallbackSignature.verify(
+                authorization: header, secretKey: "other", path: "/uploaded", query: "app=photos", body: body))
+        #expect(
+            !FormCallbackSignature.verify(
+                authorization: header, secretKey: "ferry-secret", path: "/uploaded", query: nil, body: body))
+        #expect(
+            !FormCallbackSignature.verify(
+                authorization: header, secretKey: "ferry-secret", path: "/uploaded", query: "app=photos",
+                body: body + [0x20]))
+        #expect(
+            !FormCallbackSignature.verify(
+                authorization: "Bearer x", secretKey: "ferry-secret", path: "/uploaded", query: nil, body: body))
+    }
+}

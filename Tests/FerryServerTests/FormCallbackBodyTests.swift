@@ -1,0 +1,45 @@
+import FerryCore
+import Foundation
+import Testing
+
+@testable import FerryServer
+
+@Suite("Form callback bodies")
+struct FormCallbackBodyTests {
+    static let values = MagicVariables(
+        bucket: "photos", key: "a b/ü.png", hash: "0123abcd", size: 42, mimeType: "image/png",
+        fileName: "say \"hi\".png", variables: [("x:uid", "7&8"), ("x:note", "line\nbreak")])
+
+    @Test("form body: values percent-encoded, unplaced x: variables appended, unknown variables empty")
+    func formBody() {
+        var policy = PutPolicy(scope: "photos", deadline: .distantFuture)
+        policy.callbackBody = "k=$(key)&h=$(hash)&s=$(fsize)&u=$(x:uid)&w=$(imageInfo.width)&n=$(fname)"
+        let (body, type) = FormUploadAPI.callbackBody(policy: policy, values: Self.values)
+        #expect(type == "application/x-www-form-urlencoded")
+        #expect(
+            body == "k=a%20b%2F%C3%BC.png&h=0123abcd&s=42&u=7%268&w=&n=say%20%22hi%22.png&x%3Anote=line%0Abreak")
+    }
+
+    @Test("form body without a template: bucket, key, hash, fsize, mimeType and the x: variables")
+    func defaultFormBody() {
+        let policy = PutPolicy(scope: "photos", deadline: .distantFuture)
+        let (body, _) = FormUploadAPI.callbackBody(policy: policy, values: Self.values)
+        #expect(
+            body == "bucket=photos&key=a%20b%2F%C3%BC.png&hash=0123abcd&fsize=42&mimeType=image%2Fpng"
+                + "&x%3Auid=7%268&x%3Anote=line%0Abreak")
+    }
+
+    @Test("JSON body: values escaped inside the template's strings; the result parses")
+    func jsonBody() throws {
+        var policy = PutPolicy(scope: "photos", deadline: .distantFuture)
+        policy.callbackBodyType = "application/json"
+        policy.callbackBody = #"{"key":"$(key)","name":"$(fname)","note":"$(x:note)","size":$(fsize)}"#
+        let (body, type) = FormUploadAPI.callbackBody(policy: policy, values: Self.values)
+        #expect(type == "application/json")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+        #expect(json["key"] as? String == "a b/ü.png")
+        #expect(json["name"] as? String == "say \"hi\".png")
+        #expect(json["note"] as? String == "line\nbreak")
+        #expect(json["size"] as? Int == 42)
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// A small HTTP server on 127.0.0.1 that records every request and answers each with a fixed status and body; for
+/// callbacks and streamed-body checks.
+public struct HTTPReceiver: Sendable {
+    /// A request as received.
+    public struct Received: Sendable {
+        /// Method.
+        public var method: String
+        /// Path as received (percent-encoded).
+        public var path: String
+        /// Query without `?`, if any.
+        public var query: String?
+        /// Headers, names lowercased.
+        public var headers: [String: String]
+        /// The body.
+        public var body: [UInt8]
+    }
+
+    /// Records requests.
+    public actor Recorder {
+        /// The requests, in arrival order.
+        public private(set) var requests: [Received] = []
+        func record(_ request: Received) { requests.append(request) }
+        /// Creates an empty recorder.
+        public init() {}
+    }
+
+    /// The bound port.
+    public let port: Int
+    /// What arrived.
+    public let recorder: Recorder
+
+    /// `http://127.0.0.1:PORT` + `path`.
+    public func url(_ path: String = "/callback") -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    /// Runs a receiver that answers `status` with `answer` (as `contentType`), `delay` after reading each request,
+    /// while `body` runs.
+    public static func with<T: Sendable>(
+        status: Int = 200, answer: String = "", contentType: String = "application/json", maxBody: Int = 64 << 20,
+        delay: Duration = .zero,
+        _ body: @Sendable (HTTPReceiver) async throws -> T
+    ) async throws -> T {
+        let recorder = Recorder()
+        let responder = CallbackResponder<BasicRequestContext> { request, _ in
+            var request = request
+            let bytes = [UInt8](buffer: try await request.collectBody(upTo: maxBody))
+            var headers: [String: String] = [:]
+            for field in request.headers { headers[field.name.canonicalName] = field.value }
+            await recorder.record(
+                Received(
+                    method: request.method.rawValue, path: request.uri.path, query: request.uri.query,
+                    headers: headers, body: bytes))
+            // A slow app server: the answer comes late (or never, when the client gives up first).
+            if delay > .zero { try? await Task.sleep(for: delay) }
+            return Response(
+                status: .init(code: status), headers: [.contentType: contentType],
+                body: .init(byteBuffer: ByteBuffer(string: answer)))
+        }
+        var logger = Logger(label: "ferry.test.http-receiver")
+        logger.logLevel = .error
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            responder: responder, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
+        let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await services.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            do {
+                let result = try await body(HTTPReceiver(port: port, recorder: recorder))
+                await services.triggerGracefulShutdown()
+                try await group.waitForAll()
+                return result
+            } catch {
+                await services.triggerGracefulShutdown()
+                try? await group.waitForAll()
+                throw error
+            }
+        }
+    }
+
+    /// A loopback port nothing listens on (one a receiver bound and released).
+    public static func closedPort() async throws -> Int {
+        try await with { $0.port }
+    }
+}

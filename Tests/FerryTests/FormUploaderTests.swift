@@ -1,0 +1,545 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+@testable import FerryServer
+
+extension TestServer {
+    /// A token for `policy` signed with the root key.
+    func uploadToken(_ policy: PutPolicy) -> String {
+        UploadToken.make(accessKey: root.accessKeyId, secretKey: root.secretAccessKey, policy: policy)
+    }
+
+    /// A form uploader for this server.
+    func formUploader(token: String, transport: (any HTTPTransport)? = nil, chunkSize: Int = 64 * 1024) -> FormUploader
+    {
+        var configuration = FormUploader.Configuration()
+        if let transport { configuration.transport = transport }
+        configuration.chunkSize = chunkSize
+        configuration.timeoutIntervalForRequest = .seconds(60)
+        return FormUploader(endpoint: URL(string: endpoint)!, token: token, configuration: configuration)
+    }
+
+    /// Files of stored objects, and bodies being written.
+    func blobFiles() -> (stored: Int, temporary: Int) {
+        func count(_ path: String) -> Int {
+            let enumerator = FileManager.default.enumerator(atPath: path)
+            var files = 0
+            while let item = enumerator?.nextObject() as? String {
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: path + "/" + item, isDirectory: &isDirectory),
+                    !isDirectory.boolValue
+                {
+                    files += 1
+                }
+            }
+            return files
+        }
+        return (count(dataDirectory + "/objects/blobs"), count(dataDirectory + "/objects/tmp"))
+    }
+
+    /// The stored bytes of an object.
+    func storedBytes(_ bucket: String, _ key: String) async throws -> [UInt8] {
+        let object = try await server.store.object(bucket: bucket, key: key)
+        var bytes: [UInt8] = []
+        for try await buffer in server.store.readObject(object, range: nil) { bytes += Array(buffer.readableBytesView) }
+        return bytes
+    }
+}
+
+@Suite("Form uploader")
+struct FormUploaderTests {
+    static let bucket = "photos"
+    static let future = Date().addingTimeInterval(3600)
+
+    static func makeFile(size: Int, in directory: String, name: String = "cat.png") throws -> URL {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let url = URL(fileURLWithPath: directory + "/" + name)
+        try Data(bytes).write(to: url)
+        return url
+    }
+
+    /// Runs `body` with a server that has the bucket, and a random file of `size` bytes.
+    static func withServer(
+        size: Int = 300_000, configure: @escaping @Sendable (inout FerryServerConfiguration) -> Void = { _ in },
+        _ body: @Sendable (TestServer, URL) async throws -> Void
+    ) async throws {
+        let directory = TemporaryDirectory.make("ferry-form")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeFile(size: size, in: directory)
+        try await TestServer.with(configure: configure) { server in
+            try await server.server.store.createBucket(bucket)
+            try await body(server, file)
+        }
+    }
+
+    /// The error an upload failed with, checked against its failed event.
+    static func failure(_ upload: FormUpload) async throws -> FerryError {
+        var failedEvent: FerryError?
+        for await event in upload.events {
+            if case .failed(let error) = event { failedEvent = error }
+            if case .succeeded = event { Issue.record("the upload succeeded") }
+        }
+        do {
+            _ = try await upload.result
+            Issue.record("the upload succeeded")
+            throw CancellationError()
+        } catch let error as FerryError {
+            #expect(failedEvent?.serverCode == error.serverCode)
+            #expect(failedEvent?.httpStatus == error.httpStatus)
+            return error
+        }
+    }
+
+    static func expectNothingStored(_ server: TestServer, key: String, blobsBefore: Int) async {
+        await #expect(throws: S3Error.self) { try await server.server.store.object(bucket: bucket, key: key) }
+        #expect(server.blobFiles().stored == blobsBefore)
+        #expect(server.blobFiles().temporary == 0)
+    }
+
+    // MARK: The seed's flow
+
+    @Test(
+        "seed flow: token, upload with mimeType/customMeta/crc32 → progress to 1, succeeded with hash = stored ETag",
+        arguments: ["AsyncHTTPClient", "URLSession"])
+    func seedFlow(transportName: String) async throws {
+        try await Self.withServer(size: 3 * 1024 * 1024 + 123) { server, file in
+            let transport: any HTTPTransport =
+                transportName == "URLSession" ? URLSessionTransport() : AsyncHTTPClientTransport()
+            let token = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
+            let uploader = server.formUploader(token: token, transport: transport)
+            let bytes = [UInt8](try Data(contentsOf: file))
+            var extra = FormUploader.ExtraParameters()
+            extra.mimeType = "image/png"
+            extra.customMeta = ["Note": "holiday snap"]
+            extra.crc32 = try await FormUploader.crc32(of: file)
+            let expectedCRC = Checksum.digest(.crc32, of: bytes).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            #expect(extra.crc32 == expectedCRC)
+
+            let upload = uploader.upload(file: file, key: "2024/cat.png", extraParams: extra)
+            var fractions: [Double] = []
+            var succeeded: FormUploadResult?
+            for await event in upload.events {
+                switch event {
+                case .progress(let fraction): fractions.append(fraction)
+                case .succeeded(let result): succeeded = result
+                case .failed(let error): Issue.record("failed: \(error)")
+                }
+            }
+            let result = try await upload.result
+            #expect(succeeded == result)
+            #expect(fractions.count >= 2)
+            #expect(fractions == fractions.sorted())
+            #expect(fractions.last == 1)
+            #expect(fractions.allSatisfy { $0 >= 0 && $0 <= 1 })
+
+            let object = try await server.server.store.object(bucket: Self.bucket, key: "2024/cat.png")
+            #expect(result.key == "2024/cat.png")
+            #expect(result.hash == object.etag)
+            #expect(result.hash == Checksum.hex(Checksum.digest(.md5, of: bytes)))
+            #expect(result.callbackBody == nil)
+            let json = try #require(
+                try JSONSerialization.jsonObject(with: Data(result.responseBody)) as? [String: String])
+            #expect(json == ["key": "2024/cat.png", "hash": object.etag])
+            #expect(object.size == Int64(bytes.count))
+            #expect(object.attributes.contentType == "image/png")
+            #expect(object.attributes.userMetadata == ["note": "holiday snap"])
+            #expect(object.checksums["CRC32"] == Checksum.base64(Checksum.digest(.crc32, of: bytes)))
+            #expect(try await server.storedBytes(Self.bucket, "2024/cat.png") == bytes)
+            #expect(server.blobFiles().temporary == 0)
+        }
+    }
+
+    @Test("a wrong CRC32 → 406 CRC32Mismatch, failed event, nothing stored")
+    func crcMismatch() async throws {
+        try await Self.withServer { server, file in
+            let before = server.blobFiles().stored
+            var extra = FormUploader.ExtraParameters()
+            extra.crc32 = try await FormUploader.crc32(of: file) &+ 1
+            let upload = server.formUploader(
+                token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
+            )
+            .upload(file: file, key: "cat.png", extraParams: extra)
+            let error = try await Self.failure(upload)
+            #expect(error.code == .server)
+            #expect(error.httpStatus == 406)
+            #expect(error.serverCode == FormUploadErrorCode.crc32Mismatch.rawValue)
+            #expect(error.requestId?.isEmpty == false)
+            await Self.expectNothingStored(server, key: "cat.png", blobsBefore: before)
+        }
+    }
+
+    // MARK: Callbacks
+
+    @Test("callback answers: signed form POST with magic variables and params; its body comes back to the client")
+    func callbackAnswers() async throws {
+        try await HTTPReceiver.with(answer: #"{"ok":true,"avatar":"https://cdn/42.png"}"#) { receiver in
+            try await Self.withServer { server, file in
+                var policy = PutPolicy(scope: Self.bucket + ":avatars/42.png", deadline: Self.future)
+                policy.callbackUrl = receiver.url("/uploaded?app=photos")
+                policy.callbackBody =
+                    "key=$(key)&hash=$(etag)&size=$(fsize)&mime=$(mimeType)&uid=$(x:uid)&name=$(fname)"
+                var extra = FormUploader.ExtraParameters()
+                extra.mimeType = "image/png"
+                extra.callbackParams = ["uid": "42", "device": "iPhone 15 & co"]
+                let upload = server.formUploader(token: server.uploadToken(policy)).upload(
+                    file: file, key: nil, extraParams: extra)
+                let result = try await upload.result
+                let object = try await server.server.store.object(bucket: Self.bucket, key: "avatars/42.png")
+                #expect(result.key == "avatars/42.png")
+                #expect(result.hash == object.etag)
+                #expect(result.callbackBody == #"{"ok":true,"avatar":"https://cdn/42.png"}"#)
+
+                let requests = await receiver.recorder.requests
+                #expect(requests.count == 1)
+                let callback = try #require(requests.first)
+                #expect(callback.method == "POST")
+                #expect(callback.path == "/uploaded")
+                #expect(callback.query == "app=photos")
+                #expect(callback.headers["content-type"] == "application/x-www-form-urlencoded")
+                let body = String(decoding: callback.body, as: UTF8.self)
+                #expect(
+                    body == "key=avatars%2F42.png&hash=\(object.etag)&size=300000&mime=image%2Fpng&uid=42&name=cat.png"
+                        + "&x%3Adevice=iPhone%2015%20%26%20co")
+                let authorization = try #require(callback.headers["authorization"])
+                #expect(authorization.hasPrefix("QBox \(server.root.accessKeyId):"))
+                #expect(
+                    FormCallbackSignature.verify(
+                        authorization: authorization, secretKey: server.root.secretAccessKey, path: "/uploaded",
+                        query: "app=photos", body: callback.body))
+            }
+        }
+    }
+
+    @Test("callback receiver down, answering 500, or too slow → 579 CallbackFailed, and the file stays stored")
+    func callbackFails() async throws {
+        let closed = try await HTTPReceiver.closedPort()
+        try await HTTPReceiver.with(delay: .seconds(3)) { slow in
+            try await HTTPReceiver.with(status: 500, answer: "boom") { failing in
+                try await Self.withServer(configure: { $0.formCallbackTimeout = .milliseconds(500) }) { server, file in
+                    let bytes = [UInt8](try Data(contentsOf: file))
+                    for (index, url) in ["http://127.0.0.1:\(closed)/cb", failing.url("/cb"), slow.url("/cb")]
+                        .enumerated()
+                    {
+                        let started = ContinuousClock.now
+                        var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                        policy.callbackUrl = url
+                        let key = "kept-\(index).png"
+                        let error = try await Self.failure(
+                            server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: key))
+                        #expect(error.httpStatus == 579)
+                        #expect(error.serverCode == FormUploadErrorCode.callbackFailed.rawValue)
+                        #expect(!error.message.contains("127.0.0.1"))
+                        let object = try await server.server.store.object(bucket: Self.bucket, key: key)
+                        #expect(object.etag == Checksum.hex(Checksum.digest(.md5, of: bytes)))
+                        #expect(try await server.storedBytes(Self.bucket, key) == bytes)
+                        // The slow receiver's 3 s answer is not waited for.
+                        #expect(ContinuousClock.now - started < .milliseconds(2500))
+                    }
+                    #expect(await failing.recorder.requests.count == 1)
+                    #expect(await slow.recorder.requests.count == 1)
+                }
+            }
+        }
+    }
+
+    @Test("custom metadata: names must be header tokens, values single-line, at most 2 KiB → 400 InvalidArgument")
+    func metadataValidation() async throws {
+        try await Self.withServer(size: 100) { server, file in
+            let uploader = server.formUploader(
+                token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future)))
+            for meta in [
+                ["bad name": "v"], ["ok": "line\r\nX-Injected: 1"], ["big": String(repeating: "v", count: 3000)],
+            ] {
+                var extra = FormUploader.ExtraParameters()
+                extra.customMeta = meta
+                let error = try await Self.failure(uploader.upload(file: file, key: "meta", extraParams: extra))
+                #expect(error.httpStatus == 400)
+                #expect(error.serverCode == FormUploadErrorCode.invalidArgument.rawValue)
+            }
+            await #expect(throws: S3Error.self) {
+                try await server.server.store.object(bucket: Self.bucket, key: "meta")
+            }
+        }
+    }
+
+    // MARK: Tokens and policies
+
+    @Test("bad tokens → 401: wrong signature, malformed, unknown or disabled access key, expired deadline")
+    func badTokens() async throws {
+        try await Self.withServer(size: 2000) { server, file in
+            let before = server.blobFiles().stored
+            let policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+            // A stored access key works while active.
+            let stored = StoredAccessKey(
+                accessKeyId: "FKIAFORMSTORED01", secretAccessKey: "stored-secret", policy: .fullAccess, status: .active,
+                description: "form", createdAt: Date())
+            try await server.server.catalog.insertAccessKey(stored)
+            let storedToken = UploadToken.make(
+                accessKey: stored.accessKeyId, secretKey: "stored-secret", policy: policy)
+            #expect(
+                try await server.formUploader(token: storedToken).upload(file: file, key: "by-stored-key").result.key
+                    == "by-stored-key")
+            _ = try await server.server.catalog.setAccessKeyStatus(stored.accessKeyId, .disabled)
+
+            let cases: [(String, String)] = [
+                (
+                    UploadToken.make(accessKey: server.root.accessKeyId, secretKey: "wrong-secret", policy: policy),
+                    "BadToken"
+                ),
+                ("not-a-token", "BadToken"),
+                (UploadToken.make(accessKey: "FKIANOBODY000000", secretKey: "x", policy: policy), "UnknownAccessKey"),
+                (storedToken, "UnknownAccessKey"),
+                (
+                    server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Date().addingTimeInterval(-5))),
+                    "ExpiredToken"
+                ),
+            ]
+            for (index, (token, code)) in cases.enumerated() {
+                let error = try await Self.failure(
+                    server.formUploader(token: token).upload(file: file, key: "bad-\(index)"))
+                #expect(error.httpStatus == 401, "\(code)")
+                #expect(error.serverCode == code)
+                #expect(!error.message.contains(token))
+                await Self.expectNothingStored(server, key: "bad-\(index)", blobsBefore: before + 1)
+            }
+        }
+    }
+
+    @Test("scope bucket:key: that key (given or implied) is stored; another key → 403 KeyNotAllowed")
+    func scopedKey() async throws {
+        try await Self.withServer(size: 5000) { server, file in
+            let token = server.uploadToken(PutPolicy(scope: Self.bucket + ":only/this.png", deadline: Self.future))
+            let before = server.blobFiles().stored
+            let error = try await Self.failure(server.formUploader(token: token).upload(file: file, key: "other.png"))
+            #expect(error.httpStatus == 403)
+            #expect(error.serverCode == FormUploadErrorCode.keyNotAllowed.rawValue)
+            await Self.expectNothingStored(server, key: "other.png", blobsBefore: before)
+            await #expect(throws: S3Error.self) {
+                try await server.server.store.object(bucket: Self.bucket, key: "only/this.png")
+            }
+            #expect(
+                try await server.formUploader(token: token).upload(file: file, key: "only/this.png").result.key
+                    == "only/this.png")
+            #expect(
+                try await server.formUploader(token: token).upload(file: file, key: nil).result.key == "only/this.png")
+            // A bucket scope needs a key.
+            let bucketToken = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
+            let missing = try await Self.failure(server.formUploader(token: bucketToken).upload(file: file, key: nil))
+            #expect(missing.httpStatus == 400)
+            #expect(missing.serverCode == FormUploadErrorCode.missingField.rawValue)
+        }
+    }
+
+    @Test("insertOnly: a new key is stored; an existing key → 614 FileExists and the old object stays")
+    func insertOnly() async throws {
+        try await Self.withServer(size: 4000) { server, file in
+            let directory = file.deletingLastPathComponent().path
+            let other = try Self.makeFile(size: 777, in: directory, name: "other.bin")
+            var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+            policy.insertOnly = true
+            let uploader = server.formUploader(token: server.uploadToken(policy))
+            let first = try await uploader.upload(file: file, key: "once.png").result
+            let before = server.blobFiles().stored
+            let error = try await Self.failure(uploader.upload(file: other, key: "once.png"))
+            #expect(error.httpStatus == 614)
+            #expect(error.serverCode == FormUploadErrorCode.fileExists.rawValue)
+            let object = try await server.server.store.object(bucket: Self.bucket, key: "once.png")
+            #expect(object.etag == first.hash)
+            #expect(object.size == 4000)
+            #expect(server.blobFiles().stored == before)
+            #expect(server.blobFiles().temporary == 0)
+        }
+    }
+
+    @Test("limits: fsizeLimit exceeded → 413, MIME outside mimeLimit → 403, missing bucket → 631; nothing stored")
+    func limits() async throws {
+        try await Self.withServer(size: 200_000) { server, file in
+            let before = server.blobFiles().stored
+            var sized = PutPolicy(scope: Self.bucket, deadline: Self.future)
+            sized.fsizeLimit = 199_999
+            let tooLarge = try await Self.failure(
+                server.formUploader(token: server.uploadToken(sized)).upload(file: file, key: "big"))
+            #expect(tooLarge.httpStatus == 413)
+            #expect(tooLarge.serverCode == FormUploadErrorCode.fileTooLarge.rawValue)
+            await Self.expectNothingStored(server, key: "big", blobsBefore: before)
+            sized.fsizeLimit = 200_000
+            #expect(
+                try await server.formUploader(token: server.uploadToken(sized)).upload(file: file, key: "fits").result
+                    .key == "fits")
+
+            var typed = PutPolicy(scope: Self.bucket, deadline: Self.future)
+            typed.mimeLimit = "image/*;video/mp4"
+            var movie = FormUploader.ExtraParameters()
+            movie.mimeType = "video/quicktime"
+            let wrongType = try await Self.failure(
+                server.formUploader(token: server.uploadToken(typed)).upload(
+                    file: file, key: "movie.mov", extraParams: movie))
+            #expect(wrongType.httpStatus == 403)
+            #expect(wrongType.serverCode == FormUploadErrorCode.mimeTypeNotAllowed.rawValue)
+            await Self.expectNothingStored(server, key: "movie.mov", blobsBefore: before + 1)
+            movie.mimeType = "video/mp4"
+            #expect(
+                try await server.formUploader(token: server.uploadToken(typed)).upload(
+                    file: file, key: "movie.mp4", extraParams: movie
+                ).result.key == "movie.mp4")
+
+            let noBucket = try await Self.failure(
+                server.formUploader(token: server.uploadToken(PutPolicy(scope: "nope", deadline: Self.future))).upload(
+                    file: file, key: "x"))
+            #expect(noBucket.httpStatus == 631)
+            #expect(noBucket.serverCode == FormUploadErrorCode.noSuchBucket.rawValue)
+        }
+    }
+
+    // MARK: The wire
+
+    @Test("a part after the file → 400 FileNotLast, nothing stored; non-multipart → 400 MalformedForm")
+    func fileMustBeLast() async throws {
+        try await Self.withServer(size: 10) { server, _ in
+            let before = server.blobFiles().stored
+            let token = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
+            let body =
+                "--B\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n\(token)\r\n"
+                + "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\n"
+                + String(repeating: "x", count: 100_000) + "\r\n"
+                + "--B\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nlate.txt\r\n--B--\r\n"
+            let transport = AsyncHTTPClientTransport()
+            let url = server.endpoint + FormUploadFields.path
+            let response = try await transport.send(
+                TransportRequest(
+                    method: "POST", url: url, headers: [("Content-Type", "multipart/form-data; boundary=B")],
+                    body: Array(body.utf8), timeout: .seconds(30)),
+                bodyProgress: { _ in }, responseSink: nil)
+            #expect(response.status == 400)
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: String])
+            #expect(json["code"] == "MissingField")  // the key came after the file: the scope names none
+            // With the key first, the late part is an extra field after the file.
+            let withKey = body.replacingOccurrences(
+                of: "--B\r\nContent-Disposition: form-data; name=\"file\"",
+                with:
+                    "--B\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nlate.txt\r\n--B\r\nContent-Disposition: form-data; name=\"file\""
+            )
+            let second = try await transport.send(
+                TransportRequest(
+                    method: "POST", url: url, headers: [("Content-Type", "multipart/form-data; boundary=B")],
+                    body: Array(withKey.utf8), timeout: .seconds(30)),
+                bodyProgress: { _ in }, responseSink: nil)
+            #expect(second.status == 400)
+            let secondJSON = try #require(
+                try JSONSerialization.jsonObject(with: Data(second.body)) as? [String: String])
+            #expect(secondJSON["code"] == FormUploadErrorCode.fileNotLast.rawValue)
+            #expect(secondJSON["requestId"]?.isEmpty == false)
+            #expect(secondJSON["error"]?.contains("last") == true)
+            await Self.expectNothingStored(server, key: "late.txt", blobsBefore: before)
+
+            let plain = try await transport.send(
+                TransportRequest(
+                    method: "POST", url: url, headers: [("Content-Type", "application/json")], body: Array("{}".utf8),
+                    timeout: .seconds(30)),
+                bodyProgress: { _ in }, responseSink: nil)
+            #expect(plain.status == 400)
+            #expect(String(decoding: plain.body, as: UTF8.self).contains(FormUploadErrorCode.malformedForm.rawValue))
+        }
+    }
+
+    @Test("returnBody is substituted with JSON values; unknown variables become null")
+    func returnBody() async throws {
+        try await Self.withServer(size: 1234) { server, file in
+            var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+            policy.returnBody =
+                #"{"name":$(fname),"size":$(fsize),"hash":$(etag),"uid":$(x:uid),"w":$(imageInfo.width)}"#
+            var extra = FormUploader.ExtraParameters()
+            extra.callbackParams = ["uid": "a\"b"]
+            let result = try await server.formUploader(token: server.uploadToken(policy)).upload(
+                file: file, key: "r.png", extraParams: extra
+            ).result
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(result.responseBody)) as? [String: Any])
+            #expect(json["name"] as? String == "cat.png")
+            #expect(json["size"] as? Int == 1234)
+            #expect(json["hash"] as? String == result.hash)
+            #expect(json["uid"] as? String == "a\"b")
+            #expect(json["w"] is NSNull)
+        }
+    }
+
+    @Test(
+        "streamed bodies arrive intact through both transports, the file read in 256 KiB chunks",
+        arguments: ["AsyncHTTPClient", "URLSession"])
+    func streamedBody(transportName: String) async throws {
+        let directory = TemporaryDirectory.make("ferry-stream")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try Self.makeFile(size: 1_300_000, in: directory, name: "data.bin")
+        let bytes = [UInt8](try Data(contentsOf: file))
+        let transport: any HTTPTransport =
+            transportName == "URLSession" ? URLSessionTransport() : AsyncHTTPClientTransport()
+        try await HTTPReceiver.with { receiver in
+            let body = StreamedBody(
+                [
+                    .bytes(Array("head|".utf8)), .file(path: file.path, offset: 1000, length: 1_000_000), .bytes([]),
+                    .bytes(Array("|tail".utf8)),
+                ])
+            #expect(body.chunkSize == 256 * 1024)
+            #expect(body.length == 1_000_010)
+            let counter = ByteCounter()
+            let response = try await transport.send(
+                TransportRequest(
+                    method: "POST", url: receiver.url("/stream"),
+                    headers: [("Content-Type", "application/octet-stream")],
+                    streamedBody: body, timeout: .seconds(60)),
+                bodyProgress: { counter.add($0) }, responseSink: nil)
+            #expect(response.status == 200)
+            let received = try #require(await receiver.recorder.requests.first)
+            #expect(received.headers["content-length"] == "1000010")
+            #expect(received.body == Array("head|".utf8) + Array(bytes[1000..<1_001_000]) + Array("|tail".utf8))
+            #expect(counter.total <= 1_000_010)
+            #expect(counter.total >= 1_000_010 - 256 * 1024)
+            // Chunks are bounded by the chunk size.
+            var largest = 0
+            for try await chunk in body.chunks { largest = max(largest, chunk.count) }
+            #expect(largest == 256 * 1024)
+        }
+        // A file that is shorter than promised fails the request instead of sending garbage.
+        try await HTTPReceiver.with { receiver in
+            let short = StreamedBody([.file(path: file.path, offset: 1_299_000, length: 5000)])
+            await #expect(throws: (any Error).self) {
+                _ = try await transport.send(
+                    TransportRequest(
+                        method: "POST", url: receiver.url(), headers: [], streamedBody: short, timeout: .seconds(30)),
+                    bodyProgress: { _ in }, responseSink: nil)
+            }
+        }
+    }
+
+    @Test("cancel() ends the upload with cancelled and stores nothing")
+    func cancel() async throws {
+        try await Self.withServer(size: 8 * 1024 * 1024) { server, file in
+            let before = server.blobFiles().stored
+            let upload = server.formUploader(
+                token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future)), chunkSize: 16 * 1024
+            )
+            .upload(file: file, key: "cancelled.bin")
+            upload.cancel()
+            var failed: FerryError?
+            for await event in upload.events { if case .failed(let error) = event { failed = error } }
+            #expect(failed?.code == .cancelled)
+            await #expect(throws: FerryError.self) { _ = try await upload.result }
+            await #expect(throws: S3Error.self) {
+                try await server.server.store.object(bucket: Self.bucket, key: "cancelled.bin")
+            }
+            #expect(server.blobFiles().stored == before)
+        }
+    }
+}
+
+/// Counts bytes reported from transport threads.
+final class ByteCounter: @unchecked Sendable {
+    // @unchecked: `value` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var value = 0
+    func add(_ bytes: Int) { lock.withLock { value += bytes } }
+    var total: Int { lock.withLock { value } }
+}
