@@ -331,6 +331,40 @@ struct UploadQueueTests {
         }
     }
 
+    @Test("stop cancels the uploading file (its checkpoint stays) and starts nothing more; resumeFile continues it and the queue")
+    func stopAndResumeFile() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-stop")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 11 * Self.mib, ext: "mp4", in: directory)
+        let image = try makeMediaFile(size: 50_000, ext: "png", in: directory)
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.delay(seconds: 0.3), when: .query(contains: "partNumber"), times: .max)
+            var configuration = Self.configuration(records: directory + "/records")
+            configuration.partConcurrency = 1
+            let queue = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()), configuration: configuration)
+            let (log, collector) = QueueLog.collect(queue)
+            let videoItem = await queue.addFile(video)
+            await queue.addFile(image)
+            await queue.start()
+            try await log.wait("the video's second part", until: { _ in (log.progress(of: videoItem).last ?? 0) > Int64(5 * Self.mib) })
+            await queue.stop()
+            #expect(await queue.listFiles().map(\.state) == [.cancelled, .ready])
+            let seen = log.events.count
+            try await Task.sleep(for: .milliseconds(600))
+            #expect(log.events.count == seen, "nothing uploads or starts after stop")
+            #expect(await queue.resumeFile(at: 0))
+            try await log.wait("both files", until: { _ in log.finished().count == 2 })
+            collector.cancel()
+            let videoParts = proxy.log.filter { $0.query.contains("partNumber=1") && $0.outcome == "200" }
+            try await proxy.shutdown()
+            #expect(await queue.listFiles().map(\.state) == [.succeeded, .succeeded])
+            #expect(videoParts.count == 1, "the part stored before stop was not sent again")
+            #expect(log.count(QueueLog.isStarted) == 2)
+        }
+    }
+
     @Test("the same file added again to a new queue continues its checkpoint and keeps its VideoId (RefreshUploadVideo)")
     func sameFileAfterRestartKeepsVideoId() async throws {
         let directory = TemporaryDirectory.make("ferry-queue-restart")
