@@ -35,6 +35,10 @@ struct EngineBehaviourTests {
             // Pause once some bytes went out.
             while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
             await upload.pause()
+            // The event is delivered to the collecting task a moment after pause() returns.
+            for _ in 0..<500 where log.count(where: { if case .paused = $0 { true } else { false } }) == 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             #expect(log.count { if case .paused = $0 { true } else { false } } == 1)
             let checkpoints = try FileManager.default.contentsOfDirectory(atPath: records.path).filter { $0.hasSuffix(".json") }
             #expect(checkpoints.count == 1)
@@ -210,8 +214,11 @@ struct EngineBehaviourTests {
                     .first { $0["event"] as? String == "completed" })
             let resumed = try #require(completed["partsResumed"] as? Int)
             let sent = try #require(completed["partsSent"] as? Int)
-            // Every part the server had at the kill was kept; only the rest went again.
-            #expect(resumed == onServer.count)
+            // Every part the server had at the kill was kept; only the rest went again. A part whose body had fully
+            // arrived when the client died can still be stored just after ListParts looked, so up to the two parts
+            // that were in flight (--parallel 2) may be found on resume as well.
+            #expect(resumed >= onServer.count)
+            #expect(resumed <= onServer.count + 2)
             #expect(resumed + sent == 13)
             let back = URL(fileURLWithPath: directory + "/back")
             try await client.download(bucket: "behaviour", key: "killed.bin", to: back)

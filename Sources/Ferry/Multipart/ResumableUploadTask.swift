@@ -172,6 +172,28 @@ public actor ResumableUploadTask {
         return observer
     }
 
+    /// Creates the multipart upload. A pause or cancel that arrives meanwhile waits for the answer (up to the request
+    /// timeout, at most 15 s) instead of abandoning it: otherwise the server could have an upload whose id the client
+    /// never learned, which neither a resume nor `deleteUploadIdOnCancelling` could reach.
+    private func createShielded(observer: RequestObserver) async throws -> String {
+        let (client, request, credentials) = (self.client, self.request, self.credentials)
+        let creating = Task {
+            try await client.createMultipartUpload(
+                bucket: request.bucket, key: request.key, contentType: request.contentType,
+                metadata: request.metadata, checksumAlgorithm: request.checksumAlgorithm, credentials: credentials,
+                observer: observer)
+        }
+        let grace = min(client.configuration.timeoutIntervalForRequest, .seconds(15))
+        return try await withTaskCancellationHandler {
+            try await creating.value
+        } onCancel: {
+            Task {
+                try? await Task.sleep(for: grace)
+                creating.cancel()
+            }
+        }
+    }
+
     private func upload() async throws -> UploadResult {
         let path = request.fileURL.path
         let (size, _) = try FileRanges.attributes(of: path)
@@ -285,10 +307,7 @@ public actor ResumableUploadTask {
             }
         }
         if uploadId == nil {
-            uploadId = try await client.createMultipartUpload(
-                bucket: request.bucket, key: request.key, contentType: request.contentType,
-                metadata: request.metadata, checksumAlgorithm: request.checksumAlgorithm, credentials: credentials,
-                observer: observer)
+            uploadId = try await createShielded(observer: observer)
             createdAt = Date()
         }
         self.plan = plan

@@ -326,8 +326,9 @@ public actor UploadQueue {
             return
         }
         guard generations[id] == generation, item(id) != nil else {
-            // Stopped (or removed) while the upload was being created: keep its checkpoint, drop the handle.
-            await upload.pause()
+            // Removed while the upload was being created: abort it. Stopped and started again meanwhile: keep its
+            // checkpoint for the newer run and drop this handle.
+            if item(id) == nil { await upload.cancel() } else { await upload.pause() }
             return
         }
         uploads[id] = upload
