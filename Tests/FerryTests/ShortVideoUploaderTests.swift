@@ -103,6 +103,8 @@ struct ShortVideoUploaderTests {
             func sent() -> Int64 { log.progress.last?.0 ?? 0 }
             while sent() == 0 { try await Task.sleep(for: .milliseconds(10)) }
             await uploader.pause()
+            // Events emitted before the pause took hold may still be on their way to the log.
+            try await Task.sleep(for: .milliseconds(200))
             let paused = sent()
             try await Task.sleep(for: .milliseconds(400))
             #expect(sent() == paused, "nothing is sent while paused")
