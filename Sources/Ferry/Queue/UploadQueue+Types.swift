@@ -4,7 +4,8 @@ import Foundation
 extension UploadQueue {
     /// How the queue uploads; every field has a default. The names are the seed's (`VODUploadClient`).
     public struct Configuration: Sendable {
-        /// Whether the service should transcode videos after upload (CreateUploadVideo's `Transcode`). Default true.
+        /// Whether the service should transcode videos after upload; false sends `NoTranscode` as CreateUploadVideo's
+        /// `Transcode`. Default true.
         public var transcode = true
         /// Retries of one request before the file fails. Default `Int.max`, as the seed: a phone keeps trying.
         public var maxRetryCount = Int.max
