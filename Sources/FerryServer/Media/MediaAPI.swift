@@ -29,20 +29,8 @@ public struct MediaAPI: Sendable {
 
     /// Answers a media API request; never throws.
     func respond(to request: Request, logger: Logger) async -> Response {
-        let requestId = ObjectAPI.newRequestId()
-        var request = request
-        do {
-            guard request.method == .post else {
-                throw MediaError("MethodNotAllowed", "Media API operations are POST requests.", status: 405)
-            }
-            let action = String(request.uri.path.dropFirst(Self.pathPrefix.count))
-            let body: ByteBuffer
-            do {
-                body = try await request.collectBody(upTo: Self.maxBody)
-            } catch {
-                throw MediaError("RequestTooLarge", "The request body is larger than 1 MiB.", status: 413)
-            }
-            let data = Data(buffer: body)
+        await Self.respondJSON(to: request, prefix: Self.pathPrefix, title: "Media API", name: "media", logger: logger) {
+            action, data, request, requestId in
             var headers: [(name: String, value: String)] = [("host", request.head.authority ?? "")]
             for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
             let principal: Principal
@@ -57,14 +45,48 @@ public struct MediaAPI: Sendable {
             }
             guard principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
             logger.debug("media request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
-            var result = try await perform(action, data, principal: principal, host: request.head.authority ?? "localhost")
+            return try await perform(action, data, principal: principal, host: request.head.authority ?? "localhost")
+        }
+    }
+
+    /// The JSON envelope the media and publish APIs share: POST only, a body of at most 1 MiB, `RequestId` in every
+    /// answer, errors as `{code, message, requestId}` with their status, anything unexpected as a 500 `InternalError`.
+    ///
+    /// - Parameters:
+    ///   - prefix: the path prefix; the rest of the path is the action.
+    ///   - title: the API's name in messages (`Media API`).
+    ///   - name: the API's name in log lines (`media`).
+    ///   - perform: answers `(action, body, request, requestId)`.
+    static func respondJSON(
+        to request: Request, prefix: String, title: String, name: String, logger: Logger,
+        _ perform: (_ action: String, _ body: Data, _ request: Request, _ requestId: String) async throws -> [String: Any]
+    ) async -> Response {
+        let requestId = ObjectAPI.newRequestId()
+        var request = request
+        do {
+            guard request.method == .post else {
+                throw MediaError("MethodNotAllowed", "\(title) operations are POST requests.", status: 405)
+            }
+            let action = String(request.uri.path.dropFirst(prefix.count))
+            let body: ByteBuffer
+            do {
+                body = try await request.collectBody(upTo: Self.maxBody)
+            } catch {
+                throw MediaError("RequestTooLarge", "The request body is larger than 1 MiB.", status: 413)
+            }
+            var result = try await perform(action, Data(buffer: body), request, requestId)
             result["RequestId"] = requestId
-            return Self.json(result, status: .ok, requestId: requestId)
+            return json(result, status: .ok, requestId: requestId)
         } catch let error as MediaError {
-            return Self.json(["code": error.code, "message": error.message, "requestId": requestId], status: .init(code: error.status), requestId: requestId)
+            return json(
+                ["code": error.code, "message": error.message, "requestId": requestId], status: .init(code: error.status),
+                requestId: requestId)
         } catch {
-            logger.error("media internal error", metadata: ["ferry.request-id": .string(requestId), "error": .string("\(error)")])
-            return Self.json(["code": "InternalError", "message": "The service failed to answer; try again.", "requestId": requestId], status: .internalServerError, requestId: requestId)
+            logger.error(
+                "\(name) internal error", metadata: ["ferry.request-id": .string(requestId), "error": .string("\(error)")])
+            return json(
+                ["code": "InternalError", "message": "The service failed to answer; try again.", "requestId": requestId],
+                status: .internalServerError, requestId: requestId)
         }
     }
 

@@ -26,47 +26,19 @@ public struct PublishAPI: Sendable {
 
     /// Answers a publish request; never throws. Errors are JSON `{code, message, requestId}`.
     func respond(to request: Request, logger: Logger) async -> Response {
-        let requestId = ObjectAPI.newRequestId()
-        var request = request
-        do {
-            guard request.method == .post else {
-                throw MediaError("MethodNotAllowed", "Publish API operations are POST requests.", status: 405)
-            }
-            let action = String(request.uri.path.dropFirst(Self.pathPrefix.count))
-            let body: ByteBuffer
-            do {
-                body = try await request.collectBody(upTo: MediaAPI.maxBody)
-            } catch {
-                throw MediaError("RequestTooLarge", "The request body is larger than 1 MiB.", status: 413)
-            }
-            let data = Data(buffer: body)
+        await MediaAPI.respondJSON(
+            to: request, prefix: Self.pathPrefix, title: "Publish API", name: "publish", logger: logger
+        ) {
+            action, data, request, requestId in
             let host = request.head.authority ?? "localhost"
             logger.debug(
                 "publish request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
-            var result: [String: Any]
             switch action {
-            case "ApplyUploadUGC": result = try await apply(media.decode(ApplyUploadInput.self, data), host: host)
-            case "CommitUploadUGC": result = try await commit(media.decode(CommitUploadInput.self, data), host: host)
+            case "ApplyUploadUGC": return try await apply(media.decode(ApplyUploadInput.self, data), host: host)
+            case "CommitUploadUGC": return try await commit(media.decode(CommitUploadInput.self, data), host: host)
             default:
                 throw MediaError("InvalidAction", "\(action.prefix(64)) is not a publish API operation.", status: 404)
             }
-            result["RequestId"] = requestId
-            return MediaAPI.json(result, status: .ok, requestId: requestId)
-        } catch let error as MediaError {
-            return MediaAPI.json(
-                ["code": error.code, "message": error.message, "requestId": requestId],
-                status: .init(code: error.status),
-                requestId: requestId)
-        } catch {
-            logger.error(
-                "publish internal error",
-                metadata: ["ferry.request-id": .string(requestId), "error": .string("\(error)")])
-            return MediaAPI.json(
-                [
-                    "code": "InternalError", "message": "The service failed to answer; try again.",
-                    "requestId": requestId,
-                ],
-                status: .internalServerError, requestId: requestId)
         }
     }
 
