@@ -1,0 +1,76 @@
+import Crypto
+import FerryCore
+import FerryTestSupport
+import Foundation
+import NIOCore
+import Testing
+
+@testable import FerryServer
+
+@Suite("Blob files")
+struct BlobFilesTests {
+    /// Sizes around the direct-I/O alignment (4 KiB) and the write block (1 MiB), and bodies of several blocks.
+    static let sizes = [0, 1, 4095, 4096, 4097, 1 << 20 - 1, 1 << 20, 1 << 20 + 1, 3 << 20 + 12_345]
+
+    @Test("A body is stored byte for byte with its MD5 and CRC32C, with and without direct I/O", arguments: [true, false])
+    func roundTrip(direct: Bool) async throws {
+        let root = TemporaryDirectory.make("ferry-blobs")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var files = try BlobFiles(root: root)
+        files.directIO = direct
+        for size in Self.sizes {
+            let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+            let (path, digests) = try await files.write(
+                Self.body(bytes, pieces: [7_000, 65_536, 1, 300_000]), checksums: [.crc32c], maxSize: 1 << 30)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) == bytes, "size \(size)")
+            #expect(digests.size == Int64(size))
+            #expect(digests.md5 == Array(Insecure.MD5.hash(data: bytes)), "size \(size)")
+            var crc = Checksummer(.crc32c)
+            crc.update(bytes)
+            #expect(digests.checksums["CRC32C"] == crc.finalize(), "size \(size)")
+            let name = try await files.commit(tempPath: path)
+            var read: [UInt8] = []
+            for try await buffer in BlobByteSequence(files: files, manifest: [BlobSegment(blob: name, size: Int64(size))], range: nil) {
+                read += buffer.readableBytesView
+            }
+            #expect(read == bytes, "size \(size)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: files.tmpDirectory).isEmpty)
+    }
+
+    @Test("A body over the size limit, or one that fails, leaves no temporary file", arguments: [true, false])
+    func failuresLeaveNothing(direct: Bool) async throws {
+        let root = TemporaryDirectory.make("ferry-blobs")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var files = try BlobFiles(root: root)
+        files.directIO = direct
+        let bytes = [UInt8](repeating: 7, count: 3 << 20)
+        await #expect(throws: S3Error.self) {
+            _ = try await files.write(Self.body(bytes, pieces: [65_536]), checksums: [], maxSize: 2 << 20)
+        }
+        struct Broken: Error {}
+        let failing = AsyncThrowingStream<ByteBuffer, any Error> { continuation in
+            continuation.yield(ByteBuffer(bytes: bytes))
+            continuation.finish(throwing: Broken())
+        }
+        await #expect(throws: Broken.self) {
+            _ = try await files.write(failing, checksums: [.crc32], maxSize: 1 << 30)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: files.tmpDirectory).isEmpty)
+    }
+
+    /// `bytes` as buffers whose sizes cycle through `pieces`.
+    static func body(_ bytes: [UInt8], pieces: [Int]) -> AsyncStream<ByteBuffer> {
+        AsyncStream { continuation in
+            var offset = 0
+            var index = 0
+            while offset < bytes.count {
+                let end = min(bytes.count, offset + pieces[index % pieces.count])
+                continuation.yield(ByteBuffer(bytes: bytes[offset..<end]))
+                offset = end
+                index += 1
+            }
+            continuation.finish()
+        }
+    }
+}
