@@ -45,6 +45,31 @@ struct EngineAgainstFerryTests {
     }
 }
 
+extension EngineAgainstFerryTests {
+    @Test("below the multipart threshold one PUT carries the file, an empty one too, with the checksum verified",
+        arguments: TransportKind.allCases)
+    func singlePut(transport: TransportKind) async throws {
+        try await TestServer.with { server in
+            let client = server.engine(transport: transport.make())
+            try await client.createBucket("engine")
+            for size in [0, 1, 70_001] {
+                let file = try makeRandomFile(size: size)
+                defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+                let request = ResumableUploadRequest(bucket: "engine", key: "small/\(size)", fileURL: file)
+                let upload = try await client.upload(request)
+                let (log, collector) = EventLog.collect(upload)
+                let result = try await upload.result
+                await collector.value
+                #expect(result.uploadId == nil && result.partsSent == 1 && result.size == Int64(size))
+                #expect(result.verification == .checksum)
+                #expect(log.progress.last?.totalBytesSent == Int64(size))
+                let stored = try await client.getObject(bucket: "engine", key: request.key)
+                #expect(stored == [UInt8](try Data(contentsOf: file)), "size \(size)")
+            }
+        }
+    }
+}
+
 @Suite("Engine against moto", .serialized)
 struct EngineAgainstMotoTests {
     @Test("64 MiB multipart upload to moto, byte-identical, with each checksum and each transport",

@@ -41,4 +41,29 @@ struct ProgressMeterTests {
         #expect(values.last == Int64(parts) * size)
         #expect(values.count == parts * 64)
     }
+
+    @Test("with an interval, reports are spaced out, carry the bytes counted meanwhile, and the total always comes")
+    func throttledReports() async throws {
+        final class Deltas: @unchecked Sendable {
+            // Every access holds `lock`.
+            let lock = NSLock()
+            var values: [(delta: Int64, total: Int64)] = []
+        }
+        let deltas = Deltas()
+        let size: Int64 = 1024 * 1024
+        let meter = ProgressMeter(alreadySent: 0, expected: 2 * size, interval: .seconds(3600)) { progress in
+            deltas.lock.withLock { deltas.values.append((progress.bytesSent, progress.totalBytesSent)) }
+        }
+        for _ in 0..<256 { meter.add(1024, part: 1, size: size) }  // the first report, then nothing within the hour
+        #expect(deltas.lock.withLock { deltas.values.count } == 1)
+        meter.finish(part: 1, size: size)  // a stored part always reports what was counted since
+        for _ in 0..<1023 { meter.add(1024, part: 2, size: size) }
+        #expect(deltas.lock.withLock { deltas.values.count } == 2)
+        meter.add(1024, part: 2, size: size)  // the last byte always reports
+        let values = deltas.lock.withLock { deltas.values }
+        #expect(values.map(\.total) == [1024, size, 2 * size])
+        #expect(values.map(\.delta).reduce(0, +) == 2 * size)
+        meter.finish(part: 2, size: size)  // nothing new: no report
+        #expect(deltas.lock.withLock { deltas.values.count } == 3)
+    }
 }

@@ -20,6 +20,9 @@ struct UploadPlanTests {
         let small = try UploadPlan(fileSize: 10 * 1024 * 1024)
         #expect(small.partSize == UploadPlan.defaultPartSize)
         #expect(throws: FerryError.self) { try UploadPlan(fileSize: 6 * 1024 * 1024 * 1024 * 1024) }
+        let largest = try UploadPlan(fileSize: UploadPlan.maxObjectSize)  // 5 TiB: 525 MiB parts
+        #expect(largest.partCount <= 10_000 && largest.partSize < UploadPlan.maxPartSize)
+        #expect(throws: FerryError.self) { try UploadPlan(fileSize: 1, partSize: 4 * 1024 * 1024 * 1024) }
     }
 
     @Test("parts are taken once, released parts come back, adopted parts count as done")

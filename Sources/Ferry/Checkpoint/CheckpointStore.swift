@@ -56,7 +56,6 @@ struct CheckpointStore: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
-        encoder.outputFormatting = .sortedKeys
         let data = try encoder.encode(checkpoint)
         let final = url(for: identifier)
         let temp = directory.appendingPathComponent(".\(identifier).\(UUID().uuidString).tmp")

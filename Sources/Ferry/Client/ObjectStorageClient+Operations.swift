@@ -1,5 +1,6 @@
 import FerryCore
 import Foundation
+import NIOCore
 
 /// An object's metadata, from HeadObject or a completed upload.
 public struct ObjectMetadata: Sendable, Hashable {
@@ -69,7 +70,8 @@ extension ObjectStorageClient {
             headers.append((checksumAlgorithm.headerName, checksum!))
         }
         let response = try await execute(
-            S3Request(method: "PUT", bucket: bucket, key: key, headers: headers, body: data), credentials: credentials,
+            S3Request(method: "PUT", bucket: bucket, key: key, headers: headers, body: ByteBuffer(bytes: data)),
+            credentials: credentials,
             observer: observer)
         if let checksumAlgorithm, checksumAlgorithm != .md5,
             let returned = response.header(checksumAlgorithm.headerName), returned != checksum
@@ -165,7 +167,7 @@ extension ObjectStorageClient {
     }
 
     func uploadPart(
-        bucket: String, key: String, uploadId: String, number: Int, body: [UInt8], checksumHeader: (String, String)?,
+        bucket: String, key: String, uploadId: String, number: Int, body: ByteBuffer, checksumHeader: (String, String)?,
         credentials: CredentialSource, observer: RequestObserver
     ) async throws -> String {
         var headers: [(name: String, value: String)] = []
@@ -236,7 +238,7 @@ extension ObjectStorageClient {
         var headers: [(name: String, value: String)] = []
         if let checksumAlgorithm, let fullObjectChecksum { headers.append((checksumAlgorithm.headerName, fullObjectChecksum)) }
         let response = try await execute(
-            S3Request(method: "POST", bucket: bucket, key: key, query: [("uploadId", uploadId)], headers: headers, body: [UInt8](xml)),
+            S3Request(method: "POST", bucket: bucket, key: key, query: [("uploadId", uploadId)], headers: headers, body: ByteBuffer(bytes: xml)),
             credentials: credentials, observer: observer)
         // S3 may answer 200 with an error document when the completion fails late.
         if let error = try? S3XML.decode(S3ErrorDocument.self, from: Data(response.body)), !error.code.isEmpty {

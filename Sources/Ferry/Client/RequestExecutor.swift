@@ -1,5 +1,6 @@
 import FerryCore
 import Foundation
+import NIOCore
 import Logging
 
 /// What happens to one request's retries, reported to whoever runs it (an upload turns these into events).
@@ -50,7 +51,7 @@ struct S3Request: Sendable {
     var key: String?
     var query: [(name: String, value: String)] = []
     var headers: [(name: String, value: String)] = []
-    var body: [UInt8] = []
+    var body = ByteBuffer()
     /// Receives a 2xx response body instead of collecting it.
     var responseSink: (@Sendable ([UInt8]) async throws -> Void)?
 }
@@ -101,8 +102,8 @@ extension ObjectStorageClient {
         } else {
             path = endpoint.path.isEmpty ? "/" : endpoint.path
         }
-        let payloadHash = configuration.signPayload || request.body.isEmpty && request.method != "PUT"
-            ? SigV4.hexSHA256(request.body) : SigV4.unsignedPayload
+        let payloadHash = configuration.signPayload || request.body.readableBytes == 0 && request.method != "PUT"
+            ? request.body.withUnsafeReadableBytes { SigV4.hexSHA256($0) } : SigV4.unsignedPayload
         let signer = SigV4Signer(credentials: credentials.sigV4, region: region)
         let headers = signer.sign(
             method: request.method, path: path, query: request.query, headers: [("host", hostHeader)] + request.headers,
@@ -117,7 +118,7 @@ extension ObjectStorageClient {
             url += "?" + items.joined(separator: "&")
         }
         let transportRequest = TransportRequest(
-            method: request.method, url: url, headers: headers, body: request.body,
+            method: request.method, url: url, headers: headers, bodyBuffer: request.body,
             timeout: configuration.timeoutIntervalForRequest)
         let response: TransportResponse
         do {

@@ -1,6 +1,7 @@
 import Crypto
 import FerryCore
 import Foundation
+import NIOCore
 
 #if canImport(Glibc)
 import Glibc
@@ -32,19 +33,71 @@ struct FileRanges: Sendable {
         guard fd >= 0 else { throw FerryError(.fileNotFound, "The file \(path) cannot be opened.") }
         defer { close(fd) }
         let count = Int(range.upperBound - range.lowerBound)
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        try bytes.withUnsafeMutableBytes { buffer in
-            while done < count {
-                let n = pread(fd, buffer.baseAddress! + done, count - done, off_t(range.lowerBound) + off_t(done))
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    throw FerryError(.cannotResumeUpload, "The file \(path) became shorter while it was being uploaded.")
-                }
-                done += n
-            }
+        // Read straight into the array's storage: no zero-filling first.
+        return try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            try readFully(fd, into: UnsafeMutableRawPointer(buffer.baseAddress), count: count, at: range.lowerBound)
+            initialized = count
         }
-        return bytes
+    }
+
+    /// Reads exactly `count` bytes at `offset` into `destination`.
+    fileprivate func readFully(_ fd: Int32, into destination: UnsafeMutableRawPointer?, count: Int, at offset: Int64) throws {
+        guard count > 0, let destination else { return }
+        var done = 0
+        while done < count {
+            let n = pread(fd, destination + done, count - done, off_t(offset) + off_t(done))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                throw FerryError(.cannotResumeUpload, "The file \(path) became shorter while it was being uploaded.")
+            }
+            done += n
+        }
+    }
+}
+
+extension FileRanges {
+    /// Reads `range` into `buffer`, replacing what it held; a buffer that is not shared keeps its memory, so a part
+    /// buffer is filled again without allocating or touching fresh pages.
+    func read(_ range: Range<Int64>, into buffer: inout ByteBuffer) throws {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw FerryError(.fileNotFound, "The file \(path) cannot be opened.") }
+        defer { close(fd) }
+        let count = Int(range.upperBound - range.lowerBound)
+        buffer.clear(minimumCapacity: count)
+        try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
+            try readFully(fd, into: out.baseAddress, count: count, at: range.lowerBound)
+            return count
+        }
+    }
+}
+
+/// Part buffers kept for the next part: filling a buffer that is already mapped costs a copy, a fresh one also costs
+/// a page fault per page. Holds at most ``limit`` idle buffers.
+final class PartBufferPool: @unchecked Sendable {
+    // Every access to `idle` holds `lock`.
+    private let lock = NSLock()
+    private var idle: [ByteBuffer] = []
+    let limit: Int
+
+    init(limit: Int = 64) {
+        self.limit = limit
+    }
+
+    /// An idle buffer, or an empty one.
+    func take() -> ByteBuffer {
+        lock.withLock { idle.popLast() } ?? ByteBuffer()
+    }
+
+    /// Keeps `buffer` for a later part (its bytes are no longer needed).
+    func give(_ buffer: ByteBuffer) {
+        lock.withLock {
+            if idle.count < limit { idle.append(buffer) }
+        }
+    }
+
+    /// Lets go of every idle buffer.
+    func removeAll() {
+        lock.withLock { idle.removeAll() }
     }
 }
 

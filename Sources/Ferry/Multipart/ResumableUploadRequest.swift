@@ -38,6 +38,10 @@ public struct ResumableUploadRequest: Sendable {
     public var checkpointExpiry: TimeInterval = 24 * 3600
     /// Files smaller than this go in one PUT instead of a multipart upload. Default: the part size.
     public var multipartThreshold: Int64?
+    /// Least time between two progress events while bytes are being sent. Default 100 ms. A progress event also
+    /// comes whenever a part is stored and when the last byte is, so the final event is always the exact total;
+    /// `.zero` reports every slice of a part as the connection takes it.
+    public var progressInterval: Duration = .milliseconds(100)
 
     /// Creates a request.
     public init(bucket: String, key: String, fileURL: URL) {

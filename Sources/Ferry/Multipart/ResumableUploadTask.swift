@@ -1,6 +1,7 @@
 import FerryCore
 import Foundation
 import Logging
+import NIOCore
 
 /// A running upload: pause, resume, cancel, its events and its result.
 ///
@@ -20,6 +21,8 @@ public actor ResumableUploadTask {
     private let checkpoints: CheckpointStore?
     private let checkpointId: String
     private let reader: FileRanges
+    /// Part buffers reused from part to part (at most one per part in flight), emptied when the upload ends.
+    private let partBuffers = PartBufferPool()
 
     private enum State {
         case running
@@ -122,6 +125,7 @@ public actor ResumableUploadTask {
 
     private func finish(_ outcome: Result<UploadResult, FerryError>) {
         state = .finished(outcome)
+        partBuffers.removeAll()
         switch outcome {
         case .success(let result): continuation.yield(.completed(result))
         case .failure(let error) where error.code != .cancelled: continuation.yield(.failed(error))
@@ -164,7 +168,7 @@ public actor ResumableUploadTask {
         return FerryError(.network, "The upload failed: \(error)")
     }
 
-    private var observer: RequestObserver {
+    private nonisolated var observer: RequestObserver {
         var observer = RequestObserver()
         let continuation = continuation
         observer.retrying = { attempt, error, delay in continuation.yield(.retrying(attempt: attempt, error: error, delay: delay)) }
@@ -212,7 +216,9 @@ public actor ResumableUploadTask {
             throw FerryError(.cannotResumeUpload, "The file \(path) changed while it was being uploaded.")
         }
         // One meter for the whole upload, so progress never goes back across a pause.
-        let meter = self.meter ?? ProgressMeter(alreadySent: startPlan.completedBytes, expected: startPlan.fileSize) {
+        let meter = self.meter ?? ProgressMeter(
+            alreadySent: startPlan.completedBytes, expected: startPlan.fileSize, interval: request.progressInterval
+        ) {
             [continuation] progress in continuation.yield(.progress(progress))
         }
         self.meter = meter
@@ -246,18 +252,21 @@ public actor ResumableUploadTask {
         return (number, plan.range(ofPart: number))
     }
 
-    /// Reads a part, checksums it in the same pass, and sends it (the client retries within its policy).
-    private func sendPart(_ number: Int, range: Range<Int64>, uploadId: String, meter: ProgressMeter) async throws
-        -> UploadedPart
+    /// Reads a part into a reused buffer, checksums it while it is in the cache, and sends slices of that buffer
+    /// (the client retries within its policy). Runs off the actor, so parts are read and checksummed side by side.
+    private nonisolated func sendPart(_ number: Int, range: Range<Int64>, uploadId: String, meter: ProgressMeter)
+        async throws -> UploadedPart
     {
-        let body = try reader.read(range)
+        var body = partBuffers.take()
+        defer { partBuffers.give(body) }
+        try reader.read(range, into: &body)
         var header: (String, String)?
         if let algorithm = request.checksumAlgorithm {
             var hasher = Checksummer(algorithm)
-            hasher.update(body)
+            body.withUnsafeReadableBytes { hasher.update($0) }
             header = (algorithm.headerName, hasher.finalizeBase64())
         }
-        let size = Int64(body.count)
+        let size = Int64(body.readableBytes)
         var observer = self.observer
         let retrying = observer.retrying
         observer.retrying = { attempt, error, delay in
@@ -427,7 +436,9 @@ public actor ResumableUploadTask {
         continuation.yield(.started(uploadId: nil))
         let body = try reader.read(0..<size)
         let continuation = continuation
-        let meter = ProgressMeter(alreadySent: 0, expected: size) { continuation.yield(.progress($0)) }
+        let meter = ProgressMeter(alreadySent: 0, expected: size, interval: request.progressInterval) {
+            continuation.yield(.progress($0))
+        }
         var observer = self.observer
         let retrying = observer.retrying
         observer.retrying = { attempt, error, delay in

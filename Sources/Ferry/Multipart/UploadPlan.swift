@@ -9,6 +9,9 @@ public struct UploadPlan: Sendable, Hashable {
     /// again, so small parts lose little on flaky networks (5 MiB is a few seconds at a mobile uplink's rate), while
     /// still keeping request overhead well under 1% of the bytes.
     public static let defaultPartSize: Int64 = 5 * 1024 * 1024
+    /// The largest part size the engine takes: 4 GiB less one byte, as a part is held in one buffer while it is sent
+    /// (S3 itself allows 5 GiB).
+    public static let maxPartSize: Int64 = 4 * 1024 * 1024 * 1024 - 1
 
     /// Size of the file.
     public let fileSize: Int64
@@ -25,6 +28,9 @@ public struct UploadPlan: Sendable, Hashable {
             throw FerryError(.invalidArgument, "The file is larger than the 5 TiB an object may hold.")
         }
         guard requested > 0 else { throw FerryError(.invalidArgument, "The part size must be positive.") }
+        guard requested <= Self.maxPartSize else {
+            throw FerryError(.invalidArgument, "The part size must be less than 4 GiB (it is held in memory while sent).")
+        }
         self.fileSize = fileSize
         self.partSize = Self.partSize(fileSize: fileSize, requested: requested)
     }

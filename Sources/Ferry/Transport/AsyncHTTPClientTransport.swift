@@ -38,10 +38,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         if let streamed = request.streamedBody {
             http.body = .stream(
                 StreamedBodySlices(chunks: streamed.chunks, progress: bodyProgress), length: .known(streamed.length))
-        } else if !request.body.isEmpty || request.method == "PUT" || request.method == "POST" {
-            let body = request.body
+        } else if request.bodyBuffer.readableBytes > 0 || request.method == "PUT" || request.method == "POST" {
+            let body = request.bodyBuffer
             let slices = BodySlices(body: body, sliceSize: Self.sliceSize, progress: bodyProgress)
-            http.body = .stream(slices, length: .known(Int64(body.count)))
+            http.body = .stream(slices, length: .known(Int64(body.readableBytes)))
         }
         let response: HTTPClientResponse
         do {
@@ -74,18 +74,18 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     }
 }
 
-/// A byte array as an async sequence of slices, counting each slice when the connection pulls it.
+/// A body as an async sequence of slices (views of its storage, not copies), counting each slice when the connection
+/// pulls it.
 struct BodySlices: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
-    let body: [UInt8]
+    let body: ByteBuffer
     let sliceSize: Int
     let progress: @Sendable (Int) -> Void
 
     struct AsyncIterator: AsyncIteratorProtocol {
-        let body: [UInt8]
+        var body: ByteBuffer
         let sliceSize: Int
         let progress: @Sendable (Int) -> Void
-        var offset = 0
         var pending = 0
 
         mutating func next() async throws -> ByteBuffer? {
@@ -94,13 +94,11 @@ struct BodySlices: AsyncSequence, Sendable {
                 progress(pending)
                 pending = 0
             }
-            guard offset < body.count else { return nil }
+            guard body.readableBytes > 0 else { return nil }
             try Task.checkCancellation()
-            let end = Swift.min(offset + sliceSize, body.count)
-            let buffer = body.withUnsafeBufferPointer { ByteBuffer(bytes: UnsafeRawBufferPointer($0)[offset..<end]) }
-            pending = end - offset
-            offset = end
-            if offset == body.count {
+            let buffer = body.readSlice(length: Swift.min(sliceSize, body.readableBytes))!
+            pending = buffer.readableBytes
+            if body.readableBytes == 0 {
                 // The last slice counts when handed over; the response confirms it arrived.
                 progress(pending)
                 pending = 0

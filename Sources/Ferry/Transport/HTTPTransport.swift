@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// A request as the transport sends it: everything signed already.
 public struct TransportRequest: Sendable {
@@ -8,9 +9,15 @@ public struct TransportRequest: Sendable {
     public var url: String
     /// Headers to send (the transport adds Host from the URL).
     public var headers: [(name: String, value: String)]
-    /// The body.
-    public var body: [UInt8]
-    /// A body read while it is sent (files in bounded chunks); when set it is sent instead of ``body``, with its
+    /// The body's bytes (none when empty). A transport that can hand a `ByteBuffer` to the network sends slices of
+    /// it without copying; upload parts are read from the file straight into it.
+    public var bodyBuffer: ByteBuffer
+    /// The body as an array: a copy of ``bodyBuffer``'s bytes.
+    public var body: [UInt8] {
+        get { Array(bodyBuffer.readableBytesView) }
+        set { bodyBuffer = ByteBuffer(bytes: newValue) }
+    }
+    /// A body read while it is sent (files in bounded chunks); when set it is sent instead of ``bodyBuffer``, with its
     /// length as `Content-Length`.
     public var streamedBody: StreamedBody?
     /// The most time the whole exchange may take.
@@ -21,7 +28,19 @@ public struct TransportRequest: Sendable {
         self.method = method
         self.url = url
         self.headers = headers
-        self.body = body
+        self.bodyBuffer = ByteBuffer(bytes: body)
+        self.timeout = timeout
+    }
+
+    /// Creates a request whose body is already in a `ByteBuffer`.
+    public init(
+        method: String, url: String, headers: [(name: String, value: String)], bodyBuffer: ByteBuffer,
+        timeout: Duration
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.bodyBuffer = bodyBuffer
         self.timeout = timeout
     }
 

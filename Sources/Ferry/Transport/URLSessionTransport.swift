@@ -50,10 +50,10 @@ public final class URLSessionTransport: HTTPTransport {
             bodyFile = file
             try await Self.write(streamed, to: file)
             task = session.uploadTask(with: urlRequest, fromFile: file)
-        } else if request.body.isEmpty && request.method != "PUT" && request.method != "POST" {
+        } else if request.bodyBuffer.readableBytes == 0 && request.method != "PUT" && request.method != "POST" {
             task = session.dataTask(with: urlRequest)
         } else {
-            task = session.uploadTask(with: urlRequest, from: Data(request.body))
+            task = session.uploadTask(with: urlRequest, from: Data(request.bodyBuffer.readableBytesView))
         }
         let (response, data): (HTTPURLResponse, Data) = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
