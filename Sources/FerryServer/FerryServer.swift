@@ -117,7 +117,7 @@ public struct FerryServer: Sendable {
         }
         return Application(
             responder: responder,
-            server: .http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()])),
+            server: .http1(configuration: .init(additionalChannelHandlers: [ReceiveBufferSizing(), ExpectContinueHandler()])),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Ferry"),
             services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },

@@ -233,11 +233,12 @@ public actor ResumableUploadTask {
                 running -= 1
                 plan?.complete(part)
                 partsSent += 1
-                try saveCheckpoint()
+                // The next part starts before the checkpoint is written, so the connection does not wait on the disk.
                 if let (number, range) = takeNextPart() {
                     group.addTask { try await self.sendPart(number, range: range, uploadId: uploadId, meter: meter) }
                     running += 1
                 }
+                try saveCheckpoint()
             }
         }
         guard let plan, plan.isComplete else {
