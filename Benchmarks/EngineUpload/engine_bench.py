@@ -298,6 +298,13 @@ def measure(clients, path, size, ctx, repeat):
     used more than ctx["max_other"] of the machine is marked unclean and retried (up to ctx["attempts"] in all)."""
     runs = {c.name: [] for c in clients}
     cpus = os.cpu_count()
+    # Unmeasured warm-up runs: on this VM the first process to touch memory that was idle for a while pays for it
+    # (the first run of a series took up to 2x longer, in system time), which would fall on whichever client is first.
+    for warmup in range(ctx["warmup"]):
+        for client in clients:
+            warm_page_cache(path)
+            run = run_once(client, path, size, ctx, f"warmup-{warmup}")
+            log(f"  warm-up {client.name:<18} {run['wall']:7.2f} s  {run['mbps']:7.1f} MB/s (not counted)")
     for round_number in range(repeat):
         for client in clients:
             for attempt in range(ctx["attempts"]):
@@ -399,6 +406,8 @@ def main():
     parser.add_argument("--explore", action="store_true",
                         help="also run engine variants (checksum none, parallel 1/2/8/16, part sizes) to find limits")
     parser.add_argument("--explore-repeat", type=int, default=2, help="runs per explore variant (default 2)")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="unmeasured runs of every client before the measured rounds (default 1)")
     parser.add_argument("--max-other", type=float, default=0.10,
                         help="a run counts only if other processes used at most this fraction of the machine's CPU "
                              "meanwhile (default 0.10)")
@@ -447,7 +456,7 @@ def main():
         s3 = s3_client(endpoint)
         s3.create_bucket(Bucket=BUCKET)
         ctx = {"bin": binary, "endpoint": endpoint, "max_other": args.max_other, "attempts": max(1, args.attempts),
-               "quiet_wait": args.quiet_wait, "work": work, "s3": s3, "server": server, "aws": aws_argv,
+               "quiet_wait": args.quiet_wait, "warmup": args.warmup, "work": work, "s3": s3, "server": server, "aws": aws_argv,
                "base_env": {k: v for k, v in os.environ.items()
                             if not k.startswith("AWS_") and not k.startswith("FERRY_")}}
 

@@ -73,19 +73,30 @@ extension FileRanges {
 
 /// Part buffers kept for the next part: filling a buffer that is already mapped costs a copy, a fresh one also costs
 /// a page fault per page. Holds at most ``limit`` idle buffers.
+///
+/// A buffer comes back as soon as its request has an answer, but the HTTP client may let go of its last slice a moment
+/// later; reusing it then would make NIO allocate a fresh copy. So ``take()`` hands out the oldest idle buffer that
+/// nothing else holds any more, and a new one only when there is none: about one buffer more than parts in flight.
 final class PartBufferPool: @unchecked Sendable {
     // Every access to `idle` holds `lock`.
     private let lock = NSLock()
+    /// Oldest first.
     private var idle: [ByteBuffer] = []
     let limit: Int
 
-    init(limit: Int = 64) {
+    init(limit: Int) {
         self.limit = limit
     }
 
-    /// An idle buffer, or an empty one.
+    /// The oldest idle buffer no one else holds, or a new empty one.
     func take() -> ByteBuffer {
-        lock.withLock { idle.popLast() } ?? ByteBuffer()
+        let reused: ByteBuffer? = lock.withLock {
+            for index in idle.indices where idle[index].modifyIfUniquelyOwned({ _ in true }) == true {
+                return idle.remove(at: index)
+            }
+            return nil
+        }
+        return reused ?? ByteBuffer()
     }
 
     /// Keeps `buffer` for a later part (its bytes are no longer needed).

@@ -21,8 +21,8 @@ public actor ResumableUploadTask {
     private let checkpoints: CheckpointStore?
     private let checkpointId: String
     private let reader: FileRanges
-    /// Part buffers reused from part to part (at most one per part in flight), emptied when the upload ends.
-    private let partBuffers = PartBufferPool()
+    /// Part buffers reused from part to part (about one more than parts in flight), emptied when the upload ends.
+    private let partBuffers: PartBufferPool
 
     private enum State {
         case running
@@ -51,6 +51,7 @@ public actor ResumableUploadTask {
         self.credentials = CredentialSource(provider: client.credentialProvider)
         self.checkpoints = request.recordDirectory.map { CheckpointStore(directory: $0) }
         self.reader = FileRanges(path: request.fileURL.path)
+        self.partBuffers = PartBufferPool(limit: max(1, request.concurrency) + 2)
         self.checkpointId = CheckpointStore.identifier(
             endpoint: client.endpoint.absoluteString, bucket: request.bucket, key: request.key,
             filePath: request.fileURL.standardizedFileURL.path)
