@@ -21,7 +21,8 @@ public actor ResumableUploadTask {
     private let checkpoints: CheckpointStore?
     private let checkpointId: String
     private let reader: FileRanges
-    /// Part buffers reused from part to part (about one more than parts in flight), emptied when the upload ends.
+    /// Part buffers reused from part to part (about one more than parts in flight), emptied when the upload stops or
+    /// ends.
     private let partBuffers: PartBufferPool
 
     private enum State {
@@ -144,6 +145,8 @@ public actor ResumableUploadTask {
             let result = try await upload()
             finish(.success(result))
         } catch {
+            // A stopped upload holds no part buffers while it waits.
+            partBuffers.removeAll()
             switch stopReason {
             case .pause:
                 state = .paused
