@@ -29,11 +29,7 @@ public final class ObjectStorageClient: Sendable {
 
         /// The defaults.
         public init() {
-            #if canImport(Darwin)
-            transport = URLSessionTransport()
-            #else
-            transport = AsyncHTTPClientTransport()
-            #endif
+            transport = platformDefaultTransport()
         }
     }
 

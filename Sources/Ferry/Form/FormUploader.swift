@@ -31,11 +31,7 @@ public final class FormUploader: Sendable {
 
         /// The defaults.
         public init() {
-            #if canImport(Darwin)
-                transport = URLSessionTransport()
-            #else
-                transport = AsyncHTTPClientTransport()
-            #endif
+            transport = platformDefaultTransport()
         }
     }
 

@@ -36,12 +36,14 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             http.headers.add(name: header.name, value: header.value)
         }
         if let streamed = request.streamedBody {
+            let pieces = streamed.chunks.map { ByteBuffer(bytes: $0) }
             http.body = .stream(
-                StreamedBodySlices(chunks: streamed.chunks, progress: bodyProgress), length: .known(streamed.length))
+                CountedBody(pieces: pieces, length: streamed.length, progress: bodyProgress),
+                length: .known(streamed.length))
         } else if request.bodyBuffer.readableBytes > 0 || request.method == "PUT" || request.method == "POST" {
-            let body = request.bodyBuffer
-            let slices = BodySlices(body: body, sliceSize: Self.sliceSize, progress: bodyProgress)
-            http.body = .stream(slices, length: .known(Int64(body.readableBytes)))
+            let length = Int64(request.bodyBuffer.readableBytes)
+            let slices = BufferSlices(body: request.bodyBuffer, sliceSize: Self.sliceSize)
+            http.body = .stream(CountedBody(pieces: slices, length: length, progress: bodyProgress), length: .known(length))
         }
         let response: HTTPClientResponse
         do {
@@ -74,53 +76,39 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     }
 }
 
-/// A body as an async sequence of slices (views of its storage, not copies), counting each slice when the connection
-/// pulls it.
-struct BodySlices: AsyncSequence, Sendable {
+/// A body as an async sequence of slices of at most `sliceSize` bytes: views of its storage, not copies.
+struct BufferSlices: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let body: ByteBuffer
     let sliceSize: Int
-    let progress: @Sendable (Int) -> Void
 
     struct AsyncIterator: AsyncIteratorProtocol {
         var body: ByteBuffer
         let sliceSize: Int
-        let progress: @Sendable (Int) -> Void
-        var pending = 0
 
         mutating func next() async throws -> ByteBuffer? {
-            // The previous slice was written once the next one is asked for.
-            if pending > 0 {
-                progress(pending)
-                pending = 0
-            }
             guard body.readableBytes > 0 else { return nil }
-            try Task.checkCancellation()
-            let buffer = body.readSlice(length: Swift.min(sliceSize, body.readableBytes))!
-            pending = buffer.readableBytes
-            if body.readableBytes == 0 {
-                // The last slice counts when handed over; the response confirms it arrived.
-                progress(pending)
-                pending = 0
-            }
-            return buffer
+            return body.readSlice(length: Swift.min(sliceSize, body.readableBytes))
         }
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(body: body, sliceSize: sliceSize, progress: progress)
+        AsyncIterator(body: body, sliceSize: sliceSize)
     }
 }
 
-/// A ``StreamedBody`` as the connection pulls it, counting each chunk once the next one is asked for (the last when
-/// handed over).
-struct StreamedBodySlices: AsyncSequence, Sendable {
+/// Body pieces as the connection pulls them, counting each piece once the next one is asked for (the previous one
+/// has been written by then) and the last one, which makes up `length`, when it is handed over (the response
+/// confirms it arrived).
+struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable where Pieces.Element == ByteBuffer {
     typealias Element = ByteBuffer
-    let chunks: StreamedBody.Chunks
+    let pieces: Pieces
+    let length: Int64
     let progress: @Sendable (Int) -> Void
 
     struct AsyncIterator: AsyncIteratorProtocol {
-        var chunks: StreamedBody.Chunks.AsyncIterator
+        var pieces: Pieces.AsyncIterator
+        var remaining: Int64
         let progress: @Sendable (Int) -> Void
         var pending = 0
 
@@ -129,13 +117,19 @@ struct StreamedBodySlices: AsyncSequence, Sendable {
                 progress(pending)
                 pending = 0
             }
-            guard let chunk = try await chunks.next() else { return nil }
-            pending = chunk.count
-            return ByteBuffer(bytes: chunk)
+            try Task.checkCancellation()
+            guard let piece = try await pieces.next() else { return nil }
+            remaining -= Int64(piece.readableBytes)
+            if remaining <= 0 {
+                progress(piece.readableBytes)
+            } else {
+                pending = piece.readableBytes
+            }
+            return piece
         }
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(chunks: chunks.makeAsyncIterator(), progress: progress)
+        AsyncIterator(pieces: pieces.makeAsyncIterator(), remaining: length, progress: progress)
     }
 }

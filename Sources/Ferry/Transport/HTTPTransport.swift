@@ -77,6 +77,16 @@ public struct TransportResponse: Sendable {
     }
 }
 
+/// The transport Ferry's clients use unless told otherwise: ``URLSessionTransport`` on Apple platforms,
+/// ``AsyncHTTPClientTransport`` elsewhere.
+func platformDefaultTransport() -> any HTTPTransport {
+    #if canImport(Darwin)
+    URLSessionTransport()
+    #else
+    AsyncHTTPClientTransport()
+    #endif
+}
+
 /// Sends HTTP requests. Ferry ships two: ``AsyncHTTPClientTransport`` (the default on Linux) and
 /// ``URLSessionTransport`` (the default on Apple platforms).
 public protocol HTTPTransport: Sendable {
