@@ -220,29 +220,8 @@ private func withWebhookServer<T: Sendable>(
     let server = try FerryServer(configuration: configuration, environment: [:])
     let (ports, continuation) = AsyncStream<Int>.makeStream()
     let app = server.makeApplication { port in continuation.yield(port) }
-    return try await runUntilDone(ServiceGroup(configuration: .init(services: [app], logger: logger)), ports) { _ in
+    return try await runServices(ServiceGroup(configuration: .init(services: [app], logger: logger)), ports: ports) { _ in
         try await body(server)
-    }
-}
-
-/// Runs a service group until `body` (given the bound port) returns, then shuts the group down.
-private func runUntilDone<T: Sendable>(
-    _ services: ServiceGroup, _ ports: AsyncStream<Int>, _ body: @Sendable (Int) async throws -> T
-) async throws -> T {
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await services.run() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        do {
-            let result = try await body(port)
-            await services.triggerGracefulShutdown()
-            try await group.waitForAll()
-            return result
-        } catch {
-            await services.triggerGracefulShutdown()
-            try? await group.waitForAll()
-            throw error
-        }
     }
 }
 
@@ -300,7 +279,7 @@ struct WebhookReceiver: Sendable {
         let app = Application(
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
-        return try await runUntilDone(ServiceGroup(configuration: .init(services: [app], logger: logger)), ports) {
+        return try await runServices(ServiceGroup(configuration: .init(services: [app], logger: logger)), ports: ports) {
             try await body(WebhookReceiver(port: $0, recorder: recorder))
         }
     }

@@ -68,21 +68,8 @@ public struct HTTPReceiver: Sendable {
         let app = Application(
             responder: responder, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
-        let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await services.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            do {
-                let result = try await body(HTTPReceiver(port: port, recorder: recorder))
-                await services.triggerGracefulShutdown()
-                try await group.waitForAll()
-                return result
-            } catch {
-                await services.triggerGracefulShutdown()
-                try? await group.waitForAll()
-                throw error
-            }
+        return try await runServices(ServiceGroup(configuration: .init(services: [app], logger: logger)), ports: ports) {
+            try await body(HTTPReceiver(port: $0, recorder: recorder))
         }
     }
 

@@ -43,20 +43,30 @@ public struct TestServer: Sendable {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let app = server.makeApplication { port in continuation.yield(port) }
         let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await services.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            do {
-                let result = try await body(TestServer(port: port, server: server))
-                await services.triggerGracefulShutdown()
-                try await group.waitForAll()
-                return result
-            } catch {
-                await services.triggerGracefulShutdown()
-                try? await group.waitForAll()
-                throw error
-            }
+        return try await runServices(services, ports: ports) { port in
+            try await body(TestServer(port: port, server: server))
+        }
+    }
+}
+
+/// Runs `services` until `body`, given the first port reported on `ports`, returns or throws; then shuts them down
+/// gracefully and waits for them.
+public func runServices<T: Sendable>(
+    _ services: ServiceGroup, ports: AsyncStream<Int>, _ body: @Sendable (Int) async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await services.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        do {
+            let result = try await body(port)
+            await services.triggerGracefulShutdown()
+            try await group.waitForAll()
+            return result
+        } catch {
+            await services.triggerGracefulShutdown()
+            try? await group.waitForAll()
+            throw error
         }
     }
 }
