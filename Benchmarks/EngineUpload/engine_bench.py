@@ -22,26 +22,20 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-MIB = 1 << 20
-MB = 1e6
-HOST = "127.0.0.1"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import bench_common  # noqa: E402
+from bench_common import HOST, MB, MIB, cpu_seconds, log, status_kib, stop_server, system_cpu_seconds  # noqa: E402
 BUCKET = "bench"
 ACCESS_KEY = "AKIAFERRYBENCH000001"
 SECRET_KEY = "ferry-engine-benchmark-secret-key-000001"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 TIME_BIN = "/usr/bin/time"
 
 # Targets from the brief.
 TARGET_VS_AWSCLI = 3.0
 TARGET_VS_CURL = 0.9
 TARGET_RSS_MIB = 150
-
-
-def log(message):
-    print(message, file=sys.stderr, flush=True)
 
 
 # --- machine and process accounting -------------------------------------------------------------------------------
@@ -65,33 +59,6 @@ def machine_description():
         "memory_gib": mem_kib / (1 << 20),
         "kernel": platform.release(),
     }
-
-
-def process_cpu_seconds(pid):
-    """User + system CPU seconds of a process (its own threads, not children) from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def machine_busy_seconds():
-    """CPU seconds the whole machine spent busy (not idle, not iowait), summed over CPUs."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    total = sum(values[:8])  # user nice system idle iowait irq softirq steal
-    return (total - values[3] - values[4]) / CLK_TCK
-
-
-def status_kib(pid, field):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return None
 
 
 def tool_version(argv):
@@ -123,39 +90,8 @@ def ferry_description(binary):
 
 
 def start_server(binary, data_directory, log_path):
-    env = dict(os.environ, FERRY_ACCESS_KEY_ID=ACCESS_KEY, FERRY_SECRET_ACCESS_KEY=SECRET_KEY)
-    server_log = open(log_path, "wb")
-    process = subprocess.Popen(
-        [binary, "serve", "--data-dir", data_directory, "--host", HOST, "--port", "0"],
-        stdout=subprocess.PIPE, stderr=server_log, env=env)
-    pattern = re.compile(r"ferry serve listening on http://127\.0\.0\.1:(\d+)")
-    deadline = time.time() + 60
-    port = None
-    while time.time() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        match = pattern.search(line.decode(errors="replace"))
-        if match:
-            port = int(match.group(1))
-            break
-    if port is None:
-        process.kill()
-        process.wait()
-        raise RuntimeError(f"ferry serve did not report a port; see {log_path}")
-    # Drain stdout so the server never blocks on a full pipe.
-    threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
+    process, port = bench_common.start_server(binary, data_directory, ACCESS_KEY, SECRET_KEY, log_path)
     return process, f"http://{HOST}:{port}"
-
-
-def stop_server(process):
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def s3_client(endpoint):
@@ -237,14 +173,14 @@ def run_once(client, path, size, ctx, serial, profile_dir=None):
     out_path = os.path.join(ctx["work"], f"out-{client.name}-{serial}.txt")
     server_pid = ctx["server"].pid
     with open(out_path, "wb") as out:
-        server_before = process_cpu_seconds(server_pid)
-        busy_before = machine_busy_seconds()
+        server_before = sum(cpu_seconds(server_pid))
+        busy_before = system_cpu_seconds()[0]
         start = time.monotonic()
         result = subprocess.run([TIME_BIN, "-f", "%e %U %S %M", "-o", time_out] + argv,
                                 stdout=out, stderr=subprocess.STDOUT, env=env)
         wall_clock = time.monotonic() - start
-        busy_after = machine_busy_seconds()
-        server_after = process_cpu_seconds(server_pid)
+        busy_after = system_cpu_seconds()[0]
+        server_after = sum(cpu_seconds(server_pid))
     if server_perf is not None:
         server_perf.send_signal(signal.SIGINT)
         server_perf.wait(timeout=120)
@@ -283,9 +219,9 @@ def wait_for_quiet(limit_seconds):
     deadline = time.monotonic() + limit_seconds
     quiet_windows = 0
     while True:
-        before = machine_busy_seconds()
+        before = system_cpu_seconds()[0]
         time.sleep(1.5)
-        busy = (machine_busy_seconds() - before) / 1.5
+        busy = (system_cpu_seconds()[0] - before) / 1.5
         quiet_windows = quiet_windows + 1 if busy < 0.15 else 0
         if quiet_windows >= 2:
             return True

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Client-engine upload benchmark: `ferry upload` (defaults, and 16 MiB parts × 8) against `aws s3 cp` and one
+# Client-engine upload benchmark: `ferry upload` (defaults, and 16 MiB parts) against `aws s3 cp` and one
 # `curl -T` presigned PUT, same 1 GiB random file, to a release `ferry serve` on 127.0.0.1; then the engine alone
 # with a 4 GiB file (less if the disk is short) to show its peak RSS does not grow with the file. Prints one table.
 #
@@ -12,24 +12,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-if [ -d /opt/swift/usr/bin ]; then export PATH="/opt/swift/usr/bin:$PATH"; fi
-
-if [ -n "${FERRY_BIN:-}" ]; then
-    bin="$FERRY_BIN"
-    [ -x "$bin" ] || { echo "FERRY_BIN=$bin is not an executable" >&2; exit 1; }
-else
-    bin="$root/.build-release/release/ferry"
-    if [ ! -x "$bin" ]; then
-        echo "building $bin (release; takes several minutes) ..." >&2
-        (cd "$root" && swift build -c release --product ferry --scratch-path "$root/.build-release") >&2
-    fi
-fi
-
-for tool in curl head python3 aws; do
-    command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
-done
+source "$here/../find-ferry.sh"
+require curl head python3 aws
 [ -x /usr/bin/time ] || { echo "GNU time is required: apt-get install -y time" >&2; exit 1; }
-python3 -c 'import boto3' 2>/dev/null || { echo "boto3 is required: python3 -m pip install boto3" >&2; exit 1; }
 
 exec python3 "$here/engine_bench.py" --bin "$bin" "$@"

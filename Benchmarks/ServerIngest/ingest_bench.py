@@ -21,37 +21,11 @@ import tempfile
 import threading
 import time
 
-MIB = 1 << 20
-MB = 1e6
-HOST = "127.0.0.1"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def log(message):
-    print(message, file=sys.stderr, flush=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_common import CLK_TCK, HOST, MB, MIB, cpu_seconds, log, start_server, status_kib, stop_server, system_cpu_seconds  # noqa: E402
 
 
 # --- measurements of the server process ---------------------------------------------------------------------------
-
-
-def read_status_kib(pid, field):
-    """A `kB` field of /proc/PID/status (VmRSS, VmHWM), in KiB, or None once the process is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return None
-
-
-def cpu_seconds(pid):
-    """(user, system) CPU seconds of a process from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2 :].split()  # fields after "pid (comm) "; utime is field 14 overall
-    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
 def thread_cpu_seconds(pid):
@@ -69,16 +43,6 @@ def thread_cpu_seconds(pid):
     return threads
 
 
-def system_cpu_seconds():
-    """(busy, iowait) CPU seconds of the whole machine, summed over all CPUs, from /proc/stat."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    # user nice system idle iowait irq softirq steal (guest time is already inside user)
-    idle, iowait = values[3], values[4]
-    total = sum(values[:8])
-    return (total - idle - iowait) / CLK_TCK, iowait / CLK_TCK
-
-
 class RSSSampler(threading.Thread):
     """Samples VmRSS every `interval` seconds and keeps the peak per phase."""
 
@@ -93,7 +57,7 @@ class RSSSampler(threading.Thread):
 
     def run(self):
         while not self.stop_event.is_set():
-            kib = read_status_kib(self.pid, "VmRSS")
+            kib = status_kib(self.pid, "VmRSS")
             if kib is None:
                 return
             phase = self.phase
@@ -189,44 +153,6 @@ def measure_dd(directory, mib):
         raise RuntimeError("cannot parse dd output: " + result.stderr)
     size, seconds = int(match.group(1)), float(match.group(2))
     return size / seconds / MB, seconds, cpu, match.group(0)
-
-
-def start_server(binary, data_directory, access_key, secret_key, log_path):
-    env = dict(os.environ, FERRY_ACCESS_KEY_ID=access_key, FERRY_SECRET_ACCESS_KEY=secret_key)
-    server_log = open(log_path, "wb")
-    process = subprocess.Popen(
-        [binary, "serve", "--data-dir", data_directory, "--host", HOST, "--port", "0"],
-        stdout=subprocess.PIPE, stderr=server_log, env=env)
-    pattern = re.compile(r"ferry serve listening on http://127\.0\.0\.1:(\d+) ")
-    deadline = time.time() + 60
-    port = None
-    while time.time() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        match = pattern.search(line.decode(errors="replace"))
-        if match:
-            port = int(match.group(1))
-            break
-    if port is None:
-        process.kill()
-        process.wait()
-        raise RuntimeError(f"ferry serve did not report a port; see {log_path}")
-    # Keep draining stdout so the server never blocks on a full pipe.
-    threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
-    return process, port
-
-
-def stop_server(process):
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            log("ferry serve did not stop within 30 s of SIGTERM; killing it")
-            process.kill()
-            process.wait()
-    return process.returncode
 
 
 class Phase:
@@ -392,7 +318,7 @@ def main():
         bucket = "ingest-bench"
         client.create_bucket(Bucket=bucket)
         time.sleep(0.3)
-        idle_rss = read_status_kib(server.pid, "VmRSS")
+        idle_rss = status_kib(server.pid, "VmRSS")
 
         for run in range(1, args.runs + 1):
             # dd writes next to the server's data directory, on the same filesystem, while the server is idle.
@@ -422,7 +348,7 @@ def main():
                 raise RuntimeError(f"multipart-{index} mismatch: {head['ContentLength']} bytes, ETag {head['ETag']}")
         log(multipart.describe())
 
-        hwm = read_status_kib(server.pid, "VmHWM")
+        hwm = status_kib(server.pid, "VmHWM")
         sampler.stop()
         exit_code = stop_server(server)
         server = None
