@@ -44,4 +44,20 @@ struct UploadPlanTests {
         #expect(plan.isComplete)
         #expect(plan.orderedParts.map(\.etag) == ["a", "b", "c"])
     }
+
+    @Test("with 10,000 parts every part is taken once, lowest first, and released parts come back lowest first")
+    func manyParts() throws {
+        var plan = try UploadPlan(fileSize: 10_000 * 5 * 1024 * 1024, partSize: 5 * 1024 * 1024)
+        var taken: [Int] = []
+        while let number = plan.takeNextPart() { taken.append(number) }
+        #expect(taken == Array(1...10_000))
+        plan.release(5_000)
+        plan.release(17)
+        plan.complete(UploadedPart(number: 18, size: 5 * 1024 * 1024, etag: "e"))
+        #expect(plan.takeNextPart() == 17)
+        #expect(plan.takeNextPart() == 5_000)
+        #expect(plan.takeNextPart() == nil)
+        plan.releaseAll()
+        #expect(plan.takeNextPart() == 1)
+    }
 }

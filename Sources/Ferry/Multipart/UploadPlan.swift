@@ -1,6 +1,19 @@
 /// The pure state of a multipart upload: how the file is cut into parts, which parts are done, which are being
 /// sent. No I/O; ``ResumableUploadTask`` runs it.
 public struct UploadPlan: Sendable, Hashable {
+    /// Plans are equal when they cut the same file the same way and have the same parts done and in flight.
+    public static func == (a: UploadPlan, b: UploadPlan) -> Bool {
+        a.fileSize == b.fileSize && a.partSize == b.partSize && a.completed == b.completed && a.inFlight == b.inFlight
+    }
+
+    /// Hashes what ``==`` compares.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(fileSize)
+        hasher.combine(partSize)
+        hasher.combine(completed)
+        hasher.combine(inFlight)
+    }
+
     /// S3's largest number of parts.
     public static let maxParts = 10_000
     /// S3's largest object (5 TiB).
@@ -21,6 +34,9 @@ public struct UploadPlan: Sendable, Hashable {
     public private(set) var completed: [Int: UploadedPart] = [:]
     /// Parts being sent now.
     public private(set) var inFlight: Set<Int> = []
+    /// Every part below this number is done or being sent, so ``takeNextPart()`` looks from here: taking parts costs
+    /// O(parts) over a whole upload, not O(parts²). A released part moves it back.
+    private var firstCandidate = 1
 
     /// A plan for a file; the part size grows (in whole MiB) when the file would need more than 10,000 parts.
     public init(fileSize: Int64, partSize requested: Int64 = defaultPartSize) throws {
@@ -67,10 +83,14 @@ public struct UploadPlan: Sendable, Hashable {
 
     /// The lowest part neither done nor being sent, now marked as being sent.
     public mutating func takeNextPart() -> Int? {
-        guard let next = (1...partCount).first(where: { completed[$0] == nil && !inFlight.contains($0) }) else {
+        guard firstCandidate <= partCount,
+            let next = (firstCandidate...partCount).first(where: { completed[$0] == nil && !inFlight.contains($0) })
+        else {
+            firstCandidate = partCount + 1
             return nil
         }
         inFlight.insert(next)
+        firstCandidate = next + 1
         return next
     }
 
@@ -83,11 +103,13 @@ public struct UploadPlan: Sendable, Hashable {
     /// Puts a part back to be sent again (it failed, or the upload paused).
     public mutating func release(_ number: Int) {
         inFlight.remove(number)
+        firstCandidate = min(firstCandidate, number)
     }
 
     /// Puts every part being sent back (a run stopped: paused, failed or killed).
     public mutating func releaseAll() {
         inFlight.removeAll()
+        firstCandidate = 1
     }
 
     /// Accepts parts the server already has, when they match this plan's sizes.
