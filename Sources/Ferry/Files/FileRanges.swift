@@ -40,16 +40,25 @@ struct FileRanges: Sendable {
         }
     }
 
-    /// Reads exactly `count` bytes at `offset` into `destination`.
+    /// Reads exactly `count` bytes at `offset` into `destination`; a file that ends first is `cannotResumeUpload`.
     fileprivate func readFully(_ fd: Int32, into destination: UnsafeMutableRawPointer?, count: Int, at offset: Int64) throws {
+        try Self.readFully(
+            fd, into: destination, count: count, at: offset,
+            orThrow: FerryError(.cannotResumeUpload, "The file \(path) became shorter while it was being uploaded."))
+    }
+
+    /// Reads exactly `count` bytes at `offset` of `fd` into `destination`, throwing `shortRead` if the file ends (or
+    /// cannot be read) first.
+    static func readFully(
+        _ fd: Int32, into destination: UnsafeMutableRawPointer?, count: Int, at offset: Int64,
+        orThrow shortRead: @autoclosure () -> FerryError
+    ) throws {
         guard count > 0, let destination else { return }
         var done = 0
         while done < count {
             let n = pread(fd, destination + done, count - done, off_t(offset) + off_t(done))
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                throw FerryError(.cannotResumeUpload, "The file \(path) became shorter while it was being uploaded.")
-            }
+            guard n > 0 else { throw shortRead() }
             done += n
         }
     }

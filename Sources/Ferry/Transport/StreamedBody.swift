@@ -109,18 +109,11 @@ public struct StreamedBody: Sendable {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw FerryError(.fileNotFound, "The file \(path) cannot be opened.") }
         defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        try bytes.withUnsafeMutableBytes { buffer in
-            while done < count {
-                let n = pread(fd, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    throw FerryError(.fileNotFound, "The file \(path) became shorter while it was being sent.")
-                }
-                done += n
-            }
+        return try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            try FileRanges.readFully(
+                fd, into: UnsafeMutableRawPointer(buffer.baseAddress), count: count, at: offset,
+                orThrow: FerryError(.fileNotFound, "The file \(path) became shorter while it was being sent."))
+            initialized = count
         }
-        return bytes
     }
 }
