@@ -21,3 +21,48 @@ extension Process {
         _ = try? await runBlocking { self.waitUntilExit() }
     }
 }
+
+/// What a process printed, and how it ended.
+public struct CapturedRun: Sendable {
+    /// Exit status.
+    public var status: Int32
+    /// Standard output.
+    public var output: String
+    /// Standard error.
+    public var errorOutput: String
+}
+
+extension Process {
+    /// Runs the process (already given its executable, arguments and environment) to its end and captures both
+    /// outputs, draining them while it runs so a chatty process cannot block on a full pipe. With `interruptWhen`,
+    /// sends SIGINT once a line of standard output satisfies it. Blocks: call it through ``runBlocking(_:)`` from async
+    /// code.
+    public func runCapturing(interruptWhen: ((String) -> Bool)? = nil) throws -> CapturedRun {
+        let out = Pipe()
+        let err = Pipe()
+        standardOutput = out
+        standardError = err
+        try run()
+        nonisolated(unsafe) var errorData = Data()
+        let errorReader = Thread { errorData = err.fileHandleForReading.readDataToEndOfFile() }
+        errorReader.start()
+        var output = Data()
+        var interrupted = false
+        while true {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            output.append(chunk)
+            if let interruptWhen, !interrupted,
+                String(decoding: output, as: UTF8.self).split(separator: "\n").contains(where: { interruptWhen(String($0)) })
+            {
+                interrupted = true
+                kill(processIdentifier, SIGINT)
+            }
+        }
+        waitUntilExit()
+        while !errorReader.isFinished { usleep(1000) }
+        return CapturedRun(
+            status: terminationStatus, output: String(decoding: output, as: UTF8.self),
+            errorOutput: String(decoding: errorData, as: UTF8.self))
+    }
+}

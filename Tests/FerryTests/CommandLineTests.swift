@@ -42,32 +42,8 @@ struct FerryRun: Sendable {
             }
             env.merge(environment) { $1 }
             process.environment = env
-            let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            try process.run()
-            nonisolated(unsafe) var errorData = Data()
-            let errorReader = Thread { errorData = err.fileHandleForReading.readDataToEndOfFile() }
-            errorReader.start()
-            var output = Data()
-            var interrupted = false
-            while true {
-                let chunk = out.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                output.append(chunk)
-                if let interruptWhen, !interrupted,
-                    String(decoding: output, as: UTF8.self).split(separator: "\n").contains(where: { interruptWhen(String($0)) })
-                {
-                    interrupted = true
-                    kill(process.processIdentifier, SIGINT)
-                }
-            }
-            process.waitUntilExit()
-            while !errorReader.isFinished { usleep(1000) }
-            return FerryRun(
-                status: process.terminationStatus, output: String(decoding: output, as: UTF8.self),
-                error: String(decoding: errorData, as: UTF8.self))
+            let run = try process.runCapturing(interruptWhen: interruptWhen)
+            return FerryRun(status: run.status, output: run.output, error: run.errorOutput)
         }
     }
 }
