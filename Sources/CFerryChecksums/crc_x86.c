@@ -51,11 +51,16 @@ FERRY_HIDDEN uint32_t ferry_x86_cpu_features(void) {
          * (macOS enables the AVX-512 state lazily, so there this test may
          * fail and the SSE/PCLMULQDQ kernels are used instead.) */
         int os_avx512 = (xlo & 0xE6u) == 0xE6u;
+        int os_avx = (xlo & 0x6u) == 0x6u;
         __cpuid_count(7, 0, a, b, c, d);
+        int avx2 = (b >> 5) & 1;
         int avx512f = (b >> 16) & 1;
+        int avx512vl = (b >> 31) & 1;
         int vpclmul = (c >> 10) & 1;
         if (os_avx512 && avx512f && vpclmul && (f & FERRY_CPU_X86_PCLMUL) && (f & FERRY_CPU_X86_SSE42))
             f |= FERRY_CPU_X86_AVX512_VPCLMUL;
+        if (os_avx && avx2) f |= FERRY_CPU_X86_AVX2;
+        if (os_avx512 && avx2 && avx512f && avx512vl) f |= FERRY_CPU_X86_AVX512VL;
     }
     return f;
 }

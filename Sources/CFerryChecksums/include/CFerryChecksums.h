@@ -1,5 +1,5 @@
 /*
- * CFerryChecksums -- CRC32, CRC32C and CRC64NVME for Ferry.
+ * CFerryChecksums -- CRC32, CRC32C, CRC64NVME and multi-message MD5 for Ferry.
  *
  * Algorithms (all bit-reflected, init all-ones, xorout all-ones):
  *   CRC32      zlib / ISO-HDLC, polynomial 0x04C11DB7 (reflected 0xEDB88320),
@@ -44,6 +44,8 @@ extern "C" {
 #define FERRY_CPU_X86_SSE42 0x1u          /* SSE4.2 crc32 instruction */
 #define FERRY_CPU_X86_PCLMUL 0x2u         /* PCLMULQDQ */
 #define FERRY_CPU_X86_AVX512_VPCLMUL 0x4u /* AVX-512F + VPCLMULQDQ, OS-enabled */
+#define FERRY_CPU_X86_AVX2 0x8u           /* AVX2, OS-enabled */
+#define FERRY_CPU_X86_AVX512VL 0x10u      /* AVX-512F + AVX-512VL, OS-enabled */
 #define FERRY_CPU_ARM_CRC32 0x100u        /* ARMv8 CRC32/CRC32C instructions */
 #define FERRY_CPU_ARM_PMULL 0x200u        /* ARMv8 PMULL (64x64 carry-less multiply) */
 
@@ -84,6 +86,30 @@ uint64_t ferry_crc64nvme_update_with_features(uint64_t crc, const void *data, si
                                               uint32_t features);
 const char *ferry_crc64nvme_kernel_name(uint32_t features);
 uint64_t ferry_crc64nvme_combine(uint64_t crc1, uint64_t crc2, uint64_t length2);
+
+/* ---- MD5 (RFC 1321) compression, one or several messages at a time ----
+ *
+ * A state is 4 words; ferry_md5_init sets the initial value. The caller
+ * keeps partial blocks and appends the padding (0x80, zeros, bit length as
+ * 64-bit little-endian) itself; these functions only compress whole 64-byte
+ * blocks. The digest is the 4 state words, little-endian. */
+
+void ferry_md5_init(uint32_t state[4]);
+/* Compresses `blocks` 64-byte blocks of one message into state[4]. */
+void ferry_md5_compress(uint32_t state[4], const void *data, size_t blocks);
+/* Messages the fastest multi-message kernel hashes side by side: 8 with AVX2
+ * or AVX-512VL, 1 otherwise. */
+size_t ferry_md5_lanes(void);
+/* Compresses `blocks` 64-byte blocks of each of `count` independent messages:
+ * message i has its state at states[4*i ... 4*i+3] and its blocks at data[i].
+ * Any count works; up to ferry_md5_lanes() messages cost about as much time
+ * as one. */
+void ferry_md5_compress_lanes(uint32_t *states, const void *const *data, size_t count, size_t blocks);
+/* The same with only the kernels `features` allows (0 = portable). */
+void ferry_md5_compress_lanes_with_features(uint32_t *states, const void *const *data, size_t count, size_t blocks,
+                                            uint32_t features);
+/* Name of the multi-message kernel under `features`, e.g. "avx512vl-x8". */
+const char *ferry_md5_kernel_name(uint32_t features);
 
 #ifdef __cplusplus
 }

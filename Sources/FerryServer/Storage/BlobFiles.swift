@@ -92,7 +92,7 @@ struct BlobFiles: Sendable {
                 let previous = hashes.last
                 hashes.append(Task { [threadPool] in
                     try await previous?.value
-                    try await threadPool.runIfActive { digests.update(full.bytes) }
+                    try await digests.update(full, on: threadPool)
                 })
                 if writes.count >= 2 { try await writes.removeFirst().value }
                 writes.append(Task { [diskPool] in try await diskPool.runIfActive { try file.write(full, at: at) } })
@@ -194,10 +194,13 @@ struct BlobFiles: Sendable {
 }
 
 /// MD5 and the requested checksums of a body, updated by one hash job at a time (each waits for the one before it).
+///
+/// The MD5 goes to ``MD5Batcher``, which hashes it side by side with other bodies' blocks; the other checksums run on
+/// the thread pool meanwhile.
 private final class DigestState: @unchecked Sendable {
     // Only the chain of hash jobs in `BlobFiles.write` touches these, strictly one after another, and `finish` runs
     // after the last of them.
-    private var md5 = Checksummer(.md5)
+    private let md5 = MD5Digest()
     private var hashers: [Checksummer]
     private let algorithms: [ChecksumAlgorithm]
 
@@ -206,9 +209,14 @@ private final class DigestState: @unchecked Sendable {
         hashers = algorithms.map { Checksummer($0) }
     }
 
-    func update(_ bytes: UnsafeRawBufferPointer) {
-        md5.update(bytes)
-        for index in hashers.indices { hashers[index].update(bytes) }
+    func update(_ block: AlignedBlock, on threadPool: NIOThreadPool) async throws {
+        async let md5Done: Void = MD5Batcher.shared.update(md5, with: block.bytes, owner: block)
+        if !hashers.isEmpty {
+            try await threadPool.runIfActive {
+                for index in self.hashers.indices { self.hashers[index].update(block.bytes) }
+            }
+        }
+        await md5Done
     }
 
     func finish(size: Int64) -> BodyDigests {

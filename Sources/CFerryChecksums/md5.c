@@ -1,0 +1,139 @@
+/* MD5 compression for Ferry's server: one message at a time (portable C), or
+ * several independent messages at once in the lanes of a vector register.
+ *
+ * MD5 is a single chain of dependent additions, so one message cannot use
+ * more than a sliver of a modern core. The server hashes every part it
+ * receives (S3 ETags are MD5s) and usually receives several parts at once;
+ * hashing those side by side in the lanes of one vector costs about as much
+ * time as hashing one of them alone. */
+#include "CFerryChecksums.h"
+#include "crc_internal.h"
+#include "md5_internal.h"
+
+FERRY_HIDDEN const uint32_t ferry_md5_k[64] = {
+    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
+    0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
+    0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8,
+    0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
+    0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70,
+    0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
+    0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+    0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391,
+};
+
+static inline uint32_t rotl32(uint32_t x, int s) { return (x << s) | (x >> (32 - s)); }
+
+static inline uint32_t load_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+#define MD5_F(b, c, d) ((d) ^ ((b) & ((c) ^ (d))))
+#define MD5_G(b, c, d) ((c) ^ ((d) & ((b) ^ (c))))
+#define MD5_H(b, c, d) ((b) ^ (c) ^ (d))
+#define MD5_I(b, c, d) ((c) ^ ((b) | ~(d)))
+/* a + m + k does not wait for the previous step; it is added first so that only the boolean function, one
+ * addition, the rotation and the final addition stay on the chain from step to step. */
+#define MD5_STEP(fn, a, b, c, d, w, i, s) (a) = (b) + rotl32(((a) + (m[w] + ferry_md5_k[i])) + fn((b), (c), (d)), (s))
+/* G's two terms have no bits in common, so they can be added one at a time, and the one without b early. */
+#define MD5_STEP_G(a, b, c, d, w, i, s)                                                                                \
+    (a) = (b) + rotl32((((a) + (m[w] + ferry_md5_k[i])) + ((c) & ~(d))) + ((b) & (d)), (s))
+
+FERRY_HIDDEN void ferry_md5_compress_sw(uint32_t state[4], const uint8_t *p, size_t blocks) {
+    uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
+    for (; blocks > 0; blocks--, p += 64) {
+        uint32_t m[16];
+        for (int w = 0; w < 16; w++) m[w] = load_le32(p + 4 * w);
+        uint32_t a0 = a, b0 = b, c0 = c, d0 = d;
+        _Pragma("clang loop unroll(full)")
+        for (int i = 0; i < 16; i += 4) {
+            MD5_STEP(MD5_F, a, b, c, d, i, i, 7);
+            MD5_STEP(MD5_F, d, a, b, c, i + 1, i + 1, 12);
+            MD5_STEP(MD5_F, c, d, a, b, i + 2, i + 2, 17);
+            MD5_STEP(MD5_F, b, c, d, a, i + 3, i + 3, 22);
+        }
+        _Pragma("clang loop unroll(full)")
+        for (int i = 16; i < 32; i += 4) {
+            MD5_STEP_G(a, b, c, d, (5 * i + 1) & 15, i, 5);
+            MD5_STEP_G(d, a, b, c, (5 * i + 6) & 15, i + 1, 9);
+            MD5_STEP_G(c, d, a, b, (5 * i + 11) & 15, i + 2, 14);
+            MD5_STEP_G(b, c, d, a, (5 * i + 16) & 15, i + 3, 20);
+        }
+        _Pragma("clang loop unroll(full)")
+        for (int i = 32; i < 48; i += 4) {
+            MD5_STEP(MD5_H, a, b, c, d, (3 * i + 5) & 15, i, 4);
+            MD5_STEP(MD5_H, d, a, b, c, (3 * i + 8) & 15, i + 1, 11);
+            MD5_STEP(MD5_H, c, d, a, b, (3 * i + 11) & 15, i + 2, 16);
+            MD5_STEP(MD5_H, b, c, d, a, (3 * i + 14) & 15, i + 3, 23);
+        }
+        _Pragma("clang loop unroll(full)")
+        for (int i = 48; i < 64; i += 4) {
+            MD5_STEP(MD5_I, a, b, c, d, (7 * i) & 15, i, 6);
+            MD5_STEP(MD5_I, d, a, b, c, (7 * i + 7) & 15, i + 1, 10);
+            MD5_STEP(MD5_I, c, d, a, b, (7 * i + 14) & 15, i + 2, 15);
+            MD5_STEP(MD5_I, b, c, d, a, (7 * i + 21) & 15, i + 3, 21);
+        }
+        a += a0;
+        b += b0;
+        c += c0;
+        d += d0;
+    }
+    state[0] = a;
+    state[1] = b;
+    state[2] = c;
+    state[3] = d;
+}
+
+void ferry_md5_init(uint32_t state[4]) {
+    state[0] = 0x67452301;
+    state[1] = 0xefcdab89;
+    state[2] = 0x98badcfe;
+    state[3] = 0x10325476;
+}
+
+void ferry_md5_compress(uint32_t state[4], const void *data, size_t blocks) {
+    ferry_md5_compress_sw(state, (const uint8_t *)data, blocks);
+}
+
+/* Lanes of the best multi-message kernel under `features` (already
+ * intersected with the CPU's). */
+static size_t lanes_for(uint32_t features) {
+#if defined(FERRY_HAVE_X86_KERNELS)
+    if (features & (FERRY_CPU_X86_AVX2 | FERRY_CPU_X86_AVX512VL)) return FERRY_MD5_MAX_LANES;
+#endif
+    (void)features;
+    return 1;
+}
+
+size_t ferry_md5_lanes(void) { return lanes_for(ferry_checksums_cpu_features()); }
+
+void ferry_md5_compress_lanes_with_features(uint32_t *states, const void *const *data, size_t count, size_t blocks,
+                                            uint32_t features) {
+    features &= ferry_checksums_cpu_features();
+    while (count > 0) {
+        size_t n = count < FERRY_MD5_MAX_LANES ? count : FERRY_MD5_MAX_LANES;
+#if defined(FERRY_HAVE_X86_KERNELS)
+        if (n > 1 && lanes_for(features) > 1) {
+            ferry_md5_compress_x8_x86(states, (const uint8_t *const *)data, n, blocks, features);
+        } else
+#endif
+        {
+            for (size_t i = 0; i < n; i++) ferry_md5_compress_sw(states + 4 * i, (const uint8_t *)data[i], blocks);
+        }
+        states += 4 * n;
+        data += n;
+        count -= n;
+    }
+}
+
+void ferry_md5_compress_lanes(uint32_t *states, const void *const *data, size_t count, size_t blocks) {
+    ferry_md5_compress_lanes_with_features(states, data, count, blocks, ~0u);
+}
+
+const char *ferry_md5_kernel_name(uint32_t features) {
+    features &= ferry_checksums_cpu_features();
+#if defined(FERRY_HAVE_X86_KERNELS)
+    if (features & FERRY_CPU_X86_AVX512VL) return "avx512vl-x8";
+    if (features & FERRY_CPU_X86_AVX2) return "avx2-x8";
+#endif
+    return "portable";
+}

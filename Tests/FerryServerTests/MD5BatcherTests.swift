@@ -1,0 +1,97 @@
+import FerryCore
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+
+@testable import FerryServer
+
+@Suite("MD5 batcher")
+struct MD5BatcherTests {
+    /// A copy of some bytes at a fixed address, freed when the last update holding it is done.
+    final class Bytes: @unchecked Sendable {
+        // Written once in init, only read afterwards.
+        private let storage: UnsafeMutableRawBufferPointer
+        init(_ bytes: some Collection<UInt8>) {
+            storage = .allocate(byteCount: bytes.count, alignment: 64)
+            storage.copyBytes(from: bytes)
+        }
+        deinit { storage.deallocate() }
+        var raw: UnsafeRawBufferPointer { UnsafeRawBufferPointer(storage) }
+    }
+
+    @Test("Bodies hashed at the same time get the digests each would get alone")
+    func concurrentBodies() async throws {
+        let batcher = MD5Batcher()
+        let bodies = (0..<12).map { index in
+            (0..<(200_000 + index * 7_777)).map { UInt8(truncatingIfNeeded: $0 &* (index + 3) &+ $0 >> 11) }
+        }
+        let digests = await withTaskGroup(of: (Int, [UInt8]).self) { group in
+            for (index, body) in bodies.enumerated() {
+                group.addTask {
+                    let digest = MD5Digest()
+                    var offset = 0
+                    // Pieces that are not whole blocks, so partial blocks are carried between batches.
+                    for size in [65_536, 1_000, 64, 131_071].cycled() {
+                        guard offset < body.count else { break }
+                        let piece = Bytes(body[offset..<min(body.count, offset + size)])
+                        await batcher.update(digest, with: piece.raw, owner: piece)
+                        offset += size
+                    }
+                    return (index, digest.finalize())
+                }
+            }
+            var found: [Int: [UInt8]] = [:]
+            for await (index, digest) in group { found[index] = digest }
+            return found
+        }
+        for (index, body) in bodies.enumerated() {
+            var reference = Checksummer(.md5)
+            reference.update(body)
+            #expect(digests[index] == reference.finalize(), "body \(index)")
+        }
+    }
+
+    @Test("Updates that wait while the hashing thread is busy are hashed together")
+    func waitingUpdatesShareABatch() async throws {
+        let batcher = MD5Batcher()
+        let release = ConditionLock(value: false)
+        // Keep the hashing thread busy until eight updates are waiting.
+        batcher.thread.submit { _ in
+            release.lock(whenValue: true)
+            release.unlock()
+        }
+        let bytes = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        let body = Bytes(bytes)
+        var reference = Checksummer(.md5)
+        reference.update(bytes)
+        let expected = reference.finalize()
+        try await withThrowingTaskGroup(of: [UInt8].self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let digest = MD5Digest()
+                    await batcher.update(digest, with: body.raw, owner: body)
+                    return digest.finalize()
+                }
+            }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while batcher.waiting < 8 {
+                try #require(ContinuousClock.now < deadline, "updates never queued")
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            release.lock()
+            release.unlock(withValue: true)
+            for try await digest in group { #expect(digest == expected) }
+        }
+        #expect(batcher.largestBatch == 8)
+    }
+}
+
+extension Array {
+    /// The elements over and over.
+    fileprivate func cycled() -> some Sequence<Element> {
+        sequence(state: 0) { index in
+            defer { index = (index + 1) % count }
+            return self[index]
+        }
+    }
+}
