@@ -31,12 +31,20 @@ static inline uint32_t load_le32(const uint8_t *p) {
 #define MD5_G(b, c, d) ((c) ^ ((d) & ((b) ^ (c))))
 #define MD5_H(b, c, d) ((b) ^ (c) ^ (d))
 #define MD5_I(b, c, d) ((c) ^ ((b) | ~(d)))
-/* a + m + k does not wait for the previous step; it is added first so that only the boolean function, one
- * addition, the rotation and the final addition stay on the chain from step to step. */
-#define MD5_STEP(fn, a, b, c, d, w, i, s) (a) = (b) + rotl32(((a) + (m[w] + ferry_md5_k[i])) + fn((b), (c), (d)), (s))
+/* a + m + k does not wait for the previous step, so it is added first: only the boolean function, one addition,
+ * the rotation and the final addition stay on the chain from step to step. The empty asm keeps the compiler from
+ * folding the constant into the last addition before the rotation, which puts it back on the chain. */
+static inline uint32_t off_chain(uint32_t x) {
+#if defined(__GNUC__) || defined(__clang__)
+    __asm__("" : "+r"(x));
+#endif
+    return x;
+}
+#define MD5_STEP(fn, a, b, c, d, w, i, s)                                                                              \
+    (a) = (b) + rotl32(off_chain((a) + m[w] + ferry_md5_k[i]) + fn((b), (c), (d)), (s))
 /* G's two terms have no bits in common, so they can be added one at a time, and the one without b early. */
 #define MD5_STEP_G(a, b, c, d, w, i, s)                                                                                \
-    (a) = (b) + rotl32((((a) + (m[w] + ferry_md5_k[i])) + ((c) & ~(d))) + ((b) & (d)), (s))
+    (a) = (b) + rotl32(off_chain((a) + m[w] + ferry_md5_k[i] + ((c) & ~(d))) + ((b) & (d)), (s))
 
 FERRY_HIDDEN void ferry_md5_compress_sw(uint32_t state[4], const uint8_t *p, size_t blocks) {
     uint32_t a = state[0], b = state[1], c = state[2], d = state[3];

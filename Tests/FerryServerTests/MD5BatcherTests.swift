@@ -73,16 +73,50 @@ struct MD5BatcherTests {
                     return digest.finalize()
                 }
             }
-            let deadline = ContinuousClock.now + .seconds(30)
-            while batcher.waiting < 8 {
-                try #require(ContinuousClock.now < deadline, "updates never queued")
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            try await Self.waitUntil { batcher.waiting == 8 }
             release.lock()
             release.unlock(withValue: true)
             for try await digest in group { #expect(digest == expected) }
         }
         #expect(batcher.largestBatch == 8)
+    }
+
+    @Test("A block that arrives while a long one is being hashed joins it and is done first")
+    func lateBlockJoinsARunningOne() async throws {
+        let batcher = MD5Batcher()
+        let longBytes = (0..<(16 << 20)).map { UInt8(truncatingIfNeeded: $0 >> 3) }
+        let long = Bytes(longBytes)
+        let short = Bytes([UInt8](repeating: 9, count: 1000))
+        let longDigest = MD5Digest()
+        let shortDigest = MD5Digest()
+        let finished = NIOLockedValueBox<[String]>([])
+        let longTask = Task {
+            await batcher.update(longDigest, with: long.raw, owner: long)
+            finished.withLockedValue { $0.append("long") }
+        }
+        // Once the hashing thread has taken the long block, send the short one.
+        try await Self.waitUntil { batcher.largestBatch == 1 }
+        await batcher.update(shortDigest, with: short.raw, owner: short)
+        finished.withLockedValue { $0.append("short") }
+        await longTask.value
+        #expect(finished.withLockedValue { $0 } == ["short", "long"])
+        #expect(batcher.largestBatch == 2)
+        #expect(longDigest.finalize() == Self.md5(longBytes))
+        #expect(shortDigest.finalize() == Self.md5([UInt8](repeating: 9, count: 1000)))
+    }
+
+    static func md5(_ bytes: [UInt8]) -> [UInt8] {
+        var reference = Checksummer(.md5)
+        reference.update(bytes)
+        return reference.finalize()
+    }
+
+    static func waitUntil(_ condition: @Sendable () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !condition() {
+            try #require(ContinuousClock.now < deadline, "condition never became true")
+            try await Task.sleep(for: .milliseconds(5))
+        }
     }
 }
 

@@ -6,9 +6,9 @@ import NIOPosix
 ///
 /// Every body's MD5 (its S3 ETag) is a separate chain of dependent additions that keeps a core busy for a fraction
 /// of what it can do. Blocks that are waiting when the hashing thread turns to them are hashed together by the
-/// multi-message kernel (``MD5State/update(_:with:kernel:)``), eight for about the time of two: under parallel
-/// part uploads the server's MD5 work shrinks to a third or less. A block that arrives alone is hashed alone, as
-/// before, and no block waits for company.
+/// multi-message kernel (``MD5State/update(_:with:kernel:)``), eight for about the time of two. Blocks are hashed
+/// in slices, so a block that arrives while others are being hashed joins them within a slice. A block that arrives
+/// alone is hashed alone, as before, and no block waits for company.
 final class MD5Batcher: Sendable {
     /// The one batcher of the process, so blocks of every body can meet.
     static let shared = MD5Batcher()
@@ -55,24 +55,34 @@ final class MD5Batcher: Sendable {
         }
     }
 
-    /// Hashes batches of waiting jobs until none is left.
+    /// Hashes waiting jobs in rounds of at most ``slice`` bytes each, until none is left. Jobs that arrive while
+    /// others are being hashed join them at the next round instead of waiting for them to finish.
     private func drain() {
+        var active: [(job: Job, rest: UnsafeRawBufferPointer)] = []
         while true {
-            let jobs = queue.withLockedValue { queue in
+            let arrived = queue.withLockedValue { queue in
                 defer { queue.pending = [] }
-                if queue.pending.isEmpty { queue.draining = false }
-                queue.largestBatch = max(queue.largestBatch, queue.pending.count)
+                if queue.pending.isEmpty && active.isEmpty { queue.draining = false }
+                queue.largestBatch = max(queue.largestBatch, active.count + queue.pending.count)
                 return queue.pending
             }
-            if jobs.isEmpty { return }
-            var states = jobs.map(\.digest.state)
-            MD5State.update(&states, with: jobs.map(\.bytes))
-            for (job, state) in zip(jobs, states) {
-                job.digest.state = state
-                job.continuation.resume()
+            active += arrived.map { ($0, $0.bytes) }
+            if active.isEmpty { return }
+            var states = active.map(\.job.digest.state)
+            let pieces = active.map { UnsafeRawBufferPointer(rebasing: $0.rest.prefix(Self.slice)) }
+            MD5State.update(&states, with: pieces)
+            for index in active.indices {
+                active[index].job.digest.state = states[index]
+                active[index].rest = UnsafeRawBufferPointer(rebasing: active[index].rest.dropFirst(pieces[index].count))
             }
+            for finished in active where finished.rest.isEmpty { finished.job.continuation.resume() }
+            active.removeAll { $0.rest.isEmpty }
         }
     }
+
+    /// Bytes of each job hashed per round: small enough that a job arriving during a round starts soon (64 KiB take
+    /// about 0.1 ms), large enough that a round's bookkeeping does not count.
+    static let slice = 64 << 10
 }
 
 /// The MD5 of one body, advanced by ``MD5Batcher``.
