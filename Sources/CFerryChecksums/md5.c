@@ -1,5 +1,6 @@
 /* MD5 compression for Ferry's server: one message at a time (portable C), or
- * several independent messages at once in the lanes of a vector register.
+ * several independent messages at once: two or three interleaved in general
+ * registers, four to eight in the lanes of a vector register.
  *
  * MD5 is a single chain of dependent additions, so one message cannot use
  * more than a sliver of a modern core. The server hashes every part it
@@ -91,6 +92,83 @@ FERRY_HIDDEN void ferry_md5_compress_sw(uint32_t state[4], const uint8_t *p, siz
     state[3] = d;
 }
 
+/* Two or three messages at once in general-purpose registers: each message's steps are a chain that leaves most of
+ * the core's integer units idle, so the chains of a few messages run side by side in the time of about one. For
+ * three or fewer messages this beats the vector kernels, whose cost per round does not shrink with the lanes used. */
+#define LANE_WORD(l, w) load_le32(p[l] + 4 * (w))
+#define LANES_STEP(N, fn, A, B, C, D, w, i, s)                                                                       \
+    for (int l = 0; l < N; l++)                                                                                        \
+    A[l] = B[l] + rotl32(off_chain(A[l] + LANE_WORD(l, w) + ferry_md5_k[i]) + fn(B[l], C[l], D[l]), (s))
+#define LANES_STEP_G(N, A, B, C, D, w, i, s)                                                                          \
+    for (int l = 0; l < N; l++)                                                                                        \
+    A[l] = B[l] + rotl32(off_chain(A[l] + LANE_WORD(l, w) + ferry_md5_k[i] + (C[l] & ~D[l])) + (B[l] & D[l]), (s))
+
+#define MD5_INTERLEAVED_KERNEL(NAME, N)                                                                                \
+    static void NAME(uint32_t *states, const uint8_t *const *data, size_t blocks) {                                    \
+        uint32_t a[N], b[N], c[N], d[N];                                                                               \
+        const uint8_t *p[N];                                                                                           \
+        for (int l = 0; l < N; l++) {                                                                                  \
+            a[l] = states[4 * l];                                                                                      \
+            b[l] = states[4 * l + 1];                                                                                  \
+            c[l] = states[4 * l + 2];                                                                                  \
+            d[l] = states[4 * l + 3];                                                                                  \
+            p[l] = data[l];                                                                                            \
+        }                                                                                                              \
+        for (; blocks > 0; blocks--) {                                                                                 \
+            uint32_t a0[N], b0[N], c0[N], d0[N];                                                                       \
+            for (int l = 0; l < N; l++) {                                                                              \
+                a0[l] = a[l];                                                                                          \
+                b0[l] = b[l];                                                                                          \
+                c0[l] = c[l];                                                                                          \
+                d0[l] = d[l];                                                                                          \
+            }                                                                                                          \
+            _Pragma("clang loop unroll(full)")                                                                         \
+            for (int i = 0; i < 16; i += 4) {                                                                          \
+                LANES_STEP(N, MD5_F, a, b, c, d, i, i, 7);                                                             \
+                LANES_STEP(N, MD5_F, d, a, b, c, i + 1, i + 1, 12);                                                    \
+                LANES_STEP(N, MD5_F, c, d, a, b, i + 2, i + 2, 17);                                                    \
+                LANES_STEP(N, MD5_F, b, c, d, a, i + 3, i + 3, 22);                                                    \
+            }                                                                                                          \
+            _Pragma("clang loop unroll(full)")                                                                         \
+            for (int i = 16; i < 32; i += 4) {                                                                         \
+                LANES_STEP_G(N, a, b, c, d, (5 * i + 1) & 15, i, 5);                                                   \
+                LANES_STEP_G(N, d, a, b, c, (5 * i + 6) & 15, i + 1, 9);                                               \
+                LANES_STEP_G(N, c, d, a, b, (5 * i + 11) & 15, i + 2, 14);                                             \
+                LANES_STEP_G(N, b, c, d, a, (5 * i + 16) & 15, i + 3, 20);                                             \
+            }                                                                                                          \
+            _Pragma("clang loop unroll(full)")                                                                         \
+            for (int i = 32; i < 48; i += 4) {                                                                         \
+                LANES_STEP(N, MD5_H, a, b, c, d, (3 * i + 5) & 15, i, 4);                                              \
+                LANES_STEP(N, MD5_H, d, a, b, c, (3 * i + 8) & 15, i + 1, 11);                                         \
+                LANES_STEP(N, MD5_H, c, d, a, b, (3 * i + 11) & 15, i + 2, 16);                                        \
+                LANES_STEP(N, MD5_H, b, c, d, a, (3 * i + 14) & 15, i + 3, 23);                                        \
+            }                                                                                                          \
+            _Pragma("clang loop unroll(full)")                                                                         \
+            for (int i = 48; i < 64; i += 4) {                                                                         \
+                LANES_STEP(N, MD5_I, a, b, c, d, (7 * i) & 15, i, 6);                                                  \
+                LANES_STEP(N, MD5_I, d, a, b, c, (7 * i + 7) & 15, i + 1, 10);                                         \
+                LANES_STEP(N, MD5_I, c, d, a, b, (7 * i + 14) & 15, i + 2, 15);                                        \
+                LANES_STEP(N, MD5_I, b, c, d, a, (7 * i + 21) & 15, i + 3, 21);                                        \
+            }                                                                                                          \
+            for (int l = 0; l < N; l++) {                                                                              \
+                a[l] += a0[l];                                                                                         \
+                b[l] += b0[l];                                                                                         \
+                c[l] += c0[l];                                                                                         \
+                d[l] += d0[l];                                                                                         \
+                p[l] += 64;                                                                                            \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int l = 0; l < N; l++) {                                                                                  \
+            states[4 * l] = a[l];                                                                                      \
+            states[4 * l + 1] = b[l];                                                                                  \
+            states[4 * l + 2] = c[l];                                                                                  \
+            states[4 * l + 3] = d[l];                                                                                  \
+        }                                                                                                              \
+    }
+
+MD5_INTERLEAVED_KERNEL(md5_x2_interleaved, 2)
+MD5_INTERLEAVED_KERNEL(md5_x3_interleaved, 3)
+
 void ferry_md5_init(uint32_t state[4]) {
     state[0] = 0x67452301;
     state[1] = 0xefcdab89;
@@ -102,14 +180,13 @@ void ferry_md5_compress(uint32_t state[4], const void *data, size_t blocks) {
     ferry_md5_compress_sw(state, (const uint8_t *)data, blocks);
 }
 
-/* Lanes of the best multi-message kernel under `features` (already
- * intersected with the CPU's). */
+/* Messages the best multi-message kernel under `features` (already intersected with the CPU's) takes at once. */
 static size_t lanes_for(uint32_t features) {
 #if defined(FERRY_HAVE_X86_KERNELS)
     if (features & (FERRY_CPU_X86_AVX2 | FERRY_CPU_X86_AVX512VL)) return FERRY_MD5_MAX_LANES;
 #endif
     (void)features;
-    return 1;
+    return 3;
 }
 
 size_t ferry_md5_lanes(void) { return lanes_for(ferry_checksums_cpu_features()); }
@@ -117,15 +194,32 @@ size_t ferry_md5_lanes(void) { return lanes_for(ferry_checksums_cpu_features());
 void ferry_md5_compress_lanes_with_features(uint32_t *states, const void *const *data, size_t count, size_t blocks,
                                             uint32_t features) {
     features &= ferry_checksums_cpu_features();
-    while (count > 0) {
-        size_t n = count < FERRY_MD5_MAX_LANES ? count : FERRY_MD5_MAX_LANES;
+    /* From how many messages on a vector round beats rounds of three and two interleaved (measured on an AMD EPYC:
+     * one round takes about as long as 1.5 interleaved rounds of three with AVX-512VL, 2.3 with AVX2). */
+    size_t vector_from = SIZE_MAX;
 #if defined(FERRY_HAVE_X86_KERNELS)
-        if (n > 1 && lanes_for(features) > 1) {
-            ferry_md5_compress_x8_x86(states, (const uint8_t *const *)data, n, blocks, features);
-        } else
+    if (features & FERRY_CPU_X86_AVX512VL) {
+        vector_from = 4;
+    } else if (features & FERRY_CPU_X86_AVX2) {
+        vector_from = 7;
+    }
 #endif
-        {
-            for (size_t i = 0; i < n; i++) ferry_md5_compress_sw(states + 4 * i, (const uint8_t *)data[i], blocks);
+    while (count > 0) {
+        size_t n;
+        if (count >= vector_from) {
+            n = count < FERRY_MD5_MAX_LANES ? count : FERRY_MD5_MAX_LANES;
+#if defined(FERRY_HAVE_X86_KERNELS)
+            ferry_md5_compress_x8_x86(states, (const uint8_t *const *)data, n, blocks, features);
+#endif
+        } else if (count >= 3 && count != 4) {
+            n = 3;
+            md5_x3_interleaved(states, (const uint8_t *const *)data, blocks);
+        } else if (count >= 2) {
+            n = 2;
+            md5_x2_interleaved(states, (const uint8_t *const *)data, blocks);
+        } else {
+            n = 1;
+            ferry_md5_compress_sw(states, (const uint8_t *)data[0], blocks);
         }
         states += 4 * n;
         data += n;
@@ -143,5 +237,5 @@ const char *ferry_md5_kernel_name(uint32_t features) {
     if (features & FERRY_CPU_X86_AVX512VL) return "avx512vl-x8";
     if (features & FERRY_CPU_X86_AVX2) return "avx2-x8";
 #endif
-    return "portable";
+    return "interleaved-x3";
 }

@@ -50,17 +50,21 @@ struct MD5StateTests {
         }
     }
 
-    @Test("More messages than lanes, and messages that share no length, come out right")
-    func moreMessagesThanLanes() {
-        let messages = (0..<(MD5Kernel.lanes * 2 + 3)).map { index in
-            [UInt8](repeating: UInt8(index), count: 64 * (index + 1) + index)
-        }
-        var states = [MD5State](repeating: MD5State(), count: messages.count)
-        withPieces(messages, messages.map { 0..<$0.count }) { MD5State.update(&states, with: $0) }
-        for (message, state) in zip(messages, states) {
-            var reference = Checksummer(.md5)
-            reference.update(message)
-            #expect(state.finalize() == reference.finalize(), "\(message.count) bytes")
+    @Test("Any number of messages at once, of lengths that share no block count, comes out right", arguments: MD5Kernel.allCases)
+    func anyNumberOfMessages(kernel: MD5Kernel) {
+        // 1 to 19 messages cover one message alone, two and three interleaved, a vector round of 4 to 8, and
+        // more messages than one round takes.
+        for count in 1...19 {
+            let messages = (0..<count).map { index in
+                [UInt8](repeating: UInt8(index), count: 64 * (index + 1) + index)
+            }
+            var states = [MD5State](repeating: MD5State(), count: messages.count)
+            withPieces(messages, messages.map { 0..<$0.count }) { MD5State.update(&states, with: $0, kernel: kernel) }
+            for (message, state) in zip(messages, states) {
+                var reference = Checksummer(.md5)
+                reference.update(message)
+                #expect(state.finalize() == reference.finalize(), "\(kernel.name), \(count) messages, \(message.count) bytes")
+            }
         }
     }
 

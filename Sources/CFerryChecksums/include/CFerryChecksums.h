@@ -98,17 +98,18 @@ void ferry_md5_init(uint32_t state[4]);
 /* Compresses `blocks` 64-byte blocks of one message into state[4]. */
 void ferry_md5_compress(uint32_t state[4], const void *data, size_t blocks);
 /* Messages the fastest multi-message kernel hashes side by side: 8 with AVX2
- * or AVX-512VL, 1 otherwise. */
+ * or AVX-512VL, otherwise 3 (interleaved in general registers). */
 size_t ferry_md5_lanes(void);
 /* Compresses `blocks` 64-byte blocks of each of `count` independent messages:
  * message i has its state at states[4*i ... 4*i+3] and its blocks at data[i].
- * Any count works; up to ferry_md5_lanes() messages cost about as much time
- * as one. */
+ * Any count works: two or three messages are interleaved in general
+ * registers, four to eight share a vector register where the CPU has one. */
 void ferry_md5_compress_lanes(uint32_t *states, const void *const *data, size_t count, size_t blocks);
 /* The same with only the kernels `features` allows (0 = portable). */
 void ferry_md5_compress_lanes_with_features(uint32_t *states, const void *const *data, size_t count, size_t blocks,
                                             uint32_t features);
-/* Name of the multi-message kernel under `features`, e.g. "avx512vl-x8". */
+/* Name of the widest multi-message kernel under `features`, e.g.
+ * "avx512vl-x8" or "interleaved-x3". */
 const char *ferry_md5_kernel_name(uint32_t features);
 
 #ifdef __cplusplus

@@ -4,8 +4,8 @@ import CFerryChecksums
 ///
 /// MD5 is one long chain of dependent additions, so hashing one message leaves most of a core idle. Advancing
 /// several states in one call (``update(_:with:kernel:)``) hashes their whole blocks side by side in the lanes of a
-/// vector register, up to ``MD5Kernel/lanes`` messages for about the time of one or two. The server uses this for
-/// the ETags of parts it receives at the same time.
+/// vector register (or, for two or three, interleaved in general registers), up to ``MD5Kernel/lanes`` messages for
+/// about the time of one or two. The server uses this for the ETags of parts it receives at the same time.
 package struct MD5State: Sendable {
     private var words: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
     /// Bytes passed to the updates so far.
@@ -92,7 +92,7 @@ package struct MD5State: Sendable {
 package enum MD5Kernel: CaseIterable, Sendable {
     /// The fastest the CPU has.
     case automatic
-    /// Portable C, one message at a time.
+    /// Portable C: two or three messages interleaved in general registers.
     case portable
     /// x86-64 AVX2, eight messages at once.
     case x86AVX2
@@ -108,9 +108,9 @@ package enum MD5Kernel: CaseIterable, Sendable {
         }
     }
 
-    /// The kernel's name on this CPU, e.g. "avx512vl-x8" or "portable".
+    /// The widest kernel's name on this CPU, e.g. "avx512vl-x8" or "interleaved-x3".
     package var name: String { String(cString: ferry_md5_kernel_name(features)) }
 
-    /// Messages the fastest kernel on this CPU hashes side by side (1 without one).
+    /// Messages the fastest kernel on this CPU hashes side by side (3 without a vector kernel).
     package static var lanes: Int { ferry_md5_lanes() }
 }
