@@ -5,8 +5,9 @@
  * MD5 is a single chain of dependent additions, so one message cannot use
  * more than a sliver of a modern core. The server hashes every part it
  * receives (S3 ETags are MD5s) and usually receives several parts at once;
- * hashing those side by side in the lanes of one vector costs about as much
- * time as hashing one of them alone. */
+ * hashing up to eight of them side by side takes about as long as hashing
+ * one or two of them alone (measured: two in the time of one, three in 1.2
+ * times, eight in 1.8 times). */
 #include "CFerryChecksums.h"
 #include "crc_internal.h"
 #include "md5_internal.h"

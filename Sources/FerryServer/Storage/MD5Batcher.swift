@@ -6,9 +6,9 @@ import NIOPosix
 ///
 /// Every body's MD5 (its S3 ETag) is a separate chain of dependent additions that keeps a core busy for a fraction
 /// of what it can do. Blocks that are waiting when the hashing thread turns to them are hashed together by the
-/// multi-message kernel (``MD5State/update(_:with:kernel:)``), eight for about the time of two. Blocks are hashed
-/// in slices, so a block that arrives while others are being hashed joins them within a slice. A block that arrives
-/// alone is hashed alone, as before, and no block waits for company.
+/// multi-message kernels (``MD5State/update(_:with:kernel:)``): two in the time of one, eight in the time of two.
+/// Blocks are hashed in slices, so a block that arrives while others are being hashed joins them within a slice. A
+/// block that arrives alone is hashed alone, and no block waits for company.
 final class MD5Batcher: Sendable {
     /// The one batcher of the process, so blocks of every body can meet.
     static let shared = MD5Batcher()
