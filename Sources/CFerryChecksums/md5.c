@@ -30,7 +30,6 @@ static inline uint32_t load_le32(const uint8_t *p) {
 }
 
 #define MD5_F(b, c, d) ((d) ^ ((b) & ((c) ^ (d))))
-#define MD5_G(b, c, d) ((c) ^ ((d) & ((b) ^ (c))))
 #define MD5_H(b, c, d) ((b) ^ (c) ^ (d))
 #define MD5_I(b, c, d) ((c) ^ ((b) | ~(d)))
 /* a + m + k does not wait for the previous step, so it is added first: only the boolean function, one addition,
@@ -42,64 +41,17 @@ static inline uint32_t off_chain(uint32_t x) {
 #endif
     return x;
 }
-#define MD5_STEP(fn, a, b, c, d, w, i, s)                                                                              \
-    (a) = (b) + rotl32(off_chain((a) + m[w] + ferry_md5_k[i]) + fn((b), (c), (d)), (s))
-/* G's two terms have no bits in common, so they can be added one at a time, and the one without b early. */
-#define MD5_STEP_G(a, b, c, d, w, i, s)                                                                                \
-    (a) = (b) + rotl32(off_chain((a) + m[w] + ferry_md5_k[i] + ((c) & ~(d))) + ((b) & (d)), (s))
 
-FERRY_HIDDEN void ferry_md5_compress_sw(uint32_t state[4], const uint8_t *p, size_t blocks) {
-    uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
-    for (; blocks > 0; blocks--, p += 64) {
-        uint32_t m[16];
-        for (int w = 0; w < 16; w++) m[w] = load_le32(p + 4 * w);
-        uint32_t a0 = a, b0 = b, c0 = c, d0 = d;
-        _Pragma("clang loop unroll(full)")
-        for (int i = 0; i < 16; i += 4) {
-            MD5_STEP(MD5_F, a, b, c, d, i, i, 7);
-            MD5_STEP(MD5_F, d, a, b, c, i + 1, i + 1, 12);
-            MD5_STEP(MD5_F, c, d, a, b, i + 2, i + 2, 17);
-            MD5_STEP(MD5_F, b, c, d, a, i + 3, i + 3, 22);
-        }
-        _Pragma("clang loop unroll(full)")
-        for (int i = 16; i < 32; i += 4) {
-            MD5_STEP_G(a, b, c, d, (5 * i + 1) & 15, i, 5);
-            MD5_STEP_G(d, a, b, c, (5 * i + 6) & 15, i + 1, 9);
-            MD5_STEP_G(c, d, a, b, (5 * i + 11) & 15, i + 2, 14);
-            MD5_STEP_G(b, c, d, a, (5 * i + 16) & 15, i + 3, 20);
-        }
-        _Pragma("clang loop unroll(full)")
-        for (int i = 32; i < 48; i += 4) {
-            MD5_STEP(MD5_H, a, b, c, d, (3 * i + 5) & 15, i, 4);
-            MD5_STEP(MD5_H, d, a, b, c, (3 * i + 8) & 15, i + 1, 11);
-            MD5_STEP(MD5_H, c, d, a, b, (3 * i + 11) & 15, i + 2, 16);
-            MD5_STEP(MD5_H, b, c, d, a, (3 * i + 14) & 15, i + 3, 23);
-        }
-        _Pragma("clang loop unroll(full)")
-        for (int i = 48; i < 64; i += 4) {
-            MD5_STEP(MD5_I, a, b, c, d, (7 * i) & 15, i, 6);
-            MD5_STEP(MD5_I, d, a, b, c, (7 * i + 7) & 15, i + 1, 10);
-            MD5_STEP(MD5_I, c, d, a, b, (7 * i + 14) & 15, i + 2, 15);
-            MD5_STEP(MD5_I, b, c, d, a, (7 * i + 21) & 15, i + 3, 21);
-        }
-        a += a0;
-        b += b0;
-        c += c0;
-        d += d0;
-    }
-    state[0] = a;
-    state[1] = b;
-    state[2] = c;
-    state[3] = d;
-}
-
-/* Two or three messages at once in general-purpose registers: each message's steps are a chain that leaves most of
- * the core's integer units idle, so the chains of a few messages run side by side in the time of about one. For
- * three or fewer messages this beats the vector kernels, whose cost per round does not shrink with the lanes used. */
+/* N messages at once in general-purpose registers (N = 1 is plain MD5): each message's steps are a chain that leaves
+ * most of the core's integer units idle, so the chains of two or three messages run side by side in about the time
+ * of one. For three or fewer messages this beats the vector kernels, whose cost per round does not shrink with the
+ * lanes used. */
 #define LANE_WORD(l, w) load_le32(p[l] + 4 * (w))
 #define LANES_STEP(N, fn, A, B, C, D, w, i, s)                                                                       \
     for (int l = 0; l < N; l++)                                                                                        \
     A[l] = B[l] + rotl32(off_chain(A[l] + LANE_WORD(l, w) + ferry_md5_k[i]) + fn(B[l], C[l], D[l]), (s))
+/* G(b, c, d) = (b & d) | (c & ~d): its two terms have no bits in common, so they can be added one at a time, and the
+ * one without b early. */
 #define LANES_STEP_G(N, A, B, C, D, w, i, s)                                                                          \
     for (int l = 0; l < N; l++)                                                                                        \
     A[l] = B[l] + rotl32(off_chain(A[l] + LANE_WORD(l, w) + ferry_md5_k[i] + (C[l] & ~D[l])) + (B[l] & D[l]), (s))
@@ -167,8 +119,13 @@ FERRY_HIDDEN void ferry_md5_compress_sw(uint32_t state[4], const uint8_t *p, siz
         }                                                                                                              \
     }
 
+MD5_INTERLEAVED_KERNEL(md5_x1, 1)
 MD5_INTERLEAVED_KERNEL(md5_x2_interleaved, 2)
 MD5_INTERLEAVED_KERNEL(md5_x3_interleaved, 3)
+
+FERRY_HIDDEN void ferry_md5_compress_sw(uint32_t state[4], const uint8_t *p, size_t blocks) {
+    md5_x1(state, &p, blocks);
+}
 
 void ferry_md5_init(uint32_t state[4]) {
     state[0] = 0x67452301;
