@@ -56,6 +56,11 @@ static inline uint32_t off_chain(uint32_t x) {
     for (int l = 0; l < N; l++)                                                                                        \
     A[l] = B[l] + rotl32(off_chain(A[l] + LANE_WORD(l, w) + ferry_md5_k[i] + (C[l] & ~D[l])) + (B[l] & D[l]), (s))
 
+#define LANES_STEP_F(N, A, B, C, D, w, i, s) LANES_STEP(N, MD5_F, A, B, C, D, w, i, s)
+#define LANES_STEP_H(N, A, B, C, D, w, i, s) LANES_STEP(N, MD5_H, A, B, C, D, w, i, s)
+#define LANES_STEP_I(N, A, B, C, D, w, i, s) LANES_STEP(N, MD5_I, A, B, C, D, w, i, s)
+#define LANES_ROUND_STEP(N, fn, A, B, C, D, w, i, s) LANES_STEP_##fn(N, A, B, C, D, w, i, s)
+
 #define MD5_INTERLEAVED_KERNEL(NAME, N)                                                                                \
     static void NAME(uint32_t *states, const uint8_t *const *data, size_t blocks) {                                    \
         uint32_t a[N], b[N], c[N], d[N];                                                                               \
@@ -75,34 +80,7 @@ static inline uint32_t off_chain(uint32_t x) {
                 c0[l] = c[l];                                                                                          \
                 d0[l] = d[l];                                                                                          \
             }                                                                                                          \
-            _Pragma("clang loop unroll(full)")                                                                         \
-            for (int i = 0; i < 16; i += 4) {                                                                          \
-                LANES_STEP(N, MD5_F, a, b, c, d, i, i, 7);                                                             \
-                LANES_STEP(N, MD5_F, d, a, b, c, i + 1, i + 1, 12);                                                    \
-                LANES_STEP(N, MD5_F, c, d, a, b, i + 2, i + 2, 17);                                                    \
-                LANES_STEP(N, MD5_F, b, c, d, a, i + 3, i + 3, 22);                                                    \
-            }                                                                                                          \
-            _Pragma("clang loop unroll(full)")                                                                         \
-            for (int i = 16; i < 32; i += 4) {                                                                         \
-                LANES_STEP_G(N, a, b, c, d, (5 * i + 1) & 15, i, 5);                                                   \
-                LANES_STEP_G(N, d, a, b, c, (5 * i + 6) & 15, i + 1, 9);                                               \
-                LANES_STEP_G(N, c, d, a, b, (5 * i + 11) & 15, i + 2, 14);                                             \
-                LANES_STEP_G(N, b, c, d, a, (5 * i + 16) & 15, i + 3, 20);                                             \
-            }                                                                                                          \
-            _Pragma("clang loop unroll(full)")                                                                         \
-            for (int i = 32; i < 48; i += 4) {                                                                         \
-                LANES_STEP(N, MD5_H, a, b, c, d, (3 * i + 5) & 15, i, 4);                                              \
-                LANES_STEP(N, MD5_H, d, a, b, c, (3 * i + 8) & 15, i + 1, 11);                                         \
-                LANES_STEP(N, MD5_H, c, d, a, b, (3 * i + 11) & 15, i + 2, 16);                                        \
-                LANES_STEP(N, MD5_H, b, c, d, a, (3 * i + 14) & 15, i + 3, 23);                                        \
-            }                                                                                                          \
-            _Pragma("clang loop unroll(full)")                                                                         \
-            for (int i = 48; i < 64; i += 4) {                                                                         \
-                LANES_STEP(N, MD5_I, a, b, c, d, (7 * i) & 15, i, 6);                                                  \
-                LANES_STEP(N, MD5_I, d, a, b, c, (7 * i + 7) & 15, i + 1, 10);                                         \
-                LANES_STEP(N, MD5_I, c, d, a, b, (7 * i + 14) & 15, i + 2, 15);                                        \
-                LANES_STEP(N, MD5_I, b, c, d, a, (7 * i + 21) & 15, i + 3, 21);                                        \
-            }                                                                                                          \
+            MD5_ROUNDS(LANES_ROUND_STEP, N, a, b, c, d);                                                               \
             for (int l = 0; l < N; l++) {                                                                              \
                 a[l] += a0[l];                                                                                         \
                 b[l] += b0[l];                                                                                         \

@@ -69,6 +69,8 @@ TARGET_AVX2 static inline void load_words(const uint8_t *const p[8], __m256i m[1
 #define V_STEP(ROL, fn, a, b, c, d, w, i, s)                                                                          \
     (a) = V_ADD((b), ROL(V_ADD(V_ADD((a), V_ADD(m[w], V_K(i))), fn((b), (c), (d))), s))
 
+#define X8_STEP(P, fn, a, b, c, d, w, i, s) V_STEP(P##_ROL, P##_##fn, a, b, c, d, w, i, s)
+
 #define MD5_X8_KERNEL(NAME, TARGET, P)                                                                                 \
     TARGET static void NAME(uint32_t *states, const uint8_t *const *data, size_t count, size_t blocks) {              \
         const uint8_t *p[8];                                                                                           \
@@ -89,34 +91,7 @@ TARGET_AVX2 static inline void load_words(const uint8_t *const p[8], __m256i m[1
             load_words(p, m);                                                                                          \
             for (int l = 0; l < 8; l++) p[l] += stride[l];                                                             \
             __m256i a0 = a, b0 = b, c0 = c, d0 = d;                                                                    \
-            _Pragma("clang loop unroll(full)")                                                                         \
-            for (int i = 0; i < 16; i += 4) {                                                                          \
-                V_STEP(P##_ROL, P##_F, a, b, c, d, i, i, 7);                                                           \
-                V_STEP(P##_ROL, P##_F, d, a, b, c, i + 1, i + 1, 12);                                                  \
-                V_STEP(P##_ROL, P##_F, c, d, a, b, i + 2, i + 2, 17);                                                  \
-                V_STEP(P##_ROL, P##_F, b, c, d, a, i + 3, i + 3, 22);                                                  \
-            }                                                                                                          \
-            _Pragma("clang loop unroll(full)")                                                                         \
-            for (int i = 16; i < 32; i += 4) {                                                                         \
-                V_STEP(P##_ROL, P##_G, a, b, c, d, (5 * i + 1) & 15, i, 5);                                            \
-                V_STEP(P##_ROL, P##_G, d, a, b, c, (5 * i + 6) & 15, i + 1, 9);                                        \
-                V_STEP(P##_ROL, P##_G, c, d, a, b, (5 * i + 11) & 15, i + 2, 14);                                      \
-                V_STEP(P##_ROL, P##_G, b, c, d, a, (5 * i + 16) & 15, i + 3, 20);                                      \
-            }                                                                                                          \
-            _Pragma("clang loop unroll(full)")                                                                         \
-            for (int i = 32; i < 48; i += 4) {                                                                         \
-                V_STEP(P##_ROL, P##_H, a, b, c, d, (3 * i + 5) & 15, i, 4);                                            \
-                V_STEP(P##_ROL, P##_H, d, a, b, c, (3 * i + 8) & 15, i + 1, 11);                                       \
-                V_STEP(P##_ROL, P##_H, c, d, a, b, (3 * i + 11) & 15, i + 2, 16);                                      \
-                V_STEP(P##_ROL, P##_H, b, c, d, a, (3 * i + 14) & 15, i + 3, 23);                                      \
-            }                                                                                                          \
-            _Pragma("clang loop unroll(full)")                                                                         \
-            for (int i = 48; i < 64; i += 4) {                                                                         \
-                V_STEP(P##_ROL, P##_I, a, b, c, d, (7 * i) & 15, i, 6);                                                \
-                V_STEP(P##_ROL, P##_I, d, a, b, c, (7 * i + 7) & 15, i + 1, 10);                                       \
-                V_STEP(P##_ROL, P##_I, c, d, a, b, (7 * i + 14) & 15, i + 2, 15);                                      \
-                V_STEP(P##_ROL, P##_I, b, c, d, a, (7 * i + 21) & 15, i + 3, 21);                                      \
-            }                                                                                                          \
+            MD5_ROUNDS(X8_STEP, P, a, b, c, d);                                                                        \
             a = V_ADD(a, a0);                                                                                          \
             b = V_ADD(b, b0);                                                                                          \
             c = V_ADD(c, c0);                                                                                          \
