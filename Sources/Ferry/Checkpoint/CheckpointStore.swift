@@ -77,3 +77,84 @@ struct CheckpointStore: Sendable {
         try? FileManager.default.removeItem(at: url(for: identifier))
     }
 }
+
+/// Writes one upload's checkpoints off the upload's path, so a part's completion never waits on the disk: one write
+/// at a time runs on a background queue, and states submitted meanwhile are coalesced into the next write (only the
+/// latest matters). A write that fails is reported by the next ``submit(_:)`` or ``flush()``.
+///
+/// ``delete()`` and ``flush()`` wait for the write under way, so a checkpoint is never written after it was deleted.
+final class CheckpointWriter: @unchecked Sendable {
+    private let store: CheckpointStore
+    private let identifier: String
+    // Every access to the fields below holds `lock`.
+    private let lock = NSLock()
+    private var pending: UploadCheckpoint?
+    private var writing = false
+    private var failure: (any Error)?
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+
+    init(store: CheckpointStore, identifier: String) {
+        self.store = store
+        self.identifier = identifier
+    }
+
+    /// Queues `checkpoint` to be written; throws if an earlier write failed.
+    func submit(_ checkpoint: UploadCheckpoint) throws {
+        let start: Bool = try lock.withLock {
+            if let failure { throw failure }
+            pending = checkpoint
+            if writing { return false }
+            writing = true
+            return true
+        }
+        if start { DispatchQueue.global(qos: .utility).async { self.drain() } }
+    }
+
+    /// Returns once everything submitted is written; throws if a write failed.
+    func flush() async throws {
+        await idle()
+        if let failure = lock.withLock({ failure }) { throw failure }
+    }
+
+    /// Drops what is not yet written, waits for the write under way, and deletes the checkpoint.
+    func delete() async {
+        lock.withLock { pending = nil }
+        await idle()
+        store.delete(identifier)
+    }
+
+    private func idle() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now: Bool = lock.withLock {
+                if !writing { return true }
+                idleWaiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Writes the latest submitted checkpoint until none is left, then wakes whoever waits for the writer to be idle.
+    private func drain() {
+        while true {
+            let (next, waiters) = lock.withLock { () -> (UploadCheckpoint?, [CheckedContinuation<Void, Never>]) in
+                guard let next = pending else {
+                    writing = false
+                    defer { idleWaiters = [] }
+                    return (nil, idleWaiters)
+                }
+                pending = nil
+                return (next, [])
+            }
+            guard let next else {
+                for waiter in waiters { waiter.resume() }
+                return
+            }
+            do {
+                try store.save(next, as: identifier)
+            } catch {
+                lock.withLock { failure = failure ?? error }
+            }
+        }
+    }
+}

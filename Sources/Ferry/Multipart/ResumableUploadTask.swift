@@ -19,6 +19,8 @@ public actor ResumableUploadTask {
     private let request: ResumableUploadRequest
     private let credentials: CredentialSource
     private let checkpoints: CheckpointStore?
+    /// Writes this upload's checkpoints in the background (nil without a record directory).
+    private let checkpointWriter: CheckpointWriter?
     private let checkpointId: String
     private let reader: FileRanges
     /// Part buffers reused from part to part (about one more than parts in flight), emptied when the upload stops or
@@ -50,12 +52,15 @@ public actor ResumableUploadTask {
         self.client = client
         self.request = request
         self.credentials = CredentialSource(provider: client.credentialProvider)
-        self.checkpoints = request.recordDirectory.map { CheckpointStore(directory: $0) }
-        self.reader = FileRanges(path: request.fileURL.path)
-        self.partBuffers = PartBufferPool(limit: max(1, request.concurrency) + 2)
-        self.checkpointId = CheckpointStore.identifier(
+        let checkpoints = request.recordDirectory.map { CheckpointStore(directory: $0) }
+        let checkpointId = CheckpointStore.identifier(
             endpoint: client.endpoint.absoluteString, bucket: request.bucket, key: request.key,
             filePath: request.fileURL.standardizedFileURL.path)
+        self.checkpoints = checkpoints
+        self.checkpointId = checkpointId
+        self.checkpointWriter = checkpoints.map { CheckpointWriter(store: $0, identifier: checkpointId) }
+        self.reader = FileRanges(path: request.fileURL.path)
+        self.partBuffers = PartBufferPool(limit: max(1, request.concurrency) + 2)
     }
 
     func start() {
@@ -119,7 +124,7 @@ public actor ResumableUploadTask {
                 try? await client.abortMultipartUpload(
                     bucket: request.bucket, key: request.key, uploadId: uploadId, credentials: credentials)
             }
-            checkpoints?.delete(checkpointId)
+            await checkpointWriter?.delete()
         }
         continuation.yield(.cancelled)
         finish(.failure(FerryError.cancelledError()))
@@ -145,8 +150,10 @@ public actor ResumableUploadTask {
             let result = try await upload()
             finish(.success(result))
         } catch {
-            // A stopped upload holds no part buffers while it waits.
+            // A stopped upload holds no part buffers while it waits, and its checkpoint is on disk before anyone hears
+            // it stopped (a failed write already failed the upload).
             partBuffers.removeAll()
+            try? await checkpointWriter?.flush()
             switch stopReason {
             case .pause:
                 state = .paused
@@ -237,7 +244,7 @@ public actor ResumableUploadTask {
                 running -= 1
                 plan?.complete(part)
                 partsSent += 1
-                // The next part starts before the checkpoint is written, so the connection does not wait on the disk.
+                // The next part starts before the checkpoint is handed over; it is written in the background.
                 if let (number, range) = takeNextPart() {
                     group.addTask { try await self.sendPart(number, range: range, uploadId: uploadId, meter: meter) }
                     running += 1
@@ -304,7 +311,7 @@ public actor ResumableUploadTask {
             if expired || changed || checkpoint.checksumAlgorithm != request.checksumAlgorithm?.s3Name {
                 try? await client.abortMultipartUpload(
                     bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId, credentials: credentials)
-                checkpoints.delete(checkpointId)
+                await checkpointWriter?.delete()
             } else {
                 do {
                     let onServer = try await client.listParts(
@@ -316,7 +323,7 @@ public actor ResumableUploadTask {
                     createdAt = checkpoint.createdAt
                     partsResumed = plan.completed.count
                 } catch let error as FerryError where error.serverCode == "NoSuchUpload" {
-                    checkpoints.delete(checkpointId)
+                    await checkpointWriter?.delete()
                 }
             }
         }
@@ -327,7 +334,9 @@ public actor ResumableUploadTask {
         self.plan = plan
         self.uploadId = uploadId
         self.fingerprint = fingerprint
+        // The first checkpoint is on disk before any part is sent, and an unwritable record directory fails here.
         try saveCheckpoint()
+        try await checkpointWriter?.flush()
         continuation.yield(.started(uploadId: uploadId))
     }
 
@@ -356,14 +365,14 @@ public actor ResumableUploadTask {
         return keep
     }
 
+    /// Hands the upload's current state to the checkpoint writer; throws if an earlier write failed.
     private func saveCheckpoint() throws {
-        guard let checkpoints, let plan, let uploadId, let fingerprint else { return }
-        try checkpoints.save(
+        guard let checkpointWriter, let plan, let uploadId, let fingerprint else { return }
+        try checkpointWriter.submit(
             UploadCheckpoint(
                 endpoint: client.endpoint.absoluteString, bucket: request.bucket, key: request.key,
                 filePath: request.fileURL.path, uploadId: uploadId, partSize: plan.partSize, fingerprint: fingerprint,
-                checksumAlgorithm: request.checksumAlgorithm?.s3Name, parts: plan.orderedParts, createdAt: createdAt),
-            as: checkpointId)
+                checksumAlgorithm: request.checksumAlgorithm?.s3Name, parts: plan.orderedParts, createdAt: createdAt))
     }
 
     /// Completes the upload and verifies the server's checksum against the one computed here.
@@ -423,7 +432,7 @@ public actor ResumableUploadTask {
             }
             verification = .etag
         }
-        checkpoints?.delete(checkpointId)
+        await checkpointWriter?.delete()
         return UploadResult(
             bucket: request.bucket, key: request.key, etag: ObjectStorageClient.unquote(result.eTag), size: plan.fileSize,
             uploadId: uploadId, checksumAlgorithm: request.checksumAlgorithm, checksum: verified,
