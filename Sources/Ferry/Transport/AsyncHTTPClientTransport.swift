@@ -9,8 +9,10 @@ import NIOHTTP1
 /// `bodyProgress` reports bytes as they are sent rather than when the whole body is queued.
 public struct AsyncHTTPClientTransport: HTTPTransport {
     let client: HTTPClient
-    /// Bytes per body slice handed to the connection.
-    public static let sliceSize = 64 * 1024
+    /// Bytes per body slice handed to the connection: each slice costs a trip through the HTTP client and the event
+    /// loop, so 512 KiB rather than NIO's usual 64 KiB (a 1 GiB upload on loopback spent about 10% less CPU in the
+    /// client, 0.77–0.90 s instead of 0.91–1.01 s, in four runs each). Progress events are coalesced anyway.
+    public static let sliceSize = 512 * 1024
 
     /// Uses the given client (default: ``sharedClient``).
     public init(client: HTTPClient = AsyncHTTPClientTransport.sharedClient) {
