@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Client-engine upload benchmark: `ferry upload` (defaults, and 16 MiB parts) against `aws s3 cp` and one
+# Client-engine upload benchmark: `ferry upload` (defaults, and fixed 5 MiB parts) against `aws s3 cp` and one
 # `curl -T` presigned PUT, same 1 GiB random file, to a release `ferry serve` on 127.0.0.1; then the engine alone
 # with a 4 GiB file (less if the disk is short) to show its peak RSS does not grow with the file. Prints one table.
 #

@@ -46,7 +46,7 @@ struct UploadCommand: AsyncParsableCommand {
     @Option(help: "Plain object upload to this bucket (no video is created).") var bucket: String?
     @Option(help: "Object key with --bucket (one file only); default the file's name.") var key: String?
 
-    @Option(name: .customLong("part-size"), help: "Part size, e.g. 5MiB, 8388608. Default 5MiB.") var partSize: String?
+    @Option(name: .customLong("part-size"), help: "Fixed part size, e.g. 8MiB, 8388608. Default: 5MiB parts growing up to 16MiB on a fast link.") var partSize: String?
     @Option(help: "Parts sent at once. Default 4.") var parallel: Int = 4
     @Option(help: "Files uploaded at once. Default 1.") var jobs: Int = 1
     @Option(help: "Checksum: crc32c (default), crc32, crc64nvme, sha256, sha1, md5 or none.") var checksum: String = "crc32c"

@@ -30,6 +30,7 @@ struct EngineFaultTests {
                 credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
                 configuration: configuration)
             var request = ResumableUploadRequest(bucket: "faults", key: "through-faults.bin", fileURL: file)
+            request.partSize = 5 * Int64(Self.mib)  // fixed, so parts 2 to 5 exist for the faults
             request.concurrency = 3
             let upload = try await client.upload(request)
             let (log, collector) = EventLog.collect(upload)
@@ -76,6 +77,7 @@ struct EngineFaultTests {
             let credentials = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
             let client = ObjectStorageClient(endpoint: URL(string: proxy.endpoint)!, credentials: credentials, configuration: configuration)
             var request = ResumableUploadRequest(bucket: "faults", key: "gives-up.bin", fileURL: file)
+            request.partSize = 5 * Int64(Self.mib)  // fixed: three parts
             request.recordDirectory = records
             request.concurrency = 1
             let upload = try await client.upload(request)

@@ -25,8 +25,10 @@ struct EngineAgainstFerryTests {
             let result = try await upload.result
             await collector.value
             #expect(result.size == 64 * 1024 * 1024 + 4321)
-            #expect(result.partsSent == 13)
-            #expect(result.etag.hasSuffix("-13"))
+            // Default part sizes: 5 MiB to start with, then grown on loopback (13 parts if none grew, 5 if all but
+            // the first four did); checksums and the ETag cover parts of mixed sizes.
+            #expect((5...13).contains(result.partsSent))
+            #expect(result.etag.hasSuffix("-\(result.partsSent)"))
             #expect(result.verification == (algorithm == nil ? .none : algorithm == .md5 ? .etag : .checksum))
             if let algorithm, algorithm != .md5 {
                 #expect(result.checksum != nil)

@@ -61,3 +61,98 @@ struct UploadPlanTests {
         #expect(plan.takeNextPart() == 1)
     }
 }
+
+@Suite("Upload plan: resized parts")
+struct UploadPlanSegmentTests {
+    static let mib: Int64 = 1024 * 1024
+
+    /// The parts' ranges follow one another from byte 0 to the end of the file.
+    static func expectContiguous(_ plan: UploadPlan) {
+        var next: Int64 = 0
+        for number in 1...plan.partCount {
+            let range = plan.range(ofPart: number)
+            #expect(range.lowerBound == next, "part \(number) starts at \(range.lowerBound), not \(next)")
+            #expect(!range.isEmpty || plan.fileSize == 0)
+            next = range.upperBound
+        }
+        #expect(next == plan.fileSize)
+    }
+
+    @Test("parts not yet taken are cut anew; parts taken keep their numbers and ranges; a recorded cut is restored")
+    func resize() throws {
+        var plan = try UploadPlan(fileSize: 100 * Self.mib + 7, partSize: 5 * Self.mib)
+        #expect(plan.partCount == 21)
+        #expect(plan.takeNextPart() == 1)
+        #expect(plan.takeNextPart() == 2)
+        #expect(plan.takeNextPart() == 3)
+        plan.complete(UploadedPart(number: 1, size: 5 * Self.mib, etag: "a"))
+        plan.release(2)
+        let before = (1...3).map { plan.range(ofPart: $0) }
+        let grew = plan.resizeUntakenParts(to: 16 * Self.mib)
+        #expect(grew)
+        #expect((1...3).map { plan.range(ofPart: $0) } == before)
+        #expect(plan.range(ofPart: 4) == 15 * Self.mib..<31 * Self.mib)
+        #expect(plan.partCount == 3 + 6)  // 85 MiB + 7 bytes left: five 16 MiB parts and one of 5 MiB + 7
+        Self.expectContiguous(plan)
+        #expect(plan.takeNextPart() == 2)  // the released part comes back with its old range
+        #expect(plan.range(ofPart: 2) == 5 * Self.mib..<10 * Self.mib)
+        #expect(plan.takeNextPart() == 4)
+        // Cut again, smaller: part 4 is taken, so the new cut starts at part 5 and replaces the 16 MiB tail.
+        let shrank = plan.resizeUntakenParts(to: 8 * Self.mib)
+        #expect(shrank)
+        #expect(plan.segments.map(\.firstPart) == [1, 4, 5])
+        #expect(plan.range(ofPart: 5) == 31 * Self.mib..<39 * Self.mib)
+        Self.expectContiguous(plan)
+        let again = plan.resizeUntakenParts(to: 8 * Self.mib)
+        #expect(!again)  // unchanged
+        let restored = try UploadPlan(fileSize: plan.fileSize, segments: plan.segments)
+        #expect(restored.segments == plan.segments && restored.partCount == plan.partCount)
+        #expect((1...plan.partCount).allSatisfy { restored.range(ofPart: $0) == plan.range(ofPart: $0) })
+        var done = restored
+        for number in 1...done.partCount {
+            done.complete(UploadedPart(number: number, size: done.size(ofPart: number), etag: "\(number)"))
+        }
+        #expect(done.isComplete && done.completedBytes == done.fileSize)
+    }
+
+    @Test("a smaller cut still fits the rest of the file in the part numbers left under 10,000")
+    func shrinkWithinPartLimit() throws {
+        let fileSize = 200 * 1024 * Self.mib  // 200 GiB: 21 MiB parts to start with
+        var plan = try UploadPlan(fileSize: fileSize, partSize: 64 * Self.mib)
+        for _ in 1...100 { _ = plan.takeNextPart() }
+        let shrank = plan.resizeUntakenParts(to: 5 * Self.mib)
+        #expect(shrank)
+        #expect(plan.partCount <= UploadPlan.maxParts)
+        #expect(plan.segments.last!.partSize > 5 * Self.mib)
+        #expect(plan.segments.last!.partSize % Self.mib == 0)
+        Self.expectContiguous(plan)
+    }
+
+    @Test("recorded cuts that do not fit the file are refused")
+    func invalidSegments() throws {
+        let size = 40 * Self.mib
+        typealias Segment = UploadPlan.Segment
+        #expect(throws: FerryError.self) {
+            try UploadPlan(fileSize: size, segments: [Segment(firstPart: 2, offset: 0, partSize: 5 * Self.mib)])
+        }
+        #expect(throws: FerryError.self) {
+            try UploadPlan(fileSize: size, segments: [
+                Segment(firstPart: 1, offset: 0, partSize: 5 * Self.mib),
+                Segment(firstPart: 3, offset: 11 * Self.mib, partSize: 8 * Self.mib),  // part 3 starts at 10 MiB
+            ])
+        }
+        #expect(throws: FerryError.self) {
+            try UploadPlan(fileSize: size, segments: [
+                Segment(firstPart: 1, offset: 0, partSize: 5 * Self.mib),
+                Segment(firstPart: 9, offset: 40 * Self.mib, partSize: 8 * Self.mib),  // past the end
+            ])
+        }
+        #expect(throws: FerryError.self) { try UploadPlan(fileSize: size, segments: []) }
+        let valid = try UploadPlan(fileSize: size, segments: [
+            Segment(firstPart: 1, offset: 0, partSize: 5 * Self.mib),
+            Segment(firstPart: 3, offset: 10 * Self.mib, partSize: 8 * Self.mib),
+        ])
+        #expect(valid.partCount == 2 + 4)  // 30 MiB left: three parts of 8 MiB and one of 6
+        Self.expectContiguous(valid)
+    }
+}

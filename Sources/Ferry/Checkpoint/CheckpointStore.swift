@@ -3,8 +3,11 @@ import Foundation
 
 /// What an interrupted upload needs to continue, in another process too.
 public struct UploadCheckpoint: Codable, Sendable, Hashable {
-    /// Format version; a checkpoint of another version is ignored.
-    public static let currentVersion = 1
+    /// Format version; a checkpoint of another version is ignored. Version 2 added ``partSegments``; version 1
+    /// checkpoints (one part size) are still read.
+    public static let currentVersion = 2
+    /// Versions this build reads.
+    static let readableVersions = 1...currentVersion
     /// This checkpoint's format version.
     public var version = currentVersion
     /// Service endpoint the upload goes to.
@@ -19,6 +22,8 @@ public struct UploadCheckpoint: Codable, Sendable, Hashable {
     public var uploadId: String
     /// Part size the upload was started with.
     public var partSize: Int64
+    /// How the file is cut when parts were resized during the upload (nil: every part but the last is ``partSize``).
+    public var partSegments: [UploadPlan.Segment]?
     /// The file as it was when the upload started.
     public var fingerprint: FileFingerprint
     /// S3 name of the checksum algorithm, when one is used.
@@ -46,7 +51,7 @@ struct CheckpointStore: Sendable {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970
         guard let checkpoint = try? decoder.decode(UploadCheckpoint.self, from: data),
-            checkpoint.version == UploadCheckpoint.currentVersion
+            UploadCheckpoint.readableVersions.contains(checkpoint.version)
         else { return nil }
         return checkpoint
     }

@@ -17,8 +17,15 @@ public struct ResumableUploadRequest: Sendable {
     public var key: String
     /// The local file.
     public var fileURL: URL
-    /// Size of every part but the last. Default ``UploadPlan/defaultPartSize`` (5 MiB); grown to fit 10,000 parts.
-    public var partSize: Int64 = UploadPlan.defaultPartSize
+    /// How big parts are. By default they adapt to the connection: 5 MiB to start with (phones), grown up to 16 MiB
+    /// once parts are seen to take under two seconds each. Setting ``partSize`` makes every part that size.
+    public var partSizing: PartSizing = .adaptive
+    /// Size of every part but the last, `partSizing = .fixed(partSize)` (grown to fit 10,000 parts); reading it gives
+    /// the size of the first parts (5 MiB by default).
+    public var partSize: Int64 {
+        get { partSizing.initial }
+        set { partSizing = .fixed(newValue) }
+    }
     /// Parts sent at once. Default 4.
     public var concurrency: Int = 4
     /// Where checkpoints are kept; nil writes nothing to disk and resumes only within this process.
@@ -42,6 +49,30 @@ public struct ResumableUploadRequest: Sendable {
     /// comes whenever a part is stored and when the last byte is, so the final event is always the exact total;
     /// `.zero` reports every slice of a part as the connection takes it.
     public var progressInterval: Duration = .milliseconds(100)
+
+    /// How an upload cuts its file into parts.
+    public enum PartSizing: Sendable, Hashable {
+        /// Every part but the last has this size (grown in whole MiB when the file would need more than 10,000 parts).
+        case fixed(Int64)
+        /// Parts start at `minimum`; as parts complete, the parts not yet started are cut anew so that one takes
+        /// about `target` to send at the rate the last part was sent, in whole MiB between `minimum` and `maximum`.
+        /// A fast link then spends fewer requests, server commits and checkpoints per byte, while on a slow or
+        /// flaky one a dropped connection still costs at most about `target` of sending again.
+        case adaptive(minimum: Int64, maximum: Int64, target: Duration)
+
+        /// 5 MiB parts to start with, growing up to 16 MiB so a part takes about two seconds: a phone's uplink
+        /// (a few MB/s shared by the parts in flight) keeps 5 MiB parts; Wi-Fi, a LAN or loopback grow them.
+        public static let adaptive = PartSizing.adaptive(
+            minimum: UploadPlan.defaultPartSize, maximum: 16 * 1024 * 1024, target: .seconds(2))
+
+        /// The size of the first parts.
+        public var initial: Int64 {
+            switch self {
+            case .fixed(let size): size
+            case .adaptive(let minimum, _, _): minimum
+            }
+        }
+    }
 
     /// Creates a request.
     public init(bucket: String, key: String, fileURL: URL) {

@@ -233,17 +233,18 @@ public actor ResumableUploadTask {
             [continuation] progress in continuation.yield(.progress(progress))
         }
         self.meter = meter
-        try await withThrowingTaskGroup(of: UploadedPart.self) { group in
+        try await withThrowingTaskGroup(of: (UploadedPart, Duration).self) { group in
             var running = 0
             for _ in 0..<max(1, request.concurrency) {
                 guard let (number, range) = takeNextPart() else { break }
                 group.addTask { try await self.sendPart(number, range: range, uploadId: uploadId, meter: meter) }
                 running += 1
             }
-            while running > 0, let part = try await group.next() {
+            while running > 0, let (part, elapsed) = try await group.next() {
                 running -= 1
                 plan?.complete(part)
                 partsSent += 1
+                adaptPartSize(sent: part.size, in: elapsed)
                 // The next part starts before the checkpoint is handed over; it is written in the background.
                 if let (number, range) = takeNextPart() {
                     group.addTask { try await self.sendPart(number, range: range, uploadId: uploadId, meter: meter) }
@@ -258,6 +259,27 @@ public actor ResumableUploadTask {
         return try await complete(plan: plan, uploadId: uploadId, meter: meter)
     }
 
+    /// With adaptive part sizes, cuts the parts not yet started so that one takes about the target time at the rate
+    /// this part was sent (whole MiB, within the bounds). The cut changes only when the size moves by half or more,
+    /// or reaches a bound, so a steady link keeps one size.
+    private func adaptPartSize(sent bytes: Int64, in elapsed: Duration) {
+        guard case .adaptive(let minimum, let maximum, let target) = request.partSizing, let current = plan?.segments.last
+        else { return }
+        let seconds = Self.seconds(elapsed)
+        guard seconds > 0, bytes > 0 else { return }
+        let mib: Int64 = 1024 * 1024
+        let wanted = min(Double(bytes) / seconds * Self.seconds(target), Double(maximum))
+        let size = max(minimum, Int64(wanted) / mib * mib)
+        let ratio = Double(size) / Double(current.partSize)
+        let atBound = size == minimum || size == max(minimum, maximum / mib * mib)
+        guard size != current.partSize, ratio >= 1.5 || ratio <= 1 / 1.5 || atBound else { return }
+        plan?.resizeUntakenParts(to: size)
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     /// Marks the next part as being sent and returns its number and range.
     private func takeNextPart() -> (Int, Range<Int64>)? {
         guard let number = plan?.takeNextPart(), let plan else { return nil }
@@ -266,8 +288,9 @@ public actor ResumableUploadTask {
 
     /// Reads a part into a reused buffer, checksums it while it is in the cache, and sends slices of that buffer
     /// (the client retries within its policy). Runs off the actor, so parts are read and checksummed side by side.
+    /// Returns the stored part and how long sending it took, retries included.
     private nonisolated func sendPart(_ number: Int, range: Range<Int64>, uploadId: String, meter: ProgressMeter)
-        async throws -> UploadedPart
+        async throws -> (UploadedPart, Duration)
     {
         var body = partBuffers.take()
         defer { partBuffers.give(body) }
@@ -287,11 +310,12 @@ public actor ResumableUploadTask {
         }
         observer.bytesSent = { meter.add($0, part: number, size: size) }
         meter.restart(part: number)
+        let started = ContinuousClock.now
         let etag = try await client.uploadPart(
             bucket: request.bucket, key: request.key, uploadId: uploadId, number: number, body: body,
             checksumHeader: header, credentials: credentials, observer: observer)
         meter.finish(part: number, size: size)
-        return UploadedPart(number: number, size: size, etag: etag, checksum: header?.1)
+        return (UploadedPart(number: number, size: size, etag: etag, checksum: header?.1), ContinuousClock.now - started)
     }
 
     /// Finds a checkpoint and reconciles it with the server, or starts a new multipart upload.
@@ -308,7 +332,11 @@ public actor ResumableUploadTask {
                     .cannotResumeUpload,
                     "The file \(path) changed since its upload started; its checkpoint no longer matches.")
             }
-            if expired || changed || checkpoint.checksumAlgorithm != request.checksumAlgorithm?.s3Name {
+            let recorded = try? UploadPlan(
+                fileSize: size,
+                segments: checkpoint.partSegments
+                    ?? [UploadPlan.Segment(firstPart: 1, offset: 0, partSize: checkpoint.partSize)])
+            if expired || changed || recorded == nil || checkpoint.checksumAlgorithm != request.checksumAlgorithm?.s3Name {
                 try? await client.abortMultipartUpload(
                     bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId, credentials: credentials)
                 await checkpointWriter?.delete()
@@ -317,7 +345,7 @@ public actor ResumableUploadTask {
                     let onServer = try await client.listParts(
                         bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId,
                         credentials: credentials, observer: observer)
-                    plan = try UploadPlan(fileSize: size, partSize: checkpoint.partSize)
+                    if let recorded { plan = recorded }
                     plan.adopt(try reconcile(checkpoint: checkpoint.parts, server: onServer, plan: plan))
                     uploadId = checkpoint.uploadId
                     createdAt = checkpoint.createdAt
@@ -371,7 +399,8 @@ public actor ResumableUploadTask {
         try checkpointWriter.submit(
             UploadCheckpoint(
                 endpoint: client.endpoint.absoluteString, bucket: request.bucket, key: request.key,
-                filePath: request.fileURL.path, uploadId: uploadId, partSize: plan.partSize, fingerprint: fingerprint,
+                filePath: request.fileURL.path, uploadId: uploadId, partSize: plan.partSize,
+                partSegments: plan.segments.count > 1 ? plan.segments : nil, fingerprint: fingerprint,
                 checksumAlgorithm: request.checksumAlgorithm?.s3Name, parts: plan.orderedParts, createdAt: createdAt))
     }
 
@@ -478,6 +507,13 @@ extension ObjectStorageClient {
     public func upload(_ request: ResumableUploadRequest) async throws -> ResumableUploadTask {
         guard request.concurrency >= 1 else {
             throw FerryError(.invalidArgument, "Concurrency must be at least 1.")
+        }
+        if case .adaptive(let minimum, let maximum, let target) = request.partSizing {
+            guard minimum > 0, maximum >= minimum, maximum <= UploadPlan.maxPartSize, target > .zero else {
+                throw FerryError(
+                    .invalidArgument,
+                    "Adaptive part sizes need 0 < minimum ≤ maximum < 4 GiB and a positive target duration.")
+            }
         }
         _ = try FileRanges.attributes(of: request.fileURL.path)
         let task = ResumableUploadTask(client: self, request: request)
