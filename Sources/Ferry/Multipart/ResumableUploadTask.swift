@@ -60,7 +60,9 @@ public actor ResumableUploadTask {
         self.checkpointId = checkpointId
         self.checkpointWriter = checkpoints.map { CheckpointWriter(store: $0, identifier: checkpointId) }
         self.reader = FileRanges(path: request.fileURL.path)
-        self.partBuffers = PartBufferPool(limit: max(1, request.concurrency) + 2)
+        // One idle buffer more than parts in flight: with parts grown to 16 MiB, two more let a 4 GiB upload's
+        // peak RSS reach 146 MiB in one of two runs (129–130 MiB with one more, at the same speed).
+        self.partBuffers = PartBufferPool(limit: max(1, request.concurrency) + 1)
     }
 
     func start() {
