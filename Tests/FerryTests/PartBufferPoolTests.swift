@@ -41,4 +41,34 @@ struct PartBufferPoolTests {
         #expect(pool.take().capacity > 0)
         #expect(pool.take().capacity == 0)
     }
+
+    @Test("at its maximum the pool waits for a buffer the client lets go of instead of allocating; past its patience it allocates")
+    func boundedByMaximum() async throws {
+        let pool = PartBufferPool(limit: 2, maximum: 2)
+        var first = pool.take(capacity: 1 << 20)
+        var second = pool.take(capacity: 1 << 20)
+        first.writeBytes([1, 2, 3])
+        second.writeBytes([4, 5, 6])
+        let firstAddress = first.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+        var held: ByteBuffer? = first  // the HTTP client still holds a slice of each
+        let alsoHeld = second
+        pool.give(first)
+        pool.give(second)
+        first = ByteBuffer()
+        second = ByteBuffer()
+        let waiting = Task { await pool.take(capacity: 1 << 20, patience: .seconds(10)) }
+        try await Task.sleep(for: .milliseconds(30))
+        held = nil  // the client lets go of the first buffer
+        var reused = await waiting.value
+        let reusedAddress = reused.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+        #expect(reusedAddress == firstAddress)
+        #expect(held == nil)
+        // Nothing comes free: after its patience the pool allocates rather than wait for ever.
+        let started = ContinuousClock.now
+        let fresh = await pool.take(capacity: 1 << 20, patience: .milliseconds(40))
+        #expect(ContinuousClock.now - started >= .milliseconds(40))
+        #expect(fresh.capacity >= 1 << 20)
+        #expect(alsoHeld.readableBytes == 3)
+        reused.clear()
+    }
 }

@@ -84,40 +84,76 @@ extension FileRanges {
 /// a page fault per page. Holds at most ``limit`` idle buffers.
 ///
 /// A buffer comes back as soon as its request has an answer, but the HTTP client may let go of its last slice a moment
-/// later; reusing it then would make NIO allocate a fresh copy. So ``take()`` hands out the oldest idle buffer that
-/// nothing else holds any more, and a new one only when there is none: about one buffer more than parts in flight.
+/// later; reusing it then would make NIO allocate a fresh copy. So ``take(capacity:)`` hands out the oldest idle
+/// buffer that nothing else holds any more, and a new one only when there is none. With a ``maximum``, the async
+/// ``take(capacity:patience:)`` waits that moment instead of allocating once that many buffers exist, which bounds
+/// an upload's memory to `maximum` buffers of its largest part.
 final class PartBufferPool: @unchecked Sendable {
-    // Every access to `idle` holds `lock`.
+    // Every access to `idle` and `live` holds `lock`.
     private let lock = NSLock()
     /// Oldest first.
     private var idle: [ByteBuffer] = []
+    /// Buffers this pool allocated that it has not dropped: idle ones and those in use.
+    private var live = 0
+    /// Most idle buffers kept.
     let limit: Int
+    /// Most live buffers before ``take(capacity:patience:)`` waits for one to come free; nil never waits.
+    let maximum: Int?
 
-    init(limit: Int) {
+    init(limit: Int, maximum: Int? = nil) {
         self.limit = limit
+        self.maximum = maximum
     }
 
-    /// The oldest idle buffer no one else holds, or a new empty one.
-    func take() -> ByteBuffer {
-        let reused: ByteBuffer? = lock.withLock {
-            for index in idle.indices where idle[index].modifyIfUniquelyOwned({ _ in true }) == true {
-                return idle.remove(at: index)
-            }
-            return nil
+    /// The oldest idle buffer no one else holds, or a new one with room for `capacity` bytes. Allocating the largest
+    /// part up front means a buffer never grows when parts do, so it is never copied to a larger allocation.
+    func take(capacity: Int = 0) -> ByteBuffer {
+        take(capacity: capacity, allocating: true)!
+    }
+
+    /// As ``take(capacity:)``, but when ``maximum`` buffers already exist and none is free, waits (checking every
+    /// half millisecond) for the HTTP client to let go of one, for at most `patience`; then, or if the task is
+    /// cancelled, allocates a new one.
+    func take(capacity: Int, patience: Duration) async -> ByteBuffer {
+        let deadline = ContinuousClock.now + patience
+        while true {
+            let giveUp = ContinuousClock.now >= deadline || Task.isCancelled
+            if let buffer = take(capacity: capacity, allocating: giveUp) { return buffer }
+            try? await Task.sleep(for: .microseconds(500))
         }
-        return reused ?? ByteBuffer()
     }
 
-    /// Keeps `buffer` for a later part (its bytes are no longer needed).
+    /// An idle buffer no one else holds; else a new one if `allocating` or below ``maximum``; else nil.
+    private func take(capacity: Int, allocating: Bool) -> ByteBuffer? {
+        let (reused, allocate): (ByteBuffer?, Bool) = lock.withLock {
+            for index in idle.indices where idle[index].modifyIfUniquelyOwned({ _ in true }) == true {
+                return (idle.remove(at: index), false)
+            }
+            guard allocating || live < (maximum ?? .max) else { return (nil, false) }
+            live += 1
+            return (nil, true)
+        }
+        if let reused { return reused }
+        return allocate ? ByteBufferAllocator().buffer(capacity: capacity) : nil
+    }
+
+    /// Keeps `buffer` for a later part (its bytes are no longer needed); beyond ``limit`` idle buffers it is dropped.
     func give(_ buffer: ByteBuffer) {
         lock.withLock {
-            if idle.count < limit { idle.append(buffer) }
+            if idle.count < limit {
+                idle.append(buffer)
+            } else {
+                live = max(0, live - 1)
+            }
         }
     }
 
     /// Lets go of every idle buffer.
     func removeAll() {
-        lock.withLock { idle.removeAll() }
+        lock.withLock {
+            live = max(0, live - idle.count)
+            idle.removeAll()
+        }
     }
 }
 

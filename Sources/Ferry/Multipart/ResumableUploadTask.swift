@@ -23,8 +23,8 @@ public actor ResumableUploadTask {
     private let checkpointWriter: CheckpointWriter?
     private let checkpointId: String
     private let reader: FileRanges
-    /// Part buffers reused from part to part (about one more than parts in flight), emptied when the upload stops or
-    /// ends.
+    /// Part buffers reused from part to part (at most two more than parts in flight), emptied when the upload stops
+    /// or ends.
     private let partBuffers: PartBufferPool
 
     private enum State {
@@ -60,9 +60,10 @@ public actor ResumableUploadTask {
         self.checkpointId = checkpointId
         self.checkpointWriter = checkpoints.map { CheckpointWriter(store: $0, identifier: checkpointId) }
         self.reader = FileRanges(path: request.fileURL.path)
-        // One idle buffer more than parts in flight: with parts grown to 16 MiB, two more let a 4 GiB upload's
-        // peak RSS reach 146 MiB in one of two runs (129–130 MiB with one more, at the same speed).
-        self.partBuffers = PartBufferPool(limit: max(1, request.concurrency) + 1)
+        // At most two buffers more than parts in flight: without that bound, buffers the HTTP client had not yet let
+        // go of were replaced by new ones, and a 4 GiB upload with parts grown to 16 MiB peaked at 130–146 MiB.
+        self.partBuffers = PartBufferPool(
+            limit: max(1, request.concurrency) + 1, maximum: max(1, request.concurrency) + 2)
     }
 
     func start() {
@@ -282,6 +283,14 @@ public actor ResumableUploadTask {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
+    /// The largest part this upload may send: a part buffer is allocated this large once, so it never grows.
+    private nonisolated var largestPart: Int {
+        switch request.partSizing {
+        case .fixed(let size): Int(size)
+        case .adaptive(_, let maximum, _): Int(maximum)
+        }
+    }
+
     /// Marks the next part as being sent and returns its number and range.
     private func takeNextPart() -> (Int, Range<Int64>)? {
         guard let number = plan?.takeNextPart(), let plan else { return nil }
@@ -294,7 +303,7 @@ public actor ResumableUploadTask {
     private nonisolated func sendPart(_ number: Int, range: Range<Int64>, uploadId: String, meter: ProgressMeter)
         async throws -> (UploadedPart, Duration)
     {
-        var body = partBuffers.take()
+        var body = await partBuffers.take(capacity: largestPart, patience: .milliseconds(50))
         defer { partBuffers.give(body) }
         try reader.read(range, into: &body)
         var header: (String, String)?
