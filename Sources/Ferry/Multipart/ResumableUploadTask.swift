@@ -283,7 +283,8 @@ public actor ResumableUploadTask {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
-    /// The largest part this upload may send: a part buffer is allocated this large once, so it never grows.
+    /// The largest part this upload's sizing asks for: a part buffer is allocated this large once, so it does not
+    /// grow when parts do (only a file too large for 10,000 such parts needs larger ones).
     private nonisolated var largestPart: Int {
         switch request.partSizing {
         case .fixed(let size): Int(size)
@@ -303,7 +304,8 @@ public actor ResumableUploadTask {
     private nonisolated func sendPart(_ number: Int, range: Range<Int64>, uploadId: String, meter: ProgressMeter)
         async throws -> (UploadedPart, Duration)
     {
-        var body = await partBuffers.take(capacity: largestPart, patience: .milliseconds(50))
+        let capacity = max(largestPart, Int(range.upperBound - range.lowerBound))
+        var body = await partBuffers.take(capacity: capacity, patience: .milliseconds(50))
         defer { partBuffers.give(body) }
         try reader.read(range, into: &body)
         var header: (String, String)?
