@@ -56,7 +56,9 @@ struct EnginePartSizingTests {
             let resumed = try await fresh.upload(request)
             let result = try await resumed.result
             collector.cancel()  // the paused task's events never finish: it was left paused, as a killed app leaves it
-            #expect(result.partsResumed == onServer.count)
+            // A part whose body had reached the server when the pause cancelled its request can be stored just after
+            // ListParts looked: at most the two parts that were in flight.
+            #expect(result.partsResumed >= onServer.count && result.partsResumed <= onServer.count + 2)
             #expect(result.partsResumed + result.partsSent == plan.partCount)
             #expect(result.etag.hasSuffix("-\(plan.partCount)"))
             #expect(result.verification == .checksum)
