@@ -17,8 +17,8 @@ public struct ResumableUploadRequest: Sendable {
     public var key: String
     /// The local file.
     public var fileURL: URL
-    /// How big parts are. By default they adapt to the connection: 5 MiB to start with (phones), grown up to 16 MiB
-    /// once parts are seen to take under two seconds each. Setting ``partSize`` makes every part that size.
+    /// How big parts are. By default they adapt to the connection: 5 MiB to start with (phones), then cut as parts
+    /// complete so that one takes about two seconds, up to 16 MiB. Setting ``partSize`` makes every part that size.
     public var partSizing: PartSizing = .adaptive
     /// Size of every part but the last, `partSizing = .fixed(partSize)` (grown to fit 10,000 parts); reading it gives
     /// the size of the first parts (5 MiB by default).
