@@ -95,15 +95,23 @@ public struct FerryServer: Sendable {
         let media = mediaAPI
         let form = formUploadAPI
         let logger = configuration.logger
-        let responder = CallbackResponder<BasicRequestContext> { request, _ in
+        let responder = CallbackResponder<FerryRequestContext> { request, context in
+            let channel = context.channel
+            // The object API lets a body come (100 Continue) once the request is authenticated and allowed; the
+            // other APIs read their small bodies at once.
             if request.uri.path.hasPrefix(MediaAPI.pathPrefix) {
+                await channel.sendContinue()
                 return await media.respond(to: request, logger: logger)
             }
             if request.uri.path.hasPrefix(PublishAPI.pathPrefix) {
+                await channel.sendContinue()
                 return await PublishAPI(media: media).respond(to: request, logger: logger)
             }
-            if request.uri.path == FormUploadAPI.path { return await form.respond(to: request, logger: logger) }
-            return await api.respond(to: request, logger: logger)
+            if request.uri.path == FormUploadAPI.path {
+                await channel.sendContinue()
+                return await form.respond(to: request, logger: logger)
+            }
+            return await api.respond(to: request, logger: logger, sendContinue: { await channel.sendContinue() })
         }
         // The HTTP server's own lifecycle lines only when debugging; Ferry logs its one start line itself.
         var serverLogger = configuration.logger

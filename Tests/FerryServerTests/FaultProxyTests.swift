@@ -341,6 +341,57 @@ struct FaultProxyTests {
         }
     }
 
+    @Test("Expect: 100-continue is answered only once the request is authenticated; a refused one is closed after its 403")
+    func expectContinueAfterAuthentication() async throws {
+        try await TestServer.with { server in
+            try await server.client().createBucket("cont")
+            let body = Self.pattern(20_000)
+            let host = "127.0.0.1:\(server.port)"
+            let wrong = SigV4Signer(
+                credentials: SigV4Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: "not-the-secret"),
+                region: "us-east-1")
+            let put = wrong.sign(
+                method: "PUT", path: "/cont/k", query: [],
+                headers: [("host", host), ("content-length", String(body.count))],
+                payloadHash: SigV4.hexSHA256(body), date: Date())
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            try RawSocket.write(socket, Array(rawRequest("PUT", "/cont/k", put + [("Expect", "100-continue")]).utf8))
+            // The 403 comes without a 100 and without the body having been sent, and the server closes.
+            let (answer, _) = await receive(socket) { bytes in
+                let text = String(decoding: bytes, as: UTF8.self)
+                return text.contains("</Error>")
+            }
+            let text = String(decoding: answer, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 403"), "\(text)")
+            #expect(!text.contains("100 Continue"))
+            #expect(text.lowercased().contains("connection: close"))
+            let (rest, error) = await receive(socket) { _ in false }
+            #expect(rest.isEmpty && error == nil, "the connection stays open after a refused 100-continue request")
+            #expect(try await server.client().get("cont", "k").status == 404)
+        }
+    }
+
+    @Test("an HTTP-chunked PUT without a declared length answers 501 naming Transfer-Encoding, as S3 does")
+    func chunkedWithoutLength() async throws {
+        try await TestServer.with { server in
+            try await server.client().createBucket("chunks")
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            let put = signer.sign(
+                method: "PUT", path: "/chunks/k", query: [],
+                headers: [("host", "127.0.0.1:\(server.port)"), ("transfer-encoding", "chunked")],
+                payloadHash: SigV4.unsignedPayload, date: Date())
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            try RawSocket.write(socket, Array((rawRequest("PUT", "/chunks/k", put) + "3\r\nbar\r\n0\r\n\r\n").utf8))
+            let (answer, _) = await receive(socket, until: isCompleteResponse)
+            let text = String(decoding: answer, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 501"), "\(text)")
+            #expect(text.contains("<Header>Transfer-Encoding</Header>"))
+            #expect(try await server.client().get("chunks", "k").status == 404)
+        }
+    }
+
     @Test("the request head goes upstream byte for byte and the body streams before the client has sent it all")
     func streamsUnchanged() async throws {
         // A raw upstream that records what it receives.

@@ -130,7 +130,7 @@ struct ObjectAPITests {
             let s3 = server.client()
             try await s3.createBucket("one")
             try await s3.createBucket("two")
-            #expect(try await s3.createBucket("one").errorCode == "BucketAlreadyOwnedByYou")
+            #expect(try await s3.createBucket("one").status == 200, "us-east-1 answers its owner's repeated CreateBucket with 200")
             #expect(try await s3.createBucket("Bad_Name").errorCode == "InvalidBucketName")
             let list = try S3XML.decode(ListAllMyBucketsResult.self, from: Data(try await s3.send("GET", "/").body))
             #expect(list.buckets.bucket.map(\.name) == ["one", "two"])

@@ -114,6 +114,37 @@ public struct S3TestClient: Sendable {
             body: collected.readBytes(length: collected.readableBytes) ?? [])
     }
 
+    /// Sends an unsigned request (a browser's preflight or form POST, say) to a full URL and collects the response.
+    public static func fetchRaw(
+        _ method: String, _ url: String, headers: [(name: String, value: String)] = [], body: [UInt8] = []
+    ) async throws -> Reply {
+        var request = HTTPClientRequest(url: url)
+        request.method = HTTPMethod(rawValue: method)
+        for header in headers { request.headers.add(name: header.name, value: header.value) }
+        if !body.isEmpty { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await withoutRedirects.execute(request, timeout: .seconds(60))
+        var collected = try await response.body.collect(upTo: 1 << 30)
+        return Reply(
+            status: Int(response.status.code), headers: response.headers,
+            body: collected.readBytes(length: collected.readableBytes) ?? [])
+    }
+
+    /// A client that returns redirects instead of following them, as the tests need to see them (it lives as long as
+    /// the test process).
+    static let withoutRedirects = HTTPClient(
+        eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+
+    /// A presigned URL for a request on this client's endpoint.
+    public func presignedURL(_ method: String, _ path: String, expires: Int = 300) throws -> String {
+        let url = URL(string: endpoint)!
+        let signer = SigV4Signer(credentials: credentials, region: region)
+        let query = try signer.presign(
+            method: method, path: path, query: [], host: "\(url.host!):\(url.port!)", expires: expires, date: Date())
+        return endpoint + path + "?" + query.map {
+            SigV4.uriEncode($0.name, encodeSlash: true) + "=" + SigV4.uriEncode($0.value, encodeSlash: true)
+        }.joined(separator: "&")
+    }
+
     // MARK: Conveniences
 
     /// CreateBucket.

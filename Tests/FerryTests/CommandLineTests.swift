@@ -55,7 +55,7 @@ func storedBytes(dataDirectory: String, bucket: String, key: String) async throw
     let server = try FerryServer(configuration: configuration, environment: [:])
     let object = try await server.store.object(bucket: bucket, key: key)
     var data = Data()
-    for try await buffer in server.store.readObject(object, range: nil) { data.append(contentsOf: buffer.readableBytesView) }
+    for try await buffer in try await server.store.readObject(object, range: nil) { data.append(contentsOf: buffer.readableBytesView) }
     return data
 }
 

@@ -44,7 +44,7 @@ extension TestServer {
     func storedBytes(_ bucket: String, _ key: String) async throws -> [UInt8] {
         let object = try await server.store.object(bucket: bucket, key: key)
         var bytes: [UInt8] = []
-        for try await buffer in server.store.readObject(object, range: nil) { bytes += Array(buffer.readableBytesView) }
+        for try await buffer in try await server.store.readObject(object, range: nil) { bytes += Array(buffer.readableBytesView) }
         return bytes
     }
 }

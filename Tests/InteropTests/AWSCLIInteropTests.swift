@@ -8,30 +8,10 @@ import Testing
 struct AWSCLIInteropTests {
     @Test("aws s3 cp of 64 MiB in 5 MB parts and back, list-parts on an unfinished upload, aws s3 ls")
     func awscli() async throws {
-        let data = TemporaryDirectory.make("ferry-awscli")
-        defer { try? FileManager.default.removeItem(atPath: data) }
-        let credentials = ["FERRY_ACCESS_KEY_ID": "FKIAAWSCLITEST000", "FERRY_SECRET_ACCESS_KEY": "awscli-secret-0123456789"]
-        let server = try await FerryExecutable.Server.start(dataDirectory: data + "/server", environment: credentials)
-        let config = data + "/aws-config"
-        try """
-            [default]
-            region = us-east-1
-            s3 =
-                multipart_threshold = 8MB
-                multipart_chunksize = 5MB
-                addressing_style = path
-            """.write(toFile: config, atomically: true, encoding: .utf8)
-        let env = [
-            "AWS_ACCESS_KEY_ID": credentials["FERRY_ACCESS_KEY_ID"]!,
-            "AWS_SECRET_ACCESS_KEY": credentials["FERRY_SECRET_ACCESS_KEY"]!,
-            "AWS_CONFIG_FILE": config, "AWS_SHARED_CREDENTIALS_FILE": data + "/none", "AWS_EC2_METADATA_DISABLED": "true",
-        ]
-        func aws(_ arguments: String...) async throws -> String {
-            let endpoint = server.endpoint
-            let result = try await runBlocking { try PeerProcess.run("aws", ["--endpoint-url", endpoint] + arguments, environment: env) }
-            #expect(result.status == 0, "aws \(arguments.joined(separator: " ")): \(result.errorOutput)")
-            return result.output
-        }
+        let cli = try await AWSCLI.start("ferry-awscli")
+        defer { cli.remove() }
+        let data = cli.data
+        func aws(_ arguments: String...) async throws -> String { try await cli.run(arguments) }
 
         _ = try await aws("s3", "mb", "s3://awscli")
         let file = data + "/big.bin"
@@ -62,7 +42,95 @@ struct AWSCLIInteropTests {
         #expect(ls.contains("67108864 big.bin"))
         let buckets = try await aws("s3", "ls")
         #expect(buckets.contains("awscli"))
-        await server.stop()
+        await cli.server.stop()
+    }
+
+    @Test("aws s3 cp and mv between buckets (UploadPartCopy), sync --delete, rm --recursive (DeleteObjects), tagging")
+    func awscliServerSide() async throws {
+        let cli = try await AWSCLI.start("ferry-awscli-copy")
+        defer { cli.remove() }
+        let data = cli.data
+        func aws(_ arguments: String...) async throws -> String { try await cli.run(arguments) }
+        _ = try await aws("s3", "mb", "s3://source")
+        _ = try await aws("s3", "mb", "s3://dest")
+        let file = data + "/big.bin"
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<(21 * 1024 * 1024 / 8)).map { _ in generator.next() as UInt64 }
+        try bytes.withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: file)) }
+        _ = try await aws("s3", "cp", file, "s3://source/big.bin")
+        // Over the multipart threshold, awscli copies with CreateMultipartUpload + UploadPartCopy ranges.
+        _ = try await aws("s3", "cp", "s3://source/big.bin", "s3://dest/copy.bin")
+        _ = try await aws("s3", "mv", "s3://source/big.bin", "s3://dest/moved.bin")
+        for key in ["copy.bin", "moved.bin"] {
+            _ = try await aws("s3", "cp", "s3://dest/\(key)", data + "/\(key)")
+            #expect(FileManager.default.contentsEqual(atPath: file, andPath: data + "/\(key)"), "\(key)")
+        }
+        #expect(!(try await aws("s3", "ls", "s3://source/")).contains("big.bin"))
+
+        _ = try await aws("s3api", "put-object-tagging", "--bucket", "dest", "--key", "copy.bin", "--tagging", "TagSet=[{Key=stage,Value=raw}]")
+        let tags = try await aws("s3api", "get-object-tagging", "--bucket", "dest", "--key", "copy.bin")
+        #expect(tags.contains("\"stage\"") && tags.contains("\"raw\""))
+        #expect(FileManager.default.contentsEqual(atPath: file, andPath: data + "/copy.bin"))
+
+        let tree = data + "/tree"
+        for name in ["a", "b", "c/d", "c/e"] {
+            try FileManager.default.createDirectory(atPath: (tree + "/" + name as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data(name.utf8).write(to: URL(fileURLWithPath: tree + "/" + name))
+        }
+        _ = try await aws("s3", "sync", tree, "s3://source/tree")
+        try FileManager.default.removeItem(atPath: tree + "/c")
+        _ = try await aws("s3", "sync", "--delete", tree, "s3://source/tree")
+        let synced = try await aws("s3", "ls", "--recursive", "s3://source/tree/")
+        #expect(synced.contains("tree/a") && synced.contains("tree/b") && !synced.contains("tree/c/"))
+        _ = try await aws("s3", "rm", "--recursive", "s3://dest/")
+        #expect((try await aws("s3", "ls", "s3://dest/")).isEmpty)
+        _ = try await aws("s3", "rb", "--force", "s3://source")
+        #expect(!(try await aws("s3", "ls")).contains("source"))
+        await cli.server.stop()
+    }
+}
+
+/// A `ferry serve` on a free port with an awscli configuration for it (path-style, 8 MB multipart threshold, 5 MB
+/// parts), in a temporary directory.
+struct AWSCLI {
+    let data: String
+    let server: FerryExecutable.Server
+    let environment: [String: String]
+
+    static func start(_ name: String) async throws -> AWSCLI {
+        let data = TemporaryDirectory.make(name)
+        let credentials = ["FERRY_ACCESS_KEY_ID": "FKIAAWSCLITEST000", "FERRY_SECRET_ACCESS_KEY": "awscli-secret-0123456789"]
+        let server = try await FerryExecutable.Server.start(dataDirectory: data + "/server", environment: credentials)
+        let config = data + "/aws-config"
+        try """
+            [default]
+            region = us-east-1
+            s3 =
+                multipart_threshold = 8MB
+                multipart_chunksize = 5MB
+                addressing_style = path
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let environment = [
+            "AWS_ACCESS_KEY_ID": credentials["FERRY_ACCESS_KEY_ID"]!,
+            "AWS_SECRET_ACCESS_KEY": credentials["FERRY_SECRET_ACCESS_KEY"]!,
+            "AWS_CONFIG_FILE": config, "AWS_SHARED_CREDENTIALS_FILE": data + "/none", "AWS_EC2_METADATA_DISABLED": "true",
+        ]
+        return AWSCLI(data: data, server: server, environment: environment)
+    }
+
+    /// Runs `aws --endpoint-url … arguments`, expecting success; returns its output.
+    func run(_ arguments: [String]) async throws -> String {
+        let endpoint = server.endpoint
+        let environment = environment
+        let result = try await runBlocking {
+            try PeerProcess.run("aws", ["--endpoint-url", endpoint] + arguments, environment: environment)
+        }
+        #expect(result.status == 0, "aws \(arguments.joined(separator: " ")): \(result.errorOutput)")
+        return result.output
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: data)
     }
 }
 
@@ -91,7 +159,8 @@ struct Boto3InteropTests {
             "multipart checksum CRC32", "multipart checksum CRC32C", "multipart checksum CRC64NVME", "multipart checksum SHA256",
             "aws-chunked trailer CRC32", "aws-chunked trailer CRC32C", "aws-chunked trailer CRC64NVME", "aws-chunked trailer SHA256",
             "wrong Content-MD5 is BadDigest", "tampered signature is SignatureDoesNotMatch",
-            "expired presigned URL is AccessDenied", "paginated listing and delete",
+            "expired presigned URL is AccessDenied", "paginated listing and delete", "presigned POST policy upload",
+            "copy_object and delete_objects",
         ]
         #expect(passed == expected, "missing: \(expected.subtracting(passed))")
         await server.stop()

@@ -93,6 +93,31 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let signatureDoesNotMatch = S3ErrorCode("SignatureDoesNotMatch", httpStatus: 403)
     /// `SlowDown` (HTTP 503).
     public static let slowDown = S3ErrorCode("SlowDown", httpStatus: 503)
+    /// `InvalidURI` (HTTP 400).
+    public static let invalidURI = S3ErrorCode("InvalidURI", httpStatus: 400)
+    /// `BadRequest` (HTTP 400).
+    public static let badRequest = S3ErrorCode("BadRequest", httpStatus: 400)
+    /// `MetadataTooLarge` (HTTP 400).
+    public static let metadataTooLarge = S3ErrorCode("MetadataTooLarge", httpStatus: 400)
+    /// `InvalidTag` (HTTP 400).
+    public static let invalidTag = S3ErrorCode("InvalidTag", httpStatus: 400)
+    /// `NoSuchVersion` (HTTP 404).
+    public static let noSuchVersion = S3ErrorCode("NoSuchVersion", httpStatus: 404)
+    /// `InvalidLocationConstraint` (HTTP 400).
+    public static let invalidLocationConstraint = S3ErrorCode("InvalidLocationConstraint", httpStatus: 400)
+    /// `InvalidStorageClass` (HTTP 400).
+    public static let invalidStorageClass = S3ErrorCode("InvalidStorageClass", httpStatus: 400)
+    /// `ConditionalRequestConflict` (HTTP 409).
+    public static let conditionalRequestConflict = S3ErrorCode("ConditionalRequestConflict", httpStatus: 409)
+    /// `NoSuchCORSConfiguration` (HTTP 404).
+    public static let noSuchCORSConfiguration = S3ErrorCode("NoSuchCORSConfiguration", httpStatus: 404)
+    /// `InvalidPolicyDocument` (HTTP 400).
+    public static let invalidPolicyDocument = S3ErrorCode("InvalidPolicyDocument", httpStatus: 400)
+    /// `MalformedPOSTRequest` (HTTP 400).
+    public static let malformedPOSTRequest = S3ErrorCode("MalformedPOSTRequest", httpStatus: 400)
+    /// `IncorrectNumberOfFilesInPostRequest` (HTTP 400).
+    public static let incorrectNumberOfFilesInPostRequest = S3ErrorCode(
+        "IncorrectNumberOfFilesInPostRequest", httpStatus: 400)
     /// `XAmzContentSHA256Mismatch` (HTTP 400).
     public static let xAmzContentSHA256Mismatch = S3ErrorCode("XAmzContentSHA256Mismatch", httpStatus: 400)
 
@@ -104,7 +129,9 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
             invalidRequest, invalidToken, keyTooLong, malformedXML, methodNotAllowed, missingContentLength,
             missingSecurityHeader, noSuchBucket, noSuchKey, noSuchUpload, notImplemented, notModified,
             preconditionFailed, requestTimeTooSkewed, serviceUnavailable, signatureDoesNotMatch, slowDown,
-            xAmzContentSHA256Mismatch,
+            xAmzContentSHA256Mismatch, invalidURI, badRequest, metadataTooLarge, invalidTag, noSuchVersion, invalidLocationConstraint,
+            invalidStorageClass, conditionalRequestConflict, noSuchCORSConfiguration, invalidPolicyDocument,
+            malformedPOSTRequest, incorrectNumberOfFilesInPostRequest,
         ].map { ($0.rawValue, $0) })
 }
 
@@ -120,6 +147,8 @@ public struct S3Error: Error, Sendable, Hashable, CustomStringConvertible {
     public var requestId: String?
     /// Extra elements S3 adds to some errors (e.g. `ArgumentName`, `PartNumber`).
     public var details: [String: String]
+    /// Response headers the error carries beside its document (a 304's `ETag` and `Last-Modified`).
+    public var headers: [String: String] = [:]
 
     /// Creates an error.
     public init(

@@ -21,13 +21,17 @@ public enum S3Date {
         return formatter.string(from: date)
     }
 
-    /// Parses an HTTP date header (`If-Modified-Since`).
+    /// Parses an HTTP date header (`If-Modified-Since`, `Date`): the IMF-fixdate form, with `GMT`, `UTC` or a
+    /// numeric zone (`-0000`, as Python's `formatdate` writes it).
     public static func parseHTTP(_ string: String) -> Date? {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.date(from: string)
+        for format in ["EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEE, dd MMM yyyy HH:mm:ss 'UTC'", "EEE, dd MMM yyyy HH:mm:ss Z"] {
+            formatter.dateFormat = format
+            if let date = formatter.date(from: string.trimmingCharacters(in: .whitespaces)) { return date }
+        }
+        return nil
     }
 
     /// Parses an S3 XML date, with or without fractional seconds.
@@ -91,14 +95,22 @@ public struct ListAllMyBucketsResult: Codable, Hashable, Sendable {
     public var owner: S3Owner
     /// The buckets.
     public var buckets: Buckets
+    /// The token for the next page, when there is one.
+    public var continuationToken: String?
+    /// The prefix the listing was limited to.
+    public var prefix: String?
     /// Creates the result.
-    public init(owner: S3Owner, buckets: [Bucket]) {
+    public init(owner: S3Owner, buckets: [Bucket], continuationToken: String? = nil, prefix: String? = nil) {
         self.owner = owner
         self.buckets = Buckets(bucket: buckets)
+        self.continuationToken = continuationToken
+        self.prefix = prefix
     }
     enum CodingKeys: String, CodingKey {
         case owner = "Owner"
         case buckets = "Buckets"
+        case continuationToken = "ContinuationToken"
+        case prefix = "Prefix"
     }
 }
 

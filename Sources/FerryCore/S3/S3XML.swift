@@ -13,9 +13,12 @@ public enum S3XML {
     }
 
     /// Decodes a document; throws for malformed XML or missing required elements.
-    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+    ///
+    /// - Parameter trimming: whether surrounding white space of element values is dropped; documents that carry
+    ///   object keys (where `" "` is a key) decode with `false`.
+    public static func decode<T: Decodable>(_ type: T.Type, from data: Data, trimming: Bool = true) throws -> T {
         let decoder = XMLDecoder()
-        decoder.trimValueWhitespaces = true
+        decoder.trimValueWhitespaces = trimming
         decoder.shouldProcessNamespaces = true
         return try decoder.decode(type, from: data)
     }

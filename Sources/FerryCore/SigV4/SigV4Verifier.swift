@@ -164,6 +164,12 @@ public struct SigV4PresignedQuery: Sendable, Hashable {
             throw .malformedPresignedQuery("X-Amz-Date is not on the credential scope's date")
         }
         let expiresText = try required("X-Amz-Expires")
+        if expiresText.hasPrefix("-"), expiresText.utf8.count <= 8,
+            expiresText.utf8.dropFirst().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        {
+            // A URL that was valid for a negative time has expired before anyone could use it.
+            throw SigV4Error(.requestExpired, "the request has expired")
+        }
         guard expiresText.utf8.count <= 7,
             expiresText.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
             let expires = Int(expiresText)
@@ -275,14 +281,28 @@ public enum SigV4Verifier {
         for name in signedHeaders where !present.contains(name) {
             throw .malformedAuthorization("the signed header '\(name.prefix(64))' is not in the request")
         }
-        guard let timestamp = value(of: "x-amz-date", in: headers) else {
-            throw .malformedAuthorization("x-amz-date is missing")
-        }
-        guard signedHeaders.contains("x-amz-date") else {
-            throw .malformedAuthorization("x-amz-date must be signed")
-        }
-        guard let date = SigV4.parseTimestamp(timestamp) else {
-            throw .malformedAuthorization("x-amz-date is not yyyyMMdd'T'HHmmss'Z'")
+        // The request time comes from x-amz-date or, without it, from Date (as S3 accepts either); the string to
+        // sign always carries it in the basic ISO 8601 form.
+        let timestamp: String
+        let date: Date
+        if let amzDate = value(of: "x-amz-date", in: headers) {
+            guard signedHeaders.contains("x-amz-date") else {
+                throw .malformedAuthorization("x-amz-date must be signed")
+            }
+            guard let parsed = SigV4.parseTimestamp(amzDate) else {
+                throw .malformedAuthorization("x-amz-date is not yyyyMMdd'T'HHmmss'Z'")
+            }
+            (timestamp, date) = (amzDate, parsed)
+        } else if let httpDate = value(of: "date", in: headers), !httpDate.isEmpty {
+            guard signedHeaders.contains("date") else {
+                throw .malformedAuthorization("the date header must be signed")
+            }
+            guard let parsed = S3Date.parseHTTP(httpDate) else {
+                throw .malformedAuthorization("the date header is not an HTTP date")
+            }
+            (timestamp, date) = (SigV4.timestamp(parsed), parsed)
+        } else {
+            throw .malformedAuthorization("x-amz-date (or date) is missing")
         }
         guard timestamp.hasPrefix(scope.date) else {
             throw .malformedAuthorization("the credential scope date is not the date of x-amz-date")

@@ -68,6 +68,25 @@ public final class SQLiteCatalog: Sendable {
         }
         registerMediaMigrations(&migrator)
         registerWebhookMigrations(&migrator)
+        migrator.registerMigration("v4-s3-subresources") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE object ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+                    ALTER TABLE object ADD COLUMN parts TEXT;
+                    ALTER TABLE upload ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+                    ALTER TABLE part ADD COLUMN segments TEXT;
+                    ALTER TABLE bucket ADD COLUMN cors TEXT;
+                    CREATE TABLE completedUpload (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        bucket TEXT NOT NULL,
+                        key TEXT NOT NULL,
+                        parts TEXT NOT NULL,
+                        etag TEXT NOT NULL,
+                        completedAt DOUBLE NOT NULL
+                    );
+                    CREATE INDEX completedUpload_by_time ON completedUpload(completedAt);
+                    """)
+        }
         return migrator
     }
 
@@ -102,19 +121,29 @@ public final class SQLiteCatalog: Sendable {
         }
     }
 
-    enum DeleteBucketOutcome: Sendable { case deleted, missing, notEmpty }
+    enum DeleteBucketOutcome: Sendable {
+        /// Deleted, with the blobs of the multipart uploads it still had (aborted with it, as S3 does).
+        case deleted(abortedBlobs: [String])
+        case missing
+        case notEmpty
+    }
 
-    /// Deletes an empty bucket (no objects and no uploads in progress).
+    /// Deletes a bucket without objects; multipart uploads still in progress in it are aborted.
     func deleteBucket(_ name: String) async throws -> DeleteBucketOutcome {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [name]) == true else {
                 return .missing
             }
-            let objects = try Bool.fetchOne(db, sql: "SELECT 1 FROM object WHERE bucket = ? LIMIT 1", arguments: [name])
-            let uploads = try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE bucket = ? LIMIT 1", arguments: [name])
-            if objects == true || uploads == true { return .notEmpty }
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM object WHERE bucket = ? LIMIT 1", arguments: [name]) == true {
+                return .notEmpty
+            }
+            let blobs = try Row.fetchAll(
+                db, sql: "SELECT blob, segments FROM part WHERE uploadId IN (SELECT id FROM upload WHERE bucket = ?)",
+                arguments: [name]
+            ).flatMap(Self.partBlobs)
+            try db.execute(sql: "DELETE FROM upload WHERE bucket = ?", arguments: [name])
             try db.execute(sql: "DELETE FROM bucket WHERE name = ?", arguments: [name])
-            return .deleted
+            return .deleted(abortedBlobs: blobs)
         }
     }
 
@@ -129,7 +158,9 @@ public final class SQLiteCatalog: Sendable {
             checksums: try decoder.decode([String: String].self, from: Data((row["checksums"] as String).utf8)),
             checksumType: row["checksumType"],
             manifest: try decoder.decode([BlobSegment].self, from: Data((row["manifest"] as String).utf8)),
-            partCount: row["partCount"])
+            partCount: row["partCount"],
+            tags: try decoder.decode([ObjectTag].self, from: Data((row["tags"] as String).utf8)),
+            parts: try (row["parts"] as String?).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) })
     }
 
     private static func json<T: Encodable>(_ value: T) throws -> String {
@@ -155,31 +186,43 @@ public final class SQLiteCatalog: Sendable {
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO object
-                (bucket, key, size, etag, lastModified, attributes, checksums, checksumType, manifest, partCount)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                (bucket, key, size, etag, lastModified, attributes, checksums, checksumType, manifest, partCount, tags,
+                 parts)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 object.bucket, object.key, object.size, object.etag, object.lastModified.timeIntervalSince1970,
                 try json(object.attributes), try json(object.checksums), object.checksumType,
-                try json(object.manifest), object.partCount,
+                try json(object.manifest), object.partCount, try json(object.tags), try object.parts.map(json),
             ])
         return replaced
     }
 
-    /// Why a conditional write did not happen.
-    enum WriteCondition: Sendable {
-        /// Write unconditionally.
-        case none
-        /// Write only when no object has the key (`If-None-Match: *`).
-        case absent
-        /// Write only when the current object has this ETag (`If-Match`).
-        case etag(String)
-    }
+    typealias WriteCondition = ObjectWriteCondition
 
     enum PutOutcome: Sendable {
         case stored(replaced: [BlobSegment])
         case noSuchBucket
         case preconditionFailed
+        /// `If-Match` named an object that does not exist (S3: 404 NoSuchKey).
+        case noSuchKey
+    }
+
+    /// Whether `condition` holds for the current object at bucket/key (inside a write transaction); nil when it does.
+    private static func check(_ condition: WriteCondition, bucket: String, key: String, _ db: Database) throws
+        -> PutOutcome?
+    {
+        if condition.isEmpty { return nil }
+        let current = try Row.fetchOne(
+            db, sql: "SELECT etag, lastModified, size FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
+        let failure = condition.evaluate(
+            etag: current?["etag"], lastModified: (current?["lastModified"] as Double?).map(Date.init(timeIntervalSince1970:)),
+            size: current?["size"])
+        switch failure {
+        case nil: return nil
+        case .preconditionFailed?: return .preconditionFailed
+        case .noSuchKey?: return .noSuchKey
+        }
     }
 
     /// Inserts or replaces an object; returns the blobs of the object it replaced so the caller deletes them.
@@ -187,29 +230,33 @@ public final class SQLiteCatalog: Sendable {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [object.bucket]) == true
             else { return .noSuchBucket }
-            if case .none = condition {} else {
-                let current = try String.fetchOne(
-                    db, sql: "SELECT etag FROM object WHERE bucket = ? AND key = ?",
-                    arguments: [object.bucket, object.key])
-                switch condition {
-                case .absent where current != nil: return .preconditionFailed
-                case .etag(let etag) where current != etag: return .preconditionFailed
-                default: break
-                }
-            }
+            if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, db) { return failed }
             return .stored(replaced: try Self.upsert(object, db))
         }
     }
 
-    /// Deletes an object; returns its blobs (empty when there was none).
-    func deleteObject(bucket: String, key: String) async throws -> [BlobSegment] {
+    /// Deletes an object when `condition` holds; returns its blobs (empty when there was none: deleting a missing
+    /// key succeeds whatever the condition).
+    func deleteObject(bucket: String, key: String, condition: WriteCondition = .none) async throws -> PutOutcome {
         try await pool.write { db in
             guard
                 let row = try Row.fetchOne(
                     db, sql: "SELECT manifest FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-            else { return [] }
+            else { return .stored(replaced: []) }
+            if let failed = try Self.check(condition, bucket: bucket, key: key, db) { return failed }
             try db.execute(sql: "DELETE FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-            return try JSONDecoder().decode([BlobSegment].self, from: Data((row["manifest"] as String).utf8))
+            return .stored(
+                replaced: try JSONDecoder().decode([BlobSegment].self, from: Data((row["manifest"] as String).utf8)))
+        }
+    }
+
+    /// Replaces an object's tags when its ETag is still `etag`; false when the object changed or is gone.
+    func setTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE object SET tags = ? WHERE bucket = ? AND key = ? AND etag = ?",
+                arguments: [try Self.json(tags), bucket, key, etag])
+            return db.changesCount > 0
         }
     }
 
@@ -236,7 +283,8 @@ public final class SQLiteCatalog: Sendable {
             uploadId: row["id"], bucket: row["bucket"], key: row["key"],
             initiated: Date(timeIntervalSince1970: row["initiated"]),
             attributes: try JSONDecoder().decode(ObjectAttributes.self, from: Data((row["attributes"] as String).utf8)),
-            checksumAlgorithm: row["checksumAlgorithm"], checksumType: row["checksumType"])
+            checksumAlgorithm: row["checksumAlgorithm"], checksumType: row["checksumType"],
+            tags: try JSONDecoder().decode([ObjectTag].self, from: Data((row["tags"] as String).utf8)))
     }
 
     /// Records a new upload; false when the bucket does not exist.
@@ -246,12 +294,13 @@ public final class SQLiteCatalog: Sendable {
             else { return false }
             try db.execute(
                 sql: """
-                    INSERT INTO upload (id, bucket, key, initiated, attributes, checksumAlgorithm, checksumType)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO upload (id, bucket, key, initiated, attributes, checksumAlgorithm, checksumType, tags)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     upload.uploadId, upload.bucket, upload.key, upload.initiated.timeIntervalSince1970,
                     try Self.json(upload.attributes), upload.checksumAlgorithm, upload.checksumType,
+                    try Self.json(upload.tags),
                 ])
             return true
         }
@@ -292,14 +341,25 @@ public final class SQLiteCatalog: Sendable {
     }
 
     private static func partInfo(_ row: Row) throws -> PartInfo {
-        PartInfo(
-            number: row["number"], size: row["size"], etag: row["etag"],
+        let size: Int64 = row["size"]
+        let segments =
+            try (row["segments"] as String?).map { try JSONDecoder().decode([BlobSegment].self, from: Data($0.utf8)) }
+            ?? [BlobSegment(blob: row["blob"], size: size)]
+        return PartInfo(
+            number: row["number"], size: size, etag: row["etag"],
             checksums: try JSONDecoder().decode([String: String].self, from: Data((row["checksums"] as String).utf8)),
-            blob: row["blob"], lastModified: Date(timeIntervalSince1970: row["lastModified"]))
+            segments: segments, lastModified: Date(timeIntervalSince1970: row["lastModified"]))
+    }
+
+    /// The blob names a part's row holds (one, or its segments').
+    private static func partBlobs(_ row: Row) throws -> [String] {
+        try (row["segments"] as String?).map {
+            try JSONDecoder().decode([BlobSegment].self, from: Data($0.utf8)).map(\.blob)
+        } ?? [row["blob"]]
     }
 
     enum PartOutcome: Sendable {
-        case stored(replaced: String?)
+        case stored(replaced: [String])
         case noSuchUpload
     }
 
@@ -309,16 +369,19 @@ public final class SQLiteCatalog: Sendable {
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
                 return .noSuchUpload
             }
-            let replaced = try String.fetchOne(
-                db, sql: "SELECT blob FROM part WHERE uploadId = ? AND number = ?", arguments: [uploadId, part.number])
+            let replaced = try Row.fetchOne(
+                db, sql: "SELECT blob, segments FROM part WHERE uploadId = ? AND number = ?",
+                arguments: [uploadId, part.number]
+            ).map(Self.partBlobs) ?? []
+            let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
             try db.execute(
                 sql: """
-                    INSERT OR REPLACE INTO part (uploadId, number, size, etag, checksums, blob, lastModified)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    INSERT OR REPLACE INTO part (uploadId, number, size, etag, checksums, blob, lastModified, segments)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     uploadId, part.number, part.size, part.etag, try Self.json(part.checksums), part.blob,
-                    part.lastModified.timeIntervalSince1970,
+                    part.lastModified.timeIntervalSince1970, plain ? nil : try Self.json(part.segments),
                 ])
             return .stored(replaced: replaced)
         }
@@ -340,7 +403,8 @@ public final class SQLiteCatalog: Sendable {
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
                 return nil
             }
-            let blobs = try String.fetchAll(db, sql: "SELECT blob FROM part WHERE uploadId = ?", arguments: [uploadId])
+            let blobs = try Row.fetchAll(db, sql: "SELECT blob, segments FROM part WHERE uploadId = ?", arguments: [uploadId])
+                .flatMap(Self.partBlobs)
             try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [uploadId])
             return blobs
         }
@@ -350,35 +414,87 @@ public final class SQLiteCatalog: Sendable {
         case completed(replaced: [BlobSegment], unused: [String])
         case noSuchUpload
         case changed
+        case preconditionFailed
+        case noSuchKey
     }
 
     /// Atomically turns an upload into an object: the object takes the listed parts' blobs, the upload and its other
-    /// parts go. `expectedParts` guards against a part replaced between validation and commit.
-    func completeUpload(_ uploadId: String, object: ObjectInfo, expectedParts: [PartInfo]) async throws
-        -> CompleteOutcome
-    {
+    /// parts go, and the completion is remembered (for a retried Complete). `expectedParts` guards against a part
+    /// replaced between validation and commit; `condition` is the request's If-Match / If-None-Match.
+    func completeUpload(
+        _ uploadId: String, object: ObjectInfo, expectedParts: [PartInfo], condition: WriteCondition = .none,
+        now: Date = Date()
+    ) async throws -> CompleteOutcome {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
                 return .noSuchUpload
             }
+            switch try Self.check(condition, bucket: object.bucket, key: object.key, db) {
+            case .preconditionFailed?: return .preconditionFailed
+            case .noSuchKey?: return .noSuchKey
+            default: break
+            }
             let current = try Row.fetchAll(db, sql: "SELECT * FROM part WHERE uploadId = ?", arguments: [uploadId])
-                .map(Self.partInfo)
-            let byNumber = Dictionary(uniqueKeysWithValues: current.map { ($0.number, $0) })
+            let byNumber = Dictionary(uniqueKeysWithValues: try current.map(Self.partInfo).map { ($0.number, $0) })
             for part in expectedParts where byNumber[part.number]?.blob != part.blob {
                 return .changed
             }
-            let used = Set(expectedParts.map(\.blob))
-            let unused = current.map(\.blob).filter { !used.contains($0) }
+            let used = Set(expectedParts.flatMap { $0.segments.map(\.blob) })
+            let unused = try current.flatMap(Self.partBlobs).filter { !used.contains($0) }
             let replaced = try Self.upsert(object, db)
             try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [uploadId])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO completedUpload (id, bucket, key, parts, etag, completedAt) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [
+                    uploadId, object.bucket, object.key,
+                    try Self.json(expectedParts.map { CompletedUploadPart(number: $0.number, etag: $0.etag) }),
+                    object.etag, now.timeIntervalSince1970,
+                ])
             return .completed(replaced: replaced, unused: unused)
+        }
+    }
+
+    /// A completion remembered for retries, or nil.
+    func completedUpload(_ uploadId: String) async throws -> CompletedUpload? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM completedUpload WHERE id = ?", arguments: [uploadId]).map { row in
+                CompletedUpload(
+                    uploadId: row["id"], bucket: row["bucket"], key: row["key"],
+                    parts: try JSONDecoder().decode([CompletedUploadPart].self, from: Data((row["parts"] as String).utf8)),
+                    etag: row["etag"], completedAt: Date(timeIntervalSince1970: row["completedAt"]))
+            }
+        }
+    }
+
+    /// Forgets completions older than `date`; returns how many.
+    func forgetCompletedUploads(before date: Date) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM completedUpload WHERE completedAt < ?", arguments: [date.timeIntervalSince1970])
+            return db.changesCount
+        }
+    }
+
+    // MARK: Bucket CORS
+
+    /// The bucket's CORS configuration document (S3 XML as stored), or nil when it has none.
+    func bucketCors(_ bucket: String) async throws -> String? {
+        try await pool.read { db in
+            try String.fetchOne(db, sql: "SELECT cors FROM bucket WHERE name = ?", arguments: [bucket])
+        }
+    }
+
+    /// Sets (or with nil removes) the bucket's CORS configuration; false when there is no such bucket.
+    func setBucketCors(_ bucket: String, _ document: String?) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE bucket SET cors = ? WHERE name = ?", arguments: [document, bucket])
+            return db.changesCount > 0
         }
     }
 
     /// Every blob name the catalog references (for garbage collection of orphans).
     func referencedBlobs() async throws -> Set<String> {
         try await pool.read { db in
-            var names = Set(try String.fetchAll(db, sql: "SELECT blob FROM part"))
+            var names = Set(try Row.fetchAll(db, sql: "SELECT blob, segments FROM part").flatMap(Self.partBlobs))
             for manifest in try String.fetchAll(db, sql: "SELECT manifest FROM object") {
                 for segment in try JSONDecoder().decode([BlobSegment].self, from: Data(manifest.utf8)) {
                     names.insert(segment.blob)

@@ -193,9 +193,9 @@ public struct FormUploadAPI: Sendable {
         do {
             object = try await store.putObject(
                 bucket: bucket, key: key,
-                attributes: ObjectAttributes(contentType: mimeType, userMetadata: fields.metadata),
+                attributes: ObjectAttributes(contentType: mimeType, userMetadata: fields.metadata), tags: [],
                 body: reader.fileContent(limit: policy.fsizeLimit), checksums: expectedCRC == nil ? [] : [.crc32],
-                ifNoneMatch: policy.insertOnly,
+                condition: policy.insertOnly ? .absent : .none,
                 verify: { digests in
                     guard let expectedCRC else { return }
                     let bytes = digests.checksums[ChecksumAlgorithm.crc32.s3Name] ?? []

@@ -2,19 +2,70 @@ import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
 
-/// Answers `Expect: 100-continue` with an interim `100 Continue`, so clients that wait for it (awscli, boto3) send their
-/// bodies at once instead of after their wait times out.
-final class ExpectContinueHandler: ChannelInboundHandler, RemovableChannelHandler {
+/// Answers `Expect: 100-continue` with an interim `100 Continue` only when the application asks for the body, which
+/// it does once the request is authenticated and allowed: a badly signed client learns of its 403 before it sends a
+/// byte of its body (S3 behaves the same).
+///
+/// When a final response leaves for such a request without the 100 having been sent, the client may not send its
+/// body at all, so the connection is marked `Connection: close` and closed after the response; nothing waits for a
+/// body that will not come.
+final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
+    /// The current request expects a 100 that has not been sent.
+    private var pending = false
+    /// The response to such a request is going out: close once it is written.
+    private var closeAfterResponse = false
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let head) = unwrapInboundIn(data),
-            head.headerFields[.expect]?.lowercased() == "100-continue"
-        {
-            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+        if case .head(let head) = unwrapInboundIn(data) {
+            pending = head.headerFields[.expect]?.lowercased() == "100-continue"
         }
         context.fireChannelRead(data)
+    }
+
+    /// Sends the 100 the current request waits for, if it still waits. Call on the channel's event loop.
+    func sendContinue() {
+        guard pending, let context else { return }
+        pending = false
+        context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(var head) where head.status.kind != .informational && pending:
+            pending = false
+            closeAfterResponse = true
+            head.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .end where closeAfterResponse:
+            closeAfterResponse = false
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.cascade(to: promise)
+            let channel = context.channel
+            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+            context.write(data, promise: written)
+        default:
+            context.write(data, promise: promise)
+        }
+    }
+}
+
+extension Channel {
+    /// Lets a request that sent `Expect: 100-continue` go on with its body (see ``ExpectContinueHandler``).
+    func sendContinue() async {
+        _ = try? await pipeline.handler(type: ExpectContinueHandler.self).map { $0.sendContinue() }.get()
     }
 }

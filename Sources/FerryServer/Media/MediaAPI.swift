@@ -293,7 +293,7 @@ public struct MediaAPI: Sendable {
         for id in list { videos.append(try await liveVideo(id)) }
         var deleted: [String] = []
         for var video in videos {
-            try await store.deleteObject(bucket: video.bucket, key: video.key)
+            try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
             for upload in try await store.listMultipartUploads(bucket: video.bucket, prefix: video.key, keyMarker: "", uploadIdMarker: "", maxUploads: 1000).uploads
             where upload.key == video.key {
                 try? await store.abortMultipartUpload(upload)

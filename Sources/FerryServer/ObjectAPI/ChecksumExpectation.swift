@@ -27,8 +27,9 @@ struct ChecksumExpectation: Sendable {
             guard expected.isEmpty else {
                 throw S3Error(.invalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.")
             }
+            // A value that cannot be a digest cannot match one: BadDigest, as S3 answers.
             guard let data = Data(base64Encoded: value), data.count == algorithm.digestLength else {
-                throw S3Error(.invalidRequest, "Value for \(algorithm.headerName) header is invalid.")
+                throw S3Error(.badDigest, "The \(algorithm.s3Name) you specified is not a valid \(algorithm.s3Name) digest.")
             }
             expected[algorithm.s3Name] = [UInt8](data)
             algorithms.append(algorithm)

@@ -7,25 +7,56 @@ extension ObjectAPI {
     static let owner = S3Owner(id: "ferry", displayName: "ferry")
 
     func listBuckets(_ request: S3Request) async throws -> Response {
-        let buckets = try await store.listBuckets().filter {
-            request.principal.allows(action: Operation.listObjectsV2.action, bucket: $0.name)
-                || request.principal.allows(action: Operation.listBuckets.action)
+        let maxBuckets = try Self.intQuery(request, "max-buckets", default: 10_000, range: 1...10_000)
+        let prefix = request.queryValue("prefix") ?? ""
+        var after: String?
+        if let token = request.queryValue("continuation-token") {
+            guard let name = Self.decodeToken(token) else {
+                throw S3Error(
+                    .invalidArgument, "The continuation token provided is incorrect",
+                    details: ["ArgumentName": "continuation-token"])
+            }
+            after = name
         }
+        let visible = try await store.listBuckets().filter { bucket in
+            bucket.name.hasPrefix(prefix) && (after.map { bucket.name > $0 } ?? true)
+                && (request.principal.allows(action: Operation.listObjectsV2.actions[0], bucket: bucket.name)
+                    || request.principal.allows(action: Operation.listBuckets.actions[0]))
+        }
+        let page = Array(visible.prefix(maxBuckets))
+        let truncated = visible.count > page.count
         let result = ListAllMyBucketsResult(
             owner: Self.owner,
-            buckets: buckets.map { .init(name: $0.name, creationDate: S3Date.xml($0.createdAt)) })
+            buckets: page.map { ListAllMyBucketsResult.Bucket(name: $0.name, creationDate: S3Date.xml($0.createdAt)) },
+            continuationToken: truncated ? page.last.map { Self.encodeToken($0.name) } : nil,
+            prefix: prefix.isEmpty ? nil : prefix)
         return try Self.xmlResponse(result, root: "ListAllMyBucketsResult")
     }
 
     func createBucket(_ request: S3Request) async throws -> Response {
         try Self.validateBucketName(request.bucket)
+        try Self.refuseUnimplementedHeaders(request.request.headers, operation: .createBucket)
         // The body, when there is one, is a CreateBucketConfiguration; the location is this server's region.
         var body = request.request
         let data = try await body.collectBody(upTo: 64 * 1024)
-        if data.readableBytes > 0, (try? S3XML.decode(CreateBucketConfiguration.self, from: Data(buffer: data))) == nil {
-            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+        if data.readableBytes > 0 {
+            guard let configuration = try? S3XML.decode(CreateBucketConfiguration.self, from: Data(buffer: data)) else {
+                throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+            }
+            if let location = configuration.locationConstraint, !location.isEmpty, location != region,
+                !(location == "US" && region == "us-east-1")
+            {
+                throw S3Error(
+                    .invalidLocationConstraint, "The specified location-constraint is not valid",
+                    details: ["LocationConstraint": String(location.prefix(64))])
+            }
         }
-        try await store.createBucket(request.bucket)
+        do {
+            try await store.createBucket(request.bucket)
+        } catch let error as S3Error where error.code == .bucketAlreadyOwnedByYou && region == "us-east-1" {
+            // S3 in us-east-1 answers a repeated CreateBucket by the bucket's owner with 200, for legacy clients;
+            // every other region answers BucketAlreadyOwnedByYou. The bucket and its objects stay as they are.
+        }
         return Response(status: .ok, headers: [.location: "/\(request.bucket)", .contentLength: "0"])
     }
 
@@ -45,40 +76,134 @@ extension ObjectAPI {
         return Response(status: .ok, headers: [.contentType: "application/xml"], body: .init(byteBuffer: ByteBuffer(string: xml)))
     }
 
+    /// Versioning has never been enabled on a Ferry bucket: an empty `VersioningConfiguration`, as S3 answers for
+    /// such a bucket.
+    func getBucketVersioning(_ request: S3Request) async throws -> Response {
+        _ = try await store.bucket(request.bucket)
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<VersioningConfiguration xmlns=\"\(s3XMLNamespace)\"/>"
+        return Response(status: .ok, headers: [.contentType: "application/xml"], body: .init(byteBuffer: ByteBuffer(string: xml)))
+    }
+
+    /// The listing parameters every list operation shares.
+    struct ListingQuery {
+        var prefix: String
+        var delimiter: String?
+        var maxKeys: Int
+        var encodeURL: Bool
+
+        init(_ request: S3Request) throws {
+            prefix = request.queryValue("prefix") ?? ""
+            delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
+            maxKeys = try ObjectAPI.intQuery(request, "max-keys", default: 1000, range: 0...Int.max).clamped(to: 0...1000)
+            switch request.queryValue("encoding-type") {
+            case nil: encodeURL = false
+            case "url"?: encodeURL = true
+            default: throw S3Error(.invalidArgument, "Invalid Encoding Method specified in Request", details: ["ArgumentName": "encoding-type"])
+            }
+        }
+
+        /// A key or prefix as the response carries it.
+        func encode(_ value: String) -> String { encodeURL ? SigV4.uriEncode(value, encodeSlash: false) : value }
+
+        /// The start after `marker`; a marker that is itself a common prefix skips every key under it.
+        func start(after marker: String?) -> String? {
+            guard let marker, !marker.isEmpty else { return nil }
+            if let delimiter, marker.hasSuffix(delimiter), marker.hasPrefix(prefix) { return marker + "\u{10FFFF}" }
+            return marker
+        }
+    }
+
+    /// ListObjects (version 1): `marker` paging, `NextMarker` when truncated, every entry with its owner.
+    func listObjects(_ request: S3Request) async throws -> Response {
+        let query = try ListingQuery(request)
+        let marker = request.queryValue("marker") ?? ""
+        let listing = try await listing(request, query, startAfter: query.start(after: marker))
+        // Version 1 returns Prefix as sent even with encoding-type=url (the SDKs decode the other elements only).
+        let result = S3ListObjectsResult(
+            name: request.bucket, prefix: query.prefix, marker: query.encode(marker),
+            nextMarker: listing.isTruncated ? listing.nextMarker.map(query.encode) : nil,
+            delimiter: query.delimiter.map(query.encode), maxKeys: query.maxKeys, isTruncated: listing.isTruncated,
+            encodingType: query.encodeURL ? "url" : nil,
+            contents: listing.objects.map { Self.listed($0, query, owner: Self.owner) },
+            commonPrefixes: listing.commonPrefixes.map { S3CommonPrefix(prefix: query.encode($0)) })
+        return try Self.xmlResponse(result, root: "ListBucketResult")
+    }
+
     func listObjectsV2(_ request: S3Request) async throws -> Response {
-        let prefix = request.queryValue("prefix") ?? ""
-        let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
-        let maxKeys = try Self.intQuery(request, "max-keys", default: 1000, range: 0...Int.max).clamped(to: 0...1000)
+        let query = try ListingQuery(request)
         let token = request.queryValue("continuation-token")
-        var startAfter = request.queryValue("start-after")
-        if let token {
-            guard let data = Data(base64Encoded: token), let marker = String(data: data, encoding: .utf8) else {
+        let startAfter = request.queryValue("start-after")
+        var marker = startAfter
+        if let token, !token.isEmpty {
+            guard let decoded = Self.decodeToken(token) else {
                 throw S3Error(.invalidArgument, "The continuation token provided is incorrect", details: ["ArgumentName": "continuation-token"])
             }
-            // A common prefix as marker: skip every key under it.
-            startAfter = marker.hasSuffix(delimiter ?? "\u{0}") && delimiter != nil ? marker + "\u{10FFFF}" : marker
+            marker = decoded
         }
-        let listing = try await store.listObjects(
-            bucket: request.bucket, prefix: prefix, delimiter: delimiter, startAfter: startAfter, maxKeys: maxKeys)
-        let encodeURL = request.queryValue("encoding-type") == "url"
-        let encode = { (s: String) in encodeURL ? SigV4.uriEncode(s, encodeSlash: false) : s }
-        let result = ListBucketResult(
-            name: request.bucket, prefix: encode(prefix), delimiter: delimiter.map(encode), maxKeys: maxKeys,
-            keyCount: listing.objects.count + listing.commonPrefixes.count, isTruncated: listing.isTruncated,
-            continuationToken: token,
-            nextContinuationToken: listing.isTruncated ? listing.nextMarker.map { Data($0.utf8).base64EncodedString() } : nil,
-            startAfter: request.queryValue("start-after").map(encode),
-            contents: listing.objects.map {
+        let listing = try await listing(request, query, startAfter: query.start(after: marker))
+        let fetchOwner = request.queryValue("fetch-owner") == "true"
+        let result = S3ListObjectsResult(
+            name: request.bucket, prefix: query.encode(query.prefix), delimiter: query.delimiter.map(query.encode),
+            maxKeys: query.maxKeys, keyCount: listing.objects.count + listing.commonPrefixes.count,
+            isTruncated: listing.isTruncated, continuationToken: token,
+            nextContinuationToken: listing.isTruncated ? listing.nextMarker.map(Self.encodeToken) : nil,
+            startAfter: startAfter.map(query.encode), encodingType: query.encodeURL ? "url" : nil,
+            contents: listing.objects.map { Self.listed($0, query, owner: fetchOwner ? Self.owner : nil) },
+            commonPrefixes: listing.commonPrefixes.map { S3CommonPrefix(prefix: query.encode($0)) })
+        return try Self.xmlResponse(result, root: "ListBucketResult")
+    }
+
+    /// ListObjectVersions for a bucket without versioning: every object is its only version, `null`, and the latest.
+    func listObjectVersions(_ request: S3Request) async throws -> Response {
+        let query = try ListingQuery(request)
+        let keyMarker = request.queryValue("key-marker") ?? ""
+        let versionIdMarker = request.queryValue("version-id-marker") ?? ""
+        if !versionIdMarker.isEmpty && keyMarker.isEmpty {
+            throw S3Error(.invalidArgument, "A version-id marker cannot be specified without a key marker.", details: ["ArgumentName": "version-id-marker"])
+        }
+        // The one version of the marker's key, `null`, comes before any other id, so a version-id marker past it
+        // means the key is done too.
+        let listing = try await listing(request, query, startAfter: query.start(after: keyMarker))
+        let result = S3ListVersionsResult(
+            name: request.bucket, prefix: query.encode(query.prefix), keyMarker: query.encode(keyMarker),
+            versionIdMarker: versionIdMarker,
+            nextKeyMarker: listing.isTruncated ? listing.nextMarker.map(query.encode) : nil,
+            nextVersionIdMarker: listing.isTruncated && listing.objects.last?.key == listing.nextMarker ? "null" : nil,
+            delimiter: query.delimiter.map(query.encode), maxKeys: query.maxKeys, isTruncated: listing.isTruncated,
+            encodingType: query.encodeURL ? "url" : nil,
+            versions: listing.objects.map {
                 .init(
-                    key: encode($0.key), lastModified: S3Date.xml($0.lastModified), eTag: "\"\($0.etag)\"",
-                    size: $0.size, checksumAlgorithm: $0.checksums.keys.sorted().first)
+                    key: query.encode($0.key), lastModified: S3Date.xml($0.lastModified), eTag: "\"\($0.etag)\"",
+                    size: $0.size, owner: Self.owner, checksumAlgorithm: $0.checksums.keys.sorted().first,
+                    checksumType: $0.checksumType)
             },
-            commonPrefixes: listing.commonPrefixes.map { S3CommonPrefix(prefix: encode($0)) })
-        var response = try Self.xmlResponse(result, root: "ListBucketResult")
-        if encodeURL {
-            response = try Self.xmlResponse(ListBucketResultWithEncoding(result: result), root: "ListBucketResult")
+            commonPrefixes: listing.commonPrefixes.map { S3CommonPrefix(prefix: query.encode($0)) })
+        return try Self.xmlResponse(result, root: "ListVersionsResult")
+    }
+
+    /// One page of keys for a list operation; `max-keys=0` answers an empty, untruncated page.
+    private func listing(_ request: S3Request, _ query: ListingQuery, startAfter: String?) async throws -> ObjectListing {
+        guard query.maxKeys > 0 else {
+            _ = try await store.bucket(request.bucket)
+            return ObjectListing(objects: [], commonPrefixes: [], isTruncated: false, nextMarker: nil)
         }
-        return response
+        return try await store.listObjects(
+            bucket: request.bucket, prefix: query.prefix, delimiter: query.delimiter, startAfter: startAfter,
+            maxKeys: query.maxKeys)
+    }
+
+    private static func listed(_ object: ObjectInfo, _ query: ListingQuery, owner: S3Owner?) -> S3ListedObject {
+        S3ListedObject(
+            key: query.encode(object.key), lastModified: S3Date.xml(object.lastModified), eTag: "\"\(object.etag)\"",
+            size: object.size, owner: owner, checksumAlgorithm: object.checksums.keys.sorted().first,
+            checksumType: object.checksumType)
+    }
+
+    static func encodeToken(_ marker: String) -> String { Data(marker.utf8).base64EncodedString() }
+
+    static func decodeToken(_ token: String) -> String? {
+        guard let data = Data(base64Encoded: token) else { return nil }
+        return String(data: data, encoding: .utf8)
     }
 
     static func intQuery(_ request: S3Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
@@ -96,16 +221,6 @@ extension ObjectAPI {
 struct CreateBucketConfiguration: Decodable {
     var locationConstraint: String?
     enum CodingKeys: String, CodingKey { case locationConstraint = "LocationConstraint" }
-}
-
-/// A listing with `EncodingType` set, for `encoding-type=url`.
-struct ListBucketResultWithEncoding: Encodable {
-    var result: ListBucketResult
-    func encode(to encoder: any Encoder) throws {
-        try result.encode(to: encoder)
-        var container = encoder.container(keyedBy: S3ChecksumFields.Key.self)
-        try container.encode("url", forKey: .init(stringValue: "EncodingType"))
-    }
 }
 
 extension Comparable {

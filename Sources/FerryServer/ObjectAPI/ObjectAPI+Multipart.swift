@@ -6,6 +6,9 @@ import Hummingbird
 extension ObjectAPI {
     func createMultipartUpload(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
+        try Self.refuseUnimplementedHeaders(headers, operation: .createMultipartUpload)
+        let attributes = try Self.attributes(from: headers)
+        let tags = try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? []
         var algorithm: ChecksumAlgorithm?
         if let name = headers[.amzChecksumAlgorithm] {
             guard let parsed = ChecksumAlgorithm(name: name), ChecksumAlgorithm.s3Algorithms.contains(parsed) else {
@@ -30,7 +33,7 @@ extension ObjectAPI {
             }
         }
         let upload = try await store.createMultipartUpload(
-            bucket: request.bucket, key: request.key, attributes: Self.attributes(from: headers),
+            bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
             checksumAlgorithm: algorithm, checksumType: type)
         var response = try Self.xmlResponse(
             InitiateMultipartUploadResult(bucket: request.bucket, key: request.key, uploadId: upload.uploadId),
@@ -60,9 +63,6 @@ extension ObjectAPI {
 
     func uploadPart(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
-        if headers[HTTPField.Name("x-amz-copy-source")!] != nil {
-            throw S3Error(.notImplemented, "UploadPartCopy is not implemented.")
-        }
         let number = try Self.partNumber(request)
         let upload = try await upload(for: request)
         let expectation = try ChecksumExpectation(headers: headers)
@@ -71,10 +71,59 @@ extension ObjectAPI {
             upload, partNumber: number, body: body, checksums: expectation.algorithms,
             verify: { digests in try expectation.verify(digests, trailers: trailers.values) })
         var response: HTTPFields = [.eTag: "\"\(part.etag)\"", .contentLength: "0"]
-        for (name, value) in part.checksums {
-            if let algorithm = ChecksumAlgorithm(name: name) { response[HTTPField.Name(algorithm.headerName)!] = value }
-        }
+        Self.addChecksumHeaders(part.checksums, type: nil, to: &response)
         return Response(status: .ok, headers: response)
+    }
+
+    /// UploadPartCopy: part N of an upload from a stored object or a range of it (`x-amz-copy-source-range`),
+    /// sharing its bytes; the part's MD5 and checksums are computed from them.
+    func uploadPartCopy(_ request: S3Request) async throws -> Response {
+        let headers = request.request.headers
+        let number = try Self.partNumber(request)
+        let upload = try await upload(for: request)
+        var attempts = 0
+        while true {
+            let source = try await copySource(request)
+            var range: ClosedRange<Int64>?
+            if let text = headers[.amzCopySourceRange] {
+                range = try Self.parseCopySourceRange(text, size: source.size)
+            }
+            let length = range.map { $0.upperBound - $0.lowerBound + 1 } ?? source.size
+            guard length <= Self.maxCopySize else {
+                throw S3Error(
+                    .invalidRequest,
+                    "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120")
+            }
+            do {
+                let part = try await store.uploadPartCopy(
+                    upload, partNumber: number, source: source, range: range, checksums: [])
+                let result = S3CopyResult(
+                    eTag: "\"\(part.etag)\"", lastModified: S3Date.xml(part.lastModified),
+                    checksums: S3ChecksumFields(part.checksums))
+                return try Self.xmlResponse(result, root: "CopyPartResult")
+            } catch is ObjectChangedError where attempts < 3 {
+                attempts += 1
+            }
+        }
+    }
+
+    /// `bytes=first-last` of a copy source, both present and inside the object (S3 is strict here).
+    static func parseCopySourceRange(_ text: String, size: Int64) throws -> ClosedRange<Int64> {
+        let invalid = S3Error(
+            .invalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy",
+            details: ["ArgumentName": "x-amz-copy-source-range"])
+        guard text.hasPrefix("bytes=") else { throw invalid }
+        let parts = text.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty,
+            parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+            let first = Int64(parts[0]), let last = Int64(parts[1]), first <= last
+        else { throw invalid }
+        guard last < size else {
+            throw S3Error(
+                .invalidRange, "The requested range is not satisfiable",
+                details: ["RangeRequested": String(text.prefix(64)), "ActualObjectSize": String(size)])
+        }
+        return first...last
     }
 
     func listParts(_ request: S3Request) async throws -> Response {
@@ -116,36 +165,61 @@ extension ObjectAPI {
     static let maxCompleteBody = 4 * 1024 * 1024
 
     func completeMultipartUpload(_ request: S3Request) async throws -> Response {
-        let upload = try await upload(for: request)
-        var httpRequest = request.request
-        let buffer: ByteBuffer
-        do {
-            buffer = try await httpRequest.collectBody(upTo: Self.maxCompleteBody)
-        } catch {
-            throw S3Error(.malformedXML, "The XML you provided was too large or could not be read.")
-        }
-        let data = Data(buffer: buffer)
-        if SigV4.isHex64(request.verified.payloadHash), SigV4.hexSHA256(data) != request.verified.payloadHash.lowercased() {
-            throw S3Error(.xAmzContentSHA256Mismatch, "The provided 'x-amz-content-sha256' header does not match what was computed.")
-        }
+        guard let uploadId = request.queryValue("uploadId"), !uploadId.isEmpty else { throw LocalDiskStore.noSuchUpload }
+        let data = try await Self.collectXMLBody(request, limit: Self.maxCompleteBody)
         let body: CompleteMultipartUpload
         do {
             body = try S3XML.decode(CompleteMultipartUpload.self, from: data)
         } catch {
             throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
         }
-        var fullObjectChecksum: String?
-        if let name = upload.checksumAlgorithm, let algorithm = ChecksumAlgorithm(name: name) {
-            fullObjectChecksum = request.header(HTTPField.Name(algorithm.headerName)!)
+        let upload: MultipartUploadInfo
+        do {
+            upload = try await store.multipartUpload(uploadId, bucket: request.bucket, key: request.key)
+        } catch let error as S3Error where error.code == .noSuchUpload {
+            // A retry of a Complete whose answer was lost gets the same answer while the object is unchanged.
+            if let response = try await repeatedCompletion(uploadId, request, body) { return response }
+            throw error
         }
-        let object = try await store.completeMultipartUpload(upload, parts: body.parts, fullObjectChecksum: fullObjectChecksum)
+        var fullObjectChecksums: [String: String] = [:]
+        for algorithm in ChecksumAlgorithm.s3Algorithms {
+            if let value = request.header(HTTPField.Name(algorithm.headerName)!) {
+                fullObjectChecksums[algorithm.s3Name] = value
+            }
+        }
+        let object = try await store.completeMultipartUpload(
+            upload, parts: body.parts, fullObjectChecksums: fullObjectChecksums,
+            condition: Self.writeCondition(request.request.headers))
         await objectStored(object)
+        return try completionResponse(request, object)
+    }
+
+    private func completionResponse(_ request: S3Request, _ object: ObjectInfo) throws -> Response {
         let host = request.request.head.authority ?? "localhost"
         let result = CompleteMultipartUploadResult(
             location: "http://\(host)/\(SigV4.uriEncode(request.bucket, encodeSlash: true))/\(SigV4.uriEncode(request.key, encodeSlash: false))",
             bucket: request.bucket, key: request.key, eTag: "\"\(object.etag)\"",
-            checksums: S3ChecksumFields(object.checksums), checksumType: object.checksumType)
+            checksums: S3ChecksumFields(object.checksums), checksumType: object.checksums.isEmpty ? nil : object.checksumType)
         return try Self.xmlResponse(result, root: "CompleteMultipartUploadResult")
+    }
+
+    /// The answer to a Complete for an upload that completed already: the same parts, and the key still holds the
+    /// object that completion made.
+    private func repeatedCompletion(_ uploadId: String, _ request: S3Request, _ body: CompleteMultipartUpload)
+        async throws -> Response?
+    {
+        guard let completed = try await store.completedUpload(uploadId), completed.bucket == request.bucket,
+            completed.key == request.key
+        else { return nil }
+        let asked = body.parts.map {
+            CompletedUploadPart(
+                number: $0.partNumber, etag: $0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")))
+        }
+        guard asked == completed.parts,
+            let object = try? await store.object(bucket: request.bucket, key: request.key),
+            object.etag == completed.etag
+        else { return nil }
+        return try completionResponse(request, object)
     }
 
     func abortMultipartUpload(_ request: S3Request) async throws -> Response {

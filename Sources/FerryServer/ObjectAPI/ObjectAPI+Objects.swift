@@ -10,6 +10,12 @@ extension ObjectAPI {
     ) {
         let headers = request.request.headers
         let mode = request.verified.chunkedDecoderMode
+        if mode == nil, headers[.transferEncoding]?.lowercased().contains("chunked") == true {
+            // S3 needs every body's length up front: an HTTP-chunked body without one is not implemented there either.
+            throw S3Error(
+                .notImplemented, "A header you provided implies functionality that is not implemented",
+                details: ["Header": "Transfer-Encoding"])
+        }
         let expectedLength: Int64?
         if mode != nil {
             guard let decoded = headers[.amzDecodedContentLength].flatMap({ Int64($0) }) else {
@@ -32,8 +38,12 @@ extension ObjectAPI {
         return (stream, trailers)
     }
 
-    /// The attributes and `x-amz-meta-*` metadata a PUT or CreateMultipartUpload carries.
-    static func attributes(from headers: HTTPFields) -> ObjectAttributes {
+    /// Most bytes of user metadata (`x-amz-meta-*` names and values, UTF-8) an object may carry, as S3.
+    static let maxUserMetadata = 2048
+
+    /// The attributes and `x-amz-meta-*` metadata a PUT or CreateMultipartUpload carries; `MetadataTooLarge` past
+    /// 2 KiB.
+    static func attributes(from headers: HTTPFields) throws -> ObjectAttributes {
         var attributes = ObjectAttributes()
         attributes.contentType = headers[.contentType]
         attributes.contentDisposition = headers[.contentDisposition]
@@ -41,47 +51,193 @@ extension ObjectAPI {
         attributes.contentLanguage = headers[.contentLanguage]
         attributes.expires = headers[.expires]
         if let encoding = headers[.contentEncoding] {
-            let remaining = encoding.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { $0.lowercased() != "aws-chunked" && !$0.isEmpty }
-            attributes.contentEncoding = remaining.isEmpty ? nil : remaining.joined(separator: ",")
+            // Only the aws-chunked framing is removed; the rest is stored exactly as sent.
+            let codings = encoding.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            if codings.contains(where: { $0.lowercased() == "aws-chunked" }) {
+                let remaining = codings.filter { $0.lowercased() != "aws-chunked" && !$0.isEmpty }
+                attributes.contentEncoding = remaining.isEmpty ? nil : remaining.joined(separator: ",")
+            } else {
+                attributes.contentEncoding = encoding
+            }
         }
+        var metadataSize = 0
         for field in headers where field.name.canonicalName.hasPrefix("x-amz-meta-") {
             let name = String(field.name.canonicalName.dropFirst("x-amz-meta-".count))
-            attributes.userMetadata[name] = attributes.userMetadata[name].map { $0 + "," + field.value } ?? field.value
+            // Values a client encoded for the header (RFC 2047) are stored decoded, as S3 does.
+            let value = HeaderWords.decode(field.value)
+            metadataSize += name.utf8.count + value.utf8.count
+            attributes.userMetadata[name] = attributes.userMetadata[name].map { $0 + "," + value } ?? value
+        }
+        guard metadataSize <= maxUserMetadata else {
+            throw S3Error(
+                .metadataTooLarge, "Your metadata headers exceed the maximum allowed metadata size.",
+                details: ["Size": String(metadataSize), "MaxSizeAllowed": String(maxUserMetadata)])
         }
         return attributes
     }
 
+    /// The write condition of `If-Match` / `If-None-Match`.
+    static func writeCondition(_ headers: HTTPFields) -> ObjectWriteCondition {
+        ObjectWriteCondition(
+            ifMatch: headers[.ifMatch].map(ObjectWriteCondition.etags),
+            ifNoneMatch: headers[.ifNoneMatch].map(ObjectWriteCondition.etags))
+    }
+
+    /// A `versionId` in the query: only `null`, the one version of an object in a bucket without versioning.
+    static func checkVersionId(_ request: S3Request) throws {
+        if let version = request.queryValue("versionId"), version != "null" {
+            throw S3Error(
+                .invalidArgument, "Invalid version id specified",
+                details: ["ArgumentName": "versionId", "ArgumentValue": String(version.prefix(64))])
+        }
+    }
+
     func putObject(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
-        if headers[HTTPField.Name("x-amz-copy-source")!] != nil {
-            throw S3Error(.notImplemented, "CopyObject is not implemented.")
-        }
+        try Self.refuseUnimplementedHeaders(headers, operation: .putObject)
         let expectation = try ChecksumExpectation(headers: headers)
-        let ifNoneMatch = headers[.ifNoneMatch]
-        if let ifNoneMatch, ifNoneMatch != "*" {
-            throw S3Error(.notImplemented, "If-None-Match on PUT supports only '*'.")
-        }
+        let attributes = try Self.attributes(from: headers)
+        let tags = try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? []
         let (body, trailers) = try body(of: request)
         let object = try await store.putObject(
-            bucket: request.bucket, key: request.key, attributes: Self.attributes(from: headers), body: body,
-            checksums: expectation.algorithms, ifNoneMatch: ifNoneMatch == "*",
+            bucket: request.bucket, key: request.key, attributes: attributes, tags: tags, body: body,
+            checksums: expectation.algorithms, condition: Self.writeCondition(headers),
             verify: { digests in try expectation.verify(digests, trailers: trailers.values) })
         await objectStored(object)
         var responseHeaders: HTTPFields = [.eTag: "\"\(object.etag)\"", .contentLength: "0"]
-        for (name, value) in object.checksums {
-            if let algorithm = ChecksumAlgorithm(name: name) {
-                responseHeaders[HTTPField.Name(algorithm.headerName)!] = value
-            }
-        }
-        if object.checksumType != nil { responseHeaders[.amzChecksumType] = object.checksumType }
+        Self.addChecksumHeaders(object.checksums, type: object.checksumType, to: &responseHeaders)
         return Response(status: .ok, headers: responseHeaders)
     }
 
-    func getObject(_ request: S3Request, head: Bool) async throws -> Response {
-        if request.hasQuery("partNumber") {
-            throw S3Error(.notImplemented, "GetObject by partNumber is not implemented.")
+    static func addChecksumHeaders(_ checksums: [String: String], type: String?, to headers: inout HTTPFields) {
+        for (name, value) in checksums {
+            if let algorithm = ChecksumAlgorithm(name: name) { headers[HTTPField.Name(algorithm.headerName)!] = value }
         }
+        if let type, !checksums.isEmpty { headers[.amzChecksumType] = type }
+    }
+
+    /// The source of a copy (`x-amz-copy-source: /bucket/key?versionId=…`), authorized for reading and checked against
+    /// the `x-amz-copy-source-if-*` conditions.
+    func copySource(_ request: S3Request) async throws -> ObjectInfo {
+        guard let header = request.header(.amzCopySource) else {
+            throw S3Error(.invalidArgument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey", details: ["ArgumentName": "x-amz-copy-source"])
+        }
+        var text = Substring(header)
+        var version: String?
+        if let question = text.firstIndex(of: "?") {
+            let query = SigV4.parseQueryString(String(text[text.index(after: question)...]))
+            version = query.first { $0.name == "versionId" }?.value
+            text = text[..<question]
+        }
+        if text.hasPrefix("/") { text = text.dropFirst() }
+        let decoded = SigV4.percentDecode(String(text))
+        guard let slash = decoded.firstIndex(of: "/"), slash != decoded.startIndex,
+            decoded.index(after: slash) != decoded.endIndex
+        else {
+            throw S3Error(.invalidArgument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey", details: ["ArgumentName": "x-amz-copy-source"])
+        }
+        let bucket = String(decoded[..<slash])
+        let key = String(decoded[decoded.index(after: slash)...])
+        if let version, version != "null" {
+            throw S3Error(.invalidArgument, "Invalid version id specified", details: ["ArgumentName": "x-amz-copy-source"])
+        }
+        try Self.validateKey(key)
+        guard request.principal.allows(action: "s3:GetObject", bucket: bucket, key: key) else {
+            throw S3Error(.accessDenied, "Access Denied")
+        }
+        let source = try await store.object(bucket: bucket, key: key)
+        let headers = request.request.headers
+        let failed = S3Error(.preconditionFailed, "At least one of the pre-conditions you specified did not hold")
+        let modified = source.lastModified.timeIntervalSince1970.rounded(.down)
+        let ifMatch = headers[.amzCopySourceIfMatch]
+        let ifNoneMatch = headers[.amzCopySourceIfNoneMatch]
+        if let ifMatch {
+            let tags = ObjectWriteCondition.etags(ifMatch)
+            guard tags.contains("*") || tags.contains(source.etag) else { throw failed }
+        } else if let since = headers[.amzCopySourceIfUnmodifiedSince].flatMap(S3Date.parseHTTP),
+            modified > since.timeIntervalSince1970
+        {
+            throw failed
+        }
+        if let ifNoneMatch {
+            let tags = ObjectWriteCondition.etags(ifNoneMatch)
+            if tags.contains("*") || tags.contains(source.etag) { throw failed }
+        } else if ifMatch == nil, let since = headers[.amzCopySourceIfModifiedSince].flatMap(S3Date.parseHTTP),
+            modified <= since.timeIntervalSince1970
+        {
+            throw failed
+        }
+        return source
+    }
+
+    /// CopyObject: a new object from a stored one, sharing its bytes; metadata and tags copied or replaced.
+    func copyObject(_ request: S3Request) async throws -> Response {
+        let headers = request.request.headers
+        try Self.refuseUnimplementedHeaders(headers, operation: .copyObject)
+        let metadataDirective = headers[.amzMetadataDirective]?.uppercased() ?? "COPY"
+        let taggingDirective = headers[.amzTaggingDirective]?.uppercased() ?? "COPY"
+        guard ["COPY", "REPLACE"].contains(metadataDirective) else {
+            throw S3Error(.invalidArgument, "Unknown metadata directive.", details: ["ArgumentName": "x-amz-metadata-directive"])
+        }
+        guard ["COPY", "REPLACE"].contains(taggingDirective) else {
+            throw S3Error(.invalidArgument, "Unknown tagging directive.", details: ["ArgumentName": "x-amz-tagging-directive"])
+        }
+        if headers[.amzChecksumAlgorithm] != nil {
+            throw Self.notImplemented("CopyObject with a new checksum algorithm")
+        }
+        var attempts = 0
+        while true {
+            let source = try await copySource(request)
+            if source.bucket == request.bucket && source.key == request.key && metadataDirective == "COPY"
+                && taggingDirective == "COPY"
+            {
+                throw S3Error(
+                    .invalidRequest,
+                    "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+            }
+            guard source.size <= Self.maxCopySize else {
+                throw S3Error(
+                    .invalidRequest,
+                    "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120")
+            }
+            let attributes = metadataDirective == "REPLACE" ? try Self.attributes(from: headers) : source.attributes
+            let tags = taggingDirective == "REPLACE" ? try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? [] : source.tags
+            do {
+                let object = try await store.copyObject(
+                    source, bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
+                    condition: Self.writeCondition(headers))
+                await objectStored(object)
+                let result = S3CopyResult(
+                    eTag: "\"\(object.etag)\"", lastModified: S3Date.xml(object.lastModified),
+                    checksums: S3ChecksumFields(object.checksums),
+                    checksumType: object.checksums.isEmpty ? nil : object.checksumType)
+                var response = try Self.xmlResponse(result, root: "CopyObjectResult")
+                response.headers[.amzCopySourceVersionId] = nil
+                return response
+            } catch is ObjectChangedError where attempts < 3 {
+                // The source changed between looking it up and sharing its bytes: look again.
+                attempts += 1
+            }
+        }
+    }
+
+    /// Largest object CopyObject copies (S3: 5 GiB; larger ones are copied part by part with UploadPartCopy).
+    static let maxCopySize: Int64 = 5 * 1024 * 1024 * 1024
+
+    func getObject(_ request: S3Request, head: Bool) async throws -> Response {
+        try Self.checkVersionId(request)
+        var attempts = 0
+        while true {
+            do {
+                return try await getObjectOnce(request, head: head)
+            } catch is ObjectChangedError where attempts < 3 {
+                // Overwritten or deleted between the lookup and the read: answer for what is there now.
+                attempts += 1
+            }
+        }
+    }
+
+    private func getObjectOnce(_ request: S3Request, head: Bool) async throws -> Response {
         let object = try await store.object(bucket: request.bucket, key: request.key)
         let headers = request.request.headers
         try Self.checkConditions(headers, object: object)
@@ -97,8 +253,10 @@ extension ObjectAPI {
         if let v = a.contentLanguage { response[.contentLanguage] = v }
         if let v = a.expires { response[.expires] = v }
         for (name, value) in a.userMetadata.sorted(by: { $0.key < $1.key }) {
-            if let field = HTTPField.Name("x-amz-meta-" + name) { response[field] = value }
+            // Non-ASCII values go out RFC 2047-encoded, as S3 sends them, so every HTTP stack reads them alike.
+            if let field = HTTPField.Name("x-amz-meta-" + name) { response[field] = HeaderWords.encode(value) }
         }
+        if !object.tags.isEmpty { response[.amzTaggingCount] = String(object.tags.count) }
         let overrides: [(String, HTTPField.Name)] = [
             ("response-content-type", .contentType), ("response-content-disposition", .contentDisposition),
             ("response-cache-control", .cacheControl), ("response-content-encoding", .contentEncoding),
@@ -107,24 +265,42 @@ extension ObjectAPI {
         for (parameter, field) in overrides {
             if let value = request.queryValue(parameter) { response[field] = value }
         }
-        if let parts = object.partCount { response[.amzMPPartsCount] = String(parts) }
+        let checksumMode = headers[.amzChecksumMode]?.uppercased() == "ENABLED"
 
-        let range = try headers[.range].flatMap { try Self.parseRange($0, size: object.size) }
-        if range == nil, headers[.amzChecksumMode]?.uppercased() == "ENABLED", !object.checksums.isEmpty {
-            for (name, value) in object.checksums {
-                if let algorithm = ChecksumAlgorithm(name: name) {
-                    response[HTTPField.Name(algorithm.headerName)!] = value
-                }
+        // A part of a multipart object, or a Range, is partial content; part 1 of a single-PUT object is all of it.
+        var range: ClosedRange<Int64>?
+        var partial = false
+        if request.hasQuery("partNumber") {
+            if headers[.range] != nil {
+                throw S3Error(.invalidRequest, "Cannot specify both Range header and partNumber query parameter")
             }
-            if let type = object.checksumType { response[.amzChecksumType] = type }
+            let number = try Self.partNumber(request)
+            let part = try Self.part(number, of: object)
+            if let count = object.partCount {
+                response[.amzMPPartsCount] = String(count)
+                range = part.range
+                partial = part.range != nil
+            }
+            if checksumMode, let checksums = part.checksums, !checksums.isEmpty {
+                Self.addChecksumHeaders(checksums, type: object.checksumType, to: &response)
+            } else if checksumMode, object.partCount == nil {
+                Self.addChecksumHeaders(object.checksums, type: object.checksumType, to: &response)
+            }
+        } else {
+            range = try headers[.range].flatMap { try Self.parseRange($0, size: object.size) }
+            partial = range != nil
+            if range == nil, checksumMode {
+                Self.addChecksumHeaders(object.checksums, type: object.checksumType, to: &response)
+            }
         }
         let status: HTTPResponse.Status
         let length: Int64
-        if let range {
+        if partial, let range {
             status = .partialContent
             length = range.upperBound - range.lowerBound + 1
             response[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(object.size)"
         } else {
+            range = nil
             status = .ok
             length = object.size
         }
@@ -132,7 +308,7 @@ extension ObjectAPI {
         if head {
             return Response(status: status, headers: response)
         }
-        let bytes = store.readObject(object, range: range)
+        let bytes = try await store.readObject(object, range: range)
         return Response(
             status: status, headers: response, body: ResponseBody(contentLength: Int(length)) { writer in
                 for try await buffer in bytes { try await writer.write(buffer) }
@@ -140,17 +316,43 @@ extension ObjectAPI {
             })
     }
 
-    /// `If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`, evaluated in S3's order.
+    /// The byte range and checksums of part `number` of an object; a single-PUT object is its own part 1.
+    static func part(_ number: Int, of object: ObjectInfo) throws -> (range: ClosedRange<Int64>?, checksums: [String: String]?) {
+        let invalid = S3Error(.invalidPart, "The requested partnumber is not satisfiable", details: ["PartNumber": String(number)])
+        guard let count = object.partCount else {
+            guard number == 1 else { throw invalid }
+            return (object.size > 0 ? 0...(object.size - 1) : nil, nil)
+        }
+        let parts =
+            object.parts
+            ?? (object.manifest.count == count
+                ? object.manifest.enumerated().map { ObjectPart(number: $0.offset + 1, size: $0.element.size) } : [])
+        var start: Int64 = 0
+        for part in parts {
+            if part.number == number {
+                return (part.size > 0 ? start...(start + part.size - 1) : nil, part.checksums)
+            }
+            start += part.size
+        }
+        throw invalid
+    }
+
+    /// `If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`, evaluated as RFC 9110 orders them:
+    /// If-Match (else If-Unmodified-Since) first, then If-None-Match (else If-Modified-Since). A 304 carries the
+    /// object's ETag and Last-Modified.
     static func checkConditions(_ headers: HTTPFields, object: ObjectInfo) throws {
         func matches(_ list: String) -> Bool {
-            list.split(separator: ",").contains { candidate in
-                let tag = candidate.trimmingCharacters(in: .whitespaces)
-                return tag == "*" || tag.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) == object.etag
-            }
+            let tags = ObjectWriteCondition.etags(list)
+            return tags.contains("*") || tags.contains(object.etag)
         }
         let modified = object.lastModified.timeIntervalSince1970.rounded(.down)
         let failed = S3Error(.preconditionFailed, "At least one of the pre-conditions you specified did not hold")
-        let notModified = S3Error(.notModified, "Not Modified")
+        var notModified = S3Error(.notModified, "Not Modified")
+        notModified.headers = [
+            "ETag": "\"\(object.etag)\"", "Last-Modified": S3Date.http(object.lastModified),
+        ]
+        if let value = object.attributes.cacheControl { notModified.headers["Cache-Control"] = value }
+        if let value = object.attributes.expires { notModified.headers["Expires"] = value }
         if let ifMatch = headers[.ifMatch] {
             guard matches(ifMatch) else { throw failed }
         } else if let since = headers[.ifUnmodifiedSince].flatMap(S3Date.parseHTTP),
@@ -175,20 +377,22 @@ extension ObjectAPI {
         guard let dash = spec.firstIndex(of: "-") else { return nil }
         let first = spec[..<dash].trimmingCharacters(in: .whitespaces)
         let last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
+        let digits = { (text: String) in !text.isEmpty && text.allSatisfy { $0.isASCII && $0.isNumber } }
         let unsatisfiable = S3Error(
             .invalidRange, "The requested range is not satisfiable",
-            details: ["RangeRequested": value, "ActualObjectSize": String(size)])
+            details: ["RangeRequested": String(value.prefix(64)), "ActualObjectSize": String(size)])
         if first.isEmpty {
-            guard let suffix = Int64(last) else { return nil }
+            // `bytes=-N`; anything else after the dash (`bytes=--1`) is not a range at all.
+            guard digits(last), let suffix = Int64(last) else { return nil }
             guard suffix > 0, size > 0 else { throw unsatisfiable }
             return max(0, size - suffix)...(size - 1)
         }
-        guard let start = Int64(first) else { return nil }
+        guard digits(first), let start = Int64(first) else { return nil }
         let end: Int64
         if last.isEmpty {
             end = size - 1
         } else {
-            guard let value = Int64(last), value >= start else { return nil }
+            guard digits(last), let value = Int64(last), value >= start else { return nil }
             end = min(value, size - 1)
         }
         guard start < size else { throw unsatisfiable }
@@ -196,7 +400,233 @@ extension ObjectAPI {
     }
 
     func deleteObject(_ request: S3Request) async throws -> Response {
-        try await store.deleteObject(bucket: request.bucket, key: request.key)
+        try Self.checkVersionId(request)
+        let headers = request.request.headers
+        var condition = ObjectWriteCondition(ifMatch: headers[.ifMatch].map(ObjectWriteCondition.etags))
+        if let text = headers[.amzIfMatchLastModifiedTime] {
+            guard let date = S3Date.parseHTTP(text) ?? S3Date.parseXML(text) else {
+                throw S3Error(.invalidArgument, "x-amz-if-match-last-modified-time is not a date.", details: ["ArgumentName": "x-amz-if-match-last-modified-time"])
+            }
+            condition.ifMatchLastModified = date
+        }
+        if let text = headers[.amzIfMatchSize] {
+            guard let size = Int64(text), size >= 0 else {
+                throw S3Error(.invalidArgument, "x-amz-if-match-size is not a size.", details: ["ArgumentName": "x-amz-if-match-size"])
+            }
+            condition.ifMatchSize = size
+        }
+        try await store.deleteObject(bucket: request.bucket, key: request.key, condition: condition)
         return Response(status: .noContent)
+    }
+
+    /// Largest number of keys one DeleteObjects request may name.
+    static let maxDeleteKeys = 1000
+
+    /// DeleteObjects: up to 1000 keys in one request, each authorized and deleted on its own; quiet mode reports only
+    /// the failures. The body must carry Content-MD5 or an `x-amz-checksum-*` header, as S3 requires.
+    func deleteObjects(_ request: S3Request) async throws -> Response {
+        let data = try await Self.collectXMLBody(request, limit: 2 * 1024 * 1024)
+        let headers = request.request.headers
+        let expectation = try ChecksumExpectation(headers: headers)
+        guard expectation.contentMD5 != nil || !expectation.expected.isEmpty else {
+            throw S3Error(
+                .invalidRequest,
+                "Missing required header for this request: Content-MD5 or one of the x-amz-checksum-* headers")
+        }
+        var digests = MultiChecksummer([.md5] + expectation.algorithms)
+        digests.update(data)
+        try expectation.verify(
+            BodyDigests(
+                size: Int64(data.count), md5: digests.finalize(.md5) ?? [],
+                checksums: Dictionary(uniqueKeysWithValues: expectation.algorithms.map { ($0.s3Name, digests.finalize($0) ?? []) })),
+            trailers: [])
+        let delete: S3DeleteRequest
+        do {
+            delete = try S3XML.decode(S3DeleteRequest.self, from: data, trimming: false)
+        } catch {
+            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+        }
+        guard !delete.objects.isEmpty, delete.objects.count <= Self.maxDeleteKeys else {
+            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+        }
+        _ = try await store.bucket(request.bucket)
+        var deleted: [S3DeleteResult.Deleted] = []
+        var errors: [S3DeleteResult.Failure] = []
+        for entry in delete.objects {
+            do {
+                try Self.validateKey(entry.key)
+                if let version = entry.versionId, version != "null" {
+                    throw S3Error(.noSuchVersion, "The specified version does not exist.")
+                }
+                guard request.principal.allows(action: "s3:DeleteObject", bucket: request.bucket, key: entry.key) else {
+                    throw S3Error(.accessDenied, "Access Denied")
+                }
+                var condition = ObjectWriteCondition(ifMatch: entry.eTag.map(ObjectWriteCondition.etags))
+                condition.ifMatchSize = entry.size
+                if let text = entry.lastModifiedTime {
+                    guard let date = S3Date.parseXML(text) ?? S3Date.parseHTTP(text) else {
+                        throw S3Error(.invalidArgument, "LastModifiedTime is not a date.")
+                    }
+                    condition.ifMatchLastModified = date
+                }
+                try await store.deleteObject(bucket: request.bucket, key: entry.key, condition: condition)
+                if !delete.quiet { deleted.append(.init(key: entry.key, versionId: entry.versionId)) }
+            } catch let error as S3Error {
+                errors.append(.init(key: entry.key, versionId: entry.versionId, code: error.code.rawValue, message: error.message))
+            }
+        }
+        return try Self.xmlResponse(S3DeleteResult(deleted: deleted, errors: errors), root: "DeleteResult")
+    }
+
+    /// Reads a small XML request body, checking its signed SHA-256.
+    static func collectXMLBody(_ request: S3Request, limit: Int) async throws -> Data {
+        var httpRequest = request.request
+        let buffer: ByteBuffer
+        do {
+            buffer = try await httpRequest.collectBody(upTo: limit)
+        } catch {
+            throw S3Error(.malformedXML, "The XML you provided was too large or could not be read.")
+        }
+        let data = Data(buffer: buffer)
+        if SigV4.isHex64(request.verified.payloadHash),
+            SigV4.hexSHA256(data) != request.verified.payloadHash.lowercased()
+        {
+            throw S3Error(.xAmzContentSHA256Mismatch, "The provided 'x-amz-content-sha256' header does not match what was computed.")
+        }
+        return data
+    }
+
+    // MARK: Tagging
+
+    func getObjectTagging(_ request: S3Request) async throws -> Response {
+        try Self.checkVersionId(request)
+        let object = try await store.object(bucket: request.bucket, key: request.key)
+        return try Self.xmlResponse(
+            S3Tagging(tags: object.tags.map { .init(key: $0.key, value: $0.value) }), root: "Tagging")
+    }
+
+    func putObjectTagging(_ request: S3Request) async throws -> Response {
+        try Self.checkVersionId(request)
+        let data = try await Self.collectXMLBody(request, limit: 64 * 1024)
+        let tagging: S3Tagging
+        do {
+            tagging = try S3XML.decode(S3Tagging.self, from: data)
+        } catch {
+            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+        }
+        let tags = try ObjectTagging.validate(tagging.tagSet.tags.map { ObjectTag(key: $0.key, value: $0.value) })
+        let object = try await store.object(bucket: request.bucket, key: request.key)
+        try await store.setObjectTags(tags, bucket: request.bucket, key: request.key, etag: object.etag)
+        return Response(status: .ok, headers: [.contentLength: "0"])
+    }
+
+    func deleteObjectTagging(_ request: S3Request) async throws -> Response {
+        try Self.checkVersionId(request)
+        let object = try await store.object(bucket: request.bucket, key: request.key)
+        try await store.setObjectTags([], bucket: request.bucket, key: request.key, etag: object.etag)
+        return Response(status: .noContent)
+    }
+
+    // MARK: Attributes
+
+    /// GetObjectAttributes: the attributes named in `x-amz-object-attributes` (ETag, Checksum, ObjectParts,
+    /// StorageClass, ObjectSize) without the object's bytes.
+    func getObjectAttributes(_ request: S3Request) async throws -> Response {
+        try Self.checkVersionId(request)
+        let headers = request.request.headers
+        let names = Set(
+            headers[values: .amzObjectAttributes].flatMap { $0.split(separator: ",") }
+                .map { $0.trimmingCharacters(in: .whitespaces) })
+        let known: Set<String> = ["ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize"]
+        guard !names.isEmpty, names.isSubset(of: known) else {
+            throw S3Error(
+                .invalidArgument, "Invalid attribute name specified.",
+                details: ["ArgumentName": "x-amz-object-attributes"])
+        }
+        let maxParts = try headers[.amzMaxParts].map { text -> Int in
+            guard let value = Int(text), value >= 0 else {
+                throw S3Error(.invalidArgument, "max-parts must be an integer of at least 0.", details: ["ArgumentName": "x-amz-max-parts"])
+            }
+            return min(value, 1000)
+        } ?? 1000
+        let marker = try headers[.amzPartNumberMarker].map { text -> Int in
+            guard let value = Int(text), (0...10_000).contains(value) else {
+                throw S3Error(.invalidArgument, "part-number-marker must be an integer from 0 to 10000.", details: ["ArgumentName": "x-amz-part-number-marker"])
+            }
+            return value
+        } ?? 0
+        let object = try await store.object(bucket: request.bucket, key: request.key)
+        try Self.checkConditions(headers, object: object)
+        var result = S3ObjectAttributesResult()
+        if names.contains("ETag") { result.eTag = object.etag }
+        if names.contains("StorageClass") { result.storageClass = "STANDARD" }
+        if names.contains("ObjectSize") { result.objectSize = object.size }
+        if names.contains("Checksum"), !object.checksums.isEmpty {
+            result.checksum = .init(values: S3ChecksumFields(object.checksums), checksumType: object.checksumType)
+        }
+        if names.contains("ObjectParts"), let count = object.partCount {
+            let parts = (object.parts ?? []).filter { $0.number > marker }
+            let page = parts.prefix(maxParts)
+            result.objectParts = .init(
+                totalPartsCount: count, partNumberMarker: marker, nextPartNumberMarker: page.last?.number ?? marker,
+                maxParts: maxParts, isTruncated: parts.count > page.count,
+                parts: page.map { .init(partNumber: $0.number, size: $0.size, checksums: S3ChecksumFields($0.checksums)) })
+        }
+        var response = try Self.xmlResponse(result, root: "GetObjectAttributesResponse")
+        response.headers[.lastModified] = S3Date.http(object.lastModified)
+        return response
+    }
+}
+
+/// S3 object tags as requests carry them: the `x-amz-tagging` header (URL query syntax) or a `Tagging` document.
+enum ObjectTagging {
+    /// Most tags an object may carry.
+    static let maxTags = 10
+
+    /// Parses `key1=value1&key2=value2`.
+    static func parse(header: String) throws -> [ObjectTag] {
+        try validate(pairs(header))
+    }
+
+    private static func pairs(_ header: String) -> [ObjectTag] {
+        guard !header.isEmpty else { return [] }
+        let pairs = header.split(separator: "&", omittingEmptySubsequences: false).map { pair -> ObjectTag in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let decode = { (text: Substring) in
+                SigV4.percentDecode(text.replacingOccurrences(of: "+", with: " "))
+            }
+            return ObjectTag(key: decode(parts[0]), value: parts.count > 1 ? decode(parts[1]) : "")
+        }
+        return pairs
+    }
+
+    /// Checks S3's limits: at most 10 tags, unique keys of 1–128 characters, values of at most 256, and only
+    /// letters, digits, spaces and `+ - = . _ : / @`. Returns the tags ordered by key.
+    static func validate(_ tags: [ObjectTag]) throws -> [ObjectTag] {
+        guard tags.count <= maxTags else {
+            throw S3Error(.invalidTag, "Object tags cannot be greater than \(maxTags)")
+        }
+        var seen: Set<String> = []
+        for tag in tags {
+            guard (1...128).contains(tag.key.count) else {
+                throw S3Error(.invalidTag, "The TagKey you have provided is invalid")
+            }
+            guard tag.value.count <= 256 else {
+                throw S3Error(.invalidTag, "The TagValue you have provided is invalid")
+            }
+            guard allowed(tag.key), allowed(tag.value) else {
+                throw S3Error(.invalidTag, "The TagKey or TagValue you have provided contains characters that are not allowed")
+            }
+            guard seen.insert(tag.key).inserted else {
+                throw S3Error(.invalidTag, "Cannot provide multiple Tags with the same key")
+            }
+        }
+        return tags.sorted { $0.key < $1.key }
+    }
+
+    private static func allowed(_ text: String) -> Bool {
+        text.unicodeScalars.allSatisfy {
+            $0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == " " || "+-=._:/@".unicodeScalars.contains($0)
+        }
     }
 }

@@ -15,43 +15,6 @@ public struct ObjectAPI: Sendable {
     /// Told about every object stored (PutObject, CompleteMultipartUpload), so the media catalog follows storage.
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
 
-    /// An S3 operation with the IAM action that authorizes it.
-    enum Operation: String, Sendable {
-        case listBuckets = "ListBuckets"
-        case createBucket = "CreateBucket"
-        case headBucket = "HeadBucket"
-        case deleteBucket = "DeleteBucket"
-        case getBucketLocation = "GetBucketLocation"
-        case listObjectsV2 = "ListObjectsV2"
-        case listMultipartUploads = "ListMultipartUploads"
-        case putObject = "PutObject"
-        case getObject = "GetObject"
-        case headObject = "HeadObject"
-        case deleteObject = "DeleteObject"
-        case createMultipartUpload = "CreateMultipartUpload"
-        case uploadPart = "UploadPart"
-        case listParts = "ListParts"
-        case completeMultipartUpload = "CompleteMultipartUpload"
-        case abortMultipartUpload = "AbortMultipartUpload"
-
-        /// The policy action (S3's IAM names).
-        var action: String {
-            switch self {
-            case .listBuckets: "s3:ListAllMyBuckets"
-            case .createBucket: "s3:CreateBucket"
-            case .headBucket, .listObjectsV2: "s3:ListBucket"
-            case .deleteBucket: "s3:DeleteBucket"
-            case .getBucketLocation: "s3:GetBucketLocation"
-            case .listMultipartUploads: "s3:ListBucketMultipartUploads"
-            case .putObject, .createMultipartUpload, .uploadPart, .completeMultipartUpload: "s3:PutObject"
-            case .getObject, .headObject: "s3:GetObject"
-            case .deleteObject: "s3:DeleteObject"
-            case .listParts: "s3:ListMultipartUploadParts"
-            case .abortMultipartUpload: "s3:AbortMultipartUpload"
-            }
-        }
-    }
-
     /// A request as the operations see it.
     struct S3Request: Sendable {
         var request: Request
@@ -70,7 +33,12 @@ public struct ObjectAPI: Sendable {
     }
 
     /// Answers one request; never throws, every failure becomes an S3 error response.
-    func respond(to request: Request, logger: Logger) async -> Response {
+    ///
+    /// - Parameter sendContinue: sends `100 Continue` to a client waiting for it; called once the request is
+    ///   authenticated and allowed, before its body is read.
+    func respond(
+        to request: Request, logger: Logger, sendContinue: @Sendable () async -> Void = {}
+    ) async -> Response {
         let requestId = Self.newRequestId()
         var logger = logger
         logger[metadataKey: "ferry.request-id"] = .string(requestId)
@@ -78,35 +46,14 @@ public struct ObjectAPI: Sendable {
         var bucket = ""
         var key = ""
         var resource = rawPath
+        var response: Response
         do {
             let query = SigV4.parseQueryString(request.uri.query ?? "")
             (bucket, key) = try Self.splitPath(rawPath)
             resource = key.isEmpty ? "/\(bucket)" : "/\(bucket)/\(key)"
-            var headers: [(name: String, value: String)] = [("host", request.head.authority ?? "")]
-            for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
-            let authenticated = try await authenticator.authenticate(
-                .init(method: request.method.rawValue, rawPath: rawPath, query: query, headers: headers))
-            let operation = try Self.operation(method: request.method, bucket: bucket, key: key, query: query)
-            logger.debug(
-                "request",
-                metadata: [
-                    "ferry.operation": .string(operation.rawValue), "ferry.bucket": .string(bucket),
-                    "ferry.access-key-id": .string(authenticated.principal.accessKeyId),
-                ])
-            guard
-                authenticated.principal.allows(
-                    action: operation.action, bucket: bucket.isEmpty ? nil : bucket, key: key.isEmpty ? nil : key)
-            else {
-                throw S3Error(.accessDenied, "Access Denied")
-            }
-            if !key.isEmpty { try Self.validateKey(key) }
-            let s3 = S3Request(
-                request: request, requestId: requestId, bucket: bucket, key: key, query: query,
-                principal: authenticated.principal, verified: authenticated.verified, logger: logger)
-            var response = try await perform(operation, s3)
-            response.headers[.amzRequestId] = requestId
-            response.headers[.amzId2] = requestId
-            return response
+            response = try await route(
+                request, bucket: bucket, key: key, query: query, rawPath: rawPath, requestId: requestId, logger: logger,
+                sendContinue: sendContinue)
         } catch {
             var s3Error: S3Error
             if let error = error as? S3Error {
@@ -117,10 +64,71 @@ public struct ObjectAPI: Sendable {
             }
             s3Error.resource = resource
             s3Error.requestId = requestId
+            if s3Error.code == .noSuchKey, request.method == .get || request.method == .head {
+                // No key here is a delete marker: a bucket without versioning has none.
+                s3Error.headers["x-amz-delete-marker"] = "false"
+            }
             logger.debug(
                 "request failed", metadata: ["ferry.error-code": .string(s3Error.code.rawValue)])
-            return Self.errorResponse(s3Error, head: request.method == .head)
+            response = Self.errorResponse(s3Error, head: request.method == .head)
         }
+        response.headers[.amzRequestId] = requestId
+        response.headers[.amzId2] = requestId
+        if request.method != .options, request.headers[.origin] != nil,
+            let cors = await corsHeaders(for: request, bucket: bucket)
+        {
+            for field in cors { response.headers[field.name] = field.value }
+        }
+        return response
+    }
+
+    /// Authenticates, routes and authorizes a request, then performs its operation.
+    private func route(
+        _ request: Request, bucket: String, key: String, query: [(name: String, value: String)], rawPath: String,
+        requestId: String, logger: Logger, sendContinue: @Sendable () async -> Void
+    ) async throws -> Response {
+        // Browsers send preflights without credentials, and form uploads carry their own signed policy.
+        if request.method == .options {
+            guard !bucket.isEmpty else { throw Self.methodNotAllowed }
+            return try await preflight(request, bucket: bucket)
+        }
+        let operation = try Self.operation(
+            method: request.method, bucket: bucket, key: key, query: query, headers: request.headers)
+        if operation == .postObject, request.headers[.authorization] == nil,
+            !SigV4PresignedQuery.isPresigned(query)
+        {
+            logger.debug("request", metadata: ["ferry.operation": .string(operation.rawValue), "ferry.bucket": .string(bucket)])
+            // The form carries its own signature: it has to be read to be checked.
+            await sendContinue()
+            return try await postObject(request, bucket: bucket)
+        }
+        var headers: [(name: String, value: String)] = [("host", request.head.authority ?? "")]
+        for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
+        let authenticated = try await authenticator.authenticate(
+            .init(method: request.method.rawValue, rawPath: rawPath, query: query, headers: headers))
+        logger.debug(
+            "request",
+            metadata: [
+                "ferry.operation": .string(operation.rawValue), "ferry.bucket": .string(bucket),
+                "ferry.access-key-id": .string(authenticated.principal.accessKeyId),
+            ])
+        for action in operation.actions {
+            guard
+                authenticated.principal.allows(
+                    action: action, bucket: bucket.isEmpty ? nil : bucket, key: key.isEmpty ? nil : key)
+            else {
+                throw S3Error(.accessDenied, "Access Denied")
+            }
+        }
+        if operation == .postObject {
+            throw S3Error(.malformedPOSTRequest, "A POST upload is authenticated by its signed policy, not by an Authorization header.")
+        }
+        if !key.isEmpty { try Self.validateKey(key) }
+        await sendContinue()
+        let s3 = S3Request(
+            request: request, requestId: requestId, bucket: bucket, key: key, query: query,
+            principal: authenticated.principal, verified: authenticated.verified, logger: logger)
+        return try await perform(operation, s3)
     }
 
     func perform(_ operation: Operation, _ request: S3Request) async throws -> Response {
@@ -130,58 +138,33 @@ public struct ObjectAPI: Sendable {
         case .headBucket: try await headBucket(request)
         case .deleteBucket: try await deleteBucket(request)
         case .getBucketLocation: try await getBucketLocation(request)
+        case .getBucketVersioning: try await getBucketVersioning(request)
+        case .getBucketCors: try await getBucketCors(request)
+        case .putBucketCors: try await putBucketCors(request)
+        case .deleteBucketCors: try await deleteBucketCors(request)
+        case .listObjects: try await listObjects(request)
         case .listObjectsV2: try await listObjectsV2(request)
+        case .listObjectVersions: try await listObjectVersions(request)
         case .listMultipartUploads: try await listMultipartUploads(request)
+        case .deleteObjects: try await deleteObjects(request)
+        case .postObject: throw Self.methodNotAllowed
         case .putObject: try await putObject(request)
+        case .copyObject: try await copyObject(request)
         case .getObject: try await getObject(request, head: false)
         case .headObject: try await getObject(request, head: true)
         case .deleteObject: try await deleteObject(request)
+        case .getObjectAttributes: try await getObjectAttributes(request)
+        case .getObjectTagging: try await getObjectTagging(request)
+        case .putObjectTagging: try await putObjectTagging(request)
+        case .deleteObjectTagging: try await deleteObjectTagging(request)
         case .createMultipartUpload: try await createMultipartUpload(request)
         case .uploadPart: try await uploadPart(request)
+        case .uploadPartCopy: try await uploadPartCopy(request)
         case .listParts: try await listParts(request)
         case .completeMultipartUpload: try await completeMultipartUpload(request)
         case .abortMultipartUpload: try await abortMultipartUpload(request)
         }
     }
-
-    /// Chooses the operation from method, path and query, as S3 does.
-    static func operation(method: HTTPRequest.Method, bucket: String, key: String, query: [(name: String, value: String)])
-        throws -> Operation
-    {
-        let has = { (name: String) in query.contains { $0.name == name } }
-        if bucket.isEmpty {
-            guard method == .get else { throw methodNotAllowed }
-            return .listBuckets
-        }
-        if key.isEmpty {
-            switch method {
-            case .put: return .createBucket
-            case .head: return .headBucket
-            case .delete: return .deleteBucket
-            case .get:
-                if has("location") { return .getBucketLocation }
-                if has("uploads") { return .listMultipartUploads }
-                if has("list-type") || query.allSatisfy({ ["prefix", "delimiter", "max-keys", "continuation-token", "start-after", "encoding-type", "fetch-owner"].contains($0.name) }) {
-                    return .listObjectsV2
-                }
-                throw S3Error(.notImplemented, "A header or query you provided implies functionality that is not implemented.")
-            default: throw methodNotAllowed
-            }
-        }
-        switch method {
-        case .put: return has("uploadId") || has("partNumber") ? .uploadPart : .putObject
-        case .get: return has("uploadId") ? .listParts : .getObject
-        case .head: return .headObject
-        case .delete: return has("uploadId") ? .abortMultipartUpload : .deleteObject
-        case .post:
-            if has("uploads") { return .createMultipartUpload }
-            if has("uploadId") { return .completeMultipartUpload }
-            throw methodNotAllowed
-        default: throw methodNotAllowed
-        }
-    }
-
-    static let methodNotAllowed = S3Error(.methodNotAllowed, "The specified method is not allowed against this resource.")
 
     /// Splits a raw path into a bucket and a decoded key.
     static func splitPath(_ rawPath: String) throws -> (bucket: String, key: String) {
@@ -195,7 +178,7 @@ public struct ObjectAPI: Sendable {
         return (bucket, key)
     }
 
-    /// Keys are at most 1024 bytes of UTF-8 and carry no `.` or `..` path segment.
+    /// Keys are at most 1024 bytes of UTF-8, carry no `.` or `..` path segment and no control character.
     static func validateKey(_ key: String) throws {
         guard key.utf8.count <= 1024 else {
             throw S3Error(.keyTooLong, "Your key is too long", details: ["MaxSizeAllowed": "1024"])
@@ -205,19 +188,28 @@ public struct ObjectAPI: Sendable {
                 .invalidArgument, "Object keys must not contain '.' or '..' path segments.",
                 details: ["ArgumentName": "key"])
         }
-        if key.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" }) {
-            throw S3Error(.invalidArgument, "Object keys must not contain control characters.", details: ["ArgumentName": "key"])
+        // C0 and C1 control characters (but tab) and DEL, as S3 refuses them in a request URI.
+        if key.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || (0x7F...0x9F).contains($0.value) }) {
+            throw S3Error(.invalidURI, "Couldn't parse the specified URI.", details: ["ArgumentName": "key"])
         }
     }
 
-    /// Bucket names as S3 allows them: 3–63 characters of lowercase letters, digits, dots and hyphens.
+    /// Bucket names as S3 allows them: 3–63 characters of lowercase letters, digits, dots and hyphens, starting and
+    /// ending with a letter or digit; no `..`, `.-` or `-.`; not an IP address; none of S3's reserved prefixes
+    /// (`xn--`, `sthree-`, `amzn-s3-demo-`) or suffixes (`-s3alias`, `--ol-s3`, `.mrap`, `--x-s3`, `--table-s3`).
     static func validateBucketName(_ name: String) throws {
         let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789.-")
+        let reservedPrefixes = ["xn--", "sthree-", "amzn-s3-demo-"]
+        let reservedSuffixes = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"]
+        let octets = name.split(separator: ".", omittingEmptySubsequences: false)
+        let isIPAddress = octets.count == 4 && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) }
         guard (3...63).contains(name.count), name.allSatisfy({ allowed.contains($0) }),
             let first = name.first, let last = name.last, first.isLetter || first.isNumber,
-            last.isLetter || last.isNumber, !name.contains("..")
+            last.isLetter || last.isNumber, !name.contains(".."), !name.contains(".-"), !name.contains("-."),
+            !isIPAddress, !reservedPrefixes.contains(where: name.hasPrefix),
+            !reservedSuffixes.contains(where: name.hasSuffix)
         else {
-            throw S3Error(.invalidBucketName, "The specified bucket is not valid.", details: ["BucketName": name])
+            throw S3Error(.invalidBucketName, "The specified bucket is not valid.", details: ["BucketName": String(name.prefix(64))])
         }
     }
 
@@ -235,6 +227,9 @@ public struct ObjectAPI: Sendable {
 
     static func errorResponse(_ error: S3Error, head: Bool) -> Response {
         var headers: HTTPFields = [.amzRequestId: error.requestId ?? "", .amzId2: error.requestId ?? ""]
+        for (name, value) in error.headers {
+            if let field = HTTPField.Name(name) { headers[field] = value }
+        }
         if head || error.code == .notModified {
             headers[.contentLength] = "0"
             return Response(status: .init(code: error.code.httpStatus), headers: headers)

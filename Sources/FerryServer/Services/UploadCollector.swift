@@ -9,6 +9,8 @@ struct UploadCollector: Service {
     let maxAge: TimeInterval
     let interval: TimeInterval
     let logger: Logger
+    /// How long a completed upload is remembered, so a retried CompleteMultipartUpload gets the same answer.
+    static let completedUploadMemory: TimeInterval = 24 * 3600
 
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
@@ -24,6 +26,7 @@ struct UploadCollector: Service {
         do {
             let aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
             let orphans = try await store.collectOrphanBlobs()
+            _ = try await store.forgetCompletedUploads(before: now.addingTimeInterval(-Self.completedUploadMemory))
             if aborted > 0 || orphans > 0 {
                 logger.debug("collected", metadata: ["ferry.uploads-aborted": "\(aborted)", "ferry.files-deleted": "\(orphans)"])
             }

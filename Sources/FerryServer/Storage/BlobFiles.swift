@@ -25,6 +25,8 @@ struct BlobFiles: Sendable {
     /// Whether bodies are written with direct I/O where the platform has it (Linux); tests turn it off to cover the
     /// page-cache path.
     var directIO = true
+    /// Blobs being read; their deletion waits until the last reader lets go.
+    let leases = BlobLeases()
     /// Bytes gathered before one write to disk.
     static let writeBatch = 1 << 20
     /// Bytes read from disk per chunk sent.
@@ -126,6 +128,26 @@ struct BlobFiles: Sendable {
         }
     }
 
+    /// MD5 and `checksums` of bytes read from the store (a copied part), hashed on the thread pool as they arrive.
+    func digest<Bytes: AsyncSequence>(_ bytes: Bytes, checksums algorithms: [ChecksumAlgorithm]) async throws
+        -> BodyDigests where Bytes.Element == ByteBuffer
+    {
+        var hasher = MultiChecksummer([.md5] + algorithms.filter { $0 != .md5 })
+        var size: Int64 = 0
+        for try await buffer in bytes {
+            size += Int64(buffer.readableBytes)
+            let current = hasher
+            hasher = try await threadPool.runIfActive {
+                var next = current
+                buffer.withUnsafeReadableBytes { next.update($0) }
+                return next
+            }
+        }
+        var checksums: [String: [UInt8]] = [:]
+        for algorithm in algorithms where algorithm != .md5 { checksums[algorithm.s3Name] = hasher.finalize(algorithm) }
+        return BodyDigests(size: size, md5: hasher.finalize(.md5) ?? [], checksums: checksums)
+    }
+
     /// Moves a finished temporary file into place under a new blob name and makes the rename durable.
     func commit(tempPath: String) async throws -> String {
         let name = Self.newBlobName()
@@ -148,12 +170,88 @@ struct BlobFiles: Sendable {
         unlink(tempPath)
     }
 
-    /// Deletes blobs that nothing references any more.
+    /// Deletes blobs that nothing references any more; a blob being read is deleted when its last reader finishes.
     func delete(blobs: [String]) async {
-        guard !blobs.isEmpty else { return }
-        let paths = blobs.map(path(of:))
+        let now = leases.delete(blobs)
+        guard !now.isEmpty else { return }
+        let paths = now.map(path(of:))
         _ = try? await threadPool.runIfActive {
             for path in paths { unlink(path) }
+        }
+    }
+
+    /// Holds `blobs` for a reader: none of them is deleted until the returned lease is released (or dropped).
+    func lease(_ blobs: [String]) -> BlobLease {
+        leases.acquire(blobs)
+        return BlobLease(files: self, blobs: blobs)
+    }
+
+    /// Gives the bytes of `blob` a second, new blob name (a hard link: one file, two names; deleting either name
+    /// leaves the other). Where the file system cannot link, the bytes are copied.
+    func link(_ blob: String) async throws -> String {
+        let name = Self.newBlobName()
+        let source = path(of: blob)
+        let target = path(of: name)
+        let directory = (target as NSString).deletingLastPathComponent
+        let temp = "\(tmpDirectory)/\(Self.newBlobName())"
+        try await diskPool.runIfActive {
+            mkdir(directory, 0o700)
+            if Foundation.link(source, target) != 0 {
+                let code = errno
+                guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
+                    throw POSIXFileError("link", code)
+                }
+                try Self.copyFile(source, to: temp)
+                if rename(temp, target) != 0 {
+                    let code = errno
+                    unlink(temp)
+                    throw POSIXFileError("rename", code)
+                }
+            }
+            // The orphan collector judges a file by its age: the new name must not look like an old orphan while
+            // the catalog entry that will reference it is being written.
+            utimes(target, nil)
+            let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if dfd >= 0 {
+                fsync(dfd)
+                close(dfd)
+            }
+        }
+        return name
+    }
+
+    /// Copies a file's bytes to a new file and makes them durable.
+    private static func copyFile(_ source: String, to target: String) throws {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw POSIXFileError("open", errno) }
+        defer { close(input) }
+        let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw POSIXFileError("open", errno) }
+        var buffer = [UInt8](repeating: 0, count: readChunk)
+        do {
+            while true {
+                let n = buffer.withUnsafeMutableBytes { Foundation.read(input, $0.baseAddress!, $0.count) }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw POSIXFileError("read", errno)
+                }
+                if n == 0 { break }
+                var done = 0
+                while done < n {
+                    let w = buffer.withUnsafeBytes { Foundation.write(output, $0.baseAddress! + done, n - done) }
+                    if w < 0 {
+                        if errno == EINTR { continue }
+                        throw POSIXFileError("write", errno)
+                    }
+                    done += w
+                }
+            }
+            guard fsync(output) == 0 else { throw POSIXFileError("fsync", errno) }
+            close(output)
+        } catch {
+            close(output)
+            unlink(target)
+            throw error
         }
     }
 
@@ -273,7 +371,7 @@ struct BlobByteSequence: AsyncSequence, Sendable {
             let start = Swift.max(lower, position)
             let end = Swift.min(upper, position + segment.size)
             if end > start {
-                pieces.append((segment.blob, start - position, end - start))
+                pieces.append((segment.blob, (segment.offset ?? 0) + start - position, end - start))
             }
             position += segment.size
         }

@@ -49,7 +49,7 @@ public struct LocalDiskStore: ObjectStore {
 
     public func deleteBucket(_ name: String) async throws {
         switch try await catalog.deleteBucket(name) {
-        case .deleted: return
+        case .deleted(let blobs): await files.delete(blobs: blobs)
         case .missing: throw Self.noSuchBucket
         case .notEmpty: throw S3Error(.bucketNotEmpty, "The bucket you tried to delete is not empty.")
         }
@@ -57,6 +57,15 @@ public struct LocalDiskStore: ObjectStore {
 
     public func listBuckets() async throws -> [BucketInfo] {
         try await catalog.buckets()
+    }
+
+    public func bucketCors(_ name: String) async throws -> String? {
+        _ = try await bucket(name)
+        return try await catalog.bucketCors(name)
+    }
+
+    public func setBucketCors(_ name: String, _ document: String?) async throws {
+        guard try await catalog.setBucketCors(name, document) else { throw Self.noSuchBucket }
     }
 
     public func listObjects(bucket: String, prefix: String, delimiter: String?, startAfter: String?, maxKeys: Int)
@@ -104,19 +113,33 @@ public struct LocalDiskStore: ObjectStore {
     public func object(bucket: String, key: String) async throws -> ObjectInfo {
         if let object = try await catalog.object(bucket: bucket, key: key) { return object }
         _ = try await self.bucket(bucket)
-        throw S3Error(.noSuchKey, "The specified key does not exist.")
+        throw Self.noSuchKey
     }
 
-    public func readObject(_ object: ObjectInfo, range: ClosedRange<Int64>?) -> AsyncThrowingStream<
+    public func readObject(_ object: ObjectInfo, range: ClosedRange<Int64>?) async throws -> AsyncThrowingStream<
         ByteBuffer, any Error
     > {
-        let box = IteratorBox(BlobByteSequence(files: files, manifest: object.manifest, range: range).makeAsyncIterator())
-        return AsyncThrowingStream(unfolding: { try await box.iterator.next() })
+        let lease = files.lease(object.manifest.map(\.blob))
+        // Leased first, then confirmed: a writer deletes replaced blobs only after its catalog change, so either
+        // the catalog still shows this version now and its blobs stay until the lease ends, or the version changed.
+        guard let current = try await catalog.object(bucket: object.bucket, key: object.key),
+            current.etag == object.etag, current.manifest == object.manifest
+        else {
+            lease.release()
+            throw ObjectChangedError()
+        }
+        let box = IteratorBox(
+            BlobByteSequence(files: files, manifest: object.manifest, range: range).makeAsyncIterator(), lease: lease)
+        return AsyncThrowingStream(unfolding: {
+            let next = try await box.iterator.next()
+            if next == nil { box.lease.release() }
+            return next
+        })
     }
 
     public func putObject<Body: AsyncSequence & Sendable>(
-        bucket: String, key: String, attributes: ObjectAttributes, body: Body, checksums: [ChecksumAlgorithm],
-        ifNoneMatch: Bool, verify: BodyVerifier
+        bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag], body: Body,
+        checksums: [ChecksumAlgorithm], condition: ObjectWriteCondition, verify: BodyVerifier
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
         _ = try await self.bucket(bucket)
         let (temp, digests) = try await files.write(body, checksums: checksums, maxSize: limits.maxPartSize)
@@ -128,39 +151,105 @@ public struct LocalDiskStore: ObjectStore {
                 attributes: attributes,
                 checksums: digests.checksums.filter { $0.key != "MD5" }.mapValues { Data($0).base64EncodedString() },
                 checksumType: digests.checksums.keys.contains { $0 != "MD5" } ? "FULL_OBJECT" : nil,
-                manifest: [BlobSegment(blob: blob, size: digests.size)], partCount: nil)
-            switch try await catalog.putObject(object, condition: ifNoneMatch ? .absent : .none) {
-            case .stored(let replaced):
-                await files.delete(blobs: replaced.map(\.blob))
-                return object
-            case .noSuchBucket:
-                await files.delete(blobs: [blob])
-                throw Self.noSuchBucket
-            case .preconditionFailed:
-                await files.delete(blobs: [blob])
-                throw S3Error(.preconditionFailed, "At least one of the pre-conditions you specified did not hold")
-            }
+                manifest: [BlobSegment(blob: blob, size: digests.size)], partCount: nil, tags: tags)
+            return try await store(object, condition: condition, newBlobs: [blob])
         } catch {
             files.discard(tempPath: temp)
             throw error
         }
     }
 
-    public func deleteObject(bucket: String, key: String) async throws {
+    /// Writes an object's catalog entry; on failure deletes `newBlobs` and throws the S3 error.
+    private func store(_ object: ObjectInfo, condition: ObjectWriteCondition, newBlobs: [String]) async throws
+        -> ObjectInfo
+    {
+        let outcome: SQLiteCatalog.PutOutcome
+        do {
+            outcome = try await catalog.putObject(object, condition: condition)
+        } catch {
+            await files.delete(blobs: newBlobs)
+            throw error
+        }
+        switch outcome {
+        case .stored(let replaced):
+            await files.delete(blobs: replaced.map(\.blob))
+            return object
+        case .noSuchBucket:
+            await files.delete(blobs: newBlobs)
+            throw Self.noSuchBucket
+        case .preconditionFailed:
+            await files.delete(blobs: newBlobs)
+            throw Self.preconditionFailed
+        case .noSuchKey:
+            await files.delete(blobs: newBlobs)
+            throw Self.noSuchKey
+        }
+    }
+
+    public func copyObject(
+        _ source: ObjectInfo, bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
+        condition: ObjectWriteCondition
+    ) async throws -> ObjectInfo {
         _ = try await self.bucket(bucket)
-        let blobs = try await catalog.deleteObject(bucket: bucket, key: key)
-        await files.delete(blobs: blobs.map(\.blob))
+        let manifest = try await share(source, segments: source.manifest)
+        var object = source
+        object.bucket = bucket
+        object.key = key
+        object.attributes = attributes
+        object.tags = tags
+        object.lastModified = Date()
+        object.manifest = manifest
+        return try await store(object, condition: condition, newBlobs: manifest.map(\.blob))
+    }
+
+    /// New names for the blobs of `segments` of `source` (hard links), taken while the source is leased and
+    /// confirmed current; throws ``ObjectChangedError`` when the source changed first.
+    private func share(_ source: ObjectInfo, segments: [BlobSegment]) async throws -> [BlobSegment] {
+        let lease = files.lease(segments.map(\.blob))
+        defer { lease.release() }
+        guard let current = try await catalog.object(bucket: source.bucket, key: source.key),
+            current.etag == source.etag, current.manifest == source.manifest
+        else { throw ObjectChangedError() }
+        var shared: [BlobSegment] = []
+        do {
+            for segment in segments {
+                let name = try await files.link(segment.blob)
+                shared.append(BlobSegment(blob: name, size: segment.size, offset: segment.offset))
+            }
+        } catch {
+            await files.delete(blobs: shared.map(\.blob))
+            throw error
+        }
+        return shared
+    }
+
+    public func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws {
+        _ = try await self.bucket(bucket)
+        switch try await catalog.deleteObject(bucket: bucket, key: key, condition: condition) {
+        case .stored(let replaced): await files.delete(blobs: replaced.map(\.blob))
+        case .preconditionFailed: throw Self.preconditionFailed
+        case .noSuchKey: throw Self.noSuchKey
+        case .noSuchBucket: throw Self.noSuchBucket
+        }
+    }
+
+    public func setObjectTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws {
+        guard try await catalog.setTags(tags, bucket: bucket, key: key, etag: etag) else {
+            _ = try await self.bucket(bucket)
+            throw Self.noSuchKey
+        }
     }
 
     // MARK: Multipart
 
     public func createMultipartUpload(
-        bucket: String, key: String, attributes: ObjectAttributes, checksumAlgorithm: ChecksumAlgorithm?,
-        checksumType: String?
+        bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
+        checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?
     ) async throws -> MultipartUploadInfo {
         let upload = MultipartUploadInfo(
             uploadId: BlobFiles.newBlobName() + BlobFiles.newBlobName(), bucket: bucket, key: key, initiated: Date(),
-            attributes: attributes, checksumAlgorithm: checksumAlgorithm?.s3Name, checksumType: checksumType)
+            attributes: attributes, checksumAlgorithm: checksumAlgorithm?.s3Name, checksumType: checksumType,
+            tags: tags)
         guard try await catalog.insertUpload(upload) else { throw Self.noSuchBucket }
         return upload
     }
@@ -177,32 +266,106 @@ public struct LocalDiskStore: ObjectStore {
         _ upload: MultipartUploadInfo, partNumber: Int, body: Body, checksums: [ChecksumAlgorithm],
         verify: BodyVerifier
     ) async throws -> PartInfo where Body.Element == ByteBuffer {
-        var algorithms = checksums
-        if let name = upload.checksumAlgorithm, let algorithm = ChecksumAlgorithm(name: name),
-            !algorithms.contains(algorithm)
-        {
-            algorithms.append(algorithm)
-        }
+        let algorithms = Self.algorithms(checksums, upload: upload)
         let (temp, digests) = try await files.write(body, checksums: algorithms, maxSize: limits.maxPartSize)
         do {
             try verify(digests)
             let blob = try await files.commit(tempPath: temp)
             let part = PartInfo(
                 number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
-                checksums: digests.checksums.mapValues { Data($0).base64EncodedString() }, blob: blob,
-                lastModified: Date())
-            switch try await catalog.putPart(part, uploadId: upload.uploadId) {
-            case .stored(let replaced):
-                if let replaced { await files.delete(blobs: [replaced]) }
-                return part
-            case .noSuchUpload:
-                await files.delete(blobs: [blob])
-                throw Self.noSuchUpload
-            }
+                checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
+                segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
+            return try await record(part, upload: upload)
         } catch {
             files.discard(tempPath: temp)
             throw error
         }
+    }
+
+    /// The algorithms a part is hashed with: those asked for and the upload's own.
+    private static func algorithms(_ checksums: [ChecksumAlgorithm], upload: MultipartUploadInfo) -> [ChecksumAlgorithm] {
+        var algorithms = checksums
+        if let name = upload.checksumAlgorithm, let algorithm = ChecksumAlgorithm(name: name),
+            !algorithms.contains(algorithm)
+        {
+            algorithms.append(algorithm)
+        }
+        return algorithms
+    }
+
+    /// Records a part in the catalog, deleting the blobs of the part it replaces (or its own when the upload is gone).
+    private func record(_ part: PartInfo, upload: MultipartUploadInfo) async throws -> PartInfo {
+        let outcome: SQLiteCatalog.PartOutcome
+        do {
+            outcome = try await catalog.putPart(part, uploadId: upload.uploadId)
+        } catch {
+            await files.delete(blobs: part.segments.map(\.blob))
+            throw error
+        }
+        switch outcome {
+        case .stored(let replaced):
+            await files.delete(blobs: replaced)
+            return part
+        case .noSuchUpload:
+            await files.delete(blobs: part.segments.map(\.blob))
+            throw Self.noSuchUpload
+        }
+    }
+
+    public func uploadPartCopy(
+        _ upload: MultipartUploadInfo, partNumber: Int, source: ObjectInfo, range: ClosedRange<Int64>?,
+        checksums: [ChecksumAlgorithm]
+    ) async throws -> PartInfo {
+        guard source.size > 0 else {
+            // An empty source makes an empty part: nothing to share.
+            let (temp, digests) = try await files.write(
+                AsyncStream<ByteBuffer> { $0.finish() }, checksums: Self.algorithms(checksums, upload: upload),
+                maxSize: 0)
+            let blob = try await files.commit(tempPath: temp)
+            return try await record(
+                PartInfo(
+                    number: partNumber, size: 0, etag: Self.hex(digests.md5),
+                    checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
+                    segments: [BlobSegment(blob: blob, size: 0)], lastModified: Date()),
+                upload: upload)
+        }
+        let range = range ?? 0...(source.size - 1)
+        // The segments of the source that hold the range, cut to it.
+        var segments: [BlobSegment] = []
+        var position: Int64 = 0
+        for segment in source.manifest {
+            let start = max(range.lowerBound, position)
+            let end = min(range.upperBound + 1, position + segment.size)
+            if end > start {
+                segments.append(
+                    BlobSegment(blob: segment.blob, size: end - start, offset: (segment.offset ?? 0) + start - position))
+            }
+            position += segment.size
+        }
+        // The part's MD5 and checksums come from its bytes, read once; then the bytes are shared, not copied.
+        let lease = files.lease(segments.map(\.blob))
+        defer { lease.release() }
+        guard let current = try await catalog.object(bucket: source.bucket, key: source.key),
+            current.etag == source.etag, current.manifest == source.manifest
+        else { throw ObjectChangedError() }
+        let digests = try await files.digest(
+            BlobByteSequence(files: files, manifest: segments, range: nil),
+            checksums: Self.algorithms(checksums, upload: upload))
+        var shared: [BlobSegment] = []
+        do {
+            for segment in segments {
+                shared.append(
+                    BlobSegment(blob: try await files.link(segment.blob), size: segment.size, offset: segment.offset))
+            }
+        } catch {
+            await files.delete(blobs: shared.map(\.blob))
+            throw error
+        }
+        let part = PartInfo(
+            number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
+            checksums: digests.checksums.mapValues { Data($0).base64EncodedString() }, segments: shared,
+            lastModified: Date())
+        return try await record(part, upload: upload)
     }
 
     public func listParts(_ upload: MultipartUploadInfo, after marker: Int, maxParts: Int) async throws
@@ -223,8 +386,22 @@ public struct LocalDiskStore: ObjectStore {
     }
 
     public func completeMultipartUpload(
-        _ upload: MultipartUploadInfo, parts requested: [CompleteMultipartUpload.Part], fullObjectChecksum: String?
+        _ upload: MultipartUploadInfo, parts requested: [CompleteMultipartUpload.Part],
+        fullObjectChecksums: [String: String], condition: ObjectWriteCondition
     ) async throws -> ObjectInfo {
+        // A declared object checksum must at least be one of this upload's, and well-formed.
+        for (name, value) in fullObjectChecksums {
+            guard name == upload.checksumAlgorithm, let algorithm = ChecksumAlgorithm(name: name) else {
+                throw S3Error(
+                    .invalidRequest,
+                    upload.checksumAlgorithm.map { "The upload was created using the \($0) checksum algorithm, not \(name)." }
+                        ?? "The upload was created without a checksum algorithm; the x-amz-checksum-\(name.lowercased()) header cannot be checked.")
+            }
+            let digest = Self.stripPartCount(value)
+            guard let data = Data(base64Encoded: String(digest)), data.count == algorithm.digestLength else {
+                throw S3Error(.badDigest, "The \(name) you specified did not match the calculated checksum.")
+            }
+        }
         guard !requested.isEmpty else {
             throw S3Error(
                 .malformedXML,
@@ -268,13 +445,14 @@ public struct LocalDiskStore: ObjectStore {
                     }
                     combined = next
                 }
-                let value = Data(combined).base64EncodedString()
-                if let fullObjectChecksum, fullObjectChecksum != value {
-                    throw S3Error(.badDigest, "The \(name) you specified did not match the calculated checksum.")
-                }
-                checksums[name] = value
+                checksums[name] = Data(combined).base64EncodedString()
             } else {
                 checksums[name] = Checksum.composite(algorithm, partChecksums: partValues)
+            }
+            if let declared = fullObjectChecksums[name],
+                Self.stripPartCount(declared) != Self.stripPartCount(checksums[name] ?? "")
+            {
+                throw S3Error(.badDigest, "The \(name) you specified did not match the calculated checksum.")
             }
         }
         let object = ObjectInfo(
@@ -282,8 +460,11 @@ public struct LocalDiskStore: ObjectStore {
             etag: Checksum.multipartETag(partMD5s: md5s).trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
             lastModified: Date(), attributes: upload.attributes, checksums: checksums,
             checksumType: checksums.isEmpty ? nil : (upload.checksumType ?? "COMPOSITE"),
-            manifest: chosen.map { BlobSegment(blob: $0.blob, size: $0.size) }, partCount: chosen.count)
-        switch try await catalog.completeUpload(upload.uploadId, object: object, expectedParts: chosen) {
+            manifest: chosen.flatMap(\.segments), partCount: chosen.count, tags: upload.tags,
+            parts: chosen.map { ObjectPart(number: $0.number, size: $0.size, checksums: $0.checksums) })
+        switch try await catalog.completeUpload(
+            upload.uploadId, object: object, expectedParts: chosen, condition: condition)
+        {
         case .completed(let replaced, let unused):
             await files.delete(blobs: replaced.map(\.blob) + unused)
             return object
@@ -291,7 +472,23 @@ public struct LocalDiskStore: ObjectStore {
             throw Self.noSuchUpload
         case .changed:
             throw S3Error(.invalidPart, "A part was replaced while the upload was being completed; try again.")
+        case .preconditionFailed:
+            throw Self.preconditionFailed
+        case .noSuchKey:
+            throw Self.noSuchKey
         }
+    }
+
+    public func completedUpload(_ uploadId: String) async throws -> CompletedUpload? {
+        try await catalog.completedUpload(uploadId)
+    }
+
+    /// A checksum value without a composite's `-N` part count.
+    static func stripPartCount(_ value: String) -> Substring {
+        guard let dash = value.lastIndex(of: "-"), value[value.index(after: dash)...].allSatisfy(\.isNumber) else {
+            return Substring(value)
+        }
+        return value[..<dash]
     }
 
     public func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws {
@@ -310,12 +507,17 @@ public struct LocalDiskStore: ObjectStore {
         return count
     }
 
+    /// Forgets completed uploads older than `date` (a Complete retried after that answers NoSuchUpload).
+    func forgetCompletedUploads(before date: Date) async throws -> Int {
+        try await catalog.forgetCompletedUploads(before: date)
+    }
+
     /// Deletes blob files no catalog entry references (left by a crash between a rename and its catalog write).
     func collectOrphanBlobs(olderThan age: TimeInterval = 3600) async throws -> Int {
         let referenced = try await catalog.referencedBlobs()
         var removed: [String] = []
         let cutoff = Date().addingTimeInterval(-age)
-        for name in try files.allBlobNames() where !referenced.contains(name) {
+        for name in try files.allBlobNames() where !referenced.contains(name) && !files.leases.isLeased(name) {
             let attributes = try? FileManager.default.attributesOfItem(atPath: files.path(of: name))
             if let modified = attributes?[.modificationDate] as? Date, modified < cutoff { removed.append(name) }
         }
@@ -329,10 +531,18 @@ public struct LocalDiskStore: ObjectStore {
     // so the iterator is never used concurrently.
     final class IteratorBox: @unchecked Sendable {
         var iterator: BlobByteSequence.AsyncIterator
-        init(_ iterator: BlobByteSequence.AsyncIterator) { self.iterator = iterator }
+        /// Keeps the blobs from deletion until the body is read or dropped.
+        let lease: BlobLease
+        init(_ iterator: BlobByteSequence.AsyncIterator, lease: BlobLease) {
+            self.iterator = iterator
+            self.lease = lease
+        }
     }
 
     static let noSuchBucket = S3Error(.noSuchBucket, "The specified bucket does not exist.")
+    static let noSuchKey = S3Error(.noSuchKey, "The specified key does not exist.")
+    static let preconditionFailed = S3Error(
+        .preconditionFailed, "At least one of the pre-conditions you specified did not hold")
     static let noSuchUpload = S3Error(
         .noSuchUpload,
         "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."

@@ -2,6 +2,83 @@ import FerryCore
 import Foundation
 import NIOCore
 
+/// The object was replaced or deleted between looking it up and reading it.
+public struct ObjectChangedError: Error, Sendable {
+    /// Creates the error.
+    public init() {}
+}
+
+/// When a write (or delete) may replace what is stored at a key: S3's conditional writes (`If-Match`,
+/// `If-None-Match`) and deletes (`If-Match`, `x-amz-if-match-last-modified-time`, `x-amz-if-match-size`).
+public struct ObjectWriteCondition: Sendable, Hashable {
+    /// ETags (unquoted) one of which the current object must have, or `*` for any; nil for no such condition.
+    public var ifMatch: [String]?
+    /// ETags (unquoted) the current object must not have, or `*` for "no object"; nil for no such condition.
+    public var ifNoneMatch: [String]?
+    /// The last-modified time (whole seconds) the current object must have.
+    public var ifMatchLastModified: Date?
+    /// The size the current object must have.
+    public var ifMatchSize: Int64?
+
+    /// Creates a condition.
+    public init(
+        ifMatch: [String]? = nil, ifNoneMatch: [String]? = nil, ifMatchLastModified: Date? = nil,
+        ifMatchSize: Int64? = nil
+    ) {
+        self.ifMatch = ifMatch
+        self.ifNoneMatch = ifNoneMatch
+        self.ifMatchLastModified = ifMatchLastModified
+        self.ifMatchSize = ifMatchSize
+    }
+
+    /// No condition.
+    public static let none = ObjectWriteCondition()
+    /// Only when no object has the key (`If-None-Match: *`).
+    public static let absent = ObjectWriteCondition(ifNoneMatch: ["*"])
+
+    /// Whether there is any condition.
+    public var isEmpty: Bool { self == .none }
+
+    /// Why a condition does not hold.
+    public enum Failure: Sendable {
+        /// 412 PreconditionFailed.
+        case preconditionFailed
+        /// `If-Match` named an object that does not exist: 404 NoSuchKey.
+        case noSuchKey
+    }
+
+    /// Evaluates the condition against the current object (nil when the key is free); nil when it holds.
+    public func evaluate(etag: String?, lastModified: Date?, size: Int64?) -> Failure? {
+        if let ifMatch {
+            guard let etag else { return .noSuchKey }
+            if !ifMatch.contains("*") && !ifMatch.contains(etag) { return .preconditionFailed }
+        }
+        if let ifNoneMatch, let etag, ifNoneMatch.contains("*") || ifNoneMatch.contains(etag) {
+            return .preconditionFailed
+        }
+        if let ifMatchLastModified {
+            guard let lastModified else { return .noSuchKey }
+            if lastModified.timeIntervalSince1970.rounded(.down) != ifMatchLastModified.timeIntervalSince1970.rounded(.down) {
+                return .preconditionFailed
+            }
+        }
+        if let ifMatchSize {
+            guard let size else { return .noSuchKey }
+            if size != ifMatchSize { return .preconditionFailed }
+        }
+        return nil
+    }
+
+    /// The ETags of an `If-Match` / `If-None-Match` header: comma-separated, quotes and weak markers removed.
+    public static func etags(_ header: String) -> [String] {
+        header.split(separator: ",").map {
+            var tag = $0.trimmingCharacters(in: .whitespaces)
+            if tag.hasPrefix("W/") { tag.removeFirst(2) }
+            return tag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        }.filter { !$0.isEmpty }
+    }
+}
+
 /// Checks a body once it has been fully received, before it becomes visible; throws an `S3Error` to reject it.
 public typealias BodyVerifier = @Sendable (BodyDigests) throws -> Void
 
@@ -14,30 +91,47 @@ public protocol ObjectStore: Sendable {
     func createBucket(_ name: String) async throws
     /// The bucket; `NoSuchBucket` when absent.
     func bucket(_ name: String) async throws -> BucketInfo
-    /// Deletes an empty bucket; `BucketNotEmpty` or `NoSuchBucket`.
+    /// Deletes a bucket without objects, aborting its unfinished multipart uploads; `BucketNotEmpty` or
+    /// `NoSuchBucket`.
     func deleteBucket(_ name: String) async throws
     /// All buckets by name.
     func listBuckets() async throws -> [BucketInfo]
+    /// The bucket's CORS configuration (its S3 XML document), nil when it has none; `NoSuchBucket` when absent.
+    func bucketCors(_ name: String) async throws -> String?
+    /// Sets the bucket's CORS configuration, or removes it with nil; `NoSuchBucket` when absent.
+    func setBucketCors(_ name: String, _ document: String?) async throws
     /// One page of objects, with common prefixes rolled up at `delimiter`.
     func listObjects(bucket: String, prefix: String, delimiter: String?, startAfter: String?, maxKeys: Int)
         async throws -> ObjectListing
 
     /// The object's catalog entry; `NoSuchKey` or `NoSuchBucket`.
     func object(bucket: String, key: String) async throws -> ObjectInfo
-    /// The object's bytes (or a range of them), read as the consumer asks.
-    func readObject(_ object: ObjectInfo, range: ClosedRange<Int64>?) -> AsyncThrowingStream<ByteBuffer, any Error>
+    /// The bytes (or a range of them) of the version `object` describes, read as the consumer asks; the version stays
+    /// readable to the end even when the key is overwritten or deleted meanwhile. Throws ``ObjectChangedError`` when
+    /// the key no longer holds that version when the read starts (look the object up again).
+    func readObject(_ object: ObjectInfo, range: ClosedRange<Int64>?) async throws
+        -> AsyncThrowingStream<ByteBuffer, any Error>
     /// Streams a body into a new object, computing MD5 and `checksums`; `verify` sees the digests before it is visible.
+    /// The object replaces the current one only when `condition` holds (`PreconditionFailed` otherwise).
     func putObject<Body: AsyncSequence & Sendable>(
-        bucket: String, key: String, attributes: ObjectAttributes, body: Body, checksums: [ChecksumAlgorithm],
-        ifNoneMatch: Bool, verify: BodyVerifier
+        bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag], body: Body,
+        checksums: [ChecksumAlgorithm], condition: ObjectWriteCondition, verify: BodyVerifier
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer
-    /// Deletes an object; deleting a missing key succeeds, as in S3.
-    func deleteObject(bucket: String, key: String) async throws
+    /// Stores a copy of `source` at bucket/key with new attributes and tags, sharing the source's bytes where the
+    /// store can (no bytes pass through the caller).
+    func copyObject(
+        _ source: ObjectInfo, bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
+        condition: ObjectWriteCondition
+    ) async throws -> ObjectInfo
+    /// Deletes an object when `condition` holds; deleting a missing key succeeds, as in S3.
+    func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws
+    /// Replaces the tags of the object whose ETag is `etag`; `NoSuchKey` when it is gone or was replaced meanwhile.
+    func setObjectTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws
 
     /// Starts a multipart upload.
     func createMultipartUpload(
-        bucket: String, key: String, attributes: ObjectAttributes, checksumAlgorithm: ChecksumAlgorithm?,
-        checksumType: String?
+        bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
+        checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?
     ) async throws -> MultipartUploadInfo
     /// The upload when it exists for that bucket and key; `NoSuchUpload` otherwise.
     func multipartUpload(_ uploadId: String, bucket: String, key: String) async throws -> MultipartUploadInfo
@@ -46,6 +140,12 @@ public protocol ObjectStore: Sendable {
         _ upload: MultipartUploadInfo, partNumber: Int, body: Body, checksums: [ChecksumAlgorithm],
         verify: BodyVerifier
     ) async throws -> PartInfo where Body.Element == ByteBuffer
+    /// Makes bytes of `source` (all, or `range`) part `partNumber` of the upload, computing its MD5 and `checksums`
+    /// (and the upload's algorithm) and sharing the source's bytes where the store can.
+    func uploadPartCopy(
+        _ upload: MultipartUploadInfo, partNumber: Int, source: ObjectInfo, range: ClosedRange<Int64>?,
+        checksums: [ChecksumAlgorithm]
+    ) async throws -> PartInfo
     /// A page of parts after `marker`.
     func listParts(_ upload: MultipartUploadInfo, after marker: Int, maxParts: Int) async throws
         -> (parts: [PartInfo], isTruncated: Bool)
@@ -53,10 +153,15 @@ public protocol ObjectStore: Sendable {
     func listMultipartUploads(
         bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, maxUploads: Int
     ) async throws -> (uploads: [MultipartUploadInfo], isTruncated: Bool)
-    /// Assembles the listed parts into the object, without copying their bytes.
+    /// Assembles the listed parts into the object, without copying their bytes, when `condition` holds.
+    /// `fullObjectChecksums` are the object checksums the request declared (base64 by algorithm name); a value that
+    /// does not match is `BadDigest`.
     func completeMultipartUpload(
-        _ upload: MultipartUploadInfo, parts: [CompleteMultipartUpload.Part], fullObjectChecksum: String?
+        _ upload: MultipartUploadInfo, parts: [CompleteMultipartUpload.Part], fullObjectChecksums: [String: String],
+        condition: ObjectWriteCondition
     ) async throws -> ObjectInfo
+    /// A completion remembered for a while (so a retried Complete gets its answer again), or nil.
+    func completedUpload(_ uploadId: String) async throws -> CompletedUpload?
     /// Discards an upload and deletes its parts.
     func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws
     /// Aborts uploads initiated before `date`; returns how many.

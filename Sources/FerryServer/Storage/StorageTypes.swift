@@ -45,8 +45,49 @@ public struct ObjectAttributes: Codable, Sendable, Hashable {
 public struct BlobSegment: Codable, Sendable, Hashable {
     /// Blob name inside the store (never derived from a key).
     public var blob: String
-    /// Bytes in the blob.
+    /// Bytes of the blob that belong to the object.
     public var size: Int64
+    /// Where those bytes start in the blob; nil is 0. A copied range shares its source's file and starts inside it.
+    public var offset: Int64?
+
+    /// Creates a segment of `size` bytes at `offset` in `blob`.
+    public init(blob: String, size: Int64, offset: Int64? = nil) {
+        self.blob = blob
+        self.size = size
+        self.offset = offset == 0 ? nil : offset
+    }
+}
+
+/// A tag on an object (S3 object tagging): up to 10 per object, keys of at most 128 and values of at most 256
+/// characters.
+public struct ObjectTag: Codable, Sendable, Hashable {
+    /// Tag key.
+    public var key: String
+    /// Tag value.
+    public var value: String
+
+    /// Creates a tag.
+    public init(key: String, value: String) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// One part of a multipart object, as GetObjectAttributes and `GET ?partNumber=` describe it.
+public struct ObjectPart: Codable, Sendable, Hashable {
+    /// Part number in the completed object (the number the part was uploaded with).
+    public var number: Int
+    /// Size in bytes.
+    public var size: Int64
+    /// The part's checksums by S3 algorithm name, base64.
+    public var checksums: [String: String]
+
+    /// Creates a part description.
+    public init(number: Int, size: Int64, checksums: [String: String] = [:]) {
+        self.number = number
+        self.size = size
+        self.checksums = checksums
+    }
 }
 
 /// An object's catalog entry.
@@ -71,6 +112,11 @@ public struct ObjectInfo: Sendable, Hashable {
     public var manifest: [BlobSegment]
     /// Number of parts for a multipart object, nil for a single PUT.
     public var partCount: Int?
+    /// Tags, in the order they were given.
+    public var tags: [ObjectTag] = []
+    /// The parts of a multipart object in order (nil for a single PUT, and for objects stored before parts were
+    /// recorded).
+    public var parts: [ObjectPart]?
 }
 
 /// A multipart upload in progress.
@@ -89,6 +135,8 @@ public struct MultipartUploadInfo: Sendable, Hashable {
     public var checksumAlgorithm: String?
     /// `COMPOSITE` or `FULL_OBJECT`.
     public var checksumType: String?
+    /// Tags the completed object will carry (`x-amz-tagging` on CreateMultipartUpload).
+    public var tags: [ObjectTag] = []
 }
 
 /// A stored part of a multipart upload.
@@ -101,10 +149,39 @@ public struct PartInfo: Sendable, Hashable {
     public var etag: String
     /// Checksums by S3 algorithm name, base64.
     public var checksums: [String: String]
-    /// Blob holding the bytes.
-    public var blob: String
+    /// Where the bytes are: one new blob for an uploaded part; for a copied part, ranges of blobs it shares with its
+    /// source. The first segment's blob is new with every write of the part, so it names this version of the part.
+    public var segments: [BlobSegment]
     /// When it was written.
     public var lastModified: Date
+
+    /// The blob that names this version of the part.
+    public var blob: String { segments[0].blob }
+}
+
+/// A completed multipart upload, remembered for a while so that a client retrying CompleteMultipartUpload after a
+/// lost response gets the same answer instead of NoSuchUpload.
+public struct CompletedUpload: Sendable, Hashable {
+    /// The upload id.
+    public var uploadId: String
+    /// Bucket name.
+    public var bucket: String
+    /// Object key.
+    public var key: String
+    /// The part numbers and ETags (unquoted) the completion listed, in order.
+    public var parts: [CompletedUploadPart]
+    /// The ETag of the object it produced (unquoted).
+    public var etag: String
+    /// When it completed.
+    public var completedAt: Date
+}
+
+/// A part as a completion listed it.
+public struct CompletedUploadPart: Codable, Sendable, Hashable {
+    /// Part number.
+    public var number: Int
+    /// ETag without quotes.
+    public var etag: String
 }
 
 /// A page of ListObjectsV2.

@@ -148,3 +148,39 @@ assert "transfer/big.bin" in keys and keys == sorted(keys), keys
 s3.delete_object(Bucket=BUCKET, Key="transfer/big.bin")
 expect_error("404", lambda: s3.head_object(Bucket=BUCKET, Key="transfer/big.bin"))
 passed("paginated listing and delete")
+
+# A browser upload: a POST policy made by boto3's generate_presigned_post (SigV4), sent as a browser sends the form.
+post = s3.generate_presigned_post(
+    BUCKET, "browser/${filename}",
+    Fields={"Content-Type": "video/mp4", "success_action_status": "201"},
+    Conditions=[["starts-with", "$key", "browser/"], ["content-length-range", 1, 1_000_000],
+                {"Content-Type": "video/mp4"}, {"success_action_status": "201"}],
+    ExpiresIn=300)
+boundary = "----ferry-boto3-form"
+form = b""
+for name, value in post["fields"].items():
+    form += f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n".encode()
+clip = os.urandom(70_000)
+form += f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"clip.mp4\"\r\nContent-Type: video/mp4\r\n\r\n".encode()
+form += clip + f"\r\n--{boundary}--\r\n".encode()
+request = urllib.request.Request(post["url"], data=form, method="POST",
+                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+with urllib.request.urlopen(request) as response:
+    assert response.status == 201, response.status
+    assert b"<Key>browser/clip.mp4</Key>" in response.read()
+got = s3.get_object(Bucket=BUCKET, Key="browser/clip.mp4")
+assert got["Body"].read() == clip and got["ContentType"] == "video/mp4"
+passed("presigned POST policy upload")
+
+# copy_object keeps or replaces metadata; delete_objects removes a batch, reporting each key.
+s3.put_object(Bucket=BUCKET, Key="copy/source", Body=b"copy me", Metadata={"a": "1"}, Tagging="t=1")
+s3.copy_object(Bucket=BUCKET, Key="copy/kept", CopySource={"Bucket": BUCKET, "Key": "copy/source"})
+assert s3.head_object(Bucket=BUCKET, Key="copy/kept")["Metadata"] == {"a": "1"}
+s3.copy_object(Bucket=BUCKET, Key="copy/replaced", CopySource=f"{BUCKET}/copy/source",
+               MetadataDirective="REPLACE", Metadata={"b": "2"})
+assert s3.head_object(Bucket=BUCKET, Key="copy/replaced")["Metadata"] == {"b": "2"}
+assert s3.get_object_tagging(Bucket=BUCKET, Key="copy/kept")["TagSet"] == [{"Key": "t", "Value": "1"}]
+deleted = s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in ["copy/source", "copy/kept", "copy/replaced"]]})
+assert sorted(d["Key"] for d in deleted["Deleted"]) == ["copy/kept", "copy/replaced", "copy/source"], deleted
+assert s3.list_objects_v2(Bucket=BUCKET, Prefix="copy/").get("KeyCount") == 0
+passed("copy_object and delete_objects")

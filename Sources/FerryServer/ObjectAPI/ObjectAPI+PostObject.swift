@@ -1,0 +1,291 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+extension ObjectAPI {
+    /// Form fields that no policy condition has to name.
+    static let postFieldsWithoutConditions: Set<String> = ["policy", "x-amz-signature", "file"]
+
+    /// A browser upload (`POST /bucket` with a `multipart/form-data` body): the form carries the key, the object's
+    /// attributes and an S3 POST policy signed with SigV4, then the file as its last part.
+    ///
+    /// The signature over the base64 policy authenticates the signer's access key; the policy's conditions must hold
+    /// for every field (no field may go unmentioned) and its `content-length-range` for the file, checked while the
+    /// file streams. Nothing is stored unless every check passes.
+    func postObject(_ request: Request, bucket: String) async throws -> Response {
+        guard let contentType = request.headers[.contentType],
+            contentType.lowercased().hasPrefix("multipart/form-data"),
+            let boundary = MultipartFormParser.boundary(fromContentType: contentType)
+        else {
+            throw S3Error(.malformedPOSTRequest, "The body of your POST request is not well-formed multipart/form-data.")
+        }
+        try Self.validateBucketName(bucket)
+        let reader = FormBodyReader(body: request.body, boundary: boundary)
+        var fields: [String: String] = [:]
+        var fileHeaders: MultipartFormParser.PartHeaders?
+        do {
+            reading: while true {
+                switch try await reader.nextPart() {
+                case .field(let name, let value):
+                    let lowered = name.lowercased()
+                    guard fields[lowered] == nil else {
+                        throw S3Error(.invalidArgument, "The form field \(name.prefix(64)) is given twice.", details: ["ArgumentName": String(name.prefix(64))])
+                    }
+                    fields[lowered] = value
+                case .file(let headers):
+                    fileHeaders = headers
+                    break reading
+                case .end:
+                    break reading
+                }
+            }
+        } catch let error as FormUploadError {
+            throw S3Error(.malformedPOSTRequest, error.message)
+        }
+        guard let fileHeaders else {
+            throw S3Error(.incorrectNumberOfFilesInPostRequest, "POST requires exactly one file upload per request.")
+        }
+        if fields["awsaccesskeyid"] != nil || fields["signature"] != nil {
+            throw Self.notImplemented("POST uploads signed with Signature Version 2")
+        }
+        guard let policyText = fields["policy"] else {
+            throw S3Error(.accessDenied, "Anonymous POST uploads are not allowed: sign a policy with AWS Signature Version 4.")
+        }
+        let principal = try await verifyPostSignature(fields, policy: policyText)
+        let policy = try PostPolicy(base64: policyText)
+        guard policy.expiration > Date() else {
+            throw S3Error(.accessDenied, "Invalid according to Policy: Policy expired.")
+        }
+        guard var key = fields["key"], !key.isEmpty else {
+            throw S3Error(.invalidArgument, "Bucket POST must contain a field named 'key'.", details: ["ArgumentName": "key"])
+        }
+        try policy.check(fields: fields, bucket: bucket, exempt: Self.postFieldsWithoutConditions)
+        if let filename = fileHeaders.filename {
+            key = key.replacingOccurrences(of: "${filename}", with: filename)
+        }
+        try Self.validateKey(key)
+        guard principal.allows(action: "s3:PutObject", bucket: bucket, key: key) else {
+            throw S3Error(.accessDenied, "Access Denied")
+        }
+        if let acl = fields["acl"], !["private", "bucket-owner-full-control"].contains(acl) {
+            throw Self.notImplemented("Access control lists (acl: \(acl.prefix(40)))")
+        }
+        var headers: HTTPFields = [:]
+        for (name, value) in fields {
+            if let field = HTTPField.Name(name), name.hasPrefix("x-amz-meta-") || Self.postAttributeFields.contains(name) {
+                headers[field] = value
+            }
+        }
+        var attributes = try Self.attributes(from: headers)
+        if attributes.contentType == nil { attributes.contentType = "binary/octet-stream" }
+        var tags: [ObjectTag] = []
+        if let tagging = fields["tagging"] {
+            guard let document = try? S3XML.decode(S3Tagging.self, from: Data(tagging.utf8)) else {
+                throw S3Error(.malformedXML, "The tagging field is not a Tagging document.")
+            }
+            tags = try ObjectTagging.validate(document.tagSet.tags.map { ObjectTag(key: $0.key, value: $0.value) })
+        }
+        let range = policy.contentLengthRange
+        let object: ObjectInfo
+        do {
+            object = try await store.putObject(
+                bucket: bucket, key: key, attributes: attributes, tags: tags,
+                body: reader.fileContent(limit: range?.upperBound), checksums: [], condition: .none,
+                verify: { digests in
+                    if let range, digests.size < range.lowerBound {
+                        throw S3Error(
+                            .entityTooSmall, "Your proposed upload is smaller than the minimum allowed size",
+                            details: ["MinSizeAllowed": String(range.lowerBound), "ProposedSize": String(digests.size)])
+                    }
+                })
+        } catch let error as FormUploadError {
+            switch error.code {
+            case .fileTooLarge:
+                throw S3Error(
+                    .entityTooLarge, "Your proposed upload exceeds the maximum allowed size",
+                    details: ["MaxSizeAllowed": String(range?.upperBound ?? 0)])
+            default:
+                throw S3Error(.malformedPOSTRequest, error.message)
+            }
+        }
+        await reader.drain()
+        await objectStored(object)
+        return try Self.postResponse(object, fields: fields, request: request)
+    }
+
+    /// Form fields that become the object's HTTP attributes.
+    static let postAttributeFields: Set<String> = [
+        "content-type", "cache-control", "content-disposition", "content-encoding", "content-language", "expires",
+    ]
+
+    /// Checks the SigV4 signature over the policy and resolves who signed it.
+    private func verifyPostSignature(_ fields: [String: String], policy: String) async throws -> Principal {
+        guard fields["x-amz-algorithm"] == SigV4.algorithm else {
+            throw S3Error(.invalidArgument, "POST uploads must use x-amz-algorithm AWS4-HMAC-SHA256.", details: ["ArgumentName": "x-amz-algorithm"])
+        }
+        guard let credential = fields["x-amz-credential"], let signature = fields["x-amz-signature"],
+            let timestamp = fields["x-amz-date"], SigV4.parseTimestamp(timestamp) != nil
+        else {
+            throw S3Error(
+                .invalidArgument, "A POST upload signed with SigV4 needs x-amz-credential, x-amz-date and x-amz-signature.",
+                details: ["ArgumentName": "x-amz-signature"])
+        }
+        let slash = credential.split(separator: "/", omittingEmptySubsequences: false)
+        guard slash.count >= 5, let scope = SigV4Scope(parsing: slash.suffix(4).joined(separator: "/")),
+            scope.service == "s3", timestamp.hasPrefix(scope.date)
+        else {
+            throw S3Error(.invalidArgument, "x-amz-credential is not access-key/date/region/s3/aws4_request for x-amz-date.", details: ["ArgumentName": "x-amz-credential"])
+        }
+        let accessKeyId = slash.dropLast(4).joined(separator: "/")
+        let resolved = try await authenticator.credentials.resolve(
+            accessKeyId: accessKeyId, sessionToken: fields["x-amz-security-token"])
+        let key = SigV4.signingKey(secretAccessKey: resolved.secretAccessKey, scope: scope)
+        guard SigV4.constantTimeEquals(SigV4.signature(signingKey: key, stringToSign: policy), signature.lowercased()) else {
+            throw S3Error(
+                .signatureDoesNotMatch,
+                "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
+        }
+        return resolved.principal
+    }
+
+    /// The answer S3 gives a POST upload: a redirect, or `success_action_status` 200, 201 (with a `PostResponse`
+    /// document) or 204 (the default).
+    private static func postResponse(_ object: ObjectInfo, fields: [String: String], request: Request) throws -> Response {
+        let host = request.head.authority ?? "localhost"
+        let location =
+            "http://\(host)/\(SigV4.uriEncode(object.bucket, encodeSlash: true))/\(SigV4.uriEncode(object.key, encodeSlash: false))"
+        var headers: HTTPFields = [.eTag: "\"\(object.etag)\"", .location: location]
+        if let redirect = fields["success_action_redirect"] ?? fields["redirect"], let url = URL(string: redirect),
+            url.scheme == "http" || url.scheme == "https"
+        {
+            let query =
+                "bucket=\(SigV4.uriEncode(object.bucket, encodeSlash: true))&key=\(SigV4.uriEncode(object.key, encodeSlash: true))&etag=\(SigV4.uriEncode("\"\(object.etag)\"", encodeSlash: true))"
+            headers[.location] = redirect + (redirect.contains("?") ? "&" : "?") + query
+            headers[.contentLength] = "0"
+            return Response(status: .seeOther, headers: headers)
+        }
+        switch fields["success_action_status"] {
+        case "200"?:
+            headers[.contentLength] = "0"
+            return Response(status: .ok, headers: headers)
+        case "201"?:
+            let xml =
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<PostResponse><Location>\(S3XML.escape(location))</Location><Bucket>\(S3XML.escape(object.bucket))</Bucket><Key>\(S3XML.escape(object.key))</Key><ETag>\"\(object.etag)\"</ETag></PostResponse>"
+            headers[.contentType] = "application/xml"
+            return Response(status: .created, headers: headers, body: .init(byteBuffer: ByteBuffer(string: xml)))
+        default:
+            return Response(status: .noContent, headers: headers)
+        }
+    }
+}
+
+/// An S3 POST policy: an expiration and the conditions every field of the form must meet.
+struct PostPolicy {
+    enum Condition {
+        /// The field must equal the value.
+        case equals(field: String, value: String)
+        /// The field must start with the prefix (an empty prefix allows any value).
+        case startsWith(field: String, prefix: String)
+        /// The file's size must lie in the range.
+        case contentLengthRange(ClosedRange<Int64>)
+    }
+
+    var expiration: Date
+    var conditions: [Condition]
+
+    /// Decodes the base64 JSON document; anything malformed is `InvalidPolicyDocument`.
+    init(base64: String) throws {
+        let invalid = { (why: String) in S3Error(.invalidPolicyDocument, "Invalid Policy: \(why)") }
+        guard let data = Data(base64Encoded: base64),
+            let document = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { throw invalid("the policy is not base64-encoded JSON.") }
+        guard let text = document["expiration"] as? String, let expiration = S3Date.parseXML(text) else {
+            throw invalid("Policy missing expiration.")
+        }
+        guard let list = document["conditions"] as? [Any] else { throw invalid("Policy missing conditions.") }
+        self.expiration = expiration
+        conditions = try list.map { item -> Condition in
+            if let object = item as? [String: Any] {
+                guard object.count == 1, let (name, value) = object.first, let text = Self.text(value) else {
+                    throw invalid("a condition object must name one field and a string value.")
+                }
+                return .equals(field: name.lowercased().trimmingPrefix("$"), value: text)
+            }
+            guard let array = item as? [Any], array.count == 3, let operation = array[0] as? String else {
+                throw invalid("a condition must be an object or a three-element array.")
+            }
+            switch operation.lowercased() {
+            case "eq", "starts-with":
+                guard let field = array[1] as? String, field.hasPrefix("$"), let value = Self.text(array[2]) else {
+                    throw invalid("\(operation) takes a $field and a string.")
+                }
+                let name = String(field.dropFirst()).lowercased()
+                return operation.lowercased() == "eq" ? .equals(field: name, value: value) : .startsWith(field: name, prefix: value)
+            case "content-length-range":
+                guard let low = Self.integer(array[1]), let high = Self.integer(array[2]), low >= 0, low <= high else {
+                    throw invalid("content-length-range takes two sizes, the first not above the second.")
+                }
+                return .contentLengthRange(low...high)
+            default:
+                throw invalid("unknown condition \(operation.prefix(32)).")
+            }
+        }
+    }
+
+    private static func text(_ value: Any) -> String? {
+        if let text = value as? String { return text }
+        if let number = value as? NSNumber { return number.stringValue }
+        return nil
+    }
+
+    private static func integer(_ value: Any) -> Int64? {
+        if let number = value as? NSNumber, number.int64Value >= 0 { return number.int64Value }
+        if let text = value as? String { return Int64(text) }
+        return nil
+    }
+
+    /// The file size range the policy allows, when it sets one.
+    var contentLengthRange: ClosedRange<Int64>? {
+        for case .contentLengthRange(let range) in conditions { return range }
+        return nil
+    }
+
+    /// Every condition holds for the fields, and every field but `exempt` ones and `x-ignore-*` is named by one.
+    func check(fields: [String: String], bucket: String, exempt: Set<String>) throws {
+        var named: Set<String> = []
+        for condition in conditions {
+            switch condition {
+            case .equals(let field, let value):
+                named.insert(field)
+                let actual = field == "bucket" ? bucket : fields[field]
+                guard actual == value else { throw Self.failed("[\"eq\", \"$\(field)\", \"\(value.prefix(64))\"]") }
+            case .startsWith(let field, let prefix):
+                named.insert(field)
+                let actual = field == "bucket" ? bucket : fields[field]
+                guard let actual else { throw Self.failed("[\"starts-with\", \"$\(field)\", \"\(prefix.prefix(64))\"]") }
+                // content-type may list several types, each of which must start with the prefix.
+                let values = field == "content-type" ? actual.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } : [actual]
+                guard values.allSatisfy({ $0.hasPrefix(prefix) }) else {
+                    throw Self.failed("[\"starts-with\", \"$\(field)\", \"\(prefix.prefix(64))\"]")
+                }
+            case .contentLengthRange:
+                continue
+            }
+        }
+        let extra = fields.keys.filter { !exempt.contains($0) && !$0.hasPrefix("x-ignore-") && !named.contains($0) }
+        if let first = extra.sorted().first {
+            throw S3Error(.accessDenied, "Invalid according to Policy: Extra input fields: \(first.prefix(64))")
+        }
+    }
+
+    private static func failed(_ condition: String) -> S3Error {
+        S3Error(.accessDenied, "Invalid according to Policy: Policy Condition failed: \(condition)")
+    }
+}
+
+extension String {
+    fileprivate func trimmingPrefix(_ prefix: String) -> String {
+        hasPrefix(prefix) ? String(dropFirst(prefix.count)) : self
+    }
+}

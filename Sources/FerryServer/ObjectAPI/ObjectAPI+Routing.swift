@@ -1,0 +1,233 @@
+import FerryCore
+import HTTPTypes
+
+extension ObjectAPI {
+    /// An S3 operation Ferry implements, with the IAM actions that authorize it.
+    enum Operation: String, Sendable, CaseIterable {
+        case listBuckets = "ListBuckets"
+        case createBucket = "CreateBucket"
+        case headBucket = "HeadBucket"
+        case deleteBucket = "DeleteBucket"
+        case getBucketLocation = "GetBucketLocation"
+        case getBucketVersioning = "GetBucketVersioning"
+        case getBucketCors = "GetBucketCors"
+        case putBucketCors = "PutBucketCors"
+        case deleteBucketCors = "DeleteBucketCors"
+        case listObjects = "ListObjects"
+        case listObjectsV2 = "ListObjectsV2"
+        case listObjectVersions = "ListObjectVersions"
+        case listMultipartUploads = "ListMultipartUploads"
+        case deleteObjects = "DeleteObjects"
+        case postObject = "PostObject"
+        case putObject = "PutObject"
+        case copyObject = "CopyObject"
+        case getObject = "GetObject"
+        case headObject = "HeadObject"
+        case deleteObject = "DeleteObject"
+        case getObjectAttributes = "GetObjectAttributes"
+        case getObjectTagging = "GetObjectTagging"
+        case putObjectTagging = "PutObjectTagging"
+        case deleteObjectTagging = "DeleteObjectTagging"
+        case createMultipartUpload = "CreateMultipartUpload"
+        case uploadPart = "UploadPart"
+        case uploadPartCopy = "UploadPartCopy"
+        case listParts = "ListParts"
+        case completeMultipartUpload = "CompleteMultipartUpload"
+        case abortMultipartUpload = "AbortMultipartUpload"
+
+        /// The policy actions (S3's IAM names) a request needs, all of them, on the addressed bucket and key.
+        ///
+        /// DeleteObjects asks for `s3:DeleteObject` per key and the copies for `s3:GetObject` on their source, in
+        /// the operations themselves.
+        var actions: [String] {
+            switch self {
+            case .listBuckets: ["s3:ListAllMyBuckets"]
+            case .createBucket: ["s3:CreateBucket"]
+            case .headBucket, .listObjects, .listObjectsV2: ["s3:ListBucket"]
+            case .listObjectVersions: ["s3:ListBucketVersions"]
+            case .deleteBucket: ["s3:DeleteBucket"]
+            case .getBucketLocation: ["s3:GetBucketLocation"]
+            case .getBucketVersioning: ["s3:GetBucketVersioning"]
+            case .getBucketCors: ["s3:GetBucketCORS"]
+            case .putBucketCors, .deleteBucketCors: ["s3:PutBucketCORS"]
+            case .listMultipartUploads: ["s3:ListBucketMultipartUploads"]
+            case .deleteObjects: []
+            case .putObject, .copyObject, .postObject, .createMultipartUpload, .uploadPart, .uploadPartCopy,
+                .completeMultipartUpload:
+                ["s3:PutObject"]
+            case .getObject, .headObject: ["s3:GetObject"]
+            case .getObjectAttributes: ["s3:GetObject", "s3:GetObjectAttributes"]
+            case .getObjectTagging: ["s3:GetObjectTagging"]
+            case .putObjectTagging: ["s3:PutObjectTagging"]
+            case .deleteObjectTagging: ["s3:DeleteObjectTagging"]
+            case .deleteObject: ["s3:DeleteObject"]
+            case .listParts: ["s3:ListMultipartUploadParts"]
+            case .abortMultipartUpload: ["s3:AbortMultipartUpload"]
+            }
+        }
+    }
+
+    /// Query parameters that name a bucket sub-resource Ferry does not implement, with the noun of its operations
+    /// (`GET ?policy` is GetBucketPolicy). A request for one answers 501 NotImplemented and changes nothing.
+    static let unimplementedBucketSubresources: [String: String] = [
+        "accelerate": "BucketAccelerateConfiguration", "acl": "BucketAcl", "analytics": "BucketAnalyticsConfiguration",
+        "encryption": "BucketEncryption", "intelligent-tiering": "BucketIntelligentTieringConfiguration",
+        "inventory": "BucketInventoryConfiguration", "lifecycle": "BucketLifecycleConfiguration",
+        "logging": "BucketLogging", "metadataTable": "BucketMetadataTableConfiguration",
+        "metadataConfiguration": "BucketMetadataConfiguration", "metadataInventoryTable": "BucketMetadataInventoryTable",
+        "metadataJournalTable": "BucketMetadataJournalTable", "metrics": "BucketMetricsConfiguration",
+        "notification": "BucketNotificationConfiguration", "object-lock": "ObjectLockConfiguration",
+        "ownershipControls": "BucketOwnershipControls", "policy": "BucketPolicy", "policyStatus": "BucketPolicyStatus",
+        "publicAccessBlock": "PublicAccessBlock", "replication": "BucketReplication",
+        "requestPayment": "BucketRequestPayment", "tagging": "BucketTagging", "website": "BucketWebsite",
+        "session": "Session", "abac": "BucketAbac", "storageClassAnalysis": "BucketStorageClassAnalysis",
+    ]
+
+    /// Query parameters that name an object sub-resource Ferry does not implement, with the noun of its operations.
+    static let unimplementedObjectSubresources: [String: String] = [
+        "acl": "ObjectAcl", "legal-hold": "ObjectLegalHold", "retention": "ObjectRetention", "torrent": "ObjectTorrent",
+        "restore": "RestoreObject", "select": "SelectObjectContent", "renameObject": "RenameObject",
+    ]
+
+    /// Sub-resources Ferry implements; a request naming one is routed to its operation, never to the plain one.
+    static let implementedBucketSubresources: Set<String> = [
+        "location", "versioning", "versions", "uploads", "delete", "cors",
+    ]
+    static let implementedObjectSubresources: Set<String> = [
+        "tagging", "attributes", "uploads", "uploadId",
+    ]
+
+    /// Chooses the operation from method, path and query, as S3 does: the sub-resource named in the query decides
+    /// first, then the method. Every sub-resource S3 defines is known here, so a request for one Ferry lacks answers
+    /// NotImplemented instead of running as the plain operation (a `PUT ?tagging` never overwrites an object).
+    static func operation(
+        method: HTTPRequest.Method, bucket: String, key: String, query: [(name: String, value: String)],
+        headers: HTTPFields = [:]
+    ) throws -> Operation {
+        let names = Set(query.map(\.name))
+        if bucket.isEmpty {
+            guard method == .get else { throw methodNotAllowed }
+            return .listBuckets
+        }
+        if key.isEmpty {
+            if let noun = unimplementedBucketSubresources.first(where: { names.contains($0.key) })?.value {
+                throw notImplemented(verb(method, noun: noun))
+            }
+            switch method {
+            case .get:
+                if names.contains("location") { return .getBucketLocation }
+                if names.contains("versioning") { return .getBucketVersioning }
+                if names.contains("versions") { return .listObjectVersions }
+                if names.contains("uploads") { return .listMultipartUploads }
+                if names.contains("cors") { return .getBucketCors }
+                if names.contains("delete") { throw methodNotAllowed }
+                return query.first { $0.name == "list-type" }?.value == "2" ? .listObjectsV2 : .listObjects
+            case .put:
+                if names.contains("versioning") { throw notImplemented("PutBucketVersioning") }
+                if names.contains("cors") { return .putBucketCors }
+                if !names.isDisjoint(with: implementedBucketSubresources) { throw methodNotAllowed }
+                return .createBucket
+            case .head:
+                return .headBucket
+            case .delete:
+                if names.contains("cors") { return .deleteBucketCors }
+                if !names.isDisjoint(with: implementedBucketSubresources) { throw methodNotAllowed }
+                return .deleteBucket
+            case .post:
+                if names.contains("delete") { return .deleteObjects }
+                if !names.isDisjoint(with: implementedBucketSubresources) { throw methodNotAllowed }
+                return .postObject
+            default:
+                throw methodNotAllowed
+            }
+        }
+        if let noun = unimplementedObjectSubresources.first(where: { names.contains($0.key) })?.value {
+            throw notImplemented(noun.hasSuffix("Object") || noun.hasSuffix("Content") ? noun : verb(method, noun: noun))
+        }
+        switch method {
+        case .get:
+            if names.contains("uploadId") { return .listParts }
+            if names.contains("tagging") { return .getObjectTagging }
+            if names.contains("attributes") { return .getObjectAttributes }
+            if names.contains("uploads") { throw methodNotAllowed }
+            return .getObject
+        case .head:
+            return .headObject
+        case .put:
+            if names.contains("tagging") { return .putObjectTagging }
+            if names.contains("uploadId") || names.contains("partNumber") {
+                return headers[.amzCopySource] != nil ? .uploadPartCopy : .uploadPart
+            }
+            if names.contains("attributes") || names.contains("uploads") { throw methodNotAllowed }
+            return headers[.amzCopySource] != nil ? .copyObject : .putObject
+        case .delete:
+            if names.contains("tagging") { return .deleteObjectTagging }
+            if names.contains("uploadId") { return .abortMultipartUpload }
+            if names.contains("attributes") || names.contains("uploads") { throw methodNotAllowed }
+            return .deleteObject
+        case .post:
+            if names.contains("uploads") { return .createMultipartUpload }
+            if names.contains("uploadId") { return .completeMultipartUpload }
+            throw methodNotAllowed
+        default:
+            throw methodNotAllowed
+        }
+    }
+
+    /// The operation name for a method on a sub-resource noun: `GET` + `BucketPolicy` is `GetBucketPolicy`.
+    static func verb(_ method: HTTPRequest.Method, noun: String) -> String {
+        switch method {
+        case .get, .head: "Get" + noun
+        case .put: "Put" + noun
+        case .delete: "Delete" + noun
+        case .post: "Post" + noun
+        default: method.rawValue + " " + noun
+        }
+    }
+
+    static func notImplemented(_ operation: String) -> S3Error {
+        S3Error(.notImplemented, "\(operation) is not implemented by Ferry.", details: ["Operation": operation])
+    }
+
+    static let methodNotAllowed = S3Error(.methodNotAllowed, "The specified method is not allowed against this resource.")
+
+    /// Request headers that ask for features Ferry does not implement; a write carrying one answers NotImplemented
+    /// before anything is stored, rather than storing the object without what the header asked for.
+    static func refuseUnimplementedHeaders(_ headers: HTTPFields, operation: Operation) throws {
+        for field in headers {
+            let name = field.name.canonicalName
+            if name.hasPrefix("x-amz-server-side-encryption") {
+                throw notImplemented("Server-side encryption (\(name))")
+            }
+            if name.hasPrefix("x-amz-object-lock-")
+                || (name == "x-amz-bucket-object-lock-enabled" && field.value.lowercased() == "true")
+            {
+                throw notImplemented("Object lock (\(name))")
+            }
+            if name.hasPrefix("x-amz-grant-") { throw notImplemented("Access control lists (\(name))") }
+            if name == "x-amz-website-redirect-location" { throw notImplemented("Website redirects") }
+            if name == "x-amz-write-offset-bytes" { throw notImplemented("Appends (x-amz-write-offset-bytes)") }
+        }
+        if let ownership = headers[.amzObjectOwnership], ownership != "BucketOwnerEnforced" {
+            // Ferry has no ACLs: every bucket behaves as BucketOwnerEnforced.
+            throw notImplemented("Object ownership \(ownership.prefix(40))")
+        }
+        if let acl = headers[.amzACL], !["private", "bucket-owner-full-control"].contains(acl) {
+            throw notImplemented("Access control lists (x-amz-acl: \(acl.prefix(40)))")
+        }
+        if let storageClass = headers[.amzStorageClass], storageClass != "STANDARD" {
+            guard S3StorageClass.all.contains(storageClass) else {
+                throw S3Error(.invalidStorageClass, "The storage class you specified is not valid")
+            }
+            throw notImplemented("Storage class \(storageClass)")
+        }
+    }
+}
+
+/// S3's storage class names.
+enum S3StorageClass {
+    static let all: Set<String> = [
+        "STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER",
+        "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE", "FSX_OPENZFS",
+    ]
+}

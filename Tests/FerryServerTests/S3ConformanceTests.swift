@@ -1,0 +1,252 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+@Suite("S3 conformance: conditional writes, completions, listings, names and headers")
+struct S3ConformanceTests {
+    @Test("conditional PUT, CompleteMultipartUpload and DELETE: 412 or 404 as S3 answers, and nothing changes")
+    func conditionalWrites() async throws {
+        try await TestServer.with(minPartSize: 1) { server in
+            let s3 = server.client()
+            try await s3.createBucket("cond")
+            let first = try await s3.put("cond", "k", [1], headers: [("If-None-Match", "*")])
+            #expect(first.status == 200)
+            let etag = try #require(first.header("ETag"))
+            #expect(try await s3.put("cond", "k", [2], headers: [("If-None-Match", "*")]).status == 412)
+            #expect(try await s3.put("cond", "k", [2], headers: [("If-None-Match", etag)]).status == 412)
+            #expect(try await s3.put("cond", "k", [2], headers: [("If-Match", "\"0000\"")]).status == 412)
+            #expect(try await s3.get("cond", "k").body == [1])
+            #expect(try await s3.put("cond", "missing", [2], headers: [("If-Match", "*")]).errorCode == "NoSuchKey")
+            #expect(try await s3.get("cond", "missing").status == 404)
+            let replaced = try await s3.put("cond", "k", [3], headers: [("If-Match", etag)])
+            #expect(replaced.status == 200)
+            #expect(try await s3.get("cond", "k").body == [3])
+
+            // CompleteMultipartUpload with If-None-Match on an existing key: refused, and the upload stays.
+            let id = try await s3.createMultipartUpload("cond", "k")
+            let part = try #require(try await s3.uploadPart("cond", "k", uploadId: id, number: 1, [4]).header("ETag"))
+            let xml = S3TestClient.completeXML([(1, part)])
+            let refused = try await s3.complete("cond", "k", uploadId: id, xml: xml, headers: [("If-None-Match", "*")])
+            #expect(refused.status == 412)
+            #expect(try await s3.get("cond", "k").body == [3])
+            let retried = try await s3.complete("cond", "k", uploadId: id, xml: xml, headers: [("If-Match", replaced.header("ETag")!)])
+            #expect(retried.status == 200, "\(retried.text)")
+            #expect(try await s3.get("cond", "k").body == [4])
+
+            // DELETE with a failing If-Match keeps the object; a missing key deletes fine whatever the condition.
+            let current = try #require(try await s3.get("cond", "k").header("ETag"))
+            #expect(try await s3.send("DELETE", "/cond/k", headers: [("If-Match", "\"0000\"")]).status == 412)
+            #expect(try await s3.get("cond", "k").status == 200)
+            #expect(try await s3.send("DELETE", "/cond/k", headers: [("x-amz-if-match-size", "99")]).status == 412)
+            #expect(try await s3.send("DELETE", "/cond/k", headers: [("If-Match", current)]).status == 204)
+            #expect(try await s3.send("DELETE", "/cond/k", headers: [("If-Match", "\"0000\"")]).status == 204)
+        }
+    }
+
+    @Test("a retried CompleteMultipartUpload answers 200 with the same object while it is unchanged")
+    func completeIsIdempotent() async throws {
+        try await TestServer.with(minPartSize: 1) { server in
+            let s3 = server.client()
+            try await s3.createBucket("retry")
+            let id = try await s3.createMultipartUpload("retry", "k", headers: [("x-amz-checksum-algorithm", "CRC32C")])
+            let body: [UInt8] = [1, 2, 3]
+            let crc = Checksum.base64(Checksum.digest(.crc32c, of: body))
+            let etag = try #require(try await s3.uploadPart("retry", "k", uploadId: id, number: 1, body, headers: [("x-amz-checksum-crc32c", crc)]).header("ETag"))
+            let xml = S3TestClient.completeXML([(1, etag)], checksums: [1: ("CRC32C", crc)])
+            let first = try await s3.complete("retry", "k", uploadId: id, xml: xml)
+            #expect(first.status == 200)
+            let again = try await s3.complete("retry", "k", uploadId: id, xml: xml)
+            #expect(again.status == 200)
+            let a = try S3XML.decode(CompleteMultipartUploadResult.self, from: Data(first.body))
+            let b = try S3XML.decode(CompleteMultipartUploadResult.self, from: Data(again.body))
+            #expect(a.eTag == b.eTag)
+            #expect(a.checksums == b.checksums)
+            // Other parts than those completed, or a key since overwritten, are not the same completion.
+            #expect(try await s3.complete("retry", "k", uploadId: id, xml: S3TestClient.completeXML([(1, "\"0000\"")])).errorCode == "NoSuchUpload")
+            try await s3.put("retry", "k", [9])
+            #expect(try await s3.complete("retry", "k", uploadId: id, xml: xml).errorCode == "NoSuchUpload")
+            #expect(try await s3.get("retry", "k").body == [9])
+        }
+    }
+
+    @Test("a wrong full-object checksum on CompleteMultipartUpload is BadDigest and the upload can still complete")
+    func completeChecksIntegrity() async throws {
+        try await TestServer.with(minPartSize: 1) { server in
+            let s3 = server.client()
+            try await s3.createBucket("sums")
+            for type in ["COMPOSITE", "FULL_OBJECT"] {
+                let algorithm = type == "COMPOSITE" ? ChecksumAlgorithm.sha256 : .crc32
+                let id = try await s3.createMultipartUpload(
+                    "sums", type, headers: [("x-amz-checksum-algorithm", algorithm.s3Name), ("x-amz-checksum-type", type)])
+                let part: [UInt8] = Array("part one".utf8)
+                let value = Checksum.base64(Checksum.digest(algorithm, of: part))
+                let etag = try #require(try await s3.uploadPart("sums", type, uploadId: id, number: 1, part, headers: [(algorithm.headerName, value)]).header("ETag"))
+                let xml = S3TestClient.completeXML([(1, etag)], checksums: [1: (algorithm.s3Name, value)])
+                let wrong = Checksum.base64(Checksum.digest(algorithm, of: [0]))
+                for bad in [wrong, "bad"] {
+                    let reply = try await s3.complete("sums", type, uploadId: id, xml: xml, headers: [(algorithm.headerName, bad)])
+                    #expect(reply.errorCode == "BadDigest", "\(type) \(bad): \(reply.text)")
+                }
+                #expect(try await s3.get("sums", type).status == 404)
+                let other = try await s3.complete("sums", type, uploadId: id, xml: xml, headers: [("x-amz-checksum-sha1", Checksum.base64(Checksum.digest(.sha1, of: part)))])
+                #expect(other.errorCode == "InvalidRequest")
+                let declared = type == "COMPOSITE" ? Checksum.composite(algorithm, partChecksums: [Checksum.digest(algorithm, of: part)]) : value
+                let good = try await s3.complete("sums", type, uploadId: id, xml: xml, headers: [(algorithm.headerName, declared)])
+                #expect(good.status == 200, "\(type): \(good.text)")
+                #expect(try await s3.get("sums", type).body == part)
+            }
+        }
+    }
+
+    @Test("ListObjects v1: marker, NextMarker, Marker element, encoding only when asked; max-keys=0 is not truncated")
+    func listObjectsV1() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("list1")
+            for key in ["asdf", "boo/bar", "boo/baz/xyzzy", "cquux/thud", "cquux/bla", "sp ace"] { try await s3.put("list1", key, [0]) }
+            let first = try await s3.send("GET", "/list1", query: [("delimiter", "/"), ("max-keys", "2")])
+            #expect(first.status == 200)
+            #expect(first.text.contains("<Marker></Marker>"))
+            #expect(first.text.contains("<IsTruncated>true</IsTruncated>"))
+            #expect(first.text.contains("<NextMarker>boo/</NextMarker>"))
+            #expect(first.text.contains("<Owner>"))
+            let second = try await s3.send("GET", "/list1", query: [("delimiter", "/"), ("marker", "boo/")])
+            #expect(second.text.contains("<Prefix>cquux/</Prefix>"))
+            #expect(!second.text.contains("<Key>boo/"), "a common-prefix marker skips the keys under it")
+            #expect(second.text.contains("<Key>sp ace</Key>"), "keys are not URL-encoded unless asked")
+            let encoded = try await s3.send("GET", "/list1", query: [("encoding-type", "url"), ("prefix", "sp")])
+            #expect(encoded.text.contains("<Key>sp%20ace</Key>"))
+            #expect(encoded.text.contains("<EncodingType>url</EncodingType>"))
+            for query in [[("max-keys", "0")], [("max-keys", "0"), ("list-type", "2")]] {
+                let none = try await s3.send("GET", "/list1", query: query)
+                #expect(none.text.contains("<IsTruncated>false</IsTruncated>"))
+                #expect(!none.text.contains("<Contents>"))
+            }
+            let owners = try await s3.send("GET", "/list1", query: [("list-type", "2"), ("fetch-owner", "true")])
+            #expect(owners.text.contains("<Owner>"))
+            #expect(!(try await s3.send("GET", "/list1", query: [("list-type", "2")])).text.contains("<Owner>"))
+            #expect(try await s3.send("GET", "/list1", query: [("encoding-type", "base64")]).errorCode == "InvalidArgument")
+        }
+    }
+
+    @Test("ListBuckets pages with max-buckets and continuation-token, and filters by prefix")
+    func listBucketsPaging() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            for name in ["aaa", "bbb", "bbc", "ccc"] { try await s3.createBucket(name) }
+            var names: [String] = []
+            var token: String?
+            repeat {
+                var query = [("max-buckets", "1")]
+                if let token { query.append(("continuation-token", token)) }
+                let page = try S3XML.decode(ListAllMyBucketsResult.self, from: Data(try await s3.send("GET", "/", query: query).body))
+                #expect(page.buckets.bucket.count == 1)
+                names += page.buckets.bucket.map(\.name)
+                token = page.continuationToken
+            } while token != nil
+            #expect(names == ["aaa", "bbb", "bbc", "ccc"])
+            let prefixed = try S3XML.decode(ListAllMyBucketsResult.self, from: Data(try await s3.send("GET", "/", query: [("prefix", "bb")]).body))
+            #expect(prefixed.buckets.bucket.map(\.name) == ["bbb", "bbc"])
+            #expect(try await s3.send("GET", "/", query: [("max-buckets", "0")]).errorCode == "InvalidArgument")
+        }
+    }
+
+    @Test("bucket names S3 refuses are refused; a repeated CreateBucket answers as the region does")
+    func bucketNames() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            for name in ["192.168.5.4", "a.-b", "a-.b", "xn--abc", "sthree-abc", "amzn-s3-demo-x", "abc-s3alias", "abc--ol-s3", "abc.mrap", "abc--x-s3", "abc--table-s3", "ab", "a..b", "-ab", "ab-", "Abc"] {
+                #expect(try await s3.createBucket(name).errorCode == "InvalidBucketName", "\(name)")
+            }
+            #expect(try await s3.createBucket("192.168.5.4x").status == 200)
+            #expect(try await s3.createBucket("xn-abc").status == 200)
+            try await s3.put("xn-abc", "k", [1])
+            // us-east-1 answers 200 to its owner, as S3 does there, and keeps the objects.
+            #expect(try await s3.createBucket("xn-abc").status == 200)
+            #expect(try await s3.get("xn-abc", "k").body == [1])
+        }
+        try await TestServer.with(configure: { $0.region = "eu-west-1" }) { server in
+            let s3 = server.client()
+            try await s3.createBucket("mine")
+            #expect(try await s3.createBucket("mine").errorCode == "BucketAlreadyOwnedByYou")
+        }
+    }
+
+    @Test("a 304 carries ETag and Last-Modified; Content-Encoding is stored as sent; metadata over 2 KiB is refused")
+    func headers() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("hdrs")
+            let put = try await s3.put("hdrs", "k", [1], headers: [("Cache-Control", "max-age=5")])
+            try await s3.put("hdrs", "enc", [1], headers: [("Content-Encoding", "deflate, gzip")])
+            let etag = try #require(put.header("ETag"))
+            let notModified = try await s3.get("hdrs", "k", headers: [("If-None-Match", etag)])
+            #expect(notModified.status == 304)
+            #expect(notModified.header("ETag") == etag)
+            #expect(notModified.header("Last-Modified") != nil)
+            #expect(notModified.header("Cache-Control") == "max-age=5")
+            let since = try await s3.get("hdrs", "k", headers: [("If-Modified-Since", S3Date.http(Date().addingTimeInterval(60)))])
+            #expect(since.status == 304)
+            #expect(since.header("ETag") == etag)
+            // Read from the store: the test client would try to decompress a body that is not really compressed.
+            #expect(try await server.server.store.object(bucket: "hdrs", key: "enc").attributes.contentEncoding == "deflate, gzip")
+            let big = try await s3.put("hdrs", "meta", [1], headers: [("x-amz-meta-big", String(repeating: "m", count: 2100))])
+            #expect(big.errorCode == "MetadataTooLarge")
+            #expect(try await s3.get("hdrs", "meta").status == 404)
+            // Non-ASCII metadata is stored decoded and sent as an RFC 2047 word, as S3 does.
+            try await s3.put("hdrs", "utf8", [1], headers: [("x-amz-meta-title", "=?UTF-8?B?\(Data("Café".utf8).base64EncodedString())?=")])
+            #expect(try await server.server.store.object(bucket: "hdrs", key: "utf8").attributes.userMetadata["title"] == "Café")
+            #expect(try await s3.get("hdrs", "utf8").header("x-amz-meta-title") == "=?UTF-8?B?Q2Fmw6k=?=")
+            try await s3.put("hdrs", "q", [1], headers: [("x-amz-meta-title", "=?utf-8?Q?Caf=C3=A9_au_lait?=")])
+            #expect(try await server.server.store.object(bucket: "hdrs", key: "q").attributes.userMetadata["title"] == "Café au lait")
+            let missing = try await s3.send("HEAD", "/hdrs/nothing")
+            #expect(missing.status == 404)
+            #expect(missing.header("x-amz-delete-marker") == "false")
+            // An unparsable Range is ignored (200 with the whole object), as S3 does.
+            #expect(try await s3.get("hdrs", "k", headers: [("Range", "bytes=--1")]).status == 200)
+            // A control character in a key is refused before anything happens.
+            #expect(try await s3.send("GET", "/hdrs/%C2%8A").errorCode == "InvalidURI")
+        }
+    }
+
+    @Test("a request signed with Date instead of X-Amz-Date is accepted; an unsigned Date is not")
+    func dateHeaderSigning() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("dated")
+            let date = Date()
+            let unsignedDate = try await s3.sendSignedWithDateHeader("PUT", "/dated/k", body: [1], date: date, signDate: false)
+            #expect(unsignedDate.errorCode == "AuthorizationHeaderMalformed")
+            #expect(try await s3.get("dated", "k").status == 404)
+            let reply = try await s3.sendSignedWithDateHeader("PUT", "/dated/k", body: [2], date: date)
+            #expect(reply.status == 200, "\(reply.text)")
+            #expect(try await s3.get("dated", "k").body == [2])
+        }
+    }
+}
+
+extension S3TestClient {
+    /// Signs a request whose time is carried by `Date` (RFC 9110 format) rather than `X-Amz-Date`, as botocore does
+    /// when a Date header is present.
+    func sendSignedWithDateHeader(_ method: String, _ path: String, body: [UInt8], date: Date, signDate: Bool = true)
+        async throws -> Reply
+    {
+        let url = URL(string: endpoint)!
+        let host = "\(url.host!):\(url.port!)"
+        let hash = SigV4.hexSHA256(body)
+        let headers: [(name: String, value: String)] = [
+            ("host", host), ("date", S3Date.http(date)), ("x-amz-content-sha256", hash),
+        ]
+        let scope = SigV4Scope(date: date, region: region, service: "s3")
+        let signedNames = headers.map(\.name).filter { signDate || $0 != "date" }.sorted()
+        let canonical = SigV4.canonicalRequest(
+            method: method, canonicalURI: SigV4.canonicalURI(fromRawPath: path), query: [], headers: headers,
+            signedHeaders: signedNames, payloadHash: hash)
+        let stringToSign = SigV4.stringToSign(timestamp: SigV4.timestamp(date), scope: scope, canonicalRequest: canonical)
+        let signature = SigV4.signature(
+            signingKey: SigV4.signingKey(secretAccessKey: credentials.secretAccessKey, scope: scope), stringToSign: stringToSign)
+        let authorization = "\(SigV4.algorithm) Credential=\(credentials.accessKeyId)/\(scope.string),SignedHeaders=\(signedNames.joined(separator: ";")),Signature=\(signature)"
+        return try await sendRaw(method, path, headers: headers + [("Authorization", authorization)], body: body)
+    }
+}
