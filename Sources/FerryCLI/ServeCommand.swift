@@ -11,7 +11,9 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Run the Ferry service (S3-compatible object API).",
         discussion: """
             Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION, \
-            FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT and FERRY_LOG_LEVEL, then to the defaults shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
+            FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
+            FERRY_MAX_CONNECTIONS, FERRY_UPLOADING_VIDEO_MAX_AGE and FERRY_LOG_LEVEL, then to the defaults \
+            shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
             FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
             (mode 0600) and printed once.
             """)
@@ -34,6 +36,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("multipart-max-age"), help: "Seconds after which an unfinished multipart upload is aborted. Default 604800 (7 days).")
     var multipartMaxAge: Double?
 
+    @Option(
+        name: .customLong("uploading-video-max-age"),
+        help: "Seconds a video may stay Uploading; then what arrived of it is removed, it becomes UploadFail and a VideoUploadExpired event is sent (or FERRY_UPLOADING_VIDEO_MAX_AGE). Default 604800 (7 days).")
+    var uploadingVideoMaxAge: Double?
+
     @Option(name: .customLong("webhook-url"), help: "URL that receives signed event POSTs (or FERRY_WEBHOOK_URL); the secret comes from FERRY_WEBHOOK_SECRET.")
     var webhookURL: String?
 
@@ -43,10 +50,33 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. Default info.")
     var logLevel: String?
 
+    @Option(name: .customLong("idle-timeout"), help: "Seconds an open connection may wait for a request (or FERRY_IDLE_TIMEOUT). Default 30.")
+    var idleTimeout: Double?
+
+    @Option(name: .customLong("body-timeout"), help: "Seconds in which a request body must progress by at least 1 KiB, or the connection is closed (or FERRY_BODY_TIMEOUT). Default 30.")
+    var bodyTimeout: Double?
+
+    @Option(name: .customLong("max-connections"), help: "Connections held at once (or FERRY_MAX_CONNECTIONS). Default 1024.")
+    var maxConnections: Int?
+
+    @Option(
+        name: .customLong("callback-allow"),
+        help: "A host, address or network (10.1.0.0/16) form upload callbacks may reach although it is not public; repeat for more (or FERRY_CALLBACK_ALLOW, comma-separated). Default: public addresses only.")
+    var callbackAllow: [String] = []
+
     func validate() throws {
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535.") }
         if let minPartSize, minPartSize < 1 { throw ValidationError("--min-part-size must be at least 1.") }
         if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level '\(logLevel)' is not a level.") }
+        for (name, value) in [("--idle-timeout", idleTimeout), ("--body-timeout", bodyTimeout)] {
+            if let value, !(0.1...86_400).contains(value) { throw ValidationError("\(name) must be between 0.1 and 86400 seconds.") }
+        }
+        for (name, value) in [("--multipart-max-age", multipartMaxAge), ("--uploading-video-max-age", uploadingVideoMaxAge)] {
+            if let value, !(1...315_360_000).contains(value) { throw ValidationError("\(name) must be between 1 and 315360000 seconds.") }
+        }
+        if let maxConnections, !(1...1_000_000).contains(maxConnections) {
+            throw ValidationError("--max-connections must be between 1 and 1000000.")
+        }
     }
 
     func run() async throws {
@@ -57,7 +87,7 @@ struct ServeCommand: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
-        let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? (NSHomeDirectory() + "/.ferry")
+        let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
         var configuration = FerryServerConfiguration(dataDirectory: directory)
         configuration.host = host ?? env["FERRY_HOST"] ?? "127.0.0.1"
         guard let port = port ?? (env["FERRY_PORT"].map { Int($0) } ?? 9000) else {
@@ -67,7 +97,22 @@ struct ServeCommand: AsyncParsableCommand {
         if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
         configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
         if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
+        if let age = uploadingVideoMaxAge ?? env["FERRY_UPLOADING_VIDEO_MAX_AGE"].flatMap(Double.init), (1...315_360_000).contains(age) {
+            configuration.uploadingVideoMaxAge = age
+        }
         configuration.publicEndpoint = publicEndpoint ?? env["FERRY_PUBLIC_ENDPOINT"]
+        if let seconds = idleTimeout ?? env["FERRY_IDLE_TIMEOUT"].flatMap(Double.init), (0.1...86_400).contains(seconds) {
+            configuration.connectionLimits.idleTimeout = .milliseconds(Int64(seconds * 1000))
+        }
+        if let seconds = bodyTimeout ?? env["FERRY_BODY_TIMEOUT"].flatMap(Double.init), (0.1...86_400).contains(seconds) {
+            configuration.connectionLimits.bodyWindow = .milliseconds(Int64(seconds * 1000))
+        }
+        if let count = maxConnections ?? env["FERRY_MAX_CONNECTIONS"].flatMap({ Int($0) }), (1...1_000_000).contains(count) {
+            configuration.connectionLimits.maxConnections = count
+        }
+        configuration.callbackAllow =
+            callbackAllow.isEmpty
+            ? (env["FERRY_CALLBACK_ALLOW"] ?? "").split(separator: ",").map { String($0) } : callbackAllow
         if let text = webhookURL ?? env["FERRY_WEBHOOK_URL"] {
             guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
                 throw ValidationError("--webhook-url '\(text)' is not a URL.")

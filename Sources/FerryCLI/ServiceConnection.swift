@@ -34,7 +34,7 @@ struct ServiceOptions: ParsableArguments {
                 accessKeyId: id, secretAccessKey: secret, sessionToken: env["FERRY_SESSION_TOKEN"] ?? env["AWS_SESSION_TOKEN"])
             return ServiceConnection(endpoint: url, publicEndpoint: url, region: region, credentials: credentials, embedded: nil)
         }
-        let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? (NSHomeDirectory() + "/.ferry")
+        let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
         let embedded = try await EmbeddedService.start(dataDirectory: directory, region: region)
         return ServiceConnection(
             endpoint: embedded.endpoint, publicEndpoint: URL(string: EmbeddedService.publicEndpoint)!, region: region,
@@ -67,8 +67,16 @@ struct ServiceConnection: Sendable {
     var credentials: Credentials
     var embedded: EmbeddedService?
 
+    /// What checkpoints name the service by: the embedded service by its data directory (its port changes with every
+    /// run, and a rerun must find the checkpoint of an interrupted upload), any other by its endpoint.
+    var serviceIdentity: String? {
+        embedded.map { "ferry-embedded:" + URL(fileURLWithPath: $0.dataDirectory).standardizedFileURL.path }
+    }
+
     func objects(_ configuration: ObjectStorageClient.Configuration = .init()) -> ObjectStorageClient {
-        ObjectStorageClient(endpoint: endpoint, region: region, credentials: credentials, configuration: configuration)
+        var configuration = configuration
+        configuration.serviceIdentity = configuration.serviceIdentity ?? serviceIdentity
+        return ObjectStorageClient(endpoint: endpoint, region: region, credentials: credentials, configuration: configuration)
     }
 
     func media(_ configuration: ObjectStorageClient.Configuration = .init()) -> MediaServiceClient {
@@ -88,12 +96,18 @@ final class EmbeddedService: Sendable {
 
     let endpoint: URL
     let credentials: Credentials
+    /// The data directory it runs on.
+    let dataDirectory: String
     private let services: ServiceGroup
     private let runner: Task<Void, any Error>
 
-    private init(endpoint: URL, credentials: Credentials, services: ServiceGroup, runner: Task<Void, any Error>) {
+    private init(
+        endpoint: URL, credentials: Credentials, dataDirectory: String, services: ServiceGroup,
+        runner: Task<Void, any Error>
+    ) {
         self.endpoint = endpoint
         self.credentials = credentials
+        self.dataDirectory = dataDirectory
         self.services = services
         self.runner = runner
     }
@@ -117,7 +131,7 @@ final class EmbeddedService: Sendable {
             endpoint: URL(string: "http://127.0.0.1:\(port)")!,
             credentials: Credentials(
                 accessKeyId: server.rootCredentials.accessKeyId, secretAccessKey: server.rootCredentials.secretAccessKey),
-            services: services, runner: runner)
+            dataDirectory: dataDirectory, services: services, runner: runner)
     }
 
     func stop() async {

@@ -88,8 +88,9 @@ struct UploadCommand: AsyncParsableCommand {
     func uploadAll(connection: ServiceConnection, output: ProgressPrinter) async throws -> Int32 {
         var configuration = ObjectStorageClient.Configuration()
         configuration.retryPolicy.maxRetryCount = maxRetries
+        configuration.serviceIdentity = connection.serviceIdentity
         let env = ProcessInfo.processInfo.environment
-        let records = URL(fileURLWithPath: recordDirectory ?? (service.dataDirectory ?? env["FERRY_DATA_DIR"] ?? (NSHomeDirectory() + "/.ferry")) + "/checkpoints")
+        let records = URL(fileURLWithPath: recordDirectory ?? (service.dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)) + "/checkpoints")
         let context = UploadContext(
             connection: connection, configuration: configuration, records: records, output: output,
             interrupts: SignalCounter.install())
@@ -185,6 +186,8 @@ struct UploadCommand: AsyncParsableCommand {
             description.transcode = transcode
             description.coverURL = coverURL
             description.fileSize = fileSize
+            // The same file asks for the same video, even when a run was killed before it recorded the answer.
+            description.clientToken = try? MediaUploadJournal.clientToken(for: url)
             ticket = try await report { try await media.createUploadVideo(description) }
         }
         if !isImage {

@@ -29,15 +29,18 @@ public struct FerryServer: Sendable {
     public let credentials: CredentialStore
     /// Webhook events waiting for delivery (enqueueing is a no-op when no webhook is configured).
     public let webhooks: WebhookOutbox
+    /// Where form upload callbacks may go.
+    let callbackTargets: CallbackTargets
 
     /// Opens (creating when needed) the data directory.
     public init(configuration: FerryServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment)
         throws
     {
         self.configuration = configuration
+        callbackTargets = try CallbackTargets(allow: configuration.callbackAllow)
         let directory = configuration.dataDirectory
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try PrivateFiles.directory(directory)
+        PrivateFiles.tighten(directory)
         let root: SigV4Credentials
         if let given = configuration.rootCredentials {
             (root, rootCredentialsGenerated) = (given, false)
@@ -45,20 +48,21 @@ public struct FerryServer: Sendable {
             (root, rootCredentialsGenerated) = try ServerKeys.rootCredentials(directory: directory, environment: environment)
         }
         rootCredentials = root
-        catalog = try SQLiteCatalog(path: directory + "/catalog.sqlite")
+        let serverKey = try ServerKeys.tokenKey(directory: directory)
+        try PrivateFiles.file(directory + "/catalog.sqlite")
+        catalog = try SQLiteCatalog(path: directory + "/catalog.sqlite", secrets: SecretBox(serverKey: serverKey))
         webhooks = WebhookOutbox(catalog: catalog, configuration: configuration.webhook)
         var limits = LocalDiskStore.Limits()
         limits.minPartSize = configuration.minPartSize
         store = try LocalDiskStore(directory: directory + "/objects", catalog: catalog, limits: limits, logger: configuration.logger)
-        credentials = CredentialStore(
-            root: root, catalog: catalog, tokens: SessionTokenCodec(key: try ServerKeys.tokenKey(directory: directory)))
+        credentials = CredentialStore(root: root, catalog: catalog, tokens: SessionTokenCodec(key: serverKey))
     }
 
     /// The media API over this server's catalog and store.
     public var mediaAPI: MediaAPI {
         MediaAPI(
             catalog: catalog, store: store, credentials: credentials,
-            authenticator: RequestAuthenticator(credentials: credentials), webhooks: webhooks,
+            authenticator: RequestAuthenticator(credentials: credentials, region: configuration.region), webhooks: webhooks,
             configuration: configuration)
     }
 
@@ -70,7 +74,8 @@ public struct FerryServer: Sendable {
     /// The form upload endpoint (Qiniu-style upload tokens) over this server's store; stored objects advance the media
     /// catalog.
     public var formUploadAPI: FormUploadAPI {
-        var api = FormUploadAPI(store: store, credentials: credentials, configuration: configuration)
+        var api = FormUploadAPI(
+            store: store, credentials: credentials, configuration: configuration, callbackTargets: callbackTargets)
         let media = mediaAPI
         api.objectStored = { object in await media.objectStored(object) }
         return api
@@ -79,7 +84,8 @@ public struct FerryServer: Sendable {
     /// The object API over this server's store; stored objects advance the media catalog.
     public var objectAPI: ObjectAPI {
         var api = ObjectAPI(
-            store: store, authenticator: RequestAuthenticator(credentials: credentials), region: configuration.region)
+            store: store, authenticator: RequestAuthenticator(credentials: credentials, region: configuration.region),
+            region: configuration.region)
         let media = mediaAPI
         api.objectStored = { object in await media.objectStored(object) }
         return api
@@ -95,6 +101,8 @@ public struct FerryServer: Sendable {
         let media = mediaAPI
         let form = formUploadAPI
         let logger = configuration.logger
+        let limits = configuration.connectionLimits
+        let connections = ConnectionGuard.Counter()
         let responder = CallbackResponder<FerryRequestContext> { request, context in
             let channel = context.channel
             // The object API lets a body come (100 Continue) once the request is authenticated and allowed; the
@@ -118,14 +126,17 @@ public struct FerryServer: Sendable {
         if serverLogger.logLevel > .debug { serverLogger.logLevel = .warning }
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
-            logger: configuration.logger)
+            logger: configuration.logger, media: media)
         var services: [any Service] = [collector]
         if let webhook = configuration.webhook {
             services.append(WebhookDeliveryService(outbox: webhooks, configuration: webhook, logger: configuration.logger))
         }
         return Application(
             responder: responder,
-            server: .http1(configuration: .init(additionalChannelHandlers: [ReceiveBufferSizing(), ExpectContinueHandler()])),
+            server: .http1(
+                configuration: .init(additionalChannelHandlers: [
+                    ReceiveBufferSizing(), ConnectionGuard(limits: limits, counter: connections), ExpectContinueHandler(),
+                ])),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Ferry"),
             services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },

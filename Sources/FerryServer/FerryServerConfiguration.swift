@@ -22,6 +22,9 @@ public struct FerryServerConfiguration: Sendable {
     public var multipartUploadMaxAge: TimeInterval = 7 * 24 * 3600
     /// How often the collector looks for idle uploads and orphaned files. Default 1 hour.
     public var collectionInterval: TimeInterval = 3600
+    /// A video still `Uploading` this long after it was created becomes `UploadFail`: its partial files are removed
+    /// and a `VideoUploadExpired` event is sent (checked by the collector every `collectionInterval`). Default 7 days.
+    public var uploadingVideoMaxAge: TimeInterval = 7 * 24 * 3600
     /// Bucket the media API keeps videos and images in; created on first use. Default `ferry-media`.
     public var mediaBucket: String = "ferry-media"
     /// How long an upload credential (UploadAuth) lasts. Default 3000 s.
@@ -38,6 +41,13 @@ public struct FerryServerConfiguration: Sendable {
     /// connecting to the end of its response; when it runs out the upload answers 579 (the file stays stored).
     /// Default 5 s.
     public var formCallbackTimeout: Duration = .seconds(5)
+    /// Timeouts for idle connections and slow bodies, and the most connections held at once.
+    public var connectionLimits = ConnectionLimits()
+    /// Hosts (`hooks.internal`), addresses and networks (`10.1.0.0/16`, `fd00::/8`) that form upload callbacks may
+    /// reach although they are not public. By default a callback goes only to public addresses: never to loopback,
+    /// link-local (cloud metadata), private, shared, multicast or reserved ranges, nor to this host's own addresses.
+    /// Default: none.
+    public var callbackAllow: [String] = []
 
     /// Creates a configuration for a data directory.
     public init(dataDirectory: String) {

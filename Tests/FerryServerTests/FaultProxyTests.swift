@@ -126,7 +126,7 @@ struct FaultProxyTests {
                 defer { close(socket) }
                 let head = "PUT /b/k HTTP/1.1\r\nHost: 127.0.0.1:\(proxy.port)\r\nContent-Length: 100000\r\n\r\n"
                 try? RawSocket.write(socket, Array(head.utf8) + [UInt8](repeating: 1, count: 5000))
-                let (bytes, error) = await receive(socket) { _ in false }
+                let (bytes, error) = await RawSocket.receive(socket) { _ in false }
                 #expect(bytes.isEmpty)
                 #expect(error == ECONNRESET)
                 #expect(proxy.log.map(\.outcome) == ["dropped"])
@@ -176,8 +176,8 @@ struct FaultProxyTests {
                     payloadHash: SigV4.hexSHA256([]), date: Date())
                 let socket = try RawSocket.connect(port: proxy.port)
                 defer { close(socket) }
-                try RawSocket.write(socket, Array(rawRequest("GET", "/cut/k", headers).utf8))
-                let (bytes, error) = await receive(socket) { _ in false }
+                try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/cut/k", headers).utf8))
+                let (bytes, error) = await RawSocket.receive(socket) { _ in false }
                 #expect(error == nil, "expected EOF")
                 let text = String(decoding: bytes, as: UTF8.self)
                 #expect(text.hasPrefix("HTTP/1.1 200"))
@@ -318,20 +318,20 @@ struct FaultProxyTests {
                     payloadHash: SigV4.hexSHA256(body), date: Date())
                 let socket = try RawSocket.connect(port: proxy.port)
                 defer { close(socket) }
-                try RawSocket.write(socket, Array(rawRequest("PUT", "/cont/k", put + [("Expect", "100-continue")]).utf8))
-                let (interim, error) = await receive(socket) { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") }
+                try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/cont/k", put + [("Expect", "100-continue")]).utf8))
+                let (interim, error) = await RawSocket.receive(socket) { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") }
                 #expect(error == nil)
                 #expect(String(decoding: interim, as: UTF8.self).hasPrefix("HTTP/1.1 100 Continue\r\n"))
                 try RawSocket.write(socket, body)
-                let (final, _) = await receive(socket, until: isCompleteResponse)
+                let (final, _) = await RawSocket.receive(socket, until: RawSocket.isCompleteResponse)
                 #expect(String(decoding: final, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
 
                 // Same connection, next request.
                 let head = signer.sign(
                     method: "HEAD", path: "/cont/k", query: [], headers: [("host", host)],
                     payloadHash: SigV4.hexSHA256([]), date: Date())
-                try RawSocket.write(socket, Array(rawRequest("HEAD", "/cont/k", head).utf8))
-                let (second, _) = await receive(socket) { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") }
+                try RawSocket.write(socket, Array(RawSocket.requestHead("HEAD", "/cont/k", head).utf8))
+                let (second, _) = await RawSocket.receive(socket) { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") }
                 let text = String(decoding: second, as: UTF8.self).lowercased()
                 #expect(text.hasPrefix("http/1.1 200"))
                 #expect(text.contains("content-length: \(body.count)"))
@@ -356,9 +356,9 @@ struct FaultProxyTests {
                 payloadHash: SigV4.hexSHA256(body), date: Date())
             let socket = try RawSocket.connect(port: server.port)
             defer { close(socket) }
-            try RawSocket.write(socket, Array(rawRequest("PUT", "/cont/k", put + [("Expect", "100-continue")]).utf8))
+            try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/cont/k", put + [("Expect", "100-continue")]).utf8))
             // The 403 comes without a 100 and without the body having been sent, and the server closes.
-            let (answer, _) = await receive(socket) { bytes in
+            let (answer, _) = await RawSocket.receive(socket) { bytes in
                 let text = String(decoding: bytes, as: UTF8.self)
                 return text.contains("</Error>")
             }
@@ -366,7 +366,7 @@ struct FaultProxyTests {
             #expect(text.hasPrefix("HTTP/1.1 403"), "\(text)")
             #expect(!text.contains("100 Continue"))
             #expect(text.lowercased().contains("connection: close"))
-            let (rest, error) = await receive(socket) { _ in false }
+            let (rest, error) = await RawSocket.receive(socket) { _ in false }
             #expect(rest.isEmpty && error == nil, "the connection stays open after a refused 100-continue request")
             #expect(try await server.client().get("cont", "k").status == 404)
         }
@@ -383,8 +383,8 @@ struct FaultProxyTests {
                 payloadHash: SigV4.unsignedPayload, date: Date())
             let socket = try RawSocket.connect(port: server.port)
             defer { close(socket) }
-            try RawSocket.write(socket, Array((rawRequest("PUT", "/chunks/k", put) + "3\r\nbar\r\n0\r\n\r\n").utf8))
-            let (answer, _) = await receive(socket, until: isCompleteResponse)
+            try RawSocket.write(socket, Array((RawSocket.requestHead("PUT", "/chunks/k", put) + "3\r\nbar\r\n0\r\n\r\n").utf8))
+            let (answer, _) = await RawSocket.receive(socket, until: RawSocket.isCompleteResponse)
             let text = String(decoding: answer, as: UTF8.self)
             #expect(text.hasPrefix("HTTP/1.1 501"), "\(text)")
             #expect(text.contains("<Header>Transfer-Encoding</Header>"))
@@ -416,7 +416,7 @@ struct FaultProxyTests {
             defer { close(upstream) }
             let expected = Array(head.utf8) + sent
             // Only 1 of the announced 64 MiB was sent: the proxy must pass it on without waiting for the rest.
-            let (received, _) = await receive(upstream) { $0.count >= expected.count }
+            let (received, _) = await RawSocket.receive(upstream) { $0.count >= expected.count }
             #expect(received.count == expected.count)
             #expect(received == expected, "the request was altered on the way")
             #expect(proxy.log == [Entry(method: "PUT", path: "/b/dir%2Fa%20b+c", query: String(target.split(separator: "?")[1]), outcome: "pending")])
@@ -483,41 +483,4 @@ private func boundSocket() throws -> (Int32, Int) {
     return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
-/// An HTTP/1.1 request head.
-private func rawRequest(_ method: String, _ target: String, _ headers: [(name: String, value: String)]) -> String {
-    var text = "\(method) \(target) HTTP/1.1\r\n"
-    for header in headers { text += "\(header.name): \(header.value)\r\n" }
-    return text + "\r\n"
-}
 
-/// Whether `bytes` hold a whole response head and its Content-Length body.
-private func isCompleteResponse(_ bytes: [UInt8]) -> Bool {
-    let text = String(decoding: bytes, as: UTF8.self)
-    guard let end = text.range(of: "\r\n\r\n") else { return false }
-    let head = text[..<end.lowerBound].lowercased()
-    let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
-        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
-    return text.utf8.distance(from: end.upperBound, to: text.endIndex) >= length
-}
-
-/// Reads until `done` says so, EOF (error nil), a socket error (its errno) or 10 s pass (ETIMEDOUT). Polls without
-/// blocking, so that the proxy's tasks keep running on the cooperative pool meanwhile.
-private func receive(_ socket: Int32, until done: ([UInt8]) -> Bool) async -> (bytes: [UInt8], error: Int32?) {
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        let n = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-        if n > 0 {
-            bytes += buffer[..<n]
-            if done(bytes) { return (bytes, nil) }
-        } else if n == 0 {
-            return (bytes, nil)
-        } else if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
-            try? await Task.sleep(for: .milliseconds(5))
-        } else {
-            return (bytes, errno)
-        }
-    }
-    return (bytes, ETIMEDOUT)
-}

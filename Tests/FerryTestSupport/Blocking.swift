@@ -35,9 +35,11 @@ public struct CapturedRun: Sendable {
 extension Process {
     /// Runs the process (already given its executable, arguments and environment) to its end and captures both
     /// outputs, draining them while it runs so a chatty process cannot block on a full pipe. With `interruptWhen`,
-    /// sends SIGINT once a line of standard output satisfies it. Blocks: call it through ``runBlocking(_:)`` from async
-    /// code.
-    public func runCapturing(interruptWhen: ((String) -> Bool)? = nil) throws -> CapturedRun {
+    /// sends `signal` (SIGINT unless named) once a line of standard output satisfies it; with `signalAfter`, sends it
+    /// after that many seconds whatever was printed. Blocks: call it through ``runBlocking(_:)`` from async code.
+    public func runCapturing(
+        interruptWhen: ((String) -> Bool)? = nil, signal: Int32 = SIGINT, signalAfter: TimeInterval? = nil
+    ) throws -> CapturedRun {
         let out = Pipe()
         let err = Pipe()
         standardOutput = out
@@ -46,6 +48,14 @@ extension Process {
         nonisolated(unsafe) var errorData = Data()
         let errorReader = Thread { errorData = err.fileHandleForReading.readDataToEndOfFile() }
         errorReader.start()
+        if let signalAfter {
+            // Linux hands out pids in sequence, so within seconds this one still names the process or no process.
+            let pid = processIdentifier
+            Thread {
+                Thread.sleep(forTimeInterval: signalAfter)
+                kill(pid, signal)
+            }.start()
+        }
         var output = Data()
         var interrupted = false
         while true {
@@ -56,7 +66,7 @@ extension Process {
                 String(decoding: output, as: UTF8.self).split(separator: "\n").contains(where: { interruptWhen(String($0)) })
             {
                 interrupted = true
-                kill(processIdentifier, SIGINT)
+                kill(processIdentifier, signal)
             }
         }
         waitUntilExit()

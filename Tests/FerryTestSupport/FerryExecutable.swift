@@ -25,14 +25,20 @@ public enum FerryExecutable {
         public let port: Int
 
         /// Starts `ferry serve --port 0` on `dataDirectory` and waits, off the cooperative pool, until it listens.
-        public static func start(dataDirectory: String, arguments: [String] = [], environment: [String: String])
-            async throws -> Server
-        {
-            try await runBlocking { try Server(dataDirectory: dataDirectory, arguments: arguments, environment: environment) }
+        ///
+        /// - Parameter logFile: where its standard error (the log) goes; nowhere when nil.
+        public static func start(
+            dataDirectory: String, arguments: [String] = [], environment: [String: String], logFile: String? = nil
+        ) async throws -> Server {
+            try await runBlocking {
+                try Server(dataDirectory: dataDirectory, arguments: arguments, environment: environment, logFile: logFile)
+            }
         }
 
         /// Starts `ferry serve --port 0` on `dataDirectory` and waits until it prints its address; blocks the thread.
-        init(dataDirectory: String, arguments: [String] = [], environment: [String: String]) throws {
+        init(dataDirectory: String, arguments: [String] = [], environment: [String: String], logFile: String? = nil)
+            throws
+        {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
             process.arguments = ["serve", "--data-dir", dataDirectory, "--port", "0"] + arguments
@@ -41,7 +47,12 @@ public enum FerryExecutable {
             process.environment = env
             let out = Pipe()
             process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
+            if let logFile {
+                _ = FileManager.default.createFile(atPath: logFile, contents: nil)
+                process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
+            } else {
+                process.standardError = FileHandle.nullDevice
+            }
             try process.run()
             var buffer = ""
             var port: Int?

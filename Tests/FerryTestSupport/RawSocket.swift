@@ -48,4 +48,45 @@ public enum RawSocket {
             sent += n
         }
     }
+
+    /// An HTTP/1.1 request head.
+    public static func requestHead(_ method: String, _ target: String, _ headers: [(name: String, value: String)]) -> String {
+        var text = "\(method) \(target) HTTP/1.1\r\n"
+        for header in headers { text += "\(header.name): \(header.value)\r\n" }
+        return text + "\r\n"
+    }
+
+    /// Whether `bytes` hold a whole response head and its Content-Length body.
+    public static func isCompleteResponse(_ bytes: [UInt8]) -> Bool {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let end = text.range(of: "\r\n\r\n") else { return false }
+        let head = text[..<end.lowerBound].lowercased()
+        let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+        return text.utf8.distance(from: end.upperBound, to: text.endIndex) >= length
+    }
+
+    /// Reads until `done` says so, EOF (error nil), a socket error (its errno) or `timeout` passes (ETIMEDOUT). Polls
+    /// without blocking, so that servers in the same process keep running on the cooperative pool meanwhile.
+    public static func receive(
+        _ socket: Int32, timeout: Duration = .seconds(10), until done: ([UInt8]) -> Bool
+    ) async -> (bytes: [UInt8], error: Int32?) {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let n = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 {
+                bytes += buffer[..<n]
+                if done(bytes) { return (bytes, nil) }
+            } else if n == 0 {
+                return (bytes, nil)
+            } else if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
+                try? await Task.sleep(for: .milliseconds(5))
+            } else {
+                return (bytes, errno)
+            }
+        }
+        return (bytes, ETIMEDOUT)
+    }
 }

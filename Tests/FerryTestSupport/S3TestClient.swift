@@ -13,6 +13,8 @@ public struct S3TestClient: Sendable {
     public let credentials: SigV4Credentials
     /// Region in the signature scope.
     public var region = "us-east-1"
+    /// The HTTP client requests go through (its connection pool bounds how many connections are open at once).
+    public var httpClient: HTTPClient = .shared
 
     /// Creates a client.
     public init(endpoint: String, credentials: SigV4Credentials) {
@@ -96,7 +98,7 @@ public struct S3TestClient: Sendable {
         if !body.isEmpty || method == "PUT" || method == "POST" {
             request.body = .bytes(ByteBuffer(bytes: body))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+        let response = try await httpClient.execute(request, timeout: .seconds(120))
         var collected = try await response.body.collect(upTo: 1 << 30)
         return Reply(
             status: Int(response.status.code), headers: response.headers,

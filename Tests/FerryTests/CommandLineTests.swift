@@ -37,11 +37,14 @@ struct FerryRun: Sendable {
                 process.arguments = arguments
             }
             var env = ProcessInfo.processInfo.environment
-            for name in ["FERRY_ENDPOINT", "FERRY_ACCESS_KEY_ID", "FERRY_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+            for name in ["FERRY_DATA_DIR", "FERRY_ENDPOINT", "FERRY_ACCESS_KEY_ID", "FERRY_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
                 env[name] = nil
             }
+            // Never the real home: each run gets its own HOME unless the test names one.
+            env["HOME"] = TemporaryDirectory.make("ferry-cli-home")
             env.merge(environment) { $1 }
             process.environment = env
+            defer { if environment["HOME"] == nil, let home = env["HOME"] { try? FileManager.default.removeItem(atPath: home) } }
             let run = try process.runCapturing(interruptWhen: interruptWhen)
             return FerryRun(status: run.status, output: run.output, error: run.errorOutput)
         }
@@ -117,18 +120,56 @@ struct CommandLineTests {
         let data = TemporaryDirectory.make("ferry-cli-int")
         defer { try? FileManager.default.removeItem(atPath: data) }
         let file = try makeRandomFile(size: 48 * 1024 * 1024, in: data)
-        let arguments = ["upload", file.path, "--data-dir", data + "/ferry", "--json", "--parallel", "1"]
-        let first = try await FerryRun.run(arguments) { $0.contains("\"event\":\"progress\"") }
+        let arguments = ["upload", file.path, "--data-dir", data + "/ferry", "--json", "--parallel", "1", "--part-size", "5242880"]
+        // Interrupted once three parts are through: the in-process service gets a new port on every run, yet the
+        // checkpoint names the service by its data directory, so the rerun continues the same multipart upload.
+        let first = try await FerryRun.run(arguments) { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                object["event"] as? String == "progress", let bytes = object["bytes"] as? Int
+            else { return false }
+            return bytes >= 3 * 5_242_880
+        }
         #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
         #expect(first.jsonLines.contains { $0["event"] as? String == "paused" })
+        let sentBefore = first.jsonLines.compactMap { $0["event"] as? String == "progress" ? $0["bytes"] as? Int : nil }.max() ?? 0
         let second = try await FerryRun.run(arguments)
         #expect(second.status == 0, "\(second.error)")
+        let uploadIds = [first, second].map { run in run.jsonLines.first { $0["event"] as? String == "started" }?["uploadId"] as? String }
+        #expect(uploadIds[0] != nil && uploadIds[0] == uploadIds[1], "the rerun started another multipart upload: \(uploadIds)")
+        // The rerun's progress starts where the parts already stored end: at most the part in flight is sent again.
+        let resumedAt = second.jsonLines.first { $0["event"] as? String == "progress" }?["bytes"] as? Int ?? 0
+        #expect(resumedAt >= sentBefore - 2 * 5_242_880, "resumed at \(resumedAt) after \(sentBefore) had been sent")
         let media = try #require(second.jsonLines.first { $0["event"] as? String == "media" })
         let videoId = try #require(media["VideoId"] as? String)
         let list = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"])
         #expect(list.output.contains("1 video(s)"), "resuming created a second video: \(list.output)")
         let stored = try await storedBytes(dataDirectory: data + "/ferry", bucket: "ferry-media", key: "video/\(videoId)/source.bin")
         #expect(stored == (try Data(contentsOf: file)))
+    }
+
+    @Test("without --data-dir the embedded service keeps its data under $HOME/.ferry, whatever the account's home")
+    func honoursHome() async throws {
+        let home = TemporaryDirectory.make("ferry-cli-home")
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let run = try await FerryRun.run(
+            ["upload", Self.sample, "--bucket", "home", "--key", "clip.mp4"], environment: ["HOME": home])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(FileManager.default.fileExists(atPath: home + "/.ferry/catalog.sqlite"))
+        let stored = try await storedBytes(dataDirectory: home + "/.ferry", bucket: "home", key: "clip.mp4")
+        #expect(stored == (try Data(contentsOf: URL(fileURLWithPath: Self.sample))))
+    }
+
+    @Test("a page number no service accepts is a clear error, not a crash")
+    func pageOverflow() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-page")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        for page in ["9223372036854775807", "4611686018427387904", "0"] {
+            let run = try await FerryRun.run(["videos", "list", "--data-dir", data, "--page", page])
+            #expect(run.status == 1, "\(page): \(run.output) \(run.error)")
+            #expect(run.error.contains("PageNo"), "\(page): \(run.error)")
+        }
+        let ok = try await FerryRun.run(["videos", "list", "--data-dir", data])
+        #expect(ok.status == 0, "\(ok.error)")
     }
 
     @Test("bad flags are a usage error; a missing file and an unreachable endpoint get clear messages")

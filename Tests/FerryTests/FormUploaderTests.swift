@@ -70,7 +70,11 @@ struct FormUploaderTests {
         let directory = TemporaryDirectory.make("ferry-form")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = try makeFile(size: size, in: directory)
-        try await TestServer.with(configure: configure) { server in
+        // The callback receivers of these tests listen on loopback, which callbacks may reach only when allowed.
+        try await TestServer.with(configure: { configuration in
+            configuration.callbackAllow = ["127.0.0.1"]
+            configure(&configuration)
+        }) { server in
             try await server.server.store.createBucket(bucket)
             try await body(server, file)
         }
@@ -246,6 +250,40 @@ struct FormUploaderTests {
         }
     }
 
+    @Test("callbacks to loopback, private, link-local or unresolvable targets are refused unless allowed: 579, nothing sent")
+    func callbackTargetsRefused() async throws {
+        try await HTTPReceiver.with(answer: "internal secret") { receiver in
+            try await Self.withServer(configure: { $0.callbackAllow = [] }) { server, file in
+                let targets = [
+                    receiver.url("/internal"), "http://localhost:\(receiver.port)/internal", "http://[::1]:\(receiver.port)/x",
+                    "http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/admin", "http://0.0.0.0:\(receiver.port)/x",
+                    "http://[::ffff:127.0.0.1]:\(receiver.port)/x", "http://no-such-host.invalid/cb",
+                ]
+                for (index, url) in targets.enumerated() {
+                    var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                    policy.callbackUrl = url
+                    let error = try await Self.failure(
+                        server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: "ssrf-\(index)"))
+                    #expect(error.httpStatus == 579, "\(url)")
+                    #expect(!error.message.contains("secret") && !error.message.contains("127.0.0.1"), "\(url)")
+                }
+                #expect(await receiver.recorder.requests.isEmpty, "a refused target was called")
+            }
+            // Allowed explicitly, by network, the same receiver is called.
+            try await Self.withServer(configure: { $0.callbackAllow = ["127.0.0.0/8"] }) { server, file in
+                var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                policy.callbackUrl = receiver.url("/allowed")
+                let result = try await server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: "ok").result
+                #expect(result.callbackBody == "internal secret")
+            }
+        }
+        #expect(throws: (any Error).self) {
+            var configuration = FerryServerConfiguration(dataDirectory: "/nonexistent")
+            configuration.callbackAllow = ["10.0.0.0/99"]
+            _ = try FerryServer(configuration: configuration)
+        }
+    }
+
     @Test("custom metadata: names must be header tokens, values single-line, at most 2 KiB → 400 InvalidArgument")
     func metadataValidation() async throws {
         try await Self.withServer(size: 100) { server, file in
@@ -263,6 +301,21 @@ struct FormUploaderTests {
             await #expect(throws: S3Error.self) {
                 try await server.server.store.object(bucket: Self.bucket, key: "meta")
             }
+        }
+    }
+
+    @Test("keys the object API would refuse (dot segments, control characters, too long) are refused here too")
+    func keyValidation() async throws {
+        try await Self.withServer(size: 100) { server, file in
+            let uploader = server.formUploader(token: server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future)))
+            for key in ["a/../b", "a/./b", "..", "a\u{01}b", "a\u{85}b", String(repeating: "k", count: 1025)] {
+                let error = try await Self.failure(uploader.upload(file: file, key: key))
+                #expect(error.httpStatus == 400, "\(key.debugDescription)")
+            }
+            // Nothing was stored under any of them.
+            let files = server.blobFiles()
+            #expect(files.stored == 0 && files.temporary == 0)
+            #expect(try await server.client().send("GET", "/\(Self.bucket)", query: [("list-type", "2")]).text.contains("<Key>") == false)
         }
     }
 

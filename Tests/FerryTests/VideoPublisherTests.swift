@@ -181,7 +181,7 @@ struct VideoPublisherTests {
             #expect(firstLog.progress.allSatisfy { $0.sent < Int64(size) })
             #expect(Self.publishRecords(records).count == 1)
             let (videos, count) = try await server.server.catalog.videos(
-                status: nil, cateId: nil, tag: nil, offset: 0, limit: 10)
+                status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10)
             #expect(count == 1)
             let firstId = try #require(videos.first?.videoId)
             #expect(videos.first?.status == "Uploading")
@@ -206,7 +206,7 @@ struct VideoPublisherTests {
             #expect(
                 Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
             #expect(
-                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10).total
                     == 1)
             #expect(Self.publishRecords(records).isEmpty)
             try await proxy.shutdown()
@@ -227,7 +227,7 @@ struct VideoPublisherTests {
             let (cancelled, _) = try await Self.publishAndCancel(publisher, parameters, proxy: proxy, stallPart: 3)
             #expect(cancelled.retCode == 1017)
             let firstId = try #require(
-                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).videos
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10).videos
                     .first?.videoId)
 
             // New content at the same path, with a different modification time.
@@ -317,7 +317,7 @@ struct VideoPublisherTests {
             #expect(garbage.retCode == 1001)
             #expect(garbage.descMsg.hasPrefix("The signature cannot be read"))
             #expect(
-                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10).total
                     == 0)
         }
     }
@@ -374,7 +374,7 @@ struct VideoPublisherTests {
             #expect(coverFailed.retCode == 1004, "\(coverFailed.descMsg)")
             #expect(coverFailed.code == .coverUploadFailed)
             let (videos, count) = try await server.server.catalog.videos(
-                status: nil, cateId: nil, tag: nil, offset: 0, limit: 10)
+                status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10)
             #expect(count == 1)
             let videoId = try #require(videos.first?.videoId)
             #expect(videos.first?.status == "Uploaded")
@@ -421,7 +421,7 @@ struct VideoPublisherTests {
             #expect(proxy.log.filter { $0.path.contains("ApplyUploadUGC") }.count >= 2)
             #expect(proxy.log.contains { Self.isPart($0) == 2 && $0.outcome != "200" })
             #expect(
-                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10).total
                     == 1)
             #expect(
                 Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
@@ -453,7 +453,7 @@ struct VideoPublisherTests {
             #expect(result.retCode == 0, "\(result.descMsg)")
             #expect(proxy.log.compactMap(Self.isPart) == [1, 2, 3, 4])
             #expect(
-                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10).total
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10).total
                     == 2)
             try await proxy.shutdown()
         }
@@ -473,7 +473,7 @@ struct VideoPublisherTests {
             #expect(cancelled.retCode == 1017)
             #expect(Self.publishRecords(records).count == 1)
             let firstId = try #require(
-                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, offset: 0, limit: 10)
+                try await server.server.catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10)
                     .videos.first?.videoId)
             try await server.media().deleteVideos([firstId])
 

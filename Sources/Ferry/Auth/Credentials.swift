@@ -35,6 +35,20 @@ public struct Credentials: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "Credentials(\(accessKeyId)\(sessionToken == nil ? "" : ", temporary"))" }
 }
 
+extension Credentials: CustomDebugStringConvertible, CustomReflectable {
+    /// Same as ``description``: no secret, no token.
+    public var debugDescription: String { description }
+    /// A mirror without the secret and the token.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "accessKeyId": accessKeyId, "secretAccessKey": "<redacted>",
+                "sessionToken": sessionToken == nil ? "nil" : "<redacted>", "expiration": expiration as Any,
+            ], displayStyle: .struct)
+    }
+}
+
 /// Where an upload gets its credentials, asked again whenever the server says they expired.
 ///
 /// Return fresh credentials, or the same ones when there are none fresher: the upload then pauses with a

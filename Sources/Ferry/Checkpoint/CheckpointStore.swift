@@ -10,7 +10,7 @@ public struct UploadCheckpoint: Codable, Sendable, Hashable {
     static let readableVersions = 1...currentVersion
     /// This checkpoint's format version.
     public var version = currentVersion
-    /// Service endpoint the upload goes to.
+    /// The service the upload goes to: its endpoint, or the client's `serviceIdentity`.
     public var endpoint: String
     /// Bucket.
     public var bucket: String
@@ -38,7 +38,7 @@ public struct UploadCheckpoint: Codable, Sendable, Hashable {
 struct CheckpointStore: Sendable {
     let directory: URL
 
-    /// The file name for an upload: a hash of endpoint, bucket, key and local path.
+    /// The file name for an upload: a hash of the service (endpoint or identity), bucket, key and local path.
     static func identifier(endpoint: String, bucket: String, key: String, filePath: String) -> String {
         String(SigV4.hexSHA256("\(endpoint)\n\(bucket)\n\(key)\n\(filePath)").prefix(40))
     }
@@ -80,6 +80,40 @@ struct CheckpointStore: Sendable {
     /// Deletes a checkpoint.
     func delete(_ identifier: String) {
         try? FileManager.default.removeItem(at: url(for: identifier))
+    }
+
+    func intentURL(for identifier: String) -> URL { directory.appendingPathComponent("\(identifier).ferry-intent") }
+
+    /// Records, durably, that a multipart upload is about to be created for this upload: a process killed after the
+    /// server created it and before its first checkpoint was written leaves this behind, so the next run can find the
+    /// upload it lost instead of leaving it open.
+    func saveIntent(_ identifier: String, at date: Date) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let final = intentURL(for: identifier)
+        let temp = directory.appendingPathComponent(".\(identifier).\(UUID().uuidString).tmp")
+        guard FileManager.default.createFile(
+            atPath: temp.path, contents: Data(String(date.timeIntervalSince1970).utf8), attributes: [.posixPermissions: 0o600])
+        else { throw FerryError(.invalidArgument, "The record directory \(directory.path) is not writable.") }
+        let handle = try FileHandle(forWritingTo: temp)
+        try handle.synchronize()
+        try handle.close()
+        if rename(temp.path, final.path) != 0 {
+            try? FileManager.default.removeItem(at: temp)
+            throw FerryError(.invalidArgument, "The checkpoint could not be written in \(directory.path).")
+        }
+    }
+
+    /// When the last run began creating a multipart upload it never recorded, if it did.
+    func intent(_ identifier: String) -> Date? {
+        guard let data = FileManager.default.contents(atPath: intentURL(for: identifier).path),
+            let seconds = TimeInterval(String(decoding: data, as: UTF8.self))
+        else { return nil }
+        return Date(timeIntervalSince1970: seconds)
+    }
+
+    /// Forgets the intent, once the checkpoint names the upload.
+    func deleteIntent(_ identifier: String) {
+        try? FileManager.default.removeItem(at: intentURL(for: identifier))
     }
 }
 

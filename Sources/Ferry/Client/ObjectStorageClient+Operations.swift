@@ -222,6 +222,23 @@ extension ObjectStorageClient {
         return result.uploads.map { ($0.key, $0.uploadId) }
     }
 
+    /// The multipart uploads in progress of exactly `key` (among the first 1000 under it), with when each began.
+    func multipartUploads(of key: String, bucket: String, credentials: CredentialSource) async throws
+        -> [(uploadId: String, initiated: Date?)]
+    {
+        let response = try await execute(
+            S3Request(method: "GET", bucket: bucket, query: [("uploads", ""), ("prefix", key)]), credentials: credentials)
+        guard let result = try? S3XML.decode(ListMultipartUploadsResult.self, from: Data(response.body)) else {
+            throw FerryError(.server, "The server's ListMultipartUploads answer could not be read.")
+        }
+        return result.uploads.filter { $0.key == key }.map { upload in
+            let initiated =
+                (try? Date(upload.initiated, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)))
+                ?? (try? Date(upload.initiated, strategy: .iso8601))
+            return (upload.uploadId, initiated)
+        }
+    }
+
     func completeMultipartUpload(
         bucket: String, key: String, uploadId: String, parts: [UploadedPart], checksumAlgorithm: ChecksumAlgorithm?,
         fullObjectChecksum: String?, credentials: CredentialSource, observer: RequestObserver

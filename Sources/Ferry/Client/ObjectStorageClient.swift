@@ -26,6 +26,11 @@ public final class ObjectStorageClient: Sendable {
         /// Whether payloads are signed (SHA-256 in the signature) instead of `UNSIGNED-PAYLOAD`. Needed by servers
         /// that require it over plain HTTP; costs a hash pass. Default false: the checksum header protects the bytes.
         public var signPayload = false
+        /// What names the service in checkpoints, so that an interrupted upload resumes only against the service it
+        /// began on. Default nil: the endpoint URL. Set it when one service is reached at changing addresses — an
+        /// embedded service on a free port, or a service behind several names — so a resume after a restart finds its
+        /// checkpoint.
+        public var serviceIdentity: String?
 
         /// The defaults.
         public init() {
@@ -41,6 +46,9 @@ public final class ObjectStorageClient: Sendable {
     public let credentialProvider: any CredentialProvider
     /// The configuration.
     public let configuration: Configuration
+
+    /// What checkpoints name the service by: ``Configuration/serviceIdentity``, or the endpoint.
+    var checkpointServiceIdentity: String { configuration.serviceIdentity ?? endpoint.absoluteString }
 
     /// Creates a client with a credential provider.
     public init(

@@ -100,6 +100,10 @@ public final class MediaServiceClient: Sendable {
         public var transcode: String?
         /// Free data for the app.
         public var userData: String?
+        /// Makes the call idempotent: while a video created with this token is still uploading, creating again with
+        /// it answers that video (with fresh credentials) instead of a new one. At most 64 characters.
+        /// ``MediaUploadJournal/clientToken(for:)`` makes one per local file.
+        public var clientToken: String?
 
         /// Creates a description.
         public init(title: String, fileName: String) {
@@ -156,6 +160,7 @@ public final class MediaServiceClient: Sendable {
         if let v = video.tags { parameters["Tags"] = v }
         if let v = video.transcode { parameters["Transcode"] = v }
         if let v = video.userData { parameters["UserData"] = v }
+        if let v = video.clientToken { parameters["ClientToken"] = v }
         let answer = try await call("CreateUploadVideo", parameters)
         return try UploadTicket(
             id: answer["VideoId"] as? String ?? "", address: answer["UploadAddress"] as? String ?? "",

@@ -38,6 +38,13 @@ public struct MediaUploadJournal: Sendable {
         return "\(attributes.size)-\(attributes.modified)"
     }
 
+    /// A token for CreateUploadVideo's `ClientToken` that names this file as it is now (its path, size and
+    /// modification time): a run killed between creating the video and recording it gets the same video back when it
+    /// asks again.
+    public static func clientToken(for file: URL) throws -> String {
+        String(SigV4.hexSHA256(file.standardizedFileURL.path + "\n" + (try fingerprint(of: file))).prefix(32))
+    }
+
     private func entryFile(_ file: URL) -> URL {
         let name = SigV4.hexSHA256(file.standardizedFileURL.path).prefix(40)
         return directory.appendingPathComponent("media-\(name).json")

@@ -54,7 +54,7 @@ public actor ResumableUploadTask {
         self.credentials = CredentialSource(provider: client.credentialProvider)
         let checkpoints = request.recordDirectory.map { CheckpointStore(directory: $0) }
         let checkpointId = CheckpointStore.identifier(
-            endpoint: client.endpoint.absoluteString, bucket: request.bucket, key: request.key,
+            endpoint: client.checkpointServiceIdentity, bucket: request.bucket, key: request.key,
             filePath: request.fileURL.standardizedFileURL.path)
         self.checkpoints = checkpoints
         self.checkpointId = checkpointId
@@ -370,6 +370,10 @@ public actor ResumableUploadTask {
             }
         }
         if uploadId == nil {
+            if let checkpoints {
+                if let began = checkpoints.intent(checkpointId) { await abortLostUploads(createdAround: began) }
+                try checkpoints.saveIntent(checkpointId, at: Date())
+            }
             uploadId = try await createShielded(observer: observer)
             createdAt = Date()
         }
@@ -379,7 +383,26 @@ public actor ResumableUploadTask {
         // The first checkpoint is on disk before any part is sent, and an unwritable record directory fails here.
         try saveCheckpoint()
         try await checkpointWriter?.flush()
+        checkpoints?.deleteIntent(checkpointId)
         continuation.yield(.started(uploadId: uploadId))
+    }
+
+    /// Aborts the multipart uploads of this key that the last run created and lost (it was killed before its first
+    /// checkpoint named them): begun within five minutes of its recorded intent (clocks may differ) and holding no
+    /// part, since parts are sent only after the checkpoint is written, so an upload with parts belongs to someone
+    /// else. Best effort: a key that may not list uploads leaves them to the server's expiry.
+    private func abortLostUploads(createdAround began: Date) async {
+        guard let uploads = try? await client.multipartUploads(of: request.key, bucket: request.bucket, credentials: credentials)
+        else { return }
+        for upload in uploads {
+            guard let initiated = upload.initiated, abs(initiated.timeIntervalSince(began)) < 300,
+                let parts = try? await client.listParts(
+                    bucket: request.bucket, key: request.key, uploadId: upload.uploadId, credentials: credentials, observer: .init()),
+                parts.isEmpty
+            else { continue }
+            try? await client.abortMultipartUpload(
+                bucket: request.bucket, key: request.key, uploadId: upload.uploadId, credentials: credentials)
+        }
     }
 
     /// The parts to keep: those the server has with the size and ETag the checkpoint recorded, and those the server
@@ -412,7 +435,7 @@ public actor ResumableUploadTask {
         guard let checkpointWriter, let plan, let uploadId, let fingerprint else { return }
         try checkpointWriter.submit(
             UploadCheckpoint(
-                endpoint: client.endpoint.absoluteString, bucket: request.bucket, key: request.key,
+                endpoint: client.checkpointServiceIdentity, bucket: request.bucket, key: request.key,
                 filePath: request.fileURL.path, uploadId: uploadId, partSize: plan.partSize,
                 partSegments: plan.segments.count > 1 ? plan.segments : nil, fingerprint: fingerprint,
                 checksumAlgorithm: request.checksumAlgorithm?.s3Name, parts: plan.orderedParts, createdAt: createdAt))
@@ -542,7 +565,7 @@ extension ObjectStorageClient {
         guard let directory = request.recordDirectory else { return false }
         let store = CheckpointStore(directory: directory)
         let id = CheckpointStore.identifier(
-            endpoint: endpoint.absoluteString, bucket: request.bucket, key: request.key,
+            endpoint: checkpointServiceIdentity, bucket: request.bucket, key: request.key,
             filePath: request.fileURL.standardizedFileURL.path)
         guard let checkpoint = store.load(id) else { return false }
         do {

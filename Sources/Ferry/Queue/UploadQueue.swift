@@ -460,8 +460,8 @@ public actor UploadQueue {
             if let entry = journal?.lookup(item.fileURL) {
                 do {
                     return try await media.refreshUploadVideo(videoId: entry.id)
-                } catch let error as FerryError where error.httpStatus == 404 {
-                    journal?.remove(item.fileURL)  // the video is gone; make a new one
+                } catch let error as FerryError where error.httpStatus == 404 || error.httpStatus == 409 {
+                    journal?.remove(item.fileURL)  // the video is gone, or stored already; make a new one
                 }
             }
             var video = MediaServiceClient.VideoDescription(title: title, fileName: item.fileURL.lastPathComponent)
@@ -471,6 +471,8 @@ public actor UploadQueue {
             video.cateId = item.info.cateId
             video.coverURL = item.info.coverURL
             video.transcode = configuration.transcode ? nil : "NoTranscode"
+            // The same file asks for the same video, even after a kill before the journal recorded it.
+            video.clientToken = try? MediaUploadJournal.clientToken(for: item.fileURL)
             return try await media.createUploadVideo(video)
         }
     }

@@ -24,6 +24,17 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
             self.key = key
         }
 
+        enum CodingKeys: String, CodingKey { case actions, bucket, keyPrefix, key }
+
+        /// Decodes a statement; `bucket` defaults to every bucket and `keyPrefix` to every key.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            actions = try c.decode([String].self, forKey: .actions)
+            bucket = try c.decodeIfPresent(String.self, forKey: .bucket) ?? "*"
+            keyPrefix = try c.decodeIfPresent(String.self, forKey: .keyPrefix) ?? ""
+            key = try c.decodeIfPresent(String.self, forKey: .key)
+        }
+
         /// Whether the statement names `action`.
         public func allowsAction(_ action: String) -> Bool {
             actions.contains { pattern in
@@ -47,6 +58,15 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
 
     /// The grants.
     public var statements: [Statement]
+
+    /// Whether the policy allows listing `bucket` under `prefix` (`action` is `s3:ListBucket` or another listing
+    /// action): a statement scoped to a key prefix allows listings whose prefix lies within it, and no other.
+    public func allowsListing(action: String, bucket: String, prefix: String) -> Bool {
+        statements.contains { statement in
+            statement.allowsAction(action) && (statement.bucket == "*" || statement.bucket == bucket)
+                && statement.key == nil && prefix.hasPrefix(statement.keyPrefix)
+        }
+    }
 
     /// Creates a policy.
     public init(statements: [Statement]) {

@@ -84,6 +84,20 @@ public struct UploadAuth: Codable, Sendable, Hashable, CustomStringConvertible {
     public var description: String { "UploadAuth(\(accessKeyId), expires \(expiration))" }
 }
 
+extension UploadAuth: CustomDebugStringConvertible, CustomReflectable {
+    /// Same as ``description``: no secret, no token.
+    public var debugDescription: String { description }
+    /// A mirror without the secret and the token.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "securityToken": "<redacted>",
+                "expiration": expiration, "region": region,
+            ], displayStyle: .struct)
+    }
+}
+
 enum MediaCodec {
     static func encode<T: Encodable>(_ value: T) -> String {
         let encoder = JSONEncoder()

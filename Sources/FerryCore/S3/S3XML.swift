@@ -17,10 +17,25 @@ public enum S3XML {
     /// - Parameter trimming: whether surrounding white space of element values is dropped; documents that carry
     ///   object keys (where `" "` is a key) decode with `false`.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data, trimming: Bool = true) throws -> T {
+        // No S3 document has a DTD; refusing one keeps entity expansion (billion laughs) and external entities out.
+        if containsDeclaration(data) {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "A document type declaration is not allowed."))
+        }
         let decoder = XMLDecoder()
         decoder.trimValueWhitespaces = trimming
         decoder.shouldProcessNamespaces = true
         return try decoder.decode(type, from: data)
+    }
+
+    /// Whether the document holds `<!DOCTYPE` or `<!ENTITY` (in any case); comments and CDATA sections are fine.
+    static func containsDeclaration(_ data: Data) -> Bool {
+        let bytes = [UInt8](data)
+        guard bytes.count >= 3 else { return false }
+        for index in 0..<(bytes.count - 2) where bytes[index] == UInt8(ascii: "<") && bytes[index + 1] == UInt8(ascii: "!") {
+            let next = bytes[index + 2] | 0x20
+            if next == UInt8(ascii: "d") || next == UInt8(ascii: "e") { return true }
+        }
+        return false
     }
 
     /// Renders the S3 error document for an error.

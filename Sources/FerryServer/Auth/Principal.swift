@@ -26,6 +26,11 @@ public struct Principal: Sendable, Hashable {
         self.isRoot = isRoot
     }
 
+    /// Whether every policy allows listing `bucket` under `prefix` with `action`.
+    public func allowsListing(action: String, bucket: String, prefix: String) -> Bool {
+        !policies.isEmpty && policies.allSatisfy { $0.allowsListing(action: action, bucket: bucket, prefix: prefix) }
+    }
+
     /// Whether every policy allows `action` on `bucket` and `key`.
     public func allows(action: String, bucket: String? = nil, key: String? = nil) -> Bool {
         !policies.isEmpty && policies.allSatisfy { $0.allows(action: action, bucket: bucket, key: key) }

@@ -8,6 +8,9 @@ import Foundation
 /// requests are refused.
 struct RequestAuthenticator: Sendable {
     let credentials: CredentialStore
+    /// The server's region: a signature's credential scope must name it (AuthorizationHeaderMalformed otherwise, as
+    /// S3 answers).
+    let region: String
     /// The longest a presigned URL may live (S3: 7 days).
     static let maxPresignedExpiry = 604_800
 
@@ -49,7 +52,7 @@ struct RequestAuthenticator: Sendable {
                     authorization: authorization, secretAccessKey: resolved.secretAccessKey, method: input.method,
                     canonicalURI: canonicalURI, query: input.query, headers: input.headers,
                     payloadHash: input.service == "s3" ? nil : input.payloadHash ?? SigV4.emptyPayloadHash, now: now,
-                    expectedService: input.service)
+                    expectedRegion: region, expectedService: input.service)
             }
             return Authenticated(principal: resolved.principal, verified: verified)
         }
@@ -68,7 +71,7 @@ struct RequestAuthenticator: Sendable {
                 try SigV4Verifier.verify(
                     presigned: presigned, secretAccessKey: resolved.secretAccessKey, method: input.method,
                     canonicalURI: canonicalURI, query: input.query, headers: input.headers, now: now,
-                    expectedService: input.service)
+                    expectedRegion: region, expectedService: input.service)
             }
             return Authenticated(principal: resolved.principal, verified: verified)
         }

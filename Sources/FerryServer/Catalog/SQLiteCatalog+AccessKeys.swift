@@ -25,31 +25,64 @@ public struct StoredAccessKey: Sendable, Hashable {
     public var createdAt: Date
 }
 
+// `description` is the key's free text here, so printing goes through `debugDescription` and the mirror, both without
+// the secret.
+extension StoredAccessKey: CustomDebugStringConvertible, CustomReflectable {
+    /// The key without its secret.
+    public var debugDescription: String {
+        "StoredAccessKey(accessKeyId: \(accessKeyId), secretAccessKey: <redacted>, status: \(status.rawValue))"
+    }
+    /// A mirror without the secret.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "accessKeyId": accessKeyId, "secretAccessKey": "<redacted>", "policy": policy, "status": status,
+                "description": description, "createdAt": createdAt,
+            ], displayStyle: .struct)
+    }
+}
+
 extension SQLiteCatalog {
     /// The stored key, or nil.
     public func accessKey(_ id: String) async throws -> StoredAccessKey? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM accessKey WHERE id = ?", arguments: [id]).map(Self.accessKey)
+            try Row.fetchOne(db, sql: "SELECT * FROM accessKey WHERE id = ?", arguments: [id]).map(self.accessKey)
         }
     }
 
     /// Every stored key, oldest first.
     public func accessKeys() async throws -> [StoredAccessKey] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM accessKey ORDER BY createdAt, id").map(Self.accessKey)
+            try Row.fetchAll(db, sql: "SELECT * FROM accessKey ORDER BY createdAt, id").map(self.accessKey)
         }
     }
 
-    /// Stores a new key.
+    /// Stores a new key, its secret sealed.
     public func insertAccessKey(_ key: StoredAccessKey) async throws {
         let policy = String(decoding: try JSONEncoder().encode(key.policy), as: UTF8.self)
+        let secret = try secrets?.seal(key.secretAccessKey) ?? key.secretAccessKey
         try await pool.write { db in
             try db.execute(
                 sql: "INSERT INTO accessKey (id, secret, policy, status, description, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
                 arguments: [
-                    key.accessKeyId, key.secretAccessKey, policy, key.status.rawValue, key.description,
+                    key.accessKeyId, secret, policy, key.status.rawValue, key.description,
                     key.createdAt.timeIntervalSince1970,
                 ])
+        }
+    }
+
+    /// Seals the secrets a catalog stored before it had a server key to seal them with.
+    func sealPlaintextSecrets() throws {
+        guard let secrets else { return }
+        try pool.write { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT id, secret FROM accessKey")
+            for row in rows {
+                let stored: String = row["secret"]
+                guard !SecretBox.isSealed(stored) else { continue }
+                try db.execute(
+                    sql: "UPDATE accessKey SET secret = ? WHERE id = ?", arguments: [try secrets.seal(stored), row["id"]])
+            }
         }
     }
 
@@ -61,9 +94,10 @@ extension SQLiteCatalog {
         }
     }
 
-    private static func accessKey(_ row: Row) throws -> StoredAccessKey {
-        StoredAccessKey(
-            accessKeyId: row["id"], secretAccessKey: row["secret"],
+    private func accessKey(_ row: Row) throws -> StoredAccessKey {
+        let stored: String = row["secret"]
+        return StoredAccessKey(
+            accessKeyId: row["id"], secretAccessKey: try secrets?.open(stored) ?? stored,
             policy: try JSONDecoder().decode(AccessPolicy.self, from: Data((row["policy"] as String).utf8)),
             status: StoredAccessKey.Status(rawValue: row["status"]) ?? .disabled, description: row["description"],
             createdAt: Date(timeIntervalSince1970: row["createdAt"]))

@@ -7,14 +7,23 @@ import GRDB
 /// over UTF-8), which is the order S3 lists keys in.
 public final class SQLiteCatalog: Sendable {
     let pool: DatabasePool
+    /// Seals the access keys' secrets at rest; nil keeps them as they are (a catalog without a server key).
+    let secrets: SecretBox?
 
     /// Opens (creating when needed) the catalog at `path` and runs pending migrations.
-    public init(path: String) throws {
+    public convenience init(path: String) throws {
+        try self.init(path: path, secrets: nil)
+    }
+
+    /// Opens the catalog at `path`, with access key secrets sealed by `secrets` (those stored before are sealed now).
+    init(path: String, secrets: SecretBox?) throws {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(10)
         pool = try DatabasePool(path: path, configuration: configuration)
+        self.secrets = secrets
         try Self.migrator.migrate(pool)
+        try sealPlaintextSecrets()
     }
 
     static var migrator: DatabaseMigrator {
@@ -87,6 +96,7 @@ public final class SQLiteCatalog: Sendable {
                     CREATE INDEX completedUpload_by_time ON completedUpload(completedAt);
                     """)
         }
+        registerMediaOwnerMigration(&migrator)
         return migrator
     }
 

@@ -27,6 +27,8 @@ public struct FormUploadAPI: Sendable {
     let store: LocalDiskStore
     let credentials: CredentialStore
     let configuration: FerryServerConfiguration
+    /// Where callbacks may go (public addresses, and what `callbackAllow` adds).
+    let callbackTargets: CallbackTargets
     /// Called after an object is stored (the media catalog follows stored objects).
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
 
@@ -158,8 +160,12 @@ public struct FormUploadAPI: Sendable {
         case (nil, let scoped?): key = scoped
         case (nil, nil): throw FormUploadError(.missingField, "The form has no key and the token's scope names none.")
         }
-        guard !key.isEmpty, key.utf8.count <= 1024 else {
-            throw FormUploadError(.invalidArgument, "The key must be 1 to 1024 bytes long.")
+        guard !key.isEmpty else { throw FormUploadError(.invalidArgument, "The key must be 1 to 1024 bytes long.") }
+        // The same rules as the object API, so that every stored key can be read and deleted there.
+        do {
+            try ObjectAPI.validateKey(key)
+        } catch let error as S3Error {
+            throw FormUploadError(.invalidArgument, error.message)
         }
         guard resolved.principal.allows(action: "s3:PutObject", bucket: bucket, key: key) else {
             throw FormUploadError(.accessDenied, "The upload token's access key may not write this object.")
@@ -271,8 +277,13 @@ public struct FormUploadAPI: Sendable {
     ) async throws -> Response {
         let failed = FormUploadError(.callbackFailed, "The file was stored, but the callback to the app server failed.")
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-            scheme == "http" || scheme == "https", components.host?.isEmpty == false
+            scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty
         else {
+            throw failed
+        }
+        // Checked once resolved, and connected to the very address checked. The uploader learns nothing of why.
+        guard let address = await callbackTargets.address(for: host) else {
+            logger.debug("form upload callback target refused")
             throw failed
         }
         let (body, contentType) = Self.callbackBody(policy: policy, values: values)
@@ -294,6 +305,7 @@ public struct FormUploadAPI: Sendable {
                 + configuration.formCallbackTimeout.components.attoseconds / 1_000_000_000)
         var clientConfiguration = HTTPClient.Configuration()
         clientConfiguration.redirectConfiguration = .disallow
+        clientConfiguration.dnsOverride = [host: address]
         clientConfiguration.timeout = .init(connect: timeout, read: timeout)
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)

@@ -114,11 +114,11 @@ public struct MediaAPI: Sendable {
         case "RefreshUploadVideo": return try await refreshUploadVideo(decode(VideoIdInput.self, data), principal: principal, host: host)
         case "CreateUploadImage": return try await createUploadImage(decode(CreateUploadImageInput.self, data), principal: principal, host: host)
         case "RefreshUploadImage": return try await refreshUploadImage(decode(ImageIdInput.self, data), principal: principal, host: host)
-        case "GetVideoInfo": return try await getVideoInfo(decode(VideoIdInput.self, data), host: host)
-        case "GetPlayInfo": return try await getPlayInfo(decode(VideoIdInput.self, data), host: host)
-        case "ListVideos": return try await listVideos(decode(ListVideosInput.self, data), host: host)
-        case "DeleteVideo": return try await deleteVideo(decode(DeleteVideoInput.self, data))
-        case "GetImageInfo": return try await getImageInfo(decode(ImageIdInput.self, data), host: host)
+        case "GetVideoInfo": return try await getVideoInfo(decode(VideoIdInput.self, data), principal: principal, host: host)
+        case "GetPlayInfo": return try await getPlayInfo(decode(VideoIdInput.self, data), principal: principal, host: host)
+        case "ListVideos": return try await listVideos(decode(ListVideosInput.self, data), principal: principal, host: host)
+        case "DeleteVideo": return try await deleteVideo(decode(DeleteVideoInput.self, data), principal: principal)
+        case "GetImageInfo": return try await getImageInfo(decode(ImageIdInput.self, data), principal: principal, host: host)
         case "AssumeRole": return try await assumeRole(decode(AssumeRoleInput.self, data), principal: principal)
         case "CreateAccessKey": return try await createAccessKey(decode(CreateAccessKeyInput.self, data), principal: principal)
         case "ListAccessKeys": return try await listAccessKeys(principal: principal)
@@ -139,6 +139,18 @@ public struct MediaAPI: Sendable {
         if list.count > 16 || list.contains(where: { $0.utf8.count > 32 }) {
             throw MediaError.invalid("Tags", "must be at most 16 comma-separated tags of at most 32 bytes.")
         }
+    }
+
+    /// Largest `PageNo` of ListVideos (a page beyond the last is empty, not an error).
+    static let maxPageNo = 1_000_000
+
+    /// A play or download URL's lifetime: `AuthTimeout` seconds (default 3600), 1 to 604800 as presigned URLs allow.
+    static func authTimeout(_ value: Int?) throws -> Int {
+        let timeout = value ?? 3600
+        guard (1...604_800).contains(timeout) else {
+            throw MediaError.invalid("AuthTimeout", "must be between 1 and 604800 seconds.")
+        }
+        return timeout
     }
 
     static func newId() -> String {
@@ -206,32 +218,58 @@ public struct MediaAPI: Sendable {
         if let size = input.FileSize, size < 0 || size > UploadLimits.maxObjectSize {
             throw MediaError.invalid("FileSize", "must be between 0 and 5 TiB.")
         }
+        if let token = input.ClientToken {
+            guard (1...64).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+                throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
+            }
+            // Asked again with the same token (a client that lost the answer): the same video, fresh credentials.
+            if let video = try await catalog.uploadingVideo(owner: principal.parentAccessKeyId, clientToken: token) {
+                return [
+                    "VideoId": video.videoId, "UploadAddress": address(for: video.key, host: host).encoded(),
+                    "UploadAuth": uploadAuth(for: video.key, principal: principal).encoded(),
+                ]
+            }
+        }
         try await ensureBucket()
         let id = Self.newId()
-        let key = "video/\(id)/source.\(ext)"
         let now = Date()
-        try await catalog.saveVideo(
+        // With a ClientToken, a request racing this one (the same client retrying) gets the same video.
+        let video = try await catalog.createVideo(
             VideoRecord(
                 videoId: id, title: title, fileName: fileName, description: input.Description, coverURL: input.CoverURL,
                 cateId: input.CateId, tags: input.Tags, transcode: input.Transcode, userData: input.UserData,
-                status: VideoStatus.uploading, size: nil, declaredSize: input.FileSize, bucket: bucket, key: key,
-                owner: principal.parentAccessKeyId, createdAt: now, updatedAt: now))
+                status: VideoStatus.uploading, size: nil, declaredSize: input.FileSize, bucket: bucket,
+                key: "video/\(id)/source.\(ext)", owner: principal.parentAccessKeyId, createdAt: now, updatedAt: now,
+                clientToken: input.ClientToken))
         return [
-            "VideoId": id, "UploadAddress": address(for: key, host: host).encoded(),
-            "UploadAuth": uploadAuth(for: key, principal: principal).encoded(),
+            "VideoId": video.videoId, "UploadAddress": address(for: video.key, host: host).encoded(),
+            "UploadAuth": uploadAuth(for: video.key, principal: principal).encoded(),
         ]
     }
 
-    func liveVideo(_ id: String?) async throws -> VideoRecord {
+    /// A video that is not deleted and that `principal` may act on: the root key acts on every video, any other key
+    /// only on the videos created with it (or with credentials issued under it).
+    func liveVideo(_ id: String?, principal: Principal) async throws -> VideoRecord {
         guard let id, !id.isEmpty else { throw MediaError.missing("VideoId") }
         guard let video = try await catalog.video(id), video.status != VideoStatus.deleted else {
             throw MediaError.notFound("Video", id)
         }
+        try Self.checkOwner(video.owner, principal: principal, what: "video")
         return video
     }
 
+    static func checkOwner(_ owner: String?, principal: Principal, what: String) throws {
+        guard principal.isRoot || owner == principal.parentAccessKeyId else {
+            throw MediaError("Forbidden", "The \(what) belongs to another access key.", status: 403)
+        }
+    }
+
     func refreshUploadVideo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
-        let video = try await liveVideo(input.VideoId)
+        let video = try await liveVideo(input.VideoId, principal: principal)
+        // A stored video takes no more uploads: new write credentials would let its bytes be replaced.
+        guard video.status == VideoStatus.uploading else {
+            throw MediaError("InvalidVideo.Uploaded", "The video is stored already; it takes no more uploads.", status: 409)
+        }
         return [
             "VideoId": video.videoId, "UploadAddress": address(for: video.key, host: host).encoded(),
             "UploadAuth": uploadAuth(for: video.key, principal: principal).encoded(),
@@ -252,17 +290,16 @@ public struct MediaAPI: Sendable {
         return object
     }
 
-    func getVideoInfo(_ input: VideoIdInput, host: String) async throws -> [String: Any] {
-        ["Video": videoJSON(try await liveVideo(input.VideoId))]
+    func getVideoInfo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
+        ["Video": videoJSON(try await liveVideo(input.VideoId, principal: principal))]
     }
 
-    func getPlayInfo(_ input: VideoIdInput, host: String) async throws -> [String: Any] {
-        let video = try await liveVideo(input.VideoId)
+    func getPlayInfo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
+        let video = try await liveVideo(input.VideoId, principal: principal)
         guard video.status == VideoStatus.uploaded, let size = video.size else {
             throw MediaError("InvalidVideo.NoneStream", "The video has no playable file yet (status \(video.status)).", status: 404)
         }
-        let timeout = input.AuthTimeout ?? 3600
-        guard (1...604_800).contains(timeout) else { throw MediaError.invalid("AuthTimeout", "must be between 1 and 604800 seconds.") }
+        let timeout = try Self.authTimeout(input.AuthTimeout)
         let ext = (video.key as NSString).pathExtension
         return [
             "VideoBase": videoJSON(video),
@@ -275,29 +312,29 @@ public struct MediaAPI: Sendable {
         ]
     }
 
-    func listVideos(_ input: ListVideosInput, host: String) async throws -> [String: Any] {
+    func listVideos(_ input: ListVideosInput, principal: Principal, host: String) async throws -> [String: Any] {
         let page = input.PageNo ?? 1
         let size = input.PageSize ?? 20
-        guard page >= 1 else { throw MediaError.invalid("PageNo", "must be at least 1.") }
+        // Both are checked before the offset is computed, so no PageNo can overflow it.
+        guard (1...Self.maxPageNo).contains(page) else {
+            throw MediaError.invalid("PageNo", "must be between 1 and \(Self.maxPageNo).")
+        }
         guard (1...100).contains(size) else { throw MediaError.invalid("PageSize", "must be between 1 and 100.") }
         let (videos, total) = try await catalog.videos(
-            status: input.Status, cateId: input.CateId, tag: input.Tag, offset: (page - 1) * size, limit: size)
+            status: input.Status, cateId: input.CateId, tag: input.Tag,
+            owner: principal.isRoot ? nil : principal.parentAccessKeyId, offset: (page - 1) * size, limit: size)
         return ["VideoList": videos.map(videoJSON), "Total": total, "PageNo": page, "PageSize": size]
     }
 
-    func deleteVideo(_ input: DeleteVideoInput) async throws -> [String: Any] {
+    func deleteVideo(_ input: DeleteVideoInput, principal: Principal) async throws -> [String: Any] {
         guard let ids = input.VideoIds, !ids.isEmpty else { throw MediaError.missing("VideoIds") }
         let list = ids.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         guard list.count <= 20 else { throw MediaError.invalid("VideoIds", "may name at most 20 videos.") }
         var videos: [VideoRecord] = []
-        for id in list { videos.append(try await liveVideo(id)) }
+        for id in list { videos.append(try await liveVideo(id, principal: principal)) }
         var deleted: [String] = []
         for var video in videos {
-            try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
-            for upload in try await store.listMultipartUploads(bucket: video.bucket, prefix: video.key, keyMarker: "", uploadIdMarker: "", maxUploads: 1000).uploads
-            where upload.key == video.key {
-                try? await store.abortMultipartUpload(upload)
-            }
+            try await removeFiles(of: video)
             video.status = VideoStatus.deleted
             video.updatedAt = Date()
             try await catalog.saveVideo(video)
@@ -326,7 +363,7 @@ public struct MediaAPI: Sendable {
             ImageRecord(
                 imageId: id, imageType: type, title: input.Title, tags: input.Tags, cateId: input.CateId,
                 description: input.Description, status: VideoStatus.uploading, size: nil, bucket: bucket, key: key,
-                createdAt: Date()))
+                createdAt: Date(), owner: principal.parentAccessKeyId))
         return [
             "ImageId": id, "ImageURL": endpoint(host: host) + "/" + bucket + "/" + key,
             "UploadAddress": address(for: key, host: host).encoded(),
@@ -338,6 +375,7 @@ public struct MediaAPI: Sendable {
     func refreshUploadImage(_ input: ImageIdInput, principal: Principal, host: String) async throws -> [String: Any] {
         guard let id = input.ImageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
         guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
+        try Self.checkOwner(image.owner, principal: principal, what: "image")
         guard image.status == VideoStatus.uploading else {
             throw MediaError("InvalidImage.Uploaded", "The image is stored already; it takes no more uploads.", status: 409)
         }
@@ -348,17 +386,49 @@ public struct MediaAPI: Sendable {
         ]
     }
 
-    func getImageInfo(_ input: ImageIdInput, host: String) async throws -> [String: Any] {
+    func getImageInfo(_ input: ImageIdInput, principal: Principal, host: String) async throws -> [String: Any] {
         guard let id = input.ImageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
         guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
+        try Self.checkOwner(image.owner, principal: principal, what: "image")
         var info: [String: Any] = [
             "ImageId": image.imageId, "ImageType": image.imageType, "Status": image.status,
             "CreationTime": image.createdAt.formatted(.iso8601),
-            "URL": try signedURL(key: image.key, host: host, expires: input.AuthTimeout ?? 3600),
+            "URL": try signedURL(key: image.key, host: host, expires: try Self.authTimeout(input.AuthTimeout)),
         ]
         if let size = image.size { info["Size"] = size }
         if let title = image.title { info["Title"] = title }
         return ["ImageInfo": info]
+    }
+
+    // MARK: Unfinished uploads
+
+    /// Videos whose upload did not complete within `uploadingVideoMaxAge` become `UploadFail`: what had arrived of
+    /// their file (object and unfinished multipart uploads) is removed and a `VideoUploadExpired` event is sent.
+    /// Returns how many.
+    @discardableResult
+    func expireUnfinishedUploads(now: Date = Date()) async throws -> Int {
+        var count = 0
+        for var video in try await catalog.uploadingVideos(
+            createdBefore: now.addingTimeInterval(-configuration.uploadingVideoMaxAge), limit: 1000)
+        {
+            try await removeFiles(of: video)
+            video.status = VideoStatus.uploadFailed
+            video.updatedAt = now
+            try await catalog.saveVideo(video)
+            try await webhooks.enqueue(type: "VideoUploadExpired", payload: ["VideoId": video.videoId])
+            count += 1
+        }
+        return count
+    }
+
+    /// Deletes a video's source object and aborts the multipart uploads of its key.
+    func removeFiles(of video: VideoRecord) async throws {
+        try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
+        for upload in try await store.listMultipartUploads(
+            bucket: video.bucket, prefix: video.key, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
+        ).uploads where upload.key == video.key {
+            try? await store.abortMultipartUpload(upload)
+        }
     }
 
     // MARK: Storage events
@@ -367,19 +437,27 @@ public struct MediaAPI: Sendable {
     func objectStored(_ object: ObjectInfo) async {
         guard object.bucket == bucket else { return }
         do {
-            if var video = try await catalog.video(bucket: object.bucket, key: object.key), video.status == VideoStatus.uploading {
-                video.status = VideoStatus.uploaded
+            if var video = try await catalog.video(bucket: object.bucket, key: object.key), video.status != VideoStatus.deleted {
+                let first = video.status == VideoStatus.uploading
+                // The catalog describes the bytes stored, whatever wrote them and however often.
+                if first { video.status = VideoStatus.uploaded }
                 video.size = object.size
                 video.updatedAt = Date()
                 try await catalog.saveVideo(video)
-                try await webhooks.enqueue(
-                    type: "FileUploadComplete", payload: ["VideoId": video.videoId, "Size": String(object.size), "Status": video.status])
-            } else if var image = try await catalog.image(bucket: object.bucket, key: object.key), image.status == VideoStatus.uploading {
+                if first {
+                    try await webhooks.enqueue(
+                        type: "FileUploadComplete",
+                        payload: ["VideoId": video.videoId, "Size": String(object.size), "Status": video.status])
+                }
+            } else if var image = try await catalog.image(bucket: object.bucket, key: object.key) {
+                let first = image.status == VideoStatus.uploading
                 image.status = VideoStatus.uploaded
                 image.size = object.size
                 try await catalog.saveImage(image)
-                try await webhooks.enqueue(
-                    type: "ImageUploadComplete", payload: ["ImageId": image.imageId, "Size": String(object.size)])
+                if first {
+                    try await webhooks.enqueue(
+                        type: "ImageUploadComplete", payload: ["ImageId": image.imageId, "Size": String(object.size)])
+                }
             }
         } catch {
             configuration.logger.warning("media status update failed", metadata: ["error": .string("\(error)")])

@@ -36,6 +36,8 @@ public enum VideoStatus {
     public static let uploaded = "Uploaded"
     /// Deleted; its files are gone.
     public static let deleted = "Deleted"
+    /// Its upload never completed within the server's `uploadingVideoMaxAge`; what had arrived was removed.
+    public static let uploadFailed = "UploadFail"
 }
 
 struct CreateUploadVideoInput: Decodable {
@@ -48,6 +50,7 @@ struct CreateUploadVideoInput: Decodable {
     var Tags: String?
     var Transcode: String?
     var UserData: String?
+    var ClientToken: String?
 }
 
 struct VideoIdInput: Decodable {

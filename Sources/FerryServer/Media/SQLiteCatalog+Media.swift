@@ -37,6 +37,8 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     public var createdAt: Date
     /// Last status change.
     public var updatedAt: Date
+    /// The token CreateUploadVideo was called with, which makes it idempotent.
+    public var clientToken: String?
 }
 
 /// An image in the media catalog.
@@ -63,6 +65,9 @@ public struct ImageRecord: Codable, Sendable, Hashable {
     public var key: String
     /// Creation time.
     public var createdAt: Date
+    /// Access key that created it (nil for images created before owners were recorded: only the root key acts on
+    /// those).
+    public var owner: String?
 }
 
 extension SQLiteCatalog: MediaCatalog {
@@ -86,6 +91,20 @@ extension SQLiteCatalog: MediaCatalog {
         }
     }
 
+    /// The owner of each video as a column, so a key's listing is filtered in the query.
+    static func registerMediaOwnerMigration(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v5-media-owner") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE video ADD COLUMN owner TEXT;
+                    ALTER TABLE video ADD COLUMN clientToken TEXT;
+                    UPDATE video SET owner = json_extract(record, '$.owner');
+                    CREATE INDEX video_by_owner ON video(owner, createdAt);
+                    CREATE INDEX video_by_token ON video(owner, clientToken);
+                    """)
+        }
+    }
+
     private static let mediaEncoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
@@ -102,23 +121,63 @@ extension SQLiteCatalog: MediaCatalog {
     /// Stores or replaces a video.
     public func saveVideo(_ video: VideoRecord) async throws {
         let record = String(decoding: try Self.mediaEncoder.encode(video), as: UTF8.self)
-        try await pool.write { db in
-            try db.execute(
-                sql: """
-                    INSERT OR REPLACE INTO video (videoId, record, status, cateId, tags, bucket, key, createdAt)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    video.videoId, record, video.status, video.cateId, video.tags, video.bucket, video.key,
-                    video.createdAt.timeIntervalSince1970,
-                ])
+        try await pool.write { db in try Self.insertVideo(video, record: record, db) }
+    }
+
+    private static func insertVideo(_ video: VideoRecord, record: String, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO video
+                (videoId, record, status, cateId, tags, bucket, key, createdAt, owner, clientToken)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                video.videoId, record, video.status, video.cateId, video.tags, video.bucket, video.key,
+                video.createdAt.timeIntervalSince1970, video.owner, video.clientToken,
+            ])
+    }
+
+    public func createVideo(_ video: VideoRecord) async throws -> VideoRecord {
+        let record = String(decoding: try Self.mediaEncoder.encode(video), as: UTF8.self)
+        // One write transaction: the lookup and the insert cannot interleave with another request's.
+        let existing = try await pool.write { db -> String? in
+            if let token = video.clientToken,
+                let found = try String.fetchOne(
+                    db,
+                    sql: "SELECT record FROM video WHERE owner = ? AND clientToken = ? AND status = 'Uploading' ORDER BY createdAt DESC",
+                    arguments: [video.owner, token])
+            {
+                return found
+            }
+            try Self.insertVideo(video, record: record, db)
+            return nil
         }
+        return try existing.map { try Self.decodeMedia(VideoRecord.self, $0) } ?? video
     }
 
     /// The video, or nil.
     public func video(_ id: String) async throws -> VideoRecord? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM video WHERE videoId = ?", arguments: [id])
+        }.map { try Self.decodeMedia(VideoRecord.self, $0) }
+    }
+
+    /// The video still uploading that `owner` created with `clientToken`, or nil.
+    public func uploadingVideo(owner: String, clientToken: String) async throws -> VideoRecord? {
+        try await pool.read { db in
+            try String.fetchOne(
+                db,
+                sql: "SELECT record FROM video WHERE owner = ? AND clientToken = ? AND status = 'Uploading' ORDER BY createdAt DESC",
+                arguments: [owner, clientToken])
+        }.map { try Self.decodeMedia(VideoRecord.self, $0) }
+    }
+
+    /// Videos still uploading that were created before `date`, oldest first, at most `limit`.
+    public func uploadingVideos(createdBefore date: Date, limit: Int) async throws -> [VideoRecord] {
+        try await pool.read { db in
+            try String.fetchAll(
+                db, sql: "SELECT record FROM video WHERE status = 'Uploading' AND createdAt < ? ORDER BY createdAt LIMIT ?",
+                arguments: [date.timeIntervalSince1970, limit])
         }.map { try Self.decodeMedia(VideoRecord.self, $0) }
     }
 
@@ -130,11 +189,15 @@ extension SQLiteCatalog: MediaCatalog {
     }
 
     /// A page of videos, newest first, and the total matching.
-    public func videos(status: String?, cateId: Int?, tag: String?, offset: Int, limit: Int) async throws
-        -> (videos: [VideoRecord], total: Int)
+    public func videos(status: String?, cateId: Int?, tag: String?, owner: String?, offset: Int, limit: Int)
+        async throws -> (videos: [VideoRecord], total: Int)
     {
         var conditions = ["status != 'Deleted'"]
         var arguments: StatementArguments = []
+        if let owner {
+            conditions.append("owner = ?")
+            _ = arguments.append(contentsOf: [owner])
+        }
         if let status {
             conditions.append("status = ?")
             _ = arguments.append(contentsOf: [status])

@@ -181,8 +181,18 @@ extension ObjectAPI {
         return try Self.xmlResponse(result, root: "ListVersionsResult")
     }
 
+    /// A key scoped to a prefix lists only within it: a listing whose prefix does not lie inside the key's scope is
+    /// AccessDenied (docs/security.md).
+    static func checkListingScope(_ request: S3Request, action: String, prefix: String) throws {
+        guard request.principal.allowsListing(action: action, bucket: request.bucket, prefix: prefix) else {
+            throw S3Error(.accessDenied, "Access Denied: this key may list only within the prefix its policy names.")
+        }
+    }
+
     /// One page of keys for a list operation; `max-keys=0` answers an empty, untruncated page.
     private func listing(_ request: S3Request, _ query: ListingQuery, startAfter: String?) async throws -> ObjectListing {
+        try Self.checkListingScope(
+            request, action: request.hasQuery("versions") ? "s3:ListBucketVersions" : "s3:ListBucket", prefix: query.prefix)
         guard query.maxKeys > 0 else {
             _ = try await store.bucket(request.bucket)
             return ObjectListing(objects: [], commonPrefixes: [], isTruncated: false, nextMarker: nil)

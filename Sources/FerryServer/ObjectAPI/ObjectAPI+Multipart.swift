@@ -146,6 +146,7 @@ extension ObjectAPI {
     func listMultipartUploads(_ request: S3Request) async throws -> Response {
         let maxUploads = try Self.intQuery(request, "max-uploads", default: 1000, range: 0...Int.max).clamped(to: 0...1000)
         let prefix = request.queryValue("prefix") ?? ""
+        try Self.checkListingScope(request, action: "s3:ListBucketMultipartUploads", prefix: prefix)
         let keyMarker = request.queryValue("key-marker") ?? ""
         let uploadIdMarker = request.queryValue("upload-id-marker") ?? ""
         let (uploads, truncated) = try await store.listMultipartUploads(

@@ -30,6 +30,12 @@ extension ObjectAPI {
         } else {
             throw S3Error(.missingContentLength, "You must provide the Content-Length HTTP header.")
         }
+        // Refused before a byte of the body is read: a single PUT or a part is at most 5 GiB, as in S3.
+        if let expectedLength, expectedLength > Self.maxBodyLength {
+            throw S3Error(
+                .entityTooLarge, "Your proposed upload exceeds the maximum allowed size.",
+                details: ["ProposedSize": String(expectedLength), "MaxSizeAllowed": String(Self.maxBodyLength)])
+        }
         let hash = request.verified.payloadHash
         let trailers = RequestBodyStream<RequestBody>.Trailers()
         let stream = RequestBodyStream(
@@ -37,6 +43,9 @@ extension ObjectAPI {
             expectedLength: expectedLength, trailers: trailers)
         return (stream, trailers)
     }
+
+    /// Most bytes one PutObject or UploadPart body may hold (S3's limit).
+    static let maxBodyLength: Int64 = 5 * 1024 * 1024 * 1024
 
     /// Most bytes of user metadata (`x-amz-meta-*` names and values, UTF-8) an object may carry, as S3.
     static let maxUserMetadata = 2048

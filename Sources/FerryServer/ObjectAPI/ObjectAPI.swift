@@ -166,8 +166,20 @@ public struct ObjectAPI: Sendable {
         }
     }
 
-    /// Splits a raw path into a bucket and a decoded key.
+    /// Splits a raw path into a bucket and a decoded key; a `%` not followed by two hex digits is InvalidURI.
     static func splitPath(_ rawPath: String) throws -> (bucket: String, key: String) {
+        let bytes = Array(rawPath.utf8)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%") {
+                guard index + 2 < bytes.count, bytes[index + 1].isHexDigit, bytes[index + 2].isHexDigit else {
+                    throw S3Error(.invalidURI, "Couldn't parse the specified URI.")
+                }
+                index += 3
+            } else {
+                index += 1
+            }
+        }
         var path = Substring(rawPath)
         if path.hasPrefix("/") { path = path.dropFirst() }
         guard let slash = path.firstIndex(of: "/") else {
@@ -238,5 +250,13 @@ public struct ObjectAPI: Sendable {
         let data = S3XML.errorDocument(error)
         return Response(
             status: .init(code: error.code.httpStatus), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+extension UInt8 {
+    /// Whether the byte is an ASCII hexadecimal digit.
+    fileprivate var isHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
     }
 }

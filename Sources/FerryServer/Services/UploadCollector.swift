@@ -9,6 +9,8 @@ struct UploadCollector: Service {
     let maxAge: TimeInterval
     let interval: TimeInterval
     let logger: Logger
+    /// Expires videos whose upload never completed.
+    var media: MediaAPI?
     /// How long a completed upload is remembered, so a retried CompleteMultipartUpload gets the same answer.
     static let completedUploadMemory: TimeInterval = 24 * 3600
 
@@ -27,6 +29,8 @@ struct UploadCollector: Service {
             let aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
             let orphans = try await store.collectOrphanBlobs()
             _ = try await store.forgetCompletedUploads(before: now.addingTimeInterval(-Self.completedUploadMemory))
+            let expired = try await media?.expireUnfinishedUploads(now: now) ?? 0
+            if expired > 0 { logger.debug("expired unfinished video uploads", metadata: ["ferry.videos": "\(expired)"]) }
             if aborted > 0 || orphans > 0 {
                 logger.debug("collected", metadata: ["ferry.uploads-aborted": "\(aborted)", "ferry.files-deleted": "\(orphans)"])
             }

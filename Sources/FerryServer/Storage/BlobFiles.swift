@@ -40,10 +40,11 @@ struct BlobFiles: Sendable {
         self.threadPool = threadPool
         self.diskPool = diskPool
         let fm = FileManager.default
-        try fm.createDirectory(atPath: root + "/blobs", withIntermediateDirectories: true)
+        try PrivateFiles.directory(root)
+        try PrivateFiles.directory(root + "/blobs")
         // A crash can leave only unfinished bodies here; none of them is referenced.
         try? fm.removeItem(atPath: root + "/tmp")
-        try fm.createDirectory(atPath: root + "/tmp", withIntermediateDirectories: true)
+        try PrivateFiles.directory(root + "/tmp")
     }
 
     func path(of blob: String) -> String {

@@ -22,6 +22,22 @@ public struct WebhookConfiguration: Sendable {
     }
 }
 
+extension WebhookConfiguration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The receiver without the secret.
+    public var description: String { "WebhookConfiguration(url: \(url.absoluteString), secret: <redacted>)" }
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+    /// A mirror without the secret (services are described this way in debug logs).
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "url": url, "secret": "<redacted>", "maxAttempts": maxAttempts, "initialBackoff": initialBackoff,
+                "maxBackoff": maxBackoff, "pollInterval": pollInterval,
+            ], displayStyle: .struct)
+    }
+}
+
 /// An event in the webhook outbox.
 public struct WebhookEvent: Sendable, Codable, Equatable {
     /// Unique id; receivers dedupe by it (delivery is at least once).

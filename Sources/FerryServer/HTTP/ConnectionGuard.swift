@@ -1,0 +1,137 @@
+import HTTPTypes
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTPTypes
+
+/// How long a connection may wait and how slowly a body may come before the server lets go of the connection, and how
+/// many connections it holds at once.
+public struct ConnectionLimits: Sendable, Hashable {
+    /// Longest wait for a request to begin on an open connection (a new one, or between requests of a kept-alive one),
+    /// which also bounds how long a request's headers may take to arrive. Default 30 s.
+    public var idleTimeout: Duration = .seconds(30)
+    /// While a request body is being received, each window of this length must bring at least
+    /// ``minimumBodyBytesPerWindow`` bytes, or the connection is closed and nothing of the body is kept. Default 30 s.
+    public var bodyWindow: Duration = .seconds(30)
+    /// Bytes a body must progress by in each ``bodyWindow``. Default 1 KiB (a trickle of a byte a second is cut off;
+    /// the slowest mobile network sends far more).
+    public var minimumBodyBytesPerWindow: Int = 1024
+    /// Connections held at once; one more is closed as soon as it is accepted. Default 1024.
+    public var maxConnections: Int = 1024
+
+    /// The defaults.
+    public init() {}
+}
+
+/// Applies ``ConnectionLimits`` to one connection: the connection count, the wait for a request, and the progress of
+/// request bodies. A connection that breaks a limit is closed; a body cut off this way fails in the store, which keeps
+/// nothing of it.
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// Connections open now, across the server.
+    final class Counter: Sendable {
+        private let value = NIOLockedValueBox(0)
+        /// Counts one more connection; false (and not counted) when the limit is reached.
+        func enter(limit: Int) -> Bool {
+            value.withLockedValue { count in
+                guard count < limit else { return false }
+                count += 1
+                return true
+            }
+        }
+        func leave() { value.withLockedValue { $0 -= 1 } }
+        /// Connections open now.
+        var current: Int { value.withLockedValue { $0 } }
+    }
+
+    private let limits: ConnectionLimits
+    private let counter: Counter
+    private var counted = false
+    /// A request's body is being received.
+    private var readingBody = false
+    /// Requests whose response has not ended.
+    private var responsesPending = 0
+    private var bodyBytesThisWindow = 0
+    private var timer: Scheduled<Void>?
+
+    init(limits: ConnectionLimits, counter: Counter) {
+        self.limits = limits
+        self.counter = counter
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        guard counter.enter(limit: limits.maxConnections) else {
+            context.close(promise: nil)
+            return
+        }
+        counted = true
+        waitForRequest(context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        if counted {
+            counted = false
+            counter.leave()
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            responsesPending += 1
+            readingBody = true
+            bodyBytesThisWindow = 0
+            schedule(context, after: limits.bodyWindow) { guardHandler, context in guardHandler.bodyWindowEnded(context) }
+        case .body(let buffer):
+            bodyBytesThisWindow += buffer.readableBytes
+        case .end:
+            readingBody = false
+            cancelTimer()
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) {
+            responsesPending = max(0, responsesPending - 1)
+            if responsesPending == 0 && !readingBody { waitForRequest(context) }
+        }
+        context.write(data, promise: promise)
+    }
+
+    private func waitForRequest(_ context: ChannelHandlerContext) {
+        schedule(context, after: limits.idleTimeout) { _, context in context.close(promise: nil) }
+    }
+
+    private func bodyWindowEnded(_ context: ChannelHandlerContext) {
+        guard readingBody else { return }
+        guard bodyBytesThisWindow >= limits.minimumBodyBytesPerWindow else {
+            context.close(promise: nil)
+            return
+        }
+        bodyBytesThisWindow = 0
+        schedule(context, after: limits.bodyWindow) { guardHandler, context in guardHandler.bodyWindowEnded(context) }
+    }
+
+    private func schedule(
+        _ context: ChannelHandlerContext, after delay: Duration,
+        _ action: @escaping (ConnectionGuard, ChannelHandlerContext) -> Void
+    ) {
+        cancelTimer()
+        let loop = context.eventLoop.assumeIsolatedUnsafeUnchecked()
+        timer = loop.scheduleTask(in: TimeAmount(delay)) { [self] in
+            self.timer = nil
+            action(self, context)
+        }
+    }
+
+    private func cancelTimer() {
+        timer?.cancel()
+        timer = nil
+    }
+}

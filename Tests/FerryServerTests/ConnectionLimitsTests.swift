@@ -1,0 +1,110 @@
+import FerryCore
+@testable import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("Connection limits: idle connections, slow bodies, too many connections", .serialized)
+struct ConnectionLimitsTests {
+    static func configure(_ configuration: inout FerryServerConfiguration) {
+        configuration.connectionLimits.idleTimeout = .seconds(1)
+        configuration.connectionLimits.bodyWindow = .seconds(1)
+        configuration.connectionLimits.maxConnections = 4
+    }
+
+    /// Open file descriptors of this process.
+    static func openDescriptors() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+    }
+
+    @Test("a connection that sends nothing, or only part of a request head, is closed after the idle timeout")
+    func idleConnectionsClose() async throws {
+        try await TestServer.with(configure: Self.configure) { server in
+            let silent = try RawSocket.connect(port: server.port)
+            defer { close(silent) }
+            let partial = try RawSocket.connect(port: server.port)
+            defer { close(partial) }
+            try RawSocket.write(partial, Array("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".utf8))
+            let started = ContinuousClock.now
+            for socket in [silent, partial] {
+                let (bytes, error) = await RawSocket.receive(socket, timeout: .seconds(5)) { _ in false }
+                #expect(error == nil && bytes.isEmpty, "the server kept the connection (error \(String(describing: error)))")
+            }
+            #expect(ContinuousClock.now - started < .seconds(4))
+            // A kept-alive connection between requests is idle too.
+            let kept = try RawSocket.connect(port: server.port)
+            defer { close(kept) }
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            let head = signer.sign(
+                method: "GET", path: "/", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
+                payloadHash: SigV4.emptyPayloadHash, date: Date())
+            try RawSocket.write(kept, Array(RawSocket.requestHead("GET", "/", head).utf8))
+            let (answer, _) = await RawSocket.receive(kept, until: RawSocket.isCompleteResponse)
+            #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+            let (rest, error) = await RawSocket.receive(kept, timeout: .seconds(5)) { _ in false }
+            #expect(rest.isEmpty && error == nil, "a kept-alive idle connection was not closed")
+        }
+    }
+
+    @Test("a body that trickles slower than the minimum is cut off and leaves nothing behind")
+    func slowBodyIsCutOff() async throws {
+        try await TestServer.with(configure: Self.configure) { server in
+            try await server.client().createBucket("slow")
+            let body = [UInt8](repeating: 1, count: 100)
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            let head = signer.sign(
+                method: "PUT", path: "/slow/k", query: [],
+                headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(body.count))],
+                payloadHash: SigV4.unsignedPayload, date: Date())
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/slow/k", head).utf8))
+            var closed = false
+            for index in 0..<10 {
+                // One byte every 300 ms: far below a kilobyte a second.
+                if (try? RawSocket.write(socket, [body[index]])) == nil {
+                    closed = true
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            let (_, error) = await RawSocket.receive(socket, timeout: .seconds(5)) { _ in false }
+            #expect(closed || error == nil || error == ECONNRESET, "the trickling connection stayed open")
+            #expect(try await server.client().get("slow", "k").status == 404)
+            let temporary = try FileManager.default.contentsOfDirectory(atPath: server.dataDirectory + "/objects/tmp")
+            #expect(temporary.isEmpty, "a temporary file was left: \(temporary)")
+        }
+    }
+
+    @Test("connections beyond the limit are closed at once; the others keep working; descriptors come back")
+    func connectionLimit() async throws {
+        try await TestServer.with(configure: Self.configure) { server in
+            let baseline = Self.openDescriptors()
+            var sockets: [Int32] = []
+            for _ in 0..<4 { sockets.append(try RawSocket.connect(port: server.port)) }
+            // Connections are accepted in order: the fifth comes after the four.
+            let extra = try RawSocket.connect(port: server.port)
+            let (bytes, error) = await RawSocket.receive(extra, timeout: .seconds(3)) { _ in false }
+            #expect(bytes.isEmpty && (error == nil || error == ECONNRESET), "the fifth connection was kept")
+            close(extra)
+            for socket in sockets { close(socket) }
+            // Once those are gone (the server notices each close), new connections are served again.
+            var served = false
+            for _ in 0..<30 where !served {
+                served = (try? await server.client().createBucket("again").status) == 200
+                if !served { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(served)
+            var tries = 0
+            while Self.openDescriptors() > baseline + 8 && tries < 50 {
+                try await Task.sleep(for: .milliseconds(100))
+                tries += 1
+            }
+            #expect(Self.openDescriptors() <= baseline + 8)
+        }
+    }
+}

@@ -1,0 +1,141 @@
+import Ferry
+import FerryCore
+@testable import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// Sends a signed media API request with `credentials` and returns the raw answer.
+func mediaRequest(
+    _ server: TestServer, _ action: String, _ body: [UInt8], credentials: SigV4Credentials? = nil
+) async throws -> S3TestClient.Reply {
+    let signer = SigV4Signer(credentials: credentials ?? server.root, region: "us-east-1", service: "ferry")
+    let path = "/_ferry/v1/" + action
+    let headers = signer.sign(
+        method: "POST", path: path, query: [], headers: [("host", "127.0.0.1:\(server.port)"), ("content-type", "application/json")],
+        payloadHash: SigV4.hexSHA256(body), date: Date())
+    return try await server.client().sendRaw("POST", path, headers: headers, body: body)
+}
+
+/// The `code` of a media API error answer.
+func mediaCode(_ reply: S3TestClient.Reply) -> String? {
+    (try? JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any])?["code"] as? String
+}
+
+@Suite("Media API: integers, ownership, idempotent creation, unfinished uploads")
+struct MediaOwnershipTests {
+    @Test("integers out of range answer 400 InvalidParameter and the server keeps serving")
+    func integersOutOfRange() async throws {
+        try await TestServer.with { server in
+            let bodies: [(String, String)] = [
+                ("ListVideos", #"{"PageNo":4611686018427387904}"#),
+                ("ListVideos", #"{"PageNo":9223372036854775807,"PageSize":100}"#),
+                ("ListVideos", #"{"PageNo":-9223372036854775808}"#),
+                ("ListVideos", #"{"PageSize":4611686018427387904}"#),
+                ("ListVideos", #"{"PageNo":0}"#),
+                ("GetImageInfo", #"{"ImageId":"x","AuthTimeout":9223372036854775807}"#),
+                ("GetPlayInfo", #"{"VideoId":"x","AuthTimeout":-1}"#),
+                ("AssumeRole", #"{"DurationSeconds":9223372036854775807}"#),
+                ("CreateUploadVideo", #"{"Title":"t","FileName":"a.mp4","FileSize":9223372036854775807}"#),
+            ]
+            for (action, body) in bodies {
+                let reply = try await mediaRequest(server, action, Array(body.utf8))
+                #expect(reply.status == 400 || reply.status == 404, "\(action) \(body): \(reply.status) \(reply.text)")
+                #expect(reply.status != 400 || mediaCode(reply) == "InvalidParameter", "\(action) \(body): \(reply.text)")
+            }
+            // Larger than any 64-bit integer: the JSON number cannot be read as one.
+            let huge = try await mediaRequest(server, "ListVideos", Array(#"{"PageNo":92233720368547758070}"#.utf8))
+            #expect(huge.status == 400)
+            // A page within range but beyond the last is empty, not an error.
+            let far = try await mediaRequest(server, "ListVideos", Array(#"{"PageNo":1000000,"PageSize":100}"#.utf8))
+            #expect(far.status == 200, "\(far.text)")
+            #expect(try await mediaRequest(server, "ListVideos", Array("{}".utf8)).status == 200)
+        }
+    }
+
+    @Test("a key acts only on its own videos and images; the root key on all; stored videos take no more uploads")
+    func ownership() async throws {
+        try await TestServer.with { server in
+            let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+            let admin = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+            let policy = AccessPolicy(statements: [.init(actions: ["media:*"])])
+            let alice = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: try await admin.createAccessKey(policy: policy))
+            let bob = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: try await admin.createAccessKey(policy: policy))
+
+            let ticket = try await alice.createUploadVideo(.init(title: "Alice's", fileName: "a.mp4"))
+            let bytes = [UInt8](repeating: 1, count: 1000)
+            #expect(try await server.client(ticket.auth.credentials).put(ticket.address.bucket, ticket.address.fileName, bytes).status == 200)
+            let image = try await alice.createUploadImage(type: "cover", ext: "jpg")
+
+            func code(_ body: () async throws -> Void) async -> (Int?, String?) {
+                do { try await body(); return (nil, nil) } catch let error as FerryError { return (error.httpStatus, error.serverCode) } catch {
+                    return (nil, "\(error)")
+                }
+            }
+            // Bob can neither see, refresh, nor delete Alice's video, nor touch her image.
+            #expect(await code { _ = try await bob.getVideoInfo(videoId: ticket.id) } == (403, "Forbidden"))
+            #expect(await code { _ = try await bob.refreshUploadVideo(videoId: ticket.id) } == (403, "Forbidden"))
+            #expect(await code { try await bob.deleteVideos([ticket.id]) } == (403, "Forbidden"))
+            #expect(await code { _ = try await bob.getPlayInfo(videoId: ticket.id) } == (403, "Forbidden"))
+            #expect(await code { _ = try await bob.refreshUploadImage(imageId: image.id) } == (403, "Forbidden"))
+            #expect(try await bob.listVideos().total == 0)
+            // Alice sees her video; new credentials for the stored video are refused.
+            #expect(try await alice.listVideos().total == 1)
+            #expect(await code { _ = try await alice.refreshUploadVideo(videoId: ticket.id) } == (409, "InvalidVideo.Uploaded"))
+            #expect(try await alice.getVideoInfo(videoId: ticket.id).size == 1000)
+
+            // The catalog follows the stored bytes, whoever writes them (here the root key through the S3 API).
+            #expect(try await server.client().put(ticket.address.bucket, ticket.address.fileName, [1, 2, 3]).status == 200)
+            #expect(try await alice.getVideoInfo(videoId: ticket.id).size == 3)
+
+            // The root key sees and deletes every video.
+            let bobs = try await bob.createUploadVideo(.init(title: "Bob's", fileName: "b.mov"))
+            #expect(try await admin.listVideos().total == 2)
+            try await admin.deleteVideos([bobs.id])
+            try await alice.deleteVideos([ticket.id])
+            #expect(try await server.client().get(ticket.address.bucket, ticket.address.fileName).status == 404)
+        }
+    }
+
+    @Test("CreateUploadVideo with a ClientToken is idempotent per key; a video never uploaded expires to UploadFail")
+    func clientTokenAndExpiry() async throws {
+        // Events wait in the outbox: the receiver named here does not exist.
+        var webhook = WebhookConfiguration(url: URL(string: "http://127.0.0.1:9/none")!, secret: "s")
+        webhook.initialBackoff = .seconds(600)
+        try await TestServer.with(configure: { $0.webhook = webhook }) { server in
+            let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+            let admin = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+            let other = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: try await admin.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:*"])])))
+            var description = MediaServiceClient.VideoDescription(title: "Clip", fileName: "clip.mp4")
+            description.clientToken = "file-7f3a"
+            let first = try await admin.createUploadVideo(description)
+            let again = try await admin.createUploadVideo(description)
+            #expect(again.id == first.id)
+            #expect(again.address.fileName == first.address.fileName)
+            // The same token from another key is another video.
+            #expect(try await other.createUploadVideo(description).id != first.id)
+            #expect(try await admin.listVideos().total == 2)
+            let bad = try await mediaRequest(server, "CreateUploadVideo", Array(#"{"Title":"t","FileName":"a.mp4","ClientToken":"has space"}"#.utf8))
+            #expect(mediaCode(bad) == "InvalidParameter")
+
+            // Part of the file arrives as a multipart upload that never completes.
+            let s3 = server.client(first.auth.credentials)
+            let uploadId = try await s3.createMultipartUpload(first.address.bucket, first.address.fileName)
+            #expect(try await s3.uploadPart(first.address.bucket, first.address.fileName, uploadId: uploadId, number: 1, [1, 2]).status == 200)
+            // Not yet too old: nothing happens.
+            #expect(try await server.server.mediaAPI.expireUnfinishedUploads() == 0)
+            let later = Date().addingTimeInterval(server.server.configuration.uploadingVideoMaxAge + 60)
+            #expect(try await server.server.mediaAPI.expireUnfinishedUploads(now: later) == 2)
+            #expect(try await admin.getVideoInfo(videoId: first.id).status == "UploadFail")
+            let uploads = try await server.server.store.listMultipartUploads(
+                bucket: first.address.bucket, prefix: "", keyMarker: "", uploadIdMarker: "", maxUploads: 1000)
+            #expect(uploads.uploads.isEmpty)
+            // The token now names no uploading video: asking again creates a new one.
+            #expect(try await admin.createUploadVideo(description).id != first.id)
+            let events = try await server.server.webhooks.pending().map(\.type)
+            #expect(events.filter { $0 == "VideoUploadExpired" }.count == 2)
+        }
+    }
+}

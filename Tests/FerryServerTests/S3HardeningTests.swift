@@ -1,0 +1,81 @@
+import Ferry
+import FerryCore
+@testable import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("Object API: scoped listing, malformed keys, policies")
+struct S3HardeningTests {
+    @Test("a key scoped to a prefix lists within it only; a listing outside it, or of the whole bucket, is AccessDenied")
+    func scopedListing() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("uploads")
+            for key in ["users/42/a.mp4", "users/42/b/c.mp4", "users/43/secret.mp4", "top.txt"] { try await s3.put("uploads", key, [1]) }
+            _ = try await s3.createMultipartUpload("uploads", "users/43/open.mp4")
+            let policy = AccessPolicy(statements: [
+                .init(actions: ["s3:ListBucket", "s3:ListBucketMultipartUploads", "s3:GetObject"], bucket: "uploads", keyPrefix: "users/42/")
+            ])
+            let scoped = server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: policy, expiration: Date().addingTimeInterval(600))
+            let user = server.client(scoped)
+            let inside = try await user.send("GET", "/uploads", query: [("list-type", "2"), ("prefix", "users/42/")])
+            #expect(inside.status == 200)
+            #expect(inside.text.contains("users/42/a.mp4") && inside.text.contains("users/42/b/c.mp4"))
+            #expect(!inside.text.contains("users/43"))
+            let deeper = try await user.send("GET", "/uploads", query: [("prefix", "users/42/b/")])
+            #expect(deeper.status == 200 && deeper.text.contains("users/42/b/c.mp4"))
+            for query in [
+                [("list-type", "2")], [("list-type", "2"), ("prefix", "users/")], [("list-type", "2"), ("prefix", "users/43/")],
+                [("prefix", "users/4")], [("uploads", "")], [("uploads", ""), ("prefix", "users/43/")],
+            ] {
+                let reply = try await user.send("GET", "/uploads", query: query)
+                #expect(reply.errorCode == "AccessDenied", "\(query): \(reply.text)")
+            }
+            let uploads = try await user.send("GET", "/uploads", query: [("uploads", ""), ("prefix", "users/42/")])
+            #expect(uploads.status == 200 && !uploads.text.contains("users/43"))
+            // The root key lists everything.
+            #expect(try await s3.send("GET", "/uploads", query: [("list-type", "2")]).text.contains("users/43/secret.mp4"))
+        }
+    }
+
+    @Test("a malformed percent escape in a key is 400 InvalidURI, not a signature error, and changes nothing")
+    func malformedEscape() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("esc")
+            // Sent on a socket as written: an HTTP client would escape the stray `%` first.
+            for path in ["/esc/a%zz", "/esc/%", "/esc/a%4", "/esc/%00", "/esc/a%C2%85b"] {
+                let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+                let headers = signer.sign(
+                    method: "PUT", path: path, query: [], headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", "1")],
+                    payloadHash: SigV4.unsignedPayload, date: Date())
+                let socket = try RawSocket.connect(port: server.port)
+                defer { close(socket) }
+                try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", path, headers).utf8) + [1])
+                let (answer, _) = await RawSocket.receive(socket) { RawSocket.isCompleteResponse($0) }
+                let text = String(decoding: answer, as: UTF8.self)
+                #expect(text.hasPrefix("HTTP/1.1 400"), "\(path): \(text)")
+                #expect(text.contains("<Code>InvalidURI</Code>"), "\(path): \(text)")
+            }
+            #expect(!(try await s3.send("GET", "/esc", query: [("list-type", "2")]).text.contains("<Key>")))
+        }
+    }
+
+    @Test("policy statements may leave out keyPrefix (the whole bucket) and bucket (every bucket)")
+    func optionalPolicyFields() throws {
+        let policy = try JSONDecoder().decode(
+            AccessPolicy.self, from: Data(#"{"statements":[{"actions":["s3:GetObject"],"bucket":"media"},{"actions":["s3:PutObject"]}]}"#.utf8))
+        #expect(policy.allows(action: "s3:GetObject", bucket: "media", key: "any/key"))
+        #expect(!policy.allows(action: "s3:GetObject", bucket: "other", key: "k"))
+        #expect(policy.allows(action: "s3:PutObject", bucket: "other", key: "k"))
+        #expect(throws: (any Error).self) {
+            try JSONDecoder().decode(AccessPolicy.self, from: Data(#"{"statements":[{"bucket":"media"}]}"#.utf8))
+        }
+    }
+}
