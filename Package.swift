@@ -106,6 +106,14 @@ let package = Package(
             exclude: ["Scripts"]
         ),
         .testTarget(
+            name: "TortureTests",
+            dependencies: [
+                "Ferry", "FerryServer", "FerryCore", "FerryTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
             name: "InteropTests",
             dependencies: ["Ferry", "FerryServer", "FerryCore", "FerryTestSupport"],
             exclude: ["Scripts"]
