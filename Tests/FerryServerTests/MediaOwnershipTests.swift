@@ -83,6 +83,16 @@ struct MediaOwnershipTests {
             #expect(try await alice.listVideos().total == 1)
             #expect(await code { _ = try await alice.refreshUploadVideo(videoId: ticket.id) } == (409, "InvalidVideo.Uploaded"))
             #expect(try await alice.getVideoInfo(videoId: ticket.id).size == 1000)
+            // Lifetimes out of range on things that exist: 400, not a crash or a 500.
+            for (action, body) in [
+                ("GetImageInfo", #"{"ImageId":"\#(image.id)","AuthTimeout":9223372036854775807}"#),
+                ("GetImageInfo", #"{"ImageId":"\#(image.id)","AuthTimeout":0}"#),
+                ("GetPlayInfo", #"{"VideoId":"\#(ticket.id)","AuthTimeout":-1}"#),
+                ("GetPlayInfo", #"{"VideoId":"\#(ticket.id)","AuthTimeout":604801}"#),
+            ] {
+                let reply = try await mediaRequest(server, action, Array(body.utf8))
+                #expect(reply.status == 400 && mediaCode(reply) == "InvalidParameter", "\(action) \(body): \(reply.text)")
+            }
 
             // The catalog follows the stored bytes, whoever writes them (here the root key through the S3 API).
             #expect(try await server.client().put(ticket.address.bucket, ticket.address.fileName, [1, 2, 3]).status == 200)
