@@ -26,6 +26,7 @@ let package = Package(
     ],
     targets: [
         .target(name: "CFerryChecksums"),
+        .target(name: "CFerryProcess"),
         .target(
             name: "FerryCore",
             dependencies: [
@@ -47,6 +48,7 @@ let package = Package(
             name: "FerryServer",
             dependencies: [
                 "FerryCore",
+                "CFerryProcess",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -94,6 +96,7 @@ let package = Package(
                 "FerryServer", "FerryCore", "FerryTestSupport", "Ferry",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(

@@ -48,12 +48,12 @@ def system_cpu_seconds():
     return (total - idle - iowait) / CLK_TCK, iowait / CLK_TCK
 
 
-def start_server(binary, data_directory, access_key, secret_key, log_path):
+def start_server(binary, data_directory, access_key, secret_key, log_path, extra_arguments=()):
     """Starts `ferry serve` on 127.0.0.1 with a free port and the given root key; returns (process, port)."""
     env = dict(os.environ, FERRY_ACCESS_KEY_ID=access_key, FERRY_SECRET_ACCESS_KEY=secret_key)
     server_log = open(log_path, "wb")
     process = subprocess.Popen(
-        [binary, "serve", "--data-dir", data_directory, "--host", HOST, "--port", "0"],
+        [binary, "serve", "--data-dir", data_directory, "--host", HOST, "--port", "0", *extra_arguments],
         stdout=subprocess.PIPE, stderr=server_log, env=env)
     pattern = re.compile(r"ferry serve listening on http://127\.0\.0\.1:(\d+)")
     deadline = time.time() + 60

@@ -79,6 +79,33 @@ struct ProgressPrinter: Sendable {
         }
     }
 
+    /// A video's processing status changed (`ferry upload --wait`).
+    func processing(_ video: MediaServiceClient.VideoInfo, file: String, text: String) {
+        if json {
+            var object: [String: Any] = ["event": "processing", "file": file, "VideoId": video.videoId, "Status": video.status]
+            if let value = video.processingProgress { object["ProcessingProgress"] = value }
+            if let value = video.statusMessage { object["StatusMessage"] = value }
+            emit(object)
+        } else if terminal {
+            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K\(file): " + text).utf8))
+        } else {
+            line("\(file): " + text)
+        }
+    }
+
+    /// A processed video's renditions (`ferry upload --wait`).
+    func renditions(_ play: MediaServiceClient.PlayInfo, file: String) {
+        if json {
+            emit([
+                "event": "processed", "file": file, "VideoId": play.videoId, "Status": play.status,
+                "PlayInfoList": play.streams.map(VideosCommand.object),
+            ])
+        } else {
+            newlineIfTerminal()
+            for row in VideosCommand.renditionTable(play) { line(row) }
+        }
+    }
+
     func completed(_ result: UploadResult) {
         if json {
             emit([

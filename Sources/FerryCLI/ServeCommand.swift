@@ -12,7 +12,8 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION, \
             FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
-            FERRY_MAX_CONNECTIONS, FERRY_UPLOADING_VIDEO_MAX_AGE and FERRY_LOG_LEVEL, then to the defaults \
+            FERRY_MAX_CONNECTIONS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
+            FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE and FERRY_LOG_LEVEL, then to the defaults \
             shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
             FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
             (mode 0600) and printed once.
@@ -64,7 +65,27 @@ struct ServeCommand: AsyncParsableCommand {
         help: "A host, address or network (10.1.0.0/16) form upload callbacks may reach although it is not public; repeat for more (or FERRY_CALLBACK_ALLOW, comma-separated). Default: public addresses only.")
     var callbackAllow: [String] = []
 
+    @Option(name: .customLong("ffmpeg"), help: "Directory holding ffmpeg and ffprobe (or FERRY_FFMPEG). Default: found on PATH.")
+    var ffmpegDirectory: String?
+
+    @Option(name: .customLong("media-workers"), help: "Media jobs (probe, cover, transcode) run at once; 0 turns processing off (or FERRY_MEDIA_WORKERS). Default: a quarter of the cores, at least 1.")
+    var mediaWorkers: Int?
+
+    @Option(name: .customLong("transcode-templates"), help: "JSON file of transcoding template groups (or FERRY_TRANSCODE_TEMPLATES); see docs/api.md. Default: LD 360p, SD 540p, HD 720p, FHD 1080p.")
+    var transcodeTemplates: String?
+
+    @Option(name: .customLong("media-job-timeout"), help: "Seconds one ffmpeg or ffprobe run may take before it is killed and its video fails (or FERRY_MEDIA_JOB_TIMEOUT). Default 7200.")
+    var mediaJobTimeout: Double?
+
+    @Option(name: .customLong("media-lease"), help: "Seconds a worker's claim on a media job lasts unless renewed; a job whose worker died is taken over after it (or FERRY_MEDIA_LEASE). Default 30.")
+    var mediaLease: Double?
+
     func validate() throws {
+        if let mediaWorkers, !(0...64).contains(mediaWorkers) { throw ValidationError("--media-workers must be between 0 and 64.") }
+        if let mediaJobTimeout, !(1...604_800).contains(mediaJobTimeout) {
+            throw ValidationError("--media-job-timeout must be between 1 and 604800 seconds.")
+        }
+        if let mediaLease, !(1...3600).contains(mediaLease) { throw ValidationError("--media-lease must be between 1 and 3600 seconds.") }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535.") }
         if let minPartSize, minPartSize < 1 { throw ValidationError("--min-part-size must be at least 1.") }
         if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level '\(logLevel)' is not a level.") }
@@ -122,6 +143,15 @@ struct ServeCommand: AsyncParsableCommand {
             }
             configuration.webhook = WebhookConfiguration(url: url, secret: secret)
         }
+        var media = try MediaOptions.configuration(
+            ffmpeg: ffmpegDirectory, workers: mediaWorkers, templates: transcodeTemplates, environment: env)
+        if let seconds = mediaJobTimeout ?? env["FERRY_MEDIA_JOB_TIMEOUT"].flatMap(Double.init), (1...604_800).contains(seconds) {
+            media.jobTimeLimit = .milliseconds(Int64(seconds * 1000))
+        }
+        if let seconds = mediaLease ?? env["FERRY_MEDIA_LEASE"].flatMap(Double.init), (1...3600).contains(seconds) {
+            media.lease = .milliseconds(Int64(seconds * 1000))
+        }
+        configuration.mediaProcessing = media
         var serverLogger = Logger(label: "ferry")
         serverLogger.logLevel = level
         configuration.logger = serverLogger
@@ -132,6 +162,9 @@ struct ServeCommand: AsyncParsableCommand {
             say("Generated root credentials (stored in \(directory)/root-credentials.json, shown only now):")
             say("  FERRY_ACCESS_KEY_ID=\(server.rootCredentials.accessKeyId)")
             say("  FERRY_SECRET_ACCESS_KEY=\(server.rootCredentials.secretAccessKey)")
+        }
+        if let reason = server.mediaProcessingUnavailable {
+            logger.warning("videos are not processed", metadata: ["reason": .string(reason)])
         }
         let host = configuration.host
         let app = server.makeApplication { port in
@@ -145,4 +178,31 @@ struct ServeCommand: AsyncParsableCommand {
 /// Writes a line to standard output at once (unbuffered, so scripts and tests see it while the server runs).
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// How `ferry serve` and the embedded service process videos: flags, then `FERRY_FFMPEG`, `FERRY_MEDIA_WORKERS` and
+/// `FERRY_TRANSCODE_TEMPLATES`, then the defaults.
+enum MediaOptions {
+    static func configuration(
+        ffmpeg: String? = nil, workers: Int? = nil, templates: String? = nil, environment env: [String: String]
+    ) throws -> MediaProcessingConfiguration {
+        var media = MediaProcessingConfiguration()
+        media.toolsDirectory = ffmpeg ?? env["FERRY_FFMPEG"]
+        if let workers {
+            media.workers = workers
+        } else if let text = env["FERRY_MEDIA_WORKERS"] {
+            guard let count = Int(text), (0...64).contains(count) else {
+                throw ValidationError("FERRY_MEDIA_WORKERS must be between 0 and 64.")
+            }
+            media.workers = count
+        }
+        if let path = templates ?? env["FERRY_TRANSCODE_TEMPLATES"] {
+            do {
+                media.templates = try TranscodeTemplates.load(path: path)
+            } catch {
+                throw ValidationError("--transcode-templates: \(error)")
+            }
+        }
+        return media
+    }
 }

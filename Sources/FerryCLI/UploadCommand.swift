@@ -27,7 +27,8 @@ struct UploadCommand: AsyncParsableCommand {
             URL are printed. An image (png, jpg, jpeg, gif, webp, heic) prints its ImageURL. With --bucket the file \
             is a plain object upload. Without --endpoint or FERRY_ENDPOINT, Ferry runs in-process on --data-dir \
             (default ~/.ferry). Ctrl-C pauses: the checkpoint stays and running the same command again resumes. A \
-            second Ctrl-C, or --cancel, aborts and cleans up.
+            second Ctrl-C, or --cancel, aborts and cleans up. With --wait the progress line follows the video's \
+            processing until it is Normal (its renditions are printed) or TranscodeFail (exit 1).
             Exit codes: 0 success, 1 upload failed, 64 usage error, 75 interrupted (resumable).
             """)
 
@@ -41,7 +42,8 @@ struct UploadCommand: AsyncParsableCommand {
     @Option(help: "Comma-separated tags.") var tags: String?
     @Option(help: "Description.") var desc: String?
     @Option(name: .customLong("cate-id"), help: "Category id.") var cateId: Int?
-    @Option(help: "Transcoding template group.") var transcode: String?
+    @Option(help: "Transcoding template group (default, NoTranscode, or a group the server defines).") var transcode: String?
+    @Flag(help: "After a video is uploaded, follow its processing (probe, cover, renditions) until it is Normal or TranscodeFail, then print its renditions.") var wait = false
 
     @Option(help: "Plain object upload to this bucket (no video is created).") var bucket: String?
     @Option(help: "Object key with --bucket (one file only); default the file's name.") var key: String?
@@ -212,10 +214,43 @@ struct UploadCommand: AsyncParsableCommand {
         }
         pending.remove(url)
         let info = try await report { try await media.getVideoInfo(videoId: ticket.id) }
-        let play = try await report { try await media.getPlayInfo(videoId: ticket.id) }.first
-        context.output.mediaResult(
-            ["VideoId": ticket.id, "Status": info.status, "PlayURL": play?.url ?? ""], file: url.lastPathComponent)
-        return (code, nil)
+        context.output.mediaResult(["VideoId": ticket.id, "Status": info.status], file: url.lastPathComponent)
+        guard wait else { return (code, nil) }
+        return (try await follow(ticket.id, media: media, context: context, file: url.lastPathComponent), nil)
+    }
+
+    /// Follows a video's processing until it ends, a progress line showing its status (and the transcode's percent),
+    /// then prints its renditions. Ctrl-C stops following (exit 75); the service goes on processing.
+    func follow(_ videoId: String, media: MediaServiceClient, context: UploadContext, file: String) async throws -> Int32 {
+        let start = context.interrupts.count
+        var last = ""
+        while true {
+            let info = try await report { try await media.getVideoInfo(videoId: videoId) }
+            let text = VideosCommand.statusText(info)
+            if text != last {
+                context.output.processing(info, file: file, text: text)
+                last = text
+            }
+            switch info.status {
+            case "Normal":
+                let play = try await report { try await media.getPlayInfo(videoId: videoId) }
+                context.output.renditions(play, file: file)
+                return ExitCodes.success
+            case "TranscodeFail", "UploadFail", "Deleted":
+                context.output.error("ferry: \(file): \(info.status): \(info.errorMessage ?? info.statusMessage ?? "no reason given")")
+                return ExitCodes.failed
+            default:
+                if info.status == "UploadSucc", let reason = info.statusMessage, reason.contains("not installed") || reason.contains("turned off") {
+                    context.output.error("ferry: \(file): \(reason)")
+                    return ExitCodes.failed
+                }
+            }
+            if context.interrupts.count > start {
+                context.output.line("Stopped following \(file); the service goes on processing it (ferry videos info \(videoId)).")
+                return ExitCodes.interrupted
+            }
+            try await Task.sleep(for: .milliseconds(300))
+        }
     }
 
     static func contentType(_ ext: String) -> String? { MediaKind.contentType(forExtension: ext) }

@@ -12,7 +12,7 @@ struct VideosCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List videos, newest first.")
         @OptionGroup var service: ServiceOptions
-        @Option(help: "Only videos with this status (Uploading, Uploaded).") var status: String?
+        @Option(help: "Only videos with this status (Uploading, UploadSucc, Transcoding, Normal, TranscodeFail, UploadFail).") var status: String?
         @Option(help: "Page number, from 1.") var page: Int = 1
         @Option(name: .customLong("page-size"), help: "Videos per page, 1–100.") var pageSize: Int = 20
         @Flag(help: "Print JSON.") var json = false
@@ -33,26 +33,39 @@ struct VideosCommand: AsyncParsableCommand {
     }
 
     struct Info: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show a video: id, title, status, size and playback URL.")
+        static let configuration = CommandConfiguration(
+            abstract: "Show a video: status, duration, resolution, cover and renditions.",
+            discussion: "With --json: {\"Video\": …, \"PlayInfoList\": […]} exactly as GetVideoInfo and GetPlayInfo answer (PlayInfoList is empty until the video is Normal).")
         @OptionGroup var service: ServiceOptions
         @Argument(help: "The VideoId.") var videoId: String
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {
-            let (video, url) = try await service.with { connection in
+            let (video, play) = try await service.with { connection in
                 try await report {
                     let media = connection.media()
-                    let video = try await media.getVideoInfo(videoId: videoId)
-                    let url = video.status == "Uploaded" ? try await media.getPlayInfo(videoId: videoId).first?.url : nil
-                    return (video, url)
+                    let video = try await media.call("GetVideoInfo", ["VideoId": videoId])["Video"] as? [String: Any] ?? [:]
+                    let play = video["Status"] as? String == "Normal" ? try await media.call("GetPlayInfo", ["VideoId": videoId]) : [:]
+                    return (video, play)
                 }
             }
-            var object = VideosCommand.object(video)
-            object["PlayURL"] = url ?? ""
             if json {
-                printJSON(object)
-            } else {
-                for name in ["VideoId", "Title", "Status", "Size", "PlayURL"] { print("\(name): \(object[name] ?? "-")") }
+                printJSON(["Video": video, "PlayInfoList": play["PlayInfoList"] ?? [Any]()])
+                return
+            }
+            let info = MediaServiceClient.VideoInfo(video)
+            print("VideoId: \(info.videoId)")
+            print("Title: \(info.title)")
+            print("Status: \(VideosCommand.statusText(info))")
+            if let code = info.errorCode { print("Error: \(code): \(info.errorMessage ?? "")") }
+            if let size = info.size { print("Size: \(size) bytes") }
+            if let duration = info.duration { print(String(format: "Duration: %.2f s", duration)) }
+            if let width = info.width, let height = info.height {
+                print("Resolution: \(width)x\(height)" + (info.fps.map { String(format: " at %.3g fps", $0) } ?? ""))
+            }
+            if let cover = info.coverURL { print("Cover: \(cover)") }
+            if !play.isEmpty {
+                for row in VideosCommand.renditionTable(MediaServiceClient.PlayInfo(answer: play)) { print(row) }
             }
         }
     }
@@ -69,17 +82,28 @@ struct VideosCommand: AsyncParsableCommand {
     }
 
     struct PlayURL: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "play-url", abstract: "Print a signed playback URL.")
+        static let configuration = CommandConfiguration(
+            commandName: "play-url", abstract: "Print a signed playback URL.",
+            discussion: "Without options: the HLS master playlist (AUTO) when the video has one, else its first stream.")
         @OptionGroup var service: ServiceOptions
         @Argument(help: "The VideoId.") var videoId: String
+        @Option(help: "Definition: LD, SD, HD, FHD, SQ, AUTO or OD.") var definition: String?
+        @Option(help: "Format: m3u8, mp4 or m4a.") var format: String?
         @Option(help: "Seconds the URL is valid, 1–604800.") var expires: Int = 3600
 
         func run() async throws {
-            let url = try await service.with { connection in
-                try await report { try await connection.media().getPlayInfo(videoId: videoId, authTimeout: expires).first?.url }
+            let play = try await service.with { connection in
+                try await report {
+                    try await connection.media().getPlayInfo(
+                        videoId: videoId, authTimeout: expires, formats: format.map { [$0] },
+                        definitions: definition.map { [$0] })
+                }
             }
-            guard let url else { throw ExitCode(ExitCodes.failed) }
-            print(url)
+            let stream =
+                definition == nil && format == nil
+                ? (play.stream(format: "m3u8", definition: "AUTO") ?? play.streams.first) : play.streams.first
+            guard let stream else { throw ExitCode(ExitCodes.failed) }
+            print(stream.url)
         }
     }
 
@@ -87,6 +111,36 @@ struct VideosCommand: AsyncParsableCommand {
         var object: [String: Any] = ["VideoId": video.videoId, "Title": video.title, "Status": video.status]
         if let size = video.size { object["Size"] = size }
         return object
+    }
+
+    static func object(_ stream: MediaServiceClient.PlayInfo.Stream) -> [String: Any] {
+        var object: [String: Any] = [
+            "Definition": stream.definition, "Format": stream.format, "Size": stream.size, "PlayURL": stream.url,
+        ]
+        if let value = stream.width { object["Width"] = value }
+        if let value = stream.height { object["Height"] = value }
+        if let value = stream.bitrate { object["Bitrate"] = value }
+        if let value = stream.duration { object["Duration"] = value }
+        return object
+    }
+
+    /// A video's status as people read it: `Transcoding 42%`, or with the reason it waits.
+    static func statusText(_ video: MediaServiceClient.VideoInfo) -> String {
+        var text = video.status
+        if let percent = video.processingProgress, video.status == "Transcoding" { text += " \(percent)%" }
+        if let message = video.statusMessage { text += " (\(message))" }
+        return text
+    }
+
+    /// The renditions as a table: definition, format, resolution, bit rate, size, URL.
+    static func renditionTable(_ play: MediaServiceClient.PlayInfo) -> [String] {
+        var rows = ["DEFINITION\tFORMAT\tRESOLUTION\tBITRATE\tSIZE\tURL"]
+        for stream in play.streams {
+            let resolution = stream.width.flatMap { w in stream.height.map { "\(w)x\($0)" } } ?? "-"
+            let bitrate = stream.bitrate.map { "\($0) kb/s" } ?? "-"
+            rows.append("\(stream.definition)\t\(stream.format)\t\(resolution)\t\(bitrate)\t\(stream.size)\t\(stream.url)")
+        }
+        return rows
     }
 }
 

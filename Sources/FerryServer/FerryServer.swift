@@ -31,6 +31,10 @@ public struct FerryServer: Sendable {
     public let webhooks: WebhookOutbox
     /// Where form upload callbacks may go.
     let callbackTargets: CallbackTargets
+    /// ffmpeg and ffprobe, when found.
+    public let mediaTools: MediaTools?
+    /// Media jobs running in this process.
+    let runningJobs = RunningJobs()
 
     /// Opens (creating when needed) the data directory.
     public init(configuration: FerryServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment)
@@ -56,6 +60,19 @@ public struct FerryServer: Sendable {
         limits.minPartSize = configuration.minPartSize
         store = try LocalDiskStore(directory: directory + "/objects", catalog: catalog, limits: limits, logger: configuration.logger)
         credentials = CredentialStore(root: root, catalog: catalog, tokens: SessionTokenCodec(key: serverKey))
+        mediaTools = MediaTools.locate(directory: configuration.mediaProcessing.toolsDirectory, environment: environment)
+    }
+
+    /// Why this server does not process videos, when it does not: no ffmpeg and ffprobe, or no workers.
+    public var mediaProcessingUnavailable: String? {
+        if configuration.mediaProcessing.workers <= 0 {
+            return "Media processing is turned off on this server (--media-workers 0); the video waits at UploadSucc."
+        }
+        if mediaTools == nil {
+            return "ffmpeg and ffprobe are not installed on the server (or not in --ffmpeg DIR); the video waits at "
+                + "UploadSucc until they are."
+        }
+        return nil
     }
 
     /// The media API over this server's catalog and store.
@@ -63,7 +80,7 @@ public struct FerryServer: Sendable {
         MediaAPI(
             catalog: catalog, store: store, credentials: credentials,
             authenticator: RequestAuthenticator(credentials: credentials, region: configuration.region), webhooks: webhooks,
-            configuration: configuration)
+            configuration: configuration, running: runningJobs, processingUnavailable: mediaProcessingUnavailable)
     }
 
     /// The publish (UGC) API: apply and commit authenticated by publish signatures, over the media catalog.
@@ -91,6 +108,14 @@ public struct FerryServer: Sendable {
         return api
     }
 
+    /// The media pipeline, when this server processes videos.
+    var mediaPipeline: MediaPipeline? {
+        guard let tools = mediaTools, mediaProcessingUnavailable == nil else { return nil }
+        return MediaPipeline(
+            catalog: catalog, store: store, webhooks: webhooks, tools: tools, configuration: configuration.mediaProcessing,
+            workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
+    }
+
     /// Builds the HTTP application with its background services.
     ///
     /// - Parameter onServerRunning: called with the bound port once the server listens (useful with port 0).
@@ -115,6 +140,9 @@ public struct FerryServer: Sendable {
                 await channel.sendContinue()
                 return await PublishAPI(media: media).respond(to: request, logger: logger)
             }
+            if request.uri.path.hasPrefix(PlaybackToken.pathPrefix) {
+                return await PlaybackAPI(media: media).respond(to: request, logger: logger)
+            }
             if request.uri.path == FormUploadAPI.path {
                 await channel.sendContinue()
                 return await form.respond(to: request, logger: logger)
@@ -130,6 +158,12 @@ public struct FerryServer: Sendable {
         var services: [any Service] = [collector]
         if let webhook = configuration.webhook {
             services.append(WebhookDeliveryService(outbox: webhooks, configuration: webhook, logger: configuration.logger))
+        }
+        if let pipeline = mediaPipeline {
+            services.append(
+                MediaWorkerService(
+                    queue: catalog, pipeline: pipeline, running: runningJobs, configuration: configuration.mediaProcessing,
+                    logger: configuration.logger))
         }
         return Application(
             responder: responder,

@@ -29,9 +29,10 @@ struct MediaWebhookTests {
                     #expect(!WebhookSignature.verify(header: signature, body: delivery.body, secret: "other"))
                 }
                 let first = try #require(try JSONSerialization.jsonObject(with: Data(deliveries[0].body)) as? [String: Any])
-                let payload = try #require(first["payload"] as? [String: String])
-                #expect(payload["VideoId"] == ticket.id)
-                #expect(payload["Size"] == "4096")
+                let payload = try #require(first["payload"] as? [String: Any])
+                #expect(payload["VideoId"] as? String == ticket.id)
+                #expect(payload["Size"] as? Int == 4096)
+                #expect(payload["Status"] as? String == "UploadSucc")
             }
         }
     }

@@ -77,7 +77,7 @@ struct PublishAPITests {
             #expect(media.body == [UInt8](repeating: 9, count: 5000))
             #expect(try await S3TestClient.fetch(try #require(answer["CoverUrl"] as? String)).body == [1, 2, 3])
             let video = try #require(try await server.server.catalog.video(videoId))
-            #expect(video.status == "Uploaded")
+            #expect(video.status == "UploadSucc")
             #expect(video.size == 5000)
             #expect(video.title == "clip")
         }

@@ -38,6 +38,8 @@ public struct TestServer: Sendable {
         var logger = Logger(label: "ferry.test")
         logger.logLevel = .warning
         configuration.logger = logger
+        // Videos stay at UploadSucc unless a test turns processing on (ffmpeg is not every test's business).
+        configuration.mediaProcessing.workers = 0
         configure(&configuration)
         let server = try FerryServer(configuration: configuration, environment: [:])
         let (ports, continuation) = AsyncStream<Int>.makeStream()

@@ -69,24 +69,42 @@ struct CommandLineTests {
             .appendingPathComponent("Samples/ferry-sample.mp4").path
     }
 
-    @Test("upload on the embedded default prints the VideoId; videos list and info find it; JSON and plain progress")
+    @Test("upload --wait on the embedded default follows processing and prints the renditions; videos list, info and play-url find them")
     func embeddedDefault() async throws {
         let data = TemporaryDirectory.make("ferry-cli")
         defer { try? FileManager.default.removeItem(atPath: data) }
-        let json = try await FerryRun.run(["upload", Self.sample, "--data-dir", data, "--json"])
+        let json = try await FerryRun.run(["upload", Self.sample, "--data-dir", data, "--json", "--wait"])
         #expect(json.status == 0, "\(json.error)")
         let media = try #require(json.jsonLines.first { $0["event"] as? String == "media" })
         let videoId = try #require(media["VideoId"] as? String)
-        #expect((media["PlayURL"] as? String)?.hasPrefix("http://127.0.0.1:9000/ferry-media/") == true)
         #expect(json.jsonLines.contains { $0["event"] as? String == "progress" && $0["bytes"] as? Int == 70983 })
+        let statuses = json.jsonLines.filter { $0["event"] as? String == "processing" }.compactMap { $0["Status"] as? String }
+        #expect(statuses.last == "Normal" && Set(statuses).isSubset(of: ["UploadSucc", "Transcoding", "Normal"]), "\(statuses)")
+        let processed = try #require(json.jsonLines.first { $0["event"] as? String == "processed" })
+        #expect(processed["Status"] as? String == "Normal")
+        let streams = processed["PlayInfoList"] as? [[String: Any]] ?? []
+        #expect(Set(streams.map { "\($0["Definition"] ?? "")/\($0["Format"] ?? "")" }) == ["LD/m3u8", "LD/mp4", "AUTO/m3u8"])
+        #expect(streams.allSatisfy { ($0["PlayURL"] as? String)?.hasPrefix("http://127.0.0.1:9000/_ferry/play/") == true })
 
         let list = try await FerryRun.run(["videos", "list", "--data-dir", data])
         #expect(list.status == 0)
-        #expect(list.output.contains("\(videoId)\tUploaded\t70983"))
+        #expect(list.output.contains("\(videoId)\tNormal\t70983"))
         let info = try await FerryRun.run(["videos", "info", videoId, "--data-dir", data])
-        #expect(info.output.contains("Status: Uploaded"))
+        #expect(info.output.contains("Status: Normal"))
         #expect(info.output.contains("Size: 70983"))
-        #expect(info.output.contains("PlayURL: http://"))
+        #expect(info.output.contains("Duration: 5.00 s"))
+        #expect(info.output.contains("Resolution: 320x240 at 25 fps"))
+        #expect(info.output.contains("Cover: http://127.0.0.1:9000/_ferry/play/"))
+        #expect(info.output.contains("LD\tmp4\t320x240\t"))
+        let infoJSON = try await FerryRun.run(["videos", "info", videoId, "--data-dir", data, "--json"])
+        let object = try #require(infoJSON.jsonLines.first)
+        #expect(Set(object.keys) == ["Video", "PlayInfoList"])
+        #expect((object["Video"] as? [String: Any])?["Status"] as? String == "Normal")
+        #expect((object["PlayInfoList"] as? [[String: Any]])?.count == 3)
+        let playURL = try await FerryRun.run(["videos", "play-url", videoId, "--data-dir", data, "--definition", "LD", "--format", "mp4"])
+        #expect(playURL.output.trimmingCharacters(in: .whitespacesAndNewlines).hasSuffix("/\(videoId)/LD.mp4"))
+        let master = try await FerryRun.run(["videos", "play-url", videoId, "--data-dir", data])
+        #expect(master.output.trimmingCharacters(in: .whitespacesAndNewlines).hasSuffix("/master.m3u8"))
 
         // Not a terminal: plain progress lines, then the result.
         let plain = try await FerryRun.run(["upload", Self.sample, "--data-dir", data, "--title", "Second"])

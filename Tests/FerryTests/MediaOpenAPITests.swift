@@ -21,7 +21,10 @@ struct MediaOpenAPITests {
     func responsesMatchTheDocument() async throws {
         let captures = TemporaryDirectory.make("ferry-openapi")
         defer { try? FileManager.default.removeItem(atPath: captures) }
-        try await TestServer.with { server in
+        try await TestServer.with(configure: {
+            $0.mediaProcessing.workers = 1
+            $0.mediaProcessing.pollInterval = .milliseconds(50)
+        }) { server in
             // One capture per action and status: <Action>.<status>.json.
             func capture(_ action: String, _ parameters: [String: Any]) async throws -> [String: Any] {
                 let reply = try await raw(server, action, parameters)
@@ -34,8 +37,15 @@ struct MediaOpenAPITests {
             _ = try await capture("GetVideoInfo", ["VideoId": videoId])
             let auth = try #require(UploadAuth(encoded: video["UploadAuth"] as? String ?? ""))
             let address = try #require(UploadAddress(encoded: video["UploadAddress"] as? String ?? ""))
-            #expect(try await server.client(auth.credentials).put(address.bucket, address.fileName, [1, 2, 3]).status == 200)
+            // A real video (the sample), processed to Normal, so GetPlayInfo lists renditions.
+            let sample = [UInt8](try Data(contentsOf: URL(fileURLWithPath: CommandLineTests.sample)))
+            #expect(try await server.client(auth.credentials).put(address.bucket, address.fileName, sample).status == 200)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while try await server.media().getVideoInfo(videoId: videoId).status != "Normal", ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
             _ = try await capture("GetPlayInfo", ["VideoId": videoId, "AuthTimeout": 600])
+            _ = try await capture("GetMezzanineInfo", ["VideoId": videoId])
             _ = try await capture("ListVideos", ["PageNo": 1, "PageSize": 10])
             let image = try await capture("CreateUploadImage", ["ImageType": "cover", "ImageExt": "jpg"])
             _ = try await capture("RefreshUploadImage", ["ImageId": image["ImageId"] as? String ?? ""])
@@ -51,7 +61,7 @@ struct MediaOpenAPITests {
             _ = try await capture("AssumeRole", ["DurationSeconds": 5])
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: captures)
-        #expect(names.count == 16)
+        #expect(names.count == 17)
         #expect(names.contains { $0.hasSuffix(".404.json") })
         #expect(names.contains { $0.hasSuffix(".400.json") })
         let spec = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -70,6 +80,6 @@ struct MediaOpenAPITests {
             return (process.terminationStatus, String(decoding: data, as: UTF8.self))
         }
         #expect(result.0 == 0, "\(result.1)")
-        #expect(result.1.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 17)
+        #expect(result.1.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 18)
     }
 }

@@ -37,12 +37,13 @@ struct MediaServiceTests {
                 file: file, bucket: ticket.address.bucket, key: ticket.address.fileName)
             _ = try await upload.result
             let info = try await media.getVideoInfo(videoId: ticket.id)
-            #expect(info.status == "Uploaded")
+            #expect(info.status == "UploadSucc")
             #expect(info.size == Int64(12 * Self.mib))
             #expect(info.title == "Holiday")
 
-            let play = try #require(try await media.getPlayInfo(videoId: ticket.id).first)
-            #expect(play.size == Int64(12 * Self.mib))
+            let source = try await media.getMezzanineInfo(videoId: ticket.id)
+            #expect(source.size == Int64(12 * Self.mib))
+            let play = (url: source.fileURL, size: source.size)
             let whole = try await S3TestClient.fetch(play.url)
             #expect(whole.status == 200)
             #expect(Data(whole.body) == (try Data(contentsOf: file)))
@@ -50,7 +51,7 @@ struct MediaServiceTests {
             #expect(range.status == 206)
             #expect(Data(range.body) == (try Data(contentsOf: file))[1000..<2000])
 
-            let listed = try await media.listVideos(status: "Uploaded")
+            let listed = try await media.listVideos(status: "UploadSucc")
             #expect(listed.total == 1)
             #expect(listed.videos.map(\.videoId) == [ticket.id])
             try await media.deleteVideos([ticket.id])
@@ -97,7 +98,7 @@ struct MediaServiceTests {
             let done = try await fresh.complete(bucket, key, uploadId: id, xml: S3TestClient.completeXML([(1, etag1), (2, etag2)]))
             #expect(done.status == 200)
             let info = try await media.getVideoInfo(videoId: ticket.id)
-            #expect(info.status == "Uploaded")
+            #expect(info.status == "UploadSucc")
             #expect(info.size == 2051)
         }
     }

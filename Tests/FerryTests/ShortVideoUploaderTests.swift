@@ -68,12 +68,12 @@ struct ShortVideoUploaderTests {
             #expect(progress.last?.0 == total)
 
             let info = try await server.media().call("GetVideoInfo", ["VideoId": result.videoId])["Video"] as? [String: Any]
-            #expect(info?["Status"] as? String == "Uploaded")
+            #expect(info?["Status"] as? String == "UploadSucc")
             #expect(info?["Size"] as? Int == 12 * Self.mib)
             #expect(info?["CoverURL"] as? String == result.imageURL)
             #expect(info?["Title"] as? String == "Short")
-            let play = try #require(try await server.media().getPlayInfo(videoId: result.videoId).first)
-            #expect(Data(try await S3TestClient.fetch(play.url).body) == (try Data(contentsOf: video)))
+            let source = try await server.media().getMezzanineInfo(videoId: result.videoId)
+            #expect(Data(try await S3TestClient.fetch(source.fileURL).body) == (try Data(contentsOf: video)))
             #expect(Data(try await server.storedBytes(at: result.imageURL)) == (try Data(contentsOf: cover)))
         }
     }

@@ -129,11 +129,11 @@ struct UploadQueueTests {
             let results = Dictionary(uniqueKeysWithValues: log.finished().map { ($0.0.id, $0.1) })
             let videoId = try #require(results[videoItem]?.videoId)
             let info = try await server.media().getVideoInfo(videoId: videoId)
-            #expect(info.status == "Uploaded")
+            #expect(info.status == "UploadSucc")
             #expect(info.size == Int64(12 * Self.mib))
             #expect(info.title == "Holiday")
-            let play = try #require(try await server.media().getPlayInfo(videoId: videoId).first)
-            #expect(Data(try await S3TestClient.fetch(play.url).body) == (try Data(contentsOf: video)))
+            let source = try await server.media().getMezzanineInfo(videoId: videoId)
+            #expect(Data(try await S3TestClient.fetch(source.fileURL).body) == (try Data(contentsOf: video)))
             #expect(results[videoItem]?.upload.verification == .checksum)
 
             let imageURL = try #require(results[imageItem]?.imageURL)
@@ -184,7 +184,7 @@ struct UploadQueueTests {
             #expect(result.videoId == ticket.id)
             #expect(result.upload.size == Int64(7 * Self.mib))
             #expect(await queue.item(item)?.state == .succeeded)
-            #expect(try await appServer.getVideoInfo(videoId: ticket.id).status == "Uploaded")
+            #expect(try await appServer.getVideoInfo(videoId: ticket.id).status == "UploadSucc")
             // Bad input is refused with a clear error.
             await #expect(throws: FerryError.self) { try await queue.setUploadAuth("not base64", address: "x", for: item) }
             await #expect(throws: FerryError.self) { try await queue.resume(withUploadAuth: "%%%") }
@@ -264,8 +264,8 @@ struct UploadQueueTests {
             #expect(partsOfA.count == 1)
             for (index, id) in [(0, ids[0]), (2, ids[2])] {
                 let videoId = try #require(results[id]?.videoId)
-                let play = try #require(try await server.media().getPlayInfo(videoId: videoId).first)
-                #expect(Data(try await S3TestClient.fetch(play.url).body) == (try Data(contentsOf: files[index])))
+                let source = try await server.media().getMezzanineInfo(videoId: videoId)
+                #expect(Data(try await S3TestClient.fetch(source.fileURL).body) == (try Data(contentsOf: files[index])))
             }
             await queue.clearFiles()
             #expect(await queue.listFiles().isEmpty)
@@ -304,7 +304,7 @@ struct UploadQueueTests {
             let result = try #require(log.finished().first { $0.0.id == videoItem }?.1)
             #expect(result.upload.size == Int64(16 * Self.mib))
             let videoId = try #require(result.videoId)
-            #expect(try await server.media().getVideoInfo(videoId: videoId).status == "Uploaded")
+            #expect(try await server.media().getVideoInfo(videoId: videoId).status == "UploadSucc")
             let failure = log.events.compactMap { event -> (UploadQueue.Item, String, String)? in
                 if case .failed(let item, let code, let message) = event { (item, code, message) } else { nil }
             }
@@ -404,7 +404,7 @@ struct UploadQueueTests {
             #expect(result.upload.partsResumed + result.upload.partsSent == 5)
             let listed = try await server.media().listVideos()
             #expect(listed.total == 1)
-            #expect(listed.videos.first?.status == "Uploaded")
+            #expect(listed.videos.first?.status == "UploadSucc")
             #expect(listed.videos.first?.size == Int64(21 * Self.mib))
         }
     }

@@ -42,6 +42,25 @@ final class PublishEventLog: @unchecked Sendable {
 
 @Suite("Video publisher (TXUGCPublish)")
 struct VideoPublisherTests {
+    @Test("published without a cover, the result carries the cover the service took from the video")
+    func coverTakenFromTheVideo() async throws {
+        try #require(MediaFixtures.available, "ffmpeg and ffprobe are needed (.ci/run installs Debian's ffmpeg)")
+        let records = TemporaryDirectory.make("ferry-publish-cover")
+        defer { try? FileManager.default.removeItem(atPath: records) }
+        try await TestServer.with(configure: {
+            $0.mediaProcessing.workers = 1
+            $0.mediaProcessing.pollInterval = .milliseconds(50)
+        }) { server in
+            let publisher = Self.publisher(server.endpoint, records: records)
+            let task = try publisher.publish(PublishParameters(signature: server.publishSignature(), videoPath: CommandLineTests.sample))
+            let result = await task.result
+            #expect(result.retCode == 0, "\(result.descMsg)")
+            let cover = try #require(result.coverURL)
+            let picture = try await MediaFixtures.probe(cover)
+            #expect(picture.codec("video") == "mjpeg" && picture.width == 320 && picture.height == 240)
+        }
+    }
+
     static let kib = 1024
     static let partSize = 256 * 1024
 
@@ -138,7 +157,7 @@ struct VideoPublisherTests {
 
             // What the server stored.
             let stored = try #require(try await server.server.catalog.video(videoId))
-            #expect(stored.status == "Uploaded")
+            #expect(stored.status == "UploadSucc")
             #expect(stored.size == Int64(3 * 1024 * 1024 + 123))
             #expect(stored.title == "holiday.mp4")
             #expect(stored.key == "video/\(videoId)/source.mp4")
@@ -152,7 +171,7 @@ struct VideoPublisherTests {
             #expect(coverServed.status == 200)
             #expect(Data(coverServed.body) == (try Data(contentsOf: cover)))
             // The media API sees the same video.
-            #expect(try await server.media().getVideoInfo(videoId: videoId).status == "Uploaded")
+            #expect(try await server.media().getVideoInfo(videoId: videoId).status == "UploadSucc")
             // Done: no resume record is left.
             #expect(Self.publishRecords(records).isEmpty)
         }
@@ -201,7 +220,7 @@ struct VideoPublisherTests {
             #expect((log.progress.first?.sent ?? 0) >= Int64(3 * Self.partSize))
             #expect(log.progress.last?.sent == Int64(size))
             let stored = try #require(try await server.server.catalog.video(firstId))
-            #expect(stored.status == "Uploaded")
+            #expect(stored.status == "UploadSucc")
             #expect(stored.size == Int64(size))
             #expect(
                 Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
@@ -244,7 +263,7 @@ struct VideoPublisherTests {
             #expect(newId != firstId)
             #expect(proxy.log.compactMap(Self.isPart) == [1, 2, 3, 4, 5, 6])
             let stored = try #require(try await server.server.catalog.video(newId))
-            #expect(stored.status == "Uploaded")
+            #expect(stored.status == "UploadSucc")
             #expect(stored.size == Int64(size))
             #expect(
                 Data(try await S3TestClient.fetch(try #require(result.videoURL)).body) == (try Data(contentsOf: video)))
@@ -377,7 +396,7 @@ struct VideoPublisherTests {
                 status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10)
             #expect(count == 1)
             let videoId = try #require(videos.first?.videoId)
-            #expect(videos.first?.status == "Uploaded")
+            #expect(videos.first?.status == "UploadSucc")
             proxy.clearFaults()
 
             // The commit: the service keeps failing.

@@ -101,7 +101,8 @@ struct ClientKillTests {
         let data = TemporaryDirectory.make("ferry-torture-client")
         defer { try? FileManager.default.removeItem(atPath: data) }
         let server = try await FerryExecutable.Server.start(
-            dataDirectory: data + "/server", arguments: ["--min-part-size", "1024"], environment: Torture.environment)
+            dataDirectory: data + "/server", arguments: ["--min-part-size", "1024", "--media-workers", "0"],
+            environment: Torture.environment)
         let proxy = try await FaultProxy.start(upstream: server.endpoint)
         do {
             let result = try await body(server, proxy, data)
@@ -183,9 +184,9 @@ struct ClientKillTests {
             let (videos, total) = try await client.listVideos()
             #expect(total == 1, "one file became \(total) videos: \(videos.map(\.status))")
             #expect(videos.first?.videoId == videoId)
-            #expect(videos.first?.status == "Uploaded")
-            let play = try #require(try await client.getPlayInfo(videoId: videoId).first)
-            #expect(try await S3TestClient.fetch(play.url).body == bytes)
+            #expect(videos.first?.status == "UploadSucc")
+            let source = try await client.getMezzanineInfo(videoId: videoId)
+            #expect(try await S3TestClient.fetch(source.fileURL).body == bytes)
             let creates = proxy.log.filter { $0.path.contains("CreateUploadVideo") }.count
             print("ClientKillTests.mediaUpload: \(creates) CreateUploadVideo for 5 runs, 1 video")
         }

@@ -198,35 +198,29 @@ public final class MediaServiceClient: Sendable {
             auth: answer["UploadAuth"] as? String ?? "")
     }
 
-    public struct VideoInfo: Sendable, Hashable {
-        /// Id.
-        public var videoId: String
-        /// Title.
-        public var title: String
-        /// `Uploading`, `Uploaded`, …
-        public var status: String
-        /// Bytes stored, once uploaded.
-        public var size: Int64?
-
-        init(_ object: [String: Any]) {
-            videoId = object["VideoId"] as? String ?? ""
-            title = object["Title"] as? String ?? ""
-            status = object["Status"] as? String ?? ""
-            size = (object["Size"] as? NSNumber)?.int64Value
-        }
-    }
-
     /// The video's catalog entry.
     public func getVideoInfo(videoId: String) async throws -> VideoInfo {
         VideoInfo(try await call("GetVideoInfo", ["VideoId": videoId])["Video"] as? [String: Any] ?? [:])
     }
 
-    /// Signed playback URLs of the video, valid for `authTimeout` seconds.
-    public func getPlayInfo(videoId: String, authTimeout: Int = 3600) async throws -> [(url: String, size: Int64)] {
-        let answer = try await call("GetPlayInfo", ["VideoId": videoId, "AuthTimeout": authTimeout])
-        return (answer["PlayInfoList"] as? [[String: Any]] ?? []).map {
-            ($0["PlayURL"] as? String ?? "", ($0["Size"] as? NSNumber)?.int64Value ?? 0)
-        }
+    /// The video's playable streams with signed URLs valid for `authTimeout` seconds (1–604800): every published
+    /// rendition (HLS `m3u8` and `mp4` per definition, `AUTO` for the HLS master playlist), or the original (`OD`)
+    /// for a video stored with `NoTranscode`. `formats` and `definitions` narrow the list. Fails with
+    /// `InvalidVideo.NoneStream` (404) until the video is `Normal`.
+    public func getPlayInfo(
+        videoId: String, authTimeout: Int = 3600, formats: [String]? = nil, definitions: [String]? = nil
+    ) async throws -> PlayInfo {
+        var parameters: [String: Any] = ["VideoId": videoId, "AuthTimeout": authTimeout]
+        if let formats { parameters["Formats"] = formats.joined(separator: ",") }
+        if let definitions { parameters["Definition"] = definitions.joined(separator: ",") }
+        return PlayInfo(answer: try await call("GetPlayInfo", parameters))
+    }
+
+    /// The video's source file: what ffprobe found in it, and a signed URL to download it (valid `authTimeout`
+    /// seconds). Available once the source is stored (also when processing failed: the source is kept).
+    public func getMezzanineInfo(videoId: String, authTimeout: Int = 3600) async throws -> MezzanineInfo {
+        let answer = try await call("GetMezzanineInfo", ["VideoId": videoId, "AuthTimeout": authTimeout])
+        return MezzanineInfo(answer["Mezzanine"] as? [String: Any] ?? [:])
     }
 
     /// A page of videos, newest first, and how many match.

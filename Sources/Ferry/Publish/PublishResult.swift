@@ -9,7 +9,8 @@ public struct PublishResult: Sendable, Hashable {
     public var videoId: String?
     /// A URL that serves the video (signed, valid for 7 days).
     public var videoURL: String?
-    /// A URL that serves the cover (signed, valid for 7 days), when a cover was published.
+    /// A URL that serves the cover (signed, valid for 7 days): the cover published with the video, or, without one,
+    /// the cover the service takes from the video (when the service processes videos).
     public var coverURL: String?
 
     /// Creates a result.

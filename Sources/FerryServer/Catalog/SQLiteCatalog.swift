@@ -97,6 +97,8 @@ public final class SQLiteCatalog: Sendable {
                     """)
         }
         registerMediaOwnerMigration(&migrator)
+        registerJobMigrations(&migrator)
+        registerVideoStatusMigration(&migrator)
         return migrator
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOConcurrencyHelpers
 
 /// The media API: upload credentials, STS, and the video and image catalog, as JSON over HTTP.
 ///
@@ -24,8 +25,13 @@ public struct MediaAPI: Sendable {
     let authenticator: RequestAuthenticator
     let webhooks: WebhookOutbox
     let configuration: FerryServerConfiguration
+    /// Media jobs running in this process (a deletion stops them).
+    let running: RunningJobs
+    /// Why videos are not processed here, when they are not (no ffmpeg, or no workers); nil when they are.
+    let processingUnavailable: String?
 
     var bucket: String { configuration.mediaBucket }
+    var templates: TranscodeTemplates { configuration.mediaProcessing.templates }
 
     /// Answers a media API request; never throws.
     func respond(to request: Request, logger: Logger) async -> Response {
@@ -115,7 +121,8 @@ public struct MediaAPI: Sendable {
         case "CreateUploadImage": return try await createUploadImage(decode(CreateUploadImageInput.self, data), principal: principal, host: host)
         case "RefreshUploadImage": return try await refreshUploadImage(decode(ImageIdInput.self, data), principal: principal, host: host)
         case "GetVideoInfo": return try await getVideoInfo(decode(VideoIdInput.self, data), principal: principal, host: host)
-        case "GetPlayInfo": return try await getPlayInfo(decode(VideoIdInput.self, data), principal: principal, host: host)
+        case "GetPlayInfo": return try await getPlayInfo(decode(PlayInfoInput.self, data), principal: principal, host: host)
+        case "GetMezzanineInfo": return try await getMezzanineInfo(decode(VideoIdInput.self, data), principal: principal, host: host)
         case "ListVideos": return try await listVideos(decode(ListVideosInput.self, data), principal: principal, host: host)
         case "DeleteVideo": return try await deleteVideo(decode(DeleteVideoInput.self, data), principal: principal)
         case "GetImageInfo": return try await getImageInfo(decode(ImageIdInput.self, data), principal: principal, host: host)
@@ -218,6 +225,7 @@ public struct MediaAPI: Sendable {
         if let size = input.FileSize, size < 0 || size > UploadLimits.maxObjectSize {
             throw MediaError.invalid("FileSize", "must be between 0 and 5 TiB.")
         }
+        let group = try templateGroup(input.TemplateGroupId ?? input.Transcode)
         if let token = input.ClientToken {
             guard (1...64).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
                 throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
@@ -237,7 +245,7 @@ public struct MediaAPI: Sendable {
         let video = try await catalog.createVideo(
             VideoRecord(
                 videoId: id, title: title, fileName: fileName, description: input.Description, coverURL: input.CoverURL,
-                cateId: input.CateId, tags: input.Tags, transcode: input.Transcode, userData: input.UserData,
+                cateId: input.CateId, tags: input.Tags, transcode: group, userData: input.UserData,
                 status: VideoStatus.uploading, size: nil, declaredSize: input.FileSize, bucket: bucket,
                 key: "video/\(id)/source.\(ext)", owner: principal.parentAccessKeyId, createdAt: now, updatedAt: now,
                 clientToken: input.ClientToken))
@@ -245,6 +253,21 @@ public struct MediaAPI: Sendable {
             "VideoId": video.videoId, "UploadAddress": address(for: video.key, host: host).encoded(),
             "UploadAuth": uploadAuth(for: video.key, principal: principal).encoded(),
         ]
+    }
+
+    /// The template group a video asks for, checked now so that an unknown name is a 400 at creation rather than a
+    /// failed job later: nil for the default group, `NoTranscode`, or a configured group's name.
+    func templateGroup(_ name: String?) throws -> String? {
+        guard let name, !name.isEmpty else { return nil }
+        do {
+            _ = try templates.group(named: name)
+        } catch {
+            throw MediaError(
+                "InvalidTemplateGroup.NotFound",
+                "No transcoding template group is named \(name.prefix(64)); use NoTranscode or one of: "
+                    + templates.groups.map(\.name).joined(separator: ", ") + ".")
+        }
+        return name
     }
 
     /// A video that is not deleted and that `principal` may act on: the root key acts on every video, any other key
@@ -276,40 +299,9 @@ public struct MediaAPI: Sendable {
         ]
     }
 
-    func videoJSON(_ video: VideoRecord) -> [String: Any] {
-        var object: [String: Any] = [
-            "VideoId": video.videoId, "Title": video.title, "Status": video.status, "FileName": video.fileName,
-            "CreationTime": video.createdAt.formatted(.iso8601), "ModificationTime": video.updatedAt.formatted(.iso8601),
-        ]
-        if let size = video.size { object["Size"] = size }
-        if let value = video.description { object["Description"] = value }
-        if let value = video.coverURL { object["CoverURL"] = value }
-        if let value = video.cateId { object["CateId"] = value }
-        if let value = video.tags { object["Tags"] = value }
-        if let value = video.userData { object["UserData"] = value }
-        return object
-    }
-
     func getVideoInfo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
-        ["Video": videoJSON(try await liveVideo(input.VideoId, principal: principal))]
-    }
-
-    func getPlayInfo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
         let video = try await liveVideo(input.VideoId, principal: principal)
-        guard video.status == VideoStatus.uploaded, let size = video.size else {
-            throw MediaError("InvalidVideo.NoneStream", "The video has no playable file yet (status \(video.status)).", status: 404)
-        }
-        let timeout = try Self.authTimeout(input.AuthTimeout)
-        let ext = (video.key as NSString).pathExtension
-        return [
-            "VideoBase": videoJSON(video),
-            "PlayInfoList": [
-                [
-                    "PlayURL": try signedURL(key: video.key, host: host, expires: timeout), "Size": size, "Format": ext,
-                    "Definition": "OD", "Expiration": Date().addingTimeInterval(TimeInterval(timeout)).formatted(.iso8601),
-                ] as [String: Any]
-            ],
-        ]
+        return ["Video": try await videoJSON(video, host: host, detailed: true)]
     }
 
     func listVideos(_ input: ListVideosInput, principal: Principal, host: String) async throws -> [String: Any] {
@@ -323,7 +315,9 @@ public struct MediaAPI: Sendable {
         let (videos, total) = try await catalog.videos(
             status: input.Status, cateId: input.CateId, tag: input.Tag,
             owner: principal.isRoot ? nil : principal.parentAccessKeyId, offset: (page - 1) * size, limit: size)
-        return ["VideoList": videos.map(videoJSON), "Total": total, "PageNo": page, "PageSize": size]
+        var list: [[String: Any]] = []
+        for video in videos { list.append(try await videoJSON(video, host: host, detailed: false)) }
+        return ["VideoList": list, "Total": total, "PageNo": page, "PageSize": size]
     }
 
     func deleteVideo(_ input: DeleteVideoInput, principal: Principal) async throws -> [String: Any] {
@@ -333,12 +327,17 @@ public struct MediaAPI: Sendable {
         var videos: [VideoRecord] = []
         for id in list { videos.append(try await liveVideo(id, principal: principal)) }
         var deleted: [String] = []
-        for var video in videos {
+        for video in videos {
+            // Deleted and its jobs cancelled in one change; a job running here stops at once (its ffmpeg killed),
+            // one running on another node at its next heartbeat.
+            try await catalog.updateVideo(video.videoId) { video in
+                video.status = VideoStatus.deleted
+                video.updatedAt = Date()
+                return .save(cancelJobs: true)
+            }
+            running.cancel(videoId: video.videoId)
             try await removeFiles(of: video)
-            video.status = VideoStatus.deleted
-            video.updatedAt = Date()
-            try await catalog.saveVideo(video)
-            try await webhooks.enqueue(type: "VideoDeleted", payload: ["VideoId": video.videoId])
+            try await webhooks.enqueue(type: "VideoDeleted", payload: ["VideoId": .string(video.videoId)])
             deleted.append(video.videoId)
         }
         return ["DeletedVideoIds": deleted]
@@ -362,7 +361,7 @@ public struct MediaAPI: Sendable {
         try await catalog.saveImage(
             ImageRecord(
                 imageId: id, imageType: type, title: input.Title, tags: input.Tags, cateId: input.CateId,
-                description: input.Description, status: VideoStatus.uploading, size: nil, bucket: bucket, key: key,
+                description: input.Description, status: ImageStatus.uploading, size: nil, bucket: bucket, key: key,
                 createdAt: Date(), owner: principal.parentAccessKeyId))
         return [
             "ImageId": id, "ImageURL": endpoint(host: host) + "/" + bucket + "/" + key,
@@ -376,7 +375,7 @@ public struct MediaAPI: Sendable {
         guard let id = input.ImageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
         guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
         try Self.checkOwner(image.owner, principal: principal, what: "image")
-        guard image.status == VideoStatus.uploading else {
+        guard image.status == ImageStatus.uploading else {
             throw MediaError("InvalidImage.Uploaded", "The image is stored already; it takes no more uploads.", status: 409)
         }
         return [
@@ -408,22 +407,33 @@ public struct MediaAPI: Sendable {
     @discardableResult
     func expireUnfinishedUploads(now: Date = Date()) async throws -> Int {
         var count = 0
-        for var video in try await catalog.uploadingVideos(
+        for video in try await catalog.uploadingVideos(
             createdBefore: now.addingTimeInterval(-configuration.uploadingVideoMaxAge), limit: 1000)
         {
+            // Stored after all (the server stopped between storing it and recording it): it advances instead.
+            if let object = try? await store.object(bucket: video.bucket, key: video.key) {
+                await objectStored(object)
+                continue
+            }
+            let expired = try await catalog.updateVideo(video.videoId) { video in
+                guard video.status == VideoStatus.uploading else { return .keep }
+                video.status = VideoStatus.uploadFailed
+                video.updatedAt = now
+                return .save(cancelJobs: true)
+            }
+            guard expired != nil else { continue }
             try await removeFiles(of: video)
-            video.status = VideoStatus.uploadFailed
-            video.updatedAt = now
-            try await catalog.saveVideo(video)
-            try await webhooks.enqueue(type: "VideoUploadExpired", payload: ["VideoId": video.videoId])
+            try await webhooks.enqueue(type: "VideoUploadExpired", payload: ["VideoId": .string(video.videoId)])
             count += 1
         }
         return count
     }
 
-    /// Deletes a video's source object and aborts the multipart uploads of its key.
+    /// Deletes a video's files (source, cover, renditions: everything under `video/<id>/`) and aborts the multipart
+    /// uploads of its source.
     func removeFiles(of video: VideoRecord) async throws {
         try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
+        try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: "video/\(video.videoId)/")
         for upload in try await store.listMultipartUploads(
             bucket: video.bucket, prefix: video.key, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
         ).uploads where upload.key == video.key {
@@ -437,30 +447,44 @@ public struct MediaAPI: Sendable {
     func objectStored(_ object: ObjectInfo) async {
         guard object.bucket == bucket else { return }
         do {
-            if var video = try await catalog.video(bucket: object.bucket, key: object.key), video.status != VideoStatus.deleted {
-                let first = video.status == VideoStatus.uploading
-                // The catalog describes the bytes stored, whatever wrote them and however often.
-                if first { video.status = VideoStatus.uploaded }
-                video.size = object.size
-                video.updatedAt = Date()
-                try await catalog.saveVideo(video)
-                if first {
-                    try await webhooks.enqueue(
-                        type: "FileUploadComplete",
-                        payload: ["VideoId": video.videoId, "Size": String(object.size), "Status": video.status])
-                }
+            if let video = try await catalog.video(bucket: object.bucket, key: object.key) {
+                try await videoStored(video.videoId, object: object)
             } else if var image = try await catalog.image(bucket: object.bucket, key: object.key) {
-                let first = image.status == VideoStatus.uploading
-                image.status = VideoStatus.uploaded
+                let first = image.status == ImageStatus.uploading
+                image.status = ImageStatus.uploaded
                 image.size = object.size
                 try await catalog.saveImage(image)
                 if first {
                     try await webhooks.enqueue(
-                        type: "ImageUploadComplete", payload: ["ImageId": image.imageId, "Size": String(object.size)])
+                        type: "ImageUploadComplete", payload: ["ImageId": .string(image.imageId), "Size": JSONValue(object.size)])
                 }
             }
         } catch {
             configuration.logger.warning("media status update failed", metadata: ["error": .string("\(error)")])
+        }
+    }
+
+    /// A video's source is in storage: the first time, `Uploading → UploadSucc` and its probe job, in one change,
+    /// then `FileUploadComplete`. Later writes of the source only update its size (the catalog describes the bytes
+    /// stored, whoever wrote them).
+    func videoStored(_ videoId: String, object: ObjectInfo) async throws {
+        let maxAttempts = configuration.mediaProcessing.maxAttempts
+        let arrived = NIOLockedValueBox(false)
+        try await catalog.updateVideo(videoId) { video in
+            guard video.status != VideoStatus.deleted, video.key == object.key else { return .keep }
+            video.size = object.size
+            video.updatedAt = Date()
+            guard video.status == VideoStatus.uploading else { return .save() }
+            video.status = VideoStatus.uploadSucc
+            arrived.withLockedValue { $0 = true }
+            return .save(enqueue: [MediaJob(videoId: video.videoId, kind: .probe, maxAttempts: maxAttempts)])
+        }
+        if arrived.withLockedValue({ $0 }) {
+            try await webhooks.enqueue(
+                type: "FileUploadComplete",
+                payload: [
+                    "VideoId": .string(videoId), "Size": JSONValue(object.size), "Status": .string(VideoStatus.uploadSucc),
+                ])
         }
     }
 

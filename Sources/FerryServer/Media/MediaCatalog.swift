@@ -1,10 +1,17 @@
 import Foundation
 
 /// Where the media API keeps videos, images and access keys: SQLite (``SQLiteCatalog``) in the embedded default; a PostgreSQL
-/// implementation can take its place when several servers share one catalog.
-public protocol MediaCatalog: Sendable {
+/// implementation can take its place when several servers share one catalog. It holds the media job queue too, so a
+/// status change and the jobs it calls for are saved together (``updateVideo(_:_:)``).
+public protocol MediaCatalog: JobQueue {
     /// Stores or replaces a video.
     func saveVideo(_ video: VideoRecord) async throws
+    /// Changes a video atomically: `change` edits the current record and says what to do with it — save it, with
+    /// jobs to enqueue and whether to cancel the video's unfinished jobs, all in one transaction, or keep what is
+    /// stored. Returns the saved record; nil when there is no such video or nothing was saved.
+    @discardableResult
+    func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> VideoChange) async throws
+        -> VideoRecord?
     /// The video, or nil.
     func video(_ id: String) async throws -> VideoRecord?
     /// The video whose source file is `bucket`/`key`, or nil.
@@ -33,4 +40,22 @@ public protocol MediaCatalog: Sendable {
     func insertAccessKey(_ key: StoredAccessKey) async throws
     /// Sets a key's status; false when there is no such key.
     func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool
+}
+
+/// What ``MediaCatalog/updateVideo(_:_:)`` does with the record its closure edited.
+public struct VideoChange: Sendable {
+    /// Whether to save the edited record.
+    public var save: Bool
+    /// Jobs to enqueue with it.
+    public var enqueue: [MediaJob]
+    /// Whether to cancel the video's unfinished jobs with it.
+    public var cancelJobs: Bool
+
+    /// Keep what is stored.
+    public static let keep = VideoChange(save: false, enqueue: [], cancelJobs: false)
+
+    /// Save the edited record, enqueueing `jobs` and, when `cancelJobs`, cancelling the video's unfinished jobs.
+    public static func save(enqueue jobs: [MediaJob] = [], cancelJobs: Bool = false) -> VideoChange {
+        VideoChange(save: true, enqueue: jobs, cancelJobs: cancelJobs)
+    }
 }

@@ -21,7 +21,8 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     public var transcode: String?
     /// Free data of the app.
     public var userData: String?
-    /// Status: `Uploading`, `Uploaded`, `Deleted` (later: `Transcoding`, `Normal`).
+    /// Status (``VideoStatus``): `Uploading`, `UploadSucc`, `Transcoding`, `Normal`, `TranscodeFail`, `UploadFail`,
+    /// `Deleted`.
     public var status: String
     /// Bytes stored, once uploaded.
     public var size: Int64?
@@ -39,6 +40,88 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     public var updatedAt: Date
     /// The token CreateUploadVideo was called with, which makes it idempotent.
     public var clientToken: String?
+    /// What ffprobe found in the source file, once probed.
+    public var mezzanine: MezzanineInfo?
+    /// The renditions the last transcode published, all at once, under `outputPrefix`.
+    public var renditions: [Rendition]?
+    /// Key prefix of the published renditions (`video/<id>/out/<job>`).
+    public var outputPrefix: String?
+    /// Key of the cover taken from the source, when one was.
+    public var snapshotKey: String?
+    /// Image id of that cover.
+    public var snapshotImageId: String?
+    /// Why probing or transcoding failed (with `TranscodeFail`).
+    public var errorCode: String?
+    /// What went wrong, readable (ffprobe's or ffmpeg's last words).
+    public var errorMessage: String?
+
+    /// The template group the video is processed with: `NoTranscode`, or a group name (nil: the default group).
+    var templateGroup: String? { transcode }
+}
+
+/// The source file of a video as ffprobe describes it (GetVideoInfo, GetMezzanineInfo).
+public struct MezzanineInfo: Codable, Sendable, Hashable {
+    /// Bytes.
+    public var size: Int64
+    /// Seconds.
+    public var duration: Double?
+    /// Bits per second of the whole file.
+    public var bitrate: Int?
+    /// Container (ffprobe's `format_name`, e.g. `mov,mp4,m4a,3gp,3g2,mj2`).
+    public var formatName: String?
+    /// Width as displayed (after rotation).
+    public var width: Int?
+    /// Height as displayed (after rotation).
+    public var height: Int?
+    /// Frames per second (average).
+    public var fps: Double?
+    /// Degrees the picture is rotated by when displayed (0, 90, 180, 270).
+    public var rotation: Int?
+    /// Codec of the first video stream (`h264`, `hevc`, …), nil without video.
+    public var videoCodec: String?
+    /// Pixel format of the first video stream (`yuv420p`, `yuv420p10le`, …).
+    public var pixelFormat: String?
+    /// Bits per second of the first video stream, when known.
+    public var videoBitrate: Int?
+    /// Codec of the first audio stream (`aac`, `opus`, …), nil without audio.
+    public var audioCodec: String?
+    /// Sample rate of the first audio stream.
+    public var audioSampleRate: Int?
+    /// Channels of the first audio stream.
+    public var audioChannels: Int?
+    /// Bits per second of the first audio stream, when known.
+    public var audioBitrate: Int?
+
+    /// Whether the source has a picture (a still cover art stream does not count).
+    public var hasVideo: Bool { videoCodec != nil }
+    /// Whether the source has sound.
+    public var hasAudio: Bool { audioCodec != nil }
+}
+
+/// A published rendition of a video: one definition in one format.
+public struct Rendition: Codable, Sendable, Hashable {
+    /// `LD`, `SD`, `HD`, `FHD`, `SQ` (audio), or `AUTO` (the HLS master playlist of every definition).
+    public var definition: String
+    /// `m3u8`, `mp4` or `m4a`.
+    public var format: String
+    /// Path under the video's output prefix: `LD/index.m3u8`, `LD.mp4`, `master.m3u8`.
+    public var path: String
+    /// Width in pixels (video).
+    public var width: Int?
+    /// Height in pixels (video).
+    public var height: Int?
+    /// Bits per second.
+    public var bitrate: Int?
+    /// Seconds.
+    public var duration: Double?
+    /// Frames per second (video).
+    public var fps: Double?
+    /// Bytes: the file, or every file of an HLS rendition (playlist, init segment, segments).
+    public var size: Int64
+    /// Codec of the video stream (`h264`).
+    public var videoCodec: String?
+    /// Codec of the audio stream (`aac`).
+    public var audioCodec: String?
 }
 
 /// An image in the media catalog.
@@ -105,6 +188,19 @@ extension SQLiteCatalog: MediaCatalog {
         }
     }
 
+    /// Videos stored before media processing existed (status `Uploaded`) become `UploadSucc` and are probed.
+    static func registerVideoStatusMigration(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v7-video-processing") { db in
+            let ids = try String.fetchAll(db, sql: "SELECT videoId FROM video WHERE status = 'Uploaded'")
+            try db.execute(
+                sql: """
+                    UPDATE video SET status = 'UploadSucc', record = json_set(record, '$.status', 'UploadSucc')
+                    WHERE status = 'Uploaded'
+                    """)
+            try insertJobs(ids.map { MediaJob(videoId: $0, kind: .probe) }, db)
+        }
+    }
+
     private static let mediaEncoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
@@ -122,6 +218,24 @@ extension SQLiteCatalog: MediaCatalog {
     public func saveVideo(_ video: VideoRecord) async throws {
         let record = String(decoding: try Self.mediaEncoder.encode(video), as: UTF8.self)
         try await pool.write { db in try Self.insertVideo(video, record: record, db) }
+    }
+
+    @discardableResult
+    public func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> VideoChange)
+        async throws -> VideoRecord?
+    {
+        try await pool.write { db in
+            guard let text = try String.fetchOne(db, sql: "SELECT record FROM video WHERE videoId = ?", arguments: [id])
+            else { return nil }
+            var video = try Self.decodeMedia(VideoRecord.self, text)
+            let outcome = try change(&video)
+            guard outcome.save else { return nil }
+            let record = String(decoding: try Self.mediaEncoder.encode(video), as: UTF8.self)
+            try Self.insertVideo(video, record: record, db)
+            if outcome.cancelJobs { _ = try Self.cancelJobs(videoId: id, now: Date(), db) }
+            try Self.insertJobs(outcome.enqueue, db)
+            return video
+        }
     }
 
     private static func insertVideo(_ video: VideoRecord, record: String, _ db: Database) throws {
@@ -246,5 +360,18 @@ extension SQLiteCatalog: MediaCatalog {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM image WHERE bucket = ? AND key = ?", arguments: [bucket, key])
         }.map { try Self.decodeMedia(ImageRecord.self, $0) }
+    }
+}
+
+extension VideoRecord {
+    /// A video with what every video has; the rest is nil until set.
+    public init(
+        videoId: String, title: String, fileName: String, status: String, bucket: String, key: String, owner: String,
+        createdAt: Date, updatedAt: Date
+    ) {
+        self.init(
+            videoId: videoId, title: title, fileName: fileName, description: nil, coverURL: nil, cateId: nil, tags: nil,
+            transcode: nil, userData: nil, status: status, size: nil, declaredSize: nil, bucket: bucket, key: key,
+            owner: owner, createdAt: createdAt, updatedAt: updatedAt, clientToken: nil)
     }
 }

@@ -147,6 +147,7 @@ public struct PublishAPI: Sendable {
         if let size = input.videoSize, size < 0 || size > UploadLimits.maxObjectSize {
             throw MediaError.invalid("videoSize", "must be between 0 and 5 TiB.")
         }
+        let group = try media.templateGroup(signature.procedure)
         try await media.ensureBucket()
         let id = MediaAPI.newId()
         let session = Session(
@@ -156,7 +157,7 @@ public struct PublishAPI: Sendable {
         try await media.catalog.saveVideo(
             VideoRecord(
                 videoId: id, title: title, fileName: fileName, description: nil, coverURL: nil,
-                cateId: signature.classId, tags: nil, transcode: signature.procedure, userData: signature.sourceContext,
+                cateId: signature.classId, tags: nil, transcode: group, userData: signature.sourceContext,
                 status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
                 key: session.k, owner: owner, createdAt: now, updatedAt: now))
         return applyAnswer(session, key: sessionKey(session), principal: principal, host: host)
@@ -206,24 +207,54 @@ public struct PublishAPI: Sendable {
                 throw MediaError("InvalidCover.NotUploaded", "The cover image has not been uploaded.", status: 409)
             }
         }
-        if video.status == VideoStatus.uploading {
-            video.status = VideoStatus.uploaded
-            video.size = stored.size
-        }
+        // Normally the upload itself advanced the video; this covers a server stopped between the two.
+        try await media.videoStored(video.videoId, object: stored)
         if let cover = session.c {
             // The catalog keeps the cover's plain object URL (like an image's ImageURL); the answer carries signed ones.
-            video.coverURL = media.endpoint(host: host) + "/" + video.bucket + "/" + cover
+            let url = media.endpoint(host: host) + "/" + video.bucket + "/" + cover
+            video = try await media.catalog.updateVideo(video.videoId) { video in
+                guard video.status != VideoStatus.deleted else { return .keep }
+                video.coverURL = url
+                video.updatedAt = Date()
+                return .save()
+            } ?? video
         }
-        video.updatedAt = Date()
-        try await media.catalog.saveVideo(video)
         var answer: [String: Any] = [
             "FileId": video.videoId,
             "MediaUrl": try media.signedURL(key: video.key, host: host, expires: Self.urlLifetime),
         ]
         if let cover = session.c {
             answer["CoverUrl"] = try media.signedURL(key: cover, host: host, expires: Self.urlLifetime)
+        } else if media.processingUnavailable == nil, await waitForSnapshot(video.videoId) {
+            // No cover given: the one the server took from the video (it waits a few seconds for it; past that the
+            // URL serves the cover once SnapshotComplete is sent).
+            answer["CoverUrl"] = media.playURL(
+                videoId: video.videoId, file: MediaAPI.coverFileName, host: host, lifetime: TimeInterval(Self.urlLifetime))
         }
         return answer
+    }
+}
+
+extension PublishAPI {
+    /// Longest a commit waits for the cover taken from the video.
+    static let snapshotWait: Duration = .seconds(10)
+
+    /// Waits (at most ``snapshotWait``) until the video has a cover taken from it or cannot get one; true unless it
+    /// cannot (no picture, processing failed, no snapshot job).
+    func waitForSnapshot(_ videoId: String) async -> Bool {
+        let deadline = ContinuousClock.now + Self.snapshotWait
+        while ContinuousClock.now < deadline {
+            guard let video = try? await media.catalog.video(videoId) else { return false }
+            if video.snapshotKey != nil { return true }
+            if video.status == VideoStatus.transcodeFail || video.status == VideoStatus.deleted { return false }
+            if video.mezzanine.map({ !$0.hasVideo }) == true { return false }
+            let jobs = (try? await media.catalog.jobs(videoId: videoId)) ?? []
+            if video.mezzanine != nil, !jobs.contains(where: { $0.kind == .snapshot && !$0.state.isFinished }) {
+                return false
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        return true
     }
 }
 

@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 import GRDB
 
@@ -38,7 +39,7 @@ extension SQLiteCatalog {
     }
 
     private static func storedWebhookEvent(_ row: Row) throws -> StoredWebhookEvent {
-        let payload = try JSONDecoder().decode([String: String].self, from: Data((row["payload"] as String).utf8))
+        let payload = try JSONDecoder().decode([String: JSONValue].self, from: Data((row["payload"] as String).utf8))
         let delivered: Double? = row["deliveredAt"]
         let failed: Double? = row["failedAt"]
         let event = WebhookEvent(

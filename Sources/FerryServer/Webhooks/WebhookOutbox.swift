@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// Where and how the server delivers webhooks.
@@ -44,8 +45,8 @@ public struct WebhookEvent: Sendable, Codable, Equatable {
     public var id: String
     /// Event type, e.g. `media.ready`.
     public var type: String
-    /// Event data.
-    public var payload: [String: String]
+    /// Event data: the fields of the event (`VideoId`, `Status`, …), as in docs/api.md.
+    public var payload: [String: JSONValue]
     /// When it was enqueued.
     public var createdAt: Date
     /// Delivery attempts made so far.
@@ -72,7 +73,7 @@ public final class WebhookOutbox: Sendable {
     ///
     /// - Returns: the event id.
     @discardableResult
-    public func enqueue(type: String, payload: [String: String]) async throws -> String? {
+    public func enqueue(type: String, payload: [String: JSONValue]) async throws -> String? {
         guard configuration != nil else { return nil }
         let event = WebhookEvent(
             id: "evt_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""), type: type,
@@ -94,7 +95,7 @@ public final class WebhookOutbox: Sendable {
             var id: String
             var type: String
             var createdAt: String
-            var payload: [String: String]
+            var payload: [String: JSONValue]
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Media pipeline benchmark for `ferry serve`.
+
+1. Pipeline against hand: a generated clip (default 60 s of 1080p30 with sound) is uploaded with `ferry upload --wait
+   --json` to a release `ferry serve` (one media worker, debug log); the time from the upload's `completed` event to
+   its `processed` event is the pipeline's (probe, cover, ladder, HLS packaging, measuring each output, storing every
+   file, publishing). The server's debug log names every ffmpeg and ffprobe command it ran; the same commands are then
+   replayed by hand from a shell script (each job's copy of the source, the same arguments), and timed. Overhead =
+   pipeline / hand - 1 (target <= 5 %).
+2. Ladder in one process against one process per definition: the pipeline's ladder command (decode once, split), and
+   one ffmpeg per definition built from the same output arguments, each decoding the source again.
+3. Uploads while a transcode runs: `ferry upload --bucket` of a random file (default 1 GiB), idle and while the
+   server transcodes the clip; ratio = busy / idle MB/s (target >= 0.7).
+
+Run through run.sh. Everything happens on 127.0.0.1 and in one temporary directory, deleted at the end (unless
+--keep). MB = 10^6 bytes.
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_common import HOST, MB, MIB, log, start_server, stop_server  # noqa: E402
+
+ACCESS_KEY = "FKIABENCHTRANSCODE"
+SECRET_KEY = "bench-transcode-secret-0123456789"
+
+
+def make_clip(path, seconds):
+    """A 1080p30 test pattern with a tone, H.264 + AAC, as a phone would upload it."""
+    subprocess.run(
+        ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y",
+         "-f", "lavfi", "-i", f"testsrc2=size=1920x1080:rate=30:duration={seconds}",
+         "-f", "lavfi", "-i", f"sine=frequency=440:sample_rate=48000:duration={seconds}",
+         "-c:v", "libx264", "-preset", "veryfast", "-b:v", "8M", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "128k",
+         "-shortest", path], check=True)
+
+
+def ferry_env(endpoint):
+    return dict(os.environ, FERRY_ENDPOINT=endpoint, FERRY_ACCESS_KEY_ID=ACCESS_KEY, FERRY_SECRET_ACCESS_KEY=SECRET_KEY)
+
+
+def upload_and_wait(binary, endpoint, path, on_event=None):
+    """`ferry upload PATH --wait --json`; returns [(monotonic time, event)]."""
+    process = subprocess.Popen(
+        [binary, "upload", path, "--wait", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=ferry_env(endpoint))
+    events = []
+    for line in process.stdout:
+        now = time.monotonic()
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        events.append((now, event))
+        if on_event:
+            on_event(event)
+    if process.wait() != 0:
+        raise RuntimeError("ferry upload --wait failed: " + process.stderr.read().decode(errors="replace"))
+    return events
+
+
+def pipeline_seconds(events):
+    """Seconds from the upload's `completed` event to the `processed` one."""
+    completed = next(t for t, e in events if e.get("event") == "completed")
+    processed = next(t for t, e in events if e.get("event") == "processed")
+    return processed - completed
+
+
+def recorded_commands(log_path):
+    """[(tool, [arguments])] of every media tool the server ran, in order, from its debug log."""
+    commands = []
+    pattern = re.compile(r"ferry\.arguments=(\[.*?\])(?: ferry\.tool=(\S+))?")
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if "media tool started" not in line:
+                continue
+            match = pattern.search(line)
+            tool = re.search(r"ferry\.tool=(\S+)", line)
+            if match and tool:
+                commands.append((tool.group(1), json.loads(match.group(1))))
+    return commands
+
+
+def replay_script(commands, data_directory, source, directory):
+    """A shell script running `commands` by hand: each job's directory becomes directory/jobN, holding a copy of the
+    source as the pipeline's jobs do."""
+    work = os.path.join(data_directory, "media-work")
+    jobs = {}
+    lines = ["set -euo pipefail"]
+    for tool, arguments in commands:
+        rewritten = []
+        for argument in arguments:
+            for job in re.findall(re.escape(work) + r"/(job_[0-9a-f]+)", argument):
+                if job not in jobs:
+                    target = os.path.join(directory, f"job{len(jobs)}")
+                    jobs[job] = target
+                    extension = os.path.splitext(source)[1]
+                    lines.append(f"mkdir -p {shlex.quote(target)}/out")
+                    lines.append(f"cp {shlex.quote(source)} {shlex.quote(target)}/source{extension}")
+            rewritten.append(re.sub(re.escape(work) + r"/(job_[0-9a-f]+)", lambda m: jobs[m.group(1)], argument))
+        if "-hls_segment_filename" in rewritten:
+            lines.append(f"mkdir -p {shlex.quote(os.path.dirname(rewritten[-1]))}")
+        lines.append(" ".join(shlex.quote(part) for part in [tool, *rewritten]) + " > /dev/null")
+    return "\n".join(lines) + "\n"
+
+
+def timed(command):
+    """Wall seconds and children's CPU seconds of a command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    subprocess.run(command, check=True)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def split_ladder(tool, arguments, directory):
+    """From the ladder command (one process, split), one command per definition encoding from the source again."""
+    graph = arguments[arguments.index("-filter_complex") + 1]
+    scales = re.findall(r"(scale=\d+:\d+,setsar=1)", graph)
+    first_output = arguments.index("-map")
+    head = [a for a in arguments[:first_output] if a not in ("-filter_complex", graph)]
+    if "-progress" in head:
+        position = head.index("-progress")
+        del head[position:position + 2]
+    outputs, current = [], []
+    for argument in arguments[first_output:]:
+        current.append(argument)
+        if argument.endswith(".mp4") or argument.endswith(".m4a"):
+            outputs.append(current)
+            current = []
+    commands = []
+    for index, output in enumerate(outputs):
+        body = ["[v0]" if a.startswith("[v") else a for a in output]
+        body[-1] = os.path.join(directory, f"single{index}.mp4")
+        commands.append([tool, *head, "-filter_complex", f"[0:v:0]{scales[index]}[v0]", *body])
+    return commands
+
+
+def plain_upload(binary, endpoint, path, key):
+    """MB/s of `ferry upload PATH --bucket bench --key KEY`."""
+    size = os.path.getsize(path)
+    start = time.monotonic()
+    subprocess.run(
+        [binary, "upload", path, "--bucket", "bench", "--key", key, "--json"], check=True, stdout=subprocess.DEVNULL,
+        env=ferry_env(endpoint))
+    return size / MB / (time.monotonic() - start)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--seconds", type=int, default=60, help="length of the generated 1080p clip")
+    parser.add_argument("--upload-mib", type=int, default=1024, help="size of the plain upload")
+    parser.add_argument("--rounds", type=int, default=3, help="plain uploads idle and while transcoding")
+    parser.add_argument("--keep", action="store_true")
+    options = parser.parse_args()
+
+    root = tempfile.mkdtemp(prefix="ferry-bench-transcode-")
+    try:
+        clip = os.path.join(root, "clip.mp4")
+        log(f"making a {options.seconds} s 1080p clip ...")
+        make_clip(clip, options.seconds)
+        data = os.path.join(root, "data")
+        server, port = start_server(
+            options.bin, data, ACCESS_KEY, SECRET_KEY, os.path.join(root, "server.log"),
+            ["--log-level", "debug", "--media-workers", "1"])
+        endpoint = f"http://{HOST}:{port}"
+        try:
+            log("pipeline: upload, then processing to Normal ...")
+            events = upload_and_wait(options.bin, endpoint, clip)
+            pipeline = pipeline_seconds(events)
+            renditions = next(e for _, e in events if e.get("event") == "processed")["PlayInfoList"]
+            commands = recorded_commands(os.path.join(root, "server.log"))
+
+            log(f"by hand: the same {len(commands)} commands from a shell script ...")
+            hand_directory = os.path.join(root, "hand")
+            os.makedirs(hand_directory)
+            script = os.path.join(root, "hand.sh")
+            with open(script, "w") as f:
+                f.write(replay_script(commands, data, clip, hand_directory))
+            hand_wall, hand_cpu = timed(["bash", script])
+
+            ladder = next((c for c in commands if "-filter_complex" in c[1] and "split" in c[1][c[1].index("-filter_complex") + 1]), None)
+            one_wall = one_cpu = many_wall = many_cpu = None
+            if ladder:
+                log("ladder: one process against one per definition ...")
+                ladder_directory = os.path.join(root, "ladder")
+                os.makedirs(ladder_directory)
+                job_source = os.path.join(ladder_directory, "source.mp4")
+                shutil.copy(clip, job_source)
+                tool, arguments = ladder
+                single = [re.sub(r".*/media-work/job_[0-9a-f]+/out/", ladder_directory + "/", re.sub(
+                    r".*/media-work/job_[0-9a-f]+/source", ladder_directory + "/source", a)) for a in arguments]
+                one_wall, one_cpu = timed([tool, *single])
+                many_wall = many_cpu = 0.0
+                for command in split_ladder(tool, single, ladder_directory):
+                    wall, cpu = timed(command)
+                    many_wall += wall
+                    many_cpu += cpu
+
+            log("uploads idle and while a transcode runs ...")
+            big = os.path.join(root, "big.bin")
+            with open(big, "wb") as f:
+                for _ in range(options.upload_mib):
+                    f.write(os.urandom(MIB))
+            subprocess.run([options.bin, "upload", big, "--bucket", "bench", "--key", "warm-up", "--json"], check=True,
+                           stdout=subprocess.DEVNULL, env=ferry_env(endpoint))
+            idle = [plain_upload(options.bin, endpoint, big, f"idle-{n}") for n in range(options.rounds)]
+            busy = []
+            for n in range(options.rounds):
+                transcoding = {"seen": False}
+                background = subprocess.Popen(
+                    [options.bin, "upload", clip, "--title", f"busy-{n}", "--wait", "--json"], stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL, env=ferry_env(endpoint))
+                for line in background.stdout:
+                    if b'"Transcoding"' in line:
+                        transcoding["seen"] = True
+                        break
+                rate = plain_upload(options.bin, endpoint, big, f"busy-{n}")
+                still = background.poll() is None
+                busy.append((rate, still))
+                for _ in background.stdout:
+                    pass
+                background.wait()
+        finally:
+            stop_server(server)
+
+        idle_rate = statistics.median(idle)
+        busy_rate = statistics.median(rate for rate, _ in busy)
+        print()
+        print(f"clip: {options.seconds} s 1920x1080 30 fps H.264 + AAC, {os.path.getsize(clip) / MB:.1f} MB; renditions: "
+              + ", ".join(sorted({r['Definition'] for r in renditions})))
+        print()
+        print("| measurement | result |")
+        print("|---|---|")
+        print(f"| pipeline, upload complete → Normal | {pipeline:.1f} s |")
+        print(f"| the same {len(commands)} ffmpeg/ffprobe commands by hand (shell script) | {hand_wall:.1f} s wall, {hand_cpu:.1f} CPU-s |")
+        print(f"| pipeline overhead (pipeline / hand − 1) | {(pipeline / hand_wall - 1) * 100:+.1f} % (target ≤ 5 %) |")
+        if one_wall is not None:
+            print(f"| ladder in one ffmpeg (decode once, split) | {one_wall:.1f} s wall, {one_cpu:.1f} CPU-s |")
+            print(f"| one ffmpeg per definition | {many_wall:.1f} s wall, {many_cpu:.1f} CPU-s |")
+            print(f"| one process / per definition | {one_wall / many_wall:.2f}× wall, {one_cpu / many_cpu:.2f}× CPU |")
+        print(f"| ferry upload of {options.upload_mib} MiB, idle (median of {len(idle)}) | {idle_rate:.0f} MB/s ({', '.join(f'{r:.0f}' for r in idle)}) |")
+        print(f"| the same while a transcode runs | {busy_rate:.0f} MB/s ({', '.join(f'{r:.0f}' + ('' if s else ' (transcode ended first)') for r, s in busy)}) |")
+        print(f"| busy / idle | {busy_rate / idle_rate:.2f} (target ≥ 0.7) |")
+    finally:
+        if options.keep:
+            log(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+import CFerryProcess
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Runs a media tool (ffmpeg, ffprobe) as a child process: arguments as an array (never through a shell), at a lower
+/// CPU priority, in a process group of its own, killed when the calling task is cancelled or its time runs out, and
+/// (on Linux) killed by the kernel when the server dies.
+///
+/// Output goes to files the caller names, so nothing has to drain pipes: a tool's progress (`-progress FILE`) is
+/// read from its file while it runs, and the end of its standard error says why it failed.
+struct ChildProcess: Sendable {
+    /// How a run ended.
+    struct Outcome: Sendable, Equatable {
+        /// The exit status, when it exited.
+        var exitCode: Int32?
+        /// The signal that ended it, when one did.
+        var signal: Int32?
+        /// Whether it was stopped because its time ran out.
+        var timedOut: Bool
+
+        /// Whether it exited with status 0.
+        var succeeded: Bool { exitCode == 0 && !timedOut }
+    }
+
+    /// Starting the tool failed (not found, not executable, no resources).
+    struct SpawnError: Error, CustomStringConvertible {
+        var executable: String
+        var code: Int32
+        var description: String { "\((executable as NSString).lastPathComponent) could not be started: \(String(cString: strerror(code)))" }
+    }
+
+    /// Absolute path of the executable.
+    var executable: String
+    /// Arguments after the executable's name.
+    var arguments: [String]
+    /// How much lower than the server's the tool's CPU priority is (0–19). Default 10.
+    var niceness: Int32 = 10
+    /// File that receives standard output; nil discards it.
+    var standardOutput: String?
+    /// File that receives standard error; nil discards it.
+    var standardError: String?
+    /// Longest run; nil for no limit.
+    var timeLimit: Duration?
+    /// How often the run is checked (ended, cancelled, out of time) and `poll` is called. Default 100 ms.
+    var pollInterval: Duration = .milliseconds(100)
+
+    /// Runs the tool to its end. `poll` is called between checks (to read progress). Throws `CancellationError`
+    /// when the task is cancelled — the tool is killed (its whole process group) and reaped first — and
+    /// ``SpawnError`` when it cannot start.
+    func run(poll: @Sendable () async -> Void = {}) async throws -> Outcome {
+        let pid = try spawn()
+        let started = ContinuousClock.now
+        var status: Int32 = 0
+        var timedOut = false
+        while true {
+            let state = ferry_try_wait(pid, &status)
+            if state != 0 { break }
+            if Task.isCancelled {
+                _ = stop(pid)
+                throw CancellationError()
+            }
+            if let timeLimit, ContinuousClock.now - started > timeLimit {
+                timedOut = true
+                status = stop(pid)
+                break
+            }
+            await poll()
+            try? await Task.sleep(for: pollInterval)
+        }
+        await poll()
+        let code = ferry_exit_code(status)
+        let signal = ferry_term_signal(status)
+        return Outcome(exitCode: code >= 0 ? code : nil, signal: signal != 0 ? signal : nil, timedOut: timedOut)
+    }
+
+    /// Kills the process group and reaps the child; returns its wait status.
+    private func stop(_ pid: pid_t) -> Int32 {
+        _ = ferry_kill_group(pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return status
+    }
+
+    private func spawn() throws -> pid_t {
+        func openOutput(_ path: String?) throws -> Int32 {
+            guard let path else { return -1 }
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            if fd < 0 { throw SpawnError(executable: executable, code: errno) }
+            return fd
+        }
+        let out = try openOutput(standardOutput)
+        defer { if out >= 0 { close(out) } }
+        let err = try openOutput(standardError)
+        defer { if err >= 0 { close(err) } }
+        // The tool sees a minimal environment: nothing of the server's (keys, tokens) reaches it.
+        let environment = ["PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"]
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let result = argv.withUnsafeBufferPointer { args in
+            envp.withUnsafeBufferPointer { env in
+                ferry_spawn(executable, args.baseAddress, env.baseAddress, -1, out, err, niceness, &pid)
+            }
+        }
+        if result != 0 { throw SpawnError(executable: executable, code: result) }
+        return pid
+    }
+
+    /// The last `limit` bytes of a file, as text (for a tool's standard error).
+    static func tail(of path: String, limit: Int = 4096) -> String {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return "" }
+        defer { try? handle.close() }
+        let size = (try? handle.seekToEnd()) ?? 0
+        let start = size > UInt64(limit) ? size - UInt64(limit) : 0
+        try? handle.seek(toOffset: start)
+        let data = (try? handle.readToEnd()) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}

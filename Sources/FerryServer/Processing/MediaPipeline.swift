@@ -1,0 +1,494 @@
+import FerryCore
+import Foundation
+import Logging
+
+/// What the media jobs do: probe the source, take a cover, transcode the ladder and publish it.
+///
+/// Every job reads the video's source from the object store into a working directory of its own, runs ffprobe or
+/// ffmpeg there, and writes what it made back to the store. A transcode writes its files under a prefix of its own
+/// (`video/<id>/out/<job>/`) and publishes them all at once, in one catalog change that also makes the video
+/// `Normal`: a player never sees half a ladder, and a run that died leaves only files no one points at, which the next
+/// run deletes. Status changes and the jobs they call for are saved in one transaction.
+///
+/// A failure the file is to blame for (ffprobe cannot read it, ffmpeg refuses it) ends the video in `TranscodeFail`
+/// with the tool's reason, at once. Anything else (the store, the catalog) is thrown for the worker to retry.
+struct MediaPipeline: Sendable {
+    let catalog: SQLiteCatalog
+    let store: LocalDiskStore
+    let webhooks: WebhookOutbox
+    let tools: MediaTools
+    let configuration: MediaProcessingConfiguration
+    /// Where jobs keep their files while they run (`<data dir>/media-work`).
+    let workDirectory: String
+    let logger: Logger
+
+    /// How a job ended, when it did not throw.
+    enum Outcome: Sendable, Equatable {
+        /// Done (or nothing left to do: the video was deleted, or is past this step).
+        case done
+    }
+
+    /// Runs a job. `progress` takes the fraction done (0–1).
+    func run(_ job: MediaJob, progress: @escaping @Sendable (Double) async -> Void) async throws -> Outcome {
+        let directory = workDirectory + "/" + job.id
+        try? FileManager.default.removeItem(atPath: directory)
+        try PrivateFiles.directory(directory)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        switch job.kind {
+        case .probe: try await probe(job, directory: directory)
+        case .snapshot: try await snapshot(job, directory: directory)
+        case .transcode: try await transcode(job, directory: directory, progress: progress)
+        default: logger.warning("unknown media job kind", metadata: ["ferry.job-kind": "\(job.kind)"])
+        }
+        return .done
+    }
+
+    /// Ends a job whose attempts ran out: the video fails with the last error, unless it is past that step.
+    func giveUp(_ job: MediaJob, reason: String) async throws {
+        let message = "Processing failed \(job.attempts) times; last: \(reason)"
+        switch job.kind {
+        case .probe, .transcode:
+            try await fail(job.videoId, code: "ProcessingFailed", message: message, expecting: [
+                VideoStatus.uploadSucc, VideoStatus.transcoding,
+            ])
+        case .snapshot:
+            try await webhooks.enqueue(
+                type: "SnapshotComplete",
+                payload: ["VideoId": .string(job.videoId), "Status": "fail", "ErrorCode": "ProcessingFailed", "ErrorMessage": .string(message)])
+        default: break
+        }
+    }
+
+    // MARK: Probe
+
+    func probe(_ job: MediaJob, directory: String) async throws {
+        guard let video = try await catalog.video(job.videoId), video.status == VideoStatus.uploadSucc else { return }
+        let group: TranscodeTemplates.Group?
+        do {
+            group = try configuration.templates.group(named: video.templateGroup)
+        } catch {
+            try await fail(video.videoId, code: "InvalidTemplateGroup", message: "The template group \(video.templateGroup ?? "") is not configured.", expecting: [VideoStatus.uploadSucc])
+            return
+        }
+        guard let (source, object) = try await download(video, into: directory) else { return }
+        let info: MezzanineInfo
+        do {
+            info = try await runProbe(source, size: object.size, directory: directory)
+        } catch let unreadable as MediaProbe.Unreadable {
+            try await webhooks.enqueue(
+                type: "VideoAnalysisComplete",
+                payload: [
+                    "VideoId": .string(video.videoId), "Status": "fail", "ErrorCode": "InvalidMedia",
+                    "ErrorMessage": .string(unreadable.reason),
+                ])
+            if group == nil {
+                // NoTranscode plays the original as it is, whatever it holds.
+                try await catalog.updateVideo(video.videoId) { video in
+                    guard video.status == VideoStatus.uploadSucc else { return .keep }
+                    video.status = VideoStatus.normal
+                    video.updatedAt = Date()
+                    return .save()
+                }
+                return
+            }
+            try await fail(video.videoId, code: "InvalidMedia", message: unreadable.reason, expecting: [VideoStatus.uploadSucc])
+            return
+        }
+        let maxAttempts = configuration.maxAttempts
+        let saved = try await catalog.updateVideo(video.videoId) { video in
+            guard video.status == VideoStatus.uploadSucc else { return .keep }
+            video.mezzanine = info
+            video.updatedAt = Date()
+            var jobs: [MediaJob] = []
+            if video.coverURL == nil, video.snapshotKey == nil, info.hasVideo {
+                jobs.append(MediaJob(videoId: video.videoId, kind: .snapshot, maxAttempts: maxAttempts))
+            }
+            if group == nil {
+                video.status = VideoStatus.normal
+            } else {
+                video.status = VideoStatus.transcoding
+                jobs.append(MediaJob(videoId: video.videoId, kind: .transcode, maxAttempts: maxAttempts))
+            }
+            return .save(enqueue: jobs)
+        }
+        guard saved != nil else { return }
+        var payload: [String: JSONValue] = [
+            "VideoId": .string(video.videoId), "Status": "success", "Size": JSONValue(info.size),
+        ]
+        if let value = info.duration { payload["Duration"] = JSONValue(value) }
+        if let value = info.width { payload["Width"] = JSONValue(value) }
+        if let value = info.height { payload["Height"] = JSONValue(value) }
+        if let value = info.bitrate { payload["Bitrate"] = JSONValue(value / 1000) }
+        if let value = info.fps { payload["Fps"] = JSONValue(value) }
+        try await webhooks.enqueue(type: "VideoAnalysisComplete", payload: payload)
+    }
+
+    /// Runs ffprobe on a file.
+    func runProbe(_ path: String, size: Int64, directory: String) async throws -> MezzanineInfo {
+        let output = directory + "/probe.json"
+        let errors = directory + "/probe.err"
+        var process = ChildProcess(executable: tools.ffprobe, arguments: MediaProbe.arguments(for: path))
+        process.niceness = configuration.niceness
+        process.standardOutput = output
+        process.standardError = errors
+        process.timeLimit = configuration.jobTimeLimit
+        let outcome = try await run(process)
+        guard outcome.succeeded else {
+            throw MediaProbe.Unreadable(
+                reason: outcome.timedOut
+                    ? "ffprobe did not finish within the time limit."
+                    : MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory)))
+        }
+        let data = (try? Data(contentsOf: URL(fileURLWithPath: output))) ?? Data()
+        return try MediaProbe.parse(data, size: size)
+    }
+
+    // MARK: Snapshot
+
+    func snapshot(_ job: MediaJob, directory: String) async throws {
+        guard let video = try await catalog.video(job.videoId), Self.isLive(video.status), video.coverURL == nil,
+            video.snapshotKey == nil
+        else { return }
+        guard let (source, _) = try await download(video, into: directory) else { return }
+        let output = directory + "/cover.jpg"
+        let errors = directory + "/snapshot.err"
+        var process = ChildProcess(
+            executable: tools.ffmpeg,
+            arguments: TranscodePlan.snapshotArguments(input: source, duration: video.mezzanine?.duration, output: output))
+        process.niceness = configuration.niceness
+        process.standardError = errors
+        process.timeLimit = configuration.jobTimeLimit
+        let outcome = try await run(process)
+        guard outcome.succeeded, WorkFiles.size(of: output) > 0 else {
+            let reason =
+                outcome.timedOut
+                ? "ffmpeg did not finish within the time limit."
+                : MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory))
+            try await webhooks.enqueue(
+                type: "SnapshotComplete",
+                payload: ["VideoId": .string(video.videoId), "Status": "fail", "ErrorCode": "SnapshotFailed", "ErrorMessage": .string(reason)])
+            return
+        }
+        try Task.checkCancellation()
+        let key = "video/\(video.videoId)/snapshots/\(job.id).jpg"
+        let stored = try await WorkFiles.upload(output, to: store, bucket: video.bucket, key: key, contentType: "image/jpeg")
+        let imageId = MediaAPI.newId()
+        try await catalog.saveImage(
+            ImageRecord(
+                imageId: imageId, imageType: "cover", title: video.title, tags: nil, cateId: video.cateId,
+                description: nil, status: ImageStatus.uploaded, size: stored.size, bucket: video.bucket, key: key,
+                createdAt: Date(), owner: video.owner))
+        let saved = try await catalog.updateVideo(video.videoId) { video in
+            guard Self.isLive(video.status), video.coverURL == nil, video.snapshotKey == nil else { return .keep }
+            video.snapshotKey = key
+            video.snapshotImageId = imageId
+            video.updatedAt = Date()
+            return .save()
+        }
+        guard saved != nil else {
+            try await store.deleteObject(bucket: video.bucket, key: key, condition: .none)
+            return
+        }
+        try await webhooks.enqueue(
+            type: "SnapshotComplete",
+            payload: ["VideoId": .string(video.videoId), "Status": "success", "ImageId": .string(imageId), "Size": JSONValue(stored.size)])
+    }
+
+    // MARK: Transcode
+
+    func transcode(_ job: MediaJob, directory: String, progress: @escaping @Sendable (Double) async -> Void)
+        async throws
+    {
+        guard let video = try await catalog.video(job.videoId), video.status == VideoStatus.transcoding else { return }
+        guard let info = video.mezzanine else {
+            try await fail(video.videoId, code: "InvalidMedia", message: "The source was not probed.", expecting: [VideoStatus.transcoding])
+            return
+        }
+        let plan: TranscodePlan
+        do {
+            guard let group = try configuration.templates.group(named: video.templateGroup) else { return }
+            plan = try TranscodePlan.make(for: info, group: group, templates: configuration.templates)
+        } catch let unreadable as MediaProbe.Unreadable {
+            try await fail(video.videoId, code: "InvalidMedia", message: unreadable.reason, expecting: [VideoStatus.transcoding])
+            return
+        } catch {
+            try await fail(video.videoId, code: "InvalidTemplateGroup", message: "The template group \(video.templateGroup ?? "") is not configured.", expecting: [VideoStatus.transcoding])
+            return
+        }
+        // What earlier runs of this job (killed mid-way) left behind is not published: delete it.
+        let outputs = "video/\(video.videoId)/out/"
+        try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: video.outputPrefix.map { $0 + "/" })
+        guard let (source, _) = try await download(video, into: directory) else { return }
+
+        // Encode every rendition in one ffmpeg process.
+        let encoded = directory + "/out"
+        try PrivateFiles.directory(encoded)
+        let progressFile = directory + "/progress.txt"
+        let errors = directory + "/transcode.err"
+        var process = ChildProcess(
+            executable: tools.ffmpeg,
+            arguments: plan.encodeArguments(input: source, directory: encoded, progressFile: progressFile))
+        process.niceness = configuration.niceness
+        process.standardError = errors
+        process.timeLimit = configuration.jobTimeLimit
+        process.pollInterval = .milliseconds(250)
+        let duration = info.duration ?? 0
+        let outcome = try await run(process) {
+            if duration > 0, let seconds = Self.progressSeconds(ChildProcess.tail(of: progressFile, limit: 1024)) {
+                await progress(min(max(seconds / duration, 0), 1) * 0.9)
+            }
+        }
+        guard outcome.succeeded else {
+            let reason =
+                outcome.timedOut
+                ? "ffmpeg did not finish within the time limit."
+                : MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory))
+            try await failTranscode(video.videoId, plan: plan, message: reason)
+            return
+        }
+        // Package HLS from each encoded file, without encoding again, and measure what was made.
+        var renditions: [Rendition] = []
+        var variants: [(output: TranscodePlan.Output, peakBitrate: Int, averageBitrate: Int, codecs: String, fps: Double?)] = []
+        for output in plan.outputs {
+            try Task.checkCancellation()
+            let file = encoded + "/" + output.fileName
+            let measured = try await measure(file, directory: directory)
+            let fileSize = WorkFiles.size(of: file)
+            let base = Rendition(
+                definition: output.definition, format: output.progressiveFormat, path: output.fileName,
+                width: measured.width ?? output.width, height: measured.height ?? output.height,
+                bitrate: measured.bitrate, duration: measured.duration, fps: measured.fps, size: fileSize,
+                videoCodec: measured.videoCodec, audioCodec: measured.audioCodec)
+            if plan.formats.contains("m3u8") {
+                try PrivateFiles.directory(encoded + "/" + output.definition)
+                var packager = ChildProcess(executable: tools.ffmpeg, arguments: plan.packageArguments(for: output, directory: encoded))
+                packager.niceness = configuration.niceness
+                packager.standardError = errors
+                packager.timeLimit = configuration.jobTimeLimit
+                guard try await run(packager).succeeded else {
+                    try await failTranscode(
+                        video.videoId, plan: plan,
+                        message: MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory)))
+                    return
+                }
+                let playlist = (try? String(contentsOfFile: encoded + "/" + output.playlistPath, encoding: .utf8)) ?? ""
+                let segments = TranscodePlan.segments(ofPlaylist: playlist)
+                let initSize = WorkFiles.size(of: encoded + "/" + output.definition + "/init.mp4")
+                var peak = 0
+                for segment in segments where segment.duration > 0 {
+                    let bytes = WorkFiles.size(of: encoded + "/" + output.definition + "/" + segment.uri)
+                    peak = max(peak, Int(Double(bytes * 8) / segment.duration))
+                }
+                let total = segments.reduce(0) { $0 + $1.duration }
+                let average = total > 0 ? Int(Double((WorkFiles.size(of: encoded + "/" + output.definition) - initSize) * 8) / total) : 0
+                variants.append(
+                    (output, max(peak, average), average,
+                     TranscodePlan.codecs(
+                        videoProfile: measured.videoProfile, videoLevel: measured.videoLevel, hasVideo: output.width != nil,
+                        hasAudio: measured.audioCodec != nil), measured.fps))
+                var hls = base
+                hls.format = "m3u8"
+                hls.path = output.playlistPath
+                hls.size = WorkFiles.size(of: encoded + "/" + output.definition)
+                renditions.append(hls)
+            }
+            if plan.formats.contains("mp4") {
+                renditions.append(base)
+            } else {
+                try? FileManager.default.removeItem(atPath: file)
+            }
+        }
+        if plan.formats.contains("m3u8") {
+            let master = TranscodePlan.masterPlaylist(variants)
+            try Data(master.utf8).write(to: URL(fileURLWithPath: encoded + "/master.m3u8"))
+            renditions.append(
+                Rendition(
+                    definition: "AUTO", format: "m3u8", path: "master.m3u8", width: plan.outputs.compactMap(\.width).max(),
+                    height: plan.outputs.compactMap(\.height).max(), bitrate: variants.map(\.averageBitrate).max(),
+                    duration: renditions.compactMap(\.duration).max(), fps: renditions.compactMap(\.fps).max(),
+                    size: Int64(master.utf8.count), videoCodec: nil, audioCodec: nil))
+        }
+        await progress(0.9)
+
+        // Store every file under this job's prefix; nothing points at them yet.
+        let prefix = "video/\(video.videoId)/out/\(job.id)"
+        let files = WorkFiles.files(under: encoded).filter { !$0.hasSuffix(".err") }
+        for (index, file) in files.enumerated() {
+            try Task.checkCancellation()
+            try await WorkFiles.upload(
+                encoded + "/" + file, to: store, bucket: video.bucket, key: prefix + "/" + file,
+                contentType: WorkFiles.contentType(forPath: file))
+            await progress(0.9 + 0.1 * Double(index + 1) / Double(max(files.count, 1)))
+        }
+
+        // Publish all at once.
+        let published = renditions
+        let saved = try await catalog.updateVideo(video.videoId) { video in
+            guard video.status == VideoStatus.transcoding else { return .keep }
+            video.renditions = published
+            video.outputPrefix = prefix
+            video.status = VideoStatus.normal
+            video.errorCode = nil
+            video.errorMessage = nil
+            video.updatedAt = Date()
+            return .save()
+        }
+        guard saved != nil else {
+            try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
+            return
+        }
+        try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
+        var streams: [JSONValue] = []
+        for rendition in renditions where rendition.definition != "AUTO" {
+            let info = Self.streamInfo(rendition)
+            streams.append(.object(info))
+            var payload = info
+            payload["VideoId"] = .string(video.videoId)
+            try await webhooks.enqueue(type: "StreamTranscodeComplete", payload: payload)
+        }
+        try await webhooks.enqueue(
+            type: "TranscodeComplete",
+            payload: ["VideoId": .string(video.videoId), "Status": "success", "StreamInfos": .array(streams)])
+    }
+
+    /// What ffprobe says of an encoded file.
+    struct Measured: Sendable {
+        var width: Int?
+        var height: Int?
+        var bitrate: Int?
+        var duration: Double?
+        var fps: Double?
+        var videoCodec: String?
+        var audioCodec: String?
+        var videoProfile: String?
+        var videoLevel: Int?
+    }
+
+    func measure(_ file: String, directory: String) async throws -> Measured {
+        let output = directory + "/measure.json"
+        var process = ChildProcess(executable: tools.ffprobe, arguments: MediaProbe.arguments(for: file))
+        process.niceness = configuration.niceness
+        process.standardOutput = output
+        process.timeLimit = configuration.jobTimeLimit
+        _ = try await run(process)
+        let data = (try? Data(contentsOf: URL(fileURLWithPath: output))) ?? Data()
+        guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return Measured() }
+        let streams = root["streams"] as? [[String: Any]] ?? []
+        let video = streams.first { $0["codec_type"] as? String == "video" }
+        let audio = streams.first { $0["codec_type"] as? String == "audio" }
+        let format = root["format"] as? [String: Any] ?? [:]
+        return Measured(
+            width: video?["width"] as? Int, height: video?["height"] as? Int,
+            bitrate: MediaProbe.number(format["bit_rate"]).map { Int($0) },
+            duration: MediaProbe.number(format["duration"]),
+            fps: MediaProbe.rate(video?["avg_frame_rate"] as? String),
+            videoCodec: video?["codec_name"] as? String, audioCodec: audio?["codec_name"] as? String,
+            videoProfile: video?["profile"] as? String, videoLevel: video?["level"] as? Int)
+    }
+
+    /// The fields of a stream in StreamTranscodeComplete and TranscodeComplete's `StreamInfos`.
+    static func streamInfo(_ rendition: Rendition) -> [String: JSONValue] {
+        var info: [String: JSONValue] = [
+            "Status": "success", "Definition": .string(rendition.definition), "Format": .string(rendition.format),
+            "Size": JSONValue(rendition.size),
+        ]
+        if let value = rendition.width { info["Width"] = JSONValue(value) }
+        if let value = rendition.height { info["Height"] = JSONValue(value) }
+        if let value = rendition.bitrate { info["Bitrate"] = JSONValue(value / 1000) }
+        if let value = rendition.duration { info["Duration"] = JSONValue(value) }
+        if let value = rendition.fps { info["Fps"] = JSONValue(value) }
+        return info
+    }
+
+    // MARK: Shared steps
+
+    /// Runs a tool, logging (at debug) its arguments, as a JSON array, and how it ended.
+    func run(_ process: ChildProcess, poll: @Sendable () async -> Void = {}) async throws -> ChildProcess.Outcome {
+        let arguments = (try? JSONSerialization.data(withJSONObject: process.arguments, options: [.withoutEscapingSlashes]))
+            .map { String(decoding: $0, as: UTF8.self) } ?? ""
+        logger.debug(
+            "media tool started",
+            metadata: ["ferry.tool": .string(process.executable), "ferry.arguments": .string(arguments)])
+        let started = ContinuousClock.now
+        let outcome = try await process.run(poll: poll)
+        logger.debug(
+            "media tool ended",
+            metadata: [
+                "ferry.tool": .string(process.executable), "ferry.exit-code": "\(outcome.exitCode ?? -1)",
+                "ferry.seconds": "\((ContinuousClock.now - started).timeInterval)",
+            ])
+        return outcome
+    }
+
+    /// Writes the video's source into the job's directory; nil when it is gone (deleted meanwhile).
+    func download(_ video: VideoRecord, into directory: String) async throws -> (String, ObjectInfo)? {
+        let object: ObjectInfo
+        do {
+            object = try await store.object(bucket: video.bucket, key: video.key)
+        } catch let error as S3Error where error.code == .noSuchKey || error.code == .noSuchBucket {
+            return nil
+        }
+        let ext = (video.key as NSString).pathExtension
+        let path = directory + "/source" + (ext.isEmpty ? "" : "." + ext)
+        do {
+            try await WorkFiles.download(object, from: store, to: path)
+            return (path, object)
+        } catch is ObjectChangedError {
+            // Replaced between the lookup and the read: read what is there now.
+            return try await download(video, into: directory)
+        }
+    }
+
+    /// Ends a video in `TranscodeFail`, when it is still in one of `expecting`, and says so.
+    func fail(_ videoId: String, code: String, message: String, expecting: Set<String>) async throws {
+        let saved = try await catalog.updateVideo(videoId) { video in
+            guard expecting.contains(video.status) else { return .keep }
+            video.status = VideoStatus.transcodeFail
+            video.errorCode = code
+            video.errorMessage = message
+            video.updatedAt = Date()
+            return .save()
+        }
+        guard saved != nil else { return }
+        try await webhooks.enqueue(
+            type: "TranscodeComplete",
+            payload: [
+                "VideoId": .string(videoId), "Status": "fail", "ErrorCode": .string(code),
+                "ErrorMessage": .string(message), "StreamInfos": [],
+            ])
+    }
+
+    /// A transcode ffmpeg refused: every planned stream fails, then the video.
+    func failTranscode(_ videoId: String, plan: TranscodePlan, message: String) async throws {
+        for output in plan.outputs {
+            for format in plan.formats {
+                try await webhooks.enqueue(
+                    type: "StreamTranscodeComplete",
+                    payload: [
+                        "VideoId": .string(videoId), "Status": "fail", "Definition": .string(output.definition),
+                        "Format": .string(format == "mp4" ? output.progressiveFormat : format),
+                        "ErrorCode": "TranscodeError", "ErrorMessage": .string(message),
+                    ])
+            }
+        }
+        try await fail(videoId, code: "TranscodeError", message: message, expecting: [VideoStatus.transcoding])
+    }
+
+    /// Whether a video still exists and got past its upload.
+    static func isLive(_ status: String) -> Bool {
+        [VideoStatus.uploadSucc, VideoStatus.transcoding, VideoStatus.normal, VideoStatus.transcodeFail].contains(status)
+    }
+
+    /// The position ffmpeg last reported (`out_time_us=` in its progress output), in seconds.
+    static func progressSeconds(_ text: String) -> Double? {
+        for line in text.split(whereSeparator: \.isNewline).reversed() where line.hasPrefix("out_time_us=") {
+            if let micros = Double(line.dropFirst("out_time_us=".count)), micros >= 0 { return micros / 1_000_000 }
+        }
+        return nil
+    }
+
+    /// A tool's message without the server's directories in it.
+    static func hidingPaths(_ text: String, _ directory: String) -> String {
+        text.replacingOccurrences(of: directory + "/", with: "")
+    }
+}

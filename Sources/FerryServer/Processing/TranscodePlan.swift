@@ -1,0 +1,196 @@
+import Foundation
+
+/// What a transcode makes of one source with one template group, and the ffmpeg command lines that make it: a pure
+/// value, tested without running anything.
+///
+/// The ladder never upscales: it takes every definition whose height fits the source's shorter side and, when the
+/// source lies between two definitions, the next one up encoded at the source's own size (a 480p source gets LD at
+/// 360p and SD at 480p). Every rendition is encoded once, by one ffmpeg process that decodes the source once and
+/// splits the picture, into a progressive MP4 (faststart); HLS is then packaged from each MP4 without re-encoding.
+struct TranscodePlan: Sendable, Hashable {
+    /// One rendition to encode.
+    struct Output: Sendable, Hashable {
+        /// `LD`, `SD`, … or the audio definition.
+        var definition: String
+        /// Picture size; nil for audio.
+        var width: Int?
+        var height: Int?
+        /// kbit/s; nil for audio.
+        var videoBitrate: Int?
+        /// kbit/s.
+        var audioBitrate: Int
+        /// Whether the output carries sound.
+        var hasAudio: Bool
+
+        /// The progressive file: `LD.mp4`, or `SQ.m4a` for audio.
+        var fileName: String { definition + (width == nil ? ".m4a" : ".mp4") }
+        /// The progressive file's format name.
+        var progressiveFormat: String { width == nil ? "m4a" : "mp4" }
+        /// The HLS playlist: `LD/index.m3u8`.
+        var playlistPath: String { definition + "/index.m3u8" }
+    }
+
+    /// Renditions, lowest first.
+    var outputs: [Output]
+    /// Formats to publish (`m3u8`, `mp4`).
+    var formats: [String]
+    /// x264 preset.
+    var preset: String
+    /// HLS segment length, seconds.
+    var segmentSeconds: Int
+
+    /// Key frames come every this many seconds, so segments of any multiple of it cut cleanly.
+    static let keyFrameSeconds = 2
+
+    /// Plans the renditions of a source; throws when the source has neither picture nor sound.
+    static func make(for source: MezzanineInfo, group: TranscodeTemplates.Group, templates: TranscodeTemplates) throws
+        -> TranscodePlan
+    {
+        var outputs: [Output] = []
+        if source.hasVideo, let width = source.width, let height = source.height, width > 0, height > 0 {
+            let shortSide = min(width, height)
+            let rungs = group.video.sorted { $0.height < $1.height }
+            var chosen = rungs.filter { $0.height <= shortSide }.map { ($0, $0.height) }
+            if chosen.last.map({ $0.1 < shortSide }) ?? true, let next = rungs.first(where: { $0.height > shortSide }) {
+                // Between two rungs (or below the first): the next one up, at the source's own size.
+                chosen.append((next, max(2, shortSide / 2 * 2)))
+            }
+            for (rung, target) in chosen {
+                let (w, h) = size(sourceWidth: width, sourceHeight: height, shortSide: target)
+                let scale = Double(target) / Double(rung.height)
+                outputs.append(
+                    Output(
+                        definition: rung.definition, width: w, height: h,
+                        videoBitrate: max(100, Int((Double(rung.videoBitrate) * scale * scale).rounded())),
+                        audioBitrate: rung.audioBitrate, hasAudio: source.hasAudio))
+            }
+        } else if source.hasAudio {
+            outputs.append(
+                Output(
+                    definition: group.audio.definition, width: nil, height: nil, videoBitrate: nil,
+                    audioBitrate: group.audio.audioBitrate, hasAudio: true))
+        } else {
+            throw MediaProbe.Unreadable(reason: "The file holds no audio or video stream.")
+        }
+        return TranscodePlan(
+            outputs: outputs, formats: group.formats, preset: templates.preset, segmentSeconds: templates.segmentSeconds)
+    }
+
+    /// The picture size whose shorter side is `shortSide`, keeping the source's aspect; both even.
+    static func size(sourceWidth: Int, sourceHeight: Int, shortSide: Int) -> (Int, Int) {
+        func even(_ value: Double) -> Int { max(2, Int((value / 2).rounded()) * 2) }
+        if sourceWidth >= sourceHeight {
+            return (even(Double(sourceWidth) * Double(shortSide) / Double(sourceHeight)), shortSide)
+        }
+        return (shortSide, even(Double(sourceHeight) * Double(shortSide) / Double(sourceWidth)))
+    }
+
+    /// The ffmpeg arguments that encode every output into `directory`, writing progress to `progressFile`.
+    func encodeArguments(input: String, directory: String, progressFile: String) -> [String] {
+        var arguments = [
+            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-progress", progressFile, "-i", input,
+        ]
+        let video = outputs.filter { $0.width != nil }
+        if !video.isEmpty {
+            var graph = video.count == 1 ? "[0:v:0]" : "[0:v:0]split=\(video.count)" + (0..<video.count).map { "[s\($0)]" }.joined() + ";"
+            graph += video.enumerated().map { index, output in
+                (video.count == 1 ? "" : "[s\(index)]") + "scale=\(output.width!):\(output.height!),setsar=1[v\(index)]"
+            }.joined(separator: ";")
+            arguments += ["-filter_complex", graph]
+        }
+        var videoIndex = 0
+        for output in outputs {
+            if output.width != nil {
+                let rate = output.videoBitrate!
+                arguments += [
+                    "-map", "[v\(videoIndex)]", "-c:v", "libx264", "-preset", preset, "-profile:v", "high",
+                    "-pix_fmt", "yuv420p", "-b:v", "\(rate)k", "-maxrate", "\(rate * 3 / 2)k", "-bufsize", "\(rate * 2)k",
+                    "-force_key_frames", "expr:gte(t,n_forced*\(Self.keyFrameSeconds))", "-sc_threshold", "0",
+                    "-fpsmax", "60",
+                ]
+                videoIndex += 1
+                if output.hasAudio { arguments += ["-map", "0:a:0"] }
+            } else {
+                arguments += ["-map", "0:a:0", "-vn"]
+            }
+            if output.hasAudio { arguments += ["-c:a", "aac", "-b:a", "\(output.audioBitrate)k", "-ac", "2"] }
+            arguments += [
+                "-map_metadata", "-1", "-movflags", "+faststart", "-f", "mp4", directory + "/" + output.fileName,
+            ]
+        }
+        return arguments
+    }
+
+    /// The ffmpeg arguments that package one encoded output as HLS (fMP4 segments) under `directory`.
+    func packageArguments(for output: Output, directory: String) -> [String] {
+        let target = directory + "/" + output.definition
+        return [
+            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", directory + "/" + output.fileName,
+            "-map", "0", "-c", "copy", "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod",
+            "-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
+            "-hls_segment_filename", target + "/seg_%05d.m4s", target + "/index.m3u8",
+        ]
+    }
+
+    /// The ffmpeg arguments that take a cover from the source: a representative frame (the `thumbnail` filter's
+    /// pick among 50 frames from a tenth of the way in, so not a black first frame), at most 1280 pixels wide.
+    static func snapshotArguments(input: String, duration: Double?, output: String) -> [String] {
+        let start = duration.map { max(0, min($0 * 0.1, 10)) } ?? 0
+        return [
+            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-ss", String(format: "%.3f", start),
+            "-i", input, "-map", "0:v:0", "-vf", "thumbnail=50,scale='min(1280,iw)':-2", "-frames:v", "1",
+            "-q:v", "3", "-f", "image2", output,
+        ]
+    }
+
+    /// An HLS master playlist listing every output's playlist with its bandwidth, resolution and codecs.
+    static func masterPlaylist(_ variants: [(output: Output, peakBitrate: Int, averageBitrate: Int, codecs: String, fps: Double?)])
+        -> String
+    {
+        var lines = ["#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-INDEPENDENT-SEGMENTS"]
+        for variant in variants.sorted(by: { $0.peakBitrate < $1.peakBitrate }) {
+            var attributes = [
+                "BANDWIDTH=\(max(1, variant.peakBitrate))", "AVERAGE-BANDWIDTH=\(max(1, variant.averageBitrate))",
+            ]
+            if let width = variant.output.width, let height = variant.output.height {
+                attributes.append("RESOLUTION=\(width)x\(height)")
+            }
+            if let fps = variant.fps { attributes.append(String(format: "FRAME-RATE=%.3f", fps)) }
+            attributes.append("CODECS=\"\(variant.codecs)\"")
+            lines.append("#EXT-X-STREAM-INF:" + attributes.joined(separator: ","))
+            lines.append(variant.output.playlistPath)
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The RFC 6381 codecs string of an output from ffprobe's profile and level: `avc1.64001f,mp4a.40.2`.
+    static func codecs(videoProfile: String?, videoLevel: Int?, hasVideo: Bool, hasAudio: Bool) -> String {
+        var codecs: [String] = []
+        if hasVideo {
+            let profile: String
+            switch videoProfile?.lowercased() {
+            case "baseline", "constrained baseline": profile = "42e0"
+            case "main": profile = "4d40"
+            default: profile = "6400"
+            }
+            codecs.append("avc1." + profile + String(format: "%02x", min(max(videoLevel ?? 40, 0), 255)))
+        }
+        if hasAudio { codecs.append("mp4a.40.2") }
+        return codecs.joined(separator: ",")
+    }
+
+    /// Segment durations (seconds) and file names of a media playlist, in order.
+    static func segments(ofPlaylist text: String) -> [(duration: Double, uri: String)] {
+        var result: [(Double, String)] = []
+        var pending: Double?
+        for line in text.split(whereSeparator: \.isNewline).map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            if line.hasPrefix("#EXTINF:") {
+                pending = Double(line.dropFirst("#EXTINF:".count).split(separator: ",").first ?? "")
+            } else if !line.isEmpty, !line.hasPrefix("#"), let duration = pending {
+                result.append((duration, line))
+                pending = nil
+            }
+        }
+        return result
+    }
+}

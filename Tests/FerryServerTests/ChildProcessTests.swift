@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+
+@testable import FerryServer
+
+@Suite("Child processes for the media tools")
+struct ChildProcessTests {
+    static func temporaryFile() -> String { NSTemporaryDirectory() + "ferry-child-\(UUID().uuidString)" }
+
+    /// Fields of /proc/<pid>/stat after the command name.
+    static func statFields(_ text: String) -> [String] {
+        guard let close = text.lastIndex(of: ")") else { return [] }
+        return text[text.index(after: close)...].split(separator: " ").map(String.init)
+    }
+
+    @Test("a tool runs at a lower priority, in a process group of its own, with nothing of the server's environment")
+    func isolation() async throws {
+        let output = Self.temporaryFile()
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        var process = ChildProcess(executable: "/bin/cat", arguments: ["/proc/self/stat"])
+        process.niceness = 10
+        process.standardOutput = output
+        let outcome = try await process.run()
+        #expect(outcome == .init(exitCode: 0, signal: nil, timedOut: false))
+        let stat = try String(contentsOfFile: output, encoding: .utf8)
+        let pid = stat.split(separator: " ").first.map(String.init)
+        let fields = Self.statFields(stat)
+        // After the name: state(0) ppid(1) pgrp(2) … nice is field 19 of the whole line, 16 here.
+        #expect(fields[2] == pid, "own process group")
+        #expect(fields[16] == "10", "niceness")
+
+        var env = ChildProcess(executable: "/usr/bin/env", arguments: [])
+        env.standardOutput = output
+        _ = try await env.run()
+        let variables = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n").map { $0.split(separator: "=").first.map(String.init) ?? "" }
+        #expect(Set(variables) == ["PATH", "LC_ALL"])
+    }
+
+    @Test("exit codes and signals are reported; a tool that cannot start is an error, not an exit 127")
+    func outcomes() async throws {
+        #expect(try await ChildProcess(executable: "/bin/sh", arguments: ["-c", "exit 3"]).run().exitCode == 3)
+        #expect(try await ChildProcess(executable: "/bin/sh", arguments: ["-c", "kill -9 $$"]).run().signal == SIGKILL)
+        await #expect(throws: ChildProcess.SpawnError.self) {
+            _ = try await ChildProcess(executable: "/nonexistent/ffmpeg", arguments: []).run()
+        }
+        let errors = Self.temporaryFile()
+        defer { try? FileManager.default.removeItem(atPath: errors) }
+        var noisy = ChildProcess(executable: "/bin/sh", arguments: ["-c", "echo first >&2; echo last words >&2; exit 1"])
+        noisy.standardError = errors
+        #expect(try await noisy.run().exitCode == 1)
+        #expect(ChildProcess.tail(of: errors, limit: 11) == "last words\n")
+    }
+
+    @Test("cancelling the task kills the tool and everything it started; a time limit does too")
+    func cancellationAndTimeLimit() async throws {
+        let marker = "\(Int.random(in: 100_000...999_999))"
+        let task = Task {
+            // A child of the tool (the background sleep) must go with it: the whole group is killed.
+            try await ChildProcess(executable: "/bin/sh", arguments: ["-c", "sleep 29.\(marker) & sleep 31.\(marker)"]).run()
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        task.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await task.value }
+        #expect(ContinuousClock.now - started < .seconds(2))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(Self.processes(mentioning: marker).isEmpty)
+
+        var slow = ChildProcess(executable: "/bin/sleep", arguments: ["30"])
+        slow.timeLimit = .milliseconds(300)
+        let outcome = try await slow.run()
+        #expect(outcome.timedOut && outcome.signal == SIGKILL && !outcome.succeeded)
+    }
+
+    /// Live processes whose command line mentions `text`.
+    static func processes(mentioning text: String) -> [Int32] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }.filter { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            return String(decoding: data, as: UTF8.self).contains(text) && statFields(stat).first != "Z"
+        }
+    }
+}

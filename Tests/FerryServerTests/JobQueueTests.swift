@@ -1,0 +1,205 @@
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// The catalogs the job queue's behavioural suite runs against: every implementation must pass every test here.
+enum JobQueueImplementation: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+
+    var testDescription: String { rawValue }
+
+    /// A fresh, empty queue (and media catalog) of this implementation; `body` runs with it.
+    func with<T>(_ body: (any MediaCatalog) async throws -> T) async throws -> T {
+        switch self {
+        case .sqlite:
+            let directory = TemporaryDirectory.make("ferry-jobs")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            return try await body(try SQLiteCatalog(path: directory + "/catalog.sqlite"))
+        }
+    }
+}
+
+@Suite("Media job queue: claims, leases, retries, cancellation (every catalog implementation)")
+struct JobQueueTests {
+    let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+    let lease = Duration.seconds(30)
+    /// A lease longer than any test's clock moves, where expiry is not what a test is about.
+    let long = Duration.seconds(86_400)
+
+    func job(_ video: String, _ kind: MediaJobKind = .probe, at date: Date? = nil) -> MediaJob {
+        MediaJob(videoId: video, kind: kind, maxAttempts: 3, runAt: date ?? t0)
+    }
+
+    @Test("due jobs are claimed oldest first, once each, with a lease and an attempt counted", arguments: JobQueueImplementation.allCases)
+    func claimOrder(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { queue in
+            let first = job("v1")
+            let second = job("v2", .transcode)
+            let later = job("v3", at: t0.addingTimeInterval(60))
+            try await queue.enqueue([first, second, later])
+            let a = try #require(try await queue.claim(worker: "w1", lease: long, now: t0))
+            #expect(a.id == first.id && a.state == .running && a.attempts == 1 && a.leaseOwner == "w1")
+            #expect(a.leaseExpiresAt == t0.addingTimeInterval(86_400))
+            let b = try #require(try await queue.claim(worker: "w2", lease: long, now: t0))
+            #expect(b.id == second.id && b.kind == .transcode)
+            // The third is not due yet.
+            #expect(try await queue.claim(worker: "w3", lease: lease, now: t0.addingTimeInterval(59)) == nil)
+            #expect(try await queue.claim(worker: "w3", lease: lease, now: t0.addingTimeInterval(60))?.id == later.id)
+            #expect(try await queue.claim(worker: "w4", lease: lease, now: t0.addingTimeInterval(61)) == nil)
+        }
+    }
+
+    @Test("heartbeats renew the holder's lease only; complete ends the job for its holder only", arguments: JobQueueImplementation.allCases)
+    func heartbeatsAndCompletion(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { queue in
+            let queued = job("v1")
+            try await queue.enqueue([queued])
+            _ = try await queue.claim(worker: "w1", lease: lease, now: t0)
+            #expect(try await queue.heartbeat(queued.id, worker: "w2", lease: lease, progress: 0.5, now: t0) == false)
+            #expect(try await queue.heartbeat(queued.id, worker: "w1", lease: lease, progress: 0.4, now: t0.addingTimeInterval(20)))
+            let renewed = try #require(try await queue.job(queued.id))
+            #expect(renewed.leaseExpiresAt == t0.addingTimeInterval(50) && renewed.progress == 0.4)
+            // Renewed: not taken over at 40 s.
+            #expect(try await queue.claim(worker: "w2", lease: lease, now: t0.addingTimeInterval(40)) == nil)
+            #expect(try await queue.complete(queued.id, worker: "w2", now: t0) == false)
+            #expect(try await queue.complete(queued.id, worker: "w1", now: t0.addingTimeInterval(45)))
+            let done = try #require(try await queue.job(queued.id))
+            #expect(done.state == .succeeded && done.leaseOwner == nil && done.progress == 1)
+            #expect(try await queue.complete(queued.id, worker: "w1", now: t0) == false)
+            #expect(try await queue.heartbeat(queued.id, worker: "w1", lease: lease, progress: nil, now: t0) == false)
+            #expect(try await queue.claim(worker: "w3", lease: lease, now: t0.addingTimeInterval(1000)) == nil)
+        }
+    }
+
+    @Test("a job whose worker stopped renewing is taken over after its lease; the old worker can no longer end it", arguments: JobQueueImplementation.allCases)
+    func expiredLease(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { queue in
+            let queued = job("v1")
+            try await queue.enqueue([queued])
+            _ = try await queue.claim(worker: "dead", lease: lease, now: t0)
+            #expect(try await queue.claim(worker: "w2", lease: lease, now: t0.addingTimeInterval(30)) == nil)
+            let taken = try #require(try await queue.claim(worker: "w2", lease: lease, now: t0.addingTimeInterval(31)))
+            #expect(taken.id == queued.id && taken.attempts == 2 && taken.leaseOwner == "w2")
+            #expect(try await queue.heartbeat(queued.id, worker: "dead", lease: lease, progress: nil, now: t0.addingTimeInterval(32)) == false)
+            #expect(try await queue.complete(queued.id, worker: "dead", now: t0.addingTimeInterval(32)) == false)
+            #expect(try await queue.fail(queued.id, worker: "dead", error: "late", retryAt: nil, now: t0) == false)
+            #expect(try await queue.complete(queued.id, worker: "w2", now: t0.addingTimeInterval(33)))
+        }
+    }
+
+    @Test("a failed attempt waits for its retry time with its error; a final failure ends the job", arguments: JobQueueImplementation.allCases)
+    func failures(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { queue in
+            let queued = job("v1")
+            try await queue.enqueue([queued])
+            _ = try await queue.claim(worker: "w1", lease: lease, now: t0)
+            #expect(try await queue.fail(queued.id, worker: "w1", error: "store unavailable", retryAt: t0.addingTimeInterval(10), now: t0))
+            let waiting = try #require(try await queue.job(queued.id))
+            #expect(waiting.state == .queued && waiting.lastError == "store unavailable" && waiting.leaseOwner == nil)
+            #expect(try await queue.claim(worker: "w1", lease: lease, now: t0.addingTimeInterval(9)) == nil)
+            let again = try #require(try await queue.claim(worker: "w1", lease: lease, now: t0.addingTimeInterval(10)))
+            #expect(again.attempts == 2)
+            #expect(try await queue.fail(queued.id, worker: "w1", error: "gave up", retryAt: nil, now: t0.addingTimeInterval(11)))
+            let failed = try #require(try await queue.job(queued.id))
+            #expect(failed.state == .failed && failed.state.isFinished && failed.lastError == "gave up")
+            #expect(try await queue.claim(worker: "w1", lease: lease, now: t0.addingTimeInterval(1000)) == nil)
+        }
+    }
+
+    @Test("a job given back at shutdown is due at once and its attempt is not counted", arguments: JobQueueImplementation.allCases)
+    func release(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { queue in
+            let queued = job("v1")
+            try await queue.enqueue([queued])
+            _ = try await queue.claim(worker: "w1", lease: lease, now: t0)
+            #expect(try await queue.release(queued.id, worker: "w2", now: t0) == false)
+            #expect(try await queue.release(queued.id, worker: "w1", now: t0.addingTimeInterval(5)))
+            let again = try #require(try await queue.claim(worker: "w2", lease: lease, now: t0.addingTimeInterval(5)))
+            #expect(again.attempts == 1 && again.leaseOwner == "w2")
+        }
+    }
+
+    @Test("cancelling a video's jobs ends its queued and running ones (the runner's next heartbeat says stop), not others", arguments: JobQueueImplementation.allCases)
+    func cancellation(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { queue in
+            let running = job("v1")
+            let waiting = job("v1", .transcode)
+            let done = job("v1", .snapshot)
+            let other = job("v2")
+            try await queue.enqueue([running, done, waiting, other])
+            #expect(try await queue.claim(worker: "w1", lease: long, now: t0)?.id == running.id)
+            #expect(try await queue.claim(worker: "w2", lease: long, now: t0)?.id == done.id)
+            #expect(try await queue.complete(done.id, worker: "w2", now: t0))
+            let cancelled = try await queue.cancelJobs(videoId: "v1", now: t0)
+            #expect(Set(cancelled.map(\.id)) == [running.id, waiting.id])
+            #expect(try await queue.heartbeat(running.id, worker: "w1", lease: lease, progress: nil, now: t0) == false)
+            #expect(try await queue.complete(running.id, worker: "w1", now: t0) == false)
+            let jobs = try await queue.jobs(videoId: "v1")
+            #expect(jobs.map(\.id) == [running.id, done.id, waiting.id])
+            #expect(jobs.map(\.state) == [.cancelled, .succeeded, .cancelled])
+            #expect(try await queue.claim(worker: "w3", lease: long, now: t0.addingTimeInterval(100))?.id == other.id)
+            #expect(try await queue.claim(worker: "w3", lease: lease, now: t0.addingTimeInterval(1000)) == nil)
+        }
+    }
+
+    @Test("many workers claiming at once take each job exactly once", arguments: JobQueueImplementation.allCases)
+    func concurrentClaims(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { queue in
+            let jobs = (0..<40).map { job("v\($0)") }
+            try await queue.enqueue(jobs)
+            let now = t0
+            let claimed = try await withThrowingTaskGroup(of: [String].self) { group in
+                for worker in 0..<8 {
+                    group.addTask {
+                        var mine: [String] = []
+                        while let job = try await queue.claim(worker: "w\(worker)", lease: .seconds(30), now: now) {
+                            mine.append(job.id)
+                        }
+                        return mine
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(claimed.count == 40)
+            #expect(Set(claimed) == Set(jobs.map(\.id)))
+        }
+    }
+
+    @Test("a video's status change and the jobs it calls for are saved together, or neither", arguments: JobQueueImplementation.allCases)
+    func videoChangeWithJobs(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            let now = Date()
+            let video = VideoRecord(
+                videoId: "v1", title: "t", fileName: "f.mp4", status: "Uploading", bucket: "b", key: "video/v1/source.mp4",
+                owner: "k", createdAt: now, updatedAt: now)
+            try await catalog.saveVideo(video)
+            let kept = try await catalog.updateVideo("v1") { video in
+                video.status = "UploadSucc"
+                return .keep
+            }
+            #expect(kept == nil)
+            #expect(try await catalog.video("v1")?.status == "Uploading")
+            let saved = try await catalog.updateVideo("v1") { video in
+                video.status = "UploadSucc"
+                return .save(enqueue: [MediaJob(videoId: "v1", kind: .probe)])
+            }
+            #expect(saved?.status == "UploadSucc")
+            #expect(try await catalog.jobs(videoId: "v1").map(\.kind) == [.probe])
+            struct Refused: Error {}
+            await #expect(throws: Refused.self) {
+                try await catalog.updateVideo("v1") { video in
+                    video.status = "Normal"
+                    throw Refused()
+                }
+            }
+            #expect(try await catalog.video("v1")?.status == "UploadSucc")
+            try await catalog.updateVideo("v1") { video in
+                video.status = "Deleted"
+                return .save(cancelJobs: true)
+            }
+            #expect(try await catalog.jobs(videoId: "v1").map(\.state) == [.cancelled])
+            #expect(try await catalog.updateVideo("missing") { _ in .save() } == nil)
+        }
+    }
+}

@@ -1,0 +1,113 @@
+import Ferry
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+@Suite("Media jobs across deletions and crashes", .serialized)
+struct MediaJobLifecycleTests {
+    /// Templates whose default group encodes slowly, so a transcode is still running when a test acts.
+    static let slow = TranscodeTemplates(groups: TranscodeTemplates.builtIn.groups, preset: "veryslow", segmentSeconds: 4)
+
+    /// Waits until `condition` holds, checking every 50 ms; records an issue when `timeout` passes first.
+    static func eventually(
+        _ what: String, timeout: Duration = .seconds(60), _ condition: () async throws -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while try await !condition() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("timed out waiting until \(what)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    @Test("deleting a video mid-transcode cancels its jobs, kills its ffmpeg at once and removes every file it had")
+    func deleteMidTranscode() async throws {
+        try await MediaHarness.with(configure: { $0.mediaProcessing.templates = Self.slow }) { harness in
+            let data = harness.server.dataDirectory
+            let videoId = try await harness.upload(try await harness.fixture(.long, seconds: 60))
+            try await Self.eventually("ffmpeg transcodes the video") {
+                let status = try await harness.media.getVideoInfo(videoId: videoId).status
+                return status == "Transcoding" && !MediaFixtures.ffmpegProcesses(mentioning: data).isEmpty
+            }
+            let deleted = ContinuousClock.now
+            try await harness.media.deleteVideos([videoId])
+            try await Self.eventually("ffmpeg is gone", timeout: .seconds(3)) {
+                MediaFixtures.ffmpegProcesses(mentioning: data).isEmpty
+            }
+            #expect(ContinuousClock.now - deleted < .seconds(3))
+            let jobs = try await harness.server.server.catalog.jobs(videoId: videoId)
+            #expect(jobs.filter { $0.kind == .transcode }.map(\.state) == [.cancelled])
+            #expect(jobs.allSatisfy { $0.state.isFinished })
+            try await Self.eventually("the job's working directory is removed", timeout: .seconds(5)) {
+                ((try? FileManager.default.contentsOfDirectory(atPath: data + "/media-work")) ?? []).isEmpty
+            }
+            #expect(try await harness.keys(under: "video/\(videoId)/").isEmpty)
+            await #expect(throws: FerryError.self) { try await harness.media.getVideoInfo(videoId: videoId) }
+        }
+    }
+
+    @Test("ferry serve SIGKILLed mid-transcode takes its ffmpeg with it; after a restart the job is taken over and ends Normal, once, with nothing left over")
+    func killMidTranscode() async throws {
+        try #require(MediaFixtures.available, "ffmpeg and ffprobe are needed (.ci/run installs Debian's ffmpeg)")
+        let directory = TemporaryDirectory.make("ferry-media-kill")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let data = directory + "/data"
+        let slowFile = directory + "/slow.json"
+        let fastFile = directory + "/fast.json"
+        try JSONEncoder().encode(Self.slow).write(to: URL(fileURLWithPath: slowFile))
+        var fast = Self.slow
+        fast.preset = "ultrafast"
+        try JSONEncoder().encode(fast).write(to: URL(fileURLWithPath: fastFile))
+        let root = Credentials(accessKeyId: "FKIAMEDIAKILL000", secretAccessKey: "media-kill-secret-0123456789")
+        let environment = ["FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey]
+        let options = ["--media-workers", "1", "--media-lease", "2"]
+        let source = try await MediaFixtures.make(.long, seconds: 20, in: directory)
+
+        let first = try await FerryExecutable.Server.start(
+            dataDirectory: data, arguments: options + ["--transcode-templates", slowFile], environment: environment)
+        var media = MediaServiceClient(endpoint: URL(string: first.endpoint)!, credentials: root)
+        let ticket = try await media.createUploadVideo(.init(title: "Killed", fileName: "killed.mp4"))
+        _ = try await ticket.objectStorageClient()
+            .upload(file: URL(fileURLWithPath: source), bucket: ticket.address.bucket, key: ticket.address.fileName).result
+        try await Self.eventually("ffmpeg transcodes the video") {
+            let status = try await media.getVideoInfo(videoId: ticket.id).status
+            return status == "Transcoding" && !MediaFixtures.ffmpegProcesses(mentioning: data).isEmpty
+        }
+        // Let it write some of its output first.
+        try await Task.sleep(for: .milliseconds(500))
+        await first.stop(signal: SIGKILL)
+        try await Self.eventually("the killed server's ffmpeg is gone", timeout: .seconds(3)) {
+            MediaFixtures.ffmpegProcesses(mentioning: data).isEmpty
+        }
+
+        let second = try await FerryExecutable.Server.start(
+            dataDirectory: data, arguments: options + ["--transcode-templates", fastFile], environment: environment)
+        media = MediaServiceClient(endpoint: URL(string: second.endpoint)!, credentials: root)
+        try await Self.eventually("the video is Normal", timeout: .seconds(120)) {
+            ["Normal", "TranscodeFail"].contains(try await media.getVideoInfo(videoId: ticket.id).status)
+        }
+        let info = try await media.getVideoInfo(videoId: ticket.id)
+        #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+        let play = try await media.getPlayInfo(videoId: ticket.id)
+        #expect(play.streams.map { "\($0.definition)/\($0.format)" }.sorted() == ["AUTO/m3u8", "LD/m3u8", "LD/mp4"])
+        let mp4 = try #require(play.stream(format: "mp4"))
+        #expect(abs((try await MediaFixtures.probe(mp4.url).duration ?? 0) - 20) <= 0.15)
+        let copy = directory + "/copy.mp4"
+        try await MediaFixtures.ffmpeg(["-i", try #require(play.stream(format: "m3u8", definition: "AUTO")).url, "-c", "copy", copy])
+        #expect(abs((try await MediaFixtures.probe(copy).duration ?? 0) - 20) <= 0.15)
+
+        // One published set of outputs; nothing of the killed attempt in storage or in the working directory.
+        let s3 = S3TestClient(
+            endpoint: second.endpoint, credentials: SigV4Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey))
+        let listing = try await s3.send("GET", "/ferry-media", query: [("list-type", "2"), ("prefix", "video/\(ticket.id)/out/")])
+        let keys = listing.text.components(separatedBy: "<Key>").dropFirst().compactMap { $0.components(separatedBy: "</Key>").first }
+        #expect(!keys.isEmpty)
+        #expect(Set(keys.map { $0.split(separator: "/")[3] }).count == 1, "\(keys)")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: data + "/media-work")) ?? []).isEmpty)
+        await second.stop()
+    }
+}

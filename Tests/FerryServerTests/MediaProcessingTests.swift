@@ -1,0 +1,324 @@
+import Ferry
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+@Suite("Media processing with ffmpeg: probe, cover, renditions, HLS, play info, events", .serialized)
+struct MediaProcessingTests {
+    /// The payload of each delivered event, in delivery order, with its type.
+    static func events(_ recorder: WebhookRecorder) async -> [(type: String, payload: [String: Any])] {
+        await recorder.deliveries.compactMap { delivery in
+            guard let json = try? JSONSerialization.jsonObject(with: Data(delivery.body)) as? [String: Any],
+                let type = json["type"] as? String
+            else { return nil }
+            return (type, json["payload"] as? [String: Any] ?? [:])
+        }
+    }
+
+    @Test("an uploaded 480p video becomes Normal: probed, a cover, LD and SD as HLS and MP4 under a master playlist, events in order")
+    func ladder() async throws {
+        try await WebhookReceiver.with { receiver in
+            try await MediaHarness.with(webhook: receiver.url) { harness in
+                let source = try await harness.fixture(.landscape480)
+                let videoId = try await harness.upload(source)
+                let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+                #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+                #expect(abs((info.duration ?? 0) - 3) <= 0.1)
+                #expect(info.width == 854 && info.height == 480)
+                #expect(info.mediaType == "video")
+                #expect(info.snapshots.count == 1)
+
+                // The source as probed.
+                let mezzanine = try await harness.media.getMezzanineInfo(videoId: videoId)
+                #expect(mezzanine.status == "Normal")
+                #expect(mezzanine.videoCodec == "h264" && mezzanine.audioCodec == "aac")
+                #expect(mezzanine.fps == 30)
+                #expect(try await S3TestClient.fetch(mezzanine.fileURL).body == [UInt8](try Data(contentsOf: URL(fileURLWithPath: source))))
+
+                // Renditions: never above the source (480p gets LD at 360p and SD at 480p), each as HLS and MP4.
+                let play = try await harness.media.getPlayInfo(videoId: videoId)
+                #expect(play.status == "Normal")
+                #expect(Set(play.streams.map { "\($0.definition)/\($0.format)" }) == ["LD/m3u8", "LD/mp4", "SD/m3u8", "SD/mp4", "AUTO/m3u8"])
+                for (definition, width, height) in [("LD", 640, 360), ("SD", 854, 480)] {
+                    let mp4 = try #require(play.stream(format: "mp4", definition: definition))
+                    #expect(mp4.width == width && mp4.height == height)
+                    let probed = try await MediaFixtures.probe(mp4.url)
+                    #expect(probed.codec("video") == "h264" && probed.codec("audio") == "aac")
+                    #expect(probed.width == width && probed.height == height)
+                    #expect(abs((probed.duration ?? 0) - 3) <= 0.1, "\(definition) lasts \(probed.duration ?? 0)")
+                    // Progressive MP4 for browsers: the index (moov) comes before the media (faststart).
+                    let head = try await S3TestClient.fetch(mp4.url, headers: [("Range", "bytes=0-4095")])
+                    #expect(head.status == 206)
+                    let text = String(decoding: head.body, as: UTF8.self)
+                    #expect(text.range(of: "moov") != nil, "\(definition).mp4 has its moov atom at the end")
+                }
+                // The master playlist lists both variants; ffmpeg reads the whole stream through it (relative URIs).
+                let master = try #require(play.stream(format: "m3u8", definition: "AUTO"))
+                let playlist = String(decoding: try await S3TestClient.fetch(master.url).body, as: UTF8.self)
+                #expect(playlist.components(separatedBy: "#EXT-X-STREAM-INF").count - 1 == 2)
+                #expect(playlist.contains("RESOLUTION=640x360") && playlist.contains("RESOLUTION=854x480"))
+                #expect(playlist.contains("LD/index.m3u8") && playlist.contains("SD/index.m3u8"))
+                let copy = harness.fixtures + "/copied.mp4"
+                try await MediaFixtures.ffmpeg(["-i", master.url, "-c", "copy", copy])
+                let copied = try await MediaFixtures.probe(copy)
+                #expect(abs((copied.duration ?? 0) - 3) <= 0.1, "the HLS copy lasts \(copied.duration ?? 0)")
+                #expect(copied.width == 854 && copied.codec("audio") == "aac")
+                let variant = try #require(play.stream(format: "m3u8", definition: "LD"))
+                let variantText = String(decoding: try await S3TestClient.fetch(variant.url).body, as: UTF8.self)
+                #expect(variantText.contains("#EXT-X-MAP:URI=\"init.mp4\"") && variantText.contains(".m4s"))
+
+                // The cover, taken from the video.
+                let cover = try #require(info.coverURL)
+                let picture = try await MediaFixtures.probe(cover)
+                #expect(picture.codec("video") == "mjpeg" && picture.width == 854)
+
+                // Events, in order, with their fields.
+                let deadline = ContinuousClock.now + .seconds(20)
+                while await Self.events(receiver.recorder).last?.type != "TranscodeComplete", ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let events = await Self.events(receiver.recorder)
+                #expect(events.map(\.type) == [
+                    "FileUploadComplete", "VideoAnalysisComplete", "SnapshotComplete", "StreamTranscodeComplete",
+                    "StreamTranscodeComplete", "StreamTranscodeComplete", "StreamTranscodeComplete", "TranscodeComplete",
+                ])
+                #expect(events.allSatisfy { $0.payload["VideoId"] as? String == videoId })
+                #expect(events[1].payload["Width"] as? Int == 854 && events[1].payload["Status"] as? String == "success")
+                #expect(events[2].payload["Status"] as? String == "success")
+                let streams = events.filter { $0.type == "StreamTranscodeComplete" }.map {
+                    "\($0.payload["Definition"] as? String ?? "")/\($0.payload["Format"] as? String ?? "")"
+                }
+                #expect(Set(streams) == ["LD/m3u8", "LD/mp4", "SD/m3u8", "SD/mp4"])
+                let done = try #require(events.last?.payload)
+                #expect(done["Status"] as? String == "success")
+                #expect((done["StreamInfos"] as? [[String: Any]])?.count == 4)
+
+                // Nothing of the job is left in its working directory, and only the published outputs are stored.
+                let work = harness.server.dataDirectory + "/media-work"
+                #expect(((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).isEmpty)
+                let outputs = try await harness.keys(under: "video/\(videoId)/out/")
+                #expect(Set(outputs.map { $0.split(separator: "/")[3] }).count == 1, "\(outputs)")
+            }
+        }
+    }
+
+    @Test("GetPlayInfo filters by format and definition; playback URLs refuse altered and expired tokens and other videos")
+    func playbackURLs() async throws {
+        try await MediaHarness.with { harness in
+            let first = try await harness.upload(try await harness.fixture(.noAudio))
+            #expect(try await harness.waitFor(first, ["Normal", "TranscodeFail"]).status == "Normal")
+            let play = try await harness.media.getPlayInfo(videoId: first, formats: ["mp4"])
+            #expect(play.streams.map(\.format) == ["mp4"])
+            #expect(play.streams.map(\.definition) == ["LD"])
+            let mp4 = try #require(play.streams.first)
+            let probed = try await MediaFixtures.probe(mp4.url)
+            #expect(probed.width == 320 && probed.height == 180 && probed.codec("audio") == nil)
+            let narrowed = try await harness.media.getPlayInfo(videoId: first, definitions: ["AUTO"])
+            #expect(narrowed.streams.map(\.format) == ["m3u8"])
+            await #expect(throws: FerryError.self) {
+                try await harness.media.getPlayInfo(videoId: first, formats: ["flv"])
+            }
+
+            // A browser on another site may fetch it (the URL is the credential).
+            let fetched = try await S3TestClient.fetch(mp4.url, headers: [("Origin", "https://player.example")])
+            #expect(fetched.status == 200)
+            #expect(fetched.headers.first(name: "access-control-allow-origin") == "*")
+            #expect(fetched.headers.first(name: "content-type") == "video/mp4")
+
+            // Altered: another expiry, another MAC, another video's id, a path outside the video.
+            let url = mp4.url
+            let token = try #require(url.components(separatedBy: "/_ferry/play/").last?.split(separator: "/").first)
+            let pieces = token.split(separator: ".")
+            let later = url.replacingOccurrences(of: String(pieces[0]), with: String(Int(pieces[0])! + 60))
+            #expect(try await S3TestClient.fetch(later).status == 403)
+            var mac = Array(pieces[1])
+            mac[0] = mac[0] == "A" ? "B" : "A"
+            #expect(try await S3TestClient.fetch(url.replacingOccurrences(of: String(pieces[1]), with: String(mac))).status == 403)
+            let second = try await harness.upload(try await harness.fixture(.audioOnly))
+            #expect(try await S3TestClient.fetch(url.replacingOccurrences(of: first, with: second)).status == 403)
+            for path in ["../source.mp4", "LD/../../x", "%2e%2e/source.mp4", "source.mp4"] {
+                let outside = url.replacingOccurrences(of: "LD.mp4", with: path)
+                #expect([403, 404].contains(try await S3TestClient.fetch(outside).status), "\(path)")
+            }
+            // Expired.
+            let brief = try await harness.media.getPlayInfo(videoId: first, authTimeout: 1, formats: ["mp4"])
+            try await Task.sleep(for: .milliseconds(2100))
+            let expired = try await S3TestClient.fetch(try #require(brief.streams.first).url)
+            #expect(expired.status == 403)
+            #expect(String(decoding: expired.body, as: UTF8.self).contains("expired"))
+            _ = try await harness.waitFor(second, ["Normal", "TranscodeFail"])
+        }
+    }
+
+    @Test(
+        "files that are not video end in TranscodeFail with ffprobe's reason, the source kept and downloadable, and a failure event",
+        arguments: ["text", "empty", "truncated", "random"])
+    func notVideo(_ kind: String) async throws {
+        try await WebhookReceiver.with { receiver in
+            try await MediaHarness.with(webhook: receiver.url) { harness in
+                let path = harness.fixtures + "/bad-\(kind).mp4"
+                switch kind {
+                case "text": try Data("This is a shopping list, not a film.\n".utf8).write(to: URL(fileURLWithPath: path))
+                case "empty": try Data().write(to: URL(fileURLWithPath: path))
+                case "truncated":
+                    let whole = try Data(contentsOf: URL(fileURLWithPath: try await harness.fixture(.landscape480)))
+                    try whole.prefix(whole.count / 3).write(to: URL(fileURLWithPath: path))
+                default:
+                    var generator = SystemRandomNumberGenerator()
+                    try Data((0..<200_000).map { _ in UInt8.random(in: 0...255, using: &generator) }).write(to: URL(fileURLWithPath: path))
+                }
+                let videoId = try await harness.upload(path)
+                let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+                #expect(info.status == "TranscodeFail")
+                #expect(info.errorCode == "InvalidMedia" || info.errorCode == "TranscodeError")
+                let message = try #require(info.errorMessage)
+                #expect(!message.isEmpty && !message.contains(harness.server.dataDirectory), "\(message)")
+                let source = try await harness.media.getMezzanineInfo(videoId: videoId)
+                #expect(try await S3TestClient.fetch(source.fileURL).body == [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
+                await #expect(throws: FerryError.self) { try await harness.media.getPlayInfo(videoId: videoId) }
+
+                let deadline = ContinuousClock.now + .seconds(20)
+                while await !Self.events(receiver.recorder).contains(where: { $0.type == "TranscodeComplete" }),
+                    ContinuousClock.now < deadline
+                {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let failure = try #require(await Self.events(receiver.recorder).first { $0.type == "TranscodeComplete" })
+                #expect(failure.payload["Status"] as? String == "fail")
+                #expect(failure.payload["ErrorMessage"] as? String == message)
+            }
+        }
+    }
+
+    @Test(
+        "odd sources play in every rendition: a rotated portrait, sound only, no sound, odd sizes, a variable frame rate, 10-bit HEVC",
+        arguments: [
+            MediaFixtures.Kind.rotatedPortrait, .audioOnly, .noAudio, .oddSize, .variableFrameRate, .hevc10Bit,
+        ])
+    func oddSources(_ kind: MediaFixtures.Kind) async throws {
+        try await MediaHarness.with { harness in
+            let source = try await harness.fixture(kind)
+            let videoId = try await harness.upload(source)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(kind): \(info.errorMessage ?? "")")
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            let original = try await MediaFixtures.probe(source)
+            for stream in play.streams where stream.format != "m3u8" {
+                let probed = try await MediaFixtures.probe(stream.url)
+                #expect(abs((probed.duration ?? 0) - (original.duration ?? 0)) <= 0.15, "\(kind) \(stream.definition): \(probed.duration ?? 0)")
+                switch kind {
+                case .audioOnly:
+                    #expect(stream.definition == "SQ" && stream.format == "m4a")
+                    #expect(probed.codec("audio") == "aac" && probed.codec("video") == nil)
+                case .rotatedPortrait:
+                    // Displayed 270×480: the rendition is upright (no rotation left to apply) and portrait.
+                    #expect(info.width == 270 && info.height == 480)
+                    #expect(probed.width == 270 && probed.height == 480)
+                default:
+                    #expect(probed.codec("video") == "h264")
+                    #expect((probed.stream("video")?["pix_fmt"] as? String) == "yuv420p")
+                    #expect((probed.width ?? 1) % 2 == 0 && (probed.height ?? 1) % 2 == 0)
+                    #expect((probed.height ?? 10_000) <= (info.height ?? 0))
+                }
+            }
+            // Every HLS stream reads to its end.
+            if let hls = play.stream(format: "m3u8", definition: "AUTO") {
+                let copy = harness.fixtures + "/copy-\(kind.rawValue).mp4"
+                try await MediaFixtures.ffmpeg(["-i", hls.url, "-c", "copy", copy])
+                #expect(abs(((try await MediaFixtures.probe(copy)).duration ?? 0) - (original.duration ?? 0)) <= 0.15)
+            }
+        }
+    }
+
+    @Test("NoTranscode: UploadSucc → Normal with the original as the only definition (OD); the cover is still taken")
+    func noTranscode() async throws {
+        try await MediaHarness.with { harness in
+            let source = try await harness.fixture(.landscape480)
+            let videoId = try await harness.upload(source, transcode: "NoTranscode")
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal")
+            #expect(info.templateGroupId == "NoTranscode")
+            #expect(abs((info.duration ?? 0) - 3) <= 0.1)
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            #expect(play.streams.map(\.definition) == ["OD"])
+            #expect(play.streams.first?.format == "mp4" && play.streams.first?.width == 854)
+            #expect(try await S3TestClient.fetch(try #require(play.streams.first).url).body == [UInt8](try Data(contentsOf: URL(fileURLWithPath: source))))
+            #expect(try await harness.keys(under: "video/\(videoId)/out/").isEmpty)
+            // The snapshot job runs after the status changed; wait for it.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await harness.media.getVideoInfo(videoId: videoId).coverURL == nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(try await harness.media.getVideoInfo(videoId: videoId).coverURL != nil)
+        }
+    }
+
+    @Test("template groups: an unknown name is a 400 at creation; a configured group makes its own ladder")
+    func templateGroups() async throws {
+        let custom = TranscodeTemplates(
+            groups: TranscodeTemplates.builtIn.groups + [
+                .init(
+                    name: "tiny", video: [.init(definition: "XS", height: 144, videoBitrate: 200, audioBitrate: 32)],
+                    audio: .init(definition: "SQ", audioBitrate: 64), formats: ["mp4"])
+            ], preset: "ultrafast", segmentSeconds: 2)
+        try await MediaHarness.with(configure: { $0.mediaProcessing.templates = custom }) { harness in
+            let refused = await #expect(throws: FerryError.self) {
+                _ = try await harness.media.createUploadVideo(
+                    { var d = MediaServiceClient.VideoDescription(title: "x", fileName: "x.mp4"); d.transcode = "nonesuch"; return d }())
+            }
+            #expect(refused?.httpStatus == 400)
+            #expect(refused?.serverCode == "InvalidTemplateGroup.NotFound")
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480), transcode: "tiny")
+            #expect(try await harness.waitFor(videoId, ["Normal", "TranscodeFail"]).status == "Normal")
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            #expect(play.streams.map { "\($0.definition)/\($0.format)" } == ["XS/mp4"])
+            #expect(play.streams.first?.height == 144 && play.streams.first?.width == 256)
+        }
+    }
+
+    @Test("the cover is a representative frame, not the black first second")
+    func coverIsNotBlack() async throws {
+        try await MediaHarness.with { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.blackStart, seconds: 4), transcode: "NoTranscode")
+            let deadline = ContinuousClock.now + .seconds(60)
+            var cover: String?
+            while cover == nil, ContinuousClock.now < deadline {
+                cover = try await harness.media.getVideoInfo(videoId: videoId).coverURL
+                if cover == nil { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            let url = try #require(cover)
+            let picture = harness.fixtures + "/cover.jpg"
+            try Data(try await S3TestClient.fetch(url).body).write(to: URL(fileURLWithPath: picture))
+            // The mean luma of the picture (signalstats' YAVG): black is 16.
+            let run = try await MediaFixtures.tool(
+                "ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(picture),signalstats",
+                            "-show_entries", "frame_tags=lavfi.signalstats.YAVG", "-of", "csv=p=0"])
+            let luma = Double(run.output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "\n").first ?? "") ?? 0
+            #expect(luma > 40, "cover luma \(luma): \(run.errorOutput)")
+        }
+    }
+
+    @Test("without ffmpeg the server runs, and GetVideoInfo says why the uploaded video waits at UploadSucc")
+    func withoutTools() async throws {
+        let empty = TemporaryDirectory.make("ferry-no-tools")
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        try await TestServer.with(configure: {
+            $0.mediaProcessing.workers = 1
+            $0.mediaProcessing.toolsDirectory = empty
+        }) { server in
+            #expect(server.server.mediaTools == nil)
+            let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+            let media = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+            let ticket = try await media.createUploadVideo(.init(title: "Waits", fileName: "waits.mp4"))
+            #expect(try await server.client(ticket.auth.credentials).put(ticket.address.bucket, ticket.address.fileName, [1, 2, 3]).status == 200)
+            try await Task.sleep(for: .milliseconds(500))
+            let info = try await media.getVideoInfo(videoId: ticket.id)
+            #expect(info.status == "UploadSucc")
+            #expect(info.statusMessage?.contains("ffmpeg and ffprobe are not installed") == true)
+            let jobs = try await server.server.catalog.jobs(videoId: ticket.id)
+            #expect(jobs.map(\.kind) == [.probe] && jobs.map(\.state) == [.queued])
+        }
+    }
+}

@@ -1,0 +1,165 @@
+import Crypto
+import Foundation
+import Testing
+
+@testable import FerryServer
+
+@Suite("Transcode plans, probes and playback tokens (pure)")
+struct TranscodePlanTests {
+    static let group = TranscodeTemplates.builtIn.groups[0]
+
+    static func source(_ width: Int, _ height: Int, audio: Bool = true) -> MezzanineInfo {
+        var info = MezzanineInfo(size: 1000)
+        info.width = width
+        info.height = height
+        info.videoCodec = "h264"
+        info.duration = 10
+        if audio { info.audioCodec = "aac" }
+        return info
+    }
+
+    static func ladder(_ info: MezzanineInfo) throws -> [String] {
+        try TranscodePlan.make(for: info, group: group, templates: .builtIn).outputs.map {
+            "\($0.definition)=\($0.width.map(String.init) ?? "-")x\($0.height.map(String.init) ?? "-")"
+        }
+    }
+
+    @Test("the ladder never upscales: each definition that fits the shorter side, and the next one at the source's size")
+    func ladderSelection() throws {
+        #expect(try Self.ladder(Self.source(1920, 1080)) == ["LD=640x360", "SD=960x540", "HD=1280x720", "FHD=1920x1080"])
+        #expect(try Self.ladder(Self.source(1280, 720)) == ["LD=640x360", "SD=960x540", "HD=1280x720"])
+        #expect(try Self.ladder(Self.source(854, 480)) == ["LD=640x360", "SD=854x480"])
+        #expect(try Self.ladder(Self.source(640, 360)) == ["LD=640x360"])
+        #expect(try Self.ladder(Self.source(320, 240)) == ["LD=320x240"])
+        // Portrait keeps its orientation and the same quality per definition (the shorter side is the width).
+        #expect(try Self.ladder(Self.source(1080, 1920)) == ["LD=360x640", "SD=540x960", "HD=720x1280", "FHD=1080x1920"])
+        // Odd sizes come out even.
+        #expect(try Self.ladder(Self.source(321, 241)) == ["LD=320x240"])
+        // Larger than the top rung: every rung, none bigger.
+        #expect(try Self.ladder(Self.source(3840, 2160)) == ["LD=640x360", "SD=960x540", "HD=1280x720", "FHD=1920x1080"])
+        // Sound only: the audio definition; neither: refused.
+        var audio = MezzanineInfo(size: 1)
+        audio.audioCodec = "opus"
+        #expect(try Self.ladder(audio) == ["SQ=-x-"])
+        #expect(throws: MediaProbe.Unreadable.self) { try Self.ladder(MezzanineInfo(size: 1)) }
+    }
+
+    @Test("a rung encoded below its height gets a proportionally lower bit rate")
+    func bitrates() throws {
+        let plan = try TranscodePlan.make(for: Self.source(854, 480), group: Self.group, templates: .builtIn)
+        // SD (540p, 1200 kbit/s) at 480p: 1200 × (480/540)² ≈ 948.
+        #expect(plan.outputs.map(\.videoBitrate) == [700, 948])
+    }
+
+    @Test("one ffmpeg process decodes once and splits the picture; arguments are an array, the source a plain argument")
+    func encodeArguments() throws {
+        let plan = try TranscodePlan.make(for: Self.source(1280, 720), group: Self.group, templates: .builtIn)
+        let input = "/work/job/source; rm -rf $HOME.mp4"
+        let arguments = plan.encodeArguments(input: input, directory: "/work/job/out", progressFile: "/work/job/p.txt")
+        #expect(arguments.filter { $0 == "-i" }.count == 1)
+        #expect(arguments[arguments.firstIndex(of: "-i")! + 1] == input)
+        let graph = try #require(arguments.firstIndex(of: "-filter_complex").map { arguments[$0 + 1] })
+        #expect(graph.hasPrefix("[0:v:0]split=3[s0][s1][s2];"))
+        #expect(graph.contains("scale=640:360") && graph.contains("scale=1280:720"))
+        #expect(arguments.filter { $0.hasSuffix(".mp4") && $0.hasPrefix("/work/job/out/") }.count == 3)
+        #expect(arguments.contains("+faststart") && arguments.contains("libx264") && arguments.contains("yuv420p"))
+        let package = plan.packageArguments(for: plan.outputs[0], directory: "/w")
+        #expect(package.contains("fmp4") && package.contains("copy") && package.last == "/w/LD/index.m3u8")
+    }
+
+    @Test("ffprobe's JSON: size after rotation, frame rate, codecs; a cover picture is not the video")
+    func probeParsing() throws {
+        let json = """
+            {"streams":[{"codec_type":"video","codec_name":"hevc","width":1920,"height":1080,"avg_frame_rate":"30000/1001",
+            "pix_fmt":"yuv420p10le","side_data_list":[{"side_data_type":"Display Matrix","rotation":-90}]},
+            {"codec_type":"audio","codec_name":"aac","sample_rate":"48000","channels":2,"bit_rate":"128000"}],
+            "format":{"format_name":"mov,mp4","duration":"12.345","bit_rate":"5000000"}}
+            """
+        let info = try MediaProbe.parse(Data(json.utf8), size: 99)
+        #expect(info.width == 1080 && info.height == 1920 && info.rotation == 270)
+        #expect(info.fps == 29.97 && info.videoCodec == "hevc" && info.pixelFormat == "yuv420p10le")
+        #expect(info.audioCodec == "aac" && info.audioSampleRate == 48000 && info.audioChannels == 2)
+        #expect(info.duration == 12.345 && info.bitrate == 5_000_000 && info.size == 99)
+        let cover = """
+            {"streams":[{"codec_type":"video","codec_name":"mjpeg","width":500,"height":500,"disposition":{"attached_pic":1}},
+            {"codec_type":"audio","codec_name":"mp3"}],"format":{"duration":"200"}}
+            """
+        let song = try MediaProbe.parse(Data(cover.utf8), size: 1)
+        #expect(!song.hasVideo && song.hasAudio)
+        #expect(throws: MediaProbe.Unreadable.self) { try MediaProbe.parse(Data("{}".utf8), size: 1) }
+        #expect(throws: MediaProbe.Unreadable.self) { try MediaProbe.parse(Data("not json".utf8), size: 1) }
+        #expect(MediaProbe.reason(fromStandardError: "") == "The file is not audio or video that ffprobe can read.")
+    }
+
+    @Test("a master playlist lists every variant with bandwidth, resolution and codecs, lowest first")
+    func masterPlaylist() throws {
+        let plan = try TranscodePlan.make(for: Self.source(1280, 720), group: Self.group, templates: .builtIn)
+        let text = TranscodePlan.masterPlaylist([
+            (plan.outputs[2], 3_000_000, 2_500_000, "avc1.64001f,mp4a.40.2", 30),
+            (plan.outputs[0], 900_000, 700_000, "avc1.64001e,mp4a.40.2", 30),
+        ])
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines[0] == "#EXTM3U")
+        #expect(lines[3].contains("BANDWIDTH=900000") && lines[3].contains("RESOLUTION=640x360"))
+        #expect(lines[4] == "LD/index.m3u8" && lines[6] == "HD/index.m3u8")
+        #expect(TranscodePlan.codecs(videoProfile: "High", videoLevel: 31, hasVideo: true, hasAudio: true) == "avc1.64001f,mp4a.40.2")
+        #expect(TranscodePlan.codecs(videoProfile: nil, videoLevel: nil, hasVideo: false, hasAudio: true) == "mp4a.40.2")
+        let segments = TranscodePlan.segments(ofPlaylist: "#EXTM3U\n#EXTINF:4.000000,\nseg_00000.m4s\n#EXTINF:1.5,\nseg_00001.m4s\n#EXT-X-ENDLIST\n")
+        #expect(segments.map(\.uri) == ["seg_00000.m4s", "seg_00001.m4s"] && segments.map(\.duration) == [4, 1.5])
+        #expect(MediaPipeline.progressSeconds("frame=10\nout_time_us=1500000\nprogress=continue\n") == 1.5)
+    }
+
+    @Test("template files: checked names, numbers and formats; NoTranscode reserved; a default group required")
+    func templateValidation() throws {
+        #expect(throws: Never.self) { try TranscodeTemplates.builtIn.validate() }
+        #expect(try TranscodeTemplates.builtIn.group(named: nil)?.name == "default")
+        #expect(try TranscodeTemplates.builtIn.group(named: "NoTranscode") == nil)
+        #expect(throws: TranscodeTemplates.UnknownGroup.self) { try TranscodeTemplates.builtIn.group(named: "x") }
+        var bad = TranscodeTemplates.builtIn
+        bad.groups[0].video[0].height = 361
+        #expect(throws: TranscodeTemplates.InvalidTemplates.self) { try bad.validate() }
+        bad = TranscodeTemplates.builtIn
+        bad.groups[0].name = "other"
+        #expect(throws: TranscodeTemplates.InvalidTemplates.self) { try bad.validate() }
+        bad = TranscodeTemplates.builtIn
+        bad.groups.append(.init(name: "NoTranscode", video: bad.groups[0].video, audio: bad.groups[0].audio))
+        #expect(throws: TranscodeTemplates.InvalidTemplates.self) { try bad.validate() }
+        bad = TranscodeTemplates.builtIn
+        bad.groups[0].formats = ["flv"]
+        #expect(throws: TranscodeTemplates.InvalidTemplates.self) { try bad.validate() }
+        bad = TranscodeTemplates.builtIn
+        bad.preset = "; rm -rf /"
+        #expect(throws: TranscodeTemplates.InvalidTemplates.self) { try bad.validate() }
+        let file = NSTemporaryDirectory() + "templates-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try Data(#"{"groups":[{"name":"default","video":[{"definition":"LD","height":360,"videoBitrate":600,"audioBitrate":64}],"audio":{"definition":"SQ","audioBitrate":96},"formats":["mp4"]}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: file))
+        let loaded = try TranscodeTemplates.load(path: file)
+        #expect(loaded.preset == "veryfast" && loaded.segmentSeconds == 4 && loaded.groups[0].video.count == 1)
+        try Data("{".utf8).write(to: URL(fileURLWithPath: file))
+        #expect(throws: TranscodeTemplates.InvalidTemplates.self) { try TranscodeTemplates.load(path: file) }
+    }
+
+    @Test("playback tokens: valid for their video until they expire; altered ones are refused; file paths stay inside")
+    func playbackTokens() throws {
+        let codec = SessionTokenCodec(key: .init(size: .bits256))
+        let now = Date()
+        let token = PlaybackToken.make(videoId: "v1", expiration: now.addingTimeInterval(60), codec: codec)
+        #expect(PlaybackToken.verify(token, videoId: "v1", now: now, codec: codec) == .valid)
+        #expect(PlaybackToken.verify(token, videoId: "v2", now: now, codec: codec) == .invalid)
+        #expect(PlaybackToken.verify(token, videoId: "v1", now: now.addingTimeInterval(61), codec: codec) == .expired)
+        let other = SessionTokenCodec(key: .init(size: .bits256))
+        #expect(PlaybackToken.verify(token, videoId: "v1", now: now, codec: other) == .invalid)
+        let parts = token.split(separator: ".")
+        #expect(PlaybackToken.verify("\(Int(parts[0])! + 1).\(parts[1])", videoId: "v1", now: now, codec: codec) == .invalid)
+        for junk in ["", ".", "abc", "1.2.3", "99999999999999999999.x", "-5.abc"] {
+            #expect(PlaybackToken.verify(junk, videoId: "v1", now: now, codec: codec) == .invalid)
+        }
+        for good in ["master.m3u8", "LD/index.m3u8", "LD/seg_00001.m4s", "cover.jpg"] {
+            #expect(PlaybackToken.isValidFilePath(good))
+        }
+        for bad in ["", "..", "../x", "LD/../x", "a//b", "/abs", "LD/", "a b", "x%2e", "a/b/c/d/e", "./x"] {
+            #expect(!PlaybackToken.isValidFilePath(bad), "\(bad)")
+        }
+    }
+}

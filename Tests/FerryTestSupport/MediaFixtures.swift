@@ -1,0 +1,155 @@
+import Foundation
+
+/// Small media files made with ffmpeg's lavfi sources (nothing large is committed), and ffprobe to check what the
+/// service made of them.
+public enum MediaFixtures {
+    /// A kind of source file.
+    public enum Kind: String, Sendable, CaseIterable {
+        /// 854×480, 30 fps, H.264 + AAC (a "480p" source: LD and SD, no upscaling).
+        case landscape480
+        /// 480×270 picture stored with a 90° rotation (displayed 270×480), H.264 + AAC.
+        case rotatedPortrait
+        /// Sound only (AAC in M4A).
+        case audioOnly
+        /// Picture only, 320×180, no audio track.
+        case noAudio
+        /// 321×241 (odd sizes), MPEG-4 Part 2 in MP4.
+        case oddSize
+        /// Variable frame rate: one second at 10 fps, then one at 30 fps, in Matroska.
+        case variableFrameRate
+        /// 10-bit HEVC, 426×240, with sound.
+        case hevc10Bit
+        /// One black second, then a test pattern: its cover must not be black.
+        case blackStart
+        /// A long 640×360 clip (`seconds`), for transcodes that must still run when a test acts.
+        case long
+
+        /// The file name extension.
+        public var fileExtension: String {
+            switch self {
+            case .audioOnly: return "m4a"
+            case .variableFrameRate: return "mkv"
+            default: return "mp4"
+            }
+        }
+    }
+
+    /// Whether ffmpeg and ffprobe are on PATH.
+    public static var available: Bool {
+        ["ffmpeg", "ffprobe"].allSatisfy { tool in
+            (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":").contains {
+                FileManager.default.isExecutableFile(atPath: "\($0)/\(tool)")
+            }
+        }
+    }
+
+    /// Makes a fixture of `seconds` in `directory`; returns its path.
+    public static func make(_ kind: Kind, seconds: Int = 3, in directory: String) async throws -> String {
+        let path = "\(directory)/\(kind.rawValue).\(kind.fileExtension)"
+        let d = String(seconds)
+        let sine = ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=\(d)"]
+        let x264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
+        let aac = ["-c:a", "aac", "-b:a", "64k", "-shortest"]
+        var arguments: [String]
+        switch kind {
+        case .landscape480:
+            arguments = ["-f", "lavfi", "-i", "testsrc2=size=854x480:rate=30:duration=\(d)"] + sine + x264 + aac + [path]
+        case .rotatedPortrait:
+            let plain = "\(directory)/rotated-source.mp4"
+            try await ffmpeg(["-f", "lavfi", "-i", "testsrc2=size=480x270:rate=25:duration=\(d)"] + sine + x264 + aac + [plain])
+            arguments = ["-i", plain, "-c", "copy", "-metadata:s:v:0", "rotate=90", path]
+        case .audioOnly:
+            arguments = sine + ["-c:a", "aac", "-b:a", "96k", path]
+        case .noAudio:
+            arguments = ["-f", "lavfi", "-i", "testsrc2=size=320x180:rate=30:duration=\(d)"] + x264 + [path]
+        case .oddSize:
+            arguments = ["-f", "lavfi", "-i", "testsrc2=size=321x241:rate=25:duration=\(d)"] + sine
+                + ["-c:v", "mpeg4", "-q:v", "5"] + aac + [path]
+        case .variableFrameRate:
+            arguments = [
+                "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=10:duration=1", "-f", "lavfi", "-i",
+                "testsrc2=size=320x240:rate=30:duration=1", "-filter_complex", "[0:v][1:v]concat=n=2:v=1[v]", "-map", "[v]",
+                "-fps_mode", "vfr",
+            ] + x264 + [path]
+        case .hevc10Bit:
+            arguments = ["-f", "lavfi", "-i", "testsrc2=size=426x240:rate=30:duration=\(d)"] + sine
+                + ["-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p10le", "-tag:v", "hvc1", "-x265-params", "log-level=error"]
+                + aac + [path]
+        case .blackStart:
+            arguments = [
+                "-f", "lavfi", "-i", "color=c=black:size=640x360:rate=30:duration=1", "-f", "lavfi", "-i",
+                "testsrc2=size=640x360:rate=30:duration=\(max(seconds - 1, 1))", "-filter_complex",
+                "[0:v][1:v]concat=n=2:v=1[v]", "-map", "[v]",
+            ] + x264 + [path]
+        case .long:
+            arguments = ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=\(d)"] + sine + x264 + aac + [path]
+        }
+        try await ffmpeg(arguments)
+        return path
+    }
+
+    /// Runs ffmpeg quietly; throws with its complaint when it fails.
+    public static func ffmpeg(_ arguments: [String]) async throws {
+        let run = try await tool("ffmpeg", ["-hide_banner", "-nostdin", "-loglevel", "error", "-y"] + arguments)
+        guard run.status == 0 else { throw ToolFailure(tool: "ffmpeg", output: run.errorOutput) }
+    }
+
+    /// ffprobe's JSON description (format and streams) of a file or URL.
+    public static func probe(_ target: String) async throws -> Probe {
+        let run = try await tool(
+            "ffprobe", ["-v", "error", "-print_format", "json", "-show_format", "-show_streams", target])
+        guard run.status == 0,
+            let object = try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any]
+        else { throw ToolFailure(tool: "ffprobe", output: run.errorOutput) }
+        return Probe(json: object)
+    }
+
+    /// What ffprobe said, with accessors for what tests check.
+    public struct Probe: @unchecked Sendable {
+        // Read-only after init: a JSON tree from JSONSerialization.
+        public let json: [String: Any]
+        var streams: [[String: Any]] { json["streams"] as? [[String: Any]] ?? [] }
+        /// The first stream of a type (`video`, `audio`).
+        public func stream(_ type: String) -> [String: Any]? { streams.first { $0["codec_type"] as? String == type } }
+        /// Codec of the first stream of a type.
+        public func codec(_ type: String) -> String? { stream(type)?["codec_name"] as? String }
+        /// Size of the first video stream.
+        public var width: Int? { stream("video")?["width"] as? Int }
+        public var height: Int? { stream("video")?["height"] as? Int }
+        /// Duration of the container, seconds.
+        public var duration: Double? { ((json["format"] as? [String: Any])?["duration"] as? String).flatMap(Double.init) }
+    }
+
+    /// A tool failed.
+    public struct ToolFailure: Error, CustomStringConvertible {
+        public var tool: String
+        public var output: String
+        public var description: String { "\(tool) failed: \(output)" }
+    }
+
+    /// Runs a tool from PATH to its end.
+    public static func tool(_ name: String, _ arguments: [String]) async throws -> CapturedRun {
+        try await runBlocking {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [name] + arguments
+            return try process.runCapturing()
+        }
+    }
+
+    /// Process ids of running ffmpeg processes whose command line mentions `text` (a data directory).
+    public static func ffmpegProcesses(mentioning text: String) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { Int32($0) }.filter { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            guard let first = arguments.first, first.hasSuffix("ffmpeg") else { return false }
+            // A zombie (exited, not yet reaped) is not running.
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            if let close = status.lastIndex(of: ")"), status[status.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z") {
+                return false
+            }
+            return arguments.contains { $0.contains(text) }
+        }
+    }
+}
