@@ -13,7 +13,7 @@ struct ServeCommand: AsyncParsableCommand {
             Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION, \
             FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
             FERRY_MAX_CONNECTIONS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
-            FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE and FERRY_LOG_LEVEL, then to the defaults \
+            FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_CATALOG_URL and FERRY_LOG_LEVEL, then to the defaults \
             shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
             FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
             (mode 0600) and printed once.
@@ -64,6 +64,9 @@ struct ServeCommand: AsyncParsableCommand {
         name: .customLong("callback-allow"),
         help: "A host, address or network (10.1.0.0/16) form upload callbacks may reach although it is not public; repeat for more (or FERRY_CALLBACK_ALLOW, comma-separated). Default: public addresses only.")
     var callbackAllow: [String] = []
+
+    @Option(name: .customLong("catalog"), help: "PostgreSQL catalog shared by several nodes, postgres://user[:password]@host:port/database (or FERRY_CATALOG_URL). Default: SQLite in the data directory.")
+    var catalogURL: String?
 
     @Option(name: .customLong("ffmpeg"), help: "Directory holding ffmpeg and ffprobe (or FERRY_FFMPEG). Default: found on PATH.")
     var ffmpegDirectory: String?
@@ -152,14 +155,16 @@ struct ServeCommand: AsyncParsableCommand {
             media.lease = .milliseconds(Int64(seconds * 1000))
         }
         configuration.mediaProcessing = media
+        configuration.catalogURL = catalogURL ?? env["FERRY_CATALOG_URL"]
         var serverLogger = Logger(label: "ferry")
         serverLogger.logLevel = level
         configuration.logger = serverLogger
         let logger = serverLogger
 
-        let server = try FerryServer(configuration: configuration)
+        let server = try await FerryServer.open(configuration: configuration)
         if server.rootCredentialsGenerated {
-            say("Generated root credentials (stored in \(directory)/root-credentials.json, shown only now):")
+            let place = configuration.catalogURL == nil ? "\(directory)/root-credentials.json" : "the PostgreSQL catalog, sealed"
+            say("Generated root credentials (stored in \(place), shown only now):")
             say("  FERRY_ACCESS_KEY_ID=\(server.rootCredentials.accessKeyId)")
             say("  FERRY_SECRET_ACCESS_KEY=\(server.rootCredentials.secretAccessKey)")
         }

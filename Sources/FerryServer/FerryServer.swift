@@ -1,4 +1,5 @@
 import FerryCore
+import Crypto
 import Foundation
 import Hummingbird
 import Logging
@@ -23,8 +24,13 @@ public struct FerryServer: Sendable {
     public let rootCredentialsGenerated: Bool
     /// The object store.
     public let store: LocalDiskStore
-    /// The catalog.
+    /// The data directory's SQLite catalog: the object store's metadata, and in the embedded default everything else.
     public let catalog: SQLiteCatalog
+    /// Where videos, images, access keys, media jobs and webhook events live: ``catalog``, or PostgreSQL when nodes
+    /// share one (``FerryServerConfiguration/catalogURL``).
+    public let mediaCatalog: any MediaCatalog & WebhookStore
+    /// The PostgreSQL catalog, when one is used (closed with the application).
+    let postgres: PostgresCatalog?
     /// Access keys, temporary credentials and their resolution.
     public let credentials: CredentialStore
     /// Webhook events waiting for delivery (enqueueing is a no-op when no webhook is configured).
@@ -36,31 +42,116 @@ public struct FerryServer: Sendable {
     /// Media jobs running in this process.
     let runningJobs = RunningJobs()
 
-    /// Opens (creating when needed) the data directory.
+    /// Opens (creating when needed) the data directory, with everything in its SQLite catalog. A configuration with a
+    /// ``FerryServerConfiguration/catalogURL`` is opened with ``open(configuration:environment:)``.
     public init(configuration: FerryServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment)
         throws
     {
-        self.configuration = configuration
-        callbackTargets = try CallbackTargets(allow: configuration.callbackAllow)
+        guard configuration.catalogURL == nil else {
+            throw PostgresCatalog.InvalidURL(description: "A PostgreSQL catalog is opened with FerryServer.open(configuration:).")
+        }
         let directory = configuration.dataDirectory
         try PrivateFiles.directory(directory)
         PrivateFiles.tighten(directory)
-        let root: SigV4Credentials
+        let root: (SigV4Credentials, Bool)
         if let given = configuration.rootCredentials {
-            (root, rootCredentialsGenerated) = (given, false)
+            root = (given, false)
         } else {
-            (root, rootCredentialsGenerated) = try ServerKeys.rootCredentials(directory: directory, environment: environment)
+            root = try ServerKeys.rootCredentials(directory: directory, environment: environment)
         }
-        rootCredentials = root
         let serverKey = try ServerKeys.tokenKey(directory: directory)
+        try self.init(configuration: configuration, environment: environment, root: root, serverKey: serverKey, postgres: nil)
+    }
+
+    /// Opens the service: the data directory for object bytes, and the catalog the configuration names — PostgreSQL
+    /// at ``FerryServerConfiguration/catalogURL`` (its schema migrated first), or the data directory's SQLite.
+    ///
+    /// With PostgreSQL every node must verify the others' session tokens and presigned URLs, so the keys come from
+    /// the configuration or the shared catalog, not from a node's disk: the token key from `FERRY_SERVER_KEY` (base64
+    /// of 32 bytes) or else from the catalog (made by the first node); the root key from
+    /// ``FerryServerConfiguration/rootCredentials`` or `FERRY_ACCESS_KEY_ID` / `FERRY_SECRET_ACCESS_KEY`, or else from
+    /// the catalog.
+    public static func open(
+        configuration: FerryServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws -> FerryServer {
+        guard let url = configuration.catalogURL else {
+            return try FerryServer(configuration: configuration, environment: environment)
+        }
+        try PrivateFiles.directory(configuration.dataDirectory)
+        PrivateFiles.tighten(configuration.dataDirectory)
+        let bootstrap = try await PostgresCatalog.connect(url: url, secrets: nil, logger: configuration.logger)
+        do {
+            let serverKey: SymmetricKey
+            if let text = environment["FERRY_SERVER_KEY"] {
+                guard let data = Data(base64Encoded: text), data.count == 32 else {
+                    throw PostgresCatalog.InvalidURL(description: "FERRY_SERVER_KEY must be base64 of 32 bytes.")
+                }
+                serverKey = SymmetricKey(data: data)
+            } else {
+                serverKey = SymmetricKey(data: try await bootstrap.sharedSecret("token-key") {
+                    SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
+                }.value)
+            }
+            let root: (SigV4Credentials, Bool)
+            if let given = configuration.rootCredentials {
+                root = (given, false)
+            } else if let id = environment["FERRY_ACCESS_KEY_ID"], let secret = environment["FERRY_SECRET_ACCESS_KEY"],
+                !id.isEmpty, !secret.isEmpty
+            {
+                root = (SigV4Credentials(accessKeyId: id, secretAccessKey: secret), false)
+            } else {
+                let box = SecretBox(serverKey: serverKey)
+                let shared = try await bootstrap.sharedSecret("root-credentials") {
+                    let generated = ServerKeys.StoredRoot(
+                        accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
+                        secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })))
+                    return Data(((try? box.seal(String(decoding: (try? JSONEncoder().encode(generated)) ?? Data(), as: UTF8.self))) ?? "").utf8)
+                }
+                let stored = try JSONDecoder().decode(
+                    ServerKeys.StoredRoot.self, from: Data(try box.open(String(decoding: shared.value, as: UTF8.self)).utf8))
+                root = (SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey), shared.created)
+            }
+            await bootstrap.shutdown()
+            let postgres = try await PostgresCatalog.connect(
+                url: url, secrets: SecretBox(serverKey: serverKey), logger: configuration.logger)
+            do {
+                return try FerryServer(
+                    configuration: configuration, environment: environment, root: root, serverKey: serverKey,
+                    postgres: postgres)
+            } catch {
+                await postgres.shutdown()
+                throw error
+            }
+        } catch {
+            await bootstrap.shutdown()
+            throw error
+        }
+    }
+
+    private init(
+        configuration: FerryServerConfiguration, environment: [String: String], root: (SigV4Credentials, Bool),
+        serverKey: SymmetricKey, postgres: PostgresCatalog?
+    ) throws {
+        self.configuration = configuration
+        callbackTargets = try CallbackTargets(allow: configuration.callbackAllow)
+        let directory = configuration.dataDirectory
+        (rootCredentials, rootCredentialsGenerated) = root
         try PrivateFiles.file(directory + "/catalog.sqlite")
         catalog = try SQLiteCatalog(path: directory + "/catalog.sqlite", secrets: SecretBox(serverKey: serverKey))
-        webhooks = WebhookOutbox(catalog: catalog, configuration: configuration.webhook)
+        self.postgres = postgres
+        mediaCatalog = postgres ?? catalog
+        webhooks = WebhookOutbox(catalog: mediaCatalog, configuration: configuration.webhook)
         var limits = LocalDiskStore.Limits()
         limits.minPartSize = configuration.minPartSize
         store = try LocalDiskStore(directory: directory + "/objects", catalog: catalog, limits: limits, logger: configuration.logger)
-        credentials = CredentialStore(root: root, catalog: catalog, tokens: SessionTokenCodec(key: serverKey))
+        credentials = CredentialStore(root: rootCredentials, catalog: mediaCatalog, tokens: SessionTokenCodec(key: serverKey))
         mediaTools = MediaTools.locate(directory: configuration.mediaProcessing.toolsDirectory, environment: environment)
+    }
+
+    /// Closes the connections of a PostgreSQL catalog (the application does this when it shuts down; call it for a
+    /// server whose application never ran).
+    public func close() async {
+        await postgres?.shutdown()
     }
 
     /// Why this server does not process videos, when it does not: no ffmpeg and ffprobe, or no workers.
@@ -78,7 +169,7 @@ public struct FerryServer: Sendable {
     /// The media API over this server's catalog and store.
     public var mediaAPI: MediaAPI {
         MediaAPI(
-            catalog: catalog, store: store, credentials: credentials,
+            catalog: mediaCatalog, store: store, credentials: credentials,
             authenticator: RequestAuthenticator(credentials: credentials, region: configuration.region), webhooks: webhooks,
             configuration: configuration, running: runningJobs, processingUnavailable: mediaProcessingUnavailable)
     }
@@ -112,7 +203,7 @@ public struct FerryServer: Sendable {
     var mediaPipeline: MediaPipeline? {
         guard let tools = mediaTools, mediaProcessingUnavailable == nil else { return nil }
         return MediaPipeline(
-            catalog: catalog, store: store, webhooks: webhooks, tools: tools, configuration: configuration.mediaProcessing,
+            catalog: mediaCatalog, store: store, webhooks: webhooks, tools: tools, configuration: configuration.mediaProcessing,
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
     }
 
@@ -155,14 +246,19 @@ public struct FerryServer: Sendable {
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
             logger: configuration.logger, media: media)
-        var services: [any Service] = [collector]
+        var services: [any Service] = []
+        if let postgres {
+            // First in the group, so it stops last: the other services use the catalog until they end.
+            services.append(CatalogShutdown(catalog: postgres))
+        }
+        services.append(collector)
         if let webhook = configuration.webhook {
             services.append(WebhookDeliveryService(outbox: webhooks, configuration: webhook, logger: configuration.logger))
         }
         if let pipeline = mediaPipeline {
             services.append(
                 MediaWorkerService(
-                    queue: catalog, pipeline: pipeline, running: runningJobs, configuration: configuration.mediaProcessing,
+                    queue: mediaCatalog, pipeline: pipeline, running: runningJobs, configuration: configuration.mediaProcessing,
                     logger: configuration.logger))
         }
         return Application(
@@ -175,5 +271,15 @@ public struct FerryServer: Sendable {
             services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: serverLogger)
+    }
+}
+
+/// Closes a PostgreSQL catalog when the service group shuts down.
+struct CatalogShutdown: Service {
+    let catalog: PostgresCatalog
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await catalog.shutdown()
     }
 }

@@ -48,6 +48,10 @@ public struct FerryServerConfiguration: Sendable {
     /// link-local (cloud metadata), private, shared, multicast or reserved ranges, nor to this host's own addresses.
     /// Default: none.
     public var callbackAllow: [String] = []
+    /// A PostgreSQL catalog (`postgres://user[:password]@host[:port]/database`) for videos, images, access keys, media
+    /// jobs and webhook events, shared by several nodes; nil keeps them in the data directory's SQLite catalog. Open a
+    /// server with one through ``FerryServer/open(configuration:environment:)``.
+    public var catalogURL: String?
     /// How uploaded videos are processed: probe, cover, renditions (ffmpeg and ffprobe).
     public var mediaProcessing = MediaProcessingConfiguration()
 
@@ -84,4 +88,25 @@ public struct MediaProcessingConfiguration: Sendable {
 
     /// Creates the defaults.
     public init() {}
+}
+
+extension FerryServerConfiguration: CustomReflectable {
+    /// A mirror without the catalog URL's password (services are described this way in debug logs).
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "dataDirectory": dataDirectory, "host": host, "port": port, "region": region,
+                "catalogURL": catalogURL.map(Self.redactingPassword) as Any, "rootCredentials": rootCredentials as Any,
+                "webhook": webhook as Any, "publicEndpoint": publicEndpoint as Any, "mediaProcessing": mediaProcessing,
+                "connectionLimits": connectionLimits, "callbackAllow": callbackAllow,
+            ], displayStyle: .struct)
+    }
+
+    /// A URL with its password replaced by `<redacted>`.
+    static func redactingPassword(_ text: String) -> String {
+        guard var components = URLComponents(string: text), components.password != nil else { return text }
+        components.password = "redacted"
+        return components.string ?? "<redacted>"
+    }
 }

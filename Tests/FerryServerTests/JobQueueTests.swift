@@ -6,6 +6,7 @@ import Testing
 /// The catalogs the job queue's behavioural suite runs against: every implementation must pass every test here.
 enum JobQueueImplementation: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case sqlite
+    case postgres
 
     var testDescription: String { rawValue }
 
@@ -16,6 +17,18 @@ enum JobQueueImplementation: String, CaseIterable, Sendable, CustomTestStringCon
             let directory = TemporaryDirectory.make("ferry-jobs")
             defer { try? FileManager.default.removeItem(atPath: directory) }
             return try await body(try SQLiteCatalog(path: directory + "/catalog.sqlite"))
+        case .postgres:
+            return try await PostgresServer.withDatabase { url in
+                let catalog = try await PostgresCatalog.connect(url: url)
+                do {
+                    let result = try await body(catalog)
+                    await catalog.shutdown()
+                    return result
+                } catch {
+                    await catalog.shutdown()
+                    throw error
+                }
+            }
         }
     }
 }

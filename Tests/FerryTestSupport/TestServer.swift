@@ -41,7 +41,7 @@ public struct TestServer: Sendable {
         // Videos stay at UploadSucc unless a test turns processing on (ffmpeg is not every test's business).
         configuration.mediaProcessing.workers = 0
         configure(&configuration)
-        let server = try FerryServer(configuration: configuration, environment: [:])
+        let server = try await FerryServer.open(configuration: configuration, environment: [:])
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let app = server.makeApplication { port in continuation.yield(port) }
         let services = ServiceGroup(configuration: .init(services: [app], logger: logger))

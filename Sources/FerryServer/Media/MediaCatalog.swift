@@ -59,3 +59,19 @@ public struct VideoChange: Sendable {
         VideoChange(save: true, enqueue: jobs, cancelJobs: cancelJobs)
     }
 }
+
+/// How every catalog stores video and image records: JSON with sorted keys and dates as Unix seconds.
+enum MediaRecordJSON {
+    static func encode<T: Encodable>(_ value: T) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        return try decoder.decode(type, from: Data(text.utf8))
+    }
+}

@@ -201,22 +201,9 @@ extension SQLiteCatalog: MediaCatalog {
         }
     }
 
-    private static let mediaEncoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .secondsSince1970
-        encoder.outputFormatting = .sortedKeys
-        return encoder
-    }()
-
-    private static func decodeMedia<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .secondsSince1970
-        return try decoder.decode(type, from: Data(text.utf8))
-    }
-
     /// Stores or replaces a video.
     public func saveVideo(_ video: VideoRecord) async throws {
-        let record = String(decoding: try Self.mediaEncoder.encode(video), as: UTF8.self)
+        let record = try MediaRecordJSON.encode(video)
         try await pool.write { db in try Self.insertVideo(video, record: record, db) }
     }
 
@@ -227,10 +214,10 @@ extension SQLiteCatalog: MediaCatalog {
         try await pool.write { db in
             guard let text = try String.fetchOne(db, sql: "SELECT record FROM video WHERE videoId = ?", arguments: [id])
             else { return nil }
-            var video = try Self.decodeMedia(VideoRecord.self, text)
+            var video = try MediaRecordJSON.decode(VideoRecord.self, text)
             let outcome = try change(&video)
             guard outcome.save else { return nil }
-            let record = String(decoding: try Self.mediaEncoder.encode(video), as: UTF8.self)
+            let record = try MediaRecordJSON.encode(video)
             try Self.insertVideo(video, record: record, db)
             if outcome.cancelJobs { _ = try Self.cancelJobs(videoId: id, now: Date(), db) }
             try Self.insertJobs(outcome.enqueue, db)
@@ -252,7 +239,7 @@ extension SQLiteCatalog: MediaCatalog {
     }
 
     public func createVideo(_ video: VideoRecord) async throws -> VideoRecord {
-        let record = String(decoding: try Self.mediaEncoder.encode(video), as: UTF8.self)
+        let record = try MediaRecordJSON.encode(video)
         // One write transaction: the lookup and the insert cannot interleave with another request's.
         let existing = try await pool.write { db -> String? in
             if let token = video.clientToken,
@@ -266,14 +253,14 @@ extension SQLiteCatalog: MediaCatalog {
             try Self.insertVideo(video, record: record, db)
             return nil
         }
-        return try existing.map { try Self.decodeMedia(VideoRecord.self, $0) } ?? video
+        return try existing.map { try MediaRecordJSON.decode(VideoRecord.self, $0) } ?? video
     }
 
     /// The video, or nil.
     public func video(_ id: String) async throws -> VideoRecord? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM video WHERE videoId = ?", arguments: [id])
-        }.map { try Self.decodeMedia(VideoRecord.self, $0) }
+        }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
     }
 
     /// The video still uploading that `owner` created with `clientToken`, or nil.
@@ -283,7 +270,7 @@ extension SQLiteCatalog: MediaCatalog {
                 db,
                 sql: "SELECT record FROM video WHERE owner = ? AND clientToken = ? AND status = 'Uploading' ORDER BY createdAt DESC",
                 arguments: [owner, clientToken])
-        }.map { try Self.decodeMedia(VideoRecord.self, $0) }
+        }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
     }
 
     /// Videos still uploading that were created before `date`, oldest first, at most `limit`.
@@ -292,14 +279,14 @@ extension SQLiteCatalog: MediaCatalog {
             try String.fetchAll(
                 db, sql: "SELECT record FROM video WHERE status = 'Uploading' AND createdAt < ? ORDER BY createdAt LIMIT ?",
                 arguments: [date.timeIntervalSince1970, limit])
-        }.map { try Self.decodeMedia(VideoRecord.self, $0) }
+        }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
     }
 
     /// The video whose source file is `bucket`/`key`.
     public func video(bucket: String, key: String) async throws -> VideoRecord? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM video WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-        }.map { try Self.decodeMedia(VideoRecord.self, $0) }
+        }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
     }
 
     /// A page of videos, newest first, and the total matching.
@@ -335,12 +322,12 @@ extension SQLiteCatalog: MediaCatalog {
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM video WHERE \(filter)", arguments: countArguments) ?? 0
             )
         }
-        return (try rows.map { try Self.decodeMedia(VideoRecord.self, $0) }, total)
+        return (try rows.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }, total)
     }
 
     /// Stores or replaces an image.
     public func saveImage(_ image: ImageRecord) async throws {
-        let record = String(decoding: try Self.mediaEncoder.encode(image), as: UTF8.self)
+        let record = try MediaRecordJSON.encode(image)
         try await pool.write { db in
             try db.execute(
                 sql: "INSERT OR REPLACE INTO image (imageId, record, bucket, key, createdAt) VALUES (?, ?, ?, ?, ?)",
@@ -352,14 +339,14 @@ extension SQLiteCatalog: MediaCatalog {
     public func image(_ id: String) async throws -> ImageRecord? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM image WHERE imageId = ?", arguments: [id])
-        }.map { try Self.decodeMedia(ImageRecord.self, $0) }
+        }.map { try MediaRecordJSON.decode(ImageRecord.self, $0) }
     }
 
     /// The image whose file is `bucket`/`key`.
     public func image(bucket: String, key: String) async throws -> ImageRecord? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT record FROM image WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-        }.map { try Self.decodeMedia(ImageRecord.self, $0) }
+        }.map { try MediaRecordJSON.decode(ImageRecord.self, $0) }
     }
 }
 

@@ -13,7 +13,7 @@ import Logging
 /// A failure the file is to blame for (ffprobe cannot read it, ffmpeg refuses it) ends the video in `TranscodeFail`
 /// with the tool's reason, at once. Anything else (the store, the catalog) is thrown for the worker to retry.
 struct MediaPipeline: Sendable {
-    let catalog: SQLiteCatalog
+    let catalog: any MediaCatalog & WebhookStore
     let store: LocalDiskStore
     let webhooks: WebhookOutbox
     let tools: MediaTools
@@ -313,12 +313,22 @@ struct MediaPipeline: Sendable {
         // Store every file under this job's prefix; nothing points at them yet.
         let prefix = "video/\(video.videoId)/out/\(job.id)"
         let files = WorkFiles.files(under: encoded).filter { !$0.hasSuffix(".err") }
-        for (index, file) in files.enumerated() {
-            try Task.checkCancellation()
-            try await WorkFiles.upload(
-                encoded + "/" + file, to: store, bucket: video.bucket, key: prefix + "/" + file,
-                contentType: WorkFiles.contentType(forPath: file))
-            await progress(0.9 + 0.1 * Double(index + 1) / Double(max(files.count, 1)))
+        do {
+            for (index, file) in files.enumerated() {
+                try Task.checkCancellation()
+                try await WorkFiles.upload(
+                    encoded + "/" + file, to: store, bucket: video.bucket, key: prefix + "/" + file,
+                    contentType: WorkFiles.contentType(forPath: file))
+                await progress(0.9 + 0.1 * Double(index + 1) / Double(max(files.count, 1)))
+            }
+        } catch {
+            // Stopped (the video deleted, the server shutting down) or failed: what was stored is nobody's. Removed
+            // outside this task, which may be cancelled.
+            let store = self.store
+            await Task.detached {
+                try? await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
+            }.value
+            throw error
         }
 
         // Publish all at once.

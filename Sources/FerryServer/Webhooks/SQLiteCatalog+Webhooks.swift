@@ -2,7 +2,32 @@ import FerryCore
 import Foundation
 import GRDB
 
-extension SQLiteCatalog {
+/// An event as stored, with what delivery needs.
+public struct StoredWebhookEvent: Sendable {
+    /// The event.
+    public var event: WebhookEvent
+    /// The exact JSON that is signed and sent on every attempt.
+    public var body: [UInt8]
+    /// When the next attempt is due.
+    public var nextAttemptAt: Date
+}
+
+/// Where the webhook outbox keeps its events, so they survive restarts: the catalog (SQLite; PostgreSQL when several
+/// nodes share one).
+public protocol WebhookStore: Sendable {
+    /// Inserts a new event, due at once.
+    func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws
+    /// The oldest pending event (neither delivered nor failed), due or not.
+    func nextPendingWebhookEvent() async throws -> StoredWebhookEvent?
+    /// Every event not delivered (pending and failed), oldest first.
+    func undeliveredWebhookEvents() async throws -> [WebhookEvent]
+    /// Records a successful delivery.
+    func markWebhookEventDelivered(_ id: String, at date: Date) async throws
+    /// Records a failed attempt: either the next attempt's time or, when attempts ran out (nil), the failure.
+    func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws
+}
+
+extension SQLiteCatalog: WebhookStore {
     /// Schema of the webhook outbox: one row per event, kept after delivery (or failure) for inspection.
     ///
     /// `seq` orders events by creation (AUTOINCREMENT: never reused); `body` is the exact JSON that is signed and
@@ -31,13 +56,6 @@ extension SQLiteCatalog {
         }
     }
 
-    /// An event as stored, with what delivery needs.
-    struct StoredWebhookEvent: Sendable {
-        var event: WebhookEvent
-        var body: [UInt8]
-        var nextAttemptAt: Date
-    }
-
     private static func storedWebhookEvent(_ row: Row) throws -> StoredWebhookEvent {
         let payload = try JSONDecoder().decode([String: JSONValue].self, from: Data((row["payload"] as String).utf8))
         let delivered: Double? = row["deliveredAt"]
@@ -53,7 +71,7 @@ extension SQLiteCatalog {
     }
 
     /// Inserts a new event, due at once.
-    func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
+    public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let payload = try encoder.encode(event.payload)
@@ -71,7 +89,7 @@ extension SQLiteCatalog {
     }
 
     /// The oldest pending event (neither delivered nor failed), due or not.
-    func nextPendingWebhookEvent() async throws -> StoredWebhookEvent? {
+    public func nextPendingWebhookEvent() async throws -> StoredWebhookEvent? {
         try await pool.read { db in
             try Row.fetchOne(
                 db,
@@ -81,7 +99,7 @@ extension SQLiteCatalog {
     }
 
     /// Every event not delivered (pending and failed), oldest first.
-    func undeliveredWebhookEvents() async throws -> [WebhookEvent] {
+    public func undeliveredWebhookEvents() async throws -> [WebhookEvent] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM webhookEvent WHERE deliveredAt IS NULL ORDER BY seq")
                 .map { try Self.storedWebhookEvent($0).event }
@@ -89,7 +107,7 @@ extension SQLiteCatalog {
     }
 
     /// Records a successful delivery.
-    func markWebhookEventDelivered(_ id: String, at date: Date) async throws {
+    public func markWebhookEventDelivered(_ id: String, at date: Date) async throws {
         try await pool.write { db in
             try db.execute(
                 sql: "UPDATE webhookEvent SET attempts = attempts + 1, deliveredAt = ?, lastError = NULL WHERE id = ?",
@@ -98,7 +116,7 @@ extension SQLiteCatalog {
     }
 
     /// Records a failed attempt: either the next attempt's time or, when attempts ran out (nil), the failure.
-    func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws {
+    public func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws {
         try await pool.write { db in
             if let nextAttemptAt {
                 try db.execute(

@@ -58,7 +58,7 @@ struct WebhookDeliveryService: Service {
 
     /// One delivery attempt, recorded in the catalog; returns false when nothing could be recorded (shutdown or a
     /// catalog error), so the loop waits before looking again.
-    private func attempt(_ stored: SQLiteCatalog.StoredWebhookEvent, _ client: HTTPClient) async -> Bool {
+    private func attempt(_ stored: StoredWebhookEvent, _ client: HTTPClient) async -> Bool {
         let event = stored.event
         let failure: String?
         do {

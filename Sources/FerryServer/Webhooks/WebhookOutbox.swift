@@ -59,11 +59,11 @@ public struct WebhookEvent: Sendable, Codable, Equatable {
 
 /// Persists webhook events in the catalog (so they survive restarts) for `WebhookDeliveryService` to deliver.
 public final class WebhookOutbox: Sendable {
-    let catalog: SQLiteCatalog
+    let catalog: any WebhookStore
     /// The configuration; nil when no webhook is configured.
     public let configuration: WebhookConfiguration?
 
-    init(catalog: SQLiteCatalog, configuration: WebhookConfiguration?) {
+    init(catalog: any WebhookStore, configuration: WebhookConfiguration?) {
         self.catalog = catalog
         self.configuration = configuration
     }

@@ -1,0 +1,151 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+extension PostgresCatalog: MediaCatalog {
+    static func insertVideo(_ video: VideoRecord, on connection: PostgresConnection, logger: Logger) async throws {
+        let record = try MediaRecordJSON.encode(video)
+        try await connection.query(
+            """
+            INSERT INTO video (video_id, record, status, cate_id, tags, bucket, key, created_at, owner, client_token)
+            VALUES (\(video.videoId), \(record), \(video.status), \(video.cateId), \(video.tags), \(video.bucket),
+                    \(video.key), \(video.createdAt.timeIntervalSince1970), \(video.owner), \(video.clientToken))
+            ON CONFLICT (video_id) DO UPDATE SET record = EXCLUDED.record, status = EXCLUDED.status,
+                cate_id = EXCLUDED.cate_id, tags = EXCLUDED.tags, bucket = EXCLUDED.bucket, key = EXCLUDED.key,
+                created_at = EXCLUDED.created_at, owner = EXCLUDED.owner, client_token = EXCLUDED.client_token
+            """, logger: logger)
+    }
+
+    public func saveVideo(_ video: VideoRecord) async throws {
+        let logger = self.logger
+        try await client.withConnection { connection in try await Self.insertVideo(video, on: connection, logger: logger) }
+    }
+
+    @discardableResult
+    public func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> VideoChange)
+        async throws -> VideoRecord?
+    {
+        let logger = self.logger
+        return try await transaction { connection -> VideoRecord? in
+            // The row stays locked until the transaction ends: changes of one video are serialized across nodes.
+            guard
+                let text = try await Self.rows(
+                    "SELECT record FROM video WHERE video_id = \(id) FOR UPDATE", on: connection, logger: logger
+                ).first?["record"].decode(String.self)
+            else { return nil }
+            var video = try MediaRecordJSON.decode(VideoRecord.self, text)
+            let outcome = try change(&video)
+            guard outcome.save else { return nil }
+            try await Self.insertVideo(video, on: connection, logger: logger)
+            if outcome.cancelJobs { _ = try await Self.cancelJobs(videoId: id, now: Date(), on: connection, logger: logger) }
+            try await Self.insertJobs(outcome.enqueue, on: connection, logger: logger)
+            return video
+        }
+    }
+
+    public func video(_ id: String) async throws -> VideoRecord? {
+        try await strings("SELECT record FROM video WHERE video_id = \(id)").first.map {
+            try MediaRecordJSON.decode(VideoRecord.self, $0)
+        }
+    }
+
+    public func video(bucket: String, key: String) async throws -> VideoRecord? {
+        try await strings("SELECT record FROM video WHERE bucket = \(bucket) AND key = \(key) LIMIT 1").first.map {
+            try MediaRecordJSON.decode(VideoRecord.self, $0)
+        }
+    }
+
+    public func videos(status: String?, cateId: Int?, tag: String?, owner: String?, offset: Int, limit: Int)
+        async throws -> (videos: [VideoRecord], total: Int)
+    {
+        var conditions = ["status <> 'Deleted'"]
+        var bindings = PostgresBindings()
+        func bind(_ condition: String, _ value: String) {
+            bindings.append(value)
+            conditions.append(condition.replacingOccurrences(of: "?", with: "$\(bindings.count)"))
+        }
+        if let owner { bind("owner = ?", owner) }
+        if let status { bind("status = ?", status) }
+        if let cateId {
+            bindings.append(Int64(cateId))
+            conditions.append("cate_id = $\(bindings.count)")
+        }
+        if let tag { bind("(',' || tags || ',') LIKE ?", "%," + tag + ",%") }
+        let filter = conditions.joined(separator: " AND ")
+        let countQuery = PostgresQuery(unsafeSQL: "SELECT COUNT(*) FROM video WHERE \(filter)", binds: bindings)
+        var pageBindings = bindings
+        pageBindings.append(Int64(limit))
+        pageBindings.append(Int64(offset))
+        let pageQuery = PostgresQuery(
+            unsafeSQL: """
+                SELECT record FROM video WHERE \(filter) ORDER BY created_at DESC, video_id
+                LIMIT $\(pageBindings.count - 1) OFFSET $\(pageBindings.count)
+                """, binds: pageBindings)
+        let records = try await strings(pageQuery).map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+        var total = 0
+        for try await count in try await client.query(countQuery, logger: logger).decode(Int64.self) { total = Int(count) }
+        return (records, total)
+    }
+
+    public func uploadingVideo(owner: String, clientToken: String) async throws -> VideoRecord? {
+        try await strings(
+            """
+            SELECT record FROM video WHERE owner = \(owner) AND client_token = \(clientToken) AND status = 'Uploading'
+            ORDER BY created_at DESC LIMIT 1
+            """
+        ).first.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+    }
+
+    public func createVideo(_ video: VideoRecord) async throws -> VideoRecord {
+        let logger = self.logger
+        return try await transaction { connection -> VideoRecord in
+            if let token = video.clientToken {
+                // Requests with one token are serialized (across nodes) until this transaction ends.
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(hashtext(\(video.owner + "\n" + token)))", logger: logger)
+                if let found = try await Self.rows(
+                    """
+                    SELECT record FROM video WHERE owner = \(video.owner) AND client_token = \(token)
+                    AND status = 'Uploading' ORDER BY created_at DESC LIMIT 1
+                    """, on: connection, logger: logger
+                ).first {
+                    return try MediaRecordJSON.decode(VideoRecord.self, try found["record"].decode(String.self))
+                }
+            }
+            try await Self.insertVideo(video, on: connection, logger: logger)
+            return video
+        }
+    }
+
+    public func uploadingVideos(createdBefore date: Date, limit: Int) async throws -> [VideoRecord] {
+        try await strings(
+            """
+            SELECT record FROM video WHERE status = 'Uploading' AND created_at < \(date.timeIntervalSince1970)
+            ORDER BY created_at LIMIT \(Int64(limit))
+            """
+        ).map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+    }
+
+    public func saveImage(_ image: ImageRecord) async throws {
+        let record = try MediaRecordJSON.encode(image)
+        try await client.query(
+            """
+            INSERT INTO image (image_id, record, bucket, key, created_at)
+            VALUES (\(image.imageId), \(record), \(image.bucket), \(image.key), \(image.createdAt.timeIntervalSince1970))
+            ON CONFLICT (image_id) DO UPDATE SET record = EXCLUDED.record, bucket = EXCLUDED.bucket, key = EXCLUDED.key,
+                created_at = EXCLUDED.created_at
+            """, logger: logger)
+    }
+
+    public func image(_ id: String) async throws -> ImageRecord? {
+        try await strings("SELECT record FROM image WHERE image_id = \(id)").first.map {
+            try MediaRecordJSON.decode(ImageRecord.self, $0)
+        }
+    }
+
+    public func image(bucket: String, key: String) async throws -> ImageRecord? {
+        try await strings("SELECT record FROM image WHERE bucket = \(bucket) AND key = \(key) LIMIT 1").first.map {
+            try MediaRecordJSON.decode(ImageRecord.self, $0)
+        }
+    }
+}

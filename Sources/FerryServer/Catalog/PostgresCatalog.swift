@@ -1,0 +1,305 @@
+import FerryCore
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// The catalog in PostgreSQL, for several `ferry serve` nodes sharing one: videos, images, access keys, the media job
+/// queue and the webhook outbox, behind the same protocols as ``SQLiteCatalog`` (``MediaCatalog``, ``JobQueue``,
+/// ``WebhookStore``) and held to the same behavioural tests.
+///
+/// ```swift
+/// let catalog = try await PostgresCatalog.connect(url: "postgres://ferry@db.internal:5432/ferry", logger: logger)
+/// defer { Task { await catalog.shutdown() } }
+/// ```
+///
+/// Schema migrations run at connect under an advisory lock, so nodes starting together apply each one once; the
+/// `ferry_schema` table records what is applied. Jobs are claimed with `FOR UPDATE SKIP LOCKED`.
+public final class PostgresCatalog: Sendable {
+    let client: PostgresClient
+    private let runner: Task<Void, Never>
+    /// Seals access key secrets at rest; nil keeps them as they are.
+    let secrets: SecretBox?
+    let logger: Logger
+
+    /// A catalog URL that cannot be used.
+    public struct InvalidURL: Error, CustomStringConvertible {
+        /// Why.
+        public var description: String
+    }
+
+    /// Connection settings read from `postgres://user[:password]@host[:port]/database` (`postgresql://` too).
+    public static func configuration(url text: String) throws -> PostgresClient.Configuration {
+        guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme ?? "")
+        else { throw InvalidURL(description: "The catalog URL must look like postgres://user@host:5432/database.") }
+        guard let host = components.host, !host.isEmpty else { throw InvalidURL(description: "The catalog URL names no host.") }
+        guard let user = components.user, !user.isEmpty else { throw InvalidURL(description: "The catalog URL names no user.") }
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty else { throw InvalidURL(description: "The catalog URL names no database.") }
+        if let mode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value, mode != "disable" {
+            throw InvalidURL(description: "sslmode=\(mode) is not supported; reach PostgreSQL over a private network.")
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user.removingPercentEncoding ?? user,
+            password: components.password.map { $0.removingPercentEncoding ?? $0 }, database: database, tls: .disable)
+        configuration.options.maximumConnections = 20
+        return configuration
+    }
+
+    private init(client: PostgresClient, runner: Task<Void, Never>, secrets: SecretBox?, logger: Logger) {
+        self.client = client
+        self.runner = runner
+        self.secrets = secrets
+        self.logger = logger
+    }
+
+    /// Connects to the database at `url` and applies pending migrations. Call ``shutdown()`` when done.
+    public static func connect(url: String, logger: Logger = Logger(label: "ferry.catalog")) async throws
+        -> PostgresCatalog
+    {
+        try await connect(url: url, secrets: nil, logger: logger)
+    }
+
+    /// Connects, with access key secrets sealed by `secrets`.
+    static func connect(url: String, secrets: SecretBox?, logger: Logger) async throws -> PostgresCatalog {
+        let client = PostgresClient(configuration: try configuration(url: url), backgroundLogger: logger)
+        let runner = Task { await client.run() }
+        let catalog = PostgresCatalog(client: client, runner: runner, secrets: secrets, logger: logger)
+        do {
+            try await catalog.migrate()
+            try await catalog.sealPlaintextSecrets()
+        } catch {
+            await catalog.shutdown()
+            throw error
+        }
+        return catalog
+    }
+
+    /// Closes every connection.
+    public func shutdown() async {
+        runner.cancel()
+        await runner.value
+    }
+
+    // MARK: Migrations
+
+    /// Key of the advisory lock migrations run under (any constant no other application on the database uses).
+    static let migrationLock: Int64 = 0x4665_7272_7953_6368  // "FerrySch"
+
+    /// Every schema change, in order; a version is applied once, in a transaction of its own.
+    static let migrations: [(version: Int, name: String, statements: [String])] = [
+        (
+            1, "media, access keys, jobs, webhooks",
+            [
+                """
+                CREATE TABLE video (
+                    video_id TEXT PRIMARY KEY, record TEXT NOT NULL, status TEXT NOT NULL, cate_id BIGINT, tags TEXT,
+                    bucket TEXT NOT NULL, key TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, owner TEXT,
+                    client_token TEXT)
+                """,
+                "CREATE INDEX video_by_object ON video (bucket, key)",
+                "CREATE INDEX video_by_status ON video (status, created_at)",
+                "CREATE INDEX video_by_owner ON video (owner, created_at)",
+                "CREATE INDEX video_by_token ON video (owner, client_token)",
+                """
+                CREATE TABLE image (
+                    image_id TEXT PRIMARY KEY, record TEXT NOT NULL, bucket TEXT NOT NULL, key TEXT NOT NULL,
+                    created_at DOUBLE PRECISION NOT NULL)
+                """,
+                "CREATE INDEX image_by_object ON image (bucket, key)",
+                """
+                CREATE TABLE access_key (
+                    id TEXT PRIMARY KEY, secret TEXT NOT NULL, policy TEXT NOT NULL, status TEXT NOT NULL,
+                    description TEXT NOT NULL DEFAULT '', created_at DOUBLE PRECISION NOT NULL)
+                """,
+                """
+                CREATE TABLE media_job (
+                    id TEXT PRIMARY KEY, video_id TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0, max_attempts INTEGER NOT NULL, run_at DOUBLE PRECISION NOT NULL,
+                    lease_owner TEXT, lease_expires_at DOUBLE PRECISION, progress DOUBLE PRECISION, last_error TEXT,
+                    created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+                    seq BIGSERIAL NOT NULL)
+                """,
+                "CREATE INDEX media_job_queued ON media_job (run_at, seq) WHERE state = 'queued'",
+                "CREATE INDEX media_job_running ON media_job (lease_expires_at, seq) WHERE state = 'running'",
+                "CREATE INDEX media_job_by_video ON media_job (video_id, seq)",
+                """
+                CREATE TABLE webhook_event (
+                    seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, payload TEXT NOT NULL,
+                    body BYTEA NOT NULL, created_at DOUBLE PRECISION NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at DOUBLE PRECISION NOT NULL, delivered_at DOUBLE PRECISION,
+                    failed_at DOUBLE PRECISION, last_error TEXT)
+                """,
+                "CREATE INDEX webhook_event_pending ON webhook_event (seq) WHERE delivered_at IS NULL AND failed_at IS NULL",
+            ]
+        ),
+        (2, "shared server secrets", ["CREATE TABLE server_secret (name TEXT PRIMARY KEY, value BYTEA NOT NULL)"]),
+    ]
+
+    /// Applies pending migrations under the advisory lock; returns the versions it applied.
+    @discardableResult
+    func migrate() async throws -> [Int] {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLock))", logger: logger)
+            do {
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS ferry_schema (
+                        version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)
+                    """, logger: logger)
+                var applied = Set<Int>()
+                for try await version in try await connection.query("SELECT version FROM ferry_schema", logger: logger)
+                    .decode(Int.self)
+                {
+                    applied.insert(version)
+                }
+                var done: [Int] = []
+                for migration in Self.migrations where !applied.contains(migration.version) {
+                    try await connection.withTransaction(logger: logger) { connection in
+                        for statement in migration.statements {
+                            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        }
+                        try await connection.query(
+                            """
+                            INSERT INTO ferry_schema (version, name, applied_at)
+                            VALUES (\(migration.version), \(migration.name), \(Date().timeIntervalSince1970))
+                            """, logger: logger)
+                    }
+                    done.append(migration.version)
+                }
+                try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                return done
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// The schema versions applied, in order.
+    public func schemaVersions() async throws -> [Int] {
+        var versions: [Int] = []
+        for try await version in try await client.query("SELECT version FROM ferry_schema ORDER BY version", logger: logger)
+            .decode(Int.self)
+        {
+            versions.append(version)
+        }
+        return versions
+    }
+
+    // MARK: Shared secrets
+
+    /// A secret every node shares, made by the first node that asks (`make`) and read by the others; `created` says
+    /// whether this call made it.
+    func sharedSecret(_ name: String, make: () -> Data) async throws -> (value: Data, created: Bool) {
+        let candidate = ByteBuffer(bytes: make())
+        for try await value in try await client.query(
+            "INSERT INTO server_secret (name, value) VALUES (\(name), \(candidate)) ON CONFLICT DO NOTHING RETURNING value",
+            logger: logger
+        ).decode(ByteBuffer.self) {
+            return (Data(buffer: value), true)
+        }
+        for try await value in try await client.query(
+            "SELECT value FROM server_secret WHERE name = \(name)", logger: logger
+        ).decode(ByteBuffer.self) {
+            return (Data(buffer: value), false)
+        }
+        throw InvalidURL(description: "The catalog lost the server secret \(name).")
+    }
+
+    // MARK: Helpers
+
+    /// Runs `body` in a transaction (committed when it returns, rolled back when it throws); the error `body` threw is
+    /// thrown as it is.
+    func transaction<Result: Sendable>(_ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch let error as PostgresTransactionError {
+            if let thrown = error.closureError { throw thrown }
+            throw error
+        }
+    }
+
+    /// Every row of a query.
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+        var result: [PostgresRandomAccessRow] = []
+        for try await row in try await client.query(query, logger: logger) { result.append(row.makeRandomAccess()) }
+        return result
+    }
+
+    /// Every row of a query on a connection (inside a transaction).
+    static func rows(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws
+        -> [PostgresRandomAccessRow]
+    {
+        var result: [PostgresRandomAccessRow] = []
+        for try await row in try await connection.query(query, logger: logger) { result.append(row.makeRandomAccess()) }
+        return result
+    }
+
+    /// The first column of every row, as strings.
+    func strings(_ query: PostgresQuery) async throws -> [String] {
+        var result: [String] = []
+        for try await value in try await client.query(query, logger: logger).decode(String.self) { result.append(value) }
+        return result
+    }
+
+    /// How many rows an UPDATE or DELETE changed.
+    static func changed(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        var count = 0
+        for try await _ in try await connection.query(query, logger: logger) { count += 1 }
+        return count
+    }
+
+    // MARK: Access keys
+
+    public func accessKey(_ id: String) async throws -> StoredAccessKey? {
+        try await rows("SELECT * FROM access_key WHERE id = \(id)").first.map(accessKey)
+    }
+
+    public func accessKeys() async throws -> [StoredAccessKey] {
+        try await rows("SELECT * FROM access_key ORDER BY created_at, id").map(accessKey)
+    }
+
+    public func insertAccessKey(_ key: StoredAccessKey) async throws {
+        let policy = String(decoding: try JSONEncoder().encode(key.policy), as: UTF8.self)
+        let secret = try secrets?.seal(key.secretAccessKey) ?? key.secretAccessKey
+        try await client.query(
+            """
+            INSERT INTO access_key (id, secret, policy, status, description, created_at)
+            VALUES (\(key.accessKeyId), \(secret), \(policy), \(key.status.rawValue), \(key.description),
+                    \(key.createdAt.timeIntervalSince1970))
+            """, logger: logger)
+    }
+
+    public func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await Self.changed(
+                "UPDATE access_key SET status = \(status.rawValue) WHERE id = \(id) RETURNING id", on: connection,
+                logger: logger) > 0
+        }
+    }
+
+    /// Seals secrets stored before the catalog had a key to seal them with.
+    func sealPlaintextSecrets() async throws {
+        guard let secrets else { return }
+        for row in try await rows("SELECT id, secret FROM access_key") {
+            let id = try row["id"].decode(String.self)
+            let stored = try row["secret"].decode(String.self)
+            guard !SecretBox.isSealed(stored) else { continue }
+            let sealed = try secrets.seal(stored)
+            try await client.query("UPDATE access_key SET secret = \(sealed) WHERE id = \(id)", logger: logger)
+        }
+    }
+
+    private func accessKey(_ row: PostgresRandomAccessRow) throws -> StoredAccessKey {
+        let stored = try row["secret"].decode(String.self)
+        return StoredAccessKey(
+            accessKeyId: try row["id"].decode(String.self), secretAccessKey: try secrets?.open(stored) ?? stored,
+            policy: try JSONDecoder().decode(AccessPolicy.self, from: Data(try row["policy"].decode(String.self).utf8)),
+            status: StoredAccessKey.Status(rawValue: try row["status"].decode(String.self)) ?? .disabled,
+            description: try row["description"].decode(String.self),
+            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)))
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+extension PostgresCatalog: JobQueue {
+    static func mediaJob(_ row: PostgresRandomAccessRow) throws -> MediaJob {
+        var job = MediaJob(
+            videoId: try row["video_id"].decode(String.self), kind: MediaJobKind(rawValue: try row["kind"].decode(String.self)),
+            maxAttempts: try row["max_attempts"].decode(Int.self),
+            runAt: Date(timeIntervalSince1970: try row["run_at"].decode(Double.self)))
+        job.id = try row["id"].decode(String.self)
+        job.state = MediaJobState(rawValue: try row["state"].decode(String.self))
+        job.attempts = try row["attempts"].decode(Int.self)
+        job.leaseOwner = try row["lease_owner"].decode(String?.self)
+        job.leaseExpiresAt = try row["lease_expires_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:))
+        job.progress = try row["progress"].decode(Double?.self)
+        job.lastError = try row["last_error"].decode(String?.self)
+        job.createdAt = Date(timeIntervalSince1970: try row["created_at"].decode(Double.self))
+        job.updatedAt = Date(timeIntervalSince1970: try row["updated_at"].decode(Double.self))
+        return job
+    }
+
+    static func insertJobs(_ jobs: [MediaJob], on connection: PostgresConnection, logger: Logger) async throws {
+        for job in jobs {
+            try await connection.query(
+                """
+                INSERT INTO media_job
+                (id, video_id, kind, state, attempts, max_attempts, run_at, progress, last_error, created_at, updated_at)
+                VALUES (\(job.id), \(job.videoId), \(job.kind.rawValue), \(job.state.rawValue), \(job.attempts),
+                        \(job.maxAttempts), \(job.runAt.timeIntervalSince1970), \(job.progress), \(job.lastError),
+                        \(job.createdAt.timeIntervalSince1970), \(job.updatedAt.timeIntervalSince1970))
+                """, logger: logger)
+        }
+    }
+
+    public func enqueue(_ jobs: [MediaJob]) async throws {
+        let logger = self.logger
+        try await transaction { connection in
+            try await Self.insertJobs(jobs, on: connection, logger: logger)
+        }
+    }
+
+    public func claim(worker: String, lease: Duration, now: Date) async throws -> MediaJob? {
+        let time = now.timeIntervalSince1970
+        let expires = now.addingTimeInterval(lease.timeInterval).timeIntervalSince1970
+        // SKIP LOCKED: claims by other nodes pass over the row one of them is taking, instead of waiting for it.
+        return try await rows(
+            """
+            WITH next AS (
+                SELECT id FROM media_job
+                WHERE (state = 'queued' AND run_at <= \(time)) OR (state = 'running' AND lease_expires_at < \(time))
+                ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+            UPDATE media_job SET state = 'running', attempts = media_job.attempts + 1, lease_owner = \(worker),
+                lease_expires_at = \(expires), updated_at = \(time)
+            FROM next WHERE media_job.id = next.id
+            RETURNING media_job.*
+            """
+        ).first.map(Self.mediaJob)
+    }
+
+    /// Runs an update that names its job and worker, and says whether it changed a row.
+    private func updated(_ query: PostgresQuery) async throws -> Bool {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await Self.changed(query, on: connection, logger: logger) > 0
+        }
+    }
+
+    public func heartbeat(_ id: String, worker: String, lease: Duration, progress: Double?, now: Date) async throws
+        -> Bool
+    {
+        try await updated(
+            """
+            UPDATE media_job SET lease_expires_at = \(now.addingTimeInterval(lease.timeInterval).timeIntervalSince1970),
+                progress = COALESCE(\(progress), progress), updated_at = \(now.timeIntervalSince1970)
+            WHERE id = \(id) AND state = 'running' AND lease_owner = \(worker) RETURNING id
+            """)
+    }
+
+    public func complete(_ id: String, worker: String, now: Date) async throws -> Bool {
+        try await updated(
+            """
+            UPDATE media_job SET state = 'succeeded', progress = 1, lease_owner = NULL, lease_expires_at = NULL,
+                updated_at = \(now.timeIntervalSince1970)
+            WHERE id = \(id) AND state = 'running' AND lease_owner = \(worker) RETURNING id
+            """)
+    }
+
+    public func fail(_ id: String, worker: String, error: String, retryAt: Date?, now: Date) async throws -> Bool {
+        let state = retryAt == nil ? MediaJobState.failed.rawValue : MediaJobState.queued.rawValue
+        return try await updated(
+            """
+            UPDATE media_job SET state = \(state), run_at = COALESCE(\(retryAt?.timeIntervalSince1970), run_at),
+                last_error = \(error), lease_owner = NULL, lease_expires_at = NULL, updated_at = \(now.timeIntervalSince1970)
+            WHERE id = \(id) AND state = 'running' AND lease_owner = \(worker) RETURNING id
+            """)
+    }
+
+    public func release(_ id: String, worker: String, now: Date) async throws -> Bool {
+        try await updated(
+            """
+            UPDATE media_job SET state = 'queued', attempts = GREATEST(attempts - 1, 0), run_at = \(now.timeIntervalSince1970),
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = \(now.timeIntervalSince1970)
+            WHERE id = \(id) AND state = 'running' AND lease_owner = \(worker) RETURNING id
+            """)
+    }
+
+    public func cancelJobs(videoId: String, now: Date) async throws -> [MediaJob] {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await Self.cancelJobs(videoId: videoId, now: now, on: connection, logger: logger)
+        }
+    }
+
+    /// Cancels a video's unfinished jobs inside a transaction the caller holds.
+    static func cancelJobs(videoId: String, now: Date, on connection: PostgresConnection, logger: Logger) async throws
+        -> [MediaJob]
+    {
+        try await rows(
+            """
+            UPDATE media_job SET state = 'cancelled', lease_owner = NULL, lease_expires_at = NULL,
+                updated_at = \(now.timeIntervalSince1970)
+            WHERE video_id = \(videoId) AND state IN ('queued', 'running') RETURNING *
+            """, on: connection, logger: logger
+        ).map(mediaJob).sorted { $0.createdAt < $1.createdAt }
+    }
+
+    public func jobs(videoId: String) async throws -> [MediaJob] {
+        try await rows("SELECT * FROM media_job WHERE video_id = \(videoId) ORDER BY seq").map(Self.mediaJob)
+    }
+
+    public func job(_ id: String) async throws -> MediaJob? {
+        try await rows("SELECT * FROM media_job WHERE id = \(id)").first.map(Self.mediaJob)
+    }
+}

@@ -1,0 +1,69 @@
+import FerryCore
+import Foundation
+import NIOCore
+import PostgresNIO
+
+extension PostgresCatalog: WebhookStore {
+    private static func storedWebhookEvent(_ row: PostgresRandomAccessRow) throws -> StoredWebhookEvent {
+        let payload = try JSONDecoder().decode(
+            [String: JSONValue].self, from: Data(try row["payload"].decode(String.self).utf8))
+        let event = WebhookEvent(
+            id: try row["id"].decode(String.self), type: try row["type"].decode(String.self), payload: payload,
+            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
+            attempts: try row["attempts"].decode(Int.self),
+            deliveredAt: try row["delivered_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:)),
+            failedAt: try row["failed_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:)))
+        var body = try row["body"].decode(ByteBuffer.self)
+        return StoredWebhookEvent(
+            event: event, body: body.readBytes(length: body.readableBytes) ?? [],
+            nextAttemptAt: Date(timeIntervalSince1970: try row["next_attempt_at"].decode(Double.self)))
+    }
+
+    public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let payload = String(decoding: try encoder.encode(event.payload), as: UTF8.self)
+        let created = event.createdAt.timeIntervalSince1970
+        try await client.query(
+            """
+            INSERT INTO webhook_event (id, type, payload, body, created_at, attempts, next_attempt_at)
+            VALUES (\(event.id), \(event.type), \(payload), \(ByteBuffer(bytes: body)), \(created), 0, \(created))
+            """, logger: logger)
+    }
+
+    public func nextPendingWebhookEvent() async throws -> StoredWebhookEvent? {
+        try await rows(
+            "SELECT * FROM webhook_event WHERE delivered_at IS NULL AND failed_at IS NULL ORDER BY seq LIMIT 1"
+        ).first.map(Self.storedWebhookEvent)
+    }
+
+    public func undeliveredWebhookEvents() async throws -> [WebhookEvent] {
+        try await rows("SELECT * FROM webhook_event WHERE delivered_at IS NULL ORDER BY seq").map {
+            try Self.storedWebhookEvent($0).event
+        }
+    }
+
+    public func markWebhookEventDelivered(_ id: String, at date: Date) async throws {
+        try await client.query(
+            """
+            UPDATE webhook_event SET attempts = attempts + 1, delivered_at = \(date.timeIntervalSince1970),
+                last_error = NULL WHERE id = \(id)
+            """, logger: logger)
+    }
+
+    public func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws {
+        if let nextAttemptAt {
+            try await client.query(
+                """
+                UPDATE webhook_event SET attempts = attempts + 1, next_attempt_at = \(nextAttemptAt.timeIntervalSince1970),
+                    last_error = \(error) WHERE id = \(id)
+                """, logger: logger)
+        } else {
+            try await client.query(
+                """
+                UPDATE webhook_event SET attempts = attempts + 1, failed_at = \(now.timeIntervalSince1970),
+                    last_error = \(error) WHERE id = \(id)
+                """, logger: logger)
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import FerryCore
+@testable import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+@Suite("Media catalog, access keys and webhook outbox (every catalog implementation)")
+struct CatalogTests {
+    static func video(_ id: String, owner: String = "k1", status: String = "Uploading", at seconds: Double = 0) -> VideoRecord {
+        let date = Date(timeIntervalSince1970: 1_800_000_000 + seconds)
+        return VideoRecord(
+            videoId: id, title: "Title \(id)", fileName: "\(id).mp4", status: status, bucket: "ferry-media",
+            key: "video/\(id)/source.mp4", owner: owner, createdAt: date, updatedAt: date)
+    }
+
+    @Test("videos: stored records round-trip; found by id and by object; listed newest first with filters, paging and owner", arguments: JobQueueImplementation.allCases)
+    func videos(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            var first = Self.video("v1", at: 1)
+            first.tags = "beach,sun"
+            first.cateId = 7
+            first.mezzanine = MezzanineInfo(size: 42)
+            first.renditions = [Rendition(definition: "LD", format: "mp4", path: "LD.mp4", size: 9)]
+            try await catalog.saveVideo(first)
+            try await catalog.saveVideo(Self.video("v2", owner: "k2", status: "Normal", at: 2))
+            var third = Self.video("v3", status: "Normal", at: 3)
+            third.tags = "sun"
+            try await catalog.saveVideo(third)
+            try await catalog.saveVideo(Self.video("v4", status: "Deleted", at: 4))
+
+            #expect(try await catalog.video("v1") == first)
+            #expect(try await catalog.video(bucket: "ferry-media", key: "video/v3/source.mp4")?.videoId == "v3")
+            #expect(try await catalog.video("nope") == nil)
+            let all = try await catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10)
+            #expect(all.videos.map(\.videoId) == ["v3", "v2", "v1"] && all.total == 3)
+            #expect(try await catalog.videos(status: "Normal", cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v3", "v2"])
+            #expect(try await catalog.videos(status: nil, cateId: 7, tag: nil, owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v1"])
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: "sun", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v3", "v1"])
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: "su", owner: nil, offset: 0, limit: 10).total == 0)
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, owner: "k1", offset: 0, limit: 10).videos.map(\.videoId) == ["v3", "v1"])
+            let page = try await catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 1, limit: 1)
+            #expect(page.videos.map(\.videoId) == ["v2"] && page.total == 3)
+            #expect(try await catalog.uploadingVideos(createdBefore: Date(timeIntervalSince1970: 1_800_000_002), limit: 10).map(\.videoId) == ["v1"])
+        }
+    }
+
+    @Test("a client token makes creation idempotent per owner while the video uploads, also for requests racing each other", arguments: JobQueueImplementation.allCases)
+    func clientTokens(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            let created = try await withThrowingTaskGroup(of: String.self) { group in
+                for index in 0..<8 {
+                    group.addTask {
+                        var video = Self.video("race\(index)")
+                        video.clientToken = "file-token"
+                        return try await catalog.createVideo(video).videoId
+                    }
+                }
+                return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+            }
+            #expect(created.count == 1)
+            let id = try #require(created.first)
+            #expect(try await catalog.uploadingVideo(owner: "k1", clientToken: "file-token")?.videoId == id)
+            #expect(try await catalog.uploadingVideo(owner: "k2", clientToken: "file-token") == nil)
+            var other = Self.video("other", owner: "k2")
+            other.clientToken = "file-token"
+            #expect(try await catalog.createVideo(other).videoId == "other")
+            // Once stored, the token makes a new video.
+            try await catalog.updateVideo(id) { video in
+                video.status = "UploadSucc"
+                return .save()
+            }
+            var again = Self.video("again")
+            again.clientToken = "file-token"
+            #expect(try await catalog.createVideo(again).videoId == "again")
+        }
+    }
+
+    @Test("images and access keys round-trip; a key's status changes", arguments: JobQueueImplementation.allCases)
+    func imagesAndKeys(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            let image = ImageRecord(
+                imageId: "i1", imageType: "cover", title: "t", tags: nil, cateId: nil, description: nil, status: "Uploading",
+                size: nil, bucket: "ferry-media", key: "image/cover/i1.jpg", createdAt: Date(timeIntervalSince1970: 1_800_000_000),
+                owner: "k1")
+            try await catalog.saveImage(image)
+            var stored = image
+            stored.status = "Uploaded"
+            stored.size = 10
+            try await catalog.saveImage(stored)
+            #expect(try await catalog.image("i1") == stored)
+            #expect(try await catalog.image(bucket: "ferry-media", key: "image/cover/i1.jpg")?.imageId == "i1")
+
+            let policy = AccessPolicy(statements: [.init(actions: ["media:*"])])
+            let key = StoredAccessKey(
+                accessKeyId: "FKIA1", secretAccessKey: "secret-1", policy: policy, status: .active, description: "d",
+                createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+            try await catalog.insertAccessKey(key)
+            #expect(try await catalog.accessKey("FKIA1") == key)
+            #expect(try await catalog.accessKeys().map(\.accessKeyId) == ["FKIA1"])
+            #expect(try await catalog.setAccessKeyStatus("FKIA1", .disabled))
+            #expect(try await catalog.accessKey("FKIA1")?.status == .disabled)
+            #expect(try await catalog.setAccessKeyStatus("nope", .disabled) == false)
+        }
+    }
+
+    @Test("the webhook outbox keeps events in order until delivered or given up", arguments: JobQueueImplementation.allCases)
+    func webhookStore(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            let store = try #require(catalog as? any WebhookStore)
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
+            for (index, type) in ["A", "B", "C"].enumerated() {
+                let event = WebhookEvent(
+                    id: "evt\(index)", type: type, payload: ["VideoId": "v\(index)", "Size": 42, "Streams": [["Definition": "LD"]]],
+                    createdAt: now.addingTimeInterval(Double(index)), attempts: 0, deliveredAt: nil, failedAt: nil)
+                try await store.insertWebhookEvent(event, body: Array("body-\(index)".utf8))
+            }
+            let first = try #require(try await store.nextPendingWebhookEvent())
+            #expect(first.event.id == "evt0" && first.body == Array("body-0".utf8) && first.nextAttemptAt == now)
+            #expect(first.event.payload["Streams"] == [["Definition": "LD"]])
+            try await store.recordWebhookAttemptFailure("evt0", error: "503", nextAttemptAt: now.addingTimeInterval(5), now: now)
+            let retried = try #require(try await store.nextPendingWebhookEvent())
+            #expect(retried.event.id == "evt0" && retried.event.attempts == 1 && retried.nextAttemptAt == now.addingTimeInterval(5))
+            try await store.markWebhookEventDelivered("evt0", at: now)
+            #expect(try await store.nextPendingWebhookEvent()?.event.id == "evt1")
+            try await store.recordWebhookAttemptFailure("evt1", error: "gone", nextAttemptAt: nil, now: now)
+            #expect(try await store.nextPendingWebhookEvent()?.event.id == "evt2")
+            let undelivered = try await store.undeliveredWebhookEvents()
+            #expect(undelivered.map(\.id) == ["evt1", "evt2"])
+            #expect(undelivered.first?.failedAt == now)
+        }
+    }
+}
