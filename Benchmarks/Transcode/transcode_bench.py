@@ -80,15 +80,15 @@ def pipeline_seconds(events):
 def recorded_commands(log_path):
     """[(tool, [arguments])] of every media tool the server ran, in order, from its debug log."""
     commands = []
-    pattern = re.compile(r"ferry\.arguments=(\[.*?\])(?: ferry\.tool=(\S+))?")
+    decoder = json.JSONDecoder()
     with open(log_path, errors="replace") as f:
         for line in f:
-            if "media tool started" not in line:
+            if "media tool started" not in line or "ferry.arguments=" not in line:
                 continue
-            match = pattern.search(line)
+            arguments, _ = decoder.raw_decode(line, line.index("ferry.arguments=") + len("ferry.arguments="))
             tool = re.search(r"ferry\.tool=(\S+)", line)
-            if match and tool:
-                commands.append((tool.group(1), json.loads(match.group(1))))
+            if tool:
+                commands.append((tool.group(1), arguments))
     return commands
 
 
@@ -196,13 +196,14 @@ def main():
             one_wall = one_cpu = many_wall = many_cpu = None
             if ladder:
                 log("ladder: one process against one per definition ...")
+                # The ladder's job directory becomes ladder/ (its source, out/ and progress file inside).
                 ladder_directory = os.path.join(root, "ladder")
-                os.makedirs(ladder_directory)
-                job_source = os.path.join(ladder_directory, "source.mp4")
-                shutil.copy(clip, job_source)
+                os.makedirs(os.path.join(ladder_directory, "out"))
                 tool, arguments = ladder
-                single = [re.sub(r".*/media-work/job_[0-9a-f]+/out/", ladder_directory + "/", re.sub(
-                    r".*/media-work/job_[0-9a-f]+/source", ladder_directory + "/source", a)) for a in arguments]
+                work = re.escape(os.path.join(data, "media-work")) + r"/job_[0-9a-f]+"
+                single = [re.sub(work, ladder_directory, a) for a in arguments]
+                source_argument = single[single.index("-i") + 1]
+                shutil.copy(clip, source_argument)
                 one_wall, one_cpu = timed([tool, *single])
                 many_wall = many_cpu = 0.0
                 for command in split_ladder(tool, single, ladder_directory):

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -25,6 +26,7 @@ struct spawn_request {
     char *const *envp;
     int fds[3];
     int niceness;
+    int idle;
     pid_t pid;
     int error;
     int done;
@@ -56,6 +58,13 @@ static void child(struct spawn_request *request, pid_t parent, int report) {
     (void)parent;
     setpgid(0, 0);
     if (request->niceness > 0) setpriority(PRIO_PROCESS, 0, request->niceness);
+#ifdef SCHED_IDLE
+    if (request->idle) {
+        struct sched_param none;
+        memset(&none, 0, sizeof none);
+        sched_setscheduler(0, SCHED_IDLE, &none);
+    }
+#endif
     /* Signals the server ignores or blocks are not the tool's business. */
     sigset_t none;
     sigemptyset(&none);
@@ -159,7 +168,7 @@ static void start_spawner(void) {
 }
 
 int ferry_spawn(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd,
-                int stderr_fd, int niceness, pid_t *pid_out) {
+                int stderr_fd, int niceness, int idle, pid_t *pid_out) {
     pthread_once(&spawner_once, start_spawner);
     if (spawner_start_error) return spawner_start_error;
     struct spawn_request request;
@@ -171,6 +180,7 @@ int ferry_spawn(const char *path, char *const argv[], char *const envp[], int st
     request.fds[1] = stdout_fd;
     request.fds[2] = stderr_fd;
     request.niceness = niceness;
+    request.idle = idle;
     pthread_mutex_lock(&callers_lock);
     pthread_mutex_lock(&spawner_lock);
     spawner_slot = &request;

@@ -32,13 +32,25 @@ struct ServiceOptions: ParsableArguments {
             }
             let credentials = Credentials(
                 accessKeyId: id, secretAccessKey: secret, sessionToken: env["FERRY_SESSION_TOKEN"] ?? env["AWS_SESSION_TOKEN"])
-            return ServiceConnection(endpoint: url, publicEndpoint: url, region: region, credentials: credentials, embedded: nil)
+            return ServiceConnection(
+                endpoint: url, publicEndpoint: url, region: region, credentials: credentials, embedded: nil, dataDirectory: nil)
         }
         let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
-        let embedded = try await EmbeddedService.start(dataDirectory: directory, region: region)
-        return ServiceConnection(
-            endpoint: embedded.endpoint, publicEndpoint: URL(string: EmbeddedService.publicEndpoint)!, region: region,
-            credentials: embedded.credentials, embedded: embedded)
+        do {
+            let embedded = try await EmbeddedService.start(dataDirectory: directory, region: region)
+            return ServiceConnection(
+                endpoint: embedded.endpoint, publicEndpoint: URL(string: EmbeddedService.publicEndpoint)!, region: region,
+                credentials: embedded.credentials, embedded: embedded, dataDirectory: directory)
+        } catch let busy as DataDirectoryInUse {
+            // `ferry serve` runs on this directory: talk to it rather than open the directory a second time.
+            guard let text = busy.endpoint, let url = URL(string: text),
+                let root = FerryServer.rootCredentials(dataDirectory: directory, environment: env)
+            else { throw ValidationError(busy.description) }
+            return ServiceConnection(
+                endpoint: url, publicEndpoint: url, region: region,
+                credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey),
+                embedded: nil, dataDirectory: directory)
+        }
     }
 }
 
@@ -66,11 +78,14 @@ struct ServiceConnection: Sendable {
     var region: String
     var credentials: Credentials
     var embedded: EmbeddedService?
+    /// The data directory of the service, when the command found it by one (embedded, or `ferry serve` running on it).
+    var dataDirectory: String?
 
-    /// What checkpoints name the service by: the embedded service by its data directory (its port changes with every
-    /// run, and a rerun must find the checkpoint of an interrupted upload), any other by its endpoint.
+    /// What checkpoints name the service by: a service found by its data directory by that directory (the embedded
+    /// service's port changes with every run, and a rerun must find the checkpoint of an interrupted upload, also when
+    /// `ferry serve` runs on the directory meanwhile), any other by its endpoint.
     var serviceIdentity: String? {
-        embedded.map { "ferry-embedded:" + URL(fileURLWithPath: $0.dataDirectory).standardizedFileURL.path }
+        dataDirectory.map { "ferry-embedded:" + URL(fileURLWithPath: $0).standardizedFileURL.path }
     }
 
     func objects(_ configuration: ObjectStorageClient.Configuration = .init()) -> ObjectStorageClient {
@@ -125,9 +140,20 @@ final class EmbeddedService: Sendable {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let app = server.makeApplication { port in continuation.yield(port) }
         let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
-        let runner = Task { try await services.run() }
+        // When the service cannot start (its port cannot be bound), the stream ends and the reason is thrown at once.
+        let runner = Task {
+            defer { continuation.finish() }
+            try await services.run()
+        }
         var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CleanExit.message("The embedded service did not start.") }
+        guard let port = await iterator.next() else {
+            do {
+                try await runner.value
+            } catch {
+                throw ValidationError("The embedded service did not start: \(error)")
+            }
+            throw ValidationError("The embedded service did not start.")
+        }
         return EmbeddedService(
             endpoint: URL(string: "http://127.0.0.1:\(port)")!,
             credentials: Credentials(

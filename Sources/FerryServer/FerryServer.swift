@@ -28,7 +28,7 @@ public struct FerryServer: Sendable {
     public let catalog: SQLiteCatalog
     /// Where videos, images, access keys, media jobs and webhook events live: ``catalog``, or PostgreSQL when nodes
     /// share one (``FerryServerConfiguration/catalogURL``).
-    public let mediaCatalog: any MediaCatalog & WebhookStore
+    public let mediaCatalog: any MediaCatalog & WebhookStore & ServiceLeaseStore
     /// The PostgreSQL catalog, when one is used (closed with the application).
     let postgres: PostgresCatalog?
     /// Access keys, temporary credentials and their resolution.
@@ -41,6 +41,10 @@ public struct FerryServer: Sendable {
     public let mediaTools: MediaTools?
     /// Media jobs running in this process.
     let runningJobs = RunningJobs()
+    /// This process's hold on the data directory.
+    let directoryLock: DataDirectoryLock
+    /// This node's name in the catalog's leases.
+    let node = "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(8).lowercased())"
 
     /// Opens (creating when needed) the data directory, with everything in its SQLite catalog. A configuration with a
     /// ``FerryServerConfiguration/catalogURL`` is opened with ``open(configuration:environment:)``.
@@ -52,6 +56,7 @@ public struct FerryServer: Sendable {
         }
         let directory = configuration.dataDirectory
         try PrivateFiles.directory(directory)
+        let lock = try DataDirectoryLock(directory: directory)
         PrivateFiles.tighten(directory)
         let root: (SigV4Credentials, Bool)
         if let given = configuration.rootCredentials {
@@ -60,7 +65,9 @@ public struct FerryServer: Sendable {
             root = try ServerKeys.rootCredentials(directory: directory, environment: environment)
         }
         let serverKey = try ServerKeys.tokenKey(directory: directory)
-        try self.init(configuration: configuration, environment: environment, root: root, serverKey: serverKey, postgres: nil)
+        try self.init(
+            configuration: configuration, environment: environment, root: root, serverKey: serverKey, postgres: nil,
+            lock: lock)
     }
 
     /// Opens the service: the data directory for object bytes, and the catalog the configuration names — PostgreSQL
@@ -78,6 +85,7 @@ public struct FerryServer: Sendable {
             return try FerryServer(configuration: configuration, environment: environment)
         }
         try PrivateFiles.directory(configuration.dataDirectory)
+        let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
         PrivateFiles.tighten(configuration.dataDirectory)
         let bootstrap = try await PostgresCatalog.connect(url: url, secrets: nil, logger: configuration.logger)
         do {
@@ -117,7 +125,7 @@ public struct FerryServer: Sendable {
             do {
                 return try FerryServer(
                     configuration: configuration, environment: environment, root: root, serverKey: serverKey,
-                    postgres: postgres)
+                    postgres: postgres, lock: lock)
             } catch {
                 await postgres.shutdown()
                 throw error
@@ -130,9 +138,10 @@ public struct FerryServer: Sendable {
 
     private init(
         configuration: FerryServerConfiguration, environment: [String: String], root: (SigV4Credentials, Bool),
-        serverKey: SymmetricKey, postgres: PostgresCatalog?
+        serverKey: SymmetricKey, postgres: PostgresCatalog?, lock: DataDirectoryLock
     ) throws {
         self.configuration = configuration
+        directoryLock = lock
         callbackTargets = try CallbackTargets(allow: configuration.callbackAllow)
         let directory = configuration.dataDirectory
         (rootCredentials, rootCredentialsGenerated) = root
@@ -146,6 +155,20 @@ public struct FerryServer: Sendable {
         store = try LocalDiskStore(directory: directory + "/objects", catalog: catalog, limits: limits, logger: configuration.logger)
         credentials = CredentialStore(root: rootCredentials, catalog: mediaCatalog, tokens: SessionTokenCodec(key: serverKey))
         mediaTools = MediaTools.locate(directory: configuration.mediaProcessing.toolsDirectory, environment: environment)
+    }
+
+    /// The root key a data directory uses, without opening it (for a command that talks to the server running on it):
+    /// from `FERRY_ACCESS_KEY_ID` / `FERRY_SECRET_ACCESS_KEY`, else from the directory; nil when it has none yet.
+    public static func rootCredentials(dataDirectory: String, environment: [String: String]) -> SigV4Credentials? {
+        if let id = environment["FERRY_ACCESS_KEY_ID"], let secret = environment["FERRY_SECRET_ACCESS_KEY"], !id.isEmpty,
+            !secret.isEmpty
+        {
+            return SigV4Credentials(accessKeyId: id, secretAccessKey: secret)
+        }
+        guard let data = FileManager.default.contents(atPath: dataDirectory + "/root-credentials.json"),
+            let stored = try? JSONDecoder().decode(ServerKeys.StoredRoot.self, from: data)
+        else { return nil }
+        return SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey)
     }
 
     /// Closes the connections of a PostgreSQL catalog (the application does this when it shuts down; call it for a
@@ -245,7 +268,7 @@ public struct FerryServer: Sendable {
         if serverLogger.logLevel > .debug { serverLogger.logLevel = .warning }
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
-            logger: configuration.logger, media: media)
+            logger: configuration.logger, media: media, leases: mediaCatalog, node: node)
         var services: [any Service] = []
         if let postgres {
             // First in the group, so it stops last: the other services use the catalog until they end.
@@ -253,7 +276,9 @@ public struct FerryServer: Sendable {
         }
         services.append(collector)
         if let webhook = configuration.webhook {
-            services.append(WebhookDeliveryService(outbox: webhooks, configuration: webhook, logger: configuration.logger))
+            services.append(
+                WebhookDeliveryService(
+                    outbox: webhooks, configuration: webhook, logger: configuration.logger, leases: mediaCatalog, node: node))
         }
         if let pipeline = mediaPipeline {
             services.append(
@@ -269,7 +294,11 @@ public struct FerryServer: Sendable {
                 ])),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Ferry"),
             services: services,
-            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+            onServerRunning: { [directoryLock, host = configuration.host] channel in
+                let port = channel.localAddress?.port ?? 0
+                directoryLock.record(endpoint: "http://\(host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host):\(port)")
+                await onServerRunning(port)
+            },
             logger: serverLogger)
     }
 }

@@ -83,6 +83,9 @@ public struct MediaProcessingConfiguration: Sendable {
     public var retryDelay: Duration = .seconds(5)
     /// How much lower the tools' CPU priority is than the server's (nice, 0–19). Default 10.
     public var niceness: Int32 = 10
+    /// Whether the tools run only on CPU time requests do not want (Linux's SCHED_IDLE scheduling policy): uploads and
+    /// downloads keep their speed while a transcode runs, which then takes what is left. Default true.
+    public var idleScheduling = true
     /// How often an idle worker looks for jobs. Default 500 ms.
     public var pollInterval: Duration = .milliseconds(500)
 

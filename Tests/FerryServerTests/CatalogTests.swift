@@ -129,4 +129,22 @@ struct CatalogTests {
             #expect(undelivered.first?.failedAt == now)
         }
     }
+
+    @Test("a service lease is held by one node at a time, renewed by it, and taken over once it expires", arguments: JobQueueImplementation.allCases)
+    func serviceLeases(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            let leases = try #require(catalog as? any ServiceLeaseStore)
+            let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+            #expect(try await leases.acquireLease("delivery", owner: "a", duration: .seconds(30), now: t0))
+            #expect(try await leases.acquireLease("delivery", owner: "b", duration: .seconds(30), now: t0.addingTimeInterval(10)) == false)
+            #expect(try await leases.acquireLease("collector", owner: "b", duration: .seconds(30), now: t0))
+            #expect(try await leases.acquireLease("delivery", owner: "a", duration: .seconds(30), now: t0.addingTimeInterval(20)))
+            #expect(try await leases.acquireLease("delivery", owner: "b", duration: .seconds(30), now: t0.addingTimeInterval(45)) == false)
+            #expect(try await leases.acquireLease("delivery", owner: "b", duration: .seconds(30), now: t0.addingTimeInterval(51)))
+            try await leases.releaseLease("delivery", owner: "a")
+            #expect(try await leases.acquireLease("delivery", owner: "a", duration: .seconds(30), now: t0.addingTimeInterval(52)) == false)
+            try await leases.releaseLease("delivery", owner: "b")
+            #expect(try await leases.acquireLease("delivery", owner: "a", duration: .seconds(30), now: t0.addingTimeInterval(53)))
+        }
+    }
 }

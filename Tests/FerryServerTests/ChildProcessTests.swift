@@ -19,6 +19,7 @@ struct ChildProcessTests {
         defer { try? FileManager.default.removeItem(atPath: output) }
         var process = ChildProcess(executable: "/bin/cat", arguments: ["/proc/self/stat"])
         process.niceness = 10
+        process.idleScheduling = true
         process.standardOutput = output
         let outcome = try await process.run()
         #expect(outcome == .init(exitCode: 0, signal: nil, timedOut: false))
@@ -28,6 +29,8 @@ struct ChildProcessTests {
         // After the name: state(0) ppid(1) pgrp(2) … nice is field 19 of the whole line, 16 here.
         #expect(fields[2] == pid, "own process group")
         #expect(fields[16] == "10", "niceness")
+        // policy (field 41 of the line, 38 here): 5 is SCHED_IDLE.
+        #expect(fields[38] == "5", "scheduling policy")
 
         var env = ChildProcess(executable: "/usr/bin/env", arguments: [])
         env.standardOutput = output

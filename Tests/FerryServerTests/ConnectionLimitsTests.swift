@@ -108,3 +108,26 @@ struct ConnectionLimitsTests {
         }
     }
 }
+
+@Suite("Data directories and listening")
+struct DataDirectoryTests {
+    @Test("a second server on a data directory in use is refused, naming the owner's pid and address")
+    func oneOwner() async throws {
+        try await TestServer.with { server in
+            var configuration = FerryServerConfiguration(dataDirectory: server.dataDirectory)
+            configuration.port = 0
+            let refused = #expect(throws: DataDirectoryInUse.self) { try FerryServer(configuration: configuration, environment: [:]) }
+            #expect(refused?.pid == getpid())
+            #expect(refused?.endpoint == server.endpoint)
+        }
+    }
+
+    @Test("a server that cannot listen fails at once with the reason")
+    func cannotListen() async throws {
+        let started = ContinuousClock.now
+        await #expect(throws: (any Error).self) {
+            try await TestServer.with(configure: { $0.host = "192.0.2.1" }) { _ in }
+        }
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+}

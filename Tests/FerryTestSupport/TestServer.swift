@@ -45,7 +45,7 @@ public struct TestServer: Sendable {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let app = server.makeApplication { port in continuation.yield(port) }
         let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
-        return try await runServices(services, ports: ports) { port in
+        return try await runServices(services, ports: ports, portsEnd: { continuation.finish() }) { port in
             try await body(TestServer(port: port, server: server))
         }
     }
@@ -53,13 +53,23 @@ public struct TestServer: Sendable {
 
 /// Runs `services` until `body`, given the first port reported on `ports`, returns or throws; then shuts them down
 /// gracefully and waits for them.
+///
+/// With `portsEnd` (which ends the `ports` stream), services that stop before they report a port (one that cannot be
+/// bound) fail the call at once with their error instead of leaving it waiting.
 public func runServices<T: Sendable>(
-    _ services: ServiceGroup, ports: AsyncStream<Int>, _ body: @Sendable (Int) async throws -> T
+    _ services: ServiceGroup, ports: AsyncStream<Int>, portsEnd: @escaping @Sendable () -> Void = {},
+    _ body: @Sendable (Int) async throws -> T
 ) async throws -> T {
     try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await services.run() }
+        group.addTask {
+            defer { portsEnd() }
+            try await services.run()
+        }
         var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
+        guard let port = await iterator.next() else {
+            try await group.waitForAll()
+            throw CancellationError()
+        }
         do {
             let result = try await body(port)
             await services.triggerGracefulShutdown()

@@ -69,6 +69,37 @@ struct CommandLineTests {
             .appendingPathComponent("Samples/ferry-sample.mp4").path
     }
 
+    @Test("a command on the data directory of a running ferry serve talks to it instead of opening the directory again")
+    func sharesRunningServer() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-shared")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let server = try await FerryExecutable.Server.start(
+            dataDirectory: data, arguments: ["--media-workers", "0"], environment: ["HOME": data])
+        // Stands for a body the server is receiving: opening the directory again would clear it.
+        let inFlight = data + "/objects/tmp/body-being-received"
+        #expect(FileManager.default.createFile(atPath: inFlight, contents: Data([1, 2, 3])))
+        let upload = try await FerryRun.run(
+            ["upload", Self.sample, "--data-dir", data, "--bucket", "shared", "--key", "clip.mp4", "--json"],
+            environment: ["HOME": data])
+        #expect(upload.status == 0, "\(upload.error)")
+        #expect(FileManager.default.fileExists(atPath: inFlight))
+        let list = try await FerryRun.run(["videos", "list", "--data-dir", data], environment: ["HOME": data])
+        #expect(list.status == 0, "\(list.error)")
+        // The object went to the running server.
+        let stored = try #require(FileManager.default.contents(atPath: data + "/root-credentials.json"))
+        let root = try JSONSerialization.jsonObject(with: stored) as? [String: String] ?? [:]
+        let client = S3TestClient(
+            endpoint: server.endpoint,
+            credentials: SigV4Credentials(accessKeyId: root["accessKeyId"] ?? "", secretAccessKey: root["secretAccessKey"] ?? ""))
+        let fetched = try await client.get("shared", "clip.mp4")
+        let sample = try Data(contentsOf: URL(fileURLWithPath: Self.sample))
+        #expect(fetched.status == 200 && Data(fetched.body) == sample)
+        await server.stop()
+        // Stopped: the directory is free again, and the command runs the service itself.
+        let after = try await FerryRun.run(["videos", "list", "--data-dir", data], environment: ["HOME": data])
+        #expect(after.status == 0, "\(after.error)")
+    }
+
     @Test("upload --wait on the embedded default follows processing and prints the renditions; videos list, info and play-url find them")
     func embeddedDefault() async throws {
         let data = TemporaryDirectory.make("ferry-cli")

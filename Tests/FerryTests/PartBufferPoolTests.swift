@@ -1,4 +1,5 @@
 @testable import Ferry
+import Foundation
 import NIOCore
 import Testing
 
@@ -17,8 +18,9 @@ struct PartBufferPoolTests {
         var second = pool.take()
         second.writeBytes([UInt8](repeating: 2, count: 1 << 20))
         #expect(second.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } != firstAddress)
+        // The slice still reads what was written there: the pool did not hand its memory out.
+        #expect(slice?.getBytes(at: 0, length: 16) == [UInt8](repeating: 1, count: 16))
         slice = nil
-        #expect(slice == nil)
         pool.give(second)
         second = ByteBuffer()
         // Now the first is unshared again and the oldest: it comes back, memory and all.
@@ -56,13 +58,20 @@ struct PartBufferPoolTests {
         pool.give(second)
         first = ByteBuffer()
         second = ByteBuffer()
-        let waiting = Task { await pool.take(capacity: 1 << 20, patience: .seconds(10)) }
+        let handedOut = Flag()
+        let waiting = Task {
+            let buffer = await pool.take(capacity: 1 << 20, patience: .seconds(10))
+            handedOut.set()
+            return buffer
+        }
         try await Task.sleep(for: .milliseconds(30))
+        // Both buffers are still held: the pool waits rather than hand one out or allocate a third.
+        #expect(!handedOut.value)
+        #expect(held?.getBytes(at: 0, length: 3) == [1, 2, 3])
         held = nil  // the client lets go of the first buffer
         var reused = await waiting.value
         let reusedAddress = reused.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
         #expect(reusedAddress == firstAddress)
-        #expect(held == nil)
         // Nothing comes free: after its patience the pool allocates rather than wait for ever.
         let started = ContinuousClock.now
         let fresh = await pool.take(capacity: 1 << 20, patience: .milliseconds(40))
@@ -71,4 +80,13 @@ struct PartBufferPoolTests {
         #expect(alsoHeld.readableBytes == 3)
         reused.clear()
     }
+}
+
+/// A flag one task sets and another reads.
+final class Flag: @unchecked Sendable {
+    // Every access holds `lock`.
+    private let lock = NSLock()
+    private var isSet = false
+    var value: Bool { lock.withLock { isSet } }
+    func set() { lock.withLock { isSet = true } }
 }

@@ -5,7 +5,8 @@
  *   - on Linux asks for SIGKILL when that thread (and so the server) dies (PR_SET_PDEATHSIG), so a SIGKILLed
  *     server leaves no ffmpeg running behind it;
  *   - starts a process group of its own (ferry_kill_group stops the tool and anything it started);
- *   - lowers its CPU priority by `niceness` (0 keeps it), so request handling goes first;
+ *   - lowers its CPU priority by `niceness` (0 keeps it) and, with `idle` on Linux, gives it the SCHED_IDLE policy
+ *     (it runs only on CPU time nothing else wants), so request handling goes first;
  *   - connects standard input, output and error to the given descriptors (-1: /dev/null) and closes every other
  *     descriptor.
  * The child runs `path` (an absolute path: no PATH search) with `argv` and `envp`; nothing passes through a shell.
@@ -23,7 +24,7 @@ extern "C" {
 #endif
 
 int ferry_spawn(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd,
-                int stderr_fd, int niceness, pid_t *pid_out);
+                int stderr_fd, int niceness, int idle, pid_t *pid_out);
 
 /* Sends `signal` to the child's process group (and to the child itself, should it have left the group). */
 int ferry_kill_group(pid_t pid, int signal);

@@ -19,9 +19,17 @@ public struct RequestObserver: Sendable {
 }
 
 /// The credentials an upload signs with: its provider's, or ones the app handed over with `resume(with:)`.
+///
+/// When the server refuses expired credentials, the requests in flight that were refused together share one call of
+/// the provider (``refresh(after:)`` is single-flight), and those refused with credentials already replaced get the
+/// replacement without asking again.
 actor CredentialSource {
     let provider: any CredentialProvider
     private var override: Credentials?
+    /// The credentials the last refresh got.
+    private var refreshed: Credentials?
+    /// The refresh under way, with the credentials it replaces.
+    private var refreshing: (stale: Credentials, task: Task<Credentials?, any Error>)?
 
     init(provider: any CredentialProvider) {
         self.provider = provider
@@ -37,9 +45,20 @@ actor CredentialSource {
     /// Fresh credentials after `stale` was refused as expired, or nil when there are none fresher.
     func refresh(after stale: Credentials) async throws -> Credentials? {
         if let override, override != stale, !override.isExpired() { return override }
-        let fresh = try await provider.credentials()
-        if fresh == stale || fresh.isExpired() { return nil }
-        override = nil
+        if let refreshed, refreshed != stale, !refreshed.isExpired() { return refreshed }
+        if let refreshing, refreshing.stale == stale { return try await refreshing.task.value }
+        let provider = self.provider
+        let task = Task { () throws -> Credentials? in
+            let fresh = try await provider.credentials()
+            return fresh == stale || fresh.isExpired() ? nil : fresh
+        }
+        refreshing = (stale, task)
+        defer { if refreshing?.stale == stale { refreshing = nil } }
+        let fresh = try await task.value
+        if let fresh {
+            override = nil
+            refreshed = fresh
+        }
         return fresh
     }
 }

@@ -134,6 +134,10 @@ public final class PostgresCatalog: Sendable {
             ]
         ),
         (2, "shared server secrets", ["CREATE TABLE server_secret (name TEXT PRIMARY KEY, value BYTEA NOT NULL)"]),
+        (
+            3, "service leases",
+            ["CREATE TABLE service_lease (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)"]
+        ),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.

@@ -99,6 +99,7 @@ public final class SQLiteCatalog: Sendable {
         registerMediaOwnerMigration(&migrator)
         registerJobMigrations(&migrator)
         registerVideoStatusMigration(&migrator)
+        registerLeaseMigration(&migrator)
         return migrator
     }
 

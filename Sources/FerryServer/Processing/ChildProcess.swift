@@ -40,6 +40,8 @@ struct ChildProcess: Sendable {
     var arguments: [String]
     /// How much lower than the server's the tool's CPU priority is (0–19). Default 10.
     var niceness: Int32 = 10
+    /// Whether the tool runs only on CPU time nothing else wants (Linux's SCHED_IDLE policy). Default false.
+    var idleScheduling = false
     /// File that receives standard output; nil discards it.
     var standardOutput: String?
     /// File that receives standard error; nil discards it.
@@ -108,7 +110,7 @@ struct ChildProcess: Sendable {
         var pid: pid_t = 0
         let result = argv.withUnsafeBufferPointer { args in
             envp.withUnsafeBufferPointer { env in
-                ferry_spawn(executable, args.baseAddress, env.baseAddress, -1, out, err, niceness, &pid)
+                ferry_spawn(executable, args.baseAddress, env.baseAddress, -1, out, err, niceness, idleScheduling ? 1 : 0, &pid)
             }
         }
         if result != 0 { throw SpawnError(executable: executable, code: result) }

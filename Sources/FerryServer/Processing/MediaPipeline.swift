@@ -128,7 +128,6 @@ struct MediaPipeline: Sendable {
         let output = directory + "/probe.json"
         let errors = directory + "/probe.err"
         var process = ChildProcess(executable: tools.ffprobe, arguments: MediaProbe.arguments(for: path))
-        process.niceness = configuration.niceness
         process.standardOutput = output
         process.standardError = errors
         process.timeLimit = configuration.jobTimeLimit
@@ -155,7 +154,6 @@ struct MediaPipeline: Sendable {
         var process = ChildProcess(
             executable: tools.ffmpeg,
             arguments: TranscodePlan.snapshotArguments(input: source, duration: video.mezzanine?.duration, output: output))
-        process.niceness = configuration.niceness
         process.standardError = errors
         process.timeLimit = configuration.jobTimeLimit
         let outcome = try await run(process)
@@ -228,7 +226,6 @@ struct MediaPipeline: Sendable {
         var process = ChildProcess(
             executable: tools.ffmpeg,
             arguments: plan.encodeArguments(input: source, directory: encoded, progressFile: progressFile))
-        process.niceness = configuration.niceness
         process.standardError = errors
         process.timeLimit = configuration.jobTimeLimit
         process.pollInterval = .milliseconds(250)
@@ -262,7 +259,6 @@ struct MediaPipeline: Sendable {
             if plan.formats.contains("m3u8") {
                 try PrivateFiles.directory(encoded + "/" + output.definition)
                 var packager = ChildProcess(executable: tools.ffmpeg, arguments: plan.packageArguments(for: output, directory: encoded))
-                packager.niceness = configuration.niceness
                 packager.standardError = errors
                 packager.timeLimit = configuration.jobTimeLimit
                 guard try await run(packager).succeeded else {
@@ -377,7 +373,6 @@ struct MediaPipeline: Sendable {
     func measure(_ file: String, directory: String) async throws -> Measured {
         let output = directory + "/measure.json"
         var process = ChildProcess(executable: tools.ffprobe, arguments: MediaProbe.arguments(for: file))
-        process.niceness = configuration.niceness
         process.standardOutput = output
         process.timeLimit = configuration.jobTimeLimit
         _ = try await run(process)
@@ -414,6 +409,9 @@ struct MediaPipeline: Sendable {
 
     /// Runs a tool, logging (at debug) its arguments, as a JSON array, and how it ended.
     func run(_ process: ChildProcess, poll: @Sendable () async -> Void = {}) async throws -> ChildProcess.Outcome {
+        var process = process
+        process.niceness = configuration.niceness
+        process.idleScheduling = configuration.idleScheduling
         let arguments = (try? JSONSerialization.data(withJSONObject: process.arguments, options: [.withoutEscapingSlashes]))
             .map { String(decoding: $0, as: UTF8.self) } ?? ""
         logger.debug(
@@ -436,7 +434,12 @@ struct MediaPipeline: Sendable {
         do {
             object = try await store.object(bucket: video.bucket, key: video.key)
         } catch let error as S3Error where error.code == .noSuchKey || error.code == .noSuchBucket {
-            return nil
+            // Deleted meanwhile: nothing to do. Otherwise the bytes are not in this node's store (yet): an error, so
+            // the job is tried again (on whichever node claims it) rather than dropped.
+            guard let current = try await catalog.video(video.videoId), current.status != VideoStatus.deleted else {
+                return nil
+            }
+            throw WorkFileError(path: video.key, action: "find the stored source")
         }
         let ext = (video.key as NSString).pathExtension
         let path = directory + "/source" + (ext.isEmpty ? "" : "." + ext)

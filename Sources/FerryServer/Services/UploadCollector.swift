@@ -11,6 +11,10 @@ struct UploadCollector: Service {
     let logger: Logger
     /// Expires videos whose upload never completed.
     var media: MediaAPI?
+    /// Nodes sharing a catalog collect one at a time: the one holding this lease for the pass.
+    var leases: (any ServiceLeaseStore)?
+    /// This node's name in leases.
+    var node = "local"
     /// How long a completed upload is remembered, so a retried CompleteMultipartUpload gets the same answer.
     static let completedUploadMemory: TimeInterval = 24 * 3600
 
@@ -26,18 +30,34 @@ struct UploadCollector: Service {
     @discardableResult
     func collectOnce(now: Date = Date()) async -> Int {
         do {
+            // The store on this node's disk is this node's to collect.
             let aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
             let orphans = try await store.collectOrphanBlobs()
             _ = try await store.forgetCompletedUploads(before: now.addingTimeInterval(-Self.completedUploadMemory))
-            let expired = try await media?.expireUnfinishedUploads(now: now) ?? 0
-            if expired > 0 { logger.debug("expired unfinished video uploads", metadata: ["ferry.videos": "\(expired)"]) }
             if aborted > 0 || orphans > 0 {
                 logger.debug("collected", metadata: ["ferry.uploads-aborted": "\(aborted)", "ferry.files-deleted": "\(orphans)"])
+            }
+            // The catalog may be shared: one node at a time expires its videos.
+            if let media, try await holdLease(now) {
+                let expired = try await media.expireUnfinishedUploads(now: now)
+                if let leases {
+                    let node = self.node
+                    try? await leases.releaseLease(Self.leaseName, owner: node)
+                }
+                if expired > 0 { logger.debug("expired unfinished video uploads", metadata: ["ferry.videos": "\(expired)"]) }
             }
             return aborted
         } catch {
             logger.warning("collection failed", metadata: ["error": .string(String(describing: error))])
             return 0
         }
+    }
+
+    /// The lease that lets one node expire videos.
+    static let leaseName = "collector"
+
+    private func holdLease(_ now: Date) async throws -> Bool {
+        guard let leases else { return true }
+        return try await leases.acquireLease(Self.leaseName, owner: node, duration: .seconds(600), now: now)
     }
 }

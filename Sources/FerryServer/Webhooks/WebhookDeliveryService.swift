@@ -17,6 +17,15 @@ struct WebhookDeliveryService: Service {
     let outbox: WebhookOutbox
     let configuration: WebhookConfiguration
     let logger: Logger
+    /// Nodes sharing a catalog deliver one at a time: the one holding this lease.
+    let leases: any ServiceLeaseStore
+    /// This node's name in leases.
+    let node: String
+
+    /// The lease that lets one node deliver.
+    static let leaseName = "webhook-delivery"
+    /// How long it lasts unless renewed (a third of it before it runs out).
+    static let leaseDuration: Duration = .seconds(30)
 
     /// Time an attempt has to complete, from connecting to the response.
     static let attemptTimeout: TimeAmount = .seconds(10)
@@ -34,9 +43,25 @@ struct WebhookDeliveryService: Service {
 
     private func deliverUntilShutdown(_ client: HTTPClient) async {
         let poll = Self.seconds(configuration.pollInterval)
+        var heldUntil = Date.distantPast
+        defer {
+            let (leases, name, node) = (self.leases, Self.leaseName, self.node)
+            Task { try? await leases.releaseLease(name, owner: node) }
+        }
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             var wait = poll
             do {
+                let now = Date()
+                if heldUntil.timeIntervalSince(now) < Self.leaseDuration.timeInterval * 2 / 3 {
+                    if try await leases.acquireLease(Self.leaseName, owner: node, duration: Self.leaseDuration, now: now) {
+                        heldUntil = now.addingTimeInterval(Self.leaseDuration.timeInterval)
+                    } else {
+                        // Another node delivers; look again in a while.
+                        heldUntil = .distantPast
+                        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) }
+                        continue
+                    }
+                }
                 if let next = try await outbox.catalog.nextPendingWebhookEvent() {
                     let untilDue = next.nextAttemptAt.timeIntervalSinceNow
                     if untilDue <= 0 {
