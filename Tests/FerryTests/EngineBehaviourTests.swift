@@ -59,6 +59,38 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test("cancelling the task that awaits the result pauses the upload (checkpoint kept); resume finishes it")
+    func callerCancellationPauses() async throws {
+        let directory = TemporaryDirectory.make("ferry-caller-cancel")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 40 * Self.mib + 5, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("behaviour")
+            let upload = try await client.upload(request(file, key: "left.bin", records: records))
+            let (log, collector) = EventLog.collect(upload)
+            while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
+            // A view's task that awaited the upload goes away.
+            let view = Task { try await upload.result }
+            try await Task.sleep(for: .milliseconds(20))
+            view.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await view.value }
+            for _ in 0..<500 where log.count(where: { if case .paused = $0 { true } else { false } }) == 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(log.count { if case .paused = $0 { true } else { false } } == 1)
+            let sentAtPause = log.progress.last?.totalBytesSent ?? 0
+            try await Task.sleep(for: .milliseconds(300))
+            #expect((log.progress.last?.totalBytesSent ?? 0) == sentAtPause, "nothing is sent once paused")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).contains { $0.hasSuffix(".json") })
+            #expect(try await client.listMultipartUploads(bucket: "behaviour").map(\.key) == ["left.bin"])
+            await upload.resume()
+            #expect(try await upload.result.size == Int64(40 * Self.mib + 5))
+            await collector.value
+        }
+    }
+
     @Test("cancel with deleteUploadIdOnCancelling aborts the server upload and deletes the checkpoint; without it keeps both",
         arguments: [true, false])
     func cancel(deleteUploadId: Bool) async throws {

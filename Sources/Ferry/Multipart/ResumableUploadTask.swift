@@ -36,7 +36,9 @@ public actor ResumableUploadTask {
     private var runner: Task<Void, Never>?
     private var stopReason: StopReason?
     private enum StopReason { case pause, cancel }
-    private var waiters: [CheckedContinuation<UploadResult, any Error>] = []
+    /// Callers awaiting ``result``, by a number of their own.
+    private var waiters: [Int: CheckedContinuation<UploadResult, any Error>] = [:]
+    private var nextWaiter = 0
 
     // The upload as far as it got; kept across pauses.
     private var plan: UploadPlan?
@@ -74,11 +76,34 @@ public actor ResumableUploadTask {
     // MARK: Control
 
     /// The result once the upload completes; throws its ``FerryError`` if it fails or is cancelled.
+    ///
+    /// Cancelling the task that awaits it (a SwiftUI `.task` that goes away) throws `CancellationError` there and,
+    /// when no one else awaits the result, pauses the upload: nothing more is sent, and the upload id and checkpoint
+    /// stay, so ``resume()`` — or a later run with the same request — continues from the parts done.
     public var result: UploadResult {
         get async throws {
             if case .finished(let outcome) = state { return try outcome.get() }
-            return try await withCheckedThrowingContinuation { waiters.append($0) }
+            let number = nextWaiter
+            nextWaiter += 1
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    if Task.isCancelled {
+                        continuation.resume(throwing: CancellationError())
+                    } else {
+                        waiters[number] = continuation
+                    }
+                }
+            } onCancel: {
+                Task { await self.callerCancelled(number) }
+            }
         }
+    }
+
+    /// A caller awaiting the result was cancelled: it gets `CancellationError`; the last one gone pauses the upload.
+    private func callerCancelled(_ number: Int) async {
+        guard let waiter = waiters.removeValue(forKey: number) else { return }
+        waiter.resume(throwing: CancellationError())
+        if waiters.isEmpty { await pause() }
     }
 
     /// Stops sending at once; the upload id and checkpoint stay, and ``resume()`` continues from the parts done.
@@ -143,8 +168,8 @@ public actor ResumableUploadTask {
         case .failure: break
         }
         continuation.finish()
-        for waiter in waiters { waiter.resume(with: outcome.mapError { $0 as any Error }) }
-        waiters = []
+        for waiter in waiters.values { waiter.resume(with: outcome.mapError { $0 as any Error }) }
+        waiters = [:]
     }
 
     // MARK: Running
