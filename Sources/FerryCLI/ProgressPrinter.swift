@@ -9,6 +9,7 @@ import Glibc
 struct ProgressPrinter: Sendable {
     let json: Bool
     let terminal: Bool = isatty(STDOUT_FILENO) == 1
+    let lastPercent = PercentLog()
 
     func line(_ text: String) {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
@@ -29,28 +30,13 @@ struct ProgressPrinter: Sendable {
         case .started(let uploadId):
             if json { emit(["event": "started", "file": file, "uploadId": uploadId ?? NSNull()]) }
         case .progress(let p):
-            if json {
-                emit([
-                    "event": "progress", "file": file, "bytes": p.totalBytesSent, "total": p.totalBytesExpected,
-                    "bytesPerSecond": Int(p.bytesPerSecond),
-                ])
-            } else {
-                let text = Self.progressText(file: file, p)
-                if terminal {
-                    FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + text).utf8))
-                } else if p.totalBytesSent == p.totalBytesExpected || Int(p.fraction * 100) != Int((Double(p.totalBytesSent - p.bytesSent) / Double(max(1, p.totalBytesExpected))) * 100) {
-                    line(text)
-                }
-            }
+            progress(
+                file: file, sent: p.totalBytesSent, total: p.totalBytesExpected, bytesPerSecond: p.bytesPerSecond,
+                eta: p.estimatedTimeRemaining)
         case .retrying(let attempt, let error, let delay):
-            if json {
-                emit(["event": "retrying", "file": file, "attempt": attempt, "error": "\(error.code)", "serverCode": error.serverCode ?? NSNull(), "delayMs": Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)])
-            } else {
-                newlineIfTerminal()
-                line("\(file): retry \(attempt) after \(error.code)\(error.serverCode.map { " (\($0))" } ?? "")")
-            }
+            retrying(file: file, attempt: attempt, error: error, delay: delay)
         case .retryResumed:
-            if json { emit(["event": "retryResumed", "file": file]) } else { newlineIfTerminal(); line("\(file): connection back, continuing") }
+            retryResumed(file: file)
         case .credentialsExpired:
             if json { emit(["event": "credentialsExpired", "file": file]) } else { newlineIfTerminal(); line("\(file): credentials expired") }
         case .paused:
@@ -64,6 +50,46 @@ struct ProgressPrinter: Sendable {
         case .cancelled:
             if json { emit(["event": "cancelled", "file": file]) } else { newlineIfTerminal(); line("\(file): cancelled") }
         }
+    }
+
+    /// Bytes of a file sent so far: a line redrawn in place on a terminal, a line per percent otherwise, or JSON.
+    func progress(file: String, sent: Int64, total: Int64, bytesPerSecond: Double, eta: Duration? = nil) {
+        if json {
+            emit(["event": "progress", "file": file, "bytes": sent, "total": total, "bytesPerSecond": Int(bytesPerSecond)])
+            return
+        }
+        let fraction = total > 0 ? Double(sent) / Double(total) : 1
+        var text = String(
+            format: "%@: %.1f / %.1f MB (%3.0f%%) %.1f MB/s", file, Double(sent) / 1_000_000, Double(total) / 1_000_000,
+            fraction * 100, bytesPerSecond / 1_000_000)
+        let remaining = eta ?? (bytesPerSecond > 0 ? .seconds(Double(total - sent) / bytesPerSecond) : nil)
+        if let remaining, sent < total { text += " ETA \(remaining.components.seconds)s" }
+        if terminal {
+            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + text).utf8))
+        } else {
+            let percent = Int(fraction * 100)
+            if sent == total || percent != lastPercent.exchange(percent, for: file) { line(text) }
+        }
+    }
+
+    /// A request failed and is tried again.
+    func retrying(file: String, attempt: Int, error: FerryError, delay: Duration? = nil) {
+        if json {
+            var object: [String: Any] = [
+                "event": "retrying", "file": file, "attempt": attempt, "error": "\(error.code)",
+                "serverCode": error.serverCode ?? NSNull(),
+            ]
+            if let delay { object["delayMs"] = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000) }
+            emit(object)
+        } else {
+            newlineIfTerminal()
+            line("\(file): retry \(attempt) after \(error.code)\(error.serverCode.map { " (\($0))" } ?? "")")
+        }
+    }
+
+    /// Requests succeed again after retries.
+    func retryResumed(file: String) {
+        if json { emit(["event": "retryResumed", "file": file]) } else { newlineIfTerminal(); line("\(file): connection back, continuing") }
     }
 
     /// The media result of an upload: VideoId and PlayURL, or ImageId and ImageURL.
@@ -122,13 +148,20 @@ struct ProgressPrinter: Sendable {
         if terminal && !json { FileHandle.standardOutput.write(Data("\n".utf8)) }
     }
 
-    static func progressText(file: String, _ p: UploadProgress) -> String {
-        let mb = Double(p.totalBytesSent) / 1_000_000
-        let total = Double(p.totalBytesExpected) / 1_000_000
-        var text = String(format: "%@: %.1f / %.1f MB (%3.0f%%) %.1f MB/s", file, mb, total, p.fraction * 100, p.bytesPerSecond / 1_000_000)
-        if let eta = p.estimatedTimeRemaining, p.totalBytesSent < p.totalBytesExpected {
-            text += " ETA \(eta.components.seconds)s"
+}
+
+/// The last whole percent printed per file (plain output prints a line when it changes).
+final class PercentLog: @unchecked Sendable {
+    // Every access holds `lock`.
+    private let lock = NSLock()
+    private var percents: [String: Int] = [:]
+
+    /// Records `percent` for `file`; returns the one recorded before (-1 when none).
+    func exchange(_ percent: Int, for file: String) -> Int {
+        lock.withLock {
+            let previous = percents[file] ?? -1
+            percents[file] = percent
+            return previous
         }
-        return text
     }
 }

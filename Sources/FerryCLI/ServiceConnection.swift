@@ -132,6 +132,7 @@ final class EmbeddedService: Sendable {
         configuration.port = 0
         configuration.region = region
         configuration.publicEndpoint = publicEndpoint
+        configuration.uploadAddressesFollowRequests = true
         configuration.mediaProcessing = try MediaOptions.configuration(environment: ProcessInfo.processInfo.environment)
         var logger = Logger(label: "ferry.embedded")
         logger.logLevel = .error

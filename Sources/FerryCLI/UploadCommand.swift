@@ -96,15 +96,9 @@ struct UploadCommand: AsyncParsableCommand {
         let context = UploadContext(
             connection: connection, configuration: configuration, records: records, output: output,
             interrupts: SignalCounter.install())
-        var coverURL: String?
-        if let cover, bucket == nil {
-            let (code, url) = try await uploadMedia(cover, context: context, coverFor: true)
-            if code != ExitCodes.success { return code }
-            coverURL = url
-        }
+        if bucket == nil { return try await uploadMedia(context: context) }
         let pending = files
         let command = self
-        let cover = coverURL
         return try await withThrowingTaskGroup(of: Int32.self) { group in
             var next = 0
             var worst = ExitCodes.success
@@ -112,7 +106,7 @@ struct UploadCommand: AsyncParsableCommand {
                 guard next < pending.count else { return }
                 let path = pending[next]
                 next += 1
-                group.addTask { try await command.uploadOne(path, context: context, coverURL: cover) }
+                group.addTask { try await command.uploadObject(path, context: context) }
             }
             for _ in 0..<jobs { launch() }
             while let code = try await group.next() {
@@ -131,17 +125,16 @@ struct UploadCommand: AsyncParsableCommand {
         var interrupts: SignalCounter
     }
 
-    func uploadOne(_ path: String, context: UploadContext, coverURL: String?) async throws -> Int32 {
-        if let bucket {
-            let url = URL(fileURLWithPath: path)
-            let client = context.connection.objects(context.configuration)
-            try await client.createBucket(bucket)
-            var request = request(for: url, bucket: bucket, key: key ?? url.lastPathComponent, records: context.records)
-            request.contentType = Self.contentType(url.pathExtension)
-            let (code, _) = try await run(request, client: client, context: context)
-            return code
-        }
-        return try await uploadMedia(path, context: context, coverFor: false, coverURL: coverURL).0
+    /// A plain object upload (`--bucket`) through the engine.
+    func uploadObject(_ path: String, context: UploadContext) async throws -> Int32 {
+        let bucket = self.bucket ?? ""
+        let url = URL(fileURLWithPath: path)
+        let client = context.connection.objects(context.configuration)
+        try await client.createBucket(bucket)
+        var request = request(for: url, bucket: bucket, key: key ?? url.lastPathComponent, records: context.records)
+        request.contentType = Self.contentType(url.pathExtension)
+        let (code, _) = try await run(request, client: client, context: context)
+        return code
     }
 
     func request(for file: URL, bucket: String, key: String, records: URL) -> ResumableUploadRequest {
@@ -153,70 +146,81 @@ struct UploadCommand: AsyncParsableCommand {
         return request
     }
 
-    /// Creates (or, for an interrupted upload, finds again) the video or image and uploads its file.
-    func uploadMedia(_ path: String, context: UploadContext, coverFor: Bool, coverURL: String? = nil) async throws -> (Int32, String?) {
-        let url = URL(fileURLWithPath: path)
-        let ext = url.pathExtension.lowercased()
-        let isImage = coverFor || Self.imageExtensions.contains(ext)
-        let media = context.connection.media(context.configuration)
-        let pending = MediaUploadJournal(directory: context.records)
-        let fileSize = ((try FileManager.default.attributesOfItem(atPath: path))[.size] as? NSNumber)?.int64Value ?? 0
-        var ticket: MediaServiceClient.UploadTicket
-        if cancel || noResume, let previous = pending.lookup(url) {
-            let stale = request(for: url, bucket: previous.bucket, key: previous.key, records: context.records)
-            try await context.connection.objects(context.configuration).discardCheckpoint(of: stale)
-            pending.remove(url)
-            if cancel {
-                context.output.line("Cancelled the upload of \(path); nothing is left on the server.")
-                return (ExitCodes.success, nil)
+    /// Videos and images go through the SDK's ``UploadQueue`` (VODUploadClient), authorized with the command's key as
+    /// an STS credential: the queue calls CreateUploadVideo / CreateUploadImage, remembers which video each file became
+    /// (a rerun after Ctrl-C or a kill continues the same video and multipart upload), refreshes expired upload
+    /// credentials, and uploads with the engine. The command only turns its options into the queue's configuration and
+    /// its events into output.
+    func uploadMedia(context: UploadContext) async throws -> Int32 {
+        let journal = MediaUploadJournal(directory: context.records)
+        if cancel || noResume {
+            let objects = context.connection.objects(context.configuration)
+            for path in files + (cover.map { [$0] } ?? []) {
+                let url = URL(fileURLWithPath: path).standardizedFileURL
+                if let previous = journal.lookup(url) {
+                    try await objects.discardCheckpoint(of: request(for: url, bucket: previous.bucket, key: previous.key, records: context.records))
+                    journal.remove(url)
+                    if cancel { context.output.line("Cancelled the upload of \(path); nothing is left on the server.") }
+                } else if cancel {
+                    context.output.line("No interrupted upload of \(path) to cancel.")
+                }
             }
-        } else if cancel {
-            context.output.line("No interrupted upload of \(path) to cancel.")
-            return (ExitCodes.success, nil)
+            if cancel { return ExitCodes.success }
         }
-        if !isImage, let previous = pending.lookup(url),
-            let refreshed = try? await media.refreshUploadVideo(videoId: previous.id)
-        {
-            ticket = refreshed  // same video, same address: the engine resumes from its checkpoint
-        } else if isImage {
-            ticket = try await report { try await media.createUploadImage(type: coverFor ? "cover" : "default", ext: ext.isEmpty ? "png" : ext, title: url.lastPathComponent) }
+        let queue = UploadQueue(
+            authorization: .sts(endpoint: context.connection.endpoint, credentials: context.connection.credentials),
+            configuration: queueConfiguration(context))
+        let follower = QueueFollower(queue: queue, output: context.output, interrupts: context.interrupts)
+        var coverURL: String?
+        if let cover {
+            let id = await queue.addCoverImage(URL(fileURLWithPath: cover), info: MediaInfo(title: URL(fileURLWithPath: cover).lastPathComponent))
+            let outcome = await follower.run([id: cover])
+            guard outcome.code == ExitCodes.success else { return outcome.code }
+            coverURL = outcome.results[id]?.imageURL
+        }
+        var names: [UploadQueue.Item.ID: String] = [:]
+        for path in files {
+            let url = URL(fileURLWithPath: path)
+            let kind = MediaKind(fileURL: url)
+            var info = MediaInfo(
+                title: title ?? (kind == .image ? url.lastPathComponent : url.deletingPathExtension().lastPathComponent),
+                tags: tags, desc: desc, cateId: cateId)
+            if kind == .video { info.coverURL = coverURL }
+            names[await queue.addFile(url, info: info, kind: kind)] = path
+        }
+        let outcome = await follower.run(names)
+        guard outcome.code == ExitCodes.success, wait else { return outcome.code }
+        let media = context.connection.media(context.configuration)
+        var worst = ExitCodes.success
+        for (id, path) in names.sorted(by: { $0.value < $1.value }) {
+            guard let videoId = outcome.results[id]?.videoId else { continue }
+            let code = try await follow(videoId, media: media, context: context, file: URL(fileURLWithPath: path).lastPathComponent)
+            if code != ExitCodes.success { worst = max(worst, code) }
+        }
+        return worst
+    }
+
+    /// The queue's configuration from the command's options.
+    func queueConfiguration(_ context: UploadContext) -> UploadQueue.Configuration {
+        var configuration = UploadQueue.Configuration()
+        configuration.objectStorage = context.configuration
+        configuration.maxRetryCount = maxRetries
+        configuration.recordDirectoryPath = context.records
+        configuration.region = context.connection.region
+        configuration.partConcurrency = parallel
+        configuration.maxConcurrentUploads = jobs
+        configuration.checksumAlgorithm = checksum.lowercased() == "none" ? nil : ChecksumAlgorithm(name: checksum)
+        if let partSize, let size = ByteSize.parse(partSize) {
+            configuration.uploadPartSize = size
         } else {
-            var description = MediaServiceClient.VideoDescription(title: title ?? url.deletingPathExtension().lastPathComponent, fileName: url.lastPathComponent)
-            description.tags = tags
-            description.description = desc
-            description.cateId = cateId
-            description.transcode = transcode
-            description.coverURL = coverURL
-            description.fileSize = fileSize
-            // The same file asks for the same video, even when a run was killed before it recorded the answer.
-            description.clientToken = try? MediaUploadJournal.clientToken(for: url)
-            ticket = try await report { try await media.createUploadVideo(description) }
+            configuration.partSizing = .adaptive
         }
-        if !isImage {
-            try pending.record(url, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
+        if transcode == "NoTranscode" {
+            configuration.transcode = false
+        } else {
+            configuration.templateGroupId = transcode
         }
-        // Upload to the service this command talks to, with the ticket's credential, refreshed when it runs out.
-        let videoId = ticket.id
-        let provider = UploadAuthProvider(auth: ticket.auth) {
-            try await media.refreshUploadVideo(videoId: videoId).auth
-        }
-        let client = ObjectStorageClient(
-            endpoint: context.connection.endpoint, region: ticket.auth.region,
-            credentialProvider: isImage ? StaticCredentialProvider(ticket.auth.ferryCredentials) : provider,
-            configuration: context.configuration)
-        var request = request(for: url, bucket: ticket.address.bucket, key: ticket.address.fileName, records: context.records)
-        request.contentType = Self.contentType(ext)
-        let (code, _) = try await run(request, client: client, context: context)
-        guard code == ExitCodes.success else { return (code, nil) }
-        if isImage {
-            context.output.mediaResult(["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""], file: url.lastPathComponent)
-            return (code, ticket.imageURL)
-        }
-        pending.remove(url)
-        let info = try await report { try await media.getVideoInfo(videoId: ticket.id) }
-        context.output.mediaResult(["VideoId": ticket.id, "Status": info.status], file: url.lastPathComponent)
-        guard wait else { return (code, nil) }
-        return (try await follow(ticket.id, media: media, context: context, file: url.lastPathComponent), nil)
+        return configuration
     }
 
     /// Follows a video's processing until it ends, a progress line showing its status (and the transcode's percent),

@@ -32,6 +32,11 @@ public struct FerryServerConfiguration: Sendable {
     /// Base URL clients reach the object API at, for upload addresses and playback URLs; nil uses the Host of each
     /// request.
     public var publicEndpoint: String?
+    /// Whether upload addresses (and the publish API's storage endpoint) name the Host each request came to even when a
+    /// ``publicEndpoint`` is set, which then names only playback and download URLs. For a service whose uploads happen
+    /// on a port of its own while it runs, and whose URLs are for another server on the same data (the CLI's
+    /// in-process service and `ferry serve`). Default false.
+    public var uploadAddressesFollowRequests = false
     /// Logger for the server; request logs are at debug.
     public var logger: Logger = Logger(label: "ferry.server")
     /// Where to deliver webhook events (signed POSTs, persisted in the catalog and retried until acknowledged);

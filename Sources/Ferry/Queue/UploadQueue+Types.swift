@@ -7,6 +7,9 @@ extension UploadQueue {
         /// Whether the service should transcode videos after upload; false sends `NoTranscode` as CreateUploadVideo's
         /// `Transcode`. Default true.
         public var transcode = true
+        /// The transcoding template group CreateUploadVideo asks for when ``transcode`` is true; nil (the default) leaves
+        /// it to the service (its `default` group).
+        public var templateGroupId: String?
         /// Retries of one request before the file fails. Default `Int.max`, as the seed: a phone keeps trying.
         public var maxRetryCount = Int.max
         /// Time one request may take before it is abandoned and retried. Default 120 s.
@@ -19,6 +22,9 @@ extension UploadQueue {
         /// Size of every part but the last. Default 5 MiB, the smallest part S3-compatible services accept (the
         /// seed's 1 MiB is below it); grown for files that would need more than 10,000 parts.
         public var uploadPartSize: Int64 = UploadPlan.defaultPartSize
+        /// How parts are cut; nil (the default) cuts every part at ``uploadPartSize``, as the seed does.
+        /// `.adaptive` starts at 5 MiB and grows parts on a fast link (``ResumableUploadRequest/PartSizing``).
+        public var partSizing: ResumableUploadRequest.PartSizing?
         /// Signing region of the media service. Default `us-east-1`.
         public var region = "us-east-1"
         /// Files uploaded at once. Default 1, as the seed.
@@ -115,6 +121,8 @@ extension UploadQueue {
         public internal(set) var object: String?
         /// The video id, once known.
         public internal(set) var videoId: String?
+        /// The multipart upload id, once the engine started (or resumed) the upload.
+        public internal(set) var uploadId: String?
         /// The image URL, once known.
         public internal(set) var imageURL: String?
         /// Bytes uploaded so far.

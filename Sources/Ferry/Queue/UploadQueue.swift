@@ -66,6 +66,13 @@ public actor UploadQueue {
         add(fileURL, info: info, kind: kind ?? MediaKind(fileURL: fileURL))
     }
 
+    /// Adds an image to become a video's cover (CreateUploadImage with `ImageType` `cover`); its result's `imageURL` is
+    /// what ``MediaInfo/coverURL`` of the videos takes.
+    @discardableResult
+    public func addCoverImage(_ fileURL: URL, info: MediaInfo = MediaInfo()) -> Item.ID {
+        add(fileURL, info: info, kind: .image, imageType: "cover")
+    }
+
     func add(_ fileURL: URL, info: MediaInfo, kind: MediaKind, imageType: String = "default", ticket: MediaServiceClient.UploadTicket? = nil) -> Item.ID {
         let id = Item.ID(value: nextId)
         nextId += 1
@@ -358,7 +365,9 @@ public actor UploadQueue {
             if let item = item(id) { emit(.retryResumed(item)) }
         case .credentialsExpired:
             Task { await self.renew(id) }
-        case .started, .paused, .resumed, .completed, .failed, .cancelled:
+        case .started(let uploadId):
+            _ = update(id) { $0.uploadId = uploadId }
+        case .paused, .resumed, .completed, .failed, .cancelled:
             break
         }
     }
@@ -470,7 +479,7 @@ public actor UploadQueue {
             video.tags = item.info.tags
             video.cateId = item.info.cateId
             video.coverURL = item.info.coverURL
-            video.transcode = configuration.transcode ? nil : "NoTranscode"
+            video.transcode = configuration.transcode ? configuration.templateGroupId : "NoTranscode"
             // The same file asks for the same video, even after a kill before the journal recorded it.
             video.clientToken = try? MediaUploadJournal.clientToken(for: item.fileURL)
             return try await media.createUploadVideo(video)
@@ -515,7 +524,7 @@ public actor UploadQueue {
             endpoint: endpoint, region: ticket.auth.region, credentials: ticket.auth.ferryCredentials,
             configuration: configuration.engine)
         var request = ResumableUploadRequest(bucket: ticket.address.bucket, key: ticket.address.fileName, fileURL: item.fileURL)
-        request.partSize = configuration.uploadPartSize
+        request.partSizing = configuration.partSizing ?? .fixed(configuration.uploadPartSize)
         request.concurrency = configuration.partConcurrency
         request.recordDirectory = configuration.effectiveRecordDirectory
         request.checksumAlgorithm = configuration.checksumAlgorithm

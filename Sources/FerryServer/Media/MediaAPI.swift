@@ -184,7 +184,12 @@ public struct MediaAPI: Sendable {
     }
 
     func address(for key: String, host: String) -> UploadAddress {
-        UploadAddress(endpoint: endpoint(host: host), bucket: bucket, fileName: key)
+        UploadAddress(endpoint: uploadEndpoint(host: host), bucket: bucket, fileName: key)
+    }
+
+    /// Where clients upload: the public endpoint, unless uploads follow each request's Host.
+    func uploadEndpoint(host: String) -> String {
+        configuration.uploadAddressesFollowRequests ? "http://\(host)" : endpoint(host: host)
     }
 
     func endpoint(host: String) -> String {

@@ -165,7 +165,7 @@ public struct PublishAPI: Sendable {
 
     func applyAnswer(_ session: Session, key: String, principal: Principal, host: String) -> [String: Any] {
         var answer: [String: Any] = [
-            "VodSessionKey": key, "VideoId": session.v, "StorageEndpoint": media.endpoint(host: host),
+            "VodSessionKey": key, "VideoId": session.v, "StorageEndpoint": media.uploadEndpoint(host: host),
             "StorageBucket": media.bucket, "StorageRegion": media.configuration.region, "VideoKey": session.k,
             "UploadAuth": uploadAuth(for: [session.k] + (session.c.map { [$0] } ?? []), principal: principal).encoded(),
         ]

@@ -1,0 +1,122 @@
+import Ferry
+import Foundation
+
+/// Prints an ``UploadQueue``'s events for `ferry upload` and turns Ctrl-C into a pause of the queue.
+///
+/// The queue's events and the interrupts are merged into one stream, read by ``run(_:)`` from one task at a time.
+final class QueueFollower: @unchecked Sendable {
+    // `iterator` and `firstProgress` are touched only by the task running `run(_:)`, one call at a time; the pumps
+    // only yield into the merged stream.
+    private enum Input {
+        case event(UploadQueueEvent)
+        case interrupted
+    }
+
+    /// What a run produced.
+    struct Outcome {
+        /// The command's exit code so far.
+        var code: Int32
+        /// The results of the items that finished.
+        var results: [UploadQueue.Item.ID: MediaUploadResult]
+    }
+
+    private let queue: UploadQueue
+    private let output: ProgressPrinter
+    private var iterator: AsyncStream<Input>.Iterator
+    private let pumps: [Task<Void, Never>]
+    private var firstProgress: [UploadQueue.Item.ID: (date: Date, bytes: Int64)] = [:]
+
+    init(queue: UploadQueue, output: ProgressPrinter, interrupts: SignalCounter) {
+        self.queue = queue
+        self.output = output
+        let (merged, continuation) = AsyncStream<Input>.makeStream(bufferingPolicy: .unbounded)
+        iterator = merged.makeAsyncIterator()
+        pumps = [
+            Task {
+                for await event in queue.events { continuation.yield(.event(event)) }
+            },
+            Task {
+                let seen = interrupts.count
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(50))
+                    if interrupts.count > seen {
+                        continuation.yield(.interrupted)
+                        return
+                    }
+                }
+            },
+        ]
+    }
+
+    deinit {
+        for pump in pumps { pump.cancel() }
+    }
+
+    /// Starts the queue and prints the events of `names`' items until each has finished or failed; Ctrl-C pauses
+    /// the queue (its checkpoints stay) and ends the run with exit code 75.
+    func run(_ names: [UploadQueue.Item.ID: String]) async -> Outcome {
+        await queue.start()
+        var pending = Set(names.keys)
+        var outcome = Outcome(code: ExitCodes.success, results: [:])
+        func file(_ item: UploadQueue.Item) -> String { URL(fileURLWithPath: names[item.id] ?? item.fileURL.path).lastPathComponent }
+        while !pending.isEmpty, let input = await iterator.next() {
+            switch input {
+            case .interrupted:
+                await queue.pause()
+                for id in pending.sorted(by: { $0.description < $1.description }) {
+                    let name = URL(fileURLWithPath: names[id] ?? "").lastPathComponent
+                    if output.json {
+                        output.emit(["event": "paused", "file": name])
+                    } else {
+                        output.line("Paused \(name). The checkpoint is kept; run the same command again to resume, or add --cancel to abort.")
+                    }
+                }
+                outcome.code = ExitCodes.interrupted
+                return outcome
+            case .event(let event):
+                switch event {
+                case .started:
+                    break
+                case .progress(let item, let sent, let total):
+                    guard pending.contains(item.id) else { break }
+                    let now = Date()
+                    if firstProgress[item.id] == nil {
+                        firstProgress[item.id] = (now, sent)
+                        // The checkpoint is written and the first bytes are on their way.
+                        if output.json {
+                            output.emit(["event": "started", "file": file(item), "uploadId": item.uploadId ?? NSNull()])
+                        }
+                    }
+                    let first = firstProgress[item.id]!
+                    let elapsed = now.timeIntervalSince(first.date)
+                    let rate = elapsed > 0 ? Double(sent - first.bytes) / elapsed : 0
+                    output.progress(file: file(item), sent: sent, total: total, bytesPerSecond: rate)
+                case .finished(let item, let result):
+                    guard pending.remove(item.id) != nil else { break }
+                    outcome.results[item.id] = result
+                    output.completed(result.upload)
+                    if let videoId = result.videoId, item.kind == .video {
+                        output.mediaResult(["VideoId": videoId], file: file(item))
+                    } else if let url = result.imageURL {
+                        output.mediaResult(["ImageURL": url], file: file(item))
+                    }
+                case .failed(let item, let code, let message):
+                    guard pending.remove(item.id) != nil else { break }
+                    output.error("ferry: \(names[item.id] ?? item.fileURL.path): \(message) (\(code))")
+                    if outcome.code == ExitCodes.success { outcome.code = ExitCodes.failed }
+                case .tokenExpired(let item):
+                    guard pending.remove(item.id) != nil else { break }
+                    // The command's key does not expire; temporary ones cannot be renewed from here.
+                    await queue.cancelFile(item.id)
+                    output.error("ferry: \(names[item.id] ?? item.fileURL.path): the credentials expired; the checkpoint is kept.")
+                    if outcome.code == ExitCodes.success { outcome.code = ExitCodes.failed }
+                case .retry(let item, let attempt, let error):
+                    output.retrying(file: file(item), attempt: attempt, error: error)
+                case .retryResumed(let item):
+                    output.retryResumed(file: file(item))
+                }
+            }
+        }
+        return outcome
+    }
+}
