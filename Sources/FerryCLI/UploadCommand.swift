@@ -59,8 +59,6 @@ struct UploadCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-retries"), help: "Retries per request before giving up. Default 8.") var maxRetries: Int = 8
     @Flag(help: "Print one JSON object per event instead of progress lines.") var json = false
 
-    static let imageExtensions = MediaKind.imageExtensions
-
     func validate() throws {
         if key != nil && bucket == nil { throw ValidationError("--key needs --bucket.") }
         if key != nil && files.count > 1 { throw ValidationError("--key works with one file only.") }

@@ -116,11 +116,3 @@ public protocol JobQueue: Sendable {
     /// The job, or nil.
     func job(_ id: String) async throws -> MediaJob?
 }
-
-extension Duration {
-    /// The duration in seconds, as a `TimeInterval`.
-    var timeInterval: TimeInterval {
-        let (seconds, attoseconds) = components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
-    }
-}

@@ -22,14 +22,9 @@ struct MediaPipeline: Sendable {
     let workDirectory: String
     let logger: Logger
 
-    /// How a job ended, when it did not throw.
-    enum Outcome: Sendable, Equatable {
-        /// Done (or nothing left to do: the video was deleted, or is past this step).
-        case done
-    }
-
-    /// Runs a job. `progress` takes the fraction done (0–1).
-    func run(_ job: MediaJob, progress: @escaping @Sendable (Double) async -> Void) async throws -> Outcome {
+    /// Runs a job to its end: done, or nothing left to do (the video was deleted, or is past this step); throws what
+    /// the worker should retry. `progress` takes the fraction done (0–1).
+    func run(_ job: MediaJob, progress: @escaping @Sendable (Double) async -> Void) async throws {
         let directory = workDirectory + "/" + job.id
         try? FileManager.default.removeItem(atPath: directory)
         try PrivateFiles.directory(directory)
@@ -40,7 +35,6 @@ struct MediaPipeline: Sendable {
         case .transcode: try await transcode(job, directory: directory, progress: progress)
         default: logger.warning("unknown media job kind", metadata: ["ferry.job-kind": "\(job.kind)"])
         }
-        return .done
     }
 
     /// Ends a job whose attempts ran out: the video fails with the last error, unless it is past that step.

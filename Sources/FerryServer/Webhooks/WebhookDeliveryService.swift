@@ -42,7 +42,7 @@ struct WebhookDeliveryService: Service {
     }
 
     private func deliverUntilShutdown(_ client: HTTPClient) async {
-        let poll = Self.seconds(configuration.pollInterval)
+        let poll = configuration.pollInterval.timeInterval
         var heldUntil = Date.distantPast
         defer {
             let (leases, name, node) = (self.leases, Self.leaseName, self.node)
@@ -153,15 +153,10 @@ struct WebhookDeliveryService: Service {
     /// The wait after `attempts` failed attempts: `initialBackoff * 2^(attempts-1)` capped at `maxBackoff`, of which
     /// the upper half is random (so many retrying senders spread out).
     func backoff(afterAttempts attempts: Int) -> TimeInterval {
-        let initial = Self.seconds(configuration.initialBackoff)
-        let maximum = max(Self.seconds(configuration.maxBackoff), 0)
+        let initial = configuration.initialBackoff.timeInterval
+        let maximum = max(configuration.maxBackoff.timeInterval, 0)
         let base = min(maximum, initial * pow(2, Double(min(max(attempts - 1, 0), 40))))
         return base / 2 + Double.random(in: 0...(base / 2))
-    }
-
-    private static func seconds(_ duration: Duration) -> TimeInterval {
-        let components = duration.components
-        return Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 
     private static func describe(_ error: any Error) -> String {
