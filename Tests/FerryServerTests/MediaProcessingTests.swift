@@ -232,6 +232,31 @@ struct MediaProcessingTests {
         }
     }
 
+    @Test("completion is detected from storage, whoever writes the source: a presigned PUT, the form endpoint")
+    func anyWriter() async throws {
+        try await MediaHarness.with { harness in
+            let source = try await harness.fixture(.noAudio)
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+            // A presigned PUT to the video's key (what an app server hands a browser).
+            let presigned = try await harness.media.createUploadVideo(.init(title: "Presigned", fileName: "p.mp4"))
+            let url = try harness.server.client().presignedURL(
+                "PUT", S3TestClient.path(presigned.address.bucket, presigned.address.fileName))
+            #expect(try await S3TestClient.fetchRaw("PUT", url, body: bytes).status == 200)
+            // A form upload (Qiniu-style token) of the same key layout.
+            let form = try await harness.media.createUploadVideo(.init(title: "Form", fileName: "f.mp4"))
+            let token = UploadToken.make(
+                accessKey: harness.server.root.accessKeyId, secretKey: harness.server.root.secretAccessKey,
+                policy: PutPolicy(scope: form.address.bucket + ":" + form.address.fileName, deadline: Date().addingTimeInterval(3600)))
+            let upload = FormUploader(endpoint: URL(string: harness.server.endpoint)!, token: token)
+                .upload(file: URL(fileURLWithPath: source), key: form.address.fileName)
+            _ = try await upload.result
+            for videoId in [presigned.id, form.id] {
+                let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+                #expect(info.status == "Normal" && info.size == Int64(bytes.count), "\(info.status) \(info.errorMessage ?? "")")
+            }
+        }
+    }
+
     @Test("NoTranscode: UploadSucc → Normal with the original as the only definition (OD); the cover is still taken")
     func noTranscode() async throws {
         try await MediaHarness.with { harness in
