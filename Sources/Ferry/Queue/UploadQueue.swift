@@ -26,7 +26,11 @@ public actor UploadQueue {
     /// Where upload credentials come from.
     public nonisolated let authorization: Authorization
 
-    private let journal: MediaUploadJournal?
+    private nonisolated let journal: MediaUploadJournal?
+    /// How the queue's own tasks reach it without keeping it alive: the queue lives as long as its owner holds it.
+    private nonisolated let reference = QueueReference()
+    /// Each uploading item's run (ticket, engine upload, events), cancelled when the queue is released.
+    private var runs: [Item.ID: Task<Void, Never>] = [:]
     private var items: [Item] = []
     private var nextId = 1
     private var isRunning = false
@@ -50,12 +54,17 @@ public actor UploadQueue {
         self.configuration = configuration
         journal = configuration.effectiveRecordDirectory.map { MediaUploadJournal(directory: $0) }
         if case .sts(_, let credentials) = authorization { stsCredentials = credentials }
+        reference.queue = self
     }
 
+    /// Released by its owner: ``events`` finishes, waits for credentials end, and uploads under way pause (their
+    /// checkpoints stay, so the same files added to a new queue continue where they stopped).
     deinit {
         continuation.finish()
         for waiter in authWaiters.values { waiter.resume(throwing: CancellationError()) }
         for waiter in tokenWaiters.values { waiter.resume(throwing: CancellationError()) }
+        for run in runs.values { run.cancel() }
+        for upload in uploads.values { Task { await upload.pause() } }
     }
 
     // MARK: The list
@@ -264,7 +273,8 @@ public actor UploadQueue {
             } else {
                 generations[id, default: 0] += 1
                 let generation = generations[id]!
-                Task { await self.process(id, generation: generation) }
+                let reference = self.reference
+                runs[id] = Task.detached { await UploadQueue.process(reference, id, generation: generation) }
             }
         }
     }
@@ -307,47 +317,76 @@ public actor UploadQueue {
         generations[id] == generation && item(id)?.state == .uploading
     }
 
-    /// One run of an item: its ticket, its engine upload, the upload's events until it ends.
-    private func process(_ id: Item.ID, generation: Int) async {
-        guard let current = item(id) else { return }
-        emit(.started(current))
+    /// One run of an item: its ticket, its engine upload, the upload's events until it ends. It reaches the queue
+    /// through `reference` only while it has something to tell it, so a released queue is not kept alive by its runs.
+    private static func process(_ reference: QueueReference, _ id: Item.ID, generation: Int) async {
+        guard let current = await reference.queue?.began(id) else { return }
         let upload: ResumableUploadTask
         do {
-            let ticket = try await ticket(for: current)
-            guard isCurrent(id, generation) else { return }
-            tickets[id] = ticket
-            let updated = update(id) {
-                $0.endpoint = ticket.address.endpoint
-                $0.bucket = ticket.address.bucket
-                $0.object = ticket.address.fileName
-                if !ticket.id.isEmpty, $0.kind == .video { $0.videoId = ticket.id }
-                if let url = ticket.imageURL { $0.imageURL = url }
-            }
-            if authorization.isSTS, current.kind == .video, let journal {
-                try? journal.record(current.fileURL, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
-            }
-            upload = try await makeUpload(updated ?? current, ticket: ticket)
+            let ticket = try await obtainTicket(reference, for: current, generation: generation)
+            guard let (item, configuration) = await reference.queue?.record(ticket, for: id, generation: generation)
+            else { return }
+            let made = try await makeUpload(item, ticket: ticket, configuration: configuration)
+            guard await reference.queue?.attach(made, to: id, generation: generation) == true else { return }
+            upload = made
         } catch {
-            guard isCurrent(id, generation) else { return }
-            fail(id, error)
+            await reference.queue?.failRun(id, generation: generation, error)
             return
         }
-        guard generations[id] == generation, item(id) != nil else {
-            // Removed while the upload was being created: abort it. Stopped and started again meanwhile: keep its
-            // checkpoint for the newer run and drop this handle.
-            if item(id) == nil { await upload.cancel() } else { await upload.pause() }
-            return
+        for await event in upload.events {
+            guard let queue = reference.queue else { return }
+            await queue.handle(event, id)
         }
-        uploads[id] = upload
-        if item(id)?.state != .uploading { await control(id) { await $0.pause() } }
-        for await event in upload.events { handle(event, id) }
         let outcome: Result<UploadResult, FerryError>
         do {
             outcome = .success(try await upload.result)
         } catch {
             outcome = .failure(error as? FerryError ?? FerryError(.network, "\(error)"))
         }
-        finish(id, upload: upload, outcome)
+        await reference.queue?.finish(id, upload: upload, outcome)
+    }
+
+    /// A run starts: its `started` event; nil when the item is gone.
+    private func began(_ id: Item.ID) -> Item? {
+        guard let current = item(id) else { return nil }
+        emit(.started(current))
+        return current
+    }
+
+    /// Records the item's ticket (and, with STS, which video the file became); nil when the run is no longer current.
+    private func record(_ ticket: MediaServiceClient.UploadTicket, for id: Item.ID, generation: Int) -> (Item, Configuration)? {
+        guard isCurrent(id, generation), let current = item(id) else { return nil }
+        tickets[id] = ticket
+        let updated = update(id) {
+            $0.endpoint = ticket.address.endpoint
+            $0.bucket = ticket.address.bucket
+            $0.object = ticket.address.fileName
+            if !ticket.id.isEmpty, $0.kind == .video { $0.videoId = ticket.id }
+            if let url = ticket.imageURL { $0.imageURL = url }
+        }
+        if authorization.isSTS, current.kind == .video, let journal {
+            try? journal.record(current.fileURL, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
+        }
+        return (updated ?? current, configuration)
+    }
+
+    /// Takes over an engine upload the run made; false (and the upload stopped) when the run is no longer current.
+    private func attach(_ upload: ResumableUploadTask, to id: Item.ID, generation: Int) async -> Bool {
+        guard generations[id] == generation, item(id) != nil else {
+            // Removed while the upload was being created: abort it. Stopped and started again meanwhile: keep its
+            // checkpoint for the newer run and drop this handle.
+            if item(id) == nil { await upload.cancel() } else { await upload.pause() }
+            return false
+        }
+        uploads[id] = upload
+        if item(id)?.state != .uploading { await control(id) { await $0.pause() } }
+        return true
+    }
+
+    /// A run failed before its upload started: the item fails, unless the run is no longer current.
+    private func failRun(_ id: Item.ID, generation: Int, _ error: any Error) {
+        guard isCurrent(id, generation) else { return }
+        fail(id, error)
     }
 
     private func handle(_ event: UploadEvent, _ id: Item.ID) {
@@ -364,7 +403,8 @@ public actor UploadQueue {
         case .retryResumed:
             if let item = item(id) { emit(.retryResumed(item)) }
         case .credentialsExpired:
-            Task { await self.renew(id) }
+            let reference = self.reference
+            Task.detached { await reference.queue?.renew(id) }
         case .started(let uploadId):
             _ = update(id) { $0.uploadId = uploadId }
         case .paused, .resumed, .completed, .failed, .cancelled:
@@ -374,6 +414,7 @@ public actor UploadQueue {
 
     private func finish(_ id: Item.ID, upload: ResumableUploadTask, _ outcome: Result<UploadResult, FerryError>) {
         guard uploads[id] === upload else { return }
+        runs[id] = nil
         uploads[id] = nil
         controls[id] = nil
         tickets[id] = nil
@@ -415,24 +456,59 @@ public actor UploadQueue {
 
     // MARK: Tickets
 
-    /// The item's upload address and credential, from the app (per file) or the media service (STS).
-    private func ticket(for item: Item) async throws -> MediaServiceClient.UploadTicket {
-        if let pending = pendingAuth.removeValue(forKey: item.id) { return pending }
+    /// The item's upload address and credential, from the app (per file) or the media service (STS). Waits (for
+    /// `setUploadAuth`, or a new STS token) hold the queue only through `reference`.
+    private static func obtainTicket(_ reference: QueueReference, for item: Item, generation: Int) async throws
+        -> MediaServiceClient.UploadTicket
+    {
+        if let pending = await reference.queue?.takePendingAuth(item.id) { return pending }
+        guard let authorization = reference.queue?.authorization else { throw CancellationError() }
         switch authorization {
         case .uploadAuth:
-            return try await withCheckedThrowingContinuation { authWaiters[item.id] = $0 }
+            return try await withCheckedThrowingContinuation { waiter in
+                Task.detached {
+                    guard let queue = reference.queue else { return waiter.resume(throwing: CancellationError()) }
+                    await queue.waitForAuth(waiter, for: item.id, generation: generation)
+                }
+            }
         case .uploadAuthProvider(let provide):
             return try await provide(item)
         case .sts:
             while true {
                 do {
-                    return try await stsTicket(for: item)
-                } catch let error as FerryError where Self.isExpiredToken(error) {
-                    emit(.tokenExpired(item))
-                    try await withCheckedThrowingContinuation { tokenWaiters[item.id] = $0 }
+                    return try await stsTicket(reference, for: item)
+                } catch let error as FerryError where isExpiredToken(error) {
+                    try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
+                        Task.detached {
+                            guard let queue = reference.queue else { return waiter.resume(throwing: CancellationError()) }
+                            await queue.waitForToken(waiter, for: item, generation: generation)
+                        }
+                    }
                 }
             }
         }
+    }
+
+    private func takePendingAuth(_ id: Item.ID) -> MediaServiceClient.UploadTicket? {
+        pendingAuth.removeValue(forKey: id)
+    }
+
+    /// Holds `waiter` until `setUploadAuth` for the item; answers at once when the credential came first or the run
+    /// is no longer current.
+    private func waitForAuth(
+        _ waiter: CheckedContinuation<MediaServiceClient.UploadTicket, any Error>, for id: Item.ID, generation: Int
+    ) {
+        if let pending = pendingAuth.removeValue(forKey: id) { return waiter.resume(returning: pending) }
+        guard isCurrent(id, generation) else { return waiter.resume(throwing: CancellationError()) }
+        authWaiters[id] = waiter
+    }
+
+    /// Says the STS token expired and holds `waiter` until `resume(withToken:)`.
+    private func waitForToken(_ waiter: CheckedContinuation<Void, any Error>, for item: Item, generation: Int) {
+        guard isCurrent(item.id, generation) else { return waiter.resume(throwing: CancellationError()) }
+        if let credentials = stsCredentials, !credentials.isExpired() { return waiter.resume() }
+        emit(.tokenExpired(item))
+        tokenWaiters[item.id] = waiter
     }
 
     static func isExpiredToken(_ error: FerryError) -> Bool {
@@ -447,15 +523,25 @@ public actor UploadQueue {
         return credentials
     }
 
+    /// A client of the media service signing with the queue's current STS credential (reached through
+    /// `reference`, so the client does not keep the queue alive).
     private nonisolated var media: MediaServiceClient? {
         guard case .sts(let endpoint, _) = authorization else { return nil }
+        let reference = self.reference
         return MediaServiceClient(
             endpoint: endpoint, region: configuration.region,
-            credentialProvider: ClosureCredentialProvider { try await self.currentToken() },
+            credentialProvider: ClosureCredentialProvider {
+                guard let queue = reference.queue else { throw CancellationError() }
+                return try await queue.currentToken()
+            },
             configuration: configuration.engine)
     }
 
-    private func stsTicket(for item: Item) async throws -> MediaServiceClient.UploadTicket {
+    private static func stsTicket(_ reference: QueueReference, for item: Item) async throws
+        -> MediaServiceClient.UploadTicket
+    {
+        guard let (media, journal, configuration) = reference.queue.map({ ($0.media, $0.journal, $0.configuration) })
+        else { throw CancellationError() }
         guard let media else { throw FerryError(.invalidArgument, "The queue has no STS credential.") }
         let attributes = try FileRanges.attributes(of: item.fileURL.path)
         let ext = item.fileURL.pathExtension.lowercased()
@@ -516,7 +602,9 @@ public actor UploadQueue {
         }
     }
 
-    private func makeUpload(_ item: Item, ticket: MediaServiceClient.UploadTicket) async throws -> ResumableUploadTask {
+    private static func makeUpload(_ item: Item, ticket: MediaServiceClient.UploadTicket, configuration: Configuration)
+        async throws -> ResumableUploadTask
+    {
         guard let endpoint = URL(string: ticket.address.endpoint), endpoint.host != nil else {
             throw FerryError(.invalidArgument, "The upload address has no valid endpoint.")
         }
@@ -535,4 +623,10 @@ public actor UploadQueue {
 
 extension UploadQueue.Authorization {
     var isSTS: Bool { if case .sts = self { true } else { false } }
+}
+
+/// A weak way to the queue for the tasks it starts, so that they do not keep it alive.
+final class QueueReference: Sendable {
+    // Set once, right after the queue is made; read from any task.
+    nonisolated(unsafe) weak var queue: UploadQueue?
 }
