@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryCore
 import FerryServer
 import Foundation
 import Hummingbird
@@ -13,7 +14,8 @@ struct ServeCommand: AsyncParsableCommand {
             Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION, \
             FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
             FERRY_MAX_CONNECTIONS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
-            FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_CATALOG_URL and FERRY_LOG_LEVEL, then to the defaults \
+            FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_CATALOG_URL, FERRY_STORE, \
+            FERRY_STORE_ENDPOINT, FERRY_STORE_REGION and FERRY_LOG_LEVEL, then to the defaults \
             shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
             FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
             (mode 0600) and printed once.
@@ -67,6 +69,15 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("catalog"), help: "PostgreSQL catalog shared by several nodes, postgres://user[:password]@host:port/database (or FERRY_CATALOG_URL). Default: SQLite in the data directory.")
     var catalogURL: String?
+
+    @Option(name: .customLong("store"), help: "Keep object bytes in an S3-compatible store, s3://BUCKET[/PREFIX] (or FERRY_STORE); needs --store-endpoint, and the store's key in FERRY_STORE_ACCESS_KEY_ID and FERRY_STORE_SECRET_ACCESS_KEY. Default: files in the data directory.")
+    var store: String?
+
+    @Option(name: .customLong("store-endpoint"), help: "URL of the S3-compatible store, e.g. http://127.0.0.1:8333 (or FERRY_STORE_ENDPOINT).")
+    var storeEndpoint: String?
+
+    @Option(name: .customLong("store-region"), help: "Region requests to the store are signed for (or FERRY_STORE_REGION). Default us-east-1.")
+    var storeRegion: String?
 
     @Option(name: .customLong("ffmpeg"), help: "Directory holding ffmpeg and ffprobe (or FERRY_FFMPEG). Default: found on PATH.")
     var ffmpegDirectory: String?
@@ -156,6 +167,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         configuration.mediaProcessing = media
         configuration.catalogURL = catalogURL ?? env["FERRY_CATALOG_URL"]
+        configuration.objectStore = try Self.storeLocation(
+            store ?? env["FERRY_STORE"], endpoint: storeEndpoint ?? env["FERRY_STORE_ENDPOINT"],
+            region: storeRegion ?? env["FERRY_STORE_REGION"], environment: env)
         var serverLogger = Logger(label: "ferry")
         serverLogger.logLevel = level
         configuration.logger = serverLogger
@@ -177,6 +191,30 @@ struct ServeCommand: AsyncParsableCommand {
             say("ferry serve listening on http://\(host):\(port) (data: \(directory))")
         }
         try await app.runService()
+    }
+}
+
+extension ServeCommand {
+    /// The S3-compatible store `--store` names, with its credentials from the environment; nil without `--store`.
+    static func storeLocation(_ store: String?, endpoint: String?, region: String?, environment env: [String: String])
+        throws -> S3StoreLocation?
+    {
+        guard let store else { return nil }
+        guard let endpoint, let url = URL(string: endpoint), url.scheme == "http" || url.scheme == "https", url.host != nil
+        else {
+            throw ValidationError("--store needs --store-endpoint (or FERRY_STORE_ENDPOINT), the store's http(s) URL.")
+        }
+        guard let id = env["FERRY_STORE_ACCESS_KEY_ID"], let secret = env["FERRY_STORE_SECRET_ACCESS_KEY"], !id.isEmpty,
+            !secret.isEmpty
+        else {
+            throw ValidationError("--store needs the store's key in FERRY_STORE_ACCESS_KEY_ID and FERRY_STORE_SECRET_ACCESS_KEY.")
+        }
+        guard
+            let location = S3StoreLocation.parse(
+                store, endpoint: endpoint, region: region ?? "us-east-1",
+                credentials: SigV4Credentials(accessKeyId: id, secretAccessKey: secret))
+        else { throw ValidationError("--store '\(store)' is not of the form s3://BUCKET[/PREFIX].") }
+        return location
     }
 }
 

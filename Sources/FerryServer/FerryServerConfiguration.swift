@@ -59,6 +59,13 @@ public struct FerryServerConfiguration: Sendable {
     public var catalogURL: String?
     /// How uploaded videos are processed: probe, cover, renditions (ffmpeg and ffprobe).
     public var mediaProcessing = MediaProcessingConfiguration()
+    /// An S3-compatible store (SeaweedFS, Ceph RGW, MinIO, AWS S3) for the bytes of objects, parts and media outputs;
+    /// nil keeps them as files in the data directory. The bucket is created when missing. Open a server with one
+    /// through ``FerryServer/open(configuration:environment:)``.
+    public var objectStore: S3StoreLocation?
+    /// With an ``objectStore`` and a shared catalog, how long the bytes of a replaced or deleted object stay in the
+    /// store, so that downloads other nodes started before the change finish. Default 15 minutes.
+    public var sharedBlobGrace: Duration = .seconds(900)
 
     /// Creates a configuration for a data directory.
     public init(dataDirectory: String) {
@@ -108,6 +115,7 @@ extension FerryServerConfiguration: CustomReflectable {
                 "catalogURL": catalogURL.map(Self.redactingPassword) as Any, "rootCredentials": rootCredentials as Any,
                 "webhook": webhook as Any, "publicEndpoint": publicEndpoint as Any, "mediaProcessing": mediaProcessing,
                 "connectionLimits": connectionLimits, "callbackAllow": callbackAllow,
+                "objectStore": objectStore.map { "s3://\($0.bucket)/\($0.prefix) at \($0.endpoint)" } as Any,
             ], displayStyle: .struct)
     }
 

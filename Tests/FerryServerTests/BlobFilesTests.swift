@@ -30,7 +30,7 @@ struct BlobFilesTests {
             #expect(digests.checksums["CRC32C"] == crc.finalize(), "size \(size)")
             let name = try await files.commit(tempPath: path)
             var read: [UInt8] = []
-            for try await buffer in BlobByteSequence(files: files, manifest: [BlobSegment(blob: name, size: Int64(size))], range: nil) {
+            for try await buffer in BlobByteSequence(storage: files, manifest: [BlobSegment(blob: name, size: Int64(size))], range: nil) {
                 read += buffer.readableBytesView
             }
             #expect(read == bytes, "size \(size)")

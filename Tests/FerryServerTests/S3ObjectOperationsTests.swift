@@ -111,7 +111,7 @@ struct S3ObjectOperationsTests {
             let source = try await server.server.store.object(bucket: "src", key: "a b.bin")
             let copy = try await server.server.store.object(bucket: "dst", key: "copy.bin")
             #expect(copy.manifest.map(\.blob) != source.manifest.map(\.blob))
-            let files = server.server.store.files
+            let files = try #require(server.server.store.files as? BlobFiles)
             let sourceInode = try FileManager.default.attributesOfItem(atPath: files.path(of: source.manifest[0].blob))[.systemFileNumber] as? Int
             let copyInode = try FileManager.default.attributesOfItem(atPath: files.path(of: copy.manifest[0].blob))[.systemFileNumber] as? Int
             #expect(sourceInode != nil && sourceInode == copyInode)

@@ -6,10 +6,12 @@ import Testing
 /// awscli, a client no one here wrote, against `ferry serve` started on a free loopback port.
 @Suite("awscli against ferry serve", .serialized)
 struct AWSCLIInteropTests {
-    @Test("aws s3 cp of 64 MiB in 5 MB parts and back, list-parts on an unfinished upload, aws s3 ls")
-    func awscli() async throws {
-        let cli = try await AWSCLI.start("ferry-awscli")
-        defer { cli.remove() }
+    @Test(
+        "aws s3 cp of 64 MiB in 5 MB parts and back, list-parts on an unfinished upload, aws s3 ls",
+        arguments: ServeBackend.allCases)
+    func awscli(backend: ServeBackend) async throws {
+        let cli = try await AWSCLI.start("ferry-awscli", backend: backend)
+        defer { Task { await cli.remove() } }
         let data = cli.data
         func aws(_ arguments: String...) async throws -> String { try await cli.run(arguments) }
 
@@ -45,10 +47,12 @@ struct AWSCLIInteropTests {
         await cli.server.stop()
     }
 
-    @Test("aws s3 cp and mv between buckets (UploadPartCopy), sync --delete, rm --recursive (DeleteObjects), tagging")
-    func awscliServerSide() async throws {
-        let cli = try await AWSCLI.start("ferry-awscli-copy")
-        defer { cli.remove() }
+    @Test(
+        "aws s3 cp and mv between buckets (UploadPartCopy), sync --delete, rm --recursive (DeleteObjects), tagging",
+        arguments: ServeBackend.allCases)
+    func awscliServerSide(backend: ServeBackend) async throws {
+        let cli = try await AWSCLI.start("ferry-awscli-copy", backend: backend)
+        defer { Task { await cli.remove() } }
         let data = cli.data
         func aws(_ arguments: String...) async throws -> String { try await cli.run(arguments) }
         _ = try await aws("s3", "mb", "s3://source")
@@ -96,11 +100,14 @@ struct AWSCLI {
     let data: String
     let server: FerryExecutable.Server
     let environment: [String: String]
+    let stopBackend: @Sendable () async -> Void
 
-    static func start(_ name: String) async throws -> AWSCLI {
+    static func start(_ name: String, backend: ServeBackend = .localDisk) async throws -> AWSCLI {
         let data = TemporaryDirectory.make(name)
         let credentials = ["FERRY_ACCESS_KEY_ID": "FKIAAWSCLITEST000", "FERRY_SECRET_ACCESS_KEY": "awscli-secret-0123456789"]
-        let server = try await FerryExecutable.Server.start(dataDirectory: data + "/server", environment: credentials)
+        let (arguments, backendEnvironment, stopBackend) = try await backend.start()
+        let server = try await FerryExecutable.Server.start(
+            dataDirectory: data + "/server", arguments: arguments, environment: credentials.merging(backendEnvironment) { $1 })
         let config = data + "/aws-config"
         try """
             [default]
@@ -115,7 +122,7 @@ struct AWSCLI {
             "AWS_SECRET_ACCESS_KEY": credentials["FERRY_SECRET_ACCESS_KEY"]!,
             "AWS_CONFIG_FILE": config, "AWS_SHARED_CREDENTIALS_FILE": data + "/none", "AWS_EC2_METADATA_DISABLED": "true",
         ]
-        return AWSCLI(data: data, server: server, environment: environment)
+        return AWSCLI(data: data, server: server, environment: environment, stopBackend: stopBackend)
     }
 
     /// Runs `aws --endpoint-url … arguments`, expecting success; returns its output.
@@ -129,7 +136,9 @@ struct AWSCLI {
         return result.output
     }
 
-    func remove() {
+    func remove() async {
+        await server.stop()
+        await stopBackend()
         try? FileManager.default.removeItem(atPath: data)
     }
 }
@@ -137,12 +146,21 @@ struct AWSCLI {
 /// boto3 against `ferry serve`: the script asserts each behaviour and prints `PASS <name>` for it.
 @Suite("boto3 against ferry serve", .serialized)
 struct Boto3InteropTests {
-    @Test("upload_file, presigned GET, every checksum algorithm, aws-chunked trailers, BadDigest, SignatureDoesNotMatch, expired URL")
-    func boto3() async throws {
+    @Test(
+        "upload_file, presigned GET, every checksum algorithm, aws-chunked trailers, BadDigest, SignatureDoesNotMatch, expired URL",
+        arguments: ServeBackend.allCases)
+    func boto3(backend: ServeBackend) async throws {
         let data = TemporaryDirectory.make("ferry-boto3")
-        defer { try? FileManager.default.removeItem(atPath: data) }
+        let (arguments, backendEnvironment, stopBackend) = try await backend.start()
+        defer {
+            Task {
+                await stopBackend()
+                try? FileManager.default.removeItem(atPath: data)
+            }
+        }
         let credentials = ["FERRY_ACCESS_KEY_ID": "FKIABOTO3TEST0000", "FERRY_SECRET_ACCESS_KEY": "boto3-secret-0123456789"]
-        let server = try await FerryExecutable.Server.start(dataDirectory: data + "/server", environment: credentials)
+        let server = try await FerryExecutable.Server.start(
+            dataDirectory: data + "/server", arguments: arguments, environment: credentials.merging(backendEnvironment) { $1 })
         let endpoint = server.endpoint
         let result = try await runBlocking { try PeerProcess.run(
             "python3", [PeerProcess.scripts + "/boto3_interop.py"],

@@ -138,6 +138,7 @@ public final class PostgresCatalog: Sendable {
             3, "service leases",
             ["CREATE TABLE service_lease (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)"]
         ),
+        (4, "object store", objectTables),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.

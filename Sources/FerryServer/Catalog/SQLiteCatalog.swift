@@ -5,7 +5,7 @@ import GRDB
 ///
 /// Versioned migrations create and evolve the schema. Object keys are compared byte-wise (SQLite's BINARY collation
 /// over UTF-8), which is the order S3 lists keys in.
-public final class SQLiteCatalog: Sendable {
+public final class SQLiteCatalog: ObjectCatalog {
     let pool: DatabasePool
     /// Seals the access keys' secrets at rest; nil keeps them as they are (a catalog without a server key).
     let secrets: SecretBox?
@@ -134,12 +134,7 @@ public final class SQLiteCatalog: Sendable {
         }
     }
 
-    enum DeleteBucketOutcome: Sendable {
-        /// Deleted, with the blobs of the multipart uploads it still had (aborted with it, as S3 does).
-        case deleted(abortedBlobs: [String])
-        case missing
-        case notEmpty
-    }
+    typealias DeleteBucketOutcome = CatalogDeleteBucketOutcome
 
     /// Deletes a bucket without objects; multipart uploads still in progress in it are aborted.
     func deleteBucket(_ name: String) async throws -> DeleteBucketOutcome {
@@ -213,13 +208,7 @@ public final class SQLiteCatalog: Sendable {
 
     typealias WriteCondition = ObjectWriteCondition
 
-    enum PutOutcome: Sendable {
-        case stored(replaced: [BlobSegment])
-        case noSuchBucket
-        case preconditionFailed
-        /// `If-Match` named an object that does not exist (S3: 404 NoSuchKey).
-        case noSuchKey
-    }
+    typealias PutOutcome = CatalogPutOutcome
 
     /// Whether `condition` holds for the current object at bucket/key (inside a write transaction); nil when it does.
     private static func check(_ condition: WriteCondition, bucket: String, key: String, _ db: Database) throws
@@ -371,10 +360,7 @@ public final class SQLiteCatalog: Sendable {
         } ?? [row["blob"]]
     }
 
-    enum PartOutcome: Sendable {
-        case stored(replaced: [String])
-        case noSuchUpload
-    }
+    typealias PartOutcome = CatalogPartOutcome
 
     /// Records a part, replacing a previous part with the same number; returns the replaced part's blob.
     func putPart(_ part: PartInfo, uploadId: String) async throws -> PartOutcome {
@@ -423,13 +409,7 @@ public final class SQLiteCatalog: Sendable {
         }
     }
 
-    enum CompleteOutcome: Sendable {
-        case completed(replaced: [BlobSegment], unused: [String])
-        case noSuchUpload
-        case changed
-        case preconditionFailed
-        case noSuchKey
-    }
+    typealias CompleteOutcome = CatalogCompleteOutcome
 
     /// Atomically turns an upload into an object: the object takes the listed parts' blobs, the upload and its other
     /// parts go, and the completion is remembered (for a retried Complete). `expectedParts` guards against a part

@@ -20,7 +20,7 @@ public struct MediaAPI: Sendable {
     static let maxBody = 1024 * 1024
 
     let catalog: any MediaCatalog
-    let store: LocalDiskStore
+    let store: CatalogObjectStore
     let credentials: CredentialStore
     let authenticator: RequestAuthenticator
     let webhooks: WebhookOutbox

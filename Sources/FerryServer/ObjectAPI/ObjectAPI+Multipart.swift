@@ -56,7 +56,7 @@ extension ObjectAPI {
 
     func upload(for request: S3Request) async throws -> MultipartUploadInfo {
         guard let uploadId = request.queryValue("uploadId"), !uploadId.isEmpty else {
-            throw LocalDiskStore.noSuchUpload
+            throw CatalogObjectStore.noSuchUpload
         }
         return try await store.multipartUpload(uploadId, bucket: request.bucket, key: request.key)
     }
@@ -166,7 +166,7 @@ extension ObjectAPI {
     static let maxCompleteBody = 4 * 1024 * 1024
 
     func completeMultipartUpload(_ request: S3Request) async throws -> Response {
-        guard let uploadId = request.queryValue("uploadId"), !uploadId.isEmpty else { throw LocalDiskStore.noSuchUpload }
+        guard let uploadId = request.queryValue("uploadId"), !uploadId.isEmpty else { throw CatalogObjectStore.noSuchUpload }
         let data = try await Self.collectXMLBody(request, limit: Self.maxCompleteBody)
         let body: CompleteMultipartUpload
         do {

@@ -14,7 +14,7 @@ import Logging
 /// with the tool's reason, at once. Anything else (the store, the catalog) is thrown for the worker to retry.
 struct MediaPipeline: Sendable {
     let catalog: any MediaCatalog & WebhookStore
-    let store: LocalDiskStore
+    let store: CatalogObjectStore
     let webhooks: WebhookOutbox
     let tools: MediaTools
     let configuration: MediaProcessingConfiguration

@@ -5,7 +5,7 @@ import ServiceLifecycle
 /// Aborts multipart uploads idle longer than the configured age and deletes files nothing references, periodically,
 /// until the service group shuts down.
 struct UploadCollector: Service {
-    let store: LocalDiskStore
+    let store: CatalogObjectStore
     let maxAge: TimeInterval
     let interval: TimeInterval
     let logger: Logger

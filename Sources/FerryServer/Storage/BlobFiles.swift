@@ -7,6 +7,7 @@ import Darwin
 #endif
 import Foundation
 import FerryCore
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
@@ -15,7 +16,7 @@ import NIOPosix
 /// Blob names are random; keys never become paths. A body is written to `tmp/`, fsynced, and renamed into `blobs/`
 /// only once complete and verified, so a crash never leaves a partial blob visible. What is left in `tmp/` at start is
 /// deleted.
-struct BlobFiles: Sendable {
+struct BlobFiles: BlobStorage {
     let root: String
     /// Threads for hashing and other short blocking work.
     let threadPool: NIOThreadPool
@@ -59,10 +60,6 @@ struct BlobFiles: Sendable {
         return pool
     }()
 
-    static func newBlobName() -> String {
-        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-    }
-
     /// Streams a body to a new temporary file, computing MD5 and the requested checksums in the same pass.
     ///
     /// The request's buffers are copied into page-aligned blocks of ``writeBatch`` bytes taken from a shared pool.
@@ -76,7 +73,7 @@ struct BlobFiles: Sendable {
     /// Either way the file is fsynced before this returns.
     ///
     /// - Returns: the temporary path and the digests. The caller commits or discards the path.
-    func write<Body: AsyncSequence>(
+    func write<Body: AsyncSequence & Sendable>(
         _ body: Body, checksums algorithms: [ChecksumAlgorithm], maxSize: Int64
     ) async throws -> (tempPath: String, digests: BodyDigests) where Body.Element == ByteBuffer {
         let tempPath = "\(tmpDirectory)/\(Self.newBlobName())"
@@ -129,26 +126,6 @@ struct BlobFiles: Sendable {
         }
     }
 
-    /// MD5 and `checksums` of bytes read from the store (a copied part), hashed on the thread pool as they arrive.
-    func digest<Bytes: AsyncSequence>(_ bytes: Bytes, checksums algorithms: [ChecksumAlgorithm]) async throws
-        -> BodyDigests where Bytes.Element == ByteBuffer
-    {
-        var hasher = MultiChecksummer([.md5] + algorithms.filter { $0 != .md5 })
-        var size: Int64 = 0
-        for try await buffer in bytes {
-            size += Int64(buffer.readableBytes)
-            let current = hasher
-            hasher = try await threadPool.runIfActive {
-                var next = current
-                buffer.withUnsafeReadableBytes { next.update($0) }
-                return next
-            }
-        }
-        var checksums: [String: [UInt8]] = [:]
-        for algorithm in algorithms where algorithm != .md5 { checksums[algorithm.s3Name] = hasher.finalize(algorithm) }
-        return BodyDigests(size: size, md5: hasher.finalize(.md5) ?? [], checksums: checksums)
-    }
-
     /// Moves a finished temporary file into place under a new blob name and makes the rename durable.
     func commit(tempPath: String) async throws -> String {
         let name = Self.newBlobName()
@@ -167,24 +144,22 @@ struct BlobFiles: Sendable {
     }
 
     /// Deletes a temporary file.
-    func discard(tempPath: String) {
+    func discard(tempPath: String) async {
         unlink(tempPath)
     }
 
-    /// Deletes blobs that nothing references any more; a blob being read is deleted when its last reader finishes.
-    func delete(blobs: [String]) async {
-        let now = leases.delete(blobs)
-        guard !now.isEmpty else { return }
-        let paths = now.map(path(of:))
+    func remove(_ blobs: [String]) async {
+        let paths = blobs.map(path(of:))
         _ = try? await threadPool.runIfActive {
             for path in paths { unlink(path) }
         }
     }
 
-    /// Holds `blobs` for a reader: none of them is deleted until the returned lease is released (or dropped).
-    func lease(_ blobs: [String]) -> BlobLease {
-        leases.acquire(blobs)
-        return BlobLease(files: self, blobs: blobs)
+    /// Blob files are read by this process only: its leases cover every reader, so retired blobs go at once.
+    func retire(_ blobs: [String]) async { await remove(blobs) }
+
+    func removeDetached(_ blobs: [String]) {
+        for blob in blobs { unlink(path(of: blob)) }
     }
 
     /// Gives the bytes of `blob` a second, new blob name (a hard link: one file, two names; deleting either name
@@ -281,12 +256,28 @@ struct BlobFiles: Sendable {
         }
     }
 
-    /// Names of every blob on disk.
-    func allBlobNames() throws -> [String] {
+    /// Streams a blob's bytes in chunks of ``readChunk``, each read when the consumer asks for it.
+    func bytes(of blob: String, offset: Int64, length: Int64) -> AsyncThrowingStream<ByteBuffer, any Error> {
+        let position = NIOLockedValueBox((offset: offset, remaining: length))
+        return AsyncThrowingStream(unfolding: {
+            let (at, remaining) = position.withLockedValue { ($0.offset, $0.remaining) }
+            guard remaining > 0 else { return nil }
+            let n = Int(Swift.min(remaining, Int64(Self.readChunk)))
+            let buffer = try await read(blob: blob, offset: at, length: n)
+            position.withLockedValue { $0 = ($0.offset + Int64(n), $0.remaining - Int64(n)) }
+            return buffer
+        })
+    }
+
+    /// Blob files last modified before `cutoff`.
+    func blobs(olderThan cutoff: Date) async throws -> [String] {
         let fm = FileManager.default
         var names: [String] = []
         for directory in try fm.contentsOfDirectory(atPath: blobDirectory) {
-            names += (try? fm.contentsOfDirectory(atPath: blobDirectory + "/" + directory)) ?? []
+            for name in (try? fm.contentsOfDirectory(atPath: blobDirectory + "/" + directory)) ?? [] {
+                let attributes = try? fm.attributesOfItem(atPath: path(of: name))
+                if let modified = attributes?[.modificationDate] as? Date, modified < cutoff { names.append(name) }
+            }
         }
         return names
     }
@@ -334,48 +325,4 @@ struct POSIXFileError: Error, CustomStringConvertible {
         self.code = code
     }
     var description: String { "\(call) failed: \(String(cString: strerror(code)))" }
-}
-
-/// The bytes of an object (or a range of it), read from its blobs chunk by chunk as the consumer asks for them.
-struct BlobByteSequence: AsyncSequence, Sendable {
-    typealias Element = ByteBuffer
-    let files: BlobFiles
-    let manifest: [BlobSegment]
-    let range: ClosedRange<Int64>?
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        let files: BlobFiles
-        /// (blob, offset, remaining) still to read, in order.
-        var pieces: [(blob: String, offset: Int64, length: Int64)]
-
-        mutating func next() async throws -> ByteBuffer? {
-            while let first = pieces.first {
-                if first.length == 0 {
-                    pieces.removeFirst()
-                    continue
-                }
-                let n = Int(Swift.min(first.length, Int64(BlobFiles.readChunk)))
-                let buffer = try await files.read(blob: first.blob, offset: first.offset, length: n)
-                pieces[0] = (first.blob, first.offset + Int64(n), first.length - Int64(n))
-                return buffer
-            }
-            return nil
-        }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator {
-        var pieces: [(blob: String, offset: Int64, length: Int64)] = []
-        var position: Int64 = 0
-        let lower = range?.lowerBound ?? 0
-        let upper = range.map { $0.upperBound + 1 } ?? Int64.max
-        for segment in manifest {
-            let start = Swift.max(lower, position)
-            let end = Swift.min(upper, position + segment.size)
-            if end > start {
-                pieces.append((segment.blob, (segment.offset ?? 0) + start - position, end - start))
-            }
-            position += segment.size
-        }
-        return AsyncIterator(files: files, pieces: pieces)
-    }
 }

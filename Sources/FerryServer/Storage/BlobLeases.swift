@@ -1,10 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import NIOConcurrencyHelpers
 
 /// The blobs being read right now, so that an overwrite or delete does not cut a download off: S3 serves the version
@@ -62,28 +55,4 @@ final class BlobLeases: Sendable {
 
     /// How many blobs have readers (for tests).
     var leasedCount: Int { state.withLockedValue { $0.readers.count } }
-}
-
-/// A reader's hold on some blobs; released explicitly or when dropped.
-final class BlobLease: Sendable {
-    private let files: BlobFiles
-    private let blobs: [String]
-    private let released = NIOLockedValueBox(false)
-
-    init(files: BlobFiles, blobs: [String]) {
-        self.files = files
-        self.blobs = blobs
-    }
-
-    /// Lets the blobs go; a deletion that waited for this reader happens now.
-    func release() {
-        let first = released.withLockedValue { released in
-            defer { released = true }
-            return !released
-        }
-        guard first else { return }
-        for blob in files.leases.release(blobs) { unlink(files.path(of: blob)) }
-    }
-
-    deinit { release() }
 }

@@ -1,12 +1,14 @@
 import FerryCore
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 
-/// The embedded store: bytes in files under a data directory, metadata in the SQLite catalog.
+/// The object store: metadata in the SQLite catalog, bytes in blobs, kept as files under the data directory (the
+/// embedded default) or in a bucket of an S3-compatible store (`--store s3://…`).
 ///
-/// A multipart object is a manifest of its part files, streamed in order on GET; completing an upload copies nothing.
-public struct LocalDiskStore: ObjectStore {
+/// A multipart object is a manifest of its part blobs, streamed in order on GET; completing an upload copies nothing.
+public struct CatalogObjectStore: ObjectStore {
     /// Limits the store enforces.
     public struct Limits: Sendable {
         /// Smallest size of every part but the last (S3: 5 MiB).
@@ -19,15 +21,22 @@ public struct LocalDiskStore: ObjectStore {
         public init() {}
     }
 
-    let catalog: SQLiteCatalog
-    let files: BlobFiles
+    let catalog: any ObjectCatalog
+    let files: any BlobStorage
     let limits: Limits
     let logger: Logger
+    /// Unreferenced blobs the last orphan pass found; the next pass deletes those still unreferenced.
+    let orphanSuspects = NIOLockedValueBox<Set<String>>([])
 
-    /// Opens the store in `directory` over `catalog`.
+    /// Opens the store with its blobs as files in `directory`, over `catalog`.
     public init(directory: String, catalog: SQLiteCatalog, limits: Limits = .init(), logger: Logger) throws {
+        self.init(blobs: try BlobFiles(root: directory), catalog: catalog, limits: limits, logger: logger)
+    }
+
+    /// Opens the store with its blobs in `blobs`, over `catalog`.
+    init(blobs: any BlobStorage, catalog: any ObjectCatalog, limits: Limits = .init(), logger: Logger) {
         self.catalog = catalog
-        self.files = try BlobFiles(root: directory)
+        self.files = blobs
         self.limits = limits
         self.logger = logger
     }
@@ -128,10 +137,19 @@ public struct LocalDiskStore: ObjectStore {
             lease.release()
             throw ObjectChangedError()
         }
-        let box = IteratorBox(
-            BlobByteSequence(files: files, manifest: object.manifest, range: range).makeAsyncIterator(), lease: lease)
+        // The first bytes are read before the stream is handed over, so a storage that cannot serve them (an object
+        // store that is down) fails the request before a status line is sent, not in the middle of a 200.
+        var iterator = BlobByteSequence(storage: files, manifest: object.manifest, range: range).makeAsyncIterator()
+        let first: ByteBuffer?
+        do {
+            first = try await iterator.next()
+        } catch {
+            lease.release()
+            throw error
+        }
+        let box = IteratorBox(iterator, lease: lease, first: first)
         return AsyncThrowingStream(unfolding: {
-            let next = try await box.iterator.next()
+            let next = try await box.next()
             if next == nil { box.lease.release() }
             return next
         })
@@ -154,7 +172,7 @@ public struct LocalDiskStore: ObjectStore {
                 manifest: [BlobSegment(blob: blob, size: digests.size)], partCount: nil, tags: tags)
             return try await store(object, condition: condition, newBlobs: [blob])
         } catch {
-            files.discard(tempPath: temp)
+            await files.discard(tempPath: temp)
             throw error
         }
     }
@@ -163,7 +181,7 @@ public struct LocalDiskStore: ObjectStore {
     private func store(_ object: ObjectInfo, condition: ObjectWriteCondition, newBlobs: [String]) async throws
         -> ObjectInfo
     {
-        let outcome: SQLiteCatalog.PutOutcome
+        let outcome: CatalogPutOutcome
         do {
             outcome = try await catalog.putObject(object, condition: condition)
         } catch {
@@ -277,7 +295,7 @@ public struct LocalDiskStore: ObjectStore {
                 segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
             return try await record(part, upload: upload)
         } catch {
-            files.discard(tempPath: temp)
+            await files.discard(tempPath: temp)
             throw error
         }
     }
@@ -295,7 +313,7 @@ public struct LocalDiskStore: ObjectStore {
 
     /// Records a part in the catalog, deleting the blobs of the part it replaces (or its own when the upload is gone).
     private func record(_ part: PartInfo, upload: MultipartUploadInfo) async throws -> PartInfo {
-        let outcome: SQLiteCatalog.PartOutcome
+        let outcome: CatalogPartOutcome
         do {
             outcome = try await catalog.putPart(part, uploadId: upload.uploadId)
         } catch {
@@ -349,7 +367,7 @@ public struct LocalDiskStore: ObjectStore {
             current.etag == source.etag, current.manifest == source.manifest
         else { throw ObjectChangedError() }
         let digests = try await files.digest(
-            BlobByteSequence(files: files, manifest: segments, range: nil),
+            BlobByteSequence(storage: files, manifest: segments, range: nil),
             checksums: Self.algorithms(checksums, upload: upload))
         var shared: [BlobSegment] = []
         do {
@@ -411,7 +429,7 @@ public struct LocalDiskStore: ObjectStore {
             throw S3Error(.invalidPartOrder, "The list of parts was not in ascending order. Parts must be ordered by part number.")
         }
         let stored = Dictionary(
-            uniqueKeysWithValues: try await catalog.parts(uploadId: upload.uploadId).map { ($0.number, $0) })
+            uniqueKeysWithValues: try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil).map { ($0.number, $0) })
         var chosen: [PartInfo] = []
         for entry in requested {
             let etag = entry.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
@@ -463,7 +481,7 @@ public struct LocalDiskStore: ObjectStore {
             manifest: chosen.flatMap(\.segments), partCount: chosen.count, tags: upload.tags,
             parts: chosen.map { ObjectPart(number: $0.number, size: $0.size, checksums: $0.checksums) })
         switch try await catalog.completeUpload(
-            upload.uploadId, object: object, expectedParts: chosen, condition: condition)
+            upload.uploadId, object: object, expectedParts: chosen, condition: condition, now: Date())
         {
         case .completed(let replaced, let unused):
             await files.delete(blobs: replaced.map(\.blob) + unused)
@@ -512,14 +530,20 @@ public struct LocalDiskStore: ObjectStore {
         try await catalog.forgetCompletedUploads(before: date)
     }
 
-    /// Deletes blob files no catalog entry references (left by a crash between a rename and its catalog write).
+    /// Deletes blobs no catalog entry references (left by a crash between writing a blob and its catalog entry).
+    ///
+    /// A blob is deleted only when two passes in a row found it unreferenced and older than `age`: a blob an
+    /// overwrite retired a moment ago (which readers on other nodes may still stream during the storage's grace
+    /// period) is at most a suspect in the first pass, and passes are an interval (an hour by default) apart.
     func collectOrphanBlobs(olderThan age: TimeInterval = 3600) async throws -> Int {
         let referenced = try await catalog.referencedBlobs()
-        var removed: [String] = []
-        let cutoff = Date().addingTimeInterval(-age)
-        for name in try files.allBlobNames() where !referenced.contains(name) && !files.leases.isLeased(name) {
-            let attributes = try? FileManager.default.attributesOfItem(atPath: files.path(of: name))
-            if let modified = attributes?[.modificationDate] as? Date, modified < cutoff { removed.append(name) }
+        let unreferenced = Set(
+            try await files.blobs(olderThan: Date().addingTimeInterval(-age)).filter {
+                !referenced.contains($0) && !files.leases.isLeased($0)
+            })
+        let removed = orphanSuspects.withLockedValue { suspects in
+            defer { suspects = unreferenced }
+            return Array(unreferenced.intersection(suspects))
         }
         await files.delete(blobs: removed)
         return removed.count
@@ -533,9 +557,19 @@ public struct LocalDiskStore: ObjectStore {
         var iterator: BlobByteSequence.AsyncIterator
         /// Keeps the blobs from deletion until the body is read or dropped.
         let lease: BlobLease
-        init(_ iterator: BlobByteSequence.AsyncIterator, lease: BlobLease) {
+        /// Bytes read ahead, handed out first.
+        var first: ByteBuffer?
+        init(_ iterator: BlobByteSequence.AsyncIterator, lease: BlobLease, first: ByteBuffer?) {
             self.iterator = iterator
             self.lease = lease
+            self.first = first
+        }
+        func next() async throws -> ByteBuffer? {
+            if let buffer = first {
+                first = nil
+                return buffer
+            }
+            return try await iterator.next()
         }
     }
 

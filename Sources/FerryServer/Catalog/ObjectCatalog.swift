@@ -1,0 +1,95 @@
+import Foundation
+
+/// The metadata of the object store: buckets, objects (with the blobs that hold their bytes), multipart uploads and
+/// their parts, remembered completions.
+///
+/// ``SQLiteCatalog`` keeps it in the data directory; ``PostgresCatalog`` keeps it for several nodes that share an
+/// S3-compatible blob store. Every write that depends on what is there (conditions, part replacement, completion) is
+/// one transaction, so two nodes writing the same key or upload at once serialize. Keys compare byte-wise, the order
+/// S3 lists them in.
+protocol ObjectCatalog: Sendable {
+    /// Inserts a bucket; false when it exists already.
+    func insertBucket(_ name: String, at date: Date) async throws -> Bool
+    /// The bucket, or nil.
+    func bucket(_ name: String) async throws -> BucketInfo?
+    /// All buckets by name.
+    func buckets() async throws -> [BucketInfo]
+    /// Deletes a bucket without objects; multipart uploads still in progress in it are aborted.
+    func deleteBucket(_ name: String) async throws -> CatalogDeleteBucketOutcome
+    /// The bucket's CORS document, or nil.
+    func bucketCors(_ bucket: String) async throws -> String?
+    /// Sets (nil: removes) the bucket's CORS document; false when there is no such bucket.
+    func setBucketCors(_ bucket: String, _ document: String?) async throws -> Bool
+
+    /// The object, or nil.
+    func object(bucket: String, key: String) async throws -> ObjectInfo?
+    /// Inserts or replaces an object when `condition` holds; returns the blobs of the object it replaced.
+    func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome
+    /// Deletes an object when `condition` holds; returns its blobs (none when there was no object).
+    func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome
+    /// Replaces an object's tags when its ETag is still `etag`; false when it changed or is gone.
+    func setTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws -> Bool
+    /// Up to `limit` objects with keys after `after` (exclusive) and at or after `from`, in key order.
+    func objects(bucket: String, after: String?, from: String, limit: Int) async throws -> [ObjectInfo]
+
+    /// Records a new upload; false when the bucket does not exist.
+    func insertUpload(_ upload: MultipartUploadInfo) async throws -> Bool
+    /// The upload, or nil.
+    func upload(_ uploadId: String) async throws -> MultipartUploadInfo?
+    /// Uploads of a bucket under `prefix` in (key, upload id) order after the markers, up to `limit`.
+    func uploads(bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, limit: Int) async throws
+        -> [MultipartUploadInfo]
+    /// Uploads initiated before `date`, oldest first.
+    func uploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo]
+    /// Records a part, replacing one with the same number; returns the replaced part's blobs.
+    func putPart(_ part: PartInfo, uploadId: String) async throws -> CatalogPartOutcome
+    /// Parts numbered above `marker`, ascending, up to `limit` (all when nil).
+    func parts(uploadId: String, after marker: Int, limit: Int?) async throws -> [PartInfo]
+    /// Removes an upload and its parts; returns the parts' blobs (nil when there was no such upload).
+    func deleteUpload(_ uploadId: String) async throws -> [String]?
+    /// Turns an upload into an object at once: the object takes the listed parts' blobs, the upload and its other
+    /// parts go, and the completion is remembered for a retried Complete.
+    func completeUpload(
+        _ uploadId: String, object: ObjectInfo, expectedParts: [PartInfo], condition: ObjectWriteCondition, now: Date
+    ) async throws -> CatalogCompleteOutcome
+    /// A remembered completion, or nil.
+    func completedUpload(_ uploadId: String) async throws -> CompletedUpload?
+    /// Forgets completions older than `date`; returns how many.
+    func forgetCompletedUploads(before date: Date) async throws -> Int
+
+    /// Every blob an object or part references.
+    func referencedBlobs() async throws -> Set<String>
+}
+
+/// How deleting a bucket ended.
+enum CatalogDeleteBucketOutcome: Sendable {
+    /// Deleted, with the blobs of the multipart uploads it still had (aborted with it, as S3 does).
+    case deleted(abortedBlobs: [String])
+    case missing
+    case notEmpty
+}
+
+/// How writing or deleting an object ended.
+enum CatalogPutOutcome: Sendable {
+    case stored(replaced: [BlobSegment])
+    case noSuchBucket
+    case preconditionFailed
+    /// `If-Match` named an object that does not exist (S3: 404 NoSuchKey).
+    case noSuchKey
+}
+
+/// How recording a part ended.
+enum CatalogPartOutcome: Sendable {
+    case stored(replaced: [String])
+    case noSuchUpload
+}
+
+/// How completing an upload ended.
+enum CatalogCompleteOutcome: Sendable {
+    case completed(replaced: [BlobSegment], unused: [String])
+    case noSuchUpload
+    /// A listed part was replaced after it was validated.
+    case changed
+    case preconditionFailed
+    case noSuchKey
+}

@@ -1,0 +1,451 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The object store's metadata in PostgreSQL, for nodes that share an S3-compatible blob store.
+///
+/// Keys are `COLLATE "C"` (byte order, as S3 lists them). A write to an object key takes a transaction-scoped advisory
+/// lock on the key first, so conditional writes, overwrites and completions of one key serialize across nodes; a
+/// write to an upload locks the upload's row.
+extension PostgresCatalog: ObjectCatalog {
+    /// The schema of the object tables (migration 4).
+    static let objectTables = [
+        """
+        CREATE TABLE s3_bucket (
+            name TEXT COLLATE "C" PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL, cors TEXT)
+        """,
+        """
+        CREATE TABLE s3_object (
+            bucket TEXT COLLATE "C" NOT NULL REFERENCES s3_bucket(name), key TEXT COLLATE "C" NOT NULL,
+            size BIGINT NOT NULL, etag TEXT NOT NULL, last_modified DOUBLE PRECISION NOT NULL, attributes TEXT NOT NULL,
+            checksums TEXT NOT NULL, checksum_type TEXT, manifest TEXT NOT NULL, part_count INTEGER,
+            tags TEXT NOT NULL, parts TEXT, PRIMARY KEY (bucket, key))
+        """,
+        """
+        CREATE TABLE s3_upload (
+            id TEXT PRIMARY KEY, bucket TEXT COLLATE "C" NOT NULL REFERENCES s3_bucket(name),
+            key TEXT COLLATE "C" NOT NULL, initiated DOUBLE PRECISION NOT NULL, attributes TEXT NOT NULL,
+            checksum_algorithm TEXT, checksum_type TEXT, tags TEXT NOT NULL)
+        """,
+        "CREATE INDEX s3_upload_by_key ON s3_upload (bucket, key, id)",
+        "CREATE INDEX s3_upload_by_time ON s3_upload (initiated)",
+        """
+        CREATE TABLE s3_part (
+            upload_id TEXT NOT NULL REFERENCES s3_upload(id) ON DELETE CASCADE, number INTEGER NOT NULL,
+            size BIGINT NOT NULL, etag TEXT NOT NULL, checksums TEXT NOT NULL, blob TEXT NOT NULL,
+            last_modified DOUBLE PRECISION NOT NULL, segments TEXT, PRIMARY KEY (upload_id, number))
+        """,
+        """
+        CREATE TABLE s3_completed_upload (
+            id TEXT PRIMARY KEY, bucket TEXT NOT NULL, key TEXT NOT NULL, parts TEXT NOT NULL, etag TEXT NOT NULL,
+            completed_at DOUBLE PRECISION NOT NULL)
+        """,
+        "CREATE INDEX s3_completed_upload_by_time ON s3_completed_upload (completed_at)",
+    ]
+
+    // MARK: Buckets
+
+    func insertBucket(_ name: String, at date: Date) async throws -> Bool {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await Self.changed(
+                """
+                INSERT INTO s3_bucket (name, created_at) VALUES (\(name), \(date.timeIntervalSince1970))
+                ON CONFLICT (name) DO NOTHING RETURNING name
+                """, on: connection, logger: logger) > 0
+        }
+    }
+
+    func bucket(_ name: String) async throws -> BucketInfo? {
+        try await rows("SELECT name, created_at FROM s3_bucket WHERE name = \(name)").first.map(Self.bucketInfo)
+    }
+
+    func buckets() async throws -> [BucketInfo] {
+        try await rows("SELECT name, created_at FROM s3_bucket ORDER BY name").map(Self.bucketInfo)
+    }
+
+    private static func bucketInfo(_ row: PostgresRandomAccessRow) throws -> BucketInfo {
+        BucketInfo(
+            name: try row["name"].decode(String.self),
+            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)))
+    }
+
+    func deleteBucket(_ name: String) async throws -> CatalogDeleteBucketOutcome {
+        let logger = self.logger
+        return try await transaction { connection in
+            guard !(try await Self.rows("SELECT name FROM s3_bucket WHERE name = \(name) FOR UPDATE", on: connection, logger: logger)).isEmpty
+            else { return .missing }
+            if !(try await Self.rows("SELECT 1 AS one FROM s3_object WHERE bucket = \(name) LIMIT 1", on: connection, logger: logger)).isEmpty {
+                return .notEmpty
+            }
+            let blobs = try await Self.rows(
+                "SELECT blob, segments FROM s3_part WHERE upload_id IN (SELECT id FROM s3_upload WHERE bucket = \(name))",
+                on: connection, logger: logger
+            ).flatMap(Self.partBlobs)
+            try await connection.query("DELETE FROM s3_upload WHERE bucket = \(name)", logger: logger)
+            try await connection.query("DELETE FROM s3_bucket WHERE name = \(name)", logger: logger)
+            return .deleted(abortedBlobs: blobs)
+        }
+    }
+
+    func bucketCors(_ bucket: String) async throws -> String? {
+        try await rows("SELECT cors FROM s3_bucket WHERE name = \(bucket)").first?["cors"].decode(String?.self)
+    }
+
+    func setBucketCors(_ bucket: String, _ document: String?) async throws -> Bool {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await Self.changed(
+                "UPDATE s3_bucket SET cors = \(document) WHERE name = \(bucket) RETURNING name", on: connection,
+                logger: logger) > 0
+        }
+    }
+
+    // MARK: Objects
+
+    private static func objectInfo(_ row: PostgresRandomAccessRow) throws -> ObjectInfo {
+        let decoder = JSONDecoder()
+        func json<T: Decodable>(_ type: T.Type, _ column: String) throws -> T {
+            try decoder.decode(type, from: Data(try row[column].decode(String.self).utf8))
+        }
+        return ObjectInfo(
+            bucket: try row["bucket"].decode(String.self), key: try row["key"].decode(String.self),
+            size: try row["size"].decode(Int64.self), etag: try row["etag"].decode(String.self),
+            lastModified: Date(timeIntervalSince1970: try row["last_modified"].decode(Double.self)),
+            attributes: try json(ObjectAttributes.self, "attributes"),
+            checksums: try json([String: String].self, "checksums"),
+            checksumType: try row["checksum_type"].decode(String?.self),
+            manifest: try json([BlobSegment].self, "manifest"),
+            partCount: try row["part_count"].decode(Int?.self),
+            tags: try json([ObjectTag].self, "tags"),
+            parts: try row["parts"].decode(String?.self).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) })
+    }
+
+    private static func json<T: Encodable>(_ value: T) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    func object(bucket: String, key: String) async throws -> ObjectInfo? {
+        try await rows("SELECT * FROM s3_object WHERE bucket = \(bucket) AND key = \(key)").first.map(Self.objectInfo)
+    }
+
+    /// Serializes writers of one key until the transaction ends.
+    private static func lockKey(bucket: String, key: String, on connection: PostgresConnection, logger: Logger)
+        async throws
+    {
+        try await connection.query(
+            "SELECT pg_advisory_xact_lock(hashtext(\("s3:" + bucket + "\n" + key)))", logger: logger)
+    }
+
+    /// Whether `condition` holds for the current object (inside the key's lock); nil when it does.
+    private static func check(
+        _ condition: ObjectWriteCondition, bucket: String, key: String, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> CatalogPutOutcome? {
+        if condition.isEmpty { return nil }
+        let current = try await rows(
+            "SELECT etag, last_modified, size FROM s3_object WHERE bucket = \(bucket) AND key = \(key)",
+            on: connection, logger: logger
+        ).first
+        let failure = condition.evaluate(
+            etag: try current?["etag"].decode(String.self),
+            lastModified: try current.map { Date(timeIntervalSince1970: try $0["last_modified"].decode(Double.self)) },
+            size: try current?["size"].decode(Int64.self))
+        switch failure {
+        case nil: return nil
+        case .preconditionFailed?: return .preconditionFailed
+        case .noSuchKey?: return .noSuchKey
+        }
+    }
+
+    /// Writes the object's row; returns the blobs of the one it replaced.
+    private static func upsert(_ object: ObjectInfo, on connection: PostgresConnection, logger: Logger) async throws
+        -> [BlobSegment]
+    {
+        let previous = try await rows(
+            "SELECT manifest FROM s3_object WHERE bucket = \(object.bucket) AND key = \(object.key)", on: connection,
+            logger: logger
+        ).first
+        let replaced =
+            try previous.map {
+                try JSONDecoder().decode([BlobSegment].self, from: Data(try $0["manifest"].decode(String.self).utf8))
+            } ?? []
+        let attributes = try json(object.attributes)
+        let checksums = try json(object.checksums)
+        let manifest = try json(object.manifest)
+        let tags = try json(object.tags)
+        let parts = try object.parts.map(json)
+        try await connection.query(
+            """
+            INSERT INTO s3_object (bucket, key, size, etag, last_modified, attributes, checksums, checksum_type,
+                manifest, part_count, tags, parts)
+            VALUES (\(object.bucket), \(object.key), \(object.size), \(object.etag),
+                \(object.lastModified.timeIntervalSince1970), \(attributes), \(checksums), \(object.checksumType),
+                \(manifest), \(object.partCount), \(tags), \(parts))
+            ON CONFLICT (bucket, key) DO UPDATE SET size = EXCLUDED.size, etag = EXCLUDED.etag,
+                last_modified = EXCLUDED.last_modified, attributes = EXCLUDED.attributes,
+                checksums = EXCLUDED.checksums, checksum_type = EXCLUDED.checksum_type, manifest = EXCLUDED.manifest,
+                part_count = EXCLUDED.part_count, tags = EXCLUDED.tags, parts = EXCLUDED.parts
+            """, logger: logger)
+        return replaced
+    }
+
+    func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
+            guard
+                !(try await Self.rows(
+                    "SELECT name FROM s3_bucket WHERE name = \(object.bucket) FOR SHARE", on: connection, logger: logger)
+                ).isEmpty
+            else { return .noSuchBucket }
+            if let failed = try await Self.check(
+                condition, bucket: object.bucket, key: object.key, on: connection, logger: logger)
+            {
+                return failed
+            }
+            return .stored(replaced: try await Self.upsert(object, on: connection, logger: logger))
+        }
+    }
+
+    func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await Self.lockKey(bucket: bucket, key: key, on: connection, logger: logger)
+            guard
+                let row = try await Self.rows(
+                    "SELECT manifest FROM s3_object WHERE bucket = \(bucket) AND key = \(key)", on: connection,
+                    logger: logger
+                ).first
+            else { return .stored(replaced: []) }
+            if let failed = try await Self.check(condition, bucket: bucket, key: key, on: connection, logger: logger) {
+                return failed
+            }
+            try await connection.query("DELETE FROM s3_object WHERE bucket = \(bucket) AND key = \(key)", logger: logger)
+            return .stored(
+                replaced: try JSONDecoder().decode([BlobSegment].self, from: Data(try row["manifest"].decode(String.self).utf8)))
+        }
+    }
+
+    func setTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws -> Bool {
+        let logger = self.logger
+        let document = try Self.json(tags)
+        return try await transaction { connection in
+            try await Self.changed(
+                """
+                UPDATE s3_object SET tags = \(document) WHERE bucket = \(bucket) AND key = \(key) AND etag = \(etag)
+                RETURNING key
+                """, on: connection, logger: logger) > 0
+        }
+    }
+
+    func objects(bucket: String, after: String?, from: String, limit: Int) async throws -> [ObjectInfo] {
+        if let after {
+            return try await rows(
+                """
+                SELECT * FROM s3_object WHERE bucket = \(bucket) AND key > \(after) AND key >= \(from)
+                ORDER BY key LIMIT \(limit)
+                """
+            ).map(Self.objectInfo)
+        }
+        return try await rows(
+            "SELECT * FROM s3_object WHERE bucket = \(bucket) AND key >= \(from) ORDER BY key LIMIT \(limit)"
+        ).map(Self.objectInfo)
+    }
+
+    // MARK: Multipart uploads
+
+    private static func uploadInfo(_ row: PostgresRandomAccessRow) throws -> MultipartUploadInfo {
+        MultipartUploadInfo(
+            uploadId: try row["id"].decode(String.self), bucket: try row["bucket"].decode(String.self),
+            key: try row["key"].decode(String.self),
+            initiated: Date(timeIntervalSince1970: try row["initiated"].decode(Double.self)),
+            attributes: try JSONDecoder().decode(
+                ObjectAttributes.self, from: Data(try row["attributes"].decode(String.self).utf8)),
+            checksumAlgorithm: try row["checksum_algorithm"].decode(String?.self),
+            checksumType: try row["checksum_type"].decode(String?.self),
+            tags: try JSONDecoder().decode([ObjectTag].self, from: Data(try row["tags"].decode(String.self).utf8)))
+    }
+
+    func insertUpload(_ upload: MultipartUploadInfo) async throws -> Bool {
+        let logger = self.logger
+        let attributes = try Self.json(upload.attributes)
+        let tags = try Self.json(upload.tags)
+        return try await transaction { connection in
+            guard
+                !(try await Self.rows(
+                    "SELECT name FROM s3_bucket WHERE name = \(upload.bucket) FOR SHARE", on: connection, logger: logger)
+                ).isEmpty
+            else { return false }
+            try await connection.query(
+                """
+                INSERT INTO s3_upload (id, bucket, key, initiated, attributes, checksum_algorithm, checksum_type, tags)
+                VALUES (\(upload.uploadId), \(upload.bucket), \(upload.key), \(upload.initiated.timeIntervalSince1970),
+                    \(attributes), \(upload.checksumAlgorithm), \(upload.checksumType), \(tags))
+                """, logger: logger)
+            return true
+        }
+    }
+
+    func upload(_ uploadId: String) async throws -> MultipartUploadInfo? {
+        try await rows("SELECT * FROM s3_upload WHERE id = \(uploadId)").first.map(Self.uploadInfo)
+    }
+
+    func uploads(bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, limit: Int) async throws
+        -> [MultipartUploadInfo]
+    {
+        try await rows(
+            """
+            SELECT * FROM s3_upload WHERE bucket = \(bucket) AND key >= \(prefix)
+            AND (key > \(keyMarker) OR (key = \(keyMarker) AND id > \(uploadIdMarker)))
+            ORDER BY key, id LIMIT \(limit)
+            """
+        ).map(Self.uploadInfo).filter { $0.key.hasPrefix(prefix) }
+    }
+
+    func uploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo] {
+        try await rows(
+            "SELECT * FROM s3_upload WHERE initiated < \(date.timeIntervalSince1970) ORDER BY initiated LIMIT \(limit)"
+        ).map(Self.uploadInfo)
+    }
+
+    private static func partInfo(_ row: PostgresRandomAccessRow) throws -> PartInfo {
+        let size = try row["size"].decode(Int64.self)
+        let segments =
+            try row["segments"].decode(String?.self).map {
+                try JSONDecoder().decode([BlobSegment].self, from: Data($0.utf8))
+            } ?? [BlobSegment(blob: try row["blob"].decode(String.self), size: size)]
+        return PartInfo(
+            number: try row["number"].decode(Int.self), size: size, etag: try row["etag"].decode(String.self),
+            checksums: try JSONDecoder().decode(
+                [String: String].self, from: Data(try row["checksums"].decode(String.self).utf8)),
+            segments: segments, lastModified: Date(timeIntervalSince1970: try row["last_modified"].decode(Double.self)))
+    }
+
+    private static func partBlobs(_ row: PostgresRandomAccessRow) throws -> [String] {
+        try row["segments"].decode(String?.self).map {
+            try JSONDecoder().decode([BlobSegment].self, from: Data($0.utf8)).map(\.blob)
+        } ?? [try row["blob"].decode(String.self)]
+    }
+
+    /// Locks an upload's row until the transaction ends; false when there is no such upload.
+    private static func lockUpload(_ uploadId: String, on connection: PostgresConnection, logger: Logger) async throws
+        -> Bool
+    {
+        !(try await rows("SELECT id FROM s3_upload WHERE id = \(uploadId) FOR UPDATE", on: connection, logger: logger))
+            .isEmpty
+    }
+
+    func putPart(_ part: PartInfo, uploadId: String) async throws -> CatalogPartOutcome {
+        let logger = self.logger
+        let checksums = try Self.json(part.checksums)
+        let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
+        let segments = plain ? nil : try Self.json(part.segments)
+        return try await transaction { connection in
+            guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
+            let replaced = try await Self.rows(
+                "SELECT blob, segments FROM s3_part WHERE upload_id = \(uploadId) AND number = \(part.number)",
+                on: connection, logger: logger
+            ).flatMap(Self.partBlobs)
+            try await connection.query(
+                """
+                INSERT INTO s3_part (upload_id, number, size, etag, checksums, blob, last_modified, segments)
+                VALUES (\(uploadId), \(part.number), \(part.size), \(part.etag), \(checksums), \(part.blob),
+                    \(part.lastModified.timeIntervalSince1970), \(segments))
+                ON CONFLICT (upload_id, number) DO UPDATE SET size = EXCLUDED.size, etag = EXCLUDED.etag,
+                    checksums = EXCLUDED.checksums, blob = EXCLUDED.blob, last_modified = EXCLUDED.last_modified,
+                    segments = EXCLUDED.segments
+                """, logger: logger)
+            return .stored(replaced: replaced)
+        }
+    }
+
+    func parts(uploadId: String, after marker: Int, limit: Int?) async throws -> [PartInfo] {
+        let limit = limit ?? Int(Int32.max)
+        return try await rows(
+            """
+            SELECT * FROM s3_part WHERE upload_id = \(uploadId) AND number > \(marker) ORDER BY number LIMIT \(limit)
+            """
+        ).map(Self.partInfo)
+    }
+
+    func deleteUpload(_ uploadId: String) async throws -> [String]? {
+        let logger = self.logger
+        return try await transaction { connection -> [String]? in
+            guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return nil }
+            let blobs = try await Self.rows(
+                "SELECT blob, segments FROM s3_part WHERE upload_id = \(uploadId)", on: connection, logger: logger
+            ).flatMap(Self.partBlobs)
+            try await connection.query("DELETE FROM s3_upload WHERE id = \(uploadId)", logger: logger)
+            return blobs
+        }
+    }
+
+    func completeUpload(
+        _ uploadId: String, object: ObjectInfo, expectedParts: [PartInfo], condition: ObjectWriteCondition, now: Date
+    ) async throws -> CatalogCompleteOutcome {
+        let logger = self.logger
+        let completedParts = try Self.json(expectedParts.map { CompletedUploadPart(number: $0.number, etag: $0.etag) })
+        return try await transaction { connection in
+            try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
+            guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
+            switch try await Self.check(condition, bucket: object.bucket, key: object.key, on: connection, logger: logger) {
+            case .preconditionFailed?: return .preconditionFailed
+            case .noSuchKey?: return .noSuchKey
+            default: break
+            }
+            let current = try await Self.rows(
+                "SELECT * FROM s3_part WHERE upload_id = \(uploadId)", on: connection, logger: logger)
+            let byNumber = Dictionary(uniqueKeysWithValues: try current.map(Self.partInfo).map { ($0.number, $0) })
+            for part in expectedParts where byNumber[part.number]?.blob != part.blob {
+                return .changed
+            }
+            let used = Set(expectedParts.flatMap { $0.segments.map(\.blob) })
+            let unused = try current.flatMap(Self.partBlobs).filter { !used.contains($0) }
+            let replaced = try await Self.upsert(object, on: connection, logger: logger)
+            try await connection.query("DELETE FROM s3_upload WHERE id = \(uploadId)", logger: logger)
+            try await connection.query(
+                """
+                INSERT INTO s3_completed_upload (id, bucket, key, parts, etag, completed_at)
+                VALUES (\(uploadId), \(object.bucket), \(object.key), \(completedParts), \(object.etag),
+                    \(now.timeIntervalSince1970))
+                ON CONFLICT (id) DO UPDATE SET parts = EXCLUDED.parts, etag = EXCLUDED.etag,
+                    completed_at = EXCLUDED.completed_at
+                """, logger: logger)
+            return .completed(replaced: replaced, unused: unused)
+        }
+    }
+
+    func completedUpload(_ uploadId: String) async throws -> CompletedUpload? {
+        try await rows("SELECT * FROM s3_completed_upload WHERE id = \(uploadId)").first.map { row in
+            CompletedUpload(
+                uploadId: try row["id"].decode(String.self), bucket: try row["bucket"].decode(String.self),
+                key: try row["key"].decode(String.self),
+                parts: try JSONDecoder().decode(
+                    [CompletedUploadPart].self, from: Data(try row["parts"].decode(String.self).utf8)),
+                etag: try row["etag"].decode(String.self),
+                completedAt: Date(timeIntervalSince1970: try row["completed_at"].decode(Double.self)))
+        }
+    }
+
+    func forgetCompletedUploads(before date: Date) async throws -> Int {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await Self.changed(
+                "DELETE FROM s3_completed_upload WHERE completed_at < \(date.timeIntervalSince1970) RETURNING id",
+                on: connection, logger: logger)
+        }
+    }
+
+    func referencedBlobs() async throws -> Set<String> {
+        var names = Set(try await rows("SELECT blob, segments FROM s3_part").flatMap(Self.partBlobs))
+        for manifest in try await strings("SELECT manifest FROM s3_object") {
+            for segment in try JSONDecoder().decode([BlobSegment].self, from: Data(manifest.utf8)) {
+                names.insert(segment.blob)
+            }
+        }
+        return names
+    }
+}

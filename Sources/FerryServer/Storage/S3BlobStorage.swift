@@ -1,0 +1,429 @@
+import AsyncHTTPClient
+import FerryCore
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Where the blobs of an S3-backed store live: a bucket (and a key prefix in it) of an S3-compatible service, and the
+/// credentials Ferry signs its requests to it with.
+public struct S3StoreLocation: Sendable, Hashable {
+    /// The service's URL, `http://host:port` or `https://host`.
+    public var endpoint: String
+    /// The bucket holding Ferry's blobs.
+    public var bucket: String
+    /// A key prefix inside the bucket (empty, or ending in `/`).
+    public var prefix: String
+    /// The region requests are signed for.
+    public var region: String
+    /// The store's credentials (secret: never logged, never handed to clients).
+    public var credentials: SigV4Credentials
+
+    /// Creates a location.
+    public init(endpoint: String, bucket: String, prefix: String = "", region: String = "us-east-1",
+                credentials: SigV4Credentials) {
+        self.endpoint = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        self.bucket = bucket
+        self.prefix = prefix.isEmpty || prefix.hasSuffix("/") ? prefix : prefix + "/"
+        self.region = region
+        self.credentials = credentials
+    }
+
+    /// Parses `s3://BUCKET[/PREFIX]`; nil when it is not of that form.
+    public static func parse(_ url: String, endpoint: String, region: String = "us-east-1",
+                             credentials: SigV4Credentials) -> S3StoreLocation? {
+        guard url.hasPrefix("s3://") else { return nil }
+        let rest = url.dropFirst(5)
+        let bucket = rest.prefix { $0 != "/" }
+        guard !bucket.isEmpty, URL(string: endpoint)?.host != nil else { return nil }
+        let prefix = rest.dropFirst(bucket.count).drop { $0 == "/" }
+        return S3StoreLocation(
+            endpoint: endpoint, bucket: String(bucket), prefix: String(prefix), region: region, credentials: credentials)
+    }
+}
+
+/// Blobs as objects in a bucket of an S3-compatible store (SeaweedFS, Ceph RGW, MinIO, AWS S3):
+/// `<prefix>blobs/<xx>/<name>`.
+///
+/// Requests are signed with FerryCore's SigV4 signer (the client engine's code); bodies are streamed to the store
+/// with chunked transfer encoding and `UNSIGNED-PAYLOAD` while their MD5 and checksums are computed on the way, so
+/// nothing is buffered on local disk and memory stays a chunk or two per body. A blob is written under its final
+/// name, but nothing can read it before the catalog references it: a body that fails verification is deleted, and
+/// one left by a crash is collected as an orphan. Links are server-side copies; reads are ranged GETs streamed to
+/// the consumer. A failure of the store (refused connection, timeout, 5xx) is `SlowDown` (503), which clients retry.
+struct S3BlobStorage: BlobStorage {
+    let location: S3StoreLocation
+    let signer: SigV4Signer
+    let leases = BlobLeases()
+    /// How long a blob no longer referenced stays for readers on other nodes: zero when this process is the only
+    /// reader (its leases cover every read); with a shared catalog, long enough for downloads under way elsewhere.
+    /// A blob whose deletion a crash cut short is collected as an orphan.
+    var retireAfter: Duration = .zero
+    private let host: String
+    private let basePath: String
+
+    /// Bytes hashed and sent at a time.
+    static let chunk = 1 << 20
+
+    /// One client for every S3-backed store in the process: connections are pooled and reused, and up to 64 run at
+    /// once per store (a part in flight holds one).
+    static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(2), read: .seconds(60))
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+        configuration.decompression = .disabled
+        configuration.redirectConfiguration = .disallow
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
+    init(location: S3StoreLocation) {
+        self.location = location
+        signer = SigV4Signer(credentials: location.credentials, region: location.region)
+        let url = URL(string: location.endpoint)
+        let port = url?.port.map { ":\($0)" } ?? ""
+        host = (url?.host ?? "") + port
+        basePath = url?.path ?? ""
+    }
+
+    /// Creates the bucket when it does not exist yet. A store that is starting (refused connections, 5xx) is given
+    /// `patience`; one that refuses the credentials or the bucket fails at once with its answer.
+    func prepare(patience: Duration = .seconds(30)) async throws {
+        let deadline = ContinuousClock.now + patience
+        while true {
+            var failure: StoreError
+            do {
+                let response = try await send("PUT", key: nil)
+                let body = try await Self.collect(response.body, limit: 64 * 1024)
+                let code = Self.errorCode(body)
+                if response.status == .ok || code == "BucketAlreadyOwnedByYou" || code == "BucketAlreadyExists" { return }
+                failure = StoreError(status: Int(response.status.code), code: code, operation: "CreateBucket")
+                if failure.status < 500 { throw failure }
+            } catch let error as S3Error where error.code == .slowDown {
+                failure = StoreError(status: 503, code: "unreachable", operation: "CreateBucket")
+            }
+            guard ContinuousClock.now < deadline else { throw failure }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+    }
+
+    func objectKey(_ blob: String) -> String { "\(location.prefix)blobs/\(blob.prefix(2))/\(blob)" }
+
+    // MARK: BlobStorage
+
+    func write<Body: AsyncSequence & Sendable>(
+        _ body: Body, checksums algorithms: [ChecksumAlgorithm], maxSize: Int64
+    ) async throws -> (tempPath: String, digests: BodyDigests) where Body.Element == ByteBuffer {
+        let name = Self.newBlobName()
+        let hashing = HashingBody(base: body, algorithms: algorithms, maxSize: maxSize)
+        do {
+            let response = try await send(
+                "PUT", key: objectKey(name), body: .stream(hashing, length: .unknown),
+                payloadHash: SigV4.unsignedPayload)
+            let answer = try await Self.collect(response.body, limit: 64 * 1024)
+            guard response.status == .ok else {
+                throw StoreError(status: Int(response.status.code), code: Self.errorCode(answer), operation: "PutObject")
+            }
+            guard let digests = hashing.state.digests else {
+                throw StoreError(status: 200, code: nil, operation: "PutObject (body not fully sent)")
+            }
+            return (name, digests)
+        } catch {
+            // The body's own failure (the client went away, the body is too large) is the one to report.
+            let failure = hashing.state.failure ?? error
+            // The store may hold a whole body whose answer was lost; deleting it must not delay the client's answer.
+            let storage = self
+            Task { await storage.remove([name]) }
+            throw Self.mapped(failure)
+        }
+    }
+
+    func commit(tempPath: String) async throws -> String { tempPath }
+
+    func discard(tempPath: String) async { await remove([tempPath]) }
+
+    func link(_ blob: String) async throws -> String {
+        let name = Self.newBlobName()
+        let source = "/" + location.bucket + "/" + SigV4.uriEncode(objectKey(blob), encodeSlash: false)
+        do {
+            let response = try await send("PUT", key: objectKey(name), headers: [("x-amz-copy-source", source)])
+            let answer = try await Self.collect(response.body, limit: 64 * 1024)
+            // A copy can fail after its 200 status line: the body is then an error document.
+            guard response.status == .ok, Self.errorCode(answer) == nil else {
+                throw StoreError(status: Int(response.status.code), code: Self.errorCode(answer), operation: "CopyObject")
+            }
+            return name
+        } catch {
+            let storage = self
+            Task { await storage.remove([name]) }
+            throw Self.mapped(error)
+        }
+    }
+
+    func bytes(of blob: String, offset: Int64, length: Int64) -> AsyncThrowingStream<ByteBuffer, any Error> {
+        let reader = RangeReader(storage: self, key: objectKey(blob), offset: offset, length: length)
+        return AsyncThrowingStream(unfolding: { try await reader.next() })
+    }
+
+    func remove(_ blobs: [String]) async {
+        for blob in blobs {
+            // A blob that cannot be deleted now stays unreferenced; the orphan collector deletes it later.
+            if let response = try? await send("DELETE", key: objectKey(blob)) {
+                _ = try? await Self.collect(response.body, limit: 64 * 1024)
+            }
+        }
+    }
+
+    func retire(_ blobs: [String]) async {
+        guard retireAfter > .zero else { return await remove(blobs) }
+        let storage = self
+        Task {
+            try? await Task.sleep(for: storage.retireAfter)
+            await storage.remove(blobs)
+        }
+    }
+
+    func removeDetached(_ blobs: [String]) {
+        let storage = self
+        Task { await storage.retire(blobs) }
+    }
+
+    func blobs(olderThan cutoff: Date) async throws -> [String] {
+        var names: [String] = []
+        var token: String?
+        repeat {
+            var query = [("list-type", "2"), ("prefix", location.prefix + "blobs/")]
+            if let token { query.append(("continuation-token", token)) }
+            let response = try await send("GET", key: nil, query: query)
+            let body = try await Self.collect(response.body, limit: 16 << 20)
+            guard response.status == .ok else {
+                throw StoreError(status: Int(response.status.code), code: Self.errorCode(body), operation: "ListObjectsV2")
+            }
+            let page = try S3XML.decode(ListPage.self, from: Data(buffer: body), trimming: false)
+            for entry in page.contents ?? [] {
+                guard let modified = Self.parseDate(entry.lastModified), modified < cutoff,
+                    let name = entry.key.split(separator: "/").last
+                else { continue }
+                names.append(String(name))
+            }
+            token = page.isTruncated == true ? page.nextContinuationToken : nil
+        } while token != nil
+        return names
+    }
+
+    // MARK: Requests
+
+    /// Sends one signed request to the store: to the bucket (`key` nil) or to an object in it.
+    func send(
+        _ method: String, key: String?, query: [(String, String)] = [], headers extra: [(String, String)] = [],
+        body: HTTPClientRequest.Body? = nil, payloadHash: String = SigV4.emptyPayloadHash
+    ) async throws -> HTTPClientResponse {
+        var path = basePath + "/" + SigV4.uriEncode(location.bucket, encodeSlash: true)
+        if let key { path += "/" + SigV4.uriEncode(key, encodeSlash: false) }
+        let items = query.map { (name: $0.0, value: $0.1) }
+        var headers: [(name: String, value: String)] = [(name: "host", value: host)]
+        headers += extra.map { (name: $0.0, value: $0.1) }
+        let signed = signer.sign(
+            method: method, path: path, query: items, headers: headers, payloadHash: payloadHash, date: Date())
+        let queryString = items.isEmpty ? "" : "?" + SigV4.canonicalQueryString(items)
+        var request = HTTPClientRequest(url: location.endpoint + path.dropFirst(basePath.count) + queryString)
+        request.method = HTTPMethod(rawValue: method)
+        for header in signed where header.name.lowercased() != "host" {
+            request.headers.add(name: header.name, value: header.value)
+        }
+        if let body { request.body = body }
+        do {
+            return try await Self.client.execute(request, timeout: .hours(24))
+        } catch {
+            throw Self.mapped(error)
+        }
+    }
+
+    /// Reads a response body up to `limit` bytes.
+    static func collect(_ body: HTTPClientResponse.Body, limit: Int) async throws -> ByteBuffer {
+        do { return try await body.collect(upTo: limit) } catch { throw mapped(error) }
+    }
+
+    /// The `<Code>` of an error document, nil when the body is not one.
+    static func errorCode(_ body: ByteBuffer) -> String? {
+        let text = String(buffer: body)
+        guard text.contains("<Error>"), let start = text.range(of: "<Code>"),
+            let end = text.range(of: "</Code>", range: start.upperBound..<text.endIndex)
+        else { return nil }
+        return String(text[start.upperBound..<end.lowerBound])
+    }
+
+    /// What a client is told when the store fails: S3 errors pass through, everything else is a retryable 503.
+    static func mapped(_ error: any Error) -> any Error {
+        if error is S3Error || error is CancellationError { return error }
+        if let failure = error as? StoreError, failure.status < 500 {
+            return S3Error(.internalError, "The object store refused a request (\(failure.operation)).")
+        }
+        return S3Error(.slowDown, "The object store is unavailable; please retry the request.")
+    }
+
+    static func parseDate(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+
+    /// An unexpected answer of the store. Its description names the operation and the store's code, never a key,
+    /// a credential or a signature.
+    struct StoreError: Error, CustomStringConvertible {
+        var status: Int
+        var code: String?
+        var operation: String
+        var description: String { "object store: \(operation) answered \(status)\(code.map { " \($0)" } ?? "")" }
+    }
+
+    struct ListPage: Decodable {
+        struct Entry: Decodable {
+            var key: String
+            var lastModified: String
+            enum CodingKeys: String, CodingKey {
+                case key = "Key"
+                case lastModified = "LastModified"
+            }
+        }
+        var contents: [Entry]?
+        var isTruncated: Bool?
+        var nextContinuationToken: String?
+        enum CodingKeys: String, CodingKey {
+            case contents = "Contents"
+            case isTruncated = "IsTruncated"
+            case nextContinuationToken = "NextContinuationToken"
+        }
+    }
+}
+
+/// A request body that computes the MD5 and checksums of the bytes passing through it, in chunks of
+/// ``S3BlobStorage/chunk`` bytes hashed on the thread pool, and records how it ended.
+struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+    let algorithms: [ChecksumAlgorithm]
+    let maxSize: Int64
+    let state = Outcome()
+
+    init(base: Base, algorithms: [ChecksumAlgorithm], maxSize: Int64) {
+        self.base = base
+        self.algorithms = algorithms
+        self.maxSize = maxSize
+    }
+
+    /// How the body ended: its digests once fully read, or the error that ended it.
+    final class Outcome: Sendable {
+        private let box = NIOLockedValueBox<(digests: BodyDigests?, failure: (any Error)?)>((nil, nil))
+        var digests: BodyDigests? { box.withLockedValue { $0.digests } }
+        var failure: (any Error)? { box.withLockedValue { $0.failure } }
+        func finish(_ digests: BodyDigests) { box.withLockedValue { $0.digests = digests } }
+        func fail(_ error: any Error) { box.withLockedValue { if $0.failure == nil { $0.failure = error } } }
+    }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        var hasher: MultiChecksummer
+        let algorithms: [ChecksumAlgorithm]
+        let maxSize: Int64
+        let state: Outcome
+        var size: Int64 = 0
+        var done = false
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard !done else { return nil }
+            do {
+                var chunk = ByteBuffer()
+                while chunk.readableBytes < S3BlobStorage.chunk, var buffer = try await base.next() {
+                    size += Int64(buffer.readableBytes)
+                    if size > maxSize {
+                        throw S3Error(.entityTooLarge, "Your proposed upload exceeds the maximum allowed size.")
+                    }
+                    if chunk.readableBytes == 0 { chunk = buffer } else { chunk.writeBuffer(&buffer) }
+                }
+                if chunk.readableBytes > 0 {
+                    let current = hasher
+                    let bytes = chunk
+                    hasher = try await NIOThreadPool.singleton.runIfActive {
+                        var next = current
+                        bytes.withUnsafeReadableBytes { next.update($0) }
+                        return next
+                    }
+                }
+                if chunk.readableBytes < S3BlobStorage.chunk {
+                    done = true
+                    var checksums: [String: [UInt8]] = [:]
+                    for algorithm in algorithms where algorithm != .md5 {
+                        checksums[algorithm.s3Name] = hasher.finalize(algorithm)
+                    }
+                    state.finish(BodyDigests(size: size, md5: hasher.finalize(.md5) ?? [], checksums: checksums))
+                    if chunk.readableBytes == 0 { return nil }
+                }
+                return chunk
+            } catch {
+                done = true
+                state.fail(error)
+                throw error
+            }
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(
+            base: base.makeAsyncIterator(), hasher: MultiChecksummer([.md5] + algorithms.filter { $0 != .md5 }),
+            algorithms: algorithms, maxSize: maxSize, state: state)
+    }
+}
+
+/// One ranged GET of a blob, started on the first read and streamed chunk by chunk as the consumer asks; a response
+/// that ends early is an error, never a short body passed off as whole.
+final class RangeReader: Sendable {
+    private struct State {
+        var iterator: HTTPClientResponse.Body.AsyncIterator?
+        var received: Int64 = 0
+        var started = false
+    }
+    let storage: S3BlobStorage
+    let key: String
+    let offset: Int64
+    let length: Int64
+    // Only `next()` touches the state, and AsyncThrowingStream(unfolding:) calls it one call at a time.
+    private nonisolated(unsafe) var state = State()
+
+    init(storage: S3BlobStorage, key: String, offset: Int64, length: Int64) {
+        self.storage = storage
+        self.key = key
+        self.offset = offset
+        self.length = length
+    }
+
+    func next() async throws -> ByteBuffer? {
+        guard length > 0 else { return nil }
+        if !state.started {
+            state.started = true
+            let range = "bytes=\(offset)-\(offset + length - 1)"
+            let response = try await storage.send("GET", key: key, headers: [("range", range)])
+            guard response.status == .partialContent || (response.status == .ok && offset == 0) else {
+                let body = try await S3BlobStorage.collect(response.body, limit: 64 * 1024)
+                throw S3BlobStorage.mapped(S3BlobStorage.StoreError(
+                    status: Int(response.status.code), code: S3BlobStorage.errorCode(body), operation: "GetObject"))
+            }
+            state.iterator = response.body.makeAsyncIterator()
+        }
+        guard state.received < length else {
+            state.iterator = nil
+            return nil
+        }
+        let buffer: ByteBuffer?
+        do { buffer = try await state.iterator?.next() } catch { throw S3BlobStorage.mapped(error) }
+        guard var buffer else {
+            throw S3BlobStorage.mapped(S3BlobStorage.StoreError(status: 502, code: "IncompleteBody", operation: "GetObject"))
+        }
+        let wanted = length - state.received
+        if Int64(buffer.readableBytes) > wanted { buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(wanted))! }
+        state.received += Int64(buffer.readableBytes)
+        return buffer
+    }
+}

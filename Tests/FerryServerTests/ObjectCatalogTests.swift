@@ -1,0 +1,198 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Logging
+import NIOCore
+import Testing
+
+@testable import FerryServer
+
+extension JobQueueImplementation {
+    /// An object store over a fresh catalog of this implementation, with its blobs as files in a temporary directory.
+    func withObjectStore<T>(_ body: (CatalogObjectStore) async throws -> T) async throws -> T {
+        let directory = TemporaryDirectory.make("ferry-objects")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        return try await with { catalog in
+            let store = CatalogObjectStore(
+                blobs: try BlobFiles(root: directory + "/blobs"), catalog: catalog as! any ObjectCatalog,
+                logger: Logger(label: "ferry.test"))
+            return try await body(store)
+        }
+    }
+}
+
+/// The object store's behaviour over each catalog implementation: SQLite (the embedded default) and PostgreSQL (nodes
+/// sharing a blob store). The same tests, the same answers.
+@Suite("Object catalog: objects, conditions, listings, multipart (every catalog implementation)")
+struct ObjectCatalogTests {
+    static func body(_ text: String) -> AsyncStream<ByteBuffer> {
+        AsyncStream { continuation in
+            continuation.yield(ByteBuffer(string: text))
+            continuation.finish()
+        }
+    }
+
+    static func read(_ store: CatalogObjectStore, _ bucket: String, _ key: String) async throws -> String {
+        let object = try await store.object(bucket: bucket, key: key)
+        var text = ""
+        for try await buffer in try await store.readObject(object, range: nil) { text += String(buffer: buffer) }
+        return text
+    }
+
+    @discardableResult
+    static func put(
+        _ store: CatalogObjectStore, _ bucket: String, _ key: String, _ text: String, condition: ObjectWriteCondition = .none
+    ) async throws -> ObjectInfo {
+        try await store.putObject(
+            bucket: bucket, key: key, attributes: ObjectAttributes(), tags: [], body: body(text), checksums: [.crc32],
+            condition: condition, verify: { _ in })
+    }
+
+    @Test("buckets, objects, overwrites, tags, conditions and deletes", arguments: JobQueueImplementation.allCases)
+    func objects(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("photos")
+            await #expect(throws: S3Error.self) { try await store.createBucket("photos") }
+            #expect(try await store.listBuckets().map(\.name) == ["photos"])
+            let first = try await Self.put(store, "photos", "a.txt", "first")
+            #expect(first.etag == "8b04d5e3775d298e78455efc5ca404d5")
+            #expect(try await Self.read(store, "photos", "a.txt") == "first")
+            #expect(try await store.object(bucket: "photos", key: "a.txt").checksums["CRC32"] != nil)
+
+            // If-None-Match: * refuses an existing key; If-Match with another ETag too; the right ETag writes.
+            await #expect(throws: S3Error.self) {
+                try await Self.put(store, "photos", "a.txt", "no", condition: .absent)
+            }
+            await #expect(throws: S3Error.self) {
+                try await Self.put(store, "photos", "a.txt", "no", condition: ObjectWriteCondition(ifMatch: ["0000"]))
+            }
+            try await Self.put(store, "photos", "a.txt", "second", condition: ObjectWriteCondition(ifMatch: [first.etag]))
+            #expect(try await Self.read(store, "photos", "a.txt") == "second")
+
+            let current = try await store.object(bucket: "photos", key: "a.txt")
+            try await store.setObjectTags([ObjectTag(key: "k", value: "v")], bucket: "photos", key: "a.txt", etag: current.etag)
+            #expect(try await store.object(bucket: "photos", key: "a.txt").tags == [ObjectTag(key: "k", value: "v")])
+            await #expect(throws: S3Error.self) {
+                try await store.setObjectTags([], bucket: "photos", key: "a.txt", etag: first.etag)
+            }
+
+            await #expect(throws: S3Error.self) { try await store.deleteBucket("photos") }
+            await #expect(throws: S3Error.self) {
+                try await store.deleteObject(bucket: "photos", key: "a.txt", condition: ObjectWriteCondition(ifMatch: ["0000"]))
+            }
+            try await store.deleteObject(bucket: "photos", key: "a.txt", condition: .none)
+            try await store.deleteObject(bucket: "photos", key: "a.txt", condition: .none)
+            await #expect(throws: S3Error.self) { try await store.object(bucket: "photos", key: "a.txt") }
+            try await store.setBucketCors("photos", "<CORSConfiguration/>")
+            #expect(try await store.bucketCors("photos") == "<CORSConfiguration/>")
+            try await store.deleteBucket("photos")
+            await #expect(throws: S3Error.self) { try await store.bucket("photos") }
+            await #expect(throws: S3Error.self) { try await Self.put(store, "photos", "x", "y") }
+        }
+    }
+
+    @Test("listings are in byte order, with prefixes, delimiters and pages", arguments: JobQueueImplementation.allCases)
+    func listings(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("docs")
+            let keys = ["b", "a/1", "a/2", "A", "é", "z~", "a/3/x", "_"]
+            for key in keys { try await Self.put(store, "docs", key, key) }
+            let all = try await store.listObjects(bucket: "docs", prefix: "", delimiter: nil, startAfter: nil, maxKeys: 1000)
+            #expect(all.objects.map(\.key) == keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) })
+            let folders = try await store.listObjects(bucket: "docs", prefix: "a/", delimiter: "/", startAfter: nil, maxKeys: 1000)
+            #expect(folders.objects.map(\.key) == ["a/1", "a/2"])
+            #expect(folders.commonPrefixes == ["a/3/"])
+            let page = try await store.listObjects(bucket: "docs", prefix: "", delimiter: nil, startAfter: "a/2", maxKeys: 2)
+            #expect(page.objects.map(\.key) == ["a/3/x", "b"])
+            #expect(page.isTruncated)
+        }
+    }
+
+    @Test(
+        "multipart: parts replaced by number, listed in order, completed once (a retried Complete finds the completion), aborted with the bucket",
+        arguments: JobQueueImplementation.allCases)
+    func multipart(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("media")
+            let upload = try await store.createMultipartUpload(
+                bucket: "media", key: "v.mp4", attributes: ObjectAttributes(), tags: [], checksumAlgorithm: nil, checksumType: nil)
+            #expect(try await store.multipartUpload(upload.uploadId, bucket: "media", key: "v.mp4").uploadId == upload.uploadId)
+            _ = try await store.uploadPart(upload, partNumber: 2, body: Self.body("old"), checksums: [], verify: { _ in })
+            let p2 = try await store.uploadPart(upload, partNumber: 2, body: Self.body("-two"), checksums: [], verify: { _ in })
+            let p1 = try await store.uploadPart(upload, partNumber: 1, body: Self.body("one"), checksums: [], verify: { _ in })
+            let listed = try await store.listParts(upload, after: 0, maxParts: 1000)
+            #expect(listed.parts.map(\.number) == [1, 2])
+            #expect(listed.parts.map(\.etag) == [p1.etag, p2.etag])
+            let uploads = try await store.listMultipartUploads(
+                bucket: "media", prefix: "", keyMarker: "", uploadIdMarker: "", maxUploads: 10)
+            #expect(uploads.uploads.map(\.uploadId) == [upload.uploadId])
+
+            // The store's minimum part size (5 MiB) applies to every part but the last.
+            await #expect(throws: S3Error.self) {
+                try await store.completeMultipartUpload(
+                    upload, parts: [.init(partNumber: 1, eTag: p1.etag), .init(partNumber: 2, eTag: p2.etag)],
+                    fullObjectChecksums: [:], condition: .none)
+            }
+            let object = try await store.completeMultipartUpload(
+                upload, parts: [.init(partNumber: 2, eTag: p2.etag)], fullObjectChecksums: [:], condition: .none)
+            #expect(object.partCount == 1)
+            #expect(try await Self.read(store, "media", "v.mp4") == "-two")
+            #expect(try await store.completedUpload(upload.uploadId)?.etag == object.etag)
+            await #expect(throws: S3Error.self) {
+                try await store.multipartUpload(upload.uploadId, bucket: "media", key: "v.mp4")
+            }
+
+            // An upload still open when its bucket goes is aborted with it.
+            try await Self.put(store, "media", "keep", "k")
+            try await store.deleteObject(bucket: "media", key: "keep", condition: .none)
+            try await store.deleteObject(bucket: "media", key: "v.mp4", condition: .none)
+            let open = try await store.createMultipartUpload(
+                bucket: "media", key: "open", attributes: ObjectAttributes(), tags: [], checksumAlgorithm: nil, checksumType: nil)
+            _ = try await store.uploadPart(open, partNumber: 1, body: Self.body("x"), checksums: [], verify: { _ in })
+            try await store.deleteBucket("media")
+            await #expect(throws: S3Error.self) { try await store.multipartUpload(open.uploadId, bucket: "media", key: "open") }
+            #expect(try await store.catalog.referencedBlobs().isEmpty)
+        }
+    }
+
+    @Test(
+        "a blob nothing references is deleted by the second collection pass that finds it, a referenced one never",
+        arguments: JobQueueImplementation.allCases)
+    func orphans(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("keep")
+            try await Self.put(store, "keep", "kept", "k")
+            let (pending, _) = try await store.files.write(Self.body("orphan"), checksums: [], maxSize: 100)
+            _ = try await store.files.commit(tempPath: pending)
+            #expect(try await store.files.blobs(olderThan: Date().addingTimeInterval(5)).count == 2)
+            #expect(try await store.collectOrphanBlobs(olderThan: -5) == 0)
+            #expect(try await store.collectOrphanBlobs(olderThan: -5) == 1)
+            #expect(try await store.collectOrphanBlobs(olderThan: -5) == 0)
+            #expect(try await store.files.blobs(olderThan: Date().addingTimeInterval(5)).count == 1)
+            #expect(try await Self.read(store, "keep", "kept") == "k")
+        }
+    }
+
+    @Test("ten writers racing with If-None-Match: * on one key: exactly one wins", arguments: JobQueueImplementation.allCases)
+    func racingConditionalWrites(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("race")
+            let winners = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<10 {
+                    group.addTask {
+                        do {
+                            try await Self.put(store, "race", "once", "writer \(index)", condition: .absent)
+                            return true
+                        } catch let error as S3Error where error.code == .preconditionFailed {
+                            return false
+                        }
+                    }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(winners == 1)
+            #expect(try await Self.read(store, "race", "once").hasPrefix("writer "))
+            #expect(try await store.catalog.referencedBlobs().count == 1)
+        }
+    }
+}

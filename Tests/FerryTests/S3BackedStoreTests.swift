@@ -1,0 +1,161 @@
+import Crypto
+import Ferry
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// A distributed store under Ferry's object API: the bytes of objects and parts live in SeaweedFS or moto (real
+/// servers started here), the metadata in Ferry's catalog.
+enum StoreBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case seaweedfs, moto
+    var testDescription: String { rawValue }
+
+    /// Starts the store; returns where Ferry keeps its blobs there and how to stop it.
+    func start() async throws -> (location: S3StoreLocation, store: S3TestClient, stop: @Sendable () async -> Void) {
+        switch self {
+        case .seaweedfs:
+            let server = try await SeaweedFSServer.start()
+            let location = server.location()
+            return (location, S3TestClient(endpoint: server.endpoint, credentials: SeaweedFSServer.credentials), { await server.destroy() })
+        case .moto:
+            let server = try await MotoServer.start()
+            let credentials = SigV4Credentials(accessKeyId: "FERRYMOTOKEY", secretAccessKey: "ferry-moto-secret")
+            let location = S3StoreLocation(endpoint: server.endpoint, bucket: "ferry-blobs", prefix: "node", credentials: credentials)
+            return (location, S3TestClient(endpoint: server.endpoint, credentials: credentials), { await server.stop() })
+        }
+    }
+}
+
+extension S3TestClient {
+    /// The keys of Ferry's blobs in the store.
+    func blobKeys(_ location: S3StoreLocation) async throws -> [String] {
+        let reply = try await send(
+            "GET", S3TestClient.path(location.bucket), query: [("list-type", "2"), ("prefix", location.prefix + "blobs/")])
+        #expect(reply.status == 200, "\(reply.text)")
+        return reply.text.components(separatedBy: "<Key>").dropFirst().map { String($0.prefix { $0 != "<" }) }
+    }
+}
+
+@Suite("S3-backed store: object bytes in SeaweedFS or moto", .serialized)
+struct S3BackedStoreTests {
+    static func random(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    @Test(
+        "Objects, ranges, overwrites, multipart, copies and deletes go through the store; a body that fails verification leaves nothing there",
+        arguments: StoreBackend.allCases)
+    func roundTrip(backend: StoreBackend) async throws {
+        let (location, store, stop) = try await backend.start()
+        defer { Task { await stop() } }
+        try await TestServer.with(configure: { $0.objectStore = location }) { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("bkt").status == 200)
+            let first = Self.random(3 << 20 + 17)
+            var crc = Checksummer(.crc32)
+            crc.update(first)
+            let put = try await s3.put(
+                "bkt", "dir/a.bin", first, headers: [("x-amz-checksum-crc32", Data(crc.finalize()).base64EncodedString())])
+            #expect(put.status == 200, "\(put.text)")
+            #expect(try await s3.get("bkt", "dir/a.bin").body == first)
+            let range = try await s3.get("bkt", "dir/a.bin", headers: [("range", "bytes=1048570-1048600")])
+            #expect(range.status == 206)
+            #expect(range.body == Array(first[1_048_570...1_048_600]))
+            #expect(try await store.blobKeys(location).count == 1)
+
+            // A wrong Content-MD5: BadDigest, no object, and no blob left in the store.
+            let wrong = try await s3.put(
+                "bkt", "bad.bin", Self.random(100_000), headers: [("content-md5", Data(Insecure.MD5.hash(data: [1])).base64EncodedString())])
+            #expect(wrong.errorCode == "BadDigest")
+            #expect(try await s3.get("bkt", "bad.bin").status == 404)
+            #expect(try await store.blobKeys(location).count == 1)
+
+            // An overwrite replaces the blob.
+            let second = Self.random(1 << 20)
+            #expect(try await s3.put("bkt", "dir/a.bin", second).status == 200)
+            #expect(try await s3.get("bkt", "dir/a.bin").body == second)
+            #expect(try await store.blobKeys(location).count == 1)
+
+            // Multipart: three parts, one of them sent twice (the second replaces the first).
+            let parts = [Self.random(5 << 20), Self.random(5 << 20), Self.random(700_000)]
+            let uploadId = try await s3.createMultipartUpload("bkt", "m.bin")
+            _ = try await s3.uploadPart("bkt", "m.bin", uploadId: uploadId, number: 2, Self.random(5 << 20))
+            var etags: [(Int, String)] = []
+            for (index, part) in parts.enumerated() {
+                let reply = try await s3.uploadPart("bkt", "m.bin", uploadId: uploadId, number: index + 1, part)
+                #expect(reply.status == 200, "\(reply.text)")
+                etags.append((index + 1, reply.header("etag") ?? ""))
+            }
+            let completed = try await s3.complete("bkt", "m.bin", uploadId: uploadId, xml: S3TestClient.completeXML(etags))
+            #expect(completed.status == 200, "\(completed.text)")
+            #expect(completed.text.contains("-3&quot;") || completed.text.contains("-3\""))
+            let whole = parts.flatMap { $0 }
+            #expect(try await s3.get("bkt", "m.bin").body == whole)
+            let across = try await s3.get("bkt", "m.bin", headers: [("range", "bytes=5242000-10486000")])
+            #expect(across.body == Array(whole[5_242_000...10_486_000]))
+            #expect(try await store.blobKeys(location).count == 4)
+
+            // A server-side copy shares nothing with the source once made: deleting the source leaves it whole.
+            let copy = try await s3.send(
+                "PUT", S3TestClient.path("bkt", "copy.bin"), headers: [("x-amz-copy-source", "/bkt/m.bin")])
+            #expect(copy.status == 200, "\(copy.text)")
+            #expect(try await store.blobKeys(location).count == 7)
+            #expect(try await s3.send("DELETE", S3TestClient.path("bkt", "m.bin")).status == 204)
+            #expect(try await s3.get("bkt", "copy.bin").body == whole)
+
+            // Everything deleted: nothing left in the store.
+            #expect(try await s3.send("DELETE", S3TestClient.path("bkt", "copy.bin")).status == 204)
+            #expect(try await s3.send("DELETE", S3TestClient.path("bkt", "dir/a.bin")).status == 204)
+            #expect(try await store.blobKeys(location).isEmpty)
+        }
+    }
+
+    @Test("SeaweedFS killed mid-upload: requests answer 503 SlowDown, and the engine's upload completes byte-identical once it is back")
+    func storeOutage() async throws {
+        let seaweed = try await SeaweedFSServer.start()
+        defer { Task { await seaweed.destroy() } }
+        let location = seaweed.location()
+        try await TestServer.with(configure: { $0.objectStore = location }) { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("bkt").status == 200)
+            let kept = Self.random(200_000)
+            #expect(try await s3.put("bkt", "kept.bin", kept).status == 200)
+
+            let file = try makeRandomFile(size: 40 << 20)
+            defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+            let client = server.engine(
+                retry: RetryPolicy(maxRetryCount: 60, baseDelay: .milliseconds(200), maxDelay: .seconds(1)))
+            var request = ResumableUploadRequest(bucket: "bkt", key: "big.bin", fileURL: file)
+            request.partSize = 5 << 20
+            request.concurrency = 2
+            let upload = try await client.upload(request)
+            // Wait until some parts are stored, then take the store away.
+            for await event in upload.events {
+                if case .progress(let progress) = event, progress.totalBytesSent >= 10 << 20 { break }
+            }
+            await seaweed.stop()
+            for key in ["during.bin", "during-2.bin"] {
+                let refused = try await s3.put("bkt", key, Self.random(1000))
+                #expect(refused.status == 503)
+                #expect(refused.errorCode == "SlowDown")
+                #expect(!refused.text.contains(SeaweedFSServer.credentials.secretAccessKey))
+            }
+            // A GET fails before its status line: 503, not a 200 cut short.
+            let unavailable = try await s3.get("bkt", "kept.bin")
+            #expect(unavailable.status == 503)
+            #expect(unavailable.errorCode == "SlowDown")
+            try await Task.sleep(for: .seconds(2))
+            try await seaweed.startProcess()
+
+            let result = try await upload.result
+            #expect(result.size == 40 << 20)
+            let body = try await s3.get("bkt", "big.bin").body
+            #expect(Insecure.MD5.hash(data: body) == Insecure.MD5.hash(data: try Data(contentsOf: file)))
+            #expect(try await s3.get("bkt", "kept.bin").body == kept)
+            #expect(try await s3.get("bkt", "during.bin").status == 404)
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import Crypto
+import Ferry
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// Three stateless `ferry serve` nodes over one SeaweedFS and one PostgreSQL, behind HAProxy with the repository's
+/// configuration: every request may reach any node.
+struct ScaleOutCluster {
+    let seaweed: SeaweedFSServer
+    let postgres: PostgresServer
+    let nodes: [FerryExecutable.Server]
+    let proxy: HAProxyServer
+    let data: String
+    static let root = SigV4Credentials(accessKeyId: "FKIASCALEOUT00000", secretAccessKey: "scale-out-secret-0123456789")
+
+    static func start(nodes count: Int = 3) async throws -> ScaleOutCluster {
+        let data = TemporaryDirectory.make("ferry-scale-out")
+        let seaweed = try await SeaweedFSServer.start()
+        let postgres = try await PostgresServer.start()
+        let url = try await postgres.createDatabase()
+        let (arguments, environment) = seaweed.serveArguments(seaweed.location(bucket: "ferry-cluster", prefix: "c1/"))
+        var nodes: [FerryExecutable.Server] = []
+        for index in 0..<count {
+            nodes.append(
+                try await FerryExecutable.Server.start(
+                    dataDirectory: data + "/node\(index + 1)", arguments: arguments + ["--catalog", url],
+                    environment: environment.merging([
+                        "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey,
+                    ]) { $1 }, logFile: data + "/node\(index + 1).log"))
+        }
+        let proxy = try await HAProxyServer.start(nodes: nodes.map(\.port))
+        return ScaleOutCluster(seaweed: seaweed, postgres: postgres, nodes: nodes, proxy: proxy, data: data)
+    }
+
+    func stop() async {
+        await proxy.stop()
+        for node in nodes { await node.stop() }
+        await seaweed.destroy()
+        await postgres.destroy()
+        try? FileManager.default.removeItem(atPath: data)
+    }
+
+    /// A test client of one node, or of the load balancer.
+    func client(_ endpoint: String) -> S3TestClient { S3TestClient(endpoint: endpoint, credentials: Self.root) }
+
+    /// The engine, through the load balancer.
+    func engine(retry: RetryPolicy = RetryPolicy()) -> ObjectStorageClient {
+        var configuration = ObjectStorageClient.Configuration()
+        configuration.retryPolicy = retry
+        return ObjectStorageClient(
+            endpoint: URL(string: proxy.endpoint)!,
+            credentials: Credentials(accessKeyId: Self.root.accessKeyId, secretAccessKey: Self.root.secretAccessKey),
+            configuration: configuration)
+    }
+}
+
+@Suite("Scale-out: three nodes over SeaweedFS and PostgreSQL behind HAProxy", .serialized)
+struct ScaleOutTests {
+    static func md5(_ url: URL) throws -> Insecure.MD5.Digest {
+        let handle = try FileHandle(forReadingFrom: url)
+        defer { try? handle.close() }
+        var hasher = Insecure.MD5()
+        while let chunk = try handle.read(upToCount: 4 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
+        return hasher.finalize()
+    }
+
+    @Test("parts of one upload sent to different nodes complete on a third; writes on one node are seen by the others")
+    func anyNodeServesAnyRequest() async throws {
+        let cluster = try await ScaleOutCluster.start()
+        defer { Task { await cluster.stop() } }
+        let nodes = cluster.nodes.map { cluster.client($0.endpoint) }
+        #expect(try await nodes[0].createBucket("shared").status == 200)
+        let uploadId = try await nodes[0].createMultipartUpload("shared", "video.mp4")
+        let parts = (0..<3).map { index in [UInt8](repeating: UInt8(index + 1), count: index == 2 ? 1000 : 5 << 20) }
+        var etags: [(Int, String)] = []
+        for (index, part) in parts.enumerated() {
+            let reply = try await nodes[(index + 1) % 3].uploadPart("shared", "video.mp4", uploadId: uploadId, number: index + 1, part)
+            #expect(reply.status == 200, "\(reply.text)")
+            etags.append((index + 1, reply.header("etag") ?? ""))
+        }
+        let listed = try await nodes[2].send("GET", S3TestClient.path("shared", "video.mp4"), query: [("uploadId", uploadId)])
+        #expect(listed.text.components(separatedBy: "<Part>").count - 1 == 3)
+        let completed = try await nodes[2].complete("shared", "video.mp4", uploadId: uploadId, xml: S3TestClient.completeXML(etags))
+        #expect(completed.status == 200, "\(completed.text)")
+        // The Complete retried on another node finds the completion.
+        let retried = try await nodes[1].complete("shared", "video.mp4", uploadId: uploadId, xml: S3TestClient.completeXML(etags))
+        #expect(retried.status == 200, "\(retried.text)")
+        for node in nodes {
+            #expect(try await node.get("shared", "video.mp4").body == parts.flatMap { $0 })
+        }
+        // An overwrite on one node, seen by the others; a delete on a third, seen by all.
+        #expect(try await nodes[0].put("shared", "note.txt", Array("one".utf8)).status == 200)
+        #expect(try await nodes[1].put("shared", "note.txt", Array("two".utf8)).status == 200)
+        #expect(try await nodes[2].get("shared", "note.txt").text == "two")
+        #expect(try await nodes[2].send("DELETE", S3TestClient.path("shared", "note.txt")).status == 204)
+        #expect(try await nodes[0].get("shared", "note.txt").status == 404)
+        // A listing on any node shows the object.
+        let listing = try await nodes[1].send("GET", S3TestClient.path("shared"), query: [("list-type", "2")])
+        #expect(listing.text.contains("<Key>video.mp4</Key>"))
+    }
+
+    @Test("a 1 GiB engine upload through HAProxy spreads its parts over three nodes, survives SIGKILL of one, and completes byte-identical")
+    func engineUploadSurvivesANodeKill() async throws {
+        let cluster = try await ScaleOutCluster.start()
+        defer { Task { await cluster.stop() } }
+        #expect(try await cluster.client(cluster.proxy.endpoint).createBucket("big").status == 200)
+        let file = try makeRandomFile(size: 1 << 30)
+        defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+        let engine = cluster.engine(retry: RetryPolicy(maxRetryCount: 20, baseDelay: .milliseconds(200), maxDelay: .seconds(2)))
+        var request = ResumableUploadRequest(bucket: "big", key: "one-gib.bin", fileURL: file)
+        request.partSize = 8 << 20
+        let upload = try await engine.upload(request)
+        for await event in upload.events {
+            if case .progress(let progress) = event, progress.totalBytesSent >= 300 << 20 { break }
+        }
+        await cluster.nodes[1].stop(signal: SIGKILL)
+        let result = try await upload.result
+        #expect(result.size == 1 << 30)
+        let served = try await cluster.proxy.successfulResponses()
+        #expect(served.count == 3 && served.values.allSatisfy { $0 > 0 }, "2xx responses by node: \(served)")
+
+        // Read back through a surviving node, streamed to disk, and compared by MD5.
+        let back = file.deletingLastPathComponent().appendingPathComponent("back.bin")
+        try await engine.download(bucket: "big", key: "one-gib.bin", to: back)
+        #expect(try Self.md5(back) == Self.md5(file))
+    }
+}
