@@ -127,4 +127,39 @@ struct ScaleOutTests {
         try await engine.download(bucket: "big", key: "one-gib.bin", to: back)
         #expect(try Self.md5(back) == Self.md5(file))
     }
+
+    @Test("PostgreSQL stopped as a crash would for a few seconds mid-upload: requests fail retryably, and the upload completes byte-identical once it is back")
+    func catalogOutage() async throws {
+        let cluster = try await ScaleOutCluster.start(nodes: 2)
+        defer { Task { await cluster.stop() } }
+        let proxy = cluster.client(cluster.proxy.endpoint)
+        #expect(try await proxy.createBucket("pgo").status == 200)
+        let kept = [UInt8](repeating: 7, count: 100_000)
+        #expect(try await proxy.put("pgo", "kept.bin", kept).status == 200)
+        let file = try makeRandomFile(size: 96 << 20)
+        defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+        // The nodes' connections to PostgreSQL come back some seconds after it does (about 14 s here): the engine is
+        // given a minute of retries.
+        let engine = cluster.engine(retry: RetryPolicy(maxRetryCount: 120, baseDelay: .milliseconds(200), maxDelay: .seconds(1)))
+        var request = ResumableUploadRequest(bucket: "pgo", key: "during-outage.bin", fileURL: file)
+        request.partSize = 5 << 20
+        request.concurrency = 2
+        let upload = try await engine.upload(request)
+        for await event in upload.events {
+            if case .progress(let progress) = event, progress.totalBytesSent >= 20 << 20 { break }
+        }
+        await cluster.postgres.stopServer(mode: "immediate")
+        // A node asked directly while the catalog is down answers with a retryable status, never a success.
+        let refused = try await cluster.client(cluster.nodes[0].endpoint).put("pgo", "refused.bin", [1, 2, 3])
+        #expect([500, 503].contains(refused.status), "\(refused.status) \(refused.text)")
+        try await Task.sleep(for: .seconds(3))
+        try await cluster.postgres.startServer()
+        let result = try await upload.result
+        #expect(result.size == 96 << 20)
+        let back = file.deletingLastPathComponent().appendingPathComponent("back.bin")
+        try await engine.download(bucket: "pgo", key: "during-outage.bin", to: back)
+        #expect(try Self.md5(back) == Self.md5(file))
+        #expect(try await proxy.get("pgo", "kept.bin").body == kept)
+        #expect(try await proxy.get("pgo", "refused.bin").status == 404)
+    }
 }
