@@ -195,4 +195,24 @@ struct ObjectCatalogTests {
             #expect(try await store.catalog.referencedBlobs().count == 1)
         }
     }
+
+    @Test("nodes sharing the objects collect one at a time: a node without the collector's lease aborts nothing")
+    func sharedCollection() async throws {
+        try await JobQueueImplementation.postgres.withObjectStore { store in
+            let leases = try #require(store.catalog as? PostgresCatalog)
+            try await store.createBucket("old")
+            let upload = try await store.createMultipartUpload(
+                bucket: "old", key: "abandoned", attributes: ObjectAttributes(), tags: [], checksumAlgorithm: nil, checksumType: nil)
+            #expect(store.isShared)
+            let later = Date().addingTimeInterval(3600)
+            #expect(try await leases.acquireLease(UploadCollector.leaseName, owner: "node-a", duration: .seconds(600), now: later))
+            let other = UploadCollector(
+                store: store, maxAge: 60, interval: 3600, logger: Logger(label: "ferry.test"), leases: leases, node: "node-b")
+            #expect(await other.collectOnce(now: later) == 0)
+            #expect(try await store.multipartUpload(upload.uploadId, bucket: "old", key: "abandoned").uploadId == upload.uploadId)
+            try await leases.releaseLease(UploadCollector.leaseName, owner: "node-a")
+            #expect(await other.collectOnce(now: later) == 1)
+            await #expect(throws: S3Error.self) { try await store.multipartUpload(upload.uploadId, bucket: "old", key: "abandoned") }
+        }
+    }
 }

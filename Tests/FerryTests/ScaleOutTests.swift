@@ -16,7 +16,7 @@ struct ScaleOutCluster {
     let data: String
     static let root = SigV4Credentials(accessKeyId: "FKIASCALEOUT00000", secretAccessKey: "scale-out-secret-0123456789")
 
-    static func start(nodes count: Int = 3) async throws -> ScaleOutCluster {
+    static func start(nodes count: Int = 3, environment extra: [String: String] = [:]) async throws -> ScaleOutCluster {
         let data = TemporaryDirectory.make("ferry-scale-out")
         let seaweed = try await SeaweedFSServer.start()
         let postgres = try await PostgresServer.start()
@@ -27,7 +27,7 @@ struct ScaleOutCluster {
             nodes.append(
                 try await FerryExecutable.Server.start(
                     dataDirectory: data + "/node\(index + 1)", arguments: arguments + ["--catalog", url],
-                    environment: environment.merging([
+                    environment: environment.merging(extra) { $1 }.merging([
                         "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey,
                     ]) { $1 }, logFile: data + "/node\(index + 1).log"))
         }
@@ -161,5 +161,76 @@ struct ScaleOutTests {
         #expect(try Self.md5(back) == Self.md5(file))
         #expect(try await proxy.get("pgo", "kept.bin").body == kept)
         #expect(try await proxy.get("pgo", "refused.bin").status == 404)
+    }
+
+    @Test("20 UploadQueue uploads with STS through HAProxy, one node killed mid-run: each file is one video, processed once, one FileUploadComplete each")
+    func queueUploadsAcrossNodes() async throws {
+        try await HTTPReceiver.with { receiver in
+            let cluster = try await ScaleOutCluster.start(
+                environment: ["FERRY_WEBHOOK_URL": receiver.url("/events"), "FERRY_WEBHOOK_SECRET": "scale-out-webhook-secret"])
+            defer { Task { await cluster.stop() } }
+            let directory = TemporaryDirectory.make("ferry-scale-queue")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let video = try await MediaFixtures.make(.landscape480, seconds: 2, in: directory)
+            let root = Credentials(
+                accessKeyId: ScaleOutCluster.root.accessKeyId, secretAccessKey: ScaleOutCluster.root.secretAccessKey)
+            let endpoint = URL(string: cluster.proxy.endpoint)!
+            let media = MediaServiceClient(endpoint: endpoint, credentials: root)
+            let sts = try await media.assumeRole(durationSeconds: 3600)
+
+            var configuration = UploadQueue.Configuration()
+            configuration.recordDirectoryPath = URL(fileURLWithPath: directory + "/records")
+            configuration.objectStorage.retryPolicy = RetryPolicy(maxRetryCount: 30, baseDelay: .milliseconds(100), maxDelay: .seconds(1))
+            configuration.maxConcurrentUploads = 4
+            configuration.transcode = false
+            let queue = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: sts), configuration: configuration)
+            let (log, collector) = QueueLog.collect(queue)
+            var files: [URL] = []
+            for index in 0..<20 {
+                let copy = URL(fileURLWithPath: directory + "/clip-\(index).mp4")
+                try FileManager.default.copyItem(atPath: video, toPath: copy.path)
+                files.append(copy)
+                _ = await queue.addFile(copy, info: MediaInfo(title: "clip \(index)"))
+            }
+            await queue.start()
+            try await log.wait("five uploads", timeout: .seconds(120), until: { _ in log.finished().count >= 5 })
+            await cluster.nodes[2].stop(signal: SIGKILL)
+            try await log.wait("every upload", timeout: .seconds(300), until: { _ in log.finished().count == 20 })
+            collector.cancel()
+
+            let videoIds = Set(log.finished().compactMap { $0.1.videoId })
+            #expect(videoIds.count == 20)
+            // Every video is processed (probe and cover, no transcode) to Normal, by the surviving nodes.
+            let deadline = ContinuousClock.now + .seconds(240)
+            var statuses: [String: String] = [:]
+            while ContinuousClock.now < deadline {
+                for id in videoIds where statuses[id] != "Normal" {
+                    statuses[id] = try? await media.getVideoInfo(videoId: id).status
+                }
+                if statuses.values.filter({ $0 == "Normal" }).count == 20 { break }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            #expect(statuses.values.filter { $0 == "Normal" }.count == 20, "\(statuses)")
+            let listed = try await media.listVideos(pageNo: 1, pageSize: 100)
+            #expect(listed.videos.count == 20, "one video per file, no duplicates")
+
+            // Events: one FileUploadComplete and one SnapshotComplete per video, counted by event id (delivery is at
+            // least once: a repeat carries the same id).
+            try await Task.sleep(for: .seconds(3))
+            var completions: [String: Set<String>] = [:]
+            var snapshots: [String: Set<String>] = [:]
+            for request in await receiver.recorder.requests where request.path == "/events" {
+                guard let event = try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
+                    let id = event["id"] as? String, let type = event["type"] as? String,
+                    let videoId = (event["payload"] as? [String: Any])?["VideoId"] as? String
+                else { continue }
+                if type == "FileUploadComplete" { completions[videoId, default: []].insert(id) }
+                if type == "SnapshotComplete" { snapshots[videoId, default: []].insert(id) }
+            }
+            #expect(Set(completions.keys) == videoIds)
+            #expect(completions.values.allSatisfy { $0.count == 1 }, "\(completions)")
+            #expect(Set(snapshots.keys) == videoIds)
+            #expect(snapshots.values.allSatisfy { $0.count == 1 }, "\(snapshots)")
+        }
     }
 }

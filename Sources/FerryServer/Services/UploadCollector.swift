@@ -29,21 +29,33 @@ struct UploadCollector: Service {
     /// One pass; returns the number of uploads aborted.
     @discardableResult
     func collectOnce(now: Date = Date()) async -> Int {
+        // Nodes sharing a catalog take turns: the one holding the lease expires videos and, when the objects are
+        // shared too, collects them. The store on this node's own disk is this node's to collect every time.
+        let leased: Bool
         do {
-            // The store on this node's disk is this node's to collect.
-            let aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
-            let orphans = try await store.collectOrphanBlobs()
-            _ = try await store.forgetCompletedUploads(before: now.addingTimeInterval(-Self.completedUploadMemory))
-            if aborted > 0 || orphans > 0 {
-                logger.debug("collected", metadata: ["ferry.uploads-aborted": "\(aborted)", "ferry.files-deleted": "\(orphans)"])
-            }
-            // The catalog may be shared: one node at a time expires its videos.
-            if let media, try await holdLease(now) {
-                let expired = try await media.expireUnfinishedUploads(now: now)
-                if let leases {
-                    let node = self.node
-                    try? await leases.releaseLease(Self.leaseName, owner: node)
+            leased = try await holdLease(now)
+        } catch {
+            logger.warning("collection failed", metadata: ["error": .string(String(describing: error))])
+            return 0
+        }
+        let aborted = await collect(now: now, leased: leased)
+        if leased, let leases { try? await leases.releaseLease(Self.leaseName, owner: node) }
+        return aborted
+    }
+
+    private func collect(now: Date, leased: Bool) async -> Int {
+        do {
+            var aborted = 0
+            if leased || !store.isShared {
+                aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
+                let orphans = try await store.collectOrphanBlobs()
+                _ = try await store.forgetCompletedUploads(before: now.addingTimeInterval(-Self.completedUploadMemory))
+                if aborted > 0 || orphans > 0 {
+                    logger.debug("collected", metadata: ["ferry.uploads-aborted": "\(aborted)", "ferry.files-deleted": "\(orphans)"])
                 }
+            }
+            if let media, leased {
+                let expired = try await media.expireUnfinishedUploads(now: now)
                 if expired > 0 { logger.debug("expired unfinished video uploads", metadata: ["ferry.videos": "\(expired)"]) }
             }
             return aborted
@@ -53,7 +65,7 @@ struct UploadCollector: Service {
         }
     }
 
-    /// The lease that lets one node expire videos.
+    /// The lease that lets one node collect.
     static let leaseName = "collector"
 
     private func holdLease(_ now: Date) async throws -> Bool {

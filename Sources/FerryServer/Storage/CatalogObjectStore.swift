@@ -25,6 +25,8 @@ public struct CatalogObjectStore: ObjectStore {
     let files: any BlobStorage
     let limits: Limits
     let logger: Logger
+    /// Whether other nodes share this store's catalog and blobs (a PostgreSQL catalog over an S3-compatible store).
+    var isShared: Bool { !(catalog is SQLiteCatalog) }
     /// Unreferenced blobs the last orphan pass found; the next pass deletes those still unreferenced.
     let orphanSuspects = NIOLockedValueBox<Set<String>>([])
 

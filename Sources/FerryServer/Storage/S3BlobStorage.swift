@@ -299,8 +299,11 @@ struct S3BlobStorage: BlobStorage {
     }
 }
 
-/// A request body that computes the MD5 and checksums of the bytes passing through it, in chunks of
-/// ``S3BlobStorage/chunk`` bytes hashed on the thread pool, and records how it ended.
+/// A request body that computes the MD5 and checksums of the bytes passing through it, and records how it ended.
+///
+/// Bytes are handed on in chunks of about ``S3BlobStorage/chunk`` bytes as soon as they are read; each chunk is hashed
+/// on the thread pool while it is being sent (hashes run one after another, at most two chunks behind), so hashing
+/// and sending overlap. The digests are final before the body ends.
 struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let base: Base
@@ -325,12 +328,14 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
 
     struct AsyncIterator: AsyncIteratorProtocol {
         var base: Base.AsyncIterator
-        var hasher: MultiChecksummer
         let algorithms: [ChecksumAlgorithm]
         let maxSize: Int64
         let state: Outcome
         var size: Int64 = 0
         var done = false
+        /// The hash jobs under way, oldest first; each continues the state of the one before it.
+        var hashing: [Task<MultiChecksummer, any Error>]
+        var latest: Task<MultiChecksummer, any Error>
 
         mutating func next() async throws -> ByteBuffer? {
             guard !done else { return nil }
@@ -344,16 +349,24 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
                     if chunk.readableBytes == 0 { chunk = buffer } else { chunk.writeBuffer(&buffer) }
                 }
                 if chunk.readableBytes > 0 {
-                    let current = hasher
+                    if hashing.count >= 2 { _ = try await hashing.removeFirst().value }
+                    let previous = latest
                     let bytes = chunk
-                    hasher = try await NIOThreadPool.singleton.runIfActive {
-                        var next = current
-                        bytes.withUnsafeReadableBytes { next.update($0) }
-                        return next
+                    latest = Task {
+                        let current = try await previous.value
+                        return try await NIOThreadPool.singleton.runIfActive {
+                            var next = current
+                            bytes.withUnsafeReadableBytes { next.update($0) }
+                            return next
+                        }
                     }
+                    hashing.append(latest)
                 }
                 if chunk.readableBytes < S3BlobStorage.chunk {
+                    // The base ended: the digests are complete before the last bytes go out.
                     done = true
+                    let hasher = try await latest.value
+                    hashing = []
                     var checksums: [String: [UInt8]] = [:]
                     for algorithm in algorithms where algorithm != .md5 {
                         checksums[algorithm.s3Name] = hasher.finalize(algorithm)
@@ -364,6 +377,7 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
                 return chunk
             } catch {
                 done = true
+                for task in hashing { task.cancel() }
                 state.fail(error)
                 throw error
             }
@@ -371,9 +385,11 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(
-            base: base.makeAsyncIterator(), hasher: MultiChecksummer([.md5] + algorithms.filter { $0 != .md5 }),
-            algorithms: algorithms, maxSize: maxSize, state: state)
+        let start = MultiChecksummer([.md5] + algorithms.filter { $0 != .md5 })
+        let first = Task<MultiChecksummer, any Error> { start }
+        return AsyncIterator(
+            base: base.makeAsyncIterator(), algorithms: algorithms, maxSize: maxSize, state: state, hashing: [],
+            latest: first)
     }
 }
 
