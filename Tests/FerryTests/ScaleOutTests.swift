@@ -100,6 +100,12 @@ struct ScaleOutTests {
         // A listing on any node shows the object.
         let listing = try await nodes[1].send("GET", S3TestClient.path("shared"), query: [("list-type", "2")])
         #expect(listing.text.contains("<Key>video.mp4</Key>"))
+        // The store's key never reaches a node's log.
+        for index in 1...3 {
+            let log = try String(contentsOfFile: cluster.data + "/node\(index).log", encoding: .utf8)
+            #expect(log.contains("listening"))
+            #expect(!log.contains(SeaweedFSServer.credentials.secretAccessKey))
+        }
     }
 
     @Test("a 1 GiB engine upload through HAProxy spreads its parts over three nodes, survives SIGKILL of one, and completes byte-identical")
