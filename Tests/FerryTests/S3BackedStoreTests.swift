@@ -158,4 +158,44 @@ struct S3BackedStoreTests {
             #expect(try await s3.get("bkt", "during.bin").status == 404)
         }
     }
+
+    @Test("the store fails while a body is still arriving: the answer is 503 SlowDown, and the server goes on serving")
+    func storeFailsMidBody() async throws {
+        let seaweed = try await SeaweedFSServer.start()
+        defer { Task { await seaweed.destroy() } }
+        try await TestServer.with(configure: { $0.objectStore = seaweed.location() }) { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("bkt").status == 200)
+            let total = 4 << 20
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            let headers = signer.sign(
+                method: "PUT", path: "/bkt/slow.bin", query: [],
+                headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(total))],
+                payloadHash: SigV4.unsignedPayload, date: Date())
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/bkt/slow.bin", headers).utf8))
+            // The body trickles in, 64 KiB every 50 ms; the store goes away after the first MiB, while the server's
+            // client to the store is waiting for the next bytes of this body.
+            let piece = [UInt8](repeating: 0x42, count: 64 << 10)
+            var sent = 0
+            var answer: [UInt8] = []
+            while sent < total, !RawSocket.isCompleteResponse(answer) {
+                guard (try? RawSocket.write(socket, piece)) != nil else { break }
+                sent += piece.count
+                if sent == 1 << 20 { await seaweed.stop() }
+                try await Task.sleep(for: .milliseconds(50))
+                answer += await RawSocket.receive(socket, timeout: .milliseconds(1)) { RawSocket.isCompleteResponse(answer + $0) }.bytes
+            }
+            if !RawSocket.isCompleteResponse(answer) {
+                answer += await RawSocket.receive(socket, timeout: .seconds(45)) { RawSocket.isCompleteResponse(answer + $0) }.bytes
+            }
+            let text = String(decoding: answer, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 503"), "\(text)")
+            #expect(text.contains("<Code>SlowDown</Code>"), "\(text)")
+            // The server lives on: the catalog answers without the store, and nothing was stored.
+            #expect(try await s3.send("GET", "/bkt", query: [("list-type", "2")]).status == 200)
+            #expect(try await s3.get("bkt", "slow.bin").status == 404)
+        }
+    }
 }

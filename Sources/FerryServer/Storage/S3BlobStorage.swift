@@ -117,9 +117,17 @@ struct S3BlobStorage: BlobStorage {
         let name = Self.newBlobName()
         let hashing = HashingBody(base: body, algorithms: algorithms, maxSize: maxSize)
         do {
-            let response = try await send(
-                "PUT", key: objectKey(name), body: .stream(hashing, length: .unknown),
-                payloadHash: SigV4.unsignedPayload)
+            let response: HTTPClientResponse
+            do {
+                response = try await send(
+                    "PUT", key: objectKey(name), body: .stream(hashing, length: .unknown),
+                    payloadHash: SigV4.unsignedPayload)
+            } catch {
+                // The client's body task may still be reading the request: it must be done before this returns.
+                await hashing.state.close()
+                throw error
+            }
+            await hashing.state.close()
             let answer = try await Self.collect(response.body, limit: 64 * 1024)
             guard response.status == .ok else {
                 throw StoreError(status: Int(response.status.code), code: Self.errorCode(answer), operation: "PutObject")
@@ -317,13 +325,63 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
         self.maxSize = maxSize
     }
 
-    /// How the body ended: its digests once fully read, or the error that ended it.
+    /// Thrown to the HTTP client's body task when it reads after the write ended.
+    struct Closed: Error {}
+
+    /// How the body ended (its digests once fully read, or the error that ended it), and a gate on reading it.
+    ///
+    /// The HTTP client reads the body from a task of its own, which can still be waiting for the next bytes of the
+    /// request when the store's answer (an error) ends the write. The request's body must not be read after the
+    /// handler is done with it — the server reads the connection's next request then — so ``close()`` waits for a
+    /// read under way and lets no other begin.
     final class Outcome: Sendable {
-        private let box = NIOLockedValueBox<(digests: BodyDigests?, failure: (any Error)?)>((nil, nil))
+        private struct State {
+            var digests: BodyDigests?
+            var failure: (any Error)?
+            var closed = false
+            var reading = false
+            var waiters: [CheckedContinuation<Void, Never>] = []
+        }
+        private let box = NIOLockedValueBox(State())
         var digests: BodyDigests? { box.withLockedValue { $0.digests } }
         var failure: (any Error)? { box.withLockedValue { $0.failure } }
         func finish(_ digests: BodyDigests) { box.withLockedValue { $0.digests = digests } }
-        func fail(_ error: any Error) { box.withLockedValue { if $0.failure == nil { $0.failure = error } } }
+        func fail(_ error: any Error) {
+            // Closing the gate ends the client's reading; the write's own error is the one to report.
+            guard !(error is Closed) else { return }
+            box.withLockedValue { if $0.failure == nil { $0.failure = error } }
+        }
+
+        /// Starts a read of the body; false once closed.
+        func enter() -> Bool {
+            box.withLockedValue { state in
+                guard !state.closed else { return false }
+                state.reading = true
+                return true
+            }
+        }
+
+        /// Ends a read; wakes a ``close()`` that waits for it.
+        func leave() {
+            let waiters = box.withLockedValue { state in
+                state.reading = false
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+
+        /// Lets no read begin, and returns once the read under way (if any) has ended.
+        func close() async {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = box.withLockedValue { state in
+                    state.closed = true
+                    if state.reading { state.waiters.append(continuation) }
+                    return !state.reading
+                }
+                if now { continuation.resume() }
+            }
+        }
     }
 
     struct AsyncIterator: AsyncIteratorProtocol {
@@ -337,11 +395,18 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
         var hashing: [Task<MultiChecksummer, any Error>]
         var latest: Task<MultiChecksummer, any Error>
 
+        /// The next bytes of the base, through the gate.
+        private mutating func read() async throws -> ByteBuffer? {
+            guard state.enter() else { throw Closed() }
+            defer { state.leave() }
+            return try await base.next()
+        }
+
         mutating func next() async throws -> ByteBuffer? {
             guard !done else { return nil }
             do {
                 var chunk = ByteBuffer()
-                while chunk.readableBytes < S3BlobStorage.chunk, var buffer = try await base.next() {
+                while chunk.readableBytes < S3BlobStorage.chunk, var buffer = try await read() {
                     size += Int64(buffer.readableBytes)
                     if size > maxSize {
                         throw S3Error(.entityTooLarge, "Your proposed upload exceeds the maximum allowed size.")
