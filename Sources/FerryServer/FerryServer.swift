@@ -24,7 +24,8 @@ public struct FerryServer: Sendable {
     public let rootCredentialsGenerated: Bool
     /// The object store.
     public let store: CatalogObjectStore
-    /// The data directory's SQLite catalog: the object store's metadata, and in the embedded default everything else.
+    /// The data directory's SQLite catalog: the object store's metadata (unless a PostgreSQL catalog and an
+    /// S3-compatible store are shared by several nodes), and in the embedded default everything else.
     public let catalog: SQLiteCatalog
     /// Where videos, images, access keys, media jobs and webhook events live: ``catalog``, or PostgreSQL when nodes
     /// share one (``FerryServerConfiguration/catalogURL``).
@@ -81,8 +82,10 @@ public struct FerryServer: Sendable {
             lock: lock, blobs: blobs)
     }
 
-    /// Opens the service: the data directory for object bytes, and the catalog the configuration names — PostgreSQL
-    /// at ``FerryServerConfiguration/catalogURL`` (its schema migrated first), or the data directory's SQLite.
+    /// Opens the service: object bytes in the data directory or the S3-compatible store of
+    /// ``FerryServerConfiguration/objectStore`` (its bucket created when missing), and the catalog the configuration
+    /// names — PostgreSQL at ``FerryServerConfiguration/catalogURL`` (its schema migrated first), or the data
+    /// directory's SQLite.
     ///
     /// With PostgreSQL every node must verify the others' session tokens and presigned URLs, so the keys come from
     /// the configuration or the shared catalog, not from a node's disk: the token key from `FERRY_SERVER_KEY` (base64

@@ -221,18 +221,24 @@ struct ScaleOutTests {
             #expect(listed.videos.count == 20, "one video per file, no duplicates")
 
             // Events: one FileUploadComplete and one SnapshotComplete per video, counted by event id (delivery is at
-            // least once: a repeat carries the same id).
-            try await Task.sleep(for: .seconds(3))
+            // least once: a repeat carries the same id). When the killed node held the delivery lease, another node
+            // takes delivery over once the lease (30 s) expires.
             var completions: [String: Set<String>] = [:]
             var snapshots: [String: Set<String>] = [:]
-            for request in await receiver.recorder.requests where request.path == "/events" {
-                guard let event = try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
-                    let id = event["id"] as? String, let type = event["type"] as? String,
-                    let videoId = (event["payload"] as? [String: Any])?["VideoId"] as? String
-                else { continue }
-                if type == "FileUploadComplete" { completions[videoId, default: []].insert(id) }
-                if type == "SnapshotComplete" { snapshots[videoId, default: []].insert(id) }
-            }
+            let eventsDeadline = ContinuousClock.now + .seconds(120)
+            repeat {
+                try await Task.sleep(for: .seconds(1))
+                completions = [:]
+                snapshots = [:]
+                for request in await receiver.recorder.requests where request.path == "/events" {
+                    guard let event = try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
+                        let id = event["id"] as? String, let type = event["type"] as? String,
+                        let videoId = (event["payload"] as? [String: Any])?["VideoId"] as? String
+                    else { continue }
+                    if type == "FileUploadComplete" { completions[videoId, default: []].insert(id) }
+                    if type == "SnapshotComplete" { snapshots[videoId, default: []].insert(id) }
+                }
+            } while (Set(completions.keys) != videoIds || Set(snapshots.keys) != videoIds) && ContinuousClock.now < eventsDeadline
             #expect(Set(completions.keys) == videoIds)
             #expect(completions.values.allSatisfy { $0.count == 1 }, "\(completions)")
             #expect(Set(snapshots.keys) == videoIds)
