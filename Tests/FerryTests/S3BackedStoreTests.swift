@@ -50,152 +50,167 @@ struct S3BackedStoreTests {
         arguments: StoreBackend.allCases)
     func roundTrip(backend: StoreBackend) async throws {
         let (location, store, stop) = try await backend.start()
-        defer { Task { await stop() } }
-        try await TestServer.with(configure: { $0.objectStore = location }) { server in
-            let s3 = server.client()
-            #expect(try await s3.createBucket("bkt").status == 200)
-            let first = Self.random(3 << 20 + 17)
-            var crc = Checksummer(.crc32)
-            crc.update(first)
-            let put = try await s3.put(
-                "bkt", "dir/a.bin", first, headers: [("x-amz-checksum-crc32", Data(crc.finalize()).base64EncodedString())])
-            #expect(put.status == 200, "\(put.text)")
-            #expect(try await s3.get("bkt", "dir/a.bin").body == first)
-            let range = try await s3.get("bkt", "dir/a.bin", headers: [("range", "bytes=1048570-1048600")])
-            #expect(range.status == 206)
-            #expect(range.body == Array(first[1_048_570...1_048_600]))
-            #expect(try await store.blobKeys(location).count == 1)
+        do {
+            try await TestServer.with(configure: { $0.objectStore = location }) { server in
+                let s3 = server.client()
+                #expect(try await s3.createBucket("bkt").status == 200)
+                let first = Self.random(3 << 20 + 17)
+                var crc = Checksummer(.crc32)
+                crc.update(first)
+                let put = try await s3.put(
+                    "bkt", "dir/a.bin", first, headers: [("x-amz-checksum-crc32", Data(crc.finalize()).base64EncodedString())])
+                #expect(put.status == 200, "\(put.text)")
+                #expect(try await s3.get("bkt", "dir/a.bin").body == first)
+                let range = try await s3.get("bkt", "dir/a.bin", headers: [("range", "bytes=1048570-1048600")])
+                #expect(range.status == 206)
+                #expect(range.body == Array(first[1_048_570...1_048_600]))
+                #expect(try await store.blobKeys(location).count == 1)
 
-            // A wrong Content-MD5: BadDigest, no object, and no blob left in the store.
-            let wrong = try await s3.put(
-                "bkt", "bad.bin", Self.random(100_000), headers: [("content-md5", Data(Insecure.MD5.hash(data: [1])).base64EncodedString())])
-            #expect(wrong.errorCode == "BadDigest")
-            #expect(try await s3.get("bkt", "bad.bin").status == 404)
-            #expect(try await store.blobKeys(location).count == 1)
+                // A wrong Content-MD5: BadDigest, no object, and no blob left in the store.
+                let wrong = try await s3.put(
+                    "bkt", "bad.bin", Self.random(100_000), headers: [("content-md5", Data(Insecure.MD5.hash(data: [1])).base64EncodedString())])
+                #expect(wrong.errorCode == "BadDigest")
+                #expect(try await s3.get("bkt", "bad.bin").status == 404)
+                #expect(try await store.blobKeys(location).count == 1)
 
-            // An overwrite replaces the blob.
-            let second = Self.random(1 << 20)
-            #expect(try await s3.put("bkt", "dir/a.bin", second).status == 200)
-            #expect(try await s3.get("bkt", "dir/a.bin").body == second)
-            #expect(try await store.blobKeys(location).count == 1)
+                // An overwrite replaces the blob.
+                let second = Self.random(1 << 20)
+                #expect(try await s3.put("bkt", "dir/a.bin", second).status == 200)
+                #expect(try await s3.get("bkt", "dir/a.bin").body == second)
+                #expect(try await store.blobKeys(location).count == 1)
 
-            // Multipart: three parts, one of them sent twice (the second replaces the first).
-            let parts = [Self.random(5 << 20), Self.random(5 << 20), Self.random(700_000)]
-            let uploadId = try await s3.createMultipartUpload("bkt", "m.bin")
-            _ = try await s3.uploadPart("bkt", "m.bin", uploadId: uploadId, number: 2, Self.random(5 << 20))
-            var etags: [(Int, String)] = []
-            for (index, part) in parts.enumerated() {
-                let reply = try await s3.uploadPart("bkt", "m.bin", uploadId: uploadId, number: index + 1, part)
-                #expect(reply.status == 200, "\(reply.text)")
-                etags.append((index + 1, reply.header("etag") ?? ""))
+                // Multipart: three parts, one of them sent twice (the second replaces the first).
+                let parts = [Self.random(5 << 20), Self.random(5 << 20), Self.random(700_000)]
+                let uploadId = try await s3.createMultipartUpload("bkt", "m.bin")
+                _ = try await s3.uploadPart("bkt", "m.bin", uploadId: uploadId, number: 2, Self.random(5 << 20))
+                var etags: [(Int, String)] = []
+                for (index, part) in parts.enumerated() {
+                    let reply = try await s3.uploadPart("bkt", "m.bin", uploadId: uploadId, number: index + 1, part)
+                    #expect(reply.status == 200, "\(reply.text)")
+                    etags.append((index + 1, reply.header("etag") ?? ""))
+                }
+                let completed = try await s3.complete("bkt", "m.bin", uploadId: uploadId, xml: S3TestClient.completeXML(etags))
+                #expect(completed.status == 200, "\(completed.text)")
+                #expect(completed.text.contains("-3&quot;") || completed.text.contains("-3\""))
+                let whole = parts.flatMap { $0 }
+                #expect(try await s3.get("bkt", "m.bin").body == whole)
+                let across = try await s3.get("bkt", "m.bin", headers: [("range", "bytes=5242000-10486000")])
+                #expect(across.body == Array(whole[5_242_000...10_486_000]))
+                #expect(try await store.blobKeys(location).count == 4)
+
+                // A server-side copy shares nothing with the source once made: deleting the source leaves it whole.
+                let copy = try await s3.send(
+                    "PUT", S3TestClient.path("bkt", "copy.bin"), headers: [("x-amz-copy-source", "/bkt/m.bin")])
+                #expect(copy.status == 200, "\(copy.text)")
+                #expect(try await store.blobKeys(location).count == 7)
+                #expect(try await s3.send("DELETE", S3TestClient.path("bkt", "m.bin")).status == 204)
+                #expect(try await s3.get("bkt", "copy.bin").body == whole)
+
+                // Everything deleted: nothing left in the store.
+                #expect(try await s3.send("DELETE", S3TestClient.path("bkt", "copy.bin")).status == 204)
+                #expect(try await s3.send("DELETE", S3TestClient.path("bkt", "dir/a.bin")).status == 204)
+                #expect(try await store.blobKeys(location).isEmpty)
             }
-            let completed = try await s3.complete("bkt", "m.bin", uploadId: uploadId, xml: S3TestClient.completeXML(etags))
-            #expect(completed.status == 200, "\(completed.text)")
-            #expect(completed.text.contains("-3&quot;") || completed.text.contains("-3\""))
-            let whole = parts.flatMap { $0 }
-            #expect(try await s3.get("bkt", "m.bin").body == whole)
-            let across = try await s3.get("bkt", "m.bin", headers: [("range", "bytes=5242000-10486000")])
-            #expect(across.body == Array(whole[5_242_000...10_486_000]))
-            #expect(try await store.blobKeys(location).count == 4)
-
-            // A server-side copy shares nothing with the source once made: deleting the source leaves it whole.
-            let copy = try await s3.send(
-                "PUT", S3TestClient.path("bkt", "copy.bin"), headers: [("x-amz-copy-source", "/bkt/m.bin")])
-            #expect(copy.status == 200, "\(copy.text)")
-            #expect(try await store.blobKeys(location).count == 7)
-            #expect(try await s3.send("DELETE", S3TestClient.path("bkt", "m.bin")).status == 204)
-            #expect(try await s3.get("bkt", "copy.bin").body == whole)
-
-            // Everything deleted: nothing left in the store.
-            #expect(try await s3.send("DELETE", S3TestClient.path("bkt", "copy.bin")).status == 204)
-            #expect(try await s3.send("DELETE", S3TestClient.path("bkt", "dir/a.bin")).status == 204)
-            #expect(try await store.blobKeys(location).isEmpty)
+        } catch {
+            await stop()
+            throw error
         }
+        await stop()
     }
 
     @Test("SeaweedFS killed mid-upload: requests answer 503 SlowDown, and the engine's upload completes byte-identical once it is back")
     func storeOutage() async throws {
         let seaweed = try await SeaweedFSServer.start()
-        defer { Task { await seaweed.destroy() } }
-        let location = seaweed.location()
-        try await TestServer.with(configure: { $0.objectStore = location }) { server in
-            let s3 = server.client()
-            #expect(try await s3.createBucket("bkt").status == 200)
-            let kept = Self.random(200_000)
-            #expect(try await s3.put("bkt", "kept.bin", kept).status == 200)
+        do {
+            let location = seaweed.location()
+            try await TestServer.with(configure: { $0.objectStore = location }) { server in
+                let s3 = server.client()
+                #expect(try await s3.createBucket("bkt").status == 200)
+                let kept = Self.random(200_000)
+                #expect(try await s3.put("bkt", "kept.bin", kept).status == 200)
 
-            let file = try makeRandomFile(size: 40 << 20)
-            defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
-            let client = server.engine(
-                retry: RetryPolicy(maxRetryCount: 60, baseDelay: .milliseconds(200), maxDelay: .seconds(1)))
-            var request = ResumableUploadRequest(bucket: "bkt", key: "big.bin", fileURL: file)
-            request.partSize = 5 << 20
-            request.concurrency = 2
-            let upload = try await client.upload(request)
-            // Wait until some parts are stored, then take the store away.
-            for await event in upload.events {
-                if case .progress(let progress) = event, progress.totalBytesSent >= 10 << 20 { break }
-            }
-            await seaweed.stop()
-            for key in ["during.bin", "during-2.bin"] {
-                let refused = try await s3.put("bkt", key, Self.random(1000))
-                #expect(refused.status == 503)
-                #expect(refused.errorCode == "SlowDown")
-                #expect(!refused.text.contains(SeaweedFSServer.credentials.secretAccessKey))
-            }
-            // A GET fails before its status line: 503, not a 200 cut short.
-            let unavailable = try await s3.get("bkt", "kept.bin")
-            #expect(unavailable.status == 503)
-            #expect(unavailable.errorCode == "SlowDown")
-            try await Task.sleep(for: .seconds(2))
-            try await seaweed.startProcess()
+                let file = try makeRandomFile(size: 40 << 20)
+                defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+                let client = server.engine(
+                    retry: RetryPolicy(maxRetryCount: 60, baseDelay: .milliseconds(200), maxDelay: .seconds(1)))
+                var request = ResumableUploadRequest(bucket: "bkt", key: "big.bin", fileURL: file)
+                request.partSize = 5 << 20
+                request.concurrency = 2
+                let upload = try await client.upload(request)
+                // Wait until some parts are stored, then take the store away.
+                for await event in upload.events {
+                    if case .progress(let progress) = event, progress.totalBytesSent >= 10 << 20 { break }
+                }
+                await seaweed.stop()
+                for key in ["during.bin", "during-2.bin"] {
+                    let refused = try await s3.put("bkt", key, Self.random(1000))
+                    #expect(refused.status == 503)
+                    #expect(refused.errorCode == "SlowDown")
+                    #expect(!refused.text.contains(SeaweedFSServer.credentials.secretAccessKey))
+                }
+                // A GET fails before its status line: 503, not a 200 cut short.
+                let unavailable = try await s3.get("bkt", "kept.bin")
+                #expect(unavailable.status == 503)
+                #expect(unavailable.errorCode == "SlowDown")
+                try await Task.sleep(for: .seconds(2))
+                try await seaweed.startProcess()
 
-            let result = try await upload.result
-            #expect(result.size == 40 << 20)
-            let body = try await s3.get("bkt", "big.bin").body
-            #expect(Insecure.MD5.hash(data: body) == Insecure.MD5.hash(data: try Data(contentsOf: file)))
-            #expect(try await s3.get("bkt", "kept.bin").body == kept)
-            #expect(try await s3.get("bkt", "during.bin").status == 404)
+                let result = try await upload.result
+                #expect(result.size == 40 << 20)
+                let body = try await s3.get("bkt", "big.bin").body
+                #expect(Insecure.MD5.hash(data: body) == Insecure.MD5.hash(data: try Data(contentsOf: file)))
+                #expect(try await s3.get("bkt", "kept.bin").body == kept)
+                #expect(try await s3.get("bkt", "during.bin").status == 404)
+            }
+        } catch {
+            await seaweed.destroy()
+            throw error
         }
+        await seaweed.destroy()
     }
 
     @Test("the store fails while a body is still arriving: the answer is 503 SlowDown, and the server goes on serving")
     func storeFailsMidBody() async throws {
         let seaweed = try await SeaweedFSServer.start()
-        defer { Task { await seaweed.destroy() } }
-        try await TestServer.with(configure: { $0.objectStore = seaweed.location() }) { server in
-            let s3 = server.client()
-            #expect(try await s3.createBucket("bkt").status == 200)
-            let total = 4 << 20
-            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
-            let headers = signer.sign(
-                method: "PUT", path: "/bkt/slow.bin", query: [],
-                headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(total))],
-                payloadHash: SigV4.unsignedPayload, date: Date())
-            let socket = try RawSocket.connect(port: server.port)
-            defer { close(socket) }
-            try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/bkt/slow.bin", headers).utf8))
-            // The body trickles in, 64 KiB every 50 ms; the store goes away after the first MiB, while the server's
-            // client to the store is waiting for the next bytes of this body.
-            let piece = [UInt8](repeating: 0x42, count: 64 << 10)
-            var sent = 0
-            var answer: [UInt8] = []
-            while sent < total, !RawSocket.isCompleteResponse(answer) {
-                guard (try? RawSocket.write(socket, piece)) != nil else { break }
-                sent += piece.count
-                if sent == 1 << 20 { await seaweed.stop() }
-                try await Task.sleep(for: .milliseconds(50))
-                answer += await RawSocket.receive(socket, timeout: .milliseconds(1)) { RawSocket.isCompleteResponse(answer + $0) }.bytes
+        do {
+            try await TestServer.with(configure: { $0.objectStore = seaweed.location() }) { server in
+                let s3 = server.client()
+                #expect(try await s3.createBucket("bkt").status == 200)
+                let total = 4 << 20
+                let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+                let headers = signer.sign(
+                    method: "PUT", path: "/bkt/slow.bin", query: [],
+                    headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(total))],
+                    payloadHash: SigV4.unsignedPayload, date: Date())
+                let socket = try RawSocket.connect(port: server.port)
+                defer { close(socket) }
+                try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/bkt/slow.bin", headers).utf8))
+                // The body trickles in, 64 KiB every 50 ms; the store goes away after the first MiB, while the server's
+                // client to the store is waiting for the next bytes of this body.
+                let piece = [UInt8](repeating: 0x42, count: 64 << 10)
+                var sent = 0
+                var answer: [UInt8] = []
+                while sent < total, !RawSocket.isCompleteResponse(answer) {
+                    guard (try? RawSocket.write(socket, piece)) != nil else { break }
+                    sent += piece.count
+                    if sent == 1 << 20 { await seaweed.stop() }
+                    try await Task.sleep(for: .milliseconds(50))
+                    answer += await RawSocket.receive(socket, timeout: .milliseconds(1)) { RawSocket.isCompleteResponse(answer + $0) }.bytes
+                }
+                if !RawSocket.isCompleteResponse(answer) {
+                    answer += await RawSocket.receive(socket, timeout: .seconds(45)) { RawSocket.isCompleteResponse(answer + $0) }.bytes
+                }
+                let text = String(decoding: answer, as: UTF8.self)
+                #expect(text.hasPrefix("HTTP/1.1 503"), "\(text)")
+                #expect(text.contains("<Code>SlowDown</Code>"), "\(text)")
+                // The server lives on: the catalog answers without the store, and nothing was stored.
+                #expect(try await s3.send("GET", "/bkt", query: [("list-type", "2")]).status == 200)
+                #expect(try await s3.get("bkt", "slow.bin").status == 404)
             }
-            if !RawSocket.isCompleteResponse(answer) {
-                answer += await RawSocket.receive(socket, timeout: .seconds(45)) { RawSocket.isCompleteResponse(answer + $0) }.bytes
-            }
-            let text = String(decoding: answer, as: UTF8.self)
-            #expect(text.hasPrefix("HTTP/1.1 503"), "\(text)")
-            #expect(text.contains("<Code>SlowDown</Code>"), "\(text)")
-            // The server lives on: the catalog answers without the store, and nothing was stored.
-            #expect(try await s3.send("GET", "/bkt", query: [("list-type", "2")]).status == 200)
-            #expect(try await s3.get("bkt", "slow.bin").status == 404)
+        } catch {
+            await seaweed.destroy()
+            throw error
         }
+        await seaweed.destroy()
     }
 }
