@@ -71,6 +71,7 @@ let package = Package(
                 "Ferry",
                 "FerryServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .target(

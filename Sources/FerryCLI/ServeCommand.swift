@@ -4,6 +4,7 @@ import FerryServer
 import Foundation
 import Hummingbird
 import Logging
+import ServiceLifecycle
 
 /// `ferry serve`: runs the object service until SIGINT or SIGTERM.
 struct ServeCommand: AsyncParsableCommand {
@@ -190,7 +191,14 @@ struct ServeCommand: AsyncParsableCommand {
             logger.info("ferry serve listening", metadata: ["address": "http://\(host):\(port)", "data-dir": .string(directory)])
             say("ferry serve listening on http://\(host):\(port) (data: \(directory))")
         }
-        try await app.runService()
+        // SIGTERM or SIGINT asks every service to finish (requests in flight end, media jobs go back to the queue, the
+        // catalog closes); whatever has not finished after 30 s is cancelled, and a process still running 10 s later
+        // stops. Nothing acknowledged depends on a graceful end, so a bounded one beats a node that never exits.
+        var group = ServiceGroupConfiguration(
+            services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        group.maximumGracefulShutdownDuration = .seconds(30)
+        group.maximumCancellationDuration = .seconds(10)
+        try await ServiceGroup(configuration: group).run()
     }
 }
 

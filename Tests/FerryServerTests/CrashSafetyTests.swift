@@ -9,6 +9,42 @@ import Glibc
 
 @Suite("Crash safety", .serialized)
 struct CrashSafetyTests {
+    @Test("SIGTERM while a request body never finishes: the server still exits within its shutdown bound, losing nothing acknowledged")
+    func boundedShutdown() async throws {
+        let data = TemporaryDirectory.make("ferry-shutdown")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let env = ["FERRY_ACCESS_KEY_ID": "FKIASHUTDOWN00000", "FERRY_SECRET_ACCESS_KEY": "shutdown-secret-0123456789"]
+        let root = SigV4Credentials(accessKeyId: env["FERRY_ACCESS_KEY_ID"]!, secretAccessKey: env["FERRY_SECRET_ACCESS_KEY"]!)
+        // A body may stall for ten minutes before the connection is closed: only the shutdown bound can end this one.
+        let arguments = ["--body-timeout", "600", "--idle-timeout", "600"]
+        let server = try await FerryExecutable.Server.start(dataDirectory: data, arguments: arguments, environment: env)
+        var s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+        try await s3.createBucket("stall")
+        let kept = [UInt8](repeating: 9, count: 70_000)
+        #expect(try await s3.put("stall", "kept.bin", kept).status == 200)
+
+        let signer = SigV4Signer(credentials: root, region: "us-east-1")
+        let headers = signer.sign(
+            method: "PUT", path: "/stall/stalled.bin", query: [],
+            headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(8 * 1024 * 1024))],
+            payloadHash: SigV4.unsignedPayload, date: Date())
+        var head = "PUT /stall/stalled.bin HTTP/1.1\r\n"
+        for header in headers { head += "\(header.name): \(header.value)\r\n" }
+        head += "\r\n"
+        let socket = try RawSocket.connect(port: server.port)
+        defer { close(socket) }
+        try RawSocket.write(socket, Array(head.utf8) + [UInt8](repeating: 2, count: 1024 * 1024))
+        try await Task.sleep(for: .milliseconds(500))
+        // Graceful shutdown waits for the request in flight for 30 s, then cancels it.
+        #expect(await server.stopGracefully(within: .seconds(60)), "the server did not exit on SIGTERM")
+
+        let again = try await FerryExecutable.Server.start(dataDirectory: data, arguments: arguments, environment: env)
+        s3 = S3TestClient(endpoint: again.endpoint, credentials: root)
+        #expect(try await s3.get("stall", "kept.bin").body == kept)
+        #expect(try await s3.get("stall", "stalled.bin").status == 404)
+        await again.stop()
+    }
+
     @Test("SIGKILL while a part is being written: after a restart the part is absent and the upload completes")
     func killedMidPart() async throws {
         let data = TemporaryDirectory.make("ferry-crash")

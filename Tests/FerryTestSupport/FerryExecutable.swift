@@ -81,6 +81,21 @@ public enum FerryExecutable {
             await process.exited()
         }
 
+        /// Sends SIGTERM and waits up to `limit` for the server to exit on its own; kills it if it does not. Returns
+        /// whether it exited gracefully in time.
+        public func stopGracefully(within limit: Duration) async -> Bool {
+            guard process.isRunning else { return true }
+            kill(process.processIdentifier, SIGTERM)
+            let deadline = ContinuousClock.now + limit
+            while process.isRunning && ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+            let graceful = !process.isRunning
+            if !graceful { kill(process.processIdentifier, SIGKILL) }
+            await process.exited()
+            return graceful
+        }
+
         deinit {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }

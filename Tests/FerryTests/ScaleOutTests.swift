@@ -191,6 +191,10 @@ struct ScaleOutTests {
             #expect(try Self.md5(back) == Self.md5(file))
             #expect(try await proxy.get("pgo", "kept.bin").body == kept)
             #expect(try await proxy.get("pgo", "refused.bin").status == 404)
+            // After the outage each node still shuts down when asked.
+            for node in cluster.nodes {
+                #expect(await node.stopGracefully(within: .seconds(30)), "a node did not exit on SIGTERM after the outage")
+            }
         } catch {
             await cluster.stop()
             throw error
