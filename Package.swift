@@ -63,7 +63,9 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-            ]
+            ],
+            // The web console's static pages, styles and scripts, served under /console/.
+            resources: [.copy("Console/Site")]
         ),
         .executableTarget(
             name: "FerryCLI",
@@ -72,6 +74,7 @@ let package = Package(
                 "FerryServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         .target(

@@ -7,5 +7,8 @@ struct FerryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ferry",
         abstract: "Resumable media uploads and the S3-compatible service they go to.",
-        subcommands: [UploadCommand.self, ServeCommand.self, VideosCommand.self, KeysCommand.self, PresignCommand.self])
+        subcommands: [
+            UploadCommand.self, ServeCommand.self, ConsoleCommand.self, VideosCommand.self, KeysCommand.self,
+            PresignCommand.self,
+        ])
 }

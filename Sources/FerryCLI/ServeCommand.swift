@@ -68,6 +68,11 @@ struct ServeCommand: AsyncParsableCommand {
         help: "A host, address or network (10.1.0.0/16) form upload callbacks may reach although it is not public; repeat for more (or FERRY_CALLBACK_ALLOW, comma-separated). Default: public addresses only.")
     var callbackAllow: [String] = []
 
+    @Option(
+        name: .customLong("cors-origin"),
+        help: "An origin (https://app.example.com, or *) whose pages may call the object and media APIs from a browser; repeat for more (or FERRY_CORS_ORIGINS, comma-separated). Default: none.")
+    var corsOrigins: [String] = []
+
     @Option(name: .customLong("catalog"), help: "PostgreSQL catalog shared by several nodes, postgres://user[:password]@host:port/database (or FERRY_CATALOG_URL). Default: SQLite in the data directory.")
     var catalogURL: String?
 
@@ -149,6 +154,11 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.callbackAllow =
             callbackAllow.isEmpty
             ? (env["FERRY_CALLBACK_ALLOW"] ?? "").split(separator: ",").map { String($0) } : callbackAllow
+        configuration.corsOrigins =
+            corsOrigins.isEmpty ? (env["FERRY_CORS_ORIGINS"] ?? "").split(separator: ",").map { String($0) } : corsOrigins
+        for origin in configuration.corsOrigins {
+            do { try CrossOriginPolicy.validate(origin) } catch { throw ValidationError("\(error)") }
+        }
         if let text = webhookURL ?? env["FERRY_WEBHOOK_URL"] {
             guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
                 throw ValidationError("--webhook-url '\(text)' is not a URL.")

@@ -6,6 +6,7 @@ import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import UnixSignals
 
 /// Where commands send their requests: a remote endpoint, or the embedded default.
 struct ServiceOptions: ParsableArguments {
@@ -127,11 +128,16 @@ final class EmbeddedService: Sendable {
         self.runner = runner
     }
 
-    static func start(dataDirectory: String, region: String) async throws -> EmbeddedService {
+    /// Starts the service on a free port (or `port`). URLs it hands out are signed for `ferry serve`'s default address
+    /// unless `followRequests`, when they name the address each request came to (as a browser needs).
+    static func start(
+        dataDirectory: String, region: String, port: Int = 0, followRequests: Bool = false,
+        shutdownSignals: [UnixSignal] = []
+    ) async throws -> EmbeddedService {
         var configuration = FerryServerConfiguration(dataDirectory: dataDirectory)
-        configuration.port = 0
+        configuration.port = port
         configuration.region = region
-        configuration.publicEndpoint = publicEndpoint
+        configuration.publicEndpoint = followRequests ? nil : publicEndpoint
         configuration.uploadAddressesFollowRequests = true
         configuration.mediaProcessing = try MediaOptions.configuration(environment: ProcessInfo.processInfo.environment)
         var logger = Logger(label: "ferry.embedded")
@@ -140,7 +146,8 @@ final class EmbeddedService: Sendable {
         let server = try FerryServer(configuration: configuration)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let app = server.makeApplication { port in continuation.yield(port) }
-        let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let services = ServiceGroup(
+            configuration: .init(services: [app], gracefulShutdownSignals: shutdownSignals, logger: logger))
         // When the service cannot start (its port cannot be bound), the stream ends and the reason is thrown at once.
         let runner = Task {
             defer { continuation.finish() }
@@ -165,5 +172,10 @@ final class EmbeddedService: Sendable {
     func stop() async {
         await services.triggerGracefulShutdown()
         _ = try? await runner.value
+    }
+
+    /// Waits until the service stops (on one of its shutdown signals).
+    func wait() async throws {
+        try await runner.value
     }
 }

@@ -277,7 +277,10 @@ public struct FerryServer: Sendable {
         let logger = configuration.logger
         let limits = configuration.connectionLimits
         let connections = ConnectionGuard.Counter()
-        let responder = CallbackResponder<FerryRequestContext> { request, context in
+        let console = ConsoleAPI(media: media, sessions: ConsoleSessions(credentials: credentials), site: ConsoleSite.shared)
+        let signing = MultipartSigningAPI(media: media, console: console)
+        let crossOrigin = CrossOriginPolicy(origins: configuration.corsOrigins)
+        @Sendable func routes(_ request: Request, _ context: FerryRequestContext) async throws -> Response {
             let channel = context.channel
             // The object API lets a body come (100 Continue) once the request is authenticated and allowed; the
             // other APIs read their small bodies at once.
@@ -304,6 +307,22 @@ public struct FerryServer: Sendable {
                 return await form.respond(to: request, logger: logger)
             }
             return await api.respond(to: request, logger: logger, sendContinue: { await channel.sendContinue() })
+        }
+        let responder = CallbackResponder<FerryRequestContext> { request, context in
+            let channel = context.channel
+            // The console and its signing endpoints belong to the console's own origin: no cross-origin headers.
+            if ConsoleAPI.handles(request.uri.path) {
+                await channel.sendContinue()
+                return await console.respond(to: request, logger: logger)
+            }
+            if MultipartSigningAPI.handles(request.uri.path) {
+                await channel.sendContinue()
+                return await signing.respond(to: request, logger: logger)
+            }
+            if let preflight = crossOrigin.preflight(request) { return preflight }
+            var response = try await routes(request, context)
+            crossOrigin.decorate(&response, for: request)
+            return response
         }
         // The HTTP server's own lifecycle lines only when debugging; Ferry logs its one start line itself.
         var serverLogger = configuration.logger

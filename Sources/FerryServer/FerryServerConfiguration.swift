@@ -53,6 +53,10 @@ public struct FerryServerConfiguration: Sendable {
     /// link-local (cloud metadata), private, shared, multicast or reserved ranges, nor to this host's own addresses.
     /// Default: none.
     public var callbackAllow: [String] = []
+    /// Origins (`https://app.example.com`, or `*`) whose pages may call the object, media, publish and form upload APIs
+    /// from a browser (``CrossOriginPolicy``); other origins get only what a bucket's CORS configuration allows.
+    /// Default: none.
+    public var corsOrigins: [String] = []
     /// A PostgreSQL catalog (`postgres://user[:password]@host[:port]/database`) for videos, images, access keys, media
     /// jobs and webhook events, shared by several nodes; nil keeps them in the data directory's SQLite catalog. Open a
     /// server with one through ``FerryServer/open(configuration:environment:)``.

@@ -38,6 +38,17 @@ struct CatalogTests {
             #expect(try await catalog.videos(status: nil, cateId: nil, tag: "sun", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v3", "v1"])
             #expect(try await catalog.videos(status: nil, cateId: nil, tag: "su", owner: nil, offset: 0, limit: 10).total == 0)
             #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, owner: "k1", offset: 0, limit: 10).videos.map(\.videoId) == ["v3", "v1"])
+            // Title search: a substring, ASCII case ignored, wildcard characters taken literally.
+            var odd = Self.video("v5", at: 5)
+            odd.title = "50% off_sale"
+            try await catalog.saveVideo(odd)
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "title V", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v3", "v2", "v1"])
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "v2", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v2"])
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "0% o", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v5"])
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "%", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v5"])
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "f_s", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v5"])
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "e_v", owner: nil, offset: 0, limit: 10).total == 0)
+            try await catalog.saveVideo(Self.video("v5", status: "Deleted", at: 5))
             let page = try await catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 1, limit: 1)
             #expect(page.videos.map(\.videoId) == ["v2"] && page.total == 3)
             #expect(try await catalog.uploadingVideos(createdBefore: Date(timeIntervalSince1970: 1_800_000_002), limit: 10).map(\.videoId) == ["v1"])
@@ -127,6 +138,17 @@ struct CatalogTests {
             let undelivered = try await store.undeliveredWebhookEvents()
             #expect(undelivered.map(\.id) == ["evt1", "evt2"])
             #expect(undelivered.first?.failedAt == now)
+
+            // The console's view: newest first, with the last error; a failed event can be tried again.
+            let recent = try await store.recentWebhookEvents(limit: 2)
+            #expect(recent.map(\.event.id) == ["evt2", "evt1"])
+            #expect(recent.last?.lastError == "gone" && recent.first?.lastError == nil)
+            #expect(try await store.retryWebhookEvent("evt2", now: now) == false)  // pending, not failed
+            #expect(try await store.retryWebhookEvent("evt0", now: now) == false)  // delivered
+            #expect(try await store.retryWebhookEvent("evt1", now: now.addingTimeInterval(60)))
+            let again = try #require(try await store.nextPendingWebhookEvent())
+            #expect(again.event.id == "evt1" && again.event.attempts == 0 && again.event.failedAt == nil)
+            #expect(again.nextAttemptAt == now.addingTimeInterval(60))
         }
     }
 

@@ -55,7 +55,7 @@ extension PostgresCatalog: MediaCatalog {
         }
     }
 
-    public func videos(status: String?, cateId: Int?, tag: String?, owner: String?, offset: Int, limit: Int)
+    public func videos(status: String?, cateId: Int?, tag: String?, title: String?, owner: String?, offset: Int, limit: Int)
         async throws -> (videos: [VideoRecord], total: Int)
     {
         var conditions = ["status <> 'Deleted'"]
@@ -71,6 +71,7 @@ extension PostgresCatalog: MediaCatalog {
             conditions.append("cate_id = $\(bindings.count)")
         }
         if let tag { bind("(',' || tags || ',') LIKE ?", "%," + tag + ",%") }
+        if let title, !title.isEmpty { bind("(record::jsonb ->> 'title') ILIKE ? ESCAPE '\\'", Self.containsPattern(title)) }
         let filter = conditions.joined(separator: " AND ")
         let countQuery = PostgresQuery(unsafeSQL: "SELECT COUNT(*) FROM video WHERE \(filter)", binds: bindings)
         var pageBindings = bindings

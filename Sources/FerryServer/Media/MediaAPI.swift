@@ -62,16 +62,23 @@ public struct MediaAPI: Sendable {
     ///   - prefix: the path prefix; the rest of the path is the action.
     ///   - title: the API's name in messages (`Media API`).
     ///   - name: the API's name in log lines (`media`).
+    ///   - methods: the HTTP methods it answers (POST unless named).
     ///   - perform: answers `(action, body, request, requestId)`.
     static func respondJSON(
-        to request: Request, prefix: String, title: String, name: String, logger: Logger,
+        to request: Request, prefix: String, title: String, name: String, methods: Set<HTTPRequest.Method> = [.post],
+        logger: Logger,
         _ perform: (_ action: String, _ body: Data, _ request: Request, _ requestId: String) async throws -> [String: Any]
     ) async -> Response {
         let requestId = ObjectAPI.newRequestId()
         var request = request
         do {
-            guard request.method == .post else {
-                throw MediaError("MethodNotAllowed", "\(title) operations are POST requests.", status: 405)
+            guard methods.contains(request.method) else {
+                throw MediaError(
+                    "MethodNotAllowed",
+                    methods == [.post]
+                        ? "\(title) operations are POST requests."
+                        : "\(title) answers \(methods.map(\.rawValue).sorted().joined(separator: ", ")) requests.",
+                    status: 405)
             }
             let action = String(request.uri.path.dropFirst(prefix.count))
             let body: ByteBuffer
@@ -124,11 +131,14 @@ public struct MediaAPI: Sendable {
         case "GetPlayInfo": return try await getPlayInfo(decode(PlayInfoInput.self, data), principal: principal, host: host)
         case "GetMezzanineInfo": return try await getMezzanineInfo(decode(VideoIdInput.self, data), principal: principal, host: host)
         case "ListVideos": return try await listVideos(decode(ListVideosInput.self, data), principal: principal, host: host)
+        case "UpdateVideoInfo": return try await updateVideoInfo(decode(UpdateVideoInfoInput.self, data), principal: principal)
         case "DeleteVideo": return try await deleteVideo(decode(DeleteVideoInput.self, data), principal: principal)
         case "GetImageInfo": return try await getImageInfo(decode(ImageIdInput.self, data), principal: principal, host: host)
         case "AssumeRole": return try await assumeRole(decode(AssumeRoleInput.self, data), principal: principal)
         case "CreateAccessKey": return try await createAccessKey(decode(CreateAccessKeyInput.self, data), principal: principal)
         case "ListAccessKeys": return try await listAccessKeys(principal: principal)
+        case "ListWebhookEvents": return try await listWebhookEvents(decode(ListWebhookEventsInput.self, data), principal: principal)
+        case "RetryWebhookEvent": return try await retryWebhookEvent(decode(WebhookEventIdInput.self, data), principal: principal)
         case "DisableAccessKey": return try await disableAccessKey(decode(AccessKeyIdInput.self, data), principal: principal)
         default: throw MediaError("InvalidAction", "\(action.prefix(64)) is not a media API operation.", status: 404)
         }
@@ -168,6 +178,14 @@ public struct MediaAPI: Sendable {
 
     /// A credential that may write only `key` (and run its multipart upload), valid for the configured time.
     func uploadAuth(for key: String, principal: Principal) -> UploadAuth {
+        let (issued, expiration) = uploadCredentials(for: key, principal: principal)
+        return UploadAuth(
+            accessKeyId: issued.accessKeyId, accessKeySecret: issued.secretAccessKey,
+            securityToken: issued.sessionToken ?? "", expiration: expiration, region: configuration.region)
+    }
+
+    /// The temporary credential behind ``uploadAuth(for:principal:)``, and when it expires.
+    func uploadCredentials(for key: String, principal: Principal) -> (SigV4Credentials, Date) {
         let scope = AccessPolicy(statements: [
             .init(
                 actions: ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:GetObject"],
@@ -178,9 +196,7 @@ public struct MediaAPI: Sendable {
         // key of whoever asked for it is disabled.
         let issued = credentials.tokens.issue(
             parent: principal.parentAccessKeyId, policies: [scope], expiration: expiration)
-        return UploadAuth(
-            accessKeyId: issued.accessKeyId, accessKeySecret: issued.secretAccessKey,
-            securityToken: issued.sessionToken ?? "", expiration: expiration, region: configuration.region)
+        return (issued, expiration)
     }
 
     func address(for key: String, host: String) -> UploadAddress {
@@ -317,12 +333,43 @@ public struct MediaAPI: Sendable {
             throw MediaError.invalid("PageNo", "must be between 1 and \(Self.maxPageNo).")
         }
         guard (1...100).contains(size) else { throw MediaError.invalid("PageSize", "must be between 1 and 100.") }
+        try Self.checkText(input.Title, "Title", max: 128)
         let (videos, total) = try await catalog.videos(
-            status: input.Status, cateId: input.CateId, tag: input.Tag,
+            status: input.Status, cateId: input.CateId, tag: input.Tag, title: input.Title,
             owner: principal.isRoot ? nil : principal.parentAccessKeyId, offset: (page - 1) * size, limit: size)
         var list: [[String: Any]] = []
         for video in videos { list.append(try await videoJSON(video, host: host, detailed: false)) }
         return ["VideoList": list, "Total": total, "PageNo": page, "PageSize": size]
+    }
+
+    /// Changes a video's title, description, tags, category or cover; fields left out stay as they are, an empty
+    /// Description, Tags or CoverURL clears it.
+    func updateVideoInfo(_ input: UpdateVideoInfoInput, principal: Principal) async throws -> [String: Any] {
+        let video = try await liveVideo(input.VideoId, principal: principal)
+        if let title = input.Title, title.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            throw MediaError.invalid("Title", "must not be empty.")
+        }
+        try Self.checkText(input.Title, "Title", max: 128)
+        try Self.checkText(input.Description, "Description", max: 1024)
+        try Self.checkText(input.CoverURL, "CoverURL", max: 1024)
+        try Self.checkTags(input.Tags)
+        if let cover = input.CoverURL, !cover.isEmpty {
+            guard let url = URL(string: cover), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
+            else { throw MediaError.invalid("CoverURL", "must be an http or https URL.") }
+        }
+        if input.Title == nil, input.Description == nil, input.Tags == nil, input.CateId == nil, input.CoverURL == nil {
+            throw MediaError("MissingParameter", "Name at least one of Title, Description, Tags, CateId, CoverURL.")
+        }
+        try await catalog.updateVideo(video.videoId) { video in
+            if let title = input.Title { video.title = title }
+            if let description = input.Description { video.description = description.isEmpty ? nil : description }
+            if let tags = input.Tags { video.tags = tags.isEmpty ? nil : tags }
+            if let cateId = input.CateId { video.cateId = cateId }
+            if let cover = input.CoverURL { video.coverURL = cover.isEmpty ? nil : cover }
+            video.updatedAt = Date()
+            return .save()
+        }
+        return [:]
     }
 
     func deleteVideo(_ input: DeleteVideoInput, principal: Principal) async throws -> [String: Any] {
@@ -540,6 +587,40 @@ public struct MediaAPI: Sendable {
             ]
         }
         return ["AccessKeys": keys]
+    }
+
+    /// The newest webhook events (root only), newest first, with their delivery state.
+    func listWebhookEvents(_ input: ListWebhookEventsInput, principal: Principal) async throws -> [String: Any] {
+        try requireRoot(principal)
+        let limit = input.Limit ?? 50
+        guard (1...500).contains(limit) else { throw MediaError.invalid("Limit", "must be between 1 and 500.") }
+        let events = try await webhooks.catalog.recentWebhookEvents(limit: limit).map { delivery -> [String: Any] in
+            let event = delivery.event
+            var object: [String: Any] = [
+                "EventId": event.id, "EventType": event.type, "CreationTime": event.createdAt.formatted(.iso8601),
+                "Attempts": event.attempts,
+                "State": event.deliveredAt != nil ? "Delivered" : event.failedAt != nil ? "Failed" : "Pending",
+            ]
+            if let id = event.payload["VideoId"]?.stringValue { object["VideoId"] = id }
+            if let date = event.deliveredAt { object["DeliveryTime"] = date.formatted(.iso8601) }
+            if let date = event.failedAt { object["FailureTime"] = date.formatted(.iso8601) }
+            if event.deliveredAt == nil, event.failedAt == nil { object["NextAttemptTime"] = delivery.nextAttemptAt.formatted(.iso8601) }
+            if let error = delivery.lastError { object["LastError"] = error }
+            return object
+        }
+        var answer: [String: Any] = ["Events": events]
+        if let url = webhooks.configuration?.url { answer["WebhookURL"] = url.absoluteString }
+        return answer
+    }
+
+    /// Delivers a failed webhook event again (root only), from a fresh count of attempts.
+    func retryWebhookEvent(_ input: WebhookEventIdInput, principal: Principal) async throws -> [String: Any] {
+        try requireRoot(principal)
+        guard let id = input.EventId, !id.isEmpty else { throw MediaError.missing("EventId") }
+        guard try await webhooks.catalog.retryWebhookEvent(id, now: Date()) else {
+            throw MediaError("InvalidEvent.NotFailed", "No failed webhook event has the id \(id.prefix(64)).", status: 404)
+        }
+        return ["EventId": id, "State": "Pending"]
     }
 
     func disableAccessKey(_ input: AccessKeyIdInput, principal: Principal) async throws -> [String: Any] {

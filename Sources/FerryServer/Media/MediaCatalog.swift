@@ -16,9 +16,10 @@ public protocol MediaCatalog: JobQueue {
     func video(_ id: String) async throws -> VideoRecord?
     /// The video whose source file is `bucket`/`key`, or nil.
     func video(bucket: String, key: String) async throws -> VideoRecord?
-    /// A page of videos (not deleted), newest first, and how many match; with `owner`, only that key's videos.
-    func videos(status: String?, cateId: Int?, tag: String?, owner: String?, offset: Int, limit: Int) async throws
-        -> (videos: [VideoRecord], total: Int)
+    /// A page of videos (not deleted), newest first, and how many match; with `owner`, only that key's videos; with
+    /// `title`, only those whose title contains it (ignoring ASCII case; `%`, `_` and backslash match only themselves).
+    func videos(status: String?, cateId: Int?, tag: String?, title: String?, owner: String?, offset: Int, limit: Int)
+        async throws -> (videos: [VideoRecord], total: Int)
     /// The video still uploading that `owner` created with `clientToken`, or nil.
     func uploadingVideo(owner: String, clientToken: String) async throws -> VideoRecord?
     /// Stores a new video, unless it carries a client token its owner already created a video still uploading with:
@@ -73,5 +74,24 @@ enum MediaRecordJSON {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970
         return try decoder.decode(type, from: Data(text.utf8))
+    }
+}
+
+extension MediaCatalog {
+    /// A page of videos (not deleted), newest first, whatever their title.
+    public func videos(status: String?, cateId: Int?, tag: String?, owner: String?, offset: Int, limit: Int) async throws
+        -> (videos: [VideoRecord], total: Int)
+    {
+        try await videos(status: status, cateId: cateId, tag: tag, title: nil, owner: owner, offset: offset, limit: limit)
+    }
+
+    /// `text` as a LIKE pattern that matches it anywhere, with a backslash as the escape character.
+    static func containsPattern(_ text: String) -> String {
+        var escaped = ""
+        for character in text {
+            if character == "%" || character == "_" || character == "\\" { escaped.append("\\") }
+            escaped.append(character)
+        }
+        return "%" + escaped + "%"
     }
 }

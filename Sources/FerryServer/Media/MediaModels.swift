@@ -85,6 +85,15 @@ struct PlayInfoInput: Decodable {
     var Definition: String?
 }
 
+struct UpdateVideoInfoInput: Decodable {
+    var VideoId: String?
+    var Title: String?
+    var Description: String?
+    var Tags: String?
+    var CateId: Int?
+    var CoverURL: String?
+}
+
 struct DeleteVideoInput: Decodable {
     var VideoIds: String?
 }
@@ -107,6 +116,8 @@ struct ListVideosInput: Decodable {
     var Status: String?
     var CateId: Int?
     var Tag: String?
+    /// Part of the title to search for.
+    var Title: String?
     var PageNo: Int?
     var PageSize: Int?
 }
@@ -119,6 +130,14 @@ struct AssumeRoleInput: Decodable {
 struct CreateAccessKeyInput: Decodable {
     var Description: String?
     var Policy: AccessPolicy?
+}
+
+struct ListWebhookEventsInput: Decodable {
+    var Limit: Int?
+}
+
+struct WebhookEventIdInput: Decodable {
+    var EventId: String?
 }
 
 struct AccessKeyIdInput: Decodable {

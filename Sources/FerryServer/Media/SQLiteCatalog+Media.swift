@@ -290,7 +290,7 @@ extension SQLiteCatalog: MediaCatalog {
     }
 
     /// A page of videos, newest first, and the total matching.
-    public func videos(status: String?, cateId: Int?, tag: String?, owner: String?, offset: Int, limit: Int)
+    public func videos(status: String?, cateId: Int?, tag: String?, title: String?, owner: String?, offset: Int, limit: Int)
         async throws -> (videos: [VideoRecord], total: Int)
     {
         var conditions = ["status != 'Deleted'"]
@@ -310,6 +310,10 @@ extension SQLiteCatalog: MediaCatalog {
         if let tag {
             conditions.append("(',' || tags || ',') LIKE ?")
             _ = arguments.append(contentsOf: ["%," + tag + ",%"])
+        }
+        if let title, !title.isEmpty {
+            conditions.append("json_extract(record, '$.title') LIKE ? ESCAPE '\\'")
+            _ = arguments.append(contentsOf: [Self.containsPattern(title)])
         }
         let filter = conditions.joined(separator: " AND ")
         let countArguments = arguments

@@ -223,6 +223,12 @@ public struct ObjectAPI: Sendable {
         else {
             throw S3Error(.invalidBucketName, "The specified bucket is not valid.", details: ["BucketName": String(name.prefix(64))])
         }
+        // `/console/` is the web console's path, so no bucket may be called that.
+        if name == "console" {
+            throw S3Error(
+                .invalidBucketName, "The bucket name console is reserved for Ferry's web console.",
+                details: ["BucketName": name])
+        }
     }
 
     static func newRequestId() -> String {

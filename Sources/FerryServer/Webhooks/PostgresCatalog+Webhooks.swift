@@ -51,6 +51,23 @@ extension PostgresCatalog: WebhookStore {
             """, logger: logger)
     }
 
+    public func recentWebhookEvents(limit: Int) async throws -> [WebhookDelivery] {
+        try await rows("SELECT * FROM webhook_event ORDER BY seq DESC LIMIT \(Int64(limit))").map { row in
+            let stored = try Self.storedWebhookEvent(row)
+            return WebhookDelivery(
+                event: stored.event, nextAttemptAt: stored.nextAttemptAt, lastError: try row["last_error"].decode(String?.self))
+        }
+    }
+
+    public func retryWebhookEvent(_ id: String, now: Date) async throws -> Bool {
+        let changed = try await rows(
+            """
+            UPDATE webhook_event SET failed_at = NULL, attempts = 0, next_attempt_at = \(now.timeIntervalSince1970)
+            WHERE id = \(id) AND failed_at IS NOT NULL AND delivered_at IS NULL RETURNING id
+            """)
+        return !changed.isEmpty
+    }
+
     public func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws {
         if let nextAttemptAt {
             try await client.query(

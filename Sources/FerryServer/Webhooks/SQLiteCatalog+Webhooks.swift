@@ -12,6 +12,16 @@ public struct StoredWebhookEvent: Sendable {
     public var nextAttemptAt: Date
 }
 
+/// An event with how its delivery goes, for people looking at it (the console's webhooks page).
+public struct WebhookDelivery: Sendable {
+    /// The event.
+    public var event: WebhookEvent
+    /// When the next attempt is due (while it is pending).
+    public var nextAttemptAt: Date
+    /// What the last failed attempt met, nil when none failed or it was delivered since.
+    public var lastError: String?
+}
+
 /// Where the webhook outbox keeps its events, so they survive restarts: the catalog (SQLite; PostgreSQL when several
 /// nodes share one).
 public protocol WebhookStore: Sendable {
@@ -25,6 +35,11 @@ public protocol WebhookStore: Sendable {
     func markWebhookEventDelivered(_ id: String, at date: Date) async throws
     /// Records a failed attempt: either the next attempt's time or, when attempts ran out (nil), the failure.
     func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws
+    /// The newest `limit` events, delivered or not, newest first.
+    func recentWebhookEvents(limit: Int) async throws -> [WebhookDelivery]
+    /// Makes an event whose attempts ran out pending again, due at `now` with a fresh count of attempts; false when
+    /// no failed event has that id.
+    func retryWebhookEvent(_ id: String, now: Date) async throws -> Bool
 }
 
 extension SQLiteCatalog: WebhookStore {
@@ -112,6 +127,27 @@ extension SQLiteCatalog: WebhookStore {
             try db.execute(
                 sql: "UPDATE webhookEvent SET attempts = attempts + 1, deliveredAt = ?, lastError = NULL WHERE id = ?",
                 arguments: [date.timeIntervalSince1970, id])
+        }
+    }
+
+    public func recentWebhookEvents(limit: Int) async throws -> [WebhookDelivery] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM webhookEvent ORDER BY seq DESC LIMIT ?", arguments: [limit]).map { row in
+                let stored = try Self.storedWebhookEvent(row)
+                return WebhookDelivery(event: stored.event, nextAttemptAt: stored.nextAttemptAt, lastError: row["lastError"])
+            }
+        }
+    }
+
+    public func retryWebhookEvent(_ id: String, now: Date) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE webhookEvent SET failedAt = NULL, attempts = 0, nextAttemptAt = ?
+                    WHERE id = ? AND failedAt IS NOT NULL AND deliveredAt IS NULL
+                    """,
+                arguments: [now.timeIntervalSince1970, id])
+            return db.changesCount > 0
         }
     }
 

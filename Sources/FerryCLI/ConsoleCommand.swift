@@ -1,0 +1,44 @@
+import ArgumentParser
+import FerryServer
+import Foundation
+import UnixSignals
+
+/// `ferry console`: the web console of the data directory's service, in this process, until SIGINT or SIGTERM.
+struct ConsoleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "console",
+        abstract: "Runs the service on the data directory in-process and prints the web console's URL.",
+        discussion: """
+            Sign in with the data directory's root key (root-credentials.json in it) or any access key made with \
+            `ferry keys create`. When `ferry serve` already runs on the directory, prints that server's console URL \
+            instead.
+            """)
+
+    @Option(name: .customLong("data-dir"), help: "Data directory (or FERRY_DATA_DIR). Default ~/.ferry.")
+    var dataDirectory: String?
+
+    @Option(help: "Loopback port to listen on; 0 picks a free one. Default 0.")
+    var port: Int = 0
+
+    func validate() throws {
+        guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
+    }
+
+    func run() async throws {
+        let env = ProcessInfo.processInfo.environment
+        let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
+        let service: EmbeddedService
+        do {
+            service = try await EmbeddedService.start(
+                dataDirectory: directory, region: "us-east-1", port: port, followRequests: true,
+                shutdownSignals: [.sigterm, .sigint])
+        } catch let busy as DataDirectoryInUse {
+            guard let endpoint = busy.endpoint else { throw ValidationError(busy.description) }
+            say("ferry serve runs on \(directory): its console is \(endpoint)/console/")
+            return
+        }
+        say("Ferry console: \(service.endpoint.absoluteString)/console/ (data: \(directory))")
+        say("Sign in with the access key in \(directory)/root-credentials.json, or one made with `ferry keys create`.")
+        try await service.wait()
+    }
+}

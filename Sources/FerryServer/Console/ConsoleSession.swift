@@ -1,0 +1,127 @@
+import Crypto
+import FerryCore
+import Foundation
+import HTTPTypes
+
+/// Sign-in for the web console and for browser apps on the same origin: an access key id and secret are exchanged
+/// once for a short-lived session, kept in an `HttpOnly`, `SameSite=Strict` cookie. The secret itself is never stored
+/// in the browser, nor anywhere else by the session.
+///
+/// A session is a temporary credential issued under the key (the same self-contained token as STS credentials, so any
+/// node verifies it and it ends when the key is disabled), carrying the key's policy. Requests that change state also
+/// carry the session's CSRF token in `X-Ferry-CSRF`, a value a page of another site can neither read nor send.
+struct ConsoleSessions: Sendable {
+    /// The cookie holding the session.
+    static let cookieName = "ferry_console"
+    /// The header carrying the CSRF token.
+    static let csrfHeader = HTTPField.Name("X-Ferry-CSRF")!
+    /// How long a session lasts.
+    static let lifetime: TimeInterval = 3600
+
+    let credentials: CredentialStore
+
+    /// A verified session.
+    struct Session: Sendable {
+        /// Who the session acts as: the key's policy, and the root key's powers when it was the root key.
+        var principal: Principal
+        /// The token in the cookie.
+        var token: String
+        /// The value `X-Ferry-CSRF` must carry.
+        var csrf: String
+        /// When it ends.
+        var expiration: Date
+    }
+
+    /// Why a sign-in or a session was refused, as a message for people (never naming a secret).
+    struct Refusal: Error {
+        var code: String
+        var message: String
+    }
+
+    /// Checks an access key id and secret and opens a session for the key; throws ``Refusal`` for a wrong, unknown or
+    /// disabled key.
+    func signIn(accessKeyId: String, secretAccessKey: String, now: Date = Date()) async throws -> Session {
+        let wrong = Refusal(code: "InvalidCredentials", message: "The access key id or secret is wrong.")
+        guard !accessKeyId.isEmpty, accessKeyId.utf8.count <= 128, secretAccessKey.utf8.count <= 256 else { throw wrong }
+        let policies: [AccessPolicy]
+        if accessKeyId == credentials.root.accessKeyId {
+            guard Self.equal(secretAccessKey, credentials.root.secretAccessKey) else { throw wrong }
+            policies = [.fullAccess]
+        } else {
+            guard let key = try await credentials.catalog.accessKey(accessKeyId) else { throw wrong }
+            guard Self.equal(secretAccessKey, key.secretAccessKey) else { throw wrong }
+            guard key.status == .active else {
+                throw Refusal(code: "AccessKeyDisabled", message: "The access key \(accessKeyId) is disabled.")
+            }
+            policies = [key.policy]
+        }
+        let expiration = now.addingTimeInterval(Self.lifetime)
+        let issued = credentials.tokens.issue(parent: accessKeyId, policies: policies, expiration: expiration)
+        return try await session(cookie: issued.accessKeyId + "~" + (issued.sessionToken ?? ""), now: now)
+    }
+
+    /// The session a cookie value stands for; throws ``Refusal`` when it is missing, forged, expired, or its key was
+    /// disabled since.
+    func session(cookie value: String, now: Date = Date()) async throws -> Session {
+        let expired = Refusal(code: "SessionExpired", message: "The console session has ended; sign in again.")
+        guard let separator = value.firstIndex(of: "~") else { throw expired }
+        let accessKeyId = String(value[..<separator])
+        let token = String(value[value.index(after: separator)...])
+        let resolved: CredentialStore.Resolved
+        do {
+            resolved = try await credentials.resolve(accessKeyId: accessKeyId, sessionToken: token, now: now)
+        } catch let error as S3Error where [.invalidToken, .expiredToken, .invalidAccessKeyId].contains(error.code) {
+            throw expired
+        }
+        var principal = resolved.principal
+        principal.isRoot = principal.parentAccessKeyId == credentials.root.accessKeyId
+        let csrf = SessionTokenCodec.base64url(
+            credentials.tokens.authenticationCode(for: Data(value.utf8), purpose: "console-csrf"))
+        return Session(principal: principal, token: value, csrf: csrf, expiration: principal.expiration ?? now)
+    }
+
+    /// The session of a request's cookie, nil when it has none.
+    func session(of headers: HTTPFields) async throws -> Session? {
+        guard let value = Self.cookie(Self.cookieName, in: headers) else { return nil }
+        return try await session(cookie: value)
+    }
+
+    /// Whether a state-changing request carries the session's CSRF token.
+    static func hasCSRFToken(_ headers: HTTPFields, session: Session) -> Bool {
+        guard let sent = headers[csrfHeader] else { return false }
+        return equal(sent, session.csrf)
+    }
+
+    /// The `Set-Cookie` value that stores `session` (`Secure` when the browser reached the server over https).
+    static func setCookie(_ session: Session, secure: Bool) -> String {
+        var value = "\(cookieName)=\(session.token); Path=/; HttpOnly; SameSite=Strict; Max-Age=\(Int(lifetime))"
+        if secure { value += "; Secure" }
+        return value
+    }
+
+    /// The `Set-Cookie` value that ends a session.
+    static func clearCookie(secure: Bool) -> String {
+        "\(cookieName)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0" + (secure ? "; Secure" : "")
+    }
+
+    /// A cookie's value among a request's `Cookie` headers.
+    static func cookie(_ name: String, in headers: HTTPFields) -> String? {
+        for header in headers[values: .cookie] {
+            for pair in header.split(separator: ";") {
+                let trimmed = pair.trimmingCharacters(in: .whitespaces)
+                if trimmed.hasPrefix(name + "=") { return String(trimmed.dropFirst(name.count + 1)) }
+            }
+        }
+        return nil
+    }
+
+    /// Compares two secrets in time that does not depend on where they differ.
+    static func equal(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8)
+        let y = Array(b.utf8)
+        guard x.count == y.count else { return false }
+        var difference: UInt8 = 0
+        for index in x.indices { difference |= x[index] ^ y[index] }
+        return difference == 0
+    }
+}

@@ -1,0 +1,80 @@
+// The console's requests: the session (cookie plus CSRF token), the media API for the session, and the multipart
+// signing endpoints.
+
+let csrf = null;
+const listeners = new Set();
+
+/** An error answered by the service. */
+export class ServiceError extends Error {
+  constructor(status, code, message) {
+    super(message || code || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Calls `handler` whenever a request finds the session ended. */
+export function onSessionEnded(handler) { listeners.add(handler); }
+
+function sessionEnded(error) { csrf = null; for (const handler of listeners) handler(error); }
+
+async function request(method, url, body, { allowSignedOut = false } = {}) {
+  const headers = { Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (csrf) headers['X-Ferry-CSRF'] = csrf;
+  let response;
+  try {
+    response = await fetch(url, {
+      method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin',
+      cache: 'no-store',
+    });
+  } catch (error) {
+    throw new ServiceError(0, 'NetworkError', 'The service cannot be reached; check the network.');
+  }
+  let data = {};
+  const text = await response.text();
+  if (text) { try { data = JSON.parse(text); } catch { data = {}; } }
+  if (!response.ok) {
+    const code = data.code || data.error?.code || `HTTP${response.status}`;
+    const message = data.message || data.error?.message || response.statusText;
+    const error = new ServiceError(response.status, code, message);
+    if (response.status === 401 && !allowSignedOut) sessionEnded(error);
+    throw error;
+  }
+  return data;
+}
+
+/** The signed-in session, or null. */
+export async function currentSession() {
+  try {
+    const session = await request('GET', '/_ferry/console/session', undefined, { allowSignedOut: true });
+    csrf = session.CSRFToken;
+    return session;
+  } catch (error) {
+    if (error.status === 401) return null;
+    throw error;
+  }
+}
+
+/** Signs in with an access key; the secret goes to the service once and is not kept. */
+export async function signIn(accessKeyId, secretAccessKey) {
+  const session = await request('POST', '/_ferry/console/session', { AccessKeyId: accessKeyId, SecretAccessKey: secretAccessKey },
+    { allowSignedOut: true });
+  csrf = session.CSRFToken;
+  return session;
+}
+
+/** Ends the session. */
+export async function signOut() {
+  try { await request('DELETE', '/_ferry/console/session', undefined, { allowSignedOut: true }); } finally { csrf = null; }
+}
+
+/** Calls a media API action for the session. */
+export function media(action, input = {}) {
+  return request('POST', `/_ferry/console/api/${encodeURIComponent(action)}`, input);
+}
+
+/** Calls a multipart signing endpoint (`/s3/multipart…`). */
+export function multipart(method, path, body) {
+  return request(method, `/s3/multipart${path}`, body);
+}

@@ -1,0 +1,134 @@
+// One video: the player (HLS where the browser plays it natively, else the MP4 rendition), renditions, cover and
+// snapshots, editable details, play URLs to copy, and deletion.
+
+import { media } from './api.js';
+import { h, replace, bytes, duration, time, copy, toast, confirmDialog } from './dom.js';
+import { statusText } from './view-library.js';
+
+export function videoPage(main, videoId) {
+  let timer = null;
+  let closed = false;
+  replace(main, h('p', { class: 'note' }, 'Loading…'));
+
+  async function load() {
+    let info;
+    try {
+      info = (await media('GetVideoInfo', { VideoId: videoId })).Video;
+    } catch (error) {
+      replace(main, h('h1', {}, 'Video'), h('p', { class: 'error', role: 'alert' }, error.message),
+        h('a', { href: '#/library' }, 'Back to the library'));
+      return;
+    }
+    if (closed) return;
+    let play = null;
+    if (info.Status === 'Normal') {
+      try { play = await media('GetPlayInfo', { VideoId: videoId }); } catch { play = null; }
+    }
+    if (closed) return;
+    render(info, play);
+    if (!['Normal', 'TranscodeFail'].includes(info.Status)) timer = setTimeout(load, 2000);
+  }
+
+  function render(info, play) {
+    const streams = play?.PlayInfoList || [];
+    const player = playerFor(streams, info);
+    const renditions = h('div', { class: 'table-wrap' }, h('table', { id: 'renditions' },
+      h('caption', { class: 'visually-hidden' }, 'Renditions'),
+      h('thead', {}, h('tr', {}, ['Definition', 'Format', 'Resolution', 'Bitrate', 'Size'].map((name) => h('th', { scope: 'col' }, name)))),
+      h('tbody', {}, streams.map((s) => h('tr', {},
+        h('td', {}, s.Definition), h('td', {}, s.Format),
+        h('td', {}, s.Width && s.Height ? `${s.Width}×${s.Height}` : '—'),
+        h('td', {}, s.Bitrate ? `${s.Bitrate} kbit/s` : '—'), h('td', {}, bytes(s.Size)))))));
+    const urls = h('ul', { id: 'play-urls' }, streams.map((s) => h('li', {},
+      h('span', {}, `${s.Definition} ${s.Format}: `),
+      h('button', { type: 'button', 'aria-label': `Copy the ${s.Definition} ${s.Format} URL`, onclick: () => copy(s.PlayURL) }, 'Copy'),
+      h('div', { class: 'url' }, s.PlayURL))));
+    const snapshots = h('div', { class: 'thumbs' },
+      (info.Snapshots || []).map((url, index) => h('img', { src: url, alt: `Snapshot ${index + 1}` })));
+    replace(main,
+      h('p', {}, h('a', { href: '#/library' }, '← Library')),
+      h('h1', { id: 'video-title' }, info.Title),
+      h('div', { class: 'columns' },
+        h('section', { 'aria-label': 'Player' },
+          player,
+          h('h2', {}, 'Renditions'), streams.length ? renditions : h('p', { class: 'note' }, 'None yet.'),
+          h('h2', {}, 'Play URLs'), streams.length ? urls : h('p', { class: 'note' }, 'None yet.')),
+        h('section', { 'aria-label': 'Details' },
+          h('p', {}, h('span', { class: `status status-${info.Status}`, id: 'video-status' }, statusText(info))),
+          info.StatusMessage ? h('p', { class: 'note' }, info.StatusMessage) : null,
+          info.ErrorMessage ? h('p', { class: 'error' }, info.ErrorMessage) : null,
+          h('p', { class: 'meta' }, [`Duration ${duration(info.Duration)}`, `Size ${bytes(info.Size)}`,
+            `Created ${time(info.CreationTime)}`, info.Width ? `${info.Width}×${info.Height}` : null].filter(Boolean).join(' · ')),
+          h('h2', {}, 'Cover'),
+          info.CoverURL ? h('img', { src: info.CoverURL, alt: 'Cover', class: 'player', id: 'cover' }) : h('p', { class: 'note' }, 'No cover yet.'),
+          (info.Snapshots || []).length ? [h('h2', {}, 'Snapshots'), snapshots] : null,
+          editForm(info),
+          h('div', { class: 'actions' },
+            h('button', { type: 'button', class: 'danger', id: 'delete-video', onclick: () => remove(info) }, 'Delete video')))));
+  }
+
+  function editForm(info) {
+    const field = (id, label, value, attributes = {}) => h('div', { class: 'form-row' },
+      h('label', { for: id }, label), h(attributes.multiline ? 'textarea' : 'input', { id, value: value ?? '', ...attributes.input }));
+    const form = h('form', { id: 'edit-video', 'aria-labelledby': 'edit-title' },
+      h('h2', { id: 'edit-title' }, 'Details'),
+      field('edit-video-title', 'Title', info.Title, { input: { required: true, maxlength: '128' } }),
+      field('edit-description', 'Description', info.Description, { multiline: true, input: { rows: '3', maxlength: '1024' } }),
+      field('edit-tags', 'Tags (comma-separated)', info.Tags),
+      field('edit-category', 'Category', info.CateId, { input: { type: 'number', min: '0' } }),
+      field('edit-cover', 'Cover URL (empty: the cover taken from the video)', info.CoverURL && !info.CoverURL.includes('/_ferry/play/') ? info.CoverURL : '', { input: { type: 'url' } }),
+      h('p', { class: 'error', role: 'alert', id: 'edit-error' }),
+      h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'save-video' }, 'Save')));
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const input = {
+        VideoId: videoId, Title: form.querySelector('#edit-video-title').value, Description: form.querySelector('#edit-description').value,
+        Tags: form.querySelector('#edit-tags').value.split(',').map((t) => t.trim()).filter(Boolean).join(','),
+        CoverURL: form.querySelector('#edit-cover').value.trim(),
+      };
+      const category = form.querySelector('#edit-category').value.trim();
+      if (category !== '') input.CateId = Number(category);
+      try {
+        await media('UpdateVideoInfo', input);
+        toast('Saved');
+        clearTimeout(timer);
+        load();
+      } catch (error) {
+        form.querySelector('#edit-error').textContent = error.message;
+      }
+    });
+    return form;
+  }
+
+  async function remove(info) {
+    if (!(await confirmDialog(`Delete “${info.Title}” and all its renditions? This cannot be undone.`))) return;
+    try {
+      await media('DeleteVideo', { VideoIds: videoId });
+      toast('Deleted');
+      location.hash = '#/library';
+    } catch (error) {
+      toast(`Not deleted: ${error.message}`);
+    }
+  }
+
+  load();
+  return () => { closed = true; clearTimeout(timer); };
+}
+
+/** A video element for the best stream this browser plays, or a note. */
+function playerFor(streams, info) {
+  if (!streams.length) {
+    return h('p', { class: 'note', id: 'player-note' },
+      info.Status === 'TranscodeFail' ? 'The video could not be processed.' : 'The video becomes playable when processing ends.');
+  }
+  const probe = document.createElement('video');
+  const byBitrate = (a, b) => (b.Bitrate || 0) - (a.Bitrate || 0);
+  const hls = streams.filter((s) => s.Format === 'm3u8').sort(byBitrate);
+  const files = streams.filter((s) => s.Format !== 'm3u8').sort(byBitrate);
+  const nativeHLS = probe.canPlayType('application/vnd.apple.mpegurl') !== '';
+  const chosen = nativeHLS && hls.length ? hls[0] : (files[0] || hls[0]);
+  return h('video', {
+    class: 'player', id: 'player', controls: true, preload: 'metadata', src: chosen.PlayURL, playsinline: true,
+    poster: info.CoverURL || null, 'aria-label': `Player: ${info.Title}`, dataset: { format: chosen.Format, definition: chosen.Definition },
+  });
+}

@@ -1,0 +1,327 @@
+import FerryCore
+@testable import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// A browser's side of the console, scripted: a cookie jar and the session's CSRF token.
+struct ConsoleBrowser {
+    let server: TestServer
+    var cookie: String?
+    var csrf: String?
+
+    init(_ server: TestServer) { self.server = server }
+
+    func send(
+        _ method: String, _ path: String, json: Any? = nil, raw: [UInt8] = [],
+        headers extra: [(name: String, value: String)] = [], csrf sendCSRF: Bool = true
+    ) async throws -> S3TestClient.Reply {
+        var headers = extra
+        if let cookie { headers.append(("Cookie", "\(ConsoleSessions.cookieName)=\(cookie)")) }
+        if sendCSRF, let csrf { headers.append(("X-Ferry-CSRF", csrf)) }
+        var body = raw
+        if let json {
+            body = [UInt8](try JSONSerialization.data(withJSONObject: json))
+            headers.append(("Content-Type", "application/json"))
+        }
+        var path = path
+        var query: [(name: String, value: String)] = []
+        if let mark = path.firstIndex(of: "?") {
+            query = path[path.index(after: mark)...].split(separator: "&").map {
+                let pair = $0.split(separator: "=", maxSplits: 1)
+                return (String(pair[0]), String(pair.count > 1 ? pair[1] : "").removingPercentEncoding ?? "")
+            }
+            path = String(path[..<mark])
+        }
+        return try await server.client().sendRaw(method, path, query: query, headers: headers, body: body)
+    }
+
+    /// Signs in; returns the answer.
+    mutating func signIn(_ id: String, _ secret: String, headers: [(name: String, value: String)] = []) async throws
+        -> S3TestClient.Reply
+    {
+        let reply = try await send("POST", ConsoleAPI.sessionPath, json: ["AccessKeyId": id, "SecretAccessKey": secret], headers: headers)
+        if reply.status == 200, let set = reply.header("Set-Cookie"),
+            let value = set.split(separator: ";").first?.split(separator: "=", maxSplits: 1).last
+        {
+            cookie = String(value)
+            csrf = Self.json(reply)["CSRFToken"] as? String
+        }
+        return reply
+    }
+
+    /// Calls a media API action for the session.
+    func api(_ action: String, _ input: [String: Any] = [:]) async throws -> S3TestClient.Reply {
+        try await send("POST", ConsoleAPI.apiPrefix + action, json: input)
+    }
+
+    static func json(_ reply: S3TestClient.Reply) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any]) ?? [:]
+    }
+
+    static func code(_ reply: S3TestClient.Reply) -> String? {
+        let object = json(reply)
+        return object["code"] as? String ?? (object["error"] as? [String: Any])?["code"] as? String
+    }
+}
+
+@Suite("Web console: pages, sessions, the media API for a session, part signing for browsers, CORS")
+struct ConsoleTests {
+    @Test("the console's pages are served with a policy that forbids inline script; every module they import is there")
+    func pages() async throws {
+        try await TestServer.with { server in
+            let browser = ConsoleBrowser(server)
+            let bare = try await S3TestClient.fetchRaw("GET", server.endpoint + "/console")
+            #expect(bare.status == 301 && bare.header("Location") == "/console/")
+            let index = try await browser.send("GET", "/console/")
+            #expect(index.status == 200 && index.header("Content-Type")?.hasPrefix("text/html") == true)
+            let policy = try #require(index.header("Content-Security-Policy"))
+            #expect(policy.contains("script-src 'self'") && !policy.contains("unsafe-inline") && policy.contains("frame-ancestors 'none'"))
+            #expect(index.header("X-Content-Type-Options") == "nosniff")
+            #expect(!index.text.contains("<script>"), "the page has an inline script")
+            // Follow every module import from app.js: each must be served as JavaScript.
+            var pending = ["app.js"]
+            var seen: Set<String> = []
+            while let name = pending.popLast() {
+                guard seen.insert(name).inserted else { continue }
+                let file = try await browser.send("GET", "/console/" + name)
+                #expect(file.status == 200 && file.header("Content-Type")?.hasPrefix("text/javascript") == true, "\(name)")
+                #expect(!file.text.contains("innerHTML"), "\(name) writes markup")
+                let pattern = /from '\.\/([a-z-]+\.js)'/
+                for match in file.text.matches(of: pattern) { pending.append(String(match.output.1)) }
+            }
+            #expect(seen.count >= 8)
+            #expect(try await browser.send("GET", "/console/console.css").header("Content-Type")?.hasPrefix("text/css") == true)
+            #expect(try await browser.send("GET", "/console/nope.js").status == 404)
+            #expect(try await browser.send("GET", "/console/../root-credentials.json").status != 200)
+            #expect(try await browser.send("GET", "/console/%2e%2e/root-credentials.json").status == 404)
+            #expect(try await browser.send("POST", "/console/app.js").status == 405)
+            // The path is the console's: no bucket can be made there.
+            #expect(try await server.client().createBucket("console").status == 405)
+            #expect(throws: S3Error.self) { try ObjectAPI.validateBucketName("console") }
+            #expect(!(try await server.client().send("GET", "/").text.contains("<Name>console</Name>")))
+        }
+    }
+
+    @Test("sign-in: a wrong secret is refused, the right one opens an HttpOnly SameSite=Strict session; state changes need the CSRF token; sign-out clears the cookie")
+    func session() async throws {
+        try await TestServer.with { server in
+            var browser = ConsoleBrowser(server)
+            let wrong = try await browser.signIn(server.root.accessKeyId, "not-the-secret")
+            #expect(wrong.status == 401 && ConsoleBrowser.code(wrong) == "InvalidCredentials" && wrong.header("Set-Cookie") == nil)
+            let unknown = try await browser.signIn("FKIANOSUCHKEY0000", "whatever")
+            #expect(unknown.status == 401 && ConsoleBrowser.code(unknown) == "InvalidCredentials")
+            #expect(try await browser.send("GET", ConsoleAPI.sessionPath).status == 401)
+            #expect(try await browser.api("ListVideos").status == 401)
+
+            let reply = try await browser.signIn(server.root.accessKeyId, server.root.secretAccessKey)
+            #expect(reply.status == 200)
+            let cookie = try #require(reply.header("Set-Cookie"))
+            #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/"))
+            #expect(!cookie.contains("Secure"), "plain http gets no Secure cookie")
+            #expect(!reply.text.contains(server.root.secretAccessKey) && !cookie.contains(server.root.secretAccessKey))
+            #expect(ConsoleBrowser.json(reply)["Root"] as? Bool == true)
+            let current = try await browser.send("GET", ConsoleAPI.sessionPath)
+            #expect(current.status == 200 && ConsoleBrowser.json(current)["CSRFToken"] as? String == browser.csrf)
+
+            #expect(try await browser.api("ListVideos").status == 200)
+            let noToken = try await browser.send("POST", ConsoleAPI.apiPrefix + "ListVideos", json: [:], csrf: false)
+            #expect(noToken.status == 403 && ConsoleBrowser.code(noToken) == "InvalidCSRFToken")
+            let wrongToken = try await browser.send(
+                "POST", ConsoleAPI.apiPrefix + "ListVideos", json: [:], headers: [("X-Ferry-CSRF", "x")], csrf: false)
+            #expect(wrongToken.status == 403)
+            var forged = browser
+            forged.cookie = browser.cookie.map { String($0.dropLast(3)) + "AAA" }
+            #expect(try await forged.api("ListVideos").status == 401)
+
+            // Behind an https proxy the cookie is Secure.
+            var proxied = ConsoleBrowser(server)
+            let secure = try await proxied.signIn(
+                server.root.accessKeyId, server.root.secretAccessKey, headers: [("X-Forwarded-Proto", "https")])
+            #expect(secure.header("Set-Cookie")?.contains("Secure") == true)
+
+            let out = try await browser.send("DELETE", ConsoleAPI.sessionPath)
+            #expect(out.status == 200 && out.header("Set-Cookie")?.contains("Max-Age=0") == true)
+        }
+    }
+
+    @Test("a scoped key's session sees and changes only its own videos; disabling the key ends its session")
+    func scopedKey() async throws {
+        try await TestServer.with { server in
+            var root = ConsoleBrowser(server)
+            _ = try await root.signIn(server.root.accessKeyId, server.root.secretAccessKey)
+            let created = try await root.api(
+                "CreateAccessKey", ["Description": "uploader", "Policy": ["statements": [["actions": ["media:*", "s3:*"]]]]])
+            let key = try #require(ConsoleBrowser.json(created)["AccessKey"] as? [String: Any])
+            let id = try #require(key["AccessKeyId"] as? String)
+            let secret = try #require(key["AccessKeySecret"] as? String)
+            let rootVideo = try await root.api("CreateUploadVideo", ["Title": "root's", "FileName": "a.mp4"])
+            let rootVideoId = try #require(ConsoleBrowser.json(rootVideo)["VideoId"] as? String)
+
+            var scoped = ConsoleBrowser(server)
+            let signedIn = try await scoped.signIn(id, secret)
+            #expect(ConsoleBrowser.json(signedIn)["Root"] as? Bool == false)
+            let own = try await scoped.api("CreateUploadVideo", ["Title": "mine", "FileName": "b.mp4"])
+            let ownId = try #require(ConsoleBrowser.json(own)["VideoId"] as? String)
+            let listed = ConsoleBrowser.json(try await scoped.api("ListVideos"))
+            #expect((listed["VideoList"] as? [[String: Any]])?.compactMap { $0["VideoId"] as? String } == [ownId])
+            #expect(try await scoped.api("GetVideoInfo", ["VideoId": rootVideoId]).status == 403)
+            #expect(try await scoped.api("UpdateVideoInfo", ["VideoId": rootVideoId, "Title": "x"]).status == 403)
+            #expect(try await scoped.api("DeleteVideo", ["VideoIds": rootVideoId]).status == 403)
+            #expect(try await scoped.api("ListAccessKeys").status == 403)
+            let everything = ConsoleBrowser.json(try await root.api("ListVideos"))
+            #expect((everything["Total"] as? Int) == 2)
+
+            #expect(try await root.api("DisableAccessKey", ["AccessKeyId": id]).status == 200)
+            let ended = try await scoped.api("ListVideos")
+            #expect(ended.status == 401 && ConsoleBrowser.code(ended) == "SessionExpired")
+            var again = ConsoleBrowser(server)
+            let refused = try await again.signIn(id, secret)
+            #expect(refused.status == 401 && ConsoleBrowser.code(refused) == "AccessKeyDisabled")
+            #expect(refused.text.contains(id) && !refused.text.contains(secret))
+        }
+    }
+
+    @Test("UpdateVideoInfo changes title, description, tags, category and cover; titles are stored as the text given; ListVideos searches titles")
+    func updateVideoInfo() async throws {
+        try await TestServer.with { server in
+            var browser = ConsoleBrowser(server)
+            _ = try await browser.signIn(server.root.accessKeyId, server.root.secretAccessKey)
+            let video = ConsoleBrowser.json(try await browser.api("CreateUploadVideo", ["Title": "first", "FileName": "a.mp4"]))
+            let id = try #require(video["VideoId"] as? String)
+            _ = try await browser.api("CreateUploadVideo", ["Title": "second", "FileName": "b.mp4"])
+            let hostile = "<img src=x onerror=alert(1)>"
+            let update = try await browser.api(
+                "UpdateVideoInfo",
+                ["VideoId": id, "Title": hostile, "Description": "d", "Tags": "a,b", "CateId": 7, "CoverURL": "https://img.example/c.jpg"])
+            #expect(update.status == 200, "\(update.text)")
+            let info = try #require(ConsoleBrowser.json(try await browser.api("GetVideoInfo", ["VideoId": id]))["Video"] as? [String: Any])
+            #expect(info["Title"] as? String == hostile && info["Description"] as? String == "d" && info["Tags"] as? String == "a,b")
+            #expect(info["CateId"] as? Int == 7 && info["CoverURL"] as? String == "https://img.example/c.jpg")
+            let found = ConsoleBrowser.json(try await browser.api("ListVideos", ["Title": "<IMG"]))
+            #expect((found["VideoList"] as? [[String: Any]])?.compactMap { $0["VideoId"] as? String } == [id])
+            // Clearing: empty description and cover go back to none.
+            _ = try await browser.api("UpdateVideoInfo", ["VideoId": id, "Description": "", "CoverURL": ""])
+            let cleared = try #require(ConsoleBrowser.json(try await browser.api("GetVideoInfo", ["VideoId": id]))["Video"] as? [String: Any])
+            #expect(cleared["Description"] == nil && cleared["CoverURL"] == nil && cleared["Title"] as? String == hostile)
+            for (input, code) in [
+                (["VideoId": id, "Title": "  "], "InvalidParameter"), (["VideoId": id, "CoverURL": "javascript:alert(1)"], "InvalidParameter"),
+                (["VideoId": id, "Title": String(repeating: "x", count: 129)], "InvalidParameter"), (["VideoId": id], "MissingParameter"),
+                (["VideoId": "nope", "Title": "x"], "InvalidVideo.NotFound"),
+            ] as [([String: Any], String)] {
+                let reply = try await browser.api("UpdateVideoInfo", input)
+                #expect(ConsoleBrowser.code(reply) == code, "\(input): \(reply.text)")
+            }
+        }
+    }
+
+    @Test("Uppy's part-signing endpoints: create a video, sign parts, PUT them, list, complete; others cannot sign; abort")
+    func partSigning() async throws {
+        try await TestServer.with(minPartSize: 1024) { server in
+            var browser = ConsoleBrowser(server)
+            _ = try await browser.signIn(server.root.accessKeyId, server.root.secretAccessKey)
+            let uppy = [("Uppy-Versions", "@uppy/companion-client=4.0.0")]
+            let create: [String: Any] = ["filename": "clip.mp4", "type": "video/mp4", "metadata": ["name": "clip.mp4", "title": "From Uppy"]]
+            // Without the CSRF token or Uppy's header, a state change is refused.
+            let bare = try await browser.send("POST", "/s3/multipart", json: create, csrf: false)
+            #expect(bare.status == 403)
+            #expect(try await ConsoleBrowser(server).send("POST", "/s3/multipart", json: create, headers: uppy).status == 401)
+            let created = try await browser.send("POST", "/s3/multipart", json: create, headers: uppy, csrf: false)
+            #expect(created.status == 200, "\(created.text)")
+            let answer = ConsoleBrowser.json(created)
+            let key = try #require(answer["key"] as? String)
+            let uploadId = try #require(answer["uploadId"] as? String)
+            let videoId = try #require(answer["videoId"] as? String)
+            let encodedKey = key.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? key
+
+            let parts: [[UInt8]] = [[UInt8](repeating: 1, count: 2048), [UInt8](repeating: 2, count: 100)]
+            var etags: [String] = []
+            for (index, bytes) in parts.enumerated() {
+                let signed = ConsoleBrowser.json(try await browser.send("GET", "/s3/multipart/\(uploadId)/\(index + 1)?key=\(encodedKey)"))
+                let url = try #require(signed["url"] as? String)
+                #expect(signed["method"] as? String == "PUT" && url.contains("partNumber=\(index + 1)"))
+                #expect(!url.contains(server.root.secretAccessKey))
+                let put = try await S3TestClient.fetchRaw("PUT", url, body: bytes)
+                #expect(put.status == 200, "\(put.text)")
+                etags.append(try #require(put.header("ETag")))
+            }
+            let listed = try await browser.send("GET", "/s3/multipart/\(uploadId)?key=\(encodedKey)")
+            let listedParts = try #require(try JSONSerialization.jsonObject(with: Data(listed.body)) as? [[String: Any]])
+            #expect(listedParts.map { $0["PartNumber"] as? Int } == [1, 2])
+            #expect(listedParts.map { $0["Size"] as? Int } == [2048, 100])
+            #expect(listedParts.map { $0["ETag"] as? String } == etags)
+            #expect(try await browser.send("GET", "/s3/multipart/\(uploadId)/0?key=\(encodedKey)").status == 400)
+            #expect(try await browser.send("GET", "/s3/multipart/\(uploadId)/10001?key=\(encodedKey)").status == 400)
+            #expect(try await browser.send("GET", "/s3/multipart/\(uploadId)/1").status == 400)
+
+            // Another key cannot sign, list or complete this upload.
+            let root = browser
+            let other = ConsoleBrowser.json(try await root.api(
+                "CreateAccessKey", ["Policy": ["statements": [["actions": ["media:*", "s3:*"]]]]]))["AccessKey"] as? [String: Any]
+            var stranger = ConsoleBrowser(server)
+            _ = try await stranger.signIn(other?["AccessKeyId"] as? String ?? "", other?["AccessKeySecret"] as? String ?? "")
+            #expect(try await stranger.send("GET", "/s3/multipart/\(uploadId)/1?key=\(encodedKey)").status == 403)
+            #expect(try await stranger.send("GET", "/s3/multipart/\(uploadId)?key=\(encodedKey)").status == 403)
+
+            let completion: [String: Any] = ["parts": etags.enumerated().map { ["PartNumber": $0.offset + 1, "ETag": $0.element] }]
+            let completed = try await browser.send("POST", "/s3/multipart/\(uploadId)/complete?key=\(encodedKey)", json: completion, headers: uppy, csrf: false)
+            #expect(completed.status == 200, "\(completed.text)")
+            #expect((ConsoleBrowser.json(completed)["location"] as? String)?.hasSuffix(key) == true)
+            // A repeated Complete (its answer lost) gets the same answer.
+            let repeated = try await browser.send("POST", "/s3/multipart/\(uploadId)/complete?key=\(encodedKey)", json: completion, headers: uppy, csrf: false)
+            #expect(repeated.status == 200)
+            let object = try await server.client().get(server.server.configuration.mediaBucket, key)
+            #expect(object.body == parts[0] + parts[1])
+            let info = try #require(ConsoleBrowser.json(try await browser.api("GetVideoInfo", ["VideoId": videoId]))["Video"] as? [String: Any])
+            #expect(info["Status"] as? String == "UploadSucc" && info["Title"] as? String == "From Uppy" && info["Size"] as? Int == 2148)
+
+            // An image by its type; an aborted upload is gone.
+            let image = ConsoleBrowser.json(try await browser.send(
+                "POST", "/s3/multipart", json: ["filename": "p.png", "type": "image/png", "metadata": [String: String]()]))
+            #expect(image["imageId"] is String)
+            let imageKey = (image["key"] as? String ?? "").addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            let imageUpload = image["uploadId"] as? String ?? ""
+            #expect(try await browser.send("DELETE", "/s3/multipart/\(imageUpload)?key=\(imageKey)").status == 200)
+            #expect(try await browser.send("GET", "/s3/multipart/\(imageUpload)?key=\(imageKey)").status == 404)
+            #expect(ConsoleBrowser.code(try await browser.send("POST", "/s3/multipart", json: ["type": "video/mp4"])) == "MissingParameter")
+            let malformed = try await browser.send("POST", "/s3/multipart", raw: Array("[".utf8))
+            #expect(malformed.status == 400 && ConsoleBrowser.code(malformed) == "MalformedJSON")
+        }
+    }
+
+    @Test("--cors-origin: preflights from an allowed origin are answered and responses expose ETag and checksums; other origins are not")
+    func crossOrigin() async throws {
+        try await TestServer.with(configure: { $0.corsOrigins = ["https://app.example"] }) { server in
+            let client = server.client()
+            #expect(try await client.createBucket("web").status == 200)
+            let preflight = try await client.sendRaw(
+                "OPTIONS", "/web/movie.mp4",
+                headers: [("Origin", "https://app.example"), ("Access-Control-Request-Method", "PUT"),
+                          ("Access-Control-Request-Headers", "content-type,x-amz-checksum-crc32")])
+            #expect(preflight.status == 204)
+            #expect(preflight.header("Access-Control-Allow-Origin") == "https://app.example")
+            #expect(preflight.header("Access-Control-Allow-Headers") == "content-type,x-amz-checksum-crc32")
+            #expect(preflight.header("Access-Control-Allow-Methods")?.contains("PUT") == true)
+            #expect(preflight.header("Access-Control-Allow-Credentials") == nil)
+            let media = try await client.sendRaw(
+                "OPTIONS", "/_ferry/v1/ListVideos", headers: [("Origin", "https://app.example"), ("Access-Control-Request-Method", "POST")])
+            #expect(media.status == 204)
+            let put = try await client.put("web", "movie.mp4", [1, 2, 3], headers: [("Origin", "https://app.example")])
+            #expect(put.header("Access-Control-Allow-Origin") == "https://app.example")
+            let exposed = put.header("Access-Control-Expose-Headers") ?? ""
+            #expect(exposed.contains("ETag") && exposed.contains("x-amz-checksum-crc32"))
+            let stranger = try await client.sendRaw(
+                "OPTIONS", "/web/movie.mp4", headers: [("Origin", "https://evil.example"), ("Access-Control-Request-Method", "PUT")])
+            #expect(stranger.header("Access-Control-Allow-Origin") == nil)
+            #expect(try await client.put("web", "x", [1], headers: [("Origin", "https://evil.example")]).header("Access-Control-Allow-Origin") == nil)
+            // The console's own endpoints never answer another origin.
+            let session = try await client.sendRaw(
+                "OPTIONS", ConsoleAPI.sessionPath, headers: [("Origin", "https://app.example"), ("Access-Control-Request-Method", "POST")])
+            #expect(session.header("Access-Control-Allow-Origin") == nil)
+        }
+        #expect(throws: CrossOriginPolicy.InvalidOrigin.self) { try CrossOriginPolicy.validate("https://app.example/path") }
+        #expect(throws: CrossOriginPolicy.InvalidOrigin.self) { try CrossOriginPolicy.validate("app.example") }
+        try CrossOriginPolicy.validate("*")
+        try CrossOriginPolicy.validate("http://localhost:3000")
+    }
+}
