@@ -100,6 +100,33 @@ struct CommandLineTests {
         #expect(after.status == 0, "\(after.error)")
     }
 
+    @Test("ferry console runs the directory's service and prints the console's URL; with ferry serve on the directory it prints that server's")
+    func consoleCommand() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-console")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        final class Seen: @unchecked Sendable {
+            let lock = NSLock()
+            var page: String?
+        }
+        let seen = Seen()
+        let run = try await FerryRun.run(["console", "--data-dir", data], environment: ["HOME": data]) { line in
+            guard line.hasPrefix("Ferry console: "), let url = line.dropFirst(15).split(separator: " ").first.flatMap({ URL(string: String($0)) })
+            else { return false }
+            // The page it names is served while the command runs.
+            let body = (try? Data(contentsOf: url)).map { String(decoding: $0, as: UTF8.self) }
+            seen.lock.withLock { seen.page = body }
+            return true
+        }
+        #expect(run.status == 0, "\(run.output) \(run.error)")
+        #expect(seen.lock.withLock { seen.page }?.contains("Sign in to Ferry") == true, "\(run.output)")
+        #expect(run.output.contains("root-credentials.json"))
+
+        let server = try await FerryExecutable.Server.start(dataDirectory: data, arguments: ["--media-workers", "0"], environment: ["HOME": data])
+        let pointed = try await FerryRun.run(["console", "--data-dir", data], environment: ["HOME": data])
+        #expect(pointed.status == 0 && pointed.output.contains("\(server.endpoint)/console/"), "\(pointed.output) \(pointed.error)")
+        await server.stop()
+    }
+
     @Test("upload --wait on the embedded default follows processing and prints the renditions; videos list, info and play-url find them")
     func embeddedDefault() async throws {
         let data = TemporaryDirectory.make("ferry-cli")

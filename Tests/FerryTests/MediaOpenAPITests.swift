@@ -46,7 +46,10 @@ struct MediaOpenAPITests {
             }
             _ = try await capture("GetPlayInfo", ["VideoId": videoId, "AuthTimeout": 600])
             _ = try await capture("GetMezzanineInfo", ["VideoId": videoId])
-            _ = try await capture("ListVideos", ["PageNo": 1, "PageSize": 10])
+            _ = try await capture("ListVideos", ["PageNo": 1, "PageSize": 10, "Title": "Do"])
+            _ = try await capture("UpdateVideoInfo", ["VideoId": videoId, "Title": "Doc 2", "Tags": "c", "CoverURL": ""])
+            _ = try await capture("ListWebhookEvents", ["Limit": 10])
+            _ = try await capture("RetryWebhookEvent", ["EventId": "evt_missing"])
             let image = try await capture("CreateUploadImage", ["ImageType": "cover", "ImageExt": "jpg"])
             _ = try await capture("RefreshUploadImage", ["ImageId": image["ImageId"] as? String ?? ""])
             _ = try await capture("GetImageInfo", ["ImageId": image["ImageId"] as? String ?? ""])
@@ -61,7 +64,7 @@ struct MediaOpenAPITests {
             _ = try await capture("AssumeRole", ["DurationSeconds": 5])
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: captures)
-        #expect(names.count == 17)
+        #expect(names.count == 20)
         #expect(names.contains { $0.hasSuffix(".404.json") })
         #expect(names.contains { $0.hasSuffix(".400.json") })
         let spec = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -80,6 +83,6 @@ struct MediaOpenAPITests {
             return (process.terminationStatus, String(decoding: data, as: UTF8.self))
         }
         #expect(result.0 == 0, "\(result.1)")
-        #expect(result.1.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 18)
+        #expect(result.1.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 21)
     }
 }

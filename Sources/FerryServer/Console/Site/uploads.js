@@ -255,6 +255,8 @@ export class FileUpload extends EventTarget {
 
   fail(error) {
     if (error?.status === 401) { this.stopParts(); this.setState('waiting'); return; }
+    // A network that dropped for longer than the retries: the upload goes on by itself when the browser is online.
+    this.offline = error?.code === 'NetworkError' || !navigator.onLine;
     this.stopParts();
     this.setState('failed', error?.message || String(error));
   }
@@ -347,6 +349,11 @@ export class UploadManager extends EventTarget {
   /** Uploads that are still moving bytes or waiting to. */
   get active() { return this.uploads.filter((u) => ['queued', 'creating', 'uploading', 'paused', 'waiting', 'completing'].includes(u.state)); }
 
+  /** Goes on with uploads that stopped because the network dropped, once the browser is online again. */
+  online() {
+    for (const upload of this.uploads) if (upload.state === 'failed' && upload.offline) upload.resume();
+  }
+
   /** Goes on with uploads held while the session was over. */
   signedIn() {
     for (const upload of this.uploads) if (upload.state === 'waiting') upload.resume();
@@ -354,3 +361,4 @@ export class UploadManager extends EventTarget {
 }
 
 export const uploads = new UploadManager();
+window.addEventListener('online', () => uploads.online());

@@ -6,6 +6,7 @@ import { h, replace, bytes, duration, time } from './dom.js';
 
 const PAGE_SIZE = 12;
 const STATUSES = ['Uploading', 'UploadSucc', 'Transcoding', 'Normal', 'TranscodeFail'];
+const PLACEHOLDERS = { Uploading: 'Uploading', UploadSucc: 'Processing', Transcoding: 'Processing' };
 const state = { page: 1, status: '', cateId: '', tag: '', title: '' };
 
 export function libraryPage(main) {
@@ -83,7 +84,7 @@ export function libraryPage(main) {
 function card(video) {
   const cover = video.CoverURL
     ? h('img', { src: video.CoverURL, alt: '', loading: 'lazy' })
-    : h('span', { class: 'cover-placeholder' }, video.Status === 'Normal' ? 'No cover' : 'Processing');
+    : h('span', { class: 'cover-placeholder' }, PLACEHOLDERS[video.Status] || 'No cover');
   const link = `#/videos/${video.VideoId}`;
   const details = [duration(video.Duration), bytes(video.Size), time(video.CreationTime)];
   return h('li', { class: 'video-card', dataset: { videoId: video.VideoId, status: video.Status, cover: video.CoverURL ? 'yes' : 'no' } },

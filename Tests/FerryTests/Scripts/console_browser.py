@@ -1,0 +1,318 @@
+"""The web console in a real Chromium, driven headless by Selenium.
+
+Run by ConsoleBrowserTests.swift against a `ferry serve` it started. Every check raises on failure; each passed
+behaviour prints `PASS <name>`; screenshots of each page go to ARTIFACTS.
+
+Environment: FERRY_ENDPOINT, ROOT_ID, ROOT_SECRET, SCOPED_ID, SCOPED_SECRET, CLIP (a short playable video),
+BIG (a file of several 5 MiB parts), ARTIFACTS (a directory).
+"""
+
+import json
+import os
+import sys
+import time
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException, WebDriverException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+ENDPOINT = os.environ["FERRY_ENDPOINT"]
+ARTIFACTS = os.environ["ARTIFACTS"]
+CONSOLE = ENDPOINT + "/console/"
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def passed(name):
+    print("PASS " + name, flush=True)
+
+
+def wait(driver, condition, timeout=30, message="condition"):
+    """Polls `condition(driver)` until it returns a true value; returns it."""
+    deadline = time.time() + timeout
+    last_error = None
+    while time.time() < deadline:
+        try:
+            value = condition(driver)
+            if value:
+                return value
+        except (WebDriverException, AttributeError, TypeError, ValueError) as error:  # not there yet, or replaced
+            last_error = error
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {message} (last error: {last_error}); "
+                         f"page: {driver.current_url} {driver.find_element(By.TAG_NAME, 'body').text[:800]!r}")
+
+
+def shot(driver, name):
+    driver.save_screenshot(os.path.join(ARTIFACTS, name + ".png"))
+
+
+def js(driver, script, *args):
+    return driver.execute_script(script, *args)
+
+
+def unlabelled_fields(driver):
+    """Visible form fields without a label or an accessible name."""
+    return js(driver, """
+        return [...document.querySelectorAll('input, select, textarea')]
+          .filter((e) => e.type !== 'hidden' && e.offsetParent !== null || e.id === 'file-input')
+          .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))
+          .map((e) => e.id || e.name || e.outerHTML.slice(0, 80));""")
+
+
+def check_accessible(driver, page):
+    fields = unlabelled_fields(driver)
+    assert not fields, f"{page}: fields without a label: {fields}"
+    images = js(driver, "return [...document.images].filter((i) => !i.hasAttribute('alt')).length")
+    assert images == 0, f"{page}: images without alt text"
+
+
+def sign_in(driver, key_id, secret):
+    wait(driver, lambda d: d.find_element(By.ID, "sign-in").is_displayed(), message="the sign-in form")
+    field = driver.find_element(By.ID, "access-key-id")
+    field.clear()
+    field.send_keys(key_id)
+    secret_field = driver.find_element(By.ID, "secret-access-key")
+    secret_field.clear()
+    secret_field.send_keys(secret)
+    secret_field.send_keys(Keys.ENTER)
+
+
+def no_alert(driver):
+    try:
+        driver.switch_to.alert
+    except NoAlertPresentException:
+        return True
+    return False
+
+
+def upload_row(driver, name):
+    rows = driver.find_elements(By.CSS_SELECTOR, f'#upload-list li[data-file="{name}"]')
+    return rows[0] if rows else None
+
+
+def throttle(driver, bytes_per_second):
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+        "offline": False, "latency": 2, "downloadThroughput": -1 if bytes_per_second is None else bytes_per_second,
+        "uploadThroughput": -1 if bytes_per_second is None else bytes_per_second})
+
+
+def media_api(driver, action, body):
+    """Calls the console API from the page, as the signed-in session."""
+    return driver.execute_async_script("""
+        const [action, body, done] = arguments;
+        (async () => {
+          const session = await (await fetch('/_ferry/console/session')).json();
+          const reply = await fetch('/_ferry/console/api/' + action, {method: 'POST', body: JSON.stringify(body),
+            headers: {'Content-Type': 'application/json', 'X-Ferry-CSRF': session.CSRFToken}});
+          return {status: reply.status, body: await reply.json()};
+        })().then(done, (error) => done({status: -1, body: String(error)}));""", action, body)
+
+
+def main():
+    options = Options()
+    for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                     "--autoplay-policy=no-user-gesture-required", "--mute-audio", "--disable-gpu"]:
+        options.add_argument(argument)
+    options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    service = Service(executable_path=os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"))
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_script_timeout(30)
+    try:
+        run(driver)
+    finally:
+        logs = []
+        try:
+            logs = driver.get_log("browser")
+        except WebDriverException:
+            pass
+        with open(os.path.join(ARTIFACTS, "browser-console.log"), "w") as log:
+            for entry in logs:
+                log.write(json.dumps(entry) + "\n")
+        driver.quit()
+
+
+def run(driver):
+    clip = os.environ["CLIP"]
+    clip_name = os.path.basename(clip)
+    big = os.environ["BIG"]
+    big_name = os.path.basename(big)
+
+    # Sign in: a wrong secret is refused with a message; the right one opens the library.
+    driver.get(CONSOLE)
+    sign_in(driver, os.environ["ROOT_ID"], "wrong-secret")
+    wait(driver, lambda d: "wrong" in d.find_element(By.ID, "sign-in-error").text, message="the wrong-key message")
+    check_accessible(driver, "sign-in")
+    shot(driver, "sign-in")
+    sign_in(driver, os.environ["ROOT_ID"], os.environ["ROOT_SECRET"])
+    wait(driver, lambda d: d.find_element(By.ID, "library-summary").text != "", message="the library")
+    cookie = driver.get_cookie("ferry_console")
+    assert cookie and cookie["httpOnly"] and cookie.get("sameSite") == "Strict", cookie
+    assert js(driver, "return document.cookie") == "", "the session cookie is readable by scripts"
+    storage = js(driver, "return JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
+    assert os.environ["ROOT_SECRET"] not in storage, "the secret is stored in the browser"
+    passed("sign in")
+
+    # Upload a clip through the file input: the progress bar reaches 100 %, then the video becomes Normal.
+    driver.get(CONSOLE + "#/upload")
+    wait(driver, lambda d: d.find_element(By.ID, "file-input"), message="the upload page")
+    check_accessible(driver, "upload")
+    driver.find_element(By.ID, "file-input").send_keys(clip)
+    row = wait(driver, lambda d: upload_row(d, clip_name), message="the upload row")
+    wait(driver, lambda d: upload_row(d, clip_name).get_attribute("data-percent") == "100", message="100 %")
+    bar = upload_row(driver, clip_name).find_element(By.TAG_NAME, "progress")
+    assert bar.get_attribute("value") == "100", bar.get_attribute("value")
+    passed("upload reaches 100 %")
+    wait(driver, lambda d: upload_row(d, clip_name).get_attribute("data-status") == "Normal", timeout=240,
+         message="the video to become Normal")
+    video_id = upload_row(driver, clip_name).get_attribute("data-video-id")
+    shot(driver, "upload")
+    passed("status becomes Normal")
+
+    # The library shows it with its cover, title, duration and status.
+    driver.get(CONSOLE + "#/library")
+    card = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'li[data-video-id="{video_id}"]'), message="the card")[0]
+    assert card.get_attribute("data-status") == "Normal"
+    wait(driver, lambda d: js(d, "const i = document.querySelector(arguments[0]); return i && i.complete && i.naturalWidth > 0",
+                              f'li[data-video-id="{video_id}"] img'), message="the cover thumbnail")
+    check_accessible(driver, "library")
+    shot(driver, "library")
+    passed("library lists the video with its cover")
+
+    # Its page plays it: the video element's currentTime advances.
+    card.find_element(By.CSS_SELECTOR, "a.title").click()
+    player = wait(driver, lambda d: d.find_element(By.ID, "player"), message="the player")
+    started = js(driver, "const v = document.getElementById('player'); v.muted = true; return v.play().then(() => 'ok', (e) => String(e));")
+    assert started == "ok", f"play() failed: {started} ({player.get_attribute('src')})"
+    wait(driver, lambda d: js(d, "return document.getElementById('player').currentTime") > 0.5, message="playback to advance")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#renditions tbody tr")
+    assert len(rows) >= 1, "no renditions listed"
+    check_accessible(driver, "video")
+    js(driver, "document.getElementById('player').pause()")
+    shot(driver, "video")
+    passed("video plays")
+
+    # Edit the title to markup: it shows as those characters and nothing runs.
+    title = driver.find_element(By.ID, "edit-video-title")
+    title.clear()
+    title.send_keys(XSS)
+    driver.find_element(By.ID, "save-video").click()
+    wait(driver, lambda d: d.find_element(By.ID, "video-title").text == XSS, message="the new title")
+    assert not driver.find_elements(By.CSS_SELECTOR, "#video-title img"), "the title became markup"
+    driver.get(CONSOLE + "#/library")
+    wait(driver, lambda d: any(e.text == XSS for e in d.find_elements(By.CSS_SELECTOR, ".video-card .title")),
+         message="the title in the library")
+    assert not driver.find_elements(By.CSS_SELECTOR, ".video-card .title img")
+    time.sleep(0.5)
+    assert no_alert(driver), "a script in the title ran"
+    passed("edit title")
+    passed("title with markup renders as text")
+
+    # Reload mid-upload: the parts already stored are not sent again.
+    driver.get(CONSOLE + "#/upload")
+    throttle(driver, 3 * 1024 * 1024)
+    driver.find_element(By.ID, "file-input").send_keys(big)
+    wait(driver, lambda d: int(upload_row(d, big_name).get_attribute("data-sent-parts") or 0) >= 2, timeout=60,
+         message="two parts stored")
+    parts = int(upload_row(driver, big_name).get_attribute("data-part-count"))
+    driver.refresh()
+    throttle(driver, None)
+    driver.get(CONSOLE + "#/upload")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'#unfinished li[data-file="{big_name}"]'),
+         message="the unfinished upload after the reload")
+    shot(driver, "upload-unfinished")
+    driver.find_element(By.ID, "file-input").send_keys(big)
+    wait(driver, lambda d: upload_row(d, big_name).get_attribute("data-state") in ("processing", "done"), timeout=60,
+         message="the resumed upload to finish")
+    row = upload_row(driver, big_name)
+    skipped = int(row.get_attribute("data-skipped-parts"))
+    sent = int(row.get_attribute("data-sent-parts"))
+    assert skipped >= 2 and skipped + sent == parts, f"skipped {skipped}, sent {sent}, of {parts}"
+    big_video = row.get_attribute("data-video-id")
+    info = media_api(driver, "GetVideoInfo", {"VideoId": big_video})
+    assert info["body"]["Video"]["Size"] == os.path.getsize(big), info
+    passed("reload mid-upload resumes without re-sending stored parts")
+
+    # An expired session returns to sign-in; the upload in progress waits and then finishes.
+    throttle(driver, 3 * 1024 * 1024)
+    second = big + ".again.mp4"
+    with open(big, "rb") as source, open(second, "wb") as target:
+        target.write(source.read()[::-1])
+    second_name = os.path.basename(second)
+    driver.find_element(By.ID, "file-input").send_keys(second)
+    wait(driver, lambda d: int(upload_row(d, second_name).get_attribute("data-sent-parts") or 0) >= 1, timeout=60,
+         message="a part of the second file")
+    driver.delete_cookie("ferry_console")
+    wait(driver, lambda d: d.find_element(By.ID, "sign-in").is_displayed(), message="sign-in after the session ended")
+    shot(driver, "session-ended")
+    reason = driver.find_element(By.ID, "sign-in-reason").text
+    assert "upload" in reason, f"the sign-in form does not mention the waiting upload: {reason!r}"
+    throttle(driver, None)
+    sign_in(driver, os.environ["ROOT_ID"], os.environ["ROOT_SECRET"])
+    driver.get(CONSOLE + "#/upload")
+    wait(driver, lambda d: upload_row(d, second_name).get_attribute("data-state") in ("processing", "done"), timeout=60,
+         message="the upload held over sign-in to finish")
+    row = upload_row(driver, second_name)
+    assert int(row.get_attribute("data-sent-parts")) == int(row.get_attribute("data-part-count")), row.get_attribute("outerHTML")
+    passed("expired session keeps the upload")
+
+    # Delete, after confirming.
+    driver.get(CONSOLE + f"#/videos/{big_video}")
+    wait(driver, lambda d: d.find_element(By.ID, "delete-video"), message="the video page").click()
+    wait(driver, lambda d: d.find_element(By.ID, "confirm-yes"), message="the confirmation").click()
+    wait(driver, lambda d: d.current_url.endswith("#/library"), message="back to the library")
+    assert media_api(driver, "GetVideoInfo", {"VideoId": big_video})["status"] == 404
+    passed("delete")
+
+    # Keys: a new secret shows once; the key list never shows it.
+    driver.get(CONSOLE + "#/keys")
+    wait(driver, lambda d: d.find_element(By.ID, "create-key"), message="the keys page")
+    driver.find_element(By.ID, "key-description").send_keys("from the browser test")
+    driver.find_element(By.CSS_SELECTOR, "#create-key button[type=submit]").click()
+    secret = wait(driver, lambda d: d.find_element(By.ID, "new-key-secret").text, message="the new secret")
+    new_id = driver.find_element(By.ID, "new-key-id").text
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-key-id="{new_id}"]'), message="the key in the list")
+    check_accessible(driver, "keys")
+    shot(driver, "keys")
+    driver.get(CONSOLE + "#/library")
+    driver.get(CONSOLE + "#/keys")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-key-id="{new_id}"]'), message="the key list again")
+    assert secret not in driver.find_element(By.TAG_NAME, "body").text, "the secret is shown after its creation"
+    passed("keys page shows a secret once")
+
+    driver.get(CONSOLE + "#/webhooks")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#webhook-list tr[data-event-id]"), message="webhook events")
+    shot(driver, "webhooks")
+    passed("webhooks page lists deliveries")
+
+    # A narrow window: nothing scrolls sideways.
+    driver.set_window_size(390, 844)
+    driver.get(CONSOLE + "#/library")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".video-card"), message="the narrow library")
+    wide = js(driver, "return document.documentElement.scrollWidth - window.innerWidth")
+    assert wide <= 1, f"the page is {wide} px wider than a narrow window"
+    shot(driver, "library-narrow")
+    driver.set_window_size(1280, 900)
+    passed("narrow window")
+
+    # A scoped key sees only its own videos.
+    driver.find_element(By.ID, "sign-out").click()
+    sign_in(driver, os.environ["SCOPED_ID"], os.environ["SCOPED_SECRET"])
+    driver.get(CONSOLE + "#/library")
+    summary = wait(driver, lambda d: d.find_element(By.ID, "library-summary").text, message="the scoped library")
+    assert summary == "No videos match.", summary
+    assert not driver.find_element(By.ID, "nav-keys").is_displayed()
+    assert media_api(driver, "GetVideoInfo", {"VideoId": video_id})["status"] == 403
+    passed("scoped key sees only its own videos")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as error:
+        print(f"FAIL {error}", flush=True)
+        sys.exit(1)
