@@ -52,6 +52,8 @@ public struct FerryError: Error, Sendable, CustomStringConvertible {
     public var requestId: String?
     /// The error underneath, when there is one.
     public var underlying: (any Error & Sendable)?
+    /// How long the server asked the client to wait before trying again (`Retry-After`), when it said.
+    public var retryAfter: Duration?
 
     /// Creates an error.
     public init(

@@ -1,4 +1,5 @@
 import Ferry
+import FerryCore
 import Foundation
 
 #if canImport(Glibc)
@@ -63,7 +64,7 @@ struct ProgressPrinter: Sendable {
             format: "%@: %.1f / %.1f MB (%3.0f%%) %.1f MB/s", file, Double(sent) / 1_000_000, Double(total) / 1_000_000,
             fraction * 100, bytesPerSecond / 1_000_000)
         let remaining = eta ?? (bytesPerSecond > 0 ? .seconds(Double(total - sent) / bytesPerSecond) : nil)
-        if let remaining, sent < total { text += " ETA \(remaining.components.seconds)s" }
+        if let remaining, sent < total { text += " ETA \(Int(remaining.timeInterval))s" }
         if terminal {
             FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + text).utf8))
         } else {
@@ -79,7 +80,7 @@ struct ProgressPrinter: Sendable {
                 "event": "retrying", "file": file, "attempt": attempt, "error": "\(error.code)",
                 "serverCode": error.serverCode ?? NSNull(),
             ]
-            if let delay { object["delayMs"] = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000) }
+            if let delay { object["delayMs"] = Int(delay.timeInterval * 1000) }
             emit(object)
         } else {
             newlineIfTerminal()
@@ -128,7 +129,7 @@ struct ProgressPrinter: Sendable {
             ])
         } else {
             newlineIfTerminal()
-            for row in VideosCommand.renditionTable(play) { line(row) }
+            for row in VideosCommand.renditionTable(play.streams) { line(row) }
         }
     }
 

@@ -41,19 +41,27 @@ struct VideosCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {
-            let (video, play) = try await service.with { connection in
+            struct Request: Encodable {
+                var VideoId: String
+            }
+            let (info, play) = try await service.with { connection in
                 try await report {
                     let media = connection.media()
-                    let video = try await media.call("GetVideoInfo", ["VideoId": videoId])["Video"] as? [String: Any] ?? [:]
-                    let play = video["Status"] as? String == "Normal" ? try await media.call("GetPlayInfo", ["VideoId": videoId]) : [:]
+                    let video = try await media.call("GetVideoInfo", Request(VideoId: videoId), as: MediaContract.VideoInfoAnswer.self).video
+                    let play = video.status == "Normal"
+                        ? try await media.call("GetPlayInfo", Request(VideoId: videoId), as: MediaContract.PlayInfoAnswer.self) : nil
                     return (video, play)
                 }
             }
             if json {
-                printJSON(["Video": video, "PlayInfoList": play["PlayInfoList"] ?? [Any]()])
+                // Exactly as GetVideoInfo and GetPlayInfo answer.
+                struct Output: Encodable {
+                    var Video: MediaContract.Video
+                    var PlayInfoList: [MediaContract.PlayStream]
+                }
+                print(String(decoding: try MediaContract.encode(Output(Video: info, PlayInfoList: play?.playInfoList ?? [])), as: UTF8.self))
                 return
             }
-            let info = MediaServiceClient.VideoInfo(video)
             print("VideoId: \(info.videoId)")
             print("Title: \(info.title)")
             print("Status: \(VideosCommand.statusText(info))")
@@ -64,8 +72,8 @@ struct VideosCommand: AsyncParsableCommand {
                 print("Resolution: \(width)x\(height)" + (info.fps.map { String(format: " at %.3g fps", $0) } ?? ""))
             }
             if let cover = info.coverURL { print("Cover: \(cover)") }
-            if !play.isEmpty {
-                for row in VideosCommand.renditionTable(MediaServiceClient.PlayInfo(answer: play)) { print(row) }
+            if let play {
+                for row in VideosCommand.renditionTable(play.playInfoList) { print(row) }
             }
         }
     }
@@ -133,9 +141,9 @@ struct VideosCommand: AsyncParsableCommand {
     }
 
     /// The renditions as a table: definition, format, resolution, bit rate, size, URL.
-    static func renditionTable(_ play: MediaServiceClient.PlayInfo) -> [String] {
+    static func renditionTable(_ streams: [MediaContract.PlayStream]) -> [String] {
         var rows = ["DEFINITION\tFORMAT\tRESOLUTION\tBITRATE\tSIZE\tURL"]
-        for stream in play.streams {
+        for stream in streams {
             let resolution = stream.width.flatMap { w in stream.height.map { "\(w)x\($0)" } } ?? "-"
             let bitrate = stream.bitrate.map { "\($0) kb/s" } ?? "-"
             rows.append("\(stream.definition)\t\(stream.format)\t\(resolution)\t\(bitrate)\t\(stream.size)\t\(stream.url)")

@@ -93,7 +93,7 @@ private func errorCode(_ body: () throws -> Void) -> SigV4Error.Code? {
     }
 }
 
-@Suite("aws-chunked — AWS documentation streaming example")
+@Suite("aws-chunked — AWS documentation streaming example", .timeLimit(.minutes(10)))
 struct AWSChunkedExampleTests {
     @Test("Seed signature of the chunked PUT")
     func seedSignature() throws {
@@ -183,7 +183,7 @@ struct AWSChunkedExampleTests {
     }
 }
 
-@Suite("aws-chunked — streaming decoder")
+@Suite("aws-chunked — streaming decoder", .timeLimit(.minutes(10)))
 struct AWSChunkedDecoderTests {
     @Test(
         "The documented body decodes in 1-byte, 7-byte, random and whole slices",

@@ -78,7 +78,7 @@ private func crc(_ algorithm: ChecksumAlgorithm, _ bytes: UnsafeRawBufferPointer
     return checksummer.finalize()
 }
 
-@Suite struct ChecksumTests {
+@Suite(.timeLimit(.minutes(10))) struct ChecksumTests {
     // MARK: Check values and known S3 values
 
     @Test func crcCheckValuesFor123456789() {

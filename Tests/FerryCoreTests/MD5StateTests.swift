@@ -1,7 +1,7 @@
 import FerryCore
 import Testing
 
-@Suite("MD5, one message or several side by side")
+@Suite("MD5, one message or several side by side", .timeLimit(.minutes(10)))
 struct MD5StateTests {
     /// The test suite of RFC 1321, appendix A.5.
     static let rfcVectors: [(String, String)] = [

@@ -2,7 +2,7 @@ import FerryCore
 import Foundation
 import Testing
 
-@Suite("Publish signature")
+@Suite("Publish signature", .timeLimit(.minutes(10)))
 struct PublishSignatureTests {
     static let secret = "test-root-secret-key-0123456789"
 

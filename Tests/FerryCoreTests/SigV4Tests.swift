@@ -19,7 +19,7 @@ enum SigV4DocExample {
     }
 }
 
-@Suite("SigV4 — AWS S3 documentation examples")
+@Suite("SigV4 — AWS S3 documentation examples", .timeLimit(.minutes(10)))
 struct SigV4S3ExampleTests {
     @Test("GET Object with a Range header")
     func getObject() throws {
@@ -321,7 +321,7 @@ struct SigV4SuiteVector: Sendable, CustomTestStringConvertible {
     ]
 }
 
-@Suite("SigV4 — AWS test suite canonicalization")
+@Suite("SigV4 — AWS test suite canonicalization", .timeLimit(.minutes(10)))
 struct SigV4SuiteTests {
     @Test(arguments: SigV4SuiteVector.all)
     func vector(_ v: SigV4SuiteVector) throws {
@@ -354,7 +354,7 @@ struct SigV4SuiteTests {
     }
 }
 
-@Suite("SigV4 — building blocks")
+@Suite("SigV4 — building blocks", .timeLimit(.minutes(10)))
 struct SigV4BuildingBlockTests {
     @Test func uriEncode() {
         #expect(SigV4.uriEncode("a b/c~d$", encodeSlash: false) == "a%20b/c~d%24")
@@ -464,7 +464,7 @@ struct SigV4BuildingBlockTests {
     }
 }
 
-@Suite("SigV4 — Authorization parsing and server verification")
+@Suite("SigV4 — Authorization parsing and server verification", .timeLimit(.minutes(10)))
 struct SigV4VerificationTests {
     static let getObjectAuthorization =
         "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"

@@ -2,7 +2,7 @@ import FerryCore
 import Foundation
 import Testing
 
-@Suite("Upload tokens")
+@Suite("Upload tokens", .timeLimit(.minutes(10)))
 struct UploadTokenTests {
     @Test("Qiniu's documented example token is reproduced byte for byte")
     func qiniuKnownAnswer() throws {

@@ -4,7 +4,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Authentication and authorization")
+@Suite("Authentication and authorization", .timeLimit(.minutes(10)))
 struct AuthTests {
     @Test("a wrong secret is SignatureDoesNotMatch, an unknown key InvalidAccessKeyId, no signature AccessDenied")
     func rejectsBadCredentials() async throws {

@@ -7,7 +7,7 @@ import Testing
 
 @testable import FerryServer
 
-@Suite("Blob files")
+@Suite("Blob files", .timeLimit(.minutes(10)))
 struct BlobFilesTests {
     /// Sizes around the direct-I/O alignment (4 KiB) and the write block (1 MiB), and bodies of several blocks.
     static let sizes = [0, 1, 4095, 4096, 4097, 1 << 20 - 1, 1 << 20, 1 << 20 + 1, 3 << 20 + 12_345]

@@ -4,7 +4,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Media catalog, access keys and webhook outbox (every catalog implementation)")
+@Suite("Media catalog, access keys and webhook outbox (every catalog implementation)", .timeLimit(.minutes(10)))
 struct CatalogTests {
     static func video(_ id: String, owner: String = "k1", status: String = "Uploading", at seconds: Double = 0) -> VideoRecord {
         let date = Date(timeIntervalSince1970: 1_800_000_000 + seconds)

@@ -3,7 +3,7 @@ import Testing
 
 @testable import FerryServer
 
-@Suite("Child processes for the media tools")
+@Suite("Child processes for the media tools", .timeLimit(.minutes(10)))
 struct ChildProcessTests {
     static func temporaryFile() -> String { NSTemporaryDirectory() + "ferry-child-\(UUID().uuidString)" }
 

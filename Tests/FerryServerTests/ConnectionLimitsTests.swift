@@ -8,7 +8,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite("Connection limits: idle connections, slow bodies, too many connections", .serialized)
+@Suite("Connection limits: idle connections, slow bodies, too many connections", .serialized, .timeLimit(.minutes(10)))
 struct ConnectionLimitsTests {
     static func configure(_ configuration: inout FerryServerConfiguration) {
         configuration.connectionLimits.idleTimeout = .seconds(1)
@@ -109,7 +109,7 @@ struct ConnectionLimitsTests {
     }
 }
 
-@Suite("Data directories and listening")
+@Suite("Data directories and listening", .timeLimit(.minutes(10)))
 struct DataDirectoryTests {
     @Test("a second server on a data directory in use is refused, naming the owner's pid and address")
     func oneOwner() async throws {

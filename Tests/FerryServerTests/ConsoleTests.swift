@@ -65,7 +65,7 @@ struct ConsoleBrowser {
     }
 }
 
-@Suite("Web console: pages, sessions, the media API for a session, part signing for browsers, CORS")
+@Suite("Web console: pages, sessions, the media API for a session, part signing for browsers, CORS", .timeLimit(.minutes(10)))
 struct ConsoleTests {
     @Test("the console's pages are served with a policy that forbids inline script; every module they import is there")
     func pages() async throws {

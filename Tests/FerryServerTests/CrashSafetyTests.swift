@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite("Crash safety", .serialized)
+@Suite("Crash safety", .serialized, .timeLimit(.minutes(10)))
 struct CrashSafetyTests {
     @Test("SIGTERM while a request body never finishes: the server still exits within its shutdown bound, losing nothing acknowledged")
     func boundedShutdown() async throws {

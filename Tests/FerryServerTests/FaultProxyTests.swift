@@ -11,7 +11,7 @@ import Glibc
 #endif
 
 /// Tests of the fault-injecting proxy itself, in front of the in-process Ferry server.
-@Suite("FaultProxy")
+@Suite("FaultProxy", .timeLimit(.minutes(10)))
 struct FaultProxyTests {
     /// Bytes that differ from position to position, so truncation or reordering shows.
     static func pattern(_ count: Int, seed: UInt32 = 7) -> [UInt8] {

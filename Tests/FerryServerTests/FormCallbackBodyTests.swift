@@ -4,7 +4,7 @@ import Testing
 
 @testable import FerryServer
 
-@Suite("Form callback bodies")
+@Suite("Form callback bodies", .timeLimit(.minutes(10)))
 struct FormCallbackBodyTests {
     static let values = MagicVariables(
         bucket: "photos", key: "a b/ü.png", hash: "0123abcd", size: 42, mimeType: "image/png",

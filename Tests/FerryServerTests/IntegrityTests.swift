@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite("Integrity")
+@Suite("Integrity", .timeLimit(.minutes(10)))
 struct IntegrityTests {
     @Test("Content-MD5 and each x-amz-checksum are checked; a mismatch stores nothing")
     func checksums() async throws {

@@ -33,7 +33,7 @@ enum JobQueueImplementation: String, CaseIterable, Sendable, CustomTestStringCon
     }
 }
 
-@Suite("Media job queue: claims, leases, retries, cancellation (every catalog implementation)")
+@Suite("Media job queue: claims, leases, retries, cancellation (every catalog implementation)", .timeLimit(.minutes(10)))
 struct JobQueueTests {
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
     let lease = Duration.seconds(30)

@@ -4,7 +4,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Secrets never reach the log", .serialized)
+@Suite("Secrets never reach the log", .serialized, .timeLimit(.minutes(10)))
 struct LogSecretsTests {
     @Test("a debug-level run with keys, session tokens, presigned URLs, uploads and webhooks logs none of their secrets")
     func debugLogHasNoSecrets() async throws {

@@ -5,7 +5,7 @@ import Testing
 
 @testable import FerryServer
 
-@Suite("MD5 batcher")
+@Suite("MD5 batcher", .timeLimit(.minutes(10)))
 struct MD5BatcherTests {
     /// A copy of some bytes at a fixed address, freed when the last update holding it is done.
     final class Bytes: @unchecked Sendable {

@@ -5,7 +5,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Media jobs across deletions and crashes", .serialized)
+@Suite("Media jobs across deletions and crashes", .serialized, .timeLimit(.minutes(10)))
 struct MediaJobLifecycleTests {
     /// Templates whose default group encodes slowly, so a transcode is still running when a test acts.
     static let slow = TranscodeTemplates(groups: TranscodeTemplates.builtIn.groups, preset: "veryslow", segmentSeconds: 4)

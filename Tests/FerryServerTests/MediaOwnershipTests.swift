@@ -22,7 +22,7 @@ func mediaCode(_ reply: S3TestClient.Reply) -> String? {
     (try? JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any])?["code"] as? String
 }
 
-@Suite("Media API: integers, ownership, idempotent creation, unfinished uploads")
+@Suite("Media API: integers, ownership, idempotent creation, unfinished uploads", .timeLimit(.minutes(10)))
 struct MediaOwnershipTests {
     @Test("integers out of range answer 400 InvalidParameter and the server keeps serving")
     func integersOutOfRange() async throws {

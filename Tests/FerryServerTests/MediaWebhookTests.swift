@@ -5,7 +5,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Media events through webhooks")
+@Suite("Media events through webhooks", .timeLimit(.minutes(10)))
 struct MediaWebhookTests {
     @Test("a completed upload and a deletion reach the receiver as signed FileUploadComplete and VideoDeleted events")
     func uploadEvents() async throws {

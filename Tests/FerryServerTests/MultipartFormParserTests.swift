@@ -3,7 +3,7 @@ import Testing
 
 @testable import FerryServer
 
-@Suite("Multipart form parser")
+@Suite("Multipart form parser", .timeLimit(.minutes(10)))
 struct MultipartFormParserTests {
     typealias Parser = MultipartFormParser
 

@@ -3,7 +3,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Multipart uploads")
+@Suite("Multipart uploads", .timeLimit(.minutes(10)))
 struct MultipartTests {
     static let minPart: Int64 = 1024
 

@@ -3,7 +3,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Object API")
+@Suite("Object API", .timeLimit(.minutes(10)))
 struct ObjectAPITests {
     @Test("put, get, head and delete keep bytes, metadata and headers")
     func objectRoundTrip() async throws {

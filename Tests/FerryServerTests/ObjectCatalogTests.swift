@@ -23,7 +23,7 @@ extension JobQueueImplementation {
 
 /// The object store's behaviour over each catalog implementation: SQLite (the embedded default) and PostgreSQL (nodes
 /// sharing a blob store). The same tests, the same answers.
-@Suite("Object catalog: objects, conditions, listings, multipart (every catalog implementation)")
+@Suite("Object catalog: objects, conditions, listings, multipart (every catalog implementation)", .timeLimit(.minutes(10)))
 struct ObjectCatalogTests {
     static func body(_ text: String) -> AsyncStream<ByteBuffer> {
         AsyncStream { continuation in

@@ -5,7 +5,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Publish API (ApplyUploadUGC / CommitUploadUGC)")
+@Suite("Publish API (ApplyUploadUGC / CommitUploadUGC)", .timeLimit(.minutes(10)))
 struct PublishAPITests {
     static func signature(_ server: TestServer, lifetime: Int = 3600, id: String? = nil, secret: String? = nil)
         -> String

@@ -4,7 +4,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("S3 for browsers: bucket CORS and POST policy uploads")
+@Suite("S3 for browsers: bucket CORS and POST policy uploads", .timeLimit(.minutes(10)))
 struct S3BrowserTests {
     static let cors = """
         <CORSConfiguration>

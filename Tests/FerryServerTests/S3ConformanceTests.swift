@@ -3,7 +3,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("S3 conformance: conditional writes, completions, listings, names and headers")
+@Suite("S3 conformance: conditional writes, completions, listings, names and headers", .timeLimit(.minutes(10)))
 struct S3ConformanceTests {
     @Test("conditional PUT, CompleteMultipartUpload and DELETE: 412 or 404 as S3 answers, and nothing changes")
     func conditionalWrites() async throws {

@@ -9,7 +9,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite("Object API: scoped listing, malformed keys, policies")
+@Suite("Object API: scoped listing, malformed keys, policies", .timeLimit(.minutes(10)))
 struct S3HardeningTests {
     @Test("a key scoped to a prefix lists within it only; a listing outside it, or of the whole bucket, is AccessDenied")
     func scopedListing() async throws {

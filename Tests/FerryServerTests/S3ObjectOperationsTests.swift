@@ -12,7 +12,7 @@ func contentMD5(_ bytes: [UInt8]) -> String {
     return Data(hasher.finalize()).base64EncodedString()
 }
 
-@Suite("S3 object operations: DeleteObjects, copies, tagging, attributes, parts")
+@Suite("S3 object operations: DeleteObjects, copies, tagging, attributes, parts", .timeLimit(.minutes(10)))
 struct S3ObjectOperationsTests {
     func bytes(_ count: Int, seed: UInt8) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) } }
 

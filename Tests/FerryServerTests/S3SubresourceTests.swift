@@ -3,7 +3,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("S3 sub-resources")
+@Suite("S3 sub-resources", .timeLimit(.minutes(10)))
 struct S3SubresourceTests {
     static let body = Array("the object's own bytes".utf8)
     static let xmlBody = Array("<Tagging><TagSet><Tag><Key>a</Key><Value>b</Value></Tag></TagSet></Tagging>".utf8)

@@ -4,7 +4,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Secrets at rest and the data directory's modes")
+@Suite("Secrets at rest and the data directory's modes", .timeLimit(.minutes(10)))
 struct SecretsAtRestTests {
     @Test("every directory of the data directory is 0700 and every file 0600, even when it existed as 0755")
     func modes() async throws {

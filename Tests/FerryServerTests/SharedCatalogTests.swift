@@ -5,7 +5,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Nodes sharing a PostgreSQL catalog", .serialized)
+@Suite("Nodes sharing a PostgreSQL catalog", .serialized, .timeLimit(.minutes(10)))
 struct SharedCatalogTests {
     /// Runs two in-process servers (each with its own data directory) on one PostgreSQL database.
     static func withTwoNodes<T: Sendable>(_ body: @Sendable (TestServer, TestServer) async throws -> T) async throws -> T {

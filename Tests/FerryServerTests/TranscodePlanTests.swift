@@ -4,7 +4,7 @@ import Testing
 
 @testable import FerryServer
 
-@Suite("Transcode plans, probes and playback tokens (pure)")
+@Suite("Transcode plans, probes and playback tokens (pure)", .timeLimit(.minutes(10)))
 struct TranscodePlanTests {
     static let group = TranscodeTemplates.builtIn.groups[0]
 

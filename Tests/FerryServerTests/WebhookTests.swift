@@ -8,7 +8,7 @@ import Logging
 import ServiceLifecycle
 import Testing
 
-@Suite("Webhooks")
+@Suite("Webhooks", .timeLimit(.minutes(10)))
 struct WebhookTests {
     static let secret = "whsec-test-0123456789"
 

@@ -2,7 +2,7 @@
 import Foundation
 import Testing
 
-@Suite("Checkpoint writer")
+@Suite("Checkpoint writer", .timeLimit(.minutes(10)))
 struct CheckpointWriterTests {
     static func checkpoint(parts count: Int) -> UploadCheckpoint {
         UploadCheckpoint(

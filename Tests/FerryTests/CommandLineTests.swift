@@ -62,7 +62,7 @@ func storedBytes(dataDirectory: String, bucket: String, key: String) async throw
     return data
 }
 
-@Suite("ferry command line", .serialized)
+@Suite("ferry command line", .serialized, .timeLimit(.minutes(10)))
 struct CommandLineTests {
     static var sample: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -7,12 +7,12 @@ import Testing
 /// Scripts/console_browser.py) against `ferry serve` with media processing: sign in, upload through the file input,
 /// watch the status become Normal, play, edit, resume after a reload, keep an upload across an ended session,
 /// delete, keys, webhooks, a narrow window, a scoped key. Screenshots go to `.build/test-artifacts/console/`.
-@Suite("Web console in Chromium", .serialized)
+@Suite("Web console in Chromium", .serialized, .timeLimit(.minutes(10)))
 struct ConsoleBrowserTests {
     static let artifacts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent(".build/test-artifacts/console").path
 
-    @Test("sign in, upload, Normal, play, edit, markup as text, resume after reload, ended session, delete, keys, webhooks, narrow window, scoped key")
+    @Test("sign in, upload, Normal, play, edit, markup as text, resume after reload, ended session, pause/resume/cancel, dropped network, delete, keys, webhooks, narrow window, scoped key")
     func console() async throws {
         let data = TemporaryDirectory.make("ferry-console")
         defer { try? FileManager.default.removeItem(atPath: data) }
@@ -66,7 +66,8 @@ struct ConsoleBrowserTests {
         let expected: Set<String> = [
             "sign in", "upload reaches 100 %", "status becomes Normal", "library lists the video with its cover",
             "video plays", "edit title", "title with markup renders as text",
-            "reload mid-upload resumes without re-sending stored parts", "expired session keeps the upload", "delete",
+            "reload mid-upload resumes without re-sending stored parts", "expired session keeps the upload",
+            "pause, resume and a dropped network", "cancel", "delete",
             "keys page shows a secret once", "webhooks page lists deliveries", "narrow window",
             "scoped key sees only its own videos",
         ]

@@ -10,7 +10,7 @@ actor CallCounter {
     func increment() { count += 1 }
 }
 
-@Suite("Credential refresh is single-flight")
+@Suite("Credential refresh is single-flight", .timeLimit(.minutes(10)))
 struct CredentialRefreshTests {
     static func auth(expiresIn seconds: TimeInterval, id: String) -> UploadAuth {
         UploadAuth(

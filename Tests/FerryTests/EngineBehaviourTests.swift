@@ -8,7 +8,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite("Engine: pause, resume, cancel, checkpoints")
+@Suite("Engine: pause, resume, cancel, checkpoints", .timeLimit(.minutes(10)))
 struct EngineBehaviourTests {
     static let mib = 1024 * 1024
 

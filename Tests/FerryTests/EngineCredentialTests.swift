@@ -48,7 +48,7 @@ final class ExpiringTokens: CredentialProvider, @unchecked Sendable {
     }
 }
 
-@Suite("Engine: expiring credentials")
+@Suite("Engine: expiring credentials", .timeLimit(.minutes(10)))
 struct EngineCredentialTests {
     static let mib = 1024 * 1024
 

@@ -4,7 +4,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Engine: faults between device and storage")
+@Suite("Engine: faults between device and storage", .timeLimit(.minutes(10)))
 struct EngineFaultTests {
     static let mib = 1024 * 1024
 

@@ -4,7 +4,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Engine: part sizes that adapt to the connection")
+@Suite("Engine: part sizes that adapt to the connection", .timeLimit(.minutes(10)))
 struct EnginePartSizingTests {
     static let mib: Int64 = 1024 * 1024
 

@@ -7,7 +7,7 @@ import Testing
 /// The checksum choices of a resumable upload.
 let checksumChoices: [ChecksumAlgorithm?] = [.crc32c, .crc32, .crc64nvme, .sha256, .sha1, .md5, nil]
 
-@Suite("Engine against Ferry's server")
+@Suite("Engine against Ferry's server", .timeLimit(.minutes(10)))
 struct EngineAgainstFerryTests {
     @Test("64 MiB multipart upload, byte-identical, with each checksum and each transport",
         arguments: checksumChoices.map { $0?.s3Name ?? "none" }, TransportKind.allCases)
@@ -72,7 +72,7 @@ extension EngineAgainstFerryTests {
     }
 }
 
-@Suite("Engine against moto", .serialized)
+@Suite("Engine against moto", .serialized, .timeLimit(.minutes(10)))
 struct EngineAgainstMotoTests {
     @Test("64 MiB multipart upload to moto, byte-identical, with each checksum and each transport",
         arguments: checksumChoices.map { $0?.s3Name ?? "none" })

@@ -19,7 +19,9 @@ func freeTemporarySpace() -> Int64 {
     return (attributes?[.systemFreeSize] as? NSNumber)?.int64Value ?? 0
 }
 
-@Suite("Form uploader: a 2 GiB file", .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/status")))
+@Suite(
+    "Form uploader: a 2 GiB file", .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/status")),
+    .timeLimit(.minutes(10)))
 struct FormUploaderMemoryTests {
     @Test(
         "a 2 GiB file goes through the form endpoint with its CRC32 while this process (client and server) grows by less than 256 MiB",

@@ -49,7 +49,7 @@ extension TestServer {
     }
 }
 
-@Suite("Form uploader")
+@Suite("Form uploader", .timeLimit(.minutes(10)))
 struct FormUploaderTests {
     static let bucket = "photos"
     static let future = Date().addingTimeInterval(3600)

@@ -3,7 +3,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("ferry keys")
+@Suite("ferry keys", .timeLimit(.minutes(10)))
 struct KeysCommandTests {
     /// Runs the built `ferry` with the server's endpoint and root key.
     func ferry(_ arguments: [String], server: TestServer) async throws -> FerryRun {

@@ -4,7 +4,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-@Suite("Media API against its OpenAPI document")
+@Suite("Media API against its OpenAPI document", .timeLimit(.minutes(10)))
 struct MediaOpenAPITests {
     /// Sends a signed media request and returns the raw answer.
     func raw(_ server: TestServer, _ action: String, _ parameters: [String: Any]) async throws -> S3TestClient.Reply {

@@ -14,7 +14,7 @@ extension TestServer {
     }
 }
 
-@Suite("Media service")
+@Suite("Media service", .timeLimit(.minutes(10)))
 struct MediaServiceTests {
     static let mib = 1024 * 1024
 
@@ -109,7 +109,7 @@ struct MediaServiceTests {
             let media = server.media()
             func expectError(_ code: String, status: Int, _ action: String, _ parameters: [String: Any]) async {
                 do {
-                    _ = try await media.call(action, parameters)
+                    _ = try await media.callJSON(action, body: try JSONSerialization.data(withJSONObject: parameters))
                     Issue.record("\(action) succeeded")
                 } catch let error as FerryError {
                     #expect(error.serverCode == code, "\(action): \(error)")

@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import Testing
 
-@Suite("Part buffer pool")
+@Suite("Part buffer pool", .timeLimit(.minutes(10)))
 struct PartBufferPoolTests {
     @Test("a returned buffer is reused once nothing else holds it, oldest first; one still shared is passed over")
     func reuseOnlyUnshared() {

@@ -6,7 +6,7 @@ import Glibc
 #endif
 import Testing
 
-@Suite("Progress meter")
+@Suite("Progress meter", .timeLimit(.minutes(10)))
 struct ProgressMeterTests {
     /// Collects reports in arrival order.
     final class Reports: @unchecked Sendable {

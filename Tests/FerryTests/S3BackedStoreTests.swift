@@ -38,7 +38,7 @@ extension S3TestClient {
     }
 }
 
-@Suite("S3-backed store: object bytes in SeaweedFS or moto", .serialized)
+@Suite("S3-backed store: object bytes in SeaweedFS or moto", .serialized, .timeLimit(.minutes(10)))
 struct S3BackedStoreTests {
     static func random(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()

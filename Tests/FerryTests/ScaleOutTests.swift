@@ -71,7 +71,7 @@ struct ScaleOutCluster {
     }
 }
 
-@Suite("Scale-out: three nodes over SeaweedFS and PostgreSQL behind HAProxy", .serialized)
+@Suite("Scale-out: three nodes over SeaweedFS and PostgreSQL behind HAProxy", .serialized, .timeLimit(.minutes(20)))
 struct ScaleOutTests {
     static func md5(_ url: URL) throws -> Insecure.MD5.Digest {
         let handle = try FileHandle(forReadingFrom: url)

@@ -29,7 +29,7 @@ final class ShortVideoLog: @unchecked Sendable {
     func count(_ predicate: (ShortVideoEvent) -> Bool) -> Int { events.filter(predicate).count }
 }
 
-@Suite("ShortVideoUploader (VODUploadSVideoClient)")
+@Suite("ShortVideoUploader (VODUploadSVideoClient)", .timeLimit(.minutes(10)))
 struct ShortVideoUploaderTests {
     static let mib = 1024 * 1024
 
@@ -67,11 +67,11 @@ struct ShortVideoUploaderTests {
             #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.0 < $1.0 })
             #expect(progress.last?.0 == total)
 
-            let info = try await server.media().call("GetVideoInfo", ["VideoId": result.videoId])["Video"] as? [String: Any]
-            #expect(info?["Status"] as? String == "UploadSucc")
-            #expect(info?["Size"] as? Int == 12 * Self.mib)
-            #expect(info?["CoverURL"] as? String == result.imageURL)
-            #expect(info?["Title"] as? String == "Short")
+            let info = try await server.media().getVideoInfo(videoId: result.videoId)
+            #expect(info.status == "UploadSucc")
+            #expect(info.size == Int64(12 * Self.mib))
+            #expect(info.coverURL == result.imageURL)
+            #expect(info.title == "Short")
             let source = try await server.media().getMezzanineInfo(videoId: result.videoId)
             #expect(Data(try await S3TestClient.fetch(source.fileURL).body) == (try Data(contentsOf: video)))
             #expect(Data(try await server.storedBytes(at: result.imageURL)) == (try Data(contentsOf: cover)))

@@ -1,7 +1,7 @@
 import Ferry
 import Testing
 
-@Suite("Upload plan")
+@Suite("Upload plan", .timeLimit(.minutes(10)))
 struct UploadPlanTests {
     @Test("parts cover the file exactly; the last part is the remainder")
     func ranges() throws {
@@ -62,7 +62,7 @@ struct UploadPlanTests {
     }
 }
 
-@Suite("Upload plan: resized parts")
+@Suite("Upload plan: resized parts", .timeLimit(.minutes(10)))
 struct UploadPlanSegmentTests {
     static let mib: Int64 = 1024 * 1024
 

@@ -12,7 +12,7 @@ final class Canary: Sendable {
     deinit { released.set() }
 }
 
-@Suite("Upload queue lifetime: the queue lives as long as its owner holds it", .serialized)
+@Suite("Upload queue lifetime: the queue lives as long as its owner holds it", .serialized, .timeLimit(.minutes(10)))
 struct UploadQueueLifetimeTests {
     static let mib = 1024 * 1024
 

@@ -75,7 +75,7 @@ final class QueueLog: @unchecked Sendable {
     static func isRetryResumed(_ event: UploadQueueEvent) -> Bool { if case .retryResumed = event { true } else { false } }
 }
 
-@Suite("UploadQueue (VODUploadClient)")
+@Suite("UploadQueue (VODUploadClient)", .timeLimit(.minutes(10)))
 struct UploadQueueTests {
     static let mib = 1024 * 1024
 

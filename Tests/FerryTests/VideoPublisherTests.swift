@@ -40,7 +40,7 @@ final class PublishEventLog: @unchecked Sendable {
     }
 }
 
-@Suite("Video publisher (TXUGCPublish)")
+@Suite("Video publisher (TXUGCPublish)", .timeLimit(.minutes(10)))
 struct VideoPublisherTests {
     @Test("published without a cover, the result carries the cover the service took from the video")
     func coverTakenFromTheVideo() async throws {

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// awscli, a client no one here wrote, against `ferry serve` started on a free loopback port.
-@Suite("awscli against ferry serve", .serialized)
+@Suite("awscli against ferry serve", .serialized, .timeLimit(.minutes(10)))
 struct AWSCLIInteropTests {
     @Test(
         "aws s3 cp of 64 MiB in 5 MB parts and back, list-parts on an unfinished upload, aws s3 ls",
@@ -154,7 +154,7 @@ struct AWSCLI {
 }
 
 /// boto3 against `ferry serve`: the script asserts each behaviour and prints `PASS <name>` for it.
-@Suite("boto3 against ferry serve", .serialized)
+@Suite("boto3 against ferry serve", .serialized, .timeLimit(.minutes(10)))
 struct Boto3InteropTests {
     @Test(
         "upload_file, presigned GET, every checksum algorithm, aws-chunked trailers, BadDigest, SignatureDoesNotMatch, expired URL",

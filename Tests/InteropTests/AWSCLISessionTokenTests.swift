@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// awscli with temporary credentials from the media service's AssumeRole (AWS_SESSION_TOKEN set).
-@Suite("awscli with AssumeRole credentials", .serialized)
+@Suite("awscli with AssumeRole credentials", .serialized, .timeLimit(.minutes(10)))
 struct AWSCLISessionTokenTests {
     @Test("uploads inside the policy succeed and outside it are denied")
     func assumeRole() async throws {

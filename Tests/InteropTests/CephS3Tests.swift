@@ -5,7 +5,7 @@ import Testing
 /// Ceph's s3-tests, the conformance suite Ceph RGW, MinIO, SeaweedFS and Garage measure themselves with, run unmodified
 /// against `ferry serve` (Tests/S3Conformance/run_s3tests.py starts it on a free port). Every test listed in
 /// Tests/S3Conformance/expected-pass.txt must pass; the run prints any other test that passes, to be added to the list.
-@Suite("Ceph s3-tests against ferry serve", .serialized)
+@Suite("Ceph s3-tests against ferry serve", .serialized, .timeLimit(.minutes(20)))
 struct CephS3Tests {
     /// The Python that has the suite's requirements: `FERRY_S3TESTS_PYTHON`, or the virtualenv `.ci/run` makes.
     static var python: String {

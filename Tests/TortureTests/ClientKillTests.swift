@@ -29,7 +29,7 @@ enum KillPoint: CustomStringConvertible {
     }
 }
 
-@Suite("Torture: ferry upload killed with SIGKILL and run again", .serialized)
+@Suite("Torture: ferry upload killed with SIGKILL and run again", .serialized, .timeLimit(.minutes(20)))
 struct ClientKillTests {
     static let partSize = 5_242_880
 

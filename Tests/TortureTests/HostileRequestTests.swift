@@ -20,7 +20,7 @@ struct Hostile: Sendable, CustomStringConvertible {
     var description: String { name }
 }
 
-@Suite("Torture: malformed and hostile requests", .serialized)
+@Suite("Torture: malformed and hostile requests", .serialized, .timeLimit(.minutes(20)))
 struct HostileRequestTests {
     static let bucket = "hostile"
     static let canary = [UInt8](repeating: 42, count: 100_000)

@@ -8,7 +8,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite("Torture: many clients, slow clients, idle connections", .serialized)
+@Suite("Torture: many clients, slow clients, idle connections", .serialized, .timeLimit(.minutes(20)))
 struct LoadTests {
     /// Counts what the load clients saw.
     actor Tally {

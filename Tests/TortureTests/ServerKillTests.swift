@@ -35,7 +35,7 @@ actor Ledger {
     func settle(_ key: String, stored hash: String?) { entries[key] = Entry(acknowledged: hash) }
 }
 
-@Suite("Torture: ferry serve killed with SIGKILL mid-write", .serialized)
+@Suite("Torture: ferry serve killed with SIGKILL mid-write", .serialized, .timeLimit(.minutes(20)))
 struct ServerKillTests {
     static let bucket = "torture"
 

@@ -43,14 +43,16 @@ struct CheckpointStore: Sendable {
         String(SigV4.hexSHA256("\(endpoint)\n\(bucket)\n\(key)\n\(filePath)").prefix(40))
     }
 
-    func url(for identifier: String) -> URL { directory.appendingPathComponent("\(identifier).ferry-checkpoint.json") }
+    var files: JSONRecordFiles { JSONRecordFiles(directory: directory) }
+
+    static func name(_ identifier: String) -> String { "\(identifier).ferry-checkpoint.json" }
+    static func intentName(_ identifier: String) -> String { "\(identifier).ferry-intent" }
+
+    func url(for identifier: String) -> URL { files.url(Self.name(identifier)) }
 
     /// The checkpoint, or nil when there is none or it is unreadable or of another version.
     func load(_ identifier: String) -> UploadCheckpoint? {
-        guard let data = FileManager.default.contents(atPath: url(for: identifier).path) else { return nil }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .secondsSince1970
-        guard let checkpoint = try? decoder.decode(UploadCheckpoint.self, from: data),
+        guard let checkpoint = files.read(UploadCheckpoint.self, name: Self.name(identifier)),
             UploadCheckpoint.readableVersions.contains(checkpoint.version)
         else { return nil }
         return checkpoint
@@ -58,49 +60,21 @@ struct CheckpointStore: Sendable {
 
     /// Writes a checkpoint atomically.
     func save(_ checkpoint: UploadCheckpoint, as identifier: String) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .secondsSince1970
-        let data = try encoder.encode(checkpoint)
-        let final = url(for: identifier)
-        let temp = directory.appendingPathComponent(".\(identifier).\(UUID().uuidString).tmp")
-        guard FileManager.default.createFile(atPath: temp.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
-            throw FerryError(.invalidArgument, "The record directory \(directory.path) is not writable.")
-        }
-        let handle = try FileHandle(forWritingTo: temp)
-        try handle.write(contentsOf: data)
-        try handle.synchronize()
-        try handle.close()
-        if rename(temp.path, final.path) != 0 {
-            try? FileManager.default.removeItem(at: temp)
-            throw FerryError(.invalidArgument, "The checkpoint could not be written in \(directory.path).")
-        }
+        try files.write(checkpoint, name: Self.name(identifier), what: "checkpoint")
     }
 
     /// Deletes a checkpoint.
     func delete(_ identifier: String) {
-        try? FileManager.default.removeItem(at: url(for: identifier))
+        files.remove(Self.name(identifier))
     }
 
-    func intentURL(for identifier: String) -> URL { directory.appendingPathComponent("\(identifier).ferry-intent") }
+    func intentURL(for identifier: String) -> URL { files.url(Self.intentName(identifier)) }
 
     /// Records, durably, that a multipart upload is about to be created for this upload: a process killed after the
     /// server created it and before its first checkpoint was written leaves this behind, so the next run can find the
     /// upload it lost instead of leaving it open.
     func saveIntent(_ identifier: String, at date: Date) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let final = intentURL(for: identifier)
-        let temp = directory.appendingPathComponent(".\(identifier).\(UUID().uuidString).tmp")
-        guard FileManager.default.createFile(
-            atPath: temp.path, contents: Data(String(date.timeIntervalSince1970).utf8), attributes: [.posixPermissions: 0o600])
-        else { throw FerryError(.invalidArgument, "The record directory \(directory.path) is not writable.") }
-        let handle = try FileHandle(forWritingTo: temp)
-        try handle.synchronize()
-        try handle.close()
-        if rename(temp.path, final.path) != 0 {
-            try? FileManager.default.removeItem(at: temp)
-            throw FerryError(.invalidArgument, "The checkpoint could not be written in \(directory.path).")
-        }
+        try files.write(data: Data(String(date.timeIntervalSince1970).utf8), name: Self.intentName(identifier), what: "checkpoint")
     }
 
     /// When the last run began creating a multipart upload it never recorded, if it did.
@@ -113,7 +87,7 @@ struct CheckpointStore: Sendable {
 
     /// Forgets the intent, once the checkpoint names the upload.
     func deleteIntent(_ identifier: String) {
-        try? FileManager.default.removeItem(at: intentURL(for: identifier))
+        files.remove(Self.intentName(identifier))
     }
 }
 
@@ -125,6 +99,7 @@ struct CheckpointStore: Sendable {
 final class CheckpointWriter: @unchecked Sendable {
     private let store: CheckpointStore
     private let identifier: String
+    private let beforeWrite: (@Sendable () -> Void)?
     // Every access to the fields below holds `lock`.
     private let lock = NSLock()
     private var pending: UploadCheckpoint?
@@ -132,9 +107,10 @@ final class CheckpointWriter: @unchecked Sendable {
     private var failure: (any Error)?
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
-    init(store: CheckpointStore, identifier: String) {
+    init(store: CheckpointStore, identifier: String, beforeWrite: (@Sendable () -> Void)? = nil) {
         self.store = store
         self.identifier = identifier
+        self.beforeWrite = beforeWrite
     }
 
     /// Queues `checkpoint` to be written; throws if an earlier write failed.
@@ -189,6 +165,7 @@ final class CheckpointWriter: @unchecked Sendable {
                 for waiter in waiters { waiter.resume() }
                 return
             }
+            beforeWrite?()
             do {
                 try store.save(next, as: identifier)
             } catch {

@@ -19,6 +19,8 @@ public final class ObjectStorageClient: Sendable {
         public var transport: any HTTPTransport
         /// Retries for every request.
         public var retryPolicy = RetryPolicy()
+        /// What waits between retries sleep on. Default: the continuous clock; tests inject one that does not wait.
+        public var clock: any Clock<Duration> = ContinuousClock()
         /// Time one request may take before it is abandoned (and retried). Default 120 s.
         public var timeoutIntervalForRequest: Duration = .seconds(120)
         /// Where the library logs (at debug and trace only). Default: a logger that discards everything.
@@ -31,6 +33,9 @@ public final class ObjectStorageClient: Sendable {
         /// embedded service on a free port, or a service behind several names — so a resume after a restart finds its
         /// checkpoint.
         public var serviceIdentity: String?
+        /// Called on the checkpoint writer's queue before each checkpoint write (tests hold a write here to open the
+        /// window between a failure and its report).
+        var beforeCheckpointWrite: (@Sendable () -> Void)?
 
         /// The defaults.
         public init() {

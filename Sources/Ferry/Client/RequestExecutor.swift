@@ -82,35 +82,38 @@ extension ObjectStorageClient {
     func execute(
         _ request: S3Request, credentials source: CredentialSource, observer: RequestObserver = .init()
     ) async throws -> TransportResponse {
-        var attempt = 0
         var retried = false
-        while true {
-            try Task.checkCancellation()
-            let credentials = try await source.current()
-            do {
-                let response = try await send(request, credentials: credentials, observer: observer)
-                if retried { observer.retryResumed() }
-                return response
-            } catch let error as FerryError {
-                if error.serverCode == "ExpiredToken" || (error.serverCode == "InvalidAccessKeyId" && credentials.sessionToken != nil && credentials.isExpired()) {
+        let logger = configuration.logger
+        let response = try await configuration.retryPolicy.run(
+            clock: configuration.clock,
+            retrying: { attempt, error, delay in
+                retried = true
+                logger.debug(
+                    "retrying request",
+                    metadata: ["ferry.attempt": "\(attempt)", "ferry.error": "\(error.code)", "ferry.server-code": "\(error.serverCode ?? "")"])
+                observer.retrying(attempt, error, delay)
+            }
+        ) {
+            // Credentials the server calls expired are refreshed (once for all requests refused together) and the
+            // request sent again at once: that is not a retry.
+            while true {
+                let credentials = try await source.current()
+                do {
+                    return try await send(request, credentials: credentials, observer: observer)
+                } catch let error as FerryError
+                    where error.serverCode == "ExpiredToken"
+                    || (error.serverCode == "InvalidAccessKeyId" && credentials.sessionToken != nil && credentials.isExpired())
+                {
                     if let _ = try await source.refresh(after: credentials) { continue }
                     observer.credentialsExpired()
                     throw FerryError(
                         .credentialsExpired, "The credentials expired; resume with fresh ones.",
                         httpStatus: error.httpStatus, serverCode: error.serverCode, requestId: error.requestId)
                 }
-                guard configuration.retryPolicy.isRetryable(error), attempt < configuration.retryPolicy.maxRetryCount
-                else { throw error }
-                attempt += 1
-                retried = true
-                let delay = configuration.retryPolicy.delay(forAttempt: attempt)
-                configuration.logger.debug(
-                    "retrying request",
-                    metadata: ["ferry.attempt": "\(attempt)", "ferry.error": "\(error.code)", "ferry.server-code": "\(error.serverCode ?? "")"])
-                observer.retrying(attempt, error, delay)
-                try await Task.sleep(for: delay)
             }
         }
+        if retried { observer.retryResumed() }
+        return response
     }
 
     /// One attempt: sign, send, and turn an error status into a ``FerryError``.
@@ -164,10 +167,13 @@ extension ObjectStorageClient {
     /// A ``FerryError`` from an S3 error response.
     static func serverError(_ response: TransportResponse, method: String) -> FerryError {
         let requestId = response.header("x-amz-request-id")
+        let retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
         if let document = try? S3XML.decode(S3ErrorDocument.self, from: Data(response.body)) {
-            return FerryError(
+            var error = FerryError(
                 .server, document.message, httpStatus: response.status, serverCode: document.code,
                 requestId: document.requestId ?? requestId)
+            error.retryAfter = retryAfter
+            return error
         }
         let code: String? =
             switch response.status {
@@ -176,8 +182,10 @@ extension ObjectStorageClient {
             case 503: "ServiceUnavailable"
             default: nil
             }
-        return FerryError(
+        var error = FerryError(
             .server, "The server answered HTTP \(response.status).", httpStatus: response.status, serverCode: code,
             requestId: requestId)
+        error.retryAfter = retryAfter
+        return error
     }
 }

@@ -39,15 +39,47 @@ public final class MediaServiceClient: Sendable {
         self.init(endpoint: endpoint, region: region, credentialProvider: StaticCredentialProvider(credentials), configuration: configuration)
     }
 
-    /// Calls an operation with a JSON body and returns the JSON answer.
-    public func call(_ action: String, _ parameters: [String: Any] = [:]) async throws -> [String: Any] {
-        let body = [UInt8](try JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys]))
+    /// Calls an operation with an `Encodable` input and decodes its answer; for operations this client has no method
+    /// for. The request is signed and retried as every other.
+    public func call<Output: Decodable>(_ action: String, _ input: some Encodable, as output: Output.Type) async throws
+        -> Output
+    {
+        let answer = try await callJSON(action, body: try MediaContract.encode(input))
+        do {
+            return try MediaContract.decode(output, from: answer)
+        } catch {
+            throw FerryError(.server, "The media service's \(action) answer cannot be read: \(error)")
+        }
+    }
+
+    /// Calls an operation with a JSON body and returns the JSON answer as it came (for tools that print it).
+    public func callJSON(_ action: String, body: Data) async throws -> Data {
+        Data(try await send(action, body: [UInt8](body)))
+    }
+
+    /// Calls an operation with the given JSON object.
+    func call(_ action: String, _ parameters: [String: Any] = [:]) async throws -> [String: Any] {
+        let answer = try await send(action, body: [UInt8](try JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys])))
+        return (try? JSONSerialization.jsonObject(with: Data(answer))) as? [String: Any] ?? [:]
+    }
+
+    /// Calls an operation with `parameters` and decodes its answer as `output`.
+    func call<Output: Decodable>(_ action: String, _ parameters: [String: Any], as output: Output.Type) async throws -> Output {
+        let answer = try await send(action, body: [UInt8](try JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys])))
+        do {
+            return try MediaContract.decode(output, from: Data(answer))
+        } catch {
+            throw FerryError(.server, "The media service's \(action) answer cannot be read: \(error)")
+        }
+    }
+
+    /// Signs and sends one operation with the retry policy; returns the body of a 2xx answer.
+    private func send(_ action: String, body: [UInt8]) async throws -> [UInt8] {
         let host = endpoint.port.map { "\(endpoint.host ?? "localhost"):\($0)" } ?? (endpoint.host ?? "localhost")
         var base = endpoint.path
         if base.hasSuffix("/") { base.removeLast() }
         let path = base + "/_ferry/v1/" + SigV4.uriEncode(action, encodeSlash: true)
-        var attempt = 0
-        while true {
+        return try await configuration.retryPolicy.run(clock: configuration.clock) {
             let credentials = try await credentialProvider.credentials()
             let signer = SigV4Signer(credentials: credentials.sigV4, region: region, service: "ferry")
             let headers = signer.sign(
@@ -56,25 +88,27 @@ public final class MediaServiceClient: Sendable {
             let request = TransportRequest(
                 method: "POST", url: (endpoint.scheme ?? "http") + "://" + host + path, headers: headers, body: body,
                 timeout: configuration.timeoutIntervalForRequest)
-            let response: TransportResponse
-            do {
-                response = try await configuration.transport.send(request, bodyProgress: { _ in }, responseSink: nil)
-            } catch let error as TransportError {
-                let failure = FerryError(error.isTimeout ? .timeout : .network, error.message)
-                guard attempt < configuration.retryPolicy.maxRetryCount else { throw failure }
-                attempt += 1
-                try await Task.sleep(for: configuration.retryPolicy.delay(forAttempt: attempt))
-                continue
-            }
+            let response = try await Self.send(request, configuration: configuration)
+            if (200..<300).contains(response.status) { return response.body }
             let object = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
-            if (200..<300).contains(response.status) { return object }
-            let error = FerryError(
+            var error = FerryError(
                 .server, object["message"] as? String ?? "The media service answered HTTP \(response.status).",
                 httpStatus: response.status, serverCode: object["code"] as? String,
                 requestId: object["requestId"] as? String)
-            guard response.status >= 500, attempt < configuration.retryPolicy.maxRetryCount else { throw error }
-            attempt += 1
-            try await Task.sleep(for: configuration.retryPolicy.delay(forAttempt: attempt))
+            error.retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
+            throw error
+        }
+    }
+
+    /// Sends one request, a transport failure becoming the ``FerryError`` the retry policy judges.
+    static func send(_ request: TransportRequest, configuration: ObjectStorageClient.Configuration) async throws
+        -> TransportResponse
+    {
+        do {
+            return try await configuration.transport.send(request, bodyProgress: { _ in }, responseSink: nil)
+        } catch let error as TransportError {
+            if Task.isCancelled { throw CancellationError() }
+            throw FerryError(error.isTimeout ? .timeout : .network, error.message, underlying: error)
         }
     }
 
@@ -161,17 +195,14 @@ public final class MediaServiceClient: Sendable {
         if let v = video.transcode { parameters["Transcode"] = v }
         if let v = video.userData { parameters["UserData"] = v }
         if let v = video.clientToken { parameters["ClientToken"] = v }
-        let answer = try await call("CreateUploadVideo", parameters)
-        return try UploadTicket(
-            id: answer["VideoId"] as? String ?? "", address: answer["UploadAddress"] as? String ?? "",
-            auth: answer["UploadAuth"] as? String ?? "")
+        let answer = try await call("CreateUploadVideo", parameters, as: MediaContract.UploadTicketAnswer.self)
+        return try UploadTicket(id: answer.videoId ?? "", address: answer.uploadAddress, auth: answer.uploadAuth)
     }
 
     /// A fresh credential for the same video upload.
     public func refreshUploadVideo(videoId: String) async throws -> UploadTicket {
-        let answer = try await call("RefreshUploadVideo", ["VideoId": videoId])
-        return try UploadTicket(
-            id: videoId, address: answer["UploadAddress"] as? String ?? "", auth: answer["UploadAuth"] as? String ?? "")
+        let answer = try await call("RefreshUploadVideo", ["VideoId": videoId], as: MediaContract.UploadTicketAnswer.self)
+        return try UploadTicket(id: videoId, address: answer.uploadAddress, auth: answer.uploadAuth)
     }
 
     /// Creates an image and returns where to upload it.
@@ -184,23 +215,21 @@ public final class MediaServiceClient: Sendable {
         if let tags { parameters["Tags"] = tags }
         if let cateId { parameters["CateId"] = cateId }
         if let description { parameters["Description"] = description }
-        let answer = try await call("CreateUploadImage", parameters)
+        let answer = try await call("CreateUploadImage", parameters, as: MediaContract.UploadTicketAnswer.self)
         return try UploadTicket(
-            id: answer["ImageId"] as? String ?? "", imageURL: answer["ImageURL"] as? String,
-            address: answer["UploadAddress"] as? String ?? "", auth: answer["UploadAuth"] as? String ?? "")
+            id: answer.imageId ?? "", imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)
     }
 
     /// A fresh credential for the same image file, while the image is still being uploaded.
     public func refreshUploadImage(imageId: String) async throws -> UploadTicket {
-        let answer = try await call("RefreshUploadImage", ["ImageId": imageId])
+        let answer = try await call("RefreshUploadImage", ["ImageId": imageId], as: MediaContract.UploadTicketAnswer.self)
         return try UploadTicket(
-            id: imageId, imageURL: answer["ImageURL"] as? String, address: answer["UploadAddress"] as? String ?? "",
-            auth: answer["UploadAuth"] as? String ?? "")
+            id: imageId, imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)
     }
 
     /// The video's catalog entry.
     public func getVideoInfo(videoId: String) async throws -> VideoInfo {
-        VideoInfo(try await call("GetVideoInfo", ["VideoId": videoId])["Video"] as? [String: Any] ?? [:])
+        try await call("GetVideoInfo", ["VideoId": videoId], as: MediaContract.VideoInfoAnswer.self).video
     }
 
     /// The video's playable streams with signed URLs valid for `authTimeout` seconds (1–604800): every published
@@ -213,7 +242,7 @@ public final class MediaServiceClient: Sendable {
         var parameters: [String: Any] = ["VideoId": videoId, "AuthTimeout": authTimeout]
         if let formats { parameters["Formats"] = formats.joined(separator: ",") }
         if let definitions { parameters["Definition"] = definitions.joined(separator: ",") }
-        return PlayInfo(answer: try await call("GetPlayInfo", parameters))
+        return PlayInfo(try await call("GetPlayInfo", parameters, as: MediaContract.PlayInfoAnswer.self))
     }
 
     /// The video's source file: what ffprobe found in it, and a signed URL to download it (valid `authTimeout`
@@ -227,8 +256,8 @@ public final class MediaServiceClient: Sendable {
     public func listVideos(status: String? = nil, pageNo: Int = 1, pageSize: Int = 20) async throws -> (videos: [VideoInfo], total: Int) {
         var parameters: [String: Any] = ["PageNo": pageNo, "PageSize": pageSize]
         if let status { parameters["Status"] = status }
-        let answer = try await call("ListVideos", parameters)
-        return ((answer["VideoList"] as? [[String: Any]] ?? []).map(VideoInfo.init), answer["Total"] as? Int ?? 0)
+        let answer = try await call("ListVideos", parameters, as: MediaContract.VideoListAnswer.self)
+        return (answer.videoList, answer.total)
     }
 
     /// Deletes videos and their files.

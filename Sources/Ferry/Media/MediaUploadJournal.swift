@@ -45,15 +45,15 @@ public struct MediaUploadJournal: Sendable {
         String(SigV4.hexSHA256(file.standardizedFileURL.path + "\n" + (try fingerprint(of: file))).prefix(32))
     }
 
-    private func entryFile(_ file: URL) -> URL {
-        let name = SigV4.hexSHA256(file.standardizedFileURL.path).prefix(40)
-        return directory.appendingPathComponent("media-\(name).json")
+    private var files: JSONRecordFiles { JSONRecordFiles(directory: directory, dates: .foundationDefault) }
+
+    private func entryName(_ file: URL) -> String {
+        "media-\(SigV4.hexSHA256(file.standardizedFileURL.path).prefix(40)).json"
     }
 
     /// The unfinished upload of `file`, when the file is unchanged and the entry has not expired.
     public func lookup(_ file: URL) -> Entry? {
-        guard let data = FileManager.default.contents(atPath: entryFile(file).path),
-            let entry = try? JSONDecoder().decode(Entry.self, from: data),
+        guard let entry = files.read(Entry.self, name: entryName(file)),
             let fingerprint = try? Self.fingerprint(of: file), entry.fingerprint == fingerprint,
             Date().timeIntervalSince(entry.createdAt) < maxAge
         else { return nil }
@@ -63,12 +63,11 @@ public struct MediaUploadJournal: Sendable {
     /// Records that `file` is being uploaded as `id` to `bucket`/`key`.
     public func record(_ file: URL, id: String, bucket: String, key: String) throws {
         let entry = Entry(fingerprint: try Self.fingerprint(of: file), id: id, bucket: bucket, key: key, createdAt: Date())
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try JSONEncoder().encode(entry).write(to: entryFile(file), options: .atomic)
+        try files.write(entry, name: entryName(file), what: "media upload journal entry")
     }
 
     /// Forgets the upload of `file` (it finished, or was cancelled).
     public func remove(_ file: URL) {
-        try? FileManager.default.removeItem(at: entryFile(file))
+        files.remove(entryName(file))
     }
 }

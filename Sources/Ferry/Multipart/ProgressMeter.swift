@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// Counts bytes sent across parts and retries so that progress never goes backwards and never passes the total.
@@ -74,7 +75,7 @@ final class ProgressMeter: @unchecked Sendable {
 
     private func snapshot(delta: Int64) -> UploadProgress {
         let elapsed = ContinuousClock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.timeInterval
         let rate = seconds > 0 ? Double(total - startBytes) / seconds : 0
         let remaining = expected - total
         let eta: Duration? = rate > 0 ? .milliseconds(Int64(Double(remaining) / rate * 1000)) : nil

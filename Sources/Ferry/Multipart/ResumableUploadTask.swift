@@ -60,7 +60,9 @@ public actor ResumableUploadTask {
             filePath: request.fileURL.standardizedFileURL.path)
         self.checkpoints = checkpoints
         self.checkpointId = checkpointId
-        self.checkpointWriter = checkpoints.map { CheckpointWriter(store: $0, identifier: checkpointId) }
+        self.checkpointWriter = checkpoints.map {
+            CheckpointWriter(store: $0, identifier: checkpointId, beforeWrite: client.configuration.beforeCheckpointWrite)
+        }
         self.reader = FileRanges(path: request.fileURL.path)
         // At most one buffer more than parts in flight: without a bound, buffers the HTTP client had not yet let go of
         // were replaced by new ones and a 4 GiB upload with parts grown to 16 MiB peaked at 130–146 MiB; with two
@@ -179,11 +181,14 @@ public actor ResumableUploadTask {
             let result = try await upload()
             finish(.success(result))
         } catch {
+            // Why it stopped is decided now: a pause or cancel that arrives while the checkpoint is flushed below
+            // finds an upload that already failed, and must not turn the failure into a pause.
+            let reason = stopReason
             // A stopped upload holds no part buffers while it waits, and its checkpoint is on disk before anyone hears
             // it stopped (a failed write already failed the upload).
             partBuffers.removeAll()
             try? await checkpointWriter?.flush()
-            switch stopReason {
+            switch reason {
             case .pause:
                 state = .paused
                 continuation.yield(.paused)
@@ -294,19 +299,15 @@ public actor ResumableUploadTask {
     private func adaptPartSize(sent bytes: Int64, in elapsed: Duration) {
         guard case .adaptive(let minimum, let maximum, let target) = request.partSizing, let current = plan?.segments.last
         else { return }
-        let seconds = Self.seconds(elapsed)
+        let seconds = elapsed.timeInterval
         guard seconds > 0, bytes > 0 else { return }
         let mib: Int64 = 1024 * 1024
-        let wanted = min(Double(bytes) / seconds * Self.seconds(target), Double(maximum))
+        let wanted = min(Double(bytes) / seconds * target.timeInterval, Double(maximum))
         let size = max(minimum, Int64(wanted) / mib * mib)
         let ratio = Double(size) / Double(current.partSize)
         let atBound = size == minimum || size == max(minimum, maximum / mib * mib)
         guard size != current.partSize, ratio >= 1.5 || ratio <= 1 / 1.5 || atBound else { return }
         plan?.resizeUntakenParts(to: size)
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// The largest part this upload's sizing asks for: a part buffer is allocated this large once, so it does not

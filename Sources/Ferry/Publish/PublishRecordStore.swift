@@ -38,14 +38,15 @@ struct PublishRecordStore: Sendable {
         String(SigV4.hexSHA256("publish\n\(userID)\n\(endpoint)\n\(videoPath)\n\(coverPath ?? "")").prefix(40))
     }
 
-    func url(for identifier: String) -> URL { directory.appendingPathComponent("\(identifier).ferry-publish.json") }
+    var files: JSONRecordFiles { JSONRecordFiles(directory: directory) }
+
+    static func name(_ identifier: String) -> String { "\(identifier).ferry-publish.json" }
+
+    func url(for identifier: String) -> URL { files.url(Self.name(identifier)) }
 
     /// The record, or nil when there is none or it is unreadable or of another version.
     func load(_ identifier: String) -> PublishRecord? {
-        guard let data = FileManager.default.contents(atPath: url(for: identifier).path) else { return nil }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .secondsSince1970
-        guard let record = try? decoder.decode(PublishRecord.self, from: data),
+        guard let record = files.read(PublishRecord.self, name: Self.name(identifier)),
             record.version == PublishRecord.currentVersion
         else { return nil }
         return record
@@ -53,28 +54,11 @@ struct PublishRecordStore: Sendable {
 
     /// Writes a record atomically.
     func save(_ record: PublishRecord, as identifier: String) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .secondsSince1970
-        encoder.outputFormatting = .sortedKeys
-        let data = try encoder.encode(record)
-        let temp = directory.appendingPathComponent(".\(identifier).\(UUID().uuidString).tmp")
-        guard FileManager.default.createFile(atPath: temp.path, contents: nil, attributes: [.posixPermissions: 0o600])
-        else {
-            throw FerryError(.invalidArgument, "The record directory \(directory.path) is not writable.")
-        }
-        let handle = try FileHandle(forWritingTo: temp)
-        try handle.write(contentsOf: data)
-        try handle.synchronize()
-        try handle.close()
-        if rename(temp.path, url(for: identifier).path) != 0 {
-            try? FileManager.default.removeItem(at: temp)
-            throw FerryError(.invalidArgument, "The publish record could not be written in \(directory.path).")
-        }
+        try files.write(record, name: Self.name(identifier), what: "publish record")
     }
 
     /// Deletes a record.
     func delete(_ identifier: String) {
-        try? FileManager.default.removeItem(at: url(for: identifier))
+        files.remove(Self.name(identifier))
     }
 }

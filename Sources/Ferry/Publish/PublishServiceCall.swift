@@ -18,34 +18,34 @@ struct PublishServiceCall: Sendable {
     let configuration: ObjectStorageClient.Configuration
 
     /// The service's answer: status and JSON object, or a transport failure after retries.
-    private func post(_ action: String, _ body: [String: Any]) async throws -> (status: Int, object: [String: Any]) {
+    func post(_ action: String, _ body: [String: Any]) async throws -> (status: Int, object: [String: Any]) {
         let data = [UInt8](try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys]))
         var base = endpoint.absoluteString
         if base.hasSuffix("/") { base.removeLast() }
         let request = TransportRequest(
             method: "POST", url: base + "/_ferry/ugc/" + action, headers: [("content-type", "application/json")],
             body: data, timeout: configuration.timeoutIntervalForRequest)
-        var attempt = 0
-        while true {
-            do {
-                let response = try await configuration.transport.send(
-                    request, bodyProgress: { _ in }, responseSink: nil)
+        // A 5xx answer is retried; when retries run out it is returned as the refusal it is.
+        var lastRefusal: (status: Int, object: [String: Any])?
+        do {
+            return try await configuration.retryPolicy.run(clock: configuration.clock) {
+                let response = try await MediaServiceClient.send(request, configuration: configuration)
                 let object = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
-                if response.status >= 500, attempt < configuration.retryPolicy.maxRetryCount {
-                    attempt += 1
-                    try await Task.sleep(for: configuration.retryPolicy.delay(forAttempt: attempt))
-                    continue
+                if response.status >= 500 {
+                    lastRefusal = (response.status, object ?? [:])
+                    var error = FerryError(.server, "The service answered HTTP \(response.status).", httpStatus: response.status)
+                    error.retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
+                    throw error
                 }
                 if let object { return (response.status, object) }
                 // A refusal without a JSON body (a proxy's error page) is still a refusal; only a success that cannot
                 // be read is an unreadable answer.
                 guard (200..<300).contains(response.status) else { return (response.status, [:]) }
                 throw PublishServiceAnswerError(status: response.status)
-            } catch let error as TransportError {
-                guard attempt < configuration.retryPolicy.maxRetryCount, !Task.isCancelled else { throw error }
-                attempt += 1
-                try await Task.sleep(for: configuration.retryPolicy.delay(forAttempt: attempt))
             }
+        } catch let error as FerryError where error.code == .server {
+            guard let lastRefusal else { throw error }
+            return lastRefusal
         }
     }
 
@@ -71,31 +71,36 @@ struct PublishServiceCall: Sendable {
     func apply(_ parameters: PublishParameters, job: PublishJob, vodSessionKey: String?) async throws(PublishError)
         -> PublishTicket
     {
-        let videoFile = job.videoURL.lastPathComponent
-        var body: [String: Any] = [
-            "signature": parameters.signature, "videoName": parameters.videoName ?? videoFile,
-            "videoType": job.videoURL.pathExtension, "videoSize": job.videoSize,
-        ]
-        if let cover = job.coverURL { body["coverType"] = cover.pathExtension }
-        if let vodSessionKey { body["vodSessionKey"] = vodSessionKey }
+        let request = PublishContract.ApplyRequest(
+            signature: parameters.signature, videoName: parameters.videoName ?? job.videoURL.lastPathComponent,
+            videoType: job.videoURL.pathExtension, videoSize: job.videoSize, coverType: job.coverURL?.pathExtension,
+            vodSessionKey: vodSessionKey)
         let answer: (status: Int, object: [String: Any])
         do {
-            answer = try await post("ApplyUploadUGC", body)
+            answer = try await post("ApplyUploadUGC", try Self.object(request))
         } catch {
             throw Self.failure(error, code: .requestFailed, parse: .parseFailed)
         }
-        let object = answer.object
         guard (200..<300).contains(answer.status) else {
-            throw Self.refusal(object, status: answer.status, code: .requestFailed)
+            throw Self.refusal(answer.object, status: answer.status, code: .requestFailed)
         }
-        guard let key = object["VodSessionKey"] as? String, let videoId = object["VideoId"] as? String,
-            let endpointText = object["StorageEndpoint"] as? String, let endpoint = URL(string: endpointText),
-            let bucket = object["StorageBucket"] as? String, let videoKey = object["VideoKey"] as? String,
-            let authText = object["UploadAuth"] as? String, let auth = UploadAuth(encoded: authText)
+        guard let applied = Self.decode(PublishContract.ApplyAnswer.self, answer.object),
+            let endpoint = URL(string: applied.storageEndpoint), let auth = UploadAuth(encoded: applied.uploadAuth)
         else { throw PublishError(.parseFailed, "The service's answer to the application lacks the upload details.") }
         return PublishTicket(
-            vodSessionKey: key, videoId: videoId, endpoint: endpoint, bucket: bucket, videoKey: videoKey,
-            coverKey: object["CoverKey"] as? String, auth: auth)
+            vodSessionKey: applied.vodSessionKey, videoId: applied.videoId, endpoint: endpoint, bucket: applied.storageBucket,
+            videoKey: applied.videoKey, coverKey: applied.coverKey, auth: auth)
+    }
+
+    /// A contract request as the JSON object `post` sends.
+    private static func object<T: Encodable>(_ value: T) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: MediaContract.encode(value)) as? [String: Any] ?? [:]
+    }
+
+    /// A contract answer read from the JSON object `post` received; nil when it does not fit.
+    private static func decode<T: Decodable>(_ type: T.Type, _ object: [String: Any]) -> T? {
+        guard let data = try? JSONSerialization.data(withJSONObject: object) else { return nil }
+        return try? MediaContract.decode(type, from: data)
     }
 
     /// CommitUploadUGC: the service checks the files are stored and answers the video id and URLs.
@@ -103,20 +108,19 @@ struct PublishServiceCall: Sendable {
         let answer: (status: Int, object: [String: Any])
         do {
             answer = try await post(
-                "CommitUploadUGC", ["signature": parameters.signature, "vodSessionKey": vodSessionKey])
+                "CommitUploadUGC", try Self.object(PublishContract.CommitRequest(signature: parameters.signature, vodSessionKey: vodSessionKey)))
         } catch {
             throw Self.failure(error, code: .finishRequestFailed, parse: .finishResponseFailed)
         }
-        let object = answer.object
         guard (200..<300).contains(answer.status) else {
-            throw Self.refusal(object, status: answer.status, code: .finishRequestFailed)
+            throw Self.refusal(answer.object, status: answer.status, code: .finishRequestFailed)
         }
-        guard let videoId = object["FileId"] as? String, let videoURL = object["MediaUrl"] as? String else {
+        guard let committed = Self.decode(PublishContract.CommitAnswer.self, answer.object) else {
             throw PublishError(.finishResponseFailed, "The service's answer to the commit lacks the video id or URL.")
         }
         return PublishResult(
-            retCode: PublishError.Code.ok.rawValue, descMsg: "OK", videoId: videoId, videoURL: videoURL,
-            coverURL: object["CoverUrl"] as? String)
+            retCode: PublishError.Code.ok.rawValue, descMsg: "OK", videoId: committed.fileId, videoURL: committed.mediaURL,
+            coverURL: committed.coverURL)
     }
 }
 

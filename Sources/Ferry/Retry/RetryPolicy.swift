@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// When and how often a failed request is tried again; one policy serves every request of a client.
@@ -32,7 +33,7 @@ public struct RetryPolicy: Sendable, Hashable {
     /// The delay before retry number `attempt` (1-based), with full jitter.
     public func delay(forAttempt attempt: Int) -> Duration {
         let exponent = min(attempt - 1, 30)
-        let bound = min(Double(1 << exponent) * seconds(baseDelay), seconds(maxDelay))
+        let bound = min(Double(1 << exponent) * baseDelay.timeInterval, maxDelay.timeInterval)
         return .milliseconds(Int64(Double.random(in: 0...bound) * 1000))
     }
 
@@ -47,7 +48,54 @@ public struct RetryPolicy: Sendable, Hashable {
         }
     }
 
-    private func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    /// The longest `Retry-After` honoured; a server asking for more is retried after this.
+    public static let maxRetryAfter: Duration = .seconds(300)
+
+    /// The wait before retry number `attempt` after `error`: the backoff of ``delay(forAttempt:)``, or the server's
+    /// `Retry-After` when it asked for longer (at most ``maxRetryAfter``).
+    public func wait(forAttempt attempt: Int, after error: FerryError) -> Duration {
+        let backoff = delay(forAttempt: attempt)
+        guard let requested = error.retryAfter else { return backoff }
+        return max(backoff, min(requested, Self.maxRetryAfter))
+    }
+
+    /// Runs `attempt` until it succeeds or fails for good. A ``FerryError`` that ``isRetryable(_:)`` accepts is tried
+    /// again after ``wait(forAttempt:after:)``, at most ``maxRetryCount`` times; anything else is thrown at once. The
+    /// one retry loop of the SDK: S3 requests, the media API and the publish API all go through it.
+    ///
+    /// - Parameters:
+    ///   - clock: what the waits sleep on (tests pass a clock that does not wait).
+    ///   - retrying: told about each retry, before its wait.
+    ///   - attempt: one attempt.
+    public func run<T>(
+        clock: any Clock<Duration>,
+        retrying: (_ attempt: Int, _ error: FerryError, _ delay: Duration) -> Void = { _, _, _ in },
+        _ attempt: () async throws -> T
+    ) async throws -> T {
+        var retries = 0
+        while true {
+            try Task.checkCancellation()
+            do {
+                return try await attempt()
+            } catch let error as FerryError {
+                guard isRetryable(error), retries < maxRetryCount else { throw error }
+                retries += 1
+                let delay = wait(forAttempt: retries, after: error)
+                retrying(retries, error, delay)
+                try await clock.sleep(for: delay)
+            }
+        }
+    }
+
+    /// The wait a `Retry-After` header asks for: seconds, or an HTTP date; nil when absent or unreadable.
+    public static func retryAfter(_ value: String?, now: Date = Date()) -> Duration? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if let seconds = Int64(value) { return seconds >= 0 ? .seconds(seconds) : nil }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
     }
 }

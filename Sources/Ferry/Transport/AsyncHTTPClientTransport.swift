@@ -49,7 +49,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         }
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(http, timeout: .nanoseconds(Int64(request.timeout.components.seconds) * 1_000_000_000 + Int64(request.timeout.components.attoseconds / 1_000_000_000)))
+            response = try await client.execute(http, timeout: TimeAmount(request.timeout))
         } catch let error as HTTPClientError {
             throw Self.transportError(error)
         }

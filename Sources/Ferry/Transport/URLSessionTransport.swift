@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -37,7 +38,7 @@ public final class URLSessionTransport: HTTPTransport {
         }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method
-        let seconds = Double(request.timeout.components.seconds) + Double(request.timeout.components.attoseconds) / 1e18
+        let seconds = request.timeout.timeInterval
         urlRequest.timeoutInterval = seconds
         for header in request.headers where header.name.lowercased() != "host" {
             urlRequest.addValue(header.value, forHTTPHeaderField: header.name)

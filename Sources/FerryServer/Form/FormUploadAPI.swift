@@ -300,9 +300,7 @@ public struct FormUploadAPI: Sendable {
                 body: bodyBytes))
         request.body = .bytes(ByteBuffer(bytes: bodyBytes))
 
-        let timeout = TimeAmount.nanoseconds(
-            configuration.formCallbackTimeout.components.seconds * 1_000_000_000
-                + configuration.formCallbackTimeout.components.attoseconds / 1_000_000_000)
+        let timeout = TimeAmount(configuration.formCallbackTimeout)
         var clientConfiguration = HTTPClient.Configuration()
         clientConfiguration.redirectConfiguration = .disallow
         clientConfiguration.dnsOverride = [host: address]

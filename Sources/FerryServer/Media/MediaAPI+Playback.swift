@@ -22,40 +22,42 @@ extension MediaAPI {
     }
 
     /// A video as GetVideoInfo and ListVideos answer it; `detailed` adds what takes another look-up (progress).
-    func videoJSON(_ video: VideoRecord, host: String, detailed: Bool) async throws -> [String: Any] {
-        var object: [String: Any] = [
-            "VideoId": video.videoId, "Title": video.title, "Status": video.status, "FileName": video.fileName,
-            "CreationTime": video.createdAt.formatted(.iso8601), "ModificationTime": video.updatedAt.formatted(.iso8601),
-            "TemplateGroupId": video.templateGroup ?? TranscodeTemplates.defaultGroupName,
-        ]
-        if let size = video.size { object["Size"] = size }
-        if let value = video.description { object["Description"] = value }
-        if let value = coverURL(of: video, host: host) { object["CoverURL"] = value }
+    func videoJSON(_ video: VideoRecord, host: String, detailed: Bool) async throws -> MediaContract.Video {
+        var object = MediaContract.Video(videoId: video.videoId, title: video.title, status: video.status)
+        object.fileName = video.fileName
+        object.creationTime = video.createdAt.formatted(.iso8601)
+        object.modificationTime = video.updatedAt.formatted(.iso8601)
+        object.templateGroupId = video.templateGroup ?? TranscodeTemplates.defaultGroupName
+        object.size = video.size
+        object.description = video.description
+        object.coverURL = coverURL(of: video, host: host)
         if video.snapshotKey != nil {
-            object["Snapshots"] = [
+            object.snapshots = [
                 playURL(videoId: video.videoId, file: Self.coverFileName, host: host, lifetime: Self.descriptionURLLifetime)
             ]
         }
-        if let value = video.cateId { object["CateId"] = value }
-        if let value = video.tags { object["Tags"] = value }
-        if let value = video.userData { object["UserData"] = value }
+        object.cateId = video.cateId
+        object.tags = video.tags
+        object.userData = video.userData
         if let info = video.mezzanine {
-            Self.addMeasurements(
-                width: info.width, height: info.height, duration: info.duration, fps: info.fps, bitrate: info.bitrate,
-                to: &object)
-            object["MediaType"] = info.hasVideo ? "video" : "audio"
+            object.width = info.width
+            object.height = info.height
+            object.duration = info.duration
+            object.fps = info.fps
+            object.bitrate = info.bitrate.map { $0 / 1000 }
+            object.mediaType = info.hasVideo ? "video" : "audio"
         }
-        if let value = video.errorCode { object["ErrorCode"] = value }
-        if let value = video.errorMessage { object["ErrorMessage"] = value }
+        object.errorCode = video.errorCode
+        object.errorMessage = video.errorMessage
         if video.status == VideoStatus.uploadSucc || video.status == VideoStatus.transcoding {
             if let reason = processingUnavailable {
-                object["StatusMessage"] = reason
+                object.statusMessage = reason
             } else if detailed {
                 let jobs = try await catalog.jobs(videoId: video.videoId)
                 if let job = jobs.last(where: { $0.kind == .transcode && !$0.state.isFinished }) {
-                    object["ProcessingProgress"] = Int(((job.progress ?? 0) * 100).rounded(.down))
+                    object.processingProgress = Int(((job.progress ?? 0) * 100).rounded(.down))
                     if let error = job.lastError, job.state == .queued, job.attempts > 0 {
-                        object["StatusMessage"] = "Transcoding will be tried again: " + error
+                        object.statusMessage = "Transcoding will be tried again: " + error
                     }
                 }
             }
@@ -77,57 +79,60 @@ extension MediaAPI {
                 "InvalidVideo.NoneStream", "The video has no playable stream yet (status \(video.status)).", status: 404)
         }
         let expiration = Date().addingTimeInterval(TimeInterval(timeout)).formatted(.iso8601)
-        var entries: [[String: Any]] = []
+        var streams: [MediaContract.PlayStream] = []
         if let renditions = video.renditions, !renditions.isEmpty {
             let token = PlaybackToken.make(
                 videoId: video.videoId, expiration: Date().addingTimeInterval(TimeInterval(timeout)), codec: credentials.tokens)
             let base = endpoint(host: host) + PlaybackToken.pathPrefix + token + "/" + video.videoId + "/"
             for rendition in renditions {
-                var entry = Self.playInfo(rendition)
-                entry["PlayURL"] = base + rendition.path
-                entry["Expiration"] = expiration
-                entries.append(entry)
+                var stream = Self.playStream(rendition, url: base + rendition.path)
+                stream.expiration = expiration
+                streams.append(stream)
             }
         } else {
             // NoTranscode: the original is the only definition.
-            var entry: [String: Any] = [
-                "Definition": "OD", "Format": (video.key as NSString).pathExtension.lowercased(), "Size": size,
-                "Status": "Normal", "PlayURL": try signedURL(key: video.key, host: host, expires: timeout),
-                "Expiration": expiration,
-            ]
+            var stream = MediaContract.PlayStream(
+                definition: "OD", format: (video.key as NSString).pathExtension.lowercased(),
+                url: try signedURL(key: video.key, host: host, expires: timeout), size: size)
+            stream.expiration = expiration
             if let info = video.mezzanine {
-                Self.addMeasurements(
-                    width: info.width, height: info.height, duration: info.duration, fps: info.fps, bitrate: info.bitrate,
-                    to: &entry)
+                stream.width = info.width
+                stream.height = info.height
+                stream.duration = info.duration
+                stream.fps = info.fps
+                stream.bitrate = info.bitrate.map { $0 / 1000 }
             }
-            entries.append(entry)
+            streams.append(stream)
         }
-        entries = entries.filter { entry in
-            (formats?.contains(entry["Format"] as? String ?? "") ?? true)
-                && (definitions?.contains(entry["Definition"] as? String ?? "") ?? true)
+        streams = streams.filter { stream in
+            (formats?.contains(stream.format) ?? true) && (definitions?.contains(stream.definition) ?? true)
         }
-        guard !entries.isEmpty else {
+        guard !streams.isEmpty else {
             throw MediaError("InvalidVideo.NoneStream", "No stream of the video matches the Formats and Definition asked for.", status: 404)
         }
-        var base: [String: Any] = [
-            "VideoId": video.videoId, "Title": video.title, "Status": video.status,
-            "CreationTime": video.createdAt.formatted(.iso8601),
-            "MediaType": video.mezzanine?.hasVideo == false ? "audio" : "video",
-        ]
-        if let value = coverURL(of: video, host: host) { base["CoverURL"] = value }
-        if let value = video.mezzanine?.duration { base["Duration"] = value }
-        return ["VideoBase": base, "PlayInfoList": entries]
+        var base = MediaContract.VideoBase(videoId: video.videoId, title: video.title, status: video.status)
+        base.creationTime = video.createdAt.formatted(.iso8601)
+        base.mediaType = video.mezzanine?.hasVideo == false ? "audio" : "video"
+        base.coverURL = coverURL(of: video, host: host)
+        base.duration = video.mezzanine?.duration
+        return try Self.object(MediaContract.PlayInfoAnswer(videoBase: base, playInfoList: streams))
     }
 
-    /// A rendition as a PlayInfo entry (without its URL).
-    static func playInfo(_ rendition: Rendition) -> [String: Any] {
-        var entry: [String: Any] = [
-            "Definition": rendition.definition, "Format": rendition.format, "Size": rendition.size, "Status": "Normal",
-        ]
-        addMeasurements(
-            width: rendition.width, height: rendition.height, duration: rendition.duration, fps: rendition.fps,
-            bitrate: rendition.bitrate, to: &entry)
-        return entry
+    /// A rendition as a PlayInfo stream.
+    static func playStream(_ rendition: Rendition, url: String) -> MediaContract.PlayStream {
+        var stream = MediaContract.PlayStream(
+            definition: rendition.definition, format: rendition.format, url: url, size: rendition.size)
+        stream.width = rendition.width
+        stream.height = rendition.height
+        stream.duration = rendition.duration
+        stream.fps = rendition.fps
+        stream.bitrate = rendition.bitrate.map { $0 / 1000 }
+        return stream
+    }
+
+    /// An answer of the media contract as the JSON object `perform` returns.
+    static func object<T: Encodable>(_ value: T) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: MediaContract.encode(value)) as? [String: Any] ?? [:]
     }
 
     /// `Width`, `Height`, `Duration` (s), `Fps` and `Bitrate` (kbit/s, from bit/s), those that are known.

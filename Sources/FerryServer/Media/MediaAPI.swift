@@ -199,6 +199,17 @@ public struct MediaAPI: Sendable {
         return (issued, expiration)
     }
 
+    /// The answer to CreateUpload*/RefreshUpload*: where to upload `key` and with what.
+    func ticket(videoId: String? = nil, imageId: String? = nil, key: String, principal: Principal, host: String) throws
+        -> [String: Any]
+    {
+        try Self.object(
+            MediaContract.UploadTicketAnswer(
+                videoId: videoId, imageId: imageId,
+                imageURL: imageId.map { _ in endpoint(host: host) + "/" + bucket + "/" + key },
+                uploadAddress: address(for: key, host: host).encoded(), uploadAuth: uploadAuth(for: key, principal: principal).encoded()))
+    }
+
     func address(for key: String, host: String) -> UploadAddress {
         UploadAddress(endpoint: uploadEndpoint(host: host), bucket: bucket, fileName: key)
     }
@@ -253,10 +264,7 @@ public struct MediaAPI: Sendable {
             }
             // Asked again with the same token (a client that lost the answer): the same video, fresh credentials.
             if let video = try await catalog.uploadingVideo(owner: principal.parentAccessKeyId, clientToken: token) {
-                return [
-                    "VideoId": video.videoId, "UploadAddress": address(for: video.key, host: host).encoded(),
-                    "UploadAuth": uploadAuth(for: video.key, principal: principal).encoded(),
-                ]
+                return try ticket(videoId: video.videoId, key: video.key, principal: principal, host: host)
             }
         }
         try await ensureBucket()
@@ -270,10 +278,7 @@ public struct MediaAPI: Sendable {
                 status: VideoStatus.uploading, size: nil, declaredSize: input.FileSize, bucket: bucket,
                 key: "video/\(id)/source.\(ext)", owner: principal.parentAccessKeyId, createdAt: now, updatedAt: now,
                 clientToken: input.ClientToken))
-        return [
-            "VideoId": video.videoId, "UploadAddress": address(for: video.key, host: host).encoded(),
-            "UploadAuth": uploadAuth(for: video.key, principal: principal).encoded(),
-        ]
+        return try ticket(videoId: video.videoId, key: video.key, principal: principal, host: host)
     }
 
     /// The template group a video asks for, checked now so that an unknown name is a 400 at creation rather than a
@@ -314,15 +319,12 @@ public struct MediaAPI: Sendable {
         guard video.status == VideoStatus.uploading else {
             throw MediaError("InvalidVideo.Uploaded", "The video is stored already; it takes no more uploads.", status: 409)
         }
-        return [
-            "VideoId": video.videoId, "UploadAddress": address(for: video.key, host: host).encoded(),
-            "UploadAuth": uploadAuth(for: video.key, principal: principal).encoded(),
-        ]
+        return try ticket(videoId: video.videoId, key: video.key, principal: principal, host: host)
     }
 
     func getVideoInfo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
         let video = try await liveVideo(input.VideoId, principal: principal)
-        return ["Video": try await videoJSON(video, host: host, detailed: true)]
+        return try Self.object(MediaContract.VideoInfoAnswer(video: try await videoJSON(video, host: host, detailed: true)))
     }
 
     func listVideos(_ input: ListVideosInput, principal: Principal, host: String) async throws -> [String: Any] {
@@ -337,9 +339,9 @@ public struct MediaAPI: Sendable {
         let (videos, total) = try await catalog.videos(
             status: input.Status, cateId: input.CateId, tag: input.Tag, title: input.Title,
             owner: principal.isRoot ? nil : principal.parentAccessKeyId, offset: (page - 1) * size, limit: size)
-        var list: [[String: Any]] = []
+        var list: [MediaContract.Video] = []
         for video in videos { list.append(try await videoJSON(video, host: host, detailed: false)) }
-        return ["VideoList": list, "Total": total, "PageNo": page, "PageSize": size]
+        return try Self.object(MediaContract.VideoListAnswer(videoList: list, total: total, pageNo: page, pageSize: size))
     }
 
     /// Changes a video's title, description, tags, category or cover; fields left out stay as they are, an empty
@@ -415,11 +417,7 @@ public struct MediaAPI: Sendable {
                 imageId: id, imageType: type, title: input.Title, tags: input.Tags, cateId: input.CateId,
                 description: input.Description, status: ImageStatus.uploading, size: nil, bucket: bucket, key: key,
                 createdAt: Date(), owner: principal.parentAccessKeyId))
-        return [
-            "ImageId": id, "ImageURL": endpoint(host: host) + "/" + bucket + "/" + key,
-            "UploadAddress": address(for: key, host: host).encoded(),
-            "UploadAuth": uploadAuth(for: key, principal: principal).encoded(),
-        ]
+        return try ticket(imageId: id, key: key, principal: principal, host: host)
     }
 
     /// A fresh credential for the same image file, while it is still being uploaded.
@@ -430,11 +428,7 @@ public struct MediaAPI: Sendable {
         guard image.status == ImageStatus.uploading else {
             throw MediaError("InvalidImage.Uploaded", "The image is stored already; it takes no more uploads.", status: 409)
         }
-        return [
-            "ImageId": image.imageId, "ImageURL": endpoint(host: host) + "/" + bucket + "/" + image.key,
-            "UploadAddress": address(for: image.key, host: host).encoded(),
-            "UploadAuth": uploadAuth(for: image.key, principal: principal).encoded(),
-        ]
+        return try ticket(imageId: image.imageId, key: image.key, principal: principal, host: host)
     }
 
     func getImageInfo(_ input: ImageIdInput, principal: Principal, host: String) async throws -> [String: Any] {

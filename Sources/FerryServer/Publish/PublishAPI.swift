@@ -34,8 +34,8 @@ public struct PublishAPI: Sendable {
             logger.debug(
                 "publish request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
             switch action {
-            case "ApplyUploadUGC": return try await apply(media.decode(ApplyUploadInput.self, data), host: host)
-            case "CommitUploadUGC": return try await commit(media.decode(CommitUploadInput.self, data), host: host)
+            case "ApplyUploadUGC": return try await apply(media.decode(PublishContract.ApplyRequest.self, data), host: host)
+            case "CommitUploadUGC": return try await commit(media.decode(PublishContract.CommitRequest.self, data), host: host)
             default:
                 throw MediaError("InvalidAction", "\(action.prefix(64)) is not a publish API operation.", status: 404)
             }
@@ -119,7 +119,7 @@ public struct PublishAPI: Sendable {
 
     static let coverTypes: Set<String> = ["png", "jpg", "jpeg", "gif", "webp", "heic"]
 
-    func apply(_ input: ApplyUploadInput, host: String) async throws -> [String: Any] {
+    func apply(_ input: PublishContract.ApplyRequest, host: String) async throws -> [String: Any] {
         let (signature, principal) = try await authenticate(input.signature, action: "ApplyUploadUGC")
         let owner = principal.parentAccessKeyId
         if let key = input.vodSessionKey, !key.isEmpty {
@@ -127,7 +127,7 @@ public struct PublishAPI: Sendable {
             guard let video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
                 video.key == session.k
             else { throw MediaError.notFound("Video", session.v) }
-            return applyAnswer(session, key: key, principal: principal, host: host)
+            return try applyAnswer(session, key: key, principal: principal, host: host)
         }
 
         let videoType = (input.videoType ?? (input.videoName.map { ($0 as NSString).pathExtension } ?? "")).lowercased()
@@ -160,17 +160,16 @@ public struct PublishAPI: Sendable {
                 cateId: signature.classId, tags: nil, transcode: group, userData: signature.sourceContext,
                 status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
                 key: session.k, owner: owner, createdAt: now, updatedAt: now))
-        return applyAnswer(session, key: sessionKey(session), principal: principal, host: host)
+        return try applyAnswer(session, key: sessionKey(session), principal: principal, host: host)
     }
 
-    func applyAnswer(_ session: Session, key: String, principal: Principal, host: String) -> [String: Any] {
-        var answer: [String: Any] = [
-            "VodSessionKey": key, "VideoId": session.v, "StorageEndpoint": media.uploadEndpoint(host: host),
-            "StorageBucket": media.bucket, "StorageRegion": media.configuration.region, "VideoKey": session.k,
-            "UploadAuth": uploadAuth(for: [session.k] + (session.c.map { [$0] } ?? []), principal: principal).encoded(),
-        ]
-        if let cover = session.c { answer["CoverKey"] = cover }
-        return answer
+    func applyAnswer(_ session: Session, key: String, principal: Principal, host: String) throws -> [String: Any] {
+        try MediaAPI.object(
+            PublishContract.ApplyAnswer(
+                vodSessionKey: key, videoId: session.v, storageEndpoint: media.uploadEndpoint(host: host),
+                storageBucket: media.bucket, storageRegion: media.configuration.region, videoKey: session.k,
+                coverKey: session.c,
+                uploadAuth: uploadAuth(for: [session.k] + (session.c.map { [$0] } ?? []), principal: principal).encoded()))
     }
 
     /// A credential that may write only `keys` (and run their multipart uploads).
@@ -185,7 +184,7 @@ public struct PublishAPI: Sendable {
             securityToken: issued.sessionToken ?? "", expiration: expiration, region: media.configuration.region)
     }
 
-    func commit(_ input: CommitUploadInput, host: String) async throws -> [String: Any] {
+    func commit(_ input: PublishContract.CommitRequest, host: String) async throws -> [String: Any] {
         let (_, principal) = try await authenticate(input.signature, action: "CommitUploadUGC")
         guard let key = input.vodSessionKey, !key.isEmpty else { throw MediaError.missing("vodSessionKey") }
         let session = try self.session(key, owner: principal.parentAccessKeyId)
@@ -219,19 +218,18 @@ public struct PublishAPI: Sendable {
                 return .save()
             } ?? video
         }
-        var answer: [String: Any] = [
-            "FileId": video.videoId,
-            "MediaUrl": try media.signedURL(key: video.key, host: host, expires: Self.urlLifetime),
-        ]
+        var answer = PublishContract.CommitAnswer(
+            fileId: video.videoId, mediaURL: try media.signedURL(key: video.key, host: host, expires: Self.urlLifetime),
+            coverURL: nil)
         if let cover = session.c {
-            answer["CoverUrl"] = try media.signedURL(key: cover, host: host, expires: Self.urlLifetime)
+            answer.coverURL = try media.signedURL(key: cover, host: host, expires: Self.urlLifetime)
         } else if media.processingUnavailable == nil, await waitForSnapshot(video.videoId) {
             // No cover given: the one the server took from the video (it waits a few seconds for it; past that the
             // URL serves the cover once SnapshotComplete is sent).
-            answer["CoverUrl"] = media.playURL(
+            answer.coverURL = media.playURL(
                 videoId: video.videoId, file: MediaAPI.coverFileName, host: host, lifetime: TimeInterval(Self.urlLifetime))
         }
-        return answer
+        return try MediaAPI.object(answer)
     }
 }
 
@@ -258,16 +256,3 @@ extension PublishAPI {
     }
 }
 
-struct ApplyUploadInput: Decodable {
-    var signature: String?
-    var videoName: String?
-    var videoType: String?
-    var videoSize: Int64?
-    var coverType: String?
-    var vodSessionKey: String?
-}
-
-struct CommitUploadInput: Decodable {
-    var signature: String?
-    var vodSessionKey: String?
-}

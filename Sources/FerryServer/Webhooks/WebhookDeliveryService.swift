@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import FerryCore
 import Foundation
 import Logging
 import NIOCore

@@ -260,6 +260,50 @@ def run(driver):
     assert int(row.get_attribute("data-sent-parts")) == int(row.get_attribute("data-part-count")), row.get_attribute("outerHTML")
     passed("expired session keeps the upload")
 
+    # Pause, resume and cancel; a network that drops for a few seconds costs retries, not the upload.
+    third = big + ".third.mp4"
+    with open(big, "rb") as source, open(third, "wb") as target:
+        data = source.read()
+        target.write(data[len(data) // 2:] + data[:len(data) // 2])
+    third_name = os.path.basename(third)
+    throttle(driver, 2 * 1024 * 1024)
+    driver.find_element(By.ID, "file-input").send_keys(third)
+    wait(driver, lambda d: int(upload_row(d, third_name).get_attribute("data-sent-parts") or 0) >= 1, timeout=60,
+         message="a part of the third file")
+    upload_row(driver, third_name).find_element(By.CSS_SELECTOR, "button.pause").click()
+    wait(driver, lambda d: upload_row(d, third_name).get_attribute("data-state") == "paused", message="paused")
+    paused_at = int(upload_row(driver, third_name).get_attribute("data-sent-parts"))
+    time.sleep(1.5)
+    assert int(upload_row(driver, third_name).get_attribute("data-sent-parts")) == paused_at, "parts went on while paused"
+    upload_row(driver, third_name).find_element(By.CSS_SELECTOR, "button.resume").click()
+    wait(driver, lambda d: int(upload_row(d, third_name).get_attribute("data-sent-parts")) > paused_at, timeout=60,
+         message="parts after resuming")
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+        "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    time.sleep(3)
+    throttle(driver, None)
+    wait(driver, lambda d: upload_row(d, third_name).get_attribute("data-state") in ("processing", "done"), timeout=90,
+         message="the upload to finish after the network came back")
+    third_video = upload_row(driver, third_name).get_attribute("data-video-id")
+    info = media_api(driver, "GetVideoInfo", {"VideoId": third_video})
+    assert info["body"]["Video"]["Size"] == os.path.getsize(third), info
+    passed("pause, resume and a dropped network")
+
+    fourth = big + ".fourth.mp4"
+    with open(third, "rb") as source, open(fourth, "wb") as target:
+        target.write(source.read()[::-1])
+    fourth_name = os.path.basename(fourth)
+    throttle(driver, 2 * 1024 * 1024)
+    driver.find_element(By.ID, "file-input").send_keys(fourth)
+    wait(driver, lambda d: upload_row(d, fourth_name).get_attribute("data-video-id"), timeout=60, message="the fourth video")
+    fourth_video = upload_row(driver, fourth_name).get_attribute("data-video-id")
+    upload_row(driver, fourth_name).find_element(By.CSS_SELECTOR, "button.cancel").click()
+    wait(driver, lambda d: upload_row(d, fourth_name).get_attribute("data-state") == "cancelled", message="cancelled")
+    throttle(driver, None)
+    wait(driver, lambda d: media_api(d, "GetVideoInfo", {"VideoId": fourth_video})["status"] == 404, timeout=30,
+         message="the cancelled video to be gone")
+    passed("cancel")
+
     # Delete, after confirming.
     driver.get(CONSOLE + f"#/videos/{big_video}")
     wait(driver, lambda d: d.find_element(By.ID, "delete-video"), message="the video page").click()

@@ -43,7 +43,10 @@ export async function discard(entry) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** One file's upload. States: creating, uploading, paused, waiting (for sign-in), completing, processing, done, failed, cancelled. */
+/**
+ * One file's upload. States: creating, uploading, paused, waiting (for sign-in), offline (the network dropped: tried
+ * again by itself, and at once when the browser is back online), completing, processing, done, failed, cancelled.
+ */
 export class FileUpload extends EventTarget {
   constructor(file, manager) {
     super();
@@ -189,44 +192,46 @@ export class FileUpload extends EventTarget {
     while (this.inFlight.size < PARALLEL_PARTS) {
       const number = this.nextPart();
       if (number === null) break;
-      this.inFlight.set(number, { xhr: null, loaded: 0 });
-      this.sendPart(number).then(() => this.pump(), (error) => this.partFailed(number, error));
+      const entry = { xhr: null, loaded: 0 };
+      this.inFlight.set(number, entry);
+      this.sendPart(number, entry).then(() => this.pump(), (error) => this.partFailed(number, entry, error));
     }
     if (this.inFlight.size === 0 && this.etags.size === this.partCount) this.complete();
   }
 
-  async sendPart(number) {
+  /** Sends part `number` while `entry` is its attempt in flight (a pause or a newer attempt ends this one). */
+  async sendPart(number, entry) {
     for (let attempt = 1; ; attempt += 1) {
-      if (this.state !== 'uploading') throw Object.assign(new Error('stopped'), { stopped: true });
+      if (this.state !== 'uploading' || this.inFlight.get(number) !== entry) throw Object.assign(new Error('stopped'), { stopped: true });
       try {
         const signed = await multipart('GET', `/${encodeURIComponent(this.uploadId)}/${number}?key=${encodeURIComponent(this.key)}`);
-        const etag = await this.put(number, signed);
-        this.inFlight.delete(number);
+        // Paused, cancelled or stopped while the part was being signed: send nothing.
+        if (this.state !== 'uploading' || this.inFlight.get(number) !== entry) throw Object.assign(new Error('stopped'), { stopped: true });
+        const etag = await this.put(number, signed, entry);
+        if (this.inFlight.get(number) === entry) this.inFlight.delete(number);
         this.etags.set(number, etag);
         this.sentParts += 1;
         this.changed();
         return;
       } catch (error) {
         if (error.stopped || error.status === 401 || error.status === 403 || error.status === 404 || attempt >= PART_ATTEMPTS) throw error;
-        const part = this.inFlight.get(number);
-        if (part) part.loaded = 0;
+        entry.loaded = 0;
         this.changed();
         await sleep(Math.min(8000, 500 * 2 ** attempt) * (0.5 + Math.random()));
       }
     }
   }
 
-  put(number, signed) {
+  put(number, signed, entry) {
     return new Promise((resolve, reject) => {
       const start = (number - 1) * this.partSize;
       const xhr = new XMLHttpRequest();
-      const part = this.inFlight.get(number);
-      if (part) part.xhr = xhr;
+      entry.xhr = xhr;
       xhr.open(signed.method || 'PUT', signed.url);
       for (const [name, value] of Object.entries(signed.headers || {})) xhr.setRequestHeader(name, value);
       xhr.upload.onprogress = (event) => {
-        const current = this.inFlight.get(number);
-        if (current) { current.loaded = event.loaded; this.changed(); }
+        entry.loaded = event.loaded;
+        this.changed();
       };
       xhr.onload = () => {
         const etag = xhr.getResponseHeader('ETag');
@@ -241,8 +246,8 @@ export class FileUpload extends EventTarget {
     });
   }
 
-  partFailed(number, error) {
-    this.inFlight.delete(number);
+  partFailed(number, entry, error) {
+    if (this.inFlight.get(number) === entry) this.inFlight.delete(number);
     if (error.stopped) { this.changed(); return; }
     if (error.status === 401) {
       // The session ended: hold everything until sign-in, then go on from the stored parts.
@@ -254,10 +259,18 @@ export class FileUpload extends EventTarget {
   }
 
   fail(error) {
-    if (error?.status === 401) { this.stopParts(); this.setState('waiting'); return; }
-    // A network that dropped for longer than the retries: the upload goes on by itself when the browser is online.
-    this.offline = error?.code === 'NetworkError' || !navigator.onLine;
     this.stopParts();
+    if (error?.status === 401) { this.setState('waiting'); return; }
+    if (error?.code === 'NetworkError' || !navigator.onLine) {
+      // The network dropped for longer than a part's retries: try again by itself, sooner when the browser says it
+      // is online again.
+      this.offlineRetries = (this.offlineRetries || 0) + 1;
+      const delay = Math.min(30000, 2000 * this.offlineRetries);
+      clearTimeout(this.offlineTimer);
+      this.offlineTimer = setTimeout(() => this.resume(), delay);
+      this.setState('offline', error?.message || 'The network dropped.');
+      return;
+    }
     this.setState('failed', error?.message || String(error));
   }
 
@@ -267,14 +280,16 @@ export class FileUpload extends EventTarget {
   }
 
   pause() {
-    if (!['uploading', 'creating', 'waiting'].includes(this.state)) return;
+    if (!['uploading', 'creating', 'waiting', 'offline'].includes(this.state)) return;
+    clearTimeout(this.offlineTimer);
     this.setState('paused');
     this.stopParts();
     this.changed();
   }
 
   resume() {
-    if (!['paused', 'failed', 'waiting'].includes(this.state)) return;
+    if (!['paused', 'failed', 'waiting', 'offline'].includes(this.state)) return;
+    clearTimeout(this.offlineTimer);
     this.state = 'queued';
     this.start();
   }
@@ -282,6 +297,7 @@ export class FileUpload extends EventTarget {
   async cancel() {
     const previous = this.state;
     if (['done', 'processing', 'cancelled'].includes(previous)) return;
+    clearTimeout(this.offlineTimer);
     this.setState('cancelled');
     this.stopParts();
     const journal = readJournal();
@@ -304,10 +320,11 @@ export class FileUpload extends EventTarget {
       const journal = readJournal();
       delete journal[fingerprint(this.file)];
       writeJournal(journal);
+      this.offlineRetries = 0;
       this.setState(this.videoId ? 'processing' : 'done');
       if (this.videoId) this.follow();
     } catch (error) {
-      if (error.status === 401) { this.setState('uploading'); this.fail(error); return; }
+      if (error.status === 401 || error.code === 'NetworkError' || error.status >= 500) { this.fail(error); return; }
       this.setState('failed', error.message);
     }
   }
@@ -347,11 +364,11 @@ export class UploadManager extends EventTarget {
   }
 
   /** Uploads that are still moving bytes or waiting to. */
-  get active() { return this.uploads.filter((u) => ['queued', 'creating', 'uploading', 'paused', 'waiting', 'completing'].includes(u.state)); }
+  get active() { return this.uploads.filter((u) => ['queued', 'creating', 'uploading', 'paused', 'waiting', 'offline', 'completing'].includes(u.state)); }
 
   /** Goes on with uploads that stopped because the network dropped, once the browser is online again. */
   online() {
-    for (const upload of this.uploads) if (upload.state === 'failed' && upload.offline) upload.resume();
+    for (const upload of this.uploads) if (upload.state === 'offline') upload.resume();
   }
 
   /** Goes on with uploads held while the session was over. */

@@ -6,6 +6,7 @@ import { h, replace, bytes, duration } from './dom.js';
 
 const LABELS = {
   queued: 'Queued', creating: 'Starting', uploading: 'Uploading', paused: 'Paused', waiting: 'Waiting for sign-in',
+  offline: 'Waiting for the network',
   completing: 'Finishing', processing: 'Processing', done: 'Done', failed: 'Failed', cancelled: 'Cancelled',
 };
 
@@ -105,7 +106,7 @@ function update(row, upload) {
   progress.value = percent;
   progress.setAttribute('aria-valuetext', `${percent}%`);
   row.querySelector('.meta').textContent = `${percent}% · ${details.filter(Boolean).join(' · ')}`;
-  row.querySelector('.pause').hidden = !['uploading', 'creating', 'waiting'].includes(upload.state);
+  row.querySelector('.pause').hidden = !['uploading', 'creating', 'waiting', 'offline'].includes(upload.state);
   row.querySelector('.resume').hidden = !['paused', 'failed'].includes(upload.state);
   row.querySelector('.cancel').hidden = ['done', 'processing', 'cancelled'].includes(upload.state);
   const open = row.querySelector('.open');

@@ -1,0 +1,65 @@
+import FerryCore
+import Foundation
+
+/// The one way the SDK keeps small JSON records on disk — upload checkpoints, publish records, the media upload
+/// journal: each write goes to a private temporary file (mode 0600) that is synced and then renamed over the record,
+/// so a process killed at any instant leaves the old record or the new one, never half of one; a record that is
+/// missing or cannot be read is no record.
+struct JSONRecordFiles: Sendable {
+    /// How dates are written: the checkpoints' and publish records' seconds since 1970, or Foundation's default (the
+    /// media journal's, kept so entries written by earlier versions still read).
+    enum Dates: Sendable {
+        case secondsSince1970
+        case foundationDefault
+    }
+
+    /// Where the records are.
+    let directory: URL
+    /// How their dates are encoded.
+    var dates: Dates = .secondsSince1970
+
+    func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
+
+    /// The record called `name`, or nil when there is none or it does not decode as `T`.
+    func read<T: Decodable>(_ type: T.Type, name: String) -> T? {
+        guard let data = FileManager.default.contents(atPath: url(name).path) else { return nil }
+        let decoder = JSONDecoder()
+        if dates == .secondsSince1970 { decoder.dateDecodingStrategy = .secondsSince1970 }
+        return try? decoder.decode(type, from: data)
+    }
+
+    /// Writes the record called `name` atomically and durably; `what` names it in errors ("checkpoint").
+    func write<T: Encodable>(_ value: T, name: String, what: String) throws {
+        let encoder = JSONEncoder()
+        if dates == .secondsSince1970 { encoder.dateEncodingStrategy = .secondsSince1970 }
+        encoder.outputFormatting = .sortedKeys
+        try write(data: try encoder.encode(value), name: name, what: what)
+    }
+
+    /// Writes raw bytes as the record called `name`, atomically and durably.
+    func write(data: Data, name: String, what: String) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let temp = directory.appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
+        guard FileManager.default.createFile(atPath: temp.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+            throw FerryError(.invalidArgument, "The record directory \(directory.path) is not writable.")
+        }
+        do {
+            let handle = try FileHandle(forWritingTo: temp)
+            defer { try? handle.close() }
+            try handle.write(contentsOf: data)
+            try handle.synchronize()
+        } catch {
+            try? FileManager.default.removeItem(at: temp)
+            throw FerryError(.invalidArgument, "The \(what) could not be written in \(directory.path): \(error)")
+        }
+        if rename(temp.path, url(name).path) != 0 {
+            try? FileManager.default.removeItem(at: temp)
+            throw FerryError(.invalidArgument, "The \(what) could not be written in \(directory.path).")
+        }
+    }
+
+    /// Deletes the record called `name`, if there is one.
+    func remove(_ name: String) {
+        try? FileManager.default.removeItem(at: url(name))
+    }
+}

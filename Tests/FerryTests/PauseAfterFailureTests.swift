@@ -1,0 +1,122 @@
+import Crypto
+import FerryCore
+import Foundation
+import Testing
+
+@testable import Ferry
+
+/// A transport that starts multipart uploads, stores the first part, and refuses every later one with 403
+/// AccessDenied (not retryable).
+private final class RefusingTransport: HTTPTransport, @unchecked Sendable {
+    private let lock = NSLock()
+    private var parts = 0
+
+    func send(
+        _ request: TransportRequest, bodyProgress: @escaping @Sendable (Int) -> Void,
+        responseSink: (@Sendable ([UInt8]) async throws -> Void)?
+    ) async throws -> TransportResponse {
+        if request.method == "POST", request.url.contains("uploads") {
+            let xml = "<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>u1</UploadId></InitiateMultipartUploadResult>"
+            return TransportResponse(status: 200, headers: [("content-type", "application/xml")], body: Array(xml.utf8))
+        }
+        let first = lock.withLock { () -> Bool in
+            parts += 1
+            return parts == 1
+        }
+        if first {
+            let etag = Insecure.MD5.hash(data: request.body).map { String(format: "%02x", $0) }.joined()
+            return TransportResponse(status: 200, headers: [("ETag", "\"\(etag)\"")], body: [])
+        }
+        let xml = "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+        return TransportResponse(status: 403, headers: [("content-type", "application/xml")], body: Array(xml.utf8))
+    }
+}
+
+/// Lets a test hold the checkpoint writer inside a write, and know when it got there.
+private final class WriteGate: @unchecked Sendable {
+    let entered = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var writes = 0
+
+    /// Holds the second write (the one after the first part) until released; the others pass.
+    func hold() {
+        let second = lock.withLock { () -> Bool in
+            writes += 1
+            return writes == 2
+        }
+        guard second else { return }
+        entered.signal()
+        release.wait()
+    }
+}
+
+@Suite("Pausing an upload that has just failed", .timeLimit(.minutes(10)))
+struct PauseAfterFailureTests {
+    @Test("a pause that arrives while a failure's checkpoint is being written does not turn the failure into a pause")
+    func pauseDuringFailureFlush() async throws {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("ferry-pause-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("movie.bin")
+        try Data(repeating: 7, count: 64 * 1024).write(to: file)  // larger than the part size: a multipart upload
+
+        let gate = WriteGate()
+        var configuration = ObjectStorageClient.Configuration()
+        configuration.transport = RefusingTransport()
+        configuration.retryPolicy = .none
+        configuration.beforeCheckpointWrite = { gate.hold() }
+        let client = ObjectStorageClient(
+            endpoint: URL(string: "http://127.0.0.1:1")!, credentials: Credentials(accessKeyId: "AKID", secretAccessKey: "secret"),
+            configuration: configuration)
+        var request = ResumableUploadRequest(bucket: "b", key: "k", fileURL: file)
+        request.recordDirectory = directory.appendingPathComponent("records")
+        request.partSize = 16 * 1024
+        request.multipartThreshold = 16 * 1024
+        request.concurrency = 1
+        request.checksumAlgorithm = nil
+        let upload = try await client.upload(request)
+
+        // The checkpoint written after the first part is held; the second part is refused meanwhile, and the failure
+        // waits for that write before it is reported. A pause arrives in that window.
+        let entered = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: gate.entered.wait(timeout: .now() + 10) == .success) }
+        }
+        #expect(entered, "no checkpoint write began")
+        try await Task.sleep(for: .milliseconds(300))  // the second part is refused; the failure waits for the write
+        let pausing = Task { await upload.pause() }
+        try await Task.sleep(for: .milliseconds(300))  // the pause has been asked for
+        gate.release.signal()
+        await pausing.value
+
+        let outcome = await withTaskGroup(of: String.self) { group in
+            group.addTask {
+                do {
+                    _ = try await upload.result
+                    return "completed"
+                } catch let error as FerryError {
+                    return "failed \(error.serverCode ?? "\(error.code)")"
+                } catch {
+                    return "threw \(error)"
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return "still waiting (reported as paused)"
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+        #expect(outcome == "failed AccessDenied")
+        // A paused upload's events go on; cancelling ends them either way.
+        await upload.cancel()
+        var sawFailed = false
+        var sawPaused = false
+        for await event in upload.events {
+            if case .failed = event { sawFailed = true }
+            if case .paused = event { sawPaused = true }
+        }
+        #expect(sawFailed && !sawPaused)
+    }
+}
