@@ -296,8 +296,10 @@ public struct FerryServer: Sendable {
                 return await PlaybackAPI(media: media).respond(to: request, logger: logger)
             }
             if request.uri.path == "/_ferry/health" {
-                // For load balancers: 200 while this node serves and reaches its catalog, 503 otherwise.
-                let healthy = (try? await api.store.listBuckets()) != nil
+                // For load balancers: 200 while this node serves and reaches its catalog, 503 otherwise — within
+                // two seconds: a catalog that does not answer (a PostgreSQL pool waiting for a connection) is a 503
+                // at once, not a request held open that also holds up the node's shutdown.
+                let healthy = await withTimeLimit(.seconds(2)) { (try? await api.store.listBuckets()) != nil } ?? false
                 return Response(
                     status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain"],
                     body: .init(byteBuffer: ByteBuffer(string: healthy ? "ok\n" : "catalog unavailable\n")))

@@ -191,9 +191,10 @@ struct ScaleOutTests {
             #expect(try Self.md5(back) == Self.md5(file))
             #expect(try await proxy.get("pgo", "kept.bin").body == kept)
             #expect(try await proxy.get("pgo", "refused.bin").status == 404)
-            // After the outage each node still shuts down when asked.
+            // After the outage each node still exits when asked: within the shutdown bound (30 s for requests in
+            // flight, then cancellation, then at most 10 s more).
             for node in cluster.nodes {
-                #expect(await node.stopGracefully(within: .seconds(30)), "a node did not exit on SIGTERM after the outage")
+                #expect(await node.stopGracefully(within: .seconds(45)), "a node did not exit on SIGTERM after the outage")
             }
         } catch {
             await cluster.stop()

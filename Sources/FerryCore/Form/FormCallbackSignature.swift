@@ -45,7 +45,7 @@ public enum FormCallbackSignature {
             let given = UploadToken.decodeURLSafeBase64(String(authorization[authorization.index(after: colon)...]))
         else { return false }
         let expected = UploadToken.rawSignature(secretKey: secretKey, data: signedData(path, query, body))
-        return UploadToken.constantTimeEqual(given, expected)
+        return SigV4.constantTimeEquals(given, expected)
     }
 
     static func signedData(_ path: String, _ query: String?, _ body: [UInt8]) -> [UInt8] {

@@ -85,7 +85,7 @@ public struct UploadToken: Sendable, Hashable {
     /// - Throws: ``UploadTokenError`` with code `badSignature` or `expired`.
     public func verify(secretKey: String, now: Date = Date()) throws(UploadTokenError) {
         let expected = Self.rawSignature(secretKey: secretKey, data: Array(encodedPolicy.utf8))
-        guard let given = Self.decodeURLSafeBase64(encodedSignature), Self.constantTimeEqual(given, expected) else {
+        guard let given = Self.decodeURLSafeBase64(encodedSignature), SigV4.constantTimeEquals(given, expected) else {
             throw UploadTokenError(.badSignature, "The upload token's signature does not match its access key.")
         }
         guard Int64(now.timeIntervalSince1970.rounded(.down)) <= policy.deadline else {
@@ -117,13 +117,6 @@ public struct UploadToken: Sendable, Hashable {
         if remainder == 1 { return nil }
         if remainder > 0 { text += String(repeating: "=", count: 4 - remainder) }
         return Data(base64Encoded: text).map { [UInt8]($0) }
-    }
-
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
     }
 }
 

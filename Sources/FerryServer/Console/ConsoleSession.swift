@@ -45,11 +45,11 @@ struct ConsoleSessions: Sendable {
         guard !accessKeyId.isEmpty, accessKeyId.utf8.count <= 128, secretAccessKey.utf8.count <= 256 else { throw wrong }
         let policies: [AccessPolicy]
         if accessKeyId == credentials.root.accessKeyId {
-            guard Self.equal(secretAccessKey, credentials.root.secretAccessKey) else { throw wrong }
+            guard SigV4.constantTimeEquals(secretAccessKey, credentials.root.secretAccessKey) else { throw wrong }
             policies = [.fullAccess]
         } else {
             guard let key = try await credentials.catalog.accessKey(accessKeyId) else { throw wrong }
-            guard Self.equal(secretAccessKey, key.secretAccessKey) else { throw wrong }
+            guard SigV4.constantTimeEquals(secretAccessKey, key.secretAccessKey) else { throw wrong }
             guard key.status == .active else {
                 throw Refusal(code: "AccessKeyDisabled", message: "The access key \(accessKeyId) is disabled.")
             }
@@ -89,7 +89,7 @@ struct ConsoleSessions: Sendable {
     /// Whether a state-changing request carries the session's CSRF token.
     static func hasCSRFToken(_ headers: HTTPFields, session: Session) -> Bool {
         guard let sent = headers[csrfHeader] else { return false }
-        return equal(sent, session.csrf)
+        return SigV4.constantTimeEquals(sent, session.csrf)
     }
 
     /// The `Set-Cookie` value that stores `session` (`Secure` when the browser reached the server over https).
@@ -113,15 +113,5 @@ struct ConsoleSessions: Sendable {
             }
         }
         return nil
-    }
-
-    /// Compares two secrets in time that does not depend on where they differ.
-    static func equal(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8)
-        let y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        var difference: UInt8 = 0
-        for index in x.indices { difference |= x[index] ^ y[index] }
-        return difference == 0
     }
 }

@@ -191,17 +191,10 @@ struct MultipartSigningAPI: Sendable {
     {
         let (credentials, expiration) = media.uploadCredentials(for: upload.key, principal: principal)
         let expires = max(1, min(3600, Int(expiration.timeIntervalSinceNow)))
-        let base = URL(string: media.uploadEndpoint(host: host))!
-        let signedHost = base.port.map { "\(base.host ?? host):\($0)" } ?? (base.host ?? host)
-        let path = "/" + SigV4.uriEncode(upload.bucket, encodeSlash: true) + "/" + SigV4.uriEncode(upload.key, encodeSlash: false)
-        let signer = SigV4Signer(credentials: credentials, region: media.configuration.region)
-        let query = try signer.presign(
-            method: "PUT", path: path,
+        let url = try media.presignedURL(
+            method: "PUT", key: upload.key,
             query: [(name: "partNumber", value: String(partNumber)), (name: "uploadId", value: upload.uploadId)],
-            host: signedHost, expires: expires, date: Date())
-        let url = media.uploadEndpoint(host: host) + path + "?"
-            + query.map { SigV4.uriEncode($0.name, encodeSlash: true) + "=" + SigV4.uriEncode($0.value, encodeSlash: true) }
-            .joined(separator: "&")
+            base: media.uploadEndpoint(host: host), host: host, credentials: credentials, expires: expires)
         return ["url": url, "method": "PUT", "expires": expires, "headers": [String: String]()]
     }
 

@@ -225,12 +225,21 @@ public struct MediaAPI: Sendable {
 
     /// A presigned GET URL for an object, signed with the root key.
     func signedURL(key: String, host: String, expires: Int) throws -> String {
-        let base = URL(string: endpoint(host: host))!
-        let signedHost = base.port.map { "\(base.host ?? host):\($0)" } ?? (base.host ?? host)
+        try presignedURL(
+            method: "GET", key: key, base: endpoint(host: host), host: host, credentials: credentials.root, expires: expires)
+    }
+
+    /// A presigned URL of `method` on the media bucket's `key` at `base` (with `query` signed too).
+    func presignedURL(
+        method: String, key: String, query: [(name: String, value: String)] = [], base: String, host: String,
+        credentials: SigV4Credentials, expires: Int
+    ) throws -> String {
+        let url = URL(string: base)!
+        let signedHost = url.port.map { "\(url.host ?? host):\($0)" } ?? (url.host ?? host)
         let path = "/" + SigV4.uriEncode(bucket, encodeSlash: true) + "/" + SigV4.uriEncode(key, encodeSlash: false)
-        let signer = SigV4Signer(credentials: credentials.root, region: configuration.region)
-        let query = try signer.presign(method: "GET", path: path, query: [], host: signedHost, expires: expires, date: Date())
-        return endpoint(host: host) + path + "?" + query.map {
+        let signer = SigV4Signer(credentials: credentials, region: configuration.region)
+        let items = try signer.presign(method: method, path: path, query: query, host: signedHost, expires: expires, date: Date())
+        return base + path + "?" + items.map {
             SigV4.uriEncode($0.name, encodeSlash: true) + "=" + SigV4.uriEncode($0.value, encodeSlash: true)
         }.joined(separator: "&")
     }
