@@ -9,6 +9,30 @@ import Glibc
 
 @Suite("Crash safety", .serialized, .timeLimit(.minutes(10)))
 struct CrashSafetyTests {
+    /// Opens a connection and sends a signed PUT that announces `announcing` bytes but sends only `sending`: a body
+    /// the server is still receiving. Returns the socket (close it when done).
+    static func startPut(
+        port: Int, credentials: SigV4Credentials, path: String, query: [(name: String, value: String)] = [],
+        announcing length: Int, sending count: Int
+    ) throws -> Int32 {
+        let headers = SigV4Signer(credentials: credentials, region: "us-east-1").sign(
+            method: "PUT", path: path, query: query,
+            headers: [("host", "127.0.0.1:\(port)"), ("content-length", String(length))],
+            payloadHash: SigV4.unsignedPayload, date: Date())
+        let target = query.isEmpty ? path : path + "?" + query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
+        var head = "PUT \(target) HTTP/1.1\r\n"
+        for header in headers { head += "\(header.name): \(header.value)\r\n" }
+        head += "\r\n"
+        let socket = try RawSocket.connect(port: port)
+        do {
+            try RawSocket.write(socket, Array(head.utf8) + [UInt8](repeating: 2, count: count))
+        } catch {
+            close(socket)
+            throw error
+        }
+        return socket
+    }
+
     @Test("SIGTERM while a request body never finishes: the server still exits within its shutdown bound, losing nothing acknowledged")
     func boundedShutdown() async throws {
         let data = TemporaryDirectory.make("ferry-shutdown")
@@ -23,17 +47,10 @@ struct CrashSafetyTests {
         let kept = [UInt8](repeating: 9, count: 70_000)
         #expect(try await s3.put("stall", "kept.bin", kept).status == 200)
 
-        let signer = SigV4Signer(credentials: root, region: "us-east-1")
-        let headers = signer.sign(
-            method: "PUT", path: "/stall/stalled.bin", query: [],
-            headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(8 * 1024 * 1024))],
-            payloadHash: SigV4.unsignedPayload, date: Date())
-        var head = "PUT /stall/stalled.bin HTTP/1.1\r\n"
-        for header in headers { head += "\(header.name): \(header.value)\r\n" }
-        head += "\r\n"
-        let socket = try RawSocket.connect(port: server.port)
+        let socket = try Self.startPut(
+            port: server.port, credentials: root, path: "/stall/stalled.bin", announcing: 8 * 1024 * 1024,
+            sending: 1024 * 1024)
         defer { close(socket) }
-        try RawSocket.write(socket, Array(head.utf8) + [UInt8](repeating: 2, count: 1024 * 1024))
         try await Task.sleep(for: .milliseconds(500))
         // Graceful shutdown waits for the request in flight for 30 s, then cancels it.
         #expect(await server.stopGracefully(within: .seconds(60)), "the server did not exit on SIGTERM")
@@ -60,19 +77,12 @@ struct CrashSafetyTests {
         let etag1 = try #require(try await s3.uploadPart("crash", "video.mp4", uploadId: id, number: 1, part1).header("ETag"))
 
         // Part 2 announces 8 MiB and sends 3 MiB, then the server is killed while it writes.
-        let signer = SigV4Signer(credentials: root, region: "us-east-1")
         let path = "/crash/video.mp4"
-        let query = [(name: "partNumber", value: "2"), (name: "uploadId", value: id)]
-        let headers = signer.sign(
-            method: "PUT", path: path, query: query,
-            headers: [("host", "127.0.0.1:\(first.port)"), ("content-length", String(8 * 1024 * 1024))],
-            payloadHash: SigV4.unsignedPayload, date: Date())
-        var head = "PUT \(path)?partNumber=2&uploadId=\(id) HTTP/1.1\r\n"
-        for header in headers { head += "\(header.name): \(header.value)\r\n" }
-        head += "\r\n"
-        let socket = try RawSocket.connect(port: first.port)
+        let socket = try Self.startPut(
+            port: first.port, credentials: root, path: path,
+            query: [(name: "partNumber", value: "2"), (name: "uploadId", value: id)], announcing: 8 * 1024 * 1024,
+            sending: 3 * 1024 * 1024)
         defer { close(socket) }
-        try RawSocket.write(socket, Array(head.utf8) + [UInt8](repeating: 2, count: 3 * 1024 * 1024))
         let tmp = data + "/objects/tmp"
         var writing = false
         for _ in 0..<200 {
