@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "FerryCore", targets: ["FerryCore"]),
         .library(name: "Ferry", targets: ["Ferry"]),
+        .library(name: "FerryAsyncHTTPClient", targets: ["FerryAsyncHTTPClient"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .executable(name: "ferry", targets: ["FerryCLI"]),
     ],
@@ -35,11 +36,28 @@ let package = Package(
                 .product(name: "XMLCoder", package: "XMLCoder"),
             ]
         ),
+        // The seam between Ferry's clients and the network (requests, body buffers, streamed bodies): Foundation only.
+        .target(
+            name: "FerryTransport",
+            dependencies: ["FerryCore"]
+        ),
+        // The AsyncHTTPClient (SwiftNIO) transport, a product of its own so that an app on Apple platforms, where
+        // URLSession is the default, links no SwiftNIO; the client SDK takes it as its default on Linux only.
+        .target(
+            name: "FerryAsyncHTTPClient",
+            dependencies: [
+                "FerryTransport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .target(
             name: "Ferry",
             dependencies: [
                 "FerryCore",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "FerryTransport",
+                .target(name: "FerryAsyncHTTPClient", condition: .when(platforms: [.linux])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -78,7 +96,7 @@ let package = Package(
         .target(
             name: "FerryTestSupport",
             dependencies: [
-                "FerryServer", "FerryCore", "Ferry",
+                "FerryServer", "FerryCore", "Ferry", "FerryAsyncHTTPClient",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -106,7 +124,7 @@ let package = Package(
         .testTarget(
             name: "FerryTests",
             dependencies: [
-                "Ferry", "FerryCore", "FerryServer", "FerryTestSupport",
+                "Ferry", "FerryCore", "FerryServer", "FerryTestSupport", "FerryAsyncHTTPClient", "FerryTransport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],

@@ -1,6 +1,5 @@
 import FerryCore
 import Foundation
-import NIOCore
 
 /// An object's metadata, from HeadObject or a completed upload.
 public struct ObjectMetadata: Sendable, Hashable {
@@ -70,7 +69,7 @@ extension ObjectStorageClient {
             headers.append((checksumAlgorithm.headerName, checksum!))
         }
         let response = try await execute(
-            S3Request(method: "PUT", bucket: bucket, key: key, headers: headers, body: ByteBuffer(bytes: data)),
+            S3Request(method: "PUT", bucket: bucket, key: key, headers: headers, body: HeapBodyBuffer(bytes: data)),
             credentials: credentials,
             observer: observer)
         if let checksumAlgorithm, checksumAlgorithm != .md5,
@@ -167,7 +166,7 @@ extension ObjectStorageClient {
     }
 
     func uploadPart(
-        bucket: String, key: String, uploadId: String, number: Int, body: ByteBuffer, checksumHeader: (String, String)?,
+        bucket: String, key: String, uploadId: String, number: Int, body: any BodyBuffer, checksumHeader: (String, String)?,
         credentials: CredentialSource, observer: RequestObserver
     ) async throws -> String {
         var headers: [(name: String, value: String)] = []
@@ -255,7 +254,7 @@ extension ObjectStorageClient {
         var headers: [(name: String, value: String)] = []
         if let checksumAlgorithm, let fullObjectChecksum { headers.append((checksumAlgorithm.headerName, fullObjectChecksum)) }
         let response = try await execute(
-            S3Request(method: "POST", bucket: bucket, key: key, query: [("uploadId", uploadId)], headers: headers, body: ByteBuffer(bytes: xml)),
+            S3Request(method: "POST", bucket: bucket, key: key, query: [("uploadId", uploadId)], headers: headers, body: HeapBodyBuffer(bytes: xml)),
             credentials: credentials, observer: observer)
         // S3 may answer 200 with an error document when the completion fails late.
         if let error = try? S3XML.decode(S3ErrorDocument.self, from: Data(response.body)), !error.code.isEmpty {

@@ -1,6 +1,5 @@
 import FerryCore
 import Foundation
-import NIOCore
 import Logging
 
 /// What happens to one request's retries, reported to whoever runs it (an upload turns these into events).
@@ -70,7 +69,7 @@ struct S3Request: Sendable {
     var key: String?
     var query: [(name: String, value: String)] = []
     var headers: [(name: String, value: String)] = []
-    var body = ByteBuffer()
+    var body: (any BodyBuffer)?
     /// Receives a 2xx response body instead of collecting it.
     var responseSink: (@Sendable ([UInt8]) async throws -> Void)?
 }
@@ -124,8 +123,10 @@ extension ObjectStorageClient {
         } else {
             path = endpoint.path.isEmpty ? "/" : endpoint.path
         }
-        let payloadHash = configuration.signPayload || request.body.readableBytes == 0 && request.method != "PUT"
-            ? request.body.withUnsafeReadableBytes { SigV4.hexSHA256($0) } : SigV4.unsignedPayload
+        let bodyCount = request.body?.count ?? 0
+        let payloadHash = configuration.signPayload || bodyCount == 0 && request.method != "PUT"
+            ? (request.body?.withUnsafeBytes { SigV4.hexSHA256($0) } ?? SigV4.hexSHA256([UInt8]()))
+            : SigV4.unsignedPayload
         let signer = SigV4Signer(credentials: credentials.sigV4, region: region)
         let headers = signer.sign(
             method: request.method, path: path, query: request.query, headers: [("host", hostHeader)] + request.headers,

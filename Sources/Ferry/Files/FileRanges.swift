@@ -1,7 +1,7 @@
 import Crypto
 import FerryCore
 import Foundation
-import NIOCore
+import FerryTransport
 
 #if canImport(Glibc)
 import Glibc
@@ -42,40 +42,22 @@ struct FileRanges: Sendable {
 
     /// Reads exactly `count` bytes at `offset` into `destination`; a file that ends first is `cannotResumeUpload`.
     fileprivate func readFully(_ fd: Int32, into destination: UnsafeMutableRawPointer?, count: Int, at offset: Int64) throws {
-        try Self.readFully(
+        try FileReading.readFully(
             fd, into: destination, count: count, at: offset,
             orThrow: FerryError(.cannotResumeUpload, "The file \(path) became shorter while it was being uploaded."))
-    }
-
-    /// Reads exactly `count` bytes at `offset` of `fd` into `destination`, throwing `shortRead` if the file ends (or
-    /// cannot be read) first.
-    static func readFully(
-        _ fd: Int32, into destination: UnsafeMutableRawPointer?, count: Int, at offset: Int64,
-        orThrow shortRead: @autoclosure () -> FerryError
-    ) throws {
-        guard count > 0, let destination else { return }
-        var done = 0
-        while done < count {
-            let n = pread(fd, destination + done, count - done, off_t(offset) + off_t(done))
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw shortRead() }
-            done += n
-        }
     }
 }
 
 extension FileRanges {
     /// Reads `range` into `buffer`, replacing what it held; a buffer that is not shared keeps its memory, so a part
     /// buffer is filled again without allocating or touching fresh pages.
-    func read(_ range: Range<Int64>, into buffer: inout ByteBuffer) throws {
+    func read(_ range: Range<Int64>, into buffer: any BodyBuffer) throws {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw FerryError(.fileNotFound, "The file \(path) cannot be opened.") }
         defer { close(fd) }
         let count = Int(range.upperBound - range.lowerBound)
-        buffer.clear(minimumCapacity: count)
-        try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { out in
+        try buffer.replaceContents(count: count) { out in
             try readFully(fd, into: out.baseAddress, count: count, at: range.lowerBound)
-            return count
         }
     }
 }
@@ -83,16 +65,18 @@ extension FileRanges {
 /// Part buffers kept for the next part: filling a buffer that is already mapped costs a copy, a fresh one also costs
 /// a page fault per page. Holds at most ``limit`` idle buffers.
 ///
-/// A buffer comes back as soon as its request has an answer, but the HTTP client may let go of its last slice a moment
-/// later; reusing it then would make NIO allocate a fresh copy. So ``take(capacity:)`` hands out the oldest idle
-/// buffer that nothing else holds any more, and a new one only when there is none. With a ``maximum``, the async
+/// Buffers come from the transport (``HTTPTransport/makeBodyBuffer(capacity:)``), so it sends them without a copy. A
+/// buffer comes back as soon as its request has an answer, but the HTTP client may let go of its last slice a moment
+/// later (``BodyBuffer/isInUse``); refilling it then would make the transport's buffer allocate a fresh copy. So
+/// ``take(capacity:)`` hands out the oldest idle buffer that nothing else holds any more, and a new one only when
+/// there is none. With a ``maximum``, the async
 /// ``take(capacity:patience:)`` waits that moment instead of allocating once that many buffers exist, which bounds
 /// an upload's memory to `maximum` buffers of its largest part.
 final class PartBufferPool: @unchecked Sendable {
     // Every access to `idle` and `live` holds `lock`.
     private let lock = NSLock()
     /// Oldest first.
-    private var idle: [ByteBuffer] = []
+    private var idle: [any BodyBuffer] = []
     /// Buffers this pool allocated that it has not dropped: idle ones and those in use.
     private var live = 0
     /// Most idle buffers kept.
@@ -100,21 +84,25 @@ final class PartBufferPool: @unchecked Sendable {
     /// Most live buffers before ``take(capacity:patience:)`` waits for one to come free; nil never waits.
     let maximum: Int?
 
-    init(limit: Int, maximum: Int? = nil) {
+    /// Makes a buffer with room for the given number of bytes.
+    let allocate: @Sendable (Int) -> any BodyBuffer
+
+    init(limit: Int, maximum: Int? = nil, allocate: @escaping @Sendable (Int) -> any BodyBuffer) {
         self.limit = limit
         self.maximum = maximum
+        self.allocate = allocate
     }
 
     /// The oldest idle buffer no one else holds, or a new one with room for `capacity` bytes. Allocating the largest
     /// part up front means a buffer never grows when parts do, so it is never copied to a larger allocation.
-    func take(capacity: Int = 0) -> ByteBuffer {
+    func take(capacity: Int = 0) -> any BodyBuffer {
         take(capacity: capacity, allocating: true)!
     }
 
     /// As ``take(capacity:)``, but when ``maximum`` buffers already exist and none is free, waits (checking every
     /// half millisecond) for the HTTP client to let go of one, for at most `patience`; then, or if the task is
     /// cancelled, allocates a new one.
-    func take(capacity: Int, patience: Duration) async -> ByteBuffer {
+    func take(capacity: Int, patience: Duration) async -> any BodyBuffer {
         let deadline = ContinuousClock.now + patience
         while true {
             let giveUp = ContinuousClock.now >= deadline || Task.isCancelled
@@ -124,9 +112,9 @@ final class PartBufferPool: @unchecked Sendable {
     }
 
     /// An idle buffer no one else holds; else a new one if `allocating` or below ``maximum``; else nil.
-    private func take(capacity: Int, allocating: Bool) -> ByteBuffer? {
-        let (reused, allocate): (ByteBuffer?, Bool) = lock.withLock {
-            for index in idle.indices where idle[index].modifyIfUniquelyOwned({ _ in true }) == true {
+    private func take(capacity: Int, allocating: Bool) -> (any BodyBuffer)? {
+        let (reused, allocating): ((any BodyBuffer)?, Bool) = lock.withLock {
+            for index in idle.indices where !idle[index].isInUse {
                 return (idle.remove(at: index), false)
             }
             guard allocating || live < (maximum ?? .max) else { return (nil, false) }
@@ -134,11 +122,11 @@ final class PartBufferPool: @unchecked Sendable {
             return (nil, true)
         }
         if let reused { return reused }
-        return allocate ? ByteBufferAllocator().buffer(capacity: capacity) : nil
+        return allocating ? allocate(capacity) : nil
     }
 
     /// Keeps `buffer` for a later part (its bytes are no longer needed); beyond ``limit`` idle buffers it is dropped.
-    func give(_ buffer: ByteBuffer) {
+    func give(_ buffer: any BodyBuffer) {
         lock.withLock {
             if idle.count < limit {
                 idle.append(buffer)

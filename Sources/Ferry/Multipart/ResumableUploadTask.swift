@@ -1,7 +1,6 @@
 import FerryCore
 import Foundation
 import Logging
-import NIOCore
 
 /// A running upload: pause, resume, cancel, its events and its result.
 ///
@@ -67,8 +66,10 @@ public actor ResumableUploadTask {
         // At most one buffer more than parts in flight: without a bound, buffers the HTTP client had not yet let go of
         // were replaced by new ones and a 4 GiB upload with parts grown to 16 MiB peaked at 130–146 MiB; with two
         // spare buffers a 1 GiB upload still reached 143 MiB when the sixth was allocated, with one 127 MiB, as fast.
+        let transport = client.configuration.transport
         self.partBuffers = PartBufferPool(
-            limit: max(1, request.concurrency) + 1, maximum: max(1, request.concurrency) + 1)
+            limit: max(1, request.concurrency) + 1, maximum: max(1, request.concurrency) + 1,
+            allocate: { transport.makeBodyBuffer(capacity: $0) })
     }
 
     func start() {
@@ -332,16 +333,16 @@ public actor ResumableUploadTask {
         async throws -> (UploadedPart, Duration)
     {
         let capacity = max(largestPart, Int(range.upperBound - range.lowerBound))
-        var body = await partBuffers.take(capacity: capacity, patience: .milliseconds(50))
+        let body = await partBuffers.take(capacity: capacity, patience: .milliseconds(50))
         defer { partBuffers.give(body) }
-        try reader.read(range, into: &body)
+        try reader.read(range, into: body)
         var header: (String, String)?
         if let algorithm = request.checksumAlgorithm {
             var hasher = Checksummer(algorithm)
-            body.withUnsafeReadableBytes { hasher.update($0) }
+            body.withUnsafeBytes { hasher.update($0) }
             header = (algorithm.headerName, hasher.finalizeBase64())
         }
-        let size = Int64(body.readableBytes)
+        let size = Int64(body.count)
         var observer = self.observer
         let retrying = observer.retrying
         observer.retrying = { attempt, error, delay in

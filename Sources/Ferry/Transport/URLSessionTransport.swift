@@ -1,4 +1,5 @@
 import FerryCore
+import FerryTransport
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -51,10 +52,10 @@ public final class URLSessionTransport: HTTPTransport {
             bodyFile = file
             try await Self.write(streamed, to: file)
             task = session.uploadTask(with: urlRequest, fromFile: file)
-        } else if request.bodyBuffer.readableBytes == 0 && request.method != "PUT" && request.method != "POST" {
+        } else if request.bodyLength == 0 && request.method != "PUT" && request.method != "POST" {
             task = session.dataTask(with: urlRequest)
         } else {
-            task = session.uploadTask(with: urlRequest, from: Data(request.bodyBuffer.readableBytesView))
+            task = session.uploadTask(with: urlRequest, from: request.bodyBuffer?.withUnsafeBytes { Data($0) } ?? Data())
         }
         let (response, data): (HTTPURLResponse, Data) = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in

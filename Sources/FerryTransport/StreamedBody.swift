@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 #if canImport(Glibc)
@@ -110,10 +111,29 @@ public struct StreamedBody: Sendable {
         guard fd >= 0 else { throw FerryError(.fileNotFound, "The file \(path) cannot be opened.") }
         defer { close(fd) }
         return try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            try FileRanges.readFully(
+            try FileReading.readFully(
                 fd, into: UnsafeMutableRawPointer(buffer.baseAddress), count: count, at: offset,
                 orThrow: FerryError(.fileNotFound, "The file \(path) became shorter while it was being sent."))
             initialized = count
+        }
+    }
+}
+
+/// Reads of exact byte ranges of local files, shared by streamed bodies and the engine's part reads.
+package enum FileReading {
+    /// Reads exactly `count` bytes at `offset` of `fd` into `destination`, throwing `shortRead` if the file ends (or
+    /// cannot be read) first.
+    package static func readFully(
+        _ fd: Int32, into destination: UnsafeMutableRawPointer?, count: Int, at offset: Int64,
+        orThrow shortRead: @autoclosure () -> FerryError
+    ) throws {
+        guard count > 0, let destination else { return }
+        var done = 0
+        while done < count {
+            let n = pread(fd, destination + done, count - done, off_t(offset) + off_t(done))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw shortRead() }
+            done += n
         }
     }
 }

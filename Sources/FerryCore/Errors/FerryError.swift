@@ -1,6 +1,5 @@
-import FerryCore
-
-/// An error from the Ferry client, with what the server said when there was a response.
+/// An error from the Ferry client, with what the server said when there was a response. Every client entry point
+/// (the engine, the media, publish and form clients, the transports' file bodies) reports failures as this type.
 ///
 /// Match on ``code``:
 /// ```swift
@@ -78,6 +77,4 @@ public struct FerryError: Error, Sendable, CustomStringConvertible {
         if !details.isEmpty { text += " (" + details.joined(separator: ", ") + ")" }
         return text
     }
-
-    static func cancelledError() -> FerryError { FerryError(.cancelled, "The upload was cancelled.") }
 }

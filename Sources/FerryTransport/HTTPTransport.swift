@@ -1,5 +1,4 @@
 import Foundation
-import NIOCore
 
 /// A request as the transport sends it: everything signed already.
 public struct TransportRequest: Sendable {
@@ -9,13 +8,13 @@ public struct TransportRequest: Sendable {
     public var url: String
     /// Headers to send (the transport adds Host from the URL).
     public var headers: [(name: String, value: String)]
-    /// The body's bytes (none when empty). A transport that can hand a `ByteBuffer` to the network sends slices of
-    /// it without copying; upload parts are read from the file straight into it.
-    public var bodyBuffer: ByteBuffer
-    /// The body as an array: a copy of ``bodyBuffer``'s bytes.
+    /// The body's bytes in memory, nil when there are none. Upload parts are read from the file straight into a
+    /// buffer the transport made (``HTTPTransport/makeBodyBuffer(capacity:)``), so it sends them without a copy.
+    public var bodyBuffer: (any BodyBuffer)?
+    /// The body as an array: a copy of ``bodyBuffer``'s bytes (empty when there is none).
     public var body: [UInt8] {
-        get { Array(bodyBuffer.readableBytesView) }
-        set { bodyBuffer = ByteBuffer(bytes: newValue) }
+        get { bodyBuffer?.bytes ?? [] }
+        set { bodyBuffer = newValue.isEmpty ? nil : HeapBodyBuffer(bytes: newValue) }
     }
     /// A body read while it is sent (files in bounded chunks); when set it is sent instead of ``bodyBuffer``, with its
     /// length as `Content-Length`.
@@ -23,18 +22,21 @@ public struct TransportRequest: Sendable {
     /// The most time the whole exchange may take.
     public var timeout: Duration
 
+    /// Bytes in the body, whichever form it has.
+    public var bodyLength: Int64 { streamedBody?.length ?? Int64(bodyBuffer?.count ?? 0) }
+
     /// Creates a request.
     public init(method: String, url: String, headers: [(name: String, value: String)], body: [UInt8] = [], timeout: Duration) {
         self.method = method
         self.url = url
         self.headers = headers
-        self.bodyBuffer = ByteBuffer(bytes: body)
         self.timeout = timeout
+        self.body = body
     }
 
-    /// Creates a request whose body is already in a `ByteBuffer`.
+    /// Creates a request whose body is already in a ``BodyBuffer``.
     public init(
-        method: String, url: String, headers: [(name: String, value: String)], bodyBuffer: ByteBuffer,
+        method: String, url: String, headers: [(name: String, value: String)], bodyBuffer: (any BodyBuffer)?,
         timeout: Duration
     ) {
         self.method = method
@@ -77,18 +79,11 @@ public struct TransportResponse: Sendable {
     }
 }
 
-/// The transport Ferry's clients use unless told otherwise: ``URLSessionTransport`` on Apple platforms,
-/// ``AsyncHTTPClientTransport`` elsewhere.
-func platformDefaultTransport() -> any HTTPTransport {
-    #if canImport(Darwin)
-    URLSessionTransport()
-    #else
-    AsyncHTTPClientTransport()
-    #endif
-}
-
-/// Sends HTTP requests. Ferry ships two: ``AsyncHTTPClientTransport`` (the default on Linux) and
-/// ``URLSessionTransport`` (the default on Apple platforms).
+/// Sends HTTP requests: the one seam between Ferry's clients and the network.
+///
+/// Ferry ships three: `AsyncHTTPClientTransport` (product `FerryAsyncHTTPClient`, the default on Linux),
+/// `URLSessionTransport` (the default on Apple platforms) and `BackgroundURLSessionTransport` (parts uploaded from
+/// files by a background session that goes on while the app is suspended).
 public protocol HTTPTransport: Sendable {
     /// Sends a request.
     ///
@@ -101,6 +96,15 @@ public protocol HTTPTransport: Sendable {
         _ request: TransportRequest, bodyProgress: @escaping @Sendable (Int) -> Void,
         responseSink: (@Sendable ([UInt8]) async throws -> Void)?
     ) async throws -> TransportResponse
+
+    /// Memory for a request body of up to `capacity` bytes, of the kind this transport sends without copying.
+    /// Default: a ``HeapBodyBuffer``.
+    func makeBodyBuffer(capacity: Int) -> any BodyBuffer
+}
+
+extension HTTPTransport {
+    /// A ``HeapBodyBuffer`` with room for `capacity` bytes.
+    public func makeBodyBuffer(capacity: Int) -> any BodyBuffer { HeapBodyBuffer(capacity: capacity) }
 }
 
 /// A failure below HTTP: the connection broke, was refused, or timed out.

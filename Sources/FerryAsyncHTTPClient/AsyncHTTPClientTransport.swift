@@ -1,12 +1,15 @@
 import AsyncHTTPClient
+import FerryTransport
 import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// Sends requests with AsyncHTTPClient (SwiftNIO); the default transport on Linux.
+/// Sends requests with AsyncHTTPClient (SwiftNIO); the default transport on Linux, and on Apple platforms for apps that
+/// add the `FerryAsyncHTTPClient` product.
 ///
 /// Request bodies go out in slices of ``sliceSize`` bytes pulled by the connection as the socket accepts them, so
-/// `bodyProgress` reports bytes as they are sent rather than when the whole body is queued.
+/// `bodyProgress` reports bytes as they are sent rather than when the whole body is queued. Upload parts are read into
+/// ``NIOBodyBuffer``s (``makeBodyBuffer(capacity:)``) and their slices sent without a copy.
 public struct AsyncHTTPClientTransport: HTTPTransport {
     let client: HTTPClient
     /// Bytes per body slice handed to the connection: each slice costs a trip through the HTTP client and the event
@@ -42,9 +45,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             http.body = .stream(
                 CountedBody(pieces: pieces, length: streamed.length, progress: bodyProgress),
                 length: .known(streamed.length))
-        } else if request.bodyBuffer.readableBytes > 0 || request.method == "PUT" || request.method == "POST" {
-            let length = Int64(request.bodyBuffer.readableBytes)
-            let slices = BufferSlices(body: request.bodyBuffer, sliceSize: Self.sliceSize)
+        } else if request.bodyLength > 0 || request.method == "PUT" || request.method == "POST" {
+            let buffer = Self.byteBuffer(of: request.bodyBuffer)
+            let length = Int64(buffer.readableBytes)
+            let slices = BufferSlices(body: buffer, sliceSize: Self.sliceSize)
             http.body = .stream(CountedBody(pieces: slices, length: length, progress: bodyProgress), length: .known(length))
         }
         let response: HTTPClientResponse
@@ -68,6 +72,16 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         } catch let error as HTTPClientError {
             throw Self.transportError(error)
         }
+    }
+
+    /// Memory for a body that this transport sends as it is: a ``NIOBodyBuffer``.
+    public func makeBodyBuffer(capacity: Int) -> any BodyBuffer { NIOBodyBuffer(capacity: capacity) }
+
+    /// The body as a `ByteBuffer`: the buffer itself for a ``NIOBodyBuffer``, a copy for any other kind.
+    static func byteBuffer(of body: (any BodyBuffer)?) -> ByteBuffer {
+        guard let body else { return ByteBuffer() }
+        if let nio = body as? NIOBodyBuffer { return nio.byteBuffer }
+        return body.withUnsafeBytes { ByteBuffer(bytes: $0) }
     }
 
     static func transportError(_ error: HTTPClientError) -> any Error {
