@@ -93,12 +93,13 @@ extension ObjectStorageClient {
                 observer.retrying(attempt, error, delay)
             }
         ) {
+            attempt in
             // Credentials the server calls expired are refreshed (once for all requests refused together) and the
             // request sent again at once: that is not a retry.
             while true {
                 let credentials = try await source.current()
                 do {
-                    return try await send(request, credentials: credentials, observer: observer)
+                    return try await send(request, credentials: credentials, observer: observer, attempt: attempt)
                 } catch let error as FerryError
                     where error.serverCode == "ExpiredToken"
                     || (error.serverCode == "InvalidAccessKeyId" && credentials.sessionToken != nil && credentials.isExpired())
@@ -116,7 +117,9 @@ extension ObjectStorageClient {
     }
 
     /// One attempt: sign, send, and turn an error status into a ``FerryError``.
-    func send(_ request: S3Request, credentials: Credentials, observer: RequestObserver) async throws -> TransportResponse {
+    func send(
+        _ request: S3Request, credentials: Credentials, observer: RequestObserver, attempt: RequestAttempt
+    ) async throws -> TransportResponse {
         let path: String
         if let bucket = request.bucket {
             path = self.path(bucket: bucket, key: request.key)
@@ -141,7 +144,7 @@ extension ObjectStorageClient {
             url += "?" + items.joined(separator: "&")
         }
         let transportRequest = TransportRequest(
-            method: request.method, url: url, headers: headers, bodyBuffer: request.body,
+            method: request.method, url: url, headers: headers + attempt.headers, bodyBuffer: request.body,
             timeout: configuration.timeoutIntervalForRequest)
         let response: TransportResponse
         do {

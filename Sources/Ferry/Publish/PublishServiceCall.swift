@@ -22,13 +22,14 @@ struct PublishServiceCall: Sendable {
         let data = [UInt8](try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys]))
         var base = endpoint.absoluteString
         if base.hasSuffix("/") { base.removeLast() }
-        let request = TransportRequest(
-            method: "POST", url: base + "/_ferry/ugc/" + action, headers: [("content-type", "application/json")],
-            body: data, timeout: configuration.timeoutIntervalForRequest)
         // A 5xx answer is retried; when retries run out it is returned as the refusal it is.
         var lastRefusal: (status: Int, object: [String: Any])?
         do {
-            return try await configuration.retryPolicy.run(clock: configuration.clock) {
+            return try await configuration.retryPolicy.run(clock: configuration.clock) { attempt in
+                let request = TransportRequest(
+                    method: "POST", url: base + "/_ferry/ugc/" + action,
+                    headers: [("content-type", "application/json")] + attempt.headers, body: data,
+                    timeout: configuration.timeoutIntervalForRequest)
                 let response = try await MediaServiceClient.send(request, configuration: configuration)
                 let object = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
                 if response.status >= 500 {

@@ -61,30 +61,51 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// Runs `attempt` until it succeeds or fails for good. A ``FerryError`` that ``isRetryable(_:)`` accepts is tried
     /// again after ``wait(forAttempt:after:)``, at most ``maxRetryCount`` times; anything else is thrown at once. The
-    /// one retry loop of the SDK: S3 requests, the media API and the publish API all go through it.
+    /// one retry loop of the SDK: S3 requests, the media API, the publish API and form uploads all go through it.
+    ///
+    /// Every attempt of one call carries the same client request id (``RequestAttempt/headers``), and a
+    /// ``FerryError`` thrown at the end carries it as ``FerryError/clientRequestId``, so one failed call can be found in
+    /// the server's log whichever attempt the server saw.
     ///
     /// - Parameters:
     ///   - clock: what the waits sleep on (tests pass a clock that does not wait).
     ///   - retrying: told about each retry, before its wait.
-    ///   - attempt: one attempt.
+    ///   - attempt: one attempt, told which it is.
     public func run<T>(
         clock: any Clock<Duration>,
         retrying: (_ attempt: Int, _ error: FerryError, _ delay: Duration) -> Void = { _, _, _ in },
-        _ attempt: () async throws -> T
+        _ attempt: (RequestAttempt) async throws -> T
     ) async throws -> T {
+        let clientRequestId = RequestAttempt.newClientRequestId()
         var retries = 0
         while true {
             try Task.checkCancellation()
             do {
-                return try await attempt()
-            } catch let error as FerryError {
-                guard isRetryable(error), retries < maxRetryCount else { throw error }
+                return try await attempt(
+                    RequestAttempt(
+                        clientRequestId: clientRequestId, number: retries + 1,
+                        maximum: maxRetryCount == .max ? nil : maxRetryCount + 1))
+            } catch var error as FerryError {
+                guard isRetryable(error), retries < maxRetryCount else {
+                    error.clientRequestId = clientRequestId
+                    throw error
+                }
                 retries += 1
                 let delay = wait(forAttempt: retries, after: error)
                 retrying(retries, error, delay)
                 try await clock.sleep(for: delay)
             }
         }
+    }
+
+    /// Runs `attempt` with the retry policy, as the `run` whose attempts are told which they are does, for attempts that
+    /// need not know.
+    public func run<T>(
+        clock: any Clock<Duration>,
+        retrying: (_ attempt: Int, _ error: FerryError, _ delay: Duration) -> Void = { _, _, _ in },
+        _ attempt: () async throws -> T
+    ) async throws -> T {
+        try await run(clock: clock, retrying: retrying) { (_: RequestAttempt) in try await attempt() }
     }
 
     /// The wait a `Retry-After` header asks for: seconds, or an HTTP date; nil when absent or unreadable.
@@ -98,4 +119,35 @@ public struct RetryPolicy: Sendable, Hashable {
         guard let date = formatter.date(from: value) else { return nil }
         return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
     }
+}
+
+/// One attempt of a call that the retry policy runs: which attempt it is, and the id the client gave the call.
+public struct RequestAttempt: Sendable, Hashable {
+    /// The call's id, the same on every attempt: a UUID, sent as `amz-sdk-invocation-id`.
+    public var clientRequestId: String
+    /// 1 for the first attempt, 2 for the first retry, …
+    public var number: Int
+    /// The most attempts the policy allows; nil when it retries without end.
+    public var maximum: Int?
+
+    /// Creates an attempt.
+    public init(clientRequestId: String, number: Int, maximum: Int?) {
+        self.clientRequestId = clientRequestId
+        self.number = number
+        self.maximum = maximum
+    }
+
+    /// The headers that tell the server about the attempt, as AWS SDKs send them: `amz-sdk-invocation-id` (the
+    /// call's id) and `amz-sdk-request` (`attempt=2; max=9`). Ferry's server logs the id with its own request id.
+    public var headers: [(name: String, value: String)] {
+        var request = "attempt=\(number)"
+        if let maximum { request += "; max=\(maximum)" }
+        return [(Self.invocationIdHeader, clientRequestId), ("amz-sdk-request", request)]
+    }
+
+    /// The header that carries ``clientRequestId``.
+    public static let invocationIdHeader = "amz-sdk-invocation-id"
+
+    /// A new call id.
+    static func newClientRequestId() -> String { UUID().uuidString.lowercased() }
 }

@@ -49,6 +49,9 @@ public struct FerryError: Error, Sendable, CustomStringConvertible {
     public var serverCode: String?
     /// The server's request id, when it sent one.
     public var requestId: String?
+    /// The id the client gave the call (sent on every attempt as `amz-sdk-invocation-id`), when the call reached the
+    /// retry policy; the server logs it beside its own request id.
+    public var clientRequestId: String?
     /// The error underneath, when there is one.
     public var underlying: (any Error & Sendable)?
     /// How long the server asked the client to wait before trying again (`Retry-After`), when it said.
@@ -74,6 +77,7 @@ public struct FerryError: Error, Sendable, CustomStringConvertible {
         if let httpStatus { details.append("HTTP \(httpStatus)") }
         if let serverCode { details.append(serverCode) }
         if let requestId { details.append("request \(requestId)") }
+        if let clientRequestId { details.append("client request \(clientRequestId)") }
         if !details.isEmpty { text += " (" + details.joined(separator: ", ") + ")" }
         return text
     }

@@ -42,6 +42,9 @@ public struct ObjectAPI: Sendable {
         let requestId = Self.newRequestId()
         var logger = logger
         logger[metadataKey: "ferry.request-id"] = .string(requestId)
+        if let clientRequestId = request.headers.clientRequestId {
+            logger[metadataKey: "ferry.client-request-id"] = .string(clientRequestId)
+        }
         let rawPath = request.uri.path
         var bucket = ""
         var key = ""
