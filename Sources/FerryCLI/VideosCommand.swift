@@ -41,15 +41,16 @@ struct VideosCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {
-            struct Request: Encodable {
-                var VideoId: String
-            }
             let (info, play) = try await service.with { connection in
                 try await report {
                     let media = connection.media()
-                    let video = try await media.call("GetVideoInfo", Request(VideoId: videoId), as: MediaContract.VideoInfoAnswer.self).video
+                    let video = try await media.call(
+                        "GetVideoInfo", MediaContract.VideoIdRequest(videoId: videoId), as: MediaContract.VideoInfoAnswer.self
+                    ).video
                     let play = video.status == "Normal"
-                        ? try await media.call("GetPlayInfo", Request(VideoId: videoId), as: MediaContract.PlayInfoAnswer.self) : nil
+                        ? try await media.call(
+                            "GetPlayInfo", MediaContract.PlayInfoRequest(videoId: videoId), as: MediaContract.PlayInfoAnswer.self)
+                        : nil
                     return (video, play)
                 }
             }

@@ -46,6 +46,23 @@ struct ClientRequestIdTests {
         #expect(refused.map { "\($0)".contains("client request \(seen[2].id ?? "?")") } == true)
     }
 
+    @Test("a media API call sends one id on every attempt")
+    func mediaCalls() async throws {
+        let clock = RecordingClock()
+        let transport = ScriptedTransport([
+            ScriptedTransport.json(500, ["code": "InternalError", "message": "try again"]),
+            ScriptedTransport.json(200, ["VideoList": [], "Total": 0, "PageNo": 1, "PageSize": 20]),
+        ])
+        let media = MediaServiceClient(
+            endpoint: RetryPipelineTests.endpoint, credentials: RetryPipelineTests.credentials,
+            configuration: RetryPipelineTests.configuration(transport, clock))
+        _ = try await media.listVideos()
+        let seen = Self.attempts(transport)
+        #expect(seen.count == 2)
+        #expect(seen[0].id != nil && seen[0].id == seen[1].id)
+        #expect(seen.map(\.attempt) == ["attempt=1; max=4", "attempt=2; max=4"])
+    }
+
     @Test("a publish call sends one id on every attempt")
     func publishCalls() async throws {
         let clock = RecordingClock()
@@ -94,6 +111,20 @@ struct ClientRequestIdTests {
             let records = log.records.filter { $0.metadata["ferry.request-id"] == serverId }
             #expect(!records.isEmpty)
             #expect(records.allSatisfy { $0.metadata["ferry.client-request-id"] == clientId })
+
+            // The media API logs it the same way.
+            var notFound: FerryError?
+            do {
+                _ = try await server.media().getVideoInfo(videoId: "0000")
+            } catch let error as FerryError {
+                notFound = error
+            }
+            let mediaError = try #require(notFound)
+            #expect(mediaError.httpStatus == 404)
+            let mediaClientId = try #require(mediaError.clientRequestId)
+            let mediaRecords = log.records.filter { $0.metadata["ferry.request-id"] == mediaError.requestId }
+            #expect(!mediaRecords.isEmpty)
+            #expect(mediaRecords.allSatisfy { $0.metadata["ferry.client-request-id"] == mediaClientId })
 
             // A header that is not a plausible id (too long, or with characters a log line must not carry) is ignored.
             for junk in [String(repeating: "a", count: 65), "id with spaces", "id;drop", "ünïcode"] {

@@ -109,17 +109,17 @@ struct RetryPipelineTests {
             ScriptedTransport.json(200, ["VideoList": [], "Total": 0]),
         ])
         let media = MediaServiceClient(endpoint: Self.endpoint, credentials: Self.credentials, configuration: Self.configuration(transport, clock))
-        let answer = try await media.call("ListVideos")
-        #expect(answer["Total"] as? Int == 0)
+        let answer = try await media.callJSON("ListVideos", body: Data("{}".utf8))
+        #expect((try JSONSerialization.jsonObject(with: answer) as? [String: Any])?["Total"] as? Int == 0)
         #expect(transport.count == 3 && clock.waits.count == 2)
         #expect(clock.waits.last.map { $0 > .milliseconds(1900) } == true, "\(clock.waits)")
 
         let refusing = ScriptedTransport([ScriptedTransport.json(400, ["code": "InvalidParameter", "message": "no", "requestId": "R1"])])
         let strict = MediaServiceClient(endpoint: Self.endpoint, credentials: Self.credentials, configuration: Self.configuration(refusing, clock))
-        await #expect(throws: FerryError.self) { _ = try await strict.call("ListVideos") }
+        await #expect(throws: FerryError.self) { _ = try await strict.callJSON("ListVideos", body: Data("{}".utf8)) }
         #expect(refusing.count == 1)
         do {
-            _ = try await strict.call("ListVideos")
+            _ = try await strict.callJSON("ListVideos", body: Data("{}".utf8))
         } catch let error as FerryError {
             #expect(error.serverCode == "InvalidParameter" && error.requestId == "R1" && error.httpStatus == 400)
         }

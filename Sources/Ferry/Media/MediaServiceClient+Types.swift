@@ -39,45 +39,7 @@ extension MediaServiceClient {
         }
     }
 
-    /// A video's source file as GetMezzanineInfo describes it.
-    public struct MezzanineInfo: Sendable, Hashable {
-        /// Id of the video.
-        public var videoId: String
-        /// The name it was uploaded as.
-        public var fileName: String
-        /// Bytes.
-        public var size: Int64
-        /// Signed URL to download it.
-        public var fileURL: String
-        /// `Normal` once probed, `Analysing` before, `AnalysisFail` when ffprobe could not read it.
-        public var status: String
-        /// Seconds.
-        public var duration: Double?
-        /// Picture size as displayed (after rotation).
-        public var width: Int?
-        public var height: Int?
-        /// Frames per second.
-        public var fps: Double?
-        /// kbit/s.
-        public var bitrate: Int?
-        /// Codec of the video stream (`h264`, `hevc`), if any.
-        public var videoCodec: String?
-        /// Codec of the audio stream (`aac`, `opus`), if any.
-        public var audioCodec: String?
-
-        init(_ object: [String: Any]) {
-            videoId = object["VideoId"] as? String ?? ""
-            fileName = object["FileName"] as? String ?? ""
-            size = (object["Size"] as? NSNumber)?.int64Value ?? 0
-            fileURL = object["FileURL"] as? String ?? ""
-            status = object["Status"] as? String ?? ""
-            duration = (object["Duration"] as? NSNumber)?.doubleValue
-            width = (object["Width"] as? NSNumber)?.intValue
-            height = (object["Height"] as? NSNumber)?.intValue
-            fps = (object["Fps"] as? NSNumber)?.doubleValue
-            bitrate = (object["Bitrate"] as? NSNumber)?.intValue
-            videoCodec = (object["VideoStreamList"] as? [[String: Any]])?.first?["CodecName"] as? String
-            audioCodec = (object["AudioStreamList"] as? [[String: Any]])?.first?["CodecName"] as? String
-        }
-    }
+    /// A video's source file as GetMezzanineInfo describes it: what ffprobe found in it (`videoCodec`, `audioCodec`,
+    /// the stream lists) and a signed URL to download it.
+    public typealias MezzanineInfo = MediaContract.Mezzanine
 }

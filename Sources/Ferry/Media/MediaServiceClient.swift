@@ -57,44 +57,28 @@ public final class MediaServiceClient: Sendable {
         Data(try await send(action, body: [UInt8](body)))
     }
 
-    /// Calls an operation with the given JSON object.
-    func call(_ action: String, _ parameters: [String: Any] = [:]) async throws -> [String: Any] {
-        let answer = try await send(action, body: [UInt8](try JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys])))
-        return (try? JSONSerialization.jsonObject(with: Data(answer))) as? [String: Any] ?? [:]
-    }
-
-    /// Calls an operation with `parameters` and decodes its answer as `output`.
-    func call<Output: Decodable>(_ action: String, _ parameters: [String: Any], as output: Output.Type) async throws -> Output {
-        let answer = try await send(action, body: [UInt8](try JSONSerialization.data(withJSONObject: parameters, options: [.sortedKeys])))
-        do {
-            return try MediaContract.decode(output, from: Data(answer))
-        } catch {
-            throw FerryError(.server, "The media service's \(action) answer cannot be read: \(error)")
-        }
-    }
-
     /// Signs and sends one operation with the retry policy; returns the body of a 2xx answer.
     private func send(_ action: String, body: [UInt8]) async throws -> [UInt8] {
         let host = endpoint.port.map { "\(endpoint.host ?? "localhost"):\($0)" } ?? (endpoint.host ?? "localhost")
         var base = endpoint.path
         if base.hasSuffix("/") { base.removeLast() }
         let path = base + "/_ferry/v1/" + SigV4.uriEncode(action, encodeSlash: true)
-        return try await configuration.retryPolicy.run(clock: configuration.clock) {
+        return try await configuration.retryPolicy.run(clock: configuration.clock) { attempt in
             let credentials = try await credentialProvider.credentials()
             let signer = SigV4Signer(credentials: credentials.sigV4, region: region, service: "ferry")
             let headers = signer.sign(
                 method: "POST", path: path, query: [], headers: [("host", host), ("content-type", "application/json")],
                 payloadHash: SigV4.hexSHA256(body), date: Date())
             let request = TransportRequest(
-                method: "POST", url: (endpoint.scheme ?? "http") + "://" + host + path, headers: headers, body: body,
+                method: "POST", url: (endpoint.scheme ?? "http") + "://" + host + path, headers: headers + attempt.headers,
+                body: body,
                 timeout: configuration.timeoutIntervalForRequest)
             let response = try await Self.send(request, configuration: configuration)
             if (200..<300).contains(response.status) { return response.body }
-            let object = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
+            let refusal = try? MediaContract.decode(MediaContract.ErrorAnswer.self, from: Data(response.body))
             var error = FerryError(
-                .server, object["message"] as? String ?? "The media service answered HTTP \(response.status).",
-                httpStatus: response.status, serverCode: object["code"] as? String,
-                requestId: object["requestId"] as? String)
+                .server, refusal?.message ?? "The media service answered HTTP \(response.status).",
+                httpStatus: response.status, serverCode: refusal?.code, requestId: refusal?.requestId)
             error.retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
             throw error
         }
@@ -186,22 +170,18 @@ public final class MediaServiceClient: Sendable {
 
     /// Creates a video and returns where to upload its file.
     public func createUploadVideo(_ video: VideoDescription) async throws -> UploadTicket {
-        var parameters: [String: Any] = ["Title": video.title, "FileName": video.fileName]
-        if let v = video.fileSize { parameters["FileSize"] = v }
-        if let v = video.description { parameters["Description"] = v }
-        if let v = video.coverURL { parameters["CoverURL"] = v }
-        if let v = video.cateId { parameters["CateId"] = v }
-        if let v = video.tags { parameters["Tags"] = v }
-        if let v = video.transcode { parameters["Transcode"] = v }
-        if let v = video.userData { parameters["UserData"] = v }
-        if let v = video.clientToken { parameters["ClientToken"] = v }
-        let answer = try await call("CreateUploadVideo", parameters, as: MediaContract.UploadTicketAnswer.self)
+        let request = MediaContract.CreateUploadVideoRequest(
+            title: video.title, fileName: video.fileName, fileSize: video.fileSize, description: video.description,
+            coverURL: video.coverURL, cateId: video.cateId, tags: video.tags, transcode: video.transcode,
+            userData: video.userData, clientToken: video.clientToken)
+        let answer = try await call("CreateUploadVideo", request, as: MediaContract.UploadTicketAnswer.self)
         return try UploadTicket(id: answer.videoId ?? "", address: answer.uploadAddress, auth: answer.uploadAuth)
     }
 
     /// A fresh credential for the same video upload.
     public func refreshUploadVideo(videoId: String) async throws -> UploadTicket {
-        let answer = try await call("RefreshUploadVideo", ["VideoId": videoId], as: MediaContract.UploadTicketAnswer.self)
+        let answer = try await call(
+            "RefreshUploadVideo", MediaContract.VideoIdRequest(videoId: videoId), as: MediaContract.UploadTicketAnswer.self)
         return try UploadTicket(id: videoId, address: answer.uploadAddress, auth: answer.uploadAuth)
     }
 
@@ -210,26 +190,25 @@ public final class MediaServiceClient: Sendable {
         type: String = "default", ext: String = "png", title: String? = nil, tags: String? = nil, cateId: Int? = nil,
         description: String? = nil
     ) async throws -> UploadTicket {
-        var parameters: [String: Any] = ["ImageType": type, "ImageExt": ext]
-        if let title { parameters["Title"] = title }
-        if let tags { parameters["Tags"] = tags }
-        if let cateId { parameters["CateId"] = cateId }
-        if let description { parameters["Description"] = description }
-        let answer = try await call("CreateUploadImage", parameters, as: MediaContract.UploadTicketAnswer.self)
+        let request = MediaContract.CreateUploadImageRequest(
+            imageType: type, imageExt: ext, title: title, tags: tags, cateId: cateId, description: description)
+        let answer = try await call("CreateUploadImage", request, as: MediaContract.UploadTicketAnswer.self)
         return try UploadTicket(
             id: answer.imageId ?? "", imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)
     }
 
     /// A fresh credential for the same image file, while the image is still being uploaded.
     public func refreshUploadImage(imageId: String) async throws -> UploadTicket {
-        let answer = try await call("RefreshUploadImage", ["ImageId": imageId], as: MediaContract.UploadTicketAnswer.self)
+        let answer = try await call(
+            "RefreshUploadImage", MediaContract.ImageIdRequest(imageId: imageId), as: MediaContract.UploadTicketAnswer.self)
         return try UploadTicket(
             id: imageId, imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)
     }
 
     /// The video's catalog entry.
     public func getVideoInfo(videoId: String) async throws -> VideoInfo {
-        try await call("GetVideoInfo", ["VideoId": videoId], as: MediaContract.VideoInfoAnswer.self).video
+        try await call("GetVideoInfo", MediaContract.VideoIdRequest(videoId: videoId), as: MediaContract.VideoInfoAnswer.self)
+            .video
     }
 
     /// The video's playable streams with signed URLs valid for `authTimeout` seconds (1–604800): every published
@@ -239,69 +218,71 @@ public final class MediaServiceClient: Sendable {
     public func getPlayInfo(
         videoId: String, authTimeout: Int = 3600, formats: [String]? = nil, definitions: [String]? = nil
     ) async throws -> PlayInfo {
-        var parameters: [String: Any] = ["VideoId": videoId, "AuthTimeout": authTimeout]
-        if let formats { parameters["Formats"] = formats.joined(separator: ",") }
-        if let definitions { parameters["Definition"] = definitions.joined(separator: ",") }
-        return PlayInfo(try await call("GetPlayInfo", parameters, as: MediaContract.PlayInfoAnswer.self))
+        let request = MediaContract.PlayInfoRequest(
+            videoId: videoId, authTimeout: authTimeout, formats: formats?.joined(separator: ","),
+            definition: definitions?.joined(separator: ","))
+        return PlayInfo(try await call("GetPlayInfo", request, as: MediaContract.PlayInfoAnswer.self))
     }
 
     /// The video's source file: what ffprobe found in it, and a signed URL to download it (valid `authTimeout`
     /// seconds). Available once the source is stored (also when processing failed: the source is kept).
     public func getMezzanineInfo(videoId: String, authTimeout: Int = 3600) async throws -> MezzanineInfo {
-        let answer = try await call("GetMezzanineInfo", ["VideoId": videoId, "AuthTimeout": authTimeout])
-        return MezzanineInfo(answer["Mezzanine"] as? [String: Any] ?? [:])
+        try await call(
+            "GetMezzanineInfo", MediaContract.MezzanineInfoRequest(videoId: videoId, authTimeout: authTimeout),
+            as: MediaContract.MezzanineInfoAnswer.self
+        ).mezzanine
     }
 
     /// A page of videos, newest first, and how many match.
     public func listVideos(status: String? = nil, pageNo: Int = 1, pageSize: Int = 20) async throws -> (videos: [VideoInfo], total: Int) {
-        var parameters: [String: Any] = ["PageNo": pageNo, "PageSize": pageSize]
-        if let status { parameters["Status"] = status }
-        let answer = try await call("ListVideos", parameters, as: MediaContract.VideoListAnswer.self)
+        let request = MediaContract.ListVideosRequest(status: status, pageNo: pageNo, pageSize: pageSize)
+        let answer = try await call("ListVideos", request, as: MediaContract.VideoListAnswer.self)
         return (answer.videoList, answer.total)
     }
 
-    /// Deletes videos and their files.
+    /// Deletes videos (at most 20) and their files.
     public func deleteVideos(_ videoIds: [String]) async throws {
-        _ = try await call("DeleteVideo", ["VideoIds": videoIds.joined(separator: ",")])
+        _ = try await call(
+            "DeleteVideo", MediaContract.DeleteVideoRequest(videoIds: videoIds), as: MediaContract.DeleteVideoAnswer.self)
     }
 
     // MARK: STS and access keys
 
     /// Temporary credentials for `durationSeconds` (900–43200), narrowed by `policy` when given.
     public func assumeRole(durationSeconds: Int = 3600, policy: AccessPolicy? = nil) async throws -> Credentials {
-        var parameters: [String: Any] = ["DurationSeconds": durationSeconds]
-        if let policy { parameters["Policy"] = try JSONSerialization.jsonObject(with: JSONEncoder().encode(policy)) }
-        let answer = try await call("AssumeRole", parameters)
-        guard let c = answer["Credentials"] as? [String: Any], let id = c["AccessKeyId"] as? String,
-            let secret = c["AccessKeySecret"] as? String, let token = c["SecurityToken"] as? String
-        else { throw FerryError(.server, "The media service's AssumeRole answer cannot be read.") }
+        let issued = try await call(
+            "AssumeRole", MediaContract.AssumeRoleRequest(durationSeconds: durationSeconds, policy: policy),
+            as: MediaContract.AssumeRoleAnswer.self
+        ).credentials
         return Credentials(
-            accessKeyId: id, secretAccessKey: secret, sessionToken: token,
-            expiration: (c["Expiration"] as? String).flatMap { try? Date($0, strategy: .iso8601) })
+            accessKeyId: issued.accessKeyId, secretAccessKey: issued.accessKeySecret, sessionToken: issued.securityToken,
+            expiration: issued.expirationDate)
     }
 
     /// Creates a long-term access key with a policy (root key only).
     public func createAccessKey(policy: AccessPolicy, description: String = "") async throws -> Credentials {
-        let answer = try await call(
-            "CreateAccessKey",
-            ["Policy": try JSONSerialization.jsonObject(with: JSONEncoder().encode(policy)), "Description": description])
-        guard let key = answer["AccessKey"] as? [String: Any], let id = key["AccessKeyId"] as? String,
-            let secret = key["AccessKeySecret"] as? String
-        else { throw FerryError(.server, "The media service's CreateAccessKey answer cannot be read.") }
-        return Credentials(accessKeyId: id, secretAccessKey: secret)
+        let key = try await call(
+            "CreateAccessKey", MediaContract.CreateAccessKeyRequest(policy: policy, description: description),
+            as: MediaContract.CreateAccessKeyAnswer.self
+        ).accessKey
+        return Credentials(accessKeyId: key.accessKeyId, secretAccessKey: key.accessKeySecret)
     }
 
     /// Access keys as (id, status, description) (root key only).
     public func listAccessKeys() async throws -> [(accessKeyId: String, status: String, description: String)] {
-        let answer = try await call("ListAccessKeys")
-        return (answer["AccessKeys"] as? [[String: Any]] ?? []).map {
-            ($0["AccessKeyId"] as? String ?? "", $0["Status"] as? String ?? "", $0["Description"] as? String ?? "")
-        }
+        try await accessKeys().map { ($0.accessKeyId, $0.status, $0.description) }
+    }
+
+    /// Access keys with their creation time and policy (root key only).
+    public func accessKeys() async throws -> [MediaContract.AccessKey] {
+        try await call("ListAccessKeys", MediaContract.ListAccessKeysRequest(), as: MediaContract.ListAccessKeysAnswer.self)
+            .accessKeys
     }
 
     /// Disables an access key (root key only); its temporary credentials stop working too.
     public func disableAccessKey(_ accessKeyId: String) async throws {
-        _ = try await call("DisableAccessKey", ["AccessKeyId": accessKeyId])
+        let request = MediaContract.AccessKeyIdRequest(accessKeyId: accessKeyId)
+        _ = try await callJSON("DisableAccessKey", body: MediaContract.encode(request))
     }
 }
 

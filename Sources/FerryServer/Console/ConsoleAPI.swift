@@ -172,11 +172,11 @@ struct ConsoleAPI: Sendable {
     private func api(_ request: Request, logger: Logger) async -> Response {
         var response = await MediaAPI.respondJSON(
             to: request, prefix: Self.apiPrefix, title: "Console API", name: "console", logger: logger
-        ) { action, data, request, requestId in
+        ) { action, data, request, logger in
             let session = try await requireSession(request)
             guard ConsoleSessions.hasCSRFToken(request.headers, session: session) else { throw Self.csrfMissing }
             guard session.principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
-            logger.debug("console request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
+            logger.debug("console request", metadata: ["ferry.action": .string(action)])
             return try await media.perform(action, data, principal: session.principal, host: request.head.authority ?? "localhost")
         }
         response.headers[.cacheControl] = "no-store"

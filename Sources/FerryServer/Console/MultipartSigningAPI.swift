@@ -115,11 +115,9 @@ struct MultipartSigningAPI: Sendable {
         let key: String
         if type.hasPrefix("image/") {
             guard principal.allows(action: "media:CreateUploadImage") else { throw MediaError.forbidden }
-            var image = CreateUploadImageInput()
-            image.ImageExt = (filename as NSString).pathExtension.lowercased()
-            image.Title = title
-            image.Tags = metadata["tags"]
-            image.Description = metadata["description"]
+            let image = MediaContract.CreateUploadImageRequest(
+                imageExt: (filename as NSString).pathExtension.lowercased(), title: title, tags: metadata["tags"],
+                description: metadata["description"])
             let created = try await media.createUploadImage(image, principal: principal, host: host)
             guard let id = created["ImageId"] as? String, let record = try await media.catalog.image(id) else {
                 throw Failure(status: 500, code: "InternalError", message: "The image was not recorded.")
@@ -128,13 +126,9 @@ struct MultipartSigningAPI: Sendable {
             answer = ["imageId": id]
         } else {
             guard principal.allows(action: "media:CreateUploadVideo") else { throw MediaError.forbidden }
-            var video = CreateUploadVideoInput()
-            video.Title = title
-            video.FileName = filename
-            video.Description = metadata["description"]
-            video.Tags = metadata["tags"]
-            video.CateId = metadata["cateId"].flatMap(Int.init)
-            video.FileSize = metadata["size"].flatMap(Int64.init)
+            let video = MediaContract.CreateUploadVideoRequest(
+                title: title, fileName: filename, fileSize: metadata["size"].flatMap(Int64.init),
+                description: metadata["description"], cateId: metadata["cateId"].flatMap(Int.init), tags: metadata["tags"])
             let created = try await media.createUploadVideo(video, principal: principal, host: host)
             guard let id = created["VideoId"] as? String, let record = try await media.catalog.video(id) else {
                 throw Failure(status: 500, code: "InternalError", message: "The video was not recorded.")

@@ -65,15 +65,15 @@ extension MediaAPI {
         return object
     }
 
-    func getPlayInfo(_ input: PlayInfoInput, principal: Principal, host: String) async throws -> [String: Any] {
-        let video = try await liveVideo(input.VideoId, principal: principal)
-        let timeout = try Self.authTimeout(input.AuthTimeout)
+    func getPlayInfo(_ input: MediaContract.PlayInfoRequest, principal: Principal, host: String) async throws -> [String: Any] {
+        let video = try await liveVideo(input.videoId, principal: principal)
+        let timeout = try Self.authTimeout(input.authTimeout)
         func list(_ text: String?) -> Set<String>? {
             let items = (text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             return items.isEmpty ? nil : Set(items)
         }
-        let formats = list(input.Formats)
-        let definitions = list(input.Definition)
+        let formats = list(input.formats)
+        let definitions = list(input.definition)
         guard video.status == VideoStatus.normal, let size = video.size else {
             throw MediaError(
                 "InvalidVideo.NoneStream", "The video has no playable stream yet (status \(video.status)).", status: 404)
@@ -135,55 +135,46 @@ extension MediaAPI {
         try JSONSerialization.jsonObject(with: MediaContract.encode(value)) as? [String: Any] ?? [:]
     }
 
-    /// `Width`, `Height`, `Duration` (s), `Fps` and `Bitrate` (kbit/s, from bit/s), those that are known.
-    static func addMeasurements(
-        width: Int?, height: Int?, duration: Double?, fps: Double?, bitrate: Int?, to object: inout [String: Any]
-    ) {
-        if let width { object["Width"] = width }
-        if let height { object["Height"] = height }
-        if let duration { object["Duration"] = duration }
-        if let fps { object["Fps"] = fps }
-        if let bitrate { object["Bitrate"] = bitrate / 1000 }
-    }
-
-    func getMezzanineInfo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
-        let video = try await liveVideo(input.VideoId, principal: principal)
-        let timeout = try Self.authTimeout(input.AuthTimeout)
+    func getMezzanineInfo(_ input: MediaContract.MezzanineInfoRequest, principal: Principal, host: String) async throws
+        -> [String: Any]
+    {
+        let video = try await liveVideo(input.videoId, principal: principal)
+        let timeout = try Self.authTimeout(input.authTimeout)
         guard video.status != VideoStatus.uploading, video.status != VideoStatus.uploadFailed, let size = video.size else {
             throw MediaError("InvalidVideo.NoneStream", "The video's source is not stored (status \(video.status)).", status: 404)
         }
-        var mezzanine: [String: Any] = [
-            "VideoId": video.videoId, "FileName": video.fileName, "Size": size,
-            "FileURL": try signedURL(key: video.key, host: host, expires: timeout),
-            "CreationTime": video.createdAt.formatted(.iso8601),
-            "Status": video.mezzanine == nil ? (video.status == VideoStatus.uploadSucc ? "Analysing" : "AnalysisFail") : "Normal",
-        ]
+        var mezzanine = MediaContract.Mezzanine(
+            videoId: video.videoId, fileName: video.fileName, size: size,
+            fileURL: try signedURL(key: video.key, host: host, expires: timeout),
+            status: video.mezzanine == nil ? (video.status == VideoStatus.uploadSucc ? "Analysing" : "AnalysisFail") : "Normal")
+        mezzanine.creationTime = video.createdAt.formatted(.iso8601)
         if let info = video.mezzanine {
-            Self.addMeasurements(
-                width: info.width, height: info.height, duration: info.duration, fps: info.fps, bitrate: info.bitrate,
-                to: &mezzanine)
-            if let value = info.formatName { mezzanine["FormatName"] = value }
+            mezzanine.width = info.width
+            mezzanine.height = info.height
+            mezzanine.duration = info.duration
+            mezzanine.fps = info.fps
+            mezzanine.bitrate = info.bitrate.map { $0 / 1000 }
+            mezzanine.formatName = info.formatName
+            mezzanine.videoStreamList = []
             if info.hasVideo {
-                var stream: [String: Any] = ["CodecName": info.videoCodec ?? "", "Rotate": info.rotation ?? 0]
-                if let value = info.width { stream["Width"] = value }
-                if let value = info.height { stream["Height"] = value }
-                if let value = info.fps { stream["Fps"] = value }
-                if let value = info.pixelFormat { stream["PixFmt"] = value }
-                if let value = info.videoBitrate { stream["Bitrate"] = value / 1000 }
-                mezzanine["VideoStreamList"] = [stream]
-            } else {
-                mezzanine["VideoStreamList"] = [[String: Any]]()
+                var stream = MediaContract.MezzanineStream(codecName: info.videoCodec ?? "")
+                stream.rotate = info.rotation ?? 0
+                stream.width = info.width
+                stream.height = info.height
+                stream.fps = info.fps
+                stream.pixFmt = info.pixelFormat
+                stream.bitrate = info.videoBitrate.map { $0 / 1000 }
+                mezzanine.videoStreamList = [stream]
             }
+            mezzanine.audioStreamList = []
             if info.hasAudio {
-                var stream: [String: Any] = ["CodecName": info.audioCodec ?? ""]
-                if let value = info.audioSampleRate { stream["SampleRate"] = value }
-                if let value = info.audioChannels { stream["Channels"] = value }
-                if let value = info.audioBitrate { stream["Bitrate"] = value / 1000 }
-                mezzanine["AudioStreamList"] = [stream]
-            } else {
-                mezzanine["AudioStreamList"] = [[String: Any]]()
+                var stream = MediaContract.MezzanineStream(codecName: info.audioCodec ?? "")
+                stream.sampleRate = info.audioSampleRate
+                stream.channels = info.audioChannels
+                stream.bitrate = info.audioBitrate.map { $0 / 1000 }
+                mezzanine.audioStreamList = [stream]
             }
         }
-        return ["Mezzanine": mezzanine]
+        return try Self.object(MediaContract.MezzanineInfoAnswer(mezzanine: mezzanine))
     }
 }

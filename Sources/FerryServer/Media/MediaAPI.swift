@@ -36,7 +36,7 @@ public struct MediaAPI: Sendable {
     /// Answers a media API request; never throws.
     func respond(to request: Request, logger: Logger) async -> Response {
         await Self.respondJSON(to: request, prefix: Self.pathPrefix, title: "Media API", name: "media", logger: logger) {
-            action, data, request, requestId in
+            action, data, request, logger in
             var headers: [(name: String, value: String)] = [("host", request.head.authority ?? "")]
             for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
             let principal: Principal
@@ -50,7 +50,7 @@ public struct MediaAPI: Sendable {
                 throw MediaError(error.code.rawValue, error.message, status: error.code.httpStatus)
             }
             guard principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
-            logger.debug("media request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
+            logger.debug("media request", metadata: ["ferry.action": .string(action)])
             return try await perform(action, data, principal: principal, host: request.head.authority ?? "localhost")
         }
     }
@@ -63,13 +63,19 @@ public struct MediaAPI: Sendable {
     ///   - title: the API's name in messages (`Media API`).
     ///   - name: the API's name in log lines (`media`).
     ///   - methods: the HTTP methods it answers (POST unless named).
-    ///   - perform: answers `(action, body, request, requestId)`.
+    ///   - perform: answers `(action, body, request, logger)`; the logger carries the request id (`ferry.request-id`)
+    ///     and the id the client gave the call (`ferry.client-request-id`), when it sent a plausible one.
     static func respondJSON(
         to request: Request, prefix: String, title: String, name: String, methods: Set<HTTPRequest.Method> = [.post],
         logger: Logger,
-        _ perform: (_ action: String, _ body: Data, _ request: Request, _ requestId: String) async throws -> [String: Any]
+        _ perform: (_ action: String, _ body: Data, _ request: Request, _ logger: Logger) async throws -> [String: Any]
     ) async -> Response {
         let requestId = ObjectAPI.newRequestId()
+        var logger = logger
+        logger[metadataKey: "ferry.request-id"] = .string(requestId)
+        if let clientRequestId = request.headers.clientRequestId {
+            logger[metadataKey: "ferry.client-request-id"] = .string(clientRequestId)
+        }
         var request = request
         do {
             guard methods.contains(request.method) else {
@@ -87,20 +93,26 @@ public struct MediaAPI: Sendable {
             } catch {
                 throw MediaError("RequestTooLarge", "The request body is larger than 1 MiB.", status: 413)
             }
-            var result = try await perform(action, Data(buffer: body), request, requestId)
+            var result = try await perform(action, Data(buffer: body), request, logger)
             result["RequestId"] = requestId
             return json(result, status: .ok, requestId: requestId)
         } catch let error as MediaError {
             return json(
-                ["code": error.code, "message": error.message, "requestId": requestId], status: .init(code: error.status),
-                requestId: requestId)
+                MediaContract.ErrorAnswer(code: error.code, message: error.message, requestId: requestId),
+                status: .init(code: error.status), requestId: requestId)
         } catch {
             logger.error(
-                "\(name) internal error", metadata: ["ferry.request-id": .string(requestId), "error": .string("\(error)")])
+                "\(name) internal error", metadata: ["error": .string("\(error)")])
             return json(
-                ["code": "InternalError", "message": "The service failed to answer; try again.", "requestId": requestId],
+                MediaContract.ErrorAnswer(
+                    code: "InternalError", message: "The service failed to answer; try again.", requestId: requestId),
                 status: .internalServerError, requestId: requestId)
         }
+    }
+
+    /// A refusal as its JSON answer.
+    static func json(_ refusal: MediaContract.ErrorAnswer, status: HTTPResponse.Status, requestId: String) -> Response {
+        json((try? object(refusal)) ?? [:], status: status, requestId: requestId)
     }
 
     static func json(_ object: [String: Any], status: HTTPResponse.Status, requestId: String) -> Response {
@@ -123,23 +135,23 @@ public struct MediaAPI: Sendable {
 
     func perform(_ action: String, _ data: Data, principal: Principal, host: String) async throws -> [String: Any] {
         switch action {
-        case "CreateUploadVideo": return try await createUploadVideo(decode(CreateUploadVideoInput.self, data), principal: principal, host: host)
-        case "RefreshUploadVideo": return try await refreshUploadVideo(decode(VideoIdInput.self, data), principal: principal, host: host)
-        case "CreateUploadImage": return try await createUploadImage(decode(CreateUploadImageInput.self, data), principal: principal, host: host)
-        case "RefreshUploadImage": return try await refreshUploadImage(decode(ImageIdInput.self, data), principal: principal, host: host)
-        case "GetVideoInfo": return try await getVideoInfo(decode(VideoIdInput.self, data), principal: principal, host: host)
-        case "GetPlayInfo": return try await getPlayInfo(decode(PlayInfoInput.self, data), principal: principal, host: host)
-        case "GetMezzanineInfo": return try await getMezzanineInfo(decode(VideoIdInput.self, data), principal: principal, host: host)
-        case "ListVideos": return try await listVideos(decode(ListVideosInput.self, data), principal: principal, host: host)
-        case "UpdateVideoInfo": return try await updateVideoInfo(decode(UpdateVideoInfoInput.self, data), principal: principal)
-        case "DeleteVideo": return try await deleteVideo(decode(DeleteVideoInput.self, data), principal: principal)
-        case "GetImageInfo": return try await getImageInfo(decode(ImageIdInput.self, data), principal: principal, host: host)
-        case "AssumeRole": return try await assumeRole(decode(AssumeRoleInput.self, data), principal: principal)
-        case "CreateAccessKey": return try await createAccessKey(decode(CreateAccessKeyInput.self, data), principal: principal)
+        case "CreateUploadVideo": return try await createUploadVideo(decode(MediaContract.CreateUploadVideoRequest.self, data), principal: principal, host: host)
+        case "RefreshUploadVideo": return try await refreshUploadVideo(decode(MediaContract.VideoIdRequest.self, data), principal: principal, host: host)
+        case "CreateUploadImage": return try await createUploadImage(decode(MediaContract.CreateUploadImageRequest.self, data), principal: principal, host: host)
+        case "RefreshUploadImage": return try await refreshUploadImage(decode(MediaContract.ImageIdRequest.self, data), principal: principal, host: host)
+        case "GetVideoInfo": return try await getVideoInfo(decode(MediaContract.VideoIdRequest.self, data), principal: principal, host: host)
+        case "GetPlayInfo": return try await getPlayInfo(decode(MediaContract.PlayInfoRequest.self, data), principal: principal, host: host)
+        case "GetMezzanineInfo": return try await getMezzanineInfo(decode(MediaContract.MezzanineInfoRequest.self, data), principal: principal, host: host)
+        case "ListVideos": return try await listVideos(decode(MediaContract.ListVideosRequest.self, data), principal: principal, host: host)
+        case "UpdateVideoInfo": return try await updateVideoInfo(decode(MediaContract.UpdateVideoInfoRequest.self, data), principal: principal)
+        case "DeleteVideo": return try await deleteVideo(decode(MediaContract.DeleteVideoRequest.self, data), principal: principal)
+        case "GetImageInfo": return try await getImageInfo(decode(MediaContract.ImageInfoRequest.self, data), principal: principal, host: host)
+        case "AssumeRole": return try await assumeRole(decode(MediaContract.AssumeRoleRequest.self, data), principal: principal)
+        case "CreateAccessKey": return try await createAccessKey(decode(MediaContract.CreateAccessKeyRequest.self, data), principal: principal)
         case "ListAccessKeys": return try await listAccessKeys(principal: principal)
-        case "ListWebhookEvents": return try await listWebhookEvents(decode(ListWebhookEventsInput.self, data), principal: principal)
-        case "RetryWebhookEvent": return try await retryWebhookEvent(decode(WebhookEventIdInput.self, data), principal: principal)
-        case "DisableAccessKey": return try await disableAccessKey(decode(AccessKeyIdInput.self, data), principal: principal)
+        case "ListWebhookEvents": return try await listWebhookEvents(decode(MediaContract.ListWebhookEventsRequest.self, data), principal: principal)
+        case "RetryWebhookEvent": return try await retryWebhookEvent(decode(MediaContract.WebhookEventIdRequest.self, data), principal: principal)
+        case "DisableAccessKey": return try await disableAccessKey(decode(MediaContract.AccessKeyIdRequest.self, data), principal: principal)
         default: throw MediaError("InvalidAction", "\(action.prefix(64)) is not a media API operation.", status: 404)
         }
     }
@@ -250,24 +262,24 @@ public struct MediaAPI: Sendable {
 
     // MARK: Videos
 
-    func createUploadVideo(_ input: CreateUploadVideoInput, principal: Principal, host: String) async throws -> [String: Any] {
-        guard let title = input.Title, !title.isEmpty else { throw MediaError.missing("Title") }
-        guard let fileName = input.FileName, !fileName.isEmpty else { throw MediaError.missing("FileName") }
+    func createUploadVideo(_ input: MediaContract.CreateUploadVideoRequest, principal: Principal, host: String) async throws -> [String: Any] {
+        guard let title = input.title, !title.isEmpty else { throw MediaError.missing("Title") }
+        guard let fileName = input.fileName, !fileName.isEmpty else { throw MediaError.missing("FileName") }
         try Self.checkText(title, "Title", max: 128)
-        try Self.checkText(input.Description, "Description", max: 1024)
-        try Self.checkText(input.UserData, "UserData", max: 1024)
-        try Self.checkText(input.CoverURL, "CoverURL", max: 1024)
+        try Self.checkText(input.description, "Description", max: 1024)
+        try Self.checkText(input.userData, "UserData", max: 1024)
+        try Self.checkText(input.coverURL, "CoverURL", max: 1024)
         try Self.checkText(fileName, "FileName", max: 255)
-        try Self.checkTags(input.Tags)
+        try Self.checkTags(input.tags)
         let ext = (fileName as NSString).pathExtension.lowercased()
         guard !ext.isEmpty, ext.count <= 8, ext.allSatisfy({ $0.isLetter || $0.isNumber }) else {
             throw MediaError("InvalidFileName.Extension", "FileName must end in an extension such as .mp4.")
         }
-        if let size = input.FileSize, size < 0 || size > UploadLimits.maxObjectSize {
+        if let size = input.fileSize, size < 0 || size > UploadLimits.maxObjectSize {
             throw MediaError.invalid("FileSize", "must be between 0 and 5 TiB.")
         }
-        let group = try templateGroup(input.TemplateGroupId ?? input.Transcode)
-        if let token = input.ClientToken {
+        let group = try templateGroup(input.templateGroupId ?? input.transcode)
+        if let token = input.clientToken {
             guard (1...64).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
                 throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
             }
@@ -282,11 +294,11 @@ public struct MediaAPI: Sendable {
         // With a ClientToken, a request racing this one (the same client retrying) gets the same video.
         let video = try await catalog.createVideo(
             VideoRecord(
-                videoId: id, title: title, fileName: fileName, description: input.Description, coverURL: input.CoverURL,
-                cateId: input.CateId, tags: input.Tags, transcode: group, userData: input.UserData,
-                status: VideoStatus.uploading, size: nil, declaredSize: input.FileSize, bucket: bucket,
+                videoId: id, title: title, fileName: fileName, description: input.description, coverURL: input.coverURL,
+                cateId: input.cateId, tags: input.tags, transcode: group, userData: input.userData,
+                status: VideoStatus.uploading, size: nil, declaredSize: input.fileSize, bucket: bucket,
                 key: "video/\(id)/source.\(ext)", owner: principal.parentAccessKeyId, createdAt: now, updatedAt: now,
-                clientToken: input.ClientToken))
+                clientToken: input.clientToken))
         return try ticket(videoId: video.videoId, key: video.key, principal: principal, host: host)
     }
 
@@ -322,8 +334,8 @@ public struct MediaAPI: Sendable {
         }
     }
 
-    func refreshUploadVideo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
-        let video = try await liveVideo(input.VideoId, principal: principal)
+    func refreshUploadVideo(_ input: MediaContract.VideoIdRequest, principal: Principal, host: String) async throws -> [String: Any] {
+        let video = try await liveVideo(input.videoId, principal: principal)
         // A stored video takes no more uploads: new write credentials would let its bytes be replaced.
         guard video.status == VideoStatus.uploading else {
             throw MediaError("InvalidVideo.Uploaded", "The video is stored already; it takes no more uploads.", status: 409)
@@ -331,22 +343,22 @@ public struct MediaAPI: Sendable {
         return try ticket(videoId: video.videoId, key: video.key, principal: principal, host: host)
     }
 
-    func getVideoInfo(_ input: VideoIdInput, principal: Principal, host: String) async throws -> [String: Any] {
-        let video = try await liveVideo(input.VideoId, principal: principal)
+    func getVideoInfo(_ input: MediaContract.VideoIdRequest, principal: Principal, host: String) async throws -> [String: Any] {
+        let video = try await liveVideo(input.videoId, principal: principal)
         return try Self.object(MediaContract.VideoInfoAnswer(video: try await videoJSON(video, host: host, detailed: true)))
     }
 
-    func listVideos(_ input: ListVideosInput, principal: Principal, host: String) async throws -> [String: Any] {
-        let page = input.PageNo ?? 1
-        let size = input.PageSize ?? 20
+    func listVideos(_ input: MediaContract.ListVideosRequest, principal: Principal, host: String) async throws -> [String: Any] {
+        let page = input.pageNo ?? 1
+        let size = input.pageSize ?? 20
         // Both are checked before the offset is computed, so no PageNo can overflow it.
         guard (1...Self.maxPageNo).contains(page) else {
             throw MediaError.invalid("PageNo", "must be between 1 and \(Self.maxPageNo).")
         }
         guard (1...100).contains(size) else { throw MediaError.invalid("PageSize", "must be between 1 and 100.") }
-        try Self.checkText(input.Title, "Title", max: 128)
+        try Self.checkText(input.title, "Title", max: 128)
         let (videos, total) = try await catalog.videos(
-            status: input.Status, cateId: input.CateId, tag: input.Tag, title: input.Title,
+            status: input.status, cateId: input.cateId, tag: input.tag, title: input.title,
             owner: principal.isRoot ? nil : principal.parentAccessKeyId, offset: (page - 1) * size, limit: size)
         var list: [MediaContract.Video] = []
         for video in videos { list.append(try await videoJSON(video, host: host, detailed: false)) }
@@ -355,36 +367,36 @@ public struct MediaAPI: Sendable {
 
     /// Changes a video's title, description, tags, category or cover; fields left out stay as they are, an empty
     /// Description, Tags or CoverURL clears it.
-    func updateVideoInfo(_ input: UpdateVideoInfoInput, principal: Principal) async throws -> [String: Any] {
-        let video = try await liveVideo(input.VideoId, principal: principal)
-        if let title = input.Title, title.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+    func updateVideoInfo(_ input: MediaContract.UpdateVideoInfoRequest, principal: Principal) async throws -> [String: Any] {
+        let video = try await liveVideo(input.videoId, principal: principal)
+        if let title = input.title, title.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
             throw MediaError.invalid("Title", "must not be empty.")
         }
-        try Self.checkText(input.Title, "Title", max: 128)
-        try Self.checkText(input.Description, "Description", max: 1024)
-        try Self.checkText(input.CoverURL, "CoverURL", max: 1024)
-        try Self.checkTags(input.Tags)
-        if let cover = input.CoverURL, !cover.isEmpty {
+        try Self.checkText(input.title, "Title", max: 128)
+        try Self.checkText(input.description, "Description", max: 1024)
+        try Self.checkText(input.coverURL, "CoverURL", max: 1024)
+        try Self.checkTags(input.tags)
+        if let cover = input.coverURL, !cover.isEmpty {
             guard let url = URL(string: cover), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
             else { throw MediaError.invalid("CoverURL", "must be an http or https URL.") }
         }
-        if input.Title == nil, input.Description == nil, input.Tags == nil, input.CateId == nil, input.CoverURL == nil {
+        if input.title == nil, input.description == nil, input.tags == nil, input.cateId == nil, input.coverURL == nil {
             throw MediaError("MissingParameter", "Name at least one of Title, Description, Tags, CateId, CoverURL.")
         }
         try await catalog.updateVideo(video.videoId) { video in
-            if let title = input.Title { video.title = title }
-            if let description = input.Description { video.description = description.isEmpty ? nil : description }
-            if let tags = input.Tags { video.tags = tags.isEmpty ? nil : tags }
-            if let cateId = input.CateId { video.cateId = cateId }
-            if let cover = input.CoverURL { video.coverURL = cover.isEmpty ? nil : cover }
+            if let title = input.title { video.title = title }
+            if let description = input.description { video.description = description.isEmpty ? nil : description }
+            if let tags = input.tags { video.tags = tags.isEmpty ? nil : tags }
+            if let cateId = input.cateId { video.cateId = cateId }
+            if let cover = input.coverURL { video.coverURL = cover.isEmpty ? nil : cover }
             video.updatedAt = Date()
             return .save()
         }
         return [:]
     }
 
-    func deleteVideo(_ input: DeleteVideoInput, principal: Principal) async throws -> [String: Any] {
-        guard let ids = input.VideoIds, !ids.isEmpty else { throw MediaError.missing("VideoIds") }
+    func deleteVideo(_ input: MediaContract.DeleteVideoRequest, principal: Principal) async throws -> [String: Any] {
+        guard let ids = input.videoIds, !ids.isEmpty else { throw MediaError.missing("VideoIds") }
         let list = ids.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         guard list.count <= 20 else { throw MediaError.invalid("VideoIds", "may name at most 20 videos.") }
         var videos: [VideoRecord] = []
@@ -403,35 +415,35 @@ public struct MediaAPI: Sendable {
             try await webhooks.enqueue(type: "VideoDeleted", payload: ["VideoId": .string(video.videoId)])
             deleted.append(video.videoId)
         }
-        return ["DeletedVideoIds": deleted]
+        return try Self.object(MediaContract.DeleteVideoAnswer(deletedVideoIds: deleted))
     }
 
     // MARK: Images
 
-    func createUploadImage(_ input: CreateUploadImageInput, principal: Principal, host: String) async throws -> [String: Any] {
-        let type = input.ImageType ?? "default"
+    func createUploadImage(_ input: MediaContract.CreateUploadImageRequest, principal: Principal, host: String) async throws -> [String: Any] {
+        let type = input.imageType ?? "default"
         guard ["default", "cover"].contains(type) else { throw MediaError.invalid("ImageType", "must be default or cover.") }
-        let ext = (input.ImageExt ?? "png").lowercased()
+        let ext = (input.imageExt ?? "png").lowercased()
         guard ["png", "jpg", "jpeg", "gif", "webp", "heic"].contains(ext) else {
             throw MediaError.invalid("ImageExt", "must be one of png, jpg, jpeg, gif, webp, heic.")
         }
-        try Self.checkText(input.Title, "Title", max: 128)
-        try Self.checkText(input.Description, "Description", max: 1024)
-        try Self.checkTags(input.Tags)
+        try Self.checkText(input.title, "Title", max: 128)
+        try Self.checkText(input.description, "Description", max: 1024)
+        try Self.checkTags(input.tags)
         try await ensureBucket()
         let id = Self.newId()
         let key = "image/\(type)/\(id).\(ext)"
         try await catalog.saveImage(
             ImageRecord(
-                imageId: id, imageType: type, title: input.Title, tags: input.Tags, cateId: input.CateId,
-                description: input.Description, status: ImageStatus.uploading, size: nil, bucket: bucket, key: key,
+                imageId: id, imageType: type, title: input.title, tags: input.tags, cateId: input.cateId,
+                description: input.description, status: ImageStatus.uploading, size: nil, bucket: bucket, key: key,
                 createdAt: Date(), owner: principal.parentAccessKeyId))
         return try ticket(imageId: id, key: key, principal: principal, host: host)
     }
 
     /// A fresh credential for the same image file, while it is still being uploaded.
-    func refreshUploadImage(_ input: ImageIdInput, principal: Principal, host: String) async throws -> [String: Any] {
-        guard let id = input.ImageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
+    func refreshUploadImage(_ input: MediaContract.ImageIdRequest, principal: Principal, host: String) async throws -> [String: Any] {
+        guard let id = input.imageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
         guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
         try Self.checkOwner(image.owner, principal: principal, what: "image")
         guard image.status == ImageStatus.uploading else {
@@ -440,14 +452,14 @@ public struct MediaAPI: Sendable {
         return try ticket(imageId: image.imageId, key: image.key, principal: principal, host: host)
     }
 
-    func getImageInfo(_ input: ImageIdInput, principal: Principal, host: String) async throws -> [String: Any] {
-        guard let id = input.ImageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
+    func getImageInfo(_ input: MediaContract.ImageInfoRequest, principal: Principal, host: String) async throws -> [String: Any] {
+        guard let id = input.imageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
         guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
         try Self.checkOwner(image.owner, principal: principal, what: "image")
         var info: [String: Any] = [
             "ImageId": image.imageId, "ImageType": image.imageType, "Status": image.status,
             "CreationTime": image.createdAt.formatted(.iso8601),
-            "URL": try signedURL(key: image.key, host: host, expires: try Self.authTimeout(input.AuthTimeout)),
+            "URL": try signedURL(key: image.key, host: host, expires: try Self.authTimeout(input.authTimeout)),
         ]
         if let size = image.size { info["Size"] = size }
         if let title = image.title { info["Title"] = title }
@@ -545,57 +557,56 @@ public struct MediaAPI: Sendable {
 
     // MARK: STS and access keys
 
-    func assumeRole(_ input: AssumeRoleInput, principal: Principal) async throws -> [String: Any] {
+    func assumeRole(_ input: MediaContract.AssumeRoleRequest, principal: Principal) async throws -> [String: Any] {
         guard principal.expiration == nil else {
             throw MediaError("Forbidden", "Temporary credentials cannot assume a role; use a long-term key.", status: 403)
         }
-        let duration = input.DurationSeconds ?? 3600
+        let duration = input.durationSeconds ?? 3600
         guard (900...43_200).contains(duration) else {
             throw MediaError.invalid("DurationSeconds", "must be between 900 and 43200.")
         }
         let expiration = Date().addingTimeInterval(TimeInterval(duration))
-        let policies = principal.policies + (input.Policy.map { [$0] } ?? [])
+        let policies = principal.policies + (input.policy.map { [$0] } ?? [])
         let issued = credentials.tokens.issue(parent: principal.parentAccessKeyId, policies: policies, expiration: expiration)
-        return [
-            "Credentials": [
-                "AccessKeyId": issued.accessKeyId, "AccessKeySecret": issued.secretAccessKey,
-                "SecurityToken": issued.sessionToken ?? "", "Expiration": expiration.formatted(.iso8601),
-            ]
-        ]
+        return try Self.object(
+            MediaContract.AssumeRoleAnswer(
+                credentials: .init(
+                    accessKeyId: issued.accessKeyId, accessKeySecret: issued.secretAccessKey,
+                    securityToken: issued.sessionToken ?? "", expiration: expiration.formatted(.iso8601))))
     }
 
     func requireRoot(_ principal: Principal) throws {
         guard principal.isRoot else { throw MediaError("Forbidden", "Only the root key manages access keys.", status: 403) }
     }
 
-    func createAccessKey(_ input: CreateAccessKeyInput, principal: Principal) async throws -> [String: Any] {
+    func createAccessKey(_ input: MediaContract.CreateAccessKeyRequest, principal: Principal) async throws -> [String: Any] {
         try requireRoot(principal)
-        guard let policy = input.Policy else { throw MediaError.missing("Policy") }
-        try Self.checkText(input.Description, "Description", max: 256)
+        guard let policy = input.policy else { throw MediaError.missing("Policy") }
+        try Self.checkText(input.description, "Description", max: 256)
         let key = StoredAccessKey(
             accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
             secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })),
-            policy: policy, status: .active, description: input.Description ?? "", createdAt: Date())
+            policy: policy, status: .active, description: input.description ?? "", createdAt: Date())
         try await catalog.insertAccessKey(key)
-        return ["AccessKey": ["AccessKeyId": key.accessKeyId, "AccessKeySecret": key.secretAccessKey, "Status": "active"]]
+        return try Self.object(
+            MediaContract.CreateAccessKeyAnswer(
+                accessKey: .init(accessKeyId: key.accessKeyId, accessKeySecret: key.secretAccessKey, status: "active")))
     }
 
     func listAccessKeys(principal: Principal) async throws -> [String: Any] {
         try requireRoot(principal)
-        let keys = try await catalog.accessKeys().map { key -> [String: Any] in
-            let policy = (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(key.policy))) ?? [:]
-            return [
-                "AccessKeyId": key.accessKeyId, "Status": key.status.rawValue, "Description": key.description,
-                "CreationTime": key.createdAt.formatted(.iso8601), "Policy": policy,
-            ]
+        let keys = try await catalog.accessKeys().map { key in
+            MediaContract.AccessKey(
+                accessKeyId: key.accessKeyId, status: key.status.rawValue, description: key.description,
+                creationTime: key.createdAt.formatted(.iso8601), policy: key.policy)
         }
-        return ["AccessKeys": keys]
+        return try Self.object(MediaContract.ListAccessKeysAnswer(accessKeys: keys))
     }
 
     /// The newest webhook events (root only), newest first, with their delivery state.
-    func listWebhookEvents(_ input: ListWebhookEventsInput, principal: Principal) async throws -> [String: Any] {
+    func listWebhookEvents(_ input: MediaContract.ListWebhookEventsRequest, principal: Principal) async throws -> [String: Any] {
         try requireRoot(principal)
-        let limit = input.Limit ?? 50
+        let limit = input.limit ?? 50
         guard (1...500).contains(limit) else { throw MediaError.invalid("Limit", "must be between 1 and 500.") }
         let events = try await webhooks.catalog.recentWebhookEvents(limit: limit).map { delivery -> [String: Any] in
             let event = delivery.event
@@ -617,18 +628,18 @@ public struct MediaAPI: Sendable {
     }
 
     /// Delivers a failed webhook event again (root only), from a fresh count of attempts.
-    func retryWebhookEvent(_ input: WebhookEventIdInput, principal: Principal) async throws -> [String: Any] {
+    func retryWebhookEvent(_ input: MediaContract.WebhookEventIdRequest, principal: Principal) async throws -> [String: Any] {
         try requireRoot(principal)
-        guard let id = input.EventId, !id.isEmpty else { throw MediaError.missing("EventId") }
+        guard let id = input.eventId, !id.isEmpty else { throw MediaError.missing("EventId") }
         guard try await webhooks.catalog.retryWebhookEvent(id, now: Date()) else {
             throw MediaError("InvalidEvent.NotFailed", "No failed webhook event has the id \(id.prefix(64)).", status: 404)
         }
         return ["EventId": id, "State": "Pending"]
     }
 
-    func disableAccessKey(_ input: AccessKeyIdInput, principal: Principal) async throws -> [String: Any] {
+    func disableAccessKey(_ input: MediaContract.AccessKeyIdRequest, principal: Principal) async throws -> [String: Any] {
         try requireRoot(principal)
-        guard let id = input.AccessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
+        guard let id = input.accessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
         guard try await catalog.setAccessKeyStatus(id, .disabled) else { throw MediaError.notFound("AccessKey", id) }
         return ["AccessKeyId": id, "Status": "disabled"]
     }

@@ -29,10 +29,9 @@ public struct PublishAPI: Sendable {
         await MediaAPI.respondJSON(
             to: request, prefix: Self.pathPrefix, title: "Publish API", name: "publish", logger: logger
         ) {
-            action, data, request, requestId in
+            action, data, request, logger in
             let host = request.head.authority ?? "localhost"
-            logger.debug(
-                "publish request", metadata: ["ferry.request-id": .string(requestId), "ferry.action": .string(action)])
+            logger.debug("publish request", metadata: ["ferry.action": .string(action)])
             switch action {
             case "ApplyUploadUGC": return try await apply(media.decode(PublishContract.ApplyRequest.self, data), host: host)
             case "CommitUploadUGC": return try await commit(media.decode(PublishContract.CommitRequest.self, data), host: host)
