@@ -1,5 +1,5 @@
 @testable import Ferry
-import FerryAsyncHTTPClient
+@testable import FerryAsyncHTTPClient
 import FerryTransport
 import Foundation
 import NIOCore
@@ -92,6 +92,23 @@ struct PartBufferPoolTests {
         #expect(fresh !== first && fresh !== second)
         #expect((fresh as? NIOBodyBuffer)?.capacity ?? 0 >= 1 << 20)
         #expect(alsoHeld?.readableBytes == 3)
+    }
+
+    @Test("the AsyncHTTPClient transport makes NIO buffers and sends their own memory; any other kind is copied")
+    func asyncHTTPClientSendsWithoutCopy() {
+        let transport = AsyncHTTPClientTransport()
+        let part = transport.makeBodyBuffer(capacity: 1 << 16)
+        #expect(part is NIOBodyBuffer)
+        Self.fill(part, with: 5, count: 1 << 16)
+        var sent: ByteBuffer? = AsyncHTTPClientTransport.byteBuffer(of: part)
+        #expect(sent?.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } == Self.address(part))
+        #expect(part.isInUse)
+        sent = nil
+        #expect(!part.isInUse)
+        let heap = HeapBodyBuffer(bytes: [1, 2, 3])
+        let copy = AsyncHTTPClientTransport.byteBuffer(of: heap)
+        #expect(copy.getBytes(at: 0, length: 3) == [1, 2, 3])
+        #expect(copy.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } != Self.address(heap))
     }
 
     @Test("a heap buffer keeps its memory when filled again with no more than it holds, and grows when filled with more")
