@@ -10,6 +10,16 @@ actor CallCounter {
     func increment() { count += 1 }
 }
 
+/// A time of day a test moves by hand.
+final class ManualTime: @unchecked Sendable {
+    // Every access to `date` holds `lock`.
+    private let lock = NSLock()
+    private var date: Date
+    init(_ date: Date) { self.date = date }
+    func advance(by seconds: TimeInterval) { lock.withLock { date = date.addingTimeInterval(seconds) } }
+    var now: @Sendable () -> Date { { self.lock.withLock { self.date } } }
+}
+
 @Suite("Credential refresh is single-flight", .timeLimit(.minutes(10)))
 struct CredentialRefreshTests {
     static func auth(expiresIn seconds: TimeInterval, id: String) -> UploadAuth {
@@ -55,5 +65,44 @@ struct CredentialRefreshTests {
         #expect(await calls.count == 1)
         #expect(try await source.refresh(after: stale) == fresh)
         #expect(await calls.count == 1)
+    }
+
+    @Test("an upload credential is renewed shortly before it expires, by the injected time of day, with no real wait")
+    func refreshAheadByInjectedTime() async throws {
+        let start = Date(timeIntervalSince1970: 1_900_000_000)
+        let time = ManualTime(start)
+        let calls = CallCounter()
+        let first = UploadAuth(
+            accessKeyId: "old", accessKeySecret: "s", securityToken: "t", expiration: start.addingTimeInterval(120),
+            region: "us-east-1")
+        let provider = UploadAuthProvider(auth: first, margin: 60, now: time.now) {
+            await calls.increment()
+            return UploadAuth(
+                accessKeyId: "new", accessKeySecret: "s", securityToken: "t", expiration: start.addingTimeInterval(3600),
+                region: "us-east-1")
+        }
+        #expect(try await provider.credentials().accessKeyId == "old")
+        time.advance(by: 59)  // 61 s left: more than the margin
+        #expect(try await provider.credentials().accessKeyId == "old")
+        #expect(await calls.count == 0)
+        time.advance(by: 2)  // 59 s left: renewed now, before the service would refuse it
+        #expect(try await provider.credentials().accessKeyId == "new")
+        #expect(await calls.count == 1)
+        #expect(try await provider.credentials().accessKeyId == "new")
+        #expect(await calls.count == 1)
+    }
+
+    @Test("after a refusal, a provider's answer already past its expiry by the injected time is not used")
+    func expiryJudgedByInjectedTime() async throws {
+        let start = Date(timeIntervalSince1970: 1_900_000_000)
+        let time = ManualTime(start)
+        let stale = Credentials(accessKeyId: "old", secretAccessKey: "s", sessionToken: "t", expiration: start)
+        let offered = Credentials(
+            accessKeyId: "new", secretAccessKey: "s", sessionToken: "t", expiration: start.addingTimeInterval(600))
+        let source = CredentialSource(provider: StaticCredentialProvider(offered), now: time.now)
+        time.advance(by: 601)
+        #expect(try await source.refresh(after: stale) == nil)
+        let early = CredentialSource(provider: StaticCredentialProvider(offered), now: ManualTime(start).now)
+        #expect(try await early.refresh(after: stale) == offered)
     }
 }

@@ -36,7 +36,7 @@ public struct UploadedPart: Sendable, Hashable, Codable {
 }
 
 extension ObjectStorageClient {
-    func source() -> CredentialSource { CredentialSource(provider: credentialProvider) }
+    func source() -> CredentialSource { CredentialSource(provider: credentialProvider, now: configuration.now) }
 
     /// Creates a bucket; succeeds when the caller already owns it.
     public func createBucket(_ bucket: String) async throws {

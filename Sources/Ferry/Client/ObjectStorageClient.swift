@@ -21,6 +21,10 @@ public final class ObjectStorageClient: Sendable {
         public var retryPolicy = RetryPolicy()
         /// What waits between retries sleep on. Default: the continuous clock; tests inject one that does not wait.
         public var clock: any Clock<Duration> = ContinuousClock()
+        /// What the client reads the time of day from when it judges whether credentials have expired (a refused
+        /// request with credentials past their expiry is refreshed, not retried). Default: the system's time; tests
+        /// inject a time of their own instead of waiting for credentials to expire.
+        public var now: @Sendable () -> Date = { Date() }
         /// Time one request may take before it is abandoned (and retried). Default 120 s.
         public var timeoutIntervalForRequest: Duration = .seconds(120)
         /// Where the library logs (at debug and trace only). Default: a logger that discards everything.

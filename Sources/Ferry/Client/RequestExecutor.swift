@@ -24,14 +24,17 @@ public struct RequestObserver: Sendable {
 /// replacement without asking again.
 actor CredentialSource {
     let provider: any CredentialProvider
+    /// The time expiry is judged by.
+    let now: @Sendable () -> Date
     private var override: Credentials?
     /// The credentials the last refresh got.
     private var refreshed: Credentials?
     /// The refresh under way, with the credentials it replaces.
     private var refreshing: (stale: Credentials, task: Task<Credentials?, any Error>)?
 
-    init(provider: any CredentialProvider) {
+    init(provider: any CredentialProvider, now: @escaping @Sendable () -> Date = { Date() }) {
         self.provider = provider
+        self.now = now
     }
 
     func current() async throws -> Credentials {
@@ -43,13 +46,14 @@ actor CredentialSource {
 
     /// Fresh credentials after `stale` was refused as expired, or nil when there are none fresher.
     func refresh(after stale: Credentials) async throws -> Credentials? {
-        if let override, override != stale, !override.isExpired() { return override }
-        if let refreshed, refreshed != stale, !refreshed.isExpired() { return refreshed }
+        if let override, override != stale, !override.isExpired(at: now()) { return override }
+        if let refreshed, refreshed != stale, !refreshed.isExpired(at: now()) { return refreshed }
         if let refreshing, refreshing.stale == stale { return try await refreshing.task.value }
         let provider = self.provider
+        let now = self.now
         let task = Task { () throws -> Credentials? in
             let fresh = try await provider.credentials()
-            return fresh == stale || fresh.isExpired() ? nil : fresh
+            return fresh == stale || fresh.isExpired(at: now()) ? nil : fresh
         }
         refreshing = (stale, task)
         defer { if refreshing?.stale == stale { refreshing = nil } }
@@ -102,7 +106,8 @@ extension ObjectStorageClient {
                     return try await send(request, credentials: credentials, observer: observer, attempt: attempt)
                 } catch let error as FerryError
                     where error.serverCode == "ExpiredToken"
-                    || (error.serverCode == "InvalidAccessKeyId" && credentials.sessionToken != nil && credentials.isExpired())
+                    || (error.serverCode == "InvalidAccessKeyId" && credentials.sessionToken != nil
+                        && credentials.isExpired(at: configuration.now()))
                 {
                     if let _ = try await source.refresh(after: credentials) { continue }
                     observer.credentialsExpired()

@@ -52,7 +52,7 @@ public actor ResumableUploadTask {
         (events, continuation) = AsyncStream.makeStream(of: UploadEvent.self, bufferingPolicy: .unbounded)
         self.client = client
         self.request = request
-        self.credentials = CredentialSource(provider: client.credentialProvider)
+        self.credentials = CredentialSource(provider: client.credentialProvider, now: client.configuration.now)
         let checkpoints = request.recordDirectory.map { CheckpointStore(directory: $0) }
         let checkpointId = CheckpointStore.identifier(
             endpoint: client.checkpointServiceIdentity, bucket: request.bucket, key: request.key,

@@ -182,7 +182,7 @@ public actor ShortVideoUploader {
     }
 
     private func currentCredentials() throws -> Credentials {
-        guard let credentials, !credentials.isExpired() else {
+        guard let credentials, !credentials.isExpired(at: configuration.objectStorage.now()) else {
             throw FerryError(.credentialsExpired, "The STS credential expired; refresh it.")
         }
         return credentials

@@ -506,7 +506,7 @@ public actor UploadQueue {
     /// Says the STS token expired and holds `waiter` until `resume(withToken:)`.
     private func waitForToken(_ waiter: CheckedContinuation<Void, any Error>, for item: Item, generation: Int) {
         guard isCurrent(item.id, generation) else { return waiter.resume(throwing: CancellationError()) }
-        if let credentials = stsCredentials, !credentials.isExpired() { return waiter.resume() }
+        if let credentials = stsCredentials, !credentials.isExpired(at: configuration.objectStorage.now()) { return waiter.resume() }
         emit(.tokenExpired(item))
         tokenWaiters[item.id] = waiter
     }
@@ -517,7 +517,7 @@ public actor UploadQueue {
 
     /// The current STS credential; `credentialsExpired` when it has expired.
     private func currentToken() throws -> Credentials {
-        guard let credentials = stsCredentials, !credentials.isExpired() else {
+        guard let credentials = stsCredentials, !credentials.isExpired(at: configuration.objectStorage.now()) else {
             throw FerryError(.credentialsExpired, "The STS credential expired; resume with a new one.")
         }
         return credentials
@@ -581,7 +581,7 @@ public actor UploadQueue {
             expired.insert(id)
             emit(.tokenExpired(item))
         case .uploadAuthProvider(let provide):
-            if let ticket = try? await provide(item), !ticket.auth.ferryCredentials.isExpired() {
+            if let ticket = try? await provide(item), !ticket.auth.ferryCredentials.isExpired(at: configuration.objectStorage.now()) {
                 await resumeUpload(id, with: ticket.auth.ferryCredentials)
             } else {
                 expired.insert(id)
