@@ -263,7 +263,7 @@ struct UploadCommand: AsyncParsableCommand {
         let upload: ResumableUploadTask
         do {
             upload = try await client.upload(request)
-        } catch let error as FerryError {
+        } catch {
             context.output.error("ferry: \(request.fileURL.path): \(error)")
             return (ExitCodes.failed, nil)
         }

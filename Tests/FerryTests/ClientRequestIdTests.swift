@@ -32,7 +32,7 @@ struct ClientRequestIdTests {
         var refused: FerryError?
         do {
             _ = try await client.putObject([4], bucket: "b", key: "k2", checksumAlgorithm: nil)
-        } catch let error as FerryError {
+        } catch {
             refused = error
         }
         let seen = Self.attempts(transport)

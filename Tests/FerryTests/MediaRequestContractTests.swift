@@ -153,7 +153,7 @@ struct MediaRequestContractTests {
                     _ = try await media.callJSON(action, body: Data(json.utf8))
                     return nil
                 } catch {
-                    return error as? FerryError
+                    return error
                 }
             }
             let wrongType = await refusal("CreateUploadVideo", #"{"Title": 5, "FileName": "a.mp4"}"#)

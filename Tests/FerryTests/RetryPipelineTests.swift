@@ -120,7 +120,7 @@ struct RetryPipelineTests {
         #expect(refusing.count == 1)
         do {
             _ = try await strict.callJSON("ListVideos", body: Data("{}".utf8))
-        } catch let error as FerryError {
+        } catch {
             #expect(error.serverCode == "InvalidParameter" && error.requestId == "R1" && error.httpStatus == 400)
         }
     }

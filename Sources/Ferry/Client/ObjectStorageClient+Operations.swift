@@ -39,10 +39,12 @@ extension ObjectStorageClient {
     func source() -> CredentialSource { CredentialSource(provider: credentialProvider, now: configuration.now) }
 
     /// Creates a bucket; succeeds when the caller already owns it.
-    public func createBucket(_ bucket: String) async throws {
-        do {
-            _ = try await execute(S3Request(method: "PUT", bucket: bucket), credentials: source())
-        } catch let error as FerryError where error.serverCode == "BucketAlreadyOwnedByYou" {}
+    public func createBucket(_ bucket: String) async throws(FerryError) {
+        try await FerryError.catching(.network, "CreateBucket") {
+            do {
+                _ = try await execute(S3Request(method: "PUT", bucket: bucket), credentials: source())
+            } catch let error as FerryError where error.serverCode == "BucketAlreadyOwnedByYou" {}
+        }
     }
 
     /// Stores small data in one PUT.
@@ -50,10 +52,12 @@ extension ObjectStorageClient {
     public func putObject(
         _ data: [UInt8], bucket: String, key: String, contentType: String? = nil, metadata: [String: String] = [:],
         checksumAlgorithm: ChecksumAlgorithm? = .crc32c
-    ) async throws -> ObjectMetadata {
-        try await putObject(
-            data, bucket: bucket, key: key, contentType: contentType, metadata: metadata,
-            checksumAlgorithm: checksumAlgorithm, credentials: source(), observer: .init())
+    ) async throws(FerryError) -> ObjectMetadata {
+        try await FerryError.catching(.network, "PutObject") {
+            try await putObject(
+                data, bucket: bucket, key: key, contentType: contentType, metadata: metadata,
+                checksumAlgorithm: checksumAlgorithm, credentials: source(), observer: .init())
+        }
     }
 
     func putObject(
@@ -92,8 +96,10 @@ extension ObjectStorageClient {
     }
 
     /// The object's metadata with its checksums; `FerryError` with server code `NotFound` when absent.
-    public func headObject(bucket: String, key: String) async throws -> ObjectMetadata {
-        try await headObject(bucket: bucket, key: key, credentials: source())
+    public func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectMetadata {
+        try await FerryError.catching(.network, "HeadObject") {
+            try await headObject(bucket: bucket, key: key, credentials: source())
+        }
     }
 
     func headObject(bucket: String, key: String, credentials: CredentialSource) async throws -> ObjectMetadata {
@@ -115,28 +121,37 @@ extension ObjectStorageClient {
     }
 
     /// Downloads an object (or a byte range of it) into memory.
-    public func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil) async throws -> [UInt8] {
+    public func getObject(bucket: String, key: String, range: ClosedRange<Int64>? = nil) async throws(FerryError)
+        -> [UInt8]
+    {
         var headers: [(name: String, value: String)] = []
         if let range { headers.append(("Range", "bytes=\(range.lowerBound)-\(range.upperBound)")) }
-        return try await execute(S3Request(method: "GET", bucket: bucket, key: key, headers: headers), credentials: source()).body
+        return try await FerryError.catching(.network, "GetObject") {
+            try await execute(S3Request(method: "GET", bucket: bucket, key: key, headers: headers), credentials: source())
+                .body
+        }
     }
 
     /// Downloads an object to a file, streaming it to disk.
-    public func download(bucket: String, key: String, to file: URL) async throws {
+    public func download(bucket: String, key: String, to file: URL) async throws(FerryError) {
         guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
             throw FerryError(.invalidArgument, "The file \(file.path) cannot be created.")
         }
-        let handle = try FileHandle(forWritingTo: file)
-        defer { try? handle.close() }
-        let writer = FileSink(handle: handle)
-        var request = S3Request(method: "GET", bucket: bucket, key: key)
-        request.responseSink = { bytes in try writer.write(bytes) }
-        _ = try await execute(request, credentials: source())
+        try await FerryError.catching(.invalidArgument, "Writing \(file.path)") {
+            let handle = try FileHandle(forWritingTo: file)
+            defer { try? handle.close() }
+            let writer = FileSink(handle: handle)
+            var request = S3Request(method: "GET", bucket: bucket, key: key)
+            request.responseSink = { bytes in try writer.write(bytes) }
+            _ = try await execute(request, credentials: source())
+        }
     }
 
     /// Deletes an object.
-    public func deleteObject(bucket: String, key: String) async throws {
-        _ = try await execute(S3Request(method: "DELETE", bucket: bucket, key: key), credentials: source())
+    public func deleteObject(bucket: String, key: String) async throws(FerryError) {
+        try await FerryError.catching(.network, "DeleteObject") {
+            _ = try await execute(S3Request(method: "DELETE", bucket: bucket, key: key), credentials: source())
+        }
     }
 
     // MARK: Multipart
@@ -182,8 +197,10 @@ extension ObjectStorageClient {
     }
 
     /// Every part of an upload, following all pages of ListParts.
-    public func listParts(bucket: String, key: String, uploadId: String) async throws -> [UploadedPart] {
-        try await listParts(bucket: bucket, key: key, uploadId: uploadId, credentials: source(), observer: .init())
+    public func listParts(bucket: String, key: String, uploadId: String) async throws(FerryError) -> [UploadedPart] {
+        try await FerryError.catching(.network, "ListParts") {
+            try await listParts(bucket: bucket, key: key, uploadId: uploadId, credentials: source(), observer: .init())
+        }
     }
 
     func listParts(
@@ -211,10 +228,14 @@ extension ObjectStorageClient {
     }
 
     /// Multipart uploads in progress in a bucket (first 1000), as (key, upload id).
-    public func listMultipartUploads(bucket: String, prefix: String? = nil) async throws -> [(key: String, uploadId: String)] {
+    public func listMultipartUploads(bucket: String, prefix: String? = nil) async throws(FerryError)
+        -> [(key: String, uploadId: String)]
+    {
         var query: [(name: String, value: String)] = [("uploads", "")]
         if let prefix { query.append(("prefix", prefix)) }
-        let response = try await execute(S3Request(method: "GET", bucket: bucket, query: query), credentials: source())
+        let response = try await FerryError.catching(.network, "ListMultipartUploads") {
+            try await execute(S3Request(method: "GET", bucket: bucket, query: query), credentials: source())
+        }
         guard let result = try? S3XML.decode(ListMultipartUploadsResult.self, from: Data(response.body)) else {
             throw FerryError(.server, "The server's ListMultipartUploads answer could not be read.")
         }
@@ -267,8 +288,10 @@ extension ObjectStorageClient {
     }
 
     /// Aborts a multipart upload, deleting its parts on the server.
-    public func abortMultipartUpload(bucket: String, key: String, uploadId: String) async throws {
-        try await abortMultipartUpload(bucket: bucket, key: key, uploadId: uploadId, credentials: source())
+    public func abortMultipartUpload(bucket: String, key: String, uploadId: String) async throws(FerryError) {
+        try await FerryError.catching(.network, "AbortMultipartUpload") {
+            try await abortMultipartUpload(bucket: bucket, key: key, uploadId: uploadId, credentials: source())
+        }
     }
 
     func abortMultipartUpload(bucket: String, key: String, uploadId: String, credentials: CredentialSource) async throws {

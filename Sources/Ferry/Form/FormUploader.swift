@@ -104,13 +104,15 @@ public final class FormUploader: Sendable {
     /// The CRC32 (IEEE, zlib's `crc32`) of a file, read in chunks: the value for ``ExtraParameters/crc32``.
     ///
     /// - Throws: ``FerryError`` `.fileNotFound` when the file cannot be read.
-    public static func crc32(of file: URL, chunkSize: Int = 256 * 1024) async throws -> UInt32 {
-        let (size, _) = try FileRanges.attributes(of: file.path)
-        var checksummer = Checksummer(.crc32)
-        for try await chunk in StreamedBody([.file(path: file.path, length: size)], chunkSize: chunkSize).chunks {
-            chunk.withUnsafeBytes { checksummer.update($0) }
+    public static func crc32(of file: URL, chunkSize: Int = 256 * 1024) async throws(FerryError) -> UInt32 {
+        try await FerryError.catching(.fileNotFound, "Reading \(file.path)") {
+            let (size, _) = try FileRanges.attributes(of: file.path)
+            var checksummer = Checksummer(.crc32)
+            for try await chunk in StreamedBody([.file(path: file.path, length: size)], chunkSize: chunkSize).chunks {
+                chunk.withUnsafeBytes { checksummer.update($0) }
+            }
+            return checksummer.finalize().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         }
-        return checksummer.finalize().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
     }
 
     // MARK: Sending

@@ -41,10 +41,13 @@ public final class MediaServiceClient: Sendable {
 
     /// Calls an operation with an `Encodable` input and decodes its answer; for operations this client has no method
     /// for. The request is signed and retried as every other.
-    public func call<Output: Decodable>(_ action: String, _ input: some Encodable, as output: Output.Type) async throws
-        -> Output
+    public func call<Output: Decodable>(_ action: String, _ input: some Encodable, as output: Output.Type)
+        async throws(FerryError) -> Output
     {
-        let answer = try await callJSON(action, body: try MediaContract.encode(input))
+        let body = try FerryError.catching(.invalidArgument, "Encoding the \(action) request") {
+            try MediaContract.encode(input)
+        }
+        let answer = try await callJSON(action, body: body)
         do {
             return try MediaContract.decode(output, from: answer)
         } catch {
@@ -53,8 +56,10 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// Calls an operation with a JSON body and returns the JSON answer as it came (for tools that print it).
-    public func callJSON(_ action: String, body: Data) async throws -> Data {
-        Data(try await send(action, body: [UInt8](body)))
+    public func callJSON(_ action: String, body: Data) async throws(FerryError) -> Data {
+        try await FerryError.catching(.network, "The media service's \(action)") {
+            Data(try await send(action, body: [UInt8](body)))
+        }
     }
 
     /// Signs and sends one operation with the retry policy; returns the body of a 2xx answer.
@@ -146,7 +151,7 @@ public final class MediaServiceClient: Sendable {
         public var auth: UploadAuth
 
         /// Reads a ticket from the base64 `UploadAddress` and `UploadAuth` an app server handed over.
-        public init(id: String, imageURL: String? = nil, address: String, auth: String) throws {
+        public init(id: String, imageURL: String? = nil, address: String, auth: String) throws(FerryError) {
             guard let decodedAddress = UploadAddress(encoded: address), let decodedAuth = UploadAuth(encoded: auth) else {
                 throw FerryError(.server, "The media service sent an upload address or credential that cannot be read.")
             }
@@ -159,7 +164,9 @@ public final class MediaServiceClient: Sendable {
         }
 
         /// A client of the object service the ticket points at, signing with the ticket's credential.
-        public func objectStorageClient(configuration: ObjectStorageClient.Configuration = .init()) throws -> ObjectStorageClient {
+        public func objectStorageClient(configuration: ObjectStorageClient.Configuration = .init()) throws(FerryError)
+            -> ObjectStorageClient
+        {
             guard let url = URL(string: address.endpoint) else {
                 throw FerryError(.invalidArgument, "The upload address has no valid endpoint.")
             }
@@ -169,7 +176,7 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// Creates a video and returns where to upload its file.
-    public func createUploadVideo(_ video: VideoDescription) async throws -> UploadTicket {
+    public func createUploadVideo(_ video: VideoDescription) async throws(FerryError) -> UploadTicket {
         let request = MediaContract.CreateUploadVideoRequest(
             title: video.title, fileName: video.fileName, fileSize: video.fileSize, description: video.description,
             coverURL: video.coverURL, cateId: video.cateId, tags: video.tags, transcode: video.transcode,
@@ -179,7 +186,7 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// A fresh credential for the same video upload.
-    public func refreshUploadVideo(videoId: String) async throws -> UploadTicket {
+    public func refreshUploadVideo(videoId: String) async throws(FerryError) -> UploadTicket {
         let answer = try await call(
             "RefreshUploadVideo", MediaContract.VideoIdRequest(videoId: videoId), as: MediaContract.UploadTicketAnswer.self)
         return try UploadTicket(id: videoId, address: answer.uploadAddress, auth: answer.uploadAuth)
@@ -189,7 +196,7 @@ public final class MediaServiceClient: Sendable {
     public func createUploadImage(
         type: String = "default", ext: String = "png", title: String? = nil, tags: String? = nil, cateId: Int? = nil,
         description: String? = nil
-    ) async throws -> UploadTicket {
+    ) async throws(FerryError) -> UploadTicket {
         let request = MediaContract.CreateUploadImageRequest(
             imageType: type, imageExt: ext, title: title, tags: tags, cateId: cateId, description: description)
         let answer = try await call("CreateUploadImage", request, as: MediaContract.UploadTicketAnswer.self)
@@ -198,7 +205,7 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// A fresh credential for the same image file, while the image is still being uploaded.
-    public func refreshUploadImage(imageId: String) async throws -> UploadTicket {
+    public func refreshUploadImage(imageId: String) async throws(FerryError) -> UploadTicket {
         let answer = try await call(
             "RefreshUploadImage", MediaContract.ImageIdRequest(imageId: imageId), as: MediaContract.UploadTicketAnswer.self)
         return try UploadTicket(
@@ -206,7 +213,7 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// The video's catalog entry.
-    public func getVideoInfo(videoId: String) async throws -> VideoInfo {
+    public func getVideoInfo(videoId: String) async throws(FerryError) -> VideoInfo {
         try await call("GetVideoInfo", MediaContract.VideoIdRequest(videoId: videoId), as: MediaContract.VideoInfoAnswer.self)
             .video
     }
@@ -217,7 +224,7 @@ public final class MediaServiceClient: Sendable {
     /// `InvalidVideo.NoneStream` (404) until the video is `Normal`.
     public func getPlayInfo(
         videoId: String, authTimeout: Int = 3600, formats: [String]? = nil, definitions: [String]? = nil
-    ) async throws -> PlayInfo {
+    ) async throws(FerryError) -> PlayInfo {
         let request = MediaContract.PlayInfoRequest(
             videoId: videoId, authTimeout: authTimeout, formats: formats?.joined(separator: ","),
             definition: definitions?.joined(separator: ","))
@@ -226,7 +233,7 @@ public final class MediaServiceClient: Sendable {
 
     /// The video's source file: what ffprobe found in it, and a signed URL to download it (valid `authTimeout`
     /// seconds). Available once the source is stored (also when processing failed: the source is kept).
-    public func getMezzanineInfo(videoId: String, authTimeout: Int = 3600) async throws -> MezzanineInfo {
+    public func getMezzanineInfo(videoId: String, authTimeout: Int = 3600) async throws(FerryError) -> MezzanineInfo {
         try await call(
             "GetMezzanineInfo", MediaContract.MezzanineInfoRequest(videoId: videoId, authTimeout: authTimeout),
             as: MediaContract.MezzanineInfoAnswer.self
@@ -234,14 +241,14 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// A page of videos, newest first, and how many match.
-    public func listVideos(status: String? = nil, pageNo: Int = 1, pageSize: Int = 20) async throws -> (videos: [VideoInfo], total: Int) {
+    public func listVideos(status: String? = nil, pageNo: Int = 1, pageSize: Int = 20) async throws(FerryError) -> (videos: [VideoInfo], total: Int) {
         let request = MediaContract.ListVideosRequest(status: status, pageNo: pageNo, pageSize: pageSize)
         let answer = try await call("ListVideos", request, as: MediaContract.VideoListAnswer.self)
         return (answer.videoList, answer.total)
     }
 
     /// Deletes videos (at most 20) and their files.
-    public func deleteVideos(_ videoIds: [String]) async throws {
+    public func deleteVideos(_ videoIds: [String]) async throws(FerryError) {
         _ = try await call(
             "DeleteVideo", MediaContract.DeleteVideoRequest(videoIds: videoIds), as: MediaContract.DeleteVideoAnswer.self)
     }
@@ -249,7 +256,7 @@ public final class MediaServiceClient: Sendable {
     // MARK: STS and access keys
 
     /// Temporary credentials for `durationSeconds` (900–43200), narrowed by `policy` when given.
-    public func assumeRole(durationSeconds: Int = 3600, policy: AccessPolicy? = nil) async throws -> Credentials {
+    public func assumeRole(durationSeconds: Int = 3600, policy: AccessPolicy? = nil) async throws(FerryError) -> Credentials {
         let issued = try await call(
             "AssumeRole", MediaContract.AssumeRoleRequest(durationSeconds: durationSeconds, policy: policy),
             as: MediaContract.AssumeRoleAnswer.self
@@ -260,7 +267,7 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// Creates a long-term access key with a policy (root key only).
-    public func createAccessKey(policy: AccessPolicy, description: String = "") async throws -> Credentials {
+    public func createAccessKey(policy: AccessPolicy, description: String = "") async throws(FerryError) -> Credentials {
         let key = try await call(
             "CreateAccessKey", MediaContract.CreateAccessKeyRequest(policy: policy, description: description),
             as: MediaContract.CreateAccessKeyAnswer.self
@@ -269,20 +276,23 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// Access keys as (id, status, description) (root key only).
-    public func listAccessKeys() async throws -> [(accessKeyId: String, status: String, description: String)] {
+    public func listAccessKeys() async throws(FerryError) -> [(accessKeyId: String, status: String, description: String)] {
         try await accessKeys().map { ($0.accessKeyId, $0.status, $0.description) }
     }
 
     /// Access keys with their creation time and policy (root key only).
-    public func accessKeys() async throws -> [MediaContract.AccessKey] {
+    public func accessKeys() async throws(FerryError) -> [MediaContract.AccessKey] {
         try await call("ListAccessKeys", MediaContract.ListAccessKeysRequest(), as: MediaContract.ListAccessKeysAnswer.self)
             .accessKeys
     }
 
     /// Disables an access key (root key only); its temporary credentials stop working too.
-    public func disableAccessKey(_ accessKeyId: String) async throws {
+    public func disableAccessKey(_ accessKeyId: String) async throws(FerryError) {
         let request = MediaContract.AccessKeyIdRequest(accessKeyId: accessKeyId)
-        _ = try await callJSON("DisableAccessKey", body: MediaContract.encode(request))
+        let body = try FerryError.catching(.invalidArgument, "Encoding the DisableAccessKey request") {
+            try MediaContract.encode(request)
+        }
+        _ = try await callJSON("DisableAccessKey", body: body)
     }
 }
 

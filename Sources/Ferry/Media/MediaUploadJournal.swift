@@ -33,15 +33,21 @@ public struct MediaUploadJournal: Sendable {
     }
 
     /// The size and modification time of a file, as entries record them.
-    public static func fingerprint(of file: URL) throws -> String {
-        let attributes = try FileRanges.attributes(of: file.path)
+    ///
+    /// - Throws: ``FerryError`` `fileNotFound` when the file cannot be read.
+    public static func fingerprint(of file: URL) throws(FerryError) -> String {
+        let attributes = try FerryError.catching(.fileNotFound, "Reading \(file.path)") {
+            try FileRanges.attributes(of: file.path)
+        }
         return "\(attributes.size)-\(attributes.modified)"
     }
 
     /// A token for CreateUploadVideo's `ClientToken` that names this file as it is now (its path, size and
     /// modification time): a run killed between creating the video and recording it gets the same video back when it
     /// asks again.
-    public static func clientToken(for file: URL) throws -> String {
+    ///
+    /// - Throws: ``FerryError`` `fileNotFound` when the file cannot be read.
+    public static func clientToken(for file: URL) throws(FerryError) -> String {
         String(SigV4.hexSHA256(file.standardizedFileURL.path + "\n" + (try fingerprint(of: file))).prefix(32))
     }
 
@@ -61,9 +67,13 @@ public struct MediaUploadJournal: Sendable {
     }
 
     /// Records that `file` is being uploaded as `id` to `bucket`/`key`.
-    public func record(_ file: URL, id: String, bucket: String, key: String) throws {
+    ///
+    /// - Throws: ``FerryError`` when the file cannot be read or the entry cannot be written.
+    public func record(_ file: URL, id: String, bucket: String, key: String) throws(FerryError) {
         let entry = Entry(fingerprint: try Self.fingerprint(of: file), id: id, bucket: bucket, key: key, createdAt: Date())
-        try files.write(entry, name: entryName(file), what: "media upload journal entry")
+        try FerryError.catching(.invalidArgument, "Writing the media upload journal") {
+            try files.write(entry, name: entryName(file), what: "media upload journal entry")
+        }
     }
 
     /// Forgets the upload of `file` (it finished, or was cancelled).

@@ -568,7 +568,10 @@ public actor ResumableUploadTask {
 
 extension ObjectStorageClient {
     /// Starts a resumable upload of a file; files below the multipart threshold go in one PUT.
-    public func upload(_ request: ResumableUploadRequest) async throws -> ResumableUploadTask {
+    ///
+    /// - Throws: ``FerryError``: `invalidArgument` for a concurrency below 1 or adaptive part sizes that cannot work,
+    ///   `fileNotFound` when the file cannot be read.
+    public func upload(_ request: ResumableUploadRequest) async throws(FerryError) -> ResumableUploadTask {
         guard request.concurrency >= 1 else {
             throw FerryError(.invalidArgument, "Concurrency must be at least 1.")
         }
@@ -579,7 +582,9 @@ extension ObjectStorageClient {
                     "Adaptive part sizes need 0 < minimum ≤ maximum < 4 GiB and a positive target duration.")
             }
         }
-        _ = try FileRanges.attributes(of: request.fileURL.path)
+        _ = try FerryError.catching(.fileNotFound, "Reading \(request.fileURL.path)") {
+            try FileRanges.attributes(of: request.fileURL.path)
+        }
         let task = ResumableUploadTask(client: self, request: request)
         await task.start()
         return task
@@ -588,7 +593,7 @@ extension ObjectStorageClient {
     /// Forgets an interrupted upload of `request`'s file: aborts its multipart upload on the server and deletes its
     /// checkpoint. Returns whether there was one.
     @discardableResult
-    public func discardCheckpoint(of request: ResumableUploadRequest) async throws -> Bool {
+    public func discardCheckpoint(of request: ResumableUploadRequest) async throws(FerryError) -> Bool {
         guard let directory = request.recordDirectory else { return false }
         let store = CheckpointStore(directory: directory)
         let id = CheckpointStore.identifier(
@@ -597,13 +602,13 @@ extension ObjectStorageClient {
         guard let checkpoint = store.load(id) else { return false }
         do {
             try await abortMultipartUpload(bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId)
-        } catch let error as FerryError where error.serverCode == "NoSuchUpload" {}
+        } catch where error.serverCode == "NoSuchUpload" {}
         store.delete(id)
         return true
     }
 
     /// Uploads a file to `bucket`/`key` with default options and returns the running upload.
-    public func upload(file: URL, bucket: String, key: String) async throws -> ResumableUploadTask {
+    public func upload(file: URL, bucket: String, key: String) async throws(FerryError) -> ResumableUploadTask {
         try await upload(ResumableUploadRequest(bucket: bucket, key: key, fileURL: file))
     }
 }

@@ -73,12 +73,14 @@ public actor ShortVideoUploader {
     ///
     /// - Throws: ``FerryError`` — `fileNotFound` for a missing file, `invalidArgument` while another upload runs,
     ///   `cancelled` after ``cancel()``, or the failure of either file (with the server's code).
-    public func upload(video: URL, cover: URL, info: MediaInfo, credentials: Credentials) async throws -> ShortVideoResult {
+    public func upload(video: URL, cover: URL, info: MediaInfo, credentials: Credentials) async throws(FerryError)
+        -> ShortVideoResult
+    {
         guard queue == nil else { throw FerryError(.invalidArgument, "A short video is already being uploaded.") }
         do {
             return try await run(video: video, cover: cover, info: info, credentials: credentials)
         } catch {
-            let failure = error as? FerryError ?? FerryError(.network, "\(error)")
+            let failure = FerryError(error, fallback: .network, "The short-video upload")
             if failure.code != .cancelled {
                 continuation.yield(.failed(code: failure.serverCode ?? failure.code.description, message: failure.message))
             }
@@ -200,7 +202,8 @@ public actor ShortVideoUploader {
                 return try await media.createUploadImage(
                     type: "cover", ext: ext.isEmpty ? "png" : ext, title: info.title, tags: info.tags, cateId: info.cateId,
                     description: info.desc)
-            } catch let error as FerryError where UploadQueue.isExpiredToken(error) {
+            } catch {
+                guard UploadQueue.isExpiredToken(error) else { throw error }
                 continuation.yield(.tokenExpired)
                 try await withCheckedThrowingContinuation { tokenWaiter = $0 }
             }

@@ -207,7 +207,9 @@ public actor UploadQueue {
     /// when the app server told it, so the result carries it.
     ///
     /// - Throws: ``FerryError/Code/invalidArgument`` when either cannot be decoded or the item is not in the list.
-    public func setUploadAuth(_ uploadAuth: String, address uploadAddress: String, videoId: String? = nil, for id: Item.ID) throws {
+    public func setUploadAuth(
+        _ uploadAuth: String, address uploadAddress: String, videoId: String? = nil, for id: Item.ID
+    ) throws(FerryError) {
         guard let item = item(id) else { throw FerryError(.invalidArgument, "No item \(id) is in the queue.") }
         let ticket = try MediaServiceClient.UploadTicket(id: videoId ?? "", address: uploadAddress, auth: uploadAuth)
         var withURL = ticket
@@ -224,7 +226,7 @@ public actor UploadQueue {
     ///
     /// - Throws: ``FerryError/Code/invalidArgument`` when the credential cannot be decoded.
     @discardableResult
-    public func resume(withUploadAuth uploadAuth: String) async throws -> Bool {
+    public func resume(withUploadAuth uploadAuth: String) async throws(FerryError) -> Bool {
         guard let auth = UploadAuth(encoded: uploadAuth) else {
             throw FerryError(.invalidArgument, "The upload credential cannot be decoded.")
         }
@@ -555,7 +557,8 @@ public actor UploadQueue {
             if let entry = journal?.lookup(item.fileURL) {
                 do {
                     return try await media.refreshUploadVideo(videoId: entry.id)
-                } catch let error as FerryError where error.httpStatus == 404 || error.httpStatus == 409 {
+                } catch {
+                    guard error.httpStatus == 404 || error.httpStatus == 409 else { throw error }
                     journal?.remove(item.fileURL)  // the video is gone, or stored already; make a new one
                 }
             }
