@@ -1,9 +1,10 @@
 /// An error from the Ferry client, with what the server said when there was a response. Every client entry point
 /// (the engine, the media, publish and form clients, the transports' file bodies) reports failures as this type.
 ///
-/// Match on ``code``:
+/// Match on ``code``. The client's entry points throw it as their one error type (`throws(FerryError)`), so a `catch`
+/// needs no cast:
 /// ```swift
-/// do { try await handle.result } catch let error as FerryError where error.code == .credentialsExpired { … }
+/// do { try await client.headObject(bucket: "media", key: "movie.mp4") } catch where error.code == .network { … }
 /// ```
 /// Messages never contain secrets, signatures or session tokens.
 public struct FerryError: Error, Sendable, CustomStringConvertible {
