@@ -107,7 +107,16 @@ struct MediaJobLifecycleTests {
         let keys = listing.text.components(separatedBy: "<Key>").dropFirst().compactMap { $0.components(separatedBy: "</Key>").first }
         #expect(!keys.isEmpty)
         #expect(Set(keys.map { $0.split(separator: "/")[3] }).count == 1, "\(keys)")
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: data + "/media-work")) ?? []).isEmpty)
+        // A job removes its working directory once it ends, a moment after it published (and the cover job may still be
+        // running when the video is Normal): wait for that, up to 30 s, then nothing may be left.
+        let workDirectory = data + "/media-work"
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !((try? FileManager.default.contentsOfDirectory(atPath: workDirectory)) ?? []).isEmpty,
+            ContinuousClock.now < deadline
+        {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: workDirectory)) ?? []).isEmpty)
         await second.stop()
     }
 }

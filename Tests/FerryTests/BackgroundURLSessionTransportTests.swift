@@ -75,6 +75,28 @@ struct BackgroundURLSessionTransportTests {
         #expect(try Self.spoolFiles(in: spool) == [])
     }
 
+    @Test("a PUT of a whole object is always sent, even when the ledger kept an answer for its URL")
+    func wholeObjectPutIsAlwaysSent() async throws {
+        let spool = Self.spoolDirectory()
+        defer { try? FileManager.default.removeItem(at: spool) }
+        let port = try await HTTPReceiver.closedPort()
+        let url = "http://127.0.0.1:\(port)/background/avatar.jpg"
+        let answer = BackgroundTaskLedger.Answer(
+            status: 200, headers: [.init(name: "ETag", value: "\"old\"")], body: Data())
+        _ = BackgroundTaskLedger(directory: spool).finish(key: "PUT " + url, spoolFile: nil, answer: answer)
+        let transport = try BackgroundURLSessionTransport(identifier: "test.\(UUID())", spoolDirectory: spool)
+        let request = TransportRequest(method: "PUT", url: url, headers: [], body: [1, 2, 3], timeout: .seconds(30))
+        // Other bytes than the ones the kept answer was for: they go to the (closed) port, and fail there.
+        await #expect(throws: TransportError.self) {
+            _ = try await transport.send(request, bodyProgress: { _ in }, responseSink: nil)
+        }
+        #expect(transport.backgroundTasksStarted == 1)
+        #expect(BackgroundURLSessionTransport.isPartOfMultipartUpload(
+            TransportRequest(method: "PUT", url: url + "?partNumber=1&uploadId=U", headers: [], timeout: .seconds(1))))
+        #expect(!BackgroundURLSessionTransport.isPartOfMultipartUpload(
+            TransportRequest(method: "PUT", url: url + "?uploadId=", headers: [], timeout: .seconds(1))))
+    }
+
     @Test("orphan spool files are deleted at creation; one a ledger entry names stays until its task is known gone")
     func orphanSpoolFiles() async throws {
         let spool = Self.spoolDirectory()

@@ -21,7 +21,8 @@ import FoundationNetworking
 /// it, the answer: status, response headers (the part's ETag and checksums) and body. No request header is stored.
 /// When the engine, resumed from its checkpoint, sends that part again, ``send(_:bodyProgress:responseSink:)`` returns
 /// the recorded answer instead of uploading the part twice; when the part's task is still running, it awaits that
-/// task instead of starting another. (ListParts, which the engine runs when it resumes, remains the authority on
+/// task instead of starting another. Only requests of a multipart upload (whose URL names its upload id) are answered
+/// so; a PUT of a whole object is always sent, since the same URL may then carry other bytes. (ListParts, which the engine runs when it resumes, remains the authority on
 /// what the server holds.)
 ///
 /// On Apple platforms the session is `URLSessionConfiguration.background(withIdentifier:)` and launches the app for
@@ -145,7 +146,10 @@ public final class BackgroundURLSessionTransport: HTTPTransport {
             await Self.restore(session: session, delegate: delegate, ledger: ledger)
         }
         let key = Self.key(for: request)
-        while true {
+        // Only requests of a multipart upload are answered from the ledger or joined to a running task: their URL
+        // names the upload id, which a resumed upload keeps only while its file is unchanged. A PUT of a whole
+        // object to the same URL may carry other bytes than the one that finished earlier, so it is always sent.
+        while Self.isPartOfMultipartUpload(request) {
             try Task.checkCancellation()
             if let answer = ledger.takeAnswer(key: key) {
                 if request.bodyLength > 0 { bodyProgress(Int(request.bodyLength)) }
@@ -236,6 +240,13 @@ public final class BackgroundURLSessionTransport: HTTPTransport {
     static func goesInBackground(_ request: TransportRequest) -> Bool {
         (request.method == "PUT" || request.method == "POST")
             && (request.streamedBody != nil || request.bodyLength > 0)
+    }
+
+    /// Whether the request belongs to one multipart upload (an upload part or a completion: its query names the upload
+    /// id), so an answer to the same request is an answer for the same bytes.
+    static func isPartOfMultipartUpload(_ request: TransportRequest) -> Bool {
+        guard let query = URLComponents(string: request.url)?.percentEncodedQueryItems else { return false }
+        return query.contains { $0.name == "uploadId" && !($0.value ?? "").isEmpty }
     }
 
     /// The request's key, also its task's `taskDescription`: the method, a space and the URL.
