@@ -67,22 +67,20 @@ struct MediaOpenAPITests {
         #expect(names.count == 20)
         #expect(names.contains { $0.hasSuffix(".404.json") })
         #expect(names.contains { $0.hasSuffix(".400.json") })
-        let spec = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("docs/openapi.yaml").path
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts/validate_openapi.py").path
-        let result = try await runBlocking { () -> (Int32, String) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script, spec, captures]
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = out
-            try process.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-        }
-        #expect(result.0 == 0, "\(result.1)")
-        #expect(result.1.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 21)
+        let result = try await Self.validate(captures, with: "validate_openapi.py")
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 21)
+    }
+
+    /// Runs one of the validators in Scripts/ on docs/openapi.yaml and a directory of captured JSON; its exit status
+    /// and everything it printed.
+    static func validate(_ captures: String, with script: String) async throws -> (status: Int32, output: String) {
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        let spec = tests.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/openapi.yaml")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", tests.appendingPathComponent("Scripts/" + script).path, spec.path, captures]
+        let run = try await runBlocking { try process.runCapturing() }
+        return (process.terminationStatus, run.output + run.errorOutput)
     }
 }

@@ -123,25 +123,9 @@ struct MediaRequestContractTests {
         #expect(sent["DeleteVideo"]?["VideoIds"] as? String == "v1,v2")
         #expect(sent["ListAccessKeys"]?.isEmpty == true)
 
-        let spec = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-            .appendingPathComponent("docs/openapi.yaml").path
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("Scripts/validate_openapi_requests.py").path
-        let result = try await runBlocking { () -> (Int32, String) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script, spec, captures]
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = out
-            try process.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-        }
-        #expect(result.0 == 0, "\(result.1)")
-        #expect(result.1.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 13, "\(result.1)")
+        let result = try await MediaOpenAPITests.validate(captures, with: "validate_openapi_requests.py")
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 13, "\(result.output)")
     }
 
     @Test("the server's refusals of a bad request name the wire field")
