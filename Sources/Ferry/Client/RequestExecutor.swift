@@ -96,8 +96,7 @@ extension ObjectStorageClient {
                     metadata: ["ferry.attempt": "\(attempt)", "ferry.error": "\(error.code)", "ferry.server-code": "\(error.serverCode ?? "")"])
                 observer.retrying(attempt, error, delay)
             }
-        ) {
-            attempt in
+        ) { attempt in
             // Credentials the server calls expired are refreshed (once for all requests refused together) and the
             // request sent again at once: that is not a retry.
             while true {
