@@ -254,4 +254,24 @@ struct MediaContractRequestTests {
             #expect(context.codingPath.map(\.stringValue) == ["DurationSeconds"])
         }
     }
+
+    @Test("answers that carry a secret print, debug-print and dump without it")
+    func secretsNeverPrinted() {
+        let credentials = MediaContract.TemporaryCredentials(
+            accessKeyId: "STSKEY", accessKeySecret: "sts-secret-value", securityToken: "token-value",
+            expiration: "2030-01-01T00:00:00Z")
+        let key = MediaContract.NewAccessKey(accessKeyId: "FKIANEW", accessKeySecret: "key-secret-value", status: "active")
+        for (value, secrets) in [
+            (credentials as Any, ["sts-secret-value", "token-value"]), (key as Any, ["key-secret-value"]),
+            (MediaContract.AssumeRoleAnswer(credentials: credentials) as Any, ["sts-secret-value", "token-value"]),
+            (MediaContract.CreateAccessKeyAnswer(accessKey: key) as Any, ["key-secret-value"]),
+        ] {
+            var dumped = ""
+            dump(value, to: &dumped)
+            for text in ["\(value)", String(reflecting: value), dumped] {
+                #expect(!secrets.contains { text.contains($0) }, "\(text)")
+            }
+        }
+        #expect("\(credentials)".contains("STSKEY") && "\(key)".contains("FKIANEW"))
+    }
 }

@@ -261,3 +261,32 @@ extension MediaContract {
         enum CodingKeys: String, CodingKey { case accessKeys = "AccessKeys" }
     }
 }
+
+extension MediaContract.TemporaryCredentials: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The key id and expiry only; the secret and the token are never printed.
+    public var description: String { "TemporaryCredentials(\(accessKeyId), expires \(expiration))" }
+    /// Same as ``description``: no secret, no token.
+    public var debugDescription: String { description }
+    /// A mirror without the secret and the token.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "securityToken": "<redacted>",
+                "expiration": expiration,
+            ], displayStyle: .struct)
+    }
+}
+
+extension MediaContract.NewAccessKey: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The key id and status only; the secret is never printed.
+    public var description: String { "NewAccessKey(\(accessKeyId), \(status))" }
+    /// Same as ``description``: no secret.
+    public var debugDescription: String { description }
+    /// A mirror without the secret.
+    public var customMirror: Mirror {
+        Mirror(
+            self, children: ["accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "status": status],
+            displayStyle: .struct)
+    }
+}
