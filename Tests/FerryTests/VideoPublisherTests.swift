@@ -281,13 +281,15 @@ struct VideoPublisherTests {
         let video = try Self.makeFile("ok.mp4", size: 10, in: directory)
         // Nothing listens on this endpoint: a request would fail, but none is made.
         let publisher = Self.publisher("http://127.0.0.1:9", records: directory + "/records")
-        func code(_ parameters: PublishParameters) -> PublishError.Code? {
+        func code(_ parameters: PublishParameters) -> PublishCode? {
             do {
                 _ = try publisher.publish(parameters)
                 return nil
             } catch {
+                // One error type: the seed's retCode is a view of the FerryError, whose kind agrees with it.
                 #expect(!error.message.isEmpty)
-                return error.code
+                #expect(error.code == (error.publishCode == .fileNotExist ? .fileNotFound : .invalidArgument))
+                return error.publishCode
             }
         }
         #expect(code(PublishParameters(signature: "", videoPath: video.path)) == .invalidSignature)
@@ -298,9 +300,9 @@ struct VideoPublisherTests {
         #expect(
             code(PublishParameters(signature: "sig", videoPath: video.path, coverPath: directory + "/none.jpg"))
                 == .fileNotExist)
-        #expect(PublishError.Code.invalidSignature.rawValue == 1012)
-        #expect(PublishError.Code.invalidVideoPath.rawValue == 1013)
-        #expect(PublishError.Code.fileNotExist.rawValue == 1008)
+        #expect(PublishCode.invalidSignature.rawValue == 1012)
+        #expect(PublishCode.invalidVideoPath.rawValue == 1013)
+        #expect(PublishCode.fileNotExist.rawValue == 1008)
         #expect(Self.publishRecords(directory + "/records").isEmpty)
     }
 
@@ -325,10 +327,19 @@ struct VideoPublisherTests {
             #expect(expired.code == .signatureExpired)
             #expect(expired.descMsg.contains("expired"))
             #expect(expiredLog.completions == [expired])
+            // The retCode is a view of the result's FerryError, which keeps what the service said.
+            let expiredError = try #require(expired.error)
+            #expect(expiredError.publishCode == .signatureExpired)
+            #expect(expiredError.code == .credentialsExpired)
+            #expect(expiredError.serverCode == "SignatureExpired")
+            #expect(expiredError.httpStatus == 403)
+            #expect(expiredError.message == expired.descMsg)
 
             let (bad, _) = try await publish(server.publishSignature(secret: "not-the-secret"))
             #expect(bad.retCode == 1001)
             #expect(bad.descMsg == "The signature does not verify.")
+            #expect(bad.error?.code == .server)
+            #expect(bad.error?.serverCode == "InvalidSignature")
             let (unknown, _) = try await publish(server.publishSignature(secretId: "FKIANOSUCHKEY000", secret: "x"))
             #expect(unknown.retCode == 1001)
             #expect(unknown.descMsg == "The signature does not verify.")
@@ -358,6 +369,7 @@ struct VideoPublisherTests {
             let result = await task.result
             await collector.value
             #expect(result.retCode == 1017)
+            #expect(result.error?.code == .cancelled)
             #expect(log.events.count == 1)
             #expect(log.completions == [result])
             try await proxy.shutdown()
@@ -384,6 +396,11 @@ struct VideoPublisherTests {
             #expect(videoFailed.retCode == 1003, "\(videoFailed.descMsg)")
             #expect(videoFailed.code == .videoUploadFailed)
             #expect(!videoFailed.descMsg.isEmpty)
+            // Storage's refusal, reported at the video's step: the kind, status and code are storage's.
+            #expect(videoFailed.error?.publishCode == .videoUploadFailed)
+            #expect(videoFailed.error?.code == .server)
+            #expect(videoFailed.error?.httpStatus == 403)
+            #expect(videoFailed.error?.serverCode == "AccessDenied")
             proxy.clearFaults()
 
             // The cover: storage keeps failing it; the video is stored by then.
@@ -405,6 +422,7 @@ struct VideoPublisherTests {
             let commitFailed = try await publisher.publish(parameters).result
             #expect(commitFailed.retCode == 1005, "\(commitFailed.descMsg)")
             #expect(commitFailed.code == .finishRequestFailed)
+            #expect(commitFailed.error?.httpStatus == 500)
             // The video was already stored: only the cover went again.
             #expect(!proxy.log.contains { $0.method == "PUT" && $0.path.contains("/source.") })
             #expect(proxy.log.contains { $0.method == "PUT" && $0.path.contains("/cover.") })

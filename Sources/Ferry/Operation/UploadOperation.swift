@@ -12,7 +12,8 @@
 /// ```
 ///
 /// The operation runs whether or not anyone reads its events or awaits its result. Failures are ``FerryError``s (a
-/// publish reports its failure in ``PublishResult/retCode`` instead, as the seed SDK does, and never throws).
+/// publish's result never throws, as in the seed SDK: it carries the ``FerryError`` in ``PublishResult/error``, with
+/// the seed's `retCode` in ``PublishResult/retCode``).
 public protocol UploadOperation: Sendable {
     /// What the operation reports while it runs.
     associatedtype Event: Sendable

@@ -1,7 +1,11 @@
+import FerryCore
+
 /// How a publish ended, as the seed's `TXPublishResult`: `retCode` 0 with the video's id and URLs, or an error code
-/// and message.
+/// and message — a view of the ``error``, which has the rest (its kind, HTTP status, server code, request ids).
+///
+/// Two results are equal when their seed fields (`retCode`, `descMsg`, the id and URLs) are.
 public struct PublishResult: Sendable, Hashable {
-    /// 0 when published, else one of ``PublishError/Code``'s values.
+    /// 0 when published, else one of ``PublishCode``'s values: the ``error``'s ``FerryError/publishCode``.
     public var retCode: Int
     /// What happened, for people: `OK`, or the failure.
     public var descMsg: String
@@ -12,6 +16,8 @@ public struct PublishResult: Sendable, Hashable {
     /// A URL that serves the cover (signed, valid for 7 days): the cover published with the video, or, without one,
     /// the cover the service takes from the video (when the service processes videos).
     public var coverURL: String?
+    /// Why the publish failed; nil when it was published.
+    public var error: FerryError?
 
     /// Creates a result.
     public init(retCode: Int, descMsg: String, videoId: String? = nil, videoURL: String? = nil, coverURL: String? = nil)
@@ -23,13 +29,27 @@ public struct PublishResult: Sendable, Hashable {
         self.coverURL = coverURL
     }
 
-    /// A failed result.
-    init(_ error: PublishError) {
-        self.init(retCode: error.code.rawValue, descMsg: error.message)
+    /// A failed result: the error's ``FerryError/publishCode`` and message.
+    public init(_ error: FerryError) {
+        self.init(retCode: error.publishCode.rawValue, descMsg: error.message)
+        self.error = error
     }
 
     /// ``retCode`` as a code.
-    public var code: PublishError.Code { PublishError.Code(rawValue: retCode) }
+    public var code: PublishCode { PublishCode(rawValue: retCode) }
+
+    public static func == (lhs: PublishResult, rhs: PublishResult) -> Bool {
+        (lhs.retCode, lhs.descMsg, lhs.videoId, lhs.videoURL, lhs.coverURL)
+            == (rhs.retCode, rhs.descMsg, rhs.videoId, rhs.videoURL, rhs.coverURL)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(retCode)
+        hasher.combine(descMsg)
+        hasher.combine(videoId)
+        hasher.combine(videoURL)
+        hasher.combine(coverURL)
+    }
 }
 
 /// What happens during a publish, as the seed's `TXVideoPublishListener` callbacks; the sequence finishes after

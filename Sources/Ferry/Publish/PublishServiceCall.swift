@@ -50,26 +50,29 @@ struct PublishServiceCall: Sendable {
         }
     }
 
-    /// The error a refusal of the service maps to: an expired signature is 1020, anything else `code`.
-    private static func refusal(_ object: [String: Any], status: Int, code: PublishError.Code) -> PublishError {
+    /// The error a refusal of the service maps to: an expired signature is `.credentialsExpired` with 1020, anything
+    /// else `.server` with `step`.
+    private static func refusal(_ object: [String: Any], status: Int, step: PublishCode) -> FerryError {
         let serverCode = object["code"] as? String
         let message = (object["message"] as? String) ?? "The service answered HTTP \(status)."
-        return PublishError(
-            serverCode == "SignatureExpired" ? .signatureExpired : code, message, serverCode: serverCode,
-            httpStatus: status, requestId: object["requestId"] as? String)
+        let expired = serverCode == "SignatureExpired"
+        return .publish(
+            expired ? .credentialsExpired : .server, expired ? .signatureExpired : step, message, httpStatus: status,
+            serverCode: serverCode, requestId: object["requestId"] as? String)
     }
 
-    private static func failure(_ error: any Error, code: PublishError.Code, parse: PublishError.Code) -> PublishError {
-        if error is CancellationError { return PublishError(.userCancelled, "The publish was cancelled.") }
+    /// A call that got no usable answer: cancelled (1017), an answer that is not JSON (`parse`), or the service
+    /// not reached after retries (`step`, the transport's kind and words kept).
+    private static func failure(_ error: any Error, step: PublishCode, parse: PublishCode) -> FerryError {
         if let answer = error as? PublishServiceAnswerError {
-            return PublishError(
-                parse, "The service's answer (HTTP \(answer.status)) is not JSON.", httpStatus: answer.status)
+            return .publish(
+                .server, parse, "The service's answer (HTTP \(answer.status)) is not JSON.", httpStatus: answer.status)
         }
-        return PublishError(code, "The service could not be reached: \(error)")
+        return .publish(FerryError(error, fallback: .network, "The request to the service"), at: step)
     }
 
     /// ApplyUploadUGC: a new video, or (with `vodSessionKey`) the same one with a fresh credential.
-    func apply(_ parameters: PublishParameters, job: PublishJob, vodSessionKey: String?) async throws(PublishError)
+    func apply(_ parameters: PublishParameters, job: PublishJob, vodSessionKey: String?) async throws(FerryError)
         -> PublishTicket
     {
         let request = PublishContract.ApplyRequest(
@@ -80,14 +83,16 @@ struct PublishServiceCall: Sendable {
         do {
             answer = try await post("ApplyUploadUGC", try Self.object(request))
         } catch {
-            throw Self.failure(error, code: .requestFailed, parse: .parseFailed)
+            throw Self.failure(error, step: .requestFailed, parse: .parseFailed)
         }
         guard (200..<300).contains(answer.status) else {
-            throw Self.refusal(answer.object, status: answer.status, code: .requestFailed)
+            throw Self.refusal(answer.object, status: answer.status, step: .requestFailed)
         }
         guard let applied = Self.decode(PublishContract.ApplyAnswer.self, answer.object),
             let endpoint = URL(string: applied.storageEndpoint), let auth = UploadAuth(encoded: applied.uploadAuth)
-        else { throw PublishError(.parseFailed, "The service's answer to the application lacks the upload details.") }
+        else {
+            throw .publish(.server, .parseFailed, "The service's answer to the application lacks the upload details.")
+        }
         return PublishTicket(
             vodSessionKey: applied.vodSessionKey, videoId: applied.videoId, endpoint: endpoint, bucket: applied.storageBucket,
             videoKey: applied.videoKey, coverKey: applied.coverKey, auth: auth)
@@ -105,22 +110,23 @@ struct PublishServiceCall: Sendable {
     }
 
     /// CommitUploadUGC: the service checks the files are stored and answers the video id and URLs.
-    func commit(_ parameters: PublishParameters, vodSessionKey: String) async throws(PublishError) -> PublishResult {
+    func commit(_ parameters: PublishParameters, vodSessionKey: String) async throws(FerryError) -> PublishResult {
         let answer: (status: Int, object: [String: Any])
         do {
             answer = try await post(
                 "CommitUploadUGC", try Self.object(PublishContract.CommitRequest(signature: parameters.signature, vodSessionKey: vodSessionKey)))
         } catch {
-            throw Self.failure(error, code: .finishRequestFailed, parse: .finishResponseFailed)
+            throw Self.failure(error, step: .finishRequestFailed, parse: .finishResponseFailed)
         }
         guard (200..<300).contains(answer.status) else {
-            throw Self.refusal(answer.object, status: answer.status, code: .finishRequestFailed)
+            throw Self.refusal(answer.object, status: answer.status, step: .finishRequestFailed)
         }
         guard let committed = Self.decode(PublishContract.CommitAnswer.self, answer.object) else {
-            throw PublishError(.finishResponseFailed, "The service's answer to the commit lacks the video id or URL.")
+            throw .publish(
+                .server, .finishResponseFailed, "The service's answer to the commit lacks the video id or URL.")
         }
         return PublishResult(
-            retCode: PublishError.Code.ok.rawValue, descMsg: "OK", videoId: committed.fileId, videoURL: committed.mediaURL,
+            retCode: PublishCode.ok.rawValue, descMsg: "OK", videoId: committed.fileId, videoURL: committed.mediaURL,
             coverURL: committed.coverURL)
     }
 }

@@ -69,7 +69,7 @@ actor PublishRun {
         } catch {
             // `cancel()` cancels this task first, so a request it interrupted reads as a cancel, not a failure.
             let wasCancelled = cancelled || Task.isCancelled
-            result = PublishResult(wasCancelled ? PublishError(.userCancelled, "The publish was cancelled.") : error)
+            result = PublishResult(wasCancelled ? .publishCancelled() : error)
         }
         continuation.yield(.completed(result))
         continuation.finish()
@@ -84,13 +84,13 @@ actor PublishRun {
         continuation.yield(.progress(uploadBytes: value, totalBytes: job.totalBytes))
     }
 
-    private func checkCancelled() throws(PublishError) {
-        if cancelled || Task.isCancelled { throw PublishError(.userCancelled, "The publish was cancelled.") }
+    private func checkCancelled() throws(FerryError) {
+        if cancelled || Task.isCancelled { throw .publishCancelled() }
     }
 
     // MARK: Steps
 
-    private func publish() async throws(PublishError) -> PublishResult {
+    private func publish() async throws(FerryError) -> PublishResult {
         let service = PublishServiceCall(endpoint: job.endpoint, configuration: job.configuration.client)
         try checkCancelled()
         let fingerprints = try self.fingerprints()
@@ -114,7 +114,7 @@ actor PublishRun {
         }
         try checkCancelled()
         if ticket == nil { ticket = try await service.apply(parameters, job: job, vodSessionKey: nil) }
-        guard var ticket else { throw PublishError(.parseFailed, "The service did not answer the application.") }
+        guard var ticket else { throw .publish(.server, .parseFailed, "The service did not answer the application.") }
         try checkCancelled()
         var record = PublishRecord(
             video: fingerprints.video, cover: fingerprints.cover, vodSessionKey: ticket.vodSessionKey,
@@ -133,7 +133,7 @@ actor PublishRun {
         }
         if let cover = job.coverURL {
             guard let key = ticket.coverKey else {
-                throw PublishError(.parseFailed, "The service gave no storage key for the cover.")
+                throw .publish(.server, .parseFailed, "The service gave no storage key for the cover.")
             }
             try await send(cover, key: key, base: job.videoSize, failure: .coverUploadFailed, ticket: &ticket, service)
         }
@@ -151,14 +151,16 @@ actor PublishRun {
         return committed
     }
 
-    private func fingerprints() throws(PublishError) -> (video: FileFingerprint, cover: FileFingerprint?) {
+    private func fingerprints() throws(FerryError) -> (video: FileFingerprint, cover: FileFingerprint?) {
         do {
             return (
                 try FileFingerprint.of(path: job.videoURL.path),
                 try job.coverURL.map { try FileFingerprint.of(path: $0.path) }
             )
         } catch {
-            throw PublishError(.fileNotExist, "The video or cover file can no longer be read.")
+            throw .publish(
+                .fileNotFound, .fileNotExist, "The video or cover file can no longer be read.",
+                underlying: error)
         }
     }
 
@@ -181,9 +183,9 @@ actor PublishRun {
 
     /// Uploads one file through the engine, renewing the credential from the service when it expires.
     private func send(
-        _ file: URL, key: String, base: Int64, failure: PublishError.Code, ticket: inout PublishTicket,
+        _ file: URL, key: String, base: Int64, failure: PublishCode, ticket: inout PublishTicket,
         _ service: PublishServiceCall
-    ) async throws(PublishError) {
+    ) async throws(FerryError) {
         try checkCancelled()
         let client = ObjectStorageClient(
             endpoint: ticket.endpoint, region: ticket.auth.region, credentials: ticket.auth.ferryCredentials,
@@ -201,7 +203,7 @@ actor PublishRun {
         do {
             task = try await client.upload(request)
         } catch {
-            throw PublishError(failure, "The upload could not start: \(Self.describe(error))")
+            throw .publish(error, at: failure)
         }
         upload = task
         defer { upload = nil }
@@ -225,16 +227,9 @@ actor PublishRun {
         }
         do {
             _ = try await task.result
-        } catch let error as FerryError where error.code == .cancelled {
-            throw PublishError(.userCancelled, "The publish was cancelled.")
         } catch {
-            throw PublishError(
-                failure, Self.describe(error), serverCode: (error as? FerryError)?.serverCode,
-                httpStatus: (error as? FerryError)?.httpStatus, requestId: (error as? FerryError)?.requestId)
+            let failed = FerryError(error, fallback: .server, "The upload")
+            throw failed.code == .cancelled ? .publishCancelled() : .publish(failed, at: failure)
         }
-    }
-
-    static func describe(_ error: any Error) -> String {
-        (error as? FerryError)?.message ?? String(describing: error)
     }
 }

@@ -62,14 +62,17 @@ public final class VideoPublisher: Sendable {
     ///
     /// - Parameter parameters: the signature, the video and the optional cover.
     /// - Returns: the running publish: its events, result and cancel.
-    /// - Throws: ``PublishError`` before any request: ``PublishError/Code/invalidSignature`` (1012) for an empty
-    ///   signature, ``PublishError/Code/invalidVideoPath`` (1013) for an empty video path,
-    ///   ``PublishError/Code/fileNotExist`` (1008) when the video or cover cannot be read.
-    public func publish(_ parameters: PublishParameters) throws(PublishError) -> PublishTask {
+    /// - Throws: ``FerryError`` before any request, its ``FerryError/publishCode`` the seed's `retCode`:
+    ///   `.invalidArgument` with ``PublishCode/invalidSignature`` (1012) for an empty signature, `.invalidArgument`
+    ///   with ``PublishCode/invalidVideoPath`` (1013) for an empty video path, `.fileNotFound` with
+    ///   ``PublishCode/fileNotExist`` (1008) when the video or cover cannot be read.
+    public func publish(_ parameters: PublishParameters) throws(FerryError) -> PublishTask {
         guard !parameters.signature.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
-            throw PublishError(.invalidSignature, "The signature is empty.")
+            throw .publish(.invalidArgument, .invalidSignature, "The signature is empty.")
         }
-        guard !parameters.videoPath.isEmpty else { throw PublishError(.invalidVideoPath, "The video path is empty.") }
+        guard !parameters.videoPath.isEmpty else {
+            throw .publish(.invalidArgument, .invalidVideoPath, "The video path is empty.")
+        }
         let video = try Self.readableFile(parameters.videoPath, what: "video")
         var cover: (url: URL, size: Int64)?
         if let path = parameters.coverPath, !path.isEmpty {
@@ -83,12 +86,14 @@ public final class VideoPublisher: Sendable {
     }
 
     /// The absolute URL and size of a regular file that can be read; 1008 otherwise.
-    static func readableFile(_ path: String, what: String) throws(PublishError) -> (url: URL, size: Int64) {
+    static func readableFile(_ path: String, what: String) throws(FerryError) -> (url: URL, size: Int64) {
         let url = URL(fileURLWithPath: path).standardizedFileURL
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue,
             let size = try? FileRanges.attributes(of: url.path).size
-        else { throw PublishError(.fileNotExist, "The \(what) file \(path) does not exist or cannot be read.") }
+        else {
+            throw .publish(.fileNotFound, .fileNotExist, "The \(what) file \(path) does not exist or cannot be read.")
+        }
         return (url, size)
     }
 }

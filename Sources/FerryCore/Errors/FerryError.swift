@@ -57,6 +57,9 @@ public struct FerryError: Error, Sendable, CustomStringConvertible {
     public var underlying: (any Error & Sendable)?
     /// How long the server asked the client to wait before trying again (`Retry-After`), when it said.
     public var retryAfter: Duration?
+    /// The step-specific code a seed-compatible API gave this failure (a publish's `retCode`), when it gave one; the
+    /// client's views of the error (`publishCode`) read it.
+    package var seedCode: Int?
 
     /// Creates an error.
     public init(
