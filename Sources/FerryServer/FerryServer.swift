@@ -188,7 +188,9 @@ public struct FerryServer: Sendable {
             store = try CatalogObjectStore(
                 directory: directory + "/objects", catalog: catalog, limits: limits, logger: configuration.logger)
         }
-        credentials = CredentialStore(root: rootCredentials, catalog: mediaCatalog, tokens: SessionTokenCodec(key: serverKey))
+        credentials = CredentialStore(
+            root: rootCredentials, catalog: mediaCatalog, tokens: SessionTokenCodec(key: serverKey),
+            now: configuration.now)
         mediaTools = MediaTools.locate(directory: configuration.mediaProcessing.toolsDirectory, environment: environment)
     }
 

@@ -29,6 +29,10 @@ public struct FerryServerConfiguration: Sendable {
     public var mediaBucket: String = "ferry-media"
     /// How long an upload credential (UploadAuth) lasts. Default 3000 s.
     public var uploadAuthLifetime: TimeInterval = 3000
+    /// The time credentials are issued and judged by: the expiry of upload credentials, session tokens, presigned
+    /// URLs and playback tokens, the time skew of signed requests, publish signatures, upload tokens and POST
+    /// policies. The system clock; a test moves it instead of waiting.
+    public var now: @Sendable () -> Date = { Date() }
     /// Base URL clients reach the object API at, for upload addresses and playback URLs; nil uses the Host of each
     /// request.
     public var publicEndpoint: String?

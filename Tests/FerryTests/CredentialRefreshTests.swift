@@ -1,5 +1,6 @@
 import FerryCore
 import Foundation
+import FerryTestSupport
 import Testing
 
 @testable import Ferry
@@ -8,16 +9,6 @@ import Testing
 actor CallCounter {
     private(set) var count = 0
     func increment() { count += 1 }
-}
-
-/// A time of day a test moves by hand.
-final class ManualTime: @unchecked Sendable {
-    // Every access to `date` holds `lock`.
-    private let lock = NSLock()
-    private var date: Date
-    init(_ date: Date) { self.date = date }
-    func advance(by seconds: TimeInterval) { lock.withLock { date = date.addingTimeInterval(seconds) } }
-    var now: @Sendable () -> Date { { self.lock.withLock { self.date } } }
 }
 
 @Suite("Credential refresh is single-flight", .timeLimit(.minutes(10)))

@@ -9,12 +9,18 @@ public struct CredentialStore: Sendable {
     let catalog: any MediaCatalog
     /// Issues and verifies session tokens.
     public let tokens: SessionTokenCodec
+    /// The time credentials are issued and judged by (``FerryServerConfiguration/now``).
+    public let now: @Sendable () -> Date
 
     /// Creates a store.
-    public init(root: SigV4Credentials, catalog: any MediaCatalog, tokens: SessionTokenCodec) {
+    public init(
+        root: SigV4Credentials, catalog: any MediaCatalog, tokens: SessionTokenCodec,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.root = root
         self.catalog = catalog
         self.tokens = tokens
+        self.now = now
     }
 
     /// A resolved key: its secret and who it is.
@@ -25,7 +31,8 @@ public struct CredentialStore: Sendable {
 
     /// Resolves a key id (with its session token when one was sent); throws `InvalidAccessKeyId`, `InvalidToken` or
     /// `ExpiredToken`.
-    func resolve(accessKeyId: String, sessionToken: String?, now: Date = Date()) async throws -> Resolved {
+    func resolve(accessKeyId: String, sessionToken: String?, now: Date? = nil) async throws -> Resolved {
+        let now = now ?? self.now()
         if let sessionToken {
             let verified = try tokens.verify(token: sessionToken, accessKeyId: accessKeyId, now: now)
             // A temporary credential ends when its parent key is disabled.

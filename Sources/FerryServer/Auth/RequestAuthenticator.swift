@@ -32,7 +32,9 @@ struct RequestAuthenticator: Sendable {
         var payloadHash: String?
     }
 
-    func authenticate(_ input: Input, now: Date = Date()) async throws -> Authenticated {
+    /// Authenticates `input` at `now` (the store's clock when nil).
+    func authenticate(_ input: Input, now: Date? = nil) async throws -> Authenticated {
+        let now = now ?? credentials.now()
         let canonicalURI = SigV4.canonicalURI(fromRawPath: input.rawPath)
         if let header = input.headers.first(where: { $0.name.lowercased() == "authorization" })?.value {
             guard header.hasPrefix(SigV4.algorithm) else {

@@ -40,7 +40,8 @@ struct ConsoleSessions: Sendable {
 
     /// Checks an access key id and secret and opens a session for the key; throws ``Refusal`` for a wrong, unknown or
     /// disabled key.
-    func signIn(accessKeyId: String, secretAccessKey: String, now: Date = Date()) async throws -> Session {
+    func signIn(accessKeyId: String, secretAccessKey: String, now: Date? = nil) async throws -> Session {
+        let now = now ?? credentials.now()
         let wrong = Refusal(code: "InvalidCredentials", message: "The access key id or secret is wrong.")
         guard !accessKeyId.isEmpty, accessKeyId.utf8.count <= 128, secretAccessKey.utf8.count <= 256 else { throw wrong }
         let policies: [AccessPolicy]
@@ -62,7 +63,8 @@ struct ConsoleSessions: Sendable {
 
     /// The session a cookie value stands for; throws ``Refusal`` when it is missing, forged, expired, or its key was
     /// disabled since.
-    func session(cookie value: String, now: Date = Date()) async throws -> Session {
+    func session(cookie value: String, now: Date? = nil) async throws -> Session {
+        let now = now ?? credentials.now()
         let expired = Refusal(code: "SessionExpired", message: "The console session has ended; sign in again.")
         guard let separator = value.firstIndex(of: "~") else { throw expired }
         let accessKeyId = String(value[..<separator])

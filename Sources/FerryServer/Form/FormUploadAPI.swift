@@ -141,7 +141,7 @@ public struct FormUploadAPI: Sendable {
             throw FormUploadError(.unknownAccessKey, "The upload token's access key is unknown or disabled.")
         }
         do throws(UploadTokenError) {
-            try token.verify(secretKey: resolved.secretAccessKey)
+            try token.verify(secretKey: resolved.secretAccessKey, now: credentials.now())
         } catch {
             throw FormUploadError(error.code == .expired ? .expiredToken : .badToken, error.message)
         }

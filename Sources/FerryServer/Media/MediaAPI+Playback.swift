@@ -10,7 +10,7 @@ extension MediaAPI {
     /// A playback URL for a file of the video, valid for `lifetime` seconds.
     func playURL(videoId: String, file: String, host: String, lifetime: TimeInterval) -> String {
         let token = PlaybackToken.make(
-            videoId: videoId, expiration: Date().addingTimeInterval(lifetime), codec: credentials.tokens)
+            videoId: videoId, expiration: credentials.now().addingTimeInterval(lifetime), codec: credentials.tokens)
         return endpoint(host: host) + PlaybackToken.pathPrefix + token + "/" + videoId + "/" + file
     }
 
@@ -78,11 +78,12 @@ extension MediaAPI {
             throw MediaError(
                 "InvalidVideo.NoneStream", "The video has no playable stream yet (status \(video.status)).", status: 404)
         }
-        let expiration = Date().addingTimeInterval(TimeInterval(timeout)).formatted(.iso8601)
+        let expires = credentials.now().addingTimeInterval(TimeInterval(timeout))
+        let expiration = expires.formatted(.iso8601)
         var streams: [MediaContract.PlayStream] = []
         if let renditions = video.renditions, !renditions.isEmpty {
             let token = PlaybackToken.make(
-                videoId: video.videoId, expiration: Date().addingTimeInterval(TimeInterval(timeout)), codec: credentials.tokens)
+                videoId: video.videoId, expiration: expires, codec: credentials.tokens)
             let base = endpoint(host: host) + PlaybackToken.pathPrefix + token + "/" + video.videoId + "/"
             for rendition in renditions {
                 var stream = Self.playStream(rendition, url: base + rendition.path)

@@ -203,7 +203,7 @@ public struct MediaAPI: Sendable {
                 actions: ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:GetObject"],
                 bucket: bucket, key: key)
         ])
-        let expiration = Date().addingTimeInterval(configuration.uploadAuthLifetime)
+        let expiration = credentials.now().addingTimeInterval(configuration.uploadAuthLifetime)
         // The service decides what an upload credential may do: this one object, nothing else. It ends early if the
         // key of whoever asked for it is disabled.
         let issued = credentials.tokens.issue(
@@ -250,7 +250,7 @@ public struct MediaAPI: Sendable {
         let signedHost = url.port.map { "\(url.host ?? host):\($0)" } ?? (url.host ?? host)
         let path = "/" + SigV4.uriEncode(bucket, encodeSlash: true) + "/" + SigV4.uriEncode(key, encodeSlash: false)
         let signer = SigV4Signer(credentials: credentials, region: configuration.region)
-        let items = try signer.presign(method: method, path: path, query: query, host: signedHost, expires: expires, date: Date())
+        let items = try signer.presign(method: method, path: path, query: query, host: signedHost, expires: expires, date: self.credentials.now())
         return base + path + "?" + items.map {
             SigV4.uriEncode($0.name, encodeSlash: true) + "=" + SigV4.uriEncode($0.value, encodeSlash: true)
         }.joined(separator: "&")
@@ -565,7 +565,7 @@ public struct MediaAPI: Sendable {
         guard (900...43_200).contains(duration) else {
             throw MediaError.invalid("DurationSeconds", "must be between 900 and 43200.")
         }
-        let expiration = Date().addingTimeInterval(TimeInterval(duration))
+        let expiration = credentials.now().addingTimeInterval(TimeInterval(duration))
         let policies = principal.policies + (input.policy.map { [$0] } ?? [])
         let issued = credentials.tokens.issue(parent: principal.parentAccessKeyId, policies: policies, expiration: expiration)
         return try Self.object(

@@ -51,7 +51,7 @@ struct PlaybackAPI: Sendable {
         let token = String(pieces[0])
         let videoId = String(pieces[1])
         let file = String(pieces[2])
-        switch PlaybackToken.verify(token, videoId: videoId, now: Date(), codec: media.credentials.tokens) {
+        switch PlaybackToken.verify(token, videoId: videoId, now: media.credentials.now(), codec: media.credentials.tokens) {
         case .valid: break
         case .expired: throw S3Error(.accessDenied, "The playback URL has expired.")
         case .invalid: throw denied

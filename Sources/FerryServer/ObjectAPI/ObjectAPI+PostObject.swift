@@ -54,7 +54,7 @@ extension ObjectAPI {
         }
         let principal = try await verifyPostSignature(fields, policy: policyText)
         let policy = try PostPolicy(base64: policyText)
-        guard policy.expiration > Date() else {
+        guard policy.expiration > authenticator.credentials.now() else {
             throw S3Error(.accessDenied, "Invalid according to Policy: Policy expired.")
         }
         guard var key = fields["key"], !key.isEmpty else {

@@ -44,10 +44,11 @@ public struct PublishAPI: Sendable {
     // MARK: Signature
 
     /// Verifies the signature and returns its fields and the principal of the key that signed it.
-    func authenticate(_ signature: String?, action: String, now: Date = Date()) async throws -> (
+    func authenticate(_ signature: String?, action: String, now: Date? = nil) async throws -> (
         PublishSignature, Principal
     ) {
         guard let signature, !signature.isEmpty else { throw MediaError.missing("signature") }
+        let now = now ?? media.credentials.now()
         let parsed: PublishSignature.Parsed
         do {
             parsed = try PublishSignature.parse(signature)
@@ -175,7 +176,7 @@ public struct PublishAPI: Sendable {
     func uploadAuth(for keys: [String], principal: Principal) -> UploadAuth {
         let actions = ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:GetObject"]
         let scope = AccessPolicy(statements: keys.map { .init(actions: actions, bucket: media.bucket, key: $0) })
-        let expiration = Date().addingTimeInterval(media.configuration.uploadAuthLifetime)
+        let expiration = media.credentials.now().addingTimeInterval(media.configuration.uploadAuthLifetime)
         let issued = media.credentials.tokens.issue(
             parent: principal.parentAccessKeyId, policies: [scope], expiration: expiration)
         return UploadAuth(
