@@ -8,7 +8,7 @@ import Testing
 struct AuthTests {
     @Test("a wrong secret is SignatureDoesNotMatch, an unknown key InvalidAccessKeyId, no signature AccessDenied")
     func rejectsBadCredentials() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             try await server.client().createBucket("auth")
             let wrongSecret = server.client(SigV4Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: "wrong"))
             let tampered = try await wrongSecret.send("GET", "/auth", query: [("list-type", "2")])
@@ -33,7 +33,7 @@ struct AuthTests {
 
     @Test("requests signed more than 15 minutes away from the server clock are RequestTimeTooSkewed")
     func skew() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let reply = try await server.client().send("GET", "/", date: Date().addingTimeInterval(-16 * 60))
             #expect(reply.status == 403)
             #expect(reply.errorCode == "RequestTimeTooSkewed")
@@ -67,7 +67,7 @@ struct AuthTests {
 
     @Test("session tokens: allowed within their policy, AccessDenied outside it, ExpiredToken after expiry")
     func sessionTokens() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("uploads")
             try await s3.createBucket("other")

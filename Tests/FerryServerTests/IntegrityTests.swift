@@ -11,7 +11,7 @@ import Glibc
 struct IntegrityTests {
     @Test("Content-MD5 and each x-amz-checksum are checked; a mismatch stores nothing")
     func checksums() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("sum")
             let body = Array("integrity matters".utf8)
@@ -47,7 +47,7 @@ struct IntegrityTests {
 
     @Test("a signed payload must match x-amz-content-sha256")
     func payloadHash() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("sha")
             let reply = try await s3.send(

@@ -11,7 +11,7 @@ struct MultipartTests {
 
     @Test("complete assembles parts in order with the multipart ETag, and ListParts pages")
     func completeAndListParts() async throws {
-        try await TestServer.with(minPartSize: Self.minPart) { server in
+        try await TestServer.inMemory(minPartSize: Self.minPart) { server in
             let s3 = server.client()
             try await s3.createBucket("mpu")
             let id = try await s3.createMultipartUpload("mpu", "movie.mp4", headers: [("Content-Type", "video/mp4")])
@@ -57,7 +57,7 @@ struct MultipartTests {
 
     @Test("bad completions: wrong ETag, out of order, too small, malformed XML, unknown upload")
     func badCompletions() async throws {
-        try await TestServer.with(minPartSize: Self.minPart) { server in
+        try await TestServer.inMemory(minPartSize: Self.minPart) { server in
             let s3 = server.client()
             try await s3.createBucket("bad")
             let id = try await s3.createMultipartUpload("bad", "k")
@@ -88,7 +88,7 @@ struct MultipartTests {
 
     @Test("part numbers outside 1–10000 are InvalidArgument")
     func partNumbers() async throws {
-        try await TestServer.with(minPartSize: Self.minPart) { server in
+        try await TestServer.inMemory(minPartSize: Self.minPart) { server in
             let s3 = server.client()
             try await s3.createBucket("parts")
             let id = try await s3.createMultipartUpload("parts", "k")
@@ -104,7 +104,7 @@ struct MultipartTests {
 
     @Test("abort removes the upload and deletes its part files; ListMultipartUploads shows what is open")
     func abort() async throws {
-        try await TestServer.with(minPartSize: Self.minPart) { server in
+        try await TestServer.inMemory(minPartSize: Self.minPart) { server in
             let s3 = server.client()
             try await s3.createBucket("abort")
             let id = try await s3.createMultipartUpload("abort", "k1")
@@ -124,7 +124,7 @@ struct MultipartTests {
 
     @Test("idle uploads older than the maximum age are collected")
     func idleCollection() async throws {
-        try await TestServer.with(minPartSize: Self.minPart) { server in
+        try await TestServer.inMemory(minPartSize: Self.minPart) { server in
             let s3 = server.client()
             try await s3.createBucket("idle")
             let id = try await s3.createMultipartUpload("idle", "k")
@@ -139,7 +139,7 @@ struct MultipartTests {
 
     @Test("composite and full-object checksums of a multipart upload")
     func multipartChecksums() async throws {
-        try await TestServer.with(minPartSize: Self.minPart) { server in
+        try await TestServer.inMemory(minPartSize: Self.minPart) { server in
             let s3 = server.client()
             try await s3.createBucket("checks")
             let parts = [bytes(1500, seed: 4), bytes(700, seed: 5)]

@@ -7,7 +7,7 @@ import Testing
 struct ObjectAPITests {
     @Test("put, get, head and delete keep bytes, metadata and headers")
     func objectRoundTrip() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             #expect(try await s3.createBucket("media").status == 200)
             let body = Array("hello ferry".utf8)
@@ -40,7 +40,7 @@ struct ObjectAPITests {
 
     @Test("ranges answer 206 with Content-Range, unsatisfiable ones 416")
     func ranges() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("ranges")
             let body = (0..<1000).map { UInt8($0 % 251) }
@@ -61,7 +61,7 @@ struct ObjectAPITests {
 
     @Test("If-None-Match answers 304, a failed If-Match 412")
     func conditionals() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("cond")
             let first = try await s3.put("cond", "k", [1, 2, 3])
@@ -79,7 +79,7 @@ struct ObjectAPITests {
 
     @Test("ListObjectsV2 pages, rolls up common prefixes and honours start-after")
     func listing() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("list")
             for key in ["a/1", "a/2", "b/1", "c", "d", "e/x/y"] { try await s3.put("list", key, [0]) }
@@ -126,7 +126,7 @@ struct ObjectAPITests {
 
     @Test("buckets: list, head, BucketNotEmpty, delete, invalid names")
     func buckets() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("one")
             try await s3.createBucket("two")
@@ -147,7 +147,7 @@ struct ObjectAPITests {
 
     @Test("keys with '..' segments, over 1024 bytes, or distinct encodings are handled safely")
     func keys() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("keys")
             let traversal = try await s3.put("keys", "a/../../etc/passwd", [1])

@@ -7,7 +7,7 @@ import Testing
 struct S3ConformanceTests {
     @Test("conditional PUT, CompleteMultipartUpload and DELETE: 412 or 404 as S3 answers, and nothing changes")
     func conditionalWrites() async throws {
-        try await TestServer.with(minPartSize: 1) { server in
+        try await TestServer.inMemory(minPartSize: 1) { server in
             let s3 = server.client()
             try await s3.createBucket("cond")
             let first = try await s3.put("cond", "k", [1], headers: [("If-None-Match", "*")])
@@ -46,7 +46,7 @@ struct S3ConformanceTests {
 
     @Test("a retried CompleteMultipartUpload answers 200 with the same object while it is unchanged")
     func completeIsIdempotent() async throws {
-        try await TestServer.with(minPartSize: 1) { server in
+        try await TestServer.inMemory(minPartSize: 1) { server in
             let s3 = server.client()
             try await s3.createBucket("retry")
             let id = try await s3.createMultipartUpload("retry", "k", headers: [("x-amz-checksum-algorithm", "CRC32C")])
@@ -72,7 +72,7 @@ struct S3ConformanceTests {
 
     @Test("a wrong full-object checksum on CompleteMultipartUpload is BadDigest and the upload can still complete")
     func completeChecksIntegrity() async throws {
-        try await TestServer.with(minPartSize: 1) { server in
+        try await TestServer.inMemory(minPartSize: 1) { server in
             let s3 = server.client()
             try await s3.createBucket("sums")
             for type in ["COMPOSITE", "FULL_OBJECT"] {
@@ -101,7 +101,7 @@ struct S3ConformanceTests {
 
     @Test("ListObjects v1: marker, NextMarker, Marker element, encoding only when asked; max-keys=0 is not truncated")
     func listObjectsV1() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("list1")
             for key in ["asdf", "boo/bar", "boo/baz/xyzzy", "cquux/thud", "cquux/bla", "sp ace"] { try await s3.put("list1", key, [0]) }
@@ -132,7 +132,7 @@ struct S3ConformanceTests {
 
     @Test("ListBuckets pages with max-buckets and continuation-token, and filters by prefix")
     func listBucketsPaging() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             for name in ["aaa", "bbb", "bbc", "ccc"] { try await s3.createBucket(name) }
             var names: [String] = []
@@ -154,7 +154,7 @@ struct S3ConformanceTests {
 
     @Test("bucket names S3 refuses are refused; a repeated CreateBucket answers as the region does")
     func bucketNames() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             for name in ["192.168.5.4", "a.-b", "a-.b", "xn--abc", "sthree-abc", "amzn-s3-demo-x", "abc-s3alias", "abc--ol-s3", "abc.mrap", "abc--x-s3", "abc--table-s3", "ab", "a..b", "-ab", "ab-", "Abc"] {
                 #expect(try await s3.createBucket(name).errorCode == "InvalidBucketName", "\(name)")
@@ -166,7 +166,7 @@ struct S3ConformanceTests {
             #expect(try await s3.createBucket("xn-abc").status == 200)
             #expect(try await s3.get("xn-abc", "k").body == [1])
         }
-        try await TestServer.with(configure: { $0.region = "eu-west-1" }) { server in
+        try await TestServer.inMemory(configure: { $0.region = "eu-west-1" }) { server in
             // A signature scoped to another region is refused before anything happens, as S3 does.
             #expect(try await server.client().createBucket("mine").errorCode == "AuthorizationHeaderMalformed")
             var s3 = server.client()
@@ -178,7 +178,7 @@ struct S3ConformanceTests {
 
     @Test("a 304 carries ETag and Last-Modified; Content-Encoding is stored as sent; metadata over 2 KiB is refused")
     func headers() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("hdrs")
             let put = try await s3.put("hdrs", "k", [1], headers: [("Cache-Control", "max-age=5")])

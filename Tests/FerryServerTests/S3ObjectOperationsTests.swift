@@ -24,7 +24,7 @@ struct S3ObjectOperationsTests {
 
     @Test("DeleteObjects deletes up to 1000 keys, quiet or verbose, and requires Content-MD5 or a checksum")
     func deleteObjects() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("batch")
             let keys = ["a", " ", "_ ", "dir/b", "<&>"]
@@ -66,7 +66,7 @@ struct S3ObjectOperationsTests {
 
     @Test("DeleteObjects checks s3:DeleteObject per key: a prefix-scoped key deletes only inside its prefix")
     func deleteObjectsPerKeyPolicy() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let root = server.client()
             try await root.createBucket("scoped")
             try await root.put("scoped", "mine/1", [1])
@@ -86,7 +86,7 @@ struct S3ObjectOperationsTests {
 
     @Test("CopyObject copies or replaces metadata and tags, checks source conditions, and shares the bytes on disk")
     func copyObject() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("src")
             try await s3.createBucket("dst")
@@ -152,7 +152,7 @@ struct S3ObjectOperationsTests {
 
     @Test("a key allowed to write but not to read the source cannot copy it")
     func copyNeedsReadOnSource() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let root = server.client()
             try await root.createBucket("copies")
             try await root.put("copies", "secret/k", [9])
@@ -168,7 +168,7 @@ struct S3ObjectOperationsTests {
 
     @Test("UploadPartCopy makes parts from ranges of a multipart source with their own MD5s, sharing its files")
     func uploadPartCopy() async throws {
-        try await TestServer.with(minPartSize: 1024) { server in
+        try await TestServer.inMemory(minPartSize: 1024) { server in
             let s3 = server.client()
             try await s3.createBucket("pcopy")
             // A source made of three parts of different sizes.
@@ -224,7 +224,7 @@ struct S3ObjectOperationsTests {
 
     @Test("tags: PUT x-amz-tagging, CreateMultipartUpload tags, tagging API limits, tag count on GET")
     func tagging() async throws {
-        try await TestServer.with(minPartSize: 1) { server in
+        try await TestServer.inMemory(minPartSize: 1) { server in
             let s3 = server.client()
             try await s3.createBucket("tagged")
             try await s3.put("tagged", "k", [1], headers: [("x-amz-tagging", "b=2&a=1&empty=")])
@@ -253,7 +253,7 @@ struct S3ObjectOperationsTests {
 
     @Test("GetObjectAttributes and GET/HEAD ?partNumber describe and serve a multipart object part by part")
     func attributesAndParts() async throws {
-        try await TestServer.with(minPartSize: 1024) { server in
+        try await TestServer.inMemory(minPartSize: 1024) { server in
             let s3 = server.client()
             try await s3.createBucket("parts")
             let parts = [bytes(2000, seed: 4), bytes(1500, seed: 5), bytes(100, seed: 6)]

@@ -10,7 +10,7 @@ struct S3SubresourceTests {
 
     @Test("object sub-resources Ferry lacks answer 501 NotImplemented, name the operation and leave the object alone")
     func objectSubresourcesChangeNothing() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("keep")
             try await s3.put("keep", "k", Self.body)
@@ -35,7 +35,7 @@ struct S3SubresourceTests {
 
     @Test("bucket sub-resources Ferry lacks answer 501: no bucket is deleted, created or listed in their place")
     func bucketSubresourcesChangeNothing() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("empty")
             let subresources = [
@@ -63,7 +63,7 @@ struct S3SubresourceTests {
 
     @Test("headers asking for encryption, object lock, ACL grants or other storage classes store nothing")
     func unimplementedHeadersStoreNothing() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("plain")
             let refused: [(String, String)] = [
@@ -89,7 +89,7 @@ struct S3SubresourceTests {
 
     @Test("implemented sub-resources run their own operation, never the plain one")
     func implementedSubresources() async throws {
-        try await TestServer.with { server in
+        try await TestServer.inMemory { server in
             let s3 = server.client()
             try await s3.createBucket("tags")
             try await s3.put("tags", "k", Self.body)

@@ -12,7 +12,7 @@ struct SecretsAtRestTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory)
         _ = FileManager.default.createFile(atPath: directory + "/left-over", contents: Data([1]), attributes: [.posixPermissions: 0o644])
-        try await TestServer.with(configure: { $0.dataDirectory = directory }) { server in
+        try await TestServer.inMemory(configure: { $0.dataDirectory = directory }) { server in
             let s3 = server.client()
             try await s3.createBucket("modes")
             try await s3.put("modes", "k", Array(repeating: 1, count: 3000))
@@ -40,7 +40,7 @@ struct SecretsAtRestTests {
     func sealedSecrets() async throws {
         let directory = TemporaryDirectory.make("ferry-sealed")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let key = try await TestServer.with(configure: { $0.dataDirectory = directory }) { server in
+        let key = try await TestServer.inMemory(configure: { $0.dataDirectory = directory }) { server in
             let key = try await server.server.credentials.createTestKey(
                 catalog: server.server.catalog, policy: AccessPolicy(statements: [.init(actions: ["s3:*"])]))
             // The key works: the server opens its secret.
@@ -65,7 +65,7 @@ struct SecretsAtRestTests {
             StoredAccessKey(
                 accessKeyId: "FKIAOLDKEY0000000000", secretAccessKey: "old-plain-secret-value", policy: .fullAccess,
                 status: .active, description: "", createdAt: Date()))
-        try await TestServer.with(configure: { $0.dataDirectory = old }) { server in
+        try await TestServer.inMemory(configure: { $0.dataDirectory = old }) { server in
             let reopened = try #require(try await server.server.catalog.accessKey("FKIAOLDKEY0000000000"))
             #expect(reopened.secretAccessKey == "old-plain-secret-value")
             let raw = try #require(try await SQLiteCatalog(path: old + "/catalog.sqlite").accessKey("FKIAOLDKEY0000000000"))

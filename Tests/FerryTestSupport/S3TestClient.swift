@@ -15,6 +15,8 @@ public struct S3TestClient: Sendable {
     public var region = "us-east-1"
     /// The HTTP client requests go through (its connection pool bounds how many connections are open at once).
     public var httpClient: HTTPClient = .shared
+    /// The in-memory router requests go to instead, for a server opened with ``TestServer/inMemory(minPartSize:configure:_:)``.
+    public var router: InMemoryRouter?
 
     /// Creates a client.
     public init(endpoint: String, credentials: SigV4Credentials) {
@@ -65,7 +67,7 @@ public struct S3TestClient: Sendable {
         date: Date = Date(), mutateSigned: (@Sendable (inout [(name: String, value: String)]) -> Void)? = nil
     ) async throws -> Reply {
         let url = URL(string: endpoint)!
-        let host = "\(url.host!):\(url.port!)"
+        let host = url.port.map { "\(url.host!):\($0)" } ?? url.host!
         let hash: String
         switch payload {
         case .signed: hash = SigV4.hexSHA256(body)
@@ -84,12 +86,14 @@ public struct S3TestClient: Sendable {
         _ method: String, _ path: String, query: [(name: String, value: String)] = [],
         headers: [(name: String, value: String)], body: [UInt8] = []
     ) async throws -> Reply {
-        var url = endpoint + path
+        var target = path
         if !query.isEmpty {
-            url += "?" + query.map {
+            target += "?" + query.map {
                 SigV4.uriEncode($0.name, encodeSlash: true) + "=" + SigV4.uriEncode($0.value, encodeSlash: true)
             }.joined(separator: "&")
         }
+        if let router { return try await router.send(method, target, headers: headers, body: body) }
+        let url = endpoint + target
         var request = HTTPClientRequest(url: url)
         request.method = HTTPMethod(rawValue: method)
         for header in headers where header.name.lowercased() != "host" {

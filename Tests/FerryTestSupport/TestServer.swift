@@ -1,26 +1,36 @@
 import FerryCore
 import FerryServer
 import Foundation
+import HTTPTypes
 import Hummingbird
+import HummingbirdTesting
 import Logging
+import NIOCore
+import NIOHTTP1
 import ServiceLifecycle
 
-/// A Ferry server running in-process on 127.0.0.1 and a free port, with a fresh data directory.
+/// A Ferry server running in-process with a fresh data directory: on 127.0.0.1 and a free port (``with(minPartSize:configure:_:)``),
+/// or without a socket, its router answering requests in memory (``inMemory(minPartSize:configure:_:)``).
 public struct TestServer: Sendable {
-    /// The bound port.
+    /// The bound port (0 in memory).
     public let port: Int
     /// The server (store, catalog, credentials).
     public let server: FerryServer
     /// The root key.
     public var root: SigV4Credentials { server.rootCredentials }
-    /// `http://127.0.0.1:PORT`.
-    public var endpoint: String { "http://127.0.0.1:\(port)" }
+    /// The router requests go to in memory; nil when the server listens on a socket.
+    public let router: InMemoryRouter?
+    /// `http://127.0.0.1:PORT`; in memory `http://localhost`, the host the router's requests carry (only
+    /// ``client(_:)`` reaches it).
+    public var endpoint: String { router == nil ? "http://127.0.0.1:\(port)" : "http://localhost" }
     /// The data directory.
     public var dataDirectory: String { server.configuration.dataDirectory }
 
     /// A client signing with the root key.
     public func client(_ credentials: SigV4Credentials? = nil) -> S3TestClient {
-        S3TestClient(endpoint: endpoint, credentials: credentials ?? root)
+        var client = S3TestClient(endpoint: endpoint, credentials: credentials ?? root)
+        client.router = router
+        return client
     }
 
     /// Starts a server, runs `body`, and shuts the server down.
@@ -30,6 +40,44 @@ public struct TestServer: Sendable {
     ) async throws -> T {
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let configuration = configuration(directory: directory, minPartSize: minPartSize, configure: configure)
+        let server = try await FerryServer.open(configuration: configuration, environment: [:])
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = server.makeApplication { port in continuation.yield(port) }
+        let services = ServiceGroup(configuration: .init(services: [app], logger: configuration.logger))
+        return try await runServices(services, ports: ports, portsEnd: { continuation.finish() }) { port in
+            try await body(TestServer(port: port, server: server, router: nil))
+        }
+    }
+
+    /// Opens a server without a socket, runs `body` with requests going straight to its router (Hummingbird's
+    /// router test mode: the same responder, services and handlers, no connection), and shuts it down.
+    ///
+    /// For tests of what the server answers, where a connection adds nothing: only ``client(_:)``'s requests reach
+    /// it. Tests of connections (limits, `100 Continue`, bytes on the wire) and of SDK clients use
+    /// ``with(minPartSize:configure:_:)``. With `FERRY_TEST_SOCKETS=1` in the environment these tests run on a
+    /// socket instead, to show both paths answer alike.
+    public static func inMemory<T: Sendable>(
+        minPartSize: Int64 = 5 * 1024 * 1024, configure: (inout FerryServerConfiguration) -> Void = { _ in },
+        _ body: @Sendable (TestServer) async throws -> T
+    ) async throws -> T {
+        if ProcessInfo.processInfo.environment["FERRY_TEST_SOCKETS"] == "1" {
+            return try await with(minPartSize: minPartSize, configure: configure, body)
+        }
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let configuration = configuration(directory: directory, minPartSize: minPartSize, configure: configure)
+        let server = try await FerryServer.open(configuration: configuration, environment: [:])
+        return try await server.makeApplication().test(.router) { client in
+            try await body(TestServer(port: 0, server: server, router: InMemoryRouter(client: client)))
+        }
+    }
+
+    /// The configuration every test server starts from: its own data directory, a free port, a fixed root key,
+    /// warnings only, no media processing; then `configure`.
+    static func configuration(
+        directory: String, minPartSize: Int64, configure: (inout FerryServerConfiguration) -> Void
+    ) -> FerryServerConfiguration {
         var configuration = FerryServerConfiguration(dataDirectory: directory)
         configuration.port = 0
         configuration.minPartSize = minPartSize
@@ -41,13 +89,34 @@ public struct TestServer: Sendable {
         // Videos stay at UploadSucc unless a test turns processing on (ffmpeg is not every test's business).
         configuration.mediaProcessing.workers = 0
         configure(&configuration)
-        let server = try await FerryServer.open(configuration: configuration, environment: [:])
-        let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let app = server.makeApplication { port in continuation.yield(port) }
-        let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
-        return try await runServices(services, ports: ports, portsEnd: { continuation.finish() }) { port in
-            try await body(TestServer(port: port, server: server))
+        return configuration
+    }
+}
+
+/// A server's router reached in memory: a request goes to the responder as a `Request` and its whole response
+/// comes back, with no socket, connection or HTTP parsing between.
+public struct InMemoryRouter: Sendable {
+    let client: any TestClientProtocol
+
+    /// Sends `method` `target` (path and query) with `headers` and `body`; the host is `localhost`.
+    func send(
+        _ method: String, _ target: String, headers: [(name: String, value: String)], body: [UInt8]
+    ) async throws -> S3TestClient.Reply {
+        var fields = HTTPFields()
+        for header in headers where header.name.lowercased() != "host" {
+            guard let name = HTTPField.Name(header.name) else { continue }
+            fields.append(HTTPField(name: name, value: header.value))
         }
+        let hasBody = !body.isEmpty || method == "PUT" || method == "POST"
+        let response = try await client.executeRequest(
+            uri: target, method: HTTPRequest.Method(method) ?? .get, headers: fields,
+            body: hasBody ? ByteBuffer(bytes: body) : nil)
+        var replyHeaders = HTTPHeaders()
+        for field in response.headers { replyHeaders.add(name: field.name.rawName, value: field.value) }
+        var collected = response.body
+        return S3TestClient.Reply(
+            status: Int(response.status.code), headers: replyHeaders,
+            body: collected.readBytes(length: collected.readableBytes) ?? [])
     }
 }
 
