@@ -15,7 +15,8 @@ struct ServeCommand: AsyncParsableCommand {
             Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION, \
             FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
             FERRY_MAX_CONNECTIONS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
-            FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_CATALOG_URL, FERRY_STORE, \
+            FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_MEDIA_IDLE_SCHEDULING, \
+            FERRY_CATALOG_URL, FERRY_STORE, \
             FERRY_STORE_ENDPOINT, FERRY_STORE_REGION and FERRY_LOG_LEVEL, then to the defaults \
             shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
             FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
@@ -241,8 +242,8 @@ func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-/// How `ferry serve` and the embedded service process videos: flags, then `FERRY_FFMPEG`, `FERRY_MEDIA_WORKERS` and
-/// `FERRY_TRANSCODE_TEMPLATES`, then the defaults.
+/// How `ferry serve` and the embedded service process videos: flags, then `FERRY_FFMPEG`, `FERRY_MEDIA_WORKERS`,
+/// `FERRY_TRANSCODE_TEMPLATES` and `FERRY_MEDIA_IDLE_SCHEDULING`, then the defaults.
 enum MediaOptions {
     static func configuration(
         ffmpeg: String? = nil, workers: Int? = nil, templates: String? = nil, environment env: [String: String]
@@ -262,6 +263,15 @@ enum MediaOptions {
                 media.templates = try TranscodeTemplates.load(path: path)
             } catch {
                 throw ValidationError("--transcode-templates: \(error)")
+            }
+        }
+        // 0 runs the tools at their lowered priority (nice) only, not as SCHED_IDLE, which a machine kept busy by
+        // other work starves of CPU altogether (test machines running suites side by side).
+        if let text = env["FERRY_MEDIA_IDLE_SCHEDULING"] {
+            switch text {
+            case "0": media.idleScheduling = false
+            case "1": media.idleScheduling = true
+            default: throw ValidationError("FERRY_MEDIA_IDLE_SCHEDULING must be 0 or 1.")
             }
         }
         return media

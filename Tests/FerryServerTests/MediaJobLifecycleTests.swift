@@ -73,9 +73,13 @@ struct MediaJobLifecycleTests {
         let ticket = try await media.createUploadVideo(.init(title: "Killed", fileName: "killed.mp4"))
         _ = try await ticket.objectStorageClient()
             .upload(file: URL(fileURLWithPath: source), bucket: ticket.address.bucket, key: ticket.address.fileName).result
+        // The transcode's own ffmpeg, not the cover's (with one worker the snapshot job runs first, while the video is
+        // already Transcoding): only the transcode's command line names a progress file.
         try await Self.eventually("ffmpeg transcodes the video") {
             let status = try await media.getVideoInfo(videoId: ticket.id).status
-            return status == "Transcoding" && !MediaFixtures.ffmpegProcesses(mentioning: data).isEmpty
+            return status == "Transcoding"
+                && !Set(MediaFixtures.ffmpegProcesses(mentioning: data))
+                    .isDisjoint(with: MediaFixtures.ffmpegProcesses(mentioning: "/progress.txt"))
         }
         // Let it write some of its output first.
         try await Task.sleep(for: .milliseconds(500))

@@ -43,6 +43,9 @@ public enum FerryExecutable {
             process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
             process.arguments = ["serve", "--data-dir", dataDirectory, "--port", "0"] + arguments
             var env = ProcessInfo.processInfo.environment
+            // Media tools at nice 10 but not SCHED_IDLE (as TestServer's): a SCHED_IDLE ffmpeg gets almost no CPU while
+            // other suites keep the cores busy. A test may still pass "1".
+            env["FERRY_MEDIA_IDLE_SCHEDULING"] = "0"
             env.merge(environment) { $1 }
             process.environment = env
             let out = Pipe()

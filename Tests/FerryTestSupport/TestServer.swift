@@ -88,6 +88,9 @@ public struct TestServer: Sendable {
         configuration.logger = logger
         // Videos stay at UploadSucc unless a test turns processing on (ffmpeg is not every test's business).
         configuration.mediaProcessing.workers = 0
+        // Tools at nice 10 but not SCHED_IDLE: while other suites keep both cores busy a SCHED_IDLE ffmpeg gets almost
+        // no CPU, and the media tests' waits ran out.
+        configuration.mediaProcessing.idleScheduling = false
         configure(&configuration)
         return configuration
     }

@@ -42,6 +42,8 @@ struct FerryRun: Sendable {
             }
             // Never the real home: each run gets its own HOME unless the test names one.
             env["HOME"] = TemporaryDirectory.make("ferry-cli-home")
+            // The embedded service's media tools at nice 10 but not SCHED_IDLE (as FerryExecutable.Server's).
+            env["FERRY_MEDIA_IDLE_SCHEDULING"] = "0"
             env.merge(environment) { $1 }
             process.environment = env
             defer { if environment["HOME"] == nil, let home = env["HOME"] { try? FileManager.default.removeItem(atPath: home) } }

@@ -34,7 +34,7 @@ struct EnginePartSizingTests {
             let (log, collector) = EventLog.collect(upload)
             while (log.progress.last?.totalBytesSent ?? 0) < 60 * Self.mib { try await Task.sleep(for: .milliseconds(5)) }
             await upload.pause()
-            for _ in 0..<500 where log.count(where: { if case .paused = $0 { true } else { false } }) == 0 {
+            for _ in 0..<6000 where log.count(where: { if case .paused = $0 { true } else { false } }) == 0 {
                 try await Task.sleep(for: .milliseconds(10))
             }
 

@@ -34,10 +34,17 @@ private final class RefusingTransport: HTTPTransport, @unchecked Sendable {
 
 /// Lets a test hold the checkpoint writer inside a write, and know when it got there.
 private final class WriteGate: @unchecked Sendable {
-    let entered = DispatchSemaphore(value: 0)
+    /// Yields once the held write has begun; awaited, so no thread waits for it.
+    let entered: AsyncStream<Void>
+    private let enteredSignal: AsyncStream<Void>.Continuation
+    /// Blocks the checkpoint writer's own dispatch thread (never one of the cooperative pool's) until signalled.
     let release = DispatchSemaphore(value: 0)
     private let lock = NSLock()
     private var writes = 0
+
+    init() {
+        (entered, enteredSignal) = AsyncStream<Void>.makeStream()
+    }
 
     /// Holds the second write (the one after the first part) until released; the others pass.
     func hold() {
@@ -46,8 +53,25 @@ private final class WriteGate: @unchecked Sendable {
             return writes == 2
         }
         guard second else { return }
-        entered.signal()
+        enteredSignal.yield()
         release.wait()
+    }
+}
+
+/// Whether `signal` yields within `limit`: a bound only a broken upload reaches, not a guess at how long it takes.
+private func arrives(_ signal: AsyncStream<Void>, within limit: Duration) async -> Bool {
+    await withTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            for await _ in signal { return true }
+            return false
+        }
+        group.addTask {
+            try? await Task.sleep(for: limit)
+            return false
+        }
+        let first = await group.next() ?? false
+        group.cancelAll()
+        return first
     }
 }
 
@@ -62,10 +86,12 @@ struct PauseAfterFailureTests {
         try Data(repeating: 7, count: 64 * 1024).write(to: file)  // larger than the part size: a multipart upload
 
         let gate = WriteGate()
+        let (stopDecided, decided) = AsyncStream<Void>.makeStream()
         var configuration = ObjectStorageClient.Configuration()
         configuration.transport = RefusingTransport()
         configuration.retryPolicy = .none
         configuration.beforeCheckpointWrite = { gate.hold() }
+        configuration.stopDecided = { decided.yield() }
         let client = ObjectStorageClient(
             endpoint: URL(string: "http://127.0.0.1:1")!, credentials: Credentials(accessKeyId: "AKID", secretAccessKey: "secret"),
             configuration: configuration)
@@ -79,11 +105,9 @@ struct PauseAfterFailureTests {
 
         // The checkpoint written after the first part is held; the second part is refused meanwhile, and the failure
         // waits for that write before it is reported. A pause arrives in that window.
-        let entered = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: gate.entered.wait(timeout: .now() + 10) == .success) }
-        }
-        #expect(entered, "no checkpoint write began")
-        try await Task.sleep(for: .milliseconds(300))  // the second part is refused; the failure waits for the write
+        #expect(await arrives(gate.entered, within: .seconds(60)), "no checkpoint write began")
+        // The second part is refused and the run has decided why it stopped; its flush waits for the held write.
+        #expect(await arrives(stopDecided, within: .seconds(60)), "the upload did not stop")
         let pausing = Task { await upload.pause() }
         try await Task.sleep(for: .milliseconds(300))  // the pause has been asked for
         gate.release.signal()
@@ -101,7 +125,9 @@ struct PauseAfterFailureTests {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: .seconds(5))
+                // Only reached when the pause hid the failure (the result then never comes); generous, as the failure
+                // is reported only after the held checkpoint write (an fsync) ends, which a busy disk may slow.
+                try? await Task.sleep(for: .seconds(60))
                 return "still waiting (reported as paused)"
             }
             let first = await group.next()!

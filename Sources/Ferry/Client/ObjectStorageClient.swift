@@ -40,6 +40,9 @@ public final class ObjectStorageClient: Sendable {
         /// Called on the checkpoint writer's queue before each checkpoint write (tests hold a write here to open the
         /// window between a failure and its report).
         var beforeCheckpointWrite: (@Sendable () -> Void)?
+        /// Called on an upload's actor once a run that stopped has fixed why (failure, pause or cancel), before it
+        /// flushes its checkpoint (tests act in the window that opens there instead of guessing when it opened).
+        var stopDecided: (@Sendable () -> Void)?
 
         /// The defaults.
         public init() {

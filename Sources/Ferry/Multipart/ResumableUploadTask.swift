@@ -82,7 +82,8 @@ public actor ResumableUploadTask {
     ///
     /// Cancelling the task that awaits it (a SwiftUI `.task` that goes away) throws `CancellationError` there and,
     /// when no one else awaits the result, pauses the upload: nothing more is sent, and the upload id and checkpoint
-    /// stay, so ``resume()`` — or a later run with the same request — continues from the parts done.
+    /// stay, so ``resume()`` — or a later run with the same request — continues from the parts done. A task already
+    /// cancelled when it asks for the result is treated the same way.
     public var result: UploadResult {
         get async throws {
             if case .finished(let outcome) = state { return try outcome.get() }
@@ -92,6 +93,7 @@ public actor ResumableUploadTask {
                 try await withCheckedThrowingContinuation { continuation in
                     if Task.isCancelled {
                         continuation.resume(throwing: CancellationError())
+                        Task { await self.callerCancelled(nil) }
                     } else {
                         waiters[number] = continuation
                     }
@@ -102,10 +104,13 @@ public actor ResumableUploadTask {
         }
     }
 
-    /// A caller awaiting the result was cancelled: it gets `CancellationError`; the last one gone pauses the upload.
-    private func callerCancelled(_ number: Int) async {
-        guard let waiter = waiters.removeValue(forKey: number) else { return }
-        waiter.resume(throwing: CancellationError())
+    /// A caller awaiting the result (`number`), or one cancelled before it could wait (nil), was cancelled: a waiting
+    /// one gets `CancellationError`; when no one is left waiting, the upload pauses.
+    private func callerCancelled(_ number: Int?) async {
+        if let number {
+            guard let waiter = waiters.removeValue(forKey: number) else { return }
+            waiter.resume(throwing: CancellationError())
+        }
         if waiters.isEmpty { await pause() }
     }
 
@@ -185,6 +190,7 @@ public actor ResumableUploadTask {
             // Why it stopped is decided now: a pause or cancel that arrives while the checkpoint is flushed below
             // finds an upload that already failed, and must not turn the failure into a pause.
             let reason = stopReason
+            client.configuration.stopDecided?()
             // A stopped upload holds no part buffers while it waits, and its checkpoint is on disk before anyone hears
             // it stopped (a failed write already failed the upload).
             partBuffers.removeAll()
