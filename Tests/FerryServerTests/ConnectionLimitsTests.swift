@@ -23,7 +23,10 @@ struct ConnectionLimitsTests {
         let localPort = String(format: ":%04X", port)
         var count = 0
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            // Read to the end: the file reports no size, and a read by size stops after the first page.
+            guard let handle = FileHandle(forReadingAtPath: table) else { continue }
+            defer { try? handle.close() }
+            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
                 // sl, local_address, rem_address, st, …

@@ -132,7 +132,7 @@ struct S3BackedStoreTests {
                 let file = try makeRandomFile(size: 40 << 20)
                 defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
                 let client = server.engine(
-                    retry: RetryPolicy(maxRetryCount: 60, baseDelay: .milliseconds(200), maxDelay: .seconds(1)))
+                    retry: RetryPolicy(maxRetryCount: 240, baseDelay: .milliseconds(200), maxDelay: .seconds(1)))
                 var request = ResumableUploadRequest(bucket: "bkt", key: "big.bin", fileURL: file)
                 request.partSize = 5 << 20
                 request.concurrency = 2
