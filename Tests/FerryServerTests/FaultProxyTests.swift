@@ -406,7 +406,9 @@ struct FaultProxyTests {
             let client = try RawSocket.connect(port: proxy.port)
             defer { close(client) }
             let sent = FaultProxyTests.pattern(1024 * 1024)
-            try RawSocket.write(client, Array(head.utf8) + sent)
+            // Written from a thread of its own: the proxy that must drain it runs on the same cooperative pool.
+            let request = Array(head.utf8) + sent
+            let writing = Task { try await runBlocking { try RawSocket.write(client, request) } }
             var upstream: Int32 = -1
             for _ in 0..<1000 where upstream < 0 {
                 upstream = accept(listener, nil, nil)
@@ -414,11 +416,11 @@ struct FaultProxyTests {
             }
             try #require(upstream >= 0, "the proxy did not connect upstream")
             defer { close(upstream) }
-            let expected = Array(head.utf8) + sent
             // Only 1 of the announced 64 MiB was sent: the proxy must pass it on without waiting for the rest.
-            let (received, _) = await RawSocket.receive(upstream) { $0.count >= expected.count }
-            #expect(received.count == expected.count)
-            #expect(received == expected, "the request was altered on the way")
+            let (received, _) = await RawSocket.receive(upstream) { $0.count >= request.count }
+            #expect(received.count == request.count)
+            #expect(received == request, "the request was altered on the way")
+            try await writing.value
             #expect(proxy.log == [Entry(method: "PUT", path: "/b/dir%2Fa%20b+c", query: String(target.split(separator: "?")[1]), outcome: "pending")])
         }
     }

@@ -235,7 +235,7 @@ struct HostileRequestTests {
                 // Still serving, unchanged, and nothing half-written remains.
                 #expect(try await s3.get(Self.bucket, "canary").body == Self.canary, "\(entry): the canary changed")
                 var clean = false
-                for _ in 0..<100 {
+                for _ in 0..<1500 {
                     if Torture.files(under: tmp).isEmpty { clean = true; break }
                     try await Task.sleep(for: .milliseconds(20))
                 }
