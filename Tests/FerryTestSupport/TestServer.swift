@@ -105,14 +105,20 @@ public struct InMemoryRouter: Sendable {
     func send(
         _ method: String, _ target: String, headers: [(name: String, value: String)], body: [UInt8]
     ) async throws -> S3TestClient.Reply {
+        // What cannot be a `Request` cannot be sent in memory; such a test belongs on a socket.
         var fields = HTTPFields()
         for header in headers where header.name.lowercased() != "host" {
-            guard let name = HTTPField.Name(header.name) else { continue }
+            guard let name = HTTPField.Name(header.name) else {
+                throw InMemoryRequestError(description: "the header name \(header.name) cannot be sent in memory")
+            }
             fields.append(HTTPField(name: name, value: header.value))
+        }
+        guard let requestMethod = HTTPRequest.Method(method) else {
+            throw InMemoryRequestError(description: "the method \(method) cannot be sent in memory")
         }
         let hasBody = !body.isEmpty || method == "PUT" || method == "POST"
         let response = try await client.executeRequest(
-            uri: target, method: HTTPRequest.Method(method) ?? .get, headers: fields,
+            uri: target, method: requestMethod, headers: fields,
             body: hasBody ? ByteBuffer(bytes: body) : nil)
         var replyHeaders = HTTPHeaders()
         for field in response.headers { replyHeaders.add(name: field.name.rawName, value: field.value) }
@@ -163,4 +169,10 @@ public enum TemporaryDirectory {
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }
+}
+
+/// A request an in-memory router cannot carry (use ``TestServer/with(minPartSize:configure:_:)`` for it).
+public struct InMemoryRequestError: Error, CustomStringConvertible {
+    /// What could not be sent.
+    public var description: String
 }
