@@ -85,7 +85,7 @@ struct CrashSafetyTests {
         defer { close(socket) }
         let tmp = data + "/objects/tmp"
         var writing = false
-        for _ in 0..<200 {
+        for _ in 0..<1200 {
             if let files = try? FileManager.default.contentsOfDirectory(atPath: tmp), !files.isEmpty {
                 writing = true
                 break

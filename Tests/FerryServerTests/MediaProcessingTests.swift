@@ -75,7 +75,7 @@ struct MediaProcessingTests {
                 #expect(picture.codec("video") == "mjpeg" && picture.width == 854)
 
                 // Events, in order, with their fields.
-                let deadline = ContinuousClock.now + .seconds(20)
+                let deadline = ContinuousClock.now + .seconds(60)
                 while await Self.events(receiver.recorder).last?.type != "TranscodeComplete", ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(50))
                 }
@@ -183,7 +183,7 @@ struct MediaProcessingTests {
                 #expect(try await S3TestClient.fetch(source.fileURL).body == [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
                 await #expect(throws: FerryError.self) { try await harness.media.getPlayInfo(videoId: videoId) }
 
-                let deadline = ContinuousClock.now + .seconds(20)
+                let deadline = ContinuousClock.now + .seconds(60)
                 while await !Self.events(receiver.recorder).contains(where: { $0.type == "TranscodeComplete" }),
                     ContinuousClock.now < deadline
                 {

@@ -17,7 +17,7 @@ struct MediaWebhookTests {
                 let s3 = server.client(ticket.auth.credentials)
                 #expect(try await s3.put(ticket.address.bucket, ticket.address.fileName, [UInt8](repeating: 7, count: 4096)).status == 200)
                 try await media.deleteVideos([ticket.id])
-                let deadline = ContinuousClock.now + .seconds(20)
+                let deadline = ContinuousClock.now + .seconds(60)
                 while await receiver.recorder.deliveries.count < 2, ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(20))
                 }

@@ -193,7 +193,7 @@ struct WebhookTests {
 
 /// Polls `condition` until it holds or `timeout` passes; returns whether it held.
 private func eventually(
-    timeout: Duration = .seconds(20), _ condition: @Sendable () async throws -> Bool
+    timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool
 ) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {

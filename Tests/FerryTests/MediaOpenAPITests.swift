@@ -40,7 +40,7 @@ struct MediaOpenAPITests {
             // A real video (the sample), processed to Normal, so GetPlayInfo lists renditions.
             let sample = [UInt8](try Data(contentsOf: URL(fileURLWithPath: CommandLineTests.sample)))
             #expect(try await server.client(auth.credentials).put(address.bucket, address.fileName, sample).status == 200)
-            let deadline = ContinuousClock.now + .seconds(60)
+            let deadline = ContinuousClock.now + .seconds(180)
             while try await server.media().getVideoInfo(videoId: videoId).status != "Normal", ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(100))
             }

@@ -219,9 +219,10 @@ struct UploadQueueTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let files = try (0..<3).map { _ in try makeMediaFile(size: 11 * Self.mib, ext: "mp4", in: directory) }
         try await TestServer.with { server in
-            // Every part waits a little on the way, so the files are still uploading while the list changes.
+            // Every part waits a second on the way, so the files are still uploading while the list changes (and while
+            // events reach the log late on a busy machine).
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
-            proxy.inject(.delay(seconds: 0.3), when: .query(contains: "partNumber"), times: .max)
+            proxy.inject(.delay(seconds: 1), when: .query(contains: "partNumber"), times: .max)
             var configuration = Self.configuration(records: directory + "/records")
             configuration.partConcurrency = 1
             let queue = UploadQueue(

@@ -66,7 +66,7 @@ struct LoadTests {
         let data = TemporaryDirectory.make("ferry-torture-load")
         defer { try? FileManager.default.removeItem(atPath: data) }
         let server = try await FerryExecutable.Server.start(
-            dataDirectory: data, arguments: ["--idle-timeout", "2", "--body-timeout", "2"], environment: Torture.environment)
+            dataDirectory: data, arguments: ["--idle-timeout", "4", "--body-timeout", "4"], environment: Torture.environment)
         let pid = server.process.processIdentifier
         let s3 = S3TestClient(endpoint: server.endpoint, credentials: Torture.root)
         #expect(try await s3.createBucket("load").status == 200)
