@@ -284,8 +284,8 @@ struct WebhookReceiver: Sendable {
         }
     }
 
-    /// A port nothing listens on (one a receiver bound and released).
+    /// A port nothing listens on, outside the range servers on port 0 are given (``LoopbackPort/unused()``).
     static func freePort() async throws -> Int {
-        try await with { $0.port }
+        try LoopbackPort.unused()
     }
 }

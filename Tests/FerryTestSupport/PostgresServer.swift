@@ -165,23 +165,8 @@ public final class PostgresServer: Sendable {
         }
     }
 
-    /// A TCP port on 127.0.0.1 nothing listens on (bound and released).
+    /// A TCP port on 127.0.0.1 nothing listens on (``LoopbackPort/unused()``).
     public static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
-                guard bind(fd, pointer, length) == 0 else { return -1 }
-                return getsockname(fd, pointer, &length)
-            }
-        }
-        guard bound == 0 else { throw Failure(description: "bind failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        try LoopbackPort.unused()
     }
 }

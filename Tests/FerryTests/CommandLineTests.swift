@@ -257,6 +257,13 @@ struct CommandLineTests {
         #expect(usage.error.contains("--parallel"))
         let unknown = try await FerryRun.run(["upload", "--no-such-flag"])
         #expect(unknown.status == 64)
+        let unusedData = TemporaryDirectory.make("ferry-cli-bad-env")
+        defer { try? FileManager.default.removeItem(atPath: unusedData) }
+        let scheduling = try await FerryRun.run(
+            ["serve", "--data-dir", unusedData, "--port", "0"],
+            environment: ["FERRY_MEDIA_IDLE_SCHEDULING": "yes"])
+        #expect(scheduling.status == 64, "\(scheduling.output) \(scheduling.error)")
+        #expect(scheduling.error.contains("FERRY_MEDIA_IDLE_SCHEDULING must be 0 or 1"), "\(scheduling.error)")
 
         let missing = try await FerryRun.run(["upload", "/nonexistent/holiday.mp4", "--data-dir", TemporaryDirectory.make()])
         #expect(missing.status == 1)

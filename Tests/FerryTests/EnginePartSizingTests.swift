@@ -59,8 +59,11 @@ struct EnginePartSizingTests {
             // A part whose body had reached the server when the pause cancelled its request can be stored just after
             // ListParts looked: at most the two parts that were in flight.
             #expect(result.partsResumed >= onServer.count && result.partsResumed <= onServer.count + 2)
-            #expect(result.partsResumed + result.partsSent == plan.partCount)
-            #expect(result.etag.hasSuffix("-\(plan.partCount)"))
+            // The parts found keep the checkpoint's cut (else they would not be reused); the parts never taken may be
+            // cut again at the rate the new run measures, which a busy machine changes. So the count is the ETag's.
+            let total = result.partsResumed + result.partsSent
+            #expect(result.etag.hasSuffix("-\(total)"))
+            #expect(total >= (onServer.map(\.number).max() ?? 0))
             #expect(result.verification == .checksum)
             let back = URL(fileURLWithPath: directory + "/back")
             try await client.download(bucket: "sizing", key: "grown.bin", to: back)
