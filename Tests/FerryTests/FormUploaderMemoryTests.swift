@@ -55,7 +55,8 @@ struct FormUploaderMemoryTests {
                 }
                 return peak
             }
-            let upload = server.formUploader(token: token, chunkSize: 256 * 1024).upload(file: file, key: "big.mp4", extraParams: extra)
+            // One request carries the 2 GiB; its deadline allows a machine busy with other tests.
+            let upload = server.formUploader(token: token, chunkSize: 256 * 1024, timeout: .seconds(900)).upload(file: file, key: "big.mp4", extraParams: extra)
             let result = try await upload.result
             sampler.cancel()
             let peak = await sampler.value

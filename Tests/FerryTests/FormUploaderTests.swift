@@ -13,12 +13,13 @@ extension TestServer {
     }
 
     /// A form uploader for this server.
-    func formUploader(token: String, transport: (any HTTPTransport)? = nil, chunkSize: Int = 64 * 1024) -> FormUploader
-    {
+    func formUploader(
+        token: String, transport: (any HTTPTransport)? = nil, chunkSize: Int = 64 * 1024, timeout: Duration = .seconds(60)
+    ) -> FormUploader {
         var configuration = FormUploader.Configuration()
         if let transport { configuration.transport = transport }
         configuration.chunkSize = chunkSize
-        configuration.timeoutIntervalForRequest = .seconds(60)
+        configuration.timeoutIntervalForRequest = timeout
         return FormUploader(endpoint: URL(string: endpoint)!, token: token, configuration: configuration)
     }
 
