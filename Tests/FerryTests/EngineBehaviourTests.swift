@@ -36,10 +36,8 @@ struct EngineBehaviourTests {
             while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
             await upload.pause()
             // The event is delivered to the collecting task a moment after pause() returns.
-            for _ in 0..<6000 where log.count(where: { if case .paused = $0 { true } else { false } }) == 0 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            #expect(log.count { if case .paused = $0 { true } else { false } } == 1)
+            try await log.waitForPause()
+            #expect(log.pauses == 1)
             let checkpoints = try FileManager.default.contentsOfDirectory(atPath: records.path).filter { $0.hasSuffix(".json") }
             #expect(checkpoints.count == 1)
             let open = try await client.listMultipartUploads(bucket: "behaviour")
@@ -59,8 +57,10 @@ struct EngineBehaviourTests {
         }
     }
 
-    @Test("cancelling the task that awaits the result pauses the upload (checkpoint kept); resume finishes it")
-    func callerCancellationPauses() async throws {
+    @Test(
+        "cancelling the task that awaits the result pauses the upload (checkpoint kept), also when it was cancelled before it could wait; resume finishes it",
+        arguments: [false, true])
+    func callerCancellationPauses(cancelledBeforeWaiting: Bool) async throws {
         let directory = TemporaryDirectory.make("ferry-caller-cancel")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = try makeRandomFile(size: 40 * Self.mib + 5, in: directory)
@@ -71,48 +71,23 @@ struct EngineBehaviourTests {
             let upload = try await client.upload(request(file, key: "left.bin", records: records))
             let (log, collector) = EventLog.collect(upload)
             while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
-            // A view's task that awaited the upload goes away (whether it was already waiting or not yet: both pause).
-            let view = Task { try await upload.result }
-            try await Task.sleep(for: .milliseconds(20))
-            view.cancel()
-            await #expect(throws: CancellationError.self) { _ = try await view.value }
-            for _ in 0..<6000 where log.count(where: { if case .paused = $0 { true } else { false } }) == 0 {
-                try await Task.sleep(for: .milliseconds(10))
+            // A view's task that awaited the upload goes away: while it waits, or before it got to wait.
+            let view = Task { () async throws -> UploadResult in
+                if cancelledBeforeWaiting { withUnsafeCurrentTask { $0?.cancel() } }
+                return try await upload.result
             }
-            #expect(log.count { if case .paused = $0 { true } else { false } } == 1)
+            if !cancelledBeforeWaiting {
+                try await Task.sleep(for: .milliseconds(20))
+                view.cancel()
+            }
+            await #expect(throws: CancellationError.self) { _ = try await view.value }
+            try await log.waitForPause()
+            #expect(log.pauses == 1)
             let sentAtPause = log.progress.last?.totalBytesSent ?? 0
             try await Task.sleep(for: .milliseconds(300))
             #expect((log.progress.last?.totalBytesSent ?? 0) == sentAtPause, "nothing is sent once paused")
             #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).contains { $0.hasSuffix(".json") })
             #expect(try await client.listMultipartUploads(bucket: "behaviour").map(\.key) == ["left.bin"])
-            await upload.resume()
-            #expect(try await upload.result.size == Int64(40 * Self.mib + 5))
-            await collector.value
-        }
-    }
-
-    @Test("a task already cancelled when it asks for the result gets CancellationError and pauses the upload too")
-    func alreadyCancelledCallerPauses() async throws {
-        let directory = TemporaryDirectory.make("ferry-caller-cancelled-early")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let file = try makeRandomFile(size: 40 * Self.mib + 5, in: directory)
-        let records = URL(fileURLWithPath: directory + "/records")
-        try await TestServer.with { server in
-            let client = server.engine()
-            try await client.createBucket("behaviour")
-            let upload = try await client.upload(request(file, key: "early.bin", records: records))
-            let (log, collector) = EventLog.collect(upload)
-            while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
-            // The view's task is cancelled before it gets to wait.
-            let view = Task { () async throws -> UploadResult in
-                withUnsafeCurrentTask { $0?.cancel() }
-                return try await upload.result
-            }
-            await #expect(throws: CancellationError.self) { _ = try await view.value }
-            for _ in 0..<6000 where log.count(where: { if case .paused = $0 { true } else { false } }) == 0 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            #expect(log.count { if case .paused = $0 { true } else { false } } == 1)
             await upload.resume()
             #expect(try await upload.result.size == Int64(40 * Self.mib + 5))
             await collector.value

@@ -90,9 +90,8 @@ struct EngineCredentialTests {
             request.concurrency = 1
             let upload = try await client.upload(request)
             let (log, collector) = EventLog.collect(upload)
-            while log.count(where: { if case .paused = $0 { true } else { false } }) == 0 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await log.waitForPause()
+            #expect(log.pauses > 0, "the upload did not pause")
             #expect(log.count { if case .credentialsExpired = $0 { true } else { false } } == 1)
             // The upload waits; its multipart upload is still open on the server.
             #expect(try await server.engine().listMultipartUploads(bucket: "tokens").count == 1)

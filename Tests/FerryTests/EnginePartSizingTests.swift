@@ -34,9 +34,7 @@ struct EnginePartSizingTests {
             let (log, collector) = EventLog.collect(upload)
             while (log.progress.last?.totalBytesSent ?? 0) < 60 * Self.mib { try await Task.sleep(for: .milliseconds(5)) }
             await upload.pause()
-            for _ in 0..<6000 where log.count(where: { if case .paused = $0 { true } else { false } }) == 0 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await log.waitForPause()
 
             // The checkpoint records the cut: 5 MiB parts first, then larger ones, whole MiB, at most 16 MiB.
             let checkpoint = try Self.checkpoint(in: records)

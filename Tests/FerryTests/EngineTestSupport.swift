@@ -68,4 +68,14 @@ final class EventLog: @unchecked Sendable {
         events.compactMap { if case .progress(let p) = $0 { p } else { nil } }
     }
     func count(where predicate: (UploadEvent) -> Bool) -> Int { events.filter(predicate).count }
+
+    /// How many times the upload reported `paused`.
+    var pauses: Int { count { if case .paused = $0 { true } else { false } } }
+
+    /// Waits until a `paused` event has arrived (it reaches the collecting task a moment after the pause), or `limit`
+    /// has passed.
+    func waitForPause(within limit: Duration = .seconds(60)) async throws {
+        let deadline = ContinuousClock.now + limit
+        while pauses == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+    }
 }
