@@ -42,6 +42,8 @@ public struct FerryServer: Sendable {
     public let mediaTools: MediaTools?
     /// Media jobs running in this process.
     let runningJobs = RunningJobs()
+    /// ``FerryServerConfiguration/publicEndpoint``, checked when the server opened.
+    let publicEndpoint: PublicEndpoint?
     /// This process's hold on the data directory.
     let directoryLock: DataDirectoryLock
     /// This node's name in the catalog's leases.
@@ -169,6 +171,7 @@ public struct FerryServer: Sendable {
         self.configuration = configuration
         directoryLock = lock
         callbackTargets = try CallbackTargets(allow: configuration.callbackAllow)
+        publicEndpoint = try configuration.publicEndpoint.map(PublicEndpoint.init(parsing:))
         let directory = configuration.dataDirectory
         (rootCredentials, rootCredentialsGenerated) = root
         try PrivateFiles.file(directory + "/catalog.sqlite")
@@ -226,36 +229,34 @@ public struct FerryServer: Sendable {
         return nil
     }
 
-    /// The media API over this server's catalog and store.
-    public var mediaAPI: MediaAPI {
-        MediaAPI(
-            catalog: mediaCatalog, store: store, credentials: credentials,
-            authenticator: RequestAuthenticator(credentials: credentials, region: configuration.region), webhooks: webhooks,
-            configuration: configuration, running: runningJobs, processingUnavailable: mediaProcessingUnavailable)
+    /// The videos and images of this server's media catalog, and how they advance as storage changes.
+    public var mediaLibrary: MediaLibrary {
+        MediaLibrary(
+            catalog: mediaCatalog, store: store, webhooks: webhooks, configuration: configuration, running: runningJobs)
     }
 
-    /// The publish (UGC) API: apply and commit authenticated by publish signatures, over the media catalog.
-    public var publishAPI: PublishAPI {
-        PublishAPI(media: mediaAPI)
+    /// The media API over this server's catalog and store.
+    var mediaAPI: MediaAPI {
+        MediaAPI(
+            library: mediaLibrary, credentials: credentials, configuration: configuration, publicEndpoint: publicEndpoint,
+            processingUnavailable: mediaProcessingUnavailable)
     }
 
     /// The form upload endpoint (Qiniu-style upload tokens) over this server's store; stored objects advance the media
     /// catalog.
-    public var formUploadAPI: FormUploadAPI {
+    var formUploadAPI: FormUploadAPI {
         var api = FormUploadAPI(
             store: store, credentials: credentials, configuration: configuration, callbackTargets: callbackTargets)
-        let media = mediaAPI
-        api.objectStored = { object in await media.objectStored(object) }
+        let library = mediaLibrary
+        api.objectStored = { object in await library.objectStored(object) }
         return api
     }
 
     /// The object API over this server's store; stored objects advance the media catalog.
-    public var objectAPI: ObjectAPI {
-        var api = ObjectAPI(
-            store: store, authenticator: RequestAuthenticator(credentials: credentials, region: configuration.region),
-            region: configuration.region)
-        let media = mediaAPI
-        api.objectStored = { object in await media.objectStored(object) }
+    var objectAPI: ObjectAPI {
+        var api = ObjectAPI(store: store, credentials: credentials, region: configuration.region)
+        let library = mediaLibrary
+        api.objectStored = { object in await library.objectStored(object) }
         return api
     }
 
@@ -267,73 +268,21 @@ public struct FerryServer: Sendable {
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
     }
 
-    /// Builds the HTTP application with its background services.
+    /// Builds the HTTP application with its background services: the router of ``makeRouter()`` on an HTTP/1.1 server
+    /// with Ferry's connection handlers (receive buffers, connection limits, `100 Continue` on demand).
     ///
     /// - Parameter onServerRunning: called with the bound port once the server listens (useful with port 0).
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in })
         -> some ApplicationProtocol
     {
-        let api = objectAPI
-        let media = mediaAPI
-        let form = formUploadAPI
-        let logger = configuration.logger
         let limits = configuration.connectionLimits
         let connections = ConnectionGuard.Counter()
-        let console = ConsoleAPI(media: media, sessions: ConsoleSessions(credentials: credentials), site: ConsoleSite.shared)
-        let signing = MultipartSigningAPI(media: media, console: console)
-        let crossOrigin = CrossOriginPolicy(origins: configuration.corsOrigins)
-        @Sendable func routes(_ request: Request, _ context: FerryRequestContext) async throws -> Response {
-            let channel = context.channel
-            // The object API lets a body come (100 Continue) once the request is authenticated and allowed; the
-            // other APIs read their small bodies at once.
-            if request.uri.path.hasPrefix(MediaAPI.pathPrefix) {
-                await channel.sendContinue()
-                return await media.respond(to: request, logger: logger)
-            }
-            if request.uri.path.hasPrefix(PublishAPI.pathPrefix) {
-                await channel.sendContinue()
-                return await PublishAPI(media: media).respond(to: request, logger: logger)
-            }
-            if request.uri.path.hasPrefix(PlaybackToken.pathPrefix) {
-                return await PlaybackAPI(media: media).respond(to: request, logger: logger)
-            }
-            if request.uri.path == "/_ferry/health" {
-                // For load balancers: 200 while this node serves and reaches its catalog, 503 otherwise — within
-                // two seconds: a catalog that does not answer (a PostgreSQL pool waiting for a connection) is a 503
-                // at once, not a request held open that also holds up the node's shutdown.
-                let healthy = await withTimeLimit(.seconds(2)) { (try? await api.store.listBuckets()) != nil } ?? false
-                return Response(
-                    status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain"],
-                    body: .init(byteBuffer: ByteBuffer(string: healthy ? "ok\n" : "catalog unavailable\n")))
-            }
-            if request.uri.path == FormUploadAPI.path {
-                await channel.sendContinue()
-                return await form.respond(to: request, logger: logger)
-            }
-            return await api.respond(to: request, logger: logger, sendContinue: { await channel.sendContinue() })
-        }
-        let responder = CallbackResponder<FerryRequestContext> { request, context in
-            let channel = context.channel
-            // The console and its signing endpoints belong to the console's own origin: no cross-origin headers.
-            if ConsoleAPI.handles(request.uri.path) {
-                await channel.sendContinue()
-                return await console.respond(to: request, logger: logger)
-            }
-            if MultipartSigningAPI.handles(request.uri.path) {
-                await channel.sendContinue()
-                return await signing.respond(to: request, logger: logger)
-            }
-            if let preflight = crossOrigin.preflight(request) { return preflight }
-            var response = try await routes(request, context)
-            crossOrigin.decorate(&response, for: request)
-            return response
-        }
         // The HTTP server's own lifecycle lines only when debugging; Ferry logs its one start line itself.
         var serverLogger = configuration.logger
         if serverLogger.logLevel > .debug { serverLogger.logLevel = .warning }
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
-            logger: configuration.logger, media: media, leases: mediaCatalog, node: node)
+            logger: configuration.logger, media: mediaLibrary, leases: mediaCatalog, node: node)
         var services: [any Service] = []
         if let postgres {
             // First in the group, so it stops last: the other services use the catalog until they end.
@@ -352,7 +301,7 @@ public struct FerryServer: Sendable {
                     logger: configuration.logger))
         }
         return Application(
-            responder: responder,
+            responder: makeRouter().buildResponder(),
             server: .http1(
                 configuration: .init(additionalChannelHandlers: [
                     ReceiveBufferSizing(), ConnectionGuard(limits: limits, counter: connections), ExpectContinueHandler(),

@@ -45,7 +45,7 @@ struct BlobFilesTests {
         var files = try BlobFiles(root: root)
         files.directIO = direct
         let bytes = [UInt8](repeating: 7, count: 3 << 20)
-        await #expect(throws: S3Error.self) {
+        await #expect(throws: FerryDomainError.self) {
             _ = try await files.write(Self.body(bytes, pieces: [65_536]), checksums: [], maxSize: 2 << 20)
         }
         struct Broken: Error {}

@@ -135,9 +135,9 @@ struct MediaOwnershipTests {
             let uploadId = try await s3.createMultipartUpload(first.address.bucket, first.address.fileName)
             #expect(try await s3.uploadPart(first.address.bucket, first.address.fileName, uploadId: uploadId, number: 1, [1, 2]).status == 200)
             // Not yet too old: nothing happens.
-            #expect(try await server.server.mediaAPI.expireUnfinishedUploads() == 0)
+            #expect(try await server.server.mediaLibrary.expireUnfinishedUploads() == 0)
             let later = Date().addingTimeInterval(server.server.configuration.uploadingVideoMaxAge + 60)
-            #expect(try await server.server.mediaAPI.expireUnfinishedUploads(now: later) == 2)
+            #expect(try await server.server.mediaLibrary.expireUnfinishedUploads(now: later) == 2)
             #expect(try await admin.getVideoInfo(videoId: first.id).status == "UploadFail")
             let uploads = try await server.server.store.listMultipartUploads(
                 bucket: first.address.bucket, prefix: "", keyMarker: "", uploadIdMarker: "", maxUploads: 1000)

@@ -52,7 +52,7 @@ struct ObjectCatalogTests {
     func objects(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in
             try await store.createBucket("photos")
-            await #expect(throws: S3Error.self) { try await store.createBucket("photos") }
+            await #expect(throws: FerryDomainError.self) { try await store.createBucket("photos") }
             #expect(try await store.listBuckets().map(\.name) == ["photos"])
             let first = try await Self.put(store, "photos", "a.txt", "first")
             #expect(first.etag == "8b04d5e3775d298e78455efc5ca404d5")
@@ -60,10 +60,10 @@ struct ObjectCatalogTests {
             #expect(try await store.object(bucket: "photos", key: "a.txt").checksums["CRC32"] != nil)
 
             // If-None-Match: * refuses an existing key; If-Match with another ETag too; the right ETag writes.
-            await #expect(throws: S3Error.self) {
+            await #expect(throws: FerryDomainError.self) {
                 try await Self.put(store, "photos", "a.txt", "no", condition: .absent)
             }
-            await #expect(throws: S3Error.self) {
+            await #expect(throws: FerryDomainError.self) {
                 try await Self.put(store, "photos", "a.txt", "no", condition: ObjectWriteCondition(ifMatch: ["0000"]))
             }
             try await Self.put(store, "photos", "a.txt", "second", condition: ObjectWriteCondition(ifMatch: [first.etag]))
@@ -72,22 +72,22 @@ struct ObjectCatalogTests {
             let current = try await store.object(bucket: "photos", key: "a.txt")
             try await store.setObjectTags([ObjectTag(key: "k", value: "v")], bucket: "photos", key: "a.txt", etag: current.etag)
             #expect(try await store.object(bucket: "photos", key: "a.txt").tags == [ObjectTag(key: "k", value: "v")])
-            await #expect(throws: S3Error.self) {
+            await #expect(throws: FerryDomainError.self) {
                 try await store.setObjectTags([], bucket: "photos", key: "a.txt", etag: first.etag)
             }
 
-            await #expect(throws: S3Error.self) { try await store.deleteBucket("photos") }
-            await #expect(throws: S3Error.self) {
+            await #expect(throws: FerryDomainError.self) { try await store.deleteBucket("photos") }
+            await #expect(throws: FerryDomainError.self) {
                 try await store.deleteObject(bucket: "photos", key: "a.txt", condition: ObjectWriteCondition(ifMatch: ["0000"]))
             }
             try await store.deleteObject(bucket: "photos", key: "a.txt", condition: .none)
             try await store.deleteObject(bucket: "photos", key: "a.txt", condition: .none)
-            await #expect(throws: S3Error.self) { try await store.object(bucket: "photos", key: "a.txt") }
+            await #expect(throws: FerryDomainError.self) { try await store.object(bucket: "photos", key: "a.txt") }
             try await store.setBucketCors("photos", "<CORSConfiguration/>")
             #expect(try await store.bucketCors("photos") == "<CORSConfiguration/>")
             try await store.deleteBucket("photos")
-            await #expect(throws: S3Error.self) { try await store.bucket("photos") }
-            await #expect(throws: S3Error.self) { try await Self.put(store, "photos", "x", "y") }
+            await #expect(throws: FerryDomainError.self) { try await store.bucket("photos") }
+            await #expect(throws: FerryDomainError.self) { try await Self.put(store, "photos", "x", "y") }
         }
     }
 
@@ -128,7 +128,7 @@ struct ObjectCatalogTests {
             #expect(uploads.uploads.map(\.uploadId) == [upload.uploadId])
 
             // The store's minimum part size (5 MiB) applies to every part but the last.
-            await #expect(throws: S3Error.self) {
+            await #expect(throws: FerryDomainError.self) {
                 try await store.completeMultipartUpload(
                     upload, parts: [.init(partNumber: 1, eTag: p1.etag), .init(partNumber: 2, eTag: p2.etag)],
                     fullObjectChecksums: [:], condition: .none)
@@ -138,7 +138,7 @@ struct ObjectCatalogTests {
             #expect(object.partCount == 1)
             #expect(try await Self.read(store, "media", "v.mp4") == "-two")
             #expect(try await store.completedUpload(upload.uploadId)?.etag == object.etag)
-            await #expect(throws: S3Error.self) {
+            await #expect(throws: FerryDomainError.self) {
                 try await store.multipartUpload(upload.uploadId, bucket: "media", key: "v.mp4")
             }
 
@@ -150,7 +150,7 @@ struct ObjectCatalogTests {
                 bucket: "media", key: "open", attributes: ObjectAttributes(), tags: [], checksumAlgorithm: nil, checksumType: nil)
             _ = try await store.uploadPart(open, partNumber: 1, body: Self.body("x"), checksums: [], verify: { _ in })
             try await store.deleteBucket("media")
-            await #expect(throws: S3Error.self) { try await store.multipartUpload(open.uploadId, bucket: "media", key: "open") }
+            await #expect(throws: FerryDomainError.self) { try await store.multipartUpload(open.uploadId, bucket: "media", key: "open") }
             #expect(try await store.catalog.referencedBlobs().isEmpty)
         }
     }
@@ -183,7 +183,7 @@ struct ObjectCatalogTests {
                         do {
                             try await Self.put(store, "race", "once", "writer \(index)", condition: .absent)
                             return true
-                        } catch let error as S3Error where error.code == .preconditionFailed {
+                        } catch let error as FerryDomainError where error.code == .preconditionFailed {
                             return false
                         }
                     }
@@ -212,7 +212,7 @@ struct ObjectCatalogTests {
             #expect(try await store.multipartUpload(upload.uploadId, bucket: "old", key: "abandoned").uploadId == upload.uploadId)
             try await leases.releaseLease(UploadCollector.leaseName, owner: "node-a")
             #expect(await other.collectOnce(now: later) == 1)
-            await #expect(throws: S3Error.self) { try await store.multipartUpload(upload.uploadId, bucket: "old", key: "abandoned") }
+            await #expect(throws: FerryDomainError.self) { try await store.multipartUpload(upload.uploadId, bucket: "old", key: "abandoned") }
         }
     }
 }

@@ -171,9 +171,8 @@ public enum Checksum {
         withUnsafeBytes(of: value.bigEndian) { Array($0) }
     }
 
-    /// Big-endian bytes to an integer; `bytes.count` must equal the width.
+    /// Big-endian bytes to an integer; callers pass exactly the width's bytes (extra leading bytes shift out).
     static func integer<T: FixedWidthInteger>(_ bytes: [UInt8]) -> T {
-        precondition(bytes.count == MemoryLayout<T>.size)
         var value: T = 0
         for byte in bytes {
             value = value << 8 | T(byte)

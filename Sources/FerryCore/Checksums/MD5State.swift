@@ -52,12 +52,12 @@ package struct MD5State: Sendable {
         // Whole blocks, side by side, for as long as every remaining message has some.
         var active = states.indices.filter { rest[$0].count >= 64 }
         while !active.isEmpty {
-            let blocks = active.map { rest[$0].count / 64 }.min()!
+            let blocks = active.map { rest[$0].count / 64 }.min() ?? 0
             var words = active.flatMap { index -> [UInt32] in
                 let w = states[index].words
                 return [w.0, w.1, w.2, w.3]
             }
-            let pointers: [UnsafeRawPointer?] = active.map { UnsafeRawPointer(rest[$0].baseAddress!) }
+            let pointers: [UnsafeRawPointer?] = active.map { UnsafeRawPointer(rest[$0].baseAddress) }
             pointers.withUnsafeBufferPointer { data in
                 ferry_md5_compress_lanes_with_features(&words, data.baseAddress, active.count, blocks, kernel.features)
             }

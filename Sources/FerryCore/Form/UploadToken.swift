@@ -35,7 +35,8 @@ public struct UploadToken: Sendable, Hashable {
     public static func make(accessKey: String, secretKey: String, policy: PutPolicy) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let json = try! encoder.encode(policy)  // a struct of strings and integers always encodes
+        // A struct of strings and integers always encodes; `{}` would only make a token no server accepts.
+        let json = (try? encoder.encode(policy)) ?? Data("{}".utf8)
         return sign(accessKey: accessKey, secretKey: secretKey, policyJSON: [UInt8](json))
     }
 

@@ -16,7 +16,10 @@ public enum S3XML {
     ///
     /// - Parameter trimming: whether surrounding white space of element values is dropped; documents that carry
     ///   object keys (where `" "` is a key) decode with `false`.
+    /// Documents nested deeper or holding more elements than ``DocumentLimits/standard`` throw
+    /// ``DocumentTooComplex`` before any parser sees them.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data, trimming: Bool = true) throws -> T {
+        try DocumentShape.checkXML(data)
         // No S3 document has a DTD; refusing one keeps entity expansion (billion laughs) and external entities out.
         if containsDeclaration(data) {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "A document type declaration is not allowed."))

@@ -424,11 +424,12 @@ public struct AWSChunkedDecoder: @unchecked Sendable {
 
     /// Verifies the signature of the chunk whose data was just hashed.
     private mutating func endOfChunkData() throws(SigV4Error) {
-        guard signer != nil else { return }
+        guard var chain = signer else { return }
         let digest = hasher.finalize()
-        guard signer!.verifyChunk(chunkHash: digest, signature: chunkSignature) else {
+        guard chain.verifyChunk(chunkHash: digest, signature: chunkSignature) else {
             throw .signatureDoesNotMatch("a chunk signature does not match the chunk data")
         }
+        signer = chain
     }
 
     /// Parses one trailer line (in `line`, CRLF stripped); an empty line ends the body.

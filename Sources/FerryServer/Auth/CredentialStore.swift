@@ -58,6 +58,6 @@ public struct CredentialStore: Sendable {
                 isRoot: false))
     }
 
-    static let unknownKey = S3Error(
-        .invalidAccessKeyId, "The AWS Access Key Id you provided does not exist in our records.")
+    static let unknownKey = FerryDomainError(
+        .unknownAccessKey, "The AWS Access Key Id you provided does not exist in our records.")
 }

@@ -38,7 +38,7 @@ struct RequestAuthenticator: Sendable {
         let canonicalURI = SigV4.canonicalURI(fromRawPath: input.rawPath)
         if let header = input.headers.first(where: { $0.name.lowercased() == "authorization" })?.value {
             guard header.hasPrefix(SigV4.algorithm) else {
-                throw S3Error(.invalidRequest, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
+                throw FerryDomainError(.unsupportedAuthorization, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
             }
             let authorization = try mapped { () throws(SigV4Error) in try SigV4Authorization(parsing: header) }
             let token = input.headers.first { $0.name.lowercased() == "x-amz-security-token" }?.value
@@ -47,7 +47,7 @@ struct RequestAuthenticator: Sendable {
             if let hash = input.headers.first(where: { $0.name.lowercased() == "x-amz-content-sha256" })?.value {
                 try Self.checkPayloadHashValue(hash)
             } else if input.service == "s3" {
-                throw S3Error(.invalidRequest, "Missing required header for this request: x-amz-content-sha256")
+                throw FerryDomainError(.missingContentHash, "Missing required header for this request: x-amz-content-sha256")
             }
             let verified = try mapped { () throws(SigV4Error) in
                 try SigV4Verifier.verify(
@@ -62,8 +62,8 @@ struct RequestAuthenticator: Sendable {
             if let expires = input.query.first(where: { $0.name == "X-Amz-Expires" }).flatMap({ Int($0.value) }),
                 expires > Self.maxPresignedExpiry
             {
-                throw S3Error(
-                    .authorizationQueryParametersError,
+                throw FerryDomainError(
+                    .presignedExpiryTooLong,
                     "X-Amz-Expires must be less than a week (in seconds) that is; 604800 seconds")
             }
             let presigned = try mapped { () throws(SigV4Error) in try SigV4PresignedQuery(parsing: input.query) }
@@ -77,7 +77,7 @@ struct RequestAuthenticator: Sendable {
             }
             return Authenticated(principal: resolved.principal, verified: verified)
         }
-        throw S3Error(.accessDenied, "Anonymous access is forbidden; sign the request with AWS Signature Version 4.")
+        throw FerryDomainError(.anonymous, "Anonymous access is forbidden; sign the request with AWS Signature Version 4.")
     }
 
     /// Accepts a hex SHA-256 or one of the payload modes S3 knows.
@@ -88,8 +88,8 @@ struct RequestAuthenticator: Sendable {
             return
         default:
             guard SigV4.isHex64(value) else {
-                throw S3Error(
-                    .invalidArgument,
+                throw FerryDomainError(
+                    .invalidContentHash,
                     "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER or a valid sha256 value."
                 )
             }
@@ -100,24 +100,7 @@ struct RequestAuthenticator: Sendable {
         do {
             return try body()
         } catch {
-            throw S3Error.from(error)
-        }
-    }
-}
-
-extension S3Error {
-    /// The S3 error for a SigV4 failure; the message never carries a signature or secret.
-    static func from(_ error: SigV4Error) -> S3Error {
-        let code = S3ErrorCode.named(error.code.s3ErrorCode) ?? S3ErrorCode(error.code.s3ErrorCode, httpStatus: error.code.httpStatus)
-        switch code {
-        case .signatureDoesNotMatch:
-            return S3Error(code, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
-        case .requestTimeTooSkewed:
-            return S3Error(code, "The difference between the request time and the current time is too large.")
-        case .accessDenied where error.code == .requestExpired:
-            return S3Error(code, "Request has expired")
-        default:
-            return S3Error(code, error.message.prefix(1).uppercased() + error.message.dropFirst())
+            throw FerryDomainError(error)
         }
     }
 }

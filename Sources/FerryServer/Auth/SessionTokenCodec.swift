@@ -35,7 +35,8 @@ public struct SessionTokenCodec: Sendable {
         let claims = Claims(k: accessKeyId, parent: parent, exp: expiration.timeIntervalSince1970.rounded(.down), policies: policies)
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        let body = Self.base64url(try! encoder.encode(claims))  // encoding plain value types cannot fail
+        // Strings, a number and policies always encode; a token without claims would only be refused as invalid.
+        let body = Self.base64url((try? encoder.encode(claims)) ?? Data())
         let mac = Self.base64url(Data(HMAC<SHA256>.authenticationCode(for: Data(("FT1." + body).utf8), using: key)))
         return SigV4Credentials(
             accessKeyId: accessKeyId, secretAccessKey: secret(for: accessKeyId), sessionToken: "FT1.\(body).\(mac)")
@@ -63,7 +64,7 @@ public struct SessionTokenCodec: Sendable {
 
     /// Verifies a token presented with `accessKeyId`; throws `InvalidToken` or `ExpiredToken`.
     public func verify(token: String, accessKeyId: String, now: Date = Date()) throws -> Verified {
-        let invalid = S3Error(.invalidToken, "The provided token is malformed or otherwise invalid.")
+        let invalid = FerryDomainError(.invalidSessionToken, "The provided token is malformed or otherwise invalid.")
         let pieces = token.split(separator: ".", omittingEmptySubsequences: false)
         guard pieces.count == 3, pieces[0] == "FT1", let macBytes = Self.unbase64url(String(pieces[2])),
             let claimBytes = Self.unbase64url(String(pieces[1]))
@@ -74,7 +75,7 @@ public struct SessionTokenCodec: Sendable {
             throw invalid
         }
         let expiration = Date(timeIntervalSince1970: claims.exp)
-        guard expiration > now else { throw S3Error(.expiredToken, "The provided token has expired.") }
+        guard expiration > now else { throw FerryDomainError(.expiredSessionToken, "The provided token has expired.") }
         return Verified(
             principal: Principal(
                 accessKeyId: accessKeyId, parentAccessKeyId: claims.parent, policies: claims.policies,
@@ -95,6 +96,6 @@ public struct SessionTokenCodec: Sendable {
 
     static func randomAlphanumeric(_ count: Int) -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-        return String((0..<count).map { _ in alphabet.randomElement()! })
+        return String((0..<count).map { _ in alphabet[Int.random(in: 0..<alphabet.count)] })
     }
 }

@@ -24,25 +24,6 @@ struct ConsoleAPI: Sendable {
     let sessions: ConsoleSessions
     let site: ConsoleSite
 
-    /// Whether `path` is the console's.
-    static func handles(_ path: String) -> Bool {
-        path == sitePrefix || path.hasPrefix(sitePrefix + "/") || path == sessionPath || path.hasPrefix(apiPrefix)
-    }
-
-    func respond(to request: Request, logger: Logger) async -> Response {
-        var response: Response
-        let path = request.uri.path
-        if path == Self.sessionPath {
-            response = await session(request, logger: logger)
-        } else if path.hasPrefix(Self.apiPrefix) {
-            response = await api(request, logger: logger)
-        } else {
-            response = file(request)
-        }
-        for (name, value) in securityHeaders() { response.headers[name] = value }
-        return response
-    }
-
     /// Headers on every console answer.
     func securityHeaders() -> [(HTTPField.Name, String)] {
         // Media and covers may come from the public endpoint when it is another origin.
@@ -65,7 +46,8 @@ struct ConsoleAPI: Sendable {
 
     // MARK: Static files
 
-    private func file(_ request: Request) -> Response {
+    /// Serves one of the console's static files (`GET`/`HEAD` `/console/…`).
+    func file(_ request: Request) -> Response {
         guard request.method == .get || request.method == .head else {
             return Response(status: .methodNotAllowed, headers: [.allow: "GET, HEAD"])
         }
@@ -110,76 +92,86 @@ struct ConsoleAPI: Sendable {
         var SecretAccessKey: String?
     }
 
-    private func session(_ request: Request, logger: Logger) async -> Response {
+    /// What a session is, as `/_ferry/console/session` answers it.
+    struct SessionAnswer: Encodable, Sendable {
+        var accessKeyId: String
+        var root: Bool
+        var csrfToken: String
+        var expiration: String
+
+        init(_ session: ConsoleSessions.Session) {
+            accessKeyId = session.principal.parentAccessKeyId
+            root = session.principal.isRoot
+            csrfToken = session.csrf
+            expiration = session.expiration.formatted(.iso8601)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case accessKeyId = "AccessKeyId", root = "Root", csrfToken = "CSRFToken", expiration = "Expiration"
+        }
+    }
+
+    /// `/_ferry/console/session`: `POST` signs in, `GET` describes the session in the cookie, `DELETE` ends it.
+    func session(_ request: Request, context: FerryRequestContext) async throws -> Response {
         let secure = isSecure(request)
+        var request = request
+        let data = Data(buffer: try await request.collectSmallBody())
+        let answer: any Encodable & Sendable
         var setCookie: String?
-        var response = await MediaAPI.respondJSON(
-            to: request, prefix: Self.sessionPath, title: "Console session", name: "console", methods: [.get, .post, .delete],
-            logger: logger
-        ) { _, data, request, _ in
-            switch request.method {
-            case .post:
-                let input = try media.decode(SignInInput.self, data)
-                guard let id = input.AccessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
-                guard let secret = input.SecretAccessKey, !secret.isEmpty else { throw MediaError.missing("SecretAccessKey") }
-                let session: ConsoleSessions.Session
-                do {
-                    session = try await sessions.signIn(accessKeyId: id, secretAccessKey: secret)
-                } catch let refusal as ConsoleSessions.Refusal {
-                    logger.info("console sign-in refused", metadata: ["ferry.access-key-id": .string(String(id.prefix(64)))])
-                    throw MediaError(refusal.code, refusal.message, status: 401)
-                }
-                setCookie = ConsoleSessions.setCookie(session, secure: secure)
-                return Self.describe(session)
-            case .delete:
-                let session = try await requireSession(request)
-                guard ConsoleSessions.hasCSRFToken(request.headers, session: session) else { throw Self.csrfMissing }
-                setCookie = ConsoleSessions.clearCookie(secure: secure)
-                return [:]
-            default:
-                return Self.describe(try await requireSession(request))
+        switch request.method {
+        case .post:
+            let input = try JSONBody.decode(SignInInput.self, from: data)
+            guard let id = input.AccessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
+            guard let secret = input.SecretAccessKey, !secret.isEmpty else { throw MediaError.missing("SecretAccessKey") }
+            let session: ConsoleSessions.Session
+            do {
+                session = try await sessions.signIn(accessKeyId: id, secretAccessKey: secret)
+            } catch let refusal as ConsoleSessions.Refusal {
+                context.logger.info(
+                    "console sign-in refused", metadata: ["ferry.access-key-id": .string(String(id.prefix(64)))])
+                throw MediaError(refusal.code, refusal.message, status: 401)
             }
+            setCookie = ConsoleSessions.setCookie(session, secure: secure)
+            answer = SessionAnswer(session)
+        case .delete:
+            let session = try await sessions.requireSession(request.headers)
+            guard ConsoleSessions.hasCSRFToken(request.headers, session: session) else { throw ConsoleSessions.csrfMissing }
+            setCookie = ConsoleSessions.clearCookie(secure: secure)
+            answer = MediaContract.EmptyAnswer()
+        case .get, .head:
+            answer = SessionAnswer(try await sessions.requireSession(request.headers))
+        default:
+            throw MediaError("MethodNotAllowed", "Console session answers DELETE, GET, POST requests.", status: 405)
         }
-        if let setCookie, response.status.code < 300 { response.headers[.setCookie] = setCookie }
-        response.headers[.cacheControl] = "no-store"
+        var response = try JSONAnswer.response(
+            WithRequestId(answer: answer, requestId: context.requestId), requestId: context.requestId)
+        if let setCookie { response.headers[.setCookie] = setCookie }
         return response
-    }
-
-    static func describe(_ session: ConsoleSessions.Session) -> [String: Any] {
-        [
-            "AccessKeyId": session.principal.parentAccessKeyId, "Root": session.principal.isRoot,
-            "CSRFToken": session.csrf, "Expiration": session.expiration.formatted(.iso8601),
-        ]
-    }
-
-    static let csrfMissing = MediaError(
-        "InvalidCSRFToken", "The request does not carry the session's X-Ferry-CSRF token; reload the console.", status: 403)
-
-    /// The session of the request's cookie; throws 401 `SessionExpired` without a valid one.
-    func requireSession(_ request: Request) async throws -> ConsoleSessions.Session {
-        do {
-            guard let session = try await sessions.session(of: request.headers) else {
-                throw MediaError("SessionExpired", "Sign in to the console first.", status: 401)
-            }
-            return session
-        } catch let refusal as ConsoleSessions.Refusal {
-            throw MediaError(refusal.code, refusal.message, status: 401)
-        }
     }
 
     // MARK: Media API for the session
 
-    private func api(_ request: Request, logger: Logger) async -> Response {
-        var response = await MediaAPI.respondJSON(
-            to: request, prefix: Self.apiPrefix, title: "Console API", name: "console", logger: logger
-        ) { action, data, request, logger in
-            let session = try await requireSession(request)
-            guard ConsoleSessions.hasCSRFToken(request.headers, session: session) else { throw Self.csrfMissing }
-            guard session.principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
-            logger.debug("console request", metadata: ["ferry.action": .string(action)])
-            return try await media.perform(action, data, principal: session.principal, host: request.head.authority ?? "localhost")
-        }
-        response.headers[.cacheControl] = "no-store"
+    /// `POST /_ferry/console/api/<action>`: the media API's operation for the session ``ConsoleSessionMiddleware``
+    /// verified.
+    func api(action: String, request: Request, context: FerryRequestContext) async throws -> Response {
+        try await media.respond(action: action, request: request, context: context)
+    }
+}
+
+/// The console's answers forbid framing, inline script and caching of anything that carries a session
+/// (``ConsoleAPI/securityHeaders()``), refusals included.
+struct ConsoleHeadersMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+    let console: ConsoleAPI
+    /// Whether answers may not be stored (`Cache-Control: no-store`): everything but the static files.
+    var noStore = true
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var response = try await next(request, context)
+        for (name, value) in console.securityHeaders() { response.headers[name] = value }
+        if noStore { response.headers[.cacheControl] = "no-store" }
         return response
     }
 }

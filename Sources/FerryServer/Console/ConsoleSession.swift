@@ -72,7 +72,10 @@ struct ConsoleSessions: Sendable {
         let resolved: CredentialStore.Resolved
         do {
             resolved = try await credentials.resolve(accessKeyId: accessKeyId, sessionToken: token, now: now)
-        } catch let error as S3Error where [.invalidToken, .expiredToken, .invalidAccessKeyId].contains(error.code) {
+        } catch {
+            guard let refusal = error as? FerryDomainError,
+                [.invalidSessionToken, .expiredSessionToken, .unknownAccessKey].contains(refusal.code)
+            else { throw error }
             throw expired
         }
         var principal = resolved.principal
@@ -87,6 +90,22 @@ struct ConsoleSessions: Sendable {
         guard let value = Self.cookie(Self.cookieName, in: headers) else { return nil }
         return try await session(cookie: value)
     }
+
+    /// The session of a request's cookie; throws 401 `SessionExpired` without a valid one.
+    func requireSession(_ headers: HTTPFields) async throws -> Session {
+        do {
+            guard let session = try await session(of: headers) else {
+                throw MediaError("SessionExpired", "Sign in to the console first.", status: 401)
+            }
+            return session
+        } catch let refusal as Refusal {
+            throw MediaError(refusal.code, refusal.message, status: 401)
+        }
+    }
+
+    /// The refusal of a state-changing request without the session's CSRF token.
+    static let csrfMissing = MediaError(
+        "InvalidCSRFToken", "The request does not carry the session's X-Ferry-CSRF token; reload the console.", status: 403)
 
     /// Whether a state-changing request carries the session's CSRF token.
     static func hasCSRFToken(_ headers: HTTPFields, session: Session) -> Bool {

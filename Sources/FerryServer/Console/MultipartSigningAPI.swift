@@ -25,77 +25,62 @@ struct MultipartSigningAPI: Sendable {
     static let path = "/s3/multipart"
 
     let media: MediaAPI
-    let console: ConsoleAPI
 
-    static func handles(_ path: String) -> Bool { path == Self.path || path.hasPrefix(Self.path + "/") }
-
-    private struct Failure: Error {
-        var status: Int
-        var code: String
-        var message: String
+    /// What a route of the signing endpoints needs: the principal of the session, and where the request came.
+    private func call(_ context: FerryRequestContext) throws -> MediaAPI.Call {
+        MediaAPI.Call(principal: try context.requireCaller().requirePrincipal(), endpoint: try context.endpoint())
     }
 
-    func respond(to request: Request, logger: Logger) async -> Response {
+    private func answer(_ value: some Encodable, _ context: FerryRequestContext) throws -> Response {
+        try JSONAnswer.response(value, requestId: context.requestId, headers: [.cacheControl: "no-store"])
+    }
+
+    /// `POST /s3/multipart`: creates the video or image and starts its multipart upload.
+    func create(_ request: Request, context: FerryRequestContext) async throws -> Response {
         var request = request
-        let answer: (status: HTTPResponse.Status, body: Any)
-        do {
-            let body = try await request.collectBody(upTo: 1024 * 1024)
-            answer = (.ok, try await perform(request, body: Data(buffer: body)))
-        } catch let failure as Failure {
-            answer = (.init(code: failure.status), Self.error(failure.code, failure.message))
-        } catch let error as MediaError {
-            answer = (.init(code: error.status), Self.error(error.code, error.message))
-        } catch let error as S3Error {
-            answer = (.init(code: error.code.httpStatus), Self.error(error.code.rawValue, error.message))
-        } catch {
-            logger.error("multipart signing internal error", metadata: ["error": .string("\(error)")])
-            answer = (.internalServerError, Self.error("InternalError", "The service failed to answer; try again."))
-        }
-        let data = (try? JSONSerialization.data(withJSONObject: answer.body, options: [.sortedKeys])) ?? Data("{}".utf8)
-        var response = Response(
-            status: answer.status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
-        for (name, value) in console.securityHeaders() { response.headers[name] = value }
-        return response
+        let body = Data(buffer: try await request.collectSmallBody())
+        return try answer(try await create(body, try call(context)), context)
     }
 
-    static func error(_ code: String, _ message: String) -> [String: Any] {
-        ["error": ["code": code, "message": message], "message": message]
+    /// `GET /s3/multipart/{uploadId}?key=K`: the stored parts.
+    func listParts(_ request: Request, context: FerryRequestContext) async throws -> Response {
+        let call = try call(context)
+        let upload = try await ownedUpload(try Self.uploadId(context), request, principal: call.principal)
+        return try answer(try await parts(upload), context)
     }
 
-    private func perform(_ request: Request, body: Data) async throws -> Any {
-        let session = try await console.requireSession(request)
-        let principal = session.principal
-        let changes = request.method != .get && request.method != .head
-        if changes && !ConsoleSessions.hasCSRFToken(request.headers, session: session)
-            && request.headers[.uppyVersions] == nil
-        {
-            throw ConsoleAPI.csrfMissing
+    /// `DELETE /s3/multipart/{uploadId}?key=K`: aborts the upload.
+    func abort(_ request: Request, context: FerryRequestContext) async throws -> Response {
+        let call = try call(context)
+        let upload = try await ownedUpload(try Self.uploadId(context), request, principal: call.principal)
+        try await media.store.abortMultipartUpload(upload)
+        return try answer(MediaContract.EmptyAnswer(), context)
+    }
+
+    /// `GET /s3/multipart/{uploadId}/{partNumber}?key=K`: a presigned URL for one part.
+    func signPart(_ request: Request, context: FerryRequestContext) async throws -> Response {
+        let call = try call(context)
+        let upload = try await ownedUpload(try Self.uploadId(context), request, principal: call.principal)
+        guard let number = context.parameters.get("partNumber").flatMap({ Int($0) }), (1...10_000).contains(number) else {
+            throw SigningRefusal(
+                status: 400, code: "InvalidArgument", message: "The part number must be an integer from 1 to 10000.")
         }
-        let rest = request.uri.path.dropFirst(Self.path.count).split(separator: "/", omittingEmptySubsequences: false)
-            .dropFirst().map(String.init)
-        let host = request.head.authority ?? "localhost"
-        switch (request.method, rest.count) {
-        case (.post, 0):
-            return try await create(body, principal: principal, host: host)
-        case (.get, 1), (.delete, 1):
-            let upload = try await ownedUpload(rest[0], request, principal: principal)
-            if request.method == .delete {
-                try await media.store.abortMultipartUpload(upload)
-                return [String: Any]()
-            }
-            return try await parts(upload)
-        case (.get, 2):
-            let upload = try await ownedUpload(rest[0], request, principal: principal)
-            guard let number = Int(rest[1]), (1...10_000).contains(number) else {
-                throw Failure(status: 400, code: "InvalidArgument", message: "The part number must be an integer from 1 to 10000.")
-            }
-            return try sign(upload, partNumber: number, principal: principal, host: host)
-        case (.post, 2) where rest[1] == "complete":
-            return try await complete(rest[0], request, body, principal: principal, host: host)
-        default:
-            throw Failure(status: 404, code: "NotFound", message: "No such multipart signing endpoint.")
-        }
+        return try answer(try sign(upload, partNumber: number, call), context)
+    }
+
+    /// `POST /s3/multipart/{uploadId}/complete?key=K`: completes the upload.
+    func complete(_ request: Request, context: FerryRequestContext) async throws -> Response {
+        var request = request
+        let body = Data(buffer: try await request.collectSmallBody())
+        return try answer(try await complete(try Self.uploadId(context), request, body, try call(context)), context)
+    }
+
+    /// Any other path or method under `/s3/multipart`.
+    static let notFound = SigningRefusal(status: 404, code: "NotFound", message: "No such multipart signing endpoint.")
+
+    private static func uploadId(_ context: FerryRequestContext) throws -> String {
+        guard let id = context.parameters.get("uploadId"), !id.isEmpty else { throw notFound }
+        return id
     }
 
     private struct CreateInput: Decodable {
@@ -104,46 +89,54 @@ struct MultipartSigningAPI: Sendable {
         var metadata: [String: String]?
     }
 
+    /// What creating an upload answers.
+    private struct Created: Encodable {
+        var videoId: String?
+        var imageId: String?
+        var key: String
+        var uploadId: String
+        var bucket: String
+    }
+
     /// Creates the video or image and starts its multipart upload.
-    private func create(_ body: Data, principal: Principal, host: String) async throws -> [String: Any] {
-        let input = try media.decode(CreateInput.self, body)
+    private func create(_ body: Data, _ call: MediaAPI.Call) async throws -> Created {
+        let principal = call.principal
+        let input = try JSONBody.decode(CreateInput.self, from: body)
         guard let filename = input.filename, !filename.isEmpty else { throw MediaError.missing("filename") }
         let metadata = input.metadata ?? [:]
         let title = String((metadata["title"] ?? metadata["name"] ?? filename).prefix(128))
         let type = input.type ?? ""
-        var answer: [String: Any]
+        var videoId: String?
+        var imageId: String?
         let key: String
         if type.hasPrefix("image/") {
             guard principal.allows(action: "media:CreateUploadImage") else { throw MediaError.forbidden }
             let image = MediaContract.CreateUploadImageRequest(
                 imageExt: (filename as NSString).pathExtension.lowercased(), title: title, tags: metadata["tags"],
                 description: metadata["description"])
-            let created = try await media.createUploadImage(image, principal: principal, host: host)
-            guard let id = created["ImageId"] as? String, let record = try await media.catalog.image(id) else {
-                throw Failure(status: 500, code: "InternalError", message: "The image was not recorded.")
+            let created = try await media.createUploadImage(image, call)
+            guard let id = created.imageId, let record = try await media.catalog.image(id) else {
+                throw SigningRefusal(status: 500, code: "InternalError", message: "The image was not recorded.")
             }
             key = record.key
-            answer = ["imageId": id]
+            imageId = id
         } else {
             guard principal.allows(action: "media:CreateUploadVideo") else { throw MediaError.forbidden }
             let video = MediaContract.CreateUploadVideoRequest(
                 title: title, fileName: filename, fileSize: metadata["size"].flatMap(Int64.init),
                 description: metadata["description"], cateId: metadata["cateId"].flatMap(Int.init), tags: metadata["tags"])
-            let created = try await media.createUploadVideo(video, principal: principal, host: host)
-            guard let id = created["VideoId"] as? String, let record = try await media.catalog.video(id) else {
-                throw Failure(status: 500, code: "InternalError", message: "The video was not recorded.")
+            let created = try await media.createUploadVideo(video, call)
+            guard let id = created.videoId, let record = try await media.catalog.video(id) else {
+                throw SigningRefusal(status: 500, code: "InternalError", message: "The video was not recorded.")
             }
             key = record.key
-            answer = ["videoId": id]
+            videoId = id
         }
         let contentType = type.isEmpty || type.utf8.count > 128 ? nil : type
         let upload = try await media.store.createMultipartUpload(
             bucket: media.bucket, key: key, attributes: ObjectAttributes(contentType: contentType), tags: [],
             checksumAlgorithm: nil, checksumType: nil)
-        answer["key"] = key
-        answer["uploadId"] = upload.uploadId
-        answer["bucket"] = media.bucket
-        return answer
+        return Created(videoId: videoId, imageId: imageId, key: key, uploadId: upload.uploadId, bucket: media.bucket)
     }
 
     /// The upload `uploadId` of the object `?key=`, when it is a video or image the principal owns that is still
@@ -155,7 +148,7 @@ struct MultipartSigningAPI: Sendable {
     }
 
     private func checkOwner(key: String, principal: Principal) async throws {
-        let notFound = Failure(status: 404, code: "NoSuchUpload", message: "No upload of yours has that key.")
+        let notFound = SigningRefusal(status: 404, code: "NoSuchUpload", message: "No upload of yours has that key.")
         if let video = try await media.catalog.video(bucket: media.bucket, key: key) {
             guard video.status != VideoStatus.deleted else { throw notFound }
             try MediaAPI.checkOwner(video.owner, principal: principal, what: "video")
@@ -166,13 +159,20 @@ struct MultipartSigningAPI: Sendable {
         }
     }
 
-    private func parts(_ upload: MultipartUploadInfo) async throws -> [[String: Any]] {
-        var list: [[String: Any]] = []
+    /// A stored part, as Uppy lists them.
+    private struct Part: Encodable {
+        var PartNumber: Int
+        var Size: Int64
+        var ETag: String
+    }
+
+    private func parts(_ upload: MultipartUploadInfo) async throws -> [Part] {
+        var list: [Part] = []
         var marker = 0
         while true {
             let page = try await media.store.listParts(upload, after: marker, maxParts: 1000)
             for part in page.parts {
-                list.append(["PartNumber": part.number, "Size": part.size, "ETag": "\"\(part.etag)\""])
+                list.append(Part(PartNumber: part.number, Size: part.size, ETag: "\"\(part.etag)\""))
             }
             guard page.isTruncated, let last = page.parts.last else { return list }
             marker = last.number
@@ -180,16 +180,22 @@ struct MultipartSigningAPI: Sendable {
     }
 
     /// A presigned `PUT` of one part, under a credential that may write only this object.
-    private func sign(_ upload: MultipartUploadInfo, partNumber: Int, principal: Principal, host: String) throws
-        -> [String: Any]
-    {
-        let (credentials, expiration) = media.uploadCredentials(for: upload.key, principal: principal)
+    /// A signed part upload, as Uppy takes it.
+    private struct SignedPart: Encodable {
+        var url: String
+        var method: String
+        var expires: Int
+        var headers: [String: String]
+    }
+
+    private func sign(_ upload: MultipartUploadInfo, partNumber: Int, _ call: MediaAPI.Call) throws -> SignedPart {
+        let (credentials, expiration) = media.uploadCredentials(for: upload.key, principal: call.principal)
         let expires = max(1, min(3600, Int(expiration.timeIntervalSinceNow)))
         let url = try media.presignedURL(
             method: "PUT", key: upload.key,
             query: [(name: "partNumber", value: String(partNumber)), (name: "uploadId", value: upload.uploadId)],
-            base: media.uploadEndpoint(host: host), host: host, credentials: credentials, expires: expires)
-        return ["url": url, "method": "PUT", "expires": expires, "headers": [String: String]()]
+            at: media.uploadBase(call), credentials: credentials, expires: expires)
+        return SignedPart(url: url, method: "PUT", expires: expires, headers: [:])
     }
 
     private struct CompleteInput: Decodable {
@@ -200,10 +206,19 @@ struct MultipartSigningAPI: Sendable {
         var parts: [Part]?
     }
 
-    private func complete(_ uploadId: String, _ request: Request, _ body: Data, principal: Principal, host: String)
-        async throws -> [String: Any]
+    /// What completing an upload answers.
+    private struct Completed: Encodable {
+        var location: String
+        var key: String
+        var videoId: String?
+        var size: Int64?
+    }
+
+    private func complete(_ uploadId: String, _ request: Request, _ body: Data, _ call: MediaAPI.Call) async throws
+        -> Completed
     {
-        let input = try media.decode(CompleteInput.self, body)
+        let principal = call.principal
+        let input = try JSONBody.decode(CompleteInput.self, from: body)
         guard let given = input.parts, !given.isEmpty else { throw MediaError.missing("parts") }
         guard given.count <= 10_000 else { throw MediaError.invalid("parts", "may list at most 10000 parts.") }
         var parts: [CompleteMultipartUpload.Part] = []
@@ -215,21 +230,21 @@ struct MultipartSigningAPI: Sendable {
         }
         guard let key = request.uri.queryParameters.get("key"), !key.isEmpty else { throw MediaError.missing("key") }
         try await checkOwner(key: key, principal: principal)
-        let location = media.endpoint(host: host) + "/" + media.bucket + "/" + key
+        let location = media.objectURL(key: key, call)
         let upload: MultipartUploadInfo
         do {
             upload = try await media.store.multipartUpload(uploadId, bucket: media.bucket, key: key)
-        } catch let error as S3Error where error.code == .noSuchUpload {
+        } catch let error as FerryDomainError where error.code == .uploadNotFound {
             // A repeated Complete whose first answer was lost: the object is there, the video past uploading.
             if let video = try await media.catalog.video(bucket: media.bucket, key: key), video.status != VideoStatus.uploading {
-                return ["location": location, "key": key, "videoId": video.videoId]
+                return Completed(location: location, key: key, videoId: video.videoId)
             }
             throw error
         }
         let object = try await media.store.completeMultipartUpload(
             upload, parts: parts, fullObjectChecksums: [:], condition: .none)
-        await media.objectStored(object)
-        return ["location": location, "key": key, "size": object.size]
+        await media.library.objectStored(object)
+        return Completed(location: location, key: key, size: object.size)
     }
 }
 

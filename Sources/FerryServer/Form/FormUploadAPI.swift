@@ -41,30 +41,9 @@ public struct FormUploadAPI: Sendable {
     /// Largest callback answer passed back to the uploader.
     static let maxCallbackResponse = 1024 * 1024
 
-    /// Answers a form upload; never throws.
-    func respond(to request: Request, logger: Logger) async -> Response {
-        let requestId = ObjectAPI.newRequestId()
-        var logger = logger
-        logger[metadataKey: "ferry.request-id"] = .string(requestId)
-        do {
-            return try await upload(request, requestId: requestId, logger: logger)
-        } catch let error as FormUploadError {
-            logger.debug("form upload refused", metadata: ["ferry.code": .string(error.code.rawValue)])
-            return Self.errorResponse(error, requestId: requestId)
-        } catch {
-            logger.error("form upload internal error", metadata: ["error": .string("\(error)")])
-            return Self.errorResponse(
-                FormUploadError(.internalError, "The service failed to store the file; try again."),
-                requestId: requestId)
-        }
-    }
-
-    static func errorResponse(_ error: FormUploadError, requestId: String) -> Response {
-        let object = ["error": error.message, "code": error.code.rawValue, "requestId": requestId]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return Response(
-            status: .init(code: error.status), headers: [.contentType: "application/json", .amzRequestId: requestId],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    /// Answers `POST /_ferry/form` (refusals are thrown for the group's ``FormDialect``).
+    func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
+        try await upload(request, requestId: context.requestId, logger: context.logger)
     }
 
     /// The fields read before the file part.
@@ -137,7 +116,7 @@ public struct FormUploadAPI: Sendable {
         let resolved: CredentialStore.Resolved
         do {
             resolved = try await credentials.resolve(accessKeyId: token.accessKey, sessionToken: nil)
-        } catch is S3Error {
+        } catch is FerryDomainError {
             throw FormUploadError(.unknownAccessKey, "The upload token's access key is unknown or disabled.")
         }
         do throws(UploadTokenError) {
@@ -172,7 +151,7 @@ public struct FormUploadAPI: Sendable {
         }
         do {
             _ = try await store.bucket(bucket)
-        } catch let error as S3Error where error.code == .noSuchBucket {
+        } catch let error as FerryDomainError where error.code == .bucketNotFound {
             throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
         }
         let mimeType =
@@ -211,14 +190,8 @@ public struct FormUploadAPI: Sendable {
                             .crc32Mismatch, "The file's CRC32 is \(actual), not \(expectedCRC) as the form says.")
                     }
                 })
-        } catch let error as S3Error {
-            switch error.code {
-            case .noSuchBucket: throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
-            case .preconditionFailed:
-                throw FormUploadError(.fileExists, "An object with this key exists and the token is insertOnly.")
-            case .entityTooLarge: throw FormUploadError(.fileTooLarge, "The file is larger than the server accepts.")
-            default: throw error
-            }
+        } catch let error as FerryDomainError where error.code == .bucketNotFound {
+            throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
         }
         await reader.drain()
         await objectStored(object)
@@ -432,11 +405,10 @@ struct MagicVariables {
     }
 
     static func jsonEscape(_ text: String) -> String {
-        let data =
-            (try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes]))
-            ?? Data("[\"\"]".utf8)
-        let literal = String(decoding: data, as: UTF8.self)  // ["…"]
-        return String(literal.dropFirst(2).dropLast(2))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        let literal = String(decoding: (try? encoder.encode(text)) ?? Data("\"\"".utf8), as: UTF8.self)  // "…"
+        return String(literal.dropFirst().dropLast())
     }
 }
 

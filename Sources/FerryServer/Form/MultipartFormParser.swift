@@ -136,14 +136,14 @@ struct MultipartFormParser {
                 state = .content
             case .content:
                 if let at = find(delimiter, in: pending) {
-                    if at > 0 { events.append(.content(pending.readSlice(length: at)!)) }
+                    if at > 0, let content = pending.readSlice(length: at) { events.append(.content(content)) }
                     pending.moveReaderIndex(forwardBy: delimiter.count)
                     // The part's end is reported once what follows the delimiter says whether it was the last.
                     state = .afterDelimiter
                     continue loop
                 }
                 let safe = safePrefixLength(pending)
-                if safe > 0 { events.append(.content(pending.readSlice(length: safe)!)) }
+                if safe > 0, let content = pending.readSlice(length: safe) { events.append(.content(content)) }
                 break loop
             case .done:
                 break loop

@@ -1,3 +1,4 @@
+import FerryCore
 import HTTPTypes
 
 /// The header names the object API reads and writes, defined once.
@@ -47,4 +48,9 @@ extension HTTPField.Name {
     static let accessControlMaxAge = Self("Access-Control-Max-Age")!
     static let accessControlAllowCredentials = Self("Access-Control-Allow-Credentials")!
     static let vary = Self("Vary")!
+}
+
+extension ChecksumAlgorithm {
+    /// The `x-amz-checksum-…` header of this algorithm.
+    var headerField: HTTPField.Name? { HTTPField.Name(headerName) }
 }

@@ -8,21 +8,21 @@ extension MediaAPI {
     static let descriptionURLLifetime: TimeInterval = 7 * 24 * 3600
 
     /// A playback URL for a file of the video, valid for `lifetime` seconds.
-    func playURL(videoId: String, file: String, host: String, lifetime: TimeInterval) -> String {
+    func playURL(videoId: String, file: String, _ call: Call, lifetime: TimeInterval) -> String {
         let token = PlaybackToken.make(
             videoId: videoId, expiration: credentials.now().addingTimeInterval(lifetime), codec: credentials.tokens)
-        return endpoint(host: host) + PlaybackToken.pathPrefix + token + "/" + videoId + "/" + file
+        return publicBase(call).base + PlaybackToken.pathPrefix + token + "/" + videoId + "/" + file
     }
 
     /// The video's cover: the URL it was given, else the cover taken from its source, else nil.
-    func coverURL(of video: VideoRecord, host: String) -> String? {
+    func coverURL(of video: VideoRecord, _ call: Call) -> String? {
         if let url = video.coverURL { return url }
         guard video.snapshotKey != nil else { return nil }
-        return playURL(videoId: video.videoId, file: Self.coverFileName, host: host, lifetime: Self.descriptionURLLifetime)
+        return playURL(videoId: video.videoId, file: Self.coverFileName, call, lifetime: Self.descriptionURLLifetime)
     }
 
     /// A video as GetVideoInfo and ListVideos answer it; `detailed` adds what takes another look-up (progress).
-    func videoJSON(_ video: VideoRecord, host: String, detailed: Bool) async throws -> MediaContract.Video {
+    func describe(_ video: VideoRecord, _ call: Call, detailed: Bool) async throws -> MediaContract.Video {
         var object = MediaContract.Video(videoId: video.videoId, title: video.title, status: video.status)
         object.fileName = video.fileName
         object.creationTime = video.createdAt.formatted(.iso8601)
@@ -30,10 +30,10 @@ extension MediaAPI {
         object.templateGroupId = video.templateGroup ?? TranscodeTemplates.defaultGroupName
         object.size = video.size
         object.description = video.description
-        object.coverURL = coverURL(of: video, host: host)
+        object.coverURL = coverURL(of: video, call)
         if video.snapshotKey != nil {
             object.snapshots = [
-                playURL(videoId: video.videoId, file: Self.coverFileName, host: host, lifetime: Self.descriptionURLLifetime)
+                playURL(videoId: video.videoId, file: Self.coverFileName, call, lifetime: Self.descriptionURLLifetime)
             ]
         }
         object.cateId = video.cateId
@@ -65,8 +65,8 @@ extension MediaAPI {
         return object
     }
 
-    func getPlayInfo(_ input: MediaContract.PlayInfoRequest, principal: Principal, host: String) async throws -> [String: Any] {
-        let video = try await liveVideo(input.videoId, principal: principal)
+    func getPlayInfo(_ input: MediaContract.PlayInfoRequest, _ call: Call) async throws -> MediaContract.PlayInfoAnswer {
+        let video = try await liveVideo(input.videoId, principal: call.principal)
         let timeout = try Self.authTimeout(input.authTimeout)
         func list(_ text: String?) -> Set<String>? {
             let items = (text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -84,7 +84,7 @@ extension MediaAPI {
         if let renditions = video.renditions, !renditions.isEmpty {
             let token = PlaybackToken.make(
                 videoId: video.videoId, expiration: expires, codec: credentials.tokens)
-            let base = endpoint(host: host) + PlaybackToken.pathPrefix + token + "/" + video.videoId + "/"
+            let base = publicBase(call).base + PlaybackToken.pathPrefix + token + "/" + video.videoId + "/"
             for rendition in renditions {
                 var stream = Self.playStream(rendition, url: base + rendition.path)
                 stream.expiration = expiration
@@ -94,7 +94,7 @@ extension MediaAPI {
             // NoTranscode: the original is the only definition.
             var stream = MediaContract.PlayStream(
                 definition: "OD", format: (video.key as NSString).pathExtension.lowercased(),
-                url: try signedURL(key: video.key, host: host, expires: timeout), size: size)
+                url: try signedURL(key: video.key, call, expires: timeout), size: size)
             stream.expiration = expiration
             if let info = video.mezzanine {
                 stream.width = info.width
@@ -114,9 +114,9 @@ extension MediaAPI {
         var base = MediaContract.VideoBase(videoId: video.videoId, title: video.title, status: video.status)
         base.creationTime = video.createdAt.formatted(.iso8601)
         base.mediaType = video.mezzanine?.hasVideo == false ? "audio" : "video"
-        base.coverURL = coverURL(of: video, host: host)
+        base.coverURL = coverURL(of: video, call)
         base.duration = video.mezzanine?.duration
-        return try Self.object(MediaContract.PlayInfoAnswer(videoBase: base, playInfoList: streams))
+        return MediaContract.PlayInfoAnswer(videoBase: base, playInfoList: streams)
     }
 
     /// A rendition as a PlayInfo stream.
@@ -131,22 +131,17 @@ extension MediaAPI {
         return stream
     }
 
-    /// An answer of the media contract as the JSON object `perform` returns.
-    static func object<T: Encodable>(_ value: T) throws -> [String: Any] {
-        try JSONSerialization.jsonObject(with: MediaContract.encode(value)) as? [String: Any] ?? [:]
-    }
-
-    func getMezzanineInfo(_ input: MediaContract.MezzanineInfoRequest, principal: Principal, host: String) async throws
-        -> [String: Any]
+    func getMezzanineInfo(_ input: MediaContract.MezzanineInfoRequest, _ call: Call) async throws
+        -> MediaContract.MezzanineInfoAnswer
     {
-        let video = try await liveVideo(input.videoId, principal: principal)
+        let video = try await liveVideo(input.videoId, principal: call.principal)
         let timeout = try Self.authTimeout(input.authTimeout)
         guard video.status != VideoStatus.uploading, video.status != VideoStatus.uploadFailed, let size = video.size else {
             throw MediaError("InvalidVideo.NoneStream", "The video's source is not stored (status \(video.status)).", status: 404)
         }
         var mezzanine = MediaContract.Mezzanine(
             videoId: video.videoId, fileName: video.fileName, size: size,
-            fileURL: try signedURL(key: video.key, host: host, expires: timeout),
+            fileURL: try signedURL(key: video.key, call, expires: timeout),
             status: video.mezzanine == nil ? (video.status == VideoStatus.uploadSucc ? "Analysing" : "AnalysisFail") : "Normal")
         mezzanine.creationTime = video.createdAt.formatted(.iso8601)
         if let info = video.mezzanine {
@@ -176,6 +171,6 @@ extension MediaAPI {
                 mezzanine.audioStreamList = [stream]
             }
         }
-        return try Self.object(MediaContract.MezzanineInfoAnswer(mezzanine: mezzanine))
+        return MediaContract.MezzanineInfoAnswer(mezzanine: mezzanine)
     }
 }

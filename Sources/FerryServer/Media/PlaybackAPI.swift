@@ -15,21 +15,9 @@ import Logging
 struct PlaybackAPI: Sendable {
     let media: MediaAPI
 
-    func respond(to request: Request, logger: Logger) async -> Response {
-        let head = request.method == .head
-        do {
-            var response = try await answer(request)
-            response.headers[.accessControlAllowOrigin] = "*"
-            response.headers[.accessControlExposeHeaders] = "Content-Length, Content-Range, ETag, Accept-Ranges"
-            return response
-        } catch let error as S3Error {
-            var response = ObjectAPI.errorResponse(error, head: head)
-            response.headers[.accessControlAllowOrigin] = "*"
-            return response
-        } catch {
-            logger.error("playback internal error", metadata: ["error": .string("\(error)")])
-            return ObjectAPI.errorResponse(S3Error(.internalError, "We encountered an internal error. Please try again."), head: head)
-        }
+    /// Answers a playback request (errors are thrown for the group's S3 dialect).
+    func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
+        try await answer(request)
     }
 
     private func answer(_ request: Request) async throws -> Response {
@@ -74,7 +62,7 @@ struct PlaybackAPI: Sendable {
                 return try await serve(bucket: video.bucket, key: key, file: file, request: request)
             } catch is ObjectChangedError where attempts < 3 {
                 attempts += 1
-            } catch let error as S3Error where error.code == .noSuchKey || error.code == .noSuchBucket {
+            } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
                 throw missing
             }
         }
@@ -107,5 +95,22 @@ struct PlaybackAPI: Sendable {
                 for try await buffer in bytes { try await writer.write(buffer) }
                 try await writer.finish(nil)
             })
+    }
+}
+
+/// Playback answers go to players on any site (the URL is the credential): every answer, refusals included, allows any
+/// origin, and preflights are answered for `GET` and `HEAD`.
+struct PlaybackCrossOriginMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var response = try await next(request, context)
+        response.headers[.accessControlAllowOrigin] = "*"
+        if response.status.code < 300 {
+            response.headers[.accessControlExposeHeaders] = "Content-Length, Content-Range, ETag, Accept-Ranges"
+        }
+        return response
     }
 }

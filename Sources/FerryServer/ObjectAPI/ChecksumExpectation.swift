@@ -23,7 +23,7 @@ struct ChecksumExpectation: Sendable {
             contentMD5 = [UInt8](data)
         }
         for algorithm in ChecksumAlgorithm.s3Algorithms {
-            guard let value = headers[HTTPField.Name(algorithm.headerName)!] else { continue }
+            guard let field = algorithm.headerField, let value = headers[field] else { continue }
             guard expected.isEmpty else {
                 throw S3Error(.invalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.")
             }

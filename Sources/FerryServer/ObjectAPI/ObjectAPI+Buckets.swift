@@ -53,7 +53,7 @@ extension ObjectAPI {
         }
         do {
             try await store.createBucket(request.bucket)
-        } catch let error as S3Error where error.code == .bucketAlreadyOwnedByYou && region == "us-east-1" {
+        } catch let error as FerryDomainError where error.code == .bucketExists && region == "us-east-1" {
             // S3 in us-east-1 answers a repeated CreateBucket by the bucket's owner with 200, for legacy clients;
             // every other region answers BucketAlreadyOwnedByYou. The bucket and its objects stay as they are.
         }

@@ -177,14 +177,14 @@ extension ObjectAPI {
         let upload: MultipartUploadInfo
         do {
             upload = try await store.multipartUpload(uploadId, bucket: request.bucket, key: request.key)
-        } catch let error as S3Error where error.code == .noSuchUpload {
+        } catch let error as FerryDomainError where error.code == .uploadNotFound {
             // A retry of a Complete whose answer was lost gets the same answer while the object is unchanged.
             if let response = try await repeatedCompletion(uploadId, request, body) { return response }
             throw error
         }
         var fullObjectChecksums: [String: String] = [:]
         for algorithm in ChecksumAlgorithm.s3Algorithms {
-            if let value = request.header(HTTPField.Name(algorithm.headerName)!) {
+            if let field = algorithm.headerField, let value = request.header(field) {
                 fullObjectChecksums[algorithm.s3Name] = value
             }
         }
@@ -196,9 +196,8 @@ extension ObjectAPI {
     }
 
     private func completionResponse(_ request: S3Request, _ object: ObjectInfo) throws -> Response {
-        let host = request.request.head.authority ?? "localhost"
         let result = CompleteMultipartUploadResult(
-            location: "http://\(host)/\(SigV4.uriEncode(request.bucket, encodeSlash: true))/\(SigV4.uriEncode(request.key, encodeSlash: false))",
+            location: "\(request.endpoint.base)/\(SigV4.uriEncode(request.bucket, encodeSlash: true))/\(SigV4.uriEncode(request.key, encodeSlash: false))",
             bucket: request.bucket, key: request.key, eTag: "\"\(object.etag)\"",
             checksums: S3ChecksumFields(object.checksums), checksumType: object.checksums.isEmpty ? nil : object.checksumType)
         return try Self.xmlResponse(result, root: "CompleteMultipartUploadResult")

@@ -120,7 +120,7 @@ extension ObjectAPI {
 
     static func addChecksumHeaders(_ checksums: [String: String], type: String?, to headers: inout HTTPFields) {
         for (name, value) in checksums {
-            if let algorithm = ChecksumAlgorithm(name: name) { headers[HTTPField.Name(algorithm.headerName)!] = value }
+            if let field = ChecksumAlgorithm(name: name)?.headerField { headers[field] = value }
         }
         if let type, !checksums.isEmpty { headers[.amzChecksumType] = type }
     }
@@ -480,8 +480,10 @@ extension ObjectAPI {
                 }
                 try await store.deleteObject(bucket: request.bucket, key: entry.key, condition: condition)
                 if !delete.quiet { deleted.append(.init(key: entry.key, versionId: entry.versionId)) }
-            } catch let error as S3Error {
-                errors.append(.init(key: entry.key, versionId: entry.versionId, code: error.code.rawValue, message: error.message))
+            } catch {
+                guard let refusal = S3Dialect.s3Error(for: error) else { throw error }
+                errors.append(
+                    .init(key: entry.key, versionId: entry.versionId, code: refusal.code.rawValue, message: refusal.message))
             }
         }
         return try Self.xmlResponse(S3DeleteResult(deleted: deleted, errors: errors), root: "DeleteResult")

@@ -13,7 +13,7 @@ extension ObjectAPI {
     /// The signature over the base64 policy authenticates the signer's access key; the policy's conditions must hold
     /// for every field (no field may go unmentioned) and its `content-length-range` for the file, checked while the
     /// file streams. Nothing is stored unless every check passes.
-    func postObject(_ request: Request, bucket: String) async throws -> Response {
+    func postObject(_ request: Request, bucket: String, endpoint: PublicEndpoint) async throws -> Response {
         guard let contentType = request.headers[.contentType],
             contentType.lowercased().hasPrefix("multipart/form-data"),
             let boundary = MultipartFormParser.boundary(fromContentType: contentType)
@@ -54,7 +54,7 @@ extension ObjectAPI {
         }
         let principal = try await verifyPostSignature(fields, policy: policyText)
         let policy = try PostPolicy(base64: policyText)
-        guard policy.expiration > authenticator.credentials.now() else {
+        guard policy.expiration > credentials.now() else {
             throw S3Error(.accessDenied, "Invalid according to Policy: Policy expired.")
         }
         guard var key = fields["key"], !key.isEmpty else {
@@ -111,7 +111,7 @@ extension ObjectAPI {
         }
         await reader.drain()
         await objectStored(object)
-        return try Self.postResponse(object, fields: fields, request: request)
+        return try Self.postResponse(object, fields: fields, request: request, endpoint: endpoint)
     }
 
     /// Form fields that become the object's HTTP attributes.
@@ -138,7 +138,7 @@ extension ObjectAPI {
             throw S3Error(.invalidArgument, "x-amz-credential is not access-key/date/region/s3/aws4_request for x-amz-date.", details: ["ArgumentName": "x-amz-credential"])
         }
         let accessKeyId = slash.dropLast(4).joined(separator: "/")
-        let resolved = try await authenticator.credentials.resolve(
+        let resolved = try await credentials.resolve(
             accessKeyId: accessKeyId, sessionToken: fields["x-amz-security-token"])
         let key = SigV4.signingKey(secretAccessKey: resolved.secretAccessKey, scope: scope)
         guard SigV4.constantTimeEquals(SigV4.signature(signingKey: key, stringToSign: policy), signature.lowercased()) else {
@@ -151,10 +151,11 @@ extension ObjectAPI {
 
     /// The answer S3 gives a POST upload: a redirect, or `success_action_status` 200, 201 (with a `PostResponse`
     /// document) or 204 (the default).
-    private static func postResponse(_ object: ObjectInfo, fields: [String: String], request: Request) throws -> Response {
-        let host = request.head.authority ?? "localhost"
+    private static func postResponse(
+        _ object: ObjectInfo, fields: [String: String], request: Request, endpoint: PublicEndpoint
+    ) throws -> Response {
         let location =
-            "http://\(host)/\(SigV4.uriEncode(object.bucket, encodeSlash: true))/\(SigV4.uriEncode(object.key, encodeSlash: false))"
+            "\(endpoint.base)/\(SigV4.uriEncode(object.bucket, encodeSlash: true))/\(SigV4.uriEncode(object.key, encodeSlash: false))"
         var headers: HTTPFields = [.eTag: "\"\(object.etag)\"", .location: location]
         if let redirect = fields["success_action_redirect"] ?? fields["redirect"], let url = URL(string: redirect),
             url.scheme == "http" || url.scheme == "https"
@@ -197,52 +198,112 @@ struct PostPolicy {
     /// Decodes the base64 JSON document; anything malformed is `InvalidPolicyDocument`.
     init(base64: String) throws {
         let invalid = { (why: String) in S3Error(.invalidPolicyDocument, "Invalid Policy: \(why)") }
-        guard let data = Data(base64Encoded: base64),
-            let document = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        guard let data = Data(base64Encoded: base64), let document = try? BoundedJSON.decode(Document.self, from: data)
         else { throw invalid("the policy is not base64-encoded JSON.") }
-        guard let text = document["expiration"] as? String, let expiration = S3Date.parseXML(text) else {
+        guard let text = document.expiration, let expiration = S3Date.parseXML(text) else {
             throw invalid("Policy missing expiration.")
         }
-        guard let list = document["conditions"] as? [Any] else { throw invalid("Policy missing conditions.") }
+        guard let list = document.conditions else { throw invalid("Policy missing conditions.") }
         self.expiration = expiration
         conditions = try list.map { item -> Condition in
-            if let object = item as? [String: Any] {
-                guard object.count == 1, let (name, value) = object.first, let text = Self.text(value) else {
+            switch item {
+            case .object(let fields):
+                guard fields.count == 1, let (name, value) = fields.first, let text = value.text else {
                     throw invalid("a condition object must name one field and a string value.")
                 }
                 return .equals(field: name.lowercased().trimmingPrefix("$"), value: text)
-            }
-            guard let array = item as? [Any], array.count == 3, let operation = array[0] as? String else {
+            case .array(let elements):
+                guard elements.count == 3, let operation = elements[0].string else {
+                    throw invalid("a condition must be an object or a three-element array.")
+                }
+                switch operation.lowercased() {
+                case "eq", "starts-with":
+                    guard let field = elements[1].string, field.hasPrefix("$"), let value = elements[2].text else {
+                        throw invalid("\(operation) takes a $field and a string.")
+                    }
+                    let name = String(field.dropFirst()).lowercased()
+                    return operation.lowercased() == "eq"
+                        ? .equals(field: name, value: value) : .startsWith(field: name, prefix: value)
+                case "content-length-range":
+                    guard let low = elements[1].size, let high = elements[2].size, low <= high else {
+                        throw invalid("content-length-range takes two sizes, the first not above the second.")
+                    }
+                    return .contentLengthRange(low...high)
+                default:
+                    throw invalid("unknown condition \(operation.prefix(32)).")
+                }
+            case .other:
                 throw invalid("a condition must be an object or a three-element array.")
-            }
-            switch operation.lowercased() {
-            case "eq", "starts-with":
-                guard let field = array[1] as? String, field.hasPrefix("$"), let value = Self.text(array[2]) else {
-                    throw invalid("\(operation) takes a $field and a string.")
-                }
-                let name = String(field.dropFirst()).lowercased()
-                return operation.lowercased() == "eq" ? .equals(field: name, value: value) : .startsWith(field: name, prefix: value)
-            case "content-length-range":
-                guard let low = Self.integer(array[1]), let high = Self.integer(array[2]), low >= 0, low <= high else {
-                    throw invalid("content-length-range takes two sizes, the first not above the second.")
-                }
-                return .contentLengthRange(low...high)
-            default:
-                throw invalid("unknown condition \(operation.prefix(32)).")
             }
         }
     }
 
-    private static func text(_ value: Any) -> String? {
-        if let text = value as? String { return text }
-        if let number = value as? NSNumber { return number.stringValue }
-        return nil
+    /// The policy document as JSON has it.
+    private struct Document: Decodable {
+        var expiration: String?
+        var conditions: [RawCondition]?
     }
 
-    private static func integer(_ value: Any) -> Int64? {
-        if let number = value as? NSNumber, number.int64Value >= 0 { return number.int64Value }
-        if let text = value as? String { return Int64(text) }
-        return nil
+    /// A condition as written: `{"field": "value"}` or `["operation", a, b]`.
+    private enum RawCondition: Decodable {
+        case object([String: Scalar])
+        case array([Scalar])
+        case other
+
+        init(from decoder: any Decoder) throws {
+            if let fields = try? decoder.singleValueContainer().decode([String: Scalar].self) {
+                self = .object(fields)
+            } else if let elements = try? decoder.singleValueContainer().decode([Scalar].self) {
+                self = .array(elements)
+            } else {
+                self = .other
+            }
+        }
+    }
+
+    /// A value in a condition: a string, a number, or something a condition cannot use.
+    private enum Scalar: Decodable {
+        case string(String)
+        case integer(Int64)
+        case number(Double)
+        case other
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let text = try? container.decode(String.self) {
+                self = .string(text)
+            } else if let value = try? container.decode(Int64.self) {
+                self = .integer(value)
+            } else if let value = try? container.decode(Double.self) {
+                self = .number(value)
+            } else {
+                self = .other
+            }
+        }
+
+        var string: String? {
+            if case .string(let text) = self { return text }
+            return nil
+        }
+
+        /// A string, or a number written as text.
+        var text: String? {
+            switch self {
+            case .string(let text): text
+            case .integer(let value): String(value)
+            case .number(let value): String(value)
+            case .other: nil
+            }
+        }
+
+        /// A size: a non-negative integer, or one written as a string.
+        var size: Int64? {
+            switch self {
+            case .integer(let value): value >= 0 ? value : nil
+            case .string(let text): Int64(text).flatMap { $0 >= 0 ? $0 : nil }
+            case .number, .other: nil
+            }
+        }
     }
 
     /// The file size range the policy allows, when it sets one.

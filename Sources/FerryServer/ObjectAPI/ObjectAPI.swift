@@ -10,7 +10,8 @@ import Logging
 /// store; nothing is allowed by default.
 public struct ObjectAPI: Sendable {
     let store: any ObjectStore
-    let authenticator: RequestAuthenticator
+    /// Keys and temporary credentials, for the signed policies of POST uploads.
+    let credentials: CredentialStore
     let region: String
     /// Told about every object stored (PutObject, CompleteMultipartUpload), so the media catalog follows storage.
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
@@ -25,6 +26,8 @@ public struct ObjectAPI: Sendable {
         var principal: Principal
         var verified: SigV4VerifiedRequest
         var logger: Logger
+        /// The endpoint the request reached (its validated `Host`).
+        var endpoint: PublicEndpoint
 
         func queryValue(_ name: String) -> String? { query.first { $0.name == name }?.value }
         func hasQuery(_ name: String) -> Bool { query.contains { $0.name == name } }
@@ -32,64 +35,16 @@ public struct ObjectAPI: Sendable {
         var resource: String { key.isEmpty ? "/\(bucket)" : "/\(bucket)/\(key)" }
     }
 
-    /// Answers one request; never throws, every failure becomes an S3 error response.
+    /// Answers one request of the S3 catch-all group: chooses the operation from method, path and sub-resource,
+    /// authorizes the caller ``S3AuthenticationMiddleware`` established, then performs it. Refusals are thrown, for
+    /// the group's ``S3Dialect``.
     ///
-    /// - Parameter sendContinue: sends `100 Continue` to a client waiting for it; called once the request is
-    ///   authenticated and allowed, before its body is read.
-    func respond(
-        to request: Request, logger: Logger, sendContinue: @Sendable () async -> Void = {}
-    ) async -> Response {
-        let requestId = Self.newRequestId()
-        var logger = logger
-        logger[metadataKey: "ferry.request-id"] = .string(requestId)
-        if let clientRequestId = request.headers.clientRequestId {
-            logger[metadataKey: "ferry.client-request-id"] = .string(clientRequestId)
-        }
+    /// A client waiting with `Expect: 100-continue` is told to send its body once the request is authenticated and
+    /// allowed, so a refused upload never sends its bytes.
+    func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
         let rawPath = request.uri.path
-        var bucket = ""
-        var key = ""
-        var resource = rawPath
-        var response: Response
-        do {
-            let query = SigV4.parseQueryString(request.uri.query ?? "")
-            (bucket, key) = try Self.splitPath(rawPath)
-            resource = key.isEmpty ? "/\(bucket)" : "/\(bucket)/\(key)"
-            response = try await route(
-                request, bucket: bucket, key: key, query: query, rawPath: rawPath, requestId: requestId, logger: logger,
-                sendContinue: sendContinue)
-        } catch {
-            var s3Error: S3Error
-            if let error = error as? S3Error {
-                s3Error = error
-            } else {
-                logger.error("internal error", metadata: ["error": .string(String(describing: error))])
-                s3Error = S3Error(.internalError, "We encountered an internal error. Please try again.")
-            }
-            s3Error.resource = resource
-            s3Error.requestId = requestId
-            if s3Error.code == .noSuchKey, request.method == .get || request.method == .head {
-                // No key here is a delete marker: a bucket without versioning has none.
-                s3Error.headers["x-amz-delete-marker"] = "false"
-            }
-            logger.debug(
-                "request failed", metadata: ["ferry.error-code": .string(s3Error.code.rawValue)])
-            response = Self.errorResponse(s3Error, head: request.method == .head)
-        }
-        response.headers[.amzRequestId] = requestId
-        response.headers[.amzId2] = requestId
-        if request.method != .options, request.headers[.origin] != nil,
-            let cors = await corsHeaders(for: request, bucket: bucket)
-        {
-            for field in cors { response.headers[field.name] = field.value }
-        }
-        return response
-    }
-
-    /// Authenticates, routes and authorizes a request, then performs its operation.
-    private func route(
-        _ request: Request, bucket: String, key: String, query: [(name: String, value: String)], rawPath: String,
-        requestId: String, logger: Logger, sendContinue: @Sendable () async -> Void
-    ) async throws -> Response {
+        let query = SigV4.parseQueryString(request.uri.query ?? "")
+        let (bucket, key) = try Self.splitPath(rawPath)
         // Browsers send preflights without credentials, and form uploads carry their own signed policy.
         if request.method == .options {
             guard !bucket.isEmpty else { throw Self.methodNotAllowed }
@@ -97,28 +52,24 @@ public struct ObjectAPI: Sendable {
         }
         let operation = try Self.operation(
             method: request.method, bucket: bucket, key: key, query: query, headers: request.headers)
-        if operation == .postObject, request.headers[.authorization] == nil,
-            !SigV4PresignedQuery.isPresigned(query)
-        {
+        let caller = try context.requireCaller()
+        let logger = context.logger
+        if operation == .postObject, caller.credential == .anonymous {
             logger.debug("request", metadata: ["ferry.operation": .string(operation.rawValue), "ferry.bucket": .string(bucket)])
             // The form carries its own signature: it has to be read to be checked.
-            await sendContinue()
-            return try await postObject(request, bucket: bucket)
+            await context.sendContinue()
+            return try await postObject(request, bucket: bucket, endpoint: try context.endpoint())
         }
-        var headers: [(name: String, value: String)] = [("host", request.head.authority ?? "")]
-        for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
-        let authenticated = try await authenticator.authenticate(
-            .init(method: request.method.rawValue, rawPath: rawPath, query: query, headers: headers))
+        let principal = try caller.requirePrincipal()
+        guard let verified = caller.signedRequest else { throw Self.anonymous }
         logger.debug(
             "request",
             metadata: [
                 "ferry.operation": .string(operation.rawValue), "ferry.bucket": .string(bucket),
-                "ferry.access-key-id": .string(authenticated.principal.accessKeyId),
+                "ferry.access-key-id": .string(principal.accessKeyId),
             ])
         for action in operation.actions {
-            guard
-                authenticated.principal.allows(
-                    action: action, bucket: bucket.isEmpty ? nil : bucket, key: key.isEmpty ? nil : key)
+            guard principal.allows(action: action, bucket: bucket.isEmpty ? nil : bucket, key: key.isEmpty ? nil : key)
             else {
                 throw S3Error(.accessDenied, "Access Denied")
             }
@@ -127,12 +78,16 @@ public struct ObjectAPI: Sendable {
             throw S3Error(.malformedPOSTRequest, "A POST upload is authenticated by its signed policy, not by an Authorization header.")
         }
         if !key.isEmpty { try Self.validateKey(key) }
-        await sendContinue()
+        await context.sendContinue()
         let s3 = S3Request(
-            request: request, requestId: requestId, bucket: bucket, key: key, query: query,
-            principal: authenticated.principal, verified: authenticated.verified, logger: logger)
-        return try await perform(operation, s3)
+            request: request, requestId: context.requestId, bucket: bucket, key: key, query: query,
+            principal: principal, verified: verified, logger: logger, endpoint: try context.endpoint())
+        var response = try await perform(operation, s3)
+        response.headers[.amzId2] = context.requestId
+        return response
     }
+
+    static let anonymous = S3Error(.accessDenied, "Anonymous access is forbidden; sign the request with AWS Signature Version 4.")
 
     func perform(_ operation: Operation, _ request: S3Request) async throws -> Response {
         switch operation {
@@ -234,31 +189,12 @@ public struct ObjectAPI: Sendable {
         }
     }
 
-    static func newRequestId() -> String {
-        (0..<8).map { _ in String(format: "%02X", UInt8.random(in: 0...255)) }.joined()
-    }
-
     // MARK: Responses
 
     static func xmlResponse<T: Encodable>(_ value: T, root: String, status: HTTPResponse.Status = .ok) throws -> Response {
         let data = try S3XML.encode(value, root: root)
         return Response(
             status: status, headers: [.contentType: "application/xml"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
-    }
-
-    static func errorResponse(_ error: S3Error, head: Bool) -> Response {
-        var headers: HTTPFields = [.amzRequestId: error.requestId ?? "", .amzId2: error.requestId ?? ""]
-        for (name, value) in error.headers {
-            if let field = HTTPField.Name(name) { headers[field] = value }
-        }
-        if head || error.code == .notModified {
-            headers[.contentLength] = "0"
-            return Response(status: .init(code: error.code.httpStatus), headers: headers)
-        }
-        headers[.contentType] = "application/xml"
-        let data = S3XML.errorDocument(error)
-        return Response(
-            status: .init(code: error.code.httpStatus), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 }
 

@@ -59,7 +59,7 @@ struct RequestBodyStream<Base: AsyncSequence & Sendable>: AsyncSequence, Sendabl
                             try decoder.feed(bytes) { piece in output.writeBytes(piece) }
                         }
                     } catch let error as SigV4Error {
-                        throw S3Error.from(error)
+                        throw FerryDomainError(error)
                     }
                     self.decoder = decoder
                 } else {
@@ -70,8 +70,9 @@ struct RequestBodyStream<Base: AsyncSequence & Sendable>: AsyncSequence, Sendabl
                 if let expectedLength, count > expectedLength {
                     throw S3Error(.invalidRequest, "The request body is longer than its declared length.")
                 }
-                if sha256 != nil {
-                    output.withUnsafeReadableBytes { sha256!.update(bufferPointer: $0) }
+                if var hasher = sha256 {
+                    output.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+                    sha256 = hasher
                 }
                 return output
             }
@@ -83,7 +84,7 @@ struct RequestBodyStream<Base: AsyncSequence & Sendable>: AsyncSequence, Sendabl
                 do {
                     trailers.set(try decoder.finish())
                 } catch {
-                    throw S3Error.from(error)
+                    throw FerryDomainError(error)
                 }
             }
             if let expectedLength, count != expectedLength {

@@ -427,7 +427,7 @@ struct MediaPipeline: Sendable {
         let object: ObjectInfo
         do {
             object = try await store.object(bucket: video.bucket, key: video.key)
-        } catch let error as S3Error where error.code == .noSuchKey || error.code == .noSuchBucket {
+        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
             // Deleted meanwhile: nothing to do. Otherwise the bytes are not in this node's store (yet): an error, so
             // the job is tried again (on whichever node claims it) rather than dropped.
             guard let current = try await catalog.video(video.videoId), current.status != VideoStatus.deleted else {

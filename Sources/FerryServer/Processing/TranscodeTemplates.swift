@@ -194,7 +194,7 @@ public struct TranscodeTemplates: Sendable, Hashable, Codable {
     /// The group a video asked for: nil or empty names the default; `NoTranscode` gives nil (no transcoding).
     /// Throws ``UnknownGroup`` for any other name.
     public func group(named name: String?) throws -> Group? {
-        let name = (name?.isEmpty ?? true) ? Self.defaultGroupName : name!
+        let name = name.flatMap { $0.isEmpty ? nil : $0 } ?? Self.defaultGroupName
         if name == Self.noTranscode { return nil }
         guard let group = groups.first(where: { $0.name == name }) else { throw UnknownGroup(name: name) }
         return group

@@ -24,53 +24,29 @@ public struct PublishAPI: Sendable {
 
     let media: MediaAPI
 
-    /// Answers a publish request; never throws. Errors are JSON `{code, message, requestId}`.
-    func respond(to request: Request, logger: Logger) async -> Response {
-        await MediaAPI.respondJSON(
-            to: request, prefix: Self.pathPrefix, title: "Publish API", name: "publish", logger: logger
-        ) {
-            action, data, request, logger in
-            let host = request.head.authority ?? "localhost"
-            logger.debug("publish request", metadata: ["ferry.action": .string(action)])
-            switch action {
-            case "ApplyUploadUGC": return try await apply(media.decode(PublishContract.ApplyRequest.self, data), host: host)
-            case "CommitUploadUGC": return try await commit(media.decode(PublishContract.CommitRequest.self, data), host: host)
-            default:
-                throw MediaError("InvalidAction", "\(action.prefix(64)) is not a publish API operation.", status: 404)
-            }
+    /// Answers `POST /_ferry/ugc/<action>` for the caller whose publish signature ``PublishSignatureMiddleware``
+    /// verified.
+    func respond(action: String, request: Request, context: FerryRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
+        let principal = try caller.requirePrincipal()
+        guard let signature = caller.publishSignature else { throw MediaError.missing("signature") }
+        guard principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
+        var request = request
+        let data = Data(buffer: try await request.collectSmallBody())
+        context.logger.debug("publish request", metadata: ["ferry.action": .string(action)])
+        let call = MediaAPI.Call(principal: principal, endpoint: try context.endpoint())
+        let answer: any Encodable & Sendable
+        switch action {
+        case "ApplyUploadUGC": answer = try await apply(JSONBody.decode(PublishContract.ApplyRequest.self, from: data), signature, call)
+        case "CommitUploadUGC": answer = try await commit(JSONBody.decode(PublishContract.CommitRequest.self, from: data), call)
+        default: throw Self.invalidAction(action)
         }
+        return try JSONAnswer.response(WithRequestId(answer: answer, requestId: context.requestId), requestId: context.requestId)
     }
 
-    // MARK: Signature
-
-    /// Verifies the signature and returns its fields and the principal of the key that signed it.
-    func authenticate(_ signature: String?, action: String, now: Date? = nil) async throws -> (
-        PublishSignature, Principal
-    ) {
-        guard let signature, !signature.isEmpty else { throw MediaError.missing("signature") }
-        let now = now ?? media.credentials.now()
-        let parsed: PublishSignature.Parsed
-        do {
-            parsed = try PublishSignature.parse(signature)
-        } catch {
-            throw MediaError("InvalidSignature", "The signature cannot be read: \(error.message)", status: 403)
-        }
-        let invalid = MediaError("InvalidSignature", "The signature does not verify.", status: 403)
-        let resolved: CredentialStore.Resolved
-        do {
-            // Long-term keys only: the root key or an active stored key (a temporary key id resolves to nothing here).
-            resolved = try await media.credentials.resolve(
-                accessKeyId: parsed.signature.secretId, sessionToken: nil, now: now)
-        } catch is S3Error {
-            throw invalid
-        }
-        guard parsed.isValid(secretKey: resolved.secretAccessKey) else { throw invalid }
-        guard !parsed.signature.isExpired(at: now) else {
-            throw MediaError(
-                "SignatureExpired", "The signature expired; ask the app server for a new one.", status: 403)
-        }
-        guard resolved.principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
-        return (parsed.signature, resolved.principal)
+    /// The refusal of an action the publish API does not have.
+    static func invalidAction(_ action: some StringProtocol) -> MediaError {
+        MediaError("InvalidAction", "\(action.prefix(64)) is not a publish API operation.", status: 404)
     }
 
     // MARK: Session key
@@ -92,7 +68,8 @@ public struct PublishAPI: Sendable {
     func sessionKey(_ session: Session) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        let body = SessionTokenCodec.base64url(try! encoder.encode(session))  // plain value types always encode
+        // Four strings always encode; an empty body would only make a key no session matches.
+        let body = SessionTokenCodec.base64url((try? encoder.encode(session)) ?? Data())
         let mac = media.credentials.tokens.authenticationCode(
             for: Data(("FV1." + body).utf8), purpose: Self.sessionPurpose)
         return "FV1.\(body).\(SessionTokenCodec.base64url(mac))"
@@ -110,7 +87,7 @@ public struct PublishAPI: Sendable {
             for: Data("FV1.\(pieces[1])".utf8), purpose: Self.sessionPurpose)
         // Constant-time comparison of the MACs.
         guard mac.count == expected.count, zip(mac, expected).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0,
-            let session = try? JSONDecoder().decode(Session.self, from: body), session.o == owner
+            let session = try? BoundedJSON.decode(Session.self, from: body), session.o == owner
         else { throw invalid }
         return session
     }
@@ -119,15 +96,16 @@ public struct PublishAPI: Sendable {
 
     static let coverTypes: Set<String> = ["png", "jpg", "jpeg", "gif", "webp", "heic"]
 
-    func apply(_ input: PublishContract.ApplyRequest, host: String) async throws -> [String: Any] {
-        let (signature, principal) = try await authenticate(input.signature, action: "ApplyUploadUGC")
-        let owner = principal.parentAccessKeyId
+    func apply(_ input: PublishContract.ApplyRequest, _ signature: PublishSignature, _ call: MediaAPI.Call) async throws
+        -> PublishContract.ApplyAnswer
+    {
+        let owner = call.principal.parentAccessKeyId
         if let key = input.vodSessionKey, !key.isEmpty {
             let session = try self.session(key, owner: owner)
             guard let video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
                 video.key == session.k
             else { throw MediaError.notFound("Video", session.v) }
-            return try applyAnswer(session, key: key, principal: principal, host: host)
+            return applyAnswer(session, key: key, call)
         }
 
         let videoType = (input.videoType ?? (input.videoName.map { ($0 as NSString).pathExtension } ?? "")).lowercased()
@@ -148,7 +126,7 @@ public struct PublishAPI: Sendable {
             throw MediaError.invalid("videoSize", "must be between 0 and 5 TiB.")
         }
         let group = try media.templateGroup(signature.procedure)
-        try await media.ensureBucket()
+        try await media.library.ensureBucket()
         let id = MediaAPI.newId()
         let session = Session(
             v: id, k: "video/\(id)/source.\(videoType)", c: coverType.map { "video/\(id)/cover.\($0)" }, o: owner)
@@ -160,16 +138,15 @@ public struct PublishAPI: Sendable {
                 cateId: signature.classId, tags: nil, transcode: group, userData: signature.sourceContext,
                 status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
                 key: session.k, owner: owner, createdAt: now, updatedAt: now))
-        return try applyAnswer(session, key: sessionKey(session), principal: principal, host: host)
+        return applyAnswer(session, key: sessionKey(session), call)
     }
 
-    func applyAnswer(_ session: Session, key: String, principal: Principal, host: String) throws -> [String: Any] {
-        try MediaAPI.object(
-            PublishContract.ApplyAnswer(
-                vodSessionKey: key, videoId: session.v, storageEndpoint: media.uploadEndpoint(host: host),
-                storageBucket: media.bucket, storageRegion: media.configuration.region, videoKey: session.k,
-                coverKey: session.c,
-                uploadAuth: uploadAuth(for: [session.k] + (session.c.map { [$0] } ?? []), principal: principal).encoded()))
+    func applyAnswer(_ session: Session, key: String, _ call: MediaAPI.Call) -> PublishContract.ApplyAnswer {
+        PublishContract.ApplyAnswer(
+            vodSessionKey: key, videoId: session.v, storageEndpoint: media.uploadBase(call).base,
+            storageBucket: media.bucket, storageRegion: media.configuration.region, videoKey: session.k,
+            coverKey: session.c,
+            uploadAuth: uploadAuth(for: [session.k] + (session.c.map { [$0] } ?? []), principal: call.principal).encoded())
     }
 
     /// A credential that may write only `keys` (and run their multipart uploads).
@@ -184,10 +161,9 @@ public struct PublishAPI: Sendable {
             securityToken: issued.sessionToken ?? "", expiration: expiration, region: media.configuration.region)
     }
 
-    func commit(_ input: PublishContract.CommitRequest, host: String) async throws -> [String: Any] {
-        let (_, principal) = try await authenticate(input.signature, action: "CommitUploadUGC")
+    func commit(_ input: PublishContract.CommitRequest, _ call: MediaAPI.Call) async throws -> PublishContract.CommitAnswer {
         guard let key = input.vodSessionKey, !key.isEmpty else { throw MediaError.missing("vodSessionKey") }
-        let session = try self.session(key, owner: principal.parentAccessKeyId)
+        let session = try self.session(key, owner: call.principal.parentAccessKeyId)
         guard var video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
             video.key == session.k
         else { throw MediaError.notFound("Video", session.v) }
@@ -195,22 +171,22 @@ public struct PublishAPI: Sendable {
         let stored: ObjectInfo
         do {
             stored = try await media.store.object(bucket: video.bucket, key: video.key)
-        } catch is S3Error {
+        } catch let error as FerryDomainError where error.isNotFound {
             throw MediaError(
                 "InvalidVideo.NotUploaded", "The video file has not been uploaded completely.", status: 409)
         }
         if let cover = session.c {
             do {
                 _ = try await media.store.object(bucket: video.bucket, key: cover)
-            } catch is S3Error {
+            } catch let error as FerryDomainError where error.isNotFound {
                 throw MediaError("InvalidCover.NotUploaded", "The cover image has not been uploaded.", status: 409)
             }
         }
         // Normally the upload itself advanced the video; this covers a server stopped between the two.
-        try await media.videoStored(video.videoId, object: stored)
+        try await media.library.videoStored(video.videoId, object: stored)
         if let cover = session.c {
             // The catalog keeps the cover's plain object URL (like an image's ImageURL); the answer carries signed ones.
-            let url = media.endpoint(host: host) + "/" + video.bucket + "/" + cover
+            let url = media.objectURL(key: cover, call)
             video = try await media.catalog.updateVideo(video.videoId) { video in
                 guard video.status != VideoStatus.deleted else { return .keep }
                 video.coverURL = url
@@ -219,17 +195,17 @@ public struct PublishAPI: Sendable {
             } ?? video
         }
         var answer = PublishContract.CommitAnswer(
-            fileId: video.videoId, mediaURL: try media.signedURL(key: video.key, host: host, expires: Self.urlLifetime),
+            fileId: video.videoId, mediaURL: try media.signedURL(key: video.key, call, expires: Self.urlLifetime),
             coverURL: nil)
         if let cover = session.c {
-            answer.coverURL = try media.signedURL(key: cover, host: host, expires: Self.urlLifetime)
+            answer.coverURL = try media.signedURL(key: cover, call, expires: Self.urlLifetime)
         } else if media.processingUnavailable == nil, await waitForSnapshot(video.videoId) {
             // No cover given: the one the server took from the video (it waits a few seconds for it; past that the
             // URL serves the cover once SnapshotComplete is sent).
             answer.coverURL = media.playURL(
-                videoId: video.videoId, file: MediaAPI.coverFileName, host: host, lifetime: TimeInterval(Self.urlLifetime))
+                videoId: video.videoId, file: MediaAPI.coverFileName, call, lifetime: TimeInterval(Self.urlLifetime))
         }
-        return try MediaAPI.object(answer)
+        return answer
     }
 }
 

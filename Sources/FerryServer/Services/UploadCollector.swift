@@ -10,7 +10,7 @@ struct UploadCollector: Service {
     let interval: TimeInterval
     let logger: Logger
     /// Expires videos whose upload never completed.
-    var media: MediaAPI?
+    var media: MediaLibrary?
     /// Nodes sharing a catalog collect one at a time: the one holding this lease for the pass.
     var leases: (any ServiceLeaseStore)?
     /// This node's name in leases.

@@ -100,7 +100,7 @@ struct BlobFiles: BlobStorage {
             for try await received in body {
                 size += Int64(received.readableBytes)
                 if size > maxSize {
-                    throw S3Error(.entityTooLarge, "Your proposed upload exceeds the maximum allowed size.")
+                    throw FerryDomainError(.tooLarge, "Your proposed upload exceeds the maximum allowed size.")
                 }
                 var buffer = received
                 while buffer.readableBytes > 0 {
@@ -206,7 +206,9 @@ struct BlobFiles: BlobStorage {
         var buffer = [UInt8](repeating: 0, count: readChunk)
         do {
             while true {
-                let n = buffer.withUnsafeMutableBytes { Foundation.read(input, $0.baseAddress!, $0.count) }
+                let n = buffer.withUnsafeMutableBytes { bytes in
+                    bytes.baseAddress.map { Foundation.read(input, $0, bytes.count) } ?? 0
+                }
                 if n < 0 {
                     if errno == EINTR { continue }
                     throw POSIXFileError("read", errno)
@@ -214,7 +216,9 @@ struct BlobFiles: BlobStorage {
                 if n == 0 { break }
                 var done = 0
                 while done < n {
-                    let w = buffer.withUnsafeBytes { Foundation.write(output, $0.baseAddress! + done, n - done) }
+                    let w = buffer.withUnsafeBytes { bytes in
+                        bytes.baseAddress.map { Foundation.write(output, $0 + done, n - done) } ?? 0
+                    }
                     if w < 0 {
                         if errno == EINTR { continue }
                         throw POSIXFileError("write", errno)
@@ -240,9 +244,10 @@ struct BlobFiles: BlobStorage {
             defer { close(fd) }
             var buffer = ByteBufferAllocator().buffer(capacity: length)
             try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { out in
+                guard let base = out.baseAddress else { return 0 }
                 var done = 0
                 while done < length {
-                    let n = pread(fd, out.baseAddress! + done, length - done, off_t(offset) + off_t(done))
+                    let n = pread(fd, base + done, length - done, off_t(offset) + off_t(done))
                     if n < 0 {
                         if errno == EINTR { continue }
                         throw POSIXFileError("read", errno)

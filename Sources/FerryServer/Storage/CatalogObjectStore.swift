@@ -47,8 +47,8 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func createBucket(_ name: String) async throws {
         guard try await catalog.insertBucket(name, at: Date()) else {
-            throw S3Error(
-                .bucketAlreadyOwnedByYou,
+            throw FerryDomainError(
+                .bucketExists,
                 "Your previous request to create the named bucket succeeded and you already own it.")
         }
     }
@@ -62,7 +62,7 @@ public struct CatalogObjectStore: ObjectStore {
         switch try await catalog.deleteBucket(name) {
         case .deleted(let blobs): await files.delete(blobs: blobs)
         case .missing: throw Self.noSuchBucket
-        case .notEmpty: throw S3Error(.bucketNotEmpty, "The bucket you tried to delete is not empty.")
+        case .notEmpty: throw FerryDomainError(.bucketNotEmpty, "The bucket you tried to delete is not empty.")
         }
     }
 
@@ -412,23 +412,23 @@ public struct CatalogObjectStore: ObjectStore {
         // A declared object checksum must at least be one of this upload's, and well-formed.
         for (name, value) in fullObjectChecksums {
             guard name == upload.checksumAlgorithm, let algorithm = ChecksumAlgorithm(name: name) else {
-                throw S3Error(
-                    .invalidRequest,
+                throw FerryDomainError(
+                    .checksumNotApplicable,
                     upload.checksumAlgorithm.map { "The upload was created using the \($0) checksum algorithm, not \(name)." }
                         ?? "The upload was created without a checksum algorithm; the x-amz-checksum-\(name.lowercased()) header cannot be checked.")
             }
             let digest = Self.stripPartCount(value)
             guard let data = Data(base64Encoded: String(digest)), data.count == algorithm.digestLength else {
-                throw S3Error(.badDigest, "The \(name) you specified did not match the calculated checksum.")
+                throw FerryDomainError(.checksumMismatch, "The \(name) you specified did not match the calculated checksum.")
             }
         }
         guard !requested.isEmpty else {
-            throw S3Error(
-                .malformedXML,
+            throw FerryDomainError(
+                .noParts,
                 "The XML you provided was not well-formed or did not validate against our published schema.")
         }
         for (previous, next) in zip(requested, requested.dropFirst()) where next.partNumber <= previous.partNumber {
-            throw S3Error(.invalidPartOrder, "The list of parts was not in ascending order. Parts must be ordered by part number.")
+            throw FerryDomainError(.partsOutOfOrder, "The list of parts was not in ascending order. Parts must be ordered by part number.")
         }
         let stored = Dictionary(
             uniqueKeysWithValues: try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil).map { ($0.number, $0) })
@@ -444,8 +444,8 @@ public struct CatalogObjectStore: ObjectStore {
             chosen.append(part)
         }
         for part in chosen.dropLast() where part.size < limits.minPartSize {
-            throw S3Error(
-                .entityTooSmall, "Your proposed upload is smaller than the minimum allowed object size.",
+            throw FerryDomainError(
+                .partTooSmall, "Your proposed upload is smaller than the minimum allowed object size.",
                 details: ["PartNumber": String(part.number), "MinSizeAllowed": String(limits.minPartSize)])
         }
         let md5s = chosen.map { Self.bytes(hex: $0.etag) }
@@ -461,7 +461,7 @@ public struct CatalogObjectStore: ObjectStore {
                 var combined = partValues[0]
                 for (value, part) in zip(partValues.dropFirst(), chosen.dropFirst()) {
                     guard let next = Checksum.combine(algorithm, combined, value, lengthOfB: UInt64(part.size)) else {
-                        throw S3Error(.invalidRequest, "The \(name) algorithm cannot form a full-object checksum.")
+                        throw FerryDomainError(.checksumNotApplicable, "The \(name) algorithm cannot form a full-object checksum.")
                     }
                     combined = next
                 }
@@ -472,7 +472,7 @@ public struct CatalogObjectStore: ObjectStore {
             if let declared = fullObjectChecksums[name],
                 Self.stripPartCount(declared) != Self.stripPartCount(checksums[name] ?? "")
             {
-                throw S3Error(.badDigest, "The \(name) you specified did not match the calculated checksum.")
+                throw FerryDomainError(.checksumMismatch, "The \(name) you specified did not match the calculated checksum.")
             }
         }
         let object = ObjectInfo(
@@ -491,7 +491,7 @@ public struct CatalogObjectStore: ObjectStore {
         case .noSuchUpload:
             throw Self.noSuchUpload
         case .changed:
-            throw S3Error(.invalidPart, "A part was replaced while the upload was being completed; try again.")
+            throw FerryDomainError(.partReplaced, "A part was replaced while the upload was being completed; try again.")
         case .preconditionFailed:
             throw Self.preconditionFailed
         case .noSuchKey:
@@ -575,17 +575,17 @@ public struct CatalogObjectStore: ObjectStore {
         }
     }
 
-    static let noSuchBucket = S3Error(.noSuchBucket, "The specified bucket does not exist.")
-    static let noSuchKey = S3Error(.noSuchKey, "The specified key does not exist.")
-    static let preconditionFailed = S3Error(
+    static let noSuchBucket = FerryDomainError(.bucketNotFound, "The specified bucket does not exist.")
+    static let noSuchKey = FerryDomainError(.objectNotFound, "The specified key does not exist.")
+    static let preconditionFailed = FerryDomainError(
         .preconditionFailed, "At least one of the pre-conditions you specified did not hold")
-    static let noSuchUpload = S3Error(
-        .noSuchUpload,
+    static let noSuchUpload = FerryDomainError(
+        .uploadNotFound,
         "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."
     )
-    static func invalidPart(_ number: Int) -> S3Error {
-        S3Error(
-            .invalidPart,
+    static func invalidPart(_ number: Int) -> FerryDomainError {
+        FerryDomainError(
+            .partNotFound,
             "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
             details: ["PartNumber": String(number)])
     }

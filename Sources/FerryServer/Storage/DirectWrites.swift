@@ -96,9 +96,10 @@ final class TempFile: @unchecked Sendable {
     }
 
     private func writeAll(_ bytes: UnsafeRawBufferPointer, at start: Int64) throws {
+        guard let base = bytes.baseAddress else { return }
         var done = 0
         while done < bytes.count {
-            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(start) + off_t(done))
+            let n = pwrite(fd, base + done, bytes.count - done, off_t(start) + off_t(done))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw POSIXFileError("write", errno)
@@ -147,7 +148,7 @@ final class AlignedBlock: @unchecked Sendable {
     /// Copies as much of `source` as fits and returns how many bytes that was.
     func append(_ source: UnsafeRawBufferPointer) -> Int {
         let n = min(source.count, Self.size - count)
-        if n > 0 { (base + count).copyMemory(from: source.baseAddress!, byteCount: n) }
+        if n > 0, let from = source.baseAddress { (base + count).copyMemory(from: from, byteCount: n) }
         count += n
         return n
     }

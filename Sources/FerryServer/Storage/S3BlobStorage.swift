@@ -99,7 +99,7 @@ struct S3BlobStorage: BlobStorage {
                 if response.status == .ok || code == "BucketAlreadyOwnedByYou" || code == "BucketAlreadyExists" { return }
                 failure = StoreError(status: Int(response.status.code), code: code, operation: "CreateBucket")
                 if failure.status < 500 { throw failure }
-            } catch let error as S3Error where error.code == .slowDown {
+            } catch let error as FerryDomainError where error.code == .storeUnavailable {
                 failure = StoreError(status: 503, code: "unreachable", operation: "CreateBucket")
             }
             guard ContinuousClock.now < deadline else { throw failure }
@@ -263,11 +263,11 @@ struct S3BlobStorage: BlobStorage {
 
     /// What a client is told when the store fails: S3 errors pass through, everything else is a retryable 503.
     static func mapped(_ error: any Error) -> any Error {
-        if error is S3Error || error is CancellationError { return error }
+        if error is FerryDomainError || error is CancellationError { return error }
         if let failure = error as? StoreError, failure.status < 500 {
-            return S3Error(.internalError, "The object store refused a request (\(failure.operation)).")
+            return FerryDomainError(.storeRefused, "The object store refused a request (\(failure.operation)).")
         }
-        return S3Error(.slowDown, "The object store is unavailable; please retry the request.")
+        return FerryDomainError(.storeUnavailable, "The object store is unavailable; please retry the request.")
     }
 
     static func parseDate(_ text: String) -> Date? {
@@ -409,7 +409,7 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
                 while chunk.readableBytes < S3BlobStorage.chunk, var buffer = try await read() {
                     size += Int64(buffer.readableBytes)
                     if size > maxSize {
-                        throw S3Error(.entityTooLarge, "Your proposed upload exceeds the maximum allowed size.")
+                        throw FerryDomainError(.tooLarge, "Your proposed upload exceeds the maximum allowed size.")
                     }
                     if chunk.readableBytes == 0 { chunk = buffer } else { chunk.writeBuffer(&buffer) }
                 }
@@ -503,7 +503,7 @@ final class RangeReader: Sendable {
             throw S3BlobStorage.mapped(S3BlobStorage.StoreError(status: 502, code: "IncompleteBody", operation: "GetObject"))
         }
         let wanted = length - state.received
-        if Int64(buffer.readableBytes) > wanted { buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(wanted))! }
+        if Int64(buffer.readableBytes) > wanted { buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(wanted)) ?? buffer }
         state.received += Int64(buffer.readableBytes)
         return buffer
     }

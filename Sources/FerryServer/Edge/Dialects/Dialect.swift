@@ -1,0 +1,42 @@
+import Hummingbird
+
+/// One of the edge's wire dialects: how its refusals are written.
+///
+/// Every route group has one. Its ``ErrorEnvelopeMiddleware`` turns whatever the group's middleware and routes throw
+/// into the dialect's error, an `HTTPResponseError` that renders itself: a ``FerryDomainError`` through the
+/// dialect's one mapping, the dialect's own refusals as they are, anything else as an internal error whose details are
+/// logged and never sent.
+protocol Dialect: Sendable {
+    /// The dialect's name in log records (`s3`, `media`).
+    var name: String { get }
+    /// The dialect's error for `error`; nil when it is none of Ferry's refusals (an internal error).
+    func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)?
+    /// The answer to an internal error.
+    func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError
+}
+
+/// Renders what a route group throws in the group's dialect (see ``Dialect``); the outermost middleware of a group
+/// but for cross-origin headers, which error answers carry too.
+struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
+    typealias Context = FerryRequestContext
+    let dialect: D
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            if let wire = dialect.wireError(for: error, request: request, context: context) {
+                return try wire.response(from: request, context: context)
+            }
+            if error is CancellationError {
+                context.logger.debug("request cancelled", metadata: ["ferry.api": .string(dialect.name)])
+            } else {
+                context.logger.error(
+                    "internal error", metadata: ["ferry.api": .string(dialect.name), "error": .string("\(error)")])
+            }
+            return try dialect.internalError(request: request, context: context).response(from: request, context: context)
+        }
+    }
+}

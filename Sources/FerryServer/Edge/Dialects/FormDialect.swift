@@ -1,0 +1,68 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// Qiniu's form-upload dialect: errors as `{"error": message, "code": FormUploadErrorCode, "requestId"}` with Qiniu's
+/// statuses (401 for tokens, 406 for a CRC32 mismatch, 579 for a failed callback, 614, 631…).
+struct FormDialect: Dialect {
+    var name: String { "form" }
+
+    func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)? {
+        guard let refusal = Self.formError(for: error) else { return nil }
+        context.logger.debug("form upload refused", metadata: ["ferry.code": .string(refusal.code.rawValue)])
+        return FormErrorResponse(error: refusal, requestId: context.requestId)
+    }
+
+    func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {
+        FormErrorResponse(
+            error: FormUploadError(.internalError, "The service failed to store the file; try again."),
+            requestId: context.requestId)
+    }
+
+    static func formError(for error: any Error) -> FormUploadError? {
+        switch error {
+        case let error as FormUploadError: error
+        case let error as FerryDomainError: formError(error)
+        case let error as S3Error: FormUploadError(.invalidArgument, error.message)
+        default: nil
+        }
+    }
+
+    /// The one mapping of domain errors to the form upload's codes.
+    static func formError(_ error: FerryDomainError) -> FormUploadError? {
+        switch error.code {
+        case .bucketNotFound: FormUploadError(.noSuchBucket, error.message)
+        case .preconditionFailed:
+            FormUploadError(.fileExists, "An object with this key exists and the token is insertOnly.")
+        case .tooLarge: FormUploadError(.fileTooLarge, "The file is larger than the server accepts.")
+        case .unknownAccessKey: FormUploadError(.unknownAccessKey, "The upload token's access key is unknown or disabled.")
+        case .accessDenied, .anonymous: FormUploadError(.accessDenied, error.message)
+        case .invalidHost, .invalidArgument, .bodyTooComplex, .malformedBody, .bodyTooLarge:
+            FormUploadError(.invalidArgument, error.message)
+        case .checksumMismatch: FormUploadError(.crc32Mismatch, error.message)
+        default: nil
+        }
+    }
+}
+
+/// A form upload refusal as Hummingbird renders a thrown error.
+struct FormErrorResponse: HTTPResponseError {
+    var error: FormUploadError
+    var requestId: String
+
+    var status: HTTPResponse.Status { .init(code: error.status) }
+
+    private struct Body: Encodable {
+        var error: String
+        var code: String
+        var requestId: String
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        try JSONAnswer.response(
+            Body(error: error.message, code: error.code.rawValue, requestId: requestId), status: status,
+            requestId: requestId)
+    }
+}

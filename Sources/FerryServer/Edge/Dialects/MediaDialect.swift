@@ -1,0 +1,98 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// The JSON dialect of the media API, the publish API and the console's session and media routes: errors as
+/// `{"code", "message", "requestId"}` with their status.
+///
+/// Authentication failures keep S3's codes and statuses (`SignatureDoesNotMatch`, `InvalidAccessKeyId`,
+/// `ExpiredToken`), which SDK users know from the object API.
+struct MediaDialect: Dialect {
+    var name: String
+
+    func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)? {
+        guard let refusal = Self.mediaError(for: error) else { return nil }
+        context.logger.debug("request failed", metadata: ["ferry.error-code": .string(refusal.code)])
+        return MediaErrorResponse(error: refusal, requestId: context.requestId)
+    }
+
+    func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {
+        MediaErrorResponse(
+            error: MediaError("InternalError", "The service failed to answer; try again.", status: 500),
+            requestId: context.requestId)
+    }
+
+    /// The media API's refusal for one of Ferry's errors; nil for anything else.
+    static func mediaError(for error: any Error) -> MediaError? {
+        switch error {
+        case let error as MediaError: error
+        case let error as FerryDomainError: mediaError(error)
+        case let error as SigV4Error: mediaError(FerryDomainError(error))
+        case let error as DocumentTooComplex: MediaError("InvalidParameter", "The request body \(error.reason).")
+        case let error as S3Error: MediaError(error.code.rawValue, error.message, status: error.code.httpStatus)
+        default: nil
+        }
+    }
+
+    /// The one mapping of domain errors to the media API's codes.
+    static func mediaError(_ error: FerryDomainError) -> MediaError {
+        switch error.code {
+        case .accessDenied: return MediaError("Forbidden", error.message, status: 403)
+        case .invalidHost, .bodyTooComplex, .invalidArgument: return MediaError("InvalidParameter", error.message)
+        case .malformedBody: return MediaError("MalformedJSON", error.message)
+        case .bodyTooLarge: return MediaError("RequestTooLarge", error.message, status: 413)
+        case .storeUnavailable: return MediaError("ServiceUnavailable", error.message, status: 503)
+        case .notImplemented: return MediaError("NotImplemented", error.message, status: 501)
+        default:
+            // Authentication and storage refusals keep S3's names.
+            let code = S3Dialect.code(error.code)
+            return MediaError(code.rawValue, error.message, status: code.httpStatus)
+        }
+    }
+}
+
+/// A media API refusal as Hummingbird renders a thrown error.
+struct MediaErrorResponse: HTTPResponseError {
+    var error: MediaError
+    var requestId: String
+
+    var status: HTTPResponse.Status { .init(code: error.status) }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        try JSONAnswer.response(
+            MediaContract.ErrorAnswer(code: error.code, message: error.message, requestId: requestId), status: status,
+            requestId: requestId)
+    }
+}
+
+/// JSON answers of the edge's JSON dialects, encoded from their Codable types (keys sorted, as clients and tests
+/// compare them).
+enum JSONAnswer {
+    static func response(
+        _ value: some Encodable, status: HTTPResponse.Status = .ok, requestId: String, headers: HTTPFields = [:]
+    ) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let data = try encoder.encode(value)
+        var fields = headers
+        fields[.contentType] = "application/json"
+        fields[.amzRequestId] = requestId
+        return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+/// An answer of the media or publish API: the operation's own fields and the request's id beside them.
+struct WithRequestId: Encodable {
+    var answer: any Encodable & Sendable
+    var requestId: String
+
+    private enum CodingKeys: String, CodingKey { case requestId = "RequestId" }
+
+    func encode(to encoder: any Encoder) throws {
+        try answer.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(requestId, forKey: .requestId)
+    }
+}

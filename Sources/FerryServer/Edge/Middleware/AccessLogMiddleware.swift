@@ -1,0 +1,65 @@
+import Hummingbird
+import Logging
+
+/// One debug record per request: method, path with every credential in it redacted, status and duration. Query values
+/// that carry signatures, credentials or tokens, and the token segment of playback paths, are written as `<redacted>`;
+/// headers and bodies are never logged.
+struct AccessLogMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+
+    /// Query parameters whose values are credentials.
+    static let secretParameters: Set<String> = [
+        "x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "token", "awsaccesskeyid",
+    ]
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard context.logger.logLevel <= .debug else { return try await next(request, context) }
+        let start = ContinuousClock.now
+        let status: Int
+        do {
+            let response = try await next(request, context)
+            status = Int(response.status.code)
+            log(request, context: context, status: status, since: start)
+            return response
+        } catch {
+            status = (error as? any HTTPResponseError).map { Int($0.status.code) } ?? 500
+            log(request, context: context, status: status, since: start)
+            throw error
+        }
+    }
+
+    private func log(_ request: Request, context: Context, status: Int, since start: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - start
+        context.logger.debug(
+            "access",
+            metadata: [
+                "ferry.method": .string(request.method.rawValue),
+                "ferry.path": .string(Self.redacted(path: request.uri.path, query: request.uri.query)),
+                "ferry.status": .stringConvertible(status),
+                "ferry.duration-ms": .stringConvertible(
+                    elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000),
+            ])
+    }
+
+    /// The path and query with credentials replaced; at most 512 bytes.
+    static func redacted(path: String, query: String?) -> String {
+        var path = path
+        if path.hasPrefix(PlaybackToken.pathPrefix) {
+            // `/_ferry/play/<token>/<videoId>/<file>`: the token is a credential.
+            let rest = path.dropFirst(PlaybackToken.pathPrefix.count)
+            if let slash = rest.firstIndex(of: "/") {
+                path = PlaybackToken.pathPrefix + "<redacted>" + rest[slash...]
+            } else if !rest.isEmpty {
+                path = PlaybackToken.pathPrefix + "<redacted>"
+            }
+        }
+        guard let query, !query.isEmpty else { return String(path.prefix(512)) }
+        let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
+            let name = item.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
+            return secretParameters.contains(name.lowercased()) ? name + "=<redacted>" : String(item)
+        }
+        return String((path + "?" + items.joined(separator: "&")).prefix(512))
+    }
+}

@@ -1,0 +1,135 @@
+import FerryCore
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// The media layer's library of videos and images: how they advance as their files arrive in storage, expire when the
+/// files never arrive, and go away with their files. The edge's routes (media, publish, form, object, part signing)
+/// tell it what storage did; it knows nothing of HTTP and throws ``FerryDomainError`` for storage failures.
+public struct MediaLibrary: Sendable {
+    let catalog: any MediaCatalog
+    let store: CatalogObjectStore
+    let webhooks: WebhookOutbox
+    let configuration: FerryServerConfiguration
+    /// Media jobs running in this process (a deletion stops them).
+    let running: RunningJobs
+
+    /// The bucket media files live in.
+    var bucket: String { configuration.mediaBucket }
+
+    /// Creates the media bucket when it is missing.
+    func ensureBucket() async throws {
+        do {
+            try await store.createBucket(bucket)
+        } catch let error as FerryDomainError where error.code == .bucketExists {}
+    }
+
+    // MARK: Storage events
+
+    /// Called when the object service has stored an object: advances the video or image it belongs to.
+    func objectStored(_ object: ObjectInfo) async {
+        guard object.bucket == bucket else { return }
+        do {
+            if let video = try await catalog.video(bucket: object.bucket, key: object.key) {
+                try await videoStored(video.videoId, object: object)
+            } else if var image = try await catalog.image(bucket: object.bucket, key: object.key) {
+                let first = image.status == ImageStatus.uploading
+                image.status = ImageStatus.uploaded
+                image.size = object.size
+                try await catalog.saveImage(image)
+                if first {
+                    try await webhooks.enqueue(
+                        type: "ImageUploadComplete", payload: ["ImageId": .string(image.imageId), "Size": JSONValue(object.size)])
+                }
+            }
+        } catch {
+            configuration.logger.warning(
+                "media status update failed",
+                metadata: ["ferry.key": .string(object.key), "error": .string("\(error)")])
+        }
+    }
+
+    /// A video's source is in storage: the first time, `Uploading → UploadSucc` and its probe job, in one change,
+    /// then `FileUploadComplete`. Later writes of the source only update its size (the catalog describes the bytes
+    /// stored, whoever wrote them).
+    func videoStored(_ videoId: String, object: ObjectInfo) async throws {
+        let maxAttempts = configuration.mediaProcessing.maxAttempts
+        let arrived = NIOLockedValueBox(false)
+        try await catalog.updateVideo(videoId) { video in
+            guard video.status != VideoStatus.deleted, video.key == object.key else { return .keep }
+            video.size = object.size
+            video.updatedAt = Date()
+            guard video.status == VideoStatus.uploading else { return .save() }
+            video.status = VideoStatus.uploadSucc
+            arrived.withLockedValue { $0 = true }
+            return .save(enqueue: [MediaJob(videoId: video.videoId, kind: .probe, maxAttempts: maxAttempts)])
+        }
+        if arrived.withLockedValue({ $0 }) {
+            try await webhooks.enqueue(
+                type: "FileUploadComplete",
+                payload: [
+                    "VideoId": .string(videoId), "Size": JSONValue(object.size), "Status": .string(VideoStatus.uploadSucc),
+                ])
+        }
+    }
+
+    // MARK: Deletion and expiry
+
+    /// Deletes a video: its status and the cancellation of its jobs in one change, a job running here stopped at once
+    /// (its ffmpeg killed; one running on another node stops at its next heartbeat), its files removed, then
+    /// `VideoDeleted`.
+    func delete(_ video: VideoRecord) async throws {
+        try await catalog.updateVideo(video.videoId) { video in
+            video.status = VideoStatus.deleted
+            video.updatedAt = Date()
+            return .save(cancelJobs: true)
+        }
+        running.cancel(videoId: video.videoId)
+        try await removeFiles(of: video)
+        try await webhooks.enqueue(type: "VideoDeleted", payload: ["VideoId": .string(video.videoId)])
+    }
+
+    /// Videos whose upload did not complete within `uploadingVideoMaxAge` become `UploadFail`: what had arrived of
+    /// their file (object and unfinished multipart uploads) is removed and a `VideoUploadExpired` event is sent.
+    /// Returns how many.
+    @discardableResult
+    func expireUnfinishedUploads(now: Date = Date()) async throws -> Int {
+        var count = 0
+        for video in try await catalog.uploadingVideos(
+            createdBefore: now.addingTimeInterval(-configuration.uploadingVideoMaxAge), limit: 1000)
+        {
+            // Stored after all (the server stopped between storing it and recording it): it advances instead.
+            if let object = try? await store.object(bucket: video.bucket, key: video.key) {
+                await objectStored(object)
+                continue
+            }
+            let expired = try await catalog.updateVideo(video.videoId) { video in
+                guard video.status == VideoStatus.uploading else { return .keep }
+                video.status = VideoStatus.uploadFailed
+                video.updatedAt = now
+                return .save(cancelJobs: true)
+            }
+            guard expired != nil else { continue }
+            try await removeFiles(of: video)
+            try await webhooks.enqueue(type: "VideoUploadExpired", payload: ["VideoId": .string(video.videoId)])
+            count += 1
+        }
+        return count
+    }
+
+    /// Deletes a video's files (source, cover, renditions: everything under `video/<id>/`) and aborts the multipart
+    /// uploads of its source.
+    func removeFiles(of video: VideoRecord) async throws {
+        try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
+        try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: "video/\(video.videoId)/")
+        for upload in try await store.listMultipartUploads(
+            bucket: video.bucket, prefix: video.key, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
+        ).uploads where upload.key == video.key {
+            do {
+                try await store.abortMultipartUpload(upload)
+            } catch let error as FerryDomainError where error.code == .uploadNotFound {
+                // Completed or aborted meanwhile: nothing left to remove.
+            }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import FerryCore
+import Foundation
+import Testing
+
+@Suite("Document shape limits")
+struct DocumentShapeTests {
+    static let limits = DocumentLimits(maxDepth: 8, maxElements: 50)
+
+    @Test("XML: depth counts nested start tags; self-closing tags, comments, CDATA, declarations and quotes do not nest")
+    func xmlDepth() throws {
+        let seven = String(repeating: "<a>", count: 7) + "x" + String(repeating: "</a>", count: 7)
+        try DocumentShape.checkXML(Data(seven.utf8), limits: Self.limits)
+        let nine = String(repeating: "<a>", count: 9) + String(repeating: "</a>", count: 9)
+        #expect(throws: DocumentTooComplex.self) { try DocumentShape.checkXML(Data(nine.utf8), limits: Self.limits) }
+        // Siblings at one level never add up to depth.
+        let flat = "<r>" + String(repeating: "<a>1</a><b/>", count: 20) + "</r>"
+        try DocumentShape.checkXML(Data(flat.utf8), limits: Self.limits)
+        // What looks like tags inside comments, CDATA, processing instructions and attribute values is not.
+        let hidden = """
+            <?xml version="1.0"?><r a="<b><b><b><b><b><b><b><b><b>"><!-- <c><c><c><c><c><c><c><c><c> -->\
+            <![CDATA[<d><d><d><d><d><d><d><d><d>]]></r>
+            """
+        try DocumentShape.checkXML(Data(hidden.utf8), limits: Self.limits)
+    }
+
+    @Test("XML: elements are counted, whatever their depth")
+    func xmlElements() throws {
+        let fifty = "<r>" + String(repeating: "<a/>", count: 49) + "</r>"
+        try DocumentShape.checkXML(Data(fifty.utf8), limits: Self.limits)
+        let more = "<r>" + String(repeating: "<a/>", count: 50) + "</r>"
+        #expect(throws: DocumentTooComplex.self) { try DocumentShape.checkXML(Data(more.utf8), limits: Self.limits) }
+    }
+
+    @Test("JSON: arrays and objects nest, strings with brackets and escaped quotes do not")
+    func jsonDepth() throws {
+        try DocumentShape.checkJSON(Data((String(repeating: "[", count: 8) + String(repeating: "]", count: 8)).utf8), limits: Self.limits)
+        #expect(throws: DocumentTooComplex.self) {
+            try DocumentShape.checkJSON(Data((String(repeating: "[", count: 9) + String(repeating: "]", count: 9)).utf8), limits: Self.limits)
+        }
+        let text = #"{"a": "[[[[[[[[[[{{{{{{{{{", "b": "\"[[[[[[[[[[[", "c": {"d": [1, 2, {"e": null}]}}"#
+        try DocumentShape.checkJSON(Data(text.utf8), limits: Self.limits)
+        #expect(throws: DocumentTooComplex.self) {
+            try DocumentShape.checkJSON(Data(("[" + Array(repeating: "1", count: 50).joined(separator: ",") + "]").utf8), limits: Self.limits)
+        }
+    }
+
+    @Test("a body nested 100,000 levels deep is refused before any parser sees it, by S3XML and BoundedJSON")
+    func deepBodies() throws {
+        let xml = "<?xml version=\"1.0\"?>" + String(repeating: "<Part>", count: 100_000)
+        #expect(throws: DocumentTooComplex.self) { try S3XML.decode(CompleteMultipartUpload.self, from: Data(xml.utf8)) }
+        let json = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        #expect(throws: DocumentTooComplex.self) { try BoundedJSON.decode([String].self, from: Data(json.utf8)) }
+        let wide = "{\"a\":[" + Array(repeating: "0", count: 300_000).joined(separator: ",") + "]}"
+        #expect(throws: DocumentTooComplex.self) { try BoundedJSON.decode([String: [Int]].self, from: Data(wide.utf8)) }
+        // The standard limits let ordinary documents through: a completion of 10,000 parts.
+        let parts = (1...10_000).map { "<Part><PartNumber>\($0)</PartNumber><ETag>\"e\"</ETag></Part>" }.joined()
+        let complete = try S3XML.decode(
+            CompleteMultipartUpload.self, from: Data("<CompleteMultipartUpload>\(parts)</CompleteMultipartUpload>".utf8))
+        #expect(complete.parts.count == 10_000)
+    }
+}

@@ -1,0 +1,267 @@
+import Crypto
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+@testable import FerryServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An answer read off a socket.
+private struct RawAnswer {
+    var status: Int
+    var head: String
+    var body: String
+
+    func header(_ name: String) -> String? {
+        head.split(separator: "\r\n").first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
+            .map { $0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces) }
+    }
+
+    /// The code of whichever envelope the body is in: S3's `<Code>`, the JSON `code` (media, publish, console, form)
+    /// or the part-signing endpoints' `error.code`.
+    var code: String? {
+        if let start = body.range(of: "<Code>"), let end = body.range(of: "</Code>") {
+            return String(body[start.upperBound..<end.lowerBound])
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else { return nil }
+        if let error = object["error"] as? [String: Any] { return error["code"] as? String }
+        return object["code"] as? String
+    }
+}
+
+/// Sends `head` (and `body`) on a connection of its own and reads the answer.
+private func exchange(port: Int, _ head: String, body: [UInt8] = []) async throws -> RawAnswer {
+    let socket = try RawSocket.connect(port: port)
+    defer { close(socket) }
+    try RawSocket.write(socket, Array(head.utf8) + body)
+    let (bytes, _) = await RawSocket.receive(socket, timeout: .seconds(20)) { RawSocket.isCompleteResponse($0) }
+    let text = String(decoding: bytes, as: UTF8.self)
+    guard text.hasPrefix("HTTP/1.1 "), let status = Int(text.dropFirst(9).prefix(3)),
+        let end = text.range(of: "\r\n\r\n")
+    else { return RawAnswer(status: 0, head: "", body: text) }
+    return RawAnswer(status: status, head: String(text[..<end.lowerBound]), body: String(text[end.upperBound...]))
+}
+
+private func request(
+    _ method: String, _ target: String, host: String?, extra: [(name: String, value: String)] = [], body: [UInt8] = []
+) -> String {
+    var headers: [(name: String, value: String)] = []
+    if let host { headers.append(("Host", host)) }
+    headers += extra
+    headers.append(("Content-Length", String(body.count)))
+    return RawSocket.requestHead(method, target, headers)
+}
+
+@Suite("Edge: routing, dialects and hostile requests", .timeLimit(.minutes(10)))
+struct EdgeTests {
+    /// One route of each group, with the code its dialect gives a request whose Host is not an authority.
+    static let groups: [(method: String, path: String, code: String)] = [
+        ("GET", "/", "InvalidArgument"),
+        ("PUT", "/bucket/key", "InvalidArgument"),
+        ("POST", "/_ferry/v1/GetVideoInfo", "InvalidParameter"),
+        ("POST", "/_ferry/ugc/ApplyUploadUGC", "InvalidParameter"),
+        ("POST", "/_ferry/form", "InvalidArgument"),
+        ("GET", "/_ferry/play/token/video/master.m3u8", "InvalidArgument"),
+        ("GET", "/_ferry/console/session", "InvalidParameter"),
+        ("POST", "/_ferry/console/api/ListVideos", "InvalidParameter"),
+        ("POST", "/s3/multipart", "InvalidParameter"),
+    ]
+
+    @Test("a Host that is not an RFC 3986 authority is a 400 in every group's envelope, and the server keeps serving")
+    func invalidHosts() async throws {
+        try await TestServer.with { server in
+            let hosts = [
+                "a b", "user@evil.example", "127.0.0.1:99999", "[::1", "x/y", "%41.example", "h:",
+                ":80", "host:8o", String(repeating: "a", count: 300), "ünïcode.example", "a,b", "[zz::1]",
+            ]
+            for (method, path, code) in Self.groups {
+                for host in hosts {
+                    let answer = try await exchange(port: server.port, request(method, path, host: host))
+                    #expect(answer.status == 400, "\(method) \(path) Host: \(host.prefix(20)) → \(answer.status) \(answer.body.prefix(200))")
+                    #expect(answer.code == code, "\(method) \(path) Host: \(host.prefix(20)) → \(answer.body.prefix(200))")
+                    #expect(answer.header("x-amz-request-id")?.count == 16)
+                }
+                // Two Host headers, and none at all.
+                let twice = try await exchange(
+                    port: server.port, request(method, path, host: "127.0.0.1", extra: [("Host", "evil.example")]))
+                #expect(twice.status == 400 && twice.code == code, "\(path): \(twice.status) \(twice.body.prefix(200))")
+                let none = try await exchange(port: server.port, request(method, path, host: nil))
+                #expect(none.status == 400 && none.code == code, "\(path): \(none.status) \(none.body.prefix(200))")
+            }
+            // A control character is refused by the HTTP parser itself, before any route: a bare 400 (or a closed
+            // connection), never a crash.
+            let control = try await exchange(port: server.port, request("GET", "/", host: "exa\u{7F}mple"))
+            #expect(control.status == 400 || control.status == 0)
+            let health = try await exchange(port: server.port, request("GET", "/_ferry/health", host: "127.0.0.1"))
+            #expect(health.status == 200)
+            // A valid Host still works, IPv6 and names with ports included.
+            for host in ["127.0.0.1:\(server.port)", "localhost", "[::1]:80", "media.example.com:443", "a_b.example"] {
+                let answer = try await exchange(port: server.port, request("POST", "/_ferry/v1/GetVideoInfo", host: host))
+                #expect(answer.status == 403 || answer.status == 400, "\(host): \(answer.status) \(answer.body)")
+                #expect(answer.code != "InvalidParameter", "\(host) was refused: \(answer.body)")
+            }
+        }
+    }
+
+    @Test("two Authorization headers are refused before any signature is checked")
+    func repeatedAuthorization() async throws {
+        try await TestServer.with { server in
+            let authorization = "AWS4-HMAC-SHA256 Credential=\(server.root.accessKeyId)/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00"
+            for (path, code) in [("/bucket", "InvalidRequest"), ("/_ferry/v1/ListVideos", "InvalidRequest")] {
+                let answer = try await exchange(
+                    port: server.port,
+                    request(
+                        "POST", path, host: "127.0.0.1:\(server.port)",
+                        extra: [("Authorization", authorization), ("Authorization", authorization)]))
+                #expect(answer.status == 400, "\(path): \(answer.body)")
+                #expect(answer.code == code, "\(path): \(answer.body)")
+                #expect(answer.body.contains("one Authorization header"))
+            }
+        }
+    }
+
+    @Test("XML bodies nested 100,000 deep are MalformedXML, from the root key and from a device's upload credential")
+    func deepXML() async throws {
+        try await TestServer.with { server in
+            let root = server.client()
+            #expect(try await root.createBucket("deep").status == 200)
+            let deep = Array((String(repeating: "<a>", count: 100_000) + String(repeating: "</a>", count: 100_000)).utf8)
+            let uploadId = try await root.createMultipartUpload("deep", "k")
+            let requests: [(String, String, [(name: String, value: String)])] = [
+                ("POST", "/deep/k", [("uploadId", uploadId)]), ("POST", "/deep", [("delete", "")]),
+                ("PUT", "/deep", [("cors", "")]), ("PUT", "/deep/k", [("tagging", "")]),
+            ]
+            let md5 = Data(Insecure.MD5.hash(data: deep)).base64EncodedString()
+            for (method, path, query) in requests {
+                let reply = try await root.send(method, path, query: query, headers: [("Content-MD5", md5)], body: deep)
+                #expect(reply.status == 400, "\(method) \(path): \(reply.text.prefix(300))")
+                #expect(reply.errorCode == "MalformedXML", "\(method) \(path) \(query): \(reply.text.prefix(300))")
+            }
+            // A device holds only an upload credential for one video's key: that is enough to send the body.
+            let media = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+            let ticket = try await media.createUploadVideo(.init(title: "t", fileName: "v.mp4"))
+            let device = server.client(ticket.auth.credentials)
+            let path = S3TestClient.path(ticket.address.bucket, ticket.address.fileName)
+            let started = try await device.send("POST", path, query: [("uploads", "")])
+            #expect(started.status == 200, "\(started.text)")
+            let id = try #require(started.text.range(of: "<UploadId>").flatMap { start in
+                started.text.range(of: "</UploadId>").map { String(started.text[start.upperBound..<$0.lowerBound]) }
+            })
+            let refused = try await device.send("POST", path, query: [("uploadId", id)], body: deep)
+            #expect(refused.status == 400 && refused.errorCode == "MalformedXML", "\(refused.text.prefix(300))")
+            #expect(try await root.send("GET", "/deep").status == 200, "the server stopped answering")
+        }
+    }
+
+    @Test("JSON bodies nested 100,000 deep are refused by every JSON group with its envelope")
+    func deepJSON() async throws {
+        try await TestServer.with { server in
+            let deep = Array((String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)).utf8)
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1", service: "ferry")
+            let host = "127.0.0.1:\(server.port)"
+            let headers = signer.sign(
+                method: "POST", path: "/_ferry/v1/ListVideos", query: [], headers: [("host", host)],
+                payloadHash: SigV4.hexSHA256(deep), date: Date())
+            let media = try await exchange(
+                port: server.port,
+                request("POST", "/_ferry/v1/ListVideos", host: host, extra: headers.filter { $0.name != "host" }, body: deep),
+                body: deep)
+            #expect(media.status == 400 && media.code == "InvalidParameter", "\(media.status) \(media.body.prefix(300))")
+            let publish = try await exchange(
+                port: server.port, request("POST", "/_ferry/ugc/ApplyUploadUGC", host: host, body: deep), body: deep)
+            #expect(publish.status == 400 && publish.code == "InvalidParameter", "\(publish.body.prefix(300))")
+            let signIn = try await exchange(
+                port: server.port, request("POST", "/_ferry/console/session", host: host, body: deep), body: deep)
+            #expect(signIn.status == 400 && signIn.code == "InvalidParameter", "\(signIn.body.prefix(300))")
+            let health = try await exchange(port: server.port, request("GET", "/_ferry/health", host: host))
+            #expect(health.status == 200)
+        }
+    }
+
+    @Test("every answer carries its request id: routes, refusals, console files, health, unrouted requests")
+    func requestIds() async throws {
+        try await TestServer.with { server in
+            let host = "127.0.0.1:\(server.port)"
+            for (method, path) in [
+                ("GET", "/"), ("GET", "/console/"), ("GET", "/_ferry/health"), ("PROPFIND", "/x"), ("GET", "/_ferry/nowhere"),
+                ("POST", "/_ferry/v1/Nothing"), ("GET", "/s3/multipart/u/1/2/3"),
+            ] {
+                let answer = try await exchange(port: server.port, request(method, path, host: host))
+                #expect(answer.status != 0, "\(method) \(path)")
+                let id = answer.header("x-amz-request-id")
+                #expect(id?.count == 16 && id?.allSatisfy(\.isHexDigit) == true, "\(method) \(path): \(answer.head)")
+            }
+        }
+    }
+
+    @Test("requests no group routes reach S3's catch-all: other methods, paths below fixed segments, the bucket s3")
+    func unrouted() async throws {
+        try await TestServer.with { server in
+            let host = "127.0.0.1:\(server.port)"
+            let propfind = try await exchange(port: server.port, request("PROPFIND", "/bucket/key", host: host))
+            #expect(propfind.status == 403 || propfind.status == 405, "\(propfind.body)")
+            #expect(propfind.body.contains("<Error>"), "\(propfind.body)")
+            let client = server.client()
+            // `/s3/…` beside `/s3/multipart` is S3's: a path of a bucket named `s3` (which S3 refuses to create).
+            for path in ["/s3", "/s3/photo.jpg", "/s3/albums/2026/photo.jpg"] {
+                let reply = try await client.send("GET", path)
+                #expect(reply.status == 404 && reply.errorCode == "NoSuchBucket", "\(path): \(reply.text)")
+            }
+            // Ferry's own namespace answers in JSON.
+            let nowhere = try await exchange(port: server.port, request("GET", "/_ferry/nowhere/at/all", host: host))
+            #expect(nowhere.status == 404 && nowhere.code == "NotFound")
+        }
+    }
+
+    @Test("a public endpoint is http(s)://host[:port][/path]; anything else stops the server from opening")
+    func publicEndpoints() throws {
+        for good in ["https://media.example.com", "http://127.0.0.1:9000", "http://[::1]:8080/", "https://cdn.example/ferry"] {
+            let endpoint = try PublicEndpoint(parsing: good)
+            #expect(!endpoint.base.hasSuffix("/"))
+        }
+        #expect(try PublicEndpoint(parsing: "https://cdn.example/ferry/").base == "https://cdn.example/ferry")
+        #expect(try PublicEndpoint(parsing: "http://h:1").authority == "h:1")
+        for bad in [
+            "media.example.com", "ftp://h", "http://", "http://user@h", "http://h?x=1", "http://h#f", "http://h:99999",
+            "http://a b", "javascript:alert(1)", "http://h/p?q",
+        ] {
+            #expect(throws: InvalidPublicEndpoint.self, "\(bad)") { _ = try PublicEndpoint(parsing: bad) }
+        }
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = FerryServerConfiguration(dataDirectory: directory)
+        configuration.publicEndpoint = "http://h:99999"
+        #expect(throws: InvalidPublicEndpoint.self) { _ = try FerryServer(configuration: configuration) }
+    }
+
+    @Test("Host values: what RFC 3986 allows in an http authority, and nothing else")
+    func authorities() {
+        for good in ["localhost", "127.0.0.1", "127.0.0.1:9000", "[::1]", "[::1]:443", "a-b.c_d.example~x:0", "h:65535"] {
+            #expect(Authority.isValid(good), "\(good)")
+        }
+        for bad in [
+            "", " ", "a b", "h:65536", "h:-1", "h:", ":1", "[::1", "[]", "[::1]x", "[g::1]", "u@h", "h/p", "h?q", "h#f",
+            "%41", "é.example", "h:123456", "a\tb", String(repeating: "a", count: 261),
+        ] {
+            #expect(!Authority.isValid(bad), "\(bad)")
+        }
+    }
+
+    @Test("the access log redacts signatures, credentials, tokens and playback tokens")
+    func accessLogRedaction() {
+        let redacted = AccessLogMiddleware.redacted(
+            path: "/b/k",
+            query: "X-Amz-Signature=abc123&X-Amz-Credential=AKID%2F20260101&X-Amz-Security-Token=tok&partNumber=1&token=qiniu")
+        #expect(!redacted.contains("abc123") && !redacted.contains("AKID") && !redacted.contains("tok&") && !redacted.contains("qiniu"))
+        #expect(redacted.contains("partNumber=1"))
+        let play = AccessLogMiddleware.redacted(path: "/_ferry/play/SECRETTOKEN/video/master.m3u8", query: nil)
+        #expect(!play.contains("SECRETTOKEN") && play.hasSuffix("/video/master.m3u8"))
+    }
+}
