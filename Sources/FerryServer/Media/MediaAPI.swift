@@ -20,7 +20,7 @@ public struct MediaAPI: Sendable {
     static let maxBody = 1024 * 1024
 
     let catalog: any MediaCatalog
-    let store: CatalogObjectStore
+    let store: any ObjectStore
     let credentials: CredentialStore
     let authenticator: RequestAuthenticator
     let webhooks: WebhookOutbox
@@ -412,7 +412,7 @@ public struct MediaAPI: Sendable {
             }
             running.cancel(videoId: video.videoId)
             try await removeFiles(of: video)
-            try await webhooks.enqueue(type: "VideoDeleted", payload: ["VideoId": .string(video.videoId)])
+            try await webhooks.enqueue(.videoDeleted(videoId: video.videoId))
             deleted.append(video.videoId)
         }
         return try Self.object(MediaContract.DeleteVideoAnswer(deletedVideoIds: deleted))
@@ -490,7 +490,7 @@ public struct MediaAPI: Sendable {
             }
             guard expired != nil else { continue }
             try await removeFiles(of: video)
-            try await webhooks.enqueue(type: "VideoUploadExpired", payload: ["VideoId": .string(video.videoId)])
+            try await webhooks.enqueue(.videoUploadExpired(videoId: video.videoId))
             count += 1
         }
         return count
@@ -522,8 +522,7 @@ public struct MediaAPI: Sendable {
                 image.size = object.size
                 try await catalog.saveImage(image)
                 if first {
-                    try await webhooks.enqueue(
-                        type: "ImageUploadComplete", payload: ["ImageId": .string(image.imageId), "Size": JSONValue(object.size)])
+                    try await webhooks.enqueue(.imageUploadComplete(imageId: image.imageId, size: object.size))
                 }
             }
         } catch {
@@ -547,11 +546,7 @@ public struct MediaAPI: Sendable {
             return .save(enqueue: [MediaJob(videoId: video.videoId, kind: .probe, maxAttempts: maxAttempts)])
         }
         if arrived.withLockedValue({ $0 }) {
-            try await webhooks.enqueue(
-                type: "FileUploadComplete",
-                payload: [
-                    "VideoId": .string(videoId), "Size": JSONValue(object.size), "Status": .string(VideoStatus.uploadSucc),
-                ])
+            try await webhooks.enqueue(.fileUploadComplete(videoId: videoId, size: object.size))
         }
     }
 
@@ -611,11 +606,11 @@ public struct MediaAPI: Sendable {
         let events = try await webhooks.catalog.recentWebhookEvents(limit: limit).map { delivery -> [String: Any] in
             let event = delivery.event
             var object: [String: Any] = [
-                "EventId": event.id, "EventType": event.type, "CreationTime": event.createdAt.formatted(.iso8601),
+                "EventId": event.id, "EventType": event.type.rawValue, "CreationTime": event.createdAt.formatted(.iso8601),
                 "Attempts": event.attempts,
                 "State": event.deliveredAt != nil ? "Delivered" : event.failedAt != nil ? "Failed" : "Pending",
             ]
-            if let id = event.payload["VideoId"]?.stringValue { object["VideoId"] = id }
+            if let id = event.payload.videoId { object["VideoId"] = id }
             if let date = event.deliveredAt { object["DeliveryTime"] = date.formatted(.iso8601) }
             if let date = event.failedAt { object["FailureTime"] = date.formatted(.iso8601) }
             if event.deliveredAt == nil, event.failedAt == nil { object["NextAttemptTime"] = delivery.nextAttemptAt.formatted(.iso8601) }
