@@ -33,7 +33,7 @@ struct SharedCatalogTests {
             #expect(first.rootCredentials == second.rootCredentials)
             #expect([first.rootCredentialsGenerated, second.rootCredentialsGenerated].filter { $0 }.count == 1)
             let catalog = try #require(first.mediaCatalog as? PostgresCatalog)
-            #expect(try await catalog.schemaVersions() == [1, 2, 3, 4])
+            #expect(try await catalog.schemaVersions() == [1, 2, 3, 4, 5])
             // Nothing of the keys is on either node's disk.
             for node in [first, second] {
                 let files = try FileManager.default.contentsOfDirectory(atPath: node.configuration.dataDirectory)

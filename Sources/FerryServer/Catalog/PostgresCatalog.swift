@@ -139,6 +139,7 @@ public final class PostgresCatalog: Sendable {
             ["CREATE TABLE service_lease (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)"]
         ),
         (4, "object store", objectTables),
+        (5, "blob deletion queue", blobDeletionTable),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.
