@@ -30,7 +30,7 @@ public struct FerryServer: Sendable {
     /// Where videos, images, access keys, media jobs and webhook events live: ``catalog``, or PostgreSQL when nodes
     /// share one (``FerryServerConfiguration/catalogURL``).
     public let mediaCatalog: any MediaCatalog & WebhookStore & ServiceLeaseStore
-    /// The PostgreSQL catalog, when one is used (closed with the application).
+    /// The PostgreSQL catalog, when one is used: its connections run as one of the application's services.
     let postgres: PostgresCatalog?
     /// Access keys, temporary credentials and their resolution.
     public let credentials: CredentialStore
@@ -115,8 +115,9 @@ public struct FerryServer: Sendable {
         try PrivateFiles.directory(configuration.dataDirectory)
         let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
         PrivateFiles.tighten(configuration.dataDirectory)
-        let bootstrap = try await PostgresCatalog.connect(url: url, secrets: nil, logger: configuration.logger)
-        do {
+        let (serverKey, root) = try await PostgresCatalog.withConnection(
+            url: url, secrets: nil, logger: configuration.logger
+        ) { bootstrap -> (SymmetricKey, (SigV4Credentials, Bool)) in
             let serverKey: SymmetricKey
             if let text = environment["FERRY_SERVER_KEY"] {
                 guard let data = Data(base64Encoded: text), data.count == 32 else {
@@ -147,21 +148,14 @@ public struct FerryServer: Sendable {
                     ServerKeys.StoredRoot.self, from: Data(try box.open(String(decoding: shared.value, as: UTF8.self)).utf8))
                 root = (SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey), shared.created)
             }
-            await bootstrap.shutdown()
-            let postgres = try await PostgresCatalog.connect(
-                url: url, secrets: SecretBox(serverKey: serverKey), logger: configuration.logger)
-            do {
-                return try FerryServer(
-                    configuration: configuration, environment: environment, root: root, serverKey: serverKey,
-                    postgres: postgres, lock: lock, blobs: blobs)
-            } catch {
-                await postgres.shutdown()
-                throw error
-            }
-        } catch {
-            await bootstrap.shutdown()
-            throw error
+            try await bootstrap.sealPlaintextSecrets(with: SecretBox(serverKey: serverKey))
+            return (serverKey, root)
         }
+        // Its connections run with the application's services.
+        let postgres = try PostgresCatalog(url: url, secrets: SecretBox(serverKey: serverKey), logger: configuration.logger)
+        return try FerryServer(
+            configuration: configuration, environment: environment, root: root, serverKey: serverKey,
+            postgres: postgres, lock: lock, blobs: blobs)
     }
 
     private init(
@@ -209,12 +203,6 @@ public struct FerryServer: Sendable {
             let stored = try? JSONDecoder().decode(ServerKeys.StoredRoot.self, from: data)
         else { return nil }
         return SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey)
-    }
-
-    /// Closes the connections of a PostgreSQL catalog (the application does this when it shuts down; call it for a
-    /// server whose application never ran).
-    public func close() async {
-        await postgres?.shutdown()
     }
 
     /// Why this server does not process videos, when it does not: no ffmpeg and ffprobe, or no workers.
@@ -285,8 +273,9 @@ public struct FerryServer: Sendable {
             logger: configuration.logger, media: mediaLibrary, leases: mediaCatalog, node: node)
         var services: [any Service] = []
         if let postgres {
-            // First in the group, so it stops last: the other services use the catalog until they end.
-            services.append(CatalogShutdown(catalog: postgres))
+            // The catalog's connections, first in the group so they close last: the other services use the catalog
+            // until they end.
+            services.append(postgres)
         }
         services.append(collector)
         if let webhook = configuration.webhook {
@@ -314,16 +303,6 @@ public struct FerryServer: Sendable {
                 await onServerRunning(port)
             },
             logger: serverLogger)
-    }
-}
-
-/// Closes a PostgreSQL catalog when the service group shuts down.
-struct CatalogShutdown: Service {
-    let catalog: PostgresCatalog
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        await catalog.shutdown()
     }
 }
 

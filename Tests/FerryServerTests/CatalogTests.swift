@@ -121,13 +121,17 @@ struct CatalogTests {
             let now = Date(timeIntervalSince1970: 1_800_000_000)
             for (index, type) in ["A", "B", "C"].enumerated() {
                 let event = WebhookEvent(
-                    id: "evt\(index)", type: type, payload: ["VideoId": "v\(index)", "Size": 42, "Streams": [["Definition": "LD"]]],
+                    id: "evt\(index)", type: WebhookEventType(rawValue: type),
+                    payload: WebhookPayload(
+                        videoId: "v\(index)", size: 42,
+                        streamInfos: [WebhookStreamInfo(definition: "LD", format: "mp4", size: 7, fps: 29.97)]),
                     createdAt: now.addingTimeInterval(Double(index)), attempts: 0, deliveredAt: nil, failedAt: nil)
                 try await store.insertWebhookEvent(event, body: Array("body-\(index)".utf8))
             }
             let first = try #require(try await store.nextPendingWebhookEvent())
             #expect(first.event.id == "evt0" && first.body == Array("body-0".utf8) && first.nextAttemptAt == now)
-            #expect(first.event.payload["Streams"] == [["Definition": "LD"]])
+            #expect(first.event.payload.streamInfos == [WebhookStreamInfo(definition: "LD", format: "mp4", size: 7, fps: 29.97)])
+            #expect(first.event.payload.videoId == "v0" && first.event.payload.size == 42 && first.event.type.rawValue == "A")
             try await store.recordWebhookAttemptFailure("evt0", error: "503", nextAttemptAt: now.addingTimeInterval(5), now: now)
             let retried = try #require(try await store.nextPendingWebhookEvent())
             #expect(retried.event.id == "evt0" && retried.event.attempts == 1 && retried.nextAttemptAt == now.addingTimeInterval(5))

@@ -19,15 +19,7 @@ enum JobQueueImplementation: String, CaseIterable, Sendable, CustomTestStringCon
             return try await body(try SQLiteCatalog(path: directory + "/catalog.sqlite"))
         case .postgres:
             return try await PostgresServer.withDatabase { url in
-                let catalog = try await PostgresCatalog.connect(url: url)
-                do {
-                    let result = try await body(catalog)
-                    await catalog.shutdown()
-                    return result
-                } catch {
-                    await catalog.shutdown()
-                    throw error
-                }
+                try await PostgresCatalog.withConnection(url: url) { catalog in try await body(catalog) }
             }
         }
     }

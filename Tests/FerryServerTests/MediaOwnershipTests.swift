@@ -145,7 +145,7 @@ struct MediaOwnershipTests {
             // The token now names no uploading video: asking again creates a new one.
             #expect(try await admin.createUploadVideo(description).id != first.id)
             let events = try await server.server.webhooks.pending().map(\.type)
-            #expect(events.filter { $0 == "VideoUploadExpired" }.count == 2)
+            #expect(events.filter { $0 == .videoUploadExpired }.count == 2)
         }
     }
 }

@@ -57,7 +57,7 @@ struct WebhookTests {
                 var ids: [String] = []
                 for index in 1...3 {
                     let id = try await server.webhooks.enqueue(
-                        type: "media.test", payload: ["index": "\(index)", "path": "a/b c/\u{e9}"])
+                        Self.test(WebhookPayload(videoId: "\(index)", errorMessage: "a/b c/\u{e9}")))
                     ids.append(try #require(id))
                 }
                 #expect(Set(ids).count == 3)
@@ -74,7 +74,9 @@ struct WebhookTests {
                     #expect(Set(json.keys) == ["id", "type", "createdAt", "payload"])
                     #expect(json["id"] as? String == ids[index])
                     #expect(json["type"] as? String == "media.test")
-                    #expect(json["payload"] as? [String: String] == ["index": "\(index + 1)", "path": "a/b c/\u{e9}"])
+                    #expect(json["payload"] as? [String: String] == ["VideoId": "\(index + 1)", "ErrorMessage": "a/b c/\u{e9}"])
+                    // Slashes go as they are; the body is the payload's exact JSON.
+                    #expect(String(decoding: delivery.body, as: UTF8.self).contains(#""ErrorMessage":"a/b c/\#u{e9}""#))
                     let createdAt = try #require(json["createdAt"] as? String)
                     let date = try Date(createdAt, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
                     #expect(abs(date.timeIntervalSinceNow) < 60)
@@ -91,14 +93,14 @@ struct WebhookTests {
         let port = try await WebhookReceiver.freePort()
         let url = try #require(URL(string: "http://127.0.0.1:\(port)/hooks"))
         try await withWebhookServer(webhook: Self.configuration(url)) { server async throws in
-            let first = try #require(try await server.webhooks.enqueue(type: "media.test", payload: ["n": "1"]))
-            let second = try #require(try await server.webhooks.enqueue(type: "media.test", payload: ["n": "2"]))
+            let first = try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "1"))))
+            let second = try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "2"))))
             // The oldest event is retried (more than once); the next waits behind it, in order.
             #expect(try await eventually { try await server.webhooks.pending().first?.attempts ?? 0 >= 2 })
             let pending = try await server.webhooks.pending()
             #expect(pending.map(\.id) == [first, second])
             #expect(pending.allSatisfy { $0.deliveredAt == nil && $0.failedAt == nil })
-            #expect(pending.map(\.payload) == [["n": "1"], ["n": "2"]])
+            #expect(pending.map(\.payload) == [WebhookPayload(videoId: "1"), WebhookPayload(videoId: "2")])
 
             try await WebhookReceiver.with(port: port) { receiver async throws in
                 #expect(try await eventually { await receiver.recorder.deliveries.count >= 2 })
@@ -121,7 +123,7 @@ struct WebhookTests {
         let ids = try await withWebhookServer(directory: directory, webhook: Self.configuration(url)) { server async throws in
             var ids: [String] = []
             for index in 1...3 {
-                ids.append(try #require(try await server.webhooks.enqueue(type: "media.test", payload: ["n": "\(index)"])))
+                ids.append(try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "\(index)")))))
             }
             #expect(try await eventually { try await server.webhooks.pending().first?.attempts ?? 0 >= 1 })
             return ids
@@ -149,8 +151,11 @@ struct WebhookTests {
             var configuration = Self.configuration(receiver.url)
             configuration.maxAttempts = 3
             try await withWebhookServer(webhook: configuration) { server async throws in
-                let doomed = try #require(try await server.webhooks.enqueue(type: "media.doomed", payload: [:]))
-                let fine = try #require(try await server.webhooks.enqueue(type: "media.fine", payload: ["k": "v"]))
+                let doomed = try #require(
+                    try await server.webhooks.enqueue(WebhookNotification(type: .init(rawValue: "media.doomed"), payload: .init())))
+                let fine = try #require(
+                    try await server.webhooks.enqueue(
+                        WebhookNotification(type: .init(rawValue: "media.fine"), payload: .init(videoId: "v"))))
                 #expect(try await eventually { await recorder.deliveries.contains { $0.id == fine } })
                 let deliveries = await recorder.deliveries
                 #expect(deliveries.map(\.id) == [doomed, doomed, doomed, fine])
@@ -175,11 +180,16 @@ struct WebhookTests {
         var configuration = FerryServerConfiguration(dataDirectory: directory)
         configuration.rootCredentials = SigV4Credentials(accessKeyId: "FKIATESTROOT0000", secretAccessKey: "test-root-secret")
         let server = try FerryServer(configuration: configuration, environment: [:])
-        #expect(try await server.webhooks.enqueue(type: "media.test", payload: ["a": "b"]) == nil)
+        #expect(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "b"))) == nil)
         #expect(try await server.webhooks.pending().isEmpty)
     }
 
     // MARK: Helpers
+
+    /// An event of a type no receiver knows (`media.test`), for tests of delivery itself.
+    static func test(_ payload: WebhookPayload) -> WebhookNotification {
+        WebhookNotification(type: WebhookEventType(rawValue: "media.test"), payload: payload)
+    }
 
     /// Short backoffs so retries happen within a test.
     static func configuration(_ url: URL) -> WebhookConfiguration {

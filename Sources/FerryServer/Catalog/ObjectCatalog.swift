@@ -59,6 +59,17 @@ protocol ObjectCatalog: Sendable {
 
     /// Every blob an object or part references.
     func referencedBlobs() async throws -> Set<String>
+
+    /// Whether other nodes share this catalog (and so the blobs it references): their readers are out of this
+    /// process's sight, and one node at a time collects what the nodes share.
+    var isShared: Bool { get }
+    /// Queues blobs nothing references any more for deletion at `date` or later, durably; a blob queued already keeps
+    /// the later of its two times.
+    func queueBlobDeletions(_ blobs: [String], dueAt date: Date) async throws
+    /// Up to `limit` queued blobs due by `now`, earliest first.
+    func dueBlobDeletions(now: Date, limit: Int) async throws -> [String]
+    /// Takes deleted blobs off the queue.
+    func removeBlobDeletions(_ blobs: [String]) async throws
 }
 
 /// How deleting a bucket ended.

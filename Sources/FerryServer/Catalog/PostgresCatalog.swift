@@ -3,21 +3,26 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import ServiceLifecycle
 
 /// The catalog in PostgreSQL, for several `ferry serve` nodes sharing one: videos, images, access keys, the media job
 /// queue and the webhook outbox, behind the same protocols as ``SQLiteCatalog`` (``MediaCatalog``, ``JobQueue``,
 /// ``WebhookStore``) and held to the same behavioural tests.
 ///
+/// Its connections live in a PostgreSQL client that runs as a ServiceLifecycle `Service` (``run()``): the server's
+/// service group runs it, first among its services so it stops last, and queries wait while it does not run. For a
+/// catalog used on its own, ``withConnection(url:logger:_:)`` runs it around a closure:
+///
 /// ```swift
-/// let catalog = try await PostgresCatalog.connect(url: "postgres://ferry@db.internal:5432/ferry", logger: logger)
-/// defer { Task { await catalog.shutdown() } }
+/// let versions = try await PostgresCatalog.withConnection(url: "postgres://ferry@db.internal:5432/ferry") { catalog in
+///     try await catalog.schemaVersions()
+/// }
 /// ```
 ///
-/// Schema migrations run at connect under an advisory lock, so nodes starting together apply each one once; the
-/// `ferry_schema` table records what is applied. Jobs are claimed with `FOR UPDATE SKIP LOCKED`.
-public final class PostgresCatalog: Sendable {
+/// Schema migrations run under an advisory lock, so nodes starting together apply each one once; the `ferry_schema`
+/// table records what is applied. Jobs are claimed with `FOR UPDATE SKIP LOCKED`.
+public final class PostgresCatalog: Sendable, Service {
     let client: PostgresClient
-    private let runner: Task<Void, Never>
     /// Seals access key secrets at rest; nil keeps them as they are.
     let secrets: SecretBox?
     let logger: Logger
@@ -46,39 +51,40 @@ public final class PostgresCatalog: Sendable {
         return configuration
     }
 
-    private init(client: PostgresClient, runner: Task<Void, Never>, secrets: SecretBox?, logger: Logger) {
-        self.client = client
-        self.runner = runner
+    /// A catalog for the database at `url`, with access key secrets sealed by `secrets`. Nothing connects until
+    /// ``run()`` runs; the schema is migrated by ``withConnection(url:secrets:logger:_:)``.
+    init(url: String, secrets: SecretBox?, logger: Logger) throws {
+        client = PostgresClient(configuration: try Self.configuration(url: url), backgroundLogger: logger)
         self.secrets = secrets
         self.logger = logger
     }
 
-    /// Connects to the database at `url` and applies pending migrations. Call ``shutdown()`` when done.
-    public static func connect(url: String, logger: Logger = Logger(label: "ferry.catalog")) async throws
-        -> PostgresCatalog
-    {
-        try await connect(url: url, secrets: nil, logger: logger)
+    /// Runs the catalog's connections until the service group shuts down (or the task is cancelled); then they
+    /// close. Runs once per catalog.
+    public func run() async {
+        await client.run()
     }
 
-    /// Connects, with access key secrets sealed by `secrets`.
-    static func connect(url: String, secrets: SecretBox?, logger: Logger) async throws -> PostgresCatalog {
-        let client = PostgresClient(configuration: try configuration(url: url), backgroundLogger: logger)
-        let runner = Task { await client.run() }
-        let catalog = PostgresCatalog(client: client, runner: runner, secrets: secrets, logger: logger)
-        do {
+    /// Connects to the database at `url`, applies pending migrations, and runs `body` with the catalog; its
+    /// connections close when `body` returns or throws.
+    public static func withConnection<Result>(
+        url: String, logger: Logger = Logger(label: "ferry.catalog"), _ body: (PostgresCatalog) async throws -> Result
+    ) async throws -> Result {
+        try await withConnection(url: url, secrets: nil, logger: logger, body)
+    }
+
+    /// Connects, migrates and seals plaintext access key secrets with `secrets`, and runs `body` with the catalog.
+    static func withConnection<Result>(
+        url: String, secrets: SecretBox?, logger: Logger, _ body: (PostgresCatalog) async throws -> Result
+    ) async throws -> Result {
+        let catalog = try PostgresCatalog(url: url, secrets: secrets, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await catalog.run() }
+            defer { group.cancelAll() }
             try await catalog.migrate()
-            try await catalog.sealPlaintextSecrets()
-        } catch {
-            await catalog.shutdown()
-            throw error
+            try await catalog.sealPlaintextSecrets(with: secrets)
+            return try await body(catalog)
         }
-        return catalog
-    }
-
-    /// Closes every connection.
-    public func shutdown() async {
-        runner.cancel()
-        await runner.value
     }
 
     // MARK: Migrations
@@ -139,6 +145,7 @@ public final class PostgresCatalog: Sendable {
             ["CREATE TABLE service_lease (name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)"]
         ),
         (4, "object store", objectTables),
+        (5, "blob deletion queue", blobDeletionTable),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.
@@ -176,7 +183,13 @@ public final class PostgresCatalog: Sendable {
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
                 return done
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                do {
+                    try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                } catch let unlock {
+                    // Released anyway when the connection closes.
+                    logger.warning(
+                        "catalog migration lock not released", metadata: ["error": .string(String(describing: unlock))])
+                }
                 throw error
             }
         }
@@ -287,7 +300,7 @@ public final class PostgresCatalog: Sendable {
     }
 
     /// Seals secrets stored before the catalog had a key to seal them with.
-    func sealPlaintextSecrets() async throws {
+    func sealPlaintextSecrets(with secrets: SecretBox?) async throws {
         guard let secrets else { return }
         for row in try await rows("SELECT id, secret FROM access_key") {
             let id = try row["id"].decode(String.self)

@@ -100,6 +100,7 @@ public final class SQLiteCatalog: ObjectCatalog {
         registerJobMigrations(&migrator)
         registerVideoStatusMigration(&migrator)
         registerLeaseMigration(&migrator)
+        registerBlobDeletionMigration(&migrator)
         return migrator
     }
 

@@ -24,7 +24,7 @@ public struct FormUploadAPI: Sendable {
     /// The endpoint's path.
     public static let path = FormUploadFields.path
 
-    let store: CatalogObjectStore
+    let store: any ObjectStore
     let credentials: CredentialStore
     let configuration: FerryServerConfiguration
     /// Where callbacks may go (public addresses, and what `callbackAllow` adds).

@@ -32,10 +32,15 @@ final class RunningJobs: Sendable {
 
 /// Runs media jobs with a bounded number of workers until the service group shuts down.
 ///
-/// Each worker claims the oldest due job with a lease, renews it every third of the lease while the job runs, and
-/// ends it: done, retried after a backoff (a failure that is not the file's fault), or failed for good once its
-/// attempts run out. A job whose lease is lost (its video was deleted, or another worker took it over) is stopped at
-/// once, its ffmpeg killed. On shutdown a running job is given back to the queue without counting the attempt.
+/// Each worker claims the oldest due job with a lease and runs it in one task group with its lease's heartbeat,
+/// which renews the lease every third of it: whichever ends first ends the other. The job ends done, retried after a
+/// backoff (a failure that is not the file's fault), or failed for good once its attempts run out. A job whose lease
+/// is lost is stopped at once, its ffmpeg killed, and nothing is written for it: the catalog answered that this worker
+/// no longer holds it (its video was deleted, or another worker took it over), or renewals failed until the lease ran
+/// out. Deleting a video stops its jobs on this node at once (``RunningJobs``). On graceful shutdown, or when the
+/// service's task is cancelled, a running job's ffmpeg is killed and the job is given back to the queue without
+/// counting the attempt. A job-state write that fails is logged with the job's id; the job's lease then runs out and
+/// another claim takes it over.
 struct MediaWorkerService: Service {
     let queue: any JobQueue
     let pipeline: MediaPipeline
@@ -59,7 +64,15 @@ struct MediaWorkerService: Service {
         try? PrivateFiles.directory(directory)
         let now = Date()
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
-            let job = try? await queue.job(entry)
+            let job: MediaJob?
+            do {
+                job = try await queue.job(entry)
+            } catch {
+                // Kept while the catalog cannot say whether the job still runs; the next start looks again.
+                logger.warning(
+                    "media job queue unavailable", metadata: ["ferry.job-id": .string(entry), "error": .string("\(error)")])
+                continue
+            }
             if job?.state != .running || (job?.leaseExpiresAt ?? now) <= now {
                 try? FileManager.default.removeItem(atPath: directory + "/" + entry)
             }
@@ -81,10 +94,18 @@ struct MediaWorkerService: Service {
         }
     }
 
-    /// Why a running job stopped before it ended.
-    private enum Interruption: Sendable {
-        case shutdown
+    /// How a running job's task group ended: the first of its tasks to end decides.
+    private enum Ending: Sendable {
+        /// The pipeline returned or threw.
+        case finished(Result<Void, any Error>)
+        /// The catalog said this worker no longer holds the job, or renewals failed until the lease ran out.
         case leaseLost
+        /// Deleting the video stopped it (``RunningJobs/cancel(videoId:)``).
+        case cancelled
+        /// The service group is shutting down.
+        case shutdown
+        /// The worker's own task was cancelled.
+        case interrupted
     }
 
     private func execute(_ job: MediaJob, worker: String) async {
@@ -99,69 +120,129 @@ struct MediaWorkerService: Service {
         }
         logger.debug("media job started", metadata: metadata)
         let progress = NIOLockedValueBox<Double?>(nil)
-        let interruption = NIOLockedValueBox<Interruption?>(nil)
+        let (stops, stop) = AsyncStream<Ending>.makeStream()
+        running.register(videoId: job.videoId, jobId: job.id) { stop.yield(.cancelled) }
         let pipeline = self.pipeline
-        let task = Task { try await pipeline.run(job) { value in progress.withLockedValue { $0 = value } } }
-        running.register(videoId: job.videoId, jobId: job.id) {
-            interruption.withLockedValue { $0 = $0 ?? .leaseLost }
-            task.cancel()
-        }
-        let queue = self.queue
-        let lease = configuration.lease
-        let heartbeat = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: lease / 3)
-                if Task.isCancelled { return }
-                let held = (try? await queue.heartbeat(
-                    job.id, worker: worker, lease: lease, progress: progress.withLockedValue { $0 }, now: Date())) ?? true
-                if !held {
-                    interruption.withLockedValue { $0 = $0 ?? .leaseLost }
-                    task.cancel()
-                    return
+        let ending = await withGracefulShutdownHandler {
+            await withTaskGroup(of: Ending.self) { group in
+                group.addTask {
+                    do {
+                        try await pipeline.run(job) { value in progress.withLockedValue { $0 = value } }
+                        return .finished(.success(()))
+                    } catch {
+                        return .finished(.failure(error))
+                    }
                 }
+                group.addTask { await heartbeat(job, worker: worker, progress: progress) }
+                group.addTask {
+                    for await reason in stops { return reason }
+                    return .interrupted
+                }
+                // The first to end decides; the others are cancelled (the pipeline's ffmpeg is killed) and awaited.
+                let first = await group.next() ?? .interrupted
+                group.cancelAll()
+                return first
             }
-        }
-        let result = await withGracefulShutdownHandler {
-            await task.result
         } onGracefulShutdown: {
-            interruption.withLockedValue { $0 = $0 ?? .shutdown }
-            task.cancel()
+            stop.yield(.shutdown)
         }
-        heartbeat.cancel()
+        stop.finish()
         running.unregister(videoId: job.videoId, jobId: job.id)
-        let now = Date()
-        switch result {
-        case .success:
-            _ = try? await queue.complete(job.id, worker: worker, now: now)
-            logger.debug("media job done", metadata: metadata)
-        case .failure(let error):
-            switch interruption.withLockedValue({ $0 }) {
-            case .shutdown?:
-                _ = try? await queue.release(job.id, worker: worker, now: now)
-                logger.debug("media job given back at shutdown", metadata: metadata)
-            case .leaseLost?:
-                logger.debug("media job stopped: cancelled or taken over", metadata: metadata)
-            case nil:
-                let reason = String(describing: error)
-                metadata["error"] = .string(reason)
-                if job.attempts >= job.maxAttempts {
-                    await giveUp(job, worker: worker, reason: reason, metadata: metadata)
-                } else {
-                    let delay = configuration.retryDelay * (1 << min(job.attempts - 1, 10))
-                    _ = try? await queue.fail(job.id, worker: worker, error: reason, retryAt: now.addingTimeInterval(delay.timeInterval), now: now)
+
+        switch ending {
+        case .finished(.success):
+            if await record("complete", job, metadata, { try await $0.complete(job.id, worker: worker, now: Date()) }) {
+                logger.debug("media job done", metadata: metadata)
+            }
+        case .finished(.failure) where Task.isCancelled, .interrupted, .shutdown:
+            // Not the job's fault: it goes back to the queue without counting the attempt.
+            if await record("release", job, metadata, { try await $0.release(job.id, worker: worker, now: Date()) }) {
+                logger.debug("media job given back", metadata: metadata)
+            }
+        case .leaseLost:
+            logger.debug("media job stopped: its lease was lost", metadata: metadata)
+        case .cancelled:
+            logger.debug("media job stopped: its video was deleted", metadata: metadata)
+        case .finished(.failure(let error)):
+            let reason = String(describing: error)
+            metadata["error"] = .string(reason)
+            if job.attempts >= job.maxAttempts {
+                await giveUp(job, worker: worker, reason: reason, metadata: metadata)
+            } else {
+                let retryAt = Date().addingTimeInterval(
+                    (configuration.retryDelay * (1 << min(job.attempts - 1, 10))).timeInterval)
+                if await record("retry", job, metadata, {
+                    try await $0.fail(job.id, worker: worker, error: reason, retryAt: retryAt, now: Date())
+                }) {
                     logger.warning("media job failed; it will be retried", metadata: metadata)
                 }
             }
         }
     }
 
+    /// Renews the job's lease every third of it while the job runs, with its progress. Returns ``Ending/leaseLost``
+    /// when the catalog answers that this worker no longer holds the job, or when renewals failed until the lease
+    /// would run out before the next one; ``Ending/interrupted`` when cancelled (the job ended first).
+    private func heartbeat(_ job: MediaJob, worker: String, progress: NIOLockedValueBox<Double?>) async -> Ending {
+        let lease = configuration.lease
+        let interval = lease / 3
+        var heldUntil = ContinuousClock.now + lease
+        while true {
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return .interrupted
+            }
+            do {
+                let renewed = ContinuousClock.now + lease
+                let held = try await queue.heartbeat(
+                    job.id, worker: worker, lease: lease, progress: progress.withLockedValue { $0 }, now: Date())
+                guard held else { return .leaseLost }
+                heldUntil = renewed
+            } catch {
+                if Task.isCancelled { return .interrupted }
+                logger.warning(
+                    "media job lease not renewed",
+                    metadata: ["ferry.job-id": .string(job.id), "error": .string(String(describing: error))])
+                // Another worker may claim the job once the lease runs out: stop before that.
+                if ContinuousClock.now + interval >= heldUntil { return .leaseLost }
+            }
+        }
+    }
+
+    /// Writes a job's new state, even when this task is being cancelled. Returns whether it was written; a write
+    /// that fails is logged with the job's id, and one the queue refused (another worker holds the job now) at debug.
+    private func record(
+        _ change: String, _ job: MediaJob, _ metadata: Logger.Metadata,
+        _ write: @escaping @Sendable (any JobQueue) async throws -> Bool
+    ) async -> Bool {
+        let queue = self.queue
+        var metadata = metadata
+        metadata["ferry.job-change"] = .string(change)
+        do {
+            guard try await whileIgnoringCancellation({ try await write(queue) }) else {
+                logger.debug("media job no longer held; its state is not changed", metadata: metadata)
+                return false
+            }
+            return true
+        } catch {
+            metadata["error"] = .string(String(describing: error))
+            logger.warning("media job state not saved", metadata: metadata)
+            return false
+        }
+    }
+
     private func giveUp(_ job: MediaJob, worker: String, reason: String, metadata: Logger.Metadata) async {
         do {
             try await pipeline.giveUp(job, reason: reason)
-            _ = try await queue.fail(job.id, worker: worker, error: reason, retryAt: nil, now: Date())
-            logger.warning("media job failed for good", metadata: metadata)
         } catch {
             logger.warning("media job could not be ended", metadata: metadata.merging(["error": .string("\(error)")]) { $1 })
+            return
+        }
+        if await record("fail", job, metadata, {
+            try await $0.fail(job.id, worker: worker, error: reason, retryAt: nil, now: Date())
+        }) {
+            logger.warning("media job failed for good", metadata: metadata)
         }
     }
 }

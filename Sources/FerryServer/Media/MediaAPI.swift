@@ -28,7 +28,7 @@ public struct MediaAPI: Sendable {
     let processingUnavailable: String?
 
     var catalog: any MediaCatalog { library.catalog }
-    var store: CatalogObjectStore { library.store }
+    var store: any ObjectStore { library.store }
     var webhooks: WebhookOutbox { library.webhooks }
     var bucket: String { library.bucket }
     var templates: TranscodeTemplates { configuration.mediaProcessing.templates }
@@ -449,10 +449,10 @@ public struct MediaAPI: Sendable {
         let events = try await webhooks.catalog.recentWebhookEvents(limit: limit).map { delivery in
             let event = delivery.event
             var described = MediaContract.WebhookEvent(
-                eventId: event.id, eventType: event.type, creationTime: event.createdAt.formatted(.iso8601),
+                eventId: event.id, eventType: event.type.rawValue, creationTime: event.createdAt.formatted(.iso8601),
                 attempts: event.attempts,
                 state: event.deliveredAt != nil ? "Delivered" : event.failedAt != nil ? "Failed" : "Pending")
-            described.videoId = event.payload["VideoId"]?.stringValue
+            described.videoId = event.payload.videoId
             described.deliveryTime = event.deliveredAt?.formatted(.iso8601)
             described.failureTime = event.failedAt?.formatted(.iso8601)
             if event.deliveredAt == nil, event.failedAt == nil {

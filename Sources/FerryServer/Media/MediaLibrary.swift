@@ -8,7 +8,7 @@ import NIOConcurrencyHelpers
 /// tell it what storage did; it knows nothing of HTTP and throws ``FerryDomainError`` for storage failures.
 public struct MediaLibrary: Sendable {
     let catalog: any MediaCatalog
-    let store: CatalogObjectStore
+    let store: any ObjectStore
     let webhooks: WebhookOutbox
     let configuration: FerryServerConfiguration
     /// Media jobs running in this process (a deletion stops them).
@@ -38,8 +38,7 @@ public struct MediaLibrary: Sendable {
                 image.size = object.size
                 try await catalog.saveImage(image)
                 if first {
-                    try await webhooks.enqueue(
-                        type: "ImageUploadComplete", payload: ["ImageId": .string(image.imageId), "Size": JSONValue(object.size)])
+                    try await webhooks.enqueue(.imageUploadComplete(imageId: image.imageId, size: object.size))
                 }
             }
         } catch {
@@ -65,11 +64,7 @@ public struct MediaLibrary: Sendable {
             return .save(enqueue: [MediaJob(videoId: video.videoId, kind: .probe, maxAttempts: maxAttempts)])
         }
         if arrived.withLockedValue({ $0 }) {
-            try await webhooks.enqueue(
-                type: "FileUploadComplete",
-                payload: [
-                    "VideoId": .string(videoId), "Size": JSONValue(object.size), "Status": .string(VideoStatus.uploadSucc),
-                ])
+            try await webhooks.enqueue(.fileUploadComplete(videoId: videoId, size: object.size))
         }
     }
 
@@ -86,7 +81,7 @@ public struct MediaLibrary: Sendable {
         }
         running.cancel(videoId: video.videoId)
         try await removeFiles(of: video)
-        try await webhooks.enqueue(type: "VideoDeleted", payload: ["VideoId": .string(video.videoId)])
+        try await webhooks.enqueue(.videoDeleted(videoId: video.videoId))
     }
 
     /// Videos whose upload did not complete within `uploadingVideoMaxAge` become `UploadFail`: what had arrived of
@@ -111,7 +106,7 @@ public struct MediaLibrary: Sendable {
             }
             guard expired != nil else { continue }
             try await removeFiles(of: video)
-            try await webhooks.enqueue(type: "VideoUploadExpired", payload: ["VideoId": .string(video.videoId)])
+            try await webhooks.enqueue(.videoUploadExpired(videoId: video.videoId))
             count += 1
         }
         return count

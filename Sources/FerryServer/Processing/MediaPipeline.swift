@@ -14,7 +14,7 @@ import Logging
 /// with the tool's reason, at once. Anything else (the store, the catalog) is thrown for the worker to retry.
 struct MediaPipeline: Sendable {
     let catalog: any MediaCatalog & WebhookStore
-    let store: CatalogObjectStore
+    let store: any ObjectStore
     let webhooks: WebhookOutbox
     let tools: MediaTools
     let configuration: MediaProcessingConfiguration
@@ -47,8 +47,7 @@ struct MediaPipeline: Sendable {
             ])
         case .snapshot:
             try await webhooks.enqueue(
-                type: "SnapshotComplete",
-                payload: ["VideoId": .string(job.videoId), "Status": "fail", "ErrorCode": "ProcessingFailed", "ErrorMessage": .string(message)])
+                .snapshotFailed(videoId: job.videoId, errorCode: "ProcessingFailed", errorMessage: message))
         default: break
         }
     }
@@ -70,11 +69,7 @@ struct MediaPipeline: Sendable {
             info = try await runProbe(source, size: object.size, directory: directory)
         } catch let unreadable as MediaProbe.Unreadable {
             try await webhooks.enqueue(
-                type: "VideoAnalysisComplete",
-                payload: [
-                    "VideoId": .string(video.videoId), "Status": "fail", "ErrorCode": "InvalidMedia",
-                    "ErrorMessage": .string(unreadable.reason),
-                ])
+                .videoAnalysisFailed(videoId: video.videoId, errorCode: "InvalidMedia", errorMessage: unreadable.reason))
             if group == nil {
                 // NoTranscode plays the original as it is, whatever it holds.
                 try await catalog.updateVideo(video.videoId) { video in
@@ -106,15 +101,7 @@ struct MediaPipeline: Sendable {
             return .save(enqueue: jobs)
         }
         guard saved != nil else { return }
-        var payload: [String: JSONValue] = [
-            "VideoId": .string(video.videoId), "Status": "success", "Size": JSONValue(info.size),
-        ]
-        if let value = info.duration { payload["Duration"] = JSONValue(value) }
-        if let value = info.width { payload["Width"] = JSONValue(value) }
-        if let value = info.height { payload["Height"] = JSONValue(value) }
-        if let value = info.bitrate { payload["Bitrate"] = JSONValue(value / 1000) }
-        if let value = info.fps { payload["Fps"] = JSONValue(value) }
-        try await webhooks.enqueue(type: "VideoAnalysisComplete", payload: payload)
+        try await webhooks.enqueue(.videoAnalysisComplete(videoId: video.videoId, info: info))
     }
 
     /// Runs ffprobe on a file.
@@ -157,8 +144,7 @@ struct MediaPipeline: Sendable {
                 ? "ffmpeg did not finish within the time limit."
                 : MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory))
             try await webhooks.enqueue(
-                type: "SnapshotComplete",
-                payload: ["VideoId": .string(video.videoId), "Status": "fail", "ErrorCode": "SnapshotFailed", "ErrorMessage": .string(reason)])
+                .snapshotFailed(videoId: video.videoId, errorCode: "SnapshotFailed", errorMessage: reason))
             return
         }
         try Task.checkCancellation()
@@ -181,9 +167,7 @@ struct MediaPipeline: Sendable {
             try await store.deleteObject(bucket: video.bucket, key: key, condition: .none)
             return
         }
-        try await webhooks.enqueue(
-            type: "SnapshotComplete",
-            payload: ["VideoId": .string(video.videoId), "Status": "success", "ImageId": .string(imageId), "Size": JSONValue(stored.size)])
+        try await webhooks.enqueue(.snapshotComplete(videoId: video.videoId, imageId: imageId, size: stored.size))
     }
 
     // MARK: Transcode
@@ -313,11 +297,17 @@ struct MediaPipeline: Sendable {
             }
         } catch {
             // Stopped (the video deleted, the server shutting down) or failed: what was stored is nobody's. Removed
-            // outside this task, which may be cancelled.
+            // even when this task is cancelled; what cannot be removed now goes with the next run's leftovers.
             let store = self.store
-            await Task.detached {
-                try? await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
-            }.value
+            do {
+                try await whileIgnoringCancellation {
+                    try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
+                }
+            } catch let cleanup {
+                logger.warning(
+                    "unpublished transcode outputs not removed",
+                    metadata: ["ferry.job-id": .string(job.id), "error": .string(String(describing: cleanup))])
+            }
             throw error
         }
 
@@ -338,17 +328,13 @@ struct MediaPipeline: Sendable {
             return
         }
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
-        var streams: [JSONValue] = []
+        var streams: [WebhookStreamInfo] = []
         for rendition in renditions where rendition.definition != "AUTO" {
-            let info = Self.streamInfo(rendition)
-            streams.append(.object(info))
-            var payload = info
-            payload["VideoId"] = .string(video.videoId)
-            try await webhooks.enqueue(type: "StreamTranscodeComplete", payload: payload)
+            let stream = Self.streamInfo(rendition)
+            streams.append(stream)
+            try await webhooks.enqueue(.streamTranscodeComplete(videoId: video.videoId, stream: stream))
         }
-        try await webhooks.enqueue(
-            type: "TranscodeComplete",
-            payload: ["VideoId": .string(video.videoId), "Status": "success", "StreamInfos": .array(streams)])
+        try await webhooks.enqueue(.transcodeComplete(videoId: video.videoId, streams: streams))
     }
 
     /// What ffprobe says of an encoded file.
@@ -370,33 +356,17 @@ struct MediaPipeline: Sendable {
         process.standardOutput = output
         process.timeLimit = configuration.jobTimeLimit
         _ = try await run(process)
+        // What cannot be measured (no output, odd output) is left out of the stream's description.
         let data = (try? Data(contentsOf: URL(fileURLWithPath: output))) ?? Data()
-        guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return Measured() }
-        let streams = root["streams"] as? [[String: Any]] ?? []
-        let video = streams.first { $0["codec_type"] as? String == "video" }
-        let audio = streams.first { $0["codec_type"] as? String == "audio" }
-        let format = root["format"] as? [String: Any] ?? [:]
-        return Measured(
-            width: video?["width"] as? Int, height: video?["height"] as? Int,
-            bitrate: MediaProbe.number(format["bit_rate"]).map { Int($0) },
-            duration: MediaProbe.number(format["duration"]),
-            fps: MediaProbe.rate(video?["avg_frame_rate"] as? String),
-            videoCodec: video?["codec_name"] as? String, audioCodec: audio?["codec_name"] as? String,
-            videoProfile: video?["profile"] as? String, videoLevel: video?["level"] as? Int)
+        return ((try? ProbeReport.decode(data)) ?? ProbeReport()).measured
     }
 
     /// The fields of a stream in StreamTranscodeComplete and TranscodeComplete's `StreamInfos`.
-    static func streamInfo(_ rendition: Rendition) -> [String: JSONValue] {
-        var info: [String: JSONValue] = [
-            "Status": "success", "Definition": .string(rendition.definition), "Format": .string(rendition.format),
-            "Size": JSONValue(rendition.size),
-        ]
-        if let value = rendition.width { info["Width"] = JSONValue(value) }
-        if let value = rendition.height { info["Height"] = JSONValue(value) }
-        if let value = rendition.bitrate { info["Bitrate"] = JSONValue(value / 1000) }
-        if let value = rendition.duration { info["Duration"] = JSONValue(value) }
-        if let value = rendition.fps { info["Fps"] = JSONValue(value) }
-        return info
+    static func streamInfo(_ rendition: Rendition) -> WebhookStreamInfo {
+        WebhookStreamInfo(
+            definition: rendition.definition, format: rendition.format, size: rendition.size, width: rendition.width,
+            height: rendition.height, bitrate: rendition.bitrate.map { $0 / 1000 }, duration: rendition.duration,
+            fps: rendition.fps)
     }
 
     // MARK: Shared steps
@@ -406,8 +376,9 @@ struct MediaPipeline: Sendable {
         var process = process
         process.niceness = configuration.niceness
         process.idleScheduling = configuration.idleScheduling
-        let arguments = (try? JSONSerialization.data(withJSONObject: process.arguments, options: [.withoutEscapingSlashes]))
-            .map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        let arguments = (try? encoder.encode(process.arguments)).map { String(decoding: $0, as: UTF8.self) } ?? ""
         logger.debug(
             "media tool started",
             metadata: ["ferry.tool": .string(process.executable), "ferry.arguments": .string(arguments)])
@@ -457,12 +428,7 @@ struct MediaPipeline: Sendable {
             return .save()
         }
         guard saved != nil else { return }
-        try await webhooks.enqueue(
-            type: "TranscodeComplete",
-            payload: [
-                "VideoId": .string(videoId), "Status": "fail", "ErrorCode": .string(code),
-                "ErrorMessage": .string(message), "StreamInfos": [],
-            ])
+        try await webhooks.enqueue(.transcodeFailed(videoId: videoId, errorCode: code, errorMessage: message))
     }
 
     /// A transcode ffmpeg refused: every planned stream fails, then the video.
@@ -470,12 +436,10 @@ struct MediaPipeline: Sendable {
         for output in plan.outputs {
             for format in plan.formats {
                 try await webhooks.enqueue(
-                    type: "StreamTranscodeComplete",
-                    payload: [
-                        "VideoId": .string(videoId), "Status": "fail", "Definition": .string(output.definition),
-                        "Format": .string(format == "mp4" ? output.progressiveFormat : format),
-                        "ErrorCode": "TranscodeError", "ErrorMessage": .string(message),
-                    ])
+                    .streamTranscodeFailed(
+                        videoId: videoId, definition: output.definition,
+                        format: format == "mp4" ? output.progressiveFormat : format, errorCode: "TranscodeError",
+                        errorMessage: message))
             }
         }
         try await fail(videoId, code: "TranscodeError", message: message, expecting: [VideoStatus.transcoding])

@@ -3,9 +3,10 @@ import Logging
 import ServiceLifecycle
 
 /// Aborts multipart uploads idle longer than the configured age and deletes files nothing references, periodically,
-/// until the service group shuts down.
+/// until the service group shuts down: the catalog's queue of blobs to delete every ``deletionInterval``, the rest
+/// every `interval`.
 struct UploadCollector: Service {
-    let store: CatalogObjectStore
+    let store: any CollectableObjectStore
     let maxAge: TimeInterval
     let interval: TimeInterval
     let logger: Logger
@@ -15,15 +16,45 @@ struct UploadCollector: Service {
     var leases: (any ServiceLeaseStore)?
     /// This node's name in leases.
     var node = "local"
+    /// How often the queue of blobs to delete (``CatalogObjectStore/retire(_:)``) is looked at. Default 30 s.
+    var deletionInterval: Duration = .seconds(30)
     /// How long a completed upload is remembered, so a retried CompleteMultipartUpload gets the same answer.
     static let completedUploadMemory: TimeInterval = 24 * 3600
 
     func run() async throws {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            await collectOnce()
-            // Graceful shutdown ends the wait at once.
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(interval)) }
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                    await collectOnce()
+                    // Graceful shutdown ends the wait at once.
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(interval)) }
+                }
+            }
+            group.addTask {
+                while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                    await deleteQueuedBlobs()
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: deletionInterval) }
+                }
+            }
         }
+    }
+
+    /// Deletes the queued blobs that are due, a batch at a time; returns how many went.
+    @discardableResult
+    func deleteQueuedBlobs(now: Date = Date()) async -> Int {
+        let batch = 1000
+        var deleted = 0
+        do {
+            while !Task.isCancelled {
+                let count = try await store.deleteQueuedBlobs(now: now, limit: batch)
+                deleted += count
+                if count < batch { break }
+            }
+        } catch {
+            logger.warning("queued blob deletions failed", metadata: ["error": .string(String(describing: error))])
+        }
+        if deleted > 0 { logger.debug("deleted queued blobs", metadata: ["ferry.files-deleted": "\(deleted)"]) }
+        return deleted
     }
 
     /// One pass; returns the number of uploads aborted.
@@ -39,7 +70,14 @@ struct UploadCollector: Service {
             return 0
         }
         let aborted = await collect(now: now, leased: leased)
-        if leased, let leases { try? await leases.releaseLease(Self.leaseName, owner: node) }
+        if leased, let leases {
+            do {
+                try await leases.releaseLease(Self.leaseName, owner: node)
+            } catch {
+                // It runs out by itself; another node collects then.
+                logger.warning("collector lease not released", metadata: ["error": .string(String(describing: error))])
+            }
+        }
         return aborted
     }
 
@@ -48,7 +86,7 @@ struct UploadCollector: Service {
             var aborted = 0
             if leased || !store.isShared {
                 aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
-                let orphans = try await store.collectOrphanBlobs()
+                let orphans = try await store.collectOrphanBlobs(olderThan: 3600)
                 _ = try await store.forgetCompletedUploads(before: now.addingTimeInterval(-Self.completedUploadMemory))
                 if aborted > 0 || orphans > 0 {
                     logger.debug("collected", metadata: ["ferry.uploads-aborted": "\(aborted)", "ferry.files-deleted": "\(orphans)"])

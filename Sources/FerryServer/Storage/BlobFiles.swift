@@ -119,7 +119,7 @@ struct BlobFiles: BlobStorage {
             return (tempPath, digests.finish(size: size))
         } catch {
             // Nothing may still write to the descriptor when it is closed.
-            for task in writes + hashes { _ = try? await task.value }
+            for task in writes + hashes { _ = await task.result }
             file.closeDescriptor()
             unlink(tempPath)
             throw error
@@ -148,15 +148,23 @@ struct BlobFiles: BlobStorage {
         unlink(tempPath)
     }
 
-    func remove(_ blobs: [String]) async {
-        let paths = blobs.map(path(of:))
-        _ = try? await threadPool.runIfActive {
-            for path in paths { unlink(path) }
+    @discardableResult
+    func remove(_ blobs: [String]) async -> [String] {
+        let paths = blobs.map { (blob: $0, path: path(of: $0)) }
+        @Sendable func unlinkAll() -> [String] {
+            paths.filter { unlink($0.path) != 0 && errno != ENOENT }.map(\.blob)
+        }
+        do {
+            return try await threadPool.runIfActive { unlinkAll() }
+        } catch {
+            // The pool is shutting down: delete here instead.
+            return unlinkAll()
         }
     }
 
-    /// Blob files are read by this process only: its leases cover every reader, so retired blobs go at once.
-    func retire(_ blobs: [String]) async { await remove(blobs) }
+    /// Blob files are read by this process only: its leases cover every reader, so a blob nothing references goes at
+    /// once, or when its last reader lets go.
+    var retirementGrace: Duration? { nil }
 
     func removeDetached(_ blobs: [String]) {
         for blob in blobs { unlink(path(of: blob)) }

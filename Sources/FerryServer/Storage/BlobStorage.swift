@@ -18,6 +18,12 @@ protocol BlobStorage: Sendable {
     /// The blobs being read right now.
     var leases: BlobLeases { get }
 
+    /// How long a blob nothing references any more is kept for readers this process cannot see (other nodes sharing
+    /// the catalog); nil when every reader is in this process, and a blob goes at once or when its last reader here
+    /// lets go (``removeDetached(_:)``). A storage with a grace period (even zero) has its deletions that cannot
+    /// happen at once queued in the catalog (``CatalogObjectStore/retire(_:)``).
+    var retirementGrace: Duration? { get }
+
     /// Streams a body into a new pending blob, computing its MD5 and `checksums` as it passes; throws
     /// `EntityTooLarge` past `maxSize` bytes. On failure nothing is left behind.
     ///
@@ -39,14 +45,14 @@ protocol BlobStorage: Sendable {
     /// Streams `length` bytes of `blob` from `offset`, read as the consumer asks for them.
     func bytes(of blob: String, offset: Int64, length: Int64) -> AsyncThrowingStream<ByteBuffer, any Error>
 
-    /// Deletes blobs that no one reads and nothing references any more.
-    func remove(_ blobs: [String]) async
+    /// Deletes blobs that no one reads and nothing references any more; a blob already gone counts as deleted.
+    ///
+    /// - Returns: the blobs it could not delete (they are still there).
+    @discardableResult
+    func remove(_ blobs: [String]) async -> [String]
 
-    /// Deletes blobs an object or part no longer references, now or after a grace period during which readers on
-    /// other nodes (whose leases this process cannot see) finish.
-    func retire(_ blobs: [String]) async
-
-    /// Deletes blobs whose last reader just let go, from code that cannot wait (a lease's release).
+    /// Deletes blobs whose last reader just let go, from code that cannot wait (a lease's release). Only a storage
+    /// without a ``retirementGrace`` has deletions wait for readers in ``BlobLeases``, so only it is asked to.
     func removeDetached(_ blobs: [String])
 
     /// The blobs older than `cutoff`, whether referenced or not (the orphan collector compares them with the
@@ -55,13 +61,6 @@ protocol BlobStorage: Sendable {
 }
 
 extension BlobStorage {
-    /// Deletes blobs nothing references any more; a blob being read is deleted when its last reader finishes.
-    func delete(blobs: [String]) async {
-        let now = leases.delete(blobs)
-        guard !now.isEmpty else { return }
-        await retire(now)
-    }
-
     /// Holds `blobs` for a reader: none of them is deleted until the returned lease is released (or dropped).
     func lease(_ blobs: [String]) -> BlobLease {
         leases.acquire(blobs)

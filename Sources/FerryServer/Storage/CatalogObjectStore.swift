@@ -26,7 +26,7 @@ public struct CatalogObjectStore: ObjectStore {
     let limits: Limits
     let logger: Logger
     /// Whether other nodes share this store's catalog and blobs (a PostgreSQL catalog over an S3-compatible store).
-    var isShared: Bool { !(catalog is SQLiteCatalog) }
+    var isShared: Bool { catalog.isShared }
     /// Unreferenced blobs the last orphan pass found; the next pass deletes those still unreferenced.
     let orphanSuspects = NIOLockedValueBox<Set<String>>([])
 
@@ -60,7 +60,7 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func deleteBucket(_ name: String) async throws {
         switch try await catalog.deleteBucket(name) {
-        case .deleted(let blobs): await files.delete(blobs: blobs)
+        case .deleted(let blobs): await retire(blobs)
         case .missing: throw Self.noSuchBucket
         case .notEmpty: throw FerryDomainError(.bucketNotEmpty, "The bucket you tried to delete is not empty.")
         }
@@ -187,21 +187,21 @@ public struct CatalogObjectStore: ObjectStore {
         do {
             outcome = try await catalog.putObject(object, condition: condition)
         } catch {
-            await files.delete(blobs: newBlobs)
+            await discardUnreferenced(newBlobs)
             throw error
         }
         switch outcome {
         case .stored(let replaced):
-            await files.delete(blobs: replaced.map(\.blob))
+            await retire(replaced.map(\.blob))
             return object
         case .noSuchBucket:
-            await files.delete(blobs: newBlobs)
+            await discardUnreferenced(newBlobs)
             throw Self.noSuchBucket
         case .preconditionFailed:
-            await files.delete(blobs: newBlobs)
+            await discardUnreferenced(newBlobs)
             throw Self.preconditionFailed
         case .noSuchKey:
-            await files.delete(blobs: newBlobs)
+            await discardUnreferenced(newBlobs)
             throw Self.noSuchKey
         }
     }
@@ -237,7 +237,7 @@ public struct CatalogObjectStore: ObjectStore {
                 shared.append(BlobSegment(blob: name, size: segment.size, offset: segment.offset))
             }
         } catch {
-            await files.delete(blobs: shared.map(\.blob))
+            await discardUnreferenced(shared.map(\.blob))
             throw error
         }
         return shared
@@ -246,7 +246,7 @@ public struct CatalogObjectStore: ObjectStore {
     public func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws {
         _ = try await self.bucket(bucket)
         switch try await catalog.deleteObject(bucket: bucket, key: key, condition: condition) {
-        case .stored(let replaced): await files.delete(blobs: replaced.map(\.blob))
+        case .stored(let replaced): await retire(replaced.map(\.blob))
         case .preconditionFailed: throw Self.preconditionFailed
         case .noSuchKey: throw Self.noSuchKey
         case .noSuchBucket: throw Self.noSuchBucket
@@ -319,15 +319,15 @@ public struct CatalogObjectStore: ObjectStore {
         do {
             outcome = try await catalog.putPart(part, uploadId: upload.uploadId)
         } catch {
-            await files.delete(blobs: part.segments.map(\.blob))
+            await discardUnreferenced(part.segments.map(\.blob))
             throw error
         }
         switch outcome {
         case .stored(let replaced):
-            await files.delete(blobs: replaced)
+            await retire(replaced)
             return part
         case .noSuchUpload:
-            await files.delete(blobs: part.segments.map(\.blob))
+            await discardUnreferenced(part.segments.map(\.blob))
             throw Self.noSuchUpload
         }
     }
@@ -378,7 +378,7 @@ public struct CatalogObjectStore: ObjectStore {
                     BlobSegment(blob: try await files.link(segment.blob), size: segment.size, offset: segment.offset))
             }
         } catch {
-            await files.delete(blobs: shared.map(\.blob))
+            await discardUnreferenced(shared.map(\.blob))
             throw error
         }
         let part = PartInfo(
@@ -486,7 +486,7 @@ public struct CatalogObjectStore: ObjectStore {
             upload.uploadId, object: object, expectedParts: chosen, condition: condition, now: Date())
         {
         case .completed(let replaced, let unused):
-            await files.delete(blobs: replaced.map(\.blob) + unused)
+            await retire(replaced.map(\.blob) + unused)
             return object
         case .noSuchUpload:
             throw Self.noSuchUpload
@@ -513,14 +513,14 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws {
         guard let blobs = try await catalog.deleteUpload(upload.uploadId) else { throw Self.noSuchUpload }
-        await files.delete(blobs: blobs)
+        await retire(blobs)
     }
 
     public func abortMultipartUploads(initiatedBefore date: Date) async throws -> Int {
         var count = 0
         for upload in try await catalog.uploads(initiatedBefore: date, limit: 10_000) {
             if let blobs = try await catalog.deleteUpload(upload.uploadId) {
-                await files.delete(blobs: blobs)
+                await retire(blobs)
                 count += 1
             }
         }
@@ -547,9 +547,92 @@ public struct CatalogObjectStore: ObjectStore {
             defer { suspects = unreferenced }
             return Array(unreferenced.intersection(suspects))
         }
-        await files.delete(blobs: removed)
-        return removed.count
+        let failed = Set(await files.remove(removed))
+        return removed.filter { !failed.contains($0) }.count
     }
+
+    // MARK: Retired blobs
+
+    /// Deletes blobs an object or part referenced until now (replaced, deleted, aborted), even when the calling task
+    /// is cancelled.
+    ///
+    /// Files (the embedded store) go before this returns, or when their last reader in this process lets go. Blobs in
+    /// an S3-compatible store go before this returns when no reader here holds them and no other node can (no grace
+    /// period); otherwise they are queued in the catalog — durably, due after the grace period — and
+    /// ``deleteQueuedBlobs(now:limit:)`` deletes them once due and no longer read here. So is a blob the store did
+    /// not delete when asked. A blob that can be neither deleted nor queued stays unreferenced, for the orphan
+    /// collection; that is logged.
+    func retire(_ blobs: [String]) async {
+        guard !blobs.isEmpty else { return }
+        guard let grace = files.retirementGrace else {
+            await discardUnreferenced(files.leases.delete(blobs))
+            return
+        }
+        var waiting: [String] = []
+        if grace == .zero {
+            // Only this process reads: what no reader here holds goes now.
+            var unread: [String] = []
+            for blob in blobs {
+                if files.leases.isLeased(blob) { waiting.append(blob) } else { unread.append(blob) }
+            }
+            waiting += await removeIgnoringCancellation(unread)
+        } else {
+            waiting = blobs
+        }
+        guard !waiting.isEmpty else { return }
+        await queueForDeletion(waiting, dueAt: Date().addingTimeInterval(grace.timeInterval))
+    }
+
+    /// Deletes blobs nothing has referenced (a write that failed, or lost its race), even when the calling task is
+    /// cancelled; what the storage could not delete is left for the orphan collection, and logged.
+    private func discardUnreferenced(_ blobs: [String]) async {
+        let failed = await removeIgnoringCancellation(blobs)
+        guard !failed.isEmpty else { return }
+        logger.warning(
+            "unreferenced blobs not deleted; the orphan collection removes them", metadata: ["ferry.blobs": "\(failed.count)"])
+    }
+
+    /// Deletes blobs, even when the calling task is cancelled; returns those the storage did not delete.
+    private func removeIgnoringCancellation(_ blobs: [String]) async -> [String] {
+        guard !blobs.isEmpty else { return [] }
+        let files = self.files
+        return await whileIgnoringCancellation { await files.remove(blobs) }
+    }
+
+    /// Queues blobs in the catalog for deletion at `due`, even when the calling task is cancelled; what cannot be
+    /// queued is left for the orphan collection, and logged.
+    private func queueForDeletion(_ blobs: [String], dueAt due: Date) async {
+        let catalog = self.catalog
+        do {
+            try await whileIgnoringCancellation { try await catalog.queueBlobDeletions(blobs, dueAt: due) }
+        } catch {
+            logger.warning(
+                "unreferenced blobs not queued for deletion; the orphan collection removes them",
+                metadata: ["ferry.blobs": "\(blobs.count)", "error": .string(String(describing: error))])
+        }
+    }
+
+    /// Deletes the queued blobs that are due and no reader here holds, up to `limit`, and takes them off the queue;
+    /// returns how many. A blob still read here, or one the storage did not delete, is looked at again
+    /// ``queuedBlobRetryDelay`` later, behind the others.
+    @discardableResult
+    func deleteQueuedBlobs(now: Date = Date(), limit: Int = 1000) async throws -> Int {
+        let due = try await catalog.dueBlobDeletions(now: now, limit: limit)
+        guard !due.isEmpty else { return 0 }
+        let read = due.filter { files.leases.isLeased($0) }
+        let unread = due.filter { !files.leases.isLeased($0) }
+        let failed = await files.remove(unread)
+        let failedSet = Set(failed)
+        let deleted = unread.filter { !failedSet.contains($0) }
+        if !deleted.isEmpty { try await catalog.removeBlobDeletions(deleted) }
+        if !(read + failed).isEmpty {
+            try await catalog.queueBlobDeletions(read + failed, dueAt: now.addingTimeInterval(Self.queuedBlobRetryDelay))
+        }
+        return deleted.count
+    }
+
+    /// How long a queued blob that could not be deleted waits before it is tried again.
+    static let queuedBlobRetryDelay: TimeInterval = 60
 
     // MARK: Helpers
 
@@ -604,3 +687,5 @@ public struct CatalogObjectStore: ObjectStore {
         return out
     }
 }
+
+extension CatalogObjectStore: CollectableObjectStore {}

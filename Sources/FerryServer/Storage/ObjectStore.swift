@@ -167,3 +167,19 @@ public protocol ObjectStore: Sendable {
     /// Aborts uploads initiated before `date`; returns how many.
     func abortMultipartUploads(initiatedBefore date: Date) async throws -> Int
 }
+
+/// What the collector (``UploadCollector``) asks of a store besides the object API: clearing away what no one
+/// references any more.
+protocol CollectableObjectStore: ObjectStore {
+    /// Whether other nodes share the store's catalog and bytes; then one node at a time collects.
+    var isShared: Bool { get }
+    /// Deletes bytes nothing references (left by a crash between writing them and recording them), once two passes
+    /// in a row found them unreferenced and older than `age`; returns how many blobs went.
+    func collectOrphanBlobs(olderThan age: TimeInterval) async throws -> Int
+    /// Forgets completed multipart uploads older than `date` (a Complete retried after that answers NoSuchUpload);
+    /// returns how many.
+    func forgetCompletedUploads(before date: Date) async throws -> Int
+    /// Deletes bytes queued for deletion (replaced or deleted objects' bytes kept for their readers) that are due and
+    /// no longer read, up to `limit`; returns how many went.
+    func deleteQueuedBlobs(now: Date, limit: Int) async throws -> Int
+}

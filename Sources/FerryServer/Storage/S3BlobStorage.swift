@@ -58,7 +58,8 @@ struct S3BlobStorage: BlobStorage {
     let leases = BlobLeases()
     /// How long a blob no longer referenced stays for readers on other nodes: zero when this process is the only
     /// reader (its leases cover every read); with a shared catalog, long enough for downloads under way elsewhere.
-    /// A blob whose deletion a crash cut short is collected as an orphan.
+    /// Deletions that wait are queued in the catalog (``CatalogObjectStore/retire(_:)``), so a restart does not lose
+    /// them.
     var retireAfter: Duration = .zero
     private let host: String
     private let basePath: String
@@ -139,9 +140,9 @@ struct S3BlobStorage: BlobStorage {
         } catch {
             // The body's own failure (the client went away, the body is too large) is the one to report.
             let failure = hashing.state.failure ?? error
-            // The store may hold a whole body whose answer was lost; deleting it must not delay the client's answer.
-            let storage = self
-            Task { await storage.remove([name]) }
+            // The store may hold a whole body whose answer was lost: deleted before the client hears of the failure,
+            // even when the client went away (a blob that cannot be deleted is collected as an orphan).
+            await removeIgnoringCancellation([name])
             throw Self.mapped(failure)
         }
     }
@@ -162,8 +163,8 @@ struct S3BlobStorage: BlobStorage {
             }
             return name
         } catch {
-            let storage = self
-            Task { await storage.remove([name]) }
+            // The copy may exist although its answer was lost.
+            await removeIgnoringCancellation([name])
             throw Self.mapped(error)
         }
     }
@@ -173,27 +174,36 @@ struct S3BlobStorage: BlobStorage {
         return AsyncThrowingStream(unfolding: { try await reader.next() })
     }
 
-    func remove(_ blobs: [String]) async {
+    @discardableResult
+    func remove(_ blobs: [String]) async -> [String] {
+        var failed: [String] = []
         for blob in blobs {
-            // A blob that cannot be deleted now stays unreferenced; the orphan collector deletes it later.
-            if let response = try? await send("DELETE", key: objectKey(blob)) {
-                _ = try? await Self.collect(response.body, limit: 64 * 1024)
+            do {
+                let response = try await send("DELETE", key: objectKey(blob))
+                let answer = try await Self.collect(response.body, limit: 64 * 1024)
+                // S3 answers 204 whether or not the key existed; 404 means the same here.
+                guard (200..<300).contains(response.status.code) || response.status == .notFound else {
+                    throw StoreError(status: Int(response.status.code), code: Self.errorCode(answer), operation: "DeleteObject")
+                }
+            } catch {
+                failed.append(blob)
             }
         }
+        return failed
     }
 
-    func retire(_ blobs: [String]) async {
-        guard retireAfter > .zero else { return await remove(blobs) }
+    /// Deletes blobs before returning, even when the calling task is cancelled.
+    private func removeIgnoringCancellation(_ blobs: [String]) async {
         let storage = self
-        Task {
-            try? await Task.sleep(for: storage.retireAfter)
-            await storage.remove(blobs)
-        }
+        _ = await whileIgnoringCancellation { await storage.remove(blobs) }
     }
 
+    var retirementGrace: Duration? { retireAfter }
+
+    /// Not asked: with a ``retirementGrace``, deletions that wait for a reader are queued in the catalog, never in
+    /// ``BlobLeases``.
     func removeDetached(_ blobs: [String]) {
-        let storage = self
-        Task { await storage.retire(blobs) }
+        assertionFailure("blobs in an S3-compatible store are retired through the catalog's deletion queue")
     }
 
     func blobs(olderThan cutoff: Date) async throws -> [String] {

@@ -1,14 +1,13 @@
-import FerryCore
 import Foundation
 import NIOCore
 import PostgresNIO
 
 extension PostgresCatalog: WebhookStore {
     private static func storedWebhookEvent(_ row: PostgresRandomAccessRow) throws -> StoredWebhookEvent {
-        let payload = try JSONDecoder().decode(
-            [String: JSONValue].self, from: Data(try row["payload"].decode(String.self).utf8))
+        let payload = try JSONDecoder().decode(WebhookPayload.self, from: Data(try row["payload"].decode(String.self).utf8))
         let event = WebhookEvent(
-            id: try row["id"].decode(String.self), type: try row["type"].decode(String.self), payload: payload,
+            id: try row["id"].decode(String.self), type: WebhookEventType(rawValue: try row["type"].decode(String.self)),
+            payload: payload,
             createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
             attempts: try row["attempts"].decode(Int.self),
             deliveredAt: try row["delivered_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:)),
@@ -20,14 +19,12 @@ extension PostgresCatalog: WebhookStore {
     }
 
     public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let payload = String(decoding: try encoder.encode(event.payload), as: UTF8.self)
+        let payload = String(decoding: try WebhookOutbox.jsonEncoder.encode(event.payload), as: UTF8.self)
         let created = event.createdAt.timeIntervalSince1970
         try await client.query(
             """
             INSERT INTO webhook_event (id, type, payload, body, created_at, attempts, next_attempt_at)
-            VALUES (\(event.id), \(event.type), \(payload), \(ByteBuffer(bytes: body)), \(created), 0, \(created))
+            VALUES (\(event.id), \(event.type.rawValue), \(payload), \(ByteBuffer(bytes: body)), \(created), 0, \(created))
             """, logger: logger)
     }
 

@@ -1,4 +1,3 @@
-import FerryCore
 import Foundation
 import GRDB
 
@@ -72,11 +71,11 @@ extension SQLiteCatalog: WebhookStore {
     }
 
     private static func storedWebhookEvent(_ row: Row) throws -> StoredWebhookEvent {
-        let payload = try JSONDecoder().decode([String: JSONValue].self, from: Data((row["payload"] as String).utf8))
+        let payload = try JSONDecoder().decode(WebhookPayload.self, from: Data((row["payload"] as String).utf8))
         let delivered: Double? = row["deliveredAt"]
         let failed: Double? = row["failedAt"]
         let event = WebhookEvent(
-            id: row["id"], type: row["type"], payload: payload,
+            id: row["id"], type: WebhookEventType(rawValue: row["type"]), payload: payload,
             createdAt: Date(timeIntervalSince1970: row["createdAt"]), attempts: row["attempts"],
             deliveredAt: delivered.map(Date.init(timeIntervalSince1970:)),
             failedAt: failed.map(Date.init(timeIntervalSince1970:)))
@@ -87,9 +86,7 @@ extension SQLiteCatalog: WebhookStore {
 
     /// Inserts a new event, due at once.
     public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let payload = try encoder.encode(event.payload)
+        let payload = try WebhookOutbox.jsonEncoder.encode(event.payload)
         try await pool.write { db in
             try db.execute(
                 sql: """
@@ -97,7 +94,7 @@ extension SQLiteCatalog: WebhookStore {
                     VALUES (?, ?, ?, ?, ?, 0, ?)
                     """,
                 arguments: [
-                    event.id, event.type, String(decoding: payload, as: UTF8.self), Data(body),
+                    event.id, event.type.rawValue, String(decoding: payload, as: UTF8.self), Data(body),
                     event.createdAt.timeIntervalSince1970, event.createdAt.timeIntervalSince1970,
                 ])
         }

@@ -45,10 +45,6 @@ struct WebhookDeliveryService: Service {
     private func deliverUntilShutdown(_ client: HTTPClient) async {
         let poll = configuration.pollInterval.timeInterval
         var heldUntil = Date.distantPast
-        defer {
-            let (leases, name, node) = (self.leases, Self.leaseName, self.node)
-            Task { try? await leases.releaseLease(name, owner: node) }
-        }
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             var wait = poll
             do {
@@ -79,6 +75,14 @@ struct WebhookDeliveryService: Service {
             // Graceful shutdown ends the wait at once.
             let delay = Duration.seconds(max(wait, 0.001))
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) }
+        }
+        // Another node may take over at once instead of when the lease runs out.
+        guard heldUntil > Date() else { return }
+        let (leases, name, node) = (self.leases, Self.leaseName, self.node)
+        do {
+            try await whileIgnoringCancellation { try await leases.releaseLease(name, owner: node) }
+        } catch {
+            logger.warning("webhook delivery lease not released", metadata: ["error": .string(String(describing: error))])
         }
     }
 

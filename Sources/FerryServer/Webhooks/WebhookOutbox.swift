@@ -1,4 +1,3 @@
-import FerryCore
 import Foundation
 
 /// Where and how the server delivers webhooks.
@@ -43,10 +42,10 @@ extension WebhookConfiguration: CustomStringConvertible, CustomDebugStringConver
 public struct WebhookEvent: Sendable, Codable, Equatable {
     /// Unique id; receivers dedupe by it (delivery is at least once).
     public var id: String
-    /// Event type, e.g. `media.ready`.
-    public var type: String
+    /// Event type, e.g. `TranscodeComplete`.
+    public var type: WebhookEventType
     /// Event data: the fields of the event (`VideoId`, `Status`, …), as in docs/api.md.
-    public var payload: [String: JSONValue]
+    public var payload: WebhookPayload
     /// When it was enqueued.
     public var createdAt: Date
     /// Delivery attempts made so far.
@@ -71,13 +70,17 @@ public final class WebhookOutbox: Sendable {
     /// Persists an event (in the catalog, so it survives restarts) for delivery; a no-op returning nil when no
     /// webhook is configured.
     ///
+    /// ```swift
+    /// try await outbox.enqueue(.videoDeleted(videoId: video.videoId))
+    /// ```
+    ///
     /// - Returns: the event id.
     @discardableResult
-    public func enqueue(type: String, payload: [String: JSONValue]) async throws -> String? {
+    public func enqueue(_ notification: WebhookNotification) async throws -> String? {
         guard configuration != nil else { return nil }
         let event = WebhookEvent(
-            id: "evt_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""), type: type,
-            payload: payload, createdAt: Date(), attempts: 0, deliveredAt: nil, failedAt: nil)
+            id: "evt_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""), type: notification.type,
+            payload: notification.payload, createdAt: Date(), attempts: 0, deliveredAt: nil, failedAt: nil)
         try await catalog.insertWebhookEvent(event, body: try Self.body(of: event))
         return event.id
     }
@@ -93,14 +96,19 @@ public final class WebhookOutbox: Sendable {
     static func body(of event: WebhookEvent) throws -> [UInt8] {
         struct Body: Encodable {
             var id: String
-            var type: String
+            var type: WebhookEventType
             var createdAt: String
-            var payload: [String: JSONValue]
+            var payload: WebhookPayload
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let createdAt = event.createdAt.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
         return [UInt8](
-            try encoder.encode(Body(id: event.id, type: event.type, createdAt: createdAt, payload: event.payload)))
+            try jsonEncoder.encode(Body(id: event.id, type: event.type, createdAt: createdAt, payload: event.payload)))
+    }
+
+    /// How bodies and stored payloads are written: keys sorted, slashes as they are.
+    static var jsonEncoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
     }
 }

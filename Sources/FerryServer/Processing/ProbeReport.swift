@@ -1,0 +1,307 @@
+import Foundation
+
+/// What ffprobe prints of a file (`-print_format json -show_format -show_streams`), as far as Ferry reads it: the one
+/// model both the probe of a source and the measuring of encoded files decode.
+///
+/// ffprobe's output varies with the file and the version: numbers arrive as JSON numbers or as strings (`"bit_rate":
+/// "128000"`), fields are missing, and a field may hold something else entirely. Decoding is lenient field by field —
+/// anything that is not what a field should be reads as absent — so odd output never fails a job by itself; only a
+/// document that is not a JSON object is ``MediaProbe/Unreadable``.
+struct ProbeReport: Decodable, Sendable, Equatable {
+    /// The container's streams, in file order.
+    var streams: [Stream]
+    /// The container.
+    var format: Format
+
+    /// One stream.
+    struct Stream: Decodable, Sendable, Equatable {
+        /// `video`, `audio`, `subtitle`, `data`, …
+        var codecType: String?
+        /// `h264`, `hevc`, `aac`, …
+        var codecName: String?
+        /// `High`, `Main 10`, `LC`, …
+        var profile: String?
+        /// The codec level as ffprobe numbers it (`31` for H.264 level 3.1).
+        var level: Int?
+        /// Pixels, as stored.
+        var width: Int?
+        /// Pixels, as stored.
+        var height: Int?
+        /// `yuv420p`, `yuv420p10le`, …
+        var pixelFormat: String?
+        /// Bits per second.
+        var bitRate: Double?
+        /// Seconds.
+        var duration: Double?
+        /// Average frame rate as a fraction (`30000/1001`; `0/0` when unknown).
+        var averageFrameRate: String?
+        /// The stream's base frame rate as a fraction.
+        var baseFrameRate: String?
+        /// Audio samples per second.
+        var sampleRate: Int?
+        /// Audio channels.
+        var channels: Int?
+        /// Whether the stream is a picture attached as cover art (`disposition.attached_pic`), not the video.
+        var isAttachedPicture: Bool
+        /// The `rotate` tag of older files, in degrees.
+        var rotateTag: Double?
+        /// The display matrix's rotation (`side_data_list[].rotation`), in degrees; the last one given.
+        var displayRotation: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case codecType = "codec_type"
+            case codecName = "codec_name"
+            case profile
+            case level
+            case width
+            case height
+            case pixelFormat = "pix_fmt"
+            case bitRate = "bit_rate"
+            case duration
+            case averageFrameRate = "avg_frame_rate"
+            case baseFrameRate = "r_frame_rate"
+            case sampleRate = "sample_rate"
+            case channels
+            case disposition
+            case tags
+            case sideDataList = "side_data_list"
+        }
+
+        private enum DispositionKeys: String, CodingKey {
+            case attachedPicture = "attached_pic"
+        }
+
+        private enum TagKeys: String, CodingKey {
+            case rotate
+        }
+
+        private enum SideDataKeys: String, CodingKey {
+            case rotation
+        }
+
+        init(
+            codecType: String? = nil, codecName: String? = nil, profile: String? = nil, level: Int? = nil,
+            width: Int? = nil, height: Int? = nil, pixelFormat: String? = nil, bitRate: Double? = nil,
+            duration: Double? = nil, averageFrameRate: String? = nil, baseFrameRate: String? = nil,
+            sampleRate: Int? = nil, channels: Int? = nil, isAttachedPicture: Bool = false, rotateTag: Double? = nil,
+            displayRotation: Double? = nil
+        ) {
+            self.codecType = codecType
+            self.codecName = codecName
+            self.profile = profile
+            self.level = level
+            self.width = width
+            self.height = height
+            self.pixelFormat = pixelFormat
+            self.bitRate = bitRate
+            self.duration = duration
+            self.averageFrameRate = averageFrameRate
+            self.baseFrameRate = baseFrameRate
+            self.sampleRate = sampleRate
+            self.channels = channels
+            self.isAttachedPicture = isAttachedPicture
+            self.rotateTag = rotateTag
+            self.displayRotation = displayRotation
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            codecType = container.lenientString(.codecType)
+            codecName = container.lenientString(.codecName)
+            profile = container.lenientString(.profile)
+            level = container.lenientInteger(.level)
+            width = container.lenientInteger(.width)
+            height = container.lenientInteger(.height)
+            pixelFormat = container.lenientString(.pixelFormat)
+            bitRate = container.lenientNumber(.bitRate)
+            duration = container.lenientNumber(.duration)
+            averageFrameRate = container.lenientString(.averageFrameRate)
+            baseFrameRate = container.lenientString(.baseFrameRate)
+            sampleRate = container.lenientInteger(.sampleRate)
+            channels = container.lenientInteger(.channels)
+            let disposition = try? container.nestedContainer(keyedBy: DispositionKeys.self, forKey: .disposition)
+            isAttachedPicture = (disposition?.lenientInteger(.attachedPicture) ?? 0) != 0
+            let tags = try? container.nestedContainer(keyedBy: TagKeys.self, forKey: .tags)
+            rotateTag = tags?.lenientNumber(.rotate)
+            var rotation: Double?
+            if var list = try? container.nestedUnkeyedContainer(forKey: .sideDataList) {
+                while !list.isAtEnd {
+                    if let side = try? list.nestedContainer(keyedBy: SideDataKeys.self) {
+                        if let value = side.lenientNumber(.rotation) { rotation = value }
+                    } else if !list.skip() {
+                        break
+                    }
+                }
+            }
+            displayRotation = rotation
+        }
+
+        /// Degrees (0, 90, 180, 270) the picture turns when displayed: from the display matrix, or the old `rotate`
+        /// tag.
+        var rotation: Int {
+            guard let degrees = displayRotation ?? rotateTag else { return 0 }
+            let normalized = ((Int(degrees.rounded()) % 360) + 360) % 360
+            return [0, 90, 180, 270].min { abs($0 - normalized) < abs($1 - normalized) } ?? 0
+        }
+    }
+
+    /// The container.
+    struct Format: Decodable, Sendable, Equatable {
+        /// `mov,mp4,m4a,3gp,3g2,mj2`, `matroska,webm`, …
+        var formatName: String?
+        /// Seconds.
+        var duration: Double?
+        /// Bits per second of the whole file.
+        var bitRate: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case formatName = "format_name"
+            case duration
+            case bitRate = "bit_rate"
+        }
+
+        init(formatName: String? = nil, duration: Double? = nil, bitRate: Double? = nil) {
+            self.formatName = formatName
+            self.duration = duration
+            self.bitRate = bitRate
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            formatName = container.lenientString(.formatName)
+            duration = container.lenientNumber(.duration)
+            bitRate = container.lenientNumber(.bitRate)
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case streams
+        case format
+    }
+
+    init(streams: [Stream] = [], format: Format = Format()) {
+        self.streams = streams
+        self.format = format
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        var streams: [Stream] = []
+        if var list = try? container.nestedUnkeyedContainer(forKey: .streams) {
+            while !list.isAtEnd {
+                // An entry that is not an object is skipped; the others are read.
+                if let stream = try? list.decode(Stream.self) {
+                    streams.append(stream)
+                } else if !list.skip() {
+                    break
+                }
+            }
+        }
+        self.streams = streams
+        format = (try? container.decode(Format.self, forKey: .format)) ?? Format()
+    }
+
+    /// Reads ffprobe's JSON; throws ``MediaProbe/Unreadable`` when it is not a JSON object.
+    static func decode(_ json: Data) throws -> ProbeReport {
+        do {
+            return try JSONDecoder().decode(ProbeReport.self, from: json)
+        } catch {
+            throw MediaProbe.Unreadable(reason: "ffprobe's answer cannot be read.")
+        }
+    }
+
+    /// The first video stream that is not cover art.
+    var video: Stream? { streams.first { $0.codecType == "video" && !$0.isAttachedPicture } }
+    /// The first audio stream.
+    var audio: Stream? { streams.first { $0.codecType == "audio" } }
+
+    /// What the catalog keeps of a source file of `size` bytes; ``MediaProbe/Unreadable`` when it holds no audio or
+    /// video stream.
+    func mezzanine(size: Int64) throws -> MezzanineInfo {
+        let video = self.video
+        let audio = self.audio
+        guard video != nil || audio != nil else {
+            throw MediaProbe.Unreadable(reason: "The file holds no audio or video stream.")
+        }
+        var info = MezzanineInfo(size: size)
+        info.formatName = format.formatName
+        info.duration = format.duration ?? video?.duration ?? audio?.duration
+        info.bitrate = format.bitRate.flatMap(Self.integer)
+        if let video {
+            info.videoCodec = video.codecName
+            info.pixelFormat = video.pixelFormat
+            info.videoBitrate = video.bitRate.flatMap(Self.integer)
+            info.fps = MediaProbe.rate(video.averageFrameRate) ?? MediaProbe.rate(video.baseFrameRate)
+            let rotation = video.rotation
+            info.rotation = rotation
+            if let width = video.width, let height = video.height, width > 0, height > 0 {
+                let turned = rotation == 90 || rotation == 270
+                info.width = turned ? height : width
+                info.height = turned ? width : height
+            }
+        }
+        if let audio {
+            info.audioCodec = audio.codecName
+            info.audioSampleRate = audio.sampleRate
+            info.audioChannels = audio.channels
+            info.audioBitrate = audio.bitRate.flatMap(Self.integer)
+        }
+        if info.bitrate == nil, let duration = info.duration, duration > 0 {
+            info.bitrate = Int(Double(size) * 8 / duration)
+        }
+        return info
+    }
+
+    /// What the transcode measures of a file it encoded.
+    var measured: MediaPipeline.Measured {
+        let video = streams.first { $0.codecType == "video" }
+        return MediaPipeline.Measured(
+            width: video?.width, height: video?.height, bitrate: format.bitRate.flatMap(Self.integer),
+            duration: format.duration, fps: MediaProbe.rate(video?.averageFrameRate), videoCodec: video?.codecName,
+            audioCodec: audio?.codecName, videoProfile: video?.profile, videoLevel: video?.level)
+    }
+
+    /// A number as a whole `Int`, nil when it does not fit.
+    static func integer(_ value: Double) -> Int? {
+        guard value.isFinite, value >= Double(Int.min), value < Double(Int.max) else { return nil }
+        return Int(value)
+    }
+
+}
+
+/// Any JSON value, read and dropped.
+private struct SkippedValue: Decodable {
+    init(from decoder: any Decoder) throws {}
+}
+
+extension UnkeyedDecodingContainer {
+    /// Moves past the next value, whatever it is; false when it cannot.
+    fileprivate mutating func skip() -> Bool {
+        if (try? decodeNil()) == true { return true }
+        return (try? decode(SkippedValue.self)) != nil
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// A string, or nil when the field is missing or holds something else.
+    fileprivate func lenientString(_ key: Key) -> String? {
+        (try? decodeIfPresent(String.self, forKey: key)) ?? nil
+    }
+
+    /// A finite number given as a JSON number or a numeric string (`"128000"`, `"12.345"`); nil otherwise.
+    fileprivate func lenientNumber(_ key: Key) -> Double? {
+        if let value = (try? decodeIfPresent(Double.self, forKey: key)) ?? nil, value.isFinite { return value }
+        if let text = (try? decodeIfPresent(String.self, forKey: key)) ?? nil,
+            let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite
+        {
+            return value
+        }
+        return nil
+    }
+
+    /// A whole number given as a JSON number or a numeric string; nil otherwise (a fraction too).
+    fileprivate func lenientInteger(_ key: Key) -> Int? {
+        guard let value = lenientNumber(key), value.rounded() == value else { return nil }
+        return ProbeReport.integer(value)
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+
+/// The type of a webhook event (the body's `type`).
+public struct WebhookEventType: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+    public var rawValue: String
+    /// Creates a type from its name.
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// A video's source is stored, the first time.
+    public static let fileUploadComplete = WebhookEventType(rawValue: "FileUploadComplete")
+    /// The source was probed (or could not be).
+    public static let videoAnalysisComplete = WebhookEventType(rawValue: "VideoAnalysisComplete")
+    /// A cover was taken from the source (or could not be).
+    public static let snapshotComplete = WebhookEventType(rawValue: "SnapshotComplete")
+    /// One stream of the transcode was made (or could not be).
+    public static let streamTranscodeComplete = WebhookEventType(rawValue: "StreamTranscodeComplete")
+    /// Every stream was published and the video is `Normal` (or the video failed).
+    public static let transcodeComplete = WebhookEventType(rawValue: "TranscodeComplete")
+    /// An image's file is stored, the first time.
+    public static let imageUploadComplete = WebhookEventType(rawValue: "ImageUploadComplete")
+    /// A video was deleted.
+    public static let videoDeleted = WebhookEventType(rawValue: "VideoDeleted")
+    /// A video's upload never completed in time.
+    public static let videoUploadExpired = WebhookEventType(rawValue: "VideoUploadExpired")
+
+    public var description: String { rawValue }
+}
+
+/// What happened, to be sent to the webhook receiver: an event's type and its payload.
+///
+/// The static functions make each documented event with exactly its documented fields:
+///
+/// ```swift
+/// try await outbox.enqueue(.videoDeleted(videoId: video.videoId))
+/// ```
+public struct WebhookNotification: Sendable, Hashable {
+    /// The event's type.
+    public var type: WebhookEventType
+    /// The event's fields.
+    public var payload: WebhookPayload
+
+    /// Creates a notification of any type.
+    public init(type: WebhookEventType, payload: WebhookPayload) {
+        self.type = type
+        self.payload = payload
+    }
+
+    /// `FileUploadComplete`: `VideoId`, `Size`, `Status` (`UploadSucc`).
+    public static func fileUploadComplete(videoId: String, size: Int64) -> WebhookNotification {
+        WebhookNotification(
+            type: .fileUploadComplete, payload: WebhookPayload(videoId: videoId, status: VideoStatus.uploadSucc, size: size))
+    }
+
+    /// `VideoAnalysisComplete` after a probe: `VideoId`, `Status` (`success`), `Size`, and what the probe found of
+    /// `Duration`, `Width`, `Height`, `Bitrate` (kbit/s) and `Fps`.
+    public static func videoAnalysisComplete(videoId: String, info: MezzanineInfo) -> WebhookNotification {
+        WebhookNotification(
+            type: .videoAnalysisComplete,
+            payload: WebhookPayload(
+                videoId: videoId, status: "success", size: info.size, duration: info.duration, width: info.width,
+                height: info.height, bitrate: info.bitrate.map { $0 / 1000 }, fps: info.fps))
+    }
+
+    /// `VideoAnalysisComplete` when the source could not be probed: `VideoId`, `Status` (`fail`), `ErrorCode`,
+    /// `ErrorMessage`.
+    public static func videoAnalysisFailed(videoId: String, errorCode: String, errorMessage: String)
+        -> WebhookNotification
+    {
+        WebhookNotification(
+            type: .videoAnalysisComplete,
+            payload: WebhookPayload(videoId: videoId, status: "fail", errorCode: errorCode, errorMessage: errorMessage))
+    }
+
+    /// `SnapshotComplete` with the cover: `VideoId`, `Status` (`success`), `ImageId`, `Size`.
+    public static func snapshotComplete(videoId: String, imageId: String, size: Int64) -> WebhookNotification {
+        WebhookNotification(
+            type: .snapshotComplete,
+            payload: WebhookPayload(videoId: videoId, imageId: imageId, status: "success", size: size))
+    }
+
+    /// `SnapshotComplete` when no cover could be taken: `VideoId`, `Status` (`fail`), `ErrorCode`, `ErrorMessage`.
+    public static func snapshotFailed(videoId: String, errorCode: String, errorMessage: String) -> WebhookNotification {
+        WebhookNotification(
+            type: .snapshotComplete,
+            payload: WebhookPayload(videoId: videoId, status: "fail", errorCode: errorCode, errorMessage: errorMessage))
+    }
+
+    /// `StreamTranscodeComplete` for a stream made: the stream's fields and `VideoId`.
+    public static func streamTranscodeComplete(videoId: String, stream: WebhookStreamInfo) -> WebhookNotification {
+        WebhookNotification(type: .streamTranscodeComplete, payload: WebhookPayload(videoId: videoId, stream: stream))
+    }
+
+    /// `StreamTranscodeComplete` for a stream that could not be made: `VideoId`, `Status` (`fail`), `Definition`,
+    /// `Format`, `ErrorCode`, `ErrorMessage`.
+    public static func streamTranscodeFailed(
+        videoId: String, definition: String, format: String, errorCode: String, errorMessage: String
+    ) -> WebhookNotification {
+        WebhookNotification(
+            type: .streamTranscodeComplete,
+            payload: WebhookPayload(
+                videoId: videoId, status: "fail", definition: definition, format: format, errorCode: errorCode,
+                errorMessage: errorMessage))
+    }
+
+    /// `TranscodeComplete` once the streams are published: `VideoId`, `Status` (`success`), `StreamInfos`.
+    public static func transcodeComplete(videoId: String, streams: [WebhookStreamInfo]) -> WebhookNotification {
+        WebhookNotification(
+            type: .transcodeComplete, payload: WebhookPayload(videoId: videoId, status: "success", streamInfos: streams))
+    }
+
+    /// `TranscodeComplete` when the video failed: `VideoId`, `Status` (`fail`), `ErrorCode`, `ErrorMessage`, and an
+    /// empty `StreamInfos`.
+    public static func transcodeFailed(videoId: String, errorCode: String, errorMessage: String) -> WebhookNotification {
+        WebhookNotification(
+            type: .transcodeComplete,
+            payload: WebhookPayload(
+                videoId: videoId, status: "fail", errorCode: errorCode, errorMessage: errorMessage, streamInfos: []))
+    }
+
+    /// `ImageUploadComplete`: `ImageId`, `Size`.
+    public static func imageUploadComplete(imageId: String, size: Int64) -> WebhookNotification {
+        WebhookNotification(type: .imageUploadComplete, payload: WebhookPayload(imageId: imageId, size: size))
+    }
+
+    /// `VideoDeleted`: `VideoId`.
+    public static func videoDeleted(videoId: String) -> WebhookNotification {
+        WebhookNotification(type: .videoDeleted, payload: WebhookPayload(videoId: videoId))
+    }
+
+    /// `VideoUploadExpired`: `VideoId`.
+    public static func videoUploadExpired(videoId: String) -> WebhookNotification {
+        WebhookNotification(type: .videoUploadExpired, payload: WebhookPayload(videoId: videoId))
+    }
+}

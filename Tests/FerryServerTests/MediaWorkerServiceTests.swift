@@ -1,0 +1,274 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Testing
+
+@testable import FerryServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How a test stops the worker service.
+enum WorkerStop: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// The service group shuts down gracefully.
+    case gracefulShutdown
+    /// The task running the service is cancelled.
+    case cancellation
+    var testDescription: String { rawValue }
+}
+
+/// The media worker on its own: one video waiting to be probed in a fresh data directory, the real pipeline, and an
+/// "ffprobe" that writes its process id to a file and then runs until it is killed (a tool busy with a long file).
+struct WorkerHarness: Sendable {
+    let server: FerryServer
+    let directory: String
+    /// The probe job the video waits for.
+    let job: MediaJob
+    let tools: MediaTools
+    var pidFile: String { directory + "/tool.pid" }
+
+    /// Runs `body` with a server whose catalog holds a video at `UploadSucc` and its probe job; with `source`, the
+    /// video's file is stored too.
+    static func with<T: Sendable>(source: Bool = true, _ body: @Sendable (WorkerHarness) async throws -> T) async throws -> T {
+        let directory = TemporaryDirectory.make("ferry-worker")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = FerryServerConfiguration(dataDirectory: directory + "/data")
+        configuration.rootCredentials = SigV4Credentials(accessKeyId: "FKIATESTROOT0000", secretAccessKey: "test-root-secret")
+        configuration.mediaProcessing.workers = 1
+        configuration.mediaProcessing.lease = .seconds(3)
+        configuration.mediaProcessing.pollInterval = .milliseconds(50)
+        configuration.mediaProcessing.idleScheduling = false
+        let server = try FerryServer(configuration: configuration, environment: [:])
+
+        // The tool: its pid in a file (written whole, then renamed), then a long wait in the same process.
+        let script = directory + "/media-tool"
+        let text = "#!/bin/sh\necho $$ > '\(directory)/tool.pid.tmp'\nmv '\(directory)/tool.pid.tmp' '\(directory)/tool.pid'\nexec sleep 600\n"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: script))
+        chmod(script, 0o755)
+
+        let bucket = configuration.mediaBucket
+        let key = "video/v1/source.mp4"
+        try await server.store.createBucket(bucket)
+        if source {
+            _ = try await server.store.putObject(
+                bucket: bucket, key: key, attributes: ObjectAttributes(), tags: [],
+                body: AsyncStream<ByteBuffer> { continuation in
+                    continuation.yield(ByteBuffer(string: "not really a video"))
+                    continuation.finish()
+                },
+                checksums: [], condition: .none, verify: { _ in })
+        }
+        let now = Date()
+        try await server.mediaCatalog.saveVideo(
+            VideoRecord(
+                videoId: "v1", title: "Stuck", fileName: "source.mp4", status: VideoStatus.uploadSucc, bucket: bucket,
+                key: key, owner: "FKIATESTROOT0000", createdAt: now, updatedAt: now))
+        let job = MediaJob(videoId: "v1", kind: .probe, maxAttempts: 3, runAt: now)
+        try await server.mediaCatalog.enqueue([job])
+        return try await body(
+            WorkerHarness(
+                server: server, directory: directory, job: job, tools: MediaTools(ffmpeg: script, ffprobe: script)))
+    }
+
+    /// A worker service over `queue` (the catalog when nil), logging to `logger`.
+    func worker(queue: (any JobQueue)? = nil, logger: Logger = Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        -> MediaWorkerService
+    {
+        let configuration = server.configuration.mediaProcessing
+        let pipeline = MediaPipeline(
+            catalog: server.mediaCatalog, store: server.store, webhooks: server.webhooks, tools: tools,
+            configuration: configuration, workDirectory: directory + "/work", logger: logger)
+        return MediaWorkerService(
+            queue: queue ?? server.mediaCatalog, pipeline: pipeline, running: RunningJobs(), configuration: configuration,
+            logger: logger)
+    }
+
+    /// The running tool's process id, once it has started.
+    func toolPid() async throws -> Int32 {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
+                let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            {
+                return pid
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw WorkerTestTimeout(what: "the job's tool started")
+    }
+
+    /// Whether a process exists (a zombie counts: it was not reaped).
+    static func exists(_ pid: Int32) -> Bool {
+        kill(pid, 0) == 0 || errno != ESRCH
+    }
+
+    /// Waits until `condition` holds; throws when `timeout` passes first.
+    static func eventually(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool)
+        async throws
+    {
+        let deadline = ContinuousClock.now + timeout
+        while try await !condition() {
+            guard ContinuousClock.now < deadline else { throw WorkerTestTimeout(what: what) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+struct WorkerTestTimeout: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "timed out waiting until \(what)" }
+}
+
+/// A job queue that passes everything to the catalog, records how the worker ended jobs, and fails the writes it is
+/// told to.
+final class ObservedQueue: JobQueue, @unchecked Sendable {
+    let base: any JobQueue
+    let failing: Set<String>
+    // Every access to `calls` holds `lock`.
+    private let lock = NSLock()
+    private var calls: [String] = []
+
+    init(base: any JobQueue, failing: Set<String> = []) {
+        self.base = base
+        self.failing = failing
+    }
+
+    struct Refused: Error, CustomStringConvertible {
+        var description: String { "the catalog is unavailable" }
+    }
+
+    /// The job-state writes asked for, in order: `complete`, `fail`, `retry`, `release` and the job's id.
+    var endings: [String] { lock.withLock { calls } }
+
+    private func record(_ change: String, _ id: String) throws {
+        lock.withLock { calls.append("\(change) \(id)") }
+        if failing.contains(change) { throw Refused() }
+    }
+
+    func enqueue(_ jobs: [MediaJob]) async throws { try await base.enqueue(jobs) }
+    func claim(worker: String, lease: Duration, now: Date) async throws -> MediaJob? {
+        try await base.claim(worker: worker, lease: lease, now: now)
+    }
+    func heartbeat(_ id: String, worker: String, lease: Duration, progress: Double?, now: Date) async throws -> Bool {
+        try await base.heartbeat(id, worker: worker, lease: lease, progress: progress, now: now)
+    }
+    func complete(_ id: String, worker: String, now: Date) async throws -> Bool {
+        try record("complete", id)
+        return try await base.complete(id, worker: worker, now: now)
+    }
+    func fail(_ id: String, worker: String, error: String, retryAt: Date?, now: Date) async throws -> Bool {
+        try record(retryAt == nil ? "fail" : "retry", id)
+        return try await base.fail(id, worker: worker, error: error, retryAt: retryAt, now: now)
+    }
+    func release(_ id: String, worker: String, now: Date) async throws -> Bool {
+        try record("release", id)
+        return try await base.release(id, worker: worker, now: now)
+    }
+    func cancelJobs(videoId: String, now: Date) async throws -> [MediaJob] {
+        try await base.cancelJobs(videoId: videoId, now: now)
+    }
+    func jobs(videoId: String) async throws -> [MediaJob] { try await base.jobs(videoId: videoId) }
+    func job(_ id: String) async throws -> MediaJob? { try await base.job(id) }
+}
+
+@Suite("Media worker: a job and its lease in one task group", .serialized, .timeLimit(.minutes(10)))
+struct MediaWorkerServiceTests {
+    @Test("stopping the worker kills the running job's tool and gives the job back, claimable at once", arguments: WorkerStop.allCases)
+    func stopKillsTheTool(_ stop: WorkerStop) async throws {
+        try await WorkerHarness.with { harness in
+            let queue = ObservedQueue(base: harness.server.mediaCatalog)
+            let worker = harness.worker(queue: queue)
+            let logger = Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() })
+            let group = ServiceGroup(configuration: .init(services: [worker], logger: logger))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                switch stop {
+                case .gracefulShutdown: tasks.addTask { try await group.run() }
+                case .cancellation: tasks.addTask { try await worker.run() }
+                }
+                let pid = try await harness.toolPid()
+                #expect(WorkerHarness.exists(pid))
+                switch stop {
+                case .gracefulShutdown: await group.triggerGracefulShutdown()
+                case .cancellation: tasks.cancelAll()
+                }
+                // The service returns only once its job has ended: by then the tool is killed and reaped.
+                try await tasks.waitForAll()
+                #expect(!WorkerHarness.exists(pid), "the tool (pid \(pid)) outlived the worker")
+            }
+            #expect(queue.endings == ["release \(harness.job.id)"])
+            let stored = try #require(try await harness.server.mediaCatalog.job(harness.job.id))
+            #expect(stored.state == .queued && stored.attempts == 0 && stored.leaseOwner == nil)
+            // Claimable again now, not only once the old lease has run out.
+            let again = try await harness.server.mediaCatalog.claim(worker: "next", lease: .seconds(60), now: Date())
+            #expect(again?.id == harness.job.id)
+        }
+    }
+
+    @Test("a heartbeat that finds the lease taken stops the job: its tool is killed and no completion is written")
+    func lostLeaseStopsTheJob() async throws {
+        try await WorkerHarness.with { harness in
+            let queue = ObservedQueue(base: harness.server.mediaCatalog)
+            let log = LogRecorder()
+            let worker = harness.worker(queue: queue, logger: log.logger())
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await worker.run() }
+                let pid = try await harness.toolPid()
+                // Another worker takes the job over, as it may once the lease looks expired.
+                let thief = try await harness.server.mediaCatalog.claim(
+                    worker: "thief", lease: .seconds(600), now: Date().addingTimeInterval(3600))
+                #expect(thief?.id == harness.job.id)
+                // The next heartbeat (a third of the 3 s lease) finds out.
+                try await WorkerHarness.eventually("the worker notices its lease is lost", timeout: .seconds(15)) {
+                    log.records.contains { $0.message == "media job stopped: its lease was lost" }
+                }
+                #expect(!WorkerHarness.exists(pid), "the tool (pid \(pid)) outlived the lost lease")
+                tasks.cancelAll()
+                try await tasks.waitForAll()
+            }
+            #expect(queue.endings.isEmpty, "\(queue.endings)")
+            let stored = try #require(try await harness.server.mediaCatalog.job(harness.job.id))
+            #expect(stored.state == .running && stored.leaseOwner == "thief")
+        }
+    }
+
+    @Test("a job-state write that fails is logged with the job's id", arguments: ["complete", "retry", "release"])
+    func failedStateWriteIsLogged(_ change: String) async throws {
+        // complete: the video is gone, so the job has nothing to do; retry: its source is missing, an error the worker
+        // retries; release: the worker stops while the job runs.
+        try await WorkerHarness.with(source: change != "retry") { harness in
+            if change == "complete" {
+                _ = try await harness.server.mediaCatalog.updateVideo("v1") { video in
+                    video.status = VideoStatus.deleted
+                    return .save()
+                }
+            }
+            let queue = ObservedQueue(base: harness.server.mediaCatalog, failing: [change])
+            let log = LogRecorder()
+            let worker = harness.worker(queue: queue, logger: log.logger())
+            let group = ServiceGroup(
+                configuration: .init(services: [worker], logger: Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() })))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                if change == "release" {
+                    _ = try await harness.toolPid()
+                    await group.triggerGracefulShutdown()
+                }
+                try await WorkerHarness.eventually("the failed write is logged") {
+                    log.records.contains { $0.message == "media job state not saved" }
+                }
+                if change != "release" { await group.triggerGracefulShutdown() }
+                try await tasks.waitForAll()
+            }
+            let record = try #require(log.records.first { $0.message == "media job state not saved" })
+            #expect(record.level == .warning)
+            #expect(record.metadata["ferry.job-id"] == harness.job.id)
+            #expect(record.metadata["ferry.job-change"] == change)
+            #expect(record.metadata["error"] == "the catalog is unavailable")
+            #expect(queue.endings.first == "\(change) \(harness.job.id)")
+        }
+    }
+}
