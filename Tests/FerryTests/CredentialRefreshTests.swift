@@ -118,7 +118,7 @@ struct CredentialRefreshTests {
         #expect(held.calls == 1)
     }
 
-    @Test("credentials handed over with resume(with:) are signed with until refused; then the provider's replace them")
+    @Test("credentials handed over with resume(with:) are signed with until refused; then the provider's replace them, also after an earlier refresh")
     func credentialSourceOverride() async throws {
         let calls = CallCounter()
         let provided = HeldRenewal.credentials("provided", expiresIn: 3600)
@@ -126,15 +126,20 @@ struct CredentialRefreshTests {
             await calls.increment()
             return provided
         })
+        // An earlier refusal, answered by the provider.
+        let first = Credentials(accessKeyId: "first", secretAccessKey: "s", sessionToken: "t", expiration: Date())
+        #expect(try await source.refresh(after: first) == provided)
+        #expect(await calls.count == 1)
         let handed = HeldRenewal.credentials("handed", expiresIn: 3600)
         await source.set(handed)
         #expect(try await source.current() == handed)
         // Refused with older credentials: the handed-over ones are the replacement, without asking the provider.
         #expect(try await source.refresh(after: provided) == handed)
-        #expect(await calls.count == 0)
-        // The handed-over ones refused: the provider's replace them, and are signed with from then on.
-        #expect(try await source.refresh(after: handed) == provided)
         #expect(await calls.count == 1)
+        // The handed-over ones refused: the provider's replace them, and are signed with from then on (not the
+        // handed-over ones again, which would be refused again for ever).
+        #expect(try await source.refresh(after: handed) == provided)
+        #expect(await calls.count == 2)
         #expect(try await source.current() == provided)
     }
 
