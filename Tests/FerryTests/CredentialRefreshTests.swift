@@ -5,6 +5,64 @@ import Testing
 
 @testable import Ferry
 
+/// A renewal the test holds until it releases it, and that says when it began.
+final class HeldRenewal: @unchecked Sendable {
+    // Every access to the mutable state holds `lock`.
+    private let lock = NSLock()
+    private var count = 0
+    /// What held and later calls end with; nil while they are held.
+    private var outcome: Result<Credentials, any Error>?
+    private var held: [CheckedContinuation<Result<Credentials, any Error>, Never>] = []
+    private let beginnings = Signals()
+    /// Beginnings ``began()`` waited for so far.
+    private var awaited = 0
+
+    static func credentials(_ id: String, expiresIn seconds: TimeInterval, from start: Date = Date()) -> Credentials {
+        Credentials(
+            accessKeyId: id, secretAccessKey: "secret-\(id)", sessionToken: "token-\(id)",
+            expiration: start.addingTimeInterval(seconds))
+    }
+
+    /// How many renewals began.
+    var calls: Int { lock.withLock { count } }
+
+    /// The renewal: counts itself, says it began, and waits for ``release(_:)`` (or ends at once after one).
+    func renew() async throws -> Credentials {
+        let result = await withCheckedContinuation { continuation in
+            let ready = lock.withLock { () -> Result<Credentials, any Error>? in
+                count += 1
+                if outcome == nil { held.append(continuation) }
+                return outcome
+            }
+            beginnings.signal()
+            if let ready { continuation.resume(returning: ready) }
+        }
+        return try result.get()
+    }
+
+    /// Waits until a renewal has begun (one more each time it is called).
+    func began() async {
+        let count = lock.withLock { () -> Int in
+            awaited += 1
+            return awaited
+        }
+        #expect(await beginnings.wait(for: count), "no renewal began")
+    }
+
+    /// Ends the held renewals with `outcome`, and any that begin later at once.
+    func release(_ outcome: Result<Credentials, any Error>) {
+        let waiting = lock.withLock { () -> [CheckedContinuation<Result<Credentials, any Error>, Never>] in
+            self.outcome = outcome
+            defer { held = [] }
+            return held
+        }
+        for continuation in waiting { continuation.resume(returning: outcome) }
+    }
+
+    /// Holds the renewals that begin from now on until the next ``release(_:)``.
+    func hold() { lock.withLock { outcome = nil } }
+}
+
 /// Counts calls, for providers under test.
 actor CallCounter {
     private(set) var count = 0
@@ -21,41 +79,68 @@ struct CredentialRefreshTests {
 
     @Test("parts in flight that find the upload credential about to expire share one RefreshUploadVideo")
     func uploadAuthProvider() async throws {
-        let calls = CallCounter()
+        let held = HeldRenewal()
         let provider = UploadAuthProvider(auth: Self.auth(expiresIn: 10, id: "old"), margin: 60) {
-            await calls.increment()
-            try await Task.sleep(for: .milliseconds(100))
-            return Self.auth(expiresIn: 3600, id: "new")
+            let fresh = try await held.renew()
+            return UploadAuth(
+                accessKeyId: fresh.accessKeyId, accessKeySecret: fresh.secretAccessKey,
+                securityToken: fresh.sessionToken ?? "", expiration: fresh.expiration ?? Date(), region: "us-east-1")
         }
         let results = try await withThrowingTaskGroup(of: Credentials.self) { group in
             for _ in 0..<4 { group.addTask { try await provider.credentials() } }
+            // The refresh runs until the test lets it end; the other parts ask meanwhile or after.
+            await held.began()
+            held.release(.success(HeldRenewal.credentials("new", expiresIn: 3600)))
             return try await group.reduce(into: [Credentials]()) { $0.append($1) }
         }
         #expect(results.count == 4 && results.allSatisfy { $0.accessKeyId == "new" })
-        #expect(await calls.count == 1)
+        #expect(held.calls == 1)
         // Fresh now: no more refreshes.
         #expect(try await provider.credentials().accessKeyId == "new")
-        #expect(await calls.count == 1)
+        #expect(held.calls == 1)
     }
 
     @Test("requests refused together as expired share one call of the provider; later ones get its answer")
     func credentialSource() async throws {
-        let calls = CallCounter()
+        let held = HeldRenewal()
         let stale = Credentials(accessKeyId: "old", secretAccessKey: "s", sessionToken: "t", expiration: Date().addingTimeInterval(-1))
-        let fresh = Credentials(accessKeyId: "new", secretAccessKey: "s", sessionToken: "t", expiration: Date().addingTimeInterval(3600))
-        let source = CredentialSource(provider: ClosureCredentialProvider {
-            await calls.increment()
-            try await Task.sleep(for: .milliseconds(100))
-            return fresh
-        })
+        let fresh = HeldRenewal.credentials("new", expiresIn: 3600)
+        let source = CredentialSource(provider: ClosureCredentialProvider { try await held.renew() })
         let results = try await withThrowingTaskGroup(of: Credentials?.self) { group in
             for _ in 0..<4 { group.addTask { try await source.refresh(after: stale) } }
+            await held.began()
+            held.release(.success(fresh))
             return try await group.reduce(into: [Credentials?]()) { $0.append($1) }
         }
         #expect(results == [fresh, fresh, fresh, fresh])
-        #expect(await calls.count == 1)
+        #expect(held.calls == 1)
         #expect(try await source.refresh(after: stale) == fresh)
+        #expect(held.calls == 1)
+    }
+
+    @Test("credentials handed over with resume(with:) are signed with until refused; then the provider's replace them, also after an earlier refresh")
+    func credentialSourceOverride() async throws {
+        let calls = CallCounter()
+        let provided = HeldRenewal.credentials("provided", expiresIn: 3600)
+        let source = CredentialSource(provider: ClosureCredentialProvider {
+            await calls.increment()
+            return provided
+        })
+        // An earlier refusal, answered by the provider.
+        let first = Credentials(accessKeyId: "first", secretAccessKey: "s", sessionToken: "t", expiration: Date())
+        #expect(try await source.refresh(after: first) == provided)
         #expect(await calls.count == 1)
+        let handed = HeldRenewal.credentials("handed", expiresIn: 3600)
+        await source.set(handed)
+        #expect(try await source.current() == handed)
+        // Refused with older credentials: the handed-over ones are the replacement, without asking the provider.
+        #expect(try await source.refresh(after: provided) == handed)
+        #expect(await calls.count == 1)
+        // The handed-over ones refused: the provider's replace them, and are signed with from then on (not the
+        // handed-over ones again, which would be refused again for ever).
+        #expect(try await source.refresh(after: handed) == provided)
+        #expect(await calls.count == 2)
+        #expect(try await source.current() == provided)
     }
 
     @Test("an upload credential is renewed shortly before it expires, by the injected time of day, with no real wait")

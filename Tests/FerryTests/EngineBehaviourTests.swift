@@ -1,8 +1,9 @@
-import Ferry
 import FerryCore
 import FerryTestSupport
 import Foundation
 import Testing
+
+@testable import Ferry
 
 #if canImport(Glibc)
 import Glibc
@@ -21,6 +22,31 @@ struct EngineBehaviourTests {
         return request
     }
 
+    /// An engine client for `server` whose configuration the test adjusts (its hooks, for instance).
+    func engine(_ server: TestServer, _ adjust: (inout ObjectStorageClient.Configuration) -> Void) -> ObjectStorageClient {
+        var configuration = ObjectStorageClient.Configuration()
+        configuration.transport = AsyncHTTPClientTransport()
+        adjust(&configuration)
+        return ObjectStorageClient(
+            endpoint: URL(string: server.endpoint)!,
+            credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
+            configuration: configuration)
+    }
+
+    /// Whether a `progress` event arrived between `paused` and the `resumed` after it.
+    static func sentWhilePaused(_ events: [UploadEvent]) -> Bool {
+        var paused = false
+        for event in events {
+            switch event {
+            case .paused: paused = true
+            case .resumed: paused = false
+            case .progress where paused: return true
+            default: break
+            }
+        }
+        return false
+    }
+
     @Test("pause keeps the upload id and checkpoint; resume finishes byte-identical with monotonic, exact progress")
     func pauseResume() async throws {
         let directory = TemporaryDirectory.make("ferry-pause")
@@ -33,7 +59,7 @@ struct EngineBehaviourTests {
             let upload = try await client.upload(request(file, key: "paused.bin", records: records))
             let (log, collector) = EventLog.collect(upload)
             // Pause once some bytes went out.
-            while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(await log.waitForProgress(Int64(6 * Self.mib)))
             await upload.pause()
             // The event is delivered to the collecting task a moment after pause() returns.
             try await log.waitForPause()
@@ -66,31 +92,33 @@ struct EngineBehaviourTests {
         let file = try makeRandomFile(size: 40 * Self.mib + 5, in: directory)
         let records = URL(fileURLWithPath: directory + "/records")
         try await TestServer.with { server in
-            let client = server.engine()
+            let awaited = Signals()
+            let client = engine(server) { configuration in
+                configuration.controlTaken = { if case .resultAwaited = $0 { awaited.signal() } }
+            }
             try await client.createBucket("behaviour")
             let upload = try await client.upload(request(file, key: "left.bin", records: records))
             let (log, collector) = EventLog.collect(upload)
-            while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(await log.waitForProgress(Int64(6 * Self.mib)))
             // A view's task that awaited the upload goes away: while it waits, or before it got to wait.
             let view = Task { () async throws -> UploadResult in
                 if cancelledBeforeWaiting { withUnsafeCurrentTask { $0?.cancel() } }
                 return try await upload.result
             }
             if !cancelledBeforeWaiting {
-                try await Task.sleep(for: .milliseconds(20))
+                // Cancelled once the upload has it waiting for the result.
+                #expect(await awaited.wait(for: 1), "the view's task never waited")
                 view.cancel()
             }
             await #expect(throws: CancellationError.self) { _ = try await view.value }
             try await log.waitForPause()
             #expect(log.pauses == 1)
-            let sentAtPause = log.progress.last?.totalBytesSent ?? 0
-            try await Task.sleep(for: .milliseconds(300))
-            #expect((log.progress.last?.totalBytesSent ?? 0) == sentAtPause, "nothing is sent once paused")
             #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).contains { $0.hasSuffix(".json") })
             #expect(try await client.listMultipartUploads(bucket: "behaviour").map(\.key) == ["left.bin"])
             await upload.resume()
             #expect(try await upload.result.size == Int64(40 * Self.mib + 5))
             await collector.value
+            #expect(!Self.sentWhilePaused(log.events), "nothing is sent once paused")
         }
     }
 
@@ -102,13 +130,16 @@ struct EngineBehaviourTests {
         let file = try makeRandomFile(size: 30 * Self.mib, in: directory)
         let records = URL(fileURLWithPath: directory + "/records")
         try await TestServer.with { server in
-            let client = server.engine()
+            // The first checkpoint write names no part; the second comes after a part is stored.
+            let writes = Signals()
+            let client = engine(server) { $0.beforeCheckpointWrite = { writes.signal() } }
             try await client.createBucket("behaviour")
             var request = request(file, key: "cancelled.bin", records: records)
             request.deleteUploadIdOnCancelling = deleteUploadId
             let upload = try await client.upload(request)
             let (log, collector) = EventLog.collect(upload)
-            while checkpointPartCount(records.path) < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(await writes.wait(for: 2), "no checkpoint named a part")
+            // The cancel waits for that write (the stopped run flushes its checkpoint first).
             await upload.cancel()
             await collector.value
             await #expect(throws: FerryError.self) { try await upload.result }
@@ -141,7 +172,7 @@ struct EngineBehaviourTests {
             try await client.createBucket("behaviour")
             let first = try await client.upload(request(file, key: "changed.bin", records: records))
             let (log, collector) = EventLog.collect(first)
-            while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(await log.waitForProgress(Int64(6 * Self.mib)))
             await first.pause()
             _ = collector
             // Change the middle of the file (same size).
@@ -185,7 +216,7 @@ struct EngineBehaviourTests {
 
             let first = try await client.upload(request(file, key: "vanish.bin", records: records))
             let (log, _) = EventLog.collect(first)
-            while (log.progress.last?.totalBytesSent ?? 0) < Int64(6 * Self.mib) { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(await log.waitForProgress(Int64(6 * Self.mib)))
             await first.pause()
             for upload in try await client.listMultipartUploads(bucket: "behaviour") {
                 try await client.abortMultipartUpload(bucket: "behaviour", key: upload.key, uploadId: upload.uploadId)

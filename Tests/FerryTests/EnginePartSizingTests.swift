@@ -32,7 +32,7 @@ struct EnginePartSizingTests {
             #expect(request.partSizing == .adaptive && request.partSize == 5 * Self.mib)
             let upload = try await client.upload(request)
             let (log, collector) = EventLog.collect(upload)
-            while (log.progress.last?.totalBytesSent ?? 0) < 60 * Self.mib { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(await log.waitForProgress(60 * Self.mib))
             await upload.pause()
             try await log.waitForPause()
 

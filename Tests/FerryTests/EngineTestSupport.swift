@@ -49,18 +49,97 @@ extension TestServer {
     }
 }
 
-/// Collects an upload's events while it runs.
-final class EventLog: @unchecked Sendable {
-    // Every access holds `lock`.
+/// Events as they arrive, and waits for a condition on them that end the moment an event makes it hold.
+final class EventRecord<Event: Sendable>: @unchecked Sendable {
+    typealias Predicate = @Sendable ([Event]) -> Bool
+    // Every access to the mutable state holds `lock`. Conditions are checked, and continuations resumed, after
+    // letting go of it (a condition may read the record again).
     private let lock = NSLock()
-    private var _events: [UploadEvent] = []
-    var events: [UploadEvent] { lock.withLock { _events } }
-    func append(_ event: UploadEvent) { lock.withLock { _events.append(event) } }
+    private var _events: [Event] = []
+    private var ended = false
+    private var waiters: [Int: (predicate: Predicate, continuation: CheckedContinuation<Bool, Never>)] = [:]
+    private var nextWaiter = 0
+
+    var events: [Event] { lock.withLock { _events } }
+
+    /// Adds an event and answers the waiters whose condition holds now.
+    func append(_ event: Event) {
+        let (events, waiting) = lock.withLock { () -> ([Event], [Int: Predicate]) in
+            _events.append(event)
+            return (_events, waiters.mapValues(\.predicate))
+        }
+        answer(waiting.filter { $0.value(events) }.keys, with: true)
+    }
+
+    /// No more events come: every waiter is answered, true when its condition holds.
+    func end() {
+        let (events, waiting) = lock.withLock { () -> ([Event], [Int: Predicate]) in
+            ended = true
+            return (_events, waiters.mapValues(\.predicate))
+        }
+        let holding = waiting.filter { $0.value(events) }.keys
+        answer(holding, with: true)
+        answer(waiting.keys.filter { !holding.contains($0) }, with: false)
+    }
+
+    /// Waits until `predicate` holds for the events so far: true at once when it does, false when the events end or
+    /// `limit` passes without it (a bound only a broken test reaches, not a guess at how long it takes).
+    func wait(within limit: Duration = .seconds(120), until predicate: @escaping Predicate) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.waitForever(until: predicate) }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    private func waitForever(until predicate: @escaping Predicate) async -> Bool {
+        let number = lock.withLock { () -> Int in
+            nextWaiter += 1
+            return nextWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // Registered first, then checked: an event appended in between is checked by `append` as well.
+                let (events, isEnded) = lock.withLock { () -> ([Event], Bool) in
+                    waiters[number] = (predicate, continuation)
+                    return (_events, ended)
+                }
+                if predicate(events) {
+                    answer([number], with: true)
+                } else if isEnded || Task.isCancelled {
+                    answer([number], with: false)
+                }
+            }
+        } onCancel: {
+            answer([number], with: false)
+        }
+    }
+
+    /// Answers the waiters numbered `numbers` that are still waiting (each is answered once).
+    private func answer(_ numbers: some Sequence<Int>, with answer: Bool) {
+        let continuations = lock.withLock { numbers.compactMap { waiters.removeValue(forKey: $0)?.continuation } }
+        for continuation in continuations { continuation.resume(returning: answer) }
+    }
+}
+
+/// Collects an upload's events while it runs.
+final class EventLog: Sendable {
+    private let record = EventRecord<UploadEvent>()
+    var events: [UploadEvent] { record.events }
+    func append(_ event: UploadEvent) { record.append(event) }
 
     /// Starts collecting; the task ends when the sequence finishes.
     static func collect(_ upload: ResumableUploadTask) -> (EventLog, Task<Void, Never>) {
         let log = EventLog()
-        let task = Task { for await event in upload.events { log.append(event) } }
+        let task = Task {
+            for await event in upload.events { log.append(event) }
+            log.record.end()
+        }
         return (log, task)
     }
 
@@ -72,10 +151,65 @@ final class EventLog: @unchecked Sendable {
     /// How many times the upload reported `paused`.
     var pauses: Int { count { if case .paused = $0 { true } else { false } } }
 
+    /// Waits until `predicate` holds for the events so far (false when the upload ends first or `limit` passes).
+    @discardableResult
+    func wait(within limit: Duration = .seconds(60), until predicate: @escaping @Sendable ([UploadEvent]) -> Bool) async -> Bool {
+        await record.wait(within: limit, until: predicate)
+    }
+
+    /// Waits until at least `bytes` were reported sent.
+    @discardableResult
+    func waitForProgress(_ bytes: Int64, within limit: Duration = .seconds(60)) async -> Bool {
+        await wait(within: limit) { events in
+            events.contains { if case .progress(let progress) = $0 { progress.totalBytesSent >= bytes } else { false } }
+        }
+    }
+
     /// Waits until a `paused` event has arrived (it reaches the collecting task a moment after the pause), or `limit`
     /// has passed.
     func waitForPause(within limit: Duration = .seconds(60)) async throws {
-        let deadline = ContinuousClock.now + limit
-        while pauses == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        await wait(within: limit) { events in events.contains { if case .paused = $0 { true } else { false } } }
+    }
+}
+
+/// Passes every request on to another transport and counts them as the client starts them: once a pause or stop
+/// has returned, the count must not move.
+final class CountingTransport: HTTPTransport {
+    private let inner: any HTTPTransport
+    private let counts = EventRecord<String>()
+
+    init(_ inner: any HTTPTransport = AsyncHTTPClientTransport()) { self.inner = inner }
+
+    /// Requests started so far.
+    var requests: Int { counts.events.count }
+
+    /// Waits until more than `count` requests have started (false when `limit` passes first).
+    func wait(forMoreThan count: Int, within limit: Duration = .seconds(60)) async -> Bool {
+        await counts.wait(within: limit) { $0.count > count }
+    }
+
+    func send(
+        _ request: TransportRequest, bodyProgress: @escaping @Sendable (Int) -> Void,
+        responseSink: (@Sendable ([UInt8]) async throws -> Void)?
+    ) async throws -> TransportResponse {
+        counts.append(request.url)
+        return try await inner.send(request, bodyProgress: bodyProgress, responseSink: responseSink)
+    }
+
+    func makeBodyBuffer(capacity: Int) -> any BodyBuffer { inner.makeBodyBuffer(capacity: capacity) }
+}
+
+/// Signals a test waits for: something happened (once more).
+final class Signals: Sendable {
+    private let record = EventRecord<Void>()
+
+    /// Records one.
+    func signal() { record.append(()) }
+
+    /// Waits until `count` have been recorded in all; false when `limit` passes first (a bound only a broken test
+    /// reaches).
+    @discardableResult
+    func wait(for count: Int, within limit: Duration = .seconds(300)) async -> Bool {
+        await record.wait(within: limit) { $0.count >= count }
     }
 }

@@ -73,13 +73,17 @@ struct PartBufferPoolTests {
         pool.give(first)
         pool.give(second)
         let handedOut = Flag()
+        let asking = Signals()
         let waiting = Task {
+            asking.signal()
             let buffer = await pool.take(capacity: 1 << 20, patience: .seconds(10))
             handedOut.set()
             return buffer
         }
+        #expect(await asking.wait(for: 1))
+        // Both buffers are still held: the pool waits rather than hand one out or allocate a third. Nothing is handed
+        // out for a while: watching that is what this checks.
         try await Task.sleep(for: .milliseconds(30))
-        // Both buffers are still held: the pool waits rather than hand one out or allocate a third.
         #expect(!handedOut.value)
         #expect(held?.getBytes(at: 0, length: 3) == [1, 1, 1])
         held = nil  // the client lets go of the first buffer

@@ -87,11 +87,13 @@ struct PauseAfterFailureTests {
 
         let gate = WriteGate()
         let (stopDecided, decided) = AsyncStream<Void>.makeStream()
+        let (pauseTaken, taken) = AsyncStream<Void>.makeStream()
         var configuration = ObjectStorageClient.Configuration()
         configuration.transport = RefusingTransport()
         configuration.retryPolicy = .none
         configuration.beforeCheckpointWrite = { gate.hold() }
         configuration.stopDecided = { decided.yield() }
+        configuration.controlTaken = { if case .pause = $0 { taken.yield() } }
         let client = ObjectStorageClient(
             endpoint: URL(string: "http://127.0.0.1:1")!, credentials: Credentials(accessKeyId: "AKID", secretAccessKey: "secret"),
             configuration: configuration)
@@ -109,7 +111,7 @@ struct PauseAfterFailureTests {
         // The second part is refused and the run has decided why it stopped; its flush waits for the held write.
         #expect(await arrives(stopDecided, within: .seconds(60)), "the upload did not stop")
         let pausing = Task { await upload.pause() }
-        try await Task.sleep(for: .milliseconds(300))  // the pause has been asked for
+        #expect(await arrives(pauseTaken, within: .seconds(60)), "the upload did not take the pause in")
         gate.release.signal()
         await pausing.value
 

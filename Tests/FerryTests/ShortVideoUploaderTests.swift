@@ -6,21 +6,25 @@ import Foundation
 import Testing
 
 /// Collects a short-video uploader's events.
-final class ShortVideoLog: @unchecked Sendable {
-    // Every access holds `lock`.
-    private let lock = NSLock()
-    private var _events: [ShortVideoEvent] = []
-    var events: [ShortVideoEvent] { lock.withLock { _events } }
+final class ShortVideoLog: Sendable {
+    private let record = EventRecord<ShortVideoEvent>()
+    var events: [ShortVideoEvent] { record.events }
 
     static func collect(_ uploader: ShortVideoUploader, onEvent: @escaping @Sendable (ShortVideoEvent) async -> Void = { _ in }) -> (ShortVideoLog, Task<Void, Never>) {
         let log = ShortVideoLog()
         let task = Task {
             for await event in uploader.events {
-                log.lock.withLock { log._events.append(event) }
+                log.record.append(event)
                 await onEvent(event)
             }
+            log.record.end()
         }
         return (log, task)
+    }
+
+    /// Waits until an event satisfies `predicate` (false when the events end or `limit` passes first).
+    func wait(within limit: Duration = .seconds(120), for predicate: @escaping @Sendable (ShortVideoEvent) -> Bool) async -> Bool {
+        await record.wait(within: limit) { $0.contains(where: predicate) }
     }
 
     var progress: [(Int64, Int64)] {
@@ -51,10 +55,8 @@ struct ShortVideoUploaderTests {
                 video: video, cover: cover, info: MediaInfo(title: "Short", tags: "game", desc: "desc", cateId: 10),
                 credentials: server.stsToken(validFor: -5))
             try await proxy.shutdown()
-            // The last event is delivered just before `upload` returns; give the collector a moment to see it.
-            for _ in 0..<3000 where log.count({ if case .succeeded = $0 { true } else { false } }) == 0 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            // The last event is delivered just before `upload` returns; the collector sees it a moment later.
+            #expect(await log.wait { if case .succeeded = $0 { true } else { false } })
             collector.cancel()
 
             #expect(log.count { if case .tokenExpired = $0 { true } else { false } } == 1)
@@ -89,6 +91,8 @@ struct ShortVideoUploaderTests {
             proxy.inject(.delay(seconds: 0.3), when: .query(contains: "partNumber"), times: .max)
             var configuration = UploadQueueTests.configuration(records: directory + "/records")
             configuration.partConcurrency = 1
+            let transport = CountingTransport()
+            configuration.objectStorage.transport = transport
             let uploader = ShortVideoUploader(endpoint: URL(string: proxy.endpoint)!, configuration: configuration)
             let (log, collector) = ShortVideoLog.collect(uploader)
             await #expect(throws: FerryError.self) {
@@ -96,21 +100,19 @@ struct ShortVideoUploaderTests {
                     video: URL(fileURLWithPath: directory + "/missing.mp4"), cover: cover, info: MediaInfo(),
                     credentials: server.stsToken())
             }
-            while log.count({ if case .failed = $0 { true } else { false } }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await log.wait { if case .failed = $0 { true } else { false } })
             #expect(log.count { if case .failed("fileNotFound", let message) = $0 { message.contains("missing.mp4") } else { false } } == 1)
             let token = server.stsToken()
             let running = Task { try await uploader.upload(video: video, cover: cover, info: MediaInfo(title: "Cancelled"), credentials: token) }
-            func sent() -> Int64 { log.progress.last?.0 ?? 0 }
-            while sent() == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await log.wait { if case .progress(let sent, _) = $0 { sent > 0 } else { false } })
             await uploader.pause()
-            // Events emitted before the pause took hold may still be on their way to the log (a busy machine delays
-            // the collector).
-            try await Task.sleep(for: .seconds(1))
-            let paused = sent()
+            // Both engine uploads have stopped when pause returns: no request starts from now on. Watching for a while
+            // is what this checks (a pause that did not hold would send the next part within it).
+            let requestsAtPause = transport.requests
             try await Task.sleep(for: .milliseconds(400))
-            #expect(sent() == paused, "nothing is sent while paused")
+            #expect(transport.requests == requestsAtPause, "nothing is sent while paused")
             #expect(await uploader.resume())
-            while sent() <= paused { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await transport.wait(forMoreThan: requestsAtPause), "nothing was sent after resume")
             #expect(await uploader.cancel())
             await #expect(throws: FerryError.self) { try await running.value }
             collector.cancel()

@@ -4,12 +4,15 @@ import Testing
 
 @testable import Ferry
 
-/// A transport whose requests never answer until they are cancelled.
+/// A transport whose requests never answer until they are cancelled; it signals each request it holds.
 struct SilentTransport: HTTPTransport {
+    var holding = Signals()
+
     func send(
         _ request: TransportRequest, bodyProgress: @escaping @Sendable (Int) -> Void,
         responseSink: (@Sendable ([UInt8]) async throws -> Void)?
     ) async throws -> TransportResponse {
+        holding.signal()
         try await Task.sleep(for: .seconds(3600))
         throw TransportError("no answer")
     }
@@ -50,8 +53,9 @@ struct TypedErrorTests {
             #expect(error.code == .network)
         }
 
+        let silentTransport = SilentTransport()
         let silent = ObjectStorageClient(
-            endpoint: Self.closed, credentials: Self.credentials, configuration: Self.configuration(SilentTransport()))
+            endpoint: Self.closed, credentials: Self.credentials, configuration: Self.configuration(silentTransport))
         let call = Task { () -> FerryError? in
             do {
                 _ = try await silent.getObject(bucket: "b", key: "k")
@@ -63,7 +67,8 @@ struct TypedErrorTests {
                 return nil
             }
         }
-        try await Task.sleep(for: .milliseconds(50))
+        // Cancelled while its request is in flight.
+        #expect(await silentTransport.holding.wait(for: 1))
         call.cancel()
         let error = await call.value
         #expect(error?.code == .cancelled)

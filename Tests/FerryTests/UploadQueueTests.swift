@@ -33,32 +33,30 @@ func makeMediaFile(size: Int, ext: String, in directory: String) throws -> URL {
 }
 
 /// Collects a queue's events while it runs.
-final class QueueLog: @unchecked Sendable {
-    // Every access holds `lock`.
-    private let lock = NSLock()
-    private var _events: [UploadQueueEvent] = []
-    var events: [UploadQueueEvent] { lock.withLock { _events } }
+final class QueueLog: Sendable {
+    private let record = EventRecord<UploadQueueEvent>()
+    var events: [UploadQueueEvent] { record.events }
 
     static func collect(_ queue: UploadQueue, onEvent: @escaping @Sendable (UploadQueueEvent) async -> Void = { _ in }) -> (QueueLog, Task<Void, Never>) {
         let log = QueueLog()
         let task = Task {
             for await event in queue.events {
-                log.lock.withLock { log._events.append(event) }
+                log.record.append(event)
                 await onEvent(event)
             }
+            log.record.end()
         }
         return (log, task)
     }
 
-    /// Waits (without blocking a thread) until `predicate` holds for the events so far.
-    func wait(_ what: String, timeout: Duration = .seconds(120), until predicate: ([UploadQueueEvent]) -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !predicate(events) {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("timed out waiting for \(what)")
-                throw CancellationError()
-            }
-            try await Task.sleep(for: .milliseconds(10))
+    /// Waits until `predicate` holds for the events so far, checking as each event arrives; records an issue and
+    /// throws when the events end or `timeout` passes first.
+    func wait(
+        _ what: String, timeout: Duration = .seconds(120), until predicate: @escaping @Sendable ([UploadQueueEvent]) -> Bool
+    ) async throws {
+        guard await record.wait(within: timeout, until: predicate) else {
+            Issue.record("timed out waiting for \(what)")
+            throw CancellationError()
         }
     }
 
@@ -343,6 +341,8 @@ struct UploadQueueTests {
             proxy.inject(.delay(seconds: 0.3), when: .query(contains: "partNumber"), times: .max)
             var configuration = Self.configuration(records: directory + "/records")
             configuration.partConcurrency = 1
+            let transport = CountingTransport()
+            configuration.objectStorage.transport = transport
             let queue = UploadQueue(
                 authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()), configuration: configuration)
             let (log, collector) = QueueLog.collect(queue)
@@ -352,12 +352,12 @@ struct UploadQueueTests {
             try await log.wait("the video's second part", until: { _ in (log.progress(of: videoItem).last ?? 0) > Int64(5 * Self.mib) })
             await queue.stop()
             #expect(await queue.listFiles().map(\.state) == [.cancelled, .ready])
-            // Events emitted before the stop took hold may still be on their way to the log (a busy machine delays
-            // the collector).
-            try await Task.sleep(for: .seconds(1))
-            let seen = log.events.count
+            // The video's engine upload has stopped when stop returns: no request (a part, or the image's
+            // CreateUploadImage) starts from now on. Watching for a while is what this checks.
+            let requestsAtStop = transport.requests
             try await Task.sleep(for: .milliseconds(600))
-            #expect(log.events.count == seen, "nothing uploads or starts after stop")
+            #expect(transport.requests == requestsAtStop, "nothing uploads or starts after stop")
+            #expect(log.count(QueueLog.isStarted) == 1)
             #expect(await queue.resumeFile(at: 0))
             try await log.wait("both files", until: { _ in log.finished().count == 2 })
             collector.cancel()

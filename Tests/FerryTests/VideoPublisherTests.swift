@@ -88,13 +88,16 @@ struct VideoPublisherTests {
         }
     }
 
-    /// Waits until the proxy has received a request matching `predicate` (the request it stalls).
-    static func waitForRequest(_ proxy: FaultProxy, _ predicate: (Entry) -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !proxy.log.contains(where: predicate) {
-            guard ContinuousClock.now < deadline else { throw CancellationError() }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+    /// Stalls the first request `match` picks, and returns a wait that ends once the proxy has that request.
+    static func stall(_ match: Match, at proxy: FaultProxy) -> @Sendable () async -> Void {
+        let arrived = Signals()
+        // The matcher runs as the request arrives (under the proxy's lock, so it only signals).
+        proxy.inject(.stall(seconds: 60), when: Match { request in
+            guard match.matches(request) else { return false }
+            arrived.signal()
+            return true
+        })
+        return { await arrived.wait(for: 1) }
     }
 
     static func isPart(_ entry: Entry) -> Int? {
@@ -110,10 +113,10 @@ struct VideoPublisherTests {
     static func publishAndCancel(
         _ publisher: VideoPublisher, _ parameters: PublishParameters, proxy: FaultProxy, stallPart: Int
     ) async throws -> (PublishResult, PublishEventLog) {
-        proxy.inject(.stall(seconds: 60), when: .partNumber(stallPart))
+        let stalled = stall(.partNumber(stallPart), at: proxy)
         let task = try publisher.publish(parameters)
         let (log, collector) = PublishEventLog.collect(task)
-        try await waitForRequest(proxy) { isPart($0) == stallPart }
+        await stalled()
         await task.cancel()
         let result = await task.result
         await collector.value
@@ -359,12 +362,12 @@ struct VideoPublisherTests {
         let video = try Self.makeFile("cancel.mp4", size: 1000, in: directory)
         try await TestServer.with { server in
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
-            proxy.inject(.stall(seconds: 60), when: .path(contains: "ApplyUploadUGC"))
+            let stalled = Self.stall(.path(contains: "ApplyUploadUGC"), at: proxy)
             let publisher = Self.publisher(proxy.endpoint, records: directory + "/records")
             let task = try publisher.publish(
                 PublishParameters(signature: server.publishSignature(), videoPath: video.path))
             let (log, collector) = PublishEventLog.collect(task)
-            try await Self.waitForRequest(proxy) { $0.path.contains("ApplyUploadUGC") }
+            await stalled()
             await task.cancel()
             let result = await task.result
             await collector.value

@@ -43,6 +43,9 @@ public final class ObjectStorageClient: Sendable {
         /// Called on an upload's actor once a run that stopped has fixed why (failure, pause or cancel), before it
         /// flushes its checkpoint (tests act in the window that opens there instead of guessing when it opened).
         var stopDecided: (@Sendable () -> Void)?
+        /// Called on an upload's actor once it has taken in a pause, a cancel, or a caller that waits for the result
+        /// (tests act once the upload has it instead of guessing when it arrived).
+        var controlTaken: (@Sendable (ResumableUploadTask.Control) -> Void)?
 
         /// The defaults.
         public init() {

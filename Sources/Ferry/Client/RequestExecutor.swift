@@ -20,21 +20,21 @@ public struct RequestObserver: Sendable {
 /// The credentials an upload signs with: its provider's, or ones the app handed over with `resume(with:)`.
 ///
 /// When the server refuses expired credentials, the requests in flight that were refused together share one call of
-/// the provider (``refresh(after:)`` is single-flight), and those refused with credentials already replaced get the
-/// replacement without asking again.
+/// the provider (``refresh(after:)`` renews through one ``CredentialCache``), and those refused with credentials already
+/// replaced get the replacement without asking again.
 actor CredentialSource {
     let provider: any CredentialProvider
     /// The time expiry is judged by.
     let now: @Sendable () -> Date
+    /// Credentials the app handed over, signed with instead of the provider's until a refresh replaces them.
     private var override: Credentials?
-    /// The credentials the last refresh got.
-    private var refreshed: Credentials?
-    /// The refresh under way, with the credentials it replaces.
-    private var refreshing: (stale: Credentials, task: Task<Credentials?, any Error>)?
+    /// The credentials that last replaced refused ones (the override, or the provider's answer to a refusal).
+    private let replacement: CredentialCache
 
     init(provider: any CredentialProvider, now: @escaping @Sendable () -> Date = { Date() }) {
         self.provider = provider
         self.now = now
+        replacement = CredentialCache(now: now) { try await provider.credentials() }
     }
 
     func current() async throws -> Credentials {
@@ -42,26 +42,16 @@ actor CredentialSource {
         return try await provider.credentials()
     }
 
-    func set(_ credentials: Credentials) { override = credentials }
+    func set(_ credentials: Credentials) {
+        override = credentials
+        replacement.replace(with: credentials)
+    }
 
     /// Fresh credentials after `stale` was refused as expired, or nil when there are none fresher.
     func refresh(after stale: Credentials) async throws -> Credentials? {
-        if let override, override != stale, !override.isExpired(at: now()) { return override }
-        if let refreshed, refreshed != stale, !refreshed.isExpired(at: now()) { return refreshed }
-        if let refreshing, refreshing.stale == stale { return try await refreshing.task.value }
-        let provider = self.provider
-        let now = self.now
-        let task = Task { () throws -> Credentials? in
-            let fresh = try await provider.credentials()
-            return fresh == stale || fresh.isExpired(at: now()) ? nil : fresh
-        }
-        refreshing = (stale, task)
-        defer { if refreshing?.stale == stale { refreshing = nil } }
-        let fresh = try await task.value
-        if let fresh {
-            override = nil
-            refreshed = fresh
-        }
+        let fresh = try await replacement.renew(after: stale)
+        guard fresh != stale, !fresh.isExpired(at: now()) else { return nil }
+        if fresh != override { override = nil }
         return fresh
     }
 }

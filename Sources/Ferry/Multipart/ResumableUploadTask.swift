@@ -26,18 +26,13 @@ public actor ResumableUploadTask {
     /// or ends.
     private let partBuffers: PartBufferPool
 
-    private enum State {
-        case running
-        case paused
-        case finished(Result<UploadResult, FerryError>)
-    }
-    private var state: State = .running
+    /// Where the upload is and who waits for its result; the actor performs what it says.
+    private var machine = Machine()
+    private typealias Machine = StateMachine<CheckedContinuation<UploadResult, any Error>>
+    /// Sends the upload while it runs; nil before the first start.
     private var runner: Task<Void, Never>?
-    private var stopReason: StopReason?
-    private enum StopReason { case pause, cancel }
-    /// Callers awaiting ``result``, by a number of their own.
-    private var waiters: [Int: CheckedContinuation<UploadResult, any Error>] = [:]
-    private var nextWaiter = 0
+    /// Aborts the server's upload and deletes the checkpoint after a cancel.
+    private var cleanup: Task<Void, Never>?
 
     // The upload as far as it got; kept across pauses.
     private var plan: UploadPlan?
@@ -73,10 +68,16 @@ public actor ResumableUploadTask {
     }
 
     func start() {
+        guard case .run = machine.start() else { return }
         runner = Task { await self.run() }
     }
 
     // MARK: Control
+
+    /// What an upload takes in from outside, as ``ObjectStorageClient/Configuration`` reports it to tests.
+    enum Control: Sendable {
+        case pause, cancel, resultAwaited
+    }
 
     /// The result once the upload completes; throws its ``FerryError`` if it fails or is cancelled.
     ///
@@ -86,16 +87,21 @@ public actor ResumableUploadTask {
     /// cancelled when it asks for the result is treated the same way.
     public var result: UploadResult {
         get async throws {
-            if case .finished(let outcome) = state { return try outcome.get() }
-            let number = nextWaiter
-            nextWaiter += 1
+            let number: Int
+            switch machine.resultRequested() {
+            case .finished(let outcome): return try outcome.get()
+            case .wait(let assigned): number = assigned
+            }
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
-                    if Task.isCancelled {
-                        continuation.resume(throwing: CancellationError())
+                    switch machine.waiterArrived(number, continuation, callerCancelled: Task.isCancelled) {
+                    case .wait:
+                        client.configuration.controlTaken?(.resultAwaited)
+                    case .answer(let waiter, let outcome):
+                        waiter.resume(with: outcome.mapError { $0 as any Error })
+                    case .cancel(let waiter):
+                        waiter.resume(throwing: CancellationError())
                         Task { await self.callerCancelled(nil) }
-                    } else {
-                        waiters[number] = continuation
                     }
                 }
             } onCancel: {
@@ -107,28 +113,31 @@ public actor ResumableUploadTask {
     /// A caller awaiting the result (`number`), or one cancelled before it could wait (nil), was cancelled: a waiting
     /// one gets `CancellationError`; when no one is left waiting, the upload pauses.
     private func callerCancelled(_ number: Int?) async {
-        if let number {
-            guard let waiter = waiters.removeValue(forKey: number) else { return }
-            waiter.resume(throwing: CancellationError())
-        }
-        if waiters.isEmpty { await pause() }
+        let action = machine.callerCancelled(number)
+        action.waiter?.resume(throwing: CancellationError())
+        if action.pause { await pause() }
     }
 
     /// Stops sending at once; the upload id and checkpoint stay, and ``resume()`` continues from the parts done.
     public func pause() async {
-        guard case .running = state, let runner else { return }
-        stopReason = .pause
-        runner.cancel()
-        await runner.value
+        let action = machine.pause()
+        client.configuration.controlTaken?(.pause)
+        switch action {
+        case .stopRunner:
+            runner?.cancel()
+            await runner?.value
+        case .waitForRunner:
+            await runner?.value
+        case .none:
+            break
+        }
     }
 
     /// Continues a paused upload.
     public func resume() {
-        guard case .paused = state else { return }
-        state = .running
-        stopReason = nil
+        guard case .run = machine.resume() else { return }
         continuation.yield(.resumed)
-        start()
+        runner = Task { await self.run() }
     }
 
     /// Continues a paused upload (e.g. after `credentialsExpired`) with new credentials.
@@ -140,44 +149,58 @@ public actor ResumableUploadTask {
     /// Stops at once, in-flight requests included. With `deleteUploadIdOnCancelling` the server's upload is aborted
     /// and the checkpoint deleted; otherwise both stay for a later run to resume.
     public func cancel() async {
-        switch state {
-        case .finished: return
-        case .running:
-            stopReason = .cancel
-            if let runner {
-                runner.cancel()
-                await runner.value
+        let action = machine.cancel()
+        client.configuration.controlTaken?(.cancel)
+        switch action {
+        case .stopRunner:
+            runner?.cancel()
+            await runner?.value  // its end starts the clean-up
+        case .waitForRunner:
+            await runner?.value
+        case .cleanUp:
+            startCleanup()
+        case .waitForCleanup:
+            break
+        case .none:
+            return
+        }
+        await cleanup?.value
+    }
+
+    /// Aborts the server's upload and deletes the checkpoint (with `deleteUploadIdOnCancelling`), then ends the upload
+    /// as cancelled. Runs in a task of its own, so a cancelled runner or caller does not cut it short.
+    private func startCleanup() {
+        cleanup = Task {
+            if request.deleteUploadIdOnCancelling {
+                if let uploadId {
+                    try? await client.abortMultipartUpload(
+                        bucket: request.bucket, key: request.key, uploadId: uploadId, credentials: credentials)
+                }
+                await checkpointWriter?.delete()
             }
-            if case .finished = state { return }
-        case .paused:
+            if let finish = machine.cleanedUp() { self.finish(finish) }
+        }
+    }
+
+    private func finish(_ finish: Machine.Finish) {
+        partBuffers.removeAll()
+        for event in finish.events { continuation.yield(event) }
+        continuation.finish()
+        for waiter in finish.waiters { waiter.resume(with: finish.outcome.mapError { $0 as any Error }) }
+    }
+
+    private func perform(_ action: Machine.RunEndAction) {
+        switch action {
+        case .pause(let events):
+            for event in events { continuation.yield(event) }
+        case .cleanUp(let events):
+            for event in events { continuation.yield(event) }
+            startCleanup()
+        case .finish(let finish):
+            self.finish(finish)
+        case .none:
             break
         }
-        await cancelCleanup()
-    }
-
-    private func cancelCleanup() async {
-        if request.deleteUploadIdOnCancelling {
-            if let uploadId {
-                try? await client.abortMultipartUpload(
-                    bucket: request.bucket, key: request.key, uploadId: uploadId, credentials: credentials)
-            }
-            await checkpointWriter?.delete()
-        }
-        continuation.yield(.cancelled)
-        finish(.failure(FerryError.cancelledError()))
-    }
-
-    private func finish(_ outcome: Result<UploadResult, FerryError>) {
-        state = .finished(outcome)
-        partBuffers.removeAll()
-        switch outcome {
-        case .success(let result): continuation.yield(.completed(result))
-        case .failure(let error) where error.code != .cancelled: continuation.yield(.failed(error))
-        case .failure: break
-        }
-        continuation.finish()
-        for waiter in waiters.values { waiter.resume(with: outcome.mapError { $0 as any Error }) }
-        waiters = [:]
     }
 
     // MARK: Running
@@ -185,32 +208,17 @@ public actor ResumableUploadTask {
     private func run() async {
         do {
             let result = try await upload()
-            finish(.success(result))
+            perform(machine.uploadSucceeded(result))
         } catch {
             // Why it stopped is decided now: a pause or cancel that arrives while the checkpoint is flushed below
             // finds an upload that already failed, and must not turn the failure into a pause.
-            let reason = stopReason
+            machine.uploadFailed(Self.ferryError(error))
             client.configuration.stopDecided?()
             // A stopped upload holds no part buffers while it waits, and its checkpoint is on disk before anyone hears
             // it stopped (a failed write already failed the upload).
             partBuffers.removeAll()
             try? await checkpointWriter?.flush()
-            switch reason {
-            case .pause:
-                state = .paused
-                continuation.yield(.paused)
-            case .cancel:
-                state = .paused  // cancel() does the cleanup once the runner has stopped
-            case nil:
-                let ferryError = Self.ferryError(error)
-                if ferryError.code == .credentialsExpired {
-                    state = .paused
-                    continuation.yield(.credentialsExpired)
-                    continuation.yield(.paused)
-                } else {
-                    finish(.failure(ferryError))
-                }
-            }
+            perform(machine.stopSettled())
         }
     }
 

@@ -52,7 +52,8 @@ public actor ShortVideoUploader {
     /// The configuration.
     public nonisolated let configuration: Configuration
 
-    private var credentials: Credentials?
+    /// The STS credential of the upload under way; only the app renews it, with ``refresh(credentials:)``.
+    private var token: CredentialCache?
     private var queue: UploadQueue?
     private var tokenWaiter: CheckedContinuation<Void, any Error>?
     private var cancelled = false
@@ -91,13 +92,16 @@ public actor ShortVideoUploader {
     private func run(video: URL, cover: URL, info: MediaInfo, credentials: Credentials) async throws -> ShortVideoResult {
         let videoSize = try FileRanges.attributes(of: video.path).size
         let coverSize = try FileRanges.attributes(of: cover.path).size
-        self.credentials = credentials
+        let token = CredentialCache(credentials, now: configuration.objectStorage.now) {
+            throw FerryError(.credentialsExpired, "The STS credential expired; refresh it.")
+        }
+        self.token = token
         cancelled = false
         let queue = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: credentials), configuration: settings)
         self.queue = queue
         defer { self.queue = nil }
 
-        let coverTicket = try await coverTicket(for: cover, info: info)
+        let coverTicket = try await coverTicket(for: cover, info: info, token: token)
         if cancelled { throw FerryError.cancelledError() }
         var videoInfo = info
         videoInfo.coverURL = coverTicket.imageURL
@@ -170,7 +174,7 @@ public actor ShortVideoUploader {
     /// Continues with a new STS credential after ``ShortVideoEvent/tokenExpired`` (the seed's
     /// `refreshWithAccessKeyId:accessKeySecret:accessToken:expireTime:`).
     public func refresh(credentials: Credentials) async {
-        self.credentials = credentials
+        token?.replace(with: credentials)
         tokenWaiter?.resume()
         tokenWaiter = nil
         await queue?.resume(withToken: credentials)
@@ -183,18 +187,13 @@ public actor ShortVideoUploader {
         return settings
     }
 
-    private func currentCredentials() throws -> Credentials {
-        guard let credentials, !credentials.isExpired(at: configuration.objectStorage.now()) else {
-            throw FerryError(.credentialsExpired, "The STS credential expired; refresh it.")
-        }
-        return credentials
-    }
-
     /// Creates the cover image (so the video can name its URL), waiting for a fresh credential when it expired.
-    private func coverTicket(for cover: URL, info: MediaInfo) async throws -> MediaServiceClient.UploadTicket {
+    private func coverTicket(for cover: URL, info: MediaInfo, token: CredentialCache) async throws
+        -> MediaServiceClient.UploadTicket
+    {
         let media = MediaServiceClient(
             endpoint: endpoint, region: configuration.region,
-            credentialProvider: ClosureCredentialProvider { try await self.currentCredentials() },
+            credentialProvider: ClosureCredentialProvider { try await token.credentials() },
             configuration: configuration.engine)
         let ext = cover.pathExtension.lowercased()
         while true {

@@ -29,23 +29,18 @@ public actor UploadQueue {
     private nonisolated let journal: MediaUploadJournal?
     /// How the queue's own tasks reach it without keeping it alive: the queue lives as long as its owner holds it.
     private nonisolated let reference = QueueReference()
+    /// The list, each file's state and its engine upload; the actor performs what it says.
+    private var machine: StateMachine<ResumableUploadTask>
     /// Each uploading item's run (ticket, engine upload, events), cancelled when the queue is released.
     private var runs: [Item.ID: Task<Void, Never>] = [:]
-    private var items: [Item] = []
-    private var nextId = 1
-    private var isRunning = false
-    /// Which run of an item is current; a run whose generation is stale stops at its next step.
-    private var generations: [Item.ID: Int] = [:]
-    private var uploads: [Item.ID: ResumableUploadTask] = [:]
     private var tickets: [Item.ID: MediaServiceClient.UploadTicket] = [:]
     /// Control operations on an item's engine upload, one after another.
     private var controls: [Item.ID: Task<Void, Never>] = [:]
     private var authWaiters: [Item.ID: CheckedContinuation<MediaServiceClient.UploadTicket, any Error>] = [:]
     private var pendingAuth: [Item.ID: MediaServiceClient.UploadTicket] = [:]
     private var tokenWaiters: [Item.ID: CheckedContinuation<Void, any Error>] = [:]
-    /// Items whose engine upload paused because its credential expired, waiting for `resume(with…)`.
-    private var expired: Set<Item.ID> = []
-    private var stsCredentials: Credentials?
+    /// The STS credential (nil without STS authorization); only the app renews it, with `resume(withToken:)`.
+    private nonisolated let stsToken: CredentialCache?
 
     /// Creates a queue; nothing uploads until ``start()``.
     public init(authorization: Authorization, configuration: Configuration = .init()) {
@@ -53,7 +48,14 @@ public actor UploadQueue {
         self.authorization = authorization
         self.configuration = configuration
         journal = configuration.effectiveRecordDirectory.map { MediaUploadJournal(directory: $0) }
-        if case .sts(_, let credentials) = authorization { stsCredentials = credentials }
+        machine = StateMachine(maxConcurrentUploads: configuration.maxConcurrentUploads)
+        if case .sts(_, let credentials) = authorization {
+            stsToken = CredentialCache(credentials, now: configuration.objectStorage.now) {
+                throw FerryError(.credentialsExpired, "The STS credential expired; resume with a new one.")
+            }
+        } else {
+            stsToken = nil
+        }
         reference.queue = self
     }
 
@@ -64,7 +66,7 @@ public actor UploadQueue {
         for waiter in authWaiters.values { waiter.resume(throwing: CancellationError()) }
         for waiter in tokenWaiters.values { waiter.resume(throwing: CancellationError()) }
         for run in runs.values { run.cancel() }
-        for upload in uploads.values { Task { await upload.pause() } }
+        for upload in machine.allUploads { Task { await upload.pause() } }
     }
 
     // MARK: The list
@@ -83,72 +85,66 @@ public actor UploadQueue {
     }
 
     func add(_ fileURL: URL, info: MediaInfo, kind: MediaKind, imageType: String = "default", ticket: MediaServiceClient.UploadTicket? = nil) -> Item.ID {
-        let id = Item.ID(value: nextId)
-        nextId += 1
-        var item = Item(id: id, fileURL: fileURL.standardizedFileURL, kind: kind, info: info)
-        item.imageType = imageType
-        items.append(item)
+        let (id, starts) = machine.add(fileURL, info: info, kind: kind, imageType: imageType)
         if let ticket { pendingAuth[id] = ticket }
-        schedule()
+        perform(starts)
         return id
     }
 
     /// The files in the list, in order, with their states.
-    public func listFiles() -> [Item] { items }
+    public func listFiles() -> [Item] { machine.items }
 
     /// One item, or nil when it is not in the list.
-    public func item(_ id: Item.ID) -> Item? { items.first { $0.id == id } }
+    public func item(_ id: Item.ID) -> Item? { machine.item(id) }
 
     /// Removes a file from the list. If it is uploading, its upload is cancelled (the server's multipart upload is
     /// aborted, its checkpoint deleted) and the next file starts. False when there is no such item.
     @discardableResult
     public func deleteFile(_ id: Item.ID) async -> Bool {
-        guard let index = index(id) else { return false }
-        let item = items.remove(at: index)
-        generations[id, default: 0] += 1
+        guard let deletion = machine.delete(id) else { return false }
         endWaits(id)
-        expired.remove(id)
         pendingAuth[id] = nil
         tickets[id] = nil
-        if uploads[id] != nil {
-            await control(id) { await $0.cancel() }
-            uploads[id] = nil
-        }
+        if let upload = deletion.upload { await control(id, upload) { await $0.cancel() } }
         controls[id] = nil
-        if authorization.isSTS { journal?.remove(item.fileURL) }
-        schedule()
+        if authorization.isSTS { journal?.remove(deletion.item.fileURL) }
+        perform(machine.schedule())
         return true
     }
 
     /// ``deleteFile(_:)`` by position in ``listFiles()``.
     @discardableResult
     public func deleteFile(at index: Int) async -> Bool {
+        let items = machine.items
         guard items.indices.contains(index) else { return false }
         return await deleteFile(items[index].id)
     }
 
     /// Removes every file, cancelling those that are uploading.
     public func clearFiles() async {
-        for item in items { await deleteFile(item.id) }
+        for item in machine.items { await deleteFile(item.id) }
     }
 
     /// Marks a file cancelled without removing it. If it is uploading it stops at once (its multipart upload and
     /// checkpoint stay, so ``resumeFile(_:)`` continues it) and the next file starts.
     @discardableResult
     public func cancelFile(_ id: Item.ID) async -> Bool {
-        guard let index = index(id) else { return false }
-        switch items[index].state {
-        case .uploading: await halt(id, to: .cancelled)
-        case .ready, .paused: items[index].state = .cancelled
-        case .cancelled, .succeeded, .failed: return false
+        switch machine.cancelFile(id) {
+        case .none:
+            return false
+        case .cancelled(let starts):
+            perform(starts)
+        case .halt(let halt):
+            await perform(halt)
+            perform(machine.schedule())
         }
-        schedule()
         return true
     }
 
     /// ``cancelFile(_:)`` by position.
     @discardableResult
     public func cancelFile(at index: Int) async -> Bool {
+        let items = machine.items
         guard items.indices.contains(index) else { return false }
         return await cancelFile(items[index].id)
     }
@@ -156,18 +152,15 @@ public actor UploadQueue {
     /// Puts a cancelled, paused or failed file back in line and starts the queue; it continues from its checkpoint.
     @discardableResult
     public func resumeFile(_ id: Item.ID) -> Bool {
-        guard let index = index(id), [.cancelled, .paused, .failed].contains(items[index].state) else { return false }
-        items[index].state = .ready
-        items[index].failureCode = nil
-        items[index].failureMessage = nil
-        isRunning = true
-        schedule()
+        guard let starts = machine.resumeFile(id) else { return false }
+        perform(starts)
         return true
     }
 
     /// ``resumeFile(_:)`` by position.
     @discardableResult
     public func resumeFile(at index: Int) -> Bool {
+        let items = machine.items
         guard items.indices.contains(index) else { return false }
         return resumeFile(items[index].id)
     }
@@ -176,28 +169,23 @@ public actor UploadQueue {
 
     /// Starts uploading the files that are ready, ``Configuration/maxConcurrentUploads`` at a time.
     public func start() {
-        isRunning = true
-        schedule()
+        perform(machine.start())
     }
 
     /// Stops the queue: files uploading now are cancelled (their checkpoints stay; ``resumeFile(_:)`` continues
     /// them); nothing more starts until ``start()``.
     public func stop() async {
-        isRunning = false
-        for item in items where item.state == .uploading { await halt(item.id, to: .cancelled) }
+        for halt in machine.stop() { await perform(halt) }
     }
 
     /// Pauses the queue and the files uploading now.
     public func pause() async {
-        isRunning = false
-        for item in items where item.state == .uploading { await halt(item.id, to: .paused) }
+        for halt in machine.pause() { await perform(halt) }
     }
 
     /// Continues a paused queue.
     public func resume() {
-        for index in items.indices where items[index].state == .paused { items[index].state = .ready }
-        isRunning = true
-        schedule()
+        perform(machine.resume())
     }
 
     // MARK: Credentials
@@ -230,8 +218,7 @@ public actor UploadQueue {
         guard let auth = UploadAuth(encoded: uploadAuth) else {
             throw FerryError(.invalidArgument, "The upload credential cannot be decoded.")
         }
-        let waiting = expired
-        expired = []
+        let waiting = machine.takeExpired()
         for id in waiting { await resumeUpload(id, with: auth.ferryCredentials) }
         return !waiting.isEmpty
     }
@@ -239,12 +226,10 @@ public actor UploadQueue {
     /// Continues with a new STS credential after ``UploadQueueEvent/tokenExpired(_:)`` (the seed's
     /// `resumeWithToken:accessKeySecret:secretToken:expireTime:`).
     public func resume(withToken credentials: Credentials) async {
-        stsCredentials = credentials
+        stsToken?.replace(with: credentials)
         for (_, waiter) in tokenWaiters { waiter.resume() }
         tokenWaiters = [:]
-        let waiting = expired
-        expired = []
-        for id in waiting { await renew(id) }
+        for id in machine.takeExpired() { await renew(id) }
     }
 
     /// Ends ``events`` (for an owner that is done with the queue).
@@ -252,39 +237,36 @@ public actor UploadQueue {
 
     // MARK: Running
 
-    private func index(_ id: Item.ID) -> Int? { items.firstIndex { $0.id == id } }
-
-    private func update(_ id: Item.ID, _ change: (inout Item) -> Void) -> Item? {
-        guard let index = index(id) else { return nil }
-        change(&items[index])
-        return items[index]
-    }
-
     private func emit(_ event: UploadQueueEvent) { continuation.yield(event) }
 
-    private func schedule() {
-        guard isRunning else { return }
-        var active = items.count(where: { $0.state == .uploading })
-        for index in items.indices where active < configuration.maxConcurrentUploads && items[index].state == .ready {
-            items[index].state = .uploading
-            active += 1
-            let id = items[index].id
-            if uploads[id] != nil {
+    /// Sets files going as the machine says.
+    private func perform(_ starts: [StateMachine<ResumableUploadTask>.Start]) {
+        for start in starts {
+            switch start {
+            case .resume(let id, let upload):
                 // A paused or cancelled upload continues where it stopped.
-                controlTask(id) { await $0.resume() }
-            } else {
-                generations[id, default: 0] += 1
-                let generation = generations[id]!
+                controlTask(id, upload) { await $0.resume() }
+            case .run(let id, let generation):
                 let reference = self.reference
                 runs[id] = Task.detached { await UploadQueue.process(reference, id, generation: generation) }
             }
         }
     }
 
+    /// Stops an uploading file as the machine says: its engine upload pauses (checkpoint kept), or its wait for
+    /// credentials ends.
+    private func perform(_ halt: StateMachine<ResumableUploadTask>.Halt) async {
+        switch halt {
+        case .pauseUpload(let id, let upload): await control(id, upload) { await $0.pause() }
+        case .endWaits(let id): endWaits(id)
+        }
+    }
+
     /// Runs `operation` on the item's engine upload after the operations before it.
     @discardableResult
-    private func controlTask(_ id: Item.ID, _ operation: @escaping @Sendable (ResumableUploadTask) async -> Void) -> Task<Void, Never> {
-        guard let upload = uploads[id] else { return Task {} }
+    private func controlTask(
+        _ id: Item.ID, _ upload: ResumableUploadTask, _ operation: @escaping @Sendable (ResumableUploadTask) async -> Void
+    ) -> Task<Void, Never> {
         let previous = controls[id]
         let task = Task {
             await previous?.value
@@ -294,29 +276,15 @@ public actor UploadQueue {
         return task
     }
 
-    private func control(_ id: Item.ID, _ operation: @escaping @Sendable (ResumableUploadTask) async -> Void) async {
-        await controlTask(id, operation).value
-    }
-
-    /// Stops an uploading item: its engine upload pauses (checkpoint kept); a wait for credentials ends.
-    private func halt(_ id: Item.ID, to state: Item.State) async {
-        guard update(id, { $0.state = state }) != nil else { return }
-        expired.remove(id)
-        if uploads[id] != nil {
-            await control(id) { await $0.pause() }
-        } else {
-            generations[id, default: 0] += 1
-            endWaits(id)
-        }
+    private func control(
+        _ id: Item.ID, _ upload: ResumableUploadTask, _ operation: @escaping @Sendable (ResumableUploadTask) async -> Void
+    ) async {
+        await controlTask(id, upload, operation).value
     }
 
     private func endWaits(_ id: Item.ID) {
         authWaiters.removeValue(forKey: id)?.resume(throwing: CancellationError())
         tokenWaiters.removeValue(forKey: id)?.resume(throwing: CancellationError())
-    }
-
-    private func isCurrent(_ id: Item.ID, _ generation: Int) -> Bool {
-        generations[id] == generation && item(id)?.state == .uploading
     }
 
     /// One run of an item: its ticket, its engine upload, the upload's events until it ends. It reaches the queue
@@ -357,47 +325,39 @@ public actor UploadQueue {
 
     /// Records the item's ticket (and, with STS, which video the file became); nil when the run is no longer current.
     private func record(_ ticket: MediaServiceClient.UploadTicket, for id: Item.ID, generation: Int) -> (Item, Configuration)? {
-        guard isCurrent(id, generation), let current = item(id) else { return nil }
+        guard let updated = machine.record(ticket, for: id, generation: generation) else { return nil }
         tickets[id] = ticket
-        let updated = update(id) {
-            $0.endpoint = ticket.address.endpoint
-            $0.bucket = ticket.address.bucket
-            $0.object = ticket.address.fileName
-            if !ticket.id.isEmpty, $0.kind == .video { $0.videoId = ticket.id }
-            if let url = ticket.imageURL { $0.imageURL = url }
+        if authorization.isSTS, updated.kind == .video, let journal {
+            try? journal.record(updated.fileURL, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
         }
-        if authorization.isSTS, current.kind == .video, let journal {
-            try? journal.record(current.fileURL, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
-        }
-        return (updated ?? current, configuration)
+        return (updated, configuration)
     }
 
     /// Takes over an engine upload the run made; false (and the upload stopped) when the run is no longer current.
     private func attach(_ upload: ResumableUploadTask, to id: Item.ID, generation: Int) async -> Bool {
-        guard generations[id] == generation, item(id) != nil else {
+        switch machine.attach(upload, to: id, generation: generation) {
+        case .stale(let removed):
             // Removed while the upload was being created: abort it. Stopped and started again meanwhile: keep its
             // checkpoint for the newer run and drop this handle.
-            if item(id) == nil { await upload.cancel() } else { await upload.pause() }
+            if removed { await upload.cancel() } else { await upload.pause() }
             return false
+        case .attached(let pause):
+            if pause { await control(id, upload) { await $0.pause() } }
+            return true
         }
-        uploads[id] = upload
-        if item(id)?.state != .uploading { await control(id) { await $0.pause() } }
-        return true
     }
 
     /// A run failed before its upload started: the item fails, unless the run is no longer current.
     private func failRun(_ id: Item.ID, generation: Int, _ error: any Error) {
-        guard isCurrent(id, generation) else { return }
-        fail(id, error)
+        guard let (item, starts) = machine.runFailed(id, generation: generation, Self.ferryError(error)) else { return }
+        if let item { emitFailure(item) }
+        perform(starts)
     }
 
     private func handle(_ event: UploadEvent, _ id: Item.ID) {
         switch event {
         case .progress(let progress):
-            if let item = update(id, {
-                $0.uploadedSize = progress.totalBytesSent
-                $0.totalSize = progress.totalBytesExpected
-            }) {
+            if let item = machine.progressed(id, sent: progress.totalBytesSent, of: progress.totalBytesExpected) {
                 emit(.progress(item, uploadedSize: progress.totalBytesSent, totalSize: progress.totalBytesExpected))
             }
         case .retrying(let attempt, let error, _):
@@ -408,52 +368,48 @@ public actor UploadQueue {
             let reference = self.reference
             Task.detached { await reference.queue?.renew(id) }
         case .started(let uploadId):
-            _ = update(id) { $0.uploadId = uploadId }
+            machine.uploadStarted(id, uploadId: uploadId)
         case .paused, .resumed, .completed, .failed, .cancelled:
             break
         }
     }
 
     private func finish(_ id: Item.ID, upload: ResumableUploadTask, _ outcome: Result<UploadResult, FerryError>) {
-        guard uploads[id] === upload else { return }
+        guard let action = machine.finish(id, upload: upload, outcome) else {
+            // A removed file's upload, cancelled by the removal: its run has ended.
+            if item(id) == nil { runs[id] = nil }
+            return
+        }
         runs[id] = nil
-        uploads[id] = nil
         controls[id] = nil
         tickets[id] = nil
-        switch outcome {
-        case .success(let result):
-            if let item = update(id, {
-                $0.state = .succeeded
-                $0.uploadedSize = result.size
-                $0.totalSize = result.size
-            }) {
+        switch action {
+        case .succeeded(let item, let starts):
+            if let item, case .success(let result) = outcome {
                 if authorization.isSTS { journal?.remove(item.fileURL) }
                 emit(.finished(item, MediaUploadResult(videoId: item.videoId, imageURL: item.imageURL, upload: result)))
             }
-        case .failure(let error) where error.code == .cancelled:
-            _ = update(id) { if $0.state == .uploading { $0.state = .cancelled } }
-        case .failure(let error):
-            fail(id, error)
+            perform(starts)
+        case .cancelled(let starts):
+            perform(starts)
+        case .failed(let item, let starts):
+            if let item { emitFailure(item) }
+            perform(starts)
         }
-        schedule()
     }
 
-    private func fail(_ id: Item.ID, _ error: any Error) {
-        let failure = error as? FerryError ?? FerryError(.network, "\(error)")
-        let code = failure.serverCode ?? failure.code.description
-        if let item = update(id, {
-            $0.state = .failed
-            $0.failureCode = code
-            $0.failureMessage = failure.message
-        }) {
-            emit(.failed(item, code: code, message: failure.message))
-        }
-        schedule()
+    /// Reports a file that failed, with the code and message the machine recorded.
+    private func emitFailure(_ item: Item) {
+        emit(.failed(item, code: item.failureCode ?? "", message: item.failureMessage ?? ""))
+    }
+
+    private static func ferryError(_ error: any Error) -> FerryError {
+        error as? FerryError ?? FerryError(.network, "\(error)")
     }
 
     private func resumeUpload(_ id: Item.ID, with credentials: Credentials) async {
-        guard item(id)?.state == .uploading else { return }
-        await control(id) { await $0.resume(with: credentials) }
+        guard let upload = machine.uploadingUpload(id) else { return }
+        await control(id, upload) { await $0.resume(with: credentials) }
     }
 
     // MARK: Tickets
@@ -501,14 +457,14 @@ public actor UploadQueue {
         _ waiter: CheckedContinuation<MediaServiceClient.UploadTicket, any Error>, for id: Item.ID, generation: Int
     ) {
         if let pending = pendingAuth.removeValue(forKey: id) { return waiter.resume(returning: pending) }
-        guard isCurrent(id, generation) else { return waiter.resume(throwing: CancellationError()) }
+        guard machine.isCurrent(id, generation) else { return waiter.resume(throwing: CancellationError()) }
         authWaiters[id] = waiter
     }
 
     /// Says the STS token expired and holds `waiter` until `resume(withToken:)`.
     private func waitForToken(_ waiter: CheckedContinuation<Void, any Error>, for item: Item, generation: Int) {
-        guard isCurrent(item.id, generation) else { return waiter.resume(throwing: CancellationError()) }
-        if let credentials = stsCredentials, !credentials.isExpired(at: configuration.objectStorage.now()) { return waiter.resume() }
+        guard machine.isCurrent(item.id, generation) else { return waiter.resume(throwing: CancellationError()) }
+        if stsToken?.validCredentials != nil { return waiter.resume() }
         emit(.tokenExpired(item))
         tokenWaiters[item.id] = waiter
     }
@@ -517,24 +473,16 @@ public actor UploadQueue {
         error.code == .credentialsExpired || error.serverCode == "ExpiredToken"
     }
 
-    /// The current STS credential; `credentialsExpired` when it has expired.
-    private func currentToken() throws -> Credentials {
-        guard let credentials = stsCredentials, !credentials.isExpired(at: configuration.objectStorage.now()) else {
-            throw FerryError(.credentialsExpired, "The STS credential expired; resume with a new one.")
-        }
-        return credentials
-    }
-
-    /// A client of the media service signing with the queue's current STS credential (reached through
-    /// `reference`, so the client does not keep the queue alive).
+    /// A client of the media service signing with the queue's current STS credential, `credentialsExpired` once it
+    /// has expired (it holds the credential, not the queue, so the client does not keep the queue alive).
     private nonisolated var media: MediaServiceClient? {
-        guard case .sts(let endpoint, _) = authorization else { return nil }
+        guard case .sts(let endpoint, _) = authorization, let stsToken else { return nil }
         let reference = self.reference
         return MediaServiceClient(
             endpoint: endpoint, region: configuration.region,
             credentialProvider: ClosureCredentialProvider {
-                guard let queue = reference.queue else { throw CancellationError() }
-                return try await queue.currentToken()
+                guard reference.queue != nil else { throw CancellationError() }
+                return try await stsToken.credentials()
             },
             configuration: configuration.engine)
     }
@@ -578,17 +526,15 @@ public actor UploadQueue {
     /// After the engine paused on an expired credential: a fresh one from wherever the item's came from, or a
     /// `tokenExpired` event and a wait for `resume(with…)`.
     private func renew(_ id: Item.ID) async {
-        guard let item = item(id), item.state == .uploading, uploads[id] != nil else { return }
+        guard machine.uploadingUpload(id) != nil, let item = item(id) else { return }
         switch authorization {
         case .uploadAuth:
-            expired.insert(id)
-            emit(.tokenExpired(item))
+            expire(id)
         case .uploadAuthProvider(let provide):
             if let ticket = try? await provide(item), !ticket.auth.ferryCredentials.isExpired(at: configuration.objectStorage.now()) {
                 await resumeUpload(id, with: ticket.auth.ferryCredentials)
             } else {
-                expired.insert(id)
-                emit(.tokenExpired(item))
+                expire(id)
             }
         case .sts:
             do {
@@ -599,10 +545,14 @@ public actor UploadQueue {
                     : try await media.refreshUploadImage(imageId: ticket.id)
                 await resumeUpload(id, with: fresh.auth.ferryCredentials)
             } catch {
-                expired.insert(id)
-                emit(.tokenExpired(item))
+                expire(id)
             }
         }
+    }
+
+    /// The file waits for `resume(with…)`: a `tokenExpired` event, unless it stopped uploading meanwhile.
+    private func expire(_ id: Item.ID) {
+        if let item = machine.credentialExpired(id) { emit(.tokenExpired(item)) }
     }
 
     private static func makeUpload(_ item: Item, ticket: MediaServiceClient.UploadTicket, configuration: Configuration)

@@ -1,0 +1,322 @@
+import FerryCore
+import Foundation
+
+extension UploadQueue {
+    /// The queue as a value: the list of files and each one's state (ready, uploading, paused, cancelled, succeeded,
+    /// failed), whether the queue runs, which run of a file is current, which files have an engine upload and which
+    /// wait for a credential. No I/O and no waiting: ``UploadQueue`` feeds it events and performs the actions it
+    /// returns (start a run, resume, pause or cancel an engine upload, end a wait for credentials).
+    ///
+    /// - `ready` —start, resume, resumeFile, or a file before it ending (while the queue runs)→ `uploading`;
+    ///   —cancelFile→ `cancelled`
+    /// - `uploading` —pause→ `paused`; —stop, cancelFile→ `cancelled`; its engine upload ending→ `succeeded`,
+    ///   `failed` or `cancelled`; its run failing→ `failed`
+    /// - `paused` —resume, resumeFile→ `ready`; —cancelFile→ `cancelled`
+    /// - `cancelled`, `failed` —resumeFile→ `ready`
+    /// - any —delete→ gone
+    ///
+    /// Each time a file starts a new run its generation goes up; a run that finds its generation stale (the file was
+    /// stopped, removed or started again meanwhile) stops at its next step. A file stopped while its engine upload
+    /// exists keeps that upload, and starting it again resumes it.
+    ///
+    /// `Upload` is the engine upload a file runs on (``ResumableUploadTask`` in the queue; anything in tests).
+    struct StateMachine<Upload: AnyObject> {
+        /// The files, in order.
+        private(set) var items: [Item] = []
+        /// Whether the queue starts files that are ready.
+        private(set) var isRunning = false
+        /// Files uploaded at once.
+        let maxConcurrentUploads: Int
+        private var nextId = 1
+        /// Which run of a file is current.
+        private var generations: [Item.ID: Int] = [:]
+        /// Each file's engine upload, once its run made one.
+        private var uploads: [Item.ID: Upload] = [:]
+        /// Files whose engine upload paused because its credential expired, waiting for `resume(with…)`.
+        private var expired: Set<Item.ID> = []
+
+        /// An empty, stopped queue.
+        init(maxConcurrentUploads: Int) {
+            self.maxConcurrentUploads = maxConcurrentUploads
+        }
+
+        // MARK: Actions
+
+        /// A file to set going.
+        enum Start {
+            /// Its engine upload stopped earlier: resume it.
+            case resume(Item.ID, Upload)
+            /// Start a run (ticket, engine upload, events) with this generation.
+            case run(Item.ID, generation: Int)
+        }
+
+        /// How an uploading file is stopped.
+        enum Halt {
+            /// Pause its engine upload (its checkpoint stays).
+            case pauseUpload(Item.ID, Upload)
+            /// It has no engine upload yet: end its wait for credentials (its run is stale now).
+            case endWaits(Item.ID)
+        }
+
+        /// What ``cancelFile(_:)`` asks for.
+        enum CancelFileAction {
+            /// It was waiting (ready or paused) and is cancelled now; set these going.
+            case cancelled(starts: [Start])
+            /// It was uploading and is cancelled now: stop it, then ``schedule()``.
+            case halt(Halt)
+            /// No such file, or it has ended (cancelled, succeeded, failed).
+            case none
+        }
+
+        /// What ``delete(_:)`` removed.
+        struct Deletion {
+            /// The file, as it was.
+            var item: Item
+            /// Its engine upload, to cancel (the server's upload aborted, the checkpoint deleted); then ``schedule()``.
+            var upload: Upload?
+        }
+
+        /// What taking over a run's new engine upload asks for.
+        enum AttachAction {
+            /// The queue holds it now; when `pause`, the file stopped meanwhile: pause it.
+            case attached(pause: Bool)
+            /// The run is stale: cancel the upload when the file was removed (`removed`), else pause it and drop it
+            /// (its checkpoint serves the newer run).
+            case stale(removed: Bool)
+        }
+
+        /// What the end of an engine upload asks for.
+        enum FinishAction {
+            /// The file is stored; report it (when it is still listed) and set `starts` going.
+            case succeeded(Item?, starts: [Start])
+            /// The upload was cancelled (the file was stopped); set `starts` going.
+            case cancelled(starts: [Start])
+            /// The file failed; report it (when it is still listed) and set `starts` going.
+            case failed(Item?, starts: [Start])
+        }
+
+        // MARK: The list
+
+        /// Looks up a file.
+        func item(_ id: Item.ID) -> Item? { items.first { $0.id == id } }
+
+        /// Adds a file at the end of the list, ready; returns its id and what starts now.
+        mutating func add(
+            _ fileURL: URL, info: MediaInfo, kind: MediaKind, imageType: String = "default"
+        ) -> (id: Item.ID, starts: [Start]) {
+            let id = Item.ID(value: nextId)
+            nextId += 1
+            var item = Item(id: id, fileURL: fileURL.standardizedFileURL, kind: kind, info: info)
+            item.imageType = imageType
+            items.append(item)
+            return (id, schedule())
+        }
+
+        /// Removes a file, whatever its state: a run under way becomes stale, a wait for a credential ends. Nil when
+        /// there is no such file.
+        mutating func delete(_ id: Item.ID) -> Deletion? {
+            guard let index = index(id) else { return nil }
+            let item = items.remove(at: index)
+            generations[id, default: 0] += 1
+            expired.remove(id)
+            return Deletion(item: item, upload: uploads.removeValue(forKey: id))
+        }
+
+        /// Cancels a file that waits or uploads; a file that has ended stays as it is.
+        mutating func cancelFile(_ id: Item.ID) -> CancelFileAction {
+            guard let index = index(id) else { return .none }
+            switch items[index].state {
+            case .uploading:
+                return .halt(halt(index, to: .cancelled))
+            case .ready, .paused:
+                items[index].state = .cancelled
+                return .cancelled(starts: schedule())
+            case .cancelled, .succeeded, .failed:
+                return .none
+            }
+        }
+
+        /// Puts a cancelled, paused or failed file back in line and runs the queue. Nil (and nothing changes) for a
+        /// file that is ready, uploading or stored, or not listed.
+        mutating func resumeFile(_ id: Item.ID) -> [Start]? {
+            guard let index = index(id), [.cancelled, .paused, .failed].contains(items[index].state) else { return nil }
+            items[index].state = .ready
+            items[index].failureCode = nil
+            items[index].failureMessage = nil
+            isRunning = true
+            return schedule()
+        }
+
+        // MARK: The queue
+
+        /// Runs the queue: files that are ready start, up to ``maxConcurrentUploads`` at a time.
+        mutating func start() -> [Start] {
+            isRunning = true
+            return schedule()
+        }
+
+        /// Stops the queue: uploading files are cancelled (their engine uploads paused, checkpoints kept); nothing
+        /// more starts.
+        mutating func stop() -> [Halt] {
+            isRunning = false
+            return items.indices.filter { items[$0].state == .uploading }.map { halt($0, to: .cancelled) }
+        }
+
+        /// Pauses the queue and the files uploading now.
+        mutating func pause() -> [Halt] {
+            isRunning = false
+            return items.indices.filter { items[$0].state == .uploading }.map { halt($0, to: .paused) }
+        }
+
+        /// Runs a paused queue again: paused files are ready again, and start.
+        mutating func resume() -> [Start] {
+            for index in items.indices where items[index].state == .paused { items[index].state = .ready }
+            isRunning = true
+            return schedule()
+        }
+
+        /// Starts files that are ready while fewer than ``maxConcurrentUploads`` upload; nothing when the queue does
+        /// not run.
+        mutating func schedule() -> [Start] {
+            guard isRunning else { return [] }
+            var active = items.count(where: { $0.state == .uploading })
+            var starts: [Start] = []
+            for index in items.indices where active < maxConcurrentUploads && items[index].state == .ready {
+                items[index].state = .uploading
+                active += 1
+                let id = items[index].id
+                if let upload = uploads[id] {
+                    starts.append(.resume(id, upload))
+                } else {
+                    generations[id, default: 0] += 1
+                    starts.append(.run(id, generation: generations[id]!))
+                }
+            }
+            return starts
+        }
+
+        // MARK: A file's run
+
+        /// Whether run `generation` of a file is the current one and the file still uploads.
+        func isCurrent(_ id: Item.ID, _ generation: Int) -> Bool {
+            generations[id] == generation && item(id)?.state == .uploading
+        }
+
+        /// The run got the file's upload address: it is recorded on the item. Nil when the run is no longer current.
+        mutating func record(_ ticket: MediaServiceClient.UploadTicket, for id: Item.ID, generation: Int) -> Item? {
+            guard isCurrent(id, generation), let index = index(id) else { return nil }
+            items[index].endpoint = ticket.address.endpoint
+            items[index].bucket = ticket.address.bucket
+            items[index].object = ticket.address.fileName
+            if !ticket.id.isEmpty, items[index].kind == .video { items[index].videoId = ticket.id }
+            if let url = ticket.imageURL { items[index].imageURL = url }
+            return items[index]
+        }
+
+        /// The run made its engine upload: the queue takes it over, unless the run is no longer current.
+        mutating func attach(_ upload: Upload, to id: Item.ID, generation: Int) -> AttachAction {
+            guard generations[id] == generation, let item = item(id) else { return .stale(removed: item(id) == nil) }
+            uploads[id] = upload
+            return .attached(pause: item.state != .uploading)
+        }
+
+        /// The engine upload reported progress; returns the updated file, nil when it is not listed.
+        mutating func progressed(_ id: Item.ID, sent: Int64, of total: Int64) -> Item? {
+            guard let index = index(id) else { return nil }
+            items[index].uploadedSize = sent
+            items[index].totalSize = total
+            return items[index]
+        }
+
+        /// The engine upload began, with this multipart upload id.
+        mutating func uploadStarted(_ id: Item.ID, uploadId: String?) {
+            guard let index = index(id) else { return }
+            items[index].uploadId = uploadId
+        }
+
+        /// A run failed before its engine upload existed: the file fails, unless the run is no longer current.
+        mutating func runFailed(_ id: Item.ID, generation: Int, _ error: FerryError) -> (item: Item?, starts: [Start])? {
+            guard isCurrent(id, generation) else { return nil }
+            return fail(id, error)
+        }
+
+        /// The file's engine upload ended. Nil when `upload` is not the file's upload any more (the file was removed,
+        /// or its run replaced).
+        mutating func finish(_ id: Item.ID, upload: Upload, _ outcome: Result<UploadResult, FerryError>) -> FinishAction? {
+            guard let current = uploads[id], current === upload else { return nil }
+            uploads[id] = nil
+            switch outcome {
+            case .success(let result):
+                var stored: Item?
+                if let index = index(id) {
+                    items[index].state = .succeeded
+                    items[index].uploadedSize = result.size
+                    items[index].totalSize = result.size
+                    stored = items[index]
+                }
+                return .succeeded(stored, starts: schedule())
+            case .failure(let error) where error.code == .cancelled:
+                if let index = index(id), items[index].state == .uploading { items[index].state = .cancelled }
+                return .cancelled(starts: schedule())
+            case .failure(let error):
+                let (item, starts) = fail(id, error)
+                return .failed(item, starts: starts)
+            }
+        }
+
+        /// The file fails with `error`'s server code (or its code's name) and message; returns it (nil when it is not
+        /// listed) and what starts now.
+        mutating func fail(_ id: Item.ID, _ error: FerryError) -> (item: Item?, starts: [Start]) {
+            var failed: Item?
+            if let index = index(id) {
+                items[index].state = .failed
+                items[index].failureCode = error.serverCode ?? error.code.description
+                items[index].failureMessage = error.message
+                failed = items[index]
+            }
+            return (failed, schedule())
+        }
+
+        // MARK: Expired credentials
+
+        /// The file's engine upload, when the file uploads and has one (only then can its credential be renewed or
+        /// handed over).
+        func uploadingUpload(_ id: Item.ID) -> Upload? {
+            guard item(id)?.state == .uploading else { return nil }
+            return uploads[id]
+        }
+
+        /// The file's engine upload paused on an expired credential that could not be renewed: it waits for
+        /// `resume(with…)`. Returns the file, nil when it does not upload or has no engine upload.
+        mutating func credentialExpired(_ id: Item.ID) -> Item? {
+            guard uploadingUpload(id) != nil, let item = item(id) else { return nil }
+            expired.insert(id)
+            return item
+        }
+
+        /// The files waiting for a credential, which wait no more.
+        mutating func takeExpired() -> [Item.ID] {
+            defer { expired = [] }
+            return items.map(\.id).filter { expired.contains($0) }
+        }
+
+        /// Every engine upload the queue holds.
+        var allUploads: [Upload] { Array(uploads.values) }
+
+        // MARK: Inside
+
+        private func index(_ id: Item.ID) -> Int? { items.firstIndex { $0.id == id } }
+
+        /// Moves an uploading file to `state` and says how to stop it.
+        private mutating func halt(_ index: Int, to state: Item.State) -> Halt {
+            let id = items[index].id
+            items[index].state = state
+            expired.remove(id)
+            if let upload = uploads[id] { return .pauseUpload(id, upload) }
+            generations[id, default: 0] += 1
+            return .endWaits(id)
+        }
+    }
+}
+
+extension UploadQueue.StateMachine: Sendable where Upload: Sendable {}
