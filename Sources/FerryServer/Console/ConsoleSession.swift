@@ -14,7 +14,7 @@ struct ConsoleSessions: Sendable {
     /// The cookie holding the session.
     static let cookieName = "ferry_console"
     /// The header carrying the CSRF token.
-    static let csrfHeader = HTTPField.Name("X-Ferry-CSRF")!
+    static let csrfHeader = HTTPField.Name.ferryCSRF
     /// How long a session lasts.
     static let lifetime: TimeInterval = 3600
 

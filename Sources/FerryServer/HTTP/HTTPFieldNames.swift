@@ -54,3 +54,8 @@ extension ChecksumAlgorithm {
     /// The `x-amz-checksum-…` header of this algorithm.
     var headerField: HTTPField.Name? { HTTPField.Name(headerName) }
 }
+
+extension HTTPField.Name {
+    /// The console's CSRF token header.
+    static let ferryCSRF = Self("X-Ferry-CSRF")!
+}

@@ -89,14 +89,15 @@ extension SQLiteCatalog: JobQueue {
             job.state = .running
             job.attempts += 1
             job.leaseOwner = worker
-            job.leaseExpiresAt = now.addingTimeInterval(lease.timeInterval)
+            let leaseExpiresAt = now.addingTimeInterval(lease.timeInterval)
+            job.leaseExpiresAt = leaseExpiresAt
             job.updatedAt = now
             try db.execute(
                 sql: """
                     UPDATE mediaJob SET state = 'running', attempts = ?, leaseOwner = ?, leaseExpiresAt = ?, updatedAt = ?
                     WHERE id = ?
                     """,
-                arguments: [job.attempts, worker, job.leaseExpiresAt!.timeIntervalSince1970, time, job.id])
+                arguments: [job.attempts, worker, leaseExpiresAt.timeIntervalSince1970, time, job.id])
             return job
         }
     }

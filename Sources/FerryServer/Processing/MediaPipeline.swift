@@ -251,10 +251,11 @@ struct MediaPipeline: Sendable {
                 var peak = 0
                 for segment in segments where segment.duration > 0 {
                     let bytes = WorkFiles.size(of: encoded + "/" + output.definition + "/" + segment.uri)
-                    peak = max(peak, Int(Double(bytes * 8) / segment.duration))
+                    peak = max(peak, ProbeReport.integer(Double(bytes) * 8 / segment.duration) ?? 0)
                 }
                 let total = segments.reduce(0) { $0 + $1.duration }
-                let average = total > 0 ? Int(Double((WorkFiles.size(of: encoded + "/" + output.definition) - initSize) * 8) / total) : 0
+                let encodedBytes = WorkFiles.size(of: encoded + "/" + output.definition) - initSize
+                let average = total > 0 ? ProbeReport.integer(Double(encodedBytes) * 8 / total) ?? 0 : 0
                 variants.append(
                     (output, max(peak, average), average,
                      TranscodePlan.codecs(

@@ -140,7 +140,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         /// tag.
         var rotation: Int {
             guard let degrees = displayRotation ?? rotateTag else { return 0 }
-            let normalized = ((Int(degrees.rounded()) % 360) + 360) % 360
+            let normalized = (((ProbeReport.integer(degrees.rounded()) ?? 0) % 360) + 360) % 360
             return [0, 90, 180, 270].min { abs($0 - normalized) < abs($1 - normalized) } ?? 0
         }
     }
@@ -234,7 +234,11 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             info.fps = MediaProbe.rate(video.averageFrameRate) ?? MediaProbe.rate(video.baseFrameRate)
             let rotation = video.rotation
             info.rotation = rotation
-            if let width = video.width, let height = video.height, width > 0, height > 0 {
+            // A picture larger than any encoder takes is a file that lies about itself: no size is kept, so no plan is
+            // made from it (and no arithmetic on it can overflow).
+            if let width = video.width, let height = video.height, (1...Self.maxDimension).contains(width),
+                (1...Self.maxDimension).contains(height)
+            {
                 let turned = rotation == 90 || rotation == 270
                 info.width = turned ? height : width
                 info.height = turned ? width : height
@@ -247,7 +251,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             info.audioBitrate = audio.bitRate.flatMap(Self.integer)
         }
         if info.bitrate == nil, let duration = info.duration, duration > 0 {
-            info.bitrate = Int(Double(size) * 8 / duration)
+            info.bitrate = Self.integer(Double(size) * 8 / duration)
         }
         return info
     }
@@ -262,6 +266,10 @@ struct ProbeReport: Decodable, Sendable, Equatable {
     }
 
     /// A number as a whole `Int`, nil when it does not fit.
+    /// The largest width or height kept (H.264's limit is lower).
+    static let maxDimension = 65_536
+
+    /// `value` as an integer (toward zero); nil when it is not finite or out of `Int`'s range.
     static func integer(_ value: Double) -> Int? {
         guard value.isFinite, value >= Double(Int.min), value < Double(Int.max) else { return nil }
         return Int(value)

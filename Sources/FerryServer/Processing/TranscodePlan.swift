@@ -94,14 +94,14 @@ struct TranscodePlan: Sendable, Hashable {
         if !video.isEmpty {
             var graph = video.count == 1 ? "[0:v:0]" : "[0:v:0]split=\(video.count)" + (0..<video.count).map { "[s\($0)]" }.joined() + ";"
             graph += video.enumerated().map { index, output in
-                (video.count == 1 ? "" : "[s\(index)]") + "scale=\(output.width!):\(output.height!),setsar=1[v\(index)]"
+                (video.count == 1 ? "" : "[s\(index)]") + "scale=\(output.width ?? 2):\(output.height ?? 2),setsar=1[v\(index)]"
             }.joined(separator: ";")
             arguments += ["-filter_complex", graph]
         }
         var videoIndex = 0
         for output in outputs {
             if output.width != nil {
-                let rate = output.videoBitrate!
+                let rate = output.videoBitrate ?? 100
                 arguments += [
                     "-map", "[v\(videoIndex)]", "-c:v", "libx264", "-preset", preset, "-profile:v", "high",
                     "-pix_fmt", "yuv420p", "-b:v", "\(rate)k", "-maxrate", "\(rate * 3 / 2)k", "-bufsize", "\(rate * 2)k",
