@@ -62,13 +62,54 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The server's storage and catalog layer: object semantics over blob storages (files in the data directory, an
+        // S3-compatible store), the SQLite and PostgreSQL catalogs with every record they keep (objects, videos,
+        // images, media jobs, webhook events, access keys, leases), and credentials at rest and their resolution. It
+        // throws FerryDomainError and knows nothing of HTTP requests or media processing.
+        .target(
+            name: "FerryStorage",
+            dependencies: [
+                "FerryCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // The server's media layer, over the storage layer: the media library (videos and images advancing as storage
+        // changes), media jobs and their pipeline (ffprobe, ffmpeg), the webhook outbox and its delivery, and the
+        // collector of unfinished uploads. No HTTP server: the edge calls it.
+        .target(
+            name: "FerryMedia",
+            dependencies: [
+                "FerryStorage",
+                "FerryCore",
+                "CFerryProcess",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // The edge, and the service as a library: the Hummingbird router with its middleware and dialects, the routes
+        // of every API (S3, media, form, publish, playback, console, part signing), the console's resources, and
+        // FerryServer, which opens the layers below and runs them. The only server module that imports Hummingbird;
+        // it re-exports FerryStorage and FerryMedia.
         .target(
             name: "FerryServer",
             dependencies: [
+                "FerryStorage",
+                "FerryMedia",
                 "FerryCore",
-                "CFerryProcess",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -78,7 +119,6 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             // The web console's static pages, styles and scripts, served under /console/.
             resources: [.copy("Console/Site")]
@@ -117,7 +157,7 @@ let package = Package(
         .testTarget(
             name: "FerryServerTests",
             dependencies: [
-                "FerryServer", "FerryCore", "FerryTestSupport", "Ferry",
+                "FerryServer", "FerryStorage", "FerryMedia", "FerryCore", "FerryTestSupport", "Ferry",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),

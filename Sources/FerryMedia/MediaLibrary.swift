@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -7,18 +8,53 @@ import NIOConcurrencyHelpers
 /// files never arrive, and go away with their files. The edge's routes (media, publish, form, object, part signing)
 /// tell it what storage did; it knows nothing of HTTP and throws ``FerryDomainError`` for storage failures.
 public struct MediaLibrary: Sendable {
-    let catalog: any MediaCatalog
-    let store: any ObjectStore
-    let webhooks: WebhookOutbox
-    let configuration: FerryServerConfiguration
+    /// What the library is told of the server's configuration.
+    package struct Configuration: Sendable {
+        /// The bucket media files live in.
+        package var bucket: String
+        /// How long a video may stay `Uploading` before ``expireUnfinishedUploads(now:)`` makes it `UploadFail`.
+        package var uploadingVideoMaxAge: TimeInterval
+        /// Attempts of each media job before it fails for good.
+        package var maxAttempts: Int
+        /// Where failures to advance a video or image are logged.
+        package var logger: Logger
+
+        package init(bucket: String, uploadingVideoMaxAge: TimeInterval, maxAttempts: Int, logger: Logger) {
+            self.bucket = bucket
+            self.uploadingVideoMaxAge = uploadingVideoMaxAge
+            self.maxAttempts = maxAttempts
+            self.logger = logger
+        }
+    }
+
+    package let catalog: any MediaCatalog
+    package let store: any ObjectStore
+    package let webhooks: WebhookOutbox
+    let configuration: Configuration
     /// Media jobs running in this process (a deletion stops them).
     let running: RunningJobs
 
+    package init(
+        catalog: any MediaCatalog, store: any ObjectStore, webhooks: WebhookOutbox, configuration: Configuration,
+        running: RunningJobs
+    ) {
+        self.catalog = catalog
+        self.store = store
+        self.webhooks = webhooks
+        self.configuration = configuration
+        self.running = running
+    }
+
     /// The bucket media files live in.
-    var bucket: String { configuration.mediaBucket }
+    package var bucket: String { configuration.bucket }
+
+    /// A new video or image id: 32 hexadecimal digits.
+    package static func newId() -> String {
+        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
 
     /// Creates the media bucket when it is missing.
-    func ensureBucket() async throws {
+    package func ensureBucket() async throws {
         do {
             try await store.createBucket(bucket)
         } catch let error as FerryDomainError where error.code == .bucketExists {}
@@ -27,7 +63,7 @@ public struct MediaLibrary: Sendable {
     // MARK: Storage events
 
     /// Called when the object service has stored an object: advances the video or image it belongs to.
-    func objectStored(_ object: ObjectInfo) async {
+    package func objectStored(_ object: ObjectInfo) async {
         guard object.bucket == bucket else { return }
         do {
             if let video = try await catalog.video(bucket: object.bucket, key: object.key) {
@@ -51,8 +87,8 @@ public struct MediaLibrary: Sendable {
     /// A video's source is in storage: the first time, `Uploading → UploadSucc` and its probe job, in one change,
     /// then `FileUploadComplete`. Later writes of the source only update its size (the catalog describes the bytes
     /// stored, whoever wrote them).
-    func videoStored(_ videoId: String, object: ObjectInfo) async throws {
-        let maxAttempts = configuration.mediaProcessing.maxAttempts
+    package func videoStored(_ videoId: String, object: ObjectInfo) async throws {
+        let maxAttempts = configuration.maxAttempts
         let arrived = NIOLockedValueBox(false)
         try await catalog.updateVideo(videoId) { video in
             guard video.status != VideoStatus.deleted, video.key == object.key else { return .keep }
@@ -73,7 +109,7 @@ public struct MediaLibrary: Sendable {
     /// Deletes a video: its status and the cancellation of its jobs in one change, a job running here stopped at once
     /// (its ffmpeg killed; one running on another node stops at its next heartbeat), its files removed, then
     /// `VideoDeleted`.
-    func delete(_ video: VideoRecord) async throws {
+    package func delete(_ video: VideoRecord) async throws {
         try await catalog.updateVideo(video.videoId) { video in
             video.status = VideoStatus.deleted
             video.updatedAt = Date()

@@ -65,7 +65,7 @@ public struct FerryServer: Sendable {
 
     /// Opens the data directory with everything in its SQLite catalog, and object bytes in `blobs` (nil: files in the
     /// data directory).
-    private init(local configuration: FerryServerConfiguration, environment: [String: String], blobs: (any BlobStorage)?)
+    private init(local configuration: FerryServerConfiguration, environment: [String: String], blobs: S3BlobStorage?)
         throws
     {
         let directory = configuration.dataDirectory
@@ -97,7 +97,7 @@ public struct FerryServer: Sendable {
     public static func open(
         configuration: FerryServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment
     ) async throws -> FerryServer {
-        var blobs: (any BlobStorage)?
+        var blobs: S3BlobStorage?
         if let location = configuration.objectStore {
             var storage = S3BlobStorage(location: location)
             if configuration.catalogURL != nil { storage.retireAfter = configuration.sharedBlobGrace }
@@ -160,7 +160,7 @@ public struct FerryServer: Sendable {
 
     private init(
         configuration: FerryServerConfiguration, environment: [String: String], root: (SigV4Credentials, Bool),
-        serverKey: SymmetricKey, postgres: PostgresCatalog?, lock: DataDirectoryLock, blobs: (any BlobStorage)?
+        serverKey: SymmetricKey, postgres: PostgresCatalog?, lock: DataDirectoryLock, blobs: S3BlobStorage?
     ) throws {
         self.configuration = configuration
         directoryLock = lock
@@ -176,11 +176,8 @@ public struct FerryServer: Sendable {
         var limits = CatalogObjectStore.Limits()
         limits.minPartSize = configuration.minPartSize
         if let blobs {
-            // Bytes in a shared store: with a shared catalog their metadata is shared too, and any node serves any
-            // object.
             store = CatalogObjectStore(
-                blobs: blobs, catalog: postgres.map { $0 as any ObjectCatalog } ?? catalog, limits: limits,
-                logger: configuration.logger)
+                blobs: blobs, catalog: catalog, shared: postgres, limits: limits, logger: configuration.logger)
         } else {
             store = try CatalogObjectStore(
                 directory: directory + "/objects", catalog: catalog, limits: limits, logger: configuration.logger)
@@ -220,7 +217,11 @@ public struct FerryServer: Sendable {
     /// The videos and images of this server's media catalog, and how they advance as storage changes.
     public var mediaLibrary: MediaLibrary {
         MediaLibrary(
-            catalog: mediaCatalog, store: store, webhooks: webhooks, configuration: configuration, running: runningJobs)
+            catalog: mediaCatalog, store: store, webhooks: webhooks,
+            configuration: MediaLibrary.Configuration(
+                bucket: configuration.mediaBucket, uploadingVideoMaxAge: configuration.uploadingVideoMaxAge,
+                maxAttempts: configuration.mediaProcessing.maxAttempts, logger: configuration.logger),
+            running: runningJobs)
     }
 
     /// The media API over this server's catalog and store.

@@ -81,38 +81,6 @@ public struct FerryServerConfiguration: Sendable {
     }
 }
 
-/// How the server processes uploaded videos with ffmpeg and ffprobe.
-public struct MediaProcessingConfiguration: Sendable {
-    /// Directory holding `ffmpeg` and `ffprobe`; nil looks for them on `PATH`. Without them the server runs and
-    /// videos wait at `UploadSucc` (GetVideoInfo says why).
-    public var toolsDirectory: String?
-    /// Jobs run at once; 0 turns processing off (videos wait at `UploadSucc`). Default: a quarter of the cores, at
-    /// least 1.
-    public var workers: Int = max(1, ProcessInfo.processInfo.activeProcessorCount / 4)
-    /// The transcoding template groups. Default: the built-in `default` group (LD, SD, HD, FHD; SQ for audio).
-    public var templates: TranscodeTemplates = .builtIn
-    /// Longest run of one ffmpeg or ffprobe process; one that runs longer is killed and its video fails. Default 2 h.
-    public var jobTimeLimit: Duration = .seconds(7200)
-    /// How long a worker's claim on a job lasts unless renewed (every third of it); the job of a worker that died is
-    /// taken over once it runs out. Default 30 s.
-    public var lease: Duration = .seconds(30)
-    /// Attempts per job before it fails for good (a failure that is not the file's fault, a worker that died).
-    /// Default 3.
-    public var maxAttempts: Int = 3
-    /// Wait before the second attempt; doubles per attempt. Default 5 s.
-    public var retryDelay: Duration = .seconds(5)
-    /// How much lower the tools' CPU priority is than the server's (nice, 0–19). Default 10.
-    public var niceness: Int32 = 10
-    /// Whether the tools run only on CPU time requests do not want (Linux's SCHED_IDLE scheduling policy): uploads and
-    /// downloads keep their speed while a transcode runs, which then takes what is left. Default true.
-    public var idleScheduling = true
-    /// How often an idle worker looks for jobs. Default 500 ms.
-    public var pollInterval: Duration = .milliseconds(500)
-
-    /// Creates the defaults.
-    public init() {}
-}
-
 extension FerryServerConfiguration: CustomReflectable {
     /// A mirror without the catalog URL's password (services are described this way in debug logs).
     public var customMirror: Mirror {

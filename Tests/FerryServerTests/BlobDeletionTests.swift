@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import FerryServer
+@testable import FerryStorage
 
 /// An object store over a fresh SQLite catalog with its blobs in moto (an S3 server no one here wrote), and a client
 /// that looks at the blobs there directly.

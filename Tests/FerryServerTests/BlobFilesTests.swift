@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import FerryServer
+@testable import FerryStorage
 
 @Suite("Blob files", .timeLimit(.minutes(10)))
 struct BlobFilesTests {

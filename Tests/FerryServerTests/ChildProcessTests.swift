@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import FerryMedia
 @testable import FerryServer
 
 @Suite("Child processes for the media tools", .timeLimit(.minutes(10)))

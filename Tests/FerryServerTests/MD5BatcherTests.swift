@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import Testing
 
 @testable import FerryServer
+@testable import FerryStorage
 
 @Suite("MD5 batcher", .timeLimit(.minutes(10)))
 struct MD5BatcherTests {

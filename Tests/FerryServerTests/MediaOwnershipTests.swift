@@ -1,5 +1,6 @@
 import Ferry
 import FerryCore
+@testable import FerryMedia
 @testable import FerryServer
 import FerryTestSupport
 import Foundation

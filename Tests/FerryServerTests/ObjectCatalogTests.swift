@@ -5,7 +5,9 @@ import Logging
 import NIOCore
 import Testing
 
+@testable import FerryMedia
 @testable import FerryServer
+@testable import FerryStorage
 
 extension JobQueueImplementation {
     /// An object store over a fresh catalog of this implementation, with its blobs as files in a temporary directory.

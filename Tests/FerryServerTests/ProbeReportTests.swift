@@ -2,6 +2,7 @@ import FerryTestSupport
 import Foundation
 import Testing
 
+@testable import FerryMedia
 @testable import FerryServer
 
 @Suite("ffprobe's report: one model for the probe and the transcode's measurements", .timeLimit(.minutes(10)))

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import FerryCore
 @testable import FerryServer
+@testable import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 import FerryCore
 @testable import FerryServer
+@testable import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing

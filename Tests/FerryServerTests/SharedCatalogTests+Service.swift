@@ -6,6 +6,7 @@ import PostgresNIO
 import Testing
 
 @testable import FerryServer
+@testable import FerryStorage
 
 extension SharedCatalogTests {
     /// How a query ended.

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Testing
 
+@testable import FerryMedia
 @testable import FerryServer
 
 @Suite("Transcode plans, probes and playback tokens (pure)", .timeLimit(.minutes(10)))

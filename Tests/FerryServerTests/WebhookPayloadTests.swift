@@ -2,6 +2,7 @@ import FerryCore
 import Foundation
 import Testing
 
+@testable import FerryMedia
 @testable import FerryServer
 
 @Suite("Webhook payloads: one typed payload per event, the same JSON receivers always got")
@@ -120,7 +121,7 @@ struct WebhookPayloadTests {
             let body = String(decoding: try WebhookOutbox.body(of: event), as: UTF8.self)
             #expect(body == (try Self.formerBody(event, former)), "\(notification.type)")
             // What the catalogs store reads back as the same payload.
-            let stored = try WebhookOutbox.jsonEncoder.encode(notification.payload)
+            let stored = try WebhookEvent.jsonEncoder.encode(notification.payload)
             #expect(try JSONDecoder().decode(WebhookPayload.self, from: stored) == notification.payload)
         }
         // The documented types.
@@ -133,7 +134,7 @@ struct WebhookPayloadTests {
     @Test("a whole number goes without a fraction, any other in its shortest form")
     func numbers() throws {
         let payload = WebhookPayload(duration: 10, fps: 29.97)
-        let text = String(decoding: try WebhookOutbox.jsonEncoder.encode(payload), as: UTF8.self)
+        let text = String(decoding: try WebhookEvent.jsonEncoder.encode(payload), as: UTF8.self)
         #expect(text == #"{"Duration":10,"Fps":29.97}"#)
     }
 }

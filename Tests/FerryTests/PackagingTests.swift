@@ -89,6 +89,32 @@ struct PackagingTests {
         #expect(checked > 40)
     }
 
+    @Test("only the edge imports Hummingbird: FerryStorage and FerryMedia neither depend on it nor import it, nor any layer above their own")
+    func serverLayers() async throws {
+        let manifest = try await Self.manifest()
+        let above = ["FerryStorage": ["FerryMedia", "FerryServer"], "FerryMedia": ["FerryServer"]]
+        var checked = 0
+        for (module, higher) in above {
+            for dependency in try Self.dependencies(of: module, in: manifest) {
+                #expect(dependency.package != "hummingbird", "\(module) depends on \(dependency.name)")
+                #expect(!higher.contains(dependency.name), "\(module) depends on \(dependency.name)")
+            }
+            let directory = Self.root.appendingPathComponent("Sources/\(module)")
+            let files = try #require(FileManager.default.enumerator(atPath: directory.path)).compactMap { $0 as? String }
+            for file in files where file.hasSuffix(".swift") {
+                let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
+                for line in text.split(separator: "\n") {
+                    guard let name = Self.importedModule(line.trimmingCharacters(in: .whitespaces)) else { continue }
+                    let refused = name.hasPrefix("Hummingbird") || higher.contains(name)
+                    #expect(!refused, "\(module)/\(file) imports \(name)")
+                }
+                checked += 1
+            }
+        }
+        #expect(checked > 60)
+        #expect(try Self.dependencies(of: "FerryServer", in: manifest).contains { $0.package == "hummingbird" })
+    }
+
     /// The module an `import` line names, if the line is one.
     static func importedModule(_ line: String) -> String? {
         let words = line.split(separator: " ").map(String.init).filter { !$0.hasPrefix("@") }

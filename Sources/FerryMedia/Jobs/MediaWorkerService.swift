@@ -1,3 +1,4 @@
+import FerryStorage
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -5,8 +6,10 @@ import ServiceLifecycle
 
 /// The jobs this process is running, by video, so that deleting a video stops its ffmpeg at once (other nodes notice
 /// at their next heartbeat).
-final class RunningJobs: Sendable {
+package final class RunningJobs: Sendable {
     private let tasks = NIOLockedValueBox<[String: [String: @Sendable () -> Void]]>([:])
+
+    package init() {}
 
     /// Records a running job's way to stop it.
     func register(videoId: String, jobId: String, cancel: @escaping @Sendable () -> Void) {
@@ -41,14 +44,26 @@ final class RunningJobs: Sendable {
 /// service's task is cancelled, a running job's ffmpeg is killed and the job is given back to the queue without
 /// counting the attempt. A job-state write that fails is logged with the job's id; the job's lease then runs out and
 /// another claim takes it over.
-struct MediaWorkerService: Service {
+package struct MediaWorkerService: Service {
     let queue: any JobQueue
     let pipeline: MediaPipeline
     let running: RunningJobs
     let configuration: MediaProcessingConfiguration
     let logger: Logger
 
-    func run() async throws {
+    /// Creates the service.
+    package init(
+        queue: any JobQueue, pipeline: MediaPipeline, running: RunningJobs, configuration: MediaProcessingConfiguration,
+        logger: Logger
+    ) {
+        self.queue = queue
+        self.pipeline = pipeline
+        self.running = running
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    package func run() async throws {
         await sweepWorkDirectory()
         let prefix = "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(8).lowercased())"
         await withDiscardingTaskGroup { group in

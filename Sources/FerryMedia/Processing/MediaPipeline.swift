@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import Foundation
 import Logging
 
@@ -12,7 +13,7 @@ import Logging
 ///
 /// A failure the file is to blame for (ffprobe cannot read it, ffmpeg refuses it) ends the video in `TranscodeFail`
 /// with the tool's reason, at once. Anything else (the store, the catalog) is thrown for the worker to retry.
-struct MediaPipeline: Sendable {
+package struct MediaPipeline: Sendable {
     let catalog: any MediaCatalog & WebhookStore
     let store: any ObjectStore
     let webhooks: WebhookOutbox
@@ -21,6 +22,20 @@ struct MediaPipeline: Sendable {
     /// Where jobs keep their files while they run (`<data dir>/media-work`).
     let workDirectory: String
     let logger: Logger
+
+    /// Creates the pipeline.
+    package init(
+        catalog: any MediaCatalog & WebhookStore, store: any ObjectStore, webhooks: WebhookOutbox, tools: MediaTools,
+        configuration: MediaProcessingConfiguration, workDirectory: String, logger: Logger
+    ) {
+        self.catalog = catalog
+        self.store = store
+        self.webhooks = webhooks
+        self.tools = tools
+        self.configuration = configuration
+        self.workDirectory = workDirectory
+        self.logger = logger
+    }
 
     /// Runs a job to its end: done, or nothing left to do (the video was deleted, or is past this step); throws what
     /// the worker should retry. `progress` takes the fraction done (0–1).
@@ -150,7 +165,7 @@ struct MediaPipeline: Sendable {
         try Task.checkCancellation()
         let key = "video/\(video.videoId)/snapshots/\(job.id).jpg"
         let stored = try await WorkFiles.upload(output, to: store, bucket: video.bucket, key: key, contentType: "image/jpeg")
-        let imageId = MediaAPI.newId()
+        let imageId = MediaLibrary.newId()
         try await catalog.saveImage(
             ImageRecord(
                 imageId: imageId, imageType: "cover", title: video.title, tags: nil, cateId: video.cateId,

@@ -1,3 +1,4 @@
+import FerryStorage
 import Foundation
 
 /// How ffprobe is asked to describe a file (`-print_format json -show_format -show_streams`), how its answer is read

@@ -1,3 +1,4 @@
+import FerryStorage
 import Foundation
 
 /// What ffprobe prints of a file (`-print_format json -show_format -show_streams`), as far as Ferry reads it: the one

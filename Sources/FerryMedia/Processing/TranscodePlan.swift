@@ -1,3 +1,4 @@
+import FerryStorage
 import Foundation
 
 /// What a transcode makes of one source with one template group, and the ffmpeg command lines that make it: a pure

@@ -1,9 +1,10 @@
 import FerryCore
+import FerryStorage
 import Foundation
 import NIOCore
 
 /// Moves bytes between the object store and a job's working directory, streamed in bounded chunks.
-enum WorkFiles {
+package enum WorkFiles {
     /// Chunk size for files read into the store.
     static let chunkSize = 1 << 20
 
@@ -66,7 +67,7 @@ enum WorkFiles {
     }
 
     /// The Content-Type a published media file is served with.
-    static func contentType(forPath path: String) -> String {
+    package static func contentType(forPath path: String) -> String {
         switch (path as NSString).pathExtension.lowercased() {
         case "m3u8": return "application/vnd.apple.mpegurl"
         case "m4s": return "video/iso.segment"

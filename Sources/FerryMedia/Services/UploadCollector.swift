@@ -1,3 +1,4 @@
+import FerryStorage
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -5,7 +6,7 @@ import ServiceLifecycle
 /// Aborts multipart uploads idle longer than the configured age and deletes files nothing references, periodically,
 /// until the service group shuts down: the catalog's queue of blobs to delete every ``deletionInterval``, the rest
 /// every `interval`.
-struct UploadCollector: Service {
+package struct UploadCollector: Service {
     let store: any CollectableObjectStore
     let maxAge: TimeInterval
     let interval: TimeInterval
@@ -18,10 +19,27 @@ struct UploadCollector: Service {
     var node = "local"
     /// How often the queue of blobs to delete (``CatalogObjectStore/retire(_:)``) is looked at. Default 30 s.
     var deletionInterval: Duration = .seconds(30)
+
+    /// Creates the collector.
+    package init(
+        store: any CollectableObjectStore, maxAge: TimeInterval, interval: TimeInterval, logger: Logger,
+        media: MediaLibrary? = nil, leases: (any ServiceLeaseStore)? = nil, node: String = "local",
+        deletionInterval: Duration = .seconds(30)
+    ) {
+        self.store = store
+        self.maxAge = maxAge
+        self.interval = interval
+        self.logger = logger
+        self.media = media
+        self.leases = leases
+        self.node = node
+        self.deletionInterval = deletionInterval
+    }
+
     /// How long a completed upload is remembered, so a retried CompleteMultipartUpload gets the same answer.
     static let completedUploadMemory: TimeInterval = 24 * 3600
 
-    func run() async throws {
+    package func run() async throws {
         await withDiscardingTaskGroup { group in
             group.addTask {
                 while !Task.isCancelled && !Task.isShuttingDownGracefully {

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import FerryCore
+import FerryStorage
 import Foundation
 import Logging
 import NIOCore
@@ -14,7 +15,7 @@ import ServiceLifecycle
 /// `maxAttempts` the event is marked failed (kept in the catalog, logged at warning with its id) and delivery moves
 /// on. Delivery is at least once: an event whose acknowledgement is lost (shutdown, crash) is sent again.
 /// The secret and signatures are never logged; neither is the URL (it may carry a token).
-struct WebhookDeliveryService: Service {
+package struct WebhookDeliveryService: Service {
     let outbox: WebhookOutbox
     let configuration: WebhookConfiguration
     let logger: Logger
@@ -22,6 +23,18 @@ struct WebhookDeliveryService: Service {
     let leases: any ServiceLeaseStore
     /// This node's name in leases.
     let node: String
+
+    /// Creates the service.
+    package init(
+        outbox: WebhookOutbox, configuration: WebhookConfiguration, logger: Logger, leases: any ServiceLeaseStore,
+        node: String
+    ) {
+        self.outbox = outbox
+        self.configuration = configuration
+        self.logger = logger
+        self.leases = leases
+        self.node = node
+    }
 
     /// The lease that lets one node deliver.
     static let leaseName = "webhook-delivery"
@@ -31,7 +44,7 @@ struct WebhookDeliveryService: Service {
     /// Time an attempt has to complete, from connecting to the response.
     static let attemptTimeout: TimeAmount = .seconds(10)
 
-    func run() async throws {
+    package func run() async throws {
         var clientConfiguration = HTTPClient.Configuration()
         clientConfiguration.redirectConfiguration = .disallow
         clientConfiguration.timeout = .init(connect: Self.attemptTimeout, read: Self.attemptTimeout)

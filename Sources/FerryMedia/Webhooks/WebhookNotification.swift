@@ -1,30 +1,5 @@
+import FerryStorage
 import Foundation
-
-/// The type of a webhook event (the body's `type`).
-public struct WebhookEventType: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
-    public var rawValue: String
-    /// Creates a type from its name.
-    public init(rawValue: String) { self.rawValue = rawValue }
-
-    /// A video's source is stored, the first time.
-    public static let fileUploadComplete = WebhookEventType(rawValue: "FileUploadComplete")
-    /// The source was probed (or could not be).
-    public static let videoAnalysisComplete = WebhookEventType(rawValue: "VideoAnalysisComplete")
-    /// A cover was taken from the source (or could not be).
-    public static let snapshotComplete = WebhookEventType(rawValue: "SnapshotComplete")
-    /// One stream of the transcode was made (or could not be).
-    public static let streamTranscodeComplete = WebhookEventType(rawValue: "StreamTranscodeComplete")
-    /// Every stream was published and the video is `Normal` (or the video failed).
-    public static let transcodeComplete = WebhookEventType(rawValue: "TranscodeComplete")
-    /// An image's file is stored, the first time.
-    public static let imageUploadComplete = WebhookEventType(rawValue: "ImageUploadComplete")
-    /// A video was deleted.
-    public static let videoDeleted = WebhookEventType(rawValue: "VideoDeleted")
-    /// A video's upload never completed in time.
-    public static let videoUploadExpired = WebhookEventType(rawValue: "VideoUploadExpired")
-
-    public var description: String { rawValue }
-}
 
 /// What happened, to be sent to the webhook receiver: an event's type and its payload.
 ///

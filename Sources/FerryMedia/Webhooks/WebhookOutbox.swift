@@ -1,68 +1,13 @@
+import FerryStorage
 import Foundation
-
-/// Where and how the server delivers webhooks.
-public struct WebhookConfiguration: Sendable {
-    /// The receiver's URL; events are POSTed to it.
-    public var url: URL
-    /// The HMAC-SHA256 key the receiver verifies signatures with (never logged).
-    public var secret: String
-    /// Attempts per event before it is marked failed (it stays in the catalog). Default 50.
-    public var maxAttempts: Int = 50
-    /// Wait before the second attempt; doubles per attempt (with jitter) up to `maxBackoff`. Default 200 ms.
-    public var initialBackoff: Duration = .milliseconds(200)
-    /// Longest wait between attempts. Default 300 s.
-    public var maxBackoff: Duration = .seconds(300)
-    /// How often the delivery service looks for new events when it has nothing due. Default 100 ms.
-    public var pollInterval: Duration = .milliseconds(100)
-
-    /// Creates a configuration for a receiver URL and signing secret.
-    public init(url: URL, secret: String) {
-        self.url = url
-        self.secret = secret
-    }
-}
-
-extension WebhookConfiguration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    /// The receiver without the secret.
-    public var description: String { "WebhookConfiguration(url: \(url.absoluteString), secret: <redacted>)" }
-    /// Same as ``description``.
-    public var debugDescription: String { description }
-    /// A mirror without the secret (services are described this way in debug logs).
-    public var customMirror: Mirror {
-        Mirror(
-            self,
-            children: [
-                "url": url, "secret": "<redacted>", "maxAttempts": maxAttempts, "initialBackoff": initialBackoff,
-                "maxBackoff": maxBackoff, "pollInterval": pollInterval,
-            ], displayStyle: .struct)
-    }
-}
-
-/// An event in the webhook outbox.
-public struct WebhookEvent: Sendable, Codable, Equatable {
-    /// Unique id; receivers dedupe by it (delivery is at least once).
-    public var id: String
-    /// Event type, e.g. `TranscodeComplete`.
-    public var type: WebhookEventType
-    /// Event data: the fields of the event (`VideoId`, `Status`, …), as in docs/api.md.
-    public var payload: WebhookPayload
-    /// When it was enqueued.
-    public var createdAt: Date
-    /// Delivery attempts made so far.
-    public var attempts: Int
-    /// When the receiver acknowledged it (2xx), or nil.
-    public var deliveredAt: Date?
-    /// When it was given up on after `maxAttempts` failed attempts, or nil. Failed events stay in the catalog.
-    public var failedAt: Date?
-}
 
 /// Persists webhook events in the catalog (so they survive restarts) for `WebhookDeliveryService` to deliver.
 public final class WebhookOutbox: Sendable {
-    let catalog: any WebhookStore
+    package let catalog: any WebhookStore
     /// The configuration; nil when no webhook is configured.
     public let configuration: WebhookConfiguration?
 
-    init(catalog: any WebhookStore, configuration: WebhookConfiguration?) {
+    package init(catalog: any WebhookStore, configuration: WebhookConfiguration?) {
         self.catalog = catalog
         self.configuration = configuration
     }
@@ -101,14 +46,7 @@ public final class WebhookOutbox: Sendable {
             var payload: WebhookPayload
         }
         let createdAt = event.createdAt.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
-        return [UInt8](
-            try jsonEncoder.encode(Body(id: event.id, type: event.type, createdAt: createdAt, payload: event.payload)))
-    }
-
-    /// How bodies and stored payloads are written: keys sorted, slashes as they are.
-    static var jsonEncoder: JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
+        let body = Body(id: event.id, type: event.type, createdAt: createdAt, payload: event.payload)
+        return [UInt8](try WebhookEvent.jsonEncoder.encode(body))
     }
 }

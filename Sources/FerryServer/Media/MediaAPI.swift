@@ -109,10 +109,6 @@ public struct MediaAPI: Sendable {
         return timeout
     }
 
-    static func newId() -> String {
-        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-    }
-
     // MARK: Endpoints
 
     /// Where playback and download URLs point: the public endpoint, else the endpoint the request reached.
@@ -215,7 +211,7 @@ public struct MediaAPI: Sendable {
             }
         }
         try await library.ensureBucket()
-        let id = Self.newId()
+        let id = MediaLibrary.newId()
         let now = Date()
         // With a ClientToken, a request racing this one (the same client retrying) gets the same video.
         let video = try await catalog.createVideo(
@@ -355,7 +351,7 @@ public struct MediaAPI: Sendable {
         try Self.checkText(input.description, "Description", max: 1024)
         try Self.checkTags(input.tags)
         try await library.ensureBucket()
-        let id = Self.newId()
+        let id = MediaLibrary.newId()
         let key = "image/\(type)/\(id).\(ext)"
         try await catalog.saveImage(
             ImageRecord(

@@ -127,7 +127,7 @@ public struct PublishAPI: Sendable {
         }
         let group = try media.templateGroup(signature.procedure)
         try await media.library.ensureBucket()
-        let id = MediaAPI.newId()
+        let id = MediaLibrary.newId()
         let session = Session(
             v: id, k: "video/\(id)/source.\(videoType)", c: coverType.map { "video/\(id)/cover.\($0)" }, o: owner)
         let now = Date()

@@ -5,8 +5,8 @@ import Foundation
 /// Resolves access key ids to their secrets and principals: the root key, stored access keys, and temporary
 /// credentials carried by session tokens.
 public struct CredentialStore: Sendable {
-    let root: SigV4Credentials
-    let catalog: any MediaCatalog
+    package let root: SigV4Credentials
+    package let catalog: any MediaCatalog
     /// Issues and verifies session tokens.
     public let tokens: SessionTokenCodec
     /// The time credentials are issued and judged by (``FerryServerConfiguration/now``).
@@ -24,14 +24,14 @@ public struct CredentialStore: Sendable {
     }
 
     /// A resolved key: its secret and who it is.
-    struct Resolved: Sendable {
-        var secretAccessKey: String
-        var principal: Principal
+    package struct Resolved: Sendable {
+        package var secretAccessKey: String
+        package var principal: Principal
     }
 
     /// Resolves a key id (with its session token when one was sent); throws `InvalidAccessKeyId`, `InvalidToken` or
     /// `ExpiredToken`.
-    func resolve(accessKeyId: String, sessionToken: String?, now: Date? = nil) async throws -> Resolved {
+    package func resolve(accessKeyId: String, sessionToken: String?, now: Date? = nil) async throws -> Resolved {
         let now = now ?? self.now()
         if let sessionToken {
             let verified = try tokens.verify(token: sessionToken, accessKeyId: accessKeyId, now: now)

@@ -3,15 +3,23 @@ import FerryCore
 import Foundation
 
 /// The secrets a server keeps in its data directory, readable by the owner only.
-enum ServerKeys {
-    struct StoredRoot: Codable {
-        var accessKeyId: String
-        var secretAccessKey: String
+package enum ServerKeys {
+    package struct StoredRoot: Codable {
+        package var accessKeyId: String
+        package var secretAccessKey: String
+
+        /// Creates a root key.
+        package init(accessKeyId: String, secretAccessKey: String) {
+            self.accessKeyId = accessKeyId
+            self.secretAccessKey = secretAccessKey
+        }
     }
 
     /// The root pair from the environment, or from `root-credentials.json`, generated when absent.
     /// - Returns: the credentials and whether they were generated just now.
-    static func rootCredentials(directory: String, environment: [String: String]) throws -> (SigV4Credentials, Bool) {
+    package static func rootCredentials(directory: String, environment: [String: String]) throws
+        -> (SigV4Credentials, Bool)
+    {
         if let id = environment["FERRY_ACCESS_KEY_ID"], let secret = environment["FERRY_SECRET_ACCESS_KEY"],
             !id.isEmpty, !secret.isEmpty
         {
@@ -30,7 +38,7 @@ enum ServerKeys {
     }
 
     /// The key session tokens are signed with, from `token-key`, generated when absent.
-    static func tokenKey(directory: String) throws -> SymmetricKey {
+    package static func tokenKey(directory: String) throws -> SymmetricKey {
         let path = directory + "/token-key"
         if let data = FileManager.default.contents(atPath: path), data.count == 32 {
             return SymmetricKey(data: data)

@@ -49,7 +49,7 @@ public struct SessionTokenCodec: Sendable {
 
     /// An HMAC-SHA256 of `message` under a key derived from the token key for `purpose`, so other self-contained
     /// tokens of the server (a publish session key) need no key of their own and cannot be confused with these.
-    func authenticationCode(for message: Data, purpose: String) -> Data {
+    package func authenticationCode(for message: Data, purpose: String) -> Data {
         let derived = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(("purpose:" + purpose).utf8), using: key)))
         return Data(HMAC<SHA256>.authenticationCode(for: message, using: derived))
     }
@@ -83,18 +83,18 @@ public struct SessionTokenCodec: Sendable {
             secretAccessKey: secret(for: accessKeyId))
     }
 
-    static func base64url(_ data: Data) -> String {
+    package static func base64url(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func unbase64url(_ string: String) -> Data? {
+    package static func unbase64url(_ string: String) -> Data? {
         var s = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while s.count % 4 != 0 { s += "=" }
         return Data(base64Encoded: s)
     }
 
-    static func randomAlphanumeric(_ count: Int) -> String {
+    package static func randomAlphanumeric(_ count: Int) -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
         return String((0..<count).map { _ in alphabet[Int.random(in: 0..<alphabet.count)] })
     }

@@ -26,13 +26,22 @@ public struct CatalogObjectStore: ObjectStore {
     let limits: Limits
     let logger: Logger
     /// Whether other nodes share this store's catalog and blobs (a PostgreSQL catalog over an S3-compatible store).
-    var isShared: Bool { catalog.isShared }
+    package var isShared: Bool { catalog.isShared }
     /// Unreferenced blobs the last orphan pass found; the next pass deletes those still unreferenced.
     let orphanSuspects = NIOLockedValueBox<Set<String>>([])
 
     /// Opens the store with its blobs as files in `directory`, over `catalog`.
     public init(directory: String, catalog: SQLiteCatalog, limits: Limits = .init(), logger: Logger) throws {
         self.init(blobs: try BlobFiles(root: directory), catalog: catalog, limits: limits, logger: logger)
+    }
+
+    /// Opens the store with its blobs in an S3-compatible store: with a `shared` PostgreSQL catalog their metadata is
+    /// shared too, and any node serves any object; else it is in the data directory's `catalog`.
+    package init(
+        blobs: S3BlobStorage, catalog: SQLiteCatalog, shared: PostgresCatalog?, limits: Limits, logger: Logger
+    ) {
+        let metadata: any ObjectCatalog = shared ?? catalog
+        self.init(blobs: blobs, catalog: metadata, limits: limits, logger: logger)
     }
 
     /// Opens the store with its blobs in `blobs`, over `catalog`.
@@ -528,7 +537,7 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     /// Forgets completed uploads older than `date` (a Complete retried after that answers NoSuchUpload).
-    func forgetCompletedUploads(before date: Date) async throws -> Int {
+    package func forgetCompletedUploads(before date: Date) async throws -> Int {
         try await catalog.forgetCompletedUploads(before: date)
     }
 
@@ -537,7 +546,7 @@ public struct CatalogObjectStore: ObjectStore {
     /// A blob is deleted only when two passes in a row found it unreferenced and older than `age`: a blob an
     /// overwrite retired a moment ago (which readers on other nodes may still stream during the storage's grace
     /// period) is at most a suspect in the first pass, and passes are an interval (an hour by default) apart.
-    func collectOrphanBlobs(olderThan age: TimeInterval = 3600) async throws -> Int {
+    package func collectOrphanBlobs(olderThan age: TimeInterval = 3600) async throws -> Int {
         let referenced = try await catalog.referencedBlobs()
         let unreferenced = Set(
             try await files.blobs(olderThan: Date().addingTimeInterval(-age)).filter {
@@ -616,7 +625,7 @@ public struct CatalogObjectStore: ObjectStore {
     /// returns how many. A blob still read here, or one the storage did not delete, is looked at again
     /// ``queuedBlobRetryDelay`` later, behind the others.
     @discardableResult
-    func deleteQueuedBlobs(now: Date = Date(), limit: Int = 1000) async throws -> Int {
+    package func deleteQueuedBlobs(now: Date = Date(), limit: Int = 1000) async throws -> Int {
         let due = try await catalog.dueBlobDeletions(now: now, limit: limit)
         guard !due.isEmpty else { return 0 }
         let read = due.filter { files.leases.isLeased($0) }
@@ -662,7 +671,7 @@ public struct CatalogObjectStore: ObjectStore {
     static let noSuchKey = FerryDomainError(.objectNotFound, "The specified key does not exist.")
     static let preconditionFailed = FerryDomainError(
         .preconditionFailed, "At least one of the pre-conditions you specified did not hold")
-    static let noSuchUpload = FerryDomainError(
+    package static let noSuchUpload = FerryDomainError(
         .uploadNotFound,
         "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."
     )

@@ -9,12 +9,12 @@ import Foundation
 /// and released when the process ends, however it ends. The lock file names the owner (its pid and, once it listens,
 /// its address), so another command on the same directory can talk to the running server instead of opening it a
 /// second time (which would, among other things, clear the bodies it is receiving).
-final class DataDirectoryLock: Sendable {
+package final class DataDirectoryLock: Sendable {
     private let fd: Int32
     let path: String
 
     /// Locks `directory`, or throws ``DataDirectoryInUse``.
-    init(directory: String) throws {
+    package init(directory: String) throws {
         path = directory + "/lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXFileError("open", errno) }
@@ -35,7 +35,7 @@ final class DataDirectoryLock: Sendable {
     }
 
     /// Writes the owner's pid and, once known, its address into the lock file.
-    func record(endpoint: String?) {
+    package func record(endpoint: String?) {
         let text = "\(getpid())\n" + (endpoint.map { $0 + "\n" } ?? "")
         _ = ftruncate(fd, 0)
         _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }

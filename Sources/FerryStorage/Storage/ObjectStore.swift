@@ -170,7 +170,7 @@ public protocol ObjectStore: Sendable {
 
 /// What the collector (``UploadCollector``) asks of a store besides the object API: clearing away what no one
 /// references any more.
-protocol CollectableObjectStore: ObjectStore {
+package protocol CollectableObjectStore: ObjectStore {
     /// Whether other nodes share the store's catalog and bytes; then one node at a time collects.
     var isShared: Bool { get }
     /// Deletes bytes nothing references (left by a crash between writing them and recording them), once two passes

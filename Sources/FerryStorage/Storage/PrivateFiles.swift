@@ -9,9 +9,9 @@ import Foundation
 
 /// The data directory is for the server's eyes only: directories 0700 and files 0600, whatever the umask and
 /// whatever mode a directory had before.
-enum PrivateFiles {
+package enum PrivateFiles {
     /// Creates `path` (and its missing parents) as a 0700 directory, or makes an existing one 0700.
-    static func directory(_ path: String) throws {
+    package static func directory(_ path: String) throws {
         try FileManager.default.createDirectory(
             atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         guard chmod(path, 0o700) == 0 else { throw POSIXFileError("chmod", errno) }
@@ -19,7 +19,7 @@ enum PrivateFiles {
 
     /// Creates an empty 0600 file at `path` when there is none, and makes an existing one 0600 (SQLite then gives its
     /// WAL and shared-memory files the same mode).
-    static func file(_ path: String) throws {
+    package static func file(_ path: String) throws {
         let fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXFileError("open", errno) }
         defer { close(fd) }
@@ -27,7 +27,7 @@ enum PrivateFiles {
     }
 
     /// Makes every file below `root` 0600 and every directory 0700 (for files a previous version left readable).
-    static func tighten(_ root: String) {
+    package static func tighten(_ root: String) {
         guard let walker = FileManager.default.enumerator(atPath: root) else { return }
         while let relative = walker.nextObject() as? String {
             let path = root + "/" + relative

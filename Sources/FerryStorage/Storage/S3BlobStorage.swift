@@ -52,7 +52,7 @@ public struct S3StoreLocation: Sendable, Hashable {
 /// name, but nothing can read it before the catalog references it: a body that fails verification is deleted, and
 /// one left by a crash is collected as an orphan. Links are server-side copies; reads are ranged GETs streamed to
 /// the consumer. A failure of the store (refused connection, timeout, 5xx) is `SlowDown` (503), which clients retry.
-struct S3BlobStorage: BlobStorage {
+package struct S3BlobStorage: BlobStorage {
     let location: S3StoreLocation
     let signer: SigV4Signer
     let leases = BlobLeases()
@@ -60,7 +60,7 @@ struct S3BlobStorage: BlobStorage {
     /// reader (its leases cover every read); with a shared catalog, long enough for downloads under way elsewhere.
     /// Deletions that wait are queued in the catalog (``CatalogObjectStore/retire(_:)``), so a restart does not lose
     /// them.
-    var retireAfter: Duration = .zero
+    package var retireAfter: Duration = .zero
     private let host: String
     private let basePath: String
 
@@ -78,7 +78,7 @@ struct S3BlobStorage: BlobStorage {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
 
-    init(location: S3StoreLocation) {
+    package init(location: S3StoreLocation) {
         self.location = location
         signer = SigV4Signer(credentials: location.credentials, region: location.region)
         let url = URL(string: location.endpoint)
@@ -89,7 +89,7 @@ struct S3BlobStorage: BlobStorage {
 
     /// Creates the bucket when it does not exist yet. A store that is starting (refused connections, 5xx) is given
     /// `patience`; one that refuses the credentials or the bucket fails at once with its answer.
-    func prepare(patience: Duration = .seconds(30)) async throws {
+    package func prepare(patience: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now + patience
         while true {
             var failure: StoreError

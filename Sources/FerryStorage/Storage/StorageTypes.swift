@@ -182,6 +182,12 @@ public struct CompletedUploadPart: Codable, Sendable, Hashable {
     public var number: Int
     /// ETag without quotes.
     public var etag: String
+
+    /// Creates a part of a completed upload.
+    package init(number: Int, etag: String) {
+        self.number = number
+        self.etag = etag
+    }
 }
 
 /// A page of ListObjectsV2.
@@ -194,6 +200,14 @@ public struct ObjectListing: Sendable {
     public var isTruncated: Bool
     /// The last key or prefix returned, from which the next page starts.
     public var nextMarker: String?
+
+    /// Creates a page.
+    package init(objects: [ObjectInfo], commonPrefixes: [String], isTruncated: Bool, nextMarker: String? = nil) {
+        self.objects = objects
+        self.commonPrefixes = commonPrefixes
+        self.isTruncated = isTruncated
+        self.nextMarker = nextMarker
+    }
 }
 
 /// What the store computed while it wrote a body, handed to the request's verifier before anything becomes visible.
@@ -204,4 +218,11 @@ public struct BodyDigests: Sendable {
     public var md5: [UInt8]
     /// Raw checksums by S3 algorithm name (`CRC32`, `SHA256`, …) that the request asked for.
     public var checksums: [String: [UInt8]]
+
+    /// Creates the digests of a body.
+    package init(size: Int64, md5: [UInt8], checksums: [String: [UInt8]]) {
+        self.size = size
+        self.md5 = md5
+        self.checksums = checksums
+    }
 }

@@ -19,7 +19,7 @@ extension PostgresCatalog: WebhookStore {
     }
 
     public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
-        let payload = String(decoding: try WebhookOutbox.jsonEncoder.encode(event.payload), as: UTF8.self)
+        let payload = String(decoding: try WebhookEvent.jsonEncoder.encode(event.payload), as: UTF8.self)
         let created = event.createdAt.timeIntervalSince1970
         try await client.query(
             """

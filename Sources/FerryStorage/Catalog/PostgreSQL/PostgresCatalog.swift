@@ -31,6 +31,11 @@ public final class PostgresCatalog: Sendable, Service {
     public struct InvalidURL: Error, CustomStringConvertible {
         /// Why.
         public var description: String
+
+        /// Creates the error.
+        package init(description: String) {
+            self.description = description
+        }
     }
 
     /// Connection settings read from `postgres://user[:password]@host[:port]/database` (`postgresql://` too).
@@ -53,7 +58,7 @@ public final class PostgresCatalog: Sendable, Service {
 
     /// A catalog for the database at `url`, with access key secrets sealed by `secrets`. Nothing connects until
     /// ``run()`` runs; the schema is migrated by ``withConnection(url:secrets:logger:_:)``.
-    init(url: String, secrets: SecretBox?, logger: Logger) throws {
+    package init(url: String, secrets: SecretBox?, logger: Logger) throws {
         client = PostgresClient(configuration: try Self.configuration(url: url), backgroundLogger: logger)
         self.secrets = secrets
         self.logger = logger
@@ -74,7 +79,7 @@ public final class PostgresCatalog: Sendable, Service {
     }
 
     /// Connects, migrates and seals plaintext access key secrets with `secrets`, and runs `body` with the catalog.
-    static func withConnection<Result>(
+    package static func withConnection<Result>(
         url: String, secrets: SecretBox?, logger: Logger, _ body: (PostgresCatalog) async throws -> Result
     ) async throws -> Result {
         let catalog = try PostgresCatalog(url: url, secrets: secrets, logger: logger)
@@ -210,7 +215,7 @@ public final class PostgresCatalog: Sendable, Service {
 
     /// A secret every node shares, made by the first node that asks (`make`) and read by the others; `created` says
     /// whether this call made it.
-    func sharedSecret(_ name: String, make: () -> Data) async throws -> (value: Data, created: Bool) {
+    package func sharedSecret(_ name: String, make: () -> Data) async throws -> (value: Data, created: Bool) {
         let candidate = ByteBuffer(bytes: make())
         for try await value in try await client.query(
             "INSERT INTO server_secret (name, value) VALUES (\(name), \(candidate)) ON CONFLICT DO NOTHING RETURNING value",
@@ -300,7 +305,7 @@ public final class PostgresCatalog: Sendable, Service {
     }
 
     /// Seals secrets stored before the catalog had a key to seal them with.
-    func sealPlaintextSecrets(with secrets: SecretBox?) async throws {
+    package func sealPlaintextSecrets(with secrets: SecretBox?) async throws {
         guard let secrets else { return }
         for row in try await rows("SELECT id, secret FROM access_key") {
             let id = try row["id"].decode(String.self)

@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import PostgresNIO
 
 // The catalog's queue of blobs to delete: blobs nothing references any more that could not be deleted at once (a
 // reader still holds them, other nodes get a grace period, the storage failed), kept in the catalog so a restart does
@@ -54,41 +53,5 @@ extension SQLiteCatalog {
                 try db.execute(sql: "DELETE FROM blobDeletion WHERE blob = ?", arguments: [blob])
             }
         }
-    }
-}
-
-extension PostgresCatalog {
-    /// Whether other nodes share this catalog: that is what it is for.
-    var isShared: Bool { true }
-
-    /// Schema of the deletion queue (migration 5).
-    static let blobDeletionTable = [
-        "CREATE TABLE blob_deletion (blob TEXT PRIMARY KEY, due_at DOUBLE PRECISION NOT NULL)",
-        "CREATE INDEX blob_deletion_by_due ON blob_deletion (due_at)",
-    ]
-
-    /// Queues blobs for deletion at `date` or later; a blob queued already keeps the later of its two times.
-    func queueBlobDeletions(_ blobs: [String], dueAt date: Date) async throws {
-        guard !blobs.isEmpty else { return }
-        try await client.query(
-            """
-            INSERT INTO blob_deletion (blob, due_at) SELECT unnest(\(blobs)::text[]), \(date.timeIntervalSince1970)
-            ON CONFLICT (blob) DO UPDATE SET due_at = GREATEST(blob_deletion.due_at, EXCLUDED.due_at)
-            """, logger: logger)
-    }
-
-    /// Up to `limit` queued blobs due by `now`, earliest first.
-    func dueBlobDeletions(now: Date, limit: Int) async throws -> [String] {
-        try await strings(
-            """
-            SELECT blob FROM blob_deletion WHERE due_at <= \(now.timeIntervalSince1970) ORDER BY due_at
-            LIMIT \(Int64(limit))
-            """)
-    }
-
-    /// Takes deleted blobs off the queue.
-    func removeBlobDeletions(_ blobs: [String]) async throws {
-        guard !blobs.isEmpty else { return }
-        try await client.query("DELETE FROM blob_deletion WHERE blob = ANY(\(blobs)::text[])", logger: logger)
     }
 }

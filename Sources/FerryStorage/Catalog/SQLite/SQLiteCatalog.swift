@@ -16,7 +16,7 @@ public final class SQLiteCatalog: ObjectCatalog {
     }
 
     /// Opens the catalog at `path`, with access key secrets sealed by `secrets` (those stored before are sealed now).
-    init(path: String, secrets: SecretBox?) throws {
+    package init(path: String, secrets: SecretBox?) throws {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(10)

@@ -1,0 +1,39 @@
+import Foundation
+
+/// Where and how the server delivers webhooks.
+public struct WebhookConfiguration: Sendable {
+    /// The receiver's URL; events are POSTed to it.
+    public var url: URL
+    /// The HMAC-SHA256 key the receiver verifies signatures with (never logged).
+    public var secret: String
+    /// Attempts per event before it is marked failed (it stays in the catalog). Default 50.
+    public var maxAttempts: Int = 50
+    /// Wait before the second attempt; doubles per attempt (with jitter) up to `maxBackoff`. Default 200 ms.
+    public var initialBackoff: Duration = .milliseconds(200)
+    /// Longest wait between attempts. Default 300 s.
+    public var maxBackoff: Duration = .seconds(300)
+    /// How often the delivery service looks for new events when it has nothing due. Default 100 ms.
+    public var pollInterval: Duration = .milliseconds(100)
+
+    /// Creates a configuration for a receiver URL and signing secret.
+    public init(url: URL, secret: String) {
+        self.url = url
+        self.secret = secret
+    }
+}
+
+extension WebhookConfiguration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The receiver without the secret.
+    public var description: String { "WebhookConfiguration(url: \(url.absoluteString), secret: <redacted>)" }
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+    /// A mirror without the secret (services are described this way in debug logs).
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "url": url, "secret": "<redacted>", "maxAttempts": maxAttempts, "initialBackoff": initialBackoff,
+                "maxBackoff": maxBackoff, "pollInterval": pollInterval,
+            ], displayStyle: .struct)
+    }
+}

@@ -1,0 +1,33 @@
+import Foundation
+import GRDB
+
+extension SQLiteCatalog: ServiceLeaseStore {
+    static func registerLeaseMigration(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v8-service-leases") { db in
+            try db.execute(
+                sql: "CREATE TABLE serviceLease (name TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL, expiresAt DOUBLE NOT NULL)")
+        }
+    }
+
+    public func acquireLease(_ name: String, owner: String, duration: Duration, now: Date) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO serviceLease (name, owner, expiresAt) VALUES (?, ?, ?)
+                    ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expiresAt = excluded.expiresAt
+                    WHERE serviceLease.owner = excluded.owner OR serviceLease.expiresAt < ?
+                    """,
+                arguments: [
+                    name, owner, now.addingTimeInterval(duration.timeInterval).timeIntervalSince1970,
+                    now.timeIntervalSince1970,
+                ])
+            return try String.fetchOne(db, sql: "SELECT owner FROM serviceLease WHERE name = ?", arguments: [name]) == owner
+        }
+    }
+
+    public func releaseLease(_ name: String, owner: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM serviceLease WHERE name = ? AND owner = ?", arguments: [name, owner])
+        }
+    }
+}

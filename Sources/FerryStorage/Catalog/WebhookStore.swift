@@ -1,0 +1,41 @@
+import Foundation
+
+/// An event as stored, with what delivery needs.
+public struct StoredWebhookEvent: Sendable {
+    /// The event.
+    public var event: WebhookEvent
+    /// The exact JSON that is signed and sent on every attempt.
+    public var body: [UInt8]
+    /// When the next attempt is due.
+    public var nextAttemptAt: Date
+}
+
+/// An event with how its delivery goes, for people looking at it (the console's webhooks page).
+public struct WebhookDelivery: Sendable {
+    /// The event.
+    public var event: WebhookEvent
+    /// When the next attempt is due (while it is pending).
+    public var nextAttemptAt: Date
+    /// What the last failed attempt met, nil when none failed or it was delivered since.
+    public var lastError: String?
+}
+
+/// Where the webhook outbox keeps its events, so they survive restarts: the catalog (SQLite; PostgreSQL when several
+/// nodes share one).
+public protocol WebhookStore: Sendable {
+    /// Inserts a new event, due at once.
+    func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws
+    /// The oldest pending event (neither delivered nor failed), due or not.
+    func nextPendingWebhookEvent() async throws -> StoredWebhookEvent?
+    /// Every event not delivered (pending and failed), oldest first.
+    func undeliveredWebhookEvents() async throws -> [WebhookEvent]
+    /// Records a successful delivery.
+    func markWebhookEventDelivered(_ id: String, at date: Date) async throws
+    /// Records a failed attempt: either the next attempt's time or, when attempts ran out (nil), the failure.
+    func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws
+    /// The newest `limit` events, delivered or not, newest first.
+    func recentWebhookEvents(limit: Int) async throws -> [WebhookDelivery]
+    /// Makes an event whose attempts ran out pending again, due at `now` with a fresh count of attempts; false when
+    /// no failed event has that id.
+    func retryWebhookEvent(_ id: String, now: Date) async throws -> Bool
+}
