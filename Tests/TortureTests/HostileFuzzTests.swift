@@ -113,18 +113,25 @@ enum FuzzGroup: String, CaseIterable, Sendable {
     case uppySigning = "Uppy signing"
     case health = "health"
 
-    /// The group the server routes a raw path to (as FerryServer.makeApplication does), which decides the dialect
-    /// of the answer whatever group the request was made for.
-    static func routed(_ path: String) -> FuzzGroup {
-        if path == "/console" || path.hasPrefix("/console/") { return .consoleSite }
-        if path == "/_ferry/console/session" { return .consoleSession }
-        if path.hasPrefix("/_ferry/console/api/") { return .consoleAPI }
-        if path == "/s3/multipart" || path.hasPrefix("/s3/multipart/") { return .uppySigning }
-        if path.hasPrefix("/_ferry/v1/") { return .mediaAPI }
-        if path.hasPrefix("/_ferry/ugc/") { return .publish }
-        if path.hasPrefix("/_ferry/play/") { return .playback }
-        if path == "/_ferry/health" { return .health }
-        if path == "/_ferry/form" { return .formUpload }
+    /// The group the server routes a raw path to (as FerryServer.makeRouter does), which decides the dialect of the
+    /// answer whatever group the request was made for: every path under `/_ferry/` that no group takes is the media
+    /// API's JSON 404, and S3 takes everything else.
+    static func routed(_ rawPath: String) -> FuzzGroup {
+        // The router reads a path by its segments, so empty ones (`//`) do not count.
+        let path = "/" + rawPath.split(separator: "/").joined(separator: "/")
+        func under(_ prefix: String) -> Bool { path == prefix || path.hasPrefix(prefix + "/") }
+        if under("/console") { return .consoleSite }
+        if path == "/_ferry/console/session" || path == "/_ferry/console/session/" { return .consoleSession }
+        if path.hasPrefix("/_ferry/console/api/"), path.dropFirst("/_ferry/console/api/".count).split(separator: "/").count <= 1 {
+            return .consoleAPI
+        }
+        if under("/s3/multipart") { return .uppySigning }
+        if under("/_ferry/v1") { return .mediaAPI }
+        if under("/_ferry/ugc") { return .publish }
+        if under("/_ferry/play") { return .playback }
+        if path == "/_ferry/health" || path == "/_ferry/health/" { return .health }
+        if path == "/_ferry/form" || path == "/_ferry/form/" { return .formUpload }
+        if under("/_ferry") { return .mediaAPI }
         return .objectAPI
     }
 

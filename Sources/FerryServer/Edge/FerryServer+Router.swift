@@ -8,8 +8,14 @@ import NIOCore
 /// draws them). S3 is the catch-all: routed at `/` and `/**`, it also answers every request no route matched
 /// (``UnroutedRequestMiddleware``), so any method and any path gets an answer in some dialect.
 extension FerryServer {
-    /// The methods the groups route; a request with any other method reaches the S3 catch-all, which refuses it.
-    static let routedMethods: [HTTPRequest.Method] = [.get, .head, .put, .post, .delete, .options, .patch]
+    /// The methods the groups route: every method the HTTP/1.1 parser accepts, so that a group answers any method in
+    /// its own dialect (the S3 catch-all also takes requests whose path ends below a group's fixed segments).
+    static let routedMethods: [HTTPRequest.Method] = [
+        "GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT", "COPY", "LOCK", "UNLOCK", "MOVE",
+        "MKCOL", "PROPFIND", "PROPPATCH", "SEARCH", "REPORT", "MERGE", "PURGE", "NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE",
+        "BIND", "REBIND", "UNBIND", "ACL", "LINK", "UNLINK", "MKACTIVITY", "CHECKOUT", "MKCALENDAR", "M-SEARCH", "SOURCE",
+        "QUERY",
+    ].compactMap { HTTPRequest.Method($0) }
 
     func makeRouter() -> Router<FerryRequestContext> {
         let router = Router(context: FerryRequestContext.self)
@@ -84,10 +90,8 @@ extension FerryServer {
         play.on(["", "**"], methods: all) { request, context in try await playback.respond(to: request, context: context) }
 
         // Health, for load balancers: 200 while this node serves and reaches its catalog, 503 otherwise.
-        let health = router.group("/_ferry/health", TextDialect(name: "health"), checksHost: false, continues: false)
-        health.on([""], methods: [.get, .head]) { _, _ in await healthAnswer() }
-        health.on([""], methods: allBut([.get, .head]), use: refusing(
-            TextErrorResponse(status: .methodNotAllowed, message: "The health check answers GET and HEAD.")))
+        router.group("/_ferry/health", TextDialect(name: "health"), checksHost: false, continues: false)
+            .on([""], methods: all) { _, _ in await healthAnswer() }
 
         // The console: its files, its session, the media API for the session, and the part-signing endpoints.
         let site = router.group(
@@ -107,9 +111,13 @@ extension FerryServer {
                 .add(middleware: ConsoleSessionMiddleware(sessions: sessions, csrfOnEveryRequest: false, acceptsUppy: true)),
             MultipartSigningAPI(media: media))
 
-        // Any other path of Ferry's own.
-        router.group("/_ferry", MediaDialect(name: "ferry"), checksHost: false, continues: false)
-            .on(["", "**"], methods: all, use: refusing(MediaError("NotFound", "No Ferry endpoint has this path.", status: 404)))
+        // Any other path of Ferry's own, also below the groups' fixed segments, is a JSON 404.
+        router.group("/_ferry", MediaDialect(name: "ferry"), checksHost: false, continues: false).on(
+            [
+                "", "**", "health/**", "form/**", "console", "console/**", "console/session/**", "console/api",
+                "console/api/{action}/**",
+            ],
+            methods: all, use: refusing(MediaError("NotFound", "No Ferry endpoint has this path.", status: 404)))
 
         // Last, so that it stands only in front of the not-found responder.
         router.add(middleware: UnroutedRequestMiddleware(s3: s3))

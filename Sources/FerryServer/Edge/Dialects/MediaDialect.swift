@@ -38,6 +38,7 @@ struct MediaDialect: Dialect {
         case let error as FerryDomainError: mediaError(error)
         case let error as SigV4Error: mediaError(FerryDomainError(error))
         case let error as DocumentTooComplex: MediaError("InvalidParameter", "The request body \(error.reason).")
+        case is NIOTooManyBytesError: MediaError("RequestTooLarge", "The request body is larger than 1 MiB.", status: 413)
         case let error as S3Error: MediaError(error.code.rawValue, error.message, status: error.code.httpStatus)
         default: nil
         }
