@@ -58,4 +58,23 @@ struct DocumentShapeTests {
             CompleteMultipartUpload.self, from: Data("<CompleteMultipartUpload>\(parts)</CompleteMultipartUpload>".utf8))
         #expect(complete.parts.count == 10_000)
     }
+
+    @Test("S3XML refuses what stops the platform's parser: processing instructions, names that are not UTF-8, controls")
+    func unsafeXML() throws {
+        let refused: [[UInt8]] = [
+            Array("<?ferry?><Tagging/>".utf8), Array("<?xml?><Tagging/>".utf8), Array("<Tagging><?pi?></Tagging>".utf8),
+            Array("<F".utf8) + [0xE9] + Array("/>".utf8), [0xFF, 0xFE] + Array("<Tagging/>".utf8),
+            Array("<Tagging>".utf8) + [0x00] + Array("</Tagging>".utf8),
+        ]
+        for bytes in refused {
+            #expect(throws: DecodingError.self, "\(bytes)") { try S3XML.decode(S3Tagging.self, from: Data(bytes)) }
+        }
+        // A declaration at the start (after a byte order mark or white space) is fine.
+        for text in [
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Tagging><TagSet/></Tagging>",
+            "\u{FEFF}<?xml version='1.0'?>\n<Tagging><TagSet></TagSet></Tagging>",
+        ] {
+            _ = try S3XML.decode(S3Tagging.self, from: Data(text.utf8))
+        }
+    }
 }

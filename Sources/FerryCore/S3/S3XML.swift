@@ -24,10 +24,39 @@ public enum S3XML {
         if containsDeclaration(data) {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "A document type declaration is not allowed."))
         }
+        if let reason = unsafeForParser(data) {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: reason))
+        }
         let decoder = XMLDecoder()
         decoder.trimValueWhitespaces = trimming
         decoder.shouldProcessNamespaces = true
         return try decoder.decode(type, from: data)
+    }
+
+    /// Why the document cannot be given to the platform's XML parser, nil when it can: the parser stops the process on
+    /// bytes that are not UTF-8 in a name and on a processing instruction without data, so a document must be UTF-8
+    /// without the control characters XML 1.0 forbids, and its only processing instruction may be the XML declaration
+    /// at its start (`<?xml version=…?>`).
+    static func unsafeForParser(_ data: Data) -> String? {
+        guard String(validating: data, as: UTF8.self) != nil else { return "The document is not UTF-8." }
+        if data.contains(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) {
+            return "The document holds a control character."
+        }
+        let bytes = [UInt8](data)
+        var index = 0
+        while index + 1 < bytes.count {
+            defer { index += 1 }
+            guard bytes[index] == UInt8(ascii: "<"), bytes[index + 1] == UInt8(ascii: "?") else { continue }
+            let declaration = Array("<?xml".utf8)
+            let isDeclaration =
+                bytes[..<index].allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D || $0 == 0xEF || $0 == 0xBB || $0 == 0xBF }
+                && bytes.count > index + declaration.count + 1
+                && Array(bytes[index..<(index + declaration.count)]) == declaration
+                && [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index + declaration.count])
+                && String(decoding: bytes[index...].prefix(64), as: UTF8.self).contains("version")
+            guard isDeclaration else { return "The document holds a processing instruction." }
+        }
+        return nil
     }
 
     /// Whether the document holds `<!DOCTYPE` or `<!ENTITY` (in any case); comments and CDATA sections are fine.

@@ -4,27 +4,18 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// The edge: one Hummingbird router whose groups are Ferry's dialects, each with its middleware.
-///
-/// ```
-/// request ─► RequestId ─► AccessLog ─► (metrics, tracing: their place) ─► route group:
-///   /_ferry/v1/{action}          CORS ─► Envelope(media JSON) ─► Authority ─► Continue ─► SigV4(ferry, body) ─► MediaAPI
-///   /_ferry/ugc/{action}         CORS ─► Envelope(media JSON) ─► Authority ─► Continue ─► PublishSignature ─► PublishAPI
-///   /_ferry/form                 CORS ─► Envelope(Qiniu)      ─► Authority ─► Continue ─► FormUploadAPI (token)
-///   /_ferry/play/**              CORS * ─► Envelope(S3 XML)   ─► Authority ─► PlaybackAPI
-///   /_ferry/console/session      Headers ─► Envelope(media JSON) ─► Authority ─► Continue ─► ConsoleAPI
-///   /_ferry/console/api/{action} Headers ─► Envelope(media JSON) ─► Authority ─► Continue ─► Session+CSRF ─► MediaAPI
-///   /s3/multipart/…              Headers ─► Envelope(Uppy JSON) ─► Authority ─► Continue ─► Session ─► MultipartSigningAPI
-///   /console/**                  Headers ─► Envelope(text) ─► console files
-///   /_ferry/health               Envelope(text) ─► health
-///   everything else (S3)         CORS ─► bucket CORS ─► Envelope(S3 XML) ─► Authority ─► SigV4(s3) ─► ObjectAPI
-/// ```
-///
-/// The S3 group is the catch-all: it is routed at `/` and `/**`, and also answers every request no route matched
+/// The edge: one Hummingbird router whose groups are Ferry's dialects, each with its middleware (docs/architecture.md
+/// draws them). S3 is the catch-all: routed at `/` and `/**`, it also answers every request no route matched
 /// (``UnroutedRequestMiddleware``), so any method and any path gets an answer in some dialect.
 extension FerryServer {
-    /// The methods the groups route; a request with any other method reaches the S3 catch-all, which refuses it.
-    static let routedMethods: [HTTPRequest.Method] = [.get, .head, .put, .post, .delete, .options, .patch]
+    /// The methods the groups route: every method the HTTP/1.1 parser accepts, so that a group answers any method in
+    /// its own dialect (the S3 catch-all also takes requests whose path ends below a group's fixed segments).
+    static let routedMethods: [HTTPRequest.Method] = [
+        "GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT", "COPY", "LOCK", "UNLOCK", "MOVE",
+        "MKCOL", "PROPFIND", "PROPPATCH", "SEARCH", "REPORT", "MERGE", "PURGE", "NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE",
+        "BIND", "REBIND", "UNBIND", "ACL", "LINK", "UNLINK", "MKACTIVITY", "CHECKOUT", "MKCALENDAR", "M-SEARCH", "SOURCE",
+        "QUERY",
+    ].compactMap { HTTPRequest.Method($0) }
 
     func makeRouter() -> Router<FerryRequestContext> {
         let router = Router(context: FerryRequestContext.self)
@@ -32,11 +23,14 @@ extension FerryServer {
         let objects = objectAPI
         let sessions = ConsoleSessions(credentials: credentials)
         let console = ConsoleAPI(media: media, sessions: sessions, site: ConsoleSite.shared)
-        let signing = MultipartSigningAPI(media: media)
         let crossOrigin = CrossOriginMiddleware(policy: CrossOriginPolicy(origins: configuration.corsOrigins))
+        let consoleHeaders = ConsoleHeadersMiddleware(console: console)
         let authenticator = RequestAuthenticator(credentials: credentials, region: configuration.region)
         let all = Self.routedMethods
-        let allButPost = all.filter { $0 != .post }
+        let allBut = { (kept: [HTTPRequest.Method]) in all.filter { !kept.contains($0) } }
+        let notPost = { (api: String) in
+            refusing(MediaError("MethodNotAllowed", "\(api) operations are POST requests.", status: 405))
+        }
 
         // Every request: its id first, then its access log record. Metrics and tracing middleware go here, after
         // these two and before the groups, so that they see every answer, refusals included.
@@ -54,37 +48,25 @@ extension FerryServer {
             for method in all { router.on(path, method: method, responder: s3) }
         }
 
-        // The media API.
-        let v1 = router.group("/_ferry/v1").add(middleware: crossOrigin)
-            .add(middleware: ErrorEnvelopeMiddleware(dialect: MediaDialect(name: "media")))
-            .add(middleware: AuthorityMiddleware()).add(middleware: ContinueMiddleware())
-        let mediaPost = MediaError("MethodNotAllowed", "Media API operations are POST requests.", status: 405)
-        v1.on("", methods: allButPost, use: refusing(mediaPost))
-        v1.on("{action}", methods: allButPost, use: refusing(mediaPost))
-        v1.on("{action}/**", methods: all) { request, _ -> Response in
+        // The media API: other methods and unknown paths refused before authentication, actions after it.
+        let v1 = router.group("/_ferry/v1", MediaDialect(name: "media"), outer: [crossOrigin])
+        v1.on(["", "{action}"], methods: allBut([.post]), use: notPost("Media API"))
+        v1.on(["{action}/**"], methods: all) { request, _ -> Response in
             throw MediaAPI.invalidAction(request.uri.path.dropFirst(MediaAPI.pathPrefix.count))
         }
         v1.add(middleware: MediaAuthenticationMiddleware(authenticator: authenticator))
-        v1.post("") { request, context in try await media.respond(action: "", request: request, context: context) }
-        v1.post("{action}") { request, context in
-            try await media.respond(action: try context.parameters.require("action"), request: request, context: context)
+        v1.on(["", "{action}"], methods: [.post]) { request, context in
+            try await media.respond(action: context.parameters.get("action") ?? "", request: request, context: context)
         }
 
-        // The publish API.
+        // The publish API: its two actions need a publish signature; anything else is refused without one.
         let publish = PublishAPI(media: media)
-        let ugc = router.group("/_ferry/ugc").add(middleware: crossOrigin)
-            .add(middleware: ErrorEnvelopeMiddleware(dialect: MediaDialect(name: "publish")))
-            .add(middleware: AuthorityMiddleware()).add(middleware: ContinueMiddleware())
-        let publishPost = MediaError("MethodNotAllowed", "Publish API operations are POST requests.", status: 405)
-        for path: RouterPath in ["", "{action}", "ApplyUploadUGC", "CommitUploadUGC"] {
-            ugc.on(path, methods: allButPost, use: refusing(publishPost))
-        }
-        ugc.on("{action}/**", methods: all) { request, _ -> Response in
+        let ugc = router.group("/_ferry/ugc", MediaDialect(name: "publish"), outer: [crossOrigin])
+        ugc.on(
+            ["", "{action}", "{action}/**", "ApplyUploadUGC", "CommitUploadUGC"], methods: allBut([.post]),
+            use: notPost("Publish API"))
+        ugc.on(["", "{action}", "{action}/**"], methods: [.post]) { request, _ -> Response in
             throw PublishAPI.invalidAction(request.uri.path.dropFirst(PublishAPI.pathPrefix.count))
-        }
-        ugc.post("", use: refusing(PublishAPI.invalidAction("")))
-        ugc.post("{action}") { _, context -> Response in
-            throw PublishAPI.invalidAction(try context.parameters.require("action"))
         }
         ugc.add(middleware: PublishSignatureMiddleware(credentials: credentials))
         for action in ["ApplyUploadUGC", "CommitUploadUGC"] {
@@ -95,76 +77,69 @@ extension FerryServer {
 
         // Form uploads.
         let form = formUploadAPI
-        let forms = router.group("/_ferry/form").add(middleware: crossOrigin)
-            .add(middleware: ErrorEnvelopeMiddleware(dialect: FormDialect()))
-            .add(middleware: AuthorityMiddleware()).add(middleware: ContinueMiddleware())
+        let forms = router.group("/_ferry/form", FormDialect(), outer: [crossOrigin])
         forms.on(
-            "", methods: allButPost, use: refusing(FormUploadError(.methodNotAllowed, "Form uploads are POST requests.")))
+            [""], methods: allBut([.post]),
+            use: refusing(FormUploadError(.methodNotAllowed, "Form uploads are POST requests.")))
         forms.post("") { request, context in try await form.respond(to: request, context: context) }
 
-        // Playback.
+        // Playback: any origin may read it (the URL is the credential).
         let playback = PlaybackAPI(media: media)
-        let play = router.group("/_ferry/play").add(middleware: PlaybackCrossOriginMiddleware())
-            .add(middleware: ErrorEnvelopeMiddleware(dialect: S3Dialect(namesResource: false)))
-            .add(middleware: AuthorityMiddleware())
-        for path: RouterPath in ["", "**"] {
-            play.on(path, methods: all) { request, context in try await playback.respond(to: request, context: context) }
-        }
+        let play = router.group(
+            "/_ferry/play", S3Dialect(namesResource: false), outer: [PlaybackCrossOriginMiddleware()], continues: false)
+        play.on(["", "**"], methods: all) { request, context in try await playback.respond(to: request, context: context) }
 
         // Health, for load balancers: 200 while this node serves and reaches its catalog, 503 otherwise.
-        let health = router.group("/_ferry/health").add(middleware: ErrorEnvelopeMiddleware(dialect: TextDialect(name: "health")))
-        health.on("", methods: [.get, .head]) { _, _ in await healthAnswer() }
-        health.on("", methods: all.filter { $0 != .get && $0 != .head }) { _, _ in
-            TextErrorResponse(status: .methodNotAllowed, message: "The health check answers GET and HEAD.")
-        }
+        router.group("/_ferry/health", TextDialect(name: "health"), checksHost: false, continues: false)
+            .on([""], methods: all) { _, _ in await healthAnswer() }
 
         // The console: its files, its session, the media API for the session, and the part-signing endpoints.
-        let site = router.group("/console").add(middleware: ConsoleHeadersMiddleware(console: console, noStore: false))
-            .add(middleware: ErrorEnvelopeMiddleware(dialect: TextDialect(name: "console")))
-        for path: RouterPath in ["", "**"] {
-            site.on(path, methods: all) { request, _ in console.file(request) }
-        }
-        let session = router.group("/_ferry/console/session").add(middleware: ConsoleHeadersMiddleware(console: console))
-            .add(middleware: ErrorEnvelopeMiddleware(dialect: MediaDialect(name: "console")))
-            .add(middleware: AuthorityMiddleware()).add(middleware: ContinueMiddleware())
-        session.on("", methods: all) { request, context in try await console.session(request, context: context) }
-        let consoleAPI = router.group("/_ferry/console/api").add(middleware: ConsoleHeadersMiddleware(console: console))
-            .add(middleware: ErrorEnvelopeMiddleware(dialect: MediaDialect(name: "console")))
-            .add(middleware: AuthorityMiddleware()).add(middleware: ContinueMiddleware())
-        let consolePost = MediaError("MethodNotAllowed", "Console API operations are POST requests.", status: 405)
-        consoleAPI.on("{action}", methods: allButPost, use: refusing(consolePost))
+        let site = router.group(
+            "/console", TextDialect(name: "console"), outer: [ConsoleHeadersMiddleware(console: console, noStore: false)],
+            checksHost: false, continues: false)
+        site.on(["", "**"], methods: all) { request, _ in console.file(request) }
+        let session = router.group("/_ferry/console/session", MediaDialect(name: "console"), outer: [consoleHeaders])
+        session.on([""], methods: all) { request, context in try await console.session(request, context: context) }
+        let consoleAPI = router.group("/_ferry/console/api", MediaDialect(name: "console"), outer: [consoleHeaders])
+        consoleAPI.on(["{action}"], methods: allBut([.post]), use: notPost("Console API"))
         consoleAPI.add(middleware: ConsoleSessionMiddleware(sessions: sessions))
         consoleAPI.post("{action}") { request, context in
             try await console.api(action: try context.parameters.require("action"), request: request, context: context)
         }
-        let sign = router.group("/s3/multipart").add(middleware: ConsoleHeadersMiddleware(console: console))
-            .add(middleware: ErrorEnvelopeMiddleware(dialect: SigningDialect()))
-            .add(middleware: AuthorityMiddleware()).add(middleware: ContinueMiddleware())
-            .add(middleware: ConsoleSessionMiddleware(sessions: sessions, csrfOnEveryRequest: false, acceptsUppy: true))
-        let notFound = refusing(MultipartSigningAPI.notFound)
-        sign.post("") { request, context in try await signing.create(request, context: context) }
-        sign.on("", methods: allButPost, use: notFound)
-        sign.get("{uploadId}") { request, context in try await signing.listParts(request, context: context) }
-        sign.delete("{uploadId}") { request, context in try await signing.abort(request, context: context) }
-        sign.on("{uploadId}", methods: all.filter { $0 != .get && $0 != .delete }, use: notFound)
-        sign.get("{uploadId}/{partNumber}") { request, context in try await signing.signPart(request, context: context) }
-        sign.on("{uploadId}/{partNumber}", methods: all.filter { $0 != .get }, use: notFound)
-        sign.get("{uploadId}/complete") { request, context in try await signing.signPart(request, context: context) }
-        sign.post("{uploadId}/complete") { request, context in try await signing.complete(request, context: context) }
-        sign.on("{uploadId}/complete", methods: all.filter { $0 != .get && $0 != .post }, use: notFound)
-        for path: RouterPath in ["{uploadId}/{partNumber}/**", "{uploadId}/complete/**"] {
-            sign.on(path, methods: all, use: notFound)
-        }
+        addSigningRoutes(
+            router.group("/s3/multipart", SigningDialect(), outer: [consoleHeaders])
+                .add(middleware: ConsoleSessionMiddleware(sessions: sessions, csrfOnEveryRequest: false, acceptsUppy: true)),
+            MultipartSigningAPI(media: media))
 
-        // Any other path of Ferry's own.
-        let ferry = router.group("/_ferry").add(middleware: ErrorEnvelopeMiddleware(dialect: MediaDialect(name: "ferry")))
-        for path: RouterPath in ["", "**"] {
-            ferry.on(path, methods: all, use: refusing(MediaError("NotFound", "No Ferry endpoint has this path.", status: 404)))
-        }
+        // Any other path of Ferry's own, also below the groups' fixed segments, is a JSON 404.
+        router.group("/_ferry", MediaDialect(name: "ferry"), checksHost: false, continues: false).on(
+            [
+                "", "**", "health/**", "form/**", "console", "console/**", "console/session/**", "console/api",
+                "console/api/{action}/**",
+            ],
+            methods: all, use: refusing(MediaError("NotFound", "No Ferry endpoint has this path.", status: 404)))
 
         // Last, so that it stands only in front of the not-found responder.
         router.add(middleware: UnroutedRequestMiddleware(s3: s3))
         return router
+    }
+
+    /// The part-signing endpoints Uppy calls; any other method or path below them is `NotFound`.
+    private func addSigningRoutes(_ sign: RouterGroup<FerryRequestContext>, _ signing: MultipartSigningAPI) {
+        let all = Self.routedMethods
+        let notFound = refusing(MultipartSigningAPI.notFound)
+        sign.post("") { request, context in try await signing.create(request, context: context) }
+        sign.get("{uploadId}") { request, context in try await signing.listParts(request, context: context) }
+        sign.delete("{uploadId}") { request, context in try await signing.abort(request, context: context) }
+        sign.get("{uploadId}/{partNumber}") { request, context in try await signing.signPart(request, context: context) }
+        sign.get("{uploadId}/complete") { request, context in try await signing.signPart(request, context: context) }
+        sign.post("{uploadId}/complete") { request, context in try await signing.complete(request, context: context) }
+        for (path, routed) in [
+            ("", [HTTPRequest.Method.post]), ("{uploadId}", [.get, .delete]), ("{uploadId}/{partNumber}", [.get]),
+            ("{uploadId}/complete", [.get, .post]), ("{uploadId}/{partNumber}/**", []), ("{uploadId}/complete/**", []),
+        ] {
+            sign.on([RouterPath(path)], methods: all.filter { !routed.contains($0) }, use: notFound)
+        }
     }
 
     /// A route that refuses every request with `error`, which the group's dialect renders.
@@ -184,14 +159,33 @@ extension FerryServer {
 }
 
 extension RouterMethods where Context == FerryRequestContext {
-    /// Routes `path` to `handler` for each of `methods`.
+    /// Routes each of `paths` to `handler` for each of `methods`.
     @discardableResult
     func on(
-        _ path: RouterPath, methods: [HTTPRequest.Method],
+        _ paths: [RouterPath], methods: [HTTPRequest.Method],
         use handler: @escaping @Sendable (Request, FerryRequestContext) async throws -> some ResponseGenerator
     ) -> Self {
-        for method in methods { on(path, method: method, use: handler) }
+        for path in paths {
+            for method in methods { on(path, method: method, use: handler) }
+        }
         return self
+    }
+}
+
+extension Router where Context == FerryRequestContext {
+    /// A route group at `path` speaking `dialect`: `outer` middleware first (headers every answer carries, refusals
+    /// included), then the dialect's envelope, the Host check, and `100 Continue` at once for groups that read their
+    /// small bodies before deciding anything.
+    func group(
+        _ path: RouterPath, _ dialect: some Dialect, outer: [any MiddlewareProtocol<Request, Response, FerryRequestContext>] = [],
+        checksHost: Bool = true, continues: Bool = true
+    ) -> RouterGroup<FerryRequestContext> {
+        let group = self.group(path)
+        for middleware in outer { group.add(middleware: middleware) }
+        group.add(middleware: ErrorEnvelopeMiddleware(dialect: dialect))
+        if checksHost { group.add(middleware: AuthorityMiddleware()) }
+        if continues { group.add(middleware: ContinueMiddleware()) }
+        return group
     }
 }
 

@@ -12,13 +12,19 @@ struct FormDialect: Dialect {
     func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)? {
         guard let refusal = Self.formError(for: error) else { return nil }
         context.logger.debug("form upload refused", metadata: ["ferry.code": .string(refusal.code.rawValue)])
-        return FormErrorResponse(error: refusal, requestId: context.requestId)
+        return Self.response(refusal, requestId: context.requestId)
     }
 
     func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {
-        FormErrorResponse(
-            error: FormUploadError(.internalError, "The service failed to store the file; try again."),
-            requestId: context.requestId)
+        Self.response(
+            FormUploadError(.internalError, "The service failed to store the file; try again."), requestId: context.requestId)
+    }
+
+    static func response(_ refusal: FormUploadError, requestId: String) -> JSONErrorResponse {
+        JSONErrorResponse(
+            status: .init(code: refusal.status),
+            body: FormErrorBody(error: refusal.message, code: refusal.code.rawValue, requestId: requestId),
+            requestId: requestId)
     }
 
     static func formError(for error: any Error) -> FormUploadError? {
@@ -47,22 +53,9 @@ struct FormDialect: Dialect {
     }
 }
 
-/// A form upload refusal as Hummingbird renders a thrown error.
-struct FormErrorResponse: HTTPResponseError {
-    var error: FormUploadError
+/// The form upload's error document.
+private struct FormErrorBody: Encodable {
+    var error: String
+    var code: String
     var requestId: String
-
-    var status: HTTPResponse.Status { .init(code: error.status) }
-
-    private struct Body: Encodable {
-        var error: String
-        var code: String
-        var requestId: String
-    }
-
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        try JSONAnswer.response(
-            Body(error: error.message, code: error.code.rawValue, requestId: requestId), status: status,
-            requestId: requestId)
-    }
 }

@@ -15,13 +15,20 @@ struct MediaDialect: Dialect {
     func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)? {
         guard let refusal = Self.mediaError(for: error) else { return nil }
         context.logger.debug("request failed", metadata: ["ferry.error-code": .string(refusal.code)])
-        return MediaErrorResponse(error: refusal, requestId: context.requestId)
+        return Self.response(refusal, requestId: context.requestId)
     }
 
     func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {
-        MediaErrorResponse(
-            error: MediaError("InternalError", "The service failed to answer; try again.", status: 500),
-            requestId: context.requestId)
+        Self.response(
+            MediaError("InternalError", "The service failed to answer; try again.", status: 500), requestId: context.requestId)
+    }
+
+    /// `{"code", "message", "requestId"}` with the refusal's status.
+    static func response(_ refusal: MediaError, requestId: String) -> JSONErrorResponse {
+        JSONErrorResponse(
+            status: .init(code: refusal.status),
+            body: MediaContract.ErrorAnswer(code: refusal.code, message: refusal.message, requestId: requestId),
+            requestId: requestId)
     }
 
     /// The media API's refusal for one of Ferry's errors; nil for anything else.
@@ -31,6 +38,7 @@ struct MediaDialect: Dialect {
         case let error as FerryDomainError: mediaError(error)
         case let error as SigV4Error: mediaError(FerryDomainError(error))
         case let error as DocumentTooComplex: MediaError("InvalidParameter", "The request body \(error.reason).")
+        case is NIOTooManyBytesError: MediaError("RequestTooLarge", "The request body is larger than 1 MiB.", status: 413)
         case let error as S3Error: MediaError(error.code.rawValue, error.message, status: error.code.httpStatus)
         default: nil
         }
@@ -53,17 +61,16 @@ struct MediaDialect: Dialect {
     }
 }
 
-/// A media API refusal as Hummingbird renders a thrown error.
-struct MediaErrorResponse: HTTPResponseError {
-    var error: MediaError
+/// A refusal of one of the JSON dialects (media, form, part signing) as Hummingbird renders a thrown error: its status
+/// and its envelope.
+struct JSONErrorResponse: HTTPResponseError {
+    var status: HTTPResponse.Status
+    var body: any Encodable & Sendable
     var requestId: String
-
-    var status: HTTPResponse.Status { .init(code: error.status) }
+    var headers: HTTPFields = [:]
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        try JSONAnswer.response(
-            MediaContract.ErrorAnswer(code: error.code, message: error.message, requestId: requestId), status: status,
-            requestId: requestId)
+        try JSONAnswer.response(body, status: status, requestId: requestId, headers: headers)
     }
 }
 

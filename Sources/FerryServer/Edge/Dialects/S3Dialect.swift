@@ -44,6 +44,7 @@ struct S3Dialect: Dialect {
         case let error as S3Error: error
         case let error as FerryDomainError: s3Error(error)
         case let error as SigV4Error: s3Error(FerryDomainError(error))
+        case is NIOTooManyBytesError: S3Error(.maxMessageLengthExceeded, "Your request was too big.")
         case let error as DocumentTooComplex:
             S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema: \(error.reason).")
         default: nil

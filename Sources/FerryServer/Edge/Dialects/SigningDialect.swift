@@ -18,11 +18,19 @@ struct SigningDialect: Dialect {
             refusal = mapped
         }
         context.logger.debug("request failed", metadata: ["ferry.error-code": .string(refusal.code)])
-        return SigningErrorResponse(code: refusal.code, message: refusal.message, status: refusal.status)
+        return Self.response(refusal, requestId: context.requestId)
     }
 
     func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {
-        SigningErrorResponse(code: "InternalError", message: "The service failed to answer; try again.", status: 500)
+        Self.response(
+            MediaError("InternalError", "The service failed to answer; try again.", status: 500), requestId: context.requestId)
+    }
+
+    static func response(_ refusal: MediaError, requestId: String) -> JSONErrorResponse {
+        JSONErrorResponse(
+            status: .init(code: refusal.status),
+            body: SigningErrorBody(error: .init(code: refusal.code, message: refusal.message), message: refusal.message),
+            requestId: requestId, headers: [.cacheControl: "no-store"])
     }
 }
 
@@ -33,33 +41,12 @@ struct SigningRefusal: Error {
     var message: String
 }
 
-/// A part-signing refusal as Hummingbird renders a thrown error.
-struct SigningErrorResponse: HTTPResponseError {
-    var code: String
-    var message: String
-    var statusCode: Int
-
-    init(code: String, message: String, status: Int) {
-        self.code = code
-        self.message = message
-        statusCode = status
-    }
-
-    var status: HTTPResponse.Status { .init(code: statusCode) }
-
-    private struct Body: Encodable {
-        struct Detail: Encodable {
-            var code: String
-            var message: String
-        }
-        var error: Detail
+/// The part-signing endpoints' error document.
+private struct SigningErrorBody: Encodable {
+    struct Detail: Encodable {
+        var code: String
         var message: String
     }
-
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        let requestId = (context as? FerryRequestContext)?.requestId ?? ""
-        return try JSONAnswer.response(
-            Body(error: .init(code: code, message: message), message: message), status: status, requestId: requestId,
-            headers: [.cacheControl: "no-store"])
-    }
+    var error: Detail
+    var message: String
 }

@@ -9,6 +9,7 @@ struct TextDialect: Dialect {
     var name: String
 
     func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)? {
+        if let error = error as? TextErrorResponse { return error }
         guard let error = error as? FerryDomainError else { return nil }
         return TextErrorResponse(status: .init(code: S3Dialect.code(error.code).httpStatus), message: error.message)
     }

@@ -3,6 +3,7 @@ import FerryCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOCore
 
 /// SigV4 authentication of the object API: an `Authorization` header or a presigned query, verified before the route
 /// runs and before any body byte is read (the body's hash is checked as it streams). A request without either passes
@@ -152,12 +153,17 @@ extension Request {
     /// The largest body the JSON routes read.
     static let maxSmallBody = 1024 * 1024
 
-    /// Reads a JSON route's body (at most 1 MiB, else `bodyTooLarge`) and keeps it in the request for the route.
+    /// Reads a JSON route's body (at most 1 MiB, else `bodyTooLarge`; one the HTTP layer cannot read, such as a
+    /// `Transfer-Encoding` it does not know, is `malformedBody`) and keeps it in the request for the route.
     mutating func collectSmallBody() async throws -> ByteBuffer {
         do {
             return try await collectBody(upTo: Self.maxSmallBody)
-        } catch {
+        } catch is NIOTooManyBytesError {
             throw FerryDomainError(.bodyTooLarge, "The request body is larger than 1 MiB.")
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw FerryDomainError(.malformedBody, "The request body could not be read.")
         }
     }
 }
