@@ -9,19 +9,10 @@ import NIOCore
 ///
 /// Authentication failures keep S3's codes and statuses (`SignatureDoesNotMatch`, `InvalidAccessKeyId`,
 /// `ExpiredToken`), which SDK users know from the object API.
-struct MediaDialect: Dialect {
+struct MediaDialect: MediaErrorDialect {
     var name: String
 
-    func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)? {
-        guard let refusal = Self.mediaError(for: error) else { return nil }
-        context.logger.debug("request failed", metadata: ["ferry.error-code": .string(refusal.code)])
-        return Self.response(refusal, requestId: context.requestId)
-    }
-
-    func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {
-        Self.response(
-            MediaError("InternalError", "The service failed to answer; try again.", status: 500), requestId: context.requestId)
-    }
+    static func refusal(for error: any Error) -> MediaError? { mediaError(for: error) }
 
     /// `{"code", "message", "requestId"}` with the refusal's status.
     static func response(_ refusal: MediaError, requestId: String) -> JSONErrorResponse {
@@ -58,6 +49,27 @@ struct MediaDialect: Dialect {
             let code = S3Dialect.code(error.code)
             return MediaError(code.rawValue, error.message, status: code.httpStatus)
         }
+    }
+}
+
+/// A JSON dialect whose refusals are the media API's (a code, a message, a status), each written in its own envelope.
+protocol MediaErrorDialect: Dialect {
+    /// The refusal for one of Ferry's errors; nil for anything else.
+    static func refusal(for error: any Error) -> MediaError?
+    /// The refusal in this dialect's envelope.
+    static func response(_ refusal: MediaError, requestId: String) -> JSONErrorResponse
+}
+
+extension MediaErrorDialect {
+    func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)? {
+        guard let refusal = Self.refusal(for: error) else { return nil }
+        context.logger.debug("request failed", metadata: ["ferry.error-code": .string(refusal.code)])
+        return Self.response(refusal, requestId: context.requestId)
+    }
+
+    func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {
+        Self.response(
+            MediaError("InternalError", "The service failed to answer; try again.", status: 500), requestId: context.requestId)
     }
 }
 

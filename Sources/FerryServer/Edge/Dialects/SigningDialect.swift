@@ -6,24 +6,12 @@ import NIOCore
 
 /// The dialect of the part-signing endpoints Uppy's AWS S3 plugin calls: errors as
 /// `{"error": {"code", "message"}, "message"}` with their status, which Uppy shows as it is.
-struct SigningDialect: Dialect {
+struct SigningDialect: MediaErrorDialect {
     var name: String { "signing" }
 
-    func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)? {
-        let refusal: MediaError
-        switch error {
-        case let error as SigningRefusal: refusal = MediaError(error.code, error.message, status: error.status)
-        default:
-            guard let mapped = MediaDialect.mediaError(for: error) else { return nil }
-            refusal = mapped
-        }
-        context.logger.debug("request failed", metadata: ["ferry.error-code": .string(refusal.code)])
-        return Self.response(refusal, requestId: context.requestId)
-    }
-
-    func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {
-        Self.response(
-            MediaError("InternalError", "The service failed to answer; try again.", status: 500), requestId: context.requestId)
+    static func refusal(for error: any Error) -> MediaError? {
+        if let error = error as? SigningRefusal { return MediaError(error.code, error.message, status: error.status) }
+        return MediaDialect.mediaError(for: error)
     }
 
     static func response(_ refusal: MediaError, requestId: String) -> JSONErrorResponse {
