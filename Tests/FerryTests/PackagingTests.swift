@@ -111,7 +111,7 @@ struct PackagingTests {
                 checked += 1
             }
         }
-        #expect(checked > 60)
+        #expect(checked > 50)  // the layers hold some sixty files: a path that reads none fails here
         #expect(try Self.dependencies(of: "FerryServer", in: manifest).contains { $0.package == "hummingbird" })
     }
 
