@@ -91,11 +91,9 @@ final class ProxyConnection {
         let (id, fault) = core.begin(
             Match.Request(method: head.method.rawValue, path: path, query: query, headers: head.headers))
         if case .delay(let seconds) = fault {
-            do {
-                try await Task.sleep(for: .seconds(max(0, seconds)))
-            } catch {
+            guard await wait(seconds: seconds) else {
                 core.finish(id, "aborted")
-                throw error
+                throw CancellationError()
             }
         }
         return ProxyRequest(head: head, id: id, fault: fault, path: path)
@@ -141,16 +139,22 @@ final class ProxyConnection {
         return head.isKeepAlive
     }
 
-    /// Holds the connection until `seconds` pass, the client hangs up or the task is cancelled; then closes it.
+    /// Holds the connection until `seconds` pass, the client hangs up, the proxy shuts down or the task is cancelled;
+    /// then closes it.
     private func stall(seconds: Double) async {
-        let client = self.client
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: .seconds(max(0, seconds))) }
-            group.addTask { try? await client.closeFuture.get() }
-            await group.next()
-            group.cancelAll()
-            // Completes the close future, so that the second child ends too.
-            client.close(promise: nil)
+        _ = await wait(seconds: seconds)
+        client.close(promise: nil)
+    }
+
+    /// Waits `seconds`; returns false at once if the client's connection closes first (the client hung up or the
+    /// proxy shut down) or the task is cancelled.
+    private func wait(seconds: Double) async -> Bool {
+        let sleeper = Task { (try? await Task.sleep(for: .seconds(max(0, seconds)))) != nil }
+        client.closeFuture.whenComplete { _ in sleeper.cancel() }
+        return await withTaskCancellationHandler {
+            await sleeper.value
+        } onCancel: {
+            sleeper.cancel()
         }
     }
 

@@ -127,7 +127,9 @@ public final class FaultProxy: Sendable {
             state.isShutDown = true
             return Array(state.channels.values)
         }
-        acceptTask.cancel()
+        // Closing the listening channel ends the stream of connections; connections it still buffers are served
+        // (and closed at once, the proxy being shut down). Cancelling the accepting task instead can drop a buffered
+        // connection without closing it, which traps in NIO.
         serverChannel.close(promise: nil)
         for channel in channels { channel.close(promise: nil) }
         await acceptTask.value
@@ -405,7 +407,12 @@ final class FaultProxyCore: Sendable {
 
     /// Serves one client connection until it or the proxy closes.
     func serve(_ client: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
-        guard register(client.channel) else { return }
+        // A connection accepted as the proxy shuts down is closed through executeThenClose all the same: a
+        // NIOAsyncChannel dropped without it traps.
+        guard register(client.channel) else {
+            try? await client.executeThenClose { _, _ in }
+            return
+        }
         try? await client.executeThenClose { requests, _ in
             let connection = ProxyConnection(core: self, client: client.channel, requests: requests.makeAsyncIterator())
             await connection.run()
