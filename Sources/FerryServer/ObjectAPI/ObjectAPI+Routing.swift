@@ -93,9 +93,6 @@ extension ObjectAPI {
     static let implementedBucketSubresources: Set<String> = [
         "location", "versioning", "versions", "uploads", "delete", "cors",
     ]
-    static let implementedObjectSubresources: Set<String> = [
-        "tagging", "attributes", "uploads", "uploadId",
-    ]
 
     /// Chooses the operation from method, path and query, as S3 does: the sub-resource named in the query decides
     /// first, then the method. Every sub-resource S3 defines is known here, so a request for one Ferry lacks answers
