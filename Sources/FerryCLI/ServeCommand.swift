@@ -16,7 +16,7 @@ struct ServeCommand: AsyncParsableCommand {
             FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
             FERRY_MAX_CONNECTIONS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
             FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_MEDIA_IDLE_SCHEDULING, \
-            FERRY_CATALOG_URL, FERRY_STORE, \
+            FERRY_CATALOG_URL, FERRY_STORE, FERRY_ROLE, \
             FERRY_STORE_ENDPOINT, FERRY_STORE_REGION and FERRY_LOG_LEVEL, then to the defaults \
             shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
             FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
@@ -89,6 +89,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("ffmpeg"), help: "Directory holding ffmpeg and ffprobe (or FERRY_FFMPEG). Default: found on PATH.")
     var ffmpegDirectory: String?
 
+    @Option(
+        name: .customLong("role"),
+        help: "What this node does (or FERRY_ROLE): all (the default), api (answers requests, runs no media job) or worker (runs media jobs, webhook delivery and the collector; listens on no port). api and worker need --catalog and --store.")
+    var role: String?
+
     @Option(name: .customLong("media-workers"), help: "Media jobs (probe, cover, transcode) run at once; 0 turns processing off (or FERRY_MEDIA_WORKERS). Default: a quarter of the cores, at least 1.")
     var mediaWorkers: Int?
 
@@ -102,6 +107,7 @@ struct ServeCommand: AsyncParsableCommand {
     var mediaLease: Double?
 
     func validate() throws {
+        if let role, NodeRole(rawValue: role) == nil { throw ValidationError("--role must be all, api or worker.") }
         if let mediaWorkers, !(0...64).contains(mediaWorkers) { throw ValidationError("--media-workers must be between 0 and 64.") }
         if let mediaJobTimeout, !(1...604_800).contains(mediaJobTimeout) {
             throw ValidationError("--media-job-timeout must be between 1 and 604800 seconds.")
@@ -182,6 +188,10 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.objectStore = try Self.storeLocation(
             store ?? env["FERRY_STORE"], endpoint: storeEndpoint ?? env["FERRY_STORE_ENDPOINT"],
             region: storeRegion ?? env["FERRY_STORE_REGION"], environment: env)
+        let roleName = role ?? env["FERRY_ROLE"] ?? "all"
+        guard let nodeRole = NodeRole(rawValue: roleName) else { throw ValidationError("FERRY_ROLE must be all, api or worker.") }
+        configuration.role = nodeRole
+        if let reason = nodeRole.refusal(for: configuration) { throw ValidationError(reason) }
         var serverLogger = Logger(label: "ferry")
         serverLogger.logLevel = level
         configuration.logger = serverLogger
@@ -195,18 +205,30 @@ struct ServeCommand: AsyncParsableCommand {
             say("  FERRY_SECRET_ACCESS_KEY=\(server.rootCredentials.secretAccessKey)")
         }
         if let reason = server.mediaProcessingUnavailable {
+            // A worker that cannot run media jobs has nothing to do; a node that also answers requests still serves.
+            guard nodeRole != .worker else { throw ValidationError(reason) }
             logger.warning("videos are not processed", metadata: ["reason": .string(reason)])
         }
-        let host = configuration.host
-        let app = server.makeApplication { port in
-            logger.info("ferry serve listening", metadata: ["address": "http://\(host):\(port)", "data-dir": .string(directory)])
-            say("ferry serve listening on http://\(host):\(port) (data: \(directory))")
+        let services: [any Service]
+        if nodeRole == .worker {
+            services = server.makeBackgroundServices()
+            logger.info("ferry serve worker running", metadata: ["data-dir": .string(directory)])
+            say("ferry serve worker running, listening on no port (data: \(directory))")
+        } else {
+            let host = configuration.host
+            services = [
+                server.makeApplication { port in
+                    logger.info(
+                        "ferry serve listening", metadata: ["address": "http://\(host):\(port)", "data-dir": .string(directory)])
+                    say("ferry serve listening on http://\(host):\(port) (data: \(directory))")
+                }
+            ]
         }
         // SIGTERM or SIGINT asks every service to finish (requests in flight end, media jobs go back to the queue, the
         // catalog closes); whatever has not finished after 30 s is cancelled, and a process still running 10 s later
         // stops. Nothing acknowledged depends on a graceful end, so a bounded one beats a node that never exits.
         var group = ServiceGroupConfiguration(
-            services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         group.maximumGracefulShutdownDuration = .seconds(30)
         group.maximumCancellationDuration = .seconds(10)
         try await ServiceGroup(configuration: group).run()

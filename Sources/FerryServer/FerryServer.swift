@@ -97,6 +97,7 @@ public struct FerryServer: Sendable {
     public static func open(
         configuration: FerryServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment
     ) async throws -> FerryServer {
+        if let reason = configuration.role.refusal(for: configuration) { throw NodeRoleUnavailable(description: reason) }
         var blobs: S3BlobStorage?
         if let location = configuration.objectStore {
             var storage = S3BlobStorage(location: location)
@@ -202,8 +203,10 @@ public struct FerryServer: Sendable {
         return SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey)
     }
 
-    /// Why this server does not process videos, when it does not: no ffmpeg and ffprobe, or no workers.
+    /// Why this server does not process videos, when it does not: no ffmpeg and ffprobe, or no workers. Nil on an
+    /// API node (``NodeRole/api``), whose videos the worker nodes process.
     public var mediaProcessingUnavailable: String? {
+        if configuration.role == .api { return nil }
         if configuration.mediaProcessing.workers <= 0 {
             return "Media processing is turned off on this server (--media-workers 0); the video waits at UploadSucc."
         }
@@ -249,9 +252,9 @@ public struct FerryServer: Sendable {
         return api
     }
 
-    /// The media pipeline, when this server processes videos.
+    /// The media pipeline, when this node runs media jobs.
     var mediaPipeline: MediaPipeline? {
-        guard let tools = mediaTools, mediaProcessingUnavailable == nil else { return nil }
+        guard configuration.role != .api, let tools = mediaTools, mediaProcessingUnavailable == nil else { return nil }
         return MediaPipeline(
             catalog: mediaCatalog, store: store, webhooks: webhooks, tools: tools, configuration: configuration.mediaProcessing,
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
@@ -269,6 +272,26 @@ public struct FerryServer: Sendable {
         // The HTTP server's own lifecycle lines only when debugging; Ferry logs its one start line itself.
         var serverLogger = configuration.logger
         if serverLogger.logLevel > .debug { serverLogger.logLevel = .warning }
+        return Application(
+            responder: makeRouter().buildResponder(),
+            server: .http1(
+                configuration: .init(additionalChannelHandlers: [
+                    ReceiveBufferSizing(), ConnectionGuard(limits: limits, counter: connections), ExpectContinueHandler(),
+                ])),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Ferry"),
+            services: makeBackgroundServices(),
+            onServerRunning: { [directoryLock, host = configuration.host] channel in
+                let port = channel.localAddress?.port ?? 0
+                directoryLock.record(endpoint: "http://\(host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host):\(port)")
+                await onServerRunning(port)
+            },
+            logger: serverLogger)
+    }
+
+    /// The services that run beside the HTTP server (``makeApplication(onServerRunning:)`` runs them), or in its
+    /// place on a worker node (``NodeRole/worker``): the PostgreSQL catalog's connections, the collector of unfinished
+    /// uploads, webhook delivery when a webhook is configured, and the media workers when this node runs media jobs.
+    public func makeBackgroundServices() -> [any Service] {
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
             logger: configuration.logger, media: mediaLibrary, leases: mediaCatalog, node: node)
@@ -290,21 +313,15 @@ public struct FerryServer: Sendable {
                     queue: mediaCatalog, pipeline: pipeline, running: runningJobs, configuration: configuration.mediaProcessing,
                     logger: configuration.logger))
         }
-        return Application(
-            responder: makeRouter().buildResponder(),
-            server: .http1(
-                configuration: .init(additionalChannelHandlers: [
-                    ReceiveBufferSizing(), ConnectionGuard(limits: limits, counter: connections), ExpectContinueHandler(),
-                ])),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Ferry"),
-            services: services,
-            onServerRunning: { [directoryLock, host = configuration.host] channel in
-                let port = channel.localAddress?.port ?? 0
-                directoryLock.record(endpoint: "http://\(host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host):\(port)")
-                await onServerRunning(port)
-            },
-            logger: serverLogger)
+        return services
     }
+}
+
+/// The node's ``NodeRole`` cannot run with its configuration (a worker or API node without the shared catalog and
+/// store); the description says what is missing.
+public struct NodeRoleUnavailable: Error, CustomStringConvertible {
+    /// What is missing.
+    public var description: String
 }
 
 /// The S3-compatible store named by ``FerryServerConfiguration/objectStore`` could not be reached, or refused

@@ -74,6 +74,9 @@ public struct FerryServerConfiguration: Sendable {
     /// With an ``objectStore`` and a shared catalog, how long the bytes of a replaced or deleted object stay in the
     /// store, so that downloads other nodes started before the change finish. Default 15 minutes.
     public var sharedBlobGrace: Duration = .seconds(900)
+    /// What this node does: everything (the default), only the APIs, or only background work. A node that does part
+    /// of the work shares it with the others through a PostgreSQL ``catalogURL`` and an ``objectStore``.
+    public var role: NodeRole = .all
 
     /// Creates a configuration for a data directory.
     public init(dataDirectory: String) {
@@ -100,5 +103,30 @@ extension FerryServerConfiguration: CustomReflectable {
         guard var components = URLComponents(string: text), components.password != nil else { return text }
         components.password = "redacted"
         return components.string ?? "<redacted>"
+    }
+}
+
+/// What one `ferry serve` node does, so that media workers scale apart from the nodes that answer requests.
+public enum NodeRole: String, Sendable, CaseIterable {
+    /// Answers every API and runs the background work: media jobs, webhook delivery, the collector. The default, and
+    /// the only role a node on its own (SQLite, files in its data directory) can have.
+    case all
+    /// Answers every API and delivers webhooks and collects unfinished uploads, but runs no media job (never ffmpeg):
+    /// the jobs it queues are run by worker nodes.
+    case api
+    /// Runs media jobs, webhook delivery and the collector; listens on no port.
+    case worker
+
+    /// Why this role cannot run with `configuration`, or nil when it can: a node that does part of the work needs
+    /// the PostgreSQL catalog and the object store the others use.
+    public func refusal(for configuration: FerryServerConfiguration) -> String? {
+        guard self != .all else { return nil }
+        guard configuration.catalogURL != nil, configuration.objectStore != nil else {
+            return "--role \(rawValue) shares work with other nodes: it needs --catalog (PostgreSQL) and --store."
+        }
+        if self == .worker, configuration.mediaProcessing.workers <= 0 {
+            return "--role worker runs media jobs: --media-workers must be at least 1."
+        }
+        return nil
     }
 }

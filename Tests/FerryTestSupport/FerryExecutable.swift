@@ -19,9 +19,9 @@ public enum FerryExecutable {
     public final class Server: @unchecked Sendable {
         // Only mutated in init and terminate(), which tests call from one task.
         public let process: Process
-        /// `http://127.0.0.1:PORT`.
+        /// `http://127.0.0.1:PORT`; empty for a worker node, which listens on no port.
         public let endpoint: String
-        /// The port.
+        /// The port; 0 for a worker node.
         public let port: Int
 
         /// Starts `ferry serve --port 0` on `dataDirectory` and waits, off the cooperative pool, until it listens.
@@ -35,10 +35,24 @@ public enum FerryExecutable {
             }
         }
 
-        /// Starts `ferry serve --port 0` on `dataDirectory` and waits until it prints its address; blocks the thread.
-        init(dataDirectory: String, arguments: [String] = [], environment: [String: String], logFile: String? = nil)
-            throws
-        {
+        /// Starts `ferry serve --role worker` on `dataDirectory` and waits, off the cooperative pool, until it says it
+        /// runs (it listens on no port).
+        public static func startWorker(
+            dataDirectory: String, arguments: [String] = [], environment: [String: String], logFile: String? = nil
+        ) async throws -> Server {
+            try await runBlocking {
+                try Server(
+                    dataDirectory: dataDirectory, arguments: ["--role", "worker"] + arguments, environment: environment,
+                    logFile: logFile, worker: true)
+            }
+        }
+
+        /// Starts `ferry serve --port 0` on `dataDirectory` and waits until it prints its address (a worker: until it
+        /// says it runs); blocks the thread.
+        init(
+            dataDirectory: String, arguments: [String] = [], environment: [String: String], logFile: String? = nil,
+            worker: Bool = false
+        ) throws {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
             process.arguments = ["serve", "--data-dir", dataDirectory, "--port", "0"] + arguments
@@ -64,7 +78,9 @@ public enum FerryExecutable {
                 let data = handle.availableData
                 if data.isEmpty { break }
                 buffer += String(decoding: data, as: UTF8.self)
-                if let range = buffer.range(of: "listening on http://127.0.0.1:") {
+                if worker, buffer.contains("ferry serve worker running") {
+                    port = 0
+                } else if let range = buffer.range(of: "listening on http://127.0.0.1:") {
                     let digits = buffer[range.upperBound...].prefix { $0.isNumber }
                     if buffer[range.upperBound...].dropFirst(digits.count).first != nil { port = Int(digits) }
                 }
@@ -75,7 +91,7 @@ public enum FerryExecutable {
             }
             self.process = process
             self.port = port
-            self.endpoint = "http://127.0.0.1:\(port)"
+            self.endpoint = worker ? "" : "http://127.0.0.1:\(port)"
         }
 
         /// Sends a signal and waits for the process to exit.

@@ -1,0 +1,155 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// `ferry serve --role api|worker`: media workers scale apart from the nodes that answer requests, over one SeaweedFS
+/// and one PostgreSQL.
+@Suite("Node roles: API nodes and media workers apart", .serialized, .timeLimit(.minutes(10)))
+struct NodeRoleTests {
+    static let root = SigV4Credentials(accessKeyId: "FKIANODEROLES0000", secretAccessKey: "node-roles-secret-0123456789")
+
+    /// A directory holding `ffmpeg` and `ffprobe` scripts that append their process id to `log` and run the real
+    /// tool: what a node ran, told apart from what another node ran.
+    static func recordingTools(in directory: String, log: String) throws -> String {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for tool in ["ffmpeg", "ffprobe"] {
+            let real = try #require(
+                ["/usr/bin/\(tool)", "/usr/local/bin/\(tool)"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                "\(tool) is not installed")
+            let path = directory + "/" + tool
+            try "#!/bin/sh\necho \"\(tool) $$\" >> '\(log)'\nexec \(real) \"$@\"\n".write(
+                toFile: path, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+        }
+        return directory
+    }
+
+    /// The TCP ports process `pid` listens on, read from its descriptors and the kernel's socket tables.
+    static func listeningPorts(of pid: Int32) throws -> Set<Int> {
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
+        var inodes: Set<String> = []
+        for descriptor in descriptors {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(descriptor)"),
+                target.hasPrefix("socket:[")
+            else { continue }
+            inodes.insert(String(target.dropFirst("socket:[".count).dropLast()))
+        }
+        var ports: Set<Int> = []
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                // sl, local address, remote address, state (0A: listening), …, inode (the tenth field).
+                guard fields.count > 9, fields[3] == "0A", inodes.contains(String(fields[9])),
+                    let port = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) })
+                else { continue }
+                ports.insert(port)
+            }
+        }
+        return ports
+    }
+
+    @Test("an api node queues media jobs and never runs ffmpeg; a worker node runs them to Normal and listens on no port")
+    func rolesSplitTheWork() async throws {
+        let data = TemporaryDirectory.make("ferry-roles")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let seaweed = try await SeaweedFSServer.start()
+        let postgres: PostgresServer
+        do { postgres = try await PostgresServer.start() } catch {
+            await seaweed.destroy()
+            throw error
+        }
+        var nodes: [FerryExecutable.Server] = []
+        do {
+            let url = try await postgres.createDatabase()
+            let (arguments, environment) = seaweed.serveArguments(seaweed.location(bucket: "ferry-roles", prefix: "r/"))
+            let keys = environment.merging([
+                "FERRY_ACCESS_KEY_ID": Self.root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": Self.root.secretAccessKey,
+            ]) { $1 }
+            let apiLog = data + "/api-tools.log"
+            let workerLog = data + "/worker-tools.log"
+            let api = try await FerryExecutable.Server.start(
+                dataDirectory: data + "/api",
+                arguments: arguments + [
+                    "--catalog", url, "--role", "api", "--ffmpeg", try Self.recordingTools(in: data + "/api-tools", log: apiLog),
+                ],
+                environment: keys, logFile: data + "/api.log")
+            nodes.append(api)
+            let worker = try await FerryExecutable.Server.startWorker(
+                dataDirectory: data + "/worker",
+                arguments: arguments + [
+                    "--catalog", url, "--ffmpeg", try Self.recordingTools(in: data + "/worker-tools", log: workerLog),
+                ],
+                environment: keys, logFile: data + "/worker.log")
+            nodes.append(worker)
+
+            // The worker answers nothing: it holds no listening socket; the API node holds its one.
+            #expect(try Self.listeningPorts(of: worker.process.processIdentifier).isEmpty)
+            #expect(try Self.listeningPorts(of: api.process.processIdentifier).contains(api.port))
+
+            let video = try await MediaFixtures.make(.landscape480, seconds: 2, in: data)
+            let media = MediaServiceClient(
+                endpoint: URL(string: api.endpoint)!,
+                credentials: Credentials(accessKeyId: Self.root.accessKeyId, secretAccessKey: Self.root.secretAccessKey))
+            let ticket = try await media.createUploadVideo(.init(title: "roles", fileName: "roles.mp4"))
+            let upload = try await ticket.objectStorageClient().upload(
+                file: URL(fileURLWithPath: video), bucket: ticket.address.bucket, key: ticket.address.fileName)
+            _ = try await upload.result
+
+            var status = ""
+            let deadline = ContinuousClock.now + .seconds(240)
+            while ContinuousClock.now < deadline {
+                status = try await media.getVideoInfo(videoId: ticket.id).status
+                if status == "Normal" || status == "TranscodeFail" { break }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            #expect(status == "Normal")
+            // What the worker made is in the shared store: the API node serves it.
+            let play = try await media.getPlayInfo(videoId: ticket.id)
+            let stream = try #require(play.streams.first)
+            #expect(try await S3TestClient.fetch(stream.url).status == 200)
+
+            // Every media tool ran on the worker, none on the API node.
+            let workerRuns = (try? String(contentsOfFile: workerLog, encoding: .utf8)) ?? ""
+            #expect(workerRuns.contains("ffprobe"))
+            #expect(workerRuns.contains("ffmpeg"))
+            #expect(!FileManager.default.fileExists(atPath: apiLog), "the API node ran a media tool")
+        } catch {
+            for node in nodes { await node.stop(signal: SIGKILL) }
+            await seaweed.destroy()
+            await postgres.destroy()
+            throw error
+        }
+        for node in nodes { await node.stop() }
+        await seaweed.destroy()
+        await postgres.destroy()
+    }
+
+    @Test("api and worker refuse to start without the shared catalog and store, a worker also without media workers", arguments: [
+        (["--role", "worker"], "--catalog"),
+        (["--role", "api", "--catalog", "postgres://ferry@127.0.0.1:1/ferry"], "--store"),
+        (
+            [
+                "--role", "worker", "--catalog", "postgres://ferry@127.0.0.1:1/ferry", "--store", "s3://ferry-roles",
+                "--store-endpoint", "http://127.0.0.1:1", "--media-workers", "0",
+            ], "--media-workers must be at least 1"
+        ),
+        (["--role", "cook"], "--role must be all, api or worker"),
+    ])
+    func rolesNeedTheSharedCatalog(arguments: [String], complaint: String) async throws {
+        let data = TemporaryDirectory.make("ferry-roles-refused")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
+        process.arguments = ["serve", "--data-dir", data, "--port", "0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging([
+            "HOME": data, "FERRY_STORE_ACCESS_KEY_ID": "store-key", "FERRY_STORE_SECRET_ACCESS_KEY": "store-secret",
+        ]) { $1 }
+        let run = try await runBlocking { try process.runCapturing() }
+        #expect(process.terminationStatus != 0)
+        #expect(run.errorOutput.contains(complaint), "\(run.errorOutput)")
+        #expect(!run.output.contains("listening"))
+    }
+}
