@@ -16,7 +16,7 @@ struct ServeCommand: AsyncParsableCommand {
             FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
             FERRY_MAX_CONNECTIONS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
             FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_MEDIA_IDLE_SCHEDULING, \
-            FERRY_CATALOG_URL, FERRY_STORE, FERRY_ROLE, \
+            FERRY_CATALOG_URL, FERRY_STORE, FERRY_ROLE, FERRY_METRICS_TOKEN, \
             FERRY_STORE_ENDPOINT, FERRY_STORE_REGION and FERRY_LOG_LEVEL, then to the defaults \
             shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
             FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
@@ -93,6 +93,11 @@ struct ServeCommand: AsyncParsableCommand {
         name: .customLong("role"),
         help: "What this node does (or FERRY_ROLE): all (the default), api (answers requests, runs no media job) or worker (runs media jobs, webhook delivery and the collector; listens on no port). api and worker need --catalog and --store.")
     var role: String?
+
+    @Option(
+        name: .customLong("metrics-token"),
+        help: "Bearer token Prometheus must send for GET /metrics (or FERRY_METRICS_TOKEN). Default: the series are open to whoever reaches the port.")
+    var metricsToken: String?
 
     @Option(name: .customLong("media-workers"), help: "Media jobs (probe, cover, transcode) run at once; 0 turns processing off (or FERRY_MEDIA_WORKERS). Default: a quarter of the cores, at least 1.")
     var mediaWorkers: Int?
@@ -191,6 +196,7 @@ struct ServeCommand: AsyncParsableCommand {
         let roleName = role ?? env["FERRY_ROLE"] ?? "all"
         guard let nodeRole = NodeRole(rawValue: roleName) else { throw ValidationError("FERRY_ROLE must be all, api or worker.") }
         configuration.role = nodeRole
+        configuration.metricsToken = (metricsToken ?? env["FERRY_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
         if let reason = nodeRole.refusal(for: configuration) { throw ValidationError(reason) }
         var serverLogger = Logger(label: "ferry")
         serverLogger.logLevel = level

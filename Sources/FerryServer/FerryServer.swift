@@ -42,6 +42,8 @@ public struct FerryServer: Sendable {
     public let mediaTools: MediaTools?
     /// Media jobs running in this process.
     let runningJobs = RunningJobs()
+    /// This server's Prometheus series, served at `GET /metrics`.
+    public let metrics = FerryMetrics()
     /// ``FerryServerConfiguration/publicEndpoint``, checked when the server opened.
     let publicEndpoint: PublicEndpoint?
     /// This process's hold on the data directory.

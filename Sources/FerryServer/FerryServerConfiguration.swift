@@ -77,6 +77,9 @@ public struct FerryServerConfiguration: Sendable {
     /// What this node does: everything (the default), only the APIs, or only background work. A node that does part
     /// of the work shares it with the others through a PostgreSQL ``catalogURL`` and an ``objectStore``.
     public var role: NodeRole = .all
+    /// The bearer token Prometheus must send for `GET /metrics`; nil serves the series to anyone who can reach the
+    /// port. Never logged.
+    public var metricsToken: String?
 
     /// Creates a configuration for a data directory.
     public init(dataDirectory: String) {
@@ -94,6 +97,7 @@ extension FerryServerConfiguration: CustomReflectable {
                 "catalogURL": catalogURL.map(Self.redactingPassword) as Any, "rootCredentials": rootCredentials as Any,
                 "webhook": webhook as Any, "publicEndpoint": publicEndpoint as Any, "mediaProcessing": mediaProcessing,
                 "connectionLimits": connectionLimits, "callbackAllow": callbackAllow,
+                "metricsToken": metricsToken == nil ? "nil" : "<redacted>",
                 "objectStore": objectStore.map { "s3://\($0.bucket)/\($0.prefix) at \($0.endpoint)" } as Any,
             ], displayStyle: .struct)
     }

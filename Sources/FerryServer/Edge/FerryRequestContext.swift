@@ -15,6 +15,8 @@ struct FerryRequestContext: RequestContext {
     var caller: Caller?
     /// The endpoint the request reached, from its `Host` once ``AuthorityMiddleware`` accepted it.
     var requestEndpoint: PublicEndpoint?
+    /// What the route group that answers tells the metrics middleware (its name, the object API's operation).
+    let observation = RequestObservation()
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

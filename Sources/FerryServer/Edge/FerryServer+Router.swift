@@ -32,10 +32,11 @@ extension FerryServer {
             refusing(MediaError("MethodNotAllowed", "\(api) operations are POST requests.", status: 405))
         }
 
-        // Every request: its id first, then its access log record. Metrics and tracing middleware go here, after
-        // these two and before the groups, so that they see every answer, refusals included.
+        // Every request: its id first, then its access log record, then its metrics. Tracing middleware goes here
+        // too, after these and before the groups, so that it sees every answer, refusals included.
         router.add(middleware: RequestIdMiddleware())
         router.add(middleware: AccessLogMiddleware())
+        router.add(middleware: MetricsMiddleware(metrics: metrics))
 
         // The object API: S3's catch-all.
         let s3 = MiddlewareChain(
@@ -88,6 +89,14 @@ extension FerryServer {
         let play = router.group(
             "/_ferry/play", S3Dialect(namesResource: false), outer: [PlaybackCrossOriginMiddleware()], continues: false)
         play.on(["", "**"], methods: all) { request, context in try await playback.respond(to: request, context: context) }
+
+        // Metrics, for Prometheus; the same path signed for S3 is the bucket `metrics`.
+        let series = MetricsEndpoint(metrics: metrics, token: configuration.metricsToken)
+        router.group("/metrics", TextDialect(name: "metrics"), checksHost: false, continues: false)
+            .get("") { request, context in
+                guard MetricsEndpoint.isScrape(request) else { return try await s3.respond(to: request, context: context) }
+                return series.respond(to: request)
+            }
 
         // Health, for load balancers: 200 while this node serves and reaches its catalog, 503 otherwise.
         router.group("/_ferry/health", TextDialect(name: "health"), checksHost: false, continues: false)

@@ -52,6 +52,7 @@ public struct ObjectAPI: Sendable {
         }
         let operation = try Self.operation(
             method: request.method, bucket: bucket, key: key, query: query, headers: request.headers)
+        context.observation.operation = operation.rawValue
         let caller = try context.requireCaller()
         let logger = context.logger
         if operation == .postObject, caller.credential == .anonymous {

@@ -24,6 +24,7 @@ struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
+        context.observation.group = dialect.name
         do {
             return try await next(request, context)
         } catch {

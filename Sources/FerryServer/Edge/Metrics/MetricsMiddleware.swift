@@ -1,0 +1,76 @@
+import FerryCore
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// Counts and times every request, refusals included: it stands after the request id and the access log and before
+/// the route groups, whose dialect middleware names the group that answered (``RequestObservation``).
+struct MetricsMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+    let metrics: FerryMetrics
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        metrics.requestStarted()
+        let start = ContinuousClock.now
+        do {
+            let response = try await next(request, context)
+            finish(request, context: context, status: Int(response.status.code), since: start, answer: response.headers)
+            return response
+        } catch {
+            finish(
+                request, context: context, status: (error as? any HTTPResponseError).map { Int($0.status.code) } ?? 500,
+                since: start, answer: nil)
+            throw error
+        }
+    }
+
+    private func finish(
+        _ request: Request, context: Context, status: Int, since start: ContinuousClock.Instant, answer: HTTPFields?
+    ) {
+        let observation = context.observation
+        // The routed methods are a fixed set; anything else is one label value.
+        let method = FerryServer.routedMethods.contains(request.method) ? request.method.rawValue : "other"
+        let accepted = (200..<300).contains(status)
+        let declared = request.headers[.amzDecodedContentLength] ?? request.headers[.contentLength]
+        let bytesIn = accepted ? declared.flatMap { Int64($0) } : nil
+        let bytesOut = request.method == .head ? nil : answer?[.contentLength].flatMap { Int64($0) }
+        metrics.requestFinished(
+            group: observation.group, method: method, status: status, duration: ContinuousClock.now - start,
+            bytesIn: bytesIn, bytesOut: bytesOut)
+        if let operation = observation.operation { metrics.operationFinished(operation, status: status) }
+    }
+}
+
+/// `GET /metrics`: Ferry's series for Prometheus, behind a bearer token when one is configured.
+///
+/// `/metrics` is also the path of a bucket of that name: a request signed for S3 (an `Authorization` that is not a
+/// bearer token, or any query, as presigned URLs and listings have) goes to the object API.
+struct MetricsEndpoint: Sendable {
+    let metrics: FerryMetrics
+    /// The bearer token scrapers must send; nil leaves the series open.
+    let token: String?
+
+    /// Whether `request` is for the series rather than the bucket named `metrics`.
+    static func isScrape(_ request: Request) -> Bool {
+        guard request.method == .get, (request.uri.query ?? "").isEmpty else { return false }
+        guard let authorization = request.headers[.authorization] else { return true }
+        return authorization.hasPrefix("Bearer ")
+    }
+
+    func respond(to request: Request) -> Response {
+        if let token {
+            let sent = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+            guard let sent, SigV4.constantTimeEquals(sent, token) else {
+                return Response(
+                    status: .unauthorized,
+                    headers: [.contentType: "text/plain; charset=utf-8", .wwwAuthenticate: "Bearer realm=\"ferry-metrics\""],
+                    body: .init(byteBuffer: ByteBuffer(string: "The metrics need the bearer token (--metrics-token).\n")))
+            }
+        }
+        return Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: metrics.render())))
+    }
+}

@@ -1,0 +1,199 @@
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// `GET /metrics`: Ferry's Prometheus series, read by promtool and scraped by a real Prometheus.
+@Suite("Metrics for Prometheus", .serialized, .timeLimit(.minutes(10)))
+struct MetricsTests {
+    /// Runs `promtool check metrics` on `text`; returns its exit status and what it said.
+    static func promtoolCheck(_ text: String) async throws -> (status: Int32, said: String) {
+        let promtool = try #require(
+            ["/usr/bin/promtool", "/usr/local/bin/promtool"].first { FileManager.default.isExecutableFile(atPath: $0) },
+            "promtool is not installed (scripts/test installs Debian's prometheus)")
+        let file = TemporaryDirectory.make("ferry-promtool") + "/metrics.txt"
+        defer { try? FileManager.default.removeItem(atPath: (file as NSString).deletingLastPathComponent) }
+        try text.write(toFile: file, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "\"$0\" check metrics < \"$1\"", promtool, file]
+        let run = try await runBlocking { try process.runCapturing() }
+        return (process.terminationStatus, run.output + run.errorOutput)
+    }
+
+    /// The value of the sample of `name` whose labels include every one of `labels`, from exposition text.
+    static func sample(_ text: String, _ name: String, _ labels: [String: String]) -> Double? {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {
+            let hasAll = labels.allSatisfy { line.contains("\($0.key)=\"\($0.value)\"") }
+            if hasAll, let value = line.split(separator: " ").last.flatMap({ Double($0) }) { return value }
+        }
+        return nil
+    }
+
+    @Test("requests, refusals and S3 operations are counted by group, method, status and operation; promtool accepts the text; no key or access key id is a label")
+    func seriesAfterRequests() async throws {
+        try await TestServer.with { server in
+            let client = server.client()
+            #expect(try await client.createBucket("photos").status == 200)
+            #expect(try await client.put("photos", "secret-holiday-key.jpg", Array(repeating: 7, count: 1000)).status == 200)
+            #expect(try await client.get("absent-bucket", "x").status == 404)
+            let media = try await S3TestClient.fetch(server.endpoint + "/_ferry/v1/NoSuchAction", headers: [])
+            #expect(media.status >= 400)
+
+            let reply = try await S3TestClient.fetch(server.endpoint + "/metrics")
+            #expect(reply.status == 200)
+            #expect(reply.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
+            let text = String(decoding: reply.body, as: UTF8.self)
+            #expect(Self.sample(text, "ferry_http_requests_total", ["group": "s3", "method": "PUT", "status": "200"]) == 2)
+            #expect(Self.sample(text, "ferry_http_requests_total", ["group": "s3", "method": "GET", "status": "404"]) == 1)
+            #expect(Self.sample(text, "ferry_http_requests_total", ["group": "media", "method": "GET"]) == 1)
+            #expect(Self.sample(text, "ferry_s3_operations_total", ["operation": "PutObject", "status": "200"]) == 1)
+            #expect(Self.sample(text, "ferry_s3_operations_total", ["operation": "CreateBucket", "status": "200"]) == 1)
+            #expect(Self.sample(text, "ferry_s3_operations_total", ["operation": "GetObject", "status": "404"]) == 1)
+            #expect(Self.sample(text, "ferry_http_request_body_bytes_total", ["group": "s3"]) == 1000)
+            #expect(Self.sample(text, "ferry_http_request_duration_seconds_count", ["group": "s3", "method": "PUT"]) == 2)
+            #expect(Self.sample(text, "ferry_http_requests_active", [:]) == 1, "the scrape itself is being answered")
+            #expect(!text.contains("secret-holiday-key"))
+            #expect(!text.contains(server.root.accessKeyId))
+            // Every series the server exports is one of the listed ones.
+            let listed = Set(FerryMetrics.series.map(\.name))
+            for line in text.split(separator: "\n") where line.hasPrefix("# TYPE ") {
+                #expect(listed.contains(String(line.split(separator: " ")[2])), "\(line)")
+            }
+            let check = try await Self.promtoolCheck(text)
+            #expect(check.status == 0, "\(check.said)")
+            #expect(check.said.isEmpty, "promtool's complaints: \(check.said)")
+        }
+    }
+
+    @Test("docs/operations.md lists exactly the series the code exports, with their types, labels and help")
+    func documentedSeries() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("docs/operations.md"), encoding: .utf8)
+        let documented = text.split(separator: "\n").filter { $0.hasPrefix("| `ferry_") }.map(String.init)
+        let expected = FerryMetrics.series.map { series in
+            let labels = series.labels.isEmpty ? "—" : series.labels.joined(separator: ", ")
+            return "| `\(series.name)` | \(series.type) | \(labels) | \(series.help) |"
+        }
+        #expect(documented == expected, "the table docs/operations.md should hold:\n\(expected.joined(separator: "\n"))")
+    }
+
+    @Test("with --metrics-token the series need the bearer token; GET /metrics signed for S3 is the bucket named metrics")
+    func tokenAndBucket() async throws {
+        try await TestServer.with(configure: { $0.metricsToken = "scrape-token-0123" }) { server in
+            #expect(try await S3TestClient.fetch(server.endpoint + "/metrics").status == 401)
+            let wrong = try await S3TestClient.fetch(
+                server.endpoint + "/metrics", headers: [("Authorization", "Bearer scrape-token-9999")])
+            #expect(wrong.status == 401)
+            #expect(wrong.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
+            #expect(!String(decoding: wrong.body, as: UTF8.self).contains("scrape-token-0123"))
+            let right = try await S3TestClient.fetch(
+                server.endpoint + "/metrics", headers: [("Authorization", "Bearer scrape-token-0123")])
+            #expect(right.status == 200)
+            #expect(String(decoding: right.body, as: UTF8.self).contains("ferry_http_requests_total"))
+
+            let client = server.client()
+            let missing = try await client.send("GET", "/metrics")
+            #expect(missing.status == 404)
+            #expect(String(decoding: missing.body, as: UTF8.self).contains("<Code>NoSuchBucket</Code>"))
+            #expect(try await client.createBucket("metrics").status == 200)
+            #expect(try await client.put("metrics", "a.txt", Array("hello".utf8)).status == 200)
+            let listing = try await client.send("GET", "/metrics")
+            #expect(listing.status == 200)
+            #expect(String(decoding: listing.body, as: UTF8.self).contains("<Key>a.txt</Key>"))
+        }
+    }
+
+    @Test("a real Prometheus scrapes two nodes with the bearer token and answers queries over what each served")
+    func prometheusScrapesTwoNodes() async throws {
+        let prometheus = try #require(
+            ["/usr/bin/prometheus", "/usr/local/bin/prometheus"].first { FileManager.default.isExecutableFile(atPath: $0) },
+            "prometheus is not installed (scripts/test installs Debian's prometheus)")
+        let data = TemporaryDirectory.make("ferry-prometheus")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let root = SigV4Credentials(accessKeyId: "FKIAMETRICS000000", secretAccessKey: "metrics-secret-0123456789")
+        let environment = [
+            "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey,
+            "FERRY_METRICS_TOKEN": "scrape-token-0123", "HOME": data,
+        ]
+        var nodes: [FerryExecutable.Server] = []
+        for index in 1...2 {
+            nodes.append(
+                try await FerryExecutable.Server.start(
+                    dataDirectory: data + "/node\(index)", environment: environment, logFile: data + "/node\(index).log"))
+        }
+        let port = try LoopbackPort.unused()
+        let targets = nodes.map { "'127.0.0.1:\($0.port)'" }.joined(separator: ", ")
+        try """
+            global:
+              scrape_interval: 1s
+              scrape_timeout: 1s
+            scrape_configs:
+              - job_name: ferry
+                authorization:
+                  credentials: scrape-token-0123
+                static_configs:
+                  - targets: [\(targets)]
+            """.write(toFile: data + "/prometheus.yml", atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: prometheus)
+        process.arguments = [
+            "--config.file=\(data)/prometheus.yml", "--storage.tsdb.path=\(data)/tsdb",
+            "--web.listen-address=127.0.0.1:\(port)",
+        ]
+        _ = FileManager.default.createFile(atPath: data + "/prometheus.log", contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: data + "/prometheus.log"))
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        defer {
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+        }
+
+        // Node 1 stores an object; node 2 refuses a request for a bucket that does not exist.
+        let one = S3TestClient(endpoint: nodes[0].endpoint, credentials: root)
+        #expect(try await one.createBucket("scraped").status == 200)
+        #expect(try await one.put("scraped", "a.bin", Array(repeating: 1, count: 4096)).status == 200)
+        let two = S3TestClient(endpoint: nodes[1].endpoint, credentials: root)
+        #expect(try await two.get("absent", "a.bin").status == 404)
+
+        // What Prometheus has, through its HTTP query API, until both nodes' samples are in (scrapes every second).
+        func query(_ expression: String) async throws -> [String: Double] {
+            var components = URLComponents(string: "http://127.0.0.1:\(port)/api/v1/query")!
+            components.queryItems = [URLQueryItem(name: "query", value: expression)]
+            let reply = try await S3TestClient.fetch(components.url!.absoluteString)
+            guard reply.status == 200,
+                let json = try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any],
+                let result = (json["data"] as? [String: Any])?["result"] as? [[String: Any]]
+            else { return [:] }
+            var values: [String: Double] = [:]
+            for item in result {
+                let instance = (item["metric"] as? [String: String])?["instance"] ?? ""
+                if let pair = item["value"] as? [Any], let text = pair.last as? String { values[instance] = Double(text) }
+            }
+            return values
+        }
+        let first = "127.0.0.1:\(nodes[0].port)"
+        let second = "127.0.0.1:\(nodes[1].port)"
+        var puts: [String: Double] = [:]
+        var refusals: [String: Double] = [:]
+        var up: [String: Double] = [:]
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            up = (try? await query("up{job=\"ferry\"}")) ?? [:]
+            puts = (try? await query("ferry_s3_operations_total{operation=\"PutObject\",status=\"200\"}")) ?? [:]
+            refusals = (try? await query("ferry_http_requests_total{group=\"s3\",status=\"404\"}")) ?? [:]
+            if up[first] == 1, up[second] == 1, puts[first] == 1, refusals[second] == 1 { break }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        #expect(up[first] == 1 && up[second] == 1, "both nodes scraped with the token: \(up)")
+        #expect(puts[first] == 1, "\(puts)")
+        #expect(puts[second] == nil, "node 2 stored nothing: \(puts)")
+        #expect(refusals[second] == 1, "\(refusals)")
+        #expect(refusals[first] == nil, "\(refusals)")
+        for node in nodes { await node.stop() }
+    }
+}
