@@ -112,6 +112,43 @@ struct JobQueueTests {
         }
     }
 
+    @Test("the backlog counts queued, running and failed jobs and dates the job due the longest; the webhook backlog its pending events", arguments: JobQueueImplementation.allCases)
+    func backlogs(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { queue in
+            #expect(try await queue.backlog(now: t0) == JobBacklog())
+            let early = job("v1", at: t0.addingTimeInterval(-30))
+            let due = job("v2", at: t0.addingTimeInterval(-10))
+            let later = job("v3", at: t0.addingTimeInterval(60))
+            let doomed = job("v4", at: t0.addingTimeInterval(-60))
+            try await queue.enqueue([doomed, early, due, later])
+            // The first two due jobs are claimed, and the first fails for good: what waits longest now is `due`.
+            #expect(try await queue.claim(worker: "w1", lease: long, now: t0)?.id == doomed.id)
+            #expect(try await queue.fail(doomed.id, worker: "w1", error: "bad file", retryAt: nil, now: t0))
+            #expect(try await queue.claim(worker: "w1", lease: long, now: t0)?.id == early.id)
+            let backlog = try await queue.backlog(now: t0)
+            #expect(backlog.queued == 2 && backlog.running == 1 && backlog.failed == 1)
+            #expect(backlog.oldestDue == t0.addingTimeInterval(-10))
+            // A job not yet due makes no one wait.
+            _ = try await queue.claim(worker: "w2", lease: long, now: t0)
+            #expect(try await queue.backlog(now: t0).oldestDue == nil)
+            #expect(try await queue.backlog(now: t0.addingTimeInterval(90)).oldestDue == t0.addingTimeInterval(60))
+
+            let store = try #require(queue as? any WebhookStore)
+            #expect(try await store.webhookBacklog() == WebhookBacklog())
+            for index in 0..<3 {
+                let event = WebhookEvent(
+                    id: "evt\(index)", type: WebhookEventType(rawValue: "FileUploadComplete"),
+                    payload: WebhookPayload(videoId: "v\(index)", size: 1),
+                    createdAt: t0.addingTimeInterval(Double(index)), attempts: 0, deliveredAt: nil, failedAt: nil)
+                try await store.insertWebhookEvent(event, body: Array("body".utf8))
+            }
+            try await store.markWebhookEventDelivered("evt0", at: t0)
+            try await store.recordWebhookAttemptFailure("evt1", error: "gone", nextAttemptAt: nil, now: t0)
+            let webhooks = try await store.webhookBacklog()
+            #expect(webhooks.pending == 1 && webhooks.oldestCreatedAt == t0.addingTimeInterval(2))
+        }
+    }
+
     @Test("a job given back at shutdown is due at once and its attempt is not counted", arguments: JobQueueImplementation.allCases)
     func release(_ implementation: JobQueueImplementation) async throws {
         try await implementation.with { queue in

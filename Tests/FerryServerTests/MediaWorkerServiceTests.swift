@@ -172,6 +172,7 @@ final class ObservedQueue: JobQueue, @unchecked Sendable {
         try await base.cancelJobs(videoId: videoId, now: now)
     }
     func jobs(videoId: String) async throws -> [MediaJob] { try await base.jobs(videoId: videoId) }
+    func backlog(now: Date) async throws -> JobBacklog { try await base.backlog(now: now) }
     func job(_ id: String) async throws -> MediaJob? { try await base.job(id) }
 }
 

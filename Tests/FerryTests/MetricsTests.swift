@@ -1,3 +1,4 @@
+import Ferry
 import FerryCore
 import FerryServer
 import FerryTestSupport
@@ -64,6 +65,35 @@ struct MetricsTests {
             let check = try await Self.promtoolCheck(text)
             #expect(check.status == 0, "\(check.said)")
             #expect(check.said.isEmpty, "promtool's complaints: \(check.said)")
+        }
+    }
+
+    @Test("the catalog's queues at each scrape: a video uploaded where no worker runs leaves its probe job queued and waiting")
+    func queueSeries() async throws {
+        let directory = TemporaryDirectory.make("ferry-metrics-queue")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/clip.mp4"
+        try Data(repeating: 3, count: 2048).write(to: URL(fileURLWithPath: file))
+        try await TestServer.with(configure: { $0.mediaProcessing.workers = 0 }) { server in
+            let before = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            #expect(Self.sample(before, "ferry_catalog_up", [:]) == 1)
+            #expect(Self.sample(before, "ferry_media_jobs", ["state": "queued"]) == 0)
+            #expect(Self.sample(before, "ferry_media_job_queue_age_seconds", [:]) == 0)
+            #expect(Self.sample(before, "ferry_webhook_events_pending", [:]) == 0)
+
+            let media = server.media()
+            let ticket = try await media.createUploadVideo(.init(title: "queued", fileName: "clip.mp4"))
+            let upload = try await ticket.objectStorageClient().upload(
+                file: URL(fileURLWithPath: file), bucket: ticket.address.bucket, key: ticket.address.fileName)
+            _ = try await upload.result
+            try await Task.sleep(for: .milliseconds(1100))
+            let after = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            #expect(Self.sample(after, "ferry_media_jobs", ["state": "queued"]) == 1)
+            #expect(Self.sample(after, "ferry_media_jobs", ["state": "running"]) == 0)
+            let age = try #require(Self.sample(after, "ferry_media_job_queue_age_seconds", [:]))
+            #expect(age >= 1 && age < 600, "\(age)")
+            let check = try await Self.promtoolCheck(after)
+            #expect(check.status == 0 && check.said.isEmpty, "\(check.said)")
         }
     }
 

@@ -91,11 +91,20 @@ extension FerryServer {
         play.on(["", "**"], methods: all) { request, context in try await playback.respond(to: request, context: context) }
 
         // Metrics, for Prometheus; the same path signed for S3 is the bucket `metrics`.
-        let series = MetricsEndpoint(metrics: metrics, token: configuration.metricsToken)
+        let series = MetricsEndpoint(metrics: metrics, token: configuration.metricsToken) {
+            [metrics, catalog = mediaCatalog, now = configuration.now] in
+            // A catalog that does not answer (a PostgreSQL pool waiting for a connection) leaves the scrape prompt.
+            let answer = await withTimeLimit(.seconds(2)) { () -> (jobs: JobBacklog, webhooks: WebhookBacklog)? in
+                guard let jobs = try? await catalog.backlog(now: now()), let webhooks = try? await catalog.webhookBacklog()
+                else { return nil }
+                return (jobs, webhooks)
+            }
+            metrics.recordCatalog(answer ?? nil, now: now())
+        }
         router.group("/metrics", TextDialect(name: "metrics"), checksHost: false, continues: false)
             .get("") { request, context in
                 guard MetricsEndpoint.isScrape(request) else { return try await s3.respond(to: request, context: context) }
-                return series.respond(to: request)
+                return await series.respond(to: request)
             }
 
         // Health, for load balancers: 200 while this node serves and reaches its catalog, 503 otherwise.

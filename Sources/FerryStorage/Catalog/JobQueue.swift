@@ -91,6 +91,22 @@ public struct MediaJob: Sendable, Hashable, Codable {
 ///
 /// SQLite implements it for one node (``SQLiteCatalog``); a PostgreSQL implementation claims with
 /// `FOR UPDATE SKIP LOCKED` for many. One behavioural test suite holds both to this contract.
+/// The media job queue as an operator sees it.
+public struct JobBacklog: Sendable, Hashable {
+    /// Jobs waiting for a worker (also those waiting to retry).
+    public var queued = 0
+    /// Jobs a worker holds.
+    public var running = 0
+    /// Jobs given up on.
+    public var failed = 0
+    /// When the job that has been due the longest became due (`runAt` of the oldest queued job whose time has come);
+    /// nil when none is due.
+    public var oldestDue: Date?
+
+    /// An empty queue.
+    public init() {}
+}
+
 public protocol JobQueue: Sendable {
     /// Adds jobs, due at their `runAt`.
     func enqueue(_ jobs: [MediaJob]) async throws
@@ -113,6 +129,8 @@ public protocol JobQueue: Sendable {
     func cancelJobs(videoId: String, now: Date) async throws -> [MediaJob]
     /// The video's jobs, oldest first.
     func jobs(videoId: String) async throws -> [MediaJob]
+    /// How many jobs wait, run and have failed, and since when the oldest due job has waited.
+    func backlog(now: Date) async throws -> JobBacklog
     /// The job, or nil.
     func job(_ id: String) async throws -> MediaJob?
 }

@@ -22,6 +22,17 @@ public struct WebhookDelivery: Sendable {
 
 /// Where the webhook outbox keeps its events, so they survive restarts: the catalog (SQLite; PostgreSQL when several
 /// nodes share one).
+/// The webhook events not yet delivered, as an operator sees them.
+public struct WebhookBacklog: Sendable, Hashable {
+    /// Events waiting for delivery (neither delivered nor given up on).
+    public var pending = 0
+    /// When the oldest of them was created; nil when none waits.
+    public var oldestCreatedAt: Date?
+
+    /// No event waiting.
+    public init() {}
+}
+
 public protocol WebhookStore: Sendable {
     /// Inserts a new event, due at once.
     func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws
@@ -29,6 +40,8 @@ public protocol WebhookStore: Sendable {
     func nextPendingWebhookEvent() async throws -> StoredWebhookEvent?
     /// Every event not delivered (pending and failed), oldest first.
     func undeliveredWebhookEvents() async throws -> [WebhookEvent]
+    /// How many events wait for delivery, and since when the oldest has.
+    func webhookBacklog() async throws -> WebhookBacklog
     /// Records a successful delivery.
     func markWebhookEventDelivered(_ id: String, at date: Date) async throws
     /// Records a failed attempt: either the next attempt's time or, when attempts ran out (nil), the failure.

@@ -1,3 +1,5 @@
+import FerryStorage
+import Foundation
 import NIOConcurrencyHelpers
 import Prometheus
 
@@ -25,7 +27,8 @@ public final class FerryMetrics: Sendable {
 
     /// Every series Ferry exports.
     public static let series: [Series] = [
-        requests, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations,
+        requests, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, catalogUp, mediaJobs,
+        mediaJobQueueAge, webhookPending, webhookLag,
     ]
 
     static let requests = Series(
@@ -47,6 +50,22 @@ public final class FerryMetrics: Sendable {
         name: "ferry_s3_operations_total", type: "counter", labels: ["operation", "status"],
         help: "Object API operations (PutObject, CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload, …) by status.")
 
+    static let catalogUp = Series(
+        name: "ferry_catalog_up", type: "gauge", labels: [],
+        help: "1 when the catalog answered the scrape's queries within 2 s, else 0 (the queue series then keep their last values).")
+    static let mediaJobs = Series(
+        name: "ferry_media_jobs", type: "gauge", labels: ["state"],
+        help: "Media jobs in the catalog by state: queued (also waiting to retry), running, failed. Shared by the nodes of one catalog.")
+    static let mediaJobQueueAge = Series(
+        name: "ferry_media_job_queue_age_seconds", type: "gauge", labels: [],
+        help: "How long the job due the longest has waited for a worker; 0 when none is due.")
+    static let webhookPending = Series(
+        name: "ferry_webhook_events_pending", type: "gauge", labels: [],
+        help: "Webhook events waiting for delivery (neither delivered nor given up on).")
+    static let webhookLag = Series(
+        name: "ferry_webhook_delivery_lag_seconds", type: "gauge", labels: [],
+        help: "Age of the oldest webhook event waiting for delivery; 0 when none waits.")
+
     private static let durationBuckets: [Duration] = [
         .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
         .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30),
@@ -61,6 +80,20 @@ public final class FerryMetrics: Sendable {
 
     /// The exposition text of every series.
     public func render() -> String { registry.emitToString() }
+
+    /// Sets the catalog's series from what it answered for this scrape; nil when it did not answer in time.
+    func recordCatalog(_ answer: (jobs: JobBacklog, webhooks: WebhookBacklog)?, now: Date) {
+        gauge(Self.catalogUp).set(to: answer == nil ? 0 : 1)
+        guard let (jobs, webhooks) = answer else { return }
+        for (state, count) in [("queued", jobs.queued), ("running", jobs.running), ("failed", jobs.failed)] {
+            registry.makeGauge(descriptor: Self.descriptor(Self.mediaJobs), labels: [("state", state)]).set(to: Double(count))
+        }
+        gauge(Self.mediaJobQueueAge).set(to: jobs.oldestDue.map { max(0, now.timeIntervalSince($0)) } ?? 0)
+        gauge(Self.webhookPending).set(to: Double(webhooks.pending))
+        gauge(Self.webhookLag).set(to: webhooks.oldestCreatedAt.map { max(0, now.timeIntervalSince($0)) } ?? 0)
+    }
+
+    private func gauge(_ series: Series) -> Gauge { registry.makeGauge(descriptor: Self.descriptor(series)) }
 
     /// A request began.
     func requestStarted() { active.increment() }

@@ -51,6 +51,8 @@ struct MetricsEndpoint: Sendable {
     let metrics: FerryMetrics
     /// The bearer token scrapers must send; nil leaves the series open.
     let token: String?
+    /// Brings the series read from elsewhere (the catalog's queues) up to date before they are rendered.
+    let refresh: @Sendable () async -> Void
 
     /// Whether `request` is for the series rather than the bucket named `metrics`.
     static func isScrape(_ request: Request) -> Bool {
@@ -59,7 +61,7 @@ struct MetricsEndpoint: Sendable {
         return authorization.hasPrefix("Bearer ")
     }
 
-    func respond(to request: Request) -> Response {
+    func respond(to request: Request) async -> Response {
         if let token {
             let sent = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
             guard let sent, SigV4.constantTimeEquals(sent, token) else {
@@ -69,6 +71,7 @@ struct MetricsEndpoint: Sendable {
                     body: .init(byteBuffer: ByteBuffer(string: "The metrics need the bearer token (--metrics-token).\n")))
             }
         }
+        await refresh()
         return Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
             body: .init(byteBuffer: ByteBuffer(string: metrics.render())))

@@ -129,6 +129,24 @@ extension PostgresCatalog: JobQueue {
         try await rows("SELECT * FROM media_job WHERE video_id = \(videoId) ORDER BY seq").map(Self.mediaJob)
     }
 
+    public func backlog(now: Date) async throws -> JobBacklog {
+        var backlog = JobBacklog()
+        for row in try await rows(
+            "SELECT state, count(*)::BIGINT AS n FROM media_job WHERE state IN ('queued', 'running', 'failed') GROUP BY state")
+        {
+            let count = try row["n"].decode(Int.self)
+            switch MediaJobState(rawValue: try row["state"].decode(String.self)) {
+            case .queued: backlog.queued = count
+            case .running: backlog.running = count
+            default: backlog.failed = count
+            }
+        }
+        let seconds = now.timeIntervalSince1970
+        let oldest = try await rows("SELECT min(run_at) AS due FROM media_job WHERE state = 'queued' AND run_at <= \(seconds)")
+        backlog.oldestDue = try oldest.first?["due"].decode(Double?.self).map(Date.init(timeIntervalSince1970:))
+        return backlog
+    }
+
     public func job(_ id: String) async throws -> MediaJob? {
         try await rows("SELECT * FROM media_job WHERE id = \(id)").first.map(Self.mediaJob)
     }

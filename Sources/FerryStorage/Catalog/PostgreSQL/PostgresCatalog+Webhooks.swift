@@ -40,6 +40,17 @@ extension PostgresCatalog: WebhookStore {
         }
     }
 
+    public func webhookBacklog() async throws -> WebhookBacklog {
+        var backlog = WebhookBacklog()
+        if let row = try await rows(
+            "SELECT count(*)::BIGINT AS n, min(created_at) AS oldest FROM webhook_event WHERE delivered_at IS NULL AND failed_at IS NULL"
+        ).first {
+            backlog.pending = try row["n"].decode(Int.self)
+            backlog.oldestCreatedAt = try row["oldest"].decode(Double?.self).map(Date.init(timeIntervalSince1970:))
+        }
+        return backlog
+    }
+
     public func markWebhookEventDelivered(_ id: String, at date: Date) async throws {
         try await client.query(
             """

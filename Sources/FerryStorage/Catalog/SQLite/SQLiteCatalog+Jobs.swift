@@ -187,6 +187,27 @@ extension SQLiteCatalog: JobQueue {
         }
     }
 
+    public func backlog(now: Date) async throws -> JobBacklog {
+        try await pool.read { db in
+            var backlog = JobBacklog()
+            for row in try Row.fetchAll(
+                db, sql: "SELECT state, count(*) AS n FROM mediaJob WHERE state IN ('queued', 'running', 'failed') GROUP BY state")
+            {
+                let count: Int = row["n"]
+                switch MediaJobState(rawValue: row["state"]) {
+                case .queued: backlog.queued = count
+                case .running: backlog.running = count
+                default: backlog.failed = count
+                }
+            }
+            let oldest = try Double.fetchOne(
+                db, sql: "SELECT min(runAt) FROM mediaJob WHERE state = 'queued' AND runAt <= ?",
+                arguments: [now.timeIntervalSince1970])
+            backlog.oldestDue = oldest.map(Date.init(timeIntervalSince1970:))
+            return backlog
+        }
+    }
+
     public func job(_ id: String) async throws -> MediaJob? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM mediaJob WHERE id = ?", arguments: [id]).map(Self.mediaJob)

@@ -78,6 +78,20 @@ extension SQLiteCatalog: WebhookStore {
         }
     }
 
+    public func webhookBacklog() async throws -> WebhookBacklog {
+        try await pool.read { db in
+            var backlog = WebhookBacklog()
+            if let row = try Row.fetchOne(
+                db,
+                sql: "SELECT count(*) AS n, min(createdAt) AS oldest FROM webhookEvent WHERE deliveredAt IS NULL AND failedAt IS NULL")
+            {
+                backlog.pending = row["n"]
+                backlog.oldestCreatedAt = (row["oldest"] as Double?).map(Date.init(timeIntervalSince1970:))
+            }
+            return backlog
+        }
+    }
+
     /// Records a successful delivery.
     public func markWebhookEventDelivered(_ id: String, at date: Date) async throws {
         try await pool.write { db in
