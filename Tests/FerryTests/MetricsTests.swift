@@ -97,6 +97,35 @@ struct MetricsTests {
         }
     }
 
+    @Test("deploy/prometheus: promtool accepts the configuration and the alert rules, the rules' unit tests pass, and every Ferry series they name is exported")
+    func deployedAlerts() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let promtool = try #require(
+            ["/usr/bin/promtool", "/usr/local/bin/promtool"].first { FileManager.default.isExecutableFile(atPath: $0) },
+            "promtool is not installed (scripts/test installs Debian's prometheus)")
+        for arguments in [
+            ["check", "config", root.path + "/deploy/prometheus/prometheus.yml"],
+            ["test", "rules", root.path + "/Tests/FerryTests/Scripts/ferry-alerts.test.yml"],
+        ] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: promtool)
+            process.arguments = arguments
+            process.currentDirectoryURL = root
+            let run = try await runBlocking { try process.runCapturing() }
+            #expect(process.terminationStatus == 0, "promtool \(arguments.joined(separator: " ")): \(run.output)\(run.errorOutput)")
+        }
+        let rules = try String(contentsOf: root.appendingPathComponent("deploy/prometheus/alerts.yml"), encoding: .utf8)
+        let exported = Set(FerryMetrics.series.map(\.name))
+        let named = rules.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "_") })
+            .map(String.init).filter { $0.hasPrefix("ferry_") }
+        #expect(!named.isEmpty)
+        for name in Set(named) {
+            let base = ["_bucket", "_count", "_sum"].reduce(name) { $0.hasSuffix($1) ? String($0.dropLast($1.count)) : $0 }
+            #expect(exported.contains(base), "alerts.yml names \(name), which Ferry does not export")
+        }
+    }
+
     @Test("docs/operations.md lists exactly the series the code exports, with their types, labels and help")
     func documentedSeries() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
