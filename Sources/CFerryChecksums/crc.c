@@ -8,23 +8,28 @@
 /* Portable slicing-by-8                                                     */
 /* ------------------------------------------------------------------------ */
 
-static inline uint32_t crc32_slice8(const uint32_t (*t)[256], uint32_t c, const uint8_t *p, size_t n) {
-    while (n && ((uintptr_t)p & 7)) {
-        c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-        n--;
+/* Slicing-by-8 of a reflected CRC whose state is a `type`, over its eight 256-entry tables. */
+#define FERRY_SLICE8(name, type)                                                                                   \
+    static inline type name(const type (*t)[256], type c, const uint8_t *p, size_t n) {                          \
+        while (n && ((uintptr_t)p & 7)) {                                                                          \
+            c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);                                                                \
+            n--;                                                                                                   \
+        }                                                                                                          \
+        while (n >= 8) {                                                                                           \
+            uint64_t w = ferry_load_le64(p) ^ c;                                                                   \
+            c = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^ t[4][(w >> 24) & 0xff] ^        \
+                t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^ t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];          \
+            p += 8;                                                                                                \
+            n -= 8;                                                                                                \
+        }                                                                                                          \
+        while (n--) {                                                                                              \
+            c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);                                                                \
+        }                                                                                                          \
+        return c;                                                                                                  \
     }
-    while (n >= 8) {
-        uint64_t w = ferry_load_le64(p) ^ c;
-        c = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^ t[4][(w >> 24) & 0xff] ^
-            t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^ t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];
-        p += 8;
-        n -= 8;
-    }
-    while (n--) {
-        c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-    }
-    return c;
-}
+
+FERRY_SLICE8(crc32_slice8, uint32_t)
+FERRY_SLICE8(crc64_slice8, uint64_t)
 
 FERRY_HIDDEN uint32_t ferry_crc32_sw(uint32_t state, const uint8_t *p, size_t n) {
     return crc32_slice8(crc32_table, state, p, n);
@@ -34,23 +39,8 @@ FERRY_HIDDEN uint32_t ferry_crc32c_sw(uint32_t state, const uint8_t *p, size_t n
     return crc32_slice8(crc32c_table, state, p, n);
 }
 
-FERRY_HIDDEN uint64_t ferry_crc64nvme_sw(uint64_t c, const uint8_t *p, size_t n) {
-    const uint64_t (*t)[256] = crc64nvme_table;
-    while (n && ((uintptr_t)p & 7)) {
-        c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-        n--;
-    }
-    while (n >= 8) {
-        uint64_t w = ferry_load_le64(p) ^ c;
-        c = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^ t[4][(w >> 24) & 0xff] ^
-            t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^ t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];
-        p += 8;
-        n -= 8;
-    }
-    while (n--) {
-        c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-    }
-    return c;
+FERRY_HIDDEN uint64_t ferry_crc64nvme_sw(uint64_t state, const uint8_t *p, size_t n) {
+    return crc64_slice8(crc64nvme_table, state, p, n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -85,41 +75,29 @@ uint32_t ferry_checksums_cpu_features(void) {
 static const uint8_t ferry_empty_byte = 0;
 #define FERRY_BYTES(data) ((data) ? (const uint8_t *)(data) : &ferry_empty_byte)
 
-uint32_t ferry_crc32_update_with_features(uint32_t crc, const void *data, size_t length, uint32_t features) {
-    const uint8_t *p = FERRY_BYTES(data);
-    uint32_t s = ~crc;
-    features &= ferry_checksums_cpu_features();
+/* One dispatcher per CRC: the CPU's kernel when the caller allows one and the CPU has it, else the table-driven one. */
 #if defined(FERRY_HAVE_X86_KERNELS)
-    if (features) return ~ferry_crc32_x86(s, p, length, features);
+#define FERRY_KERNEL(name) \
+    if (features) return ~ferry_##name##_x86(s, p, length, features);
 #elif defined(FERRY_HAVE_ARM_KERNELS)
-    if (features) return ~ferry_crc32_arm(s, p, length, features);
+#define FERRY_KERNEL(name) \
+    if (features) return ~ferry_##name##_arm(s, p, length, features);
+#else
+#define FERRY_KERNEL(name)
 #endif
-    return ~ferry_crc32_sw(s, p, length);
-}
 
-uint32_t ferry_crc32c_update_with_features(uint32_t crc, const void *data, size_t length, uint32_t features) {
-    const uint8_t *p = FERRY_BYTES(data);
-    uint32_t s = ~crc;
-    features &= ferry_checksums_cpu_features();
-#if defined(FERRY_HAVE_X86_KERNELS)
-    if (features) return ~ferry_crc32c_x86(s, p, length, features);
-#elif defined(FERRY_HAVE_ARM_KERNELS)
-    if (features) return ~ferry_crc32c_arm(s, p, length, features);
-#endif
-    return ~ferry_crc32c_sw(s, p, length);
-}
+#define FERRY_DISPATCH(name, type) \
+    type ferry_##name##_update_with_features(type crc, const void *data, size_t length, uint32_t features) { \
+        const uint8_t *p = FERRY_BYTES(data); \
+        type s = ~crc; \
+        features &= ferry_checksums_cpu_features(); \
+        FERRY_KERNEL(name) \
+        return ~ferry_##name##_sw(s, p, length); \
+    }
 
-uint64_t ferry_crc64nvme_update_with_features(uint64_t crc, const void *data, size_t length, uint32_t features) {
-    const uint8_t *p = FERRY_BYTES(data);
-    uint64_t s = ~crc;
-    features &= ferry_checksums_cpu_features();
-#if defined(FERRY_HAVE_X86_KERNELS)
-    if (features) return ~ferry_crc64nvme_x86(s, p, length, features);
-#elif defined(FERRY_HAVE_ARM_KERNELS)
-    if (features) return ~ferry_crc64nvme_arm(s, p, length, features);
-#endif
-    return ~ferry_crc64nvme_sw(s, p, length);
-}
+FERRY_DISPATCH(crc32, uint32_t)
+FERRY_DISPATCH(crc32c, uint32_t)
+FERRY_DISPATCH(crc64nvme, uint64_t)
 
 uint32_t ferry_crc32_update(uint32_t crc, const void *data, size_t length) {
     return ferry_crc32_update_with_features(crc, data, length, ~0u);
