@@ -55,17 +55,11 @@ struct NodeRoleTests {
     func rolesSplitTheWork() async throws {
         let data = TemporaryDirectory.make("ferry-roles")
         defer { try? FileManager.default.removeItem(atPath: data) }
-        let seaweed = try await SeaweedFSServer.start()
-        let postgres: PostgresServer
-        do { postgres = try await PostgresServer.start() } catch {
-            await seaweed.destroy()
-            throw error
-        }
+        let backends = try await SharedBackends.start(bucket: "ferry-roles", prefix: "r/")
+        let arguments = backends.serveArguments
         var nodes: [FerryExecutable.Server] = []
         do {
-            let url = try await postgres.createDatabase()
-            let (arguments, environment) = seaweed.serveArguments(seaweed.location(bucket: "ferry-roles", prefix: "r/"))
-            let keys = environment.merging([
+            let keys = backends.serveEnvironment.merging([
                 "FERRY_ACCESS_KEY_ID": Self.root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": Self.root.secretAccessKey,
             ]) { $1 }
             let apiLog = data + "/api-tools.log"
@@ -73,14 +67,14 @@ struct NodeRoleTests {
             let api = try await FerryExecutable.Server.start(
                 dataDirectory: data + "/api",
                 arguments: arguments + [
-                    "--catalog", url, "--role", "api", "--ffmpeg", try Self.recordingTools(in: data + "/api-tools", log: apiLog),
+                    "--role", "api", "--ffmpeg", try Self.recordingTools(in: data + "/api-tools", log: apiLog),
                 ],
                 environment: keys, logFile: data + "/api.log")
             nodes.append(api)
             let worker = try await FerryExecutable.Server.startWorker(
                 dataDirectory: data + "/worker",
                 arguments: arguments + [
-                    "--catalog", url, "--ffmpeg", try Self.recordingTools(in: data + "/worker-tools", log: workerLog),
+                    "--ffmpeg", try Self.recordingTools(in: data + "/worker-tools", log: workerLog),
                 ],
                 environment: keys, logFile: data + "/worker.log")
             nodes.append(worker)
@@ -118,13 +112,11 @@ struct NodeRoleTests {
             #expect(!FileManager.default.fileExists(atPath: apiLog), "the API node ran a media tool")
         } catch {
             for node in nodes { await node.stop(signal: SIGKILL) }
-            await seaweed.destroy()
-            await postgres.destroy()
+            await backends.destroy()
             throw error
         }
         for node in nodes { await node.stop() }
-        await seaweed.destroy()
-        await postgres.destroy()
+        await backends.destroy()
     }
 
     @Test("api and worker refuse to start without the shared catalog and store, a worker also without media workers", arguments: [

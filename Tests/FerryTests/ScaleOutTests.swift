@@ -18,21 +18,15 @@ struct ScaleOutCluster {
 
     static func start(nodes count: Int = 3, environment extra: [String: String] = [:]) async throws -> ScaleOutCluster {
         let data = TemporaryDirectory.make("ferry-scale-out")
-        let seaweed = try await SeaweedFSServer.start()
-        let postgres: PostgresServer
-        do { postgres = try await PostgresServer.start() } catch {
-            await seaweed.destroy()
-            throw error
-        }
+        let backends = try await SharedBackends.start(bucket: "ferry-cluster", prefix: "c1/")
+        let (seaweed, postgres) = (backends.seaweed, backends.postgres)
         var nodes: [FerryExecutable.Server] = []
         do {
-            let url = try await postgres.createDatabase()
-            let (arguments, environment) = seaweed.serveArguments(seaweed.location(bucket: "ferry-cluster", prefix: "c1/"))
             for index in 0..<count {
                 nodes.append(
                     try await FerryExecutable.Server.start(
-                        dataDirectory: data + "/node\(index + 1)", arguments: arguments + ["--catalog", url],
-                        environment: environment.merging(extra) { $1 }.merging([
+                        dataDirectory: data + "/node\(index + 1)", arguments: backends.serveArguments,
+                        environment: backends.serveEnvironment.merging(extra) { $1 }.merging([
                             "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey,
                         ]) { $1 }, logFile: data + "/node\(index + 1).log"))
             }
@@ -41,8 +35,7 @@ struct ScaleOutCluster {
         } catch {
             // Nothing started for the test outlives it.
             for node in nodes { await node.stop(signal: SIGKILL) }
-            await seaweed.destroy()
-            await postgres.destroy()
+            await backends.destroy()
             try? FileManager.default.removeItem(atPath: data)
             throw error
         }
