@@ -346,6 +346,7 @@ def run(driver):
     # A scoped key sees only its own videos.
     driver.find_element(By.ID, "sign-out").click()
     sign_in(driver, os.environ["SCOPED_ID"], os.environ["SCOPED_SECRET"])
+    wait(driver, lambda d: not d.find_element(By.ID, "sign-in").is_displayed(), message="the scoped key's session")
     driver.get(CONSOLE + "#/library")
     summary = wait(driver, lambda d: d.find_element(By.ID, "library-summary").text, message="the scoped library")
     assert summary == "No videos match.", summary

@@ -2,6 +2,9 @@
 // signing endpoints.
 
 let csrf = null;
+// Counts the session's changes (signed in, signed out, ended): a refusal of a request sent under an earlier session
+// (a page's request still on its way when the user signed out and in again) ends nothing.
+let generation = 0;
 const listeners = new Set();
 
 /** An error answered by the service. */
@@ -16,9 +19,10 @@ export class ServiceError extends Error {
 /** Calls `handler` whenever a request finds the session ended. */
 export function onSessionEnded(handler) { listeners.add(handler); }
 
-function sessionEnded(error) { csrf = null; for (const handler of listeners) handler(error); }
+function sessionEnded(error) { csrf = null; generation += 1; for (const handler of listeners) handler(error); }
 
 async function request(method, url, body, { allowSignedOut = false } = {}) {
+  const sentIn = generation;
   const headers = { Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   if (csrf) headers['X-Ferry-CSRF'] = csrf;
@@ -38,7 +42,7 @@ async function request(method, url, body, { allowSignedOut = false } = {}) {
     const code = data.code || data.error?.code || `HTTP${response.status}`;
     const message = data.message || data.error?.message || response.statusText;
     const error = new ServiceError(response.status, code, message);
-    if (response.status === 401 && !allowSignedOut) sessionEnded(error);
+    if (response.status === 401 && !allowSignedOut && sentIn === generation) sessionEnded(error);
     throw error;
   }
   return data;
@@ -61,11 +65,13 @@ export async function signIn(accessKeyId, secretAccessKey) {
   const session = await request('POST', '/_ferry/console/session', { AccessKeyId: accessKeyId, SecretAccessKey: secretAccessKey },
     { allowSignedOut: true });
   csrf = session.CSRFToken;
+  generation += 1;
   return session;
 }
 
 /** Ends the session. */
 export async function signOut() {
+  generation += 1;
   try { await request('DELETE', '/_ferry/console/session', undefined, { allowSignedOut: true }); } finally { csrf = null; }
 }
 
