@@ -42,6 +42,11 @@ struct ServeCommand: AsyncParsableCommand {
     var multipartMaxAge: Double?
 
     @Option(
+        name: .customLong("lifecycle-day"),
+        help: "Seconds a bucket lifecycle rule counts as one day, to watch rules apply quickly when testing. Default: days as S3 counts them.")
+    var lifecycleDay: Double?
+
+    @Option(
         name: .customLong("uploading-video-max-age"),
         help: "Seconds a video may stay Uploading; then what arrived of it is removed, it becomes UploadFail and a VideoUploadExpired event is sent (or FERRY_UPLOADING_VIDEO_MAX_AGE). Default 604800 (7 days).")
     var uploadingVideoMaxAge: Double?
@@ -127,6 +132,9 @@ struct ServeCommand: AsyncParsableCommand {
         for (name, value) in [("--multipart-max-age", multipartMaxAge), ("--uploading-video-max-age", uploadingVideoMaxAge)] {
             if let value, !(1...315_360_000).contains(value) { throw ValidationError("\(name) must be between 1 and 315360000 seconds.") }
         }
+        if let lifecycleDay, !(1...86_400).contains(lifecycleDay) {
+            throw ValidationError("--lifecycle-day must be between 1 and 86400 seconds.")
+        }
         if let maxConnections, !(1...1_000_000).contains(maxConnections) {
             throw ValidationError("--max-connections must be between 1 and 1000000.")
         }
@@ -150,6 +158,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
         configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
         if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
+        configuration.lifecycleDayLength = lifecycleDay
         if let age = uploadingVideoMaxAge ?? env["FERRY_UPLOADING_VIDEO_MAX_AGE"].flatMap(Double.init), (1...315_360_000).contains(age) {
             configuration.uploadingVideoMaxAge = age
         }

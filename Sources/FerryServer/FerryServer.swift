@@ -296,7 +296,9 @@ public struct FerryServer: Sendable {
     public func makeBackgroundServices() -> [any Service] {
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
-            logger: configuration.logger, media: mediaLibrary, leases: mediaCatalog, node: node)
+            logger: configuration.logger, media: mediaLibrary, leases: mediaCatalog, node: node,
+            lifecycleInterval: configuration.lifecycleDayLength.map { .seconds($0 / 5) } ?? .seconds(600),
+            lifecycleDayLength: configuration.lifecycleDayLength)
         var services: [any Service] = []
         if let postgres {
             // The catalog's connections, first in the group so they close last: the other services use the catalog

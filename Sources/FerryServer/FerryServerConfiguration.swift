@@ -20,6 +20,9 @@ public struct FerryServerConfiguration: Sendable {
     public var rootCredentials: SigV4Credentials?
     /// Multipart uploads idle (not completed) longer than this are aborted. Default 7 days.
     public var multipartUploadMaxAge: TimeInterval = 7 * 24 * 3600
+    /// Seconds a bucket lifecycle rule counts as a day, applied every fifth of that, so tests watch rules apply in
+    /// seconds; nil (the default) counts days as S3 does and applies the rules every 10 minutes.
+    public var lifecycleDayLength: TimeInterval?
     /// How often the collector looks for idle uploads and orphaned files. Default 1 hour.
     public var collectionInterval: TimeInterval = 3600
     /// A video still `Uploading` this long after it was created becomes `UploadFail`: its partial files are removed

@@ -12,13 +12,18 @@ import Testing
 extension JobQueueImplementation {
     /// An object store over a fresh catalog of this implementation, with its blobs as files in a temporary directory.
     func withObjectStore<T>(_ body: (CatalogObjectStore) async throws -> T) async throws -> T {
+        try await withObjectStore { store, _ in try await body(store) }
+    }
+
+    /// The same, with the directory that holds the blob files.
+    func withObjectStore<T>(_ body: (CatalogObjectStore, String) async throws -> T) async throws -> T {
         let directory = TemporaryDirectory.make("ferry-objects")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         return try await with { catalog in
             let store = CatalogObjectStore(
                 blobs: try BlobFiles(root: directory + "/blobs"), catalog: catalog as! any ObjectCatalog,
                 logger: Logger(label: "ferry.test"))
-            return try await body(store)
+            return try await body(store, directory + "/blobs")
         }
     }
 }
@@ -85,8 +90,8 @@ struct ObjectCatalogTests {
             try await store.deleteObject(bucket: "photos", key: "a.txt", condition: .none)
             try await store.deleteObject(bucket: "photos", key: "a.txt", condition: .none)
             await #expect(throws: FerryDomainError.self) { try await store.object(bucket: "photos", key: "a.txt") }
-            try await store.setBucketCors("photos", "<CORSConfiguration/>")
-            #expect(try await store.bucketCors("photos") == "<CORSConfiguration/>")
+            try await store.setBucketConfiguration("photos", .cors, "<CORSConfiguration/>")
+            #expect(try await store.bucketConfiguration("photos", .cors) == "<CORSConfiguration/>")
             try await store.deleteBucket("photos")
             await #expect(throws: FerryDomainError.self) { try await store.bucket("photos") }
             await #expect(throws: FerryDomainError.self) { try await Self.put(store, "photos", "x", "y") }

@@ -39,7 +39,7 @@ struct S3SubresourceTests {
             let s3 = server.client()
             try await s3.createBucket("empty")
             let subresources = [
-                "policy", "lifecycle", "encryption", "tagging", "acl", "website", "logging", "replication",
+                "policy", "encryption", "tagging", "acl", "website", "logging", "replication",
                 "notification", "object-lock", "ownershipControls", "publicAccessBlock", "requestPayment", "accelerate",
                 "analytics", "metrics", "inventory", "intelligent-tiering", "policyStatus",
             ]

@@ -38,6 +38,10 @@ FILES = ["s3tests/functional/test_s3.py", "s3tests/functional/test_headers.py"]
 # Tests that expect the account to hold no buckets but their own; they run after the others, one at a time.
 SERIAL = {"test_list_buckets_paginated"}
 
+# Seconds the server counts as one lifecycle day, and the suite's lc_debug_interval: the lifecycle expiration tests
+# sleep a few of these and expect rules to have applied.
+LIFECYCLE_DAY = 5
+
 # Keys of the three users the suite signs as. The main user is the server's root key; alt and tenant are created
 # through the media API with full access. Test-only values, used on a loopback server with a throw-away data directory.
 MAIN = ("FKIAS3TESTSMAIN00001", "s3tests-main-secret-0123456789abcdefghij")
@@ -58,7 +62,8 @@ def read_list(path):
 def start_server(ferry, data_dir, env):
     log = open(os.path.join(os.path.dirname(data_dir), "ferry-serve.log"), "wb")
     process = subprocess.Popen(
-        [ferry, "serve", "--data-dir", data_dir, "--port", "0"], stdout=subprocess.PIPE, stderr=log, env=env)
+        [ferry, "serve", "--data-dir", data_dir, "--port", "0", "--lifecycle-day", str(LIFECYCLE_DAY)],
+        stdout=subprocess.PIPE, stderr=log, env=env)
     buffer = b""
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -103,6 +108,7 @@ ssl_verify = False
 bucket prefix = ferry-{{random}}-
 
 [s3 main]
+lc_debug_interval = {LIFECYCLE_DAY}
 display_name = ferry
 user_id = ferry
 email = main@example.com

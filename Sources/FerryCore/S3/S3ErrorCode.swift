@@ -111,6 +111,8 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let conditionalRequestConflict = S3ErrorCode("ConditionalRequestConflict", httpStatus: 409)
     /// `NoSuchCORSConfiguration` (HTTP 404).
     public static let noSuchCORSConfiguration = S3ErrorCode("NoSuchCORSConfiguration", httpStatus: 404)
+    /// `NoSuchLifecycleConfiguration` (HTTP 404).
+    public static let noSuchLifecycleConfiguration = S3ErrorCode("NoSuchLifecycleConfiguration", httpStatus: 404)
     /// `InvalidPolicyDocument` (HTTP 400).
     public static let invalidPolicyDocument = S3ErrorCode("InvalidPolicyDocument", httpStatus: 400)
     /// `MalformedPOSTRequest` (HTTP 400).
@@ -131,6 +133,7 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
             preconditionFailed, requestTimeTooSkewed, serviceUnavailable, signatureDoesNotMatch, slowDown,
             xAmzContentSHA256Mismatch, invalidURI, badRequest, metadataTooLarge, invalidTag, noSuchVersion, invalidLocationConstraint,
             invalidStorageClass, conditionalRequestConflict, noSuchCORSConfiguration, invalidPolicyDocument,
+            noSuchLifecycleConfiguration,
             malformedPOSTRequest, incorrectNumberOfFilesInPostRequest,
         ].map { ($0.rawValue, $0) })
 }

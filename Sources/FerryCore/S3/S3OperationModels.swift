@@ -246,7 +246,7 @@ package struct S3CopyResult: Encodable, Sendable {
 
 /// `Tagging`, the body of Put/GetObjectTagging.
 package struct S3Tagging: Codable, Sendable {
-    package struct Tag: Codable, Sendable {
+    package struct Tag: Codable, Sendable, Hashable {
         package var key: String
         package var value: String
         enum CodingKeys: String, CodingKey { case key = "Key", value = "Value" }

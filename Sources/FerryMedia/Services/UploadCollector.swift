@@ -4,8 +4,8 @@ import Logging
 import ServiceLifecycle
 
 /// Aborts multipart uploads idle longer than the configured age and deletes files nothing references, periodically,
-/// until the service group shuts down: the catalog's queue of blobs to delete every ``deletionInterval``, the rest
-/// every `interval`.
+/// until the service group shuts down: the catalog's queue of blobs to delete every ``deletionInterval``, the
+/// buckets' lifecycle rules every ``lifecycleInterval``, the rest every `interval`.
 package struct UploadCollector: Service {
     let store: any CollectableObjectStore
     let maxAge: TimeInterval
@@ -19,12 +19,17 @@ package struct UploadCollector: Service {
     var node = "local"
     /// How often the queue of blobs to delete (``CatalogObjectStore/retire(_:)``) is looked at. Default 30 s.
     var deletionInterval: Duration = .seconds(30)
+    /// How often the buckets' lifecycle rules are applied. Default 10 minutes.
+    var lifecycleInterval: Duration = .seconds(600)
+    /// Seconds per lifecycle day, to see rules apply in seconds; nil (the default) counts days as S3 does.
+    var lifecycleDayLength: TimeInterval?
 
     /// Creates the collector.
     package init(
         store: any CollectableObjectStore, maxAge: TimeInterval, interval: TimeInterval, logger: Logger,
         media: MediaLibrary? = nil, leases: (any ServiceLeaseStore)? = nil, node: String = "local",
-        deletionInterval: Duration = .seconds(30)
+        deletionInterval: Duration = .seconds(30), lifecycleInterval: Duration = .seconds(600),
+        lifecycleDayLength: TimeInterval? = nil
     ) {
         self.store = store
         self.maxAge = maxAge
@@ -34,6 +39,8 @@ package struct UploadCollector: Service {
         self.leases = leases
         self.node = node
         self.deletionInterval = deletionInterval
+        self.lifecycleInterval = lifecycleInterval
+        self.lifecycleDayLength = lifecycleDayLength
     }
 
     /// How long a completed upload is remembered, so a retried CompleteMultipartUpload gets the same answer.
@@ -52,6 +59,12 @@ package struct UploadCollector: Service {
                 while !Task.isCancelled && !Task.isShuttingDownGracefully {
                     await deleteQueuedBlobs()
                     try? await cancelWhenGracefulShutdown { try await Task.sleep(for: deletionInterval) }
+                }
+            }
+            group.addTask {
+                while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                    await applyLifecycle()
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: lifecycleInterval) }
                 }
             }
         }
@@ -75,6 +88,29 @@ package struct UploadCollector: Service {
         return deleted
     }
 
+    /// Applies the buckets' lifecycle rules once, on the node holding the lifecycle lease (every node whose store is
+    /// its own).
+    @discardableResult
+    func applyLifecycle(now: Date = Date()) async -> LifecycleOutcome {
+        do {
+            guard try await holdLease(Self.lifecycleLeaseName, now) || !store.isShared else { return LifecycleOutcome() }
+            let outcome = try await store.applyLifecycle(now: now, dayLength: lifecycleDayLength)
+            if outcome != LifecycleOutcome() {
+                logger.debug(
+                    "lifecycle rules applied",
+                    metadata: [
+                        "ferry.objects-expired": "\(outcome.expiredObjects)",
+                        "ferry.uploads-aborted": "\(outcome.abortedUploads)",
+                    ])
+            }
+            // The lease runs out by itself when a pass is quicker than the next node's look.
+            return outcome
+        } catch {
+            logger.warning("lifecycle pass failed", metadata: ["error": .string(String(describing: error))])
+            return LifecycleOutcome()
+        }
+    }
+
     /// One pass; returns the number of uploads aborted.
     @discardableResult
     func collectOnce(now: Date = Date()) async -> Int {
@@ -82,7 +118,7 @@ package struct UploadCollector: Service {
         // shared too, collects them. The store on this node's own disk is this node's to collect every time.
         let leased: Bool
         do {
-            leased = try await holdLease(now)
+            leased = try await holdLease(Self.leaseName, now)
         } catch {
             logger.warning("collection failed", metadata: ["error": .string(String(describing: error))])
             return 0
@@ -123,9 +159,11 @@ package struct UploadCollector: Service {
 
     /// The lease that lets one node collect.
     static let leaseName = "collector"
+    /// The lease that lets one node apply lifecycle rules.
+    static let lifecycleLeaseName = "lifecycle"
 
-    private func holdLease(_ now: Date) async throws -> Bool {
+    private func holdLease(_ name: String, _ now: Date) async throws -> Bool {
         guard let leases else { return true }
-        return try await leases.acquireLease(Self.leaseName, owner: node, duration: .seconds(600), now: now)
+        return try await leases.acquireLease(name, owner: node, duration: .seconds(600), now: now)
     }
 }

@@ -8,7 +8,7 @@ extension ObjectAPI {
     static let maxCORSRules = 100
 
     func getBucketCors(_ request: S3Request) async throws -> Response {
-        guard let document = try await store.bucketCors(request.bucket) else {
+        guard let document = try await store.bucketConfiguration(request.bucket, .cors) else {
             throw S3Error(.noSuchCORSConfiguration, "The CORS configuration does not exist", details: ["BucketName": request.bucket])
         }
         return Response(
@@ -44,18 +44,18 @@ extension ObjectAPI {
             }
         }
         let document = String(decoding: try S3XML.encode(configuration, root: "CORSConfiguration"), as: UTF8.self)
-        try await store.setBucketCors(request.bucket, document)
+        try await store.setBucketConfiguration(request.bucket, .cors, document)
         return Response(status: .ok, headers: [.contentLength: "0"])
     }
 
     func deleteBucketCors(_ request: S3Request) async throws -> Response {
-        try await store.setBucketCors(request.bucket, nil)
+        try await store.setBucketConfiguration(request.bucket, .cors, nil)
         return Response(status: .noContent)
     }
 
     /// The bucket's CORS rules, nil when it has none (or no such bucket).
     func corsRules(_ bucket: String) async -> [S3CORSConfiguration.Rule]? {
-        guard !bucket.isEmpty, let document = try? await store.bucketCors(bucket),
+        guard !bucket.isEmpty, let document = try? await store.bucketConfiguration(bucket, .cors),
             let configuration = try? S3XML.decode(S3CORSConfiguration.self, from: Data(document.utf8))
         else { return nil }
         return configuration.rules

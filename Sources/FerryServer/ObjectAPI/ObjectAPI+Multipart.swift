@@ -192,15 +192,17 @@ extension ObjectAPI {
             upload, parts: body.parts, fullObjectChecksums: fullObjectChecksums,
             condition: Self.writeCondition(request.request.headers))
         await objectStored(object)
-        return try completionResponse(request, object)
+        return try await completionResponse(request, object)
     }
 
-    private func completionResponse(_ request: S3Request, _ object: ObjectInfo) throws -> Response {
+    private func completionResponse(_ request: S3Request, _ object: ObjectInfo) async throws -> Response {
         let result = CompleteMultipartUploadResult(
             location: "\(request.endpoint.base)/\(SigV4.uriEncode(request.bucket, encodeSlash: true))/\(SigV4.uriEncode(request.key, encodeSlash: false))",
             bucket: request.bucket, key: request.key, eTag: "\"\(object.etag)\"",
             checksums: S3ChecksumFields(object.checksums), checksumType: object.checksums.isEmpty ? nil : object.checksumType)
-        return try Self.xmlResponse(result, root: "CompleteMultipartUploadResult")
+        var response = try Self.xmlResponse(result, root: "CompleteMultipartUploadResult")
+        response.headers[.amzExpiration] = await expirationHeader(for: object)
+        return response
     }
 
     /// The answer to a Complete for an upload that completed already: the same parts, and the key still holds the
@@ -219,7 +221,7 @@ extension ObjectAPI {
             let object = try? await store.object(bucket: request.bucket, key: request.key),
             object.etag == completed.etag
         else { return nil }
-        return try completionResponse(request, object)
+        return try await completionResponse(request, object)
     }
 
     func abortMultipartUpload(_ request: S3Request) async throws -> Response {

@@ -115,6 +115,7 @@ extension ObjectAPI {
         await objectStored(object)
         var responseHeaders: HTTPFields = [.eTag: "\"\(object.etag)\"", .contentLength: "0"]
         Self.addChecksumHeaders(object.checksums, type: object.checksumType, to: &responseHeaders)
+        responseHeaders[.amzExpiration] = await expirationHeader(for: object)
         return Response(status: .ok, headers: responseHeaders)
     }
 
@@ -222,6 +223,7 @@ extension ObjectAPI {
                     checksumType: object.checksums.isEmpty ? nil : object.checksumType)
                 var response = try Self.xmlResponse(result, root: "CopyObjectResult")
                 response.headers[.amzCopySourceVersionId] = nil
+                response.headers[.amzExpiration] = await expirationHeader(for: object)
                 return response
             } catch is ObjectChangedError where attempts < 3 {
                 // The source changed between looking it up and sharing its bytes: look again.
@@ -266,6 +268,7 @@ extension ObjectAPI {
             if let field = HTTPField.Name("x-amz-meta-" + name) { response[field] = HeaderWords.encode(value) }
         }
         if !object.tags.isEmpty { response[.amzTaggingCount] = String(object.tags.count) }
+        response[.amzExpiration] = await expirationHeader(for: object)
         let overrides: [(String, HTTPField.Name)] = [
             ("response-content-type", .contentType), ("response-content-disposition", .contentDisposition),
             ("response-cache-control", .cacheControl), ("response-content-encoding", .contentEncoding),

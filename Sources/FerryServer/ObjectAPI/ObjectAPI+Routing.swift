@@ -13,6 +13,9 @@ extension ObjectAPI {
         case getBucketCors = "GetBucketCors"
         case putBucketCors = "PutBucketCors"
         case deleteBucketCors = "DeleteBucketCors"
+        case getBucketLifecycleConfiguration = "GetBucketLifecycleConfiguration"
+        case putBucketLifecycleConfiguration = "PutBucketLifecycleConfiguration"
+        case deleteBucketLifecycle = "DeleteBucketLifecycle"
         case listObjects = "ListObjects"
         case listObjectsV2 = "ListObjectsV2"
         case listObjectVersions = "ListObjectVersions"
@@ -50,6 +53,8 @@ extension ObjectAPI {
             case .getBucketVersioning: ["s3:GetBucketVersioning"]
             case .getBucketCors: ["s3:GetBucketCORS"]
             case .putBucketCors, .deleteBucketCors: ["s3:PutBucketCORS"]
+            case .getBucketLifecycleConfiguration: ["s3:GetLifecycleConfiguration"]
+            case .putBucketLifecycleConfiguration, .deleteBucketLifecycle: ["s3:PutLifecycleConfiguration"]
             case .listMultipartUploads: ["s3:ListBucketMultipartUploads"]
             case .deleteObjects: []
             case .putObject, .copyObject, .postObject, .createMultipartUpload, .uploadPart, .uploadPartCopy,
@@ -72,7 +77,7 @@ extension ObjectAPI {
     static let unimplementedBucketSubresources: [String: String] = [
         "accelerate": "BucketAccelerateConfiguration", "acl": "BucketAcl", "analytics": "BucketAnalyticsConfiguration",
         "encryption": "BucketEncryption", "intelligent-tiering": "BucketIntelligentTieringConfiguration",
-        "inventory": "BucketInventoryConfiguration", "lifecycle": "BucketLifecycleConfiguration",
+        "inventory": "BucketInventoryConfiguration",
         "logging": "BucketLogging", "metadataTable": "BucketMetadataTableConfiguration",
         "metadataConfiguration": "BucketMetadataConfiguration", "metadataInventoryTable": "BucketMetadataInventoryTable",
         "metadataJournalTable": "BucketMetadataJournalTable", "metrics": "BucketMetricsConfiguration",
@@ -91,7 +96,7 @@ extension ObjectAPI {
 
     /// Sub-resources Ferry implements; a request naming one is routed to its operation, never to the plain one.
     static let implementedBucketSubresources: Set<String> = [
-        "location", "versioning", "versions", "uploads", "delete", "cors",
+        "location", "versioning", "versions", "uploads", "delete", "cors", "lifecycle",
     ]
 
     /// Chooses the operation from method, path and query, as S3 does: the sub-resource named in the query decides
@@ -117,17 +122,20 @@ extension ObjectAPI {
                 if names.contains("versions") { return .listObjectVersions }
                 if names.contains("uploads") { return .listMultipartUploads }
                 if names.contains("cors") { return .getBucketCors }
+                if names.contains("lifecycle") { return .getBucketLifecycleConfiguration }
                 if names.contains("delete") { throw methodNotAllowed }
                 return query.first { $0.name == "list-type" }?.value == "2" ? .listObjectsV2 : .listObjects
             case .put:
                 if names.contains("versioning") { throw notImplemented("PutBucketVersioning") }
                 if names.contains("cors") { return .putBucketCors }
+                if names.contains("lifecycle") { return .putBucketLifecycleConfiguration }
                 if !names.isDisjoint(with: implementedBucketSubresources) { throw methodNotAllowed }
                 return .createBucket
             case .head:
                 return .headBucket
             case .delete:
                 if names.contains("cors") { return .deleteBucketCors }
+                if names.contains("lifecycle") { return .deleteBucketLifecycle }
                 if !names.isDisjoint(with: implementedBucketSubresources) { throw methodNotAllowed }
                 return .deleteBucket
             case .post:

@@ -16,10 +16,12 @@ protocol ObjectCatalog: Sendable {
     func buckets() async throws -> [BucketInfo]
     /// Deletes a bucket without objects; multipart uploads still in progress in it are aborted.
     func deleteBucket(_ name: String) async throws -> CatalogDeleteBucketOutcome
-    /// The bucket's CORS document, or nil.
-    func bucketCors(_ bucket: String) async throws -> String?
-    /// Sets (nil: removes) the bucket's CORS document; false when there is no such bucket.
-    func setBucketCors(_ bucket: String, _ document: String?) async throws -> Bool
+    /// The bucket's configuration document of that kind, or nil.
+    func bucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind) async throws -> String?
+    /// Sets (nil: removes) the bucket's configuration document of that kind; false when there is no such bucket.
+    func setBucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind, _ document: String?) async throws -> Bool
+    /// Every bucket that has a configuration document of that kind, with the document, by bucket name.
+    func bucketConfigurations(_ kind: BucketConfigurationKind) async throws -> [(bucket: String, document: String)]
 
     /// The object, or nil.
     func object(bucket: String, key: String) async throws -> ObjectInfo?
@@ -70,6 +72,14 @@ protocol ObjectCatalog: Sendable {
     func dueBlobDeletions(now: Date, limit: Int) async throws -> [String]
     /// Takes deleted blobs off the queue.
     func removeBlobDeletions(_ blobs: [String]) async throws
+}
+
+/// A configuration a bucket may hold, as its S3 XML document.
+public enum BucketConfigurationKind: String, Sendable, CaseIterable {
+    /// `CORSConfiguration` (Put/GetBucketCors).
+    case cors
+    /// `LifecycleConfiguration` (Put/GetBucketLifecycleConfiguration).
+    case lifecycle
 }
 
 /// How deleting a bucket ended.

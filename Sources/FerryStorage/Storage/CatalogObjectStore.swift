@@ -79,13 +79,13 @@ public struct CatalogObjectStore: ObjectStore {
         try await catalog.buckets()
     }
 
-    public func bucketCors(_ name: String) async throws -> String? {
+    public func bucketConfiguration(_ name: String, _ kind: BucketConfigurationKind) async throws -> String? {
         _ = try await bucket(name)
-        return try await catalog.bucketCors(name)
+        return try await catalog.bucketConfiguration(name, kind)
     }
 
-    public func setBucketCors(_ name: String, _ document: String?) async throws {
-        guard try await catalog.setBucketCors(name, document) else { throw Self.noSuchBucket }
+    public func setBucketConfiguration(_ name: String, _ kind: BucketConfigurationKind, _ document: String?) async throws {
+        guard try await catalog.setBucketConfiguration(name, kind, document) else { throw Self.noSuchBucket }
     }
 
     public func listObjects(bucket: String, prefix: String, delimiter: String?, startAfter: String?, maxKeys: Int)

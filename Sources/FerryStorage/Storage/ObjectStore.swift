@@ -96,10 +96,11 @@ public protocol ObjectStore: Sendable {
     func deleteBucket(_ name: String) async throws
     /// All buckets by name.
     func listBuckets() async throws -> [BucketInfo]
-    /// The bucket's CORS configuration (its S3 XML document), nil when it has none; `NoSuchBucket` when absent.
-    func bucketCors(_ name: String) async throws -> String?
-    /// Sets the bucket's CORS configuration, or removes it with nil; `NoSuchBucket` when absent.
-    func setBucketCors(_ name: String, _ document: String?) async throws
+    /// The bucket's configuration of that kind (its S3 XML document), nil when it has none; `NoSuchBucket` when
+    /// absent.
+    func bucketConfiguration(_ name: String, _ kind: BucketConfigurationKind) async throws -> String?
+    /// Sets the bucket's configuration of that kind, or removes it with nil; `NoSuchBucket` when absent.
+    func setBucketConfiguration(_ name: String, _ kind: BucketConfigurationKind, _ document: String?) async throws
     /// One page of objects, with common prefixes rolled up at `delimiter`.
     func listObjects(bucket: String, prefix: String, delimiter: String?, startAfter: String?, maxKeys: Int)
         async throws -> ObjectListing
@@ -182,4 +183,6 @@ package protocol CollectableObjectStore: ObjectStore {
     /// Deletes bytes queued for deletion (replaced or deleted objects' bytes kept for their readers) that are due and
     /// no longer read, up to `limit`; returns how many went.
     func deleteQueuedBlobs(now: Date, limit: Int) async throws -> Int
+    /// Applies the buckets' lifecycle rules as of `now` (``BucketLifecycle``; `dayLength` shortens their days).
+    func applyLifecycle(now: Date, dayLength: TimeInterval?) async throws -> LifecycleOutcome
 }

@@ -28,6 +28,7 @@ extension HTTPField.Name {
     static let amzTaggingDirective = Self("x-amz-tagging-directive")!
     static let amzTagging = Self("x-amz-tagging")!
     static let amzTaggingCount = Self("x-amz-tagging-count")!
+    static let amzExpiration = Self("x-amz-expiration")!
     static let amzACL = Self("x-amz-acl")!
     static let amzObjectOwnership = Self("x-amz-object-ownership")!
     static let amzStorageClass = Self("x-amz-storage-class")!

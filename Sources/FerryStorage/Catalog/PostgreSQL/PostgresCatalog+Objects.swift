@@ -88,17 +88,28 @@ extension PostgresCatalog: ObjectCatalog {
         }
     }
 
-    func bucketCors(_ bucket: String) async throws -> String? {
-        try await rows("SELECT cors FROM s3_bucket WHERE name = \(bucket)").first?["cors"].decode(String?.self)
+    func bucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind) async throws -> String? {
+        try await rows("SELECT \(unescaped: kind.rawValue) AS document FROM s3_bucket WHERE name = \(bucket)").first?[
+            "document"
+        ].decode(String?.self)
     }
 
-    func setBucketCors(_ bucket: String, _ document: String?) async throws -> Bool {
+    func setBucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind, _ document: String?) async throws -> Bool {
         let logger = self.logger
         return try await transaction { connection in
             try await Self.changed(
-                "UPDATE s3_bucket SET cors = \(document) WHERE name = \(bucket) RETURNING name", on: connection,
-                logger: logger) > 0
+                "UPDATE s3_bucket SET \(unescaped: kind.rawValue) = \(document) WHERE name = \(bucket) RETURNING name",
+                on: connection, logger: logger) > 0
         }
+    }
+
+    func bucketConfigurations(_ kind: BucketConfigurationKind) async throws -> [(bucket: String, document: String)] {
+        try await rows(
+            """
+            SELECT name, \(unescaped: kind.rawValue) AS document FROM s3_bucket
+            WHERE \(unescaped: kind.rawValue) IS NOT NULL ORDER BY name
+            """
+        ).map { (bucket: try $0["name"].decode(String.self), document: try $0["document"].decode(String.self)) }
     }
 
     // MARK: Objects

@@ -101,6 +101,9 @@ public final class SQLiteCatalog: ObjectCatalog {
         registerVideoStatusMigration(&migrator)
         registerLeaseMigration(&migrator)
         registerBlobDeletionMigration(&migrator)
+        migrator.registerMigration("v10-bucket-lifecycle") { db in
+            try db.execute(sql: "ALTER TABLE bucket ADD COLUMN lifecycle TEXT")
+        }
         return migrator
     }
 
@@ -468,20 +471,29 @@ public final class SQLiteCatalog: ObjectCatalog {
         }
     }
 
-    // MARK: Bucket CORS
+    // MARK: Bucket configurations
 
-    /// The bucket's CORS configuration document (S3 XML as stored), or nil when it has none.
-    func bucketCors(_ bucket: String) async throws -> String? {
+    /// The bucket's configuration document of that kind (S3 XML as stored), or nil when it has none.
+    func bucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind) async throws -> String? {
         try await pool.read { db in
-            try String.fetchOne(db, sql: "SELECT cors FROM bucket WHERE name = ?", arguments: [bucket])
+            try String.fetchOne(db, sql: "SELECT \(kind.rawValue) FROM bucket WHERE name = ?", arguments: [bucket])
         }
     }
 
-    /// Sets (or with nil removes) the bucket's CORS configuration; false when there is no such bucket.
-    func setBucketCors(_ bucket: String, _ document: String?) async throws -> Bool {
+    /// Sets (or with nil removes) the bucket's configuration of that kind; false when there is no such bucket.
+    func setBucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind, _ document: String?) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE bucket SET cors = ? WHERE name = ?", arguments: [document, bucket])
+            try db.execute(sql: "UPDATE bucket SET \(kind.rawValue) = ? WHERE name = ?", arguments: [document, bucket])
             return db.changesCount > 0
+        }
+    }
+
+    /// Every bucket with a configuration of that kind, by name.
+    func bucketConfigurations(_ kind: BucketConfigurationKind) async throws -> [(bucket: String, document: String)] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT name, \(kind.rawValue) AS document FROM bucket WHERE \(kind.rawValue) IS NOT NULL ORDER BY name"
+            ).map { (bucket: $0["name"], document: $0["document"]) }
         }
     }
 

@@ -1,0 +1,104 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+extension ObjectAPI {
+    /// Most rules a lifecycle configuration may hold (S3: 1000).
+    static let maxLifecycleRules = 1000
+
+    func getBucketLifecycle(_ request: S3Request) async throws -> Response {
+        guard let document = try await store.bucketConfiguration(request.bucket, .lifecycle) else {
+            throw S3Error(
+                .noSuchLifecycleConfiguration, "The lifecycle configuration does not exist",
+                details: ["BucketName": request.bucket])
+        }
+        return Response(
+            status: .ok, headers: [.contentType: "application/xml"], body: .init(byteBuffer: ByteBuffer(string: document)))
+    }
+
+    /// PutBucketLifecycleConfiguration: validates the rules, names the rules without an ID, and stores them; the
+    /// collector applies them from its next pass, and object responses name the rule that will expire them.
+    func putBucketLifecycle(_ request: S3Request) async throws -> Response {
+        let data = try await Self.collectXMLBody(request, limit: 512 * 1024)
+        var configuration: S3LifecycleConfiguration
+        do {
+            configuration = try S3XML.decode(S3LifecycleConfiguration.self, from: data)
+        } catch {
+            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+        }
+        try Self.validate(&configuration)
+        let document = String(decoding: try S3XML.encode(configuration, root: "LifecycleConfiguration"), as: UTF8.self)
+        try await store.setBucketConfiguration(request.bucket, .lifecycle, document)
+        return Response(status: .ok, headers: [.contentLength: "0"])
+    }
+
+    func deleteBucketLifecycle(_ request: S3Request) async throws -> Response {
+        try await store.setBucketConfiguration(request.bucket, .lifecycle, nil)
+        return Response(status: .noContent)
+    }
+
+    /// Checks a lifecycle configuration as S3 does and gives every rule without an ID a generated one.
+    static func validate(_ configuration: inout S3LifecycleConfiguration) throws {
+        let malformed = S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+        func invalid(_ message: String) -> S3Error { S3Error(.invalidArgument, message) }
+        guard (1...maxLifecycleRules).contains(configuration.rules.count) else {
+            throw S3Error(.malformedXML, "A lifecycle configuration holds 1 to \(maxLifecycleRules) rules.")
+        }
+        var ids = Set<String>()
+        for index in configuration.rules.indices {
+            var rule = configuration.rules[index]
+            if rule.id == nil || rule.id == "" { rule.id = UUID().uuidString.lowercased() }
+            let id = rule.id ?? ""
+            guard id.count <= 255 else { throw invalid("ID length should not exceed allowed limit of 255") }
+            guard ids.insert(id).inserted else { throw invalid("Rule ID must be unique. Found same ID for more than one rule") }
+            guard rule.status == "Enabled" || rule.status == "Disabled" else { throw malformed }
+            guard (rule.prefix == nil) != (rule.filter == nil) else { throw malformed }
+            if !rule.transitions.isEmpty || !rule.noncurrentVersionTransitions.isEmpty {
+                throw notImplemented("Lifecycle transitions between storage classes")
+            }
+            guard rule.expiration != nil || rule.abortIncompleteMultipartUpload != nil
+                || rule.noncurrentVersionExpiration != nil
+            else { throw S3Error(.invalidRequest, "At least one action needs to be specified in a rule") }
+            if let expiration = rule.expiration {
+                let given = [expiration.days != nil, expiration.date != nil, expiration.expiredObjectDeleteMarker != nil]
+                guard given.filter({ $0 }).count == 1 else { throw malformed }
+                if let days = expiration.days, days < 1 {
+                    throw invalid("'Days' for Expiration action must be a positive integer")
+                }
+                if let text = expiration.date {
+                    guard let date = BucketLifecycle.parseDate(text),
+                        date.timeIntervalSince1970.truncatingRemainder(dividingBy: 86_400) == 0
+                    else { throw invalid("'Date' must be at midnight GMT") }
+                }
+            }
+            if let abort = rule.abortIncompleteMultipartUpload {
+                guard let days = abort.daysAfterInitiation, days >= 1 else {
+                    throw invalid("'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer")
+                }
+                guard rule.tags.isEmpty, rule.objectSizeGreaterThan == nil, rule.objectSizeLessThan == nil else {
+                    throw invalid("AbortIncompleteMultipartUpload cannot be specified with Tags or object sizes")
+                }
+            }
+            if let days = rule.noncurrentVersionExpiration?.noncurrentDays, days < 1 {
+                throw invalid("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
+            }
+            let floor = rule.objectSizeGreaterThan ?? 0
+            if floor < 0 || (rule.objectSizeLessThan ?? 1) <= 0 || floor >= (rule.objectSizeLessThan ?? .max) {
+                throw invalid("ObjectSizeGreaterThan must be less than ObjectSizeLessThan, and both not negative")
+            }
+            configuration.rules[index] = rule
+        }
+    }
+
+    /// The `x-amz-expiration` header an object response carries when a lifecycle rule of its bucket will expire it:
+    /// `expiry-date="…", rule-id="…"`; nil when none will (or the rules cannot be read now).
+    func expirationHeader(for object: ObjectInfo) async -> String? {
+        guard let document = try? await store.bucketConfiguration(object.bucket, .lifecycle),
+            let expiration = BucketLifecycle(document: document)?.expiration(of: object)
+        else { return nil }
+        // A rule ID is XML text: only its printable ASCII goes into the header.
+        let rule = String(expiration.ruleId.unicodeScalars.filter { (0x20..<0x7F).contains($0.value) && $0 != "\"" })
+        return "expiry-date=\"\(S3Date.http(expiration.date))\", rule-id=\"\(rule)\""
+    }
+}

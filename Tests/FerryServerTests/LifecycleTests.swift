@@ -1,0 +1,262 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Logging
+import Testing
+
+@testable import FerryMedia
+@testable import FerryServer
+@testable import FerryStorage
+
+/// Bucket lifecycle rules: what the store expires and aborts when the clock moves past a rule's age (every catalog
+/// implementation), and what the S3 API takes, refuses and answers.
+@Suite("Bucket lifecycle: expiration and aborted uploads (every catalog implementation), the S3 API", .timeLimit(.minutes(10)))
+struct LifecycleTests {
+    typealias Rule = S3LifecycleConfiguration.Rule
+
+    static func document(_ rules: [Rule]) throws -> String {
+        String(decoding: try S3XML.encode(S3LifecycleConfiguration(rules: rules), root: "LifecycleConfiguration"), as: UTF8.self)
+    }
+
+    /// The blob files under `directory`, by name.
+    static func blobFiles(_ directory: String) -> Set<String> {
+        var names = Set<String>()
+        let enumerator = FileManager.default.enumerator(atPath: directory)
+        while let path = enumerator?.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: directory + "/" + path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                names.insert(URL(fileURLWithPath: path).lastPathComponent)
+            }
+        }
+        return names
+    }
+
+    static func keys(_ store: CatalogObjectStore, _ bucket: String) async throws -> [String] {
+        try await store.listObjects(bucket: bucket, prefix: "", delimiter: nil, startAfter: nil, maxKeys: 1000).objects.map(\.key)
+    }
+
+    @Test("expiration by prefix, tag and size removes only matching objects once their age is past; nothing before", arguments: JobQueueImplementation.allCases)
+    func expiration(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("b")
+            let tag = S3LifecycleConfiguration.Tag(key: "class", value: "temp")
+            try await store.setBucketConfiguration(
+                "b", .lifecycle,
+                try Self.document([
+                    Rule(id: "logs", prefix: "logs/", expiration: .init(days: 1)),
+                    Rule(id: "temp", filter: .init(tag: tag), expiration: .init(days: 3)),
+                    Rule(
+                        id: "big-cache", filter: .init(and: .init(prefix: "cache/", objectSizeGreaterThan: 4)),
+                        expiration: .init(days: 1)),
+                    Rule(id: "off", prefix: "keep/", status: "Disabled", expiration: .init(days: 1)),
+                ]))
+            for key in ["logs/a", "logs/b", "keep/a", "cache/small", "cache/large", "other"] {
+                try await ObjectCatalogTests.put(store, "b", key, key == "cache/large" ? "large body" : "x")
+            }
+            let tagged = try await ObjectCatalogTests.put(store, "b", "tagged", "t")
+            try await store.setObjectTags([ObjectTag(key: "class", value: "temp")], bucket: "b", key: "tagged", etag: tagged.etag)
+            let untagged = try await ObjectCatalogTests.put(store, "b", "tagged-other", "t")
+            try await store.setObjectTags([ObjectTag(key: "class", value: "kept")], bucket: "b", key: "tagged-other", etag: untagged.etag)
+
+            let now = Date()
+            #expect(try await store.applyLifecycle(now: now) == LifecycleOutcome())
+            #expect(try await Self.keys(store, "b").count == 8)
+
+            // Two days on: the one-day rules have expired their objects, the three-day rule not yet.
+            let twoDays = try await store.applyLifecycle(now: now.addingTimeInterval(2 * 86_400 + 1))
+            #expect(twoDays.expiredObjects == 3)
+            #expect(try await Self.keys(store, "b") == ["cache/small", "keep/a", "other", "tagged", "tagged-other"])
+            let fourDays = try await store.applyLifecycle(now: now.addingTimeInterval(4 * 86_400 + 1))
+            #expect(fourDays.expiredObjects == 1)
+            #expect(try await Self.keys(store, "b") == ["cache/small", "keep/a", "other", "tagged-other"])
+            await #expect(throws: FerryDomainError.self) { try await store.object(bucket: "b", key: "logs/a") }
+        }
+    }
+
+    @Test("an abandoned multipart upload is aborted after the rule's age and its parts' bytes are gone", arguments: JobQueueImplementation.allCases)
+    func abortIncompleteUploads(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store, blobs in
+            try await store.createBucket("b")
+            try await store.setBucketConfiguration(
+                "b", .lifecycle,
+                try Self.document([
+                    Rule(id: "abandoned", prefix: "uploads/", abortIncompleteMultipartUpload: .init(daysAfterInitiation: 2))
+                ]))
+            func start(_ key: String) async throws -> MultipartUploadInfo {
+                let upload = try await store.createMultipartUpload(
+                    bucket: "b", key: key, attributes: ObjectAttributes(), tags: [], checksumAlgorithm: nil, checksumType: nil)
+                _ = try await store.uploadPart(
+                    upload, partNumber: 1, body: ObjectCatalogTests.body("part of " + key), checksums: [], verify: { _ in })
+                return upload
+            }
+            let abandoned = try await start("uploads/video.mp4")
+            let elsewhere = try await start("other/video.mp4")
+            let partFiles = Self.blobFiles(blobs)
+            #expect(partFiles.count == 2)
+
+            let now = Date()
+            #expect(try await store.applyLifecycle(now: now.addingTimeInterval(86_400)).abortedUploads == 0)
+            let outcome = try await store.applyLifecycle(now: now.addingTimeInterval(3 * 86_400 + 1))
+            #expect(outcome.abortedUploads == 1)
+            await #expect(throws: FerryDomainError.self) {
+                try await store.multipartUpload(abandoned.uploadId, bucket: "b", key: abandoned.key)
+            }
+            #expect(try await store.multipartUpload(elsewhere.uploadId, bucket: "b", key: elsewhere.key).uploadId == elsewhere.uploadId)
+            // A shared catalog keeps retired bytes for readers on other nodes until their deletion is due.
+            _ = try await store.deleteQueuedBlobs(now: now.addingTimeInterval(4 * 86_400), limit: 100)
+            #expect(Self.blobFiles(blobs).count == 1)
+            #expect(Self.blobFiles(blobs).isSubset(of: partFiles))
+        }
+    }
+
+    @Test("nodes sharing a catalog apply the rules one at a time: the lifecycle lease's holder, another once it lapses")
+    func oneNodeAtATime() async throws {
+        try await JobQueueImplementation.postgres.withObjectStore { store in
+            let leases = try #require(store.catalog as? any ServiceLeaseStore)
+            func node(_ name: String) -> UploadCollector {
+                UploadCollector(
+                    store: store, maxAge: 86_400, interval: 3600, logger: Logger(label: "ferry.test"), leases: leases, node: name)
+            }
+            let (a, b) = (node("a"), node("b"))
+            try await store.createBucket("b")
+            try await store.setBucketConfiguration(
+                "b", .lifecycle, try Self.document([Rule(id: "all", prefix: "", expiration: .init(days: 1))]))
+            try await ObjectCatalogTests.put(store, "b", "first", "1")
+            let later = Date().addingTimeInterval(3 * 86_400)
+            #expect(await a.applyLifecycle(now: later).expiredObjects == 1)
+            try await ObjectCatalogTests.put(store, "b", "second", "2")
+            // Node a holds the lease (10 minutes): node b leaves the due object alone, node a takes it.
+            #expect(await b.applyLifecycle(now: later.addingTimeInterval(60)) == LifecycleOutcome())
+            #expect(try await Self.keys(store, "b") == ["second"])
+            #expect(await a.applyLifecycle(now: later.addingTimeInterval(120)).expiredObjects == 1)
+            // When node a stops renewing, node b takes over after the lease runs out.
+            try await ObjectCatalogTests.put(store, "b", "third", "3")
+            #expect(await b.applyLifecycle(now: later.addingTimeInterval(120 + 601)).expiredObjects == 1)
+            #expect(try await Self.keys(store, "b").isEmpty)
+        }
+    }
+
+    @Test("days count as S3 counts them: added to the creation time and rounded up to the next midnight UTC")
+    func dayArithmetic() throws {
+        let lifecycle = BucketLifecycle(
+            S3LifecycleConfiguration(rules: [Rule(id: "r", prefix: "", expiration: .init(days: 3))]))
+        // 2014-01-15 10:30 UTC + 3 days → 2014-01-19 00:00 UTC.
+        let created = Date(timeIntervalSince1970: 1_389_781_800)
+        let object = ObjectInfo(
+            bucket: "b", key: "k", size: 1, etag: "e", lastModified: created, attributes: ObjectAttributes(),
+            checksums: [:], checksumType: nil, manifest: [], partCount: nil, parts: nil)
+        #expect(lifecycle.expiration(of: object)?.date == Date(timeIntervalSince1970: 1_390_089_600))
+        #expect(lifecycle.expiration(of: object)?.ruleId == "r")
+        let short = BucketLifecycle(
+            S3LifecycleConfiguration(rules: [Rule(id: "r", prefix: "", expiration: .init(days: 3))]), dayLength: 5)
+        #expect(short.expiration(of: object)?.date == created.addingTimeInterval(15))
+        let dated = BucketLifecycle(
+            S3LifecycleConfiguration(rules: [Rule(id: "d", prefix: "", expiration: .init(date: "2015-01-01T00:00:00Z"))]))
+        #expect(dated.expiration(of: object)?.date == Date(timeIntervalSince1970: 1_420_070_400))
+    }
+
+    static let rules = """
+        <LifecycleConfiguration><Rule><ID>logs</ID><Filter><And><Prefix>logs/</Prefix><Tag><Key>t</Key><Value>1</Value></Tag></And></Filter>\
+        <Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule>\
+        <Rule><Prefix>tmp/</Prefix><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>2</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>\
+        </LifecycleConfiguration>
+        """
+
+    @Test("Put/Get/DeleteBucketLifecycleConfiguration: stored as given, an ID for rules without one, 404 when none")
+    func configurationRoundTrip() async throws {
+        try await TestServer.inMemory { server in
+            let s3 = server.client()
+            try await s3.createBucket("lcb")
+            let missing = try await s3.send("GET", "/lcb", query: [("lifecycle", "")])
+            #expect(missing.status == 404 && missing.errorCode == "NoSuchLifecycleConfiguration")
+            #expect(try await s3.send("PUT", "/lcb", query: [("lifecycle", "")], body: Array(Self.rules.utf8)).status == 200)
+            let stored = try await s3.send("GET", "/lcb", query: [("lifecycle", "")])
+            #expect(stored.status == 200)
+            let configuration = try S3XML.decode(S3LifecycleConfiguration.self, from: Data(stored.body))
+            try #require(configuration.rules.count == 2)
+            #expect(configuration.rules[0].id == "logs" && configuration.rules[0].filter?.and?.tags.first?.key == "t")
+            #expect(configuration.rules[1].prefix == "tmp/" && configuration.rules[1].filter == nil)
+            let generated = try #require(configuration.rules[1].id)
+            #expect(!generated.isEmpty)
+            // Read again, the generated ID is the same.
+            let again = try S3XML.decode(
+                S3LifecycleConfiguration.self, from: Data(try await s3.send("GET", "/lcb", query: [("lifecycle", "")]).body))
+            #expect(again.rules[1].id == generated)
+            #expect(try await s3.send("DELETE", "/lcb", query: [("lifecycle", "")]).status == 204)
+            #expect(try await s3.send("GET", "/lcb", query: [("lifecycle", "")]).status == 404)
+            #expect(try await s3.send("DELETE", "/lcb", query: [("lifecycle", "")]).status == 204)
+            let noBucket = try await s3.send("PUT", "/absent", query: [("lifecycle", "")], body: Array(Self.rules.utf8))
+            #expect(noBucket.errorCode == "NoSuchBucket")
+        }
+    }
+
+    @Test("bad configurations are refused with S3's codes and leave the stored one as it was")
+    func refusals() async throws {
+        try await TestServer.inMemory { server in
+            let s3 = server.client()
+            try await s3.createBucket("lcb")
+            #expect(try await s3.send("PUT", "/lcb", query: [("lifecycle", "")], body: Array(Self.rules.utf8)).status == 200)
+            let before = try await s3.send("GET", "/lcb", query: [("lifecycle", "")]).body
+            func rule(_ inner: String, id: String = "<ID>r</ID>") -> String {
+                "<LifecycleConfiguration><Rule>\(id)\(inner)</Rule></LifecycleConfiguration>"
+            }
+            let expiration = "<Expiration><Days>1</Days></Expiration>"
+            let cases: [(String, String)] = [
+                ("<LifecycleConfiguration><Rule>", "MalformedXML"),
+                ("<LifecycleConfiguration></LifecycleConfiguration>", "MalformedXML"),
+                (rule("<Prefix>a</Prefix><Status>enabled</Status>" + expiration), "MalformedXML"),
+                (rule("<Status>Enabled</Status>" + expiration), "MalformedXML"),
+                (rule("<Prefix>a</Prefix><Filter><Prefix>a</Prefix></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>1</Days><Date>2030-01-01T00:00:00Z</Date></Expiration>"), "MalformedXML"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status>" + expiration, id: "<ID>\(String(repeating: "a", count: 256))</ID>"), "InvalidArgument"),
+                (
+                    "<LifecycleConfiguration><Rule><ID>r</ID><Prefix>a</Prefix><Status>Enabled</Status>\(expiration)</Rule>"
+                        + "<Rule><ID>r</ID><Prefix>b</Prefix><Status>Enabled</Status>\(expiration)</Rule></LifecycleConfiguration>",
+                    "InvalidArgument"
+                ),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>0</Days></Expiration>"), "InvalidArgument"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>2030-01-01T10:00:00Z</Date></Expiration>"), "InvalidArgument"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>someday</Date></Expiration>"), "InvalidArgument"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status>"), "InvalidRequest"),
+                (rule("<Filter><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload>"), "InvalidArgument"),
+                (rule("<Filter><And><ObjectSizeGreaterThan>10</ObjectSizeGreaterThan><ObjectSizeLessThan>5</ObjectSizeLessThan></And></Filter><Status>Enabled</Status>" + expiration), "InvalidArgument"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>GLACIER</StorageClass></Transition>"), "NotImplemented"),
+                (String(repeating: "<Rule>", count: 500), "MalformedXML"),
+            ]
+            for (body, code) in cases {
+                let reply = try await s3.send("PUT", "/lcb", query: [("lifecycle", "")], body: Array(body.utf8))
+                #expect(reply.errorCode == code, "\(body.prefix(120)): \(reply.text)")
+                #expect(try await s3.send("GET", "/lcb", query: [("lifecycle", "")]).body == before)
+            }
+        }
+    }
+
+    @Test("PUT, GET, HEAD and CompleteMultipartUpload name the rule that will expire the object in x-amz-expiration")
+    func expirationHeader() async throws {
+        try await TestServer.inMemory(minPartSize: 1) { server in
+            let s3 = server.client()
+            try await s3.createBucket("lcb")
+            #expect(try await s3.send("PUT", "/lcb", query: [("lifecycle", "")], body: Array(Self.rules.utf8)).status == 200)
+            let before = Date()
+            // The rule needs the tag too: a plain PUT under logs/ is not expired by it.
+            #expect(try await s3.put("lcb", "logs/plain", [1]).header("x-amz-expiration") == nil)
+            let put = try await s3.put("lcb", "logs/tagged", [1], headers: [("x-amz-tagging", "t=1")])
+            let header = try #require(put.header("x-amz-expiration"))
+            #expect(header.hasPrefix("expiry-date=\"") && header.hasSuffix("\", rule-id=\"logs\""))
+            let dateText = String(header.dropFirst("expiry-date=\"".count).prefix { $0 != "\"" })
+            let date = try #require(S3Date.parseHTTP(dateText))
+            // One day, rounded up to midnight UTC: between one and two days from now, at midnight.
+            #expect(date.timeIntervalSince(before) > 86_400 && date.timeIntervalSince(before) <= 2 * 86_400)
+            #expect(date.timeIntervalSince1970.truncatingRemainder(dividingBy: 86_400) == 0)
+            #expect(try await s3.send("HEAD", "/lcb/logs/tagged").header("x-amz-expiration") == header)
+            #expect(try await s3.get("lcb", "logs/tagged").header("x-amz-expiration") == header)
+            #expect(try await s3.send("HEAD", "/lcb/logs/plain").header("x-amz-expiration") == nil)
+
+            let id = try await s3.createMultipartUpload("lcb", "logs/multi", headers: [("x-amz-tagging", "t=1")])
+            let etag = try #require(try await s3.uploadPart("lcb", "logs/multi", uploadId: id, number: 1, [2]).header("ETag"))
+            let completed = try await s3.complete("lcb", "logs/multi", uploadId: id, xml: S3TestClient.completeXML([(1, etag)]))
+            #expect(completed.status == 200)
+            #expect(completed.header("x-amz-expiration") == header)
+        }
+    }
+}
