@@ -43,7 +43,7 @@ public struct FerryServer: Sendable {
     /// Media jobs running in this process.
     let runningJobs = RunningJobs()
     /// This server's Prometheus series, served at `GET /metrics`.
-    public let metrics = FerryMetrics()
+    public let metrics: FerryMetrics
     /// ``FerryServerConfiguration/publicEndpoint``, checked when the server opened.
     let publicEndpoint: PublicEndpoint?
     /// This process's hold on the data directory.
@@ -178,13 +178,17 @@ public struct FerryServer: Sendable {
         webhooks = WebhookOutbox(catalog: mediaCatalog, configuration: configuration.webhook)
         var limits = CatalogObjectStore.Limits()
         limits.minPartSize = configuration.minPartSize
-        if let blobs {
-            store = CatalogObjectStore(
-                blobs: blobs, catalog: catalog, shared: postgres, limits: limits, logger: configuration.logger)
-        } else {
-            store = try CatalogObjectStore(
-                directory: directory + "/objects", catalog: catalog, limits: limits, logger: configuration.logger)
-        }
+        var store =
+            if let blobs {
+                CatalogObjectStore(blobs: blobs, catalog: catalog, shared: postgres, limits: limits, logger: configuration.logger)
+            } else {
+                try CatalogObjectStore(
+                    directory: directory + "/objects", catalog: catalog, limits: limits, logger: configuration.logger)
+            }
+        let metrics = FerryMetrics()
+        store.events = metrics
+        self.store = store
+        self.metrics = metrics
         credentials = CredentialStore(
             root: rootCredentials, catalog: mediaCatalog, tokens: SessionTokenCodec(key: serverKey),
             now: configuration.now)
@@ -257,9 +261,11 @@ public struct FerryServer: Sendable {
     /// The media pipeline, when this node runs media jobs.
     var mediaPipeline: MediaPipeline? {
         guard configuration.role != .api, let tools = mediaTools, mediaProcessingUnavailable == nil else { return nil }
-        return MediaPipeline(
+        var pipeline = MediaPipeline(
             catalog: mediaCatalog, store: store, webhooks: webhooks, tools: tools, configuration: configuration.mediaProcessing,
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
+        pipeline.events = metrics
+        return pipeline
     }
 
     /// Builds the HTTP application with its background services: the router of ``makeRouter()`` on an HTTP/1.1 server
@@ -307,9 +313,10 @@ public struct FerryServer: Sendable {
         }
         services.append(collector)
         if let webhook = configuration.webhook {
-            services.append(
-                WebhookDeliveryService(
-                    outbox: webhooks, configuration: webhook, logger: configuration.logger, leases: mediaCatalog, node: node))
+            var delivery = WebhookDeliveryService(
+                outbox: webhooks, configuration: webhook, logger: configuration.logger, leases: mediaCatalog, node: node)
+            delivery.events = metrics
+            services.append(delivery)
         }
         if let pipeline = mediaPipeline {
             services.append(

@@ -8,28 +8,12 @@ import Testing
 /// `GET /metrics`: Ferry's Prometheus series, read by promtool and scraped by a real Prometheus.
 @Suite("Metrics for Prometheus", .serialized, .timeLimit(.minutes(10)))
 struct MetricsTests {
-    /// Runs `promtool check metrics` on `text`; returns its exit status and what it said.
     static func promtoolCheck(_ text: String) async throws -> (status: Int32, said: String) {
-        let promtool = try #require(
-            ["/usr/bin/promtool", "/usr/local/bin/promtool"].first { FileManager.default.isExecutableFile(atPath: $0) },
-            "promtool is not installed (scripts/test installs Debian's prometheus)")
-        let file = TemporaryDirectory.make("ferry-promtool") + "/metrics.txt"
-        defer { try? FileManager.default.removeItem(atPath: (file as NSString).deletingLastPathComponent) }
-        try text.write(toFile: file, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "\"$0\" check metrics < \"$1\"", promtool, file]
-        let run = try await runBlocking { try process.runCapturing() }
-        return (process.terminationStatus, run.output + run.errorOutput)
+        try await PrometheusText.promtoolCheck(text)
     }
 
-    /// The value of the sample of `name` whose labels include every one of `labels`, from exposition text.
     static func sample(_ text: String, _ name: String, _ labels: [String: String]) -> Double? {
-        for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {
-            let hasAll = labels.allSatisfy { line.contains("\($0.key)=\"\($0.value)\"") }
-            if hasAll, let value = line.split(separator: " ").last.flatMap({ Double($0) }) { return value }
-        }
-        return nil
+        PrometheusText.sample(text, name, labels)
     }
 
     @Test("requests, refusals and S3 operations are counted by group, method, status and operation; promtool accepts the text; no key or access key id is a label")
@@ -115,15 +99,28 @@ struct MetricsTests {
             let run = try await runBlocking { try process.runCapturing() }
             #expect(process.terminationStatus == 0, "promtool \(arguments.joined(separator: " ")): \(run.output)\(run.errorOutput)")
         }
-        let rules = try String(contentsOf: root.appendingPathComponent("deploy/prometheus/alerts.yml"), encoding: .utf8)
-        let exported = Set(FerryMetrics.series.map(\.name))
-        let named = rules.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "_") })
-            .map(String.init).filter { $0.hasPrefix("ferry_") }
-        #expect(!named.isEmpty)
-        for name in Set(named) {
-            let base = ["_bucket", "_count", "_sum"].reduce(name) { $0.hasSuffix($1) ? String($0.dropLast($1.count)) : $0 }
-            #expect(exported.contains(base), "alerts.yml names \(name), which Ferry does not export")
+        for file in ["deploy/prometheus/alerts.yml", "deploy/grafana/ferry-dashboard.json"] {
+            let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+            let exported = Set(FerryMetrics.series.map(\.name))
+            let named = text.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "_") })
+                .map(String.init).filter { $0.hasPrefix("ferry_") }
+            #expect(!named.isEmpty)
+            for name in Set(named) {
+                let base = ["_bucket", "_count", "_sum"].reduce(name) { $0.hasSuffix($1) ? String($0.dropLast($1.count)) : $0 }
+                #expect(exported.contains(base), "\(file) names \(name), which Ferry does not export")
+            }
         }
+    }
+
+    /// The PromQL expressions of the Grafana dashboard's panels, with Grafana's rate interval made a plain one.
+    static func dashboardExpressions() throws -> [String] {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let data = try Data(contentsOf: root.appendingPathComponent("deploy/grafana/ferry-dashboard.json"))
+        let dashboard = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let panels = try #require(dashboard["panels"] as? [[String: Any]])
+        return panels.flatMap { ($0["targets"] as? [[String: Any]] ?? []).compactMap { $0["expr"] as? String } }
+            .map { $0.replacingOccurrences(of: "$__rate_interval", with: "1m") }
     }
 
     @Test("docs/operations.md lists exactly the series the code exports, with their types, labels and help")
@@ -165,7 +162,7 @@ struct MetricsTests {
         }
     }
 
-    @Test("a real Prometheus scrapes two nodes with the bearer token and answers queries over what each served")
+    @Test("a real Prometheus scrapes two nodes with the bearer token and answers queries over what each served: an upload, a media job, a refusal")
     func prometheusScrapesTwoNodes() async throws {
         let prometheus = try #require(
             ["/usr/bin/prometheus", "/usr/local/bin/prometheus"].first { FileManager.default.isExecutableFile(atPath: $0) },
@@ -218,6 +215,18 @@ struct MetricsTests {
         #expect(try await one.put("scraped", "a.bin", Array(repeating: 1, count: 4096)).status == 200)
         let two = S3TestClient(endpoint: nodes[1].endpoint, credentials: root)
         #expect(try await two.get("absent", "a.bin").status == 404)
+        // Node 1 processes a video to Normal (its media jobs run there).
+        try #require(MediaFixtures.available, "ffmpeg and ffprobe are needed (scripts/test installs Debian's ffmpeg)")
+        let clip = URL(fileURLWithPath: try await MediaFixtures.make(.noAudio, seconds: 1, in: data))
+        let media = MediaServiceClient(
+            endpoint: URL(string: nodes[0].endpoint)!,
+            credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey))
+        let ticket = try await media.createUploadVideo(.init(title: "scraped", fileName: "clip.mp4"))
+        _ = try await ticket.objectStorageClient().upload(file: clip, bucket: ticket.address.bucket, key: ticket.address.fileName).result
+        let processing = ContinuousClock.now + .seconds(120)
+        while try await media.getVideoInfo(videoId: ticket.id).status != "Normal", ContinuousClock.now < processing {
+            try await Task.sleep(for: .milliseconds(200))
+        }
 
         // What Prometheus has, through its HTTP query API, until both nodes' samples are in (scrapes every second).
         func query(_ expression: String) async throws -> [String: Double] {
@@ -240,19 +249,44 @@ struct MetricsTests {
         var puts: [String: Double] = [:]
         var refusals: [String: Double] = [:]
         var up: [String: Double] = [:]
+        var jobs: [String: Double] = [:]
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             up = (try? await query("up{job=\"ferry\"}")) ?? [:]
             puts = (try? await query("ferry_s3_operations_total{operation=\"PutObject\",status=\"200\"}")) ?? [:]
             refusals = (try? await query("ferry_http_requests_total{group=\"s3\",status=\"404\"}")) ?? [:]
-            if up[first] == 1, up[second] == 1, puts[first] == 1, refusals[second] == 1 { break }
+            jobs = (try? await query("sum by (instance) (ferry_media_jobs_ended_total{outcome=\"done\"})")) ?? [:]
+            if up[first] == 1, up[second] == 1, (puts[first] ?? 0) >= 1, refusals[second] == 1, (jobs[first] ?? 0) >= 2 {
+                break
+            }
             try await Task.sleep(for: .milliseconds(500))
         }
         #expect(up[first] == 1 && up[second] == 1, "both nodes scraped with the token: \(up)")
-        #expect(puts[first] == 1, "\(puts)")
+        // The object and, depending on its size, the video's file.
+        #expect((puts[first] ?? 0) >= 1, "\(puts)")
         #expect(puts[second] == nil, "node 2 stored nothing: \(puts)")
         #expect(refusals[second] == 1, "\(refusals)")
         #expect(refusals[first] == nil, "\(refusals)")
+        #expect((jobs[first] ?? 0) >= 2, "the probe and transcode ran on node 1: \(jobs)")
+        // Every panel of the Grafana dashboard is a query Prometheus takes, and those over what happened have data.
+        let expressions = try Self.dashboardExpressions()
+        #expect(expressions.count >= 20)
+        // Rates need two scrapes of a series in their window.
+        try await Task.sleep(for: .seconds(3))
+        var answered: Set<String> = []
+        for expression in expressions {
+            var components = URLComponents(string: "http://127.0.0.1:\(port)/api/v1/query")!
+            components.queryItems = [URLQueryItem(name: "query", value: expression)]
+            let reply = try await S3TestClient.fetch(components.url!.absoluteString)
+            let json = try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any]
+            #expect(reply.status == 200 && json?["status"] as? String == "success", "\(expression): \(reply.text)")
+            if let result = (json?["data"] as? [String: Any])?["result"] as? [Any], !result.isEmpty { answered.insert(expression) }
+        }
+        for series in ["ferry_http_requests_total", "ferry_media_jobs_ended_total", "ferry_video_time_to_normal_seconds_bucket"] {
+            let panels = expressions.filter { $0.contains(series + "[") || $0.contains(series + "{") }
+            #expect(!panels.isEmpty && panels.allSatisfy(answered.contains), "panels over \(series) have no data: \(panels)")
+        }
+        #expect(jobs[second] == nil, "node 2 ran no media job: \(jobs)")
         for node in nodes { await node.stop() }
     }
 }

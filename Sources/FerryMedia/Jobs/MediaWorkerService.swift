@@ -30,7 +30,7 @@ package final class RunningJobs: Sendable {
     }
 
     /// How many jobs run here.
-    var count: Int { tasks.withLockedValue { $0.values.reduce(0) { $0 + $1.count } } }
+    package var count: Int { tasks.withLockedValue { $0.values.reduce(0) { $0 + $1.count } } }
 }
 
 /// Runs media jobs with a bounded number of workers until the service group shuts down.
@@ -134,6 +134,11 @@ package struct MediaWorkerService: Service {
             return
         }
         logger.debug("media job started", metadata: metadata)
+        let started = ContinuousClock.now
+        let events = pipeline.events
+        func ended(_ outcome: String) {
+            events?.mediaJobEnded(kind: job.kind.rawValue, outcome: outcome, duration: ContinuousClock.now - started)
+        }
         let progress = NIOLockedValueBox<Double?>(nil)
         let (stops, stop) = AsyncStream<Ending>.makeStream()
         running.register(videoId: job.videoId, jobId: job.id) { stop.yield(.cancelled) }
@@ -168,21 +173,26 @@ package struct MediaWorkerService: Service {
         case .finished(.success):
             if await record("complete", job, metadata, { try await $0.complete(job.id, worker: worker, now: Date()) }) {
                 logger.debug("media job done", metadata: metadata)
+                ended("done")
             }
         case .finished(.failure) where Task.isCancelled, .interrupted, .shutdown:
             // Not the job's fault: it goes back to the queue without counting the attempt.
             if await record("release", job, metadata, { try await $0.release(job.id, worker: worker, now: Date()) }) {
                 logger.debug("media job given back", metadata: metadata)
+                ended("released")
             }
         case .leaseLost:
             logger.debug("media job stopped: its lease was lost", metadata: metadata)
+            ended("lost")
         case .cancelled:
             logger.debug("media job stopped: its video was deleted", metadata: metadata)
+            ended("cancelled")
         case .finished(.failure(let error)):
             let reason = String(describing: error)
             metadata["error"] = .string(reason)
             if job.attempts >= job.maxAttempts {
                 await giveUp(job, worker: worker, reason: reason, metadata: metadata)
+                ended("failed")
             } else {
                 let retryAt = Date().addingTimeInterval(
                     (configuration.retryDelay * (1 << min(job.attempts - 1, 10))).timeInterval)
@@ -190,6 +200,7 @@ package struct MediaWorkerService: Service {
                     try await $0.fail(job.id, worker: worker, error: reason, retryAt: retryAt, now: Date())
                 }) {
                     logger.warning("media job failed; it will be retried", metadata: metadata)
+                    ended("retry")
                 }
             }
         }

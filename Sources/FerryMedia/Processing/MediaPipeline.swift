@@ -22,6 +22,8 @@ package struct MediaPipeline: Sendable {
     /// Where jobs keep their files while they run (`<data dir>/media-work`).
     let workDirectory: String
     let logger: Logger
+    /// Who hears how jobs end and how long videos took to become `Normal` (the server's metrics).
+    package var events: (any ServiceEvents)?
 
     /// Creates the pipeline.
     package init(
@@ -87,11 +89,13 @@ package struct MediaPipeline: Sendable {
                 .videoAnalysisFailed(videoId: video.videoId, errorCode: "InvalidMedia", errorMessage: unreadable.reason))
             if group == nil {
                 // NoTranscode plays the original as it is, whatever it holds.
-                try await catalog.updateVideo(video.videoId) { video in
+                if try await catalog.updateVideo(video.videoId, { video in
                     guard video.status == VideoStatus.uploadSucc else { return .keep }
                     video.status = VideoStatus.normal
                     video.updatedAt = Date()
                     return .save()
+                }) != nil {
+                    events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
                 }
                 return
             }
@@ -115,7 +119,8 @@ package struct MediaPipeline: Sendable {
             }
             return .save(enqueue: jobs)
         }
-        guard saved != nil else { return }
+        guard let saved else { return }
+        if saved.status == VideoStatus.normal { events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified)) }
         try await webhooks.enqueue(.videoAnalysisComplete(videoId: video.videoId, info: info))
     }
 
@@ -209,7 +214,7 @@ package struct MediaPipeline: Sendable {
         // What earlier runs of this job (killed mid-way) left behind is not published: delete it.
         let outputs = "video/\(video.videoId)/out/"
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: video.outputPrefix.map { $0 + "/" })
-        guard let (source, _) = try await download(video, into: directory) else { return }
+        guard let (source, object) = try await download(video, into: directory) else { return }
 
         // Encode every rendition in one ffmpeg process.
         let encoded = directory + "/out"
@@ -343,6 +348,7 @@ package struct MediaPipeline: Sendable {
             try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
             return
         }
+        events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
         var streams: [WebhookStreamInfo] = []
         for rendition in renditions where rendition.definition != "AUTO" {

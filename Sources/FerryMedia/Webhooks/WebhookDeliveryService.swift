@@ -23,6 +23,8 @@ package struct WebhookDeliveryService: Service {
     let leases: any ServiceLeaseStore
     /// This node's name in leases.
     let node: String
+    /// Who hears how attempts end (the server's metrics).
+    package var events: (any ServiceEvents)?
 
     /// Creates the service.
     package init(
@@ -116,6 +118,7 @@ package struct WebhookDeliveryService: Service {
         do {
             guard let failure else {
                 try await outbox.catalog.markWebhookEventDelivered(event.id, at: now)
+                events?.webhookDeliveryEnded("delivered", lag: now.timeIntervalSince(event.createdAt))
                 logger.debug("webhook delivered", metadata: ["ferry.event-id": "\(event.id)", "ferry.attempts": "\(event.attempts + 1)"])
                 return true
             }
@@ -123,6 +126,7 @@ package struct WebhookDeliveryService: Service {
             let exhausted = attempts >= max(configuration.maxAttempts, 1)
             let next = exhausted ? nil : now.addingTimeInterval(backoff(afterAttempts: attempts))
             try await outbox.catalog.recordWebhookAttemptFailure(event.id, error: failure, nextAttemptAt: next, now: now)
+            events?.webhookDeliveryEnded(exhausted ? "failed" : "retry", lag: now.timeIntervalSince(event.createdAt))
             if exhausted {
                 logger.warning(
                     "webhook delivery failed; giving up on the event",

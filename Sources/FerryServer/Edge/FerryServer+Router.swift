@@ -92,7 +92,8 @@ extension FerryServer {
 
         // Metrics, for Prometheus; the same path signed for S3 is the bucket `metrics`.
         let series = MetricsEndpoint(metrics: metrics, token: configuration.metricsToken) {
-            [metrics, catalog = mediaCatalog, now = configuration.now] in
+            [metrics, catalog = mediaCatalog, now = configuration.now, runningJobs] in
+            metrics.recordNode(runningJobs: runningJobs.count)
             // A catalog that does not answer (a PostgreSQL pool waiting for a connection) leaves the scrape prompt.
             let answer = await withTimeLimit(.seconds(2)) { () -> (jobs: JobBacklog, webhooks: WebhookBacklog)? in
                 guard let jobs = try? await catalog.backlog(now: now()), let webhooks = try? await catalog.webhookBacklog()

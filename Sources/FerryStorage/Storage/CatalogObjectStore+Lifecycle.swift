@@ -57,6 +57,7 @@ extension CatalogObjectStore {
                 marker = (last.key, last.uploadId)
             }
         }
+        if outcome.abortedUploads > 0 { events?.multipartUpload(.expired, count: outcome.abortedUploads) }
         return outcome
     }
 }

@@ -27,6 +27,9 @@ public struct CatalogObjectStore: ObjectStore {
     let logger: Logger
     /// Whether other nodes share this store's catalog and blobs (a PostgreSQL catalog over an S3-compatible store).
     package var isShared: Bool { catalog.isShared }
+    /// Who hears of uploads started, completed, aborted and resumed, parts retried, and how long catalog and blob
+    /// calls take (the server's metrics); nil reports nothing.
+    package var events: (any ServiceEvents)?
     /// Unreferenced blobs the last orphan pass found; the next pass deletes those still unreferenced.
     let orphanSuspects = NIOLockedValueBox<Set<String>>([])
 
@@ -131,7 +134,9 @@ public struct CatalogObjectStore: ObjectStore {
     // MARK: Objects
 
     public func object(bucket: String, key: String) async throws -> ObjectInfo {
-        if let object = try await catalog.object(bucket: bucket, key: key) { return object }
+        if let object = try await events.timed("catalog", "object", { try await catalog.object(bucket: bucket, key: key) }) {
+            return object
+        }
         _ = try await self.bucket(bucket)
         throw Self.noSuchKey
     }
@@ -174,7 +179,7 @@ public struct CatalogObjectStore: ObjectStore {
         let (temp, digests) = try await files.write(body, checksums: checksums, maxSize: limits.maxPartSize)
         do {
             try verify(digests)
-            let blob = try await files.commit(tempPath: temp)
+            let blob = try await events.timed("blobs", "commit") { try await files.commit(tempPath: temp) }
             let object = ObjectInfo(
                 bucket: bucket, key: key, size: digests.size, etag: Self.hex(digests.md5), lastModified: Date(),
                 attributes: attributes,
@@ -194,7 +199,7 @@ public struct CatalogObjectStore: ObjectStore {
     {
         let outcome: CatalogPutOutcome
         do {
-            outcome = try await catalog.putObject(object, condition: condition)
+            outcome = try await events.timed("catalog", "putObject") { try await catalog.putObject(object, condition: condition) }
         } catch {
             await discardUnreferenced(newBlobs)
             throw error
@@ -254,7 +259,10 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws {
         _ = try await self.bucket(bucket)
-        switch try await catalog.deleteObject(bucket: bucket, key: key, condition: condition) {
+        let outcome = try await events.timed("catalog", "deleteObject") {
+            try await catalog.deleteObject(bucket: bucket, key: key, condition: condition)
+        }
+        switch outcome {
         case .stored(let replaced): await retire(replaced.map(\.blob))
         case .preconditionFailed: throw Self.preconditionFailed
         case .noSuchKey: throw Self.noSuchKey
@@ -279,7 +287,10 @@ public struct CatalogObjectStore: ObjectStore {
             uploadId: BlobFiles.newBlobName() + BlobFiles.newBlobName(), bucket: bucket, key: key, initiated: Date(),
             attributes: attributes, checksumAlgorithm: checksumAlgorithm?.s3Name, checksumType: checksumType,
             tags: tags)
-        guard try await catalog.insertUpload(upload) else { throw Self.noSuchBucket }
+        guard try await events.timed("catalog", "insertUpload", { try await catalog.insertUpload(upload) }) else {
+            throw Self.noSuchBucket
+        }
+        events?.multipartUpload(.started, count: 1)
         return upload
     }
 
@@ -299,7 +310,7 @@ public struct CatalogObjectStore: ObjectStore {
         let (temp, digests) = try await files.write(body, checksums: algorithms, maxSize: limits.maxPartSize)
         do {
             try verify(digests)
-            let blob = try await files.commit(tempPath: temp)
+            let blob = try await events.timed("blobs", "commit") { try await files.commit(tempPath: temp) }
             let part = PartInfo(
                 number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
                 checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
@@ -326,13 +337,14 @@ public struct CatalogObjectStore: ObjectStore {
     private func record(_ part: PartInfo, upload: MultipartUploadInfo) async throws -> PartInfo {
         let outcome: CatalogPartOutcome
         do {
-            outcome = try await catalog.putPart(part, uploadId: upload.uploadId)
+            outcome = try await events.timed("catalog", "putPart") { try await catalog.putPart(part, uploadId: upload.uploadId) }
         } catch {
             await discardUnreferenced(part.segments.map(\.blob))
             throw error
         }
         switch outcome {
         case .stored(let replaced):
+            if !replaced.isEmpty { events?.partReplaced() }
             await retire(replaced)
             return part
         case .noSuchUpload:
@@ -401,6 +413,7 @@ public struct CatalogObjectStore: ObjectStore {
         -> (parts: [PartInfo], isTruncated: Bool)
     {
         let parts = try await catalog.parts(uploadId: upload.uploadId, after: marker, limit: maxParts + 1)
+        if marker == 0 { events?.multipartUpload(.resumed, count: 1) }
         return (Array(parts.prefix(maxParts)), parts.count > maxParts)
     }
 
@@ -491,10 +504,12 @@ public struct CatalogObjectStore: ObjectStore {
             checksumType: checksums.isEmpty ? nil : (upload.checksumType ?? "COMPOSITE"),
             manifest: chosen.flatMap(\.segments), partCount: chosen.count, tags: upload.tags,
             parts: chosen.map { ObjectPart(number: $0.number, size: $0.size, checksums: $0.checksums) })
-        switch try await catalog.completeUpload(
-            upload.uploadId, object: object, expectedParts: chosen, condition: condition, now: Date())
-        {
+        let outcome = try await events.timed("catalog", "completeUpload") {
+            try await catalog.completeUpload(upload.uploadId, object: object, expectedParts: chosen, condition: condition, now: Date())
+        }
+        switch outcome {
         case .completed(let replaced, let unused):
+            events?.multipartUpload(.completed, count: 1)
             await retire(replaced.map(\.blob) + unused)
             return object
         case .noSuchUpload:
@@ -522,6 +537,7 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws {
         guard let blobs = try await catalog.deleteUpload(upload.uploadId) else { throw Self.noSuchUpload }
+        events?.multipartUpload(.aborted, count: 1)
         await retire(blobs)
     }
 
@@ -533,6 +549,7 @@ public struct CatalogObjectStore: ObjectStore {
                 count += 1
             }
         }
+        if count > 0 { events?.multipartUpload(.expired, count: count) }
         return count
     }
 

@@ -1,3 +1,4 @@
+import FerryCore
 import Hummingbird
 
 /// One of the edge's wire dialects: how its refusals are written.
@@ -28,6 +29,7 @@ struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch {
+            if Self.isChecksumMismatch(error) { context.observation.checksumMismatch = true }
             if let wire = dialect.wireError(for: error, request: request, context: context) {
                 return try wire.response(from: request, context: context)
             }
@@ -39,5 +41,13 @@ struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
             }
             return try dialect.internalError(request: request, context: context).response(from: request, context: context)
         }
+    }
+
+    /// Whether `error` refuses bytes that did not match a declared checksum or digest, in any dialect.
+    static func isChecksumMismatch(_ error: any Error) -> Bool {
+        if let error = error as? FerryDomainError { return error.code == .checksumMismatch }
+        if let error = error as? S3Error { return error.code == .badDigest || error.code == .xAmzContentSHA256Mismatch }
+        if let error = error as? FormUploadError { return error.code == .crc32Mismatch }
+        return false
     }
 }

@@ -27,8 +27,10 @@ public final class FerryMetrics: Sendable {
 
     /// Every series Ferry exports.
     public static let series: [Series] = [
-        requests, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, catalogUp, mediaJobs,
-        mediaJobQueueAge, webhookPending, webhookLag,
+        requests, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, mediaActions,
+        checksumMismatches, multipartUploads, partsReplaced, storageCallDuration, storageCallErrors, catalogUp, mediaJobs,
+        mediaJobQueueAge, mediaJobsEnded, mediaJobDuration, mediaJobLeases, timeToNormal, webhookPending, webhookLag,
+        webhookDeliveries, webhookDeliveryDelay,
     ]
 
     static let requests = Series(
@@ -50,6 +52,25 @@ public final class FerryMetrics: Sendable {
         name: "ferry_s3_operations_total", type: "counter", labels: ["operation", "status"],
         help: "Object API operations (PutObject, CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload, …) by status.")
 
+    static let mediaActions = Series(
+        name: "ferry_media_actions_total", type: "counter", labels: ["action", "status"],
+        help: "Media API actions (CreateUploadVideo, RefreshUploadVideo (a credential refresh), AssumeRole, GetPlayInfo, …) by status.")
+    static let checksumMismatches = Series(
+        name: "ferry_checksum_mismatches_total", type: "counter", labels: ["group"],
+        help: "Uploads refused because their bytes did not match a declared checksum or digest (nothing was stored), by route group.")
+    static let multipartUploads = Series(
+        name: "ferry_multipart_uploads_total", type: "counter", labels: ["event"],
+        help: "Multipart uploads started, completed, aborted (by their client), expired (aborted by the collector or a lifecycle rule) and resumed (their parts listed, as a client does when it picks an upload up again).")
+    static let partsReplaced = Series(
+        name: "ferry_upload_parts_replaced_total", type: "counter", labels: [],
+        help: "Parts uploaded again under a number that had one: clients' retries.")
+    static let storageCallDuration = Series(
+        name: "ferry_storage_call_duration_seconds", type: "histogram", labels: ["layer", "operation"],
+        help: "Time of the object store's calls to the catalog (layer catalog) and the blob storage (layer blobs), by operation.")
+    static let storageCallErrors = Series(
+        name: "ferry_storage_call_errors_total", type: "counter", labels: ["layer", "operation"],
+        help: "Calls to the catalog or the blob storage that failed, by operation.")
+
     static let catalogUp = Series(
         name: "ferry_catalog_up", type: "gauge", labels: [],
         help: "1 when the catalog answered the scrape's queries within 2 s, else 0 (the queue series then keep their last values).")
@@ -59,12 +80,37 @@ public final class FerryMetrics: Sendable {
     static let mediaJobQueueAge = Series(
         name: "ferry_media_job_queue_age_seconds", type: "gauge", labels: [],
         help: "How long the job due the longest has waited for a worker; 0 when none is due.")
+    static let mediaJobsEnded = Series(
+        name: "ferry_media_jobs_ended_total", type: "counter", labels: ["kind", "outcome"],
+        help: "Media job attempts this node ran, by kind (probe, snapshot, transcode) and outcome: done, retry, failed (given up), released (handed back at shutdown), lost (lease lost), cancelled (video deleted).")
+    static let mediaJobDuration = Series(
+        name: "ferry_media_job_duration_seconds", type: "histogram", labels: ["kind"],
+        help: "Time a media job attempt ran on this node, by kind.")
+    static let mediaJobLeases = Series(
+        name: "ferry_media_job_leases_held", type: "gauge", labels: [],
+        help: "Media jobs this node holds the lease of (running here now).")
+    static let timeToNormal = Series(
+        name: "ferry_video_time_to_normal_seconds", type: "histogram", labels: [],
+        help: "Time from a video's file being stored to the video becoming Normal (probed, and transcoded when it has a template).")
     static let webhookPending = Series(
         name: "ferry_webhook_events_pending", type: "gauge", labels: [],
         help: "Webhook events waiting for delivery (neither delivered nor given up on).")
     static let webhookLag = Series(
         name: "ferry_webhook_delivery_lag_seconds", type: "gauge", labels: [],
         help: "Age of the oldest webhook event waiting for delivery; 0 when none waits.")
+
+    static let webhookDeliveries = Series(
+        name: "ferry_webhook_deliveries_total", type: "counter", labels: ["outcome"],
+        help: "Webhook delivery attempts by outcome: delivered, retry (to be tried again), failed (given up).")
+    static let webhookDeliveryDelay = Series(
+        name: "ferry_webhook_delivery_delay_seconds", type: "histogram", labels: [],
+        help: "Time from a webhook event being made to its delivery.")
+
+    /// Buckets of the histograms of media work (job attempts, time to Normal, webhook delays).
+    private static let longBuckets: [Duration] = [
+        .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(20), .seconds(30), .seconds(60), .seconds(120),
+        .seconds(300), .seconds(600), .seconds(1800), .seconds(3600),
+    ]
 
     private static let durationBuckets: [Duration] = [
         .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
@@ -122,11 +168,27 @@ public final class FerryMetrics: Sendable {
         }
     }
 
-    /// An object API operation was answered with `status`.
-    func operationFinished(_ operation: String, status: Int) {
-        registry.makeCounter(
-            descriptor: Self.descriptor(Self.s3Operations), labels: [("operation", operation), ("status", String(status))]
-        ).increment()
+    /// An object API operation (group `s3`) or a media API action (group `media`) was answered with `status`.
+    func operationFinished(_ operation: String, group: String, status: Int) {
+        if group == "media" {
+            counter(Self.mediaActions, [("action", operation), ("status", String(status))]).increment()
+        } else {
+            counter(Self.s3Operations, [("operation", operation), ("status", String(status))]).increment()
+        }
+    }
+
+    /// A request's bytes did not match what it declared.
+    func checksumMismatch(group: String) { counter(Self.checksumMismatches, [("group", group)]).increment() }
+
+    /// Sets the series of this node's own state at a scrape.
+    func recordNode(runningJobs: Int) { gauge(Self.mediaJobLeases).set(to: Double(runningJobs)) }
+
+    private func counter(_ series: Series, _ labels: [(String, String)] = []) -> Counter {
+        registry.makeCounter(descriptor: Self.descriptor(series), labels: labels)
+    }
+
+    private func histogram(_ series: Series, _ labels: [(String, String)] = [], buckets: [Duration]) -> DurationHistogram {
+        registry.makeDurationHistogram(descriptor: Self.descriptor(series), labels: labels, buckets: buckets)
     }
 
     /// The registry's descriptor of `series`: the whole name as the metric name, so that it reads as listed.
@@ -135,10 +197,38 @@ public final class FerryMetrics: Sendable {
     }
 }
 
+extension FerryMetrics: ServiceEvents {
+    package func multipartUpload(_ event: MultipartUploadEvent, count: Int) {
+        counter(Self.multipartUploads, [("event", event.rawValue)]).increment(by: Int64(count))
+    }
+
+    package func partReplaced() { counter(Self.partsReplaced).increment() }
+
+    package func mediaJobEnded(kind: String, outcome: String, duration: Duration) {
+        counter(Self.mediaJobsEnded, [("kind", kind), ("outcome", outcome)]).increment()
+        histogram(Self.mediaJobDuration, [("kind", kind)], buckets: Self.longBuckets).record(duration)
+    }
+
+    package func videoBecameNormal(after seconds: TimeInterval) {
+        histogram(Self.timeToNormal, buckets: Self.longBuckets).record(.seconds(max(0, seconds)))
+    }
+
+    package func webhookDeliveryEnded(_ outcome: String, lag: TimeInterval) {
+        counter(Self.webhookDeliveries, [("outcome", outcome)]).increment()
+        if outcome == "delivered" { histogram(Self.webhookDeliveryDelay, buckets: Self.longBuckets).record(.seconds(max(0, lag))) }
+    }
+
+    package func storageCall(layer: String, operation: String, duration: Duration, failed: Bool) {
+        histogram(Self.storageCallDuration, [("layer", layer), ("operation", operation)], buckets: Self.durationBuckets)
+            .record(duration)
+        if failed { counter(Self.storageCallErrors, [("layer", layer), ("operation", operation)]).increment() }
+    }
+}
+
 /// What the route group that answered a request tells the metrics middleware around it: the group's name and, for
 /// the object API, the operation. One per request, shared by the copies of its context.
 final class RequestObservation: Sendable {
-    private let state = NIOLockedValueBox<(group: String, operation: String?)>(("unrouted", nil))
+    private let state = NIOLockedValueBox<(group: String, operation: String?, checksumMismatch: Bool)>(("unrouted", nil, false))
 
     /// The route group that answered, `unrouted` before one took the request.
     var group: String {
@@ -146,9 +236,15 @@ final class RequestObservation: Sendable {
         set { state.withLockedValue { $0.group = newValue } }
     }
 
-    /// The object API operation, when the request was one.
+    /// The object API operation or media API action, when the request was one.
     var operation: String? {
         get { state.withLockedValue { $0.operation } }
         set { state.withLockedValue { $0.operation = newValue } }
+    }
+
+    /// Whether the request was refused because its bytes did not match a declared checksum or digest.
+    var checksumMismatch: Bool {
+        get { state.withLockedValue { $0.checksumMismatch } }
+        set { state.withLockedValue { $0.checksumMismatch = newValue } }
     }
 }

@@ -39,7 +39,10 @@ struct MetricsMiddleware: RouterMiddleware {
         metrics.requestFinished(
             group: observation.group, method: method, status: status, duration: ContinuousClock.now - start,
             bytesIn: bytesIn, bytesOut: bytesOut)
-        if let operation = observation.operation { metrics.operationFinished(operation, status: status) }
+        if let operation = observation.operation {
+            metrics.operationFinished(operation, group: observation.group, status: status)
+        }
+        if observation.checksumMismatch { metrics.checksumMismatch(group: observation.group) }
     }
 }
 
