@@ -104,6 +104,11 @@ struct ServeCommand: AsyncParsableCommand {
         help: "Bearer token Prometheus must send for GET /metrics (or FERRY_METRICS_TOKEN). Default: the series are open to whoever reaches the port.")
     var metricsToken: String?
 
+    @Option(
+        name: .customLong("metrics-port"),
+        help: "Serve GET /metrics on this port only (also on a worker node), not on the main port. Default: on the main port.")
+    var metricsPort: Int?
+
     @Option(name: .customLong("media-workers"), help: "Media jobs (probe, cover, transcode) run at once; 0 turns processing off (or FERRY_MEDIA_WORKERS). Default: a quarter of the cores, at least 1.")
     var mediaWorkers: Int?
 
@@ -131,6 +136,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         for (name, value) in [("--multipart-max-age", multipartMaxAge), ("--uploading-video-max-age", uploadingVideoMaxAge)] {
             if let value, !(1...315_360_000).contains(value) { throw ValidationError("\(name) must be between 1 and 315360000 seconds.") }
+        }
+        if let metricsPort, !(1...65_535).contains(metricsPort) {
+            throw ValidationError("--metrics-port must be between 1 and 65535.")
         }
         if let lifecycleDay, !(1...86_400).contains(lifecycleDay) {
             throw ValidationError("--lifecycle-day must be between 1 and 86400 seconds.")
@@ -206,6 +214,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard let nodeRole = NodeRole(rawValue: roleName) else { throw ValidationError("FERRY_ROLE must be all, api or worker.") }
         configuration.role = nodeRole
         configuration.metricsToken = (metricsToken ?? env["FERRY_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
+        configuration.metricsPort = metricsPort
         if let reason = nodeRole.refusal(for: configuration) { throw ValidationError(reason) }
         var serverLogger = Logger(label: "ferry")
         serverLogger.logLevel = level
@@ -228,7 +237,11 @@ struct ServeCommand: AsyncParsableCommand {
         if nodeRole == .worker {
             services = server.makeBackgroundServices()
             logger.info("ferry serve worker running", metadata: ["data-dir": .string(directory)])
-            say("ferry serve worker running, listening on no port (data: \(directory))")
+            if let port = configuration.metricsPort {
+                say("ferry serve worker running, serving only GET /metrics on http://\(configuration.host):\(port) (data: \(directory))")
+            } else {
+                say("ferry serve worker running, listening on no port (data: \(directory))")
+            }
         } else {
             let host = configuration.host
             services = [

@@ -312,6 +312,7 @@ public struct FerryServer: Sendable {
             services.append(postgres)
         }
         services.append(collector)
+        if let port = configuration.metricsPort { services.append(makeMetricsApplication(port: port)) }
         if let webhook = configuration.webhook {
             var delivery = WebhookDeliveryService(
                 outbox: webhooks, configuration: webhook, logger: configuration.logger, leases: mediaCatalog, node: node)

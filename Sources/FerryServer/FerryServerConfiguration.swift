@@ -83,6 +83,9 @@ public struct FerryServerConfiguration: Sendable {
     /// The bearer token Prometheus must send for `GET /metrics`; nil serves the series to anyone who can reach the
     /// port. Never logged.
     public var metricsToken: String?
+    /// A port of its own for `GET /metrics` (on ``host``), where nothing else is served; nil (the default) serves the
+    /// series on ``port`` with everything else. A worker node, which listens on no other port, serves them there.
+    public var metricsPort: Int?
 
     /// Creates a configuration for a data directory.
     public init(dataDirectory: String) {

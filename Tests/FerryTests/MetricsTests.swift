@@ -136,6 +136,26 @@ struct MetricsTests {
         #expect(documented == expected, "the table docs/operations.md should hold:\n\(expected.joined(separator: "\n"))")
     }
 
+    @Test("with a metrics port of its own the series are served there only: the main port's /metrics is the S3 bucket")
+    func metricsPort() async throws {
+        let port = try LoopbackPort.unused()
+        try await TestServer.with(configure: { $0.metricsPort = port }) { server in
+            #expect(try await server.client().createBucket("seen").status == 200)
+            var scrape = try await S3TestClient.fetch("http://127.0.0.1:\(port)/metrics")
+            let deadline = ContinuousClock.now + .seconds(10)
+            while scrape.status != 200, ContinuousClock.now < deadline {
+                // The listener starts with the background services.
+                try await Task.sleep(for: .milliseconds(100))
+                scrape = try await S3TestClient.fetch("http://127.0.0.1:\(port)/metrics")
+            }
+            #expect(scrape.status == 200)
+            #expect(Self.sample(scrape.text, "ferry_s3_operations_total", ["operation": "CreateBucket", "status": "200"]) == 1)
+            #expect(try await S3TestClient.fetch("http://127.0.0.1:\(port)/").status == 404)
+            let main = try await S3TestClient.fetch(server.endpoint + "/metrics")
+            #expect(main.status == 403 && main.text.contains("<Code>AccessDenied</Code>"), "\(main.text)")
+        }
+    }
+
     @Test("with --metrics-token the series need the bearer token; GET /metrics signed for S3 is the bucket named metrics")
     func tokenAndBucket() async throws {
         try await TestServer.with(configure: { $0.metricsToken = "scrape-token-0123" }) { server in

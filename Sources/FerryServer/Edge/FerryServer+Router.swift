@@ -90,23 +90,16 @@ extension FerryServer {
             "/_ferry/play", S3Dialect(namesResource: false), outer: [PlaybackCrossOriginMiddleware()], continues: false)
         play.on(["", "**"], methods: all) { request, context in try await playback.respond(to: request, context: context) }
 
-        // Metrics, for Prometheus; the same path signed for S3 is the bucket `metrics`.
-        let series = MetricsEndpoint(metrics: metrics, token: configuration.metricsToken) {
-            [metrics, catalog = mediaCatalog, now = configuration.now, runningJobs] in
-            metrics.recordNode(runningJobs: runningJobs.count)
-            // A catalog that does not answer (a PostgreSQL pool waiting for a connection) leaves the scrape prompt.
-            let answer = await withTimeLimit(.seconds(2)) { () -> (jobs: JobBacklog, webhooks: WebhookBacklog)? in
-                guard let jobs = try? await catalog.backlog(now: now()), let webhooks = try? await catalog.webhookBacklog()
-                else { return nil }
-                return (jobs, webhooks)
-            }
-            metrics.recordCatalog(answer ?? nil, now: now())
+        // Metrics, for Prometheus, unless they have a port of their own; the same path signed for S3 is the bucket
+        // `metrics`.
+        if configuration.metricsPort == nil {
+            let series = metricsEndpoint
+            router.group("/metrics", TextDialect(name: "metrics"), checksHost: false, continues: false)
+                .get("") { request, context in
+                    guard MetricsEndpoint.isScrape(request) else { return try await s3.respond(to: request, context: context) }
+                    return await series.respond(to: request)
+                }
         }
-        router.group("/metrics", TextDialect(name: "metrics"), checksHost: false, continues: false)
-            .get("") { request, context in
-                guard MetricsEndpoint.isScrape(request) else { return try await s3.respond(to: request, context: context) }
-                return await series.respond(to: request)
-            }
 
         // Health, for load balancers: 200 while this node serves and reaches its catalog, 503 otherwise.
         router.group("/_ferry/health", TextDialect(name: "health"), checksHost: false, continues: false)
