@@ -4,6 +4,7 @@ import FerryServer
 import Foundation
 import Hummingbird
 import Logging
+import OTel
 import ServiceLifecycle
 
 /// `ferry serve`: runs the object service until SIGINT or SIGTERM.
@@ -105,6 +106,11 @@ struct ServeCommand: AsyncParsableCommand {
     var metricsToken: String?
 
     @Option(
+        name: .customLong("otel-endpoint"),
+        help: "Export traces over OTLP/HTTP to this collector (e.g. http://collector:4318; spans go to /v1/traces). Default: the standard OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and OTEL_* variables; without any, no tracing.")
+    var otelEndpoint: String?
+
+    @Option(
         name: .customLong("metrics-port"),
         help: "Serve GET /metrics on this port only (also on a worker node), not on the main port. Default: on the main port.")
     var metricsPort: Int?
@@ -151,11 +157,13 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
         let level = Logger.Level(rawValue: logLevel ?? env["FERRY_LOG_LEVEL"] ?? "info") ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let tracing = try Self.bootstrapTracing(endpoint: otelEndpoint, environment: env)
+        LoggingSystem.bootstrap(
+            { label, provider in
+                var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
+                handler.logLevel = level
+                return handler
+            }, metadataProvider: tracing == nil ? nil : OTel.makeLoggingMetadataProvider())
         let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
         var configuration = FerryServerConfiguration(dataDirectory: directory)
         configuration.host = host ?? env["FERRY_HOST"] ?? "127.0.0.1"
@@ -233,7 +241,7 @@ struct ServeCommand: AsyncParsableCommand {
             guard nodeRole != .worker else { throw ValidationError(reason) }
             logger.warning("videos are not processed", metadata: ["reason": .string(reason)])
         }
-        let services: [any Service]
+        var services: [any Service]
         if nodeRole == .worker {
             services = server.makeBackgroundServices()
             logger.info("ferry serve worker running", metadata: ["data-dir": .string(directory)])
@@ -251,6 +259,10 @@ struct ServeCommand: AsyncParsableCommand {
                     say("ferry serve listening on http://\(host):\(port) (data: \(directory))")
                 }
             ]
+        }
+        if let tracing {
+            // First in the group, so that it ends last and exports the spans of everything else's end.
+            services.insert(tracing, at: 0)
         }
         // SIGTERM or SIGINT asks every service to finish (requests in flight end, media jobs go back to the queue, the
         // catalog closes); whatever has not finished after 30 s is cancelled, and a process still running 10 s later

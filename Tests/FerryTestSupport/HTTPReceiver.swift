@@ -51,7 +51,11 @@ public struct HTTPReceiver: Sendable {
             var request = request
             let bytes = [UInt8](buffer: try await request.collectBody(upTo: maxBody))
             var headers: [String: String] = [:]
-            for field in request.headers { headers[field.name.canonicalName] = field.value }
+            // A field sent twice reads as HTTP combines it: the values joined with ", ".
+            for field in request.headers {
+                let name = field.name.canonicalName
+                headers[name] = headers[name].map { $0 + ", " + field.value } ?? field.value
+            }
             await recorder.record(
                 Received(
                     method: request.method.rawValue, path: request.uri.path, query: request.uri.query,

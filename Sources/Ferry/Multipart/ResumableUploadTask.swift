@@ -12,6 +12,8 @@ import Logging
 public actor ResumableUploadTask {
     /// What happens, in order; finishes after `completed`, `failed` or `cancelled`.
     public nonisolated let events: AsyncStream<UploadEvent>
+    /// The trace the upload's requests carry (`traceparent`): the one current when it started, else a new one.
+    public nonisolated let trace: UploadTrace
     private let continuation: AsyncStream<UploadEvent>.Continuation
 
     private let client: ObjectStorageClient
@@ -45,6 +47,7 @@ public actor ResumableUploadTask {
 
     init(client: ObjectStorageClient, request: ResumableUploadRequest) {
         (events, continuation) = AsyncStream.makeStream(of: UploadEvent.self, bufferingPolicy: .unbounded)
+        trace = UploadTrace.current ?? UploadTrace()
         self.client = client
         self.request = request
         self.credentials = CredentialSource(provider: client.credentialProvider, now: client.configuration.now)
@@ -69,7 +72,7 @@ public actor ResumableUploadTask {
 
     func start() {
         guard case .run = machine.start() else { return }
-        runner = Task { await self.run() }
+        runner = Task { [trace] in await UploadTrace.$current.withValue(trace) { await self.run() } }
     }
 
     // MARK: Control
@@ -137,7 +140,7 @@ public actor ResumableUploadTask {
     public func resume() {
         guard case .run = machine.resume() else { return }
         continuation.yield(.resumed)
-        runner = Task { await self.run() }
+        runner = Task { [trace] in await UploadTrace.$current.withValue(trace) { await self.run() } }
     }
 
     /// Continues a paused upload (e.g. after `credentialsExpired`) with new credentials.

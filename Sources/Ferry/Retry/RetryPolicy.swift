@@ -138,11 +138,14 @@ public struct RequestAttempt: Sendable, Hashable {
     }
 
     /// The headers that tell the server about the attempt, as AWS SDKs send them: `amz-sdk-invocation-id` (the
-    /// call's id) and `amz-sdk-request` (`attempt=2; max=9`). Ferry's server logs the id with its own request id.
+    /// call's id) and `amz-sdk-request` (`attempt=2; max=9`), and `traceparent` when a trace is current
+    /// (``UploadTrace/current``). Ferry's server logs the id with its own request id.
     public var headers: [(name: String, value: String)] {
         var request = "attempt=\(number)"
         if let maximum { request += "; max=\(maximum)" }
-        return [(Self.invocationIdHeader, clientRequestId), ("amz-sdk-request", request)]
+        var headers = [(Self.invocationIdHeader, clientRequestId), ("amz-sdk-request", request)]
+        if let trace = UploadTrace.current { headers.append(("traceparent", trace.traceparent())) }
+        return headers
     }
 
     /// The header that carries ``clientRequestId``.

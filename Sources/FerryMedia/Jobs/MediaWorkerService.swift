@@ -147,7 +147,10 @@ package struct MediaWorkerService: Service {
             await withTaskGroup(of: Ending.self) { group in
                 group.addTask {
                     do {
-                        try await pipeline.run(job) { value in progress.withLockedValue { $0 = value } }
+                        // The job continues the trace of the request that enqueued it.
+                        try await TraceContext.withSpan("media.job " + job.kind.rawValue, parent: job.traceParent, ofKind: .consumer) {
+                            try await pipeline.run(job) { value in progress.withLockedValue { $0 = value } }
+                        }
                         return .finished(.success(()))
                     } catch {
                         return .finished(.failure(error))

@@ -2,6 +2,7 @@ import FerryCore
 import FerryStorage
 import Foundation
 import Logging
+import Tracing
 
 /// What the media jobs do: probe the source, take a cover, transcode the ladder and publish it.
 ///
@@ -405,7 +406,12 @@ package struct MediaPipeline: Sendable {
             "media tool started",
             metadata: ["ferry.tool": .string(process.executable), "ferry.arguments": .string(arguments)])
         let started = ContinuousClock.now
-        let outcome = try await process.run(poll: poll)
+        let tool = URL(fileURLWithPath: process.executable).lastPathComponent
+        let outcome = try await withSpan("media.tool " + tool) { span in
+            let outcome = try await process.run(poll: poll)
+            span.attributes["process.exit.code"] = Int(outcome.exitCode ?? -1)
+            return outcome
+        }
         logger.debug(
             "media tool ended",
             metadata: [

@@ -107,7 +107,12 @@ package struct WebhookDeliveryService: Service {
         let event = stored.event
         let failure: String?
         do {
-            try await cancelWhenGracefulShutdown { try await post(stored.body, client) }
+            // The delivery continues the trace of what made the event; the app server gets it as `traceparent`.
+            try await TraceContext.withSpan("webhook.deliver", parent: stored.traceParent, ofKind: .client) {
+                // With a tracer, the HTTP client sends the delivery's own `traceparent`; without one, the stored one.
+                let traceParent = TraceContext.current() == nil ? stored.traceParent : nil
+                try await cancelWhenGracefulShutdown { try await post(stored.body, client, traceParent: traceParent) }
+            }
             failure = nil
         } catch {
             // Interrupted by shutdown: not an attempt; it is sent again on the next start.
@@ -151,11 +156,12 @@ package struct WebhookDeliveryService: Service {
     }
 
     /// POSTs a body; throws unless the receiver answers 2xx.
-    private func post(_ body: [UInt8], _ client: HTTPClient) async throws {
+    private func post(_ body: [UInt8], _ client: HTTPClient, traceParent: String?) async throws {
         var request = HTTPClientRequest(url: configuration.url.absoluteString)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "User-Agent", value: "Ferry-Webhooks")
+        if let traceParent { request.headers.add(name: "traceparent", value: traceParent) }
         request.headers.add(
             name: WebhookSignature.headerName,
             value: WebhookSignature.sign(body: body, secret: configuration.secret, timestamp: Date()))

@@ -26,7 +26,7 @@ public final class WebhookOutbox: Sendable {
         let event = WebhookEvent(
             id: "evt_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""), type: notification.type,
             payload: notification.payload, createdAt: Date(), attempts: 0, deliveredAt: nil, failedAt: nil)
-        try await catalog.insertWebhookEvent(event, body: try Self.body(of: event))
+        try await catalog.insertWebhookEvent(event, body: try Self.body(of: event), traceParent: TraceContext.current())
         return event.id
     }
 

@@ -32,11 +32,12 @@ extension FerryServer {
             refusing(MediaError("MethodNotAllowed", "\(api) operations are POST requests.", status: 405))
         }
 
-        // Every request: its id first, then its access log record, then its metrics. Tracing middleware goes here
-        // too, after these and before the groups, so that it sees every answer, refusals included.
+        // Every request: its id first, then its access log record, then its metrics, then its span (which continues
+        // the caller's `traceparent`), all before the groups, so that they see every answer, refusals included.
         router.add(middleware: RequestIdMiddleware())
         router.add(middleware: AccessLogMiddleware())
         router.add(middleware: MetricsMiddleware(metrics: metrics))
+        router.add(middleware: RequestTracingMiddleware())
 
         // The object API: S3's catch-all.
         let s3 = MiddlewareChain(

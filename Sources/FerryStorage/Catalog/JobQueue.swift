@@ -66,6 +66,8 @@ public struct MediaJob: Sendable, Hashable, Codable {
     public var createdAt: Date
     /// When it last changed.
     public var updatedAt: Date
+    /// The trace the job continues (`traceparent` of the span that enqueued it); nil when nothing was traced.
+    public var traceParent: String?
 
     /// A new job, due at `runAt`.
     public init(videoId: String, kind: MediaJobKind, maxAttempts: Int = 3, runAt: Date = Date()) {
@@ -78,6 +80,7 @@ public struct MediaJob: Sendable, Hashable, Codable {
         self.runAt = runAt
         createdAt = runAt
         updatedAt = runAt
+        traceParent = TraceContext.current()
     }
 }
 

@@ -8,6 +8,8 @@ public struct StoredWebhookEvent: Sendable {
     public var body: [UInt8]
     /// When the next attempt is due.
     public var nextAttemptAt: Date
+    /// The trace the event continues (`traceparent` of the span that made it); nil when nothing was traced.
+    public var traceParent: String?
 }
 
 /// An event with how its delivery goes, for people looking at it (the console's webhooks page).
@@ -35,7 +37,7 @@ public struct WebhookBacklog: Sendable, Hashable {
 
 public protocol WebhookStore: Sendable {
     /// Inserts a new event, due at once.
-    func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws
+    func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8], traceParent: String?) async throws
     /// The oldest pending event (neither delivered nor failed), due or not.
     func nextPendingWebhookEvent() async throws -> StoredWebhookEvent?
     /// Every event not delivered (pending and failed), oldest first.
@@ -51,4 +53,11 @@ public protocol WebhookStore: Sendable {
     /// Makes an event whose attempts ran out pending again, due at `now` with a fresh count of attempts; false when
     /// no failed event has that id.
     func retryWebhookEvent(_ id: String, now: Date) async throws -> Bool
+}
+
+extension WebhookStore {
+    /// Inserts a new event that continues no trace, due at once.
+    public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
+        try await insertWebhookEvent(event, body: body, traceParent: nil)
+    }
 }

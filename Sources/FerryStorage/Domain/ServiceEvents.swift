@@ -1,4 +1,5 @@
 import Foundation
+import Tracing
 
 /// What happened to a multipart upload.
 package enum MultipartUploadEvent: String, Sendable, CaseIterable {
@@ -42,17 +43,20 @@ extension ServiceEvents {
 }
 
 extension Optional where Wrapped == any ServiceEvents {
-    /// Runs `body`, reporting its duration (and whether it threw) as a call to `layer`'s `operation`.
-    package func timed<T>(_ layer: String, _ operation: String, _ body: () async throws -> T) async rethrows -> T {
-        guard let events = self else { return try await body() }
-        let start = ContinuousClock.now
-        do {
-            let value = try await body()
-            events.storageCall(layer: layer, operation: operation, duration: ContinuousClock.now - start, failed: false)
-            return value
-        } catch {
-            events.storageCall(layer: layer, operation: operation, duration: ContinuousClock.now - start, failed: true)
-            throw error
+    /// Runs `body` in a span named `layer.operation`, reporting its duration (and whether it threw) as a call to
+    /// `layer`'s `operation`.
+    package func timed<T>(_ layer: String, _ operation: String, _ body: () async throws -> T) async throws -> T {
+        try await withSpan(layer + "." + operation) { _ in
+            guard let events = self else { return try await body() }
+            let start = ContinuousClock.now
+            do {
+                let value = try await body()
+                events.storageCall(layer: layer, operation: operation, duration: ContinuousClock.now - start, failed: false)
+                return value
+            } catch {
+                events.storageCall(layer: layer, operation: operation, duration: ContinuousClock.now - start, failed: true)
+                throw error
+            }
         }
     }
 }

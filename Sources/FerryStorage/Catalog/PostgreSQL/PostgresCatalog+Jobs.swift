@@ -17,6 +17,7 @@ extension PostgresCatalog: JobQueue {
         job.lastError = try row["last_error"].decode(String?.self)
         job.createdAt = Date(timeIntervalSince1970: try row["created_at"].decode(Double.self))
         job.updatedAt = Date(timeIntervalSince1970: try row["updated_at"].decode(Double.self))
+        job.traceParent = try row["trace_parent"].decode(String?.self)
         return job
     }
 
@@ -25,10 +26,11 @@ extension PostgresCatalog: JobQueue {
             try await connection.query(
                 """
                 INSERT INTO media_job
-                (id, video_id, kind, state, attempts, max_attempts, run_at, progress, last_error, created_at, updated_at)
+                (id, video_id, kind, state, attempts, max_attempts, run_at, progress, last_error, created_at, updated_at,
+                 trace_parent)
                 VALUES (\(job.id), \(job.videoId), \(job.kind.rawValue), \(job.state.rawValue), \(job.attempts),
                         \(job.maxAttempts), \(job.runAt.timeIntervalSince1970), \(job.progress), \(job.lastError),
-                        \(job.createdAt.timeIntervalSince1970), \(job.updatedAt.timeIntervalSince1970))
+                        \(job.createdAt.timeIntervalSince1970), \(job.updatedAt.timeIntervalSince1970), \(job.traceParent))
                 """, logger: logger)
         }
     }

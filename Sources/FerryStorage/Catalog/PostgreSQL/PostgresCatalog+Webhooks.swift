@@ -15,16 +15,18 @@ extension PostgresCatalog: WebhookStore {
         var body = try row["body"].decode(ByteBuffer.self)
         return StoredWebhookEvent(
             event: event, body: body.readBytes(length: body.readableBytes) ?? [],
-            nextAttemptAt: Date(timeIntervalSince1970: try row["next_attempt_at"].decode(Double.self)))
+            nextAttemptAt: Date(timeIntervalSince1970: try row["next_attempt_at"].decode(Double.self)),
+            traceParent: try row["trace_parent"].decode(String?.self))
     }
 
-    public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
+    public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8], traceParent: String?) async throws {
         let payload = String(decoding: try WebhookEvent.jsonEncoder.encode(event.payload), as: UTF8.self)
         let created = event.createdAt.timeIntervalSince1970
         try await client.query(
             """
-            INSERT INTO webhook_event (id, type, payload, body, created_at, attempts, next_attempt_at)
-            VALUES (\(event.id), \(event.type.rawValue), \(payload), \(ByteBuffer(bytes: body)), \(created), 0, \(created))
+            INSERT INTO webhook_event (id, type, payload, body, created_at, attempts, next_attempt_at, trace_parent)
+            VALUES (\(event.id), \(event.type.rawValue), \(payload), \(ByteBuffer(bytes: body)), \(created), 0, \(created),
+                    \(traceParent))
             """, logger: logger)
     }
 

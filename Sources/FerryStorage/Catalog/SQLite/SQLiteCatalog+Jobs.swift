@@ -44,6 +44,7 @@ extension SQLiteCatalog: JobQueue {
         job.lastError = row["lastError"]
         job.createdAt = Date(timeIntervalSince1970: row["createdAt"])
         job.updatedAt = Date(timeIntervalSince1970: row["updatedAt"])
+        job.traceParent = row["traceParent"]
         return job
     }
 
@@ -54,13 +55,14 @@ extension SQLiteCatalog: JobQueue {
             try db.execute(
                 sql: """
                     INSERT INTO mediaJob
-                    (id, videoId, kind, state, attempts, maxAttempts, runAt, progress, lastError, createdAt, updatedAt, seq)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    (id, videoId, kind, state, attempts, maxAttempts, runAt, progress, lastError, createdAt, updatedAt, seq,
+                     traceParent)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     job.id, job.videoId, job.kind.rawValue, job.state.rawValue, job.attempts, job.maxAttempts,
                     job.runAt.timeIntervalSince1970, job.progress, job.lastError, job.createdAt.timeIntervalSince1970,
-                    job.updatedAt.timeIntervalSince1970, seq,
+                    job.updatedAt.timeIntervalSince1970, seq, job.traceParent,
                 ])
         }
     }

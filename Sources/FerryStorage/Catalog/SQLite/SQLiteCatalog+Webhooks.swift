@@ -41,21 +41,22 @@ extension SQLiteCatalog: WebhookStore {
             failedAt: failed.map(Date.init(timeIntervalSince1970:)))
         let body: Data = row["body"]
         return StoredWebhookEvent(
-            event: event, body: [UInt8](body), nextAttemptAt: Date(timeIntervalSince1970: row["nextAttemptAt"]))
+            event: event, body: [UInt8](body), nextAttemptAt: Date(timeIntervalSince1970: row["nextAttemptAt"]),
+            traceParent: row["traceParent"])
     }
 
     /// Inserts a new event, due at once.
-    public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
+    public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8], traceParent: String?) async throws {
         let payload = try WebhookEvent.jsonEncoder.encode(event.payload)
         try await pool.write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO webhookEvent (id, type, payload, body, createdAt, attempts, nextAttemptAt)
-                    VALUES (?, ?, ?, ?, ?, 0, ?)
+                    INSERT INTO webhookEvent (id, type, payload, body, createdAt, attempts, nextAttemptAt, traceParent)
+                    VALUES (?, ?, ?, ?, ?, 0, ?, ?)
                     """,
                 arguments: [
                     event.id, event.type.rawValue, String(decoding: payload, as: UTF8.self), Data(body),
-                    event.createdAt.timeIntervalSince1970, event.createdAt.timeIntervalSince1970,
+                    event.createdAt.timeIntervalSince1970, event.createdAt.timeIntervalSince1970, traceParent,
                 ])
         }
     }

@@ -104,6 +104,13 @@ public final class SQLiteCatalog: ObjectCatalog {
         migrator.registerMigration("v10-bucket-lifecycle") { db in
             try db.execute(sql: "ALTER TABLE bucket ADD COLUMN lifecycle TEXT")
         }
+        migrator.registerMigration("v11-trace-context") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE mediaJob ADD COLUMN traceParent TEXT;
+                    ALTER TABLE webhookEvent ADD COLUMN traceParent TEXT;
+                    """)
+        }
         return migrator
     }
 
