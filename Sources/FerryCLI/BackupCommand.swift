@@ -18,7 +18,7 @@ struct BackupCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Data directory (or FERRY_DATA_DIR). Default ~/.ferry.")
     var dataDirectory: String?
 
-    @Argument(help: "The backup directory to create; it must not exist.")
+    @Argument(help: ArgumentHelp("The backup directory to create; it must not exist.", valueName: "OUT"))
     var output: String
 
     func run() async throws {
@@ -48,7 +48,7 @@ struct RestoreCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Data directory to restore into (or FERRY_DATA_DIR). Default ~/.ferry.")
     var dataDirectory: String?
 
-    @Argument(help: "The backup directory.")
+    @Argument(help: ArgumentHelp("The backup directory, made by `ferry backup`.", valueName: "IN"))
     var input: String
 
     func run() async throws {

@@ -310,6 +310,20 @@ struct BackupTests {
         #expect(unlisted.status == 1)
         #expect(unlisted.error.contains("manifest.json"), "\(unlisted.error)")
         #expect(!FileManager.default.fileExists(atPath: fresh))
+
+        // A manifest that names a path outside the backup's layout.
+        let hostile = """
+            {"format": 1, "ferryVersion": "0.1.0", "createdAt": "2026-01-01T00:00:00Z",
+             "counts": {"buckets": 0, "objects": 0, "multipartUploads": 0, "parts": 0, "accessKeys": 0, "blobs": 0, "blobBytes": 0},
+             "files": [{"path": "catalog.sqlite", "size": 0, "sha256": "\(String(repeating: "0", count: 64))"},
+                       {"path": "../outside", "size": 0, "sha256": "\(String(repeating: "0", count: 64))"}]}
+            """
+        try hostile.write(toFile: backup + "/manifest.json", atomically: true, encoding: .utf8)
+        let escaping = try await Self.ferry("restore", data: fresh, backup)
+        #expect(escaping.status == 1)
+        #expect(escaping.error.contains("a Ferry backup does not hold: ../outside"), "\(escaping.error)")
+        #expect(!FileManager.default.fileExists(atPath: fresh))
+        #expect(!FileManager.default.fileExists(atPath: work + "/outside"))
     }
 
     @Test("a backup SIGKILLed mid-way leaves nothing restore accepts, and the next backup succeeds")

@@ -34,7 +34,7 @@ import NIOPosix
 ///
 /// Everything is written to `OUT.partial-XXXXXXXX` next to `OUT`, fsynced, the manifest last, and renamed to `OUT` at
 /// the end: a backup that is killed leaves no `OUT`, and its partial directory has no manifest, which a restore
-/// refuses.
+/// refuses (unless it was killed between the manifest and the rename, when the partial directory is complete).
 ///
 /// ```swift
 /// let backup = DataDirectoryBackup(dataDirectory: "/var/lib/ferry")
@@ -311,7 +311,7 @@ package struct DataDirectoryBackup: Sendable {
                 guard copy.size == file.size, copy.sha256 == file.sha256 else {
                     throw DataDirectoryBackupError(
                         .checksumMismatch,
-                        "\(file.path) in the backup does not match its manifest (\(copy.size) bytes, SHA-256 \(copy.sha256); the manifest lists \(file.size) bytes, \(file.sha256)): the backup is damaged; nothing was restored.")
+                        "\(file.path) in the backup does not match its manifest (\(copy.size) bytes, the manifest lists \(file.size); or its SHA-256 differs): the backup is damaged; nothing was restored.")
                 }
             }
         }
