@@ -49,7 +49,12 @@ struct BlobFiles: BlobStorage {
     }
 
     func path(of blob: String) -> String {
-        "\(blobDirectory)/\(blob.prefix(2))/\(blob)"
+        "\(blobDirectory)/\(Self.relativePath(of: blob))"
+    }
+
+    /// Where a blob's file is below `blobs/`: `xx/<name>`, `xx` its name's first two characters.
+    static func relativePath(of blob: String) -> String {
+        "\(blob.prefix(2))/\(blob)"
     }
 
     /// The process's disk threads: more than the cores, as they mostly wait (direct writes return when the device has

@@ -506,14 +506,18 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Every blob name the catalog references (for garbage collection of orphans).
     func referencedBlobs() async throws -> Set<String> {
-        try await pool.read { db in
-            var names = Set(try Row.fetchAll(db, sql: "SELECT blob, segments FROM part").flatMap(Self.partBlobs))
-            for manifest in try String.fetchAll(db, sql: "SELECT manifest FROM object") {
-                for segment in try JSONDecoder().decode([BlobSegment].self, from: Data(manifest.utf8)) {
-                    names.insert(segment.blob)
-                }
+        try await pool.read { db in try Self.referencedBlobs(db) }
+    }
+
+    /// Every blob name the catalog in `db` references: its objects' and its multipart uploads' parts' (also read from
+    /// a copy of the catalog, such as a backup's).
+    static func referencedBlobs(_ db: Database) throws -> Set<String> {
+        var names = Set(try Row.fetchAll(db, sql: "SELECT blob, segments FROM part").flatMap(partBlobs))
+        for manifest in try String.fetchAll(db, sql: "SELECT manifest FROM object") {
+            for segment in try JSONDecoder().decode([BlobSegment].self, from: Data(manifest.utf8)) {
+                names.insert(segment.blob)
             }
-            return names
         }
+        return names
     }
 }

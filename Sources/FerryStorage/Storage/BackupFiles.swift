@@ -1,0 +1,110 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Crypto
+import Foundation
+
+/// The file operations of a backup and a restore: streamed copies that hash the bytes as they pass and are durable
+/// when they return, and durable directory entries. Blocking; callers run them on a thread pool.
+enum BackupFiles {
+    /// Bytes read and written at a time; a file is never held whole in memory.
+    static let chunk = 1 << 20
+
+    /// Copies `source` to a new file `target` (mode 0600) in chunks, hashing them as they pass, and fsyncs it.
+    /// A symbolic link at `source` is refused, not followed.
+    ///
+    /// - Returns: the size and SHA-256 of the bytes copied, or nil when there is no file at `source` (and then no
+    ///   file at `target` either).
+    static func copy(_ source: String, to target: String) throws -> (size: Int64, sha256: String)? {
+        let input = open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard input >= 0 else {
+            if errno == ENOENT { return nil }
+            throw POSIXFileError("open", errno)
+        }
+        defer { close(input) }
+        let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw POSIXFileError("open", errno) }
+        do {
+            let digest = try read(input) { bytes in try writeAll(bytes, to: output) }
+            guard fsync(output) == 0 else { throw POSIXFileError("fsync", errno) }
+            close(output)
+            return digest
+        } catch {
+            close(output)
+            unlink(target)
+            throw error
+        }
+    }
+
+    /// The size and SHA-256 of the file at `path`, read in chunks.
+    static func digest(of path: String) throws -> (size: Int64, sha256: String) {
+        let input = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard input >= 0 else { throw POSIXFileError("open", errno) }
+        defer { close(input) }
+        return try read(input) { _ in }
+    }
+
+    /// Writes `data` to a new file `path` (mode 0600) and fsyncs it.
+    static func write(_ data: Data, to path: String) throws {
+        let output = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw POSIXFileError("open", errno) }
+        defer { close(output) }
+        try data.withUnsafeBytes { try writeAll($0, to: output) }
+        guard fsync(output) == 0 else { throw POSIXFileError("fsync", errno) }
+    }
+
+    /// Makes the entries of directory `path` (files created or renamed in it) durable.
+    static func syncDirectory(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw POSIXFileError("open", errno) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw POSIXFileError("fsync", errno) }
+    }
+
+    /// Renames `source` to `target` (both in one file system).
+    static func rename(_ source: String, to target: String) throws {
+        guard Foundation.rename(source, target) == 0 else { throw POSIXFileError("rename", errno) }
+    }
+
+    /// Reads `fd` to its end in chunks, passing each to `body`; returns the size and SHA-256 of what it read.
+    private static func read(_ fd: Int32, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
+        -> (size: Int64, sha256: String)
+    {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        guard let base = buffer.baseAddress else { throw POSIXFileError("read", EINVAL) }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        while true {
+            let n = Foundation.read(fd, base, chunk)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw POSIXFileError("read", errno)
+            }
+            if n == 0 { break }
+            let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            hasher.update(bufferPointer: bytes)
+            try body(bytes)
+            size += Int64(n)
+        }
+        return (size, hasher.finalize().map { String(format: "%02x", $0) }.joined())
+    }
+
+    /// Writes all of `bytes` to `fd`.
+    private static func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: Int32) throws {
+        guard let base = bytes.baseAddress else { return }
+        var done = 0
+        while done < bytes.count {
+            let n = Foundation.write(fd, base + done, bytes.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw POSIXFileError("write", errno)
+            }
+            done += n
+        }
+    }
+}
