@@ -152,6 +152,7 @@ public final class PostgresCatalog: Sendable, Service {
         (4, "object store", objectTables),
         (5, "blob deletion queue", blobDeletionTable),
         (6, "bucket lifecycle", ["ALTER TABLE s3_bucket ADD COLUMN lifecycle TEXT"]),
+        (7, "node heartbeats", nodeHeartbeatTable),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.
