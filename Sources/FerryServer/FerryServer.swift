@@ -48,12 +48,12 @@ public struct FerryServer: Sendable {
     let publicEndpoint: PublicEndpoint?
     /// This process's hold on the data directory.
     let directoryLock: DataDirectoryLock
-    /// This node's name in the catalog's leases.
+    /// This node's name in the catalog's leases and heartbeats.
     let node = "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(8).lowercased())"
     /// When this server was opened (its heartbeats' start time).
     let startedAt = Date()
     /// How often this node writes its heartbeat, and when a node counts as stale or gone.
-    var heartbeats = NodeHeartbeatService.Configuration()
+    let heartbeats = NodeHeartbeatService.Configuration()
 
     /// Opens (creating when needed) the data directory, with everything in its SQLite catalog. A configuration with a
     /// ``FerryServerConfiguration/catalogURL`` is opened with ``open(configuration:environment:)``.
