@@ -3,26 +3,15 @@ import FerryCore
 import FerryTestSupport
 import Foundation
 import Logging
+import ServiceLifecycle
 import Testing
 
-/// The catalogs the heartbeat store's behavioural suite runs against: every implementation must pass every test here.
-enum HeartbeatStoreImplementation: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite
-    case postgres
-
-    var testDescription: String { rawValue }
-
-    /// A fresh, empty catalog of this implementation; `body` runs with it.
-    func with<T>(_ body: (any NodeHeartbeatStore & JobQueue & WebhookStore) async throws -> T) async throws -> T {
-        switch self {
-        case .sqlite:
-            let directory = TemporaryDirectory.make("ferry-heartbeats")
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            return try await body(try SQLiteCatalog(path: directory + "/catalog.sqlite"))
-        case .postgres:
-            return try await PostgresServer.withDatabase { url in
-                try await PostgresCatalog.withConnection(url: url) { catalog in try await body(catalog) }
-            }
+extension JobQueueImplementation {
+    /// A fresh, empty catalog of this implementation as a heartbeat store (with its job queue and webhook store, which
+    /// the status report reads too); `body` runs with it.
+    func withHeartbeats<T>(_ body: (any NodeHeartbeatStore & JobQueue & WebhookStore) async throws -> T) async throws -> T {
+        try await with { catalog in
+            try await body(try #require(catalog as? any NodeHeartbeatStore & JobQueue & WebhookStore))
         }
     }
 }
@@ -37,9 +26,9 @@ struct NodeHeartbeatTests {
             lastSeen: t0.addingTimeInterval(seconds))
     }
 
-    @Test("a heartbeat is listed as written, nodes by name; a node's next heartbeat replaces its last", arguments: HeartbeatStoreImplementation.allCases)
-    func recordAndReplace(_ implementation: HeartbeatStoreImplementation) async throws {
-        try await implementation.with { store in
+    @Test("a heartbeat is listed as written, nodes by name; a node's next heartbeat replaces its last", arguments: JobQueueImplementation.allCases)
+    func recordAndReplace(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withHeartbeats { store in
             #expect(try await store.nodeHeartbeats().isEmpty)
             try await store.recordHeartbeat(heartbeat("node-b", role: "worker"))
             try await store.recordHeartbeat(heartbeat("node-a", role: "api", seen: 5))
@@ -53,9 +42,9 @@ struct NodeHeartbeatTests {
         }
     }
 
-    @Test("nodes last seen before the cutoff are pruned and counted; removing a node leaves the others", arguments: HeartbeatStoreImplementation.allCases)
-    func pruneAndRemove(_ implementation: HeartbeatStoreImplementation) async throws {
-        try await implementation.with { store in
+    @Test("nodes last seen before the cutoff are pruned and counted; removing a node leaves the others", arguments: JobQueueImplementation.allCases)
+    func pruneAndRemove(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withHeartbeats { store in
             for (name, seen) in [("old-1", -90_000.0), ("old-2", -86_401.0), ("fresh-1", -10.0), ("fresh-2", 0.0)] {
                 try await store.recordHeartbeat(heartbeat(name, seen: seen))
             }
@@ -68,9 +57,9 @@ struct NodeHeartbeatTests {
         }
     }
 
-    @Test("a beat writes this node's heartbeat at the clock's time and forgets nodes silent for a day", arguments: HeartbeatStoreImplementation.allCases)
-    func serviceBeat(_ implementation: HeartbeatStoreImplementation) async throws {
-        try await implementation.with { store in
+    @Test("a beat writes this node's heartbeat at the clock's time and forgets nodes silent for a day", arguments: JobQueueImplementation.allCases)
+    func serviceBeat(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withHeartbeats { store in
             try await store.recordHeartbeat(heartbeat("gone", seen: -86_500))
             try await store.recordHeartbeat(heartbeat("quiet", seen: -3_600))
             let clock = ManualTime(t0)
@@ -85,13 +74,13 @@ struct NodeHeartbeatTests {
         }
     }
 
-    @Test("the status lists a node stale once its heartbeat is older than a minute, and the answering node even before its first heartbeat", arguments: HeartbeatStoreImplementation.allCases)
-    func staleness(_ implementation: HeartbeatStoreImplementation) async throws {
+    @Test("the status lists a node stale once its heartbeat is older than a minute, and the answering node even before its first heartbeat", arguments: JobQueueImplementation.allCases)
+    func staleness(_ implementation: JobQueueImplementation) async throws {
         let directory = TemporaryDirectory.make("ferry-status-probe")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let files = try SQLiteCatalog(path: directory + "/objects.sqlite")
         let objects = try CatalogObjectStore(directory: directory + "/objects", catalog: files, logger: Logger(label: "test"))
-        try await implementation.with { store in
+        try await implementation.withHeartbeats { store in
             try await store.recordHeartbeat(heartbeat("node-a", seen: -60))
             try await store.recordHeartbeat(heartbeat("node-b", seen: -61))
             let probe = ServiceStatusProbe(
@@ -108,5 +97,47 @@ struct NodeHeartbeatTests {
             #expect(disk.totalBytes > 0 && (0...disk.totalBytes).contains(disk.freeBytes))
             #expect(await probe.freshNodeCount() == 2)
         }
+    }
+}
+
+/// A catalog that never answers: every call waits until it is cancelled.
+struct SilentHeartbeatStore: NodeHeartbeatStore {
+    func recordHeartbeat(_ heartbeat: NodeHeartbeat) async throws { try await Task.sleep(for: .seconds(3600)) }
+    func nodeHeartbeats() async throws -> [NodeHeartbeat] {
+        try await Task.sleep(for: .seconds(3600))
+        return []
+    }
+    func pruneHeartbeats(before date: Date) async throws -> Int {
+        try await Task.sleep(for: .seconds(3600))
+        return 0
+    }
+    func removeHeartbeat(_ name: String) async throws { try await Task.sleep(for: .seconds(3600)) }
+}
+
+@Suite("Node heartbeats against a catalog that does not answer", .timeLimit(.minutes(1)))
+struct SilentCatalogHeartbeatTests {
+    @Test("a heartbeat the catalog does not take counts as missed, and a graceful shutdown does not wait for the catalog")
+    func silentCatalogDoesNotHoldUpShutdown() async throws {
+        var configuration = NodeHeartbeatService.Configuration()
+        configuration.writeLimit = .milliseconds(200)
+        configuration.removeLimit = .milliseconds(200)
+        let service = NodeHeartbeatService(
+            store: SilentHeartbeatStore(),
+            node: NodeHeartbeat(name: "n", role: "all", version: "1", startedAt: Date(), lastSeen: Date()),
+            configuration: configuration, logger: Logger(label: "test"), now: { Date() })
+        let beat = ContinuousClock.now
+        await service.beat()
+        #expect(ContinuousClock.now - beat < .seconds(2))
+
+        let group = ServiceGroup(
+            configuration: .init(services: [service], gracefulShutdownSignals: [], logger: Logger(label: "test")))
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await Task.sleep(for: .milliseconds(300))
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(ContinuousClock.now - started < .seconds(3))
     }
 }
