@@ -33,7 +33,7 @@ struct SharedCatalogTests {
             #expect(first.rootCredentials == second.rootCredentials)
             #expect([first.rootCredentialsGenerated, second.rootCredentialsGenerated].filter { $0 }.count == 1)
             #expect(first.mediaCatalog is PostgresCatalog)
-            #expect(try await PostgresCatalog.withConnection(url: url) { try await $0.schemaVersions() } == [1, 2, 3, 4, 5, 7])
+            #expect(try await PostgresCatalog.withConnection(url: url) { try await $0.schemaVersions() } == [1, 2, 3, 4, 5, 6, 7])
             // Nothing of the keys is on either node's disk.
             for node in [first, second] {
                 let files = try FileManager.default.contentsOfDirectory(atPath: node.configuration.dataDirectory)
