@@ -29,7 +29,7 @@ public struct FerryServer: Sendable {
     public let catalog: SQLiteCatalog
     /// Where videos, images, access keys, media jobs and webhook events live: ``catalog``, or PostgreSQL when nodes
     /// share one (``FerryServerConfiguration/catalogURL``).
-    public let mediaCatalog: any MediaCatalog & WebhookStore & ServiceLeaseStore
+    public let mediaCatalog: any MediaCatalog & WebhookStore & ServiceLeaseStore & NodeHeartbeatStore
     /// The PostgreSQL catalog, when one is used: its connections run as one of the application's services.
     let postgres: PostgresCatalog?
     /// Access keys, temporary credentials and their resolution.
@@ -48,8 +48,12 @@ public struct FerryServer: Sendable {
     let publicEndpoint: PublicEndpoint?
     /// This process's hold on the data directory.
     let directoryLock: DataDirectoryLock
-    /// This node's name in the catalog's leases.
+    /// This node's name in the catalog's leases and heartbeats.
     let node = "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(8).lowercased())"
+    /// When this server was opened (its heartbeats' start time).
+    let startedAt = Date()
+    /// How often this node writes its heartbeat, and when a node counts as stale or gone.
+    let heartbeats = NodeHeartbeatService.Configuration()
 
     /// Opens (creating when needed) the data directory, with everything in its SQLite catalog. A configuration with a
     /// ``FerryServerConfiguration/catalogURL`` is opened with ``open(configuration:environment:)``.
@@ -237,7 +241,22 @@ public struct FerryServer: Sendable {
     var mediaAPI: MediaAPI {
         MediaAPI(
             library: mediaLibrary, credentials: credentials, configuration: configuration, publicEndpoint: publicEndpoint,
-            processingUnavailable: mediaProcessingUnavailable)
+            processingUnavailable: mediaProcessingUnavailable, status: statusProbe)
+    }
+
+    /// This node as its heartbeats describe it.
+    var nodeHeartbeat: NodeHeartbeat {
+        NodeHeartbeat(
+            name: node, role: configuration.role.rawValue, version: FerryCoreVersion.string, startedAt: startedAt,
+            lastSeen: startedAt)
+    }
+
+    /// The status report of GetServiceStatus and the status series of `/metrics`.
+    var statusProbe: ServiceStatusProbe {
+        ServiceStatusProbe(
+            catalog: mediaCatalog, store: store,
+            dataDirectory: configuration.objectStore == nil ? configuration.dataDirectory : nil, node: nodeHeartbeat,
+            staleAfter: heartbeats.staleAfter, logger: configuration.logger, now: configuration.now)
     }
 
     /// The form upload endpoint (Qiniu-style upload tokens) over this server's store; stored objects advance the media
@@ -297,8 +316,9 @@ public struct FerryServer: Sendable {
     }
 
     /// The services that run beside the HTTP server (``makeApplication(onServerRunning:)`` runs them), or in its
-    /// place on a worker node (``NodeRole/worker``): the PostgreSQL catalog's connections, the collector of unfinished
-    /// uploads, webhook delivery when a webhook is configured, and the media workers when this node runs media jobs.
+    /// place on a worker node (``NodeRole/worker``): the PostgreSQL catalog's connections, this node's heartbeats, the
+    /// collector of unfinished uploads, webhook delivery when a webhook is configured, and the media workers when this
+    /// node runs media jobs.
     public func makeBackgroundServices() -> [any Service] {
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
@@ -311,6 +331,10 @@ public struct FerryServer: Sendable {
             // until they end.
             services.append(postgres)
         }
+        services.append(
+            NodeHeartbeatService(
+                store: mediaCatalog, node: nodeHeartbeat, configuration: heartbeats, logger: configuration.logger,
+                now: configuration.now))
         services.append(collector)
         if let port = configuration.metricsPort { services.append(makeMetricsApplication(port: port)) }
         if let webhook = configuration.webhook {

@@ -106,6 +106,7 @@ struct MediaContractRequestTests {
         check(
             "RetryWebhookEvent", #"{"EventId": "evt_1"}"#, MediaContract.WebhookEventIdRequest(eventId: "evt_1"),
             empty: .init(eventId: nil)),
+        check("GetServiceStatus", "{}", MediaContract.ServiceStatusRequest(), empty: .init()),
     ]
 
     static var openAPIPath: String {
@@ -192,7 +193,7 @@ struct MediaContractRequestTests {
         #expect(schemas["AssumeRole"]?.properties == ["DurationSeconds", "Policy"])
         // Every operation the document lists has a request type here, and no request type names an unknown one.
         #expect(Set(schemas.keys) == Set(Self.cases.map(\.operation)))
-        #expect(schemas.count == 17)
+        #expect(schemas.count == 18)
     }
 
     @Test("each request type encodes to exactly its operation's documented keys, with the values on the wire")

@@ -6,13 +6,13 @@ import Testing
 /// The web console in a real Chromium (Debian's `chromium` and `chromium-driver`, driven headless by Selenium from
 /// Scripts/console_browser.py) against `ferry serve` with media processing: sign in, upload through the file input,
 /// watch the status become Normal, play, edit, resume after a reload, keep an upload across an ended session,
-/// delete, keys, webhooks, a narrow window, a scoped key. Screenshots go to `.build/test-artifacts/console/`.
+/// delete, keys, webhooks, the status page, a narrow window, a scoped key. Screenshots go to `.build/test-artifacts/console/`.
 @Suite("Web console in Chromium", .serialized, .timeLimit(.minutes(10)))
 struct ConsoleBrowserTests {
     static let artifacts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent(".build/test-artifacts/console").path
 
-    @Test("sign in, upload, Normal, play, edit, markup as text, resume after reload, ended session, pause/resume/cancel, dropped network, delete, keys, webhooks, narrow window, scoped key")
+    @Test("sign in, upload, Normal, play, edit, markup as text, resume after reload, ended session, pause/resume/cancel, dropped network, delete, keys, webhooks, status, narrow window, scoped key")
     func console() async throws {
         let data = TemporaryDirectory.make("ferry-console")
         defer { try? FileManager.default.removeItem(atPath: data) }
@@ -54,7 +54,7 @@ struct ConsoleBrowserTests {
             environment.merge([
                 "FERRY_ENDPOINT": server.endpoint, "ROOT_ID": root.accessKeyId, "ROOT_SECRET": root.secretAccessKey,
                 "SCOPED_ID": scopedId, "SCOPED_SECRET": scopedSecret, "CLIP": clip, "BIG": big, "ARTIFACTS": Self.artifacts,
-                "HOME": home,
+                "HOME": home, "SERVER_PID": String(server.process.processIdentifier),
             ]) { $1 }
             process.environment = environment
             return try process.runCapturing()
@@ -68,11 +68,12 @@ struct ConsoleBrowserTests {
             "video plays", "edit title", "title with markup renders as text",
             "reload mid-upload resumes without re-sending stored parts", "expired session keeps the upload",
             "pause, resume and a dropped network", "cancel", "delete",
-            "keys page shows a secret once", "webhooks page lists deliveries", "narrow window",
+            "keys page shows a secret once", "webhooks page lists deliveries", "status page lists this node",
+            "narrow window",
             "scoped key sees only its own videos",
         ]
         #expect(passed == expected, "missing: \(expected.subtracting(passed))")
-        for page in ["sign-in", "upload", "library", "video", "keys", "webhooks", "library-narrow"] {
+        for page in ["sign-in", "upload", "library", "video", "keys", "webhooks", "status", "library-narrow"] {
             #expect(FileManager.default.fileExists(atPath: "\(Self.artifacts)/\(page).png"), "no screenshot of \(page)")
         }
         // No secret of either key reached the server's log.

@@ -286,6 +286,12 @@ public final class MediaServiceClient: Sendable {
             .accessKeys
     }
 
+    /// The service's status (root key only): its nodes and their heartbeats, the media job queue, the webhook
+    /// backlog, whether the catalog and the object store answer, and the space left on the answering node's disk.
+    public func serviceStatus() async throws(FerryError) -> MediaContract.ServiceStatusAnswer {
+        try await call("GetServiceStatus", MediaContract.ServiceStatusRequest(), as: MediaContract.ServiceStatusAnswer.self)
+    }
+
     /// Disables an access key (root key only); its temporary credentials stop working too.
     public func disableAccessKey(_ accessKeyId: String) async throws(FerryError) {
         let request = MediaContract.AccessKeyIdRequest(accessKeyId: accessKeyId)

@@ -53,12 +53,19 @@ extension FerryServer {
         // The media API: other methods and unknown paths refused before authentication, actions after it.
         let v1 = router.group("/_ferry/v1", MediaDialect(name: "media"), outer: [crossOrigin])
         v1.on(["", "{action}"], methods: allBut([.post]), use: notPost("Media API"))
-        v1.on(["{action}/**"], methods: all) { request, _ -> Response in
+        v1.on(["{action}/**", "GetServiceStatus/**"], methods: all) { request, _ -> Response in
             throw MediaAPI.invalidAction(request.uri.path.dropFirst(MediaAPI.pathPrefix.count))
         }
+        // GetServiceStatus reads nothing from its body: it also answers GET (a status page, a probe).
+        v1.on(
+            ["GetServiceStatus"], methods: allBut([.get, .post]),
+            use: refusing(MediaError("MethodNotAllowed", "GetServiceStatus answers GET and POST requests.", status: 405)))
         v1.add(middleware: MediaAuthenticationMiddleware(authenticator: authenticator))
         v1.on(["", "{action}"], methods: [.post]) { request, context in
             try await media.respond(action: context.parameters.get("action") ?? "", request: request, context: context)
+        }
+        v1.on(["GetServiceStatus"], methods: [.get, .post]) { request, context in
+            try await media.respond(action: "GetServiceStatus", request: request, context: context)
         }
 
         // The publish API: its two actions need a publish signature; anything else is refused without one.

@@ -26,6 +26,8 @@ public struct MediaAPI: Sendable {
     let publicEndpoint: PublicEndpoint?
     /// Why videos are not processed here, when they are not (no ffmpeg, or no workers); nil when they are.
     let processingUnavailable: String?
+    /// The service's status as GetServiceStatus reports it.
+    let status: ServiceStatusProbe
 
     var catalog: any MediaCatalog { library.catalog }
     var store: any ObjectStore { library.store }
@@ -87,6 +89,7 @@ public struct MediaAPI: Sendable {
         case "ListWebhookEvents": try await listWebhookEvents(JSONBody.decode(MediaContract.ListWebhookEventsRequest.self, from: data), call)
         case "RetryWebhookEvent": try await retryWebhookEvent(JSONBody.decode(MediaContract.WebhookEventIdRequest.self, from: data), call)
         case "DisableAccessKey": try await disableAccessKey(JSONBody.decode(MediaContract.AccessKeyIdRequest.self, from: data), call)
+        case "GetServiceStatus": try await getServiceStatus(JSONBody.decode(MediaContract.ServiceStatusRequest.self, from: data), call)
         default: throw Self.invalidAction(action)
         }
     }

@@ -58,6 +58,9 @@ protocol BlobStorage: Sendable {
     /// The blobs older than `cutoff`, whether referenced or not (the orphan collector compares them with the
     /// catalog).
     func blobs(olderThan cutoff: Date) async throws -> [String]
+
+    /// Checks cheaply that the storage is there and answers (the status report's probe); throws what it met.
+    func probe() async throws
 }
 
 extension BlobStorage {

@@ -4,7 +4,7 @@ Run by ConsoleBrowserTests.swift against a `ferry serve` it started. Every check
 behaviour prints `PASS <name>`; screenshots of each page go to ARTIFACTS.
 
 Environment: FERRY_ENDPOINT, ROOT_ID, ROOT_SECRET, SCOPED_ID, SCOPED_SECRET, CLIP (a short playable video),
-BIG (a file of several 5 MiB parts), ARTIFACTS (a directory).
+BIG (a file of several 5 MiB parts), ARTIFACTS (a directory), SERVER_PID (the process id of `ferry serve`).
 """
 
 import json
@@ -333,6 +333,20 @@ def run(driver):
     shot(driver, "webhooks")
     passed("webhooks page lists deliveries")
 
+    # Status: this node (its name carries the server's process id) is listed, running, with the catalog answering.
+    driver.get(CONSOLE + "#/status")
+    pid = os.environ["SERVER_PID"]
+    row = wait(driver, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "#node-list tr[data-node]")
+                                  if f"-{pid}-" in r.get_attribute("data-node")], message="this node in the status")[0]
+    assert row.get_attribute("data-role") == "all", row.get_attribute("data-role")
+    assert row.get_attribute("data-stale") == "false"
+    catalog = driver.find_element(By.CSS_SELECTOR, '#status-summary tr[data-fact="Catalog"] td').text
+    assert catalog.startswith("Answering"), catalog
+    assert driver.find_elements(By.CSS_SELECTOR, '#status-summary tr[data-fact="Disk free"]')
+    check_accessible(driver, "status")
+    shot(driver, "status")
+    passed("status page lists this node")
+
     # A narrow window: nothing scrolls sideways.
     driver.set_window_size(390, 844)
     driver.get(CONSOLE + "#/library")
@@ -351,6 +365,8 @@ def run(driver):
     summary = wait(driver, lambda d: d.find_element(By.ID, "library-summary").text, message="the scoped library")
     assert summary == "No videos match.", summary
     assert not driver.find_element(By.ID, "nav-keys").is_displayed()
+    assert not driver.find_element(By.ID, "nav-status").is_displayed()
+    assert media_api(driver, "GetServiceStatus", {})["status"] == 403
     assert media_api(driver, "GetVideoInfo", {"VideoId": video_id})["status"] == 403
     passed("scoped key sees only its own videos")
 

@@ -8,6 +8,7 @@ import { videoPage } from './view-video.js';
 import { uploadPage } from './view-upload.js';
 import { keysPage } from './view-keys.js';
 import { webhooksPage } from './view-webhooks.js';
+import { statusPage } from './view-status.js';
 
 const main = document.getElementById('main');
 const bar = document.getElementById('bar');
@@ -22,6 +23,7 @@ const routes = [
   [/^#\/upload$/, () => uploadPage(main)],
   [/^#\/keys$/, () => keysPage(main, session)],
   [/^#\/webhooks$/, () => webhooksPage(main, session)],
+  [/^#\/status$/, () => statusPage(main, session)],
 ];
 
 function route() {
@@ -62,6 +64,7 @@ function signedIn(current) {
   document.getElementById('who').textContent = `${current.AccessKeyId}${current.Root ? ' (root)' : ''}`;
   document.getElementById('nav-keys').hidden = !current.Root;
   document.getElementById('nav-webhooks').hidden = !current.Root;
+  document.getElementById('nav-status').hidden = !current.Root;
   uploads.signedIn();
   route();
 }

@@ -30,7 +30,7 @@ public final class FerryMetrics: Sendable {
         requests, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, mediaActions,
         checksumMismatches, multipartUploads, partsReplaced, storageCallDuration, storageCallErrors, catalogUp, mediaJobs,
         mediaJobQueueAge, mediaJobsEnded, mediaJobDuration, mediaJobLeases, timeToNormal, webhookPending, webhookLag,
-        webhookDeliveries, webhookDeliveryDelay,
+        webhookDeliveries, webhookDeliveryDelay, nodesSeen, dataDirectoryFree,
     ]
 
     static let requests = Series(
@@ -105,6 +105,12 @@ public final class FerryMetrics: Sendable {
     static let webhookDeliveryDelay = Series(
         name: "ferry_webhook_delivery_delay_seconds", type: "histogram", labels: [],
         help: "Time from a webhook event being made to its delivery.")
+    static let nodesSeen = Series(
+        name: "ferry_nodes_seen", type: "gauge", labels: [],
+        help: "Nodes whose heartbeat in the catalog is fresh (written within the last 60 s), this one included. Shared by the nodes of one catalog.")
+    static let dataDirectoryFree = Series(
+        name: "ferry_data_dir_free_bytes", type: "gauge", labels: [],
+        help: "Bytes free on the filesystem of the data directory, on a node that keeps objects there (absent with a shared store).")
 
     /// Buckets of the histograms of media work (job attempts, time to Normal, webhook delays).
     private static let longBuckets: [Duration] = [
@@ -137,6 +143,13 @@ public final class FerryMetrics: Sendable {
         gauge(Self.mediaJobQueueAge).set(to: jobs.oldestDue.map { max(0, now.timeIntervalSince($0)) } ?? 0)
         gauge(Self.webhookPending).set(to: Double(webhooks.pending))
         gauge(Self.webhookLag).set(to: webhooks.oldestCreatedAt.map { max(0, now.timeIntervalSince($0)) } ?? 0)
+    }
+
+    /// Sets the status series from this scrape: the nodes with a fresh heartbeat (nil when the catalog did not answer,
+    /// which leaves the last value) and the data directory's free bytes (nil on a node without objects on its disk).
+    func recordStatus(nodesSeen: Int?, dataDirectoryFreeBytes: Int64?) {
+        if let nodesSeen { gauge(Self.nodesSeen).set(to: Double(nodesSeen)) }
+        if let dataDirectoryFreeBytes { gauge(Self.dataDirectoryFree).set(to: Double(dataDirectoryFreeBytes)) }
     }
 
     private func gauge(_ series: Series) -> Gauge { registry.makeGauge(descriptor: Self.descriptor(series)) }

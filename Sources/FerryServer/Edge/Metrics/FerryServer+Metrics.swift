@@ -6,15 +6,19 @@ extension FerryServer {
     /// `GET /metrics` of this server: its registry, brought up to date from the catalog at each scrape.
     var metricsEndpoint: MetricsEndpoint {
         MetricsEndpoint(metrics: metrics, token: configuration.metricsToken) {
-            [metrics, catalog = mediaCatalog, now = configuration.now, runningJobs] in
+            [metrics, catalog = mediaCatalog, now = configuration.now, runningJobs, status = statusProbe] in
             metrics.recordNode(runningJobs: runningJobs.count)
             // A catalog that does not answer (a PostgreSQL pool waiting for a connection) leaves the scrape prompt.
+            async let nodes = status.freshNodeCount()
             let answer = await withTimeLimit(.seconds(2)) { () -> (jobs: JobBacklog, webhooks: WebhookBacklog)? in
                 guard let jobs = try? await catalog.backlog(now: now()), let webhooks = try? await catalog.webhookBacklog()
                 else { return nil }
                 return (jobs, webhooks)
             }
             metrics.recordCatalog(answer ?? nil, now: now())
+            metrics.recordStatus(
+                nodesSeen: await nodes,
+                dataDirectoryFreeBytes: status.dataDirectory.flatMap(ServiceStatusProbe.diskFree(at:))?.freeBytes)
         }
     }
 

@@ -152,6 +152,7 @@ public final class PostgresCatalog: Sendable, Service {
         (4, "object store", objectTables),
         (5, "blob deletion queue", blobDeletionTable),
         (6, "bucket lifecycle", ["ALTER TABLE s3_bucket ADD COLUMN lifecycle TEXT"]),
+        (7, "node heartbeats", nodeHeartbeatTable),
         (
             8, "trace context",
             ["ALTER TABLE media_job ADD COLUMN trace_parent TEXT", "ALTER TABLE webhook_event ADD COLUMN trace_parent TEXT"]

@@ -104,6 +104,7 @@ public final class SQLiteCatalog: ObjectCatalog {
         migrator.registerMigration("v10-bucket-lifecycle") { db in
             try db.execute(sql: "ALTER TABLE bucket ADD COLUMN lifecycle TEXT")
         }
+        registerNodeHeartbeatMigration(&migrator)
         migrator.registerMigration("v11-trace-context") { db in
             try db.execute(
                 sql: """
