@@ -2,6 +2,7 @@ import FerryCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 
 extension ObjectAPI {
     /// Most rules a lifecycle configuration may hold (S3: 1000).
@@ -30,11 +31,13 @@ extension ObjectAPI {
         try Self.validate(&configuration)
         let document = String(decoding: try S3XML.encode(configuration, root: "LifecycleConfiguration"), as: UTF8.self)
         try await store.setBucketConfiguration(request.bucket, .lifecycle, document)
+        lifecycleRules.forget(request.bucket)
         return Response(status: .ok, headers: [.contentLength: "0"])
     }
 
     func deleteBucketLifecycle(_ request: S3Request) async throws -> Response {
         try await store.setBucketConfiguration(request.bucket, .lifecycle, nil)
+        lifecycleRules.forget(request.bucket)
         return Response(status: .noContent)
     }
 
@@ -94,11 +97,38 @@ extension ObjectAPI {
     /// The `x-amz-expiration` header an object response carries when a lifecycle rule of its bucket will expire it:
     /// `expiry-date="…", rule-id="…"`; nil when none will (or the rules cannot be read now).
     func expirationHeader(for object: ObjectInfo) async -> String? {
-        guard let document = try? await store.bucketConfiguration(object.bucket, .lifecycle),
-            let expiration = BucketLifecycle(document: document)?.expiration(of: object)
-        else { return nil }
+        guard let expiration = await lifecycleRules.rules(for: object.bucket, in: store)?.expiration(of: object) else {
+            return nil
+        }
         // A rule ID is XML text: only its printable ASCII goes into the header.
         let rule = String(expiration.ruleId.unicodeScalars.filter { (0x20..<0x7F).contains($0.value) && $0 != "\"" })
         return "expiry-date=\"\(S3Date.http(expiration.date))\", rule-id=\"\(rule)\""
     }
+}
+
+/// The buckets' lifecycle rules, parsed once and kept a few seconds, so that object answers name their expiry
+/// without reading and parsing the bucket's document on every request. A change made through this node is seen at
+/// once; one made through another node sharing the catalog after at most ``lifetime``.
+final class LifecycleRulesCache: Sendable {
+    private let entries = NIOLockedValueBox<[String: (rules: BucketLifecycle?, until: ContinuousClock.Instant)]>([:])
+    /// How long an entry is used before the catalog is read again.
+    static let lifetime: Duration = .seconds(5)
+    /// Most buckets kept; the cache starts over beyond it.
+    static let capacity = 1000
+
+    /// The bucket's rules in force; nil when it has none (or they cannot be read now).
+    func rules(for bucket: String, in store: any ObjectStore) async -> BucketLifecycle? {
+        let now = ContinuousClock.now
+        if let entry = entries.withLockedValue({ $0[bucket] }), entry.until > now { return entry.rules }
+        let document = try? await store.bucketConfiguration(bucket, .lifecycle)
+        let rules = document.flatMap { BucketLifecycle(document: $0) }
+        entries.withLockedValue { entries in
+            if entries.count >= Self.capacity { entries.removeAll() }
+            entries[bucket] = (rules, now + Self.lifetime)
+        }
+        return rules
+    }
+
+    /// Drops the bucket's entry (its rules changed here).
+    func forget(_ bucket: String) { entries.withLockedValue { _ = $0.removeValue(forKey: bucket) } }
 }

@@ -15,6 +15,8 @@ public struct ObjectAPI: Sendable {
     let region: String
     /// Told about every object stored (PutObject, CompleteMultipartUpload), so the media catalog follows storage.
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
+    /// The buckets' lifecycle rules, parsed, for the `x-amz-expiration` of object answers.
+    let lifecycleRules = LifecycleRulesCache()
 
     /// A request as the operations see it.
     struct S3Request: Sendable {
