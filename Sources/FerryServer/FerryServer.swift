@@ -269,6 +269,26 @@ public struct FerryServer: Sendable {
         return api
     }
 
+    /// The resumable upload resource (tus, IETF) over this server's store; completed uploads advance the media
+    /// catalog, and a tus client's `title` names the video it fills.
+    var resumableUploadAPI: ResumableUploadAPI {
+        var api = ResumableUploadAPI(
+            store: store, credentials: credentials,
+            authenticator: RequestAuthenticator(credentials: credentials, region: configuration.region),
+            lifetime: configuration.resumableUploadLifetime, publicEndpoint: publicEndpoint)
+        let library = mediaLibrary
+        let catalog = mediaCatalog
+        api.objectStored = { object in await library.objectStored(object) }
+        api.titleSent = { videoId, title in
+            _ = try? await catalog.updateVideo(videoId) { video in
+                guard video.status == VideoStatus.uploading else { return .keep }
+                video.title = title
+                return .save()
+            }
+        }
+        return api
+    }
+
     /// The object API over this server's store; stored objects advance the media catalog.
     var objectAPI: ObjectAPI {
         var api = ObjectAPI(store: store, credentials: credentials, region: configuration.region)

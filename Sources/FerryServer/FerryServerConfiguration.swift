@@ -32,6 +32,8 @@ public struct FerryServerConfiguration: Sendable {
     public var mediaBucket: String = "ferry-media"
     /// How long an upload credential (UploadAuth) lasts. Default 3000 s.
     public var uploadAuthLifetime: TimeInterval = 3000
+    /// How long a resumable upload (tus, IETF) lives unfinished before it expires and its bytes are removed.
+    public var resumableUploadLifetime: TimeInterval = 24 * 3600
     /// The time credentials are issued and judged by: the expiry of upload credentials, session tokens, presigned
     /// URLs and playback tokens, the time skew of signed requests, publish signatures, upload tokens and POST
     /// policies. The system clock; a test moves it instead of waiting.

@@ -149,6 +149,9 @@ public final class MediaServiceClient: Sendable {
         public var address: UploadAddress
         /// The decoded credential.
         public var auth: UploadAuth
+        /// Where a tus client or a URLSession upload task (IETF resumable uploads) uploads the file without the SDK:
+        /// the URL is its own credential (see the "Resumable uploads without the SDK" article).
+        public var resumableUploadURL: URL?
 
         /// Reads a ticket from the base64 `UploadAddress` and `UploadAuth` an app server handed over.
         public init(id: String, imageURL: String? = nil, address: String, auth: String) throws(FerryError) {
@@ -182,14 +185,18 @@ public final class MediaServiceClient: Sendable {
             coverURL: video.coverURL, cateId: video.cateId, tags: video.tags, transcode: video.transcode,
             userData: video.userData, clientToken: video.clientToken)
         let answer = try await call("CreateUploadVideo", request, as: MediaContract.UploadTicketAnswer.self)
-        return try UploadTicket(id: answer.videoId ?? "", address: answer.uploadAddress, auth: answer.uploadAuth)
+        var ticket = try UploadTicket(id: answer.videoId ?? "", address: answer.uploadAddress, auth: answer.uploadAuth)
+        ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
+        return ticket
     }
 
     /// A fresh credential for the same video upload.
     public func refreshUploadVideo(videoId: String) async throws(FerryError) -> UploadTicket {
         let answer = try await call(
             "RefreshUploadVideo", MediaContract.VideoIdRequest(videoId: videoId), as: MediaContract.UploadTicketAnswer.self)
-        return try UploadTicket(id: videoId, address: answer.uploadAddress, auth: answer.uploadAuth)
+        var ticket = try UploadTicket(id: videoId, address: answer.uploadAddress, auth: answer.uploadAuth)
+        ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
+        return ticket
     }
 
     /// Creates an image and returns where to upload it.

@@ -202,19 +202,27 @@ public enum MediaContract {
         public var uploadAddress: String
         /// With what, base64 JSON (``UploadAuth``).
         public var uploadAuth: String
+        /// Where a tus client sends its creation `POST`, and where a URLSession upload task (iOS 17+, macOS 14+)
+        /// starts an IETF resumable upload, of this one object: the URL carries its own credential, expiring with
+        /// ``uploadAuth``'s.
+        public var resumableUploadURL: String?
 
         /// Creates an answer.
-        public init(videoId: String? = nil, imageId: String? = nil, imageURL: String? = nil, uploadAddress: String, uploadAuth: String) {
+        public init(
+            videoId: String? = nil, imageId: String? = nil, imageURL: String? = nil, uploadAddress: String, uploadAuth: String,
+            resumableUploadURL: String? = nil
+        ) {
             self.videoId = videoId
             self.imageId = imageId
             self.imageURL = imageURL
             self.uploadAddress = uploadAddress
             self.uploadAuth = uploadAuth
+            self.resumableUploadURL = resumableUploadURL
         }
 
         enum CodingKeys: String, CodingKey {
             case videoId = "VideoId", imageId = "ImageId", imageURL = "ImageURL", uploadAddress = "UploadAddress"
-            case uploadAuth = "UploadAuth"
+            case uploadAuth = "UploadAuth", resumableUploadURL = "ResumableUploadURL"
         }
     }
 

@@ -139,6 +139,8 @@ package struct UploadCollector: Service {
         do {
             var aborted = 0
             if leased || !store.isShared {
+                let expired = try await store.expireResumableUploads(now: now)
+                if expired > 0 { logger.debug("expired resumable uploads", metadata: ["ferry.uploads": "\(expired)"]) }
                 aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
                 let orphans = try await store.collectOrphanBlobs(olderThan: 3600)
                 _ = try await store.forgetCompletedUploads(before: now.addingTimeInterval(-Self.completedUploadMemory))

@@ -84,6 +84,49 @@ extension FerryServer {
             }
         }
 
+        // Resumable uploads: tus 1.0 and the IETF draft on one resource. Creation is signed or carries a media upload
+        // URL's grant; the upload's URL is the credential of what follows. Bodies stream, so no `100 Continue` before
+        // the route has checked the request.
+        let resumable = resumableUploadAPI
+        let uploads = router.group("/_ferry/uploads", ResumableDialect(), outer: [crossOrigin], continues: false)
+        let creation: [RouterPath] = ["grant/{grant}", "s3/**"]
+        uploads.on(["", "{id}"] + creation, methods: [.options]) { request, _ in try resumable.options(request) }
+        uploads.on(["grant/{grant}"], methods: [.post, .put]) { request, context in
+            try await resumable.create(request, context: context, creator: .grant(try context.parameters.require("grant")))
+        }
+        uploads.on(["s3/**"], methods: [.post, .put]) { request, context in
+            let path = String(request.uri.path.dropFirst((ResumableUploadAPI.pathPrefix + "s3").count))
+            return try await resumable.create(request, context: context, creator: .signed(path: path))
+        }
+        uploads.head("{id}") { request, context in try await resumable.head(request, context: context, id: try context.parameters.require("id")) }
+        uploads.patch("{id}") { request, context in try await resumable.patch(request, context: context, id: try context.parameters.require("id")) }
+        uploads.delete("{id}") { request, context in try await resumable.delete(request, context: context, id: try context.parameters.require("id")) }
+        uploads.post("{id}") { request, context in
+            try await resumable.overridden(request, context: context, id: try context.parameters.require("id"))
+        }
+        uploads.on(["", "{id}"] + creation, methods: all.filter { ![.options, .head, .patch, .delete, .post, .put].contains($0) }) { request, _ -> Response in
+            throw ResumableRefusal(
+                .methodNotAllowed, "This upload resource does not answer \(request.method.rawValue).",
+                wire: (try? ResumableWire.of(request.headers)) ?? nil)
+        }
+        uploads.on([""], methods: [.head, .patch, .delete, .post, .put]) { request, _ -> Response in
+            throw ResumableRefusal(
+                .notFound, "Create uploads at /_ferry/uploads/s3/<bucket>/<key> (signed) or at a media upload URL.",
+                wire: (try? ResumableWire.of(request.headers)) ?? nil)
+        }
+        uploads.on(["{id}"], methods: [.put]) { request, _ -> Response in
+            throw ResumableRefusal(.methodNotAllowed, "An upload answers HEAD, PATCH, DELETE and OPTIONS.", wire: (try? ResumableWire.of(request.headers)) ?? nil)
+        }
+        uploads.on(["grant/{grant}"], methods: [.head, .patch, .delete]) { request, _ -> Response in
+            throw ResumableRefusal(.methodNotAllowed, "An upload URL takes POST (tus) or an IETF upload creation.", wire: (try? ResumableWire.of(request.headers)) ?? nil)
+        }
+        uploads.on(["s3/**"], methods: [.head, .patch, .delete]) { request, _ -> Response in
+            throw ResumableRefusal(.methodNotAllowed, "A signed creation takes POST (tus) or an IETF upload creation.", wire: (try? ResumableWire.of(request.headers)) ?? nil)
+        }
+        uploads.on(["{id}/**", "grant/{grant}/**"], methods: all) { request, _ -> Response in
+            throw ResumableRefusal(.notFound, "No upload has this URL.", wire: (try? ResumableWire.of(request.headers)) ?? nil)
+        }
+
         // Form uploads.
         let form = formUploadAPI
         let forms = router.group("/_ferry/form", FormDialect(), outer: [crossOrigin])

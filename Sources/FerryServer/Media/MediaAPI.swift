@@ -159,10 +159,15 @@ public struct MediaAPI: Sendable {
 
     /// The answer to CreateUpload*/RefreshUpload*: where to upload `key` and with what.
     func ticket(videoId: String? = nil, imageId: String? = nil, key: String, _ call: Call) -> MediaContract.UploadTicketAnswer {
-        MediaContract.UploadTicketAnswer(
+        let auth = uploadAuth(for: key, principal: call.principal)
+        let grant = UploadGrant(
+            bucket: bucket, key: key, owner: call.principal.parentAccessKeyId, mediaId: videoId ?? imageId,
+            expiry: Int64(credentials.now().addingTimeInterval(configuration.uploadAuthLifetime).timeIntervalSince1970))
+        return MediaContract.UploadTicketAnswer(
             videoId: videoId, imageId: imageId, imageURL: imageId.map { _ in objectURL(key: key, call) },
             uploadAddress: UploadAddress(endpoint: uploadBase(call).base, bucket: bucket, fileName: key).encoded(),
-            uploadAuth: uploadAuth(for: key, principal: call.principal).encoded())
+            uploadAuth: auth.encoded(),
+            resumableUploadURL: uploadBase(call).base + UploadGrant.pathPrefix + grant.token(codec: credentials.tokens))
     }
 
     /// The plain (unsigned) URL of an object of the media bucket.

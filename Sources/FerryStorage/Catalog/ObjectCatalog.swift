@@ -7,7 +7,7 @@ import Foundation
 /// S3-compatible blob store. Every write that depends on what is there (conditions, part replacement, completion) is
 /// one transaction, so two nodes writing the same key or upload at once serialize. Keys compare byte-wise, the order
 /// S3 lists them in.
-protocol ObjectCatalog: Sendable {
+protocol ObjectCatalog: ResumableUploadCatalog {
     /// Inserts a bucket; false when it exists already.
     func insertBucket(_ name: String, at date: Date) async throws -> Bool
     /// The bucket, or nil.

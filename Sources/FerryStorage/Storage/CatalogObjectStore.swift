@@ -334,7 +334,7 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     /// Records a part in the catalog, deleting the blobs of the part it replaces (or its own when the upload is gone).
-    private func record(_ part: PartInfo, upload: MultipartUploadInfo) async throws -> PartInfo {
+    func record(_ part: PartInfo, upload: MultipartUploadInfo) async throws -> PartInfo {
         let outcome: CatalogPartOutcome
         do {
             outcome = try await events.timed("catalog", "putPart") { try await catalog.putPart(part, uploadId: upload.uploadId) }
@@ -470,6 +470,15 @@ public struct CatalogObjectStore: ObjectStore {
                 .partTooSmall, "Your proposed upload is smaller than the minimum allowed object size.",
                 details: ["PartNumber": String(part.number), "MinSizeAllowed": String(limits.minPartSize)])
         }
+        return try await assemble(upload, parts: chosen, fullObjectChecksums: fullObjectChecksums, condition: condition)
+    }
+
+    /// Makes `chosen`, the validated parts of `upload` in order, its object: the multipart ETag, the upload's checksum
+    /// (full-object or composite, checked against any declared value), and one catalog transaction.
+    func assemble(
+        _ upload: MultipartUploadInfo, parts chosen: [PartInfo], fullObjectChecksums: [String: String],
+        condition: ObjectWriteCondition
+    ) async throws -> ObjectInfo {
         let md5s = chosen.map { Self.bytes(hex: $0.etag) }
         var checksums: [String: String] = [:]
         if let name = upload.checksumAlgorithm, let algorithm = ChecksumAlgorithm(name: name) {
@@ -611,7 +620,7 @@ public struct CatalogObjectStore: ObjectStore {
 
     /// Deletes blobs nothing has referenced (a write that failed, or lost its race), even when the calling task is
     /// cancelled; what the storage could not delete is left for the orphan collection, and logged.
-    private func discardUnreferenced(_ blobs: [String]) async {
+    func discardUnreferenced(_ blobs: [String]) async {
         let failed = await removeIgnoringCancellation(blobs)
         guard !failed.isEmpty else { return }
         logger.warning(

@@ -183,6 +183,9 @@ package protocol CollectableObjectStore: ObjectStore {
     /// Deletes bytes queued for deletion (replaced or deleted objects' bytes kept for their readers) that are due and
     /// no longer read, up to `limit`; returns how many went.
     func deleteQueuedBlobs(now: Date, limit: Int) async throws -> Int
+    /// Removes the resumable uploads that expired before `now`, with the bytes of those left unfinished; returns how
+    /// many.
+    func expireResumableUploads(now: Date) async throws -> Int
     /// Applies the buckets' lifecycle rules as of `now` (``BucketLifecycle``; `dayLength` shortens their days).
     func applyLifecycle(now: Date, dayLength: TimeInterval?) async throws -> LifecycleOutcome
 }

@@ -43,6 +43,13 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
         context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
     }
 
+    /// Sends an informational response ahead of the final one (the resumable-upload draft's `104`). Call on the
+    /// channel's event loop.
+    func sendInformational(_ head: HTTPResponse) {
+        guard let context, head.status.kind == .informational else { return }
+        context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(var head) where head.status.kind != .informational && pending:
@@ -67,5 +74,10 @@ extension Channel {
     /// Lets a request that sent `Expect: 100-continue` go on with its body (see ``ExpectContinueHandler``).
     func sendContinue() async {
         _ = try? await pipeline.handler(type: ExpectContinueHandler.self).map { $0.sendContinue() }.get()
+    }
+
+    /// Sends an informational response (a `1xx`) to the current request ahead of its final response.
+    func sendInformational(_ head: HTTPResponse) async {
+        _ = try? await pipeline.handler(type: ExpectContinueHandler.self).map { $0.sendInformational(head) }.get()
     }
 }

@@ -132,7 +132,7 @@ extension PostgresCatalog: ObjectCatalog {
             parts: try row["parts"].decode(String?.self).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) })
     }
 
-    private static func json<T: Encodable>(_ value: T) throws -> String {
+    static func json<T: Encodable>(_ value: T) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return String(decoding: try encoder.encode(value), as: UTF8.self)

@@ -157,6 +157,7 @@ public final class PostgresCatalog: Sendable, Service {
             8, "trace context",
             ["ALTER TABLE media_job ADD COLUMN trace_parent TEXT", "ALTER TABLE webhook_event ADD COLUMN trace_parent TEXT"]
         ),
+        (9, "resumable uploads", resumableUploadTable),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.

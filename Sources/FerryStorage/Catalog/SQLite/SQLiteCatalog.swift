@@ -112,6 +112,7 @@ public final class SQLiteCatalog: ObjectCatalog {
                     ALTER TABLE webhookEvent ADD COLUMN traceParent TEXT;
                     """)
         }
+        registerResumableMigration(&migrator)
         return migrator
     }
 
@@ -183,7 +184,7 @@ public final class SQLiteCatalog: ObjectCatalog {
             parts: try (row["parts"] as String?).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) })
     }
 
-    private static func json<T: Encodable>(_ value: T) throws -> String {
+    static func json<T: Encodable>(_ value: T) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return String(decoding: try encoder.encode(value), as: UTF8.self)

@@ -1,0 +1,523 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// The upload resource at `/_ferry/uploads/`: one flow (create, append, offset, complete, terminate) over
+/// ``CatalogObjectStore``'s resumable uploads, spoken in two protocols chosen by each request's headers: tus 1.0 (with
+/// every extension) and the IETF resumable-upload draft at interop versions 3, 5 and 6 (what URLSession speaks).
+///
+/// Creation needs a credential: a SigV4 signature allowing `s3:PutObject` on the key
+/// (`/_ferry/uploads/s3/<bucket>/<key>`), or a media upload URL's grant (`/_ferry/uploads/grant/<grant>`, see
+/// ``UploadGrant``). What follows needs only the upload's URL, `/_ferry/uploads/<id>`, whose 128-bit random id is the
+/// capability: URLSession and tus clients resume without signing anything.
+struct ResumableUploadAPI: Sendable {
+    let store: CatalogObjectStore
+    let credentials: CredentialStore
+    let authenticator: RequestAuthenticator
+    /// How long an upload lives unfinished.
+    let lifetime: TimeInterval
+    /// The configured public endpoint, for upload URLs; the request's own otherwise.
+    let publicEndpoint: PublicEndpoint?
+    /// Called with each object an upload became (the media catalog advances its video).
+    var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
+    /// Called with the `title` a tus client sent for the video an upload fills.
+    var titleSent: @Sendable (_ videoId: String, _ title: String) async -> Void = { _, _ in }
+
+    /// Path prefix of the resource.
+    static let pathPrefix = "/_ferry/uploads/"
+
+    /// Who may create an upload, and of what.
+    enum Creator: Sendable {
+        /// A media upload URL's grant (its token).
+        case grant(String)
+        /// A SigV4-signed request for the key at the rest of the path (`<bucket>/<key>`).
+        case signed(path: String)
+    }
+
+    /// Where a new upload goes and whom it counts against.
+    struct Target: Sendable {
+        var bucket: String
+        var key: String
+        var owner: String
+        var mediaId: String?
+    }
+
+    // MARK: Discovery
+
+    /// `OPTIONS`: tus's discovery (versions, extensions, checksum algorithms, largest upload), and for an IETF client
+    /// the upload limits.
+    func options(_ request: Request) throws -> Response {
+        let wire = try ResumableWire.of(request.headers)
+        if case .ietf = wire {
+            var headers = wire?.headers ?? [:]
+            headers[.uploadLimit] = "min-size=0, max-size=\(ResumableUpload.maxLength)"
+            return Response(status: .ok, headers: headers)
+        }
+        return Response(
+            status: .noContent,
+            headers: [
+                .tusResumable: ResumableWire.tusVersion, .tusVersion: ResumableWire.tusVersion,
+                .tusExtension: ResumableWire.tusExtensions.joined(separator: ","),
+                .tusMaxSize: String(ResumableUpload.maxLength),
+                .tusChecksumAlgorithm: ResumableWire.tusChecksums.map(\.name).joined(separator: ","),
+            ])
+    }
+
+    // MARK: Creation
+
+    /// Creates an upload (tus `POST`, or an IETF upload-creation request of any method), appending the body it
+    /// carries.
+    func create(_ request: Request, context: FerryRequestContext, creator: Creator) async throws -> Response {
+        guard let wire = try ResumableWire.of(request.headers) else {
+            throw ResumableRefusal(
+                .badRequest,
+                "Name the protocol: Tus-Resumable: 1.0.0, or Upload-Draft-Interop-Version with Upload-Complete.",
+                wire: nil)
+        }
+        let target = try await authorize(creator, request: request, context: context, wire: wire)
+        switch wire {
+        case .tus: return try await createTus(request, context: context, target: target)
+        case .ietf: return try await createIETF(request, context: context, target: target, wire: wire)
+        }
+    }
+
+    private func authorize(_ creator: Creator, request: Request, context: FerryRequestContext, wire: ResumableWire)
+        async throws -> Target
+    {
+        switch creator {
+        case .grant(let token):
+            do {
+                let grant = try UploadGrant.verify(token, now: credentials.now(), codec: credentials.tokens)
+                return Target(bucket: grant.bucket, key: grant.key, owner: grant.owner, mediaId: grant.mediaId)
+            } catch .expired {
+                throw ResumableRefusal(.forbidden, "The upload URL has expired; ask for a new one.", wire: wire)
+            } catch {
+                throw ResumableRefusal(.forbidden, "The upload URL is not valid.", wire: wire)
+            }
+        case .signed(let path):
+            try S3AuthenticationMiddleware.refuseRepeatedAuthorization(request)
+            let (bucket, key) = try ObjectAPI.splitPath(path)
+            guard !bucket.isEmpty, !key.isEmpty, key.utf8.count <= 1024 else {
+                throw ResumableRefusal(.badRequest, "The path names no bucket and key: /_ferry/uploads/s3/<bucket>/<key>.", wire: wire)
+            }
+            let authenticated = try await authenticator.authenticate(
+                .init(
+                    method: request.method.rawValue, rawPath: request.uri.path,
+                    query: SigV4.parseQueryString(request.uri.query ?? ""),
+                    headers: S3AuthenticationMiddleware.headers(of: request)))
+            let principal = authenticated.principal
+            guard principal.allows(action: "s3:PutObject", bucket: bucket, key: key) else {
+                throw FerryDomainError(.accessDenied, "Access Denied")
+            }
+            return Target(bucket: bucket, key: key, owner: principal.parentAccessKeyId)
+        }
+    }
+
+    private func createTus(_ request: Request, context: FerryRequestContext, target: Target) async throws -> Response {
+        let wire = ResumableWire.tus
+        guard request.method == .post else {
+            throw ResumableRefusal(.methodNotAllowed, "tus creates uploads with POST.", wire: wire)
+        }
+        let length = try wire.integer(.uploadLength, in: request.headers)
+        let deferred = request.headers[.uploadDeferLength]
+        if let deferred, deferred.trimmingCharacters(in: .whitespaces) != "1" {
+            throw ResumableRefusal(.badRequest, "Upload-Defer-Length must be 1.", wire: wire)
+        }
+        let metadata = try TusMetadata.parse(request.headers[.uploadMetadata], wire: wire)
+        let concat = try TusConcat.parse(request.headers[.uploadConcat], wire: wire)
+        var attributes = ObjectAttributes()
+        attributes.contentType = metadata["filetype"].flatMap { Self.isContentType($0) ? $0 : nil }
+        if case .final(let urls) = concat {
+            guard length == nil, deferred == nil else {
+                throw ResumableRefusal(.badRequest, "A final upload takes its length from its partial uploads.", wire: wire)
+            }
+            return try await concatenate(urls, request: request, context: context, target: target, metadata: metadata, attributes: attributes)
+        }
+        guard (length == nil) != (deferred == nil) else {
+            throw ResumableRefusal(.badRequest, "Send exactly one of Upload-Length and Upload-Defer-Length: 1.", wire: wire)
+        }
+        let info = ResumableUpload.Info(kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
+        var upload = try await store.createResumableUpload(
+            bucket: target.bucket, key: target.key, owner: target.owner, length: length, info: info, attributes: attributes,
+            expiresAt: credentials.now().addingTimeInterval(lifetime))
+        if let videoId = target.mediaId, let title = metadata["title"], !title.isEmpty, title.count <= 128 {
+            await titleSent(videoId, title)
+        }
+        var headers = wire.headers
+        headers[.location] = try location(upload, context: context)
+        // creation-with-upload: the body is the first append.
+        if request.headers[.contentType] == TusWire.offsetOctetStream {
+            await context.sendContinue()
+            upload = try await appendTus(upload, at: 0, request: request)
+            headers[.uploadOffset] = String(upload.offset)
+        } else if upload.length == 0 {
+            upload = try await finish(upload)
+        }
+        headers[.uploadExpires] = Self.httpDate(upload.expiresAt)
+        return Response(status: .created, headers: headers)
+    }
+
+    private func createIETF(_ request: Request, context: FerryRequestContext, target: Target, wire: ResumableWire)
+        async throws -> Response
+    {
+        guard let complete = try wire.declaredComplete(request.headers) else {
+            throw ResumableRefusal(.badRequest, "An upload creation request says whether it is complete.", wire: wire)
+        }
+        if let offset = try wire.integer(.uploadOffset, in: request.headers), offset != 0 {
+            throw ResumableRefusal(.badRequest, "An upload creation request starts at offset 0.", wire: wire)
+        }
+        let declared = try wire.integer(.uploadLength, in: request.headers)
+        let contentLength = try wire.integer(.contentLength, in: request.headers)
+        if complete, let declared, let contentLength, declared != contentLength {
+            throw ResumableRefusal(.badRequest, "Upload-Length and Content-Length disagree on a complete upload.", wire: wire)
+        }
+        var attributes = ObjectAttributes()
+        if let type = request.headers[.contentType], type != IETFWire.partialUpload, Self.isContentType(type) {
+            attributes.contentType = type
+        }
+        let upload = try await store.createResumableUpload(
+            bucket: target.bucket, key: target.key, owner: target.owner, length: declared,
+            info: .init(videoId: target.mediaId), attributes: attributes,
+            expiresAt: credentials.now().addingTimeInterval(lifetime))
+        let location = try location(upload, context: context)
+        // 104: the client knows where to resume before it sends a byte.
+        var interim = HTTPResponse(status: .uploadResumptionSupported)
+        interim.headerFields = wire.headers
+        interim.headerFields[.location] = location
+        await context.channel.sendInformational(interim)
+        await context.sendContinue()
+        var response = try await appendIETF(upload, at: 0, complete: complete, request: request, wire: wire)
+        response.headers[.location] = location
+        if response.status == .noContent { response.status = .created }
+        return response
+    }
+
+    /// A tus final upload of the partial uploads at `urls`.
+    private func concatenate(
+        _ urls: [String], request: Request, context: FerryRequestContext, target: Target, metadata: [String: String],
+        attributes: ObjectAttributes
+    ) async throws -> Response {
+        let wire = ResumableWire.tus
+        var partials: [ResumableUpload] = []
+        for url in urls {
+            let id = url.split(separator: "/").last.map(String.init) ?? ""
+            guard ResumableUpload.isValidId(id), let partial = try await store.resumableUpload(id),
+                partial.info.kind == .partial
+            else {
+                throw ResumableRefusal(.badRequest, "Upload-Concat names an upload that is not a partial upload here.", wire: wire)
+            }
+            guard partial.isFullyReceived else {
+                throw ResumableRefusal(.badRequest, "Every partial upload must be complete before the final upload.", wire: wire)
+            }
+            partials.append(partial)
+        }
+        let info = ResumableUpload.Info(kind: .final, metadata: metadata, videoId: target.mediaId, partials: partials.map(\.id))
+        let (upload, object) = try await store.concatenateResumable(
+            partials, bucket: target.bucket, key: target.key, owner: target.owner, info: info, attributes: attributes,
+            expiresAt: credentials.now().addingTimeInterval(lifetime))
+        await objectStored(object)
+        var headers = wire.headers
+        headers[.location] = try location(upload, context: context)
+        headers[.eTag] = "\"\(object.etag)\""
+        return Response(status: .created, headers: headers)
+    }
+
+    // MARK: An upload
+
+    /// `HEAD`: the offset (and in tus the length, metadata, concatenation and expiry).
+    func head(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
+        let wire = try Self.requireWire(request)
+        let upload = try await live(id, wire: wire)
+        var headers = wire.headers
+        headers[.cacheControl] = "no-store"
+        headers[.uploadOffset] = String(upload.offset)
+        switch wire {
+        case .tus:
+            if let length = upload.length { headers[.uploadLength] = String(length) } else { headers[.uploadDeferLength] = "1" }
+            if !upload.info.metadata.isEmpty { headers[.uploadMetadata] = TusMetadata.encode(upload.info.metadata) }
+            switch upload.info.kind {
+            case .single: break
+            case .partial: headers[.uploadConcat] = "partial"
+            case .final:
+                let base = try (publicEndpoint ?? context.endpoint()).base + Self.pathPrefix
+                headers[.uploadConcat] = "final;" + (upload.info.partials ?? []).map { base + $0 }.joined(separator: " ")
+            }
+            if !upload.isComplete { headers[.uploadExpires] = Self.httpDate(upload.expiresAt) }
+            headers[.contentLength] = "0"
+            return Response(status: .ok, headers: headers)
+        case .ietf(let version):
+            wire.setComplete(upload.etag != nil, in: &headers)
+            if version >= 6, let length = upload.length { headers[.uploadLength] = String(length) }
+            return Response(status: .noContent, headers: headers)
+        }
+    }
+
+    /// `PATCH`: an append at `Upload-Offset`.
+    func patch(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
+        let wire = try Self.requireWire(request)
+        var upload = try await live(id, wire: wire)
+        guard let offset = try wire.integer(.uploadOffset, in: request.headers) else {
+            throw ResumableRefusal(.badRequest, "An append carries Upload-Offset.", wire: wire)
+        }
+        switch wire {
+        case .tus:
+            guard request.headers[.contentType] == TusWire.offsetOctetStream else {
+                throw ResumableRefusal(
+                    .unsupportedMediaType, "A tus PATCH is Content-Type: application/offset+octet-stream.", wire: wire)
+            }
+            guard upload.info.kind != .final else {
+                throw ResumableRefusal(.forbidden, "A final upload takes no appends.", wire: wire)
+            }
+            if let length = try wire.integer(.uploadLength, in: request.headers) {
+                if upload.length == nil { upload = try await store.setResumableLength(upload, length: length) }
+                guard upload.length == length else {
+                    throw ResumableRefusal(.badRequest, "Upload-Length differs from the upload's length.", wire: wire)
+                }
+            }
+            guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
+            await context.sendContinue()
+            upload = try await appendTus(upload, at: offset, request: request)
+            var headers = wire.headers
+            headers[.uploadOffset] = String(upload.offset)
+            if !upload.isComplete { headers[.uploadExpires] = Self.httpDate(upload.expiresAt) }
+            if let etag = upload.etag { headers[.eTag] = "\"\(etag)\"" }
+            return Response(status: .noContent, headers: headers)
+        case .ietf(let version):
+            if version >= 6, request.headers[.contentType] != IETFWire.partialUpload {
+                throw ResumableRefusal(.badRequest, "An append is Content-Type: application/partial-upload.", wire: wire)
+            }
+            guard upload.etag == nil else {
+                throw ResumableRefusal(.badRequest, "The upload is complete; it takes no more appends.", wire: wire)
+            }
+            guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
+            let complete = try wire.declaredComplete(request.headers) ?? true
+            await context.sendContinue()
+            return try await appendIETF(upload, at: offset, complete: complete, request: request, wire: wire)
+        }
+    }
+
+    /// `DELETE`: tus termination, IETF cancellation; the bytes of an unfinished upload go with it.
+    func delete(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
+        let wire = try Self.requireWire(request)
+        let upload = try await live(id, wire: wire)
+        try await store.terminateResumable(upload)
+        return Response(status: .noContent, headers: wire.headers)
+    }
+
+    /// `POST` with `X-HTTP-Method-Override` (tus, for clients behind proxies that pass only GET and POST).
+    func overridden(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
+        switch request.headers[.httpMethodOverride]?.uppercased() {
+        case "PATCH": return try await patch(request, context: context, id: id)
+        case "DELETE": return try await delete(request, context: context, id: id)
+        case "HEAD": return try await head(request, context: context, id: id)
+        default:
+            throw ResumableRefusal(
+                .methodNotAllowed, "An upload answers HEAD, PATCH, DELETE and OPTIONS.",
+                wire: (try? ResumableWire.of(request.headers)) ?? nil)
+        }
+    }
+
+    // MARK: Appending
+
+    /// A tus append: `Upload-Checksum` verified (460 and nothing kept on a mismatch), the bytes recorded, and the
+    /// upload completed when they reach its length.
+    private func appendTus(_ upload: ResumableUpload, at offset: Int64, request: Request) async throws -> ResumableUpload {
+        let wire = ResumableWire.tus
+        let checksum = try TusChecksum.parse(request.headers[.uploadChecksum])
+        let (stored, interrupted) = try await append(
+            upload, at: offset, request: request, checksums: checksum.map { [$0.algorithm] } ?? [], wire: wire
+        ) { digests, interrupted in
+            guard let checksum else { return }
+            // A checksum covers the whole chunk: one cut short cannot be verified, and is not kept.
+            guard !interrupted else { throw TusChecksum.cutShort }
+            guard checksum.matches(digests) else { throw TusChecksum.mismatch }
+        }
+        if interrupted { throw Self.bodyEnded(stored, wire: wire) }
+        return stored.length == stored.offset && stored.info.kind == .single ? try await finish(stored) : stored
+    }
+
+    /// An IETF append: the bytes recorded; with the completion flag, the upload's length is the offset reached, and
+    /// the answer is the final response.
+    private func appendIETF(
+        _ upload: ResumableUpload, at offset: Int64, complete: Bool, request: Request, wire: ResumableWire
+    ) async throws -> Response {
+        var (stored, interrupted) = try await append(upload, at: offset, request: request, checksums: [], wire: wire) { _, _ in }
+        if interrupted { throw Self.bodyEnded(stored, wire: wire) }
+        var headers = wire.headers
+        guard complete else {
+            wire.setComplete(false, in: &headers)
+            headers[.uploadOffset] = String(stored.offset)
+            return Response(status: .noContent, headers: headers)
+        }
+        if stored.length == nil { stored = try await store.setResumableLength(stored, length: stored.offset) }
+        guard stored.length == stored.offset else {
+            throw ResumableRefusal(
+                .badRequest, "The upload was declared \(stored.length ?? 0) bytes long; \(stored.offset) arrived.", wire: wire)
+        }
+        stored = try await finish(stored)
+        wire.setComplete(true, in: &headers)
+        headers[.uploadOffset] = String(stored.offset)
+        headers[.eTag] = "\"\(stored.etag ?? "")\""
+        headers[.contentType] = "application/json"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: Self.summary(stored))))
+    }
+
+    /// Streams the request body into the upload at `offset`; the upload as it then stands, and whether the body was
+    /// cut short (what arrived is kept unless `verify` refuses it: the client resumes from there).
+    private func append(
+        _ upload: ResumableUpload, at offset: Int64, request: Request, checksums: [ChecksumAlgorithm],
+        wire: ResumableWire, verify: @escaping @Sendable (BodyDigests, Bool) throws -> Void
+    ) async throws -> (ResumableUpload, interrupted: Bool) {
+        let declared = try wire.integer(.contentLength, in: request.headers)
+        let body = TolerantBody(base: request.body, declaredLength: declared)
+        let result: ResumableAppendResult
+        do {
+            result = try await store.appendResumable(
+                upload, at: offset, body: body, checksums: checksums,
+                verify: { digests in try verify(digests, body.state.interrupted) })
+        } catch let error as FerryDomainError where error.code == .tooLarge {
+            throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
+        } catch let error as S3Error where error.code == .entityTooLarge {
+            throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
+        }
+        switch result {
+        case .appended(let stored): return (stored, body.state.interrupted)
+        case .conflict(let current): throw Self.conflict(current, wire: wire)
+        case .beyondLength:
+            throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
+        }
+    }
+
+    /// Makes a fully received upload its object (once, whichever node and request gets there) and tells the media
+    /// catalog.
+    private func finish(_ upload: ResumableUpload) async throws -> ResumableUpload {
+        var upload = upload
+        if let object = try await store.completeResumable(upload) {
+            upload.etag = object.etag
+            await objectStored(object)
+        } else if upload.etag == nil, let current = try await store.resumableUpload(upload.id) {
+            upload = current
+        }
+        return upload
+    }
+
+    // MARK: Helpers
+
+    /// The upload, unexpired; a fully received upload whose completion a crash interrupted is completed now.
+    private func live(_ id: String, wire: ResumableWire) async throws -> ResumableUpload {
+        guard ResumableUpload.isValidId(id), let upload = try await store.resumableUpload(id) else {
+            throw ResumableRefusal(.notFound, "No upload has this URL.", wire: wire)
+        }
+        if upload.etag == nil, upload.expiresAt <= credentials.now() {
+            throw ResumableRefusal(wire == .tus ? .gone : .notFound, "The upload expired.", wire: wire)
+        }
+        if upload.etag == nil, upload.isFullyReceived, upload.info.kind == .single {
+            return try await finish(upload)
+        }
+        return upload
+    }
+
+    private static func requireWire(_ request: Request) throws -> ResumableWire {
+        guard let wire = try ResumableWire.of(request.headers) else {
+            throw ResumableRefusal(
+                .preconditionFailed, "Name the protocol: Tus-Resumable: 1.0.0, or Upload-Draft-Interop-Version.",
+                wire: nil, headers: [.tusVersion: ResumableWire.tusVersion])
+        }
+        return wire
+    }
+
+    /// 409: the append did not start at the upload's offset (or another append was recorded first); the answer says
+    /// where to resume.
+    private static func conflict(_ upload: ResumableUpload, wire: ResumableWire) -> ResumableRefusal {
+        var headers: HTTPFields = [.uploadOffset: String(upload.offset)]
+        wire.setComplete(upload.etag != nil, in: &headers)
+        return ResumableRefusal(
+            .conflict, "The upload's offset is \(upload.offset); resume from there.", wire: wire, headers: headers)
+    }
+
+    private static func bodyEnded(_ upload: ResumableUpload, wire: ResumableWire) -> ResumableRefusal {
+        ResumableRefusal(
+            .badRequest, "The body ended early; \(upload.offset) bytes are stored.", wire: wire,
+            headers: [.uploadOffset: String(upload.offset)])
+    }
+
+    /// The upload's URL.
+    private func location(_ upload: ResumableUpload, context: FerryRequestContext) throws -> String {
+        try (publicEndpoint ?? context.endpoint()).base + Self.pathPrefix + upload.id
+    }
+
+    /// What an upload became, as the final response's body says it.
+    private static func summary(_ upload: ResumableUpload) -> Data {
+        var fields: [String: String] = [
+            "Bucket": upload.bucket, "Key": upload.key, "ETag": upload.etag ?? "", "Size": String(upload.offset),
+        ]
+        if let videoId = upload.info.videoId { fields["MediaId"] = videoId }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return (try? encoder.encode(fields)) ?? Data()
+    }
+
+    /// Whether `value` may be stored as a Content-Type: printable ASCII, at most 256 bytes.
+    private static func isContentType(_ value: String) -> Bool {
+        (1...256).contains(value.utf8.count) && value.utf8.allSatisfy { (0x20...0x7E).contains($0) }
+    }
+
+    /// An HTTP date (`Upload-Expires`).
+    static func httpDate(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
+    }
+}
+
+/// A request body that ends, instead of failing, when the connection does: an append keeps what arrived. Whether it
+/// was cut short (by an error, or before its declared length) is in ``state``.
+struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+
+    final class State: Sendable {
+        private let box = NIOLockedValueBox(false)
+        var interrupted: Bool {
+            get { box.withLockedValue { $0 } }
+            set { box.withLockedValue { $0 = newValue } }
+        }
+    }
+
+    let base: Base
+    let declaredLength: Int64?
+    let state = State()
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let declaredLength: Int64?
+        let state: State
+        var count: Int64 = 0
+        var done = false
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard !done else { return nil }
+            do {
+                if let buffer = try await base.next() {
+                    count += Int64(buffer.readableBytes)
+                    return buffer
+                }
+                if let declaredLength, count < declaredLength { state.interrupted = true }
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                state.interrupted = true
+            }
+            done = true
+            return nil
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), declaredLength: declaredLength, state: state)
+    }
+}

@@ -1,0 +1,148 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+extension HTTPField.Name {
+    static let tusResumable = Self("Tus-Resumable")!
+    static let tusVersion = Self("Tus-Version")!
+    static let tusExtension = Self("Tus-Extension")!
+    static let tusMaxSize = Self("Tus-Max-Size")!
+    static let tusChecksumAlgorithm = Self("Tus-Checksum-Algorithm")!
+    static let uploadOffset = Self("Upload-Offset")!
+    static let uploadLength = Self("Upload-Length")!
+    static let uploadDeferLength = Self("Upload-Defer-Length")!
+    static let uploadMetadata = Self("Upload-Metadata")!
+    static let uploadExpires = Self("Upload-Expires")!
+    static let uploadConcat = Self("Upload-Concat")!
+    static let uploadChecksum = Self("Upload-Checksum")!
+    static let uploadDraftInteropVersion = Self("Upload-Draft-Interop-Version")!
+    static let uploadComplete = Self("Upload-Complete")!
+    static let uploadIncomplete = Self("Upload-Incomplete")!
+    static let uploadLimit = Self("Upload-Limit")!
+    static let httpMethodOverride = Self("X-HTTP-Method-Override")!
+}
+
+/// Which resumable-upload protocol a request speaks, from its headers: `Upload-Draft-Interop-Version` for the IETF
+/// draft (interop versions 3, 5 and 6, as URLSession sends them), `Tus-Resumable` for tus 1.0.
+enum ResumableWire: Sendable, Equatable {
+    /// tus 1.0.0.
+    case tus
+    /// The IETF draft at one interop version.
+    case ietf(version: Int)
+
+    /// The interop versions served: 3 (iOS 17), 5 (iOS 18.0) and 6 (iOS 18.1 and later).
+    static let ietfVersions = [3, 5, 6]
+    /// The tus version served.
+    static let tusVersion = "1.0.0"
+    /// The tus extensions served.
+    static let tusExtensions = [
+        "creation", "creation-with-upload", "creation-defer-length", "termination", "checksum", "expiration",
+        "concatenation",
+    ]
+    /// The `Upload-Checksum` algorithms served.
+    static let tusChecksums: [(name: String, algorithm: ChecksumAlgorithm)] = [("sha1", .sha1), ("md5", .md5), ("crc32", .crc32)]
+
+    /// The protocol of `request`; nil when it names neither (an `OPTIONS` discovery, or a request for neither).
+    /// Throws the refusal of a version it names but that is not served.
+    static func of(_ headers: HTTPFields) throws -> ResumableWire? {
+        if let value = headers[.uploadDraftInteropVersion] {
+            guard let version = Int(value.trimmingCharacters(in: .whitespaces)), ietfVersions.contains(version) else {
+                throw ResumableRefusal(
+                    .badRequest, "Upload-Draft-Interop-Version \(value.prefix(16)) is not served; use 3, 5 or 6.",
+                    wire: .ietf(version: ietfVersions.last ?? 6))
+            }
+            return .ietf(version: version)
+        }
+        if let value = headers[.tusResumable] {
+            guard value.trimmingCharacters(in: .whitespaces) == tusVersion else {
+                throw ResumableRefusal(
+                    .preconditionFailed, "Tus-Resumable \(value.prefix(16)) is not served; use 1.0.0.", wire: .tus)
+            }
+            return .tus
+        }
+        return nil
+    }
+
+    /// The headers every answer in this protocol carries.
+    var headers: HTTPFields {
+        switch self {
+        case .tus: [.tusResumable: Self.tusVersion]
+        case .ietf(let version): [.uploadDraftInteropVersion: String(version)]
+        }
+    }
+
+    /// Sets the completion flag of an IETF answer as its version spells it (`Upload-Complete` from version 5,
+    /// `Upload-Incomplete` before).
+    func setComplete(_ complete: Bool, in headers: inout HTTPFields) {
+        guard case .ietf(let version) = self else { return }
+        if version >= 5 {
+            headers[.uploadComplete] = complete ? "?1" : "?0"
+        } else {
+            headers[.uploadIncomplete] = complete ? "?0" : "?1"
+        }
+    }
+
+    /// The completion flag an IETF request declares (`Upload-Complete`, or the inverse of `Upload-Incomplete` in
+    /// version 3); nil when it declares none. Throws on a value that is not a structured-field boolean.
+    func declaredComplete(_ headers: HTTPFields) throws -> Bool? {
+        guard case .ietf(let version) = self else { return nil }
+        let field: HTTPField.Name = version >= 5 ? .uploadComplete : .uploadIncomplete
+        guard let raw = headers[field] else { return nil }
+        let value = raw.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        guard value == "?1" || value == "?0" else {
+            throw ResumableRefusal(.badRequest, "\(field.canonicalName) must be ?0 or ?1.", wire: self)
+        }
+        return (value == "?1") == (version >= 5)
+    }
+
+    /// A non-negative integer header (`Upload-Offset`, `Upload-Length`): digits only, at most 5 TiB; nil when absent.
+    func integer(_ field: HTTPField.Name, in headers: HTTPFields) throws -> Int64? {
+        guard let raw = headers[field] else { return nil }
+        let value = raw.trimmingCharacters(in: .whitespaces)
+        guard (1...19).contains(value.utf8.count), value.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+            let number = Int64(value)
+        else {
+            throw ResumableRefusal(.badRequest, "\(field.canonicalName) must be a non-negative integer.", wire: self)
+        }
+        guard number <= ResumableUpload.maxLength else {
+            throw ResumableRefusal(.contentTooLarge, "\(field.canonicalName) is larger than 5 TiB.", wire: self)
+        }
+        return number
+    }
+}
+
+/// A refusal in a resumable-upload protocol: its status, a plain-text reason, and the protocol's headers (with an
+/// upload's offset where the protocols say the client needs it, as on a 409).
+struct ResumableRefusal: Error, HTTPResponseError {
+    var status: HTTPResponse.Status
+    var message: String
+    var headers: HTTPFields
+
+    init(_ status: HTTPResponse.Status, _ message: String, wire: ResumableWire?, headers extra: HTTPFields = [:]) {
+        self.status = status
+        self.message = message
+        var headers = wire?.headers ?? [:]
+        headers.append(contentsOf: extra)
+        self.headers = headers
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = self.headers
+        headers[.cacheControl] = "no-store"
+        if request.method == .head {
+            headers[.contentLength] = "0"
+            return Response(status: status, headers: headers)
+        }
+        headers[.contentType] = "text/plain; charset=utf-8"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: message + "\n")))
+    }
+}
+
+extension HTTPResponse.Status {
+    /// tus's `460 Checksum Mismatch`.
+    static let checksumMismatch = HTTPResponse.Status(code: 460, reasonPhrase: "Checksum Mismatch")
+    /// The IETF draft's `104 Upload Resumption Supported`.
+    static let uploadResumptionSupported = HTTPResponse.Status(code: 104, reasonPhrase: "Upload Resumption Supported")
+}

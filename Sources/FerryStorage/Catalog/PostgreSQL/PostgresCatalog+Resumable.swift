@@ -1,0 +1,102 @@
+import Foundation
+import PostgresNIO
+
+extension PostgresCatalog {
+    /// The resumable uploads table (schema version 9).
+    static let resumableUploadTable = [
+        """
+        CREATE TABLE resumable_upload (
+            id TEXT PRIMARY KEY, upload_id TEXT NOT NULL, bucket TEXT NOT NULL, key TEXT NOT NULL, owner TEXT NOT NULL,
+            length BIGINT, received BIGINT NOT NULL DEFAULT 0, created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL, info TEXT NOT NULL, etag TEXT)
+        """,
+        "CREATE INDEX resumable_upload_by_expiry ON resumable_upload (expires_at)",
+    ]
+
+    func insertResumableUpload(_ upload: ResumableUpload) async throws {
+        let info = try Self.json(upload.info)
+        try await client.query(
+            """
+            INSERT INTO resumable_upload (id, upload_id, bucket, key, owner, length, received, created_at, expires_at,
+                info, etag)
+            VALUES (\(upload.id), \(upload.uploadId), \(upload.bucket), \(upload.key), \(upload.owner), \(upload.length),
+                \(upload.offset), \(upload.createdAt.timeIntervalSince1970), \(upload.expiresAt.timeIntervalSince1970),
+                \(info), \(upload.etag))
+            """, logger: logger)
+    }
+
+    func resumableUpload(_ id: String) async throws -> ResumableUpload? {
+        try await rows("SELECT * FROM resumable_upload WHERE id = \(id)").first.map(Self.resumable)
+    }
+
+    func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64) async throws -> ResumableAppendOutcome {
+        let logger = self.logger
+        let checksums = try Self.json(part.checksums)
+        let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
+        let segments = plain ? nil : try Self.json(part.segments)
+        return try await transaction { connection -> ResumableAppendOutcome in
+            // The upload's row, locked: appends to one upload from any node take their turn here.
+            guard
+                var upload = try await Self.rows(
+                    "SELECT * FROM resumable_upload WHERE id = \(id) FOR UPDATE", on: connection, logger: logger
+                ).first.map(Self.resumable),
+                !(try await Self.rows(
+                    "SELECT id FROM s3_upload WHERE id = \(upload.uploadId) FOR UPDATE", on: connection, logger: logger)
+                ).isEmpty
+            else { return .missing }
+            guard upload.offset == offset, upload.etag == nil else { return .conflict(upload) }
+            if let length = upload.length, offset + part.size > length { return .beyondLength(upload) }
+            let last = try await Self.rows(
+                "SELECT MAX(number) AS last FROM s3_part WHERE upload_id = \(upload.uploadId)", on: connection,
+                logger: logger
+            ).first?["last"].decode(Int?.self)
+            let number = (last ?? 0) + 1
+            try await connection.query(
+                """
+                INSERT INTO s3_part (upload_id, number, size, etag, checksums, blob, last_modified, segments)
+                VALUES (\(upload.uploadId), \(number), \(part.size), \(part.etag), \(checksums), \(part.blob),
+                    \(part.lastModified.timeIntervalSince1970), \(segments))
+                """, logger: logger)
+            upload.offset += part.size
+            try await connection.query(
+                "UPDATE resumable_upload SET received = \(upload.offset) WHERE id = \(id)", logger: logger)
+            return .appended(upload)
+        }
+    }
+
+    func setResumableLength(_ id: String, length: Int64) async throws -> ResumableUpload? {
+        try await client.query(
+            "UPDATE resumable_upload SET length = \(length) WHERE id = \(id) AND length IS NULL AND received <= \(length)",
+            logger: logger)
+        return try await resumableUpload(id)
+    }
+
+    func markResumableCompleted(_ id: String, etag: String) async throws {
+        try await client.query("UPDATE resumable_upload SET etag = \(etag) WHERE id = \(id)", logger: logger)
+    }
+
+    func deleteResumableUpload(_ id: String) async throws -> ResumableUpload? {
+        try await rows("DELETE FROM resumable_upload WHERE id = \(id) RETURNING *").first.map(Self.resumable)
+    }
+
+    func expiredResumableUploads(before date: Date, limit: Int) async throws -> [ResumableUpload] {
+        try await rows(
+            """
+            SELECT * FROM resumable_upload WHERE expires_at < \(date.timeIntervalSince1970) ORDER BY expires_at
+            LIMIT \(limit)
+            """
+        ).map(Self.resumable)
+    }
+
+    private static func resumable(_ row: PostgresRandomAccessRow) throws -> ResumableUpload {
+        ResumableUpload(
+            id: try row["id"].decode(String.self), uploadId: try row["upload_id"].decode(String.self),
+            bucket: try row["bucket"].decode(String.self), key: try row["key"].decode(String.self),
+            owner: try row["owner"].decode(String.self), length: try row["length"].decode(Int64?.self),
+            offset: try row["received"].decode(Int64.self),
+            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
+            expiresAt: Date(timeIntervalSince1970: try row["expires_at"].decode(Double.self)),
+            info: try JSONDecoder().decode(ResumableUpload.Info.self, from: Data(try row["info"].decode(String.self).utf8)),
+            etag: try row["etag"].decode(String?.self))
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import GRDB
+
+extension SQLiteCatalog {
+    static func registerResumableMigration(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v12-resumable-uploads") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE resumableUpload (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        uploadId TEXT NOT NULL,
+                        bucket TEXT NOT NULL,
+                        key TEXT NOT NULL,
+                        owner TEXT NOT NULL,
+                        length INTEGER,
+                        received INTEGER NOT NULL DEFAULT 0,
+                        createdAt DOUBLE NOT NULL,
+                        expiresAt DOUBLE NOT NULL,
+                        info TEXT NOT NULL,
+                        etag TEXT
+                    );
+                    CREATE INDEX resumableUpload_by_expiry ON resumableUpload(expiresAt);
+                    """)
+        }
+    }
+
+    func insertResumableUpload(_ upload: ResumableUpload) async throws {
+        let info = try Self.json(upload.info)
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO resumableUpload (id, uploadId, bucket, key, owner, length, received, createdAt, expiresAt,
+                        info, etag)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    upload.id, upload.uploadId, upload.bucket, upload.key, upload.owner, upload.length, upload.offset,
+                    upload.createdAt.timeIntervalSince1970, upload.expiresAt.timeIntervalSince1970, info, upload.etag,
+                ])
+        }
+    }
+
+    func resumableUpload(_ id: String) async throws -> ResumableUpload? {
+        try await pool.read { db in try Self.resumable(id, db) }
+    }
+
+    func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64) async throws -> ResumableAppendOutcome {
+        let checksums = try Self.json(part.checksums)
+        let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
+        let segments = plain ? nil : try Self.json(part.segments)
+        return try await pool.write { db in
+            guard var upload = try Self.resumable(id, db),
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [upload.uploadId]) == true
+            else { return .missing }
+            guard upload.offset == offset, upload.etag == nil else { return .conflict(upload) }
+            if let length = upload.length, offset + part.size > length { return .beyondLength(upload) }
+            let number =
+                (try Int.fetchOne(db, sql: "SELECT MAX(number) FROM part WHERE uploadId = ?", arguments: [upload.uploadId]) ?? 0)
+                + 1
+            try db.execute(
+                sql: """
+                    INSERT INTO part (uploadId, number, size, etag, checksums, blob, lastModified, segments)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    upload.uploadId, number, part.size, part.etag, checksums, part.blob,
+                    part.lastModified.timeIntervalSince1970, segments,
+                ])
+            upload.offset += part.size
+            try db.execute(sql: "UPDATE resumableUpload SET received = ? WHERE id = ?", arguments: [upload.offset, id])
+            return .appended(upload)
+        }
+    }
+
+    func setResumableLength(_ id: String, length: Int64) async throws -> ResumableUpload? {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE resumableUpload SET length = ? WHERE id = ? AND length IS NULL AND received <= ?",
+                arguments: [length, id, length])
+            return try Self.resumable(id, db)
+        }
+    }
+
+    func markResumableCompleted(_ id: String, etag: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE resumableUpload SET etag = ? WHERE id = ?", arguments: [etag, id])
+        }
+    }
+
+    func deleteResumableUpload(_ id: String) async throws -> ResumableUpload? {
+        try await pool.write { db in
+            let upload = try Self.resumable(id, db)
+            try db.execute(sql: "DELETE FROM resumableUpload WHERE id = ?", arguments: [id])
+            return upload
+        }
+    }
+
+    func expiredResumableUploads(before date: Date, limit: Int) async throws -> [ResumableUpload] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM resumableUpload WHERE expiresAt < ? ORDER BY expiresAt LIMIT ?",
+                arguments: [date.timeIntervalSince1970, limit]
+            ).map(Self.resumable)
+        }
+    }
+
+    private static func resumable(_ id: String, _ db: Database) throws -> ResumableUpload? {
+        try Row.fetchOne(db, sql: "SELECT * FROM resumableUpload WHERE id = ?", arguments: [id]).map(resumable)
+    }
+
+    private static func resumable(_ row: Row) throws -> ResumableUpload {
+        ResumableUpload(
+            id: row["id"], uploadId: row["uploadId"], bucket: row["bucket"], key: row["key"], owner: row["owner"],
+            length: row["length"], offset: row["received"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
+            expiresAt: Date(timeIntervalSince1970: row["expiresAt"]),
+            info: try JSONDecoder().decode(ResumableUpload.Info.self, from: Data((row["info"] as String).utf8)),
+            etag: row["etag"])
+    }
+}

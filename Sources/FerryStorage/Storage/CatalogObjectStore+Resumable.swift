@@ -1,0 +1,209 @@
+import FerryCore
+import Foundation
+import NIOCore
+
+/// How an append to a resumable upload ended, besides the errors it throws.
+package enum ResumableAppendResult: Sendable {
+    /// The bytes are durable and counted: the upload as it now stands.
+    case appended(ResumableUpload)
+    /// The upload's offset was not where the append started (another append was recorded first); nothing was stored.
+    case conflict(ResumableUpload)
+    /// The bytes would pass the upload's length; nothing was stored.
+    case beyondLength(ResumableUpload)
+}
+
+/// Resumable uploads (``ResumableUpload``) on the object store: each append is streamed to a blob, verified, and
+/// recorded as the upload's next part in one catalog transaction that also moves its offset, so an offset is never
+/// acknowledged before its bytes are durable, and of two appends at one offset only one is recorded. Completion
+/// assembles the parts without copying them, as CompleteMultipartUpload does; every append carries a CRC64NVME, so
+/// the object has a full-object CRC64NVME checksum as well as its multipart ETag.
+extension CatalogObjectStore {
+    /// The checksum every append is hashed with, combined into the object's full-object checksum.
+    static let resumableChecksum = ChecksumAlgorithm.crc64nvme
+
+    /// Starts a resumable upload to `bucket`/`key`; `NoSuchBucket` when the bucket is absent.
+    package func createResumableUpload(
+        bucket: String, key: String, owner: String, length: Int64?, info: ResumableUpload.Info,
+        attributes: ObjectAttributes, expiresAt: Date
+    ) async throws -> ResumableUpload {
+        let multipart = try await createMultipartUpload(
+            bucket: bucket, key: key, attributes: attributes, tags: [], checksumAlgorithm: Self.resumableChecksum,
+            checksumType: "FULL_OBJECT")
+        let upload = ResumableUpload(
+            id: BlobFiles.newBlobName(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
+            length: length, createdAt: Date(), expiresAt: expiresAt, info: info)
+        do {
+            try await events.timed("catalog", "insertResumableUpload") { try await catalog.insertResumableUpload(upload) }
+        } catch {
+            if let blobs = try? await catalog.deleteUpload(multipart.uploadId) { await retire(blobs) }
+            throw error
+        }
+        return upload
+    }
+
+    /// The resumable upload with that id, or nil.
+    package func resumableUpload(_ id: String) async throws -> ResumableUpload? {
+        try await events.timed("catalog", "resumableUpload") { try await catalog.resumableUpload(id) }
+    }
+
+    /// Appends `body` at `offset`: streamed to a blob with MD5, CRC64NVME and `checksums`, checked by `verify`, then
+    /// recorded. A body that brings no bytes records nothing (the answer is the upload as it stands).
+    package func appendResumable<Body: AsyncSequence & Sendable>(
+        _ upload: ResumableUpload, at offset: Int64, body: Body, checksums: [ChecksumAlgorithm], verify: BodyVerifier
+    ) async throws -> ResumableAppendResult where Body.Element == ByteBuffer {
+        let remaining = upload.length.map { $0 - offset } ?? ResumableUpload.maxLength - offset
+        let algorithms = [Self.resumableChecksum] + checksums.filter { $0 != Self.resumableChecksum }
+        let (temp, digests) = try await files.write(body, checksums: algorithms, maxSize: max(0, remaining))
+        let blob: String
+        do {
+            try verify(digests)
+            guard digests.size > 0 else {
+                await files.discard(tempPath: temp)
+                guard let current = try await catalog.resumableUpload(upload.id) else { throw Self.noSuchUpload }
+                return current.offset == offset ? .appended(current) : .conflict(current)
+            }
+            blob = try await events.timed("blobs", "commit") { try await files.commit(tempPath: temp) }
+        } catch {
+            await files.discard(tempPath: temp)
+            throw error
+        }
+        let part = PartInfo(
+            number: 0, size: digests.size, etag: Self.hex(digests.md5),
+            checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
+            segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
+        let outcome: ResumableAppendOutcome
+        do {
+            outcome = try await events.timed("catalog", "appendResumablePart") {
+                try await catalog.appendResumablePart(part, to: upload.id, at: offset)
+            }
+        } catch {
+            await discardUnreferenced([blob])
+            throw error
+        }
+        switch outcome {
+        case .appended(let upload):
+            return .appended(upload)
+        case .conflict(let upload):
+            await discardUnreferenced([blob])
+            return .conflict(upload)
+        case .beyondLength(let upload):
+            await discardUnreferenced([blob])
+            return .beyondLength(upload)
+        case .missing:
+            await discardUnreferenced([blob])
+            throw Self.noSuchUpload
+        }
+    }
+
+    /// Sets a deferred length; the upload as it stands (its length unchanged when it had one already).
+    package func setResumableLength(_ upload: ResumableUpload, length: Int64) async throws -> ResumableUpload {
+        guard let updated = try await catalog.setResumableLength(upload.id, length: length) else { throw Self.noSuchUpload }
+        return updated
+    }
+
+    /// Makes a fully received upload its object, once: the object, or nil when it was made before (by this request's
+    /// predecessor on any node, or before a crash).
+    package func completeResumable(_ upload: ResumableUpload) async throws -> ObjectInfo? {
+        guard upload.etag == nil else { return nil }
+        guard let multipart = try await catalog.upload(upload.uploadId) else {
+            // Completed by a request that did not live to record it.
+            guard let completed = try await catalog.completedUpload(upload.uploadId) else { throw Self.noSuchUpload }
+            try await catalog.markResumableCompleted(upload.id, etag: completed.etag)
+            return nil
+        }
+        var parts = try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil)
+        if parts.isEmpty { parts = [try await emptyPart(multipart)] }
+        let object = try await assemble(multipart, parts: parts, fullObjectChecksums: [:], condition: .none)
+        try await catalog.markResumableCompleted(upload.id, etag: object.etag)
+        return object
+    }
+
+    /// An empty first part, for an upload of zero bytes.
+    private func emptyPart(_ upload: MultipartUploadInfo) async throws -> PartInfo {
+        let (temp, digests) = try await files.write(
+            AsyncStream<ByteBuffer> { $0.finish() }, checksums: [Self.resumableChecksum], maxSize: 0)
+        let blob = try await files.commit(tempPath: temp)
+        return try await record(
+            PartInfo(
+                number: 1, size: 0, etag: Self.hex(digests.md5),
+                checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
+                segments: [BlobSegment(blob: blob, size: 0)], lastModified: Date()),
+            upload: upload)
+    }
+
+    /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
+    /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated.
+    package func concatenateResumable(
+        _ partials: [ResumableUpload], bucket: String, key: String, owner: String, info: ResumableUpload.Info,
+        attributes: ObjectAttributes, expiresAt: Date
+    ) async throws -> (upload: ResumableUpload, object: ObjectInfo) {
+        let multipart = try await createMultipartUpload(
+            bucket: bucket, key: key, attributes: attributes, tags: [], checksumAlgorithm: Self.resumableChecksum,
+            checksumType: "FULL_OBJECT")
+        do {
+            var parts: [PartInfo] = []
+            for partial in partials {
+                for part in try await catalog.parts(uploadId: partial.uploadId, after: 0, limit: nil) {
+                    let lease = files.lease(part.segments.map(\.blob))
+                    defer { lease.release() }
+                    var shared: [BlobSegment] = []
+                    do {
+                        for segment in part.segments {
+                            shared.append(
+                                BlobSegment(blob: try await files.link(segment.blob), size: segment.size, offset: segment.offset))
+                        }
+                    } catch {
+                        await discardUnreferenced(shared.map(\.blob))
+                        throw error
+                    }
+                    var copy = part
+                    copy.number = parts.count + 1
+                    copy.segments = shared
+                    parts.append(try await record(copy, upload: multipart))
+                }
+            }
+            if parts.isEmpty { parts = [try await emptyPart(multipart)] }
+            let total = parts.reduce(0) { $0 + $1.size }
+            let object = try await assemble(multipart, parts: parts, fullObjectChecksums: [:], condition: .none)
+            let upload = ResumableUpload(
+                id: BlobFiles.newBlobName(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
+                length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: object.etag)
+            try await catalog.insertResumableUpload(upload)
+            return (upload, object)
+        } catch {
+            if let blobs = try? await catalog.deleteUpload(multipart.uploadId) { await retire(blobs) }
+            throw error
+        }
+    }
+
+    /// Ends an upload (tus termination, IETF cancellation, expiry): its record goes, and the bytes of an unfinished
+    /// one with it. An object it became stays.
+    package func terminateResumable(_ upload: ResumableUpload, expired: Bool = false) async throws {
+        guard let removed = try await catalog.deleteResumableUpload(upload.id) else { throw Self.noSuchUpload }
+        guard removed.etag == nil, let blobs = try await catalog.deleteUpload(removed.uploadId) else { return }
+        events?.multipartUpload(expired ? .expired : .aborted, count: 1)
+        await retire(blobs)
+    }
+
+    /// Removes the uploads that expired before `now` (see ``terminateResumable(_:)``); returns how many.
+    package func expireResumableUploads(now: Date) async throws -> Int {
+        var count = 0
+        while true {
+            let expired = try await catalog.expiredResumableUploads(before: now, limit: 100)
+            for upload in expired {
+                do {
+                    try await terminateResumable(upload, expired: true)
+                    count += 1
+                } catch let error as FerryDomainError where error.code == .uploadNotFound {
+                    // Removed by another node meanwhile.
+                }
+            }
+            if expired.count < 100 { return count }
+        }
+    }
+}
+
+extension ResumableUpload {
+    /// The largest upload: 5 TiB, S3's largest object.
+    public static let maxLength: Int64 = 5 * 1024 * 1024 * 1024 * 1024
+}

@@ -1,0 +1,370 @@
+import AsyncHTTPClient
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+@testable import Ferry
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The resumable upload resource at `/_ferry/uploads/`, driven by clients no one here wrote or that send exactly what
+/// the protocols' texts send: tuspy (tus 1.0) and a scripted raw-socket IETF client (interop versions 3, 5 and 6),
+/// directly and through HAProxy with `deploy/haproxy.cfg`.
+@Suite("Resumable uploads: tus and the IETF draft", .serialized)
+struct ResumableUploadTests {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path + "/Scripts/resumable_client.py"
+
+    /// Runs the client script and returns the JSON object on its last line.
+    static func client(_ arguments: [String]) async throws -> [String: Any] {
+        let (status, output, errors) = try await runBlocking { () throws -> (Int32, String, String) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", script] + arguments
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            let errorData = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self), String(decoding: errorData, as: UTF8.self))
+        }
+        guard status == 0, let last = output.split(separator: "\n").last,
+            let object = try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any]
+        else {
+            Issue.record("resumable_client.py \(arguments.first ?? "") failed (\(status)): \(errors.suffix(3000))")
+            throw ClientFailed()
+        }
+        return object
+    }
+
+    struct ClientFailed: Error {}
+
+    static func media(_ server: TestServer, endpoint: String? = nil) -> MediaServiceClient {
+        MediaServiceClient(
+            endpoint: URL(string: endpoint ?? server.endpoint)!,
+            credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> String { SigV4.hexSHA256(bytes) }
+
+    static func file(_ directory: String, size: Int, seed: UInt64) throws -> (path: String, bytes: [UInt8]) {
+        var generator = SplitMix(seed: seed)
+        let bytes = (0..<size).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        let path = directory + "/source-\(seed).bin"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return (path, bytes)
+    }
+
+    struct SplitMix {
+        var state: UInt64
+        init(seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test("tuspy uploads a video through its media upload URL in chunks: the object is byte-identical, the video is uploaded, and its tus title names it")
+    func tuspyMediaUpload() async throws {
+        try await TestServer.with { server in
+            let directory = TemporaryDirectory.make("ferry-tus")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let media = Self.media(server)
+            let ticket = try await media.createUploadVideo(.init(title: "placeholder", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL)
+            #expect(url.path.hasPrefix("/_ferry/uploads/grant/"))
+            let source = try Self.file(directory, size: 3_000_000, seed: 1)
+            let result = try await Self.client([
+                "tus-upload", "--endpoint", url.absoluteString, "--file", source.path, "--chunk", "1000000",
+                "--checksum", "--metadata", #"{"title": "Sent with tuspy", "filename": "clip.mp4", "filetype": "video/mp4"}"#,
+            ])
+            #expect(result["offset"] as? Int == 3_000_000)
+            let stored = try await server.client().get(ticket.address.bucket, ticket.address.fileName)
+            #expect(stored.status == 200)
+            #expect(Self.sha256(stored.body) == Self.sha256(source.bytes))
+            #expect(stored.headers.first(name: "Content-Type") == "video/mp4")
+            // Three appends of one part each: the multipart ETag, and a full-object CRC64NVME.
+            #expect(stored.headers.first(name: "ETag")?.hasSuffix("-3\"") == true)
+            let info = try await media.getVideoInfo(videoId: ticket.id)
+            #expect(info.status == "UploadSucc")
+            #expect(info.title == "Sent with tuspy")
+        }
+    }
+
+    @Test("tus: discovery, creation-with-upload, 460 on a wrong checksum with nothing kept, md5 and crc32 checksums, 409 on a wrong offset, 412 without Tus-Resumable")
+    func tusScenarios() async throws {
+        try await TestServer.with { server in
+            let media = Self.media(server)
+            let ticket = try await media.createUploadVideo(.init(title: "tus", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL)
+            let out = try await Self.client(["tus-scenarios", "--endpoint", url.absoluteString])
+            let options = try #require(out["options"] as? [String: Any])
+            #expect(options["status"] as? Int == 204)
+            #expect(options["version"] as? String == "1.0.0")
+            let extensions = Set(((options["extensions"] as? String) ?? "").split(separator: ",").map(String.init))
+            #expect(extensions.isSuperset(of: ["creation", "creation-with-upload", "creation-defer-length", "termination", "checksum", "expiration", "concatenation"]))
+            #expect(options["checksums"] as? String == "sha1,md5,crc32")
+            let created = try #require(out["creationWithUpload"] as? [String: Any])
+            #expect(created["status"] as? Int == 201)
+            #expect(created["offset"] as? String == "100000")
+            #expect((created["expires"] as? String)?.hasSuffix("GMT") == true)
+            let mismatch = try #require(out["checksumMismatch"] as? [String: Any])
+            #expect(mismatch["status"] as? Int == 460)
+            #expect(mismatch["offsetAfter"] as? String == "100000")
+            let match = try #require(out["checksumMatch"] as? [String: Any])
+            #expect(match["status"] as? Int == 204)
+            #expect(match["offset"] as? String == "200000")
+            #expect((out["wrongOffset"] as? [String: Any])?["status"] as? Int == 409)
+            let completed = try #require(out["completed"] as? [String: Any])
+            #expect(completed["status"] as? Int == 204)
+            #expect(completed["offset"] as? String == "300000")
+            #expect(completed["etag"] is String)
+            #expect(completed["headLength"] as? String == "300000")
+            #expect((completed["headMetadata"] as? String)?.contains("filename ") == true)
+            let noVersion = try #require(out["noVersion"] as? [String: Any])
+            #expect(noVersion["status"] as? Int == 412)
+            #expect(noVersion["tusVersion"] as? String == "1.0.0")
+            let stored = try await server.client().get(ticket.address.bucket, ticket.address.fileName)
+            #expect(Self.sha256(stored.body) == out["sha256"] as? String)
+        }
+    }
+
+    @Test("tus with a SigV4-signed creation: unsigned and out-of-policy creations are refused; termination removes the upload; a deferred length arrives with the last append")
+    func tusSignedCreation() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("tus-bucket").status == 200)
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            let first = try await s3.send(
+                "POST", "/_ferry/uploads/s3/tus-bucket/a/terminated.bin", headers: tus + [("Upload-Length", "5000")],
+                payload: .unsigned)
+            #expect(first.status == 201)
+            let deferred = try await s3.send(
+                "POST", "/_ferry/uploads/s3/tus-bucket/a/deferred.bin", headers: tus + [("Upload-Defer-Length", "1")],
+                payload: .unsigned)
+            #expect(deferred.status == 201)
+            let unsigned = try await S3TestClient.fetchRaw(
+                "POST", server.endpoint + "/_ferry/uploads/s3/tus-bucket/a/x.bin", headers: tus + [("Upload-Length", "1")])
+            #expect(unsigned.status == 403)
+            let noBucket = try await s3.send(
+                "POST", "/_ferry/uploads/s3/missing-bucket/x.bin", headers: tus + [("Upload-Length", "1")], payload: .unsigned)
+            #expect(noBucket.status == 404)
+            let scoped = try await Self.media(server).createAccessKey(
+                policy: AccessPolicy(statements: [.init(actions: ["s3:PutObject"], bucket: "tus-bucket", keyPrefix: "mine/")]),
+                description: "tus test")
+            let scopedClient = server.client(
+                SigV4Credentials(accessKeyId: scoped.accessKeyId, secretAccessKey: scoped.secretAccessKey))
+            let outside = try await scopedClient.send(
+                "POST", "/_ferry/uploads/s3/tus-bucket/theirs/x.bin", headers: tus + [("Upload-Length", "1")],
+                payload: .unsigned)
+            #expect(outside.status == 403)
+            let inside = try await scopedClient.send(
+                "POST", "/_ferry/uploads/s3/tus-bucket/mine/x.bin", headers: tus + [("Upload-Length", "1")],
+                payload: .unsigned)
+            #expect(inside.status == 201)
+
+            let locations = [first, deferred].compactMap { $0.headers.first(name: "Location") }
+            #expect(locations.count == 2)
+            let out = try await Self.client(["tus-signed", "--url", locations.joined(separator: ",")])
+            let termination = try #require(out["termination"] as? [String: Any])
+            #expect(termination["status"] as? Int == 204)
+            #expect(termination["headAfter"] as? Int == 404)
+            let lengths = try #require(out["deferred"] as? [String: Any])
+            #expect(lengths["deferHeader"] as? String == "1")
+            #expect(lengths["first"] as? Int == 204)
+            #expect(lengths["last"] as? Int == 204)
+            #expect(lengths["etag"] is String)
+            #expect(try await s3.get("tus-bucket", "a/terminated.bin").status == 404)
+            let stored = try await s3.get("tus-bucket", "a/deferred.bin")
+            #expect(stored.body == [UInt8](repeating: UInt8(ascii: "b"), count: 1000) + [UInt8](repeating: UInt8(ascii: "c"), count: 500))
+        }
+    }
+
+    @Test("tus concatenation: three partial uploads become one object without copying; a final upload naming an unfinished partial is refused")
+    func tusConcatenation() async throws {
+        try await TestServer.with { server in
+            let ticket = try await Self.media(server).createUploadVideo(.init(title: "concat", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL)
+            let out = try await Self.client(["tus-concat", "--endpoint", url.absoluteString])
+            #expect(out["unfinishedStatus"] as? Int == 400)
+            #expect(out["status"] as? Int == 201)
+            #expect((out["headConcat"] as? String)?.hasPrefix("final;") == true)
+            #expect(out["headOffset"] as? String == String(out["size"] as? Int ?? -1))
+            let stored = try await server.client().get(ticket.address.bucket, ticket.address.fileName)
+            #expect(Self.sha256(stored.body) == out["sha256"] as? String)
+            #expect(stored.headers.first(name: "ETag").map { "\"\($0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")))\"" } == out["etag"] as? String)
+        }
+    }
+
+    @Test("the IETF draft at interop versions 3, 5 and 6: 104 with the upload's URL, offset retrieval, 409 with the right offset, completion, cancellation", arguments: [3, 5, 6])
+    func ietfVersions(_ version: Int) async throws {
+        try await TestServer.with { server in
+            let ticket = try await Self.media(server).createUploadVideo(.init(title: "ietf", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL)
+            let out = try await Self.client(["ietf-scenarios", "--endpoint", url.absoluteString, "--version", String(version)])
+            try Self.checkIETF(out, version: version)
+            let stored = try await server.client().get(ticket.address.bucket, ticket.address.fileName)
+            #expect(Self.sha256(stored.body) == out["sha256"] as? String)
+            #expect(try await Self.media(server).getVideoInfo(videoId: ticket.id).status == "UploadSucc")
+        }
+    }
+
+    /// What the scripted IETF client saw, against the draft's examples.
+    static func checkIETF(_ out: [String: Any], version: Int) throws {
+        let size = out["size"] as? Int ?? 0
+        let incomplete = version >= 5 ? "?0" : "?1"
+        let complete = version >= 5 ? "?1" : "?0"
+        let creation = try #require(out["creation"] as? [String: Any])
+        #expect(creation["interim"] as? [Int] == [104])
+        #expect(creation["interimVersion"] as? String == String(version))
+        #expect(creation["interimLocation"] as? String == creation["location"] as? String)
+        #expect((creation["location"] as? String)?.contains("/_ferry/uploads/") == true)
+        #expect(creation["status"] as? Int == 201)
+        #expect(creation["offset"] as? String == String(size / 2))
+        #expect(creation["complete"] as? String == incomplete)
+        let head = try #require(out["offsetRetrieval"] as? [String: Any])
+        #expect(head["status"] as? Int == 204)
+        #expect(head["offset"] as? String == String(size / 2))
+        #expect(head["complete"] as? String == incomplete)
+        #expect(head["cacheControl"] as? String == "no-store")
+        let wrong = try #require(out["wrongOffset"] as? [String: Any])
+        #expect(wrong["status"] as? Int == 409)
+        #expect(wrong["offset"] as? String == String(size / 2))
+        let append = try #require(out["append"] as? [String: Any])
+        #expect(append["status"] as? Int == 200)
+        #expect(append["offset"] as? String == String(size))
+        #expect(append["complete"] as? String == complete)
+        #expect(append["etag"] is String)
+        #expect((append["body"] as? String)?.contains("\"Size\":\"\(size)\"") == true)
+        let after = try #require(out["afterCompletion"] as? [String: Any])
+        #expect(after["status"] as? Int == 204)
+        #expect(after["complete"] as? String == complete)
+        let cancellation = try #require(out["cancellation"] as? [String: Any])
+        #expect(cancellation["status"] as? Int == 204)
+        #expect(cancellation["headAfter"] as? Int == 404)
+        #expect((out["unknownVersion"] as? [String: Any])?["status"] as? Int == 400)
+    }
+
+    @Test("the IETF draft through HAProxy with deploy/haproxy.cfg: the 104 reaches the client, and every exchange answers as it does directly")
+    func ietfThroughHAProxy() async throws {
+        try await TestServer.with { server in
+            let proxy = try await HAProxyServer.start(nodes: [server.port])
+            do {
+                let media = Self.media(server, endpoint: proxy.endpoint)
+                let ticket = try await media.createUploadVideo(.init(title: "proxied", fileName: "clip.mp4"))
+                let url = try #require(ticket.resumableUploadURL)
+                #expect(url.absoluteString.hasPrefix(proxy.endpoint))
+                let out = try await Self.client(["ietf-scenarios", "--endpoint", url.absoluteString, "--version", "6"])
+                try Self.checkIETF(out, version: 6)
+                let stored = try await server.client().get(ticket.address.bucket, ticket.address.fileName)
+                #expect(Self.sha256(stored.body) == out["sha256"] as? String)
+            } catch {
+                await proxy.stop()
+                throw error
+            }
+            await proxy.stop()
+        }
+    }
+
+    @Test("an abandoned upload expires: 410 once its time is past, and the collector removes its record and its bytes")
+    func expiry() async throws {
+        let time = ManualTime()
+        try await TestServer.with(configure: { $0.now = time.now }) { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("expiring").status == 200)
+            let created = try await s3.send(
+                "POST", "/_ferry/uploads/s3/expiring/abandoned.bin",
+                headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "100000")], payload: .unsigned)
+            #expect(created.status == 201)
+            let location = try #require(created.headers.first(name: "Location"))
+            let blobs = server.server.configuration.dataDirectory + "/objects/blobs"
+            let before = LifecycleBlobFiles.count(blobs)
+            let patch = try await S3TestClient.fetchRaw(
+                "PATCH", location,
+                headers: [("Tus-Resumable", "1.0.0"), ("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")],
+                body: [UInt8](repeating: 7, count: 40_000))
+            #expect(patch.status == 204)
+            #expect(LifecycleBlobFiles.count(blobs) == before + 1)
+            let expires = try #require(patch.headers.first(name: "Upload-Expires"))
+            #expect(expires.hasSuffix("GMT"))
+
+            time.advance(by: 25 * 3600)
+            let head = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Tus-Resumable", "1.0.0")])
+            #expect(head.status == 410)
+            let expired = try await server.server.store.expireResumableUploads(now: time.now())
+            #expect(expired == 1)
+            let gone = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Tus-Resumable", "1.0.0")])
+            #expect(gone.status == 404)
+            #expect(LifecycleBlobFiles.count(blobs) == before)
+        }
+    }
+
+    @Test("tuspy killed mid-upload resumes from its URL store where the server's offset says, and the object is byte-identical")
+    func tuspyClientKilled() async throws {
+        try await TestServer.with { server in
+            let directory = TemporaryDirectory.make("ferry-tus-kill")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let ticket = try await Self.media(server).createUploadVideo(.init(title: "killed", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL).absoluteString
+            let source = try Self.file(directory, size: 4_000_000, seed: 7)
+            let store = directory + "/tus-urls.json"
+            let arguments = [
+                "tus-upload", "--endpoint", url, "--file", source.path, "--chunk", "250000", "--store", store,
+            ]
+            // The first run: killed once two chunks are acknowledged.
+            let acknowledged = try await runBlocking { () throws -> Int in
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                process.arguments = ["python3", Self.script] + arguments + ["--pause", "0.5"]
+                let out = Pipe()
+                process.standardOutput = out
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                var text = ""
+                var offsets: [Int] = []
+                while offsets.count < 2 {
+                    let data = out.fileHandleForReading.availableData
+                    if data.isEmpty { break }
+                    text += String(decoding: data, as: UTF8.self)
+                    offsets = text.split(separator: "\n").compactMap { line in
+                        line.hasPrefix("offset ") ? Int(line.dropFirst("offset ".count)) : nil
+                    }
+                }
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return offsets.last ?? 0
+            }
+            #expect(acknowledged >= 500_000)
+            let result = try await Self.client(arguments)
+            let resumedFrom = try #require(result["resumedFrom"] as? Int)
+            #expect(resumedFrom >= acknowledged)
+            #expect(resumedFrom < 4_000_000)
+            let stored = try await server.client().get(ticket.address.bucket, ticket.address.fileName)
+            #expect(Self.sha256(stored.body) == Self.sha256(source.bytes))
+        }
+    }
+}
+
+/// Counting blob files (the expiry test's evidence that bytes went).
+enum LifecycleBlobFiles {
+    static func count(_ directory: String) -> Int {
+        var count = 0
+        let enumerator = FileManager.default.enumerator(atPath: directory)
+        while let path = enumerator?.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: directory + "/" + path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                count += 1
+            }
+        }
+        return count
+    }
+}
