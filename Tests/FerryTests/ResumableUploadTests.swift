@@ -354,6 +354,115 @@ struct ResumableUploadTests {
     }
 }
 
+/// Resumable uploads across nodes: two `ferry serve` nodes on one PostgreSQL catalog and one SeaweedFS store, behind
+/// HAProxy.
+@Suite("Resumable uploads across nodes", .serialized)
+struct ResumableUploadClusterTests {
+    static let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+    static let append = tus + [("Content-Type", "application/offset+octet-stream")]
+
+    /// The upload's URL on another node.
+    static func on(_ node: FerryExecutable.Server, _ location: String, proxy: String) -> String {
+        location.replacingOccurrences(of: proxy, with: node.endpoint)
+    }
+
+    @Test("a tus upload whose PATCHes alternate between nodes survives a node SIGKILLed mid-PATCH and completes byte-identical through tuspy; of two PATCHes at one offset on two nodes exactly one wins")
+    func alternatingNodes() async throws {
+        let cluster = try await ScaleOutCluster.start(nodes: 2)
+        do {
+            try await Self.run(cluster)
+        } catch {
+            await cluster.stop()
+            throw error
+        }
+        await cluster.stop()
+    }
+
+    static func run(_ cluster: ScaleOutCluster) async throws {
+        let proxy = cluster.proxy.endpoint
+        let s3 = cluster.client(proxy)
+        #expect(try await s3.createBucket("tus-cluster").status == 200)
+        let directory = TemporaryDirectory.make("ferry-tus-cluster")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let size = 24_000_000
+        let source = try ResumableUploadTests.file(directory, size: size, seed: 11)
+        let created = try await s3.send(
+            "POST", "/_ferry/uploads/s3/tus-cluster/alternating.bin", headers: tus + [("Upload-Length", String(size))],
+            payload: .unsigned)
+        #expect(created.status == 201)
+        let location = try #require(created.headers.first(name: "Location"))
+        #expect(location.hasPrefix(proxy))
+        let (first, second) = (cluster.nodes[0], cluster.nodes[1])
+
+        // Two chunks, one on each node.
+        var offset = 0
+        for (index, node) in [first, second].enumerated() {
+            let chunk = Array(source.bytes[offset..<(offset + 2_000_000)])
+            let reply = try await S3TestClient.fetchRaw(
+                "PATCH", on(node, location, proxy: proxy), headers: append + [("Upload-Offset", String(offset))], body: chunk)
+            #expect(reply.status == 204, "chunk \(index)")
+            offset += chunk.count
+            #expect(reply.headers.first(name: "Upload-Offset") == String(offset))
+        }
+        let acknowledged = offset
+
+        // Two PATCHes at offset 0 of one upload, at once, one on each node.
+        let race = try await s3.send(
+            "POST", "/_ferry/uploads/s3/tus-cluster/raced.bin", headers: tus + [("Upload-Length", "6000000")],
+            payload: .unsigned)
+        let raceLocation = try #require(race.headers.first(name: "Location"))
+        let bodies = [[UInt8](repeating: 1, count: 3_000_000), [UInt8](repeating: 2, count: 3_000_000)]
+        let urls = [on(first, raceLocation, proxy: proxy), on(second, raceLocation, proxy: proxy)]
+        let statuses = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            for index in 0..<2 {
+                group.addTask {
+                    let reply = try await S3TestClient.fetchRaw(
+                        "PATCH", urls[index], headers: append + [("Upload-Offset", "0")], body: bodies[index])
+                    return (index, reply.status)
+                }
+            }
+            var statuses: [Int: Int] = [:]
+            for try await (index, status) in group { statuses[index] = status }
+            return statuses
+        }
+        #expect(statuses.values.sorted() == [204, 409])
+        let winner = try #require(statuses.first { $0.value == 204 }?.key)
+        let raced = try await S3TestClient.fetchRaw("HEAD", urls[0], headers: tus)
+        #expect(raced.headers.first(name: "Upload-Offset") == "3000000")
+        let finish = try await S3TestClient.fetchRaw(
+            "PATCH", urls[0], headers: append + [("Upload-Offset", "3000000")], body: bodies[1 - winner])
+        #expect(finish.status == 204)
+        let object = try await cluster.client(first.endpoint).get("tus-cluster", "raced.bin")
+        #expect(object.body == bodies[winner] + bodies[1 - winner])
+
+        // A large PATCH to the second node, which is killed while it streams.
+        let target = on(second, location, proxy: proxy)
+        let rest = Array(source.bytes[offset...])
+        let inFlight = Task { try? await S3TestClient.fetchRaw("PATCH", target, headers: append + [("Upload-Offset", String(acknowledged))], body: rest) }
+        try await Task.sleep(for: .milliseconds(150))
+        await second.stop(signal: SIGKILL)
+        _ = await inFlight.value
+
+        // The first node answers for the upload: never less than was acknowledged, never more than was sent.
+        let head = try await S3TestClient.fetchRaw("HEAD", on(first, location, proxy: proxy), headers: tus)
+        #expect(head.status == 200)
+        let durable = try #require(head.headers.first(name: "Upload-Offset").flatMap(Int.init))
+        #expect(durable >= acknowledged)
+        #expect(durable <= size)
+
+        // tuspy resumes from the first node's offset and finishes.
+        let resumed = try await ResumableUploadTests.client([
+            "tus-upload", "--endpoint", first.endpoint + "/_ferry/uploads/", "--url", on(first, location, proxy: proxy),
+            "--file", source.path, "--chunk", "8000000",
+        ])
+        #expect(resumed["resumedFrom"] as? Int == durable)
+        let stored = try await cluster.client(first.endpoint).get("tus-cluster", "alternating.bin")
+        #expect(stored.status == 200)
+        #expect(SigV4.hexSHA256(stored.body) == SigV4.hexSHA256(source.bytes))
+
+    }
+}
+
 /// Counting blob files (the expiry test's evidence that bytes went).
 enum LifecycleBlobFiles {
     static func count(_ directory: String) -> Int {
