@@ -43,6 +43,11 @@ struct ServeCommand: AsyncParsableCommand {
     var multipartMaxAge: Double?
 
     @Option(
+        name: .customLong("resumable-upload-expiry"),
+        help: "Seconds a resumable upload (tus, IETF) lives unfinished before it expires and its bytes are removed. Default 86400 (24 hours).")
+    var resumableUploadExpiry: Double?
+
+    @Option(
         name: .customLong("lifecycle-day"),
         help: "Seconds a bucket lifecycle rule counts as one day, to watch rules apply quickly when testing. Default: days as S3 counts them.")
     var lifecycleDay: Double?
@@ -146,6 +151,9 @@ struct ServeCommand: AsyncParsableCommand {
         if let metricsPort, !(1...65_535).contains(metricsPort) {
             throw ValidationError("--metrics-port must be between 1 and 65535.")
         }
+        if let resumableUploadExpiry, !(60...31_536_000).contains(resumableUploadExpiry) {
+            throw ValidationError("--resumable-upload-expiry must be between 60 seconds and 365 days.")
+        }
         if let lifecycleDay, !(1...86_400).contains(lifecycleDay) {
             throw ValidationError("--lifecycle-day must be between 1 and 86400 seconds.")
         }
@@ -175,6 +183,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
         if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
         configuration.lifecycleDayLength = lifecycleDay
+        if let resumableUploadExpiry { configuration.resumableUploadLifetime = resumableUploadExpiry }
         if let age = uploadingVideoMaxAge ?? env["FERRY_UPLOADING_VIDEO_MAX_AGE"].flatMap(Double.init), (1...315_360_000).contains(age) {
             configuration.uploadingVideoMaxAge = age
         }
