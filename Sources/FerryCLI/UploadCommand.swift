@@ -58,6 +58,10 @@ struct UploadCommand: AsyncParsableCommand {
     @Flag(help: "Cancel an interrupted upload of these files: abort it on the server and delete its checkpoint.") var cancel = false
     @Option(name: .customLong("max-retries"), help: "Retries per request before giving up. Default 8.") var maxRetries: Int = 8
     @Flag(help: "Print one JSON object per event instead of progress lines.") var json = false
+    @Option(
+        name: .customLong("protocol"),
+        help: "Send each file as one resumable stream in tus or ietf (the IETF resumable-upload draft) instead of parallel multipart parts; useful behind proxies that dislike many parallel requests. --part-size sets the tus chunk (default 64MiB).")
+    var wireProtocol: String?
 
     func validate() throws {
         if key != nil && bucket == nil { throw ValidationError("--key needs --bucket.") }
@@ -67,6 +71,12 @@ struct UploadCommand: AsyncParsableCommand {
         if maxRetries < 0 { throw ValidationError("--max-retries must not be negative.") }
         if checksum.lowercased() != "none" && ChecksumAlgorithm(name: checksum) == nil {
             throw ValidationError("--checksum '\(checksum)' is not one of crc32c, crc32, crc64nvme, sha256, sha1, md5, none.")
+        }
+        if let wireProtocol, StreamUploader.WireProtocol(rawValue: wireProtocol.lowercased()) == nil {
+            throw ValidationError("--protocol '\(wireProtocol)' is not one of tus, ietf.")
+        }
+        if wireProtocol != nil, cover != nil || wait {
+            throw ValidationError("--protocol does not combine with --cover or --wait.")
         }
         if let partSize, ByteSize.parse(partSize) == nil {
             throw ValidationError("--part-size '\(partSize)' is not a size such as 8MiB or 5242880.")
@@ -94,6 +104,9 @@ struct UploadCommand: AsyncParsableCommand {
         let context = UploadContext(
             connection: connection, configuration: configuration, records: records, output: output,
             interrupts: SignalCounter.install())
+        if let wireProtocol, let wire = StreamUploader.WireProtocol(rawValue: wireProtocol.lowercased()) {
+            return try await uploadStreams(context: context, wire: wire)
+        }
         if bucket == nil { return try await uploadMedia(context: context) }
         let pending = files
         let command = self

@@ -275,7 +275,8 @@ public struct FerryServer: Sendable {
         var api = ResumableUploadAPI(
             store: store, credentials: credentials,
             authenticator: RequestAuthenticator(credentials: credentials, region: configuration.region),
-            lifetime: configuration.resumableUploadLifetime, publicEndpoint: publicEndpoint)
+            lifetime: configuration.resumableUploadLifetime, publicEndpoint: publicEndpoint,
+            followsRequests: configuration.uploadAddressesFollowRequests)
         let library = mediaLibrary
         let catalog = mediaCatalog
         api.objectStored = { object in await library.objectStored(object) }

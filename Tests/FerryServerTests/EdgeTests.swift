@@ -254,7 +254,7 @@ struct EdgeTests {
         }
     }
 
-    @Test("the access log redacts signatures, credentials, tokens and playback tokens")
+    @Test("the access log redacts signatures, credentials, tokens, playback tokens and resumable upload capabilities")
     func accessLogRedaction() {
         let redacted = AccessLogMiddleware.redacted(
             path: "/b/k",
@@ -263,5 +263,11 @@ struct EdgeTests {
         #expect(redacted.contains("partNumber=1"))
         let play = AccessLogMiddleware.redacted(path: "/_ferry/play/SECRETTOKEN/video/master.m3u8", query: nil)
         #expect(!play.contains("SECRETTOKEN") && play.hasSuffix("/video/master.m3u8"))
+        let grant = AccessLogMiddleware.redacted(path: "/_ferry/uploads/grant/eyJTECRET.MAC", query: nil)
+        #expect(grant == "/_ferry/uploads/grant/<redacted>")
+        let upload = AccessLogMiddleware.redacted(path: "/_ferry/uploads/0123456789abcdef0123456789abcdef", query: nil)
+        #expect(upload == "/_ferry/uploads/<redacted>")
+        let signed = AccessLogMiddleware.redacted(path: "/_ferry/uploads/s3/bucket/key.bin", query: nil)
+        #expect(signed == "/_ferry/uploads/s3/bucket/key.bin")
     }
 }

@@ -225,6 +225,51 @@ struct CommandLineTests {
         #expect(stored == (try Data(contentsOf: file)))
     }
 
+    @Test("upload --protocol tus sends an object as one resumable tus stream; Ctrl-C pauses with exit 75 and the same command resumes it from the server's offset")
+    func tusStreamInterruptAndResume() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-tus")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 24 * 1024 * 1024, in: data)
+        let arguments = [
+            "upload", file.path, "--data-dir", data + "/ferry", "--bucket", "streams", "--key", "tus.bin", "--protocol", "tus",
+            "--part-size", "2MiB", "--json",
+        ]
+        let first = try await FerryRun.run(arguments) { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                object["event"] as? String == "progress", let bytes = object["bytes"] as? Int
+            else { return false }
+            return bytes >= 4 * 1024 * 1024
+        }
+        #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        let acknowledged = first.jsonLines.compactMap { $0["event"] as? String == "progress" ? $0["bytes"] as? Int : nil }.max() ?? 0
+        #expect(acknowledged >= 4 * 1024 * 1024)
+        let second = try await FerryRun.run(arguments)
+        #expect(second.status == 0, "\(second.error)")
+        // The rerun's first progress is the server's offset: what the first run had acknowledged, or more.
+        let resumedAt = second.jsonLines.first { $0["event"] as? String == "progress" }?["bytes"] as? Int ?? 0
+        #expect(resumedAt >= acknowledged, "resumed at \(resumedAt) after \(acknowledged) had been acknowledged")
+        let stored = try await storedBytes(dataDirectory: data + "/ferry", bucket: "streams", key: "tus.bin")
+        #expect(stored == (try Data(contentsOf: file)))
+    }
+
+    @Test("upload --protocol ietf sends a video as one IETF resumable upload to its media upload URL: the video is created and its file byte-identical")
+    func ietfStreamVideo() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-ietf")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let run = try await FerryRun.run([
+            "upload", Self.sample, "--data-dir", data + "/ferry", "--protocol", "ietf", "--title", "Streamed", "--json",
+            "--media-workers", "0",
+        ].filter { $0 != "--media-workers" && $0 != "0" })
+        #expect(run.status == 0, "\(run.error)")
+        let media = try #require(run.jsonLines.first { $0["event"] as? String == "media" })
+        let videoId = try #require(media["VideoId"] as? String)
+        let stored = try await storedBytes(dataDirectory: data + "/ferry", bucket: "ferry-media", key: "video/\(videoId)/source.mp4")
+        #expect(stored == (try Data(contentsOf: URL(fileURLWithPath: Self.sample))))
+        let bad = try await FerryRun.run(["upload", Self.sample, "--data-dir", data + "/ferry", "--protocol", "ftp"])
+        #expect(bad.status == 64)
+        #expect(bad.error.contains("tus, ietf"))
+    }
+
     @Test("without --data-dir the embedded service keeps its data under $HOME/.ferry, whatever the account's home")
     func honoursHome() async throws {
         let home = TemporaryDirectory.make("ferry-cli-home")

@@ -21,6 +21,9 @@ struct ResumableUploadAPI: Sendable {
     let lifetime: TimeInterval
     /// The configured public endpoint, for upload URLs; the request's own otherwise.
     let publicEndpoint: PublicEndpoint?
+    /// Whether upload URLs follow each request's Host even with a public endpoint (as upload addresses do, see
+    /// ``FerryServerConfiguration/uploadAddressesFollowRequests``).
+    var followsRequests = false
     /// Called with each object an upload became (the media catalog advances its video).
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
     /// Called with the `title` a tus client sent for the video an upload fills.
@@ -242,7 +245,7 @@ struct ResumableUploadAPI: Sendable {
             case .single: break
             case .partial: headers[.uploadConcat] = "partial"
             case .final:
-                let base = try (publicEndpoint ?? context.endpoint()).base + Self.pathPrefix
+                let base = try base(context) + Self.pathPrefix
                 headers[.uploadConcat] = "final;" + (upload.info.partials ?? []).map { base + $0 }.joined(separator: " ")
             }
             if !upload.isComplete { headers[.uploadExpires] = Self.httpDate(upload.expiresAt) }
@@ -446,7 +449,13 @@ struct ResumableUploadAPI: Sendable {
 
     /// The upload's URL.
     private func location(_ upload: ResumableUpload, context: FerryRequestContext) throws -> String {
-        try (publicEndpoint ?? context.endpoint()).base + Self.pathPrefix + upload.id
+        try base(context) + Self.pathPrefix + upload.id
+    }
+
+    /// The base of upload URLs: the public endpoint, unless upload URLs follow each request's Host.
+    private func base(_ context: FerryRequestContext) throws -> String {
+        if !followsRequests, let publicEndpoint { return publicEndpoint.base }
+        return try context.endpoint().base
     }
 
     /// What an upload became, as the final response's body says it.

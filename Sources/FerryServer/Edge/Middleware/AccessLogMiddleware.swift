@@ -2,7 +2,8 @@ import Hummingbird
 import Logging
 
 /// One debug record per request: method, path with every credential in it redacted, status and duration. Query values
-/// that carry signatures, credentials or tokens, and the token segment of playback paths, are written as `<redacted>`;
+/// that carry signatures, credentials or tokens, the token segment of playback paths, and the capability in resumable
+/// upload paths (an upload's id, a media upload URL's grant) are written as `<redacted>`;
 /// headers and bodies are never logged.
 struct AccessLogMiddleware: RouterMiddleware {
     typealias Context = FerryRequestContext
@@ -54,6 +55,14 @@ struct AccessLogMiddleware: RouterMiddleware {
             } else if !rest.isEmpty {
                 path = PlaybackToken.pathPrefix + "<redacted>"
             }
+        }
+        if path.hasPrefix(UploadGrant.pathPrefix) {
+            // `/_ferry/uploads/grant/<grant>`: a media upload URL's capability.
+            path = UploadGrant.pathPrefix + "<redacted>"
+        } else if path.hasPrefix(ResumableUploadAPI.pathPrefix) {
+            // `/_ferry/uploads/<id>`: the upload's id is the capability of its appends.
+            let rest = path.dropFirst(ResumableUploadAPI.pathPrefix.count)
+            if !rest.isEmpty, !rest.hasPrefix("s3/") { path = ResumableUploadAPI.pathPrefix + "<redacted>" }
         }
         guard let query, !query.isEmpty else { return String(path.prefix(512)) }
         let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in

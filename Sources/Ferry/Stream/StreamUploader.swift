@@ -1,0 +1,234 @@
+import Foundation
+
+/// Sends one file as one resumable stream to a Ferry upload resource (`/_ferry/uploads/`), speaking tus 1.0 or the
+/// IETF resumable-upload draft: for networks and proxies that carry one long request better than many parallel parts.
+///
+/// The upload is created at a creation URL — a media `ResumableUploadURL` (``MediaServiceClient/UploadTicket/resumableUploadURL``),
+/// or `/_ferry/uploads/s3/<bucket>/<key>` signed with a ``SigV4Signer`` — and then appended to at its own URL, which
+/// needs no credential. After a failure the uploader asks the server for the upload's offset and goes on from there,
+/// up to ``retryPolicy``'s retries in a row; ``upload(file:creationURL:signer:resuming:onCreated:progress:)`` resumes
+/// an upload another process started when given its URL.
+///
+/// ```swift
+/// let ticket = try await media.createUploadVideo(.init(title: "Holiday", fileName: "holiday.mp4"))
+/// let uploader = StreamUploader(protocol: .tus)
+/// let result = try await uploader.upload(file: movie, creationURL: ticket.resumableUploadURL!)
+/// ```
+public struct StreamUploader: Sendable {
+    /// The protocol spoken.
+    public enum WireProtocol: String, Sendable, CaseIterable {
+        /// tus 1.0.0: an empty creation `POST`, then `PATCH`es of ``StreamUploader/chunkSize`` bytes.
+        case tus
+        /// The IETF draft (interop version 6): an empty creation, then one append of everything left.
+        case ietf
+    }
+
+    /// What the upload became.
+    public struct Result: Sendable, Hashable {
+        /// The upload's URL.
+        public var uploadURL: URL
+        /// Its size in bytes.
+        public var size: Int64
+        /// The object's ETag, when the server said it.
+        public var etag: String?
+    }
+
+    /// The protocol spoken.
+    public var wireProtocol: WireProtocol
+    /// The transport.
+    public var transport: any HTTPTransport
+    /// Bytes per tus `PATCH` (the IETF append sends everything left in one request).
+    public var chunkSize: Int64
+    /// How often a failed request is retried in a row, and how long between tries.
+    public var retryPolicy: RetryPolicy
+    /// The longest one request may take.
+    public var requestTimeout: Duration = .seconds(3600)
+
+    /// Creates an uploader.
+    public init(
+        protocol wireProtocol: WireProtocol, transport: (any HTTPTransport)? = nil, chunkSize: Int64 = 64 * 1024 * 1024,
+        retryPolicy: RetryPolicy = RetryPolicy()
+    ) {
+        self.wireProtocol = wireProtocol
+        self.transport = transport ?? platformDefaultTransport()
+        self.chunkSize = max(1, chunkSize)
+        self.retryPolicy = retryPolicy
+    }
+
+    /// Uploads `file`: creates the upload at `creationURL` (signing the creation with `signer` when given) or resumes
+    /// the upload at `resuming`, then appends until the server has every byte.
+    ///
+    /// - Parameters:
+    ///   - onCreated: called with a new upload's URL, before its first byte is sent (keep it to resume later).
+    ///   - progress: called with the bytes the server has acknowledged.
+    public func upload(
+        file: URL, creationURL: URL, signer: SigV4Signer? = nil, resuming existing: URL? = nil,
+        onCreated: @Sendable (URL) -> Void = { _ in }, progress: @Sendable (Int64) -> Void = { _ in }
+    ) async throws(FerryError) -> Result {
+        let size: Int64
+        do {
+            size = try FileRanges.attributes(of: file.path).size
+        } catch {
+            throw FerryError(.fileNotFound, "\(file.path) cannot be read.")
+        }
+        var uploadURL: URL
+        var offset: Int64
+        if let existing, let current = try await retrying({ () throws(FerryError) in try await self.offset(of: existing) }),
+            current <= size
+        {
+            (uploadURL, offset) = (existing, current)
+        } else {
+            uploadURL = try await retrying { () throws(FerryError) in
+                try await self.create(at: creationURL, size: size, name: file.lastPathComponent, signer: signer)
+            }
+            onCreated(uploadURL)
+            offset = 0
+        }
+        progress(offset)
+        var failures = 0
+        while true {
+            try Task.checkCancellation(orThrow: FerryError(.cancelled, "The upload was cancelled."))
+            do {
+                let (next, etag, done) = try await append(file: file, size: size, to: uploadURL, at: offset)
+                offset = next
+                progress(offset)
+                failures = 0
+                if done { return Result(uploadURL: uploadURL, size: size, etag: etag) }
+            } catch {
+                guard error.code == .network || error.code == .timeout || error.code == .server || error.httpStatus == 409,
+                    failures < retryPolicy.maxRetryCount
+                else { throw error }
+                failures += 1
+                try? await Task.sleep(for: error.retryAfter ?? retryPolicy.delay(forAttempt: failures))
+                guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: uploadURL) }) else {
+                    throw FerryError(.cannotResumeUpload, "The upload at \(uploadURL.path) is gone (expired or terminated).")
+                }
+                offset = current
+                progress(offset)
+            }
+        }
+    }
+
+    // MARK: Requests
+
+    private var versionHeaders: [(name: String, value: String)] {
+        switch wireProtocol {
+        case .tus: [("Tus-Resumable", "1.0.0")]
+        case .ietf: [("Upload-Draft-Interop-Version", "6")]
+        }
+    }
+
+    /// Creates an empty upload; its URL.
+    private func create(at creationURL: URL, size: Int64, name: String, signer: SigV4Signer?) async throws(FerryError) -> URL {
+        var headers = versionHeaders
+        switch wireProtocol {
+        case .tus:
+            headers.append(("Upload-Length", String(size)))
+            headers.append(("Upload-Metadata", "filename " + Data(name.utf8).base64EncodedString()))
+        case .ietf:
+            headers.append(("Upload-Complete", "?0"))
+            headers.append(("Upload-Length", String(size)))
+        }
+        headers.append(("Content-Length", "0"))
+        if let signer {
+            guard let host = creationURL.host else { throw FerryError(.invalidArgument, "The creation URL has no host.") }
+            headers.append(("host", creationURL.port.map { "\(host):\($0)" } ?? host))
+            headers = signer.sign(
+                method: "POST", path: creationURL.path(percentEncoded: true), query: [], headers: headers,
+                payloadHash: SigV4.unsignedPayload, date: Date())
+            headers.removeAll { $0.name == "host" }
+        }
+        let response = try await send(TransportRequest(method: "POST", url: creationURL.absoluteString, headers: headers, timeout: .seconds(60)))
+        guard response.status == 201, let location = response.header("Location"),
+            let url = URL(string: location, relativeTo: creationURL)?.absoluteURL
+        else { throw Self.failure(response, "create the upload") }
+        return url
+    }
+
+    /// The upload's offset; nil when it is gone.
+    private func offset(of url: URL) async throws(FerryError) -> Int64? {
+        let response = try await send(TransportRequest(method: "HEAD", url: url.absoluteString, headers: versionHeaders, timeout: .seconds(60)))
+        if response.status == 404 || response.status == 410 { return nil }
+        guard (200..<300).contains(response.status), let offset = response.header("Upload-Offset").flatMap(Int64.init) else {
+            throw Self.failure(response, "read the upload's offset")
+        }
+        return offset
+    }
+
+    /// One append from `offset`; the new offset, the ETag of a completed upload, and whether it is complete.
+    private func append(file: URL, size: Int64, to url: URL, at offset: Int64) async throws(FerryError)
+        -> (Int64, String?, Bool)
+    {
+        var headers = versionHeaders + [("Upload-Offset", String(offset))]
+        let length: Int64
+        switch wireProtocol {
+        case .tus:
+            length = min(chunkSize, size - offset)
+            headers.append(("Content-Type", "application/offset+octet-stream"))
+        case .ietf:
+            length = size - offset
+            headers += [("Content-Type", "application/partial-upload"), ("Upload-Complete", "?1")]
+        }
+        headers.append(("Content-Length", String(length)))
+        let body = StreamedBody(length > 0 ? [.file(path: file.path, offset: offset, length: length)] : [])
+        let response = try await send(
+            TransportRequest(method: "PATCH", url: url.absoluteString, headers: headers, streamedBody: body, timeout: requestTimeout))
+        let etag = response.header("ETag")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        switch (wireProtocol, response.status) {
+        case (.tus, 204):
+            guard let next = response.header("Upload-Offset").flatMap(Int64.init) else {
+                throw Self.failure(response, "append")
+            }
+            return (next, etag, next == size)
+        case (.ietf, 200):
+            return (size, etag, true)
+        default:
+            throw Self.failure(response, "append")
+        }
+    }
+
+    private func send(_ request: TransportRequest) async throws(FerryError) -> TransportResponse {
+        do {
+            return try await transport.send(request, bodyProgress: { _ in }, responseSink: nil)
+        } catch let error as TransportError {
+            throw FerryError(error.isTimeout ? .timeout : .network, error.message)
+        } catch is CancellationError {
+            throw FerryError(.cancelled, "The upload was cancelled.")
+        } catch {
+            throw FerryError(.network, "The request failed: \(error)")
+        }
+    }
+
+    /// Runs `body`, retrying network failures and 5xx answers as ``retryPolicy`` says.
+    private func retrying<T: Sendable>(_ body: () async throws(FerryError) -> T) async throws(FerryError) -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try await body()
+            } catch {
+                guard error.code == .network || error.code == .timeout || error.code == .server,
+                    attempt < retryPolicy.maxRetryCount
+                else { throw error }
+                attempt += 1
+                try? await Task.sleep(for: error.retryAfter ?? retryPolicy.delay(forAttempt: attempt))
+            }
+        }
+    }
+
+    /// The error for an answer the protocol does not expect: the server's reason (its plain-text body), the status.
+    private static func failure(_ response: TransportResponse, _ step: String) -> FerryError {
+        let reason = String(decoding: response.body.prefix(512), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        var error = FerryError(
+            response.status >= 500 || response.status == 429 ? .server : .invalidArgument,
+            "Could not \(step): HTTP \(response.status)\(reason.isEmpty ? "" : ", " + reason)", httpStatus: response.status)
+        if let seconds = response.header("Retry-After").flatMap(Int.init) { error.retryAfter = .seconds(seconds) }
+        return error
+    }
+}
+
+extension Task where Success == Never, Failure == Never {
+    /// Throws `error` when the current task is cancelled.
+    static func checkCancellation(orThrow error: FerryError) throws(FerryError) {
+        if Task.isCancelled { throw error }
+    }
+}

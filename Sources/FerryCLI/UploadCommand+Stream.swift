@@ -1,0 +1,143 @@
+import ArgumentParser
+import Crypto
+import Ferry
+import Foundation
+
+/// `ferry upload --protocol tus|ietf`: each file as one resumable stream to the server's upload resource
+/// (``StreamUploader``) instead of parallel multipart parts. The upload's URL is kept in the checkpoint directory, so
+/// running the same command again after Ctrl-C or a kill resumes from the server's offset; a video keeps its VideoId
+/// (its CreateUploadVideo carries a ClientToken made from the file).
+extension UploadCommand {
+    /// What a stream upload keeps between runs.
+    struct StreamRecord: Codable {
+        /// The upload's path on the service (the embedded default listens on a new port each run).
+        var uploadPath: String
+        var size: Int64
+        var modified: Double
+    }
+
+    func uploadStreams(context: UploadContext, wire: StreamUploader.WireProtocol) async throws -> Int32 {
+        var uploader = StreamUploader(protocol: wire, transport: context.configuration.transport)
+        uploader.retryPolicy = context.configuration.retryPolicy
+        if let partSize, let size = ByteSize.parse(partSize) { uploader.chunkSize = size }
+        var worst = ExitCodes.success
+        for path in files {
+            let code = try await uploadStream(path, uploader: uploader, context: context)
+            if code != ExitCodes.success { worst = max(worst, code) }
+        }
+        return worst
+    }
+
+    private func uploadStream(_ path: String, uploader: StreamUploader, context: UploadContext) async throws -> Int32 {
+        let file = URL(fileURLWithPath: path).standardizedFileURL
+        let name = file.lastPathComponent
+        let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+        let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+        let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+        let fingerprint = SHA256.hash(data: Data("\(file.path)\n\(size)\n\(modified)".utf8)).map { String(format: "%02x", $0) }
+            .joined()
+        let recordFile = context.records.appendingPathComponent("streams").appendingPathComponent(fingerprint + ".json")
+        var previous = (try? Data(contentsOf: recordFile)).flatMap { try? JSONDecoder().decode(StreamRecord.self, from: $0) }
+        if noResume || cancel { previous = nil }
+        if cancel {
+            try? FileManager.default.removeItem(at: recordFile)
+            context.output.line("Forgot the stream upload of \(path); the server expires what it received.")
+            return ExitCodes.success
+        }
+
+        // Where to create it: the object's signed creation URL, or the video's (or image's) upload URL.
+        let creation: URL
+        var signer: SigV4Signer?
+        var fields: [String: String] = [:]
+        if let bucket {
+            try await context.connection.objects(context.configuration).createBucket(bucket)
+            let key = key ?? name
+            let path = "/_ferry/uploads/s3/" + SigV4.uriEncode(bucket, encodeSlash: true) + "/"
+                + SigV4.uriEncode(key, encodeSlash: false)
+            guard let url = URL(string: context.connection.endpoint.absoluteString + path) else {
+                throw ValidationError("The key \(key) cannot be part of a URL.")
+            }
+            creation = url
+            signer = SigV4Signer(credentials: context.connection.credentials.sigV4, region: context.connection.region)
+        } else {
+            let media = context.connection.media(context.configuration)
+            let ticket: MediaServiceClient.UploadTicket
+            do {
+                if MediaKind(fileURL: file) == .image {
+                    ticket = try await media.createUploadImage(ext: file.pathExtension.lowercased(), title: title ?? name)
+                    fields = ["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""]
+                } else {
+                    var video = MediaServiceClient.VideoDescription(
+                        title: title ?? file.deletingPathExtension().lastPathComponent, fileName: name)
+                    video.fileSize = size
+                    video.tags = tags
+                    video.description = desc
+                    video.cateId = cateId
+                    video.transcode = transcode
+                    video.clientToken = String(fingerprint.prefix(32))
+                    ticket = try await media.createUploadVideo(video)
+                    fields = ["VideoId": ticket.id]
+                }
+            } catch {
+                context.output.error("ferry: \(path): \(error)")
+                return ExitCodes.failed
+            }
+            guard let url = ticket.resumableUploadURL else {
+                context.output.error("ferry: \(path): the service gave no ResumableUploadURL; it does not speak tus or IETF uploads.")
+                return ExitCodes.failed
+            }
+            creation = url
+        }
+
+        let started = ContinuousClock.now
+        let output = context.output
+        let resuming = previous.flatMap { URL(string: context.connection.endpoint.absoluteString + $0.uploadPath) }
+        let upload = Task { () async throws -> StreamUploader.Result in
+            try await uploader.upload(
+                file: file, creationURL: creation, signer: signer, resuming: resuming,
+                onCreated: { url in
+                    try? FileManager.default.createDirectory(
+                        at: recordFile.deletingLastPathComponent(), withIntermediateDirectories: true)
+                    let record = StreamRecord(uploadPath: url.path(percentEncoded: true), size: size, modified: modified)
+                    try? JSONEncoder().encode(record).write(to: recordFile, options: .atomic)
+                },
+                progress: { sent in
+                    let seconds = (ContinuousClock.now - started).timeInterval
+                    output.progress(file: name, sent: sent, total: size, bytesPerSecond: seconds > 0 ? Double(sent) / seconds : 0)
+                })
+        }
+        // Ctrl-C stops the stream; the record stays, and the same command resumes from the server's offset.
+        let interrupts = context.interrupts
+        let seen = interrupts.count
+        let watcher = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(50))
+                if interrupts.count > seen {
+                    upload.cancel()
+                    return
+                }
+            }
+        }
+        defer { watcher.cancel() }
+        do {
+            let result = try await upload.value
+            try? FileManager.default.removeItem(at: recordFile)
+            if let etag = result.etag { fields["ETag"] = etag }
+            if fields["VideoId"] == nil && fields["ImageId"] == nil {
+                output.line("\(name): uploaded \(result.size) bytes (\(wire(uploader)), ETag \(result.etag ?? "unknown"))")
+            } else {
+                output.mediaResult(fields, file: name)
+            }
+            return ExitCodes.success
+        } catch {
+            if (error as? FerryError)?.code == .cancelled || interrupts.count > seen {
+                output.line("Paused \(name). Run the same command again to resume, or add --cancel to forget it.")
+                return ExitCodes.interrupted
+            }
+            output.error("ferry: \(path): \(error). Run the same command again to resume.")
+            return ExitCodes.failed
+        }
+    }
+
+    private func wire(_ uploader: StreamUploader) -> String { uploader.wireProtocol.rawValue }
+}
