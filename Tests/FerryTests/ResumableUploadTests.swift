@@ -100,6 +100,34 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("a video uploaded with tuspy to its media upload URL goes through the same pipeline as an S3 upload: probed, transcoded, Normal with HLS renditions")
+    func tuspyVideoReachesNormal() async throws {
+        try #require(MediaFixtures.available, "ffmpeg and ffprobe are needed (scripts/test installs Debian's ffmpeg)")
+        try await TestServer.with(configure: { $0.mediaProcessing.workers = 1 }) { server in
+            let directory = TemporaryDirectory.make("ferry-tus-media")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let clip = try await MediaFixtures.make(.noAudio, seconds: 2, in: directory)
+            let media = Self.media(server)
+            let ticket = try await media.createUploadVideo(.init(title: "tus video", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL)
+            _ = try await Self.client([
+                "tus-upload", "--endpoint", url.absoluteString, "--file", clip, "--chunk", "100000",
+                "--metadata", #"{"filetype": "video/mp4"}"#,
+            ])
+            let deadline = ContinuousClock.now + .seconds(180)
+            var status = ""
+            while ContinuousClock.now < deadline {
+                status = try await media.getVideoInfo(videoId: ticket.id).status
+                if status == "Normal" || status == "TranscodeFail" { break }
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            #expect(status == "Normal")
+            let play = try await media.getPlayInfo(videoId: ticket.id)
+            #expect(play.stream(format: "m3u8") != nil)
+            #expect((play.duration ?? 0) > 1.5)
+        }
+    }
+
     @Test("tus: discovery, creation-with-upload, 460 on a wrong checksum with nothing kept, md5 and crc32 checksums, 409 on a wrong offset, 412 without Tus-Resumable")
     func tusScenarios() async throws {
         try await TestServer.with { server in
