@@ -53,24 +53,10 @@ struct ResumableUploadTests {
 
     static func sha256(_ bytes: [UInt8]) -> String { SigV4.hexSHA256(bytes) }
 
-    static func file(_ directory: String, size: Int, seed: UInt64) throws -> (path: String, bytes: [UInt8]) {
-        var generator = SplitMix(seed: seed)
-        let bytes = (0..<size).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
-        let path = directory + "/source-\(seed).bin"
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
-        return (path, bytes)
-    }
-
-    struct SplitMix {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+    /// A file of random bytes, and its bytes.
+    static func file(_ directory: String, size: Int) throws -> (path: String, bytes: [UInt8]) {
+        let url = try makeRandomFile(size: size, in: directory)
+        return (url.path, [UInt8](try Data(contentsOf: url)))
     }
 
     @Test("tuspy uploads a video through its media upload URL in chunks: the object is byte-identical, the video is uploaded, and its tus title names it")
@@ -82,7 +68,7 @@ struct ResumableUploadTests {
             let ticket = try await media.createUploadVideo(.init(title: "placeholder", fileName: "clip.mp4"))
             let url = try #require(ticket.resumableUploadURL)
             #expect(url.path.hasPrefix("/_ferry/uploads/grant/"))
-            let source = try Self.file(directory, size: 3_000_000, seed: 1)
+            let source = try Self.file(directory, size: 3_000_000)
             let result = try await Self.client([
                 "tus-upload", "--endpoint", url.absoluteString, "--file", source.path, "--chunk", "1000000",
                 "--checksum", "--metadata", #"{"title": "Sent with tuspy", "filename": "clip.mp4", "filetype": "video/mp4"}"#,
@@ -303,6 +289,71 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("bad input gets a clear refusal and leaves nothing behind: malformed and overflowing integers, bad metadata, checksums and versions, a body past the length, unknown upload ids, methods the resource does not answer")
+    func hostileRequests() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("hostile").status == 200)
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            let append = tus + [("Content-Type", "application/offset+octet-stream")]
+            func create(_ headers: [(name: String, value: String)]) async throws -> S3TestClient.Reply {
+                try await s3.send("POST", "/_ferry/uploads/s3/hostile/h.bin", headers: headers, payload: .unsigned)
+            }
+            for (headers, status) in [
+                (tus + [("Upload-Length", "-1")], 400), (tus + [("Upload-Length", "99999999999999999999999")], 400),
+                (tus + [("Upload-Length", "6000000000000")], 413), (tus + [("Upload-Length", "1e3")], 400),
+                (tus, 400), (tus + [("Upload-Length", "10"), ("Upload-Defer-Length", "1")], 400),
+                (tus + [("Upload-Defer-Length", "2")], 400),
+                (tus + [("Upload-Length", "10"), ("Upload-Metadata", "name not-base64!")], 400),
+                (tus + [("Upload-Length", "10"), ("Upload-Metadata", "a YQ==,a YQ==")], 400),
+                (tus + [("Upload-Length", "10"), ("Upload-Metadata", String(repeating: "k,", count: 40) + "k")], 400),
+                (tus + [("Upload-Length", "10"), ("Upload-Concat", "sideways")], 400),
+                (tus + [("Upload-Concat", "final;" + String(repeating: "/_ferry/uploads/x ", count: 1001))], 400),
+                (tus + [("Upload-Concat", "final;/_ferry/uploads/00000000000000000000000000000000")], 400),
+                ([("Tus-Resumable", "0.2.2"), ("Upload-Length", "10")], 412),
+                ([("Upload-Draft-Interop-Version", "99"), ("Upload-Complete", "?1")], 400),
+                ([("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "yes")], 400),
+                ([("Upload-Draft-Interop-Version", "6")], 400),
+                ([("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1"), ("Upload-Offset", "5")], 400),
+            ] {
+                let reply = try await create(headers)
+                #expect(reply.status == status, "\(headers): \(reply.text)")
+            }
+            // Nothing those refusals touched is left: no upload in progress in the bucket.
+            let uploads = try await s3.send("GET", "/hostile", query: [("uploads", "")])
+            #expect(!uploads.text.contains("<Upload>"), "\(uploads.text)")
+
+            let created = try await create(tus + [("Upload-Length", "100")])
+            let location = try #require(created.headers.first(name: "Location"))
+            let tooLong = try await S3TestClient.fetchRaw(
+                "PATCH", location, headers: append + [("Upload-Offset", "0")], body: [UInt8](repeating: 1, count: 150))
+            #expect(tooLong.status == 413)
+            for (headers, status) in [
+                (append + [("Upload-Offset", "x")], 400), (append + [("Upload-Offset", "18446744073709551616")], 400),
+                (tus + [("Upload-Offset", "0"), ("Content-Type", "text/plain")], 415),
+                (append + [("Upload-Offset", "0"), ("Upload-Checksum", "sha256 AAAA")], 400),
+                (append + [("Upload-Offset", "0"), ("Upload-Checksum", "sha1 short")], 400),
+                (append, 400), (append + [("Upload-Offset", "0"), ("Upload-Length", "99")], 400),
+            ] {
+                let reply = try await S3TestClient.fetchRaw("PATCH", location, headers: headers, body: [1, 2, 3])
+                #expect(reply.status == status, "\(headers): \(reply.text)")
+            }
+            let head = try await S3TestClient.fetchRaw("HEAD", location, headers: tus)
+            #expect(head.headers.first(name: "Upload-Offset") == "0")
+            let base = server.endpoint + "/_ferry/uploads/"
+            for (method, path, status) in [
+                ("HEAD", "0123456789abcdef0123456789abcdef", 404), ("PATCH", "not-an-id", 404), ("GET", "0123", 405),
+                ("HEAD", "../../etc/passwd", 404), ("DELETE", "0123456789abcdef0123456789abcdef/extra", 404),
+                ("POST", "grant/forged.token", 403), ("POST", "grant/", 404),
+            ] {
+                let reply = try await S3TestClient.fetchRaw(method, base + path, headers: append + [("Upload-Offset", "0"), ("Upload-Length", "1")])
+                #expect(reply.status == status, "\(method) \(path): \(reply.status) \(reply.text)")
+            }
+            // The server still serves.
+            #expect(try await S3TestClient.fetchRaw("HEAD", location, headers: tus).status == 200)
+        }
+    }
+
     @Test("an abandoned upload expires: 410 once its time is past, and the collector removes its record and its bytes")
     func expiry() async throws {
         let time = ManualTime()
@@ -343,7 +394,7 @@ struct ResumableUploadTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let ticket = try await Self.media(server).createUploadVideo(.init(title: "killed", fileName: "clip.mp4"))
             let url = try #require(ticket.resumableUploadURL).absoluteString
-            let source = try Self.file(directory, size: 4_000_000, seed: 7)
+            let source = try Self.file(directory, size: 4_000_000)
             let store = directory + "/tus-urls.json"
             let arguments = [
                 "tus-upload", "--endpoint", url, "--file", source.path, "--chunk", "250000", "--store", store,
@@ -413,7 +464,7 @@ struct ResumableUploadClusterTests {
         let directory = TemporaryDirectory.make("ferry-tus-cluster")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let size = 24_000_000
-        let source = try ResumableUploadTests.file(directory, size: size, seed: 11)
+        let source = try ResumableUploadTests.file(directory, size: size)
         let created = try await s3.send(
             "POST", "/_ferry/uploads/s3/tus-cluster/alternating.bin", headers: tus + [("Upload-Length", String(size))],
             payload: .unsigned)

@@ -123,7 +123,7 @@ extension FerryServer {
         uploads.on(["s3/**"], methods: [.head, .patch, .delete]) { request, _ -> Response in
             throw ResumableRefusal(.methodNotAllowed, "A signed creation takes POST (tus) or an IETF upload creation.", wire: (try? ResumableWire.of(request.headers)) ?? nil)
         }
-        uploads.on(["{id}/**", "grant/{grant}/**"], methods: all) { request, _ -> Response in
+        uploads.on(["{id}/**", "grant/{grant}/**", "grant", "s3"], methods: all) { request, _ -> Response in
             throw ResumableRefusal(.notFound, "No upload has this URL.", wire: (try? ResumableWire.of(request.headers)) ?? nil)
         }
 
