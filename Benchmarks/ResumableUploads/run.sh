@@ -194,7 +194,7 @@ run_ietf() {
 run_put() {
     local key="bench/put-$(now_ns)" start end status
     start="$(now_ns)"
-    status="$(s3 -o "$work/put.out" -w '%{http_code}' -H 'Expect:' -T "$file" "$endpoint/$key")" \
+    status="$(s3 -o "$work/put.out" -w '%{http_code}' -T "$file" "$endpoint/$key")" \
         || fail "curl (PUT) failed"
     end="$(now_ns)"
     [ "$status" = 200 ] || fail "PUT answered $status: $(head -c 500 "$work/put.out")"
