@@ -203,6 +203,60 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("tus with a Qiniu-style upload token: the scope's key or the metadata's key, insertOnly, fsizeLimit and mimeLimit hold, an expired or forged token is refused")
+    func tusUploadToken() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("tokens").status == 200)
+            let root = server.root
+            func token(_ scope: String, _ configure: (inout PutPolicy) -> Void = { _ in }) -> String {
+                var policy = PutPolicy(scope: scope, deadline: Date().addingTimeInterval(3600))
+                configure(&policy)
+                return UploadToken.make(accessKey: root.accessKeyId, secretKey: root.secretAccessKey, policy: policy)
+            }
+            let endpoint = server.endpoint + "/_ferry/uploads/"
+            func create(_ token: String, _ headers: [(name: String, value: String)]) async throws -> S3TestClient.Reply {
+                try await S3TestClient.fetchRaw(
+                    "POST", endpoint, headers: [("Tus-Resumable", "1.0.0"), ("Authorization", "UpToken " + token)] + headers)
+            }
+            let body = [UInt8](repeating: 9, count: 5000)
+            func send(_ reply: S3TestClient.Reply) async throws -> Int {
+                let location = try #require(reply.headers.first(name: "Location"))
+                return try await S3TestClient.fetchRaw(
+                    "PATCH", location,
+                    headers: [("Tus-Resumable", "1.0.0"), ("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")],
+                    body: body
+                ).status
+            }
+            let scoped = try await create(token("tokens:scoped.bin"), [("Upload-Length", "5000")])
+            #expect(scoped.status == 201)
+            #expect(try await send(scoped) == 204)
+            #expect(try await s3.get("tokens", "scoped.bin").body == body)
+            let named = try await create(
+                token("tokens"), [("Upload-Length", "5000"), ("Upload-Metadata", "key " + Data("named/file.bin".utf8).base64EncodedString())])
+            #expect(named.status == 201)
+            #expect(try await send(named) == 204)
+            #expect(try await s3.get("tokens", "named/file.bin").body == body)
+
+            #expect(try await create(token("tokens"), [("Upload-Length", "5")]).status == 400)
+            let insertOnly = token("tokens:scoped.bin") { $0.insertOnly = true }
+            #expect(try await create(insertOnly, [("Upload-Length", "5000")]).status == 409)
+            let limited = token("tokens:limited.bin") { $0.fsizeLimit = 1000 }
+            #expect(try await create(limited, [("Upload-Length", "5000")]).status == 413)
+            #expect(try await create(limited, [("Upload-Defer-Length", "1")]).status == 400)
+            let images = token("tokens:image.bin") { $0.mimeLimit = "image/*" }
+            #expect(try await create(images, [("Upload-Length", "10"), ("Upload-Metadata", "filetype " + Data("video/mp4".utf8).base64EncodedString())]).status == 403)
+            let expired = UploadToken.make(
+                accessKey: root.accessKeyId, secretKey: root.secretAccessKey,
+                policy: PutPolicy(scope: "tokens:x.bin", deadline: Date().addingTimeInterval(-10)))
+            #expect(try await create(expired, [("Upload-Length", "10")]).status == 401)
+            let forged = UploadToken.make(
+                accessKey: root.accessKeyId, secretKey: "not-the-secret", policy: PutPolicy(scope: "tokens:x.bin", deadline: Date().addingTimeInterval(60)))
+            #expect(try await create(forged, [("Upload-Length", "10")]).status == 401)
+            #expect(try await S3TestClient.fetchRaw("POST", endpoint, headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "10")]).status == 401)
+        }
+    }
+
     @Test("tus concatenation: three partial uploads become one object without copying; a final upload naming an unfinished partial is refused")
     func tusConcatenation() async throws {
         try await TestServer.with { server in

@@ -109,9 +109,12 @@ extension FerryServer {
                 .methodNotAllowed, "This upload resource does not answer \(request.method.rawValue).",
                 wire: (try? ResumableWire.of(request.headers)) ?? nil)
         }
-        uploads.on([""], methods: [.head, .patch, .delete, .post, .put]) { request, _ -> Response in
+        uploads.on([""], methods: [.post, .put]) { request, context in
+            try await resumable.create(request, context: context, creator: .uploadToken)
+        }
+        uploads.on([""], methods: [.head, .patch, .delete]) { request, _ -> Response in
             throw ResumableRefusal(
-                .notFound, "Create uploads at /_ferry/uploads/s3/<bucket>/<key> (signed) or at a media upload URL.",
+                .methodNotAllowed, "Create uploads here with an upload token, at /_ferry/uploads/s3/<bucket>/<key> signed, or at a media upload URL.",
                 wire: (try? ResumableWire.of(request.headers)) ?? nil)
         }
         uploads.on(["{id}"], methods: [.put]) { request, _ -> Response in

@@ -38,6 +38,9 @@ struct ResumableUploadAPI: Sendable {
         case grant(String)
         /// A SigV4-signed request for the key at the rest of the path (`<bucket>/<key>`).
         case signed(path: String)
+        /// A Qiniu-style upload token (`Authorization: UpToken <token>`), for the key its scope names or, in tus, the
+        /// `key` of `Upload-Metadata`.
+        case uploadToken
     }
 
     /// Where a new upload goes and whom it counts against.
@@ -46,6 +49,12 @@ struct ResumableUploadAPI: Sendable {
         var key: String
         var owner: String
         var mediaId: String?
+        /// Whether the object may only be created, not replaced (an upload token's `insertOnly`).
+        var insertOnly = false
+        /// The largest upload the credential allows (an upload token's `fsizeLimit`).
+        var maxLength: Int64?
+        /// The content types the credential allows (an upload token's `mimeLimit`).
+        var policy: PutPolicy?
     }
 
     // MARK: Discovery
@@ -116,6 +125,80 @@ struct ResumableUploadAPI: Sendable {
                 throw FerryDomainError(.accessDenied, "Access Denied")
             }
             return Target(bucket: bucket, key: key, owner: principal.parentAccessKeyId)
+        case .uploadToken:
+            return try await authorizeToken(request, wire: wire)
+        }
+    }
+
+    /// An upload token's target: its scope's bucket, and its scope's key or the tus metadata's `key`; the token
+    /// verified against its access key, which must allow writing that key.
+    private func authorizeToken(_ request: Request, wire: ResumableWire) async throws -> Target {
+        let header = request.headers[.authorization] ?? ""
+        guard header.hasPrefix("UpToken ") else {
+            throw ResumableRefusal(
+                .unauthorized, "Create uploads here with Authorization: UpToken <upload token>, or at /_ferry/uploads/s3/<bucket>/<key> signed.",
+                wire: wire)
+        }
+        try S3AuthenticationMiddleware.refuseRepeatedAuthorization(request)
+        let token: UploadToken
+        do throws(UploadTokenError) {
+            token = try UploadToken.parse(String(header.dropFirst("UpToken ".count)).trimmingCharacters(in: .whitespaces))
+        } catch {
+            throw ResumableRefusal(.unauthorized, "The upload token cannot be read.", wire: wire)
+        }
+        let resolved: CredentialStore.Resolved
+        do {
+            resolved = try await credentials.resolve(accessKeyId: token.accessKey, sessionToken: nil)
+        } catch is FerryDomainError {
+            throw ResumableRefusal(.unauthorized, "The upload token's access key is unknown or disabled.", wire: wire)
+        }
+        do throws(UploadTokenError) {
+            try token.verify(secretKey: resolved.secretAccessKey, now: credentials.now())
+        } catch {
+            throw ResumableRefusal(
+                .unauthorized, error.code == .expired ? "The upload token has expired." : "The upload token does not verify.",
+                wire: wire)
+        }
+        let policy = token.policy
+        let named = try TusMetadata.parse(request.headers[.uploadMetadata], wire: wire)["key"]
+        let key: String
+        switch (named, policy.key) {
+        case (let given?, let scoped?) where given != scoped:
+            throw ResumableRefusal(.forbidden, "The key differs from the one the upload token's scope names.", wire: wire)
+        case (_, let scoped?): key = scoped
+        case (let given?, nil): key = given
+        case (nil, nil):
+            throw ResumableRefusal(.badRequest, "The upload token's scope names no key; send one as the tus metadata key.", wire: wire)
+        }
+        do {
+            try ObjectAPI.validateKey(key)
+        } catch let error as S3Error {
+            throw ResumableRefusal(.badRequest, error.message, wire: wire)
+        }
+        guard resolved.principal.allows(action: "s3:PutObject", bucket: policy.bucket, key: key) else {
+            throw ResumableRefusal(.forbidden, "The upload token's access key may not write this object.", wire: wire)
+        }
+        return Target(
+            bucket: policy.bucket, key: key, owner: resolved.principal.parentAccessKeyId, insertOnly: policy.insertOnly,
+            maxLength: policy.fsizeLimit, policy: policy)
+    }
+
+    /// Refuses what the creation's credential does not allow: a declared length past its limit, a content type it
+    /// does not list, an object that exists when it may only be created.
+    private func checkLimits(_ target: Target, length: Int64?, contentType: String?, wire: ResumableWire) async throws {
+        if let maxLength = target.maxLength {
+            guard let length else {
+                throw ResumableRefusal(.badRequest, "The upload token limits the size: declare the upload's length.", wire: wire)
+            }
+            guard length <= maxLength else {
+                throw ResumableRefusal(.contentTooLarge, "The upload is larger than the upload token allows.", wire: wire)
+            }
+        }
+        if let policy = target.policy, !policy.allowsMimeType(contentType ?? "application/octet-stream") {
+            throw ResumableRefusal(.forbidden, "The upload token does not allow this content type.", wire: wire)
+        }
+        if target.insertOnly, (try? await store.object(bucket: target.bucket, key: target.key)) != nil {
+            throw ResumableRefusal(.conflict, "An object with this key exists and the upload token is insertOnly.", wire: wire)
         }
     }
 
@@ -142,7 +225,9 @@ struct ResumableUploadAPI: Sendable {
         guard (length == nil) != (deferred == nil) else {
             throw ResumableRefusal(.badRequest, "Send exactly one of Upload-Length and Upload-Defer-Length: 1.", wire: wire)
         }
-        let info = ResumableUpload.Info(kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
+        try await checkLimits(target, length: length, contentType: attributes.contentType, wire: wire)
+        var info = ResumableUpload.Info(kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
+        info.insertOnly = target.insertOnly ? true : nil
         var upload = try await store.createResumableUpload(
             bucket: target.bucket, key: target.key, owner: target.owner, length: length, info: info, attributes: attributes,
             expiresAt: credentials.now().addingTimeInterval(lifetime))
@@ -181,9 +266,12 @@ struct ResumableUploadAPI: Sendable {
         if let type = request.headers[.contentType], type != IETFWire.partialUpload, Self.isContentType(type) {
             attributes.contentType = type
         }
+        let length = declared ?? (complete ? contentLength : nil)
+        try await checkLimits(target, length: length, contentType: attributes.contentType, wire: wire)
+        var info = ResumableUpload.Info(videoId: target.mediaId)
+        info.insertOnly = target.insertOnly ? true : nil
         let upload = try await store.createResumableUpload(
-            bucket: target.bucket, key: target.key, owner: target.owner, length: declared,
-            info: .init(videoId: target.mediaId), attributes: attributes,
+            bucket: target.bucket, key: target.key, owner: target.owner, length: length, info: info, attributes: attributes,
             expiresAt: credentials.now().addingTimeInterval(lifetime))
         let location = try location(upload, context: context)
         // 104: the client knows where to resume before it sends a byte.

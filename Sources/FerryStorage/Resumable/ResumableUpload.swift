@@ -28,6 +28,8 @@ public struct ResumableUpload: Sendable, Hashable {
         public var videoId: String?
         /// The partial uploads a final upload concatenates, in order.
         public var partials: [String]?
+        /// Whether completion may only create the object, not replace one (an upload token's `insertOnly`).
+        public var insertOnly: Bool?
 
         /// Creates the document.
         public init(kind: Kind = .single, metadata: [String: String] = [:], videoId: String? = nil, partials: [String]? = nil) {

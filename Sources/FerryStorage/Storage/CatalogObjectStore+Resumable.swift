@@ -113,7 +113,8 @@ extension CatalogObjectStore {
         }
         var parts = try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil)
         if parts.isEmpty { parts = [try await emptyPart(multipart)] }
-        let object = try await assemble(multipart, parts: parts, fullObjectChecksums: [:], condition: .none)
+        let object = try await assemble(
+            multipart, parts: parts, fullObjectChecksums: [:], condition: upload.info.insertOnly == true ? .absent : .none)
         try await catalog.markResumableCompleted(upload.id, etag: object.etag)
         return object
     }
