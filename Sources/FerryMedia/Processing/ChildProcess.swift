@@ -22,6 +22,8 @@ struct ChildProcess: Sendable {
         var signal: Int32?
         /// Whether it was stopped because its time ran out.
         var timedOut: Bool
+        /// Whether it fell below its CPU floor and was moved from SCHED_IDLE to normal scheduling.
+        var promoted = false
 
         /// Whether it exited with status 0.
         var succeeded: Bool { exitCode == 0 && !timedOut }
@@ -42,6 +44,9 @@ struct ChildProcess: Sendable {
     var niceness: Int32 = 10
     /// Whether the tool runs only on CPU time nothing else wants (Linux's SCHED_IDLE policy). Default false.
     var idleScheduling = false
+    /// The least CPU an idle-scheduled tool is let fall to (see ``CPUFloor``); nil for none. Default: 10% of one core
+    /// over 10 s.
+    var cpuFloor: CPUFloor? = CPUFloor()
     /// File that receives standard output; nil discards it.
     var standardOutput: String?
     /// File that receives standard error; nil discards it.
@@ -51,6 +56,18 @@ struct ChildProcess: Sendable {
     /// How often the run is checked (ended, cancelled, out of time) and `poll` is called. Default 100 ms.
     var pollInterval: Duration = .milliseconds(100)
 
+    /// The floor under an idle-scheduled tool: SCHED_IDLE gives it only the CPU time nothing else wants, which on a
+    /// machine that stays busy is next to none, so a job could wait for ever. When the tool got less than `share` of
+    /// one core over a `window`, its threads move to normal scheduling at its niceness for the rest of the run: from
+    /// then on it competes as a nice process (at nice 10, a tenth of the weight of each busy request thread), slowed
+    /// but never stopped.
+    struct CPUFloor: Sendable, Equatable {
+        /// Share of one core (0–1). Default 0.1.
+        var share: Double = 0.1
+        /// How long the share is measured over. Default 10 s.
+        var window: Duration = .seconds(10)
+    }
+
     /// Runs the tool to its end. `poll` is called between checks (to read progress). Throws `CancellationError`
     /// when the task is cancelled — the tool is killed (its whole process group) and reaped first — and
     /// ``SpawnError`` when it cannot start.
@@ -59,9 +76,20 @@ struct ChildProcess: Sendable {
         let started = ContinuousClock.now
         var status: Int32 = 0
         var timedOut = false
+        var promoted = false
+        var windowStart = (time: ContinuousClock.now, cpu: Self.cpuSeconds(pid))
         while true {
             let state = ferry_try_wait(pid, &status)
             if state != 0 { break }
+            if idleScheduling, !promoted, let floor = cpuFloor, ContinuousClock.now - windowStart.time >= floor.window {
+                let now = (time: ContinuousClock.now, cpu: Self.cpuSeconds(pid))
+                if let before = windowStart.cpu, let after = now.cpu,
+                    (after - before) / (now.time - windowStart.time).timeInterval < floor.share
+                {
+                    promoted = Self.promote(pid, niceness: niceness)
+                }
+                windowStart = now
+            }
             if Task.isCancelled {
                 _ = stop(pid)
                 throw CancellationError()
@@ -77,7 +105,42 @@ struct ChildProcess: Sendable {
         await poll()
         let code = ferry_exit_code(status)
         let signal = ferry_term_signal(status)
-        return Outcome(exitCode: code >= 0 ? code : nil, signal: signal != 0 ? signal : nil, timedOut: timedOut)
+        return Outcome(
+            exitCode: code >= 0 ? code : nil, signal: signal != 0 ? signal : nil, timedOut: timedOut, promoted: promoted)
+    }
+
+    /// The CPU time (user and system, every thread) a process has used, from `/proc/<pid>/stat`; nil where unknown.
+    static func cpuSeconds(_ pid: pid_t) -> Double? {
+        #if os(Linux)
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        // After the name: state(0) … utime(11) stime(12), in clock ticks.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        return ticks > 0 ? (user + system) / ticks : nil
+        #else
+        return nil
+        #endif
+    }
+
+    /// Moves every thread of `pid` from SCHED_IDLE to normal scheduling at `niceness`; whether any moved.
+    static func promote(_ pid: pid_t, niceness: Int32) -> Bool {
+        #if os(Linux)
+        guard let threads = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return false }
+        var moved = false
+        for thread in threads.compactMap({ pid_t($0) }) {
+            var none = sched_param()
+            if sched_setscheduler(thread, SCHED_OTHER, &none) == 0 {
+                moved = true
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(thread), niceness)
+            }
+        }
+        return moved
+        #else
+        return false
+        #endif
     }
 
     /// Kills the process group and reaps the child; returns its wait status.

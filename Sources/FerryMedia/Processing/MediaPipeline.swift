@@ -399,6 +399,9 @@ package struct MediaPipeline: Sendable {
         var process = process
         process.niceness = configuration.niceness
         process.idleScheduling = configuration.idleScheduling
+        process.cpuFloor =
+            configuration.cpuFloorShare > 0
+            ? ChildProcess.CPUFloor(share: configuration.cpuFloorShare, window: configuration.cpuFloorWindow) : nil
         let encoder = JSONEncoder()
         encoder.outputFormatting = .withoutEscapingSlashes
         let arguments = (try? encoder.encode(process.arguments)).map { String(decoding: $0, as: UTF8.self) } ?? ""
@@ -411,6 +414,11 @@ package struct MediaPipeline: Sendable {
             let outcome = try await process.run(poll: poll)
             span.attributes["process.exit.code"] = Int(outcome.exitCode ?? -1)
             return outcome
+        }
+        if outcome.promoted {
+            logger.info(
+                "media tool moved to normal scheduling: it got less than its CPU floor while the machine was busy",
+                metadata: ["ferry.tool": .string(tool), "ferry.cpu-floor": "\(configuration.cpuFloorShare)"])
         }
         logger.debug(
             "media tool ended",

@@ -25,6 +25,13 @@ public struct MediaProcessingConfiguration: Sendable {
     /// Whether the tools run only on CPU time requests do not want (Linux's SCHED_IDLE scheduling policy): uploads and
     /// downloads keep their speed while a transcode runs, which then takes what is left. Default true.
     public var idleScheduling = true
+    /// The least CPU an idle-scheduled tool is let fall to, as a share of one core measured over
+    /// ``cpuFloorWindow``: below it, the tool moves to normal scheduling at ``niceness`` for the rest of its run, so
+    /// that a job on a machine that stays busy is slowed, never stopped (docs/operations.md). 0 turns the floor off.
+    /// Default 0.1.
+    public var cpuFloorShare: Double = 0.1
+    /// How long the CPU floor's share is measured over. Default 10 s.
+    public var cpuFloorWindow: Duration = .seconds(10)
     /// How often an idle worker looks for jobs. Default 500 ms.
     public var pollInterval: Duration = .milliseconds(500)
 
