@@ -89,6 +89,8 @@ public struct MediaAPI: Sendable {
         case "ListWebhookEvents": try await listWebhookEvents(JSONBody.decode(MediaContract.ListWebhookEventsRequest.self, from: data), call)
         case "RetryWebhookEvent": try await retryWebhookEvent(JSONBody.decode(MediaContract.WebhookEventIdRequest.self, from: data), call)
         case "DisableAccessKey": try await disableAccessKey(JSONBody.decode(MediaContract.AccessKeyIdRequest.self, from: data), call)
+        case "UpdateAccessKey": try await updateAccessKey(JSONBody.decode(MediaContract.UpdateAccessKeyRequest.self, from: data), call)
+        case "GetUsage": try await getUsage(JSONBody.decode(MediaContract.GetUsageRequest.self, from: data), call)
         case "GetServiceStatus": try await getServiceStatus(JSONBody.decode(MediaContract.ServiceStatusRequest.self, from: data), call)
         default: throw Self.invalidAction(action)
         }
@@ -212,6 +214,7 @@ public struct MediaAPI: Sendable {
             throw MediaError.invalid("FileSize", "must be between 0 and 5 TiB.")
         }
         let group = try templateGroup(input.templateGroupId ?? input.transcode)
+        try await checkVideoQuota(declaredSize: input.fileSize, call.principal)
         if let token = input.clientToken {
             guard (1...64).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
                 throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
@@ -427,10 +430,12 @@ public struct MediaAPI: Sendable {
         try requireRoot(call.principal)
         guard let policy = input.policy else { throw MediaError.missing("Policy") }
         try Self.checkText(input.description, "Description", max: 256)
+        let quota = input.quota ?? .unlimited
+        try Self.checkQuota(quota)
         let key = StoredAccessKey(
             accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
             secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })),
-            policy: policy, status: .active, description: input.description ?? "", createdAt: Date())
+            policy: policy, status: .active, description: input.description ?? "", createdAt: Date(), quota: quota)
         try await catalog.insertAccessKey(key)
         return MediaContract.CreateAccessKeyAnswer(
             accessKey: .init(accessKeyId: key.accessKeyId, accessKeySecret: key.secretAccessKey, status: "active"))
@@ -438,12 +443,7 @@ public struct MediaAPI: Sendable {
 
     func listAccessKeys(_ call: Call) async throws -> MediaContract.ListAccessKeysAnswer {
         try requireRoot(call.principal)
-        let keys = try await catalog.accessKeys().map { key in
-            MediaContract.AccessKey(
-                accessKeyId: key.accessKeyId, status: key.status.rawValue, description: key.description,
-                creationTime: key.createdAt.formatted(.iso8601), policy: key.policy)
-        }
-        return MediaContract.ListAccessKeysAnswer(accessKeys: keys)
+        return MediaContract.ListAccessKeysAnswer(accessKeys: try await catalog.accessKeys().map(Self.describe))
     }
 
     /// The newest webhook events (root only), newest first, with their delivery state.

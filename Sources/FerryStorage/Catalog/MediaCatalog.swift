@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// Where the media API keeps videos, images and access keys: SQLite (``SQLiteCatalog``) in the embedded default; a PostgreSQL
@@ -41,6 +42,10 @@ public protocol MediaCatalog: JobQueue {
     func insertAccessKey(_ key: StoredAccessKey) async throws
     /// Sets a key's status; false when there is no such key.
     func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool
+    /// Sets a key's quota; false when there is no such key.
+    func setAccessKeyQuota(_ id: String, _ quota: AccessKeyQuota) async throws -> Bool
+    /// How many videos (not deleted) `owner` has.
+    func videoCount(owner: String) async throws -> Int
 }
 
 /// What ``MediaCatalog/updateVideo(_:_:)`` does with the record its closure edited.
@@ -58,6 +63,17 @@ public struct VideoChange: Sendable {
     /// Save the edited record, enqueueing `jobs` and, when `cancelJobs`, cancelling the video's unfinished jobs.
     public static func save(enqueue jobs: [MediaJob] = [], cancelJobs: Bool = false) -> VideoChange {
         VideoChange(save: true, enqueue: jobs, cancelJobs: cancelJobs)
+    }
+}
+
+/// How every catalog stores an access key's quota: JSON in a nullable text column, NULL for no limit.
+enum AccessKeyQuotaColumn {
+    static func encode(_ quota: AccessKeyQuota) throws -> String? {
+        quota.isUnlimited ? nil : try MediaRecordJSON.encode(quota)
+    }
+
+    static func decode(_ text: String?) throws -> AccessKeyQuota {
+        try text.map { try MediaRecordJSON.decode(AccessKeyQuota.self, $0) } ?? .unlimited
     }
 }
 

@@ -1,0 +1,376 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Logging
+import NIOCore
+import Testing
+
+@testable import FerryServer
+@testable import FerryStorage
+
+/// Where a quota test's servers keep their catalog and their bytes: one server on SQLite and files (the embedded
+/// default), or nodes sharing a PostgreSQL catalog and a SeaweedFS store.
+enum QuotaBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    /// Runs `body` with `count` servers (one on SQLite, whatever `count`), all on the same catalog and store.
+    func withNodes<T: Sendable>(_ count: Int = 1, _ body: @Sendable @escaping ([TestServer]) async throws -> T)
+        async throws -> T
+    {
+        switch self {
+        case .sqlite:
+            return try await TestServer.with { server in try await body([server]) }
+        case .postgres:
+            let seaweed = try await SeaweedFSServer.start()
+            do {
+                let location = seaweed.location()
+                let result = try await PostgresServer.withDatabase { url in
+                    let configure: @Sendable (inout FerryServerConfiguration) -> Void = {
+                        $0.catalogURL = url
+                        $0.objectStore = location
+                    }
+                    return try await Self.nested(count, configure: configure, [], body)
+                }
+                await seaweed.destroy()
+                return result
+            } catch {
+                await seaweed.destroy()
+                throw error
+            }
+        }
+    }
+
+    private static func nested<T: Sendable>(
+        _ count: Int, configure: @escaping @Sendable (inout FerryServerConfiguration) -> Void, _ started: [TestServer],
+        _ body: @Sendable @escaping ([TestServer]) async throws -> T
+    ) async throws -> T {
+        guard started.count < count else { return try await body(started) }
+        return try await TestServer.with(configure: configure) { server in
+            try await nested(count, configure: configure, started + [server], body)
+        }
+    }
+}
+
+@Suite("Quotas and request rates of access keys (SQLite and PostgreSQL)", .serialized, .timeLimit(.minutes(10)))
+struct QuotaTests {
+    static let everything = AccessPolicy(statements: [.init(actions: ["s3:*", "media:*"])])
+
+    static func rootMedia(_ server: TestServer, configuration: ObjectStorageClient.Configuration = .init())
+        -> MediaServiceClient
+    {
+        MediaServiceClient(
+            endpoint: URL(string: server.endpoint)!,
+            credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
+            configuration: configuration)
+    }
+
+    static func media(_ server: TestServer, _ key: Credentials, configuration: ObjectStorageClient.Configuration = .init())
+        -> MediaServiceClient
+    {
+        MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: key, configuration: configuration)
+    }
+
+    static func sigV4(_ key: Credentials) -> SigV4Credentials {
+        SigV4Credentials(accessKeyId: key.accessKeyId, secretAccessKey: key.secretAccessKey)
+    }
+
+    /// Every blob the server's store holds.
+    static func blobs(_ server: TestServer) async throws -> Set<String> {
+        Set(try await server.server.store.files.blobs(olderThan: Date().addingTimeInterval(3600)))
+    }
+
+    @Test(
+        "a key at its byte quota gets 403 QuotaExceeded on PUT, on a part and on CreateUploadVideo, and nothing is stored",
+        arguments: QuotaBackend.allCases)
+    func atByteQuota(_ backend: QuotaBackend) async throws {
+        try await backend.withNodes { nodes in
+            let server = nodes[0]
+            let root = Self.rootMedia(server)
+            let key = try await root.createAccessKey(policy: Self.everything, quota: AccessKeyQuota(storageBytes: 8))
+            #expect(try await server.client().createBucket("quota").status == 200)
+            let s3 = server.client(Self.sigV4(key))
+            #expect(try await s3.put("quota", "full", Array("12345678".utf8)).status == 200)
+            let uploadId = try await s3.createMultipartUpload("quota", "parts")
+            let before = try await Self.blobs(server)
+
+            let put = try await s3.put("quota", "more", [1])
+            #expect(put.status == 403 && put.errorCode == "QuotaExceeded", "\(put.status) \(put.text)")
+            let part = try await s3.uploadPart("quota", "parts", uploadId: uploadId, number: 1, [1, 2, 3])
+            #expect(part.status == 403 && part.errorCode == "QuotaExceeded", "\(part.status) \(part.text)")
+            let scoped = Self.media(server, key)
+            do {
+                _ = try await scoped.createUploadVideo(.init(title: "Over", fileName: "over.mp4"))
+                Issue.record("CreateUploadVideo was not refused")
+            } catch let error as FerryError {
+                #expect(error.serverCode == "QuotaExceeded" && error.httpStatus == 403, "\(error)")
+            }
+
+            // Nothing was stored: no blob, no object, no part, no video.
+            #expect(try await Self.blobs(server) == before)
+            #expect(try await server.client().get("quota", "more").status == 404)
+            #expect(try await server.server.store.catalog.parts(uploadId: uploadId, after: 0, limit: nil).isEmpty)
+            let usage = try await scoped.usage()
+            #expect(usage.accessKeyId == key.accessKeyId)
+            #expect(usage.usage == .init(storageBytes: 8, videos: 0, uploadsInProgress: 1))
+            #expect(usage.quota == AccessKeyQuota(storageBytes: 8))
+            // The root key sees the same; the key's own overwrite of what it holds still fits.
+            #expect(try await root.usage(accessKeyId: key.accessKeyId).usage.storageBytes == 8)
+            #expect(try await s3.put("quota", "full", Array("87654321".utf8)).status == 200)
+            // Raised by UpdateAccessKey, the quota lets the part in at once.
+            try await root.updateAccessKey(key.accessKeyId, quota: AccessKeyQuota(storageBytes: 11))
+            #expect(try await s3.uploadPart("quota", "parts", uploadId: uploadId, number: 1, [1, 2, 3]).status == 200)
+            #expect(try await scoped.usage().usage.storageBytes == 11)
+        }
+    }
+
+    @Test("a temporary credential shares its key's quota and usage; another key may not read that usage")
+    func temporaryCredentialsInherit() async throws {
+        try await QuotaBackend.sqlite.withNodes { nodes in
+            let server = nodes[0]
+            let root = Self.rootMedia(server)
+            let key = try await root.createAccessKey(
+                policy: Self.everything, quota: AccessKeyQuota(storageBytes: 4, videos: 1))
+            let other = try await root.createAccessKey(policy: Self.everything)
+            #expect(try await server.client().createBucket("sts").status == 200)
+            let temporary = try await Self.media(server, key).assumeRole(durationSeconds: 900)
+            let viaToken = server.client(
+                SigV4Credentials(
+                    accessKeyId: temporary.accessKeyId, secretAccessKey: temporary.secretAccessKey,
+                    sessionToken: temporary.sessionToken))
+            #expect(try await viaToken.put("sts", "a", [1, 2, 3, 4]).status == 200)
+            #expect(try await viaToken.put("sts", "b", [1]).errorCode == "QuotaExceeded")
+            #expect(try await Self.media(server, temporary).usage().accessKeyId == key.accessKeyId)
+            #expect(try await Self.media(server, key).usage().usage.storageBytes == 4)
+            do {
+                _ = try await Self.media(server, other).usage(accessKeyId: key.accessKeyId)
+                Issue.record("another key read the usage")
+            } catch let error as FerryError {
+                #expect(error.httpStatus == 403, "\(error)")
+            }
+            // Raising the byte quota leaves the videos quota: one video, then QuotaExceeded.
+            try await root.updateAccessKey(key.accessKeyId, quota: AccessKeyQuota(storageBytes: 1000, videos: 1))
+            _ = try await Self.media(server, temporary).createUploadVideo(.init(title: "One", fileName: "one.mp4"))
+            do {
+                _ = try await Self.media(server, key).createUploadVideo(.init(title: "Two", fileName: "two.mp4"))
+                Issue.record("a second video was created")
+            } catch let error as FerryError {
+                #expect(error.serverCode == "QuotaExceeded" && error.httpStatus == 403, "\(error)")
+            }
+            #expect(try await root.accessKeys().first { $0.accessKeyId == key.accessKeyId }?.quota?.videos == 1)
+        }
+    }
+
+    @Test("ConcurrentUploads refuses a multipart upload beyond the limit until one is aborted", arguments: QuotaBackend.allCases)
+    func concurrentUploads(_ backend: QuotaBackend) async throws {
+        try await backend.withNodes { nodes in
+            let server = nodes[0]
+            let root = Self.rootMedia(server)
+            let key = try await root.createAccessKey(policy: Self.everything, quota: AccessKeyQuota(concurrentUploads: 2))
+            #expect(try await server.client().createBucket("uploads").status == 200)
+            let s3 = server.client(Self.sigV4(key))
+            let first = try await s3.createMultipartUpload("uploads", "a")
+            _ = try await s3.createMultipartUpload("uploads", "b")
+            let third = try await s3.send("POST", S3TestClient.path("uploads", "c"), query: [("uploads", "")])
+            #expect(third.status == 403 && third.errorCode == "QuotaExceeded", "\(third.status) \(third.text)")
+            // The root key is not limited.
+            _ = try await server.client().createMultipartUpload("uploads", "d")
+            #expect(try await s3.send("DELETE", S3TestClient.path("uploads", "a"), query: [("uploadId", first)]).status == 204)
+            _ = try await s3.createMultipartUpload("uploads", "c")
+            #expect(try await Self.media(server, key).usage().usage.uploadsInProgress == 2)
+        }
+    }
+
+    @Test("the catalog refuses a write past the quota without a declared size, and the store keeps none of its bytes",
+        arguments: QuotaBackend.allCases)
+    func catalogCheck(_ backend: QuotaBackend) async throws {
+        try await backend.withNodes { nodes in
+            let store = nodes[0].server.store
+            try await store.createBucket("direct")
+            let charge = StorageCharge(owner: "FKIAOWNER", quota: AccessKeyQuota(storageBytes: 10))
+            _ = try await store.putObject(
+                bucket: "direct", key: "a", attributes: .init(), tags: [], body: ObjectCatalogTests.body("123456"),
+                checksums: [], condition: .none, verify: { _ in }, charge: charge)
+            let before = try await Self.blobs(nodes[0])
+            await #expect(throws: FerryDomainError.self) {
+                _ = try await store.putObject(
+                    bucket: "direct", key: "b", attributes: .init(), tags: [], body: ObjectCatalogTests.body("12345"),
+                    checksums: [], condition: .none, verify: { _ in }, charge: charge)
+            }
+            #expect(try await Self.blobs(nodes[0]) == before)
+            let upload = try await store.createMultipartUpload(
+                bucket: "direct", key: "c", attributes: .init(), tags: [], checksumAlgorithm: nil, checksumType: nil,
+                charge: charge)
+            _ = try await store.uploadPart(
+                upload, partNumber: 1, body: ObjectCatalogTests.body("1234"), checksums: [], verify: { _ in },
+                charge: charge)
+            let withPart = try await Self.blobs(nodes[0])
+            #expect(withPart.count == before.count + 1)
+            do {
+                _ = try await store.uploadPart(
+                    upload, partNumber: 2, body: ObjectCatalogTests.body("1"), checksums: [], verify: { _ in },
+                    charge: charge)
+                Issue.record("the part past the quota was stored")
+            } catch let error as FerryDomainError {
+                #expect(error.code == .quotaExceeded)
+            }
+            #expect(try await Self.blobs(nodes[0]) == withPart)
+            // A part replacing one of the same number frees its bytes.
+            _ = try await store.uploadPart(
+                upload, partNumber: 1, body: ObjectCatalogTests.body("abcd"), checksums: [], verify: { _ in },
+                charge: charge)
+            #expect(try await store.usage(owner: "FKIAOWNER") == StorageUsage(storedBytes: 10, uploadsInProgress: 1))
+            #expect(try await store.object(bucket: "direct", key: "a").owner == "FKIAOWNER")
+        }
+    }
+
+    @Test("two nodes racing parts against one byte quota store no more than the quota")
+    func twoNodesRace() async throws {
+        try await QuotaBackend.postgres.withNodes(2) { nodes in
+            let root = Self.rootMedia(nodes[0])
+            let partSize = 1000
+            let key = try await root.createAccessKey(
+                policy: Self.everything, quota: AccessKeyQuota(storageBytes: Int64(3 * partSize + partSize / 2)))
+            #expect(try await nodes[0].client().createBucket("race").status == 200)
+            let uploadId = try await nodes[0].client(Self.sigV4(key)).createMultipartUpload("race", "object")
+            let before = try await Self.blobs(nodes[0])
+            let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+                for number in 1...12 {
+                    let node = nodes[number % 2]
+                    group.addTask {
+                        let reply = try await node.client(Self.sigV4(key)).uploadPart(
+                            "race", "object", uploadId: uploadId, number: number,
+                            [UInt8](repeating: UInt8(number), count: partSize))
+                        return (reply.status, reply.errorCode)
+                    }
+                }
+                var all: [(Int, String?)] = []
+                for try await status in group { all.append(status) }
+                return all
+            }
+            let stored = statuses.filter { $0.0 == 200 }.count
+            #expect(stored == 3, "\(statuses)")
+            #expect(statuses.filter { $0.0 != 200 }.allSatisfy { $0.0 == 403 && $0.1 == "QuotaExceeded" }, "\(statuses)")
+            let usage = try await Self.media(nodes[1], key).usage().usage
+            #expect(usage.storageBytes == Int64(3 * partSize))
+            // Only the stored parts' bytes are left in the shared store.
+            #expect(try await Self.blobs(nodes[1]).subtracting(before).count == 3)
+        }
+    }
+
+    @Test("past RequestsPerSecond: S3 answers 503 SlowDown and the media API 503 Throttling, each with Retry-After")
+    func requestRate() async throws {
+        try await QuotaBackend.sqlite.withNodes { nodes in
+            let server = nodes[0]
+            let root = Self.rootMedia(server)
+            let key = try await root.createAccessKey(policy: Self.everything, quota: AccessKeyQuota(requestsPerSecond: 0.25))
+            #expect(try await server.client().createBucket("rate").status == 200)
+            let s3 = server.client(Self.sigV4(key))
+            #expect(try await s3.put("rate", "a", [1]).status == 200)
+            let slowed = try await s3.put("rate", "b", [1])
+            #expect(slowed.status == 503 && slowed.errorCode == "SlowDown", "\(slowed.status) \(slowed.text)")
+            // One request per four seconds: the token comes back in (just under) four.
+            #expect(slowed.header("Retry-After").flatMap(Int.init) == 4)
+            // The root key has no rate quota.
+            #expect(try await server.client().put("rate", "c", [1]).status == 200)
+            do {
+                _ = try await Self.media(server, key, configuration: Self.noRetries).usage()
+                Issue.record("the media call was not throttled")
+            } catch let error as FerryError {
+                #expect(error.serverCode == "Throttling" && error.httpStatus == 503, "\(error)")
+                #expect(error.retryAfter == .seconds(4))
+            }
+            #expect(try await s3.get("rate", "b").status == 503)
+        }
+    }
+
+    @Test("the SDK's retry pipeline waits for Retry-After and then succeeds")
+    func sdkHonoursRetryAfter() async throws {
+        try await QuotaBackend.sqlite.withNodes { nodes in
+            let server = nodes[0]
+            let root = Self.rootMedia(server)
+            let key = try await root.createAccessKey(policy: Self.everything, quota: AccessKeyQuota(requestsPerSecond: 1))
+            #expect(try await server.client().createBucket("retry").status == 200)
+            let clock = SleepRecordingClock()
+            var configuration = ObjectStorageClient.Configuration()
+            // One retry, after a backoff of at most a millisecond: only the server's Retry-After makes it wait long
+            // enough for the token to come back.
+            configuration.retryPolicy = RetryPolicy(maxRetryCount: 1, baseDelay: .milliseconds(1), maxDelay: .milliseconds(1))
+            configuration.clock = clock
+            let client = ObjectStorageClient(endpoint: URL(string: server.endpoint)!, credentials: key, configuration: configuration)
+            try await client.putObject([1], bucket: "retry", key: "a", checksumAlgorithm: nil)
+            try await client.putObject([2], bucket: "retry", key: "b", checksumAlgorithm: nil)
+            #expect(clock.waits.contains { $0 >= .milliseconds(900) }, "\(clock.waits)")
+            #expect(try await server.client().get("retry", "b").body == [2])
+            // The media client goes through the same pipeline.
+            let media = Self.media(server, key, configuration: configuration)
+            #expect(try await media.usage().usage.storageBytes == 2)
+            #expect(try await media.usage().usage.storageBytes == 2)
+            #expect(clock.waits.filter { $0 >= .milliseconds(900) }.count >= 2, "\(clock.waits)")
+        }
+    }
+
+    static var noRetries: ObjectStorageClient.Configuration {
+        var configuration = ObjectStorageClient.Configuration()
+        configuration.retryPolicy = .none
+        return configuration
+    }
+
+    @Test("a token bucket holds one second's worth, refills at its rate and says how long to wait")
+    func tokenBucket() {
+        var bucket = TokenBucket(rate: 2, now: 0)
+        #expect(bucket.take(now: 0) == nil)
+        #expect(bucket.take(now: 0) == nil)
+        #expect(bucket.take(now: 0) == 0.5)
+        #expect(bucket.take(now: 0.5) == nil)
+        #expect(bucket.take(now: 10) == nil)
+        #expect(bucket.take(now: 10) == nil)
+        #expect(bucket.take(now: 10) != nil)
+        var slow = TokenBucket(rate: 0.25, now: 0)
+        #expect(slow.take(now: 0) == nil)
+        #expect(slow.take(now: 1) == 3)
+        slow.adopt(rate: 1)
+        #expect(slow.take(now: 2) == nil)
+    }
+
+    @Test("a quota with a negative limit or an unusable rate is refused")
+    func invalidQuota() async throws {
+        try await QuotaBackend.sqlite.withNodes { nodes in
+            let root = Self.rootMedia(nodes[0])
+            for quota in [AccessKeyQuota(storageBytes: -1), AccessKeyQuota(requestsPerSecond: 0)] {
+                do {
+                    _ = try await root.createAccessKey(policy: Self.everything, quota: quota)
+                    Issue.record("\(quota) was taken")
+                } catch let error as FerryError {
+                    #expect(error.serverCode == "InvalidParameter", "\(error)")
+                }
+            }
+            do {
+                try await root.updateAccessKey("FKIAMISSING", quota: .unlimited)
+                Issue.record("a missing key was updated")
+            } catch let error as FerryError {
+                #expect(error.httpStatus == 404, "\(error)")
+            }
+        }
+    }
+}
+
+/// A clock that sleeps for real and records every wait asked of it.
+final class SleepRecordingClock: Clock, @unchecked Sendable {
+    typealias Instant = ContinuousClock.Instant
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var recorded: [Duration] = []
+
+    var now: Instant { ContinuousClock.now }
+    var minimumResolution: Duration { .zero }
+    var waits: [Duration] { lock.withLock { recorded } }
+
+    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+        lock.withLock { recorded.append(deadline - ContinuousClock.now) }
+        try await ContinuousClock().sleep(until: deadline, tolerance: tolerance)
+    }
+}
