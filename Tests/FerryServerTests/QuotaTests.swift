@@ -235,15 +235,19 @@ struct QuotaTests {
             let key = try await root.createAccessKey(
                 policy: Self.everything, quota: AccessKeyQuota(storageBytes: Int64(3 * partSize + partSize / 2)))
             #expect(try await nodes[0].client().createBucket("race").status == 200)
-            let uploadId = try await nodes[0].client(Self.sigV4(key)).createMultipartUpload("race", "object")
+            // Four uploads of the key, so that only the key's own lock (not an upload's) serializes their parts.
+            var uploads: [String] = []
+            for index in 0..<4 {
+                uploads.append(try await nodes[index % 2].client(Self.sigV4(key)).createMultipartUpload("race", "object\(index)"))
+            }
             let before = try await Self.blobs(nodes[0])
-            let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
-                for number in 1...12 {
-                    let node = nodes[number % 2]
+            let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { [uploads] group in
+                for index in 0..<12 {
+                    let node = nodes[index % 2]
                     group.addTask {
                         let reply = try await node.client(Self.sigV4(key)).uploadPart(
-                            "race", "object", uploadId: uploadId, number: number,
-                            [UInt8](repeating: UInt8(number), count: partSize))
+                            "race", "object\(index % 4)", uploadId: uploads[index % 4], number: index / 4 + 1,
+                            [UInt8](repeating: UInt8(index), count: partSize))
                         return (reply.status, reply.errorCode)
                     }
                 }
