@@ -337,6 +337,15 @@ struct QuotaTests {
         #expect(slow.take(now: 2) == nil)
     }
 
+    @Test("the byte check counts freed bytes and takes a sum past 64 bits as over the limit")
+    func byteCheckArithmetic() throws {
+        #expect(!StorageQuotaCheck.exceeds(stored: 6, adding: 4, limit: 10))
+        #expect(StorageQuotaCheck.exceeds(stored: 6, adding: 5, limit: 10))
+        #expect(StorageQuotaCheck.exceeds(stored: .max - 1, adding: 10, limit: .max))
+        try StorageQuotaCheck.check(stored: 10, adding: 4, freeing: 4, limit: 10)
+        #expect(throws: FerryDomainError.self) { try StorageQuotaCheck.check(stored: 10, adding: 5, freeing: 4, limit: 10) }
+    }
+
     @Test("a quota with a negative limit or an unusable rate is refused")
     func invalidQuota() async throws {
         try await QuotaBackend.sqlite.withNodes { nodes in

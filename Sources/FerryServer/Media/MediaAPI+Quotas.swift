@@ -66,7 +66,7 @@ extension MediaAPI {
         }
         if let limit = quota.storageBytes {
             let stored = try await store.usage(owner: owner).storedBytes
-            if stored >= limit || stored.addingReportingOverflow(declaredSize ?? 0).partialValue > limit {
+            if stored >= limit || StorageQuotaCheck.exceeds(stored: stored, adding: declaredSize ?? 0, limit: limit) {
                 throw FerryDomainError.storageQuotaExceeded(limit: limit)
             }
         }

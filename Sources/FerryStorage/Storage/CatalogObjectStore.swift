@@ -566,7 +566,7 @@ public struct CatalogObjectStore: ObjectStore {
     private func precheck(_ charge: StorageCharge, freed: (String) async throws -> Int64) async throws {
         guard let limit = charge.quota.storageBytes, let declared = charge.declaredBytes else { return }
         let stored = try await catalog.usage(owner: charge.owner).storedBytes
-        guard stored.addingReportingOverflow(declared).partialValue > limit else { return }
+        guard StorageQuotaCheck.exceeds(stored: stored, adding: declared, limit: limit) else { return }
         try StorageQuotaCheck.check(stored: stored, adding: declared, freeing: try await freed(charge.owner), limit: limit)
     }
 

@@ -74,12 +74,19 @@ extension FerryDomainError {
     }
 }
 
-/// The byte quota as a catalog checks it inside the transaction that records a write.
-enum StorageQuotaCheck {
+/// The byte quota as the store and the catalogs check it.
+package enum StorageQuotaCheck {
     /// Throws ``FerryDomainError/storageQuotaExceeded(limit:)`` when `stored` bytes, less the `freed` bytes the write
     /// replaces, plus the `added` bytes it stores, are more than `limit`.
-    static func check(stored: Int64, adding added: Int64, freeing freed: Int64, limit: Int64) throws {
-        let after = stored.addingReportingOverflow(added).partialValue - freed
-        if after > limit { throw FerryDomainError.storageQuotaExceeded(limit: limit) }
+    package static func check(stored: Int64, adding added: Int64, freeing freed: Int64, limit: Int64) throws {
+        if exceeds(stored: stored - freed, adding: added, limit: limit) {
+            throw FerryDomainError.storageQuotaExceeded(limit: limit)
+        }
+    }
+
+    /// Whether `stored` plus `added` bytes is more than `limit` (a sum too large for 64 bits is).
+    package static func exceeds(stored: Int64, adding added: Int64, limit: Int64) -> Bool {
+        let (sum, overflow) = stored.addingReportingOverflow(added)
+        return overflow || sum > limit
     }
 }
