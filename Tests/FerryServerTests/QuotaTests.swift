@@ -168,6 +168,38 @@ struct QuotaTests {
         }
     }
 
+    @Test("Videos: a new video past the limit is refused, a retry with its ClientToken still answers its video; nodes racing for the last videos create no more than the limit")
+    func videosQuota() async throws {
+        try await QuotaBackend.postgres.withNodes(2) { nodes in
+            let (_, key, _) = try await Self.key(nodes[0], AccessKeyQuota(videos: 4), bucket: "videos")
+            let media = Self.media(nodes[0], key)
+            var first = MediaServiceClient.VideoDescription(title: "First", fileName: "first.mp4")
+            first.clientToken = "first-token"
+            let created = try await media.createUploadVideo(first)
+            // Three more, two nodes at once, for the three videos left: all, and then no more.
+            let outcomes = try await withThrowingTaskGroup(of: String?.self) { group in
+                for index in 0..<6 {
+                    let client = Self.media(nodes[index % 2], key)
+                    group.addTask {
+                        do {
+                            return try await client.createUploadVideo(.init(title: "V\(index)", fileName: "v.mp4")).id
+                        } catch let error as FerryError {
+                            #expect(error.serverCode == "QuotaExceeded" && error.httpStatus == 403, "\(error)")
+                            return nil
+                        }
+                    }
+                }
+                var ids: [String?] = []
+                for try await id in group { ids.append(id) }
+                return ids
+            }
+            #expect(outcomes.compactMap { $0 }.count == 3, "\(outcomes)")
+            #expect(try await Self.media(nodes[1], key).usage().usage.videos == 4)
+            // At the limit, the first request retried with its token gets its video again.
+            #expect(try await Self.media(nodes[1], key).createUploadVideo(first).id == created.id)
+        }
+    }
+
     @Test("ConcurrentUploads refuses a multipart upload beyond the limit until one is aborted", arguments: QuotaBackend.allCases)
     func concurrentUploads(_ backend: QuotaBackend) async throws {
         try await backend.withNodes { nodes in

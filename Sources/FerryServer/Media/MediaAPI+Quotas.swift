@@ -56,16 +56,11 @@ extension MediaAPI {
             quota: quota.isUnlimited ? nil : quota)
     }
 
-    /// Refuses a new video when the caller's key has as many videos as its quota allows, is at its byte quota, or
-    /// declares a file (`FileSize`) that would take it past it.
-    func checkVideoQuota(declaredSize: Int64?, _ principal: Principal) async throws {
-        let quota = principal.quota
-        let owner = principal.parentAccessKeyId
-        if let limit = quota.videos, try await catalog.videoCount(owner: owner) >= limit {
-            throw FerryDomainError.videoQuotaExceeded(limit: limit)
-        }
-        if let limit = quota.storageBytes {
-            let stored = try await store.usage(owner: owner).storedBytes
+    /// Refuses a new video when the caller's key is at its byte quota, or declares a file (`FileSize`) that would take
+    /// it past it. (Its `Videos` quota is checked where the video is created, ``MediaCatalog/createVideo(_:videoLimit:)``.)
+    func checkStorageQuota(forVideoOf declaredSize: Int64?, _ principal: Principal) async throws {
+        if let limit = principal.quota.storageBytes {
+            let stored = try await store.usage(owner: principal.parentAccessKeyId).storedBytes
             if stored >= limit || StorageQuotaCheck.exceeds(stored: stored, adding: declaredSize ?? 0, limit: limit) {
                 throw FerryDomainError.storageQuotaExceeded(limit: limit)
             }

@@ -214,7 +214,6 @@ public struct MediaAPI: Sendable {
             throw MediaError.invalid("FileSize", "must be between 0 and 5 TiB.")
         }
         let group = try templateGroup(input.templateGroupId ?? input.transcode)
-        try await checkVideoQuota(declaredSize: input.fileSize, call.principal)
         if let token = input.clientToken {
             guard (1...64).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
                 throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
@@ -224,17 +223,20 @@ public struct MediaAPI: Sendable {
                 return ticket(videoId: video.videoId, key: video.key, call)
             }
         }
+        try await checkStorageQuota(forVideoOf: input.fileSize, call.principal)
         try await library.ensureBucket()
         let id = MediaLibrary.newId()
         let now = Date()
-        // With a ClientToken, a request racing this one (the same client retrying) gets the same video.
+        // With a ClientToken, a request racing this one (the same client retrying) gets the same video; past the
+        // key's Videos quota, none.
         let video = try await catalog.createVideo(
             VideoRecord(
                 videoId: id, title: title, fileName: fileName, description: input.description, coverURL: input.coverURL,
                 cateId: input.cateId, tags: input.tags, transcode: group, userData: input.userData,
                 status: VideoStatus.uploading, size: nil, declaredSize: input.fileSize, bucket: bucket,
                 key: "video/\(id)/source.\(ext)", owner: call.principal.parentAccessKeyId, createdAt: now, updatedAt: now,
-                clientToken: input.clientToken))
+                clientToken: input.clientToken),
+            videoLimit: call.principal.quota.videos)
         return ticket(videoId: video.videoId, key: video.key, call)
     }
 

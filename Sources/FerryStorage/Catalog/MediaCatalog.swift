@@ -24,8 +24,10 @@ public protocol MediaCatalog: JobQueue {
     /// The video still uploading that `owner` created with `clientToken`, or nil.
     func uploadingVideo(owner: String, clientToken: String) async throws -> VideoRecord?
     /// Stores a new video, unless it carries a client token its owner already created a video still uploading with:
-    /// then that video, unchanged. Atomic: two requests with one token create one video.
-    func createVideo(_ video: VideoRecord) async throws -> VideoRecord
+    /// then that video, unchanged. Atomic: two requests with one token create one video. With a `videoLimit`, a new
+    /// video is refused (`quotaExceeded`) when its owner has that many videos (not deleted) already — checked in the
+    /// same transaction, on PostgreSQL under the owner's quota lock.
+    func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord
     /// Videos still uploading that were created before `date`, oldest first, at most `limit`.
     func uploadingVideos(createdBefore date: Date, limit: Int) async throws -> [VideoRecord]
     /// Stores or replaces an image.
@@ -94,6 +96,11 @@ enum MediaRecordJSON {
 }
 
 extension MediaCatalog {
+    /// Stores a new video (or answers the one its client token made) whatever its owner's quota.
+    public func createVideo(_ video: VideoRecord) async throws -> VideoRecord {
+        try await createVideo(video, videoLimit: nil)
+    }
+
     /// A page of videos (not deleted), newest first, whatever their title.
     public func videos(status: String?, cateId: Int?, tag: String?, owner: String?, offset: Int, limit: Int) async throws
         -> (videos: [VideoRecord], total: Int)

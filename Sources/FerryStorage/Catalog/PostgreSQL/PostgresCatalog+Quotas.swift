@@ -39,9 +39,18 @@ extension PostgresCatalog {
     }
 
     public func videoCount(owner: String) async throws -> Int {
-        try await rows("SELECT COUNT(*) AS count FROM video WHERE owner = \(owner) AND status <> 'Deleted'").first?[
-            "count"
-        ].decode(Int.self) ?? 0
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await Self.videoCount(owner: owner, on: connection, logger: logger)
+        }
+    }
+
+    /// How many videos (not deleted) `owner` has.
+    static func videoCount(owner: String, on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        try await rows(
+            "SELECT COUNT(*) AS count FROM video WHERE owner = \(owner) AND status <> 'Deleted'", on: connection,
+            logger: logger
+        ).first?["count"].decode(Int.self) ?? 0
     }
 
     /// Bytes of `owner`'s objects and of the parts of its uploads.

@@ -29,10 +29,13 @@ extension SQLiteCatalog {
 
     /// How many videos (not deleted) `owner` has.
     public func videoCount(owner: String) async throws -> Int {
-        try await pool.read { db in
-            try Int.fetchOne(
-                db, sql: "SELECT COUNT(*) FROM video WHERE owner = ? AND status != 'Deleted'", arguments: [owner]) ?? 0
-        }
+        try await pool.read { db in try Self.videoCount(owner: owner, db) }
+    }
+
+    /// How many videos (not deleted) `owner` has, in `db`.
+    static func videoCount(owner: String, _ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM video WHERE owner = ? AND status != 'Deleted'", arguments: [owner])
+            ?? 0
     }
 
     /// Bytes of `owner`'s objects and of the parts of its uploads.
