@@ -6,8 +6,26 @@ import Foundation
 /// `ferry keys`: manage access keys (root key only).
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "keys", abstract: "Create, list and disable access keys (with the root key).",
-        subcommands: [Create.self, List.self, Disable.self])
+        commandName: "keys", abstract: "Create, list, limit and disable access keys (with the root key).",
+        subcommands: [Create.self, List.self, Update.self, Usage.self, Disable.self])
+
+    /// A key's quota as options; a limit left out is no limit.
+    struct QuotaOptions: ParsableArguments {
+        @Option(help: "Bytes the key may keep stored (objects and parts of uploads in progress).")
+        var storageBytes: Int64?
+        @Option(help: "Videos the key may have.")
+        var videos: Int?
+        @Option(help: "Multipart uploads the key may have in progress at once.")
+        var concurrentUploads: Int?
+        @Option(help: "Requests per second the key may send to each node.")
+        var requestsPerSecond: Double?
+
+        var quota: AccessKeyQuota {
+            AccessKeyQuota(
+                storageBytes: storageBytes, videos: videos, concurrentUploads: concurrentUploads,
+                requestsPerSecond: requestsPerSecond)
+        }
+    }
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create an access key with a policy; prints its secret once.")
@@ -20,12 +38,13 @@ struct KeysCommand: AsyncParsableCommand {
         var prefix: String = ""
         @Option(help: "What the key is for.")
         var description: String = ""
+        @OptionGroup var limits: QuotaOptions
 
         func run() async throws {
             let policy = AccessPolicy(statements: [
                 .init(actions: actions.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, bucket: bucket, keyPrefix: prefix)
             ])
-            let key = try await service.with { connection in try await report { try await connection.media().createAccessKey(policy: policy, description: description) } }
+            let key = try await service.with { connection in try await report { try await connection.media().createAccessKey(policy: policy, description: description, quota: limits.quota.isUnlimited ? nil : limits.quota) } }
             print("FERRY_ACCESS_KEY_ID=\(key.accessKeyId)")
             print("FERRY_SECRET_ACCESS_KEY=\(key.secretAccessKey)")
         }
@@ -39,6 +58,45 @@ struct KeysCommand: AsyncParsableCommand {
             for key in try await service.with({ connection in try await report { try await connection.media().listAccessKeys() } }) {
                 print("\(key.accessKeyId)\t\(key.status)\t\(key.description)")
             }
+        }
+    }
+
+    struct Update: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set an access key's quota (the limits given; none given removes every limit).")
+        @OptionGroup var service: ServiceOptions
+        @Argument(help: "The access key id.")
+        var accessKeyId: String
+        @OptionGroup var limits: QuotaOptions
+
+        func run() async throws {
+            _ = try await service.with { connection in
+                try await report { try await connection.media().updateAccessKey(accessKeyId, quota: limits.quota) }
+            }
+            print("Updated \(accessKeyId).")
+        }
+    }
+
+    struct Usage: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show what an access key holds against its quota (the signing key's own without an id).")
+        @OptionGroup var service: ServiceOptions
+        @Argument(help: "The access key id.")
+        var accessKeyId: String?
+
+        func run() async throws {
+            let answer = try await service.with { connection in
+                try await report { try await connection.media().usage(accessKeyId: accessKeyId) }
+            }
+            let quota = answer.quota ?? .unlimited
+            func line(_ name: String, _ value: String, _ limit: String?) {
+                print("\(name)\t\(value)\t\(limit ?? "unlimited")")
+            }
+            print("access-key-id\t\(answer.accessKeyId)")
+            line("storage-bytes", String(answer.usage.storageBytes), quota.storageBytes.map(String.init))
+            line("videos", String(answer.usage.videos), quota.videos.map(String.init))
+            line("uploads-in-progress", String(answer.usage.uploadsInProgress), quota.concurrentUploads.map(String.init))
+            if let rate = quota.requestsPerSecond { print("requests-per-second\t\(rate)") }
         }
     }
 

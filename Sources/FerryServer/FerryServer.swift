@@ -42,6 +42,8 @@ public struct FerryServer: Sendable {
     public let mediaTools: MediaTools?
     /// Media jobs running in this process.
     let runningJobs = RunningJobs()
+    /// The access keys' request-rate quotas on this node.
+    let requestRates = RequestRateLimiter()
     /// This server's Prometheus series, served at `GET /metrics`.
     public let metrics: FerryMetrics
     /// ``FerryServerConfiguration/publicEndpoint``, checked when the server opened.

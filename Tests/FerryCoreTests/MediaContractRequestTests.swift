@@ -95,8 +95,19 @@ struct MediaContractRequestTests {
             "AssumeRole", #"{"DurationSeconds": 900, "Policy": \#(policyJSON)}"#,
             MediaContract.AssumeRoleRequest(durationSeconds: 900, policy: policy), empty: .init()),
         check(
-            "CreateAccessKey", #"{"Policy": \#(policyJSON), "Description": "app server"}"#,
-            MediaContract.CreateAccessKeyRequest(policy: policy, description: "app server"), empty: .init(policy: nil)),
+            "CreateAccessKey",
+            #"{"Policy": \#(policyJSON), "Description": "app server", "Quota": {"StorageBytes": 1000, "Videos": 5, "ConcurrentUploads": 2, "RequestsPerSecond": 2.5}}"#,
+            MediaContract.CreateAccessKeyRequest(
+                policy: policy, description: "app server",
+                quota: AccessKeyQuota(storageBytes: 1000, videos: 5, concurrentUploads: 2, requestsPerSecond: 2.5)),
+            empty: .init(policy: nil)),
+        check(
+            "UpdateAccessKey", #"{"AccessKeyId": "FKIA1", "Quota": {"StorageBytes": 10}}"#,
+            MediaContract.UpdateAccessKeyRequest(accessKeyId: "FKIA1", quota: AccessKeyQuota(storageBytes: 10)),
+            empty: .init(accessKeyId: nil, quota: nil)),
+        check(
+            "GetUsage", #"{"AccessKeyId": "FKIA1"}"#, MediaContract.GetUsageRequest(accessKeyId: "FKIA1"),
+            empty: .init()),
         check("ListAccessKeys", "{}", MediaContract.ListAccessKeysRequest(), empty: .init()),
         check(
             "DisableAccessKey", #"{"AccessKeyId": "FKIA1"}"#, MediaContract.AccessKeyIdRequest(accessKeyId: "FKIA1"),
@@ -193,7 +204,7 @@ struct MediaContractRequestTests {
         #expect(schemas["AssumeRole"]?.properties == ["DurationSeconds", "Policy"])
         // Every operation the document lists has a request type here, and no request type names an unknown one.
         #expect(Set(schemas.keys) == Set(Self.cases.map(\.operation)))
-        #expect(schemas.count == 18)
+        #expect(schemas.count == 20)
     }
 
     @Test("each request type encodes to exactly its operation's documented keys, with the values on the wire")

@@ -1,4 +1,5 @@
 import Ferry
+import FerryCore
 import FerryTestSupport
 import Foundation
 import Testing
@@ -39,6 +40,38 @@ struct KeysCommandTests {
             let missing = try await ferry(["keys", "disable", "FKIANOSUCHKEY"], server: server)
             #expect(missing.status == 1)
             #expect(missing.error.contains("InvalidAccessKey.NotFound"))
+        }
+    }
+
+    @Test("create and update set a quota; usage shows what the key holds against it")
+    func quotas() async throws {
+        try await TestServer.with { server in
+            let created = try await ferry(
+                ["keys", "create", "--actions", "s3:*,media:*", "--storage-bytes", "4", "--concurrent-uploads", "1"],
+                server: server)
+            #expect(created.status == 0, "\(created.error)")
+            let id = try #require(
+                created.output.split(separator: "\n").first { $0.hasPrefix("FERRY_ACCESS_KEY_ID=") }?
+                    .dropFirst("FERRY_ACCESS_KEY_ID=".count))
+            let secret = try #require(
+                created.output.split(separator: "\n").first { $0.hasPrefix("FERRY_SECRET_ACCESS_KEY=") }?
+                    .dropFirst("FERRY_SECRET_ACCESS_KEY=".count))
+            #expect(try await server.client().createBucket("cli").status == 200)
+            let s3 = server.client(SigV4Credentials(accessKeyId: String(id), secretAccessKey: String(secret)))
+            #expect(try await s3.put("cli", "a", [1, 2, 3]).status == 200)
+            #expect(try await s3.put("cli", "b", [1, 2]).errorCode == "QuotaExceeded")
+
+            let usage = try await ferry(["keys", "usage", String(id)], server: server)
+            #expect(usage.status == 0, "\(usage.error)")
+            #expect(usage.output.contains("storage-bytes\t3\t4"), "\(usage.output)")
+            #expect(usage.output.contains("uploads-in-progress\t0\t1"), "\(usage.output)")
+            #expect(usage.output.contains("videos\t0\tunlimited"), "\(usage.output)")
+
+            #expect(try await ferry(["keys", "update", String(id), "--storage-bytes", "10"], server: server).status == 0)
+            #expect(try await s3.put("cli", "b", [1, 2]).status == 200)
+            let raised = try await ferry(["keys", "usage", String(id)], server: server)
+            #expect(raised.output.contains("storage-bytes\t5\t10"), "\(raised.output)")
+            #expect(raised.output.contains("uploads-in-progress\t0\tunlimited"), "\(raised.output)")
         }
     }
 }

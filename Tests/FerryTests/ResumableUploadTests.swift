@@ -257,6 +257,41 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("a key's byte quota holds for resumable uploads: a declared length past it is refused at creation, an append past it with nothing kept, and the upload goes on within it")
+    func quota() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("quota").status == 200)
+            let key = try await Self.media(server).createAccessKey(
+                policy: AccessPolicy(statements: [.init(actions: ["s3:*"], bucket: "quota")]), description: "quota test",
+                quota: AccessKeyQuota(storageBytes: 10_000))
+            let client = server.client(SigV4Credentials(accessKeyId: key.accessKeyId, secretAccessKey: key.secretAccessKey))
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            let tooLarge = try await client.send(
+                "POST", "/_ferry/uploads/s3/quota/big.bin", headers: tus + [("Upload-Length", "20000")], payload: .unsigned)
+            #expect(tooLarge.status == 403)
+            #expect(tooLarge.text.contains("quota"))
+            let deferred = try await client.send(
+                "POST", "/_ferry/uploads/s3/quota/deferred.bin", headers: tus + [("Upload-Defer-Length", "1")], payload: .unsigned)
+            #expect(deferred.status == 201)
+            let location = try #require(deferred.headers.first(name: "Location"))
+            let append = tus + [("Content-Type", "application/offset+octet-stream")]
+            let first = try await S3TestClient.fetchRaw(
+                "PATCH", location, headers: append + [("Upload-Offset", "0")], body: [UInt8](repeating: 1, count: 6000))
+            #expect(first.status == 204)
+            let past = try await S3TestClient.fetchRaw(
+                "PATCH", location, headers: append + [("Upload-Offset", "6000")], body: [UInt8](repeating: 2, count: 6000))
+            #expect(past.status == 403)
+            let head = try await S3TestClient.fetchRaw("HEAD", location, headers: tus)
+            #expect(head.headers.first(name: "Upload-Offset") == "6000")
+            let last = try await S3TestClient.fetchRaw(
+                "PATCH", location, headers: append + [("Upload-Offset", "6000"), ("Upload-Length", "9000")],
+                body: [UInt8](repeating: 3, count: 3000))
+            #expect(last.status == 204)
+            #expect(try await s3.get("quota", "deferred.bin").body.count == 9000)
+        }
+    }
+
     @Test("tus concatenation: three partial uploads become one object without copying; a final upload naming an unfinished partial is refused")
     func tusConcatenation() async throws {
         try await TestServer.with { server in

@@ -273,10 +273,13 @@ public final class MediaServiceClient: Sendable {
             expiration: issued.expirationDate)
     }
 
-    /// Creates a long-term access key with a policy (root key only).
-    public func createAccessKey(policy: AccessPolicy, description: String = "") async throws(FerryError) -> Credentials {
+    /// Creates a long-term access key with a policy (root key only), limited by `quota` when given (its temporary
+    /// credentials share the limits).
+    public func createAccessKey(policy: AccessPolicy, description: String = "", quota: AccessKeyQuota? = nil)
+        async throws(FerryError) -> Credentials
+    {
         let key = try await call(
-            "CreateAccessKey", MediaContract.CreateAccessKeyRequest(policy: policy, description: description),
+            "CreateAccessKey", MediaContract.CreateAccessKeyRequest(policy: policy, description: description, quota: quota),
             as: MediaContract.CreateAccessKeyAnswer.self
         ).accessKey
         return Credentials(accessKeyId: key.accessKeyId, secretAccessKey: key.accessKeySecret)
@@ -297,6 +300,29 @@ public final class MediaServiceClient: Sendable {
     /// backlog, whether the catalog and the object store answer, and the space left on the answering node's disk.
     public func serviceStatus() async throws(FerryError) -> MediaContract.ServiceStatusAnswer {
         try await call("GetServiceStatus", MediaContract.ServiceStatusRequest(), as: MediaContract.ServiceStatusAnswer.self)
+    }
+
+    /// Sets an access key's quota (root key only); ``AccessKeyQuota/unlimited`` removes every limit. Its temporary
+    /// credentials follow at once. Returns the key as it is now.
+    @discardableResult
+    public func updateAccessKey(_ accessKeyId: String, quota: AccessKeyQuota) async throws(FerryError)
+        -> MediaContract.AccessKey
+    {
+        try await call(
+            "UpdateAccessKey", MediaContract.UpdateAccessKeyRequest(accessKeyId: accessKeyId, quota: quota),
+            as: MediaContract.AccessKeyAnswer.self
+        ).accessKey
+    }
+
+    /// What a long-term key holds against its quota — stored bytes, videos, multipart uploads in progress — with the
+    /// quota. Without `accessKeyId`, the caller's own key (a temporary credential's parent); the root key may name any.
+    ///
+    /// ```swift
+    /// let usage = try await media.usage()
+    /// print(usage.usage.storageBytes, "of", usage.quota?.storageBytes ?? .max)
+    /// ```
+    public func usage(accessKeyId: String? = nil) async throws(FerryError) -> MediaContract.UsageAnswer {
+        try await call("GetUsage", MediaContract.GetUsageRequest(accessKeyId: accessKeyId), as: MediaContract.UsageAnswer.self)
     }
 
     /// Disables an access key (root key only); its temporary credentials stop working too.

@@ -231,16 +231,20 @@ extension MediaContract {
         public var creationTime: String
         /// What it may do.
         public var policy: AccessPolicy
+        /// Its limits; nil when it has none.
+        public var quota: AccessKeyQuota?
 
         /// Creates a key description.
         public init(
-            accessKeyId: String, status: String, description: String, creationTime: String, policy: AccessPolicy
+            accessKeyId: String, status: String, description: String, creationTime: String, policy: AccessPolicy,
+            quota: AccessKeyQuota? = nil
         ) {
             self.accessKeyId = accessKeyId
             self.status = status
             self.description = description
             self.creationTime = creationTime
             self.policy = policy
+            self.quota = quota
         }
 
         enum CodingKeys: String, CodingKey {
@@ -249,6 +253,62 @@ extension MediaContract {
             case description = "Description"
             case creationTime = "CreationTime"
             case policy = "Policy"
+            case quota = "Quota"
+        }
+    }
+
+    /// UpdateAccessKey's answer: the key as it is now.
+    public struct AccessKeyAnswer: Codable, Sendable, Hashable {
+        /// The key.
+        public var accessKey: AccessKey
+        /// Creates an answer.
+        public init(accessKey: AccessKey) { self.accessKey = accessKey }
+        enum CodingKeys: String, CodingKey { case accessKey = "AccessKey" }
+    }
+
+    /// What a key holds, as GetUsage counts it against its quota.
+    public struct Usage: Codable, Sendable, Hashable {
+        /// Bytes of its objects and of the parts of its multipart uploads in progress.
+        public var storageBytes: Int64
+        /// Its videos (not deleted).
+        public var videos: Int
+        /// Its multipart uploads in progress.
+        public var uploadsInProgress: Int
+
+        /// Creates a usage.
+        public init(storageBytes: Int64, videos: Int, uploadsInProgress: Int) {
+            self.storageBytes = storageBytes
+            self.videos = videos
+            self.uploadsInProgress = uploadsInProgress
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case storageBytes = "StorageBytes"
+            case videos = "Videos"
+            case uploadsInProgress = "UploadsInProgress"
+        }
+    }
+
+    /// GetUsage's answer.
+    public struct UsageAnswer: Codable, Sendable, Hashable {
+        /// The long-term key counted.
+        public var accessKeyId: String
+        /// What it holds.
+        public var usage: Usage
+        /// Its limits; nil when it has none (the root key never has).
+        public var quota: AccessKeyQuota?
+
+        /// Creates an answer.
+        public init(accessKeyId: String, usage: Usage, quota: AccessKeyQuota?) {
+            self.accessKeyId = accessKeyId
+            self.usage = usage
+            self.quota = quota
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case accessKeyId = "AccessKeyId"
+            case usage = "Usage"
+            case quota = "Quota"
         }
     }
 

@@ -313,17 +313,53 @@ extension MediaContract {
         public var policy: AccessPolicy?
         /// A note for people, at most 256 bytes.
         public var description: String?
+        /// Its limits, shared by its temporary credentials; none when absent.
+        public var quota: AccessKeyQuota?
 
         /// Creates a request.
-        public init(policy: AccessPolicy?, description: String? = nil) {
+        public init(policy: AccessPolicy?, description: String? = nil, quota: AccessKeyQuota? = nil) {
             self.policy = policy
             self.description = description
+            self.quota = quota
         }
 
         enum CodingKeys: String, CodingKey {
             case policy = "Policy"
             case description = "Description"
+            case quota = "Quota"
         }
+    }
+
+    /// UpdateAccessKey (root key only): sets a key's quota, which its temporary credentials follow at once (the answer
+    /// is an ``AccessKeyAnswer``).
+    public struct UpdateAccessKeyRequest: Codable, Sendable, Hashable {
+        /// The key's id (required).
+        public var accessKeyId: String?
+        /// Its new limits (required); an empty object removes every limit.
+        public var quota: AccessKeyQuota?
+
+        /// Creates a request.
+        public init(accessKeyId: String?, quota: AccessKeyQuota?) {
+            self.accessKeyId = accessKeyId
+            self.quota = quota
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case accessKeyId = "AccessKeyId"
+            case quota = "Quota"
+        }
+    }
+
+    /// GetUsage: what a key holds against its quota (the answer is a ``UsageAnswer``). The root key asks about any
+    /// key; another key (or a temporary credential) only about itself.
+    public struct GetUsageRequest: Codable, Sendable, Hashable {
+        /// The long-term key asked about; the caller's own when absent.
+        public var accessKeyId: String?
+
+        /// Creates a request.
+        public init(accessKeyId: String? = nil) { self.accessKeyId = accessKeyId }
+
+        enum CodingKeys: String, CodingKey { case accessKeyId = "AccessKeyId" }
     }
 
     /// ListAccessKeys (root key only): it takes no parameters (the answer is a ``ListAccessKeysAnswer``).

@@ -93,6 +93,8 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let signatureDoesNotMatch = S3ErrorCode("SignatureDoesNotMatch", httpStatus: 403)
     /// `SlowDown` (HTTP 503).
     public static let slowDown = S3ErrorCode("SlowDown", httpStatus: 503)
+    /// `QuotaExceeded` (HTTP 403): Ferry's refusal of a write past the access key's quota (not one of AWS's codes).
+    public static let quotaExceeded = S3ErrorCode("QuotaExceeded", httpStatus: 403)
     /// `InvalidURI` (HTTP 400).
     public static let invalidURI = S3ErrorCode("InvalidURI", httpStatus: 400)
     /// `BadRequest` (HTTP 400).
@@ -134,7 +136,7 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
             xAmzContentSHA256Mismatch, invalidURI, badRequest, metadataTooLarge, invalidTag, noSuchVersion, invalidLocationConstraint,
             invalidStorageClass, conditionalRequestConflict, noSuchCORSConfiguration, invalidPolicyDocument,
             noSuchLifecycleConfiguration,
-            malformedPOSTRequest, incorrectNumberOfFilesInPostRequest,
+            malformedPOSTRequest, incorrectNumberOfFilesInPostRequest, quotaExceeded,
         ].map { ($0.rawValue, $0) })
 }
 

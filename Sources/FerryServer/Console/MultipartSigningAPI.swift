@@ -135,7 +135,7 @@ struct MultipartSigningAPI: Sendable {
         let contentType = type.isEmpty || type.utf8.count > 128 ? nil : type
         let upload = try await media.store.createMultipartUpload(
             bucket: media.bucket, key: key, attributes: ObjectAttributes(contentType: contentType), tags: [],
-            checksumAlgorithm: nil, checksumType: nil)
+            checksumAlgorithm: nil, checksumType: nil, charge: StorageCharge(principal: principal))
         return Created(videoId: videoId, imageId: imageId, key: key, uploadId: upload.uploadId, bucket: media.bucket)
     }
 

@@ -26,6 +26,7 @@ extension FerryServer {
         let crossOrigin = CrossOriginMiddleware(policy: CrossOriginPolicy(origins: configuration.corsOrigins))
         let consoleHeaders = ConsoleHeadersMiddleware(console: console)
         let authenticator = RequestAuthenticator(credentials: credentials, region: configuration.region)
+        let requestRate = RequestRateMiddleware(limiter: requestRates)
         let all = Self.routedMethods
         let allBut = { (kept: [HTTPRequest.Method]) in all.filter { !kept.contains($0) } }
         let notPost = { (api: String) in
@@ -43,7 +44,7 @@ extension FerryServer {
         let s3 = MiddlewareChain(
             middleware: [
                 crossOrigin, BucketCrossOriginMiddleware(objects: objects), ErrorEnvelopeMiddleware(dialect: S3Dialect()),
-                AuthorityMiddleware(), S3AuthenticationMiddleware(authenticator: authenticator),
+                AuthorityMiddleware(), S3AuthenticationMiddleware(authenticator: authenticator), requestRate,
             ],
             responder: { request, context in try await objects.respond(to: request, context: context) })
         for path: RouterPath in ["/", "/**", "/s3", "/s3/**"] {
@@ -61,6 +62,7 @@ extension FerryServer {
             ["GetServiceStatus"], methods: allBut([.get, .post]),
             use: refusing(MediaError("MethodNotAllowed", "GetServiceStatus answers GET and POST requests.", status: 405)))
         v1.add(middleware: MediaAuthenticationMiddleware(authenticator: authenticator))
+        v1.add(middleware: requestRate)
         v1.on(["", "{action}"], methods: [.post]) { request, context in
             try await media.respond(action: context.parameters.get("action") ?? "", request: request, context: context)
         }

@@ -189,7 +189,7 @@ public struct FormUploadAPI: Sendable {
                         throw FormUploadError(
                             .crc32Mismatch, "The file's CRC32 is \(actual), not \(expectedCRC) as the form says.")
                     }
-                })
+                }, charge: StorageCharge(principal: resolved.principal))
         } catch let error as FerryDomainError where error.code == .bucketNotFound {
             throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
         }

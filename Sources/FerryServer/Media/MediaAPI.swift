@@ -89,6 +89,8 @@ public struct MediaAPI: Sendable {
         case "ListWebhookEvents": try await listWebhookEvents(JSONBody.decode(MediaContract.ListWebhookEventsRequest.self, from: data), call)
         case "RetryWebhookEvent": try await retryWebhookEvent(JSONBody.decode(MediaContract.WebhookEventIdRequest.self, from: data), call)
         case "DisableAccessKey": try await disableAccessKey(JSONBody.decode(MediaContract.AccessKeyIdRequest.self, from: data), call)
+        case "UpdateAccessKey": try await updateAccessKey(JSONBody.decode(MediaContract.UpdateAccessKeyRequest.self, from: data), call)
+        case "GetUsage": try await getUsage(JSONBody.decode(MediaContract.GetUsageRequest.self, from: data), call)
         case "GetServiceStatus": try await getServiceStatus(JSONBody.decode(MediaContract.ServiceStatusRequest.self, from: data), call)
         default: throw Self.invalidAction(action)
         }
@@ -226,17 +228,20 @@ public struct MediaAPI: Sendable {
                 return ticket(videoId: video.videoId, key: video.key, call)
             }
         }
+        try await checkStorageQuota(forVideoOf: input.fileSize, call.principal)
         try await library.ensureBucket()
         let id = MediaLibrary.newId()
         let now = Date()
-        // With a ClientToken, a request racing this one (the same client retrying) gets the same video.
+        // With a ClientToken, a request racing this one (the same client retrying) gets the same video; past the
+        // key's Videos quota, none.
         let video = try await catalog.createVideo(
             VideoRecord(
                 videoId: id, title: title, fileName: fileName, description: input.description, coverURL: input.coverURL,
                 cateId: input.cateId, tags: input.tags, transcode: group, userData: input.userData,
                 status: VideoStatus.uploading, size: nil, declaredSize: input.fileSize, bucket: bucket,
                 key: "video/\(id)/source.\(ext)", owner: call.principal.parentAccessKeyId, createdAt: now, updatedAt: now,
-                clientToken: input.clientToken))
+                clientToken: input.clientToken),
+            videoLimit: call.principal.quota.videos)
         return ticket(videoId: video.videoId, key: video.key, call)
     }
 
@@ -432,10 +437,12 @@ public struct MediaAPI: Sendable {
         try requireRoot(call.principal)
         guard let policy = input.policy else { throw MediaError.missing("Policy") }
         try Self.checkText(input.description, "Description", max: 256)
+        let quota = input.quota ?? .unlimited
+        try Self.checkQuota(quota)
         let key = StoredAccessKey(
             accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
             secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })),
-            policy: policy, status: .active, description: input.description ?? "", createdAt: Date())
+            policy: policy, status: .active, description: input.description ?? "", createdAt: Date(), quota: quota)
         try await catalog.insertAccessKey(key)
         return MediaContract.CreateAccessKeyAnswer(
             accessKey: .init(accessKeyId: key.accessKeyId, accessKeySecret: key.secretAccessKey, status: "active"))
@@ -443,12 +450,7 @@ public struct MediaAPI: Sendable {
 
     func listAccessKeys(_ call: Call) async throws -> MediaContract.ListAccessKeysAnswer {
         try requireRoot(call.principal)
-        let keys = try await catalog.accessKeys().map { key in
-            MediaContract.AccessKey(
-                accessKeyId: key.accessKeyId, status: key.status.rawValue, description: key.description,
-                creationTime: key.createdAt.formatted(.iso8601), policy: key.policy)
-        }
-        return MediaContract.ListAccessKeysAnswer(accessKeys: keys)
+        return MediaContract.ListAccessKeysAnswer(accessKeys: try await catalog.accessKeys().map(Self.describe))
     }
 
     /// The newest webhook events (root only), newest first, with their delivery state.

@@ -9,11 +9,14 @@ public struct MediaError: Error, Sendable {
     public var message: String
     /// HTTP status.
     public var status: Int
+    /// Whole seconds after which the request may be tried again, sent as `Retry-After`; nil sends none.
+    public var retryAfterSeconds: Int?
 
-    init(_ code: String, _ message: String, status: Int = 400) {
+    init(_ code: String, _ message: String, status: Int = 400, retryAfterSeconds: Int? = nil) {
         self.code = code
         self.message = message
         self.status = status
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     static func invalid(_ name: String, _ why: String) -> MediaError {

@@ -34,7 +34,7 @@ extension ObjectAPI {
         }
         let upload = try await store.createMultipartUpload(
             bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
-            checksumAlgorithm: algorithm, checksumType: type)
+            checksumAlgorithm: algorithm, checksumType: type, charge: StorageCharge(principal: request.principal))
         var response = try Self.xmlResponse(
             InitiateMultipartUploadResult(bucket: request.bucket, key: request.key, uploadId: upload.uploadId),
             root: "InitiateMultipartUploadResult")
@@ -69,7 +69,7 @@ extension ObjectAPI {
         let (body, trailers) = try body(of: request)
         let part = try await store.uploadPart(
             upload, partNumber: number, body: body, checksums: expectation.algorithms,
-            verify: { digests in try expectation.verify(digests, trailers: trailers.values) })
+            verify: { digests in try expectation.verify(digests, trailers: trailers.values) }, charge: Self.charge(request))
         var response: HTTPFields = [.eTag: "\"\(part.etag)\"", .contentLength: "0"]
         Self.addChecksumHeaders(part.checksums, type: nil, to: &response)
         return Response(status: .ok, headers: response)
@@ -96,7 +96,8 @@ extension ObjectAPI {
             }
             do {
                 let part = try await store.uploadPartCopy(
-                    upload, partNumber: number, source: source, range: range, checksums: [])
+                    upload, partNumber: number, source: source, range: range, checksums: [],
+                    charge: StorageCharge(principal: request.principal))
                 let result = S3CopyResult(
                     eTag: "\"\(part.etag)\"", lastModified: S3Date.xml(part.lastModified),
                     checksums: S3ChecksumFields(part.checksums))

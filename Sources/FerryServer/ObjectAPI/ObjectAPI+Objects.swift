@@ -44,6 +44,14 @@ extension ObjectAPI {
         return (stream, trailers)
     }
 
+    /// Whom a write counts against: the request's long-term key and its quota, with the body size its headers declare
+    /// (checked against the byte quota before the body is read).
+    static func charge(_ request: S3Request) -> StorageCharge {
+        let headers = request.request.headers
+        let declared = request.verified.chunkedDecoderMode != nil ? headers[.amzDecodedContentLength] : headers[.contentLength]
+        return StorageCharge(principal: request.principal, declaredBytes: declared.flatMap { Int64($0) })
+    }
+
     /// Most bytes one PutObject or UploadPart body may hold (S3's limit).
     static let maxBodyLength: Int64 = 5 * 1024 * 1024 * 1024
 
@@ -111,7 +119,7 @@ extension ObjectAPI {
         let object = try await store.putObject(
             bucket: request.bucket, key: request.key, attributes: attributes, tags: tags, body: body,
             checksums: expectation.algorithms, condition: Self.writeCondition(headers),
-            verify: { digests in try expectation.verify(digests, trailers: trailers.values) })
+            verify: { digests in try expectation.verify(digests, trailers: trailers.values) }, charge: Self.charge(request))
         await objectStored(object)
         var responseHeaders: HTTPFields = [.eTag: "\"\(object.etag)\"", .contentLength: "0"]
         Self.addChecksumHeaders(object.checksums, type: object.checksumType, to: &responseHeaders)
@@ -215,7 +223,7 @@ extension ObjectAPI {
             do {
                 let object = try await store.copyObject(
                     source, bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
-                    condition: Self.writeCondition(headers))
+                    condition: Self.writeCondition(headers), charge: StorageCharge(principal: request.principal))
                 await objectStored(object)
                 let result = S3CopyResult(
                     eTag: "\"\(object.etag)\"", lastModified: S3Date.xml(object.lastModified),

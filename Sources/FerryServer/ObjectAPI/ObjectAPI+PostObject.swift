@@ -98,7 +98,7 @@ extension ObjectAPI {
                             .entityTooSmall, "Your proposed upload is smaller than the minimum allowed size",
                             details: ["MinSizeAllowed": String(range.lowerBound), "ProposedSize": String(digests.size)])
                     }
-                })
+                }, charge: StorageCharge(principal: principal))
         } catch let error as FormUploadError {
             switch error.code {
             case .fileTooLarge:

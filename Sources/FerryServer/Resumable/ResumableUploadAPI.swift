@@ -48,6 +48,8 @@ struct ResumableUploadAPI: Sendable {
         var bucket: String
         var key: String
         var owner: String
+        /// The owner's limits.
+        var quota: AccessKeyQuota
         var mediaId: String?
         /// Whether the object may only be created, not replaced (an upload token's `insertOnly`).
         var insertOnly = false
@@ -103,10 +105,12 @@ struct ResumableUploadAPI: Sendable {
         case .grant(let token):
             do {
                 let grant = try UploadGrant.verify(token, now: credentials.now(), codec: credentials.tokens)
-                return Target(bucket: grant.bucket, key: grant.key, owner: grant.owner, mediaId: grant.mediaId)
-            } catch .expired {
+                return Target(
+                    bucket: grant.bucket, key: grant.key, owner: grant.owner,
+                    quota: try await ownerQuota(grant.owner, wire: wire), mediaId: grant.mediaId)
+            } catch UploadGrant.Refusal.expired {
                 throw ResumableRefusal(.forbidden, "The upload URL has expired; ask for a new one.", wire: wire)
-            } catch {
+            } catch is UploadGrant.Refusal {
                 throw ResumableRefusal(.forbidden, "The upload URL is not valid.", wire: wire)
             }
         case .signed(let path):
@@ -124,7 +128,7 @@ struct ResumableUploadAPI: Sendable {
             guard principal.allows(action: "s3:PutObject", bucket: bucket, key: key) else {
                 throw FerryDomainError(.accessDenied, "Access Denied")
             }
-            return Target(bucket: bucket, key: key, owner: principal.parentAccessKeyId)
+            return Target(bucket: bucket, key: key, owner: principal.parentAccessKeyId, quota: principal.quota)
         case .uploadToken:
             return try await authorizeToken(request, wire: wire)
         }
@@ -179,8 +183,18 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(.forbidden, "The upload token's access key may not write this object.", wire: wire)
         }
         return Target(
-            bucket: policy.bucket, key: key, owner: resolved.principal.parentAccessKeyId, insertOnly: policy.insertOnly,
-            maxLength: policy.fsizeLimit, policy: policy)
+            bucket: policy.bucket, key: key, owner: resolved.principal.parentAccessKeyId, quota: resolved.principal.quota,
+            insertOnly: policy.insertOnly, maxLength: policy.fsizeLimit, policy: policy)
+    }
+
+    /// The limits of the long-term key an upload counts against, as they are now; a key that is gone or disabled
+    /// takes no more bytes.
+    private func ownerQuota(_ owner: String, wire: ResumableWire) async throws -> AccessKeyQuota {
+        do {
+            return try await credentials.resolve(accessKeyId: owner, sessionToken: nil).principal.quota
+        } catch is FerryDomainError {
+            throw ResumableRefusal(.forbidden, "The access key this upload counts against is disabled.", wire: wire)
+        }
     }
 
     /// Refuses what the creation's credential does not allow: a declared length past its limit, a content type it
@@ -229,7 +243,8 @@ struct ResumableUploadAPI: Sendable {
         var info = ResumableUpload.Info(kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
         info.insertOnly = target.insertOnly ? true : nil
         var upload = try await store.createResumableUpload(
-            bucket: target.bucket, key: target.key, owner: target.owner, length: length, info: info, attributes: attributes,
+            bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
+            length: length, info: info, attributes: attributes,
             expiresAt: credentials.now().addingTimeInterval(lifetime))
         if let videoId = target.mediaId, let title = metadata["title"], !title.isEmpty, title.count <= 128 {
             await titleSent(videoId, title)
@@ -271,7 +286,8 @@ struct ResumableUploadAPI: Sendable {
         var info = ResumableUpload.Info(videoId: target.mediaId)
         info.insertOnly = target.insertOnly ? true : nil
         let upload = try await store.createResumableUpload(
-            bucket: target.bucket, key: target.key, owner: target.owner, length: length, info: info, attributes: attributes,
+            bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
+            length: length, info: info, attributes: attributes,
             expiresAt: credentials.now().addingTimeInterval(lifetime))
         let location = try location(upload, context: context)
         // 104: the client knows where to resume before it sends a byte.
@@ -307,7 +323,8 @@ struct ResumableUploadAPI: Sendable {
         }
         let info = ResumableUpload.Info(kind: .final, metadata: metadata, videoId: target.mediaId, partials: partials.map(\.id))
         let (upload, object) = try await store.concatenateResumable(
-            partials, bucket: target.bucket, key: target.key, owner: target.owner, info: info, attributes: attributes,
+            partials, bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
+            info: info, attributes: attributes,
             expiresAt: credentials.now().addingTimeInterval(lifetime))
         await objectStored(object)
         var headers = wire.headers
@@ -463,11 +480,16 @@ struct ResumableUploadAPI: Sendable {
         wire: ResumableWire, verify: @escaping @Sendable (BodyDigests, Bool) throws -> Void
     ) async throws -> (ResumableUpload, interrupted: Bool) {
         let declared = try wire.integer(.contentLength, in: request.headers)
+        let byteLimit = try await ownerQuota(upload.owner, wire: wire).storageBytes
+        if let byteLimit, let declared, declared > 0 {
+            // Refused before a byte of the body is read when the declared length already passes the quota.
+            try await store.precheck(StorageCharge(owner: upload.owner, quota: .init(storageBytes: byteLimit), declaredBytes: declared)) { _ in 0 }
+        }
         let body = TolerantBody(base: request.body, declaredLength: declared)
         let result: ResumableAppendResult
         do {
             result = try await store.appendResumable(
-                upload, at: offset, body: body, checksums: checksums,
+                upload, at: offset, body: body, checksums: checksums, byteLimit: byteLimit,
                 verify: { digests in try verify(digests, body.state.interrupted) })
         } catch let error as FerryDomainError where error.code == .tooLarge {
             throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)

@@ -35,13 +35,14 @@ public struct CredentialStore: Sendable {
         let now = now ?? self.now()
         if let sessionToken {
             let verified = try tokens.verify(token: sessionToken, accessKeyId: accessKeyId, now: now)
-            // A temporary credential ends when its parent key is disabled.
-            if verified.principal.parentAccessKeyId != root.accessKeyId {
-                guard let parent = try await catalog.accessKey(verified.principal.parentAccessKeyId),
-                    parent.status == .active
+            var principal = verified.principal
+            // A temporary credential ends when its parent key is disabled, and has its parent's quota as it is now.
+            if principal.parentAccessKeyId != root.accessKeyId {
+                guard let parent = try await catalog.accessKey(principal.parentAccessKeyId), parent.status == .active
                 else { throw Self.unknownKey }
+                principal.quota = parent.quota
             }
-            return Resolved(secretAccessKey: verified.secretAccessKey, principal: verified.principal)
+            return Resolved(secretAccessKey: verified.secretAccessKey, principal: principal)
         }
         if accessKeyId == root.accessKeyId {
             return Resolved(
@@ -55,7 +56,7 @@ public struct CredentialStore: Sendable {
             secretAccessKey: key.secretAccessKey,
             principal: Principal(
                 accessKeyId: accessKeyId, parentAccessKeyId: accessKeyId, policies: [key.policy], expiration: nil,
-                isRoot: false))
+                isRoot: false, quota: key.quota))
     }
 
     static let unknownKey = FerryDomainError(

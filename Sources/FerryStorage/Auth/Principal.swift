@@ -14,16 +14,20 @@ public struct Principal: Sendable, Hashable {
     public var expiration: Date?
     /// Whether this is the server's root key.
     public var isRoot: Bool
+    /// The limits of the long-term key (a temporary credential has its parent's); unlimited for the root key.
+    public var quota: AccessKeyQuota
 
     /// Creates a principal.
     public init(
-        accessKeyId: String, parentAccessKeyId: String, policies: [AccessPolicy], expiration: Date?, isRoot: Bool
+        accessKeyId: String, parentAccessKeyId: String, policies: [AccessPolicy], expiration: Date?, isRoot: Bool,
+        quota: AccessKeyQuota = .unlimited
     ) {
         self.accessKeyId = accessKeyId
         self.parentAccessKeyId = parentAccessKeyId
         self.policies = policies
         self.expiration = expiration
         self.isRoot = isRoot
+        self.quota = quota
     }
 
     /// Whether every policy allows listing `bucket` under `prefix` with `action`.

@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// Where the media API keeps videos, images and access keys: SQLite (``SQLiteCatalog``) in the embedded default; a PostgreSQL
@@ -23,8 +24,10 @@ public protocol MediaCatalog: JobQueue {
     /// The video still uploading that `owner` created with `clientToken`, or nil.
     func uploadingVideo(owner: String, clientToken: String) async throws -> VideoRecord?
     /// Stores a new video, unless it carries a client token its owner already created a video still uploading with:
-    /// then that video, unchanged. Atomic: two requests with one token create one video.
-    func createVideo(_ video: VideoRecord) async throws -> VideoRecord
+    /// then that video, unchanged. Atomic: two requests with one token create one video. With a `videoLimit`, a new
+    /// video is refused (`quotaExceeded`) when its owner has that many videos (not deleted) already — checked in the
+    /// same transaction, on PostgreSQL under the owner's quota lock.
+    func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord
     /// Videos still uploading that were created before `date`, oldest first, at most `limit`.
     func uploadingVideos(createdBefore date: Date, limit: Int) async throws -> [VideoRecord]
     /// Stores or replaces an image.
@@ -41,6 +44,10 @@ public protocol MediaCatalog: JobQueue {
     func insertAccessKey(_ key: StoredAccessKey) async throws
     /// Sets a key's status; false when there is no such key.
     func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool
+    /// Sets a key's quota; false when there is no such key.
+    func setAccessKeyQuota(_ id: String, _ quota: AccessKeyQuota) async throws -> Bool
+    /// How many videos (not deleted) `owner` has.
+    func videoCount(owner: String) async throws -> Int
 }
 
 /// What ``MediaCatalog/updateVideo(_:_:)`` does with the record its closure edited.
@@ -61,6 +68,17 @@ public struct VideoChange: Sendable {
     }
 }
 
+/// How every catalog stores an access key's quota: JSON in a nullable text column, NULL for no limit.
+enum AccessKeyQuotaColumn {
+    static func encode(_ quota: AccessKeyQuota) throws -> String? {
+        quota.isUnlimited ? nil : try MediaRecordJSON.encode(quota)
+    }
+
+    static func decode(_ text: String?) throws -> AccessKeyQuota {
+        try text.map { try MediaRecordJSON.decode(AccessKeyQuota.self, $0) } ?? .unlimited
+    }
+}
+
 /// How every catalog stores video and image records: JSON with sorted keys and dates as Unix seconds.
 enum MediaRecordJSON {
     static func encode<T: Encodable>(_ value: T) throws -> String {
@@ -78,6 +96,11 @@ enum MediaRecordJSON {
 }
 
 extension MediaCatalog {
+    /// Stores a new video (or answers the one its client token made) whatever its owner's quota.
+    public func createVideo(_ video: VideoRecord) async throws -> VideoRecord {
+        try await createVideo(video, videoLimit: nil)
+    }
+
     /// A page of videos (not deleted), newest first, whatever their title.
     public func videos(status: String?, cateId: Int?, tag: String?, owner: String?, offset: Int, limit: Int) async throws
         -> (videos: [VideoRecord], total: Int)

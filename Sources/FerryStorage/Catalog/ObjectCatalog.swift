@@ -25,8 +25,11 @@ protocol ObjectCatalog: ResumableUploadCatalog {
 
     /// The object, or nil.
     func object(bucket: String, key: String) async throws -> ObjectInfo?
-    /// Inserts or replaces an object when `condition` holds; returns the blobs of the object it replaced.
-    func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome
+    /// Inserts or replaces an object when `condition` holds; returns the blobs of the object it replaced. With a
+    /// `byteLimit`, throws `quotaExceeded` (storing nothing) when the object would take its owner's stored bytes past
+    /// it, checked in the same transaction.
+    func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition, byteLimit: Int64?) async throws
+        -> CatalogPutOutcome
     /// Deletes an object when `condition` holds; returns its blobs (none when there was no object).
     func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome
     /// Replaces an object's tags when its ETag is still `etag`; false when it changed or is gone.
@@ -34,8 +37,9 @@ protocol ObjectCatalog: ResumableUploadCatalog {
     /// Up to `limit` objects with keys after `after` (exclusive) and at or after `from`, in key order.
     func objects(bucket: String, after: String?, from: String, limit: Int) async throws -> [ObjectInfo]
 
-    /// Records a new upload; false when the bucket does not exist.
-    func insertUpload(_ upload: MultipartUploadInfo) async throws -> Bool
+    /// Records a new upload; false when the bucket does not exist. With an `uploadLimit`, throws `quotaExceeded` when
+    /// the upload's owner has that many in progress already, checked in the same transaction.
+    func insertUpload(_ upload: MultipartUploadInfo, uploadLimit: Int?) async throws -> Bool
     /// The upload, or nil.
     func upload(_ uploadId: String) async throws -> MultipartUploadInfo?
     /// Uploads of a bucket under `prefix` in (key, upload id) order after the markers, up to `limit`.
@@ -43,8 +47,9 @@ protocol ObjectCatalog: ResumableUploadCatalog {
         -> [MultipartUploadInfo]
     /// Uploads initiated before `date`, oldest first.
     func uploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo]
-    /// Records a part, replacing one with the same number; returns the replaced part's blobs.
-    func putPart(_ part: PartInfo, uploadId: String) async throws -> CatalogPartOutcome
+    /// Records a part, replacing one with the same number; returns the replaced part's blobs. With a `byteLimit`,
+    /// throws `quotaExceeded` (recording nothing) when the part would take the upload's owner past it.
+    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64?) async throws -> CatalogPartOutcome
     /// Parts numbered above `marker`, ascending, up to `limit` (all when nil).
     func parts(uploadId: String, after marker: Int, limit: Int?) async throws -> [PartInfo]
     /// Removes an upload and its parts; returns the parts' blobs (nil when there was no such upload).
@@ -58,6 +63,9 @@ protocol ObjectCatalog: ResumableUploadCatalog {
     func completedUpload(_ uploadId: String) async throws -> CompletedUpload?
     /// Forgets completions older than `date`; returns how many.
     func forgetCompletedUploads(before date: Date) async throws -> Int
+
+    /// What `owner` holds: the bytes of its objects and of its uploads' parts, and its uploads in progress.
+    func usage(owner: String) async throws -> StorageUsage
 
     /// Every blob an object or part references.
     func referencedBlobs() async throws -> Set<String>

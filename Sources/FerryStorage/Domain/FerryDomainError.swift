@@ -81,6 +81,14 @@ public struct FerryDomainError: Error, Sendable, Hashable, CustomStringConvertib
         /// The store under the service refused a request it should have taken.
         public static let storeRefused = Code("storeRefused")
 
+        // MARK: Quotas
+
+        /// The write would take the access key past its quota (bytes, videos, uploads in progress); nothing was stored.
+        public static let quotaExceeded = Code("quotaExceeded")
+        /// The access key sends requests faster than its quota allows; the request may be retried after
+        /// ``FerryDomainError/retryAfterSeconds``.
+        public static let requestRateExceeded = Code("requestRateExceeded")
+
         // MARK: Authentication and authorization
 
         /// The request carries no credential.
@@ -124,12 +132,15 @@ public struct FerryDomainError: Error, Sendable, Hashable, CustomStringConvertib
     public var message: String
     /// Named values the message is about (`BucketName`, `PartNumber`, `MinSizeAllowed`, `ArgumentName`).
     public var details: [String: String]
+    /// Whole seconds after which the request may be tried again (each dialect's `Retry-After`), when that is known.
+    public var retryAfterSeconds: Int?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, details: [String: String] = [:]) {
+    public init(_ code: Code, _ message: String, details: [String: String] = [:], retryAfterSeconds: Int? = nil) {
         self.code = code
         self.message = message
         self.details = details
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     /// The code and the message.

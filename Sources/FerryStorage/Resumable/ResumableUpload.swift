@@ -114,8 +114,10 @@ protocol ResumableUploadCatalog: Sendable {
     /// The upload, or nil.
     func resumableUpload(_ id: String) async throws -> ResumableUpload?
     /// Records `part` (its number is chosen here: the next in the upload) as the bytes from `offset`, when the
-    /// upload's offset is still `offset` and the part stays within its length.
-    func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64) async throws -> ResumableAppendOutcome
+    /// upload's offset is still `offset` and the part stays within its length; with a `byteLimit`, throws
+    /// `quotaExceeded` (recording nothing) when the part takes the upload's owner past it.
+    func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64, byteLimit: Int64?) async throws
+        -> ResumableAppendOutcome
     /// Sets a deferred length (no change when one is set); the upload as it stands, nil when missing.
     func setResumableLength(_ id: String, length: Int64) async throws -> ResumableUpload?
     /// Records that the upload became the object with `etag`.

@@ -21,14 +21,20 @@ extension CatalogObjectStore {
     /// The checksum every append is hashed with, combined into the object's full-object checksum.
     static let resumableChecksum = ChecksumAlgorithm.crc64nvme
 
-    /// Starts a resumable upload to `bucket`/`key`; `NoSuchBucket` when the bucket is absent.
+    /// Starts a resumable upload to `bucket`/`key` counted against `charge`'s owner (refused, with nothing stored,
+    /// when its declared length would pass the owner's byte quota or the owner has its uploads' worth in progress);
+    /// `NoSuchBucket` when the bucket is absent.
     package func createResumableUpload(
-        bucket: String, key: String, owner: String, length: Int64?, info: ResumableUpload.Info,
+        bucket: String, key: String, charge: StorageCharge, length: Int64?, info: ResumableUpload.Info,
         attributes: ObjectAttributes, expiresAt: Date
     ) async throws -> ResumableUpload {
+        var charge = charge
+        charge.declaredBytes = length
+        try await precheck(charge) { _ in 0 }
+        let owner = charge.owner
         let multipart = try await createMultipartUpload(
             bucket: bucket, key: key, attributes: attributes, tags: [], checksumAlgorithm: Self.resumableChecksum,
-            checksumType: "FULL_OBJECT")
+            checksumType: "FULL_OBJECT", charge: charge)
         let upload = ResumableUpload(
             id: BlobFiles.newBlobName(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
             length: length, createdAt: Date(), expiresAt: expiresAt, info: info)
@@ -47,9 +53,11 @@ extension CatalogObjectStore {
     }
 
     /// Appends `body` at `offset`: streamed to a blob with MD5, CRC64NVME and `checksums`, checked by `verify`, then
-    /// recorded. A body that brings no bytes records nothing (the answer is the upload as it stands).
+    /// recorded, unless that takes the upload's owner past `byteLimit` (`quotaExceeded`, the bytes deleted). A body
+    /// that brings no bytes records nothing (the answer is the upload as it stands).
     package func appendResumable<Body: AsyncSequence & Sendable>(
-        _ upload: ResumableUpload, at offset: Int64, body: Body, checksums: [ChecksumAlgorithm], verify: BodyVerifier
+        _ upload: ResumableUpload, at offset: Int64, body: Body, checksums: [ChecksumAlgorithm], byteLimit: Int64?,
+        verify: BodyVerifier
     ) async throws -> ResumableAppendResult where Body.Element == ByteBuffer {
         let remaining = upload.length.map { $0 - offset } ?? ResumableUpload.maxLength - offset
         let algorithms = [Self.resumableChecksum] + checksums.filter { $0 != Self.resumableChecksum }
@@ -74,7 +82,7 @@ extension CatalogObjectStore {
         let outcome: ResumableAppendOutcome
         do {
             outcome = try await events.timed("catalog", "appendResumablePart") {
-                try await catalog.appendResumablePart(part, to: upload.id, at: offset)
+                try await catalog.appendResumablePart(part, to: upload.id, at: offset, byteLimit: byteLimit)
             }
         } catch {
             await discardUnreferenced([blob])
@@ -129,18 +137,19 @@ extension CatalogObjectStore {
                 number: 1, size: 0, etag: Self.hex(digests.md5),
                 checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
                 segments: [BlobSegment(blob: blob, size: 0)], lastModified: Date()),
-            upload: upload)
+            upload: upload, byteLimit: nil)
     }
 
     /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
     /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated.
     package func concatenateResumable(
-        _ partials: [ResumableUpload], bucket: String, key: String, owner: String, info: ResumableUpload.Info,
+        _ partials: [ResumableUpload], bucket: String, key: String, charge: StorageCharge, info: ResumableUpload.Info,
         attributes: ObjectAttributes, expiresAt: Date
     ) async throws -> (upload: ResumableUpload, object: ObjectInfo) {
+        let owner = charge.owner
         let multipart = try await createMultipartUpload(
             bucket: bucket, key: key, attributes: attributes, tags: [], checksumAlgorithm: Self.resumableChecksum,
-            checksumType: "FULL_OBJECT")
+            checksumType: "FULL_OBJECT", charge: charge)
         do {
             var parts: [PartInfo] = []
             for partial in partials {
@@ -160,7 +169,7 @@ extension CatalogObjectStore {
                     var copy = part
                     copy.number = parts.count + 1
                     copy.segments = shared
-                    parts.append(try await record(copy, upload: multipart))
+                    parts.append(try await record(copy, upload: multipart, byteLimit: charge.quota.storageBytes))
                 }
             }
             if parts.isEmpty { parts = [try await emptyPart(multipart)] }

@@ -173,9 +173,15 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func putObject<Body: AsyncSequence & Sendable>(
         bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag], body: Body,
-        checksums: [ChecksumAlgorithm], condition: ObjectWriteCondition, verify: BodyVerifier
+        checksums: [ChecksumAlgorithm], condition: ObjectWriteCondition, verify: BodyVerifier, charge: StorageCharge?
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
         _ = try await self.bucket(bucket)
+        if let charge {
+            try await precheck(charge) { owner in
+                guard let current = try await catalog.object(bucket: bucket, key: key), current.owner == owner else { return 0 }
+                return current.size
+            }
+        }
         let (temp, digests) = try await files.write(body, checksums: checksums, maxSize: limits.maxPartSize)
         do {
             try verify(digests)
@@ -185,21 +191,25 @@ public struct CatalogObjectStore: ObjectStore {
                 attributes: attributes,
                 checksums: digests.checksums.filter { $0.key != "MD5" }.mapValues { Data($0).base64EncodedString() },
                 checksumType: digests.checksums.keys.contains { $0 != "MD5" } ? "FULL_OBJECT" : nil,
-                manifest: [BlobSegment(blob: blob, size: digests.size)], partCount: nil, tags: tags)
-            return try await store(object, condition: condition, newBlobs: [blob])
+                manifest: [BlobSegment(blob: blob, size: digests.size)], partCount: nil, tags: tags,
+                owner: charge?.owner)
+            return try await store(object, condition: condition, newBlobs: [blob], byteLimit: charge?.quota.storageBytes)
         } catch {
             await files.discard(tempPath: temp)
             throw error
         }
     }
 
-    /// Writes an object's catalog entry; on failure deletes `newBlobs` and throws the S3 error.
-    private func store(_ object: ObjectInfo, condition: ObjectWriteCondition, newBlobs: [String]) async throws
-        -> ObjectInfo
+    /// Writes an object's catalog entry (refused past `byteLimit` for its owner); on failure deletes `newBlobs` and
+    /// throws the S3 error.
+    private func store(_ object: ObjectInfo, condition: ObjectWriteCondition, newBlobs: [String], byteLimit: Int64?)
+        async throws -> ObjectInfo
     {
         let outcome: CatalogPutOutcome
         do {
-            outcome = try await events.timed("catalog", "putObject") { try await catalog.putObject(object, condition: condition) }
+            outcome = try await events.timed("catalog", "putObject") {
+                try await catalog.putObject(object, condition: condition, byteLimit: byteLimit)
+            }
         } catch {
             await discardUnreferenced(newBlobs)
             throw error
@@ -222,7 +232,7 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func copyObject(
         _ source: ObjectInfo, bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
-        condition: ObjectWriteCondition
+        condition: ObjectWriteCondition, charge: StorageCharge?
     ) async throws -> ObjectInfo {
         _ = try await self.bucket(bucket)
         let manifest = try await share(source, segments: source.manifest)
@@ -233,7 +243,9 @@ public struct CatalogObjectStore: ObjectStore {
         object.tags = tags
         object.lastModified = Date()
         object.manifest = manifest
-        return try await store(object, condition: condition, newBlobs: manifest.map(\.blob))
+        object.owner = charge?.owner
+        return try await store(
+            object, condition: condition, newBlobs: manifest.map(\.blob), byteLimit: charge?.quota.storageBytes)
     }
 
     /// New names for the blobs of `segments` of `source` (hard links), taken while the source is leased and
@@ -281,13 +293,15 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func createMultipartUpload(
         bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
-        checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?
+        checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?, charge: StorageCharge?
     ) async throws -> MultipartUploadInfo {
         let upload = MultipartUploadInfo(
             uploadId: BlobFiles.newBlobName() + BlobFiles.newBlobName(), bucket: bucket, key: key, initiated: Date(),
             attributes: attributes, checksumAlgorithm: checksumAlgorithm?.s3Name, checksumType: checksumType,
-            tags: tags)
-        guard try await events.timed("catalog", "insertUpload", { try await catalog.insertUpload(upload) }) else {
+            tags: tags, owner: charge?.owner)
+        let limit = charge?.quota.concurrentUploads
+        guard try await events.timed("catalog", "insertUpload", { try await catalog.insertUpload(upload, uploadLimit: limit) })
+        else {
             throw Self.noSuchBucket
         }
         events?.multipartUpload(.started, count: 1)
@@ -304,8 +318,16 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func uploadPart<Body: AsyncSequence & Sendable>(
         _ upload: MultipartUploadInfo, partNumber: Int, body: Body, checksums: [ChecksumAlgorithm],
-        verify: BodyVerifier
+        verify: BodyVerifier, charge: StorageCharge?
     ) async throws -> PartInfo where Body.Element == ByteBuffer {
+        // Parts count against the upload's owner; a caller's quota applies to its own uploads only.
+        let charge = charge.flatMap { $0.owner == upload.owner ? $0 : nil }
+        if let charge {
+            try await precheck(charge) { _ in
+                try await catalog.parts(uploadId: upload.uploadId, after: partNumber - 1, limit: 1)
+                    .first(where: { $0.number == partNumber })?.size ?? 0
+            }
+        }
         let algorithms = Self.algorithms(checksums, upload: upload)
         let (temp, digests) = try await files.write(body, checksums: algorithms, maxSize: limits.maxPartSize)
         do {
@@ -315,7 +337,7 @@ public struct CatalogObjectStore: ObjectStore {
                 number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
                 checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
                 segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
-            return try await record(part, upload: upload)
+            return try await record(part, upload: upload, byteLimit: charge?.quota.storageBytes)
         } catch {
             await files.discard(tempPath: temp)
             throw error
@@ -333,11 +355,14 @@ public struct CatalogObjectStore: ObjectStore {
         return algorithms
     }
 
-    /// Records a part in the catalog, deleting the blobs of the part it replaces (or its own when the upload is gone).
-    func record(_ part: PartInfo, upload: MultipartUploadInfo) async throws -> PartInfo {
+    /// Records a part in the catalog (refused past `byteLimit` for the upload's owner), deleting the blobs of the part
+    /// it replaces (or its own when the upload is gone or the quota refuses it).
+    func record(_ part: PartInfo, upload: MultipartUploadInfo, byteLimit: Int64?) async throws -> PartInfo {
         let outcome: CatalogPartOutcome
         do {
-            outcome = try await events.timed("catalog", "putPart") { try await catalog.putPart(part, uploadId: upload.uploadId) }
+            outcome = try await events.timed("catalog", "putPart") {
+                try await catalog.putPart(part, uploadId: upload.uploadId, byteLimit: byteLimit)
+            }
         } catch {
             await discardUnreferenced(part.segments.map(\.blob))
             throw error
@@ -355,8 +380,9 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func uploadPartCopy(
         _ upload: MultipartUploadInfo, partNumber: Int, source: ObjectInfo, range: ClosedRange<Int64>?,
-        checksums: [ChecksumAlgorithm]
+        checksums: [ChecksumAlgorithm], charge: StorageCharge?
     ) async throws -> PartInfo {
+        let byteLimit = charge.flatMap { $0.owner == upload.owner ? $0.quota.storageBytes : nil }
         guard source.size > 0 else {
             // An empty source makes an empty part: nothing to share.
             let (temp, digests) = try await files.write(
@@ -368,7 +394,7 @@ public struct CatalogObjectStore: ObjectStore {
                     number: partNumber, size: 0, etag: Self.hex(digests.md5),
                     checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
                     segments: [BlobSegment(blob: blob, size: 0)], lastModified: Date()),
-                upload: upload)
+                upload: upload, byteLimit: byteLimit)
         }
         let range = range ?? 0...(source.size - 1)
         // The segments of the source that hold the range, cut to it.
@@ -406,7 +432,7 @@ public struct CatalogObjectStore: ObjectStore {
             number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
             checksums: digests.checksums.mapValues { Data($0).base64EncodedString() }, segments: shared,
             lastModified: Date())
-        return try await record(part, upload: upload)
+        return try await record(part, upload: upload, byteLimit: byteLimit)
     }
 
     public func listParts(_ upload: MultipartUploadInfo, after marker: Int, maxParts: Int) async throws
@@ -512,7 +538,8 @@ public struct CatalogObjectStore: ObjectStore {
             lastModified: Date(), attributes: upload.attributes, checksums: checksums,
             checksumType: checksums.isEmpty ? nil : (upload.checksumType ?? "COMPOSITE"),
             manifest: chosen.flatMap(\.segments), partCount: chosen.count, tags: upload.tags,
-            parts: chosen.map { ObjectPart(number: $0.number, size: $0.size, checksums: $0.checksums) })
+            parts: chosen.map { ObjectPart(number: $0.number, size: $0.size, checksums: $0.checksums) },
+            owner: upload.owner)
         let outcome = try await events.timed("catalog", "completeUpload") {
             try await catalog.completeUpload(upload.uploadId, object: object, expectedParts: chosen, condition: condition, now: Date())
         }
@@ -534,6 +561,22 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func completedUpload(_ uploadId: String) async throws -> CompletedUpload? {
         try await catalog.completedUpload(uploadId)
+    }
+
+    // MARK: Quotas
+
+    public func usage(owner: String) async throws -> StorageUsage {
+        try await catalog.usage(owner: owner)
+    }
+
+    /// Refuses a write whose declared size alone would take its owner past the byte quota, before a byte of its body
+    /// is read; `freed` tells the bytes of the owner's that the write would replace (asked only at the limit). The
+    /// catalog checks again, authoritatively, with the bytes received.
+    package func precheck(_ charge: StorageCharge, freed: (String) async throws -> Int64) async throws {
+        guard let limit = charge.quota.storageBytes, let declared = charge.declaredBytes else { return }
+        let stored = try await catalog.usage(owner: charge.owner).storedBytes
+        guard StorageQuotaCheck.exceeds(stored: stored, adding: declared, limit: limit) else { return }
+        try StorageQuotaCheck.check(stored: stored, adding: declared, freeing: try await freed(charge.owner), limit: limit)
     }
 
     /// A checksum value without a composite's `-N` part count.

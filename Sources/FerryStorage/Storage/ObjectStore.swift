@@ -113,39 +113,43 @@ public protocol ObjectStore: Sendable {
     func readObject(_ object: ObjectInfo, range: ClosedRange<Int64>?) async throws
         -> AsyncThrowingStream<ByteBuffer, any Error>
     /// Streams a body into a new object, computing MD5 and `checksums`; `verify` sees the digests before it is visible.
-    /// The object replaces the current one only when `condition` holds (`PreconditionFailed` otherwise).
+    /// The object replaces the current one only when `condition` holds (`PreconditionFailed` otherwise). With a
+    /// `charge`, the object is its owner's and is refused (`quotaExceeded`, nothing stored) past its byte quota.
     func putObject<Body: AsyncSequence & Sendable>(
         bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag], body: Body,
-        checksums: [ChecksumAlgorithm], condition: ObjectWriteCondition, verify: BodyVerifier
+        checksums: [ChecksumAlgorithm], condition: ObjectWriteCondition, verify: BodyVerifier, charge: StorageCharge?
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer
     /// Stores a copy of `source` at bucket/key with new attributes and tags, sharing the source's bytes where the
-    /// store can (no bytes pass through the caller).
+    /// store can (no bytes pass through the caller); with a `charge`, the copy is its owner's, within its quota.
     func copyObject(
         _ source: ObjectInfo, bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
-        condition: ObjectWriteCondition
+        condition: ObjectWriteCondition, charge: StorageCharge?
     ) async throws -> ObjectInfo
     /// Deletes an object when `condition` holds; deleting a missing key succeeds, as in S3.
     func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws
     /// Replaces the tags of the object whose ETag is `etag`; `NoSuchKey` when it is gone or was replaced meanwhile.
     func setObjectTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws
 
-    /// Starts a multipart upload.
+    /// Starts a multipart upload; with a `charge`, the upload (its parts, the object it makes) is its owner's, and is
+    /// refused (`quotaExceeded`) when the owner has as many uploads in progress as its quota allows.
     func createMultipartUpload(
         bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
-        checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?
+        checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?, charge: StorageCharge?
     ) async throws -> MultipartUploadInfo
     /// The upload when it exists for that bucket and key; `NoSuchUpload` otherwise.
     func multipartUpload(_ uploadId: String, bucket: String, key: String) async throws -> MultipartUploadInfo
-    /// Streams a part; a part with the same number is replaced.
+    /// Streams a part; a part with the same number is replaced. With a `charge` of the upload's owner, the part is
+    /// refused (`quotaExceeded`, nothing stored) past the owner's byte quota.
     func uploadPart<Body: AsyncSequence & Sendable>(
         _ upload: MultipartUploadInfo, partNumber: Int, body: Body, checksums: [ChecksumAlgorithm],
-        verify: BodyVerifier
+        verify: BodyVerifier, charge: StorageCharge?
     ) async throws -> PartInfo where Body.Element == ByteBuffer
     /// Makes bytes of `source` (all, or `range`) part `partNumber` of the upload, computing its MD5 and `checksums`
-    /// (and the upload's algorithm) and sharing the source's bytes where the store can.
+    /// (and the upload's algorithm) and sharing the source's bytes where the store can; a `charge` as for
+    /// ``uploadPart(_:partNumber:body:checksums:verify:charge:)``.
     func uploadPartCopy(
         _ upload: MultipartUploadInfo, partNumber: Int, source: ObjectInfo, range: ClosedRange<Int64>?,
-        checksums: [ChecksumAlgorithm]
+        checksums: [ChecksumAlgorithm], charge: StorageCharge?
     ) async throws -> PartInfo
     /// A page of parts after `marker`.
     func listParts(_ upload: MultipartUploadInfo, after marker: Int, maxParts: Int) async throws
@@ -167,6 +171,58 @@ public protocol ObjectStore: Sendable {
     func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws
     /// Aborts uploads initiated before `date`; returns how many.
     func abortMultipartUploads(initiatedBefore date: Date) async throws -> Int
+    /// What the long-term key `owner` holds: the bytes its quota counts and its uploads in progress.
+    func usage(owner: String) async throws -> StorageUsage
+}
+
+extension ObjectStore {
+    /// Streams a body into a new object that counts against no access key's quota (see
+    /// ``putObject(bucket:key:attributes:tags:body:checksums:condition:verify:charge:)``).
+    public func putObject<Body: AsyncSequence & Sendable>(
+        bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag], body: Body,
+        checksums: [ChecksumAlgorithm], condition: ObjectWriteCondition, verify: BodyVerifier
+    ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
+        try await putObject(
+            bucket: bucket, key: key, attributes: attributes, tags: tags, body: body, checksums: checksums,
+            condition: condition, verify: verify, charge: nil)
+    }
+
+    /// Copies an object without charging any access key.
+    public func copyObject(
+        _ source: ObjectInfo, bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
+        condition: ObjectWriteCondition
+    ) async throws -> ObjectInfo {
+        try await copyObject(
+            source, bucket: bucket, key: key, attributes: attributes, tags: tags, condition: condition, charge: nil)
+    }
+
+    /// Starts a multipart upload that counts against no access key's quota.
+    public func createMultipartUpload(
+        bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
+        checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?
+    ) async throws -> MultipartUploadInfo {
+        try await createMultipartUpload(
+            bucket: bucket, key: key, attributes: attributes, tags: tags, checksumAlgorithm: checksumAlgorithm,
+            checksumType: checksumType, charge: nil)
+    }
+
+    /// Streams a part without a quota check.
+    public func uploadPart<Body: AsyncSequence & Sendable>(
+        _ upload: MultipartUploadInfo, partNumber: Int, body: Body, checksums: [ChecksumAlgorithm],
+        verify: BodyVerifier
+    ) async throws -> PartInfo where Body.Element == ByteBuffer {
+        try await uploadPart(
+            upload, partNumber: partNumber, body: body, checksums: checksums, verify: verify, charge: nil)
+    }
+
+    /// Copies a part without a quota check.
+    public func uploadPartCopy(
+        _ upload: MultipartUploadInfo, partNumber: Int, source: ObjectInfo, range: ClosedRange<Int64>?,
+        checksums: [ChecksumAlgorithm]
+    ) async throws -> PartInfo {
+        try await uploadPartCopy(
+            upload, partNumber: partNumber, source: source, range: range, checksums: checksums, charge: nil)
+    }
 }
 
 /// What the collector (``UploadCollector``) asks of a store besides the object API: clearing away what no one

@@ -117,6 +117,9 @@ public struct ObjectInfo: Sendable, Hashable {
     /// The parts of a multipart object in order (nil for a single PUT, and for objects stored before parts were
     /// recorded).
     public var parts: [ObjectPart]?
+    /// The long-term access key the object's bytes count against (whoever wrote it, through a temporary credential
+    /// too); nil for objects the service wrote itself or stored before quotas.
+    public var owner: String? = nil
 }
 
 /// A multipart upload in progress.
@@ -137,6 +140,9 @@ public struct MultipartUploadInfo: Sendable, Hashable {
     public var checksumType: String?
     /// Tags the completed object will carry (`x-amz-tagging` on CreateMultipartUpload).
     public var tags: [ObjectTag] = []
+    /// The long-term access key the upload and its parts count against (the completed object is its too); nil for
+    /// uploads started before quotas.
+    public var owner: String? = nil
 }
 
 /// A stored part of a multipart upload.

@@ -320,6 +320,12 @@ def run(driver):
     secret = wait(driver, lambda d: d.find_element(By.ID, "new-key-secret").text, message="the new secret")
     new_id = driver.find_element(By.ID, "new-key-id").text
     wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'tr[data-key-id="{new_id}"]'), message="the key in the list")
+    # Each key's usage against its quota (GetUsage), in its row.
+    usage_cell = f'td[data-usage-of="{new_id}"]'
+    usage = wait(
+        driver, lambda d: "bytes" in d.find_element(By.CSS_SELECTOR, usage_cell).text and d.find_element(By.CSS_SELECTOR, usage_cell).text,
+        message="the key's usage")
+    assert usage == "0 bytes · 0 videos · 0 uploads in progress", usage
     check_accessible(driver, "keys")
     shot(driver, "keys")
     driver.get(CONSOLE + "#/library")

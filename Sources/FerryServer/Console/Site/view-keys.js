@@ -63,17 +63,37 @@ export function keysPage(main, session) {
       const answer = await media('ListAccessKeys');
       replace(list, h('table', {},
         h('caption', { class: 'visually-hidden' }, 'Access keys'),
-        h('thead', {}, h('tr', {}, ['Access key id', 'Description', 'Status', 'Created', 'Allows', ''].map((n) => h('th', { scope: 'col' }, n)))),
+        h('thead', {}, h('tr', {}, ['Access key id', 'Description', 'Status', 'Created', 'Allows', 'Usage', ''].map((n) => h('th', { scope: 'col' }, n)))),
         h('tbody', {}, answer.AccessKeys.map((key) => h('tr', { dataset: { keyId: key.AccessKeyId } },
           h('td', { class: 'url' }, key.AccessKeyId), h('td', {}, key.Description || '—'), h('td', {}, key.Status),
           h('td', {}, time(key.CreationTime)),
           h('td', { class: 'meta' }, (key.Policy?.statements || []).map((s) => `${s.actions.join(', ')} on ${s.bucket}${s.keyPrefix ? `/${s.keyPrefix}*` : ''}`).join('; ')),
+          h('td', { class: 'meta usage', dataset: { usageOf: key.AccessKeyId } }, '…'),
           h('td', {}, key.Status === 'active'
             ? h('button', { type: 'button', class: 'danger', 'aria-label': `Disable ${key.AccessKeyId}`, onclick: () => disable(key.AccessKeyId) }, 'Disable')
             : null))))));
       if (!answer.AccessKeys.length) list.append(h('p', { class: 'note' }, 'No access keys besides the root key.'));
+      for (const key of answer.AccessKeys) showUsage(key.AccessKeyId);
     } catch (error) {
       replace(list, h('p', { class: 'error' }, error.message));
+    }
+  }
+
+  // What a key holds against its quota (GetUsage), in its row.
+  async function showUsage(id) {
+    const cell = list.querySelector(`td[data-usage-of="${CSS.escape(id)}"]`);
+    if (!cell) return;
+    try {
+      const { Usage: usage, Quota: quota = {} } = await media('GetUsage', { AccessKeyId: id });
+      const limit = (value, max, unit) => `${value}${max === undefined ? '' : ` of ${max}`}${unit}`;
+      cell.textContent = [
+        limit(usage.StorageBytes, quota.StorageBytes, ' bytes'),
+        limit(usage.Videos, quota.Videos, ' videos'),
+        limit(usage.UploadsInProgress, quota.ConcurrentUploads, ' uploads in progress'),
+        quota.RequestsPerSecond === undefined ? null : `${quota.RequestsPerSecond} requests/s`,
+      ].filter(Boolean).join(' · ');
+    } catch (error) {
+      cell.textContent = error.message;
     }
   }
 

@@ -16,10 +16,12 @@ struct MediaDialect: MediaErrorDialect {
 
     /// `{"code", "message", "requestId"}` with the refusal's status.
     static func response(_ refusal: MediaError, requestId: String) -> JSONErrorResponse {
-        JSONErrorResponse(
+        var headers: HTTPFields = [:]
+        if let seconds = refusal.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
+        return JSONErrorResponse(
             status: .init(code: refusal.status),
             body: MediaContract.ErrorAnswer(code: refusal.code, message: refusal.message, requestId: requestId),
-            requestId: requestId)
+            requestId: requestId, headers: headers)
     }
 
     /// The media API's refusal for one of Ferry's errors; nil for anything else.
@@ -44,6 +46,9 @@ struct MediaDialect: MediaErrorDialect {
         case .bodyTooLarge: return MediaError("RequestTooLarge", error.message, status: 413)
         case .storeUnavailable: return MediaError("ServiceUnavailable", error.message, status: 503)
         case .notImplemented: return MediaError("NotImplemented", error.message, status: 501)
+        case .quotaExceeded: return MediaError("QuotaExceeded", error.message, status: 403)
+        case .requestRateExceeded:
+            return MediaError("Throttling", error.message, status: 503, retryAfterSeconds: error.retryAfterSeconds)
         default:
             // Authentication and storage refusals keep S3's names.
             let code = S3Dialect.code(error.code)

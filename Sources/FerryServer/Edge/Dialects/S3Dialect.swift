@@ -53,7 +53,9 @@ struct S3Dialect: Dialect {
 
     /// The one mapping of domain errors to S3's codes.
     static func s3Error(_ error: FerryDomainError) -> S3Error {
-        S3Error(code(error.code), error.message, details: error.details)
+        var s3Error = S3Error(code(error.code), error.message, details: error.details)
+        if let seconds = error.retryAfterSeconds { s3Error.headers["Retry-After"] = String(seconds) }
+        return s3Error
     }
 
     /// S3's code for a domain code.
@@ -78,6 +80,7 @@ struct S3Dialect: Dialect {
         .invalidContentHash: .invalidArgument, .presignedExpiryTooLong: .authorizationQueryParametersError,
         .invalidHost: .invalidArgument, .bodyTooComplex: .malformedXML, .malformedBody: .malformedXML,
         .bodyTooLarge: .maxMessageLengthExceeded, .invalidArgument: .invalidArgument, .notImplemented: .notImplemented,
+        .quotaExceeded: .quotaExceeded, .requestRateExceeded: .slowDown,
     ]
 }
 

@@ -97,7 +97,7 @@ extension PostgresCatalog: MediaCatalog {
         ).first.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
     }
 
-    public func createVideo(_ video: VideoRecord) async throws -> VideoRecord {
+    public func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord {
         let logger = self.logger
         return try await transaction { connection -> VideoRecord in
             if let token = video.clientToken {
@@ -111,6 +111,12 @@ extension PostgresCatalog: MediaCatalog {
                     """, on: connection, logger: logger
                 ).first {
                     return try MediaRecordJSON.decode(VideoRecord.self, try found["record"].decode(String.self))
+                }
+            }
+            if let limit = videoLimit {
+                try await Self.lockOwner(video.owner, on: connection, logger: logger)
+                if try await Self.videoCount(owner: video.owner, on: connection, logger: logger) >= limit {
+                    throw FerryDomainError.videoQuotaExceeded(limit: limit)
                 }
             }
             try await Self.insertVideo(video, on: connection, logger: logger)

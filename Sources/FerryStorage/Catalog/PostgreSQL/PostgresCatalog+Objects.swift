@@ -129,7 +129,8 @@ extension PostgresCatalog: ObjectCatalog {
             manifest: try json([BlobSegment].self, "manifest"),
             partCount: try row["part_count"].decode(Int?.self),
             tags: try json([ObjectTag].self, "tags"),
-            parts: try row["parts"].decode(String?.self).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) })
+            parts: try row["parts"].decode(String?.self).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) },
+            owner: try row["owner"].decode(String?.self))
     }
 
     static func json<T: Encodable>(_ value: T) throws -> String {
@@ -191,19 +192,21 @@ extension PostgresCatalog: ObjectCatalog {
         try await connection.query(
             """
             INSERT INTO s3_object (bucket, key, size, etag, last_modified, attributes, checksums, checksum_type,
-                manifest, part_count, tags, parts)
+                manifest, part_count, tags, parts, owner)
             VALUES (\(object.bucket), \(object.key), \(object.size), \(object.etag),
                 \(object.lastModified.timeIntervalSince1970), \(attributes), \(checksums), \(object.checksumType),
-                \(manifest), \(object.partCount), \(tags), \(parts))
+                \(manifest), \(object.partCount), \(tags), \(parts), \(object.owner))
             ON CONFLICT (bucket, key) DO UPDATE SET size = EXCLUDED.size, etag = EXCLUDED.etag,
                 last_modified = EXCLUDED.last_modified, attributes = EXCLUDED.attributes,
                 checksums = EXCLUDED.checksums, checksum_type = EXCLUDED.checksum_type, manifest = EXCLUDED.manifest,
-                part_count = EXCLUDED.part_count, tags = EXCLUDED.tags, parts = EXCLUDED.parts
+                part_count = EXCLUDED.part_count, tags = EXCLUDED.tags, parts = EXCLUDED.parts, owner = EXCLUDED.owner
             """, logger: logger)
         return replaced
     }
 
-    func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome {
+    func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition, byteLimit: Int64?) async throws
+        -> CatalogPutOutcome
+    {
         let logger = self.logger
         return try await transaction { connection in
             try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
@@ -217,6 +220,7 @@ extension PostgresCatalog: ObjectCatalog {
             {
                 return failed
             }
+            try await Self.checkQuota(storing: object, limit: byteLimit, on: connection, logger: logger)
             return .stored(replaced: try await Self.upsert(object, on: connection, logger: logger))
         }
     }
@@ -277,10 +281,11 @@ extension PostgresCatalog: ObjectCatalog {
                 ObjectAttributes.self, from: Data(try row["attributes"].decode(String.self).utf8)),
             checksumAlgorithm: try row["checksum_algorithm"].decode(String?.self),
             checksumType: try row["checksum_type"].decode(String?.self),
-            tags: try JSONDecoder().decode([ObjectTag].self, from: Data(try row["tags"].decode(String.self).utf8)))
+            tags: try JSONDecoder().decode([ObjectTag].self, from: Data(try row["tags"].decode(String.self).utf8)),
+            owner: try row["owner"].decode(String?.self))
     }
 
-    func insertUpload(_ upload: MultipartUploadInfo) async throws -> Bool {
+    func insertUpload(_ upload: MultipartUploadInfo, uploadLimit: Int?) async throws -> Bool {
         let logger = self.logger
         let attributes = try Self.json(upload.attributes)
         let tags = try Self.json(upload.tags)
@@ -290,11 +295,18 @@ extension PostgresCatalog: ObjectCatalog {
                     "SELECT name FROM s3_bucket WHERE name = \(upload.bucket) FOR SHARE", on: connection, logger: logger)
                 ).isEmpty
             else { return false }
+            if let limit = uploadLimit, let owner = upload.owner {
+                try await Self.lockOwner(owner, on: connection, logger: logger)
+                if try await Self.uploadCount(owner: owner, on: connection, logger: logger) >= limit {
+                    throw FerryDomainError.uploadQuotaExceeded(limit: limit)
+                }
+            }
             try await connection.query(
                 """
-                INSERT INTO s3_upload (id, bucket, key, initiated, attributes, checksum_algorithm, checksum_type, tags)
+                INSERT INTO s3_upload (id, bucket, key, initiated, attributes, checksum_algorithm, checksum_type, tags,
+                    owner)
                 VALUES (\(upload.uploadId), \(upload.bucket), \(upload.key), \(upload.initiated.timeIntervalSince1970),
-                    \(attributes), \(upload.checksumAlgorithm), \(upload.checksumType), \(tags))
+                    \(attributes), \(upload.checksumAlgorithm), \(upload.checksumType), \(tags), \(upload.owner))
                 """, logger: logger)
             return true
         }
@@ -349,13 +361,14 @@ extension PostgresCatalog: ObjectCatalog {
             .isEmpty
     }
 
-    func putPart(_ part: PartInfo, uploadId: String) async throws -> CatalogPartOutcome {
+    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64?) async throws -> CatalogPartOutcome {
         let logger = self.logger
         let checksums = try Self.json(part.checksums)
         let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
         let segments = plain ? nil : try Self.json(part.segments)
         return try await transaction { connection in
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
+            try await Self.checkQuota(storing: part, uploadId: uploadId, limit: byteLimit, on: connection, logger: logger)
             let replaced = try await Self.rows(
                 "SELECT blob, segments FROM s3_part WHERE upload_id = \(uploadId) AND number = \(part.number)",
                 on: connection, logger: logger

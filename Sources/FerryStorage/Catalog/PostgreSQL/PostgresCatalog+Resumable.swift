@@ -29,7 +29,9 @@ extension PostgresCatalog {
         try await rows("SELECT * FROM resumable_upload WHERE id = \(id)").first.map(Self.resumable)
     }
 
-    func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64) async throws -> ResumableAppendOutcome {
+    func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64, byteLimit: Int64?) async throws
+        -> ResumableAppendOutcome
+    {
         let logger = self.logger
         let checksums = try Self.json(part.checksums)
         let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
@@ -51,6 +53,11 @@ extension PostgresCatalog {
                 logger: logger
             ).first?["last"].decode(Int?.self)
             let number = (last ?? 0) + 1
+            var numbered = part
+            numbered.number = number
+            // The owner's lock comes last, after the upload's rows, as every quota check takes it.
+            try await Self.checkQuota(
+                storing: numbered, uploadId: upload.uploadId, limit: byteLimit, on: connection, logger: logger)
             try await connection.query(
                 """
                 INSERT INTO s3_part (upload_id, number, size, etag, checksums, blob, last_modified, segments)

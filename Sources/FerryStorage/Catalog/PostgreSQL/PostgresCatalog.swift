@@ -158,6 +158,7 @@ public final class PostgresCatalog: Sendable, Service {
             ["ALTER TABLE media_job ADD COLUMN trace_parent TEXT", "ALTER TABLE webhook_event ADD COLUMN trace_parent TEXT"]
         ),
         (9, "resumable uploads", resumableUploadTable),
+        (10, "quotas", quotaMigration),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.
@@ -294,12 +295,22 @@ public final class PostgresCatalog: Sendable, Service {
     public func insertAccessKey(_ key: StoredAccessKey) async throws {
         let policy = String(decoding: try JSONEncoder().encode(key.policy), as: UTF8.self)
         let secret = try secrets?.seal(key.secretAccessKey) ?? key.secretAccessKey
+        let quota = try AccessKeyQuotaColumn.encode(key.quota)
         try await client.query(
             """
-            INSERT INTO access_key (id, secret, policy, status, description, created_at)
+            INSERT INTO access_key (id, secret, policy, status, description, created_at, quota)
             VALUES (\(key.accessKeyId), \(secret), \(policy), \(key.status.rawValue), \(key.description),
-                    \(key.createdAt.timeIntervalSince1970))
+                    \(key.createdAt.timeIntervalSince1970), \(quota))
             """, logger: logger)
+    }
+
+    public func setAccessKeyQuota(_ id: String, _ quota: AccessKeyQuota) async throws -> Bool {
+        let logger = self.logger
+        let column = try AccessKeyQuotaColumn.encode(quota)
+        return try await client.withConnection { connection in
+            try await Self.changed(
+                "UPDATE access_key SET quota = \(column) WHERE id = \(id) RETURNING id", on: connection, logger: logger) > 0
+        }
     }
 
     public func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool {
@@ -330,6 +341,7 @@ public final class PostgresCatalog: Sendable, Service {
             policy: try JSONDecoder().decode(AccessPolicy.self, from: Data(try row["policy"].decode(String.self).utf8)),
             status: StoredAccessKey.Status(rawValue: try row["status"].decode(String.self)) ?? .disabled,
             description: try row["description"].decode(String.self),
-            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)))
+            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
+            quota: try AccessKeyQuotaColumn.decode(try row["quota"].decode(String?.self)))
     }
 }

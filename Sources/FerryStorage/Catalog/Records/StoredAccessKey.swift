@@ -22,11 +22,13 @@ public struct StoredAccessKey: Sendable, Hashable {
     public var description: String
     /// Creation time.
     public var createdAt: Date
+    /// Its limits, which its temporary credentials share.
+    public var quota: AccessKeyQuota
 
     /// Creates a key.
     package init(
         accessKeyId: String, secretAccessKey: String, policy: AccessPolicy, status: Status, description: String,
-        createdAt: Date
+        createdAt: Date, quota: AccessKeyQuota = .unlimited
     ) {
         self.accessKeyId = accessKeyId
         self.secretAccessKey = secretAccessKey
@@ -34,6 +36,7 @@ public struct StoredAccessKey: Sendable, Hashable {
         self.status = status
         self.description = description
         self.createdAt = createdAt
+        self.quota = quota
     }
 }
 
@@ -50,7 +53,7 @@ extension StoredAccessKey: CustomDebugStringConvertible, CustomReflectable {
             self,
             children: [
                 "accessKeyId": accessKeyId, "secretAccessKey": "<redacted>", "policy": policy, "status": status,
-                "description": description, "createdAt": createdAt,
+                "description": description, "createdAt": createdAt, "quota": quota,
             ], displayStyle: .struct)
     }
 }

@@ -21,13 +21,26 @@ extension SQLiteCatalog {
     public func insertAccessKey(_ key: StoredAccessKey) async throws {
         let policy = String(decoding: try JSONEncoder().encode(key.policy), as: UTF8.self)
         let secret = try secrets?.seal(key.secretAccessKey) ?? key.secretAccessKey
+        let quota = try AccessKeyQuotaColumn.encode(key.quota)
         try await pool.write { db in
             try db.execute(
-                sql: "INSERT INTO accessKey (id, secret, policy, status, description, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
+                sql: """
+                    INSERT INTO accessKey (id, secret, policy, status, description, createdAt, quota)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
                 arguments: [
                     key.accessKeyId, secret, policy, key.status.rawValue, key.description,
-                    key.createdAt.timeIntervalSince1970,
+                    key.createdAt.timeIntervalSince1970, quota,
                 ])
+        }
+    }
+
+    /// Sets a key's quota; false when there is no such key.
+    public func setAccessKeyQuota(_ id: String, _ quota: AccessKeyQuota) async throws -> Bool {
+        let column = try AccessKeyQuotaColumn.encode(quota)
+        return try await pool.write { db in
+            try db.execute(sql: "UPDATE accessKey SET quota = ? WHERE id = ?", arguments: [column, id])
+            return db.changesCount > 0
         }
     }
 
@@ -59,6 +72,6 @@ extension SQLiteCatalog {
             accessKeyId: row["id"], secretAccessKey: try secrets?.open(stored) ?? stored,
             policy: try JSONDecoder().decode(AccessPolicy.self, from: Data((row["policy"] as String).utf8)),
             status: StoredAccessKey.Status(rawValue: row["status"]) ?? .disabled, description: row["description"],
-            createdAt: Date(timeIntervalSince1970: row["createdAt"]))
+            createdAt: Date(timeIntervalSince1970: row["createdAt"]), quota: try AccessKeyQuotaColumn.decode(row["quota"]))
     }
 }

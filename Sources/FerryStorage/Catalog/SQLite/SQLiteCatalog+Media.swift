@@ -86,7 +86,7 @@ extension SQLiteCatalog: MediaCatalog {
             ])
     }
 
-    public func createVideo(_ video: VideoRecord) async throws -> VideoRecord {
+    public func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord {
         let record = try MediaRecordJSON.encode(video)
         // One write transaction: the lookup and the insert cannot interleave with another request's.
         let existing = try await pool.write { db -> String? in
@@ -97,6 +97,9 @@ extension SQLiteCatalog: MediaCatalog {
                     arguments: [video.owner, token])
             {
                 return found
+            }
+            if let limit = videoLimit, try Self.videoCount(owner: video.owner, db) >= limit {
+                throw FerryDomainError.videoQuotaExceeded(limit: limit)
             }
             try Self.insertVideo(video, record: record, db)
             return nil

@@ -44,7 +44,9 @@ extension SQLiteCatalog {
         try await pool.read { db in try Self.resumable(id, db) }
     }
 
-    func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64) async throws -> ResumableAppendOutcome {
+    func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64, byteLimit: Int64?) async throws
+        -> ResumableAppendOutcome
+    {
         let checksums = try Self.json(part.checksums)
         let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
         let segments = plain ? nil : try Self.json(part.segments)
@@ -57,6 +59,9 @@ extension SQLiteCatalog {
             let number =
                 (try Int.fetchOne(db, sql: "SELECT MAX(number) FROM part WHERE uploadId = ?", arguments: [upload.uploadId]) ?? 0)
                 + 1
+            var numbered = part
+            numbered.number = number
+            try Self.checkQuota(storing: numbered, uploadId: upload.uploadId, limit: byteLimit, db)
             try db.execute(
                 sql: """
                     INSERT INTO part (uploadId, number, size, etag, checksums, blob, lastModified, segments)

@@ -113,6 +113,7 @@ public final class SQLiteCatalog: ObjectCatalog {
                     """)
         }
         registerResumableMigration(&migrator)
+        registerQuotaMigration(&migrator)
         return migrator
     }
 
@@ -181,7 +182,8 @@ public final class SQLiteCatalog: ObjectCatalog {
             manifest: try decoder.decode([BlobSegment].self, from: Data((row["manifest"] as String).utf8)),
             partCount: row["partCount"],
             tags: try decoder.decode([ObjectTag].self, from: Data((row["tags"] as String).utf8)),
-            parts: try (row["parts"] as String?).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) })
+            parts: try (row["parts"] as String?).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) },
+            owner: row["owner"])
     }
 
     static func json<T: Encodable>(_ value: T) throws -> String {
@@ -208,13 +210,14 @@ public final class SQLiteCatalog: ObjectCatalog {
             sql: """
                 INSERT OR REPLACE INTO object
                 (bucket, key, size, etag, lastModified, attributes, checksums, checksumType, manifest, partCount, tags,
-                 parts)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 parts, owner)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 object.bucket, object.key, object.size, object.etag, object.lastModified.timeIntervalSince1970,
                 try json(object.attributes), try json(object.checksums), object.checksumType,
                 try json(object.manifest), object.partCount, try json(object.tags), try object.parts.map(json),
+                object.owner,
             ])
         return replaced
     }
@@ -240,12 +243,16 @@ public final class SQLiteCatalog: ObjectCatalog {
         }
     }
 
-    /// Inserts or replaces an object; returns the blobs of the object it replaced so the caller deletes them.
-    func putObject(_ object: ObjectInfo, condition: WriteCondition = .none) async throws -> PutOutcome {
+    /// Inserts or replaces an object; returns the blobs of the object it replaced so the caller deletes them. With a
+    /// `byteLimit`, throws `quotaExceeded` when the object would take its owner past it.
+    func putObject(_ object: ObjectInfo, condition: WriteCondition = .none, byteLimit: Int64? = nil) async throws
+        -> PutOutcome
+    {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [object.bucket]) == true
             else { return .noSuchBucket }
             if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, db) { return failed }
+            try Self.checkQuota(storing: object, limit: byteLimit, db)
             return .stored(replaced: try Self.upsert(object, db))
         }
     }
@@ -299,23 +306,28 @@ public final class SQLiteCatalog: ObjectCatalog {
             initiated: Date(timeIntervalSince1970: row["initiated"]),
             attributes: try JSONDecoder().decode(ObjectAttributes.self, from: Data((row["attributes"] as String).utf8)),
             checksumAlgorithm: row["checksumAlgorithm"], checksumType: row["checksumType"],
-            tags: try JSONDecoder().decode([ObjectTag].self, from: Data((row["tags"] as String).utf8)))
+            tags: try JSONDecoder().decode([ObjectTag].self, from: Data((row["tags"] as String).utf8)),
+            owner: row["owner"])
     }
 
-    /// Records a new upload; false when the bucket does not exist.
-    func insertUpload(_ upload: MultipartUploadInfo) async throws -> Bool {
+    /// Records a new upload; false when the bucket does not exist. With an `uploadLimit`, throws `quotaExceeded` when
+    /// its owner has that many uploads in progress already.
+    func insertUpload(_ upload: MultipartUploadInfo, uploadLimit: Int? = nil) async throws -> Bool {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [upload.bucket]) == true
             else { return false }
+            if let limit = uploadLimit, let owner = upload.owner, try Self.uploadCount(owner: owner, db) >= limit {
+                throw FerryDomainError.uploadQuotaExceeded(limit: limit)
+            }
             try db.execute(
                 sql: """
-                    INSERT INTO upload (id, bucket, key, initiated, attributes, checksumAlgorithm, checksumType, tags)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO upload (id, bucket, key, initiated, attributes, checksumAlgorithm, checksumType, tags, owner)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     upload.uploadId, upload.bucket, upload.key, upload.initiated.timeIntervalSince1970,
                     try Self.json(upload.attributes), upload.checksumAlgorithm, upload.checksumType,
-                    try Self.json(upload.tags),
+                    try Self.json(upload.tags), upload.owner,
                 ])
             return true
         }
@@ -375,12 +387,14 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     typealias PartOutcome = CatalogPartOutcome
 
-    /// Records a part, replacing a previous part with the same number; returns the replaced part's blob.
-    func putPart(_ part: PartInfo, uploadId: String) async throws -> PartOutcome {
+    /// Records a part, replacing a previous part with the same number; returns the replaced part's blob. With a
+    /// `byteLimit`, throws `quotaExceeded` when the part would take the upload's owner past it.
+    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64? = nil) async throws -> PartOutcome {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
                 return .noSuchUpload
             }
+            try Self.checkQuota(storing: part, uploadId: uploadId, limit: byteLimit, db)
             let replaced = try Row.fetchOne(
                 db, sql: "SELECT blob, segments FROM part WHERE uploadId = ? AND number = ?",
                 arguments: [uploadId, part.number]

@@ -1,0 +1,21 @@
+import FerryCore
+import Hummingbird
+
+/// The access key's request-rate quota, after authentication: a key (or a temporary credential of it) past its
+/// `RequestsPerSecond` on this node is refused with `requestRateExceeded` and a `Retry-After` — S3's `503 SlowDown`,
+/// the media API's `503 Throttling` — before the route reads anything.
+struct RequestRateMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+    let limiter: RequestRateLimiter
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        if let principal = context.caller?.principal, let rate = principal.quota.requestsPerSecond,
+            let wait = limiter.take(key: principal.parentAccessKeyId, rate: rate)
+        {
+            throw FerryDomainError.requestRateExceeded(retryAfter: wait)
+        }
+        return try await next(request, context)
+    }
+}

@@ -1,0 +1,401 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Logging
+import NIOCore
+import Testing
+
+@testable import FerryServer
+@testable import FerryStorage
+
+/// Where a quota test's servers keep their catalog and their bytes: one server on SQLite and files (the embedded
+/// default), or nodes sharing a PostgreSQL catalog and a SeaweedFS store.
+enum QuotaBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    /// Runs `body` with `count` servers (one on SQLite, whatever `count`), all on the same catalog and store.
+    func withNodes<T: Sendable>(_ count: Int = 1, _ body: @Sendable @escaping ([TestServer]) async throws -> T)
+        async throws -> T
+    {
+        switch self {
+        case .sqlite:
+            return try await TestServer.with { server in try await body([server]) }
+        case .postgres:
+            let seaweed = try await SeaweedFSServer.start()
+            do {
+                let location = seaweed.location()
+                let result = try await PostgresServer.withDatabase { url in
+                    let configure: @Sendable (inout FerryServerConfiguration) -> Void = {
+                        $0.catalogURL = url
+                        $0.objectStore = location
+                    }
+                    return try await Self.nested(count, configure: configure, [], body)
+                }
+                await seaweed.destroy()
+                return result
+            } catch {
+                await seaweed.destroy()
+                throw error
+            }
+        }
+    }
+
+    private static func nested<T: Sendable>(
+        _ count: Int, configure: @escaping @Sendable (inout FerryServerConfiguration) -> Void, _ started: [TestServer],
+        _ body: @Sendable @escaping ([TestServer]) async throws -> T
+    ) async throws -> T {
+        guard started.count < count else { return try await body(started) }
+        return try await TestServer.with(configure: configure) { server in
+            try await nested(count, configure: configure, started + [server], body)
+        }
+    }
+}
+
+@Suite("Quotas and request rates of access keys (SQLite and PostgreSQL)", .serialized, .timeLimit(.minutes(10)))
+struct QuotaTests {
+    static let everything = AccessPolicy(statements: [.init(actions: ["s3:*", "media:*"])])
+
+    static func rootMedia(_ server: TestServer, configuration: ObjectStorageClient.Configuration = .init())
+        -> MediaServiceClient
+    {
+        MediaServiceClient(
+            endpoint: URL(string: server.endpoint)!,
+            credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
+            configuration: configuration)
+    }
+
+    static func media(_ server: TestServer, _ key: Credentials, configuration: ObjectStorageClient.Configuration = .init())
+        -> MediaServiceClient
+    {
+        MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: key, configuration: configuration)
+    }
+
+    static func sigV4(_ key: Credentials) -> SigV4Credentials {
+        SigV4Credentials(accessKeyId: key.accessKeyId, secretAccessKey: key.secretAccessKey)
+    }
+
+    /// A key with `quota` and every permission, made with the root key, and a bucket `bucket` (made by the root key).
+    static func key(_ server: TestServer, _ quota: AccessKeyQuota, bucket: String) async throws
+        -> (root: MediaServiceClient, key: Credentials, s3: S3TestClient)
+    {
+        let root = rootMedia(server)
+        let key = try await root.createAccessKey(policy: everything, quota: quota)
+        #expect(try await server.client().createBucket(bucket).status == 200)
+        return (root, key, server.client(sigV4(key)))
+    }
+
+    /// Every blob the server's store holds.
+    static func blobs(_ server: TestServer) async throws -> Set<String> {
+        Set(try await server.server.store.files.blobs(olderThan: Date().addingTimeInterval(3600)))
+    }
+
+    @Test(
+        "a key at its byte quota gets 403 QuotaExceeded on PUT, on a part and on CreateUploadVideo, and nothing is stored",
+        arguments: QuotaBackend.allCases)
+    func atByteQuota(_ backend: QuotaBackend) async throws {
+        try await backend.withNodes { nodes in
+            let server = nodes[0]
+            let (root, key, s3) = try await Self.key(server, AccessKeyQuota(storageBytes: 8), bucket: "quota")
+            #expect(try await s3.put("quota", "full", Array("12345678".utf8)).status == 200)
+            let uploadId = try await s3.createMultipartUpload("quota", "parts")
+            let before = try await Self.blobs(server)
+
+            let put = try await s3.put("quota", "more", [1])
+            #expect(put.status == 403 && put.errorCode == "QuotaExceeded", "\(put.status) \(put.text)")
+            let part = try await s3.uploadPart("quota", "parts", uploadId: uploadId, number: 1, [1, 2, 3])
+            #expect(part.status == 403 && part.errorCode == "QuotaExceeded", "\(part.status) \(part.text)")
+            let scoped = Self.media(server, key)
+            do {
+                _ = try await scoped.createUploadVideo(.init(title: "Over", fileName: "over.mp4"))
+                Issue.record("CreateUploadVideo was not refused")
+            } catch let error as FerryError {
+                #expect(error.serverCode == "QuotaExceeded" && error.httpStatus == 403, "\(error)")
+            }
+
+            // Nothing was stored: no blob, no object, no part, no video.
+            #expect(try await Self.blobs(server) == before)
+            #expect(try await server.client().get("quota", "more").status == 404)
+            #expect(try await server.server.store.catalog.parts(uploadId: uploadId, after: 0, limit: nil).isEmpty)
+            let usage = try await scoped.usage()
+            #expect(usage.accessKeyId == key.accessKeyId)
+            #expect(usage.usage == .init(storageBytes: 8, videos: 0, uploadsInProgress: 1))
+            #expect(usage.quota == AccessKeyQuota(storageBytes: 8))
+            // The root key sees the same; the key's own overwrite of what it holds still fits.
+            #expect(try await root.usage(accessKeyId: key.accessKeyId).usage.storageBytes == 8)
+            #expect(try await s3.put("quota", "full", Array("87654321".utf8)).status == 200)
+            // Raised by UpdateAccessKey, the quota lets the part in at once.
+            try await root.updateAccessKey(key.accessKeyId, quota: AccessKeyQuota(storageBytes: 11))
+            #expect(try await s3.uploadPart("quota", "parts", uploadId: uploadId, number: 1, [1, 2, 3]).status == 200)
+            #expect(try await scoped.usage().usage.storageBytes == 11)
+        }
+    }
+
+    @Test("a temporary credential shares its key's quota and usage; another key may not read that usage")
+    func temporaryCredentialsInherit() async throws {
+        try await QuotaBackend.sqlite.withNodes { nodes in
+            let server = nodes[0]
+            let (root, key, _) = try await Self.key(server, AccessKeyQuota(storageBytes: 4, videos: 1), bucket: "sts")
+            let other = try await root.createAccessKey(policy: Self.everything)
+            let temporary = try await Self.media(server, key).assumeRole(durationSeconds: 900)
+            let viaToken = server.client(
+                SigV4Credentials(
+                    accessKeyId: temporary.accessKeyId, secretAccessKey: temporary.secretAccessKey,
+                    sessionToken: temporary.sessionToken))
+            #expect(try await viaToken.put("sts", "a", [1, 2, 3, 4]).status == 200)
+            #expect(try await viaToken.put("sts", "b", [1]).errorCode == "QuotaExceeded")
+            #expect(try await Self.media(server, temporary).usage().accessKeyId == key.accessKeyId)
+            #expect(try await Self.media(server, key).usage().usage.storageBytes == 4)
+            do {
+                _ = try await Self.media(server, other).usage(accessKeyId: key.accessKeyId)
+                Issue.record("another key read the usage")
+            } catch let error as FerryError {
+                #expect(error.httpStatus == 403, "\(error)")
+            }
+            // Raising the byte quota leaves the videos quota: one video, then QuotaExceeded.
+            try await root.updateAccessKey(key.accessKeyId, quota: AccessKeyQuota(storageBytes: 1000, videos: 1))
+            _ = try await Self.media(server, temporary).createUploadVideo(.init(title: "One", fileName: "one.mp4"))
+            do {
+                _ = try await Self.media(server, key).createUploadVideo(.init(title: "Two", fileName: "two.mp4"))
+                Issue.record("a second video was created")
+            } catch let error as FerryError {
+                #expect(error.serverCode == "QuotaExceeded" && error.httpStatus == 403, "\(error)")
+            }
+            #expect(try await root.accessKeys().first { $0.accessKeyId == key.accessKeyId }?.quota?.videos == 1)
+        }
+    }
+
+    @Test("Videos: a new video past the limit is refused, a retry with its ClientToken still answers its video; nodes racing for the last videos create no more than the limit")
+    func videosQuota() async throws {
+        try await QuotaBackend.postgres.withNodes(2) { nodes in
+            let (_, key, _) = try await Self.key(nodes[0], AccessKeyQuota(videos: 4), bucket: "videos")
+            let media = Self.media(nodes[0], key)
+            var first = MediaServiceClient.VideoDescription(title: "First", fileName: "first.mp4")
+            first.clientToken = "first-token"
+            let created = try await media.createUploadVideo(first)
+            // Three more, two nodes at once, for the three videos left: all, and then no more.
+            let outcomes = try await withThrowingTaskGroup(of: String?.self) { group in
+                for index in 0..<6 {
+                    let client = Self.media(nodes[index % 2], key)
+                    group.addTask {
+                        do {
+                            return try await client.createUploadVideo(.init(title: "V\(index)", fileName: "v.mp4")).id
+                        } catch let error as FerryError {
+                            #expect(error.serverCode == "QuotaExceeded" && error.httpStatus == 403, "\(error)")
+                            return nil
+                        }
+                    }
+                }
+                var ids: [String?] = []
+                for try await id in group { ids.append(id) }
+                return ids
+            }
+            #expect(outcomes.compactMap { $0 }.count == 3, "\(outcomes)")
+            #expect(try await Self.media(nodes[1], key).usage().usage.videos == 4)
+            // At the limit, the first request retried with its token gets its video again.
+            #expect(try await Self.media(nodes[1], key).createUploadVideo(first).id == created.id)
+        }
+    }
+
+    @Test("ConcurrentUploads refuses a multipart upload beyond the limit until one is aborted", arguments: QuotaBackend.allCases)
+    func concurrentUploads(_ backend: QuotaBackend) async throws {
+        try await backend.withNodes { nodes in
+            let server = nodes[0]
+            let (_, key, s3) = try await Self.key(server, AccessKeyQuota(concurrentUploads: 2), bucket: "uploads")
+            let first = try await s3.createMultipartUpload("uploads", "a")
+            _ = try await s3.createMultipartUpload("uploads", "b")
+            let third = try await s3.send("POST", S3TestClient.path("uploads", "c"), query: [("uploads", "")])
+            #expect(third.status == 403 && third.errorCode == "QuotaExceeded", "\(third.status) \(third.text)")
+            // The root key is not limited.
+            _ = try await server.client().createMultipartUpload("uploads", "d")
+            #expect(try await s3.send("DELETE", S3TestClient.path("uploads", "a"), query: [("uploadId", first)]).status == 204)
+            _ = try await s3.createMultipartUpload("uploads", "c")
+            #expect(try await Self.media(server, key).usage().usage.uploadsInProgress == 2)
+        }
+    }
+
+    @Test("the catalog refuses a write past the quota without a declared size, and the store keeps none of its bytes",
+        arguments: QuotaBackend.allCases)
+    func catalogCheck(_ backend: QuotaBackend) async throws {
+        try await backend.withNodes { nodes in
+            let store = nodes[0].server.store
+            try await store.createBucket("direct")
+            let charge = StorageCharge(owner: "FKIAOWNER", quota: AccessKeyQuota(storageBytes: 10))
+            _ = try await store.putObject(
+                bucket: "direct", key: "a", attributes: .init(), tags: [], body: ObjectCatalogTests.body("123456"),
+                checksums: [], condition: .none, verify: { _ in }, charge: charge)
+            let before = try await Self.blobs(nodes[0])
+            await #expect(throws: FerryDomainError.self) {
+                _ = try await store.putObject(
+                    bucket: "direct", key: "b", attributes: .init(), tags: [], body: ObjectCatalogTests.body("12345"),
+                    checksums: [], condition: .none, verify: { _ in }, charge: charge)
+            }
+            #expect(try await Self.blobs(nodes[0]) == before)
+            let upload = try await store.createMultipartUpload(
+                bucket: "direct", key: "c", attributes: .init(), tags: [], checksumAlgorithm: nil, checksumType: nil,
+                charge: charge)
+            _ = try await store.uploadPart(
+                upload, partNumber: 1, body: ObjectCatalogTests.body("1234"), checksums: [], verify: { _ in },
+                charge: charge)
+            let withPart = try await Self.blobs(nodes[0])
+            #expect(withPart.count == before.count + 1)
+            do {
+                _ = try await store.uploadPart(
+                    upload, partNumber: 2, body: ObjectCatalogTests.body("1"), checksums: [], verify: { _ in },
+                    charge: charge)
+                Issue.record("the part past the quota was stored")
+            } catch let error as FerryDomainError {
+                #expect(error.code == .quotaExceeded)
+            }
+            #expect(try await Self.blobs(nodes[0]) == withPart)
+            // A part replacing one of the same number frees its bytes.
+            _ = try await store.uploadPart(
+                upload, partNumber: 1, body: ObjectCatalogTests.body("abcd"), checksums: [], verify: { _ in },
+                charge: charge)
+            #expect(try await store.usage(owner: "FKIAOWNER") == StorageUsage(storedBytes: 10, uploadsInProgress: 1))
+            #expect(try await store.object(bucket: "direct", key: "a").owner == "FKIAOWNER")
+        }
+    }
+
+    @Test("two nodes racing parts against one byte quota store no more than the quota")
+    func twoNodesRace() async throws {
+        try await QuotaBackend.postgres.withNodes(2) { nodes in
+            let root = Self.rootMedia(nodes[0])
+            let partSize = 1000
+            let key = try await root.createAccessKey(
+                policy: Self.everything, quota: AccessKeyQuota(storageBytes: Int64(3 * partSize + partSize / 2)))
+            #expect(try await nodes[0].client().createBucket("race").status == 200)
+            // Four uploads of the key, so that only the key's own lock (not an upload's) serializes their parts.
+            var uploads: [String] = []
+            for index in 0..<4 {
+                uploads.append(try await nodes[index % 2].client(Self.sigV4(key)).createMultipartUpload("race", "object\(index)"))
+            }
+            let before = try await Self.blobs(nodes[0])
+            let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { [uploads] group in
+                for index in 0..<12 {
+                    let node = nodes[index % 2]
+                    group.addTask {
+                        let reply = try await node.client(Self.sigV4(key)).uploadPart(
+                            "race", "object\(index % 4)", uploadId: uploads[index % 4], number: index / 4 + 1,
+                            [UInt8](repeating: UInt8(index), count: partSize))
+                        return (reply.status, reply.errorCode)
+                    }
+                }
+                var all: [(Int, String?)] = []
+                for try await status in group { all.append(status) }
+                return all
+            }
+            let stored = statuses.filter { $0.0 == 200 }.count
+            #expect(stored == 3, "\(statuses)")
+            #expect(statuses.filter { $0.0 != 200 }.allSatisfy { $0.0 == 403 && $0.1 == "QuotaExceeded" }, "\(statuses)")
+            let usage = try await Self.media(nodes[1], key).usage().usage
+            #expect(usage.storageBytes == Int64(3 * partSize))
+            // Only the stored parts' bytes are left in the shared store.
+            #expect(try await Self.blobs(nodes[1]).subtracting(before).count == 3)
+        }
+    }
+
+    @Test("past RequestsPerSecond: S3 answers 503 SlowDown and the media API 503 Throttling, each with Retry-After")
+    func requestRate() async throws {
+        try await QuotaBackend.sqlite.withNodes { nodes in
+            let server = nodes[0]
+            let (_, key, s3) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 0.25), bucket: "rate")
+            #expect(try await s3.put("rate", "a", [1]).status == 200)
+            let slowed = try await s3.put("rate", "b", [1])
+            #expect(slowed.status == 503 && slowed.errorCode == "SlowDown", "\(slowed.status) \(slowed.text)")
+            // One request per four seconds: the token comes back in (just under) four.
+            #expect(slowed.header("Retry-After").flatMap(Int.init) == 4)
+            // The root key has no rate quota.
+            #expect(try await server.client().put("rate", "c", [1]).status == 200)
+            do {
+                _ = try await Self.media(server, key, configuration: Self.noRetries).usage()
+                Issue.record("the media call was not throttled")
+            } catch let error as FerryError {
+                #expect(error.serverCode == "Throttling" && error.httpStatus == 503, "\(error)")
+                #expect(error.retryAfter == .seconds(4))
+            }
+            #expect(try await s3.get("rate", "b").status == 503)
+        }
+    }
+
+    @Test("the SDK's retry pipeline waits for Retry-After and then succeeds")
+    func sdkHonoursRetryAfter() async throws {
+        try await QuotaBackend.sqlite.withNodes { nodes in
+            let server = nodes[0]
+            let (_, key, s3) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 1), bucket: "retry")
+            var configuration = ObjectStorageClient.Configuration()
+            // One retry, after a backoff of at most a millisecond: only by waiting for the server's Retry-After (a
+            // second) does the retry find the token back, so a call succeeds only if the SDK honours it.
+            configuration.retryPolicy = RetryPolicy(maxRetryCount: 1, baseDelay: .milliseconds(1), maxDelay: .milliseconds(1))
+            let client = ObjectStorageClient(endpoint: URL(string: server.endpoint)!, credentials: key, configuration: configuration)
+            try await client.putObject([1], bucket: "retry", key: "a", checksumAlgorithm: nil)
+            let start = ContinuousClock.now
+            try await client.putObject([2], bucket: "retry", key: "b", checksumAlgorithm: nil)
+            #expect(ContinuousClock.now - start >= .milliseconds(900))
+            #expect(try await server.client().get("retry", "b").body == [2])
+            // Without the retry, the same request is refused with the 503 the retry waited out.
+            #expect(try await s3.put("retry", "c", [3]).status == 503)
+            // The media client goes through the same pipeline.
+            let media = Self.media(server, key, configuration: configuration)
+            let again = ContinuousClock.now
+            #expect(try await media.usage().usage.storageBytes == 2)
+            #expect(ContinuousClock.now - again >= .milliseconds(900))
+        }
+    }
+
+    static var noRetries: ObjectStorageClient.Configuration {
+        var configuration = ObjectStorageClient.Configuration()
+        configuration.retryPolicy = .none
+        return configuration
+    }
+
+    @Test("a token bucket holds one second's worth, refills at its rate and says how long to wait")
+    func tokenBucket() {
+        var bucket = TokenBucket(rate: 2, now: 0)
+        #expect(bucket.take(now: 0) == nil)
+        #expect(bucket.take(now: 0) == nil)
+        #expect(bucket.take(now: 0) == 0.5)
+        #expect(bucket.take(now: 0.5) == nil)
+        #expect(bucket.take(now: 10) == nil)
+        #expect(bucket.take(now: 10) == nil)
+        #expect(bucket.take(now: 10) != nil)
+        var slow = TokenBucket(rate: 0.25, now: 0)
+        #expect(slow.take(now: 0) == nil)
+        #expect(slow.take(now: 1) == 3)
+        slow.adopt(rate: 1)
+        #expect(slow.take(now: 2) == nil)
+    }
+
+    @Test("the byte check counts freed bytes and takes a sum past 64 bits as over the limit")
+    func byteCheckArithmetic() throws {
+        #expect(!StorageQuotaCheck.exceeds(stored: 6, adding: 4, limit: 10))
+        #expect(StorageQuotaCheck.exceeds(stored: 6, adding: 5, limit: 10))
+        #expect(StorageQuotaCheck.exceeds(stored: .max - 1, adding: 10, limit: .max))
+        try StorageQuotaCheck.check(stored: 10, adding: 4, freeing: 4, limit: 10)
+        #expect(throws: FerryDomainError.self) { try StorageQuotaCheck.check(stored: 10, adding: 5, freeing: 4, limit: 10) }
+    }
+
+    @Test("a quota with a negative limit or an unusable rate is refused")
+    func invalidQuota() async throws {
+        try await QuotaBackend.sqlite.withNodes { nodes in
+            let root = Self.rootMedia(nodes[0])
+            for quota in [AccessKeyQuota(storageBytes: -1), AccessKeyQuota(requestsPerSecond: 0)] {
+                do {
+                    _ = try await root.createAccessKey(policy: Self.everything, quota: quota)
+                    Issue.record("\(quota) was taken")
+                } catch let error as FerryError {
+                    #expect(error.serverCode == "InvalidParameter", "\(error)")
+                }
+            }
+            do {
+                try await root.updateAccessKey("FKIAMISSING", quota: .unlimited)
+                Issue.record("a missing key was updated")
+            } catch let error as FerryError {
+                #expect(error.httpStatus == 404, "\(error)")
+            }
+        }
+    }
+}
