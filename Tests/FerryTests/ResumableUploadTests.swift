@@ -454,14 +454,13 @@ struct ResumableUploadTests {
                 headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "100000")], payload: .unsigned)
             #expect(created.status == 201)
             let location = try #require(created.headers.first(name: "Location"))
-            let blobs = server.server.configuration.dataDirectory + "/objects/blobs"
-            let before = LifecycleBlobFiles.count(blobs)
+            let before = server.blobFiles().stored
             let patch = try await S3TestClient.fetchRaw(
                 "PATCH", location,
                 headers: [("Tus-Resumable", "1.0.0"), ("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")],
                 body: [UInt8](repeating: 7, count: 40_000))
             #expect(patch.status == 204)
-            #expect(LifecycleBlobFiles.count(blobs) == before + 1)
+            #expect(server.blobFiles().stored == before + 1)
             let expires = try #require(patch.headers.first(name: "Upload-Expires"))
             #expect(expires.hasSuffix("GMT"))
 
@@ -472,7 +471,7 @@ struct ResumableUploadTests {
             #expect(expired == 1)
             let gone = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Tus-Resumable", "1.0.0")])
             #expect(gone.status == 404)
-            #expect(LifecycleBlobFiles.count(blobs) == before)
+            #expect(server.blobFiles().stored == before)
         }
     }
 
@@ -628,20 +627,5 @@ struct ResumableUploadClusterTests {
         #expect(stored.status == 200)
         #expect(SigV4.hexSHA256(stored.body) == SigV4.hexSHA256(source.bytes))
 
-    }
-}
-
-/// Counting blob files (the expiry test's evidence that bytes went).
-enum LifecycleBlobFiles {
-    static func count(_ directory: String) -> Int {
-        var count = 0
-        let enumerator = FileManager.default.enumerator(atPath: directory)
-        while let path = enumerator?.nextObject() as? String {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: directory + "/" + path, isDirectory: &isDirectory), !isDirectory.boolValue {
-                count += 1
-            }
-        }
-        return count
     }
 }
