@@ -44,13 +44,13 @@ struct MediaContractRequestTests {
             #"""
             {"Title": "Holiday", "FileName": "holiday.mp4", "FileSize": 5000000000, "Description": "d",
              "CoverURL": "https://c/x.jpg", "CateId": 7, "Tags": "a,b", "Transcode": "NoTranscode",
-             "TemplateGroupId": "default", "UserData": "u", "ClientToken": "tok"}
+             "TemplateGroupId": "default", "UserData": "u", "ClientToken": "tok", "PlaybackPolicy": "public"}
             """#,
             MediaContract.CreateUploadVideoRequest(
                 title: "Holiday", fileName: "holiday.mp4", fileSize: 5_000_000_000, description: "d",
                 coverURL: "https://c/x.jpg", cateId: 7, tags: "a,b", transcode: "NoTranscode",
                 templateGroupId: "default",
-                userData: "u", clientToken: "tok"),
+                userData: "u", clientToken: "tok", playbackPolicy: .public),
             empty: .init(title: nil, fileName: nil)),
         check(
             "RefreshUploadVideo", #"{"VideoId": "v1"}"#, MediaContract.VideoIdRequest(videoId: "v1"),
@@ -72,9 +72,10 @@ struct MediaContractRequestTests {
             empty: .init()),
         check(
             "UpdateVideoInfo",
-            #"{"VideoId": "v5", "Title": "T", "Description": "", "Tags": "x", "CateId": 1, "CoverURL": "http://c/y"}"#,
+            #"{"VideoId": "v5", "Title": "T", "Description": "", "Tags": "x", "CateId": 1, "CoverURL": "http://c/y", "PlaybackPolicy": "signed"}"#,
             MediaContract.UpdateVideoInfoRequest(
-                videoId: "v5", title: "T", description: "", tags: "x", cateId: 1, coverURL: "http://c/y"),
+                videoId: "v5", title: "T", description: "", tags: "x", cateId: 1, coverURL: "http://c/y",
+                playbackPolicy: .signed),
             empty: .init(videoId: nil)),
         check(
             "DeleteVideo", #"{"VideoIds": "v6,v7"}"#, MediaContract.DeleteVideoRequest(videoIds: ["v6", "v7"]),
@@ -118,6 +119,13 @@ struct MediaContractRequestTests {
             "RetryWebhookEvent", #"{"EventId": "evt_1"}"#, MediaContract.WebhookEventIdRequest(eventId: "evt_1"),
             empty: .init(eventId: nil)),
         check("GetServiceStatus", "{}", MediaContract.ServiceStatusRequest(), empty: .init()),
+        check(
+            "CreateSigningKey", #"{"Algorithm": "RS256"}"#, MediaContract.CreateSigningKeyRequest(algorithm: "RS256"),
+            empty: .init()),
+        check("ListSigningKeys", "{}", MediaContract.ListSigningKeysRequest(), empty: .init()),
+        check(
+            "DeleteSigningKey", #"{"KeyId": "fsk_1"}"#, MediaContract.SigningKeyIdRequest(keyId: "fsk_1"),
+            empty: .init(keyId: nil)),
     ]
 
     static var openAPIPath: String {

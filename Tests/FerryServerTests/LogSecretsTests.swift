@@ -2,6 +2,7 @@ import Ferry
 import FerryCore
 import FerryTestSupport
 import Foundation
+import JWTKit
 import Testing
 
 @Suite("Secrets never reach the log", .serialized, .timeLimit(.minutes(10)))
@@ -52,6 +53,17 @@ struct LogSecretsTests {
             credentials: SigV4Credentials(accessKeyId: key.accessKeyId, secretAccessKey: "wrong-secret-also-never-logged"))
         #expect(try await bad.put("logged", "x", [1]).status == 403)
         secrets.append("wrong-secret-also-never-logged")
+
+        // A signing key and playback tokens, valid and refused.
+        let signing = try await media.createSigningKey()
+        let keys = await JWTKeyCollection().add(
+            ecdsa: try ES256PrivateKey(pem: signing.privateKey), kid: JWKIdentifier(string: signing.keyId))
+        let token = try await SignedPlaybackTests.token(keys, kid: signing.keyId, video: ticket.id)
+        let play = server.endpoint + "/_ferry/play/\(ticket.id)/master.m3u8?token="
+        #expect(try await S3TestClient.fetch(play + token).status == 404)
+        #expect(try await S3TestClient.fetch(play + token + "x").status == 403)
+        secrets += [token, String(try #require(token.split(separator: ".").last))]
+        secrets += signing.privateKey.split(separator: "\n").dropFirst().prefix(1).map(String.init)
 
         await server.stop()
         let text = try String(contentsOfFile: log, encoding: .utf8)

@@ -141,26 +141,43 @@ struct TranscodePlanTests {
         #expect(throws: TranscodeTemplates.InvalidTemplates.self) { try TranscodeTemplates.load(path: file) }
     }
 
-    @Test("playback tokens: valid for their video until they expire; altered ones are refused; file paths stay inside")
-    func playbackTokens() throws {
-        let codec = SessionTokenCodec(key: .init(size: .bits256))
-        let now = Date()
-        let token = PlaybackToken.make(videoId: "v1", expiration: now.addingTimeInterval(60), codec: codec)
-        #expect(PlaybackToken.verify(token, videoId: "v1", now: now, codec: codec) == .valid)
-        #expect(PlaybackToken.verify(token, videoId: "v2", now: now, codec: codec) == .invalid)
-        #expect(PlaybackToken.verify(token, videoId: "v1", now: now.addingTimeInterval(61), codec: codec) == .expired)
-        let other = SessionTokenCodec(key: .init(size: .bits256))
-        #expect(PlaybackToken.verify(token, videoId: "v1", now: now, codec: other) == .invalid)
-        let parts = token.split(separator: ".")
-        #expect(PlaybackToken.verify("\(Int(parts[0])! + 1).\(parts[1])", videoId: "v1", now: now, codec: codec) == .invalid)
-        for junk in ["", ".", "abc", "1.2.3", "99999999999999999999.x", "-5.abc"] {
-            #expect(PlaybackToken.verify(junk, videoId: "v1", now: now, codec: codec) == .invalid)
-        }
+    @Test("playback paths stay inside the video; each file asks for its audience; playlists carry a token to every URI")
+    func playbackPaths() throws {
         for good in ["master.m3u8", "LD/index.m3u8", "LD/seg_00001.m4s", "cover.jpg"] {
             #expect(PlaybackToken.isValidFilePath(good))
         }
         for bad in ["", "..", "../x", "LD/../x", "a//b", "/abs", "LD/", "a b", "x%2e", "a/b/c/d/e", "./x"] {
             #expect(!PlaybackToken.isValidFilePath(bad), "\(bad)")
         }
+        #expect(PlaybackToken.Audience.accepted(forFile: "master.m3u8") == [.video])
+        #expect(PlaybackToken.Audience.accepted(forFile: "LD/seg_00001.m4s") == [.video])
+        #expect(PlaybackToken.Audience.accepted(forFile: "LD/init.mp4") == [.video])
+        #expect(PlaybackToken.Audience.accepted(forFile: "LD.mp4") == [.video, .download])
+        #expect(PlaybackToken.Audience.accepted(forFile: "cover.jpg") == [.thumbnail])
+        #expect(PlaybackToken.Audience.accepted(forFile: "storyboard.vtt") == [.storyboard])
+        let playlist = """
+            #EXTM3U\r
+            #EXT-X-MAP:URI="init.mp4"\r
+            #EXTINF:2.0,\r
+            seg_00001.m4s\r
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="SQ",URI="SQ/index.m3u8?x=1"
+            #EXT-X-ENDLIST
+
+            """
+        #expect(
+            PlaylistRewriter.addingQuery("token=T", to: playlist) == """
+                #EXTM3U\r
+                #EXT-X-MAP:URI="init.mp4?token=T"\r
+                #EXTINF:2.0,\r
+                seg_00001.m4s?token=T\r
+                #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="SQ",URI="SQ/index.m3u8?x=1&token=T"
+                #EXT-X-ENDLIST
+
+                """)
+        #expect(PlaybackAuthorizer.allows(referer: "https://www.example.com/page", hosts: ["*.example.com"]))
+        #expect(!PlaybackAuthorizer.allows(referer: "https://example.com/page", hosts: ["*.example.com"]))
+        #expect(PlaybackAuthorizer.allows(referer: "https://Example.com/", hosts: ["example.com"]))
+        #expect(!PlaybackAuthorizer.allows(referer: "https://evil.test/", hosts: ["example.com"]))
+        #expect(!PlaybackAuthorizer.allows(referer: nil, hosts: ["example.com"]))
     }
 }

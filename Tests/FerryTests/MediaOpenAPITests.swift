@@ -47,7 +47,11 @@ struct MediaOpenAPITests {
             _ = try await capture("GetPlayInfo", ["VideoId": videoId, "AuthTimeout": 600])
             _ = try await capture("GetMezzanineInfo", ["VideoId": videoId])
             _ = try await capture("ListVideos", ["PageNo": 1, "PageSize": 10, "Title": "Do"])
-            _ = try await capture("UpdateVideoInfo", ["VideoId": videoId, "Title": "Doc 2", "Tags": "c", "CoverURL": ""])
+            _ = try await capture(
+                "UpdateVideoInfo", ["VideoId": videoId, "Title": "Doc 2", "Tags": "c", "CoverURL": "", "PlaybackPolicy": "public"])
+            let signingKey = try await capture("CreateSigningKey", ["Algorithm": "ES256"])
+            _ = try await capture("ListSigningKeys", [:])
+            _ = try await capture("DeleteSigningKey", ["KeyId": signingKey["KeyId"] as? String ?? ""])
             _ = try await capture("ListWebhookEvents", ["Limit": 10])
             _ = try await capture("RetryWebhookEvent", ["EventId": "evt_missing"])
             let status = try await capture("GetServiceStatus", [:])
@@ -66,7 +70,7 @@ struct MediaOpenAPITests {
             _ = try await capture("AssumeRole", ["DurationSeconds": 5])
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: captures)
-        #expect(names.count == 21)
+        #expect(names.count == 24)
         #expect(names.contains { $0.hasSuffix(".404.json") })
         #expect(names.contains { $0.hasSuffix(".400.json") })
         let result = try await Self.validate(captures, with: "validate_openapi.py")

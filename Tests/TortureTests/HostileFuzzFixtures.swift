@@ -2,6 +2,7 @@ import Crypto
 import FerryCore
 import FerryTestSupport
 import Foundation
+import JWTKit
 
 /// Everything the fuzz needs that exists on the server: buckets, objects, uploads, videos and an image, and one
 /// credential of every kind, each obtained through the server's own APIs.
@@ -238,7 +239,7 @@ struct FuzzFixtures: Sendable {
             formToken: formToken,
             consoleCookie: cookie, csrf: csrf, uppyKey: try string(uppyAnswer, "key"),
             uppyUploadId: try string(uppyAnswer, "uploadId"),
-            playbackToken: playbackToken(videoId: videoId, key: SymmetricKey(data: tokenKey)))
+            playbackToken: try await playbackToken(videoId: videoId, key: SymmetricKey(data: tokenKey)))
 
         // The paths the known crashes take are reachable with a well-formed Host: each of these answers 200.
         _ = try await media(server, root, "GetMezzanineInfo", #"{"VideoId":"\#(fixtures.storedVideoId)"}"#)
@@ -248,26 +249,39 @@ struct FuzzFixtures: Sendable {
         sign.query = [("key", fixtures.uppyKey)]
         sign.headers = [("cookie", cookie)]
         _ = try await call(server, sign, "Uppy part signing")
-        var play = FuzzRequest(method: "GET", path: "/_ferry/play/\(fixtures.playbackToken)/\(videoId)/master.m3u8")
+        var play = FuzzRequest(method: "GET", path: "/_ferry/play/\(videoId)/master.m3u8")
+        play.query = [("token", fixtures.playbackToken)]
         play.host = Array("127.0.0.1:\(server.port)".utf8)
         // A valid token for a video with nothing published: 404 NoSuchKey, not 403.
         _ = try await call(server, play, expect: 404, "playback with a valid token")
         return fixtures
     }
 
-    /// `<expiry>.<base64url of the first 16 bytes of HMAC-SHA256("<videoId>\n<expiry>")>` under the key derived from
-    /// the server's token key for "play", as PlaybackToken makes them.
-    static func playbackToken(videoId: String, key: SymmetricKey) -> String {
-        let expiry = Int(Date().timeIntervalSince1970) + 86400
+    /// A playback JWT (HS256, `kid` `ferry`) as the server mints for GetPlayInfo: signed with the key derived from
+    /// the server's token key for "play" over "playback-jwt", `sub` the video, `aud` `v`, a day long.
+    static func playbackToken(videoId: String, key: SymmetricKey) async throws -> String {
         let derived = SymmetricKey(
             data: Data(HMAC<SHA256>.authenticationCode(for: Data("purpose:play".utf8), using: key)))
-        let mac = Data(HMAC<SHA256>.authenticationCode(for: Data("\(videoId)\n\(expiry)".utf8), using: derived)).prefix(
-            16)
-        return "\(expiry)." + base64url(mac)
+        let serverKey = SymmetricKey(
+            data: Data(HMAC<SHA256>.authenticationCode(for: Data("playback-jwt".utf8), using: derived)))
+        let keys = await JWTKeyCollection().add(hmac: HMACKey(key: serverKey), digestAlgorithm: .sha256, kid: "ferry")
+        return try await keys.sign(
+            FuzzPlaybackClaims(
+                sub: .init(value: videoId), aud: .init(value: ["v"]), exp: .init(value: Date().addingTimeInterval(86400))),
+            kid: "ferry")
     }
 
     static func base64url(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
+}
+
+/// The claims of a playback token.
+struct FuzzPlaybackClaims: JWTPayload {
+    var sub: SubjectClaim
+    var aud: AudienceClaim
+    var exp: ExpirationClaim
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
 }

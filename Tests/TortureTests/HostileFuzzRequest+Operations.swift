@@ -612,8 +612,8 @@ extension FuzzRequest {
             r.chance(0.6)
             ? f.playbackToken
             : r.pick([
-                "0.AAAAAAAAAAAAAAAAAAAAAA", "99999999999999999999.x", "-1.x", "1.", ".", "",
-                "9999999999.AAAAAAAAAAAAAAAAAAAAAA",
+                "0.AAAAAAAAAAAAAAAAAAAAAA", "99999999999999999999.x", "-1.x", "1.", ".", "", "a.b.c", "..",
+                "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.", "eyJhbGciOiJIUzI1NiIsImtpZCI6ImZlcnJ5In0.e30.AAAA",
                 repeated("9", 8000), "%zz", "\u{00FC}.\u{00FC}",
             ])
         let video =
@@ -626,7 +626,8 @@ extension FuzzRequest {
         var q = FuzzRequest(
             method: r.chance(0.6) ? "GET" : r.pick(["HEAD", "HEAD", "OPTIONS", "POST", "PUT", "DELETE"]),
             path: "/_ferry/play/"
-                + [token, video, file].map { SigV4.uriEncode($0, encodeSlash: false) }.joined(separator: "/"))
+                + [video, file].map { SigV4.uriEncode($0, encodeSlash: false) }.joined(separator: "/"))
+        if r.chance(0.9) { q.query = [("token", token)] }
         if r.chance(0.3) {
             q.headers = [("range", r.pick(["bytes=0-10", "bytes=-1", "bytes=5-1", "bytes=99999999999999999999-"]))]
         }

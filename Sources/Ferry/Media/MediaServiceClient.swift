@@ -127,6 +127,8 @@ public final class MediaServiceClient: Sendable {
         /// it answers that video (with fresh credentials) instead of a new one. At most 64 characters.
         /// ``MediaUploadJournal/clientToken(for:)`` makes one per local file.
         public var clientToken: String?
+        /// Who may play it: `.signed` (the server's default: playback URLs need a token) or `.public`.
+        public var playbackPolicy: PlaybackPolicy?
 
         /// Creates a description.
         public init(title: String, fileName: String) {
@@ -183,7 +185,7 @@ public final class MediaServiceClient: Sendable {
         let request = MediaContract.CreateUploadVideoRequest(
             title: video.title, fileName: video.fileName, fileSize: video.fileSize, description: video.description,
             coverURL: video.coverURL, cateId: video.cateId, tags: video.tags, transcode: video.transcode,
-            userData: video.userData, clientToken: video.clientToken)
+            userData: video.userData, clientToken: video.clientToken, playbackPolicy: video.playbackPolicy)
         let answer = try await call("CreateUploadVideo", request, as: MediaContract.UploadTicketAnswer.self)
         var ticket = try UploadTicket(id: answer.videoId ?? "", address: answer.uploadAddress, auth: answer.uploadAuth)
         ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
@@ -332,6 +334,35 @@ public final class MediaServiceClient: Sendable {
             try MediaContract.encode(request)
         }
         _ = try await callJSON("DisableAccessKey", body: body)
+    }
+
+    /// Creates a playback signing key: the answer's `privateKey` (PEM) is shown this once; keep it on the app server,
+    /// which signs playback tokens with it (see <doc:PlayingVideos>).
+    ///
+    /// - Parameter algorithm: `ES256` (the default) or `RS256`.
+    public func createSigningKey(algorithm: String? = nil) async throws(FerryError) -> MediaContract.CreateSigningKeyAnswer {
+        try await call(
+            "CreateSigningKey", MediaContract.CreateSigningKeyRequest(algorithm: algorithm),
+            as: MediaContract.CreateSigningKeyAnswer.self)
+    }
+
+    /// The caller's signing keys (every key for the root key), public halves only.
+    public func signingKeys() async throws(FerryError) -> [MediaContract.SigningKey] {
+        try await call("ListSigningKeys", MediaContract.ListSigningKeysRequest(), as: MediaContract.ListSigningKeysAnswer.self)
+            .signingKeys
+    }
+
+    /// Deletes a signing key: tokens it signed are refused from now on.
+    public func deleteSigningKey(_ keyId: String) async throws(FerryError) {
+        _ = try await call(
+            "DeleteSigningKey", MediaContract.SigningKeyIdRequest(keyId: keyId), as: MediaContract.EmptyAnswer.self)
+    }
+
+    /// Changes a video's playback policy.
+    public func setPlaybackPolicy(_ policy: PlaybackPolicy, videoId: String) async throws(FerryError) {
+        _ = try await call(
+            "UpdateVideoInfo", MediaContract.UpdateVideoInfoRequest(videoId: videoId, playbackPolicy: policy),
+            as: MediaContract.EmptyAnswer.self)
     }
 }
 

@@ -34,13 +34,17 @@ extension MediaContract {
         /// Makes the call idempotent: while a video created with this token is still uploading, creating again with
         /// it answers that video (with fresh credentials). 1 to 64 printable ASCII characters.
         public var clientToken: String?
+        /// Who may play it: ``PlaybackPolicy/signed`` (the default) or ``PlaybackPolicy/public``.
+        public var playbackPolicy: PlaybackPolicy?
 
         /// Creates a request.
         public init(
             title: String?, fileName: String?, fileSize: Int64? = nil, description: String? = nil,
             coverURL: String? = nil, cateId: Int? = nil, tags: String? = nil, transcode: String? = nil,
-            templateGroupId: String? = nil, userData: String? = nil, clientToken: String? = nil
+            templateGroupId: String? = nil, userData: String? = nil, clientToken: String? = nil,
+            playbackPolicy: PlaybackPolicy? = nil
         ) {
+            self.playbackPolicy = playbackPolicy
             self.title = title
             self.fileName = fileName
             self.fileSize = fileSize
@@ -66,6 +70,7 @@ extension MediaContract {
             case templateGroupId = "TemplateGroupId"
             case userData = "UserData"
             case clientToken = "ClientToken"
+            case playbackPolicy = "PlaybackPolicy"
         }
     }
 
@@ -140,12 +145,15 @@ extension MediaContract {
         public var cateId: Int?
         /// A new cover: an http or https URL.
         public var coverURL: String?
+        /// A new playback policy.
+        public var playbackPolicy: PlaybackPolicy?
 
         /// Creates a request.
         public init(
             videoId: String?, title: String? = nil, description: String? = nil, tags: String? = nil, cateId: Int? = nil,
-            coverURL: String? = nil
+            coverURL: String? = nil, playbackPolicy: PlaybackPolicy? = nil
         ) {
+            self.playbackPolicy = playbackPolicy
             self.videoId = videoId
             self.title = title
             self.description = description
@@ -161,6 +169,7 @@ extension MediaContract {
             case tags = "Tags"
             case cateId = "CateId"
             case coverURL = "CoverURL"
+            case playbackPolicy = "PlaybackPolicy"
         }
     }
 

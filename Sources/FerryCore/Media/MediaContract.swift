@@ -54,6 +54,8 @@ public enum MediaContract {
         public var statusMessage: String?
         /// Percent of the transcode done, while `Transcoding`.
         public var processingProgress: Int?
+        /// Who may play it: `public` (anyone with its playback address) or `signed` (a token is needed).
+        public var playbackPolicy: PlaybackPolicy?
 
         /// Creates a video description.
         public init(videoId: String, title: String, status: String) {
@@ -69,7 +71,7 @@ public enum MediaContract {
             case snapshots = "Snapshots", cateId = "CateId", tags = "Tags", userData = "UserData", width = "Width"
             case height = "Height", duration = "Duration", fps = "Fps", bitrate = "Bitrate", mediaType = "MediaType"
             case errorCode = "ErrorCode", errorMessage = "ErrorMessage", statusMessage = "StatusMessage"
-            case processingProgress = "ProcessingProgress"
+            case processingProgress = "ProcessingProgress", playbackPolicy = "PlaybackPolicy"
         }
     }
 

@@ -7,18 +7,32 @@ extension MediaAPI {
     /// How long the playback URLs in a video's description (cover, snapshots) are valid.
     static let descriptionURLLifetime: TimeInterval = 7 * 24 * 3600
 
-    /// A playback URL for a file of the video, valid for `lifetime` seconds.
-    func playURL(videoId: String, file: String, _ call: Call, lifetime: TimeInterval) -> String {
-        let token = PlaybackToken.make(
-            videoId: videoId, expiration: credentials.now().addingTimeInterval(lifetime), codec: credentials.tokens)
-        return publicBase(call).base + PlaybackToken.pathPrefix + token + "/" + videoId + "/" + file
+    /// A playback URL for `file` of the video, with a token the server signs when the video is signed (granting
+    /// `audiences` for `lifetime` seconds); a public video's URL has none.
+    func playURL(
+        _ video: VideoRecord, file: String, audiences: [PlaybackToken.Audience], _ call: Call, lifetime: TimeInterval
+    ) async throws -> String {
+        PlaybackToken.url(
+            base: publicBase(call).base, videoId: video.videoId, file: file,
+            token: try await playToken(video, audiences: audiences, lifetime: lifetime))
+    }
+
+    /// The token a signed video's playback URLs carry; nil for a public video.
+    func playToken(_ video: VideoRecord, audiences: [PlaybackToken.Audience], lifetime: TimeInterval) async throws
+        -> String?
+    {
+        guard video.isPlaybackSigned else { return nil }
+        return try await PlaybackToken.mint(
+            videoId: video.videoId, audiences: audiences, expiration: credentials.now().addingTimeInterval(lifetime),
+            codec: credentials.tokens)
     }
 
     /// The video's cover: the URL it was given, else the cover taken from its source, else nil.
-    func coverURL(of video: VideoRecord, _ call: Call) -> String? {
+    func coverURL(of video: VideoRecord, _ call: Call) async throws -> String? {
         if let url = video.coverURL { return url }
         guard video.snapshotKey != nil else { return nil }
-        return playURL(videoId: video.videoId, file: Self.coverFileName, call, lifetime: Self.descriptionURLLifetime)
+        return try await playURL(
+            video, file: Self.coverFileName, audiences: [.thumbnail], call, lifetime: Self.descriptionURLLifetime)
     }
 
     /// A video as GetVideoInfo and ListVideos answer it; `detailed` adds what takes another look-up (progress).
@@ -30,12 +44,14 @@ extension MediaAPI {
         object.templateGroupId = video.templateGroup ?? TranscodeTemplates.defaultGroupName
         object.size = video.size
         object.description = video.description
-        object.coverURL = coverURL(of: video, call)
+        object.coverURL = try await coverURL(of: video, call)
         if video.snapshotKey != nil {
             object.snapshots = [
-                playURL(videoId: video.videoId, file: Self.coverFileName, call, lifetime: Self.descriptionURLLifetime)
+                try await playURL(
+                    video, file: Self.coverFileName, audiences: [.thumbnail], call, lifetime: Self.descriptionURLLifetime)
             ]
         }
+        object.playbackPolicy = video.isPlaybackSigned ? .signed : .public
         object.cateId = video.cateId
         object.tags = video.tags
         object.userData = video.userData
@@ -82,11 +98,11 @@ extension MediaAPI {
         let expiration = expires.formatted(.iso8601)
         var streams: [MediaContract.PlayStream] = []
         if let renditions = video.renditions, !renditions.isEmpty {
-            let token = PlaybackToken.make(
-                videoId: video.videoId, expiration: expires, codec: credentials.tokens)
-            let base = publicBase(call).base + PlaybackToken.pathPrefix + token + "/" + video.videoId + "/"
+            let token = try await playToken(video, audiences: [.video], lifetime: TimeInterval(timeout))
             for rendition in renditions {
-                var stream = Self.playStream(rendition, url: base + rendition.path)
+                let url = PlaybackToken.url(
+                    base: publicBase(call).base, videoId: video.videoId, file: rendition.path, token: token)
+                var stream = Self.playStream(rendition, url: url)
                 stream.expiration = expiration
                 streams.append(stream)
             }
@@ -114,7 +130,7 @@ extension MediaAPI {
         var base = MediaContract.VideoBase(videoId: video.videoId, title: video.title, status: video.status)
         base.creationTime = video.createdAt.formatted(.iso8601)
         base.mediaType = video.mezzanine?.hasVideo == false ? "audio" : "video"
-        base.coverURL = coverURL(of: video, call)
+        base.coverURL = try await coverURL(of: video, call)
         base.duration = video.mezzanine?.duration
         return MediaContract.PlayInfoAnswer(videoBase: base, playInfoList: streams)
     }

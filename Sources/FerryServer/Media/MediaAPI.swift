@@ -91,6 +91,9 @@ public struct MediaAPI: Sendable {
         case "DisableAccessKey": try await disableAccessKey(JSONBody.decode(MediaContract.AccessKeyIdRequest.self, from: data), call)
         case "UpdateAccessKey": try await updateAccessKey(JSONBody.decode(MediaContract.UpdateAccessKeyRequest.self, from: data), call)
         case "GetUsage": try await getUsage(JSONBody.decode(MediaContract.GetUsageRequest.self, from: data), call)
+        case "CreateSigningKey": try await createSigningKey(JSONBody.decode(MediaContract.CreateSigningKeyRequest.self, from: data), call)
+        case "ListSigningKeys": try await listSigningKeys(call)
+        case "DeleteSigningKey": try await deleteSigningKey(JSONBody.decode(MediaContract.SigningKeyIdRequest.self, from: data), call)
         case "GetServiceStatus": try await getServiceStatus(JSONBody.decode(MediaContract.ServiceStatusRequest.self, from: data), call)
         default: throw Self.invalidAction(action)
         }
@@ -219,6 +222,7 @@ public struct MediaAPI: Sendable {
             throw MediaError.invalid("FileSize", "must be between 0 and 5 TiB.")
         }
         let group = try templateGroup(input.templateGroupId ?? input.transcode)
+        let policy = try Self.playbackPolicy(input.playbackPolicy) ?? .signed
         if let token = input.clientToken {
             guard (1...64).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
                 throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
@@ -234,14 +238,14 @@ public struct MediaAPI: Sendable {
         let now = Date()
         // With a ClientToken, a request racing this one (the same client retrying) gets the same video; past the
         // key's Videos quota, none.
-        let video = try await catalog.createVideo(
-            VideoRecord(
-                videoId: id, title: title, fileName: fileName, description: input.description, coverURL: input.coverURL,
-                cateId: input.cateId, tags: input.tags, transcode: group, userData: input.userData,
-                status: VideoStatus.uploading, size: nil, declaredSize: input.fileSize, bucket: bucket,
-                key: "video/\(id)/source.\(ext)", owner: call.principal.parentAccessKeyId, createdAt: now, updatedAt: now,
-                clientToken: input.clientToken),
-            videoLimit: call.principal.quota.videos)
+        var record = VideoRecord(
+            videoId: id, title: title, fileName: fileName, description: input.description, coverURL: input.coverURL,
+            cateId: input.cateId, tags: input.tags, transcode: group, userData: input.userData,
+            status: VideoStatus.uploading, size: nil, declaredSize: input.fileSize, bucket: bucket,
+            key: "video/\(id)/source.\(ext)", owner: call.principal.parentAccessKeyId, createdAt: now, updatedAt: now,
+            clientToken: input.clientToken)
+        record.playbackPolicy = policy.rawValue
+        let video = try await catalog.createVideo(record, videoLimit: call.principal.quota.videos)
         return ticket(videoId: video.videoId, key: video.key, call)
     }
 
@@ -311,7 +315,7 @@ public struct MediaAPI: Sendable {
         return MediaContract.VideoListAnswer(videoList: list, total: total, pageNo: page, pageSize: size)
     }
 
-    /// Changes a video's title, description, tags, category or cover; fields left out stay as they are, an empty
+    /// Changes a video's title, description, tags, category, cover or playback policy; fields left out stay as they are, an empty
     /// Description, Tags or CoverURL clears it.
     func updateVideoInfo(_ input: MediaContract.UpdateVideoInfoRequest, _ call: Call) async throws
         -> MediaContract.EmptyAnswer
@@ -328,8 +332,12 @@ public struct MediaAPI: Sendable {
             guard let url = URL(string: cover), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
             else { throw MediaError.invalid("CoverURL", "must be an http or https URL.") }
         }
-        if input.title == nil, input.description == nil, input.tags == nil, input.cateId == nil, input.coverURL == nil {
-            throw MediaError("MissingParameter", "Name at least one of Title, Description, Tags, CateId, CoverURL.")
+        let policy = try Self.playbackPolicy(input.playbackPolicy)
+        if input.title == nil, input.description == nil, input.tags == nil, input.cateId == nil, input.coverURL == nil,
+            policy == nil
+        {
+            throw MediaError(
+                "MissingParameter", "Name at least one of Title, Description, Tags, CateId, CoverURL, PlaybackPolicy.")
         }
         try await catalog.updateVideo(video.videoId) { video in
             if let title = input.title { video.title = title }
@@ -337,6 +345,7 @@ public struct MediaAPI: Sendable {
             if let tags = input.tags { video.tags = tags.isEmpty ? nil : tags }
             if let cateId = input.cateId { video.cateId = cateId }
             if let cover = input.coverURL { video.coverURL = cover.isEmpty ? nil : cover }
+            if let policy { video.playbackPolicy = policy.rawValue }
             video.updatedAt = Date()
             return .save()
         }

@@ -3,17 +3,23 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
-/// Serves a video's published files to players: `GET|HEAD /_ferry/play/<token>/<videoId>/<file>`.
+/// Serves a video's published files to players: `GET|HEAD /_ferry/play/<videoId>/<file>[?token=<JWT>]`.
 ///
-/// `<token>` (``PlaybackToken``) authorizes every file of the video until it expires, so HLS playlists use relative
-/// URIs and any player follows them. `<file>` is a path under the video's published renditions (`master.m3u8`,
-/// `LD/index.m3u8`, `LD/seg_00001.m4s`, `LD.mp4`), or `cover.jpg` for the cover taken from the source. Ranges and
-/// conditional requests work as on the object API; responses allow any origin (the URL is the credential), so a
-/// browser player on another site can fetch them. Errors are S3 error documents: 403 `AccessDenied` for a token that
-/// is altered, expired or for another video, 404 `NoSuchKey` for a file that is not published.
+/// A public video's files need nothing more; a signed video's need a playback token (``PlaybackToken``), checked by
+/// ``PlaybackAuthorizer`` on every request. HLS playlists of a signed video are rewritten as they are served: every
+/// URI in them gets the request's token, so a player that follows relative URIs sends it with each playlist, init
+/// segment and segment. `<file>` is a path under the video's published renditions (`master.m3u8`, `LD/index.m3u8`,
+/// `LD/seg_00001.m4s`, `LD.mp4`), or `cover.jpg` for the cover taken from the source. Ranges and conditional requests
+/// work as on the object API (a rewritten playlist is always sent whole); responses allow any origin, so a browser
+/// player on another site can fetch them. Errors are S3 error documents: 403 `AccessDenied` with a `Reason`
+/// (``PlaybackAuthorizer/Refusal``), 404 `NoSuchKey` for a file that is not published.
 struct PlaybackAPI: Sendable {
     let media: MediaAPI
+
+    /// The largest playlist rewritten (a playlist of a few hours of 6-second segments is well under this).
+    static let maxPlaylistBytes: Int64 = 4 << 20
 
     /// Answers a playback request (errors are thrown for the group's S3 dialect).
     func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
@@ -33,21 +39,21 @@ struct PlaybackAPI: Sendable {
             throw S3Error(.methodNotAllowed, "The specified method is not allowed against this resource.")
         }
         let rest = request.uri.path.dropFirst(PlaybackToken.pathPrefix.count)
-        let pieces = rest.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
-        let denied = S3Error(.accessDenied, "The playback URL is not valid.")
-        guard pieces.count == 3, !pieces[1].isEmpty else { throw denied }
-        let token = String(pieces[0])
-        let videoId = String(pieces[1])
-        let file = String(pieces[2])
-        switch PlaybackToken.verify(token, videoId: videoId, now: media.credentials.now(), codec: media.credentials.tokens) {
-        case .valid: break
-        case .expired: throw S3Error(.accessDenied, "The playback URL has expired.")
-        case .invalid: throw denied
-        }
+        let pieces = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         let missing = S3Error(.noSuchKey, "The video has no such file.")
+        guard pieces.count == 2, PlaybackToken.isValidVideoId(pieces[0]) else { throw missing }
+        let videoId = String(pieces[0])
+        let file = String(pieces[1])
         guard PlaybackToken.isValidFilePath(file), let video = try await media.catalog.video(videoId),
             video.status != VideoStatus.deleted
         else { throw missing }
+        let token = request.uri.queryParameters.get(PlaybackToken.queryName)
+        do throws(PlaybackAuthorizer.Refusal) {
+            try await PlaybackAuthorizer(catalog: media.catalog, credentials: media.credentials).authorize(
+                video: video, file: file, token: token, referer: request.headers[.referer])
+        } catch {
+            throw error.error
+        }
         let key: String
         if file == MediaAPI.coverFileName {
             guard let snapshot = video.snapshotKey else { throw missing }
@@ -56,9 +62,14 @@ struct PlaybackAPI: Sendable {
             guard let prefix = video.outputPrefix else { throw missing }
             key = prefix + "/" + file
         }
+        // A signed video's playlists pass the token on to every file they name.
+        let playlistToken = video.isPlaybackSigned && file.hasSuffix(".m3u8") ? token : nil
         var attempts = 0
         while true {
             do {
+                if let playlistToken {
+                    return try await servePlaylist(bucket: video.bucket, key: key, token: playlistToken, request: request)
+                }
                 return try await serve(bucket: video.bucket, key: key, file: file, request: request)
             } catch is ObjectChangedError where attempts < 3 {
                 attempts += 1
@@ -66,6 +77,31 @@ struct PlaybackAPI: Sendable {
                 throw missing
             }
         }
+    }
+
+    /// A playlist with `token` added to every URI it names, sent whole.
+    private func servePlaylist(bucket: String, key: String, token: String, request: Request) async throws -> Response {
+        let object = try await media.store.object(bucket: bucket, key: key)
+        guard object.size <= Self.maxPlaylistBytes else {
+            throw S3Error(.invalidRequest, "The playlist is too large to be served with a token.")
+        }
+        var bytes = ByteBuffer()
+        for try await buffer in try await media.store.readObject(object, range: nil) {
+            var buffer = buffer
+            bytes.writeBuffer(&buffer)
+            guard bytes.readableBytes <= Self.maxPlaylistBytes else {
+                throw S3Error(.invalidRequest, "The playlist is too large to be served with a token.")
+            }
+        }
+        let text = PlaylistRewriter.addingQuery(
+            PlaybackToken.queryName + "=" + token, to: String(decoding: bytes.readableBytesView, as: UTF8.self))
+        let body = ByteBuffer(string: text)
+        let headers: HTTPFields = [
+            .lastModified: S3Date.http(object.lastModified), .contentType: WorkFiles.contentType(forPath: key),
+            .cacheControl: "private, max-age=60", .contentLength: String(body.readableBytes),
+        ]
+        if request.method == .head { return Response(status: .ok, headers: headers) }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
     }
 
     private func serve(bucket: String, key: String, file: String, request: Request) async throws -> Response {

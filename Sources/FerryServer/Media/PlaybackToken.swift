@@ -1,42 +1,89 @@
+import Crypto
 import FerryCore
 import Foundation
+import JWTKit
 
-/// The credential in a playback URL: one video, until a time, signed by the server.
+/// Playback addresses and the JWTs that open them.
 ///
-/// HLS needs one credential for many files (master playlist, variant playlists, init segments, segments), fetched by
-/// players that resolve relative URIs and add nothing to a request. So the credential is a path segment:
-/// `/_ferry/play/<token>/<videoId>/<file>`, where `<token>` is `<expiry unix seconds>.<base64url HMAC-SHA256 of
-/// "<videoId>\n<expiry>", first 16 bytes>` under a key derived from the server's token key. Every file of the video
-/// is reachable with it until it expires; nothing else is.
+/// A video's published files are at `/_ferry/play/<VideoId>/<file>`. A public video's need nothing more; a signed
+/// video's carry `?token=<JWT>`: `sub` the video's id, `aud` what the token grants (``Audience``), `exp` when it
+/// ends, optionally `referrers` (the hosts a browser may play it from), signed with ES256 or RS256 by a signing key
+/// (CreateSigningKey; `kid` names it) or with the server's own key, which only the server uses, for the URLs
+/// GetPlayInfo answers. Playlists are rewritten as they are served so that every URI in them carries the request's
+/// token, and players need no changes.
 enum PlaybackToken {
     /// Path prefix of playback URLs.
     static let pathPrefix = "/_ferry/play/"
+    /// The query parameter that carries the token.
+    static let queryName = "token"
+    /// The `kid` of the tokens the server mints itself (HS256 under a key derived from its token key; never given out).
+    static let serverKeyId = "ferry"
+    /// The longest token read (a JWT with a few claims is a few hundred bytes).
+    static let maxTokenLength = 4096
 
-    /// A token for `videoId` valid until `expiration`.
-    static func make(videoId: String, expiration: Date, codec: SessionTokenCodec) -> String {
-        let expiry = Int64(expiration.timeIntervalSince1970.rounded(.up))
-        return "\(expiry)." + mac(videoId: videoId, expiry: expiry, codec: codec)
-    }
+    /// What a token grants: its `aud`.
+    enum Audience: String, CaseIterable, Sendable {
+        /// Playback: playlists, segments, MP4 renditions.
+        case video = "v"
+        /// Thumbnails and the cover.
+        case thumbnail = "t"
+        /// Storyboards.
+        case storyboard = "s"
+        /// Downloads of MP4 renditions.
+        case download = "d"
 
-    /// Whether `token` authorizes `videoId` at `now`.
-    enum Verdict: Equatable {
-        case valid
-        case expired
-        case invalid
-    }
-
-    static func verify(_ token: String, videoId: String, now: Date, codec: SessionTokenCodec) -> Verdict {
-        let pieces = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard pieces.count == 2, pieces[0].count <= 12, let expiry = Int64(pieces[0]), expiry > 0 else { return .invalid }
-        guard SigV4.constantTimeEquals(mac(videoId: videoId, expiry: expiry, codec: codec), String(pieces[1])) else {
-            return .invalid
+        /// The audiences any of which opens `file` (a path under the video, checked by ``isValidFilePath(_:)``).
+        static func accepted(forFile file: String) -> Set<Audience> {
+            let name = file.split(separator: "/").last.map(String.init) ?? file
+            if name == MediaAPI.coverFileName || name.hasPrefix("thumbnail") { return [.thumbnail] }
+            if name.hasPrefix("storyboard") || file.hasPrefix("storyboard/") { return [.storyboard] }
+            if !file.contains("/"), name.hasSuffix(".mp4") || name.hasSuffix(".m4a") { return [.video, .download] }
+            return [.video]
         }
-        return Double(expiry) > now.timeIntervalSince1970 ? .valid : .expired
     }
 
-    private static func mac(videoId: String, expiry: Int64, codec: SessionTokenCodec) -> String {
-        let code = codec.authenticationCode(for: Data("\(videoId)\n\(expiry)".utf8), purpose: "play")
-        return SessionTokenCodec.base64url(code.prefix(16))
+    /// The claims of a playback token.
+    struct Claims: JWTPayload {
+        /// The video's id.
+        var sub: SubjectClaim
+        /// What it grants (``Audience`` values).
+        var aud: AudienceClaim
+        /// When it ends.
+        var exp: ExpirationClaim
+        /// Hosts the request's `Referer` must name (`example.com`, `*.example.com`); nil: any, or none.
+        var referrers: [String]?
+
+        /// Nothing here: ``PlaybackAuthorizer`` checks each claim after the signature, so a refusal says which.
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    /// The server's own key, derived from its token key so every node sharing that key mints and accepts the same
+    /// tokens; it signs only what GetPlayInfo and video descriptions answer.
+    static func serverKey(codec: SessionTokenCodec) -> HMACKey {
+        HMACKey(key: SymmetricKey(data: codec.authenticationCode(for: Data("playback-jwt".utf8), purpose: "play")))
+    }
+
+    /// A token the server signs for `videoId`, granting `audiences` until `expiration`.
+    static func mint(videoId: String, audiences: [Audience], expiration: Date, codec: SessionTokenCodec) async throws
+        -> String
+    {
+        let keys = await JWTKeyCollection().add(hmac: serverKey(codec: codec), digestAlgorithm: .sha256, kid: .init(string: serverKeyId))
+        let claims = Claims(
+            sub: .init(value: videoId), aud: .init(value: audiences.map(\.rawValue)),
+            exp: .init(value: expiration.rounded()), referrers: nil)
+        return try await keys.sign(claims, kid: .init(string: serverKeyId))
+    }
+
+    /// The playback URL of `file` of a video under `base` (scheme and authority), with `token` when there is one.
+    static func url(base: String, videoId: String, file: String, token: String?) -> String {
+        let url = base + pathPrefix + videoId + "/" + file
+        guard let token else { return url }
+        return url + "?" + queryName + "=" + token
+    }
+
+    /// Whether a video id in a playback path is well formed: 1 to 64 letters, digits, `_` and `-`.
+    static func isValidVideoId(_ id: some StringProtocol) -> Bool {
+        (1...64).contains(id.utf8.count) && id.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }
     }
 
     /// Whether a path below the video (`LD/index.m3u8`, `LD/seg_00001.m4s`, `cover.jpg`) is well formed: one to four
@@ -49,5 +96,12 @@ enum PlaybackToken {
             !segment.isEmpty && segment != "." && segment != ".."
                 && segment.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "_" || $0 == "-") }
         }
+    }
+}
+
+extension Date {
+    /// Whole seconds, as a JWT's NumericDate keeps them (rounded up, so a token never ends earlier than asked).
+    fileprivate func rounded() -> Date {
+        Date(timeIntervalSince1970: timeIntervalSince1970.rounded(.up))
     }
 }

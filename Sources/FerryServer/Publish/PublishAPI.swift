@@ -202,8 +202,9 @@ public struct PublishAPI: Sendable {
         } else if media.processingUnavailable == nil, await waitForSnapshot(video.videoId) {
             // No cover given: the one the server took from the video (it waits a few seconds for it; past that the
             // URL serves the cover once SnapshotComplete is sent).
-            answer.coverURL = media.playURL(
-                videoId: video.videoId, file: MediaAPI.coverFileName, call, lifetime: TimeInterval(Self.urlLifetime))
+            answer.coverURL = try await media.playURL(
+                video, file: MediaAPI.coverFileName, audiences: [.thumbnail], call,
+                lifetime: TimeInterval(Self.urlLifetime))
         }
         return answer
     }

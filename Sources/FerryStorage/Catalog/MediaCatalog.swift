@@ -48,6 +48,14 @@ public protocol MediaCatalog: JobQueue {
     func setAccessKeyQuota(_ id: String, _ quota: AccessKeyQuota) async throws -> Bool
     /// How many videos (not deleted) `owner` has.
     func videoCount(owner: String) async throws -> Int
+    /// Stores a new playback signing key.
+    func insertSigningKey(_ key: StoredSigningKey) async throws
+    /// The signing key, or nil.
+    func signingKey(_ id: String) async throws -> StoredSigningKey?
+    /// Signing keys, oldest first: `owner`'s, or every key when `owner` is nil.
+    func signingKeys(owner: String?) async throws -> [StoredSigningKey]
+    /// Deletes a signing key; false when there is no such key.
+    func deleteSigningKey(_ id: String) async throws -> Bool
 }
 
 /// What ``MediaCatalog/updateVideo(_:_:)`` does with the record its closure edited.

@@ -77,6 +77,10 @@ export function videoPage(main, videoId) {
       field('edit-tags', 'Tags (comma-separated)', info.Tags),
       field('edit-category', 'Category', info.CateId, { input: { type: 'number', min: '0' } }),
       field('edit-cover', 'Cover URL (empty: the cover taken from the video)', info.CoverURL && !info.CoverURL.includes('/_ferry/play/') ? info.CoverURL : '', { input: { type: 'url' } }),
+      h('div', { class: 'form-row' },
+        h('label', { for: 'edit-playback' }, 'Playback (signed: play URLs need a token)'),
+        h('select', { id: 'edit-playback' },
+          ['signed', 'public'].map((policy) => h('option', { value: policy, selected: (info.PlaybackPolicy || 'signed') === policy }, policy)))),
       h('p', { class: 'error', role: 'alert', id: 'edit-error' }),
       h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'save-video' }, 'Save')));
     form.addEventListener('submit', async (event) => {
@@ -85,6 +89,7 @@ export function videoPage(main, videoId) {
         VideoId: videoId, Title: form.querySelector('#edit-video-title').value, Description: form.querySelector('#edit-description').value,
         Tags: form.querySelector('#edit-tags').value.split(',').map((t) => t.trim()).filter(Boolean).join(','),
         CoverURL: form.querySelector('#edit-cover').value.trim(),
+        PlaybackPolicy: form.querySelector('#edit-playback').value,
       };
       const category = form.querySelector('#edit-category').value.trim();
       if (category !== '') input.CateId = Number(category);

@@ -2,7 +2,7 @@ import Hummingbird
 import Logging
 
 /// One debug record per request: method, path with every credential in it redacted, status and duration. Query values
-/// that carry signatures, credentials or tokens, the token segment of playback paths, and the capability in resumable
+/// that carry signatures, credentials or tokens (a playback URL's `token` among them), and the capability in resumable
 /// upload paths (an upload's id, a media upload URL's grant) are written as `<redacted>`;
 /// headers and bodies are never logged.
 struct AccessLogMiddleware: RouterMiddleware {
@@ -47,15 +47,6 @@ struct AccessLogMiddleware: RouterMiddleware {
     /// The path and query with credentials replaced; at most 512 bytes.
     static func redacted(path: String, query: String?) -> String {
         var path = path
-        if path.hasPrefix(PlaybackToken.pathPrefix) {
-            // `/_ferry/play/<token>/<videoId>/<file>`: the token is a credential.
-            let rest = path.dropFirst(PlaybackToken.pathPrefix.count)
-            if let slash = rest.firstIndex(of: "/") {
-                path = PlaybackToken.pathPrefix + "<redacted>" + rest[slash...]
-            } else if !rest.isEmpty {
-                path = PlaybackToken.pathPrefix + "<redacted>"
-            }
-        }
         if path.hasPrefix(UploadGrant.pathPrefix) {
             // `/_ferry/uploads/grant/<grant>`: a media upload URL's capability.
             path = UploadGrant.pathPrefix + "<redacted>"

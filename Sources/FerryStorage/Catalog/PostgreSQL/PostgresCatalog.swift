@@ -159,6 +159,7 @@ public final class PostgresCatalog: Sendable, Service {
         ),
         (9, "resumable uploads", resumableUploadTable),
         (10, "quotas", quotaMigration),
+        (11, "signing keys", signingKeyMigration),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.

@@ -54,6 +54,11 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     public var errorCode: String?
     /// What went wrong, readable (ffprobe's or ffmpeg's last words).
     public var errorMessage: String?
+    /// Who may play it: `public` or `signed`; nil (a video stored before policies existed) is `signed`.
+    public var playbackPolicy: String?
+
+    /// Whether its playback addresses need a token.
+    public var isPlaybackSigned: Bool { playbackPolicy != "public" }
 
     /// The template group the video is processed with: `NoTranscode`, or a group name (nil: the default group).
     package var templateGroup: String? { transcode }

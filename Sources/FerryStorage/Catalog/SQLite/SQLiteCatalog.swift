@@ -114,6 +114,7 @@ public final class SQLiteCatalog: ObjectCatalog {
         }
         registerResumableMigration(&migrator)
         registerQuotaMigration(&migrator)
+        registerSigningKeyMigration(&migrator)
         return migrator
     }
 

@@ -1,0 +1,131 @@
+import Foundation
+
+/// Who may play a video through its playback addresses (`/_ferry/play/<VideoId>/<file>`).
+///
+/// A value type over a string, so policies added later decode in older clients.
+public struct PlaybackPolicy: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
+    /// `public` or `signed`.
+    public var rawValue: String
+
+    /// Creates a policy from its name.
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// Anyone with the address plays the video; no token is needed.
+    public static let `public` = PlaybackPolicy(rawValue: "public")
+    /// Every request carries `?token=<JWT>`, signed by a signing key (``MediaContract/CreateSigningKeyAnswer``)
+    /// or minted by the server in GetPlayInfo's URLs. What a new video gets.
+    public static let signed = PlaybackPolicy(rawValue: "signed")
+
+    /// The policies the server knows.
+    public static let all: [PlaybackPolicy] = [.public, .signed]
+
+    /// The name.
+    public var description: String { rawValue }
+
+    /// Decodes the policy's name.
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    /// Encodes the policy's name.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+extension MediaContract {
+    /// CreateSigningKey: a new key pair for playback tokens; the answer carries the private key, once.
+    public struct CreateSigningKeyRequest: Codable, Sendable, Hashable {
+        /// `ES256` (the default, ECDSA P-256) or `RS256` (RSA 2048, PKCS #1 v1.5).
+        public var algorithm: String?
+
+        /// Creates a request.
+        public init(algorithm: String? = nil) { self.algorithm = algorithm }
+
+        enum CodingKeys: String, CodingKey { case algorithm = "Algorithm" }
+    }
+
+    /// ListSigningKeys: it takes no parameters (the answer is a ``ListSigningKeysAnswer``).
+    public struct ListSigningKeysRequest: Codable, Sendable, Hashable {
+        /// Creates a request.
+        public init() {}
+    }
+
+    /// DeleteSigningKey: a key whose tokens are refused from now on.
+    public struct SigningKeyIdRequest: Codable, Sendable, Hashable {
+        /// The key's id (required).
+        public var keyId: String?
+
+        /// Creates a request.
+        public init(keyId: String?) { self.keyId = keyId }
+
+        enum CodingKeys: String, CodingKey { case keyId = "KeyId" }
+    }
+
+    /// A signing key as ListSigningKeys describes it: its public half only.
+    public struct SigningKey: Codable, Sendable, Hashable {
+        /// The key's id: the `kid` of the tokens it signs.
+        public var keyId: String
+        /// `ES256` or `RS256`.
+        public var algorithm: String
+        /// The public key, PEM (`-----BEGIN PUBLIC KEY-----`).
+        public var publicKey: String
+        /// When it was created, ISO 8601.
+        public var creationTime: String
+
+        /// Creates a key description.
+        public init(keyId: String, algorithm: String, publicKey: String, creationTime: String) {
+            self.keyId = keyId
+            self.algorithm = algorithm
+            self.publicKey = publicKey
+            self.creationTime = creationTime
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case keyId = "KeyId", algorithm = "Algorithm", publicKey = "PublicKey", creationTime = "CreationTime"
+        }
+    }
+
+    /// CreateSigningKey's answer: the key's id and its private key, PEM. The server keeps only the public key: this
+    /// is the one time the private key is seen.
+    public struct CreateSigningKeyAnswer: Codable, Sendable, Hashable, CustomStringConvertible,
+        CustomDebugStringConvertible, CustomReflectable
+    {
+        /// The key's id: put it in the `kid` header of the tokens it signs.
+        public var keyId: String
+        /// `ES256` or `RS256`.
+        public var algorithm: String
+        /// The private key, PEM (`-----BEGIN PRIVATE KEY-----`).
+        public var privateKey: String
+
+        /// Creates an answer.
+        public init(keyId: String, algorithm: String, privateKey: String) {
+            self.keyId = keyId
+            self.algorithm = algorithm
+            self.privateKey = privateKey
+        }
+
+        /// The key id and algorithm only; the private key is never printed.
+        public var description: String { "CreateSigningKeyAnswer(\(keyId), \(algorithm))" }
+        /// Same as ``description``: no private key.
+        public var debugDescription: String { description }
+        /// A mirror without the private key.
+        public var customMirror: Mirror {
+            Mirror(self, children: ["keyId": keyId, "algorithm": algorithm, "privateKey": "<redacted>"], displayStyle: .struct)
+        }
+
+        enum CodingKeys: String, CodingKey { case keyId = "KeyId", algorithm = "Algorithm", privateKey = "PrivateKey" }
+    }
+
+    /// ListSigningKeys' answer: the caller's signing keys (every key for the root key), oldest first.
+    public struct ListSigningKeysAnswer: Codable, Sendable, Hashable {
+        /// The keys.
+        public var signingKeys: [SigningKey]
+
+        /// Creates an answer.
+        public init(signingKeys: [SigningKey]) { self.signingKeys = signingKeys }
+
+        enum CodingKeys: String, CodingKey { case signingKeys = "SigningKeys" }
+    }
+}

@@ -1,0 +1,154 @@
+import FerryCore
+import Foundation
+import JWTKit
+
+/// Decides whether a request may read a file of a video: a public video's files are open; a signed video's need a
+/// token (``PlaybackToken``) whose signature, expiry, audience, subject and referrer restriction all hold.
+///
+/// Signatures are checked by jwt-kit against the public key of the signing key the token's `kid` names (without a
+/// `kid`, each key of the video's owner in turn), or the server's own key. A key made by an access key signs for that
+/// key's videos; one made by the root key, for every video. A refusal is an S3 `AccessDenied` with a `Reason`
+/// element (``Refusal``); no token, key or signature appears in it or in any log.
+struct PlaybackAuthorizer: Sendable {
+    let catalog: any MediaCatalog
+    let credentials: CredentialStore
+
+    /// Why a token was refused: the `Reason` of the 403.
+    enum Refusal: String, Error, Sendable {
+        /// The video is signed and the request has no token.
+        case missing
+        /// The token is not a JWT this server reads.
+        case malformed
+        /// No signing key has the token's `kid`, or the key may not sign for this video.
+        case key
+        /// The signature does not verify.
+        case signature
+        /// `exp` has passed.
+        case expired
+        /// `aud` does not grant this file.
+        case audience
+        /// `sub` is another video.
+        case video
+        /// The request's `Referer` names a host the token does not allow.
+        case referrer
+
+        /// What the 403's message says.
+        var message: String {
+            switch self {
+            case .missing: "The video is signed: its playback URLs need a token."
+            case .malformed: "The playback token is not a valid JWT."
+            case .key: "The playback token's signing key is unknown or may not sign for this video."
+            case .signature: "The playback token's signature does not verify."
+            case .expired: "The playback token has expired."
+            case .audience: "The playback token does not grant this file (aud)."
+            case .video: "The playback token is for another video (sub)."
+            case .referrer: "The playback token does not allow the page this request comes from (Referer)."
+            }
+        }
+
+        /// The refusal as the playback group's S3 error.
+        var error: S3Error {
+            S3Error(.accessDenied, message, details: ["Reason": rawValue])
+        }
+    }
+
+    /// Checks the request for `file` of `video`; throws a ``Refusal`` when it may not read it.
+    func authorize(video: VideoRecord, file: String, token: String?, referer: String?) async throws(Refusal) {
+        guard video.isPlaybackSigned else { return }
+        guard let token, !token.isEmpty else { throw .missing }
+        guard token.utf8.count <= PlaybackToken.maxTokenLength else { throw .malformed }
+        let claims = try await verifiedClaims(token, video: video)
+        if claims.exp.value <= credentials.now() { throw .expired }
+        let granted = Set(claims.aud.value.compactMap(PlaybackToken.Audience.init(rawValue:)))
+        if granted.isDisjoint(with: PlaybackToken.Audience.accepted(forFile: file)) { throw .audience }
+        if claims.sub.value != video.videoId { throw .video }
+        if let allowed = claims.referrers, !Self.allows(referer: referer, hosts: allowed) { throw .referrer }
+    }
+
+    /// The token's claims once its signature verifies with the key it names.
+    private func verifiedClaims(_ token: String, video: VideoRecord) async throws(Refusal) -> PlaybackToken.Claims {
+        let kid: String?
+        do {
+            kid = try DefaultJWTParser().parse([UInt8](token.utf8), as: PlaybackToken.Claims.self).header.kid
+        } catch {
+            throw .malformed
+        }
+        let keys: [StoredSigningKey]
+        if kid == PlaybackToken.serverKeyId {
+            let collection = await JWTKeyCollection().add(
+                hmac: PlaybackToken.serverKey(codec: credentials.tokens), digestAlgorithm: .sha256,
+                kid: .init(string: PlaybackToken.serverKeyId))
+            return try await Self.verify(token, with: collection)
+        } else if let kid {
+            guard let key = try? await catalog.signingKey(kid), mayPlay(video, signedWith: key) else { throw .key }
+            keys = [key]
+        } else {
+            keys = ((try? await catalog.signingKeys(owner: video.owner)) ?? []).prefix(16).map { $0 }
+            guard !keys.isEmpty else { throw .key }
+        }
+        var refusal = Refusal.signature
+        for key in keys {
+            do throws(Refusal) {
+                return try await Self.verify(token, with: try await Self.collection(key, kid: kid))
+            } catch {
+                refusal = error
+            }
+        }
+        throw refusal
+    }
+
+    /// Whether tokens of `key` may open `video`.
+    private func mayPlay(_ video: VideoRecord, signedWith key: StoredSigningKey) -> Bool {
+        key.owner == video.owner || key.owner == credentials.root.accessKeyId
+    }
+
+    /// A key collection holding the public key of `key` under `kid`.
+    private static func collection(_ key: StoredSigningKey, kid: String?) async throws(Refusal) -> JWTKeyCollection {
+        let identifier = kid.map { JWKIdentifier(string: $0) }
+        do {
+            switch key.algorithm {
+            case SigningKeyAlgorithm.es256.rawValue:
+                return await JWTKeyCollection().add(ecdsa: try ES256PublicKey(pem: key.publicKey), kid: identifier)
+            case SigningKeyAlgorithm.rs256.rawValue:
+                return await JWTKeyCollection().add(
+                    rsa: try Insecure.RSA.PublicKey(pem: key.publicKey), digestAlgorithm: .sha256, kid: identifier)
+            default:
+                throw Refusal.key
+            }
+        } catch {
+            throw .key
+        }
+    }
+
+    private static func verify(_ token: String, with keys: JWTKeyCollection) async throws(Refusal)
+        -> PlaybackToken.Claims
+    {
+        do {
+            return try await keys.verify(token, as: PlaybackToken.Claims.self)
+        } catch let error as JWTError where error.errorType == .malformedToken {
+            throw .malformed
+        } catch {
+            throw .signature
+        }
+    }
+
+    /// Whether the host of `referer` is one of `hosts` (`*.example.com` matches its subdomains, not itself).
+    static func allows(referer: String?, hosts: [String]) -> Bool {
+        guard let referer, let host = URLComponents(string: referer)?.host?.lowercased(), !host.isEmpty else {
+            return false
+        }
+        return hosts.contains { pattern in
+            let pattern = pattern.lowercased()
+            if pattern.hasPrefix("*.") { return host.hasSuffix(pattern.dropFirst(1)) }
+            return host == pattern
+        }
+    }
+}
+
+/// The algorithms of playback signing keys.
+enum SigningKeyAlgorithm: String, CaseIterable, Sendable {
+    /// ECDSA over P-256 with SHA-256.
+    case es256 = "ES256"
+    /// RSA (2048-bit keys) PKCS #1 v1.5 with SHA-256.
+    case rs256 = "RS256"
+}

@@ -1,0 +1,38 @@
+import Foundation
+
+/// Adds a query to every URI an HLS playlist names (RFC 8216): each URI line, and each `URI="…"` attribute of a tag
+/// (`EXT-X-MAP`, `EXT-X-MEDIA`, `EXT-X-I-FRAME-STREAM-INF`, `EXT-X-KEY`, …). Everything else is kept byte for byte.
+enum PlaylistRewriter {
+    /// `playlist` with `query` (`name=value`, already URL-safe) appended to every URI it names.
+    static func addingQuery(_ query: String, to playlist: String) -> String {
+        let lines = playlist.split(separator: "\n", omittingEmptySubsequences: false)
+        var output: [String] = []
+        output.reserveCapacity(lines.count)
+        for line in lines {
+            let trimmed = line.hasSuffix("\r") ? line.dropLast() : line
+            let ending = line.hasSuffix("\r") ? "\r" : ""
+            if trimmed.isEmpty {
+                output.append(String(line))
+            } else if trimmed.hasPrefix("#") {
+                output.append(rewritingAttributes(trimmed, query: query) + ending)
+            } else {
+                output.append(appending(query, to: trimmed.trimmingCharacters(in: .whitespaces)) + ending)
+            }
+        }
+        return output.joined(separator: "\n")
+    }
+
+    /// A tag line with `query` added to its `URI="…"` attribute, if it has one.
+    private static func rewritingAttributes(_ line: Substring, query: String) -> String {
+        guard line.hasPrefix("#EXT"), let start = line.range(of: "URI=\"") else { return String(line) }
+        let rest = line[start.upperBound...]
+        guard let end = rest.firstIndex(of: "\"") else { return String(line) }
+        return String(line[..<start.upperBound]) + appending(query, to: rest[..<end]) + String(rest[end...])
+    }
+
+    /// `uri` with `query` added after its existing query, if any.
+    private static func appending(_ query: String, to uri: some StringProtocol) -> String {
+        let uri = String(uri)
+        return uri + (uri.contains("?") ? "&" : "?") + query
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import PostgresNIO
+
+/// Playback signing keys: public keys only, each with the access key that created it.
+extension PostgresCatalog {
+    /// Migration 11: the signing key table.
+    static let signingKeyMigration = [
+        """
+        CREATE TABLE signing_key (
+            id TEXT PRIMARY KEY, algorithm TEXT NOT NULL, public_key TEXT NOT NULL, owner TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL)
+        """,
+        "CREATE INDEX signing_key_by_owner ON signing_key (owner, created_at)",
+    ]
+
+    public func insertSigningKey(_ key: StoredSigningKey) async throws {
+        try await client.query(
+            """
+            INSERT INTO signing_key (id, algorithm, public_key, owner, created_at)
+            VALUES (\(key.keyId), \(key.algorithm), \(key.publicKey), \(key.owner), \(key.createdAt.timeIntervalSince1970))
+            """, logger: logger)
+    }
+
+    public func signingKey(_ id: String) async throws -> StoredSigningKey? {
+        try await rows("SELECT * FROM signing_key WHERE id = \(id)").first.map(Self.signingKey)
+    }
+
+    public func signingKeys(owner: String?) async throws -> [StoredSigningKey] {
+        if let owner {
+            return try await rows("SELECT * FROM signing_key WHERE owner = \(owner) ORDER BY created_at, id")
+                .map(Self.signingKey)
+        }
+        return try await rows("SELECT * FROM signing_key ORDER BY created_at, id").map(Self.signingKey)
+    }
+
+    public func deleteSigningKey(_ id: String) async throws -> Bool {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            try await Self.changed(
+                "DELETE FROM signing_key WHERE id = \(id) RETURNING id", on: connection, logger: logger) > 0
+        }
+    }
+
+    private static func signingKey(_ row: PostgresRandomAccessRow) throws -> StoredSigningKey {
+        StoredSigningKey(
+            keyId: try row["id"].decode(String.self), algorithm: try row["algorithm"].decode(String.self),
+            publicKey: try row["public_key"].decode(String.self), owner: try row["owner"].decode(String.self),
+            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)))
+    }
+}

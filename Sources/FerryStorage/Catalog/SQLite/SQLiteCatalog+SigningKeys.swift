@@ -1,0 +1,57 @@
+import Foundation
+import GRDB
+
+/// Playback signing keys: public keys only, each with the access key that created it.
+extension SQLiteCatalog {
+    /// The signing key table.
+    static func registerSigningKeyMigration(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v14-signing-keys") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE signingKey (
+                        id TEXT PRIMARY KEY NOT NULL, algorithm TEXT NOT NULL, publicKey TEXT NOT NULL,
+                        owner TEXT NOT NULL, createdAt DOUBLE NOT NULL
+                    );
+                    CREATE INDEX signingKey_by_owner ON signingKey(owner, createdAt);
+                    """)
+        }
+    }
+
+    public func insertSigningKey(_ key: StoredSigningKey) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO signingKey (id, algorithm, publicKey, owner, createdAt) VALUES (?, ?, ?, ?, ?)",
+                arguments: [key.keyId, key.algorithm, key.publicKey, key.owner, key.createdAt.timeIntervalSince1970])
+        }
+    }
+
+    public func signingKey(_ id: String) async throws -> StoredSigningKey? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM signingKey WHERE id = ?", arguments: [id]).map(Self.signingKey)
+        }
+    }
+
+    public func signingKeys(owner: String?) async throws -> [StoredSigningKey] {
+        try await pool.read { db in
+            if let owner {
+                return try Row.fetchAll(
+                    db, sql: "SELECT * FROM signingKey WHERE owner = ? ORDER BY createdAt, id", arguments: [owner]
+                ).map(Self.signingKey)
+            }
+            return try Row.fetchAll(db, sql: "SELECT * FROM signingKey ORDER BY createdAt, id").map(Self.signingKey)
+        }
+    }
+
+    public func deleteSigningKey(_ id: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM signingKey WHERE id = ?", arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
+    private static func signingKey(_ row: Row) -> StoredSigningKey {
+        StoredSigningKey(
+            keyId: row["id"], algorithm: row["algorithm"], publicKey: row["publicKey"], owner: row["owner"],
+            createdAt: Date(timeIntervalSince1970: row["createdAt"]))
+    }
+}

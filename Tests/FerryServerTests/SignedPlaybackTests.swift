@@ -1,0 +1,226 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import JWTKit
+import Testing
+
+@testable import FerryServer
+
+/// The catalog a signed playback test's server keeps its videos and signing keys in.
+enum PlaybackCatalog: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    /// Runs `body` with a processing server on this catalog.
+    func withHarness<T: Sendable>(_ body: @Sendable @escaping (MediaHarness) async throws -> T) async throws -> T {
+        switch self {
+        case .sqlite:
+            return try await MediaHarness.with(body)
+        case .postgres:
+            return try await PostgresServer.withDatabase { url in
+                try await MediaHarness.with(configure: { $0.catalogURL = url }, body)
+            }
+        }
+    }
+}
+
+/// The claims an app server puts in a playback token.
+struct AppPlaybackClaims: JWTPayload {
+    var sub: SubjectClaim
+    var aud: AudienceClaim
+    var exp: ExpirationClaim
+    var referrers: [String]?
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+@Suite("Signed playback: policies, signing keys, JWT playback tokens (SQLite and PostgreSQL)", .serialized, .timeLimit(.minutes(10)))
+struct SignedPlaybackTests {
+    static let scripts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().path
+        + "/FerryTests/Scripts"
+
+    /// A token signed with `keys` (holding one key under `kid`).
+    static func token(
+        _ keys: JWTKeyCollection, kid: String?, video: String, aud: [String] = ["v"], expires: TimeInterval = 300,
+        referrers: [String]? = nil
+    ) async throws -> String {
+        let claims = AppPlaybackClaims(
+            sub: .init(value: video), aud: .init(value: aud), exp: .init(value: Date().addingTimeInterval(expires)),
+            referrers: referrers)
+        return try await keys.sign(claims, kid: kid.map { JWKIdentifier(string: $0) })
+    }
+
+    /// The status of a GET of `url` with `token`, and the `Reason` of a refusal.
+    static func get(_ url: String, token: String?, referer: String? = nil) async throws -> (status: Int, reason: String?) {
+        let target = token.map { url + "?token=" + $0 } ?? url
+        let answer = try await S3TestClient.fetch(target, headers: referer.map { [("Referer", $0)] } ?? [])
+        let body = String(decoding: answer.body, as: UTF8.self)
+        let reason = body.range(of: "<Reason>").flatMap { start in
+            body.range(of: "</Reason>").map { end in String(body[start.upperBound..<end.lowerBound]) }
+        }
+        return (answer.status, reason)
+    }
+
+    /// What playback_check.py found following the playlists with the m3u8 package.
+    static func check(_ arguments: [String]) async throws -> [String: Any] {
+        let run = try await MediaFixtures.tool("python3", [scripts + "/playback_check.py"] + arguments)
+        let last = run.output.split(separator: "\n").last.map(String.init) ?? ""
+        let object = try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any] ?? [:]
+        #expect(run.status == 0, "playback_check.py: \(last) \(run.errorOutput.suffix(2000))")
+        return object
+    }
+
+    @Test(
+        "a signed video plays with a valid token through ffmpeg and m3u8 (jwt-kit and PyJWT tokens), every bad token is a 403 with its reason, a public one needs none",
+        arguments: PlaybackCatalog.allCases)
+    func signedPlayback(catalog: PlaybackCatalog) async throws {
+        try await catalog.withHarness { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480))
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            try #require(info.status == "Normal", "\(info.errorMessage ?? "")")
+            #expect(info.playbackPolicy == .signed)
+            let base = harness.server.endpoint + "/_ferry/play/" + videoId + "/"
+            let master = base + "master.m3u8"
+
+            // No token: refused, for every kind of file.
+            for file in ["master.m3u8", "LD/index.m3u8", "LD.mp4", "cover.jpg"] {
+                let answer = try await Self.get(base + file, token: nil)
+                #expect(answer.status == 403 && answer.reason == "missing", "\(file)")
+            }
+
+            // GetPlayInfo's URLs carry a token the server signs; ffmpeg and m3u8 follow them.
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            let auto = try #require(play.stream(format: "m3u8", definition: "AUTO"))
+            #expect(auto.url.hasPrefix(master + "?token="))
+            let serverToken = String(try #require(auto.url.components(separatedBy: "?token=").last))
+            let served = try await Self.check([master, "--token", serverToken])
+            #expect(served["isVariant"] as? Bool == true)
+            #expect((served["variants"] as? [String])?.sorted() == ["LD/index.m3u8", "SD/index.m3u8"])
+            #expect(served["playlists"] as? Int == 3)
+            #expect((served["segments"] as? Int ?? 0) >= 2)
+            #expect(served["fetched"] as? Int == 4)
+            #expect((served["missingToken"] as? [String])?.isEmpty == true)
+            #expect(info.coverURL?.contains("/_ferry/play/\(videoId)/cover.jpg?token=") == true)
+            #expect(try await S3TestClient.fetch(try #require(info.coverURL)).status == 200)
+
+            // An app server's key: the private key is answered once; the list shows the public key only.
+            let key = try await harness.media.createSigningKey()
+            #expect(key.algorithm == "ES256" && key.privateKey.hasPrefix("-----BEGIN PRIVATE KEY-----"))
+            let listed = try await harness.media.signingKeys()
+            #expect(listed.map(\.keyId) == [key.keyId])
+            #expect(listed.first?.publicKey.hasPrefix("-----BEGIN PUBLIC KEY-----") == true)
+            #expect(!String(describing: key).contains("PRIVATE"))
+            let app = await JWTKeyCollection().add(
+                ecdsa: try ES256PrivateKey(pem: key.privateKey), kid: JWKIdentifier(string: key.keyId))
+            let valid = try await Self.token(app, kid: key.keyId, video: videoId)
+
+            // The real ffmpeg reads the whole stream through the signed master playlist.
+            let output = harness.fixtures + "/played.mp4"
+            try await MediaFixtures.ffmpeg(["-i", master + "?token=" + valid, "-c", "copy", output])
+            let probed = try await MediaFixtures.probe(output)
+            #expect(abs((probed.duration ?? 0) - 3) <= 0.2)
+            #expect(probed.codec("video") == "h264")
+            for file in ["master.m3u8", "LD/index.m3u8", "SD/index.m3u8", "LD.mp4"] {
+                #expect(try await Self.get(base + file, token: valid).status == 200, "\(file)")
+            }
+            // Without a kid: the video owner's keys are tried.
+            #expect(try await Self.get(master, token: try await Self.token(app, kid: nil, video: videoId)).status == 200)
+
+            // A token minted by PyJWT with the same private key plays too.
+            let pem = harness.fixtures + "/signing-key.pem"
+            try Data(key.privateKey.utf8).write(to: URL(fileURLWithPath: pem))
+            let minted = try await Self.check([master, "--key", pem, "--kid", key.keyId, "--video", videoId])
+            #expect(minted["playlists"] as? Int == 3 && minted["fetched"] as? Int == 4)
+            #expect((minted["missingToken"] as? [String])?.isEmpty == true)
+
+            // Every bad token kind: 403 with its reason.
+            let other = try await harness.media.createUploadVideo(.init(title: "other", fileName: "other.mp4")).id
+            let stranger = await JWTKeyCollection().add(ecdsa: ES256PrivateKey(), kid: JWKIdentifier(string: key.keyId))
+            var altered = Array(valid)
+            let middle = altered.count - 20
+            altered[middle] = altered[middle] == "A" ? "B" : "A"
+            let bad: [(String, String, String?)] = [
+                ("expired", try await Self.token(app, kid: key.keyId, video: videoId, expires: -10), nil),
+                ("audience", try await Self.token(app, kid: key.keyId, video: videoId, aud: ["t"]), nil),
+                ("video", try await Self.token(app, kid: key.keyId, video: other), nil),
+                ("key", try await Self.token(app, kid: "fsk_unknown", video: videoId), nil),
+                ("signature", try await Self.token(stranger, kid: key.keyId, video: videoId), nil),
+                ("signature", String(altered), nil),
+                ("malformed", "not-a-jwt", nil),
+                (
+                    "referrer",
+                    try await Self.token(app, kid: key.keyId, video: videoId, referrers: ["player.example"]),
+                    "https://elsewhere.example/watch"
+                ),
+                (
+                    "referrer",
+                    try await Self.token(app, kid: key.keyId, video: videoId, referrers: ["player.example"]), nil
+                ),
+            ]
+            for (reason, token, referer) in bad {
+                for file in ["master.m3u8", "LD/index.m3u8"] {
+                    let answer = try await Self.get(base + file, token: token, referer: referer)
+                    #expect(answer.status == 403 && answer.reason == reason, "\(reason) \(file): \(answer)")
+                }
+            }
+            await #expect(throws: MediaFixtures.ToolFailure.self) {
+                try await MediaFixtures.ffmpeg(["-i", master + "?token=" + String(altered), "-c", "copy", output])
+            }
+            // The referrer restriction lets the allowed page play; audiences open only what they grant.
+            let restricted = try await Self.token(app, kid: key.keyId, video: videoId, referrers: ["*.example.com"])
+            #expect(try await Self.get(master, token: restricted, referer: "https://www.example.com/a").status == 200)
+            let download = try await Self.token(app, kid: key.keyId, video: videoId, aud: ["d"])
+            #expect(try await Self.get(base + "LD.mp4", token: download).status == 200)
+            #expect(try await Self.get(master, token: download).reason == "audience")
+            let thumbnail = try await Self.token(app, kid: key.keyId, video: videoId, aud: ["t"])
+            #expect(try await Self.get(base + "cover.jpg", token: thumbnail).status == 200)
+
+            // RS256 keys work alike.
+            let rsa = try await harness.media.createSigningKey(algorithm: "RS256")
+            let rsaKeys = await JWTKeyCollection().add(
+                rsa: try Insecure.RSA.PrivateKey(pem: rsa.privateKey), digestAlgorithm: .sha256,
+                kid: JWKIdentifier(string: rsa.keyId))
+            #expect(try await Self.get(master, token: try await Self.token(rsaKeys, kid: rsa.keyId, video: videoId)).status == 200)
+
+            // Another access key's signing key does not open the root key's videos.
+            let scoped = try await harness.media.createAccessKey(
+                policy: AccessPolicy(statements: [.init(actions: ["media:*"])]))
+            let scopedMedia = MediaServiceClient(endpoint: URL(string: harness.server.endpoint)!, credentials: scoped)
+            let foreign = try await scopedMedia.createSigningKey()
+            #expect(try await scopedMedia.signingKeys().map(\.keyId) == [foreign.keyId])
+            let foreignKeys = await JWTKeyCollection().add(
+                ecdsa: try ES256PrivateKey(pem: foreign.privateKey), kid: JWKIdentifier(string: foreign.keyId))
+            #expect(try await Self.get(master, token: try await Self.token(foreignKeys, kid: foreign.keyId, video: videoId)).reason == "key")
+            await #expect(throws: FerryError.self) { try await scopedMedia.deleteSigningKey(key.keyId) }
+
+            // A deleted key's tokens are refused.
+            try await harness.media.deleteSigningKey(key.keyId)
+            #expect(try await Self.get(master, token: valid).reason == "key")
+            #expect(try await harness.media.signingKeys().map(\.keyId).sorted() == [foreign.keyId, rsa.keyId].sorted())
+
+            // Public: no token needed, none in GetPlayInfo's URLs or the playlists.
+            try await harness.media.setPlaybackPolicy(.public, videoId: videoId)
+            #expect(try await harness.media.getVideoInfo(videoId: videoId).playbackPolicy == .public)
+            let open = try await S3TestClient.fetch(master)
+            #expect(open.status == 200 && !String(decoding: open.body, as: UTF8.self).contains("token="))
+            let publicPlay = try await harness.media.getPlayInfo(videoId: videoId)
+            #expect(publicPlay.streams.allSatisfy { !$0.url.contains("token=") })
+            let publicOutput = harness.fixtures + "/public.mp4"
+            try await MediaFixtures.ffmpeg(["-i", master, "-c", "copy", publicOutput])
+            #expect(abs((try await MediaFixtures.probe(publicOutput).duration ?? 0) - 3) <= 0.2)
+            let unparsed = try await Self.check([master, "--token", "ignored"])
+            #expect(unparsed["playlists"] as? Int == 3)
+
+            // A policy is set at creation; an unknown one is refused.
+            var description = MediaServiceClient.VideoDescription(title: "open", fileName: "open.mp4")
+            description.playbackPolicy = .public
+            let created = try await harness.media.createUploadVideo(description)
+            #expect(try await harness.media.getVideoInfo(videoId: created.id).playbackPolicy == .public)
+            description.playbackPolicy = PlaybackPolicy(rawValue: "private")
+            await #expect(throws: FerryError.self) { try await harness.media.createUploadVideo(description) }
+        }
+    }
+}
