@@ -5,11 +5,14 @@ import Foundation
 enum PlaylistRewriter {
     /// `playlist` with `query` (`name=value`, already URL-safe) appended to every URI it names.
     static func addingQuery(_ query: String, to playlist: String) -> String {
-        let lines = playlist.split(separator: "\n", omittingEmptySubsequences: false)
+        // Split on LF bytes: as characters, CR LF is one and would not split.
+        let lines = playlist.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
         var output: [String] = []
         output.reserveCapacity(lines.count)
         for line in lines {
-            let trimmed = line.hasSuffix("\r") ? line.dropLast() : line
+            let trimmed = line.hasSuffix("\r") ? String(line.dropLast()) : line
             let ending = line.hasSuffix("\r") ? "\r" : ""
             if trimmed.isEmpty {
                 output.append(String(line))
@@ -23,7 +26,7 @@ enum PlaylistRewriter {
     }
 
     /// A tag line with `query` added to its `URI="…"` attribute, if it has one.
-    private static func rewritingAttributes(_ line: Substring, query: String) -> String {
+    private static func rewritingAttributes(_ line: some StringProtocol, query: String) -> String {
         guard line.hasPrefix("#EXT"), let start = line.range(of: "URI=\"") else { return String(line) }
         let rest = line[start.upperBound...]
         guard let end = rest.firstIndex(of: "\"") else { return String(line) }
