@@ -59,6 +59,12 @@ struct MediaOpenAPITests {
             let key = try await capture("CreateAccessKey", ["Policy": ["statements": [["actions": ["media:*"], "bucket": "*", "keyPrefix": ""]]]])
             _ = try await capture("ListAccessKeys", [:])
             _ = try await capture("DisableAccessKey", ["AccessKeyId": (key["AccessKey"] as? [String: Any])?["AccessKeyId"] as? String ?? ""])
+            let subtitle = try await capture(
+                "AddSubtitle", ["VideoId": videoId, "Language": "en", "Name": "English", "Default": true,
+                                "Content": "1\n00:00:01,000 --> 00:00:02,000\nHello\n"])
+            _ = try await capture("ListSubtitles", ["VideoId": videoId])
+            _ = try await capture(
+                "DeleteSubtitle", ["VideoId": videoId, "SubtitleId": (subtitle["Subtitle"] as? [String: Any])?["SubtitleId"] as? String ?? ""])
             _ = try await capture("DeleteVideo", ["VideoIds": videoId])
             // Errors.
             _ = try await capture("GetVideoInfo", ["VideoId": "missing"])
@@ -66,12 +72,12 @@ struct MediaOpenAPITests {
             _ = try await capture("AssumeRole", ["DurationSeconds": 5])
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: captures)
-        #expect(names.count == 21)
+        #expect(names.count == 24)
         #expect(names.contains { $0.hasSuffix(".404.json") })
         #expect(names.contains { $0.hasSuffix(".400.json") })
         let result = try await Self.validate(captures, with: "validate_openapi.py")
         #expect(result.status == 0, "\(result.output)")
-        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 22)
+        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 25)
     }
 
     /// Runs one of the validators in Scripts/ on docs/openapi.yaml and a directory of captured JSON; its exit status

@@ -91,6 +91,9 @@ public struct MediaAPI: Sendable {
         case "DisableAccessKey": try await disableAccessKey(JSONBody.decode(MediaContract.AccessKeyIdRequest.self, from: data), call)
         case "UpdateAccessKey": try await updateAccessKey(JSONBody.decode(MediaContract.UpdateAccessKeyRequest.self, from: data), call)
         case "GetUsage": try await getUsage(JSONBody.decode(MediaContract.GetUsageRequest.self, from: data), call)
+        case "AddSubtitle": try await addSubtitle(JSONBody.decode(MediaContract.AddSubtitleRequest.self, from: data), call)
+        case "ListSubtitles": try await listSubtitles(JSONBody.decode(MediaContract.VideoIdRequest.self, from: data), call)
+        case "DeleteSubtitle": try await deleteSubtitle(JSONBody.decode(MediaContract.DeleteSubtitleRequest.self, from: data), call)
         case "GetServiceStatus": try await getServiceStatus(JSONBody.decode(MediaContract.ServiceStatusRequest.self, from: data), call)
         default: throw Self.invalidAction(action)
         }

@@ -48,6 +48,11 @@ struct PlaybackAPI: Sendable {
         guard PlaybackToken.isValidFilePath(file), let video = try await media.catalog.video(videoId),
             video.status != VideoStatus.deleted
         else { throw missing }
+        do {
+            if let answer = try await subtitleAnswer(file: file, video: video, request: request) { return answer }
+        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
+            throw missing
+        }
         let key: String
         if file == MediaAPI.coverFileName {
             guard let snapshot = video.snapshotKey else { throw missing }
