@@ -97,7 +97,7 @@ struct MediaJobLifecycleTests {
         let info = try await media.getVideoInfo(videoId: ticket.id)
         #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
         let play = try await media.getPlayInfo(videoId: ticket.id)
-        #expect(play.streams.map { "\($0.definition)/\($0.format)" }.sorted() == ["AUTO/m3u8", "LD/m3u8", "LD/mp4"])
+        #expect(play.streams.map { "\($0.definition)/\($0.format)" }.sorted() == ["AUTO/m3u8", "AUTO/mpd", "LD/m3u8", "LD/mp4", "SQ/m3u8", "SQ/m4a"])
         let mp4 = try #require(play.stream(format: "mp4"))
         #expect(abs((try await MediaFixtures.probe(mp4.url).duration ?? 0) - 20) <= 0.15)
         let copy = directory + "/copy.mp4"

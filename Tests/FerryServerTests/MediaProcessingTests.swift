@@ -40,7 +40,7 @@ struct MediaProcessingTests {
                 // Renditions: never above the source (480p gets LD at 360p and SD at 480p), each as HLS and MP4.
                 let play = try await harness.media.getPlayInfo(videoId: videoId)
                 #expect(play.status == "Normal")
-                #expect(Set(play.streams.map { "\($0.definition)/\($0.format)" }) == ["LD/m3u8", "LD/mp4", "SD/m3u8", "SD/mp4", "AUTO/m3u8"])
+                #expect(Set(play.streams.map { "\($0.definition)/\($0.format)" }) == ["LD/m3u8", "LD/mp4", "SD/m3u8", "SD/mp4", "SQ/m3u8", "SQ/m4a", "AUTO/m3u8", "AUTO/mpd"])
                 for (definition, width, height) in [("LD", 640, 360), ("SD", 854, 480)] {
                     let mp4 = try #require(play.stream(format: "mp4", definition: definition))
                     #expect(mp4.width == width && mp4.height == height)
@@ -69,6 +69,20 @@ struct MediaProcessingTests {
                 let variantText = String(decoding: try await S3TestClient.fetch(variant.url).body, as: UTF8.self)
                 // A signed video's playlist passes its token on to the init segment and every segment.
                 #expect(variantText.contains("#EXT-X-MAP:URI=\"init.mp4?token=") && variantText.contains(".m4s?token="))
+                // The same fMP4 files as MPEG-DASH: ffmpeg reads the manifest back, both representations and the
+                // whole duration.
+                let dash = try #require(play.stream(format: "mpd", definition: "AUTO"))
+                let manifest = try await S3TestClient.fetch(dash.url)
+                #expect(manifest.header("content-type") == "application/dash+xml")
+                let manifestText = String(decoding: manifest.body, as: UTF8.self)
+                #expect(manifestText.contains("<Representation id=\"LD\"") && manifestText.contains("<Representation id=\"SD\""))
+                // A signed video's manifest passes its token on to every file it names, as its playlists do.
+                #expect(manifestText.contains("<Initialization sourceURL=\"SD/init.mp4?token="))
+                let dashCopy = harness.fixtures + "/dash-copy.mp4"
+                try await MediaFixtures.ffmpeg(["-i", dash.url, "-map", "0:v:0", "-map", "0:a:0", "-c", "copy", dashCopy])
+                let fromDash = try await MediaFixtures.probe(dashCopy)
+                #expect(abs((fromDash.duration ?? 0) - 3) <= 0.2, "the DASH copy lasts \(fromDash.duration ?? 0)")
+                #expect(fromDash.codec("video") == "h264" && fromDash.codec("audio") == "aac")
 
                 // The cover, taken from the video.
                 let cover = try #require(info.coverURL)
@@ -83,7 +97,8 @@ struct MediaProcessingTests {
                 let events = await Self.events(receiver.recorder)
                 #expect(events.map(\.type) == [
                     "FileUploadComplete", "VideoAnalysisComplete", "SnapshotComplete", "StreamTranscodeComplete",
-                    "StreamTranscodeComplete", "StreamTranscodeComplete", "StreamTranscodeComplete", "TranscodeComplete",
+                    "StreamTranscodeComplete", "StreamTranscodeComplete", "StreamTranscodeComplete", "StreamTranscodeComplete",
+                    "StreamTranscodeComplete", "TranscodeComplete",
                 ])
                 #expect(events.allSatisfy { $0.payload["VideoId"] as? String == videoId })
                 #expect(events[1].payload["Width"] as? Int == 854 && events[1].payload["Status"] as? String == "success")
@@ -91,10 +106,10 @@ struct MediaProcessingTests {
                 let streams = events.filter { $0.type == "StreamTranscodeComplete" }.map {
                     "\($0.payload["Definition"] as? String ?? "")/\($0.payload["Format"] as? String ?? "")"
                 }
-                #expect(Set(streams) == ["LD/m3u8", "LD/mp4", "SD/m3u8", "SD/mp4"])
+                #expect(Set(streams) == ["LD/m3u8", "LD/mp4", "SD/m3u8", "SD/mp4", "SQ/m3u8", "SQ/m4a"])
                 let done = try #require(events.last?.payload)
                 #expect(done["Status"] as? String == "success")
-                #expect((done["StreamInfos"] as? [[String: Any]])?.count == 4)
+                #expect((done["StreamInfos"] as? [[String: Any]])?.count == 6)
 
                 // Nothing of the job is left in its working directory, and only the published outputs are stored.
                 let work = harness.server.dataDirectory + "/media-work"
@@ -119,7 +134,7 @@ struct MediaProcessingTests {
             let probed = try await MediaFixtures.probe(mp4.url)
             #expect(probed.width == 320 && probed.height == 180 && probed.codec("audio") == nil)
             let narrowed = try await harness.media.getPlayInfo(videoId: first, definitions: ["AUTO"])
-            #expect(narrowed.streams.map(\.format) == ["m3u8"])
+            #expect(narrowed.streams.map(\.format) == ["m3u8", "mpd"])
             await #expect(throws: FerryError.self) {
                 try await harness.media.getPlayInfo(videoId: first, formats: ["flv"])
             }
@@ -211,9 +226,14 @@ struct MediaProcessingTests {
             for stream in play.streams where stream.format != "m3u8" {
                 let probed = try await MediaFixtures.probe(stream.url)
                 #expect(abs((probed.duration ?? 0) - (original.duration ?? 0)) <= 0.15, "\(kind) \(stream.definition): \(probed.duration ?? 0)")
+                // The sound of a source with picture is a rendition of its own.
+                if stream.definition == "SQ", kind != .audioOnly {
+                    #expect(stream.format == "m4a" && probed.codec("audio") == "aac" && probed.codec("video") == nil)
+                    continue
+                }
                 switch kind {
                 case .audioOnly:
-                    #expect(stream.definition == "SQ" && stream.format == "m4a")
+                    #expect((stream.definition == "SQ" && stream.format == "m4a") || (stream.definition == "AUTO" && stream.format == "mpd"))
                     #expect(probed.codec("audio") == "aac" && probed.codec("video") == nil)
                 case .rotatedPortrait:
                     // Displayed 270×480: the rendition is upright (no rotation left to apply) and portrait.

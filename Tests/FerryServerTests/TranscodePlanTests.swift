@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
 import Testing
 
 @testable import FerryMedia
@@ -66,6 +69,19 @@ struct TranscodePlanTests {
         #expect(arguments.contains("+faststart") && arguments.contains("libx264") && arguments.contains("yuv420p"))
         let package = plan.packageArguments(for: plan.outputs[0], directory: "/w")
         #expect(package.contains("fmp4") && package.contains("copy") && package.last == "/w/LD/index.m3u8")
+        // Picture and sound: the variants carry the picture only, and the sound of the highest definition becomes
+        // the audio rendition SQ, copied, not encoded again.
+        #expect(plan.separateAudio == "SQ")
+        #expect(package[package.firstIndex(of: "-map")! + 1] == "0:v:0")
+        let extract = try #require(plan.audioExtractArguments(directory: "/w"))
+        #expect(extract[extract.firstIndex(of: "-i")! + 1] == "/w/HD.mp4" && extract.last == "/w/SQ.m4a")
+        #expect(extract.contains("0:a:0") && extract.contains("copy") && !extract.contains("aac"))
+        let audio = try #require(plan.audioOutput)
+        #expect(audio.width == nil && audio.audioBitrate == plan.outputs[2].audioBitrate)
+        #expect(plan.packageArguments(for: audio, directory: "/w").contains("/w/SQ.m4a"))
+        var silent = Self.source(1280, 720)
+        silent.audioCodec = nil
+        #expect(try TranscodePlan.make(for: silent, group: Self.group, templates: .builtIn).separateAudio == nil)
     }
 
     @Test("ffprobe's JSON: size after rotation, frame rate, codecs; a cover picture is not the video")
@@ -103,6 +119,13 @@ struct TranscodePlanTests {
         #expect(lines[0] == "#EXTM3U")
         #expect(lines[3].contains("BANDWIDTH=900000") && lines[3].contains("RESOLUTION=640x360"))
         #expect(lines[4] == "LD/index.m3u8" && lines[6] == "HD/index.m3u8")
+        let audio = try #require(plan.audioOutput)
+        let grouped = TranscodePlan.masterPlaylist(
+            [(plan.outputs[0], 900_000, 700_000, "avc1.64001e,mp4a.40.2", 30)], audio: (audio, 130_000, 128_000)
+        ).split(separator: "\n").map(String.init)
+        #expect(grouped[3] == "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"audio\",NAME=\"Audio\",DEFAULT=YES,AUTOSELECT=YES,CHANNELS=\"2\",URI=\"SQ/index.m3u8\"")
+        #expect(grouped[4].contains("BANDWIDTH=1030000") && grouped[4].contains("AVERAGE-BANDWIDTH=828000"))
+        #expect(grouped[4].hasSuffix("AUDIO=\"audio\"") && grouped[5] == "LD/index.m3u8")
         #expect(TranscodePlan.codecs(videoProfile: "High", videoLevel: 31, hasVideo: true, hasAudio: true) == "avc1.64001f,mp4a.40.2")
         #expect(TranscodePlan.codecs(videoProfile: nil, videoLevel: nil, hasVideo: false, hasAudio: true) == "mp4a.40.2")
         let segments = TranscodePlan.segments(ofPlaylist: "#EXTM3U\n#EXTINF:4.000000,\nseg_00000.m4s\n#EXTINF:1.5,\nseg_00001.m4s\n#EXT-X-ENDLIST\n")
@@ -179,5 +202,31 @@ struct TranscodePlanTests {
         #expect(PlaybackAuthorizer.allows(referer: "https://Example.com/", hosts: ["example.com"]))
         #expect(!PlaybackAuthorizer.allows(referer: "https://evil.test/", hosts: ["example.com"]))
         #expect(!PlaybackAuthorizer.allows(referer: nil, hosts: ["example.com"]))
+    }
+
+    @Test("the DASH manifest lists each rendition's init and segments with their durations, video and audio apart")
+    func dashManifest() throws {
+        let ld = DashManifest.Representation(
+            definition: "LD", bandwidth: 800_000, width: 640, height: 360, codecs: "avc1.64001e,mp4a.40.2", fps: 29.97,
+            segments: [(4.004, "seg_00000.m4s"), (2.5, "seg_00001.m4s")])
+        let sq = DashManifest.Representation(
+            definition: "SQ", bandwidth: 130_000, width: nil, height: nil, codecs: "mp4a.40.2", fps: nil,
+            segments: [(4, "seg_00000.m4s"), (2.5, "seg_00001.m4s")])
+        let text = DashManifest.make([ld, sq])
+        #expect(text.contains("type=\"static\" mediaPresentationDuration=\"PT6.504S\""))
+        #expect(text.contains("<AdaptationSet id=\"0\" contentType=\"video\" mimeType=\"video/mp4\""))
+        #expect(text.contains("<AdaptationSet id=\"1\" contentType=\"audio\" mimeType=\"audio/mp4\""))
+        #expect(text.contains("<Representation id=\"LD\" bandwidth=\"800000\" width=\"640\" height=\"360\" frameRate=\"30000/1001\" codecs=\"avc1.64001e,mp4a.40.2\">"))
+        #expect(text.contains("<Initialization sourceURL=\"LD/init.mp4\"/>"))
+        #expect(text.contains("<S t=\"0\" d=\"4004\"/>\n            <S t=\"4004\" d=\"2500\"/>"))
+        #expect(text.contains("<SegmentURL media=\"SQ/seg_00001.m4s\"/>"))
+        // A signed video's manifest names every file with the token.
+        let signed = DashManifest.addingQuery("token=a.b-c_d", to: text)
+        #expect(signed.contains("<Initialization sourceURL=\"LD/init.mp4?token=a.b-c_d\"/>"))
+        #expect(signed.contains("<SegmentURL media=\"SQ/seg_00001.m4s?token=a.b-c_d\"/>"))
+        #expect(signed.components(separatedBy: "?token=").count - 1 == 6)
+        // Well-formed XML, whose representations name every segment.
+        let document = try? XMLDocument(xmlString: text)
+        #expect(try document?.nodes(forXPath: "//*[local-name()='SegmentURL']").count == 4)
     }
 }

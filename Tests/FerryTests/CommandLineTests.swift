@@ -143,7 +143,7 @@ struct CommandLineTests {
         let processed = try #require(json.jsonLines.first { $0["event"] as? String == "processed" })
         #expect(processed["Status"] as? String == "Normal")
         let streams = processed["PlayInfoList"] as? [[String: Any]] ?? []
-        #expect(Set(streams.map { "\($0["Definition"] ?? "")/\($0["Format"] ?? "")" }) == ["LD/m3u8", "LD/mp4", "AUTO/m3u8"])
+        #expect(Set(streams.map { "\($0["Definition"] ?? "")/\($0["Format"] ?? "")" }) == ["LD/m3u8", "LD/mp4", "SQ/m3u8", "SQ/m4a", "AUTO/m3u8", "AUTO/mpd"])
         #expect(streams.allSatisfy { ($0["PlayURL"] as? String)?.hasPrefix("http://127.0.0.1:9000/_ferry/play/") == true })
 
         let list = try await FerryRun.run(["videos", "list", "--data-dir", data])
@@ -160,7 +160,7 @@ struct CommandLineTests {
         let object = try #require(infoJSON.jsonLines.first)
         #expect(Set(object.keys) == ["Video", "PlayInfoList"])
         #expect((object["Video"] as? [String: Any])?["Status"] as? String == "Normal")
-        #expect((object["PlayInfoList"] as? [[String: Any]])?.count == 3)
+        #expect((object["PlayInfoList"] as? [[String: Any]])?.count == 6)
         let playURL = try await FerryRun.run(["videos", "play-url", videoId, "--data-dir", data, "--definition", "LD", "--format", "mp4"])
         // A signed video (the default): the URL carries the token the server signed.
         #expect(playURL.output.contains("/_ferry/play/\(videoId)/LD.mp4?token="))

@@ -65,7 +65,7 @@ struct ConsoleBrowserTests {
         let passed = Set(result.output.split(separator: "\n").filter { $0.hasPrefix("PASS ") }.map { String($0.dropFirst(5)) })
         let expected: Set<String> = [
             "sign in", "upload reaches 100 %", "status becomes Normal", "library lists the video with its cover",
-            "video plays", "edit title", "title with markup renders as text",
+            "video plays", "captions show as a track of the player", "edit title", "title with markup renders as text",
             "reload mid-upload resumes without re-sending stored parts", "expired session keeps the upload",
             "pause, resume and a dropped network", "cancel", "delete",
             "keys page shows a secret once", "webhooks page lists deliveries", "status page lists this node",
@@ -73,7 +73,7 @@ struct ConsoleBrowserTests {
             "scoped key sees only its own videos",
         ]
         #expect(passed == expected, "missing: \(expected.subtracting(passed))")
-        for page in ["sign-in", "upload", "library", "video", "keys", "webhooks", "status", "library-narrow"] {
+        for page in ["sign-in", "upload", "library", "video", "video-captions", "keys", "webhooks", "status", "library-narrow"] {
             #expect(FileManager.default.fileExists(atPath: "\(Self.artifacts)/\(page).png"), "no screenshot of \(page)")
         }
         // No secret of either key reached the server's log.

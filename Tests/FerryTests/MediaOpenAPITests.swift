@@ -63,6 +63,12 @@ struct MediaOpenAPITests {
             let key = try await capture("CreateAccessKey", ["Policy": ["statements": [["actions": ["media:*"], "bucket": "*", "keyPrefix": ""]]]])
             _ = try await capture("ListAccessKeys", [:])
             _ = try await capture("DisableAccessKey", ["AccessKeyId": (key["AccessKey"] as? [String: Any])?["AccessKeyId"] as? String ?? ""])
+            let subtitle = try await capture(
+                "AddSubtitle", ["VideoId": videoId, "Language": "en", "Name": "English", "Default": true,
+                                "Content": "1\n00:00:01,000 --> 00:00:02,000\nHello\n"])
+            _ = try await capture("ListSubtitles", ["VideoId": videoId])
+            _ = try await capture(
+                "DeleteSubtitle", ["VideoId": videoId, "SubtitleId": (subtitle["Subtitle"] as? [String: Any])?["SubtitleId"] as? String ?? ""])
             _ = try await capture("DeleteVideo", ["VideoIds": videoId])
             // Errors.
             _ = try await capture("GetVideoInfo", ["VideoId": "missing"])

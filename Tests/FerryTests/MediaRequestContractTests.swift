@@ -25,6 +25,9 @@ struct MediaRequestContractTests {
             region: "us-east-1"
         ).encoded())
 
+    static let subtitle = MediaContract.Subtitle(
+        subtitleId: "st1", language: "en", name: "English", isDefault: true, cueCount: 1, creationTime: "2026-01-01T00:00:00Z")
+
     @Test("every request the client sends validates against its operation's request schema, and it reads the answers")
     func clientRequestsMatchTheDocument() async throws {
         var mezzanine = MediaContract.Mezzanine(
@@ -63,6 +66,9 @@ struct MediaRequestContractTests {
                         policy: policy)
                 ])),
             ScriptedTransport.json(200, ["AccessKeyId": "FKIA1", "Status": "disabled"]),
+            try Self.answer(MediaContract.SubtitleAnswer(subtitle: Self.subtitle)),
+            try Self.answer(MediaContract.SubtitleListAnswer(subtitles: [Self.subtitle])),
+            try Self.answer(MediaContract.EmptyAnswer()),
         ])
         let media = MediaServiceClient(
             endpoint: URL(string: "http://127.0.0.1:9000")!,
@@ -102,9 +108,13 @@ struct MediaRequestContractTests {
             keys.count == 1 && keys.first?.accessKeyId == "FKIA1" && keys.first?.status == "active"
                 && keys.first?.description == "d")
         try await media.disableAccessKey("FKIA1")
+        let track = try await media.addSubtitle(videoId: "v1", language: "en", name: "English", isDefault: true, content: "WEBVTT\n")
+        #expect(track == Self.subtitle)
+        #expect(try await media.listSubtitles(videoId: "v1") == [Self.subtitle])
+        try await media.deleteSubtitle(videoId: "v1", subtitleId: "st1")
 
         let requests = transport.requests
-        #expect(requests.count == 13)
+        #expect(requests.count == 16)
         let captures = TemporaryDirectory.make("ferry-openapi-requests")
         defer { try? FileManager.default.removeItem(atPath: captures) }
         var sent: [String: [String: Any]] = [:]
@@ -122,10 +132,12 @@ struct MediaRequestContractTests {
         #expect(sent["GetPlayInfo"]?["Definition"] as? String == "LD,HD")
         #expect(sent["DeleteVideo"]?["VideoIds"] as? String == "v1,v2")
         #expect(sent["ListAccessKeys"]?.isEmpty == true)
+        #expect(Set((sent["AddSubtitle"] ?? [:]).keys) == ["VideoId", "Language", "Name", "Default", "Content"])
+        #expect(Set((sent["DeleteSubtitle"] ?? [:]).keys) == ["VideoId", "SubtitleId"])
 
         let result = try await MediaOpenAPITests.validate(captures, with: "validate_openapi_requests.py")
         #expect(result.status == 0, "\(result.output)")
-        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 13, "\(result.output)")
+        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 16, "\(result.output)")
     }
 
     @Test("the server's refusals of a bad request name the wire field")

@@ -262,6 +262,40 @@ public final class MediaServiceClient: Sendable {
             "DeleteVideo", MediaContract.DeleteVideoRequest(videoIds: videoIds), as: MediaContract.DeleteVideoAnswer.self)
     }
 
+    // MARK: Subtitles
+
+    /// Adds a caption or subtitle track to a video: `content` is WebVTT or SRT text (SRT is converted to WebVTT),
+    /// `language` a BCP 47 tag. Players of the video's HLS stream list the track; `isDefault` makes it the one they
+    /// show when none is chosen.
+    ///
+    /// ```swift
+    /// let track = try await media.addSubtitle(videoId: id, language: "en", name: "English", content: srtText)
+    /// ```
+    public func addSubtitle(
+        videoId: String, language: String, name: String? = nil, isDefault: Bool = false, content: String
+    ) async throws(FerryError) -> MediaContract.Subtitle {
+        try await call(
+            "AddSubtitle",
+            MediaContract.AddSubtitleRequest(
+                videoId: videoId, language: language, name: name, isDefault: isDefault, content: content),
+            as: MediaContract.SubtitleAnswer.self
+        ).subtitle
+    }
+
+    /// A video's subtitle tracks, in the order they were added.
+    public func listSubtitles(videoId: String) async throws(FerryError) -> [MediaContract.Subtitle] {
+        try await call(
+            "ListSubtitles", MediaContract.VideoIdRequest(videoId: videoId), as: MediaContract.SubtitleListAnswer.self
+        ).subtitles
+    }
+
+    /// Removes one subtitle track of a video.
+    public func deleteSubtitle(videoId: String, subtitleId: String) async throws(FerryError) {
+        _ = try await call(
+            "DeleteSubtitle", MediaContract.DeleteSubtitleRequest(videoId: videoId, subtitleId: subtitleId),
+            as: MediaContract.EmptyAnswer.self)
+    }
+
     // MARK: STS and access keys
 
     /// Temporary credentials for `durationSeconds` (900–43200), narrowed by `policy` when given.

@@ -242,12 +242,25 @@ package struct MediaPipeline: Sendable {
             try await failTranscode(video.videoId, plan: plan, message: reason)
             return
         }
+        // The sound of a source with picture and sound becomes a rendition of its own, copied from the highest
+        // definition without encoding again.
+        var packaged = plan.outputs
+        if let arguments = plan.audioExtractArguments(directory: encoded), let audio = plan.audioOutput {
+            guard try await copyStep(arguments, errors: errors, directory: directory, videoId: video.videoId, plan: plan) else {
+                return
+            }
+            packaged.append(audio)
+        }
         // Package HLS from each encoded file, without encoding again, and measure what was made.
         var renditions: [Rendition] = []
         var variants: [(output: TranscodePlan.Output, peakBitrate: Int, averageBitrate: Int, codecs: String, fps: Double?)] = []
-        for output in plan.outputs {
+        var audioVariant: (output: TranscodePlan.Output, peakBitrate: Int, averageBitrate: Int)?
+        var dash: [DashManifest.Representation] = []
+        var progressiveFiles: [String] = []
+        for output in packaged {
             try Task.checkCancellation()
             let file = encoded + "/" + output.fileName
+            progressiveFiles.append(file)
             let measured = try await measure(file, directory: directory)
             let fileSize = WorkFiles.size(of: file)
             let base = Rendition(
@@ -257,15 +270,11 @@ package struct MediaPipeline: Sendable {
                 videoCodec: measured.videoCodec, audioCodec: measured.audioCodec)
             if plan.formats.contains("m3u8") {
                 try PrivateFiles.directory(encoded + "/" + output.definition)
-                var packager = ChildProcess(executable: tools.ffmpeg, arguments: plan.packageArguments(for: output, directory: encoded))
-                packager.standardError = errors
-                packager.timeLimit = configuration.jobTimeLimit
-                guard try await run(packager).succeeded else {
-                    try await failTranscode(
-                        video.videoId, plan: plan,
-                        message: MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory)))
-                    return
-                }
+                guard
+                    try await copyStep(
+                        plan.packageArguments(for: output, directory: encoded), errors: errors, directory: directory,
+                        videoId: video.videoId, plan: plan)
+                else { return }
                 let playlist = (try? String(contentsOfFile: encoded + "/" + output.playlistPath, encoding: .utf8)) ?? ""
                 let segments = TranscodePlan.segments(ofPlaylist: playlist)
                 let initSize = WorkFiles.size(of: encoded + "/" + output.definition + "/init.mp4")
@@ -277,11 +286,24 @@ package struct MediaPipeline: Sendable {
                 let total = segments.reduce(0) { $0 + $1.duration }
                 let encodedBytes = WorkFiles.size(of: encoded + "/" + output.definition) - initSize
                 let average = total > 0 ? ProbeReport.integer(Double(encodedBytes) * 8 / total) ?? 0 : 0
-                variants.append(
-                    (output, max(peak, average), average,
-                     TranscodePlan.codecs(
-                        videoProfile: measured.videoProfile, videoLevel: measured.videoLevel, hasVideo: output.width != nil,
-                        hasAudio: measured.audioCodec != nil), measured.fps))
+                // A variant's codecs name its sound also when the sound is the audio rendition; a DASH
+                // representation names only what its own files hold.
+                let hasPicture = output.width != nil
+                let codecs = TranscodePlan.codecs(
+                    videoProfile: measured.videoProfile, videoLevel: measured.videoLevel, hasVideo: hasPicture,
+                    hasAudio: measured.audioCodec != nil)
+                let ownCodecs = TranscodePlan.codecs(
+                    videoProfile: measured.videoProfile, videoLevel: measured.videoLevel, hasVideo: hasPicture,
+                    hasAudio: measured.audioCodec != nil && !(plan.separateAudio != nil && hasPicture))
+                if plan.separateAudio != nil, !hasPicture {
+                    audioVariant = (output, max(peak, average), average)
+                } else {
+                    variants.append((output, max(peak, average), average, codecs, measured.fps))
+                }
+                dash.append(
+                    DashManifest.Representation(
+                        definition: output.definition, bandwidth: max(peak, average), width: base.width, height: base.height,
+                        codecs: ownCodecs, fps: hasPicture ? measured.fps : nil, segments: segments))
                 var hls = base
                 hls.format = "m3u8"
                 hls.path = output.playlistPath
@@ -290,12 +312,13 @@ package struct MediaPipeline: Sendable {
             }
             if plan.formats.contains("mp4") {
                 renditions.append(base)
-            } else {
-                try? FileManager.default.removeItem(atPath: file)
             }
         }
+        if !plan.formats.contains("mp4") {
+            for file in progressiveFiles { try? FileManager.default.removeItem(atPath: file) }
+        }
         if plan.formats.contains("m3u8") {
-            let master = TranscodePlan.masterPlaylist(variants)
+            let master = TranscodePlan.masterPlaylist(variants, audio: audioVariant)
             try Data(master.utf8).write(to: URL(fileURLWithPath: encoded + "/master.m3u8"))
             renditions.append(
                 Rendition(
@@ -303,6 +326,14 @@ package struct MediaPipeline: Sendable {
                     height: plan.outputs.compactMap(\.height).max(), bitrate: variants.map(\.averageBitrate).max(),
                     duration: renditions.compactMap(\.duration).max(), fps: renditions.compactMap(\.fps).max(),
                     size: Int64(master.utf8.count), videoCodec: nil, audioCodec: nil))
+            // The same fMP4 files as MPEG-DASH.
+            let manifest = DashManifest.make(dash)
+            try Data(manifest.utf8).write(to: URL(fileURLWithPath: encoded + "/manifest.mpd"))
+            var mpd = renditions[renditions.count - 1]
+            mpd.format = "mpd"
+            mpd.path = "manifest.mpd"
+            mpd.size = Int64(manifest.utf8.count)
+            renditions.append(mpd)
         }
         await progress(0.9)
 
@@ -468,6 +499,23 @@ package struct MediaPipeline: Sendable {
     }
 
     /// A transcode ffmpeg refused: every planned stream fails, then the video.
+    /// Runs one ffmpeg step that copies streams of the encoded files (packaging, the audio rendition); false when it
+    /// failed, the video then `TranscodeFail` with ffmpeg's reason.
+    private func copyStep(
+        _ arguments: [String], errors: String, directory: String, videoId: String, plan: TranscodePlan
+    ) async throws -> Bool {
+        var process = ChildProcess(executable: tools.ffmpeg, arguments: arguments)
+        process.standardError = errors
+        process.timeLimit = configuration.jobTimeLimit
+        guard try await run(process).succeeded else {
+            try await failTranscode(
+                videoId, plan: plan,
+                message: MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory)))
+            return false
+        }
+        return true
+    }
+
     func failTranscode(_ videoId: String, plan: TranscodePlan, message: String) async throws {
         for output in plan.outputs {
             for format in plan.formats {

@@ -33,6 +33,12 @@ struct TranscodePlan: Sendable, Hashable {
 
     /// Renditions, lowest first.
     var outputs: [Output]
+    /// The audio rendition's definition (`SQ`) when a source with picture and sound is published with its sound
+    /// apart: HLS variants and DASH representations of picture only, and one audio rendition taken without encoding
+    /// again from the highest definition's MP4 (`SQ.m4a`, and `SQ/` as HLS) that every variant plays with. Nil for
+    /// a source without sound, for a sound-only source (its one output is the audio rendition), and for a group that
+    /// publishes no HLS.
+    var separateAudio: String?
     /// Formats to publish (`m3u8`, `mp4`).
     var formats: [String]
     /// x264 preset.
@@ -74,7 +80,10 @@ struct TranscodePlan: Sendable, Hashable {
             throw MediaProbe.Unreadable(reason: "The file holds no audio or video stream.")
         }
         return TranscodePlan(
-            outputs: outputs, formats: group.formats, preset: templates.preset, segmentSeconds: templates.segmentSeconds)
+            outputs: outputs,
+            separateAudio: source.hasVideo && source.hasAudio && outputs.contains { $0.width != nil } && group.formats.contains("m3u8")
+                ? group.audio.definition : nil,
+            formats: group.formats, preset: templates.preset, segmentSeconds: templates.segmentSeconds)
     }
 
     /// The picture size whose shorter side is `shortSide`, keeping the source's aspect; both even.
@@ -122,12 +131,31 @@ struct TranscodePlan: Sendable, Hashable {
         return arguments
     }
 
-    /// The ffmpeg arguments that package one encoded output as HLS (fMP4 segments) under `directory`.
+    /// The audio rendition of a plan with ``separateAudio``: the highest definition's sound, at its bit rate.
+    var audioOutput: Output? {
+        guard let separateAudio, let top = outputs.last(where: { $0.width != nil && $0.hasAudio }) else { return nil }
+        return Output(
+            definition: separateAudio, width: nil, height: nil, videoBitrate: nil, audioBitrate: top.audioBitrate, hasAudio: true)
+    }
+
+    /// The ffmpeg arguments that copy the sound of the highest definition's MP4 into the audio rendition's `.m4a`.
+    func audioExtractArguments(directory: String) -> [String]? {
+        guard let audio = audioOutput, let top = outputs.last(where: { $0.width != nil && $0.hasAudio }) else { return nil }
+        return [
+            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", directory + "/" + top.fileName,
+            "-map", "0:a:0", "-c", "copy", "-map_metadata", "-1", "-movflags", "+faststart", "-f", "mp4",
+            directory + "/" + audio.fileName,
+        ]
+    }
+
+    /// The ffmpeg arguments that package one encoded output as HLS (fMP4 segments) under `directory`: its picture
+    /// only when the sound is a rendition of its own (``separateAudio``).
     func packageArguments(for output: Output, directory: String) -> [String] {
         let target = directory + "/" + output.definition
+        let streams = separateAudio != nil && output.width != nil ? "0:v:0" : "0"
         return [
             "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", directory + "/" + output.fileName,
-            "-map", "0", "-c", "copy", "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod",
+            "-map", streams, "-c", "copy", "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod",
             "-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
             "-hls_segment_filename", target + "/seg_%05d.m4s", target + "/index.m3u8",
         ]
@@ -144,20 +172,33 @@ struct TranscodePlan: Sendable, Hashable {
         ]
     }
 
-    /// An HLS master playlist listing every output's playlist with its bandwidth, resolution and codecs.
-    static func masterPlaylist(_ variants: [(output: Output, peakBitrate: Int, averageBitrate: Int, codecs: String, fps: Double?)])
-        -> String
-    {
+    /// The group id of the audio rendition in the master playlist.
+    static let audioGroup = "audio"
+
+    /// An HLS master playlist listing every output's playlist with its bandwidth, resolution and codecs; with `audio`
+    /// (the separate audio rendition), that rendition as the `AUDIO` group every variant plays with, its bit rate
+    /// counted in theirs (`codecs` of a variant already name the sound).
+    static func masterPlaylist(
+        _ variants: [(output: Output, peakBitrate: Int, averageBitrate: Int, codecs: String, fps: Double?)],
+        audio: (output: Output, peakBitrate: Int, averageBitrate: Int)? = nil
+    ) -> String {
         var lines = ["#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-INDEPENDENT-SEGMENTS"]
+        if let audio {
+            lines.append(
+                "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"\(audioGroup)\",NAME=\"Audio\",DEFAULT=YES,AUTOSELECT=YES,CHANNELS=\"2\","
+                    + "URI=\"\(audio.output.playlistPath)\"")
+        }
         for variant in variants.sorted(by: { $0.peakBitrate < $1.peakBitrate }) {
             var attributes = [
-                "BANDWIDTH=\(max(1, variant.peakBitrate))", "AVERAGE-BANDWIDTH=\(max(1, variant.averageBitrate))",
+                "BANDWIDTH=\(max(1, variant.peakBitrate + (audio?.peakBitrate ?? 0)))",
+                "AVERAGE-BANDWIDTH=\(max(1, variant.averageBitrate + (audio?.averageBitrate ?? 0)))",
             ]
             if let width = variant.output.width, let height = variant.output.height {
                 attributes.append("RESOLUTION=\(width)x\(height)")
             }
             if let fps = variant.fps { attributes.append(String(format: "FRAME-RATE=%.3f", fps)) }
             attributes.append("CODECS=\"\(variant.codecs)\"")
+            if audio != nil { attributes.append("AUDIO=\"\(audioGroup)\"") }
             lines.append("#EXT-X-STREAM-INF:" + attributes.joined(separator: ","))
             lines.append(variant.output.playlistPath)
         }

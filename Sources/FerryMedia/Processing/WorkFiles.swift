@@ -70,6 +70,7 @@ package enum WorkFiles {
     package static func contentType(forPath path: String) -> String {
         switch (path as NSString).pathExtension.lowercased() {
         case "m3u8": return "application/vnd.apple.mpegurl"
+        case "mpd": return "application/dash+xml"
         case "m4s": return "video/iso.segment"
         case "mp4": return "video/mp4"
         case "m4a": return "audio/mp4"

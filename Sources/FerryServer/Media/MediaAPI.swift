@@ -94,6 +94,9 @@ public struct MediaAPI: Sendable {
         case "CreateSigningKey": try await createSigningKey(JSONBody.decode(MediaContract.CreateSigningKeyRequest.self, from: data), call)
         case "ListSigningKeys": try await listSigningKeys(call)
         case "DeleteSigningKey": try await deleteSigningKey(JSONBody.decode(MediaContract.SigningKeyIdRequest.self, from: data), call)
+        case "AddSubtitle": try await addSubtitle(JSONBody.decode(MediaContract.AddSubtitleRequest.self, from: data), call)
+        case "ListSubtitles": try await listSubtitles(JSONBody.decode(MediaContract.VideoIdRequest.self, from: data), call)
+        case "DeleteSubtitle": try await deleteSubtitle(JSONBody.decode(MediaContract.DeleteSubtitleRequest.self, from: data), call)
         case "GetServiceStatus": try await getServiceStatus(JSONBody.decode(MediaContract.ServiceStatusRequest.self, from: data), call)
         default: throw Self.invalidAction(action)
         }

@@ -54,6 +54,15 @@ struct PlaybackAPI: Sendable {
         } catch {
             throw error.error
         }
+        // A signed video's playlists pass the token on to every file they name.
+        let playlistToken = video.isPlaybackSigned && (file.hasSuffix(".m3u8") || file.hasSuffix(".mpd")) ? token : nil
+        do {
+            if let answer = try await subtitleAnswer(file: file, video: video, request: request, token: playlistToken) {
+                return answer
+            }
+        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
+            throw missing
+        }
         let key: String
         if file == MediaAPI.coverFileName {
             guard let snapshot = video.snapshotKey else { throw missing }
@@ -62,8 +71,6 @@ struct PlaybackAPI: Sendable {
             guard let prefix = video.outputPrefix else { throw missing }
             key = prefix + "/" + file
         }
-        // A signed video's playlists pass the token on to every file they name.
-        let playlistToken = video.isPlaybackSigned && file.hasSuffix(".m3u8") ? token : nil
         var attempts = 0
         while true {
             do {
@@ -79,7 +86,7 @@ struct PlaybackAPI: Sendable {
         }
     }
 
-    /// A playlist with `token` added to every URI it names, sent whole.
+    /// A playlist (or DASH manifest) with `token` added to every URI it names, sent whole.
     private func servePlaylist(bucket: String, key: String, token: String, request: Request) async throws -> Response {
         let object = try await media.store.object(bucket: bucket, key: key)
         guard object.size <= Self.maxPlaylistBytes else {
@@ -93,8 +100,11 @@ struct PlaybackAPI: Sendable {
                 throw S3Error(.invalidRequest, "The playlist is too large to be served with a token.")
             }
         }
-        let text = PlaylistRewriter.addingQuery(
-            PlaybackToken.queryName + "=" + token, to: String(decoding: bytes.readableBytesView, as: UTF8.self))
+        let query = PlaybackToken.queryName + "=" + token
+        let stored = String(decoding: bytes.readableBytesView, as: UTF8.self)
+        let text =
+            key.hasSuffix(".mpd")
+            ? DashManifest.addingQuery(query, to: stored) : PlaylistRewriter.addingQuery(query, to: stored)
         let body = ByteBuffer(string: text)
         let headers: HTTPFields = [
             .lastModified: S3Date.http(object.lastModified), .contentType: WorkFiles.contentType(forPath: key),

@@ -196,6 +196,22 @@ def run(driver):
     shot(driver, "video")
     passed("video plays")
 
+    # A subtitle track added through the API plays as a track of the player: its cue shows at its time.
+    added = media_api(driver, "AddSubtitle", {"VideoId": video_id, "Language": "en", "Name": "English", "Default": True,
+                                              "Content": "1\n00:00:00,000 --> 00:00:30,000\nHello from the captions\n"})
+    assert added["status"] == 200, f"AddSubtitle answered {added}"
+    driver.refresh()
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#player track"), message="the player's subtitle track")
+    track = driver.find_element(By.CSS_SELECTOR, "#player track")
+    assert track.get_attribute("srclang") == "en" and track.get_attribute("label") == "English"
+    js(driver, "const v = document.getElementById('player'); v.muted = true; v.textTracks[0].mode = 'showing'; v.currentTime = 1;")
+    wait(driver, lambda d: js(d, "const t = document.getElementById('player').textTracks[0]; "
+                                 "return t.cues && t.cues.length > 0 && t.activeCues && t.activeCues.length > 0 "
+                                 "&& t.activeCues[0].text === 'Hello from the captions'"),
+         message="the caption cue to be active")
+    shot(driver, "video-captions")
+    passed("captions show as a track of the player")
+
     # Edit the title to markup: it shows as those characters and nothing runs.
     title = driver.find_element(By.ID, "edit-video-title")
     title.clear()

@@ -21,17 +21,19 @@ export function videoPage(main, videoId) {
     }
     if (closed) return;
     let play = null;
+    let subtitles = [];
     if (info.Status === 'Normal') {
       try { play = await media('GetPlayInfo', { VideoId: videoId }); } catch { play = null; }
+      try { subtitles = (await media('ListSubtitles', { VideoId: videoId })).Subtitles; } catch { subtitles = []; }
     }
     if (closed) return;
-    render(info, play);
+    render(info, play, subtitles);
     if (!['Normal', 'TranscodeFail'].includes(info.Status)) timer = setTimeout(load, 2000);
   }
 
-  function render(info, play) {
+  function render(info, play, subtitles) {
     const streams = play?.PlayInfoList || [];
-    const player = playerFor(streams, info);
+    const player = playerFor(streams, info, subtitles);
     const renditions = h('div', { class: 'table-wrap' }, h('table', { id: 'renditions' },
       h('caption', { class: 'visually-hidden' }, 'Renditions'),
       h('thead', {}, h('tr', {}, ['Definition', 'Format', 'Resolution', 'Bitrate', 'Size'].map((name) => h('th', { scope: 'col' }, name)))),
@@ -120,20 +122,35 @@ export function videoPage(main, videoId) {
   return () => { closed = true; clearTimeout(timer); };
 }
 
-/** A video element for the best stream this browser plays, or a note. */
-function playerFor(streams, info) {
+/** A video element for the best stream this browser plays, or a note: the HLS master where the browser plays HLS,
+ * else the best MP4. A video with subtitles plays its MP4 with the tracks as `<track>` elements, which every browser
+ * shows the same way. */
+function playerFor(streams, info, subtitles) {
   if (!streams.length) {
     return h('p', { class: 'note', id: 'player-note' },
       info.Status === 'TranscodeFail' ? 'The video could not be processed.' : 'The video becomes playable when processing ends.');
   }
   const probe = document.createElement('video');
   const byBitrate = (a, b) => (b.Bitrate || 0) - (a.Bitrate || 0);
-  const hls = streams.filter((s) => s.Format === 'm3u8').sort(byBitrate);
-  const files = streams.filter((s) => s.Format !== 'm3u8').sort(byBitrate);
+  // The master (AUTO) first: a variant alone may carry the picture without the sound.
+  const hls = streams.filter((s) => s.Format === 'm3u8').sort((a, b) => (b.Definition === 'AUTO') - (a.Definition === 'AUTO') || byBitrate(a, b));
+  // Progressive files a video element plays: MP4, else the sound alone (M4A); never the DASH manifest.
+  const files = [...streams.filter((s) => s.Format === 'mp4').sort(byBitrate), ...streams.filter((s) => s.Format === 'm4a')];
   const nativeHLS = probe.canPlayType('application/vnd.apple.mpegurl') !== '';
-  const chosen = nativeHLS && hls.length ? hls[0] : (files[0] || hls[0]);
+  const chosen = nativeHLS && hls.length && !(subtitles.length && files.length) ? hls[0] : (files[0] || hls[0]);
+  const tracks = chosen.Format === 'm3u8' ? [] : subtitles.map((track) => h('track', {
+    kind: 'subtitles', src: besidePlayURL(chosen.PlayURL, `subtitles/${track.SubtitleId}.vtt`), srclang: track.Language,
+    label: track.Name, default: track.Default || null,
+  }));
   return h('video', {
     class: 'player', id: 'player', controls: true, preload: 'metadata', src: chosen.PlayURL, playsinline: true,
     poster: info.CoverURL || null, 'aria-label': `Player: ${info.Title}`, dataset: { format: chosen.Format, definition: chosen.Definition },
-  });
+  }, tracks);
+}
+
+/** The URL of another file of the video: the play URL with its last path segment replaced (its query kept). */
+function besidePlayURL(playURL, path) {
+  const url = new URL(playURL, location.href);
+  url.pathname = url.pathname.replace(/[^/]*$/, path);
+  return url.toString();
 }

@@ -54,6 +54,8 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     public var errorCode: String?
     /// What went wrong, readable (ffprobe's or ffmpeg's last words).
     public var errorMessage: String?
+    /// Caption and subtitle tracks, in the order they were added (AddSubtitle).
+    public var subtitles: [SubtitleTrack]?
     /// Who may play it: `public` or `signed`; nil (a video stored before policies existed) is `signed`.
     public var playbackPolicy: String?
 
@@ -141,6 +143,37 @@ public struct MezzanineInfo: Codable, Sendable, Hashable {
     /// A file of `size` bytes, nothing else known yet.
     package init(size: Int64) {
         self.size = size
+    }
+}
+
+/// A caption or subtitle track of a video: WebVTT stored as an object of the video's bucket.
+public struct SubtitleTrack: Codable, Sendable, Hashable {
+    /// Id, unique within the video.
+    public var subtitleId: String
+    /// BCP 47 language tag.
+    public var language: String
+    /// The name players show.
+    public var name: String
+    /// Whether players select it when none is chosen (at most one track of a video).
+    public var isDefault: Bool
+    /// Key of the WebVTT file: `video/<id>/subtitles/<subtitleId>.vtt`.
+    public var key: String
+    /// Cues in the file.
+    public var cueCount: Int
+    /// When it was added.
+    public var createdAt: Date
+
+    /// Creates a record.
+    package init(
+        subtitleId: String, language: String, name: String, isDefault: Bool, key: String, cueCount: Int, createdAt: Date
+    ) {
+        self.subtitleId = subtitleId
+        self.language = language
+        self.name = name
+        self.isDefault = isDefault
+        self.key = key
+        self.cueCount = cueCount
+        self.createdAt = createdAt
     }
 }
 

@@ -1,0 +1,130 @@
+import Foundation
+
+/// A static MPEG-DASH manifest (`manifest.mpd`) over the fMP4 (CMAF) files the HLS renditions already are: each
+/// rendition is one `Representation` whose `SegmentList` names its `init.mp4` and its `seg_*.m4s` files, with a
+/// `SegmentTimeline` of the durations its HLS playlist gives. No byte is written twice; the manifest only points.
+package enum DashManifest {
+    /// One rendition as the manifest lists it.
+    package struct Representation: Sendable, Equatable {
+        /// `LD`, `SD`, …: the representation's id and the directory of its files.
+        package var definition: String
+        /// Peak bits per second.
+        package var bandwidth: Int
+        /// Pixels, nil for audio only.
+        package var width: Int?
+        package var height: Int?
+        /// RFC 6381 codecs: `avc1.64001f,mp4a.40.2`.
+        package var codecs: String
+        /// Frames per second, when known.
+        package var fps: Double?
+        /// Segment durations (seconds) and file names, in order, as the HLS playlist lists them.
+        package var segments: [(duration: Double, uri: String)]
+
+        package init(
+            definition: String, bandwidth: Int, width: Int?, height: Int?, codecs: String, fps: Double?,
+            segments: [(duration: Double, uri: String)]
+        ) {
+            self.definition = definition
+            self.bandwidth = bandwidth
+            self.width = width
+            self.height = height
+            self.codecs = codecs
+            self.fps = fps
+            self.segments = segments
+        }
+
+        package static func == (lhs: Representation, rhs: Representation) -> Bool {
+            lhs.definition == rhs.definition && lhs.bandwidth == rhs.bandwidth && lhs.width == rhs.width
+                && lhs.height == rhs.height && lhs.codecs == rhs.codecs && lhs.fps == rhs.fps
+                && lhs.segments.map(\.duration) == rhs.segments.map(\.duration) && lhs.segments.map(\.uri) == rhs.segments.map(\.uri)
+        }
+    }
+
+    /// Timeline units per second.
+    static let timescale = 1000
+
+    /// The manifest: one adaptation set of the video renditions (audio muxed in, as in the HLS files), and one of the
+    /// audio-only renditions when there are.
+    package static func make(_ representations: [Representation]) -> String {
+        let duration = representations.map { $0.segments.reduce(0) { $0 + $1.duration } }.max() ?? 0
+        let longestSegment = representations.flatMap { $0.segments.map(\.duration) }.max() ?? 1
+        var lines = [
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>",
+            "<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" profiles=\"urn:mpeg:dash:profile:isoff-on-demand:2011,urn:mpeg:dash:profile:isoff-live:2011\""
+                + " type=\"static\" mediaPresentationDuration=\"\(isoDuration(duration))\" minBufferTime=\"\(isoDuration(max(1, longestSegment)))\">",
+            "  <Period id=\"0\" start=\"PT0S\">",
+        ]
+        let video = representations.filter { $0.width != nil }.sorted { $0.bandwidth < $1.bandwidth }
+        let audio = representations.filter { $0.width == nil }.sorted { $0.bandwidth < $1.bandwidth }
+        for (index, (set, kind)) in [(video, "video"), (audio, "audio")].filter({ !$0.0.isEmpty }).enumerated() {
+            lines.append(
+                "    <AdaptationSet id=\"\(index)\" contentType=\"\(kind)\" mimeType=\"\(kind)/mp4\" segmentAlignment=\"true\" startWithSAP=\"1\">")
+            for representation in set {
+                var attributes = "id=\"\(escape(representation.definition))\" bandwidth=\"\(max(1, representation.bandwidth))\""
+                if let width = representation.width, let height = representation.height {
+                    attributes += " width=\"\(width)\" height=\"\(height)\""
+                }
+                if let fps = representation.fps, fps > 0 { attributes += " frameRate=\"\(frameRate(fps))\"" }
+                attributes += " codecs=\"\(escape(representation.codecs))\""
+                lines.append("      <Representation \(attributes)>")
+                lines.append("        <SegmentList timescale=\"\(timescale)\">")
+                lines.append("          <Initialization sourceURL=\"\(escape(representation.definition))/init.mp4\"/>")
+                lines.append("          <SegmentTimeline>")
+                var start = 0
+                for segment in representation.segments {
+                    let length = max(1, Int((segment.duration * Double(timescale)).rounded()))
+                    lines.append("            <S t=\"\(start)\" d=\"\(length)\"/>")
+                    start += length
+                }
+                lines.append("          </SegmentTimeline>")
+                for segment in representation.segments {
+                    lines.append("          <SegmentURL media=\"\(escape(representation.definition))/\(escape(segment.uri))\"/>")
+                }
+                lines.append("        </SegmentList>")
+                lines.append("      </Representation>")
+            }
+            lines.append("    </AdaptationSet>")
+        }
+        lines.append("  </Period>")
+        lines.append("</MPD>")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// `manifest` with `query` added to every file it names (`sourceURL` and `media` attributes), for a signed video
+    /// whose files each need its token.
+    package static func addingQuery(_ query: String, to manifest: String) -> String {
+        var text = manifest
+        for attribute in ["sourceURL=\"", "media=\""] {
+            var result = ""
+            var rest = Substring(text)
+            while let start = rest.range(of: attribute) {
+                result += rest[..<start.upperBound]
+                rest = rest[start.upperBound...]
+                guard let end = rest.firstIndex(of: "\"") else { break }
+                let uri = rest[..<end]
+                result += uri + (uri.contains("?") ? "&amp;" : "?") + escape(query)
+                rest = rest[end...]
+            }
+            text = result + rest
+        }
+        return text
+    }
+
+    /// `PT12.345S`.
+    static func isoDuration(_ seconds: Double) -> String {
+        String(format: "PT%.3fS", max(0, seconds))
+    }
+
+    /// A frame rate as DASH writes it: an integer, or `30000/1001` for the NTSC rates.
+    static func frameRate(_ fps: Double) -> String {
+        for (numerator, rate) in [(24000, 23.976), (30000, 29.97), (60000, 59.94)] where abs(fps - rate) < 0.01 {
+            return "\(numerator)/1001"
+        }
+        return abs(fps - fps.rounded()) < 0.001 ? String(Int(fps.rounded())) : String(format: "%.3f", fps)
+    }
+
+    private static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: "<", with: "&lt;")
+    }
+}

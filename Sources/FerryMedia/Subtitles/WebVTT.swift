@@ -1,0 +1,203 @@
+import Foundation
+
+/// A caption or subtitle track as Ferry stores it: WebVTT cues, read from WebVTT or SubRip (SRT) text.
+///
+/// Reading is strict where players disagree and lenient where they agree: line endings may be `\r\n`, `\r` or `\n`,
+/// a byte order mark is dropped, SRT's `,` before milliseconds becomes `.`, and `NOTE` blocks are dropped. A cue needs
+/// a timing line whose end is after its start and a payload without `-->`. `STYLE` and `REGION` blocks before the
+/// first cue are kept. What cannot be read is refused with the line it was found on.
+package struct WebVTT: Sendable, Equatable {
+    /// One cue: its times in milliseconds, its settings (`line:0 align:start`) and its text lines.
+    package struct Cue: Sendable, Equatable {
+        package var identifier: String?
+        package var start: Int64
+        package var end: Int64
+        package var settings: String
+        package var payload: [String]
+    }
+
+    /// Header blocks kept from a WebVTT source (`STYLE`, `REGION`), each as its text.
+    package var headerBlocks: [String]
+    /// Cues, in the source's order.
+    package var cues: [Cue]
+
+    /// Largest text read (bytes).
+    package static let maxSourceBytes = 1 << 20
+    /// Most cues in one track.
+    package static let maxCues = 20_000
+    /// Latest cue end: 100 hours.
+    static let maxMilliseconds: Int64 = 100 * 3_600_000
+
+    /// Why a text is not a track.
+    package struct Malformed: Error, Equatable, CustomStringConvertible {
+        /// What is wrong, naming the line.
+        package var reason: String
+        package var description: String { reason }
+    }
+
+    private init(headerBlocks: [String], cues: [Cue]) {
+        self.headerBlocks = headerBlocks
+        self.cues = cues
+    }
+
+    /// Reads WebVTT (text starting with `WEBVTT`) or SRT.
+    package init(parsing text: String) throws(Malformed) {
+        guard text.utf8.count <= Self.maxSourceBytes else {
+            throw Malformed(reason: "is larger than \(Self.maxSourceBytes) bytes.")
+        }
+        var normalised = text.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\r", with: "\n")
+        if normalised.hasPrefix("\u{FEFF}") { normalised.removeFirst() }
+        let lines = normalised.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        if let first = lines.first, first == "WEBVTT" || first.hasPrefix("WEBVTT ") || first.hasPrefix("WEBVTT\t") {
+            self = try Self.readWebVTT(lines)
+        } else {
+            self = try Self.readSRT(lines)
+        }
+        guard !cues.isEmpty else { throw Malformed(reason: "has no cues.") }
+    }
+
+    /// Blocks of non-empty lines with the number of each block's first line (1-based).
+    private static func blocks(_ lines: [String], from start: Int) -> [(line: Int, lines: [String])] {
+        var result: [(Int, [String])] = []
+        var current: [String] = []
+        var first = 0
+        for index in start..<lines.count {
+            let line = lines[index]
+            if line.trimmingCharacters(in: .whitespaces).isEmpty {
+                if !current.isEmpty { result.append((first + 1, current)) }
+                current = []
+            } else {
+                if current.isEmpty { first = index }
+                current.append(line)
+            }
+        }
+        if !current.isEmpty { result.append((first + 1, current)) }
+        return result
+    }
+
+    private static func readWebVTT(_ lines: [String]) throws(Malformed) -> WebVTT {
+        // The header runs to the first blank line.
+        var start = 1
+        while start < lines.count, !lines[start].trimmingCharacters(in: .whitespaces).isEmpty { start += 1 }
+        var header: [String] = []
+        var cues: [Cue] = []
+        for block in blocks(lines, from: start) {
+            let first = block.lines[0]
+            if first == "NOTE" || first.hasPrefix("NOTE ") || first.hasPrefix("NOTE\t") { continue }
+            if first == "STYLE" || first == "REGION" {
+                guard cues.isEmpty else { throw Malformed(reason: "has a \(first) block after a cue (line \(block.line)).") }
+                header.append(block.lines.joined(separator: "\n"))
+                continue
+            }
+            let timingIndex = first.contains("-->") ? 0 : 1
+            guard timingIndex < block.lines.count, block.lines[timingIndex].contains("-->") else {
+                throw Malformed(reason: "has a block without a cue timing line (line \(block.line)).")
+            }
+            var cue = try timing(block.lines[timingIndex], line: block.line + timingIndex, comma: false)
+            cue.identifier = timingIndex == 1 ? first : nil
+            cue.payload = Array(block.lines[(timingIndex + 1)...])
+            try append(cue, to: &cues, line: block.line)
+        }
+        return WebVTT(headerBlocks: header, cues: cues)
+    }
+
+    private static func readSRT(_ lines: [String]) throws(Malformed) -> WebVTT {
+        var cues: [Cue] = []
+        for block in blocks(lines, from: 0) {
+            // A counter line, then the timing line; some writers leave the counter out.
+            let timingIndex = block.lines[0].contains("-->") ? 0 : 1
+            guard timingIndex < block.lines.count, block.lines[timingIndex].contains("-->") else {
+                throw Malformed(
+                    reason: "is neither WebVTT (its first line is not WEBVTT) nor SRT (no cue timing at line \(block.line)).")
+            }
+            var cue = try timing(block.lines[timingIndex], line: block.line + timingIndex, comma: true)
+            cue.payload = block.lines[(timingIndex + 1)...].map(stripFontTags)
+            try append(cue, to: &cues, line: block.line)
+        }
+        return WebVTT(headerBlocks: [], cues: cues)
+    }
+
+    private static func append(_ cue: Cue, to cues: inout [Cue], line: Int) throws(Malformed) {
+        guard cues.count < maxCues else { throw Malformed(reason: "has more than \(maxCues) cues.") }
+        if cue.payload.contains(where: { $0.contains("-->") }) {
+            throw Malformed(reason: "has a cue whose text contains --> (line \(line)).")
+        }
+        cues.append(cue)
+    }
+
+    /// `00:01:02.500 --> 00:01:04.000 align:start`; with `comma`, SRT's `00:01:02,500` is read too.
+    private static func timing(_ text: String, line: Int, comma: Bool) throws(Malformed) -> Cue {
+        let halves = text.components(separatedBy: "-->")
+        guard halves.count == 2 else { throw Malformed(reason: "has an unreadable cue timing (line \(line)).") }
+        let right = halves[1].split(whereSeparator: { $0 == " " || $0 == "\t" })
+        guard let startText = halves[0].split(whereSeparator: { $0 == " " || $0 == "\t" }).last,
+            halves[0].split(whereSeparator: { $0 == " " || $0 == "\t" }).count == 1, let endText = right.first,
+            let start = timestamp(String(startText), comma: comma), let end = timestamp(String(endText), comma: comma)
+        else { throw Malformed(reason: "has an unreadable cue timing (line \(line)).") }
+        guard end > start else { throw Malformed(reason: "has a cue that ends before it starts (line \(line)).") }
+        guard end <= maxMilliseconds else { throw Malformed(reason: "has a cue later than 100 hours (line \(line)).") }
+        return Cue(identifier: nil, start: start, end: end, settings: comma ? "" : right.dropFirst().joined(separator: " "), payload: [])
+    }
+
+    /// Milliseconds of `[hh:]mm:ss.ttt` (or `,ttt`), nil when it is not one.
+    static func timestamp(_ text: String, comma: Bool) -> Int64? {
+        let separators: Set<Character> = comma ? [".", ","] : ["."]
+        guard let dot = text.lastIndex(where: { separators.contains($0) }) else { return nil }
+        let fraction = text[text.index(after: dot)...]
+        let clock = text[..<dot].split(separator: ":", omittingEmptySubsequences: false)
+        guard fraction.count == 3, fraction.allSatisfy(\.isASCII), let millis = Int64(fraction), (2...3).contains(clock.count),
+            clock.allSatisfy({ !$0.isEmpty && $0.count <= 3 && $0.allSatisfy { $0.isASCII && $0.isNumber } })
+        else { return nil }
+        let numbers = clock.compactMap { Int64($0) }
+        let (hours, minutes, seconds) = numbers.count == 3 ? (numbers[0], numbers[1], numbers[2]) : (0, numbers[0], numbers[1])
+        guard minutes < 60, seconds < 60, clock.last?.count == 2 else { return nil }
+        return ((hours * 60 + minutes) * 60 + seconds) * 1000 + millis
+    }
+
+    /// SRT's `<font …>` tags, which WebVTT has not.
+    private static func stripFontTags(_ line: String) -> String {
+        var result = line.replacingOccurrences(of: "</font>", with: "", options: .caseInsensitive)
+        while let open = result.range(of: "<font", options: .caseInsensitive),
+            let close = result[open.upperBound...].firstIndex(of: ">")
+        {
+            result.removeSubrange(open.lowerBound...close)
+        }
+        return result
+    }
+
+    /// `hh:mm:ss.ttt`.
+    static func format(_ milliseconds: Int64) -> String {
+        let hours = milliseconds / 3_600_000
+        let minutes = milliseconds / 60_000 % 60
+        let seconds = milliseconds / 1000 % 60
+        return String(format: "%02lld:%02lld:%02lld.%03lld", hours, minutes, seconds, milliseconds % 1000)
+    }
+
+    /// The track as one WebVTT file.
+    package func text() -> String {
+        render(cues, timestampMap: false)
+    }
+
+    /// The cues that show during `[start, end)` milliseconds, as one WebVTT segment of an HLS subtitle rendition:
+    /// its `X-TIMESTAMP-MAP` says that cue times are the media's own times (the renditions start at 0). It ends with
+    /// a blank line, so that a reader that joins segments (ffmpeg's HLS demuxer does) never reads the next segment's
+    /// header as cue text.
+    package func segment(from start: Int64, to end: Int64) -> String {
+        render(cues.filter { $0.start < end && $0.end > start }, timestampMap: true) + "\n"
+    }
+
+    private func render(_ cues: [Cue], timestampMap: Bool) -> String {
+        var text = "WEBVTT\n"
+        if timestampMap { text += "X-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n" }
+        for block in headerBlocks { text += "\n" + block + "\n" }
+        for cue in cues {
+            text += "\n"
+            if let identifier = cue.identifier { text += identifier + "\n" }
+            text += Self.format(cue.start) + " --> " + Self.format(cue.end)
+            if !cue.settings.isEmpty { text += " " + cue.settings }
+            text += "\n"
+            for line in cue.payload { text += line + "\n" }
+        }
+        return text
+    }
+}

@@ -1,0 +1,97 @@
+import FerryCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// A video's subtitle tracks on its playback URLs: the master playlist gains their `SUBTITLES` group, and
+/// `subtitles/…` serves each track's playlist, its WebVTT segments and the whole track (``SubtitlePlaylists``).
+extension PlaybackAPI {
+    /// Largest stored playlist or track read to be rewritten or cut.
+    static let maxGeneratedSource = 2 << 20
+
+    /// The answer for `file` when the video's subtitles shape it; nil when the file is served as stored. A playlist
+    /// made here names its files with `token` when one is given (a signed video).
+    func subtitleAnswer(file: String, video: VideoRecord, request: Request, token: String?) async throws -> Response? {
+        let tracks = video.subtitles ?? []
+        if file == "master.m3u8" {
+            guard !tracks.isEmpty, let prefix = video.outputPrefix else { return nil }
+            let master = try await media.store.object(bucket: video.bucket, key: prefix + "/" + file)
+            let text = try await text(of: master)
+            let version = tracks.map(\.subtitleId).joined(separator: ",")
+            return generated(
+                SubtitlePlaylists.master(text, tracks: tracks), file: file, etag: master.etag + "-" + Self.shortHash(version),
+                request: request, token: token)
+        }
+        guard let wanted = SubtitlePlaylists.file(file) else { return nil }
+        let missing = S3Error(.noSuchKey, "The video has no such file.")
+        let segmentSeconds = media.templates.segmentSeconds
+        switch wanted {
+        case .playlist(let id):
+            guard tracks.contains(where: { $0.subtitleId == id }) else { throw missing }
+            let playlist = SubtitlePlaylists.mediaPlaylist(
+                subtitleId: id, duration: Self.duration(of: video), segmentSeconds: segmentSeconds)
+            return generated(playlist, file: file, etag: Self.shortHash(playlist), request: request, token: token)
+        case .segment(let id, let index):
+            guard let track = tracks.first(where: { $0.subtitleId == id }),
+                index < SubtitlePlaylists.segmentCount(duration: Self.duration(of: video), segmentSeconds: segmentSeconds)
+            else { throw missing }
+            let stored = try await media.store.object(bucket: video.bucket, key: track.key)
+            let vtt = try WebVTT(parsing: try await text(of: stored))
+            let window = SubtitlePlaylists.window(index: index, segmentSeconds: segmentSeconds)
+            return generated(
+                vtt.segment(from: window.start, to: window.end), file: file, etag: stored.etag + "-\(index)", request: request,
+                token: nil)
+        case .track(let id):
+            guard let track = tracks.first(where: { $0.subtitleId == id }) else { throw missing }
+            let stored = try await media.store.object(bucket: video.bucket, key: track.key)
+            return generated(try await text(of: stored), file: file, etag: stored.etag, request: request, token: nil)
+        }
+    }
+
+    /// The video's length: its longest rendition, else its source.
+    static func duration(of video: VideoRecord) -> Double {
+        video.renditions?.compactMap(\.duration).max() ?? video.mezzanine?.duration ?? 0
+    }
+
+    /// A stored text file, read whole (playlists and tracks are small; anything larger is refused).
+    private func text(of object: ObjectInfo) async throws -> String {
+        guard object.size <= Self.maxGeneratedSource else {
+            throw S3Error(.internalError, "A stored playlist or track is larger than playback reads.")
+        }
+        var buffer = ByteBuffer()
+        for try await chunk in try await media.store.readObject(object, range: nil) {
+            var chunk = chunk
+            buffer.writeBuffer(&chunk)
+        }
+        return String(buffer: buffer)
+    }
+
+    /// An answer made here: 304 when the client has it, else the text (HEAD: its headers). A playlist with a `token`
+    /// names its files with it, and its ETag follows the text it then is.
+    private func generated(_ text: String, file: String, etag: String, request: Request, token: String?) -> Response {
+        var text = text
+        var etag = etag
+        if let token {
+            text = PlaylistRewriter.addingQuery(PlaybackToken.queryName + "=" + token, to: text)
+            etag += "-" + Self.shortHash(text)
+        }
+        let quoted = "\"\(etag)\""
+        var headers: HTTPFields = [
+            .eTag: quoted, .contentType: file.hasSuffix(".vtt") ? "text/vtt; charset=utf-8" : WorkFiles.contentType(forPath: file),
+            .cacheControl: "private, max-age=60",
+        ]
+        if let match = request.headers[.ifNoneMatch], ObjectWriteCondition.etags(match).contains(where: { $0 == etag || $0 == "*" }) {
+            return Response(status: .notModified, headers: headers)
+        }
+        let body = ByteBuffer(string: text)
+        headers[.contentLength] = String(body.readableBytes)
+        if request.method == .head { return Response(status: .ok, headers: headers) }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    /// 16 hex digits of a text's SHA-256: an ETag part that changes when the text does.
+    private static func shortHash(_ text: String) -> String {
+        String(SigV4.hexSHA256(Array(text.utf8)).prefix(16))
+    }
+}

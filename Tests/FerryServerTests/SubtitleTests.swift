@@ -1,0 +1,278 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+@testable import FerryMedia
+@testable import FerryServer
+@testable import FerryStorage
+
+@Suite("Subtitle tracks: WebVTT and SRT reading, HLS subtitle groups")
+struct SubtitleFormatTests {
+    @Test("SRT becomes WebVTT: counters dropped, commas become dots, font tags removed, CRLF and BOM accepted")
+    func srtConversion() throws {
+        let srt = "\u{FEFF}1\r\n00:00:01,000 --> 00:00:02,500\r\n<font color=\"red\">Hello</font>\r\nworld\r\n\r\n2\r\n00:00:05,000 --> 00:01:00,000\r\nBye\r\n"
+        let track = try WebVTT(parsing: srt)
+        #expect(track.cues.count == 2)
+        #expect(track.cues[0].start == 1000 && track.cues[0].end == 2500)
+        #expect(track.cues[1].start == 5000 && track.cues[1].end == 60000)
+        #expect(track.text() == "WEBVTT\n\n00:00:01.000 --> 00:00:02.500\nHello\nworld\n\n00:00:05.000 --> 00:01:00.000\nBye\n")
+    }
+
+    @Test("WebVTT keeps identifiers, settings and STYLE blocks, drops NOTE blocks, and reads mm:ss timestamps")
+    func webVTTReading() throws {
+        let vtt = """
+            WEBVTT Kind: captions
+
+            STYLE
+            ::cue { color: yellow }
+
+            NOTE written by hand
+
+            intro
+            00:01.000 --> 00:03.000 align:start line:0
+            <v Ann>Hi
+
+            01:00:00.000 --> 01:00:01.250
+            Late
+            """
+        let track = try WebVTT(parsing: vtt)
+        #expect(track.headerBlocks == ["STYLE\n::cue { color: yellow }"])
+        #expect(track.cues.map(\.identifier) == ["intro", nil])
+        #expect(track.cues[0].settings == "align:start line:0")
+        #expect(track.cues[1].start == 3_600_000 && track.cues[1].end == 3_601_250)
+        let again = try WebVTT(parsing: track.text())
+        #expect(again == track)
+    }
+
+    @Test(
+        "what is not a track is refused with its reason",
+        arguments: [
+            ("", "has no cues"),
+            ("WEBVTT\n", "has no cues"),
+            ("hello there\n", "neither WebVTT"),
+            ("WEBVTT\n\n00:00:02.000 --> 00:00:01.000\nbackwards\n", "ends before it starts"),
+            ("WEBVTT\n\n00:00:01.000 --> 00:61:00.000\nsixty-one minutes\n", "unreadable cue timing"),
+            ("WEBVTT\n\n00:00:01.0 --> 00:00:02.000\nshort fraction\n", "unreadable cue timing"),
+            ("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\na --> b\n", "contains -->"),
+            ("WEBVTT\n\njust text\n", "without a cue timing"),
+            ("1\n00:00:01,000 -> 00:00:02,000\nx\n", "neither WebVTT"),
+            ("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nx\n\nSTYLE\n::cue {}\n", "STYLE block after a cue"),
+            ("WEBVTT\n\n999:00:00.000 --> 999:00:01.000\nx\n", "later than 100 hours"),
+        ])
+    func refusals(text: String, reason: String) {
+        #expect {
+            try WebVTT(parsing: text)
+        } throws: { error in
+            (error as? WebVTT.Malformed)?.reason.contains(reason) == true
+        }
+    }
+
+    @Test("a text over 1 MiB is refused before it is read")
+    func sizeBound() {
+        let big = "WEBVTT\n\n" + String(repeating: "00:00:01.000 --> 00:00:02.000\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n\n", count: 15_000)
+        #expect(throws: WebVTT.Malformed.self) { try WebVTT(parsing: big) }
+    }
+
+    @Test("a segment holds the cues that show during its window, with an X-TIMESTAMP-MAP")
+    func segments() throws {
+        let track = try WebVTT(parsing: "WEBVTT\n\n00:00:01.000 --> 00:00:03.000\none\n\n00:00:03.500 --> 00:00:09.000\ntwo\n\n00:00:10.000 --> 00:00:11.000\nthree\n")
+        let first = track.segment(from: 0, to: 4000)
+        #expect(first.hasPrefix("WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n"))
+        #expect(first.contains("one") && first.contains("two") && !first.contains("three"))
+        let second = track.segment(from: 4000, to: 8000)
+        #expect(!second.contains("one") && second.contains("two") && !second.contains("three"))
+        let empty = track.segment(from: 12000, to: 16000)
+        #expect(empty == "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n\n")
+        #expect(first.hasSuffix("two\n\n"), "a segment ends with a blank line")
+    }
+
+    @Test("the master playlist gains one SUBTITLES group that every variant names; subtitle paths are read strictly")
+    func playlists() {
+        let master = "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-STREAM-INF:BANDWIDTH=1,CODECS=\"avc1.64001f\"\nLD/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=2\nSD/index.m3u8\n"
+        let tracks = [
+            SubtitleTrack(subtitleId: "sta", language: "en", name: "English", isDefault: true, key: "k", cueCount: 1, createdAt: Date()),
+            SubtitleTrack(subtitleId: "stb", language: "pt-BR", name: "Português", isDefault: false, key: "k", cueCount: 1, createdAt: Date()),
+        ]
+        let text = SubtitlePlaylists.master(master, tracks: tracks)
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines.filter { $0.hasPrefix("#EXT-X-MEDIA:TYPE=SUBTITLES") }.count == 2)
+        #expect(lines.contains("#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"subs\",NAME=\"English\",LANGUAGE=\"en\",DEFAULT=YES,AUTOSELECT=YES,FORCED=NO,URI=\"subtitles/sta.m3u8\""))
+        #expect(lines.filter { $0.hasPrefix("#EXT-X-STREAM-INF:") }.allSatisfy { $0.hasSuffix(",SUBTITLES=\"subs\"") })
+        #expect(SubtitlePlaylists.master(master, tracks: []) == master)
+
+        #expect(SubtitlePlaylists.file("subtitles/sta.m3u8") == .playlist(subtitleId: "sta"))
+        #expect(SubtitlePlaylists.file("subtitles/sta.vtt") == .track(subtitleId: "sta"))
+        #expect(SubtitlePlaylists.file("subtitles/sta/12.vtt") == .segment(subtitleId: "sta", index: 12))
+        for path in ["subtitles/sta/012.vtt", "subtitles/sta/-1.vtt", "subtitles/sta/x.vtt", "subtitles/a/b/c.vtt", "LD/index.m3u8", "subtitles/sta.srt"] {
+            #expect(SubtitlePlaylists.file(path) == nil, "\(path)")
+        }
+
+        let media = SubtitlePlaylists.mediaPlaylist(subtitleId: "sta", duration: 9.5, segmentSeconds: 4)
+        #expect(media.contains("#EXT-X-TARGETDURATION:4") && media.hasSuffix("#EXT-X-ENDLIST\n"))
+        #expect(media.components(separatedBy: "#EXTINF:").count - 1 == 3)
+        #expect(media.contains("#EXTINF:1.500,\nsta/2.vtt"))
+    }
+
+    @Test("language tags follow BCP 47's shape")
+    func languageTags() {
+        for tag in ["en", "pt-BR", "zh-Hans", "zh-Hans-CN", "es-419", "yue"] { #expect(MediaAPI.isLanguageTag(tag), "\(tag)") }
+        for tag in ["", "e", "english", "en_US", "en-", "en--US", "en-abcdefghi", "\u{0645}\u{0635}"] {
+            #expect(!MediaAPI.isLanguageTag(tag), "\(tag)")
+        }
+    }
+}
+
+@Suite("Subtitle tracks through the media API (SQLite and PostgreSQL)", .serialized, .timeLimit(.minutes(10)))
+struct SubtitleCatalogTests {
+    static let srt = "1\n00:00:00,500 --> 00:00:02,000\nHello\n"
+
+    @Test("AddSubtitle, ListSubtitles and DeleteSubtitle keep a video's tracks; bad requests change nothing", arguments: QuotaBackend.allCases)
+    func tracks(backend: QuotaBackend) async throws {
+        try await backend.withNodes { servers in
+            let server = servers[0]
+            let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+            let media = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+            let videoId = try await media.createUploadVideo(.init(title: "Captions", fileName: "c.mp4")).id
+
+            let english = try await media.addSubtitle(videoId: videoId, language: "en", name: "English", isDefault: true, content: Self.srt)
+            #expect(english.language == "en" && english.name == "English" && english.isDefault && english.cueCount == 1)
+            let french = try await media.addSubtitle(videoId: videoId, language: "fr", isDefault: true, content: "WEBVTT\n\n00:01.000 --> 00:02.000\nBonjour\n")
+            #expect(french.name == "fr")
+            // One default at a time: the newer default took it over.
+            let listed = try await media.listSubtitles(videoId: videoId)
+            #expect(listed.map(\.subtitleId) == [english.subtitleId, french.subtitleId])
+            #expect(listed.map(\.isDefault) == [false, true])
+            let stored = try await server.server.store.object(bucket: "ferry-media", key: "video/\(videoId)/subtitles/\(english.subtitleId).vtt")
+            #expect(stored.size > 0)
+
+            func refusal(_ body: () async throws -> Void) async -> String? {
+                do {
+                    try await body()
+                    return nil
+                } catch {
+                    return (error as? FerryError)?.serverCode ?? "\(error)"
+                }
+            }
+            #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "english", content: Self.srt) } == "InvalidParameter")
+            #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", content: "not a track") } == "InvalidParameter")
+            #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", name: "a \"quoted\" name", content: Self.srt) } == "InvalidParameter")
+            #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", content: "") } == "MissingParameter")
+            #expect(await refusal { _ = try await media.addSubtitle(videoId: "no-such-video", language: "en", content: Self.srt) } != nil)
+            #expect(await refusal { try await media.deleteSubtitle(videoId: videoId, subtitleId: "st0000") } != nil)
+            #expect(try await media.listSubtitles(videoId: videoId).count == 2)
+
+            // Another key's caller cannot touch the tracks.
+            let other = try await media.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:*"])]))
+            let stranger = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: other)
+            #expect(await refusal { _ = try await stranger.listSubtitles(videoId: videoId) } == "Forbidden")
+            #expect(await refusal { try await stranger.deleteSubtitle(videoId: videoId, subtitleId: english.subtitleId) } == "Forbidden")
+
+            try await media.deleteSubtitle(videoId: videoId, subtitleId: english.subtitleId)
+            #expect(try await media.listSubtitles(videoId: videoId).map(\.subtitleId) == [french.subtitleId])
+            await #expect(throws: (any Error).self) {
+                _ = try await server.server.store.object(bucket: "ferry-media", key: stored.key)
+            }
+        }
+    }
+}
+
+@Suite("Subtitle tracks in the HLS stream, read by ffprobe and the m3u8 package", .timeLimit(.minutes(10)))
+struct SubtitlePlaybackTests {
+    @Test("a processed video's master playlist lists its tracks; ffprobe reads a track's playlist as a subtitle stream; m3u8 parses every playlist")
+    func playback() async throws {
+        try await MediaHarness.with { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 10))
+            #expect(try await harness.waitFor(videoId, ["Normal", "TranscodeFail"], timeout: .seconds(300)).status == "Normal")
+            let srt = "1\n00:00:00,500 --> 00:00:03,000\nFirst words\n\n2\n00:00:05,000 --> 00:00:06,000\nSecond words\n"
+            let track = try await harness.media.addSubtitle(videoId: videoId, language: "en", name: "English", isDefault: true, content: srt)
+            let play = try await harness.media.getPlayInfo(videoId: videoId, formats: ["m3u8"])
+            let master = try #require(play.streams.first { $0.definition == "AUTO" }?.url)
+            let client = HTTPGetter()
+
+            let masterText = try await client.text(master)
+            #expect(masterText.contains("#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"subs\",NAME=\"English\",LANGUAGE=\"en\",DEFAULT=YES"))
+            // Files beside the master, with its query (the token of a signed video).
+            func beside(_ path: String) -> String { master.replacingOccurrences(of: "master.m3u8", with: path) }
+            let media = try await client.text(beside("subtitles/\(track.subtitleId).m3u8"))
+            #expect(media.contains("#EXT-X-ENDLIST"))
+            let second = try await client.text(beside("subtitles/\(track.subtitleId)/1.vtt"))
+            #expect(second.contains("Second words") && !second.contains("First words"))
+            let whole = try await client.text(beside("subtitles/\(track.subtitleId).vtt"))
+            #expect(whole.hasPrefix("WEBVTT") && whole.contains("00:00:00.500 --> 00:00:03.000"))
+            #expect(try await client.status(beside("subtitles/\(track.subtitleId)/99.vtt")) == 404)
+            #expect(try await client.status(beside("subtitles/st0000000000000000.m3u8")) == 404)
+
+            // ffprobe reads the track's HLS playlist as a WebVTT subtitle stream, and ffmpeg takes every cue from its
+            // segments at its time. (Debian's ffmpeg 5.1 skips a master playlist's subtitle renditions, "Can't
+            // support the subtitle", so the track's own playlist is what it is given.)
+            let trackPlaylist = beside("subtitles/\(track.subtitleId).m3u8")
+            let probed = try await MediaFixtures.probe(trackPlaylist)
+            #expect(probed.codec("subtitle") == "webvtt")
+            let cues = harness.fixtures + "/cues.vtt"
+            try await MediaFixtures.ffmpeg(["-i", trackPlaylist, "-f", "webvtt", cues])
+            let extracted = try String(contentsOfFile: cues, encoding: .utf8)
+            #expect(extracted.contains("00:00.500 --> 00:03.000\nFirst words\n\n00:05.000 --> 00:06.000\nSecond words"), "\(extracted)")
+            #expect(try await MediaFixtures.probe(master).codec("video") == "h264")
+
+            // The m3u8 package (PyPI), a reader no one here wrote, parses the master, a variant, the audio rendition and the
+            // track.
+            let script = """
+                import json, sys, m3u8
+                master = m3u8.load(sys.argv[1])
+                subs = [m for m in master.media if m.type == "SUBTITLES"]
+                track = m3u8.load(master.base_uri + subs[0].uri)
+                variant = m3u8.load(master.base_uri + master.playlists[0].uri)
+                audio = [m for m in master.media if m.type == "AUDIO"]
+                sound = m3u8.load(master.base_uri + audio[0].uri)
+                print(json.dumps({
+                    "audioGroups": sorted({p.stream_info.audio for p in master.playlists}),
+                    "audioSegments": len(sound.segments), "audioMap": sound.segment_map[0].uri if sound.segment_map else None,
+                    "variants": len(master.playlists),
+                    "groups": sorted({p.stream_info.subtitles for p in master.playlists}),
+                    "language": subs[0].language, "default": subs[0].default,
+                    "trackSegments": len(track.segments), "trackDuration": sum(s.duration for s in track.segments),
+                    "variantSegments": len(variant.segments), "variantDuration": sum(s.duration for s in variant.segments),
+                }))
+                """
+            let run = try await MediaFixtures.tool("python3", ["-c", script, master])
+            #expect(run.status == 0, "\(run.errorOutput)")
+            let parsed = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any])
+            #expect(parsed["groups"] as? [String] == ["subs"])
+            // The sound is the master's AUDIO group, an fMP4 rendition of its own.
+            #expect(parsed["audioGroups"] as? [String] == ["audio"])
+            #expect((parsed["audioSegments"] as? Int ?? 0) >= 3 && parsed["audioMap"] as? String == "init.mp4")
+            #expect(parsed["language"] as? String == "en" && parsed["default"] as? String == "YES")
+            #expect((parsed["trackSegments"] as? Int ?? 0) >= 3)
+            let trackDuration = try #require(parsed["trackDuration"] as? Double)
+            let variantDuration = try #require(parsed["variantDuration"] as? Double)
+            #expect(abs(trackDuration - variantDuration) < 0.5, "subtitle segments cover the video: \(trackDuration) vs \(variantDuration)")
+
+            // Deleting the track takes it out of the master playlist.
+            try await harness.media.deleteSubtitle(videoId: videoId, subtitleId: track.subtitleId)
+            #expect(!(try await client.text(master)).contains("TYPE=SUBTITLES"))
+            #expect(try await client.status(beside("subtitles/\(track.subtitleId).m3u8")) == 404)
+        }
+    }
+}
+
+/// Plain GETs of playback URLs (no credential: the URL carries it).
+private struct HTTPGetter {
+    func text(_ url: String) async throws -> String {
+        let (status, data) = try await get(url)
+        guard status == 200 else { throw GetFailed(url: url, status: status) }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    func status(_ url: String) async throws -> Int { try await get(url).0 }
+
+    private func get(_ url: String) async throws -> (Int, Data) {
+        let run = try await MediaFixtures.tool("curl", ["-sS", "-o", "-", "-w", "\n%{http_code}", url])
+        guard run.status == 0, let cut = run.output.lastIndex(of: "\n"), let status = Int(run.output[run.output.index(after: cut)...])
+        else { throw GetFailed(url: url, status: -1) }
+        return (status, Data(run.output[..<cut].utf8))
+    }
+
+    struct GetFailed: Error { var url: String; var status: Int }
+}
