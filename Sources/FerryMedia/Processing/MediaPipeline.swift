@@ -304,6 +304,7 @@ package struct MediaPipeline: Sendable {
                     duration: renditions.compactMap(\.duration).max(), fps: renditions.compactMap(\.fps).max(),
                     size: Int64(master.utf8.count), videoCodec: nil, audioCodec: nil))
         }
+        try await makeStoryboard(source: source, info: info, into: encoded, work: directory)
         await progress(0.9)
 
         // Store every file under this job's prefix; nothing points at them yet.

@@ -81,10 +81,12 @@ extension MediaAPI {
         let expires = credentials.now().addingTimeInterval(TimeInterval(timeout))
         let expiration = expires.formatted(.iso8601)
         var streams: [MediaContract.PlayStream] = []
+        var storyboard: String?
         if let renditions = video.renditions, !renditions.isEmpty {
             let token = PlaybackToken.make(
                 videoId: video.videoId, expiration: expires, codec: credentials.tokens)
             let base = publicBase(call).base + PlaybackToken.pathPrefix + token + "/" + video.videoId + "/"
+            storyboard = try await storyboardURL(of: video, playBase: base)
             for rendition in renditions {
                 var stream = Self.playStream(rendition, url: base + rendition.path)
                 stream.expiration = expiration
@@ -116,6 +118,7 @@ extension MediaAPI {
         base.mediaType = video.mezzanine?.hasVideo == false ? "audio" : "video"
         base.coverURL = coverURL(of: video, call)
         base.duration = video.mezzanine?.duration
+        base.storyboardURL = storyboard
         return MediaContract.PlayInfoAnswer(videoBase: base, playInfoList: streams)
     }
 

@@ -14,6 +14,8 @@ import Logging
 /// is altered, expired or for another video, 404 `NoSuchKey` for a file that is not published.
 struct PlaybackAPI: Sendable {
     let media: MediaAPI
+    /// Makes the stills and animations asked for by name (`thumbnail.jpg`, `animated.gif`, …); nil without ffmpeg.
+    var previews: PreviewRenderer?
 
     /// Answers a playback request (errors are thrown for the group's S3 dialect).
     func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
@@ -52,6 +54,8 @@ struct PlaybackAPI: Sendable {
         if file == MediaAPI.coverFileName {
             guard let snapshot = video.snapshotKey else { throw missing }
             key = snapshot
+        } else if let picture = try await previewKey(file: file, request: request, video: video) {
+            key = picture
         } else {
             guard let prefix = video.outputPrefix else { throw missing }
             key = prefix + "/" + file
