@@ -161,7 +161,7 @@ struct MediaPreviewTests {
             let reference = harness.fixtures + "/animated-reference.png"
             try await Self.referenceFrame(
                 harness.fixtures + "/landscape480.mp4", time: 3, width: 240, height: 134, to: reference)
-            #expect(try await Self.psnr(first, reference) > 20)
+            #expect(try await Self.psnr(first, reference) > 25)
 
             let webp = try await S3TestClient.fetch(Self.url(storyboard, "animated.webp?start=0&end=2"))
             #expect(webp.status == 200)

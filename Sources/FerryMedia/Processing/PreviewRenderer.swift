@@ -73,11 +73,13 @@ package struct PreviewRenderer: Sendable {
         let directory = configuration.workDirectory + "/" + UUID().uuidString
         try PrivateFiles.directory(directory)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let (input, offset) = try await fetchInput(for: request, of: video, into: directory)
+        let input = try await fetchInput(for: request, of: video, into: directory)
         let output = directory + "/picture." + request.format
         let errors = directory + "/ffmpeg.err"
         var process = ChildProcess(
-            executable: pipeline.tools.ffmpeg, arguments: request.arguments(input: input, offset: offset, output: output))
+            executable: pipeline.tools.ffmpeg,
+            arguments: request.arguments(
+                input: input.path, offset: input.offset, countsFromFirstFrame: input.isSegments, output: output))
         process.standardError = errors
         process.timeLimit = configuration.timeLimit
         let outcome = try await pipeline.run(process)
@@ -101,9 +103,16 @@ package struct PreviewRenderer: Sendable {
             contentType: WorkFiles.contentType(forPath: output))
     }
 
-    /// Writes what ffmpeg reads into `directory`: the file, and the offset into it of the request's start.
+    /// What ffmpeg reads: a file, the offset into it of the request's start, and whether it is joined HLS segments.
+    private struct Input {
+        var path: String
+        var offset: Double
+        var isSegments = false
+    }
+
+    /// Writes what ffmpeg reads into `directory`.
     private func fetchInput(for request: PreviewRequest, of video: VideoRecord, into directory: String) async throws
-        -> (String, Double)
+        -> Input
     {
         let renditions = video.renditions ?? []
         func best(_ format: String) -> Rendition? {
@@ -114,19 +123,19 @@ package struct PreviewRenderer: Sendable {
             let segments = try await hlsInput(
                 playlistKey: prefix + "/" + variant.path, bucket: video.bucket, from: request.start, to: request.end,
                 into: directory)
-            if let segments { return segments }
+            if let segments { return Input(path: segments.0, offset: segments.1, isSegments: true) }
         }
         if let prefix = video.outputPrefix, let mp4 = best("mp4") {
             let path = directory + "/input.mp4"
             try await WorkFiles.download(
                 try await pipeline.store.object(bucket: video.bucket, key: prefix + "/" + mp4.path), from: pipeline.store,
                 to: path)
-            return (path, request.start)
+            return Input(path: path, offset: request.start)
         }
         guard let (source, _) = try await pipeline.download(video, into: directory) else {
             throw FerryDomainError(.objectNotFound, "The video is gone.")
         }
-        return (source, request.start)
+        return Input(path: source, offset: request.start)
     }
 
     /// The init section and the segments of an HLS (fMP4) variant that cover `start...end`, joined into one file, and

@@ -168,7 +168,7 @@ package struct PreviewRequest: Sendable, Hashable {
     var scaleFilter: String {
         switch (kind, width, height) {
         case (.animated, let width, _):
-            return "fps=\(fps),scale=\(width ?? Bounds.defaultAnimatedWidth):-2:flags=lanczos"
+            return "fps=\(fps):round=up,scale=\(width ?? Bounds.defaultAnimatedWidth):-2:flags=lanczos"
         case (.thumbnail, nil, nil):
             let side = Bounds.thumbnailSide.upperBound
             return "scale='min(iw,\(side))':'min(ih,\(side))':force_original_aspect_ratio=decrease"
@@ -192,11 +192,25 @@ package struct PreviewRequest: Sendable, Hashable {
     }
 
     /// The ffmpeg arguments that make the picture from `input`, starting `offset` seconds into that file.
-    func arguments(input: String, offset: Double, output: String) -> [String] {
-        var arguments = [
-            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-ss", String(format: "%.3f", max(0, offset)),
-        ]
-        if kind == .animated { arguments += ["-t", String(format: "%.3f", end - start)] }
+    ///
+    /// A file made of HLS segments keeps the timestamps of the whole video, offset differently per stream (audio
+    /// packets start before the first frame, B-frames delay it), so seeking by time would miss the frame: with
+    /// `countsFromFirstFrame`, the whole file is decoded and the offset counted from its first frame instead.
+    func arguments(input: String, offset: Double, countsFromFirstFrame: Bool = false, output: String) -> [String] {
+        var arguments = ["-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y"]
+        let length = String(format: "%.3f", end - start)
+        let from = String(format: "%.3f", max(0, offset))
+        var scaleFilter = scaleFilter
+        if countsFromFirstFrame {
+            let selection =
+                kind == .animated
+                ? "select='gte(t-start_t,\(from))*lt(t-start_t,\(from)+\(length))',setpts=PTS-STARTPTS,trim=duration=\(length)"
+                : "select='gte(t-start_t,\(from))',setpts=PTS-STARTPTS"
+            scaleFilter = selection + "," + scaleFilter
+        } else {
+            arguments += ["-ss", from]
+            if kind == .animated { arguments += ["-t", length] }
+        }
         arguments += ["-i", input, "-map", "0:v:0", "-an", "-sn", "-dn"]
         switch (kind, format) {
         case (.thumbnail, "jpg"):
