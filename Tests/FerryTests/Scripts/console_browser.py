@@ -197,13 +197,12 @@ def run(driver):
     shot(driver, "video")
     passed("video plays")
 
-    # The timeline under the player previews the storyboard: hovering near its end shows the tile of that moment, the
-    # sprite's part named by the cue's #xywh fragment, and the sprite itself loads.
+    # The timeline under the player previews the storyboard: hovering over its middle shows the tile of that moment,
+    # the sprite's part named by the cue's #xywh fragment, and the sprite itself loads.
     bar = wait(driver, lambda d: d.find_element(By.ID, "scrub-bar"), message="the storyboard timeline")
     wait(driver, lambda d: int(d.find_element(By.ID, "scrub-bar").get_attribute("data-cues") or "0") >= 3,
          message="the storyboard cues")
-    width = bar.size["width"]
-    ActionChains(driver).move_to_element_with_offset(bar, int(width * 0.4), 0).perform()
+    ActionChains(driver).move_to_element(bar).perform()  # its centre: 1.5 s of the 3 s clip
     preview = wait(driver, lambda d: d.find_element(By.ID, "scrub-preview").is_displayed()
                    and d.find_element(By.ID, "scrub-preview"), message="the scrub preview")
     tile = js(driver, """
@@ -219,7 +218,8 @@ def run(driver):
                                        image.onerror = () => done(0); image.src = url; });""")
     assert loaded >= 160 * 3, f"the sprite is {loaded} pixels wide"
     shot(driver, "video-storyboard")
-    ActionChains(driver).move_by_offset(0, 200).perform()
+    ActionChains(driver).move_to_element(driver.find_element(By.ID, "video-title")).perform()
+    wait(driver, lambda d: not d.find_element(By.ID, "scrub-preview").is_displayed(), message="the preview to hide")
     passed("storyboard previews on the timeline")
 
     # Edit the title to markup: it shows as those characters and nothing runs.
