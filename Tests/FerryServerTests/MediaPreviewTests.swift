@@ -6,6 +6,8 @@ import Foundation
 import NIOCore
 import Testing
 
+@testable import FerryServer
+
 @Suite("Video pictures: thumbnails and animations on demand, the storyboard", .serialized, .timeLimit(.minutes(10)))
 struct MediaPreviewTests {
     /// ffmpeg's PSNR (average, dB) between two pictures of the same size; infinity when they are identical.
@@ -171,7 +173,7 @@ struct MediaPreviewTests {
         }
     }
 
-    @Test("the storyboard: a sprite of 160-pixel tiles and a WebVTT file whose cues run from 0 to the duration, each tile inside the sprite; before any rendition, thumbnails come from the source")
+    @Test("the storyboard: a sprite of 160-pixel tiles and a WebVTT file whose cues run from 0 to the duration, each tile inside the sprite; before any rendition, thumbnails come from the source; a file that is no video gets a 400 with the reason")
     func storyboard() async throws {
         try await MediaHarness.with { harness in
             let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 12))
@@ -237,6 +239,19 @@ struct MediaPreviewTests {
             try await Self.referenceFrame(source, time: 2.5, width: 320, height: 180, to: reference)
             #expect(try await Self.psnr(picture, reference) > 25)
             #expect(try await harness.keys(under: "video/\(plain)/previews/").count == 1)
+
+            // A file played as uploaded that is no video: no picture, and the caller is told why (not a server error).
+            let text = harness.fixtures + "/notes.mp4"
+            try Data("This is a shopping list, not a film.\n".utf8).write(to: URL(fileURLWithPath: text))
+            let notes = try await harness.upload(text, transcode: "NoTranscode")
+            #expect(try await harness.waitFor(notes, ["Normal", "TranscodeFail"]).status == "Normal")
+            let token = PlaybackToken.make(
+                videoId: notes, expiration: Date().addingTimeInterval(600), codec: harness.server.server.credentials.tokens)
+            let refused = try await S3TestClient.fetch(
+                harness.server.endpoint + PlaybackToken.pathPrefix + token + "/" + notes + "/thumbnail.jpg?time=0")
+            #expect(refused.status == 400, "\(refused.status) \(refused.text)")
+            #expect(refused.text.contains("<Code>InvalidArgument</Code>") && refused.text.contains("No picture can be taken"))
+            #expect(!refused.text.contains(harness.server.dataDirectory))
         }
     }
 }

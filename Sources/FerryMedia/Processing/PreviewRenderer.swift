@@ -40,8 +40,9 @@ package struct PreviewRenderer: Sendable {
     /// The key under which the picture `file` asks for is stored, made now when it is not yet; nil when `file` names
     /// no preview.
     ///
-    /// - Throws: ``FerryDomainError`` `invalidArgument` for parameters out of bounds, or a video without a picture;
-    ///   ``PreviewRenderer/Failure`` when ffmpeg cannot make it; what the store throws.
+    /// - Throws: ``FerryDomainError`` `invalidArgument` for parameters out of bounds, a video without a picture, or
+    ///   one ffmpeg cannot take a picture from; ``PreviewRenderer/Failure`` when ffmpeg runs out of time; what the
+    ///   store throws.
     package func picture(file: String, query: [String: String], of video: VideoRecord) async throws -> String? {
         guard
             let request = try PreviewRequest.parse(file: file, query: query, duration: video.mezzanine?.duration)
@@ -60,7 +61,7 @@ package struct PreviewRenderer: Sendable {
         return key
     }
 
-    /// ffmpeg could not make a picture.
+    /// ffmpeg did not make a picture in time.
     package struct Failure: Error, CustomStringConvertible {
         /// Why, without the server's paths.
         package var reason: String
@@ -84,12 +85,12 @@ package struct PreviewRenderer: Sendable {
         process.timeLimit = configuration.timeLimit
         let outcome = try await pipeline.run(process)
         let size = WorkFiles.size(of: output)
+        if outcome.timedOut { throw Failure(reason: "ffmpeg did not make the picture within the time limit.") }
         guard outcome.succeeded, size > 0 else {
-            throw Failure(
-                reason: outcome.timedOut
-                    ? "ffmpeg did not make the picture within the time limit."
-                    : MediaProbe.reason(
-                        fromStandardError: MediaPipeline.hidingPaths(ChildProcess.tail(of: errors), directory)))
+            // The file is to blame (a video played as uploaded need not be one ffmpeg reads): the caller's to hear.
+            let reason = MediaProbe.reason(
+                fromStandardError: MediaPipeline.hidingPaths(ChildProcess.tail(of: errors), directory))
+            throw FerryDomainError(.invalidArgument, "No picture can be taken from the video: \(reason)")
         }
         guard size <= configuration.maxBytes else {
             throw FerryDomainError(
