@@ -5,7 +5,7 @@ import Testing
 
 /// The web console in a real Chromium (Debian's `chromium` and `chromium-driver`, driven headless by Selenium from
 /// Scripts/console_browser.py) against `ferry serve` with media processing: sign in, upload through the file input,
-/// watch the status become Normal, play, edit, resume after a reload, keep an upload across an ended session,
+/// watch the status become Normal, play, preview the storyboard on the timeline, edit, resume after a reload, keep an upload across an ended session,
 /// delete, keys, webhooks, the status page, a narrow window, a scoped key. Screenshots go to `.build/test-artifacts/console/`.
 @Suite("Web console in Chromium", .serialized, .timeLimit(.minutes(10)))
 struct ConsoleBrowserTests {
@@ -65,7 +65,8 @@ struct ConsoleBrowserTests {
         let passed = Set(result.output.split(separator: "\n").filter { $0.hasPrefix("PASS ") }.map { String($0.dropFirst(5)) })
         let expected: Set<String> = [
             "sign in", "upload reaches 100 %", "status becomes Normal", "library lists the video with its cover",
-            "video plays", "captions show as a track of the player", "edit title", "title with markup renders as text",
+            "video plays", "captions show as a track of the player", "storyboard previews on the timeline", "edit title",
+            "title with markup renders as text",
             "reload mid-upload resumes without re-sending stored parts", "expired session keeps the upload",
             "pause, resume and a dropped network", "cancel", "delete",
             "keys page shows a secret once", "webhooks page lists deliveries", "status page lists this node",
@@ -73,7 +74,10 @@ struct ConsoleBrowserTests {
             "scoped key sees only its own videos",
         ]
         #expect(passed == expected, "missing: \(expected.subtracting(passed))")
-        for page in ["sign-in", "upload", "library", "video", "video-captions", "keys", "webhooks", "status", "library-narrow"] {
+        for page in [
+            "sign-in", "upload", "library", "video", "video-captions", "video-storyboard", "keys", "webhooks", "status",
+            "library-narrow",
+        ] {
             #expect(FileManager.default.fileExists(atPath: "\(Self.artifacts)/\(page).png"), "no screenshot of \(page)")
         }
         // No secret of either key reached the server's log.

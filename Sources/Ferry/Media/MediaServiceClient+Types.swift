@@ -20,6 +20,8 @@ extension MediaServiceClient {
         public var coverURL: String?
         /// Seconds.
         public var duration: Double?
+        /// The storyboard's WebVTT file (tiles of a sprite as `#xywh=` fragments), once the video has one.
+        public var storyboardURL: String?
         /// The streams.
         public var streams: [Stream]
 
@@ -35,6 +37,7 @@ extension MediaServiceClient {
             status = answer.videoBase.status
             coverURL = answer.videoBase.coverURL
             duration = answer.videoBase.duration
+            storyboardURL = answer.videoBase.storyboardURL
             streams = answer.playInfoList
         }
     }

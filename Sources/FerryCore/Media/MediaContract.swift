@@ -164,6 +164,9 @@ public enum MediaContract {
         public var coverURL: String?
         /// Seconds.
         public var duration: Double?
+        /// The storyboard's WebVTT file (`storyboard.vtt`): one cue per tile of its sprite, as `storyboard.jpg#xywh=`
+        /// fragments relative to it. Nil until the video has published renditions with one.
+        public var storyboardURL: String?
 
         /// Creates a base.
         public init(videoId: String, title: String, status: String) {
@@ -175,6 +178,7 @@ public enum MediaContract {
         enum CodingKeys: String, CodingKey {
             case videoId = "VideoId", title = "Title", status = "Status", creationTime = "CreationTime"
             case mediaType = "MediaType", coverURL = "CoverURL", duration = "Duration"
+            case storyboardURL = "StoryboardURL"
         }
     }
 

@@ -335,6 +335,7 @@ package struct MediaPipeline: Sendable {
             mpd.size = Int64(manifest.utf8.count)
             renditions.append(mpd)
         }
+        try await makeStoryboard(source: source, info: info, into: encoded, work: directory)
         await progress(0.9)
 
         // Store every file under this job's prefix; nothing points at them yet.

@@ -76,6 +76,9 @@ package enum WorkFiles {
         case "m4a": return "audio/mp4"
         case "jpg", "jpeg": return "image/jpeg"
         case "png": return "image/png"
+        case "webp": return "image/webp"
+        case "gif": return "image/gif"
+        case "vtt": return "text/vtt; charset=utf-8"
         default: return "application/octet-stream"
         }
     }

@@ -141,7 +141,7 @@ extension FerryServer {
         forms.post("") { request, context in try await form.respond(to: request, context: context) }
 
         // Playback: any origin may read it (the URL is the credential).
-        let playback = PlaybackAPI(media: media)
+        let playback = PlaybackAPI(media: media, previews: previewRenderer)
         let play = router.group(
             "/_ferry/play", S3Dialect(namesResource: false), outer: [PlaybackCrossOriginMiddleware()], continues: false)
         play.on(["", "**"], methods: all) { request, context in try await playback.respond(to: request, context: context) }

@@ -97,8 +97,11 @@ extension MediaAPI {
         let expires = credentials.now().addingTimeInterval(TimeInterval(timeout))
         let expiration = expires.formatted(.iso8601)
         var streams: [MediaContract.PlayStream] = []
+        var storyboard: String?
         if let renditions = video.renditions, !renditions.isEmpty {
             let token = try await playToken(video, audiences: [.video], lifetime: TimeInterval(timeout))
+            let storyboardToken = try await playToken(video, audiences: [.storyboard], lifetime: TimeInterval(timeout))
+            storyboard = try await storyboardURL(of: video, call, token: storyboardToken)
             for rendition in renditions {
                 let url = PlaybackToken.url(
                     base: publicBase(call).base, videoId: video.videoId, file: rendition.path, token: token)
@@ -132,6 +135,7 @@ extension MediaAPI {
         base.mediaType = video.mezzanine?.hasVideo == false ? "audio" : "video"
         base.coverURL = try await coverURL(of: video, call)
         base.duration = video.mezzanine?.duration
+        base.storyboardURL = storyboard
         return MediaContract.PlayInfoAnswer(videoBase: base, playInfoList: streams)
     }
 

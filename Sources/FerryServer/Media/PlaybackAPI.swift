@@ -17,6 +17,8 @@ import NIOCore
 /// (``PlaybackAuthorizer/Refusal``), 404 `NoSuchKey` for a file that is not published.
 struct PlaybackAPI: Sendable {
     let media: MediaAPI
+    /// Makes the stills and animations asked for by name (`thumbnail.jpg`, `animated.gif`, …); nil without ffmpeg.
+    var previews: PreviewRenderer?
 
     /// The largest playlist rewritten (a playlist of a few hours of 6-second segments is well under this).
     static let maxPlaylistBytes: Int64 = 4 << 20
@@ -67,6 +69,8 @@ struct PlaybackAPI: Sendable {
         if file == MediaAPI.coverFileName {
             guard let snapshot = video.snapshotKey else { throw missing }
             key = snapshot
+        } else if let picture = try await previewKey(file: file, request: request, video: video) {
+            key = picture
         } else {
             guard let prefix = video.outputPrefix else { throw missing }
             key = prefix + "/" + file

@@ -15,6 +15,7 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, WebDriverException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -211,6 +212,30 @@ def run(driver):
          message="the caption cue to be active")
     shot(driver, "video-captions")
     passed("captions show as a track of the player")
+    # The timeline under the player previews the storyboard: hovering over its middle shows the tile of that moment,
+    # the sprite's part named by the cue's #xywh fragment, and the sprite itself loads.
+    bar = wait(driver, lambda d: d.find_element(By.ID, "scrub-bar"), message="the storyboard timeline")
+    wait(driver, lambda d: int(d.find_element(By.ID, "scrub-bar").get_attribute("data-cues") or "0") >= 3,
+         message="the storyboard cues")
+    ActionChains(driver).move_to_element(bar).perform()  # its centre: 1.5 s of the 3 s clip
+    preview = wait(driver, lambda d: d.find_element(By.ID, "scrub-preview").is_displayed()
+                   and d.find_element(By.ID, "scrub-preview"), message="the scrub preview")
+    tile = js(driver, """
+        const tile = document.getElementById('scrub-tile'); const style = getComputedStyle(tile);
+        return { image: style.backgroundImage, position: style.backgroundPosition, width: tile.offsetWidth,
+                 start: document.getElementById('scrub-preview').dataset.start };""")
+    assert "storyboard.jpg" in tile["image"], tile
+    assert float(tile["start"]) >= 1.0, tile
+    assert tile["position"] != "0px 0px", tile
+    loaded = js(driver, """
+        const url = getComputedStyle(document.getElementById('scrub-tile')).backgroundImage.slice(5, -2);
+        return new Promise((done) => { const image = new Image(); image.onload = () => done(image.naturalWidth);
+                                       image.onerror = () => done(0); image.src = url; });""")
+    assert loaded >= 160 * 3, f"the sprite is {loaded} pixels wide"
+    shot(driver, "video-storyboard")
+    ActionChains(driver).move_to_element(driver.find_element(By.ID, "video-title")).perform()
+    wait(driver, lambda d: not d.find_element(By.ID, "scrub-preview").is_displayed(), message="the preview to hide")
+    passed("storyboard previews on the timeline")
 
     # Edit the title to markup: it shows as those characters and nothing runs.
     title = driver.find_element(By.ID, "edit-video-title")

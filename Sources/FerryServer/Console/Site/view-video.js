@@ -1,9 +1,10 @@
-// One video: the player (HLS where the browser plays it natively, else the MP4 rendition), renditions, cover and
-// snapshots, editable details, play URLs to copy, and deletion.
+// One video: the player (HLS where the browser plays it natively, else the MP4 rendition) with a timeline that
+// previews the storyboard's tiles on hover, renditions, cover and snapshots, editable details, play URLs to copy, and deletion.
 
 import { media } from './api.js';
 import { h, replace, bytes, duration, time, copy, toast, confirmDialog } from './dom.js';
 import { statusText } from './view-library.js';
+import { storyboardTimeline } from './storyboard.js';
 
 export function videoPage(main, videoId) {
   let timer = null;
@@ -34,6 +35,8 @@ export function videoPage(main, videoId) {
   function render(info, play, subtitles) {
     const streams = play?.PlayInfoList || [];
     const player = playerFor(streams, info, subtitles);
+    const storyboard = play?.VideoBase?.StoryboardURL && player.tagName === 'VIDEO'
+      ? storyboardTimeline(player, play.VideoBase.StoryboardURL, play.VideoBase.Duration) : null;
     const renditions = h('div', { class: 'table-wrap' }, h('table', { id: 'renditions' },
       h('caption', { class: 'visually-hidden' }, 'Renditions'),
       h('thead', {}, h('tr', {}, ['Definition', 'Format', 'Resolution', 'Bitrate', 'Size'].map((name) => h('th', { scope: 'col' }, name)))),
@@ -53,6 +56,7 @@ export function videoPage(main, videoId) {
       h('div', { class: 'columns' },
         h('section', { 'aria-label': 'Player' },
           player,
+          storyboard,
           h('h2', {}, 'Renditions'), streams.length ? renditions : h('p', { class: 'note' }, 'None yet.'),
           h('h2', {}, 'Play URLs'), streams.length ? urls : h('p', { class: 'note' }, 'None yet.')),
         h('section', { 'aria-label': 'Details' },

@@ -1,0 +1,29 @@
+import FerryStorage
+import Foundation
+
+extension MediaPipeline {
+    /// Makes the video's storyboard (``StoryboardPlan``) from the source into `directory`, beside the renditions it is
+    /// published with: `storyboard.jpg` and `storyboard.vtt`. A video without a picture or a duration has none; a
+    /// storyboard ffmpeg cannot make is left out (logged), never failing the transcode.
+    func makeStoryboard(source: String, info: MezzanineInfo, into directory: String, work: String) async throws {
+        guard info.hasVideo, let plan = StoryboardPlan(duration: info.duration) else { return }
+        let image = directory + "/" + StoryboardPlan.imageFileName
+        var process = ChildProcess(executable: tools.ffmpeg, arguments: plan.arguments(input: source, output: image))
+        process.standardError = work + "/storyboard.err"
+        process.timeLimit = configuration.jobTimeLimit
+        let outcome = try await run(process)
+        let sprite = outcome.succeeded && WorkFiles.size(of: image) > 0 ? try await measure(image, directory: work) : nil
+        guard let height = sprite?.height, height >= plan.rows, plan.rows > 0 else {
+            try? FileManager.default.removeItem(atPath: image)
+            logger.warning(
+                "storyboard not made",
+                metadata: [
+                    "ferry.exit-code": "\(outcome.exitCode ?? -1)",
+                    "error": .string(Self.hidingPaths(ChildProcess.tail(of: work + "/storyboard.err"), work)),
+                ])
+            return
+        }
+        let vtt = plan.vtt(tileHeight: height / plan.rows)
+        try Data(vtt.utf8).write(to: URL(fileURLWithPath: directory + "/" + StoryboardPlan.vttFileName))
+    }
+}

@@ -1,0 +1,186 @@
+import FerryCore
+import FerryStorage
+import Foundation
+
+/// Makes the pictures a video's playback path serves on demand — stills (`thumbnail.{jpg,png,webp}`) and short
+/// animations (`animated.{gif,webp}`) — and keeps each in the store, so a picture is made once.
+///
+/// A picture is taken from the best rendition: its HLS variant of the highest definition, of which only the segments
+/// that hold the asked-for time are read (bounded, whatever the video's length); else its best MP4; else, before any
+/// rendition is published, the source. ffmpeg runs as a child process through the pipeline's runner (niced, in its
+/// own process group, killed when the request is cancelled) with a time limit of its own; what it makes is refused
+/// past ``Configuration/maxBytes``. The picture is stored under the video's output prefix (or `video/<id>/`) as
+/// `previews/<normalised parameters>.<ext>` through the store's ordinary atomic put, so identical requests at once
+/// each make a whole copy and the last one stored wins; a republished video starts with no pictures.
+package struct PreviewRenderer: Sendable {
+    /// Limits of on-demand pictures.
+    package struct Configuration: Sendable {
+        /// Longest ffmpeg run for one picture. Default 60 s.
+        package var timeLimit: Duration = .seconds(60)
+        /// Largest picture kept and served. Default 16 MiB.
+        package var maxBytes: Int64 = 16 << 20
+        /// Where pictures are made (`<data dir>/preview-work`).
+        package var workDirectory: String
+
+        /// Creates the defaults, working in `workDirectory`.
+        package init(workDirectory: String) {
+            self.workDirectory = workDirectory
+        }
+    }
+
+    let pipeline: MediaPipeline
+    let configuration: Configuration
+
+    /// Creates a renderer that runs ffmpeg as `pipeline` runs it, and reads and writes `pipeline`'s store.
+    package init(pipeline: MediaPipeline, configuration: Configuration) {
+        self.pipeline = pipeline
+        self.configuration = configuration
+    }
+
+    /// The key under which the picture `file` asks for is stored, made now when it is not yet; nil when `file` names
+    /// no preview.
+    ///
+    /// - Throws: ``FerryDomainError`` `invalidArgument` for parameters out of bounds, a video without a picture, or
+    ///   one ffmpeg cannot take a picture from; ``PreviewRenderer/Failure`` when ffmpeg runs out of time; what the
+    ///   store throws.
+    package func picture(file: String, query: [String: String], of video: VideoRecord) async throws -> String? {
+        guard
+            let request = try PreviewRequest.parse(file: file, query: query, duration: video.mezzanine?.duration)
+        else { return nil }
+        if let info = video.mezzanine, !info.hasVideo {
+            throw FerryDomainError(.invalidArgument, "The video has no picture to take \(file) from.")
+        }
+        let key = (video.outputPrefix ?? "video/\(video.videoId)") + "/" + request.cacheName
+        do {
+            _ = try await pipeline.store.object(bucket: video.bucket, key: key)
+            return key
+        } catch let error as FerryDomainError where error.code == .objectNotFound {
+            // Not made yet.
+        }
+        try await render(request, of: video, to: key)
+        return key
+    }
+
+    /// ffmpeg did not make a picture in time.
+    package struct Failure: Error, CustomStringConvertible {
+        /// Why, without the server's paths.
+        package var reason: String
+        /// The reason.
+        package var description: String { reason }
+    }
+
+    private func render(_ request: PreviewRequest, of video: VideoRecord, to key: String) async throws {
+        try PrivateFiles.directory(configuration.workDirectory)
+        let directory = configuration.workDirectory + "/" + UUID().uuidString
+        try PrivateFiles.directory(directory)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let input = try await fetchInput(for: request, of: video, into: directory)
+        let output = directory + "/picture." + request.format
+        let errors = directory + "/ffmpeg.err"
+        var process = ChildProcess(
+            executable: pipeline.tools.ffmpeg,
+            arguments: request.arguments(
+                input: input.path, offset: input.offset, countsFromFirstFrame: input.isSegments, output: output))
+        process.standardError = errors
+        process.timeLimit = configuration.timeLimit
+        let outcome = try await pipeline.run(process)
+        let size = WorkFiles.size(of: output)
+        if outcome.timedOut { throw Failure(reason: "ffmpeg did not make the picture within the time limit.") }
+        guard outcome.succeeded, size > 0 else {
+            // The file is to blame (a video played as uploaded need not be one ffmpeg reads): the caller's to hear.
+            let reason = MediaProbe.reason(
+                fromStandardError: MediaPipeline.hidingPaths(ChildProcess.tail(of: errors), directory))
+            throw FerryDomainError(.invalidArgument, "No picture can be taken from the video: \(reason)")
+        }
+        guard size <= configuration.maxBytes else {
+            throw FerryDomainError(
+                .invalidArgument,
+                "The picture would be larger than \(configuration.maxBytes >> 20) MiB: ask for a smaller width, "
+                    + "fewer frames or a shorter stretch.")
+        }
+        try Task.checkCancellation()
+        try await WorkFiles.upload(
+            output, to: pipeline.store, bucket: video.bucket, key: key,
+            contentType: WorkFiles.contentType(forPath: output))
+    }
+
+    /// What ffmpeg reads: a file, the offset into it of the request's start, and whether it is joined HLS segments.
+    private struct Input {
+        var path: String
+        var offset: Double
+        var isSegments = false
+    }
+
+    /// Writes what ffmpeg reads into `directory`.
+    private func fetchInput(for request: PreviewRequest, of video: VideoRecord, into directory: String) async throws
+        -> Input
+    {
+        let renditions = video.renditions ?? []
+        func best(_ format: String) -> Rendition? {
+            renditions.filter { $0.format == format && $0.definition != "AUTO" && $0.width != nil }
+                .max { ($0.width ?? 0) < ($1.width ?? 0) }
+        }
+        if let prefix = video.outputPrefix, let variant = best("m3u8") {
+            let segments = try await hlsInput(
+                playlistKey: prefix + "/" + variant.path, bucket: video.bucket, from: request.start, to: request.end,
+                into: directory)
+            if let segments { return Input(path: segments.0, offset: segments.1, isSegments: true) }
+        }
+        if let prefix = video.outputPrefix, let mp4 = best("mp4") {
+            let path = directory + "/input.mp4"
+            try await WorkFiles.download(
+                try await pipeline.store.object(bucket: video.bucket, key: prefix + "/" + mp4.path), from: pipeline.store,
+                to: path)
+            return Input(path: path, offset: request.start)
+        }
+        guard let (source, _) = try await pipeline.download(video, into: directory) else {
+            throw FerryDomainError(.objectNotFound, "The video is gone.")
+        }
+        return Input(path: source, offset: request.start)
+    }
+
+    /// The init section and the segments of an HLS (fMP4) variant that cover `start...end`, joined into one file, and
+    /// the offset of `start` in it; nil when the playlist is not one Ferry wrote.
+    private func hlsInput(playlistKey: String, bucket: String, from start: Double, to end: Double, into directory: String)
+        async throws -> (String, Double)?
+    {
+        let store = pipeline.store
+        let playlistPath = directory + "/index.m3u8"
+        try await WorkFiles.download(try await store.object(bucket: bucket, key: playlistKey), from: store, to: playlistPath)
+        let text = (try? String(contentsOfFile: playlistPath, encoding: .utf8)) ?? ""
+        guard text.contains("#EXT-X-MAP:URI=\"init.mp4\"") else { return nil }
+        let segments = TranscodePlan.segments(ofPlaylist: text)
+        guard !segments.isEmpty else { return nil }
+        // The segments whose span meets start...end; a time at the very end takes the last segment.
+        var chosen: [String] = []
+        var firstStart: Double?
+        var position = 0.0
+        for (index, segment) in segments.enumerated() {
+            let segmentEnd = position + segment.duration
+            let isLast = index == segments.count - 1
+            if segmentEnd > start || isLast, position <= end {
+                if firstStart == nil { firstStart = position }
+                chosen.append(segment.uri)
+            }
+            position = segmentEnd
+            if position > end { break }
+        }
+        guard let firstStart, chosen.allSatisfy({ !$0.contains("/") && !$0.contains("..") }) else { return nil }
+        let base = (playlistKey as NSString).deletingLastPathComponent
+        let joined = directory + "/input.mp4"
+        guard FileManager.default.createFile(atPath: joined, contents: nil, attributes: [.posixPermissions: 0o600]),
+            let handle = FileHandle(forWritingAtPath: joined)
+        else { throw WorkFileError(path: joined, action: "create") }
+        defer { try? handle.close() }
+        for name in ["init.mp4"] + chosen {
+            let object = try await store.object(bucket: bucket, key: base + "/" + name)
+            for try await buffer in try await store.readObject(object, range: nil) {
+                try Task.checkCancellation()
+                try buffer.withUnsafeReadableBytes { try handle.write(contentsOf: $0) }
+            }
+        }
+        // A still at the very end of the video is the last frame there is.
+        let offset = max(0, min(start, position - 0.05) - firstStart)
+        return (joined, offset)
+    }
+}

@@ -1,0 +1,22 @@
+import FerryCore
+import Foundation
+import Hummingbird
+
+extension PlaybackAPI {
+    /// The stored key of the picture a preview file name asks for (`thumbnail.{jpg,png,webp}`,
+    /// `animated.{gif,webp}`), made now when it is not stored yet; nil when `file` names no preview.
+    ///
+    /// Called once the playback URL's authorization accepted the request and the video is resolved. Parameters out of
+    /// bounds are refused with 400 `InvalidArgument` and a reason; a server without ffmpeg answers 501.
+    func previewKey(file: String, request: Request, video: VideoRecord) async throws -> String? {
+        guard PreviewRequest.isPreviewFile(file) else { return nil }
+        guard let previews else {
+            throw FerryDomainError(.notImplemented, "Pictures of videos need ffmpeg on the server.")
+        }
+        var query: [String: String] = [:]
+        for (name, value) in request.uri.queryParameters where query[String(name)] == nil {
+            query[String(name)] = String(value)
+        }
+        return try await previews.picture(file: file, query: query, of: video)
+    }
+}

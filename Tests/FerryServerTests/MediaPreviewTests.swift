@@ -1,0 +1,271 @@
+import Ferry
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import NIOCore
+import Testing
+
+@testable import FerryServer
+
+@Suite("Video pictures: thumbnails and animations on demand, the storyboard", .serialized, .timeLimit(.minutes(10)))
+struct MediaPreviewTests {
+    /// ffmpeg's PSNR (average, dB) between two pictures of the same size; infinity when they are identical.
+    static func psnr(_ first: String, _ second: String) async throws -> Double {
+        let run = try await MediaFixtures.tool(
+            "ffmpeg", ["-hide_banner", "-nostdin", "-i", first, "-i", second, "-lavfi", "psnr", "-f", "null", "-"])
+        let text = run.errorOutput
+        guard let range = text.range(of: "average:") else {
+            Issue.record("no PSNR in ffmpeg's output: \(text.suffix(500))")
+            return 0
+        }
+        let value = text[range.upperBound...].prefix { !$0.isWhitespace }
+        return value == "inf" ? .infinity : Double(value) ?? 0
+    }
+
+    /// The frame at `time` of `source`, as ffmpeg itself extracts it, scaled like the thumbnail asked for.
+    static func referenceFrame(_ source: String, time: Double, width: Int, height: Int, to path: String) async throws {
+        try await MediaFixtures.ffmpeg([
+            "-ss", String(format: "%.3f", time), "-i", source, "-frames:v", "1", "-vf", "scale=\(width):\(height)", path,
+        ])
+    }
+
+    /// The playback URL of `file` (with its own query) beside the storyboard (the video's playback prefix), with
+    /// `token`.
+    static func url(_ storyboard: String, _ file: String, token: String) -> String {
+        let base = String(storyboard[..<(storyboard.range(of: "storyboard.vtt")?.lowerBound ?? storyboard.endIndex)])
+        return base + file + (file.contains("?") ? "&" : "?") + "token=" + token
+    }
+
+    /// A token of the server's own key that opens every file of `videoId` (what GetPlayInfo and the cover carry,
+    /// each for its own audience).
+    static func token(_ harness: MediaHarness, _ videoId: String) async throws -> String {
+        try await PlaybackToken.mint(
+            videoId: videoId, audiences: PlaybackToken.Audience.allCases, expiration: Date().addingTimeInterval(600),
+            codec: harness.server.server.credentials.tokens)
+    }
+
+    /// Writes a fetched picture to a file and returns its path.
+    static func save(_ reply: S3TestClient.Reply, _ path: String) throws -> String {
+        try Data(reply.body).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("thumbnails match the frame at their time (PSNR against ffmpeg's own frame), in each format and fit; a second request comes from the store; bad parameters are 400")
+    func thumbnails() async throws {
+        try await MediaHarness.with { harness in
+            let source = try await harness.fixture(.landscape480, seconds: 12)
+            let videoId = try await harness.upload(source)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            let storyboard = try #require(play.storyboardURL)
+            let token = try await Self.token(harness, videoId)
+            let directory = harness.fixtures
+
+            // Frames at several times, in three segments of the HLS rendition: each matches ffmpeg's frame of the
+            // source at that time far better than a frame a second away.
+            for time in [0.0, 1.5, 5.2, 9.9] {
+                let reply = try await S3TestClient.fetch(
+                    Self.url(storyboard, "thumbnail.png?time=\(time)&width=854&height=480", token: token))
+                #expect(reply.status == 200, "\(reply.text)")
+                #expect(reply.headers.first(name: "content-type") == "image/png")
+                let picture = try Self.save(reply, directory + "/thumb-\(time).png")
+                let reference = directory + "/ref-\(time).png"
+                try await Self.referenceFrame(source, time: time, width: 854, height: 480, to: reference)
+                let other = directory + "/other-\(time).png"
+                try await Self.referenceFrame(source, time: time < 9 ? time + 1 : time - 1, width: 854, height: 480, to: other)
+                let matching = try await Self.psnr(picture, reference)
+                let elsewhere = try await Self.psnr(picture, other)
+                #expect(matching > 25, "thumbnail at \(time) s: PSNR \(matching) dB")
+                #expect(matching > elsewhere + 3, "thumbnail at \(time) s: \(matching) dB, a second away \(elsewhere) dB")
+            }
+
+            // Formats and fits.
+            let cases: [(query: String, file: String, codec: String, width: Int, height: Int)] = [
+                ("time=2", "thumbnail.jpg", "mjpeg", 854, 480),
+                ("time=2&width=320", "thumbnail.webp", "webp", 320, 180),
+                ("time=2&height=90", "thumbnail.jpg", "mjpeg", 160, 90),
+                ("time=2&width=200&height=200&fit_mode=preserve", "thumbnail.png", "png", 200, 112),
+                ("time=2&width=200&height=200&fit_mode=crop", "thumbnail.png", "png", 200, 200),
+                ("time=2&width=200&height=200&fit_mode=pad", "thumbnail.png", "png", 200, 200),
+                ("time=2&width=200&height=200&fit_mode=stretch", "thumbnail.png", "png", 200, 200),
+            ]
+            for (index, item) in cases.enumerated() {
+                let reply = try await S3TestClient.fetch(Self.url(storyboard, item.file + "?" + item.query, token: token))
+                #expect(reply.status == 200, "\(item.query): \(reply.text.prefix(300))")
+                let probed = try await MediaFixtures.probe(try Self.save(reply, directory + "/case-\(index)." + item.file))
+                #expect(probed.codec("video") == item.codec, "\(item.file)?\(item.query)")
+                #expect(probed.width == item.width && probed.height == item.height,
+                        "\(item.file)?\(item.query) is \(probed.width ?? 0)×\(probed.height ?? 0)")
+            }
+
+            // Kept in the store under the video's published prefix, by its normalised parameters: the same picture
+            // asked for in other words is what the store holds, not made again (the stored bytes are replaced here
+            // to tell the two apart).
+            let stored = try await harness.keys(under: "video/\(videoId)/out/").filter { $0.contains("/previews/") }
+            let key = try #require(stored.first { $0.hasSuffix("/previews/thumbnail-t2000-w320-hauto-preserve.webp") }, "\(stored)")
+            let marker = "kept in the store"
+            _ = try await harness.server.server.store.putObject(
+                bucket: "ferry-media", key: key, attributes: ObjectAttributes(contentType: "image/webp"), tags: [],
+                body: AsyncStream<ByteBuffer> { continuation in
+                    continuation.yield(ByteBuffer(string: marker))
+                    continuation.finish()
+                },
+                checksums: [], condition: .none, verify: { _ in })
+            let again = try await S3TestClient.fetch(Self.url(storyboard, "thumbnail.webp?width=320&time=2.0000", token: token))
+            #expect(again.status == 200 && again.text == marker)
+            let ranged = try await S3TestClient.fetch(
+                Self.url(storyboard, "thumbnail.webp?width=320&time=2", token: token), headers: [("Range", "bytes=0-3")])
+            #expect(ranged.status == 206 && ranged.text == "kept")
+
+            // Identical requests at once: each answered with a whole picture, one copy kept.
+            let concurrent = try await withThrowingTaskGroup(of: S3TestClient.Reply.self) { group in
+                for _ in 0..<4 {
+                    group.addTask { try await S3TestClient.fetch(Self.url(storyboard, "thumbnail.jpg?time=7&width=400", token: token)) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(concurrent.allSatisfy { $0.status == 200 && $0.body.starts(with: [0xFF, 0xD8]) && $0.body.suffix(2) == [0xFF, 0xD9] })
+            let kept = try await harness.keys(under: "video/\(videoId)/out/").filter { $0.hasSuffix("thumbnail-t7000-w400-hauto-preserve.jpg") }
+            #expect(kept.count == 1)
+
+            // Parameters out of bounds: 400 in the playback group's envelope (S3's error document), with the reason.
+            let refused: [(String, String)] = [
+                ("thumbnail.jpg?time=30", "past the end"), ("thumbnail.jpg?time=-1", "time must be"),
+                ("thumbnail.jpg?time=soon", "time must be"), ("thumbnail.jpg?width=4000", "width must be"),
+                ("thumbnail.jpg?width=8", "width must be"), ("thumbnail.jpg?height=1.5", "height must be"),
+                ("thumbnail.jpg?fit_mode=zoom", "fit_mode must be"), ("thumbnail.jpg?fps=10", "does not apply"),
+                ("animated.gif?start=0&end=11", "at most 10 seconds"), ("animated.gif?start=5&end=4", "after start"),
+                ("animated.gif?fps=60", "fps must be"), ("animated.gif?width=1000", "width must be"),
+                ("animated.webp?time=1", "does not apply"),
+            ]
+            for (query, reason) in refused {
+                let reply = try await S3TestClient.fetch(Self.url(storyboard, query, token: token))
+                #expect(reply.status == 400, "\(query): \(reply.status)")
+                #expect(reply.text.contains("<Code>InvalidArgument</Code>") && reply.text.contains(reason), "\(query): \(reply.text)")
+            }
+            // A file name that is no picture is no file of the video.
+            #expect(try await S3TestClient.fetch(Self.url(storyboard, "thumbnail.bmp?time=1", token: token)).status == 404)
+        }
+    }
+
+    @Test("animations: a GIF and an animated WebP of a stretch, at the frame rate and width asked for")
+    func animations() async throws {
+        try await MediaHarness.with { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 10))
+            #expect(try await harness.waitFor(videoId, ["Normal", "TranscodeFail"]).status == "Normal")
+            let storyboard = try #require(try await harness.media.getPlayInfo(videoId: videoId).storyboardURL)
+            let token = try await Self.token(harness, videoId)
+
+            let gif = try await S3TestClient.fetch(Self.url(storyboard, "animated.gif?start=3&end=6&width=240&fps=10", token: token))
+            #expect(gif.status == 200, "\(gif.text.prefix(300))")
+            #expect(gif.headers.first(name: "content-type") == "image/gif")
+            let path = try Self.save(gif, harness.fixtures + "/animated.gif")
+            let probed = try await MediaFixtures.probe(path)
+            #expect(probed.codec("video") == "gif" && probed.width == 240 && probed.height == 134)
+            let frames = try await MediaFixtures.tool(
+                "ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=nb_read_frames",
+                            "-of", "csv=p=0", path])
+            let count = Int(frames.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            #expect((28...32).contains(count), "\(count) frames in 3 s at 10 fps")
+            // Its first frame is the source's frame at the start.
+            let first = harness.fixtures + "/animated-first.png"
+            try await MediaFixtures.ffmpeg(["-i", path, "-frames:v", "1", first])
+            let reference = harness.fixtures + "/animated-reference.png"
+            try await Self.referenceFrame(
+                harness.fixtures + "/landscape480.mp4", time: 3, width: 240, height: 134, to: reference)
+            #expect(try await Self.psnr(first, reference) > 25)
+
+            let webp = try await S3TestClient.fetch(Self.url(storyboard, "animated.webp?start=0&end=2", token: token))
+            #expect(webp.status == 200)
+            #expect(webp.headers.first(name: "content-type") == "image/webp")
+            #expect(webp.body.starts(with: Array("RIFF".utf8)) && Array(webp.body[8..<12]) == Array("WEBP".utf8))
+            #expect(webp.text.contains("ANIM"), "not an animated WebP")
+        }
+    }
+
+    @Test("the storyboard: a sprite of 160-pixel tiles and a WebVTT file whose cues run from 0 to the duration, each tile inside the sprite; before any rendition, thumbnails come from the source; a file that is no video gets a 400 with the reason")
+    func storyboard() async throws {
+        try await MediaHarness.with { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 12))
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal")
+            let duration = try #require(info.duration)
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            let vttURL = try #require(play.storyboardURL)
+            // A signed video's storyboard URL carries a token for storyboards (`s`), which opens the sprite too.
+            #expect(vttURL.contains("/" + videoId + "/storyboard.vtt?token="))
+            let storyboardToken = String(vttURL[vttURL.range(of: "?token=")!.upperBound...])
+            let vtt = try await S3TestClient.fetch(vttURL)
+            #expect(vtt.status == 200)
+            #expect(vtt.headers.first(name: "content-type")?.hasPrefix("text/vtt") == true)
+
+            let lines = vtt.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            #expect(lines.first == "WEBVTT")
+            func seconds(_ stamp: String) -> Double {
+                stamp.trimmingCharacters(in: .whitespaces).split(separator: ":").reduce(0) { $0 * 60 + (Double($1) ?? .nan) }
+            }
+            var cues: [(start: Double, end: Double, image: String, x: Int, y: Int, w: Int, h: Int)] = []
+            for (index, line) in lines.enumerated() where line.contains("-->") {
+                let times = line.components(separatedBy: "-->")
+                let target = lines[index + 1]
+                let parts = target.components(separatedBy: "#xywh=")
+                let numbers = (parts.count == 2 ? parts[1] : "").split(separator: ",").compactMap { Int($0) }
+                #expect(numbers.count == 4, "\(target)")
+                guard numbers.count == 4 else { continue }
+                cues.append((seconds(times[0]), seconds(times[1]), parts[0], numbers[0], numbers[1], numbers[2], numbers[3]))
+            }
+            #expect((12...13).contains(cues.count), "\(cues.count) cues for \(duration) s at one a second")
+            #expect(cues.first?.start == 0)
+            for (previous, next) in zip(cues, cues.dropFirst()) { #expect(next.start == previous.end) }
+            #expect(abs((cues.last?.end ?? 0) - duration) < 0.01, "the cues end at \(cues.last?.end ?? 0), the video at \(duration)")
+            #expect(cues.allSatisfy { $0.end > $0.start && $0.image == "storyboard.jpg" && $0.w == 160 && $0.h == 90 })
+
+            let sprite = try await S3TestClient.fetch(Self.url(vttURL, "storyboard.jpg", token: storyboardToken))
+            #expect(sprite.status == 200 && sprite.headers.first(name: "content-type") == "image/jpeg")
+            let probed = try await MediaFixtures.probe(try Self.save(sprite, harness.fixtures + "/storyboard.jpg"))
+            let width = try #require(probed.width)
+            let height = try #require(probed.height)
+            #expect(width == 1600 && height == 180)
+            #expect(cues.allSatisfy { $0.x >= 0 && $0.y >= 0 && $0.x + $0.w <= width && $0.y + $0.h <= height })
+            // Tiles in reading order, no two the same.
+            #expect(Set(cues.map { "\($0.x),\($0.y)" }).count == cues.count)
+
+            // A video played as uploaded (no renditions) has no storyboard; its thumbnails come from the source.
+            let source = try await harness.fixture(.noAudio, seconds: 4)
+            let plain = try await harness.upload(source, transcode: "NoTranscode")
+            let plainInfo = try await harness.waitFor(plain, ["Normal", "TranscodeFail"])
+            #expect(try await harness.media.getPlayInfo(videoId: plain).storyboardURL == nil)
+            // Its cover's playback URL names the video's playback prefix.
+            let deadline = ContinuousClock.now + .seconds(60)
+            var cover = plainInfo.coverURL
+            while cover == nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+                cover = try await harness.media.getVideoInfo(videoId: plain).coverURL
+            }
+            let coverURL = try #require(cover)
+            let still = try await S3TestClient.fetch(
+                coverURL.replacingOccurrences(of: "cover.jpg?", with: "thumbnail.png?time=2.5&width=320&height=180&"))
+            #expect(still.status == 200, "\(still.text.prefix(300))")
+            let picture = try Self.save(still, harness.fixtures + "/plain-thumb.png")
+            let reference = harness.fixtures + "/plain-ref.png"
+            try await Self.referenceFrame(source, time: 2.5, width: 320, height: 180, to: reference)
+            #expect(try await Self.psnr(picture, reference) > 25)
+            #expect(try await harness.keys(under: "video/\(plain)/previews/").count == 1)
+
+            // A file played as uploaded that is no video: no picture, and the caller is told why (not a server error).
+            let text = harness.fixtures + "/notes.mp4"
+            try Data("This is a shopping list, not a film.\n".utf8).write(to: URL(fileURLWithPath: text))
+            let notes = try await harness.upload(text, transcode: "NoTranscode")
+            #expect(try await harness.waitFor(notes, ["Normal", "TranscodeFail"]).status == "Normal")
+            let refused = try await S3TestClient.fetch(
+                PlaybackToken.url(
+                    base: harness.server.endpoint, videoId: notes, file: "thumbnail.jpg", token: try await Self.token(harness, notes))
+                    + "&time=0")
+            #expect(refused.status == 400, "\(refused.status) \(refused.text)")
+            #expect(refused.text.contains("<Code>InvalidArgument</Code>") && refused.text.contains("No picture can be taken"))
+            #expect(!refused.text.contains(harness.server.dataDirectory))
+        }
+    }
+}
