@@ -30,9 +30,6 @@ struct BlobFiles: BlobStorage {
     let leases = BlobLeases()
     /// Bytes gathered before one write to disk.
     static let writeBatch = 1 << 20
-    /// Bytes written between early flushes of a body (``TempFile/flushWritten()``): the device writes a body out while
-    /// the rest arrives, instead of all of it in the final fsync that an acknowledgement waits for.
-    static let flushBehind: Int64 = 16 << 20
     /// Bytes read from disk per chunk sent.
     static let readChunk = 1 << 20
 
@@ -89,9 +86,6 @@ struct BlobFiles: BlobStorage {
         let digests = DigestState(algorithms: algorithms)
         var writes: [Task<Void, any Error>] = []
         var hashes: [Task<Void, any Error>] = []
-        // At most one early flush at a time: while one runs, the next is skipped (writing never waits for it).
-        var flushing: Task<Void, any Error>?
-        let flushRunning = NIOLockedValueBox(false)
         do {
             var size: Int64 = 0
             var offset: Int64 = 0
@@ -107,21 +101,6 @@ struct BlobFiles: BlobStorage {
                 })
                 if writes.count >= 2 { try await writes.removeFirst().value }
                 writes.append(Task { [diskPool] in try await diskPool.runIfActive { try file.write(full, at: at) } })
-                if offset % Self.flushBehind < Int64(full.count), offset >= Self.flushBehind,
-                    flushRunning.withLockedValue({ running in
-                        defer { running = true }
-                        return !running
-                    })
-                {
-                    let previous = flushing
-                    let written = writes
-                    flushing = Task { [diskPool] in
-                        defer { flushRunning.withLockedValue { $0 = false } }
-                        try await previous?.value
-                        for write in written { try await write.value }
-                        try await diskPool.runIfActive { try file.flushWritten() }
-                    }
-                }
             }
             for try await received in body {
                 size += Int64(received.readableBytes)
@@ -139,16 +118,13 @@ struct BlobFiles: BlobStorage {
             }
             if block.count > 0 { try await flush(block) }
             for task in writes + hashes { try await task.value }
-            try await flushing?.value
             writes = []
             hashes = []
-            flushing = nil
             try await diskPool.runIfActive { try file.syncAndClose() }
             return (tempPath, digests.finish(size: size))
         } catch {
-            // Nothing may still write to (or flush) the descriptor when it is closed.
+            // Nothing may still write to the descriptor when it is closed.
             for task in writes + hashes { _ = await task.result }
-            _ = await flushing?.result
             file.closeDescriptor()
             unlink(tempPath)
             throw error

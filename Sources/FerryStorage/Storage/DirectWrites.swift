@@ -71,12 +71,6 @@ final class TempFile: @unchecked Sendable {
         }
     }
 
-    /// Asks the device to make what was written so far durable (`fdatasync`) while writing goes on, so that the final
-    /// ``syncAndClose()`` has little left to wait for. Callers never run it after the file is closed.
-    func flushWritten() throws {
-        if fdatasync(fd) != 0 { throw POSIXFileError("fdatasync", errno) }
-    }
-
     /// Makes the contents durable and closes the file.
     func syncAndClose() throws {
         if fsync(fd) != 0 { throw POSIXFileError("fsync", errno) }
