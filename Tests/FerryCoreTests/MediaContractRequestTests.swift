@@ -126,6 +126,14 @@ struct MediaContractRequestTests {
         check(
             "DeleteSigningKey", #"{"KeyId": "fsk_1"}"#, MediaContract.SigningKeyIdRequest(keyId: "fsk_1"),
             empty: .init(keyId: nil)),
+        check(
+            "AddSubtitle", #"{"VideoId": "v1", "Language": "en", "Name": "English", "Default": true, "Content": "WEBVTT\n"}"#,
+            MediaContract.AddSubtitleRequest(videoId: "v1", language: "en", name: "English", isDefault: true, content: "WEBVTT\n"),
+            empty: .init(videoId: nil, language: nil, content: nil)),
+        check("ListSubtitles", #"{"VideoId": "v1"}"#, MediaContract.VideoIdRequest(videoId: "v1"), empty: .init(videoId: nil)),
+        check(
+            "DeleteSubtitle", #"{"VideoId": "v1", "SubtitleId": "st1"}"#,
+            MediaContract.DeleteSubtitleRequest(videoId: "v1", subtitleId: "st1"), empty: .init(videoId: nil, subtitleId: nil)),
     ]
 
     static var openAPIPath: String {
@@ -212,7 +220,7 @@ struct MediaContractRequestTests {
         #expect(schemas["AssumeRole"]?.properties == ["DurationSeconds", "Policy"])
         // Every operation the document lists has a request type here, and no request type names an unknown one.
         #expect(Set(schemas.keys) == Set(Self.cases.map(\.operation)))
-        #expect(schemas.count == 23)
+        #expect(schemas.count == 26)
     }
 
     @Test("each request type encodes to exactly its operation's documented keys, with the values on the wire")

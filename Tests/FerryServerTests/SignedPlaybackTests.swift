@@ -99,9 +99,11 @@ struct SignedPlaybackTests {
             let served = try await Self.check([master, "--token", serverToken])
             #expect(served["isVariant"] as? Bool == true)
             #expect((served["variants"] as? [String])?.sorted() == ["LD/index.m3u8", "SD/index.m3u8"])
-            #expect(served["playlists"] as? Int == 3)
+            // The master, its two variants and the audio rendition (SQ, the AUDIO group); each media playlist's init
+            // section and first segment.
+            #expect(served["playlists"] as? Int == 4)
             #expect((served["segments"] as? Int ?? 0) >= 2)
-            #expect(served["fetched"] as? Int == 4)
+            #expect(served["fetched"] as? Int == 6)
             #expect((served["missingToken"] as? [String])?.isEmpty == true)
             #expect(info.coverURL?.contains("/_ferry/play/\(videoId)/cover.jpg?token=") == true)
             #expect(try await S3TestClient.fetch(try #require(info.coverURL)).status == 200)
@@ -133,7 +135,7 @@ struct SignedPlaybackTests {
             let pem = harness.fixtures + "/signing-key.pem"
             try Data(key.privateKey.utf8).write(to: URL(fileURLWithPath: pem))
             let minted = try await Self.check([master, "--key", pem, "--kid", key.keyId, "--video", videoId])
-            #expect(minted["playlists"] as? Int == 3 && minted["fetched"] as? Int == 4)
+            #expect(minted["playlists"] as? Int == 4 && minted["fetched"] as? Int == 6)
             #expect((minted["missingToken"] as? [String])?.isEmpty == true)
 
             // Every bad token kind: 403 with its reason.
@@ -212,7 +214,7 @@ struct SignedPlaybackTests {
             try await MediaFixtures.ffmpeg(["-i", master, "-c", "copy", publicOutput])
             #expect(abs((try await MediaFixtures.probe(publicOutput).duration ?? 0) - 3) <= 0.2)
             let unparsed = try await Self.check([master, "--token", "ignored"])
-            #expect(unparsed["playlists"] as? Int == 3)
+            #expect(unparsed["playlists"] as? Int == 4)
 
             // A policy is set at creation; an unknown one is refused.
             var description = MediaServiceClient.VideoDescription(title: "open", fileName: "open.mp4")

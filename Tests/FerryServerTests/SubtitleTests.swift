@@ -242,7 +242,7 @@ struct SubtitlePlaybackTests {
             #expect(parsed["groups"] as? [String] == ["subs"])
             // The sound is the master's AUDIO group, an fMP4 rendition of its own.
             #expect(parsed["audioGroups"] as? [String] == ["audio"])
-            #expect((parsed["audioSegments"] as? Int ?? 0) >= 3 && parsed["audioMap"] as? String == "init.mp4")
+            #expect((parsed["audioSegments"] as? Int ?? 0) >= 3 && (parsed["audioMap"] as? String)?.hasPrefix("init.mp4") == true)
             #expect(parsed["language"] as? String == "en" && parsed["default"] as? String == "YES")
             #expect((parsed["trackSegments"] as? Int ?? 0) >= 3)
             let trackDuration = try #require(parsed["trackDuration"] as? Double)

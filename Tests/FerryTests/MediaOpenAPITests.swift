@@ -76,12 +76,12 @@ struct MediaOpenAPITests {
             _ = try await capture("AssumeRole", ["DurationSeconds": 5])
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: captures)
-        #expect(names.count == 24)
+        #expect(names.count == 27)
         #expect(names.contains { $0.hasSuffix(".404.json") })
         #expect(names.contains { $0.hasSuffix(".400.json") })
         let result = try await Self.validate(captures, with: "validate_openapi.py")
         #expect(result.status == 0, "\(result.output)")
-        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 25)
+        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 28)
     }
 
     /// Runs one of the validators in Scripts/ on docs/openapi.yaml and a directory of captured JSON; its exit status

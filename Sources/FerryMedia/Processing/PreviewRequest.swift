@@ -212,6 +212,9 @@ package struct PreviewRequest: Sendable, Hashable {
             if kind == .animated { arguments += ["-t", length] }
         }
         arguments += ["-i", input, "-map", "0:v:0", "-an", "-sn", "-dn"]
+        // The frame rate filter would repeat the last frame up to where the whole file ends: the animation is cut at
+        // its length on output too.
+        if countsFromFirstFrame, kind == .animated { arguments += ["-t", length] }
         switch (kind, format) {
         case (.thumbnail, "jpg"):
             arguments += ["-vf", scaleFilter + ",setsar=1", "-frames:v", "1", "-q:v", "3", "-f", "image2", "-c:v", "mjpeg"]
