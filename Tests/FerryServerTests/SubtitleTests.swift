@@ -190,11 +190,18 @@ struct SubtitlePlaybackTests {
             let play = try await harness.media.getPlayInfo(videoId: videoId, formats: ["m3u8"])
             let master = try #require(play.streams.first { $0.definition == "AUTO" }?.url)
             let client = HTTPGetter()
-
-            let masterText = try await client.text(master)
-            #expect(masterText.contains("#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"subs\",NAME=\"English\",LANGUAGE=\"en\",DEFAULT=YES"))
             // Files beside the master, with its query (the token of a signed video).
             func beside(_ path: String) -> String { master.replacingOccurrences(of: "master.m3u8", with: path) }
+
+            let masterText = try await client.text(master)
+            // Made on serve, with the token in every URI, and still cached by its ETag.
+            let etag = try #require(try await client.etag(master))
+            #expect(try await client.status(master, headers: ["If-None-Match: \(etag)"]) == 304)
+            let variantURL = beside("LD/index.m3u8")
+            let variantTag = try #require(try await client.etag(variantURL))
+            #expect(try await client.status(variantURL, headers: ["If-None-Match: \(variantTag)"]) == 304)
+            #expect(try await client.text(variantURL).contains(".m4s?token="))
+            #expect(masterText.contains("#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"subs\",NAME=\"English\",LANGUAGE=\"en\",DEFAULT=YES"))
             let media = try await client.text(beside("subtitles/\(track.subtitleId).m3u8"))
             #expect(media.contains("#EXT-X-ENDLIST"))
             let second = try await client.text(beside("subtitles/\(track.subtitleId)/1.vtt"))
@@ -265,7 +272,18 @@ private struct HTTPGetter {
         return String(decoding: data, as: UTF8.self)
     }
 
-    func status(_ url: String) async throws -> Int { try await get(url).0 }
+    func status(_ url: String, headers: [String] = []) async throws -> Int {
+        let run = try await MediaFixtures.tool("curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code}"] + headers.flatMap { ["-H", $0] } + [url])
+        guard run.status == 0, let status = Int(run.output) else { throw GetFailed(url: url, status: -1) }
+        return status
+    }
+
+    /// The ETag a HEAD answers.
+    func etag(_ url: String) async throws -> String? {
+        let run = try await MediaFixtures.tool("curl", ["-sS", "-I", url])
+        return run.output.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("etag:") }
+            .map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) }
+    }
 
     private func get(_ url: String) async throws -> (Int, Data) {
         let run = try await MediaFixtures.tool("curl", ["-sS", "-o", "-", "-w", "\n%{http_code}", url])

@@ -5,11 +5,9 @@ import Hummingbird
 import NIOCore
 
 /// A video's subtitle tracks on its playback URLs: the master playlist gains their `SUBTITLES` group, and
-/// `subtitles/…` serves each track's playlist, its WebVTT segments and the whole track (``SubtitlePlaylists``).
+/// `subtitles/…` serves each track's playlist, its WebVTT segments and the whole track (``SubtitlePlaylists``). Also
+/// what every playlist made or rewritten on serve goes through: ``text(of:)`` and ``generated(_:file:etag:lastModified:request:token:)``.
 extension PlaybackAPI {
-    /// Largest stored playlist or track read to be rewritten or cut.
-    static let maxGeneratedSource = 2 << 20
-
     /// The answer for `file` when the video's subtitles shape it; nil when the file is served as stored. A playlist
     /// made here names its files with `token` when one is given (a signed video).
     func subtitleAnswer(file: String, video: VideoRecord, request: Request, token: String?) async throws -> Response? {
@@ -54,33 +52,37 @@ extension PlaybackAPI {
         video.renditions?.compactMap(\.duration).max() ?? video.mezzanine?.duration ?? 0
     }
 
-    /// A stored text file, read whole (playlists and tracks are small; anything larger is refused).
-    private func text(of object: ObjectInfo) async throws -> String {
-        guard object.size <= Self.maxGeneratedSource else {
-            throw S3Error(.internalError, "A stored playlist or track is larger than playback reads.")
+    /// A stored playlist, manifest or track, read whole (they are small; anything past ``maxPlaylistBytes`` is
+    /// refused).
+    func text(of object: ObjectInfo) async throws -> String {
+        let tooLarge = S3Error(.invalidRequest, "The playlist is too large to be served.")
+        guard object.size <= Self.maxPlaylistBytes else { throw tooLarge }
+        var bytes = ByteBuffer()
+        for try await buffer in try await media.store.readObject(object, range: nil) {
+            var buffer = buffer
+            bytes.writeBuffer(&buffer)
+            guard bytes.readableBytes <= Self.maxPlaylistBytes else { throw tooLarge }
         }
-        var buffer = ByteBuffer()
-        for try await chunk in try await media.store.readObject(object, range: nil) {
-            var chunk = chunk
-            buffer.writeBuffer(&chunk)
-        }
-        return String(buffer: buffer)
+        return String(decoding: bytes.readableBytesView, as: UTF8.self)
     }
 
-    /// An answer made here: 304 when the client has it, else the text (HEAD: its headers). A playlist with a `token`
-    /// names its files with it, and its ETag follows the text it then is.
-    private func generated(_ text: String, file: String, etag: String, request: Request, token: String?) -> Response {
+    /// An answer made here: 304 when the client has it, else the text (HEAD: its headers). A playlist or DASH
+    /// manifest with a `token` names its files with it, and its ETag follows the text it then is.
+    func generated(
+        _ text: String, file: String, etag: String, lastModified: Date? = nil, request: Request, token: String?
+    ) -> Response {
         var text = text
         var etag = etag
         if let token {
-            text = PlaylistRewriter.addingQuery(PlaybackToken.queryName + "=" + token, to: text)
+            let query = PlaybackToken.queryName + "=" + token
+            text = file.hasSuffix(".mpd") ? DashManifest.addingQuery(query, to: text) : PlaylistRewriter.addingQuery(query, to: text)
             etag += "-" + Self.shortHash(text)
         }
-        let quoted = "\"\(etag)\""
         var headers: HTTPFields = [
-            .eTag: quoted, .contentType: file.hasSuffix(".vtt") ? "text/vtt; charset=utf-8" : WorkFiles.contentType(forPath: file),
+            .eTag: "\"\(etag)\"", .contentType: file.hasSuffix(".vtt") ? "text/vtt; charset=utf-8" : WorkFiles.contentType(forPath: file),
             .cacheControl: "private, max-age=60",
         ]
+        if let lastModified { headers[.lastModified] = S3Date.http(lastModified) }
         if let match = request.headers[.ifNoneMatch], ObjectWriteCondition.etags(match).contains(where: { $0 == etag || $0 == "*" }) {
             return Response(status: .notModified, headers: headers)
         }

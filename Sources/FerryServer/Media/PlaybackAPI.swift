@@ -20,7 +20,8 @@ struct PlaybackAPI: Sendable {
     /// Makes the stills and animations asked for by name (`thumbnail.jpg`, `animated.gif`, …); nil without ffmpeg.
     var previews: PreviewRenderer?
 
-    /// The largest playlist rewritten (a playlist of a few hours of 6-second segments is well under this).
+    /// The largest stored playlist, manifest or subtitle track read to be rewritten or cut (a playlist of a few hours
+    /// of 6-second segments is well under this).
     static let maxPlaylistBytes: Int64 = 4 << 20
 
     /// Answers a playback request (errors are thrown for the group's S3 dialect).
@@ -93,29 +94,8 @@ struct PlaybackAPI: Sendable {
     /// A playlist (or DASH manifest) with `token` added to every URI it names, sent whole.
     private func servePlaylist(bucket: String, key: String, token: String, request: Request) async throws -> Response {
         let object = try await media.store.object(bucket: bucket, key: key)
-        guard object.size <= Self.maxPlaylistBytes else {
-            throw S3Error(.invalidRequest, "The playlist is too large to be served with a token.")
-        }
-        var bytes = ByteBuffer()
-        for try await buffer in try await media.store.readObject(object, range: nil) {
-            var buffer = buffer
-            bytes.writeBuffer(&buffer)
-            guard bytes.readableBytes <= Self.maxPlaylistBytes else {
-                throw S3Error(.invalidRequest, "The playlist is too large to be served with a token.")
-            }
-        }
-        let query = PlaybackToken.queryName + "=" + token
-        let stored = String(decoding: bytes.readableBytesView, as: UTF8.self)
-        let text =
-            key.hasSuffix(".mpd")
-            ? DashManifest.addingQuery(query, to: stored) : PlaylistRewriter.addingQuery(query, to: stored)
-        let body = ByteBuffer(string: text)
-        let headers: HTTPFields = [
-            .lastModified: S3Date.http(object.lastModified), .contentType: WorkFiles.contentType(forPath: key),
-            .cacheControl: "private, max-age=60", .contentLength: String(body.readableBytes),
-        ]
-        if request.method == .head { return Response(status: .ok, headers: headers) }
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+        let text = try await text(of: object)
+        return generated(text, file: key, etag: object.etag, lastModified: object.lastModified, request: request, token: token)
     }
 
     private func serve(bucket: String, key: String, file: String, request: Request) async throws -> Response {
