@@ -5,7 +5,7 @@ import Foundation
 /// `SegmentTimeline` of the durations its HLS playlist gives. No byte is written twice; the manifest only points.
 package enum DashManifest {
     /// One rendition as the manifest lists it.
-    package struct Representation: Sendable, Equatable {
+    package struct Representation: Sendable {
         /// `LD`, `SD`, …: the representation's id and the directory of its files.
         package var definition: String
         /// Peak bits per second.
@@ -31,12 +31,6 @@ package enum DashManifest {
             self.codecs = codecs
             self.fps = fps
             self.segments = segments
-        }
-
-        package static func == (lhs: Representation, rhs: Representation) -> Bool {
-            lhs.definition == rhs.definition && lhs.bandwidth == rhs.bandwidth && lhs.width == rhs.width
-                && lhs.height == rhs.height && lhs.codecs == rhs.codecs && lhs.fps == rhs.fps
-                && lhs.segments.map(\.duration) == rhs.segments.map(\.duration) && lhs.segments.map(\.uri) == rhs.segments.map(\.uri)
         }
     }
 
