@@ -262,25 +262,27 @@ struct ServeCommand: AsyncParsableCommand {
         } else {
             let host = configuration.host
             services = [
-                server.makeApplication { port in
+                server.runningServices.tracking(server.makeApplication { port in
                     logger.info(
                         "ferry serve listening", metadata: ["address": "http://\(host):\(port)", "data-dir": .string(directory)])
                     say("ferry serve listening on http://\(host):\(port) (data: \(directory))")
-                }
+                }, as: "HTTPServer")
             ]
         }
         if let tracing {
             // First in the group, so that it ends last and exports the spans of everything else's end.
-            services.insert(tracing, at: 0)
+            services.insert(server.runningServices.tracking(tracing, as: "Tracing"), at: 0)
         }
         // SIGTERM or SIGINT asks every service to finish (requests in flight end, media jobs go back to the queue, the
         // catalog closes); whatever has not finished after 30 s is cancelled, and a process still running 10 s later
-        // stops. Nothing acknowledged depends on a graceful end, so a bounded one beats a node that never exits.
+        // exits (ShutdownDeadline). Nothing acknowledged depends on a graceful end, so a bounded one beats a node that
+        // never exits.
+        let deadline = ShutdownDeadline(limit: .seconds(40), running: server.runningServices)
         var group = ServiceGroupConfiguration(
             services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         group.maximumGracefulShutdownDuration = .seconds(30)
-        group.maximumCancellationDuration = .seconds(10)
         try await ServiceGroup(configuration: group).run()
+        withExtendedLifetime(deadline) {}
     }
 }
 

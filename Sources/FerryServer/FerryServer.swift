@@ -42,6 +42,8 @@ public struct FerryServer: Sendable {
     public let mediaTools: MediaTools?
     /// Media jobs running in this process.
     let runningJobs = RunningJobs()
+    /// This server's services that are running now (the HTTP server and ``makeBackgroundServices()``).
+    public let runningServices = RunningServices()
     /// The access keys' request-rate quotas on this node.
     let requestRates = RequestRateLimiter()
     /// This server's Prometheus series, served at `GET /metrics`.
@@ -372,7 +374,7 @@ public struct FerryServer: Sendable {
                     queue: mediaCatalog, pipeline: pipeline, running: runningJobs, configuration: configuration.mediaProcessing,
                     logger: configuration.logger))
         }
-        return services
+        return services.map { runningServices.tracking($0, as: String(describing: type(of: $0))) }
     }
 }
 

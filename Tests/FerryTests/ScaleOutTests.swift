@@ -185,9 +185,20 @@ struct ScaleOutTests {
             #expect(try await proxy.get("pgo", "kept.bin").body == kept)
             #expect(try await proxy.get("pgo", "refused.bin").status == 404)
             // After the outage each node still exits when asked: within the shutdown bound (30 s for requests in
-            // flight, then cancellation, then at most 10 s more).
-            for node in cluster.nodes {
-                #expect(await node.stopGracefully(within: .seconds(45)), "a node did not exit on SIGTERM after the outage")
+            // flight, then cancellation, then at most 10 s more). A node that reached the bound says which services
+            // were still running; that line is printed.
+            for (index, node) in cluster.nodes.enumerated() {
+                let asked = ContinuousClock.now
+                let graceful = await node.stopGracefully(within: .seconds(45))
+                let log = (try? String(contentsOfFile: cluster.data + "/node\(index + 1).log", encoding: .utf8)) ?? ""
+                #expect(
+                    graceful,
+                    """
+                    node \(index + 1) did not exit within 45 s of SIGTERM after the outage; the end of its log:
+                    \(log.split(separator: "\n").suffix(40).joined(separator: "\n"))
+                    """)
+                let overrun = log.split(separator: "\n").filter { $0.contains("shutdown did not finish") }
+                print("node \(index + 1) exited \(ContinuousClock.now - asked) after SIGTERM. \(overrun.joined())")
             }
         } catch {
             await cluster.stop()

@@ -1,0 +1,40 @@
+import Dispatch
+import FerryServer
+import Foundation
+
+/// Ends `ferry serve` when its graceful shutdown overruns: once SIGTERM or SIGINT has arrived and `limit` has passed,
+/// it writes one line to standard error, naming the services still running, and exits with status 1.
+///
+/// It runs on a dispatch queue of its own, outside Swift's cooperative thread pool, so the bound holds whatever state
+/// the services are in (a task that ignores cancellation, or every cooperative thread blocked); the service group's own
+/// cancellation bound is a `fatalError` whose crash report can itself take longer than a supervisor waits. Nothing
+/// acknowledged depends on a graceful end: every acknowledged byte and catalog row is already durable.
+final class ShutdownDeadline: @unchecked Sendable {
+    // Only touched on `queue` (and in init, before any source is resumed).
+    private let queue = DispatchQueue(label: "ferry.shutdown-deadline")
+    private var sources: [DispatchSourceSignal] = []
+    private var armed = false
+
+    /// Starts watching for the signals; `limit` counts from the first of them.
+    init(limit: Duration, running: RunningServices, signals: [Int32] = [SIGTERM, SIGINT]) {
+        let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+        for number in signals {
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { [unowned self] in
+                guard !armed else { return }
+                armed = true
+                queue.asyncAfter(deadline: .now() + seconds) {
+                    let line =
+                        "ferry serve: shutdown did not finish within \(Int(seconds)) s of the signal (still running: "
+                        + running.names.joined(separator: ", ") + "); exiting.\n"
+                    FileHandle.standardError.write(Data(line.utf8))
+                    _exit(1)
+                }
+            }
+            sources.append(source)
+        }
+        // The service group sets the same dispositions; the signal is delivered to every source watching it.
+        for number in signals { signal(number, SIG_IGN) }
+        for source in sources { source.resume() }
+    }
+}
