@@ -111,6 +111,7 @@ struct ProgressPrinter: Sendable {
         if json {
             var object: [String: Any] = ["event": "processing", "file": file, "VideoId": video.videoId, "Status": video.status]
             if let value = video.processingProgress { object["ProcessingProgress"] = value }
+            if let value = video.playable { object["Playable"] = value }
             if let value = video.statusMessage { object["StatusMessage"] = value }
             emit(object)
         } else if terminal {

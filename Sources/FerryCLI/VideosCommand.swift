@@ -133,10 +133,12 @@ struct VideosCommand: AsyncParsableCommand {
         return object
     }
 
-    /// A video's status as people read it: `Transcoding 42%`, or with the reason it waits.
+    /// A video's status as people read it: `Transcoding 42%`, `Transcoding 42%, playable`, or with the reason it
+    /// waits.
     static func statusText(_ video: MediaServiceClient.VideoInfo) -> String {
         var text = video.status
         if let percent = video.processingProgress, video.status == "Transcoding" { text += " \(percent)%" }
+        if video.playable == true, video.status == "Transcoding" { text += ", playable" }
         if let message = video.statusMessage { text += " (\(message))" }
         return text
     }

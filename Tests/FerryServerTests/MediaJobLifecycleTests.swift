@@ -50,7 +50,7 @@ struct MediaJobLifecycleTests {
         }
     }
 
-    @Test("ferry serve SIGKILLed mid-transcode takes its ffmpeg with it; after a restart the job is taken over and ends Normal, once, with nothing left over")
+    @Test("ferry serve SIGKILLed mid-transcode takes its ffmpeg with it; after a restart the job is taken over and ends Normal, once, with nothing left over but the first stream it had published")
     func killMidTranscode() async throws {
         try #require(MediaFixtures.available, "ffmpeg and ffprobe are needed (.ci/run installs Debian's ffmpeg)")
         let directory = TemporaryDirectory.make("ferry-media-kill")
@@ -81,8 +81,11 @@ struct MediaJobLifecycleTests {
                 && !Set(MediaFixtures.ffmpegProcesses(mentioning: data))
                     .isDisjoint(with: MediaFixtures.ffmpegProcesses(mentioning: "/progress.txt"))
         }
-        // Let it write some of its output first.
+        // Let it write some of its output first. The first stream (the source, H.264 + AAC, packaged as it is) was
+        // published before the ladder's encode started.
         try await Task.sleep(for: .milliseconds(500))
+        let before = try await media.getVideoInfo(videoId: ticket.id)
+        #expect(before.playable == true && before.status == "Transcoding")
         await first.stop(signal: SIGKILL)
         try await Self.eventually("the killed server's ffmpeg is gone", timeout: .seconds(3)) {
             MediaFixtures.ffmpegProcesses(mentioning: data).isEmpty
@@ -111,6 +114,9 @@ struct MediaJobLifecycleTests {
         let keys = listing.text.components(separatedBy: "<Key>").dropFirst().compactMap { $0.components(separatedBy: "</Key>").first }
         #expect(!keys.isEmpty)
         #expect(Set(keys.map { $0.split(separator: "/")[3] }).count == 1, "\(keys)")
+        // The first stream, published before the kill, is still there for players that started on it.
+        #expect(keys.contains { $0.hasSuffix("/start/index.m3u8") }, "\(keys)")
+        #expect(info.playableTime == before.playableTime)
         // A job removes its working directory once it ends, a moment after it published (and the cover job may still be
         // running when the video is Normal): wait for that, up to 30 s, then nothing may be left.
         let workDirectory = data + "/media-work"

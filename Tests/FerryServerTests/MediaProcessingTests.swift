@@ -95,14 +95,16 @@ struct MediaProcessingTests {
                     try await Task.sleep(for: .milliseconds(50))
                 }
                 let events = await Self.events(receiver.recorder)
+                // The source (H.264 + AAC at 480p) plays as it is: it is published first, before the ladder.
                 #expect(events.map(\.type) == [
-                    "FileUploadComplete", "VideoAnalysisComplete", "SnapshotComplete", "StreamTranscodeComplete",
+                    "FileUploadComplete", "VideoAnalysisComplete", "SnapshotComplete", "VideoPlayable", "StreamTranscodeComplete",
                     "StreamTranscodeComplete", "StreamTranscodeComplete", "StreamTranscodeComplete", "StreamTranscodeComplete",
                     "StreamTranscodeComplete", "TranscodeComplete",
                 ])
                 #expect(events.allSatisfy { $0.payload["VideoId"] as? String == videoId })
                 #expect(events[1].payload["Width"] as? Int == 854 && events[1].payload["Status"] as? String == "success")
                 #expect(events[2].payload["Status"] as? String == "success")
+                #expect(events[3].payload["Definition"] as? String == "OD" && events[3].payload["Format"] as? String == "m3u8")
                 let streams = events.filter { $0.type == "StreamTranscodeComplete" }.map {
                     "\($0.payload["Definition"] as? String ?? "")/\($0.payload["Format"] as? String ?? "")"
                 }
@@ -288,6 +290,7 @@ struct MediaProcessingTests {
             let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
             #expect(info.status == "Normal")
             #expect(info.templateGroupId == "NoTranscode")
+            #expect(info.playable == true && info.playableTime != nil)
             #expect(abs((info.duration ?? 0) - 3) <= 0.1)
             let play = try await harness.media.getPlayInfo(videoId: videoId)
             #expect(play.streams.map(\.definition) == ["OD"])

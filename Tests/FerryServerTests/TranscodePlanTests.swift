@@ -48,6 +48,53 @@ struct TranscodePlanTests {
         #expect(throws: MediaProbe.Unreadable.self) { try Self.ladder(MezzanineInfo(size: 1)) }
     }
 
+    @Test("the first stream: the source when every player plays it as it is, else the lowest of two or more definitions")
+    func firstStream() throws {
+        func first(_ info: MezzanineInfo, group: TranscodeTemplates.Group = Self.group) throws -> String {
+            switch try TranscodePlan.make(for: info, group: group, templates: .builtIn).firstStream(for: info) {
+            case .source: "source"
+            case .lowest(let output): output.definition
+            case nil: "none"
+            }
+        }
+        var h264 = Self.source(1920, 1080)
+        h264.pixelFormat = "yuv420p"
+        h264.fps = 30
+        #expect(try first(h264) == "source")
+        var silent = h264
+        silent.audioCodec = nil
+        #expect(try first(silent) == "source")
+        // What some player cannot play as it is: the lowest definition is encoded first.
+        for change in [
+            { (info: inout MezzanineInfo) in info.videoCodec = "hevc" }, { $0.pixelFormat = "yuv420p10le" },
+            { $0.rotation = 90 }, { $0.audioCodec = "opus" }, { $0.fps = 120 }, { $0.width = 3840; $0.height = 2160 },
+        ] {
+            var info = h264
+            change(&info)
+            #expect(try first(info) == "LD", "\(info)")
+        }
+        // One definition only (a 270p HEVC source), sound only, or no HLS: nothing would be gained.
+        var small = h264
+        small.videoCodec = "hevc"
+        small.width = 480
+        small.height = 270
+        #expect(try first(small) == "none")
+        var sound = MezzanineInfo(size: 1)
+        sound.audioCodec = "aac"
+        #expect(try first(sound) == "none")
+        var mp4Only = Self.group
+        mp4Only.formats = ["mp4"]
+        #expect(try first(h264, group: mp4Only) == "none")
+        // The lowest is encoded alone; the ladder then encodes only the others.
+        var hevc = h264
+        hevc.videoCodec = "hevc"
+        let plan = try TranscodePlan.make(for: hevc, group: Self.group, templates: .builtIn)
+        let rest = plan.encoding { $0.definition != "LD" }.encodeArguments(input: "in.mp4", directory: "/w", progressFile: "/w/p")
+        #expect(!rest.contains("/w/LD.mp4") && rest.contains("/w/FHD.mp4"))
+        let package = plan.sourcePackageArguments(input: "in.mp4", directory: "/w")
+        #expect(package.contains("copy") && package.last == "/w/start/index.m3u8")
+    }
+
     @Test("a rung encoded below its height gets a proportionally lower bit rate")
     func bitrates() throws {
         let plan = try TranscodePlan.make(for: Self.source(854, 480), group: Self.group, templates: .builtIn)

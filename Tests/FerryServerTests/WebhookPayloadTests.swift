@@ -110,6 +110,10 @@ struct WebhookPayloadTests {
                     "StreamInfos": [],
                 ]
             ),
+            (
+                .videoPlayable(videoId: "v1", definition: "OD", format: "m3u8"),
+                ["VideoId": "v1", "Status": "success", "Definition": "OD", "Format": "m3u8"]
+            ),
             (.imageUploadComplete(imageId: "img1", size: 77), ["ImageId": "img1", "Size": JSONValue(Int64(77))]),
             (.videoDeleted(videoId: "v1"), ["VideoId": "v1"]),
             (.videoUploadExpired(videoId: "v1"), ["VideoId": "v1"]),
@@ -126,8 +130,8 @@ struct WebhookPayloadTests {
         }
         // The documented types.
         #expect(Set(cases.map(\.0.type.rawValue)) == [
-            "FileUploadComplete", "VideoAnalysisComplete", "SnapshotComplete", "StreamTranscodeComplete", "TranscodeComplete",
-            "ImageUploadComplete", "VideoDeleted", "VideoUploadExpired",
+            "FileUploadComplete", "VideoAnalysisComplete", "SnapshotComplete", "VideoPlayable", "StreamTranscodeComplete",
+            "TranscodeComplete", "ImageUploadComplete", "VideoDeleted", "VideoUploadExpired",
         ])
     }
 

@@ -23,6 +23,8 @@ public enum MediaFixtures {
         case blackStart
         /// A long 640×360 clip (`seconds`), for transcodes that must still run when a test acts.
         case long
+        /// 854×480, 30 fps, 8-bit HEVC + AAC: a 480p source that players cannot all play as it is.
+        case hevc480
 
         /// The file name extension.
         public var fileExtension: String {
@@ -74,6 +76,10 @@ public enum MediaFixtures {
         case .hevc10Bit:
             arguments = ["-f", "lavfi", "-i", "testsrc2=size=426x240:rate=30:duration=\(d)"] + sine
                 + ["-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p10le", "-tag:v", "hvc1", "-x265-params", "log-level=error"]
+                + aac + [path]
+        case .hevc480:
+            arguments = ["-f", "lavfi", "-i", "testsrc2=size=854x480:rate=30:duration=\(d)"] + sine
+                + ["-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-tag:v", "hvc1", "-x265-params", "log-level=error"]
                 + aac + [path]
         case .blackStart:
             arguments = [

@@ -229,8 +229,9 @@ public final class MediaServiceClient: Sendable {
 
     /// The video's playable streams with signed URLs valid for `authTimeout` seconds (1–604800): every published
     /// rendition (HLS `m3u8` and `mp4` per definition, `AUTO` for the HLS master playlist), or the original (`OD`)
-    /// for a video stored with `NoTranscode`. `formats` and `definitions` narrow the list. Fails with
-    /// `InvalidVideo.NoneStream` (404) until the video is `Normal`.
+    /// for a video stored with `NoTranscode`; while the video is still `Transcoding` with `playable` set, its first
+    /// stream. `formats` and `definitions` narrow the list. Fails with `InvalidVideo.NoneStream` (404) until the video
+    /// is playable.
     public func getPlayInfo(
         videoId: String, authTimeout: Int = 3600, formats: [String]? = nil, definitions: [String]? = nil
     ) async throws(FerryError) -> PlayInfo {

@@ -56,6 +56,11 @@ public enum MediaContract {
         public var processingProgress: Int?
         /// Who may play it: `public` (anyone with its playback address) or `signed` (a token is needed).
         public var playbackPolicy: PlaybackPolicy?
+        /// Whether it has a stream to play (GetPlayInfo answers): its first stream may be while it is still
+        /// `Transcoding`.
+        public var playable: Bool?
+        /// When it first had a stream to play (ISO 8601).
+        public var playableTime: String?
 
         /// Creates a video description.
         public init(videoId: String, title: String, status: String) {
@@ -71,7 +76,8 @@ public enum MediaContract {
             case snapshots = "Snapshots", cateId = "CateId", tags = "Tags", userData = "UserData", width = "Width"
             case height = "Height", duration = "Duration", fps = "Fps", bitrate = "Bitrate", mediaType = "MediaType"
             case errorCode = "ErrorCode", errorMessage = "ErrorMessage", statusMessage = "StatusMessage"
-            case processingProgress = "ProcessingProgress", playbackPolicy = "PlaybackPolicy"
+            case processingProgress = "ProcessingProgress", playbackPolicy = "PlaybackPolicy", playable = "Playable"
+            case playableTime = "PlayableTime"
         }
     }
 

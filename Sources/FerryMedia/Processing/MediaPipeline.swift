@@ -93,10 +93,12 @@ package struct MediaPipeline: Sendable {
                 if try await catalog.updateVideo(video.videoId, { video in
                     guard video.status == VideoStatus.uploadSucc else { return .keep }
                     video.status = VideoStatus.normal
+                    video.playableAt = Date()
                     video.updatedAt = Date()
                     return .save()
                 }) != nil {
                     events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
+                    try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: "OD", format: Self.originalFormat(video)))
                 }
                 return
             }
@@ -114,6 +116,7 @@ package struct MediaPipeline: Sendable {
             }
             if group == nil {
                 video.status = VideoStatus.normal
+                video.playableAt = Date()
             } else {
                 video.status = VideoStatus.transcoding
                 jobs.append(MediaJob(videoId: video.videoId, kind: .transcode, maxAttempts: maxAttempts))
@@ -123,7 +126,13 @@ package struct MediaPipeline: Sendable {
         guard let saved else { return }
         if saved.status == VideoStatus.normal { events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified)) }
         try await webhooks.enqueue(.videoAnalysisComplete(videoId: video.videoId, info: info))
+        if saved.status == VideoStatus.normal {
+            try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: "OD", format: Self.originalFormat(video)))
+        }
     }
+
+    /// The format GetPlayInfo names the original by (`NoTranscode`): its file name's extension.
+    static func originalFormat(_ video: VideoRecord) -> String { (video.key as NSString).pathExtension.lowercased() }
 
     /// Runs ffprobe on a file.
     func runProbe(_ path: String, size: Int64, directory: String) async throws -> MezzanineInfo {
@@ -216,15 +225,25 @@ package struct MediaPipeline: Sendable {
         let outputs = "video/\(video.videoId)/out/"
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: video.outputPrefix.map { $0 + "/" })
         guard let (source, object) = try await download(video, into: directory) else { return }
-
-        // Encode every rendition in one ffmpeg process.
+        // Every file of this job goes under one prefix: its first stream, then the whole ladder.
+        let prefix = "video/\(video.videoId)/out/\(job.id)"
         let encoded = directory + "/out"
         try PrivateFiles.directory(encoded)
+
+        // A playable stream first, unless an earlier run of this job published it.
+        var firstPublished = video.playableAt != nil && video.outputPrefix == prefix
+        if video.playableAt == nil, let first = plan.firstStream(for: info) {
+            firstPublished = try await publishFirstStream(
+                first, of: video, plan: plan, source: source, encoded: encoded, directory: directory, prefix: prefix)
+        }
+
+        // Encode every rendition not encoded yet in one ffmpeg process.
         let progressFile = directory + "/progress.txt"
         let errors = directory + "/transcode.err"
+        let ladder = plan.encoding { !FileManager.default.fileExists(atPath: encoded + "/" + $0.fileName) }
         var process = ChildProcess(
             executable: tools.ffmpeg,
-            arguments: plan.encodeArguments(input: source, directory: encoded, progressFile: progressFile))
+            arguments: ladder.encodeArguments(input: source, directory: encoded, progressFile: progressFile))
         process.standardError = errors
         process.timeLimit = configuration.jobTimeLimit
         process.pollInterval = .milliseconds(250)
@@ -275,17 +294,7 @@ package struct MediaPipeline: Sendable {
                         plan.packageArguments(for: output, directory: encoded), errors: errors, directory: directory,
                         videoId: video.videoId, plan: plan)
                 else { return }
-                let playlist = (try? String(contentsOfFile: encoded + "/" + output.playlistPath, encoding: .utf8)) ?? ""
-                let segments = TranscodePlan.segments(ofPlaylist: playlist)
-                let initSize = WorkFiles.size(of: encoded + "/" + output.definition + "/init.mp4")
-                var peak = 0
-                for segment in segments where segment.duration > 0 {
-                    let bytes = WorkFiles.size(of: encoded + "/" + output.definition + "/" + segment.uri)
-                    peak = max(peak, ProbeReport.integer(Double(bytes) * 8 / segment.duration) ?? 0)
-                }
-                let total = segments.reduce(0) { $0 + $1.duration }
-                let encodedBytes = WorkFiles.size(of: encoded + "/" + output.definition) - initSize
-                let average = total > 0 ? ProbeReport.integer(Double(encodedBytes) * 8 / total) ?? 0 : 0
+                let (segments, peak, average) = Self.packaged(encoded + "/" + output.definition)
                 // A variant's codecs name its sound also when the sound is the audio rendition; a DASH
                 // representation names only what its own files hold.
                 let hasPicture = output.width != nil
@@ -338,9 +347,12 @@ package struct MediaPipeline: Sendable {
         try await makeStoryboard(source: source, info: info, into: encoded, work: directory)
         await progress(0.9)
 
-        // Store every file under this job's prefix; nothing points at them yet.
-        let prefix = "video/\(video.videoId)/out/\(job.id)"
-        let files = WorkFiles.files(under: encoded).filter { !$0.hasSuffix(".err") }
+        // Store every file under this job's prefix; nothing points at them yet but the first stream's master
+        // playlist, which the ladder's replaces: stored last, once every file it names is.
+        let manifests: Set<String> = ["master.m3u8", "manifest.mpd"]
+        let files = WorkFiles.files(under: encoded).filter { !$0.hasSuffix(".err") }.sorted {
+            (manifests.contains($0) ? 1 : 0, $0) < (manifests.contains($1) ? 1 : 0, $1)
+        }
         do {
             for (index, file) in files.enumerated() {
                 try Task.checkCancellation()
@@ -350,8 +362,10 @@ package struct MediaPipeline: Sendable {
                 await progress(0.9 + 0.1 * Double(index + 1) / Double(max(files.count, 1)))
             }
         } catch {
-            // Stopped (the video deleted, the server shutting down) or failed: what was stored is nobody's. Removed
-            // even when this task is cancelled; what cannot be removed now goes with the next run's leftovers.
+            // Stopped (the video deleted, the server shutting down) or failed: what was stored is nobody's, unless
+            // the first stream is published under the same prefix (the next run stores the ladder again over it).
+            // Removed even when this task is cancelled; what cannot be removed now goes with the next run's leftovers.
+            if firstPublished { throw error }
             let store = self.store
             do {
                 try await whileIgnoringCancellation {
@@ -371,6 +385,7 @@ package struct MediaPipeline: Sendable {
             guard video.status == VideoStatus.transcoding else { return .keep }
             video.renditions = published
             video.outputPrefix = prefix
+            video.playableAt = video.playableAt ?? Date()
             video.status = VideoStatus.normal
             video.errorCode = nil
             video.errorMessage = nil
@@ -390,6 +405,27 @@ package struct MediaPipeline: Sendable {
             try await webhooks.enqueue(.streamTranscodeComplete(videoId: video.videoId, stream: stream))
         }
         try await webhooks.enqueue(.transcodeComplete(videoId: video.videoId, streams: streams))
+        if !firstPublished, video.playableAt == nil, let stream = renditions.last(where: { $0.format != "mpd" }) {
+            // The master playlist (listed last but for the DASH manifest), or the one progressive file of a group
+            // without HLS.
+            try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: stream.definition, format: stream.format))
+        }
+    }
+
+    /// The segments of the HLS media playlist `index.m3u8` in `directory`, and their peak and average bit rates.
+    static func packaged(_ directory: String) -> (segments: [(duration: Double, uri: String)], peak: Int, average: Int) {
+        let playlist = (try? String(contentsOfFile: directory + "/index.m3u8", encoding: .utf8)) ?? ""
+        let segments = TranscodePlan.segments(ofPlaylist: playlist)
+        let initSize = WorkFiles.size(of: directory + "/init.mp4")
+        var peak = 0
+        for segment in segments where segment.duration > 0 {
+            let bytes = WorkFiles.size(of: directory + "/" + segment.uri)
+            peak = max(peak, ProbeReport.integer(Double(bytes) * 8 / segment.duration) ?? 0)
+        }
+        let total = segments.reduce(0) { $0 + $1.duration }
+        let encodedBytes = WorkFiles.size(of: directory) - initSize
+        let average = total > 0 ? ProbeReport.integer(Double(encodedBytes) * 8 / total) ?? 0 : 0
+        return (segments, peak, average)
     }
 
     /// What ffprobe says of an encoded file.

@@ -131,6 +131,68 @@ struct TranscodePlan: Sendable, Hashable {
         return arguments
     }
 
+    /// How a video is made playable before its whole ladder is done: the first stream, published on its own.
+    enum FirstStream: Sendable, Hashable {
+        /// The source itself, packaged as HLS without encoding (``TranscodePlan/sourceIsPlayable(_:)``), as `OD`.
+        case source
+        /// The lowest definition, encoded on its own before the others (and not again with them).
+        case lowest(Output)
+    }
+
+    /// The directory of the first stream's HLS files under the published prefix: apart from the ladder's, so that a
+    /// player that started on it plays on after the ladder is published.
+    static let firstStreamDirectory = "start"
+
+    /// The first stream of this plan for `source`: the source when it plays as it is, else the lowest definition when
+    /// the ladder has more than one; nil when the ladder is no slower (one definition, sound only) or makes no HLS.
+    func firstStream(for source: MezzanineInfo) -> FirstStream? {
+        guard formats.contains("m3u8"), source.hasVideo else { return nil }
+        if Self.sourceIsPlayable(source) { return .source }
+        let pictures = outputs.filter { $0.width != nil }
+        guard pictures.count > 1, let lowest = pictures.first else { return nil }
+        return .lowest(lowest)
+    }
+
+    /// Whether every HLS player plays the source's streams as they are: H.264 in 8-bit 4:2:0, at most 1920×1080,
+    /// not rotated, at most 60 frames a second, with AAC sound or none.
+    static func sourceIsPlayable(_ source: MezzanineInfo) -> Bool {
+        guard source.videoCodec == "h264", ["yuv420p", "yuvj420p"].contains(source.pixelFormat ?? ""),
+            let width = source.width, let height = source.height, max(width, height) <= 1920, min(width, height) <= 1080,
+            (source.rotation ?? 0) % 360 == 0, (source.fps ?? 0) <= 60
+        else { return false }
+        return source.audioCodec == nil || source.audioCodec == "aac"
+    }
+
+    /// The ffmpeg arguments that package the source as HLS without encoding, into `directory`/``firstStreamDirectory``.
+    func sourcePackageArguments(input: String, directory: String) -> [String] {
+        let target = directory + "/" + Self.firstStreamDirectory
+        return [
+            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", input, "-map", "0:v:0", "-map",
+            "0:a:0?", "-c", "copy", "-map_metadata", "-1", "-f", "hls", "-hls_time", String(segmentSeconds),
+            "-hls_playlist_type", "vod", "-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
+            "-hls_segment_filename", target + "/seg_%05d.m4s", target + "/index.m3u8",
+        ]
+    }
+
+    /// The ffmpeg arguments that package an encoded output with its sound as the first stream, into
+    /// `directory`/``firstStreamDirectory`` (`encoded` holds the output's MP4).
+    func firstStreamPackageArguments(for output: Output, encoded: String, directory: String) -> [String] {
+        let target = directory + "/" + Self.firstStreamDirectory
+        return [
+            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", encoded + "/" + output.fileName,
+            "-map", "0", "-c", "copy", "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod",
+            "-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
+            "-hls_segment_filename", target + "/seg_%05d.m4s", target + "/index.m3u8",
+        ]
+    }
+
+    /// This plan with only the outputs `keep` accepts (the ladder once its first stream's definition is encoded).
+    func encoding(only keep: (Output) -> Bool) -> TranscodePlan {
+        var plan = self
+        plan.outputs = outputs.filter(keep)
+        return plan
+    }
+
     /// The audio rendition of a plan with ``separateAudio``: the highest definition's sound, at its bit rate.
     var audioOutput: Output? {
         guard let separateAudio, let top = outputs.last(where: { $0.width != nil && $0.hasAudio }) else { return nil }

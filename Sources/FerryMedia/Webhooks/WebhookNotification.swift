@@ -60,6 +60,15 @@ public struct WebhookNotification: Sendable, Hashable {
             payload: WebhookPayload(videoId: videoId, status: "fail", errorCode: errorCode, errorMessage: errorMessage))
     }
 
+    /// `VideoPlayable` when the video first has a stream to play: `VideoId`, `Status` (`success`), `Definition` (of
+    /// the stream: `OD` for the source packaged as it is, else the definition first encoded, or `AUTO` for a ladder
+    /// published whole) and `Format` (`m3u8`, or the original's format for `NoTranscode`).
+    public static func videoPlayable(videoId: String, definition: String, format: String) -> WebhookNotification {
+        WebhookNotification(
+            type: .videoPlayable,
+            payload: WebhookPayload(videoId: videoId, status: "success", definition: definition, format: format))
+    }
+
     /// `StreamTranscodeComplete` for a stream made: the stream's fields and `VideoId`.
     public static func streamTranscodeComplete(videoId: String, stream: WebhookStreamInfo) -> WebhookNotification {
         WebhookNotification(type: .streamTranscodeComplete, payload: WebhookPayload(videoId: videoId, stream: stream))

@@ -52,6 +52,8 @@ extension MediaAPI {
             ]
         }
         object.playbackPolicy = video.isPlaybackSigned ? .signed : .public
+        object.playable = Self.isPlayable(video)
+        object.playableTime = video.playableAt?.formatted(.iso8601)
         object.cateId = video.cateId
         object.tags = video.tags
         object.userData = video.userData
@@ -81,6 +83,12 @@ extension MediaAPI {
         return object
     }
 
+    /// Whether the video has streams to play: `Normal`, or `Transcoding` with its first stream published.
+    static func isPlayable(_ video: VideoRecord) -> Bool {
+        video.status == VideoStatus.normal
+            || (video.status == VideoStatus.transcoding && video.playableAt != nil && !(video.renditions ?? []).isEmpty)
+    }
+
     func getPlayInfo(_ input: MediaContract.PlayInfoRequest, _ call: Call) async throws -> MediaContract.PlayInfoAnswer {
         let video = try await liveVideo(input.videoId, principal: call.principal)
         let timeout = try Self.authTimeout(input.authTimeout)
@@ -90,7 +98,7 @@ extension MediaAPI {
         }
         let formats = list(input.formats)
         let definitions = list(input.definition)
-        guard video.status == VideoStatus.normal, let size = video.size else {
+        guard Self.isPlayable(video), let size = video.size else {
             throw MediaError(
                 "InvalidVideo.NoneStream", "The video has no playable stream yet (status \(video.status)).", status: 404)
         }

@@ -67,9 +67,11 @@ extension PlaybackAPI {
     }
 
     /// An answer made here: 304 when the client has it, else the text (HEAD: its headers). A playlist or DASH
-    /// manifest with a `token` names its files with it, and its ETag follows the text it then is.
+    /// manifest with a `token` names its files with it, and its ETag follows the text it then is. One that is not
+    /// `final` (a first stream's master playlist) is revalidated on every use.
     func generated(
-        _ text: String, file: String, etag: String, lastModified: Date? = nil, request: Request, token: String?
+        _ text: String, file: String, etag: String, lastModified: Date? = nil, request: Request, token: String?,
+        final: Bool = true
     ) -> Response {
         var text = text
         var etag = etag
@@ -80,7 +82,7 @@ extension PlaybackAPI {
         }
         var headers: HTTPFields = [
             .eTag: "\"\(etag)\"", .contentType: file.hasSuffix(".vtt") ? "text/vtt; charset=utf-8" : WorkFiles.contentType(forPath: file),
-            .cacheControl: "private, max-age=60",
+            .cacheControl: final ? "private, max-age=60" : "no-cache",
         ]
         if let lastModified { headers[.lastModified] = S3Date.http(lastModified) }
         if let match = request.headers[.ifNoneMatch], ObjectWriteCondition.etags(match).contains(where: { $0 == etag || $0 == "*" }) {

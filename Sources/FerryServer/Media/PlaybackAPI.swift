@@ -76,13 +76,16 @@ struct PlaybackAPI: Sendable {
             guard let prefix = video.outputPrefix else { throw missing }
             key = prefix + "/" + file
         }
+        // The first stream's master playlist is replaced by the ladder's: revalidated until then.
+        let final = video.status == VideoStatus.normal || !(file.hasSuffix(".m3u8") || file.hasSuffix(".mpd"))
         var attempts = 0
         while true {
             do {
                 if let playlistToken {
-                    return try await servePlaylist(bucket: video.bucket, key: key, token: playlistToken, request: request)
+                    return try await servePlaylist(
+                        bucket: video.bucket, key: key, token: playlistToken, request: request, final: final)
                 }
-                return try await serve(bucket: video.bucket, key: key, file: file, request: request)
+                return try await serve(bucket: video.bucket, key: key, file: file, request: request, final: final)
             } catch is ObjectChangedError where attempts < 3 {
                 attempts += 1
             } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
@@ -92,18 +95,22 @@ struct PlaybackAPI: Sendable {
     }
 
     /// A playlist (or DASH manifest) with `token` added to every URI it names, sent whole.
-    private func servePlaylist(bucket: String, key: String, token: String, request: Request) async throws -> Response {
+    private func servePlaylist(bucket: String, key: String, token: String, request: Request, final: Bool) async throws
+        -> Response
+    {
         let object = try await media.store.object(bucket: bucket, key: key)
         let text = try await text(of: object)
-        return generated(text, file: key, etag: object.etag, lastModified: object.lastModified, request: request, token: token)
+        return generated(
+            text, file: key, etag: object.etag, lastModified: object.lastModified, request: request, token: token,
+            final: final)
     }
 
-    private func serve(bucket: String, key: String, file: String, request: Request) async throws -> Response {
+    private func serve(bucket: String, key: String, file: String, request: Request, final: Bool) async throws -> Response {
         let object = try await media.store.object(bucket: bucket, key: key)
         try ObjectAPI.checkConditions(request.headers, object: object)
         var headers: HTTPFields = [
             .eTag: "\"\(object.etag)\"", .lastModified: S3Date.http(object.lastModified), .acceptRanges: "bytes",
-            .contentType: WorkFiles.contentType(forPath: file), .cacheControl: "private, max-age=3600",
+            .contentType: WorkFiles.contentType(forPath: file), .cacheControl: final ? "private, max-age=3600" : "no-cache",
         ]
         let range = try request.headers[.range].flatMap { try ObjectAPI.parseRange($0, size: object.size) }
         let status: HTTPResponse.Status

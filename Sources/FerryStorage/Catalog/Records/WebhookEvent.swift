@@ -46,6 +46,8 @@ public struct WebhookEventType: RawRepresentable, Sendable, Hashable, Codable, C
     public static let snapshotComplete = WebhookEventType(rawValue: "SnapshotComplete")
     /// One stream of the transcode was made (or could not be).
     public static let streamTranscodeComplete = WebhookEventType(rawValue: "StreamTranscodeComplete")
+    /// The video has a stream to play for the first time (its first stream, or its whole ladder), whatever its status.
+    public static let videoPlayable = WebhookEventType(rawValue: "VideoPlayable")
     /// Every stream was published and the video is `Normal` (or the video failed).
     public static let transcodeComplete = WebhookEventType(rawValue: "TranscodeComplete")
     /// An image's file is stored, the first time.

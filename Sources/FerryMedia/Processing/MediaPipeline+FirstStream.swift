@@ -1,0 +1,97 @@
+import FerryStorage
+import Foundation
+
+extension MediaPipeline {
+    /// Makes a video playable before its ladder is done: packages its first stream (``TranscodePlan/FirstStream``: the
+    /// source as it is, or the lowest definition encoded on its own into `encoded`), stores it under `prefix` in
+    /// ``TranscodePlan/firstStreamDirectory`` with a master playlist of its own, and publishes both in one catalog
+    /// change that sets `playableAt` while the video stays `Transcoding` (then `VideoPlayable`). The ladder is
+    /// published later under the same prefix, its master playlist replacing this one; the first stream's files stay,
+    /// so a player that started on them plays to the end.
+    ///
+    /// Best effort: when the first stream cannot be made the ladder still is, so this logs why and returns false.
+    /// Throws only what the job should be retried for (the catalog or the store failing, cancellation).
+    func publishFirstStream(
+        _ first: TranscodePlan.FirstStream, of video: VideoRecord, plan: TranscodePlan, source: String, encoded: String,
+        directory: String, prefix: String
+    ) async throws -> Bool {
+        let output = directory + "/first"
+        try PrivateFiles.directory(output + "/" + TranscodePlan.firstStreamDirectory)
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let errors = directory + "/first.err"
+        let definition: String
+        let progressive: String
+        var steps: [[String]] = []
+        switch first {
+        case .source:
+            definition = "OD"
+            progressive = source
+            steps.append(plan.sourcePackageArguments(input: source, directory: output))
+        case .lowest(let lowest):
+            definition = lowest.definition
+            progressive = encoded + "/" + lowest.fileName
+            steps.append(
+                plan.encoding { $0 == lowest }.encodeArguments(
+                    input: source, directory: encoded, progressFile: directory + "/first-progress.txt"))
+            steps.append(plan.firstStreamPackageArguments(for: lowest, encoded: encoded, directory: output))
+        }
+        for arguments in steps {
+            var process = ChildProcess(executable: tools.ffmpeg, arguments: arguments)
+            process.standardError = errors
+            process.timeLimit = configuration.jobTimeLimit
+            guard try await run(process).succeeded else {
+                logger.warning(
+                    "first stream not made; the video plays once its ladder is done",
+                    metadata: [
+                        "ferry.video-id": .string(video.videoId),
+                        "reason": .string(MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory))),
+                    ])
+                // A half-encoded definition is encoded again with the ladder.
+                if case .lowest(let lowest) = first { try? FileManager.default.removeItem(atPath: encoded + "/" + lowest.fileName) }
+                return false
+            }
+        }
+        let measured = try await measure(progressive, directory: directory)
+        let streamDirectory = output + "/" + TranscodePlan.firstStreamDirectory
+        let (_, peak, average) = Self.packaged(streamDirectory)
+        // The variant's playlist is `start/index.m3u8`: an output named by that directory.
+        let variant = TranscodePlan.Output(
+            definition: TranscodePlan.firstStreamDirectory, width: measured.width, height: measured.height,
+            videoBitrate: nil, audioBitrate: 0, hasAudio: measured.audioCodec != nil)
+        let codecs = TranscodePlan.codecs(
+            videoProfile: measured.videoProfile, videoLevel: measured.videoLevel, hasVideo: true,
+            hasAudio: measured.audioCodec != nil)
+        let master = TranscodePlan.masterPlaylist([(variant, max(peak, average), average, codecs, measured.fps)])
+        try Data(master.utf8).write(to: URL(fileURLWithPath: output + "/master.m3u8"))
+        let stream = Rendition(
+            definition: definition, format: "m3u8", path: variant.playlistPath, width: measured.width,
+            height: measured.height, bitrate: measured.bitrate, duration: measured.duration, fps: measured.fps,
+            size: WorkFiles.size(of: streamDirectory), videoCodec: measured.videoCodec, audioCodec: measured.audioCodec)
+        var auto = stream
+        auto.definition = "AUTO"
+        auto.path = "master.m3u8"
+        auto.size = Int64(master.utf8.count)
+        auto.videoCodec = nil
+        auto.audioCodec = nil
+
+        // The stream's files first, its master playlist last: nothing names a file not yet stored.
+        for file in WorkFiles.files(under: output).sorted(by: { ($0 == "master.m3u8" ? 1 : 0) < ($1 == "master.m3u8" ? 1 : 0) }) {
+            try Task.checkCancellation()
+            try await WorkFiles.upload(
+                output + "/" + file, to: store, bucket: video.bucket, key: prefix + "/" + file,
+                contentType: WorkFiles.contentType(forPath: file))
+        }
+        let renditions = [stream, auto]
+        let saved = try await catalog.updateVideo(video.videoId) { video in
+            guard video.status == VideoStatus.transcoding, video.playableAt == nil else { return .keep }
+            video.renditions = renditions
+            video.outputPrefix = prefix
+            video.playableAt = Date()
+            video.updatedAt = Date()
+            return .save()
+        }
+        guard saved != nil else { return false }
+        try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8"))
+        return true
+    }
+}
