@@ -20,7 +20,9 @@ final class ShutdownDeadline: @unchecked Sendable {
         let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
         for number in signals {
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { [unowned self] in
+            // Held strongly: the deadline lives as long as the process (a signal after `ferry serve` returned from
+            // its services finds it still there).
+            source.setEventHandler { [self] in
                 guard !armed else { return }
                 armed = true
                 queue.asyncAfter(deadline: .now() + seconds) {

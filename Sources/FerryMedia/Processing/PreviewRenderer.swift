@@ -50,7 +50,13 @@ package struct PreviewRenderer: Sendable {
         if let info = video.mezzanine, !info.hasVideo {
             throw FerryDomainError(.invalidArgument, "The video has no picture to take \(file) from.")
         }
-        let key = (video.outputPrefix ?? "video/\(video.videoId)") + "/" + request.cacheName
+        // Pictures taken from a first stream are kept apart from the ladder's (published later under the same
+        // prefix), so that the ladder's best rendition is used once it is there.
+        let place =
+            video.outputPrefix.map {
+                video.status == VideoStatus.normal ? $0 : $0 + "/" + TranscodePlan.firstStreamDirectory
+            } ?? "video/\(video.videoId)"
+        let key = place + "/" + request.cacheName
         do {
             _ = try await pipeline.store.object(bucket: video.bucket, key: key)
             return key
