@@ -44,13 +44,14 @@ struct MediaContractRequestTests {
             #"""
             {"Title": "Holiday", "FileName": "holiday.mp4", "FileSize": 5000000000, "Description": "d",
              "CoverURL": "https://c/x.jpg", "CateId": 7, "Tags": "a,b", "Transcode": "NoTranscode",
-             "TemplateGroupId": "default", "UserData": "u", "ClientToken": "tok", "PlaybackPolicy": "public"}
+             "TemplateGroupId": "default", "UserData": "u", "ClientToken": "tok", "PlaybackPolicy": "public",
+             "Downloads": "capped-1080p"}
             """#,
             MediaContract.CreateUploadVideoRequest(
                 title: "Holiday", fileName: "holiday.mp4", fileSize: 5_000_000_000, description: "d",
                 coverURL: "https://c/x.jpg", cateId: 7, tags: "a,b", transcode: "NoTranscode",
                 templateGroupId: "default",
-                userData: "u", clientToken: "tok", playbackPolicy: .public),
+                userData: "u", clientToken: "tok", playbackPolicy: .public, downloads: .capped1080p),
             empty: .init(title: nil, fileName: nil)),
         check(
             "RefreshUploadVideo", #"{"VideoId": "v1"}"#, MediaContract.VideoIdRequest(videoId: "v1"),
@@ -72,10 +73,10 @@ struct MediaContractRequestTests {
             empty: .init()),
         check(
             "UpdateVideoInfo",
-            #"{"VideoId": "v5", "Title": "T", "Description": "", "Tags": "x", "CateId": 1, "CoverURL": "http://c/y", "PlaybackPolicy": "signed"}"#,
+            #"{"VideoId": "v5", "Title": "T", "Description": "", "Tags": "x", "CateId": 1, "CoverURL": "http://c/y", "PlaybackPolicy": "signed", "Downloads": "none"}"#,
             MediaContract.UpdateVideoInfoRequest(
                 videoId: "v5", title: "T", description: "", tags: "x", cateId: 1, coverURL: "http://c/y",
-                playbackPolicy: .signed),
+                playbackPolicy: .signed, downloads: DownloadPolicy.none),
             empty: .init(videoId: nil)),
         check(
             "DeleteVideo", #"{"VideoIds": "v6,v7"}"#, MediaContract.DeleteVideoRequest(videoIds: ["v6", "v7"]),

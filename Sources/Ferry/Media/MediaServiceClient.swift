@@ -129,6 +129,9 @@ public final class MediaServiceClient: Sendable {
         public var clientToken: String?
         /// Who may play it: `.signed` (the server's default: playback URLs need a token) or `.public`.
         public var playbackPolicy: PlaybackPolicy?
+        /// Which progressive files are offered for download: `.all` (the server's default), `.none`, `.capped1080p`,
+        /// `.audioOnly` or `.capped1080pAndAudio`.
+        public var downloads: DownloadPolicy?
 
         /// Creates a description.
         public init(title: String, fileName: String) {
@@ -185,7 +188,8 @@ public final class MediaServiceClient: Sendable {
         let request = MediaContract.CreateUploadVideoRequest(
             title: video.title, fileName: video.fileName, fileSize: video.fileSize, description: video.description,
             coverURL: video.coverURL, cateId: video.cateId, tags: video.tags, transcode: video.transcode,
-            userData: video.userData, clientToken: video.clientToken, playbackPolicy: video.playbackPolicy)
+            userData: video.userData, clientToken: video.clientToken, playbackPolicy: video.playbackPolicy,
+            downloads: video.downloads)
         let answer = try await call("CreateUploadVideo", request, as: MediaContract.UploadTicketAnswer.self)
         var ticket = try UploadTicket(id: answer.videoId ?? "", address: answer.uploadAddress, auth: answer.uploadAuth)
         ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
@@ -391,6 +395,14 @@ public final class MediaServiceClient: Sendable {
     public func deleteSigningKey(_ keyId: String) async throws(FerryError) {
         _ = try await call(
             "DeleteSigningKey", MediaContract.SigningKeyIdRequest(keyId: keyId), as: MediaContract.EmptyAnswer.self)
+    }
+
+    /// Changes which of a video's progressive files are offered for download (listed in GetPlayInfo, served at their
+    /// playback addresses); the HLS and DASH streams are not affected.
+    public func setDownloads(_ policy: DownloadPolicy, videoId: String) async throws(FerryError) {
+        _ = try await call(
+            "UpdateVideoInfo", MediaContract.UpdateVideoInfoRequest(videoId: videoId, downloads: policy),
+            as: MediaContract.EmptyAnswer.self)
     }
 
     /// Changes a video's playback policy.

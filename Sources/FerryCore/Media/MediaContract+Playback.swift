@@ -34,6 +34,63 @@ public struct PlaybackPolicy: RawRepresentable, Codable, Sendable, Hashable, Cus
     }
 }
 
+/// Which progressive files of a video (its MP4 per definition, its audio rendition's `.m4a`) are offered for download:
+/// listed in GetPlayInfo and served at their playback addresses. The HLS and DASH streams are not affected.
+///
+/// Written as a comma-separated list of `capped-1080p` (the one MP4 of the highest definition whose shorter side is at
+/// most 1080 pixels) and `audio-only` (the audio rendition), or `all` (every progressive file: the default) or `none`.
+public struct DownloadPolicy: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
+    /// The canonical form: `all`, `none`, `capped-1080p`, `audio-only` or `audio-only,capped-1080p`.
+    public var rawValue: String
+
+    /// Creates a policy from its text, as is (``parse(_:)`` checks and orders it).
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// Every progressive file; what a video gets unless it asks otherwise.
+    public static let all = DownloadPolicy(rawValue: "all")
+    /// No progressive file.
+    public static let none = DownloadPolicy(rawValue: "none")
+    /// The highest MP4 at most 1080p.
+    public static let capped1080p = DownloadPolicy(rawValue: "capped-1080p")
+    /// The audio rendition's `.m4a`.
+    public static let audioOnly = DownloadPolicy(rawValue: "audio-only")
+    /// Both the highest MP4 at most 1080p and the audio rendition.
+    public static let capped1080pAndAudio = DownloadPolicy(rawValue: "audio-only,capped-1080p")
+
+    /// The policy `text` names, in canonical form; nil when it names none (unknown items, `all` or `none` with
+    /// others, an empty list).
+    public static func parse(_ text: String) -> DownloadPolicy? {
+        let items = Set(text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) })
+        switch items {
+        case ["all"]: return .all
+        case ["none"]: return DownloadPolicy.none
+        case ["capped-1080p"]: return .capped1080p
+        case ["audio-only"]: return .audioOnly
+        case ["capped-1080p", "audio-only"]: return .capped1080pAndAudio
+        default: return nil
+        }
+    }
+
+    /// Whether the highest MP4 at most 1080p is offered.
+    public var includesCapped1080p: Bool { self == .all || rawValue.contains("capped-1080p") }
+    /// Whether the audio rendition is offered.
+    public var includesAudio: Bool { self == .all || rawValue.contains("audio-only") }
+
+    /// The text.
+    public var description: String { rawValue }
+
+    /// Decodes the text.
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    /// Encodes the text.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
 extension MediaContract {
     /// CreateSigningKey: a new key pair for playback tokens; the answer carries the private key, once.
     public struct CreateSigningKeyRequest: Codable, Sendable, Hashable {

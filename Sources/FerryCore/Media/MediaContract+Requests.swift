@@ -36,15 +36,18 @@ extension MediaContract {
         public var clientToken: String?
         /// Who may play it: ``PlaybackPolicy/signed`` (the default) or ``PlaybackPolicy/public``.
         public var playbackPolicy: PlaybackPolicy?
+        /// Which progressive files are offered for download (``DownloadPolicy``; `all` by default).
+        public var downloads: DownloadPolicy?
 
         /// Creates a request.
         public init(
             title: String?, fileName: String?, fileSize: Int64? = nil, description: String? = nil,
             coverURL: String? = nil, cateId: Int? = nil, tags: String? = nil, transcode: String? = nil,
             templateGroupId: String? = nil, userData: String? = nil, clientToken: String? = nil,
-            playbackPolicy: PlaybackPolicy? = nil
+            playbackPolicy: PlaybackPolicy? = nil, downloads: DownloadPolicy? = nil
         ) {
             self.playbackPolicy = playbackPolicy
+            self.downloads = downloads
             self.title = title
             self.fileName = fileName
             self.fileSize = fileSize
@@ -71,6 +74,7 @@ extension MediaContract {
             case userData = "UserData"
             case clientToken = "ClientToken"
             case playbackPolicy = "PlaybackPolicy"
+            case downloads = "Downloads"
         }
     }
 
@@ -147,13 +151,16 @@ extension MediaContract {
         public var coverURL: String?
         /// A new playback policy.
         public var playbackPolicy: PlaybackPolicy?
+        /// New download choices (``DownloadPolicy``).
+        public var downloads: DownloadPolicy?
 
         /// Creates a request.
         public init(
             videoId: String?, title: String? = nil, description: String? = nil, tags: String? = nil, cateId: Int? = nil,
-            coverURL: String? = nil, playbackPolicy: PlaybackPolicy? = nil
+            coverURL: String? = nil, playbackPolicy: PlaybackPolicy? = nil, downloads: DownloadPolicy? = nil
         ) {
             self.playbackPolicy = playbackPolicy
+            self.downloads = downloads
             self.videoId = videoId
             self.title = title
             self.description = description
@@ -170,6 +177,7 @@ extension MediaContract {
             case cateId = "CateId"
             case coverURL = "CoverURL"
             case playbackPolicy = "PlaybackPolicy"
+            case downloads = "Downloads"
         }
     }
 

@@ -61,6 +61,8 @@ public enum MediaContract {
         public var playable: Bool?
         /// When it first had a stream to play (ISO 8601).
         public var playableTime: String?
+        /// Which progressive files are offered for download.
+        public var downloads: DownloadPolicy?
 
         /// Creates a video description.
         public init(videoId: String, title: String, status: String) {
@@ -77,7 +79,7 @@ public enum MediaContract {
             case height = "Height", duration = "Duration", fps = "Fps", bitrate = "Bitrate", mediaType = "MediaType"
             case errorCode = "ErrorCode", errorMessage = "ErrorMessage", statusMessage = "StatusMessage"
             case processingProgress = "ProcessingProgress", playbackPolicy = "PlaybackPolicy", playable = "Playable"
-            case playableTime = "PlayableTime"
+            case playableTime = "PlayableTime", downloads = "Downloads"
         }
     }
 

@@ -54,6 +54,7 @@ extension MediaAPI {
         object.playbackPolicy = video.isPlaybackSigned ? .signed : .public
         object.playable = Self.isPlayable(video)
         object.playableTime = video.playableAt?.formatted(.iso8601)
+        object.downloads = Self.downloadPolicy(of: video)
         object.cateId = video.cateId
         object.tags = video.tags
         object.userData = video.userData
@@ -110,7 +111,8 @@ extension MediaAPI {
             let token = try await playToken(video, audiences: [.video], lifetime: TimeInterval(timeout))
             let storyboardToken = try await playToken(video, audiences: [.storyboard], lifetime: TimeInterval(timeout))
             storyboard = try await storyboardURL(of: video, call, token: storyboardToken)
-            for rendition in renditions {
+            let downloadable = Self.downloadable(video)
+            for rendition in renditions where !Self.isProgressive(rendition) || downloadable.contains(rendition.path) {
                 let url = PlaybackToken.url(
                     base: publicBase(call).base, videoId: video.videoId, file: rendition.path, token: token)
                 var stream = Self.playStream(rendition, url: url)

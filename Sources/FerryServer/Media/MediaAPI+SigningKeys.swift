@@ -62,6 +62,15 @@ extension MediaAPI {
         return MediaContract.EmptyAnswer()
     }
 
+    /// The download policy a request names, in canonical form.
+    static func downloadPolicy(_ policy: DownloadPolicy?) throws -> DownloadPolicy? {
+        guard let policy else { return nil }
+        guard let parsed = DownloadPolicy.parse(policy.rawValue) else {
+            throw MediaError.invalid("Downloads", "must be all, none, or capped-1080p and/or audio-only (comma-separated).")
+        }
+        return parsed
+    }
+
     /// The playback policy a request names, checked.
     static func playbackPolicy(_ policy: PlaybackPolicy?) throws -> PlaybackPolicy? {
         guard let policy else { return nil }

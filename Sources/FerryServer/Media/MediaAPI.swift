@@ -226,6 +226,7 @@ public struct MediaAPI: Sendable {
         }
         let group = try templateGroup(input.templateGroupId ?? input.transcode)
         let policy = try Self.playbackPolicy(input.playbackPolicy) ?? .signed
+        let downloads = try Self.downloadPolicy(input.downloads)
         if let token = input.clientToken {
             guard (1...64).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
                 throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
@@ -248,6 +249,7 @@ public struct MediaAPI: Sendable {
             key: "video/\(id)/source.\(ext)", owner: call.principal.parentAccessKeyId, createdAt: now, updatedAt: now,
             clientToken: input.clientToken)
         record.playbackPolicy = policy.rawValue
+        record.downloads = downloads.map(\.rawValue)
         let video = try await catalog.createVideo(record, videoLimit: call.principal.quota.videos)
         return ticket(videoId: video.videoId, key: video.key, call)
     }
@@ -336,11 +338,13 @@ public struct MediaAPI: Sendable {
             else { throw MediaError.invalid("CoverURL", "must be an http or https URL.") }
         }
         let policy = try Self.playbackPolicy(input.playbackPolicy)
+        let downloads = try Self.downloadPolicy(input.downloads)
         if input.title == nil, input.description == nil, input.tags == nil, input.cateId == nil, input.coverURL == nil,
-            policy == nil
+            policy == nil, downloads == nil
         {
             throw MediaError(
-                "MissingParameter", "Name at least one of Title, Description, Tags, CateId, CoverURL, PlaybackPolicy.")
+                "MissingParameter",
+                "Name at least one of Title, Description, Tags, CateId, CoverURL, PlaybackPolicy, Downloads.")
         }
         try await catalog.updateVideo(video.videoId) { video in
             if let title = input.title { video.title = title }
@@ -349,6 +353,7 @@ public struct MediaAPI: Sendable {
             if let cateId = input.cateId { video.cateId = cateId }
             if let cover = input.coverURL { video.coverURL = cover.isEmpty ? nil : cover }
             if let policy { video.playbackPolicy = policy.rawValue }
+            if let downloads { video.downloads = downloads.rawValue }
             video.updatedAt = Date()
             return .save()
         }

@@ -57,6 +57,14 @@ struct PlaybackAPI: Sendable {
         } catch {
             throw error.error
         }
+        // A progressive file its download policy does not offer is refused, whoever asks.
+        if let rendition = video.renditions?.first(where: { $0.path == file }), MediaAPI.isProgressive(rendition),
+            !MediaAPI.downloadable(video).contains(file)
+        {
+            throw S3Error(
+                .accessDenied, "The video does not offer \(file) for download (Downloads: \(MediaAPI.downloadPolicy(of: video))).",
+                details: ["Reason": "download"])
+        }
         // A signed video's playlists pass the token on to every file they name.
         let playlistToken = video.isPlaybackSigned && (file.hasSuffix(".m3u8") || file.hasSuffix(".mpd")) ? token : nil
         do {

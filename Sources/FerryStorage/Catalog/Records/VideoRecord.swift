@@ -58,6 +58,8 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     public var subtitles: [SubtitleTrack]?
     /// Who may play it: `public` or `signed`; nil (a video stored before policies existed) is `signed`.
     public var playbackPolicy: String?
+    /// Which progressive files are offered for download (a ``DownloadPolicy``'s text); nil is `all`.
+    public var downloads: String?
     /// When it first had a stream to play: its first stream published while the ladder was still being made, or the
     /// ladder itself (`VideoPlayable`); nil until then.
     public var playableAt: Date?
