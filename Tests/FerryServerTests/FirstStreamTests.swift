@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// A video plays within seconds of its upload: its first stream is published while the ladder is still encoded.
-@Suite("First stream: a video plays before its ladder is done", .serialized)
+@Suite("First stream: a video plays before its ladder is done (SQLite and PostgreSQL)", .serialized)
 struct FirstStreamTests {
     /// ffmpeg and ffprobe behind a wrapper that holds the ladder's encode (the run that writes `progress.txt`) until
     /// `gate` exists, so the test sees the video between its first stream and its ladder.
@@ -25,80 +25,88 @@ struct FirstStreamTests {
 
     @Test(
         "the first stream plays while the video is Transcoding (VideoPlayable, Playable), then the ladder replaces it and a player that started on it plays on",
-        arguments: [(MediaFixtures.Kind.landscape480, "OD"), (MediaFixtures.Kind.hevc480, "LD")])
-    func firstStream(kind: MediaFixtures.Kind, definition: String) async throws {
+        arguments: [
+            (MediaFixtures.Kind.landscape480, "OD", QuotaBackend.sqlite), (.hevc480, "LD", .sqlite),
+            (.landscape480, "OD", .postgres),
+        ])
+    func firstStream(kind: MediaFixtures.Kind, definition: String, backend: QuotaBackend) async throws {
         let gate = TemporaryDirectory.make("ferry-gate") + "/open"
         defer { try? FileManager.default.removeItem(atPath: (gate as NSString).deletingLastPathComponent) }
         let tools = try Self.heldTools(gate: gate)
         defer { try? FileManager.default.removeItem(atPath: tools) }
-        try await WebhookReceiver.with { receiver in
-            try await MediaHarness.with(webhook: receiver.url, configure: { $0.mediaProcessing.toolsDirectory = tools }) { harness in
-                let source = try await harness.fixture(kind)
-                let videoId = try await harness.upload(source)
+        try await backend.withCatalog { catalog in
+            try await WebhookReceiver.with { receiver in
+                try await MediaHarness.with(webhook: receiver.url, configure: {
+                    catalog(&$0)
+                    $0.mediaProcessing.toolsDirectory = tools
+                }) { harness in
+                    let source = try await harness.fixture(kind)
+                    let videoId = try await harness.upload(source)
 
-                // Playable while Transcoding: the ladder's encode is held.
-                let deadline = ContinuousClock.now + .seconds(120)
-                var info = try await harness.media.getVideoInfo(videoId: videoId)
-                while info.playable != true, ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(100))
-                    info = try await harness.media.getVideoInfo(videoId: videoId)
-                }
-                #expect(info.playable == true && info.status == "Transcoding", "\(info.status) \(info.errorMessage ?? "")")
-                #expect(info.playableTime != nil)
-                let early = try await harness.media.getPlayInfo(videoId: videoId)
-                #expect(early.status == "Transcoding")
-                #expect(Set(early.streams.map { "\($0.definition)/\($0.format)" }) == ["\(definition)/m3u8", "AUTO/m3u8"])
-                let master = try #require(early.stream(format: "m3u8", definition: "AUTO"))
-                let first = try #require(early.stream(format: "m3u8", definition: definition))
-                // Its master playlist is revalidated (the ladder's replaces it) and names the one stream.
-                let masterAnswer = try await S3TestClient.fetch(master.url)
-                #expect(masterAnswer.status == 200 && masterAnswer.header("cache-control") == "no-cache")
-                let masterText = String(decoding: masterAnswer.body, as: UTF8.self)
-                #expect(masterText.components(separatedBy: "#EXT-X-STREAM-INF").count - 1 == 1)
-                #expect(masterText.contains("start/index.m3u8") && masterText.contains("CODECS=\"avc1."))
-                // ffmpeg plays the whole video through it, picture and sound.
-                let copy = harness.fixtures + "/first.mp4"
-                try await MediaFixtures.ffmpeg(["-i", master.url, "-c", "copy", copy])
-                let copied = try await MediaFixtures.probe(copy)
-                #expect(abs((copied.duration ?? 0) - 3) <= 0.2, "the first stream lasts \(copied.duration ?? 0)")
-                #expect(copied.codec("video") == "h264" && copied.codec("audio") == "aac")
-                let before = await MediaProcessingTests.events(receiver.recorder).map(\.type)
-                #expect(!before.contains("TranscodeComplete") && !before.contains("StreamTranscodeComplete"), "\(before)")
+                    // Playable while Transcoding: the ladder's encode is held.
+                    let deadline = ContinuousClock.now + .seconds(120)
+                    var info = try await harness.media.getVideoInfo(videoId: videoId)
+                    while info.playable != true, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(100))
+                        info = try await harness.media.getVideoInfo(videoId: videoId)
+                    }
+                    #expect(info.playable == true && info.status == "Transcoding", "\(info.status) \(info.errorMessage ?? "")")
+                    #expect(info.playableTime != nil)
+                    let early = try await harness.media.getPlayInfo(videoId: videoId)
+                    #expect(early.status == "Transcoding")
+                    #expect(Set(early.streams.map { "\($0.definition)/\($0.format)" }) == ["\(definition)/m3u8", "AUTO/m3u8"])
+                    let master = try #require(early.stream(format: "m3u8", definition: "AUTO"))
+                    let first = try #require(early.stream(format: "m3u8", definition: definition))
+                    // Its master playlist is revalidated (the ladder's replaces it) and names the one stream.
+                    let masterAnswer = try await S3TestClient.fetch(master.url)
+                    #expect(masterAnswer.status == 200 && masterAnswer.header("cache-control") == "no-cache")
+                    let masterText = String(decoding: masterAnswer.body, as: UTF8.self)
+                    #expect(masterText.components(separatedBy: "#EXT-X-STREAM-INF").count - 1 == 1)
+                    #expect(masterText.contains("start/index.m3u8") && masterText.contains("CODECS=\"avc1."))
+                    // ffmpeg plays the whole video through it, picture and sound.
+                    let copy = harness.fixtures + "/first.mp4"
+                    try await MediaFixtures.ffmpeg(["-i", master.url, "-c", "copy", copy])
+                    let copied = try await MediaFixtures.probe(copy)
+                    #expect(abs((copied.duration ?? 0) - 3) <= 0.2, "the first stream lasts \(copied.duration ?? 0)")
+                    #expect(copied.codec("video") == "h264" && copied.codec("audio") == "aac")
+                    let before = await MediaProcessingTests.events(receiver.recorder).map(\.type)
+                    #expect(!before.contains("TranscodeComplete") && !before.contains("StreamTranscodeComplete"), "\(before)")
 
-                // The ladder is let go; the video becomes Normal with every definition under the master playlist.
-                #expect(FileManager.default.createFile(atPath: gate, contents: nil))
-                let done = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
-                #expect(done.status == "Normal" && done.playable == true && done.playableTime == info.playableTime)
-                let play = try await harness.media.getPlayInfo(videoId: videoId)
-                #expect(Set(play.streams.map { "\($0.definition)/\($0.format)" }) == ["LD/m3u8", "LD/mp4", "SD/m3u8", "SD/mp4", "SQ/m3u8", "SQ/m4a", "AUTO/m3u8", "AUTO/mpd"])
-                let ladder = try #require(play.stream(format: "m3u8", definition: "AUTO"))
-                let ladderAnswer = try await S3TestClient.fetch(ladder.url)
-                #expect(ladderAnswer.header("cache-control") != "no-cache")
-                let ladderText = String(decoding: ladderAnswer.body, as: UTF8.self)
-                #expect(ladderText.contains("LD/index.m3u8") && ladderText.contains("SD/index.m3u8") && !ladderText.contains("start/"))
-                // A player that loaded the first stream's playlist before the switch still gets every file it names.
-                let firstPlaylist = String(decoding: try await S3TestClient.fetch(first.url).body, as: UTF8.self)
-                let base = try #require(first.url.components(separatedBy: "index.m3u8").first)
-                var names = firstPlaylist.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init)
-                #expect(!names.isEmpty)
-                if let map = firstPlaylist.range(of: "#EXT-X-MAP:URI=\"") {
-                    names.append(String(firstPlaylist[map.upperBound...].prefix { $0 != "\"" }))
-                }
-                for name in names { #expect(try await S3TestClient.fetch(base + name).status == 200, "\(name)") }
+                    // The ladder is let go; the video becomes Normal with every definition under the master playlist.
+                    #expect(FileManager.default.createFile(atPath: gate, contents: nil))
+                    let done = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+                    #expect(done.status == "Normal" && done.playable == true && done.playableTime == info.playableTime)
+                    let play = try await harness.media.getPlayInfo(videoId: videoId)
+                    #expect(Set(play.streams.map { "\($0.definition)/\($0.format)" }) == ["LD/m3u8", "LD/mp4", "SD/m3u8", "SD/mp4", "SQ/m3u8", "SQ/m4a", "AUTO/m3u8", "AUTO/mpd"])
+                    let ladder = try #require(play.stream(format: "m3u8", definition: "AUTO"))
+                    let ladderAnswer = try await S3TestClient.fetch(ladder.url)
+                    #expect(ladderAnswer.header("cache-control") != "no-cache")
+                    let ladderText = String(decoding: ladderAnswer.body, as: UTF8.self)
+                    #expect(ladderText.contains("LD/index.m3u8") && ladderText.contains("SD/index.m3u8") && !ladderText.contains("start/"))
+                    // A player that loaded the first stream's playlist before the switch still gets every file it names.
+                    let firstPlaylist = String(decoding: try await S3TestClient.fetch(first.url).body, as: UTF8.self)
+                    let base = try #require(first.url.components(separatedBy: "index.m3u8").first)
+                    var names = firstPlaylist.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init)
+                    #expect(!names.isEmpty)
+                    if let map = firstPlaylist.range(of: "#EXT-X-MAP:URI=\"") {
+                        names.append(String(firstPlaylist[map.upperBound...].prefix { $0 != "\"" }))
+                    }
+                    for name in names { #expect(try await S3TestClient.fetch(base + name).status == 200, "\(name)") }
 
-                // One VideoPlayable, naming the first stream, before the transcode's events.
-                let until = ContinuousClock.now + .seconds(60)
-                while await MediaProcessingTests.events(receiver.recorder).last?.type != "TranscodeComplete", ContinuousClock.now < until {
-                    try await Task.sleep(for: .milliseconds(50))
+                    // One VideoPlayable, naming the first stream, before the transcode's events.
+                    let until = ContinuousClock.now + .seconds(60)
+                    while await MediaProcessingTests.events(receiver.recorder).last?.type != "TranscodeComplete", ContinuousClock.now < until {
+                        try await Task.sleep(for: .milliseconds(50))
+                    }
+                    let events = await MediaProcessingTests.events(receiver.recorder)
+                    let playable = events.filter { $0.type == "VideoPlayable" }
+                    #expect(playable.count == 1)
+                    #expect(playable.first?.payload["Definition"] as? String == definition)
+                    let types = events.map(\.type)
+                    #expect(
+                        (types.firstIndex(of: "VideoPlayable") ?? .max) < (types.firstIndex(of: "StreamTranscodeComplete") ?? -1),
+                        "\(types)")
                 }
-                let events = await MediaProcessingTests.events(receiver.recorder)
-                let playable = events.filter { $0.type == "VideoPlayable" }
-                #expect(playable.count == 1)
-                #expect(playable.first?.payload["Definition"] as? String == definition)
-                let types = events.map(\.type)
-                #expect(
-                    (types.firstIndex(of: "VideoPlayable") ?? .max) < (types.firstIndex(of: "StreamTranscodeComplete") ?? -1),
-                    "\(types)")
             }
         }
     }

@@ -21,19 +21,28 @@ enum QuotaBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     func withNodes<T: Sendable>(_ count: Int = 1, _ body: @Sendable @escaping ([TestServer]) async throws -> T)
         async throws -> T
     {
+        try await withCatalog { configure in
+            try await Self.nested(self == .sqlite ? 1 : count, configure: configure, [], body)
+        }
+    }
+
+    /// Runs `body` with what configures a test server for this backend: nothing for SQLite (the data directory's
+    /// catalog and files); for PostgreSQL, a new database and a SeaweedFS store, removed afterwards.
+    func withCatalog<T: Sendable>(
+        _ body: @Sendable @escaping (@escaping @Sendable (inout FerryServerConfiguration) -> Void) async throws -> T
+    ) async throws -> T {
         switch self {
         case .sqlite:
-            return try await TestServer.with { server in try await body([server]) }
+            return try await body { _ in }
         case .postgres:
             let seaweed = try await SeaweedFSServer.start()
             do {
                 let location = seaweed.location()
                 let result = try await PostgresServer.withDatabase { url in
-                    let configure: @Sendable (inout FerryServerConfiguration) -> Void = {
+                    try await body {
                         $0.catalogURL = url
                         $0.objectStore = location
                     }
-                    return try await Self.nested(count, configure: configure, [], body)
                 }
                 await seaweed.destroy()
                 return result
