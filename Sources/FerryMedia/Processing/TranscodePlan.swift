@@ -168,10 +168,8 @@ struct TranscodePlan: Sendable, Hashable {
         let target = directory + "/" + Self.firstStreamDirectory
         return [
             "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", input, "-map", "0:v:0", "-map",
-            "0:a:0?", "-c", "copy", "-map_metadata", "-1", "-f", "hls", "-hls_time", String(segmentSeconds),
-            "-hls_playlist_type", "vod", "-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
-            "-hls_segment_filename", target + "/seg_%05d.m4s", target + "/index.m3u8",
-        ]
+            "0:a:0?", "-c", "copy", "-map_metadata", "-1",
+        ] + hlsOutput(target)
     }
 
     /// The ffmpeg arguments that package an encoded output with its sound as the first stream, into
@@ -180,9 +178,16 @@ struct TranscodePlan: Sendable, Hashable {
         let target = directory + "/" + Self.firstStreamDirectory
         return [
             "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", encoded + "/" + output.fileName,
-            "-map", "0", "-c", "copy", "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod",
-            "-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
-            "-hls_segment_filename", target + "/seg_%05d.m4s", target + "/index.m3u8",
+            "-map", "0", "-c", "copy",
+        ] + hlsOutput(target)
+    }
+
+    /// The ffmpeg output arguments of an HLS (fMP4) media playlist `index.m3u8` and its segments in `target`.
+    func hlsOutput(_ target: String) -> [String] {
+        [
+            "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod", "-hls_segment_type", "fmp4",
+            "-hls_fmp4_init_filename", "init.mp4", "-hls_segment_filename", target + "/seg_%05d.m4s",
+            target + "/index.m3u8",
         ]
     }
 
@@ -217,10 +222,8 @@ struct TranscodePlan: Sendable, Hashable {
         let streams = separateAudio != nil && output.width != nil ? "0:v:0" : "0"
         return [
             "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", directory + "/" + output.fileName,
-            "-map", streams, "-c", "copy", "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod",
-            "-hls_segment_type", "fmp4", "-hls_fmp4_init_filename", "init.mp4",
-            "-hls_segment_filename", target + "/seg_%05d.m4s", target + "/index.m3u8",
-        ]
+            "-map", streams, "-c", "copy",
+        ] + hlsOutput(target)
     }
 
     /// The ffmpeg arguments that take a cover from the source: a representative frame (the `thumbnail` filter's
