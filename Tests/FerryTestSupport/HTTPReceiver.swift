@@ -26,7 +26,10 @@ public struct HTTPReceiver: Sendable {
     public actor Recorder {
         /// The requests, in arrival order.
         public private(set) var requests: [Received] = []
+        /// How many answers the receiver has sent (after its delay, if any).
+        public private(set) var answered = 0
         func record(_ request: Received) { requests.append(request) }
+        func recordAnswer() { answered += 1 }
         /// Creates an empty recorder.
         public init() {}
     }
@@ -62,6 +65,7 @@ public struct HTTPReceiver: Sendable {
                     headers: headers, body: bytes))
             // A slow app server: the answer comes late (or never, when the client gives up first).
             if delay > .zero { try? await Task.sleep(for: delay) }
+            await recorder.recordAnswer()
             return Response(
                 status: .init(code: status), headers: [.contentType: contentType],
                 body: .init(byteBuffer: ByteBuffer(string: answer)))
