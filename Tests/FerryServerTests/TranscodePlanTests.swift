@@ -244,6 +244,14 @@ struct TranscodePlanTests {
                 #EXT-X-ENDLIST
 
                 """)
+        // A storyboard's cues name the sprite with the token before the tile's fragment; the header, a cue's
+        // identifier and its timing line stay as they are.
+        let storyboard = "WEBVTT\n\n1\n00:00:00.000 --> 00:00:01.000\nstoryboard.jpg#xywh=0,0,160,90\n\n"
+            + "00:00:01.000 --> 00:00:02.000\r\nstoryboard.jpg#xywh=160,0,160,90\r\n"
+        #expect(
+            PlaylistRewriter.addingQueryToCues("token=T", to: storyboard)
+                == "WEBVTT\n\n1\n00:00:00.000 --> 00:00:01.000\nstoryboard.jpg?token=T#xywh=0,0,160,90\n\n"
+                + "00:00:01.000 --> 00:00:02.000\r\nstoryboard.jpg?token=T#xywh=160,0,160,90\r\n")
         #expect(PlaybackAuthorizer.allows(referer: "https://www.example.com/page", hosts: ["*.example.com"]))
         #expect(!PlaybackAuthorizer.allows(referer: "https://example.com/page", hosts: ["*.example.com"]))
         #expect(PlaybackAuthorizer.allows(referer: "https://Example.com/", hosts: ["example.com"]))

@@ -66,8 +66,8 @@ extension PlaybackAPI {
         return String(decoding: bytes.readableBytesView, as: UTF8.self)
     }
 
-    /// An answer made here: 304 when the client has it, else the text (HEAD: its headers). A playlist or DASH
-    /// manifest with a `token` names its files with it, and its ETag follows the text it then is. One that is not
+    /// An answer made here: 304 when the client has it, else the text (HEAD: its headers). A playlist, DASH
+    /// manifest or storyboard VTT with a `token` names its files with it, and its ETag follows the text it then is. One that is not
     /// `final` (a first stream's master playlist) is revalidated on every use.
     func generated(
         _ text: String, file: String, etag: String, lastModified: Date? = nil, request: Request, token: String?,
@@ -77,7 +77,13 @@ extension PlaybackAPI {
         var etag = etag
         if let token {
             let query = PlaybackToken.queryName + "=" + token
-            text = file.hasSuffix(".mpd") ? DashManifest.addingQuery(query, to: text) : PlaylistRewriter.addingQuery(query, to: text)
+            if file.hasSuffix(".mpd") {
+                text = DashManifest.addingQuery(query, to: text)
+            } else if file.hasSuffix(".vtt") {
+                text = PlaylistRewriter.addingQueryToCues(query, to: text)
+            } else {
+                text = PlaylistRewriter.addingQuery(query, to: text)
+            }
             etag += "-" + Self.shortHash(text)
         }
         var headers: HTTPFields = [

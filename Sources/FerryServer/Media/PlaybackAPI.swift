@@ -8,8 +8,8 @@ import NIOCore
 /// Serves a video's published files to players: `GET|HEAD /_ferry/play/<videoId>/<file>[?token=<JWT>]`.
 ///
 /// A public video's files need nothing more; a signed video's need a playback token (``PlaybackToken``), checked by
-/// ``PlaybackAuthorizer`` on every request. HLS playlists of a signed video are rewritten as they are served: every
-/// URI in them gets the request's token, so a player that follows relative URIs sends it with each playlist, init
+/// ``PlaybackAuthorizer`` on every request. HLS playlists, DASH manifests and the storyboard VTT of a signed video are
+/// rewritten as they are served: every URI in them gets the request's token, so a player that follows relative URIs sends it with each playlist, init
 /// segment and segment. `<file>` is a path under the video's published renditions (`master.m3u8`, `LD/index.m3u8`,
 /// `LD/seg_00001.m4s`, `LD.mp4`), or `cover.jpg` for the cover taken from the source. Ranges and conditional requests
 /// work as on the object API (a rewritten playlist is always sent whole); responses allow any origin, so a browser
@@ -65,8 +65,9 @@ struct PlaybackAPI: Sendable {
                 .accessDenied, "The video does not offer \(file) for download (Downloads: \(MediaAPI.downloadPolicy(of: video))).",
                 details: ["Reason": "download"])
         }
-        // A signed video's playlists pass the token on to every file they name.
-        let playlistToken = video.isPlaybackSigned && (file.hasSuffix(".m3u8") || file.hasSuffix(".mpd")) ? token : nil
+        // A signed video's playlists, and its storyboard's cues, pass the token on to every file they name.
+        let namesFiles = file.hasSuffix(".m3u8") || file.hasSuffix(".mpd") || file == StoryboardPlan.vttFileName
+        let playlistToken = video.isPlaybackSigned && namesFiles ? token : nil
         do {
             if let answer = try await subtitleAnswer(file: file, video: video, request: request, token: playlistToken) {
                 return answer

@@ -2,6 +2,7 @@ import Foundation
 
 /// Adds a query to every URI an HLS playlist names (RFC 8216): each URI line, and each `URI="…"` attribute of a tag
 /// (`EXT-X-MAP`, `EXT-X-MEDIA`, `EXT-X-I-FRAME-STREAM-INF`, `EXT-X-KEY`, …). Everything else is kept byte for byte.
+/// Also the cue payloads of a storyboard's WebVTT file, which name the sprite (`storyboard.jpg#xywh=…`).
 enum PlaylistRewriter {
     /// `playlist` with `query` (`name=value`, already URL-safe) appended to every URI it names.
     static func addingQuery(_ query: String, to playlist: String) -> String {
@@ -25,6 +26,34 @@ enum PlaylistRewriter {
         return output.joined(separator: "\n")
     }
 
+    /// A storyboard's WebVTT file with `query` added to the URI of every cue (each line after a timing line, up to
+    /// the blank line that ends the cue), before its fragment: `storyboard.jpg?token=…#xywh=0,0,160,90`, which a
+    /// player resolves against the VTT's URL. Everything else is kept byte for byte.
+    static func addingQueryToCues(_ query: String, to vtt: String) -> String {
+        let lines = vtt.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+        var inCue = false
+        var output: [String] = []
+        output.reserveCapacity(lines.count)
+        for line in lines {
+            let trimmed = line.hasSuffix("\r") ? String(line.dropLast()) : line
+            let ending = line.hasSuffix("\r") ? "\r" : ""
+            if trimmed.trimmingCharacters(in: .whitespaces).isEmpty {
+                inCue = false
+                output.append(line)
+            } else if trimmed.contains("-->") {
+                inCue = true
+                output.append(line)
+            } else if inCue {
+                output.append(appending(query, to: trimmed.trimmingCharacters(in: .whitespaces)) + ending)
+            } else {
+                output.append(line)
+            }
+        }
+        return output.joined(separator: "\n")
+    }
+
     /// A tag line with `query` added to its `URI="…"` attribute, if it has one.
     private static func rewritingAttributes(_ line: some StringProtocol, query: String) -> String {
         guard line.hasPrefix("#EXT"), let start = line.range(of: "URI=\"") else { return String(line) }
@@ -33,9 +62,11 @@ enum PlaylistRewriter {
         return String(line[..<start.upperBound]) + appending(query, to: rest[..<end]) + String(rest[end...])
     }
 
-    /// `uri` with `query` added after its existing query, if any.
+    /// `uri` with `query` added after its existing query, if any, and before its fragment, if any.
     private static func appending(_ query: String, to uri: some StringProtocol) -> String {
         let uri = String(uri)
-        return uri + (uri.contains("?") ? "&" : "?") + query
+        let fragmentStart = uri.firstIndex(of: "#") ?? uri.endIndex
+        let resource = uri[..<fragmentStart]
+        return resource + (resource.contains("?") ? "&" : "?") + query + uri[fragmentStart...]
     }
 }

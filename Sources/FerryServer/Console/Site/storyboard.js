@@ -19,9 +19,8 @@ export function parseStoryboard(text, base) {
     if (hash < 0) continue;
     const [x, y, w, hgt] = target.slice(hash + 6).split(',').map(Number);
     if ([x, y, w, hgt].some((n) => !Number.isFinite(n))) continue;
-    // The sprite beside the VTT; a credential in the VTT URL's query (a playback token) goes with it.
+    // The sprite beside the VTT (a signed video's cues name it with their playback token).
     const sprite = new URL(target.slice(0, hash), base);
-    if (!sprite.search && sprite.origin === new URL(base).origin) sprite.search = new URL(base).search;
     cues.push({ start: seconds(timing[0]), end: seconds(timing[1]), url: sprite.href, x, y, w, h: hgt });
   }
   return cues;
