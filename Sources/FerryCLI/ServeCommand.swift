@@ -132,6 +132,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("media-lease"), help: "Seconds a worker's claim on a media job lasts unless renewed; a job whose worker died is taken over after it (or FERRY_MEDIA_LEASE). Default 30.")
     var mediaLease: Double?
 
+    @Option(name: .customLong("first-stream-retention"), help: "Seconds a video's first stream (published before its ladder) stays once the ladder has replaced it, for players already on it; then its files are removed (or FERRY_FIRST_STREAM_RETENTION). Default 86400 (24 hours).")
+    var firstStreamRetention: Double?
+
     func validate() throws {
         if let role, NodeRole(rawValue: role) == nil { throw ValidationError("--role must be all, api or worker.") }
         if let mediaWorkers, !(0...64).contains(mediaWorkers) { throw ValidationError("--media-workers must be between 0 and 64.") }
@@ -139,6 +142,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--media-job-timeout must be between 1 and 604800 seconds.")
         }
         if let mediaLease, !(1...3600).contains(mediaLease) { throw ValidationError("--media-lease must be between 1 and 3600 seconds.") }
+        if let firstStreamRetention, !(0...2_592_000).contains(firstStreamRetention) {
+            throw ValidationError("--first-stream-retention must be between 0 and 2592000 seconds (30 days).")
+        }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535.") }
         if let minPartSize, minPartSize < 1 { throw ValidationError("--min-part-size must be at least 1.") }
         if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level '\(logLevel)' is not a level.") }
@@ -221,6 +227,11 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let seconds = mediaLease ?? env["FERRY_MEDIA_LEASE"].flatMap(Double.init), (1...3600).contains(seconds) {
             media.lease = .milliseconds(Int64(seconds * 1000))
+        }
+        if let seconds = firstStreamRetention ?? env["FERRY_FIRST_STREAM_RETENTION"].flatMap(Double.init),
+            (0...2_592_000).contains(seconds)
+        {
+            media.firstStreamRetention = .milliseconds(Int64(seconds * 1000))
         }
         configuration.mediaProcessing = media
         configuration.catalogURL = catalogURL ?? env["FERRY_CATALOG_URL"]

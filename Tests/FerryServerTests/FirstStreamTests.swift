@@ -92,6 +92,10 @@ struct FirstStreamTests {
                         names.append(String(firstPlaylist[map.upperBound...].prefix { $0 != "\"" }))
                     }
                     for name in names { #expect(try await S3TestClient.fetch(base + name).status == 200, "\(name)") }
+                    // They stay for the retention time (24 h by default): a job that removes them waits until then.
+                    let retire = try await harness.server.server.mediaCatalog.jobs(videoId: videoId).filter { $0.kind == .retireFirstStream }
+                    #expect(retire.map(\.state) == [.queued])
+                    #expect((retire.first?.runAt.timeIntervalSinceNow ?? 0) > 86_000)
 
                     // One VideoPlayable, naming the first stream, before the transcode's events.
                     let until = ContinuousClock.now + .seconds(60)
@@ -107,6 +111,49 @@ struct FirstStreamTests {
                         (types.firstIndex(of: "VideoPlayable") ?? .max) < (types.firstIndex(of: "StreamTranscodeComplete") ?? -1),
                         "\(types)")
                 }
+            }
+        }
+    }
+
+    @Test(
+        "once the ladder has replaced the first stream for the retention time, the first stream's files are removed and the ladder plays on",
+        arguments: [QuotaBackend.sqlite, .postgres])
+    func firstStreamRetired(backend: QuotaBackend) async throws {
+        try await backend.withCatalog { catalog in
+            try await MediaHarness.with(configure: {
+                catalog(&$0)
+                $0.mediaProcessing.firstStreamRetention = .zero
+            }) { harness in
+                let videoId = try await harness.upload(try await harness.fixture(.landscape480))
+                let done = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+                #expect(done.status == "Normal" && done.playable == true)
+                let server = harness.server.server
+                let video = try #require(try await server.mediaCatalog.video(videoId))
+                let prefix = try #require(video.outputPrefix)
+                func firstStreamKeys() async throws -> [String] {
+                    try await server.store.listObjects(
+                        bucket: video.bucket, prefix: prefix + "/start/", delimiter: nil, startAfter: nil, maxKeys: 1000
+                    ).objects.map(\.key)
+                }
+                let deadline = ContinuousClock.now + .seconds(60)
+                var jobs = try await server.mediaCatalog.jobs(videoId: videoId)
+                while jobs.first(where: { $0.kind == .retireFirstStream })?.state != .succeeded, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(100))
+                    jobs = try await server.mediaCatalog.jobs(videoId: videoId)
+                }
+                #expect(jobs.filter { $0.kind == .retireFirstStream }.map(\.state) == [.succeeded])
+                #expect(try await firstStreamKeys() == [])
+                // The ladder's files are all there: ffmpeg plays the whole video through its master playlist.
+                let play = try await harness.media.getPlayInfo(videoId: videoId)
+                let master = try #require(play.stream(format: "m3u8", definition: "AUTO"))
+                let copy = harness.fixtures + "/ladder.mp4"
+                try await MediaFixtures.ffmpeg(["-i", master.url, "-c", "copy", copy])
+                let copied = try await MediaFixtures.probe(copy)
+                #expect(abs((copied.duration ?? 0) - 3) <= 0.2, "the ladder plays \(copied.duration ?? 0) s")
+                #expect(copied.codec("video") == "h264" && copied.codec("audio") == "aac")
+                let gone = master.url.replacingOccurrences(of: "master.m3u8", with: "start/index.m3u8")
+                #expect(gone != master.url)
+                #expect(try await S3TestClient.fetch(gone).status == 404)
             }
         }
     }

@@ -6,8 +6,8 @@ extension MediaPipeline {
     /// source as it is, or the lowest definition encoded on its own into `encoded`), stores it under `prefix` in
     /// ``TranscodePlan/firstStreamDirectory`` with a master playlist of its own, and publishes both in one catalog
     /// change that sets `playableAt` while the video stays `Transcoding` (then `VideoPlayable`). The ladder is
-    /// published later under the same prefix, its master playlist replacing this one; the first stream's files stay,
-    /// so a player that started on them plays to the end.
+    /// published later under the same prefix, its master playlist replacing this one; the first stream's files stay for
+    /// ``MediaProcessingConfiguration/firstStreamRetention``, so a player that started on them plays to the end.
     ///
     /// Best effort: when the first stream cannot be made the ladder still is, so this logs why and returns false.
     /// Throws only what the job should be retried for (the catalog or the store failing, cancellation).
@@ -93,5 +93,18 @@ extension MediaPipeline {
         guard saved != nil else { return false }
         try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8"))
         return true
+    }
+
+    /// Removes the first stream's files (``TranscodePlan/firstStreamDirectory`` under the video's prefix, with the
+    /// pictures cached there before the ladder) once the ladder has replaced it for the retention time. Only files
+    /// stored before the job was made go: a later transcode's first stream, under the same prefix, is its own job's.
+    /// Nothing to do when the video is gone, not `Normal`, or still names a file there.
+    func retireFirstStream(_ job: MediaJob) async throws {
+        let start = TranscodePlan.firstStreamDirectory + "/"
+        guard let video = try await catalog.video(job.videoId), video.status == VideoStatus.normal,
+            let prefix = video.outputPrefix, !(video.renditions ?? []).contains(where: { $0.path.hasPrefix(start) })
+        else { return }
+        try await WorkFiles.deleteObjects(
+            in: store, bucket: video.bucket, prefix: prefix + "/" + start, storedBefore: job.createdAt)
     }
 }

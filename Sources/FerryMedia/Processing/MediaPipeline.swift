@@ -51,6 +51,7 @@ package struct MediaPipeline: Sendable {
         case .probe: try await probe(job, directory: directory)
         case .snapshot: try await snapshot(job, directory: directory)
         case .transcode: try await transcode(job, directory: directory, progress: progress)
+        case .retireFirstStream: try await retireFirstStream(job)
         default: logger.warning("unknown media job kind", metadata: ["ferry.job-kind": "\(job.kind)"])
         }
     }
@@ -379,8 +380,13 @@ package struct MediaPipeline: Sendable {
             throw error
         }
 
-        // Publish all at once.
+        // Publish all at once; the first stream's files are retired later, in a job published with the ladder.
         let published = renditions
+        var retire = MediaJob(
+            videoId: video.videoId, kind: .retireFirstStream, maxAttempts: configuration.maxAttempts,
+            runAt: Date().addingTimeInterval(configuration.firstStreamRetention.timeInterval))
+        retire.createdAt = Date()  // what it removes was stored before this
+        let retiring = firstPublished ? [retire] : []
         let saved = try await catalog.updateVideo(video.videoId) { video in
             guard video.status == VideoStatus.transcoding else { return .keep }
             video.renditions = published
@@ -390,7 +396,7 @@ package struct MediaPipeline: Sendable {
             video.errorCode = nil
             video.errorMessage = nil
             video.updatedAt = Date()
-            return .save()
+            return .save(enqueue: retiring)
         }
         guard saved != nil else {
             try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")

@@ -32,6 +32,9 @@ public struct MediaProcessingConfiguration: Sendable {
     public var cpuFloorShare: Double = 0.1
     /// How long the CPU floor's share is measured over. Default 10 s.
     public var cpuFloorWindow: Duration = .seconds(10)
+    /// How long a first stream's files (`start/` under the video's prefix) stay once the ladder's master playlist has
+    /// replaced theirs, so that a player that started on them plays to the end; then a job removes them. Default 24 h.
+    public var firstStreamRetention: Duration = .seconds(86_400)
     /// How often an idle worker looks for jobs. Default 500 ms.
     public var pollInterval: Duration = .milliseconds(500)
 

@@ -30,15 +30,17 @@ package enum WorkFiles {
             body: FileChunks(path: path, chunkSize: chunkSize), checksums: [], condition: .none, verify: { _ in })
     }
 
-    /// Deletes every object under `prefix` in `bucket` except those under `keeping` (a prefix too).
-    static func deleteObjects(in store: some ObjectStore, bucket: String, prefix: String, keeping: String? = nil)
-        async throws
-    {
+    /// Deletes every object under `prefix` in `bucket` except those under `keeping` (a prefix too), and with
+    /// `storedBefore`, only those stored before then.
+    static func deleteObjects(
+        in store: some ObjectStore, bucket: String, prefix: String, keeping: String? = nil, storedBefore: Date? = nil
+    ) async throws {
         var after: String?
         while true {
             let page = try await store.listObjects(
                 bucket: bucket, prefix: prefix, delimiter: nil, startAfter: after, maxKeys: 1000)
-            for object in page.objects where keeping.map({ !object.key.hasPrefix($0) }) ?? true {
+            for object in page.objects
+            where keeping.map({ !object.key.hasPrefix($0) }) ?? true && storedBefore.map({ object.lastModified < $0 }) ?? true {
                 try await store.deleteObject(bucket: bucket, key: object.key, condition: .none)
             }
             guard page.isTruncated, let last = page.objects.last?.key else { return }

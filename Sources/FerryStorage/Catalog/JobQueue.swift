@@ -12,6 +12,8 @@ public struct MediaJobKind: RawRepresentable, Sendable, Hashable, Codable, Custo
     public static let snapshot = MediaJobKind(rawValue: "snapshot")
     /// Encodes the template group's renditions and packages them as HLS and MP4.
     public static let transcode = MediaJobKind(rawValue: "transcode")
+    /// Removes a first stream's files once the ladder that replaced it has been published for the retention time.
+    public static let retireFirstStream = MediaJobKind(rawValue: "retire-first-stream")
 
     public var description: String { rawValue }
 }
