@@ -10,8 +10,10 @@ import Foundation
 /// rendition is published, the source. ffmpeg runs as a child process through the pipeline's runner (niced, in its
 /// own process group, killed when the request is cancelled) with a time limit of its own; what it makes is refused
 /// past ``Configuration/maxBytes``. The picture is stored under the video's output prefix (or `video/<id>/`) as
-/// `previews/<normalised parameters>.<ext>` through the store's ordinary atomic put, so identical requests at once
-/// each make a whole copy and the last one stored wins; a republished video starts with no pictures.
+/// `previews/<normalised parameters>.<ext>` through the store's ordinary atomic put; a republished video starts with no
+/// pictures. On one node, identical requests at once share one ffmpeg run, and a ``PreviewGate`` bounds the runs at
+/// once and those waiting (past it: 503 `SlowDown`); nodes do not coordinate, so two nodes may each make a picture and
+/// the last one stored wins.
 package struct PreviewRenderer: Sendable {
     /// Limits of on-demand pictures.
     package struct Configuration: Sendable {
@@ -21,6 +23,10 @@ package struct PreviewRenderer: Sendable {
         package var maxBytes: Int64 = 16 << 20
         /// Where pictures are made (`<data dir>/preview-work`).
         package var workDirectory: String
+        /// ffmpeg runs for pictures at once on this node. Default: the cores, at least 2.
+        package var maxRuns = max(2, ProcessInfo.processInfo.activeProcessorCount)
+        /// Requests for other pictures that may wait for a run; more are refused. Default 32.
+        package var maxWaiting = 32
 
         /// Creates the defaults, working in `workDirectory`.
         package init(workDirectory: String) {
@@ -30,19 +36,22 @@ package struct PreviewRenderer: Sendable {
 
     let pipeline: MediaPipeline
     let configuration: Configuration
+    /// The node's runs; copies of this renderer share it.
+    package let gate: PreviewGate
 
     /// Creates a renderer that runs ffmpeg as `pipeline` runs it, and reads and writes `pipeline`'s store.
     package init(pipeline: MediaPipeline, configuration: Configuration) {
         self.pipeline = pipeline
         self.configuration = configuration
+        gate = PreviewGate(limit: configuration.maxRuns, maxWaiting: configuration.maxWaiting)
     }
 
     /// The key under which the picture `file` asks for is stored, made now when it is not yet; nil when `file` names
     /// no preview.
     ///
     /// - Throws: ``FerryDomainError`` `invalidArgument` for parameters out of bounds, a video without a picture, or
-    ///   one ffmpeg cannot take a picture from; ``PreviewRenderer/Failure`` when ffmpeg runs out of time; what the
-    ///   store throws.
+    ///   one ffmpeg cannot take a picture from; `requestRateExceeded` when the node makes as many pictures as its
+    ///   ``PreviewGate`` lets it; ``PreviewRenderer/Failure`` when ffmpeg runs out of time; what the store throws.
     package func picture(file: String, query: [String: String], of video: VideoRecord) async throws -> String? {
         guard
             let request = try PreviewRequest.parse(file: file, query: query, duration: video.mezzanine?.duration)
@@ -63,7 +72,7 @@ package struct PreviewRenderer: Sendable {
         } catch let error as FerryDomainError where error.code == .objectNotFound {
             // Not made yet.
         }
-        try await render(request, of: video, to: key)
+        try await gate.run(key: video.bucket + "/" + key) { try await render(request, of: video, to: key) }
         return key
     }
 
