@@ -345,9 +345,10 @@ public struct FerryServer: Sendable {
     /// collector of unfinished uploads, webhook delivery when a webhook is configured, and the media workers when this
     /// node runs media jobs.
     public func makeBackgroundServices() -> [any Service] {
+        let leases = ObservedServiceLeases(base: mediaCatalog, metrics: metrics)
         let collector = UploadCollector(
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
-            logger: configuration.logger, media: mediaLibrary, leases: mediaCatalog, node: node,
+            logger: configuration.logger, media: mediaLibrary, leases: leases, node: node,
             lifecycleInterval: configuration.lifecycleDayLength.map { .seconds($0 / 5) } ?? .seconds(600),
             lifecycleDayLength: configuration.lifecycleDayLength)
         var services: [any Service] = []
@@ -364,7 +365,7 @@ public struct FerryServer: Sendable {
         if let port = configuration.metricsPort { services.append(makeMetricsApplication(port: port)) }
         if let webhook = configuration.webhook {
             var delivery = WebhookDeliveryService(
-                outbox: webhooks, configuration: webhook, logger: configuration.logger, leases: mediaCatalog, node: node)
+                outbox: webhooks, configuration: webhook, logger: configuration.logger, leases: leases, node: node)
             delivery.events = metrics
             services.append(delivery)
         }

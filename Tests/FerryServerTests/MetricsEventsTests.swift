@@ -41,6 +41,8 @@ struct MetricsEventsTests {
                 let received = await receiver.recorder.requests.count
                 #expect(delivered >= 1 && delivered <= Double(received))
                 #expect(PrometheusText.sample(text, "ferry_webhook_delivery_delay_seconds_count") == delivered)
+                // This node delivers: it holds the delivery lease.
+                #expect(PrometheusText.sample(text, "ferry_service_leases_held", ["lease": "webhook-delivery"]) == 1)
                 #expect(PrometheusText.sample(text, "ferry_media_actions_total", ["action": "CreateUploadVideo", "status": "200"]) == 1)
                 #expect(PrometheusText.sample(text, "ferry_media_actions_total", ["action": "RefreshUploadVideo", "status": "200"]) == 1)
                 #expect(PrometheusText.sample(text, "ferry_media_jobs_ended_total", ["kind": "probe", "outcome": "done"]) == 1)

@@ -29,7 +29,7 @@ public final class FerryMetrics: Sendable {
     public static let series: [Series] = [
         requests, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, mediaActions,
         checksumMismatches, multipartUploads, partsReplaced, storageCallDuration, storageCallErrors, catalogUp, mediaJobs,
-        mediaJobQueueAge, mediaJobsEnded, mediaJobDuration, mediaJobLeases, timeToNormal, webhookPending, webhookLag,
+        mediaJobQueueAge, mediaJobsEnded, mediaJobDuration, mediaJobLeases, serviceLeases, timeToNormal, webhookPending, webhookLag,
         webhookDeliveries, webhookDeliveryDelay, nodesSeen, dataDirectoryFree,
     ]
 
@@ -89,6 +89,9 @@ public final class FerryMetrics: Sendable {
     static let mediaJobLeases = Series(
         name: "ferry_media_job_leases_held", type: "gauge", labels: [],
         help: "Media jobs this node holds the lease of (running here now).")
+    static let serviceLeases = Series(
+        name: "ferry_service_leases_held", type: "gauge", labels: ["lease"],
+        help: "Whether this node holds a service's lease in the catalog (1) or not (0), by lease: collector and lifecycle (held during a pass), webhook-delivery (held while this node delivers).")
     static let timeToNormal = Series(
         name: "ferry_video_time_to_normal_seconds", type: "histogram", labels: [],
         help: "Time from a video's file being stored to the video becoming Normal (probed, and transcoded when it has a template).")
@@ -192,6 +195,11 @@ public final class FerryMetrics: Sendable {
 
     /// A request's bytes did not match what it declared.
     func checksumMismatch(group: String) { counter(Self.checksumMismatches, [("group", group)]).increment() }
+
+    /// Records whether this node now holds the service lease `name`.
+    func serviceLease(_ name: String, held: Bool) {
+        registry.makeGauge(descriptor: Self.descriptor(Self.serviceLeases), labels: [("lease", name)]).set(to: held ? 1 : 0)
+    }
 
     /// Sets the series of this node's own state at a scrape.
     func recordNode(runningJobs: Int) { gauge(Self.mediaJobLeases).set(to: Double(runningJobs)) }
