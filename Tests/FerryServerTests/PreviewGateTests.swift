@@ -103,4 +103,35 @@ struct PreviewGateTests {
         #expect(runs.peak == 2)
         #expect(await gate.load == (running: 0, waiting: 0))
     }
+
+    @Test("a shared run goes on while any caller waits for it, and is cancelled when the last caller is")
+    func cancelledWhenEveryCallerIsGone() async throws {
+        let gate = PreviewGate(limit: 1, maxWaiting: 0)
+        final class Seen: Sendable { let value = Mutex((started: 0, cancelled: false)) }
+        let seen = Seen()
+        let make: @Sendable () async throws -> Void = {
+            seen.value.withLock { $0.started += 1 }
+            // Runs until cancelled, as ffmpeg runs until the pipeline's runner kills it.
+            while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
+            seen.value.withLock { $0.cancelled = true }
+            throw CancellationError()
+        }
+        let first = Task { try await gate.run(key: "k", make) }
+        try await Self.until { seen.value.withLock { $0.started } == 1 }
+        let second = Task { try await gate.run(key: "k", make) }
+        try await Self.until { await gate.callers(of: "k") == 2 }
+        // One of two callers goes away: the run goes on for the other.
+        first.cancel()
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!seen.value.withLock { $0.cancelled })
+        #expect(await gate.load == (running: 1, waiting: 0))
+        #expect(await gate.callers(of: "k") == 1)
+        // The last one goes: the run is cancelled and its turn comes back.
+        second.cancel()
+        try await Self.until { seen.value.withLock { $0.cancelled } }
+        _ = await first.result
+        _ = await second.result
+        try await Self.until { await gate.load == (running: 0, waiting: 0) }
+        #expect(seen.value.withLock { $0.started } == 1)
+    }
 }
