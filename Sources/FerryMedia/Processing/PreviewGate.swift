@@ -1,10 +1,9 @@
 import FerryStorage
 
 /// Bounds the pictures a node makes on demand: identical requests at once share one ffmpeg run (killed when every one
-/// of them has gone away), at most `limit` runs
-/// go at once, at most `maxWaiting` more wait for a turn, and anything past that is refused with
-/// `requestRateExceeded` (S3's 503 `SlowDown` with `Retry-After`) without starting anything. Without it, a burst of
-/// distinct picture requests would start one ffmpeg each.
+/// of them has gone away), at most `limit` runs go at once, at most `maxWaiting` more wait for a turn, and anything
+/// past that is refused with `requestRateExceeded` (S3's 503 `SlowDown` with `Retry-After`) without starting
+/// anything. Without it, a burst of distinct picture requests would start one ffmpeg each.
 package actor PreviewGate {
     private let limit: Int
     private let maxWaiting: Int

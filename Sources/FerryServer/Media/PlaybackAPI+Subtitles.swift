@@ -67,8 +67,8 @@ extension PlaybackAPI {
     }
 
     /// An answer made here: 304 when the client has it, else the text (HEAD: its headers). A playlist, DASH
-    /// manifest or storyboard VTT with a `token` names its files with it, and its ETag follows the text it then is. One that is not
-    /// `final` (a first stream's master playlist) is revalidated on every use.
+    /// manifest or storyboard VTT with a `token` names its files with it, and its ETag follows the text it then is.
+    /// One that is not `final` (a first stream's master playlist) is revalidated on every use.
     func generated(
         _ text: String, file: String, etag: String, lastModified: Date? = nil, request: Request, token: String?,
         final: Bool = true

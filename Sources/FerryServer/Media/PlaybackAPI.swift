@@ -9,8 +9,8 @@ import NIOCore
 ///
 /// A public video's files need nothing more; a signed video's need a playback token (``PlaybackToken``), checked by
 /// ``PlaybackAuthorizer`` on every request. HLS playlists, DASH manifests and the storyboard VTT of a signed video are
-/// rewritten as they are served: every URI in them gets the request's token, so a player that follows relative URIs sends it with each playlist, init
-/// segment and segment. `<file>` is a path under the video's published renditions (`master.m3u8`, `LD/index.m3u8`,
+/// rewritten as they are served: every URI in them gets the request's token, so a player that follows relative URIs
+/// sends it with each playlist, init segment, segment and sprite. `<file>` is a path under the video's published renditions (`master.m3u8`, `LD/index.m3u8`,
 /// `LD/seg_00001.m4s`, `LD.mp4`), or `cover.jpg` for the cover taken from the source. Ranges and conditional requests
 /// work as on the object API (a rewritten playlist is always sent whole); responses allow any origin, so a browser
 /// player on another site can fetch them. Errors are S3 error documents: 403 `AccessDenied` with a `Reason`

@@ -6,52 +6,41 @@ import Foundation
 enum PlaylistRewriter {
     /// `playlist` with `query` (`name=value`, already URL-safe) appended to every URI it names.
     static func addingQuery(_ query: String, to playlist: String) -> String {
-        // Split on LF bytes: as characters, CR LF is one and would not split.
-        let lines = playlist.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
-            String(decoding: $0, as: UTF8.self)
+        mappingLines(of: playlist) { line in
+            if line.isEmpty { return line }
+            if line.hasPrefix("#") { return rewritingAttributes(line, query: query) }
+            return appending(query, to: line.trimmingCharacters(in: .whitespaces))
         }
-        var output: [String] = []
-        output.reserveCapacity(lines.count)
-        for line in lines {
-            let trimmed = line.hasSuffix("\r") ? String(line.dropLast()) : line
-            let ending = line.hasSuffix("\r") ? "\r" : ""
-            if trimmed.isEmpty {
-                output.append(String(line))
-            } else if trimmed.hasPrefix("#") {
-                output.append(rewritingAttributes(trimmed, query: query) + ending)
-            } else {
-                output.append(appending(query, to: trimmed.trimmingCharacters(in: .whitespaces)) + ending)
-            }
-        }
-        return output.joined(separator: "\n")
     }
 
     /// A storyboard's WebVTT file with `query` added to the URI of every cue (each line after a timing line, up to
     /// the blank line that ends the cue), before its fragment: `storyboard.jpg?token=…#xywh=0,0,160,90`, which a
     /// player resolves against the VTT's URL. Everything else is kept byte for byte.
     static func addingQueryToCues(_ query: String, to vtt: String) -> String {
-        let lines = vtt.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+        var inCue = false
+        return mappingLines(of: vtt) { line in
+            let content = line.trimmingCharacters(in: .whitespaces)
+            if content.isEmpty {
+                inCue = false
+            } else if line.contains("-->") {
+                inCue = true
+            } else if inCue {
+                return appending(query, to: content)
+            }
+            return line
+        }
+    }
+
+    /// `text` with each line (without its line ending) replaced by what `transform` makes of it; line endings, LF or
+    /// CR LF, are kept.
+    private static func mappingLines(of text: String, _ transform: (String) -> String) -> String {
+        // Split on LF bytes: as characters, CR LF is one and would not split.
+        let lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
             String(decoding: $0, as: UTF8.self)
         }
-        var inCue = false
-        var output: [String] = []
-        output.reserveCapacity(lines.count)
-        for line in lines {
-            let trimmed = line.hasSuffix("\r") ? String(line.dropLast()) : line
-            let ending = line.hasSuffix("\r") ? "\r" : ""
-            if trimmed.trimmingCharacters(in: .whitespaces).isEmpty {
-                inCue = false
-                output.append(line)
-            } else if trimmed.contains("-->") {
-                inCue = true
-                output.append(line)
-            } else if inCue {
-                output.append(appending(query, to: trimmed.trimmingCharacters(in: .whitespaces)) + ending)
-            } else {
-                output.append(line)
-            }
-        }
-        return output.joined(separator: "\n")
+        return lines.map { line in
+            line.hasSuffix("\r") ? transform(String(line.dropLast())) + "\r" : transform(line)
+        }.joined(separator: "\n")
     }
 
     /// A tag line with `query` added to its `URI="…"` attribute, if it has one.
