@@ -182,22 +182,15 @@ public struct CatalogObjectStore: ObjectStore {
                 return current.size
             }
         }
-        let (temp, digests) = try await files.write(body, checksums: checksums, maxSize: limits.maxPartSize)
-        do {
-            try verify(digests)
-            let blob = try await events.timed("blobs", "commit") { try await files.commit(tempPath: temp) }
-            let object = ObjectInfo(
-                bucket: bucket, key: key, size: digests.size, etag: Self.hex(digests.md5), lastModified: Date(),
-                attributes: attributes,
-                checksums: digests.checksums.filter { $0.key != "MD5" }.mapValues { Data($0).base64EncodedString() },
-                checksumType: digests.checksums.keys.contains { $0 != "MD5" } ? "FULL_OBJECT" : nil,
-                manifest: [BlobSegment(blob: blob, size: digests.size)], partCount: nil, tags: tags,
-                owner: charge?.owner)
-            return try await store(object, condition: condition, newBlobs: [blob], byteLimit: charge?.quota.storageBytes)
-        } catch {
-            await files.discard(tempPath: temp)
-            throw error
-        }
+        let (blob, digests) = try await writeVerified(body, checksums: checksums, verify: verify)
+        let object = ObjectInfo(
+            bucket: bucket, key: key, size: digests.size, etag: Self.hex(digests.md5), lastModified: Date(),
+            attributes: attributes,
+            checksums: digests.checksums.filter { $0.key != "MD5" }.mapValues { Data($0).base64EncodedString() },
+            checksumType: digests.checksums.keys.contains { $0 != "MD5" } ? "FULL_OBJECT" : nil,
+            manifest: [BlobSegment(blob: blob, size: digests.size)], partCount: nil, tags: tags,
+            owner: charge?.owner)
+        return try await store(object, condition: condition, newBlobs: [blob], byteLimit: charge?.quota.storageBytes)
     }
 
     /// Writes an object's catalog entry (refused past `byteLimit` for its owner); on failure deletes `newBlobs` and
@@ -329,15 +322,25 @@ public struct CatalogObjectStore: ObjectStore {
             }
         }
         let algorithms = Self.algorithms(checksums, upload: upload)
-        let (temp, digests) = try await files.write(body, checksums: algorithms, maxSize: limits.maxPartSize)
+        let (blob, digests) = try await writeVerified(body, checksums: algorithms, verify: verify)
+        let part = PartInfo(
+            number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
+            checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
+            segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
+        return try await record(part, upload: upload, byteLimit: charge?.quota.storageBytes)
+    }
+
+    /// Streams `body` (at most ``Limits/maxPartSize`` bytes) to a new blob, checks its digests with
+    /// `verify` and commits it: the blob's name (not yet referenced: the caller records it, and deletes it through
+    /// ``discardUnreferenced(_:)`` when that fails) and the digests. A body that fails its checks, or a commit that
+    /// fails, leaves nothing behind.
+    func writeVerified<Body: AsyncSequence & Sendable>(
+        _ body: Body, checksums: [ChecksumAlgorithm], verify: BodyVerifier
+    ) async throws -> (blob: String, digests: BodyDigests) where Body.Element == ByteBuffer {
+        let (temp, digests) = try await files.write(body, checksums: checksums, maxSize: limits.maxPartSize)
         do {
             try verify(digests)
-            let blob = try await events.timed("blobs", "commit") { try await files.commit(tempPath: temp) }
-            let part = PartInfo(
-                number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
-                checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
-                segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
-            return try await record(part, upload: upload, byteLimit: charge?.quota.storageBytes)
+            return (try await events.timed("blobs", "commit") { try await files.commit(tempPath: temp) }, digests)
         } catch {
             await files.discard(tempPath: temp)
             throw error

@@ -48,6 +48,8 @@ def tus_upload(args):
         options["url"] = args.url
     if args.checksum:
         options["upload_checksum"] = True
+    # The upload's own time, from the creation request (made by `uploader`) to the last append's answer.
+    begun = time.monotonic()
     uploader = tus.uploader(args.file, **options)
     started_at = uploader.offset
     print("started %d %s" % (started_at, uploader.url), flush=True)
@@ -57,7 +59,8 @@ def tus_upload(args):
         print("offset %d" % uploader.offset, flush=True)
         if args.pause:
             time.sleep(args.pause)
-    emit({"url": uploader.url, "offset": uploader.offset, "resumedFrom": started_at})
+    emit({"url": uploader.url, "offset": uploader.offset, "resumedFrom": started_at,
+          "seconds": time.monotonic() - begun})
 
 
 def tus_scenarios(args):
