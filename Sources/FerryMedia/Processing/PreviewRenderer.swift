@@ -7,9 +7,9 @@ import Foundation
 ///
 /// A picture is taken from the best rendition: its HLS variant of the highest definition, of which only the segments
 /// that hold the asked-for time are read (bounded, whatever the video's length); else its best MP4; else, before any
-/// rendition is published, the source. ffmpeg runs as a child process through the pipeline's runner (niced, in its
-/// own process group, killed when every request waiting for it is cancelled) with a time limit of its own; what it makes is refused
-/// past ``Configuration/maxBytes``. The picture is stored under the video's output prefix (or `video/<id>/`) as
+/// rendition is published, the source. ffmpeg runs as a child process through the pipeline's runner (niced, in its own
+/// process group, killed when every request waiting for it is cancelled) with a time limit of its own; what it makes is
+/// refused past ``Configuration/maxBytes``. The picture is stored under the video's output prefix (or `video/<id>/`) as
 /// `previews/<normalised parameters>.<ext>` through the store's ordinary atomic put; a republished video starts with no
 /// pictures. On one node, identical requests at once share one ffmpeg run, and a ``PreviewGate`` bounds the runs at
 /// once and those waiting (past it: 503 `SlowDown`); nodes do not coordinate, so two nodes may each make a picture and

@@ -10,11 +10,11 @@ import NIOCore
 /// A public video's files need nothing more; a signed video's need a playback token (``PlaybackToken``), checked by
 /// ``PlaybackAuthorizer`` on every request. HLS playlists, DASH manifests and the storyboard VTT of a signed video are
 /// rewritten as they are served: every URI in them gets the request's token, so a player that follows relative URIs
-/// sends it with each playlist, init segment, segment and sprite. `<file>` is a path under the video's published renditions (`master.m3u8`, `LD/index.m3u8`,
-/// `LD/seg_00001.m4s`, `LD.mp4`), or `cover.jpg` for the cover taken from the source. Ranges and conditional requests
-/// work as on the object API (a rewritten playlist is always sent whole); responses allow any origin, so a browser
-/// player on another site can fetch them. Errors are S3 error documents: 403 `AccessDenied` with a `Reason`
-/// (``PlaybackAuthorizer/Refusal``), 404 `NoSuchKey` for a file that is not published.
+/// sends it with each playlist, init segment, segment and sprite. `<file>` is a path under the video's published
+/// renditions (`master.m3u8`, `LD/index.m3u8`, `LD/seg_00001.m4s`, `LD.mp4`), or `cover.jpg` for the cover taken from
+/// the source. Ranges and conditional requests work as on the object API (a rewritten playlist is always sent whole);
+/// responses allow any origin, so a browser player on another site can fetch them. Errors are S3 error documents: 403
+/// `AccessDenied` with a `Reason` (``PlaybackAuthorizer/Refusal``), 404 `NoSuchKey` for a file that is not published.
 struct PlaybackAPI: Sendable {
     let media: MediaAPI
     /// Makes the stills and animations asked for by name (`thumbnail.jpg`, `animated.gif`, …); nil without ffmpeg.
