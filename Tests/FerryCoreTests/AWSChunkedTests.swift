@@ -97,7 +97,7 @@ private func errorCode(_ body: () throws -> Void) -> SigV4Error.Code? {
 struct AWSChunkedExampleTests {
     @Test("Seed signature of the chunked PUT")
     func seedSignature() throws {
-        let signed = SigV4DocExample.signer.signRequest(
+        let signed = SigV4DocExample.signer.sign(
             method: "PUT", path: "/examplebucket/chunkObject.txt", query: [], headers: ChunkedDocExample.requestHeaders,
             payloadHash: SigV4.streamingSignedPayload, date: SigV4DocExample.date)
         #expect(
@@ -165,7 +165,7 @@ struct AWSChunkedExampleTests {
 
     @Test("The encoder reproduces the documented body byte for byte")
     func encoderMatchesDocumentation() {
-        let signed = SigV4DocExample.signer.signRequest(
+        let signed = SigV4DocExample.signer.sign(
             method: "PUT", path: "/examplebucket/chunkObject.txt", query: [], headers: ChunkedDocExample.requestHeaders,
             payloadHash: SigV4.streamingSignedPayload, date: SigV4DocExample.date)
         var encoder = AWSChunkedEncoder(mode: signed.chunkedSigningMode)
@@ -230,7 +230,7 @@ struct AWSChunkedDecoderTests {
 
     @Test("Verification end to end: the server verifies the seed, then decodes with the chained mode")
     func verifierToDecoder() throws {
-        let signed = SigV4DocExample.signer.signRequest(
+        let signed = SigV4DocExample.signer.sign(
             method: "PUT", path: "/examplebucket/chunkObject.txt", query: [], headers: ChunkedDocExample.requestHeaders,
             payloadHash: SigV4.streamingSignedPayload, date: SigV4DocExample.date)
         let verified = try SigV4Verifier.verify(
@@ -385,7 +385,7 @@ struct AWSChunkedDecoderTests {
         let trailers: [(name: String, valueLength: Int)] = [("x-amz-checksum-crc32", checksum.utf8.count)]
         let contentLength = AWSChunkedEncoder.encodedLength(
             decodedLength: Int64(payload.count), chunkSize: chunkSize, signed: true, trailers: trailers)
-        let signed = signer.signRequest(
+        let signed = signer.sign(
             method: "PUT", path: "/bucket/key", query: [],
             headers: [
                 ("host", "localhost"), ("content-encoding", "aws-chunked"), ("content-length", String(contentLength)),

@@ -57,7 +57,7 @@ struct ConnectionLimitsTests {
             let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
             let head = signer.sign(
                 method: "GET", path: "/", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
-                payloadHash: SigV4.emptyPayloadHash, date: Date())
+                payloadHash: SigV4.emptyPayloadHash, date: Date()).headers
             try RawSocket.write(kept, Array(RawSocket.requestHead("GET", "/", head).utf8))
             let (answer, _) = await RawSocket.receive(kept, until: RawSocket.isCompleteResponse)
             #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
@@ -75,7 +75,7 @@ struct ConnectionLimitsTests {
             let head = signer.sign(
                 method: "PUT", path: "/slow/k", query: [],
                 headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(body.count))],
-                payloadHash: SigV4.unsignedPayload, date: Date())
+                payloadHash: SigV4.unsignedPayload, date: Date()).headers
             let socket = try RawSocket.connect(port: server.port)
             defer { close(socket) }
             try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/slow/k", head).utf8))

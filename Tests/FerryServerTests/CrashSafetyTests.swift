@@ -18,7 +18,7 @@ struct CrashSafetyTests {
         let headers = SigV4Signer(credentials: credentials, region: "us-east-1").sign(
             method: "PUT", path: path, query: query,
             headers: [("host", "127.0.0.1:\(port)"), ("content-length", String(length))],
-            payloadHash: SigV4.unsignedPayload, date: Date())
+            payloadHash: SigV4.unsignedPayload, date: Date()).headers
         let target = query.isEmpty ? path : path + "?" + query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
         var head = "PUT \(target) HTTP/1.1\r\n"
         for header in headers { head += "\(header.name): \(header.value)\r\n" }

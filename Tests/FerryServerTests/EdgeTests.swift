@@ -168,7 +168,7 @@ struct EdgeTests {
             let host = "127.0.0.1:\(server.port)"
             let headers = signer.sign(
                 method: "POST", path: "/_ferry/v1/ListVideos", query: [], headers: [("host", host)],
-                payloadHash: SigV4.hexSHA256(deep), date: Date())
+                payloadHash: SigV4.hexSHA256(deep), date: Date()).headers
             let media = try await exchange(
                 port: server.port,
                 request("POST", "/_ferry/v1/ListVideos", host: host, extra: headers.filter { $0.name != "host" }, body: deep),

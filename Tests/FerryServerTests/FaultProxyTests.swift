@@ -173,7 +173,7 @@ struct FaultProxyTests {
                 proxy.inject(.dropResponseMidBody(afterBytes: 1000), when: .method("GET"))
                 let headers = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
                     method: "GET", path: "/cut/k", query: [], headers: [("host", "127.0.0.1:\(proxy.port)")],
-                    payloadHash: SigV4.hexSHA256([]), date: Date())
+                    payloadHash: SigV4.hexSHA256([]), date: Date()).headers
                 let socket = try RawSocket.connect(port: proxy.port)
                 defer { close(socket) }
                 try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/cut/k", headers).utf8))
@@ -315,7 +315,7 @@ struct FaultProxyTests {
                 let put = signer.sign(
                     method: "PUT", path: "/cont/k", query: [],
                     headers: [("host", host), ("content-length", String(body.count))],
-                    payloadHash: SigV4.hexSHA256(body), date: Date())
+                    payloadHash: SigV4.hexSHA256(body), date: Date()).headers
                 let socket = try RawSocket.connect(port: proxy.port)
                 defer { close(socket) }
                 try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/cont/k", put + [("Expect", "100-continue")]).utf8))
@@ -329,7 +329,7 @@ struct FaultProxyTests {
                 // Same connection, next request.
                 let head = signer.sign(
                     method: "HEAD", path: "/cont/k", query: [], headers: [("host", host)],
-                    payloadHash: SigV4.hexSHA256([]), date: Date())
+                    payloadHash: SigV4.hexSHA256([]), date: Date()).headers
                 try RawSocket.write(socket, Array(RawSocket.requestHead("HEAD", "/cont/k", head).utf8))
                 let (second, _) = await RawSocket.receive(socket) { String(decoding: $0, as: UTF8.self).contains("\r\n\r\n") }
                 let text = String(decoding: second, as: UTF8.self).lowercased()
@@ -353,7 +353,7 @@ struct FaultProxyTests {
             let put = wrong.sign(
                 method: "PUT", path: "/cont/k", query: [],
                 headers: [("host", host), ("content-length", String(body.count))],
-                payloadHash: SigV4.hexSHA256(body), date: Date())
+                payloadHash: SigV4.hexSHA256(body), date: Date()).headers
             let socket = try RawSocket.connect(port: server.port)
             defer { close(socket) }
             try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/cont/k", put + [("Expect", "100-continue")]).utf8))
@@ -380,7 +380,7 @@ struct FaultProxyTests {
             let put = signer.sign(
                 method: "PUT", path: "/chunks/k", query: [],
                 headers: [("host", "127.0.0.1:\(server.port)"), ("transfer-encoding", "chunked")],
-                payloadHash: SigV4.unsignedPayload, date: Date())
+                payloadHash: SigV4.unsignedPayload, date: Date()).headers
             let socket = try RawSocket.connect(port: server.port)
             defer { close(socket) }
             try RawSocket.write(socket, Array((RawSocket.requestHead("PUT", "/chunks/k", put) + "3\r\nbar\r\n0\r\n\r\n").utf8))
@@ -452,7 +452,7 @@ private func timedSend(
     let signer = SigV4Signer(credentials: s3.credentials, region: s3.region)
     let headers = signer.sign(
         method: method, path: path, query: [], headers: [("host", "\(url.host!):\(url.port!)")],
-        payloadHash: SigV4.hexSHA256(body), date: Date())
+        payloadHash: SigV4.hexSHA256(body), date: Date()).headers
     var request = HTTPClientRequest(url: s3.endpoint + path)
     request.method = HTTPMethod(rawValue: method)
     for header in headers where header.name.lowercased() != "host" {

@@ -71,7 +71,7 @@ struct IntegrityTests {
             ("host", host), ("content-encoding", "aws-chunked"), ("x-amz-decoded-content-length", String(body.count)),
         ]
         if let trailer { headers.append(("x-amz-trailer", trailer.0)) }
-        let signedRequest = signer.signRequest(
+        let signedRequest = signer.sign(
             method: "PUT", path: path, query: [], headers: headers,
             payloadHash: signed ? SigV4.streamingSignedPayload : SigV4.streamingUnsignedPayloadTrailer, date: Date())
         var encoder = AWSChunkedEncoder(mode: signed ? signedRequest.chunkedSigningMode : .unsigned)
@@ -124,7 +124,7 @@ struct IntegrityTests {
             let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
             let headers = signer.sign(
                 method: "PUT", path: "/cut/k", query: [], headers: [("host", host), ("content-length", "100000")],
-                payloadHash: SigV4.unsignedPayload, date: Date())
+                payloadHash: SigV4.unsignedPayload, date: Date()).headers
             var request = "PUT /cut/k HTTP/1.1\r\n"
             for header in headers { request += "\(header.name): \(header.value)\r\n" }
             request += "\r\n"

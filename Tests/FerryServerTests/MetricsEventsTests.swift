@@ -28,10 +28,12 @@ struct MetricsEventsTests {
                 _ = try await upload.result
                 let videoId = ticket.id
                 _ = try await harness.waitFor(videoId, ["Normal"])
-                // Webhook events are delivered after the status changes; wait until the receiver has some.
-                let deadline = ContinuousClock.now + .seconds(30)
+                // Webhook events are delivered after the status changes, and the cover's snapshot job may still run
+                // when the video is Normal: wait until the receiver has events and this node runs no job.
+                let deadline = ContinuousClock.now + .seconds(60)
                 var text = try await Self.scrape(server)
-                while PrometheusText.sample(text, "ferry_webhook_deliveries_total", ["outcome": "delivered"]) == nil,
+                while PrometheusText.sample(text, "ferry_webhook_deliveries_total", ["outcome": "delivered"]) == nil
+                    || PrometheusText.sample(text, "ferry_media_job_leases_held") != 0,
                     ContinuousClock.now < deadline
                 {
                     try await Task.sleep(for: .milliseconds(100))
@@ -47,6 +49,7 @@ struct MetricsEventsTests {
                 #expect(PrometheusText.sample(text, "ferry_media_actions_total", ["action": "RefreshUploadVideo", "status": "200"]) == 1)
                 #expect(PrometheusText.sample(text, "ferry_media_jobs_ended_total", ["kind": "probe", "outcome": "done"]) == 1)
                 #expect(PrometheusText.sample(text, "ferry_media_jobs_ended_total", ["kind": "transcode", "outcome": "done"]) == 1)
+                #expect(PrometheusText.sample(text, "ferry_media_jobs_ended_total", ["kind": "snapshot", "outcome": "done"]) == 1)
                 #expect(PrometheusText.sample(text, "ferry_media_job_duration_seconds_count", ["kind": "transcode"]) == 1)
                 #expect(PrometheusText.sample(text, "ferry_video_time_to_normal_seconds_count") == 1)
                 #expect((PrometheusText.sample(text, "ferry_storage_call_duration_seconds_count", ["layer": "catalog", "operation": "object"]) ?? 0) >= 1)

@@ -54,7 +54,7 @@ struct S3HardeningTests {
                 let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
                 let headers = signer.sign(
                     method: "PUT", path: path, query: [], headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", "1")],
-                    payloadHash: SigV4.unsignedPayload, date: Date())
+                    payloadHash: SigV4.unsignedPayload, date: Date()).headers
                 let socket = try RawSocket.connect(port: server.port)
                 defer { close(socket) }
                 try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", path, headers).utf8) + [1])

@@ -18,7 +18,7 @@ struct ServiceStatusTests {
         var fields = [(name: "host", value: "127.0.0.1:\(server.port)")]
         if method == "POST" { fields.append((name: "content-type", value: "application/json")) }
         let headers = signer.sign(
-            method: method, path: path, query: [], headers: fields, payloadHash: SigV4.hexSHA256(body), date: Date())
+            method: method, path: path, query: [], headers: fields, payloadHash: SigV4.hexSHA256(body), date: Date()).headers
         return try await server.client().sendRaw(method, path, headers: headers, body: body)
     }
 

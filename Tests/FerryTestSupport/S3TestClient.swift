@@ -76,7 +76,8 @@ public struct S3TestClient: Sendable {
         }
         let signer = SigV4Signer(credentials: credentials, region: region)
         var headers = signer.sign(
-            method: method, path: path, query: query, headers: [("host", host)] + extra, payloadHash: hash, date: date)
+            method: method, path: path, query: query, headers: [("host", host)] + extra, payloadHash: hash, date: date
+        ).headers
         mutateSigned?(&headers)
         return try await sendRaw(method, path, query: query, headers: headers, body: body)
     }

@@ -13,7 +13,7 @@ struct MediaOpenAPITests {
         let path = "/_ferry/v1/" + action
         let headers = signer.sign(
             method: "POST", path: path, query: [], headers: [("host", "127.0.0.1:\(server.port)"), ("content-type", "application/json")],
-            payloadHash: SigV4.hexSHA256(body), date: Date())
+            payloadHash: SigV4.hexSHA256(body), date: Date()).headers
         return try await server.client().sendRaw("POST", path, headers: headers, body: body)
     }
 

@@ -146,7 +146,7 @@ struct MediaServiceTests {
             let body = Array("{not json".utf8)
             let headers = signer.sign(
                 method: "POST", path: "/_ferry/v1/CreateUploadVideo", query: [],
-                headers: [("host", "127.0.0.1:\(server.port)")], payloadHash: SigV4.hexSHA256(body), date: Date())
+                headers: [("host", "127.0.0.1:\(server.port)")], payloadHash: SigV4.hexSHA256(body), date: Date()).headers
             let raw = try await server.client().sendRaw("POST", "/_ferry/v1/CreateUploadVideo", headers: headers, body: body)
             #expect(raw.status == 400)
             #expect(raw.text.contains("\"code\":\"MalformedJSON\""))

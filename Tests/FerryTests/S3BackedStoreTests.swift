@@ -181,7 +181,7 @@ struct S3BackedStoreTests {
                 let headers = signer.sign(
                     method: "PUT", path: "/bkt/slow.bin", query: [],
                     headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(total))],
-                    payloadHash: SigV4.unsignedPayload, date: Date())
+                    payloadHash: SigV4.unsignedPayload, date: Date()).headers
                 let socket = try RawSocket.connect(port: server.port)
                 defer { close(socket) }
                 try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", "/bkt/slow.bin", headers).utf8))

@@ -133,7 +133,7 @@ struct FuzzRequest {
         let signed = signer.sign(
             method: method, path: path, query: query, headers: [("host", hostValue)] + headers, payloadHash: hash,
             date: date)
-        headers = signed.filter { $0.name.lowercased() != "host" }
+        headers = signed.headers.filter { $0.name.lowercased() != "host" }
     }
 
     /// The request target: the path, the encoded query and any raw query bytes.

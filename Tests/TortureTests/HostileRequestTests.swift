@@ -66,7 +66,7 @@ struct HostileRequestTests {
             let path = "/_ferry/v1/" + action
             let headers = signer.sign(
                 method: "POST", path: path, query: [], headers: [("host", "127.0.0.1:\(server.port)"), ("content-type", "application/json")],
-                payloadHash: SigV4.hexSHA256(body), date: Date())
+                payloadHash: SigV4.hexSHA256(body), date: Date()).headers
             let reply = try await server.client().sendRaw("POST", path, headers: headers, body: body)
             return (reply.status, mediaCode(reply))
         }
@@ -82,7 +82,7 @@ struct HostileRequestTests {
             let headers = signer.sign(
                 method: method, path: signedPath ?? path, query: [],
                 headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(body.count))],
-                payloadHash: SigV4.unsignedPayload, date: Date())
+                payloadHash: SigV4.unsignedPayload, date: Date()).headers
             return Array(RawSocket.requestHead(method, path, headers).utf8) + body
         }
     }
@@ -123,7 +123,7 @@ struct HostileRequestTests {
                     let headers = signer.sign(
                         method: "PUT", path: "/\(b)/truncated", query: [],
                         headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", "100000")],
-                        payloadHash: SigV4.unsignedPayload, date: Date())
+                        payloadHash: SigV4.unsignedPayload, date: Date()).headers
                     return Array(RawSocket.requestHead("PUT", "/\(b)/truncated", headers).utf8) + [UInt8](repeating: 1, count: 1000)
                 }, halfClose: true)),
             Hostile(name: "clock skewed by 20 minutes", status: 403, code: "RequestTimeTooSkewed",
@@ -173,7 +173,7 @@ struct HostileRequestTests {
                 let headers = signer.sign(
                     method: "PUT", path: "/\(b)/huge", query: [],
                     headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(6 << 30))],
-                    payloadHash: SigV4.unsignedPayload, date: Date())
+                    payloadHash: SigV4.unsignedPayload, date: Date()).headers
                 return Array(RawSocket.requestHead("PUT", "/\(b)/huge", headers).utf8)
             }),
             Hostile(name: "traversal key", status: 400, code: "InvalidArgument", send: raw { server in
@@ -181,7 +181,7 @@ struct HostileRequestTests {
                 let headers = signer.sign(
                     method: "PUT", path: "/\(b)/a/../../etc/passwd", query: [],
                     headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", "1")], payloadHash: SigV4.unsignedPayload,
-                    date: Date())
+                    date: Date()).headers
                 return Array(RawSocket.requestHead("PUT", "/\(b)/a/../../etc/passwd", headers).utf8) + [1]
             }),
             Hostile(name: "encoded traversal key", status: 400, code: "InvalidArgument", send: rawSigned("PUT", "/\(b)/a/%2E%2E/b", signedPath: "/\(b)/a/../b", body: [1])),
@@ -202,7 +202,7 @@ struct HostileRequestTests {
                 let headers = signer.sign(
                     method: "PUT", path: "/\(b)/te", query: [],
                     headers: [("host", "127.0.0.1:\(server.port)"), ("transfer-encoding", "chunked")],
-                    payloadHash: SigV4.unsignedPayload, date: Date())
+                    payloadHash: SigV4.unsignedPayload, date: Date()).headers
                 return Array(RawSocket.requestHead("PUT", "/\(b)/te", headers).utf8) + Array("1\r\nx\r\n0\r\n\r\n".utf8)
             }),
             Hostile(name: "invalid bucket name", status: 400, code: "InvalidBucketName", send: signed("PUT", "/192.168.1.1")),

@@ -89,7 +89,7 @@ struct LoadTests {
             let headers = signer.sign(
                 method: "PUT", path: path, query: [],
                 headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(1 << 20))],
-                payloadHash: SigV4.unsignedPayload, date: Date())
+                payloadHash: SigV4.unsignedPayload, date: Date()).headers
             let socket = try RawSocket.connect(port: server.port)
             try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", path, headers).utf8) + [UInt8](repeating: 1, count: 100))
             tricklers.append(socket)

@@ -35,17 +35,13 @@ public struct Credentials: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "Credentials(\(accessKeyId)\(sessionToken == nil ? "" : ", temporary"))" }
 }
 
-extension Credentials: CustomDebugStringConvertible, CustomReflectable {
-    /// Same as ``description``: no secret, no token.
-    public var debugDescription: String { description }
-    /// A mirror without the secret and the token.
-    public var customMirror: Mirror {
-        Mirror(
-            self,
-            children: [
-                "accessKeyId": accessKeyId, "secretAccessKey": "<redacted>",
-                "sessionToken": sessionToken == nil ? "nil" : "<redacted>", "expiration": expiration as Any,
-            ], displayStyle: .struct)
+extension Credentials: SecretRedacting {
+    /// The fields without the secret and the token.
+    public var redactedFields: KeyValuePairs<String, Any> {
+        [
+            "accessKeyId": accessKeyId, "secretAccessKey": "<redacted>",
+            "sessionToken": sessionToken == nil ? "nil" : "<redacted>", "expiration": expiration as Any,
+        ]
     }
 }
 

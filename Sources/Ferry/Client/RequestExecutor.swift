@@ -127,7 +127,8 @@ extension ObjectStorageClient {
         let signer = SigV4Signer(credentials: credentials.sigV4, region: region)
         let headers = signer.sign(
             method: request.method, path: path, query: request.query, headers: [("host", hostHeader)] + request.headers,
-            payloadHash: payloadHash, date: Date())
+            payloadHash: payloadHash, date: Date()
+        ).headers
         var url = (endpoint.scheme ?? "http") + "://" + hostHeader + path
         if !request.query.isEmpty {
             let items: [String] = request.query.map { item in

@@ -73,7 +73,8 @@ public final class MediaServiceClient: Sendable {
             let signer = SigV4Signer(credentials: credentials.sigV4, region: region, service: "ferry")
             let headers = signer.sign(
                 method: "POST", path: path, query: [], headers: [("host", host), ("content-type", "application/json")],
-                payloadHash: SigV4.hexSHA256(body), date: Date())
+                payloadHash: SigV4.hexSHA256(body), date: Date()
+            ).headers
             let request = TransportRequest(
                 method: "POST", url: (endpoint.scheme ?? "http") + "://" + host + path, headers: headers + attempt.headers,
                 body: body,

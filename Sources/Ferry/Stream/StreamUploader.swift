@@ -135,7 +135,8 @@ public struct StreamUploader: Sendable {
             headers.append(("host", creationURL.port.map { "\(host):\($0)" } ?? host))
             headers = signer.sign(
                 method: "POST", path: creationURL.path(percentEncoded: true), query: [], headers: headers,
-                payloadHash: SigV4.unsignedPayload, date: Date())
+                payloadHash: SigV4.unsignedPayload, date: Date()
+            ).headers
             headers.removeAll { $0.name == "host" }
         }
         let response = try await send(TransportRequest(method: "POST", url: creationURL.absoluteString, headers: headers, timeout: .seconds(60)))

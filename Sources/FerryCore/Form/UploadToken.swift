@@ -122,33 +122,19 @@ public struct UploadToken: Sendable, Hashable {
 }
 
 /// Why an upload token was refused. Messages never contain the token or its signature.
-public struct UploadTokenError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The kind of refusal. New codes may be added.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Base: String, Sendable { case malformed, badSignature, expired }
-        private let base: Base
-        private init(_ base: Base) { self.base = base }
-        /// The token cannot be read: wrong shape, bad base64, or a policy without scope or deadline.
-        public static let malformed = Code(.malformed)
-        /// The signature does not match the access key's secret.
-        public static let badSignature = Code(.badSignature)
-        /// The policy's deadline has passed.
-        public static let expired = Code(.expired)
-        /// The code's name.
-        public var description: String { base.rawValue }
-    }
+public typealias UploadTokenError = CredentialRefusal<UploadTokenRefusal>
 
-    /// The kind of refusal.
-    public var code: Code
-    /// What is wrong, for people.
-    public var message: String
-
-    /// Creates an error.
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    /// `code: message`.
-    public var description: String { "\(code): \(message)" }
+/// The kind of refusal of an upload token. New codes may be added.
+public struct UploadTokenRefusal: Hashable, Sendable, CustomStringConvertible {
+    private enum Base: String, Sendable { case malformed, badSignature, expired }
+    private let base: Base
+    private init(_ base: Base) { self.base = base }
+    /// The token cannot be read: wrong shape, bad base64, or a policy without scope or deadline.
+    public static let malformed = Self(.malformed)
+    /// The signature does not match the access key's secret.
+    public static let badSignature = Self(.badSignature)
+    /// The policy's deadline has passed.
+    public static let expired = Self(.expired)
+    /// The code's name.
+    public var description: String { base.rawValue }
 }

@@ -322,31 +322,20 @@ extension MediaContract {
     }
 }
 
-extension MediaContract.TemporaryCredentials: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+extension MediaContract.TemporaryCredentials: SecretRedacting {
     /// The key id and expiry only; the secret and the token are never printed.
     public var description: String { "TemporaryCredentials(\(accessKeyId), expires \(expiration))" }
-    /// Same as ``description``: no secret, no token.
-    public var debugDescription: String { description }
-    /// A mirror without the secret and the token.
-    public var customMirror: Mirror {
-        Mirror(
-            self,
-            children: [
-                "accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "securityToken": "<redacted>",
-                "expiration": expiration,
-            ], displayStyle: .struct)
+    /// The fields without the secret and the token.
+    public var redactedFields: KeyValuePairs<String, Any> {
+        ["accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "securityToken": "<redacted>", "expiration": expiration]
     }
 }
 
-extension MediaContract.NewAccessKey: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+extension MediaContract.NewAccessKey: SecretRedacting {
     /// The key id and status only; the secret is never printed.
     public var description: String { "NewAccessKey(\(accessKeyId), \(status))" }
-    /// Same as ``description``: no secret.
-    public var debugDescription: String { description }
-    /// A mirror without the secret.
-    public var customMirror: Mirror {
-        Mirror(
-            self, children: ["accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "status": status],
-            displayStyle: .struct)
+    /// The fields without the secret.
+    public var redactedFields: KeyValuePairs<String, Any> {
+        ["accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "status": status]
     }
 }

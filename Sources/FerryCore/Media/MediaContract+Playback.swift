@@ -2,7 +2,7 @@ import Foundation
 
 /// Who may play a video through its playback addresses (`/_ferry/play/<VideoId>/<file>`).
 ///
-/// A value type over a string, so policies added later decode in older clients.
+/// A value type over a string, so policies added later decode in older clients. Its JSON form is the string.
 public struct PlaybackPolicy: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
     /// `public` or `signed`.
     public var rawValue: String
@@ -21,17 +21,6 @@ public struct PlaybackPolicy: RawRepresentable, Codable, Sendable, Hashable, Cus
 
     /// The name.
     public var description: String { rawValue }
-
-    /// Decodes the policy's name.
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-
-    /// Encodes the policy's name.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
 }
 
 /// Which progressive files of a video (its MP4 per definition, its audio rendition's `.m4a`) are offered for download:
@@ -39,6 +28,7 @@ public struct PlaybackPolicy: RawRepresentable, Codable, Sendable, Hashable, Cus
 ///
 /// Written as a comma-separated list of `capped-1080p` (the one MP4 of the highest definition whose shorter side is at
 /// most 1080 pixels) and `audio-only` (the audio rendition), or `all` (every progressive file: the default) or `none`.
+/// Its JSON form is the text.
 public struct DownloadPolicy: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
     /// The canonical form: `all`, `none`, `capped-1080p`, `audio-only` or `audio-only,capped-1080p`.
     public var rawValue: String
@@ -78,17 +68,6 @@ public struct DownloadPolicy: RawRepresentable, Codable, Sendable, Hashable, Cus
 
     /// The text.
     public var description: String { rawValue }
-
-    /// Decodes the text.
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-
-    /// Encodes the text.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
 }
 
 extension MediaContract {
@@ -146,9 +125,7 @@ extension MediaContract {
 
     /// CreateSigningKey's answer: the key's id and its private key, PEM. The server keeps only the public key: this
     /// is the one time the private key is seen.
-    public struct CreateSigningKeyAnswer: Codable, Sendable, Hashable, CustomStringConvertible,
-        CustomDebugStringConvertible, CustomReflectable
-    {
+    public struct CreateSigningKeyAnswer: Codable, Sendable, Hashable, SecretRedacting {
         /// The key's id: put it in the `kid` header of the tokens it signs.
         public var keyId: String
         /// `ES256` or `RS256`.
@@ -165,11 +142,9 @@ extension MediaContract {
 
         /// The key id and algorithm only; the private key is never printed.
         public var description: String { "CreateSigningKeyAnswer(\(keyId), \(algorithm))" }
-        /// Same as ``description``: no private key.
-        public var debugDescription: String { description }
-        /// A mirror without the private key.
-        public var customMirror: Mirror {
-            Mirror(self, children: ["keyId": keyId, "algorithm": algorithm, "privateKey": "<redacted>"], displayStyle: .struct)
+        /// The fields without the private key.
+        public var redactedFields: KeyValuePairs<String, Any> {
+            ["keyId": keyId, "algorithm": algorithm, "privateKey": "<redacted>"]
         }
 
         enum CodingKeys: String, CodingKey { case keyId = "KeyId", algorithm = "Algorithm", privateKey = "PrivateKey" }

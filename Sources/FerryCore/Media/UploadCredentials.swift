@@ -84,17 +84,13 @@ public struct UploadAuth: Codable, Sendable, Hashable, CustomStringConvertible {
     public var description: String { "UploadAuth(\(accessKeyId), expires \(expiration))" }
 }
 
-extension UploadAuth: CustomDebugStringConvertible, CustomReflectable {
-    /// Same as ``description``: no secret, no token.
-    public var debugDescription: String { description }
-    /// A mirror without the secret and the token.
-    public var customMirror: Mirror {
-        Mirror(
-            self,
-            children: [
-                "accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "securityToken": "<redacted>",
-                "expiration": expiration, "region": region,
-            ], displayStyle: .struct)
+extension UploadAuth: SecretRedacting {
+    /// The fields without the secret and the token.
+    public var redactedFields: KeyValuePairs<String, Any> {
+        [
+            "accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "securityToken": "<redacted>",
+            "expiration": expiration, "region": region,
+        ]
     }
 }
 

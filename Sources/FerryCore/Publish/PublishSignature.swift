@@ -103,7 +103,7 @@ public struct PublishSignature: Sendable, Hashable {
     ///
     /// - Parameter signature: the base64 signature.
     /// - Returns: its fields, MAC and original bytes; verify with ``Parsed/isValid(secretKey:)``.
-    /// - Throws: ``PublishSignatureError`` with ``PublishSignatureError/Code/malformed`` when it is not base64, too short,
+    /// - Throws: ``PublishSignatureError`` with ``PublishSignatureRefusal/malformed`` when it is not base64, too short,
     ///   or its query string lacks a field or has one that is not a number where a number belongs.
     public static func parse(_ signature: String) throws(PublishSignatureError) -> Parsed {
         let text = signature.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -182,32 +182,18 @@ public struct PublishSignature: Sendable, Hashable {
 }
 
 /// Why a publish signature was not accepted. Messages never contain the signature or a secret.
-public struct PublishSignatureError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What is wrong. New codes may be added.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private let name: String
-        private init(_ name: String) { self.name = name }
-        /// Not base64 of a MAC and a query string with the required fields.
-        public static let malformed = Code("malformed")
-        /// The key is unknown or the MAC does not verify.
-        public static let invalid = Code("invalid")
-        /// The signature verifies but its `expireTime` has passed.
-        public static let expired = Code("expired")
-        /// The code's name.
-        public var description: String { name }
-    }
+public typealias PublishSignatureError = CredentialRefusal<PublishSignatureRefusal>
 
-    /// What is wrong.
-    public var code: Code
-    /// What happened, for people.
-    public var message: String
-
-    /// Creates an error.
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    /// `code: message`.
-    public var description: String { "\(code): \(message)" }
+/// What is wrong with a publish signature. New codes may be added.
+public struct PublishSignatureRefusal: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    private init(_ name: String) { self.name = name }
+    /// Not base64 of a MAC and a query string with the required fields.
+    public static let malformed = Self("malformed")
+    /// The key is unknown or the MAC does not verify.
+    public static let invalid = Self("invalid")
+    /// The signature verifies but its `expireTime` has passed.
+    public static let expired = Self("expired")
+    /// The code's name.
+    public var description: String { name }
 }

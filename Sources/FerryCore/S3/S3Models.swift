@@ -12,13 +12,33 @@ public enum S3Date {
                 .timeSeparator(.colon).timeZone(separator: .omitted))
     }
 
-    /// Formats a date for an HTTP header (`Last-Modified`): RFC 7231 IMF-fixdate.
+    /// Formats a date for an HTTP header (`Last-Modified`, `Upload-Expires`): RFC 9110 IMF-fixdate (years 1 to 9999),
+    /// the time taken to the millisecond and then its whole second, as a date formatter does. Computed from the time
+    /// alone, without a date formatter, as it is written on every GET.
     public static func http(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.string(from: date)
+        let milliseconds = (min(max(date.timeIntervalSince1970, -62_135_596_800), 253_402_300_799) * 1000).rounded()
+        let total = Int64((milliseconds / 1000).rounded(.down))
+        let days = (total - (total < 0 ? 86_399 : 0)) / 86_400
+        let second = total - days * 86_400
+        // The civil date of a day count since 1970-01-01 (Howard Hinnant's days_from_civil, inverted).
+        let shifted = days + 719_468
+        let era = (shifted - (shifted < 0 ? 146_096 : 0)) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153  // March is 0
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        let weekday = Int(((days % 7) + 11) % 7)  // 1970-01-01 was a Thursday
+        func padded(_ value: Int64, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        return "\(weekdays[weekday]), \(padded(day, 2)) \(months[Int(month) - 1]) \(padded(year, 4)) "
+            + "\(padded(second / 3600, 2)):\(padded(second / 60 % 60, 2)):\(padded(second % 60, 2)) GMT"
     }
 
     /// Parses an HTTP date header (`If-Modified-Since`, `Date`): the IMF-fixdate form, with `GMT`, `UTC` or a
@@ -123,7 +143,8 @@ public struct S3CommonPrefix: Codable, Hashable, Sendable {
     enum CodingKeys: String, CodingKey { case prefix = "Prefix" }
 }
 
-/// `ListBucketResult`, the answer to ListObjectsV2.
+/// `ListBucketResult`, the answer to ListObjects (version 1) and ListObjectsV2; the version decides which elements are
+/// set (`Marker` and `NextMarker` for version 1, `KeyCount` and the continuation tokens for version 2).
 public struct ListBucketResult: Codable, Hashable, Sendable {
     /// One object of the listing.
     public struct Object: Codable, Hashable, Sendable {
@@ -137,47 +158,55 @@ public struct ListBucketResult: Codable, Hashable, Sendable {
         public var size: Int64
         /// Storage class, always `STANDARD` here.
         public var storageClass: String
+        /// The owner: in every version 1 entry, and in version 2 with `fetch-owner=true`.
+        public var owner: S3Owner?
         /// Algorithm of the stored checksum, when there is one.
         public var checksumAlgorithm: String?
+        /// `FULL_OBJECT` or `COMPOSITE`, when there is a stored checksum.
+        public var checksumType: String?
         /// Creates an entry.
         public init(
             key: String, lastModified: String, eTag: String, size: Int64, storageClass: String = "STANDARD",
-            checksumAlgorithm: String? = nil
+            owner: S3Owner? = nil, checksumAlgorithm: String? = nil, checksumType: String? = nil
         ) {
             self.key = key
             self.lastModified = lastModified
             self.eTag = eTag
             self.size = size
             self.storageClass = storageClass
+            self.owner = owner
             self.checksumAlgorithm = checksumAlgorithm
+            self.checksumType = checksumType
         }
         enum CodingKeys: String, CodingKey {
-            case key = "Key"
-            case lastModified = "LastModified"
-            case eTag = "ETag"
-            case size = "Size"
-            case storageClass = "StorageClass"
-            case checksumAlgorithm = "ChecksumAlgorithm"
+            case key = "Key", lastModified = "LastModified", eTag = "ETag", size = "Size", storageClass = "StorageClass"
+            case owner = "Owner", checksumAlgorithm = "ChecksumAlgorithm", checksumType = "ChecksumType"
         }
     }
     /// Bucket name.
     public var name: String
     /// The prefix asked for.
     public var prefix: String
+    /// The marker sent (version 1).
+    public var marker: String?
+    /// Where the next page starts, when truncated (version 1).
+    public var nextMarker: String?
     /// The delimiter asked for.
     public var delimiter: String?
     /// The most keys asked for.
     public var maxKeys: Int
-    /// Number of keys and common prefixes returned.
-    public var keyCount: Int
+    /// Number of keys and common prefixes returned (version 2).
+    public var keyCount: Int?
     /// Whether more results follow.
     public var isTruncated: Bool
-    /// The continuation token sent.
+    /// The continuation token sent (version 2).
     public var continuationToken: String?
-    /// The token to send for the next page.
+    /// The token to send for the next page (version 2).
     public var nextContinuationToken: String?
-    /// The start-after key sent.
+    /// The start-after key sent (version 2).
     public var startAfter: String?
+    /// `url` when keys and prefixes are URL-encoded.
+    public var encodingType: String?
     /// Objects of this page.
     public var contents: [Object]
     /// Rolled-up prefixes of this page.
@@ -185,12 +214,15 @@ public struct ListBucketResult: Codable, Hashable, Sendable {
 
     /// Creates a result.
     public init(
-        name: String, prefix: String, delimiter: String?, maxKeys: Int, keyCount: Int, isTruncated: Bool,
-        continuationToken: String?, nextContinuationToken: String?, startAfter: String?, contents: [Object],
-        commonPrefixes: [S3CommonPrefix]
+        name: String, prefix: String, marker: String? = nil, nextMarker: String? = nil, delimiter: String?,
+        maxKeys: Int, keyCount: Int? = nil, isTruncated: Bool, continuationToken: String? = nil,
+        nextContinuationToken: String? = nil, startAfter: String? = nil, encodingType: String? = nil,
+        contents: [Object], commonPrefixes: [S3CommonPrefix]
     ) {
         self.name = name
         self.prefix = prefix
+        self.marker = marker
+        self.nextMarker = nextMarker
         self.delimiter = delimiter
         self.maxKeys = maxKeys
         self.keyCount = keyCount
@@ -198,20 +230,15 @@ public struct ListBucketResult: Codable, Hashable, Sendable {
         self.continuationToken = continuationToken
         self.nextContinuationToken = nextContinuationToken
         self.startAfter = startAfter
+        self.encodingType = encodingType
         self.contents = contents
         self.commonPrefixes = commonPrefixes
     }
     enum CodingKeys: String, CodingKey {
-        case name = "Name"
-        case prefix = "Prefix"
-        case delimiter = "Delimiter"
-        case maxKeys = "MaxKeys"
-        case keyCount = "KeyCount"
-        case isTruncated = "IsTruncated"
-        case continuationToken = "ContinuationToken"
-        case nextContinuationToken = "NextContinuationToken"
-        case startAfter = "StartAfter"
-        case contents = "Contents"
+        case name = "Name", prefix = "Prefix", marker = "Marker", nextMarker = "NextMarker", delimiter = "Delimiter"
+        case maxKeys = "MaxKeys", keyCount = "KeyCount", isTruncated = "IsTruncated"
+        case continuationToken = "ContinuationToken", nextContinuationToken = "NextContinuationToken"
+        case startAfter = "StartAfter", encodingType = "EncodingType", contents = "Contents"
         case commonPrefixes = "CommonPrefixes"
     }
     /// Decodes a listing; absent `Contents` and `CommonPrefixes` are empty.
@@ -219,13 +246,16 @@ public struct ListBucketResult: Codable, Hashable, Sendable {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         name = try c.decode(String.self, forKey: .name)
         prefix = try c.decodeIfPresent(String.self, forKey: .prefix) ?? ""
+        marker = try c.decodeIfPresent(String.self, forKey: .marker)
+        nextMarker = try c.decodeIfPresent(String.self, forKey: .nextMarker)
         delimiter = try c.decodeIfPresent(String.self, forKey: .delimiter)
         maxKeys = try c.decodeIfPresent(Int.self, forKey: .maxKeys) ?? 1000
-        keyCount = try c.decodeIfPresent(Int.self, forKey: .keyCount) ?? 0
+        keyCount = try c.decodeIfPresent(Int.self, forKey: .keyCount)
         isTruncated = try c.decodeIfPresent(Bool.self, forKey: .isTruncated) ?? false
         continuationToken = try c.decodeIfPresent(String.self, forKey: .continuationToken)
         nextContinuationToken = try c.decodeIfPresent(String.self, forKey: .nextContinuationToken)
         startAfter = try c.decodeIfPresent(String.self, forKey: .startAfter)
+        encodingType = try c.decodeIfPresent(String.self, forKey: .encodingType)
         contents = try c.decodeIfPresent([Object].self, forKey: .contents) ?? []
         commonPrefixes = try c.decodeIfPresent([S3CommonPrefix].self, forKey: .commonPrefixes) ?? []
     }

@@ -1,92 +1,8 @@
 import Foundation
 
-// The XML documents of the S3 operations beyond upload and download: ListObjects (v1), ListObjectVersions,
+// The XML documents of the S3 operations beyond upload and download: ListObjectVersions,
 // GetBucketVersioning, DeleteObjects, CopyObject / UploadPartCopy, object tagging, GetObjectAttributes and bucket
 // CORS. Element names are S3's; optional elements are omitted when nil.
-
-/// An object entry of ListObjects (v1) and, with `fetch-owner`, of ListObjectsV2.
-package struct S3ListedObject: Encodable, Sendable {
-    package var key: String
-    package var lastModified: String
-    package var eTag: String
-    package var size: Int64
-    package var storageClass = "STANDARD"
-    package var owner: S3Owner?
-    package var checksumAlgorithm: String?
-    package var checksumType: String?
-
-    package init(
-        key: String, lastModified: String, eTag: String, size: Int64, owner: S3Owner? = nil,
-        checksumAlgorithm: String? = nil, checksumType: String? = nil
-    ) {
-        self.key = key
-        self.lastModified = lastModified
-        self.eTag = eTag
-        self.size = size
-        self.owner = owner
-        self.checksumAlgorithm = checksumAlgorithm
-        self.checksumType = checksumType
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case key = "Key", lastModified = "LastModified", eTag = "ETag", size = "Size", storageClass = "StorageClass"
-        case owner = "Owner", checksumAlgorithm = "ChecksumAlgorithm", checksumType = "ChecksumType"
-    }
-}
-
-/// `ListBucketResult` as ListObjects (v1) and ListObjectsV2 answer it; the version decides which elements are set.
-package struct S3ListObjectsResult: Encodable, Sendable {
-    package var name: String
-    package var prefix: String
-    /// v1.
-    package var marker: String?
-    /// v1, when truncated.
-    package var nextMarker: String?
-    package var delimiter: String?
-    package var maxKeys: Int
-    /// v2.
-    package var keyCount: Int?
-    package var isTruncated: Bool
-    /// v2.
-    package var continuationToken: String?
-    /// v2.
-    package var nextContinuationToken: String?
-    /// v2.
-    package var startAfter: String?
-    package var encodingType: String?
-    package var contents: [S3ListedObject]
-    package var commonPrefixes: [S3CommonPrefix]
-
-    package init(
-        name: String, prefix: String, marker: String? = nil, nextMarker: String? = nil, delimiter: String?,
-        maxKeys: Int, keyCount: Int? = nil, isTruncated: Bool, continuationToken: String? = nil,
-        nextContinuationToken: String? = nil, startAfter: String? = nil, encodingType: String?,
-        contents: [S3ListedObject], commonPrefixes: [S3CommonPrefix]
-    ) {
-        self.name = name
-        self.prefix = prefix
-        self.marker = marker
-        self.nextMarker = nextMarker
-        self.delimiter = delimiter
-        self.maxKeys = maxKeys
-        self.keyCount = keyCount
-        self.isTruncated = isTruncated
-        self.continuationToken = continuationToken
-        self.nextContinuationToken = nextContinuationToken
-        self.startAfter = startAfter
-        self.encodingType = encodingType
-        self.contents = contents
-        self.commonPrefixes = commonPrefixes
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case name = "Name", prefix = "Prefix", marker = "Marker", nextMarker = "NextMarker", delimiter = "Delimiter"
-        case maxKeys = "MaxKeys", keyCount = "KeyCount", isTruncated = "IsTruncated"
-        case continuationToken = "ContinuationToken", nextContinuationToken = "NextContinuationToken"
-        case startAfter = "StartAfter", encodingType = "EncodingType", contents = "Contents"
-        case commonPrefixes = "CommonPrefixes"
-    }
-}
 
 /// `ListVersionsResult`, the answer to ListObjectVersions: in a bucket without versioning every object is its one
 /// version, `null`.
@@ -103,17 +19,16 @@ package struct S3ListVersionsResult: Encodable, Sendable {
         package var checksumAlgorithm: String?
         package var checksumType: String?
 
-        package init(
-            key: String, lastModified: String, eTag: String, size: Int64, owner: S3Owner, checksumAlgorithm: String?,
-            checksumType: String?
-        ) {
-            self.key = key
-            self.lastModified = lastModified
-            self.eTag = eTag
-            self.size = size
+        /// The one version, `null`, of an object as ListObjects lists it.
+        package init(_ object: ListBucketResult.Object, owner: S3Owner) {
+            key = object.key
+            lastModified = object.lastModified
+            eTag = object.eTag
+            size = object.size
+            storageClass = object.storageClass
             self.owner = owner
-            self.checksumAlgorithm = checksumAlgorithm
-            self.checksumType = checksumType
+            checksumAlgorithm = object.checksumAlgorithm
+            checksumType = object.checksumType
         }
 
         enum CodingKeys: String, CodingKey {

@@ -56,7 +56,8 @@ public struct SigV4Signer: Sendable {
         self.service = service
     }
 
-    /// Signs a request and returns the new full header list.
+    /// Signs a request: ``SigV4SignedRequest/headers`` is the new full header list, and the intermediate values
+    /// (the seed signature and signing key of an aws-chunked body among them) come with it.
     ///
     /// Adds `x-amz-date`, `x-amz-content-sha256` (for service `s3`, set to `payloadHash`) and
     /// `x-amz-security-token` (when the credentials have a session token), replacing any headers of
@@ -71,20 +72,6 @@ public struct SigV4Signer: Sendable {
     ///   - payloadHash: hex SHA-256 of the body, ``SigV4/unsignedPayload`` or a `STREAMING-*` value.
     ///   - date: the signing time.
     public func sign(
-        method: String,
-        path: String,
-        query: [(name: String, value: String)],
-        headers: [(name: String, value: String)],
-        payloadHash: String,
-        date: Date
-    ) -> [(name: String, value: String)] {
-        signRequest(method: method, path: path, query: query, headers: headers, payloadHash: payloadHash, date: date)
-            .headers
-    }
-
-    /// Like ``sign(method:path:query:headers:payloadHash:date:)`` but returns the intermediate
-    /// values too, including the seed signature and signing key for an aws-chunked body.
-    public func signRequest(
         method: String,
         path: String,
         query: [(name: String, value: String)],

@@ -5,9 +5,7 @@ import Foundation
 /// `description`, `debugDescription` and the reflection mirror (used by `dump` and string
 /// interpolation of containers) show only the access key id; the secret and the token are
 /// never printed.
-public struct SigV4Credentials: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
-    CustomReflectable
-{
+public struct SigV4Credentials: Sendable, Hashable, SecretRedacting {
     /// The public access key id (`AKIA...`).
     public var accessKeyId: String
     /// The secret access key. Never logged.
@@ -27,18 +25,12 @@ public struct SigV4Credentials: Sendable, Hashable, CustomStringConvertible, Cus
         "SigV4Credentials(accessKeyId: \(accessKeyId), secretAccessKey: <redacted>\(sessionToken == nil ? "" : ", sessionToken: <redacted>"))"
     }
 
-    /// Same as ``description``.
-    public var debugDescription: String { description }
-
-    /// A mirror exposing only the access key id and whether a session token is present.
-    public var customMirror: Mirror {
-        Mirror(
-            self,
-            children: [
-                "accessKeyId": accessKeyId, "secretAccessKey": "<redacted>",
-                "sessionToken": sessionToken == nil ? "nil" : "<redacted>",
-            ],
-            displayStyle: .struct)
+    /// The access key id, and whether a session token is present.
+    public var redactedFields: KeyValuePairs<String, Any> {
+        [
+            "accessKeyId": accessKeyId, "secretAccessKey": "<redacted>",
+            "sessionToken": sessionToken == nil ? "nil" : "<redacted>",
+        ]
     }
 }
 

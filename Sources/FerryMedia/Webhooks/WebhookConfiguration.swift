@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// Where and how the server delivers webhooks.
@@ -22,18 +23,14 @@ public struct WebhookConfiguration: Sendable {
     }
 }
 
-extension WebhookConfiguration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+extension WebhookConfiguration: SecretRedacting {
     /// The receiver without the secret.
     public var description: String { "WebhookConfiguration(url: \(url.absoluteString), secret: <redacted>)" }
-    /// Same as ``description``.
-    public var debugDescription: String { description }
-    /// A mirror without the secret (services are described this way in debug logs).
-    public var customMirror: Mirror {
-        Mirror(
-            self,
-            children: [
-                "url": url, "secret": "<redacted>", "maxAttempts": maxAttempts, "initialBackoff": initialBackoff,
-                "maxBackoff": maxBackoff, "pollInterval": pollInterval,
-            ], displayStyle: .struct)
+    /// The fields without the secret (services are described this way in debug logs).
+    public var redactedFields: KeyValuePairs<String, Any> {
+        [
+            "url": url, "secret": "<redacted>", "maxAttempts": maxAttempts, "initialBackoff": initialBackoff,
+            "maxBackoff": maxBackoff, "pollInterval": pollInterval,
+        ]
     }
 }

@@ -221,7 +221,7 @@ public struct MediaAPI: Sendable {
         guard !ext.isEmpty, ext.count <= 8, ext.allSatisfy({ $0.isLetter || $0.isNumber }) else {
             throw MediaError("InvalidFileName.Extension", "FileName must end in an extension such as .mp4.")
         }
-        if let size = input.fileSize, size < 0 || size > UploadLimits.maxObjectSize {
+        if let size = input.fileSize, size < 0 || size > CatalogObjectStore.Limits.maxObjectSize {
             throw MediaError.invalid("FileSize", "must be between 0 and 5 TiB.")
         }
         let group = try templateGroup(input.templateGroupId ?? input.transcode)
@@ -517,7 +517,3 @@ public struct MediaAPI: Sendable {
     }
 }
 
-/// S3's size limits, shared by the media API's checks.
-enum UploadLimits {
-    static let maxObjectSize: Int64 = 5 * 1024 * 1024 * 1024 * 1024
-}

@@ -119,7 +119,7 @@ extension ObjectAPI {
         let marker = request.queryValue("marker") ?? ""
         let listing = try await listing(request, query, startAfter: query.start(after: marker))
         // Version 1 returns Prefix as sent even with encoding-type=url (the SDKs decode the other elements only).
-        let result = S3ListObjectsResult(
+        let result = ListBucketResult(
             name: request.bucket, prefix: query.prefix, marker: query.encode(marker),
             nextMarker: listing.isTruncated ? listing.nextMarker.map(query.encode) : nil,
             delimiter: query.delimiter.map(query.encode), maxKeys: query.maxKeys, isTruncated: listing.isTruncated,
@@ -142,7 +142,7 @@ extension ObjectAPI {
         }
         let listing = try await listing(request, query, startAfter: query.start(after: marker))
         let fetchOwner = request.queryValue("fetch-owner") == "true"
-        let result = S3ListObjectsResult(
+        let result = ListBucketResult(
             name: request.bucket, prefix: query.encode(query.prefix), delimiter: query.delimiter.map(query.encode),
             maxKeys: query.maxKeys, keyCount: listing.objects.count + listing.commonPrefixes.count,
             isTruncated: listing.isTruncated, continuationToken: token,
@@ -171,12 +171,7 @@ extension ObjectAPI {
             nextVersionIdMarker: listing.isTruncated && listing.objects.last?.key == listing.nextMarker ? "null" : nil,
             delimiter: query.delimiter.map(query.encode), maxKeys: query.maxKeys, isTruncated: listing.isTruncated,
             encodingType: query.encodeURL ? "url" : nil,
-            versions: listing.objects.map {
-                .init(
-                    key: query.encode($0.key), lastModified: S3Date.xml($0.lastModified), eTag: "\"\($0.etag)\"",
-                    size: $0.size, owner: Self.owner, checksumAlgorithm: $0.checksums.keys.sorted().first,
-                    checksumType: $0.checksumType)
-            },
+            versions: listing.objects.map { .init(Self.listed($0, query, owner: nil), owner: Self.owner) },
             commonPrefixes: listing.commonPrefixes.map { S3CommonPrefix(prefix: query.encode($0)) })
         return try Self.xmlResponse(result, root: "ListVersionsResult")
     }
@@ -202,8 +197,8 @@ extension ObjectAPI {
             maxKeys: query.maxKeys)
     }
 
-    private static func listed(_ object: ObjectInfo, _ query: ListingQuery, owner: S3Owner?) -> S3ListedObject {
-        S3ListedObject(
+    private static func listed(_ object: ObjectInfo, _ query: ListingQuery, owner: S3Owner?) -> ListBucketResult.Object {
+        ListBucketResult.Object(
             key: query.encode(object.key), lastModified: S3Date.xml(object.lastModified), eTag: "\"\(object.etag)\"",
             size: object.size, owner: owner, checksumAlgorithm: object.checksums.keys.sorted().first,
             checksumType: object.checksumType)

@@ -122,7 +122,7 @@ public struct PublishAPI: Sendable {
         }
         let title = input.videoName.flatMap { $0.isEmpty ? nil : $0 } ?? "video"
         try MediaAPI.checkText(title, "videoName", max: 128)
-        if let size = input.videoSize, size < 0 || size > UploadLimits.maxObjectSize {
+        if let size = input.videoSize, size < 0 || size > CatalogObjectStore.Limits.maxObjectSize {
             throw MediaError.invalid("videoSize", "must be between 0 and 5 TiB.")
         }
         let group = try media.templateGroup(signature.procedure)

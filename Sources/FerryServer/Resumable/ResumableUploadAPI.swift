@@ -67,7 +67,7 @@ struct ResumableUploadAPI: Sendable {
         let wire = try ResumableWire.of(request.headers)
         if case .ietf = wire {
             var headers = wire?.headers ?? [:]
-            headers[.uploadLimit] = "min-size=0, max-size=\(ResumableUpload.maxLength)"
+            headers[.uploadLimit] = "min-size=0, max-size=\(CatalogObjectStore.Limits.maxObjectSize)"
             return Response(status: .ok, headers: headers)
         }
         return Response(
@@ -75,7 +75,7 @@ struct ResumableUploadAPI: Sendable {
             headers: [
                 .tusResumable: ResumableWire.tusVersion, .tusVersion: ResumableWire.tusVersion,
                 .tusExtension: ResumableWire.tusExtensions.joined(separator: ","),
-                .tusMaxSize: String(ResumableUpload.maxLength),
+                .tusMaxSize: String(CatalogObjectStore.Limits.maxObjectSize),
                 .tusChecksumAlgorithm: ResumableWire.tusChecksums.map(\.name).joined(separator: ","),
             ])
     }
@@ -259,7 +259,7 @@ struct ResumableUploadAPI: Sendable {
         } else if upload.length == 0 {
             upload = try await finish(upload)
         }
-        headers[.uploadExpires] = Self.httpDate(upload.expiresAt)
+        headers[.uploadExpires] = S3Date.http(upload.expiresAt)
         return Response(status: .created, headers: headers)
     }
 
@@ -353,7 +353,7 @@ struct ResumableUploadAPI: Sendable {
                 let base = try base(context) + Self.pathPrefix
                 headers[.uploadConcat] = "final;" + (upload.info.partials ?? []).map { base + $0 }.joined(separator: " ")
             }
-            if !upload.isComplete { headers[.uploadExpires] = Self.httpDate(upload.expiresAt) }
+            if !upload.isComplete { headers[.uploadExpires] = S3Date.http(upload.expiresAt) }
             headers[.contentLength] = "0"
             return Response(status: .ok, headers: headers)
         case .ietf(let version):
@@ -390,7 +390,7 @@ struct ResumableUploadAPI: Sendable {
             upload = try await appendTus(upload, at: offset, request: request)
             var headers = wire.headers
             headers[.uploadOffset] = String(upload.offset)
-            if !upload.isComplete { headers[.uploadExpires] = Self.httpDate(upload.expiresAt) }
+            if !upload.isComplete { headers[.uploadExpires] = S3Date.http(upload.expiresAt) }
             if let etag = upload.etag { headers[.eTag] = "\"\(etag)\"" }
             return Response(status: .noContent, headers: headers)
         case .ietf(let version):
@@ -582,15 +582,6 @@ struct ResumableUploadAPI: Sendable {
     /// Whether `value` may be stored as a Content-Type: printable ASCII, at most 256 bytes.
     private static func isContentType(_ value: String) -> Bool {
         (1...256).contains(value.utf8.count) && value.utf8.allSatisfy { (0x20...0x7E).contains($0) }
-    }
-
-    /// An HTTP date (`Upload-Expires`).
-    static func httpDate(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.string(from: date)
     }
 }
 

@@ -106,7 +106,7 @@ enum ResumableWire: Sendable, Equatable {
         else {
             throw ResumableRefusal(.badRequest, "\(field.canonicalName) must be a non-negative integer.", wire: self)
         }
-        guard number <= ResumableUpload.maxLength else {
+        guard number <= CatalogObjectStore.Limits.maxObjectSize else {
             throw ResumableRefusal(.contentTooLarge, "\(field.canonicalName) is larger than 5 TiB.", wire: self)
         }
         return number

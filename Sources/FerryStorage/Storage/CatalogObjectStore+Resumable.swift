@@ -59,7 +59,7 @@ extension CatalogObjectStore {
         _ upload: ResumableUpload, at offset: Int64, body: Body, checksums: [ChecksumAlgorithm], byteLimit: Int64?,
         verify: BodyVerifier
     ) async throws -> ResumableAppendResult where Body.Element == ByteBuffer {
-        let remaining = upload.length.map { $0 - offset } ?? ResumableUpload.maxLength - offset
+        let remaining = upload.length.map { $0 - offset } ?? CatalogObjectStore.Limits.maxObjectSize - offset
         let algorithms = [Self.resumableChecksum] + checksums.filter { $0 != Self.resumableChecksum }
         let (temp, digests) = try await files.write(body, checksums: algorithms, maxSize: max(0, remaining))
         let blob: String
@@ -213,7 +213,3 @@ extension CatalogObjectStore {
     }
 }
 
-extension ResumableUpload {
-    /// The largest upload: 5 TiB, S3's largest object.
-    public static let maxLength: Int64 = 5 * 1024 * 1024 * 1024 * 1024
-}

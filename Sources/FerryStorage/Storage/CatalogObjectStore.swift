@@ -19,6 +19,10 @@ public struct CatalogObjectStore: ObjectStore {
         public var maxParts = 10_000
         /// Creates the S3 defaults.
         public init() {}
+
+        /// The largest object, whatever writes it (a multipart upload, a resumable upload) and the largest size a
+        /// media upload may announce: 5 TiB, S3's largest object.
+        public static let maxObjectSize: Int64 = 5 * 1024 * 1024 * 1024 * 1024
     }
 
     let catalog: any ObjectCatalog

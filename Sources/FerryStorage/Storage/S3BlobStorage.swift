@@ -242,7 +242,8 @@ package struct S3BlobStorage: BlobStorage {
         var headers: [(name: String, value: String)] = [(name: "host", value: host)]
         headers += extra.map { (name: $0.0, value: $0.1) }
         let signed = signer.sign(
-            method: method, path: path, query: items, headers: headers, payloadHash: payloadHash, date: Date())
+            method: method, path: path, query: items, headers: headers, payloadHash: payloadHash, date: Date()
+        ).headers
         let queryString = items.isEmpty ? "" : "?" + SigV4.canonicalQueryString(items)
         var request = HTTPClientRequest(url: location.endpoint + path.dropFirst(basePath.count) + queryString)
         request.method = HTTPMethod(rawValue: method)
