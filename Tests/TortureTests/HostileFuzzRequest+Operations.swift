@@ -622,12 +622,29 @@ extension FuzzRequest {
             "master.m3u8", "cover.jpg", "LD/index.m3u8", "LD/seg_00000.m4s", "LD.mp4", "../x", "a/b/c/d/e", "%2e%2e/x",
             "a//b",
             "\u{00FC}.m3u8", repeated("f", 300), "",
+            // The files made on request or from the catalog: pictures, the storyboard, DASH, sound, subtitle tracks.
+            "thumbnail.jpg", "thumbnail.png", "thumbnail.webp", "thumbnail.gif", "animated.gif", "animated.webp",
+            "animated.jpg", "storyboard.jpg", "storyboard.vtt", "manifest.mpd", "SQ.m4a", "SQ/index.m3u8",
+            "subtitles/" + r.word(12) + ".m3u8", "subtitles/" + r.word(12) + ".vtt", "subtitles/x/seg_00000.vtt",
+            "subtitles/../master.m3u8", "subtitles/" + repeated("s", 300),
         ])
         var q = FuzzRequest(
             method: r.chance(0.6) ? "GET" : r.pick(["HEAD", "HEAD", "OPTIONS", "POST", "PUT", "DELETE"]),
             path: "/_ferry/play/"
                 + [video, file].map { SigV4.uriEncode($0, encodeSlash: false) }.joined(separator: "/"))
         if r.chance(0.9) { q.query = [("token", token)] }
+        // A picture's parameters: numbers out of range, not numbers, not finite, overflowing, repeated.
+        if r.chance(0.5) {
+            let hostile = [
+                "", "-1", "0", "nan", "NaN", "inf", "-inf", "1e308", "1e-320", "99999999999999999999", "0x10", "1,5",
+                " 1", "+3", "1.5.5", "10", "100000", "\u{00FC}", repeated("9", 400), "-0", "3.000000000000000001",
+            ]
+            let names = ["time", "width", "height", "fit_mode", "start", "end", "fps"]
+            for _ in 0..<r.int(1...4) {
+                let name = r.pick(names)
+                q.query.append((name, name == "fit_mode" ? r.pick(["crop", "pad", "stretch", "preserve", "x", ""]) : r.pick(hostile)))
+            }
+        }
         if r.chance(0.3) {
             q.headers = [("range", r.pick(["bytes=0-10", "bytes=-1", "bytes=5-1", "bytes=99999999999999999999-"]))]
         }
