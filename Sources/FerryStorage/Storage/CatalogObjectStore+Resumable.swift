@@ -61,19 +61,17 @@ extension CatalogObjectStore {
     ) async throws -> ResumableAppendResult where Body.Element == ByteBuffer {
         let remaining = upload.length.map { $0 - offset } ?? CatalogObjectStore.Limits.maxObjectSize - offset
         let algorithms = [Self.resumableChecksum] + checksums.filter { $0 != Self.resumableChecksum }
-        let (temp, digests) = try await files.write(body, checksums: algorithms, maxSize: max(0, remaining))
         let blob: String
+        let digests: BodyDigests
         do {
-            try verify(digests)
-            guard digests.size > 0 else {
-                await files.discard(tempPath: temp)
-                guard let current = try await catalog.resumableUpload(upload.id) else { throw Self.noSuchUpload }
-                return current.offset == offset ? .appended(current) : .conflict(current)
+            (blob, digests) = try await writeVerified(body, checksums: algorithms, maxSize: max(0, remaining)) {
+                try verify($0)
+                // An empty append stores nothing: the upload as it stands answers it.
+                guard $0.size > 0 else { throw EmptyAppend() }
             }
-            blob = try await events.timed("blobs", "commit") { try await files.commit(tempPath: temp) }
-        } catch {
-            await files.discard(tempPath: temp)
-            throw error
+        } catch is EmptyAppend {
+            guard let current = try await catalog.resumableUpload(upload.id) else { throw Self.noSuchUpload }
+            return current.offset == offset ? .appended(current) : .conflict(current)
         }
         let part = PartInfo(
             number: 0, size: digests.size, etag: Self.hex(digests.md5),
@@ -213,3 +211,5 @@ extension CatalogObjectStore {
     }
 }
 
+/// An append without bytes: nothing is written, committed or recorded.
+private struct EmptyAppend: Error {}

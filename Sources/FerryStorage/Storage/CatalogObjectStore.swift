@@ -334,14 +334,14 @@ public struct CatalogObjectStore: ObjectStore {
         return try await record(part, upload: upload, byteLimit: charge?.quota.storageBytes)
     }
 
-    /// Streams `body` (at most ``Limits/maxPartSize`` bytes) to a new blob, checks its digests with
-    /// `verify` and commits it: the blob's name (not yet referenced: the caller records it, and deletes it through
-    /// ``discardUnreferenced(_:)`` when that fails) and the digests. A body that fails its checks, or a commit that
-    /// fails, leaves nothing behind.
+    /// Streams `body` (at most `maxSize` bytes, ``Limits/maxPartSize`` when nil) to a new blob, checks its digests
+    /// with `verify` and commits it: the blob's name (not yet referenced: the caller records it, and deletes it through
+    /// ``discardUnreferenced(_:)`` when that fails) and the digests. A body that fails its checks (`verify` throws),
+    /// or a commit that fails, leaves nothing behind.
     func writeVerified<Body: AsyncSequence & Sendable>(
-        _ body: Body, checksums: [ChecksumAlgorithm], verify: BodyVerifier
+        _ body: Body, checksums: [ChecksumAlgorithm], maxSize: Int64? = nil, verify: BodyVerifier
     ) async throws -> (blob: String, digests: BodyDigests) where Body.Element == ByteBuffer {
-        let (temp, digests) = try await files.write(body, checksums: checksums, maxSize: limits.maxPartSize)
+        let (temp, digests) = try await files.write(body, checksums: checksums, maxSize: maxSize ?? limits.maxPartSize)
         do {
             try verify(digests)
             return (try await events.timed("blobs", "commit") { try await files.commit(tempPath: temp) }, digests)
