@@ -203,6 +203,44 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("an empty append stores nothing: 204 at the upload's offset, 409 elsewhere; one carrying the deferred length completes the upload")
+    func tusEmptyAppends() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("tus-empty").status == 200)
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            let created = try await s3.send(
+                "POST", "/_ferry/uploads/s3/tus-empty/deferred.bin", headers: tus + [("Upload-Defer-Length", "1")],
+                payload: .unsigned)
+            #expect(created.status == 201)
+            let location = try #require(created.header("Location"))
+            let url = location.hasPrefix("http") ? location : server.endpoint + location
+            func patch(offset: Int, _ body: [UInt8], extra: [(name: String, value: String)] = [])
+                async throws -> S3TestClient.Reply
+            {
+                try await S3TestClient.fetchRaw(
+                    "PATCH", url,
+                    headers: tus + [("Upload-Offset", String(offset)), ("Content-Type", "application/offset+octet-stream")]
+                        + extra,
+                    body: body)
+            }
+            let empty = try await patch(offset: 0, [])
+            #expect(empty.status == 204)
+            #expect(empty.header("Upload-Offset") == "0")
+            #expect(try await patch(offset: 5, []).status == 409)
+            let bytes = [UInt8](repeating: 7, count: 10)
+            let written = try await patch(offset: 0, bytes)
+            #expect(written.status == 204 && written.header("Upload-Offset") == "10")
+            let again = try await patch(offset: 0, [])
+            #expect(again.status == 409 && again.header("Upload-Offset") == "10")
+            let last = try await patch(offset: 10, [], extra: [("Upload-Length", "10")])
+            #expect(last.status == 204)
+            #expect(last.header("Upload-Offset") == "10")
+            let stored = try await s3.get("tus-empty", "deferred.bin")
+            #expect(stored.status == 200 && stored.body == bytes)
+        }
+    }
+
     @Test("tus with a Qiniu-style upload token: the scope's key or the metadata's key, insertOnly, fsizeLimit and mimeLimit hold, an expired or forged token is refused")
     func tusUploadToken() async throws {
         try await TestServer.with { server in
