@@ -1,5 +1,5 @@
-/// Why a credential a client presents (an upload token, a publish signature) was not accepted: a code, and a message for
-/// people that never contains the credential, its signature or a secret. Printed `code: message`.
+/// Why a credential a client presents (an upload token, a publish signature) was not accepted: a code, and a message
+/// for people that never contains the credential, its signature or a secret. Printed `code: message`.
 public struct CredentialRefusal<Kind: Hashable & Sendable & CustomStringConvertible>: Error, Sendable, Hashable,
     CustomStringConvertible
 {

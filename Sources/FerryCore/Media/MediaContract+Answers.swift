@@ -327,7 +327,10 @@ extension MediaContract.TemporaryCredentials: SecretRedacting {
     public var description: String { "TemporaryCredentials(\(accessKeyId), expires \(expiration))" }
     /// The fields without the secret and the token.
     public var redactedFields: KeyValuePairs<String, Any> {
-        ["accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "securityToken": "<redacted>", "expiration": expiration]
+        [
+            "accessKeyId": accessKeyId, "accessKeySecret": "<redacted>", "securityToken": "<redacted>",
+            "expiration": expiration,
+        ]
     }
 }
 

@@ -197,7 +197,9 @@ extension ObjectAPI {
             maxKeys: query.maxKeys)
     }
 
-    private static func listed(_ object: ObjectInfo, _ query: ListingQuery, owner: S3Owner?) -> ListBucketResult.Object {
+    private static func listed(_ object: ObjectInfo, _ query: ListingQuery, owner: S3Owner?)
+        -> ListBucketResult.Object
+    {
         ListBucketResult.Object(
             key: query.encode(object.key), lastModified: S3Date.xml(object.lastModified), eTag: "\"\(object.etag)\"",
             size: object.size, owner: owner, checksumAlgorithm: object.checksums.keys.sorted().first,
