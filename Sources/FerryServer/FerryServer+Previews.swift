@@ -12,8 +12,8 @@ extension FerryServer {
         let pipeline = MediaPipeline(
             catalog: mediaCatalog, store: store, webhooks: webhooks, tools: tools, configuration: processing,
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
-        return PreviewRenderer(
-            pipeline: pipeline,
-            configuration: PreviewRenderer.Configuration(workDirectory: configuration.dataDirectory + "/preview-work"))
+        var limits = PreviewRenderer.Configuration(workDirectory: configuration.dataDirectory + "/preview-work")
+        limits.timeLimit = processing.previewTimeLimit
+        return PreviewRenderer(pipeline: pipeline, configuration: limits)
     }
 }

@@ -274,4 +274,27 @@ struct MediaPreviewTests {
             #expect(!refused.text.contains(harness.server.dataDirectory))
         }
     }
+
+    @Test("a picture ffmpeg does not make within the preview time limit is 503 SlowDown with Retry-After, and nothing is stored")
+    func previewTimeLimit() async throws {
+        try await MediaHarness.with(configure: { $0.mediaProcessing.previewTimeLimit = .milliseconds(1) }) { harness in
+            let source = try await harness.fixture(.landscape480, seconds: 2)
+            let videoId = try await harness.upload(source)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+            let url =
+                PlaybackToken.url(
+                    base: harness.server.endpoint, videoId: videoId, file: "thumbnail.jpg",
+                    token: try await Self.token(harness, videoId)) + "&time=1"
+            // Twice: the first refusal stored nothing the second could be served from.
+            for _ in 0..<2 {
+                let reply = try await S3TestClient.fetch(url)
+                #expect(reply.status == 503, "\(reply.status) \(reply.text)")
+                #expect(reply.text.contains("<Code>SlowDown</Code>"), "\(reply.text)")
+                #expect(reply.headers.first(name: "Retry-After") == "5")
+                #expect(!reply.text.contains(harness.server.dataDirectory))
+            }
+            #expect(try await harness.keys(under: "video/\(videoId)/").filter { $0.contains("/previews/") }.isEmpty)
+        }
+    }
 }

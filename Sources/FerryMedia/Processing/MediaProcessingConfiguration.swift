@@ -35,6 +35,9 @@ public struct MediaProcessingConfiguration: Sendable {
     /// How long a first stream's files (`start/` under the video's prefix) stay once the ladder's master playlist has
     /// replaced theirs, so that a player that started on them plays to the end; then a job removes them. Default 24 h.
     public var firstStreamRetention: Duration = .seconds(86_400)
+    /// Longest ffmpeg run for one picture made on request (`thumbnail.*`, `animated.*`); past it the run is killed and
+    /// the request answered 503 `SlowDown` with `Retry-After`. Default 60 s.
+    public var previewTimeLimit: Duration = .seconds(60)
     /// How often an idle worker looks for jobs. Default 500 ms.
     public var pollInterval: Duration = .milliseconds(500)
 

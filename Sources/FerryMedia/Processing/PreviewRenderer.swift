@@ -51,7 +51,8 @@ package struct PreviewRenderer: Sendable {
     ///
     /// - Throws: ``FerryDomainError`` `invalidArgument` for parameters out of bounds, a video without a picture, or
     ///   one ffmpeg cannot take a picture from; `requestRateExceeded` when the node makes as many pictures as its
-    ///   ``PreviewGate`` lets it; ``PreviewRenderer/Failure`` when ffmpeg runs out of time; what the store throws.
+    ///   ``PreviewGate`` lets it, or when ffmpeg runs out of time (nothing is stored: the picture may be asked for
+    ///   again); what the store throws.
     package func picture(file: String, query: [String: String], of video: VideoRecord) async throws -> String? {
         guard
             let request = try PreviewRequest.parse(file: file, query: query, duration: video.mezzanine?.duration)
@@ -76,14 +77,6 @@ package struct PreviewRenderer: Sendable {
         return key
     }
 
-    /// ffmpeg did not make a picture in time.
-    package struct Failure: Error, CustomStringConvertible {
-        /// Why, without the server's paths.
-        package var reason: String
-        /// The reason.
-        package var description: String { reason }
-    }
-
     private func render(_ request: PreviewRequest, of video: VideoRecord, to key: String) async throws {
         try PrivateFiles.directory(configuration.workDirectory)
         let directory = configuration.workDirectory + "/" + UUID().uuidString
@@ -100,7 +93,11 @@ package struct PreviewRenderer: Sendable {
         process.timeLimit = configuration.timeLimit
         let outcome = try await pipeline.run(process)
         let size = WorkFiles.size(of: output)
-        if outcome.timedOut { throw Failure(reason: "ffmpeg did not make the picture within the time limit.") }
+        if outcome.timedOut {
+            throw FerryDomainError(
+                .requestRateExceeded, "The picture could not be made in time; ask again in a moment.",
+                retryAfterSeconds: 5)
+        }
         guard outcome.succeeded, size > 0 else {
             // The file is to blame (a video played as uploaded need not be one ffmpeg reads): the caller's to hear.
             let reason = MediaProbe.reason(
