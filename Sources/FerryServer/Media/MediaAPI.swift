@@ -516,4 +516,3 @@ public struct MediaAPI: Sendable {
         return MediaContract.AccessKeyStatusAnswer(accessKeyId: id, status: "disabled")
     }
 }
-

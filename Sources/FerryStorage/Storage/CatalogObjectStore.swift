@@ -20,8 +20,8 @@ public struct CatalogObjectStore: ObjectStore {
         /// Creates the S3 defaults.
         public init() {}
 
-        /// The largest object, whatever writes it (a multipart upload, a resumable upload) and the largest size a
-        /// media upload may announce: 5 TiB, S3's largest object.
+        /// S3's largest object, 5 TiB: the most a resumable upload may hold, and the largest size a media or publish
+        /// upload may announce.
         public static let maxObjectSize: Int64 = 5 * 1024 * 1024 * 1024 * 1024
     }
 
