@@ -179,6 +179,7 @@ let package = Package(
             name: "FerryTests",
             dependencies: [
                 "Ferry", "FerryCore", "FerryServer", "FerryTestSupport", "FerryAsyncHTTPClient", "FerryTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],

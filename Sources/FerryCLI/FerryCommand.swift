@@ -9,6 +9,6 @@ struct FerryCommand: AsyncParsableCommand {
         abstract: "Resumable media uploads and the S3-compatible service they go to.",
         subcommands: [
             UploadCommand.self, ServeCommand.self, ConsoleCommand.self, VideosCommand.self, KeysCommand.self,
-            PresignCommand.self, BackupCommand.self, RestoreCommand.self, StatusCommand.self,
+            SigningKeysCommand.self, PresignCommand.self, BackupCommand.self, RestoreCommand.self, StatusCommand.self,
         ])
 }

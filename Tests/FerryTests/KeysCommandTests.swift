@@ -1,3 +1,4 @@
+import Crypto
 import Ferry
 import FerryCore
 import FerryTestSupport
@@ -72,6 +73,60 @@ struct KeysCommandTests {
             let raised = try await ferry(["keys", "usage", String(id)], server: server)
             #expect(raised.output.contains("storage-bytes\t5\t10"), "\(raised.output)")
             #expect(raised.output.contains("uploads-in-progress\t0\tunlimited"), "\(raised.output)")
+        }
+    }
+
+    @Test("signing-keys create writes the private key to a new 0600 file, list shows the public half, delete stops it")
+    func signingKeys() async throws {
+        try await TestServer.with { server in
+            let directory = TemporaryDirectory.make("ferry-signing-keys")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let file = directory + "/playback.pem"
+            let created = try await ferry(["signing-keys", "create", "--private-key-file", file], server: server)
+            #expect(created.status == 0, "\(created.error)")
+            #expect(!created.output.contains("PRIVATE KEY"), "\(created.output)")
+            #expect(created.output.contains("ALGORITHM=ES256"), "\(created.output)")
+            let id = try #require(
+                created.output.split(separator: "\n").first { $0.hasPrefix("SIGNING_KEY_ID=") }?
+                    .dropFirst("SIGNING_KEY_ID=".count))
+            let mode = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber
+            #expect(mode?.intValue == 0o600)
+            // The file's private key is the half of the public key the server keeps.
+            let privateKey = try P256.Signing.PrivateKey(pemRepresentation: String(contentsOfFile: file, encoding: .utf8))
+            let listed = try await server.media().signingKeys()
+            #expect(listed.map(\.keyId) == [String(id)])
+            #expect(
+                listed.first?.publicKey.trimmingCharacters(in: .whitespacesAndNewlines)
+                    == privateKey.publicKey.pemRepresentation.trimmingCharacters(in: .whitespacesAndNewlines))
+
+            // An existing file is never overwritten, and no key is made for it.
+            let again = try await ferry(["signing-keys", "create", "--private-key-file", file], server: server)
+            #expect(again.status != 0)
+            #expect(again.error.contains("exists"), "\(again.error)")
+            // A file that cannot be written: the key made for it is deleted again.
+            let unwritable = try await ferry(
+                ["signing-keys", "create", "--private-key-file", directory + "/missing/key.pem"], server: server)
+            #expect(unwritable.status == 1)
+            #expect(unwritable.error.contains("cannot write the private key"), "\(unwritable.error)")
+            #expect(try await server.media().signingKeys().map(\.keyId) == [String(id)])
+
+            // Without a file the private key is printed; list shows both keys with their algorithms.
+            let rsa = try await ferry(["signing-keys", "create", "--algorithm", "RS256"], server: server)
+            #expect(rsa.status == 0, "\(rsa.error)")
+            #expect(rsa.output.contains("ALGORITHM=RS256\n-----BEGIN PRIVATE KEY-----"), "\(rsa.output)")
+            let rsaId = try #require(
+                rsa.output.split(separator: "\n").first { $0.hasPrefix("SIGNING_KEY_ID=") }?
+                    .dropFirst("SIGNING_KEY_ID=".count))
+            let list = try await ferry(["signing-keys", "list"], server: server)
+            #expect(list.output.contains("\(id)\tES256\t"), "\(list.output)")
+            #expect(list.output.contains("\(rsaId)\tRS256\t"), "\(list.output)")
+            #expect(!list.output.contains("PRIVATE"))
+
+            #expect(try await ferry(["signing-keys", "delete", String(rsaId)], server: server).status == 0)
+            #expect(try await server.media().signingKeys().map(\.keyId) == [String(id)])
+            let missing = try await ferry(["signing-keys", "delete", String(rsaId)], server: server)
+            #expect(missing.status == 1)
+            #expect(missing.error.contains("InvalidSigningKey.NotFound"), "\(missing.error)")
         }
     }
 }
