@@ -395,6 +395,134 @@ struct ResumableUploadTests {
         #expect((out["unknownVersion"] as? [String: Any])?["status"] as? Int == 400)
     }
 
+    @Test("protocol edges: a 412 names the served version and OPTIONS ignores Tus-Resumable; refused creations leave no upload; a refused PATCH keeps the deferred length unset; racing appends and completions answer 204 or 409, never 404; an insertOnly upload whose object appeared ends with 409")
+    func tusProtocolEdges() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("edges").status == 200)
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            let append = tus + [("Content-Type", "application/offset+octet-stream")]
+            func create(_ key: String, _ headers: [(name: String, value: String)], body: [UInt8] = [])
+                async throws -> S3TestClient.Reply
+            {
+                try await s3.send("POST", "/_ferry/uploads/s3/edges/" + key, headers: tus + headers, body: body, payload: .unsigned)
+            }
+            func patch(_ location: String, offset: Int, _ body: [UInt8], _ extra: [(name: String, value: String)] = [])
+                async throws -> S3TestClient.Reply
+            {
+                try await S3TestClient.fetchRaw(
+                    "PATCH", location, headers: append + [("Upload-Offset", String(offset))] + extra, body: body)
+            }
+            func head(_ location: String) async throws -> S3TestClient.Reply {
+                try await S3TestClient.fetchRaw("HEAD", location, headers: tus)
+            }
+            func uploadsInProgress() async throws -> String {
+                try await s3.send("GET", "/edges", query: [("uploads", "")]).text
+            }
+
+            // An unserved version: 412 with the versions served; discovery answers whatever the client sends.
+            let created = try await create("versions.bin", [("Upload-Length", "10")])
+            let location = try #require(created.header("Location"))
+            let old = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Tus-Resumable", "0.2.2")])
+            #expect(old.status == 412 && old.header("Tus-Version") == "1.0.0")
+            let discovery = try await S3TestClient.fetchRaw(
+                "OPTIONS", server.endpoint + "/_ferry/uploads/", headers: [("Tus-Resumable", "0.2.2")])
+            #expect(discovery.status == 204 && discovery.header("Tus-Version") == "1.0.0")
+            #expect(try await S3TestClient.fetchRaw("DELETE", location, headers: tus).status == 204)
+
+            // creation-with-upload refused: no URL is given, and no upload is left in progress.
+            let body = [UInt8](repeating: 5, count: 100)
+            for (headers, status) in [
+                ([("Upload-Length", "50")], 413),
+                ([("Upload-Length", "100"), ("Upload-Checksum", "sha1 " + Data(repeating: 0, count: 20).base64EncodedString())], 460),
+                ([("Upload-Length", "100"), ("Upload-Checksum", "sha1 short")], 400),
+            ] {
+                let reply = try await create(
+                    "refused.bin", headers + [("Content-Type", "application/offset+octet-stream")], body: body)
+                #expect(reply.status == status, "\(headers): \(reply.text)")
+                #expect(reply.header("Location") == nil)
+            }
+            #expect(!(try await uploadsInProgress()).contains("<Upload>"))
+
+            // A refused PATCH does not set a deferred length.
+            let deferred = try #require(try await create("deferred.bin", [("Upload-Defer-Length", "1")]).header("Location"))
+            #expect(try await patch(deferred, offset: 5, [1, 2, 3], [("Upload-Length", "3")]).status == 409)
+            #expect(try await patch(deferred, offset: 0, [UInt8](repeating: 1, count: 10), [("Upload-Length", "3")]).status == 413)
+            let stillDeferred = try await head(deferred)
+            #expect(stillDeferred.header("Upload-Defer-Length") == "1" && stillDeferred.header("Upload-Length") == nil)
+            let whole = try await patch(deferred, offset: 0, [UInt8](repeating: 1, count: 10), [("Upload-Length", "10")])
+            #expect(whole.status == 204 && whole.header("Upload-Offset") == "10")
+            #expect(try await s3.get("edges", "deferred.bin").body == [UInt8](repeating: 1, count: 10))
+
+            // Appends racing to complete an upload, with HEADs beside them: one 204, the others 409 with the final
+            // offset; no request finds the upload missing.
+            for round in 0..<5 {
+                let size = 300_000
+                let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ round) }
+                let racing = try #require(try await create("race-\(round).bin", [("Upload-Length", String(size))]).header("Location"))
+                let statuses = try await withThrowingTaskGroup(of: [Int].self) { group in
+                    for _ in 0..<3 { group.addTask { [try await patch(racing, offset: 0, bytes).status] } }
+                    for _ in 0..<3 {
+                        group.addTask {
+                            var seen: [Int] = []
+                            for _ in 0..<10 { seen.append(try await head(racing).status) }
+                            return seen
+                        }
+                    }
+                    return try await group.reduce(into: [Int]()) { $0 += $1 }
+                }
+                #expect(!statuses.contains(404), "round \(round): \(statuses)")
+                #expect(statuses.filter { $0 == 204 }.count == 1, "round \(round): \(statuses)")
+                #expect(Set(statuses).isSubset(of: [200, 204, 409]), "round \(round): \(statuses)")
+                let after = try await head(racing)
+                #expect(after.status == 200 && after.header("Upload-Offset") == String(size))
+                #expect(try await s3.get("edges", "race-\(round).bin").body == bytes)
+            }
+
+            // An insertOnly upload whose object was written meanwhile cannot complete: 409, and the upload ends.
+            let root = server.root
+            var policy = PutPolicy(scope: "edges:insert-only.bin", deadline: Date().addingTimeInterval(3600))
+            policy.insertOnly = true
+            let token = UploadToken.make(accessKey: root.accessKeyId, secretKey: root.secretAccessKey, policy: policy)
+            let insertOnly = try await S3TestClient.fetchRaw(
+                "POST", server.endpoint + "/_ferry/uploads/",
+                headers: tus + [("Authorization", "UpToken " + token), ("Upload-Length", "100")])
+            let insertLocation = try #require(insertOnly.header("Location"))
+            #expect(try await s3.put("edges", "insert-only.bin", [9, 9, 9]).status == 200)
+            let refused = try await patch(insertLocation, offset: 0, body)
+            #expect(refused.status == 409, "\(refused.text)")
+            #expect(try await head(insertLocation).status == 404)
+            #expect(try await S3TestClient.fetchRaw("DELETE", insertLocation, headers: tus).status == 404)
+            #expect(try await s3.get("edges", "insert-only.bin").body == [9, 9, 9])
+            #expect(!(try await uploadsInProgress()).contains("<Upload>"))
+        }
+    }
+
+    @Test("IETF edges: an upload whose offset reached its length completes only when the client declares it; lengths indicated on appends are recorded or must agree; a refused creation ends the upload its 104 named", arguments: [5, 6])
+    func ietfEdges(_ version: Int) async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("ietf-edges").status == 200)
+            let ticket = try await Self.media(server).createUploadVideo(.init(title: "ietf", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL)
+            let out = try await Self.client(["ietf-edges", "--endpoint", url.absoluteString, "--version", String(version)])
+            let undeclared = try #require(out["undeclared"] as? [String: Any])
+            #expect(undeclared["creation"] as? Int == 201)
+            #expect(undeclared["headComplete"] as? String == "?0" && undeclared["headOffset"] as? String == "6")
+            #expect(undeclared["declare"] as? Int == 200)
+            #expect((undeclared["declareBody"] as? String)?.contains("\"Size\":\"6\"") == true)
+            #expect(try await s3.get(ticket.address.bucket, ticket.address.fileName).body == Array("abcdef".utf8))
+            let lengths = try #require(out["lengths"] as? [String: Any])
+            #expect(lengths["conflicting"] as? Int == 400)
+            #expect(lengths["recorded"] as? Int == 204)
+            if version >= 6 { #expect(lengths["headLength"] as? String == "8") }
+            let refused = try #require(out["refusedCreation"] as? [String: Any])
+            #expect(refused["interim"] as? [Int] == [104])
+            #expect(refused["status"] as? Int == 413)
+            #expect(refused["headAfter"] as? Int == 404)
+        }
+    }
+
     @Test("the IETF draft through HAProxy with deploy/haproxy.cfg: the 104 reaches the client, and every exchange answers as it does directly")
     func ietfThroughHAProxy() async throws {
         try await TestServer.with { server in
@@ -501,12 +629,35 @@ struct ResumableUploadTests {
             #expect(server.blobFiles().stored == before + 1)
             let expires = try #require(patch.headers.first(name: "Upload-Expires"))
             #expect(expires.hasSuffix("GMT"))
+            let partial = try await s3.send(
+                "POST", "/_ferry/uploads/s3/expiring/partial.bin",
+                headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "10"), ("Upload-Concat", "partial")],
+                payload: .unsigned)
+            let partialLocation = try #require(partial.headers.first(name: "Location"))
+            let filled = try await S3TestClient.fetchRaw(
+                "PATCH", partialLocation,
+                headers: [("Tus-Resumable", "1.0.0"), ("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")],
+                body: [UInt8](repeating: 3, count: 10))
+            #expect(filled.status == 204)
 
             time.advance(by: 25 * 3600)
             let head = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Tus-Resumable", "1.0.0")])
             #expect(head.status == 410)
+            // An expired partial upload is not concatenated (the final upload made with an upload token that is
+            // still valid: a signature would be too far from the server's clock now).
+            let token = UploadToken.make(
+                accessKey: server.root.accessKeyId, secretKey: server.root.secretAccessKey,
+                policy: PutPolicy(scope: "expiring:final.bin", deadline: Date().addingTimeInterval(72 * 3600)))
+            let final = try await S3TestClient.fetchRaw(
+                "POST", server.endpoint + "/_ferry/uploads/",
+                headers: [
+                    ("Tus-Resumable", "1.0.0"), ("Authorization", "UpToken " + token),
+                    ("Upload-Concat", "final;" + partialLocation),
+                ])
+            #expect(final.status == 400, "\(final.text)")
+            #expect((try? await server.server.store.object(bucket: "expiring", key: "final.bin")) == nil)
             let expired = try await server.server.store.expireResumableUploads(now: time.now())
-            #expect(expired == 1)
+            #expect(expired == 2)
             let gone = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Tus-Resumable", "1.0.0")])
             #expect(gone.status == 404)
             #expect(server.blobFiles().stored == before)

@@ -62,9 +62,12 @@ struct ResumableUploadAPI: Sendable {
     // MARK: Discovery
 
     /// `OPTIONS`: tus's discovery (versions, extensions, checksum algorithms, largest upload), and for an IETF client
-    /// the upload limits.
+    /// the upload limits. A `Tus-Resumable` header is ignored here, as tus says: discovery is how a client learns the
+    /// versions.
     func options(_ request: Request) throws -> Response {
-        let wire = try ResumableWire.of(request.headers)
+        var fields = request.headers
+        fields[.tusResumable] = nil
+        let wire = try ResumableWire.of(fields)
         if case .ietf = wire {
             var headers = wire?.headers ?? [:]
             headers[.uploadLimit] = "min-size=0, max-size=\(CatalogObjectStore.Limits.maxObjectSize)"
@@ -240,6 +243,8 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(.badRequest, "Send exactly one of Upload-Length and Upload-Defer-Length: 1.", wire: wire)
         }
         try await checkLimits(target, length: length, contentType: attributes.contentType, wire: wire)
+        let withUpload = request.headers[.contentType] == TusWire.offsetOctetStream
+        let checksum = withUpload ? try TusChecksum.parse(request.headers[.uploadChecksum]) : nil
         var info = ResumableUpload.Info(kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
         info.insertOnly = target.insertOnly ? true : nil
         var upload = try await store.createResumableUpload(
@@ -251,13 +256,17 @@ struct ResumableUploadAPI: Sendable {
         }
         var headers = wire.headers
         headers[.location] = try location(upload, context: context)
-        // creation-with-upload: the body is the first append.
-        if request.headers[.contentType] == TusWire.offsetOctetStream {
+        // creation-with-upload: the body is the first append. Refused, it ends the upload the client has no URL of;
+        // cut short, the upload keeps what arrived and the answer says where to resume.
+        if withUpload {
             await context.sendContinue()
-            upload = try await appendTus(upload, at: 0, request: request)
+            let (appended, _) = try await endingOnRefusal(upload, wire: wire) {
+                try await appendTus(upload, at: 0, checksum: checksum, request: request)
+            }
+            upload = appended
             headers[.uploadOffset] = String(upload.offset)
         } else if upload.length == 0 {
-            upload = try await finish(upload)
+            upload = try await finish(upload, wire: wire)
         }
         headers[.uploadExpires] = S3Date.http(upload.expiresAt)
         return Response(status: .created, headers: headers)
@@ -285,6 +294,7 @@ struct ResumableUploadAPI: Sendable {
         try await checkLimits(target, length: length, contentType: attributes.contentType, wire: wire)
         var info = ResumableUpload.Info(videoId: target.mediaId)
         info.insertOnly = target.insertOnly ? true : nil
+        info.completesWhenDeclared = true
         let upload = try await store.createResumableUpload(
             bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
             length: length, info: info, attributes: attributes,
@@ -296,7 +306,15 @@ struct ResumableUploadAPI: Sendable {
         interim.headerFields[.location] = location
         await context.channel.sendInformational(interim)
         await context.sendContinue()
-        var response = try await appendIETF(upload, at: 0, complete: complete, request: request, wire: wire)
+        var response: Response
+        do {
+            response = try await endingOnRefusal(upload, wire: wire) {
+                try await appendIETF(upload, at: 0, complete: complete, request: request, wire: wire)
+            }
+        } catch var refusal as ResumableRefusal {
+            refusal.headers[.location] = location
+            throw refusal
+        }
         response.headers[.location] = location
         if response.status == .noContent { response.status = .created }
         return response
@@ -318,6 +336,9 @@ struct ResumableUploadAPI: Sendable {
             }
             guard partial.isFullyReceived else {
                 throw ResumableRefusal(.badRequest, "Every partial upload must be complete before the final upload.", wire: wire)
+            }
+            guard partial.expiresAt > credentials.now() else {
+                throw ResumableRefusal(.badRequest, "Upload-Concat names a partial upload that has expired.", wire: wire)
             }
             partials.append(partial)
         }
@@ -379,15 +400,13 @@ struct ResumableUploadAPI: Sendable {
             guard upload.info.kind != .final else {
                 throw ResumableRefusal(.forbidden, "A final upload takes no appends.", wire: wire)
             }
-            if let length = try wire.integer(.uploadLength, in: request.headers) {
-                if upload.length == nil { upload = try await store.setResumableLength(upload, length: length) }
-                guard upload.length == length else {
-                    throw ResumableRefusal(.badRequest, "Upload-Length differs from the upload's length.", wire: wire)
-                }
-            }
+            let checksum = try TusChecksum.parse(request.headers[.uploadChecksum])
             guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
+            upload = try await declareLength(upload, request: request, wire: wire)
             await context.sendContinue()
-            upload = try await appendTus(upload, at: offset, request: request)
+            let (appended, interrupted) = try await appendTus(upload, at: offset, checksum: checksum, request: request)
+            if interrupted { throw Self.bodyEnded(appended, wire: wire) }
+            upload = appended
             var headers = wire.headers
             headers[.uploadOffset] = String(upload.offset)
             if !upload.isComplete { headers[.uploadExpires] = S3Date.http(upload.expiresAt) }
@@ -402,6 +421,7 @@ struct ResumableUploadAPI: Sendable {
             }
             guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
             let complete = try wire.declaredComplete(request.headers) ?? true
+            upload = try await declareLength(upload, request: request, wire: wire)
             await context.sendContinue()
             return try await appendIETF(upload, at: offset, complete: complete, request: request, wire: wire)
         }
@@ -410,7 +430,7 @@ struct ResumableUploadAPI: Sendable {
     /// `DELETE`: tus termination, IETF cancellation; the bytes of an unfinished upload go with it.
     func delete(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
         let wire = try Self.requireWire(request)
-        let upload = try await live(id, wire: wire)
+        let upload = try await live(id, wire: wire, completing: false)
         try await store.terminateResumable(upload)
         return Response(status: .noContent, headers: wire.headers)
     }
@@ -430,11 +450,12 @@ struct ResumableUploadAPI: Sendable {
 
     // MARK: Appending
 
-    /// A tus append: `Upload-Checksum` verified (460 and nothing kept on a mismatch), the bytes recorded, and the
-    /// upload completed when they reach its length.
-    private func appendTus(_ upload: ResumableUpload, at offset: Int64, request: Request) async throws -> ResumableUpload {
+    /// A tus append: `checksum` verified (460 and nothing kept on a mismatch), the bytes recorded, and the upload
+    /// completed when they reach its length; the upload as it then stands, and whether the body was cut short.
+    private func appendTus(_ upload: ResumableUpload, at offset: Int64, checksum: TusChecksum?, request: Request)
+        async throws -> (ResumableUpload, interrupted: Bool)
+    {
         let wire = ResumableWire.tus
-        let checksum = try TusChecksum.parse(request.headers[.uploadChecksum])
         let (stored, interrupted) = try await append(
             upload, at: offset, request: request, checksums: checksum.map { [$0.algorithm] } ?? [], wire: wire
         ) { digests, interrupted in
@@ -443,8 +464,51 @@ struct ResumableUploadAPI: Sendable {
             guard !interrupted else { throw TusChecksum.cutShort }
             guard checksum.matches(digests) else { throw TusChecksum.mismatch }
         }
-        if interrupted { throw Self.bodyEnded(stored, wire: wire) }
-        return stored.length == stored.offset && stored.info.kind == .single ? try await finish(stored) : stored
+        if interrupted { return (stored, true) }
+        return (stored.isFullyReceived && stored.completesWhenReceived ? try await finish(stored, wire: wire) : stored, false)
+    }
+
+    /// Runs the first append of an upload just created; a refusal (anything but a body cut short, which keeps what
+    /// arrived) ends the upload, so nothing is left in progress that the client was refused.
+    private func endingOnRefusal<T>(_ upload: ResumableUpload, wire: ResumableWire, _ append: () async throws -> T)
+        async throws -> T
+    {
+        do {
+            return try await append()
+        } catch let refusal as ResumableRefusal where refusal.keepsUpload {
+            throw refusal
+        } catch {
+            let store = self.store
+            if (try? await store.resumableUpload(upload.id))?.etag == nil {
+                await whileIgnoringCancellation { try? await store.terminateResumable(upload) }
+            }
+            throw error
+        }
+    }
+
+    /// Records the `Upload-Length` an append declares for an upload whose length is deferred, or checks it against
+    /// the one recorded (tus and IETF alike: indicated lengths must agree).
+    private func declareLength(_ upload: ResumableUpload, request: Request, wire: ResumableWire) async throws
+        -> ResumableUpload
+    {
+        guard let length = try wire.integer(.uploadLength, in: request.headers) else { return upload }
+        if let recorded = upload.length {
+            guard recorded == length else {
+                throw ResumableRefusal(.badRequest, "Upload-Length differs from the upload's length (\(recorded)).", wire: wire)
+            }
+            return upload
+        }
+        guard length >= upload.offset else {
+            throw ResumableRefusal(.badRequest, "Upload-Length is less than the bytes already received.", wire: wire)
+        }
+        if let declared = try wire.integer(.contentLength, in: request.headers), declared > length - upload.offset {
+            throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
+        }
+        let updated = try await store.setResumableLength(upload, length: length)
+        guard updated.length == length else {
+            throw ResumableRefusal(.badRequest, "Upload-Length differs from the upload's length.", wire: wire)
+        }
+        return updated
     }
 
     /// An IETF append: the bytes recorded; with the completion flag, the upload's length is the offset reached, and
@@ -465,7 +529,7 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(
                 .badRequest, "The upload was declared \(stored.length ?? 0) bytes long; \(stored.offset) arrived.", wire: wire)
         }
-        stored = try await finish(stored)
+        stored = try await finish(stored, wire: wire)
         wire.setComplete(true, in: &headers)
         headers[.uploadOffset] = String(stored.offset)
         headers[.eTag] = "\"\(stored.etag ?? "")\""
@@ -505,10 +569,21 @@ struct ResumableUploadAPI: Sendable {
     }
 
     /// Makes a fully received upload its object (once, whichever node and request gets there) and tells the media
-    /// catalog.
-    private func finish(_ upload: ResumableUpload) async throws -> ResumableUpload {
+    /// catalog. An upload that may only create its object, when the object appeared meanwhile, is ended (its bytes
+    /// can never become it): 409.
+    private func finish(_ upload: ResumableUpload, wire: ResumableWire) async throws -> ResumableUpload {
         var upload = upload
-        if let object = try await store.completeResumable(upload) {
+        let completed: ObjectInfo?
+        do {
+            completed = try await store.completeResumable(upload)
+        } catch let error as FerryDomainError where error.code == .preconditionFailed && upload.info.insertOnly == true {
+            let (store, ended) = (self.store, upload)
+            await whileIgnoringCancellation { try? await store.terminateResumable(ended) }
+            throw ResumableRefusal(
+                .conflict, "An object with this key exists and the upload token is insertOnly; the upload is ended.",
+                wire: wire)
+        }
+        if let object = completed {
             upload.etag = object.etag
             await objectStored(object)
         } else if upload.etag == nil, let current = try await store.resumableUpload(upload.id) {
@@ -519,16 +594,17 @@ struct ResumableUploadAPI: Sendable {
 
     // MARK: Helpers
 
-    /// The upload, unexpired; a fully received upload whose completion a crash interrupted is completed now.
-    private func live(_ id: String, wire: ResumableWire) async throws -> ResumableUpload {
+    /// The upload, unexpired; unless `completing` is false, a fully received upload whose completion a crash
+    /// interrupted is completed now (an IETF upload only once its client declares it complete).
+    private func live(_ id: String, wire: ResumableWire, completing: Bool = true) async throws -> ResumableUpload {
         guard ResumableUpload.isValidId(id), let upload = try await store.resumableUpload(id) else {
             throw ResumableRefusal(.notFound, "No upload has this URL.", wire: wire)
         }
         if upload.etag == nil, upload.expiresAt <= credentials.now() {
             throw ResumableRefusal(wire == .tus ? .gone : .notFound, "The upload expired.", wire: wire)
         }
-        if upload.etag == nil, upload.isFullyReceived, upload.info.kind == .single {
-            return try await finish(upload)
+        if completing, upload.etag == nil, upload.isFullyReceived, upload.completesWhenReceived {
+            return try await finish(upload, wire: wire)
         }
         return upload
     }
@@ -552,9 +628,11 @@ struct ResumableUploadAPI: Sendable {
     }
 
     private static func bodyEnded(_ upload: ResumableUpload, wire: ResumableWire) -> ResumableRefusal {
-        ResumableRefusal(
+        var refusal = ResumableRefusal(
             .badRequest, "The body ended early; \(upload.offset) bytes are stored.", wire: wire,
             headers: [.uploadOffset: String(upload.offset)])
+        refusal.keepsUpload = true
+        return refusal
     }
 
     /// The upload's URL.

@@ -58,7 +58,8 @@ enum ResumableWire: Sendable, Equatable {
         if let value = headers[.tusResumable] {
             guard value.trimmingCharacters(in: .whitespaces) == tusVersion else {
                 throw ResumableRefusal(
-                    .preconditionFailed, "Tus-Resumable \(value.prefix(16)) is not served; use 1.0.0.", wire: .tus)
+                    .preconditionFailed, "Tus-Resumable \(value.prefix(16)) is not served; use 1.0.0.", wire: .tus,
+                    headers: [.tusVersion: tusVersion])
             }
             return .tus
         }
@@ -119,6 +120,8 @@ struct ResumableRefusal: Error, HTTPResponseError {
     var status: HTTPResponse.Status
     var message: String
     var headers: HTTPFields
+    /// Whether the upload keeps what the request stored (a body cut short), so the client resumes it.
+    var keepsUpload = false
 
     init(_ status: HTTPResponse.Status, _ message: String, wire: ResumableWire?, headers extra: HTTPFields = [:]) {
         self.status = status

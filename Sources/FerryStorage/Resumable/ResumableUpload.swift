@@ -30,6 +30,9 @@ public struct ResumableUpload: Sendable, Hashable {
         public var partials: [String]?
         /// Whether completion may only create the object, not replace one (an upload token's `insertOnly`).
         public var insertOnly: Bool?
+        /// Whether the upload completes only when a request declares it complete (the IETF protocol's
+        /// `Upload-Complete`), not when its offset reaches its length (tus).
+        public var completesWhenDeclared: Bool?
 
         /// Creates the document.
         public init(kind: Kind = .single, metadata: [String: String] = [:], videoId: String? = nil, partials: [String]? = nil) {
@@ -83,6 +86,10 @@ public struct ResumableUpload: Sendable, Hashable {
 
     /// Whether every byte has arrived (the length is known and reached).
     public var isFullyReceived: Bool { length == offset }
+
+    /// Whether the upload becomes its object as soon as every byte has arrived: a single upload not waiting for a
+    /// declaration of completion.
+    public var completesWhenReceived: Bool { info.kind == .single && info.completesWhenDeclared != true }
 
     /// Whether the upload is finished: turned into its object, or (a partial upload) fully received.
     public var isComplete: Bool { etag != nil || (info.kind == .partial && isFullyReceived) }

@@ -97,7 +97,10 @@ extension CatalogObjectStore {
             return .beyondLength(upload)
         case .missing:
             await discardUnreferenced([blob])
-            throw Self.noSuchUpload
+            // The upload's bytes became its object meanwhile (another append completed it): a conflict, not a
+            // missing upload, so the client learns the offset instead of starting over.
+            guard let current = try await catalog.resumableUpload(upload.id) else { throw Self.noSuchUpload }
+            return .conflict(current)
         }
     }
 
@@ -107,22 +110,32 @@ extension CatalogObjectStore {
         return updated
     }
 
-    /// Makes a fully received upload its object, once: the object, or nil when it was made before (by this request's
-    /// predecessor on any node, or before a crash).
+    /// Makes a fully received upload its object, once: the object, or nil when it was made before (by another
+    /// request completing it at the same time on any node, or by one that did not live to record it).
     package func completeResumable(_ upload: ResumableUpload) async throws -> ObjectInfo? {
         guard upload.etag == nil else { return nil }
-        guard let multipart = try await catalog.upload(upload.uploadId) else {
-            // Completed by a request that did not live to record it.
-            guard let completed = try await catalog.completedUpload(upload.uploadId) else { throw Self.noSuchUpload }
-            try await catalog.markResumableCompleted(upload.id, etag: completed.etag)
-            return nil
+        do {
+            guard let multipart = try await catalog.upload(upload.uploadId) else {
+                return try await recordCompletion(upload)
+            }
+            var parts = try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil)
+            if parts.isEmpty { parts = [try await emptyPart(multipart)] }
+            let object = try await assemble(
+                multipart, parts: parts, fullObjectChecksums: [:],
+                condition: upload.info.insertOnly == true ? .absent : .none)
+            try await catalog.markResumableCompleted(upload.id, etag: object.etag)
+            return object
+        } catch let error as FerryDomainError where error.code == .uploadNotFound {
+            // Another request completed it first (its parts may have gone between the two reads above).
+            return try await recordCompletion(upload)
         }
-        var parts = try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil)
-        if parts.isEmpty { parts = [try await emptyPart(multipart)] }
-        let object = try await assemble(
-            multipart, parts: parts, fullObjectChecksums: [:], condition: upload.info.insertOnly == true ? .absent : .none)
-        try await catalog.markResumableCompleted(upload.id, etag: object.etag)
-        return object
+    }
+
+    /// Records the completion of an upload whose multipart upload was completed by another request; nil.
+    private func recordCompletion(_ upload: ResumableUpload) async throws -> ObjectInfo? {
+        guard let completed = try await catalog.completedUpload(upload.uploadId) else { throw Self.noSuchUpload }
+        try await catalog.markResumableCompleted(upload.id, etag: completed.etag)
+        return nil
     }
 
     /// An empty first part, for an upload of zero bytes.

@@ -314,6 +314,47 @@ def ietf_upload(args):
           "interim": [r["status"] for r in creation.interim]})
 
 
+def ietf_edges(args):
+    """The draft's corners: an upload whose offset reaches its length stays incomplete until a request declares it
+    complete (here an empty append); lengths indicated on appends must agree and are recorded; a creation refused
+    after its 104 (a body past the declared length) leaves no upload at the 104's location."""
+    version = args.version
+    base = [("Upload-Draft-Interop-Version", str(version))]
+    append_type = [("Content-Type", "application/partial-upload")] if version >= 6 else []
+    out = {}
+
+    creation = Exchange(args.endpoint, "POST", base + ietf_flags(version, False) + [("Upload-Length", "6")], b"abcdef")
+    location = creation.final["headers"].get("location")
+    head = Exchange(location, "HEAD", base)
+    declare = Exchange(location, "PATCH", base + ietf_flags(version, True) + append_type + [("Upload-Offset", "6")])
+    out["undeclared"] = {"creation": creation.final["status"],
+                         "headComplete": ietf_complete(version, head.final["headers"]),
+                         "headOffset": head.final["headers"].get("upload-offset"),
+                         "declare": declare.final["status"], "declareBody": declare.final["body"]}
+
+    second = Exchange(args.endpoint2 or args.endpoint, "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")],
+                      b"1234")
+    conflicting = Exchange(second.final["headers"].get("location"), "PATCH",
+                           base + ietf_flags(version, False) + append_type + [("Upload-Offset", "4"), ("Upload-Length", "99")],
+                           b"56")
+    third = Exchange(args.endpoint, "POST", base + ietf_flags(version, False), b"1234")
+    third_location = third.final["headers"].get("location")
+    recorded = Exchange(third_location, "PATCH",
+                        base + ietf_flags(version, False) + append_type + [("Upload-Offset", "4"), ("Upload-Length", "8")],
+                        b"56")
+    third_head = Exchange(third_location, "HEAD", base)
+    out["lengths"] = {"conflicting": conflicting.final["status"], "recorded": recorded.final["status"],
+                      "headLength": third_head.final["headers"].get("upload-length")}
+
+    refused = Exchange(args.endpoint, "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")], b"x" * 20)
+    interim = refused.interim
+    refused_location = interim[0]["headers"].get("location") if interim else None
+    after = Exchange(refused_location, "HEAD", base) if refused_location else None
+    out["refusedCreation"] = {"interim": [r["status"] for r in interim], "status": refused.final["status"],
+                              "headAfter": after.final["status"] if after else None}
+    emit(out)
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -343,6 +384,11 @@ def main():
     p.add_argument("--version", type=int, required=True)
     p.add_argument("--size", type=int, default=200_000)
     p.set_defaults(run=ietf_scenarios)
+    p = sub.add_parser("ietf-edges")
+    p.add_argument("--endpoint", required=True)
+    p.add_argument("--endpoint2")
+    p.add_argument("--version", type=int, required=True)
+    p.set_defaults(run=ietf_edges)
     p = sub.add_parser("ietf-upload")
     p.add_argument("--endpoint", required=True)
     p.add_argument("--file", required=True)
