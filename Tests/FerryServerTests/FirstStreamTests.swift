@@ -69,6 +69,12 @@ struct FirstStreamTests {
                     let copied = try await MediaFixtures.probe(copy)
                     #expect(abs((copied.duration ?? 0) - 3) <= 0.2, "the first stream lasts \(copied.duration ?? 0)")
                     #expect(copied.codec("video") == "h264" && copied.codec("audio") == "aac")
+                    // A subtitle track joins the first stream's master playlist, which is still revalidated.
+                    _ = try await harness.media.addSubtitle(
+                        videoId: videoId, language: "en", content: "WEBVTT\n\n00:00:00.500 --> 00:00:02.000\nHello\n")
+                    let subtitled = try await S3TestClient.fetch(master.url)
+                    #expect(subtitled.status == 200 && subtitled.header("cache-control") == "no-cache")
+                    #expect(String(decoding: subtitled.body, as: UTF8.self).contains("TYPE=SUBTITLES"))
                     let before = await MediaProcessingTests.events(receiver.recorder).map(\.type)
                     #expect(!before.contains("TranscodeComplete") && !before.contains("StreamTranscodeComplete"), "\(before)")
 

@@ -90,6 +90,11 @@ struct MediaPreviewTests {
                 ("time=2&width=200&height=200&fit_mode=crop", "thumbnail.png", "png", 200, 200),
                 ("time=2&width=200&height=200&fit_mode=pad", "thumbnail.png", "png", 200, 200),
                 ("time=2&width=200&height=200&fit_mode=stretch", "thumbnail.png", "png", 200, 200),
+                // Odd sides are kept exactly in every format.
+                ("time=2&width=17&height=17&fit_mode=crop", "thumbnail.jpg", "mjpeg", 17, 17),
+                ("time=2&width=101&height=100&fit_mode=pad", "thumbnail.webp", "webp", 101, 100),
+                ("time=2&width=641&height=361&fit_mode=pad", "thumbnail.jpg", "mjpeg", 641, 361),
+                ("time=2&width=101&height=101&fit_mode=crop", "thumbnail.webp", "webp", 101, 101),
             ]
             for (index, item) in cases.enumerated() {
                 let reply = try await S3TestClient.fetch(Self.url(storyboard, item.file + "?" + item.query, token: token))
@@ -118,6 +123,28 @@ struct MediaPreviewTests {
             let ranged = try await S3TestClient.fetch(
                 Self.url(storyboard, "thumbnail.webp?width=320&time=2", token: token), headers: [("Range", "bytes=0-3")])
             #expect(ranged.status == 206 && ranged.text == "kept")
+            // A progressive file stored under the video's prefix but not published (a ladder still being stored) is
+            // not served.
+            let prefix = String(key[..<(key.range(of: "/previews/")?.lowerBound ?? key.endIndex)])
+            _ = try await harness.server.server.store.putObject(
+                bucket: "ferry-media", key: prefix + "/UHD.mp4", attributes: ObjectAttributes(contentType: "video/mp4"),
+                tags: [],
+                body: AsyncStream<ByteBuffer> { continuation in
+                    continuation.yield(ByteBuffer(string: "not published"))
+                    continuation.finish()
+                },
+                checksums: [], condition: .none, verify: { _ in })
+            #expect(try await S3TestClient.fetch(Self.url(storyboard, "UHD.mp4", token: token)).status == 404)
+            // An If-Range that no longer names the picture gets all of it; one that does, the range.
+            let etag = try #require(again.headers.first(name: "ETag"))
+            let stale = try await S3TestClient.fetch(
+                Self.url(storyboard, "thumbnail.webp?width=320&time=2", token: token),
+                headers: [("Range", "bytes=0-3"), ("If-Range", "\"nope\"")])
+            #expect(stale.status == 200 && stale.text == marker)
+            let current = try await S3TestClient.fetch(
+                Self.url(storyboard, "thumbnail.webp?width=320&time=2", token: token),
+                headers: [("Range", "bytes=0-3"), ("If-Range", etag)])
+            #expect(current.status == 206 && current.text == "kept")
 
             // Identical requests at once: each answered with a whole picture, one copy kept.
             let concurrent = try await withThrowingTaskGroup(of: S3TestClient.Reply.self) { group in
@@ -147,6 +174,21 @@ struct MediaPreviewTests {
             }
             // A file name that is no picture is no file of the video.
             #expect(try await S3TestClient.fetch(Self.url(storyboard, "thumbnail.bmp?time=1", token: token)).status == 404)
+
+            // A video not uploaded yet (its duration unknown): times past any video's length, and pictures at all,
+            // are refused with a reason; the server goes on serving.
+            let waiting = try await harness.media.createUploadVideo(.init(title: "waiting", fileName: "waiting.mp4")).id
+            let waitingToken = try await Self.token(harness, waiting)
+            let waitingBase = harness.server.endpoint + "/_ferry/play/\(waiting)/"
+            for (query, reason) in [
+                ("thumbnail.jpg?time=1e300", "time must be"), ("animated.gif?start=9300000000000000&end=9300000000000002", "start must be"),
+                ("thumbnail.jpg", "until it is uploaded"), ("animated.webp?start=1&end=2", "until it is uploaded"),
+            ] {
+                let reply = try await S3TestClient.fetch(waitingBase + query + (query.contains("?") ? "&" : "?") + "token=" + waitingToken)
+                #expect(reply.status == 400, "\(query): \(reply.status) \(reply.text)")
+                #expect(reply.text.contains(reason), "\(query): \(reply.text)")
+            }
+            #expect(try await S3TestClient.fetch(Self.url(storyboard, "thumbnail.jpg?time=7&width=400", token: token)).status == 200)
         }
     }
 

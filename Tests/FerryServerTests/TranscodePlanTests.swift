@@ -231,6 +231,9 @@ struct TranscodePlanTests {
             #EXTINF:2.0,\r
             seg_00001.m4s\r
             #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="SQ",URI="SQ/index.m3u8?x=1"
+            #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="a,xURI=",LANGUAGE="fr",URI="subtitles/a.m3u8"
+            #EXT-X-STREAM-INF:BANDWIDTH=800000,CODECS="avc1.64001f,mp4a.40.2",SUBTITLES="subs"
+            LD/index.m3u8
             #EXT-X-ENDLIST
 
             """
@@ -241,6 +244,9 @@ struct TranscodePlanTests {
                 #EXTINF:2.0,\r
                 seg_00001.m4s?token=T\r
                 #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="SQ",URI="SQ/index.m3u8?x=1&token=T"
+                #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="a,xURI=",LANGUAGE="fr",URI="subtitles/a.m3u8?token=T"
+                #EXT-X-STREAM-INF:BANDWIDTH=800000,CODECS="avc1.64001f,mp4a.40.2",SUBTITLES="subs"
+                LD/index.m3u8?token=T
                 #EXT-X-ENDLIST
 
                 """)

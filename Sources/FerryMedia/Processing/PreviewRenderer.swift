@@ -60,6 +60,10 @@ package struct PreviewRenderer: Sendable {
         if let info = video.mezzanine, !info.hasVideo {
             throw FerryDomainError(.invalidArgument, "The video has no picture to take \(file) from.")
         }
+        guard MediaPipeline.isLive(video.status) else {
+            throw FerryDomainError(
+                .invalidArgument, "The video has no picture to take \(file) from until it is uploaded (status \(video.status)).")
+        }
         // Pictures taken from a first stream are kept apart from the ladder's (published later under the same
         // prefix), so that the ladder's best rendition is used once it is there.
         let place =

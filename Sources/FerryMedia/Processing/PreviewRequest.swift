@@ -41,6 +41,8 @@ package struct PreviewRequest: Sendable, Hashable {
         package static let defaultAnimatedWidth = 320
         /// An animation's frame rate when none is asked for.
         package static let defaultAnimatedFPS = 10
+        /// The latest time asked for when the video's duration is not known (about 11.5 days).
+        package static let maxSeconds = 1_000_000.0
     }
 
     /// Still or animation.
@@ -92,8 +94,8 @@ package struct PreviewRequest: Sendable, Hashable {
         let limit = duration.flatMap { $0 > 0 ? $0 : nil }
         func seconds(_ name: String, default value: Double) throws -> Double {
             guard let text = query[name] else { return value }
-            guard let number = Double(text), number.isFinite, number >= 0 else {
-                throw invalid("\(name) must be a number of seconds, 0 or more.")
+            guard let number = Double(text), number.isFinite, (0...Bounds.maxSeconds).contains(number) else {
+                throw invalid("\(name) must be a number of seconds from 0 to \(Int(Bounds.maxSeconds)).")
             }
             if let limit, number > limit {
                 throw invalid("\(name) \(text) is past the end of the video (\(String(format: "%.3f", limit)) s).")
@@ -161,7 +163,7 @@ package struct PreviewRequest: Sendable, Hashable {
     }
 
     private static func millis(_ seconds: Double) -> String {
-        String(Int((seconds * 1000).rounded()))
+        String(format: "%.0f", (seconds * 1000).rounded())
     }
 
     /// The video filter that sizes the picture.
@@ -215,13 +217,15 @@ package struct PreviewRequest: Sendable, Hashable {
         // The frame rate filter would repeat the last frame up to where the whole file ends: the animation is cut at
         // its length on output too.
         if countsFromFirstFrame, kind == .animated { arguments += ["-t", length] }
+        // Sized in 4:4:4: with 4:2:0 chroma, crop and pad would round an odd side down (or refuse it).
+        let stillFilter = scaleFilter + ",format=yuv444p,setsar=1"
         switch (kind, format) {
         case (.thumbnail, "jpg"):
-            arguments += ["-vf", scaleFilter + ",setsar=1", "-frames:v", "1", "-q:v", "3", "-f", "image2", "-c:v", "mjpeg"]
+            arguments += ["-vf", stillFilter, "-frames:v", "1", "-q:v", "3", "-f", "image2", "-c:v", "mjpeg"]
         case (.thumbnail, "png"):
-            arguments += ["-vf", scaleFilter + ",setsar=1", "-frames:v", "1", "-f", "image2", "-c:v", "png"]
+            arguments += ["-vf", stillFilter, "-frames:v", "1", "-f", "image2", "-c:v", "png"]
         case (.thumbnail, _):
-            arguments += ["-vf", scaleFilter + ",setsar=1", "-frames:v", "1", "-f", "webp", "-c:v", "libwebp", "-quality", "80"]
+            arguments += ["-vf", stillFilter, "-frames:v", "1", "-f", "webp", "-c:v", "libwebp", "-quality", "80"]
         case (.animated, "gif"):
             arguments += [
                 "-vf", scaleFilter + ",split[a][b];[a]palettegen=stats_mode=diff[p];[b][p]paletteuse=dither=bayer",

@@ -19,7 +19,7 @@ extension PlaybackAPI {
             let version = tracks.map(\.subtitleId).joined(separator: ",")
             return generated(
                 SubtitlePlaylists.master(text, tracks: tracks), file: file, etag: master.etag + "-" + Self.shortHash(version),
-                request: request, token: token)
+                request: request, token: token, final: video.status == VideoStatus.normal)
         }
         guard let wanted = SubtitlePlaylists.file(file) else { return nil }
         let missing = S3Error(.noSuchKey, "The video has no such file.")

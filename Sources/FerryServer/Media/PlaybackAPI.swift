@@ -57,6 +57,12 @@ struct PlaybackAPI: Sendable {
         } catch {
             throw error.error
         }
+        // A progressive file is served once published: one of a ladder still being stored is not yet the video's.
+        if !file.contains("/"), file.hasSuffix(".mp4") || file.hasSuffix(".m4a"),
+            !(video.renditions ?? []).contains(where: { $0.path == file })
+        {
+            throw missing
+        }
         // A progressive file its download policy does not offer is refused, whoever asks.
         if let rendition = video.renditions?.first(where: { $0.path == file }), MediaAPI.isProgressive(rendition),
             !MediaAPI.downloadable(video).contains(file)
@@ -121,7 +127,9 @@ struct PlaybackAPI: Sendable {
             .eTag: "\"\(object.etag)\"", .lastModified: S3Date.http(object.lastModified), .acceptRanges: "bytes",
             .contentType: WorkFiles.contentType(forPath: file), .cacheControl: final ? "private, max-age=3600" : "no-cache",
         ]
-        let range = try request.headers[.range].flatMap { try ObjectAPI.parseRange($0, size: object.size) }
+        // With an If-Range the file no longer matches, the range is ignored: the whole file (RFC 9110, 13.1.5).
+        let rangeHolds = request.headers[.ifRange].map { Self.holds(ifRange: $0, object) } ?? true
+        let range = try request.headers[.range].flatMap { rangeHolds ? try ObjectAPI.parseRange($0, size: object.size) : nil }
         let status: HTTPResponse.Status
         let length: Int64
         if let range {
@@ -141,6 +149,16 @@ struct PlaybackAPI: Sendable {
                 for try await buffer in bytes { try await writer.write(buffer) }
                 try await writer.finish(nil)
             })
+    }
+}
+
+extension PlaybackAPI {
+    /// Whether an `If-Range` names the file as it is: its strong ETag, or exactly its Last-Modified date.
+    static func holds(ifRange value: String, _ object: ObjectInfo) -> Bool {
+        let value = value.trimmingCharacters(in: .whitespaces)
+        if value.hasPrefix("\"") { return value == "\"\(object.etag)\"" }
+        guard let date = S3Date.parseHTTP(value) else { return false }
+        return date.timeIntervalSince1970 == object.lastModified.timeIntervalSince1970.rounded(.down)
     }
 }
 

@@ -43,12 +43,33 @@ enum PlaylistRewriter {
         }.joined(separator: "\n")
     }
 
-    /// A tag line with `query` added to its `URI="…"` attribute, if it has one.
-    private static func rewritingAttributes(_ line: some StringProtocol, query: String) -> String {
-        guard line.hasPrefix("#EXT"), let start = line.range(of: "URI=\"") else { return String(line) }
-        let rest = line[start.upperBound...]
-        guard let end = rest.firstIndex(of: "\"") else { return String(line) }
-        return String(line[..<start.upperBound]) + appending(query, to: rest[..<end]) + String(rest[end...])
+    /// A tag line with `query` added to its `URI` attribute, if it has one. The attribute list is read as RFC 8216
+    /// writes it (`NAME=value` pairs separated by commas, quoted strings taken whole), so text inside another
+    /// attribute's quoted value (a track's `NAME`) is never mistaken for a URI.
+    private static func rewritingAttributes(_ line: String, query: String) -> String {
+        guard line.hasPrefix("#EXT"), let colon = line.firstIndex(of: ":") else { return line }
+        var output = String(line[...colon])
+        var index = line.index(after: colon)
+        while index < line.endIndex, let equals = line[index...].firstIndex(of: "=") {
+            let name = line[index..<equals]
+            output += line[index...equals]
+            index = line.index(after: equals)
+            let end: String.Index
+            if index < line.endIndex, line[index] == "\"" {
+                let open = line.index(after: index)
+                guard let close = line[open...].firstIndex(of: "\"") else { break }
+                output += "\"" + (name == "URI" ? appending(query, to: line[open..<close]) : String(line[open..<close])) + "\""
+                end = line.index(after: close)
+            } else {
+                end = line[index...].firstIndex(of: ",") ?? line.endIndex
+                output += line[index..<end]
+            }
+            index = end
+            guard index < line.endIndex, line[index] == "," else { break }
+            output += ","
+            index = line.index(after: index)
+        }
+        return output + line[index...]
     }
 
     /// `uri` with `query` added after its existing query, if any, and before its fragment, if any.
