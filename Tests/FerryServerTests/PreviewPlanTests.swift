@@ -15,6 +15,7 @@ struct PreviewPlanTests {
         let odd = try #require(StoryboardPlan(duration: 250.5))
         #expect(odd.interval == 3 && odd.count == 84 && odd.rows == 9)
         #expect(StoryboardPlan(duration: nil) == nil && StoryboardPlan(duration: 0) == nil)
+        #expect(StoryboardPlan(duration: 1e300) == nil)
 
         let vtt = odd.vtt(tileHeight: 90)
         let lines = vtt.split(separator: "\n").map(String.init)

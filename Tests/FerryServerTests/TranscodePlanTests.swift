@@ -150,6 +150,11 @@ struct TranscodePlanTests {
             """
         let song = try MediaProbe.parse(Data(cover.utf8), size: 1)
         #expect(!song.hasVideo && song.hasAudio)
+        // A length past any video's (a container that lies) is kept as unknown, whichever field says it.
+        let lying = try MediaProbe.parse(
+            Data(#"{"streams":[{"codec_type":"audio","duration":"1e300"}],"format":{"duration":"1e300"}}"#.utf8), size: 1)
+        #expect(lying.duration == nil)
+        #expect(SubtitlePlaylists.segmentCount(duration: 1e300, segmentSeconds: 4) == SubtitlePlaylists.maxSegments)
         #expect(throws: MediaProbe.Unreadable.self) { try MediaProbe.parse(Data("{}".utf8), size: 1) }
         #expect(throws: MediaProbe.Unreadable.self) { try MediaProbe.parse(Data("not json".utf8), size: 1) }
         #expect(MediaProbe.reason(fromStandardError: "") == "The file is not audio or video that ffprobe can read.")

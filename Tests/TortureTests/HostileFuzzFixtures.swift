@@ -43,6 +43,9 @@ struct FuzzFixtures: Sendable {
     var uppyUploadId: String
     /// A playback token for the stored video, made as the server makes them from its token key.
     var playbackToken: String
+    /// A playback token for the video still being uploaded (its duration unknown: what pictures of it ask is bounded
+    /// by nothing the video says).
+    var pendingPlaybackToken: String
 
     /// The key material of a credential kind, when it has any.
     func keys(_ credential: FuzzCredential) -> SigV4Credentials? {
@@ -239,7 +242,9 @@ struct FuzzFixtures: Sendable {
             formToken: formToken,
             consoleCookie: cookie, csrf: csrf, uppyKey: try string(uppyAnswer, "key"),
             uppyUploadId: try string(uppyAnswer, "uploadId"),
-            playbackToken: try await playbackToken(videoId: videoId, key: SymmetricKey(data: tokenKey)))
+            playbackToken: try await playbackToken(videoId: videoId, key: SymmetricKey(data: tokenKey)),
+            pendingPlaybackToken: try await playbackToken(
+                videoId: try string(pending, "VideoId"), key: SymmetricKey(data: tokenKey)))
 
         // The paths the known crashes take are reachable with a well-formed Host: each of these answers 200.
         _ = try await media(server, root, "GetMezzanineInfo", #"{"VideoId":"\#(fixtures.storedVideoId)"}"#)
@@ -258,7 +263,8 @@ struct FuzzFixtures: Sendable {
     }
 
     /// A playback JWT (HS256, `kid` `ferry`) as the server mints for GetPlayInfo: signed with the key derived from
-    /// the server's token key for "play" over "playback-jwt", `sub` the video, `aud` `v`, a day long.
+    /// the server's token key for "play" over "playback-jwt", `sub` the video, every audience (`v`, `t`, `s`, `d`:
+    /// playback, pictures, the storyboard, downloads), a day long.
     static func playbackToken(videoId: String, key: SymmetricKey) async throws -> String {
         let derived = SymmetricKey(
             data: Data(HMAC<SHA256>.authenticationCode(for: Data("purpose:play".utf8), using: key)))
@@ -267,7 +273,8 @@ struct FuzzFixtures: Sendable {
         let keys = await JWTKeyCollection().add(hmac: HMACKey(key: serverKey), digestAlgorithm: .sha256, kid: "ferry")
         return try await keys.sign(
             FuzzPlaybackClaims(
-                sub: .init(value: videoId), aud: .init(value: ["v"]), exp: .init(value: Date().addingTimeInterval(86400))),
+                sub: .init(value: videoId), aud: .init(value: ["v", "t", "s", "d"]),
+                exp: .init(value: Date().addingTimeInterval(86400))),
             kid: "ferry")
     }
 

@@ -608,16 +608,17 @@ extension FuzzRequest {
     }
 
     static func playback(_ f: FuzzFixtures, _ r: inout SeededGenerator) -> FuzzRequest {
+        let video =
+            r.chance(0.5)
+            ? f.storedVideoId : r.chance(0.6) ? f.pendingVideoId : r.pick([r.word(32), "", "..", repeated("v", 300)])
         let token =
             r.chance(0.6)
-            ? f.playbackToken
+            ? (video == f.pendingVideoId ? f.pendingPlaybackToken : f.playbackToken)
             : r.pick([
                 "0.AAAAAAAAAAAAAAAAAAAAAA", "99999999999999999999.x", "-1.x", "1.", ".", "", "a.b.c", "..",
                 "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.", "eyJhbGciOiJIUzI1NiIsImtpZCI6ImZlcnJ5In0.e30.AAAA",
                 repeated("9", 8000), "%zz", "\u{00FC}.\u{00FC}",
             ])
-        let video =
-            r.chance(0.7) ? f.storedVideoId : r.pick([f.pendingVideoId, r.word(32), "", "..", repeated("v", 300)])
         let file = r.pick([
             "master.m3u8", "cover.jpg", "LD/index.m3u8", "LD/seg_00000.m4s", "LD.mp4", "../x", "a/b/c/d/e", "%2e%2e/x",
             "a//b",
@@ -636,7 +637,8 @@ extension FuzzRequest {
         // A picture's parameters: numbers out of range, not numbers, not finite, overflowing, repeated.
         if r.chance(0.5) {
             let hostile = [
-                "", "-1", "0", "nan", "NaN", "inf", "-inf", "1e308", "1e-320", "99999999999999999999", "0x10", "1,5",
+                "", "-1", "0", "nan", "NaN", "inf", "-inf", "1e308", "1e300", "9300000000000000", "1e-320",
+                "99999999999999999999", "0x10", "1,5",
                 " 1", "+3", "1.5.5", "10", "100000", "\u{00FC}", repeated("9", 400), "-0", "3.000000000000000001",
             ]
             let names = ["time", "width", "height", "fit_mode", "start", "end", "fps"]

@@ -41,8 +41,8 @@ package struct PreviewRequest: Sendable, Hashable {
         package static let defaultAnimatedWidth = 320
         /// An animation's frame rate when none is asked for.
         package static let defaultAnimatedFPS = 10
-        /// The latest time asked for when the video's duration is not known (about 11.5 days).
-        package static let maxSeconds = 1_000_000.0
+        /// The latest time asked for when the video's duration is not known: the longest duration a probe keeps.
+        package static let maxSeconds = ProbeReport.maxDuration
     }
 
     /// Still or animation.

@@ -226,7 +226,9 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         }
         var info = MezzanineInfo(size: size)
         info.formatName = format.formatName
-        info.duration = format.duration ?? video?.duration ?? audio?.duration
+        // A length past any video's is a file that lies about itself: kept as unknown, so nothing is planned from it.
+        info.duration = [format.duration, video?.duration, audio?.duration].lazy.compactMap { $0 }.first
+            .flatMap { (0...Self.maxDuration).contains($0) ? $0 : nil }
         info.bitrate = format.bitRate.flatMap(Self.integer)
         if let video {
             info.videoCodec = video.codecName
@@ -262,13 +264,15 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         let video = streams.first { $0.codecType == "video" }
         return MediaPipeline.Measured(
             width: video?.width, height: video?.height, bitrate: format.bitRate.flatMap(Self.integer),
-            duration: format.duration, fps: MediaProbe.rate(video?.averageFrameRate), videoCodec: video?.codecName,
+            duration: format.duration.flatMap { (0...Self.maxDuration).contains($0) ? $0 : nil },
+            fps: MediaProbe.rate(video?.averageFrameRate), videoCodec: video?.codecName,
             audioCodec: audio?.codecName, videoProfile: video?.profile, videoLevel: video?.level)
     }
 
-    /// A number as a whole `Int`, nil when it does not fit.
     /// The largest width or height kept (H.264's limit is lower).
     static let maxDimension = 65_536
+    /// The longest duration kept, in seconds (about 11.5 days).
+    static let maxDuration = 1_000_000.0
 
     /// `value` as an integer (toward zero); nil when it is not finite or out of `Int`'s range.
     static func integer(_ value: Double) -> Int? {

@@ -28,7 +28,7 @@ package struct StoryboardPlan: Sendable, Hashable {
 
     /// The plan for a video of `duration` seconds; nil when it has none.
     package init?(duration: Double?) {
-        guard let duration, duration.isFinite, duration > 0 else { return nil }
+        guard let duration, duration.isFinite, duration > 0, duration <= ProbeReport.maxDuration else { return nil }
         self.duration = duration
         interval = max(1, (duration / Double(Self.maxTiles)).rounded(.up))
         count = min(Self.maxTiles, max(1, Int((duration / interval).rounded(.up))))

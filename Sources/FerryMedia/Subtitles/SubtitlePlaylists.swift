@@ -67,7 +67,7 @@ package enum SubtitlePlaylists {
     package static func segmentCount(duration: Double, segmentSeconds: Int) -> Int {
         let seconds = max(1, segmentSeconds)
         guard duration.isFinite, duration > 0 else { return 1 }
-        return min(maxSegments, max(1, Int((duration / Double(seconds)).rounded(.up))))
+        return max(1, Int(min((duration / Double(seconds)).rounded(.up), Double(maxSegments))))
     }
 
     /// A track's media playlist: one WebVTT segment per `segmentSeconds` of the video.
