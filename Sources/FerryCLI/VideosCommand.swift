@@ -138,7 +138,7 @@ struct VideosCommand: AsyncParsableCommand {
     static func statusText(_ video: MediaServiceClient.VideoInfo) -> String {
         var text = video.status
         if let percent = video.processingProgress, video.status == "Transcoding" { text += " \(percent)%" }
-        if video.playable == true, video.status == "Transcoding" { text += ", playable" }
+        if video.playable == true, video.status != "Normal" { text += ", playable" }
         if let message = video.statusMessage { text += " (\(message))" }
         return text
     }

@@ -11,12 +11,17 @@ struct FirstStreamTests {
     /// ffmpeg and ffprobe behind a wrapper that holds the ladder's encode (the run that writes `progress.txt`) until
     /// `gate` exists, so the test sees the video between its first stream and its ladder.
     static func heldTools(gate: String) throws -> String {
+        try tools(ladder: "while [ ! -f '\(gate)' ]; do sleep 0.1; done")
+    }
+
+    /// ffmpeg and ffprobe behind a wrapper that runs `ladder` (shell) before the ladder's encode.
+    static func tools(ladder: String) throws -> String {
         let directory = TemporaryDirectory.make("ferry-held-tools")
         for tool in ["ffmpeg", "ffprobe"] {
             let real = try #require(
                 ["/usr/bin/\(tool)", "/usr/local/bin/\(tool)"].first { FileManager.default.isExecutableFile(atPath: $0) },
                 "\(tool) is not installed")
-            let hold = tool == "ffmpeg" ? "case \"$*\" in *\"/progress.txt\"*) while [ ! -f '\(gate)' ]; do sleep 0.1; done;; esac\n" : ""
+            let hold = tool == "ffmpeg" ? "case \"$*\" in *\"/progress.txt\"*) \(ladder);; esac\n" : ""
             try "#!/bin/sh\n\(hold)exec \(real) \"$@\"\n".write(toFile: directory + "/" + tool, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory + "/" + tool)
         }
@@ -118,6 +123,24 @@ struct FirstStreamTests {
                         "\(types)")
                 }
             }
+        }
+    }
+
+    @Test("a video whose ladder fails after its first stream was published is TranscodeFail and stays playable at that stream")
+    func ladderFailsAfterFirstStream() async throws {
+        let tools = try Self.tools(ladder: "echo 'Conversion failed!' >&2; exit 1")
+        defer { try? FileManager.default.removeItem(atPath: tools) }
+        try await MediaHarness.with(configure: { $0.mediaProcessing.toolsDirectory = tools }) { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480))
+            let failed = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(failed.status == "TranscodeFail" && failed.errorCode == "TranscodeError")
+            #expect(failed.playable == true && failed.playableTime != nil)
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            #expect(Set(play.streams.map { "\($0.definition)/\($0.format)" }) == ["OD/m3u8", "AUTO/m3u8"])
+            let master = try #require(play.stream(format: "m3u8", definition: "AUTO"))
+            let copy = harness.fixtures + "/played.mp4"
+            try await MediaFixtures.ffmpeg(["-i", master.url, "-c", "copy", copy])
+            #expect(abs((try await MediaFixtures.probe(copy).duration ?? 0) - 3) <= 0.2)
         }
     }
 

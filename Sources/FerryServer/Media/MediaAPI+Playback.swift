@@ -85,9 +85,12 @@ extension MediaAPI {
     }
 
     /// Whether the video has streams to play: `Normal`, or `Transcoding` with its first stream published.
+    /// Whether GetPlayInfo answers: `Normal`, or a first stream published (while `Transcoding`, and after a ladder
+    /// that failed: the video stays playable at its first stream).
     static func isPlayable(_ video: VideoRecord) -> Bool {
         video.status == VideoStatus.normal
-            || (video.status == VideoStatus.transcoding && video.playableAt != nil && !(video.renditions ?? []).isEmpty)
+            || ([VideoStatus.transcoding, VideoStatus.transcodeFail].contains(video.status) && video.playableAt != nil
+                && !(video.renditions ?? []).isEmpty)
     }
 
     func getPlayInfo(_ input: MediaContract.PlayInfoRequest, _ call: Call) async throws -> MediaContract.PlayInfoAnswer {
