@@ -62,11 +62,37 @@ public struct MediaLibrary: Sendable {
 
     // MARK: Storage events
 
-    /// Called when the object service has stored an object: advances the video or image it belongs to.
+    /// Refuses a write under the directory of a video that was deleted or whose upload expired: an upload credential
+    /// issued before may still be valid, but nothing more is stored for the video.
+    package func checkWritable(bucket: String, key: String) async throws {
+        guard bucket == self.bucket, let video = try await goneVideo(ownerOf: key) else { return }
+        throw FerryDomainError(
+            .accessDenied, "Video \(video.videoId) was deleted or its upload expired; nothing more is stored for it.")
+    }
+
+    /// The video whose directory (`video/<id>/`) holds `key`, when it was deleted or its upload expired.
+    private func goneVideo(ownerOf key: String) async throws -> VideoRecord? {
+        let parts = key.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "video", parts[1].utf8.count == 32,
+            parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }),
+            let video = try await catalog.video(String(parts[1]))
+        else { return nil }
+        return [VideoStatus.deleted, VideoStatus.uploadFailed].contains(video.status) ? video : nil
+    }
+
+    /// Called when the object service has stored an object: advances the video or image it belongs to. A file
+    /// written for a video that is gone (with a credential issued before, past ``checkWritable(bucket:key:)``'s look)
+    /// is nobody's: it is removed.
     package func objectStored(_ object: ObjectInfo) async {
         guard object.bucket == bucket else { return }
         do {
-            if let video = try await catalog.video(bucket: object.bucket, key: object.key) {
+            if let video = try await goneVideo(ownerOf: object.key) {
+                try await store.deleteObject(
+                    bucket: object.bucket, key: object.key, condition: ObjectWriteCondition(ifMatch: [object.etag]))
+                configuration.logger.info(
+                    "file of a video that is gone removed",
+                    metadata: ["ferry.video-id": .string(video.videoId), "ferry.key": .string(object.key)])
+            } else if let video = try await catalog.video(bucket: object.bucket, key: object.key) {
                 try await videoStored(video.videoId, object: object)
             } else if var image = try await catalog.image(bucket: object.bucket, key: object.key) {
                 let first = image.status == ImageStatus.uploading

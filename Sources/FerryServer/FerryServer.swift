@@ -284,6 +284,7 @@ public struct FerryServer: Sendable {
         let library = mediaLibrary
         let catalog = mediaCatalog
         api.objectStored = { object in await library.objectStored(object) }
+        api.writeAllowed = { bucket, key in try await library.checkWritable(bucket: bucket, key: key) }
         api.titleSent = { videoId, title in
             _ = try? await catalog.updateVideo(videoId) { video in
                 guard video.status == VideoStatus.uploading else { return .keep }
@@ -299,6 +300,7 @@ public struct FerryServer: Sendable {
         var api = ObjectAPI(store: store, credentials: credentials, region: configuration.region)
         let library = mediaLibrary
         api.objectStored = { object in await library.objectStored(object) }
+        api.writeAllowed = { bucket, key in try await library.checkWritable(bucket: bucket, key: key) }
         return api
     }
 

@@ -51,6 +51,15 @@ struct MediaOwnershipTests {
             let far = try await mediaRequest(server, "ListVideos", Array(#"{"PageNo":1000000,"PageSize":100}"#.utf8))
             #expect(far.status == 200, "\(far.text)")
             #expect(try await mediaRequest(server, "ListVideos", Array("{}".utf8)).status == 200)
+            // A policy too large for the session token to fit in a request's headers: refused, not issued.
+            let statements = (0..<400).map { #"{"actions":["s3:GetObject"],"bucket":"b\#($0)","keyPrefix":"p/"}"# }
+            let large = try await mediaRequest(
+                server, "AssumeRole", Array(#"{"Policy":{"statements":[\#(statements.joined(separator: ","))]}}"#.utf8))
+            #expect(large.status == 400 && mediaCode(large) == "PackedPolicyTooLarge", "\(large.text.prefix(300))")
+            let small = try await mediaRequest(
+                server, "AssumeRole",
+                Array(#"{"Policy":{"statements":[\#(statements[0])]}}"#.utf8))
+            #expect(small.status == 200, "\(small.text.prefix(300))")
         }
     }
 
@@ -62,6 +71,17 @@ struct MediaOwnershipTests {
             let policy = AccessPolicy(statements: [.init(actions: ["media:*"])])
             let alice = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: try await admin.createAccessKey(policy: policy))
             let bob = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: try await admin.createAccessKey(policy: policy))
+
+            // A video deleted before its upload: its credential and its resumable upload URL store nothing more.
+            let dropped = try await alice.createUploadVideo(.init(title: "Dropped", fileName: "d.mp4"))
+            try await alice.deleteVideos([dropped.id])
+            let late = try await server.client(dropped.auth.credentials).put(dropped.address.bucket, dropped.address.fileName, [1])
+            #expect(late.status == 403 && late.errorCode == "AccessDenied")
+            let tus = try await S3TestClient.fetchRaw(
+                "POST", try #require(dropped.resumableUploadURL).absoluteString,
+                headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "1")])
+            #expect(tus.status == 403, "\(tus.text)")
+            #expect(try await server.client().get(dropped.address.bucket, dropped.address.fileName).status == 404)
 
             let ticket = try await alice.createUploadVideo(.init(title: "Alice's", fileName: "a.mp4"))
             let bytes = [UInt8](repeating: 1, count: 1000)
@@ -90,6 +110,10 @@ struct MediaOwnershipTests {
                 ("GetImageInfo", #"{"ImageId":"\#(image.id)","AuthTimeout":0}"#),
                 ("GetPlayInfo", #"{"VideoId":"\#(ticket.id)","AuthTimeout":-1}"#),
                 ("GetPlayInfo", #"{"VideoId":"\#(ticket.id)","AuthTimeout":604801}"#),
+                // Texts with a NUL (which the catalogs' text matching cannot take), lists with empty items.
+                ("CreateUploadVideo", #"{"Title":"a\u0000b","FileName":"a.mp4"}"#),
+                ("ListVideos", #"{"Title":"\u0000x"}"#), ("ListVideos", #"{"Tag":"a\u0000"}"#),
+                ("DeleteVideo", #"{"VideoIds":",,,"}"#), ("DeleteVideo", #"{"VideoIds":"\#(ticket.id), ,"}"#),
             ] {
                 let reply = try await mediaRequest(server, action, Array(body.utf8))
                 #expect(reply.status == 400 && mediaCode(reply) == "InvalidParameter", "\(action) \(body): \(reply.text)")
@@ -128,8 +152,11 @@ struct MediaOwnershipTests {
             // The same token from another key is another video.
             #expect(try await other.createUploadVideo(description).id != first.id)
             #expect(try await admin.listVideos().total == 2)
-            let bad = try await mediaRequest(server, "CreateUploadVideo", Array(#"{"Title":"t","FileName":"a.mp4","ClientToken":"has space"}"#.utf8))
-            #expect(mediaCode(bad) == "InvalidParameter")
+            for token in ["has space", "\\u0000", "\\u0001abc", "\\u007f"] {
+                let bad = try await mediaRequest(
+                    server, "CreateUploadVideo", Array(#"{"Title":"t","FileName":"a.mp4","ClientToken":"\#(token)"}"#.utf8))
+                #expect(mediaCode(bad) == "InvalidParameter", "\(token)")
+            }
 
             // Part of the file arrives as a multipart upload that never completes.
             let s3 = server.client(first.auth.credentials)

@@ -80,6 +80,64 @@ struct PublishAPITests {
             #expect(video.status == "UploadSucc")
             #expect(video.size == 5000)
             #expect(video.title == "clip")
+            // Stored, the video takes no more uploads: applying with its session key gets no new credential.
+            let (late, lateAnswer) = try await Self.call(
+                server, "ApplyUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
+            #expect(late == 409 && lateAnswer["code"] as? String == "InvalidVideo.Uploaded", "\(lateAnswer)")
+        }
+    }
+
+    @Test("ApplyUploadUGC counts against the key's Videos and StorageBytes quotas as CreateUploadVideo does")
+    func quotas() async throws {
+        try await TestServer.with { server in
+            let root = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+            let everything = AccessPolicy(statements: [.init(actions: ["s3:*", "media:*"])])
+            let one = try await root.createAccessKey(policy: everything, quota: AccessKeyQuota(videos: 1))
+            let signature = Self.signature(server, id: one.accessKeyId, secret: one.secretAccessKey)
+            #expect(try await Self.call(server, "ApplyUploadUGC", ["signature": signature, "videoType": "mp4"]).0 == 200)
+            let (second, answer) = try await Self.call(server, "ApplyUploadUGC", ["signature": signature, "videoType": "mp4"])
+            #expect(second == 403 && answer["code"] as? String == "QuotaExceeded", "\(answer)")
+            let small = try await root.createAccessKey(policy: everything, quota: AccessKeyQuota(storageBytes: 4))
+            let (large, largeAnswer) = try await Self.call(
+                server, "ApplyUploadUGC",
+                [
+                    "signature": Self.signature(server, id: small.accessKeyId, secret: small.secretAccessKey),
+                    "videoType": "mp4", "videoSize": 100,
+                ])
+            #expect(large == 403 && largeAnswer["code"] as? String == "QuotaExceeded", "\(largeAnswer)")
+            let media = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: one)
+            #expect(try await media.usage().usage.videos == 1)
+        }
+    }
+
+    @Test("a deleted video's upload credentials store nothing more: a new write is refused, and one begun before the deletion is removed when it completes")
+    func deletedVideoTakesNoWrites() async throws {
+        try await TestServer.with(minPartSize: 1024) { server in
+            let signature = Self.signature(server)
+            let (_, applied) = try await Self.call(
+                server, "ApplyUploadUGC", ["signature": signature, "videoType": "mp4", "coverType": "png"])
+            let videoId = try #require(applied["VideoId"] as? String)
+            let auth = try #require(UploadAuth(encoded: applied["UploadAuth"] as? String ?? ""))
+            let device = server.client(auth.credentials)
+            let cover = "video/\(videoId)/cover.png"
+            let uploadId = try await device.createMultipartUpload("ferry-media", cover)
+            let part = try await device.uploadPart("ferry-media", cover, uploadId: uploadId, number: 1, [7, 7, 7])
+            let etag = try #require(part.header("ETag"))
+
+            let root = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+            try await root.deleteVideos([videoId])
+            let refused = try await device.put("ferry-media", "video/\(videoId)/source.mp4", [1, 2, 3])
+            #expect(refused.status == 403 && refused.errorCode == "AccessDenied", "\(refused.text)")
+            // A multipart upload begun before the deletion completes, and what it made is removed.
+            let completed = try await device.complete(
+                "ferry-media", cover, uploadId: uploadId, xml: S3TestClient.completeXML([(1, etag)]))
+            #expect(completed.status == 200)
+            #expect(try await server.client().get("ferry-media", cover).status == 404)
+            #expect(try await server.client().get("ferry-media", "video/\(videoId)/source.mp4").status == 404)
         }
     }
 

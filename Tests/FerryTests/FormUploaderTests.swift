@@ -502,6 +502,20 @@ struct FormUploaderTests {
                 bodyProgress: { _ in }, responseSink: nil)
             #expect(plain.status == 400)
             #expect(String(decoding: plain.body, as: UTF8.self).contains(FormUploadErrorCode.malformedForm.rawValue))
+
+            // A field that is not UTF-8 text (the key here) is refused, not read with replacement characters.
+            let badKey =
+                Array("--B\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n\(token)\r\n".utf8)
+                + Array("--B\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\n".utf8) + [0xFF, 0xFE]
+                + Array("\r\n--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nxyz\r\n--B--\r\n".utf8)
+            let notText = try await transport.send(
+                TransportRequest(
+                    method: "POST", url: url, headers: [("Content-Type", "multipart/form-data; boundary=B")],
+                    body: badKey, timeout: .seconds(30)),
+                bodyProgress: { _ in }, responseSink: nil)
+            #expect(notText.status == 400)
+            #expect(String(decoding: notText.body, as: UTF8.self).contains("not UTF-8"))
+            await Self.expectNothingStored(server, key: "\u{FFFD}\u{FFFD}", blobsBefore: before)
         }
     }
 

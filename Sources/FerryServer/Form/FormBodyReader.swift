@@ -90,7 +90,10 @@ final class FormBodyReader: @unchecked Sendable {
                 }
                 value.writeBuffer(&piece)
             case .partEnd:
-                return .field(name: headers.name, value: String(buffer: value))
+                guard let text = String(validating: value.readableBytesView, as: UTF8.self) else {
+                    throw FormUploadError(.invalidArgument, "The field \(headers.name.prefix(64)) is not UTF-8 text.")
+                }
+                return .field(name: headers.name, value: text)
             case .partStart:
                 throw FormUploadError(.malformedForm, "The form's parts are out of order.")
             }

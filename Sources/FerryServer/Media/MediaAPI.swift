@@ -104,17 +104,25 @@ public struct MediaAPI: Sendable {
 
     // MARK: Validation
 
+    /// A text field: at most `max` bytes, and no NUL (which neither catalog's text matching takes).
     static func checkText(_ value: String?, _ name: String, max: Int) throws {
-        if let value, value.utf8.count > max { throw MediaError.invalid(name, "is longer than \(max) bytes.") }
+        guard let value else { return }
+        if value.utf8.count > max { throw MediaError.invalid(name, "is longer than \(max) bytes.") }
+        if value.utf8.contains(0) { throw MediaError.invalid(name, "must not contain the NUL character.") }
     }
 
     static func checkTags(_ tags: String?) throws {
         guard let tags else { return }
+        if tags.utf8.contains(0) { throw MediaError.invalid("Tags", "must not contain the NUL character.") }
         let list = tags.split(separator: ",")
         if list.count > 16 || list.contains(where: { $0.utf8.count > 32 }) {
             throw MediaError.invalid("Tags", "must be at most 16 comma-separated tags of at most 32 bytes.")
         }
     }
+
+    /// Largest session token AssumeRole issues (its policies packed in it), so that it fits in a request's headers
+    /// behind any proxy.
+    static let maxSessionTokenBytes = 8192
 
     /// Largest `PageNo` of ListVideos (a page beyond the last is empty, not an error).
     static let maxPageNo = 1_000_000
@@ -228,7 +236,7 @@ public struct MediaAPI: Sendable {
         let policy = try Self.playbackPolicy(input.playbackPolicy) ?? .signed
         let downloads = try Self.downloadPolicy(input.downloads)
         if let token = input.clientToken {
-            guard (1...64).contains(token.utf8.count), token.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+            guard (1...64).contains(token.utf8.count), token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
                 throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
             }
             // Asked again with the same token (a client that lost the answer): the same video, fresh credentials.
@@ -311,6 +319,7 @@ public struct MediaAPI: Sendable {
         }
         guard (1...100).contains(size) else { throw MediaError.invalid("PageSize", "must be between 1 and 100.") }
         try Self.checkText(input.title, "Title", max: 128)
+        try Self.checkText(input.tag, "Tag", max: 32)
         let principal = call.principal
         let (videos, total) = try await catalog.videos(
             status: input.status, cateId: input.cateId, tag: input.tag, title: input.title,
@@ -362,7 +371,13 @@ public struct MediaAPI: Sendable {
 
     func deleteVideo(_ input: MediaContract.DeleteVideoRequest, _ call: Call) async throws -> MediaContract.DeleteVideoAnswer {
         guard let ids = input.videoIds, !ids.isEmpty else { throw MediaError.missing("VideoIds") }
-        let list = ids.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        var list: [String] = []
+        for id in ids.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !list.contains(id) {
+            list.append(id)
+        }
+        guard !list.contains(""), !list.isEmpty else {
+            throw MediaError.invalid("VideoIds", "must be video ids separated by commas, none empty.")
+        }
         guard list.count <= 20 else { throw MediaError.invalid("VideoIds", "may name at most 20 videos.") }
         var videos: [VideoRecord] = []
         for id in list { videos.append(try await liveVideo(id, principal: call.principal)) }
@@ -438,6 +453,14 @@ public struct MediaAPI: Sendable {
         let expiration = credentials.now().addingTimeInterval(TimeInterval(duration))
         let policies = principal.policies + (input.policy.map { [$0] } ?? [])
         let issued = credentials.tokens.issue(parent: principal.parentAccessKeyId, policies: policies, expiration: expiration)
+        // The policies travel in the token, which travels in every request's headers: one too large for a header would
+        // make a credential that no request can carry.
+        let packed = issued.sessionToken?.utf8.count ?? 0
+        guard packed <= Self.maxSessionTokenBytes else {
+            throw MediaError(
+                "PackedPolicyTooLarge",
+                "The policies take \(packed) bytes in the session token; at most \(Self.maxSessionTokenBytes). Use fewer statements.")
+        }
         return MediaContract.AssumeRoleAnswer(
             credentials: .init(
                 accessKeyId: issued.accessKeyId, accessKeySecret: issued.secretAccessKey,

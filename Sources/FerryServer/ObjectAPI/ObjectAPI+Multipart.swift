@@ -32,6 +32,7 @@ extension ObjectAPI {
                 throw S3Error(.invalidRequest, "The COMPOSITE checksum type cannot be used with the CRC64NVME checksum algorithm.")
             }
         }
+        try await writeAllowed(request.bucket, request.key)
         let upload = try await store.createMultipartUpload(
             bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
             checksumAlgorithm: algorithm, checksumType: type, charge: StorageCharge(principal: request.principal))

@@ -116,6 +116,7 @@ extension ObjectAPI {
         let attributes = try Self.attributes(from: headers)
         let tags = try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? []
         let (body, trailers) = try body(of: request)
+        try await writeAllowed(request.bucket, request.key)
         let object = try await store.putObject(
             bucket: request.bucket, key: request.key, attributes: attributes, tags: tags, body: body,
             checksums: expectation.algorithms, condition: Self.writeCondition(headers),

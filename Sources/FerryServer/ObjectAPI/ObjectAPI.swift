@@ -15,6 +15,9 @@ public struct ObjectAPI: Sendable {
     let region: String
     /// Told about every object stored (PutObject, CompleteMultipartUpload), so the media catalog follows storage.
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
+    /// Asked before an object is written (PutObject, CreateMultipartUpload); throws to refuse the write (the media
+    /// library refuses files of a video that is gone).
+    var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> Void = { _, _ in }
     /// The buckets' lifecycle rules, parsed, for the `x-amz-expiration` of object answers.
     let lifecycleRules = LifecycleRulesCache()
 

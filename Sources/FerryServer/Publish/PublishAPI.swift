@@ -105,6 +105,10 @@ public struct PublishAPI: Sendable {
             guard let video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
                 video.key == session.k
             else { throw MediaError.notFound("Video", session.v) }
+            // A stored video takes no more uploads: new write credentials would let its bytes be replaced.
+            guard video.status == VideoStatus.uploading else {
+                throw MediaError("InvalidVideo.Uploaded", "The video is stored already; it takes no more uploads.", status: 409)
+            }
             return applyAnswer(session, key: key, call)
         }
 
@@ -126,18 +130,21 @@ public struct PublishAPI: Sendable {
             throw MediaError.invalid("videoSize", "must be between 0 and 5 TiB.")
         }
         let group = try media.templateGroup(signature.procedure)
+        try await media.checkStorageQuota(forVideoOf: input.videoSize, call.principal)
         try await media.library.ensureBucket()
         let id = MediaLibrary.newId()
         let session = Session(
             v: id, k: "video/\(id)/source.\(videoType)", c: coverType.map { "video/\(id)/cover.\($0)" }, o: owner)
         let now = Date()
         let fileName = (title as NSString).pathExtension.isEmpty ? title + "." + videoType : title
-        try await media.catalog.saveVideo(
+        // Counted against the key's Videos quota in the change that creates it, as CreateUploadVideo does.
+        _ = try await media.catalog.createVideo(
             VideoRecord(
                 videoId: id, title: title, fileName: fileName, description: nil, coverURL: nil,
                 cateId: signature.classId, tags: nil, transcode: group, userData: signature.sourceContext,
                 status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
-                key: session.k, owner: owner, createdAt: now, updatedAt: now))
+                key: session.k, owner: owner, createdAt: now, updatedAt: now),
+            videoLimit: call.principal.quota.videos)
         return applyAnswer(session, key: sessionKey(session), call)
     }
 

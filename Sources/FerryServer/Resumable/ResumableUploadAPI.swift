@@ -26,6 +26,9 @@ struct ResumableUploadAPI: Sendable {
     var followsRequests = false
     /// Called with each object an upload became (the media catalog advances its video).
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
+    /// Asked before an upload to `bucket`/`key` is created; throws to refuse it (the media library refuses files of a
+    /// video that is gone).
+    var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> Void = { _, _ in }
     /// Called with the `title` a tus client sent for the video an upload fills.
     var titleSent: @Sendable (_ videoId: String, _ title: String) async -> Void = { _, _ in }
 
@@ -95,6 +98,7 @@ struct ResumableUploadAPI: Sendable {
                 wire: nil)
         }
         let target = try await authorize(creator, request: request, context: context, wire: wire)
+        try await writeAllowed(target.bucket, target.key)
         switch wire {
         case .tus: return try await createTus(request, context: context, target: target)
         case .ietf: return try await createIETF(request, context: context, target: target, wire: wire)
