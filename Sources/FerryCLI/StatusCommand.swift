@@ -10,8 +10,8 @@ struct StatusCommand: AsyncParsableCommand {
         discussion: """
             Lists every node whose heartbeat the catalog holds (stale: not seen for a minute), the media job queue, \
             the webhook backlog, whether the catalog and the object store answer and how fast, and the space left on \
-            the data directory's disk. Exits with 1 when the catalog or the store did not answer. With --json: \
-            GetServiceStatus' answer exactly as the service sent it.
+            the data directory's disk. Exits with 1 when the catalog or the store did not answer (with --json too). \
+            With --json: GetServiceStatus' answer exactly as the service sent it.
             """)
     @OptionGroup var service: ServiceOptions
     @Flag(help: "Print GetServiceStatus' JSON answer.") var json = false
@@ -20,10 +20,7 @@ struct StatusCommand: AsyncParsableCommand {
         let data = try await service.with { connection in
             try await report { try await connection.media().callJSON("GetServiceStatus", body: Data("{}".utf8)) }
         }
-        if json {
-            print(String(decoding: data, as: UTF8.self))
-            return
-        }
+        if json { print(String(decoding: data, as: UTF8.self)) }
         let status: MediaContract.ServiceStatusAnswer
         do {
             status = try MediaContract.decode(MediaContract.ServiceStatusAnswer.self, from: data)
@@ -31,7 +28,7 @@ struct StatusCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("ferry: the service's status answer cannot be read: \(error)\n".utf8))
             throw ExitCode(ExitCodes.failed)
         }
-        for line in Self.lines(status) { print(line) }
+        if !json { for line in Self.lines(status) { print(line) } }
         if !status.catalog.healthy || !status.store.healthy { throw ExitCode(ExitCodes.failed) }
     }
 

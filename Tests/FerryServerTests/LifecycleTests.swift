@@ -222,6 +222,20 @@ struct LifecycleTests {
                 (rule("<Filter><And><ObjectSizeGreaterThan>10</ObjectSizeGreaterThan><ObjectSizeLessThan>5</ObjectSizeLessThan></And></Filter><Status>Enabled</Status>" + expiration), "InvalidArgument"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>GLACIER</StorageClass></Transition>"), "NotImplemented"),
                 (String(repeating: "<Rule>", count: 500), "MalformedXML"),
+                // Held to the schema: a misspelt, unknown, repeated or misplaced element is refused, never dropped
+                // (a filter whose Prefx was dropped would expire the whole bucket).
+                (rule("<Filter><Prefx>tmp/</Prefx></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Bogus/>" + expiration), "MalformedXML"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>1</Days><Bogus/></Expiration>"), "MalformedXML"),
+                ("<NotALifecycle><Rule><ID>r</ID><Prefix>a</Prefix><Status>Enabled</Status>\(expiration)</Rule></NotALifecycle>", "MalformedXML"),
+                (rule("<Filter><Prefix>a</Prefix></Filter><Filter><Prefix>b</Prefix></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status>" + expiration, id: "<ID>r</ID><ID>s</ID>"), "MalformedXML"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>1</Days><Days>2</Days></Expiration>"), "MalformedXML"),
+                (rule("<Filter><Prefix>a</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
+                (
+                    "<LifecycleConfiguration><Rule><ID>r</ID><Prefix>a</Prefix><Status>Enabled</Status>\(expiration)</Rule>"
+                        + "<Extra/></LifecycleConfiguration>", "MalformedXML"
+                ),
             ]
             for (body, code) in cases {
                 let reply = try await s3.send("PUT", "/lcb", query: [("lifecycle", "")], body: Array(body.utf8))

@@ -376,6 +376,12 @@ struct QuotaTests {
         #expect(slow.take(now: 1) == 3)
         slow.adopt(rate: 1)
         #expect(slow.take(now: 2) == nil)
+        // A rate too small to refill in any time asks for the longest wait, whole: it never overflows an Int.
+        let limiter = RequestRateLimiter(now: { 0 })
+        #expect(limiter.take(key: "k", rate: 1e-20) == nil)
+        #expect(limiter.take(key: "k", rate: 1e-20) == Int(RequestRateLimiter.longestWait))
+        #expect(AccessKeyQuota(requestsPerSecond: 1e-20).problem != nil)
+        #expect(AccessKeyQuota(requestsPerSecond: 0.001).problem == nil)
     }
 
     @Test("the byte check counts freed bytes and takes a sum past 64 bits as over the limit")

@@ -205,6 +205,17 @@ struct BackupTests {
             endpoint: restored.endpoint,
             credentials: SigV4Credentials(accessKeyId: "FKIANOSUCHKEY0000", secretAccessKey: "not-a-secret"))
         #expect(try await stranger.get(Self.bucket, "multipart/done").status == 403)
+        // The nodes of the original service are not carried over: the restored one lists only itself.
+        let restoredMedia = MediaServiceClient(
+            endpoint: URL(string: restored.endpoint)!,
+            credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey))
+        var status = try await restoredMedia.serviceStatus()
+        let deadline = ContinuousClock.now + .seconds(30)
+        while status.nodes.isEmpty, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(200))
+            status = try await restoredMedia.serviceStatus()
+        }
+        #expect(status.nodes.count == 1 && status.nodes.first?.name == status.node, "\(status.nodes.map(\.name))")
         await restored.stop()
     }
 
@@ -293,8 +304,23 @@ struct BackupTests {
         #expect(incomplete.error.contains("lacks"), "\(incomplete.error)")
         #expect(!FileManager.default.fileExists(atPath: fresh))
 
-        // The catalog changed.
+        // Without the server key (the file and its manifest entry gone): the catalog's sealed secrets could not be
+        // opened, so the backup is incomplete.
         try Data(original).write(to: URL(fileURLWithPath: blob))
+        let manifestPath = backup + "/manifest.json"
+        let manifestData = try Data(contentsOf: URL(fileURLWithPath: manifestPath))
+        var manifest = try #require(try JSONSerialization.jsonObject(with: manifestData) as? [String: Any])
+        manifest["files"] = (manifest["files"] as? [[String: Any]] ?? []).filter { $0["path"] as? String != "token-key" }
+        try JSONSerialization.data(withJSONObject: manifest).write(to: URL(fileURLWithPath: manifestPath))
+        try FileManager.default.moveItem(atPath: backup + "/token-key", toPath: work + "/token-key")
+        let keyless = try await Self.ferry("restore", data: fresh, backup)
+        #expect(keyless.status == 1)
+        #expect(keyless.error.contains("token-key"), "\(keyless.error)")
+        #expect(!FileManager.default.fileExists(atPath: fresh))
+        try manifestData.write(to: URL(fileURLWithPath: manifestPath))
+        try FileManager.default.moveItem(atPath: work + "/token-key", toPath: backup + "/token-key")
+
+        // The catalog changed.
         let catalog = try FileHandle(forUpdating: URL(fileURLWithPath: backup + "/catalog.sqlite"))
         _ = try catalog.seekToEnd()
         try catalog.write(contentsOf: Data([0]))

@@ -128,6 +128,17 @@ struct ServiceStatusCommandTests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])
         #expect(object["RequestId"] is String && object["Nodes"] is [Any])
 
+        // A store that does not answer: exit 1, with --json too (the answer printed says why).
+        let blobs = data + "/server/objects/blobs"
+        try FileManager.default.moveItem(atPath: blobs, toPath: blobs + ".off")
+        let failing = try await Self.ferry(["status", "--endpoint", server.endpoint], home: data)
+        #expect(failing.status == 1 && failing.output.contains("Store "), "\(failing.output)")
+        let failingJSON = try await Self.ferry(["status", "--endpoint", server.endpoint, "--json"], home: data)
+        #expect(failingJSON.status == 1, "\(failingJSON.output)")
+        let failed = try MediaContract.decode(MediaContract.ServiceStatusAnswer.self, from: Data(failingJSON.output.utf8))
+        #expect(!failed.store.healthy)
+        try FileManager.default.moveItem(atPath: blobs + ".off", toPath: blobs)
+
         // A key that is not the root key is refused.
         let created = try await Self.ferry(
             ["keys", "create", "--endpoint", server.endpoint, "--actions", "media:*", "--description", "status"],

@@ -37,8 +37,8 @@ public struct AccessKeyQuota: Codable, Sendable, Hashable {
         if let storageBytes, storageBytes < 0 { return "StorageBytes must not be negative." }
         if let videos, videos < 0 { return "Videos must not be negative." }
         if let concurrentUploads, concurrentUploads < 0 { return "ConcurrentUploads must not be negative." }
-        if let requestsPerSecond, !(requestsPerSecond.isFinite && requestsPerSecond > 0 && requestsPerSecond <= 1_000_000) {
-            return "RequestsPerSecond must be a number above 0 and at most 1000000."
+        if let requestsPerSecond, !(requestsPerSecond.isFinite && (0.001...1_000_000).contains(requestsPerSecond)) {
+            return "RequestsPerSecond must be a number from 0.001 to 1000000."
         }
         return nil
     }

@@ -23,11 +23,16 @@ extension ObjectAPI {
     func putBucketLifecycle(_ request: S3Request) async throws -> Response {
         let data = try await Self.collectXMLBody(request, limit: 512 * 1024)
         var configuration: S3LifecycleConfiguration
+        let malformed = S3Error(
+            .malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
         do {
             configuration = try S3XML.decode(S3LifecycleConfiguration.self, from: data)
         } catch {
-            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+            throw malformed
         }
+        // Decoded after the limits of S3XML.decode are checked, then held to the schema: an unknown, repeated or
+        // misplaced element (a typo in a filter) would otherwise be dropped and the rule widened.
+        if S3XMLSchema.lifecycle.mismatch(in: data) != nil { throw malformed }
         try Self.validate(&configuration)
         let document = String(decoding: try S3XML.encode(configuration, root: "LifecycleConfiguration"), as: UTF8.self)
         try await store.setBucketConfiguration(request.bucket, .lifecycle, document)
@@ -57,6 +62,14 @@ extension ObjectAPI {
             guard ids.insert(id).inserted else { throw invalid("Rule ID must be unique. Found same ID for more than one rule") }
             guard rule.status == "Enabled" || rule.status == "Disabled" else { throw malformed }
             guard (rule.prefix == nil) != (rule.filter == nil) else { throw malformed }
+            // A filter names one condition, or an And of several.
+            if let filter = rule.filter {
+                let named = [
+                    filter.prefix != nil, filter.tag != nil, filter.objectSizeGreaterThan != nil,
+                    filter.objectSizeLessThan != nil, filter.and != nil,
+                ]
+                guard named.filter({ $0 }).count <= 1 else { throw malformed }
+            }
             if !rule.transitions.isEmpty || !rule.noncurrentVersionTransitions.isEmpty {
                 throw notImplemented("Lifecycle transitions between storage classes")
             }

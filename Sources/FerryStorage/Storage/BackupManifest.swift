@@ -57,7 +57,9 @@ package struct BackupManifest: Codable, Sendable, Equatable {
     static let catalogPath = "catalog.sqlite"
     /// The files of a data directory, besides the catalog and the blobs, that a backup holds when they exist: the
     /// server key (it signs session tokens and seals the access keys' secrets in the catalog) and the root key.
-    static let keyPaths = ["token-key", "root-credentials.json"]
+    static let keyPaths = [serverKeyPath, "root-credentials.json"]
+    /// The server key's path: every backup holds it.
+    static let serverKeyPath = "token-key"
     /// The blob files' directory in a backup and in a data directory.
     static let blobsPath = "objects/blobs"
 
@@ -100,6 +102,11 @@ package struct BackupManifest: Codable, Sendable, Equatable {
         }
         guard seen.contains(Self.catalogPath) else {
             throw DataDirectoryBackupError(.incomplete, "The backup's manifest lists no catalog (\(Self.catalogPath)).")
+        }
+        // Without the server key the catalog's sealed secrets would not open: a server restored so would fail.
+        guard seen.contains(Self.serverKeyPath) else {
+            throw DataDirectoryBackupError(
+                .incomplete, "The backup's manifest lists no server key (\(Self.serverKeyPath)); it is incomplete.")
         }
     }
 

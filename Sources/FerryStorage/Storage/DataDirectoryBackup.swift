@@ -182,6 +182,9 @@ package struct DataDirectoryBackup: Sendable {
             for key in BackupManifest.keyPaths {
                 if let copy = try BackupFiles.copy(dataDirectory + "/" + key, to: partial + "/" + key) {
                     files.append(.init(path: key, size: copy.size, sha256: copy.sha256))
+                } else if key == BackupManifest.serverKeyPath {
+                    throw DataDirectoryBackupError(
+                        .incomplete, "The data directory has no server key (\(key)); a backup without it cannot be restored.")
                 }
             }
             try Self.syncDirectories(below: partial)
@@ -207,7 +210,12 @@ package struct DataDirectoryBackup: Sendable {
         let to = try DatabaseQueue(path: target)
         do {
             try from.backup(to: to)
-            try to.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = DELETE") }
+            try to.writeWithoutTransaction { db in
+                // The nodes that served the original are not the restored service's: their heartbeats would list
+                // them as stale nodes of it.
+                if try db.tableExists("nodeHeartbeat") { try db.execute(sql: "DELETE FROM nodeHeartbeat") }
+                try db.execute(sql: "PRAGMA journal_mode = DELETE")
+            }
             let snapshot = try to.read { db in
                 CatalogSnapshot(referenced: try SQLiteCatalog.referencedBlobs(db), counts: try counts(db))
             }

@@ -10,6 +10,8 @@ final class RequestRateLimiter: Sendable {
     private let buckets = NIOLockedValueBox<[String: TokenBucket]>([:])
     /// Seconds on a monotonic clock.
     private let now: @Sendable () -> Double
+    /// The longest `Retry-After` given, in seconds (a day).
+    static let longestWait = 86_400.0
 
     /// Creates a limiter reading time from `now` (seconds on a monotonic clock; the system's uptime by default).
     init(now: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }) {
@@ -27,6 +29,7 @@ final class RequestRateLimiter: Sendable {
             buckets[key] = bucket
             return wait
         }
-        return wait.map { max(1, Int($0.rounded(.up))) }
+        // Bounded before it becomes an Int: a rate stored before rates had a floor can ask for a wait past Int.max.
+        return wait.map { max(1, Int(min($0, Self.longestWait).rounded(.up))) }
     }
 }
