@@ -16,6 +16,21 @@ struct ProgressPrinter: Sendable {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }
 
+    /// A stream upload of an object that completed: a line, or with `--json` a `completed` event.
+    func streamResult(file: String, size: Int64, etag: String?, message: String) {
+        if json {
+            emit(["event": "completed", "file": file, "size": size, "etag": etag ?? NSNull()])
+        } else {
+            newlineIfTerminal()
+            line(message)
+        }
+    }
+
+    /// A message for people: a line, or with `--json` a `message` event, so that every line of JSON output is JSON.
+    func message(_ text: String, file: String) {
+        if json { emit(["event": "message", "file": file, "message": text]) } else { line(text) }
+    }
+
     func error(_ text: String) {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }

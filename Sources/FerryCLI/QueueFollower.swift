@@ -68,7 +68,7 @@ final class QueueFollower: @unchecked Sendable {
                     if output.json {
                         output.emit(["event": "paused", "file": name])
                     } else {
-                        output.line("Paused \(name). The checkpoint is kept; run the same command again to resume, or add --cancel to abort.")
+                        output.message("Paused \(name). The checkpoint is kept; run the same command again to resume, or add --cancel to abort.", file: name)
                     }
                 }
                 outcome.code = ExitCodes.interrupted

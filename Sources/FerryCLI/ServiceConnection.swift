@@ -23,8 +23,9 @@ struct ServiceOptions: ParsableArguments {
     func connect() async throws -> ServiceConnection {
         let env = ProcessInfo.processInfo.environment
         if let text = endpoint ?? env["FERRY_ENDPOINT"] {
-            guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
-                throw ValidationError("--endpoint '\(text)' is not a URL such as http://127.0.0.1:9000.")
+            guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
+            else {
+                throw ValidationError("--endpoint '\(text)' is not an http or https URL such as http://127.0.0.1:9000.")
             }
             guard let id = env["FERRY_ACCESS_KEY_ID"] ?? env["AWS_ACCESS_KEY_ID"],
                 let secret = env["FERRY_SECRET_ACCESS_KEY"] ?? env["AWS_SECRET_ACCESS_KEY"]

@@ -36,12 +36,18 @@ extension UploadCommand {
         let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         let fingerprint = SHA256.hash(data: Data("\(file.path)\n\(size)\n\(modified)".utf8)).map { String(format: "%02x", $0) }
             .joined()
-        let recordFile = context.records.appendingPathComponent("streams").appendingPathComponent(fingerprint + ".json")
-        var previous = (try? Data(contentsOf: recordFile)).flatMap { try? JSONDecoder().decode(StreamRecord.self, from: $0) }
+        // A record per file and destination: the same file sent elsewhere (another bucket or key, a video, the other
+        // protocol) is another upload, never the continuation of this one.
+        let destination = [bucket ?? "", key ?? "", bucket == nil ? "media" : "object", wire(uploader)].joined(separator: "\n")
+        let recordName = SHA256.hash(data: Data((fingerprint + "\n" + destination).utf8)).map { String(format: "%02x", $0) }
+            .joined() + ".json"
+        // The record names the upload's URL, which is its credential: kept 0600 in a 0700 directory.
+        let records = JSONRecordFiles(directory: context.records.appendingPathComponent("streams"))
+        var previous = records.read(StreamRecord.self, name: recordName)
         if noResume || cancel { previous = nil }
         if cancel {
-            try? FileManager.default.removeItem(at: recordFile)
-            context.output.line("Forgot the stream upload of \(path); the server expires what it received.")
+            records.remove(recordName)
+            context.output.message("Forgot the stream upload of \(path); the server expires what it received.", file: name)
             return ExitCodes.success
         }
 
@@ -90,20 +96,22 @@ extension UploadCommand {
         }
 
         let started = ContinuousClock.now
+        let baseline = FirstValue()
         let output = context.output
         let resuming = previous.flatMap { URL(string: context.connection.endpoint.absoluteString + $0.uploadPath) }
         let upload = Task { () async throws -> StreamUploader.Result in
             try await uploader.upload(
                 file: file, creationURL: creation, signer: signer, resuming: resuming,
                 onCreated: { url in
-                    try? FileManager.default.createDirectory(
-                        at: recordFile.deletingLastPathComponent(), withIntermediateDirectories: true)
                     let record = StreamRecord(uploadPath: url.path(percentEncoded: true), size: size, modified: modified)
-                    try? JSONEncoder().encode(record).write(to: recordFile, options: .atomic)
+                    try? records.write(record, name: recordName, what: "stream upload record")
                 },
                 progress: { sent in
+                    // The speed counts what this run sent, not what the server held before it.
                     let seconds = (ContinuousClock.now - started).timeInterval
-                    output.progress(file: name, sent: sent, total: size, bytesPerSecond: seconds > 0 ? Double(sent) / seconds : 0)
+                    let sentNow = sent - baseline.first(sent)
+                    output.progress(
+                        file: name, sent: sent, total: size, bytesPerSecond: seconds > 0 ? Double(sentNow) / seconds : 0)
                 })
         }
         // Ctrl-C stops the stream; the record stays, and the same command resumes from the server's offset.
@@ -121,17 +129,18 @@ extension UploadCommand {
         defer { watcher.cancel() }
         do {
             let result = try await upload.value
-            try? FileManager.default.removeItem(at: recordFile)
+            records.remove(recordName)
             if let etag = result.etag { fields["ETag"] = etag }
             if fields["VideoId"] == nil && fields["ImageId"] == nil {
-                output.line("\(name): uploaded \(result.size) bytes (\(wire(uploader)), ETag \(result.etag ?? "unknown"))")
+                output.streamResult(
+                    file: name, size: result.size, etag: result.etag, message: "\(name): uploaded \(result.size) bytes (\(wire(uploader)), ETag \(result.etag ?? "unknown"))")
             } else {
                 output.mediaResult(fields, file: name)
             }
             return ExitCodes.success
         } catch {
             if (error as? FerryError)?.code == .cancelled || interrupts.count > seen {
-                output.line("Paused \(name). Run the same command again to resume, or add --cancel to forget it.")
+                output.message("Paused \(name). Run the same command again to resume, or add --cancel to forget it.", file: name)
                 return ExitCodes.interrupted
             }
             output.error("ferry: \(path): \(error). Run the same command again to resume.")
@@ -140,4 +149,19 @@ extension UploadCommand {
     }
 
     private func wire(_ uploader: StreamUploader) -> String { uploader.wireProtocol.rawValue }
+}
+
+/// The first value it is given, kept.
+final class FirstValue: @unchecked Sendable {
+    // `value` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var value: Int64?
+
+    /// The first value ever passed (this one, the first time).
+    func first(_ candidate: Int64) -> Int64 {
+        lock.withLock {
+            if value == nil { value = candidate }
+            return value ?? candidate
+        }
+    }
 }

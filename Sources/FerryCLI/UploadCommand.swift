@@ -50,7 +50,11 @@ struct UploadCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("part-size"), help: "Fixed part size, e.g. 8MiB, 8388608. Default: 5MiB parts growing up to 16MiB on a fast link.") var partSize: String?
     @Option(help: "Parts sent at once. Default 4.") var parallel: Int = 4
-    @Option(help: "Files uploaded at once. Default 1.") var jobs: Int = 1
+    @Option(help: "Files uploaded at once, up to 64. Default 1.") var jobs: Int = 1
+    /// The most files uploaded at once.
+    static let maxJobs = 64
+    /// The smallest part of a multipart upload (S3's).
+    static let minPartSize: Int64 = 5 << 20
     @Option(help: "Checksum: crc32c (default), crc32, crc64nvme, sha256, sha1, md5 or none.") var checksum: String = "crc32c"
     @Option(name: .customLong("record-dir"), help: "Checkpoint directory. Default <data dir>/checkpoints or ~/.ferry/checkpoints.")
     var recordDirectory: String?
@@ -66,8 +70,10 @@ struct UploadCommand: AsyncParsableCommand {
     func validate() throws {
         if key != nil && bucket == nil { throw ValidationError("--key needs --bucket.") }
         if key != nil && files.count > 1 { throw ValidationError("--key works with one file only.") }
-        if parallel < 1 { throw ValidationError("--parallel must be at least 1.") }
-        if jobs < 1 { throw ValidationError("--jobs must be at least 1.") }
+        if !(1...ResumableUploadRequest.maxConcurrency).contains(parallel) {
+            throw ValidationError("--parallel must be from 1 to \(ResumableUploadRequest.maxConcurrency).")
+        }
+        if !(1...Self.maxJobs).contains(jobs) { throw ValidationError("--jobs must be from 1 to \(Self.maxJobs).") }
         if maxRetries < 0 { throw ValidationError("--max-retries must not be negative.") }
         if checksum.lowercased() != "none" && ChecksumAlgorithm(name: checksum) == nil {
             throw ValidationError("--checksum '\(checksum)' is not one of crc32c, crc32, crc64nvme, sha256, sha1, md5, none.")
@@ -81,13 +87,22 @@ struct UploadCommand: AsyncParsableCommand {
         if let partSize, ByteSize.parse(partSize) == nil {
             throw ValidationError("--part-size '\(partSize)' is not a size such as 8MiB or 5242880.")
         }
+        // A multipart upload of smaller parts is sent whole and then refused (EntityTooSmall): refused here instead.
+        if wireProtocol == nil, let partSize, let size = ByteSize.parse(partSize), size < Self.minPartSize {
+            throw ValidationError("--part-size must be at least 5MiB, S3's smallest part (with --protocol it is the chunk size, any size).")
+        }
     }
 
     func run() async throws {
         let output = ProgressPrinter(json: json)
-        for path in files + (cover.map { [$0] } ?? []) where !FileManager.default.isReadableFile(atPath: path) {
-            output.error("ferry: cannot read \(path): no such file, or it is not readable.")
-            throw ExitCode(ExitCodes.failed)
+        for path in files + (cover.map { [$0] } ?? []) {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                FileManager.default.isReadableFile(atPath: path)
+            else {
+                output.error("ferry: cannot read \(path): no such file, it is a directory, or it is not readable.")
+                throw ExitCode(ExitCodes.failed)
+            }
         }
         let code = try await service.with { connection in
             try await uploadAll(connection: connection, output: output)
@@ -144,6 +159,14 @@ struct UploadCommand: AsyncParsableCommand {
         try await client.createBucket(bucket)
         var request = request(for: url, bucket: bucket, key: key ?? url.lastPathComponent, records: context.records)
         request.contentType = Self.contentType(url.pathExtension)
+        if cancel {
+            let cancelled = try await client.discardCheckpoint(of: request)
+            context.output.message(
+                cancelled
+                    ? "Cancelled the upload of \(path); nothing is left on the server."
+                    : "No interrupted upload of \(path) to cancel.", file: url.lastPathComponent)
+            return ExitCodes.success
+        }
         let (code, _) = try await run(request, client: client, context: context)
         return code
     }
@@ -171,9 +194,15 @@ struct UploadCommand: AsyncParsableCommand {
                 if let previous = journal.lookup(url) {
                     try await objects.discardCheckpoint(of: request(for: url, bucket: previous.bucket, key: previous.key, records: context.records))
                     journal.remove(url)
-                    if cancel { context.output.line("Cancelled the upload of \(path); nothing is left on the server.") }
+                    // A video whose upload is cancelled is deleted rather than left Uploading until it expires.
+                    if cancel, MediaKind(fileURL: url) == .video {
+                        try? await context.connection.media(context.configuration).deleteVideos([previous.id])
+                    }
+                    if cancel {
+                        context.output.message("Cancelled the upload of \(path); nothing is left on the server.", file: url.lastPathComponent)
+                    }
                 } else if cancel {
-                    context.output.line("No interrupted upload of \(path) to cancel.")
+                    context.output.message("No interrupted upload of \(path) to cancel.", file: url.lastPathComponent)
                 }
             }
             if cancel { return ExitCodes.success }
@@ -261,7 +290,7 @@ struct UploadCommand: AsyncParsableCommand {
                 }
             }
             if context.interrupts.count > start {
-                context.output.line("Stopped following \(file); the service goes on processing it (ferry videos info \(videoId)).")
+                context.output.message("Stopped following \(file); the service goes on processing it (ferry videos info \(videoId)).", file: file)
                 return ExitCodes.interrupted
             }
             try await Task.sleep(for: .milliseconds(300))
@@ -297,8 +326,9 @@ struct UploadCommand: AsyncParsableCommand {
         for await event in upload.events {
             context.output.event(event, file: name)
             if case .paused = event, interrupts.count > 0 {
-                context.output.line(
-                    "Paused \(name). The checkpoint is kept; run the same command again to resume, or add --cancel to abort.")
+                context.output.message(
+                    "Paused \(name). The checkpoint is kept; run the same command again to resume, or add --cancel to abort.",
+                    file: name)
                 return (ExitCodes.interrupted, nil)
             }
         }
@@ -307,7 +337,8 @@ struct UploadCommand: AsyncParsableCommand {
             context.output.completed(result)
             return (ExitCodes.success, result)
         } catch let error as FerryError {
-            if error.code == .cancelled { return (ExitCodes.interrupted, nil) }
+            // Cancelled (a second Ctrl-C): aborted, nothing to resume.
+            if error.code == .cancelled { return (ExitCodes.failed, nil) }
             context.output.error("ferry: \(request.fileURL.path): \(error)")
             return (ExitCodes.failed, nil)
         }

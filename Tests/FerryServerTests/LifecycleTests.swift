@@ -231,7 +231,6 @@ struct LifecycleTests {
                 (rule("<Filter><Prefix>a</Prefix></Filter><Filter><Prefix>b</Prefix></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status>" + expiration, id: "<ID>r</ID><ID>s</ID>"), "MalformedXML"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>1</Days><Days>2</Days></Expiration>"), "MalformedXML"),
-                (rule("<Filter><Prefix>a</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
                 (
                     "<LifecycleConfiguration><Rule><ID>r</ID><Prefix>a</Prefix><Status>Enabled</Status>\(expiration)</Rule>"
                         + "<Extra/></LifecycleConfiguration>", "MalformedXML"

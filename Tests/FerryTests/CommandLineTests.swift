@@ -20,6 +20,13 @@ struct FerryRun: Sendable {
         output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 
+    /// The lines of standard output that are not JSON objects (with `--json`, there should be none).
+    var linesNotJSON: [String] {
+        output.split(separator: "\n").map(String.init).filter {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) == nil
+        }
+    }
+
     /// Runs `ferry arguments…`; with `interruptWhen`, sends SIGINT once a stdout line satisfies it.
     static func run(
         _ arguments: [String], environment: [String: String] = [:], inTerminal: Bool = false,
@@ -226,6 +233,36 @@ struct CommandLineTests {
         #expect(stored == (try Data(contentsOf: file)))
     }
 
+    @Test("--cancel with --bucket aborts an interrupted object upload and forgets its checkpoint; the next run starts afresh")
+    func cancelObjectUpload() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-cancel")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 48 * 1024 * 1024, in: data)
+        let arguments = [
+            "upload", file.path, "--data-dir", data + "/ferry", "--bucket", "cancels", "--key", "c.bin", "--json",
+            "--parallel", "1", "--part-size", "5242880",
+        ]
+        let first = try await FerryRun.run(arguments) { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                object["event"] as? String == "progress", let bytes = object["bytes"] as? Int
+            else { return false }
+            return bytes >= 2 * 5_242_880
+        }
+        #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        let cancelled = try await FerryRun.run(arguments + ["--cancel"])
+        #expect(cancelled.status == 0, "\(cancelled.error)")
+        #expect(cancelled.linesNotJSON.isEmpty, "\(cancelled.linesNotJSON)")
+        #expect(cancelled.jsonLines.contains { ($0["message"] as? String)?.hasPrefix("Cancelled the upload") == true }, "\(cancelled.output)")
+        #expect(!cancelled.jsonLines.contains { $0["event"] as? String == "completed" })
+        let again = try await FerryRun.run(arguments + ["--cancel"])
+        #expect(again.jsonLines.contains { ($0["message"] as? String)?.hasPrefix("No interrupted upload") == true }, "\(again.output)")
+        let fresh = try await FerryRun.run(arguments)
+        #expect(fresh.status == 0, "\(fresh.error)")
+        let uploadIds = [first, fresh].map { run in run.jsonLines.first { $0["event"] as? String == "started" }?["uploadId"] as? String }
+        #expect(uploadIds[0] != nil && uploadIds[1] != nil && uploadIds[0] != uploadIds[1], "\(uploadIds)")
+        #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "cancels", key: "c.bin") == (try Data(contentsOf: file)))
+    }
+
     @Test("upload --protocol tus sends an object as one resumable tus stream; Ctrl-C pauses with exit 75 and the same command resumes it from the server's offset")
     func tusStreamInterruptAndResume() async throws {
         let data = TemporaryDirectory.make("ferry-cli-tus")
@@ -242,8 +279,22 @@ struct CommandLineTests {
             return bytes >= 4 * 1024 * 1024
         }
         #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        #expect(first.linesNotJSON.isEmpty, "\(first.linesNotJSON)")
         let acknowledged = first.jsonLines.compactMap { $0["event"] as? String == "progress" ? $0["bytes"] as? Int : nil }.max() ?? 0
         #expect(acknowledged >= 4 * 1024 * 1024)
+        // The record names the upload's URL (its credential): the user's alone.
+        let streams = data + "/ferry/checkpoints/streams"
+        let records = try FileManager.default.contentsOfDirectory(atPath: streams).filter { $0.hasSuffix(".json") }
+        #expect(records.count == 1)
+        func mode(_ path: String) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? -1
+        }
+        #expect(try mode(streams) == 0o700 && mode(streams + "/" + (records.first ?? "")) == 0o600)
+        // The same file sent elsewhere is another upload: it does not continue the first one's.
+        let elsewhere = try await FerryRun.run(arguments.map { $0 == "tus.bin" ? "other.bin" : $0 })
+        #expect(elsewhere.status == 0, "\(elsewhere.error)")
+        #expect(elsewhere.linesNotJSON.isEmpty, "\(elsewhere.linesNotJSON)")
+        #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "streams", key: "other.bin") == (try Data(contentsOf: file)))
         let second = try await FerryRun.run(arguments)
         #expect(second.status == 0, "\(second.error)")
         // The rerun's first progress is the server's offset: what the first run had acknowledged, or more.
@@ -301,6 +352,11 @@ struct CommandLineTests {
         let usage = try await FerryRun.run(["upload", Self.sample, "--parallel", "0"])
         #expect(usage.status == 64)
         #expect(usage.error.contains("--parallel"))
+        for (flag, value) in [("--parallel", "9223372036854775807"), ("--jobs", "3000000000"), ("--part-size", "1MiB")] {
+            let refused = try await FerryRun.run(["upload", Self.sample, "--bucket", "b", flag, value])
+            #expect(refused.status == 64, "\(flag) \(value): \(refused.output) \(refused.error)")
+            #expect(refused.error.contains(flag), "\(flag): \(refused.error)")
+        }
         let unknown = try await FerryRun.run(["upload", "--no-such-flag"])
         #expect(unknown.status == 64)
         let unusedData = TemporaryDirectory.make("ferry-cli-bad-env")
@@ -314,6 +370,13 @@ struct CommandLineTests {
         let missing = try await FerryRun.run(["upload", "/nonexistent/holiday.mp4", "--data-dir", TemporaryDirectory.make()])
         #expect(missing.status == 1)
         #expect(missing.error.contains("/nonexistent/holiday.mp4"))
+        let directory = TemporaryDirectory.make()
+        let notAFile = try await FerryRun.run(["upload", directory, "--bucket", "b", "--data-dir", TemporaryDirectory.make()])
+        #expect(notAFile.status == 1 && notAFile.error.contains("directory"), "\(notAFile.error)")
+        let ftp = try await FerryRun.run(
+            ["upload", Self.sample, "--endpoint", "ftp://127.0.0.1:21"],
+            environment: ["FERRY_ACCESS_KEY_ID": "FKIAX", "FERRY_SECRET_ACCESS_KEY": "secret-value-123"])
+        #expect(ftp.status == 64 && ftp.error.contains("http or https"), "\(ftp.error)")
 
         let port = try MotoServer.freePort()
         let unreachable = try await FerryRun.run(

@@ -161,6 +161,37 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test("a file changed while its parts are sent is not completed: cannotResumeUpload, and no object")
+    func fileChangedWhileSent() async throws {
+        let directory = TemporaryDirectory.make("ferry-changing")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 60 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let writes = Signals()
+            let path = file.path
+            let client = engine(server) { configuration in
+                configuration.beforeCheckpointWrite = {
+                    writes.signal()
+                    // Once a part is stored, the first bytes of the file (a part already sent) change.
+                    guard writes.count >= 2, let handle = FileHandle(forWritingAtPath: path) else { return }
+                    try? handle.write(contentsOf: Data(repeating: 0xAB, count: 100))
+                    try? handle.close()
+                }
+            }
+            try await client.createBucket("behaviour")
+            let upload = try await client.upload(request(file, key: "changing.bin", records: records))
+            do {
+                _ = try await upload.result
+                Issue.record("an upload of a file that changed while it was sent was completed")
+            } catch let error as FerryError {
+                #expect(error.code == .cannotResumeUpload, "\(error)")
+            }
+            #expect(writes.count >= 2)
+            await #expect(throws: FerryError.self) { _ = try await client.headObject(bucket: "behaviour", key: "changing.bin") }
+        }
+    }
+
     @Test("a file changed since its checkpoint is cannotResumeUpload, or a fresh upload when asked")
     func changedFile() async throws {
         let directory = TemporaryDirectory.make("ferry-changed")

@@ -206,6 +206,9 @@ final class Signals: Sendable {
     /// Records one.
     func signal() { record.append(()) }
 
+    /// How many were recorded.
+    var count: Int { record.events.count }
+
     /// Waits until `count` have been recorded in all; false when `limit` passes first (a bound only a broken test
     /// reaches).
     @discardableResult

@@ -5,23 +5,29 @@ import Foundation
 /// journal: each write goes to a private temporary file (mode 0600) that is synced and then renamed over the record,
 /// so a process killed at any instant leaves the old record or the new one, never half of one; a record that is
 /// missing or cannot be read is no record.
-struct JSONRecordFiles: Sendable {
+package struct JSONRecordFiles: Sendable {
     /// How dates are written: the checkpoints' and publish records' seconds since 1970, or Foundation's default (the
     /// media journal's, kept so entries written by earlier versions still read).
-    enum Dates: Sendable {
+    package enum Dates: Sendable {
         case secondsSince1970
         case foundationDefault
     }
 
     /// Where the records are.
-    let directory: URL
+    package let directory: URL
     /// How their dates are encoded.
-    var dates: Dates = .secondsSince1970
+    package var dates: Dates = .secondsSince1970
 
-    func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
+    /// Records kept in `directory` (created 0700 when first written).
+    package init(directory: URL, dates: Dates = .secondsSince1970) {
+        self.directory = directory
+        self.dates = dates
+    }
+
+    package func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
 
     /// The record called `name`, or nil when there is none or it does not decode as `T`.
-    func read<T: Decodable>(_ type: T.Type, name: String) -> T? {
+    package func read<T: Decodable>(_ type: T.Type, name: String) -> T? {
         guard let data = FileManager.default.contents(atPath: url(name).path) else { return nil }
         let decoder = JSONDecoder()
         if dates == .secondsSince1970 { decoder.dateDecodingStrategy = .secondsSince1970 }
@@ -29,7 +35,7 @@ struct JSONRecordFiles: Sendable {
     }
 
     /// Writes the record called `name` atomically and durably; `what` names it in errors ("checkpoint").
-    func write<T: Encodable>(_ value: T, name: String, what: String) throws {
+    package func write<T: Encodable>(_ value: T, name: String, what: String) throws {
         let encoder = JSONEncoder()
         if dates == .secondsSince1970 { encoder.dateEncodingStrategy = .secondsSince1970 }
         encoder.outputFormatting = .sortedKeys
@@ -37,8 +43,11 @@ struct JSONRecordFiles: Sendable {
     }
 
     /// Writes raw bytes as the record called `name`, atomically and durably.
-    func write(data: Data, name: String, what: String) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    package func write(data: Data, name: String, what: String) throws {
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        // Records may name upload URLs and ids: their directory is the user's alone, whatever the umask made it.
+        chmod(directory.path, 0o700)
         let temp = directory.appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
         guard FileManager.default.createFile(atPath: temp.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
             throw FerryError(.invalidArgument, "The record directory \(directory.path) is not writable.")
@@ -59,7 +68,7 @@ struct JSONRecordFiles: Sendable {
     }
 
     /// Deletes the record called `name`, if there is one.
-    func remove(_ name: String) {
+    package func remove(_ name: String) {
         try? FileManager.default.removeItem(at: url(name))
     }
 }

@@ -26,8 +26,10 @@ public struct ResumableUploadRequest: Sendable {
         get { partSizing.initial }
         set { partSizing = .fixed(newValue) }
     }
-    /// Parts sent at once. Default 4.
+    /// Parts sent at once, 1 to ``maxConcurrency``. Default 4.
     public var concurrency: Int = 4
+    /// The most parts sent at once.
+    public static let maxConcurrency = 64
     /// Where checkpoints are kept; nil writes nothing to disk and resumes only within this process.
     public var recordDirectory: URL?
     /// Whether cancelling aborts the server's multipart upload and deletes the checkpoint (as the OSS SDK's

@@ -308,6 +308,12 @@ public actor ResumableUploadTask {
         guard let plan, plan.isComplete else {
             throw FerryError(.cannotResumeUpload, "The upload ended with parts missing.")
         }
+        // Checked again once every part is sent: parts read from a file that changed meanwhile would make an object
+        // that is neither the old file nor the new one (their checksums cover only what was read).
+        if let fingerprint, try FileFingerprint.of(path: path) != fingerprint {
+            throw FerryError(
+                .cannotResumeUpload, "The file \(path) changed while it was being uploaded; it was not completed.")
+        }
         return try await complete(plan: plan, uploadId: uploadId, meter: meter)
     }
 
@@ -586,11 +592,13 @@ public actor ResumableUploadTask {
 extension ObjectStorageClient {
     /// Starts a resumable upload of a file; files below the multipart threshold go in one PUT.
     ///
-    /// - Throws: ``FerryError``: `invalidArgument` for a concurrency below 1 or adaptive part sizes that cannot work,
+    /// - Throws: ``FerryError``: `invalidArgument` for a concurrency outside 1 to 64 or adaptive part sizes that cannot
+    ///   work,
     ///   `fileNotFound` when the file cannot be read.
     public func upload(_ request: ResumableUploadRequest) async throws(FerryError) -> ResumableUploadTask {
-        guard request.concurrency >= 1 else {
-            throw FerryError(.invalidArgument, "Concurrency must be at least 1.")
+        guard (1...ResumableUploadRequest.maxConcurrency).contains(request.concurrency) else {
+            throw FerryError(
+                .invalidArgument, "Concurrency must be from 1 to \(ResumableUploadRequest.maxConcurrency).")
         }
         if case .adaptive(let minimum, let maximum, let target) = request.partSizing {
             guard minimum > 0, maximum >= minimum, maximum <= UploadPlan.maxPartSize, target > .zero else {

@@ -103,6 +103,9 @@ public struct StreamUploader: Sendable {
                 guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: uploadURL) }) else {
                     throw FerryError(.cannotResumeUpload, "The upload at \(uploadURL.path) is gone (expired or terminated).")
                 }
+                // An append cut short after bytes were stored made progress: a link that drops now and then keeps
+                // going; only failures in a row that store nothing end the upload.
+                if current > offset { failures = 0 }
                 offset = current
                 progress(offset)
             }

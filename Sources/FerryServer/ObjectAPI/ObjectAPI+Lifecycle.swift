@@ -62,14 +62,6 @@ extension ObjectAPI {
             guard ids.insert(id).inserted else { throw invalid("Rule ID must be unique. Found same ID for more than one rule") }
             guard rule.status == "Enabled" || rule.status == "Disabled" else { throw malformed }
             guard (rule.prefix == nil) != (rule.filter == nil) else { throw malformed }
-            // A filter names one condition, or an And of several.
-            if let filter = rule.filter {
-                let named = [
-                    filter.prefix != nil, filter.tag != nil, filter.objectSizeGreaterThan != nil,
-                    filter.objectSizeLessThan != nil, filter.and != nil,
-                ]
-                guard named.filter({ $0 }).count <= 1 else { throw malformed }
-            }
             if !rule.transitions.isEmpty || !rule.noncurrentVersionTransitions.isEmpty {
                 throw notImplemented("Lifecycle transitions between storage classes")
             }
