@@ -70,11 +70,11 @@ extension UploadCommand {
             let ticket: MediaServiceClient.UploadTicket
             do {
                 if MediaKind(fileURL: file) == .image {
-                    ticket = try await media.createUploadImage(ext: file.pathExtension.lowercased(), title: title ?? name)
+                    ticket = try await media.createUploadImage(ext: file.pathExtension.lowercased(), title: title ?? Self.defaultTitle(name))
                     fields = ["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""]
                 } else {
                     var video = MediaServiceClient.VideoDescription(
-                        title: title ?? file.deletingPathExtension().lastPathComponent, fileName: name)
+                        title: title ?? Self.defaultTitle(file.deletingPathExtension().lastPathComponent), fileName: name)
                     video.fileSize = size
                     video.tags = tags
                     video.description = desc

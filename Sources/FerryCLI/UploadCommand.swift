@@ -223,7 +223,7 @@ struct UploadCommand: AsyncParsableCommand {
             let url = URL(fileURLWithPath: path)
             let kind = MediaKind(fileURL: url)
             var info = MediaInfo(
-                title: title ?? (kind == .image ? url.lastPathComponent : url.deletingPathExtension().lastPathComponent),
+                title: title ?? Self.defaultTitle(kind == .image ? url.lastPathComponent : url.deletingPathExtension().lastPathComponent),
                 tags: tags, desc: desc, cateId: cateId)
             if kind == .video { info.coverURL = coverURL }
             names[await queue.addFile(url, info: info, kind: kind)] = path
@@ -298,6 +298,16 @@ struct UploadCommand: AsyncParsableCommand {
     }
 
     static func contentType(_ ext: String) -> String? { MediaKind.contentType(forExtension: ext) }
+
+    /// A title made from a file name: at most the 128 bytes a title holds, cut at a character.
+    static func defaultTitle(_ name: String) -> String {
+        var title = ""
+        for character in name {
+            guard title.utf8.count + String(character).utf8.count <= 128 else { break }
+            title.append(character)
+        }
+        return title
+    }
 
     /// Runs one upload; Ctrl-C pauses (exit 75), a second Ctrl-C cancels.
     func run(_ request: ResumableUploadRequest, client: ObjectStorageClient, context: UploadContext) async throws -> (Int32, UploadResult?) {

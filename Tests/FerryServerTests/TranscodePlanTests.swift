@@ -141,6 +141,14 @@ struct TranscodePlanTests {
             """
         let info = try MediaProbe.parse(Data(json.utf8), size: 99)
         #expect(info.width == 1080 && info.height == 1920 && info.rotation == 270)
+        // Only quarter turns (within a degree) turn the picture; other angles keep the stored size.
+        for (angle, rotation) in [(-9.0, 0), (351.0, 0), (135.0, 0), (359.6, 0), (89.5, 90), (-180.0, 180), (45.0, 0)] {
+            let tilted = try MediaProbe.parse(
+                Data(#"{"streams":[{"codec_type":"video","width":320,"height":240,"side_data_list":[{"rotation":\#(angle)}]}],"format":{}}"#.utf8),
+                size: 1)
+            #expect(tilted.rotation == rotation, "\(angle)")
+            #expect(rotation == 90 || (tilted.width == 320 && tilted.height == 240), "\(angle)")
+        }
         #expect(info.fps == 29.97 && info.videoCodec == "hevc" && info.pixelFormat == "yuv420p10le")
         #expect(info.audioCodec == "aac" && info.audioSampleRate == 48000 && info.audioChannels == 2)
         #expect(info.duration == 12.345 && info.bitrate == 5_000_000 && info.size == 99)

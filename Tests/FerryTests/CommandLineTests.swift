@@ -20,6 +20,16 @@ struct FerryRun: Sendable {
         output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 
+    /// A predicate for `interruptWhen`: a `--json` progress line of at least `bytes`.
+    static func progressed(to bytes: Int) -> @Sendable (String) -> Bool {
+        { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                object["event"] as? String == "progress", let sent = object["bytes"] as? Int
+            else { return false }
+            return sent >= bytes
+        }
+    }
+
     /// The lines of standard output that are not JSON objects (with `--json`, there should be none).
     var linesNotJSON: [String] {
         output.split(separator: "\n").map(String.init).filter {
@@ -209,12 +219,7 @@ struct CommandLineTests {
         let arguments = ["upload", file.path, "--data-dir", data + "/ferry", "--json", "--parallel", "1", "--part-size", "5242880"]
         // Interrupted once three parts are through: the in-process service gets a new port on every run, yet the
         // checkpoint names the service by its data directory, so the rerun continues the same multipart upload.
-        let first = try await FerryRun.run(arguments) { line in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                object["event"] as? String == "progress", let bytes = object["bytes"] as? Int
-            else { return false }
-            return bytes >= 3 * 5_242_880
-        }
+        let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 3 * 5_242_880))
         #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
         #expect(first.jsonLines.contains { $0["event"] as? String == "paused" })
         let sentBefore = first.jsonLines.compactMap { $0["event"] as? String == "progress" ? $0["bytes"] as? Int : nil }.max() ?? 0
@@ -242,12 +247,7 @@ struct CommandLineTests {
             "upload", file.path, "--data-dir", data + "/ferry", "--bucket", "cancels", "--key", "c.bin", "--json",
             "--parallel", "1", "--part-size", "5242880",
         ]
-        let first = try await FerryRun.run(arguments) { line in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                object["event"] as? String == "progress", let bytes = object["bytes"] as? Int
-            else { return false }
-            return bytes >= 2 * 5_242_880
-        }
+        let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 2 * 5_242_880))
         #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
         let cancelled = try await FerryRun.run(arguments + ["--cancel"])
         #expect(cancelled.status == 0, "\(cancelled.error)")
@@ -272,12 +272,7 @@ struct CommandLineTests {
             "upload", file.path, "--data-dir", data + "/ferry", "--bucket", "streams", "--key", "tus.bin", "--protocol", "tus",
             "--part-size", "2MiB", "--json",
         ]
-        let first = try await FerryRun.run(arguments) { line in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                object["event"] as? String == "progress", let bytes = object["bytes"] as? Int
-            else { return false }
-            return bytes >= 4 * 1024 * 1024
-        }
+        let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 4 * 1024 * 1024))
         #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
         #expect(first.linesNotJSON.isEmpty, "\(first.linesNotJSON)")
         let acknowledged = first.jsonLines.compactMap { $0["event"] as? String == "progress" ? $0["bytes"] as? Int : nil }.max() ?? 0
@@ -332,6 +327,18 @@ struct CommandLineTests {
         #expect(FileManager.default.fileExists(atPath: home + "/.ferry/catalog.sqlite"))
         let stored = try await storedBytes(dataDirectory: home + "/.ferry", bucket: "home", key: "clip.mp4")
         #expect(stored == (try Data(contentsOf: URL(fileURLWithPath: Self.sample))))
+    }
+
+    @Test("a video whose file name is longer than a title holds gets the name cut at a character as its title")
+    func longFileName() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-long-name")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let name = String(repeating: "é", count: 120) + ".mp4"
+        try FileManager.default.copyItem(atPath: Self.sample, toPath: data + "/" + name)
+        let run = try await FerryRun.run(["upload", data + "/" + name, "--data-dir", data + "/ferry", "--json"])
+        #expect(run.status == 0, "\(run.error)")
+        let list = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"])
+        #expect(list.output.contains(String(repeating: "é", count: 64)) && !list.output.contains(String(repeating: "é", count: 65)), "\(list.output)")
     }
 
     @Test("a page number no service accepts is a clear error, not a crash")

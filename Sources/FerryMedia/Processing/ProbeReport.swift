@@ -138,11 +138,12 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         }
 
         /// Degrees (0, 90, 180, 270) the picture turns when displayed: from the display matrix, or the old `rotate`
-        /// tag.
+        /// tag. Only an angle within a degree of a quarter turn is one, as ffmpeg turns pictures: any other angle
+        /// (350°, 135°) is drawn tilted inside the frame as stored, whose size stays.
         var rotation: Int {
             guard let degrees = displayRotation ?? rotateTag else { return 0 }
             let normalized = (((ProbeReport.integer(degrees.rounded()) ?? 0) % 360) + 360) % 360
-            return [0, 90, 180, 270].min { abs($0 - normalized) < abs($1 - normalized) } ?? 0
+            return [90, 180, 270].first { abs($0 - normalized) <= 1 } ?? 0
         }
     }
 
