@@ -80,10 +80,23 @@ struct PublishAPITests {
             #expect(video.status == "UploadSucc")
             #expect(video.size == 5000)
             #expect(video.title == "clip")
-            // Stored, the video takes no more uploads: applying with its session key gets no new credential.
+            // Stored, the video takes no more uploads: applying with its session key gives a credential for the cover
+            // alone (a publish may still have to send it).
             let (late, lateAnswer) = try await Self.call(
                 server, "ApplyUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
-            #expect(late == 409 && lateAnswer["code"] as? String == "InvalidVideo.Uploaded", "\(lateAnswer)")
+            #expect(late == 200, "\(lateAnswer)")
+            let coverOnly = server.client(try #require(UploadAuth(encoded: lateAnswer["UploadAuth"] as? String ?? "")).credentials)
+            #expect(try await coverOnly.put("ferry-media", "video/\(videoId)/source.mp4", [0]).errorCode == "AccessDenied")
+            #expect(try await coverOnly.put("ferry-media", "video/\(videoId)/cover.png", [4, 5, 6]).status == 200)
+            #expect(try await server.client().get("ferry-media", "video/\(videoId)/source.mp4").body == [UInt8](repeating: 9, count: 5000))
+            // Without a cover there is nothing left to send: 409.
+            let (_, plain) = try await Self.call(server, "ApplyUploadUGC", ["signature": signature, "videoType": "mp4"])
+            let plainKey = try #require(plain["VodSessionKey"] as? String)
+            let plainId = try #require(plain["VideoId"] as? String)
+            #expect(try await server.client().put("ferry-media", "video/\(plainId)/source.mp4", [1]).status == 200)
+            let (stored, storedAnswer) = try await Self.call(
+                server, "ApplyUploadUGC", ["signature": signature, "vodSessionKey": plainKey])
+            #expect(stored == 409 && storedAnswer["code"] as? String == "InvalidVideo.Uploaded", "\(storedAnswer)")
         }
     }
 

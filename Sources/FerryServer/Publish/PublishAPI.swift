@@ -105,11 +105,13 @@ public struct PublishAPI: Sendable {
             guard let video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
                 video.key == session.k
             else { throw MediaError.notFound("Video", session.v) }
-            // A stored video takes no more uploads: new write credentials would let its bytes be replaced.
-            guard video.status == VideoStatus.uploading else {
+            // A stored video takes no more uploads of its file (new write credentials would let its bytes be
+            // replaced): resuming then gives a credential for the cover alone, which a publish may still have to send.
+            if video.status == VideoStatus.uploading { return applyAnswer(session, key: key, call) }
+            guard session.c != nil else {
                 throw MediaError("InvalidVideo.Uploaded", "The video is stored already; it takes no more uploads.", status: 409)
             }
-            return applyAnswer(session, key: key, call)
+            return applyAnswer(session, key: key, call, writesVideo: false)
         }
 
         let videoType = (input.videoType ?? (input.videoName.map { ($0 as NSString).pathExtension } ?? "")).lowercased()
@@ -148,12 +150,18 @@ public struct PublishAPI: Sendable {
         return applyAnswer(session, key: sessionKey(session), call)
     }
 
-    func applyAnswer(_ session: Session, key: String, _ call: MediaAPI.Call) -> PublishContract.ApplyAnswer {
+    /// The answer for `session`: its keys, and a credential that writes its cover and, unless `writesVideo` is false
+    /// (the video is stored), its video.
+    func applyAnswer(_ session: Session, key: String, _ call: MediaAPI.Call, writesVideo: Bool = true)
+        -> PublishContract.ApplyAnswer
+    {
         PublishContract.ApplyAnswer(
             vodSessionKey: key, videoId: session.v, storageEndpoint: media.uploadBase(call).base,
             storageBucket: media.bucket, storageRegion: media.configuration.region, videoKey: session.k,
             coverKey: session.c,
-            uploadAuth: uploadAuth(for: [session.k] + (session.c.map { [$0] } ?? []), principal: call.principal).encoded())
+            uploadAuth: uploadAuth(
+                for: (writesVideo ? [session.k] : []) + (session.c.map { [$0] } ?? []), principal: call.principal
+            ).encoded())
     }
 
     /// A credential that may write only `keys` (and run their multipart uploads).
