@@ -1,6 +1,7 @@
 import ArgumentParser
 import Crypto
 import Ferry
+import FerryCore
 import Foundation
 
 /// `ferry upload --protocol tus|ietf`: each file as one resumable stream to the server's upload resource
@@ -34,13 +35,11 @@ extension UploadCommand {
         let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
         let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-        let fingerprint = SHA256.hash(data: Data("\(file.path)\n\(size)\n\(modified)".utf8)).map { String(format: "%02x", $0) }
-            .joined()
+        let fingerprint = Hex.encode(SHA256.hash(data: Data("\(file.path)\n\(size)\n\(modified)".utf8)))
         // A record per file and destination: the same file sent elsewhere (another bucket or key, a video, the other
         // protocol) is another upload, never the continuation of this one.
         let destination = [bucket ?? "", key ?? "", bucket == nil ? "media" : "object", wire(uploader)].joined(separator: "\n")
-        let recordName = SHA256.hash(data: Data((fingerprint + "\n" + destination).utf8)).map { String(format: "%02x", $0) }
-            .joined() + ".json"
+        let recordName = Hex.encode(SHA256.hash(data: Data((fingerprint + "\n" + destination).utf8))) + ".json"
         // The record names the upload's URL, which is its credential: kept 0600 in a 0700 directory.
         let records = JSONRecordFiles(directory: context.records.appendingPathComponent("streams"))
         var previous = records.read(StreamRecord.self, name: recordName)

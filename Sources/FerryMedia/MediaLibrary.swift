@@ -48,11 +48,6 @@ public struct MediaLibrary: Sendable {
     /// The bucket media files live in.
     package var bucket: String { configuration.bucket }
 
-    /// A new video or image id: 32 hexadecimal digits.
-    package static func newId() -> String {
-        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-    }
-
     /// Creates the media bucket when it is missing.
     package func ensureBucket() async throws {
         do {
@@ -73,8 +68,7 @@ public struct MediaLibrary: Sendable {
     /// The video whose directory (`video/<id>/`) holds `key`, when it was deleted or its upload expired.
     private func goneVideo(ownerOf key: String) async throws -> VideoRecord? {
         let parts = key.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "video", parts[1].utf8.count == 32,
-            parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }),
+        guard parts.count == 3, parts[0] == "video", Hex.isRandomId(parts[1]),
             let video = try await catalog.video(String(parts[1]))
         else { return nil }
         return [VideoStatus.deleted, VideoStatus.uploadFailed].contains(video.status) ? video : nil

@@ -535,7 +535,7 @@ struct AWSChunkedDecoderTests {
             }
         }
         #expect(total == payload.count)
-        #expect(SigV4.hex(hasher.finalize()) == SigV4.hexSHA256(payload))
+        #expect(Hex.encode(hasher.finalize()) == SigV4.hexSHA256(payload))
         #expect(try decoder.finish().isEmpty)
     }
 

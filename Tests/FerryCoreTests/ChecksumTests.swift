@@ -490,7 +490,16 @@ private func crc(_ algorithm: ChecksumAlgorithm, _ bytes: UnsafeRawBufferPointer
         for bad in ["Zg", "Zg=", "Z===", "Zm9v!", "Zh==", "Zm9=Yg==", "=Zm9", "Zm 9v"] {
             #expect(Checksum.decodeBase64(bad) == nil, "\(bad)")
         }
-        #expect(Checksum.hex([0x00, 0x0F, 0xA5, 0xFF]) == "000fa5ff")
+        #expect(Hex.encode([0x00, 0x0F, 0xA5, 0xFF]) == "000fa5ff")
+        #expect(Hex.decode("000fA5ff") == [0x00, 0x0F, 0xA5, 0xFF])
+        #expect(Hex.decode(Hex.encode(all)) == all)
+        for bad in ["0", "0g", "abc", " 0", "0x"] { #expect(Hex.decode(bad) == nil, "\(bad)") }
+        let id = Hex.randomId()
+        #expect(Hex.isRandomId(id) && id != Hex.randomId())
+        #expect(Hex.isRandomId(Hex.randomId(byteCount: 32), byteCount: 32))
+        for bad in [String(id.dropLast()), id.uppercased(), id.dropLast() + "g", id + "0"] {
+            #expect(!Hex.isRandomId(bad), "\(bad)")
+        }
         #expect(Checksum.decode(.crc32, base64: "DUoRhQ==") == [0x0D, 0x4A, 0x11, 0x85])
         #expect(Checksum.decode(.crc64nvme, base64: "DUoRhQ==") == nil)
         #expect(Checksum.decode(.crc32, base64: "not base64") == nil)

@@ -350,7 +350,7 @@ struct SigV4SuiteTests {
             secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
             scope: SigV4Scope(date: "20120215", region: "us-east-1", service: "iam"))
         #expect(
-            key.withUnsafeBytes { SigV4.hex($0) } == "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d")
+            key.withUnsafeBytes { Hex.encode($0) } == "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d")
     }
 }
 

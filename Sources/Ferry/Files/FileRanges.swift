@@ -166,6 +166,6 @@ public struct FileFingerprint: Codable, Sendable, Hashable {
         for start in Set(starts).sorted() {
             hasher.update(data: try reader.read(start..<min(size, start + sampleSize)))
         }
-        return FileFingerprint(size: size, modificationTime: modified, sampleHash: SigV4.hex(hasher.finalize()))
+        return FileFingerprint(size: size, modificationTime: modified, sampleHash: Hex.encode(hasher.finalize()))
     }
 }

@@ -9,8 +9,7 @@ struct FormBody {
 
     init(token: String, key: String?, file: URL, size: Int64, extraParams: FormUploader.ExtraParameters, chunkSize: Int)
     {
-        boundary =
-            "FerryFormBoundary" + (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        boundary = "FerryFormBoundary" + Hex.randomId()
         var fields: [(String, String)] = [(FormUploadFields.token, token)]
         if let key { fields.append((FormUploadFields.key, key)) }
         if let crc32 = extraParams.crc32 { fields.append((FormUploadFields.crc32, String(crc32))) }

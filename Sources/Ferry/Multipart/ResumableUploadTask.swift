@@ -467,7 +467,7 @@ public actor ResumableUploadTask {
             }
             var md5 = Checksummer(.md5)
             md5.update(try reader.read(plan.range(ofPart: part.number)))
-            if SigV4.hex(md5.finalize()) == part.etag.lowercased() {
+            if Hex.encode(md5.finalize()) == part.etag.lowercased() {
                 var adopted = part
                 if let algorithm = request.checksumAlgorithm {
                     var hasher = Checksummer(algorithm)

@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// The W3C trace (`traceparent`) an upload's requests carry, so that one upload is one trace from the device through
@@ -41,7 +42,7 @@ public struct UploadTrace: Sendable, Hashable, CustomStringConvertible {
         while true {
             let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
             guard bytes.contains(where: { $0 != 0 }) else { continue }
-            return bytes.map { String(format: "%02x", $0) }.joined()
+            return Hex.encode(bytes)
         }
     }
 }

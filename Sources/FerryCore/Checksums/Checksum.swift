@@ -3,7 +3,7 @@ import Crypto
 
 /// Checksum helpers for S3 semantics: one-shot digests, CRC combination
 /// (`FULL_OBJECT` checksums of multipart uploads), `COMPOSITE` checksums,
-/// multipart ETags and the base64/hex encodings S3 uses.
+/// multipart ETags and the base64 encoding S3 uses.
 public enum Checksum {
     /// The digest of `bytes` under `algorithm` (big-endian bytes for CRCs).
     public static func digest<C: Collection>(_ algorithm: ChecksumAlgorithm, of bytes: C) -> [UInt8]
@@ -71,7 +71,7 @@ public enum Checksum {
         for part in partMD5s {
             md5.update(part)
         }
-        return hex(md5.finalize()) + "-\(partMD5s.count)"
+        return Hex.encode(md5.finalize()) + "-\(partMD5s.count)"
     }
 
     /// Decodes a base64 checksum header value and checks that it has the
@@ -151,18 +151,6 @@ public enum Checksum {
             index += 4
         }
         return output
-    }
-
-    /// Lower-case hexadecimal.
-    public static func hex<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-        let digits = Array("0123456789abcdef".utf8)
-        var output: [UInt8] = []
-        output.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            output.append(digits[Int(byte >> 4)])
-            output.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: output, as: UTF8.self)
     }
 
     // MARK: - Internal

@@ -9,7 +9,7 @@
 /// ```swift
 /// var hashes = MultiChecksummer([.md5, .crc64nvme])
 /// hashes.update(body)
-/// let etag = Checksum.hex(hashes.finalize(.md5)!)
+/// let etag = Hex.encode(hashes.finalize(.md5)!)
 /// ```
 public struct MultiChecksummer: Sendable {
     /// The algorithms computed, in the order given (duplicates removed).

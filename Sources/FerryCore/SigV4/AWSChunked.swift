@@ -383,7 +383,7 @@ public struct AWSChunkedDecoder: @unchecked Sendable {
         guard sizeEnd - sizeStart <= 15 else { throw .malformedChunk("a chunk size is too large") }
         var size: Int64 = 0
         for k in sizeStart..<sizeEnd {
-            guard let digit = SigV4.hexValue(line[k]) else { throw .malformedChunk("a chunk size is not hexadecimal") }
+            guard let digit = Hex.value(line[k]) else { throw .malformedChunk("a chunk size is not hexadecimal") }
             size = size << 4 | Int64(digit)
         }
 

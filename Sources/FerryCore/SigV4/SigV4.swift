@@ -65,7 +65,7 @@ public enum SigV4 {
         while i < bytes.count {
             let byte = bytes[i]
             if byte == UInt8(ascii: "%"), i + 2 < bytes.count,
-                let hi = hexValue(bytes[i + 1]), let lo = hexValue(bytes[i + 2])
+                let hi = Hex.value(bytes[i + 1]), let lo = Hex.value(bytes[i + 2])
             {
                 out.append(hi << 4 | lo)
                 i += 3
@@ -224,7 +224,7 @@ public enum SigV4 {
     public static func signature(signingKey: SymmetricKey, stringToSign: String) -> String {
         var mac = HMAC<SHA256>(key: signingKey)
         mac.update(data: Array(stringToSign.utf8))
-        return hex(mac.finalize())
+        return Hex.encode(mac.finalize())
     }
 
     /// The string to sign of one aws-chunked payload chunk:
@@ -317,30 +317,19 @@ public enum SigV4 {
     /// Lowercase hex SHA-256 of a byte sequence (contiguous storage is hashed without copying).
     public static func hexSHA256(_ bytes: some Sequence<UInt8>) -> String {
         if let digest = bytes.withContiguousStorageIfAvailable({ SHA256.hash(data: UnsafeRawBufferPointer($0)) }) {
-            return hex(digest)
+            return Hex.encode(digest)
         }
-        return hex(SHA256.hash(data: Array(bytes)))
+        return Hex.encode(SHA256.hash(data: Array(bytes)))
     }
 
     /// Lowercase hex SHA-256 of a raw buffer.
     public static func hexSHA256(_ buffer: UnsafeRawBufferPointer) -> String {
-        hex(SHA256.hash(data: buffer))
+        Hex.encode(SHA256.hash(data: buffer))
     }
 
     /// Lowercase hex SHA-256 of the UTF-8 bytes of a string.
     public static func hexSHA256(_ string: String) -> String {
         hexSHA256(string.utf8)
-    }
-
-    /// Lowercase hex encoding of bytes.
-    public static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.underestimatedCount * 2)
-        for byte in bytes {
-            out.append(lowerHexDigits[Int(byte >> 4)])
-            out.append(lowerHexDigits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Compares two strings' UTF-8 bytes in time that depends only on their lengths, for
@@ -363,7 +352,7 @@ public enum SigV4 {
     public static func isHex64(_ s: String) -> Bool {
         var count = 0
         for byte in s.utf8 {
-            guard hexValue(byte) != nil else { return false }
+            guard Hex.value(byte) != nil else { return false }
             count += 1
         }
         return count == 64
@@ -371,7 +360,6 @@ public enum SigV4 {
 
     // MARK: - Internals
 
-    static let lowerHexDigits: [UInt8] = Array("0123456789abcdef".utf8)
     static let upperHexDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
 
     @inline(__always)
@@ -383,16 +371,6 @@ public enum SigV4 {
             return true
         default:
             return false
-        }
-    }
-
-    @inline(__always)
-    static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
         }
     }
 

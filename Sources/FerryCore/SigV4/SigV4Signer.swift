@@ -196,8 +196,8 @@ public struct SigV4ChunkSigner: @unchecked Sendable {
         mac.update(data: payloadPrefix)
         mac.update(data: Array(previousSignature.utf8))
         mac.update(data: Self.newlineEmptyHashNewline)
-        mac.update(data: Array(SigV4.hex(chunkHash).utf8))
-        return SigV4.hex(mac.finalize())
+        mac.update(data: Array(Hex.encode(chunkHash).utf8))
+        return Hex.encode(mac.finalize())
     }
 
     /// Signs the next payload chunk whose data hashes to `chunkHash` and advances the chain.
@@ -228,8 +228,8 @@ public struct SigV4ChunkSigner: @unchecked Sendable {
         mac.update(data: trailerPrefix)
         mac.update(data: Array(previousSignature.utf8))
         mac.update(data: [UInt8(ascii: "\n")])
-        mac.update(data: Array(SigV4.hex(Self.sha256(canonicalTrailers)).utf8))
-        return SigV4.hex(mac.finalize())
+        mac.update(data: Array(Hex.encode(Self.sha256(canonicalTrailers)).utf8))
+        return Hex.encode(mac.finalize())
     }
 
     static let newlineEmptyHashNewline: [UInt8] = Array("\n\(SigV4.emptyPayloadHash)\n".utf8)

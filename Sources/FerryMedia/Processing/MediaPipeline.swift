@@ -181,7 +181,7 @@ package struct MediaPipeline: Sendable {
         try Task.checkCancellation()
         let key = "video/\(video.videoId)/snapshots/\(job.id).jpg"
         let stored = try await WorkFiles.upload(output, to: store, bucket: video.bucket, key: key, contentType: "image/jpeg")
-        let imageId = MediaLibrary.newId()
+        let imageId = Hex.randomId()
         try await catalog.saveImage(
             ImageRecord(
                 imageId: imageId, imageType: "cover", title: video.title, tags: nil, cateId: video.cateId,

@@ -1,4 +1,5 @@
 import Crypto
+import FerryCore
 import Foundation
 
 /// Signatures of webhook deliveries: HMAC-SHA256 over `"<unix seconds>.<body>"`, sent as
@@ -14,7 +15,7 @@ public enum WebhookSignature {
     public static func sign(body: [UInt8], secret: String, timestamp: Date) -> String {
         let t = Int64(timestamp.timeIntervalSince1970.rounded(.down))
         let mac = HMAC<SHA256>.authenticationCode(for: signedBytes(t, body), using: SymmetricKey(data: Array(secret.utf8)))
-        return "t=\(t),v1=" + mac.map { String(format: "%02x", $0) }.joined()
+        return "t=\(t),v1=" + Hex.encode(mac)
     }
 
     /// Verifies a header for a body: constant-time compare, rejects timestamps older than `tolerance` (default
@@ -32,7 +33,7 @@ public enum WebhookSignature {
                 guard timestamp == nil, let value = Int64(pair[1]) else { return false }
                 timestamp = value
             case "v1":
-                if let bytes = hexBytes(pair[1]), bytes.count == SHA256.byteCount { signatures.append(bytes) }
+                if let bytes = Hex.decode(pair[1]), bytes.count == SHA256.byteCount { signatures.append(bytes) }
             default:
                 continue
             }
@@ -53,26 +54,4 @@ public enum WebhookSignature {
         Array("\(timestamp).".utf8) + body
     }
 
-    private static func hexBytes(_ hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return bytes
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
 }

@@ -246,7 +246,7 @@ public struct MediaAPI: Sendable {
         }
         try await checkStorageQuota(forVideoOf: input.fileSize, call.principal)
         try await library.ensureBucket()
-        let id = MediaLibrary.newId()
+        let id = Hex.randomId()
         let now = Date()
         // With a ClientToken, a request racing this one (the same client retrying) gets the same video; past the
         // key's Videos quota, none.
@@ -404,7 +404,7 @@ public struct MediaAPI: Sendable {
         try Self.checkText(input.description, "Description", max: 1024)
         try Self.checkTags(input.tags)
         try await library.ensureBucket()
-        let id = MediaLibrary.newId()
+        let id = Hex.randomId()
         let key = "image/\(type)/\(id).\(ext)"
         try await catalog.saveImage(
             ImageRecord(

@@ -92,7 +92,7 @@ struct RequestBodyStream<Base: AsyncSequence & Sendable>: AsyncSequence, Sendabl
                     .incompleteBody, "You did not provide the number of bytes specified by the Content-Length HTTP header.")
             }
             if let expectedSHA256, let sha256 {
-                let actual = SigV4.hex(sha256.finalize())
+                let actual = Hex.encode(sha256.finalize())
                 guard actual == expectedSHA256.lowercased() else {
                     throw S3Error(
                         .xAmzContentSHA256Mismatch, "The provided 'x-amz-content-sha256' header does not match what was computed.")

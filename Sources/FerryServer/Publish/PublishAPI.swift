@@ -134,7 +134,7 @@ public struct PublishAPI: Sendable {
         let group = try media.templateGroup(signature.procedure)
         try await media.checkStorageQuota(forVideoOf: input.videoSize, call.principal)
         try await media.library.ensureBucket()
-        let id = MediaLibrary.newId()
+        let id = Hex.randomId()
         let session = Session(
             v: id, k: "video/\(id)/source.\(videoType)", c: coverType.map { "video/\(id)/cover.\($0)" }, o: owner)
         let now = Date()

@@ -333,7 +333,7 @@ struct ResumableUploadAPI: Sendable {
         var partials: [ResumableUpload] = []
         for url in urls {
             let id = url.split(separator: "/").last.map(String.init) ?? ""
-            guard ResumableUpload.isValidId(id), let partial = try await store.resumableUpload(id),
+            guard Hex.isRandomId(id), let partial = try await store.resumableUpload(id),
                 partial.info.kind == .partial
             else {
                 throw ResumableRefusal(.badRequest, "Upload-Concat names an upload that is not a partial upload here.", wire: wire)
@@ -601,7 +601,7 @@ struct ResumableUploadAPI: Sendable {
     /// The upload, unexpired; unless `completing` is false, a fully received upload whose completion a crash
     /// interrupted is completed now (an IETF upload only once its client declares it complete).
     private func live(_ id: String, wire: ResumableWire, completing: Bool = true) async throws -> ResumableUpload {
-        guard ResumableUpload.isValidId(id), let upload = try await store.resumableUpload(id) else {
+        guard Hex.isRandomId(id), let upload = try await store.resumableUpload(id) else {
             throw ResumableRefusal(.notFound, "No upload has this URL.", wire: wire)
         }
         if upload.etag == nil, upload.expiresAt <= credentials.now() {

@@ -93,11 +93,6 @@ public struct ResumableUpload: Sendable, Hashable {
 
     /// Whether the upload is finished: turned into its object, or (a partial upload) fully received.
     public var isComplete: Bool { etag != nil || (info.kind == .partial && isFullyReceived) }
-
-    /// Whether a well-formed upload id: 32 lowercase hex digits.
-    public static func isValidId(_ id: some StringProtocol) -> Bool {
-        id.utf8.count == 32 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
-    }
 }
 
 /// How recording an append ended.

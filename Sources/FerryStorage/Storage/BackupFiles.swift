@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import Crypto
+import FerryCore
 import Foundation
 
 /// The file operations of a backup and a restore: streamed copies that hash the bytes as they pass and are durable
@@ -91,7 +92,7 @@ enum BackupFiles {
             try body(bytes)
             size += Int64(n)
         }
-        return (size, hasher.finalize().map { String(format: "%02x", $0) }.joined())
+        return (size, Hex.encode(hasher.finalize()))
     }
 
     /// Writes all of `bytes` to `fd`.

@@ -81,7 +81,7 @@ struct BlobFiles: BlobStorage {
     func write<Body: AsyncSequence & Sendable>(
         _ body: Body, checksums algorithms: [ChecksumAlgorithm], maxSize: Int64
     ) async throws -> (tempPath: String, digests: BodyDigests) where Body.Element == ByteBuffer {
-        let tempPath = "\(tmpDirectory)/\(Self.newBlobName())"
+        let tempPath = "\(tmpDirectory)/\(Hex.randomId())"
         let file = try TempFile(path: tempPath, direct: directIO)
         let digests = DigestState(algorithms: algorithms)
         var writes: [Task<Void, any Error>] = []
@@ -133,7 +133,7 @@ struct BlobFiles: BlobStorage {
 
     /// Moves a finished temporary file into place under a new blob name and makes the rename durable.
     func commit(tempPath: String) async throws -> String {
-        let name = Self.newBlobName()
+        let name = Hex.randomId()
         let final = path(of: name)
         let directory = (final as NSString).deletingLastPathComponent
         try await diskPool.runIfActive {
@@ -178,11 +178,11 @@ struct BlobFiles: BlobStorage {
     /// Gives the bytes of `blob` a second, new blob name (a hard link: one file, two names; deleting either name
     /// leaves the other). Where the file system cannot link, the bytes are copied.
     func link(_ blob: String) async throws -> String {
-        let name = Self.newBlobName()
+        let name = Hex.randomId()
         let source = path(of: blob)
         let target = path(of: name)
         let directory = (target as NSString).deletingLastPathComponent
-        let temp = "\(tmpDirectory)/\(Self.newBlobName())"
+        let temp = "\(tmpDirectory)/\(Hex.randomId())"
         try await diskPool.runIfActive {
             mkdir(directory, 0o700)
             if Foundation.link(source, target) != 0 {

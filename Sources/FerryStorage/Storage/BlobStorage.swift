@@ -89,11 +89,6 @@ extension BlobStorage {
         for algorithm in algorithms where algorithm != .md5 { checksums[algorithm.s3Name] = hasher.finalize(algorithm) }
         return BodyDigests(size: size, md5: hasher.finalize(.md5) ?? [], checksums: checksums)
     }
-
-    /// A new random blob name (32 hex digits).
-    static func newBlobName() -> String {
-        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-    }
 }
 
 /// A reader's hold on some blobs; released explicitly or when dropped.

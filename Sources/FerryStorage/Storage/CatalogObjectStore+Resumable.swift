@@ -36,7 +36,7 @@ extension CatalogObjectStore {
             bucket: bucket, key: key, attributes: attributes, tags: [], checksumAlgorithm: Self.resumableChecksum,
             checksumType: "FULL_OBJECT", charge: charge)
         let upload = ResumableUpload(
-            id: BlobFiles.newBlobName(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
+            id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
             length: length, createdAt: Date(), expiresAt: expiresAt, info: info)
         do {
             try await events.timed("catalog", "insertResumableUpload") { try await catalog.insertResumableUpload(upload) }
@@ -74,7 +74,7 @@ extension CatalogObjectStore {
             return current.offset == offset ? .appended(current) : .conflict(current)
         }
         let part = PartInfo(
-            number: 0, size: digests.size, etag: Self.hex(digests.md5),
+            number: 0, size: digests.size, etag: Hex.encode(digests.md5),
             checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
             segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
         let outcome: ResumableAppendOutcome
@@ -145,7 +145,7 @@ extension CatalogObjectStore {
         let blob = try await files.commit(tempPath: temp)
         return try await record(
             PartInfo(
-                number: 1, size: 0, etag: Self.hex(digests.md5),
+                number: 1, size: 0, etag: Hex.encode(digests.md5),
                 checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
                 segments: [BlobSegment(blob: blob, size: 0)], lastModified: Date()),
             upload: upload, byteLimit: nil)
@@ -187,7 +187,7 @@ extension CatalogObjectStore {
             let total = parts.reduce(0) { $0 + $1.size }
             let object = try await assemble(multipart, parts: parts, fullObjectChecksums: [:], condition: .none)
             let upload = ResumableUpload(
-                id: BlobFiles.newBlobName(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
+                id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
                 length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: object.etag)
             try await catalog.insertResumableUpload(upload)
             return (upload, object)

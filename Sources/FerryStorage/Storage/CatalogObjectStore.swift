@@ -188,7 +188,7 @@ public struct CatalogObjectStore: ObjectStore {
         }
         let (blob, digests) = try await writeVerified(body, checksums: checksums, verify: verify)
         let object = ObjectInfo(
-            bucket: bucket, key: key, size: digests.size, etag: Self.hex(digests.md5), lastModified: Date(),
+            bucket: bucket, key: key, size: digests.size, etag: Hex.encode(digests.md5), lastModified: Date(),
             attributes: attributes,
             checksums: digests.checksums.filter { $0.key != "MD5" }.mapValues { Data($0).base64EncodedString() },
             checksumType: digests.checksums.keys.contains { $0 != "MD5" } ? "FULL_OBJECT" : nil,
@@ -293,7 +293,7 @@ public struct CatalogObjectStore: ObjectStore {
         checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?, charge: StorageCharge?
     ) async throws -> MultipartUploadInfo {
         let upload = MultipartUploadInfo(
-            uploadId: BlobFiles.newBlobName() + BlobFiles.newBlobName(), bucket: bucket, key: key, initiated: Date(),
+            uploadId: Hex.randomId(byteCount: 32), bucket: bucket, key: key, initiated: Date(),
             attributes: attributes, checksumAlgorithm: checksumAlgorithm?.s3Name, checksumType: checksumType,
             tags: tags, owner: charge?.owner)
         let limit = charge?.quota.concurrentUploads
@@ -328,7 +328,7 @@ public struct CatalogObjectStore: ObjectStore {
         let algorithms = Self.algorithms(checksums, upload: upload)
         let (blob, digests) = try await writeVerified(body, checksums: algorithms, verify: verify)
         let part = PartInfo(
-            number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
+            number: partNumber, size: digests.size, etag: Hex.encode(digests.md5),
             checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
             segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
         return try await record(part, upload: upload, byteLimit: charge?.quota.storageBytes)
@@ -398,7 +398,7 @@ public struct CatalogObjectStore: ObjectStore {
             let blob = try await files.commit(tempPath: temp)
             return try await record(
                 PartInfo(
-                    number: partNumber, size: 0, etag: Self.hex(digests.md5),
+                    number: partNumber, size: 0, etag: Hex.encode(digests.md5),
                     checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
                     segments: [BlobSegment(blob: blob, size: 0)], lastModified: Date()),
                 upload: upload, byteLimit: byteLimit)
@@ -436,7 +436,7 @@ public struct CatalogObjectStore: ObjectStore {
             throw error
         }
         let part = PartInfo(
-            number: partNumber, size: digests.size, etag: Self.hex(digests.md5),
+            number: partNumber, size: digests.size, etag: Hex.encode(digests.md5),
             checksums: digests.checksums.mapValues { Data($0).base64EncodedString() }, segments: shared,
             lastModified: Date())
         return try await record(part, upload: upload, byteLimit: byteLimit)
@@ -512,7 +512,7 @@ public struct CatalogObjectStore: ObjectStore {
         _ upload: MultipartUploadInfo, parts chosen: [PartInfo], fullObjectChecksums: [String: String],
         condition: ObjectWriteCondition
     ) async throws -> ObjectInfo {
-        let md5s = chosen.map { Self.bytes(hex: $0.etag) }
+        let md5s = chosen.map { Hex.decode($0.etag) ?? [] }
         var checksums: [String: String] = [:]
         if let name = upload.checksumAlgorithm, let algorithm = ChecksumAlgorithm(name: name) {
             let partValues = try chosen.map { part -> [UInt8] in
@@ -758,19 +758,6 @@ public struct CatalogObjectStore: ObjectStore {
             details: ["PartNumber": String(number)])
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
-    }
-
-    static func bytes(hex: String) -> [UInt8] {
-        var out: [UInt8] = []
-        var index = hex.startIndex
-        while let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex), index != hex.endIndex {
-            out.append(UInt8(hex[index..<next], radix: 16) ?? 0)
-            index = next
-        }
-        return out
-    }
 }
 
 extension CatalogObjectStore: CollectableObjectStore {}

@@ -115,7 +115,7 @@ package struct S3BlobStorage: BlobStorage {
     func write<Body: AsyncSequence & Sendable>(
         _ body: Body, checksums algorithms: [ChecksumAlgorithm], maxSize: Int64
     ) async throws -> (tempPath: String, digests: BodyDigests) where Body.Element == ByteBuffer {
-        let name = Self.newBlobName()
+        let name = Hex.randomId()
         let hashing = HashingBody(base: body, algorithms: algorithms, maxSize: maxSize)
         do {
             let response: HTTPClientResponse
@@ -152,7 +152,7 @@ package struct S3BlobStorage: BlobStorage {
     func discard(tempPath: String) async { await remove([tempPath]) }
 
     func link(_ blob: String) async throws -> String {
-        let name = Self.newBlobName()
+        let name = Hex.randomId()
         let source = "/" + location.bucket + "/" + SigV4.uriEncode(objectKey(blob), encodeSlash: false)
         do {
             let response = try await send("PUT", key: objectKey(name), headers: [("x-amz-copy-source", source)])
