@@ -69,6 +69,15 @@ struct DocumentShapeTests {
         for bytes in refused {
             #expect(throws: DecodingError.self, "\(bytes)") { try S3XML.decode(S3Tagging.self, from: Data(bytes)) }
         }
+        // What the checks read as text, a parser honouring the declared encoding would read as markup (a processing
+        // instruction without data stopped the process): the declaration is dropped before parsing, so these stay
+        // text, outside the root element, and the parser refuses them as not well-formed.
+        for text in [
+            "<?xml version='1.0' encoding='UTF-7'?>+ADw-?foo?+AD4-<Tagging><TagSet/></Tagging>",
+            "<?xml version=\"1.0\" encoding=\"UTF-7\"?>+ADw-!DOCTYPE t+AD4-<Tagging><TagSet/></Tagging>",
+        ] {
+            #expect(throws: (any Error).self, "\(text)") { try S3XML.decode(S3Tagging.self, from: Data(text.utf8)) }
+        }
         // A declaration at the start (after a byte order mark or white space) is fine.
         for text in [
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Tagging><TagSet/></Tagging>",
@@ -76,5 +85,11 @@ struct DocumentShapeTests {
         ] {
             _ = try S3XML.decode(S3Tagging.self, from: Data(text.utf8))
         }
+        // Inside an element, UTF-7's escapes are the characters they are in UTF-8, whatever the declaration says.
+        let tagging = try S3XML.decode(
+            S3Tagging.self,
+            from: Data(
+                "<?xml version='1.0' encoding='UTF-7'?><Tagging><TagSet><Tag><Key>+ADw-k</Key><Value>v</Value></Tag></TagSet></Tagging>".utf8))
+        #expect(tagging.tagSet.tags.map(\.key) == ["+ADw-k"])
     }
 }

@@ -15,7 +15,8 @@ extension FuzzRequest {
         /// when the operation has no such body).
         case oversizedBody(operation: Int)
         /// Operation `operation` with a processing instruction without data (`<?ferry?>`) in its XML body or in a
-        /// browser POST's tagging field, cleanly signed (nil when the operation has neither).
+        /// browser POST's tagging field, cleanly signed (nil when the operation has neither); for odd operations the
+        /// instruction is hidden in UTF-7 (`+ADw-?ferry?+AD4-`) behind a declaration naming that encoding.
         case bareProcessingInstruction(operation: Int)
         /// Operation `operation` with an element whose name is not UTF-8 (`<F\xE9>`) in its XML body or in a browser
         /// POST's tagging field, cleanly signed (nil when the operation has neither).
@@ -132,15 +133,20 @@ extension FuzzRequest {
             } else {
                 return nil
             }
-        case .bareProcessingInstruction:
+        case .bareProcessingInstruction(let operation):
+            let utf7 = operation % 2 == 1
+            func hidingInstruction(_ document: String, root: String) -> String {
+                utf7
+                    ? "<?xml version='1.0' encoding='UTF-7'?>+ADw-?ferry?+AD4-" + document
+                    : document.replacingOccurrences(of: "<\(root)>", with: "<\(root)><?ferry?>")
+            }
+            let probe = utf7 ? "<?ferry?> in UTF-7" : "<?ferry?>"
             if q.browserPost {
-                q.setFormField(
-                    "tagging", Self.taggingDocument.replacingOccurrences(of: "<Tagging>", with: "<Tagging><?ferry?>"))
-                q.notes.append("probe: <?ferry?> in the tagging field")
+                q.setFormField("tagging", hidingInstruction(Self.taggingDocument, root: "Tagging"))
+                q.notes.append("probe: \(probe) in the tagging field")
             } else if let root = q.xmlRoot {
-                let document = String(decoding: q.body, as: UTF8.self)
-                q.body = Array(document.replacingOccurrences(of: "<\(root)>", with: "<\(root)><?ferry?>").utf8)
-                q.notes.append("probe: <?ferry?> in <\(root)>")
+                q.body = Array(hidingInstruction(String(decoding: q.body, as: UTF8.self), root: root).utf8)
+                q.notes.append("probe: \(probe) in <\(root)>")
             } else {
                 return nil
             }

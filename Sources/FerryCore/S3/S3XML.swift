@@ -20,43 +20,38 @@ public enum S3XML {
     /// ``DocumentTooComplex`` before any parser sees them.
     public static func decode<T: Decodable>(_ type: T.Type, from data: Data, trimming: Bool = true) throws -> T {
         try DocumentShape.checkXML(data)
-        // No S3 document has a DTD; refusing one keeps entity expansion (billion laughs) and external entities out.
-        if containsDeclaration(data) {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "A document type declaration is not allowed."))
-        }
-        if let reason = unsafeForParser(data) {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: reason))
-        }
         let decoder = XMLDecoder()
         decoder.trimValueWhitespaces = trimming
         decoder.shouldProcessNamespaces = true
-        return try decoder.decode(type, from: data)
+        return try decoder.decode(type, from: parserInput(data))
     }
 
-    /// Why the document cannot be given to the platform's XML parser, nil when it can: the parser stops the process on
-    /// bytes that are not UTF-8 in a name and on a processing instruction without data, so a document must be UTF-8
-    /// without the control characters XML 1.0 forbids, and its only processing instruction may be the XML declaration
-    /// at its start (`<?xml version=…?>`).
-    static func unsafeForParser(_ data: Data) -> String? {
-        guard String(validating: data, as: UTF8.self) != nil else { return "The document is not UTF-8." }
+    /// The bytes of `data` a parser may be given, or a `DecodingError` saying why there are none. The platform's XML
+    /// parser stops the process on bytes that are not UTF-8 in a name and on a processing instruction without data,
+    /// and it expands entities, so the document must be UTF-8 without the control characters XML 1.0 forbids, with no
+    /// DTD (no S3 document has one; this keeps entity expansion and external entities out) and no processing
+    /// instruction. Its XML declaration is dropped: these checks read the bytes as UTF-8, and the parser must read the
+    /// same characters, which an `encoding` the declaration names (UTF-7, UTF-16) would change.
+    package static func parserInput(_ data: Data) throws -> Data {
+        func refuse(_ reason: String) -> DecodingError {
+            DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: reason))
+        }
+        guard String(validating: data, as: UTF8.self) != nil else { throw refuse("The document is not UTF-8.") }
         if data.contains(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) {
-            return "The document holds a control character."
+            throw refuse("The document holds a control character.")
         }
-        let bytes = [UInt8](data)
-        var index = 0
-        while index + 1 < bytes.count {
-            defer { index += 1 }
-            guard bytes[index] == UInt8(ascii: "<"), bytes[index + 1] == UInt8(ascii: "?") else { continue }
-            let declaration = Array("<?xml".utf8)
-            let isDeclaration =
-                bytes[..<index].allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D || $0 == 0xEF || $0 == 0xBB || $0 == 0xBF }
-                && bytes.count > index + declaration.count + 1
-                && Array(bytes[index..<(index + declaration.count)]) == declaration
-                && [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index + declaration.count])
-                && String(decoding: bytes[index...].prefix(64), as: UTF8.self).contains("version")
-            guard isDeclaration else { return "The document holds a processing instruction." }
+        if containsDeclaration(data) { throw refuse("A document type declaration is not allowed.") }
+        var bytes = [UInt8](data)
+        let start = bytes.firstIndex { ![0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) } ?? bytes.endIndex
+        if bytes[start...].starts(with: "<?xml".utf8), bytes.count > start + 5, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[start + 5]),
+            let end = bytes[start...].indices.first(where: { bytes[$0] == UInt8(ascii: "?") && bytes.indices.contains($0 + 1) && bytes[$0 + 1] == UInt8(ascii: ">") })
+        {
+            bytes.removeSubrange(bytes.startIndex...(end + 1))
         }
-        return nil
+        if zip(bytes, bytes.dropFirst()).contains(where: { $0 == UInt8(ascii: "<") && $1 == UInt8(ascii: "?") }) {
+            throw refuse("The document holds a processing instruction.")
+        }
+        return Data(bytes)
     }
 
     /// Whether the document holds `<!DOCTYPE` or `<!ENTITY` (in any case); comments and CDATA sections are fine.

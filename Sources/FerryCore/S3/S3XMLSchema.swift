@@ -24,8 +24,9 @@ package struct S3XMLSchema: Sendable {
 
     /// Why `data` does not fit the schema, or nil when it does (or is not well-formed XML: decoding says so).
     package func mismatch(in data: Data) -> String? {
+        guard let input = try? S3XML.parserInput(data) else { return "The document is not well-formed." }
         let checker = Checker(schema: self)
-        let parser = XMLParser(data: data)
+        let parser = XMLParser(data: input)
         parser.shouldProcessNamespaces = true
         parser.shouldResolveExternalEntities = false
         parser.delegate = checker
