@@ -107,6 +107,10 @@ struct UploadTokenTests {
         #expect(!policy.allowsMimeType("video/quicktime"))
         #expect(!policy.allowsMimeType("application/octet-stream"))
         #expect(!policy.allowsMimeType("imagex/png"))
+        // Only one type/subtype of tokens: a list a browser may read as its last type, or anything else, is not one.
+        for odd in ["image/png, text/html", "image/png,text/html", "image/ png", "image/png/x", "image/", "image", "image/p\u{0}g"] {
+            #expect(!policy.allowsMimeType(odd), "\(odd)")
+        }
     }
 
     @Test("policy JSON: Qiniu's insertOnly number or a boolean decode; absent options are left out")

@@ -65,6 +65,16 @@ struct LogSecretsTests {
         secrets += [token, String(try #require(token.split(separator: ".").last))]
         secrets += signing.privateKey.split(separator: "\n").dropFirst().prefix(1).map(String.init)
 
+        // Console sign-ins refused: a secret pasted into the access key id field, and a wrong secret for a real key.
+        let sessionURL = server.endpoint + "/_ferry/console/session"
+        for (id, secret) in [(rootSecret, rootSecret), ("FKIALOGTEST00000", "wrong-console-secret-never-logged")] {
+            let body = try JSONSerialization.data(withJSONObject: ["AccessKeyId": id, "SecretAccessKey": secret])
+            let reply = try await S3TestClient.fetchRaw(
+                "POST", sessionURL, headers: [("Content-Type", "application/json")], body: [UInt8](body))
+            #expect(reply.status == 401)
+        }
+        secrets.append("wrong-console-secret-never-logged")
+
         await server.stop()
         let text = try String(contentsOfFile: log, encoding: .utf8)
         #expect(text.contains("debug"), "the log was written at debug level")

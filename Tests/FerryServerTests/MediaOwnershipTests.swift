@@ -112,6 +112,9 @@ struct MediaOwnershipTests {
                 ("GetPlayInfo", #"{"VideoId":"\#(ticket.id)","AuthTimeout":604801}"#),
                 // Texts with a NUL (which the catalogs' text matching cannot take), lists with empty items.
                 ("CreateUploadVideo", #"{"Title":"a\u0000b","FileName":"a.mp4"}"#),
+                // A cover URL is http(s), as UpdateVideoInfo requires (consoles and players put it in <img>).
+                ("CreateUploadVideo", #"{"Title":"t","FileName":"a.mp4","CoverURL":"javascript:alert(1)"}"#),
+                ("CreateUploadVideo", #"{"Title":"t","FileName":"a.mp4","CoverURL":"data:text/html,x"}"#),
                 ("ListVideos", #"{"Title":"\u0000x"}"#), ("ListVideos", #"{"Tag":"a\u0000"}"#),
                 ("DeleteVideo", #"{"VideoIds":",,,"}"#), ("DeleteVideo", #"{"VideoIds":"\#(ticket.id), ,"}"#),
             ] {

@@ -183,6 +183,15 @@ struct PublishAPITests {
                 "InvalidSignature", 403)
             try await check(apply, ["signature": Self.signature(server), "videoType": "m p4"], "InvalidParameter", 400)
             try await check(apply, ["signature": Self.signature(server)], "MissingParameter", 400)
+            // The signature's sourceContext becomes UserData: CreateUploadVideo's rules (no NUL, at most 1024 bytes).
+            for context in ["a\u{0}b", String(repeating: "x", count: 1025)] {
+                let now = Int(Date().timeIntervalSince1970)
+                var signed = PublishSignature(secretId: server.root.accessKeyId, currentTimeStamp: now, expireTime: now + 60)
+                signed.sourceContext = context
+                try await check(
+                    apply, ["signature": signed.sign(secretKey: server.root.secretAccessKey), "videoType": "mp4"],
+                    "InvalidParameter", 400)
+            }
             try await check(
                 apply, ["signature": Self.signature(server), "videoType": "mp4", "coverType": "exe"],
                 "InvalidParameter", 400)

@@ -12,7 +12,7 @@ struct ConsoleBrowserTests {
     static let artifacts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent(".build/test-artifacts/console").path
 
-    @Test("sign in, upload, Normal, play, edit, markup as text, resume after reload, ended session, pause/resume/cancel, dropped network, delete, keys, webhooks, status, narrow window, scoped key")
+    @Test("sign in, stored pages without script, upload, Normal, play, edit, markup as text, resume after reload, ended session, pause/resume/cancel, dropped network, delete, keys, webhooks, status, narrow window, scoped key")
     func console() async throws {
         let data = TemporaryDirectory.make("ferry-console")
         defer { try? FileManager.default.removeItem(atPath: data) }
@@ -64,7 +64,7 @@ struct ConsoleBrowserTests {
         #expect(result.status == 0, "\(result.output)\n\(result.errorOutput)\nserver log:\n\(log.suffix(3000))")
         let passed = Set(result.output.split(separator: "\n").filter { $0.hasPrefix("PASS ") }.map { String($0.dropFirst(5)) })
         let expected: Set<String> = [
-            "sign in", "upload reaches 100 %", "status becomes Normal", "library lists the video with its cover",
+            "sign in", "a stored page runs no script as the console's origin", "upload reaches 100 %", "status becomes Normal", "library lists the video with its cover",
             "video plays", "captions show as a track of the player", "storyboard previews on the timeline", "edit title",
             "title with markup renders as text",
             "reload mid-upload resumes without re-sending stored parts", "expired session keeps the upload",

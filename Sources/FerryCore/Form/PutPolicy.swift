@@ -58,11 +58,17 @@ public struct PutPolicy: Codable, Sendable, Hashable {
     /// Whether `mimeType` is allowed by ``mimeLimit`` (everything is when there is no limit).
     ///
     /// Entries match case-insensitively; `type/*` matches every subtype of `type`; parameters (`; charset=…`) of the
-    /// MIME type are ignored.
+    /// MIME type are ignored. A type that is not one `type/subtype` of HTTP tokens (a list such as
+    /// `image/png, text/html`, which a browser may read as its last) matches no entry.
     public func allowsMimeType(_ mimeType: String) -> Bool {
         guard let mimeLimit, !mimeLimit.trimmingCharacters(in: .whitespaces).isEmpty else { return true }
         let essence = (mimeType.split(separator: ";", omittingEmptySubsequences: false).first ?? "")
             .trimmingCharacters(in: .whitespaces).lowercased()
+        let names = essence.split(separator: "/", omittingEmptySubsequences: false)
+        let tokenCharacters = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz".utf8)
+        guard names.count == 2, names.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(tokenCharacters.contains) }) else {
+            return false
+        }
         for entry in mimeLimit.split(separator: ";") {
             let pattern = entry.trimmingCharacters(in: .whitespaces).lowercased()
             if pattern.isEmpty { continue }

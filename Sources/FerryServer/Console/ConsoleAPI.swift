@@ -128,7 +128,8 @@ struct ConsoleAPI: Sendable {
                 session = try await sessions.signIn(accessKeyId: id, secretAccessKey: secret)
             } catch let refusal as ConsoleSessions.Refusal {
                 context.logger.info(
-                    "console sign-in refused", metadata: ["ferry.access-key-id": .string(String(id.prefix(64)))])
+                    "console sign-in refused",
+                    metadata: ["ferry.access-key-id": .string(refusal.namesKey ? String(id.prefix(64)) : "(no such key)")])
                 throw MediaError(refusal.code, refusal.message, status: 401)
             }
             setCookie = ConsoleSessions.setCookie(session, secure: secure)

@@ -36,6 +36,9 @@ struct ConsoleSessions: Sendable {
     struct Refusal: Error {
         var code: String
         var message: String
+        /// Whether the sign-in named an access key that exists: only then may its id be logged (what was typed as an
+        /// id may be a secret pasted into the wrong field).
+        var namesKey = false
     }
 
     /// Checks an access key id and secret and opens a session for the key; throws ``Refusal`` for a wrong, unknown or
@@ -46,13 +49,17 @@ struct ConsoleSessions: Sendable {
         guard !accessKeyId.isEmpty, accessKeyId.utf8.count <= 128, secretAccessKey.utf8.count <= 256 else { throw wrong }
         let policies: [AccessPolicy]
         if accessKeyId == credentials.root.accessKeyId {
-            guard SigV4.constantTimeEquals(secretAccessKey, credentials.root.secretAccessKey) else { throw wrong }
+            guard SigV4.constantTimeEquals(secretAccessKey, credentials.root.secretAccessKey) else {
+                throw Refusal(code: wrong.code, message: wrong.message, namesKey: true)
+            }
             policies = [.fullAccess]
         } else {
             guard let key = try await credentials.catalog.accessKey(accessKeyId) else { throw wrong }
-            guard SigV4.constantTimeEquals(secretAccessKey, key.secretAccessKey) else { throw wrong }
+            guard SigV4.constantTimeEquals(secretAccessKey, key.secretAccessKey) else {
+                throw Refusal(code: wrong.code, message: wrong.message, namesKey: true)
+            }
             guard key.status == .active else {
-                throw Refusal(code: "AccessKeyDisabled", message: "The access key \(accessKeyId) is disabled.")
+                throw Refusal(code: "AccessKeyDisabled", message: "The access key \(accessKeyId) is disabled.", namesKey: true)
             }
             policies = [key.policy]
         }

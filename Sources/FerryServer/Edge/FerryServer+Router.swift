@@ -33,8 +33,10 @@ extension FerryServer {
             refusing(MediaError("MethodNotAllowed", "\(api) operations are POST requests.", status: 405))
         }
 
-        // Every request: its id first, then its access log record, then its metrics, then its span (which continues
-        // the caller's `traceparent`), all before the groups, so that they see every answer, refusals included.
+        // Every request: the isolation of what it is answered, its id, then its access log record, then its metrics,
+        // then its span (which continues the caller's `traceparent`), all before the groups, so that they see every
+        // answer, refusals included.
+        router.add(middleware: ContentIsolationMiddleware())
         router.add(middleware: RequestIdMiddleware())
         router.add(middleware: AccessLogMiddleware())
         router.add(middleware: MetricsMiddleware(metrics: metrics))

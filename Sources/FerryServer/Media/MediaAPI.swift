@@ -111,6 +111,14 @@ public struct MediaAPI: Sendable {
         if value.utf8.contains(0) { throw MediaError.invalid(name, "must not contain the NUL character.") }
     }
 
+    /// A cover URL: empty, or an http or https URL of at most 1024 bytes (players and consoles put it in `<img>`).
+    static func checkCoverURL(_ cover: String?) throws {
+        try checkText(cover, "CoverURL", max: 1024)
+        guard let cover, !cover.isEmpty else { return }
+        guard let url = URL(string: cover), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
+        else { throw MediaError.invalid("CoverURL", "must be an http or https URL.") }
+    }
+
     static func checkTags(_ tags: String?) throws {
         guard let tags else { return }
         if tags.utf8.contains(0) { throw MediaError.invalid("Tags", "must not contain the NUL character.") }
@@ -222,7 +230,7 @@ public struct MediaAPI: Sendable {
         try Self.checkText(title, "Title", max: 128)
         try Self.checkText(input.description, "Description", max: 1024)
         try Self.checkText(input.userData, "UserData", max: 1024)
-        try Self.checkText(input.coverURL, "CoverURL", max: 1024)
+        try Self.checkCoverURL(input.coverURL)
         try Self.checkText(fileName, "FileName", max: 255)
         try Self.checkTags(input.tags)
         let ext = (fileName as NSString).pathExtension.lowercased()
@@ -340,12 +348,8 @@ public struct MediaAPI: Sendable {
         }
         try Self.checkText(input.title, "Title", max: 128)
         try Self.checkText(input.description, "Description", max: 1024)
-        try Self.checkText(input.coverURL, "CoverURL", max: 1024)
+        try Self.checkCoverURL(input.coverURL)
         try Self.checkTags(input.tags)
-        if let cover = input.coverURL, !cover.isEmpty {
-            guard let url = URL(string: cover), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
-            else { throw MediaError.invalid("CoverURL", "must be an http or https URL.") }
-        }
         let policy = try Self.playbackPolicy(input.playbackPolicy)
         let downloads = try Self.downloadPolicy(input.downloads)
         if input.title == nil, input.description == nil, input.tags == nil, input.cateId == nil, input.coverURL == nil,

@@ -128,6 +128,8 @@ public struct PublishAPI: Sendable {
         }
         let title = input.videoName.flatMap { $0.isEmpty ? nil : $0 } ?? "video"
         try MediaAPI.checkText(title, "videoName", max: 128)
+        // The signature's sourceContext becomes the video's UserData, held to CreateUploadVideo's rules.
+        try MediaAPI.checkText(signature.sourceContext, "sourceContext", max: 1024)
         if let size = input.videoSize, size < 0 || size > CatalogObjectStore.Limits.maxObjectSize {
             throw MediaError.invalid("videoSize", "must be between 0 and 5 TiB.")
         }

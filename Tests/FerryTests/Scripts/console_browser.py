@@ -13,6 +13,8 @@ import sys
 import time
 import urllib.request
 
+import boto3
+from botocore.config import Config
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, WebDriverException
 from selenium.webdriver.common.action_chains import ActionChains
@@ -157,6 +159,27 @@ def run(driver):
     storage = js(driver, "return JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
     assert os.environ["ROOT_SECRET"] not in storage, "the secret is stored in the browser"
     passed("sign in")
+
+    # An object an uploader stored as HTML, opened in the signed-in browser (a link to it, presigned): its script must
+    # not run as the console's origin, where it could read the session's CSRF token and act as root.
+    s3 = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1",
+                      aws_access_key_id=os.environ["ROOT_ID"], aws_secret_access_key=os.environ["ROOT_SECRET"],
+                      config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+    s3.create_bucket(Bucket="pages")
+    page = ("<html><head><title>stored</title></head><body><script>"
+            "fetch('/_ferry/console/session').then((r) => r.json())"
+            ".then((s) => { document.title = 'STOLE ' + s.CSRFToken; }, (e) => { document.title = 'REFUSED'; });"
+            "</script></body></html>")
+    s3.put_object(Bucket="pages", Key="evil.html", Body=page.encode(), ContentType="text/html")
+    driver.get(s3.generate_presigned_url("get_object", Params={"Bucket": "pages", "Key": "evil.html"}))
+    time.sleep(2)
+    title = js(driver, "return document.title")
+    assert not title.startswith("STOLE"), "a stored page read the console session"
+    assert title == "stored", f"the stored page's script ran: {title!r}"
+    assert js(driver, "return window.origin") == "null", "the stored page has the console's origin"
+    driver.get(CONSOLE)
+    wait(driver, lambda d: d.find_element(By.ID, "library-summary").text != "", message="the library again")
+    passed("a stored page runs no script as the console's origin")
 
     # Upload a clip through the file input: the progress bar reaches 100 %, then the video becomes Normal.
     driver.get(CONSOLE + "#/upload")

@@ -1,0 +1,22 @@
+import HTTPTypes
+import Hummingbird
+
+/// Keeps what users stored from acting as a page of this origin, the console's: every answer that does not set its own
+/// `Content-Security-Policy` (only the console's pages do) gets `Content-Security-Policy: sandbox`, so a browser
+/// opening an object, a form upload's callback answer or any other stored or relayed bytes renders them in an opaque
+/// origin without script, and `X-Content-Type-Options: nosniff`, so no type is guessed from the bytes. Fetches,
+/// `<img>` and `<video>` are not affected: a policy applies to the document an answer becomes.
+///
+/// The router's outermost middleware, so refusals carry the headers too.
+struct ContentIsolationMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var response = try await next(request, context)
+        if response.headers[.contentSecurityPolicy] == nil { response.headers[.contentSecurityPolicy] = "sandbox" }
+        if response.headers[.xContentTypeOptions] == nil { response.headers[.xContentTypeOptions] = "nosniff" }
+        return response
+    }
+}
