@@ -173,6 +173,24 @@ struct WebhookTests {
         }
     }
 
+    @Test("an answer whose body trickles past the attempt's limit is a failed attempt, not a wait for the receiver")
+    func tricklingAnswerTimesOut() async throws {
+        // 30 bytes at one per 200 ms: each answer takes 6 s to end.
+        try await HTTPReceiver.with(answer: #"{"ok":true,"pad":"0123456789"}"#, trickle: .milliseconds(200)) { receiver in
+            var configuration = Self.configuration(try #require(URL(string: receiver.url("/hook"))))
+            configuration.maxAttempts = 2
+            configuration.attemptTimeout = .milliseconds(300)
+            try await withWebhookServer(webhook: configuration) { server async throws in
+                let id = try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "slow"))))
+                #expect(try await eventually { try await server.webhooks.pending().first?.failedAt != nil })
+                // Both attempts ended (given up) while the receiver had finished none of its answers.
+                #expect(await receiver.recorder.answered == 0)
+                #expect(await receiver.recorder.requests.count == 2)
+                #expect(try await server.webhooks.pending().map(\.id) == [id])
+            }
+        }
+    }
+
     @Test("without a webhook configured, enqueue is a no-op")
     func disabled() async throws {
         let directory = TemporaryDirectory.make("ferry-webhooks")

@@ -26,7 +26,7 @@ public struct HTTPReceiver: Sendable {
     public actor Recorder {
         /// The requests, in arrival order.
         public private(set) var requests: [Received] = []
-        /// How many answers the receiver has sent (after its delay, if any).
+        /// How many answers the receiver has sent whole (after its delay, if any, and its trickled body's last byte).
         public private(set) var answered = 0
         func record(_ request: Received) { requests.append(request) }
         func recordAnswer() { answered += 1 }
@@ -43,10 +43,10 @@ public struct HTTPReceiver: Sendable {
     public func url(_ path: String = "/callback") -> String { "http://127.0.0.1:\(port)\(path)" }
 
     /// Runs a receiver that answers `status` with `answer` (as `contentType`), `delay` after reading each request,
-    /// while `body` runs.
+    /// while `body` runs. With a `trickle`, the answer's head goes at once and its body a byte every `trickle`.
     public static func with<T: Sendable>(
         status: Int = 200, answer: String = "", contentType: String = "application/json", maxBody: Int = 64 << 20,
-        delay: Duration = .zero,
+        delay: Duration = .zero, trickle: Duration = .zero,
         _ body: @Sendable (HTTPReceiver) async throws -> T
     ) async throws -> T {
         let recorder = Recorder()
@@ -65,10 +65,22 @@ public struct HTTPReceiver: Sendable {
                     headers: headers, body: bytes))
             // A slow app server: the answer comes late (or never, when the client gives up first).
             if delay > .zero { try? await Task.sleep(for: delay) }
-            await recorder.recordAnswer()
+            guard trickle > .zero else {
+                await recorder.recordAnswer()
+                return Response(
+                    status: .init(code: status), headers: [.contentType: contentType],
+                    body: .init(byteBuffer: ByteBuffer(string: answer)))
+            }
             return Response(
                 status: .init(code: status), headers: [.contentType: contentType],
-                body: .init(byteBuffer: ByteBuffer(string: answer)))
+                body: ResponseBody(contentLength: answer.utf8.count) { writer in
+                    for byte in answer.utf8 {
+                        try await Task.sleep(for: trickle)
+                        try await writer.write(ByteBuffer(bytes: [byte]))
+                    }
+                    await recorder.recordAnswer()
+                    try await writer.finish(nil)
+                })
         }
         var logger = Logger(label: "ferry.test.http-receiver")
         logger.logLevel = .error

@@ -219,33 +219,36 @@ struct FormUploaderTests {
         }
     }
 
-    @Test("callback receiver down, answering 500, or too slow → 579 CallbackFailed, and the file stays stored")
+    @Test("callback receiver down, answering 500, too slow or trickling its answer → 579 CallbackFailed, and the file stays stored")
     func callbackFails() async throws {
         let closed = try await HTTPReceiver.closedPort()
         try await HTTPReceiver.with(delay: .seconds(6)) { slow in
-            try await HTTPReceiver.with(status: 500, answer: "boom") { failing in
-                try await Self.withServer(configure: { $0.formCallbackTimeout = .milliseconds(500) }) { server, file in
-                    let bytes = [UInt8](try Data(contentsOf: file))
-                    for (index, url) in ["http://127.0.0.1:\(closed)/cb", failing.url("/cb"), slow.url("/cb")]
-                        .enumerated()
-                    {
-                        var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
-                        policy.callbackUrl = url
-                        let key = "kept-\(index).png"
-                        let error = try await Self.failure(
-                            server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: key))
-                        #expect(error.httpStatus == 579)
-                        #expect(error.formUploadCode == .callbackFailed)
-                        #expect(!error.message.contains("127.0.0.1"))
-                        let object = try await server.server.store.object(bucket: Self.bucket, key: key)
-                        #expect(object.etag == Hex.encode(Checksum.digest(.md5, of: bytes)))
-                        #expect(try await server.storedBytes(Self.bucket, key) == bytes)
-                        // The slow receiver's answer (6 s after the request) is not waited for: the client has its
-                        // 579 while the receiver has answered nothing yet.
-                        #expect(await slow.recorder.answered == 0)
+            try await HTTPReceiver.with(answer: #"{"ok":true,"pad":"0123456789"}"#, trickle: .milliseconds(200)) { trickling in
+                try await HTTPReceiver.with(status: 500, answer: "boom") { failing in
+                    try await Self.withServer(configure: { $0.formCallbackTimeout = .milliseconds(500) }) { server, file in
+                        let bytes = [UInt8](try Data(contentsOf: file))
+                        let urls = ["http://127.0.0.1:\(closed)/cb", failing.url("/cb"), slow.url("/cb"), trickling.url("/cb")]
+                        for (index, url) in urls.enumerated() {
+                            var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                            policy.callbackUrl = url
+                            let key = "kept-\(index).png"
+                            let error = try await Self.failure(
+                                server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: key))
+                            #expect(error.httpStatus == 579)
+                            #expect(error.formUploadCode == .callbackFailed)
+                            #expect(!error.message.contains("127.0.0.1"))
+                            let object = try await server.server.store.object(bucket: Self.bucket, key: key)
+                            #expect(object.etag == Hex.encode(Checksum.digest(.md5, of: bytes)))
+                            #expect(try await server.storedBytes(Self.bucket, key) == bytes)
+                            // The slow receiver's answer (6 s after the request) is not waited for, nor the end of the
+                            // trickling one's (its 30 bytes take 6 s): the client has its 579 while neither has finished.
+                            #expect(await slow.recorder.answered == 0)
+                            #expect(await trickling.recorder.answered == 0)
+                        }
+                        #expect(await failing.recorder.requests.count == 1)
+                        #expect(await slow.recorder.requests.count == 1)
+                        #expect(await trickling.recorder.requests.count == 1)
                     }
-                    #expect(await failing.recorder.requests.count == 1)
-                    #expect(await slow.recorder.requests.count == 1)
                 }
             }
         }

@@ -15,6 +15,8 @@ public struct WebhookConfiguration: Sendable {
     public var maxBackoff: Duration = .seconds(300)
     /// How often the delivery service looks for new events when it has nothing due. Default 100 ms.
     public var pollInterval: Duration = .milliseconds(100)
+    /// Time an attempt has, from connecting to the end of the answer's body; past it the attempt failed. Default 10 s.
+    public var attemptTimeout: Duration = .seconds(10)
 
     /// Creates a configuration for a receiver URL and signing secret.
     public init(url: URL, secret: String) {
@@ -31,6 +33,7 @@ extension WebhookConfiguration: SecretRedacting {
         [
             "url": url, "secret": "<redacted>", "maxAttempts": maxAttempts, "initialBackoff": initialBackoff,
             "maxBackoff": maxBackoff, "pollInterval": pollInterval,
+            "attemptTimeout": attemptTimeout,
         ]
     }
 }

@@ -10,7 +10,7 @@ import ServiceLifecycle
 ///
 /// Each event is POSTed as its stored JSON body with `Content-Type: application/json` and a
 /// `WebhookSignature.headerName` header signed at send time. A 2xx marks it delivered; anything else (a status, a
-/// connection error, no answer within 10 s) schedules the next attempt after an exponential backoff with jitter, up to
+/// connection error, no whole answer within `attemptTimeout`) schedules the next attempt after an exponential backoff with jitter, up to
 /// `maxBackoff`. Events go strictly in creation order: a later event waits while an earlier one is retried. After
 /// `maxAttempts` the event is marked failed (kept in the catalog, logged at warning with its id) and delivery moves
 /// on. Delivery is at least once: an event whose acknowledgement is lost (shutdown, crash) is sent again.
@@ -43,13 +43,11 @@ package struct WebhookDeliveryService: Service {
     /// How long it lasts unless renewed (a third of it before it runs out).
     static let leaseDuration: Duration = .seconds(30)
 
-    /// Time an attempt has to complete, from connecting to the response.
-    static let attemptTimeout: TimeAmount = .seconds(10)
-
     package func run() async throws {
         var clientConfiguration = HTTPClient.Configuration()
         clientConfiguration.redirectConfiguration = .disallow
-        clientConfiguration.timeout = .init(connect: Self.attemptTimeout, read: Self.attemptTimeout)
+        let timeout = TimeAmount(configuration.attemptTimeout)
+        clientConfiguration.timeout = .init(connect: timeout, read: timeout)
         // Fail an attempt at once when the receiver refuses connections (the backoff is ours).
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)
@@ -166,16 +164,26 @@ package struct WebhookDeliveryService: Service {
             name: WebhookSignature.headerName,
             value: WebhookSignature.sign(body: body, secret: configuration.secret, timestamp: Date()))
         request.body = .bytes(ByteBuffer(bytes: body))
-        let response = try await client.execute(request, timeout: Self.attemptTimeout)
-        // Read (and drop) a little of the answer so the connection can be reused; its content does not matter.
-        var received = 0
-        do {
-            for try await chunk in response.body {
-                received += chunk.readableBytes
-                if received > 64 * 1024 { break }
+        // The attempt's limit holds for the answer's body too: a receiver trickling it would hold back every event
+        // behind this one.
+        let status = await withTimeLimit(configuration.attemptTimeout) { [request] () async -> Result<UInt, any Error> in
+            do {
+                let response = try await client.execute(request, timeout: TimeAmount(configuration.attemptTimeout))
+                // Read (and drop) a little of the answer so the connection can be reused; its content does not matter.
+                var received = 0
+                do {
+                    for try await chunk in response.body {
+                        received += chunk.readableBytes
+                        if received > 64 * 1024 { break }
+                    }
+                } catch {}
+                return .success(response.status.code)
+            } catch {
+                return .failure(error)
             }
-        } catch {}
-        guard (200..<300).contains(response.status.code) else { throw StatusError(code: response.status.code) }
+        }
+        let code = try (status ?? .failure(HTTPClientError.deadlineExceeded)).get()
+        guard (200..<300).contains(code) else { throw StatusError(code: code) }
     }
 
     /// The wait after `attempts` failed attempts: `initialBackoff * 2^(attempts-1)` capped at `maxBackoff`, of which

@@ -280,16 +280,22 @@ public struct FormUploadAPI: Sendable {
         clientConfiguration.timeout = .init(connect: timeout, read: timeout)
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)
-        let outcome: (status: UInt, contentType: String?, body: ByteBuffer)?
-        do {
-            let response = try await client.execute(request, timeout: timeout)
-            let answer = try await response.body.collect(upTo: Self.maxCallbackResponse)
-            outcome = (response.status.code, response.headers.first(name: "Content-Type"), answer)
-        } catch {
+        // One limit for the answer's head and its body: a receiver that trickles its body is as late as one that
+        // does not answer.
+        let outcome = await withTimeLimit(configuration.formCallbackTimeout) {
+            [request] () async -> (status: UInt, contentType: String?, body: ByteBuffer)? in
+            do {
+                let response = try await client.execute(request, timeout: timeout)
+                let answer = try await response.body.collect(upTo: Self.maxCallbackResponse)
+                return (response.status.code, response.headers.first(name: "Content-Type"), answer)
+            } catch {
+                return nil
+            }
+        } ?? nil
+        if outcome == nil {
             // The URL may carry a secret of the app server: neither it nor the error text (which may quote it) is
             // logged.
-            logger.debug("form upload callback unreachable")
-            outcome = nil
+            logger.debug("form upload callback unreachable or too slow")
         }
         try? await client.shutdown()
         guard let outcome, (200..<300).contains(outcome.status) else {

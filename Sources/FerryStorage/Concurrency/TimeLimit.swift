@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 /// Runs `body` in a task of its own and answers its result, or nil when it takes longer than `limit`: the task is then
 /// cancelled and left to end by itself, so the caller never waits on an operation that does not respond to
 /// cancellation.
-func withTimeLimit<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
+package func withTimeLimit<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
     let answered = NIOLockedValueBox(false)
     return await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
         // Whichever comes first answers; the other finds `answered` set.
