@@ -26,6 +26,10 @@ struct ObjectAPITests {
             #expect(get.header("x-amz-meta-title") == "Holiday")
             #expect(get.header("Content-Disposition") == "attachment")
             #expect(get.header("Cache-Control") == "max-age=60")
+            // Stored bytes never act as a page of this origin (the console's): opened in a browser, they render
+            // without script in an opaque origin, and their type is not guessed.
+            #expect(get.header("Content-Security-Policy") == "sandbox")
+            #expect(get.header("X-Content-Type-Options") == "nosniff")
             let head = try await s3.send("HEAD", S3TestClient.path("media", "videos/a b+c.mp4"))
             #expect(head.status == 200)
             #expect(head.header("Content-Length") == String(body.count))
@@ -56,6 +60,11 @@ struct ObjectAPITests {
             let bad = try await s3.get("ranges", "k", headers: [("Range", "bytes=1000-2000")])
             #expect(bad.status == 416)
             #expect(bad.errorCode == "InvalidRange")
+            // Positions past Int64 are past the object: an end is its last byte, a start unsatisfiable.
+            let huge = try await s3.get("ranges", "k", headers: [("Range", "bytes=990-99999999999999999999")])
+            #expect(huge.status == 206 && huge.header("Content-Range") == "bytes 990-999/1000" && huge.body == Array(body[990...]))
+            #expect(try await s3.get("ranges", "k", headers: [("Range", "bytes=99999999999999999999-")]).status == 416)
+            #expect(try await s3.get("ranges", "k", headers: [("Range", "bytes=-99999999999999999999")]).body == body)
         }
     }
 
@@ -71,6 +80,9 @@ struct ObjectAPITests {
             let failed = try await s3.get("cond", "k", headers: [("If-Match", "\"0000\"")])
             #expect(failed.status == 412)
             #expect(failed.errorCode == "PreconditionFailed")
+            // If-Match compares strongly (a weak ETag never matches), If-None-Match weakly (RFC 9110).
+            #expect(try await s3.get("cond", "k", headers: [("If-Match", "W/" + etag)]).status == 412)
+            #expect(try await s3.get("cond", "k", headers: [("If-None-Match", "W/" + etag)]).status == 304)
             let exists = try await s3.put("cond", "k", [4], headers: [("If-None-Match", "*")])
             #expect(exists.status == 412)
             #expect(try await s3.get("cond", "k").body == [1, 2, 3])
@@ -162,6 +174,16 @@ struct ObjectAPITests {
             #expect(try await s3.get("keys", "a%2Fb").body == [2])
             let listing = try S3XML.decode(ListBucketResult.self, from: Data(try await s3.send("GET", "/keys", query: [("list-type", "2")]).body))
             #expect(listing.contents.map(\.key) == ["a%2Fb", "a/b"])
+            // Escapes of bytes that are not UTF-8 name no key (repaired, two of them would be one).
+            for path in ["/keys/u8%FF", "/keys/u8%FE", "/ke%FFys/k"] {
+                let invalid = try await s3.send("PUT", path, body: [1])
+                #expect(invalid.status == 400 && invalid.errorCode == "InvalidURI", "\(path): \(invalid.text)")
+            }
+            // A control character in a listing's parameters names no key and could not be written back in XML.
+            for (name, value) in [("prefix", "a\u{0}"), ("start-after", "\u{1}"), ("delimiter", "\u{7F}")] {
+                let refused = try await s3.send("GET", "/keys", query: [("list-type", "2"), (name, value)])
+                #expect(refused.status == 400 && refused.errorCode == "InvalidArgument", "\(name): \(refused.text)")
+            }
         }
     }
 }

@@ -49,13 +49,14 @@ struct S3ObjectOperationsTests {
             }
 
             for key in ["x", "y"] { try await s3.put("batch", key, [2]) }
-            let quietBody = deleteXML(["x", "y", "../escape"], quiet: true)
+            let quietBody = deleteXML(["x", "y", "../escape", ""], quiet: true)
             let quiet = try await s3.send(
                 "POST", "/batch", query: [("delete", "")],
                 headers: [("x-amz-checksum-crc32", Checksum.base64(Checksum.digest(.crc32, of: quietBody)))], body: quietBody)
             #expect(quiet.status == 200)
             #expect(!quiet.text.contains("<Deleted>"))
             #expect(quiet.text.contains("<Error><Key>../escape</Key>"), "\(quiet.text)")
+            #expect(quiet.text.contains("<Key></Key><Code>UserKeyMustBeSpecified</Code>"), "\(quiet.text)")
             #expect(try await s3.get("batch", "x").status == 404)
 
             let tooMany = deleteXML((0...1000).map { "k\($0)" })

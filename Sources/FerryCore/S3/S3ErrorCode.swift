@@ -122,6 +122,8 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// `IncorrectNumberOfFilesInPostRequest` (HTTP 400).
     public static let incorrectNumberOfFilesInPostRequest = S3ErrorCode(
         "IncorrectNumberOfFilesInPostRequest", httpStatus: 400)
+    /// `UserKeyMustBeSpecified` (HTTP 400).
+    public static let userKeyMustBeSpecified = S3ErrorCode("UserKeyMustBeSpecified", httpStatus: 400)
     /// `XAmzContentSHA256Mismatch` (HTTP 400).
     public static let xAmzContentSHA256Mismatch = S3ErrorCode("XAmzContentSHA256Mismatch", httpStatus: 400)
 
@@ -136,7 +138,7 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
             xAmzContentSHA256Mismatch, invalidURI, badRequest, metadataTooLarge, invalidTag, noSuchVersion, invalidLocationConstraint,
             invalidStorageClass, conditionalRequestConflict, noSuchCORSConfiguration, invalidPolicyDocument,
             noSuchLifecycleConfiguration,
-            malformedPOSTRequest, incorrectNumberOfFilesInPostRequest, quotaExceeded,
+            malformedPOSTRequest, incorrectNumberOfFilesInPostRequest, quotaExceeded, userKeyMustBeSpecified,
         ].map { ($0.rawValue, $0) })
 }
 

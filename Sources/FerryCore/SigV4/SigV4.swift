@@ -58,6 +58,17 @@ public enum SigV4 {
     /// Byte sequences that are not valid UTF-8 are repaired with U+FFFD.
     public static func percentDecode(_ s: String) -> String {
         guard s.utf8.contains(UInt8(ascii: "%")) else { return s }
+        return String(decoding: percentDecodedBytes(s), as: UTF8.self)
+    }
+
+    /// Decodes `%XX` escapes as ``percentDecode(_:)`` does, or nil when the bytes they spell are not UTF-8 (so that
+    /// two different escapes never decode to one repaired name).
+    public static func percentDecodeValidating(_ s: String) -> String? {
+        guard s.utf8.contains(UInt8(ascii: "%")) else { return s }
+        return String(validating: percentDecodedBytes(s), as: UTF8.self)
+    }
+
+    private static func percentDecodedBytes(_ s: String) -> [UInt8] {
         let bytes = Array(s.utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
@@ -74,7 +85,7 @@ public enum SigV4 {
                 i += 1
             }
         }
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 
     /// The canonical URI of an S3 request from the raw (already percent-encoded) path as it was

@@ -91,7 +91,7 @@ extension PlaybackAPI {
             .cacheControl: final ? "private, max-age=60" : "no-cache",
         ]
         if let lastModified { headers[.lastModified] = S3Date.http(lastModified) }
-        if let match = request.headers[.ifNoneMatch], ObjectWriteCondition.etags(match).contains(where: { $0 == etag || $0 == "*" }) {
+        if let match = request.headers[.ifNoneMatch], ObjectWriteCondition.etags(match, weak: true).contains(where: { $0 == etag || $0 == "*" }) {
             return Response(status: .notModified, headers: headers)
         }
         let body = ByteBuffer(string: text)

@@ -96,8 +96,8 @@ extension ObjectAPI {
     /// The write condition of `If-Match` / `If-None-Match`.
     static func writeCondition(_ headers: HTTPFields) -> ObjectWriteCondition {
         ObjectWriteCondition(
-            ifMatch: headers[.ifMatch].map(ObjectWriteCondition.etags),
-            ifNoneMatch: headers[.ifNoneMatch].map(ObjectWriteCondition.etags))
+            ifMatch: headers[.ifMatch].map { ObjectWriteCondition.etags($0) },
+            ifNoneMatch: headers[.ifNoneMatch].map { ObjectWriteCondition.etags($0, weak: true) })
     }
 
     /// A `versionId` in the query: only `null`, the one version of an object in a bucket without versioning.
@@ -179,7 +179,7 @@ extension ObjectAPI {
             throw failed
         }
         if let ifNoneMatch {
-            let tags = ObjectWriteCondition.etags(ifNoneMatch)
+            let tags = ObjectWriteCondition.etags(ifNoneMatch, weak: true)
             if tags.contains("*") || tags.contains(source.etag) { throw failed }
         } else if ifMatch == nil, let since = headers[.amzCopySourceIfModifiedSince].flatMap(S3Date.parseHTTP),
             modified <= since.timeIntervalSince1970
@@ -362,8 +362,8 @@ extension ObjectAPI {
     /// If-Match (else If-Unmodified-Since) first, then If-None-Match (else If-Modified-Since). A 304 carries the
     /// object's ETag and Last-Modified.
     static func checkConditions(_ headers: HTTPFields, object: ObjectInfo) throws {
-        func matches(_ list: String) -> Bool {
-            let tags = ObjectWriteCondition.etags(list)
+        func matches(_ list: String, weak: Bool = false) -> Bool {
+            let tags = ObjectWriteCondition.etags(list, weak: weak)
             return tags.contains("*") || tags.contains(object.etag)
         }
         let modified = object.lastModified.timeIntervalSince1970.rounded(.down)
@@ -382,7 +382,7 @@ extension ObjectAPI {
             throw failed
         }
         if let ifNoneMatch = headers[.ifNoneMatch] {
-            if matches(ifNoneMatch) { throw notModified }
+            if matches(ifNoneMatch, weak: true) { throw notModified }
         } else if let since = headers[.ifModifiedSince].flatMap(S3Date.parseHTTP),
             modified <= since.timeIntervalSince1970
         {
@@ -399,21 +399,24 @@ extension ObjectAPI {
         let first = spec[..<dash].trimmingCharacters(in: .whitespaces)
         let last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
         let digits = { (text: String) in !text.isEmpty && text.allSatisfy { $0.isASCII && $0.isNumber } }
+        // A position past Int64 is past every object: it saturates (an end is then the object's last byte, a start
+        // past it is unsatisfiable), as RFC 9110 reads positions past the representation.
+        let position = { (text: String) -> Int64? in digits(text) ? Int64(text) ?? .max : nil }
         let unsatisfiable = S3Error(
             .invalidRange, "The requested range is not satisfiable",
             details: ["RangeRequested": String(value.prefix(64)), "ActualObjectSize": String(size)])
         if first.isEmpty {
             // `bytes=-N`; anything else after the dash (`bytes=--1`) is not a range at all.
-            guard digits(last), let suffix = Int64(last) else { return nil }
+            guard let suffix = position(last) else { return nil }
             guard suffix > 0, size > 0 else { throw unsatisfiable }
             return max(0, size - suffix)...(size - 1)
         }
-        guard digits(first), let start = Int64(first) else { return nil }
+        guard let start = position(first) else { return nil }
         let end: Int64
         if last.isEmpty {
             end = size - 1
         } else {
-            guard digits(last), let value = Int64(last), value >= start else { return nil }
+            guard let value = position(last), value >= start else { return nil }
             end = min(value, size - 1)
         }
         guard start < size else { throw unsatisfiable }
@@ -423,7 +426,7 @@ extension ObjectAPI {
     func deleteObject(_ request: S3Request) async throws -> Response {
         try Self.checkVersionId(request)
         let headers = request.request.headers
-        var condition = ObjectWriteCondition(ifMatch: headers[.ifMatch].map(ObjectWriteCondition.etags))
+        var condition = ObjectWriteCondition(ifMatch: headers[.ifMatch].map { ObjectWriteCondition.etags($0) })
         if let text = headers[.amzIfMatchLastModifiedTime] {
             guard let date = S3Date.parseHTTP(text) ?? S3Date.parseXML(text) else {
                 throw S3Error(.invalidArgument, "x-amz-if-match-last-modified-time is not a date.", details: ["ArgumentName": "x-amz-if-match-last-modified-time"])
@@ -475,6 +478,7 @@ extension ObjectAPI {
         var errors: [S3DeleteResult.Failure] = []
         for entry in delete.objects {
             do {
+                guard !entry.key.isEmpty else { throw S3Error(.userKeyMustBeSpecified, "Each object to delete must name its key.") }
                 try Self.validateKey(entry.key)
                 if let version = entry.versionId, version != "null" {
                     throw S3Error(.noSuchVersion, "The specified version does not exist.")
@@ -482,7 +486,7 @@ extension ObjectAPI {
                 guard request.principal.allows(action: "s3:DeleteObject", bucket: request.bucket, key: entry.key) else {
                     throw S3Error(.accessDenied, "Access Denied")
                 }
-                var condition = ObjectWriteCondition(ifMatch: entry.eTag.map(ObjectWriteCondition.etags))
+                var condition = ObjectWriteCondition(ifMatch: entry.eTag.map { ObjectWriteCondition.etags($0) })
                 condition.ifMatchSize = entry.size
                 if let text = entry.lastModifiedTime {
                     guard let date = S3Date.parseXML(text) ?? S3Date.parseHTTP(text) else {

@@ -84,6 +84,13 @@ public struct ObjectAPI: Sendable {
             throw S3Error(.malformedPOSTRequest, "A POST upload is authenticated by its signed policy, not by an Authorization header.")
         }
         if !key.isEmpty { try Self.validateKey(key) }
+        // A control character names no key (keys cannot hold one) and cannot be written back in an XML answer (a
+        // listing's Prefix or Marker).
+        if let parameter = query.first(where: { Self.hasControlCharacter($0.name) || Self.hasControlCharacter($0.value) }) {
+            throw S3Error(
+                .invalidArgument, "A query parameter holds a control character.",
+                details: ["ArgumentName": String(parameter.name.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(64))])
+        }
         await context.sendContinue()
         let s3 = S3Request(
             request: request, requestId: context.requestId, bucket: bucket, key: key, query: query,
@@ -149,12 +156,16 @@ public struct ObjectAPI: Sendable {
         }
         var path = Substring(rawPath)
         if path.hasPrefix("/") { path = path.dropFirst() }
-        guard let slash = path.firstIndex(of: "/") else {
-            return (SigV4.percentDecode(String(path)), "")
+        let slash = path.firstIndex(of: "/")
+        let parts: [Substring] = slash.map { [path[..<$0], path[path.index(after: $0)...]] } ?? [path, ""]
+        let decoded = try parts.map { (part: Substring) throws -> String in
+            // Escapes of bytes that are not UTF-8 would be repaired into U+FFFD: two names would be one key.
+            guard let text = SigV4.percentDecodeValidating(String(part)) else {
+                throw S3Error(.invalidURI, "Couldn't parse the specified URI: its escapes are not UTF-8.")
+            }
+            return text
         }
-        let bucket = SigV4.percentDecode(String(path[..<slash]))
-        let key = SigV4.percentDecode(String(path[path.index(after: slash)...]))
-        return (bucket, key)
+        return (decoded[0], decoded[1])
     }
 
     /// Keys are at most 1024 bytes of UTF-8, carry no `.` or `..` path segment and no control character.
@@ -167,10 +178,14 @@ public struct ObjectAPI: Sendable {
                 .invalidArgument, "Object keys must not contain '.' or '..' path segments.",
                 details: ["ArgumentName": "key"])
         }
-        // C0 and C1 control characters (but tab) and DEL, as S3 refuses them in a request URI.
-        if key.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || (0x7F...0x9F).contains($0.value) }) {
+        if hasControlCharacter(key) {
             throw S3Error(.invalidURI, "Couldn't parse the specified URI.", details: ["ArgumentName": "key"])
         }
+    }
+
+    /// Whether `text` holds a C0 or C1 control character (but tab) or DEL, as S3 refuses them in a request URI.
+    static func hasControlCharacter(_ text: String) -> Bool {
+        text.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || (0x7F...0x9F).contains($0.value) }
     }
 
     /// Bucket names as S3 allows them: 3–63 characters of lowercase letters, digits, dots and hyphens, starting and

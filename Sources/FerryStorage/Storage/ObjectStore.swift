@@ -69,11 +69,16 @@ public struct ObjectWriteCondition: Sendable, Hashable {
         return nil
     }
 
-    /// The ETags of an `If-Match` / `If-None-Match` header: comma-separated, quotes and weak markers removed.
-    public static func etags(_ header: String) -> [String] {
-        header.split(separator: ",").map {
+    /// The ETags of an `If-Match` / `If-None-Match` header: comma-separated, quotes removed. Weak ones (`W/"…"`)
+    /// match only where RFC 9110 compares weakly (`If-None-Match`, `weak`); a strong comparison (`If-Match`) drops
+    /// them, so an `If-Match` of weak ETags alone matches nothing.
+    public static func etags(_ header: String, weak: Bool = false) -> [String] {
+        header.split(separator: ",").compactMap {
             var tag = $0.trimmingCharacters(in: .whitespaces)
-            if tag.hasPrefix("W/") { tag.removeFirst(2) }
+            if tag.hasPrefix("W/") {
+                guard weak else { return nil }
+                tag.removeFirst(2)
+            }
             return tag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
         }.filter { !$0.isEmpty }
     }
