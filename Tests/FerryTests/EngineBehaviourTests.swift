@@ -259,6 +259,60 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test(
+        "a run stopped after the server completed its upload, before it deleted its checkpoint: the next run finds the object and sends nothing; a key written since starts again"
+    )
+    func completedBeforeCheckpointDeleted() async throws {
+        let directory = TemporaryDirectory.make("ferry-completed")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 12 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("behaviour")
+            let upload = request(file, key: "done.bin", records: records)
+            let done = try await client.upload(upload).result
+            let uploadId = try #require(done.uploadId)
+            // The checkpoint that run held just before it would have deleted it: every part, under the completed
+            // upload's id, with the ETags the server gave them.
+            let bytes = try [UInt8](Data(contentsOf: file))
+            let partSize = Int(upload.partSize)
+            let parts = stride(from: 0, to: bytes.count, by: partSize).enumerated().map { index, offset in
+                let part = bytes[offset..<min(offset + partSize, bytes.count)]
+                return UploadedPart(number: index + 1, size: Int64(part.count), etag: Hex.encode(Checksum.digest(.md5, of: part)))
+            }
+            func restoreCheckpoint() async throws {
+                let path = file.standardizedFileURL.path
+                let id = CheckpointStore.identifier(
+                    endpoint: client.checkpointServiceIdentity, bucket: "behaviour", key: "done.bin", filePath: path)
+                let writer = CheckpointWriter(store: CheckpointStore(directory: records), identifier: id)
+                try writer.submit(
+                    UploadCheckpoint(
+                        endpoint: client.checkpointServiceIdentity, bucket: "behaviour", key: "done.bin", filePath: path,
+                        uploadId: uploadId, partSize: upload.partSize, fingerprint: try FileFingerprint.of(path: file.path),
+                        checksumAlgorithm: upload.checksumAlgorithm?.s3Name, parts: parts, createdAt: Date()))
+                try await writer.flush()
+            }
+            try await restoreCheckpoint()
+            let stored = try await server.server.store.object(bucket: "behaviour", key: "done.bin")
+
+            let again = try await client.upload(upload).result
+            #expect(again.partsSent == 0 && again.partsResumed == 3)
+            #expect(again.etag == done.etag && again.uploadId == uploadId && again.size == Int64(bytes.count))
+            // Nothing was written again: the same object, and no new multipart upload.
+            #expect(try await server.server.store.object(bucket: "behaviour", key: "done.bin").lastModified == stored.lastModified)
+            #expect(try await client.listMultipartUploads(bucket: "behaviour").isEmpty)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).filter { $0.hasSuffix(".json") }.isEmpty)
+
+            // The key holds other bytes since: the checkpoint's upload is not that object, so the file is sent again.
+            _ = try await client.upload(request(try makeRandomFile(size: 1024, in: directory), key: "done.bin", records: nil)).result
+            try await restoreCheckpoint()
+            let resent = try await client.upload(upload).result
+            #expect(resent.partsSent == 3 && resent.partsResumed == 0)
+            #expect(try await server.storedBytes("behaviour", "done.bin") == bytes)
+        }
+    }
+
     @Test("a process killed mid-upload is resumed by a new one; only parts not on the server are sent again")
     func resumeAfterSIGKILL() async throws {
         let directory = TemporaryDirectory.make("ferry-kill")

@@ -33,6 +33,25 @@ struct JSONRecordFilesTests {
         files.remove("a.json")
         #expect(files.read(Record.self, name: "a.json") == nil)
 
+        // Temporary files a killed process left go with the next write or removal of their record, once a minute old
+        // (a write under way takes milliseconds); another record's are left alone.
+        func leftover(_ name: String, age: TimeInterval) throws -> String {
+            let path = files.url(".\(name).\(UUID().uuidString).tmp").path
+            try Data("{".utf8).write(to: URL(fileURLWithPath: path))
+            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-age)], ofItemAtPath: path)
+            return (path as NSString).lastPathComponent
+        }
+        let stale = try leftover("c.json", age: 3600)
+        let fresh = try leftover("c.json", age: 0)
+        let other = try leftover("d.json", age: 3600)
+        try files.write(record, name: "c.json", what: "record")
+        var names = Set(try FileManager.default.contentsOfDirectory(atPath: files.directory.path))
+        #expect(!names.contains(stale) && names.contains(fresh) && names.contains(other))
+        let staleAgain = try leftover("c.json", age: 120)
+        files.remove("c.json")
+        names = Set(try FileManager.default.contentsOfDirectory(atPath: files.directory.path))
+        #expect(!names.contains(staleAgain) && !names.contains("c.json") && names.contains(fresh) && names.contains(other))
+
         // A directory that cannot be written is a clear error, not a crash.
         let blocked = JSONRecordFiles(directory: files.url("b.json").appendingPathComponent("below"))
         #expect(throws: (any Error).self) { try blocked.write(record, name: "c.json", what: "record") }

@@ -65,10 +65,26 @@ package struct JSONRecordFiles: Sendable {
             try? FileManager.default.removeItem(at: temp)
             throw FerryError(.invalidArgument, "The \(what) could not be written in \(directory.path).")
         }
+        removeTemporaries(of: name)
     }
 
-    /// Deletes the record called `name`, if there is one.
+    /// Deletes the record called `name`, if there is one, and what killed writes of it left.
     package func remove(_ name: String) {
         try? FileManager.default.removeItem(at: url(name))
+        removeTemporaries(of: name)
+    }
+
+    /// Removes the temporary files of writes of `name` that a killed process left (`.<name>.<uuid>.tmp`): those last
+    /// modified a minute ago or more, since a write under way takes milliseconds.
+    private func removeTemporaries(of name: String) {
+        let files = FileManager.default
+        guard let entries = try? files.contentsOfDirectory(atPath: directory.path) else { return }
+        for entry in entries where entry.hasPrefix(".\(name).") && entry.hasSuffix(".tmp") {
+            let path = url(entry).path
+            guard let modified = (try? files.attributesOfItem(atPath: path))?[.modificationDate] as? Date,
+                Date().timeIntervalSince(modified) >= 60
+            else { continue }
+            try? files.removeItem(atPath: path)
+        }
     }
 }

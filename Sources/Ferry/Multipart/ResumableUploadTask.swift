@@ -43,6 +43,8 @@ public actor ResumableUploadTask {
     private var createdAt = Date()
     private var meter: ProgressMeter?
     private var partsResumed = 0
+    /// The upload's object, found complete while preparing (a run stopped before it deleted its checkpoint).
+    private var completedEarlier: UploadResult?
     private var partsSent = 0
 
     init(client: ObjectStorageClient, request: ResumableUploadRequest) {
@@ -269,6 +271,7 @@ public actor ResumableUploadTask {
             return try await singlePut(size: size)
         }
         if plan == nil { try await prepare(size: size) }
+        if let completedEarlier { return completedEarlier }
         plan?.releaseAll()
         guard let startPlan = plan, let uploadId else {
             throw FerryError(.invalidArgument, "The upload could not be prepared.")
@@ -415,7 +418,9 @@ public actor ResumableUploadTask {
                     createdAt = checkpoint.createdAt
                     partsResumed = plan.completed.count
                 } catch let error as FerryError where error.serverCode == "NoSuchUpload" {
+                    if let recorded { completedEarlier = await objectCompleted(by: checkpoint, plan: recorded) }
                     await checkpointWriter?.delete()
+                    if completedEarlier != nil { return }
                 }
             }
         }
@@ -435,6 +440,26 @@ public actor ResumableUploadTask {
         try await checkpointWriter?.flush()
         checkpoints?.deleteIntent(checkpointId)
         continuation.yield(.started(uploadId: uploadId))
+    }
+
+    /// The object the checkpoint's upload became, when the last run was stopped after the server completed it and
+    /// before the checkpoint was deleted: every part of the plan is recorded, and the object at the key has the size
+    /// of the file and the ETag those parts make (the MD5 of their MD5s). Nil otherwise (the upload was aborted or
+    /// expired, or the object is another): the upload starts again.
+    private func objectCompleted(by checkpoint: UploadCheckpoint, plan: UploadPlan) async -> UploadResult? {
+        let parts = checkpoint.parts.sorted { $0.number < $1.number }
+        let md5s = parts.compactMap { Hex.decode($0.etag) }.filter { $0.count == 16 }
+        guard parts.map(\.number) == Array(1...plan.partCount), md5s.count == parts.count,
+            let object = try? await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials),
+            object.size == plan.fileSize,
+            ObjectStorageClient.unquote(object.etag) == Checksum.multipartETag(partMD5s: md5s)
+        else { return nil }
+        partsResumed = parts.count
+        return UploadResult(
+            bucket: request.bucket, key: request.key, etag: ObjectStorageClient.unquote(object.etag), size: plan.fileSize,
+            uploadId: checkpoint.uploadId, checksumAlgorithm: request.checksumAlgorithm,
+            checksum: request.checksumAlgorithm.flatMap { object.checksums[$0.s3Name] },
+            verification: request.checksumAlgorithm == .md5 ? .etag : .none, partsResumed: partsResumed, partsSent: 0)
     }
 
     /// Aborts the multipart uploads of this key that the last run created and lost (it was killed before its first
