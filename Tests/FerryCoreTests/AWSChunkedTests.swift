@@ -370,6 +370,18 @@ struct AWSChunkedDecoderTests {
         var withExtension = AWSChunkedDecoder(mode: .unsigned, decodedContentLength: nil)
         #expect(try withExtension.feed(Array("5;foo=bar\r\nhello\r\n0\r\n\r\n".utf8)) == Array("hello".utf8))
         #expect(try withExtension.finish().isEmpty)
+        // Only the last data chunk may be smaller than 8 KiB: a body of 1-byte chunks costs its framing many times
+        // over, and S3 refuses it.
+        var tiny = AWSChunkedEncoder(mode: .unsigned)
+        let small = tiny.encodeChunk(Array("he".utf8)) + tiny.encodeChunk(Array("llo".utf8)) + tiny.finalChunk()
+        var refusing = AWSChunkedDecoder(mode: .unsigned, decodedContentLength: 5)
+        #expect(errorCode { _ = try refusing.feed(small) } == .invalidChunkSize)
+        var full = AWSChunkedEncoder(mode: .unsigned)
+        let large = [UInt8](repeating: 7, count: 8192)
+        let lastSmall = full.encodeChunk(large) + full.encodeChunk(Array("tail".utf8)) + full.finalChunk()
+        var accepting = AWSChunkedDecoder(mode: .unsigned, decodedContentLength: 8196)
+        #expect(try accepting.feed(lastSmall) == large + Array("tail".utf8))
+        #expect(try accepting.finish().isEmpty)
     }
 
     @Test("Signed chunks with a signed trailer (STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER)")

@@ -96,6 +96,59 @@ struct ConnectionLimitsTests {
         }
     }
 
+    @Test("a request refused before its body ended is answered with Connection: close and closed, not read to its end")
+    func refusedBodyIsNotRead() async throws {
+        try await TestServer.with(configure: Self.configure) { server in
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            // Unsigned, announcing 100 MB: refused at its headers.
+            let head = "PUT /any/k HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Length: 100000000\r\n\r\n"
+            try RawSocket.write(socket, Array(head.utf8) + [UInt8](repeating: 1, count: 2048))
+            let (answer, _) = await RawSocket.receive(socket, until: RawSocket.isCompleteResponse)
+            let text = String(decoding: answer, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 403"), "\(text)")
+            #expect(text.lowercased().contains("connection: close"), "\(text)")
+            // The client goes on sending, fast enough for the body window (40 KiB/s): the connection is closed all
+            // the same, within the linger after the answer, long before 100 MB.
+            let started = ContinuousClock.now
+            var closed = false
+            while !closed, ContinuousClock.now - started < .seconds(8) {
+                if (try? RawSocket.write(socket, [UInt8](repeating: 1, count: 4096))) == nil { closed = true }
+                let (_, error) = await RawSocket.receive(socket, timeout: .milliseconds(100)) { _ in false }
+                if error != ETIMEDOUT { closed = true }
+            }
+            #expect(closed, "the refused request's body was read on")
+            #expect(ContinuousClock.now - started < .seconds(6))
+            // A refused request whose body had fully arrived keeps its connection usable as before.
+            #expect(try await server.client().createBucket("after").status == 200)
+        }
+    }
+
+    @Test("a client that stops reading an answer is let go after a body window; one that reads gets every byte")
+    func stalledReaderIsLetGo() async throws {
+        try await TestServer.with(configure: Self.configure) { server in
+            let s3 = server.client()
+            try await s3.createBucket("stall")
+            // Larger than every buffer between the two ends (the server's and the client's socket, NIO's).
+            let size = 64 << 20
+            #expect(try await s3.put("stall", "big", [UInt8](repeating: 3, count: size)).status == 200)
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            let head = signer.sign(
+                method: "GET", path: "/stall/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
+                payloadHash: SigV4.emptyPayloadHash, date: Date()).headers
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/stall/big", head).utf8))
+            // Read nothing for three body windows: the server lets go of the connection.
+            try await Task.sleep(for: .seconds(3))
+            let (bytes, error) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
+            #expect(error == nil || error == ECONNRESET, "the connection was neither closed nor read to its end")
+            #expect(bytes.count < size, "the whole answer arrived: the stalled reader was not let go")
+            // A client that reads gets the whole object.
+            #expect(try await s3.get("stall", "big").body.count == size)
+        }
+    }
+
     @Test("connections beyond the limit are closed at once; the others keep working; descriptors come back")
     func connectionLimit() async throws {
         try await TestServer.with(configure: Self.configure) { server in

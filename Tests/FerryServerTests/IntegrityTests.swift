@@ -62,7 +62,7 @@ struct IntegrityTests {
     /// Signs and frames an aws-chunked PUT.
     func chunkedPut(
         _ server: TestServer, key: String, body: [UInt8], signed: Bool, trailer: (String, String)? = nil,
-        tamper: Bool = false
+        announced: Bool = true, tamper: Bool = false
     ) async throws -> S3TestClient.Reply {
         let host = "127.0.0.1:\(server.port)"
         let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
@@ -70,7 +70,7 @@ struct IntegrityTests {
         var headers: [(name: String, value: String)] = [
             ("host", host), ("content-encoding", "aws-chunked"), ("x-amz-decoded-content-length", String(body.count)),
         ]
-        if let trailer { headers.append(("x-amz-trailer", trailer.0)) }
+        if let trailer, announced { headers.append(("x-amz-trailer", trailer.0)) }
         let signedRequest = signer.sign(
             method: "PUT", path: path, query: [], headers: headers,
             payloadHash: signed ? SigV4.streamingSignedPayload : SigV4.streamingUnsignedPayloadTrailer, date: Date())
@@ -112,6 +112,12 @@ struct IntegrityTests {
                 server, key: "bad-trailer", body: body, signed: false, trailer: ("x-amz-checksum-crc32", "AAAAAA=="))
             #expect(bad.errorCode == "BadDigest")
             #expect(try await s3.get("chunk", "bad-trailer").errorCode == "NoSuchKey")
+            // A checksum trailer x-amz-trailer did not announce is refused, not left unchecked.
+            let unannounced = try await chunkedPut(
+                server, key: "unannounced", body: body, signed: false, trailer: ("x-amz-checksum-crc32", "AAAAAA=="),
+                announced: false)
+            #expect(unannounced.errorCode == "MalformedTrailerError", "\(unannounced.text)")
+            #expect(try await s3.get("chunk", "unannounced").errorCode == "NoSuchKey")
         }
     }
 

@@ -179,8 +179,8 @@ struct ObjectAPITests {
                 let invalid = try await s3.send("PUT", path, body: [1])
                 #expect(invalid.status == 400 && invalid.errorCode == "InvalidURI", "\(path): \(invalid.text)")
             }
-            // A control character in a listing's parameters names no key and could not be written back in XML.
-            for (name, value) in [("prefix", "a\u{0}"), ("start-after", "\u{1}"), ("delimiter", "\u{7F}")] {
+            // A character XML cannot carry, in a listing's parameters, names no key and could not be written back.
+            for (name, value) in [("prefix", "a\u{0}"), ("start-after", "\u{1}"), ("delimiter", "\u{B}")] {
                 let refused = try await s3.send("GET", "/keys", query: [("list-type", "2"), (name, value)])
                 #expect(refused.status == 400 && refused.errorCode == "InvalidArgument", "\(name): \(refused.text)")
             }

@@ -189,6 +189,11 @@ public struct AWSChunkedDecoder: @unchecked Sendable {
     private var failure: SigV4Error?
     private var trailerCanonical: [UInt8] = []
     private var trailerSignatureSeen = false
+    /// The size of the last data chunk begun (0 before the first).
+    private var lastChunkSize: Int64 = 0
+    /// The smallest chunk S3 takes but for the last: smaller ones would make a body's framing (and, signed, its
+    /// signatures) cost more than its bytes.
+    public static let minimumChunkSize: Int64 = 8192
     /// The number of payload bytes decoded so far.
     public private(set) var decodedByteCount: Int64 = 0
     /// The trailers parsed so far (names lowercased, values trimmed), without `x-amz-trailer-signature`.
@@ -409,6 +414,11 @@ public struct AWSChunkedDecoder: @unchecked Sendable {
                 .decodedLengthMismatch,
                 "the body carries more than the \(decodedContentLength) bytes declared in x-amz-decoded-content-length")
         }
+        if size > 0, lastChunkSize > 0, lastChunkSize < Self.minimumChunkSize {
+            throw SigV4Error(
+                .invalidChunkSize, "only the last chunk of an aws-chunked body may be smaller than \(Self.minimumChunkSize) bytes")
+        }
+        if size > 0 { lastChunkSize = size }
         if size == 0 {
             if signer != nil {
                 hasher = SHA256()

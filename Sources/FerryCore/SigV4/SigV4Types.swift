@@ -108,6 +108,9 @@ public struct SigV4Error: Error, Sendable, Hashable, CustomStringConvertible {
         /// The aws-chunked framing is malformed: bad size, missing CRLF, over-long line, data after the end.
         public static let malformedChunk = Code(
             rawValue: "malformedChunk", s3ErrorCode: "InvalidRequest", httpStatus: 400)
+        /// A chunk of an aws-chunked body other than the last is smaller than 8 KiB, as S3 requires of them.
+        public static let invalidChunkSize = Code(
+            rawValue: "invalidChunkSize", s3ErrorCode: "InvalidChunkSizeError", httpStatus: 400)
         /// The aws-chunked body carries more decoded bytes than `x-amz-decoded-content-length` declared.
         public static let decodedLengthMismatch = Code(
             rawValue: "decodedLengthMismatch", s3ErrorCode: "InvalidRequest", httpStatus: 400)

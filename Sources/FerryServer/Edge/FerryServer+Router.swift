@@ -2,6 +2,7 @@ import FerryCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// The edge: one Hummingbird router whose groups are Ferry's dialects, each with its middleware (docs/architecture.md
@@ -159,9 +160,11 @@ extension FerryServer {
                 }
         }
 
-        // Health, for load balancers: 200 while this node serves and reaches its catalog, 503 otherwise.
+        // Health, for load balancers: 200 while this node serves and reaches its catalog, 503 otherwise. The catalog's
+        // answer serves for a second: checks are unauthenticated, and each one a catalog query.
+        let lastCheck = NIOLockedValueBox<(at: ContinuousClock.Instant, healthy: Bool)?>(nil)
         router.group("/_ferry/health", TextDialect(name: "health"), checksHost: false, continues: false)
-            .on([""], methods: all) { _, _ in await healthAnswer() }
+            .on([""], methods: all) { _, _ in await healthAnswer(lastCheck) }
 
         // The console: its files, its session, the media API for the session, and the part-signing endpoints.
         let site = router.group(
@@ -219,9 +222,15 @@ extension FerryServer {
 
     /// The health check's answer within two seconds: a catalog that does not answer (a PostgreSQL pool waiting for a
     /// connection) is a 503 at once, not a request held open that also holds up the node's shutdown.
-    private func healthAnswer() async -> Response {
+    private func healthAnswer(_ lastCheck: NIOLockedValueBox<(at: ContinuousClock.Instant, healthy: Bool)?>) async -> Response {
         let store = self.store
-        let healthy = await withTimeLimit(.seconds(2)) { (try? await store.listBuckets()) != nil } ?? false
+        let healthy: Bool
+        if let last = lastCheck.withLockedValue({ $0 }), ContinuousClock.now - last.at < .seconds(1) {
+            healthy = last.healthy
+        } else {
+            healthy = await withTimeLimit(.seconds(2)) { (try? await store.listBuckets()) != nil } ?? false
+            lastCheck.withLockedValue { $0 = (ContinuousClock.now, healthy) }
+        }
         return Response(
             status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain"],
             body: .init(byteBuffer: ByteBuffer(string: healthy ? "ok\n" : "catalog unavailable\n")))

@@ -59,6 +59,14 @@ struct ChecksumExpectation: Sendable {
             throw S3Error(.badDigest, "The Content-MD5 you specified did not match what we received.")
         }
         var expected = self.expected
+        // A checksum trailer that x-amz-trailer did not announce would go unchecked: the body is refused instead.
+        if let unannounced = trailers.first(where: {
+            $0.name.lowercased().hasPrefix("x-amz-checksum-") && $0.name.lowercased() != trailer?.headerName
+        }) {
+            throw S3Error(
+                .malformedTrailer,
+                "The trailer \(unannounced.name.prefix(64)) was not announced in x-amz-trailer.")
+        }
         if let trailer {
             guard let value = trailers.first(where: { $0.name.lowercased() == trailer.headerName })?.value else {
                 throw S3Error(.malformedTrailer, "The request contained trailing data that was not well-formed or did not conform to our published schema.")

@@ -84,11 +84,14 @@ public struct ObjectAPI: Sendable {
             throw S3Error(.malformedPOSTRequest, "A POST upload is authenticated by its signed policy, not by an Authorization header.")
         }
         if !key.isEmpty { try Self.validateKey(key) }
-        // A control character names no key (keys cannot hold one) and cannot be written back in an XML answer (a
-        // listing's Prefix or Marker).
-        if let parameter = query.first(where: { Self.hasControlCharacter($0.name) || Self.hasControlCharacter($0.value) }) {
+        // A character XML 1.0 cannot hold names no key (keys cannot hold one) and cannot be written back in an XML
+        // answer (a listing's Prefix or Marker). Tab, line feed and carriage return can (s3-tests list with them).
+        let unwritable = { (text: String) in
+            text.unicodeScalars.contains { ($0.value < 0x20 && !["\t", "\n", "\r"].contains($0)) || $0.value == 0xFFFE || $0.value == 0xFFFF }
+        }
+        if let parameter = query.first(where: { unwritable($0.name) || unwritable($0.value) }) {
             throw S3Error(
-                .invalidArgument, "A query parameter holds a control character.",
+                .invalidArgument, "A query parameter holds a character XML cannot carry.",
                 details: ["ArgumentName": String(parameter.name.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(64))])
         }
         await context.sendContinue()

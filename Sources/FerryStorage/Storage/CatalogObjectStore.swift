@@ -131,7 +131,13 @@ public struct CatalogObjectStore: ObjectStore {
                     lastReturned = object.key
                 }
             }
-            cursor = batch.last?.key
+            // A batch that ends inside a common prefix: the next starts past every key under it (they would all roll
+            // up into it), so a listing's work is bounded by its page, not by how many keys a prefix holds.
+            if let last = batch.last?.key, let common = prefixes.last, last.hasPrefix(common), lastReturned == common {
+                cursor = common + "\u{10FFFF}"
+            } else {
+                cursor = batch.last?.key
+            }
         }
     }
 
@@ -619,18 +625,22 @@ public struct CatalogObjectStore: ObjectStore {
 
     /// Deletes blobs no catalog entry references (left by a crash between writing a blob and its catalog entry).
     ///
-    /// A blob is deleted only when two passes in a row found it unreferenced and older than `age`: a blob an
-    /// overwrite retired a moment ago (which readers on other nodes may still stream during the storage's grace
-    /// period) is at most a suspect in the first pass, and passes are an interval (an hour by default) apart.
+    /// Where only this process reads the blobs (the data directory's files, or a store no other node shares), a blob
+    /// unreferenced, older than `age` and held by no reader here is no one's, and one pass deletes it: a server
+    /// restarted more often than the passes' interval still reclaims what its crashes left. Where other nodes read
+    /// (a retirement grace period), a blob is deleted only when two passes in a row found it so: one an overwrite
+    /// retired a moment ago, which readers on other nodes may still stream during the grace period, is at most a
+    /// suspect in the first pass, and passes are an interval (an hour by default) apart.
     package func collectOrphanBlobs(olderThan age: TimeInterval = 3600) async throws -> Int {
         let referenced = try await catalog.referencedBlobs()
         let unreferenced = Set(
             try await files.blobs(olderThan: Date().addingTimeInterval(-age)).filter {
                 !referenced.contains($0) && !files.leases.isLeased($0)
             })
+        let onlyReadHere = (files.retirementGrace ?? .zero) == .zero
         let removed = orphanSuspects.withLockedValue { suspects in
-            defer { suspects = unreferenced }
-            return Array(unreferenced.intersection(suspects))
+            defer { suspects = onlyReadHere ? [] : unreferenced }
+            return Array(onlyReadHere ? unreferenced : unreferenced.intersection(suspects))
         }
         let failed = Set(await files.remove(removed))
         return removed.filter { !failed.contains($0) }.count

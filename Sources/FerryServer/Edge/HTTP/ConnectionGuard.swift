@@ -10,7 +10,9 @@ public struct ConnectionLimits: Sendable, Hashable {
     /// which also bounds how long a request's headers may take to arrive. Default 30 s.
     public var idleTimeout: Duration = .seconds(30)
     /// While a request body is being received, each window of this length must bring at least
-    /// ``minimumBodyBytesPerWindow`` bytes, or the connection is closed and nothing of the body is kept. Default 30 s.
+    /// ``minimumBodyBytesPerWindow`` bytes, or the connection is closed and nothing of the body is kept; while an
+    /// answer is being sent, a client that takes none of it for this long (the connection stays full) is let go too.
+    /// Default 30 s.
     public var bodyWindow: Duration = .seconds(30)
     /// Bytes a body must progress by in each ``bodyWindow``. Default 1 KiB (a trickle of a byte a second is cut off;
     /// the slowest mobile network sends far more).
@@ -25,6 +27,12 @@ public struct ConnectionLimits: Sendable, Hashable {
 /// Applies ``ConnectionLimits`` to one connection: the connection count, the wait for a request, and the progress of
 /// request bodies. A connection that breaks a limit is closed; a body cut off this way fails in the store, which keeps
 /// nothing of it.
+///
+/// A request refused (4xx or 5xx) before its body ended does not get the rest of its body read: its answer says
+/// `Connection: close`, and the connection closes once the answer is sent and the body has ended, or ``linger`` after
+/// the answer (time for the client to read it before its sending fails). Otherwise a client refused at its headers
+/// (unsigned, say) could hold the connection for as long as it trickled a body, and a few such clients every
+/// connection the server takes.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -56,6 +64,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var responsesPending = 0
     private var bodyBytesThisWindow = 0
     private var timer: Scheduled<Void>?
+    /// The request being received was refused: the connection closes after its answer.
+    private var refusedMidBody = false
+    /// The refused request's answer has been sent.
+    private var refusalSent = false
+    /// How long a connection stays after a refusal's answer while its body is still coming.
+    static let linger: Duration = .seconds(2)
 
     init(limits: ConnectionLimits, counter: Counter) {
         self.limits = limits
@@ -92,16 +106,53 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .end:
             readingBody = false
             cancelTimer()
+            if refusalSent {
+                context.fireChannelRead(data)
+                context.close(promise: nil)
+                return
+            }
         }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) {
+        switch unwrapOutboundIn(data) {
+        case .head(var head) where readingBody && head.status.code >= 400:
+            refusedMidBody = true
+            head.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+            return
+        case .end where refusedMidBody:
+            responsesPending = max(0, responsesPending - 1)
+            refusalSent = true
+            context.write(data, promise: promise)
+            context.flush()
+            if readingBody {
+                schedule(context, after: Self.linger) { _, context in context.close(promise: nil) }
+            } else {
+                schedule(context, after: .zero) { _, context in context.close(promise: nil) }
+            }
+            return
+        case .end:
             responsesPending = max(0, responsesPending - 1)
             if responsesPending == 0 && !readingBody { waitForRequest(context) }
+        default:
+            break
         }
         context.write(data, promise: promise)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        // An answer is being sent and the client has stopped taking it: it has a body window to start again, or the
+        // connection (and the answer's buffers) go.
+        if responsesPending > 0, !readingBody, !refusalSent {
+            if context.channel.isWritable {
+                cancelTimer()
+            } else {
+                schedule(context, after: limits.bodyWindow) { _, context in context.close(promise: nil) }
+            }
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     private func waitForRequest(_ context: ChannelHandlerContext) {
