@@ -69,7 +69,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds an open connection may wait for a request (or FERRY_IDLE_TIMEOUT). Default 30.")
     var idleTimeout: Double?
 
-    @Option(name: .customLong("body-timeout"), help: "Seconds in which a request body must progress by at least 1 KiB, or the connection is closed (or FERRY_BODY_TIMEOUT). Default 30.")
+    @Option(name: .customLong("body-timeout"), help: "Seconds in which a request body must progress by at least 1 KiB, and an answer must be taken by the client, or the connection is closed (or FERRY_BODY_TIMEOUT). Default 30.")
     var bodyTimeout: Double?
 
     @Option(name: .customLong("max-connections"), help: "Connections held at once (or FERRY_MAX_CONNECTIONS). Default 1024.")

@@ -109,7 +109,7 @@ struct ConnectionLimitsTests {
             #expect(text.hasPrefix("HTTP/1.1 403"), "\(text)")
             #expect(text.lowercased().contains("connection: close"), "\(text)")
             // The client goes on sending, fast enough for the body window (40 KiB/s): the connection is closed all
-            // the same, within the linger after the answer, long before 100 MB.
+            // the same, a body window (1 s here) after the answer, long before 100 MB.
             let started = ContinuousClock.now
             var closed = false
             while !closed, ContinuousClock.now - started < .seconds(8) {

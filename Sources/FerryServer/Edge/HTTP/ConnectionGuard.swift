@@ -29,10 +29,11 @@ public struct ConnectionLimits: Sendable, Hashable {
 /// nothing of it.
 ///
 /// A request refused (4xx or 5xx) before its body ended does not get the rest of its body read: its answer says
-/// `Connection: close`, and the connection closes once the answer is sent and the body has ended, or ``linger`` after
-/// the answer (time for the client to read it before its sending fails). Otherwise a client refused at its headers
-/// (unsigned, say) could hold the connection for as long as it trickled a body, and a few such clients every
-/// connection the server takes.
+/// `Connection: close`, and the connection closes once the answer is sent and the body has ended, or a body window after
+/// the answer (as a web server lingers: time for a client that sends its whole body before reading to get the answer
+/// rather than a reset). Otherwise a client refused at its headers (unsigned, say) could hold the connection for as
+/// long as it trickled a body, and a few such clients every connection the server takes; now it holds one no longer
+/// than an idle connection.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -68,8 +69,6 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var refusedMidBody = false
     /// The refused request's answer has been sent.
     private var refusalSent = false
-    /// How long a connection stays after a refusal's answer while its body is still coming.
-    static let linger: Duration = .seconds(2)
 
     init(limits: ConnectionLimits, counter: Counter) {
         self.limits = limits
@@ -128,7 +127,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(data, promise: promise)
             context.flush()
             if readingBody {
-                schedule(context, after: Self.linger) { _, context in context.close(promise: nil) }
+                schedule(context, after: limits.bodyWindow) { _, context in context.close(promise: nil) }
             } else {
                 schedule(context, after: .zero) { _, context in context.close(promise: nil) }
             }
