@@ -83,6 +83,14 @@ struct AuthTests {
             #expect(try await user.put("other", "users/42/x", [1]).errorCode == "AccessDenied")
             #expect(try await user.send("DELETE", S3TestClient.path("uploads", "users/42/movie.mp4")).errorCode == "AccessDenied")
             #expect(try await user.send("GET", "/uploads", query: [("list-type", "2")]).errorCode == "AccessDenied")
+            // Scopes compare bytes: a key canonically equivalent to the scope's prefix is another key, outside it.
+            let accented = AccessPolicy(statements: [.init(actions: ["s3:PutObject"], bucket: "uploads", keyPrefix: "\u{E9}/")])
+            let scoped = server.client(server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: accented, expiration: Date().addingTimeInterval(600)))
+            #expect(try await scoped.put("uploads", "\u{E9}/ok", [1]).status == 200)
+            #expect(try await scoped.put("uploads", "e\u{301}/escape", [1]).errorCode == "AccessDenied")
+            #expect(AccessPolicy(statements: [.init(actions: ["s3:GetObject"], key: "\u{E9}")])
+                .allows(action: "s3:GetObject", bucket: "b", key: "e\u{301}") == false)
 
             let expired = server.server.credentials.tokens.issue(
                 parent: server.root.accessKeyId, policy: policy, expiration: Date().addingTimeInterval(-1))

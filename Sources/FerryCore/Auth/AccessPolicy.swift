@@ -49,8 +49,9 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
             guard action.hasPrefix("s3:") else { return true }
             if self.bucket != "*" && self.bucket != bucket { return false }
             if let key {
-                if let exact = self.key, exact != key { return false }
-                return key.hasPrefix(keyPrefix)
+                // Bytes, as keys are compared: canonically equivalent keys are different objects.
+                if let exact = self.key, !exact.isByteEqual(to: key) { return false }
+                return key.hasBytePrefix(keyPrefix)
             }
             return self.key == nil
         }
@@ -64,7 +65,7 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
     public func allowsListing(action: String, bucket: String, prefix: String) -> Bool {
         statements.contains { statement in
             statement.allowsAction(action) && (statement.bucket == "*" || statement.bucket == bucket)
-                && statement.key == nil && prefix.hasPrefix(statement.keyPrefix)
+                && statement.key == nil && prefix.hasBytePrefix(statement.keyPrefix)
         }
     }
 

@@ -105,10 +105,9 @@ extension ObjectAPI {
         /// A key or prefix as the response carries it.
         func encode(_ value: String) -> String { encodeURL ? SigV4.uriEncode(value, encodeSlash: false) : value }
 
-        /// The start after `marker`; a marker that is itself a common prefix skips every key under it.
+        /// The start after `marker` (the store skips every key under a marker that is itself a common prefix).
         func start(after marker: String?) -> String? {
             guard let marker, !marker.isEmpty else { return nil }
-            if let delimiter, marker.hasSuffix(delimiter), marker.hasPrefix(prefix) { return marker + "\u{10FFFF}" }
             return marker
         }
     }

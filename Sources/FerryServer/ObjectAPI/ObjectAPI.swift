@@ -181,7 +181,8 @@ public struct ObjectAPI: Sendable {
                 .invalidArgument, "Object keys must not contain '.' or '..' path segments.",
                 details: ["ArgumentName": "key"])
         }
-        if hasControlCharacter(key) {
+        // U+FFFE and U+FFFF: XML cannot carry them, so no listing could name the key.
+        if hasControlCharacter(key) || key.unicodeScalars.contains(where: { $0.value == 0xFFFE || $0.value == 0xFFFF }) {
             throw S3Error(.invalidURI, "Couldn't parse the specified URI.", details: ["ArgumentName": "key"])
         }
     }

@@ -52,7 +52,7 @@ package struct BucketLifecycle: Sendable {
     package func abortDate(of upload: MultipartUploadInfo) -> Date? {
         rules.compactMap { rule -> Date? in
             guard let days = rule.abortIncompleteMultipartUpload?.daysAfterInitiation,
-                rule.prefixes.allSatisfy({ upload.key.hasPrefix($0) })
+                rule.prefixes.allSatisfy({ upload.key.hasBytePrefix($0) })
             else { return nil }
             return after(days, from: upload.initiated)
         }.min()
@@ -60,7 +60,7 @@ package struct BucketLifecycle: Sendable {
 
     /// Whether the rule's filter takes an object with this key, these tags and this size.
     static func matches(_ rule: S3LifecycleConfiguration.Rule, key: String, tags: [ObjectTag], size: Int64) -> Bool {
-        guard rule.prefixes.allSatisfy({ key.hasPrefix($0) }) else { return false }
+        guard rule.prefixes.allSatisfy({ key.hasBytePrefix($0) }) else { return false }
         for tag in rule.tags where !tags.contains(where: { $0.key == tag.key && $0.value == tag.value }) {
             return false
         }

@@ -95,37 +95,50 @@ public struct CatalogObjectStore: ObjectStore {
         guard try await catalog.setBucketConfiguration(name, kind, document) else { throw Self.noSuchBucket }
     }
 
+    /// Keys, prefixes and delimiters are matched by their UTF-8 bytes, in byte order. A `startAfter` that is itself a
+    /// common prefix (it ends with the delimiter, after `prefix`) skips every key under it, as a marker S3 gave back.
     public func listObjects(bucket: String, prefix: String, delimiter: String?, startAfter: String?, maxKeys: Int)
         async throws -> ObjectListing
     {
         _ = try await self.bucket(bucket)
         var objects: [ObjectInfo] = []
         var prefixes: [String] = []
-        var cursor = startAfter
         let delimiter = delimiter.flatMap { $0.isEmpty ? nil : $0 }
+        let prefixLength = prefix.utf8.count
+        /// The common prefix `key` (which begins with `prefix`) rolls up into, if any: its bytes through the first
+        /// delimiter after `prefix`.
+        func rolledUp(_ key: String) -> String? {
+            guard let delimiter else { return nil }
+            let rest = Array(key.utf8.dropFirst(prefixLength))
+            guard let match = rest.firstRange(of: Array(delimiter.utf8)) else { return nil }
+            return String(decoding: Array(prefix.utf8) + rest[..<match.upperBound], as: UTF8.self)
+        }
+        // Keys after `after` (exclusive) and from `from` (inclusive).
+        var after = startAfter
+        var from = prefix
+        if let marker = startAfter, marker.hasBytePrefix(prefix), let common = rolledUp(marker), common.isByteEqual(to: marker) {
+            guard let next = String.byteOrderSuccessor(of: marker) else {
+                return ObjectListing(objects: [], commonPrefixes: [], isTruncated: false)
+            }
+            (after, from) = (nil, next)
+        }
         var lastReturned: String?
         while true {
-            let batch = try await catalog.objects(bucket: bucket, after: cursor, from: prefix, limit: 1000)
+            let batch = try await catalog.objects(bucket: bucket, after: after, from: from, limit: 1000)
             if batch.isEmpty { return ObjectListing(objects: objects, commonPrefixes: prefixes, isTruncated: false) }
             for object in batch {
-                guard object.key.hasPrefix(prefix) else {
+                guard object.key.hasBytePrefix(prefix) else {
                     return ObjectListing(objects: objects, commonPrefixes: prefixes, isTruncated: false)
                 }
-                var rolledUp: String?
-                if let delimiter {
-                    let rest = object.key.dropFirst(prefix.count)
-                    if let range = rest.range(of: delimiter) {
-                        rolledUp = prefix + rest[..<range.upperBound]
-                    }
-                }
-                if let rolledUp, rolledUp == prefixes.last { continue }
+                let common = rolledUp(object.key)
+                if let common, let last = prefixes.last, common.isByteEqual(to: last) { continue }
                 if objects.count + prefixes.count == maxKeys {
                     return ObjectListing(
                         objects: objects, commonPrefixes: prefixes, isTruncated: true, nextMarker: lastReturned)
                 }
-                if let rolledUp {
-                    prefixes.append(rolledUp)
-                    lastReturned = rolledUp
+                if let common {
+                    prefixes.append(common)
+                    lastReturned = common
                 } else {
                     objects.append(object)
                     lastReturned = object.key
@@ -133,10 +146,13 @@ public struct CatalogObjectStore: ObjectStore {
             }
             // A batch that ends inside a common prefix: the next starts past every key under it (they would all roll
             // up into it), so a listing's work is bounded by its page, not by how many keys a prefix holds.
-            if let last = batch.last?.key, let common = prefixes.last, last.hasPrefix(common), lastReturned == common {
-                cursor = common + "\u{10FFFF}"
+            if let last = batch.last?.key, let common = rolledUp(last), let newest = prefixes.last, common.isByteEqual(to: newest) {
+                guard let next = String.byteOrderSuccessor(of: common) else {
+                    return ObjectListing(objects: objects, commonPrefixes: prefixes, isTruncated: false)
+                }
+                (after, from) = (nil, next)
             } else {
-                cursor = batch.last?.key
+                after = batch.last?.key
             }
         }
     }
