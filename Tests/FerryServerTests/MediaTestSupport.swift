@@ -54,7 +54,7 @@ struct MediaHarness: Sendable {
     }
 
     /// Polls GetVideoInfo until the video reaches one of `statuses`.
-    func waitFor(_ videoId: String, _ statuses: Set<String>, timeout: Duration = .seconds(120)) async throws
+    func waitFor(_ videoId: String, _ statuses: Set<String>, timeout: Duration = .seconds(240)) async throws
         -> MediaServiceClient.VideoInfo
     {
         let deadline = ContinuousClock.now + timeout
