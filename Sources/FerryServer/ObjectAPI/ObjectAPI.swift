@@ -86,10 +86,7 @@ public struct ObjectAPI: Sendable {
         if !key.isEmpty { try Self.validateKey(key) }
         // A character XML 1.0 cannot hold names no key (keys cannot hold one) and cannot be written back in an XML
         // answer (a listing's Prefix or Marker). Tab, line feed and carriage return can (s3-tests list with them).
-        let unwritable = { (text: String) in
-            text.unicodeScalars.contains { ($0.value < 0x20 && !["\t", "\n", "\r"].contains($0)) || $0.value == 0xFFFE || $0.value == 0xFFFF }
-        }
-        if let parameter = query.first(where: { unwritable($0.name) || unwritable($0.value) }) {
+        if let parameter = query.first(where: { Self.hasXMLForbiddenCharacter($0.name) || Self.hasXMLForbiddenCharacter($0.value) }) {
             throw S3Error(
                 .invalidArgument, "A query parameter holds a character XML cannot carry.",
                 details: ["ArgumentName": String(parameter.name.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(64))])
@@ -182,7 +179,7 @@ public struct ObjectAPI: Sendable {
                 details: ["ArgumentName": "key"])
         }
         // U+FFFE and U+FFFF: XML cannot carry them, so no listing could name the key.
-        if hasControlCharacter(key) || key.unicodeScalars.contains(where: { $0.value == 0xFFFE || $0.value == 0xFFFF }) {
+        if hasControlCharacter(key) || hasXMLForbiddenCharacter(key) {
             throw S3Error(.invalidURI, "Couldn't parse the specified URI.", details: ["ArgumentName": "key"])
         }
     }
@@ -190,6 +187,12 @@ public struct ObjectAPI: Sendable {
     /// Whether `text` holds a C0 or C1 control character (but tab) or DEL, as S3 refuses them in a request URI.
     static func hasControlCharacter(_ text: String) -> Bool {
         text.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || (0x7F...0x9F).contains($0.value) }
+    }
+
+    /// Whether `text` holds a character XML 1.0 cannot carry: a C0 control but tab, line feed and carriage return,
+    /// U+FFFE or U+FFFF.
+    static func hasXMLForbiddenCharacter(_ text: String) -> Bool {
+        text.unicodeScalars.contains { ($0.value < 0x20 && !["\t", "\n", "\r"].contains($0)) || $0.value == 0xFFFE || $0.value == 0xFFFF }
     }
 
     /// Bucket names as S3 allows them: 3–63 characters of lowercase letters, digits, dots and hyphens, starting and

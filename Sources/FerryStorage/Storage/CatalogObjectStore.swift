@@ -104,14 +104,14 @@ public struct CatalogObjectStore: ObjectStore {
         var objects: [ObjectInfo] = []
         var prefixes: [String] = []
         let delimiter = delimiter.flatMap { $0.isEmpty ? nil : $0 }
-        let prefixLength = prefix.utf8.count
+        let prefixBytes = Array(prefix.utf8)
         /// The common prefix `key` (which begins with `prefix`) rolls up into, if any: its bytes through the first
         /// delimiter after `prefix`.
         func rolledUp(_ key: String) -> String? {
             guard let delimiter else { return nil }
-            let rest = Array(key.utf8.dropFirst(prefixLength))
+            let rest = Array(key.utf8.dropFirst(prefixBytes.count))
             guard let match = rest.firstRange(of: Array(delimiter.utf8)) else { return nil }
-            return String(decoding: Array(prefix.utf8) + rest[..<match.upperBound], as: UTF8.self)
+            return String(decoding: prefixBytes + rest[..<match.upperBound], as: UTF8.self)
         }
         // Keys after `after` (exclusive) and from `from` (inclusive).
         var after = startAfter
