@@ -27,6 +27,10 @@ struct NodeRoleTests {
     }
 
     /// The TCP ports process `pid` listens on, read from its descriptors and the kernel's socket tables.
+    ///
+    /// The kernel makes `/proc/net/tcp` one page per read, and a socket opened or closed between two reads can shift
+    /// a listening socket out of the text (many tests open and close connections beside this one). The tables are
+    /// read several times and the ports found are joined: a port is missed only if every reading misses it.
     static func listeningPorts(of pid: Int32) throws -> Set<Int> {
         let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
         var inodes: Set<String> = []
@@ -36,6 +40,15 @@ struct NodeRoleTests {
             else { continue }
             inodes.insert(String(target.dropFirst("socket:[".count).dropLast()))
         }
+        var ports: Set<Int> = []
+        for _ in 0..<5 {
+            ports.formUnion(listeningPorts(owning: inodes))
+        }
+        return ports
+    }
+
+    /// The listening TCP ports among the sockets `inodes`, from one reading of the kernel's socket tables.
+    static func listeningPorts(owning inodes: Set<String>) -> Set<Int> {
         var ports: Set<Int> = []
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
