@@ -92,4 +92,20 @@ struct DocumentShapeTests {
                 "<?xml version='1.0' encoding='UTF-7'?><Tagging><TagSet><Tag><Key>+ADw-k</Key><Value>v</Value></Tag></TagSet></Tagging>".utf8))
         #expect(tagging.tagSet.tags.map(\.key) == ["+ADw-k"])
     }
+
+    @Test("S3XML holds a request document to its root element's name, namespace prefix and comments aside")
+    func rootElement() throws {
+        let tagSet = "<TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet>"
+        for text in [
+            "<Tagging>\(tagSet)</Tagging>", "<?xml version=\"1.0\"?>\n<Tagging xmlns=\"\(s3XMLNamespace)\">\(tagSet)</Tagging>",
+            "<!-- tags --><s3:Tagging xmlns:s3=\"\(s3XMLNamespace)\">\(tagSet)</s3:Tagging>", " \n<Tagging\n>\(tagSet)</Tagging>",
+        ] {
+            #expect(try S3XML.decode(S3Tagging.self, from: Data(text.utf8), root: "Tagging").tagSet.tags.map(\.key) == ["k"], "\(text)")
+        }
+        for text in ["<Foo>\(tagSet)</Foo>", "<TaggingX>\(tagSet)</TaggingX>", "<!-- <Tagging> --><Foo>\(tagSet)</Foo>", "<!-- open"] {
+            #expect(throws: DecodingError.self, "\(text)") { try S3XML.decode(S3Tagging.self, from: Data(text.utf8), root: "Tagging") }
+        }
+        // Without a root named, any is read (the client reads answers this way).
+        _ = try S3XML.decode(S3Tagging.self, from: Data("<Foo>\(tagSet)</Foo>".utf8))
+    }
 }

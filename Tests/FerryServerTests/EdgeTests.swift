@@ -160,6 +160,41 @@ struct EdgeTests {
         }
     }
 
+    @Test("an XML body whose root is not the operation's document is MalformedXML and changes nothing")
+    func wrongRoot() async throws {
+        try await TestServer.with { server in
+            let root = server.client()
+            #expect(try await root.createBucket("roots").status == 200)
+            #expect(try await root.put("roots", "k", Array("body".utf8)).status == 200)
+            let uploadId = try await root.createMultipartUpload("roots", "m")
+            let part = try await root.send("PUT", "/roots/m", query: [("partNumber", "1"), ("uploadId", uploadId)], body: Array("p".utf8))
+            let etag = try #require(part.header("ETag"))
+            let requests: [(String, String, [(name: String, value: String)], String)] = [
+                ("PUT", "/roots/k", [("tagging", "")], "<Foo><TagSet><Tag><Key>a</Key><Value>b</Value></Tag></TagSet></Foo>"),
+                ("POST", "/roots", [("delete", "")], "<Remove><Object><Key>k</Key></Object></Remove>"),
+                (
+                    "POST", "/roots/m", [("uploadId", uploadId)],
+                    "<Tagging><Part><PartNumber>1</PartNumber><ETag>\(etag)</ETag></Part></Tagging>"
+                ),
+                ("PUT", "/roots", [("cors", "")], "<Rules><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule></Rules>"),
+                ("PUT", "/roots2", [], "<Configuration><LocationConstraint>us-east-1</LocationConstraint></Configuration>"),
+            ]
+            for (method, path, query, document) in requests {
+                let body = Array(document.utf8)
+                let md5 = Data(Insecure.MD5.hash(data: body)).base64EncodedString()
+                let reply = try await root.send(method, path, query: query, headers: [("Content-MD5", md5)], body: body)
+                #expect(reply.status == 400, "\(method) \(path): \(reply.text.prefix(300))")
+                #expect(reply.errorCode == "MalformedXML", "\(method) \(path) \(query): \(reply.text.prefix(300))")
+            }
+            let tags = try await root.send("GET", "/roots/k", query: [("tagging", "")])
+            #expect(tags.status == 200 && !tags.text.contains("<Key>a</Key>"), "\(tags.text)")
+            #expect(try await root.get("roots", "k").status == 200)
+            #expect(try await root.send("GET", "/roots/m", query: [("uploadId", uploadId)]).status == 200)
+            #expect(try await root.send("GET", "/roots", query: [("cors", "")]).errorCode == "NoSuchCORSConfiguration")
+            #expect(try await root.send("HEAD", "/roots2").status == 404)
+        }
+    }
+
     @Test("JSON bodies nested 100,000 deep are refused by every JSON group with its envelope")
     func deepJSON() async throws {
         try await TestServer.with { server in

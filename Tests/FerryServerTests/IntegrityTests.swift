@@ -41,7 +41,22 @@ struct IntegrityTests {
                 #expect(try await s3.get("sum", key + "-bad").errorCode == "NoSuchKey")
             }
             #expect(try await s3.put("sum", "x", body, headers: [("x-amz-checksum-crc32", "!!")]).errorCode == "BadDigest")
-            #expect(blobFiles(server.dataDirectory).count == 1 + ChecksumAlgorithm.s3Algorithms.count)
+            // x-amz-sdk-checksum-algorithm names the checksum sent: another algorithm's checksum is refused, the same
+            // one is taken, and the name alone asks for the checksum to be computed.
+            var crc32 = Checksummer(.crc32)
+            crc32.update(body)
+            let mismatched = try await s3.put(
+                "sum", "y", body, headers: [("x-amz-checksum-crc32", crc32.finalizeBase64()), ("x-amz-sdk-checksum-algorithm", "SHA256")])
+            #expect(mismatched.status == 400)
+            #expect(mismatched.errorCode == "InvalidRequest")
+            #expect(mismatched.text.contains("x-amz-sdk-checksum-algorithm"))
+            #expect(try await s3.get("sum", "y").errorCode == "NoSuchKey")
+            let named = try await s3.put(
+                "sum", "named", body, headers: [("x-amz-checksum-crc32", crc32.finalizeBase64()), ("x-amz-sdk-checksum-algorithm", "crc32")])
+            #expect(named.status == 200, "\(named.text)")
+            let asked = try await s3.put("sum", "asked", body, headers: [("x-amz-sdk-checksum-algorithm", "SHA1")])
+            #expect(asked.header("x-amz-checksum-sha1") != nil, "\(asked.text)")
+            #expect(blobFiles(server.dataDirectory).count == 3 + ChecksumAlgorithm.s3Algorithms.count)
         }
     }
 

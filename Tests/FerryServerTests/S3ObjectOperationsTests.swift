@@ -149,6 +149,15 @@ struct S3ObjectOperationsTests {
             #expect(missing.errorCode == "NoSuchKey")
             let malformed = try await s3.send("PUT", S3TestClient.path("dst", "c.bin"), headers: [("x-amz-copy-source", "src")])
             #expect(malformed.errorCode == "InvalidArgument")
+            // The source must be URL-encoded: a stray `%`, or escapes that are not UTF-8 (`%FF` and `%FE` would both
+            // name one key with U+FFFD in it), are refused, not looked up as some other key.
+            for source in ["/src/a%ZZb.bin", "/src/100%", "/src/%FF.bin", "/src/a%2"] {
+                let refused = try await s3.send("PUT", S3TestClient.path("dst", "d.bin"), headers: [("x-amz-copy-source", source)])
+                #expect(refused.status == 400, "\(source)")
+                #expect(refused.errorCode == "InvalidArgument", "\(source)")
+                #expect(refused.text.contains("Invalid copy source encoding"), "\(source)")
+            }
+            #expect(try await s3.get("dst", "d.bin").errorCode == "NoSuchKey")
         }
     }
 

@@ -14,16 +14,47 @@ public enum S3XML {
 
     /// Decodes a document; throws for malformed XML or missing required elements.
     ///
-    /// - Parameter trimming: whether surrounding white space of element values is dropped; documents that carry
-    ///   object keys (where `" "` is a key) decode with `false`.
+    /// - Parameters:
+    ///   - trimming: whether surrounding white space of element values is dropped; documents that carry object keys
+    ///     (where `" "` is a key) decode with `false`.
+    ///   - root: the name the root element must have (namespace prefix aside), or nil for any: the decoder itself
+    ///     reads a `<Foo>` document as readily as a `<Tagging>` one.
     /// Documents nested deeper or holding more elements than ``DocumentLimits/standard`` throw
     /// ``DocumentTooComplex`` before any parser sees them.
-    public static func decode<T: Decodable>(_ type: T.Type, from data: Data, trimming: Bool = true) throws -> T {
+    public static func decode<T: Decodable>(
+        _ type: T.Type, from data: Data, trimming: Bool = true, root: String? = nil
+    ) throws -> T {
         try DocumentShape.checkXML(data)
         let decoder = XMLDecoder()
         decoder.trimValueWhitespaces = trimming
         decoder.shouldProcessNamespaces = true
-        return try decoder.decode(type, from: parserInput(data))
+        let input = try parserInput(data)
+        if let root, rootElementName(input) != root {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "The root element is not \(root)."))
+        }
+        return try decoder.decode(type, from: input)
+    }
+
+    /// The name of the first element of `input` (the bytes ``parserInput(_:)`` returns: no declaration, DTD or
+    /// processing instruction before it) without its namespace prefix; comments before it are skipped.
+    static func rootElementName(_ input: Data) -> String? {
+        let bytes = [UInt8](input)
+        var index = 0
+        while index < bytes.count {
+            guard bytes[index] == UInt8(ascii: "<") else {
+                index += 1
+                continue
+            }
+            if bytes[index...].starts(with: "<!--".utf8) {
+                guard let end = (index + 4..<max(index + 4, bytes.count - 2)).first(where: { bytes[$0...].starts(with: "-->".utf8) })
+                else { return nil }
+                index = end + 3
+                continue
+            }
+            let name = bytes[(index + 1)...].prefix { ![0x20, 0x09, 0x0A, 0x0D, UInt8(ascii: ">"), UInt8(ascii: "/")].contains($0) }
+            return String(decoding: name, as: UTF8.self).split(separator: ":", omittingEmptySubsequences: false).last.map(String.init)
+        }
+        return nil
     }
 
     /// The bytes of `data` a parser may be given, or a `DecodingError` saying why there are none. The platform's XML

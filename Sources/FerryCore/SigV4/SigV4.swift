@@ -68,7 +68,19 @@ public enum SigV4 {
         return String(validating: percentDecodedBytes(s), as: UTF8.self)
     }
 
+    /// Decodes `%XX` escapes, or nil when a `%` is not followed by two hex digits or the bytes the escapes spell are
+    /// not UTF-8: for values that must be URL-encoded (`x-amz-copy-source`), where a stray `%` is an error.
+    public static func percentDecodeStrict(_ s: String) -> String? {
+        guard s.utf8.contains(UInt8(ascii: "%")) else { return s }
+        return percentDecodedBytes(s, strict: true).flatMap { String(validating: $0, as: UTF8.self) }
+    }
+
     private static func percentDecodedBytes(_ s: String) -> [UInt8] {
+        percentDecodedBytes(s, strict: false) ?? []
+    }
+
+    /// The bytes `s` spells; a `%` without two hex digits after it is kept as it is, or, when `strict`, makes nil.
+    private static func percentDecodedBytes(_ s: String, strict: Bool) -> [UInt8]? {
         let bytes = Array(s.utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
@@ -80,6 +92,8 @@ public enum SigV4 {
             {
                 out.append(hi << 4 | lo)
                 i += 3
+            } else if byte == UInt8(ascii: "%"), strict {
+                return nil
             } else {
                 out.append(byte)
                 i += 1

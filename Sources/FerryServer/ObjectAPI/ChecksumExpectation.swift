@@ -49,6 +49,10 @@ struct ChecksumExpectation: Sendable {
             guard let algorithm = ChecksumAlgorithm(name: name), ChecksumAlgorithm.s3Algorithms.contains(algorithm) else {
                 throw S3Error(.invalidRequest, "Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]")
             }
+            // It names the algorithm of the checksum sent: a checksum of another algorithm is refused, as S3 does.
+            if !algorithms.isEmpty, !algorithms.contains(algorithm) {
+                throw S3Error(.invalidRequest, "Value for x-amz-sdk-checksum-algorithm header is invalid.")
+            }
             if !algorithms.contains(algorithm) { algorithms.append(algorithm) }
         }
     }

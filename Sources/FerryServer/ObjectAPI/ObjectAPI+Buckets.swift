@@ -40,7 +40,7 @@ extension ObjectAPI {
         var body = request.request
         let data = try await body.collectBody(upTo: 64 * 1024)
         if data.readableBytes > 0 {
-            guard let configuration = try? S3XML.decode(CreateBucketConfiguration.self, from: Data(buffer: data)) else {
+            guard let configuration = try? S3XML.decode(CreateBucketConfiguration.self, from: Data(buffer: data), root: "CreateBucketConfiguration") else {
                 throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
             }
             if let location = configuration.locationConstraint, !location.isEmpty, location != region,

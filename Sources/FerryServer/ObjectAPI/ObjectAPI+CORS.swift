@@ -20,7 +20,7 @@ extension ObjectAPI {
         let data = try await Self.collectXMLBody(request, limit: 64 * 1024)
         let configuration: S3CORSConfiguration
         do {
-            configuration = try S3XML.decode(S3CORSConfiguration.self, from: data)
+            configuration = try S3XML.decode(S3CORSConfiguration.self, from: data, root: "CORSConfiguration")
         } catch {
             throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
         }

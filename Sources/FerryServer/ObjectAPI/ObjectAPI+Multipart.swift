@@ -172,7 +172,7 @@ extension ObjectAPI {
         let data = try await Self.collectXMLBody(request, limit: Self.maxCompleteBody)
         let body: CompleteMultipartUpload
         do {
-            body = try S3XML.decode(CompleteMultipartUpload.self, from: data)
+            body = try S3XML.decode(CompleteMultipartUpload.self, from: data, root: "CompleteMultipartUpload")
         } catch {
             throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
         }

@@ -149,7 +149,10 @@ extension ObjectAPI {
             text = text[..<question]
         }
         if text.hasPrefix("/") { text = text.dropFirst() }
-        let decoded = SigV4.percentDecode(String(text))
+        // The value must be URL-encoded: a stray `%` or escapes that are not UTF-8 would name some other key.
+        guard let decoded = SigV4.percentDecodeStrict(String(text)) else {
+            throw S3Error(.invalidArgument, "Invalid copy source encoding.", details: ["ArgumentName": "x-amz-copy-source"])
+        }
         guard let slash = decoded.firstIndex(of: "/"), slash != decoded.startIndex,
             decoded.index(after: slash) != decoded.endIndex
         else {
@@ -466,7 +469,7 @@ extension ObjectAPI {
             trailers: [])
         let delete: S3DeleteRequest
         do {
-            delete = try S3XML.decode(S3DeleteRequest.self, from: data, trimming: false)
+            delete = try S3XML.decode(S3DeleteRequest.self, from: data, trimming: false, root: "Delete")
         } catch {
             throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
         }
@@ -537,7 +540,7 @@ extension ObjectAPI {
         let data = try await Self.collectXMLBody(request, limit: 64 * 1024)
         let tagging: S3Tagging
         do {
-            tagging = try S3XML.decode(S3Tagging.self, from: data)
+            tagging = try S3XML.decode(S3Tagging.self, from: data, root: "Tagging")
         } catch {
             throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
         }

@@ -81,7 +81,7 @@ extension ObjectAPI {
         if attributes.contentType == nil { attributes.contentType = "binary/octet-stream" }
         var tags: [ObjectTag] = []
         if let tagging = fields["tagging"] {
-            guard let document = try? S3XML.decode(S3Tagging.self, from: Data(tagging.utf8)) else {
+            guard let document = try? S3XML.decode(S3Tagging.self, from: Data(tagging.utf8), root: "Tagging") else {
                 throw S3Error(.malformedXML, "The tagging field is not a Tagging document.")
             }
             tags = try ObjectTagging.validate(document.tagSet.tags.map { ObjectTag(key: $0.key, value: $0.value) })
