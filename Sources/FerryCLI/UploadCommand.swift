@@ -191,12 +191,13 @@ struct UploadCommand: AsyncParsableCommand {
             let objects = context.connection.objects(context.configuration)
             for path in files + (cover.map { [$0] } ?? []) {
                 let url = URL(fileURLWithPath: path).standardizedFileURL
-                if let previous = journal.lookup(url) {
+                if let previous = journal.lookup(url) ?? journal.abandoned(url) {
                     try await objects.discardCheckpoint(of: request(for: url, bucket: previous.bucket, key: previous.key, records: context.records))
                     journal.remove(url)
-                    // A video whose upload is cancelled is deleted rather than left Uploading until it expires.
-                    if cancel, MediaKind(fileURL: url) == .video {
-                        try? await context.connection.media(context.configuration).deleteVideos([previous.id])
+                    // A video whose upload is cancelled or started over (or whose file changed) is deleted rather than
+                    // left Uploading until it expires.
+                    if MediaKind(fileURL: url) == .video {
+                        await context.connection.media(context.configuration).deleteAbandonedVideo(previous.id)
                     }
                     if cancel {
                         context.output.message("Cancelled the upload of \(path); nothing is left on the server.", file: url.lastPathComponent)

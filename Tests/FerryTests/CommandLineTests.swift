@@ -238,6 +238,33 @@ struct CommandLineTests {
         #expect(stored == (try Data(contentsOf: file)))
     }
 
+    @Test("a video whose upload is cancelled, or started over with --no-resume, is deleted, not left Uploading")
+    func cancelledVideoIsDeleted() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-cancel-video")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 24 * 1024 * 1024, in: data)
+        let arguments = ["upload", file.path, "--data-dir", data + "/ferry", "--json", "--parallel", "1", "--part-size", "5242880"]
+        let list = ["videos", "list", "--data-dir", data + "/ferry"]
+        let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 2 * 5_242_880))
+        #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        #expect(try await FerryRun.run(list + ["--status", "Uploading"]).output.contains("1 video(s)"))
+        let cancelled = try await FerryRun.run(arguments + ["--cancel"])
+        #expect(cancelled.status == 0, "\(cancelled.error)")
+        #expect(cancelled.jsonLines.contains { ($0["message"] as? String)?.hasPrefix("Cancelled the upload") == true }, "\(cancelled.output)")
+        let afterCancel = try await FerryRun.run(list)
+        #expect(afterCancel.output.contains("0 video(s)"), "\(afterCancel.output)")
+
+        let second = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 2 * 5_242_880))
+        #expect(second.status == 75, "\(second.output.suffix(500)) \(second.error)")
+        let fresh = try await FerryRun.run(arguments + ["--no-resume"])
+        #expect(fresh.status == 0, "\(fresh.error)")
+        let media = try #require(fresh.jsonLines.first { $0["event"] as? String == "media" })
+        let videoId = try #require(media["VideoId"] as? String)
+        let afterFresh = try await FerryRun.run(list)
+        #expect(afterFresh.output.contains("1 video(s)"), "the interrupted video was left: \(afterFresh.output)")
+        #expect(afterFresh.output.contains(videoId))
+    }
+
     @Test("--cancel with --bucket aborts an interrupted object upload and forgets its checkpoint; the next run starts afresh")
     func cancelObjectUpload() async throws {
         let data = TemporaryDirectory.make("ferry-cli-cancel")

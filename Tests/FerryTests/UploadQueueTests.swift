@@ -410,6 +410,62 @@ struct UploadQueueTests {
             #expect(listed.videos.first?.size == Int64(21 * Self.mib))
         }
     }
+
+    @Test("a file changed after its upload began becomes a new video; the abandoned one, still Uploading, is deleted with its parts")
+    func changedFileDeletesAbandonedVideo() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-changed")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 21 * Self.mib, ext: "mp4", in: directory)
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.delay(seconds: 0.2), when: .query(contains: "partNumber"), times: .max)
+            var configuration = Self.configuration(records: directory + "/records")
+            configuration.partConcurrency = 1
+            let endpoint = URL(string: proxy.endpoint)!
+
+            // First run: two parts reach the server, then the app goes away.
+            var first: UploadQueue? = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
+            let (log, collector) = QueueLog.collect(first!)
+            let item = await first!.addFile(video, info: MediaInfo(title: "Edited"))
+            await first!.start()
+            try await log.wait("two parts", until: { _ in (log.progress(of: item).last ?? 0) > Int64(10 * Self.mib) })
+            await first!.pause()
+            let oldId = try #require(await first!.item(item)?.videoId)
+            collector.cancel()
+            first = nil
+            let media = server.media()
+            #expect(try await media.getVideoInfo(videoId: oldId).status == "Uploading")
+            let oldVideo = try #require(try await server.server.catalog.video(oldId))
+            #expect(try await server.client().send("GET", "/\(oldVideo.bucket)", query: [("uploads", "")]).text.contains("<UploadId>"))
+
+            // New content at the same path, with another modification time.
+            let replacement = try makeRandomFile(size: 13 * Self.mib, in: directory)
+            try FileManager.default.removeItem(at: video)
+            try FileManager.default.moveItem(at: replacement, to: video)
+            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(60)], ofItemAtPath: video.path)
+
+            let second = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
+            let (log2, collector2) = QueueLog.collect(second)
+            await second.addFile(video, info: MediaInfo(title: "Edited"))
+            await second.start()
+            try await log2.wait("the video", until: { _ in log2.finished().count == 1 })
+            collector2.cancel()
+            try await proxy.shutdown()
+            let result = try #require(log2.finished().first?.1)
+            #expect(result.videoId != oldId)
+            #expect(result.upload.partsResumed == 0)
+            let newId = try #require(result.videoId)
+            let newVideo = try #require(try await server.server.catalog.video(newId))
+            #expect(newVideo.size == Int64(13 * Self.mib))
+            #expect(try await server.client().get(newVideo.bucket, newVideo.key).body == [UInt8](try Data(contentsOf: video)))
+            // The abandoned video is gone, and nothing of it is left on the server.
+            let listed = try await media.listVideos()
+            #expect(listed.videos.map(\.videoId) == [result.videoId])
+            #expect(try await server.server.catalog.video(oldId)?.status == "Deleted")
+            let uploads = try await server.client().send("GET", "/\(oldVideo.bucket)", query: [("uploads", "")])
+            #expect(!uploads.text.contains(oldVideo.key), "\(uploads.text)")
+        }
+    }
 }
 
 extension Sequence where Element: Sendable {

@@ -268,6 +268,15 @@ public final class MediaServiceClient: Sendable {
             "DeleteVideo", MediaContract.DeleteVideoRequest(videoIds: videoIds), as: MediaContract.DeleteVideoAnswer.self)
     }
 
+    /// Deletes a video whose upload was given up (cancelled, started over, or its file changed), when it is still
+    /// `Uploading`: a video that received its file is kept. Returns whether it was deleted; a video that cannot be
+    /// read or deleted is left to the service, which expires it.
+    @discardableResult
+    public func deleteAbandonedVideo(_ videoId: String) async -> Bool {
+        guard (try? await getVideoInfo(videoId: videoId).status) == "Uploading" else { return false }
+        return (try? await deleteVideos([videoId])) != nil
+    }
+
     // MARK: Subtitles
 
     /// Adds a caption or subtitle track to a video: `content` is WebVTT or SRT text (SRT is converted to WebVTT),

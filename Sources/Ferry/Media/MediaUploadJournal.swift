@@ -66,6 +66,13 @@ public struct MediaUploadJournal: Sendable {
         return entry
     }
 
+    /// An upload of `file` that ``lookup(_:)`` no longer continues: the file changed since it began, or the entry
+    /// expired. Its video will never receive the file as it is now.
+    public func abandoned(_ file: URL) -> Entry? {
+        guard lookup(file) == nil else { return nil }
+        return files.read(Entry.self, name: entryName(file))
+    }
+
     /// Records that `file` is being uploaded as `id` to `bucket`/`key`.
     ///
     /// - Throws: ``FerryError`` when the file cannot be read or the entry cannot be written.

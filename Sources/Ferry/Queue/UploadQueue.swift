@@ -509,6 +509,11 @@ public actor UploadQueue {
                     guard error.httpStatus == 404 || error.httpStatus == 409 else { throw error }
                     journal?.remove(item.fileURL)  // the video is gone, or stored already; make a new one
                 }
+            } else if let abandoned = journal?.abandoned(item.fileURL) {
+                // The file changed since it began uploading as that video, which would otherwise wait `Uploading`
+                // for bytes that never come until the service expires it: deleted, with what arrived of it.
+                await media.deleteAbandonedVideo(abandoned.id)
+                journal?.remove(item.fileURL)
             }
             var video = MediaServiceClient.VideoDescription(title: title, fileName: item.fileURL.lastPathComponent)
             video.fileSize = attributes.size
