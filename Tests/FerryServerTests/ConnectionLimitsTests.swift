@@ -149,6 +149,50 @@ struct ConnectionLimitsTests {
         }
     }
 
+    @Test("a client that reads an answer slowly but steadily keeps its connection through many body windows")
+    func slowReaderKeepsItsConnection() async throws {
+        try await TestServer.with(configure: Self.configure) { server in
+            let s3 = server.client()
+            try await s3.createBucket("slow")
+            let size = 64 << 20
+            #expect(try await s3.put("slow", "big", [UInt8](repeating: 5, count: size)).status == 200)
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            let head = signer.sign(
+                method: "GET", path: "/slow/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
+                payloadHash: SigV4.emptyPayloadHash, date: Date()).headers
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/slow/big", head).utf8))
+            // 600 KB/s for 12 body windows: the connection stays full throughout (the kernel's buffers hold a few
+            // MB), and the connection's own buffer drains too seldom to say the client reads (this reader was cut off
+            // after about 7 s when that was the measure).
+            var received = 0
+            var firstBytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+            let started = ContinuousClock.now
+            var closedEarly = false
+            while ContinuousClock.now - started < .seconds(12) {
+                let n = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+                if n <= 0 {
+                    closedEarly = true
+                    break
+                }
+                if firstBytes.count < 4096 { firstBytes += buffer[..<min(n, 4096)] }
+                received += n
+                let due = started + .milliseconds(received / 600)
+                if due > ContinuousClock.now { try await Task.sleep(until: due) }
+            }
+            #expect(!closedEarly, "the slow reader was cut off after \(received) bytes")
+            #expect(String(decoding: firstBytes.prefix(12), as: UTF8.self) == "HTTP/1.1 200")
+            let headerEnd = try #require(firstBytes.indices.first { firstBytes[$0...].starts(with: Array("\r\n\r\n".utf8)) })
+            let answerSize = headerEnd + 4 + size
+            // The rest at full speed: every byte of the answer arrives.
+            let (rest, error) = await RawSocket.receive(socket, timeout: .seconds(120)) { received + $0.count >= answerSize }
+            #expect(error == nil, "the connection failed after \(received + rest.count) bytes")
+            #expect(received + rest.count == answerSize, "the answer was cut short")
+        }
+    }
+
     @Test("connections beyond the limit are closed at once; the others keep working; descriptors come back")
     func connectionLimit() async throws {
         try await TestServer.with(configure: Self.configure) { server in

@@ -142,16 +142,48 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        // An answer is being sent and the client has stopped taking it: it has a body window to start again, or the
-        // connection (and the answer's buffers) go.
+        // An answer is being sent and the connection is full: a client that has stopped taking it has a body window to
+        // start again, or the connection (and the answer's buffers) go. One that takes it slowly keeps it.
         if responsesPending > 0, !readingBody, !refusalSent {
             if context.channel.isWritable {
                 cancelTimer()
             } else {
-                schedule(context, after: limits.bodyWindow) { _, context in context.close(promise: nil) }
+                watchFullConnection(context, after: limits.bodyWindow)
             }
         }
         context.fireChannelWritabilityChanged()
+    }
+
+    /// Checks, while the connection stays full, that the kernel still sends the answer: closes the connection once it
+    /// has sent nothing for a body window.
+    ///
+    /// The connection's own buffer is no measure of a slow client: the kernel takes more of it only when a third of
+    /// its send buffer (megabytes) has drained, so a client reading 20 KB/s could leave it full for more than 30 s and
+    /// was cut off mid-download. The kernel's time since it last sent data is: a client that takes a segment in a
+    /// window keeps its connection.
+    private func watchFullConnection(_ context: ChannelHandlerContext, after delay: Duration) {
+        schedule(context, after: delay) { guardHandler, context in
+            guard !context.channel.isWritable else { return }
+            guardHandler.sinceDataSent(context) { idle in
+                guard let idle, idle < guardHandler.limits.bodyWindow, guardHandler.responsesPending > 0 else {
+                    context.close(promise: nil)
+                    return
+                }
+                guardHandler.watchFullConnection(context, after: max(guardHandler.limits.bodyWindow - idle, .milliseconds(10)))
+            }
+        }
+    }
+
+    /// How long ago the kernel last sent data on the connection (`TCP_INFO`), or nil where it cannot tell.
+    private func sinceDataSent(_ context: ChannelHandlerContext, _ body: @escaping (Duration?) -> Void) {
+        #if os(Linux)
+        guard let provider = context.channel as? any SocketOptionProvider else { return body(nil) }
+        provider.getTCPInfo().assumeIsolatedUnsafeUnchecked().whenComplete { result in
+            body((try? result.get()).map { .milliseconds(Int64($0.tcpi_last_data_sent)) })
+        }
+        #else
+        body(nil)
+        #endif
     }
 
     private func waitForRequest(_ context: ChannelHandlerContext) {
