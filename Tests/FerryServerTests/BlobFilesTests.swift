@@ -39,6 +39,40 @@ struct BlobFilesTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: files.tmpDirectory).isEmpty)
     }
 
+    @Test("Block pool: a block given back is taken again; a full pool unmaps what it cannot keep")
+    func blockPool() throws {
+        let pool = BlockPool(size: 1 << 20, limit: 2)
+        let first = try #require(pool.take())
+        #expect(Int(bitPattern: first) % 4096 == 0)
+        first.storeBytes(of: 0xFE, as: UInt8.self)
+        pool.give(first)
+        #expect(pool.idleCount == 1)
+        #expect(pool.take() == first)
+        let blocks = try (0..<4).map { _ in try #require(pool.take()) }
+        #expect(Set(blocks).count == 4)
+        for block in blocks { pool.give(block) }
+        pool.give(first)
+        #expect(pool.idleCount == 2)
+    }
+
+    @Test("Chunk buffers: any size and any growth keeps its bytes, whichever block or mapping holds them")
+    func readBuffers() {
+        let allocator = ReadBuffers.allocator
+        for size in [0, 1, 4096, BlobFiles.readChunk - 1, BlobFiles.readChunk, BlobFiles.readChunk + 1, 3 << 20] {
+            var buffer = allocator.buffer(capacity: size)
+            let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) }
+            buffer.writeBytes(bytes)
+            // A copy that is written to gets storage of its own from the same allocator; a chunk-sized buffer grows
+            // out of its pooled block into a mapping of its own.
+            var copy = buffer
+            copy.writeBytes([1, 2, 3])
+            buffer.writeBytes([UInt8](repeating: 9, count: BlobFiles.readChunk))
+            #expect(Array(buffer.readableBytesView.prefix(size)) == bytes, "size \(size)")
+            #expect(Array(buffer.readableBytesView.dropFirst(size)) == [UInt8](repeating: 9, count: BlobFiles.readChunk))
+            #expect(Array(copy.readableBytesView) == bytes + [1, 2, 3], "size \(size)")
+        }
+    }
+
     @Test("A body over the size limit, or one that fails, leaves no temporary file", arguments: [true, false])
     func failuresLeaveNothing(direct: Bool) async throws {
         let root = TemporaryDirectory.make("ferry-blobs")

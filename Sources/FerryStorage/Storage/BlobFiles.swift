@@ -255,7 +255,7 @@ struct BlobFiles: BlobStorage {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw POSIXFileError("open", errno) }
             defer { close(fd) }
-            var buffer = ByteBufferAllocator().buffer(capacity: length)
+            var buffer = ReadBuffers.allocator.buffer(capacity: length)
             try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { out in
                 guard let base = out.baseAddress else { return 0 }
                 var done = 0

@@ -111,16 +111,16 @@ final class TempFile: @unchecked Sendable {
 
 /// A page-aligned block of ``BlobFiles/writeBatch`` bytes that a body is copied into before it is hashed and written.
 ///
-/// Blocks come from a small process-wide pool and go back to it when the last job holding one lets go of it: reusing
-/// memory that is already mapped is much cheaper than touching fresh pages for every body. The pool keeps at most
-/// ``poolLimit`` idle blocks; more are allocated under load and freed when returned to a full pool.
+/// Blocks come from a small process-wide ``BlockPool`` and go back to it when the last job holding one lets go of it:
+/// reusing memory that is already mapped is much cheaper than touching fresh pages for every body. The pool keeps at
+/// most ``poolLimit`` idle blocks; more are mapped under load and unmapped when returned to a full pool.
 final class AlignedBlock: @unchecked Sendable {
     /// Bytes per block.
     static let size = BlobFiles.writeBatch
     /// Idle blocks kept for reuse.
     static let poolLimit = 16
 
-    private static let pool = BlockPool()
+    private static let pool = BlockPool(size: size, limit: poolLimit)
 
     private let base: UnsafeMutableRawPointer
     /// Bytes filled so far. Only the task filling the block changes it, before handing the block on.
@@ -136,7 +136,8 @@ final class AlignedBlock: @unchecked Sendable {
 
     /// A block from the pool, or a new one.
     static func take() throws -> AlignedBlock {
-        AlignedBlock(base: try pool.take())
+        guard let base = pool.take() else { throw POSIXFileError("mmap", ENOMEM) }
+        return AlignedBlock(base: base)
     }
 
     /// Whether the block has no room left.
@@ -151,29 +152,5 @@ final class AlignedBlock: @unchecked Sendable {
         if n > 0, let from = source.baseAddress { (base + count).copyMemory(from: from, byteCount: n) }
         count += n
         return n
-    }
-}
-
-/// The idle blocks behind ``AlignedBlock``.
-private final class BlockPool: @unchecked Sendable {
-    // `lock` guards `idle`.
-    private let lock = NIOLock()
-    private var idle: [UnsafeMutableRawPointer] = []
-
-    func take() throws -> UnsafeMutableRawPointer {
-        if let reused = lock.withLock({ idle.popLast() }) { return reused }
-        var pointer: UnsafeMutableRawPointer?
-        let result = posix_memalign(&pointer, TempFile.alignment, AlignedBlock.size)
-        guard result == 0, let pointer else { throw POSIXFileError("posix_memalign", result) }
-        return pointer
-    }
-
-    func give(_ pointer: UnsafeMutableRawPointer) {
-        let kept = lock.withLock {
-            guard idle.count < AlignedBlock.poolLimit else { return false }
-            idle.append(pointer)
-            return true
-        }
-        if !kept { free(pointer) }
     }
 }

@@ -1,0 +1,113 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOConcurrencyHelpers
+@_spi(CustomByteBufferAllocator) import NIOCore
+
+/// Page-aligned blocks of one size, mapped from the kernel, with up to `limit` idle ones kept for reuse and the rest
+/// unmapped when they are given back.
+///
+/// The buffers that bodies pass through (1 MiB each, one per chunk) come and go at the rate bytes move. From `malloc`
+/// they interleave with the server's small allocations, and the heap can neither reuse nor return the holes they
+/// leave: 20 clients downloading at full speed left `ferry serve` holding 300 to 670 MB, though under 1 MiB per
+/// connection was in flight. A mapped block is returned whole, so the memory held follows the bytes in flight, and an
+/// idle block is reused without touching fresh pages.
+final class BlockPool: @unchecked Sendable {
+    /// Bytes per block.
+    let size: Int
+    /// Idle blocks kept for reuse.
+    let limit: Int
+    // `lock` guards `idle`.
+    private let lock = NIOLock()
+    private var idle: [UnsafeMutableRawPointer] = []
+
+    init(size: Int, limit: Int) {
+        self.size = size
+        self.limit = limit
+    }
+
+    /// An idle block, or a new mapping; nil when the kernel has no memory to map.
+    func take() -> UnsafeMutableRawPointer? {
+        if let reused = lock.withLock({ idle.popLast() }) { return reused }
+        return Self.map(size)
+    }
+
+    /// Keeps the block for reuse, or unmaps it when `limit` blocks are idle already.
+    func give(_ block: UnsafeMutableRawPointer) {
+        let kept = lock.withLock {
+            guard idle.count < limit else { return false }
+            idle.append(block)
+            return true
+        }
+        if !kept { munmap(block, size) }
+    }
+
+    /// How many idle blocks the pool holds.
+    var idleCount: Int { lock.withLock { idle.count } }
+
+    /// A new private anonymous mapping of `size` bytes (zeroed, page-aligned), or nil.
+    static func map(_ size: Int) -> UnsafeMutableRawPointer? {
+        let mapped = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let mapped, mapped != UnsafeMutableRawPointer(bitPattern: -1) else { return nil }
+        return mapped
+    }
+}
+
+/// The memory of the chunks read from blob files for answers (GET, and the copies and backups that read objects):
+/// ``BlockPool`` blocks of one ``BlobFiles/readChunk`` behind a `ByteBufferAllocator`, so that every chunk a download
+/// sends reuses a block another chunk has finished with.
+///
+/// Each allocation starts with a header holding its mapped size (0 for `malloc`'s fallback), so that release knows
+/// where it came from: a chunk's block goes back to the pool, anything larger (a buffer grown by a copy-on-write)
+/// is unmapped.
+enum ReadBuffers {
+    /// Bytes before the address handed out (a multiple of every alignment a `ByteBuffer` needs).
+    static let header = 64
+    /// Idle blocks kept for reuse: 32 MiB at most.
+    static let pool = BlockPool(size: BlobFiles.readChunk + header, limit: 32)
+
+    /// The allocator chunk buffers come from.
+    static let allocator = ByteBufferAllocator(
+        allocate: { size in ReadBuffers.allocate(size) },
+        reallocate: { pointer, oldSize, newSize in ReadBuffers.reallocate(pointer, oldSize: oldSize, newSize: newSize) },
+        deallocate: { pointer in ReadBuffers.deallocate(pointer) },
+        copy: { destination, source, count in destination.copyMemory(from: source, byteCount: count) })
+
+    static func allocate(_ size: Int) -> UnsafeMutableRawPointer? {
+        let mapped = size + header <= pool.size ? pool.size : size + header
+        let block = mapped == pool.size ? pool.take() : BlockPool.map(mapped)
+        if let block {
+            block.storeBytes(of: mapped, as: Int.self)
+            return block + header
+        }
+        guard let fallback = malloc(size + header) else { return nil }
+        fallback.storeBytes(of: 0, as: Int.self)
+        return fallback + header
+    }
+
+    static func deallocate(_ pointer: UnsafeMutableRawPointer) {
+        let block = pointer - header
+        let mapped = block.load(as: Int.self)
+        if mapped == 0 {
+            free(block)
+        } else if mapped == pool.size {
+            pool.give(block)
+        } else {
+            munmap(block, mapped)
+        }
+    }
+
+    static func reallocate(_ pointer: UnsafeMutableRawPointer?, oldSize: Int, newSize: Int) -> UnsafeMutableRawPointer? {
+        guard let pointer else { return allocate(newSize) }
+        let mapped = (pointer - header).load(as: Int.self)
+        if mapped != 0, newSize + header <= mapped { return pointer }
+        guard let moved = allocate(newSize) else { return nil }
+        moved.copyMemory(from: pointer, byteCount: min(oldSize, newSize))
+        deallocate(pointer)
+        return moved
+    }
+}
