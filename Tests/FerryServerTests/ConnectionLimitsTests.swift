@@ -124,21 +124,28 @@ struct ConnectionLimitsTests {
         }
     }
 
+    /// A 64 MiB object stored in `bucket` (larger than every buffer between the two ends: the server's and the
+    /// client's socket, NIO's), and a raw connection that has asked for it and read nothing yet.
+    static func download(from server: TestServer, bucket: String) async throws -> (socket: Int32, size: Int) {
+        let s3 = server.client()
+        try await s3.createBucket(bucket)
+        let size = 64 << 20
+        #expect(try await s3.put(bucket, "big", [UInt8](repeating: 3, count: size)).status == 200)
+        let head = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
+            method: "GET", path: "/\(bucket)/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
+            payloadHash: SigV4.emptyPayloadHash, date: Date()
+        ).headers
+        let socket = try RawSocket.connect(port: server.port)
+        try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/\(bucket)/big", head).utf8))
+        return (socket, size)
+    }
+
     @Test("a client that stops reading an answer is let go after a body window; one that reads gets every byte")
     func stalledReaderIsLetGo() async throws {
         try await TestServer.with(configure: Self.configure) { server in
-            let s3 = server.client()
-            try await s3.createBucket("stall")
-            // Larger than every buffer between the two ends (the server's and the client's socket, NIO's).
-            let size = 64 << 20
-            #expect(try await s3.put("stall", "big", [UInt8](repeating: 3, count: size)).status == 200)
-            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
-            let head = signer.sign(
-                method: "GET", path: "/stall/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
-                payloadHash: SigV4.emptyPayloadHash, date: Date()).headers
-            let socket = try RawSocket.connect(port: server.port)
+            let (socket, size) = try await Self.download(from: server, bucket: "stall")
             defer { close(socket) }
-            try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/stall/big", head).utf8))
+            let s3 = server.client()
             // Read nothing for three body windows: the server lets go of the connection.
             try await Task.sleep(for: .seconds(3))
             let (bytes, error) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
@@ -152,17 +159,8 @@ struct ConnectionLimitsTests {
     @Test("a client that reads an answer slowly but steadily keeps its connection through many body windows")
     func slowReaderKeepsItsConnection() async throws {
         try await TestServer.with(configure: Self.configure) { server in
-            let s3 = server.client()
-            try await s3.createBucket("slow")
-            let size = 64 << 20
-            #expect(try await s3.put("slow", "big", [UInt8](repeating: 5, count: size)).status == 200)
-            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
-            let head = signer.sign(
-                method: "GET", path: "/slow/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
-                payloadHash: SigV4.emptyPayloadHash, date: Date()).headers
-            let socket = try RawSocket.connect(port: server.port)
+            let (socket, size) = try await Self.download(from: server, bucket: "slow")
             defer { close(socket) }
-            try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/slow/big", head).utf8))
             // 600 KB/s for 12 body windows: the connection stays full throughout (the kernel's buffers hold a few
             // MB), and the connection's own buffer drains too seldom to say the client reads (this reader was cut off
             // after about 7 s when that was the measure).

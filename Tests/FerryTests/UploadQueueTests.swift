@@ -369,38 +369,49 @@ struct UploadQueueTests {
         }
     }
 
-    @Test("the same file added again to a new queue continues its checkpoint and keeps its VideoId (RefreshUploadVideo)")
-    func sameFileAfterRestartKeepsVideoId() async throws {
-        let directory = TemporaryDirectory.make("ferry-queue-restart")
+    /// A video upload that a killed app left behind, and what runs after it: `body` gets the server, the file (21 MiB)
+    /// and the video it became, and `again` adds the file to a new queue over the same record directory and returns its
+    /// result. The first queue sent two parts (a proxy slows each one) before it paused and went away.
+    static func afterInterruptedUpload(
+        _ name: String,
+        _ body: @Sendable (
+            _ server: TestServer, _ video: URL, _ videoId: String, _ again: @Sendable () async throws -> MediaUploadResult
+        ) async throws -> Void
+    ) async throws {
+        let directory = TemporaryDirectory.make(name)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let video = try makeMediaFile(size: 21 * Self.mib, ext: "mp4", in: directory)
         try await TestServer.with { server in
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
             proxy.inject(.delay(seconds: 0.2), when: .query(contains: "partNumber"), times: .max)
-            var configuration = Self.configuration(records: directory + "/records")
-            configuration.partConcurrency = 1
+            var slow = Self.configuration(records: directory + "/records")
+            slow.partConcurrency = 1
+            let configuration = slow
             let endpoint = URL(string: proxy.endpoint)!
-
-            // First run: two parts reach the server, then the app goes away.
-            var first: UploadQueue? = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
-            let (log, collector) = QueueLog.collect(first!)
-            let item = await first!.addFile(video, info: MediaInfo(title: "Long"))
-            await first!.start()
-            try await log.wait("two parts", until: { _ in (log.progress(of: item).last ?? 0) > Int64(10 * Self.mib) })
-            await first!.pause()
-            let videoId = try #require(await first!.item(item)?.videoId)
-            collector.cancel()
-            first = nil
-
-            // Second run, a new queue over the same record directory.
-            let second = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
-            let (log2, collector2) = QueueLog.collect(second)
-            await second.addFile(video, info: MediaInfo(title: "Long"))
-            await second.start()
-            try await log2.wait("the video", until: { _ in log2.finished().count == 1 })
-            collector2.cancel()
+            @Sendable func run(until done: @escaping @Sendable (QueueLog, UploadQueue.Item.ID) -> Bool) async throws -> (UploadQueue, QueueLog, UploadQueue.Item.ID) {
+                let queue = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
+                let (log, collector) = QueueLog.collect(queue)
+                let item = await queue.addFile(video, info: MediaInfo(title: "Clip"))
+                await queue.start()
+                try await log.wait("the upload", until: { _ in done(log, item) })
+                collector.cancel()
+                return (queue, log, item)
+            }
+            let (first, _, item) = try await run { log, item in (log.progress(of: item).last ?? 0) > Int64(10 * Self.mib) }
+            await first.pause()
+            let videoId = try #require(await first.item(item)?.videoId)
+            try await body(server, video, videoId) {
+                let (_, log, _) = try await run { log, _ in log.finished().count == 1 }
+                return try #require(log.finished().first?.1)
+            }
             try await proxy.shutdown()
-            let result = try #require(log2.finished().first?.1)
+        }
+    }
+
+    @Test("the same file added again to a new queue continues its checkpoint and keeps its VideoId (RefreshUploadVideo)")
+    func sameFileAfterRestartKeepsVideoId() async throws {
+        try await Self.afterInterruptedUpload("ferry-queue-restart") { server, _, videoId, again in
+            let result = try await again()
             #expect(result.videoId == videoId)
             #expect(result.upload.partsResumed >= 2)
             #expect(result.upload.partsResumed + result.upload.partsSent == 5)
@@ -413,45 +424,19 @@ struct UploadQueueTests {
 
     @Test("a file changed after its upload began becomes a new video; the abandoned one, still Uploading, is deleted with its parts")
     func changedFileDeletesAbandonedVideo() async throws {
-        let directory = TemporaryDirectory.make("ferry-queue-changed")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let video = try makeMediaFile(size: 21 * Self.mib, ext: "mp4", in: directory)
-        try await TestServer.with { server in
-            let proxy = try await FaultProxy.start(upstream: server.endpoint)
-            proxy.inject(.delay(seconds: 0.2), when: .query(contains: "partNumber"), times: .max)
-            var configuration = Self.configuration(records: directory + "/records")
-            configuration.partConcurrency = 1
-            let endpoint = URL(string: proxy.endpoint)!
-
-            // First run: two parts reach the server, then the app goes away.
-            var first: UploadQueue? = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
-            let (log, collector) = QueueLog.collect(first!)
-            let item = await first!.addFile(video, info: MediaInfo(title: "Edited"))
-            await first!.start()
-            try await log.wait("two parts", until: { _ in (log.progress(of: item).last ?? 0) > Int64(10 * Self.mib) })
-            await first!.pause()
-            let oldId = try #require(await first!.item(item)?.videoId)
-            collector.cancel()
-            first = nil
+        try await Self.afterInterruptedUpload("ferry-queue-changed") { server, video, oldId, again in
             let media = server.media()
             #expect(try await media.getVideoInfo(videoId: oldId).status == "Uploading")
             let oldVideo = try #require(try await server.server.catalog.video(oldId))
             #expect(try await server.client().send("GET", "/\(oldVideo.bucket)", query: [("uploads", "")]).text.contains("<UploadId>"))
 
             // New content at the same path, with another modification time.
-            let replacement = try makeRandomFile(size: 13 * Self.mib, in: directory)
+            let replacement = try makeRandomFile(size: 13 * Self.mib, in: video.deletingLastPathComponent().path)
             try FileManager.default.removeItem(at: video)
             try FileManager.default.moveItem(at: replacement, to: video)
             try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(60)], ofItemAtPath: video.path)
 
-            let second = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
-            let (log2, collector2) = QueueLog.collect(second)
-            await second.addFile(video, info: MediaInfo(title: "Edited"))
-            await second.start()
-            try await log2.wait("the video", until: { _ in log2.finished().count == 1 })
-            collector2.cancel()
-            try await proxy.shutdown()
-            let result = try #require(log2.finished().first?.1)
+            let result = try await again()
             #expect(result.videoId != oldId)
             #expect(result.upload.partsResumed == 0)
             let newId = try #require(result.videoId)
