@@ -58,7 +58,7 @@ struct BlobFilesTests {
     @Test("Chunk buffers: any size and any growth keeps its bytes, whichever block or mapping holds them")
     func readBuffers() {
         let allocator = ReadBuffers.allocator
-        for size in [0, 1, 4096, BlobFiles.readChunk - 1, BlobFiles.readChunk, BlobFiles.readChunk + 1, 3 << 20] {
+        for size in [0, 1, 4096, ReadBuffers.smallBuffer - 1, ReadBuffers.smallBuffer, BlobFiles.readChunk, BlobFiles.readChunk + 1, 3 << 20] {
             var buffer = allocator.buffer(capacity: size)
             let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) }
             buffer.writeBytes(bytes)

@@ -165,7 +165,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         schedule(context, after: delay) { guardHandler, context in
             guard !context.channel.isWritable else { return }
             guardHandler.sinceDataSent(context) { idle in
-                guard let idle, idle < guardHandler.limits.bodyWindow, guardHandler.responsesPending > 0 else {
+                guard let idle, idle < guardHandler.limits.bodyWindow else {
                     context.close(promise: nil)
                     return
                 }
