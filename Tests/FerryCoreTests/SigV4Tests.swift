@@ -640,6 +640,13 @@ struct SigV4VerificationTests {
         } catch let error as SigV4Error {
             #expect(error.code == .requestExpired)
         }
+        // Dated an hour after the server's clock: not valid yet, which is not the same as expired.
+        do {
+            _ = try verify(now: SigV4DocExample.date.addingTimeInterval(-3600))
+            Issue.record("a presigned URL dated in the future verified")
+        } catch let error as SigV4Error {
+            #expect(error.code == .requestNotYetValid)
+        }
         do {
             _ = try verify(path: "/other.txt", now: SigV4DocExample.date)
             Issue.record("a presigned URL verified for another path")

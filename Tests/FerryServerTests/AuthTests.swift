@@ -58,6 +58,14 @@ struct AuthTests {
             let expired = try await s3.sendRaw("GET", "/pre/k", query: old, headers: [])
             #expect(expired.status == 403)
             #expect(expired.errorCode == "AccessDenied")
+            #expect(expired.text.contains("Request has expired"), "\(expired.text)")
+            // Dated an hour ahead of the server's clock: not valid yet, and the answer says so rather than "expired".
+            let early = try signer.presign(
+                method: "GET", path: "/pre/k", query: [], host: host, expires: 60, date: Date().addingTimeInterval(3600))
+            let notYet = try await s3.sendRaw("GET", "/pre/k", query: early, headers: [])
+            #expect(notYet.status == 403)
+            #expect(notYet.errorCode == "AccessDenied")
+            #expect(notYet.text.contains("Request is not valid yet"), "\(notYet.text)")
             var tooLong = fresh
             if let i = tooLong.firstIndex(where: { $0.name == "X-Amz-Expires" }) { tooLong[i].value = "604801" }
             let rejected = try await s3.sendRaw("GET", "/pre/k", query: tooLong, headers: [])

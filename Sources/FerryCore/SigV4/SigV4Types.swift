@@ -126,6 +126,9 @@ public struct SigV4Error: Error, Sendable, Hashable, CustomStringConvertible {
         /// A presigned URL has expired.
         public static let requestExpired = Code(
             rawValue: "requestExpired", s3ErrorCode: "AccessDenied", httpStatus: 403)
+        /// A presigned URL is dated later than the server's clock allows: it is not valid yet.
+        public static let requestNotYetValid = Code(
+            rawValue: "requestNotYetValid", s3ErrorCode: "AccessDenied", httpStatus: 403)
         /// The request time is too far from the server's clock.
         public static let requestTimeTooSkewed = Code(
             rawValue: "requestTimeTooSkewed", s3ErrorCode: "RequestTimeTooSkewed", httpStatus: 403)

@@ -373,7 +373,7 @@ public enum SigV4Verifier {
             throw .malformedPresignedQuery("the signed header '\(name.prefix(64))' is not in the request")
         }
         if presigned.date.timeIntervalSince(now) > maxClockSkew {
-            throw SigV4Error(.requestExpired, "the request is not valid yet")
+            throw SigV4Error(.requestNotYetValid, "the request is not valid yet")
         }
         if now > presigned.expiration {
             throw SigV4Error(.requestExpired, "the request has expired")

@@ -156,6 +156,7 @@ extension FerryDomainError {
                 "The request signature we calculated does not match the signature you provided. Check your key and signing method."
             case .requestTimeTooSkewed: "The difference between the request time and the current time is too large."
             case .requestExpired: "Request has expired"
+            case .requestNotYetValid: "Request is not valid yet"
             default: error.message.prefix(1).uppercased() + error.message.dropFirst()
             }
         self.init(.signature(error.code), message)
