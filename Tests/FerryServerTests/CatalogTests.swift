@@ -114,6 +114,25 @@ struct CatalogTests {
         }
     }
 
+    @Test("ended console sessions are recorded by digest until they expire", arguments: JobQueueImplementation.allCases)
+    func revokedSessions(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            let start = Date(timeIntervalSince1970: 1_800_000_000)
+            #expect(try await catalog.isSessionRevoked("d1") == false)
+            try await catalog.revokeSession("d1", expiration: start.addingTimeInterval(3600), now: start)
+            try await catalog.revokeSession("d1", expiration: start.addingTimeInterval(3600), now: start)
+            try await catalog.revokeSession("d2", expiration: start.addingTimeInterval(60), now: start)
+            #expect(try await catalog.isSessionRevoked("d1"))
+            #expect(try await catalog.isSessionRevoked("d2"))
+            #expect(try await catalog.isSessionRevoked("d3") == false)
+            // Recording another forgets those expired by then: their tokens are refused as expired anyway.
+            try await catalog.revokeSession("d3", expiration: start.addingTimeInterval(7200), now: start.addingTimeInterval(61))
+            #expect(try await catalog.isSessionRevoked("d2") == false)
+            #expect(try await catalog.isSessionRevoked("d1"))
+            #expect(try await catalog.isSessionRevoked("d3"))
+        }
+    }
+
     @Test("the webhook outbox keeps events in order until delivered or given up", arguments: JobQueueImplementation.allCases)
     func webhookStore(_ implementation: JobQueueImplementation) async throws {
         try await implementation.with { catalog in

@@ -2,6 +2,7 @@ import FerryCore
 @testable import FerryServer
 import FerryTestSupport
 import Foundation
+import NIOConcurrencyHelpers
 import Testing
 
 /// A browser's side of the console, scripted: a cookie jar and the session's CSRF token.
@@ -142,7 +143,64 @@ struct ConsoleTests {
 
             let out = try await browser.send("DELETE", ConsoleAPI.sessionPath)
             #expect(out.status == 200 && out.header("Set-Cookie")?.contains("Max-Age=0") == true)
+            // A copy of the cookie kept past sign-out (another tab, a stolen cookie) is refused from then on.
+            let kept = try await browser.send("GET", ConsoleAPI.sessionPath)
+            #expect(kept.status == 401 && ConsoleBrowser.code(kept) == "SessionExpired")
+            #expect(try await browser.api("ListVideos").status == 401)
+            #expect(try await proxied.api("ListVideos").status == 200, "other sessions of the key go on")
         }
+    }
+
+    @Test("sign-in: ten failures for one key from one address hold that pair back with 429 and Retry-After, the right secret too; other keys are not held back")
+    func signInThrottle() async throws {
+        try await TestServer.with { server in
+            var admin = ConsoleBrowser(server)
+            #expect(try await admin.signIn(server.root.accessKeyId, server.root.secretAccessKey).status == 200)
+            let created = try await admin.api("CreateAccessKey", ["Policy": ["statements": [["actions": ["media:*"]]]]])
+            let key = try #require(ConsoleBrowser.json(created)["AccessKey"] as? [String: Any])
+
+            var browser = ConsoleBrowser(server)
+            for _ in 0..<SignInThrottle.limit {
+                #expect(try await browser.signIn(server.root.accessKeyId, "not-the-secret").status == 401)
+            }
+            let held = try await browser.signIn(server.root.accessKeyId, server.root.secretAccessKey)
+            #expect(held.status == 429 && ConsoleBrowser.code(held) == "TooManySignInAttempts")
+            let wait = try #require(held.header("Retry-After").flatMap { Int($0) })
+            #expect(wait >= 1 && wait <= Int(SignInThrottle.window))
+            #expect(browser.cookie == nil && held.header("Set-Cookie") == nil)
+
+            #expect(try await admin.api("ListVideos").status == 200, "sessions opened before go on")
+            let other = try await browser.signIn(
+                try #require(key["AccessKeyId"] as? String), try #require(key["AccessKeySecret"] as? String))
+            #expect(other.status == 200, "another key from the same address is not held back")
+        }
+    }
+
+    @Test("the sign-in throttle counts failures per pair within its window, forgets them after it or after a right secret, and tracks a bounded number of pairs")
+    func signInThrottleCounts() {
+        let clock = NIOLockedValueBox(0.0)
+        let throttle = SignInThrottle(now: { clock.withLockedValue { $0 } })
+        let pair = SignInThrottle.attempt(address: "192.0.2.1", accessKeyId: "FKIA1")
+        for _ in 0..<(SignInThrottle.limit - 1) { throttle.failed(pair) }
+        #expect(throttle.wait(pair) == nil)
+        throttle.failed(pair)
+        #expect(throttle.wait(pair) == Int(SignInThrottle.window))
+        #expect(throttle.wait(SignInThrottle.attempt(address: "192.0.2.2", accessKeyId: "FKIA1")) == nil)
+        clock.withLockedValue { $0 = 59.5 }
+        #expect(throttle.wait(pair) == 1)
+        clock.withLockedValue { $0 = 60 }
+        #expect(throttle.wait(pair) == nil, "the window ended")
+        throttle.failed(pair)
+        #expect(throttle.wait(pair) == nil, "a new window starts with one failure")
+        for _ in 0..<SignInThrottle.limit { throttle.failed(pair) }
+        #expect(throttle.wait(pair) != nil)
+        throttle.succeeded(pair)
+        #expect(throttle.wait(pair) == nil)
+
+        for index in 0..<(SignInThrottle.capacity + 5) {
+            throttle.failed(SignInThrottle.attempt(address: "198.51.100.1", accessKeyId: "K\(index)"))
+        }
+        #expect(throttle.trackedPairs <= SignInThrottle.capacity)
     }
 
     @Test("a scoped key's session sees and changes only its own videos; disabling the key ends its session")

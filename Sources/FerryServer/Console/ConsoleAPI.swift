@@ -3,13 +3,16 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
 /// The web console: its static files under `/console/`, sign-in at `/_ferry/console/session`, and the media API for
 /// the signed-in session at `/_ferry/console/api/<Action>`.
 ///
 /// - `POST /_ferry/console/session` with `{"AccessKeyId", "SecretAccessKey"}` opens a session (see
-///   ``ConsoleSessions``) and answers `{"AccessKeyId", "Root", "CSRFToken", "Expiration"}`; `GET` answers the same for
-///   the session in the cookie (401 `SessionExpired` without one); `DELETE` ends it.
+///   ``ConsoleSessions``) and answers `{"AccessKeyId", "Root", "CSRFToken", "Expiration"}`; after repeated failures
+///   for one key from one address it answers 429 `TooManySignInAttempts` for a while (``SignInThrottle``).
+/// - `GET` answers the same for the session in the cookie (401 `SessionExpired` without one); `DELETE` ends it (its
+///   token is refused from then on, by every node).
 /// - `POST /_ferry/console/api/<Action>` takes the media API's JSON for `<Action>` and answers as the media API does,
 ///   authorized by the session and its policy; every such request carries `X-Ferry-CSRF`.
 ///
@@ -123,10 +126,18 @@ struct ConsoleAPI: Sendable {
             let input = try JSONBody.decode(SignInInput.self, from: data)
             guard let id = input.AccessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
             guard let secret = input.SecretAccessKey, !secret.isEmpty else { throw MediaError.missing("SecretAccessKey") }
+            let attempt = SignInThrottle.attempt(address: context.channel.remoteAddress?.ipAddress, accessKeyId: id)
+            if let wait = sessions.throttle.wait(attempt) {
+                throw MediaError(
+                    "TooManySignInAttempts", "Too many failed sign-ins for this key from this address; try again in \(wait) s.",
+                    status: 429, retryAfterSeconds: wait)
+            }
             let session: ConsoleSessions.Session
             do {
                 session = try await sessions.signIn(accessKeyId: id, secretAccessKey: secret)
+                sessions.throttle.succeeded(attempt)
             } catch let refusal as ConsoleSessions.Refusal {
+                sessions.throttle.failed(attempt)
                 context.logger.info(
                     "console sign-in refused",
                     metadata: ["ferry.access-key-id": .string(refusal.namesKey ? String(id.prefix(64)) : "(no such key)")])
@@ -137,6 +148,7 @@ struct ConsoleAPI: Sendable {
         case .delete:
             let session = try await sessions.requireSession(request.headers)
             guard ConsoleSessions.hasCSRFToken(request.headers, session: session) else { throw ConsoleSessions.csrfMissing }
+            try await sessions.signOut(session)
             setCookie = ConsoleSessions.clearCookie(secure: secure)
             answer = MediaContract.EmptyAnswer()
         case .get, .head:

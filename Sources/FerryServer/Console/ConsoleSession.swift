@@ -1,7 +1,7 @@
-import Crypto
 import FerryCore
 import Foundation
 import HTTPTypes
+import NIOConcurrencyHelpers
 
 /// Sign-in for the web console and for browser apps on the same origin: an access key id and secret are exchanged
 /// once for a short-lived session, kept in an `HttpOnly`, `SameSite=Strict` cookie. The secret itself is never stored
@@ -9,7 +9,9 @@ import HTTPTypes
 ///
 /// A session is a temporary credential issued under the key (the same self-contained token as STS credentials, so any
 /// node verifies it and it ends when the key is disabled), carrying the key's policy. Requests that change state also
-/// carry the session's CSRF token in `X-Ferry-CSRF`, a value a page of another site can neither read nor send.
+/// carry the session's CSRF token in `X-Ferry-CSRF`, a value a page of another site can neither read nor send. Signing
+/// out records the token's digest in the catalog, so the token is refused from then on, on every node, even where a
+/// copy of the cookie survives.
 struct ConsoleSessions: Sendable {
     /// The cookie holding the session.
     static let cookieName = "ferry_console"
@@ -19,6 +21,8 @@ struct ConsoleSessions: Sendable {
     static let lifetime: TimeInterval = 3600
 
     let credentials: CredentialStore
+    /// The failed sign-ins this node counts.
+    var throttle = SignInThrottle()
 
     /// A verified session.
     struct Session: Sendable {
@@ -85,11 +89,23 @@ struct ConsoleSessions: Sendable {
             else { throw error }
             throw expired
         }
+        guard !(try await credentials.catalog.isSessionRevoked(Self.digest(value))) else { throw expired }
         var principal = resolved.principal
         principal.isRoot = principal.parentAccessKeyId == credentials.root.accessKeyId
         let csrf = SessionTokenCodec.base64url(
             credentials.tokens.authenticationCode(for: Data(value.utf8), purpose: "console-csrf"))
         return Session(principal: principal, token: value, csrf: csrf, expiration: principal.expiration ?? now)
+    }
+
+    /// Ends `session`: its token is refused from now on.
+    func signOut(_ session: Session) async throws {
+        try await credentials.catalog.revokeSession(
+            Self.digest(session.token), expiration: session.expiration, now: credentials.now())
+    }
+
+    /// What the catalog keeps of an ended session's token: its SHA-256, so the catalog holds no usable token.
+    static func digest(_ token: String) -> String {
+        SigV4.hexSHA256(token)
     }
 
     /// The session of a request's cookie, nil when it has none.
@@ -141,5 +157,74 @@ struct ConsoleSessions: Sendable {
             }
         }
         return nil
+    }
+}
+
+/// Failed console sign-ins on this node, per client address and access key id. After ``limit`` failures within
+/// ``window`` seconds, sign-ins from that address for that key are refused without being checked until the window
+/// ends; a right secret clears the count. Another address, or another key, is not held back, so a stranger who knows a
+/// key's id cannot lock its owner out from elsewhere. Each node counts on its own; at most ``capacity`` pairs are
+/// tracked, those whose window has ended given up first.
+final class SignInThrottle: Sendable {
+    /// Failures allowed within a window.
+    static let limit = 10
+    /// The window's length, in seconds.
+    static let window = 60.0
+    /// Most address and key pairs tracked.
+    static let capacity = 10_000
+
+    private struct Failures {
+        var count: Int
+        /// When the first failure of the window happened.
+        var since: Double
+    }
+
+    private let failures = NIOLockedValueBox<[String: Failures]>([:])
+    /// Seconds on a monotonic clock.
+    private let now: @Sendable () -> Double
+
+    /// Creates a throttle reading time from `now` (seconds on a monotonic clock; the system's uptime by default).
+    init(now: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }) {
+        self.now = now
+    }
+
+    /// The pair a sign-in is counted under.
+    static func attempt(address: String?, accessKeyId: String) -> String {
+        (address ?? "") + " " + accessKeyId.prefix(128)
+    }
+
+    /// Nil when `attempt` may sign in now; else the whole seconds (at least one) until it may.
+    func wait(_ attempt: String) -> Int? {
+        let time = now()
+        return failures.withLockedValue { failures in
+            guard let recorded = failures[attempt], recorded.count >= Self.limit, time - recorded.since < Self.window
+            else { return nil }
+            return max(1, Int((Self.window - (time - recorded.since)).rounded(.up)))
+        }
+    }
+
+    /// Counts a refused sign-in of `attempt`.
+    func failed(_ attempt: String) {
+        let time = now()
+        failures.withLockedValue { failures in
+            if var recorded = failures[attempt], time - recorded.since < Self.window {
+                recorded.count += 1
+                failures[attempt] = recorded
+                return
+            }
+            if failures.count >= Self.capacity {
+                failures = failures.filter { time - $0.value.since < Self.window }
+                if failures.count >= Self.capacity, let any = failures.keys.first { failures[any] = nil }
+            }
+            failures[attempt] = Failures(count: 1, since: time)
+        }
+    }
+
+    /// How many address and key pairs are counted now.
+    var trackedPairs: Int { failures.withLockedValue { $0.count } }
+
+    /// Clears the count of `attempt` after a sign-in with the right secret.
+    func succeeded(_ attempt: String) {
+        failures.withLockedValue { $0[attempt] = nil }
     }
 }

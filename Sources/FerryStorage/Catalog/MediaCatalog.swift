@@ -56,6 +56,11 @@ public protocol MediaCatalog: JobQueue {
     func signingKeys(owner: String?) async throws -> [StoredSigningKey]
     /// Deletes a signing key; false when there is no such key.
     func deleteSigningKey(_ id: String) async throws -> Bool
+    /// Records that the console session whose token has `digest` was ended before its `expiration`, and forgets the
+    /// sessions ended earlier that have expired by `now` (their tokens are refused anyway).
+    func revokeSession(_ digest: String, expiration: Date, now: Date) async throws
+    /// Whether the console session whose token has `digest` was ended.
+    func isSessionRevoked(_ digest: String) async throws -> Bool
 }
 
 /// What ``MediaCatalog/updateVideo(_:_:)`` does with the record its closure edited.

@@ -160,6 +160,10 @@ public final class PostgresCatalog: Sendable, Service {
         (9, "resumable uploads", resumableUploadTable),
         (10, "quotas", quotaMigration),
         (11, "signing keys", signingKeyMigration),
+        (
+            12, "revoked console sessions",
+            ["CREATE TABLE revoked_session (digest TEXT PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL)"]
+        ),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.
@@ -321,6 +325,22 @@ public final class PostgresCatalog: Sendable, Service {
                 "UPDATE access_key SET status = \(status.rawValue) WHERE id = \(id) RETURNING id", on: connection,
                 logger: logger) > 0
         }
+    }
+
+    public func revokeSession(_ digest: String, expiration: Date, now: Date) async throws {
+        try await transaction { [logger] connection in
+            try await connection.query(
+                "DELETE FROM revoked_session WHERE expires_at < \(now.timeIntervalSince1970)", logger: logger)
+            try await connection.query(
+                """
+                INSERT INTO revoked_session (digest, expires_at) VALUES (\(digest), \(expiration.timeIntervalSince1970))
+                ON CONFLICT (digest) DO NOTHING
+                """, logger: logger)
+        }
+    }
+
+    public func isSessionRevoked(_ digest: String) async throws -> Bool {
+        !(try await rows("SELECT 1 AS one FROM revoked_session WHERE digest = \(digest)")).isEmpty
     }
 
     /// Seals secrets stored before the catalog had a key to seal them with.

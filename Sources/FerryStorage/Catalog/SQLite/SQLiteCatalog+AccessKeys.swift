@@ -3,6 +3,28 @@ import FerryCore
 import GRDB
 
 extension SQLiteCatalog {
+    /// The table of console sessions ended before they expired.
+    static func registerRevokedSessionMigration(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v15-revoked-sessions") { db in
+            try db.execute(sql: "CREATE TABLE revokedSession (digest TEXT PRIMARY KEY NOT NULL, expiresAt DOUBLE NOT NULL)")
+        }
+    }
+
+    public func revokeSession(_ digest: String, expiration: Date, now: Date) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM revokedSession WHERE expiresAt < ?", arguments: [now.timeIntervalSince1970])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO revokedSession (digest, expiresAt) VALUES (?, ?)",
+                arguments: [digest, expiration.timeIntervalSince1970])
+        }
+    }
+
+    public func isSessionRevoked(_ digest: String) async throws -> Bool {
+        try await pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM revokedSession WHERE digest = ?", arguments: [digest]) ?? false
+        }
+    }
+
     /// The stored key, or nil.
     public func accessKey(_ id: String) async throws -> StoredAccessKey? {
         try await pool.read { db in

@@ -115,6 +115,7 @@ public final class SQLiteCatalog: ObjectCatalog {
         registerResumableMigration(&migrator)
         registerQuotaMigration(&migrator)
         registerSigningKeyMigration(&migrator)
+        registerRevokedSessionMigration(&migrator)
         return migrator
     }
 
