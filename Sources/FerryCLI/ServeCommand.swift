@@ -15,7 +15,7 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION, \
             FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
-            FERRY_MAX_CONNECTIONS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
+            FERRY_MAX_CONNECTIONS, FERRY_MAX_CONNECTIONS_PER_ADDRESS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
             FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_MEDIA_IDLE_SCHEDULING, \
             FERRY_CATALOG_URL, FERRY_STORE, FERRY_ROLE, FERRY_METRICS_TOKEN, \
             FERRY_STORE_ENDPOINT, FERRY_STORE_REGION and FERRY_LOG_LEVEL, then to the defaults \
@@ -74,6 +74,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("max-connections"), help: "Connections held at once (or FERRY_MAX_CONNECTIONS). Default 1024.")
     var maxConnections: Int?
+
+    @Option(name: .customLong("max-connections-per-address"), help: "Connections held at once from one client address (or FERRY_MAX_CONNECTIONS_PER_ADDRESS); behind a proxy, raise it to --max-connections. Default 256.")
+    var maxConnectionsPerAddress: Int?
 
     @Option(
         name: .customLong("callback-allow"),
@@ -166,6 +169,9 @@ struct ServeCommand: AsyncParsableCommand {
         if let maxConnections, !(1...1_000_000).contains(maxConnections) {
             throw ValidationError("--max-connections must be between 1 and 1000000.")
         }
+        if let maxConnectionsPerAddress, !(1...1_000_000).contains(maxConnectionsPerAddress) {
+            throw ValidationError("--max-connections-per-address must be between 1 and 1000000.")
+        }
     }
 
     func run() async throws {
@@ -202,6 +208,11 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let count = maxConnections ?? env["FERRY_MAX_CONNECTIONS"].flatMap({ Int($0) }), (1...1_000_000).contains(count) {
             configuration.connectionLimits.maxConnections = count
+        }
+        if let count = maxConnectionsPerAddress ?? env["FERRY_MAX_CONNECTIONS_PER_ADDRESS"].flatMap({ Int($0) }),
+            (1...1_000_000).contains(count)
+        {
+            configuration.connectionLimits.maxConnectionsPerAddress = count
         }
         configuration.callbackAllow =
             callbackAllow.isEmpty

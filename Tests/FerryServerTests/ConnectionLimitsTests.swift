@@ -222,6 +222,57 @@ struct ConnectionLimitsTests {
     }
 }
 
+extension ConnectionLimitsTests {
+    @Test("connections beyond the limit of one client address are closed at once; other addresses are served; a closed one frees its slot")
+    func perAddressLimit() async throws {
+        try await TestServer.with(configure: {
+            Self.configure(&$0)
+            $0.connectionLimits.maxConnections = 8
+            $0.connectionLimits.maxConnectionsPerAddress = 2
+        }) { server in
+            var first = [try RawSocket.connect(port: server.port), try RawSocket.connect(port: server.port)]
+            defer { for socket in first { close(socket) } }
+            let extra = try RawSocket.connect(port: server.port)
+            let (bytes, error) = await RawSocket.receive(extra, timeout: .seconds(3)) { _ in false }
+            #expect(bytes.isEmpty && (error == nil || error == ECONNRESET), "a third connection from 127.0.0.1 was kept")
+            close(extra)
+
+            // Another client address gets its own two.
+            let other = try RawSocket.connect(port: server.port, from: "127.0.0.2")
+            defer { close(other) }
+            try RawSocket.write(other, Array(RawSocket.requestHead("GET", "/_ferry/health", [("Host", "127.0.0.1")]).utf8))
+            let (answer, _) = await RawSocket.receive(other, timeout: .seconds(5)) { RawSocket.isCompleteResponse($0) }
+            #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200"), "127.0.0.2 was not served")
+
+            // Once one of 127.0.0.1's connections is gone, it is served again.
+            close(first.removeFirst())
+            var served = false
+            for _ in 0..<30 where !served {
+                served = (try? await server.client().createBucket("again").status) == 200
+                if !served { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(served)
+        }
+    }
+
+    @Test("the connection counter counts per address and forgets an address with no connection")
+    func counterPerAddress() {
+        var limits = ConnectionLimits()
+        limits.maxConnections = 3
+        limits.maxConnectionsPerAddress = 2
+        let counter = ConnectionGuard.Counter()
+        #expect(counter.enter(address: "192.0.2.1", limits: limits) && counter.enter(address: "192.0.2.1", limits: limits))
+        #expect(!counter.enter(address: "192.0.2.1", limits: limits))
+        #expect(counter.enter(address: "192.0.2.2", limits: limits))
+        #expect(!counter.enter(address: "192.0.2.3", limits: limits), "the server's limit holds too")
+        #expect(counter.current == 3 && counter.addresses == 2)
+        counter.leave(address: "192.0.2.2")
+        counter.leave(address: "192.0.2.1")
+        #expect(counter.current == 1 && counter.addresses == 1)
+        #expect(counter.enter(address: "192.0.2.1", limits: limits))
+    }
+}
+
 @Suite("Data directories and listening", .timeLimit(.minutes(10)))
 struct DataDirectoryTests {
     @Test("a second server on a data directory in use is refused, naming the owner's pid and address")

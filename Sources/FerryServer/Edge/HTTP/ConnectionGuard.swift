@@ -19,6 +19,10 @@ public struct ConnectionLimits: Sendable, Hashable {
     public var minimumBodyBytesPerWindow: Int = 1024
     /// Connections held at once; one more is closed as soon as it is accepted. Default 1024.
     public var maxConnections: Int = 1024
+    /// Connections held at once from one client address (IPv4 or IPv6), so one client cannot take every connection
+    /// the server holds; one more from that address is closed as soon as it is accepted. Default 256. Behind a proxy
+    /// or load balancer every connection comes from its address: raise this to ``maxConnections`` there.
+    public var maxConnectionsPerAddress: Int = 256
 
     /// The defaults.
     public init() {}
@@ -40,25 +44,48 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    /// Connections open now, across the server.
+    /// Connections open now, across the server and by client address.
     final class Counter: Sendable {
-        private let value = NIOLockedValueBox(0)
-        /// Counts one more connection; false (and not counted) when the limit is reached.
-        func enter(limit: Int) -> Bool {
-            value.withLockedValue { count in
-                guard count < limit else { return false }
-                count += 1
+        private struct Counts {
+            var total = 0
+            var byAddress: [String: Int] = [:]
+        }
+
+        private let value = NIOLockedValueBox(Counts())
+        /// Counts one more connection from `address`; false (and not counted) when the server's limit or the
+        /// address's is reached.
+        func enter(address: String?, limits: ConnectionLimits) -> Bool {
+            value.withLockedValue { counts in
+                guard counts.total < limits.maxConnections else { return false }
+                if let address {
+                    let held = counts.byAddress[address, default: 0]
+                    guard held < limits.maxConnectionsPerAddress else { return false }
+                    counts.byAddress[address] = held + 1
+                }
+                counts.total += 1
                 return true
             }
         }
-        func leave() { value.withLockedValue { $0 -= 1 } }
+        /// Counts a connection from `address` gone.
+        func leave(address: String?) {
+            value.withLockedValue { counts in
+                counts.total -= 1
+                if let address, let held = counts.byAddress[address] {
+                    counts.byAddress[address] = held > 1 ? held - 1 : nil
+                }
+            }
+        }
         /// Connections open now.
-        var current: Int { value.withLockedValue { $0 } }
+        var current: Int { value.withLockedValue { $0.total } }
+        /// Client addresses with a connection open now.
+        var addresses: Int { value.withLockedValue { $0.byAddress.count } }
     }
 
     private let limits: ConnectionLimits
     private let counter: Counter
     private var counted = false
+    /// The client's address, as counted.
+    private var address: String?
     /// A request's body is being received.
     private var readingBody = false
     /// Requests whose response has not ended.
@@ -76,7 +103,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        guard counter.enter(limit: limits.maxConnections) else {
+        address = context.channel.remoteAddress?.ipAddress
+        guard counter.enter(address: address, limits: limits) else {
             context.close(promise: nil)
             return
         }
@@ -89,7 +117,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         timer = nil
         if counted {
             counted = false
-            counter.leave()
+            counter.leave(address: address)
         }
     }
 
