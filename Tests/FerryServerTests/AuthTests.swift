@@ -21,6 +21,13 @@ struct AuthTests {
             let anonymous = try await server.client().sendRaw("GET", "/auth", query: [("list-type", "2")], headers: [])
             #expect(anonymous.status == 403)
             #expect(anonymous.errorCode == "AccessDenied")
+            // A Signature Version 2 URL is signed, with a mechanism Ferry does not take: InvalidRequest saying so.
+            let version2 = try await server.client().sendRaw(
+                "GET", "/auth/k",
+                query: [("AWSAccessKeyId", server.root.accessKeyId), ("Signature", "c2lnbmF0dXJl"), ("Expires", "4102444800")],
+                headers: [])
+            #expect(version2.status == 400 && version2.errorCode == "InvalidRequest")
+            #expect(version2.text.contains("Please use AWS4-HMAC-SHA256"))
             // A header changed after signing.
             let changed = try await server.client().send(
                 "PUT", S3TestClient.path("auth", "k"), headers: [("x-amz-meta-a", "1")], body: [1],

@@ -1,4 +1,5 @@
 import FerryCore
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing
@@ -109,5 +110,99 @@ struct CrashSafetyTests {
         #expect(done.status == 200)
         #expect(try await s3.get("crash", "video.mp4").body == part1 + part2)
         await second.stop()
+    }
+
+    @Test("SIGKILL during tus concatenations: each final object is whole or absent, and once an hour old the multipart uploads the kills left with no upload owning them are aborted at the next start; the partial uploads stay")
+    func killedConcatenation() async throws {
+        let data = TemporaryDirectory.make("ferry-crash-concat")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let env = ["FERRY_ACCESS_KEY_ID": "FKIACRASHCONCAT00", "FERRY_SECRET_ACCESS_KEY": "crash-concat-secret-0123456789"]
+        let root = SigV4Credentials(accessKeyId: env["FERRY_ACCESS_KEY_ID"]!, secretAccessKey: env["FERRY_SECRET_ACCESS_KEY"]!)
+        var server = try await FerryExecutable.Server.start(dataDirectory: data, environment: env)
+        var s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+        try await s3.createBucket("concat")
+        let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+        let chunk = [UInt8](repeating: 5, count: 1024)
+        let appends = 40
+        let partialSize = appends * chunk.count
+        /// The resumable-upload multipart uploads of a bucket, by ListMultipartUploads.
+        func resumableUploads(_ s3: S3TestClient) async throws -> [String] {
+            let listed = try await s3.send("GET", "/concat", query: [("uploads", "")])
+            return listed.text.components(separatedBy: "<UploadId>").dropFirst().compactMap {
+                $0.components(separatedBy: "</UploadId>").first
+            }.filter { $0.hasPrefix(ResumableUpload.multipartIdPrefix) }
+        }
+
+        var partials: [String] = []
+        var leftovers: [String] = []
+        for cycle in 0..<10 where leftovers.isEmpty {
+            var paths: [String] = []
+            for index in 0..<3 {
+                let created = try await s3.send(
+                    "POST", "/_ferry/uploads/s3/concat/p\(cycle)-\(index)",
+                    headers: tus + [("Upload-Length", String(partialSize)), ("Upload-Concat", "partial")], payload: .unsigned)
+                try #require(created.status == 201)
+                let path = try #require(created.header("Location").flatMap { URL(string: $0)?.path })
+                for number in 0..<appends {
+                    let patch = try await S3TestClient.fetchRaw(
+                        "PATCH", server.endpoint + path,
+                        headers: tus + [
+                            ("Upload-Offset", String(number * chunk.count)), ("Content-Type", "application/offset+octet-stream"),
+                        ], body: chunk)
+                    try #require(patch.status == 204)
+                }
+                paths.append(path)
+            }
+            partials += paths
+            let before = Set(try await resumableUploads(s3))
+            let key = "final-\(cycle)"
+            let concat = "final;" + paths.map { server.endpoint + $0 }.joined(separator: " ")
+            let client = s3
+            let final = Task {
+                try? await client.send(
+                    "POST", "/_ferry/uploads/s3/concat/" + key, headers: tus + [("Upload-Concat", concat)], payload: .unsigned)
+            }
+            try await Task.sleep(for: .milliseconds(Int.random(in: 5...150)))
+            await server.stop(signal: SIGKILL)
+            _ = await final.value
+
+            server = try await FerryExecutable.Server.start(dataDirectory: data, environment: env)
+            s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+            let object = try await s3.get("concat", key)
+            if object.status == 200 {
+                #expect(object.body == [UInt8](repeating: 5, count: 3 * partialSize), "a final object that is not whole")
+            } else {
+                #expect(object.status == 404)
+            }
+            leftovers = try await resumableUploads(s3).filter { !before.contains($0) }
+        }
+        #expect(!leftovers.isEmpty, "no kill landed inside a concatenation in ten tries")
+
+        // As if the server had been down for two hours: every upload is old enough for the collector, which aborts, in
+        // its first pass after the start, the multipart uploads that no resumable upload owns, and only those.
+        await server.stop()
+        let aged = Process()
+        aged.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        aged.arguments = [
+            "python3", "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('UPDATE upload SET initiated = initiated - 7200'); c.commit()",
+            data + "/catalog.sqlite",
+        ]
+        try aged.run()
+        aged.waitUntilExit()
+        try #require(aged.terminationStatus == 0)
+        server = try await FerryExecutable.Server.start(dataDirectory: data, environment: env)
+        s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+        var remaining = try await resumableUploads(s3)
+        for _ in 0..<100 where !Set(leftovers).isDisjoint(with: remaining) {
+            try await Task.sleep(for: .milliseconds(100))
+            remaining = try await resumableUploads(s3)
+        }
+        #expect(Set(leftovers).isDisjoint(with: remaining), "multipart uploads no upload owns are still there")
+        for path in partials {
+            let head = try await S3TestClient.fetchRaw("HEAD", server.endpoint + path, headers: tus)
+            #expect(head.status == 200 && head.header("Upload-Offset") == String(partialSize), "partial \(path) changed")
+        }
+        await server.stop()
     }
 }

@@ -55,6 +55,40 @@ struct ObjectCatalogTests {
             condition: condition, verify: { _ in })
     }
 
+    @Test("the multipart uploads of resumable uploads that no record owns (a crash between the two writes) are aborted once an hour old; owned ones and S3 uploads stay", arguments: JobQueueImplementation.allCases)
+    func unclaimedResumableUploads(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("r")
+            let charge = StorageCharge(owner: "k1", quota: .unlimited)
+            func resumable(_ key: String) async throws -> ResumableUpload {
+                try await store.createResumableUpload(
+                    bucket: "r", key: key, charge: charge, length: 10, info: .init(), attributes: ObjectAttributes(),
+                    expiresAt: Date().addingTimeInterval(86_400))
+            }
+            let live = try await resumable("live")
+            #expect(live.uploadId.hasPrefix(ResumableUpload.multipartIdPrefix))
+            // Killed after its record went and before its bytes did (termination, expiry).
+            let ended = try await resumable("ended")
+            #expect(try await store.catalog.deleteResumableUpload(ended.id) != nil)
+            // Killed after its multipart upload was made and before its record was (creation, concatenation).
+            let unrecorded = try await store.createMultipartUpload(
+                idPrefix: ResumableUpload.multipartIdPrefix, bucket: "r", key: "created", attributes: ObjectAttributes(),
+                tags: [], checksumAlgorithm: .crc64nvme, checksumType: "FULL_OBJECT", charge: charge)
+            let s3 = try await store.createMultipartUpload(
+                bucket: "r", key: "plain", attributes: ObjectAttributes(), tags: [], checksumAlgorithm: nil,
+                checksumType: nil, charge: charge)
+            #expect(!s3.uploadId.hasPrefix(ResumableUpload.multipartIdPrefix))
+
+            #expect(try await store.abortUnclaimedResumableUploads(initiatedBefore: Date().addingTimeInterval(-3600)) == 0)
+            #expect(try await store.abortUnclaimedResumableUploads(initiatedBefore: Date().addingTimeInterval(1)) == 2)
+            #expect(try await store.catalog.upload(ended.uploadId) == nil)
+            #expect(try await store.catalog.upload(unrecorded.uploadId) == nil)
+            #expect(try await store.catalog.upload(live.uploadId) != nil)
+            #expect(try await store.catalog.upload(s3.uploadId) != nil)
+            #expect(try await store.abortUnclaimedResumableUploads(initiatedBefore: Date().addingTimeInterval(1)) == 0)
+        }
+    }
+
     @Test("buckets, objects, overwrites, tags, conditions and deletes", arguments: JobQueueImplementation.allCases)
     func objects(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in

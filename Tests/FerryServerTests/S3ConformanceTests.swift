@@ -1,6 +1,9 @@
 import FerryCore
 import FerryTestSupport
 import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
 import Testing
 
 @Suite("S3 conformance: conditional writes, completions, listings, names and headers", .timeLimit(.minutes(10)))
@@ -208,8 +211,19 @@ struct S3ConformanceTests {
             #expect(missing.header("x-amz-delete-marker") == "false")
             // An unparsable Range is ignored (200 with the whole object), as S3 does.
             #expect(try await s3.get("hdrs", "k", headers: [("Range", "bytes=--1")]).status == 200)
-            // A control character in a key is refused before anything happens.
+            // A control character in a key is refused before anything happens, in a well-formed error document.
             #expect(try await s3.send("GET", "/hdrs/%C2%8A").errorCode == "InvalidURI")
+            let control = try await s3.send("GET", "/hdrs/a%01b%0Dc")
+            #expect(control.errorCode == "InvalidURI")
+            #expect(control.text.contains("<Resource>/hdrs/a\u{FFFD}b&#13;c</Resource>"), "\(control.text)")
+            #expect(XMLParser(data: Data(control.body)).parse(), "the error document is not well-formed XML")
+            // What was not found is named as S3 names it; the request id is the host id too.
+            let noKey = try await s3.get("hdrs", "no/such key")
+            #expect(noKey.text.contains("<Key>no/such key</Key>") && noKey.text.contains("<Resource>/hdrs/no/such key</Resource>"))
+            let requestId = try #require(noKey.header("x-amz-request-id"))
+            #expect(noKey.text.contains("<HostId>\(requestId)</HostId>") && noKey.header("x-amz-id-2") == requestId)
+            let noBucket = try await s3.get("no-such-bucket-here", "k")
+            #expect(noBucket.errorCode == "NoSuchBucket" && noBucket.text.contains("<BucketName>no-such-bucket-here</BucketName>"))
         }
     }
 

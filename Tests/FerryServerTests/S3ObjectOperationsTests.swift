@@ -312,9 +312,15 @@ struct S3ObjectOperationsTests {
             #expect(try await s3.get("parts", "movie").header("x-amz-mp-parts-count") == nil)
 
             try await s3.put("parts", "single", [1, 2, 3])
+            // Part 1 of a single-PUT object is the range of all its bytes, answered as S3 does: 206 with Content-Range.
             let single = try await s3.send("GET", "/parts/single", query: [("partNumber", "1")])
-            #expect(single.status == 200)
+            #expect(single.status == 206)
             #expect(single.body == [1, 2, 3])
+            #expect(single.header("Content-Range") == "bytes 0-2/3" && single.header("x-amz-mp-parts-count") == nil)
+            let singleHead = try await s3.send("HEAD", "/parts/single", query: [("partNumber", "1")])
+            #expect(singleHead.status == 206 && singleHead.header("Content-Length") == "3")
+            try await s3.put("parts", "empty", [])
+            #expect(try await s3.send("GET", "/parts/empty", query: [("partNumber", "1")]).status == 200)
             #expect(try await s3.send("GET", "/parts/single", query: [("partNumber", "2")]).errorCode == "InvalidPart")
         }
     }

@@ -104,12 +104,17 @@ public enum S3XML {
             xml += "<\(name)>\(escape(value))</\(name)>"
         }
         if let resource = error.resource { xml += "<Resource>\(escape(resource))</Resource>" }
-        if let requestId = error.requestId { xml += "<RequestId>\(escape(requestId))</RequestId>" }
+        if let requestId = error.requestId {
+            // The request id is also the host id (`x-amz-id-2`): one node's answer names no host.
+            xml += "<RequestId>\(escape(requestId))</RequestId><HostId>\(escape(requestId))</HostId>"
+        }
         xml += "</Error>"
         return Data(xml.utf8)
     }
 
-    /// Escapes text for an XML element body.
+    /// Escapes text for an XML element body. A carriage return is written as a reference (a parser would read a
+    /// literal one as a line feed); a character XML 1.0 cannot carry at all (other C0 controls, U+FFFE, U+FFFF) as
+    /// U+FFFD, so the document stays well-formed whatever a request echoed.
     public static func escape(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
@@ -120,6 +125,9 @@ public enum S3XML {
             case ">": out += "&gt;"
             case "\"": out += "&quot;"
             case "'": out += "&apos;"
+            case "\r": out += "&#13;"
+            case "\t", "\n": out.unicodeScalars.append(ch)
+            case _ where ch.value < 0x20 || ch.value == 0xFFFE || ch.value == 0xFFFF: out += "\u{FFFD}"
             default: out.unicodeScalars.append(ch)
             }
         }

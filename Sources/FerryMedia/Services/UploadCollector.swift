@@ -142,6 +142,8 @@ package struct UploadCollector: Service {
                 let expired = try await store.expireResumableUploads(now: now)
                 if expired > 0 { logger.debug("expired resumable uploads", metadata: ["ferry.uploads": "\(expired)"]) }
                 aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
+                // An hour is far longer than a resumable upload's creation or concatenation takes.
+                aborted += try await store.abortUnclaimedResumableUploads(initiatedBefore: now.addingTimeInterval(-3600))
                 let orphans = try await store.collectOrphanBlobs(olderThan: 3600)
                 _ = try await store.forgetCompletedUploads(before: now.addingTimeInterval(-Self.completedUploadMemory))
                 if aborted > 0 || orphans > 0 {

@@ -67,6 +67,12 @@ extension ObjectAPI {
         let number = try Self.partNumber(request)
         let upload = try await upload(for: request)
         let expectation = try ChecksumExpectation(headers: headers)
+        // A part's checksum is of the upload's algorithm, when it has one (a part may also come without one).
+        if let expected = upload.checksumAlgorithm, let sent = expectation.algorithms.first, sent.s3Name != expected {
+            throw S3Error(
+                .invalidRequest,
+                "Checksum Type mismatch occurred, expected checksum Type: \(expected.lowercased()), actual checksum Type: \(sent.s3Name.lowercased())")
+        }
         let (body, trailers) = try body(of: request)
         let part = try await store.uploadPart(
             upload, partNumber: number, body: body, checksums: expectation.algorithms,

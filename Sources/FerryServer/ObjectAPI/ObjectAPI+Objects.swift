@@ -291,7 +291,8 @@ extension ObjectAPI {
         }
         let checksumMode = headers[.amzChecksumMode]?.uppercased() == "ENABLED"
 
-        // A part of a multipart object, or a Range, is partial content; part 1 of a single-PUT object is all of it.
+        // A part of an object, or a Range, is partial content (206 with Content-Range), as S3 answers it: part 1 of a
+        // single-PUT object too, as the range of all its bytes (an empty object has none, and is answered whole).
         var range: ClosedRange<Int64>?
         var partial = false
         if request.hasQuery("partNumber") {
@@ -300,11 +301,9 @@ extension ObjectAPI {
             }
             let number = try Self.partNumber(request)
             let part = try Self.part(number, of: object)
-            if let count = object.partCount {
-                response[.amzMPPartsCount] = String(count)
-                range = part.range
-                partial = part.range != nil
-            }
+            if let count = object.partCount { response[.amzMPPartsCount] = String(count) }
+            range = part.range
+            partial = part.range != nil
             if checksumMode, let checksums = part.checksums, !checksums.isEmpty {
                 Self.addChecksumHeaders(checksums, type: object.checksumType, to: &response)
             } else if checksumMode, object.partCount == nil {

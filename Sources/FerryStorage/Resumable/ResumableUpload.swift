@@ -8,6 +8,11 @@ import Foundation
 /// and it only moves in the catalog transaction that records an append's part. When `offset` reaches `length` the
 /// parts become the object at `bucket`/`key` (for a tus partial upload they wait for a final upload instead).
 public struct ResumableUpload: Sendable, Hashable {
+    /// How the id of every multipart upload that holds a resumable upload's bytes begins. A crash between creating
+    /// such an upload and recording the resumable upload that owns it (or between removing the record and the upload)
+    /// leaves one that nothing owns; the collector finds those by this prefix and aborts them.
+    public static let multipartIdPrefix = "resumable-"
+
     /// How the upload takes part in tus concatenation.
     public enum Kind: String, Codable, Sendable {
         /// An upload of its own: it becomes its object when complete.
@@ -128,4 +133,7 @@ protocol ResumableUploadCatalog: Sendable {
     func deleteResumableUpload(_ id: String) async throws -> ResumableUpload?
     /// Uploads that expired before `date`, oldest first, up to `limit`.
     func expiredResumableUploads(before date: Date, limit: Int) async throws -> [ResumableUpload]
+    /// Multipart uploads whose id begins with ``ResumableUpload/multipartIdPrefix``, initiated before `date`, that no
+    /// resumable upload's record names, oldest first, up to `limit`.
+    func unclaimedResumableMultipartUploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo]
 }

@@ -33,8 +33,8 @@ extension CatalogObjectStore {
         try await precheck(charge) { _ in 0 }
         let owner = charge.owner
         let multipart = try await createMultipartUpload(
-            bucket: bucket, key: key, attributes: attributes, tags: [], checksumAlgorithm: Self.resumableChecksum,
-            checksumType: "FULL_OBJECT", charge: charge)
+            idPrefix: ResumableUpload.multipartIdPrefix, bucket: bucket, key: key, attributes: attributes, tags: [],
+            checksumAlgorithm: Self.resumableChecksum, checksumType: "FULL_OBJECT", charge: charge)
         let upload = ResumableUpload(
             id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
             length: length, createdAt: Date(), expiresAt: expiresAt, info: info)
@@ -159,8 +159,8 @@ extension CatalogObjectStore {
     ) async throws -> (upload: ResumableUpload, object: ObjectInfo) {
         let owner = charge.owner
         let multipart = try await createMultipartUpload(
-            bucket: bucket, key: key, attributes: attributes, tags: [], checksumAlgorithm: Self.resumableChecksum,
-            checksumType: "FULL_OBJECT", charge: charge)
+            idPrefix: ResumableUpload.multipartIdPrefix, bucket: bucket, key: key, attributes: attributes, tags: [],
+            checksumAlgorithm: Self.resumableChecksum, checksumType: "FULL_OBJECT", charge: charge)
         do {
             var parts: [PartInfo] = []
             for partial in partials {
@@ -204,6 +204,21 @@ extension CatalogObjectStore {
         guard removed.etag == nil, let blobs = try await catalog.deleteUpload(removed.uploadId) else { return }
         events?.multipartUpload(expired ? .expired : .aborted, count: 1)
         await retire(blobs)
+    }
+
+    /// Aborts the multipart uploads of resumable uploads that no record owns and that were initiated before `date`:
+    /// left by a crash while a resumable upload was created, concatenated or ended, and never given to a client (or
+    /// already ended for it). Returns how many.
+    package func abortUnclaimedResumableUploads(initiatedBefore date: Date) async throws -> Int {
+        var count = 0
+        for upload in try await catalog.unclaimedResumableMultipartUploads(initiatedBefore: date, limit: 1000) {
+            if let blobs = try await catalog.deleteUpload(upload.uploadId) {
+                await retire(blobs)
+                count += 1
+            }
+        }
+        if count > 0 { events?.multipartUpload(.aborted, count: count) }
+        return count
     }
 
     /// Removes the uploads that expired before `now` (see ``terminateResumable(_:)``); returns how many.

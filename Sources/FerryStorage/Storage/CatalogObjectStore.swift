@@ -314,8 +314,18 @@ public struct CatalogObjectStore: ObjectStore {
         bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
         checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?, charge: StorageCharge?
     ) async throws -> MultipartUploadInfo {
+        try await createMultipartUpload(
+            idPrefix: "", bucket: bucket, key: key, attributes: attributes, tags: tags,
+            checksumAlgorithm: checksumAlgorithm, checksumType: checksumType, charge: charge)
+    }
+
+    /// Starts a multipart upload whose id begins with `idPrefix`.
+    func createMultipartUpload(
+        idPrefix: String, bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
+        checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?, charge: StorageCharge?
+    ) async throws -> MultipartUploadInfo {
         let upload = MultipartUploadInfo(
-            uploadId: Hex.randomId(byteCount: 32), bucket: bucket, key: key, initiated: Date(),
+            uploadId: idPrefix + Hex.randomId(byteCount: 32), bucket: bucket, key: key, initiated: Date(),
             attributes: attributes, checksumAlgorithm: checksumAlgorithm?.s3Name, checksumType: checksumType,
             tags: tags, owner: charge?.owner)
         let limit = charge?.quota.concurrentUploads

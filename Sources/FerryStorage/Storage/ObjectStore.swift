@@ -247,6 +247,9 @@ package protocol CollectableObjectStore: ObjectStore {
     /// Removes the resumable uploads that expired before `now`, with the bytes of those left unfinished; returns how
     /// many.
     func expireResumableUploads(now: Date) async throws -> Int
+    /// Aborts the multipart uploads that hold bytes of resumable uploads no record owns any more (a crash between the
+    /// two), initiated before `date`; returns how many.
+    func abortUnclaimedResumableUploads(initiatedBefore date: Date) async throws -> Int
     /// Applies the buckets' lifecycle rules as of `now` (``BucketLifecycle``; `dayLength` shortens their days).
     func applyLifecycle(now: Date, dayLength: TimeInterval?) async throws -> LifecycleOutcome
 }

@@ -22,6 +22,13 @@ struct S3AuthenticationMiddleware: RouterMiddleware {
         let query = SigV4.parseQueryString(request.uri.query ?? "")
         var context = context
         if request.headers[.authorization] == nil, !SigV4PresignedQuery.isPresigned(query) {
+            // A Signature Version 2 URL (what some SDKs presign by default for a custom endpoint) is signed, with a
+            // mechanism Ferry does not take: say so, rather than call it anonymous.
+            if query.contains(where: { $0.name == "AWSAccessKeyId" }), query.contains(where: { $0.name == "Signature" }) {
+                throw FerryDomainError(
+                    .unsupportedAuthorization,
+                    "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
+            }
             context.caller = .anonymous
         } else {
             let authenticated = try await authenticator.authenticate(

@@ -272,7 +272,7 @@ extension PostgresCatalog: ObjectCatalog {
 
     // MARK: Multipart uploads
 
-    private static func uploadInfo(_ row: PostgresRandomAccessRow) throws -> MultipartUploadInfo {
+    static func uploadInfo(_ row: PostgresRandomAccessRow) throws -> MultipartUploadInfo {
         MultipartUploadInfo(
             uploadId: try row["id"].decode(String.self), bucket: try row["bucket"].decode(String.self),
             key: try row["key"].decode(String.self),

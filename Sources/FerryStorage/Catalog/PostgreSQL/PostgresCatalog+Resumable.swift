@@ -95,6 +95,18 @@ extension PostgresCatalog {
         ).map(Self.resumable)
     }
 
+    func unclaimedResumableMultipartUploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo] {
+        let prefix = ResumableUpload.multipartIdPrefix
+        return try await rows(
+            """
+            SELECT * FROM s3_upload WHERE starts_with(id, \(prefix))
+                AND initiated < \(date.timeIntervalSince1970)
+                AND NOT EXISTS (SELECT 1 FROM resumable_upload WHERE resumable_upload.upload_id = s3_upload.id)
+            ORDER BY initiated LIMIT \(limit)
+            """
+        ).map(Self.uploadInfo)
+    }
+
     private static func resumable(_ row: PostgresRandomAccessRow) throws -> ResumableUpload {
         ResumableUpload(
             id: try row["id"].decode(String.self), uploadId: try row["upload_id"].decode(String.self),

@@ -109,6 +109,21 @@ extension SQLiteCatalog {
         }
     }
 
+    func unclaimedResumableMultipartUploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo] {
+        let prefix = ResumableUpload.multipartIdPrefix
+        return try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM upload WHERE substr(id, 1, ?) = ? AND initiated < ?
+                        AND NOT EXISTS (SELECT 1 FROM resumableUpload WHERE resumableUpload.uploadId = upload.id)
+                    ORDER BY initiated LIMIT ?
+                    """,
+                arguments: [prefix.count, prefix, date.timeIntervalSince1970, limit]
+            ).map(Self.uploadInfo)
+        }
+    }
+
     private static func resumable(_ id: String, _ db: Database) throws -> ResumableUpload? {
         try Row.fetchOne(db, sql: "SELECT * FROM resumableUpload WHERE id = ?", arguments: [id]).map(resumable)
     }

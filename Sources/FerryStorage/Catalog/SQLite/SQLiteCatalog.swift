@@ -302,7 +302,7 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     // MARK: Multipart uploads
 
-    private static func uploadInfo(_ row: Row) throws -> MultipartUploadInfo {
+    static func uploadInfo(_ row: Row) throws -> MultipartUploadInfo {
         MultipartUploadInfo(
             uploadId: row["id"], bucket: row["bucket"], key: row["key"],
             initiated: Date(timeIntervalSince1970: row["initiated"]),
