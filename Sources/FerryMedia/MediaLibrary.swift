@@ -174,7 +174,7 @@ public struct MediaLibrary: Sendable {
         try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: "video/\(video.videoId)/")
         for upload in try await store.listMultipartUploads(
-            bucket: video.bucket, prefix: video.key, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
+            bucket: video.bucket, prefix: video.key, delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
         ).uploads where upload.key == video.key {
             do {
                 try await store.abortMultipartUpload(upload)

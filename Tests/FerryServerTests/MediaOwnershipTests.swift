@@ -171,7 +171,7 @@ struct MediaOwnershipTests {
             #expect(try await server.server.mediaLibrary.expireUnfinishedUploads(now: later) == 2)
             #expect(try await admin.getVideoInfo(videoId: first.id).status == "UploadFail")
             let uploads = try await server.server.store.listMultipartUploads(
-                bucket: first.address.bucket, prefix: "", keyMarker: "", uploadIdMarker: "", maxUploads: 1000)
+                bucket: first.address.bucket, prefix: "", delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000)
             #expect(uploads.uploads.isEmpty)
             // The token now names no uploading video: asking again creates a new one.
             #expect(try await admin.createUploadVideo(description).id != first.id)

@@ -89,6 +89,47 @@ struct ObjectCatalogTests {
         }
     }
 
+    @Test("ListMultipartUploads: a key marker alone starts after its key's uploads; a delimiter rolls keys up into common prefixes that page as uploads do", arguments: JobQueueImplementation.allCases)
+    func multipartUploadListing(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("u")
+            func start(_ key: String) async throws -> String {
+                try await store.createMultipartUpload(
+                    bucket: "u", key: key, attributes: ObjectAttributes(), tags: [], checksumAlgorithm: nil,
+                    checksumType: nil, charge: nil
+                ).uploadId
+            }
+            let a = [try await start("a"), try await start("a")].sorted()
+            for key in ["b/1", "b/2", "b/3/x", "c"] { _ = try await start(key) }
+            func list(_ delimiter: String?, _ keyMarker: String = "", _ uploadIdMarker: String = "", max: Int = 100)
+                async throws -> MultipartUploadListing
+            {
+                try await store.listMultipartUploads(
+                    bucket: "u", prefix: "", delimiter: delimiter, keyMarker: keyMarker, uploadIdMarker: uploadIdMarker,
+                    maxUploads: max)
+            }
+            #expect(try await list(nil).uploads.map(\.key) == ["a", "a", "b/1", "b/2", "b/3/x", "c"])
+            #expect(try await list(nil, "a").uploads.map(\.key) == ["b/1", "b/2", "b/3/x", "c"], "a key marker alone")
+            #expect(try await list(nil, "a", a[0]).uploads.map(\.uploadId).first == a[1])
+
+            let rolled = try await list("/")
+            #expect(rolled.uploads.map(\.key) == ["a", "a", "c"] && rolled.commonPrefixes == ["b/"] && !rolled.isTruncated)
+            // Pages of two: uploads and prefixes count alike, and each page starts where the last one said.
+            let first = try await list("/", max: 2)
+            #expect(first.uploads.map(\.uploadId) == a && first.isTruncated)
+            #expect(first.nextKeyMarker == "a" && first.nextUploadIdMarker == a[1])
+            let second = try await list("/", "a", a[1], max: 2)
+            #expect(second.commonPrefixes == ["b/"] && second.uploads.map(\.key) == ["c"] && !second.isTruncated)
+            let third = try await list("/", max: 3)
+            #expect(third.commonPrefixes == ["b/"] && third.nextKeyMarker == "b/" && third.nextUploadIdMarker == nil)
+            // A key marker that is a common prefix skips every key under it.
+            #expect(try await list("/", "b/").uploads.map(\.key) == ["c"])
+            let under = try await store.listMultipartUploads(
+                bucket: "u", prefix: "b/", delimiter: "/", keyMarker: "", uploadIdMarker: "", maxUploads: 100)
+            #expect(under.uploads.map(\.key) == ["b/1", "b/2"] && under.commonPrefixes == ["b/3/"])
+        }
+    }
+
     @Test("buckets, objects, overwrites, tags, conditions and deletes", arguments: JobQueueImplementation.allCases)
     func objects(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in
@@ -201,7 +242,7 @@ struct ObjectCatalogTests {
             #expect(listed.parts.map(\.number) == [1, 2])
             #expect(listed.parts.map(\.etag) == [p1.etag, p2.etag])
             let uploads = try await store.listMultipartUploads(
-                bucket: "media", prefix: "", keyMarker: "", uploadIdMarker: "", maxUploads: 10)
+                bucket: "media", prefix: "", delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 10)
             #expect(uploads.uploads.map(\.uploadId) == [upload.uploadId])
 
             // The store's minimum part size (5 MiB) applies to every part but the last.

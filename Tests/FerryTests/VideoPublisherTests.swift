@@ -486,7 +486,7 @@ struct VideoPublisherTests {
             #expect(cancelled.retCode == 1017)
             #expect(!FileManager.default.fileExists(atPath: records))
             let open = try await server.server.store.listMultipartUploads(
-                bucket: "ferry-media", prefix: "", keyMarker: "", uploadIdMarker: "", maxUploads: 100)
+                bucket: "ferry-media", prefix: "", delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 100)
             #expect(open.uploads.isEmpty)
             proxy.clearLog()
             let result = try await publisher.publish(parameters).result

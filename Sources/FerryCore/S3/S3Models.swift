@@ -533,6 +533,8 @@ public struct ListMultipartUploadsResult: Codable, Hashable, Sendable {
     public var nextKeyMarker: String?
     /// Upload-id marker for the next page.
     public var nextUploadIdMarker: String?
+    /// The delimiter asked for.
+    public var delimiter: String?
     /// The prefix asked for.
     public var prefix: String?
     /// Page size asked for.
@@ -541,11 +543,16 @@ public struct ListMultipartUploadsResult: Codable, Hashable, Sendable {
     public var isTruncated: Bool
     /// Uploads of this page.
     public var uploads: [Upload]
+    /// Keys' beginnings up to the delimiter, each standing for the uploads of keys that begin with it.
+    public var commonPrefixes: [S3CommonPrefix]
     /// Creates a result.
     public init(
         bucket: String, keyMarker: String, uploadIdMarker: String, nextKeyMarker: String?,
-        nextUploadIdMarker: String?, prefix: String?, maxUploads: Int, isTruncated: Bool, uploads: [Upload]
+        nextUploadIdMarker: String?, prefix: String?, maxUploads: Int, isTruncated: Bool, uploads: [Upload],
+        delimiter: String? = nil, commonPrefixes: [S3CommonPrefix] = []
     ) {
+        self.delimiter = delimiter
+        self.commonPrefixes = commonPrefixes
         self.bucket = bucket
         self.keyMarker = keyMarker
         self.uploadIdMarker = uploadIdMarker
@@ -562,10 +569,12 @@ public struct ListMultipartUploadsResult: Codable, Hashable, Sendable {
         case uploadIdMarker = "UploadIdMarker"
         case nextKeyMarker = "NextKeyMarker"
         case nextUploadIdMarker = "NextUploadIdMarker"
+        case delimiter = "Delimiter"
         case prefix = "Prefix"
         case maxUploads = "MaxUploads"
         case isTruncated = "IsTruncated"
         case uploads = "Upload"
+        case commonPrefixes = "CommonPrefixes"
     }
     /// Decodes a result; absent uploads are an empty list.
     public init(from decoder: any Decoder) throws {
@@ -579,6 +588,8 @@ public struct ListMultipartUploadsResult: Codable, Hashable, Sendable {
         maxUploads = try c.decodeIfPresent(Int.self, forKey: .maxUploads) ?? 1000
         isTruncated = try c.decodeIfPresent(Bool.self, forKey: .isTruncated) ?? false
         uploads = try c.decodeIfPresent([Upload].self, forKey: .uploads) ?? []
+        delimiter = try c.decodeIfPresent(String.self, forKey: .delimiter)
+        commonPrefixes = try c.decodeIfPresent([S3CommonPrefix].self, forKey: .commonPrefixes) ?? []
     }
 }
 

@@ -156,17 +156,22 @@ extension ObjectAPI {
         let prefix = request.queryValue("prefix") ?? ""
         try Self.checkListingScope(request, action: "s3:ListBucketMultipartUploads", prefix: prefix)
         let keyMarker = request.queryValue("key-marker") ?? ""
-        let uploadIdMarker = request.queryValue("upload-id-marker") ?? ""
-        let (uploads, truncated) = try await store.listMultipartUploads(
-            bucket: request.bucket, prefix: prefix, keyMarker: keyMarker, uploadIdMarker: uploadIdMarker,
-            maxUploads: maxUploads)
+        // S3 reads an upload-id marker only with a key marker.
+        let uploadIdMarker = keyMarker.isEmpty ? "" : request.queryValue("upload-id-marker") ?? ""
+        let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
+        let listing = try await store.listMultipartUploads(
+            bucket: request.bucket, prefix: prefix, delimiter: delimiter, keyMarker: keyMarker,
+            uploadIdMarker: uploadIdMarker, maxUploads: maxUploads)
+        let truncated = listing.isTruncated
         let result = ListMultipartUploadsResult(
             bucket: request.bucket, keyMarker: keyMarker, uploadIdMarker: uploadIdMarker,
-            nextKeyMarker: truncated ? uploads.last?.key : nil, nextUploadIdMarker: truncated ? uploads.last?.uploadId : nil,
+            nextKeyMarker: truncated ? listing.nextKeyMarker : nil,
+            nextUploadIdMarker: truncated ? listing.nextUploadIdMarker : nil,
             prefix: prefix.isEmpty ? nil : prefix, maxUploads: maxUploads, isTruncated: truncated,
-            uploads: uploads.map {
+            uploads: listing.uploads.map {
                 .init(key: $0.key, uploadId: $0.uploadId, initiated: S3Date.xml($0.initiated), checksumAlgorithm: $0.checksumAlgorithm)
-            })
+            },
+            delimiter: delimiter, commonPrefixes: listing.commonPrefixes.map(S3CommonPrefix.init))
         return try Self.xmlResponse(result, root: "ListMultipartUploadsResult")
     }
 

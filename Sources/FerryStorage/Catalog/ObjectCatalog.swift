@@ -42,7 +42,8 @@ protocol ObjectCatalog: ResumableUploadCatalog {
     func insertUpload(_ upload: MultipartUploadInfo, uploadLimit: Int?) async throws -> Bool
     /// The upload, or nil.
     func upload(_ uploadId: String) async throws -> MultipartUploadInfo?
-    /// Uploads of a bucket under `prefix` in (key, upload id) order after the markers, up to `limit`.
+    /// Uploads of a bucket under `prefix` in (key, upload id) order after the markers, up to `limit`: with an empty
+    /// `uploadIdMarker`, only keys after `keyMarker` (as S3 reads a key marker alone).
     func uploads(bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, limit: Int) async throws
         -> [MultipartUploadInfo]
     /// Uploads initiated before `date`, oldest first.

@@ -103,16 +103,7 @@ public struct CatalogObjectStore: ObjectStore {
         _ = try await self.bucket(bucket)
         var objects: [ObjectInfo] = []
         var prefixes: [String] = []
-        let delimiter = delimiter.flatMap { $0.isEmpty ? nil : $0 }
-        let prefixBytes = Array(prefix.utf8)
-        /// The common prefix `key` (which begins with `prefix`) rolls up into, if any: its bytes through the first
-        /// delimiter after `prefix`.
-        func rolledUp(_ key: String) -> String? {
-            guard let delimiter else { return nil }
-            let rest = Array(key.utf8.dropFirst(prefixBytes.count))
-            guard let match = rest.firstRange(of: Array(delimiter.utf8)) else { return nil }
-            return String(decoding: prefixBytes + rest[..<match.upperBound], as: UTF8.self)
-        }
+        let rolledUp = KeyRollup(prefix: prefix, delimiter: delimiter).commonPrefix
         // Keys after `after` (exclusive) and from `from` (inclusive).
         var after = startAfter
         var from = prefix
@@ -482,14 +473,40 @@ public struct CatalogObjectStore: ObjectStore {
         return (Array(parts.prefix(maxParts)), parts.count > maxParts)
     }
 
+    /// Uploads in (key, upload id) order; with a delimiter, those of keys that have it after `prefix` roll up into
+    /// common prefixes, which count toward `maxUploads` as uploads do. A key marker that is itself a common prefix
+    /// (given back as the next key marker) skips every key under it.
     public func listMultipartUploads(
-        bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, maxUploads: Int
-    ) async throws -> (uploads: [MultipartUploadInfo], isTruncated: Bool) {
+        bucket: String, prefix: String, delimiter: String?, keyMarker: String, uploadIdMarker: String, maxUploads: Int
+    ) async throws -> MultipartUploadListing {
         _ = try await self.bucket(bucket)
-        let uploads = try await catalog.uploads(
-            bucket: bucket, prefix: prefix, keyMarker: keyMarker, uploadIdMarker: uploadIdMarker,
-            limit: maxUploads + 1)
-        return (Array(uploads.prefix(maxUploads)), uploads.count > maxUploads)
+        let rolledUp = KeyRollup(prefix: prefix, delimiter: delimiter).commonPrefix
+        let skipped = keyMarker.hasBytePrefix(prefix) ? rolledUp(keyMarker).flatMap { $0.isByteEqual(to: keyMarker) ? $0 : nil } : nil
+        var listing = MultipartUploadListing()
+        var (keyMarker, uploadIdMarker) = (keyMarker, uploadIdMarker)
+        while true {
+            let batch = try await catalog.uploads(
+                bucket: bucket, prefix: prefix, keyMarker: keyMarker, uploadIdMarker: uploadIdMarker, limit: 1000)
+            for upload in batch {
+                let common = rolledUp(upload.key)
+                if let common, [skipped, listing.commonPrefixes.last].contains(where: { $0?.isByteEqual(to: common) == true }) {
+                    continue
+                }
+                if listing.uploads.count + listing.commonPrefixes.count == maxUploads {
+                    listing.isTruncated = true
+                    return listing
+                }
+                if let common {
+                    listing.commonPrefixes.append(common)
+                    (listing.nextKeyMarker, listing.nextUploadIdMarker) = (common, nil)
+                } else {
+                    listing.uploads.append(upload)
+                    (listing.nextKeyMarker, listing.nextUploadIdMarker) = (upload.key, upload.uploadId)
+                }
+            }
+            guard batch.count == 1000, let last = batch.last else { return listing }
+            (keyMarker, uploadIdMarker) = (last.key, last.uploadId)
+        }
     }
 
     public func completeMultipartUpload(

@@ -159,10 +159,10 @@ public protocol ObjectStore: Sendable {
     /// A page of parts after `marker`.
     func listParts(_ upload: MultipartUploadInfo, after marker: Int, maxParts: Int) async throws
         -> (parts: [PartInfo], isTruncated: Bool)
-    /// A page of uploads in progress.
+    /// A page of uploads in progress, and of common prefixes with a delimiter.
     func listMultipartUploads(
-        bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, maxUploads: Int
-    ) async throws -> (uploads: [MultipartUploadInfo], isTruncated: Bool)
+        bucket: String, prefix: String, delimiter: String?, keyMarker: String, uploadIdMarker: String, maxUploads: Int
+    ) async throws -> MultipartUploadListing
     /// Assembles the listed parts into the object, without copying their bytes, when `condition` holds.
     /// `fullObjectChecksums` are the object checksums the request declared (base64 by algorithm name); a value that
     /// does not match is `BadDigest`.

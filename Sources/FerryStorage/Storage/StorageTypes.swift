@@ -216,6 +216,40 @@ public struct ObjectListing: Sendable {
     }
 }
 
+/// A page of ListMultipartUploads.
+public struct MultipartUploadListing: Sendable {
+    /// Uploads of the page.
+    public var uploads: [MultipartUploadInfo] = []
+    /// Common prefixes of the page.
+    public var commonPrefixes: [String] = []
+    /// Whether more results follow.
+    public var isTruncated = false
+    /// The last key or common prefix returned, from which the next page starts.
+    public var nextKeyMarker: String?
+    /// The last upload's id, when the page ended with an upload.
+    public var nextUploadIdMarker: String?
+}
+
+/// How a listing with a delimiter rolls keys up: a key that has the delimiter after the listing's prefix stands as
+/// its bytes through that delimiter. Matched by UTF-8 bytes.
+struct KeyRollup: Sendable {
+    let prefix: [UInt8]
+    let delimiter: [UInt8]?
+
+    init(prefix: String, delimiter: String?) {
+        self.prefix = Array(prefix.utf8)
+        self.delimiter = delimiter.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
+    }
+
+    /// The common prefix `key` (which begins with the prefix) rolls up into, if any.
+    func commonPrefix(_ key: String) -> String? {
+        guard let delimiter else { return nil }
+        let rest = Array(key.utf8.dropFirst(prefix.count))
+        guard let match = rest.firstRange(of: delimiter) else { return nil }
+        return String(decoding: prefix + rest[..<match.upperBound], as: UTF8.self)
+    }
+}
+
 /// What the store computed while it wrote a body, handed to the request's verifier before anything becomes visible.
 public struct BodyDigests: Sendable {
     /// Bytes written.

@@ -322,7 +322,7 @@ extension PostgresCatalog: ObjectCatalog {
         try await rows(
             """
             SELECT * FROM s3_upload WHERE bucket = \(bucket) AND key >= \(prefix)
-            AND (key > \(keyMarker) OR (key = \(keyMarker) AND id > \(uploadIdMarker)))
+            AND (key > \(keyMarker) OR (key = \(keyMarker) AND \(uploadIdMarker) <> '' AND id > \(uploadIdMarker)))
             ORDER BY key, id LIMIT \(limit)
             """
         ).map(Self.uploadInfo).filter { $0.key.hasPrefix(prefix) }

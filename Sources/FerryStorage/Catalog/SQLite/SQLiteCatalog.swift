@@ -342,7 +342,8 @@ public final class SQLiteCatalog: ObjectCatalog {
         }
     }
 
-    /// Uploads of a bucket in (key, upload id) order after the markers, up to `limit`.
+    /// Uploads of a bucket in (key, upload id) order after the markers (after the key marker's uploads too, when the
+    /// upload-id marker is empty), up to `limit`.
     func uploads(bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, limit: Int) async throws
         -> [MultipartUploadInfo]
     {
@@ -351,10 +352,10 @@ public final class SQLiteCatalog: ObjectCatalog {
                 db,
                 sql: """
                     SELECT * FROM upload WHERE bucket = ? AND key >= ?
-                    AND (key > ? OR (key = ? AND id > ?))
+                    AND (key > ? OR (key = ? AND ? <> '' AND id > ?))
                     ORDER BY key, id LIMIT ?
                     """,
-                arguments: [bucket, prefix, keyMarker, keyMarker, uploadIdMarker, limit]
+                arguments: [bucket, prefix, keyMarker, keyMarker, uploadIdMarker, uploadIdMarker, limit]
             ).map(Self.uploadInfo).filter { $0.key.hasPrefix(prefix) }
         }
     }
