@@ -210,15 +210,8 @@ extension CatalogObjectStore {
     /// left by a crash while a resumable upload was created, concatenated or ended, and never given to a client (or
     /// already ended for it). Returns how many.
     package func abortUnclaimedResumableUploads(initiatedBefore date: Date) async throws -> Int {
-        var count = 0
-        for upload in try await catalog.unclaimedResumableMultipartUploads(initiatedBefore: date, limit: 1000) {
-            if let blobs = try await catalog.deleteUpload(upload.uploadId) {
-                await retire(blobs)
-                count += 1
-            }
-        }
-        if count > 0 { events?.multipartUpload(.aborted, count: count) }
-        return count
+        try await abort(
+            try await catalog.unclaimedResumableMultipartUploads(initiatedBefore: date, limit: 1000), as: .expired)
     }
 
     /// Removes the uploads that expired before `now` (see ``terminateResumable(_:)``); returns how many.

@@ -650,14 +650,19 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     public func abortMultipartUploads(initiatedBefore date: Date) async throws -> Int {
+        try await abort(try await catalog.uploads(initiatedBefore: date, limit: 10_000), as: .expired)
+    }
+
+    /// Aborts `uploads` (those still there), counted as `outcome`; returns how many.
+    func abort(_ uploads: [MultipartUploadInfo], as outcome: MultipartUploadEvent) async throws -> Int {
         var count = 0
-        for upload in try await catalog.uploads(initiatedBefore: date, limit: 10_000) {
+        for upload in uploads {
             if let blobs = try await catalog.deleteUpload(upload.uploadId) {
                 await retire(blobs)
                 count += 1
             }
         }
-        if count > 0 { events?.multipartUpload(.expired, count: count) }
+        if count > 0 { events?.multipartUpload(outcome, count: count) }
         return count
     }
 
