@@ -127,6 +127,14 @@ struct ObjectCatalogTests {
             let under = try await store.listMultipartUploads(
                 bucket: "u", prefix: "b/", delimiter: "/", keyMarker: "", uploadIdMarker: "", maxUploads: 100)
             #expect(under.uploads.map(\.key) == ["b/1", "b/2"] && under.commonPrefixes == ["b/3/"])
+            // Prefixes are matched by bytes: a decomposed é is not a precomposed one.
+            _ = try await start("p/e\u{301}/1")
+            _ = try await start("p/\u{E9}/2")
+            let decomposed = try await store.listMultipartUploads(
+                bucket: "u", prefix: "p/e\u{301}", delimiter: "/", keyMarker: "", uploadIdMarker: "", maxUploads: 100)
+            #expect(decomposed.uploads.isEmpty && decomposed.commonPrefixes == ["p/e\u{301}/"])
+            #expect(KeyRollup.pastEveryKey(under: "b/") > "b/" + String(repeating: "\u{10FFFF}", count: 256))
+            #expect(Array(KeyRollup.pastEveryKey(under: "b/").utf8).lexicographicallyPrecedes(Array("b0".utf8)))
         }
     }
 

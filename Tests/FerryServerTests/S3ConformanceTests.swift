@@ -224,6 +224,9 @@ struct S3ConformanceTests {
             #expect(noKey.text.contains("<HostId>\(requestId)</HostId>") && noKey.header("x-amz-id-2") == requestId)
             let noBucket = try await s3.get("no-such-bucket-here", "k")
             #expect(noBucket.errorCode == "NoSuchBucket" && noBucket.text.contains("<BucketName>no-such-bucket-here</BucketName>"))
+            // What a copy did not find is its source, which the path does not name.
+            let copy = try await s3.send("PUT", "/hdrs/copy-target", headers: [("x-amz-copy-source", "/hdrs/no-such-source")])
+            #expect(copy.errorCode == "NoSuchKey" && !copy.text.contains("<Key>copy-target</Key>"))
         }
     }
 

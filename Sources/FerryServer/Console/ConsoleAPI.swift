@@ -127,7 +127,7 @@ struct ConsoleAPI: Sendable {
             guard let id = input.AccessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
             guard let secret = input.SecretAccessKey, !secret.isEmpty else { throw MediaError.missing("SecretAccessKey") }
             let attempt = SignInThrottle.attempt(address: context.channel.remoteAddress?.ipAddress, accessKeyId: id)
-            if let wait = sessions.throttle.wait(attempt) {
+            if let wait = sessions.throttle.begin(attempt) {
                 throw MediaError(
                     "TooManySignInAttempts", "Too many failed sign-ins for this key from this address; try again in \(wait) s.",
                     status: 429, retryAfterSeconds: wait)
@@ -137,7 +137,6 @@ struct ConsoleAPI: Sendable {
                 session = try await sessions.signIn(accessKeyId: id, secretAccessKey: secret)
                 sessions.throttle.succeeded(attempt)
             } catch let refusal as ConsoleSessions.Refusal {
-                sessions.throttle.failed(attempt)
                 context.logger.info(
                     "console sign-in refused",
                     metadata: ["ferry.access-key-id": .string(refusal.namesKey ? String(id.prefix(64)) : "(no such key)")])

@@ -89,7 +89,9 @@ struct ConsoleSessions: Sendable {
             else { throw error }
             throw expired
         }
-        guard !(try await credentials.catalog.isSessionRevoked(Self.digest(value))) else { throw expired }
+        // Revocation names the session's temporary key id: the token binds it, and unlike the token's text it has
+        // one spelling (a token's base64 decodes the same with or without padding, in either alphabet).
+        guard !(try await credentials.catalog.isSessionRevoked(Self.digest(accessKeyId))) else { throw expired }
         var principal = resolved.principal
         principal.isRoot = principal.parentAccessKeyId == credentials.root.accessKeyId
         let csrf = SessionTokenCodec.base64url(
@@ -97,15 +99,15 @@ struct ConsoleSessions: Sendable {
         return Session(principal: principal, token: value, csrf: csrf, expiration: principal.expiration ?? now)
     }
 
-    /// Ends `session`: its token is refused from now on.
+    /// Ends `session`: its token is refused from now on, however it is spelt.
     func signOut(_ session: Session) async throws {
         try await credentials.catalog.revokeSession(
-            Self.digest(session.token), expiration: session.expiration, now: credentials.now())
+            Self.digest(session.principal.accessKeyId), expiration: session.expiration, now: credentials.now())
     }
 
-    /// What the catalog keeps of an ended session's token: its SHA-256, so the catalog holds no usable token.
-    static func digest(_ token: String) -> String {
-        SigV4.hexSHA256(token)
+    /// What the catalog keeps of an ended session: the SHA-256 of its temporary key id.
+    static func digest(_ temporaryKeyId: String) -> String {
+        SigV4.hexSHA256(temporaryKeyId)
     }
 
     /// The session of a request's cookie, nil when it has none.
@@ -163,8 +165,9 @@ struct ConsoleSessions: Sendable {
 /// Failed console sign-ins on this node, per client address and access key id. After ``limit`` failures within
 /// ``window`` seconds, sign-ins from that address for that key are refused without being checked until the window
 /// ends; a right secret clears the count. Another address, or another key, is not held back, so a stranger who knows a
-/// key's id cannot lock its owner out from elsewhere. Each node counts on its own; at most ``capacity`` pairs are
-/// tracked, those whose window has ended given up first.
+/// key's id cannot lock its owner out from another address. (Behind a load balancer every client has the balancer's
+/// address: there the count is per key.) Each node counts on its own; at most ``capacity`` pairs are tracked, those
+/// whose window has ended given up first.
 final class SignInThrottle: Sendable {
     /// Failures allowed within a window.
     static let limit = 10
@@ -193,30 +196,26 @@ final class SignInThrottle: Sendable {
         (address ?? "") + " " + accessKeyId.prefix(128)
     }
 
-    /// Nil when `attempt` may sign in now; else the whole seconds (at least one) until it may.
-    func wait(_ attempt: String) -> Int? {
+    /// Takes a turn for `attempt` before its secret is checked, counted as a failure until ``succeeded(_:)`` says
+    /// otherwise (so sign-ins sent at once get no more turns than sign-ins sent one after another): nil when it may
+    /// sign in now, else the whole seconds (at least one) until it may.
+    func begin(_ attempt: String) -> Int? {
         let time = now()
-        return failures.withLockedValue { failures in
-            guard let recorded = failures[attempt], recorded.count >= Self.limit, time - recorded.since < Self.window
-            else { return nil }
-            return max(1, Int((Self.window - (time - recorded.since)).rounded(.up)))
-        }
-    }
-
-    /// Counts a refused sign-in of `attempt`.
-    func failed(_ attempt: String) {
-        let time = now()
-        failures.withLockedValue { failures in
+        return failures.withLockedValue { failures -> Int? in
             if var recorded = failures[attempt], time - recorded.since < Self.window {
+                guard recorded.count < Self.limit else {
+                    return max(1, Int((Self.window - (time - recorded.since)).rounded(.up)))
+                }
                 recorded.count += 1
                 failures[attempt] = recorded
-                return
+                return nil
             }
             if failures.count >= Self.capacity {
                 failures = failures.filter { time - $0.value.since < Self.window }
                 if failures.count >= Self.capacity, let any = failures.keys.first { failures[any] = nil }
             }
             failures[attempt] = Failures(count: 1, since: time)
+            return nil
         }
     }
 

@@ -475,23 +475,24 @@ public struct CatalogObjectStore: ObjectStore {
 
     /// Uploads in (key, upload id) order; with a delimiter, those of keys that have it after `prefix` roll up into
     /// common prefixes, which count toward `maxUploads` as uploads do. A key marker that is itself a common prefix
-    /// (given back as the next key marker) skips every key under it.
+    /// (given back as the next key marker) skips every key under it. Keys are matched by their UTF-8 bytes, and the
+    /// keys under a common prefix are skipped in the catalog, not read: a page costs what it lists.
     public func listMultipartUploads(
         bucket: String, prefix: String, delimiter: String?, keyMarker: String, uploadIdMarker: String, maxUploads: Int
     ) async throws -> MultipartUploadListing {
         _ = try await self.bucket(bucket)
         let rolledUp = KeyRollup(prefix: prefix, delimiter: delimiter).commonPrefix
-        let skipped = keyMarker.hasBytePrefix(prefix) ? rolledUp(keyMarker).flatMap { $0.isByteEqual(to: keyMarker) ? $0 : nil } : nil
         var listing = MultipartUploadListing()
         var (keyMarker, uploadIdMarker) = (keyMarker, uploadIdMarker)
+        if keyMarker.hasBytePrefix(prefix), let common = rolledUp(keyMarker), common.isByteEqual(to: keyMarker) {
+            (keyMarker, uploadIdMarker) = (KeyRollup.pastEveryKey(under: common), "")
+        }
         while true {
             let batch = try await catalog.uploads(
                 bucket: bucket, prefix: prefix, keyMarker: keyMarker, uploadIdMarker: uploadIdMarker, limit: 1000)
             for upload in batch {
                 let common = rolledUp(upload.key)
-                if let common, [skipped, listing.commonPrefixes.last].contains(where: { $0?.isByteEqual(to: common) == true }) {
-                    continue
-                }
+                if let common, let last = listing.commonPrefixes.last, common.isByteEqual(to: last) { continue }
                 if listing.uploads.count + listing.commonPrefixes.count == maxUploads {
                     listing.isTruncated = true
                     return listing
@@ -505,7 +506,12 @@ public struct CatalogObjectStore: ObjectStore {
                 }
             }
             guard batch.count == 1000, let last = batch.last else { return listing }
-            (keyMarker, uploadIdMarker) = (last.key, last.uploadId)
+            // A batch that ends inside a common prefix: the next starts past every key under it.
+            if let common = rolledUp(last.key) {
+                (keyMarker, uploadIdMarker) = (KeyRollup.pastEveryKey(under: common), "")
+            } else {
+                (keyMarker, uploadIdMarker) = (last.key, last.uploadId)
+            }
         }
     }
 

@@ -241,6 +241,12 @@ struct KeyRollup: Sendable {
         self.delimiter = delimiter.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
     }
 
+    /// A key marker after every key that begins with `common` and before every later key, in byte order: keys are at
+    /// most 1,024 bytes, and this one continues `common` with more bytes of the greatest scalar than any key holds.
+    static func pastEveryKey(under common: String) -> String {
+        common + String(repeating: "\u{10FFFF}", count: 257)
+    }
+
     /// The common prefix `key` (which begins with the prefix) rolls up into, if any.
     func commonPrefix(_ key: String) -> String? {
         guard let delimiter else { return nil }

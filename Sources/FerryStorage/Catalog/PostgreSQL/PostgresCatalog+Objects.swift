@@ -325,7 +325,7 @@ extension PostgresCatalog: ObjectCatalog {
             AND (key > \(keyMarker) OR (key = \(keyMarker) AND \(uploadIdMarker) <> '' AND id > \(uploadIdMarker)))
             ORDER BY key, id LIMIT \(limit)
             """
-        ).map(Self.uploadInfo).filter { $0.key.hasPrefix(prefix) }
+        ).map(Self.uploadInfo).filter { $0.key.hasBytePrefix(prefix) }
     }
 
     func uploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo] {

@@ -164,6 +164,7 @@ public final class PostgresCatalog: Sendable, Service {
             12, "revoked console sessions",
             ["CREATE TABLE revoked_session (digest TEXT PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL)"]
         ),
+        (13, "resumable uploads by multipart upload", ["CREATE INDEX resumable_upload_by_upload ON resumable_upload (upload_id)"]),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.

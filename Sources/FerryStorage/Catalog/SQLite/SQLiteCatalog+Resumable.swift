@@ -24,6 +24,18 @@ extension SQLiteCatalog {
         }
     }
 
+    /// The collector finds the multipart uploads no resumable upload names by this index, and the oldest uploads by
+    /// the other (``unclaimedResumableMultipartUploads(initiatedBefore:limit:)``).
+    static func registerResumableUploadIndexMigration(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v16-resumable-upload-indexes") { db in
+            try db.execute(
+                sql: """
+                    CREATE INDEX resumableUpload_by_upload ON resumableUpload(uploadId);
+                    CREATE INDEX upload_by_time ON upload(initiated);
+                    """)
+        }
+    }
+
     func insertResumableUpload(_ upload: ResumableUpload) async throws {
         let info = try Self.json(upload.info)
         try await pool.write { db in

@@ -116,6 +116,7 @@ public final class SQLiteCatalog: ObjectCatalog {
         registerQuotaMigration(&migrator)
         registerSigningKeyMigration(&migrator)
         registerRevokedSessionMigration(&migrator)
+        registerResumableUploadIndexMigration(&migrator)
         return migrator
     }
 
@@ -356,7 +357,7 @@ public final class SQLiteCatalog: ObjectCatalog {
                     ORDER BY key, id LIMIT ?
                     """,
                 arguments: [bucket, prefix, keyMarker, keyMarker, uploadIdMarker, uploadIdMarker, limit]
-            ).map(Self.uploadInfo).filter { $0.key.hasPrefix(prefix) }
+            ).map(Self.uploadInfo).filter { $0.key.hasBytePrefix(prefix) }
         }
     }
 
