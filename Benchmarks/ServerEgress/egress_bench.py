@@ -18,38 +18,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ScaleOut"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ServerIngest"))
 from bench_common import MB, MIB, log, start_server, status_kib, stop_server  # noqa: E402
+from ingest_bench import RSSSampler  # noqa: E402
 from scaleout_bench import STORE_KEY, STORE_SECRET, s3_client, start_seaweedfs  # noqa: E402
 
 ROOT_KEY = "AKIAFERRYEGRESS00001"
 ROOT_SECRET = "ferry-egress-benchmark-secret-00000001"
-
-
-class PeakRSS(threading.Thread):
-    """Samples the VmRSS of a process every 50 ms and keeps the peak."""
-
-    def __init__(self, pid):
-        super().__init__(daemon=True)
-        self.pid = pid
-        self.peak = 0
-        self.stop_event = threading.Event()
-
-    def run(self):
-        while not self.stop_event.is_set():
-            kib = status_kib(self.pid, "VmRSS")
-            if kib is None:
-                return
-            self.peak = max(self.peak, kib)
-            self.stop_event.wait(0.05)
-
-    def stop(self):
-        self.stop_event.set()
-        self.join()
 
 
 def download_round(url, clients, size):
@@ -101,7 +80,7 @@ def main():
             urls[name] = client.generate_presigned_url(
                 "get_object", Params={"Bucket": "egress", "Key": "object.bin"}, ExpiresIn=3600)
         before = {name: status_kib(pid, "VmRSS") for name, (pid, _) in targets.items()}
-        samplers = {name: PeakRSS(pid) for name, (pid, _) in targets.items()}
+        samplers = {name: RSSSampler(pid, 0.05) for name, (pid, _) in targets.items()}
         for sampler in samplers.values():
             sampler.start()
         rates = {name: [] for name in targets}
@@ -121,7 +100,7 @@ def main():
         print("|---|---|---|---|---|---|")
         for name in targets:
             print(f"| {name} | {statistics.median(rates[name]):.0f} | {min(rates[name]):.0f}–{max(rates[name]):.0f} | "
-                  f"{before[name] / 1024:.0f} | {samplers[name].peak / 1024:.0f} | {after[name] / 1024:.0f} |")
+                  f"{before[name] / 1024:.0f} | {max(samplers[name].peaks.values()) / 1024:.0f} | {after[name] / 1024:.0f} |")
         ratio = statistics.median(rates["ferry"]) / statistics.median(rates["seaweedfs"])
         print(f"\nrate ratio ferry / seaweedfs: {ratio:.2f}")
         print(f"RSS held after the rounds, ferry / seaweedfs: {after['ferry'] / after['seaweedfs']:.2f} "

@@ -10,8 +10,8 @@ import NIOConcurrencyHelpers
 /// A session is a temporary credential issued under the key (the same self-contained token as STS credentials, so any
 /// node verifies it and it ends when the key is disabled), carrying the key's policy. Requests that change state also
 /// carry the session's CSRF token in `X-Ferry-CSRF`, a value a page of another site can neither read nor send. Signing
-/// out records the token's digest in the catalog, so the token is refused from then on, on every node, even where a
-/// copy of the cookie survives.
+/// out records the digest of the session's temporary key id in the catalog, so the session is refused from then on, on
+/// every node, even where a copy of the cookie survives.
 struct ConsoleSessions: Sendable {
     /// The cookie holding the session.
     static let cookieName = "ferry_console"
@@ -21,7 +21,7 @@ struct ConsoleSessions: Sendable {
     static let lifetime: TimeInterval = 3600
 
     let credentials: CredentialStore
-    /// The failed sign-ins this node counts.
+    /// The sign-in turns this node counts.
     var throttle = SignInThrottle()
 
     /// A verified session.
@@ -162,14 +162,14 @@ struct ConsoleSessions: Sendable {
     }
 }
 
-/// Failed console sign-ins on this node, per client address and access key id. After ``limit`` failures within
-/// ``window`` seconds, sign-ins from that address for that key are refused without being checked until the window
-/// ends; a right secret clears the count. Another address, or another key, is not held back, so a stranger who knows a
+/// Console sign-ins on this node, per client address and access key id. Each sign-in takes a turn before its secret
+/// is checked; after ``limit`` turns within ``window`` seconds, sign-ins from that address for that key are refused
+/// without being checked until the window ends; a right secret gives the turns back. Another address, or another key, is not held back, so a stranger who knows a
 /// key's id cannot lock its owner out from another address. (Behind a load balancer every client has the balancer's
 /// address: there the count is per key.) Each node counts on its own; at most ``capacity`` pairs are tracked, those
 /// whose window has ended given up first.
 final class SignInThrottle: Sendable {
-    /// Failures allowed within a window.
+    /// Turns (sign-ins whose secret is checked) within a window.
     static let limit = 10
     /// The window's length, in seconds.
     static let window = 60.0
