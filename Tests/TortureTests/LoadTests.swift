@@ -77,8 +77,10 @@ struct LoadTests {
 
         // Idle connections (nothing sent, or half a request head) and uploads that announce 1 MiB and trickle.
         var sockets: [Int32] = []
+        // They come from 20 loopback addresses of their own, as such clients come from many places: one address
+        // holds at most 256 connections (--max-connections-per-address), and the 64 clients use 127.0.0.1.
         for index in 0..<200 {
-            let socket = try RawSocket.connect(port: server.port)
+            let socket = try RawSocket.connect(port: server.port, from: "127.0.0.\(2 + index % 20)")
             if index % 2 == 1 { try RawSocket.write(socket, Array("GET /load HTTP/1.1\r\nHost: x\r\n".utf8)) }
             sockets.append(socket)
         }
@@ -90,7 +92,7 @@ struct LoadTests {
                 method: "PUT", path: path, query: [],
                 headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(1 << 20))],
                 payloadHash: SigV4.unsignedPayload, date: Date()).headers
-            let socket = try RawSocket.connect(port: server.port)
+            let socket = try RawSocket.connect(port: server.port, from: "127.0.0.\(30 + index)")
             try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", path, headers).utf8) + [UInt8](repeating: 1, count: 100))
             tricklers.append(socket)
         }
