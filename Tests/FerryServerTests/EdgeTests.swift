@@ -108,6 +108,34 @@ struct EdgeTests {
         }
     }
 
+    @Test("a request whose Transfer-Encoding is not chunked alone gets one bare 400 and a closed connection, never a route's answer followed by the parser's")
+    func unreadableFraming() async throws {
+        try await TestServer.with { server in
+            for (method, coding) in [("HEAD", "identity"), ("GET", "gzip, chunked"), ("PUT", "chunked, chunked"), ("POST", "x")] {
+                let socket = try RawSocket.connect(port: server.port)
+                defer { close(socket) }
+                try RawSocket.write(
+                    socket,
+                    Array(RawSocket.requestHead(method, "/_ferry/health", [("Host", "127.0.0.1"), ("Transfer-Encoding", coding)]).utf8))
+                // Read to the end: the server closes the connection after its one answer.
+                let (bytes, _) = await RawSocket.receive(socket, timeout: .seconds(10)) { _ in false }
+                let text = String(decoding: bytes, as: UTF8.self)
+                #expect(text.hasPrefix("HTTP/1.1 400 "), "\(method) \(coding): \(text)")
+                #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "\(method) \(coding): more than one answer: \(text)")
+            }
+            // `chunked` in any case is read as it is.
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            try RawSocket.write(
+                socket,
+                Array(RawSocket.requestHead("GET", "/_ferry/health", [("Host", "127.0.0.1"), ("Transfer-Encoding", "Chunked")]).utf8)
+                    + Array("0\r\n\r\n".utf8))
+            let (bytes, _) = await RawSocket.receive(socket, timeout: .seconds(10)) { RawSocket.isCompleteResponse($0) }
+            #expect(String(decoding: bytes, as: UTF8.self).hasPrefix("HTTP/1.1 200 "))
+            #expect(try await server.client().createBucket("still-serving").status == 200)
+        }
+    }
+
     @Test("two Authorization headers are refused before any signature is checked")
     func repeatedAuthorization() async throws {
         try await TestServer.with { server in

@@ -96,6 +96,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var refusedMidBody = false
     /// The refused request's answer has been sent.
     private var refusalSent = false
+    /// A request head was refused here: nothing more is read from the connection, which is closing.
+    private var headRefused = false
 
     init(limits: ConnectionLimits, counter: Counter) {
         self.limits = limits
@@ -112,6 +114,39 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         waitForRequest(context)
     }
 
+    /// Whether a request's `Transfer-Encoding`, if it has one, is `chunked` alone: RFC 9112 has a server refuse a
+    /// request whose final coding is not chunked, and Ferry decodes no other coding. The HTTP parser stops at such a
+    /// body only after it has passed the head on, so without this check the route would answer and the parser's
+    /// refusal would follow as a second answer to one request.
+    static func hasReadableFraming(_ fields: HTTPFields) -> Bool {
+        let values = fields[values: .transferEncoding]
+        guard !values.isEmpty else { return true }
+        let codings = values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        return codings == ["chunked"]
+    }
+
+    /// Answers a request head this connection cannot read the body of with a bare 400 and `Connection: close`, as the
+    /// HTTP parser answers what it cannot parse, and closes the connection; with answers still pending (pipelined
+    /// requests), it closes at once.
+    private func refuseHead(_ context: ChannelHandlerContext) {
+        headRefused = true
+        cancelTimer()
+        guard responsesPending == 0 else {
+            context.close(promise: nil)
+            return
+        }
+        let head = HTTPResponse(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // The parser's own refusal of a head refused here: the connection is closing with its answer.
+        if headRefused { return }
+        context.fireErrorCaught(error)
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
@@ -122,8 +157,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if headRefused { return }
         switch unwrapInboundIn(data) {
-        case .head:
+        case .head(let head):
+            if !Self.hasReadableFraming(head.headerFields) {
+                refuseHead(context)
+                return
+            }
             responsesPending += 1
             readingBody = true
             bodyBytesThisWindow = 0
