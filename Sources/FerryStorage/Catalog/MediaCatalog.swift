@@ -56,10 +56,10 @@ public protocol MediaCatalog: JobQueue {
     func signingKeys(owner: String?) async throws -> [StoredSigningKey]
     /// Deletes a signing key; false when there is no such key.
     func deleteSigningKey(_ id: String) async throws -> Bool
-    /// Records that the console session whose token has `digest` was ended before its `expiration`, and forgets the
-    /// sessions ended earlier that have expired by `now` (their tokens are refused anyway).
+    /// Records that the console session whose temporary key id has the SHA-256 `digest` was ended before its
+    /// `expiration`, and forgets the sessions ended earlier that have expired by `now` (refused as expired anyway).
     func revokeSession(_ digest: String, expiration: Date, now: Date) async throws
-    /// Whether the console session whose token has `digest` was ended.
+    /// Whether the console session whose temporary key id has the SHA-256 `digest` was ended.
     func isSessionRevoked(_ digest: String) async throws -> Bool
 }
 
