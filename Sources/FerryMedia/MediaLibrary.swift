@@ -147,13 +147,10 @@ public struct MediaLibrary: Sendable {
     func expireUnfinishedUploads(now: Date = Date()) async throws -> Int {
         var count = 0
         for video in try await catalog.uploadingVideos(
-            createdBefore: now.addingTimeInterval(-configuration.uploadingVideoMaxAge), limit: 1000)
+            createdBefore: now.addingTimeInterval(-configuration.uploadingVideoMaxAge), after: "", limit: 1000)
         {
             // Stored after all (the server stopped between storing it and recording it): it advances instead.
-            if let object = try? await store.object(bucket: video.bucket, key: video.key) {
-                await objectStored(object)
-                continue
-            }
+            if try await advanceIfStored(video) { continue }
             let expired = try await catalog.updateVideo(video.videoId) { video in
                 guard video.status == VideoStatus.uploading else { return .keep }
                 video.status = VideoStatus.uploadFailed
@@ -166,6 +163,37 @@ public struct MediaLibrary: Sendable {
             count += 1
         }
         return count
+    }
+
+    /// How long a video's upload may have gone before ``advanceStoredUploads(now:after:limit:)`` looks for its
+    /// source: far longer than storing an object takes between its write and the library hearing of it.
+    static let storedUploadGrace: TimeInterval = 300
+
+    /// Advances, a page at a time, videos still `Uploading` whose source is in storage: the server stopped, or the
+    /// catalog failed, between storing the source and advancing the video (``objectStored(_:)``), which would
+    /// otherwise wait for ``expireUnfinishedUploads(now:)``. Looks at up to `limit` videos created before
+    /// ``storedUploadGrace`` whose id sorts after `videoId`; returns how many advanced and where the next page
+    /// starts ("" once the walk has looked at every video).
+    func advanceStoredUploads(now: Date = Date(), after videoId: String, limit: Int = 1000) async throws
+        -> (advanced: Int, next: String)
+    {
+        let page = try await catalog.uploadingVideos(
+            createdBefore: now.addingTimeInterval(-Self.storedUploadGrace), after: videoId, limit: limit)
+        var advanced = 0
+        for video in page where try await advanceIfStored(video) { advanced += 1 }
+        return (advanced, page.count < limit ? "" : page.last?.videoId ?? "")
+    }
+
+    /// Advances `video` when its source is stored; false when it is not.
+    private func advanceIfStored(_ video: VideoRecord) async throws -> Bool {
+        let object: ObjectInfo
+        do {
+            object = try await store.object(bucket: video.bucket, key: video.key)
+        } catch let error as FerryDomainError where [.objectNotFound, .bucketNotFound].contains(error.code) {
+            return false
+        }
+        try await videoStored(video.videoId, object: object)
+        return true
     }
 
     /// Deletes a video's files (source, cover, renditions: everything under `video/<id>/`) and aborts the multipart

@@ -51,7 +51,13 @@ struct CatalogTests {
             try await catalog.saveVideo(Self.video("v5", status: "Deleted", at: 5))
             let page = try await catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 1, limit: 1)
             #expect(page.videos.map(\.videoId) == ["v2"] && page.total == 3)
-            #expect(try await catalog.uploadingVideos(createdBefore: Date(timeIntervalSince1970: 1_800_000_002), limit: 10).map(\.videoId) == ["v1"])
+            #expect(try await catalog.uploadingVideos(createdBefore: Date(timeIntervalSince1970: 1_800_000_002), after: "", limit: 10).map(\.videoId) == ["v1"])
+            // A walk through uploading videos, a page at a time in id order: each once, the later ones not at all.
+            for (id, at) in [("u3", 6.0), ("u1", 7.0), ("u2", 8.0), ("u4", 20.0)] { try await catalog.saveVideo(Self.video(id, at: at)) }
+            let before = Date(timeIntervalSince1970: 1_800_000_010)
+            #expect(try await catalog.uploadingVideos(createdBefore: before, after: "", limit: 2).map(\.videoId) == ["u1", "u2"])
+            #expect(try await catalog.uploadingVideos(createdBefore: before, after: "u2", limit: 2).map(\.videoId) == ["u3", "v1"])
+            #expect(try await catalog.uploadingVideos(createdBefore: before, after: "v1", limit: 2).isEmpty)
         }
     }
 

@@ -4,6 +4,8 @@ import FerryCore
 @testable import FerryServer
 import FerryTestSupport
 import Foundation
+import Logging
+import NIOCore
 import Testing
 
 /// Sends a signed media API request with `credentials` and returns the raw answer.
@@ -177,6 +179,65 @@ struct MediaOwnershipTests {
             #expect(try await admin.createUploadVideo(description).id != first.id)
             let events = try await server.server.webhooks.pending().map(\.type)
             #expect(events.filter { $0 == .videoUploadExpired }.count == 2)
+        }
+    }
+
+    @Test("a video whose source is stored but was never advanced (the server stopped in between) advances when the collector walks the uploading videos")
+    func storedSourceNeverAdvanced() async throws {
+        var webhook = WebhookConfiguration(url: URL(string: "http://127.0.0.1:9/none")!, secret: "s")
+        webhook.initialBackoff = .seconds(600)
+        try await TestServer.with(configure: { $0.webhook = webhook }) { server in
+            let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+            let admin = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+            // The source is stored without the library hearing of it, as when the process dies between the two.
+            func storeUnheard(_ ticket: MediaServiceClient.UploadTicket) async throws {
+                _ = try await server.server.store.putObject(
+                    bucket: ticket.address.bucket, key: ticket.address.fileName, attributes: ObjectAttributes(),
+                    tags: [],
+                    body: AsyncStream<ByteBuffer> { continuation in
+                        continuation.yield(ByteBuffer(string: "source bytes"))
+                        continuation.finish()
+                    },
+                    checksums: [], condition: .none, verify: { _ in })
+            }
+            let stranded = try await admin.createUploadVideo(.init(title: "Stranded", fileName: "s.mp4"))
+            let waiting = try await admin.createUploadVideo(.init(title: "Not yet sent", fileName: "w.mp4"))
+            try await storeUnheard(stranded)
+            let library = server.server.mediaLibrary
+            // Within the grace an upload may still be being recorded: nothing is looked at.
+            #expect(try await library.advanceStoredUploads(after: "") == (0, ""))
+            #expect(try await admin.getVideoInfo(videoId: stranded.id).status == "Uploading")
+
+            let later = Date().addingTimeInterval(MediaLibrary.storedUploadGrace + 60)
+            // A page of one walks the two videos one at a time; only the stored one advances.
+            var walked: [String] = []
+            var cursor = ""
+            var advanced = 0
+            repeat {
+                let page = try await library.advanceStoredUploads(now: later, after: cursor, limit: 1)
+                advanced += page.advanced
+                cursor = page.next
+                if !cursor.isEmpty { walked.append(cursor) }
+            } while !cursor.isEmpty
+            #expect(Set(walked) == [stranded.id, waiting.id] && advanced == 1)
+            let video = try await admin.getVideoInfo(videoId: stranded.id)
+            #expect(video.status == "UploadSucc" && video.size == 12)
+            #expect(try await admin.getVideoInfo(videoId: waiting.id).status == "Uploading")
+            // Once: a second walk finds nothing more to do, and one FileUploadComplete was sent.
+            #expect(try await library.advanceStoredUploads(now: later, after: "").advanced == 0)
+            let events = try await server.server.webhooks.pending().map(\.type)
+            #expect(events.filter { $0 == .fileUploadComplete }.count == 1)
+            let jobs = try await server.server.mediaCatalog.jobs(videoId: stranded.id)
+            #expect(jobs.map(\.kind) == [.probe])
+
+            // The collector's pass walks them too.
+            let another = try await admin.createUploadVideo(.init(title: "Stranded too", fileName: "t.mp4"))
+            try await storeUnheard(another)
+            let collector = UploadCollector(
+                store: server.server.store, maxAge: 86_400, interval: 3600, logger: Logger(label: "ferry.test"),
+                media: library)
+            _ = await collector.collectOnce(now: later)
+            #expect(try await admin.getVideoInfo(videoId: another.id).status == "UploadSucc")
         }
     }
 }

@@ -28,8 +28,9 @@ public protocol MediaCatalog: JobQueue {
     /// video is refused (`quotaExceeded`) when its owner has that many videos (not deleted) already — checked in the
     /// same transaction, on PostgreSQL under the owner's quota lock.
     func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord
-    /// Videos still uploading that were created before `date`, oldest first, at most `limit`.
-    func uploadingVideos(createdBefore date: Date, limit: Int) async throws -> [VideoRecord]
+    /// Videos still uploading that were created before `date` and whose id sorts after `videoId` (bytewise), in id
+    /// order, at most `limit`: a walk through them a page at a time.
+    func uploadingVideos(createdBefore date: Date, after videoId: String, limit: Int) async throws -> [VideoRecord]
     /// Stores or replaces an image.
     func saveImage(_ image: ImageRecord) async throws
     /// The image, or nil.

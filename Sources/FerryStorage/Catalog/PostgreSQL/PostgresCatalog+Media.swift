@@ -124,11 +124,11 @@ extension PostgresCatalog: MediaCatalog {
         }
     }
 
-    public func uploadingVideos(createdBefore date: Date, limit: Int) async throws -> [VideoRecord] {
+    public func uploadingVideos(createdBefore date: Date, after videoId: String, limit: Int) async throws -> [VideoRecord] {
         try await strings(
             """
             SELECT record FROM video WHERE status = 'Uploading' AND created_at < \(date.timeIntervalSince1970)
-            ORDER BY created_at LIMIT \(Int64(limit))
+            AND video_id COLLATE "C" > \(videoId) ORDER BY video_id COLLATE "C" LIMIT \(Int64(limit))
             """
         ).map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
     }

@@ -124,12 +124,12 @@ extension SQLiteCatalog: MediaCatalog {
         }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
     }
 
-    /// Videos still uploading that were created before `date`, oldest first, at most `limit`.
-    public func uploadingVideos(createdBefore date: Date, limit: Int) async throws -> [VideoRecord] {
+    public func uploadingVideos(createdBefore date: Date, after videoId: String, limit: Int) async throws -> [VideoRecord] {
         try await pool.read { db in
             try String.fetchAll(
-                db, sql: "SELECT record FROM video WHERE status = 'Uploading' AND createdAt < ? ORDER BY createdAt LIMIT ?",
-                arguments: [date.timeIntervalSince1970, limit])
+                db,
+                sql: "SELECT record FROM video WHERE status = 'Uploading' AND createdAt < ? AND videoId > ? ORDER BY videoId LIMIT ?",
+                arguments: [date.timeIntervalSince1970, videoId, limit])
         }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
     }
 
