@@ -14,7 +14,7 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Run the Ferry service (S3-compatible object API).",
         discussion: """
             Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION, \
-            FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
+            FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_TRUSTED_PROXIES, FERRY_IDLE_TIMEOUT, FERRY_BODY_TIMEOUT, \
             FERRY_MAX_CONNECTIONS, FERRY_MAX_CONNECTIONS_PER_ADDRESS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
             FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_MEDIA_IDLE_SCHEDULING, \
             FERRY_CATALOG_URL, FERRY_STORE, FERRY_ROLE, FERRY_METRICS_TOKEN, \
@@ -82,6 +82,11 @@ struct ServeCommand: AsyncParsableCommand {
         name: .customLong("callback-allow"),
         help: "A host, address or network (10.1.0.0/16) form upload callbacks may reach although it is not public; repeat for more (or FERRY_CALLBACK_ALLOW, comma-separated). Default: public addresses only.")
     var callbackAllow: [String] = []
+
+    @Option(
+        name: .customLong("trusted-proxy"),
+        help: "An address or network (10.0.0.0/8) of a proxy or load balancer in front of the server whose X-Forwarded-For names the client; repeat for more (or FERRY_TRUSTED_PROXIES, comma-separated). Default: none.")
+    var trustedProxies: [String] = []
 
     @Option(
         name: .customLong("cors-origin"),
@@ -217,6 +222,9 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.callbackAllow =
             callbackAllow.isEmpty
             ? (env["FERRY_CALLBACK_ALLOW"] ?? "").split(separator: ",").map { String($0) } : callbackAllow
+        configuration.trustedProxies =
+            trustedProxies.isEmpty
+            ? (env["FERRY_TRUSTED_PROXIES"] ?? "").split(separator: ",").map { String($0) } : trustedProxies
         configuration.corsOrigins =
             corsOrigins.isEmpty ? (env["FERRY_CORS_ORIGINS"] ?? "").split(separator: ",").map { String($0) } : corsOrigins
         for origin in configuration.corsOrigins {

@@ -38,6 +38,8 @@ public struct FerryServer: Sendable {
     public let webhooks: WebhookOutbox
     /// Where form upload callbacks may go.
     let callbackTargets: CallbackTargets
+    /// The proxies whose `X-Forwarded-For` names a request's client (`--trusted-proxy`).
+    let trustedProxies: TrustedProxies
     /// ffmpeg and ffprobe, when found.
     public let mediaTools: MediaTools?
     /// Media jobs running in this process.
@@ -176,6 +178,7 @@ public struct FerryServer: Sendable {
         self.configuration = configuration
         directoryLock = lock
         callbackTargets = try CallbackTargets(allow: configuration.callbackAllow)
+        trustedProxies = try TrustedProxies(configuration.trustedProxies)
         publicEndpoint = try configuration.publicEndpoint.map(PublicEndpoint.init(parsing:))
         let directory = configuration.dataDirectory
         (rootCredentials, rootCredentialsGenerated) = root

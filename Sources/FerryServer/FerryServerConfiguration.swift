@@ -62,6 +62,10 @@ public struct FerryServerConfiguration: Sendable {
     /// link-local (cloud metadata), private, shared, multicast or reserved ranges, nor to this host's own addresses.
     /// Default: none.
     public var callbackAllow: [String] = []
+    /// Addresses and networks (`10.0.0.0/8`) of the proxies or load balancers in front of the server whose
+    /// `X-Forwarded-For` it believes: a request from one of them is counted (the console's sign-in throttle) and
+    /// logged as from the address they saw. Default: none (every request is from its connection's peer).
+    public var trustedProxies: [String] = []
     /// Origins (`https://app.example.com`, or `*`) whose pages may call the object, media, publish and form upload APIs
     /// from a browser (``CrossOriginPolicy``); other origins get only what a bucket's CORS configuration allows.
     /// Default: none.
@@ -104,7 +108,7 @@ extension FerryServerConfiguration: CustomReflectable {
                 "dataDirectory": dataDirectory, "host": host, "port": port, "region": region,
                 "catalogURL": catalogURL.map(Self.redactingPassword) as Any, "rootCredentials": rootCredentials as Any,
                 "webhook": webhook as Any, "publicEndpoint": publicEndpoint as Any, "mediaProcessing": mediaProcessing,
-                "connectionLimits": connectionLimits, "callbackAllow": callbackAllow,
+                "connectionLimits": connectionLimits, "callbackAllow": callbackAllow, "trustedProxies": trustedProxies,
                 "metricsToken": metricsToken == nil ? "nil" : "<redacted>",
                 "objectStore": objectStore.map { "s3://\($0.bucket)/\($0.prefix) at \($0.endpoint)" } as Any,
             ], displayStyle: .struct)

@@ -271,6 +271,40 @@ extension ConnectionLimitsTests {
         #expect(counter.current == 1 && counter.addresses == 1)
         #expect(counter.enter(address: "192.0.2.1", limits: limits))
     }
+
+    @Test("limits per client address count an IPv4 address by itself and an IPv6 address by its /64")
+    func limitGroups() {
+        #expect(ClientAddress.limitGroup(of: "192.0.2.1") == "192.0.2.1")
+        #expect(ClientAddress.limitGroup(of: "::ffff:192.0.2.1") == "192.0.2.1")
+        let group = ClientAddress.limitGroup(of: "2001:db8:1:2:aaaa::1")
+        #expect(group == "2001:db8:1:2::/64")
+        #expect(ClientAddress.limitGroup(of: "2001:db8:1:2:ffff:ffff:ffff:fffe") == group)
+        #expect(ClientAddress.limitGroup(of: "2001:db8:1:3::1") != group)
+        #expect(ClientAddress.limitGroup(of: nil) == nil)
+    }
+
+    @Test("the client behind trusted proxies is the nearest X-Forwarded-For address that is not one of them; other peers' headers are not believed")
+    func trustedProxies() throws {
+        let proxies = try TrustedProxies(["10.0.0.0/8", " 192.0.2.10 ", "fd00::/8"])
+        // Not a trusted peer: its header is not believed.
+        #expect(proxies.client(peer: "198.51.100.1", forwardedFor: ["203.0.113.5"]) == "198.51.100.1")
+        // The proxy's own hop is the last entry; what the client wrote before it is ignored.
+        #expect(proxies.client(peer: "10.1.2.3", forwardedFor: ["1.2.3.4, 203.0.113.5"]) == "203.0.113.5")
+        // Several proxies, over several header lines, IPv6 in brackets.
+        #expect(proxies.client(peer: "10.1.2.3", forwardedFor: ["203.0.113.5", "192.0.2.10,10.9.9.9"]) == "203.0.113.5")
+        #expect(proxies.client(peer: "::ffff:10.1.2.3", forwardedFor: ["[2001:db8::7]", "fd00::1"]) == "2001:db8::7")
+        // An entry that is not an address ends the walk at the hop after it.
+        #expect(proxies.client(peer: "10.1.2.3", forwardedFor: ["203.0.113.5, unknown, 192.0.2.10"]) == "192.0.2.10")
+        #expect(proxies.client(peer: "10.1.2.3", forwardedFor: ["203.0.113.5;drop"]) == "10.1.2.3")
+        // Only trusted proxies, or no header: the farthest one.
+        #expect(proxies.client(peer: "10.1.2.3", forwardedFor: ["10.7.7.7"]) == "10.7.7.7")
+        #expect(proxies.client(peer: "10.1.2.3", forwardedFor: []) == "10.1.2.3")
+        // A long chain is looked at only as far as maxHops.
+        let chain = (0..<100).map { "10.0.0.\($0 % 250)" }.joined(separator: ",")
+        #expect(proxies.client(peer: "10.1.2.3", forwardedFor: ["203.0.113.5," + chain]) == "10.0.0.\(99 - TrustedProxies.maxHops + 1)")
+        #expect(throws: (any Error).self) { try TrustedProxies(["10.0.0.0/33"]) }
+        #expect(throws: (any Error).self) { try TrustedProxies(["proxy.internal"]) }
+    }
 }
 
 @Suite("Data directories and listening", .timeLimit(.minutes(10)))

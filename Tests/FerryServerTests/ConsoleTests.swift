@@ -183,6 +183,39 @@ struct ConsoleTests {
         }
     }
 
+    static func forwarded(_ value: String) -> [(name: String, value: String)] { [(name: "X-Forwarded-For", value: value)] }
+
+    @Test("behind a trusted proxy the sign-in throttle counts the client X-Forwarded-For names; without --trusted-proxy the header is not believed")
+    func signInThrottleBehindProxy() async throws {
+        let wrong = "not-the-secret"
+        try await TestServer.with(configure: { $0.trustedProxies = ["127.0.0.0/8"] }) { server in
+            var browser = ConsoleBrowser(server)
+            let id = server.root.accessKeyId
+            // The client wrote a first hop of its own; the proxy added the address it saw.
+            for _ in 0..<SignInThrottle.limit {
+                let reply = try await browser.signIn(id, wrong, headers: Self.forwarded("198.51.100.7, 203.0.113.5"))
+                #expect(reply.status == 401)
+            }
+            let held = try await browser.signIn(id, wrong, headers: Self.forwarded("203.0.113.5"))
+            #expect(held.status == 429)
+            let viaTwo = try await browser.signIn(id, wrong, headers: Self.forwarded("203.0.113.5, 127.0.0.9"))
+            #expect(viaTwo.status == 429, "through two proxies")
+            let another = try await browser.signIn(id, wrong, headers: Self.forwarded("203.0.113.6"))
+            #expect(another.status == 401, "another client")
+            let right = try await browser.signIn(id, server.root.secretAccessKey, headers: Self.forwarded("203.0.113.6"))
+            #expect(right.status == 200)
+        }
+        try await TestServer.with { server in
+            var browser = ConsoleBrowser(server)
+            for index in 0..<SignInThrottle.limit {
+                let reply = try await browser.signIn(server.root.accessKeyId, wrong, headers: Self.forwarded("203.0.113.\(index)"))
+                #expect(reply.status == 401)
+            }
+            let held = try await browser.signIn(server.root.accessKeyId, wrong, headers: Self.forwarded("203.0.113.99"))
+            #expect(held.status == 429)
+        }
+    }
+
     @Test("the sign-in throttle gives each pair ten turns per window (a right secret gives them back), sign-ins sent at once included, and tracks a bounded number of pairs")
     func signInThrottleCounts() async {
         let clock = NIOLockedValueBox(0.0)

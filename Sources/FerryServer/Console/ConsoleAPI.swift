@@ -126,7 +126,7 @@ struct ConsoleAPI: Sendable {
             let input = try JSONBody.decode(SignInInput.self, from: data)
             guard let id = input.AccessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
             guard let secret = input.SecretAccessKey, !secret.isEmpty else { throw MediaError.missing("SecretAccessKey") }
-            let attempt = SignInThrottle.attempt(address: context.channel.remoteAddress?.ipAddress, accessKeyId: id)
+            let attempt = SignInThrottle.attempt(address: ClientAddress.limitGroup(of: context.clientAddress), accessKeyId: id)
             if let wait = sessions.throttle.begin(attempt) {
                 throw MediaError(
                     "TooManySignInAttempts", "Too many failed sign-ins for this key from this address; try again in \(wait) s.",

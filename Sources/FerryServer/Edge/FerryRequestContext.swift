@@ -8,6 +8,9 @@ struct FerryRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     /// The connection the request came on.
     let channel: any Channel
+    /// The client's address: the connection's peer, or with `--trusted-proxy`, the address the trusted proxy in front
+    /// saw (set by ``ForwardedClientMiddleware``).
+    var clientAddress: String?
     /// The id of this request, in every answer (`x-amz-request-id`, `RequestId`, `requestId`) and log record.
     let requestId: String
     /// Who made the request, set by the route group's authentication middleware; nil before it (and on routes that
@@ -21,6 +24,7 @@ struct FerryRequestContext: RequestContext {
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         channel = source.channel
+        clientAddress = source.channel.remoteAddress?.ipAddress
         requestId = Self.newRequestId()
     }
 

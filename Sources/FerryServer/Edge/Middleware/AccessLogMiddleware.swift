@@ -1,7 +1,8 @@
 import Hummingbird
 import Logging
 
-/// One debug record per request: method, path with every credential in it redacted, status and duration. Query values
+/// One debug record per request: client address, method, path with every credential in it redacted, status and
+/// duration. Query values
 /// that carry signatures, credentials or tokens (a playback URL's `token` among them), and the capability in resumable
 /// upload paths (an upload's id, a media upload URL's grant) are written as `<redacted>`;
 /// headers and bodies are never logged.
@@ -36,6 +37,7 @@ struct AccessLogMiddleware: RouterMiddleware {
         context.logger.debug(
             "access",
             metadata: [
+                "ferry.client": .string(context.clientAddress ?? "-"),
                 "ferry.method": .string(request.method.rawValue),
                 "ferry.path": .string(Self.redacted(path: request.uri.path, query: request.uri.query)),
                 "ferry.status": .stringConvertible(status),
