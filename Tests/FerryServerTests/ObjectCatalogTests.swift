@@ -111,6 +111,10 @@ struct ObjectCatalogTests {
             #expect(try await list(nil).uploads.map(\.key) == ["a", "a", "b/1", "b/2", "b/3/x", "c"])
             #expect(try await list(nil, "a").uploads.map(\.key) == ["b/1", "b/2", "b/3/x", "c"], "a key marker alone")
             #expect(try await list(nil, "a", a[0]).uploads.map(\.uploadId).first == a[1])
+            // Upload ids begin with their initiation time, so one key's uploads are listed in the order they began.
+            let begun = [0.0, 0.001, 0.002, 1, 86_400].map { CatalogObjectStore.uploadId(prefix: "", initiated: Date(timeIntervalSince1970: 1_800_000_000 + $0)) }
+            #expect(begun.sorted() == begun && Set(begun.map(\.count)) == [64])
+            #expect(CatalogObjectStore.uploadId(prefix: "resumable-", initiated: Date()).hasPrefix("resumable-"))
 
             let rolled = try await list("/")
             #expect(rolled.uploads.map(\.key) == ["a", "a", "c"] && rolled.commonPrefixes == ["b/"] && !rolled.isTruncated)

@@ -310,13 +310,22 @@ public struct CatalogObjectStore: ObjectStore {
             checksumAlgorithm: checksumAlgorithm, checksumType: checksumType, charge: charge)
     }
 
+    /// A new upload id: `prefix`, the initiation time in milliseconds (12 hex digits), then 26 random bytes in hex, so
+    /// that one key's uploads, listed in id order, are listed in the order they were initiated, as S3 lists them.
+    static func uploadId(prefix: String, initiated: Date) -> String {
+        let milliseconds = UInt64(max(0, min(initiated.timeIntervalSince1970 * 1000, 0xFFFF_FFFF_FFFF)))
+        let time = String(milliseconds, radix: 16)
+        return prefix + String(repeating: "0", count: 12 - time.count) + time + Hex.randomId(byteCount: 26)
+    }
+
     /// Starts a multipart upload whose id begins with `idPrefix`.
     func createMultipartUpload(
         idPrefix: String, bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
         checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?, charge: StorageCharge?
     ) async throws -> MultipartUploadInfo {
+        let now = Date()
         let upload = MultipartUploadInfo(
-            uploadId: idPrefix + Hex.randomId(byteCount: 32), bucket: bucket, key: key, initiated: Date(),
+            uploadId: Self.uploadId(prefix: idPrefix, initiated: now), bucket: bucket, key: key, initiated: now,
             attributes: attributes, checksumAlgorithm: checksumAlgorithm?.s3Name, checksumType: checksumType,
             tags: tags, owner: charge?.owner)
         let limit = charge?.quota.concurrentUploads
