@@ -20,6 +20,11 @@ struct ConsoleBrowserTests {
         try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
         let root = SigV4Credentials(accessKeyId: "FKIACONSOLETEST00", secretAccessKey: "console-secret-0123456789")
         let clip = try await MediaFixtures.make(.landscape480, seconds: 3, in: data)
+        // Long enough that its ladder takes a while after its first stream plays.
+        try FileManager.default.createDirectory(atPath: data + "/long", withIntermediateDirectories: true)
+        let longClip = data + "/long-take.mp4"
+        try FileManager.default.moveItem(
+            atPath: try await MediaFixtures.make(.landscape480, seconds: 60, in: data + "/long"), toPath: longClip)
         // Several 5 MiB parts, not a video: its processing fails at once and leaves the machine to the browser.
         let big = data + "/big.mp4"
         try FileManager.default.moveItem(at: try makeRandomFile(size: (21 << 20) + 12_345, in: data), to: URL(fileURLWithPath: big))
@@ -53,19 +58,21 @@ struct ConsoleBrowserTests {
             var environment = ProcessInfo.processInfo.environment
             environment.merge([
                 "FERRY_ENDPOINT": server.endpoint, "ROOT_ID": root.accessKeyId, "ROOT_SECRET": root.secretAccessKey,
-                "SCOPED_ID": scopedId, "SCOPED_SECRET": scopedSecret, "CLIP": clip, "BIG": big, "ARTIFACTS": Self.artifacts,
+                "SCOPED_ID": scopedId, "SCOPED_SECRET": scopedSecret, "CLIP": clip, "LONG_CLIP": longClip, "BIG": big, "ARTIFACTS": Self.artifacts,
                 "HOME": home, "SERVER_PID": String(server.process.processIdentifier),
             ]) { $1 }
             process.environment = environment
             return try process.runCapturing()
         }
         await server.stop()
+        // What the script saw (its checks and timings), beside the screenshots.
+        try? Data(result.output.utf8).write(to: URL(fileURLWithPath: Self.artifacts + "/console_browser.log"))
         let log = (try? String(contentsOfFile: data + "/server.log", encoding: .utf8)) ?? ""
         #expect(result.status == 0, "\(result.output)\n\(result.errorOutput)\nserver log:\n\(log.suffix(3000))")
         let passed = Set(result.output.split(separator: "\n").filter { $0.hasPrefix("PASS ") }.map { String($0.dropFirst(5)) })
         let expected: Set<String> = [
             "sign in", "a stored page runs no script as the console's origin", "upload reaches 100 %", "status becomes Normal", "library lists the video with its cover",
-            "video plays", "captions show as a track of the player", "storyboard previews on the timeline", "edit title",
+            "video plays", "HLS plays through Media Source Extensions", "a video plays while it is transcoded", "captions show as a track of the player", "storyboard previews on the timeline", "edit title",
             "title with markup renders as text",
             "reload mid-upload resumes without re-sending stored parts", "expired session keeps the upload",
             "pause, resume and a dropped network", "cancel", "delete",

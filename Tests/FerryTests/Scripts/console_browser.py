@@ -220,6 +220,74 @@ def run(driver):
     shot(driver, "video")
     passed("video plays")
 
+    # Browsers that play no HLS themselves (Firefox, older Chrome) get the console's player on Media Source Extensions:
+    # the same master playlist, the picture and the sound from their own playlists, a seek fetched from where it lands.
+    play = media_api(driver, "GetPlayInfo", {"VideoId": video_id, "Formats": "m3u8"})
+    assert play["status"] == 200, f"GetPlayInfo answered {play}"
+    master = next(s["PlayURL"] for s in play["body"]["PlayInfoList"] if s["Definition"] == "AUTO")
+    outcome = driver.execute_async_script("""
+        const [url, done] = arguments;
+        (async () => {
+          const player = await import(new URL('stream-player.js', location.href).href);
+          const tracks = await player.readMaster(url);
+          if (!tracks) return 'no variant plays here';
+          const video = document.createElement('video');
+          video.muted = true;
+          document.body.append(video);
+          const stop = player.attachStream(video, url, tracks);
+          const until = (test, what) => new Promise((resolve, reject) => {
+            const started = Date.now();
+            const tick = () => test() ? resolve()
+              : Date.now() - started > 20000 ? reject(new Error(what + ' timed out at ' + video.currentTime)) : setTimeout(tick, 100);
+            tick();
+          });
+          await video.play();
+          await until(() => video.currentTime > 0.5, 'playback');
+          const engine = video.src.startsWith('blob:');
+          video.currentTime = Math.max(0, video.duration - 1.2);
+          await until(() => !video.seeking && video.currentTime > video.duration - 1.3, 'the seek');
+          stop();
+          video.remove();
+          return `ok ${tracks.map((t) => t.codecs.join('+')).join(' ')} ${engine}`;
+        })().then(done, (error) => done(String(error)));""", master)
+    assert outcome.startswith("ok ") and outcome.endswith(" true"), f"through Media Source Extensions: {outcome}"
+    print("  streams:", outcome)
+    passed("HLS plays through Media Source Extensions")
+
+    # A longer video plays on its page within seconds of its upload, from its first stream, while the ladder is still
+    # being made; the page follows its status and keeps playing.
+    long_clip = os.environ["LONG_CLIP"]
+    long_name = os.path.basename(long_clip)
+    driver.get(CONSOLE + "#/upload")
+    wait(driver, lambda d: d.find_element(By.ID, "file-input"), message="the upload page")
+    driver.find_element(By.ID, "file-input").send_keys(long_clip)
+    long_id = wait(driver, lambda d: (upload_row(d, long_name) or None) and upload_row(d, long_name).get_attribute("data-video-id"),
+                   message="the long video's id")
+    uploaded = time.time()
+    driver.get(CONSOLE + f"#/videos/{long_id}")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "video#player"), timeout=120, message="the first stream's player")
+    status = driver.find_element(By.ID, "video-status").get_attribute("class")
+    assert "status-Transcoding" in status, f"the player came with {status}, not while Transcoding"
+    js(driver, "const v = document.getElementById('player'); v.muted = true; v.play();")
+    wait(driver, lambda d: js(d, "return document.getElementById('player').currentTime") > 1.0, message="the first stream to play")
+    first = js(driver, "return [document.getElementById('video-status').className, document.getElementById('player').dataset.format].join(' ')")
+    assert "status-Transcoding" in first and first.endswith(" m3u8"), f"played as {first}"
+    print(f"  first stream playing {time.time() - uploaded:.1f} s after the upload")
+    # Polls keep this player (its position goes on) until the ladder replaces it at the same moment.
+    position = js(driver, "return document.getElementById('player').currentTime")
+    time.sleep(4.5)
+    later = js(driver, "const v = document.getElementById('player'); return [v.currentTime, document.getElementById('video-status').className]")
+    assert later[0] > position or "status-Normal" in later[1], f"the player restarted: {position} then {later}"
+    wait(driver, lambda d: "status-Normal" in d.find_element(By.ID, "video-status").get_attribute("class"), timeout=300,
+         message="the long video to become Normal")
+    print(f"  ladder published {time.time() - uploaded:.1f} s after the upload")
+    wait(driver, lambda d: js(d, "const v = document.getElementById('player'); return v && v.currentTime > 2"),
+         message="the ladder to play on")
+    js(driver, "document.getElementById('player').pause()")
+    passed("a video plays while it is transcoded")
+    driver.get(CONSOLE + f"#/videos/{video_id}")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "video#player"), message="the first video's player again")
+
     # A subtitle track added through the API plays as a track of the player: its cue shows at its time.
     added = media_api(driver, "AddSubtitle", {"VideoId": video_id, "Language": "en", "Name": "English", "Default": True,
                                               "Content": "1\n00:00:00,000 --> 00:00:30,000\nHello from the captions\n"})

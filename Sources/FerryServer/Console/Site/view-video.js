@@ -1,14 +1,19 @@
-// One video: the player (HLS where the browser plays it natively, else the MP4 rendition) with a timeline that
-// previews the storyboard's tiles on hover, renditions, cover and snapshots, editable details, play URLs to copy, and deletion.
+// One video: the player (HLS, natively or through Media Source Extensions, from the moment its first stream plays;
+// else the MP4 rendition) with a timeline that previews the storyboard's tiles on hover, renditions, cover and
+// snapshots, editable details, play URLs to copy, and deletion. While the video is processed the page follows its
+// status and keeps the player it has, so a first stream plays on while the ladder is made.
 
 import { media } from './api.js';
 import { h, replace, bytes, duration, time, copy, toast, confirmDialog } from './dom.js';
 import { statusText } from './view-library.js';
 import { storyboardTimeline } from './storyboard.js';
+import { attachStream, readMaster } from './stream-player.js';
 
 export function videoPage(main, videoId) {
   let timer = null;
   let closed = false;
+  // The page as built: the player's key (what it plays) and the parts a poll refreshes.
+  let page = null;
   replace(main, h('p', { class: 'note' }, 'Loading…'));
 
   async function load() {
@@ -23,20 +28,21 @@ export function videoPage(main, videoId) {
     if (closed) return;
     let play = null;
     let subtitles = [];
-    if (info.Status === 'Normal') {
+    if (info.Status === 'Normal' || info.Playable) {
       try { play = await media('GetPlayInfo', { VideoId: videoId }); } catch { play = null; }
       try { subtitles = (await media('ListSubtitles', { VideoId: videoId })).Subtitles; } catch { subtitles = []; }
     }
+    const streams = play?.PlayInfoList || [];
+    // Stream by stream the player is kept: a poll that finds the same one leaves it playing.
+    const key = `${info.Status === 'Normal'}|${streams.map((s) => `${s.Definition}/${s.Format}`).join(',')}|${subtitles.length}`;
+    const choice = page?.key === key ? null : await chooseStream(streams, subtitles);
     if (closed) return;
-    render(info, play, subtitles);
+    render(info, play, subtitles, key, choice);
     if (!['Normal', 'TranscodeFail'].includes(info.Status)) timer = setTimeout(load, 2000);
   }
 
-  function render(info, play, subtitles) {
+  function render(info, play, subtitles, key, choice) {
     const streams = play?.PlayInfoList || [];
-    const player = playerFor(streams, info, subtitles);
-    const storyboard = play?.VideoBase?.StoryboardURL && player.tagName === 'VIDEO'
-      ? storyboardTimeline(player, play.VideoBase.StoryboardURL, play.VideoBase.Duration) : null;
     const renditions = h('div', { class: 'table-wrap' }, h('table', { id: 'renditions' },
       h('caption', { class: 'visually-hidden' }, 'Renditions'),
       h('thead', {}, h('tr', {}, ['Definition', 'Format', 'Resolution', 'Bitrate', 'Size'].map((name) => h('th', { scope: 'col' }, name)))),
@@ -50,27 +56,58 @@ export function videoPage(main, videoId) {
       h('div', { class: 'url' }, s.PlayURL))));
     const snapshots = h('div', { class: 'thumbs' },
       (info.Snapshots || []).map((url, index) => h('img', { src: url, alt: `Snapshot ${index + 1}` })));
+    const lists = [
+      h('h2', {}, 'Renditions'), streams.length ? renditions : h('p', { class: 'note' }, 'None yet.'),
+      h('h2', {}, 'Play URLs'), streams.length ? urls : h('p', { class: 'note' }, 'None yet.')];
+    const details = detailsOf(info, snapshots);
+    if (page && page.key === key) {
+      // The same streams: the player plays on; the rest follows the video.
+      replace(page.title, info.Title);
+      replace(page.lists, lists);
+      replace(page.details, details);
+      return;
+    }
+    // A player that was playing the first stream goes on at the same moment with the ladder.
+    const old = main.querySelector('video#player');
+    const resume = old ? { time: old.currentTime, playing: !old.paused, muted: old.muted } : null;
+    page?.stop();
+    const player = playerFor(choice, info, subtitles);
+    if (resume && player.tagName === 'VIDEO' && resume.time > 0) {
+      player.muted = resume.muted;
+      player.addEventListener('loadedmetadata', () => {
+        player.currentTime = resume.time;
+        if (resume.playing) player.play().catch(() => {});
+      }, { once: true });
+    }
+    const storyboard = play?.VideoBase?.StoryboardURL && player.tagName === 'VIDEO'
+      ? storyboardTimeline(player, play.VideoBase.StoryboardURL, play.VideoBase.Duration) : null;
+    const title = h('h1', { id: 'video-title' }, info.Title);
+    const listsBox = h('div', {}, lists);
+    const detailsInner = h('div', {}, details);
+    // The form is built once per player, so a poll does not take what is being typed.
+    const detailsBox = h('section', { 'aria-label': 'Details' }, detailsInner, editForm(info),
+      h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'danger', id: 'delete-video', onclick: () => remove(info) }, 'Delete video')));
+    const stop = choice?.tracks && player.tagName === 'VIDEO' ? attachStream(player, choice.stream.PlayURL, choice.tracks) : () => {};
+    page = { key, title, lists: listsBox, details: detailsInner, stop };
     replace(main,
       h('p', {}, h('a', { href: '#/library' }, '← Library')),
-      h('h1', { id: 'video-title' }, info.Title),
+      title,
       h('div', { class: 'columns' },
-        h('section', { 'aria-label': 'Player' },
-          player,
-          storyboard,
-          h('h2', {}, 'Renditions'), streams.length ? renditions : h('p', { class: 'note' }, 'None yet.'),
-          h('h2', {}, 'Play URLs'), streams.length ? urls : h('p', { class: 'note' }, 'None yet.')),
-        h('section', { 'aria-label': 'Details' },
-          h('p', {}, h('span', { class: `status status-${info.Status}`, id: 'video-status' }, statusText(info))),
-          info.StatusMessage ? h('p', { class: 'note' }, info.StatusMessage) : null,
-          info.ErrorMessage ? h('p', { class: 'error' }, info.ErrorMessage) : null,
-          h('p', { class: 'meta' }, [`Duration ${duration(info.Duration)}`, `Size ${bytes(info.Size)}`,
-            `Created ${time(info.CreationTime)}`, info.Width ? `${info.Width}×${info.Height}` : null].filter(Boolean).join(' · ')),
-          h('h2', {}, 'Cover'),
-          info.CoverURL ? h('img', { src: info.CoverURL, alt: 'Cover', class: 'player', id: 'cover' }) : h('p', { class: 'note' }, 'No cover yet.'),
-          (info.Snapshots || []).length ? [h('h2', {}, 'Snapshots'), snapshots] : null,
-          editForm(info),
-          h('div', { class: 'actions' },
-            h('button', { type: 'button', class: 'danger', id: 'delete-video', onclick: () => remove(info) }, 'Delete video')))));
+        h('section', { 'aria-label': 'Player' }, player, storyboard, listsBox),
+        detailsBox));
+  }
+
+  function detailsOf(info, snapshots) {
+    return [
+      h('p', {}, h('span', { class: `status status-${info.Status}`, id: 'video-status' }, statusText(info))),
+      info.StatusMessage ? h('p', { class: 'note' }, info.StatusMessage) : null,
+      info.ErrorMessage ? h('p', { class: 'error' }, info.ErrorMessage) : null,
+      h('p', { class: 'meta' }, [`Duration ${duration(info.Duration)}`, `Size ${bytes(info.Size)}`,
+        `Created ${time(info.CreationTime)}`, info.Width ? `${info.Width}×${info.Height}` : null].filter(Boolean).join(' · ')),
+      h('h2', {}, 'Cover'),
+      info.CoverURL ? h('img', { src: info.CoverURL, alt: 'Cover', class: 'player', id: 'cover' }) : h('p', { class: 'note' }, 'No cover yet.'),
+      (info.Snapshots || []).length ? [h('h2', {}, 'Snapshots'), snapshots] : null];
   }
 
   function editForm(info) {
@@ -123,17 +160,14 @@ export function videoPage(main, videoId) {
   }
 
   load();
-  return () => { closed = true; clearTimeout(timer); };
+  return () => { closed = true; clearTimeout(timer); page?.stop(); };
 }
 
-/** A video element for the best stream this browser plays, or a note: the HLS master where the browser plays HLS,
- * else the best MP4. A video with subtitles plays its MP4 with the tracks as `<track>` elements, which every browser
- * shows the same way. */
-function playerFor(streams, info, subtitles) {
-  if (!streams.length) {
-    return h('p', { class: 'note', id: 'player-note' },
-      info.Status === 'TranscodeFail' ? 'The video could not be processed.' : 'The video becomes playable when processing ends.');
-  }
+/** The stream to play, or null: the HLS master where the browser plays HLS itself (unless subtitles want the MP4's
+ * tracks), else the HLS master through Media Source Extensions (`tracks`: the media playlists and their codecs) when
+ * its codecs play here, else the best MP4, else the best HLS playlist as it is. */
+async function chooseStream(streams, subtitles) {
+  if (!streams.length) return null;
   const probe = document.createElement('video');
   const byBitrate = (a, b) => (b.Bitrate || 0) - (a.Bitrate || 0);
   // The master (AUTO) first: a variant alone may carry the picture without the sound.
@@ -141,14 +175,36 @@ function playerFor(streams, info, subtitles) {
   // Progressive files a video element plays: MP4, else the sound alone (M4A); never the DASH manifest.
   const files = [...streams.filter((s) => s.Format === 'mp4').sort(byBitrate), ...streams.filter((s) => s.Format === 'm4a')];
   const nativeHLS = probe.canPlayType('application/vnd.apple.mpegurl') !== '';
-  const chosen = nativeHLS && hls.length && !(subtitles.length && files.length) ? hls[0] : (files[0] || hls[0]);
-  const tracks = chosen.Format === 'm3u8' ? [] : subtitles.map((track) => h('track', {
+  if (nativeHLS && hls.length && !(subtitles.length && files.length)) return { stream: hls[0] };
+  const master = hls.find((s) => s.Definition === 'AUTO');
+  if (master && !nativeHLS) {
+    try {
+      const tracks = await readMaster(master.PlayURL);
+      if (tracks) return { stream: master, tracks };
+    } catch (error) {
+      console.warn('stream:', error.message);
+    }
+  }
+  if (files.length) return { stream: files[0] };
+  return hls.length ? { stream: hls[0] } : null;
+}
+
+/** A video element for the chosen stream, or a note. Subtitles are `<track>` elements, which every browser shows
+ * the same way, except on HLS played natively (its playlists carry them). */
+function playerFor(choice, info, subtitles) {
+  if (!choice) {
+    return h('p', { class: 'note', id: 'player-note' },
+      info.Status === 'TranscodeFail' ? 'The video could not be processed.' : 'The video becomes playable when processing ends.');
+  }
+  const chosen = choice.stream;
+  const tracks = chosen.Format === 'm3u8' && !choice.tracks ? [] : subtitles.map((track) => h('track', {
     kind: 'subtitles', src: besidePlayURL(chosen.PlayURL, `subtitles/${track.SubtitleId}.vtt`), srclang: track.Language,
     label: track.Name, default: track.Default || null,
   }));
   return h('video', {
-    class: 'player', id: 'player', controls: true, preload: 'metadata', src: chosen.PlayURL, playsinline: true,
-    poster: info.CoverURL || null, 'aria-label': `Player: ${info.Title}`, dataset: { format: chosen.Format, definition: chosen.Definition },
+    class: 'player', id: 'player', controls: true, preload: 'metadata', src: choice.tracks ? null : chosen.PlayURL, playsinline: true,
+    poster: info.CoverURL || null, 'aria-label': `Player: ${info.Title}`,
+    dataset: { format: chosen.Format, definition: chosen.Definition, engine: choice.tracks ? 'mse' : 'native' },
   }, tracks);
 }
 
