@@ -225,4 +225,46 @@ struct SignedPlaybackTests {
             await #expect(throws: FerryError.self) { try await harness.media.createUploadVideo(description) }
         }
     }
+
+    @Test("a signing key the catalog cannot read answers 503 (try again), not a refusal; a kid no key could have is refused unread")
+    func unreadableSigningKeys() async throws {
+        try await TestServer.with { server in
+            let authorizer = PlaybackAuthorizer(catalog: server.server.mediaCatalog, credentials: server.server.credentials)
+            let video = CatalogTests.video("0123456789abcdef0123456789abcdef")
+            #expect(video.isPlaybackSigned)
+            let kid = "fsk_AAAAAAAAAAAAAAAAAAAA"
+            let keys = await JWTKeyCollection().add(ecdsa: ES256PrivateKey(), kid: JWKIdentifier(string: kid))
+            let token = try await Self.token(keys, kid: kid, video: video.videoId)
+            await #expect(throws: PlaybackAuthorizer.Refusal.key) {
+                try await authorizer.authorize(video: video, file: "master.m3u8", token: token, referer: nil)
+            }
+
+            // The catalog fails under the server: the signing keys' table is gone.
+            let broken = Process()
+            broken.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            broken.arguments = [
+                "python3", "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('DROP TABLE signingKey'); c.commit()",
+                server.dataDirectory + "/catalog.sqlite",
+            ]
+            try broken.run()
+            broken.waitUntilExit()
+            try #require(broken.terminationStatus == 0)
+            let failed = await #expect(throws: PlaybackAuthorizer.Refusal.self) {
+                try await authorizer.authorize(video: video, file: "master.m3u8", token: token, referer: nil)
+            }
+            #expect(failed == .unavailable && failed?.error.code == .serviceUnavailable)
+            let ownerKeys = try await Self.token(keys, kid: nil, video: video.videoId)
+            await #expect(throws: PlaybackAuthorizer.Refusal.unavailable) {
+                try await authorizer.authorize(video: video, file: "master.m3u8", token: ownerKeys, referer: nil)
+            }
+            // A kid with control characters, or longer than any key id, is not looked up.
+            for odd in ["fsk_\u{1}", String(repeating: "k", count: 65)] {
+                let oddKeys = await JWTKeyCollection().add(ecdsa: ES256PrivateKey(), kid: JWKIdentifier(string: odd))
+                let oddToken = try await Self.token(oddKeys, kid: odd, video: video.videoId)
+                await #expect(throws: PlaybackAuthorizer.Refusal.key) {
+                    try await authorizer.authorize(video: video, file: "master.m3u8", token: oddToken, referer: nil)
+                }
+            }
+        }
+    }
 }

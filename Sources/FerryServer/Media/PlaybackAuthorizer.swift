@@ -31,6 +31,8 @@ struct PlaybackAuthorizer: Sendable {
         case video
         /// The request's `Referer` names a host the token does not allow.
         case referrer
+        /// The signing keys could not be read (the catalog failed): nothing is refused, the request may be retried.
+        case unavailable
 
         /// What the 403's message says.
         var message: String {
@@ -43,12 +45,15 @@ struct PlaybackAuthorizer: Sendable {
             case .audience: "The playback token does not grant this file (aud)."
             case .video: "The playback token is for another video (sub)."
             case .referrer: "The playback token does not allow the page this request comes from (Referer)."
+            case .unavailable: "The playback token could not be checked now; try again."
             }
         }
 
-        /// The refusal as the playback group's S3 error.
+        /// The refusal as the playback group's S3 error: 403 `AccessDenied`, or 503 `ServiceUnavailable` when the token
+        /// could not be checked.
         var error: S3Error {
-            S3Error(.accessDenied, message, details: ["Reason": rawValue])
+            self == .unavailable
+                ? S3Error(.serviceUnavailable, message) : S3Error(.accessDenied, message, details: ["Reason": rawValue])
         }
     }
 
@@ -80,10 +85,22 @@ struct PlaybackAuthorizer: Sendable {
                 kid: .init(string: PlaybackToken.serverKeyId))
             return try await Self.verify(token, with: collection)
         } else if let kid {
-            guard let key = try? await catalog.signingKey(kid), mayPlay(video, signedWith: key) else { throw .key }
+            // Key ids are `fsk_` and 20 letters or digits: another `kid` names no key, and is not looked up.
+            guard kid.utf8.count <= 64, kid.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw .key }
+            let key: StoredSigningKey?
+            do {
+                key = try await catalog.signingKey(kid)
+            } catch {
+                throw .unavailable
+            }
+            guard let key, mayPlay(video, signedWith: key) else { throw .key }
             keys = [key]
         } else {
-            keys = ((try? await catalog.signingKeys(owner: video.owner)) ?? []).prefix(16).map { $0 }
+            do {
+                keys = try await catalog.signingKeys(owner: video.owner).prefix(16).map { $0 }
+            } catch {
+                throw .unavailable
+            }
             guard !keys.isEmpty else { throw .key }
         }
         var refusal = Refusal.signature
