@@ -288,11 +288,19 @@ public struct FerryServer: Sendable {
         let catalog = mediaCatalog
         api.objectStored = { object in await library.objectStored(object) }
         api.writeAllowed = { bucket, key in try await library.checkWritable(bucket: bucket, key: key) }
+        let logger = configuration.logger
         api.titleSent = { videoId, title in
-            _ = try? await catalog.updateVideo(videoId) { video in
-                guard video.status == VideoStatus.uploading else { return .keep }
-                video.title = title
-                return .save()
+            do {
+                _ = try await catalog.updateVideo(videoId) { video in
+                    guard video.status == VideoStatus.uploading else { return .keep }
+                    video.title = title
+                    return .save()
+                }
+            } catch {
+                // The upload goes on; the video keeps the title it was created with.
+                logger.warning(
+                    "title from a resumable upload not saved",
+                    metadata: ["ferry.video-id": .string(videoId), "error": .string("\(error)")])
             }
         }
         return api
