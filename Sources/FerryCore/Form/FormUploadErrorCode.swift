@@ -59,6 +59,8 @@ public struct FormUploadErrorCode: RawRepresentable, Hashable, Sendable, CustomS
     public static let fileExists = Self(rawValue: "FileExists")
     /// 631: the scope's bucket does not exist.
     public static let noSuchBucket = Self(rawValue: "NoSuchBucket")
+    /// 507: the server's disk or database is full; nothing was stored.
+    public static let storageFull = Self(rawValue: "StorageFull")
     /// 500: the server failed; try again.
     public static let internalError = Self(rawValue: "InternalError")
 }

@@ -93,6 +93,9 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let signatureDoesNotMatch = S3ErrorCode("SignatureDoesNotMatch", httpStatus: 403)
     /// `SlowDown` (HTTP 503).
     public static let slowDown = S3ErrorCode("SlowDown", httpStatus: 503)
+    /// `InsufficientStorage` (HTTP 507): Ferry's answer when the disk or database under it is full (not one of AWS's
+    /// codes); nothing of the request was stored.
+    public static let insufficientStorage = S3ErrorCode("InsufficientStorage", httpStatus: 507)
     /// `QuotaExceeded` (HTTP 403): Ferry's refusal of a write past the access key's quota (not one of AWS's codes).
     public static let quotaExceeded = S3ErrorCode("QuotaExceeded", httpStatus: 403)
     /// `InvalidURI` (HTTP 400).
@@ -137,7 +140,7 @@ public struct S3ErrorCode: Hashable, Sendable, CustomStringConvertible {
             preconditionFailed, requestTimeTooSkewed, serviceUnavailable, signatureDoesNotMatch, slowDown,
             xAmzContentSHA256Mismatch, invalidURI, badRequest, metadataTooLarge, invalidTag, noSuchVersion, invalidLocationConstraint,
             invalidStorageClass, conditionalRequestConflict, noSuchCORSConfiguration, invalidPolicyDocument,
-            noSuchLifecycleConfiguration,
+            noSuchLifecycleConfiguration, insufficientStorage,
             malformedPOSTRequest, incorrectNumberOfFilesInPostRequest, quotaExceeded, userKeyMustBeSpecified,
         ].map { ($0.rawValue, $0) })
 }

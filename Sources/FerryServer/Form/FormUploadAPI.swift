@@ -333,6 +333,7 @@ struct FormUploadError: Error {
         case .fileExists: 614
         case .noSuchBucket: 631
         case .internalError: 500
+        case .storageFull: 507
         default: 400
         }
     }

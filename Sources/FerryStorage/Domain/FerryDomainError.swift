@@ -80,6 +80,8 @@ public struct FerryDomainError: Error, Sendable, Hashable, CustomStringConvertib
         public static let storeUnavailable = Code("storeUnavailable")
         /// The store under the service refused a request it should have taken.
         public static let storeRefused = Code("storeRefused")
+        /// The disk or database under the service is full; nothing of the request was stored.
+        public static let storageFull = Code("storageFull")
 
         // MARK: Quotas
 

@@ -28,7 +28,14 @@ struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
         context.observation.group = dialect.name
         do {
             return try await next(request, context)
-        } catch {
+        } catch let thrown {
+            // A full disk or database is a condition clients and operators should hear of by name.
+            let classified = FerryDomainError(machineFailure: thrown)
+            if classified != nil {
+                context.logger.error(
+                    "storage full", metadata: ["ferry.api": .string(dialect.name), "error": .string("\(thrown)")])
+            }
+            let error = classified ?? thrown
             if Self.isChecksumMismatch(error) { context.observation.checksumMismatch = true }
             if let wire = dialect.wireError(for: error, request: request, context: context) {
                 return try wire.response(from: request, context: context)

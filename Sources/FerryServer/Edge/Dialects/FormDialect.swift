@@ -48,6 +48,7 @@ struct FormDialect: Dialect {
         case .invalidHost, .invalidArgument, .bodyTooComplex, .malformedBody, .bodyTooLarge:
             FormUploadError(.invalidArgument, error.message)
         case .checksumMismatch: FormUploadError(.crc32Mismatch, error.message)
+        case .storageFull: FormUploadError(.storageFull, error.message)
         default: nil
         }
     }

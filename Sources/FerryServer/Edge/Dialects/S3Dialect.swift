@@ -86,7 +86,7 @@ struct S3Dialect: Dialect {
         .invalidContentHash: .invalidArgument, .presignedExpiryTooLong: .authorizationQueryParametersError,
         .invalidHost: .invalidArgument, .bodyTooComplex: .malformedXML, .malformedBody: .malformedXML,
         .bodyTooLarge: .maxMessageLengthExceeded, .invalidArgument: .invalidArgument, .notImplemented: .notImplemented,
-        .quotaExceeded: .quotaExceeded, .requestRateExceeded: .slowDown,
+        .quotaExceeded: .quotaExceeded, .requestRateExceeded: .slowDown, .storageFull: .insufficientStorage,
     ]
 }
 
