@@ -165,23 +165,34 @@ public struct MediaLibrary: Sendable {
         return count
     }
 
-    /// How long a video's upload may have gone before ``advanceStoredUploads(now:after:limit:)`` looks for its
-    /// source: far longer than storing an object takes between its write and the library hearing of it.
+    /// How long a video's upload may have gone before ``advanceStoredUploads(now:pageSize:)`` looks for its source:
+    /// far longer than storing an object takes between its write and the library hearing of it.
     static let storedUploadGrace: TimeInterval = 300
 
-    /// Advances, a page at a time, videos still `Uploading` whose source is in storage: the server stopped, or the
-    /// catalog failed, between storing the source and advancing the video (``objectStored(_:)``), which would
-    /// otherwise wait for ``expireUnfinishedUploads(now:)``. Looks at up to `limit` videos created before
-    /// ``storedUploadGrace`` whose id sorts after `videoId`; returns how many advanced and where the next page
-    /// starts ("" once the walk has looked at every video).
-    func advanceStoredUploads(now: Date = Date(), after videoId: String, limit: Int = 1000) async throws
-        -> (advanced: Int, next: String)
-    {
-        let page = try await catalog.uploadingVideos(
-            createdBefore: now.addingTimeInterval(-Self.storedUploadGrace), after: videoId, limit: limit)
+    /// Advances the videos still `Uploading` whose source is in storage: the server stopped, or the catalog failed,
+    /// between storing the source and advancing the video (``objectStored(_:)``), which would otherwise wait for
+    /// ``expireUnfinishedUploads(now:)``. Looks at every video created before ``storedUploadGrace``, `pageSize` at a
+    /// time; a video that cannot be looked at or advanced now is logged and left for the next pass. Returns how many
+    /// advanced.
+    func advanceStoredUploads(now: Date = Date(), pageSize: Int = 1000) async throws -> Int {
         var advanced = 0
-        for video in page where try await advanceIfStored(video) { advanced += 1 }
-        return (advanced, page.count < limit ? "" : page.last?.videoId ?? "")
+        var after = ""
+        while !Task.isCancelled {
+            let page = try await catalog.uploadingVideos(
+                createdBefore: now.addingTimeInterval(-Self.storedUploadGrace), after: after, limit: pageSize)
+            for video in page {
+                do {
+                    if try await advanceIfStored(video) { advanced += 1 }
+                } catch {
+                    configuration.logger.warning(
+                        "uploading video not advanced",
+                        metadata: ["ferry.video-id": .string(video.videoId), "error": .string("\(error)")])
+                }
+            }
+            guard page.count == pageSize, let last = page.last else { break }
+            after = last.videoId
+        }
+        return advanced
     }
 
     /// Advances `video` when its source is stored; false when it is not.

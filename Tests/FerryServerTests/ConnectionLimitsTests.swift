@@ -302,6 +302,10 @@ extension ConnectionLimitsTests {
         // A long chain is looked at only as far as maxHops.
         let chain = (0..<100).map { "10.0.0.\($0 % 250)" }.joined(separator: ",")
         #expect(proxies.client(peer: "10.1.2.3", forwardedFor: ["203.0.113.5," + chain]) == "10.0.0.\(99 - TrustedProxies.maxHops + 1)")
+        // An IPv4-mapped network names IPv4 peers; an entry with a port is not believed.
+        let mapped = try TrustedProxies(["::ffff:10.0.0.0/104"])
+        #expect(mapped.client(peer: "10.9.8.7", forwardedFor: ["203.0.113.5"]) == "203.0.113.5")
+        #expect(proxies.client(peer: "10.1.2.3", forwardedFor: ["203.0.113.5:4711"]) == "10.1.2.3")
         #expect(throws: (any Error).self) { try TrustedProxies(["10.0.0.0/33"]) }
         #expect(throws: (any Error).self) { try TrustedProxies(["proxy.internal"]) }
     }

@@ -1,7 +1,6 @@
 import FerryStorage
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import ServiceLifecycle
 
 /// Aborts multipart uploads idle longer than the configured age and deletes files nothing references, periodically,
@@ -24,8 +23,6 @@ package struct UploadCollector: Service {
     var lifecycleInterval: Duration = .seconds(600)
     /// Seconds per lifecycle day, to see rules apply in seconds; nil (the default) counts days as S3 does.
     var lifecycleDayLength: TimeInterval?
-    /// Where the walk through uploading videos whose source is stored (``MediaLibrary/advanceStoredUploads``) goes on.
-    private let storedUploadsWalk = NIOLockedValueBox("")
 
     /// Creates the collector.
     package init(
@@ -156,11 +153,9 @@ package struct UploadCollector: Service {
             if let media, leased {
                 let expired = try await media.expireUnfinishedUploads(now: now)
                 if expired > 0 { logger.debug("expired unfinished video uploads", metadata: ["ferry.videos": "\(expired)"]) }
-                let walk = try await media.advanceStoredUploads(now: now, after: storedUploadsWalk.withLockedValue { $0 })
-                storedUploadsWalk.withLockedValue { $0 = walk.next }
-                if walk.advanced > 0 {
-                    logger.info(
-                        "advanced videos whose stored source was not recorded", metadata: ["ferry.videos": "\(walk.advanced)"])
+                let advanced = try await media.advanceStoredUploads(now: now)
+                if advanced > 0 {
+                    logger.info("advanced videos whose stored source was not recorded", metadata: ["ferry.videos": "\(advanced)"])
                 }
             }
             return aborted

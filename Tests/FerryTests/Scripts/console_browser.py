@@ -225,7 +225,18 @@ def run(driver):
     play = media_api(driver, "GetPlayInfo", {"VideoId": video_id, "Formats": "m3u8"})
     assert play["status"] == 200, f"GetPlayInfo answered {play}"
     master = next(s["PlayURL"] for s in play["body"]["PlayInfoList"] if s["Definition"] == "AUTO")
-    outcome = driver.execute_async_script("""
+    # Every first segment is refused at first (a network that drops at the start): the player says so, and tries again.
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*seg_00000.m4s*"]})
+    driver.set_script_timeout(60)
+    until = """
+        const until = (test, what) => new Promise((resolve, reject) => {
+          const started = Date.now();
+          const tick = () => test() ? resolve()
+            : Date.now() - started > 20000 ? reject(new Error(what + ' timed out at ' + window.__mse.video.currentTime)) : setTimeout(tick, 100);
+          tick();
+        });"""
+    reported = driver.execute_async_script(until + """
         const [url, done] = arguments;
         (async () => {
           const player = await import(new URL('stream-player.js', location.href).href);
@@ -234,22 +245,27 @@ def run(driver):
           const video = document.createElement('video');
           video.muted = true;
           document.body.append(video);
-          const stop = player.attachStream(video, url, tracks);
-          const until = (test, what) => new Promise((resolve, reject) => {
-            const started = Date.now();
-            const tick = () => test() ? resolve()
-              : Date.now() - started > 20000 ? reject(new Error(what + ' timed out at ' + video.currentTime)) : setTimeout(tick, 100);
-            tick();
-          });
-          await video.play();
-          await until(() => video.currentTime > 0.5, 'playback');
+          const problems = [];
+          const stop = player.attachStream(video, url, tracks, (message) => { if (message) problems.push(message); });
+          window.__mse = { video, stop, tracks, problems };
+          video.play().catch(() => {});
+          await until(() => problems.length > 0, 'a problem to be reported');
+          return problems[0];
+        })().then(done, (error) => done(String(error)));""", master)
+    assert "could not be fetched" in reported, f"the refused segment was reported as {reported!r}"
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    outcome = driver.execute_async_script(until + """
+        const done = arguments[arguments.length - 1];
+        (async () => {
+          const { video, stop, tracks } = window.__mse;
+          await until(() => video.currentTime > 0.5, 'playback once the segment comes');
           const engine = video.src.startsWith('blob:');
           video.currentTime = Math.max(0, video.duration - 1.2);
           await until(() => !video.seeking && video.currentTime > video.duration - 1.3, 'the seek');
           stop();
           video.remove();
           return `ok ${tracks.map((t) => t.codecs.join('+')).join(' ')} ${engine}`;
-        })().then(done, (error) => done(String(error)));""", master)
+        })().then(done, (error) => done(String(error)));""")
     assert outcome.startswith("ok ") and outcome.endswith(" true"), f"through Media Source Extensions: {outcome}"
     print("  streams:", outcome)
     passed("HLS plays through Media Source Extensions")
@@ -273,14 +289,27 @@ def run(driver):
     first = js(driver, "return [document.getElementById('video-status').className, document.getElementById('player').dataset.format].join(' ')")
     assert "status-Transcoding" in first and first.endswith(" m3u8"), f"played as {first}"
     print(f"  first stream playing {time.time() - uploaded:.1f} s after the upload")
-    # Polls keep this player (its position goes on) until the ladder replaces it at the same moment.
+    # Polls keep this player (the same element, its position going on), and what is typed into the form, until the
+    # ladder replaces the player at the same moment; a poll that fails leaves both and says so.
+    js(driver, "document.getElementById('player').dataset.mark = 'kept'")
+    title_field = driver.find_element(By.ID, "edit-video-title")
+    title_field.clear()
+    title_field.send_keys("typed while it plays")
     position = js(driver, "return document.getElementById('player').currentTime")
-    time.sleep(4.5)
-    later = js(driver, "const v = document.getElementById('player'); return [v.currentTime, document.getElementById('video-status').className]")
-    assert later[0] > position or "status-Normal" in later[1], f"the player restarted: {position} then {later}"
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/GetVideoInfo*"]})
+    wait(driver, lambda d: "Could not refresh" in d.find_element(By.ID, "refresh-note").text, message="the failed poll's note")
+    time.sleep(2.5)
+    during = js(driver, "const v = document.getElementById('player'); return [v.dataset.mark || '', v.currentTime]")
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    assert during[0] == "kept" and during[1] > position, f"a failed poll took the player: {position} then {during}"
+    wait(driver, lambda d: d.find_element(By.ID, "refresh-note").text == "", message="the note to clear")
+    later = js(driver, "const v = document.getElementById('player'); return [v.dataset.mark || '', document.getElementById('video-status').className]")
+    assert later[0] == "kept" or "status-Normal" in later[1], f"the player was made again while Transcoding: {later}"
     wait(driver, lambda d: "status-Normal" in d.find_element(By.ID, "video-status").get_attribute("class"), timeout=300,
          message="the long video to become Normal")
     print(f"  ladder published {time.time() - uploaded:.1f} s after the upload")
+    typed = driver.find_element(By.ID, "edit-video-title").get_attribute("value")
+    assert typed == "typed while it plays", f"the form lost what was typed: {typed!r}"
     wait(driver, lambda d: js(d, "const v = document.getElementById('player'); return v && v.currentTime > 2"),
          message="the ladder to play on")
     js(driver, "document.getElementById('player').pause()")

@@ -1,10 +1,12 @@
 // Plays Ferry's HLS (fMP4 segments, VOD playlists) in a browser that does not play HLS itself, through Media Source
 // Extensions: the master playlist's best variant, and its AUDIO rendition when the sound is apart (the ladder) or the
-// variant's own sound (a first stream). Segments are fetched a little ahead of the playhead, and again from where a
-// seek lands; what lies far behind is let go, so a long video holds a bounded amount of memory.
+// variant's own sound (a first stream). Segments are fetched once playback is asked for, a little ahead of the
+// playhead, and again from where a seek lands; what lies far behind or far ahead is let go, so a long video holds a
+// bounded amount of memory. A fetch that fails is tried again, sooner or later, while the page is open.
 
-const AHEAD = 30; // seconds buffered ahead of the playhead
+const AHEAD = 30; // seconds fetched ahead of the playhead
 const BEHIND = 30; // seconds kept behind it
+const RETRY_MAX = 8000; // milliseconds between tries of a failed fetch, at most
 
 /** Whether this browser can play `codecs` (RFC 6381, comma-separated) through Media Source Extensions. */
 export function canPlayThroughMSE(codecs) {
@@ -21,15 +23,15 @@ function attributes(line) {
   return out;
 }
 
-async function text(url, signal) {
+async function fetched(url, signal, as) {
   const response = await fetch(url, { signal, credentials: 'omit' });
-  if (!response.ok) throw new Error(`${response.status} for a playlist`);
-  return response.text();
+  if (!response.ok) throw new Error(`the server answered ${response.status}`);
+  return as === 'text' ? response.text() : response.arrayBuffer();
 }
 
 /** The variant to play and its sound: the highest bandwidth whose codecs play here; null when none does. */
 export async function readMaster(url, signal) {
-  const lines = (await text(url, signal)).split(/\r?\n/);
+  const lines = (await fetched(url, signal, 'text')).split(/\r?\n/);
   const audio = {};
   const variants = [];
   lines.forEach((line, index) => {
@@ -57,7 +59,7 @@ export async function readMaster(url, signal) {
 
 /** A media playlist: its init segment and its segments with their start times. */
 async function readMedia(url, signal) {
-  const lines = (await text(url, signal)).split(/\r?\n/);
+  const lines = (await fetched(url, signal, 'text')).split(/\r?\n/);
   let init = null;
   let start = 0;
   let length = null;
@@ -71,68 +73,117 @@ async function readMedia(url, signal) {
       length = null;
     }
   }
-  if (!init || !segments.length) throw new Error('The playlist names no segments.');
+  if (!init || !segments.length) throw new Error('the playlist names no segments');
   return { init, segments, duration: start };
 }
 
-/** Plays the HLS master at `url` in `video`; returns a function that stops it (fetches end, the source goes). */
-export function attachStream(video, url, tracks) {
+/** Plays the HLS master at `url` (`tracks` from ``readMaster``) in `video`. `problem(message)` is told when fetching
+ * fails (and again with null once it works); returns a function that stops it (fetches end, the source goes). */
+export function attachStream(video, url, tracks, problem = () => {}) {
   const controller = new AbortController();
   const { signal } = controller;
   const source = new MediaSource();
-  video.src = URL.createObjectURL(source);
-  source.addEventListener('sourceopen', async () => {
+  const objectURL = URL.createObjectURL(source);
+  video.src = objectURL;
+  let feeds = [];
+  let started = false;
+  let retry = null;
+  let delay = 1000;
+
+  /** Feeds every buffer what the playhead needs; on a failure, tries again later. */
+  async function pump() {
+    if (signal.aborted || !feeds.length) return;
     try {
-      const playlists = await Promise.all(tracks.map((track) => readMedia(track.url, signal)));
-      source.duration = Math.max(...playlists.map((p) => p.duration));
-      const feeds = playlists.map((playlist, index) => feed(source.addSourceBuffer(
-        `${tracks[index].codecs.every((c) => c.startsWith('mp4a')) ? 'audio' : 'video'}/mp4; codecs="${tracks[index].codecs.join(',')}"`),
-      playlist));
-      await Promise.all(feeds.map((f) => f.ready));
-      const pump = () => Promise.all(feeds.map((f) => f.pump())).then(() => {
-        if (feeds.every((f) => f.done) && source.readyState === 'open' && feeds.every((f) => !f.buffer.updating)) source.endOfStream();
-      }).catch((error) => { if (!signal.aborted) console.warn('stream:', error.message); });
-      video.addEventListener('timeupdate', pump, { signal });
-      video.addEventListener('seeking', () => { feeds.forEach((f) => f.seek(video.currentTime)); pump(); }, { signal });
-      pump();
+      await Promise.all(feeds.map((feed) => feed.pump()));
+      delay = 1000;
+      problem(null);
+      if (feeds.every((f) => f.done && !f.buffer.updating) && source.readyState === 'open') source.endOfStream();
     } catch (error) {
-      if (!signal.aborted) console.warn('stream:', error.message);
+      if (signal.aborted) return;
+      problem(`The stream could not be fetched (${error.message}); trying again.`);
+      clearTimeout(retry);
+      retry = setTimeout(pump, delay);
+      delay = Math.min(delay * 2, RETRY_MAX);
     }
-  }, { once: true });
+  }
+
+  source.addEventListener('sourceopen', async () => {
+    let playlists;
+    while (!signal.aborted && !playlists) {
+      try {
+        playlists = await Promise.all(tracks.map((track) => readMedia(track.url, signal)));
+      } catch (error) {
+        if (signal.aborted) return;
+        problem(`The stream could not be fetched (${error.message}); trying again.`);
+        await new Promise((resolve) => { setTimeout(resolve, delay); });
+        delay = Math.min(delay * 2, RETRY_MAX);
+      }
+    }
+    if (signal.aborted) return;
+    source.duration = Math.max(...playlists.map((p) => p.duration));
+    feeds = playlists.map((playlist, index) => feed(source.addSourceBuffer(
+      `${tracks[index].codecs.every((c) => c.startsWith('mp4a')) ? 'audio' : 'video'}/mp4; codecs="${tracks[index].codecs.join(',')}"`),
+    playlist));
+    const ask = () => { started = true; pump(); };
+    video.addEventListener('play', ask, { signal });
+    video.addEventListener('waiting', ask, { signal });
+    video.addEventListener('timeupdate', () => { if (started) pump(); }, { signal });
+    video.addEventListener('seeking', () => { feeds.forEach((f) => f.seek(video.currentTime)); ask(); }, { signal });
+    // Until playback is asked for (a play() before the source opened counts), only the init segments: what the
+    // browser needs to know the stream.
+    started = !video.paused || video.autoplay;
+    pump();
+  }, { once: true, signal });
 
   /** One SourceBuffer and the segments it is fed, one fetch and append at a time. */
   function feed(buffer, playlist) {
     let next = 0;
     let busy = false;
-    const appended = () => new Promise((resolve, reject) => {
-      buffer.addEventListener('updateend', resolve, { once: true });
-      buffer.addEventListener('error', () => reject(new Error('The browser could not read a segment.')), { once: true });
+    let initialized = false;
+    /** Resolves when the buffer's current update ends; rejects when the browser could not read what it was given. */
+    const updated = () => new Promise((resolve, reject) => {
+      const ended = () => { buffer.removeEventListener('error', failed); resolve(); };
+      const failed = () => { buffer.removeEventListener('updateend', ended); reject(new Error('the browser could not read a segment')); };
+      buffer.addEventListener('updateend', ended, { once: true });
+      buffer.addEventListener('error', failed, { once: true });
     });
     const append = async (url) => {
-      const response = await fetch(url, { signal, credentials: 'omit' });
-      if (!response.ok) throw new Error(`${response.status} for a segment`);
-      const bytes = await response.arrayBuffer();
-      const done = appended();
+      const bytes = await fetched(url, signal);
+      const done = updated();
       buffer.appendBuffer(bytes);
       await done;
     };
+    const remove = async (start, end) => {
+      const done = updated();
+      buffer.remove(start, end);
+      await done;
+    };
+    /** The index of the segment that holds `time`. */
+    const segmentAt = (time) => Math.max(0, playlist.segments.findIndex((s) => s.end > time));
     const state = {
       buffer,
       done: false,
-      ready: append(playlist.init),
       seek(time) {
-        next = Math.max(0, playlist.segments.findIndex((s) => s.end > time));
+        next = segmentAt(time);
         state.done = false;
       },
       async pump() {
         if (busy) return;
         busy = true;
         try {
+          if (!initialized) {
+            await append(playlist.init);
+            initialized = true;
+          }
+          if (!started) return;
           const now = video.currentTime;
-          if (now > BEHIND && buffer.buffered.length && buffer.buffered.start(0) < now - BEHIND) {
-            const done = appended();
-            buffer.remove(0, now - BEHIND);
-            await done;
+          const ranges = buffer.buffered;
+          if (ranges.length && ranges.start(0) < now - BEHIND) await remove(0, now - BEHIND);
+          // Far ahead (left there by a seek back): let go, and fetch it again when the playhead comes near.
+          const far = now + 2 * AHEAD;
+          if (buffer.buffered.length && buffer.buffered.end(buffer.buffered.length - 1) > far + 1 && far < source.duration) {
+            await remove(far, source.duration);
+            next = Math.min(next, segmentAt(far));
           }
           while (next < playlist.segments.length && playlist.segments[next].start < video.currentTime + AHEAD && !signal.aborted) {
             const index = next;
@@ -151,6 +202,7 @@ export function attachStream(video, url, tracks) {
 
   return () => {
     controller.abort();
-    URL.revokeObjectURL(video.src);
+    clearTimeout(retry);
+    URL.revokeObjectURL(objectURL);
   };
 }

@@ -12,36 +12,74 @@ import { attachStream, readMaster } from './stream-player.js';
 export function videoPage(main, videoId) {
   let timer = null;
   let closed = false;
-  // The page as built: the player's key (what it plays) and the parts a poll refreshes.
+  // The page once built: its parts, what its player plays (`key`) and how to stop it, and the video as last read.
+  // A poll refreshes the details and lists; the player and the form are made again only when what plays changes.
   let page = null;
   replace(main, h('p', { class: 'note' }, 'Loading…'));
 
   async function load() {
     let info;
+    let play = null;
+    let subtitles = [];
     try {
       info = (await media('GetVideoInfo', { VideoId: videoId })).Video;
+      if (info.Status === 'Normal' || info.Playable) {
+        try {
+          play = await media('GetPlayInfo', { VideoId: videoId });
+          subtitles = (await media('ListSubtitles', { VideoId: videoId })).Subtitles;
+        } catch (error) {
+          // Shown without a player the first time; later, the player there is kept.
+          if (page) throw error;
+          play = null;
+          subtitles = [];
+        }
+      }
     } catch (error) {
-      replace(main, h('h1', {}, 'Video'), h('p', { class: 'error', role: 'alert' }, error.message),
-        h('a', { href: '#/library' }, 'Back to the library'));
+      if (closed) return;
+      if (!page) {
+        replace(main, h('h1', {}, 'Video'), h('p', { class: 'error', role: 'alert' }, error.message),
+          h('a', { href: '#/library' }, 'Back to the library'));
+        return;
+      }
+      // A failed poll leaves the page and its player as they are; the next one tries again.
+      page.refresh.textContent = `Could not refresh: ${error.message}; trying again.`;
+      timer = setTimeout(load, 4000);
       return;
     }
     if (closed) return;
-    let play = null;
-    let subtitles = [];
-    if (info.Status === 'Normal' || info.Playable) {
-      try { play = await media('GetPlayInfo', { VideoId: videoId }); } catch { play = null; }
-      try { subtitles = (await media('ListSubtitles', { VideoId: videoId })).Subtitles; } catch { subtitles = []; }
-    }
     const streams = play?.PlayInfoList || [];
-    // Stream by stream the player is kept: a poll that finds the same one leaves it playing.
-    const key = `${info.Status === 'Normal'}|${streams.map((s) => `${s.Definition}/${s.Format}`).join(',')}|${subtitles.length}`;
+    // What plays: a poll that finds the same streams, subtitles and policy leaves the player playing.
+    const key = [info.Status === 'Normal', info.PlaybackPolicy, streams.map((s) => `${s.Definition}/${s.Format}`).join(','),
+      subtitles.map((s) => s.SubtitleId).join(',')].join('|');
     const choice = page?.key === key ? null : await chooseStream(streams, subtitles);
     if (closed) return;
     render(info, play, subtitles, key, choice);
     if (!['Normal', 'TranscodeFail'].includes(info.Status)) timer = setTimeout(load, 2000);
   }
 
+  /** The page's frame, made once: title, player, lists, details, the form and the actions. */
+  function build(info) {
+    const title = h('h1', { id: 'video-title' });
+    const playerBox = h('div', { class: 'player-box' });
+    const problem = h('p', { class: 'error', role: 'alert', id: 'player-problem', hidden: true });
+    const lists = h('div', {});
+    const refresh = h('p', { class: 'note', role: 'status', id: 'refresh-note' });
+    const details = h('div', {});
+    page = { key: null, info, title, playerBox, problem, lists, refresh, details, stop: () => {} };
+    replace(main,
+      h('p', {}, h('a', { href: '#/library' }, '← Library')),
+      title,
+      h('div', { class: 'columns' },
+        h('section', { 'aria-label': 'Player' }, playerBox, problem, lists),
+        h('section', { 'aria-label': 'Details' }, refresh, details, editForm(info),
+          h('div', { class: 'actions' },
+            h('button', { type: 'button', class: 'danger', id: 'delete-video', onclick: () => remove(page.info) }, 'Delete video')))));
+  }
+
   function render(info, play, subtitles, key, choice) {
+    if (!page) build(info);
+    page.info = info;
+    page.refresh.textContent = '';
     const streams = play?.PlayInfoList || [];
     const renditions = h('div', { class: 'table-wrap' }, h('table', { id: 'renditions' },
       h('caption', { class: 'visually-hidden' }, 'Renditions'),
@@ -56,21 +94,17 @@ export function videoPage(main, videoId) {
       h('div', { class: 'url' }, s.PlayURL))));
     const snapshots = h('div', { class: 'thumbs' },
       (info.Snapshots || []).map((url, index) => h('img', { src: url, alt: `Snapshot ${index + 1}` })));
-    const lists = [
+    replace(page.title, info.Title);
+    replace(page.lists,
       h('h2', {}, 'Renditions'), streams.length ? renditions : h('p', { class: 'note' }, 'None yet.'),
-      h('h2', {}, 'Play URLs'), streams.length ? urls : h('p', { class: 'note' }, 'None yet.')];
-    const details = detailsOf(info, snapshots);
-    if (page && page.key === key) {
-      // The same streams: the player plays on; the rest follows the video.
-      replace(page.title, info.Title);
-      replace(page.lists, lists);
-      replace(page.details, details);
-      return;
-    }
-    // A player that was playing the first stream goes on at the same moment with the ladder.
-    const old = main.querySelector('video#player');
+      h('h2', {}, 'Play URLs'), streams.length ? urls : h('p', { class: 'note' }, 'None yet.'));
+    replace(page.details, detailsOf(info, snapshots));
+    if (page.key === key) return;
+
+    // Another stream (the ladder after the first stream): the new player goes on at the same moment.
+    const old = page.playerBox.querySelector('video');
     const resume = old ? { time: old.currentTime, playing: !old.paused, muted: old.muted } : null;
-    page?.stop();
+    page.stop();
     const player = playerFor(choice, info, subtitles);
     if (resume && player.tagName === 'VIDEO' && resume.time > 0) {
       player.muted = resume.muted;
@@ -81,21 +115,16 @@ export function videoPage(main, videoId) {
     }
     const storyboard = play?.VideoBase?.StoryboardURL && player.tagName === 'VIDEO'
       ? storyboardTimeline(player, play.VideoBase.StoryboardURL, play.VideoBase.Duration) : null;
-    const title = h('h1', { id: 'video-title' }, info.Title);
-    const listsBox = h('div', {}, lists);
-    const detailsInner = h('div', {}, details);
-    // The form is built once per player, so a poll does not take what is being typed.
-    const detailsBox = h('section', { 'aria-label': 'Details' }, detailsInner, editForm(info),
-      h('div', { class: 'actions' },
-        h('button', { type: 'button', class: 'danger', id: 'delete-video', onclick: () => remove(info) }, 'Delete video')));
-    const stop = choice?.tracks && player.tagName === 'VIDEO' ? attachStream(player, choice.stream.PlayURL, choice.tracks) : () => {};
-    page = { key, title, lists: listsBox, details: detailsInner, stop };
-    replace(main,
-      h('p', {}, h('a', { href: '#/library' }, '← Library')),
-      title,
-      h('div', { class: 'columns' },
-        h('section', { 'aria-label': 'Player' }, player, storyboard, listsBox),
-        detailsBox));
+    replace(page.playerBox, player, storyboard);
+    const problem = page.problem;
+    problem.hidden = true;
+    page.stop = choice?.tracks && player.tagName === 'VIDEO'
+      ? attachStream(player, choice.stream.PlayURL, choice.tracks, (message) => {
+        problem.hidden = !message;
+        problem.textContent = message || '';
+      })
+      : () => {};
+    page.key = key;
   }
 
   function detailsOf(info, snapshots) {

@@ -8,12 +8,15 @@ struct TrustedProxies: Sendable {
     let networks: [CallbackTargets.Network]
 
     /// Reads `--trusted-proxy` entries: addresses or CIDR networks (`10.0.0.0/8`, `fd00::/8`); throws for anything
-    /// else.
+    /// else. An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) is its IPv4 network, as peers are compared.
     init(_ entries: [String]) throws {
         networks = try entries.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.map { entry in
             guard let network = CallbackTargets.Network(entry) else {
                 throw CallbackTargetsError(
                     message: "--trusted-proxy '\(entry.prefix(64))' is not an address or a network such as 10.0.0.0/8.")
+            }
+            if network.prefixLength >= 96, let v4 = CallbackTargets.Network.mappedIPv4(network.bytes) {
+                return CallbackTargets.Network(v4, network.prefixLength - 96)
             }
             return network
         }
