@@ -88,14 +88,8 @@ public struct MediaLibrary: Sendable {
                     metadata: ["ferry.video-id": .string(video.videoId), "ferry.key": .string(object.key)])
             } else if let video = try await catalog.video(bucket: object.bucket, key: object.key) {
                 try await videoStored(video.videoId, object: object)
-            } else if var image = try await catalog.image(bucket: object.bucket, key: object.key) {
-                let first = image.status == ImageStatus.uploading
-                image.status = ImageStatus.uploaded
-                image.size = object.size
-                try await catalog.saveImage(image)
-                if first {
-                    try await webhooks.enqueue(.imageUploadComplete(imageId: image.imageId, size: object.size))
-                }
+            } else if let image = try await catalog.image(bucket: object.bucket, key: object.key) {
+                try await imageStored(image, object: object)
             }
         } catch {
             configuration.logger.warning(
@@ -121,6 +115,19 @@ public struct MediaLibrary: Sendable {
         }
         if arrived.withLockedValue({ $0 }) {
             try await webhooks.enqueue(.fileUploadComplete(videoId: videoId, size: object.size))
+        }
+    }
+
+    /// An image's file is in storage: `Uploading → Uploaded` with its size and, the first time, `ImageUploadComplete`;
+    /// later writes only update its size.
+    func imageStored(_ image: ImageRecord, object: ObjectInfo) async throws {
+        var image = image
+        let first = image.status == ImageStatus.uploading
+        image.status = ImageStatus.uploaded
+        image.size = object.size
+        try await catalog.saveImage(image)
+        if first {
+            try await webhooks.enqueue(.imageUploadComplete(imageId: image.imageId, size: object.size))
         }
     }
 
@@ -169,40 +176,64 @@ public struct MediaLibrary: Sendable {
     /// far longer than storing an object takes between its write and the library hearing of it.
     static let storedUploadGrace: TimeInterval = 300
 
-    /// Advances the videos still `Uploading` whose source is in storage: the server stopped, or the catalog failed,
-    /// between storing the source and advancing the video (``objectStored(_:)``), which would otherwise wait for
-    /// ``expireUnfinishedUploads(now:)``. Looks at every video created before ``storedUploadGrace``, `pageSize` at a
-    /// time; a video that cannot be looked at or advanced now is logged and left for the next pass. Returns how many
-    /// advanced.
+    /// Advances the videos and images still `Uploading` whose file is in storage: the server stopped, or the catalog
+    /// failed, between storing the file and advancing its record (``objectStored(_:)``); a video would otherwise wait
+    /// for ``expireUnfinishedUploads(now:)``, an image for ever. Looks at every one created before
+    /// ``storedUploadGrace``, `pageSize` at a time; one that cannot be looked at or advanced now is logged and left for
+    /// the next pass. Returns how many advanced.
     func advanceStoredUploads(now: Date = Date(), pageSize: Int = 1000) async throws -> Int {
+        let before = now.addingTimeInterval(-Self.storedUploadGrace)
+        let videos = try await walk(
+            { after in try await catalog.uploadingVideos(createdBefore: before, after: after, limit: pageSize) },
+            id: \.videoId, pageSize: pageSize
+        ) { video in try await advanceIfStored(video) }
+        let images = try await walk(
+            { after in try await catalog.uploadingImages(createdBefore: before, after: after, limit: pageSize) },
+            id: \.imageId, pageSize: pageSize
+        ) { image in
+            guard let object = try await storedObject(bucket: image.bucket, key: image.key) else { return false }
+            try await imageStored(image, object: object)
+            return true
+        }
+        return videos + images
+    }
+
+    /// Pages through records by id, advancing each (`advance` says whether it did); returns how many advanced.
+    private func walk<Record>(
+        _ page: (String) async throws -> [Record], id: KeyPath<Record, String>, pageSize: Int,
+        advance: (Record) async throws -> Bool
+    ) async throws -> Int {
         var advanced = 0
         var after = ""
         while !Task.isCancelled {
-            let page = try await catalog.uploadingVideos(
-                createdBefore: now.addingTimeInterval(-Self.storedUploadGrace), after: after, limit: pageSize)
-            for video in page {
+            let records = try await page(after)
+            for record in records {
                 do {
-                    if try await advanceIfStored(video) { advanced += 1 }
+                    if try await advance(record) { advanced += 1 }
                 } catch {
                     configuration.logger.warning(
-                        "uploading video not advanced",
-                        metadata: ["ferry.video-id": .string(video.videoId), "error": .string("\(error)")])
+                        "uploading record not advanced",
+                        metadata: ["ferry.id": .string(record[keyPath: id]), "error": .string("\(error)")])
                 }
             }
-            guard page.count == pageSize, let last = page.last else { break }
-            after = last.videoId
+            guard records.count == pageSize, let last = records.last else { break }
+            after = last[keyPath: id]
         }
         return advanced
     }
 
+    /// The object at `bucket`/`key`, or nil when there is none.
+    private func storedObject(bucket: String, key: String) async throws -> ObjectInfo? {
+        do {
+            return try await store.object(bucket: bucket, key: key)
+        } catch let error as FerryDomainError where [.objectNotFound, .bucketNotFound].contains(error.code) {
+            return nil
+        }
+    }
+
     /// Advances `video` when its source is stored; false when it is not.
     private func advanceIfStored(_ video: VideoRecord) async throws -> Bool {
-        let object: ObjectInfo
-        do {
-            object = try await store.object(bucket: video.bucket, key: video.key)
-        } catch let error as FerryDomainError where [.objectNotFound, .bucketNotFound].contains(error.code) {
-            return false
-        }
+        guard let object = try await storedObject(bucket: video.bucket, key: video.key) else { return false }
         try await videoStored(video.videoId, object: object)
         return true
     }

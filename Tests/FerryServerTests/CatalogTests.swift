@@ -106,6 +106,19 @@ struct CatalogTests {
             try await catalog.saveImage(stored)
             #expect(try await catalog.image("i1") == stored)
             #expect(try await catalog.image(bucket: "ferry-media", key: "image/cover/i1.jpg")?.imageId == "i1")
+            // Uploading images, a page at a time in id order; an uploaded one, or one created later, is not among them.
+            let later = Date(timeIntervalSince1970: 1_800_000_100)
+            #expect(try await catalog.uploadingImages(createdBefore: later, after: "", limit: 10).isEmpty)
+            for id in ["i3", "i2"] {
+                var other = image
+                other.imageId = id
+                other.key = "image/cover/\(id).jpg"
+                try await catalog.saveImage(other)
+            }
+            #expect(try await catalog.uploadingImages(createdBefore: later, after: "", limit: 1).map(\.imageId) == ["i2"])
+            #expect(try await catalog.uploadingImages(createdBefore: later, after: "i2", limit: 1).map(\.imageId) == ["i3"])
+            #expect(try await catalog.uploadingImages(createdBefore: later, after: "i3", limit: 1).isEmpty)
+            #expect(try await catalog.uploadingImages(createdBefore: image.createdAt, after: "", limit: 10).isEmpty)
 
             let policy = AccessPolicy(statements: [.init(actions: ["media:*"])])
             let key = StoredAccessKey(

@@ -203,16 +203,20 @@ struct MediaOwnershipTests {
             let stranded = try await admin.createUploadVideo(.init(title: "Stranded", fileName: "s.mp4"))
             let waiting = try await admin.createUploadVideo(.init(title: "Not yet sent", fileName: "w.mp4"))
             let strandedToo = try await admin.createUploadVideo(.init(title: "Stranded too", fileName: "s2.mp4"))
+            let image = try await admin.createUploadImage(ext: "png")
             try await storeUnheard(stranded)
             try await storeUnheard(strandedToo)
+            try await storeUnheard(image)
             let library = server.server.mediaLibrary
             // Within the grace an upload may still be being recorded: nothing is looked at.
             #expect(try await library.advanceStoredUploads() == 0)
             #expect(try await admin.getVideoInfo(videoId: stranded.id).status == "Uploading")
 
             let later = Date().addingTimeInterval(MediaLibrary.storedUploadGrace + 60)
-            // Pages of one: the walk goes through the three videos; the two stored ones advance.
-            #expect(try await library.advanceStoredUploads(now: later, pageSize: 1) == 2)
+            // Pages of one: the walk goes through the three videos and the image; the stored ones advance.
+            #expect(try await library.advanceStoredUploads(now: later, pageSize: 1) == 3)
+            let imageRecord = try await server.server.mediaCatalog.image(image.id)
+            #expect(imageRecord?.status == ImageStatus.uploaded && imageRecord?.size == 12)
             #expect(try await admin.getVideoInfo(videoId: strandedToo.id).status == "UploadSucc")
             let video = try await admin.getVideoInfo(videoId: stranded.id)
             #expect(video.status == "UploadSucc" && video.size == 12)
@@ -221,6 +225,7 @@ struct MediaOwnershipTests {
             #expect(try await library.advanceStoredUploads(now: later) == 0)
             let events = try await server.server.webhooks.pending().map(\.type)
             #expect(events.filter { $0 == .fileUploadComplete }.count == 2)
+            #expect(events.filter { $0 == .imageUploadComplete }.count == 1)
             let jobs = try await server.server.mediaCatalog.jobs(videoId: stranded.id)
             #expect(jobs.map(\.kind) == [.probe])
 

@@ -11,7 +11,7 @@ package struct UploadCollector: Service {
     let maxAge: TimeInterval
     let interval: TimeInterval
     let logger: Logger
-    /// Expires videos whose upload never completed.
+    /// Expires videos whose upload never completed, and advances videos and images whose file was stored unheard.
     var media: MediaLibrary?
     /// Nodes sharing a catalog collect one at a time: the one holding this lease for the pass.
     var leases: (any ServiceLeaseStore)?
@@ -155,7 +155,7 @@ package struct UploadCollector: Service {
                 if expired > 0 { logger.debug("expired unfinished video uploads", metadata: ["ferry.videos": "\(expired)"]) }
                 let advanced = try await media.advanceStoredUploads(now: now)
                 if advanced > 0 {
-                    logger.info("advanced videos whose stored source was not recorded", metadata: ["ferry.videos": "\(advanced)"])
+                    logger.info("advanced uploads whose stored file was not recorded", metadata: ["ferry.uploads": "\(advanced)"])
                 }
             }
             return aborted

@@ -31,6 +31,9 @@ public protocol MediaCatalog: JobQueue {
     /// Videos still uploading that were created before `date` and whose id sorts after `videoId` (bytewise), in id
     /// order, at most `limit`: a walk through them a page at a time.
     func uploadingVideos(createdBefore date: Date, after videoId: String, limit: Int) async throws -> [VideoRecord]
+    /// Images still uploading that were created before `date` and whose id sorts after `imageId` (bytewise), in id
+    /// order, at most `limit`: a walk through them a page at a time.
+    func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord]
     /// Stores or replaces an image.
     func saveImage(_ image: ImageRecord) async throws
     /// The image, or nil.

@@ -137,11 +137,22 @@ extension PostgresCatalog: MediaCatalog {
         let record = try MediaRecordJSON.encode(image)
         try await client.query(
             """
-            INSERT INTO image (image_id, record, bucket, key, created_at)
-            VALUES (\(image.imageId), \(record), \(image.bucket), \(image.key), \(image.createdAt.timeIntervalSince1970))
+            INSERT INTO image (image_id, record, bucket, key, created_at, status)
+            VALUES (
+                \(image.imageId), \(record), \(image.bucket), \(image.key), \(image.createdAt.timeIntervalSince1970),
+                \(image.status))
             ON CONFLICT (image_id) DO UPDATE SET record = EXCLUDED.record, bucket = EXCLUDED.bucket, key = EXCLUDED.key,
-                created_at = EXCLUDED.created_at
+                created_at = EXCLUDED.created_at, status = EXCLUDED.status
             """, logger: logger)
+    }
+
+    public func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord] {
+        try await strings(
+            """
+            SELECT record FROM image WHERE status = 'Uploading' AND created_at < \(date.timeIntervalSince1970)
+            AND image_id COLLATE "C" > \(imageId) ORDER BY image_id COLLATE "C" LIMIT \(Int64(limit))
+            """
+        ).map { try MediaRecordJSON.decode(ImageRecord.self, $0) }
     }
 
     public func image(_ id: String) async throws -> ImageRecord? {

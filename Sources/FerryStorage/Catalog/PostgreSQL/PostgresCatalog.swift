@@ -165,6 +165,14 @@ public final class PostgresCatalog: Sendable, Service {
             ["CREATE TABLE revoked_session (digest TEXT PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL)"]
         ),
         (13, "resumable uploads by multipart upload", ["CREATE INDEX resumable_upload_by_upload ON resumable_upload (upload_id)"]),
+        (
+            14, "image status",
+            [
+                "ALTER TABLE image ADD COLUMN status TEXT",
+                "UPDATE image SET status = (record::jsonb)->>'status'",
+                "CREATE INDEX image_by_status ON image (status, image_id)",
+            ]
+        ),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.

@@ -180,13 +180,24 @@ extension SQLiteCatalog: MediaCatalog {
         return (try rows.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }, total)
     }
 
+    public func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord] {
+        try await pool.read { db in
+            try String.fetchAll(
+                db,
+                sql: "SELECT record FROM image WHERE status = 'Uploading' AND createdAt < ? AND imageId > ? ORDER BY imageId LIMIT ?",
+                arguments: [date.timeIntervalSince1970, imageId, limit])
+        }.map { try MediaRecordJSON.decode(ImageRecord.self, $0) }
+    }
+
     /// Stores or replaces an image.
     public func saveImage(_ image: ImageRecord) async throws {
         let record = try MediaRecordJSON.encode(image)
         try await pool.write { db in
             try db.execute(
-                sql: "INSERT OR REPLACE INTO image (imageId, record, bucket, key, createdAt) VALUES (?, ?, ?, ?, ?)",
-                arguments: [image.imageId, record, image.bucket, image.key, image.createdAt.timeIntervalSince1970])
+                sql: "INSERT OR REPLACE INTO image (imageId, record, bucket, key, createdAt, status) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [
+                    image.imageId, record, image.bucket, image.key, image.createdAt.timeIntervalSince1970, image.status,
+                ])
         }
     }
 

@@ -117,6 +117,7 @@ public final class SQLiteCatalog: ObjectCatalog {
         registerSigningKeyMigration(&migrator)
         registerRevokedSessionMigration(&migrator)
         registerResumableUploadIndexMigration(&migrator)
+        registerImageStatusMigration(&migrator)
         return migrator
     }
 
