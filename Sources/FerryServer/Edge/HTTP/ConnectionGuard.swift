@@ -20,8 +20,9 @@ public struct ConnectionLimits: Sendable, Hashable {
     /// Connections held at once; one more is closed as soon as it is accepted. Default 1024.
     public var maxConnections: Int = 1024
     /// Connections held at once from one client address (an IPv4 address, or an IPv6 /64), so one client cannot take
-    /// every connection the server holds; one more from that address is closed as soon as it is accepted. Default 256. Behind a proxy
-    /// or load balancer every connection comes from its address: raise this to ``maxConnections`` there.
+    /// every connection the server holds; one more from that address is closed as soon as it is accepted. Default
+    /// 256. Behind a proxy or load balancer every connection comes from its address: raise this to
+    /// ``maxConnections`` there.
     public var maxConnectionsPerAddress: Int = 256
 
     /// The defaults.

@@ -2,9 +2,8 @@ import Hummingbird
 import Logging
 
 /// One debug record per request: client address, method, path with every credential in it redacted, status and
-/// duration. Query values
-/// that carry signatures, credentials or tokens (a playback URL's `token` among them), and the capability in resumable
-/// upload paths (an upload's id, a media upload URL's grant) are written as `<redacted>`;
+/// duration. Query values that carry signatures, credentials or tokens (a playback URL's `token` among them), and the
+/// capability in resumable upload paths (an upload's id, a media upload URL's grant) are written as `<redacted>`;
 /// headers and bodies are never logged.
 struct AccessLogMiddleware: RouterMiddleware {
     typealias Context = FerryRequestContext

@@ -49,6 +49,18 @@ extension SQLiteCatalog: MediaCatalog {
         }
     }
 
+    /// Images get a status column beside their record, so the collector finds those still uploading by an index.
+    static func registerImageStatusMigration(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v17-image-status") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE image ADD COLUMN status TEXT;
+                    UPDATE image SET status = json_extract(record, '$.status');
+                    CREATE INDEX image_by_status ON image(status, imageId);
+                    """)
+        }
+    }
+
     /// Stores or replaces a video.
     public func saveVideo(_ video: VideoRecord) async throws {
         let record = try MediaRecordJSON.encode(video)
