@@ -55,7 +55,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("uploading-video-max-age"),
-        help: "Seconds a video may stay Uploading; then what arrived of it is removed, it becomes UploadFail and a VideoUploadExpired event is sent (or FERRY_UPLOADING_VIDEO_MAX_AGE). Default 604800 (7 days).")
+        help: "Seconds a video or image may stay Uploading; then what arrived of it is removed, it becomes UploadFail and a VideoUploadExpired or ImageUploadExpired event is sent (or FERRY_UPLOADING_VIDEO_MAX_AGE). Default 604800 (7 days).")
     var uploadingVideoMaxAge: Double?
 
     @Option(name: .customLong("webhook-url"), help: "URL that receives signed event POSTs (or FERRY_WEBHOOK_URL); the secret comes from FERRY_WEBHOOK_SECRET.")

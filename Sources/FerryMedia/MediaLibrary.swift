@@ -12,7 +12,8 @@ public struct MediaLibrary: Sendable {
     package struct Configuration: Sendable {
         /// The bucket media files live in.
         package var bucket: String
-        /// How long a video may stay `Uploading` before ``expireUnfinishedUploads(now:)`` makes it `UploadFail`.
+        /// How long a video or image may stay `Uploading` before ``expireUnfinishedUploads(now:pageSize:)`` makes it
+        /// `UploadFail`.
         package var uploadingVideoMaxAge: TimeInterval
         /// Attempts of each media job before it fails for good.
         package var maxAttempts: Int
@@ -57,39 +58,48 @@ public struct MediaLibrary: Sendable {
 
     // MARK: Storage events
 
-    /// Refuses a write under the directory of a video that was deleted or whose upload expired: an upload credential
-    /// issued before may still be valid, but nothing more is stored for the video.
+    /// Refuses a write under the directory of a video that was deleted or whose upload expired, or to the file of an
+    /// image whose upload expired: an upload credential issued before may still be valid, but nothing more is stored
+    /// for them.
     package func checkWritable(bucket: String, key: String) async throws {
-        guard bucket == self.bucket, let video = try await goneVideo(ownerOf: key) else { return }
-        throw FerryDomainError(
-            .accessDenied, "Video \(video.videoId) was deleted or its upload expired; nothing more is stored for it.")
+        guard bucket == self.bucket, let gone = try await goneOwner(of: key) else { return }
+        throw FerryDomainError(.accessDenied, "\(gone) was deleted or its upload expired; nothing more is stored for it.")
     }
 
-    /// The video whose directory (`video/<id>/`) holds `key`, when it was deleted or its upload expired.
-    private func goneVideo(ownerOf key: String) async throws -> VideoRecord? {
+    /// The video whose directory (`video/<id>/`) holds `key` when it was deleted or its upload expired, or the image
+    /// whose file (`image/<type>/<id>.<ext>`) `key` is when its upload expired: `Video <id>` or `Image <id>`.
+    private func goneOwner(of key: String) async throws -> String? {
         let parts = key.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "video", Hex.isRandomId(parts[1]),
-            let video = try await catalog.video(String(parts[1]))
-        else { return nil }
-        return [VideoStatus.deleted, VideoStatus.uploadFailed].contains(video.status) ? video : nil
+        guard parts.count == 3 else { return nil }
+        if parts[0] == "video", Hex.isRandomId(parts[1]), let video = try await catalog.video(String(parts[1])),
+            [VideoStatus.deleted, VideoStatus.uploadFailed].contains(video.status)
+        {
+            return "Video \(video.videoId)"
+        }
+        if parts[0] == "image", let id = parts[2].split(separator: ".").first, Hex.isRandomId(id),
+            let image = try await catalog.image(String(id)), image.key == key, image.status == ImageStatus.uploadFailed
+        {
+            return "Image \(image.imageId)"
+        }
+        return nil
     }
 
     /// Called when the object service has stored an object: advances the video or image it belongs to. A file
-    /// written for a video that is gone (with a credential issued before, past ``checkWritable(bucket:key:)``'s look)
-    /// is nobody's: it is removed.
+    /// written for a video or image that is gone (with a credential issued before, past
+    /// ``checkWritable(bucket:key:)``'s look) is nobody's: it is removed.
     package func objectStored(_ object: ObjectInfo) async {
         guard object.bucket == bucket else { return }
         do {
-            if let video = try await goneVideo(ownerOf: object.key) {
+            if let gone = try await goneOwner(of: object.key) {
                 try await store.deleteObject(
                     bucket: object.bucket, key: object.key, condition: ObjectWriteCondition(ifMatch: [object.etag]))
                 configuration.logger.info(
-                    "file of a video that is gone removed",
-                    metadata: ["ferry.video-id": .string(video.videoId), "ferry.key": .string(object.key)])
+                    "file of a video or image that is gone removed",
+                    metadata: ["ferry.owner": .string(gone), "ferry.key": .string(object.key)])
             } else if let video = try await catalog.video(bucket: object.bucket, key: object.key) {
                 try await videoStored(video.videoId, object: object)
             } else if let image = try await catalog.image(bucket: object.bucket, key: object.key) {
-                try await imageStored(image, object: object)
+                try await imageStored(image.imageId, object: object)
             }
         } catch {
             configuration.logger.warning(
@@ -118,16 +128,20 @@ public struct MediaLibrary: Sendable {
         }
     }
 
-    /// An image's file is in storage: `Uploading → Uploaded` with its size and, the first time, `ImageUploadComplete`;
-    /// later writes only update its size.
-    func imageStored(_ image: ImageRecord, object: ObjectInfo) async throws {
-        var image = image
-        let first = image.status == ImageStatus.uploading
-        image.status = ImageStatus.uploaded
-        image.size = object.size
-        try await catalog.saveImage(image)
-        if first {
-            try await webhooks.enqueue(.imageUploadComplete(imageId: image.imageId, size: object.size))
+    /// An image's file is in storage: `Uploading → Uploaded` with its size and, the first time, `ImageUploadComplete`
+    /// (once, however many writers and passes see the file arrive: the change is atomic); later writes only update its
+    /// size. An image whose upload expired is left as it is.
+    func imageStored(_ imageId: String, object: ObjectInfo) async throws {
+        let arrived = NIOLockedValueBox(false)
+        try await catalog.updateImage(imageId) { image in
+            guard image.status != ImageStatus.uploadFailed, image.key == object.key else { return false }
+            arrived.withLockedValue { $0 = image.status == ImageStatus.uploading }
+            image.status = ImageStatus.uploaded
+            image.size = object.size
+            return true
+        }
+        if arrived.withLockedValue({ $0 }) {
+            try await webhooks.enqueue(.imageUploadComplete(imageId: imageId, size: object.size))
         }
     }
 
@@ -147,29 +161,46 @@ public struct MediaLibrary: Sendable {
         try await webhooks.enqueue(.videoDeleted(videoId: video.videoId))
     }
 
-    /// Videos whose upload did not complete within `uploadingVideoMaxAge` become `UploadFail`: what had arrived of
-    /// their file (object and unfinished multipart uploads) is removed and a `VideoUploadExpired` event is sent.
-    /// Returns how many.
+    /// Videos and images whose upload did not complete within `uploadingVideoMaxAge` become `UploadFail`: what had
+    /// arrived of their file (a video's objects, and unfinished multipart uploads) is removed and a
+    /// `VideoUploadExpired` or `ImageUploadExpired` event is sent. One whose file is stored after all (the server
+    /// stopped between storing it and recording it) advances instead. Looks at every one, `pageSize` at a time; one
+    /// that cannot be looked at now is logged and left for the next pass. Returns how many expired.
     @discardableResult
-    func expireUnfinishedUploads(now: Date = Date()) async throws -> Int {
-        var count = 0
-        for video in try await catalog.uploadingVideos(
-            createdBefore: now.addingTimeInterval(-configuration.uploadingVideoMaxAge), after: "", limit: 1000)
-        {
-            // Stored after all (the server stopped between storing it and recording it): it advances instead.
-            if try await advanceIfStored(video) { continue }
+    func expireUnfinishedUploads(now: Date = Date(), pageSize: Int = 1000) async throws -> Int {
+        let before = now.addingTimeInterval(-configuration.uploadingVideoMaxAge)
+        let videos = try await walk(
+            { after in try await catalog.uploadingVideos(createdBefore: before, after: after, limit: pageSize) },
+            id: \.videoId, pageSize: pageSize
+        ) { video in
+            if try await advanceIfStored(video) { return false }
             let expired = try await catalog.updateVideo(video.videoId) { video in
                 guard video.status == VideoStatus.uploading else { return .keep }
                 video.status = VideoStatus.uploadFailed
                 video.updatedAt = now
                 return .save(cancelJobs: true)
             }
-            guard expired != nil else { continue }
+            guard expired != nil else { return false }
             try await removeFiles(of: video)
             try await webhooks.enqueue(.videoUploadExpired(videoId: video.videoId))
-            count += 1
+            return true
         }
-        return count
+        let images = try await walk(
+            { after in try await catalog.uploadingImages(createdBefore: before, after: after, limit: pageSize) },
+            id: \.imageId, pageSize: pageSize
+        ) { image in
+            if try await advanceIfStored(image) { return false }
+            let expired = try await catalog.updateImage(image.imageId) { image in
+                guard image.status == ImageStatus.uploading else { return false }
+                image.status = ImageStatus.uploadFailed
+                return true
+            }
+            guard expired != nil else { return false }
+            try await abortMultipartUploads(bucket: image.bucket, key: image.key)
+            try await webhooks.enqueue(.imageUploadExpired(imageId: image.imageId))
+            return true
+        }
+        return videos + images
     }
 
     /// How long a video's upload may have gone before ``advanceStoredUploads(now:pageSize:)`` looks for its source:
@@ -190,11 +221,7 @@ public struct MediaLibrary: Sendable {
         let images = try await walk(
             { after in try await catalog.uploadingImages(createdBefore: before, after: after, limit: pageSize) },
             id: \.imageId, pageSize: pageSize
-        ) { image in
-            guard let object = try await storedObject(bucket: image.bucket, key: image.key) else { return false }
-            try await imageStored(image, object: object)
-            return true
-        }
+        ) { image in try await advanceIfStored(image) }
         return videos + images
     }
 
@@ -212,7 +239,7 @@ public struct MediaLibrary: Sendable {
                     if try await advance(record) { advanced += 1 }
                 } catch {
                     configuration.logger.warning(
-                        "uploading record not advanced",
+                        "uploading record not looked at",
                         metadata: ["ferry.id": .string(record[keyPath: id]), "error": .string("\(error)")])
                 }
             }
@@ -238,14 +265,26 @@ public struct MediaLibrary: Sendable {
         return true
     }
 
+    /// Advances `image` when its file is stored; false when it is not.
+    private func advanceIfStored(_ image: ImageRecord) async throws -> Bool {
+        guard let object = try await storedObject(bucket: image.bucket, key: image.key) else { return false }
+        try await imageStored(image.imageId, object: object)
+        return true
+    }
+
     /// Deletes a video's files (source, cover, renditions: everything under `video/<id>/`) and aborts the multipart
     /// uploads of its source.
     func removeFiles(of video: VideoRecord) async throws {
         try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: "video/\(video.videoId)/")
+        try await abortMultipartUploads(bucket: video.bucket, key: video.key)
+    }
+
+    /// Aborts the unfinished multipart uploads of `bucket`/`key`.
+    private func abortMultipartUploads(bucket: String, key: String) async throws {
         for upload in try await store.listMultipartUploads(
-            bucket: video.bucket, prefix: video.key, delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
-        ).uploads where upload.key == video.key {
+            bucket: bucket, prefix: key, delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
+        ).uploads where upload.key == key {
             do {
                 try await store.abortMultipartUpload(upload)
             } catch let error as FerryDomainError where error.code == .uploadNotFound {

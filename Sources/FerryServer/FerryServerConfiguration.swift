@@ -25,8 +25,9 @@ public struct FerryServerConfiguration: Sendable {
     public var lifecycleDayLength: TimeInterval?
     /// How often the collector looks for idle uploads and orphaned files. Default 1 hour.
     public var collectionInterval: TimeInterval = 3600
-    /// A video still `Uploading` this long after it was created becomes `UploadFail`: its partial files are removed
-    /// and a `VideoUploadExpired` event is sent (checked by the collector every `collectionInterval`). Default 7 days.
+    /// A video or image still `Uploading` this long after it was created becomes `UploadFail`: its partial files are
+    /// removed and a `VideoUploadExpired` or `ImageUploadExpired` event is sent (checked by the collector every
+    /// `collectionInterval`). Default 7 days.
     public var uploadingVideoMaxAge: TimeInterval = 7 * 24 * 3600
     /// Bucket the media API keeps videos and images in; created on first use. Default `ferry-media`.
     public var mediaBucket: String = "ferry-media"

@@ -103,7 +103,28 @@ struct CatalogTests {
             var stored = image
             stored.status = "Uploaded"
             stored.size = 10
-            try await catalog.saveImage(stored)
+            let saved = try await catalog.updateImage("i1") { image in
+                image.status = "Uploaded"
+                image.size = 10
+                return true
+            }
+            #expect(saved == stored)
+            #expect(try await catalog.image("i1") == stored)
+            #expect(try await catalog.updateImage("i1") { image in image.size = 11; return false } == nil)
+            #expect(try await catalog.updateImage("nope") { _ in true } == nil)
+            // Changes racing each other are each made to what the one before saved: none is lost.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        try await catalog.updateImage("i1") { image in
+                            image.title = (image.title ?? "") + "+"
+                            return true
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            stored.title = "t++++++++"
             #expect(try await catalog.image("i1") == stored)
             #expect(try await catalog.image(bucket: "ferry-media", key: "image/cover/i1.jpg")?.imageId == "i1")
             // Uploading images, a page at a time in id order; an uploaded one, or one created later, is not among them.

@@ -20,6 +20,13 @@ func mediaRequest(
     return try await server.client().sendRaw("POST", path, headers: headers, body: body)
 }
 
+/// The HTTP status and server code of the error `body` throws; nils when it throws none.
+func mediaErrorCode(_ body: () async throws -> Void) async -> (Int?, String?) {
+    do { try await body(); return (nil, nil) } catch let error as FerryError { return (error.httpStatus, error.serverCode) } catch {
+        return (nil, "\(error)")
+    }
+}
+
 /// The `code` of a media API error answer.
 func mediaCode(_ reply: S3TestClient.Reply) -> String? {
     (try? JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any])?["code"] as? String
@@ -90,21 +97,16 @@ struct MediaOwnershipTests {
             #expect(try await server.client(ticket.auth.credentials).put(ticket.address.bucket, ticket.address.fileName, bytes).status == 200)
             let image = try await alice.createUploadImage(type: "cover", ext: "jpg")
 
-            func code(_ body: () async throws -> Void) async -> (Int?, String?) {
-                do { try await body(); return (nil, nil) } catch let error as FerryError { return (error.httpStatus, error.serverCode) } catch {
-                    return (nil, "\(error)")
-                }
-            }
             // Bob can neither see, refresh, nor delete Alice's video, nor touch her image.
-            #expect(await code { _ = try await bob.getVideoInfo(videoId: ticket.id) } == (403, "Forbidden"))
-            #expect(await code { _ = try await bob.refreshUploadVideo(videoId: ticket.id) } == (403, "Forbidden"))
-            #expect(await code { try await bob.deleteVideos([ticket.id]) } == (403, "Forbidden"))
-            #expect(await code { _ = try await bob.getPlayInfo(videoId: ticket.id) } == (403, "Forbidden"))
-            #expect(await code { _ = try await bob.refreshUploadImage(imageId: image.id) } == (403, "Forbidden"))
+            #expect(await mediaErrorCode { _ = try await bob.getVideoInfo(videoId: ticket.id) } == (403, "Forbidden"))
+            #expect(await mediaErrorCode { _ = try await bob.refreshUploadVideo(videoId: ticket.id) } == (403, "Forbidden"))
+            #expect(await mediaErrorCode { try await bob.deleteVideos([ticket.id]) } == (403, "Forbidden"))
+            #expect(await mediaErrorCode { _ = try await bob.getPlayInfo(videoId: ticket.id) } == (403, "Forbidden"))
+            #expect(await mediaErrorCode { _ = try await bob.refreshUploadImage(imageId: image.id) } == (403, "Forbidden"))
             #expect(try await bob.listVideos().total == 0)
             // Alice sees her video; new credentials for the stored video are refused.
             #expect(try await alice.listVideos().total == 1)
-            #expect(await code { _ = try await alice.refreshUploadVideo(videoId: ticket.id) } == (409, "InvalidVideo.Uploaded"))
+            #expect(await mediaErrorCode { _ = try await alice.refreshUploadVideo(videoId: ticket.id) } == (409, "InvalidVideo.Uploaded"))
             #expect(try await alice.getVideoInfo(videoId: ticket.id).size == 1000)
             // Lifetimes out of range on things that exist: 400, not a crash or a 500.
             for (action, body) in [
@@ -137,7 +139,7 @@ struct MediaOwnershipTests {
         }
     }
 
-    @Test("CreateUploadVideo with a ClientToken is idempotent per key; a video never uploaded expires to UploadFail")
+    @Test("CreateUploadVideo with a ClientToken is idempotent per key; a video or image never uploaded expires to UploadFail and takes no more uploads")
     func clientTokenAndExpiry() async throws {
         // Events wait in the outbox: the receiver named here does not exist.
         var webhook = WebhookConfiguration(url: URL(string: "http://127.0.0.1:9/none")!, secret: "s")
@@ -167,11 +169,31 @@ struct MediaOwnershipTests {
             let s3 = server.client(first.auth.credentials)
             let uploadId = try await s3.createMultipartUpload(first.address.bucket, first.address.fileName)
             #expect(try await s3.uploadPart(first.address.bucket, first.address.fileName, uploadId: uploadId, number: 1, [1, 2]).status == 200)
+            // An image that gets part of its file the same way, another that gets none, and one that is stored.
+            let image = try await admin.createUploadImage(ext: "png")
+            let imageS3 = server.client(image.auth.credentials)
+            let imageUpload = try await imageS3.createMultipartUpload(image.address.bucket, image.address.fileName)
+            #expect(try await imageS3.uploadPart(image.address.bucket, image.address.fileName, uploadId: imageUpload, number: 1, [3]).status == 200)
+            let unsent = try await admin.createUploadImage(ext: "jpg")
+            let stored = try await admin.createUploadImage(ext: "gif")
+            #expect(try await server.client(stored.auth.credentials).put(stored.address.bucket, stored.address.fileName, [4, 5]).status == 200)
             // Not yet too old: nothing happens.
             #expect(try await server.server.mediaLibrary.expireUnfinishedUploads() == 0)
             let later = Date().addingTimeInterval(server.server.configuration.uploadingVideoMaxAge + 60)
-            #expect(try await server.server.mediaLibrary.expireUnfinishedUploads(now: later) == 2)
+            // Pages of one: the walk goes through every video and image still uploading.
+            #expect(try await server.server.mediaLibrary.expireUnfinishedUploads(now: later, pageSize: 1) == 4)
             #expect(try await admin.getVideoInfo(videoId: first.id).status == "UploadFail")
+            for (id, status) in [(image.id, "UploadFail"), (unsent.id, "UploadFail"), (stored.id, "Uploaded")] {
+                #expect(try await server.server.mediaCatalog.image(id)?.status == status)
+            }
+            // Neither takes more uploads: no new credentials, and the credentials issued before write nothing.
+            #expect(await mediaErrorCode { _ = try await admin.refreshUploadVideo(videoId: first.id) } == (409, "InvalidVideo.UploadExpired"))
+            #expect(await mediaErrorCode { _ = try await admin.refreshUploadImage(imageId: image.id) } == (409, "InvalidImage.UploadExpired"))
+            #expect(await mediaErrorCode { _ = try await admin.refreshUploadImage(imageId: stored.id) } == (409, "InvalidImage.Uploaded"))
+            #expect(try await imageS3.put(image.address.bucket, image.address.fileName, [6]).status == 403)
+            #expect(try await s3.put(first.address.bucket, first.address.fileName, [6]).status == 403)
+            #expect(try await server.client().get(image.address.bucket, image.address.fileName).status == 404)
+            #expect(try await server.server.mediaLibrary.expireUnfinishedUploads(now: later) == 0)
             let uploads = try await server.server.store.listMultipartUploads(
                 bucket: first.address.bucket, prefix: "", delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000)
             #expect(uploads.uploads.isEmpty)
@@ -179,6 +201,8 @@ struct MediaOwnershipTests {
             #expect(try await admin.createUploadVideo(description).id != first.id)
             let events = try await server.server.webhooks.pending().map(\.type)
             #expect(events.filter { $0 == .videoUploadExpired }.count == 2)
+            #expect(events.filter { $0 == .imageUploadExpired }.count == 2)
+            #expect(events.filter { $0 == .imageUploadComplete }.count == 1)
         }
     }
 

@@ -117,6 +117,7 @@ struct WebhookPayloadTests {
             (.imageUploadComplete(imageId: "img1", size: 77), ["ImageId": "img1", "Size": JSONValue(Int64(77))]),
             (.videoDeleted(videoId: "v1"), ["VideoId": "v1"]),
             (.videoUploadExpired(videoId: "v1"), ["VideoId": "v1"]),
+            (.imageUploadExpired(imageId: "img1"), ["ImageId": "img1"]),
         ]
         for (notification, former) in cases {
             let event = WebhookEvent(
@@ -131,7 +132,7 @@ struct WebhookPayloadTests {
         // The documented types.
         #expect(Set(cases.map(\.0.type.rawValue)) == [
             "FileUploadComplete", "VideoAnalysisComplete", "SnapshotComplete", "VideoPlayable", "StreamTranscodeComplete",
-            "TranscodeComplete", "ImageUploadComplete", "VideoDeleted", "VideoUploadExpired",
+            "TranscodeComplete", "ImageUploadComplete", "ImageUploadExpired", "VideoDeleted", "VideoUploadExpired",
         ])
     }
 

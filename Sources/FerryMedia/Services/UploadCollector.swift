@@ -152,7 +152,7 @@ package struct UploadCollector: Service {
             }
             if let media, leased {
                 let expired = try await media.expireUnfinishedUploads(now: now)
-                if expired > 0 { logger.debug("expired unfinished video uploads", metadata: ["ferry.videos": "\(expired)"]) }
+                if expired > 0 { logger.debug("expired unfinished media uploads", metadata: ["ferry.uploads": "\(expired)"]) }
                 let advanced = try await media.advanceStoredUploads(now: now)
                 if advanced > 0 {
                     logger.info("advanced uploads whose stored file was not recorded", metadata: ["ferry.uploads": "\(advanced)"])

@@ -115,4 +115,9 @@ public struct WebhookNotification: Sendable, Hashable {
     public static func videoUploadExpired(videoId: String) -> WebhookNotification {
         WebhookNotification(type: .videoUploadExpired, payload: WebhookPayload(videoId: videoId))
     }
+
+    /// `ImageUploadExpired`: `ImageId`.
+    public static func imageUploadExpired(imageId: String) -> WebhookNotification {
+        WebhookNotification(type: .imageUploadExpired, payload: WebhookPayload(imageId: imageId))
+    }
 }

@@ -307,9 +307,7 @@ public struct MediaAPI: Sendable {
     {
         let video = try await liveVideo(input.videoId, principal: call.principal)
         // A stored video takes no more uploads: new write credentials would let its bytes be replaced.
-        guard video.status == VideoStatus.uploading else {
-            throw MediaError("InvalidVideo.Uploaded", "The video is stored already; it takes no more uploads.", status: 409)
-        }
+        guard video.status == VideoStatus.uploading else { throw MediaError.closedToUploads("Video", status: video.status) }
         return ticket(videoId: video.videoId, key: video.key, call)
     }
 
@@ -425,9 +423,7 @@ public struct MediaAPI: Sendable {
         guard let id = input.imageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
         guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
         try Self.checkOwner(image.owner, principal: call.principal, what: "image")
-        guard image.status == ImageStatus.uploading else {
-            throw MediaError("InvalidImage.Uploaded", "The image is stored already; it takes no more uploads.", status: 409)
-        }
+        guard image.status == ImageStatus.uploading else { throw MediaError.closedToUploads("Image", status: image.status) }
         return ticket(imageId: image.imageId, key: image.key, call)
     }
 

@@ -29,4 +29,15 @@ public struct MediaError: Error, Sendable {
     static func notFound(_ what: String, _ id: String) -> MediaError {
         MediaError("Invalid\(what).NotFound", "No \(what.lowercased()) has the id \(id.prefix(64)).", status: 404)
     }
+    /// 409 for a video or image (`what`) that takes no more uploads: `Invalid<what>.Uploaded` once its file is
+    /// stored, `Invalid<what>.UploadExpired` once its upload expired (status `UploadFail`).
+    static func closedToUploads(_ what: String, status: String) -> MediaError {
+        status == ImageStatus.uploadFailed
+            ? MediaError(
+                "Invalid\(what).UploadExpired",
+                "The \(what.lowercased())'s upload expired; it takes no more uploads. Create a new one.", status: 409)
+            : MediaError(
+                "Invalid\(what).Uploaded", "The \(what.lowercased()) is stored already; it takes no more uploads.",
+                status: 409)
+    }
 }

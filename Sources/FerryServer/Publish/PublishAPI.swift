@@ -108,8 +108,8 @@ public struct PublishAPI: Sendable {
             // A stored video takes no more uploads of its file (new write credentials would let its bytes be
             // replaced): resuming then gives a credential for the cover alone, which a publish may still have to send.
             if video.status == VideoStatus.uploading { return applyAnswer(session, key: key, call) }
-            guard session.c != nil else {
-                throw MediaError("InvalidVideo.Uploaded", "The video is stored already; it takes no more uploads.", status: 409)
+            guard session.c != nil, video.status != VideoStatus.uploadFailed else {
+                throw MediaError.closedToUploads("Video", status: video.status)
             }
             return applyAnswer(session, key: key, call, writesVideo: false)
         }

@@ -36,6 +36,11 @@ public protocol MediaCatalog: JobQueue {
     func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord]
     /// Stores or replaces an image.
     func saveImage(_ image: ImageRecord) async throws
+    /// Changes an image atomically: `change` edits the current record and says whether to save it. Returns the saved
+    /// record; nil when there is no such image or nothing was saved.
+    @discardableResult
+    func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> Bool) async throws
+        -> ImageRecord?
     /// The image, or nil.
     func image(_ id: String) async throws -> ImageRecord?
     /// The image whose file is `bucket`/`key`, or nil.

@@ -133,9 +133,9 @@ extension PostgresCatalog: MediaCatalog {
         ).map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
     }
 
-    public func saveImage(_ image: ImageRecord) async throws {
+    static func upsertImage(_ image: ImageRecord, on connection: PostgresConnection, logger: Logger) async throws {
         let record = try MediaRecordJSON.encode(image)
-        try await client.query(
+        try await connection.query(
             """
             INSERT INTO image (image_id, record, bucket, key, created_at, status)
             VALUES (
@@ -144,6 +144,30 @@ extension PostgresCatalog: MediaCatalog {
             ON CONFLICT (image_id) DO UPDATE SET record = EXCLUDED.record, bucket = EXCLUDED.bucket, key = EXCLUDED.key,
                 created_at = EXCLUDED.created_at, status = EXCLUDED.status
             """, logger: logger)
+    }
+
+    public func saveImage(_ image: ImageRecord) async throws {
+        let logger = self.logger
+        try await client.withConnection { connection in try await Self.upsertImage(image, on: connection, logger: logger) }
+    }
+
+    @discardableResult
+    public func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> Bool) async throws
+        -> ImageRecord?
+    {
+        let logger = self.logger
+        return try await transaction { connection -> ImageRecord? in
+            // Locked until the transaction ends, as a video in updateVideo.
+            guard
+                let text = try await Self.rows(
+                    "SELECT record FROM image WHERE image_id = \(id) FOR UPDATE", on: connection, logger: logger
+                ).first?["record"].decode(String.self)
+            else { return nil }
+            var image = try MediaRecordJSON.decode(ImageRecord.self, text)
+            guard try change(&image) else { return nil }
+            try await Self.upsertImage(image, on: connection, logger: logger)
+            return image
+        }
     }
 
     public func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord] {

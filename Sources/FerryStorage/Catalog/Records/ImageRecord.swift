@@ -14,7 +14,7 @@ public struct ImageRecord: Codable, Sendable, Hashable {
     public var cateId: Int?
     /// Description.
     public var description: String?
-    /// `Uploading` or `Uploaded`.
+    /// `Uploading`, `Uploaded` or `UploadFail`.
     public var status: String
     /// Bytes stored, once uploaded.
     public var size: Int64?
@@ -55,4 +55,6 @@ public enum ImageStatus {
     public static let uploading = "Uploading"
     /// Its file is stored.
     public static let uploaded = "Uploaded"
+    /// Its file was not stored within the upload's time (`--uploading-video-max-age`); it takes no more uploads.
+    public static let uploadFailed = "UploadFail"
 }

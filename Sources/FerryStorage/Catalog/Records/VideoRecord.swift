@@ -256,6 +256,7 @@ public enum VideoStatus {
     public static let transcodeFail = "TranscodeFail"
     /// Deleted; its files are gone.
     public static let deleted = "Deleted"
-    /// Its upload never completed within the server's `uploadingVideoMaxAge`; what had arrived was removed.
+    /// Its upload never completed within the server's `uploadingVideoMaxAge`; what had arrived was removed. Images use
+    /// the same status.
     public static let uploadFailed = "UploadFail"
 }

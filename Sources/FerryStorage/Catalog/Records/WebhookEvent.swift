@@ -56,6 +56,8 @@ public struct WebhookEventType: RawRepresentable, Sendable, Hashable, Codable, C
     public static let videoDeleted = WebhookEventType(rawValue: "VideoDeleted")
     /// A video's upload never completed in time.
     public static let videoUploadExpired = WebhookEventType(rawValue: "VideoUploadExpired")
+    /// An image's upload never completed in time.
+    public static let imageUploadExpired = WebhookEventType(rawValue: "ImageUploadExpired")
 
     public var description: String { rawValue }
 }

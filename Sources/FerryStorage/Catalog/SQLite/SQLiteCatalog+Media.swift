@@ -204,13 +204,29 @@ extension SQLiteCatalog: MediaCatalog {
     /// Stores or replaces an image.
     public func saveImage(_ image: ImageRecord) async throws {
         let record = try MediaRecordJSON.encode(image)
+        try await pool.write { db in try Self.insertImage(image, record: record, db) }
+    }
+
+    @discardableResult
+    public func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> Bool) async throws
+        -> ImageRecord?
+    {
         try await pool.write { db in
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO image (imageId, record, bucket, key, createdAt, status) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [
-                    image.imageId, record, image.bucket, image.key, image.createdAt.timeIntervalSince1970, image.status,
-                ])
+            guard let text = try String.fetchOne(db, sql: "SELECT record FROM image WHERE imageId = ?", arguments: [id])
+            else { return nil }
+            var image = try MediaRecordJSON.decode(ImageRecord.self, text)
+            guard try change(&image) else { return nil }
+            try Self.insertImage(image, record: try MediaRecordJSON.encode(image), db)
+            return image
         }
+    }
+
+    private static func insertImage(_ image: ImageRecord, record: String, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO image (imageId, record, bucket, key, createdAt, status) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [
+                image.imageId, record, image.bucket, image.key, image.createdAt.timeIntervalSince1970, image.status,
+            ])
     }
 
     /// The image, or nil.
