@@ -224,9 +224,17 @@ struct S3ConformanceTests {
             #expect(noKey.text.contains("<HostId>\(requestId)</HostId>") && noKey.header("x-amz-id-2") == requestId)
             let noBucket = try await s3.get("no-such-bucket-here", "k")
             #expect(noBucket.errorCode == "NoSuchBucket" && noBucket.text.contains("<BucketName>no-such-bucket-here</BucketName>"))
-            // What a copy did not find is its source, which the path does not name.
+            // What a copy did not find is its source, which the path does not name: S3 names the source.
             let copy = try await s3.send("PUT", "/hdrs/copy-target", headers: [("x-amz-copy-source", "/hdrs/no-such-source")])
-            #expect(copy.errorCode == "NoSuchKey" && !copy.text.contains("<Key>copy-target</Key>"))
+            #expect(copy.errorCode == "NoSuchKey" && copy.text.contains("<Key>no-such-source</Key>"), "\(copy.text)")
+            #expect(!copy.text.contains("<Key>copy-target</Key>"))
+            let copyBucket = try await s3.send("PUT", "/hdrs/copy-target", headers: [("x-amz-copy-source", "/no-such-bucket-here/k")])
+            #expect(copyBucket.errorCode == "NoSuchBucket" && copyBucket.text.contains("<BucketName>no-such-bucket-here</BucketName>"), "\(copyBucket.text)")
+            let uploadId = try await s3.createMultipartUpload("hdrs", "copy-target")
+            let partCopy = try await s3.send(
+                "PUT", "/hdrs/copy-target", query: [("partNumber", "1"), ("uploadId", uploadId)],
+                headers: [("x-amz-copy-source", "/hdrs/no-such-source")])
+            #expect(partCopy.errorCode == "NoSuchKey" && partCopy.text.contains("<Key>no-such-source</Key>"), "\(partCopy.text)")
         }
     }
 

@@ -167,7 +167,15 @@ extension ObjectAPI {
         guard request.principal.allows(action: "s3:GetObject", bucket: bucket, key: key) else {
             throw S3Error(.accessDenied, "Access Denied")
         }
-        let source = try await store.object(bucket: bucket, key: key)
+        let source: ObjectInfo
+        do {
+            source = try await store.object(bucket: bucket, key: key)
+        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
+            // S3 names the source that was not found, which the request's path does not.
+            var missing = S3Dialect.s3Error(error)
+            missing.details[error.code == .objectNotFound ? "Key" : "BucketName"] = error.code == .objectNotFound ? key : bucket
+            throw missing
+        }
         let headers = request.request.headers
         let failed = S3Error(.preconditionFailed, "At least one of the pre-conditions you specified did not hold")
         let modified = source.lastModified.timeIntervalSince1970.rounded(.down)

@@ -20,7 +20,7 @@ struct S3Dialect: Dialect {
             if let (bucket, key) = try? ObjectAPI.splitPath(path) {
                 s3Error.resource = key.isEmpty ? "/\(bucket)" : "/\(bucket)/\(key)"
                 // S3 names what was not found in elements of their own too; what a copy did not find may be its
-                // source, which the path does not name.
+                // source, which the path does not name (``ObjectAPI/copySource(_:)`` names it).
                 if request.headers[.amzCopySource] == nil {
                     if s3Error.code == .noSuchKey, !key.isEmpty { s3Error.details["Key"] = key }
                     if s3Error.code == .noSuchBucket { s3Error.details["BucketName"] = bucket }
