@@ -89,6 +89,48 @@ struct ObjectCatalogTests {
         }
     }
 
+    @Test("a resumable upload whose multipart upload is aborted (AbortMultipartUpload, a lifecycle rule, DeleteBucket) is gone with it; a completed one stays", arguments: JobQueueImplementation.allCases)
+    func abortedResumableUploads(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("r")
+            let charge = StorageCharge(owner: "k1", quota: .unlimited)
+            func resumable(_ key: String, length: Int64 = 10) async throws -> ResumableUpload {
+                try await store.createResumableUpload(
+                    bucket: "r", key: key, charge: charge, length: length, info: .init(), attributes: ObjectAttributes(),
+                    expiresAt: Date().addingTimeInterval(86_400))
+            }
+            func bytes(_ text: String) -> AsyncStream<ByteBuffer> {
+                AsyncStream { continuation in
+                    continuation.yield(ByteBuffer(string: text))
+                    continuation.finish()
+                }
+            }
+            let aborted = try await resumable("aborted")
+            guard case .appended = try await store.appendResumable(
+                aborted, at: 0, body: bytes("hello"), checksums: [], byteLimit: nil, verify: { _ in })
+            else { Issue.record("the append was not recorded"); return }
+            let multipart = try #require(try await store.catalog.upload(aborted.uploadId))
+            try await store.abortMultipartUpload(multipart)
+            #expect(try await store.resumableUpload(aborted.id) == nil)
+            // An append that raced the abort finds no upload, not a conflict at the old offset.
+            await #expect(throws: FerryDomainError.self) {
+                _ = try await store.appendResumable(
+                    aborted, at: 5, body: bytes("world"), checksums: [], byteLimit: nil, verify: { _ in })
+            }
+
+            let completed = try await resumable("completed", length: 2)
+            guard case .appended(let full) = try await store.appendResumable(
+                completed, at: 0, body: bytes("ok"), checksums: [], byteLimit: nil, verify: { _ in })
+            else { Issue.record("the append was not recorded"); return }
+            #expect(try await store.completeResumable(full) != nil)
+            try await store.deleteObject(bucket: "r", key: "completed", condition: .none)
+            let open = try await resumable("open")
+            try await store.deleteBucket("r")
+            #expect(try await store.resumableUpload(open.id) == nil)
+            #expect(try await store.resumableUpload(completed.id)?.etag != nil)
+        }
+    }
+
     @Test("ListMultipartUploads: a key marker alone starts after its key's uploads; a delimiter rolls keys up into common prefixes that page as uploads do", arguments: JobQueueImplementation.allCases)
     func multipartUploadListing(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in

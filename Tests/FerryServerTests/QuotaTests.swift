@@ -117,6 +117,16 @@ struct QuotaTests {
             #expect(put.status == 403 && put.errorCode == "QuotaExceeded", "\(put.status) \(put.text)")
             let part = try await s3.uploadPart("quota", "parts", uploadId: uploadId, number: 1, [1, 2, 3])
             #expect(part.status == 403 && part.errorCode == "QuotaExceeded", "\(part.status) \(part.text)")
+            // Parts count against the upload's owner whoever sends them: another key, the root key, a part copy.
+            let other = server.client(Self.sigV4(try await root.createAccessKey(policy: Self.everything)))
+            for (sender, name) in [(other, "another key"), (server.client(), "the root key")] {
+                let foreign = try await sender.uploadPart("quota", "parts", uploadId: uploadId, number: 2, [1, 2, 3])
+                #expect(foreign.status == 403 && foreign.errorCode == "QuotaExceeded", "\(name): \(foreign.status) \(foreign.text)")
+            }
+            let copied = try await other.send(
+                "PUT", "/quota/parts", query: [("partNumber", "2"), ("uploadId", uploadId)],
+                headers: [("x-amz-copy-source", "/quota/full")])
+            #expect(copied.status == 403 && copied.errorCode == "QuotaExceeded", "\(copied.status) \(copied.text)")
             let scoped = Self.media(server, key)
             do {
                 _ = try await scoped.createUploadVideo(.init(title: "Over", fileName: "over.mp4"))
@@ -140,6 +150,11 @@ struct QuotaTests {
             try await root.updateAccessKey(key.accessKeyId, quota: AccessKeyQuota(storageBytes: 11))
             #expect(try await s3.uploadPart("quota", "parts", uploadId: uploadId, number: 1, [1, 2, 3]).status == 200)
             #expect(try await scoped.usage().usage.storageBytes == 11)
+            // Another key's part fills the owner's quota, not its own.
+            try await root.updateAccessKey(key.accessKeyId, quota: AccessKeyQuota(storageBytes: 12))
+            #expect(try await other.uploadPart("quota", "parts", uploadId: uploadId, number: 2, [4]).status == 200)
+            #expect(try await scoped.usage().usage.storageBytes == 12)
+            #expect(try await other.uploadPart("quota", "parts", uploadId: uploadId, number: 3, [5]).errorCode == "QuotaExceeded")
         }
     }
 

@@ -55,6 +55,14 @@ extension ObjectAPI {
         return number
     }
 
+    /// What a part of `upload` counts against: the upload's owner and its quota as it is now, whoever sends the part (a
+    /// key writing into another key's upload fills that key's quota).
+    func partCharge(_ charge: StorageCharge, upload: MultipartUploadInfo) async throws -> StorageCharge {
+        guard let owner = upload.owner, owner != charge.owner else { return charge }
+        return StorageCharge(
+            owner: owner, quota: try await credentials.ownerQuota(owner), declaredBytes: charge.declaredBytes)
+    }
+
     func upload(for request: S3Request) async throws -> MultipartUploadInfo {
         guard let uploadId = request.queryValue("uploadId"), !uploadId.isEmpty else {
             throw CatalogObjectStore.noSuchUpload
@@ -76,7 +84,8 @@ extension ObjectAPI {
         let (body, trailers) = try body(of: request)
         let part = try await store.uploadPart(
             upload, partNumber: number, body: body, checksums: expectation.algorithms,
-            verify: { digests in try expectation.verify(digests, trailers: trailers.values) }, charge: Self.charge(request))
+            verify: { digests in try expectation.verify(digests, trailers: trailers.values) },
+            charge: try await partCharge(Self.charge(request), upload: upload))
         var response: HTTPFields = [.eTag: "\"\(part.etag)\"", .contentLength: "0"]
         Self.addChecksumHeaders(part.checksums, type: nil, to: &response)
         return Response(status: .ok, headers: response)
@@ -104,7 +113,7 @@ extension ObjectAPI {
             do {
                 let part = try await store.uploadPartCopy(
                     upload, partNumber: number, source: source, range: range, checksums: [],
-                    charge: StorageCharge(principal: request.principal))
+                    charge: try await partCharge(StorageCharge(principal: request.principal), upload: upload))
                 let result = S3CopyResult(
                     eTag: "\"\(part.etag)\"", lastModified: S3Date.xml(part.lastModified),
                     checksums: S3ChecksumFields(part.checksums))

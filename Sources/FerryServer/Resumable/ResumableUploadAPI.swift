@@ -198,9 +198,9 @@ struct ResumableUploadAPI: Sendable {
     /// takes no more bytes.
     private func ownerQuota(_ owner: String, wire: ResumableWire) async throws -> AccessKeyQuota {
         do {
-            return try await credentials.resolve(accessKeyId: owner, sessionToken: nil).principal.quota
-        } catch is FerryDomainError {
-            throw ResumableRefusal(.forbidden, "The access key this upload counts against is disabled.", wire: wire)
+            return try await credentials.ownerQuota(owner)
+        } catch let error as FerryDomainError {
+            throw ResumableRefusal(.forbidden, error.message, wire: wire)
         }
     }
 

@@ -59,6 +59,16 @@ public struct CredentialStore: Sendable {
                 isRoot: false, quota: key.quota))
     }
 
+    /// The limits of the long-term key `owner` as they are now: what its uploads count against, whoever writes their
+    /// parts. A key that is gone or disabled takes no more bytes (`accessDenied`).
+    package func ownerQuota(_ owner: String) async throws -> AccessKeyQuota {
+        guard owner != root.accessKeyId else { return .unlimited }
+        guard let key = try await catalog.accessKey(owner), key.status == .active else {
+            throw FerryDomainError(.accessDenied, "The access key this upload counts against is disabled.")
+        }
+        return key.quota
+    }
+
     static let unknownKey = FerryDomainError(
         .unknownAccessKey, "The AWS Access Key Id you provided does not exist in our records.")
 }

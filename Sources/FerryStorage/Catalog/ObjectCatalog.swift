@@ -14,7 +14,7 @@ protocol ObjectCatalog: ResumableUploadCatalog {
     func bucket(_ name: String) async throws -> BucketInfo?
     /// All buckets by name.
     func buckets() async throws -> [BucketInfo]
-    /// Deletes a bucket without objects; multipart uploads still in progress in it are aborted.
+    /// Deletes a bucket without objects; multipart and resumable uploads still in progress in it are aborted.
     func deleteBucket(_ name: String) async throws -> CatalogDeleteBucketOutcome
     /// The bucket's configuration document of that kind, or nil.
     func bucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind) async throws -> String?
@@ -53,7 +53,8 @@ protocol ObjectCatalog: ResumableUploadCatalog {
     func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64?) async throws -> CatalogPartOutcome
     /// Parts numbered above `marker`, ascending, up to `limit` (all when nil).
     func parts(uploadId: String, after marker: Int, limit: Int?) async throws -> [PartInfo]
-    /// Removes an upload and its parts; returns the parts' blobs (nil when there was no such upload).
+    /// Removes an upload and its parts, with the unfinished resumable upload whose bytes it held; returns the parts'
+    /// blobs (nil when there was no such upload).
     func deleteUpload(_ uploadId: String) async throws -> [String]?
     /// Turns an upload into an object at once: the object takes the listed parts' blobs, the upload and its other
     /// parts go, and the completion is remembered for a retried Complete.

@@ -98,7 +98,8 @@ extension CatalogObjectStore {
         case .missing:
             await discardUnreferenced([blob])
             // The upload's bytes became its object meanwhile (another append completed it): a conflict, not a
-            // missing upload, so the client learns the offset instead of starting over.
+            // missing upload, so the client learns the offset instead of starting over. An aborted one (a client's
+            // AbortMultipartUpload, a lifecycle rule) took its record with it: no such upload.
             guard let current = try await catalog.resumableUpload(upload.id) else { throw Self.noSuchUpload }
             return .conflict(current)
         }

@@ -349,7 +349,8 @@ public struct CatalogObjectStore: ObjectStore {
         _ upload: MultipartUploadInfo, partNumber: Int, body: Body, checksums: [ChecksumAlgorithm],
         verify: BodyVerifier, charge: StorageCharge?
     ) async throws -> PartInfo where Body.Element == ByteBuffer {
-        // Parts count against the upload's owner; a caller's quota applies to its own uploads only.
+        // Parts count against the upload's owner (the edge charges them to it, whoever sends them); a charge to
+        // anyone else is not the upload's and is not applied.
         let charge = charge.flatMap { $0.owner == upload.owner ? $0 : nil }
         if let charge {
             try await precheck(charge) { _ in

@@ -83,6 +83,8 @@ extension PostgresCatalog: ObjectCatalog {
                 on: connection, logger: logger
             ).flatMap(Self.partBlobs)
             try await connection.query("DELETE FROM s3_upload WHERE bucket = \(name)", logger: logger)
+            try await connection.query(
+                "DELETE FROM resumable_upload WHERE bucket = \(name) AND etag IS NULL", logger: logger)
             try await connection.query("DELETE FROM s3_bucket WHERE name = \(name)", logger: logger)
             return .deleted(abortedBlobs: blobs)
         }
@@ -403,6 +405,8 @@ extension PostgresCatalog: ObjectCatalog {
                 "SELECT blob, segments FROM s3_part WHERE upload_id = \(uploadId)", on: connection, logger: logger
             ).flatMap(Self.partBlobs)
             try await connection.query("DELETE FROM s3_upload WHERE id = \(uploadId)", logger: logger)
+            try await connection.query(
+                "DELETE FROM resumable_upload WHERE upload_id = \(uploadId) AND etag IS NULL", logger: logger)
             return blobs
         }
     }

@@ -168,6 +168,7 @@ public final class SQLiteCatalog: ObjectCatalog {
                 arguments: [name]
             ).flatMap(Self.partBlobs)
             try db.execute(sql: "DELETE FROM upload WHERE bucket = ?", arguments: [name])
+            try db.execute(sql: "DELETE FROM resumableUpload WHERE bucket = ? AND etag IS NULL", arguments: [name])
             try db.execute(sql: "DELETE FROM bucket WHERE name = ?", arguments: [name])
             return .deleted(abortedBlobs: blobs)
         }
@@ -428,7 +429,8 @@ public final class SQLiteCatalog: ObjectCatalog {
         }
     }
 
-    /// Removes an upload and its parts; returns the part blobs (nil when there was no such upload).
+    /// Removes an upload and its parts, and the unfinished resumable upload whose bytes it held (whoever aborts it: a
+    /// client, a lifecycle rule, the collector); returns the part blobs (nil when there was no such upload).
     func deleteUpload(_ uploadId: String) async throws -> [String]? {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
@@ -437,6 +439,7 @@ public final class SQLiteCatalog: ObjectCatalog {
             let blobs = try Row.fetchAll(db, sql: "SELECT blob, segments FROM part WHERE uploadId = ?", arguments: [uploadId])
                 .flatMap(Self.partBlobs)
             try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [uploadId])
+            try db.execute(sql: "DELETE FROM resumableUpload WHERE uploadId = ? AND etag IS NULL", arguments: [uploadId])
             return blobs
         }
     }
