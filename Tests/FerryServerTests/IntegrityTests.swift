@@ -9,6 +9,51 @@ import Glibc
 
 @Suite("Integrity", .timeLimit(.minutes(10)))
 struct IntegrityTests {
+    @Test("every XML body's Content-MD5 and x-amz-checksum are checked: a mismatch is BadDigest and stores nothing")
+    func xmlBodyDigests() async throws {
+        try await TestServer.inMemory { server in
+            let s3 = server.client()
+            try await s3.createBucket("conf")
+            #expect(try await s3.put("conf", "k", [1]).status == 200)
+            let lifecycle = Array(
+                "<LifecycleConfiguration><Rule><ID>r</ID><Filter><Prefix>a/</Prefix></Filter><Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>".utf8)
+            let cors = Array(
+                "<CORSConfiguration><CORSRule><AllowedMethod>GET</AllowedMethod><AllowedOrigin>*</AllowedOrigin></CORSRule></CORSConfiguration>".utf8)
+            let tagging = Array("<Tagging><TagSet><Tag><Key>a</Key><Value>b</Value></Tag></TagSet></Tagging>".utf8)
+            let configuration = Array("<CreateBucketConfiguration><LocationConstraint>us-east-1</LocationConstraint></CreateBucketConfiguration>".utf8)
+            let cases: [(String, String, [(name: String, value: String)], [UInt8])] = [
+                ("/conf", "lifecycle", [("lifecycle", "")], lifecycle), ("/conf", "cors", [("cors", "")], cors),
+                ("/conf/k", "tagging", [("tagging", "")], tagging), ("/made", "CreateBucket", [], configuration),
+            ]
+            for (path, name, query, body) in cases {
+                let wrongMD5 = try await s3.send(
+                    "PUT", path, query: query, headers: [("Content-MD5", "AAAAAAAAAAAAAAAAAAAAAA==")], body: body)
+                #expect(wrongMD5.errorCode == "BadDigest", "\(name): \(wrongMD5.text)")
+                var other = Checksummer(.crc32)
+                other.update(Array("something else".utf8))
+                let wrongCRC = try await s3.send(
+                    "PUT", path, query: query, headers: [("x-amz-checksum-crc32", other.finalizeBase64())], body: body)
+                #expect(wrongCRC.errorCode == "BadDigest", "\(name): \(wrongCRC.text)")
+            }
+            // Nothing was set or made.
+            #expect(try await s3.send("GET", "/conf", query: [("lifecycle", "")]).errorCode == "NoSuchLifecycleConfiguration")
+            #expect(try await s3.send("GET", "/conf", query: [("cors", "")]).errorCode == "NoSuchCORSConfiguration")
+            #expect(!(try await s3.send("GET", "/conf/k", query: [("tagging", "")]).text.contains("<Key>a</Key>")))
+            #expect(try await s3.send("HEAD", "/made").status == 404)
+            // The right digests are taken.
+            for (path, name, query, body) in cases {
+                var md5 = Checksummer(.md5)
+                md5.update(body)
+                var crc = Checksummer(.crc32)
+                crc.update(body)
+                let put = try await s3.send(
+                    "PUT", path, query: query,
+                    headers: [("Content-MD5", md5.finalizeBase64()), ("x-amz-checksum-crc32", crc.finalizeBase64())], body: body)
+                #expect(put.status == 200 || put.status == 204, "\(name): \(put.text)")
+            }
+        }
+    }
+
     @Test("Content-MD5 and each x-amz-checksum are checked; a mismatch stores nothing")
     func checksums() async throws {
         try await TestServer.inMemory { server in

@@ -37,10 +37,9 @@ extension ObjectAPI {
         try Self.validateBucketName(request.bucket)
         try Self.refuseUnimplementedHeaders(request.request.headers, operation: .createBucket)
         // The body, when there is one, is a CreateBucketConfiguration; the location is this server's region.
-        var body = request.request
-        let data = try await body.collectBody(upTo: 64 * 1024)
-        if data.readableBytes > 0 {
-            guard let configuration = try? S3XML.decode(CreateBucketConfiguration.self, from: Data(buffer: data), root: "CreateBucketConfiguration") else {
+        let data = try await Self.collectXMLBody(request, limit: 64 * 1024)
+        if !data.isEmpty {
+            guard let configuration = try? S3XML.decode(CreateBucketConfiguration.self, from: data, root: "CreateBucketConfiguration") else {
                 throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
             }
             if let location = configuration.locationConstraint, !location.isEmpty, location != region,

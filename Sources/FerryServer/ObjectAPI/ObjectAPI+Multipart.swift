@@ -189,7 +189,8 @@ extension ObjectAPI {
 
     func completeMultipartUpload(_ request: S3Request) async throws -> Response {
         guard let uploadId = request.queryValue("uploadId"), !uploadId.isEmpty else { throw CatalogObjectStore.noSuchUpload }
-        let data = try await Self.collectXMLBody(request, limit: Self.maxCompleteBody)
+        // Its x-amz-checksum-* headers are the object's checksum, not the body's.
+        let data = try await Self.collectXMLBody(request, limit: Self.maxCompleteBody, checksumHeadersDescribeBody: false)
         let body: CompleteMultipartUpload
         do {
             body = try S3XML.decode(CompleteMultipartUpload.self, from: data, root: "CompleteMultipartUpload")

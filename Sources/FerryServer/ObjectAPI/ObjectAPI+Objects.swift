@@ -459,21 +459,13 @@ extension ObjectAPI {
     /// DeleteObjects: up to 1000 keys in one request, each authorized and deleted on its own; quiet mode reports only
     /// the failures. The body must carry Content-MD5 or an `x-amz-checksum-*` header, as S3 requires.
     func deleteObjects(_ request: S3Request) async throws -> Response {
-        let data = try await Self.collectXMLBody(request, limit: 2 * 1024 * 1024)
-        let headers = request.request.headers
-        let expectation = try ChecksumExpectation(headers: headers)
+        let expectation = try ChecksumExpectation(headers: request.request.headers)
         guard expectation.contentMD5 != nil || !expectation.expected.isEmpty else {
             throw S3Error(
                 .invalidRequest,
                 "Missing required header for this request: Content-MD5 or one of the x-amz-checksum-* headers")
         }
-        var digests = MultiChecksummer([.md5] + expectation.algorithms)
-        digests.update(data)
-        try expectation.verify(
-            BodyDigests(
-                size: Int64(data.count), md5: digests.finalize(.md5) ?? [],
-                checksums: Dictionary(uniqueKeysWithValues: expectation.algorithms.map { ($0.s3Name, digests.finalize($0) ?? []) })),
-            trailers: [])
+        let data = try await Self.collectXMLBody(request, limit: 2 * 1024 * 1024)
         let delete: S3DeleteRequest
         do {
             delete = try S3XML.decode(S3DeleteRequest.self, from: data, trimming: false, root: "Delete")
@@ -515,8 +507,11 @@ extension ObjectAPI {
         return try Self.xmlResponse(S3DeleteResult(deleted: deleted, errors: errors), root: "DeleteResult")
     }
 
-    /// Reads a small XML request body, checking its signed SHA-256.
-    static func collectXMLBody(_ request: S3Request, limit: Int) async throws -> Data {
+    /// Reads a small XML request body, checking its signed SHA-256, its `Content-MD5` and (unless they describe
+    /// something else, as CompleteMultipartUpload's do) its `x-amz-checksum-*` header.
+    static func collectXMLBody(_ request: S3Request, limit: Int, checksumHeadersDescribeBody: Bool = true) async throws
+        -> Data
+    {
         var httpRequest = request.request
         let buffer: ByteBuffer
         do {
@@ -530,6 +525,17 @@ extension ObjectAPI {
         {
             throw S3Error(.xAmzContentSHA256Mismatch, "The provided 'x-amz-content-sha256' header does not match what was computed.")
         }
+        // Content-MD5 and an x-amz-checksum-* header are checked as on an object's body (BadDigest).
+        var headers = request.request.headers
+        if !checksumHeadersDescribeBody { headers = HTTPFields(headers.filter { $0.name == .contentMD5 }) }
+        let expectation = try ChecksumExpectation(headers: headers)
+        var digests = MultiChecksummer([.md5] + expectation.algorithms)
+        digests.update(data)
+        try expectation.verify(
+            BodyDigests(
+                size: Int64(data.count), md5: digests.finalize(.md5) ?? [],
+                checksums: Dictionary(uniqueKeysWithValues: expectation.algorithms.map { ($0.s3Name, digests.finalize($0) ?? []) })),
+            trailers: [])
         return data
     }
 
