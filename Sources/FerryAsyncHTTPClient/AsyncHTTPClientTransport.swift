@@ -17,17 +17,27 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// client, 0.77–0.90 s instead of 0.91–1.01 s, in four runs each). Progress events are coalesced anyway.
     public static let sliceSize = 512 * 1024
 
+    /// Longest a request body may go without a byte written (the shared client's). 60 s.
+    public static let idleWriteTimeout = TimeAmount.seconds(60)
+    /// Longest an answer may go without a byte read once the request is sent (the shared client's). 300 s.
+    public static let idleReadTimeout = TimeAmount.seconds(300)
+
     /// Uses the given client (default: ``sharedClient``).
     public init(client: HTTPClient = AsyncHTTPClientTransport.sharedClient) {
         self.client = client
     }
 
     /// A process-wide client for Ferry: it does not retry failed connection attempts itself (the engine's retry
-    /// policy does, with backoff and events), and gives up connecting after 10 seconds.
+    /// policy does, with backoff and events), gives up connecting after 10 seconds, and ends a request whose body
+    /// has not moved for ``idleWriteTimeout`` or whose answer has not moved for ``idleReadTimeout`` (a link that went
+    /// silent without closing: the request fails as a timeout and is retried, however long the whole request may
+    /// take).
     public static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout.connect = .seconds(10)
+        configuration.timeout.write = idleWriteTimeout
+        configuration.timeout.read = idleReadTimeout
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
 

@@ -15,6 +15,30 @@ extension UploadCommand {
         var uploadPath: String
         var size: Int64
         var modified: Double
+        /// The file as it was when the upload began (``streamIdentity(of:size:modified:fileNumber:)``): a file that
+        /// differs is uploaded afresh instead of continued.
+        var identity: String?
+    }
+
+    /// Bytes of each sample of a file's identity.
+    static let identitySampleSize = 64 * 1024
+    /// Samples of a file's identity, spread evenly from its first byte to its last.
+    static let identitySamples: Int64 = 16
+
+    /// What tells a file from another at the same path: its size, modification time and file number, and a SHA-256 of
+    /// sixteen 64 KiB samples of its bytes from the first to the last. A file copied over another of the same size
+    /// with its time kept (`cp -p`, `rsync -a`) differs in all but the most unlikely case.
+    static func streamIdentity(of file: URL, size: Int64, modified: Double, fileNumber: UInt64) throws -> String {
+        var hash = SHA256()
+        hash.update(data: Data("\(size)\n\(modified)\n\(fileNumber)\n".utf8))
+        let handle = try FileHandle(forReadingFrom: file)
+        defer { try? handle.close() }
+        let span = max(0, size - Int64(identitySampleSize))
+        for index in 0..<identitySamples {
+            try handle.seek(toOffset: UInt64(span * index / (identitySamples - 1)))
+            hash.update(data: try handle.read(upToCount: identitySampleSize) ?? Data())
+        }
+        return Hex.encode(hash.finalize())
     }
 
     func uploadStreams(context: UploadContext, wire: StreamUploader.WireProtocol) async throws -> Int32 {
@@ -36,17 +60,37 @@ extension UploadCommand {
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
         let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         let fingerprint = Hex.encode(SHA256.hash(data: Data("\(file.path)\n\(size)\n\(modified)".utf8)))
-        // A record per file and destination: the same file sent elsewhere (another bucket or key, a video, the other
+        let identity = try Self.streamIdentity(
+            of: file, size: size, modified: modified,
+            fileNumber: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0)
+        // A record per path and destination: the same file sent elsewhere (another bucket or key, a video, the other
         // protocol) is another upload, never the continuation of this one.
         let destination = [bucket ?? "", key ?? "", bucket == nil ? "media" : "object", wire(uploader)].joined(separator: "\n")
-        let recordName = Hex.encode(SHA256.hash(data: Data((fingerprint + "\n" + destination).utf8))) + ".json"
+        let recordName = Hex.encode(SHA256.hash(data: Data((file.path + "\n" + destination).utf8))) + ".json"
         // The record names the upload's URL, which is its credential: kept 0600 in a 0700 directory.
         let records = JSONRecordFiles(directory: context.records.appendingPathComponent("streams"))
         var previous = records.read(StreamRecord.self, name: recordName)
-        if noResume || cancel { previous = nil }
-        if cancel {
+        // An earlier upload this run does not continue (cancelled, started afresh, or of a file that has changed since)
+        // is ended on the server, so that it holds neither bytes nor its key's quota until it expires.
+        if let old = previous, cancel || noResume || old.identity != identity {
+            if !cancel, !noResume {
+                context.output.message("\(path) changed since its upload started; uploading it afresh.", file: name)
+            }
+            if let url = URL(string: context.connection.endpoint.absoluteString + old.uploadPath) {
+                do {
+                    try await uploader.terminate(url)
+                } catch {
+                    guard !cancel else {
+                        context.output.error("ferry: \(path): \(error). The record is kept: run --cancel again.")
+                        return ExitCodes.of(error)
+                    }
+                }
+            }
             records.remove(recordName)
-            context.output.message("Forgot the stream upload of \(path); the server expires what it received.", file: name)
+            previous = nil
+        }
+        if cancel {
+            context.output.message("Cancelled the stream upload of \(path): nothing is left of it on the server.", file: name)
             return ExitCodes.success
         }
 
@@ -102,7 +146,8 @@ extension UploadCommand {
             try await uploader.upload(
                 file: file, creationURL: creation, signer: signer, resuming: resuming,
                 onCreated: { url in
-                    let record = StreamRecord(uploadPath: url.path(percentEncoded: true), size: size, modified: modified)
+                    let record = StreamRecord(
+                        uploadPath: url.path(percentEncoded: true), size: size, modified: modified, identity: identity)
                     try? records.write(record, name: recordName, what: "stream upload record")
                 },
                 progress: { sent in
@@ -142,8 +187,9 @@ extension UploadCommand {
                 output.message("Paused \(name). Run the same command again to resume, or add --cancel to forget it.", file: name)
                 return ExitCodes.interrupted
             }
-            output.error("ferry: \(path): \(error). Run the same command again to resume.")
-            return ExitCodes.failed
+            let code = ExitCodes.of(error)
+            output.error("ferry: \(path): \(error).\(ExitCodes.advice(code))")
+            return code
         }
     }
 

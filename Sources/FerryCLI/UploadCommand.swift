@@ -13,8 +13,21 @@ enum ExitCodes {
     static let success: Int32 = 0
     /// An upload or a service call failed.
     static let failed: Int32 = 1
-    /// Interrupted (Ctrl-C): the checkpoint stays; run the same command again to resume.
+    /// Interrupted (Ctrl-C), or the network or the service failed past the retries: the checkpoint stays; run the
+    /// same command again to resume.
     static let interrupted: Int32 = 75
+
+    /// The exit code of an upload that failed with `error`: ``interrupted`` when the network or the service gave out
+    /// (a timeout, a dropped connection, a 5xx past the retries: the same command resumes), ``failed`` otherwise.
+    static func of(_ error: any Error) -> Int32 {
+        guard let error = error as? FerryError, [.network, .timeout, .server].contains(error.code) else { return failed }
+        return interrupted
+    }
+
+    /// What to tell the user after a failure that ended with `code`.
+    static func advice(_ code: Int32) -> String {
+        code == interrupted ? " The checkpoint is kept: run the same command again to resume." : ""
+    }
 }
 
 /// `ferry upload`: uploads videos, images or plain objects with the resumable engine and live progress.
@@ -29,7 +42,8 @@ struct UploadCommand: AsyncParsableCommand {
             (default ~/.ferry). Ctrl-C pauses: the checkpoint stays and running the same command again resumes. A \
             second Ctrl-C, or --cancel, aborts and cleans up. With --wait the progress line follows the video's \
             processing until it is Normal (its renditions are printed) or TranscodeFail (exit 1).
-            Exit codes: 0 success, 1 upload failed, 64 usage error, 75 interrupted (resumable).
+            Exit codes: 0 success, 1 upload failed, 64 usage error, 75 interrupted or the network failed past the \
+            retries (resumable).
             """)
 
     @Argument(help: "Files to upload.")
@@ -350,8 +364,9 @@ struct UploadCommand: AsyncParsableCommand {
         } catch let error as FerryError {
             // Cancelled (a second Ctrl-C): aborted, nothing to resume.
             if error.code == .cancelled { return (ExitCodes.failed, nil) }
-            context.output.error("ferry: \(request.fileURL.path): \(error)")
-            return (ExitCodes.failed, nil)
+            let code = ExitCodes.of(error)
+            context.output.error("ferry: \(request.fileURL.path): \(error).\(ExitCodes.advice(code))")
+            return (code, nil)
         }
     }
 }

@@ -81,6 +81,17 @@ func storedBytes(dataDirectory: String, bucket: String, key: String) async throw
     return data
 }
 
+/// The keys of the multipart uploads in progress in `bucket` of the embedded service on `dataDirectory` (resumable
+/// uploads hold one each).
+func uploadsInProgress(dataDirectory: String, bucket: String) async throws -> [String] {
+    var configuration = FerryServerConfiguration(dataDirectory: dataDirectory)
+    configuration.logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    let server = try FerryServer(configuration: configuration, environment: [:])
+    return try await server.store.listMultipartUploads(
+        bucket: bucket, prefix: "", delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
+    ).uploads.map(\.key)
+}
+
 @Suite("ferry command line", .serialized, .timeLimit(.minutes(10)))
 struct CommandLineTests {
     static var sample: String {
@@ -324,6 +335,81 @@ struct CommandLineTests {
         #expect(resumedAt >= acknowledged, "resumed at \(resumedAt) after \(acknowledged) had been acknowledged")
         let stored = try await storedBytes(dataDirectory: data + "/ferry", bucket: "streams", key: "tus.bin")
         #expect(stored == (try Data(contentsOf: file)))
+    }
+
+    @Test("a stream upload of a file replaced since (same size and time, other bytes) starts afresh and ends the old upload on the server; --cancel ends it too")
+    func streamOfChangedFile() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-changed")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 16 * 1024 * 1024, in: data)
+        // tus: its 2 MiB appends let the first run stop part way (an IETF upload is one append, over at once here).
+        for wire in ["tus"] {
+            let key = "\(wire).bin"
+            let arguments = [
+                "upload", file.path, "--data-dir", data + "/ferry", "--bucket", "changes", "--key", key, "--protocol", wire,
+                "--part-size", "2MiB", "--json",
+            ]
+            let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 4 * 1024 * 1024))
+            #expect(first.status == 75, "\(wire): \(first.output.suffix(500)) \(first.error)")
+            #expect(try await uploadsInProgress(dataDirectory: data + "/ferry", bucket: "changes") == [key])
+            // Another file copied over it with the same size and time (cp -p, rsync -a).
+            let modified = try FileManager.default.attributesOfItem(atPath: file.path)[.modificationDate] as? Date
+            let replacement = try makeRandomFile(size: 16 * 1024 * 1024, in: data)
+            try Data(contentsOf: replacement).write(to: file, options: .atomic)
+            try FileManager.default.setAttributes([.modificationDate: modified as Any], ofItemAtPath: file.path)
+            let second = try await FerryRun.run(arguments)
+            #expect(second.status == 0, "\(wire): \(second.error)")
+            #expect(second.output.contains("changed since its upload started"), "\(wire): \(second.output.suffix(500))")
+            #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "changes", key: key) == (try Data(contentsOf: file)))
+            #expect(try await uploadsInProgress(dataDirectory: data + "/ferry", bucket: "changes").isEmpty, "\(wire)")
+        }
+        // --cancel ends an interrupted stream on the server and forgets it.
+        let arguments = [
+            "upload", file.path, "--data-dir", data + "/ferry", "--bucket", "changes", "--key", "cancelled.bin", "--protocol",
+            "tus", "--part-size", "2MiB", "--json",
+        ]
+        let interrupted = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 4 * 1024 * 1024))
+        #expect(interrupted.status == 75, "\(interrupted.error)")
+        let cancelled = try await FerryRun.run(arguments + ["--cancel"])
+        #expect(cancelled.status == 0, "\(cancelled.error)")
+        #expect(try await uploadsInProgress(dataDirectory: data + "/ferry", bucket: "changes").isEmpty)
+        let streams = data + "/ferry/checkpoints/streams"
+        #expect(try FileManager.default.contentsOfDirectory(atPath: streams).filter { $0.hasSuffix(".json") }.isEmpty)
+    }
+
+    @Test("an upload the service fails past its retries exits 75 with its checkpoint kept, and the same command then finishes it")
+    func failurePastRetriesIsResumable() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-retries")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let server = try await FerryExecutable.Server.start(
+            dataDirectory: data + "/service", arguments: ["--media-workers", "0"], environment: ["HOME": data])
+        let stored = try #require(FileManager.default.contents(atPath: data + "/service/root-credentials.json"))
+        let root = try JSONSerialization.jsonObject(with: stored) as? [String: String] ?? [:]
+        let environment = [
+            "HOME": data, "FERRY_ACCESS_KEY_ID": root["accessKeyId"] ?? "", "FERRY_SECRET_ACCESS_KEY": root["secretAccessKey"] ?? "",
+        ]
+        try await FaultProxy.with(upstream: server.endpoint) { proxy in
+            let file = try makeRandomFile(size: 12 * 1024 * 1024, in: data)
+            let arguments = [
+                "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "retries", "--key", "r.bin", "--part-size", "5MiB",
+                "--max-retries", "1", "--record-dir", data + "/records", "--json",
+            ]
+            // Every part is refused: the upload gives up, resumably.
+            proxy.inject(.status(503, code: "ServiceUnavailable"), when: .method("PUT").and(.query(contains: "partNumber")), times: 1000)
+            let failed = try await FerryRun.run(arguments, environment: environment)
+            #expect(failed.status == 75, "\(failed.output.suffix(300)) \(failed.error)")
+            #expect(failed.error.contains("run the same command again to resume"), "\(failed.error)")
+            proxy.clearFaults()
+            let finished = try await FerryRun.run(arguments, environment: environment)
+            #expect(finished.status == 0, "\(finished.error)")
+            let client = S3TestClient(
+                endpoint: server.endpoint,
+                credentials: SigV4Credentials(accessKeyId: root["accessKeyId"] ?? "", secretAccessKey: root["secretAccessKey"] ?? ""))
+            let object = try await client.get("retries", "r.bin")
+            let expected = try Data(contentsOf: file)
+            #expect(object.status == 200 && Data(object.body) == expected)
+        }
+        await server.stop()
     }
 
     @Test("upload --protocol ietf sends a video as one IETF resumable upload to its media upload URL: the video is created and its file byte-identical")

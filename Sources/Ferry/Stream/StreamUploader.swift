@@ -74,9 +74,14 @@ public struct StreamUploader: Sendable {
         var uploadURL: URL
         var offset: Int64
         if let existing, let current = try await retrying({ () throws(FerryError) in try await self.offset(of: existing) }),
-            current <= size
+            current.offset <= size
         {
-            (uploadURL, offset) = (existing, current)
+            // Completed by the run before, whose last answer was lost: nothing is left to send.
+            if current.complete, current.offset == size {
+                progress(size)
+                return Result(uploadURL: existing, size: size, etag: current.etag)
+            }
+            (uploadURL, offset) = (existing, current.offset)
         } else {
             uploadURL = try await retrying { () throws(FerryError) in
                 try await self.create(at: creationURL, size: size, name: file.lastPathComponent, signer: signer)
@@ -105,9 +110,11 @@ public struct StreamUploader: Sendable {
                 }
                 // An append cut short after bytes were stored made progress: a link that drops now and then keeps
                 // going; only failures in a row that store nothing end the upload.
-                if current > offset { failures = 0 }
-                offset = current
+                if current.offset > offset { failures = 0 }
+                offset = current.offset
                 progress(offset)
+                // The append completed the upload, and only its answer was lost.
+                if current.complete, offset == size { return Result(uploadURL: uploadURL, size: size, etag: current.etag) }
             }
         }
     }
@@ -149,14 +156,33 @@ public struct StreamUploader: Sendable {
         return url
     }
 
-    /// The upload's offset; nil when it is gone.
-    private func offset(of url: URL) async throws(FerryError) -> Int64? {
+    /// The upload's offset, whether it is complete (the IETF draft's `Upload-Complete: ?1`; a tus upload completes
+    /// with the append that reaches its length, which an empty append confirms) and the ETag of its object; nil when
+    /// it is gone.
+    private func offset(of url: URL) async throws(FerryError) -> (offset: Int64, complete: Bool, etag: String?)? {
         let response = try await send(TransportRequest(method: "HEAD", url: url.absoluteString, headers: versionHeaders, timeout: .seconds(60)))
         if response.status == 404 || response.status == 410 { return nil }
         guard (200..<300).contains(response.status), let offset = response.header("Upload-Offset").flatMap(Int64.init) else {
             throw Self.failure(response, "read the upload's offset")
         }
-        return offset
+        return (
+            offset, wireProtocol == .ietf && response.header("Upload-Complete") == "?1",
+            response.header("ETag")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        )
+    }
+
+    /// Ends the upload at `url` on the server (tus termination, the IETF draft's cancellation): what it received is
+    /// removed. An upload that is gone already is not an error.
+    public func terminate(_ url: URL) async throws(FerryError) {
+        let response = try await retrying { () throws(FerryError) in
+            try await self.send(
+                TransportRequest(
+                    method: "DELETE", url: url.absoluteString, headers: self.versionHeaders + [("Content-Length", "0")],
+                    timeout: .seconds(60)))
+        }
+        guard (200..<300).contains(response.status) || response.status == 404 || response.status == 410 else {
+            throw Self.failure(response, "end the upload")
+        }
     }
 
     /// One append from `offset`; the new offset, the ETag of a completed upload, and whether it is complete.

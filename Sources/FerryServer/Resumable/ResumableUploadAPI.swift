@@ -360,13 +360,15 @@ struct ResumableUploadAPI: Sendable {
 
     // MARK: An upload
 
-    /// `HEAD`: the offset (and in tus the length, metadata, concatenation and expiry).
+    /// `HEAD`: the offset (and in tus the length, metadata, concatenation and expiry), and once the upload is an
+    /// object its ETag, so a client that lost the answer of the append that completed it learns what it became.
     func head(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
         let wire = try Self.requireWire(request)
         let upload = try await live(id, wire: wire)
         var headers = wire.headers
         headers[.cacheControl] = "no-store"
         headers[.uploadOffset] = String(upload.offset)
+        if let etag = upload.etag { headers[.eTag] = "\"\(etag)\"" }
         switch wire {
         case .tus:
             if let length = upload.length { headers[.uploadLength] = String(length) } else { headers[.uploadDeferLength] = "1" }
