@@ -168,16 +168,21 @@ struct PresignCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard ["get", "put"].contains(method.lowercased()) else { throw ValidationError("The method must be get or put.") }
-        guard object.contains("/"), !object.hasPrefix("/"), !object.hasSuffix("/") else {
-            throw ValidationError("Name the object as BUCKET/KEY.")
-        }
+        guard Self.split(object) != nil else { throw ValidationError("Name the object as BUCKET/KEY.") }
         guard (1...604_800).contains(expires) else { throw ValidationError("--expires must be between 1 and 604800.") }
     }
 
+    /// The bucket and key of `BUCKET/KEY`: the bucket up to the first slash, the key (which may end in a slash, as a
+    /// "folder" object's does) after it; nil when either is empty.
+    static func split(_ object: String) -> (bucket: String, key: String)? {
+        guard let slash = object.firstIndex(of: "/"), slash != object.startIndex,
+            object.index(after: slash) != object.endIndex
+        else { return nil }
+        return (String(object[..<slash]), String(object[object.index(after: slash)...]))
+    }
+
     func run() async throws {
-        let slash = object.firstIndex(of: "/")!
-        let bucket = String(object[..<slash])
-        let key = String(object[object.index(after: slash)...])
+        guard let (bucket, key) = Self.split(object) else { throw ValidationError("Name the object as BUCKET/KEY.") }
         let url = try await service.with { connection -> String in
             let base = connection.publicEndpoint
             let host = base.port.map { "\(base.host ?? "localhost"):\($0)" } ?? (base.host ?? "localhost")

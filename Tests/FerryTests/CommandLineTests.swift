@@ -412,6 +412,33 @@ struct CommandLineTests {
         await server.stop()
     }
 
+    @Test("ferry presign signs a URL for any key, a folder's (ending in a slash) too, and refuses what names no key")
+    func presignKeys() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-presign")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let server = try await FerryExecutable.Server.start(
+            dataDirectory: data, arguments: ["--media-workers", "0"], environment: ["HOME": data])
+        let stored = try #require(FileManager.default.contents(atPath: data + "/root-credentials.json"))
+        let root = try JSONSerialization.jsonObject(with: stored) as? [String: String] ?? [:]
+        let client = S3TestClient(
+            endpoint: server.endpoint,
+            credentials: SigV4Credentials(accessKeyId: root["accessKeyId"] ?? "", secretAccessKey: root["secretAccessKey"] ?? ""))
+        #expect(try await client.createBucket("shelf").status == 200)
+        for key in ["photos/", "a b/c.txt"] {
+            #expect(try await client.put("shelf", key, Array(key.utf8)).status == 200)
+            let presign = try await FerryRun.run(["presign", "get", "shelf/" + key, "--data-dir", data], environment: ["HOME": data])
+            #expect(presign.status == 0, "\(key): \(presign.error)")
+            let url = presign.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            let fetched = try await S3TestClient.fetchRaw("GET", url)
+            #expect(fetched.status == 200 && fetched.body == Array(key.utf8), "\(key): \(url) \(fetched.status)")
+        }
+        for object in ["shelf/", "/photos", "shelf", ""] {
+            let refused = try await FerryRun.run(["presign", "get", object, "--data-dir", data], environment: ["HOME": data])
+            #expect(refused.status == 64 && refused.error.contains("BUCKET/KEY"), "\(object): \(refused.error)")
+        }
+        await server.stop()
+    }
+
     @Test("upload --protocol ietf sends a video as one IETF resumable upload to its media upload URL: the video is created and its file byte-identical")
     func ietfStreamVideo() async throws {
         let data = TemporaryDirectory.make("ferry-cli-ietf")
