@@ -372,6 +372,29 @@ struct FaultProxyTests {
         }
     }
 
+    @Test("Expect: 100-continue is answered only when the body is read: a PUT to a missing bucket gets its 404 without a 100")
+    func expectContinueAfterChecks() async throws {
+        try await TestServer.with { server in
+            let body = Self.pattern(20_000)
+            let host = "127.0.0.1:\(server.port)"
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            for (path, status) in [("/no-such-bucket/k", "404"), ("/no-such-bucket/k?partNumber=1&uploadId=none", "404")] {
+                let (bare, query) = path.contains("?") ? (String(path.prefix { $0 != "?" }), [("partNumber", "1"), ("uploadId", "none")]) : (path, [])
+                let put = signer.sign(
+                    method: "PUT", path: bare, query: query,
+                    headers: [("host", host), ("content-length", String(body.count))],
+                    payloadHash: SigV4.hexSHA256(body), date: Date()).headers
+                let socket = try RawSocket.connect(port: server.port)
+                defer { close(socket) }
+                try RawSocket.write(socket, Array(RawSocket.requestHead("PUT", path, put + [("Expect", "100-continue")]).utf8))
+                let (answer, _) = await RawSocket.receive(socket) { String(decoding: $0, as: UTF8.self).contains("</Error>") }
+                let text = String(decoding: answer, as: UTF8.self)
+                #expect(text.hasPrefix("HTTP/1.1 \(status)") && !text.contains("100 Continue"), "\(path): \(text)")
+                #expect(text.lowercased().contains("connection: close"), "\(path)")
+            }
+        }
+    }
+
     @Test("an HTTP-chunked PUT without a declared length answers 501 naming Transfer-Encoding, as S3 does")
     func chunkedWithoutLength() async throws {
         try await TestServer.with { server in

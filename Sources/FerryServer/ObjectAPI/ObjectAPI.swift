@@ -44,8 +44,9 @@ public struct ObjectAPI: Sendable {
     /// authorizes the caller ``S3AuthenticationMiddleware`` established, then performs it. Refusals are thrown, for
     /// the group's ``S3Dialect``.
     ///
-    /// A client waiting with `Expect: 100-continue` is told to send its body once the request is authenticated and
-    /// allowed, so a refused upload never sends its bytes.
+    /// A client waiting with `Expect: 100-continue` is told to send its body when the operation first reads it, once
+    /// the request is authenticated and allowed and the operation has made the checks it can make without the body
+    /// (the bucket, the quota the declared length would pass), so a refused upload never sends its bytes.
     func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
         let rawPath = request.uri.path
         let query = SigV4.parseQueryString(request.uri.query ?? "")
@@ -91,7 +92,11 @@ public struct ObjectAPI: Sendable {
                 .invalidArgument, "A query parameter holds a character XML cannot carry.",
                 details: ["ArgumentName": String(parameter.name.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(64))])
         }
-        await context.sendContinue()
+        var request = request
+        if request.headers[.expect]?.lowercased() == "100-continue" {
+            request.body = RequestBody(
+                asyncSequence: ContinueOnFirstRead(base: request.body, sendContinue: { await context.sendContinue() }))
+        }
         let s3 = S3Request(
             request: request, requestId: context.requestId, bucket: bucket, key: key, query: query,
             principal: principal, verified: verified, logger: logger, endpoint: try context.endpoint())

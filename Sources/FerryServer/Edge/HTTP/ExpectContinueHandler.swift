@@ -70,6 +70,32 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 }
 
+/// A request body that lets its client send it (`100 Continue`) when it is first read, not before: a refusal the
+/// handler makes before reading (a missing bucket, a quota the declared length would pass) leaves without the client
+/// having sent a byte of its body.
+struct ContinueOnFirstRead<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+    let sendContinue: @Sendable () async -> Void
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        var sendContinue: (@Sendable () async -> Void)?
+
+        mutating func next() async throws -> ByteBuffer? {
+            if let send = sendContinue {
+                sendContinue = nil
+                await send()
+            }
+            return try await base.next()
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), sendContinue: sendContinue)
+    }
+}
+
 extension Channel {
     /// Lets a request that sent `Expect: 100-continue` go on with its body (see ``ExpectContinueHandler``).
     func sendContinue() async {
