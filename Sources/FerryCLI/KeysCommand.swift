@@ -73,7 +73,14 @@ struct KeysCommand: AsyncParsableCommand {
             _ = try await service.with { connection in
                 try await report { try await connection.media().updateAccessKey(accessKeyId, quota: limits.quota) }
             }
-            print("Updated \(accessKeyId).")
+            // Every limit the key now has, so that one left out (and so removed) does not go unnoticed.
+            let quota = limits.quota
+            let set = [
+                quota.storageBytes.map { "storage-bytes \($0)" }, quota.videos.map { "videos \($0)" },
+                quota.concurrentUploads.map { "concurrent-uploads \($0)" },
+                quota.requestsPerSecond.map { "requests-per-second \($0)" },
+            ].compactMap { $0 }
+            print("Updated \(accessKeyId): \(set.isEmpty ? "no limits" : set.joined(separator: ", ")) (limits not named are removed).")
         }
     }
 

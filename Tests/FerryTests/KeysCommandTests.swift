@@ -68,7 +68,9 @@ struct KeysCommandTests {
             #expect(usage.output.contains("uploads-in-progress\t0\t1"), "\(usage.output)")
             #expect(usage.output.contains("videos\t0\tunlimited"), "\(usage.output)")
 
-            #expect(try await ferry(["keys", "update", String(id), "--storage-bytes", "10"], server: server).status == 0)
+            // The answer names every limit the key now has: the concurrent-uploads limit not named is gone.
+            let updated = try await ferry(["keys", "update", String(id), "--storage-bytes", "10"], server: server)
+            #expect(updated.status == 0 && updated.output.contains(": storage-bytes 10 (limits not named are removed)"), "\(updated.output)")
             #expect(try await s3.put("cli", "b", [1, 2]).status == 200)
             let raised = try await ferry(["keys", "usage", String(id)], server: server)
             #expect(raised.output.contains("storage-bytes\t5\t10"), "\(raised.output)")
