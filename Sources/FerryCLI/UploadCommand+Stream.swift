@@ -188,7 +188,7 @@ extension UploadCommand {
                 return ExitCodes.interrupted
             }
             let code = ExitCodes.of(error)
-            output.error("ferry: \(path): \(error).\(ExitCodes.advice(code))")
+            output.error("ferry: \(path): \(error).\(ExitCodes.advice(code, error))")
             return code
         }
     }

@@ -24,9 +24,13 @@ enum ExitCodes {
         return interrupted
     }
 
-    /// What to tell the user after a failure that ended with `code`.
-    static func advice(_ code: Int32) -> String {
-        code == interrupted ? " The checkpoint is kept: run the same command again to resume." : ""
+    /// What to tell the user after `error` ended an upload with `code`.
+    static func advice(_ code: Int32, _ error: any Error) -> String {
+        if code == interrupted { return " The checkpoint is kept: run the same command again to resume." }
+        if (error as? FerryError)?.code == .cannotResumeUpload {
+            return " Add --no-resume to upload it afresh, or --cancel to abort what was sent."
+        }
+        return ""
     }
 }
 
@@ -365,7 +369,7 @@ struct UploadCommand: AsyncParsableCommand {
             // Cancelled (a second Ctrl-C): aborted, nothing to resume.
             if error.code == .cancelled { return (ExitCodes.failed, nil) }
             let code = ExitCodes.of(error)
-            context.output.error("ferry: \(request.fileURL.path): \(error).\(ExitCodes.advice(code))")
+            context.output.error("ferry: \(request.fileURL.path): \(error).\(ExitCodes.advice(code, error))")
             return (code, nil)
         }
     }

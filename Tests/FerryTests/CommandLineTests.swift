@@ -377,6 +377,29 @@ struct CommandLineTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: streams).filter { $0.hasSuffix(".json") }.isEmpty)
     }
 
+    @Test("a multipart upload of a file changed since its checkpoint is refused with the way out named; --no-resume then uploads it afresh")
+    func multipartOfChangedFile() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-changed-parts")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 24 * 1024 * 1024, in: data)
+        let arguments = [
+            "upload", file.path, "--data-dir", data + "/ferry", "--bucket", "parts", "--key", "p.bin", "--part-size", "5MiB",
+            "--parallel", "1", "--json",
+        ]
+        let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 5 * 1024 * 1024))
+        #expect(first.status == 75, "\(first.error)")
+        let handle = try FileHandle(forWritingTo: file)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data([1, 2, 3]))
+        try handle.close()
+        let refused = try await FerryRun.run(arguments)
+        #expect(refused.status == 1 && refused.error.contains("--no-resume"), "\(refused.error)")
+        let fresh = try await FerryRun.run(arguments + ["--no-resume"])
+        #expect(fresh.status == 0, "\(fresh.error)")
+        #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "parts", key: "p.bin") == (try Data(contentsOf: file)))
+        #expect(try await uploadsInProgress(dataDirectory: data + "/ferry", bucket: "parts").isEmpty)
+    }
+
     @Test("an upload the service fails past its retries exits 75 with its checkpoint kept, and the same command then finishes it")
     func failurePastRetriesIsResumable() async throws {
         let data = TemporaryDirectory.make("ferry-cli-retries")
