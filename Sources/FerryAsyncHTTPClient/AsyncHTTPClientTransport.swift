@@ -17,8 +17,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// client, 0.77–0.90 s instead of 0.91–1.01 s, in four runs each). Progress events are coalesced anyway.
     public static let sliceSize = 512 * 1024
 
-    /// Longest a request body may go without a byte written (the shared client's). 60 s.
-    public static let idleWriteTimeout = TimeAmount.seconds(60)
+    /// Longest a request body may go without the connection taking a byte of it: a link that went silent without
+    /// closing fails the request as a timeout (which is retried), however long the whole request may take. Default
+    /// 60 s.
+    public var idleWriteTimeout: Duration = .seconds(60)
     /// Longest an answer may go without a byte read once the request is sent (the shared client's). 300 s.
     public static let idleReadTimeout = TimeAmount.seconds(300)
 
@@ -28,15 +30,12 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     }
 
     /// A process-wide client for Ferry: it does not retry failed connection attempts itself (the engine's retry
-    /// policy does, with backoff and events), gives up connecting after 10 seconds, and ends a request whose body
-    /// has not moved for ``idleWriteTimeout`` or whose answer has not moved for ``idleReadTimeout`` (a link that went
-    /// silent without closing: the request fails as a timeout and is retried, however long the whole request may
-    /// take).
+    /// policy does, with backoff and events), gives up connecting after 10 seconds, and ends a request whose answer
+    /// has not moved for ``idleReadTimeout`` once the request is sent.
     public static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout.connect = .seconds(10)
-        configuration.timeout.write = idleWriteTimeout
         configuration.timeout.read = idleReadTimeout
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
@@ -50,20 +49,32 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         for header in request.headers where header.name.lowercased() != "host" {
             http.headers.add(name: header.name, value: header.value)
         }
+        let watch = BodyWatch()
+        let progress: @Sendable (Int) -> Void = { bytes in
+            watch.moved()
+            bodyProgress(bytes)
+        }
+        var watched = false
         if let streamed = request.streamedBody {
             let pieces = streamed.chunks.map { ByteBuffer(bytes: $0) }
             http.body = .stream(
-                CountedBody(pieces: pieces, length: streamed.length, progress: bodyProgress),
+                CountedBody(pieces: pieces, length: streamed.length, progress: progress, finished: watch.finish),
                 length: .known(streamed.length))
+            watched = streamed.length > 0
         } else if request.bodyLength > 0 || request.method == "PUT" || request.method == "POST" {
             let buffer = Self.byteBuffer(of: request.bodyBuffer)
             let length = Int64(buffer.readableBytes)
             let slices = BufferSlices(body: buffer, sliceSize: Self.sliceSize)
-            http.body = .stream(CountedBody(pieces: slices, length: length, progress: bodyProgress), length: .known(length))
+            http.body = .stream(
+                CountedBody(pieces: slices, length: length, progress: progress, finished: watch.finish),
+                length: .known(length))
+            watched = length > 0
         }
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(http, timeout: TimeAmount(request.timeout))
+            response = try await Self.execute(
+                http, client: client, timeout: TimeAmount(request.timeout), watch: watched ? watch : nil,
+                idleWriteTimeout: idleWriteTimeout)
         } catch let error as HTTPClientError {
             throw Self.transportError(error)
         }
@@ -81,6 +92,27 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                 status: status, headers: headers, body: collected.readBytes(length: collected.readableBytes) ?? [])
         } catch let error as HTTPClientError {
             throw Self.transportError(error)
+        }
+    }
+
+    /// Runs the request; with a `watch`, fails it as a timeout when its body stops moving for ``idleWriteTimeout``
+    /// before the whole body is handed to the connection (the connection stops taking it when the peer stops
+    /// acknowledging: AsyncHTTPClient's own write timeout does not count that time).
+    static func execute(
+        _ http: HTTPClientRequest, client: HTTPClient, timeout: TimeAmount, watch: BodyWatch?, idleWriteTimeout: Duration
+    ) async throws -> HTTPClientResponse {
+        guard let watch else { return try await client.execute(http, timeout: timeout) }
+        return try await withThrowingTaskGroup(of: HTTPClientResponse?.self) { group in
+            group.addTask { try await client.execute(http, timeout: timeout) }
+            group.addTask {
+                try await watch.waitForStall(limit: idleWriteTimeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let response = result { return response }
+            }
+            throw CancellationError()
         }
     }
 
@@ -131,11 +163,14 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
     let pieces: Pieces
     let length: Int64
     let progress: @Sendable (Int) -> Void
+    /// Called once the last piece is handed over.
+    var finished: @Sendable () -> Void = {}
 
     struct AsyncIterator: AsyncIteratorProtocol {
         var pieces: Pieces.AsyncIterator
         var remaining: Int64
         let progress: @Sendable (Int) -> Void
+        let finished: @Sendable () -> Void
         var pending = 0
 
         mutating func next() async throws -> ByteBuffer? {
@@ -148,6 +183,7 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
             remaining -= Int64(piece.readableBytes)
             if remaining <= 0 {
                 progress(piece.readableBytes)
+                finished()
             } else {
                 pending = piece.readableBytes
             }
@@ -156,6 +192,33 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(pieces: pieces.makeAsyncIterator(), remaining: length, progress: progress)
+        AsyncIterator(pieces: pieces.makeAsyncIterator(), remaining: length, progress: progress, finished: finished)
+    }
+}
+
+/// When a request body last moved, and whether all of it has been handed to the connection.
+final class BodyWatch: @unchecked Sendable {
+    // `last` and `done` are only touched while holding `lock`.
+    private let lock = NSLock()
+    private var last = ContinuousClock.now
+    private var done = false
+
+    /// The connection took a piece of the body.
+    func moved() { lock.withLock { last = .now } }
+
+    /// All of the body was handed over: nothing more to watch.
+    @Sendable func finish() { lock.withLock { done = true } }
+
+    /// Returns once the body is all handed over; throws a timeout when it has not moved for `limit` before that.
+    func waitForStall(limit: Duration) async throws {
+        while true {
+            try await Task.sleep(for: .seconds(1))
+            let (last, done) = lock.withLock { (self.last, self.done) }
+            if done { return }
+            if ContinuousClock.now - last > limit {
+                throw TransportError(
+                    isTimeout: true, "The connection took no byte of the request body for \(limit.components.seconds) s.")
+            }
+        }
     }
 }

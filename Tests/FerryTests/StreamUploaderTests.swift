@@ -1,7 +1,9 @@
 import Ferry
+import FerryAsyncHTTPClient
 import FerryCore
 import FerryTestSupport
 import Foundation
+import FerryTransport
 import NIOConcurrencyHelpers
 import Testing
 
@@ -45,6 +47,40 @@ struct StreamUploaderTests {
                 if wire == .ietf {
                     #expect(!proxy.log.contains { $0.method != "HEAD" }, "\(proxy.log)")
                 }
+            }
+        }
+    }
+}
+
+@Suite("The AsyncHTTPClient transport on a link that goes silent", .timeLimit(.minutes(5)))
+struct SilentLinkTests {
+    @Test("a request body the connection stops taking (the peer acknowledges nothing) fails as a timeout after the idle limit, not at the request's own limit")
+    func stalledBodyTimesOut() async throws {
+        try await TestServer.with { server in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                // The proxy holds the request without reading its body: the socket buffers fill and stay full.
+                proxy.inject(.stall(seconds: 120), when: .method("PUT"))
+                var transport = AsyncHTTPClientTransport()
+                transport.idleWriteTimeout = .seconds(2)
+                let directory = TemporaryDirectory.make("ferry-silent-link")
+                defer { try? FileManager.default.removeItem(atPath: directory) }
+                let path = directory + "/body.bin"
+                let length = 64 * 1024 * 1024
+                try Data(count: length).write(to: URL(fileURLWithPath: path))
+                let started = ContinuousClock.now
+                do {
+                    _ = try await transport.send(
+                        TransportRequest(
+                            method: "PUT", url: proxy.endpoint + "/silent/k",
+                            headers: [("Content-Length", String(length))],
+                            streamedBody: StreamedBody([.file(path: path, length: Int64(length))]), timeout: .seconds(600)),
+                        bodyProgress: { _ in }, responseSink: nil)
+                    Issue.record("the stalled request did not fail")
+                } catch let error as TransportError {
+                    #expect(error.isTimeout, "\(error)")
+                }
+                let waited = ContinuousClock.now - started
+                #expect(waited < .seconds(60), "failed after \(waited)")
             }
         }
     }
