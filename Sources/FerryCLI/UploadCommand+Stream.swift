@@ -184,7 +184,7 @@ extension UploadCommand {
             return ExitCodes.success
         } catch {
             if (error as? FerryError)?.code == .cancelled || interrupts.count > seen {
-                output.message("Paused \(name). Run the same command again to resume, or add --cancel to forget it.", file: name)
+                output.message("Paused \(name). Run the same command again to resume, or add --cancel to end it.", file: name)
                 return ExitCodes.interrupted
             }
             let code = ExitCodes.of(error)
