@@ -81,6 +81,13 @@ func storedBytes(dataDirectory: String, bucket: String, key: String) async throw
     return data
 }
 
+/// The root key a `ferry serve` on `dataDirectory` generated (its `root-credentials.json`).
+func rootCredentials(dataDirectory: String) throws -> SigV4Credentials {
+    let stored = try #require(FileManager.default.contents(atPath: dataDirectory + "/root-credentials.json"))
+    let root = try JSONSerialization.jsonObject(with: stored) as? [String: String] ?? [:]
+    return SigV4Credentials(accessKeyId: root["accessKeyId"] ?? "", secretAccessKey: root["secretAccessKey"] ?? "")
+}
+
 /// The keys of the multipart uploads in progress in `bucket` of the embedded service on `dataDirectory` (resumable
 /// uploads hold one each).
 func uploadsInProgress(dataDirectory: String, bucket: String) async throws -> [String] {
@@ -116,11 +123,7 @@ struct CommandLineTests {
         let list = try await FerryRun.run(["videos", "list", "--data-dir", data], environment: ["HOME": data])
         #expect(list.status == 0, "\(list.error)")
         // The object went to the running server.
-        let stored = try #require(FileManager.default.contents(atPath: data + "/root-credentials.json"))
-        let root = try JSONSerialization.jsonObject(with: stored) as? [String: String] ?? [:]
-        let client = S3TestClient(
-            endpoint: server.endpoint,
-            credentials: SigV4Credentials(accessKeyId: root["accessKeyId"] ?? "", secretAccessKey: root["secretAccessKey"] ?? ""))
+        let client = S3TestClient(endpoint: server.endpoint, credentials: try rootCredentials(dataDirectory: data))
         let fetched = try await client.get("shared", "clip.mp4")
         let sample = try Data(contentsOf: URL(fileURLWithPath: Self.sample))
         #expect(fetched.status == 200 && Data(fetched.body) == sample)
@@ -406,11 +409,8 @@ struct CommandLineTests {
         defer { try? FileManager.default.removeItem(atPath: data) }
         let server = try await FerryExecutable.Server.start(
             dataDirectory: data + "/service", arguments: ["--media-workers", "0"], environment: ["HOME": data])
-        let stored = try #require(FileManager.default.contents(atPath: data + "/service/root-credentials.json"))
-        let root = try JSONSerialization.jsonObject(with: stored) as? [String: String] ?? [:]
-        let environment = [
-            "HOME": data, "FERRY_ACCESS_KEY_ID": root["accessKeyId"] ?? "", "FERRY_SECRET_ACCESS_KEY": root["secretAccessKey"] ?? "",
-        ]
+        let root = try rootCredentials(dataDirectory: data + "/service")
+        let environment = ["HOME": data, "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey]
         try await FaultProxy.with(upstream: server.endpoint) { proxy in
             let file = try makeRandomFile(size: 12 * 1024 * 1024, in: data)
             let arguments = [
@@ -425,10 +425,7 @@ struct CommandLineTests {
             proxy.clearFaults()
             let finished = try await FerryRun.run(arguments, environment: environment)
             #expect(finished.status == 0, "\(finished.error)")
-            let client = S3TestClient(
-                endpoint: server.endpoint,
-                credentials: SigV4Credentials(accessKeyId: root["accessKeyId"] ?? "", secretAccessKey: root["secretAccessKey"] ?? ""))
-            let object = try await client.get("retries", "r.bin")
+            let object = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("retries", "r.bin")
             let expected = try Data(contentsOf: file)
             #expect(object.status == 200 && Data(object.body) == expected)
         }
@@ -441,11 +438,7 @@ struct CommandLineTests {
         defer { try? FileManager.default.removeItem(atPath: data) }
         let server = try await FerryExecutable.Server.start(
             dataDirectory: data, arguments: ["--media-workers", "0"], environment: ["HOME": data])
-        let stored = try #require(FileManager.default.contents(atPath: data + "/root-credentials.json"))
-        let root = try JSONSerialization.jsonObject(with: stored) as? [String: String] ?? [:]
-        let client = S3TestClient(
-            endpoint: server.endpoint,
-            credentials: SigV4Credentials(accessKeyId: root["accessKeyId"] ?? "", secretAccessKey: root["secretAccessKey"] ?? ""))
+        let client = S3TestClient(endpoint: server.endpoint, credentials: try rootCredentials(dataDirectory: data))
         #expect(try await client.createBucket("shelf").status == 200)
         for key in ["photos/", "a b/c.txt"] {
             #expect(try await client.put("shelf", key, Array(key.utf8)).status == 200)
