@@ -53,6 +53,10 @@ public final class FaultProxy: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .bind(host: "127.0.0.1", port: 0) { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // A connection that arrives once shutdown has begun is refused here, before it is wrapped: a
+                    // wrapped one the ending stream of connections drops would trap in NIO (NIOAsyncWriter deinited
+                    // without finish()).
+                    guard !core.isShutDown else { throw FaultProxyError.shutDown }
                     // No pipelining assistance: requests on a connection are handled strictly one after the other by
                     // the connection's task, and the assistance handler asserts on the early responses faults produce.
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
@@ -321,11 +325,14 @@ public enum FaultProxyError: Error, CustomStringConvertible {
     case badUpstream(String)
     /// The listening socket has no port.
     case noPort
+    /// A connection arrived after shutdown began; it is closed.
+    case shutDown
 
     public var description: String {
         switch self {
         case .badUpstream(let upstream): "FaultProxy upstream must be http://host:port, got \(upstream)"
         case .noPort: "FaultProxy could not determine its port"
+        case .shutDown: "FaultProxy is shutting down"
         }
     }
 }
@@ -386,6 +393,9 @@ final class FaultProxyCore: Sendable {
             }
         }
     }
+
+    /// Whether ``FaultProxy/shutdown()`` has begun.
+    var isShutDown: Bool { state.withLockedValue { $0.isShutDown } }
 
     /// Tracks a connection so that shutdown can close it; closes it at once (returning false) after shutdown.
     func register(_ channel: Channel) -> Bool {
