@@ -46,9 +46,7 @@ struct ProgressPrinter: Sendable {
         case .started(let uploadId):
             if json { emit(["event": "started", "file": file, "uploadId": uploadId ?? NSNull()]) }
         case .progress(let p):
-            progress(
-                file: file, sent: p.totalBytesSent, total: p.totalBytesExpected, bytesPerSecond: p.bytesPerSecond,
-                eta: p.estimatedTimeRemaining)
+            progress(file: file, p)
         case .retrying(let attempt, let error, let delay):
             retrying(file: file, attempt: attempt, error: error, delay: delay)
         case .retryResumed:
@@ -68,16 +66,31 @@ struct ProgressPrinter: Sendable {
         }
     }
 
-    /// Bytes of a file sent so far: a line redrawn in place on a terminal, a line per percent otherwise, or JSON.
-    func progress(file: String, sent: Int64, total: Int64, bytesPerSecond: Double, eta: Duration? = nil) {
+    /// An upload's progress: bytes sent, and those the server confirmed storing.
+    func progress(file: String, _ p: UploadProgress) {
+        progress(
+            file: file, sent: p.totalBytesSent, stored: p.totalBytesStored, total: p.totalBytesExpected,
+            bytesPerSecond: p.bytesPerSecond, eta: p.estimatedTimeRemaining)
+    }
+
+    /// Bytes of a file sent so far, and those the server confirmed storing when known (shown while they lag): a line
+    /// redrawn in place on a terminal, a line per percent otherwise, or JSON.
+    func progress(
+        file: String, sent: Int64, stored: Int64? = nil, total: Int64, bytesPerSecond: Double, eta: Duration? = nil
+    ) {
         if json {
-            emit(["event": "progress", "file": file, "bytes": sent, "total": total, "bytesPerSecond": Int(bytesPerSecond)])
+            var object: [String: Any] = [
+                "event": "progress", "file": file, "bytes": sent, "total": total, "bytesPerSecond": Int(bytesPerSecond),
+            ]
+            if let stored { object["stored"] = stored }
+            emit(object)
             return
         }
         let fraction = total > 0 ? Double(sent) / Double(total) : 1
         var text = String(
             format: "%@: %.1f / %.1f MB (%3.0f%%) %.1f MB/s", file, Double(sent) / 1_000_000, Double(total) / 1_000_000,
             fraction * 100, bytesPerSecond / 1_000_000)
+        if let stored, stored < sent { text += String(format: ", %.1f MB stored", Double(stored) / 1_000_000) }
         let remaining = eta ?? (bytesPerSecond > 0 ? .seconds(Double(total - sent) / bytesPerSecond) : nil)
         if let remaining, sent < total { text += " ETA \(Int(remaining.timeInterval))s" }
         if terminal {

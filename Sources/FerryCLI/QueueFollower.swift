@@ -90,7 +90,7 @@ final class QueueFollower: @unchecked Sendable {
                     let first = firstProgress[item.id]!
                     let elapsed = now.timeIntervalSince(first.date)
                     let rate = elapsed > 0 ? Double(sent - first.bytes) / elapsed : 0
-                    output.progress(file: file(item), sent: sent, total: total, bytesPerSecond: rate)
+                    output.progress(file: file(item), sent: sent, stored: item.storedSize, total: total, bytesPerSecond: rate)
                 case .finished(let item, let result):
                     guard pending.remove(item.id) != nil else { break }
                     outcome.results[item.id] = result

@@ -138,8 +138,6 @@ extension UploadCommand {
             creation = url
         }
 
-        let started = ContinuousClock.now
-        let baseline = FirstValue()
         let output = context.output
         let resuming = previous.flatMap { URL(string: context.connection.endpoint.absoluteString + $0.uploadPath) }
         let upload = Task { () async throws -> StreamUploader.Result in
@@ -150,13 +148,7 @@ extension UploadCommand {
                         uploadPath: url.path(percentEncoded: true), size: size, modified: modified, identity: identity)
                     try? records.write(record, name: recordName, what: "stream upload record")
                 },
-                progress: { sent in
-                    // The speed counts what this run sent, not what the server held before it.
-                    let seconds = (ContinuousClock.now - started).timeInterval
-                    let sentNow = sent - baseline.first(sent)
-                    output.progress(
-                        file: name, sent: sent, total: size, bytesPerSecond: seconds > 0 ? Double(sentNow) / seconds : 0)
-                })
+                progress: { output.progress(file: name, $0) })
         }
         // Ctrl-C stops the stream; the record stays, and the same command resumes from the server's offset.
         let interrupts = context.interrupts
@@ -194,19 +186,4 @@ extension UploadCommand {
     }
 
     private func wire(_ uploader: StreamUploader) -> String { uploader.wireProtocol.rawValue }
-}
-
-/// The first value it is given, kept.
-final class FirstValue: @unchecked Sendable {
-    // `value` is only touched while holding `lock`.
-    private let lock = NSLock()
-    private var value: Int64?
-
-    /// The first value ever passed (this one, the first time).
-    func first(_ candidate: Int64) -> Int64 {
-        lock.withLock {
-            if value == nil { value = candidate }
-            return value ?? candidate
-        }
-    }
 }

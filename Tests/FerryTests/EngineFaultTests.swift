@@ -80,7 +80,9 @@ struct EngineFaultTests {
             request.partSize = 5 * Int64(Self.mib)  // fixed: three parts
             request.recordDirectory = records
             request.concurrency = 1
+            request.progressInterval = .zero
             let upload = try await client.upload(request)
+            let (log, collector) = EventLog.collect(upload)
             do {
                 _ = try await upload.result
                 Issue.record("the upload succeeded through a server that always fails")
@@ -89,12 +91,23 @@ struct EngineFaultTests {
                 #expect(error.serverCode == "ServiceUnavailable")
                 #expect(error.httpStatus == 503)
             }
+            await collector.value
             #expect(proxy.log.filter { $0.outcome == "503" }.count == 3)
             #expect(checkpointPartCount(records.path) == 1)
-            // The network recovers: the next run resumes and sends only what is missing.
+            // Progress tells what was sent from what is stored: part 2's refused attempts count as sent, never stored.
+            let part = Int64(5 * Self.mib)
+            let progress = log.progress
+            #expect(progress.allSatisfy { $0.totalBytesStored <= $0.totalBytesSent })
+            #expect(progress.map(\.totalBytesStored).max() == part, "\(progress.map(\.totalBytesStored))")
+            #expect((progress.last?.totalBytesSent ?? 0) > part)
+            // The network recovers: the next run resumes and sends only what is missing, from what was stored.
             proxy.clearFaults()
             let again = try await client.upload(request)
+            let (againLog, againCollector) = EventLog.collect(again)
             let result = try await again.result
+            await againCollector.value
+            #expect(againLog.progress.first?.totalBytesStored == part)
+            #expect(againLog.progress.last?.totalBytesStored == result.size)
             #expect(result.partsResumed == 1)
             #expect(result.partsSent == 2)
             try await proxy.shutdown()

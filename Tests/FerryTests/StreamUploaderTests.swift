@@ -25,14 +25,24 @@ struct StreamUploaderTests {
                 let creation = try #require(URL(string: proxy.endpoint + "/_ferry/uploads/s3/streams/" + key))
                 var uploader = StreamUploader(protocol: wire, chunkSize: 4 * 1024 * 1024)
                 uploader.retryPolicy = RetryPolicy(maxRetryCount: 3, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+                uploader.progressInterval = .zero
                 // The one append reaches the server, which stores it and makes the object; its answer never comes back.
                 proxy.inject(.dropAfterRequestBytes(.max), when: .method("PATCH"))
                 let created = NIOLockedValueBox<URL?>(nil)
+                let reports = NIOLockedValueBox<[UploadProgress]>([])
                 let result = try await uploader.upload(
                     file: file, creationURL: creation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"),
-                    onCreated: { url in created.withLockedValue { $0 = url } })
+                    onCreated: { url in created.withLockedValue { $0 = url } },
+                    progress: { progress in reports.withLockedValue { $0.append(progress) } })
                 #expect(proxy.pendingFaults.isEmpty, "the answer was never lost")
                 #expect(result.size == Int64(bytes.count))
+                // Progress moves while the append is on its way, and counts it stored only once the server says so.
+                let size = Int64(bytes.count)
+                let progress = reports.withLockedValue { $0 }
+                #expect(progress.contains { $0.totalBytesSent == size && $0.totalBytesStored == 0 }, "\(progress)")
+                #expect(progress.contains { $0.totalBytesSent > 0 && $0.totalBytesSent < size }, "\(progress)")
+                #expect(progress.allSatisfy { $0.totalBytesStored <= $0.totalBytesSent })
+                #expect(progress.last?.totalBytesStored == size)
                 let stored = try await server.client().get("streams", key)
                 #expect(stored.status == 200 && stored.body == bytes)
                 #expect(result.etag == stored.header("ETag")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")))

@@ -341,11 +341,11 @@ struct UploadQueueStateMachineTests {
     func progressAndUploadId() {
         let (made, ids) = Self.machine(files: 1)
         var machine = made
-        let item = machine.progressed(ids[0], sent: 5, of: 10)
-        #expect(item?.uploadedSize == 5 && item?.totalSize == 10)
+        let item = machine.progressed(ids[0], sent: 5, stored: 3, of: 10)
+        #expect(item?.uploadedSize == 5 && item?.storedSize == 3 && item?.totalSize == 10)
         machine.uploadStarted(ids[0], uploadId: "u1")
         #expect(machine.item(ids[0])?.uploadId == "u1")
-        #expect(machine.progressed(ID(value: 99), sent: 1, of: 2) == nil)
+        #expect(machine.progressed(ID(value: 99), sent: 1, stored: 0, of: 2) == nil)
         machine.uploadStarted(ID(value: 99), uploadId: "x")
         #expect(machine.items.count == 1)
     }

@@ -86,11 +86,19 @@ public struct ResumableUploadRequest: Sendable {
 
 /// Progress of an upload in bytes: never backwards (a retried part does not subtract), never above the total, and
 /// exactly the total once the upload has completed.
+///
+/// Two counts: bytes *sent* (handed to the network, which moves smoothly while a part or append is on its way) and
+/// bytes *stored* (parts or offsets the server has answered for). Sent runs ahead of stored by the parts in flight;
+/// when the link fails, sent can hold bytes the server never received, while stored is what a resumed upload starts
+/// from.
 public struct UploadProgress: Sendable, Hashable {
-    /// Bytes newly counted by this report.
+    /// Bytes newly counted as sent by this report.
     public var bytesSent: Int64
-    /// Bytes counted so far (including parts a resumed upload found on the server).
+    /// Bytes sent so far (including parts a resumed upload found on the server).
     public var totalBytesSent: Int64
+    /// Bytes the server has confirmed storing (including parts a resumed upload found there): never more than
+    /// ``totalBytesSent``.
+    public var totalBytesStored: Int64
     /// Size of the file.
     public var totalBytesExpected: Int64
     /// Average rate of this run, bytes per second.
@@ -100,6 +108,10 @@ public struct UploadProgress: Sendable, Hashable {
 
     /// `totalBytesSent / totalBytesExpected`, 0…1.
     public var fraction: Double { totalBytesExpected == 0 ? 1 : Double(totalBytesSent) / Double(totalBytesExpected) }
+    /// `totalBytesStored / totalBytesExpected`, 0…1.
+    public var storedFraction: Double {
+        totalBytesExpected == 0 ? 1 : Double(totalBytesStored) / Double(totalBytesExpected)
+    }
 }
 
 /// The outcome of a completed upload.

@@ -221,9 +221,10 @@ extension UploadQueue {
         }
 
         /// The engine upload reported progress; returns the updated file, nil when it is not listed.
-        mutating func progressed(_ id: Item.ID, sent: Int64, of total: Int64) -> Item? {
+        mutating func progressed(_ id: Item.ID, sent: Int64, stored: Int64, of total: Int64) -> Item? {
             guard let index = index(id) else { return nil }
             items[index].uploadedSize = sent
+            items[index].storedSize = stored
             items[index].totalSize = total
             return items[index]
         }

@@ -125,8 +125,11 @@ extension UploadQueue {
         public internal(set) var uploadId: String?
         /// The image URL, once known.
         public internal(set) var imageURL: String?
-        /// Bytes uploaded so far.
+        /// Bytes uploaded (sent) so far.
         public internal(set) var uploadedSize: Int64 = 0
+        /// Bytes the server has confirmed storing so far (``UploadProgress/totalBytesStored``): what a resumed upload
+        /// starts from.
+        public internal(set) var storedSize: Int64 = 0
         /// The file's size, once known.
         public internal(set) var totalSize: Int64 = 0
         /// The error code of the last failure (an S3 or media service code, or a ``FerryError/Code`` name).

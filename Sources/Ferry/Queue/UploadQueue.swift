@@ -357,7 +357,9 @@ public actor UploadQueue {
     private func handle(_ event: UploadEvent, _ id: Item.ID) {
         switch event {
         case .progress(let progress):
-            if let item = machine.progressed(id, sent: progress.totalBytesSent, of: progress.totalBytesExpected) {
+            if let item = machine.progressed(
+                id, sent: progress.totalBytesSent, stored: progress.totalBytesStored, of: progress.totalBytesExpected)
+            {
                 emit(.progress(item, uploadedSize: progress.totalBytesSent, totalSize: progress.totalBytesExpected))
             }
         case .retrying(let attempt, let error, _):

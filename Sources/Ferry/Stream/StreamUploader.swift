@@ -43,6 +43,9 @@ public struct StreamUploader: Sendable {
     public var retryPolicy: RetryPolicy
     /// The longest one request may take.
     public var requestTimeout: Duration = .seconds(3600)
+    /// The least time between two progress reports while bytes are being sent (one always comes when the server
+    /// confirms an offset, and when the last byte is sent); `.zero` reports every slice the transport sends.
+    public var progressInterval: Duration = .milliseconds(100)
 
     /// Creates an uploader.
     public init(
@@ -60,10 +63,11 @@ public struct StreamUploader: Sendable {
     ///
     /// - Parameters:
     ///   - onCreated: called with a new upload's URL, before its first byte is sent (keep it to resume later).
-    ///   - progress: called with the bytes the server has acknowledged.
+    ///   - progress: called with the bytes sent and the bytes the server has confirmed storing
+    ///     (``UploadProgress/totalBytesStored``, the offset a resumed upload starts from).
     public func upload(
         file: URL, creationURL: URL, signer: SigV4Signer? = nil, resuming existing: URL? = nil,
-        onCreated: @Sendable (URL) -> Void = { _ in }, progress: @Sendable (Int64) -> Void = { _ in }
+        onCreated: @Sendable (URL) -> Void = { _ in }, progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) async throws(FerryError) -> Result {
         let size: Int64
         do {
@@ -78,7 +82,7 @@ public struct StreamUploader: Sendable {
         {
             // Completed by the run before, whose last answer was lost: nothing is left to send.
             if current.complete, current.offset == size {
-                progress(size)
+                ProgressMeter(alreadySent: 0, expected: size, report: progress).stored(upTo: size)
                 return Result(uploadURL: existing, size: size, etag: current.etag)
             }
             (uploadURL, offset) = (existing, current.offset)
@@ -89,14 +93,16 @@ public struct StreamUploader: Sendable {
             onCreated(uploadURL)
             offset = 0
         }
-        progress(offset)
+        let meter = ProgressMeter(alreadySent: offset, expected: size, interval: progressInterval, report: progress)
+        meter.stored(upTo: offset)
         var failures = 0
         while true {
             try Task.checkCancellation(orThrow: FerryError(.cancelled, "The upload was cancelled."))
             do {
-                let (next, etag, done) = try await append(file: file, size: size, to: uploadURL, at: offset)
+                meter.beginAppend(at: offset)
+                let (next, etag, done) = try await append(file: file, size: size, to: uploadURL, at: offset, meter: meter)
                 offset = next
-                progress(offset)
+                meter.stored(upTo: offset)
                 failures = 0
                 if done { return Result(uploadURL: uploadURL, size: size, etag: etag) }
             } catch {
@@ -112,7 +118,7 @@ public struct StreamUploader: Sendable {
                 // going; only failures in a row that store nothing end the upload.
                 if current.offset > offset { failures = 0 }
                 offset = current.offset
-                progress(offset)
+                meter.stored(upTo: offset)
                 // The append completed the upload, and only its answer was lost.
                 if current.complete, offset == size { return Result(uploadURL: uploadURL, size: size, etag: current.etag) }
             }
@@ -186,7 +192,7 @@ public struct StreamUploader: Sendable {
     }
 
     /// One append from `offset`; the new offset, the ETag of a completed upload, and whether it is complete.
-    private func append(file: URL, size: Int64, to url: URL, at offset: Int64) async throws(FerryError)
+    private func append(file: URL, size: Int64, to url: URL, at offset: Int64, meter: ProgressMeter) async throws(FerryError)
         -> (Int64, String?, Bool)
     {
         var headers = versionHeaders + [("Upload-Offset", String(offset))]
@@ -202,7 +208,8 @@ public struct StreamUploader: Sendable {
         headers.append(("Content-Length", String(length)))
         let body = StreamedBody(length > 0 ? [.file(path: file.path, offset: offset, length: length)] : [])
         let response = try await send(
-            TransportRequest(method: "PATCH", url: url.absoluteString, headers: headers, streamedBody: body, timeout: requestTimeout))
+            TransportRequest(method: "PATCH", url: url.absoluteString, headers: headers, streamedBody: body, timeout: requestTimeout),
+            bodyProgress: { meter.appended($0) })
         let etag = response.header("ETag")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
         switch (wireProtocol, response.status) {
         case (.tus, 204):
@@ -217,9 +224,11 @@ public struct StreamUploader: Sendable {
         }
     }
 
-    private func send(_ request: TransportRequest) async throws(FerryError) -> TransportResponse {
+    private func send(_ request: TransportRequest, bodyProgress: @escaping @Sendable (Int) -> Void = { _ in })
+        async throws(FerryError) -> TransportResponse
+    {
         do {
-            return try await transport.send(request, bodyProgress: { _ in }, responseSink: nil)
+            return try await transport.send(request, bodyProgress: bodyProgress, responseSink: nil)
         } catch let error as TransportError {
             throw FerryError(error.isTimeout ? .timeout : .network, error.message)
         } catch is CancellationError {
