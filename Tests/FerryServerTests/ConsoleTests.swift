@@ -135,6 +135,33 @@ struct ConsoleTests {
             forged.cookie = browser.cookie.map { String($0.dropLast(3)) + "AAA" }
             #expect(try await forged.api("ListVideos").status == 401)
 
+            // Only a sign-in makes a session: a temporary credential of the root key (an STS credential, say) put in the
+            // cookie by hand is refused, with or without a seal of its own.
+            let issued = server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: AccessPolicy(statements: [.init(actions: ["media:GetVideoInfo"])]),
+                expiration: Date().addingTimeInterval(600))
+            var handmade = ConsoleBrowser(server)
+            handmade.csrf = browser.csrf
+            for cookie in [
+                issued.accessKeyId + "~" + (issued.sessionToken ?? ""),
+                issued.accessKeyId + "~" + (issued.sessionToken ?? "") + "~" + String(browser.cookie?.split(separator: "~").last ?? ""),
+            ] {
+                handmade.cookie = cookie
+                #expect(try await handmade.send("GET", ConsoleAPI.sessionPath).status == 401)
+                #expect(try await handmade.api("ListAccessKeys").status == 401)
+            }
+            // A page of another site cannot sign a browser in: a form posts text/plain (no preflight), and a browser
+            // names a cross-site request.
+            let credentials = ["AccessKeyId": server.root.accessKeyId, "SecretAccessKey": server.root.secretAccessKey]
+            var stranger = ConsoleBrowser(server)
+            let form = try await stranger.send(
+                "POST", ConsoleAPI.sessionPath, raw: [UInt8](try JSONSerialization.data(withJSONObject: credentials)),
+                headers: [("Content-Type", "text/plain")])
+            #expect(form.status == 415 && form.header("Set-Cookie") == nil, "\(form.status) \(form.text)")
+            let crossSite = try await stranger.signIn(
+                server.root.accessKeyId, server.root.secretAccessKey, headers: [("Sec-Fetch-Site", "cross-site")])
+            #expect(crossSite.status == 403 && crossSite.header("Set-Cookie") == nil && stranger.cookie == nil)
+
             // Behind an https proxy the cookie is Secure.
             var proxied = ConsoleBrowser(server)
             let secure = try await proxied.signIn(

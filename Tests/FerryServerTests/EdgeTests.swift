@@ -241,7 +241,9 @@ struct EdgeTests {
                 port: server.port, request("POST", "/_ferry/ugc/ApplyUploadUGC", host: host, body: deep), body: deep)
             #expect(publish.status == 400 && publish.code == "InvalidParameter", "\(publish.body.prefix(300))")
             let signIn = try await exchange(
-                port: server.port, request("POST", "/_ferry/console/session", host: host, body: deep), body: deep)
+                port: server.port,
+                request("POST", "/_ferry/console/session", host: host, extra: [("Content-Type", "application/json")], body: deep),
+                body: deep)
             #expect(signIn.status == 400 && signIn.code == "InvalidParameter", "\(signIn.body.prefix(300))")
             let health = try await exchange(port: server.port, request("GET", "/_ferry/health", host: host))
             #expect(health.status == 200)

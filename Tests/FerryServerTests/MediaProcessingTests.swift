@@ -174,12 +174,27 @@ struct MediaProcessingTests {
 
     @Test(
         "files that are not video end in TranscodeFail with ffprobe's reason, the source kept and downloadable, and a failure event",
-        arguments: ["text", "empty", "truncated", "random"])
+        arguments: ["text", "empty", "truncated", "random", "playlist"])
     func notVideo(_ kind: String) async throws {
         try await WebhookReceiver.with { receiver in
             try await MediaHarness.with(webhook: receiver.url) { harness in
-                let path = harness.fixtures + "/bad-\(kind).mp4"
+                let path = harness.fixtures + "/bad-\(kind)" + (kind == "playlist" ? ".m3u8" : ".mp4")
                 switch kind {
+                case "playlist":
+                    // An HLS playlist whose segment is a video on the server's own disk: read, it would be published
+                    // as the uploader's video.
+                    let local = try await harness.fixture(.landscape480)
+                    let playlist = """
+                        #EXTM3U
+                        #EXT-X-VERSION:3
+                        #EXT-X-TARGETDURATION:10
+                        #EXT-X-MEDIA-SEQUENCE:0
+                        #EXTINF:10.0,
+                        file://\(local)
+                        #EXT-X-ENDLIST
+
+                        """
+                    try Data(playlist.utf8).write(to: URL(fileURLWithPath: path))
                 case "text": try Data("This is a shopping list, not a film.\n".utf8).write(to: URL(fileURLWithPath: path))
                 case "empty": try Data().write(to: URL(fileURLWithPath: path))
                 case "truncated":
@@ -194,6 +209,11 @@ struct MediaProcessingTests {
                 #expect(info.status == "TranscodeFail")
                 #expect(info.errorCode == "InvalidMedia" || info.errorCode == "TranscodeError")
                 let message = try #require(info.errorMessage)
+                if kind == "playlist" {
+                    // Refused when probed: nothing of the local file was read (its size would show in the probe).
+                    #expect(info.errorCode == "InvalidMedia" && message.contains("whitelist"), "\(message)")
+                    #expect(info.width == nil && info.duration == nil)
+                }
                 #expect(!message.isEmpty && !message.contains(harness.server.dataDirectory), "\(message)")
                 let source = try await harness.media.getMezzanineInfo(videoId: videoId)
                 #expect(try await S3TestClient.fetch(source.fileURL).body == [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))

@@ -1,4 +1,5 @@
 import Ferry
+import Crypto
 import FerryCore
 @testable import FerryServer
 import FerryTestSupport
@@ -41,6 +42,46 @@ struct S3HardeningTests {
             #expect(uploads.status == 200 && !uploads.text.contains("users/43"))
             // The root key lists everything.
             #expect(try await s3.send("GET", "/uploads", query: [("list-type", "2")]).text.contains("users/43/secret.mp4"))
+        }
+    }
+
+    @Test("a key scoped to a prefix, even with s3:*, cannot delete the bucket or set its lifecycle or CORS (they reach other keys' objects); it can head it")
+    func scopedBucketActions() async throws {
+        try await TestServer.inMemory { server in
+            let s3 = server.client()
+            try await s3.createBucket("shared")
+            try await s3.put("shared", "u2/secret", [7])
+            let other = try await s3.createMultipartUpload("shared", "u2/big")
+            let policy = AccessPolicy(statements: [.init(actions: ["s3:*"], bucket: "shared", keyPrefix: "u1/")])
+            let scoped = server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: policy, expiration: Date().addingTimeInterval(600))
+            let user = server.client(scoped)
+            let lifecycle = Array("""
+                <LifecycleConfiguration><Rule><ID>all</ID><Filter><Prefix></Prefix></Filter><Status>Enabled</Status>\
+                <Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>
+                """.utf8)
+            let cors = Array("""
+                <CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule>\
+                </CORSConfiguration>
+                """.utf8)
+            let refused: [(String, [(name: String, value: String)], [UInt8])] = [
+                ("PUT", [("lifecycle", "")], lifecycle), ("GET", [("lifecycle", "")], []), ("DELETE", [("lifecycle", "")], []),
+                ("PUT", [("cors", "")], cors), ("GET", [("cors", "")], []), ("DELETE", [("cors", "")], []),
+                ("DELETE", [], []),
+            ]
+            for (method, query, body) in refused {
+                let headers = body.isEmpty ? [] : [(name: "content-md5", value: Data(Insecure.MD5.hash(data: body)).base64EncodedString())]
+                let reply = try await user.send(method, "/shared", query: query, headers: headers, body: body)
+                #expect(reply.errorCode == "AccessDenied", "\(method) \(query): \(reply.status) \(reply.text)")
+            }
+            #expect(try await user.send("HEAD", "/shared").status == 200)
+            #expect(try await user.send("GET", "/shared", query: [("location", "")]).status == 200)
+            // Within its prefix it still writes and reads.
+            #expect(try await user.send("PUT", "/shared/u1/mine", body: [1]).status == 200)
+            // Nothing of the bucket or the other keys changed.
+            #expect(try await s3.get("shared", "u2/secret").body == [7])
+            #expect(try await s3.send("GET", "/shared", query: [("lifecycle", "")]).errorCode == "NoSuchLifecycleConfiguration")
+            #expect(try await s3.send("GET", "/shared/u2/big", query: [("uploadId", other)]).status == 200)
         }
     }
 

@@ -145,7 +145,39 @@ struct TracingTests {
             // No credential reaches a span.
             let text = (try? String(contentsOfFile: exported, encoding: .utf8)) ?? ""
             #expect(!text.contains(credentials.secretAccessKey) && !text.contains("X-Amz-Signature=") && !text.contains("Signature="))
+
+            // Trace headers as an attacker writes them: a traceparent that cannot be read beside credentials (the tracer
+            // logged every header of such a request), a tracestate of combined characters (the W3C parser trapped on
+            // it, stopping the process), and a well-formed pair, which the request's span continues.
+            let marker = "SECRET-\(UUID().uuidString)"
+            let foreign = "0af7651916cd43dd8448eb211c80319c"
+            let valid = "00-\(foreign)-b7ad6b7169203331-01"
+            let hostile: [[(name: String, value: String)]] = [
+                [("traceparent", "not-a-traceparent"), ("x-amz-security-token", marker), ("authorization", "Bearer " + marker)],
+                [("traceparent", valid), ("tracestate", String(repeating: "a\u{0332}", count: 100) + "@x=y")],
+                [("traceparent", valid), ("tracestate", String(repeating: "k=v,", count: 200))],
+                [("traceparent", valid), ("traceparent", valid)],
+                [("traceparent", valid), ("tracestate", "vendor=opaque,other@tenant=1")],
+            ]
+            for headers in hostile {
+                let head = RawSocket.requestHead("GET", "/_ferry/health", [("host", "127.0.0.1:\(server.port)")] + headers)
+                let outcome = await RawHTTPExchange.send(port: server.port, .init(head: Array(head.utf8), body: []))
+                guard case .answered(let response) = outcome else {
+                    Issue.record("no answer to \(headers.map(\.name)): \(outcome)")
+                    continue
+                }
+                #expect(response.status == 200)
+                #expect(server.process.isRunning)
+            }
+            var continued: [ExportedSpan] = []
+            while continued.isEmpty, ContinuousClock.now < deadline + .seconds(30) {
+                continued = Self.spans(in: exported).filter { $0.trace_id == foreign }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(!continued.isEmpty, "the well-formed traceparent was not continued")
             await server.stop()
+            let log = (try? String(contentsOfFile: directory + "/serve.log", encoding: .utf8)) ?? ""
+            #expect(!log.contains(marker), "a credential reached the log")
         }
     }
 }

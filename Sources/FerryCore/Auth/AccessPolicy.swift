@@ -11,7 +11,9 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
         public var actions: [String]
         /// Bucket the grant covers; `*` for every bucket.
         public var bucket: String
-        /// Key prefix the grant covers; empty for every key. Bucket-level actions ignore it.
+        /// Key prefix the grant covers; empty for every key. A statement scoped to a prefix allows, of the bucket-level
+        /// actions, only ``prefixScopedBucketActions``: a key confined to some keys of a bucket neither deletes nor
+        /// configures the bucket (a lifecycle rule or a DeleteBucket would reach every other key in it).
         public var keyPrefix: String
         /// When set, the one key the grant covers (an upload credential's object).
         public var key: String?
@@ -53,8 +55,16 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
                 if let exact = self.key, !exact.isByteEqual(to: key) { return false }
                 return key.hasBytePrefix(keyPrefix)
             }
-            return self.key == nil
+            return self.key == nil && (keyPrefix.isEmpty || Self.prefixScopedBucketActions.contains(action))
         }
+
+        /// The bucket-level actions a statement scoped to a key prefix allows: listings (whose `prefix` must lie
+        /// within the scope, ``AccessPolicy/allowsListing(action:bucket:prefix:)``), HeadBucket (`s3:ListBucket`), and
+        /// reading the bucket's region and versioning state.
+        public static let prefixScopedBucketActions: Set<String> = [
+            "s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads", "s3:GetBucketLocation",
+            "s3:GetBucketVersioning",
+        ]
     }
 
     /// The grants.

@@ -13,7 +13,7 @@ enum MediaProbe {
 
     /// ffprobe's arguments for `path`.
     static func arguments(for path: String) -> [String] {
-        ["-v", "error", "-print_format", "json", "-show_format", "-show_streams", "--", path]
+        ["-v", "error", "-print_format", "json", "-show_format", "-show_streams"] + MediaInput.options + ["--", path]
     }
 
     /// Reads ffprobe's JSON (``ProbeReport``) into what the catalog keeps; `size` is the stored object's size.

@@ -98,8 +98,8 @@ struct TranscodePlan: Sendable, Hashable {
     /// The ffmpeg arguments that encode every output into `directory`, writing progress to `progressFile`.
     func encodeArguments(input: String, directory: String, progressFile: String) -> [String] {
         var arguments = [
-            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-progress", progressFile, "-i", input,
-        ]
+            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-progress", progressFile,
+        ] + MediaInput.options + ["-i", input]
         let video = outputs.filter { $0.width != nil }
         if !video.isEmpty {
             var graph = video.count == 1 ? "[0:v:0]" : "[0:v:0]split=\(video.count)" + (0..<video.count).map { "[s\($0)]" }.joined() + ";"
@@ -166,9 +166,8 @@ struct TranscodePlan: Sendable, Hashable {
     /// The ffmpeg arguments that package the source as HLS without encoding, into `directory`/``firstStreamDirectory``.
     func sourcePackageArguments(input: String, directory: String) -> [String] {
         let target = directory + "/" + Self.firstStreamDirectory
-        return [
-            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", input, "-map", "0:v:0", "-map",
-            "0:a:0?", "-c", "copy", "-map_metadata", "-1",
+        return ["-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y"] + MediaInput.options + [
+            "-i", input, "-map", "0:v:0", "-map", "0:a:0?", "-c", "copy", "-map_metadata", "-1",
         ] + hlsOutput(target)
     }
 
@@ -232,6 +231,7 @@ struct TranscodePlan: Sendable, Hashable {
         let start = duration.map { max(0, min($0 * 0.1, 10)) } ?? 0
         return [
             "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-ss", String(format: "%.3f", start),
+        ] + MediaInput.options + [
             "-i", input, "-map", "0:v:0", "-vf", "thumbnail=50,scale='min(1280,iw)':-2", "-frames:v", "1",
             "-q:v", "3", "-f", "image2", output,
         ]

@@ -123,6 +123,18 @@ struct ConsoleAPI: Sendable {
         var setCookie: String?
         switch request.method {
         case .post:
+            // A page of another site can make a browser POST a form here without asking (text/plain, urlencoded,
+            // multipart), and a form's answer stores its cookie: the browser would be signed in to a key of the
+            // attacker's choosing, and its uploads land there. Only a script of this origin (or one `--cors-origin`
+            // allows, after a preflight) can send JSON.
+            let mediaType = request.headers[.contentType]?.split(separator: ";").first?
+                .trimmingCharacters(in: .whitespaces).lowercased()
+            guard mediaType == "application/json" else {
+                throw MediaError("UnsupportedMediaType", "Sign in with a JSON body (Content-Type: application/json).", status: 415)
+            }
+            if request.headers[.secFetchSite] == "cross-site" {
+                throw MediaError("CrossSiteSignIn", "A page of another site cannot sign in to the console.", status: 403)
+            }
             let input = try JSONBody.decode(SignInInput.self, from: data)
             guard let id = input.AccessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
             guard let secret = input.SecretAccessKey, !secret.isEmpty else { throw MediaError.missing("SecretAccessKey") }
@@ -239,6 +251,9 @@ final class ConsoleSite: Sendable {
 }
 
 extension HTTPField.Name {
+    /// Where the browser says the request comes from (`same-origin`, `same-site`, `cross-site`, `none`).
+    static let secFetchSite = Self("Sec-Fetch-Site")!
+
     static let xContentTypeOptions = Self("X-Content-Type-Options")!
     static let referrerPolicy = Self("Referrer-Policy")!
     static let xFrameOptions = Self("X-Frame-Options")!

@@ -11,7 +11,9 @@ import NIOConcurrencyHelpers
 /// node verifies it and it ends when the key is disabled), carrying the key's policy. Requests that change state also
 /// carry the session's CSRF token in `X-Ferry-CSRF`, a value a page of another site can neither read nor send. Signing
 /// out records the digest of the session's temporary key id in the catalog, so the session is refused from then on, on
-/// every node, even where a copy of the cookie survives.
+/// every node, even where a copy of the cookie survives. The cookie carries a seal (an authentication code only the
+/// service can make) over the credential, so only a session made here by a sign-in opens the console: an STS or upload
+/// credential put in the cookie by hand is refused, whatever its parent.
 struct ConsoleSessions: Sendable {
     /// The cookie holding the session.
     static let cookieName = "ferry_console"
@@ -69,17 +71,27 @@ struct ConsoleSessions: Sendable {
         }
         let expiration = now.addingTimeInterval(Self.lifetime)
         let issued = credentials.tokens.issue(parent: accessKeyId, policies: policies, expiration: expiration)
-        return try await session(cookie: issued.accessKeyId + "~" + (issued.sessionToken ?? ""), now: now)
+        let credential = issued.accessKeyId + "~" + (issued.sessionToken ?? "")
+        return try await session(cookie: credential + "~" + seal(credential), now: now)
     }
 
-    /// The session a cookie value stands for; throws ``Refusal`` when it is missing, forged, expired, or its key was
-    /// disabled since.
+    /// The authentication code that marks `credential` (`id~token`) as a console session.
+    private func seal(_ credential: String) -> String {
+        SessionTokenCodec.base64url(credentials.tokens.authenticationCode(for: Data(credential.utf8), purpose: "console-session"))
+    }
+
+    /// The session a cookie value (`id~token~seal`) stands for; throws ``Refusal`` when it is missing, forged, not
+    /// made by a sign-in, expired, or its key was disabled since.
     func session(cookie value: String, now: Date? = nil) async throws -> Session {
         let now = now ?? credentials.now()
         let expired = Refusal(code: "SessionExpired", message: "The console session has ended; sign in again.")
-        guard let separator = value.firstIndex(of: "~") else { throw expired }
-        let accessKeyId = String(value[..<separator])
-        let token = String(value[value.index(after: separator)...])
+        guard value.utf8.count <= 8192, let last = value.lastIndex(of: "~") else { throw expired }
+        let credential = String(value[..<last])
+        guard SigV4.constantTimeEquals(String(value[value.index(after: last)...]), seal(credential)),
+            let separator = credential.firstIndex(of: "~")
+        else { throw expired }
+        let accessKeyId = String(credential[..<separator])
+        let token = String(credential[credential.index(after: separator)...])
         let resolved: CredentialStore.Resolved
         do {
             resolved = try await credentials.resolve(accessKeyId: accessKeyId, sessionToken: token, now: now)

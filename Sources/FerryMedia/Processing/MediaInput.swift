@@ -1,0 +1,15 @@
+/// What ffprobe and ffmpeg may open when they read a file a client uploaded: the demuxers of audio, video and picture
+/// files, over local files only. Playlists and scripts (HLS, DASH, concat) name other files, which the tools would
+/// open on the server's disk and publish as the uploader's video; a source that needs such a demuxer fails as not
+/// media ("Format not on whitelist"), and a demuxer on the list cannot open one for it either.
+enum MediaInput {
+    /// The demuxers an uploaded file may be read with.
+    static let demuxers = [
+        "mov", "matroska", "avi", "flv", "mpegts", "mpeg", "asf", "mxf", "dv", "ogg", "ivf", "h264", "hevc", "m4v",
+        "mpegvideo", "mjpeg", "gif", "image2", "jpeg_pipe", "png_pipe", "webp_pipe", "bmp_pipe", "wav", "w64", "aiff",
+        "caf", "mp3", "aac", "ac3", "eac3", "flac", "amr",
+    ]
+
+    /// The options that go before an uploaded file's `-i` (or ffprobe's file name).
+    static let options = ["-format_whitelist", demuxers.joined(separator: ","), "-protocol_whitelist", "file"]
+}
