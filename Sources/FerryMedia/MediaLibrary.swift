@@ -58,12 +58,45 @@ public struct MediaLibrary: Sendable {
 
     // MARK: Storage events
 
+    /// The stored file of a video or image past `Uploading`. Rewriting it would leave the catalog (probe, renditions,
+    /// size) describing other bytes, so nothing replaces it but the same bytes.
+    package struct StoredFile: Sendable {
+        /// `Video <id>` or `Image <id>`.
+        package var owner: String
+        /// The stored object's ETag; nil when it is not in storage.
+        package var etag: String?
+
+        /// The refusal of a write that is not the same bytes.
+        package var refusal: FerryDomainError {
+            FerryDomainError(.accessDenied, "\(owner) is stored already; its file is not replaced.")
+        }
+
+        /// Whether a single-request body with this MD5 is the stored file again.
+        package func isStored(md5: [UInt8]) -> Bool { etag == Hex.encode(md5) }
+    }
+
     /// Refuses a write under the directory of a video that was deleted or whose upload expired, or to the file of an
     /// image whose upload expired: an upload credential issued before may still be valid, but nothing more is stored
-    /// for them.
-    package func checkWritable(bucket: String, key: String) async throws {
-        guard bucket == self.bucket, let gone = try await goneOwner(of: key) else { return }
-        throw FerryDomainError(.accessDenied, "\(gone) was deleted or its upload expired; nothing more is stored for it.")
+    /// for them. A write to the file of a video or image that is stored already (past `Uploading`) is answered with
+    /// that file (``StoredFile``): only the same bytes again (a retry whose first answer was lost) may be written.
+    package func checkWritable(bucket: String, key: String) async throws -> StoredFile? {
+        guard bucket == self.bucket else { return nil }
+        if let gone = try await goneOwner(of: key) {
+            throw FerryDomainError(.accessDenied, "\(gone) was deleted or its upload expired; nothing more is stored for it.")
+        }
+        let owner: String
+        if let video = try await catalog.video(bucket: bucket, key: key), video.status != VideoStatus.uploading {
+            owner = "Video \(video.videoId)"
+        } else if let image = try await catalog.image(bucket: bucket, key: key), image.status != ImageStatus.uploading {
+            owner = "Image \(image.imageId)"
+        } else {
+            return nil
+        }
+        do {
+            return StoredFile(owner: owner, etag: try await store.object(bucket: bucket, key: key).etag)
+        } catch let error as FerryDomainError where error.code == .objectNotFound {
+            return StoredFile(owner: owner, etag: nil)
+        }
     }
 
     /// The video whose directory (`video/<id>/`) holds `key` when it was deleted or its upload expired, or the image

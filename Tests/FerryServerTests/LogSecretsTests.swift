@@ -16,7 +16,9 @@ struct LogSecretsTests {
         let log = data + "/serve.log"
         let server = try await FerryExecutable.Server.start(
             dataDirectory: data + "/server",
-            arguments: ["--log-level", "debug", "--webhook-url", "http://127.0.0.1:9/hook"],
+            arguments: [
+                "--log-level", "debug", "--webhook-url", "http://hook-user:hook-password-never-logged@127.0.0.1:9/hook?token=hook-token-never-logged",
+            ],
             environment: [
                 "FERRY_ACCESS_KEY_ID": "FKIALOGTEST00000", "FERRY_SECRET_ACCESS_KEY": rootSecret,
                 "FERRY_WEBHOOK_SECRET": webhookSecret,
@@ -24,7 +26,7 @@ struct LogSecretsTests {
             logFile: log)
         let endpoint = URL(string: server.endpoint)!
         let root = Credentials(accessKeyId: "FKIALOGTEST00000", secretAccessKey: rootSecret)
-        var secrets = [rootSecret, webhookSecret]
+        var secrets = [rootSecret, webhookSecret, "hook-password-never-logged", "hook-token-never-logged"]
 
         // Keys, temporary credentials and upload credentials, used for real.
         let media = MediaServiceClient(endpoint: endpoint, credentials: root)

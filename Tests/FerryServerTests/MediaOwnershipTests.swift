@@ -126,9 +126,27 @@ struct MediaOwnershipTests {
                 #expect(reply.status == 400 && mediaCode(reply) == "InvalidParameter", "\(action) \(body): \(reply.text)")
             }
 
-            // The catalog follows the stored bytes, whoever writes them (here the root key through the S3 API).
-            #expect(try await server.client().put(ticket.address.bucket, ticket.address.fileName, [1, 2, 3]).status == 200)
-            #expect(try await alice.getVideoInfo(videoId: ticket.id).size == 3)
+            // The stored source is not replaced, whoever writes it, in any way (the probe and renditions describe it):
+            // only the same bytes again, as a PUT retried after its answer was lost sends them, are accepted.
+            let uploader = server.client(ticket.auth.credentials)
+            let (bucket, key) = (ticket.address.bucket, ticket.address.fileName)
+            #expect(try await uploader.put(bucket, key, bytes).status == 200)
+            for writer in [uploader, server.client()] {
+                let replaced = try await writer.put(bucket, key, [1, 2, 3])
+                #expect(replaced.status == 403 && replaced.errorCode == "AccessDenied", "\(replaced.text)")
+                #expect(replaced.text.contains("is stored already"))
+                let multipart = try await writer.send("POST", "/\(bucket)/\(key)", query: [("uploads", "")])
+                #expect(multipart.status == 403 && multipart.errorCode == "AccessDenied")
+            }
+            let copied = try await server.client().send(
+                "PUT", "/\(bucket)/\(key)", headers: [("x-amz-copy-source", "/\(bucket)/\(image.address.fileName)")])
+            #expect(copied.status == 403 && copied.errorCode == "AccessDenied")
+            let tusAgain = try await S3TestClient.fetchRaw(
+                "POST", try #require(ticket.resumableUploadURL).absoluteString,
+                headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "3")])
+            #expect(tusAgain.status == 403, "\(tusAgain.text)")
+            #expect(try await server.client().get(bucket, key).body == bytes)
+            #expect(try await alice.getVideoInfo(videoId: ticket.id).size == 1000)
 
             // The root key sees and deletes every video.
             let bobs = try await bob.createUploadVideo(.init(title: "Bob's", fileName: "b.mov"))

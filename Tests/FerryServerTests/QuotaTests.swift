@@ -342,6 +342,12 @@ struct QuotaTests {
                 #expect(error.retryAfter == .seconds(4))
             }
             #expect(try await s3.get("rate", "b").status == 503)
+            // A browser POST upload signed by the key (its signature is in the form) takes the same turns.
+            let fields = try S3BrowserTests.signedFields(
+                [["key": "posted"]], credentials: Self.sigV4(key), extra: [("key", "posted")], bucket: "rate")
+            let posted = try await S3BrowserTests.post(server.endpoint, bucket: "rate", .init(fields: fields, file: [1]))
+            #expect(posted.status == 503 && posted.errorCode == "SlowDown", "\(posted.status) \(posted.text)")
+            #expect(try await server.client().get("rate", "posted").status == 404)
         }
     }
 

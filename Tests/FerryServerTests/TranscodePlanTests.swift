@@ -237,6 +237,8 @@ struct TranscodePlanTests {
         #expect(PlaybackToken.Audience.accepted(forFile: "LD/init.mp4") == [.video])
         #expect(PlaybackToken.Audience.accepted(forFile: "LD.mp4") == [.video, .download])
         #expect(PlaybackToken.Audience.accepted(forFile: "cover.jpg") == [.thumbnail])
+        #expect(PlaybackToken.Audience.accepted(forFile: "thumbnail.webp") == [.thumbnail])
+        #expect(PlaybackToken.Audience.accepted(forFile: "animated.gif") == [.thumbnail, .video])
         #expect(PlaybackToken.Audience.accepted(forFile: "storyboard.vtt") == [.storyboard])
         let playlist = """
             #EXTM3U\r

@@ -269,6 +269,17 @@ struct BackupTests {
         let accepted = try await Self.ferry("restore", data: empty, backup)
         #expect(accepted.status == 0, "\(accepted.error)")
         #expect(FileManager.default.fileExists(atPath: empty + "/catalog.sqlite"))
+
+        // What a restore killed while staging leaves (its lock file and a staging directory of partial copies) does
+        // not stop the same restore run again: it is cleared, and the restore completes.
+        let killed = work + "/killed"
+        try FileManager.default.createDirectory(atPath: killed + "/.restore-0badf00d/objects/blobs/ab", withIntermediateDirectories: true)
+        try Data(repeating: 1, count: 1000).write(to: URL(fileURLWithPath: killed + "/.restore-0badf00d/objects/blobs/ab/partial"))
+        try "123\n".write(toFile: killed + "/lock", atomically: true, encoding: .utf8)
+        let again = try await Self.ferry("restore", data: killed, backup)
+        #expect(again.status == 0, "\(again.error)")
+        #expect(Self.contents(killed).filter { $0.hasPrefix(".restore-") }.isEmpty, "\(Self.contents(killed))")
+        #expect(FileManager.default.fileExists(atPath: killed + "/catalog.sqlite"))
     }
 
     @Test("a damaged or incomplete backup is refused and nothing is written to the target")

@@ -45,6 +45,16 @@ struct ResumableUploadTests {
 
     struct ClientFailed: Error {}
 
+    /// `--later` arguments naming the creation URLs of `count` more videos (each takes one upload of its source).
+    static func laterURLs(_ server: TestServer, count: Int, media: MediaServiceClient? = nil) async throws -> [String] {
+        var arguments: [String] = []
+        for index in 0..<count {
+            let ticket = try await (media ?? Self.media(server)).createUploadVideo(.init(title: "later \(index)", fileName: "clip.mp4"))
+            arguments += ["--later", try #require(ticket.resumableUploadURL).absoluteString]
+        }
+        return arguments
+    }
+
     static func media(_ server: TestServer, endpoint: String? = nil) -> MediaServiceClient {
         MediaServiceClient(
             endpoint: URL(string: endpoint ?? server.endpoint)!,
@@ -351,7 +361,9 @@ struct ResumableUploadTests {
         try await TestServer.with { server in
             let ticket = try await Self.media(server).createUploadVideo(.init(title: "ietf", fileName: "clip.mp4"))
             let url = try #require(ticket.resumableUploadURL)
-            let out = try await Self.client(["ietf-scenarios", "--endpoint", url.absoluteString, "--version", String(version)])
+            // A video takes one upload of its source: the cancelled second upload is another video's.
+            let later = try await Self.laterURLs(server, count: 1)
+            let out = try await Self.client(["ietf-scenarios", "--endpoint", url.absoluteString, "--version", String(version)] + later)
             try Self.checkIETF(out, version: version)
             let stored = try await server.client().get(ticket.address.bucket, ticket.address.fileName)
             #expect(Self.sha256(stored.body) == out["sha256"] as? String)
@@ -505,7 +517,8 @@ struct ResumableUploadTests {
             #expect(try await s3.createBucket("ietf-edges").status == 200)
             let ticket = try await Self.media(server).createUploadVideo(.init(title: "ietf", fileName: "clip.mp4"))
             let url = try #require(ticket.resumableUploadURL)
-            let out = try await Self.client(["ietf-edges", "--endpoint", url.absoluteString, "--version", String(version)])
+            let later = try await Self.laterURLs(server, count: 3)
+            let out = try await Self.client(["ietf-edges", "--endpoint", url.absoluteString, "--version", String(version)] + later)
             let undeclared = try #require(out["undeclared"] as? [String: Any])
             #expect(undeclared["creation"] as? Int == 201)
             #expect(undeclared["headComplete"] as? String == "?0" && undeclared["headOffset"] as? String == "6")
@@ -532,7 +545,8 @@ struct ResumableUploadTests {
                 let ticket = try await media.createUploadVideo(.init(title: "proxied", fileName: "clip.mp4"))
                 let url = try #require(ticket.resumableUploadURL)
                 #expect(url.absoluteString.hasPrefix(proxy.endpoint))
-                let out = try await Self.client(["ietf-scenarios", "--endpoint", url.absoluteString, "--version", "6"])
+                let later = try await Self.laterURLs(server, count: 1, media: media)
+                let out = try await Self.client(["ietf-scenarios", "--endpoint", url.absoluteString, "--version", "6"] + later)
                 try Self.checkIETF(out, version: 6)
                 let stored = try await server.client().get(ticket.address.bucket, ticket.address.fileName)
                 #expect(Self.sha256(stored.body) == out["sha256"] as? String)

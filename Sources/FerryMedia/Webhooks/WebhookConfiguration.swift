@@ -27,13 +27,24 @@ public struct WebhookConfiguration: Sendable {
 
 extension WebhookConfiguration: SecretRedacting {
     /// The receiver without the secret.
-    public var description: String { "WebhookConfiguration(url: \(url.absoluteString), secret: <redacted>)" }
+    public var description: String { "WebhookConfiguration(url: \(redactedURL), secret: <redacted>)" }
     /// The fields without the secret (services are described this way in debug logs).
     public var redactedFields: KeyValuePairs<String, Any> {
         [
-            "url": url, "secret": "<redacted>", "maxAttempts": maxAttempts, "initialBackoff": initialBackoff,
+            "url": redactedURL, "secret": "<redacted>", "maxAttempts": maxAttempts, "initialBackoff": initialBackoff,
             "maxBackoff": maxBackoff, "pollInterval": pollInterval,
             "attemptTimeout": attemptTimeout,
         ]
+    }
+}
+
+extension WebhookConfiguration {
+    /// The receiver's URL without what may be a credential: a user and password, and the query (a token in it).
+    var redactedURL: String {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<redacted>" }
+        if components.user != nil || components.password != nil { components.user = "<redacted>" }
+        components.password = nil
+        if components.query != nil { components.query = "<redacted>" }
+        return components.string ?? "<redacted>"
     }
 }

@@ -17,11 +17,10 @@ extension MediaAPI {
             throw MediaError.invalid("Algorithm", "must be ES256 or RS256.")
         }
         let owner = call.principal.parentAccessKeyId
-        guard try await catalog.signingKeys(owner: owner).count < Self.maxSigningKeysPerOwner else {
-            throw MediaError(
-                "QuotaExceeded.SigningKeys", "An access key has at most \(Self.maxSigningKeysPerOwner) signing keys.",
-                status: 409)
-        }
+        let full = MediaError(
+            "QuotaExceeded.SigningKeys", "An access key has at most \(Self.maxSigningKeysPerOwner) signing keys.", status: 409)
+        // Checked first so a full owner costs no key generation; the insert checks again, atomically.
+        guard try await catalog.signingKeys(owner: owner).count < Self.maxSigningKeysPerOwner else { throw full }
         let privateKey: String
         let publicKey: String
         switch algorithm {
@@ -35,9 +34,9 @@ extension MediaAPI {
             publicKey = key.publicKey.pemRepresentation
         }
         let keyId = "fsk_" + SessionTokenCodec.randomAlphanumeric(20)
-        try await catalog.insertSigningKey(
-            StoredSigningKey(
-                keyId: keyId, algorithm: algorithm.rawValue, publicKey: publicKey, owner: owner, createdAt: Date()))
+        let stored = StoredSigningKey(
+            keyId: keyId, algorithm: algorithm.rawValue, publicKey: publicKey, owner: owner, createdAt: Date())
+        guard try await catalog.insertSigningKey(stored, limit: Self.maxSigningKeysPerOwner) else { throw full }
         return MediaContract.CreateSigningKeyAnswer(keyId: keyId, algorithm: algorithm.rawValue, privateKey: privateKey)
     }
 

@@ -36,6 +36,8 @@ enum PlaybackToken {
         static func accepted(forFile file: String) -> Set<Audience> {
             let name = file.split(separator: "/").last.map(String.init) ?? file
             if name == MediaAPI.coverFileName || name.hasPrefix("thumbnail") { return [.thumbnail] }
+            // Pictures on demand, as the thumbnail's token opens them; a player's token opens the animations too.
+            if name.hasPrefix("animated") { return [.thumbnail, .video] }
             if name.hasPrefix("storyboard") || file.hasPrefix("storyboard/") { return [.storyboard] }
             if !file.contains("/"), name.hasSuffix(".mp4") || name.hasSuffix(".m4a") { return [.video, .download] }
             return [.video]

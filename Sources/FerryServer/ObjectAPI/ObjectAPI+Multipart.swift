@@ -32,7 +32,8 @@ extension ObjectAPI {
                 throw S3Error(.invalidRequest, "The COMPOSITE checksum type cannot be used with the CRC64NVME checksum algorithm.")
             }
         }
-        try await writeAllowed(request.bucket, request.key)
+        // A stored video's or image's file takes no new upload.
+        if let stored = try await writeAllowed(request.bucket, request.key) { throw stored.refusal }
         let upload = try await store.createMultipartUpload(
             bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
             checksumAlgorithm: algorithm, checksumType: type, charge: StorageCharge(principal: request.principal))

@@ -116,11 +116,14 @@ extension ObjectAPI {
         let attributes = try Self.attributes(from: headers)
         let tags = try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? []
         let (body, trailers) = try body(of: request)
-        try await writeAllowed(request.bucket, request.key)
+        let stored = try await writeAllowed(request.bucket, request.key)
         let object = try await store.putObject(
             bucket: request.bucket, key: request.key, attributes: attributes, tags: tags, body: body,
             checksums: expectation.algorithms, condition: Self.writeCondition(headers),
-            verify: { digests in try expectation.verify(digests, trailers: trailers.values) }, charge: Self.charge(request))
+            verify: { digests in
+                try expectation.verify(digests, trailers: trailers.values)
+                if let stored, !stored.isStored(md5: digests.md5) { throw stored.refusal }
+            }, charge: Self.charge(request))
         await objectStored(object)
         var responseHeaders: HTTPFields = [.eTag: "\"\(object.etag)\"", .contentLength: "0"]
         Self.addChecksumHeaders(object.checksums, type: object.checksumType, to: &responseHeaders)
@@ -215,6 +218,8 @@ extension ObjectAPI {
         if headers[.amzChecksumAlgorithm] != nil {
             throw Self.notImplemented("CopyObject with a new checksum algorithm")
         }
+        // A stored video's or image's file is not replaced by a copy either.
+        if let stored = try await writeAllowed(request.bucket, request.key) { throw stored.refusal }
         var attempts = 0
         while true {
             let source = try await copySource(request)

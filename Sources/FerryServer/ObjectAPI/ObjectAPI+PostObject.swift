@@ -68,6 +68,8 @@ extension ObjectAPI {
         guard principal.allows(action: "s3:PutObject", bucket: bucket, key: key) else {
             throw S3Error(.accessDenied, "Access Denied")
         }
+        try takeRequestTurn(principal)
+        let stored = try await writeAllowed(bucket, key)
         if let acl = fields["acl"], !["private", "bucket-owner-full-control"].contains(acl) {
             throw Self.notImplemented("Access control lists (acl: \(acl.prefix(40)))")
         }
@@ -93,6 +95,7 @@ extension ObjectAPI {
                 bucket: bucket, key: key, attributes: attributes, tags: tags,
                 body: reader.fileContent(limit: range?.upperBound), checksums: [], condition: .none,
                 verify: { digests in
+                    if let stored, !stored.isStored(md5: digests.md5) { throw stored.refusal }
                     if let range, digests.size < range.lowerBound {
                         throw S3Error(
                             .entityTooSmall, "Your proposed upload is smaller than the minimum allowed size",

@@ -15,9 +15,13 @@ public struct ObjectAPI: Sendable {
     let region: String
     /// Told about every object stored (PutObject, CompleteMultipartUpload), so the media catalog follows storage.
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
-    /// Asked before an object is written (PutObject, CreateMultipartUpload); throws to refuse the write (the media
-    /// library refuses files of a video that is gone).
-    var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> Void = { _, _ in }
+    /// Asked before an object is written (PutObject, PostObject, CreateMultipartUpload); throws to refuse the write (the
+    /// media library refuses files of a video that is gone), or names the stored file of a video or image, which only
+    /// the same bytes in one request may write again.
+    var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> MediaLibrary.StoredFile? = { _, _ in nil }
+    /// Takes a turn of the request-rate quota of a principal found in a request's body (a POST upload's policy
+    /// signature), which the edge's rate middleware cannot see.
+    var takeRequestTurn: @Sendable (Principal) throws -> Void = { _ in }
     /// The buckets' lifecycle rules, parsed, for the `x-amz-expiration` of object answers.
     let lifecycleRules = LifecycleRulesCache()
 

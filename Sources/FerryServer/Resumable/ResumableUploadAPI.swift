@@ -28,7 +28,7 @@ struct ResumableUploadAPI: Sendable {
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
     /// Asked before an upload to `bucket`/`key` is created; throws to refuse it (the media library refuses files of a
     /// video that is gone).
-    var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> Void = { _, _ in }
+    var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> MediaLibrary.StoredFile? = { _, _ in nil }
     /// Called with the `title` a tus client sent for the video an upload fills.
     var titleSent: @Sendable (_ videoId: String, _ title: String) async -> Void = { _, _ in }
 
@@ -98,7 +98,8 @@ struct ResumableUploadAPI: Sendable {
                 wire: nil)
         }
         let target = try await authorize(creator, request: request, context: context, wire: wire)
-        try await writeAllowed(target.bucket, target.key)
+        // A stored video's or image's file takes no new upload.
+        if let stored = try await writeAllowed(target.bucket, target.key) { throw stored.refusal }
         switch wire {
         case .tus: return try await createTus(request, context: context, target: target)
         case .ietf: return try await createIETF(request, context: context, target: target, wire: wire)

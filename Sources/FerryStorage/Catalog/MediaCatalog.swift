@@ -57,8 +57,9 @@ public protocol MediaCatalog: JobQueue {
     func setAccessKeyQuota(_ id: String, _ quota: AccessKeyQuota) async throws -> Bool
     /// How many videos (not deleted) `owner` has.
     func videoCount(owner: String) async throws -> Int
-    /// Stores a new playback signing key.
-    func insertSigningKey(_ key: StoredSigningKey) async throws
+    /// Stores a new playback signing key unless its owner holds `limit` already (counted and inserted as one step,
+    /// on every node); whether it was stored.
+    func insertSigningKey(_ key: StoredSigningKey, limit: Int) async throws -> Bool
     /// The signing key, or nil.
     func signingKey(_ id: String) async throws -> StoredSigningKey?
     /// Signing keys, oldest first: `owner`'s, or every key when `owner` is nil.

@@ -273,8 +273,12 @@ package struct DataDirectoryBackup: Sendable {
             if !existed { try? fm.removeItem(atPath: target) }
             throw error
         }
-        let staging = target + "/.restore-" + UUID().uuidString.prefix(8).lowercased()
+        let staging = target + "/" + Self.stagingPrefix + UUID().uuidString.prefix(8).lowercased()
         do {
+            // Under the lock, no other restore runs: a staging directory is what a killed one left.
+            for name in try fm.contentsOfDirectory(atPath: target) where name.hasPrefix(Self.stagingPrefix) {
+                try fm.removeItem(atPath: target + "/" + name)
+            }
             // Again under the lock: nothing may have arrived meanwhile.
             try Self.requireEmpty(target)
             try await stage(manifest, from: backup, into: staging)
@@ -357,9 +361,15 @@ package struct DataDirectoryBackup: Sendable {
         }
     }
 
-    /// Throws ``DataDirectoryBackupError/Code/targetNotEmpty`` when `directory` holds anything but its lock file.
+    /// The name prefix of a restore's staging directory in the data directory.
+    static let stagingPrefix = ".restore-"
+
+    /// Throws ``DataDirectoryBackupError/Code/targetNotEmpty`` when `directory` holds anything but its lock file and
+    /// what a killed restore left (its staging directory).
     static func requireEmpty(_ directory: String) throws {
-        let present = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0 != "lock" }
+        let present = try FileManager.default.contentsOfDirectory(atPath: directory).filter {
+            $0 != "lock" && !$0.hasPrefix(stagingPrefix)
+        }
         guard present.isEmpty else {
             throw DataDirectoryBackupError(
                 .targetNotEmpty,

@@ -291,7 +291,7 @@ def ietf_scenarios(args):
     after = Exchange(location, "HEAD", base)
     out["afterCompletion"] = {"status": after.final["status"], "complete": ietf_complete(version, after.final["headers"])}
 
-    second = Exchange(args.endpoint2 or args.endpoint, "POST", base + ietf_flags(version, False), b"y" * 1000)
+    second = Exchange(later(args), "POST", base + ietf_flags(version, False), b"y" * 1000)
     second_location = second.final["headers"].get("location")
     cancel = Exchange(second_location, "DELETE", base)
     gone = Exchange(second_location, "HEAD", base)
@@ -314,6 +314,12 @@ def ietf_upload(args):
           "interim": [r["status"] for r in creation.interim]})
 
 
+def later(args):
+    """The creation URL of an upload after the first: the next --later (a video's URL takes one upload, its source),
+    else --endpoint."""
+    return args.later.pop(0) if args.later else args.endpoint
+
+
 def ietf_edges(args):
     """The draft's corners: an upload whose offset reaches its length stays incomplete until a request declares it
     complete (here an empty append); lengths indicated on appends must agree and are recorded; a creation refused
@@ -332,12 +338,12 @@ def ietf_edges(args):
                          "headOffset": head.final["headers"].get("upload-offset"),
                          "declare": declare.final["status"], "declareBody": declare.final["body"]}
 
-    second = Exchange(args.endpoint2 or args.endpoint, "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")],
+    second = Exchange(later(args), "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")],
                       b"1234")
     conflicting = Exchange(second.final["headers"].get("location"), "PATCH",
                            base + ietf_flags(version, False) + append_type + [("Upload-Offset", "4"), ("Upload-Length", "99")],
                            b"56")
-    third = Exchange(args.endpoint, "POST", base + ietf_flags(version, False), b"1234")
+    third = Exchange(later(args), "POST", base + ietf_flags(version, False), b"1234")
     third_location = third.final["headers"].get("location")
     recorded = Exchange(third_location, "PATCH",
                         base + ietf_flags(version, False) + append_type + [("Upload-Offset", "4"), ("Upload-Length", "8")],
@@ -346,7 +352,7 @@ def ietf_edges(args):
     out["lengths"] = {"conflicting": conflicting.final["status"], "recorded": recorded.final["status"],
                       "headLength": third_head.final["headers"].get("upload-length")}
 
-    refused = Exchange(args.endpoint, "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")], b"x" * 20)
+    refused = Exchange(later(args), "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")], b"x" * 20)
     interim = refused.interim
     refused_location = interim[0]["headers"].get("location") if interim else None
     after = Exchange(refused_location, "HEAD", base) if refused_location else None
@@ -380,13 +386,13 @@ def main():
     p.set_defaults(run=tus_concat)
     p = sub.add_parser("ietf-scenarios")
     p.add_argument("--endpoint", required=True)
-    p.add_argument("--endpoint2")
+    p.add_argument("--later", action="append", default=[])
     p.add_argument("--version", type=int, required=True)
     p.add_argument("--size", type=int, default=200_000)
     p.set_defaults(run=ietf_scenarios)
     p = sub.add_parser("ietf-edges")
     p.add_argument("--endpoint", required=True)
-    p.add_argument("--endpoint2")
+    p.add_argument("--later", action="append", default=[])
     p.add_argument("--version", type=int, required=True)
     p.set_defaults(run=ietf_edges)
     p = sub.add_parser("ietf-upload")

@@ -6,6 +6,7 @@ extension HTTPField.Name {
     static let amzRequestId = Self("x-amz-request-id")!
     static let amzId2 = Self("x-amz-id-2")!
     static let amzDecodedContentLength = Self("x-amz-decoded-content-length")!
+    static let amzContentSHA256 = Self("x-amz-content-sha256")!
     static let amzTrailer = Self("x-amz-trailer")!
     static let amzChecksumMode = Self("x-amz-checksum-mode")!
     static let amzChecksumAlgorithm = Self("x-amz-checksum-algorithm")!

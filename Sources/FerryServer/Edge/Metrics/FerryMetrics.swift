@@ -44,7 +44,7 @@ public final class FerryMetrics: Sendable {
         help: "Requests being answered now.")
     static let requestBytes = Series(
         name: "ferry_http_request_body_bytes_total", type: "counter", labels: ["group"],
-        help: "Body bytes of requests answered with a 2xx status (the decoded length of aws-chunked bodies).")
+        help: "Body bytes read of requests answered with a 2xx status (the decoded length of aws-chunked bodies, never more than was read; a declared length alone counts nothing).")
     static let responseBytes = Series(
         name: "ferry_http_response_body_bytes_total", type: "counter", labels: ["group"],
         help: "Body bytes of answers whose length was known when their head was sent.")

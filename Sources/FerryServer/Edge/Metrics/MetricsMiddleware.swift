@@ -1,6 +1,7 @@
 import FerryCore
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// Counts and times every request, refusals included: it stands after the request id and the access log and before
@@ -14,27 +15,38 @@ struct MetricsMiddleware: RouterMiddleware {
     ) async throws -> Response {
         metrics.requestStarted()
         let start = ContinuousClock.now
+        // The body bytes counted are those read, never what a header declares.
+        let read = NIOLockedValueBox<Int64>(0)
+        var request = request
+        request.body = RequestBody(asyncSequence: CountedBody(base: request.body, count: read))
         do {
             let response = try await next(request, context)
-            finish(request, context: context, status: Int(response.status.code), since: start, answer: response.headers)
+            finish(
+                request, context: context, status: Int(response.status.code), since: start, read: read.withLockedValue { $0 },
+                answer: response.headers)
             return response
         } catch {
             finish(
                 request, context: context, status: (error as? any HTTPResponseError).map { Int($0.status.code) } ?? 500,
-                since: start, answer: nil)
+                since: start, read: read.withLockedValue { $0 }, answer: nil)
             throw error
         }
     }
 
     private func finish(
-        _ request: Request, context: Context, status: Int, since start: ContinuousClock.Instant, answer: HTTPFields?
+        _ request: Request, context: Context, status: Int, since start: ContinuousClock.Instant, read: Int64,
+        answer: HTTPFields?
     ) {
         let observation = context.observation
         // The routed methods are a fixed set; anything else is one label value.
         let method = FerryServer.routedMethods.contains(request.method) ? request.method.rawValue : "other"
         let accepted = (200..<300).contains(status)
-        let declared = request.headers[.amzDecodedContentLength] ?? request.headers[.contentLength]
-        let bytesIn = accepted ? declared.flatMap { Int64($0) } : nil
+        // An aws-chunked body counts its decoded length, which is less than the bytes read (chunk headers and
+        // signatures); a declared length larger than what was read counts what was read.
+        let chunked = request.headers[.contentEncoding]?.contains("aws-chunked") == true
+            || request.headers[.amzContentSHA256]?.hasPrefix("STREAMING-") == true
+        let decoded = chunked ? request.headers[.amzDecodedContentLength].flatMap { Int64($0) } : nil
+        let bytesIn = accepted ? min(decoded ?? read, read) : nil
         let bytesOut = request.method == .head ? nil : answer?[.contentLength].flatMap { Int64($0) }
         metrics.requestFinished(
             group: observation.group, method: method, status: status, duration: ContinuousClock.now - start,
@@ -43,6 +55,28 @@ struct MetricsMiddleware: RouterMiddleware {
             metrics.operationFinished(operation, group: observation.group, status: status)
         }
         if observation.checksumMismatch { metrics.checksumMismatch(group: observation.group) }
+    }
+}
+
+/// A request body that adds the bytes read from it to `count`.
+struct CountedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+    let count: NIOLockedValueBox<Int64>
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let count: NIOLockedValueBox<Int64>
+
+        mutating func next() async throws -> ByteBuffer? {
+            let buffer = try await base.next()
+            if let buffer { count.withLockedValue { $0 += Int64(buffer.readableBytes) } }
+            return buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), count: count)
     }
 }
 

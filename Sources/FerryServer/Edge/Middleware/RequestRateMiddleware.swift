@@ -11,11 +11,15 @@ struct RequestRateMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        if let principal = context.caller?.principal, let rate = principal.quota.requestsPerSecond,
-            let wait = limiter.take(key: principal.parentAccessKeyId, rate: rate)
-        {
+        if let principal = context.caller?.principal { try Self.take(principal, from: limiter) }
+        return try await next(request, context)
+    }
+
+    /// Takes a turn of `principal`'s key; throws `requestRateExceeded` past its `RequestsPerSecond`. A request whose
+    /// signature is in its body (a browser POST upload) takes it once that signature is checked.
+    static func take(_ principal: Principal, from limiter: RequestRateLimiter) throws {
+        if let rate = principal.quota.requestsPerSecond, let wait = limiter.take(key: principal.parentAccessKeyId, rate: rate) {
             throw FerryDomainError.requestRateExceeded(retryAfter: wait)
         }
-        return try await next(request, context)
     }
 }

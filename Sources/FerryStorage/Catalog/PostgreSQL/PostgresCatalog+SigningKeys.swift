@@ -13,12 +13,22 @@ extension PostgresCatalog {
         "CREATE INDEX signing_key_by_owner ON signing_key (owner, created_at)",
     ]
 
-    public func insertSigningKey(_ key: StoredSigningKey) async throws {
-        try await client.query(
-            """
-            INSERT INTO signing_key (id, algorithm, public_key, owner, created_at)
-            VALUES (\(key.keyId), \(key.algorithm), \(key.publicKey), \(key.owner), \(key.createdAt.timeIntervalSince1970))
-            """, logger: logger)
+    public func insertSigningKey(_ key: StoredSigningKey, limit: Int) async throws -> Bool {
+        let logger = self.logger
+        return try await transaction { connection in
+            // The owner's inserts are serialized (across nodes) until this transaction ends.
+            try await Self.lockOwner(key.owner, on: connection, logger: logger)
+            let held = try await Self.rows(
+                "SELECT COUNT(*) AS count FROM signing_key WHERE owner = \(key.owner)", on: connection, logger: logger
+            ).first?["count"].decode(Int.self) ?? 0
+            guard held < limit else { return false }
+            try await connection.query(
+                """
+                INSERT INTO signing_key (id, algorithm, public_key, owner, created_at)
+                VALUES (\(key.keyId), \(key.algorithm), \(key.publicKey), \(key.owner), \(key.createdAt.timeIntervalSince1970))
+                """, logger: logger)
+            return true
+        }
     }
 
     public func signingKey(_ id: String) async throws -> StoredSigningKey? {

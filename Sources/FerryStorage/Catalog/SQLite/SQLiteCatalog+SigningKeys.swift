@@ -17,11 +17,14 @@ extension SQLiteCatalog {
         }
     }
 
-    public func insertSigningKey(_ key: StoredSigningKey) async throws {
+    public func insertSigningKey(_ key: StoredSigningKey, limit: Int) async throws -> Bool {
         try await pool.write { db in
+            let held = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM signingKey WHERE owner = ?", arguments: [key.owner]) ?? 0
+            guard held < limit else { return false }
             try db.execute(
                 sql: "INSERT INTO signingKey (id, algorithm, publicKey, owner, createdAt) VALUES (?, ?, ?, ?, ?)",
                 arguments: [key.keyId, key.algorithm, key.publicKey, key.owner, key.createdAt.timeIntervalSince1970])
+            return true
         }
     }
 
