@@ -273,6 +273,7 @@ public struct FerryServer: Sendable {
             store: store, credentials: credentials, configuration: configuration, callbackTargets: callbackTargets)
         let library = mediaLibrary
         api.objectStored = { object in await library.objectStored(object) }
+        api.writeAllowed = { bucket, key in try await library.checkWritable(bucket: bucket, key: key) }
         return api
     }
 

@@ -319,6 +319,24 @@ struct EdgeTests {
         }
     }
 
+    @Test("trace context: a traceparent of the W3C form only; a tracestate of the W3C grammar, rewritten without empty members, else dropped")
+    func traceContextFields() {
+        let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        #expect(RequestTracingMiddleware.isTraceParent(parent))
+        for bad in ["not-a-traceparent", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "00-0af7-b7ad-01", ""] {
+            #expect(!RequestTracingMiddleware.isTraceParent(bad), "\(bad)")
+        }
+        #expect(RequestTracingMiddleware.traceState("vendor=opaque, other@tenant=1") == "vendor=opaque,other@tenant=1")
+        #expect(RequestTracingMiddleware.traceState("a=1,,\tb=2 ,") == "a=1,b=2")
+        #expect(RequestTracingMiddleware.traceState("0tenant@sys=x") == "0tenant@sys=x")
+        for bad in [
+            "", " , ", "a=", "A=1", "1a=1", "t@s@x=1", "t@systemnamelonger=1", "a=b=c", "a", "a=\u{0332}",
+            String(repeating: "a\u{0332}", count: 100) + "@x=y", String(repeating: "k=v,", count: 33), "k=" + String(repeating: "v", count: 600),
+        ] {
+            #expect(RequestTracingMiddleware.traceState(bad) == nil, "\(bad.prefix(40))")
+        }
+    }
+
     @Test("the access log redacts signatures, credentials, tokens, playback tokens and resumable upload capabilities")
     func accessLogRedaction() {
         let redacted = AccessLogMiddleware.redacted(

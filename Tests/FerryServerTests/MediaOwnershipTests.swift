@@ -135,16 +135,42 @@ struct MediaOwnershipTests {
                 let replaced = try await writer.put(bucket, key, [1, 2, 3])
                 #expect(replaced.status == 403 && replaced.errorCode == "AccessDenied", "\(replaced.text)")
                 #expect(replaced.text.contains("is stored already"))
-                let multipart = try await writer.send("POST", "/\(bucket)/\(key)", query: [("uploads", "")])
-                #expect(multipart.status == 403 && multipart.errorCode == "AccessDenied")
+                // A multipart upload may start (a client that lost its checkpoint sends its parts again), but completes
+                // only as the same parts: these are other bytes.
+                let uploadId = try await writer.createMultipartUpload(bucket, key)
+                let part = try await writer.uploadPart(bucket, key, uploadId: uploadId, number: 1, [1, 2, 3])
+                let completed = try await writer.complete(
+                    bucket, key, uploadId: uploadId, xml: S3TestClient.completeXML([(1, part.header("ETag") ?? "")]))
+                #expect(completed.status == 403 && completed.errorCode == "AccessDenied", "\(completed.text)")
             }
             let copied = try await server.client().send(
                 "PUT", "/\(bucket)/\(key)", headers: [("x-amz-copy-source", "/\(bucket)/\(image.address.fileName)")])
             #expect(copied.status == 403 && copied.errorCode == "AccessDenied")
+            // A tus upload completing there with other bytes is refused and ended.
+            let tusVersion = [("Tus-Resumable", "1.0.0")]
             let tusAgain = try await S3TestClient.fetchRaw(
-                "POST", try #require(ticket.resumableUploadURL).absoluteString,
-                headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "3")])
-            #expect(tusAgain.status == 403, "\(tusAgain.text)")
+                "POST", try #require(ticket.resumableUploadURL).absoluteString, headers: tusVersion + [("Upload-Length", "3")])
+            let tusLocation = try #require(tusAgain.header("Location"), "\(tusAgain.status) \(tusAgain.text)")
+            let tusURL = tusLocation.hasPrefix("http") ? tusLocation : server.endpoint + tusLocation
+            let tusAppend = try await S3TestClient.fetchRaw(
+                "PATCH", tusURL,
+                headers: tusVersion + [("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")], body: [1, 2, 3])
+            #expect(tusAppend.status == 403, "\(tusAppend.text)")
+            #expect(try await S3TestClient.fetchRaw("HEAD", tusURL, headers: tusVersion).status == 404)
+            // The form upload too, with a token of the root key for that very key.
+            let token = UploadToken.make(
+                accessKey: server.root.accessKeyId, secretKey: server.root.secretAccessKey,
+                policy: PutPolicy(scope: "\(bucket):\(key)", deadline: Date().addingTimeInterval(600)))
+            let boundary = "ferry-\(UUID().uuidString)"
+            var form = ""
+            for (name, value) in [("token", token), ("key", key)] {
+                form += "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)\r\n"
+            }
+            form += "--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x.mp4\"\r\n\r\nabc\r\n--\(boundary)--\r\n"
+            let formReply = try await S3TestClient.fetchRaw(
+                "POST", server.endpoint + "/_ferry/form", headers: [("Content-Type", "multipart/form-data; boundary=\(boundary)")],
+                body: Array(form.utf8))
+            #expect(formReply.status == 403, "\(formReply.status) \(formReply.text)")
             #expect(try await server.client().get(bucket, key).body == bytes)
             #expect(try await alice.getVideoInfo(videoId: ticket.id).size == 1000)
 

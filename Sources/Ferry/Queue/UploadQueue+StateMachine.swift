@@ -252,6 +252,7 @@ extension UploadQueue {
                 if let index = index(id) {
                     items[index].state = .succeeded
                     items[index].uploadedSize = result.size
+                    items[index].storedSize = result.size
                     items[index].totalSize = result.size
                     stored = items[index]
                 }

@@ -82,7 +82,7 @@ public struct StreamUploader: Sendable {
         {
             // Completed by the run before, whose last answer was lost: nothing is left to send.
             if current.complete, current.offset == size {
-                ProgressMeter(alreadySent: 0, expected: size, report: progress).stored(upTo: size)
+                ProgressMeter(alreadySent: size, expected: size, report: progress).stored(upTo: size)
                 return Result(uploadURL: existing, size: size, etag: current.etag)
             }
             (uploadURL, offset) = (existing, current.offset)

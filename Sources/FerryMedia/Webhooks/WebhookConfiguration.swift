@@ -39,12 +39,15 @@ extension WebhookConfiguration: SecretRedacting {
 }
 
 extension WebhookConfiguration {
-    /// The receiver's URL without what may be a credential: a user and password, and the query (a token in it).
+    /// The receiver's URL without what may be a credential: a user and password, the path (Slack's and Discord's
+    /// hooks carry their secret there) and the query.
     var redactedURL: String {
-        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "<redacted>" }
-        if components.user != nil || components.password != nil { components.user = "<redacted>" }
-        components.password = nil
-        if components.query != nil { components.query = "<redacted>" }
-        return components.string ?? "<redacted>"
+        var text = (url.scheme ?? "http") + "://"
+        if url.user != nil || url.password != nil { text += "<redacted>@" }
+        text += url.host ?? ""
+        if let port = url.port { text += ":\(port)" }
+        if !["", "/"].contains(url.path) { text += "/<redacted>" }
+        if url.query != nil { text += "?<redacted>" }
+        return text
     }
 }

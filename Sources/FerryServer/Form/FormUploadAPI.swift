@@ -31,6 +31,9 @@ public struct FormUploadAPI: Sendable {
     let callbackTargets: CallbackTargets
     /// Called after an object is stored (the media catalog follows stored objects).
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
+    /// Asked before an object is written: throws to refuse it, or names the stored file of a video or image, which
+    /// only the same bytes may write again (``ObjectAPI/writeAllowed``).
+    var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> MediaLibrary.StoredFile? = { _, _ in nil }
 
     /// Largest total of metadata names and values (S3's limit).
     static let maxMetadataBytes = 2048
@@ -174,6 +177,7 @@ public struct FormUploadAPI: Sendable {
         }
 
         // The file, streamed into the store.
+        let stored = try await writeAllowed(bucket, key)
         let object: ObjectInfo
         do {
             object = try await store.putObject(
@@ -182,6 +186,7 @@ public struct FormUploadAPI: Sendable {
                 body: reader.fileContent(limit: policy.fsizeLimit), checksums: expectedCRC == nil ? [] : [.crc32],
                 condition: policy.insertOnly ? .absent : .none,
                 verify: { digests in
+                    if let stored, !stored.isStored(md5: digests.md5) { throw stored.refusal }
                     guard let expectedCRC else { return }
                     let bytes = digests.checksums[ChecksumAlgorithm.crc32.s3Name] ?? []
                     let actual = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }

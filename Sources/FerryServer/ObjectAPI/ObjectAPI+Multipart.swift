@@ -32,8 +32,9 @@ extension ObjectAPI {
                 throw S3Error(.invalidRequest, "The COMPOSITE checksum type cannot be used with the CRC64NVME checksum algorithm.")
             }
         }
-        // A stored video's or image's file takes no new upload.
-        if let stored = try await writeAllowed(request.bucket, request.key) { throw stored.refusal }
+        // A stored video's or image's file is checked at completion: only the same parts may complete there (an
+        // upload sent again after a client lost its checkpoint).
+        _ = try await writeAllowed(request.bucket, request.key)
         let upload = try await store.createMultipartUpload(
             bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
             checksumAlgorithm: algorithm, checksumType: type, charge: StorageCharge(principal: request.principal))
@@ -205,6 +206,10 @@ extension ObjectAPI {
             // A retry of a Complete whose answer was lost gets the same answer while the object is unchanged.
             if let response = try await repeatedCompletion(uploadId, request, body) { return response }
             throw error
+        }
+        if let stored = try await writeAllowed(request.bucket, request.key) {
+            let md5s = body.parts.map { Hex.decode($0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? [] }
+            guard stored.etag == Checksum.multipartETag(partMD5s: md5s) else { throw stored.refusal }
         }
         var fullObjectChecksums: [String: String] = [:]
         for algorithm in ChecksumAlgorithm.s3Algorithms {

@@ -98,8 +98,8 @@ struct ResumableUploadAPI: Sendable {
                 wire: nil)
         }
         let target = try await authorize(creator, request: request, context: context, wire: wire)
-        // A stored video's or image's file takes no new upload.
-        if let stored = try await writeAllowed(target.bucket, target.key) { throw stored.refusal }
+        // A stored video's or image's file is checked when an upload completes: only the same bytes may.
+        _ = try await writeAllowed(target.bucket, target.key)
         switch wire {
         case .tus: return try await createTus(request, context: context, target: target)
         case .ietf: return try await createIETF(request, context: context, target: target, wire: wire)
@@ -581,8 +581,16 @@ struct ResumableUploadAPI: Sendable {
     private func finish(_ upload: ResumableUpload, wire: ResumableWire) async throws -> ResumableUpload {
         var upload = upload
         let completed: ObjectInfo?
+        // The file of a stored video or image takes only the same bytes again (a creation retried after its answer
+        // was lost); another upload is ended, its bytes can never become the file.
+        let stored = try await writeAllowed(upload.bucket, upload.key)
         do {
-            completed = try await store.completeResumable(upload)
+            completed = try await store.completeResumable(
+                upload, verify: { etag in if let stored, stored.etag != etag { throw stored.refusal } })
+        } catch let refusal as FerryDomainError where stored != nil && refusal == stored?.refusal {
+            let (store, ended) = (self.store, upload)
+            await whileIgnoringCancellation { try? await store.terminateResumable(ended) }
+            throw refusal
         } catch let error as FerryDomainError where error.code == .preconditionFailed && upload.info.insertOnly == true {
             let (store, ended) = (self.store, upload)
             await whileIgnoringCancellation { try? await store.terminateResumable(ended) }

@@ -113,7 +113,11 @@ extension CatalogObjectStore {
 
     /// Makes a fully received upload its object, once: the object, or nil when it was made before (by another
     /// request completing it at the same time on any node, or by one that did not live to record it).
-    package func completeResumable(_ upload: ResumableUpload) async throws -> ObjectInfo? {
+    ///
+    /// `verify` is given the ETag the object will have before it is made; it throws to refuse it.
+    package func completeResumable(
+        _ upload: ResumableUpload, verify: @Sendable (String) throws -> Void = { _ in }
+    ) async throws -> ObjectInfo? {
         guard upload.etag == nil else { return nil }
         do {
             guard let multipart = try await catalog.upload(upload.uploadId) else {
@@ -121,6 +125,7 @@ extension CatalogObjectStore {
             }
             var parts = try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil)
             if parts.isEmpty { parts = [try await emptyPart(multipart)] }
+            try verify(Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] }))
             let object = try await assemble(
                 multipart, parts: parts, fullObjectChecksums: [:],
                 condition: upload.info.insertOnly == true ? .absent : .none)

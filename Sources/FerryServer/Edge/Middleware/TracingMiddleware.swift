@@ -15,7 +15,7 @@ extension HTTPField.Name {
 /// span ends when the answer's head is ready. Without a tracer (no `--otel-endpoint`) it costs next to nothing.
 ///
 /// The tracer sees only a `traceparent` of the W3C form and a `tracestate` of the W3C grammar within the
-/// specification's 512 characters: never the other headers (a tracer that logs the fields it failed to read would
+/// specification's 512 characters (a malformed one is dropped, the parent kept): never the other headers (a tracer that logs the fields it failed to read would
 /// log credentials), and never text its parser cannot take (non-ASCII `tracestate` trapped in the W3C library).
 struct RequestTracingMiddleware: RouterMiddleware {
     typealias Context = FerryRequestContext
@@ -51,37 +51,55 @@ struct RequestTracingMiddleware: RouterMiddleware {
         if status.code >= 500 { span.setStatus(.init(code: .error)) }
     }
 
-    /// The request's W3C trace context fields, when its `traceparent` is well formed (`tracestate` is dropped unless
-    /// it is well formed too); nil otherwise.
+    /// The request's W3C trace context fields, when its `traceparent` is well formed (`tracestate` is passed on
+    /// rewritten without empty members when it is well formed, dropped otherwise); nil otherwise.
     static func traceContext(_ headers: HTTPFields) -> HTTPFields? {
         let parents = headers[values: .traceParent]
         guard parents.count == 1, let parent = parents.first, isTraceParent(parent) else { return nil }
         var fields = HTTPFields()
         fields[.traceParent] = parent
-        let state = headers[values: .traceState].joined(separator: ",")
-        if !state.isEmpty, isTraceState(state) { fields[.traceState] = state }
+        if let state = traceState(headers[values: .traceState].joined(separator: ",")) { fields[.traceState] = state }
         return fields
     }
 
-    /// Comma-separated `key=value` members, at most 512 characters and 32 members: keys of lowercase letters, digits
-    /// and `_-*/@`, values of printable ASCII but `,` and `=` (not ending in a space).
-    static func isTraceState(_ value: String) -> Bool {
-        guard value.utf8.count <= 512 else { return false }
-        let members = value.utf8.split(separator: UInt8(ascii: ","))
-            .map { $0.drop { $0 == 0x20 || $0 == 0x09 } }
-            .map { member in member.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed() }
+    /// `tracestate` as the W3C grammar has it, its members joined by commas without blanks or empty members; nil
+    /// when it is empty, longer than 512 characters, has more than 32 members or a member that is not `key=value`:
+    /// a key of a lowercase letter then up to 255 of lowercase letters, digits and `_-*/`, or `tenant@system` (a
+    /// letter or digit then up to 240, `@`, a letter then up to 13), and a value of 1 to 256 printable characters
+    /// but `,` and `=`, not ending in a space.
+    static func traceState(_ value: String) -> String? {
+        guard value.utf8.count <= 512 else { return nil }
+        let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+        let members = value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false)
+            .map { Array($0.drop(while: blank).reversed().drop(while: blank).reversed()) }
             .filter { !$0.isEmpty }
-        guard members.count <= 32 else { return false }
-        return members.allSatisfy { member in
-            let pair = member.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-            guard pair.count == 2, let key = pair.first, let value = pair.last, (1...256).contains(key.count),
-                value.count <= 256, value.last != 0x20
-            else { return false }
-            let keyByte: (UInt8) -> Bool = {
-                (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || [0x5F, 0x2D, 0x2A, 0x2F, 0x40].contains($0)
+        guard !members.isEmpty, members.count <= 32 else { return nil }
+        let lower: (UInt8) -> Bool = { (0x61...0x7A).contains($0) }
+        let digit: (UInt8) -> Bool = { (0x30...0x39).contains($0) }
+        let keyByte: (UInt8) -> Bool = { lower($0) || digit($0) || [0x5F, 0x2D, 0x2A, 0x2F].contains($0) }
+        func isKey(_ key: ArraySlice<UInt8>) -> Bool {
+            let halves = key.split(separator: UInt8(ascii: "@"), omittingEmptySubsequences: false)
+            switch halves.count {
+            case 1:
+                guard let first = key.first, lower(first), key.count <= 256 else { return false }
+                return key.allSatisfy(keyByte)
+            case 2:
+                let (tenant, system) = (halves[0], halves[1])
+                guard let t = tenant.first, lower(t) || digit(t), tenant.count <= 241, let s = system.first, lower(s),
+                    system.count <= 14
+                else { return false }
+                return tenant.allSatisfy(keyByte) && system.allSatisfy(keyByte)
+            default:
+                return false
             }
-            return key.allSatisfy(keyByte) && value.allSatisfy { (0x20...0x7E).contains($0) && $0 != 0x2C && $0 != 0x3D }
         }
+        for member in members {
+            let pair = member.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            guard pair.count == 2, isKey(pair[0]), (1...256).contains(pair[1].count), pair[1].last != 0x20,
+                pair[1].allSatisfy({ (0x20...0x7E).contains($0) && $0 != 0x2C && $0 != 0x3D })
+            else { return nil }
+        }
+        return members.map { String(decoding: $0, as: UTF8.self) }.joined(separator: ",")
     }
 
     /// `version-traceid-parentid-flags` in lowercase hex (2-32-16-2), as the W3C Trace Context specifies.
