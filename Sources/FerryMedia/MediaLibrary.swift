@@ -73,6 +73,19 @@ public struct MediaLibrary: Sendable {
 
         /// Whether a single-request body with this MD5 is the stored file again.
         package func isStored(md5: [UInt8]) -> Bool { etag == Hex.encode(md5) }
+
+        /// The stored file an upload completing now must match, asked of `check` (``checkWritable(bucket:key:)``); nil
+        /// also for the file of a video or image that is gone: an upload begun before completes, and
+        /// ``objectStored(_:)`` removes what it made.
+        package static func forCompletion(
+            bucket: String, key: String, check: (String, String) async throws -> StoredFile?
+        ) async throws -> StoredFile? {
+            do {
+                return try await check(bucket, key)
+            } catch let error as FerryDomainError where error.code == .accessDenied {
+                return nil
+            }
+        }
     }
 
     /// Refuses a write under the directory of a video that was deleted or whose upload expired, or to the file of an

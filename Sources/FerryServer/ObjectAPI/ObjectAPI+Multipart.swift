@@ -207,7 +207,7 @@ extension ObjectAPI {
             if let response = try await repeatedCompletion(uploadId, request, body) { return response }
             throw error
         }
-        if let stored = try await writeAllowed(request.bucket, request.key) {
+        if let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: request.bucket, key: request.key, check: writeAllowed) {
             let md5s = body.parts.map { Hex.decode($0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? [] }
             guard stored.etag == Checksum.multipartETag(partMD5s: md5s) else { throw stored.refusal }
         }

@@ -583,7 +583,7 @@ struct ResumableUploadAPI: Sendable {
         let completed: ObjectInfo?
         // The file of a stored video or image takes only the same bytes again (a creation retried after its answer
         // was lost); another upload is ended, its bytes can never become the file.
-        let stored = try await writeAllowed(upload.bucket, upload.key)
+        let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: upload.bucket, key: upload.key, check: writeAllowed)
         do {
             completed = try await store.completeResumable(
                 upload, verify: { etag in if let stored, stored.etag != etag { throw stored.refusal } })
