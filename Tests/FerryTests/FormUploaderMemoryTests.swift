@@ -24,7 +24,7 @@ func freeTemporarySpace() -> Int64 {
     .timeLimit(.minutes(10)))
 struct FormUploaderMemoryTests {
     @Test(
-        "a 2 GiB file goes through the form endpoint with its CRC32 while this process (client and server) grows by less than 256 MiB",
+        "a 2 GiB file goes through the form endpoint with its CRC32 while this process (client, server, and the tests running beside them) grows by less than a quarter of it",
         .enabled(if: freeTemporarySpace() > 8 << 30, "needs 8 GiB free for the file and its stored copy"))
     func twoGiBStreamed() async throws {
         let directory = TemporaryDirectory.make("ferry-form-big")
@@ -63,7 +63,9 @@ struct FormUploaderMemoryTests {
             #expect(result.key == "big.mp4")
             let stored = try await server.server.store.object(bucket: "big", key: "big.mp4")
             #expect(stored.size == size)
-            #expect(peak - baseline < 256 << 20, "grew by \(peak - baseline) bytes")
+            // The process runs other suites at the same time (64 MiB multipart uploads among them), whose buffers count
+            // too: a run of the whole package saw 400 MB at the peak. A file held whole would add its 2 GiB.
+            #expect(peak - baseline < size / 4, "grew by \(peak - baseline) bytes")
         }
     }
 }

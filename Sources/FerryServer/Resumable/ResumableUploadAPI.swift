@@ -26,8 +26,9 @@ struct ResumableUploadAPI: Sendable {
     var followsRequests = false
     /// Called with each object an upload became (the media catalog advances its video).
     var objectStored: @Sendable (ObjectInfo) async -> Void = { _ in }
-    /// Asked before an upload to `bucket`/`key` is created; throws to refuse it (the media library refuses files of a
-    /// video that is gone).
+    /// Asked before an upload to `bucket`/`key` is created, and again when it completes; throws to refuse it (the
+    /// media library refuses files of a video that is gone), or names the stored file of a video or image, which the
+    /// upload may complete only as the same bytes.
     var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> MediaLibrary.StoredFile? = { _, _ in nil }
     /// Called with the `title` a tus client sent for the video an upload fills.
     var titleSent: @Sendable (_ videoId: String, _ title: String) async -> Void = { _, _ in }
