@@ -32,6 +32,7 @@ struct AppPlaybackClaims: JWTPayload {
     var sub: SubjectClaim
     var aud: AudienceClaim
     var exp: ExpirationClaim
+    var nbf: NotBeforeClaim?
     var referrers: [String]?
 
     func verify(using algorithm: some JWTAlgorithm) async throws {}
@@ -45,12 +46,12 @@ struct SignedPlaybackTests {
     /// A token signed with `keys` (holding one key under `kid`).
     static func token(
         _ keys: JWTKeyCollection, kid: String?, video: String, aud: [String] = ["v"], expires: TimeInterval = 300,
-        referrers: [String]? = nil
+        referrers: [String]? = nil, notBefore: TimeInterval? = nil, header: JWTHeader = JWTHeader()
     ) async throws -> String {
         let claims = AppPlaybackClaims(
             sub: .init(value: video), aud: .init(value: aud), exp: .init(value: Date().addingTimeInterval(expires)),
-            referrers: referrers)
-        return try await keys.sign(claims, kid: kid.map { JWKIdentifier(string: $0) })
+            nbf: notBefore.map { .init(value: Date().addingTimeInterval($0)) }, referrers: referrers)
+        return try await keys.sign(claims, kid: kid.map { JWKIdentifier(string: $0) }, header: header)
     }
 
     /// The status of a GET of `url` with `token`, and the `Reason` of a refusal.
@@ -146,6 +147,13 @@ struct SignedPlaybackTests {
             altered[middle] = altered[middle] == "A" ? "B" : "A"
             let bad: [(String, String, String?)] = [
                 ("expired", try await Self.token(app, kid: key.keyId, video: videoId, expires: -10), nil),
+                ("early", try await Self.token(app, kid: key.keyId, video: videoId, notBefore: 120), nil),
+                (
+                    "critical",
+                    try await Self.token(
+                        app, kid: key.keyId, video: videoId, header: ["crit": .array([.string("x-ext")]), "x-ext": .bool(true)]),
+                    nil
+                ),
                 ("audience", try await Self.token(app, kid: key.keyId, video: videoId, aud: ["t"]), nil),
                 ("video", try await Self.token(app, kid: key.keyId, video: other), nil),
                 ("key", try await Self.token(app, kid: "fsk_unknown", video: videoId), nil),
@@ -170,6 +178,11 @@ struct SignedPlaybackTests {
             }
             await #expect(throws: MediaFixtures.ToolFailure.self) {
                 try await MediaFixtures.ffmpeg(["-i", master + "?token=" + String(altered), "-c", "copy", output])
+            }
+            // A token valid from a minute ago plays, and one from 30 s ahead (an app server's clock running fast).
+            for notBefore: TimeInterval in [-60, 30] {
+                let token = try await Self.token(app, kid: key.keyId, video: videoId, notBefore: notBefore)
+                #expect(try await Self.get(master, token: token).status == 200, "nbf \(notBefore)")
             }
             // The referrer restriction lets the allowed page play; audiences open only what they grant.
             let restricted = try await Self.token(app, kid: key.keyId, video: videoId, referrers: ["*.example.com"])

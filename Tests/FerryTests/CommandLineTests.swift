@@ -438,6 +438,47 @@ struct CommandLineTests {
         await server.stop()
     }
 
+    @Test("a multipart upload with adaptive part sizes whose completion answer is lost: the rerun finds the completed object by its checkpoint and sends nothing again")
+    func lostCompletionAnswer() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-completion")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let server = try await FerryExecutable.Server.start(
+            dataDirectory: data + "/service", arguments: ["--media-workers", "0"], environment: ["HOME": data])
+        let root = try rootCredentials(dataDirectory: data + "/service")
+        let environment = ["HOME": data, "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey]
+        try await FaultProxy.with(upstream: server.endpoint) { proxy in
+            // No --part-size: parts start at 5 MiB and grow on a fast link, so the parts are of more than one size.
+            let file = try makeRandomFile(size: 40 * 1024 * 1024, in: data)
+            let arguments = [
+                "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "completion", "--key", "c.bin",
+                "--max-retries", "1", "--record-dir", data + "/records", "--json",
+            ]
+            // The server completes the upload, and every answer to CompleteMultipartUpload is lost.
+            proxy.inject(.dropAfterRequestBytes(.max), when: .method("POST").and(.query(contains: "uploadId")), times: 1000)
+            let failed = try await FerryRun.run(arguments, environment: environment)
+            #expect(failed.status == 75, "\(failed.output.suffix(300)) \(failed.error)")
+            // Fewer than 8 parts for 40 MiB, the first of them 5 MiB: the parts are of more than one size.
+            let parts = Set(proxy.log.filter { $0.method == "PUT" }.compactMap { entry in
+                entry.query.split(separator: "&").first { $0.hasPrefix("partNumber=") }
+            })
+            #expect((2..<8).contains(parts.count), "\(parts)")
+            proxy.clearFaults()
+            let logged = proxy.log.count
+            let finished = try await FerryRun.run(arguments, environment: environment)
+            #expect(finished.status == 0, "\(finished.error)")
+            let rerun = proxy.log.dropFirst(logged)
+            // No part, no new upload, no completion: a look at the parts (the upload is gone) and a HEAD of the object.
+            let sent = rerun.filter { ($0.method == "PUT" && $0.query.contains("partNumber")) || $0.method == "POST" }
+            #expect(sent.isEmpty && rerun.contains { $0.method == "HEAD" }, "\(rerun.map { "\($0.method) \($0.query)" })")
+            let object = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("completion", "c.bin")
+            let expected = try Data(contentsOf: file)
+            #expect(object.status == 200 && Data(object.body) == expected)
+            let records = (try? FileManager.default.contentsOfDirectory(atPath: data + "/records")) ?? []
+            #expect(records.filter { !$0.hasPrefix(".") }.isEmpty, "\(records)")
+        }
+        await server.stop()
+    }
+
     @Test("ferry presign signs a URL for any key, a folder's (ending in a slash) too, and refuses what names no key")
     func presignKeys() async throws {
         let data = TemporaryDirectory.make("ferry-cli-presign")

@@ -317,6 +317,9 @@ public actor ResumableUploadTask {
             throw FerryError(
                 .cannotResumeUpload, "The file \(path) changed while it was being uploaded; it was not completed.")
         }
+        // The checkpoint naming every part is on disk before the server is asked to complete: a run stopped after the
+        // server completed finds the object by those parts (`objectCompleted`) instead of sending the file again.
+        try await checkpointWriter?.flush()
         return try await complete(plan: plan, uploadId: uploadId, meter: meter)
     }
 

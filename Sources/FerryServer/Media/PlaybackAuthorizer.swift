@@ -3,7 +3,8 @@ import Foundation
 import JWTKit
 
 /// Decides whether a request may read a file of a video: a public video's files are open; a signed video's need a
-/// token (``PlaybackToken``) whose signature, expiry, audience, subject and referrer restriction all hold.
+/// token (``PlaybackToken``) whose signature, validity period (`exp`, `nbf`), audience, subject and referrer
+/// restriction all hold; a token whose header names critical extensions (`crit`) is refused.
 ///
 /// Signatures are checked by jwt-kit against the public key of the signing key the token's `kid` names (without a
 /// `kid`, each key of the video's owner in turn), or the server's own key. A key made by an access key signs for that
@@ -25,6 +26,10 @@ struct PlaybackAuthorizer: Sendable {
         case signature
         /// `exp` has passed.
         case expired
+        /// `nbf` is still ahead (by more than ``PlaybackAuthorizer/clockLeeway``).
+        case early
+        /// The header names critical extensions (`crit`), which this server implements none of (RFC 7515, 4.1.11).
+        case critical
         /// `aud` does not grant this file.
         case audience
         /// `sub` is another video.
@@ -42,6 +47,8 @@ struct PlaybackAuthorizer: Sendable {
             case .key: "The playback token's signing key is unknown or may not sign for this video."
             case .signature: "The playback token's signature does not verify."
             case .expired: "The playback token has expired."
+            case .early: "The playback token is not valid yet (nbf)."
+            case .critical: "The playback token names critical header extensions (crit), which this server does not implement."
             case .audience: "The playback token does not grant this file (aud)."
             case .video: "The playback token is for another video (sub)."
             case .referrer: "The playback token does not allow the page this request comes from (Referer)."
@@ -64,20 +71,26 @@ struct PlaybackAuthorizer: Sendable {
         guard token.utf8.count <= PlaybackToken.maxTokenLength else { throw .malformed }
         let claims = try await verifiedClaims(token, video: video)
         if claims.exp.value <= credentials.now() { throw .expired }
+        if let nbf = claims.nbf, nbf.value > credentials.now().addingTimeInterval(Self.clockLeeway) { throw .early }
         let granted = Set(claims.aud.value.compactMap(PlaybackToken.Audience.init(rawValue:)))
         if granted.isDisjoint(with: PlaybackToken.Audience.accepted(forFile: file)) { throw .audience }
         if claims.sub.value != video.videoId { throw .video }
         if let allowed = claims.referrers, !Self.allows(referer: referer, hosts: allowed) { throw .referrer }
     }
 
+    /// How far ahead of this server's clock a token's `nbf` may be (the app server minting it may run ahead).
+    static let clockLeeway: TimeInterval = 60
+
     /// The token's claims once its signature verifies with the key it names.
     private func verifiedClaims(_ token: String, video: VideoRecord) async throws(Refusal) -> PlaybackToken.Claims {
-        let kid: String?
+        let header: JWTHeader
         do {
-            kid = try DefaultJWTParser().parse([UInt8](token.utf8), as: PlaybackToken.Claims.self).header.kid
+            header = try DefaultJWTParser().parse([UInt8](token.utf8), as: PlaybackToken.Claims.self).header
         } catch {
             throw .malformed
         }
+        if header.fields["crit"] != nil { throw .critical }
+        let kid = header.kid
         let keys: [StoredSigningKey]
         if kid == PlaybackToken.serverKeyId {
             let collection = await JWTKeyCollection().add(

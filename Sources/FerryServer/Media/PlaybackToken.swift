@@ -52,6 +52,8 @@ enum PlaybackToken {
         var aud: AudienceClaim
         /// When it ends.
         var exp: ExpirationClaim
+        /// When it begins, if not at once.
+        var nbf: NotBeforeClaim?
         /// Hosts the request's `Referer` must name (`example.com`, `*.example.com`); nil: any, or none.
         var referrers: [String]?
 
@@ -72,7 +74,7 @@ enum PlaybackToken {
         let keys = await JWTKeyCollection().add(hmac: serverKey(codec: codec), digestAlgorithm: .sha256, kid: .init(string: serverKeyId))
         let claims = Claims(
             sub: .init(value: videoId), aud: .init(value: audiences.map(\.rawValue)),
-            exp: .init(value: expiration.rounded()), referrers: nil)
+            exp: .init(value: expiration.rounded()), nbf: nil, referrers: nil)
         return try await keys.sign(claims, kid: .init(string: serverKeyId))
     }
 
