@@ -344,6 +344,10 @@ struct EdgeTests {
             query: "X-Amz-Signature=abc123&X-Amz-Credential=AKID%2F20260101&X-Amz-Security-Token=tok&partNumber=1&token=qiniu")
         #expect(!redacted.contains("abc123") && !redacted.contains("AKID") && !redacted.contains("tok&") && !redacted.contains("qiniu"))
         #expect(redacted.contains("partNumber=1"))
+        // Names are compared as authentication reads them: percent-decoded.
+        let encoded = AccessLogMiddleware.redacted(
+            path: "/b/k", query: "X-Amz-Signatur%65=abc123&X-Amz-Credentia%6C=AKID&%74oken=tok&x=1")
+        #expect(encoded == "/b/k?X-Amz-Signatur%65=<redacted>&X-Amz-Credentia%6C=<redacted>&%74oken=<redacted>&x=1")
         let play = AccessLogMiddleware.redacted(path: "/_ferry/play/video/master.m3u8", query: "token=eyJSECRET.x.y")
         #expect(play == "/_ferry/play/video/master.m3u8?token=<redacted>")
         let grant = AccessLogMiddleware.redacted(path: "/_ferry/uploads/grant/eyJTECRET.MAC", query: nil)

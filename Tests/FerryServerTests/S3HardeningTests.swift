@@ -85,6 +85,39 @@ struct S3HardeningTests {
         }
     }
 
+    @Test("an x-amz-* header the signature does not cover is refused (403, nothing done): a presigned PUT cannot become a copy of another object, nor add tags or metadata")
+    func unsignedAmzHeaders() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("uploads")
+            try await s3.createBucket("private")
+            #expect(try await s3.put("private", "payroll.csv", Array("secret".utf8)).status == 200)
+            let url = try s3.presignedURL("PUT", "/uploads/avatar.png")
+            for header in [
+                ("x-amz-copy-source", "/private/payroll.csv"), ("x-amz-tagging", "a=b"), ("x-amz-meta-note", "x"),
+                ("X-Amz-Copy-Source", "private/payroll.csv"),
+            ] {
+                let refused = try await S3TestClient.fetchRaw("PUT", url, headers: [header], body: Array("png".utf8))
+                #expect(refused.status == 403, "\(header): \(refused.text)")
+                #expect(refused.text.contains("<Code>AccessDenied</Code>") && refused.text.contains("not signed"), "\(refused.text)")
+                #expect(refused.text.contains(header.0.lowercased()))
+            }
+            #expect(try await s3.get("uploads", "avatar.png").status == 404)
+            // Header-signed requests: a header added after signing is refused the same way.
+            let copied = try await s3.send(
+                "PUT", "/uploads/copy.csv", mutateSigned: { $0.append(("x-amz-copy-source", "/private/payroll.csv")) })
+            #expect(copied.status == 403 && copied.text.contains("not signed"), "\(copied.text)")
+            #expect(try await s3.get("uploads", "copy.csv").status == 404)
+            // Signed, the same headers work; an unsigned x-amz-content-sha256 is accepted, as S3 does.
+            let signedCopy = try await s3.send("PUT", "/uploads/copy.csv", headers: [("x-amz-copy-source", "/private/payroll.csv")])
+            #expect(signedCopy.status == 200, "\(signedCopy.text)")
+            let plain = try await S3TestClient.fetchRaw(
+                "PUT", url, headers: [("x-amz-content-sha256", "UNSIGNED-PAYLOAD")], body: Array("png".utf8))
+            #expect(plain.status == 200, "\(plain.text)")
+            #expect(try await s3.get("uploads", "avatar.png").body == Array("png".utf8))
+        }
+    }
+
     @Test("a malformed percent escape in a key is 400 InvalidURI, not a signature error, and changes nothing")
     func malformedEscape() async throws {
         try await TestServer.with { server in

@@ -88,6 +88,20 @@ struct WebhookTests {
         }
     }
 
+    @Test("a user and password in the receiver's URL go as HTTP Basic credentials, not in the request line")
+    func basicCredentials() async throws {
+        try await WebhookReceiver.with { receiver async throws in
+            let url = try #require(URL(string: "http://hook%20user:p%40ss:w@127.0.0.1:\(receiver.port)/hooks"))
+            try await withWebhookServer(webhook: Self.configuration(url)) { server async throws in
+                _ = try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "1")))
+                #expect(try await eventually { await receiver.recorder.deliveries.count >= 1 })
+                let delivery = try #require(await receiver.recorder.deliveries.first)
+                #expect(delivery.authorization == "Basic " + Data("hook user:p@ss:w".utf8).base64EncodedString())
+                #expect(delivery.signature != nil)
+            }
+        }
+    }
+
     @Test("receiver down: events stay pending and are retried; once it listens they arrive")
     func retriesUntilReceiverListens() async throws {
         let port = try await WebhookReceiver.freePort()
@@ -260,6 +274,7 @@ actor WebhookRecorder {
         var type: String?
         var signature: String?
         var contentType: String?
+        var authorization: String?
         var body: [UInt8]
     }
 
@@ -272,11 +287,11 @@ actor WebhookRecorder {
     }
 
     /// Records a delivery; returns whether to acknowledge it.
-    func record(signature: String?, contentType: String?, body: [UInt8]) -> Bool {
+    func record(signature: String?, contentType: String?, authorization: String? = nil, body: [UInt8]) -> Bool {
         let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
         let delivery = Delivery(
             id: json?["id"] as? String, type: json?["type"] as? String, signature: signature, contentType: contentType,
-            body: body)
+            authorization: authorization, body: body)
         deliveries.append(delivery)
         return !rejectedTypes.contains(delivery.type ?? "")
     }
@@ -298,7 +313,8 @@ struct WebhookReceiver: Sendable {
         router.post("/hooks") { request, _ -> HTTPResponse.Status in
             let bytes = [UInt8](buffer: try await request.body.collect(upTo: 1 << 20))
             let acknowledged = await recorder.record(
-                signature: request.headers[signatureField], contentType: request.headers[.contentType], body: bytes)
+                signature: request.headers[signatureField], contentType: request.headers[.contentType],
+                authorization: request.headers[.authorization], body: bytes)
             return acknowledged ? .noContent : .internalServerError
         }
         var logger = Logger(label: "ferry.test.webhook-receiver")

@@ -356,6 +356,125 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("a tus final upload is checked as an upload of its length and type: an upload token's insertOnly, fsizeLimit and mimeLimit hold, a stored video's file is not replaced; an empty key is refused")
+    func tusFinalUploadLimits() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("finals").status == 200)
+            #expect(try await s3.put("finals", "existing", Array("ORIGINAL".utf8)).status == 200)
+            let root = server.root
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            func token(_ configure: (inout PutPolicy) -> Void) -> String {
+                var policy = PutPolicy(scope: "finals", deadline: Date().addingTimeInterval(3600))
+                configure(&policy)
+                return UploadToken.make(accessKey: root.accessKeyId, secretKey: root.secretAccessKey, policy: policy)
+            }
+            func metadata(_ pairs: [(String, String)]) -> (name: String, value: String) {
+                ("Upload-Metadata", pairs.map { $0.0 + " " + Data($0.1.utf8).base64EncodedString() }.joined(separator: ","))
+            }
+            func create(_ endpoint: String, _ headers: [(name: String, value: String)]) async throws -> S3TestClient.Reply {
+                try await S3TestClient.fetchRaw("POST", endpoint, headers: tus + headers)
+            }
+            /// Partial uploads of 8 bytes each, fully received; their URLs.
+            func partials(_ endpoint: String, _ auth: [(name: String, value: String)], count: Int) async throws -> [String] {
+                var urls: [String] = []
+                for index in 0..<count {
+                    let created = try await create(
+                        endpoint,
+                        auth + [("Upload-Concat", "partial"), ("Upload-Length", "8"), metadata([("key", "tmp\(index)"), ("filetype", "image/png")])])
+                    let location = try #require(created.header("Location"), "\(created.status) \(created.text)")
+                    let patched = try await S3TestClient.fetchRaw(
+                        "PATCH", location,
+                        headers: tus + [("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")],
+                        body: Array("<script>".utf8))
+                    #expect(patched.status == 204)
+                    urls.append(location)
+                }
+                return urls
+            }
+            let endpoint = server.endpoint + "/_ferry/uploads/"
+            let open = [("Authorization", "UpToken " + token { _ in })]
+            let parts = try await partials(endpoint, open, count: 3)
+            let final = [("Upload-Concat", "final;" + parts.joined(separator: " "))]
+            for (configure, key, type, status) in [
+                ({ (policy: inout PutPolicy) in policy.insertOnly = true }, "existing", "image/png", 409),
+                ({ (policy: inout PutPolicy) in policy.fsizeLimit = 8 }, "new-a", "image/png", 413),
+                ({ (policy: inout PutPolicy) in policy.mimeLimit = "image/png" }, "new-b", "text/html", 403),
+            ] as [((inout PutPolicy) -> Void, String, String, Int)] {
+                let refused = try await create(
+                    endpoint, [("Authorization", "UpToken " + token(configure))] + final + [metadata([("key", key), ("filetype", type)])])
+                #expect(refused.status == status, "\(key): \(refused.text)")
+                #expect(refused.header("Location") == nil)
+            }
+            #expect(try await s3.get("finals", "existing").body == Array("ORIGINAL".utf8))
+            for key in ["new-a", "new-b"] { #expect(try await s3.get("finals", key).status == 404) }
+            // Within the limits, the final upload is made.
+            let allowed = token { $0.fsizeLimit = 24; $0.mimeLimit = "image/png"; $0.insertOnly = true }
+            let made = try await create(
+                endpoint, [("Authorization", "UpToken " + allowed)] + final + [metadata([("key", "new-c"), ("filetype", "image/png")])])
+            #expect(made.status == 201, "\(made.text)")
+            #expect(try await s3.get("finals", "new-c").body.count == 24)
+            // Only the three partial uploads are in progress (they stay until they expire): no refused final left one.
+            let inProgress = try await s3.send("GET", "/finals", query: [("uploads", "")]).text
+            #expect(inProgress.components(separatedBy: "<Upload>").count - 1 == 3, "\(inProgress)")
+            // An empty key is not a key.
+            let empty = try await create(endpoint, open + [("Upload-Length", "3"), ("Upload-Metadata", "key ")])
+            #expect(empty.status == 400, "\(empty.text)")
+
+            // A stored video's file: a final upload of other bytes through its upload URL is refused.
+            let media = Self.media(server)
+            let ticket = try await media.createUploadVideo(.init(title: "stored", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL).absoluteString
+            let first = try await create(url, [("Upload-Length", "8")])
+            let firstLocation = try #require(first.header("Location"), "\(first.status) \(first.text)")
+            #expect(try await S3TestClient.fetchRaw(
+                "PATCH", firstLocation, headers: tus + [("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")],
+                body: Array("original".utf8)).status == 204)
+            #expect(try await media.getVideoInfo(videoId: ticket.id).status == "UploadSucc")
+            let other = try await partials(url, [], count: 1)
+            let replaced = try await create(url, [("Upload-Concat", "final;" + other.joined(separator: " "))])
+            #expect(replaced.status == 403, "\(replaced.text)")
+            #expect(try await s3.get(ticket.address.bucket, ticket.address.fileName).body == Array("original".utf8))
+        }
+    }
+
+    @Test("one upload driven by both protocols: a tus append that reaches the length of an IETF-created upload makes the object; an IETF client's empty completing append to an upload completed meanwhile is answered as its completion")
+    func mixedProtocols() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("mixed").status == 200)
+            let tusAppend: [(name: String, value: String)] = [
+                ("Tus-Resumable", "1.0.0"), ("Content-Type", "application/offset+octet-stream"),
+            ]
+            let ietf: [(name: String, value: String)] = [("Upload-Draft-Interop-Version", "6")]
+            let ietfCreated = try await s3.send(
+                "POST", "/_ferry/uploads/s3/mixed/a", headers: ietf + [("Upload-Complete", "?0"), ("Upload-Length", "10")],
+                payload: .unsigned)
+            let a = try #require(ietfCreated.header("Location"), "\(ietfCreated.status) \(ietfCreated.text)")
+            let filled = try await S3TestClient.fetchRaw(
+                "PATCH", a, headers: tusAppend + [("Upload-Offset", "0")], body: Array("0123456789".utf8))
+            #expect(filled.status == 204 && filled.header("ETag") != nil, "\(filled.status) \(filled.headers)")
+            #expect(try await s3.get("mixed", "a").body == Array("0123456789".utf8))
+
+            let tusCreated = try await s3.send(
+                "POST", "/_ferry/uploads/s3/mixed/b", headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "10")],
+                payload: .unsigned)
+            let b = try #require(tusCreated.header("Location"))
+            let partial = ietf + [("Content-Type", "application/partial-upload")]
+            let appended = try await S3TestClient.fetchRaw(
+                "PATCH", b, headers: partial + [("Upload-Offset", "0"), ("Upload-Complete", "?0")], body: Array("abcdefghij".utf8))
+            #expect(appended.status == 204)
+            let completing = try await S3TestClient.fetchRaw(
+                "PATCH", b, headers: partial + [("Upload-Offset", "10"), ("Upload-Complete", "?1")])
+            #expect(completing.status == 200 && completing.header("Upload-Complete") == "?1", "\(completing.status) \(completing.text)")
+            #expect(try await s3.get("mixed", "b").body == Array("abcdefghij".utf8))
+            // Anything else to a completed upload is still refused.
+            let more = try await S3TestClient.fetchRaw(
+                "PATCH", b, headers: partial + [("Upload-Offset", "10"), ("Upload-Complete", "?1")], body: [1])
+            #expect(more.status == 400)
+        }
+    }
+
     @Test("the IETF draft at interop versions 3, 5 and 6: 104 with the upload's URL, offset retrieval, 409 with the right offset, completion, cancellation", arguments: [3, 5, 6])
     func ietfVersions(_ version: Int) async throws {
         try await TestServer.with { server in

@@ -123,6 +123,9 @@ public struct SigV4Error: Error, Sendable, Hashable, CustomStringConvertible {
         /// A trailer announced in `x-amz-trailer` was not sent, or a trailer line is malformed.
         public static let missingTrailer = Code(
             rawValue: "missingTrailer", s3ErrorCode: "MalformedTrailerError", httpStatus: 400)
+        /// The request carries an `x-amz-*` header its signature does not cover.
+        public static let headersNotSigned = Code(
+            rawValue: "headersNotSigned", s3ErrorCode: "AccessDenied", httpStatus: 403)
         /// A presigned URL has expired.
         public static let requestExpired = Code(
             rawValue: "requestExpired", s3ErrorCode: "AccessDenied", httpStatus: 403)

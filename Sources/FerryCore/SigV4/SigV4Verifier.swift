@@ -242,6 +242,21 @@ public enum SigV4Verifier {
     /// The default maximum difference between a header-signed request's time and the server clock (15 minutes, as S3).
     public static let defaultMaxClockSkew: TimeInterval = 15 * 60
 
+    /// Refuses a request carrying an `x-amz-*` header that `signedHeaders` leaves out, as S3 does: such a header
+    /// would change what the signer allowed (an unsigned `x-amz-copy-source` turns a presigned PUT into a copy of
+    /// another object; `x-amz-tagging` or `x-amz-meta-*` add what was not signed). `x-amz-content-sha256` may go
+    /// unsigned, as S3 accepts.
+    static func requireSigned(_ present: Set<String>, signedHeaders: [String]) throws(SigV4Error) {
+        let signed = Set(signedHeaders)
+        let unsigned = present.filter { $0.hasPrefix("x-amz-") && $0 != "x-amz-content-sha256" && !signed.contains($0) }
+        guard unsigned.isEmpty else {
+            throw SigV4Error(
+                .headersNotSigned,
+                "There were headers present in the request which were not signed: "
+                    + unsigned.sorted().prefix(8).map { String($0.prefix(64)) }.joined(separator: ", "))
+        }
+    }
+
     /// Verifies a request signed with an `Authorization` header.
     ///
     /// - Parameters:
@@ -256,7 +271,7 @@ public enum SigV4Verifier {
     ///   - now: the server time, checked against `x-amz-date` within `maxClockSkew`; `nil` skips the check.
     ///   - expectedRegion: when set, the scope's region must equal it.
     ///   - expectedService: the scope's service must equal it.
-    /// - Throws: ``SigV4Error`` (malformed authorization, skew, or signature mismatch).
+    /// - Throws: ``SigV4Error`` (malformed authorization, skew, an unsigned `x-amz-*` header, or signature mismatch).
     public static func verify(
         authorization: SigV4Authorization,
         secretAccessKey: String,
@@ -281,6 +296,7 @@ public enum SigV4Verifier {
         for name in signedHeaders where !present.contains(name) {
             throw .malformedAuthorization("the signed header '\(name.prefix(64))' is not in the request")
         }
+        try requireSigned(present, signedHeaders: signedHeaders)
         // The request time comes from x-amz-date or, without it, from Date (as S3 accepts either); the string to
         // sign always carries it in the basic ISO 8601 form.
         let timestamp: String
@@ -372,6 +388,7 @@ public enum SigV4Verifier {
         for name in signedHeaders where !present.contains(name) {
             throw .malformedPresignedQuery("the signed header '\(name.prefix(64))' is not in the request")
         }
+        try requireSigned(present, signedHeaders: signedHeaders)
         if presigned.date.timeIntervalSince(now) > maxClockSkew {
             throw SigV4Error(.requestNotYetValid, "the request is not valid yet")
         }

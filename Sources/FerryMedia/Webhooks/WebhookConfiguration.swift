@@ -3,7 +3,7 @@ import Foundation
 
 /// Where and how the server delivers webhooks.
 public struct WebhookConfiguration: Sendable {
-    /// The receiver's URL; events are POSTed to it.
+    /// The receiver's URL; events are POSTed to it. A user and password in it go as HTTP Basic credentials.
     public var url: URL
     /// The HMAC-SHA256 key the receiver verifies signatures with (never logged).
     public var secret: String
@@ -39,6 +39,25 @@ extension WebhookConfiguration: SecretRedacting {
 }
 
 extension WebhookConfiguration {
+    /// The URL requests go to: ``url`` without its user and password, which go in ``basicAuthorization``.
+    var requestURL: String {
+        guard url.user != nil || url.password != nil,
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        else { return url.absoluteString }
+        components.user = nil
+        components.password = nil
+        return components.string ?? url.absoluteString
+    }
+
+    /// HTTP Basic credentials (RFC 7617) from the user and password of ``url``, or nil when it has none.
+    var basicAuthorization: String? {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+            components.user != nil || components.password != nil
+        else { return nil }
+        let pair = (components.user ?? "") + ":" + (components.password ?? "")
+        return "Basic " + Data(pair.utf8).base64EncodedString()
+    }
+
     /// The receiver's URL without what may be a credential: a user and password, the path (Slack's and Discord's
     /// hooks carry their secret there) and the query.
     var redactedURL: String {

@@ -155,8 +155,11 @@ package struct WebhookDeliveryService: Service {
 
     /// POSTs a body; throws unless the receiver answers 2xx.
     private func post(_ body: [UInt8], _ client: HTTPClient, traceParent: String?) async throws {
-        var request = HTTPClientRequest(url: configuration.url.absoluteString)
+        var request = HTTPClientRequest(url: configuration.requestURL)
         request.method = .POST
+        if let authorization = configuration.basicAuthorization {
+            request.headers.add(name: "Authorization", value: authorization)
+        }
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "User-Agent", value: "Ferry-Webhooks")
         if let traceParent { request.headers.add(name: "traceparent", value: traceParent) }

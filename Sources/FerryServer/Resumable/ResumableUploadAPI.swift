@@ -125,9 +125,10 @@ struct ResumableUploadAPI: Sendable {
         case .signed(let path):
             try S3AuthenticationMiddleware.refuseRepeatedAuthorization(request)
             let (bucket, key) = try ObjectAPI.splitPath(path)
-            guard !bucket.isEmpty, !key.isEmpty, key.utf8.count <= 1024 else {
+            guard !bucket.isEmpty, !key.isEmpty else {
                 throw ResumableRefusal(.badRequest, "The path names no bucket and key: /_ferry/uploads/s3/<bucket>/<key>.", wire: wire)
             }
+            try Self.validate(key: key, wire: wire)
             let authenticated = try await authenticator.authenticate(
                 .init(
                     method: request.method.rawValue, rawPath: request.uri.path,
@@ -183,17 +184,23 @@ struct ResumableUploadAPI: Sendable {
         case (nil, nil):
             throw ResumableRefusal(.badRequest, "The upload token's scope names no key; send one as the tus metadata key.", wire: wire)
         }
-        do {
-            try ObjectAPI.validateKey(key)
-        } catch let error as S3Error {
-            throw ResumableRefusal(.badRequest, error.message, wire: wire)
-        }
+        try Self.validate(key: key, wire: wire)
         guard resolved.principal.allows(action: "s3:PutObject", bucket: policy.bucket, key: key) else {
             throw ResumableRefusal(.forbidden, "The upload token's access key may not write this object.", wire: wire)
         }
         return Target(
             bucket: policy.bucket, key: key, owner: resolved.principal.parentAccessKeyId, quota: resolved.principal.quota,
             insertOnly: policy.insertOnly, maxLength: policy.fsizeLimit, policy: policy)
+    }
+
+    /// Keys follow the object API's rules (and are not empty), so that every stored key can be read and deleted there.
+    private static func validate(key: String, wire: ResumableWire) throws {
+        guard !key.isEmpty else { throw ResumableRefusal(.badRequest, "The key must be 1 to 1024 bytes long.", wire: wire) }
+        do {
+            try ObjectAPI.validateKey(key)
+        } catch let error as S3Error {
+            throw ResumableRefusal(.badRequest, error.message, wire: wire)
+        }
     }
 
     /// The limits of the long-term key an upload counts against, as they are now; a key that is gone or disabled
@@ -348,11 +355,29 @@ struct ResumableUploadAPI: Sendable {
             }
             partials.append(partial)
         }
-        let info = ResumableUpload.Info(kind: .final, metadata: metadata, videoId: target.mediaId, partials: partials.map(\.id))
-        let (upload, object) = try await store.concatenateResumable(
-            partials, bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
-            info: info, attributes: attributes,
-            expiresAt: credentials.now().addingTimeInterval(lifetime))
+        // The final upload is checked as any upload of its length and type, and completes as one.
+        let (total, overflow) = partials.reduce((Int64(0), false)) { sum, partial in
+            let (next, overflow) = sum.0.addingReportingOverflow(partial.offset)
+            return (next, sum.1 || overflow)
+        }
+        guard !overflow, total <= CatalogObjectStore.Limits.maxObjectSize else {
+            throw ResumableRefusal(.contentTooLarge, "The partial uploads together pass the largest object.", wire: wire)
+        }
+        try await checkLimits(target, length: total, contentType: attributes.contentType, wire: wire)
+        var info = ResumableUpload.Info(kind: .final, metadata: metadata, videoId: target.mediaId, partials: partials.map(\.id))
+        info.insertOnly = target.insertOnly ? true : nil
+        let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
+        let upload: ResumableUpload
+        let object: ObjectInfo
+        do {
+            (upload, object) = try await store.concatenateResumable(
+                partials, bucket: target.bucket, key: target.key,
+                charge: StorageCharge(owner: target.owner, quota: target.quota), info: info, attributes: attributes,
+                expiresAt: credentials.now().addingTimeInterval(lifetime),
+                verify: { etag in if let stored, stored.etag != etag { throw stored.refusal } })
+        } catch let error as FerryDomainError where error.code == .preconditionFailed && target.insertOnly {
+            throw ResumableRefusal(.conflict, "An object with this key exists and the upload token is insertOnly.", wire: wire)
+        }
         await objectStored(object)
         var headers = wire.headers
         headers[.location] = try location(upload, context: context)
@@ -424,11 +449,16 @@ struct ResumableUploadAPI: Sendable {
             if version >= 6, request.headers[.contentType] != IETFWire.partialUpload {
                 throw ResumableRefusal(.badRequest, "An append is Content-Type: application/partial-upload.", wire: wire)
             }
+            let complete = try wire.declaredComplete(request.headers) ?? true
             guard upload.etag == nil else {
+                // Completed meanwhile (by a tus append that reached its length): the empty completing append its
+                // client sends next is answered as the completion it asked for.
+                if complete, offset == upload.offset, try wire.integer(.contentLength, in: request.headers) ?? 0 == 0 {
+                    return Self.completed(upload, wire: wire)
+                }
                 throw ResumableRefusal(.badRequest, "The upload is complete; it takes no more appends.", wire: wire)
             }
             guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
-            let complete = try wire.declaredComplete(request.headers) ?? true
             upload = try await declareLength(upload, request: request, wire: wire)
             await context.sendContinue()
             return try await appendIETF(upload, at: offset, complete: complete, request: request, wire: wire)
@@ -473,7 +503,8 @@ struct ResumableUploadAPI: Sendable {
             guard checksum.matches(digests) else { throw TusChecksum.mismatch }
         }
         if interrupted { return (stored, true) }
-        return (stored.isFullyReceived && stored.completesWhenReceived ? try await finish(stored, wire: wire) : stored, false)
+        // tus completes an upload when its offset reaches its length, an upload an IETF client created too.
+        return (stored.isFullyReceived && stored.info.kind == .single ? try await finish(stored, wire: wire) : stored, false)
     }
 
     /// Runs the first append of an upload just created; a refusal (anything but a body cut short, which keeps what
@@ -537,12 +568,17 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(
                 .badRequest, "The upload was declared \(stored.length ?? 0) bytes long; \(stored.offset) arrived.", wire: wire)
         }
-        stored = try await finish(stored, wire: wire)
+        return Self.completed(try await finish(stored, wire: wire), wire: wire)
+    }
+
+    /// The answer to the IETF append that completed `upload`: its offset, ETag and a summary of the object.
+    private static func completed(_ upload: ResumableUpload, wire: ResumableWire) -> Response {
+        var headers = wire.headers
         wire.setComplete(true, in: &headers)
-        headers[.uploadOffset] = String(stored.offset)
-        headers[.eTag] = "\"\(stored.etag ?? "")\""
+        headers[.uploadOffset] = String(upload.offset)
+        headers[.eTag] = "\"\(upload.etag ?? "")\""
         headers[.contentType] = "application/json"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: Self.summary(stored))))
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: summary(upload))))
     }
 
     /// Streams the request body into the upload at `offset`; the upload as it then stands, and whether the body was

@@ -158,10 +158,12 @@ extension CatalogObjectStore {
     }
 
     /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
-    /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated.
+    /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated. `verify`
+    /// sees the object's ETag before it is made and may refuse it; with `info.insertOnly` the object is made only
+    /// where none exists (else `preconditionFailed`). A refused final upload leaves nothing behind.
     package func concatenateResumable(
         _ partials: [ResumableUpload], bucket: String, key: String, charge: StorageCharge, info: ResumableUpload.Info,
-        attributes: ObjectAttributes, expiresAt: Date
+        attributes: ObjectAttributes, expiresAt: Date, verify: @Sendable (String) throws -> Void = { _ in }
     ) async throws -> (upload: ResumableUpload, object: ObjectInfo) {
         let owner = charge.owner
         let multipart = try await createMultipartUpload(
@@ -191,7 +193,9 @@ extension CatalogObjectStore {
             }
             if parts.isEmpty { parts = [try await emptyPart(multipart)] }
             let total = parts.reduce(0) { $0 + $1.size }
-            let object = try await assemble(multipart, parts: parts, fullObjectChecksums: [:], condition: .none)
+            try verify(Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] }))
+            let object = try await assemble(
+                multipart, parts: parts, fullObjectChecksums: [:], condition: info.insertOnly == true ? .absent : .none)
             let upload = ResumableUpload(
                 id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
                 length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: object.etag)

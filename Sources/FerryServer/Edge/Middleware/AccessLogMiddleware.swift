@@ -1,3 +1,4 @@
+import FerryCore
 import Hummingbird
 import Logging
 
@@ -59,7 +60,9 @@ struct AccessLogMiddleware: RouterMiddleware {
         guard let query, !query.isEmpty else { return String(path.prefix(512)) }
         let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
             let name = item.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
-            return secretParameters.contains(name.lowercased()) ? name + "=<redacted>" : String(item)
+            // Compared decoded, as authentication reads it (`X-Amz-Signatur%65` is the signature too).
+            let decoded = SigV4.parseQueryString(name).first?.name ?? name
+            return secretParameters.contains(decoded.lowercased()) ? name + "=<redacted>" : String(item)
         }
         return String((path + "?" + items.joined(separator: "&")).prefix(512))
     }
