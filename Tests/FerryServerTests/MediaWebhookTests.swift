@@ -36,4 +36,24 @@ struct MediaWebhookTests {
             }
         }
     }
+
+    @Test("ListWebhookEvents names the receiver without its credentials: user, password, path and query are redacted")
+    func listedURLIsRedacted() async throws {
+        let url = try #require(URL(string: "http://hook:p4ss@127.0.0.1:9/hooks/T0KEN?sig=S3CRET"))
+        try await TestServer.with(configure: { $0.webhook = WebhookTests.configuration(url) }) { server in
+            let body = Array(#"{"Limit": 10}"#.utf8)
+            let path = "/_ferry/v1/ListWebhookEvents"
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1", service: "ferry")
+            let headers = signer.sign(
+                method: "POST", path: path, query: [],
+                headers: [("host", "127.0.0.1:\(server.port)"), ("content-type", "application/json")],
+                payloadHash: SigV4.hexSHA256(body), date: Date()
+            ).headers
+            let reply = try await server.client().sendRaw("POST", path, headers: headers, body: body)
+            #expect(reply.status == 200)
+            let answer = try #require(try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any])
+            #expect(answer["WebhookURL"] as? String == "http://<redacted>@127.0.0.1:9/<redacted>?<redacted>")
+            for secret in ["p4ss", "T0KEN", "S3CRET"] { #expect(!reply.text.contains(secret)) }
+        }
+    }
 }

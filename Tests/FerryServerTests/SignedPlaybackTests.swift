@@ -210,6 +210,17 @@ struct SignedPlaybackTests {
                 ecdsa: try ES256PrivateKey(pem: foreign.privateKey), kid: JWKIdentifier(string: foreign.keyId))
             #expect(try await Self.get(master, token: try await Self.token(foreignKeys, kid: foreign.keyId, video: videoId)).reason == "key")
             await #expect(throws: FerryError.self) { try await scopedMedia.deleteSigningKey(key.keyId) }
+            // It opens the access key's own video (nothing is published yet: 404 once the token is accepted) until
+            // that access key is disabled; then neither its kid nor the owner's keys tried without one sign.
+            let own = try await scopedMedia.createUploadVideo(.init(title: "own", fileName: "own.mp4")).id
+            let ownMaster = harness.server.endpoint + "/_ferry/play/\(own)/master.m3u8"
+            let ownToken = try await Self.token(foreignKeys, kid: foreign.keyId, video: own)
+            let ownWithoutKid = try await Self.token(foreignKeys, kid: nil, video: own)
+            #expect(try await Self.get(ownMaster, token: ownToken).status == 404)
+            #expect(try await Self.get(ownMaster, token: ownWithoutKid).status == 404)
+            try await harness.media.disableAccessKey(scoped.accessKeyId)
+            #expect(try await Self.get(ownMaster, token: ownToken).reason == "key")
+            #expect(try await Self.get(ownMaster, token: ownWithoutKid).reason == "key")
 
             // A deleted key's tokens are refused.
             try await harness.media.deleteSigningKey(key.keyId)

@@ -8,7 +8,7 @@ import Testing
 @testable import FerryServer
 @testable import FerryStorage
 
-@Suite("Subtitle tracks: WebVTT and SRT reading, HLS subtitle groups")
+@Suite("Subtitle tracks: WebVTT and SRT reading, HLS subtitle groups", .timeLimit(.minutes(2)))
 struct SubtitleFormatTests {
     @Test("SRT becomes WebVTT: counters dropped, commas become dots, font tags removed, CRLF and BOM accepted")
     func srtConversion() throws {
@@ -18,6 +18,18 @@ struct SubtitleFormatTests {
         #expect(track.cues[0].start == 1000 && track.cues[0].end == 2500)
         #expect(track.cues[1].start == 5000 && track.cues[1].end == 60000)
         #expect(track.text() == "WEBVTT\n\n00:00:01.000 --> 00:00:02.500\nHello\nworld\n\n00:00:05.000 --> 00:01:00.000\nBye\n")
+    }
+
+    @Test("font tags are removed in one pass: any case, unclosed ones kept as text, and a line of 940 KB of tags (minutes of work for a search from the start per tag) is read")
+    func fontTags() throws {
+        #expect(WebVTT.stripFontTags(#"<FONT color="red">a</Font> <font>b</font>"#) == "a b")
+        #expect(WebVTT.stripFontTags("a <font size=2 b") == "a <font size=2 b")
+        #expect(WebVTT.stripFontTags("</fon <fon x> é") == "</fon <fon x> é")
+        #expect(WebVTT.stripFontTags("x</font") == "x</font")
+        let hostile = String(repeating: "<fon", count: 100_000) + String(repeating: "<font>", count: 90_000) + "x"
+        #expect(WebVTT.stripFontTags(hostile) == String(repeating: "<fon", count: 100_000) + "x")
+        let track = try WebVTT(parsing: "1\n00:00:00,000 --> 00:00:01,000\n" + hostile + "\n")
+        #expect(track.cues.first?.payload.first?.hasSuffix("<fonx") == true)
     }
 
     @Test("WebVTT keeps identifiers, settings and STYLE blocks, drops NOTE blocks, and reads mm:ss timestamps")

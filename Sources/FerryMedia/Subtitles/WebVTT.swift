@@ -154,15 +154,38 @@ package struct WebVTT: Sendable, Equatable {
         return ((hours * 60 + minutes) * 60 + seconds) * 1000 + millis
     }
 
-    /// SRT's `<font …>` tags, which WebVTT has not.
-    private static func stripFontTags(_ line: String) -> String {
-        var result = line.replacingOccurrences(of: "</font>", with: "", options: .caseInsensitive)
-        while let open = result.range(of: "<font", options: .caseInsensitive),
-            let close = result[open.upperBound...].firstIndex(of: ">")
-        {
-            result.removeSubrange(open.lowerBound...close)
+    /// SRT's `<font …>` and `</font>` tags (any case), which WebVTT has not; one pass over the line, so its time grows
+    /// with its length only.
+    static func stripFontTags(_ line: String) -> String {
+        let bytes = Array(line.utf8)
+        guard let lastClose = bytes.lastIndex(of: UInt8(ascii: ">")) else { return line }
+        func starts(_ tag: StaticString, at index: Int) -> Bool {
+            let count = tag.utf8CodeUnitCount
+            guard index + count <= bytes.count else { return false }
+            return (0..<count).allSatisfy { offset in
+                let byte = bytes[index + offset]
+                return (byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte) == tag.utf8Start[offset]
+            }
         }
-        return result
+        var result: [UInt8] = []
+        result.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "<"), index < lastClose {
+                if starts("</font>", at: index) {
+                    index += 7
+                    continue
+                }
+                // The search ends at the first `>`, and the scan resumes past it: every byte is looked at once.
+                if starts("<font", at: index), let close = bytes[(index + 5)...].firstIndex(of: UInt8(ascii: ">")) {
+                    index = close + 1
+                    continue
+                }
+            }
+            result.append(bytes[index])
+            index += 1
+        }
+        return String(decoding: result, as: UTF8.self)
     }
 
     /// `hh:mm:ss.ttt`.

@@ -60,7 +60,7 @@ extension WebhookConfiguration {
 
     /// The receiver's URL without what may be a credential: a user and password, the path (Slack's and Discord's
     /// hooks carry their secret there) and the query.
-    var redactedURL: String {
+    package var redactedURL: String {
         var text = (url.scheme ?? "http") + "://"
         if url.user != nil || url.password != nil { text += "<redacted>@" }
         text += url.host ?? ""

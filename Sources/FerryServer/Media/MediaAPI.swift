@@ -515,7 +515,7 @@ public struct MediaAPI: Sendable {
             described.lastError = delivery.lastError
             return described
         }
-        return MediaContract.WebhookEventsAnswer(events: events, webhookURL: webhooks.configuration?.url.absoluteString)
+        return MediaContract.WebhookEventsAnswer(events: events, webhookURL: webhooks.configuration?.redactedURL)
     }
 
     /// Delivers a failed webhook event again (root only), from a fresh count of attempts.

@@ -8,7 +8,7 @@ import JWTKit
 ///
 /// Signatures are checked by jwt-kit against the public key of the signing key the token's `kid` names (without a
 /// `kid`, each key of the video's owner in turn), or the server's own key. A key made by an access key signs for that
-/// key's videos; one made by the root key, for every video. A refusal is an S3 `AccessDenied` with a `Reason`
+/// key's videos while that access key is active; one made by the root key, for every video. A refusal is an S3 `AccessDenied` with a `Reason`
 /// element (``Refusal``); no token, key or signature appears in it or in any log.
 struct PlaybackAuthorizer: Sendable {
     let catalog: any MediaCatalog
@@ -101,20 +101,25 @@ struct PlaybackAuthorizer: Sendable {
             // Key ids are `fsk_` and 20 letters or digits: another `kid` names no key, and is not looked up.
             guard kid.utf8.count <= 64, kid.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw .key }
             let key: StoredSigningKey?
+            let active: Bool
             do {
                 key = try await catalog.signingKey(kid)
+                if let key { active = try await credentials.isActive(key.owner) } else { active = false }
             } catch {
                 throw .unavailable
             }
-            guard let key, mayPlay(video, signedWith: key) else { throw .key }
+            guard let key, active, mayPlay(video, signedWith: key) else { throw .key }
             keys = [key]
         } else {
+            let active: Bool
             do {
                 keys = try await catalog.signingKeys(owner: video.owner).prefix(16).map { $0 }
+                active = keys.isEmpty ? false : try await credentials.isActive(video.owner)
             } catch {
                 throw .unavailable
             }
-            guard !keys.isEmpty else { throw .key }
+            // A disabled access key's signing keys sign nothing.
+            guard !keys.isEmpty, active else { throw .key }
         }
         var refusal = Refusal.signature
         for key in keys {

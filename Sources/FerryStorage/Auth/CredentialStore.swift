@@ -69,6 +69,12 @@ public struct CredentialStore: Sendable {
         return key.quota
     }
 
+    /// Whether the long-term key `accessKeyId` is the root key or a stored key that is active (not disabled or gone).
+    package func isActive(_ accessKeyId: String) async throws -> Bool {
+        guard accessKeyId != root.accessKeyId else { return true }
+        return try await catalog.accessKey(accessKeyId)?.status == .active
+    }
+
     static let unknownKey = FerryDomainError(
         .unknownAccessKey, "The AWS Access Key Id you provided does not exist in our records.")
 }
