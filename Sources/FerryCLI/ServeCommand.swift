@@ -233,7 +233,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let text = webhookURL ?? env["FERRY_WEBHOOK_URL"] {
             guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
-                throw ValidationError("--webhook-url '\(text)' is not a URL.")
+                // Not echoed: the text may hold a password or a token.
+                throw ValidationError("--webhook-url is not a URL (scheme://host[:port][/path]).")
             }
             guard let secret = env["FERRY_WEBHOOK_SECRET"], !secret.isEmpty else {
                 throw ValidationError("Set FERRY_WEBHOOK_SECRET, the key webhook receivers verify signatures with.")

@@ -435,6 +435,9 @@ struct ResumableUploadTests {
             let replaced = try await create(url, [("Upload-Concat", "final;" + other.joined(separator: " "))])
             #expect(replaced.status == 403, "\(replaced.text)")
             #expect(try await s3.get(ticket.address.bucket, ticket.address.fileName).body == Array("original".utf8))
+            // The refused final upload's multipart upload (made before the check) is gone; the partial upload stays.
+            let mediaUploads = try await s3.send("GET", "/" + ticket.address.bucket, query: [("uploads", "")]).text
+            #expect(mediaUploads.components(separatedBy: "<Upload>").count - 1 == 1, "\(mediaUploads)")
         }
     }
 
@@ -579,6 +582,8 @@ struct ResumableUploadTests {
             let deferred = try #require(try await create("deferred.bin", [("Upload-Defer-Length", "1")]).header("Location"))
             #expect(try await patch(deferred, offset: 5, [1, 2, 3], [("Upload-Length", "3")]).status == 409)
             #expect(try await patch(deferred, offset: 0, [UInt8](repeating: 1, count: 10), [("Upload-Length", "3")]).status == 413)
+            let wrongSum = ("Upload-Checksum", "sha1 " + Data(repeating: 0, count: 20).base64EncodedString())
+            #expect(try await patch(deferred, offset: 0, [1, 2, 3], [("Upload-Length", "3"), wrongSum]).status == 460)
             let stillDeferred = try await head(deferred)
             #expect(stillDeferred.header("Upload-Defer-Length") == "1" && stillDeferred.header("Upload-Length") == nil)
             let whole = try await patch(deferred, offset: 0, [UInt8](repeating: 1, count: 10), [("Upload-Length", "10")])

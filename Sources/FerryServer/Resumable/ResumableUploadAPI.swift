@@ -435,10 +435,18 @@ struct ResumableUploadAPI: Sendable {
             }
             let checksum = try TusChecksum.parse(request.headers[.uploadChecksum])
             guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
-            upload = try await declareLength(upload, request: request, wire: wire)
+            // A deferred length declared here bounds this append and is recorded once the append is kept: a refused
+            // append (460, 413, a quota) leaves the length deferred.
+            let declared = try lengthToRecord(upload, request: request, wire: wire)
+            var bounded = upload
+            if let declared { bounded.length = declared }
             await context.sendContinue()
-            let (appended, interrupted) = try await appendTus(upload, at: offset, checksum: checksum, request: request)
+            var (appended, interrupted) = try await appendTus(bounded, at: offset, checksum: checksum, request: request)
+            appended = try await keep(declared, after: appended, interrupted: interrupted, wire: wire)
             if interrupted { throw Self.bodyEnded(appended, wire: wire) }
+            if declared != nil, appended.etag == nil, appended.isFullyReceived, appended.info.kind == .single {
+                appended = try await finish(appended, wire: wire)
+            }
             upload = appended
             var headers = wire.headers
             headers[.uploadOffset] = String(upload.offset)
@@ -453,15 +461,17 @@ struct ResumableUploadAPI: Sendable {
             guard upload.etag == nil else {
                 // Completed meanwhile (by a tus append that reached its length): the empty completing append its
                 // client sends next is answered as the completion it asked for.
-                if complete, offset == upload.offset, try wire.integer(.contentLength, in: request.headers) ?? 0 == 0 {
+                if complete, offset == upload.offset, request.headers[.transferEncoding] == nil,
+                    try wire.integer(.contentLength, in: request.headers) ?? 0 == 0
+                {
                     return Self.completed(upload, wire: wire)
                 }
                 throw ResumableRefusal(.badRequest, "The upload is complete; it takes no more appends.", wire: wire)
             }
             guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
-            upload = try await declareLength(upload, request: request, wire: wire)
+            let declared = try lengthToRecord(upload, request: request, wire: wire)
             await context.sendContinue()
-            return try await appendIETF(upload, at: offset, complete: complete, request: request, wire: wire)
+            return try await appendIETF(upload, at: offset, complete: complete, declared: declared, request: request, wire: wire)
         }
     }
 
@@ -525,17 +535,16 @@ struct ResumableUploadAPI: Sendable {
         }
     }
 
-    /// Records the `Upload-Length` an append declares for an upload whose length is deferred, or checks it against
-    /// the one recorded (tus and IETF alike: indicated lengths must agree).
-    private func declareLength(_ upload: ResumableUpload, request: Request, wire: ResumableWire) async throws
-        -> ResumableUpload
-    {
-        guard let length = try wire.integer(.uploadLength, in: request.headers) else { return upload }
+    /// The `Upload-Length` an append declares for an upload whose length is deferred, checked against what it
+    /// received and what the request carries; nil when it declares none, or the one recorded already (tus and IETF
+    /// alike: indicated lengths must agree).
+    private func lengthToRecord(_ upload: ResumableUpload, request: Request, wire: ResumableWire) throws -> Int64? {
+        guard let length = try wire.integer(.uploadLength, in: request.headers) else { return nil }
         if let recorded = upload.length {
             guard recorded == length else {
                 throw ResumableRefusal(.badRequest, "Upload-Length differs from the upload's length (\(recorded)).", wire: wire)
             }
-            return upload
+            return nil
         }
         guard length >= upload.offset else {
             throw ResumableRefusal(.badRequest, "Upload-Length is less than the bytes already received.", wire: wire)
@@ -543,19 +552,37 @@ struct ResumableUploadAPI: Sendable {
         if let declared = try wire.integer(.contentLength, in: request.headers), declared > length - upload.offset {
             throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
         }
-        let updated = try await store.setResumableLength(upload, length: length)
-        guard updated.length == length else {
-            throw ResumableRefusal(.badRequest, "Upload-Length differs from the upload's length.", wire: wire)
+        return length
+    }
+
+    /// Records the length an append declared (``lengthToRecord(_:request:wire:)``) once the append was kept, so that a
+    /// refused append (460, 413, a quota) leaves it deferred. Another request that recorded a different length first
+    /// makes this one a 400; a body cut short is answered as such whatever became of the length.
+    private func keep(_ declared: Int64?, after appended: ResumableUpload, interrupted: Bool, wire: ResumableWire)
+        async throws -> ResumableUpload
+    {
+        guard let declared, appended.length != declared else { return appended }
+        do {
+            let updated = appended.length == nil ? try await store.setResumableLength(appended, length: declared) : appended
+            guard updated.length == declared else {
+                throw ResumableRefusal(.badRequest, "Upload-Length differs from the upload's length.", wire: wire)
+            }
+            return updated
+        } catch where interrupted {
+            throw Self.bodyEnded(appended, wire: wire)
         }
-        return updated
     }
 
     /// An IETF append: the bytes recorded; with the completion flag, the upload's length is the offset reached, and
     /// the answer is the final response.
     private func appendIETF(
-        _ upload: ResumableUpload, at offset: Int64, complete: Bool, request: Request, wire: ResumableWire
+        _ upload: ResumableUpload, at offset: Int64, complete: Bool, declared: Int64? = nil, request: Request,
+        wire: ResumableWire
     ) async throws -> Response {
-        var (stored, interrupted) = try await append(upload, at: offset, request: request, checksums: [], wire: wire) { _, _ in }
+        var bounded = upload
+        if let declared { bounded.length = declared }
+        var (stored, interrupted) = try await append(bounded, at: offset, request: request, checksums: [], wire: wire) { _, _ in }
+        stored = try await keep(declared, after: stored, interrupted: interrupted, wire: wire)
         if interrupted { throw Self.bodyEnded(stored, wire: wire) }
         var headers = wire.headers
         guard complete else {
@@ -655,7 +682,10 @@ struct ResumableUploadAPI: Sendable {
         if upload.etag == nil, upload.expiresAt <= credentials.now() {
             throw ResumableRefusal(wire == .tus ? .gone : .notFound, "The upload expired.", wire: wire)
         }
-        if completing, upload.etag == nil, upload.isFullyReceived, upload.completesWhenReceived {
+        // tus completes an upload whose offset reached its length, an upload an IETF client created too.
+        if completing, upload.etag == nil, upload.isFullyReceived,
+            upload.completesWhenReceived || (wire == .tus && upload.info.kind == .single)
+        {
             return try await finish(upload, wire: wire)
         }
         return upload
