@@ -5,6 +5,12 @@ import Foundation
 ///
 /// The queue's events and the interrupts are merged into one stream, read by ``run(_:)`` from one task at a time.
 final class QueueFollower: @unchecked Sendable {
+    /// Failure codes of a queue item (a server's error code, or the client's code without one) that a rerun resumes
+    /// past: the network, a timeout, a 5xx.
+    static let resumableCodes: Set<String> = [
+        "network", "timeout", "server", "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout",
+    ]
+
     // `iterator` and `firstProgress` are touched only by the task running `run(_:)`, one call at a time; the pumps
     // only yield into the merged stream.
     private enum Input {
@@ -102,8 +108,16 @@ final class QueueFollower: @unchecked Sendable {
                     }
                 case .failed(let item, let code, let message):
                     guard pending.remove(item.id) != nil else { break }
-                    output.error("ferry: \(names[item.id] ?? item.fileURL.path): \(message) (\(code))")
-                    if outcome.code == ExitCodes.success { outcome.code = ExitCodes.failed }
+                    // The network or the service gave out past the retries: the checkpoint stays and a rerun resumes,
+                    // as for a plain object upload (exit 75).
+                    let resumable = Self.resumableCodes.contains(code)
+                    let advice = resumable ? " The checkpoint is kept: run the same command again to resume." : ""
+                    output.error("ferry: \(names[item.id] ?? item.fileURL.path): \(message) (\(code))\(advice)")
+                    if resumable {
+                        outcome.code = ExitCodes.interrupted
+                    } else if outcome.code == ExitCodes.success {
+                        outcome.code = ExitCodes.failed
+                    }
                 case .tokenExpired(let item):
                     guard pending.remove(item.id) != nil else { break }
                     // The command's key does not expire; temporary ones cannot be renewed from here.

@@ -75,6 +75,12 @@ extension ServiceOptions {
 struct ServiceConnection: Sendable {
     /// Where requests go.
     var endpoint: URL
+    /// ``endpoint`` as text without a trailing `/`, for appending paths to (`http://host:9000/` gave `//_ferry/…`).
+    var base: String {
+        var text = endpoint.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        return text
+    }
     /// The address URLs are made for (the embedded service signs them for `ferry serve`'s default address).
     var publicEndpoint: URL
     var region: String

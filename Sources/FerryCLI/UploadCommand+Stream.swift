@@ -76,7 +76,7 @@ extension UploadCommand {
             if !cancel, !noResume {
                 context.output.message("\(path) changed since its upload started; uploading it afresh.", file: name)
             }
-            if let url = URL(string: context.connection.endpoint.absoluteString + old.uploadPath) {
+            if let url = URL(string: context.connection.base + old.uploadPath) {
                 do {
                     try await uploader.terminate(url)
                 } catch {
@@ -99,11 +99,11 @@ extension UploadCommand {
         var signer: SigV4Signer?
         var fields: [String: String] = [:]
         if let bucket {
-            try await context.connection.objects(context.configuration).createBucket(bucket)
+            try await Self.ensureBucket(bucket, client: context.connection.objects(context.configuration))
             let key = key ?? name
             let path = "/_ferry/uploads/s3/" + SigV4.uriEncode(bucket, encodeSlash: true) + "/"
                 + SigV4.uriEncode(key, encodeSlash: false)
-            guard let url = URL(string: context.connection.endpoint.absoluteString + path) else {
+            guard let url = URL(string: context.connection.base + path) else {
                 throw ValidationError("The key \(key) cannot be part of a URL.")
             }
             creation = url
@@ -139,7 +139,7 @@ extension UploadCommand {
         }
 
         let output = context.output
-        let resuming = previous.flatMap { URL(string: context.connection.endpoint.absoluteString + $0.uploadPath) }
+        let resuming = previous.flatMap { URL(string: context.connection.base + $0.uploadPath) }
         let upload = Task { () async throws -> StreamUploader.Result in
             try await uploader.upload(
                 file: file, creationURL: creation, signer: signer, resuming: resuming,

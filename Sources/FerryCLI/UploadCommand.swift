@@ -18,9 +18,15 @@ enum ExitCodes {
     static let interrupted: Int32 = 75
 
     /// The exit code of an upload that failed with `error`: ``interrupted`` when the network or the service gave out
-    /// (a timeout, a dropped connection, a 5xx past the retries: the same command resumes), ``failed`` otherwise.
+    /// (a timeout, a dropped connection, a 5xx, a 408, 409 or 429 past the retries: the same command resumes),
+    /// ``failed`` otherwise (a refusal the same command would meet again: a bad key, a quota, a denied access).
     static func of(_ error: any Error) -> Int32 {
         guard let error = error as? FerryError, [.network, .timeout, .server].contains(error.code) else { return failed }
+        if error.code == .server, let status = error.httpStatus, (400..<500).contains(status),
+            ![408, 409, 425, 429].contains(status)
+        {
+            return failed
+        }
         return interrupted
     }
 
@@ -114,11 +120,12 @@ struct UploadCommand: AsyncParsableCommand {
     func run() async throws {
         let output = ProgressPrinter(json: json)
         for path in files + (cover.map { [$0] } ?? []) {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
-                FileManager.default.isReadableFile(atPath: path)
-            else {
-                output.error("ferry: cannot read \(path): no such file, it is a directory, or it is not readable.")
+            // A regular file only: a pipe or a device has no size to plan parts by (one was stored empty).
+            let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+            let type = (try? FileManager.default.attributesOfItem(atPath: resolved))?[.type] as? FileAttributeType
+            guard type == .typeRegular, FileManager.default.isReadableFile(atPath: path) else {
+                output.error(
+                    "ferry: cannot read \(path): no such file, not a regular file (a directory, a pipe, a device), or not readable.")
                 throw ExitCode(ExitCodes.failed)
             }
         }
@@ -155,7 +162,8 @@ struct UploadCommand: AsyncParsableCommand {
             for _ in 0..<jobs { launch() }
             while let code = try await group.next() {
                 if code == ExitCodes.interrupted || worst == ExitCodes.success { worst = max(worst, code) }
-                if code != ExitCodes.interrupted { launch() }
+                // Ctrl-C pauses the batch; a file that failed (the network gave out) leaves the others to go on.
+                if context.interrupts.count == 0 { launch() }
             }
             return worst
         }
@@ -169,12 +177,20 @@ struct UploadCommand: AsyncParsableCommand {
         var interrupts: SignalCounter
     }
 
+    /// Creates `bucket` when it is missing. A key that may not create buckets (one scoped to a prefix) goes on: the
+    /// upload itself says whether it may write there.
+    static func ensureBucket(_ bucket: String, client: ObjectStorageClient) async throws {
+        do {
+            try await client.createBucket(bucket)
+        } catch where error.serverCode == "AccessDenied" {}
+    }
+
     /// A plain object upload (`--bucket`) through the engine.
     func uploadObject(_ path: String, context: UploadContext) async throws -> Int32 {
         let bucket = self.bucket ?? ""
         let url = URL(fileURLWithPath: path)
         let client = context.connection.objects(context.configuration)
-        try await client.createBucket(bucket)
+        try await Self.ensureBucket(bucket, client: client)
         var request = request(for: url, bucket: bucket, key: key ?? url.lastPathComponent, records: context.records)
         request.contentType = Self.contentType(url.pathExtension)
         if cancel {

@@ -193,18 +193,29 @@ public struct MediaLibrary: Sendable {
 
     // MARK: Deletion and expiry
 
-    /// Deletes a video: its status and the cancellation of its jobs in one change, a job running here stopped at once
-    /// (its ffmpeg killed; one running on another node stops at its next heartbeat), its files removed, then
-    /// `VideoDeleted`.
+    /// Deletes a video: its status, the cancellation of its jobs and a ``MediaJobKind/removeFiles`` job in one change,
+    /// a job running here stopped at once (its ffmpeg killed; one running on another node stops at its next
+    /// heartbeat), its files removed, then `VideoDeleted`, then the removal job cancelled. Stopped midway (a crash, a
+    /// failing store), the removal job finishes it later on any node with media workers.
     package func delete(_ video: VideoRecord) async throws {
         try await catalog.updateVideo(video.videoId) { video in
             video.status = VideoStatus.deleted
             video.updatedAt = Date()
-            return .save(cancelJobs: true)
+            return .save(enqueue: [Self.removalJob(video.videoId)], cancelJobs: true)
         }
         running.cancel(videoId: video.videoId)
         try await removeFiles(of: video)
         try await webhooks.enqueue(.videoDeleted(videoId: video.videoId))
+        _ = try await catalog.cancelJobs(videoId: video.videoId, now: Date())
+    }
+
+    /// How long a ``MediaJobKind/removeFiles`` job waits before a worker may take it: the node that enqueued it has
+    /// finished by then, unless it stopped.
+    static let removalDelay: TimeInterval = 300
+
+    /// The job that finishes a deletion or an expiry of `videoId` if the node making it stops before it has.
+    static func removalJob(_ videoId: String) -> MediaJob {
+        MediaJob(videoId: videoId, kind: .removeFiles, maxAttempts: 10, runAt: Date().addingTimeInterval(removalDelay))
     }
 
     /// Videos and images whose upload did not complete within `uploadingVideoMaxAge` become `UploadFail`: what had
@@ -224,11 +235,12 @@ public struct MediaLibrary: Sendable {
                 guard video.status == VideoStatus.uploading else { return .keep }
                 video.status = VideoStatus.uploadFailed
                 video.updatedAt = now
-                return .save(cancelJobs: true)
+                return .save(enqueue: [Self.removalJob(video.videoId)], cancelJobs: true)
             }
             guard expired != nil else { return false }
             try await removeFiles(of: video)
             try await webhooks.enqueue(.videoUploadExpired(videoId: video.videoId))
+            _ = try await catalog.cancelJobs(videoId: video.videoId, now: Date())
             return true
         }
         let images = try await walk(
@@ -242,7 +254,7 @@ public struct MediaLibrary: Sendable {
                 return true
             }
             guard expired != nil else { return false }
-            try await abortMultipartUploads(bucket: image.bucket, key: image.key)
+            try await Self.abortMultipartUploads(bucket: image.bucket, key: image.key, in: store)
             try await webhooks.enqueue(.imageUploadExpired(imageId: image.imageId))
             return true
         }
@@ -321,13 +333,18 @@ public struct MediaLibrary: Sendable {
     /// Deletes a video's files (source, cover, renditions: everything under `video/<id>/`) and aborts the multipart
     /// uploads of its source.
     func removeFiles(of video: VideoRecord) async throws {
+        try await Self.removeFiles(of: video, in: store)
+    }
+
+    /// Removes a video's source, everything under its directory and its unfinished multipart uploads from `store`.
+    static func removeFiles(of video: VideoRecord, in store: any ObjectStore) async throws {
         try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: "video/\(video.videoId)/")
-        try await abortMultipartUploads(bucket: video.bucket, key: video.key)
+        try await abortMultipartUploads(bucket: video.bucket, key: video.key, in: store)
     }
 
     /// Aborts the unfinished multipart uploads of `bucket`/`key`.
-    private func abortMultipartUploads(bucket: String, key: String) async throws {
+    private static func abortMultipartUploads(bucket: String, key: String, in store: any ObjectStore) async throws {
         for upload in try await store.listMultipartUploads(
             bucket: bucket, prefix: key, delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
         ).uploads where upload.key == key {

@@ -362,6 +362,13 @@ struct AWSChunkedDecoderTests {
             mode: .unsigned, decodedContentLength: 5, expectedTrailers: ["x-amz-checksum-sha256"])
         _ = try missing.feed(body)
         #expect(errorCode { _ = try missing.finish() } == .missingTrailer)
+        // A trailer sent twice (a right and a wrong checksum, in either order) is refused, not chosen between.
+        for pair in [("NhCmhg==", "AAAAAA=="), ("AAAAAA==", "NhCmhg==")] {
+            var twice = AWSChunkedDecoder(
+                mode: .unsigned, decodedContentLength: 5, expectedTrailers: ["x-amz-checksum-crc32"])
+            let doubled = Array("5\r\nhello\r\n0\r\nx-amz-checksum-crc32:\(pair.0)\r\nx-amz-checksum-crc32:\(pair.1)\r\n\r\n".utf8)
+            #expect(errorCode { _ = try twice.feed(doubled); _ = try twice.finish() } == .missingTrailer)
+        }
         // Without the closing blank line the body is incomplete.
         var unterminated = AWSChunkedDecoder(mode: .unsigned, decodedContentLength: 5)
         _ = try unterminated.feed(body.dropLast(2))

@@ -24,6 +24,41 @@ struct MediaJobLifecycleTests {
         }
     }
 
+    @Test("a deletion stopped after the video was marked Deleted is finished by its removal job: the file goes and VideoDeleted is sent; a deletion that finished cancels that job")
+    func interruptedDeletion() async throws {
+        try await WebhookReceiver.with { receiver in
+            try await MediaHarness.with(webhook: receiver.url) { harness in
+                let catalog = harness.server.server.catalog
+                // A deletion that finishes: its removal job is cancelled, not left to run again.
+                let done = try await harness.media.createUploadVideo(.init(title: "done", fileName: "done.mp4"))
+                try await harness.media.deleteVideos([done.id])
+                let doneJobs = try await catalog.jobs(videoId: done.id)
+                #expect(doneJobs.filter { $0.kind == .removeFiles }.map(\.state) == [.cancelled])
+                // The first step of a deletion alone, as a node that stopped right after it leaves it (the job due now).
+                let ticket = try await harness.media.createUploadVideo(.init(title: "stopped", fileName: "stopped.mp4"))
+                let s3 = harness.server.client(ticket.auth.credentials)
+                let bytes = [UInt8](repeating: 1, count: 3000)
+                #expect(try await s3.put(ticket.address.bucket, ticket.address.fileName, bytes).status == 200)
+                try await catalog.updateVideo(ticket.id) { video in
+                    video.status = "Deleted"
+                    return .save(enqueue: [MediaJob(videoId: video.videoId, kind: .removeFiles)], cancelJobs: true)
+                }
+                let root = harness.server.client()
+                try await Self.eventually("the removal job removes the file") {
+                    try await root.get(ticket.address.bucket, ticket.address.fileName).status == 404
+                }
+                try await Self.eventually("VideoDeleted is sent") {
+                    await receiver.recorder.deliveries.contains { delivery in
+                        let json = (try? JSONSerialization.jsonObject(with: Data(delivery.body))) as? [String: Any]
+                        return delivery.type == "VideoDeleted" && (json?["payload"] as? [String: Any])?["VideoId"] as? String == ticket.id
+                    }
+                }
+                let jobs = try await catalog.jobs(videoId: ticket.id)
+                #expect(jobs.filter { $0.kind == .removeFiles }.map(\.state) == [.succeeded])
+            }
+        }
+    }
+
     @Test("deleting a video mid-transcode cancels its jobs, kills its ffmpeg at once and removes every file it had")
     func deleteMidTranscode() async throws {
         try await MediaHarness.with(configure: { $0.mediaProcessing.templates = Self.slow }) { harness in

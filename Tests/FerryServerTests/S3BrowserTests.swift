@@ -1,3 +1,4 @@
+import Crypto
 import FerryCore
 @testable import FerryServer
 import FerryTestSupport
@@ -171,6 +172,29 @@ struct S3BrowserTests {
             try await refused(PostForm(fields: [("key", "user/42/other.mp4")], file: file), "AccessDenied", "no policy at all")
             let v2 = [("key", "user/42/other.mp4"), ("AWSAccessKeyId", server.root.accessKeyId), ("policy", "e30="), ("signature", "abc")]
             try await refused(PostForm(fields: v2, file: file), "NotImplemented", "a Signature Version 2 form")
+
+            // A digest the form declares is checked: a wrong one is BadDigest and stores nothing; a right one stores.
+            let md5 = Data(Insecure.MD5.hash(data: file)).base64EncodedString()
+            let sha256 = Data(SHA256.hash(data: file)).base64EncodedString()
+            for (field, value, code) in [
+                ("Content-MD5", Data(Insecure.MD5.hash(data: [1])).base64EncodedString(), "BadDigest"),
+                ("x-amz-checksum-sha256", Data(SHA256.hash(data: [1])).base64EncodedString(), "BadDigest"),
+                ("x-amz-checksum-crc32", "AAAAAA==", "BadDigest"),
+                ("Content-MD5", md5, nil), ("x-amz-checksum-sha256", sha256, nil),
+            ] as [(String, String, String?)] {
+                let key = "digest/" + field + (code == nil ? "-right" : "-wrong")
+                let digestFields = try Self.signedFields(
+                    [["starts-with", "$key", "digest/"], ["eq", "$" + field, value]], credentials: server.root,
+                    extra: [("key", key), (field, value)], bucket: "uploads")
+                let reply = try await Self.post(server.endpoint, bucket: "uploads", PostForm(fields: digestFields, file: file))
+                if let code {
+                    #expect(reply.errorCode == code, "\(field): \(reply.status) \(reply.text)")
+                    #expect(try await s3.get("uploads", key).status == 404)
+                } else {
+                    #expect(reply.status == 204, "\(field): \(reply.text)")
+                    #expect(try await s3.get("uploads", key).body == file)
+                }
+            }
 
             // The default answer is 204; a redirect answers 303 with the object in its query.
             let redirect = try Self.signedFields(

@@ -411,70 +411,175 @@ struct CommandLineTests {
 
     @Test("an upload the service fails past its retries exits 75 with its checkpoint kept, and the same command then finishes it")
     func failurePastRetriesIsResumable() async throws {
-        let data = TemporaryDirectory.make("ferry-cli-retries")
-        defer { try? FileManager.default.removeItem(atPath: data) }
-        let server = try await FerryExecutable.Server.start(
-            dataDirectory: data + "/service", arguments: ["--media-workers", "0"], environment: ["HOME": data])
-        let root = try rootCredentials(dataDirectory: data + "/service")
-        let environment = ["HOME": data, "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey]
-        try await FaultProxy.with(upstream: server.endpoint) { proxy in
-            let file = try makeRandomFile(size: 12 * 1024 * 1024, in: data)
-            let arguments = [
-                "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "retries", "--key", "r.bin", "--part-size", "5MiB",
-                "--max-retries", "1", "--record-dir", data + "/records", "--json",
-            ]
-            // Every part is refused: the upload gives up, resumably.
-            proxy.inject(.status(503, code: "ServiceUnavailable"), when: .method("PUT").and(.query(contains: "partNumber")), times: 1000)
-            let failed = try await FerryRun.run(arguments, environment: environment)
-            #expect(failed.status == 75, "\(failed.output.suffix(300)) \(failed.error)")
-            #expect(failed.error.contains("run the same command again to resume"), "\(failed.error)")
-            proxy.clearFaults()
-            let finished = try await FerryRun.run(arguments, environment: environment)
-            #expect(finished.status == 0, "\(finished.error)")
-            let object = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("retries", "r.bin")
-            let expected = try Data(contentsOf: file)
-            #expect(object.status == 200 && Data(object.body) == expected)
+        try await Self.withService("ferry-cli-retries") { server, root, environment, data in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                let file = try makeRandomFile(size: 12 * 1024 * 1024, in: data)
+                let arguments = [
+                    "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "retries", "--key", "r.bin", "--part-size", "5MiB",
+                    "--max-retries", "1", "--record-dir", data + "/records", "--json",
+                ]
+                // Every part is refused: the upload gives up, resumably.
+                proxy.inject(.status(503, code: "ServiceUnavailable"), when: .method("PUT").and(.query(contains: "partNumber")), times: 1000)
+                let failed = try await FerryRun.run(arguments, environment: environment)
+                #expect(failed.status == 75, "\(failed.output.suffix(300)) \(failed.error)")
+                #expect(failed.error.contains("run the same command again to resume"), "\(failed.error)")
+                proxy.clearFaults()
+                let finished = try await FerryRun.run(arguments, environment: environment)
+                #expect(finished.status == 0, "\(finished.error)")
+                let object = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("retries", "r.bin")
+                let expected = try Data(contentsOf: file)
+                #expect(object.status == 200 && Data(object.body) == expected)
+            }
         }
-        await server.stop()
     }
 
     @Test("a multipart upload with adaptive part sizes whose completion answer is lost: the rerun finds the completed object by its checkpoint and sends nothing again")
     func lostCompletionAnswer() async throws {
-        let data = TemporaryDirectory.make("ferry-cli-completion")
+        try await Self.withService("ferry-cli-completion") { server, root, environment, data in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                // No --part-size: parts start at 5 MiB and grow on a fast link, so the parts are of more than one size.
+                let file = try makeRandomFile(size: 40 * 1024 * 1024, in: data)
+                let arguments = [
+                    "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "completion", "--key", "c.bin",
+                    "--max-retries", "1", "--record-dir", data + "/records", "--json",
+                ]
+                // The server completes the upload, and every answer to CompleteMultipartUpload is lost.
+                proxy.inject(.dropAfterRequestBytes(.max), when: .method("POST").and(.query(contains: "uploadId")), times: 1000)
+                let failed = try await FerryRun.run(arguments, environment: environment)
+                #expect(failed.status == 75, "\(failed.output.suffix(300)) \(failed.error)")
+                // Fewer than 8 parts for 40 MiB, the first of them 5 MiB: the parts are of more than one size.
+                let parts = Set(proxy.log.filter { $0.method == "PUT" }.compactMap { entry in
+                    entry.query.split(separator: "&").first { $0.hasPrefix("partNumber=") }
+                })
+                #expect((2..<8).contains(parts.count), "\(parts)")
+                proxy.clearFaults()
+                let logged = proxy.log.count
+                let finished = try await FerryRun.run(arguments, environment: environment)
+                #expect(finished.status == 0, "\(finished.error)")
+                let rerun = proxy.log.dropFirst(logged)
+                // No part, no new upload, no completion: a look at the parts (the upload is gone) and a HEAD of the object.
+                let sent = rerun.filter { ($0.method == "PUT" && $0.query.contains("partNumber")) || $0.method == "POST" }
+                #expect(sent.isEmpty && rerun.contains { $0.method == "HEAD" }, "\(rerun.map { "\($0.method) \($0.query)" })")
+                let object = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("completion", "c.bin")
+                let expected = try Data(contentsOf: file)
+                #expect(object.status == 200 && Data(object.body) == expected)
+                let records = (try? FileManager.default.contentsOfDirectory(atPath: data + "/records")) ?? []
+                #expect(records.filter { !$0.hasPrefix(".") }.isEmpty, "\(records)")
+            }
+        }
+    }
+
+    @Test("a CreateMultipartUpload whose answer is lost is retried, and the upload it made is aborted: none is left open")
+    func lostCreationAnswer() async throws {
+        try await Self.withService("ferry-cli-creation") { server, root, environment, data in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                let file = try makeRandomFile(size: 12 * 1024 * 1024, in: data)
+                // The server creates the upload; its answer never reaches the client, which asks again.
+                proxy.inject(.dropAfterRequestBytes(.max), when: .method("POST").and(.query(contains: "uploads")), times: 1)
+                let run = try await FerryRun.run(
+                    [
+                        "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "creation", "--key", "c.bin",
+                        "--part-size", "5MiB", "--record-dir", data + "/records", "--json",
+                    ], environment: environment)
+                #expect(run.status == 0, "\(run.error)")
+                let s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+                #expect(proxy.log.filter { $0.method == "POST" && $0.query.contains("uploads") }.count == 2)
+                let open = try await s3.send("GET", "/creation", query: [("uploads", "")]).text
+                #expect(!open.contains("<Upload>"), "\(open)")
+                let expected = try Data(contentsOf: file)
+                #expect(Data(try await s3.get("creation", "c.bin").body) == expected)
+            }
+        }
+    }
+
+    @Test("ferry upload's edges: a pipe is refused, a refusal a rerun would meet exits 1, a prefix-scoped key uploads without creating the bucket, an endpoint ending in / works for streams, a failed file leaves the rest of a batch to go on, an image goes as a tus stream")
+    func uploadEdges() async throws {
+        try await Self.withService("ferry-cli-edges") { server, root, environment, data in
+            let s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+            #expect(try await s3.createBucket("edges").status == 200)
+            let small = try makeRandomFile(size: 1000, in: data)
+
+            // A pipe has no size to plan by: refused, nothing stored.
+            let fifo = data + "/pipe.bin"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let piped = try await FerryRun.run(
+                ["upload", fifo, "--endpoint", server.endpoint, "--bucket", "edges"], environment: environment)
+            #expect(piped.status == 1 && piped.error.contains("not a regular file"), "\(piped.error)")
+            #expect(try await s3.get("edges", "pipe.bin").status == 404)
+
+            // A key the server refuses (400): the same command would meet it again, so exit 1 and no advice to rerun.
+            let refused = try await FerryRun.run(
+                ["upload", small.path, "--endpoint", server.endpoint, "--bucket", "edges", "--key", "a/../b"],
+                environment: environment)
+            #expect(refused.status == 1, "\(refused.error)")
+            #expect(!refused.error.contains("run the same command again"), "\(refused.error)")
+
+            // A key scoped to a prefix may not create buckets; it uploads into its prefix all the same.
+            let admin = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: .init(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey))
+            let scoped = try await admin.createAccessKey(
+                policy: AccessPolicy(statements: [.init(actions: ["s3:*"], bucket: "edges", keyPrefix: "users/42/")]))
+            let scopedEnvironment = ["HOME": data, "FERRY_ACCESS_KEY_ID": scoped.accessKeyId, "FERRY_SECRET_ACCESS_KEY": scoped.secretAccessKey]
+            for wire in [[], ["--protocol", "tus"]] {
+                let key = "users/42/" + (wire.isEmpty ? "multipart" : "tus") + ".bin"
+                let run = try await FerryRun.run(
+                    ["upload", small.path, "--endpoint", server.endpoint + "/", "--bucket", "edges", "--key", key] + wire,
+                    environment: scopedEnvironment)
+                #expect(run.status == 0, "\(wire): \(run.error)")
+                #expect(try await s3.get("edges", key).body.count == 1000)
+            }
+
+            // One file of a batch fails past the retries: the files after it are still uploaded, and the run exits 75.
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                let big = try makeRandomFile(size: 6 * 1024 * 1024, in: data)
+                proxy.inject(.status(503, code: "ServiceUnavailable"), when: .method("PUT").and(.path(contains: big.lastPathComponent)), times: 1000)
+                let files = try (1...2).map { index -> String in
+                    let path = data + "/after-\(index).bin"
+                    try Data(repeating: UInt8(index), count: 100).write(to: URL(fileURLWithPath: path))
+                    return path
+                }
+                let batch = try await FerryRun.run(
+                    ["upload", big.path] + files + [
+                        "--endpoint", proxy.endpoint, "--bucket", "edges", "--jobs", "1", "--max-retries", "1",
+                        "--part-size", "5MiB", "--record-dir", data + "/records",
+                    ], environment: environment)
+                #expect(batch.status == 75, "\(batch.error)")
+                for path in files { #expect(try await s3.get("edges", URL(fileURLWithPath: path).lastPathComponent).status == 200) }
+                // A video whose parts the service refuses past the retries: resumable, as an object upload is (75).
+                let clip = data + "/clip.mp4"
+                try FileManager.default.copyItem(atPath: big.path, toPath: clip)
+                proxy.inject(.status(503, code: "ServiceUnavailable"), when: .method("PUT").and(.path(contains: "/video/")), times: 1000)
+                let media = try await FerryRun.run(
+                    ["upload", clip, "--endpoint", proxy.endpoint, "--max-retries", "1", "--part-size", "5MiB", "--record-dir", data + "/records"],
+                    environment: environment)
+                #expect(media.status == 75 && media.error.contains("run the same command again"), "\(media.error)")
+            }
+
+            // An image as a tus stream: its upload URL comes with it.
+            let png = data + "/poster.png"
+            try Data(repeating: 7, count: 5000).write(to: URL(fileURLWithPath: png))
+            let image = try await FerryRun.run(
+                ["upload", png, "--endpoint", server.endpoint, "--protocol", "tus", "--json"], environment: environment)
+            #expect(image.status == 0, "\(image.error)")
+        }
+    }
+
+    /// Runs `body` with a `ferry serve` (no media workers) in a temporary directory, the root key, the environment
+    /// `ferry` runs with as that key, and the directory.
+    static func withService(
+        _ name: String,
+        _ body: (FerryExecutable.Server, SigV4Credentials, [String: String], String) async throws -> Void
+    ) async throws {
+        let data = TemporaryDirectory.make(name)
         defer { try? FileManager.default.removeItem(atPath: data) }
         let server = try await FerryExecutable.Server.start(
             dataDirectory: data + "/service", arguments: ["--media-workers", "0"], environment: ["HOME": data])
         let root = try rootCredentials(dataDirectory: data + "/service")
         let environment = ["HOME": data, "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey]
-        try await FaultProxy.with(upstream: server.endpoint) { proxy in
-            // No --part-size: parts start at 5 MiB and grow on a fast link, so the parts are of more than one size.
-            let file = try makeRandomFile(size: 40 * 1024 * 1024, in: data)
-            let arguments = [
-                "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "completion", "--key", "c.bin",
-                "--max-retries", "1", "--record-dir", data + "/records", "--json",
-            ]
-            // The server completes the upload, and every answer to CompleteMultipartUpload is lost.
-            proxy.inject(.dropAfterRequestBytes(.max), when: .method("POST").and(.query(contains: "uploadId")), times: 1000)
-            let failed = try await FerryRun.run(arguments, environment: environment)
-            #expect(failed.status == 75, "\(failed.output.suffix(300)) \(failed.error)")
-            // Fewer than 8 parts for 40 MiB, the first of them 5 MiB: the parts are of more than one size.
-            let parts = Set(proxy.log.filter { $0.method == "PUT" }.compactMap { entry in
-                entry.query.split(separator: "&").first { $0.hasPrefix("partNumber=") }
-            })
-            #expect((2..<8).contains(parts.count), "\(parts)")
-            proxy.clearFaults()
-            let logged = proxy.log.count
-            let finished = try await FerryRun.run(arguments, environment: environment)
-            #expect(finished.status == 0, "\(finished.error)")
-            let rerun = proxy.log.dropFirst(logged)
-            // No part, no new upload, no completion: a look at the parts (the upload is gone) and a HEAD of the object.
-            let sent = rerun.filter { ($0.method == "PUT" && $0.query.contains("partNumber")) || $0.method == "POST" }
-            #expect(sent.isEmpty && rerun.contains { $0.method == "HEAD" }, "\(rerun.map { "\($0.method) \($0.query)" })")
-            let object = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("completion", "c.bin")
-            let expected = try Data(contentsOf: file)
-            #expect(object.status == 200 && Data(object.body) == expected)
-            let records = (try? FileManager.default.contentsOfDirectory(atPath: data + "/records")) ?? []
-            #expect(records.filter { !$0.hasPrefix(".") }.isEmpty, "\(records)")
+        do {
+            try await body(server, root, environment, data)
+        } catch {
+            await server.stop()
+            throw error
         }
         await server.stop()
     }
@@ -592,7 +697,8 @@ struct CommandLineTests {
         let unreachable = try await FerryRun.run(
             ["upload", Self.sample, "--endpoint", "http://127.0.0.1:\(port)", "--max-retries", "1"],
             environment: ["FERRY_ACCESS_KEY_ID": "FKIAX", "FERRY_SECRET_ACCESS_KEY": "secret-value-123"])
-        #expect(unreachable.status == 1)
+        // The network failed past the retries: the same command goes on once the service is reachable (75).
+        #expect(unreachable.status == 75, "\(unreachable.error)")
         #expect(unreachable.error.contains("network") || unreachable.error.contains("Connect"), "\(unreachable.error)")
         #expect(!unreachable.error.contains("secret-value-123"))
     }

@@ -214,16 +214,20 @@ public final class MediaServiceClient: Sendable {
         let request = MediaContract.CreateUploadImageRequest(
             imageType: type, imageExt: ext, title: title, tags: tags, cateId: cateId, description: description)
         let answer = try await call("CreateUploadImage", request, as: MediaContract.UploadTicketAnswer.self)
-        return try UploadTicket(
+        var ticket = try UploadTicket(
             id: answer.imageId ?? "", imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)
+        ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
+        return ticket
     }
 
     /// A fresh credential for the same image file, while the image is still being uploaded.
     public func refreshUploadImage(imageId: String) async throws(FerryError) -> UploadTicket {
         let answer = try await call(
             "RefreshUploadImage", MediaContract.ImageIdRequest(imageId: imageId), as: MediaContract.UploadTicketAnswer.self)
-        return try UploadTicket(
+        var ticket = try UploadTicket(
             id: imageId, imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)
+        ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
+        return ticket
     }
 
     /// The video's catalog entry.

@@ -428,11 +428,22 @@ public actor ResumableUploadTask {
             }
         }
         if uploadId == nil {
+            let began = Date()
             if let checkpoints {
-                if let began = checkpoints.intent(checkpointId) { await abortLostUploads(createdAround: began) }
-                try checkpoints.saveIntent(checkpointId, at: Date())
+                if let earlier = checkpoints.intent(checkpointId) { await abortLostUploads(createdAround: earlier) }
+                try checkpoints.saveIntent(checkpointId, at: began)
             }
-            uploadId = try await createShielded(observer: observer)
+            let retried = RetryMark()
+            var creating = observer
+            creating.retrying = { [retrying = observer.retrying] attempt, error, delay in
+                retried.set()
+                retrying(attempt, error, delay)
+            }
+            let created = try await createShielded(observer: creating)
+            // A creation that was retried may have made an upload whose answer was lost: it is aborted now, so that it
+            // neither lingers nor counts against the key's concurrent uploads.
+            if retried.isSet { await abortLostUploads(createdAround: began, except: created) }
+            uploadId = created
             createdAt = Date()
         }
         self.plan = plan
@@ -466,13 +477,14 @@ public actor ResumableUploadTask {
     }
 
     /// Aborts the multipart uploads of this key that the last run created and lost (it was killed before its first
-    /// checkpoint named them): begun within five minutes of its recorded intent (clocks may differ) and holding no
+    /// checkpoint named them), or that a retried creation of this run made and never heard of (all but `kept`):
+    /// begun within five minutes of the intent (clocks may differ) and holding no
     /// part, since parts are sent only after the checkpoint is written, so an upload with parts belongs to someone
     /// else. Best effort: a key that may not list uploads leaves them to the server's expiry.
-    private func abortLostUploads(createdAround began: Date) async {
+    private func abortLostUploads(createdAround began: Date, except kept: String? = nil) async {
         guard let uploads = try? await client.multipartUploads(of: request.key, bucket: request.bucket, credentials: credentials)
         else { return }
-        for upload in uploads {
+        for upload in uploads where upload.uploadId != kept {
             guard let initiated = upload.initiated, abs(initiated.timeIntervalSince(began)) < 300,
                 let parts = try? await client.listParts(
                     bucket: request.bucket, key: request.key, uploadId: upload.uploadId, credentials: credentials, observer: .init()),
@@ -664,4 +676,14 @@ extension ObjectStorageClient {
     public func upload(file: URL, bucket: String, key: String) async throws(FerryError) -> ResumableUploadTask {
         try await upload(ResumableUploadRequest(bucket: bucket, key: key, fileURL: file))
     }
+}
+
+/// Whether a request was retried, set from the retry callback of its observer.
+private final class RetryMark: @unchecked Sendable {
+    // `@unchecked Sendable`: the flag is read and written under `lock` only.
+    private let lock = NSLock()
+    private var seen = false
+
+    func set() { lock.withLock { seen = true } }
+    var isSet: Bool { lock.withLock { seen } }
 }

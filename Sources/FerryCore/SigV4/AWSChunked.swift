@@ -473,6 +473,10 @@ public struct AWSChunkedDecoder: @unchecked Sendable {
         guard trailers.count < Self.maxTrailerCount else {
             throw SigV4Error(.missingTrailer, "more than \(Self.maxTrailerCount) trailers")
         }
+        // Two values of one trailer (two checksums of one body, one of them wrong) are not chosen between.
+        guard !trailers.contains(where: { $0.name == name }) else {
+            throw SigV4Error(.missingTrailer, "the trailer '\(name.prefix(64))' is sent twice")
+        }
         trailers.append((name: name, value: value))
         trailerCanonical.append(contentsOf: name.utf8)
         trailerCanonical.append(UInt8(ascii: ":"))

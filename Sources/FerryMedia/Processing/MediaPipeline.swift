@@ -52,6 +52,7 @@ package struct MediaPipeline: Sendable {
         case .snapshot: try await snapshot(job, directory: directory)
         case .transcode: try await transcode(job, directory: directory, progress: progress)
         case .retireFirstStream: try await retireFirstStream(job)
+        case .removeFiles: try await finishRemoval(job)
         default: logger.warning("unknown media job kind", metadata: ["ferry.job-kind": "\(job.kind)"])
         }
     }
@@ -69,6 +70,20 @@ package struct MediaPipeline: Sendable {
                 .snapshotFailed(videoId: job.videoId, errorCode: "ProcessingFailed", errorMessage: message))
         default: break
         }
+    }
+
+    /// Finishes a deletion or an expiry whose node stopped before it had (``MediaLibrary/removalJob(_:)``): the files
+    /// go, then the event (sent again if that node had sent it: webhooks are delivered at least once).
+    func finishRemoval(_ job: MediaJob) async throws {
+        guard let video = try await catalog.video(job.videoId) else { return }
+        let event: WebhookNotification
+        switch video.status {
+        case VideoStatus.deleted: event = .videoDeleted(videoId: video.videoId)
+        case VideoStatus.uploadFailed: event = .videoUploadExpired(videoId: video.videoId)
+        default: return
+        }
+        try await MediaLibrary.removeFiles(of: video, in: store)
+        try await webhooks.enqueue(event)
     }
 
     // MARK: Probe

@@ -81,6 +81,12 @@ extension ObjectAPI {
         }
         var attributes = try Self.attributes(from: headers)
         if attributes.contentType == nil { attributes.contentType = "binary/octet-stream" }
+        // A digest the form declares (Content-MD5, x-amz-checksum-*) is checked as a PUT's header would be.
+        var declared: HTTPFields = [:]
+        for (name, value) in fields where name == "content-md5" || name.hasPrefix("x-amz-checksum-") {
+            if let field = HTTPField.Name(name) { declared[field] = value }
+        }
+        let expectation = try ChecksumExpectation(headers: declared)
         var tags: [ObjectTag] = []
         if let tagging = fields["tagging"] {
             guard let document = try? S3XML.decode(S3Tagging.self, from: Data(tagging.utf8), root: "Tagging") else {
@@ -93,8 +99,9 @@ extension ObjectAPI {
         do {
             object = try await store.putObject(
                 bucket: bucket, key: key, attributes: attributes, tags: tags,
-                body: reader.fileContent(limit: range?.upperBound), checksums: [], condition: .none,
+                body: reader.fileContent(limit: range?.upperBound), checksums: expectation.algorithms, condition: .none,
                 verify: { digests in
+                    try expectation.verify(digests, trailers: [])
                     if let stored, !stored.isStored(md5: digests.md5) { throw stored.refusal }
                     if let range, digests.size < range.lowerBound {
                         throw S3Error(

@@ -14,6 +14,10 @@ public struct MediaJobKind: RawRepresentable, Sendable, Hashable, Codable, Custo
     public static let transcode = MediaJobKind(rawValue: "transcode")
     /// Removes a first stream's files once the ladder that replaced it has been published for the retention time.
     public static let retireFirstStream = MediaJobKind(rawValue: "retire-first-stream")
+    /// Removes the files of a video that was deleted or whose upload expired, then sends its event: enqueued with that
+    /// change and due later, it finishes the change when the node making it stopped before it had (that node does the
+    /// same at once and cancels the job).
+    public static let removeFiles = MediaJobKind(rawValue: "remove-files")
 
     public var description: String { rawValue }
 }
