@@ -232,6 +232,27 @@ struct MediaProcessingTests {
         }
     }
 
+    @Test("a source that cannot be published as it is (MPEG-4 Part 2): VideoPlayable comes with the ladder, before its StreamTranscodeComplete events")
+    func playableBeforeStreams() async throws {
+        try await WebhookReceiver.with { receiver in
+            try await MediaHarness.with(webhook: receiver.url) { harness in
+                let videoId = try await harness.upload(try await harness.fixture(.oddSize, seconds: 2))
+                #expect(try await harness.waitFor(videoId, ["Normal", "TranscodeFail"]).status == "Normal")
+                let deadline = ContinuousClock.now + .seconds(60)
+                while await !Self.events(receiver.recorder).contains(where: { $0.type == "TranscodeComplete" }),
+                    ContinuousClock.now < deadline
+                {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let types = await Self.events(receiver.recorder).map(\.type)
+                let playable = try #require(types.firstIndex(of: "VideoPlayable"), "\(types)")
+                #expect(types.filter { $0 == "VideoPlayable" }.count == 1)
+                #expect(playable < (types.firstIndex(of: "StreamTranscodeComplete") ?? -1), "\(types)")
+                #expect(types.last == "TranscodeComplete", "\(types)")
+            }
+        }
+    }
+
     @Test(
         "odd sources play in every rendition: a rotated portrait, sound only, no sound, odd sizes, a variable frame rate, 10-bit HEVC",
         arguments: [

@@ -418,7 +418,12 @@ package struct MediaPipeline: Sendable {
             return
         }
         events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
-        try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
+        // VideoPlayable first (when no first stream sent it), then the streams, as the events' order is documented.
+        if !firstPublished, video.playableAt == nil, let stream = renditions.last(where: { $0.format != "mpd" }) {
+            // The master playlist (listed last but for the DASH manifest), or the one progressive file of a group
+            // without HLS.
+            try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: stream.definition, format: stream.format))
+        }
         var streams: [WebhookStreamInfo] = []
         for rendition in renditions where rendition.definition != "AUTO" {
             let stream = Self.streamInfo(rendition)
@@ -426,11 +431,7 @@ package struct MediaPipeline: Sendable {
             try await webhooks.enqueue(.streamTranscodeComplete(videoId: video.videoId, stream: stream))
         }
         try await webhooks.enqueue(.transcodeComplete(videoId: video.videoId, streams: streams))
-        if !firstPublished, video.playableAt == nil, let stream = renditions.last(where: { $0.format != "mpd" }) {
-            // The master playlist (listed last but for the DASH manifest), or the one progressive file of a group
-            // without HLS.
-            try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: stream.definition, format: stream.format))
-        }
+        try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
     }
 
     /// The segments of the HLS media playlist `index.m3u8` in `directory`, and their peak and average bit rates.
