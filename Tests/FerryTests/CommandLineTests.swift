@@ -255,6 +255,25 @@ struct CommandLineTests {
         #expect(stored == (try Data(contentsOf: file)))
     }
 
+    @Test("Ctrl-C pauses an image upload too; the same command continues the same image and multipart upload")
+    func interruptAndResumeImage() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-int-image")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let random = try makeRandomFile(size: 24 * 1024 * 1024, in: data)
+        let file = data + "/poster.png"
+        try FileManager.default.moveItem(atPath: random.path, toPath: file)
+        let arguments = ["upload", file, "--data-dir", data + "/ferry", "--json", "--parallel", "1", "--part-size", "5242880"]
+        let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 2 * 5_242_880))
+        #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        let second = try await FerryRun.run(arguments)
+        #expect(second.status == 0, "\(second.error)")
+        let uploadIds = [first, second].map { run in run.jsonLines.first { $0["event"] as? String == "started" }?["uploadId"] as? String }
+        #expect(uploadIds[0] != nil && uploadIds[0] == uploadIds[1], "the rerun started another multipart upload: \(uploadIds)")
+        let completed = try #require(second.jsonLines.first { $0["event"] as? String == "completed" })
+        #expect((completed["partsResumed"] as? Int ?? 0) >= 1, "\(completed)")
+        #expect(second.jsonLines.contains { ($0["ImageURL"] as? String) != nil }, "\(second.output)")
+    }
+
     @Test("a video whose upload is cancelled, or started over with --no-resume, is deleted, not left Uploading")
     func cancelledVideoIsDeleted() async throws {
         let data = TemporaryDirectory.make("ferry-cli-cancel-video")

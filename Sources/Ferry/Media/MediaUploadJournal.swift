@@ -2,7 +2,7 @@ import FerryCore
 import Foundation
 
 /// Media uploads that have not finished, by local file, so that uploading the same file again continues the same
-/// video (through RefreshUploadVideo) instead of creating a second one.
+/// video or image (through RefreshUploadVideo or RefreshUploadImage) instead of creating a second one.
 ///
 /// One small JSON file per local file in the record directory, written atomically; an entry counts only while the
 /// file's size and modification time are unchanged and it is younger than `maxAge`.

@@ -327,7 +327,7 @@ public actor UploadQueue {
     private func record(_ ticket: MediaServiceClient.UploadTicket, for id: Item.ID, generation: Int) -> (Item, Configuration)? {
         guard let updated = machine.record(ticket, for: id, generation: generation) else { return nil }
         tickets[id] = ticket
-        if authorization.isSTS, updated.kind == .video, let journal {
+        if authorization.isSTS, let journal {
             try? journal.record(updated.fileURL, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
         }
         return (updated, configuration)
@@ -500,6 +500,15 @@ public actor UploadQueue {
         let title = item.info.title ?? item.fileURL.deletingPathExtension().lastPathComponent
         switch item.kind {
         case .image:
+            // The same file continues the same image (and its checkpoint), as a video does.
+            if let entry = journal?.lookup(item.fileURL) {
+                do {
+                    return try await media.refreshUploadImage(imageId: entry.id)
+                } catch {
+                    guard error.httpStatus == 404 || error.httpStatus == 409 else { throw error }
+                    journal?.remove(item.fileURL)  // the image is gone, stored already or expired; make a new one
+                }
+            }
             return try await media.createUploadImage(
                 type: item.imageType, ext: ext.isEmpty ? "png" : ext, title: title, tags: item.info.tags,
                 cateId: item.info.cateId, description: item.info.desc)
