@@ -8,7 +8,8 @@ final class QueueFollower: @unchecked Sendable {
     /// Failure codes of a queue item (a server's error code, or the client's code without one) that a rerun resumes
     /// past: the network, a timeout, a 5xx.
     static let resumableCodes: Set<String> = [
-        "network", "timeout", "server", "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout",
+        "network", "timeout", "server", "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling",
+        "InsufficientStorage", "IncompleteBody",
     ]
 
     // `iterator` and `firstProgress` are touched only by the task running `run(_:)`, one call at a time; the pumps

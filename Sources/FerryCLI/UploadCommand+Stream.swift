@@ -18,6 +18,8 @@ extension UploadCommand {
         /// The file as it was when the upload began (``streamIdentity(of:size:modified:fileNumber:)``): a file that
         /// differs is uploaded afresh instead of continued.
         var identity: String?
+        /// The image the upload is the file of (an image is created without a token that would find it again).
+        var imageId: String?
     }
 
     /// Bytes of each sample of a file's identity.
@@ -99,7 +101,12 @@ extension UploadCommand {
         var signer: SigV4Signer?
         var fields: [String: String] = [:]
         if let bucket {
-            try await Self.ensureBucket(bucket, client: context.connection.objects(context.configuration))
+            do {
+                try await Self.ensureBucket(bucket, client: context.connection.objects(context.configuration))
+            } catch {
+                context.output.error("ferry: \(path): \(error)")
+                return ExitCodes.of(error)
+            }
             let key = key ?? name
             let path = "/_ferry/uploads/s3/" + SigV4.uriEncode(bucket, encodeSlash: true) + "/"
                 + SigV4.uriEncode(key, encodeSlash: false)
@@ -113,7 +120,13 @@ extension UploadCommand {
             let ticket: MediaServiceClient.UploadTicket
             do {
                 if MediaKind(fileURL: file) == .image {
-                    ticket = try await media.createUploadImage(ext: file.pathExtension.lowercased(), title: title ?? Self.defaultTitle(name))
+                    // A rerun continues the same image (a new one would name no bytes and wait until it expired).
+                    if let imageId = previous?.imageId, let refreshed = try? await media.refreshUploadImage(imageId: imageId) {
+                        ticket = refreshed
+                    } else {
+                        ticket = try await media.createUploadImage(
+                            ext: file.pathExtension.lowercased(), title: title ?? Self.defaultTitle(name))
+                    }
                     fields = ["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""]
                 } else {
                     var video = MediaServiceClient.VideoDescription(
@@ -129,7 +142,7 @@ extension UploadCommand {
                 }
             } catch {
                 context.output.error("ferry: \(path): \(error)")
-                return ExitCodes.failed
+                return ExitCodes.of(error)
             }
             guard let url = ticket.resumableUploadURL else {
                 context.output.error("ferry: \(path): the service gave no ResumableUploadURL; it does not speak tus or IETF uploads.")
@@ -139,13 +152,15 @@ extension UploadCommand {
         }
 
         let output = context.output
+        let imageId = fields["ImageId"]
         let resuming = previous.flatMap { URL(string: context.connection.base + $0.uploadPath) }
         let upload = Task { () async throws -> StreamUploader.Result in
             try await uploader.upload(
                 file: file, creationURL: creation, signer: signer, resuming: resuming,
                 onCreated: { url in
                     let record = StreamRecord(
-                        uploadPath: url.path(percentEncoded: true), size: size, modified: modified, identity: identity)
+                        uploadPath: url.path(percentEncoded: true), size: size, modified: modified, identity: identity,
+                        imageId: imageId)
                     try? records.write(record, name: recordName, what: "stream upload record")
                 },
                 progress: { output.progress(file: name, $0) })

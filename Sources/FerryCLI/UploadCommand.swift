@@ -23,7 +23,9 @@ enum ExitCodes {
     static func of(_ error: any Error) -> Int32 {
         guard let error = error as? FerryError, [.network, .timeout, .server].contains(error.code) else { return failed }
         if error.code == .server, let status = error.httpStatus, (400..<500).contains(status),
-            ![408, 409, 425, 429].contains(status)
+            ![408, 409, 425, 429].contains(status),
+            // S3's 400s for a request the network cut short.
+            !["RequestTimeout", "IncompleteBody"].contains(error.serverCode ?? "")
         {
             return failed
         }
@@ -190,7 +192,13 @@ struct UploadCommand: AsyncParsableCommand {
         let bucket = self.bucket ?? ""
         let url = URL(fileURLWithPath: path)
         let client = context.connection.objects(context.configuration)
-        try await Self.ensureBucket(bucket, client: client)
+        do {
+            try await Self.ensureBucket(bucket, client: client)
+        } catch {
+            // This file's failure: the batch goes on, and the exit code says whether a rerun helps.
+            context.output.error("ferry: \(path): \(error)")
+            return ExitCodes.of(error)
+        }
         var request = request(for: url, bucket: bucket, key: key ?? url.lastPathComponent, records: context.records)
         request.contentType = Self.contentType(url.pathExtension)
         if cancel {

@@ -195,8 +195,9 @@ public struct MediaLibrary: Sendable {
 
     /// Deletes a video: its status, the cancellation of its jobs and a ``MediaJobKind/removeFiles`` job in one change,
     /// a job running here stopped at once (its ffmpeg killed; one running on another node stops at its next
-    /// heartbeat), its files removed, then `VideoDeleted`, then the removal job cancelled. Stopped midway (a crash, a
-    /// failing store), the removal job finishes it later on any node with media workers.
+    /// heartbeat), its files removed, then `VideoDeleted`, then the removal recorded as done (the job then finds
+    /// nothing to do). Stopped midway (a crash, a failing store), the removal job finishes it later on any node with
+    /// media workers.
     package func delete(_ video: VideoRecord) async throws {
         try await catalog.updateVideo(video.videoId) { video in
             video.status = VideoStatus.deleted
@@ -206,7 +207,23 @@ public struct MediaLibrary: Sendable {
         running.cancel(videoId: video.videoId)
         try await removeFiles(of: video)
         try await webhooks.enqueue(.videoDeleted(videoId: video.videoId))
-        _ = try await catalog.cancelJobs(videoId: video.videoId, now: Date())
+        await recordRemoval(video.videoId, status: VideoStatus.deleted)
+    }
+
+    /// Records that the files of `videoId` are removed and its event sent while it is `status`, so that its removal
+    /// job has nothing left to do. Best effort: unrecorded, the job does both again (the event may come twice).
+    private func recordRemoval(_ videoId: String, status: String) async {
+        do {
+            try await catalog.updateVideo(videoId) { video in
+                guard video.status == status else { return .keep }
+                video.removedWith = status
+                return .save()
+            }
+        } catch {
+            configuration.logger.warning(
+                "could not record a removal; its job will do it again",
+                metadata: ["ferry.video-id": .string(videoId), "ferry.error": .string("\(error)")])
+        }
     }
 
     /// How long a ``MediaJobKind/removeFiles`` job waits before a worker may take it: the node that enqueued it has
@@ -240,7 +257,7 @@ public struct MediaLibrary: Sendable {
             guard expired != nil else { return false }
             try await removeFiles(of: video)
             try await webhooks.enqueue(.videoUploadExpired(videoId: video.videoId))
-            _ = try await catalog.cancelJobs(videoId: video.videoId, now: Date())
+            await recordRemoval(video.videoId, status: VideoStatus.uploadFailed)
             return true
         }
         let images = try await walk(

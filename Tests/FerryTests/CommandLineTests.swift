@@ -272,6 +272,20 @@ struct CommandLineTests {
         let completed = try #require(second.jsonLines.first { $0["event"] as? String == "completed" })
         #expect((completed["partsResumed"] as? Int ?? 0) >= 1, "\(completed)")
         #expect(second.jsonLines.contains { ($0["ImageURL"] as? String) != nil }, "\(second.output)")
+
+        // As a tus stream: the rerun continues the image the stream record names, not a new one.
+        let stream = arguments + ["--protocol", "tus", "--no-resume"]
+        let interrupted = try await FerryRun.run(stream, interruptWhen: FerryRun.progressed(to: 5_242_880, field: "stored"))
+        #expect(interrupted.status == 75, "\(interrupted.output.suffix(500)) \(interrupted.error)")
+        let streams = data + "/ferry/checkpoints/streams"
+        let recorded = try FileManager.default.contentsOfDirectory(atPath: streams).compactMap { name in
+            (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: streams + "/" + name)))) as? [String: Any]
+        }.compactMap { $0["imageId"] as? String }
+        #expect(recorded.count == 1, "\(recorded)")
+        let resumed = try await FerryRun.run(arguments + ["--protocol", "tus"])
+        #expect(resumed.status == 0, "\(resumed.error)")
+        let printed = resumed.jsonLines.compactMap { $0["ImageId"] as? String }
+        #expect(printed == recorded, "\(resumed.output)")
     }
 
     @Test("a video whose upload is cancelled, or started over with --no-resume, is deleted, not left Uploading")

@@ -436,12 +436,13 @@ public actor ResumableUploadTask {
             let retried = RetryMark()
             var creating = observer
             creating.retrying = { [retrying = observer.retrying] attempt, error, delay in
-                retried.set()
+                // Only an attempt lost on the way (the server may have acted on it), not a refusal such as SlowDown.
+                if error.code == .network || error.code == .timeout { retried.set() }
                 retrying(attempt, error, delay)
             }
             let created = try await createShielded(observer: creating)
-            // A creation that was retried may have made an upload whose answer was lost: it is aborted now, so that it
-            // neither lingers nor counts against the key's concurrent uploads.
+            // A creation retried after a lost attempt may have made an upload whose answer never came: it is aborted
+            // now, so that it neither lingers nor counts against the key's concurrent uploads.
             if retried.isSet { await abortLostUploads(createdAround: began, except: created) }
             uploadId = created
             createdAt = Date()

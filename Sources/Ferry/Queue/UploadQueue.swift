@@ -505,8 +505,9 @@ public actor UploadQueue {
                 do {
                     return try await media.refreshUploadImage(imageId: entry.id)
                 } catch {
-                    guard error.httpStatus == 404 || error.httpStatus == 409 else { throw error }
-                    journal?.remove(item.fileURL)  // the image is gone, stored already or expired; make a new one
+                    // The image is gone, stored already, expired, or not this key's: a new one. The network: later.
+                    guard error.httpStatus != nil else { throw error }
+                    journal?.remove(item.fileURL)
                 }
             }
             return try await media.createUploadImage(

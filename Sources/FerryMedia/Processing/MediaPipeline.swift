@@ -75,7 +75,7 @@ package struct MediaPipeline: Sendable {
     /// Finishes a deletion or an expiry whose node stopped before it had (``MediaLibrary/removalJob(_:)``): the files
     /// go, then the event (sent again if that node had sent it: webhooks are delivered at least once).
     func finishRemoval(_ job: MediaJob) async throws {
-        guard let video = try await catalog.video(job.videoId) else { return }
+        guard let video = try await catalog.video(job.videoId), video.removedWith != video.status else { return }
         let event: WebhookNotification
         switch video.status {
         case VideoStatus.deleted: event = .videoDeleted(videoId: video.videoId)

@@ -16,7 +16,7 @@ public struct MediaJobKind: RawRepresentable, Sendable, Hashable, Codable, Custo
     public static let retireFirstStream = MediaJobKind(rawValue: "retire-first-stream")
     /// Removes the files of a video that was deleted or whose upload expired, then sends its event: enqueued with that
     /// change and due later, it finishes the change when the node making it stopped before it had (that node does the
-    /// same at once and cancels the job).
+    /// same at once and records it done, and the job then does nothing).
     public static let removeFiles = MediaJobKind(rawValue: "remove-files")
 
     public var description: String { rawValue }

@@ -63,6 +63,9 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     /// When it first had a stream to play: its first stream published while the ladder was still being made, or the
     /// ladder itself (`VideoPlayable`); nil until then.
     public var playableAt: Date?
+    /// The status (`Deleted`, `UploadFail`) whose removal of files and event are done; until then a `remove-files`
+    /// job finishes them.
+    public var removedWith: String?
 
     /// Whether its playback addresses need a token.
     public var isPlaybackSigned: Bool { playbackPolicy != "public" }
