@@ -5,13 +5,6 @@ import Foundation
 ///
 /// The queue's events and the interrupts are merged into one stream, read by ``run(_:)`` from one task at a time.
 final class QueueFollower: @unchecked Sendable {
-    /// Failure codes of a queue item (a server's error code, or the client's code without one) that a rerun resumes
-    /// past: the network, a timeout, a 5xx.
-    static let resumableCodes: Set<String> = [
-        "network", "timeout", "server", "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling",
-        "InsufficientStorage", "IncompleteBody",
-    ]
-
     // `iterator` and `firstProgress` are touched only by the task running `run(_:)`, one call at a time; the pumps
     // only yield into the merged stream.
     private enum Input {
@@ -111,7 +104,7 @@ final class QueueFollower: @unchecked Sendable {
                     guard pending.remove(item.id) != nil else { break }
                     // The network or the service gave out past the retries: the checkpoint stays and a rerun resumes,
                     // as for a plain object upload (exit 75).
-                    let resumable = Self.resumableCodes.contains(code)
+                    let resumable = ExitCodes.resumableCodes.contains(code)
                     let advice = resumable ? " The checkpoint is kept: run the same command again to resume." : ""
                     output.error("ferry: \(names[item.id] ?? item.fileURL.path): \(message) (\(code))\(advice)")
                     if resumable {

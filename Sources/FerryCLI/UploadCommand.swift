@@ -23,14 +23,20 @@ enum ExitCodes {
     static func of(_ error: any Error) -> Int32 {
         guard let error = error as? FerryError, [.network, .timeout, .server].contains(error.code) else { return failed }
         if error.code == .server, let status = error.httpStatus, (400..<500).contains(status),
-            ![408, 409, 425, 429].contains(status),
-            // S3's 400s for a request the network cut short.
-            !["RequestTimeout", "IncompleteBody"].contains(error.serverCode ?? "")
+            ![408, 409, 425, 429].contains(status), !resumableCodes.contains(error.serverCode ?? "")
         {
             return failed
         }
         return interrupted
     }
+
+    /// Failure codes past which a rerun resumes: the client's own for the network and timeouts (and a server error
+    /// without a code), and the service's for being busy, out of room, or cut short by the network (S3's
+    /// `RequestTimeout` and `IncompleteBody` are 400s). A queue item's failure carries only its code.
+    static let resumableCodes: Set<String> = [
+        "network", "timeout", "server", "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling",
+        "InsufficientStorage", "IncompleteBody",
+    ]
 
     /// What to tell the user after `error` ended an upload with `code`.
     static func advice(_ code: Int32, _ error: any Error) -> String {
