@@ -2,7 +2,6 @@ import FerryCore
 import FerryStorage
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 
 /// The media layer's library of videos and images: how they advance as their files arrive in storage, expire when the
 /// files never arrive, and go away with their files. The edge's routes (media, publish, form, object, part signing)
@@ -154,40 +153,33 @@ public struct MediaLibrary: Sendable {
         }
     }
 
-    /// A video's source is in storage: the first time, `Uploading → UploadSucc` and its probe job, in one change,
-    /// then `FileUploadComplete`. Later writes of the source only update its size (the catalog describes the bytes
-    /// stored, whoever wrote them).
+    /// A video's source is in storage: the first time, `Uploading → UploadSucc`, its probe job and
+    /// `FileUploadComplete`, in one change. Later writes of the source only update its size (the catalog describes the
+    /// bytes stored, whoever wrote them).
     package func videoStored(_ videoId: String, object: ObjectInfo) async throws {
         let maxAttempts = configuration.maxAttempts
-        let arrived = NIOLockedValueBox(false)
-        try await catalog.updateVideo(videoId) { video in
+        try await catalog.updateVideo(videoId) { [webhooks] video in
             guard video.status != VideoStatus.deleted, video.key == object.key else { return .keep }
             video.size = object.size
             video.updatedAt = Date()
             guard video.status == VideoStatus.uploading else { return .save() }
             video.status = VideoStatus.uploadSucc
-            arrived.withLockedValue { $0 = true }
-            return .save(enqueue: [MediaJob(videoId: video.videoId, kind: .probe, maxAttempts: maxAttempts)])
-        }
-        if arrived.withLockedValue({ $0 }) {
-            try await webhooks.enqueue(.fileUploadComplete(videoId: videoId, size: object.size))
+            return .save(
+                enqueue: [MediaJob(videoId: video.videoId, kind: .probe, maxAttempts: maxAttempts)],
+                notify: try webhooks.events(.fileUploadComplete(videoId: videoId, size: object.size)))
         }
     }
 
     /// An image's file is in storage: `Uploading → Uploaded` with its size and, the first time, `ImageUploadComplete`
-    /// (once, however many writers and passes see the file arrive: the change is atomic); later writes only update its
-    /// size. An image whose upload expired is left as it is.
+    /// in the same change (once, however many writers and passes see the file arrive: the change is atomic); later
+    /// writes only update its size. An image whose upload expired is left as it is.
     func imageStored(_ imageId: String, object: ObjectInfo) async throws {
-        let arrived = NIOLockedValueBox(false)
-        try await catalog.updateImage(imageId) { image in
-            guard image.status != ImageStatus.uploadFailed, image.key == object.key else { return false }
-            arrived.withLockedValue { $0 = image.status == ImageStatus.uploading }
+        try await catalog.updateImage(imageId) { [webhooks] image in
+            guard image.status != ImageStatus.uploadFailed, image.key == object.key else { return .keep }
+            let arrived = image.status == ImageStatus.uploading
             image.status = ImageStatus.uploaded
             image.size = object.size
-            return true
-        }
-        if arrived.withLockedValue({ $0 }) {
-            try await webhooks.enqueue(.imageUploadComplete(imageId: imageId, size: object.size))
+            return .save(notify: arrived ? try webhooks.events(.imageUploadComplete(imageId: imageId, size: object.size)) : [])
         }
     }
 
@@ -265,14 +257,13 @@ public struct MediaLibrary: Sendable {
             id: \.imageId, pageSize: pageSize
         ) { image in
             if try await advanceIfStored(image) { return false }
-            let expired = try await catalog.updateImage(image.imageId) { image in
-                guard image.status == ImageStatus.uploading else { return false }
+            let expired = try await catalog.updateImage(image.imageId) { [webhooks] image in
+                guard image.status == ImageStatus.uploading else { return .keep }
                 image.status = ImageStatus.uploadFailed
-                return true
+                return .save(notify: try webhooks.events(.imageUploadExpired(imageId: image.imageId)))
             }
             guard expired != nil else { return false }
             try await Self.abortMultipartUploads(bucket: image.bucket, key: image.key, in: store)
-            try await webhooks.enqueue(.imageUploadExpired(imageId: image.imageId))
             return true
         }
         return videos + images

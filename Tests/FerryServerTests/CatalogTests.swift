@@ -92,7 +92,7 @@ struct CatalogTests {
         }
     }
 
-    @Test("images and access keys round-trip; a key's status changes", arguments: JobQueueImplementation.allCases)
+    @Test("images and access keys round-trip; a change stores its webhook events with it; a key's status changes", arguments: JobQueueImplementation.allCases)
     func imagesAndKeys(_ implementation: JobQueueImplementation) async throws {
         try await implementation.with { catalog in
             let image = ImageRecord(
@@ -103,22 +103,33 @@ struct CatalogTests {
             var stored = image
             stored.status = "Uploaded"
             stored.size = 10
+            // A change's webhook events are stored with it, in order; a change not saved stores none.
+            @Sendable func event(_ id: String) -> StoredWebhookEvent {
+                StoredWebhookEvent(
+                    event: WebhookEvent(
+                        id: id, type: WebhookEventType(rawValue: "ImageUploadComplete"), payload: WebhookPayload(imageId: "i1"),
+                        createdAt: Date(), attempts: 0, deliveredAt: nil, failedAt: nil),
+                    body: Array(id.utf8), traceParent: nil)
+            }
             let saved = try await catalog.updateImage("i1") { image in
                 image.status = "Uploaded"
                 image.size = 10
-                return true
+                return .save(notify: [event("evt_a"), event("evt_b")])
             }
             #expect(saved == stored)
             #expect(try await catalog.image("i1") == stored)
-            #expect(try await catalog.updateImage("i1") { image in image.size = 11; return false } == nil)
-            #expect(try await catalog.updateImage("nope") { _ in true } == nil)
+            #expect(try await catalog.updateImage("i1") { image in image.size = 11; return .keep } == nil)
+            #expect(try await catalog.updateImage("nope") { _ in .save(notify: [event("evt_c")]) } == nil)
+            let outbox = try #require(catalog as? any WebhookStore)
+            #expect(try await outbox.undeliveredWebhookEvents().map(\.id) == ["evt_a", "evt_b"])
+            #expect(try await outbox.nextPendingWebhookEvent()?.body == Array("evt_a".utf8))
             // Changes racing each other are each made to what the one before saved: none is lost.
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<8 {
                     group.addTask {
                         try await catalog.updateImage("i1") { image in
                             image.title = (image.title ?? "") + "+"
-                            return true
+                            return .save()
                         }
                     }
                 }

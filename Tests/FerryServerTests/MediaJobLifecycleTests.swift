@@ -3,6 +3,7 @@ import FerryCore
 import FerryServer
 import FerryTestSupport
 import Foundation
+import Logging
 import Testing
 
 @Suite("Media jobs across deletions and crashes", .serialized, .timeLimit(.minutes(10)))
@@ -55,6 +56,45 @@ struct MediaJobLifecycleTests {
                 }
                 let jobs = try await catalog.jobs(videoId: ticket.id)
                 #expect(jobs.filter { $0.kind == .removeFiles }.map(\.state) == [.succeeded])
+            }
+        }
+    }
+
+    @Test("the events that tell of a status change are stored with it: a worker none of whose writes to the outbox after a change could be made (a node stopped right after each change) still leaves every event of the video's processing, in order")
+    func eventsWithTheirChange() async throws {
+        try await WebhookReceiver.with { receiver in
+            try await MediaHarness.with(webhook: receiver.url, configure: { $0.mediaProcessing.workers = 0 }) { harness in
+                let server = harness.server.server
+                let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 2))
+                var configuration = server.configuration.mediaProcessing
+                configuration.workers = 1
+                configuration.pollInterval = .milliseconds(50)
+                configuration.idleScheduling = false
+                let logger = Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() })
+                let pipeline = MediaPipeline(
+                    catalog: server.mediaCatalog, store: server.store,
+                    webhooks: WebhookOutbox(catalog: StoppedWebhookStore(), configuration: server.webhooks.configuration),
+                    tools: try #require(server.mediaTools), configuration: configuration,
+                    workDirectory: harness.server.dataDirectory + "/stopped-work", logger: logger)
+                let worker = MediaWorkerService(
+                    queue: server.mediaCatalog, pipeline: pipeline, running: RunningJobs(), configuration: configuration,
+                    logger: logger)
+                try await withThrowingTaskGroup(of: Void.self) { tasks in
+                    tasks.addTask { try await worker.run() }
+                    let status = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"]).status
+                    tasks.cancelAll()
+                    #expect(status == "Normal")
+                }
+                try await Self.eventually("TranscodeComplete is delivered") {
+                    await receiver.recorder.deliveries.contains { $0.type == "TranscodeComplete" }
+                }
+                // What the ladder test sees from a worker that wrote them all: the source published first, then the
+                // ladder.
+                #expect(await receiver.recorder.deliveries.compactMap(\.type) == [
+                    "FileUploadComplete", "VideoAnalysisComplete", "SnapshotComplete", "VideoPlayable", "StreamTranscodeComplete",
+                    "StreamTranscodeComplete", "StreamTranscodeComplete", "StreamTranscodeComplete", "StreamTranscodeComplete",
+                    "StreamTranscodeComplete", "TranscodeComplete",
+                ])
             }
         }
     }
@@ -166,4 +206,19 @@ struct MediaJobLifecycleTests {
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: workDirectory)) ?? []).isEmpty)
         await second.stop()
     }
+}
+
+/// The outbox of a node that stopped: nothing can be written to it or read from it.
+private struct StoppedWebhookStore: WebhookStore {
+    struct Stopped: Error {}
+    func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws { throw Stopped() }
+    func nextPendingWebhookEvent() async throws -> StoredWebhookEvent? { throw Stopped() }
+    func undeliveredWebhookEvents() async throws -> [WebhookEvent] { throw Stopped() }
+    func webhookBacklog() async throws -> WebhookBacklog { throw Stopped() }
+    func markWebhookEventDelivered(_ id: String, at date: Date) async throws { throw Stopped() }
+    func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws {
+        throw Stopped()
+    }
+    func recentWebhookEvents(limit: Int) async throws -> [WebhookDelivery] { throw Stopped() }
+    func retryWebhookEvent(_ id: String, now: Date) async throws -> Bool { throw Stopped() }
 }

@@ -259,11 +259,25 @@ private func withWebhookServer<T: Sendable>(
     logger.logLevel = .error
     configuration.logger = logger
     configuration.webhook = webhook
-    let server = try FerryServer(configuration: configuration, environment: [:])
+    let server = try await openReleased(configuration)
     let (ports, continuation) = AsyncStream<Int>.makeStream()
     let app = server.makeApplication { port in continuation.yield(port) }
     return try await runServices(ServiceGroup(configuration: .init(services: [app], logger: logger)), ports: ports) { _ in
         try await body(server)
+    }
+}
+
+/// Opens a FerryServer over `configuration`'s directory. A server this process ran there before lets go of the
+/// directory when its last reference goes, which can be a moment after its services returned: that wait is allowed
+/// (up to 60 s); a directory held by another process is not.
+private func openReleased(_ configuration: FerryServerConfiguration) async throws -> FerryServer {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while true {
+        do {
+            return try FerryServer(configuration: configuration, environment: [:])
+        } catch let busy as DataDirectoryInUse where busy.pid == getpid() && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 }
 

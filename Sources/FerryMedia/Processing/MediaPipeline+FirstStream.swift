@@ -82,17 +82,15 @@ extension MediaPipeline {
                 contentType: WorkFiles.contentType(forPath: file))
         }
         let renditions = [stream, auto]
-        let saved = try await catalog.updateVideo(video.videoId) { video in
+        let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in
             guard video.status == VideoStatus.transcoding, video.playableAt == nil else { return .keep }
             video.renditions = renditions
             video.outputPrefix = prefix
             video.playableAt = Date()
             video.updatedAt = Date()
-            return .save()
+            return .save(notify: try webhooks.events(.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8")))
         }
-        guard saved != nil else { return false }
-        try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8"))
-        return true
+        return saved != nil
     }
 
     /// Removes the first stream's files (``TranscodePlan/firstStreamDirectory`` under the video's prefix, with the

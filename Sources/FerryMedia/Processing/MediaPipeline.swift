@@ -102,48 +102,51 @@ package struct MediaPipeline: Sendable {
         do {
             info = try await runProbe(source, size: object.size, directory: directory)
         } catch let unreadable as MediaProbe.Unreadable {
-            try await webhooks.enqueue(
-                .videoAnalysisFailed(videoId: video.videoId, errorCode: "InvalidMedia", errorMessage: unreadable.reason))
+            let analysisFailed = WebhookNotification.videoAnalysisFailed(
+                videoId: video.videoId, errorCode: "InvalidMedia", errorMessage: unreadable.reason)
             if group == nil {
                 // NoTranscode plays the original as it is, whatever it holds.
-                if try await catalog.updateVideo(video.videoId, { video in
+                if try await catalog.updateVideo(video.videoId, { [webhooks] video in
                     guard video.status == VideoStatus.uploadSucc else { return .keep }
                     video.status = VideoStatus.normal
                     video.playableAt = Date()
                     video.updatedAt = Date()
-                    return .save()
+                    return .save(
+                        notify: try webhooks.events(
+                            analysisFailed,
+                            .videoPlayable(videoId: video.videoId, definition: "OD", format: Self.originalFormat(video))))
                 }) != nil {
                     events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
-                    try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: "OD", format: Self.originalFormat(video)))
                 }
                 return
             }
-            try await fail(video.videoId, code: "InvalidMedia", message: unreadable.reason, expecting: [VideoStatus.uploadSucc])
+            try await fail(
+                video.videoId, code: "InvalidMedia", message: unreadable.reason, expecting: [VideoStatus.uploadSucc],
+                after: [analysisFailed])
             return
         }
         let maxAttempts = configuration.maxAttempts
-        let saved = try await catalog.updateVideo(video.videoId) { video in
+        let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in
             guard video.status == VideoStatus.uploadSucc else { return .keep }
             video.mezzanine = info
             video.updatedAt = Date()
             var jobs: [MediaJob] = []
+            var notify = [WebhookNotification.videoAnalysisComplete(videoId: video.videoId, info: info)]
             if video.coverURL == nil, video.snapshotKey == nil, info.hasVideo {
                 jobs.append(MediaJob(videoId: video.videoId, kind: .snapshot, maxAttempts: maxAttempts))
             }
             if group == nil {
                 video.status = VideoStatus.normal
                 video.playableAt = Date()
+                notify.append(.videoPlayable(videoId: video.videoId, definition: "OD", format: Self.originalFormat(video)))
             } else {
                 video.status = VideoStatus.transcoding
                 jobs.append(MediaJob(videoId: video.videoId, kind: .transcode, maxAttempts: maxAttempts))
             }
-            return .save(enqueue: jobs)
+            return .save(enqueue: jobs, notify: try webhooks.events(for: notify))
         }
-        guard let saved else { return }
-        if saved.status == VideoStatus.normal { events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified)) }
-        try await webhooks.enqueue(.videoAnalysisComplete(videoId: video.videoId, info: info))
-        if saved.status == VideoStatus.normal {
-            try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: "OD", format: Self.originalFormat(video)))
+        if saved?.status == VideoStatus.normal {
+            events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
         }
     }
 
@@ -202,18 +205,14 @@ package struct MediaPipeline: Sendable {
                 imageId: imageId, imageType: "cover", title: video.title, tags: nil, cateId: video.cateId,
                 description: nil, status: ImageStatus.uploaded, size: stored.size, bucket: video.bucket, key: key,
                 createdAt: Date(), owner: video.owner))
-        let saved = try await catalog.updateVideo(video.videoId) { video in
+        let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in
             guard Self.isLive(video.status), video.coverURL == nil, video.snapshotKey == nil else { return .keep }
             video.snapshotKey = key
             video.snapshotImageId = imageId
             video.updatedAt = Date()
-            return .save()
+            return .save(notify: try webhooks.events(.snapshotComplete(videoId: video.videoId, imageId: imageId, size: stored.size)))
         }
-        guard saved != nil else {
-            try await store.deleteObject(bucket: video.bucket, key: key, condition: .none)
-            return
-        }
-        try await webhooks.enqueue(.snapshotComplete(videoId: video.videoId, imageId: imageId, size: stored.size))
+        if saved == nil { try await store.deleteObject(bucket: video.bucket, key: key, condition: .none) }
     }
 
     // MARK: Transcode
@@ -402,8 +401,18 @@ package struct MediaPipeline: Sendable {
             runAt: Date().addingTimeInterval(configuration.firstStreamRetention.timeInterval))
         retire.createdAt = Date()  // what it removes was stored before this
         let retiring = firstPublished ? [retire] : []
-        let saved = try await catalog.updateVideo(video.videoId) { video in
+        let streams = renditions.filter { $0.definition != "AUTO" }.map(Self.streamInfo)
+        let saved = try await catalog.updateVideo(video.videoId) { [webhooks, firstPublished] video in
             guard video.status == VideoStatus.transcoding else { return .keep }
+            // VideoPlayable first (when no first stream sent it), then the streams, as the events' order is documented.
+            var notify: [WebhookNotification] = []
+            if !firstPublished, video.playableAt == nil, let stream = published.last(where: { $0.format != "mpd" }) {
+                // The master playlist (listed last but for the DASH manifest), or the one progressive file of a group
+                // without HLS.
+                notify.append(.videoPlayable(videoId: video.videoId, definition: stream.definition, format: stream.format))
+            }
+            notify += streams.map { .streamTranscodeComplete(videoId: video.videoId, stream: $0) }
+            notify.append(.transcodeComplete(videoId: video.videoId, streams: streams))
             video.renditions = published
             video.outputPrefix = prefix
             video.playableAt = video.playableAt ?? Date()
@@ -411,26 +420,13 @@ package struct MediaPipeline: Sendable {
             video.errorCode = nil
             video.errorMessage = nil
             video.updatedAt = Date()
-            return .save(enqueue: retiring)
+            return .save(enqueue: retiring, notify: try webhooks.events(for: notify))
         }
         guard saved != nil else {
             try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
             return
         }
         events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
-        // VideoPlayable first (when no first stream sent it), then the streams, as the events' order is documented.
-        if !firstPublished, video.playableAt == nil, let stream = renditions.last(where: { $0.format != "mpd" }) {
-            // The master playlist (listed last but for the DASH manifest), or the one progressive file of a group
-            // without HLS.
-            try await webhooks.enqueue(.videoPlayable(videoId: video.videoId, definition: stream.definition, format: stream.format))
-        }
-        var streams: [WebhookStreamInfo] = []
-        for rendition in renditions where rendition.definition != "AUTO" {
-            let stream = Self.streamInfo(rendition)
-            streams.append(stream)
-            try await webhooks.enqueue(.streamTranscodeComplete(videoId: video.videoId, stream: stream))
-        }
-        try await webhooks.enqueue(.transcodeComplete(videoId: video.videoId, streams: streams))
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
     }
 
@@ -543,18 +539,21 @@ package struct MediaPipeline: Sendable {
         }
     }
 
-    /// Ends a video in `TranscodeFail`, when it is still in one of `expecting`, and says so.
-    func fail(_ videoId: String, code: String, message: String, expecting: Set<String>) async throws {
-        let saved = try await catalog.updateVideo(videoId) { video in
+    /// Ends a video in `TranscodeFail`, when it is still in one of `expecting`, and says so: the events `earlier`,
+    /// then `TranscodeFailed`, stored with the change.
+    func fail(
+        _ videoId: String, code: String, message: String, expecting: Set<String>, after earlier: [WebhookNotification] = []
+    ) async throws {
+        try await catalog.updateVideo(videoId) { [webhooks] video in
             guard expecting.contains(video.status) else { return .keep }
             video.status = VideoStatus.transcodeFail
             video.errorCode = code
             video.errorMessage = message
             video.updatedAt = Date()
-            return .save()
+            return .save(
+                notify: try webhooks.events(
+                    for: earlier + [.transcodeFailed(videoId: videoId, errorCode: code, errorMessage: message)]))
         }
-        guard saved != nil else { return }
-        try await webhooks.enqueue(.transcodeFailed(videoId: videoId, errorCode: code, errorMessage: message))
     }
 
     /// A transcode ffmpeg refused: every planned stream fails, then the video.
@@ -576,16 +575,15 @@ package struct MediaPipeline: Sendable {
     }
 
     func failTranscode(_ videoId: String, plan: TranscodePlan, message: String) async throws {
-        for output in plan.outputs {
-            for format in plan.formats {
-                try await webhooks.enqueue(
-                    .streamTranscodeFailed(
-                        videoId: videoId, definition: output.definition,
-                        format: format == "mp4" ? output.progressiveFormat : format, errorCode: "TranscodeError",
-                        errorMessage: message))
+        let streams = plan.outputs.flatMap { output in
+            plan.formats.map { format in
+                WebhookNotification.streamTranscodeFailed(
+                    videoId: videoId, definition: output.definition,
+                    format: format == "mp4" ? output.progressiveFormat : format, errorCode: "TranscodeError",
+                    errorMessage: message)
             }
         }
-        try await fail(videoId, code: "TranscodeError", message: message, expecting: [VideoStatus.transcoding])
+        try await fail(videoId, code: "TranscodeError", message: message, expecting: [VideoStatus.transcoding], after: streams)
     }
 
     /// Whether a video still exists and got past its upload.

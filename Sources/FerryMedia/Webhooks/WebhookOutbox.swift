@@ -13,21 +13,45 @@ public final class WebhookOutbox: Sendable {
     }
 
     /// Persists an event (in the catalog, so it survives restarts) for delivery; a no-op returning nil when no
-    /// webhook is configured.
+    /// webhook is configured. An event that tells of a change of a video or an image goes with the change instead
+    /// (``events(_:)``), so that nothing stops between the two.
     ///
     /// ```swift
-    /// try await outbox.enqueue(.videoDeleted(videoId: video.videoId))
+    /// try await outbox.enqueue(.snapshotFailed(videoId: video.videoId, errorCode: code, errorMessage: reason))
     /// ```
     ///
     /// - Returns: the event id.
     @discardableResult
     public func enqueue(_ notification: WebhookNotification) async throws -> String? {
-        guard configuration != nil else { return nil }
-        let event = WebhookEvent(
-            id: "evt_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""), type: notification.type,
-            payload: notification.payload, createdAt: Date(), attempts: 0, deliveredAt: nil, failedAt: nil)
-        try await catalog.insertWebhookEvent(event, body: try Self.body(of: event), traceParent: TraceContext.current())
-        return event.id
+        guard let stored = try events(notification).first else { return nil }
+        try await catalog.insertWebhookEvent(stored)
+        return stored.event.id
+    }
+
+    /// The events to store for `notifications`, in order, each with its body and the current trace: what a
+    /// ``RecordChange`` carries into the catalog's transaction. None when no webhook is configured.
+    ///
+    /// ```swift
+    /// try await catalog.updateVideo(videoId) { video in
+    ///     video.status = VideoStatus.transcodeFail
+    ///     return .save(notify: try outbox.events(.transcodeFailed(videoId: videoId, errorCode: code, errorMessage: message)))
+    /// }
+    /// ```
+    public func events(_ notifications: WebhookNotification...) throws -> [StoredWebhookEvent] {
+        try events(for: notifications)
+    }
+
+    /// The events to store for `notifications`, in order, as ``events(_:)``.
+    public func events(for notifications: [WebhookNotification]) throws -> [StoredWebhookEvent] {
+        guard configuration != nil else { return [] }
+        let traceParent = TraceContext.current()
+        return try notifications.map { notification in
+            let event = WebhookEvent(
+                id: "evt_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""),
+                type: notification.type, payload: notification.payload, createdAt: Date(), attempts: 0, deliveredAt: nil,
+                failedAt: nil)
+            return StoredWebhookEvent(event: event, body: try Self.body(of: event), traceParent: traceParent)
+        }
     }
 
     /// Events not yet delivered (for tests and the CLI), oldest first: those still being retried and those that

@@ -8,10 +8,11 @@ public protocol MediaCatalog: JobQueue {
     /// Stores or replaces a video.
     func saveVideo(_ video: VideoRecord) async throws
     /// Changes a video atomically: `change` edits the current record and says what to do with it — save it, with
-    /// jobs to enqueue and whether to cancel the video's unfinished jobs, all in one transaction, or keep what is
-    /// stored. Returns the saved record; nil when there is no such video or nothing was saved.
+    /// jobs to enqueue, whether to cancel the video's unfinished jobs and the webhook events that tell of the change,
+    /// all in one transaction, or keep what is stored. Returns the saved record; nil when there is no such video or
+    /// nothing was saved.
     @discardableResult
-    func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> VideoChange) async throws
+    func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> RecordChange) async throws
         -> VideoRecord?
     /// The video, or nil.
     func video(_ id: String) async throws -> VideoRecord?
@@ -36,10 +37,10 @@ public protocol MediaCatalog: JobQueue {
     func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord]
     /// Stores or replaces an image.
     func saveImage(_ image: ImageRecord) async throws
-    /// Changes an image atomically: `change` edits the current record and says whether to save it. Returns the saved
-    /// record; nil when there is no such image or nothing was saved.
+    /// Changes an image atomically, as ``updateVideo(_:_:)`` a video (jobs are keyed by the image's id). Returns the
+    /// saved record; nil when there is no such image or nothing was saved.
     @discardableResult
-    func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> Bool) async throws
+    func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> RecordChange) async throws
         -> ImageRecord?
     /// The image, or nil.
     func image(_ id: String) async throws -> ImageRecord?
@@ -73,21 +74,28 @@ public protocol MediaCatalog: JobQueue {
     func isSessionRevoked(_ digest: String) async throws -> Bool
 }
 
-/// What ``MediaCatalog/updateVideo(_:_:)`` does with the record its closure edited.
-public struct VideoChange: Sendable {
+/// What ``MediaCatalog/updateVideo(_:_:)`` and ``MediaCatalog/updateImage(_:_:)`` do with the record their closure
+/// edited. Everything in it is written in one transaction: a node that stops right after the change has enqueued its
+/// jobs and its webhook events too.
+public struct RecordChange: Sendable {
     /// Whether to save the edited record.
     public var save: Bool
     /// Jobs to enqueue with it.
     public var enqueue: [MediaJob]
-    /// Whether to cancel the video's unfinished jobs with it.
+    /// Whether to cancel the record's unfinished jobs with it.
     public var cancelJobs: Bool
+    /// Webhook events to store with it, in this order.
+    public var notify: [StoredWebhookEvent]
 
     /// Keep what is stored.
-    public static let keep = VideoChange(save: false, enqueue: [], cancelJobs: false)
+    public static let keep = RecordChange(save: false, enqueue: [], cancelJobs: false, notify: [])
 
-    /// Save the edited record, enqueueing `jobs` and, when `cancelJobs`, cancelling the video's unfinished jobs.
-    public static func save(enqueue jobs: [MediaJob] = [], cancelJobs: Bool = false) -> VideoChange {
-        VideoChange(save: true, enqueue: jobs, cancelJobs: cancelJobs)
+    /// Save the edited record, enqueueing `jobs`, cancelling the record's unfinished jobs when `cancelJobs`, and
+    /// storing the webhook events `notify`.
+    public static func save(
+        enqueue jobs: [MediaJob] = [], cancelJobs: Bool = false, notify: [StoredWebhookEvent] = []
+    ) -> RecordChange {
+        RecordChange(save: true, enqueue: jobs, cancelJobs: cancelJobs, notify: notify)
     }
 }
 

@@ -10,6 +10,18 @@ public struct StoredWebhookEvent: Sendable {
     public var nextAttemptAt: Date
     /// The trace the event continues (`traceparent` of the span that made it); nil when nothing was traced.
     public var traceParent: String?
+
+    /// An event to store, due at once: its first attempt may go as soon as it is stored.
+    public init(event: WebhookEvent, body: [UInt8], traceParent: String?) {
+        self.init(event: event, body: body, nextAttemptAt: event.createdAt, traceParent: traceParent)
+    }
+
+    init(event: WebhookEvent, body: [UInt8], nextAttemptAt: Date, traceParent: String?) {
+        self.event = event
+        self.body = body
+        self.nextAttemptAt = nextAttemptAt
+        self.traceParent = traceParent
+    }
 }
 
 /// An event with how its delivery goes, for people looking at it (the console's webhooks page).
@@ -22,8 +34,6 @@ public struct WebhookDelivery: Sendable {
     public var lastError: String?
 }
 
-/// Where the webhook outbox keeps its events, so they survive restarts: the catalog (SQLite; PostgreSQL when several
-/// nodes share one).
 /// The webhook events not yet delivered, as an operator sees them.
 public struct WebhookBacklog: Sendable, Hashable {
     /// Events waiting for delivery (neither delivered nor given up on).
@@ -35,9 +45,12 @@ public struct WebhookBacklog: Sendable, Hashable {
     public init() {}
 }
 
+/// Where the webhook outbox keeps its events, so they survive restarts: the catalog (SQLite; PostgreSQL when several
+/// nodes share one). Events that follow a change of a video or an image are stored with it, in the same transaction
+/// (``RecordChange/notify``).
 public protocol WebhookStore: Sendable {
-    /// Inserts a new event, due at once.
-    func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8], traceParent: String?) async throws
+    /// Inserts a new event, due when `stored` says.
+    func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws
     /// The oldest pending event (neither delivered nor failed), due or not.
     func nextPendingWebhookEvent() async throws -> StoredWebhookEvent?
     /// Every event not delivered (pending and failed), oldest first.
@@ -58,6 +71,6 @@ public protocol WebhookStore: Sendable {
 extension WebhookStore {
     /// Inserts a new event that continues no trace, due at once.
     public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8]) async throws {
-        try await insertWebhookEvent(event, body: body, traceParent: nil)
+        try await insertWebhookEvent(StoredWebhookEvent(event: event, body: body, traceParent: nil))
     }
 }

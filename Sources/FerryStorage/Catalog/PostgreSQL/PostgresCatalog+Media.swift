@@ -22,7 +22,7 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     @discardableResult
-    public func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> VideoChange)
+    public func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> RecordChange)
         async throws -> VideoRecord?
     {
         let logger = self.logger
@@ -37,8 +37,7 @@ extension PostgresCatalog: MediaCatalog {
             let outcome = try change(&video)
             guard outcome.save else { return nil }
             try await Self.insertVideo(video, on: connection, logger: logger)
-            if outcome.cancelJobs { _ = try await Self.cancelJobs(videoId: id, now: Date(), on: connection, logger: logger) }
-            try await Self.insertJobs(outcome.enqueue, on: connection, logger: logger)
+            try await Self.apply(outcome, id: id, on: connection, logger: logger)
             return video
         }
     }
@@ -152,8 +151,8 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     @discardableResult
-    public func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> Bool) async throws
-        -> ImageRecord?
+    public func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> RecordChange)
+        async throws -> ImageRecord?
     {
         let logger = self.logger
         return try await transaction { connection -> ImageRecord? in
@@ -164,10 +163,21 @@ extension PostgresCatalog: MediaCatalog {
                 ).first?["record"].decode(String.self)
             else { return nil }
             var image = try MediaRecordJSON.decode(ImageRecord.self, text)
-            guard try change(&image) else { return nil }
+            let outcome = try change(&image)
+            guard outcome.save else { return nil }
             try await Self.upsertImage(image, on: connection, logger: logger)
+            try await Self.apply(outcome, id: id, on: connection, logger: logger)
             return image
         }
+    }
+
+    /// What a saved change brings with it: the record's jobs cancelled, new jobs, webhook events.
+    private static func apply(_ change: RecordChange, id: String, on connection: PostgresConnection, logger: Logger)
+        async throws
+    {
+        if change.cancelJobs { _ = try await cancelJobs(videoId: id, now: Date(), on: connection, logger: logger) }
+        try await insertJobs(change.enqueue, on: connection, logger: logger)
+        for event in change.notify { try await connection.query(try insertWebhookEvent(event), logger: logger) }
     }
 
     public func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord] {

@@ -19,15 +19,19 @@ extension PostgresCatalog: WebhookStore {
             traceParent: try row["trace_parent"].decode(String?.self))
     }
 
-    public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8], traceParent: String?) async throws {
+    public func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws {
+        try await client.query(try Self.insertWebhookEvent(stored), logger: logger)
+    }
+
+    static func insertWebhookEvent(_ stored: StoredWebhookEvent) throws -> PostgresQuery {
+        let event = stored.event
         let payload = String(decoding: try WebhookEvent.jsonEncoder.encode(event.payload), as: UTF8.self)
-        let created = event.createdAt.timeIntervalSince1970
-        try await client.query(
-            """
+        return """
             INSERT INTO webhook_event (id, type, payload, body, created_at, attempts, next_attempt_at, trace_parent)
-            VALUES (\(event.id), \(event.type.rawValue), \(payload), \(ByteBuffer(bytes: body)), \(created), 0, \(created),
-                    \(traceParent))
-            """, logger: logger)
+            VALUES (\(event.id), \(event.type.rawValue), \(payload), \(ByteBuffer(bytes: stored.body)),
+                    \(event.createdAt.timeIntervalSince1970), 0, \(stored.nextAttemptAt.timeIntervalSince1970),
+                    \(stored.traceParent))
+            """
     }
 
     public func nextPendingWebhookEvent() async throws -> StoredWebhookEvent? {

@@ -68,7 +68,7 @@ extension SQLiteCatalog: MediaCatalog {
     }
 
     @discardableResult
-    public func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> VideoChange)
+    public func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> RecordChange)
         async throws -> VideoRecord?
     {
         try await pool.write { db in
@@ -79,8 +79,7 @@ extension SQLiteCatalog: MediaCatalog {
             guard outcome.save else { return nil }
             let record = try MediaRecordJSON.encode(video)
             try Self.insertVideo(video, record: record, db)
-            if outcome.cancelJobs { _ = try Self.cancelJobs(videoId: id, now: Date(), db) }
-            try Self.insertJobs(outcome.enqueue, db)
+            try Self.apply(outcome, id: id, db)
             return video
         }
     }
@@ -208,17 +207,26 @@ extension SQLiteCatalog: MediaCatalog {
     }
 
     @discardableResult
-    public func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> Bool) async throws
-        -> ImageRecord?
+    public func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> RecordChange)
+        async throws -> ImageRecord?
     {
         try await pool.write { db in
             guard let text = try String.fetchOne(db, sql: "SELECT record FROM image WHERE imageId = ?", arguments: [id])
             else { return nil }
             var image = try MediaRecordJSON.decode(ImageRecord.self, text)
-            guard try change(&image) else { return nil }
+            let outcome = try change(&image)
+            guard outcome.save else { return nil }
             try Self.insertImage(image, record: try MediaRecordJSON.encode(image), db)
+            try Self.apply(outcome, id: id, db)
             return image
         }
+    }
+
+    /// What a saved change brings with it: the record's jobs cancelled, new jobs, webhook events.
+    private static func apply(_ change: RecordChange, id: String, _ db: Database) throws {
+        if change.cancelJobs { _ = try cancelJobs(videoId: id, now: Date(), db) }
+        try insertJobs(change.enqueue, db)
+        for event in change.notify { try insertWebhookEvent(event, db) }
     }
 
     private static func insertImage(_ image: ImageRecord, record: String, _ db: Database) throws {

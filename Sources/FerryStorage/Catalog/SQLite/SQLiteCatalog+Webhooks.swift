@@ -45,20 +45,22 @@ extension SQLiteCatalog: WebhookStore {
             traceParent: row["traceParent"])
     }
 
-    /// Inserts a new event, due at once.
-    public func insertWebhookEvent(_ event: WebhookEvent, body: [UInt8], traceParent: String?) async throws {
+    public func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws {
+        try await pool.write { db in try Self.insertWebhookEvent(stored, db) }
+    }
+
+    static func insertWebhookEvent(_ stored: StoredWebhookEvent, _ db: Database) throws {
+        let event = stored.event
         let payload = try WebhookEvent.jsonEncoder.encode(event.payload)
-        try await pool.write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO webhookEvent (id, type, payload, body, createdAt, attempts, nextAttemptAt, traceParent)
-                    VALUES (?, ?, ?, ?, ?, 0, ?, ?)
-                    """,
-                arguments: [
-                    event.id, event.type.rawValue, String(decoding: payload, as: UTF8.self), Data(body),
-                    event.createdAt.timeIntervalSince1970, event.createdAt.timeIntervalSince1970, traceParent,
-                ])
-        }
+        try db.execute(
+            sql: """
+                INSERT INTO webhookEvent (id, type, payload, body, createdAt, attempts, nextAttemptAt, traceParent)
+                VALUES (?, ?, ?, ?, ?, 0, ?, ?)
+                """,
+            arguments: [
+                event.id, event.type.rawValue, String(decoding: payload, as: UTF8.self), Data(stored.body),
+                event.createdAt.timeIntervalSince1970, stored.nextAttemptAt.timeIntervalSince1970, stored.traceParent,
+            ])
     }
 
     /// The oldest pending event (neither delivered nor failed), due or not.
