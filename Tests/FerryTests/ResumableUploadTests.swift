@@ -441,6 +441,92 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("a tus partial upload is its owner's, in its bucket, for tus: a final upload naming another key's partial or one in another bucket is refused, an IETF append to it too; a fully received partial says when it expires; the S3 API lists and aborts a resumable upload's multipart upload but neither appends to nor completes it; an offset past 5 TiB is a conflict")
+    func partialUploadBoundaries() async throws {
+        try await TestServer.with { server in
+            let root = server.client()
+            for bucket in ["bka", "bkb"] { #expect(try await root.createBucket(bucket).status == 200) }
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            let append: [(name: String, value: String)] = tus + [("Content-Type", "application/offset+octet-stream")]
+            let key = try await Self.media(server).createAccessKey(
+                policy: AccessPolicy(statements: [.init(actions: ["s3:*"], bucket: "bkb")]), description: "other app")
+            let other = server.client(SigV4Credentials(accessKeyId: key.accessKeyId, secretAccessKey: key.secretAccessKey))
+            func create(_ client: S3TestClient, _ path: String, _ headers: [(name: String, value: String)]) async throws -> String {
+                let created = try await client.send("POST", "/_ferry/uploads/s3/" + path, headers: tus + headers, payload: .unsigned)
+                return try #require(created.header("Location"), "\(created.status) \(created.text)")
+            }
+            /// A fully received partial upload of `bytes` by `client` in `bucket`; its URL.
+            func partial(_ client: S3TestClient, _ bucket: String, _ bytes: [UInt8]) async throws -> String {
+                let location = try await create(
+                    client, "\(bucket)/part-\(UUID().uuidString)", [("Upload-Concat", "partial"), ("Upload-Length", "\(bytes.count)")])
+                let patched = try await S3TestClient.fetchRaw("PATCH", location, headers: append + [("Upload-Offset", "0")], body: bytes)
+                #expect(patched.status == 204)
+                // Received, it still expires until a final upload is made of it, and says when.
+                #expect(patched.header("Upload-Expires") != nil)
+                #expect(try await S3TestClient.fetchRaw("HEAD", location, headers: tus).header("Upload-Expires") != nil)
+                return location
+            }
+            func final(_ client: S3TestClient, _ path: String, _ partials: [String]) async throws -> S3TestClient.Reply {
+                try await client.send(
+                    "POST", "/_ferry/uploads/s3/" + path, headers: tus + [("Upload-Concat", "final;" + partials.joined(separator: " "))],
+                    payload: .unsigned)
+            }
+            let secret = try await partial(root, "bka", Array("TOPSECRET!!".utf8))
+            let mine = try await partial(other, "bkb", Array("mine".utf8))
+            let rootInB = try await partial(root, "bkb", Array("root".utf8))
+            // Another key's partial upload, or the same key's in another bucket: refused, nothing made.
+            #expect(try await final(other, "bkb/stolen", [mine, secret]).status == 400)
+            #expect(try await other.get("bkb", "stolen").status == 404)
+            #expect(try await final(root, "bka/moved", [secret, rootInB]).status == 400)
+            #expect(try await root.get("bka", "moved").status == 404)
+            #expect(try await final(other, "bkb/own", [mine]).status == 201)
+            #expect(try await other.get("bkb", "own").body == Array("mine".utf8))
+
+            // An IETF append to a partial upload is refused and makes nothing.
+            let open = try await create(root, "bka/open-partial", [("Upload-Concat", "partial"), ("Upload-Length", "11")])
+            #expect(try await S3TestClient.fetchRaw("PATCH", open, headers: append + [("Upload-Offset", "0")], body: Array("hello".utf8)).status == 204)
+            let ietf = try await S3TestClient.fetchRaw(
+                "PATCH", open,
+                headers: [
+                    ("Upload-Draft-Interop-Version", "6"), ("Upload-Offset", "5"), ("Upload-Complete", "?1"),
+                    ("Content-Type", "application/partial-upload"),
+                ],
+                body: Array(" world".utf8))
+            #expect(ietf.status == 400, "\(ietf.text)")
+            #expect(try await root.get("bka", "open-partial").status == 404)
+            #expect(try await S3TestClient.fetchRaw("HEAD", open, headers: tus).header("Upload-Offset") == "5")
+
+            // The multipart upload holding a resumable upload's bytes: listed, its parts listed, but neither appended to
+            // nor completed through the S3 API; the resumable upload goes on and makes exactly its bytes.
+            let single = try await create(root, "bka/single", [("Upload-Length", "10")])
+            #expect(try await S3TestClient.fetchRaw("PATCH", single, headers: append + [("Upload-Offset", "0")], body: Array("01234".utf8)).status == 204)
+            let listing = try await root.send("GET", "/bka", query: [("uploads", "")]).text
+            let opening = try #require(listing.range(of: "<Key>single</Key><UploadId>"), "\(listing)")
+            let uploadId = String(listing[opening.upperBound...].prefix { $0 != "<" })
+            #expect(uploadId.hasPrefix("resumable-"))
+            let injected = try await root.send(
+                "PUT", "/bka/single", query: [("partNumber", "7"), ("uploadId", uploadId)], body: Array(repeating: 0x41, count: 64))
+            #expect(injected.status == 400 && injected.text.contains("InvalidRequest"), "\(injected.status) \(injected.text)")
+            let completion = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>"
+            let completed = try await root.send("POST", "/bka/single", query: [("uploadId", uploadId)], body: Array(completion.utf8))
+            #expect(completed.status == 400 && completed.text.contains("InvalidRequest"), "\(completed.status) \(completed.text)")
+            #expect(try await root.send("GET", "/bka/single", query: [("uploadId", uploadId)]).status == 200)
+            // An offset no upload reaches is a conflict, answered with the offset to resume from.
+            let far = try await S3TestClient.fetchRaw(
+                "PATCH", single, headers: append + [("Upload-Offset", "5497558138881")], body: Array("56789".utf8))
+            #expect(far.status == 409 && far.header("Upload-Offset") == "5", "\(far.status) \(far.text)")
+            #expect(try await S3TestClient.fetchRaw("PATCH", single, headers: append + [("Upload-Offset", "5")], body: Array("56789".utf8)).status == 204)
+            #expect(try await root.get("bka", "single").body == Array("0123456789".utf8))
+            // Aborting through the S3 API ends a resumable upload.
+            let aborted = try await create(root, "bka/aborted", [("Upload-Length", "10")])
+            let abortListing = try await root.send("GET", "/bka", query: [("uploads", "")]).text
+            let abortOpening = try #require(abortListing.range(of: "<Key>aborted</Key><UploadId>"), "\(abortListing)")
+            let abortId = String(abortListing[abortOpening.upperBound...].prefix { $0 != "<" })
+            #expect(try await root.send("DELETE", "/bka/aborted", query: [("uploadId", abortId)]).status == 204)
+            #expect(try await S3TestClient.fetchRaw("HEAD", aborted, headers: tus).status == 404)
+        }
+    }
+
     @Test("one upload driven by both protocols: a tus append that reaches the length of an IETF-created upload makes the object; an IETF client's empty completing append to an upload completed meanwhile is answered as its completion")
     func mixedProtocols() async throws {
         try await TestServer.with { server in

@@ -65,12 +65,22 @@ extension ObjectAPI {
             owner: owner, quota: try await credentials.ownerQuota(owner), declaredBytes: charge.declaredBytes)
     }
 
-    func upload(for request: S3Request) async throws -> MultipartUploadInfo {
+    /// The multipart upload a request names. One that holds a resumable upload's bytes is appended to and completed
+    /// at its upload URL only (so its offset always describes the object it becomes): here it may be listed and
+    /// aborted (`resumable`), nothing else.
+    func upload(for request: S3Request, resumable: Bool = false) async throws -> MultipartUploadInfo {
         guard let uploadId = request.queryValue("uploadId"), !uploadId.isEmpty else {
             throw CatalogObjectStore.noSuchUpload
         }
-        return try await store.multipartUpload(uploadId, bucket: request.bucket, key: request.key)
+        let upload = try await store.multipartUpload(uploadId, bucket: request.bucket, key: request.key)
+        guard resumable || !uploadId.hasPrefix(ResumableUpload.multipartIdPrefix) else { throw Self.resumableRefusal }
+        return upload
     }
+
+    /// The refusal of an append to, or completion of, a resumable upload's multipart upload through the S3 API.
+    static let resumableRefusal = S3Error(
+        .invalidRequest,
+        "This multipart upload holds the bytes of a resumable upload: append to it and complete it at its upload URL.")
 
     func uploadPart(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
@@ -146,7 +156,7 @@ extension ObjectAPI {
     }
 
     func listParts(_ request: S3Request) async throws -> Response {
-        let upload = try await upload(for: request)
+        let upload = try await upload(for: request, resumable: true)
         let maxParts = try Self.intQuery(request, "max-parts", default: 1000, range: 0...Int.max).clamped(to: 0...1000)
         let marker = try Self.intQuery(request, "part-number-marker", default: 0, range: 0...10_000)
         let (parts, truncated) = try await store.listParts(upload, after: marker, maxParts: maxParts)
@@ -207,6 +217,7 @@ extension ObjectAPI {
             if let response = try await repeatedCompletion(uploadId, request, body) { return response }
             throw error
         }
+        guard !uploadId.hasPrefix(ResumableUpload.multipartIdPrefix) else { throw Self.resumableRefusal }
         if let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: request.bucket, key: request.key, check: writeAllowed) {
             let md5s = body.parts.map { Hex.decode($0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? [] }
             guard stored.etag == Checksum.multipartETag(partMD5s: md5s) else { throw stored.refusal }
@@ -254,7 +265,7 @@ extension ObjectAPI {
     }
 
     func abortMultipartUpload(_ request: S3Request) async throws -> Response {
-        let upload = try await upload(for: request)
+        let upload = try await upload(for: request, resumable: true)
         try await store.abortMultipartUpload(upload)
         return Response(status: .noContent)
     }

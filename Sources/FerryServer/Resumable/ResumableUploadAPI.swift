@@ -342,8 +342,11 @@ struct ResumableUploadAPI: Sendable {
         var partials: [ResumableUpload] = []
         for url in urls {
             let id = url.split(separator: "/").last.map(String.init) ?? ""
+            // Only the target's owner's partial uploads to its bucket, not yet made into objects: an upload URL lets its
+            // holder write, never read what another key stored.
             guard Hex.isRandomId(id), let partial = try await store.resumableUpload(id),
-                partial.info.kind == .partial
+                partial.info.kind == .partial, partial.etag == nil, partial.owner == target.owner,
+                partial.bucket == target.bucket
             else {
                 throw ResumableRefusal(.badRequest, "Upload-Concat names an upload that is not a partial upload here.", wire: wire)
             }
@@ -407,7 +410,7 @@ struct ResumableUploadAPI: Sendable {
                 let base = try base(context) + Self.pathPrefix
                 headers[.uploadConcat] = "final;" + (upload.info.partials ?? []).map { base + $0 }.joined(separator: " ")
             }
-            if !upload.isComplete { headers[.uploadExpires] = S3Date.http(upload.expiresAt) }
+            if upload.etag == nil { headers[.uploadExpires] = S3Date.http(upload.expiresAt) }
             headers[.contentLength] = "0"
             return Response(status: .ok, headers: headers)
         case .ietf(let version):
@@ -450,7 +453,8 @@ struct ResumableUploadAPI: Sendable {
             upload = appended
             var headers = wire.headers
             headers[.uploadOffset] = String(upload.offset)
-            if !upload.isComplete { headers[.uploadExpires] = S3Date.http(upload.expiresAt) }
+            // A partial upload expires until a final upload is made of it, fully received or not.
+            if upload.etag == nil { headers[.uploadExpires] = S3Date.http(upload.expiresAt) }
             if let etag = upload.etag { headers[.eTag] = "\"\(etag)\"" }
             return Response(status: .noContent, headers: headers)
         case .ietf(let version):
@@ -458,6 +462,10 @@ struct ResumableUploadAPI: Sendable {
                 throw ResumableRefusal(.badRequest, "An append is Content-Type: application/partial-upload.", wire: wire)
             }
             let complete = try wire.declaredComplete(request.headers) ?? true
+            guard upload.info.kind == .single else {
+                throw ResumableRefusal(
+                    .badRequest, "A tus partial or final upload takes appends from tus only (Upload-Concat).", wire: wire)
+            }
             guard upload.etag == nil else {
                 // Completed meanwhile (by a tus append that reached its length): the empty completing append its
                 // client sends next is answered as the completion it asked for.

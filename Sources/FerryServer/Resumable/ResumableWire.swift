@@ -98,7 +98,8 @@ enum ResumableWire: Sendable, Equatable {
         return (value == "?1") == (version >= 5)
     }
 
-    /// A non-negative integer header (`Upload-Offset`, `Upload-Length`): digits only, at most 5 TiB; nil when absent.
+    /// A non-negative integer header (`Upload-Offset`, `Upload-Length`): digits only, at most 5 TiB (an offset may be
+    /// more: no upload reaches it, so the caller answers it as a conflict); nil when absent.
     func integer(_ field: HTTPField.Name, in headers: HTTPFields) throws -> Int64? {
         guard let raw = headers[field] else { return nil }
         let value = raw.trimmingCharacters(in: .whitespaces)
@@ -107,7 +108,7 @@ enum ResumableWire: Sendable, Equatable {
         else {
             throw ResumableRefusal(.badRequest, "\(field.canonicalName) must be a non-negative integer.", wire: self)
         }
-        guard number <= CatalogObjectStore.Limits.maxObjectSize else {
+        guard number <= CatalogObjectStore.Limits.maxObjectSize || field == .uploadOffset else {
             throw ResumableRefusal(.contentTooLarge, "\(field.canonicalName) is larger than 5 TiB.", wire: self)
         }
         return number
