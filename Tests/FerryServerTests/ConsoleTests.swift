@@ -418,7 +418,7 @@ struct ConsoleTests {
         }
     }
 
-    @Test("--cors-origin: preflights from an allowed origin are answered and responses expose ETag and checksums; other origins are not")
+    @Test("--cors-origin: preflights from an allowed origin are answered and responses expose ETag and checksums, and a tus client's headers; other origins are not")
     func crossOrigin() async throws {
         try await TestServer.with(configure: { $0.corsOrigins = ["https://app.example"] }) { server in
             let client = server.client()
@@ -439,6 +439,27 @@ struct ConsoleTests {
             #expect(put.header("Access-Control-Allow-Origin") == "https://app.example")
             let exposed = put.header("Access-Control-Expose-Headers") ?? ""
             #expect(exposed.contains("ETag") && exposed.contains("x-amz-checksum-crc32"))
+            // A browser's tus client: its PATCH preflight is answered, and it can read the upload's offset.
+            let app: [(name: String, value: String)] = [("Origin", "https://app.example"), ("Tus-Resumable", "1.0.0")]
+            let created = try await client.send(
+                "POST", "/_ferry/uploads/s3/web/tus.bin", headers: app + [("Upload-Length", "3")], payload: .unsigned)
+            #expect(created.status == 201)
+            let tusExposed = created.header("Access-Control-Expose-Headers") ?? ""
+            for name in ["Location", "Upload-Offset", "Upload-Expires", "Tus-Resumable"] { #expect(tusExposed.contains(name)) }
+            let location = try #require(created.header("Location"))
+            let patchPreflight = try await S3TestClient.fetchRaw(
+                "OPTIONS", location,
+                headers: [("Origin", "https://app.example"), ("Access-Control-Request-Method", "PATCH"),
+                          ("Access-Control-Request-Headers", "tus-resumable,upload-offset,content-type")])
+            #expect(patchPreflight.status == 204)
+            #expect(patchPreflight.header("Access-Control-Allow-Methods")?.contains("PATCH") == true)
+            #expect(patchPreflight.header("Access-Control-Allow-Origin") == "https://app.example")
+            let patched = try await S3TestClient.fetchRaw(
+                "PATCH", location,
+                headers: app + [("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")], body: [1, 2, 3])
+            #expect(patched.status == 204)
+            #expect(patched.header("Access-Control-Allow-Origin") == "https://app.example")
+            #expect(patched.header("Access-Control-Expose-Headers")?.contains("Upload-Offset") == true)
             let stranger = try await client.sendRaw(
                 "OPTIONS", "/web/movie.mp4", headers: [("Origin", "https://evil.example"), ("Access-Control-Request-Method", "PUT")])
             #expect(stranger.header("Access-Control-Allow-Origin") == nil)

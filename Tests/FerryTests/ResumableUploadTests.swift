@@ -527,6 +527,29 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("an IETF creation over HTTP/1.0 gets no 104 (no 1xx goes to an HTTP/1.0 client), only its final answer; over HTTP/1.1 the 104 comes first")
+    func noInterimForHTTP10() async throws {
+        try await TestServer.with { server in
+            for version in ["1.0", "1.1"] {
+                let ticket = try await Self.media(server).createUploadVideo(.init(title: "HTTP/\(version)", fileName: "clip.mp4"))
+                let url = try #require(ticket.resumableUploadURL)
+                let target = url.path + (url.query.map { "?" + $0 } ?? "")
+                let head =
+                    "POST \(target) HTTP/\(version)\r\nHost: 127.0.0.1:\(server.port)\r\nUpload-Draft-Interop-Version: 6\r\n"
+                    + "Upload-Complete: ?1\r\nContent-Type: video/mp4\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
+                guard case .answered(let answer) = await RawHTTPExchange.send(
+                    port: server.port, .init(head: Array(head.utf8), body: Array("hello".utf8)))
+                else {
+                    Issue.record("HTTP/\(version): no complete answer")
+                    continue
+                }
+                #expect(answer.status == 200, "HTTP/\(version): \(answer.text)")
+                #expect(answer.interim == (version == "1.0" ? [] : [104]), "HTTP/\(version)")
+                #expect(try await server.client().get(ticket.address.bucket, ticket.address.fileName).body == Array("hello".utf8))
+            }
+        }
+    }
+
     @Test("one upload driven by both protocols: a tus append that reaches the length of an IETF-created upload makes the object; an IETF client's empty completing append to an upload completed meanwhile is answered as its completion")
     func mixedProtocols() async throws {
         try await TestServer.with { server in

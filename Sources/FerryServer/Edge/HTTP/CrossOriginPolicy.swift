@@ -3,8 +3,9 @@ import HTTPTypes
 import Hummingbird
 
 /// Cross-origin access for browser apps on the origins `ferry serve --cors-origin` names: the object API, the media
-/// API, the publish API and form uploads answer their preflights and expose the headers a browser needs for multipart
-/// uploads (`ETag`, the checksums, request ids). Credentials (cookies) are never allowed across origins, so the
+/// API, the publish API, form uploads and resumable uploads answer their preflights and expose the headers a browser
+/// needs for multipart uploads (`ETag`, the checksums, request ids) and for tus and the IETF draft (`Upload-Offset`
+/// and the rest). Credentials (cookies) are never allowed across origins, so the
 /// console's session stays on its own origin; requests still need their signature or token.
 ///
 /// Origins not listed fall back to each bucket's own CORS configuration (PutBucketCors) on the object API.
@@ -38,6 +39,10 @@ public struct CrossOriginPolicy: Sendable, Hashable {
         "ETag", "x-amz-request-id", "x-amz-version-id", "x-amz-checksum-crc32", "x-amz-checksum-crc32c",
         "x-amz-checksum-crc64nvme", "x-amz-checksum-sha1", "x-amz-checksum-sha256", "x-amz-checksum-type",
         "x-amz-mp-parts-count", "Content-Range", "Content-Length", "Location",
+        // Resumable uploads: tus (tus-js-client reads these) and the IETF draft.
+        "Tus-Resumable", "Tus-Version", "Tus-Extension", "Tus-Max-Size", "Tus-Checksum-Algorithm", "Upload-Offset",
+        "Upload-Length", "Upload-Defer-Length", "Upload-Metadata", "Upload-Expires", "Upload-Concat", "Upload-Complete",
+        "Upload-Incomplete", "Upload-Draft-Interop-Version", "Upload-Limit",
     ].joined(separator: ", ")
 
     func allows(_ origin: String) -> Bool {
@@ -48,10 +53,10 @@ public struct CrossOriginPolicy: Sendable, Hashable {
     func preflight(_ request: Request) -> Response? {
         guard request.method == .options, let origin = request.headers[.origin], allows(origin),
             let method = request.headers[.accessControlRequestMethod],
-            ["GET", "HEAD", "PUT", "POST", "DELETE"].contains(method)
+            ["GET", "HEAD", "PUT", "POST", "PATCH", "DELETE"].contains(method)
         else { return nil }
         var headers: HTTPFields = [
-            .accessControlAllowOrigin: origin, .accessControlAllowMethods: "GET, HEAD, PUT, POST, DELETE",
+            .accessControlAllowOrigin: origin, .accessControlAllowMethods: "GET, HEAD, PUT, POST, PATCH, DELETE",
             .accessControlMaxAge: "600", .vary: "Origin", .contentLength: "0",
         ]
         if let requested = request.headers[.accessControlRequestHeaders], requested.utf8.count <= 4096 {

@@ -1,6 +1,8 @@
 import HTTPTypes
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 
 /// Answers `Expect: 100-continue` with an interim `100 Continue` only when the application asks for the body, which
 /// it does once the request is authenticated and allowed: a badly signed client learns of its 403 before it sends a
@@ -9,6 +11,9 @@ import NIOHTTPTypes
 /// When a final response leaves for such a request without the 100 having been sent, the client may not send its
 /// body at all, so the connection is marked `Connection: close` and closed after the response; nothing waits for a
 /// body that will not come.
+///
+/// An HTTP/1.0 request gets no informational response at all (RFC 9110 §15.2), neither a 100 nor the resumable-upload
+/// draft's 104: a proxy speaking HTTP/1.0 to Ferry (nginx's default) could take one for the final answer.
 final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -20,9 +25,15 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// The response to such a request is going out: close once it is written.
     private var closeAfterResponse = false
     private var context: ChannelHandlerContext?
+    /// The current request came as HTTP/1.0 (told by a ``VersionObserver`` ahead of the HTTP/1 codec).
+    fileprivate var http10 = false
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        // The version is gone once the codec has made the request an HTTPRequest: it is read ahead of the codec.
+        if let codec = try? context.pipeline.syncOperations.handler(type: HTTP1ToHTTPServerCodec.self) {
+            try? context.pipeline.syncOperations.addHandler(VersionObserver(owner: self), position: .before(codec))
+        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -38,7 +49,7 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     /// Sends the 100 the current request waits for, if it still waits. Call on the channel's event loop.
     func sendContinue() {
-        guard pending, let context else { return }
+        guard pending, !http10, let context else { return }
         pending = false
         context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
     }
@@ -46,7 +57,7 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// Sends an informational response ahead of the final one (the resumable-upload draft's `104`). Call on the
     /// channel's event loop.
     func sendInformational(_ head: HTTPResponse) {
-        guard let context, head.status.kind == .informational else { return }
+        guard let context, !http10, head.status.kind == .informational else { return }
         context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
     }
 
@@ -67,6 +78,24 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
         default:
             context.write(data, promise: promise)
         }
+    }
+}
+
+/// Tells an ``ExpectContinueHandler`` each request's HTTP version, which it cannot see behind the HTTP/1 codec.
+private final class VersionObserver: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    private weak var owner: ExpectContinueHandler?
+
+    init(owner: ExpectContinueHandler) {
+        self.owner = owner
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = unwrapInboundIn(data) {
+            owner?.http10 = head.version.major == 1 && head.version.minor == 0
+        }
+        context.fireChannelRead(data)
     }
 }
 
