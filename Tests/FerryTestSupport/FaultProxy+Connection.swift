@@ -20,7 +20,7 @@ struct ProxyRequest: Sendable {
     var needsUpstream: Bool {
         switch fault {
         case .status, .stall: false
-        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody: true
+        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte: true
         }
     }
 
@@ -111,7 +111,7 @@ final class ProxyConnection {
             core.finish(request.id, "stalled")
             await stall(seconds: seconds)
             return false
-        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody:
+        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte:
             preconditionFailure("\(String(describing: request.fault)) goes upstream")
         }
     }
@@ -258,6 +258,11 @@ final class ProxyConnection {
                     upstream.close()
                     await reset()
                     return .close
+                }
+                if case .corruptRequestByte(let offset) = request.fault, (forwarded..<forwarded + buffer.readableBytes).contains(offset),
+                    let byte = buffer.getInteger(at: buffer.readerIndex + offset - forwarded, as: UInt8.self)
+                {
+                    buffer.setInteger(~byte, at: buffer.readerIndex + offset - forwarded)
                 }
                 forwarded += buffer.readableBytes
                 if !upstreamBroken {

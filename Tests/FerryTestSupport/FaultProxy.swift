@@ -164,6 +164,9 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
     /// Holds the request this long, then forwards it normally (a slow network). Ends early, closing the connection,
     /// on proxy shutdown.
     case delay(seconds: Double)
+    /// Forwards the request with the body byte at this offset inverted (a corruption no TCP checksum caught), and
+    /// the response unchanged.
+    case corruptRequestByte(at: Int)
 
     public var description: String {
         switch self {
@@ -172,6 +175,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         case .dropResponseMidBody(let bytes): "dropResponseMidBody(afterBytes: \(bytes))"
         case .stall(let seconds): "stall(\(seconds)s)"
         case .delay(let seconds): "delay(\(seconds)s)"
+        case .corruptRequestByte(let offset): "corruptRequestByte(at: \(offset))"
         }
     }
 }

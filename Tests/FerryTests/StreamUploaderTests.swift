@@ -9,6 +9,34 @@ import Testing
 
 @Suite("Stream uploads (tus and the IETF draft) over a link that loses answers", .timeLimit(.minutes(10)))
 struct StreamUploaderTests {
+    @Test("a tus chunk damaged on its way is refused by its SHA-1 (460, nothing of it kept) and sent again: the object is the file")
+    func damagedChunk() async throws {
+        try await TestServer.with { server in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                #expect(try await server.client().createBucket("streams").status == 200)
+                let directory = TemporaryDirectory.make("ferry-stream-damaged")
+                defer { try? FileManager.default.removeItem(atPath: directory) }
+                let file = URL(fileURLWithPath: directory + "/clip.bin")
+                let bytes = (0..<(3 * 1024 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+                try Data(bytes).write(to: file)
+                let creation = try #require(URL(string: proxy.endpoint + "/_ferry/uploads/s3/streams/damaged.bin"))
+                var uploader = StreamUploader(protocol: .tus, chunkSize: 1024 * 1024)
+                uploader.retryPolicy = RetryPolicy(maxRetryCount: 3, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+                // The second chunk arrives with one byte flipped.
+                proxy.inject(.corruptRequestByte(at: 4321), when: .method("PATCH"), times: 1)
+                proxy.inject(.corruptRequestByte(at: 0), when: .method("PATCH") && .header("Upload-Offset", "1048576"))
+                let result = try await uploader.upload(
+                    file: file, creationURL: creation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"))
+                #expect(result.size == Int64(bytes.count))
+                #expect(proxy.pendingFaults.isEmpty)
+                let outcomes = proxy.log.filter { $0.method == "PATCH" }.map(\.outcome)
+                #expect(outcomes == ["460", "204", "460", "204", "204"], "\(proxy.log)")
+                let stored = try await server.client().get("streams", "damaged.bin")
+                #expect(stored.status == 200 && stored.body == bytes)
+            }
+        }
+    }
+
     @Test(
         "an upload whose completing append was stored but whose answer was lost is found complete, and resuming it sends nothing",
         arguments: StreamUploader.WireProtocol.allCases)

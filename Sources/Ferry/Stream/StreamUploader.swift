@@ -17,7 +17,9 @@ import Foundation
 public struct StreamUploader: Sendable {
     /// The protocol spoken.
     public enum WireProtocol: String, Sendable, CaseIterable {
-        /// tus 1.0.0: an empty creation `POST`, then `PATCH`es of ``StreamUploader/chunkSize`` bytes.
+        /// tus 1.0.0: an empty creation `POST`, then `PATCH`es of ``StreamUploader/chunkSize`` bytes, each with the
+        /// SHA-1 of its bytes (`Upload-Checksum`): a chunk damaged on its way is refused by the server (460, nothing of
+        /// it kept) and sent again.
         case tus
         /// The IETF draft (interop version 6): an empty creation, then one append of everything left.
         case ietf
@@ -106,7 +108,9 @@ public struct StreamUploader: Sendable {
                 failures = 0
                 if done { return Result(uploadURL: uploadURL, size: size, etag: etag) }
             } catch {
-                guard error.code == .network || error.code == .timeout || error.code == .server || error.httpStatus == 409,
+                // 409: another request moved the offset; 460: the chunk arrived damaged and nothing of it was kept.
+                guard error.code == .network || error.code == .timeout || error.code == .server || error.httpStatus == 409
+                    || error.httpStatus == 460,
                     failures < retryPolicy.maxRetryCount
                 else { throw error }
                 failures += 1
@@ -201,6 +205,7 @@ public struct StreamUploader: Sendable {
         case .tus:
             length = min(chunkSize, size - offset)
             headers.append(("Content-Type", "application/offset+octet-stream"))
+            if length > 0 { headers.append(("Upload-Checksum", "sha1 " + (try await Self.sha1(of: file, offset: offset, length: length)))) }
         case .ietf:
             length = size - offset
             headers += [("Content-Type", "application/partial-upload"), ("Upload-Complete", "?1")]
@@ -221,6 +226,20 @@ public struct StreamUploader: Sendable {
             return (size, etag, true)
         default:
             throw Self.failure(response, "append")
+        }
+    }
+
+    /// The base64 SHA-1 of `length` bytes of `file` from `offset`, read a piece at a time: a tus chunk's checksum.
+    private static func sha1(of file: URL, offset: Int64, length: Int64) async throws(FerryError) -> String {
+        try await FerryError.catching(.fileNotFound, "Reading \(file.path)") {
+            var checksummer = Checksummer(.sha1)
+            for try await piece in StreamedBody([.file(path: file.path, offset: offset, length: length)]).chunks {
+                piece.withUnsafeBytes { checksummer.update($0) }
+            }
+            guard checksummer.byteCount == UInt64(length) else {
+                throw FerryError(.fileNotFound, "\(file.path) is shorter than when its upload began.")
+            }
+            return checksummer.finalizeBase64()
         }
     }
 
