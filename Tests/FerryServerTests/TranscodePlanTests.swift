@@ -166,6 +166,10 @@ struct TranscodePlanTests {
         #expect(throws: MediaProbe.Unreadable.self) { try MediaProbe.parse(Data("{}".utf8), size: 1) }
         #expect(throws: MediaProbe.Unreadable.self) { try MediaProbe.parse(Data("not json".utf8), size: 1) }
         #expect(MediaProbe.reason(fromStandardError: "") == "The file is not audio or video that ffprobe can read.")
+        // ffmpeg's heap addresses are left out of the reason a client reads.
+        #expect(
+            MediaProbe.reason(fromStandardError: "[h264 @ 0x55d0c8a4e2c0] no frame!\n[mov,mp4 @ 0x7f] moov atom not found\n")
+                == "[h264] no frame! [mov,mp4] moov atom not found")
     }
 
     @Test("a master playlist lists every variant with bandwidth, resolution and codecs, lowest first")

@@ -36,6 +36,18 @@ enum MediaProbe {
         let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.isEmpty }
         guard !lines.isEmpty else { return "The file is not audio or video that ffprobe can read." }
-        return String(lines.suffix(3).joined(separator: " ").prefix(500))
+        return String(lines.suffix(3).map(withoutAddresses).joined(separator: " ").prefix(500))
+    }
+
+    /// `line` without the heap addresses ffmpeg names its components by (`[h264 @ 0x55d0c8a4e2c0]` → `[h264]`): a
+    /// detail of the server's memory, not of the file.
+    static func withoutAddresses(_ line: String) -> String {
+        var result = ""
+        var rest = Substring(line)
+        while let at = rest.range(of: " @ 0x") {
+            result += rest[..<at.lowerBound]
+            rest = rest[at.upperBound...].drop(while: \.isHexDigit)
+        }
+        return result + rest
     }
 }
