@@ -20,6 +20,8 @@ extension UploadCommand {
         var identity: String?
         /// The image the upload is the file of (an image is created without a token that would find it again).
         var imageId: String?
+        /// The video the upload is the file of.
+        var videoId: String?
     }
 
     /// Bytes of each sample of a file's identity.
@@ -120,8 +122,17 @@ extension UploadCommand {
             let ticket: MediaServiceClient.UploadTicket
             do {
                 if MediaKind(fileURL: file) == .image {
-                    // A rerun continues the same image (a new one would name no bytes and wait until it expired).
-                    if let imageId = previous?.imageId, let refreshed = try? await media.refreshUploadImage(imageId: imageId) {
+                    // A rerun continues the same image (a new one would name no bytes and wait until it expired),
+                    // unless that image takes no more uploads; the network failing fails this run, resumably.
+                    var refreshed: MediaServiceClient.UploadTicket?
+                    if let imageId = previous?.imageId {
+                        do {
+                            refreshed = try await media.refreshUploadImage(imageId: imageId)
+                        } catch where MediaUploadJournal.startsAfresh(after: error) {
+                            refreshed = nil
+                        }
+                    }
+                    if let refreshed {
                         ticket = refreshed
                     } else {
                         ticket = try await media.createUploadImage(
@@ -151,8 +162,15 @@ extension UploadCommand {
             creation = url
         }
 
+        // The upload recorded belongs to another video or image than this run's (that one takes no more uploads): its
+        // bytes would never reach this one, so it is ended and this one gets an upload of its own.
+        if let old = previous, let recorded = old.imageId ?? old.videoId, recorded != fields["ImageId"] ?? fields["VideoId"] {
+            if let url = URL(string: context.connection.base + old.uploadPath) { try? await uploader.terminate(url) }
+            records.remove(recordName)
+            previous = nil
+        }
         let output = context.output
-        let imageId = fields["ImageId"]
+        let (imageId, videoId) = (fields["ImageId"], fields["VideoId"])
         let resuming = previous.flatMap { URL(string: context.connection.base + $0.uploadPath) }
         let upload = Task { () async throws -> StreamUploader.Result in
             try await uploader.upload(
@@ -160,7 +178,7 @@ extension UploadCommand {
                 onCreated: { url in
                     let record = StreamRecord(
                         uploadPath: url.path(percentEncoded: true), size: size, modified: modified, identity: identity,
-                        imageId: imageId)
+                        imageId: imageId, videoId: videoId)
                     try? records.write(record, name: recordName, what: "stream upload record")
                 },
                 progress: { output.progress(file: name, $0) })

@@ -286,6 +286,22 @@ struct CommandLineTests {
         #expect(resumed.status == 0, "\(resumed.error)")
         let printed = resumed.jsonLines.compactMap { $0["ImageId"] as? String }
         #expect(printed == recorded, "\(resumed.output)")
+
+        // A record naming an image that takes no uploads (gone): the rerun makes a new image and sends it every byte,
+        // rather than continuing the upload of another image.
+        let again = try await FerryRun.run(stream, interruptWhen: FerryRun.progressed(to: 5_242_880, field: "stored"))
+        #expect(again.status == 75, "\(again.output.suffix(500)) \(again.error)")
+        let recordName = try #require(try FileManager.default.contentsOfDirectory(atPath: streams).first)
+        let recordURL = URL(fileURLWithPath: streams + "/" + recordName)
+        var record = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: recordURL)) as? [String: Any])
+        record["imageId"] = String(repeating: "0", count: 32)
+        try JSONSerialization.data(withJSONObject: record).write(to: recordURL)
+        let fresh = try await FerryRun.run(arguments + ["--protocol", "tus"])
+        #expect(fresh.status == 0, "\(fresh.error)")
+        let freshImage = try #require(fresh.jsonLines.compactMap { $0["ImageId"] as? String }.first, "\(fresh.output)")
+        #expect(freshImage != String(repeating: "0", count: 32) && !recorded.contains(freshImage))
+        let firstStored = fresh.jsonLines.first { $0["stored"] != nil }?["stored"] as? Int
+        #expect(firstStored == 0, "the rerun continued the other image's upload: \(fresh.output.prefix(800))")
     }
 
     @Test("a video whose upload is cancelled, or started over with --no-resume, is deleted, not left Uploading")

@@ -19,6 +19,9 @@ public struct MediaUploadJournal: Sendable {
         public var key: String
         /// When the upload began.
         public var createdAt: Date
+        /// An image's type (`default`, `cover`): the same file uploaded as another type is another image. Nil for a
+        /// video (and in entries written before images recorded it).
+        public var imageType: String?
     }
 
     /// The record directory.
@@ -73,14 +76,23 @@ public struct MediaUploadJournal: Sendable {
         return files.read(Entry.self, name: entryName(file))
     }
 
-    /// Records that `file` is being uploaded as `id` to `bucket`/`key`.
+    /// Records that `file` is being uploaded as `id` to `bucket`/`key` (an image of `imageType`).
     ///
     /// - Throws: ``FerryError`` when the file cannot be read or the entry cannot be written.
-    public func record(_ file: URL, id: String, bucket: String, key: String) throws(FerryError) {
-        let entry = Entry(fingerprint: try Self.fingerprint(of: file), id: id, bucket: bucket, key: key, createdAt: Date())
+    public func record(_ file: URL, id: String, bucket: String, key: String, imageType: String? = nil) throws(FerryError) {
+        let entry = Entry(
+            fingerprint: try Self.fingerprint(of: file), id: id, bucket: bucket, key: key, createdAt: Date(),
+            imageType: imageType)
         try FerryError.catching(.invalidArgument, "Writing the media upload journal") {
             try files.write(entry, name: entryName(file), what: "media upload journal entry")
         }
+    }
+
+    /// Whether a refused RefreshUploadVideo or RefreshUploadImage means a new video or image is to be made: the one
+    /// recorded is gone (404), not the caller's (403), or takes no more uploads (409: stored, or expired). Anything
+    /// else (the network, the service failing, throttling) is for a later try of the same one.
+    public static func startsAfresh(after error: FerryError) -> Bool {
+        [403, 404, 409].contains(error.httpStatus ?? 0)
     }
 
     /// Forgets the upload of `file` (it finished, or was cancelled).

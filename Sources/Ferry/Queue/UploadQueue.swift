@@ -328,7 +328,9 @@ public actor UploadQueue {
         guard let updated = machine.record(ticket, for: id, generation: generation) else { return nil }
         tickets[id] = ticket
         if authorization.isSTS, let journal {
-            try? journal.record(updated.fileURL, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName)
+            try? journal.record(
+                updated.fileURL, id: ticket.id, bucket: ticket.address.bucket, key: ticket.address.fileName,
+                imageType: updated.kind == .image ? updated.imageType : nil)
         }
         return (updated, configuration)
     }
@@ -500,13 +502,12 @@ public actor UploadQueue {
         let title = item.info.title ?? item.fileURL.deletingPathExtension().lastPathComponent
         switch item.kind {
         case .image:
-            // The same file continues the same image (and its checkpoint), as a video does.
-            if let entry = journal?.lookup(item.fileURL) {
+            // The same file continues the same image of the same type (and its checkpoint), as a video does.
+            if let entry = journal?.lookup(item.fileURL), entry.imageType == item.imageType {
                 do {
                     return try await media.refreshUploadImage(imageId: entry.id)
                 } catch {
-                    // The image is gone, stored already, expired, or not this key's: a new one. The network: later.
-                    guard error.httpStatus != nil else { throw error }
+                    guard MediaUploadJournal.startsAfresh(after: error) else { throw error }
                     journal?.remove(item.fileURL)
                 }
             }
@@ -518,8 +519,8 @@ public actor UploadQueue {
                 do {
                     return try await media.refreshUploadVideo(videoId: entry.id)
                 } catch {
-                    guard error.httpStatus == 404 || error.httpStatus == 409 else { throw error }
-                    journal?.remove(item.fileURL)  // the video is gone, or stored already; make a new one
+                    guard MediaUploadJournal.startsAfresh(after: error) else { throw error }
+                    journal?.remove(item.fileURL)
                 }
             } else if let abandoned = journal?.abandoned(item.fileURL) {
                 // The file changed since it began uploading as that video, which would otherwise wait `Uploading`
