@@ -30,10 +30,12 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     }
 
     /// A process-wide client for Ferry: it does not retry failed connection attempts itself (the engine's retry
-    /// policy does, with backoff and events), gives up connecting after 10 seconds, and ends a request whose answer
-    /// has not moved for ``idleReadTimeout`` once the request is sent.
+    /// policy does, with backoff and events), gives up connecting after 10 seconds, ends a request whose answer has
+    /// not moved for ``idleReadTimeout`` once the request is sent, and follows no redirect (a signed request goes
+    /// only where it was addressed, with its security token; the 3xx is its answer).
     public static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout.connect = .seconds(10)
         configuration.timeout.read = idleReadTimeout
@@ -70,6 +72,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                 length: .known(length))
             watched = length > 0
         }
+        // The request's time limit holds until its answer has arrived whole, not only its head: a body that trickles
+        // in (a byte now and then keeps the idle timeout from firing) fails as a timeout.
+        let deadline = ContinuousClock.now + request.timeout
         let response: HTTPClientResponse
         do {
             response = try await Self.execute(
@@ -87,7 +92,8 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                 }
                 return TransportResponse(status: status, headers: headers, body: [])
             }
-            var collected = try await response.body.collect(upTo: 64 * 1024 * 1024)
+            let body = response.body
+            var collected = try await Self.within(deadline) { try await body.collect(upTo: 64 * 1024 * 1024) }
             return TransportResponse(
                 status: status, headers: headers, body: collected.readBytes(length: collected.readableBytes) ?? [])
         } catch let error as HTTPClientError {
@@ -113,6 +119,24 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                 if let response = result { return response }
             }
             throw CancellationError()
+        }
+    }
+
+    /// Runs `body`, failing it as a timeout when `deadline` passes first.
+    static func within<T: Sendable>(_ deadline: ContinuousClock.Instant, _ body: @escaping @Sendable () async throws -> T)
+        async throws -> T
+    {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(until: deadline)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw TransportError(isTimeout: true, "The answer did not arrive whole within the request's time limit.")
+            }
+            return value
         }
     }
 

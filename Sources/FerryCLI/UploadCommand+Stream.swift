@@ -212,6 +212,12 @@ extension UploadCommand {
                 output.message("Paused \(name). Run the same command again to resume, or add --cancel to end it.", file: name)
                 return ExitCodes.interrupted
             }
+            if (error as? FerryError)?.code == .checksumMismatch {
+                // The upload is complete but holds other bytes than the file: the next run sends the file afresh.
+                records.remove(recordName)
+                output.error("ferry: \(path): \(error). Run the same command again to upload it afresh.")
+                return ExitCodes.failed
+            }
             let code = ExitCodes.of(error)
             output.error("ferry: \(path): \(error).\(ExitCodes.advice(code, error))")
             return code

@@ -82,6 +82,56 @@ public struct HTTPReceiver: Sendable {
                     try await writer.finish(nil)
                 })
         }
+        return try await run(responder, recorder: recorder, body)
+    }
+
+    /// An answer ``answering(_:_:)`` gives.
+    public struct Answer: Sendable {
+        /// The status.
+        public var status: Int
+        /// Header fields.
+        public var headers: [(name: String, value: String)]
+        /// The body.
+        public var body: String
+
+        /// An answer.
+        public init(_ status: Int, _ headers: [(name: String, value: String)] = [], body: String = "") {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+    }
+
+    /// Runs a receiver that answers each request as `answer` says (a service misbehaving in a test's own way), while
+    /// `body` runs.
+    public static func answering<T: Sendable>(
+        _ answer: @escaping @Sendable (Received) -> Answer, _ body: @Sendable (HTTPReceiver) async throws -> T
+    ) async throws -> T {
+        let recorder = Recorder()
+        let responder = CallbackResponder<BasicRequestContext> { request, _ in
+            var request = request
+            let bytes = [UInt8](buffer: try await request.collectBody(upTo: 64 << 20))
+            var headers: [String: String] = [:]
+            for field in request.headers { headers[field.name.canonicalName] = field.value }
+            let received = Received(
+                method: request.method.rawValue, path: request.uri.path, query: request.uri.query, headers: headers,
+                body: bytes)
+            await recorder.record(received)
+            let reply = answer(received)
+            var fields = HTTPFields()
+            for (name, value) in reply.headers {
+                if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) }
+            }
+            await recorder.recordAnswer()
+            return Response(status: .init(code: reply.status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: reply.body)))
+        }
+        return try await run(responder, recorder: recorder, body)
+    }
+
+    private static func run<T: Sendable>(
+        _ responder: CallbackResponder<BasicRequestContext>, recorder: Recorder,
+        _ body: @Sendable (HTTPReceiver) async throws -> T
+    ) async throws -> T {
         var logger = Logger(label: "ferry.test.http-receiver")
         logger.logLevel = .error
         let (ports, continuation) = AsyncStream<Int>.makeStream()

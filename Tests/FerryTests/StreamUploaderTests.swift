@@ -9,7 +9,7 @@ import Testing
 
 @Suite("Stream uploads (tus and the IETF draft) over a link that loses answers", .timeLimit(.minutes(10)))
 struct StreamUploaderTests {
-    @Test("a tus chunk damaged on its way is refused by its SHA-1 (460, nothing of it kept) and sent again: the object is the file")
+    @Test("a tus chunk damaged on its way is refused by its SHA-1 (460, nothing of it kept) and sent again: the object is the file; an IETF upload damaged on its way is told by the object's CRC64NVME, never reported done")
     func damagedChunk() async throws {
         try await TestServer.with { server in
             try await FaultProxy.with(upstream: server.endpoint) { proxy in
@@ -33,6 +33,18 @@ struct StreamUploaderTests {
                 #expect(outcomes == ["460", "204", "460", "204", "204"], "\(proxy.log)")
                 let stored = try await server.client().get("streams", "damaged.bin")
                 #expect(stored.status == 200 && stored.body == bytes)
+
+                let ietf = StreamUploader(protocol: .ietf)
+                proxy.inject(.corruptRequestByte(at: 2_000_000), when: .method("PATCH"))
+                let ietfCreation = try #require(URL(string: proxy.endpoint + "/_ferry/uploads/s3/streams/damaged-ietf.bin"))
+                do {
+                    _ = try await ietf.upload(
+                        file: file, creationURL: ietfCreation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"))
+                    Issue.record("a damaged IETF upload was reported done")
+                } catch {
+                    #expect((error as? FerryError)?.code == .checksumMismatch, "\(error)")
+                }
+                #expect(proxy.pendingFaults.isEmpty)
             }
         }
     }
@@ -90,8 +102,88 @@ struct StreamUploaderTests {
     }
 }
 
+@Suite("Stream uploads and listings against a service that misbehaves", .timeLimit(.minutes(5)))
+struct MisbehavingServiceTests {
+    @Test(
+        "a tus service that stores nothing it accepts, or answers offsets no upload can have, is given up on after the retries: no crash, no endless appends",
+        arguments: [
+            // PATCH status, its Upload-Offset, HEAD's Upload-Offset, most PATCHes the uploader may send.
+            (204, "0", "0", 3), (204, "-9223372036854775808", "0", 1), (204, "999999999", "0", 1),
+            (409, "0", "-9223372036854775808", 1),
+        ])
+    func lyingTusService(_ patchStatus: Int, _ patchOffset: String, _ headOffset: String, _ most: Int) async throws {
+        let directory = TemporaryDirectory.make("ferry-stream-lying")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = URL(fileURLWithPath: directory + "/clip.bin")
+        try Data(repeating: 7, count: 3000).write(to: file)
+        try await HTTPReceiver.answering({ request in
+            switch request.method {
+            case "POST": return .init(201, [("Location", "/files/1"), ("Tus-Resumable", "1.0.0")])
+            case "HEAD": return .init(200, [("Upload-Offset", headOffset), ("Tus-Resumable", "1.0.0")])
+            default: return .init(patchStatus, [("Upload-Offset", patchOffset), ("Tus-Resumable", "1.0.0")])
+            }
+        }) { receiver in
+            var uploader = StreamUploader(protocol: .tus, chunkSize: 1024)
+            uploader.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(5))
+            let creation = try #require(URL(string: receiver.url("/files")))
+            await #expect(throws: FerryError.self) { try await uploader.upload(file: file, creationURL: creation) }
+            let patches = await receiver.recorder.requests.filter { $0.method == "PATCH" }.count
+            #expect((1...most).contains(patches), "\(patches) appends")
+        }
+    }
+
+    @Test("ListParts from a service that pages on past 10,000 parts fails instead of paging for ever")
+    func endlessListParts() async throws {
+        try await HTTPReceiver.answering({ request in
+            let marker = (request.query ?? "").split(separator: "&").first { $0.hasPrefix("part-number-marker=") }
+                .flatMap { Int($0.dropFirst("part-number-marker=".count)) } ?? 0
+            return .init(
+                200, [("Content-Type", "application/xml")],
+                body: "<ListPartsResult><IsTruncated>true</IsTruncated><NextPartNumberMarker>\(marker + 1000)</NextPartNumberMarker></ListPartsResult>")
+        }) { receiver in
+            let client = ObjectStorageClient(
+                endpoint: try #require(URL(string: receiver.url(""))),
+                credentials: Credentials(accessKeyId: "FKIATEST", secretAccessKey: "secret"))
+            await #expect(throws: FerryError.self) { try await client.listParts(bucket: "b", key: "k", uploadId: "u") }
+            #expect(await receiver.recorder.requests.count <= 10)
+        }
+    }
+
+    @Test("a redirect is the answer, not followed: a signed request and its security token go nowhere else")
+    func redirectsAreNotFollowed() async throws {
+        try await HTTPReceiver.with(status: 200, answer: "elsewhere") { elsewhere in
+            try await HTTPReceiver.answering({ _ in .init(307, [("Location", elsewhere.url("/stolen"))]) }) { origin in
+                let response = try await AsyncHTTPClientTransport().send(
+                    TransportRequest(
+                        method: "GET", url: origin.url("/bucket/key"), headers: [("x-amz-security-token", "secret-token")],
+                        timeout: .seconds(30)),
+                    bodyProgress: { _ in }, responseSink: nil)
+                #expect(response.status == 307)
+                #expect(await elsewhere.recorder.requests.isEmpty)
+            }
+        }
+    }
+}
+
 @Suite("The AsyncHTTPClient transport on a link that goes silent", .timeLimit(.minutes(5)))
 struct SilentLinkTests {
+    @Test("an answer whose body trickles in is held to the request's time limit, not only its head")
+    func tricklingAnswerTimesOut() async throws {
+        try await HTTPReceiver.with(status: 200, answer: String(repeating: "x", count: 100), trickle: .milliseconds(200)) { receiver in
+            let started = ContinuousClock.now
+            do {
+                _ = try await AsyncHTTPClientTransport().send(
+                    TransportRequest(method: "GET", url: receiver.url("/slow"), headers: [], timeout: .seconds(2)),
+                    bodyProgress: { _ in }, responseSink: nil)
+                Issue.record("the trickling answer was read whole")
+            } catch let error as TransportError {
+                #expect(error.isTimeout, "\(error)")
+            }
+            // The whole answer takes 20 s; the request's limit is 2 s.
+            #expect(ContinuousClock.now - started < .seconds(15))
+        }
+    }
+
     @Test("a request body the connection stops taking (the peer acknowledges nothing) fails as a timeout after the idle limit, not at the request's own limit")
     func stalledBodyTimesOut() async throws {
         try await TestServer.with { server in

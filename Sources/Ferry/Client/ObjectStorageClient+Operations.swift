@@ -223,6 +223,10 @@ extension ObjectStorageClient {
                     checksum: $0.checksums.values.values.first)
             }
             guard page.isTruncated, let next = page.nextPartNumberMarker, next > marker else { return parts }
+            // Part numbers end at 10,000: a server paging past them is not listing an upload's parts.
+            guard next < 10_000, parts.count <= 10_000 else {
+                throw FerryError(.server, "The server's ListParts answer goes on past 10,000 parts.", httpStatus: response.status)
+            }
             marker = next
         }
     }

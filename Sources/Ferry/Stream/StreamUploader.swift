@@ -21,7 +21,9 @@ public struct StreamUploader: Sendable {
         /// SHA-1 of its bytes (`Upload-Checksum`): a chunk damaged on its way is refused by the server (460, nothing of
         /// it kept) and sent again.
         case tus
-        /// The IETF draft (interop version 6): an empty creation, then one append of everything left.
+        /// The IETF draft (interop version 6): an empty creation, then one append of everything left. The draft has
+        /// no checksum; the object's CRC64NVME in Ferry's completion answer is compared with the file's, and a
+        /// difference is a `checksumMismatch` error (the object is not what the file holds).
         case ietf
     }
 
@@ -100,13 +102,18 @@ public struct StreamUploader: Sendable {
         var failures = 0
         while true {
             try Task.checkCancellation(orThrow: FerryError(.cancelled, "The upload was cancelled."))
-            do {
+            do throws(FerryError) {
                 meter.beginAppend(at: offset)
                 let (next, etag, done) = try await append(file: file, size: size, to: uploadURL, at: offset, meter: meter)
+                if done { return Result(uploadURL: uploadURL, size: size, etag: etag) }
+                // An accepted append that stored nothing counts as a failure: a service that never moves the offset
+                // ends the upload after the retries instead of being sent the same bytes for ever.
+                guard next > offset else {
+                    throw FerryError(.server, "The service accepted an append at \(offset) but stored none of it.")
+                }
                 offset = next
                 meter.stored(upTo: offset)
                 failures = 0
-                if done { return Result(uploadURL: uploadURL, size: size, etag: etag) }
             } catch {
                 // 409: another request moved the offset; 460: the chunk arrived damaged and nothing of it was kept.
                 guard error.code == .network || error.code == .timeout || error.code == .server || error.httpStatus == 409
@@ -114,12 +121,13 @@ public struct StreamUploader: Sendable {
                     failures < retryPolicy.maxRetryCount
                 else { throw error }
                 failures += 1
-                try? await Task.sleep(for: error.retryAfter ?? retryPolicy.delay(forAttempt: failures))
+                try? await Task.sleep(for: retryPolicy.wait(forAttempt: failures, after: error))
                 guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: uploadURL) }) else {
                     throw FerryError(.cannotResumeUpload, "The upload at \(uploadURL.path) is gone (expired or terminated).")
                 }
                 // An append cut short after bytes were stored made progress: a link that drops now and then keeps
                 // going; only failures in a row that store nothing end the upload.
+                guard current.offset <= size else { throw Self.impossibleOffset(current.offset) }
                 if current.offset > offset { failures = 0 }
                 offset = current.offset
                 meter.stored(upTo: offset)
@@ -175,6 +183,7 @@ public struct StreamUploader: Sendable {
         guard (200..<300).contains(response.status), let offset = response.header("Upload-Offset").flatMap(Int64.init) else {
             throw Self.failure(response, "read the upload's offset")
         }
+        guard offset >= 0 else { throw Self.impossibleOffset(offset) }
         return (
             offset, wireProtocol == .ietf && response.header("Upload-Complete") == "?1",
             response.header("ETag")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
@@ -205,7 +214,9 @@ public struct StreamUploader: Sendable {
         case .tus:
             length = min(chunkSize, size - offset)
             headers.append(("Content-Type", "application/offset+octet-stream"))
-            if length > 0 { headers.append(("Upload-Checksum", "sha1 " + (try await Self.sha1(of: file, offset: offset, length: length)))) }
+            if length > 0 {
+                headers.append(("Upload-Checksum", "sha1 " + (try await Self.checksum(.sha1, of: file, offset: offset, length: length))))
+            }
         case .ietf:
             length = size - offset
             headers += [("Content-Type", "application/partial-upload"), ("Upload-Complete", "?1")]
@@ -221,18 +232,32 @@ public struct StreamUploader: Sendable {
             guard let next = response.header("Upload-Offset").flatMap(Int64.init) else {
                 throw Self.failure(response, "append")
             }
+            guard (offset...offset + length).contains(next) else { throw Self.impossibleOffset(next) }
             return (next, etag, next == size)
         case (.ietf, 200):
+            if let object = try? JSONDecoder().decode([String: String].self, from: Data(response.body)),
+                let stored = object["ChecksumCRC64NVME"]
+            {
+                let local = try await Self.checksum(.crc64nvme, of: file, offset: 0, length: size)
+                guard local == stored else {
+                    throw FerryError(
+                        .checksumMismatch,
+                        "The service stored bytes that differ from \(file.lastPathComponent) (CRC64NVME \(stored), the file's \(local)): they were damaged on their way.")
+                }
+            }
             return (size, etag, true)
         default:
             throw Self.failure(response, "append")
         }
     }
 
-    /// The base64 SHA-1 of `length` bytes of `file` from `offset`, read a piece at a time: a tus chunk's checksum.
-    private static func sha1(of file: URL, offset: Int64, length: Int64) async throws(FerryError) -> String {
+    /// The base64 checksum of `length` bytes of `file` from `offset`, read a piece at a time: a tus chunk's SHA-1, a
+    /// whole file's CRC64NVME.
+    private static func checksum(_ algorithm: ChecksumAlgorithm, of file: URL, offset: Int64, length: Int64)
+        async throws(FerryError) -> String
+    {
         try await FerryError.catching(.fileNotFound, "Reading \(file.path)") {
-            var checksummer = Checksummer(.sha1)
+            var checksummer = Checksummer(algorithm)
             for try await piece in StreamedBody([.file(path: file.path, offset: offset, length: length)]).chunks {
                 piece.withUnsafeBytes { checksummer.update($0) }
             }
@@ -268,18 +293,27 @@ public struct StreamUploader: Sendable {
                     attempt < retryPolicy.maxRetryCount
                 else { throw error }
                 attempt += 1
-                try? await Task.sleep(for: error.retryAfter ?? retryPolicy.delay(forAttempt: attempt))
+                try? await Task.sleep(for: retryPolicy.wait(forAttempt: attempt, after: error))
             }
         }
+    }
+
+    /// The error for an offset no upload of this file can have (negative, past the bytes sent, behind the offset the
+    /// append was sent at): the service is not keeping the upload, and nothing is sent on the strength of it.
+    private static func impossibleOffset(_ offset: Int64) -> FerryError {
+        FerryError(.cannotResumeUpload, "The service answered an upload offset of \(offset), which this upload cannot have.")
     }
 
     /// The error for an answer the protocol does not expect: the server's reason (its plain-text body), the status.
     private static func failure(_ response: TransportResponse, _ step: String) -> FerryError {
         let reason = String(decoding: response.body.prefix(512), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // 460: tus's checksum mismatch, bytes damaged on their way (nothing of them was kept): the link's fault.
+        let code: FerryError.Code =
+            response.status == 460 ? .network : response.status >= 500 || response.status == 429 ? .server : .invalidArgument
         var error = FerryError(
-            response.status >= 500 || response.status == 429 ? .server : .invalidArgument,
+            code,
             "Could not \(step): HTTP \(response.status)\(reason.isEmpty ? "" : ", " + reason)", httpStatus: response.status)
-        if let seconds = response.header("Retry-After").flatMap(Int.init) { error.retryAfter = .seconds(seconds) }
+        error.retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
         return error
     }
 }

@@ -472,7 +472,7 @@ struct ResumableUploadAPI: Sendable {
                 if complete, offset == upload.offset, request.headers[.transferEncoding] == nil,
                     try wire.integer(.contentLength, in: request.headers) ?? 0 == 0
                 {
-                    return Self.completed(upload, wire: wire)
+                    return await completed(upload, wire: wire)
                 }
                 throw ResumableRefusal(.badRequest, "The upload is complete; it takes no more appends.", wire: wire)
             }
@@ -603,17 +603,24 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(
                 .badRequest, "The upload was declared \(stored.length ?? 0) bytes long; \(stored.offset) arrived.", wire: wire)
         }
-        return Self.completed(try await finish(stored, wire: wire), wire: wire)
+        return await completed(try await finish(stored, wire: wire), wire: wire)
     }
 
-    /// The answer to the IETF append that completed `upload`: its offset, ETag and a summary of the object.
-    private static func completed(_ upload: ResumableUpload, wire: ResumableWire) -> Response {
+    /// The answer to the IETF append that completed `upload`: its offset, ETag and a summary of the object, with the
+    /// object's full CRC64NVME while it is the object the upload made, for the client to compare with its file's
+    /// (the draft has no checksum of its own).
+    private func completed(_ upload: ResumableUpload, wire: ResumableWire) async -> Response {
         var headers = wire.headers
         wire.setComplete(true, in: &headers)
         headers[.uploadOffset] = String(upload.offset)
         headers[.eTag] = "\"\(upload.etag ?? "")\""
         headers[.contentType] = "application/json"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: summary(upload))))
+        var checksum: String?
+        if let object = try? await store.object(bucket: upload.bucket, key: upload.key), object.etag == upload.etag {
+            checksum = object.checksums[ChecksumAlgorithm.crc64nvme.s3Name]
+        }
+        return Response(
+            status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: Self.summary(upload, crc64nvme: checksum))))
     }
 
     /// Streams the request body into the upload at `offset`; the upload as it then stands, and whether the body was
@@ -737,10 +744,11 @@ struct ResumableUploadAPI: Sendable {
     }
 
     /// What an upload became, as the final response's body says it.
-    private static func summary(_ upload: ResumableUpload) -> Data {
+    private static func summary(_ upload: ResumableUpload, crc64nvme: String?) -> Data {
         var fields: [String: String] = [
             "Bucket": upload.bucket, "Key": upload.key, "ETag": upload.etag ?? "", "Size": String(upload.offset),
         ]
+        if let crc64nvme { fields["ChecksumCRC64NVME"] = crc64nvme }
         if let videoId = upload.info.videoId { fields["MediaId"] = videoId }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
