@@ -25,7 +25,7 @@ struct MediaJobLifecycleTests {
         }
     }
 
-    @Test("a deletion stopped after the video was marked Deleted is finished by its removal job: the file goes and VideoDeleted is sent; a deletion that finished is recorded so the job does nothing")
+    @Test("a deletion stopped after the video was marked Deleted is finished by its removal job: the file goes and VideoDeleted is sent; a deletion that finished is recorded so the job does nothing; a retried DeleteVideo succeeds, finishing a deletion left midway at once")
     func interruptedDeletion() async throws {
         try await WebhookReceiver.with { receiver in
             try await MediaHarness.with(webhook: receiver.url) { harness in
@@ -56,8 +56,39 @@ struct MediaJobLifecycleTests {
                 }
                 let jobs = try await catalog.jobs(videoId: ticket.id)
                 #expect(jobs.filter { $0.kind == .removeFiles }.map(\.state) == [.succeeded])
+
+                // A retried DeleteVideo: a finished deletion is answered as done, with nothing sent again; one a stopped
+                // node left finishes at once (file gone, VideoDeleted sent, the removal recorded).
+                try await harness.media.deleteVideos([done.id])
+                let again = try await harness.media.createUploadVideo(.init(title: "again", fileName: "again.mp4"))
+                let againClient = harness.server.client(again.auth.credentials)
+                #expect(try await againClient.put(again.address.bucket, again.address.fileName, bytes).status == 200)
+                try await catalog.updateVideo(again.id) { video in
+                    video.status = "Deleted"
+                    return .save(enqueue: [Self.later(again.id)], cancelJobs: true)
+                }
+                try await harness.media.deleteVideos([again.id])
+                #expect(try await root.get(again.address.bucket, again.address.fileName).status == 404)
+                #expect(try await catalog.video(again.id)?.removedWith == "Deleted")
+                try await Self.eventually("the retried deletion's VideoDeleted is sent") {
+                    await receiver.recorder.deliveries.contains { delivery in
+                        let json = (try? JSONSerialization.jsonObject(with: Data(delivery.body))) as? [String: Any]
+                        return delivery.type == "VideoDeleted" && (json?["payload"] as? [String: Any])?["VideoId"] as? String == again.id
+                    }
+                }
+                // Events go in order: the first deletion's VideoDeleted came before, once.
+                let doneEvents = await receiver.recorder.deliveries.filter { delivery in
+                    let json = (try? JSONSerialization.jsonObject(with: Data(delivery.body))) as? [String: Any]
+                    return delivery.type == "VideoDeleted" && (json?["payload"] as? [String: Any])?["VideoId"] as? String == done.id
+                }
+                #expect(doneEvents.count == 1)
             }
         }
+    }
+
+    /// A removal job due in an hour: the test's own retry, not the job, must finish the deletion.
+    static func later(_ videoId: String) -> MediaJob {
+        MediaJob(videoId: videoId, kind: .removeFiles, runAt: Date().addingTimeInterval(3600))
     }
 
     @Test("the events that tell of a status change are stored with it: a worker none of whose writes to the outbox after a change could be made (a node stopped right after each change) still leaves every event of the video's processing, in order")

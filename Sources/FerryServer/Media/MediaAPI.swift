@@ -382,10 +382,19 @@ public struct MediaAPI: Sendable {
         }
         guard list.count <= 20 else { throw MediaError.invalid("VideoIds", "may name at most 20 videos.") }
         var videos: [VideoRecord] = []
-        for id in list { videos.append(try await liveVideo(id, principal: call.principal)) }
+        for id in list {
+            // A video deleted already is deleted again (a retry whose answer was lost, or one a stopped node left
+            // unfinished): its removal finishes now if it had not, and the answer names it.
+            if let video = try await catalog.video(id), video.status == VideoStatus.deleted {
+                try Self.checkOwner(video.owner, principal: call.principal, what: "video")
+                videos.append(video)
+            } else {
+                videos.append(try await liveVideo(id, principal: call.principal))
+            }
+        }
         var deleted: [String] = []
         for video in videos {
-            try await library.delete(video)
+            if video.removedWith != VideoStatus.deleted { try await library.delete(video) }
             deleted.append(video.videoId)
         }
         return MediaContract.DeleteVideoAnswer(deletedVideoIds: deleted)
