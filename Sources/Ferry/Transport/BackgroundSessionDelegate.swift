@@ -135,23 +135,11 @@ final class BackgroundSessionDelegate: NSObject, URLSessionDataDelegate, @unchec
         for (progress, delta) in reports { progress(delta) }
     }
 
-    /// Redirects are not followed: a signed request goes only where it was addressed (its security token with it),
-    /// and the 3xx is its answer.
-    #if canImport(FoundationNetworking)
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
-    #else
+    /// No redirect is followed, as in ``URLSessionTransport``: the 3xx is the answer.
     func urlSession(
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
-    #endif
+    ) { completionHandler(nil) }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         lock.withLock {

@@ -128,21 +128,10 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
 
     /// Redirects are not followed: a signed request goes only where it was addressed (its security token with it),
     /// and the 3xx is its answer.
-    #if canImport(FoundationNetworking)
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
-    #else
     func urlSession(
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
-    #endif
+    ) { completionHandler(nil) }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         lock.withLock { entries[dataTask.taskIdentifier]?.data.append(data) }
