@@ -93,7 +93,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                 return TransportResponse(status: status, headers: headers, body: [])
             }
             let body = response.body
-            var collected = try await Self.within(deadline) { try await body.collect(upTo: 64 * 1024 * 1024) }
+            // A head that came just before the deadline still gets a moment for a body already on its way.
+            let bodyDeadline = max(deadline, ContinuousClock.now + .seconds(5))
+            var collected = try await Self.within(bodyDeadline) { try await body.collect(upTo: 64 * 1024 * 1024) }
             return TransportResponse(
                 status: status, headers: headers, body: collected.readBytes(length: collected.readableBytes) ?? [])
         } catch let error as HTTPClientError {

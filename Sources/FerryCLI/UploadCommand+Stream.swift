@@ -213,9 +213,12 @@ extension UploadCommand {
                 return ExitCodes.interrupted
             }
             if (error as? FerryError)?.code == .checksumMismatch {
-                // The upload is complete but holds other bytes than the file: the next run sends the file afresh.
+                // The upload is complete but holds other bytes than the file: the next run sends the file afresh (as a
+                // new video or image: this one keeps what it received; delete it).
                 records.remove(recordName)
-                output.error("ferry: \(path): \(error). Run the same command again to upload it afresh.")
+                let media = fields["VideoId"].map { " Video \($0) holds the damaged bytes; delete it." }
+                    ?? fields["ImageId"].map { " Image \($0) holds the damaged bytes." } ?? ""
+                output.error("ferry: \(path): \(error).\(media) Run the same command again to upload it afresh.")
                 return ExitCodes.failed
             }
             let code = ExitCodes.of(error)

@@ -223,10 +223,11 @@ extension ObjectStorageClient {
                     checksum: $0.checksums.values.values.first)
             }
             guard page.isTruncated, let next = page.nextPartNumberMarker, next > marker else { return parts }
-            // Part numbers end at 10,000: a server paging past them is not listing an upload's parts.
-            guard next < 10_000, parts.count <= 10_000 else {
-                throw FerryError(.server, "The server's ListParts answer goes on past 10,000 parts.", httpStatus: response.status)
+            // Part numbers end at 10,000: a listing past them is not of an upload's parts.
+            guard parts.count <= 10_000 else {
+                throw FerryError(.cannotResumeUpload, "The server's ListParts answer goes on past 10,000 parts.")
             }
+            guard next < 10_000 else { return parts }
             marker = next
         }
     }
@@ -263,6 +264,9 @@ extension ObjectStorageClient {
         }
     }
 
+    /// The least time a CompleteMultipartUpload and its answer are given.
+    static let completionTimeout: Duration = .seconds(900)
+
     func completeMultipartUpload(
         bucket: String, key: String, uploadId: String, parts: [UploadedPart], checksumAlgorithm: ChecksumAlgorithm?,
         fullObjectChecksum: String?, credentials: CredentialSource, observer: RequestObserver
@@ -278,9 +282,12 @@ extension ObjectStorageClient {
         let xml = try S3XML.encode(body, root: "CompleteMultipartUpload")
         var headers: [(name: String, value: String)] = []
         if let checksumAlgorithm, let fullObjectChecksum { headers.append((checksumAlgorithm.headerName, fullObjectChecksum)) }
-        let response = try await execute(
-            S3Request(method: "POST", bucket: bucket, key: key, query: [("uploadId", uploadId)], headers: headers, body: HeapBodyBuffer(bytes: xml)),
-            credentials: credentials, observer: observer)
+        // S3 may take minutes to complete a large upload, sending its answer's head at once and then whitespace to keep
+        // the connection open until the result: the answer is given that long.
+        var request = S3Request(
+            method: "POST", bucket: bucket, key: key, query: [("uploadId", uploadId)], headers: headers, body: HeapBodyBuffer(bytes: xml))
+        request.timeout = max(configuration.timeoutIntervalForRequest, Self.completionTimeout)
+        let response = try await execute(request, credentials: credentials, observer: observer)
         // S3 may answer 200 with an error document when the completion fails late.
         if let error = try? S3XML.decode(S3ErrorDocument.self, from: Data(response.body)), !error.code.isEmpty {
             throw FerryError(.server, error.message, httpStatus: response.status, serverCode: error.code, requestId: error.requestId)

@@ -66,6 +66,8 @@ struct S3Request: Sendable {
     var body: (any BodyBuffer)?
     /// Receives a 2xx response body instead of collecting it.
     var responseSink: (@Sendable ([UInt8]) async throws -> Void)?
+    /// The longest the request and its whole answer may take; nil: the client's `timeoutIntervalForRequest`.
+    var timeout: Duration?
 }
 
 extension ObjectStorageClient {
@@ -140,7 +142,7 @@ extension ObjectStorageClient {
         }
         let transportRequest = TransportRequest(
             method: request.method, url: url, headers: headers + attempt.headers, bodyBuffer: request.body,
-            timeout: configuration.timeoutIntervalForRequest)
+            timeout: request.timeout ?? configuration.timeoutIntervalForRequest)
         let response: TransportResponse
         do {
             response = try await configuration.transport.send(

@@ -503,7 +503,8 @@ public actor UploadQueue {
         switch item.kind {
         case .image:
             // The same file continues the same image of the same type (and its checkpoint), as a video does.
-            if let entry = journal?.lookup(item.fileURL), entry.imageType == item.imageType {
+            // (An entry written before images recorded their type is of a default image.)
+            if let entry = journal?.lookup(item.fileURL), (entry.imageType ?? "default") == item.imageType {
                 do {
                     return try await media.refreshUploadImage(imageId: entry.id)
                 } catch {

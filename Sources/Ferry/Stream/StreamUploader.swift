@@ -41,7 +41,8 @@ public struct StreamUploader: Sendable {
     public var wireProtocol: WireProtocol
     /// The transport.
     public var transport: any HTTPTransport
-    /// Bytes per tus `PATCH` (the IETF append sends everything left in one request).
+    /// Bytes per tus `PATCH` (the IETF append sends everything left in one request). A chunk cut short keeps nothing
+    /// (its checksum cannot be checked), so after such a failure the uploader halves its chunks, down to 1 MiB.
     public var chunkSize: Int64
     /// How often a failed request is retried in a row, and how long between tries.
     public var retryPolicy: RetryPolicy
@@ -100,12 +101,19 @@ public struct StreamUploader: Sendable {
         let meter = ProgressMeter(alreadySent: offset, expected: size, interval: progressInterval, report: progress)
         meter.stored(upTo: offset)
         var failures = 0
+        // A tus chunk carries its checksum, so one cut short keeps nothing: after a failure that stored nothing the
+        // chunk halves (down to 1 MiB), so that a link that drops now and then still gets chunks through.
+        var chunk = chunkSize
         while true {
             try Task.checkCancellation(orThrow: FerryError(.cancelled, "The upload was cancelled."))
             do throws(FerryError) {
                 meter.beginAppend(at: offset)
-                let (next, etag, done) = try await append(file: file, size: size, to: uploadURL, at: offset, meter: meter)
-                if done { return Result(uploadURL: uploadURL, size: size, etag: etag) }
+                let (next, etag, done) = try await append(
+                    file: file, size: size, to: uploadURL, at: offset, chunk: chunk, meter: meter)
+                if done {
+                    meter.stored(upTo: size)
+                    return Result(uploadURL: uploadURL, size: size, etag: etag)
+                }
                 // An accepted append that stored nothing counts as a failure: a service that never moves the offset
                 // ends the upload after the retries instead of being sent the same bytes for ever.
                 guard next > offset else {
@@ -125,10 +133,15 @@ public struct StreamUploader: Sendable {
                 guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: uploadURL) }) else {
                     throw FerryError(.cannotResumeUpload, "The upload at \(uploadURL.path) is gone (expired or terminated).")
                 }
-                // An append cut short after bytes were stored made progress: a link that drops now and then keeps
-                // going; only failures in a row that store nothing end the upload.
+                // An append cut short after bytes were stored (an IETF append keeps what arrived) made progress: a link
+                // that drops now and then keeps going; only failures in a row that store nothing end the upload, and
+                // those halve a tus chunk.
                 guard current.offset <= size else { throw Self.impossibleOffset(current.offset) }
-                if current.offset > offset { failures = 0 }
+                if current.offset > offset {
+                    failures = 0
+                } else if error.code == .network || error.code == .timeout {
+                    chunk = max(min(chunkSize, Self.smallestChunk), chunk / 2)
+                }
                 offset = current.offset
                 meter.stored(upTo: offset)
                 // The append completed the upload, and only its answer was lost.
@@ -204,15 +217,19 @@ public struct StreamUploader: Sendable {
         }
     }
 
-    /// One append from `offset`; the new offset, the ETag of a completed upload, and whether it is complete.
-    private func append(file: URL, size: Int64, to url: URL, at offset: Int64, meter: ProgressMeter) async throws(FerryError)
-        -> (Int64, String?, Bool)
-    {
+    /// The least a tus chunk halves to after failures that stored nothing.
+    static let smallestChunk: Int64 = 1024 * 1024
+
+    /// One append from `offset` (of at most `chunk` bytes in tus); the new offset, the ETag of a completed upload, and
+    /// whether it is complete.
+    private func append(
+        file: URL, size: Int64, to url: URL, at offset: Int64, chunk: Int64, meter: ProgressMeter
+    ) async throws(FerryError) -> (Int64, String?, Bool) {
         var headers = versionHeaders + [("Upload-Offset", String(offset))]
         let length: Int64
         switch wireProtocol {
         case .tus:
-            length = min(chunkSize, size - offset)
+            length = min(chunk, size - offset)
             headers.append(("Content-Type", "application/offset+octet-stream"))
             if length > 0 {
                 headers.append(("Upload-Checksum", "sha1 " + (try await Self.checksum(.sha1, of: file, offset: offset, length: length))))

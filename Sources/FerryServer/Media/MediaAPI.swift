@@ -384,9 +384,12 @@ public struct MediaAPI: Sendable {
         var videos: [VideoRecord] = []
         for id in list {
             // A video deleted already is deleted again (a retry whose answer was lost, or one a stopped node left
-            // unfinished): its removal finishes now if it had not, and the answer names it.
+            // unfinished): its removal finishes now if it had not (its VideoDeleted may then come twice), and the
+            // answer names it. Another key's deleted video is not found, as before it was deleted.
             if let video = try await catalog.video(id), video.status == VideoStatus.deleted {
-                try Self.checkOwner(video.owner, principal: call.principal, what: "video")
+                guard call.principal.isRoot || video.owner == call.principal.parentAccessKeyId else {
+                    throw MediaError.notFound("Video", id)
+                }
                 videos.append(video)
             } else {
                 videos.append(try await liveVideo(id, principal: call.principal))

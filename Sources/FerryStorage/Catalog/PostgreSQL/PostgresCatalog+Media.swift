@@ -177,6 +177,8 @@ extension PostgresCatalog: MediaCatalog {
     {
         if change.cancelJobs { _ = try await cancelJobs(videoId: id, now: Date(), on: connection, logger: logger) }
         try await insertJobs(change.enqueue, on: connection, logger: logger)
+        guard !change.notify.isEmpty else { return }
+        try await lockOutbox(on: connection, logger: logger)
         for event in change.notify { try await connection.query(try insertWebhookEvent(event), logger: logger) }
     }
 

@@ -20,8 +20,21 @@ extension PostgresCatalog: WebhookStore {
     }
 
     public func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws {
-        try await client.query(try Self.insertWebhookEvent(stored), logger: logger)
+        let logger = self.logger
+        try await transaction { connection in
+            try await Self.lockOutbox(on: connection, logger: logger)
+            try await connection.query(try Self.insertWebhookEvent(stored), logger: logger)
+        }
     }
+
+    /// Takes the outbox's lock until the transaction ends. Events are delivered in `seq` order, and a transaction that
+    /// took its `seq` first must also commit first, or delivery could pass over an event not yet visible: every
+    /// transaction that stores events takes this lock before its first one.
+    static func lockOutbox(on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("SELECT pg_advisory_xact_lock(\(outboxLock))", logger: logger)
+    }
+
+    static let outboxLock: Int64 = 0x4665_7272_794F_7574  // "FerryOut"
 
     static func insertWebhookEvent(_ stored: StoredWebhookEvent) throws -> PostgresQuery {
         let event = stored.event
