@@ -11,70 +11,73 @@ import Testing
 struct StreamUploaderTests {
     @Test("a tus chunk damaged on its way is refused by its SHA-1 (460, nothing of it kept) and sent again: the object is the file; an IETF upload damaged on its way is told by the object's CRC64NVME, never reported done")
     func damagedChunk() async throws {
-        try await TestServer.with { server in
-            try await FaultProxy.with(upstream: server.endpoint) { proxy in
-                #expect(try await server.client().createBucket("streams").status == 200)
-                let directory = TemporaryDirectory.make("ferry-stream-damaged")
-                defer { try? FileManager.default.removeItem(atPath: directory) }
-                let file = URL(fileURLWithPath: directory + "/clip.bin")
-                let bytes = (0..<(3 * 1024 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
-                try Data(bytes).write(to: file)
-                let creation = try #require(URL(string: proxy.endpoint + "/_ferry/uploads/s3/streams/damaged.bin"))
-                var uploader = StreamUploader(protocol: .tus, chunkSize: 1024 * 1024)
-                uploader.retryPolicy = RetryPolicy(maxRetryCount: 3, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
-                // The second chunk arrives with one byte flipped.
-                proxy.inject(.corruptRequestByte(at: 4321), when: .method("PATCH"), times: 1)
-                proxy.inject(.corruptRequestByte(at: 0), when: .method("PATCH") && .header("Upload-Offset", "1048576"))
-                let reports = NIOLockedValueBox<[UploadProgress]>([])
-                let result = try await uploader.upload(
-                    file: file, creationURL: creation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"),
-                    progress: { progress in reports.withLockedValue { $0.append(progress) } })
-                #expect(result.size == Int64(bytes.count))
-                #expect(reports.withLockedValue { $0.last?.totalBytesStored } == Int64(bytes.count))
-                #expect(proxy.pendingFaults.isEmpty)
-                let outcomes = proxy.log.filter { $0.method == "PATCH" }.map(\.outcome)
-                #expect(outcomes == ["460", "204", "460", "204", "204"], "\(proxy.log)")
-                let stored = try await server.client().get("streams", "damaged.bin")
-                #expect(stored.status == 200 && stored.body == bytes)
+        try await Self.withStream("damaged.bin", size: 3 * 1024 * 1024) { server, proxy, file, bytes, creation in
+            var uploader = StreamUploader(protocol: .tus, chunkSize: 1024 * 1024)
+            uploader.retryPolicy = RetryPolicy(maxRetryCount: 3, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+            // The second chunk arrives with one byte flipped.
+            proxy.inject(.corruptRequestByte(at: 4321), when: .method("PATCH"), times: 1)
+            proxy.inject(.corruptRequestByte(at: 0), when: .method("PATCH") && .header("Upload-Offset", "1048576"))
+            try await Self.uploadWhole(file, bytes, with: uploader, to: creation, signer: server.root)
+            #expect(proxy.pendingFaults.isEmpty)
+            let outcomes = proxy.log.filter { $0.method == "PATCH" }.map(\.outcome)
+            #expect(outcomes == ["460", "204", "460", "204", "204"], "\(proxy.log)")
+            let stored = try await server.client().get("streams", "damaged.bin")
+            #expect(stored.status == 200 && stored.body == bytes)
 
-                let ietf = StreamUploader(protocol: .ietf)
-                proxy.inject(.corruptRequestByte(at: 2_000_000), when: .method("PATCH"))
-                let ietfCreation = try #require(URL(string: proxy.endpoint + "/_ferry/uploads/s3/streams/damaged-ietf.bin"))
-                do {
-                    _ = try await ietf.upload(
-                        file: file, creationURL: ietfCreation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"))
-                    Issue.record("a damaged IETF upload was reported done")
-                } catch {
-                    #expect((error as? FerryError)?.code == .checksumMismatch, "\(error)")
-                }
-                #expect(proxy.pendingFaults.isEmpty)
+            let ietf = StreamUploader(protocol: .ietf)
+            proxy.inject(.corruptRequestByte(at: 2_000_000), when: .method("PATCH"))
+            let ietfCreation = try #require(URL(string: proxy.endpoint + "/_ferry/uploads/s3/streams/damaged-ietf.bin"))
+            do {
+                _ = try await ietf.upload(
+                    file: file, creationURL: ietfCreation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"))
+                Issue.record("a damaged IETF upload was reported done")
+            } catch {
+                #expect((error as? FerryError)?.code == .checksumMismatch, "\(error)")
             }
+            #expect(proxy.pendingFaults.isEmpty)
         }
     }
 
     @Test("a link that cuts every tus chunk short (keeping nothing of a checksummed chunk) gets smaller chunks through: the upload completes")
     func halvingChunks() async throws {
+        try await Self.withStream("halving.bin", size: 6 * 1024 * 1024) { server, proxy, file, bytes, creation in
+            var uploader = StreamUploader(protocol: .tus, chunkSize: 4 * 1024 * 1024)
+            uploader.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+            // Every append of 4 MiB is cut after 3 MiB: only smaller ones arrive whole.
+            proxy.inject(.dropAfterRequestBytes(3 * 1024 * 1024), when: .method("PATCH") && .header("Content-Length", "4194304"), times: .max)
+            try await Self.uploadWhole(file, bytes, with: uploader, to: creation, signer: server.root)
+            #expect(proxy.log.contains { $0.outcome == "dropped" }, "\(proxy.log)")
+            #expect(try await server.client().get("streams", "halving.bin").body == bytes)
+        }
+    }
+
+    /// Uploads `file` (holding `bytes`) and checks the result and the last progress report: every byte stored.
+    static func uploadWhole(
+        _ file: URL, _ bytes: [UInt8], with uploader: StreamUploader, to creation: URL, signer credentials: SigV4Credentials
+    ) async throws {
+        let reports = NIOLockedValueBox<[UploadProgress]>([])
+        let result = try await uploader.upload(
+            file: file, creationURL: creation, signer: SigV4Signer(credentials: credentials, region: "us-east-1"),
+            progress: { progress in reports.withLockedValue { $0.append(progress) } })
+        #expect(result.size == Int64(bytes.count))
+        #expect(reports.withLockedValue { $0.last?.totalBytesStored } == Int64(bytes.count))
+    }
+
+    /// Runs `body` with a server whose bucket `streams` exists, a fault proxy in front of it, a file of `size`
+    /// patterned bytes, and the creation URL of `key` in `streams` through the proxy.
+    static func withStream(
+        _ key: String, size: Int, _ body: @Sendable (TestServer, FaultProxy, URL, [UInt8], URL) async throws -> Void
+    ) async throws {
         try await TestServer.with { server in
             try await FaultProxy.with(upstream: server.endpoint) { proxy in
                 #expect(try await server.client().createBucket("streams").status == 200)
-                let directory = TemporaryDirectory.make("ferry-stream-halving")
+                let directory = TemporaryDirectory.make("ferry-stream")
                 defer { try? FileManager.default.removeItem(atPath: directory) }
                 let file = URL(fileURLWithPath: directory + "/clip.bin")
-                let bytes = (0..<(6 * 1024 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+                let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
                 try Data(bytes).write(to: file)
-                let creation = try #require(URL(string: proxy.endpoint + "/_ferry/uploads/s3/streams/halving.bin"))
-                var uploader = StreamUploader(protocol: .tus, chunkSize: 4 * 1024 * 1024)
-                uploader.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
-                // Every append of 4 MiB is cut after 3 MiB: only smaller ones arrive whole.
-                proxy.inject(.dropAfterRequestBytes(3 * 1024 * 1024), when: .method("PATCH") && .header("Content-Length", "4194304"), times: .max)
-                let reports = NIOLockedValueBox<[UploadProgress]>([])
-                let result = try await uploader.upload(
-                    file: file, creationURL: creation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"),
-                    progress: { progress in reports.withLockedValue { $0.append(progress) } })
-                #expect(result.size == Int64(bytes.count))
-                #expect(reports.withLockedValue { $0.last?.totalBytesStored } == Int64(bytes.count))
-                #expect(proxy.log.contains { $0.outcome == "dropped" }, "\(proxy.log)")
-                #expect(try await server.client().get("streams", "halving.bin").body == bytes)
+                let creation = try #require(URL(string: proxy.endpoint + "/_ferry/uploads/s3/streams/" + key))
+                try await body(server, proxy, file, bytes, creation)
             }
         }
     }
