@@ -197,7 +197,7 @@ public struct MediaLibrary: Sendable {
             return .save(enqueue: [Self.removalJob(video.videoId)], cancelJobs: true)
         }
         running.cancel(videoId: video.videoId)
-        try await removeFiles(of: video)
+        try await Self.removeFiles(of: video, in: store)
         try await webhooks.enqueue(.videoDeleted(videoId: video.videoId))
         await recordRemoval(video.videoId, status: VideoStatus.deleted)
     }
@@ -247,7 +247,7 @@ public struct MediaLibrary: Sendable {
                 return .save(enqueue: [Self.removalJob(video.videoId)], cancelJobs: true)
             }
             guard expired != nil else { return false }
-            try await removeFiles(of: video)
+            try await Self.removeFiles(of: video, in: store)
             try await webhooks.enqueue(.videoUploadExpired(videoId: video.videoId))
             await recordRemoval(video.videoId, status: VideoStatus.uploadFailed)
             return true
@@ -338,13 +338,8 @@ public struct MediaLibrary: Sendable {
         return true
     }
 
-    /// Deletes a video's files (source, cover, renditions: everything under `video/<id>/`) and aborts the multipart
-    /// uploads of its source.
-    func removeFiles(of video: VideoRecord) async throws {
-        try await Self.removeFiles(of: video, in: store)
-    }
-
-    /// Removes a video's source, everything under its directory and its unfinished multipart uploads from `store`.
+    /// Deletes a video's files from `store`: its source, everything under its directory (`video/<id>/`: cover,
+    /// renditions) and the unfinished multipart uploads of its source.
     static func removeFiles(of video: VideoRecord, in store: any ObjectStore) async throws {
         try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: "video/\(video.videoId)/")

@@ -84,12 +84,8 @@ public struct FerryServer: Sendable {
         try PrivateFiles.directory(directory)
         let lock = try DataDirectoryLock(directory: directory)
         PrivateFiles.tighten(directory)
-        let root: (SigV4Credentials, Bool)
-        if let given = configuration.rootCredentials {
-            root = (given, false)
-        } else {
-            root = try ServerKeys.rootCredentials(directory: directory, environment: environment)
-        }
+        let root = try configuration.rootCredentials.map { ($0, false) }
+            ?? ServerKeys.rootCredentials(directory: directory, environment: environment)
         let serverKey = try ServerKeys.tokenKey(directory: directory)
         try self.init(
             configuration: configuration, environment: environment, root: root, serverKey: serverKey, postgres: nil,
@@ -143,18 +139,12 @@ public struct FerryServer: Sendable {
                 }.value)
             }
             let root: (SigV4Credentials, Bool)
-            if let given = configuration.rootCredentials {
+            if let given = configuration.rootCredentials ?? ServerKeys.environmentRoot(environment) {
                 root = (given, false)
-            } else if let id = environment["FERRY_ACCESS_KEY_ID"], let secret = environment["FERRY_SECRET_ACCESS_KEY"],
-                !id.isEmpty, !secret.isEmpty
-            {
-                root = (SigV4Credentials(accessKeyId: id, secretAccessKey: secret), false)
             } else {
                 let box = SecretBox(serverKey: serverKey)
                 let shared = try await bootstrap.sharedSecret("root-credentials") {
-                    let generated = ServerKeys.StoredRoot(
-                        accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
-                        secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })))
+                    let generated = ServerKeys.generatedKey()
                     return Data(((try? box.seal(String(decoding: (try? JSONEncoder().encode(generated)) ?? Data(), as: UTF8.self))) ?? "").utf8)
                 }
                 let stored = try JSONDecoder().decode(
@@ -209,11 +199,7 @@ public struct FerryServer: Sendable {
     /// The root key a data directory uses, without opening it (for a command that talks to the server running on it):
     /// from `FERRY_ACCESS_KEY_ID` / `FERRY_SECRET_ACCESS_KEY`, else from the directory; nil when it has none yet.
     public static func rootCredentials(dataDirectory: String, environment: [String: String]) -> SigV4Credentials? {
-        if let id = environment["FERRY_ACCESS_KEY_ID"], let secret = environment["FERRY_SECRET_ACCESS_KEY"], !id.isEmpty,
-            !secret.isEmpty
-        {
-            return SigV4Credentials(accessKeyId: id, secretAccessKey: secret)
-        }
+        if let root = ServerKeys.environmentRoot(environment) { return root }
         guard let data = FileManager.default.contents(atPath: dataDirectory + "/root-credentials.json"),
             let stored = try? JSONDecoder().decode(ServerKeys.StoredRoot.self, from: data)
         else { return nil }

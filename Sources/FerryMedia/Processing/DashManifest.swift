@@ -19,19 +19,6 @@ package enum DashManifest {
         package var fps: Double?
         /// Segment durations (seconds) and file names, in order, as the HLS playlist lists them.
         package var segments: [(duration: Double, uri: String)]
-
-        package init(
-            definition: String, bandwidth: Int, width: Int?, height: Int?, codecs: String, fps: Double?,
-            segments: [(duration: Double, uri: String)]
-        ) {
-            self.definition = definition
-            self.bandwidth = bandwidth
-            self.width = width
-            self.height = height
-            self.codecs = codecs
-            self.fps = fps
-            self.segments = segments
-        }
     }
 
     /// Timeline units per second.

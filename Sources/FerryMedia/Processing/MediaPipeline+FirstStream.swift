@@ -36,15 +36,12 @@ extension MediaPipeline {
             steps.append(plan.firstStreamPackageArguments(for: lowest, encoded: encoded, directory: output))
         }
         for arguments in steps {
-            var process = ChildProcess(executable: tools.ffmpeg, arguments: arguments)
-            process.standardError = errors
-            process.timeLimit = configuration.jobTimeLimit
-            guard try await run(process).succeeded else {
+            guard try await run(tools.ffmpeg, arguments, errors: errors).succeeded else {
                 logger.warning(
                     "first stream not made; the video plays once its ladder is done",
                     metadata: [
                         "ferry.video-id": .string(video.videoId),
-                        "reason": .string(MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory))),
+                        "reason": .string(Self.reason(errors: errors, directory: directory)),
                     ])
                 // A half-encoded definition is encoded again with the ladder.
                 if case .lowest(let lowest) = first { try? FileManager.default.removeItem(atPath: encoded + "/" + lowest.fileName) }

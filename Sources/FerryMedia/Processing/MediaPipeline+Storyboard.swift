@@ -8,10 +8,8 @@ extension MediaPipeline {
     func makeStoryboard(source: String, info: MezzanineInfo, into directory: String, work: String) async throws {
         guard info.hasVideo, let plan = StoryboardPlan(duration: info.duration) else { return }
         let image = directory + "/" + StoryboardPlan.imageFileName
-        var process = ChildProcess(executable: tools.ffmpeg, arguments: plan.arguments(input: source, output: image))
-        process.standardError = work + "/storyboard.err"
-        process.timeLimit = configuration.jobTimeLimit
-        let outcome = try await run(process)
+        let errors = work + "/storyboard.err"
+        let outcome = try await run(tools.ffmpeg, plan.arguments(input: source, output: image), errors: errors)
         let sprite = outcome.succeeded && WorkFiles.size(of: image) > 0 ? try await measure(image, directory: work) : nil
         guard let height = sprite?.height, height >= plan.rows, plan.rows > 0 else {
             try? FileManager.default.removeItem(atPath: image)
@@ -19,7 +17,7 @@ extension MediaPipeline {
                 "storyboard not made",
                 metadata: [
                     "ferry.exit-code": "\(outcome.exitCode ?? -1)",
-                    "error": .string(Self.hidingPaths(ChildProcess.tail(of: work + "/storyboard.err"), work)),
+                    "error": .string(Self.hidingPaths(ChildProcess.tail(of: errors), work)),
                 ])
             return
         }

@@ -98,41 +98,31 @@ package struct MediaPipeline: Sendable {
             return
         }
         guard let (source, object) = try await download(video, into: directory) else { return }
-        let info: MezzanineInfo
+        // What the probe found; nil for a file it cannot read that NoTranscode plays as it is, whatever it holds.
+        let info: MezzanineInfo?
+        let analysis: WebhookNotification
         do {
-            info = try await runProbe(source, size: object.size, directory: directory)
+            let probed = try await runProbe(source, size: object.size, directory: directory)
+            (info, analysis) = (probed, .videoAnalysisComplete(videoId: video.videoId, info: probed))
         } catch let unreadable as MediaProbe.Unreadable {
             let analysisFailed = WebhookNotification.videoAnalysisFailed(
                 videoId: video.videoId, errorCode: "InvalidMedia", errorMessage: unreadable.reason)
-            if group == nil {
-                // NoTranscode plays the original as it is, whatever it holds.
-                if try await catalog.updateVideo(video.videoId, { [webhooks] video in
-                    guard video.status == VideoStatus.uploadSucc else { return .keep }
-                    video.status = VideoStatus.normal
-                    video.playableAt = Date()
-                    video.updatedAt = Date()
-                    return .save(
-                        notify: try webhooks.events(
-                            analysisFailed,
-                            .videoPlayable(videoId: video.videoId, definition: "OD", format: Self.originalFormat(video))))
-                }) != nil {
-                    events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
-                }
+            guard group == nil else {
+                try await fail(
+                    video.videoId, code: "InvalidMedia", message: unreadable.reason,
+                    expecting: [VideoStatus.uploadSucc], after: [analysisFailed])
                 return
             }
-            try await fail(
-                video.videoId, code: "InvalidMedia", message: unreadable.reason, expecting: [VideoStatus.uploadSucc],
-                after: [analysisFailed])
-            return
+            (info, analysis) = (nil, analysisFailed)
         }
         let maxAttempts = configuration.maxAttempts
         let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in
             guard video.status == VideoStatus.uploadSucc else { return .keep }
-            video.mezzanine = info
+            if let info { video.mezzanine = info }
             video.updatedAt = Date()
             var jobs: [MediaJob] = []
-            var notify = [WebhookNotification.videoAnalysisComplete(videoId: video.videoId, info: info)]
-            if video.coverURL == nil, video.snapshotKey == nil, info.hasVideo {
+            var notify = [analysis]
+            if video.coverURL == nil, video.snapshotKey == nil, info?.hasVideo == true {
                 jobs.append(MediaJob(videoId: video.videoId, kind: .snapshot, maxAttempts: maxAttempts))
             }
             if group == nil {
@@ -157,16 +147,10 @@ package struct MediaPipeline: Sendable {
     func runProbe(_ path: String, size: Int64, directory: String) async throws -> MezzanineInfo {
         let output = directory + "/probe.json"
         let errors = directory + "/probe.err"
-        var process = ChildProcess(executable: tools.ffprobe, arguments: MediaProbe.arguments(for: path))
-        process.standardOutput = output
-        process.standardError = errors
-        process.timeLimit = configuration.jobTimeLimit
-        let outcome = try await run(process)
+        let outcome = try await run(tools.ffprobe, MediaProbe.arguments(for: path), output: output, errors: errors)
         guard outcome.succeeded else {
             throw MediaProbe.Unreadable(
-                reason: outcome.timedOut
-                    ? "ffprobe did not finish within the time limit."
-                    : MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory)))
+                reason: Self.reason(errors: errors, directory: directory, timedOut: outcome.timedOut, tool: "ffprobe"))
         }
         let data = (try? Data(contentsOf: URL(fileURLWithPath: output))) ?? Data()
         return try MediaProbe.parse(data, size: size)
@@ -181,17 +165,12 @@ package struct MediaPipeline: Sendable {
         guard let (source, _) = try await download(video, into: directory) else { return }
         let output = directory + "/cover.jpg"
         let errors = directory + "/snapshot.err"
-        var process = ChildProcess(
-            executable: tools.ffmpeg,
-            arguments: TranscodePlan.snapshotArguments(input: source, duration: video.mezzanine?.duration, output: output))
-        process.standardError = errors
-        process.timeLimit = configuration.jobTimeLimit
-        let outcome = try await run(process)
+        let outcome = try await run(
+            tools.ffmpeg,
+            TranscodePlan.snapshotArguments(input: source, duration: video.mezzanine?.duration, output: output),
+            errors: errors)
         guard outcome.succeeded, WorkFiles.size(of: output) > 0 else {
-            let reason =
-                outcome.timedOut
-                ? "ffmpeg did not finish within the time limit."
-                : MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory))
+            let reason = Self.reason(errors: errors, directory: directory, timedOut: outcome.timedOut)
             try await webhooks.enqueue(
                 .snapshotFailed(videoId: video.videoId, errorCode: "SnapshotFailed", errorMessage: reason))
             return
@@ -256,23 +235,17 @@ package struct MediaPipeline: Sendable {
         let progressFile = directory + "/progress.txt"
         let errors = directory + "/transcode.err"
         let ladder = plan.encoding { !FileManager.default.fileExists(atPath: encoded + "/" + $0.fileName) }
-        var process = ChildProcess(
-            executable: tools.ffmpeg,
-            arguments: ladder.encodeArguments(input: source, directory: encoded, progressFile: progressFile))
-        process.standardError = errors
-        process.timeLimit = configuration.jobTimeLimit
-        process.pollInterval = .milliseconds(250)
         let duration = info.duration ?? 0
-        let outcome = try await run(process) {
+        let outcome = try await run(
+            tools.ffmpeg, ladder.encodeArguments(input: source, directory: encoded, progressFile: progressFile),
+            errors: errors, pollInterval: .milliseconds(250)
+        ) {
             if duration > 0, let seconds = Self.progressSeconds(ChildProcess.tail(of: progressFile, limit: 1024)) {
                 await progress(min(max(seconds / duration, 0), 1) * 0.9)
             }
         }
         guard outcome.succeeded else {
-            let reason =
-                outcome.timedOut
-                ? "ffmpeg did not finish within the time limit."
-                : MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory))
+            let reason = Self.reason(errors: errors, directory: directory, timedOut: outcome.timedOut)
             try await failTranscode(video.videoId, plan: plan, message: reason)
             return
         }
@@ -461,10 +434,7 @@ package struct MediaPipeline: Sendable {
 
     func measure(_ file: String, directory: String) async throws -> Measured {
         let output = directory + "/measure.json"
-        var process = ChildProcess(executable: tools.ffprobe, arguments: MediaProbe.arguments(for: file))
-        process.standardOutput = output
-        process.timeLimit = configuration.jobTimeLimit
-        _ = try await run(process)
+        _ = try await run(tools.ffprobe, MediaProbe.arguments(for: file), output: output)
         // What cannot be measured (no output, odd output) is left out of the stream's description.
         let data = (try? Data(contentsOf: URL(fileURLWithPath: output))) ?? Data()
         return ((try? ProbeReport.decode(data)) ?? ProbeReport()).measured
@@ -480,9 +450,19 @@ package struct MediaPipeline: Sendable {
 
     // MARK: Shared steps
 
-    /// Runs a tool, logging (at debug) its arguments, as a JSON array, and how it ended.
-    func run(_ process: ChildProcess, poll: @Sendable () async -> Void = {}) async throws -> ChildProcess.Outcome {
-        var process = process
+    /// Runs a tool with `arguments`, its standard output and error into the files `output` and `errors` (nil discards
+    /// them), killed past `timeLimit` (by default the job time limit), checked every `pollInterval` (by default
+    /// ``ChildProcess``'s) with `poll` called each time; logs (at debug) its arguments, as a JSON array, and how it
+    /// ended.
+    func run(
+        _ executable: String, _ arguments: [String], output: String? = nil, errors: String? = nil,
+        timeLimit: Duration? = nil, pollInterval: Duration? = nil, poll: @Sendable () async -> Void = {}
+    ) async throws -> ChildProcess.Outcome {
+        var process = ChildProcess(executable: executable, arguments: arguments)
+        process.standardOutput = output
+        process.standardError = errors
+        process.timeLimit = timeLimit ?? configuration.jobTimeLimit
+        if let pollInterval { process.pollInterval = pollInterval }
         process.niceness = configuration.niceness
         process.idleScheduling = configuration.idleScheduling
         process.cpuFloor =
@@ -531,7 +511,7 @@ package struct MediaPipeline: Sendable {
         let ext = (video.key as NSString).pathExtension
         let path = directory + "/source" + (ext.isEmpty ? "" : "." + ext)
         do {
-            try await WorkFiles.download(object, from: store, to: path)
+            try await WorkFiles.download([{ object }], from: store, to: path)
             return (path, object)
         } catch is ObjectChangedError {
             // Replaced between the lookup and the read: read what is there now.
@@ -556,24 +536,19 @@ package struct MediaPipeline: Sendable {
         }
     }
 
-    /// A transcode ffmpeg refused: every planned stream fails, then the video.
     /// Runs one ffmpeg step that copies streams of the encoded files (packaging, the audio rendition); false when it
     /// failed, the video then `TranscodeFail` with ffmpeg's reason.
     private func copyStep(
         _ arguments: [String], errors: String, directory: String, videoId: String, plan: TranscodePlan
     ) async throws -> Bool {
-        var process = ChildProcess(executable: tools.ffmpeg, arguments: arguments)
-        process.standardError = errors
-        process.timeLimit = configuration.jobTimeLimit
-        guard try await run(process).succeeded else {
-            try await failTranscode(
-                videoId, plan: plan,
-                message: MediaProbe.reason(fromStandardError: Self.hidingPaths(ChildProcess.tail(of: errors), directory)))
+        guard try await run(tools.ffmpeg, arguments, errors: errors).succeeded else {
+            try await failTranscode(videoId, plan: plan, message: Self.reason(errors: errors, directory: directory))
             return false
         }
         return true
     }
 
+    /// A transcode ffmpeg refused: every planned stream fails, then the video.
     func failTranscode(_ videoId: String, plan: TranscodePlan, message: String) async throws {
         let streams = plan.outputs.flatMap { output in
             plan.formats.map { format in
@@ -597,6 +572,14 @@ package struct MediaPipeline: Sendable {
             if let micros = Double(line.dropFirst("out_time_us=".count)), micros >= 0 { return micros / 1_000_000 }
         }
         return nil
+    }
+
+    /// Why a tool failed: that it did not finish within the time limit when `timedOut`, else the end of its standard
+    /// error (the file `errors`), shortened and without `directory`'s paths.
+    static func reason(errors: String, directory: String, timedOut: Bool = false, tool: String = "ffmpeg") -> String {
+        timedOut
+            ? "\(tool) did not finish within the time limit."
+            : MediaProbe.reason(fromStandardError: hidingPaths(ChildProcess.tail(of: errors), directory))
     }
 
     /// A tool's message without the server's directories in it.

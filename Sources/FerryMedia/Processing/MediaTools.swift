@@ -17,12 +17,9 @@ public struct MediaTools: Sendable, Hashable {
     public static func locate(directory: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
         -> MediaTools?
     {
-        let directories: [String]
-        if let directory {
-            directories = [directory]
-        } else {
-            directories = (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map(String.init)
-        }
+        let directories =
+            directory.map { [$0] }
+            ?? (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map(String.init)
         func find(_ name: String) -> String? {
             for directory in directories where !directory.isEmpty {
                 let path = URL(fileURLWithPath: directory).appendingPathComponent(name).standardizedFileURL.path

@@ -89,13 +89,11 @@ package struct PreviewRenderer: Sendable {
         let input = try await fetchInput(for: request, of: video, into: directory)
         let output = directory + "/picture." + request.format
         let errors = directory + "/ffmpeg.err"
-        var process = ChildProcess(
-            executable: pipeline.tools.ffmpeg,
-            arguments: request.arguments(
-                input: input.path, offset: input.offset, countsFromFirstFrame: input.isSegments, output: output))
-        process.standardError = errors
-        process.timeLimit = configuration.timeLimit
-        let outcome = try await pipeline.run(process)
+        let outcome = try await pipeline.run(
+            pipeline.tools.ffmpeg,
+            request.arguments(
+                input: input.path, offset: input.offset, countsFromFirstFrame: input.isSegments, output: output),
+            errors: errors, timeLimit: configuration.timeLimit)
         let size = WorkFiles.size(of: output)
         if outcome.timedOut {
             throw FerryDomainError(
@@ -104,8 +102,7 @@ package struct PreviewRenderer: Sendable {
         }
         guard outcome.succeeded, size > 0 else {
             // The file is to blame (a video played as uploaded need not be one ffmpeg reads): the caller's to hear.
-            let reason = MediaProbe.reason(
-                fromStandardError: MediaPipeline.hidingPaths(ChildProcess.tail(of: errors), directory))
+            let reason = MediaPipeline.reason(errors: errors, directory: directory)
             throw FerryDomainError(.invalidArgument, "No picture can be taken from the video: \(reason)")
         }
         guard size <= configuration.maxBytes else {
@@ -144,9 +141,8 @@ package struct PreviewRenderer: Sendable {
         }
         if let prefix = video.outputPrefix, let mp4 = best("mp4") {
             let path = directory + "/input.mp4"
-            try await WorkFiles.download(
-                try await pipeline.store.object(bucket: video.bucket, key: prefix + "/" + mp4.path), from: pipeline.store,
-                to: path)
+            let object = try await pipeline.store.object(bucket: video.bucket, key: prefix + "/" + mp4.path)
+            try await WorkFiles.download([{ object }], from: pipeline.store, to: path)
             return Input(path: path, offset: request.start)
         }
         guard let (source, _) = try await pipeline.download(video, into: directory) else {
@@ -162,7 +158,8 @@ package struct PreviewRenderer: Sendable {
     {
         let store = pipeline.store
         let playlistPath = directory + "/index.m3u8"
-        try await WorkFiles.download(try await store.object(bucket: bucket, key: playlistKey), from: store, to: playlistPath)
+        let playlist = try await store.object(bucket: bucket, key: playlistKey)
+        try await WorkFiles.download([{ playlist }], from: store, to: playlistPath)
         let text = (try? String(contentsOfFile: playlistPath, encoding: .utf8)) ?? ""
         guard text.contains("#EXT-X-MAP:URI=\"init.mp4\"") else { return nil }
         let segments = TranscodePlan.segments(ofPlaylist: text)
@@ -184,17 +181,9 @@ package struct PreviewRenderer: Sendable {
         guard let firstStart, chosen.allSatisfy({ !$0.contains("/") && !$0.contains("..") }) else { return nil }
         let base = (playlistKey as NSString).deletingLastPathComponent
         let joined = directory + "/input.mp4"
-        guard FileManager.default.createFile(atPath: joined, contents: nil, attributes: [.posixPermissions: 0o600]),
-            let handle = FileHandle(forWritingAtPath: joined)
-        else { throw WorkFileError(path: joined, action: "create") }
-        defer { try? handle.close() }
-        for name in ["init.mp4"] + chosen {
-            let object = try await store.object(bucket: bucket, key: base + "/" + name)
-            for try await buffer in try await store.readObject(object, range: nil) {
-                try Task.checkCancellation()
-                try buffer.withUnsafeReadableBytes { try handle.write(contentsOf: $0) }
-            }
-        }
+        try await WorkFiles.download(
+            (["init.mp4"] + chosen).map { name in { try await store.object(bucket: bucket, key: base + "/" + name) } },
+            from: store, to: joined)
         // A still at the very end of the video is the last frame there is.
         let offset = max(0, min(start, position - 0.05) - firstStart)
         return (joined, offset)

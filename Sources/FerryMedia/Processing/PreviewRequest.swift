@@ -102,7 +102,7 @@ package struct PreviewRequest: Sendable, Hashable {
             }
             return (number * 1000).rounded() / 1000
         }
-        func pixels(_ name: String, _ range: ClosedRange<Int>) throws -> Int? {
+        func number(_ name: String, _ range: ClosedRange<Int>) throws -> Int? {
             guard let text = query[name] else { return nil }
             guard let number = Int(text), range.contains(number) else {
                 throw invalid("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound).")
@@ -118,7 +118,7 @@ package struct PreviewRequest: Sendable, Hashable {
             }
             return PreviewRequest(
                 kind: kind, format: format, start: time, end: time,
-                width: try pixels("width", Bounds.thumbnailSide), height: try pixels("height", Bounds.thumbnailSide),
+                width: try number("width", Bounds.thumbnailSide), height: try number("height", Bounds.thumbnailSide),
                 fit: fit, fps: 1)
         case .animated:
             let start = try seconds("start", default: 0)
@@ -128,16 +128,10 @@ package struct PreviewRequest: Sendable, Hashable {
             guard end - start <= Bounds.animatedSeconds else {
                 throw invalid("An animation lasts at most \(Int(Bounds.animatedSeconds)) seconds (end - start).")
             }
-            let fps = try query["fps"].map { text -> Int in
-                guard let number = Int(text), Bounds.animatedFPS.contains(number) else {
-                    throw invalid(
-                        "fps must be a whole number from \(Bounds.animatedFPS.lowerBound) to \(Bounds.animatedFPS.upperBound).")
-                }
-                return number
-            }
+            let fps = try number("fps", Bounds.animatedFPS)
             return PreviewRequest(
                 kind: kind, format: format, start: start, end: end,
-                width: try pixels("width", Bounds.animatedWidth) ?? Bounds.defaultAnimatedWidth, height: nil,
+                width: try number("width", Bounds.animatedWidth) ?? Bounds.defaultAnimatedWidth, height: nil,
                 fit: .preserve, fps: fps ?? Bounds.defaultAnimatedFPS)
         }
     }
@@ -199,7 +193,7 @@ package struct PreviewRequest: Sendable, Hashable {
     /// packets start before the first frame, B-frames delay it), so seeking by time would miss the frame: with
     /// `countsFromFirstFrame`, the whole file is decoded and the offset counted from its first frame instead.
     func arguments(input: String, offset: Double, countsFromFirstFrame: Bool = false, output: String) -> [String] {
-        var arguments = ["-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y"]
+        var arguments = TranscodePlan.quietFlags
         let length = String(format: "%.3f", end - start)
         let from = String(format: "%.3f", max(0, offset))
         var scaleFilter = scaleFilter

@@ -10,9 +10,9 @@ import Foundation
 /// document that is not a JSON object is ``MediaProbe/Unreadable``.
 struct ProbeReport: Decodable, Sendable, Equatable {
     /// The container's streams, in file order.
-    var streams: [Stream]
+    var streams: [Stream] = []
     /// The container.
-    var format: Format
+    var format = Format()
 
     /// One stream.
     struct Stream: Decodable, Sendable, Equatable {
@@ -76,33 +76,14 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             case rotate
         }
 
-        private enum SideDataKeys: String, CodingKey {
-            case rotation
-        }
+        /// An entry of `side_data_list`: the display matrix's rotation, when it is one.
+        private struct SideData: Decodable {
+            private enum CodingKeys: String, CodingKey { case rotation }
+            var rotation: Double?
 
-        init(
-            codecType: String? = nil, codecName: String? = nil, profile: String? = nil, level: Int? = nil,
-            width: Int? = nil, height: Int? = nil, pixelFormat: String? = nil, bitRate: Double? = nil,
-            duration: Double? = nil, averageFrameRate: String? = nil, baseFrameRate: String? = nil,
-            sampleRate: Int? = nil, channels: Int? = nil, isAttachedPicture: Bool = false, rotateTag: Double? = nil,
-            displayRotation: Double? = nil
-        ) {
-            self.codecType = codecType
-            self.codecName = codecName
-            self.profile = profile
-            self.level = level
-            self.width = width
-            self.height = height
-            self.pixelFormat = pixelFormat
-            self.bitRate = bitRate
-            self.duration = duration
-            self.averageFrameRate = averageFrameRate
-            self.baseFrameRate = baseFrameRate
-            self.sampleRate = sampleRate
-            self.channels = channels
-            self.isAttachedPicture = isAttachedPicture
-            self.rotateTag = rotateTag
-            self.displayRotation = displayRotation
+            init(from decoder: any Decoder) throws {
+                rotation = try decoder.container(keyedBy: CodingKeys.self).lenientNumber(.rotation)
+            }
         }
 
         init(from decoder: any Decoder) throws {
@@ -124,17 +105,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             isAttachedPicture = (disposition?.lenientInteger(.attachedPicture) ?? 0) != 0
             let tags = try? container.nestedContainer(keyedBy: TagKeys.self, forKey: .tags)
             rotateTag = tags?.lenientNumber(.rotate)
-            var rotation: Double?
-            if var list = try? container.nestedUnkeyedContainer(forKey: .sideDataList) {
-                while !list.isAtEnd {
-                    if let side = try? list.nestedContainer(keyedBy: SideDataKeys.self) {
-                        if let value = side.lenientNumber(.rotation) { rotation = value }
-                    } else if !list.skip() {
-                        break
-                    }
-                }
-            }
-            displayRotation = rotation
+            displayRotation = container.lenientArray(SideData.self, .sideDataList).compactMap(\.rotation).last
         }
 
         /// Degrees (0, 90, 180, 270) the picture turns when displayed: from the display matrix, or the old `rotate`
@@ -162,11 +133,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             case bitRate = "bit_rate"
         }
 
-        init(formatName: String? = nil, duration: Double? = nil, bitRate: Double? = nil) {
-            self.formatName = formatName
-            self.duration = duration
-            self.bitRate = bitRate
-        }
+        init() {}
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -181,25 +148,11 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         case format
     }
 
-    init(streams: [Stream] = [], format: Format = Format()) {
-        self.streams = streams
-        self.format = format
-    }
+    init() {}
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        var streams: [Stream] = []
-        if var list = try? container.nestedUnkeyedContainer(forKey: .streams) {
-            while !list.isAtEnd {
-                // An entry that is not an object is skipped; the others are read.
-                if let stream = try? list.decode(Stream.self) {
-                    streams.append(stream)
-                } else if !list.skip() {
-                    break
-                }
-            }
-        }
-        self.streams = streams
+        streams = container.lenientArray(Stream.self, .streams)
         format = (try? container.decode(Format.self, forKey: .format)) ?? Format()
     }
 
@@ -297,6 +250,21 @@ extension UnkeyedDecodingContainer {
 }
 
 extension KeyedDecodingContainer {
+    /// The elements of an array that read as `T` (an entry that does not, such as one that is not an object, is
+    /// skipped); none when the field is missing or not an array.
+    fileprivate func lenientArray<T: Decodable>(_ type: T.Type, _ key: Key) -> [T] {
+        guard var list = try? nestedUnkeyedContainer(forKey: key) else { return [] }
+        var elements: [T] = []
+        while !list.isAtEnd {
+            if let element = try? list.decode(T.self) {
+                elements.append(element)
+            } else if !list.skip() {
+                break
+            }
+        }
+        return elements
+    }
+
     /// A string, or nil when the field is missing or holds something else.
     fileprivate func lenientString(_ key: Key) -> String? {
         (try? decodeIfPresent(String.self, forKey: key)) ?? nil

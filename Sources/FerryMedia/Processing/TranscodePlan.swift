@@ -49,6 +49,10 @@ struct TranscodePlan: Sendable, Hashable {
     /// Key frames come every this many seconds, so segments of any multiple of it cut cleanly.
     static let keyFrameSeconds = 2
 
+    /// The options every ffmpeg run starts with: no banner, no reading of standard input, no statistics, errors only
+    /// in its standard error, and outputs overwritten.
+    static let quietFlags = ["-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y"]
+
     /// Plans the renditions of a source; throws when the source has neither picture nor sound.
     static func make(for source: MezzanineInfo, group: TranscodeTemplates.Group, templates: TranscodeTemplates) throws
         -> TranscodePlan
@@ -97,9 +101,7 @@ struct TranscodePlan: Sendable, Hashable {
 
     /// The ffmpeg arguments that encode every output into `directory`, writing progress to `progressFile`.
     func encodeArguments(input: String, directory: String, progressFile: String) -> [String] {
-        var arguments = [
-            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-progress", progressFile,
-        ] + MediaInput.options + ["-i", input]
+        var arguments = Self.quietFlags + ["-progress", progressFile] + MediaInput.options + ["-i", input]
         let video = outputs.filter { $0.width != nil }
         if !video.isEmpty {
             var graph = video.count == 1 ? "[0:v:0]" : "[0:v:0]split=\(video.count)" + (0..<video.count).map { "[s\($0)]" }.joined() + ";"
@@ -166,7 +168,7 @@ struct TranscodePlan: Sendable, Hashable {
     /// The ffmpeg arguments that package the source as HLS without encoding, into `directory`/``firstStreamDirectory``.
     func sourcePackageArguments(input: String, directory: String) -> [String] {
         let target = directory + "/" + Self.firstStreamDirectory
-        return ["-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y"] + MediaInput.options + [
+        return Self.quietFlags + MediaInput.options + [
             "-i", input, "-map", "0:v:0", "-map", "0:a:0?", "-c", "copy", "-map_metadata", "-1",
         ] + hlsOutput(target)
     }
@@ -174,11 +176,13 @@ struct TranscodePlan: Sendable, Hashable {
     /// The ffmpeg arguments that package an encoded output with its sound as the first stream, into
     /// `directory`/``firstStreamDirectory`` (`encoded` holds the output's MP4).
     func firstStreamPackageArguments(for output: Output, encoded: String, directory: String) -> [String] {
-        let target = directory + "/" + Self.firstStreamDirectory
-        return [
-            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", encoded + "/" + output.fileName,
-            "-map", "0", "-c", "copy",
-        ] + hlsOutput(target)
+        copyArguments(encoded + "/" + output.fileName, map: "0", target: directory + "/" + Self.firstStreamDirectory)
+    }
+
+    /// The ffmpeg arguments that copy the streams `map` of the encoded file `input`, without encoding again, into an
+    /// HLS media playlist in `target` (``hlsOutput(_:)``).
+    func copyArguments(_ input: String, map: String, target: String) -> [String] {
+        Self.quietFlags + ["-i", input, "-map", map, "-c", "copy"] + hlsOutput(target)
     }
 
     /// The ffmpeg output arguments of an HLS (fMP4) media playlist `index.m3u8` and its segments in `target`.
@@ -207,31 +211,25 @@ struct TranscodePlan: Sendable, Hashable {
     /// The ffmpeg arguments that copy the sound of the highest definition's MP4 into the audio rendition's `.m4a`.
     func audioExtractArguments(directory: String) -> [String]? {
         guard let audio = audioOutput, let top = outputs.last(where: { $0.width != nil && $0.hasAudio }) else { return nil }
-        return [
-            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", directory + "/" + top.fileName,
-            "-map", "0:a:0", "-c", "copy", "-map_metadata", "-1", "-movflags", "+faststart", "-f", "mp4",
-            directory + "/" + audio.fileName,
+        return Self.quietFlags + [
+            "-i", directory + "/" + top.fileName, "-map", "0:a:0", "-c", "copy", "-map_metadata", "-1", "-movflags",
+            "+faststart", "-f", "mp4", directory + "/" + audio.fileName,
         ]
     }
 
     /// The ffmpeg arguments that package one encoded output as HLS (fMP4 segments) under `directory`: its picture
     /// only when the sound is a rendition of its own (``separateAudio``).
     func packageArguments(for output: Output, directory: String) -> [String] {
-        let target = directory + "/" + output.definition
         let streams = separateAudio != nil && output.width != nil ? "0:v:0" : "0"
-        return [
-            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-i", directory + "/" + output.fileName,
-            "-map", streams, "-c", "copy",
-        ] + hlsOutput(target)
+        return copyArguments(
+            directory + "/" + output.fileName, map: streams, target: directory + "/" + output.definition)
     }
 
     /// The ffmpeg arguments that take a cover from the source: a representative frame (the `thumbnail` filter's
     /// pick among 50 frames from a tenth of the way in, so not a black first frame), at most 1280 pixels wide.
     static func snapshotArguments(input: String, duration: Double?, output: String) -> [String] {
         let start = duration.map { max(0, min($0 * 0.1, 10)) } ?? 0
-        return [
-            "-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y", "-ss", String(format: "%.3f", start),
-        ] + MediaInput.options + [
+        return Self.quietFlags + ["-ss", String(format: "%.3f", start)] + MediaInput.options + [
             "-i", input, "-map", "0:v:0", "-vf", "thumbnail=50,scale='min(1280,iw)':-2", "-frames:v", "1",
             "-q:v", "3", "-f", "image2", output,
         ]

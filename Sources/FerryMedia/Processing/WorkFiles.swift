@@ -8,15 +8,20 @@ package enum WorkFiles {
     /// Chunk size for files read into the store.
     static let chunkSize = 1 << 20
 
-    /// Writes the object's bytes to `path` (created, or replaced).
-    static func download(_ object: ObjectInfo, from store: some ObjectStore, to path: String) async throws {
+    /// Writes the bytes of the objects `lookups` find, one after another, to `path` (created, or replaced); each is
+    /// looked up when its turn comes (`[{ object }]` for one object already looked up).
+    static func download(
+        _ lookups: [() async throws -> ObjectInfo], from store: some ObjectStore, to path: String
+    ) async throws {
         guard FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]),
             let handle = FileHandle(forWritingAtPath: path)
         else { throw WorkFileError(path: path, action: "create") }
         defer { try? handle.close() }
-        for try await buffer in try await store.readObject(object, range: nil) {
-            try Task.checkCancellation()
-            try buffer.withUnsafeReadableBytes { try handle.write(contentsOf: $0) }
+        for lookup in lookups {
+            for try await buffer in try await store.readObject(try await lookup(), range: nil) {
+                try Task.checkCancellation()
+                try buffer.withUnsafeReadableBytes { try handle.write(contentsOf: $0) }
+            }
         }
     }
 

@@ -47,24 +47,19 @@ package struct UploadCollector: Service {
     static let completedUploadMemory: TimeInterval = 24 * 3600
 
     package func run() async throws {
+        let passes: [(Duration, @Sendable () async -> Void)] = [
+            (.seconds(interval), { await collectOnce() }),
+            (deletionInterval, { await deleteQueuedBlobs() }),
+            (lifecycleInterval, { await applyLifecycle() }),
+        ]
         await withDiscardingTaskGroup { group in
-            group.addTask {
-                while !Task.isCancelled && !Task.isShuttingDownGracefully {
-                    await collectOnce()
-                    // Graceful shutdown ends the wait at once.
-                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(interval)) }
-                }
-            }
-            group.addTask {
-                while !Task.isCancelled && !Task.isShuttingDownGracefully {
-                    await deleteQueuedBlobs()
-                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: deletionInterval) }
-                }
-            }
-            group.addTask {
-                while !Task.isCancelled && !Task.isShuttingDownGracefully {
-                    await applyLifecycle()
-                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: lifecycleInterval) }
+            for (wait, pass) in passes {
+                group.addTask {
+                    while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                        await pass()
+                        // Graceful shutdown ends the wait at once.
+                        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
+                    }
                 }
             }
         }

@@ -115,7 +115,7 @@ package struct WebhookDeliveryService: Service {
         } catch {
             // Interrupted by shutdown: not an attempt; it is sent again on the next start.
             if Task.isCancelled || Task.isShuttingDownGracefully { return false }
-            failure = Self.describe(error)
+            failure = String(describing: error)
         }
         let now = Date()
         do {
@@ -130,15 +130,10 @@ package struct WebhookDeliveryService: Service {
             let next = exhausted ? nil : now.addingTimeInterval(backoff(afterAttempts: attempts))
             try await outbox.catalog.recordWebhookAttemptFailure(event.id, error: failure, nextAttemptAt: next, now: now)
             events?.webhookDeliveryEnded(exhausted ? "failed" : "retry", lag: now.timeIntervalSince(event.createdAt))
-            if exhausted {
-                logger.warning(
-                    "webhook delivery failed; giving up on the event",
-                    metadata: ["ferry.event-id": "\(event.id)", "ferry.attempts": "\(attempts)", "error": "\(failure)"])
-            } else {
-                logger.debug(
-                    "webhook delivery attempt failed",
-                    metadata: ["ferry.event-id": "\(event.id)", "ferry.attempts": "\(attempts)", "error": "\(failure)"])
-            }
+            logger.log(
+                level: exhausted ? .warning : .debug,
+                exhausted ? "webhook delivery failed; giving up on the event" : "webhook delivery attempt failed",
+                metadata: ["ferry.event-id": "\(event.id)", "ferry.attempts": "\(attempts)", "error": "\(failure)"])
             return true
         } catch {
             logger.warning(
@@ -196,10 +191,5 @@ package struct WebhookDeliveryService: Service {
         let maximum = max(configuration.maxBackoff.timeInterval, 0)
         let base = min(maximum, initial * pow(2, Double(min(max(attempts - 1, 0), 40))))
         return base / 2 + Double.random(in: 0...(base / 2))
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if let error = error as? StatusError { return error.description }
-        return String(describing: error)
     }
 }

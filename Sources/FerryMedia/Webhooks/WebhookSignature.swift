@@ -42,12 +42,9 @@ public enum WebhookSignature {
         guard abs(now.timeIntervalSince1970 - Double(timestamp)) <= tolerance else { return false }
         let key = SymmetricKey(data: Array(secret.utf8))
         let signed = signedBytes(timestamp, body)
-        var valid = false
-        for signature in signatures {
-            // Constant-time comparison.
-            if HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: signed, using: key) { valid = true }
-        }
-        return valid
+        // Every signature is checked, each with a constant-time comparison.
+        return signatures.map { HMAC<SHA256>.isValidAuthenticationCode($0, authenticating: signed, using: key) }
+            .contains(true)
     }
 
     private static func signedBytes(_ timestamp: Int64, _ body: [UInt8]) -> [UInt8] {

@@ -60,24 +60,18 @@ struct ConsoleAPI: Sendable {
         }
         var name = String(path.dropFirst(Self.sitePrefix.count + 1))
         if name.isEmpty { name = "index.html" }
+        let plain = { (status: HTTPResponse.Status, text: String) in
+            Response(
+                status: status, headers: [.contentType: "text/plain; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
         guard let files = site.files else {
-            return Response(
-                status: .serviceUnavailable, headers: [.contentType: "text/plain; charset=utf-8"],
-                body: .init(byteBuffer: ByteBuffer(string: "The console's files are not installed beside this ferry binary.\n")))
+            return plain(.serviceUnavailable, "The console's files are not installed beside this ferry binary.\n")
         }
-        guard let file = files[name] else {
-            return Response(
-                status: .notFound, headers: [.contentType: "text/plain; charset=utf-8"],
-                body: .init(byteBuffer: ByteBuffer(string: "No such console page.\n")))
-        }
-        var headers: HTTPFields = [
-            .contentType: file.contentType, .cacheControl: "no-cache", .eTag: "\"\(file.etag)\"",
-            .contentLength: String(file.bytes.count),
-        ]
-        if request.headers[.ifNoneMatch] == "\"\(file.etag)\"" {
-            headers[.contentLength] = nil
-            return Response(status: .notModified, headers: headers)
-        }
+        guard let file = files[name] else { return plain(.notFound, "No such console page.\n") }
+        var headers: HTTPFields = [.contentType: file.contentType, .cacheControl: "no-cache", .eTag: "\"\(file.etag)\""]
+        if request.headers[.ifNoneMatch] == headers[.eTag] { return Response(status: .notModified, headers: headers) }
+        headers[.contentLength] = String(file.bytes.count)
         if request.method == .head { return Response(status: .ok, headers: headers) }
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: file.bytes)))
     }
@@ -172,31 +166,17 @@ struct ConsoleAPI: Sendable {
         if let setCookie { response.headers[.setCookie] = setCookie }
         return response
     }
-
-    // MARK: Media API for the session
-
-    /// `POST /_ferry/console/api/<action>`: the media API's operation for the session ``ConsoleSessionMiddleware``
-    /// verified.
-    func api(action: String, request: Request, context: FerryRequestContext) async throws -> Response {
-        try await media.respond(action: action, request: request, context: context)
-    }
 }
 
-/// The console's answers forbid framing, inline script and caching of anything that carries a session
-/// (``ConsoleAPI/securityHeaders()``), refusals included.
-struct ConsoleHeadersMiddleware: RouterMiddleware {
-    typealias Context = FerryRequestContext
-    let console: ConsoleAPI
-    /// Whether answers may not be stored (`Cache-Control: no-store`): everything but the static files.
-    var noStore = true
-
-    func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
-    ) async throws -> Response {
-        var response = try await next(request, context)
-        for (name, value) in console.securityHeaders() { response.headers[name] = value }
-        if noStore { response.headers[.cacheControl] = "no-store" }
-        return response
+extension AnswerMiddleware {
+    /// The console's answers forbid framing, inline script and caching of anything that carries a session
+    /// (``ConsoleAPI/securityHeaders()``), refusals included. `noStore`: whether answers may not be stored
+    /// (`Cache-Control: no-store`): everything but the static files.
+    static func consoleHeaders(_ console: ConsoleAPI, noStore: Bool = true) -> AnswerMiddleware {
+        AnswerMiddleware { response, _ in
+            for (name, value) in console.securityHeaders() { response.headers[name] = value }
+            if noStore { response.headers[.cacheControl] = "no-store" }
+        }
     }
 }
 
@@ -254,7 +234,6 @@ extension HTTPField.Name {
     /// Where the browser says the request comes from (`same-origin`, `same-site`, `cross-site`, `none`).
     static let secFetchSite = Self("Sec-Fetch-Site")!
 
-    static let xContentTypeOptions = Self("X-Content-Type-Options")!
     static let referrerPolicy = Self("Referrer-Policy")!
     static let xFrameOptions = Self("X-Frame-Options")!
     static let xForwardedProto = Self("X-Forwarded-Proto")!

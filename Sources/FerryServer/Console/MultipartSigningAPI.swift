@@ -22,8 +22,6 @@ import Logging
 /// never grants with credentials). Only the owner of a video (or the root key) signs, lists, completes or aborts
 /// its upload. Errors are `{"error": {"code", "message"}, "message"}` with their HTTP status.
 struct MultipartSigningAPI: Sendable {
-    static let path = "/s3/multipart"
-
     let media: MediaAPI
 
     /// What a route of the signing endpoints needs: the principal of the session, and where the request came.
@@ -62,8 +60,7 @@ struct MultipartSigningAPI: Sendable {
         let call = try call(context)
         let upload = try await ownedUpload(try Self.uploadId(context), request, principal: call.principal)
         guard let number = context.parameters.get("partNumber").flatMap({ Int($0) }), (1...10_000).contains(number) else {
-            throw SigningRefusal(
-                status: 400, code: "InvalidArgument", message: "The part number must be an integer from 1 to 10000.")
+            throw MediaError("InvalidArgument", "The part number must be an integer from 1 to 10000.", status: 400)
         }
         return try answer(try sign(upload, partNumber: number, call), context)
     }
@@ -76,7 +73,7 @@ struct MultipartSigningAPI: Sendable {
     }
 
     /// Any other path or method under `/s3/multipart`.
-    static let notFound = SigningRefusal(status: 404, code: "NotFound", message: "No such multipart signing endpoint.")
+    static let notFound = MediaError("NotFound", "No such multipart signing endpoint.", status: 404)
 
     private static func uploadId(_ context: FerryRequestContext) throws -> String {
         guard let id = context.parameters.get("uploadId"), !id.isEmpty else { throw notFound }
@@ -116,7 +113,7 @@ struct MultipartSigningAPI: Sendable {
                 description: metadata["description"])
             let created = try await media.createUploadImage(image, call)
             guard let id = created.imageId, let record = try await media.catalog.image(id) else {
-                throw SigningRefusal(status: 500, code: "InternalError", message: "The image was not recorded.")
+                throw MediaError("InternalError", "The image was not recorded.", status: 500)
             }
             key = record.key
             imageId = id
@@ -127,7 +124,7 @@ struct MultipartSigningAPI: Sendable {
                 description: metadata["description"], cateId: metadata["cateId"].flatMap(Int.init), tags: metadata["tags"])
             let created = try await media.createUploadVideo(video, call)
             guard let id = created.videoId, let record = try await media.catalog.video(id) else {
-                throw SigningRefusal(status: 500, code: "InternalError", message: "The video was not recorded.")
+                throw MediaError("InternalError", "The video was not recorded.", status: 500)
             }
             key = record.key
             videoId = id
@@ -148,7 +145,7 @@ struct MultipartSigningAPI: Sendable {
     }
 
     private func checkOwner(key: String, principal: Principal) async throws {
-        let notFound = SigningRefusal(status: 404, code: "NoSuchUpload", message: "No upload of yours has that key.")
+        let notFound = MediaError("NoSuchUpload", "No upload of yours has that key.", status: 404)
         if let video = try await media.catalog.video(bucket: media.bucket, key: key) {
             guard video.status != VideoStatus.deleted else { throw notFound }
             try MediaAPI.checkOwner(video.owner, principal: principal, what: "video")
@@ -179,7 +176,6 @@ struct MultipartSigningAPI: Sendable {
         }
     }
 
-    /// A presigned `PUT` of one part, under a credential that may write only this object.
     /// A signed part upload, as Uppy takes it.
     private struct SignedPart: Encodable {
         var url: String
@@ -188,8 +184,9 @@ struct MultipartSigningAPI: Sendable {
         var headers: [String: String]
     }
 
+    /// A presigned `PUT` of one part, under a credential that may write only this object.
     private func sign(_ upload: MultipartUploadInfo, partNumber: Int, _ call: MediaAPI.Call) throws -> SignedPart {
-        let (credentials, expiration) = media.uploadCredentials(for: upload.key, principal: call.principal)
+        let (credentials, expiration) = media.uploadCredentials(for: [upload.key], principal: call.principal)
         let expires = max(1, min(3600, Int(expiration.timeIntervalSinceNow)))
         let url = try media.presignedURL(
             method: "PUT", key: upload.key,

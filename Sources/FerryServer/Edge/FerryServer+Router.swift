@@ -25,7 +25,7 @@ extension FerryServer {
         let sessions = ConsoleSessions(credentials: credentials)
         let console = ConsoleAPI(media: media, sessions: sessions, site: ConsoleSite.shared)
         let crossOrigin = CrossOriginMiddleware(policy: CrossOriginPolicy(origins: configuration.corsOrigins))
-        let consoleHeaders = ConsoleHeadersMiddleware(console: console)
+        let consoleHeaders = AnswerMiddleware.consoleHeaders(console)
         let authenticator = RequestAuthenticator(credentials: credentials, region: configuration.region)
         let requestRate = RequestRateMiddleware(limiter: requestRates)
         let all = Self.routedMethods
@@ -37,7 +37,7 @@ extension FerryServer {
         // Every request: the isolation of what it is answered, its id, its client's address behind trusted proxies,
         // then its access log record, then its metrics, then its span (which continues the caller's `traceparent`),
         // all before the groups, so that they see every answer, refusals included.
-        router.add(middleware: ContentIsolationMiddleware())
+        router.add(middleware: AnswerMiddleware.contentIsolation)
         router.add(middleware: RequestIdMiddleware())
         if !trustedProxies.networks.isEmpty { router.add(middleware: ForwardedClientMiddleware(proxies: trustedProxies)) }
         router.add(middleware: AccessLogMiddleware())
@@ -47,7 +47,7 @@ extension FerryServer {
         // The object API: S3's catch-all.
         let s3 = MiddlewareChain(
             middleware: [
-                crossOrigin, BucketCrossOriginMiddleware(objects: objects), ErrorEnvelopeMiddleware(dialect: S3Dialect()),
+                crossOrigin, AnswerMiddleware.bucketCrossOrigin(objects), ErrorEnvelopeMiddleware(dialect: S3Dialect()),
                 AuthorityMiddleware(), S3AuthenticationMiddleware(authenticator: authenticator), requestRate,
             ],
             responder: { request, context in try await objects.respond(to: request, context: context) })
@@ -142,13 +142,16 @@ extension FerryServer {
         forms.on(
             [""], methods: allBut([.post]),
             use: refusing(FormUploadError(.methodNotAllowed, "Form uploads are POST requests.")))
-        forms.post("") { request, context in try await form.respond(to: request, context: context) }
+        forms.post("") { request, context in
+            try await form.upload(request, requestId: context.requestId, logger: context.logger)
+        }
 
         // Playback: any origin may read it (the URL is the credential).
         let playback = PlaybackAPI(media: media, previews: previewRenderer)
         let play = router.group(
-            "/_ferry/play", S3Dialect(namesResource: false), outer: [PlaybackCrossOriginMiddleware()], continues: false)
-        play.on(["", "**"], methods: all) { request, context in try await playback.respond(to: request, context: context) }
+            "/_ferry/play", S3Dialect(namesResource: false), outer: [AnswerMiddleware.playbackCrossOrigin],
+            continues: false)
+        play.on(["", "**"], methods: all) { request, _ in try await playback.answer(request) }
 
         // Metrics, for Prometheus, unless they have a port of their own; the same path signed for S3 is the bucket
         // `metrics`.
@@ -169,7 +172,7 @@ extension FerryServer {
 
         // The console: its files, its session, the media API for the session, and the part-signing endpoints.
         let site = router.group(
-            "/console", TextDialect(name: "console"), outer: [ConsoleHeadersMiddleware(console: console, noStore: false)],
+            "/console", TextDialect(name: "console"), outer: [AnswerMiddleware.consoleHeaders(console, noStore: false)],
             checksHost: false, continues: false)
         site.on(["", "**"], methods: all) { request, _ in console.file(request) }
         let session = router.group("/_ferry/console/session", MediaDialect(name: "console"), outer: [consoleHeaders])
@@ -177,8 +180,9 @@ extension FerryServer {
         let consoleAPI = router.group("/_ferry/console/api", MediaDialect(name: "console"), outer: [consoleHeaders])
         consoleAPI.on(["{action}"], methods: allBut([.post]), use: notPost("Console API"))
         consoleAPI.add(middleware: ConsoleSessionMiddleware(sessions: sessions))
+        // The media API's operation for the session ``ConsoleSessionMiddleware`` verified.
         consoleAPI.post("{action}") { request, context in
-            try await console.api(action: try context.parameters.require("action"), request: request, context: context)
+            try await media.respond(action: try context.parameters.require("action"), request: request, context: context)
         }
         addSigningRoutes(
             router.group("/s3/multipart", SigningDialect(), outer: [consoleHeaders])
@@ -269,22 +273,17 @@ extension Router where Context == FerryRequestContext {
     }
 }
 
-/// The CORS configuration of the addressed bucket (PutBucketCors) on the object API's answers to cross-origin
-/// requests, refusals included; origins the server-wide policy allows override it.
-struct BucketCrossOriginMiddleware: RouterMiddleware {
-    typealias Context = FerryRequestContext
-    let objects: ObjectAPI
-
-    func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
-    ) async throws -> Response {
-        var response = try await next(request, context)
-        if request.method != .options, request.headers[.origin] != nil,
-            let bucket = try? ObjectAPI.splitPath(request.uri.path).bucket, !bucket.isEmpty,
-            let cors = await objects.corsHeaders(for: request, bucket: bucket)
-        {
-            for field in cors { response.headers[field.name] = field.value }
+extension AnswerMiddleware {
+    /// The CORS configuration of the addressed bucket (PutBucketCors) on the object API's answers to cross-origin
+    /// requests, refusals included; origins the server-wide policy allows override it.
+    static func bucketCrossOrigin(_ objects: ObjectAPI) -> AnswerMiddleware {
+        AnswerMiddleware { response, request in
+            if request.method != .options, request.headers[.origin] != nil,
+                let bucket = try? ObjectAPI.splitPath(request.uri.path).bucket, !bucket.isEmpty,
+                let cors = await objects.corsHeaders(for: request, bucket: bucket)
+            {
+                for field in cors { response.headers[field.name] = field.value }
+            }
         }
-        return response
     }
 }

@@ -1,3 +1,4 @@
+import FerryCore
 import Foundation
 
 /// A base URL this service hands out (upload addresses, playback and download URLs): a scheme and an authority, with
@@ -67,7 +68,7 @@ enum Authority {
         if bytes[0] == UInt8(ascii: "[") {
             guard let close = bytes.firstIndex(of: UInt8(ascii: "]")), close > 1 else { return false }
             let literal = bytes[1..<close]
-            guard literal.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }),
+            guard literal.allSatisfy({ Hex.value($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }),
                 literal.contains(UInt8(ascii: ":"))
             else { return false }
             hostEnd = close + 1
@@ -87,11 +88,6 @@ enum Authority {
         guard !port.isEmpty, port.count <= 5, port.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
         else { return false }
         return Int(String(decoding: port, as: UTF8.self)).map { $0 <= 65_535 } ?? false
-    }
-
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
-            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
     }
 
     private static func isAlphanumeric(_ byte: UInt8) -> Bool {

@@ -71,13 +71,8 @@ struct CallbackTargets: Sendable {
         var list: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else { return [] }
         defer { freeaddrinfo(first) }
-        var out: [[UInt8]] = []
-        var cursor: UnsafeMutablePointer<addrinfo>? = first
-        while let entry = cursor {
-            if let address = entry.pointee.ai_addr { out += Network.bytes(of: address).map { [$0] } ?? [] }
-            cursor = entry.pointee.ai_next
-        }
-        return out
+        return sequence(first: first) { $0.pointee.ai_next }
+            .compactMap { $0.pointee.ai_addr.flatMap { Network.bytes(of: $0) } }
     }
 
     /// The addresses of this host's interfaces (the service's own addresses, whatever it is bound to).
@@ -85,13 +80,9 @@ struct CallbackTargets: Sendable {
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0, let first = list else { return [] }
         defer { freeifaddrs(first) }
-        var out: Set<[UInt8]> = []
-        var cursor: UnsafeMutablePointer<ifaddrs>? = first
-        while let entry = cursor {
-            if let address = entry.pointee.ifa_addr, let bytes = Network.bytes(of: address) { out.insert(bytes) }
-            cursor = entry.pointee.ifa_next
-        }
-        return out
+        return Set(
+            sequence(first: first) { $0.pointee.ifa_next }
+                .compactMap { $0.pointee.ifa_addr.flatMap { Network.bytes(of: $0) } })
     }
 
     /// An IPv4 or IPv6 network: a prefix of an address's bytes.

@@ -44,11 +44,6 @@ public struct FormUploadAPI: Sendable {
     /// Largest callback answer passed back to the uploader.
     static let maxCallbackResponse = 1024 * 1024
 
-    /// Answers `POST /_ferry/form` (refusals are thrown for the group's ``FormDialect``).
-    func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
-        try await upload(request, requestId: context.requestId, logger: context.logger)
-    }
-
     /// The fields read before the file part.
     struct Fields {
         var token: String?
@@ -58,10 +53,8 @@ public struct FormUploadAPI: Sendable {
         var metadata: [String: String] = [:]
     }
 
-    private func upload(_ request: Request, requestId: String, logger: Logger) async throws -> Response {
-        guard request.method == .post else {
-            throw FormUploadError(.methodNotAllowed, "Form uploads are POST requests.")
-        }
+    /// Answers `POST /_ferry/form`, the one method routed here (refusals are thrown for the group's ``FormDialect``).
+    func upload(_ request: Request, requestId: String, logger: Logger) async throws -> Response {
         guard let contentType = request.headers[.contentType],
             let boundary = MultipartFormParser.boundary(fromContentType: contentType)
         else {
@@ -142,13 +135,7 @@ public struct FormUploadAPI: Sendable {
         case (nil, let scoped?): key = scoped
         case (nil, nil): throw FormUploadError(.missingField, "The form has no key and the token's scope names none.")
         }
-        guard !key.isEmpty else { throw FormUploadError(.invalidArgument, "The key must be 1 to 1024 bytes long.") }
-        // The same rules as the object API, so that every stored key can be read and deleted there.
-        do {
-            try ObjectAPI.validateKey(key)
-        } catch let error as S3Error {
-            throw FormUploadError(.invalidArgument, error.message)
-        }
+        try ObjectAPI.validateUploadKey(key) { FormUploadError(.invalidArgument, $0) }
         guard resolved.principal.allows(action: "s3:PutObject", bucket: bucket, key: key) else {
             throw FormUploadError(.accessDenied, "The upload token's access key may not write this object.")
         }
@@ -163,7 +150,7 @@ public struct FormUploadAPI: Sendable {
         guard policy.allowsMimeType(mimeType) else {
             throw FormUploadError(.mimeTypeNotAllowed, "The file's MIME type \(mimeType.prefix(128)) is not allowed.")
         }
-        if policy.insertOnly, await exists(bucket: bucket, key: key) {
+        if policy.insertOnly, (try? await store.object(bucket: bucket, key: key)) != nil {
             throw FormUploadError(.fileExists, "An object with this key exists and the token is insertOnly.")
         }
         let expectedCRC: UInt32?
@@ -222,10 +209,6 @@ public struct FormUploadAPI: Sendable {
             secretKey: resolved.secretAccessKey, requestId: requestId, logger: logger)
         response.headers[.eTag] = "\"\(object.etag)\""
         return response
-    }
-
-    private func exists(bucket: String, key: String) async -> Bool {
-        (try? await store.object(bucket: bucket, key: key)) != nil
     }
 
     // MARK: Callback

@@ -156,25 +156,22 @@ public struct MediaAPI: Sendable {
         configuration.uploadAddressesFollowRequests ? call.endpoint : publicBase(call)
     }
 
-    // MARK: Credentials for one object
+    // MARK: Credentials for named objects
 
-    /// A credential that may write only `key` (and run its multipart upload), valid for the configured time.
-    func uploadAuth(for key: String, principal: Principal) -> UploadAuth {
-        let (issued, expiration) = uploadCredentials(for: key, principal: principal)
+    /// A credential that may write only `keys` (and run their multipart uploads), valid for the configured time.
+    func uploadAuth(for keys: [String], principal: Principal) -> UploadAuth {
+        let (issued, expiration) = uploadCredentials(for: keys, principal: principal)
         return UploadAuth(
             accessKeyId: issued.accessKeyId, accessKeySecret: issued.secretAccessKey,
             securityToken: issued.sessionToken ?? "", expiration: expiration, region: configuration.region)
     }
 
     /// The temporary credential behind ``uploadAuth(for:principal:)``, and when it expires.
-    func uploadCredentials(for key: String, principal: Principal) -> (SigV4Credentials, Date) {
-        let scope = AccessPolicy(statements: [
-            .init(
-                actions: ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:GetObject"],
-                bucket: bucket, key: key)
-        ])
+    func uploadCredentials(for keys: [String], principal: Principal) -> (SigV4Credentials, Date) {
+        let actions = ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:GetObject"]
+        let scope = AccessPolicy(statements: keys.map { .init(actions: actions, bucket: bucket, key: $0) })
         let expiration = credentials.now().addingTimeInterval(configuration.uploadAuthLifetime)
-        // The service decides what an upload credential may do: this one object, nothing else. It ends early if the
+        // The service decides what an upload credential may do: these objects, nothing else. It ends early if the
         // key of whoever asked for it is disabled.
         let issued = credentials.tokens.issue(
             parent: principal.parentAccessKeyId, policies: [scope], expiration: expiration)
@@ -183,7 +180,7 @@ public struct MediaAPI: Sendable {
 
     /// The answer to CreateUpload*/RefreshUpload*: where to upload `key` and with what.
     func ticket(videoId: String? = nil, imageId: String? = nil, key: String, _ call: Call) -> MediaContract.UploadTicketAnswer {
-        let auth = uploadAuth(for: key, principal: call.principal)
+        let auth = uploadAuth(for: [key], principal: call.principal)
         let grant = UploadGrant(
             bucket: bucket, key: key, owner: call.principal.parentAccessKeyId, mediaId: videoId ?? imageId,
             expiry: Int64(credentials.now().addingTimeInterval(configuration.uploadAuthLifetime).timeIntervalSince1970))
@@ -491,9 +488,9 @@ public struct MediaAPI: Sendable {
         try Self.checkText(input.description, "Description", max: 256)
         let quota = input.quota ?? .unlimited
         try Self.checkQuota(quota)
+        let generated = ServerKeys.generatedKey()
         let key = StoredAccessKey(
-            accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
-            secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })),
+            accessKeyId: generated.accessKeyId, secretAccessKey: generated.secretAccessKey,
             policy: policy, status: .active, description: input.description ?? "", createdAt: Date(), quota: quota)
         try await catalog.insertAccessKey(key)
         return MediaContract.CreateAccessKeyAnswer(

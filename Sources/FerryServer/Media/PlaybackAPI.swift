@@ -25,11 +25,7 @@ struct PlaybackAPI: Sendable {
     static let maxPlaylistBytes: Int64 = 4 << 20
 
     /// Answers a playback request (errors are thrown for the group's S3 dialect).
-    func respond(to request: Request, context: FerryRequestContext) async throws -> Response {
-        try await answer(request)
-    }
-
-    private func answer(_ request: Request) async throws -> Response {
+    func answer(_ request: Request) async throws -> Response {
         if request.method == .options {
             return Response(
                 status: .noContent,
@@ -93,19 +89,16 @@ struct PlaybackAPI: Sendable {
         }
         // The first stream's master playlist is replaced by the ladder's: revalidated until then.
         let final = video.status == VideoStatus.normal || !(file.hasSuffix(".m3u8") || file.hasSuffix(".mpd"))
-        var attempts = 0
-        while true {
-            do {
+        do {
+            return try await ObjectAPI.retryingChanges {
                 if let playlistToken {
                     return try await servePlaylist(
                         bucket: video.bucket, key: key, token: playlistToken, request: request, final: final)
                 }
                 return try await serve(bucket: video.bucket, key: key, file: file, request: request, final: final)
-            } catch is ObjectChangedError where attempts < 3 {
-                attempts += 1
-            } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
-                throw missing
             }
+        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
+            throw missing
         }
     }
 
@@ -123,32 +116,15 @@ struct PlaybackAPI: Sendable {
     private func serve(bucket: String, key: String, file: String, request: Request, final: Bool) async throws -> Response {
         let object = try await media.store.object(bucket: bucket, key: key)
         try ObjectAPI.checkConditions(request.headers, object: object)
-        var headers: HTTPFields = [
+        let headers: HTTPFields = [
             .eTag: "\"\(object.etag)\"", .lastModified: S3Date.http(object.lastModified), .acceptRanges: "bytes",
             .contentType: WorkFiles.contentType(forPath: file), .cacheControl: final ? "private, max-age=3600" : "no-cache",
         ]
         // With an If-Range the file no longer matches, the range is ignored: the whole file (RFC 9110, 13.1.5).
         let rangeHolds = request.headers[.ifRange].map { Self.holds(ifRange: $0, object) } ?? true
         let range = try request.headers[.range].flatMap { rangeHolds ? try ObjectAPI.parseRange($0, size: object.size) : nil }
-        let status: HTTPResponse.Status
-        let length: Int64
-        if let range {
-            status = .partialContent
-            length = range.upperBound - range.lowerBound + 1
-            headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(object.size)"
-        } else {
-            status = .ok
-            length = object.size
-        }
-        headers[.contentLength] = String(length)
-        if request.method == .head { return Response(status: status, headers: headers) }
-        let bytes = try await media.store.readObject(object, range: range)
-        return Response(
-            status: status, headers: headers,
-            body: ResponseBody(contentLength: Int(length)) { writer in
-                for try await buffer in bytes { try await writer.write(buffer) }
-                try await writer.finish(nil)
-            })
+        return try await ObjectAPI.objectAnswer(
+            object, range: range, headers: headers, head: request.method == .head, store: media.store)
     }
 }
 
@@ -162,19 +138,13 @@ extension PlaybackAPI {
     }
 }
 
-/// Playback answers go to players on any site (the URL is the credential): every answer, refusals included, allows any
-/// origin, and preflights are answered for `GET` and `HEAD`.
-struct PlaybackCrossOriginMiddleware: RouterMiddleware {
-    typealias Context = FerryRequestContext
-
-    func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
-    ) async throws -> Response {
-        var response = try await next(request, context)
+extension AnswerMiddleware {
+    /// Playback answers go to players on any site (the URL is the credential): every answer, refusals included, allows
+    /// any origin, and preflights are answered for `GET` and `HEAD`.
+    static let playbackCrossOrigin = AnswerMiddleware { response, _ in
         response.headers[.accessControlAllowOrigin] = "*"
         if response.status.code < 300 {
             response.headers[.accessControlExposeHeaders] = "Content-Length, Content-Range, ETag, Accept-Ranges"
         }
-        return response
     }
 }

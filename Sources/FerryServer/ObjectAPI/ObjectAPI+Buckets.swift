@@ -40,7 +40,7 @@ extension ObjectAPI {
         let data = try await Self.collectXMLBody(request, limit: 64 * 1024)
         if !data.isEmpty {
             guard let configuration = try? S3XML.decode(CreateBucketConfiguration.self, from: data, root: "CreateBucketConfiguration") else {
-                throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+                throw Self.malformedXML
             }
             if let location = configuration.locationConstraint, !location.isEmpty, location != region,
                 !(location == "US" && region == "us-east-1")

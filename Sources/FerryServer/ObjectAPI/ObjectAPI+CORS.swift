@@ -17,13 +17,8 @@ extension ObjectAPI {
 
     /// PutBucketCors: validates the rules and stores them; preflights and cross-origin requests follow them at once.
     func putBucketCors(_ request: S3Request) async throws -> Response {
-        let data = try await Self.collectXMLBody(request, limit: 64 * 1024)
-        let configuration: S3CORSConfiguration
-        do {
-            configuration = try S3XML.decode(S3CORSConfiguration.self, from: data, root: "CORSConfiguration")
-        } catch {
-            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
-        }
+        let configuration = try await Self.xmlBody(
+            S3CORSConfiguration.self, request, limit: 64 * 1024, root: "CORSConfiguration")
         guard (1...Self.maxCORSRules).contains(configuration.rules.count) else {
             throw S3Error(.malformedXML, "A CORS configuration holds 1 to \(Self.maxCORSRules) rules.")
         }

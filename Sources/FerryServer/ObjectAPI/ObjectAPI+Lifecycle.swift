@@ -21,18 +21,10 @@ extension ObjectAPI {
     /// PutBucketLifecycleConfiguration: validates the rules, names the rules without an ID, and stores them; the
     /// collector applies them from its next pass, and object responses name the rule that will expire them.
     func putBucketLifecycle(_ request: S3Request) async throws -> Response {
-        let data = try await Self.collectXMLBody(request, limit: 512 * 1024)
-        var configuration: S3LifecycleConfiguration
-        let malformed = S3Error(
-            .malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
-        do {
-            configuration = try S3XML.decode(S3LifecycleConfiguration.self, from: data)
-        } catch {
-            throw malformed
-        }
         // Decoded after the limits of S3XML.decode are checked, then held to the schema: an unknown, repeated or
         // misplaced element (a typo in a filter) would otherwise be dropped and the rule widened.
-        if S3XMLSchema.lifecycle.mismatch(in: data) != nil { throw malformed }
+        var configuration = try await Self.xmlBody(
+            S3LifecycleConfiguration.self, request, limit: 512 * 1024, schema: .lifecycle)
         try Self.validate(&configuration)
         let document = String(decoding: try S3XML.encode(configuration, root: "LifecycleConfiguration"), as: UTF8.self)
         try await store.setBucketConfiguration(request.bucket, .lifecycle, document)
@@ -48,7 +40,6 @@ extension ObjectAPI {
 
     /// Checks a lifecycle configuration as S3 does and gives every rule without an ID a generated one.
     static func validate(_ configuration: inout S3LifecycleConfiguration) throws {
-        let malformed = S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
         func invalid(_ message: String) -> S3Error { S3Error(.invalidArgument, message) }
         guard (1...maxLifecycleRules).contains(configuration.rules.count) else {
             throw S3Error(.malformedXML, "A lifecycle configuration holds 1 to \(maxLifecycleRules) rules.")
@@ -60,8 +51,8 @@ extension ObjectAPI {
             let id = rule.id ?? ""
             guard id.count <= 255 else { throw invalid("ID length should not exceed allowed limit of 255") }
             guard ids.insert(id).inserted else { throw invalid("Rule ID must be unique. Found same ID for more than one rule") }
-            guard rule.status == "Enabled" || rule.status == "Disabled" else { throw malformed }
-            guard (rule.prefix == nil) != (rule.filter == nil) else { throw malformed }
+            guard rule.status == "Enabled" || rule.status == "Disabled" else { throw malformedXML }
+            guard (rule.prefix == nil) != (rule.filter == nil) else { throw malformedXML }
             if !rule.transitions.isEmpty || !rule.noncurrentVersionTransitions.isEmpty {
                 throw notImplemented("Lifecycle transitions between storage classes")
             }
@@ -70,7 +61,7 @@ extension ObjectAPI {
             else { throw S3Error(.invalidRequest, "At least one action needs to be specified in a rule") }
             if let expiration = rule.expiration {
                 let given = [expiration.days != nil, expiration.date != nil, expiration.expiredObjectDeleteMarker != nil]
-                guard given.filter({ $0 }).count == 1 else { throw malformed }
+                guard given.filter({ $0 }).count == 1 else { throw malformedXML }
                 if let days = expiration.days, days < 1 {
                     throw invalid("'Days' for Expiration action must be a positive integer")
                 }

@@ -109,8 +109,7 @@ extension ObjectAPI {
         let headers = request.request.headers
         let number = try Self.partNumber(request)
         let upload = try await upload(for: request)
-        var attempts = 0
-        while true {
+        return try await Self.retryingChanges {
             let source = try await copySource(request)
             var range: ClosedRange<Int64>?
             if let text = headers[.amzCopySourceRange] {
@@ -122,17 +121,13 @@ extension ObjectAPI {
                     .invalidRequest,
                     "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120")
             }
-            do {
-                let part = try await store.uploadPartCopy(
-                    upload, partNumber: number, source: source, range: range, checksums: [],
-                    charge: try await partCharge(StorageCharge(principal: request.principal), upload: upload))
-                let result = S3CopyResult(
-                    eTag: "\"\(part.etag)\"", lastModified: S3Date.xml(part.lastModified),
-                    checksums: S3ChecksumFields(part.checksums))
-                return try Self.xmlResponse(result, root: "CopyPartResult")
-            } catch is ObjectChangedError where attempts < 3 {
-                attempts += 1
-            }
+            let part = try await store.uploadPartCopy(
+                upload, partNumber: number, source: source, range: range, checksums: [],
+                charge: try await partCharge(StorageCharge(principal: request.principal), upload: upload))
+            let result = S3CopyResult(
+                eTag: "\"\(part.etag)\"", lastModified: S3Date.xml(part.lastModified),
+                checksums: S3ChecksumFields(part.checksums))
+            return try Self.xmlResponse(result, root: "CopyPartResult")
         }
     }
 
@@ -202,13 +197,9 @@ extension ObjectAPI {
     func completeMultipartUpload(_ request: S3Request) async throws -> Response {
         guard let uploadId = request.queryValue("uploadId"), !uploadId.isEmpty else { throw CatalogObjectStore.noSuchUpload }
         // Its x-amz-checksum-* headers are the object's checksum, not the body's.
-        let data = try await Self.collectXMLBody(request, limit: Self.maxCompleteBody, checksumHeadersDescribeBody: false)
-        let body: CompleteMultipartUpload
-        do {
-            body = try S3XML.decode(CompleteMultipartUpload.self, from: data, root: "CompleteMultipartUpload")
-        } catch {
-            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
-        }
+        let body = try await Self.xmlBody(
+            CompleteMultipartUpload.self, request, limit: Self.maxCompleteBody, root: "CompleteMultipartUpload",
+            checksumHeadersDescribeBody: false)
         let upload: MultipartUploadInfo
         do {
             upload = try await store.multipartUpload(uploadId, bucket: request.bucket, key: request.key)

@@ -180,26 +180,13 @@ extension ObjectAPI {
             throw missing
         }
         let headers = request.request.headers
-        let failed = S3Error(.preconditionFailed, "At least one of the pre-conditions you specified did not hold")
-        let modified = source.lastModified.timeIntervalSince1970.rounded(.down)
         let ifMatch = headers[.amzCopySourceIfMatch]
-        let ifNoneMatch = headers[.amzCopySourceIfNoneMatch]
-        if let ifMatch {
-            let tags = ObjectWriteCondition.etags(ifMatch)
-            guard tags.contains("*") || tags.contains(source.etag) else { throw failed }
-        } else if let since = headers[.amzCopySourceIfUnmodifiedSince].flatMap(S3Date.parseHTTP),
-            modified > since.timeIntervalSince1970
-        {
-            throw failed
-        }
-        if let ifNoneMatch {
-            let tags = ObjectWriteCondition.etags(ifNoneMatch, weak: true)
-            if tags.contains("*") || tags.contains(source.etag) { throw failed }
-        } else if ifMatch == nil, let since = headers[.amzCopySourceIfModifiedSince].flatMap(S3Date.parseHTTP),
-            modified <= since.timeIntervalSince1970
-        {
-            throw failed
-        }
+        // If-Modified-Since counts only without If-Match; a source that does not qualify is 412, never 304.
+        try Self.checkConditions(
+            ifMatch: ifMatch, ifUnmodifiedSince: headers[.amzCopySourceIfUnmodifiedSince],
+            ifNoneMatch: headers[.amzCopySourceIfNoneMatch],
+            ifModifiedSince: ifMatch == nil ? headers[.amzCopySourceIfModifiedSince] : nil, object: source,
+            notModified: Self.preconditionFailed)
         return source
     }
 
@@ -220,8 +207,8 @@ extension ObjectAPI {
         }
         // A stored video's or image's file is not replaced by a copy either.
         if let stored = try await writeAllowed(request.bucket, request.key) { throw stored.refusal }
-        var attempts = 0
-        while true {
+        // The source may change between looking it up and sharing its bytes: then it is looked up again.
+        return try await Self.retryingChanges {
             let source = try await copySource(request)
             if source.bucket == request.bucket && source.key == request.key && metadataDirective == "COPY"
                 && taggingDirective == "COPY"
@@ -237,23 +224,18 @@ extension ObjectAPI {
             }
             let attributes = metadataDirective == "REPLACE" ? try Self.attributes(from: headers) : source.attributes
             let tags = taggingDirective == "REPLACE" ? try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? [] : source.tags
-            do {
-                let object = try await store.copyObject(
-                    source, bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
-                    condition: Self.writeCondition(headers), charge: StorageCharge(principal: request.principal))
-                await objectStored(object)
-                let result = S3CopyResult(
-                    eTag: "\"\(object.etag)\"", lastModified: S3Date.xml(object.lastModified),
-                    checksums: S3ChecksumFields(object.checksums),
-                    checksumType: object.checksums.isEmpty ? nil : object.checksumType)
-                var response = try Self.xmlResponse(result, root: "CopyObjectResult")
-                response.headers[.amzCopySourceVersionId] = nil
-                response.headers[.amzExpiration] = await expirationHeader(for: object)
-                return response
-            } catch is ObjectChangedError where attempts < 3 {
-                // The source changed between looking it up and sharing its bytes: look again.
-                attempts += 1
-            }
+            let object = try await store.copyObject(
+                source, bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
+                condition: Self.writeCondition(headers), charge: StorageCharge(principal: request.principal))
+            await objectStored(object)
+            let result = S3CopyResult(
+                eTag: "\"\(object.etag)\"", lastModified: S3Date.xml(object.lastModified),
+                checksums: S3ChecksumFields(object.checksums),
+                checksumType: object.checksums.isEmpty ? nil : object.checksumType)
+            var response = try Self.xmlResponse(result, root: "CopyObjectResult")
+            response.headers[.amzCopySourceVersionId] = nil
+            response.headers[.amzExpiration] = await expirationHeader(for: object)
+            return response
         }
     }
 
@@ -262,12 +244,17 @@ extension ObjectAPI {
 
     func getObject(_ request: S3Request, head: Bool) async throws -> Response {
         try Self.checkVersionId(request)
+        return try await Self.retryingChanges { try await getObjectOnce(request, head: head) }
+    }
+
+    /// Runs `operation` again, at most three more times, while it throws ``ObjectChangedError``: the object it read
+    /// was overwritten or deleted between its lookup and the read, so it answers for what is there now.
+    static func retryingChanges(_ operation: () async throws -> Response) async throws -> Response {
         var attempts = 0
         while true {
             do {
-                return try await getObjectOnce(request, head: head)
+                return try await operation()
             } catch is ObjectChangedError where attempts < 3 {
-                // Overwritten or deleted between the lookup and the read: answer for what is there now.
                 attempts += 1
             }
         }
@@ -306,8 +293,7 @@ extension ObjectAPI {
 
         // A part of an object, or a Range, is partial content (206 with Content-Range), as S3 answers it: part 1 of a
         // single-PUT object too, as the range of all its bytes (an empty object has none, and is answered whole).
-        var range: ClosedRange<Int64>?
-        var partial = false
+        let range: ClosedRange<Int64>?
         if request.hasQuery("partNumber") {
             if headers[.range] != nil {
                 throw S3Error(.invalidRequest, "Cannot specify both Range header and partNumber query parameter")
@@ -316,7 +302,6 @@ extension ObjectAPI {
             let part = try Self.part(number, of: object)
             if let count = object.partCount { response[.amzMPPartsCount] = String(count) }
             range = part.range
-            partial = part.range != nil
             if checksumMode, let checksums = part.checksums, !checksums.isEmpty {
                 Self.addChecksumHeaders(checksums, type: object.checksumType, to: &response)
             } else if checksumMode, object.partCount == nil {
@@ -324,29 +309,28 @@ extension ObjectAPI {
             }
         } else {
             range = try headers[.range].flatMap { try Self.parseRange($0, size: object.size) }
-            partial = range != nil
             if range == nil, checksumMode {
                 Self.addChecksumHeaders(object.checksums, type: object.checksumType, to: &response)
             }
         }
-        let status: HTTPResponse.Status
-        let length: Int64
-        if partial, let range {
-            status = .partialContent
-            length = range.upperBound - range.lowerBound + 1
-            response[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(object.size)"
-        } else {
-            range = nil
-            status = .ok
-            length = object.size
-        }
-        response[.contentLength] = String(length)
-        if head {
-            return Response(status: status, headers: response)
-        }
+        return try await Self.objectAnswer(object, range: range, headers: response, head: head, store: store)
+    }
+
+    /// The answer that sends an object's bytes with `headers`: all of them (200), or `range` of them (206 with
+    /// Content-Range), with their Content-Length; no body for a HEAD.
+    static func objectAnswer(
+        _ object: ObjectInfo, range: ClosedRange<Int64>?, headers: HTTPFields, head: Bool, store: any ObjectStore
+    ) async throws -> Response {
+        var headers = headers
+        let status: HTTPResponse.Status = range == nil ? .ok : .partialContent
+        let length = range.map { $0.upperBound - $0.lowerBound + 1 } ?? object.size
+        if let range { headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(object.size)" }
+        headers[.contentLength] = String(length)
+        if head { return Response(status: status, headers: headers) }
         let bytes = try await store.readObject(object, range: range)
         return Response(
-            status: status, headers: response, body: ResponseBody(contentLength: Int(length)) { writer in
+            status: status, headers: headers,
+            body: ResponseBody(contentLength: Int(length)) { writer in
                 for try await buffer in bytes { try await writer.write(buffer) }
                 try await writer.finish(nil)
             })
@@ -377,33 +361,45 @@ extension ObjectAPI {
     /// If-Match (else If-Unmodified-Since) first, then If-None-Match (else If-Modified-Since). A 304 carries the
     /// object's ETag and Last-Modified.
     static func checkConditions(_ headers: HTTPFields, object: ObjectInfo) throws {
-        func matches(_ list: String, weak: Bool = false) -> Bool {
-            let tags = ObjectWriteCondition.etags(list, weak: weak)
-            return tags.contains("*") || tags.contains(object.etag)
-        }
-        let modified = object.lastModified.timeIntervalSince1970.rounded(.down)
-        let failed = S3Error(.preconditionFailed, "At least one of the pre-conditions you specified did not hold")
         var notModified = S3Error(.notModified, "Not Modified")
         notModified.headers = [
             "ETag": "\"\(object.etag)\"", "Last-Modified": S3Date.http(object.lastModified),
         ]
         if let value = object.attributes.cacheControl { notModified.headers["Cache-Control"] = value }
         if let value = object.attributes.expires { notModified.headers["Expires"] = value }
-        if let ifMatch = headers[.ifMatch] {
-            guard matches(ifMatch) else { throw failed }
-        } else if let since = headers[.ifUnmodifiedSince].flatMap(S3Date.parseHTTP),
-            modified > since.timeIntervalSince1970
-        {
-            throw failed
+        try checkConditions(
+            ifMatch: headers[.ifMatch], ifUnmodifiedSince: headers[.ifUnmodifiedSince],
+            ifNoneMatch: headers[.ifNoneMatch], ifModifiedSince: headers[.ifModifiedSince], object: object,
+            notModified: notModified)
+    }
+
+    /// The conditions' core, for an object's own headers and a copy's `x-amz-copy-source-if-*`: If-Match (else
+    /// If-Unmodified-Since) throws ``preconditionFailed`` when it fails, then If-None-Match (else If-Modified-Since)
+    /// throws `notModified`.
+    static func checkConditions(
+        ifMatch: String?, ifUnmodifiedSince: String?, ifNoneMatch: String?, ifModifiedSince: String?,
+        object: ObjectInfo, notModified: S3Error
+    ) throws {
+        func matches(_ list: String, weak: Bool = false) -> Bool {
+            let tags = ObjectWriteCondition.etags(list, weak: weak)
+            return tags.contains("*") || tags.contains(object.etag)
         }
-        if let ifNoneMatch = headers[.ifNoneMatch] {
+        let modified = object.lastModified.timeIntervalSince1970.rounded(.down)
+        if let ifMatch {
+            guard matches(ifMatch) else { throw preconditionFailed }
+        } else if let since = ifUnmodifiedSince.flatMap(S3Date.parseHTTP), modified > since.timeIntervalSince1970 {
+            throw preconditionFailed
+        }
+        if let ifNoneMatch {
             if matches(ifNoneMatch, weak: true) { throw notModified }
-        } else if let since = headers[.ifModifiedSince].flatMap(S3Date.parseHTTP),
-            modified <= since.timeIntervalSince1970
-        {
+        } else if let since = ifModifiedSince.flatMap(S3Date.parseHTTP), modified <= since.timeIntervalSince1970 {
             throw notModified
         }
     }
+
+    /// A condition that did not hold.
+    static let preconditionFailed = S3Error(
+        .preconditionFailed, "At least one of the pre-conditions you specified did not hold")
 
     /// Parses a single `bytes=` range; nil means "serve the whole object" (as S3 does for syntax it ignores).
     static func parseRange(_ header: String, size: Int64) throws -> ClosedRange<Int64>? {
@@ -470,16 +466,9 @@ extension ObjectAPI {
                 .invalidRequest,
                 "Missing required header for this request: Content-MD5 or one of the x-amz-checksum-* headers")
         }
-        let data = try await Self.collectXMLBody(request, limit: 2 * 1024 * 1024)
-        let delete: S3DeleteRequest
-        do {
-            delete = try S3XML.decode(S3DeleteRequest.self, from: data, trimming: false, root: "Delete")
-        } catch {
-            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
-        }
-        guard !delete.objects.isEmpty, delete.objects.count <= Self.maxDeleteKeys else {
-            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
-        }
+        let delete = try await Self.xmlBody(
+            S3DeleteRequest.self, request, limit: 2 * 1024 * 1024, trimming: false, root: "Delete")
+        guard !delete.objects.isEmpty, delete.objects.count <= Self.maxDeleteKeys else { throw Self.malformedXML }
         _ = try await store.bucket(request.bucket)
         var deleted: [S3DeleteResult.Deleted] = []
         var errors: [S3DeleteResult.Failure] = []
@@ -510,6 +499,23 @@ extension ObjectAPI {
             }
         }
         return try Self.xmlResponse(S3DeleteResult(deleted: deleted, errors: errors), root: "DeleteResult")
+    }
+
+    /// The refusal of an XML body that does not decode.
+    static let malformedXML = S3Error(
+        .malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
+
+    /// Reads a small XML request body as ``collectXMLBody(_:limit:checksumHeadersDescribeBody:)`` does and decodes it
+    /// as `type` (with the root element `root`, and fitting `schema`), else ``malformedXML``.
+    static func xmlBody<T: Decodable>(
+        _ type: T.Type, _ request: S3Request, limit: Int, trimming: Bool = true, root: String? = nil,
+        schema: S3XMLSchema? = nil, checksumHeadersDescribeBody: Bool = true
+    ) async throws -> T {
+        let data = try await collectXMLBody(
+            request, limit: limit, checksumHeadersDescribeBody: checksumHeadersDescribeBody)
+        guard let value = try? S3XML.decode(type, from: data, trimming: trimming, root: root) else { throw malformedXML }
+        if let schema, schema.mismatch(in: data) != nil { throw malformedXML }
+        return value
     }
 
     /// Reads a small XML request body, checking its signed SHA-256, its `Content-MD5` and (unless they describe
@@ -557,13 +563,7 @@ extension ObjectAPI {
 
     func putObjectTagging(_ request: S3Request) async throws -> Response {
         try Self.checkVersionId(request)
-        let data = try await Self.collectXMLBody(request, limit: 64 * 1024)
-        let tagging: S3Tagging
-        do {
-            tagging = try S3XML.decode(S3Tagging.self, from: data, root: "Tagging")
-        } catch {
-            throw S3Error(.malformedXML, "The XML you provided was not well-formed or did not validate against our published schema.")
-        }
+        let tagging = try await Self.xmlBody(S3Tagging.self, request, limit: 64 * 1024, root: "Tagging")
         let tags = try ObjectTagging.validate(tagging.tagSet.tags.map { ObjectTag(key: $0.key, value: $0.value) })
         let object = try await store.object(bucket: request.bucket, key: request.key)
         try await store.setObjectTags(tags, bucket: request.bucket, key: request.key, etag: object.etag)

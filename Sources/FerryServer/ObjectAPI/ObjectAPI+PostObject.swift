@@ -221,7 +221,7 @@ struct PostPolicy {
                 guard fields.count == 1, let (name, value) = fields.first, let text = value.text else {
                     throw invalid("a condition object must name one field and a string value.")
                 }
-                return .equals(field: name.lowercased().trimmingPrefix("$"), value: text)
+                return .equals(field: String(name.lowercased().trimmingPrefix("$")), value: text)
             case .array(let elements):
                 guard elements.count == 3, let operation = elements[0].string else {
                     throw invalid("a condition must be an object or a three-element array.")
@@ -352,11 +352,5 @@ struct PostPolicy {
 
     private static func failed(_ condition: String) -> S3Error {
         S3Error(.accessDenied, "Invalid according to Policy: Policy Condition failed: \(condition)")
-    }
-}
-
-extension String {
-    fileprivate func trimmingPrefix(_ prefix: String) -> String {
-        hasPrefix(prefix) ? String(dropFirst(prefix.count)) : self
     }
 }

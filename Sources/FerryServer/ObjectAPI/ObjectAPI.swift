@@ -28,20 +28,17 @@ public struct ObjectAPI: Sendable {
     /// A request as the operations see it.
     struct S3Request: Sendable {
         var request: Request
-        var requestId: String
         var bucket: String
         var key: String
         var query: [(name: String, value: String)]
         var principal: Principal
         var verified: SigV4VerifiedRequest
-        var logger: Logger
         /// The endpoint the request reached (its validated `Host`).
         var endpoint: PublicEndpoint
 
         func queryValue(_ name: String) -> String? { query.first { $0.name == name }?.value }
         func hasQuery(_ name: String) -> Bool { query.contains { $0.name == name } }
         func header(_ name: HTTPField.Name) -> String? { request.headers[name] }
-        var resource: String { key.isEmpty ? "/\(bucket)" : "/\(bucket)/\(key)" }
     }
 
     /// Answers one request of the S3 catch-all group: chooses the operation from method, path and sub-resource,
@@ -102,8 +99,8 @@ public struct ObjectAPI: Sendable {
                 asyncSequence: ContinueOnFirstRead(base: request.body, sendContinue: { await context.sendContinue() }))
         }
         let s3 = S3Request(
-            request: request, requestId: context.requestId, bucket: bucket, key: key, query: query,
-            principal: principal, verified: verified, logger: logger, endpoint: try context.endpoint())
+            request: request, bucket: bucket, key: key, query: query, principal: principal, verified: verified,
+            endpoint: try context.endpoint())
         var response = try await perform(operation, s3)
         response.headers[.amzId2] = context.requestId
         return response
@@ -155,9 +152,8 @@ public struct ObjectAPI: Sendable {
         var index = 0
         while index < bytes.count {
             if bytes[index] == UInt8(ascii: "%") {
-                guard index + 2 < bytes.count, bytes[index + 1].isHexDigit, bytes[index + 2].isHexDigit else {
-                    throw S3Error(.invalidURI, "Couldn't parse the specified URI.")
-                }
+                guard index + 2 < bytes.count, Hex.value(bytes[index + 1]) != nil, Hex.value(bytes[index + 2]) != nil
+                else { throw S3Error(.invalidURI, "Couldn't parse the specified URI.") }
                 index += 3
             } else {
                 index += 1
@@ -190,6 +186,18 @@ public struct ObjectAPI: Sendable {
         // U+FFFE and U+FFFF: XML cannot carry them, so no listing could name the key.
         if hasControlCharacter(key) || hasXMLForbiddenCharacter(key) {
             throw S3Error(.invalidURI, "Couldn't parse the specified URI.", details: ["ArgumentName": "key"])
+        }
+    }
+
+    /// Checks the key of an upload through another endpoint (a form, a resumable upload): not empty, and by the object
+    /// API's rules (``validateKey(_:)``), so that every stored key can be read and deleted there; a refusal is thrown
+    /// as `refusal` makes it of its message.
+    static func validateUploadKey(_ key: String, refusal: (String) -> any Error) throws {
+        guard !key.isEmpty else { throw refusal("The key must be 1 to 1024 bytes long.") }
+        do {
+            try validateKey(key)
+        } catch let error as S3Error {
+            throw refusal(error.message)
         }
     }
 
@@ -235,13 +243,5 @@ public struct ObjectAPI: Sendable {
         let data = try S3XML.encode(value, root: root)
         return Response(
             status: status, headers: [.contentType: "application/xml"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
-    }
-}
-
-extension UInt8 {
-    /// Whether the byte is an ASCII hexadecimal digit.
-    fileprivate var isHexDigit: Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
     }
 }

@@ -16,7 +16,6 @@ struct RequestBodyStream<Base: AsyncSequence & Sendable>: AsyncSequence, Sendabl
         private let box = NIOLockedValueBox<[(name: String, value: String)]>([])
         var values: [(name: String, value: String)] { box.withLockedValue { $0 } }
         func set(_ values: [(name: String, value: String)]) { box.withLockedValue { $0 = values } }
-        func value(_ name: String) -> String? { values.first { $0.name.lowercased() == name }?.value }
     }
 
     let base: Base

@@ -161,21 +161,9 @@ public struct PublishAPI: Sendable {
             vodSessionKey: key, videoId: session.v, storageEndpoint: media.uploadBase(call).base,
             storageBucket: media.bucket, storageRegion: media.configuration.region, videoKey: session.k,
             coverKey: session.c,
-            uploadAuth: uploadAuth(
+            uploadAuth: media.uploadAuth(
                 for: (writesVideo ? [session.k] : []) + (session.c.map { [$0] } ?? []), principal: call.principal
             ).encoded())
-    }
-
-    /// A credential that may write only `keys` (and run their multipart uploads).
-    func uploadAuth(for keys: [String], principal: Principal) -> UploadAuth {
-        let actions = ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:GetObject"]
-        let scope = AccessPolicy(statements: keys.map { .init(actions: actions, bucket: media.bucket, key: $0) })
-        let expiration = media.credentials.now().addingTimeInterval(media.configuration.uploadAuthLifetime)
-        let issued = media.credentials.tokens.issue(
-            parent: principal.parentAccessKeyId, policies: [scope], expiration: expiration)
-        return UploadAuth(
-            accessKeyId: issued.accessKeyId, accessKeySecret: issued.secretAccessKey,
-            securityToken: issued.sessionToken ?? "", expiration: expiration, region: media.configuration.region)
     }
 
     func commit(_ input: PublishContract.CommitRequest, _ call: MediaAPI.Call) async throws -> PublishContract.CommitAnswer {

@@ -128,7 +128,7 @@ struct ResumableUploadAPI: Sendable {
             guard !bucket.isEmpty, !key.isEmpty else {
                 throw ResumableRefusal(.badRequest, "The path names no bucket and key: /_ferry/uploads/s3/<bucket>/<key>.", wire: wire)
             }
-            try Self.validate(key: key, wire: wire)
+            try ObjectAPI.validateUploadKey(key) { ResumableRefusal(.badRequest, $0, wire: wire) }
             let authenticated = try await authenticator.authenticate(
                 .init(
                     method: request.method.rawValue, rawPath: request.uri.path,
@@ -184,23 +184,13 @@ struct ResumableUploadAPI: Sendable {
         case (nil, nil):
             throw ResumableRefusal(.badRequest, "The upload token's scope names no key; send one as the tus metadata key.", wire: wire)
         }
-        try Self.validate(key: key, wire: wire)
+        try ObjectAPI.validateUploadKey(key) { ResumableRefusal(.badRequest, $0, wire: wire) }
         guard resolved.principal.allows(action: "s3:PutObject", bucket: policy.bucket, key: key) else {
             throw ResumableRefusal(.forbidden, "The upload token's access key may not write this object.", wire: wire)
         }
         return Target(
             bucket: policy.bucket, key: key, owner: resolved.principal.parentAccessKeyId, quota: resolved.principal.quota,
             insertOnly: policy.insertOnly, maxLength: policy.fsizeLimit, policy: policy)
-    }
-
-    /// Keys follow the object API's rules (and are not empty), so that every stored key can be read and deleted there.
-    private static func validate(key: String, wire: ResumableWire) throws {
-        guard !key.isEmpty else { throw ResumableRefusal(.badRequest, "The key must be 1 to 1024 bytes long.", wire: wire) }
-        do {
-            try ObjectAPI.validateKey(key)
-        } catch let error as S3Error {
-            throw ResumableRefusal(.badRequest, error.message, wire: wire)
-        }
     }
 
     /// The limits of the long-term key an upload counts against, as they are now; a key that is gone or disabled

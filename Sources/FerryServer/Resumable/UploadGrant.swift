@@ -43,7 +43,7 @@ struct UploadGrant: Codable, Sendable, Hashable {
         guard token.utf8.count <= 4096 else { throw .invalid }
         let pieces = token.split(separator: ".", omittingEmptySubsequences: false)
         guard pieces.count == 2, SigV4.constantTimeEquals(mac(String(pieces[0]), codec: codec), String(pieces[1])),
-            let data = Self.decodeBase64url(String(pieces[0])),
+            let data = SessionTokenCodec.unbase64url(String(pieces[0])),
             let grant = try? JSONDecoder().decode(UploadGrant.self, from: data)
         else { throw .invalid }
         guard Double(grant.expiry) > now.timeIntervalSince1970 else { throw .expired }
@@ -52,11 +52,5 @@ struct UploadGrant: Codable, Sendable, Hashable {
 
     private static func mac(_ payload: String, codec: SessionTokenCodec) -> String {
         SessionTokenCodec.base64url(codec.authenticationCode(for: Data(payload.utf8), purpose: "upload-grant").prefix(16))
-    }
-
-    private static func decodeBase64url(_ text: String) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
     }
 }

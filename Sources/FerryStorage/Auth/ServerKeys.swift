@@ -20,21 +20,31 @@ package enum ServerKeys {
     package static func rootCredentials(directory: String, environment: [String: String]) throws
         -> (SigV4Credentials, Bool)
     {
-        if let id = environment["FERRY_ACCESS_KEY_ID"], let secret = environment["FERRY_SECRET_ACCESS_KEY"],
-            !id.isEmpty, !secret.isEmpty
-        {
-            return (SigV4Credentials(accessKeyId: id, secretAccessKey: secret), false)
-        }
+        if let root = environmentRoot(environment) { return (root, false) }
         let path = directory + "/root-credentials.json"
         if let data = FileManager.default.contents(atPath: path) {
             let stored = try JSONDecoder().decode(StoredRoot.self, from: data)
             return (SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey), false)
         }
-        let stored = StoredRoot(
-            accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
-            secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })))
+        let stored = generatedKey()
         try writePrivate(try JSONEncoder().encode(stored), to: path)
         return (SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey), true)
+    }
+
+    /// The root pair `FERRY_ACCESS_KEY_ID` / `FERRY_SECRET_ACCESS_KEY` set in `environment`, when both are set.
+    package static func environmentRoot(_ environment: [String: String]) -> SigV4Credentials? {
+        guard let id = environment["FERRY_ACCESS_KEY_ID"], let secret = environment["FERRY_SECRET_ACCESS_KEY"],
+            !id.isEmpty, !secret.isEmpty
+        else { return nil }
+        return SigV4Credentials(accessKeyId: id, secretAccessKey: secret)
+    }
+
+    /// A new key pair, a root's or a stored access key's: `FKIA` and 16 letters or digits, and a secret of 30 random
+    /// bytes in base64url.
+    package static func generatedKey() -> StoredRoot {
+        StoredRoot(
+            accessKeyId: "FKIA" + SessionTokenCodec.randomAlphanumeric(16),
+            secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })))
     }
 
     /// The key session tokens are signed with, from `token-key`, generated when absent.

@@ -102,16 +102,17 @@ public struct RecordChange: Sendable {
 /// How every catalog stores an access key's quota: JSON in a nullable text column, NULL for no limit.
 enum AccessKeyQuotaColumn {
     static func encode(_ quota: AccessKeyQuota) throws -> String? {
-        quota.isUnlimited ? nil : try MediaRecordJSON.encode(quota)
+        quota.isUnlimited ? nil : try CatalogJSON.encode(quota)
     }
 
     static func decode(_ text: String?) throws -> AccessKeyQuota {
-        try text.map { try MediaRecordJSON.decode(AccessKeyQuota.self, $0) } ?? .unlimited
+        try text.map { try CatalogJSON.decode(AccessKeyQuota.self, $0) } ?? .unlimited
     }
 }
 
-/// How every catalog stores video and image records: JSON with sorted keys and dates as Unix seconds.
-enum MediaRecordJSON {
+/// How both catalogs store what they keep as JSON (video and image records, manifests, attributes, tags): sorted keys,
+/// dates as Unix seconds.
+enum CatalogJSON {
     static func encode<T: Encodable>(_ value: T) throws -> String {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970

@@ -10,17 +10,12 @@ public struct StoredWebhookEvent: Sendable {
     public var nextAttemptAt: Date
     /// The trace the event continues (`traceparent` of the span that made it); nil when nothing was traced.
     public var traceParent: String?
+}
 
+extension StoredWebhookEvent {
     /// An event to store, due at once: its first attempt may go as soon as it is stored.
     public init(event: WebhookEvent, body: [UInt8], traceParent: String?) {
         self.init(event: event, body: body, nextAttemptAt: event.createdAt, traceParent: traceParent)
-    }
-
-    init(event: WebhookEvent, body: [UInt8], nextAttemptAt: Date, traceParent: String?) {
-        self.event = event
-        self.body = body
-        self.nextAttemptAt = nextAttemptAt
-        self.traceParent = traceParent
     }
 }
 

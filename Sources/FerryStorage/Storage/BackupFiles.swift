@@ -9,8 +9,9 @@ import Crypto
 import FerryCore
 import Foundation
 
-/// The file operations of a backup and a restore: streamed copies that hash the bytes as they pass and are durable
-/// when they return, and durable directory entries. Blocking; callers run them on a thread pool.
+/// The file operations of a backup and a restore (and of blob links where the file system cannot link): streamed
+/// copies that hash the bytes as they pass and are durable when they return, and durable directory entries. Blocking;
+/// callers run them on a thread pool.
 enum BackupFiles {
     /// Bytes read and written at a time; a file is never held whole in memory.
     static let chunk = 1 << 20

@@ -139,11 +139,7 @@ struct BlobFiles: BlobStorage {
         try await diskPool.runIfActive {
             mkdir(directory, 0o700)
             if rename(tempPath, final) != 0 { throw POSIXFileError("rename", errno) }
-            let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if dfd >= 0 {
-                fsync(dfd)
-                close(dfd)
-            }
+            try? BackupFiles.syncDirectory(directory)
         }
         return name
     }
@@ -190,7 +186,7 @@ struct BlobFiles: BlobStorage {
                 guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
                     throw POSIXFileError("link", code)
                 }
-                try Self.copyFile(source, to: temp)
+                guard try BackupFiles.copy(source, to: temp) != nil else { throw POSIXFileError("open", ENOENT) }
                 if rename(temp, target) != 0 {
                     let code = errno
                     unlink(temp)
@@ -200,52 +196,9 @@ struct BlobFiles: BlobStorage {
             // The orphan collector judges a file by its age: the new name must not look like an old orphan while
             // the catalog entry that will reference it is being written.
             utimes(target, nil)
-            let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if dfd >= 0 {
-                fsync(dfd)
-                close(dfd)
-            }
+            try? BackupFiles.syncDirectory(directory)
         }
         return name
-    }
-
-    /// Copies a file's bytes to a new file and makes them durable.
-    private static func copyFile(_ source: String, to target: String) throws {
-        let input = open(source, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw POSIXFileError("open", errno) }
-        defer { close(input) }
-        let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard output >= 0 else { throw POSIXFileError("open", errno) }
-        var buffer = [UInt8](repeating: 0, count: readChunk)
-        do {
-            while true {
-                let n = buffer.withUnsafeMutableBytes { bytes in
-                    bytes.baseAddress.map { Foundation.read(input, $0, bytes.count) } ?? 0
-                }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw POSIXFileError("read", errno)
-                }
-                if n == 0 { break }
-                var done = 0
-                while done < n {
-                    let w = buffer.withUnsafeBytes { bytes in
-                        bytes.baseAddress.map { Foundation.write(output, $0 + done, n - done) } ?? 0
-                    }
-                    if w < 0 {
-                        if errno == EINTR { continue }
-                        throw POSIXFileError("write", errno)
-                    }
-                    done += w
-                }
-            }
-            guard fsync(output) == 0 else { throw POSIXFileError("fsync", errno) }
-            close(output)
-        } catch {
-            close(output)
-            unlink(target)
-            throw error
-        }
     }
 
     /// Reads `length` bytes at `offset` of a blob.

@@ -85,9 +85,7 @@ extension BlobStorage {
                 return next
             }
         }
-        var checksums: [String: [UInt8]] = [:]
-        for algorithm in algorithms where algorithm != .md5 { checksums[algorithm.s3Name] = hasher.finalize(algorithm) }
-        return BodyDigests(size: size, md5: hasher.finalize(.md5) ?? [], checksums: checksums)
+        return BodyDigests(size: size, hasher: hasher, algorithms: algorithms)
     }
 }
 
@@ -153,5 +151,14 @@ struct BlobByteSequence: AsyncSequence, Sendable {
             position += segment.size
         }
         return AsyncIterator(storage: storage, pieces: pieces[...], current: nil)
+    }
+}
+
+extension BodyDigests {
+    /// The digests `hasher` finished for a body of `size` bytes: its MD5 and the checksums of `algorithms`.
+    init(size: Int64, hasher: MultiChecksummer, algorithms: [ChecksumAlgorithm]) {
+        var checksums: [String: [UInt8]] = [:]
+        for algorithm in algorithms where algorithm != .md5 { checksums[algorithm.s3Name] = hasher.finalize(algorithm) }
+        self.init(size: size, md5: hasher.finalize(.md5) ?? [], checksums: checksums)
     }
 }

@@ -73,10 +73,7 @@ extension CatalogObjectStore {
             guard let current = try await catalog.resumableUpload(upload.id) else { throw Self.noSuchUpload }
             return current.offset == offset ? .appended(current) : .conflict(current)
         }
-        let part = PartInfo(
-            number: 0, size: digests.size, etag: Hex.encode(digests.md5),
-            checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
-            segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
+        let part = PartInfo(number: 0, digests: digests, segments: [BlobSegment(blob: blob, size: digests.size)])
         let outcome: ResumableAppendOutcome
         do {
             outcome = try await events.timed("catalog", "appendResumablePart") {
@@ -144,17 +141,17 @@ extension CatalogObjectStore {
         return nil
     }
 
-    /// An empty first part, for an upload of zero bytes.
-    private func emptyPart(_ upload: MultipartUploadInfo) async throws -> PartInfo {
+    /// An empty part (the first, by default), for an upload of zero bytes or a copy of an empty object.
+    func emptyPart(
+        _ upload: MultipartUploadInfo, number: Int = 1, checksums: [ChecksumAlgorithm] = [resumableChecksum],
+        byteLimit: Int64? = nil
+    ) async throws -> PartInfo {
         let (temp, digests) = try await files.write(
-            AsyncStream<ByteBuffer> { $0.finish() }, checksums: [Self.resumableChecksum], maxSize: 0)
+            AsyncStream<ByteBuffer> { $0.finish() }, checksums: checksums, maxSize: 0)
         let blob = try await files.commit(tempPath: temp)
         return try await record(
-            PartInfo(
-                number: 1, size: 0, etag: Hex.encode(digests.md5),
-                checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
-                segments: [BlobSegment(blob: blob, size: 0)], lastModified: Date()),
-            upload: upload, byteLimit: nil)
+            PartInfo(number: number, digests: digests, segments: [BlobSegment(blob: blob, size: 0)]), upload: upload,
+            byteLimit: byteLimit)
     }
 
     /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
@@ -175,19 +172,9 @@ extension CatalogObjectStore {
                 for part in try await catalog.parts(uploadId: partial.uploadId, after: 0, limit: nil) {
                     let lease = files.lease(part.segments.map(\.blob))
                     defer { lease.release() }
-                    var shared: [BlobSegment] = []
-                    do {
-                        for segment in part.segments {
-                            shared.append(
-                                BlobSegment(blob: try await files.link(segment.blob), size: segment.size, offset: segment.offset))
-                        }
-                    } catch {
-                        await discardUnreferenced(shared.map(\.blob))
-                        throw error
-                    }
                     var copy = part
                     copy.number = parts.count + 1
-                    copy.segments = shared
+                    copy.segments = try await link(part.segments)
                     parts.append(try await record(copy, upload: multipart, byteLimit: charge.quota.storageBytes))
                 }
             }

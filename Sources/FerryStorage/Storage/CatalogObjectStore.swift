@@ -266,11 +266,17 @@ public struct CatalogObjectStore: ObjectStore {
         guard let current = try await catalog.object(bucket: source.bucket, key: source.key),
             current.etag == source.etag, current.manifest == source.manifest
         else { throw ObjectChangedError() }
+        return try await link(segments)
+    }
+
+    /// New names (hard links) for the blobs of `segments`, the caller holding a lease on them; when one link fails,
+    /// those made before it are discarded.
+    func link(_ segments: [BlobSegment]) async throws -> [BlobSegment] {
         var shared: [BlobSegment] = []
         do {
             for segment in segments {
-                let name = try await files.link(segment.blob)
-                shared.append(BlobSegment(blob: name, size: segment.size, offset: segment.offset))
+                shared.append(
+                    BlobSegment(blob: try await files.link(segment.blob), size: segment.size, offset: segment.offset))
             }
         } catch {
             await discardUnreferenced(shared.map(\.blob))
@@ -360,10 +366,7 @@ public struct CatalogObjectStore: ObjectStore {
         }
         let algorithms = Self.algorithms(checksums, upload: upload)
         let (blob, digests) = try await writeVerified(body, checksums: algorithms, verify: verify)
-        let part = PartInfo(
-            number: partNumber, size: digests.size, etag: Hex.encode(digests.md5),
-            checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
-            segments: [BlobSegment(blob: blob, size: digests.size)], lastModified: Date())
+        let part = PartInfo(number: partNumber, digests: digests, segments: [BlobSegment(blob: blob, size: digests.size)])
         return try await record(part, upload: upload, byteLimit: charge?.quota.storageBytes)
     }
 
@@ -425,16 +428,8 @@ public struct CatalogObjectStore: ObjectStore {
         let byteLimit = charge.flatMap { $0.owner == upload.owner ? $0.quota.storageBytes : nil }
         guard source.size > 0 else {
             // An empty source makes an empty part: nothing to share.
-            let (temp, digests) = try await files.write(
-                AsyncStream<ByteBuffer> { $0.finish() }, checksums: Self.algorithms(checksums, upload: upload),
-                maxSize: 0)
-            let blob = try await files.commit(tempPath: temp)
-            return try await record(
-                PartInfo(
-                    number: partNumber, size: 0, etag: Hex.encode(digests.md5),
-                    checksums: digests.checksums.mapValues { Data($0).base64EncodedString() },
-                    segments: [BlobSegment(blob: blob, size: 0)], lastModified: Date()),
-                upload: upload, byteLimit: byteLimit)
+            return try await emptyPart(
+                upload, number: partNumber, checksums: Self.algorithms(checksums, upload: upload), byteLimit: byteLimit)
         }
         let range = range ?? 0...(source.size - 1)
         // The segments of the source that hold the range, cut to it.
@@ -458,20 +453,7 @@ public struct CatalogObjectStore: ObjectStore {
         let digests = try await files.digest(
             BlobByteSequence(storage: files, manifest: segments, range: nil),
             checksums: Self.algorithms(checksums, upload: upload))
-        var shared: [BlobSegment] = []
-        do {
-            for segment in segments {
-                shared.append(
-                    BlobSegment(blob: try await files.link(segment.blob), size: segment.size, offset: segment.offset))
-            }
-        } catch {
-            await discardUnreferenced(shared.map(\.blob))
-            throw error
-        }
-        let part = PartInfo(
-            number: partNumber, size: digests.size, etag: Hex.encode(digests.md5),
-            checksums: digests.checksums.mapValues { Data($0).base64EncodedString() }, segments: shared,
-            lastModified: Date())
+        let part = PartInfo(number: partNumber, digests: digests, segments: try await link(segments))
         return try await record(part, upload: upload, byteLimit: byteLimit)
     }
 
@@ -835,3 +817,13 @@ public struct CatalogObjectStore: ObjectStore {
 }
 
 extension CatalogObjectStore: CollectableObjectStore {}
+
+extension PartInfo {
+    /// A part made now from a body's digests (its ETag the hex MD5, its checksums base64) stored in `segments`.
+    init(number: Int, digests: BodyDigests, segments: [BlobSegment]) {
+        self.init(
+            number: number, size: digests.size, etag: Hex.encode(digests.md5),
+            checksums: digests.checksums.mapValues { Data($0).base64EncodedString() }, segments: segments,
+            lastModified: Date())
+    }
+}

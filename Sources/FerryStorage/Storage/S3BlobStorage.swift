@@ -281,6 +281,8 @@ package struct S3BlobStorage: BlobStorage {
         return FerryDomainError(.storeUnavailable, "The object store is unavailable; please retry the request.")
     }
 
+    /// A listing's `LastModified`: an internet date-time, with or without fractional seconds; nil otherwise (an entry
+    /// whose age cannot be told is never taken for an orphan).
     static func parseDate(_ text: String) -> Date? {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -329,12 +331,6 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
     let algorithms: [ChecksumAlgorithm]
     let maxSize: Int64
     let state = Outcome()
-
-    init(base: Base, algorithms: [ChecksumAlgorithm], maxSize: Int64) {
-        self.base = base
-        self.algorithms = algorithms
-        self.maxSize = maxSize
-    }
 
     /// Thrown to the HTTP client's body task when it reads after the write ended.
     struct Closed: Error {}
@@ -443,11 +439,7 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
                     done = true
                     let hasher = try await latest.value
                     hashing = []
-                    var checksums: [String: [UInt8]] = [:]
-                    for algorithm in algorithms where algorithm != .md5 {
-                        checksums[algorithm.s3Name] = hasher.finalize(algorithm)
-                    }
-                    state.finish(BodyDigests(size: size, md5: hasher.finalize(.md5) ?? [], checksums: checksums))
+                    state.finish(BodyDigests(size: size, hasher: hasher, algorithms: algorithms))
                     if chunk.readableBytes == 0 { return nil }
                 }
                 return chunk

@@ -9,10 +9,8 @@ import NIOCore
 struct SigningDialect: MediaErrorDialect {
     var name: String { "signing" }
 
-    static func refusal(for error: any Error) -> MediaError? {
-        if let error = error as? SigningRefusal { return MediaError(error.code, error.message, status: error.status) }
-        return MediaDialect.mediaError(for: error)
-    }
+    /// The media API's refusal; the endpoints' own refusals (`NoSuchUpload`, `NotFound`) are media errors too.
+    static func refusal(for error: any Error) -> MediaError? { MediaDialect.mediaError(for: error) }
 
     static func response(_ refusal: MediaError, requestId: String) -> JSONErrorResponse {
         JSONErrorResponse(
@@ -20,13 +18,6 @@ struct SigningDialect: MediaErrorDialect {
             body: SigningErrorBody(error: .init(code: refusal.code, message: refusal.message), message: refusal.message),
             requestId: requestId, headers: [.cacheControl: "no-store"])
     }
-}
-
-/// A refusal of the part-signing endpoints that has no media API code of its own (`NoSuchUpload`, `NotFound`).
-struct SigningRefusal: Error {
-    var status: Int
-    var code: String
-    var message: String
 }
 
 /// The part-signing endpoints' error document.

@@ -15,9 +15,6 @@ extension HTTPField.Name {
     static let amzMPPartsCount = Self("x-amz-mp-parts-count")!
     static let amzBucketRegion = Self("x-amz-bucket-region")!
     static let contentMD5 = Self("Content-MD5")!
-    static let contentLanguage = Self("Content-Language")!
-    static let expires = Self("Expires")!
-    static let expect = Self("Expect")!
     static let amzCopySource = Self("x-amz-copy-source")!
     static let amzCopySourceRange = Self("x-amz-copy-source-range")!
     static let amzCopySourceIfMatch = Self("x-amz-copy-source-if-match")!
@@ -38,16 +35,6 @@ extension HTTPField.Name {
     static let amzObjectAttributes = Self("x-amz-object-attributes")!
     static let amzMaxParts = Self("x-amz-max-parts")!
     static let amzPartNumberMarker = Self("x-amz-part-number-marker")!
-    static let origin = Self("Origin")!
-    static let accessControlRequestMethod = Self("Access-Control-Request-Method")!
-    static let accessControlRequestHeaders = Self("Access-Control-Request-Headers")!
-    static let accessControlAllowOrigin = Self("Access-Control-Allow-Origin")!
-    static let accessControlAllowMethods = Self("Access-Control-Allow-Methods")!
-    static let accessControlAllowHeaders = Self("Access-Control-Allow-Headers")!
-    static let accessControlExposeHeaders = Self("Access-Control-Expose-Headers")!
-    static let accessControlMaxAge = Self("Access-Control-Max-Age")!
-    static let accessControlAllowCredentials = Self("Access-Control-Allow-Credentials")!
-    static let vary = Self("Vary")!
 }
 
 extension ChecksumAlgorithm {

@@ -141,7 +141,7 @@ public final class FerryMetrics: Sendable {
         gauge(Self.catalogUp).set(to: answer == nil ? 0 : 1)
         guard let (jobs, webhooks) = answer else { return }
         for (state, count) in [("queued", jobs.queued), ("running", jobs.running), ("failed", jobs.failed)] {
-            registry.makeGauge(descriptor: Self.descriptor(Self.mediaJobs), labels: [("state", state)]).set(to: Double(count))
+            gauge(Self.mediaJobs, [("state", state)]).set(to: Double(count))
         }
         gauge(Self.mediaJobQueueAge).set(to: jobs.oldestDue.map { max(0, now.timeIntervalSince($0)) } ?? 0)
         gauge(Self.webhookPending).set(to: Double(webhooks.pending))
@@ -155,7 +155,9 @@ public final class FerryMetrics: Sendable {
         if let dataDirectoryFreeBytes { gauge(Self.dataDirectoryFree).set(to: Double(dataDirectoryFreeBytes)) }
     }
 
-    private func gauge(_ series: Series) -> Gauge { registry.makeGauge(descriptor: Self.descriptor(series)) }
+    private func gauge(_ series: Series, _ labels: [(String, String)] = []) -> Gauge {
+        registry.makeGauge(descriptor: Self.descriptor(series), labels: labels)
+    }
 
     /// A request began.
     func requestStarted() { active.increment() }
@@ -166,22 +168,11 @@ public final class FerryMetrics: Sendable {
         group: String, method: String, status: Int, duration: Duration, bytesIn: Int64?, bytesOut: Int64?
     ) {
         active.decrement()
-        let statusText = String(status)
-        registry.makeCounter(
-            descriptor: Self.descriptor(Self.requests), labels: [("group", group), ("method", method), ("status", statusText)]
-        ).increment()
-        registry.makeDurationHistogram(
-            descriptor: Self.descriptor(Self.requestDuration), labels: [("group", group), ("method", method)],
-            buckets: Self.durationBuckets
-        ).record(duration)
-        if let bytesIn, bytesIn > 0 {
-            registry.makeCounter(descriptor: Self.descriptor(Self.requestBytes), labels: [("group", group)])
-                .increment(by: bytesIn)
-        }
-        if let bytesOut, bytesOut > 0 {
-            registry.makeCounter(descriptor: Self.descriptor(Self.responseBytes), labels: [("group", group)])
-                .increment(by: bytesOut)
-        }
+        counter(Self.requests, [("group", group), ("method", method), ("status", String(status))]).increment()
+        histogram(Self.requestDuration, [("group", group), ("method", method)], buckets: Self.durationBuckets)
+            .record(duration)
+        if let bytesIn, bytesIn > 0 { counter(Self.requestBytes, [("group", group)]).increment(by: bytesIn) }
+        if let bytesOut, bytesOut > 0 { counter(Self.responseBytes, [("group", group)]).increment(by: bytesOut) }
     }
 
     /// An object API operation (group `s3`) or a media API action (group `media`) was answered with `status`.
@@ -198,7 +189,7 @@ public final class FerryMetrics: Sendable {
 
     /// Records whether this node now holds the service lease `name`.
     func serviceLease(_ name: String, held: Bool) {
-        registry.makeGauge(descriptor: Self.descriptor(Self.serviceLeases), labels: [("lease", name)]).set(to: held ? 1 : 0)
+        gauge(Self.serviceLeases, [("lease", name)]).set(to: held ? 1 : 0)
     }
 
     /// Sets the series of this node's own state at a scrape.

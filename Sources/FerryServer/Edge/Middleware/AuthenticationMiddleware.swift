@@ -124,9 +124,7 @@ struct PublishSignatureMiddleware: RouterMiddleware {
         let signed = try JSONBody.decode(SignedBody.self, from: Data(buffer: body))
         let (signature, principal) = try await authenticate(signed.signature)
         var context = context
-        var caller = Caller(credential: .publishSignature, principal: principal, signedRequest: nil)
-        caller.publishSignature = signature
-        context.caller = caller
+        context.caller = Caller(credential: .publishSignature, principal: principal, publishSignature: signature)
         return try await next(request, context)
     }
 

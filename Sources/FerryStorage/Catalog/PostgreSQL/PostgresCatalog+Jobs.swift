@@ -36,7 +36,6 @@ extension PostgresCatalog: JobQueue {
     }
 
     public func enqueue(_ jobs: [MediaJob]) async throws {
-        let logger = self.logger
         try await transaction { connection in
             try await Self.insertJobs(jobs, on: connection, logger: logger)
         }
@@ -60,55 +59,47 @@ extension PostgresCatalog: JobQueue {
         ).first.map(Self.mediaJob)
     }
 
-    /// Runs an update that names its job and worker, and says whether it changed a row.
-    private func updated(_ query: PostgresQuery) async throws -> Bool {
-        let logger = self.logger
-        return try await client.withConnection { connection in
-            try await Self.changed(query, on: connection, logger: logger) > 0
-        }
-    }
 
     public func heartbeat(_ id: String, worker: String, lease: Duration, progress: Double?, now: Date) async throws
         -> Bool
     {
-        try await updated(
+        try await changed(
             """
             UPDATE media_job SET lease_expires_at = \(now.addingTimeInterval(lease.timeInterval).timeIntervalSince1970),
                 progress = COALESCE(\(progress), progress), updated_at = \(now.timeIntervalSince1970)
             WHERE id = \(id) AND state = 'running' AND lease_owner = \(worker) RETURNING id
-            """)
+            """) > 0
     }
 
     public func complete(_ id: String, worker: String, now: Date) async throws -> Bool {
-        try await updated(
+        try await changed(
             """
             UPDATE media_job SET state = 'succeeded', progress = 1, lease_owner = NULL, lease_expires_at = NULL,
                 updated_at = \(now.timeIntervalSince1970)
             WHERE id = \(id) AND state = 'running' AND lease_owner = \(worker) RETURNING id
-            """)
+            """) > 0
     }
 
     public func fail(_ id: String, worker: String, error: String, retryAt: Date?, now: Date) async throws -> Bool {
         let state = retryAt == nil ? MediaJobState.failed.rawValue : MediaJobState.queued.rawValue
-        return try await updated(
+        return try await changed(
             """
             UPDATE media_job SET state = \(state), run_at = COALESCE(\(retryAt?.timeIntervalSince1970), run_at),
                 last_error = \(error), lease_owner = NULL, lease_expires_at = NULL, updated_at = \(now.timeIntervalSince1970)
             WHERE id = \(id) AND state = 'running' AND lease_owner = \(worker) RETURNING id
-            """)
+            """) > 0
     }
 
     public func release(_ id: String, worker: String, now: Date) async throws -> Bool {
-        try await updated(
+        try await changed(
             """
             UPDATE media_job SET state = 'queued', attempts = GREATEST(attempts - 1, 0), run_at = \(now.timeIntervalSince1970),
                 lease_owner = NULL, lease_expires_at = NULL, updated_at = \(now.timeIntervalSince1970)
             WHERE id = \(id) AND state = 'running' AND lease_owner = \(worker) RETURNING id
-            """)
+            """) > 0
     }
 
     public func cancelJobs(videoId: String, now: Date) async throws -> [MediaJob] {
-        let logger = self.logger
         return try await transaction { connection in
             try await Self.cancelJobs(videoId: videoId, now: now, on: connection, logger: logger)
         }

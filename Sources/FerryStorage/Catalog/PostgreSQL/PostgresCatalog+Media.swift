@@ -4,7 +4,7 @@ import PostgresNIO
 
 extension PostgresCatalog: MediaCatalog {
     static func insertVideo(_ video: VideoRecord, on connection: PostgresConnection, logger: Logger) async throws {
-        let record = try MediaRecordJSON.encode(video)
+        let record = try CatalogJSON.encode(video)
         try await connection.query(
             """
             INSERT INTO video (video_id, record, status, cate_id, tags, bucket, key, created_at, owner, client_token)
@@ -17,7 +17,6 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     public func saveVideo(_ video: VideoRecord) async throws {
-        let logger = self.logger
         try await client.withConnection { connection in try await Self.insertVideo(video, on: connection, logger: logger) }
     }
 
@@ -25,33 +24,18 @@ extension PostgresCatalog: MediaCatalog {
     public func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> RecordChange)
         async throws -> VideoRecord?
     {
-        let logger = self.logger
-        return try await transaction { connection -> VideoRecord? in
-            // The row stays locked until the transaction ends: changes of one video are serialized across nodes.
-            guard
-                let text = try await Self.rows(
-                    "SELECT record FROM video WHERE video_id = \(id) FOR UPDATE", on: connection, logger: logger
-                ).first?["record"].decode(String.self)
-            else { return nil }
-            var video = try MediaRecordJSON.decode(VideoRecord.self, text)
-            let outcome = try change(&video)
-            guard outcome.save else { return nil }
-            try await Self.insertVideo(video, on: connection, logger: logger)
-            try await Self.apply(outcome, id: id, on: connection, logger: logger)
-            return video
+        try await update(id, "SELECT record FROM video WHERE video_id = \(id) FOR UPDATE", change) {
+            try await Self.insertVideo($0, on: $1, logger: $2)
         }
     }
 
     public func video(_ id: String) async throws -> VideoRecord? {
-        try await strings("SELECT record FROM video WHERE video_id = \(id)").first.map {
-            try MediaRecordJSON.decode(VideoRecord.self, $0)
-        }
+        try await records(VideoRecord.self, "SELECT record FROM video WHERE video_id = \(id)").first
     }
 
     public func video(bucket: String, key: String) async throws -> VideoRecord? {
-        try await strings("SELECT record FROM video WHERE bucket = \(bucket) AND key = \(key) LIMIT 1").first.map {
-            try MediaRecordJSON.decode(VideoRecord.self, $0)
-        }
+        try await records(VideoRecord.self, "SELECT record FROM video WHERE bucket = \(bucket) AND key = \(key) LIMIT 1")
+            .first
     }
 
     public func videos(status: String?, cateId: Int?, tag: String?, title: String?, owner: String?, offset: Int, limit: Int)
@@ -81,23 +65,22 @@ extension PostgresCatalog: MediaCatalog {
                 SELECT record FROM video WHERE \(filter) ORDER BY created_at DESC, video_id
                 LIMIT $\(pageBindings.count - 1) OFFSET $\(pageBindings.count)
                 """, binds: pageBindings)
-        let records = try await strings(pageQuery).map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+        let page = try await records(VideoRecord.self, pageQuery)
         var total = 0
         for try await count in try await client.query(countQuery, logger: logger).decode(Int64.self) { total = Int(count) }
-        return (records, total)
+        return (page, total)
     }
 
     public func uploadingVideo(owner: String, clientToken: String) async throws -> VideoRecord? {
-        try await strings(
+        try await records(
+            VideoRecord.self,
             """
             SELECT record FROM video WHERE owner = \(owner) AND client_token = \(clientToken) AND status = 'Uploading'
             ORDER BY created_at DESC LIMIT 1
-            """
-        ).first.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+            """).first
     }
 
     public func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord {
-        let logger = self.logger
         return try await transaction { connection -> VideoRecord in
             if let token = video.clientToken {
                 // Requests with one token are serialized (across nodes) until this transaction ends.
@@ -109,7 +92,7 @@ extension PostgresCatalog: MediaCatalog {
                     AND status = 'Uploading' ORDER BY created_at DESC LIMIT 1
                     """, on: connection, logger: logger
                 ).first {
-                    return try MediaRecordJSON.decode(VideoRecord.self, try found["record"].decode(String.self))
+                    return try CatalogJSON.decode(VideoRecord.self, try found["record"].decode(String.self))
                 }
             }
             if let limit = videoLimit {
@@ -124,16 +107,16 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     public func uploadingVideos(createdBefore date: Date, after videoId: String, limit: Int) async throws -> [VideoRecord] {
-        try await strings(
+        try await records(
+            VideoRecord.self,
             """
             SELECT record FROM video WHERE status = 'Uploading' AND created_at < \(date.timeIntervalSince1970)
             AND video_id COLLATE "C" > \(videoId) ORDER BY video_id COLLATE "C" LIMIT \(Int64(limit))
-            """
-        ).map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+            """)
     }
 
     static func upsertImage(_ image: ImageRecord, on connection: PostgresConnection, logger: Logger) async throws {
-        let record = try MediaRecordJSON.encode(image)
+        let record = try CatalogJSON.encode(image)
         try await connection.query(
             """
             INSERT INTO image (image_id, record, bucket, key, created_at, status)
@@ -146,7 +129,6 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     public func saveImage(_ image: ImageRecord) async throws {
-        let logger = self.logger
         try await client.withConnection { connection in try await Self.upsertImage(image, on: connection, logger: logger) }
     }
 
@@ -154,20 +136,29 @@ extension PostgresCatalog: MediaCatalog {
     public func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> RecordChange)
         async throws -> ImageRecord?
     {
-        let logger = self.logger
-        return try await transaction { connection -> ImageRecord? in
-            // Locked until the transaction ends, as a video in updateVideo.
+        try await update(id, "SELECT record FROM image WHERE image_id = \(id) FOR UPDATE", change) {
+            try await Self.upsertImage($0, on: $1, logger: $2)
+        }
+    }
+
+    /// Reads the record `select` finds (`FOR UPDATE`: the row stays locked until the transaction ends, so changes of
+    /// one record are serialized across nodes), lets `change` alter it and, when it says so, stores it with `upsert`
+    /// and what the change brings, in one transaction.
+    private func update<R: Codable & Sendable>(
+        _ id: String, _ select: PostgresQuery, _ change: @escaping @Sendable (inout R) throws -> RecordChange,
+        upsert: @Sendable (R, PostgresConnection, Logger) async throws -> Void
+    ) async throws -> R? {
+        try await transaction { connection -> R? in
             guard
-                let text = try await Self.rows(
-                    "SELECT record FROM image WHERE image_id = \(id) FOR UPDATE", on: connection, logger: logger
-                ).first?["record"].decode(String.self)
+                let text = try await Self.rows(select, on: connection, logger: logger).first?["record"]
+                    .decode(String.self)
             else { return nil }
-            var image = try MediaRecordJSON.decode(ImageRecord.self, text)
-            let outcome = try change(&image)
+            var record = try CatalogJSON.decode(R.self, text)
+            let outcome = try change(&record)
             guard outcome.save else { return nil }
-            try await Self.upsertImage(image, on: connection, logger: logger)
+            try await upsert(record, connection, logger)
             try await Self.apply(outcome, id: id, on: connection, logger: logger)
-            return image
+            return record
         }
     }
 
@@ -183,23 +174,25 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     public func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord] {
-        try await strings(
+        try await records(
+            ImageRecord.self,
             """
             SELECT record FROM image WHERE status = 'Uploading' AND created_at < \(date.timeIntervalSince1970)
             AND image_id COLLATE "C" > \(imageId) ORDER BY image_id COLLATE "C" LIMIT \(Int64(limit))
-            """
-        ).map { try MediaRecordJSON.decode(ImageRecord.self, $0) }
+            """)
     }
 
     public func image(_ id: String) async throws -> ImageRecord? {
-        try await strings("SELECT record FROM image WHERE image_id = \(id)").first.map {
-            try MediaRecordJSON.decode(ImageRecord.self, $0)
-        }
+        try await records(ImageRecord.self, "SELECT record FROM image WHERE image_id = \(id)").first
     }
 
     public func image(bucket: String, key: String) async throws -> ImageRecord? {
-        try await strings("SELECT record FROM image WHERE bucket = \(bucket) AND key = \(key) LIMIT 1").first.map {
-            try MediaRecordJSON.decode(ImageRecord.self, $0)
-        }
+        try await records(ImageRecord.self, "SELECT record FROM image WHERE bucket = \(bucket) AND key = \(key) LIMIT 1")
+            .first
+    }
+
+    /// The records (the first column, JSON) of every row a query selects.
+    private func records<R: Decodable>(_ type: R.Type, _ query: PostgresQuery) async throws -> [R] {
+        try await strings(query).map { try CatalogJSON.decode(type, $0) }
     }
 }

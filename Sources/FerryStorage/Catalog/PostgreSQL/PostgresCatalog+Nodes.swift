@@ -34,12 +34,8 @@ extension PostgresCatalog: NodeHeartbeatStore {
 
     @discardableResult
     public func pruneHeartbeats(before date: Date) async throws -> Int {
-        let logger = self.logger
         let cutoff = date.timeIntervalSince1970
-        return try await client.withConnection { connection in
-            try await Self.changed(
-                "DELETE FROM node_heartbeat WHERE last_seen < \(cutoff) RETURNING name", on: connection, logger: logger)
-        }
+        return try await changed("DELETE FROM node_heartbeat WHERE last_seen < \(cutoff) RETURNING name")
     }
 
     public func removeHeartbeat(_ name: String) async throws {

@@ -46,14 +46,10 @@ extension PostgresCatalog: ObjectCatalog {
     // MARK: Buckets
 
     func insertBucket(_ name: String, at date: Date) async throws -> Bool {
-        let logger = self.logger
-        return try await transaction { connection in
-            try await Self.changed(
-                """
+        return try await changed("""
                 INSERT INTO s3_bucket (name, created_at) VALUES (\(name), \(date.timeIntervalSince1970))
                 ON CONFLICT (name) DO NOTHING RETURNING name
-                """, on: connection, logger: logger) > 0
-        }
+                """) > 0
     }
 
     func bucket(_ name: String) async throws -> BucketInfo? {
@@ -71,7 +67,6 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func deleteBucket(_ name: String) async throws -> CatalogDeleteBucketOutcome {
-        let logger = self.logger
         return try await transaction { connection in
             guard !(try await Self.rows("SELECT name FROM s3_bucket WHERE name = \(name) FOR UPDATE", on: connection, logger: logger)).isEmpty
             else { return .missing }
@@ -97,12 +92,8 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func setBucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind, _ document: String?) async throws -> Bool {
-        let logger = self.logger
-        return try await transaction { connection in
-            try await Self.changed(
-                "UPDATE s3_bucket SET \(unescaped: kind.rawValue) = \(document) WHERE name = \(bucket) RETURNING name",
-                on: connection, logger: logger) > 0
-        }
+        return try await changed(
+            "UPDATE s3_bucket SET \(unescaped: kind.rawValue) = \(document) WHERE name = \(bucket) RETURNING name") > 0
     }
 
     func bucketConfigurations(_ kind: BucketConfigurationKind) async throws -> [(bucket: String, document: String)] {
@@ -117,9 +108,8 @@ extension PostgresCatalog: ObjectCatalog {
     // MARK: Objects
 
     private static func objectInfo(_ row: PostgresRandomAccessRow) throws -> ObjectInfo {
-        let decoder = JSONDecoder()
         func json<T: Decodable>(_ type: T.Type, _ column: String) throws -> T {
-            try decoder.decode(type, from: Data(try row[column].decode(String.self).utf8))
+            try CatalogJSON.decode(type, try row[column].decode(String.self))
         }
         return ObjectInfo(
             bucket: try row["bucket"].decode(String.self), key: try row["key"].decode(String.self),
@@ -131,15 +121,10 @@ extension PostgresCatalog: ObjectCatalog {
             manifest: try json([BlobSegment].self, "manifest"),
             partCount: try row["part_count"].decode(Int?.self),
             tags: try json([ObjectTag].self, "tags"),
-            parts: try row["parts"].decode(String?.self).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) },
+            parts: try row["parts"].decode(String?.self).map { try CatalogJSON.decode([ObjectPart].self, $0) },
             owner: try row["owner"].decode(String?.self))
     }
 
-    static func json<T: Encodable>(_ value: T) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return String(decoding: try encoder.encode(value), as: UTF8.self)
-    }
 
     func object(bucket: String, key: String) async throws -> ObjectInfo? {
         try await rows("SELECT * FROM s3_object WHERE bucket = \(bucket) AND key = \(key)").first.map(Self.objectInfo)
@@ -184,13 +169,13 @@ extension PostgresCatalog: ObjectCatalog {
         ).first
         let replaced =
             try previous.map {
-                try JSONDecoder().decode([BlobSegment].self, from: Data(try $0["manifest"].decode(String.self).utf8))
+                try CatalogJSON.decode([BlobSegment].self, try $0["manifest"].decode(String.self))
             } ?? []
-        let attributes = try json(object.attributes)
-        let checksums = try json(object.checksums)
-        let manifest = try json(object.manifest)
-        let tags = try json(object.tags)
-        let parts = try object.parts.map(json)
+        let attributes = try CatalogJSON.encode(object.attributes)
+        let checksums = try CatalogJSON.encode(object.checksums)
+        let manifest = try CatalogJSON.encode(object.manifest)
+        let tags = try CatalogJSON.encode(object.tags)
+        let parts = try object.parts.map(CatalogJSON.encode)
         try await connection.query(
             """
             INSERT INTO s3_object (bucket, key, size, etag, last_modified, attributes, checksums, checksum_type,
@@ -209,7 +194,6 @@ extension PostgresCatalog: ObjectCatalog {
     func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition, byteLimit: Int64?) async throws
         -> CatalogPutOutcome
     {
-        let logger = self.logger
         return try await transaction { connection in
             try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
             guard
@@ -228,7 +212,6 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome {
-        let logger = self.logger
         return try await transaction { connection in
             try await Self.lockKey(bucket: bucket, key: key, on: connection, logger: logger)
             guard
@@ -242,20 +225,16 @@ extension PostgresCatalog: ObjectCatalog {
             }
             try await connection.query("DELETE FROM s3_object WHERE bucket = \(bucket) AND key = \(key)", logger: logger)
             return .stored(
-                replaced: try JSONDecoder().decode([BlobSegment].self, from: Data(try row["manifest"].decode(String.self).utf8)))
+                replaced: try CatalogJSON.decode([BlobSegment].self, try row["manifest"].decode(String.self)))
         }
     }
 
     func setTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws -> Bool {
-        let logger = self.logger
-        let document = try Self.json(tags)
-        return try await transaction { connection in
-            try await Self.changed(
-                """
+        let document = try CatalogJSON.encode(tags)
+        return try await changed("""
                 UPDATE s3_object SET tags = \(document) WHERE bucket = \(bucket) AND key = \(key) AND etag = \(etag)
                 RETURNING key
-                """, on: connection, logger: logger) > 0
-        }
+                """) > 0
     }
 
     func objects(bucket: String, after: String?, from: String, limit: Int) async throws -> [ObjectInfo] {
@@ -279,18 +258,16 @@ extension PostgresCatalog: ObjectCatalog {
             uploadId: try row["id"].decode(String.self), bucket: try row["bucket"].decode(String.self),
             key: try row["key"].decode(String.self),
             initiated: Date(timeIntervalSince1970: try row["initiated"].decode(Double.self)),
-            attributes: try JSONDecoder().decode(
-                ObjectAttributes.self, from: Data(try row["attributes"].decode(String.self).utf8)),
+            attributes: try CatalogJSON.decode(ObjectAttributes.self, try row["attributes"].decode(String.self)),
             checksumAlgorithm: try row["checksum_algorithm"].decode(String?.self),
             checksumType: try row["checksum_type"].decode(String?.self),
-            tags: try JSONDecoder().decode([ObjectTag].self, from: Data(try row["tags"].decode(String.self).utf8)),
+            tags: try CatalogJSON.decode([ObjectTag].self, try row["tags"].decode(String.self)),
             owner: try row["owner"].decode(String?.self))
     }
 
     func insertUpload(_ upload: MultipartUploadInfo, uploadLimit: Int?) async throws -> Bool {
-        let logger = self.logger
-        let attributes = try Self.json(upload.attributes)
-        let tags = try Self.json(upload.tags)
+        let attributes = try CatalogJSON.encode(upload.attributes)
+        let tags = try CatalogJSON.encode(upload.tags)
         return try await transaction { connection in
             guard
                 !(try await Self.rows(
@@ -340,18 +317,17 @@ extension PostgresCatalog: ObjectCatalog {
         let size = try row["size"].decode(Int64.self)
         let segments =
             try row["segments"].decode(String?.self).map {
-                try JSONDecoder().decode([BlobSegment].self, from: Data($0.utf8))
+                try CatalogJSON.decode([BlobSegment].self, $0)
             } ?? [BlobSegment(blob: try row["blob"].decode(String.self), size: size)]
         return PartInfo(
             number: try row["number"].decode(Int.self), size: size, etag: try row["etag"].decode(String.self),
-            checksums: try JSONDecoder().decode(
-                [String: String].self, from: Data(try row["checksums"].decode(String.self).utf8)),
+            checksums: try CatalogJSON.decode([String: String].self, try row["checksums"].decode(String.self)),
             segments: segments, lastModified: Date(timeIntervalSince1970: try row["last_modified"].decode(Double.self)))
     }
 
     private static func partBlobs(_ row: PostgresRandomAccessRow) throws -> [String] {
         try row["segments"].decode(String?.self).map {
-            try JSONDecoder().decode([BlobSegment].self, from: Data($0.utf8)).map(\.blob)
+            try CatalogJSON.decode([BlobSegment].self, $0).map(\.blob)
         } ?? [try row["blob"].decode(String.self)]
     }
 
@@ -364,10 +340,9 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64?) async throws -> CatalogPartOutcome {
-        let logger = self.logger
-        let checksums = try Self.json(part.checksums)
+        let checksums = try CatalogJSON.encode(part.checksums)
         let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
-        let segments = plain ? nil : try Self.json(part.segments)
+        let segments = plain ? nil : try CatalogJSON.encode(part.segments)
         return try await transaction { connection in
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
             try await Self.checkQuota(storing: part, uploadId: uploadId, limit: byteLimit, on: connection, logger: logger)
@@ -398,7 +373,6 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func deleteUpload(_ uploadId: String) async throws -> [String]? {
-        let logger = self.logger
         return try await transaction { connection -> [String]? in
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return nil }
             let blobs = try await Self.rows(
@@ -414,8 +388,7 @@ extension PostgresCatalog: ObjectCatalog {
     func completeUpload(
         _ uploadId: String, object: ObjectInfo, expectedParts: [PartInfo], condition: ObjectWriteCondition, now: Date
     ) async throws -> CatalogCompleteOutcome {
-        let logger = self.logger
-        let completedParts = try Self.json(expectedParts.map { CompletedUploadPart(number: $0.number, etag: $0.etag) })
+        let completedParts = try CatalogJSON.encode(expectedParts.map { CompletedUploadPart(number: $0.number, etag: $0.etag) })
         return try await transaction { connection in
             try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
@@ -451,26 +424,21 @@ extension PostgresCatalog: ObjectCatalog {
             CompletedUpload(
                 uploadId: try row["id"].decode(String.self), bucket: try row["bucket"].decode(String.self),
                 key: try row["key"].decode(String.self),
-                parts: try JSONDecoder().decode(
-                    [CompletedUploadPart].self, from: Data(try row["parts"].decode(String.self).utf8)),
+                parts: try CatalogJSON.decode([CompletedUploadPart].self, try row["parts"].decode(String.self)),
                 etag: try row["etag"].decode(String.self),
                 completedAt: Date(timeIntervalSince1970: try row["completed_at"].decode(Double.self)))
         }
     }
 
     func forgetCompletedUploads(before date: Date) async throws -> Int {
-        let logger = self.logger
-        return try await transaction { connection in
-            try await Self.changed(
-                "DELETE FROM s3_completed_upload WHERE completed_at < \(date.timeIntervalSince1970) RETURNING id",
-                on: connection, logger: logger)
-        }
+        return try await changed(
+            "DELETE FROM s3_completed_upload WHERE completed_at < \(date.timeIntervalSince1970) RETURNING id")
     }
 
     func referencedBlobs() async throws -> Set<String> {
         var names = Set(try await rows("SELECT blob, segments FROM s3_part").flatMap(Self.partBlobs))
         for manifest in try await strings("SELECT manifest FROM s3_object") {
-            for segment in try JSONDecoder().decode([BlobSegment].self, from: Data(manifest.utf8)) {
+            for segment in try CatalogJSON.decode([BlobSegment].self, manifest) {
                 names.insert(segment.blob)
             }
         }

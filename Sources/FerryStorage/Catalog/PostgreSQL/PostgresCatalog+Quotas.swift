@@ -30,7 +30,6 @@ extension PostgresCatalog {
     }
 
     func usage(owner: String) async throws -> StorageUsage {
-        let logger = self.logger
         return try await client.withConnection { connection in
             StorageUsage(
                 storedBytes: try await Self.storedBytes(owner: owner, on: connection, logger: logger),
@@ -39,7 +38,6 @@ extension PostgresCatalog {
     }
 
     public func videoCount(owner: String) async throws -> Int {
-        let logger = self.logger
         return try await client.withConnection { connection in
             try await Self.videoCount(owner: owner, on: connection, logger: logger)
         }

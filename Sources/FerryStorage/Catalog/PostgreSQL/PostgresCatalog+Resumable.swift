@@ -14,7 +14,7 @@ extension PostgresCatalog {
     ]
 
     func insertResumableUpload(_ upload: ResumableUpload) async throws {
-        let info = try Self.json(upload.info)
+        let info = try CatalogJSON.encode(upload.info)
         try await client.query(
             """
             INSERT INTO resumable_upload (id, upload_id, bucket, key, owner, length, received, created_at, expires_at,
@@ -32,10 +32,9 @@ extension PostgresCatalog {
     func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64, byteLimit: Int64?) async throws
         -> ResumableAppendOutcome
     {
-        let logger = self.logger
-        let checksums = try Self.json(part.checksums)
+        let checksums = try CatalogJSON.encode(part.checksums)
         let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
-        let segments = plain ? nil : try Self.json(part.segments)
+        let segments = plain ? nil : try CatalogJSON.encode(part.segments)
         return try await transaction { connection -> ResumableAppendOutcome in
             // The upload's row, locked: appends to one upload from any node take their turn here.
             guard
@@ -115,7 +114,7 @@ extension PostgresCatalog {
             offset: try row["received"].decode(Int64.self),
             createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
             expiresAt: Date(timeIntervalSince1970: try row["expires_at"].decode(Double.self)),
-            info: try JSONDecoder().decode(ResumableUpload.Info.self, from: Data(try row["info"].decode(String.self).utf8)),
+            info: try CatalogJSON.decode(ResumableUpload.Info.self, try row["info"].decode(String.self)),
             etag: try row["etag"].decode(String?.self))
     }
 }

@@ -14,7 +14,6 @@ extension PostgresCatalog {
     ]
 
     public func insertSigningKey(_ key: StoredSigningKey, limit: Int) async throws -> Bool {
-        let logger = self.logger
         return try await transaction { connection in
             // The owner's inserts are serialized (across nodes) until this transaction ends.
             try await Self.lockOwner(key.owner, on: connection, logger: logger)
@@ -44,11 +43,7 @@ extension PostgresCatalog {
     }
 
     public func deleteSigningKey(_ id: String) async throws -> Bool {
-        let logger = self.logger
-        return try await client.withConnection { connection in
-            try await Self.changed(
-                "DELETE FROM signing_key WHERE id = \(id) RETURNING id", on: connection, logger: logger) > 0
-        }
+        return try await changed("DELETE FROM signing_key WHERE id = \(id) RETURNING id") > 0
     }
 
     private static func signingKey(_ row: PostgresRandomAccessRow) throws -> StoredSigningKey {

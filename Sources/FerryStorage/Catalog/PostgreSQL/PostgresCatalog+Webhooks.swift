@@ -4,7 +4,7 @@ import PostgresNIO
 
 extension PostgresCatalog: WebhookStore {
     private static func storedWebhookEvent(_ row: PostgresRandomAccessRow) throws -> StoredWebhookEvent {
-        let payload = try JSONDecoder().decode(WebhookPayload.self, from: Data(try row["payload"].decode(String.self).utf8))
+        let payload = try CatalogJSON.decode(WebhookPayload.self, try row["payload"].decode(String.self))
         let event = WebhookEvent(
             id: try row["id"].decode(String.self), type: WebhookEventType(rawValue: try row["type"].decode(String.self)),
             payload: payload,
@@ -20,7 +20,6 @@ extension PostgresCatalog: WebhookStore {
     }
 
     public func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws {
-        let logger = self.logger
         try await transaction { connection in
             try await Self.lockOutbox(on: connection, logger: logger)
             try await connection.query(try Self.insertWebhookEvent(stored), logger: logger)

@@ -178,7 +178,6 @@ public final class PostgresCatalog: Sendable, Service {
     /// Applies pending migrations under the advisory lock; returns the versions it applied.
     @discardableResult
     func migrate() async throws -> [Int] {
-        let logger = self.logger
         return try await client.withConnection { connection in
             try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLock))", logger: logger)
             do {
@@ -289,12 +288,8 @@ public final class PostgresCatalog: Sendable, Service {
         return result
     }
 
-    /// How many rows an UPDATE or DELETE changed.
-    static func changed(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> Int {
-        var count = 0
-        for try await _ in try await connection.query(query, logger: logger) { count += 1 }
-        return count
-    }
+    /// How many rows a statement with `RETURNING` changed.
+    func changed(_ query: PostgresQuery) async throws -> Int { try await rows(query).count }
 
     // MARK: Access keys
 
@@ -319,25 +314,16 @@ public final class PostgresCatalog: Sendable, Service {
     }
 
     public func setAccessKeyQuota(_ id: String, _ quota: AccessKeyQuota) async throws -> Bool {
-        let logger = self.logger
         let column = try AccessKeyQuotaColumn.encode(quota)
-        return try await client.withConnection { connection in
-            try await Self.changed(
-                "UPDATE access_key SET quota = \(column) WHERE id = \(id) RETURNING id", on: connection, logger: logger) > 0
-        }
+        return try await changed("UPDATE access_key SET quota = \(column) WHERE id = \(id) RETURNING id") > 0
     }
 
     public func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool {
-        let logger = self.logger
-        return try await client.withConnection { connection in
-            try await Self.changed(
-                "UPDATE access_key SET status = \(status.rawValue) WHERE id = \(id) RETURNING id", on: connection,
-                logger: logger) > 0
-        }
+        return try await changed("UPDATE access_key SET status = \(status.rawValue) WHERE id = \(id) RETURNING id") > 0
     }
 
     public func revokeSession(_ digest: String, expiration: Date, now: Date) async throws {
-        try await transaction { [logger] connection in
+        try await transaction { connection in
             try await connection.query(
                 "DELETE FROM revoked_session WHERE expires_at < \(now.timeIntervalSince1970)", logger: logger)
             try await connection.query(
@@ -368,7 +354,7 @@ public final class PostgresCatalog: Sendable, Service {
         let stored = try row["secret"].decode(String.self)
         return StoredAccessKey(
             accessKeyId: try row["id"].decode(String.self), secretAccessKey: try secrets?.open(stored) ?? stored,
-            policy: try JSONDecoder().decode(AccessPolicy.self, from: Data(try row["policy"].decode(String.self).utf8)),
+            policy: try CatalogJSON.decode(AccessPolicy.self, try row["policy"].decode(String.self)),
             status: StoredAccessKey.Status(rawValue: try row["status"].decode(String.self)) ?? .disabled,
             description: try row["description"].decode(String.self),
             createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),

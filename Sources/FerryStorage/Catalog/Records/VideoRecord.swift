@@ -74,7 +74,7 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     package var templateGroup: String? { transcode }
 
     /// Creates a record; what is optional may be left out.
-    package init(
+    public init(
         videoId: String, title: String, fileName: String, description: String? = nil, coverURL: String? = nil,
         cateId: Int? = nil, tags: String? = nil, transcode: String? = nil, userData: String? = nil, status: String,
         size: Int64? = nil, declaredSize: Int64? = nil, bucket: String, key: String, owner: String, createdAt: Date,
@@ -226,19 +226,6 @@ public struct Rendition: Codable, Sendable, Hashable {
         self.size = size
         self.videoCodec = videoCodec
         self.audioCodec = audioCodec
-    }
-}
-
-extension VideoRecord {
-    /// A video with what every video has; the rest is nil until set.
-    public init(
-        videoId: String, title: String, fileName: String, status: String, bucket: String, key: String, owner: String,
-        createdAt: Date, updatedAt: Date
-    ) {
-        self.init(
-            videoId: videoId, title: title, fileName: fileName, description: nil, coverURL: nil, cateId: nil, tags: nil,
-            transcode: nil, userData: nil, status: status, size: nil, declaredSize: nil, bucket: bucket, key: key,
-            owner: owner, createdAt: createdAt, updatedAt: updatedAt, clientToken: nil)
     }
 }
 

@@ -4,11 +4,8 @@ import GRDB
 
 extension SQLiteCatalog {
     /// The table of console sessions ended before they expired.
-    static func registerRevokedSessionMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v15-revoked-sessions") { db in
-            try db.execute(sql: "CREATE TABLE revokedSession (digest TEXT PRIMARY KEY NOT NULL, expiresAt DOUBLE NOT NULL)")
-        }
-    }
+    static let revokedSessionMigration = Migration(
+        "v15-revoked-sessions", "CREATE TABLE revokedSession (digest TEXT PRIMARY KEY NOT NULL, expiresAt DOUBLE NOT NULL)")
 
     public func revokeSession(_ digest: String, expiration: Date, now: Date) async throws {
         try await pool.write { db in
@@ -44,26 +41,19 @@ extension SQLiteCatalog {
         let policy = String(decoding: try JSONEncoder().encode(key.policy), as: UTF8.self)
         let secret = try secrets?.seal(key.secretAccessKey) ?? key.secretAccessKey
         let quota = try AccessKeyQuotaColumn.encode(key.quota)
-        try await pool.write { db in
-            try db.execute(
-                sql: """
+        try await execute("""
                     INSERT INTO accessKey (id, secret, policy, status, description, createdAt, quota)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
+                    """, [
                     key.accessKeyId, secret, policy, key.status.rawValue, key.description,
                     key.createdAt.timeIntervalSince1970, quota,
                 ])
-        }
     }
 
     /// Sets a key's quota; false when there is no such key.
     public func setAccessKeyQuota(_ id: String, _ quota: AccessKeyQuota) async throws -> Bool {
         let column = try AccessKeyQuotaColumn.encode(quota)
-        return try await pool.write { db in
-            try db.execute(sql: "UPDATE accessKey SET quota = ? WHERE id = ?", arguments: [column, id])
-            return db.changesCount > 0
-        }
+        return try await execute("UPDATE accessKey SET quota = ? WHERE id = ?", [column, id]) > 0
     }
 
     /// Seals the secrets a catalog stored before it had a server key to seal them with.
@@ -82,17 +72,14 @@ extension SQLiteCatalog {
 
     /// Sets a key's status; false when there is no such key.
     public func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(sql: "UPDATE accessKey SET status = ? WHERE id = ?", arguments: [status.rawValue, id])
-            return db.changesCount > 0
-        }
+        try await execute("UPDATE accessKey SET status = ? WHERE id = ?", [status.rawValue, id]) > 0
     }
 
     private func accessKey(_ row: Row) throws -> StoredAccessKey {
         let stored: String = row["secret"]
         return StoredAccessKey(
             accessKeyId: row["id"], secretAccessKey: try secrets?.open(stored) ?? stored,
-            policy: try JSONDecoder().decode(AccessPolicy.self, from: Data((row["policy"] as String).utf8)),
+            policy: try CatalogJSON.decode(AccessPolicy.self, row["policy"]),
             status: StoredAccessKey.Status(rawValue: row["status"]) ?? .disabled, description: row["description"],
             createdAt: Date(timeIntervalSince1970: row["createdAt"]), quota: try AccessKeyQuotaColumn.decode(row["quota"]))
     }

@@ -11,15 +11,10 @@ extension SQLiteCatalog {
     var isShared: Bool { false }
 
     /// Schema of the deletion queue: one row per blob, with when it may go.
-    static func registerBlobDeletionMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v9-blob-deletions") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE blobDeletion (blob TEXT PRIMARY KEY, dueAt DOUBLE NOT NULL);
-                    CREATE INDEX blobDeletion_by_due ON blobDeletion(dueAt);
-                    """)
-        }
-    }
+    static let blobDeletionMigration = Migration("v9-blob-deletions", """
+        CREATE TABLE blobDeletion (blob TEXT PRIMARY KEY, dueAt DOUBLE NOT NULL);
+        CREATE INDEX blobDeletion_by_due ON blobDeletion(dueAt);
+        """)
 
     /// Queues blobs for deletion at `date` or later; a blob queued already keeps the later of its two times.
     func queueBlobDeletions(_ blobs: [String], dueAt date: Date) async throws {

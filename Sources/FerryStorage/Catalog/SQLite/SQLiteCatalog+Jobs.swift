@@ -4,32 +4,27 @@ import GRDB
 extension SQLiteCatalog: JobQueue {
     /// Schema of the media job queue. A job is due when it is queued with `runAt` reached, or running with an
     /// expired lease (its worker died); `due` indexes both by the time that matters.
-    static func registerJobMigrations(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v6-media-jobs") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE mediaJob (
-                        id TEXT PRIMARY KEY NOT NULL,
-                        videoId TEXT NOT NULL,
-                        kind TEXT NOT NULL,
-                        state TEXT NOT NULL,
-                        attempts INTEGER NOT NULL DEFAULT 0,
-                        maxAttempts INTEGER NOT NULL,
-                        runAt DOUBLE NOT NULL,
-                        leaseOwner TEXT,
-                        leaseExpiresAt DOUBLE,
-                        progress DOUBLE,
-                        lastError TEXT,
-                        createdAt DOUBLE NOT NULL,
-                        updatedAt DOUBLE NOT NULL,
-                        seq INTEGER NOT NULL
-                    );
-                    CREATE INDEX mediaJob_queued ON mediaJob(runAt, seq) WHERE state = 'queued';
-                    CREATE INDEX mediaJob_running ON mediaJob(leaseExpiresAt, seq) WHERE state = 'running';
-                    CREATE INDEX mediaJob_by_video ON mediaJob(videoId, seq);
-                    """)
-        }
-    }
+    static let jobMigration = Migration("v6-media-jobs", """
+        CREATE TABLE mediaJob (
+            id TEXT PRIMARY KEY NOT NULL,
+            videoId TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            maxAttempts INTEGER NOT NULL,
+            runAt DOUBLE NOT NULL,
+            leaseOwner TEXT,
+            leaseExpiresAt DOUBLE,
+            progress DOUBLE,
+            lastError TEXT,
+            createdAt DOUBLE NOT NULL,
+            updatedAt DOUBLE NOT NULL,
+            seq INTEGER NOT NULL
+        );
+        CREATE INDEX mediaJob_queued ON mediaJob(runAt, seq) WHERE state = 'queued';
+        CREATE INDEX mediaJob_running ON mediaJob(leaseExpiresAt, seq) WHERE state = 'running';
+        CREATE INDEX mediaJob_by_video ON mediaJob(videoId, seq);
+        """)
 
     static func mediaJob(_ row: Row) -> MediaJob {
         var job = MediaJob(
@@ -107,57 +102,37 @@ extension SQLiteCatalog: JobQueue {
     public func heartbeat(_ id: String, worker: String, lease: Duration, progress: Double?, now: Date) async throws
         -> Bool
     {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
+        try await execute("""
                     UPDATE mediaJob SET leaseExpiresAt = ?, progress = COALESCE(?, progress), updatedAt = ?
                     WHERE id = ? AND state = 'running' AND leaseOwner = ?
-                    """,
-                arguments: [
+                    """, [
                     now.addingTimeInterval(lease.timeInterval).timeIntervalSince1970, progress,
                     now.timeIntervalSince1970, id, worker,
-                ])
-            return db.changesCount > 0
-        }
+                ]) > 0
     }
 
     public func complete(_ id: String, worker: String, now: Date) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
+        try await execute("""
                     UPDATE mediaJob SET state = 'succeeded', progress = 1, leaseOwner = NULL, leaseExpiresAt = NULL,
                     updatedAt = ? WHERE id = ? AND state = 'running' AND leaseOwner = ?
-                    """,
-                arguments: [now.timeIntervalSince1970, id, worker])
-            return db.changesCount > 0
-        }
+                    """, [now.timeIntervalSince1970, id, worker]) > 0
     }
 
     public func fail(_ id: String, worker: String, error: String, retryAt: Date?, now: Date) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
+        try await execute("""
                     UPDATE mediaJob SET state = ?, runAt = COALESCE(?, runAt), lastError = ?, leaseOwner = NULL,
                     leaseExpiresAt = NULL, updatedAt = ? WHERE id = ? AND state = 'running' AND leaseOwner = ?
-                    """,
-                arguments: [
+                    """, [
                     retryAt == nil ? MediaJobState.failed.rawValue : MediaJobState.queued.rawValue,
                     retryAt?.timeIntervalSince1970, error, now.timeIntervalSince1970, id, worker,
-                ])
-            return db.changesCount > 0
-        }
+                ]) > 0
     }
 
     public func release(_ id: String, worker: String, now: Date) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
+        try await execute("""
                     UPDATE mediaJob SET state = 'queued', attempts = MAX(attempts - 1, 0), runAt = ?, leaseOwner = NULL,
                     leaseExpiresAt = NULL, updatedAt = ? WHERE id = ? AND state = 'running' AND leaseOwner = ?
-                    """,
-                arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, id, worker])
-            return db.changesCount > 0
-        }
+                    """, [now.timeIntervalSince1970, now.timeIntervalSince1970, id, worker]) > 0
     }
 
     public func cancelJobs(videoId: String, now: Date) async throws -> [MediaJob] {

@@ -2,12 +2,8 @@ import Foundation
 import GRDB
 
 extension SQLiteCatalog: ServiceLeaseStore {
-    static func registerLeaseMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v8-service-leases") { db in
-            try db.execute(
-                sql: "CREATE TABLE serviceLease (name TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL, expiresAt DOUBLE NOT NULL)")
-        }
-    }
+    static let leaseMigration = Migration(
+        "v8-service-leases", "CREATE TABLE serviceLease (name TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL, expiresAt DOUBLE NOT NULL)")
 
     public func acquireLease(_ name: String, owner: String, duration: Duration, now: Date) async throws -> Bool {
         try await pool.write { db in
@@ -26,8 +22,6 @@ extension SQLiteCatalog: ServiceLeaseStore {
     }
 
     public func releaseLease(_ name: String, owner: String) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM serviceLease WHERE name = ? AND owner = ?", arguments: [name, owner])
-        }
+        try await execute("DELETE FROM serviceLease WHERE name = ? AND owner = ?", [name, owner])
     }
 }

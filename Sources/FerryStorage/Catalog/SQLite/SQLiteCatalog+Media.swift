@@ -3,67 +3,50 @@ import GRDB
 
 extension SQLiteCatalog: MediaCatalog {
     /// Schema of the media catalog.
-    static func registerMediaMigrations(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v3-media") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE video (
-                        videoId TEXT PRIMARY KEY NOT NULL, record TEXT NOT NULL, status TEXT NOT NULL,
-                        cateId INTEGER, tags TEXT, bucket TEXT NOT NULL, key TEXT NOT NULL, createdAt DOUBLE NOT NULL
-                    );
-                    CREATE INDEX video_by_object ON video(bucket, key);
-                    CREATE INDEX video_by_status ON video(status, createdAt);
-                    CREATE TABLE image (
-                        imageId TEXT PRIMARY KEY NOT NULL, record TEXT NOT NULL, bucket TEXT NOT NULL, key TEXT NOT NULL,
-                        createdAt DOUBLE NOT NULL
-                    );
-                    CREATE INDEX image_by_object ON image(bucket, key);
-                    """)
-        }
-    }
+    static let mediaMigration = Migration("v3-media", """
+        CREATE TABLE video (
+            videoId TEXT PRIMARY KEY NOT NULL, record TEXT NOT NULL, status TEXT NOT NULL,
+            cateId INTEGER, tags TEXT, bucket TEXT NOT NULL, key TEXT NOT NULL, createdAt DOUBLE NOT NULL
+        );
+        CREATE INDEX video_by_object ON video(bucket, key);
+        CREATE INDEX video_by_status ON video(status, createdAt);
+        CREATE TABLE image (
+            imageId TEXT PRIMARY KEY NOT NULL, record TEXT NOT NULL, bucket TEXT NOT NULL, key TEXT NOT NULL,
+            createdAt DOUBLE NOT NULL
+        );
+        CREATE INDEX image_by_object ON image(bucket, key);
+        """)
 
     /// The owner of each video as a column, so a key's listing is filtered in the query.
-    static func registerMediaOwnerMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v5-media-owner") { db in
-            try db.execute(
-                sql: """
-                    ALTER TABLE video ADD COLUMN owner TEXT;
-                    ALTER TABLE video ADD COLUMN clientToken TEXT;
-                    UPDATE video SET owner = json_extract(record, '$.owner');
-                    CREATE INDEX video_by_owner ON video(owner, createdAt);
-                    CREATE INDEX video_by_token ON video(owner, clientToken);
-                    """)
-        }
-    }
+    static let mediaOwnerMigration = Migration("v5-media-owner", """
+        ALTER TABLE video ADD COLUMN owner TEXT;
+        ALTER TABLE video ADD COLUMN clientToken TEXT;
+        UPDATE video SET owner = json_extract(record, '$.owner');
+        CREATE INDEX video_by_owner ON video(owner, createdAt);
+        CREATE INDEX video_by_token ON video(owner, clientToken);
+        """)
 
     /// Videos stored before media processing existed (status `Uploaded`) become `UploadSucc` and are probed.
-    static func registerVideoStatusMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v7-video-processing") { db in
-            let ids = try String.fetchAll(db, sql: "SELECT videoId FROM video WHERE status = 'Uploaded'")
-            try db.execute(
-                sql: """
-                    UPDATE video SET status = 'UploadSucc', record = json_set(record, '$.status', 'UploadSucc')
-                    WHERE status = 'Uploaded'
-                    """)
-            try insertJobs(ids.map { MediaJob(videoId: $0, kind: .probe) }, db)
-        }
+    static let videoStatusMigration = Migration("v7-video-processing") { db in
+        let ids = try String.fetchAll(db, sql: "SELECT videoId FROM video WHERE status = 'Uploaded'")
+        try db.execute(
+            sql: """
+                UPDATE video SET status = 'UploadSucc', record = json_set(record, '$.status', 'UploadSucc')
+                WHERE status = 'Uploaded'
+                """)
+        try insertJobs(ids.map { MediaJob(videoId: $0, kind: .probe) }, db)
     }
 
     /// Images get a status column beside their record, so the collector finds those still uploading by an index.
-    static func registerImageStatusMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v17-image-status") { db in
-            try db.execute(
-                sql: """
-                    ALTER TABLE image ADD COLUMN status TEXT;
-                    UPDATE image SET status = json_extract(record, '$.status');
-                    CREATE INDEX image_by_status ON image(status, imageId);
-                    """)
-        }
-    }
+    static let imageStatusMigration = Migration("v17-image-status", """
+        ALTER TABLE image ADD COLUMN status TEXT;
+        UPDATE image SET status = json_extract(record, '$.status');
+        CREATE INDEX image_by_status ON image(status, imageId);
+        """)
 
     /// Stores or replaces a video.
     public func saveVideo(_ video: VideoRecord) async throws {
-        let record = try MediaRecordJSON.encode(video)
+        let record = try CatalogJSON.encode(video)
         try await pool.write { db in try Self.insertVideo(video, record: record, db) }
     }
 
@@ -71,16 +54,8 @@ extension SQLiteCatalog: MediaCatalog {
     public func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> RecordChange)
         async throws -> VideoRecord?
     {
-        try await pool.write { db in
-            guard let text = try String.fetchOne(db, sql: "SELECT record FROM video WHERE videoId = ?", arguments: [id])
-            else { return nil }
-            var video = try MediaRecordJSON.decode(VideoRecord.self, text)
-            let outcome = try change(&video)
-            guard outcome.save else { return nil }
-            let record = try MediaRecordJSON.encode(video)
-            try Self.insertVideo(video, record: record, db)
-            try Self.apply(outcome, id: id, db)
-            return video
+        try await update(id, "SELECT record FROM video WHERE videoId = ?", change) {
+            try Self.insertVideo($0, record: $1, $2)
         }
     }
 
@@ -98,7 +73,7 @@ extension SQLiteCatalog: MediaCatalog {
     }
 
     public func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord {
-        let record = try MediaRecordJSON.encode(video)
+        let record = try CatalogJSON.encode(video)
         // One write transaction: the lookup and the insert cannot interleave with another request's.
         let existing = try await pool.write { db -> String? in
             if let token = video.clientToken,
@@ -115,40 +90,32 @@ extension SQLiteCatalog: MediaCatalog {
             try Self.insertVideo(video, record: record, db)
             return nil
         }
-        return try existing.map { try MediaRecordJSON.decode(VideoRecord.self, $0) } ?? video
+        return try existing.map { try CatalogJSON.decode(VideoRecord.self, $0) } ?? video
     }
 
     /// The video, or nil.
     public func video(_ id: String) async throws -> VideoRecord? {
-        try await pool.read { db in
-            try String.fetchOne(db, sql: "SELECT record FROM video WHERE videoId = ?", arguments: [id])
-        }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+        try await record(VideoRecord.self, "SELECT record FROM video WHERE videoId = ?", [id])
     }
 
     /// The video still uploading that `owner` created with `clientToken`, or nil.
     public func uploadingVideo(owner: String, clientToken: String) async throws -> VideoRecord? {
-        try await pool.read { db in
-            try String.fetchOne(
-                db,
-                sql: "SELECT record FROM video WHERE owner = ? AND clientToken = ? AND status = 'Uploading' ORDER BY createdAt DESC",
-                arguments: [owner, clientToken])
-        }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+        try await record(
+            VideoRecord.self,
+            "SELECT record FROM video WHERE owner = ? AND clientToken = ? AND status = 'Uploading' ORDER BY createdAt DESC",
+            [owner, clientToken])
     }
 
     public func uploadingVideos(createdBefore date: Date, after videoId: String, limit: Int) async throws -> [VideoRecord] {
-        try await pool.read { db in
-            try String.fetchAll(
-                db,
-                sql: "SELECT record FROM video WHERE status = 'Uploading' AND createdAt < ? AND videoId > ? ORDER BY videoId LIMIT ?",
-                arguments: [date.timeIntervalSince1970, videoId, limit])
-        }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+        try await records(
+            VideoRecord.self,
+            "SELECT record FROM video WHERE status = 'Uploading' AND createdAt < ? AND videoId > ? ORDER BY videoId LIMIT ?",
+            [date.timeIntervalSince1970, videoId, limit])
     }
 
     /// The video whose source file is `bucket`/`key`.
     public func video(bucket: String, key: String) async throws -> VideoRecord? {
-        try await pool.read { db in
-            try String.fetchOne(db, sql: "SELECT record FROM video WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-        }.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }
+        try await record(VideoRecord.self, "SELECT record FROM video WHERE bucket = ? AND key = ?", [bucket, key])
     }
 
     /// A page of videos, newest first, and the total matching.
@@ -157,25 +124,16 @@ extension SQLiteCatalog: MediaCatalog {
     {
         var conditions = ["status != 'Deleted'"]
         var arguments: StatementArguments = []
-        if let owner {
-            conditions.append("owner = ?")
-            _ = arguments.append(contentsOf: [owner])
+        func add(_ condition: String, _ value: some DatabaseValueConvertible) {
+            conditions.append(condition)
+            _ = arguments.append(contentsOf: [value])
         }
-        if let status {
-            conditions.append("status = ?")
-            _ = arguments.append(contentsOf: [status])
-        }
-        if let cateId {
-            conditions.append("cateId = ?")
-            _ = arguments.append(contentsOf: [cateId])
-        }
-        if let tag {
-            conditions.append("(',' || tags || ',') LIKE ?")
-            _ = arguments.append(contentsOf: ["%," + tag + ",%"])
-        }
+        if let owner { add("owner = ?", owner) }
+        if let status { add("status = ?", status) }
+        if let cateId { add("cateId = ?", cateId) }
+        if let tag { add("(',' || tags || ',') LIKE ?", "%," + tag + ",%") }
         if let title, !title.isEmpty {
-            conditions.append("json_extract(record, '$.title') LIKE ? ESCAPE '\\'")
-            _ = arguments.append(contentsOf: [Self.containsPattern(title)])
+            add("json_extract(record, '$.title') LIKE ? ESCAPE '\\'", Self.containsPattern(title))
         }
         let filter = conditions.joined(separator: " AND ")
         let countArguments = arguments
@@ -188,21 +146,19 @@ extension SQLiteCatalog: MediaCatalog {
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM video WHERE \(filter)", arguments: countArguments) ?? 0
             )
         }
-        return (try rows.map { try MediaRecordJSON.decode(VideoRecord.self, $0) }, total)
+        return (try rows.map { try CatalogJSON.decode(VideoRecord.self, $0) }, total)
     }
 
     public func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord] {
-        try await pool.read { db in
-            try String.fetchAll(
-                db,
-                sql: "SELECT record FROM image WHERE status = 'Uploading' AND createdAt < ? AND imageId > ? ORDER BY imageId LIMIT ?",
-                arguments: [date.timeIntervalSince1970, imageId, limit])
-        }.map { try MediaRecordJSON.decode(ImageRecord.self, $0) }
+        try await records(
+            ImageRecord.self,
+            "SELECT record FROM image WHERE status = 'Uploading' AND createdAt < ? AND imageId > ? ORDER BY imageId LIMIT ?",
+            [date.timeIntervalSince1970, imageId, limit])
     }
 
     /// Stores or replaces an image.
     public func saveImage(_ image: ImageRecord) async throws {
-        let record = try MediaRecordJSON.encode(image)
+        let record = try CatalogJSON.encode(image)
         try await pool.write { db in try Self.insertImage(image, record: record, db) }
     }
 
@@ -210,15 +166,25 @@ extension SQLiteCatalog: MediaCatalog {
     public func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> RecordChange)
         async throws -> ImageRecord?
     {
+        try await update(id, "SELECT record FROM image WHERE imageId = ?", change) {
+            try Self.insertImage($0, record: $1, $2)
+        }
+    }
+
+    /// Reads the record `select` finds by `id`, lets `change` alter it and, when it says so, stores it with `insert`
+    /// and what the change brings, in one write transaction.
+    private func update<R: Codable & Sendable>(
+        _ id: String, _ select: String, _ change: @escaping @Sendable (inout R) throws -> RecordChange,
+        insert: @escaping @Sendable (R, String, Database) throws -> Void
+    ) async throws -> R? {
         try await pool.write { db in
-            guard let text = try String.fetchOne(db, sql: "SELECT record FROM image WHERE imageId = ?", arguments: [id])
-            else { return nil }
-            var image = try MediaRecordJSON.decode(ImageRecord.self, text)
-            let outcome = try change(&image)
+            guard let text = try String.fetchOne(db, sql: select, arguments: [id]) else { return nil }
+            var record = try CatalogJSON.decode(R.self, text)
+            let outcome = try change(&record)
             guard outcome.save else { return nil }
-            try Self.insertImage(image, record: try MediaRecordJSON.encode(image), db)
+            try insert(record, try CatalogJSON.encode(record), db)
             try Self.apply(outcome, id: id, db)
-            return image
+            return record
         }
     }
 
@@ -239,15 +205,25 @@ extension SQLiteCatalog: MediaCatalog {
 
     /// The image, or nil.
     public func image(_ id: String) async throws -> ImageRecord? {
-        try await pool.read { db in
-            try String.fetchOne(db, sql: "SELECT record FROM image WHERE imageId = ?", arguments: [id])
-        }.map { try MediaRecordJSON.decode(ImageRecord.self, $0) }
+        try await record(ImageRecord.self, "SELECT record FROM image WHERE imageId = ?", [id])
     }
 
     /// The image whose file is `bucket`/`key`.
     public func image(bucket: String, key: String) async throws -> ImageRecord? {
-        try await pool.read { db in
-            try String.fetchOne(db, sql: "SELECT record FROM image WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-        }.map { try MediaRecordJSON.decode(ImageRecord.self, $0) }
+        try await record(ImageRecord.self, "SELECT record FROM image WHERE bucket = ? AND key = ?", [bucket, key])
+    }
+
+    /// The record in the first row `sql` selects (its `record` column), or nil.
+    private func record<R: Decodable>(_ type: R.Type, _ sql: String, _ arguments: StatementArguments) async throws -> R? {
+        try await pool.read { db in try String.fetchOne(db, sql: sql, arguments: arguments) }
+            .map { try CatalogJSON.decode(type, $0) }
+    }
+
+    /// The records of every row `sql` selects.
+    private func records<R: Decodable>(_ type: R.Type, _ sql: String, _ arguments: StatementArguments) async throws
+        -> [R]
+    {
+        try await pool.read { db in try String.fetchAll(db, sql: sql, arguments: arguments) }
+            .map { try CatalogJSON.decode(type, $0) }
     }
 }

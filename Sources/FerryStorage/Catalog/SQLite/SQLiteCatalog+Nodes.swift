@@ -2,34 +2,25 @@ import Foundation
 import GRDB
 
 extension SQLiteCatalog: NodeHeartbeatStore {
-    static func registerNodeHeartbeatMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v-node-heartbeats") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE nodeHeartbeat (
-                        name TEXT PRIMARY KEY NOT NULL,
-                        role TEXT NOT NULL,
-                        version TEXT NOT NULL,
-                        startedAt DOUBLE NOT NULL,
-                        lastSeen DOUBLE NOT NULL
-                    )
-                    """)
-        }
-    }
+    static let nodeHeartbeatMigration = Migration("v-node-heartbeats", """
+        CREATE TABLE nodeHeartbeat (
+            name TEXT PRIMARY KEY NOT NULL,
+            role TEXT NOT NULL,
+            version TEXT NOT NULL,
+            startedAt DOUBLE NOT NULL,
+            lastSeen DOUBLE NOT NULL
+        )
+        """)
 
     public func recordHeartbeat(_ heartbeat: NodeHeartbeat) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
+        try await execute("""
                     INSERT INTO nodeHeartbeat (name, role, version, startedAt, lastSeen) VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT (name) DO UPDATE SET role = excluded.role, version = excluded.version,
                     startedAt = excluded.startedAt, lastSeen = excluded.lastSeen
-                    """,
-                arguments: [
+                    """, [
                     heartbeat.name, heartbeat.role, heartbeat.version, heartbeat.startedAt.timeIntervalSince1970,
                     heartbeat.lastSeen.timeIntervalSince1970,
                 ])
-        }
     }
 
     public func nodeHeartbeats() async throws -> [NodeHeartbeat] {
@@ -45,15 +36,10 @@ extension SQLiteCatalog: NodeHeartbeatStore {
 
     @discardableResult
     public func pruneHeartbeats(before date: Date) async throws -> Int {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM nodeHeartbeat WHERE lastSeen < ?", arguments: [date.timeIntervalSince1970])
-            return db.changesCount
-        }
+        try await execute("DELETE FROM nodeHeartbeat WHERE lastSeen < ?", [date.timeIntervalSince1970])
     }
 
     public func removeHeartbeat(_ name: String) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM nodeHeartbeat WHERE name = ?", arguments: [name])
-        }
+        try await execute("DELETE FROM nodeHeartbeat WHERE name = ?", [name])
     }
 }

@@ -7,18 +7,13 @@ import GRDB
 /// runs one at a time.
 extension SQLiteCatalog {
     /// Owners of objects and uploads, and quotas of access keys.
-    static func registerQuotaMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v13-quotas") { db in
-            try db.execute(
-                sql: """
-                    ALTER TABLE accessKey ADD COLUMN quota TEXT;
-                    ALTER TABLE object ADD COLUMN owner TEXT;
-                    ALTER TABLE upload ADD COLUMN owner TEXT;
-                    CREATE INDEX object_by_owner ON object(owner);
-                    CREATE INDEX upload_by_owner ON upload(owner);
-                    """)
-        }
-    }
+    static let quotaMigration = Migration("v13-quotas", """
+        ALTER TABLE accessKey ADD COLUMN quota TEXT;
+        ALTER TABLE object ADD COLUMN owner TEXT;
+        ALTER TABLE upload ADD COLUMN owner TEXT;
+        CREATE INDEX object_by_owner ON object(owner);
+        CREATE INDEX upload_by_owner ON upload(owner);
+        """)
 
     /// What `owner` holds now.
     func usage(owner: String) async throws -> StorageUsage {

@@ -2,54 +2,40 @@ import Foundation
 import GRDB
 
 extension SQLiteCatalog {
-    static func registerResumableMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v12-resumable-uploads") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE resumableUpload (
-                        id TEXT PRIMARY KEY NOT NULL,
-                        uploadId TEXT NOT NULL,
-                        bucket TEXT NOT NULL,
-                        key TEXT NOT NULL,
-                        owner TEXT NOT NULL,
-                        length INTEGER,
-                        received INTEGER NOT NULL DEFAULT 0,
-                        createdAt DOUBLE NOT NULL,
-                        expiresAt DOUBLE NOT NULL,
-                        info TEXT NOT NULL,
-                        etag TEXT
-                    );
-                    CREATE INDEX resumableUpload_by_expiry ON resumableUpload(expiresAt);
-                    """)
-        }
-    }
+    static let resumableMigration = Migration("v12-resumable-uploads", """
+        CREATE TABLE resumableUpload (
+            id TEXT PRIMARY KEY NOT NULL,
+            uploadId TEXT NOT NULL,
+            bucket TEXT NOT NULL,
+            key TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            length INTEGER,
+            received INTEGER NOT NULL DEFAULT 0,
+            createdAt DOUBLE NOT NULL,
+            expiresAt DOUBLE NOT NULL,
+            info TEXT NOT NULL,
+            etag TEXT
+        );
+        CREATE INDEX resumableUpload_by_expiry ON resumableUpload(expiresAt);
+        """)
 
     /// The collector finds the multipart uploads no resumable upload names by this index, and the oldest uploads by
     /// the other (``unclaimedResumableMultipartUploads(initiatedBefore:limit:)``).
-    static func registerResumableUploadIndexMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v16-resumable-upload-indexes") { db in
-            try db.execute(
-                sql: """
-                    CREATE INDEX resumableUpload_by_upload ON resumableUpload(uploadId);
-                    CREATE INDEX upload_by_time ON upload(initiated);
-                    """)
-        }
-    }
+    static let resumableUploadIndexMigration = Migration("v16-resumable-upload-indexes", """
+        CREATE INDEX resumableUpload_by_upload ON resumableUpload(uploadId);
+        CREATE INDEX upload_by_time ON upload(initiated);
+        """)
 
     func insertResumableUpload(_ upload: ResumableUpload) async throws {
-        let info = try Self.json(upload.info)
-        try await pool.write { db in
-            try db.execute(
-                sql: """
+        let info = try CatalogJSON.encode(upload.info)
+        try await execute("""
                     INSERT INTO resumableUpload (id, uploadId, bucket, key, owner, length, received, createdAt, expiresAt,
                         info, etag)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
+                    """, [
                     upload.id, upload.uploadId, upload.bucket, upload.key, upload.owner, upload.length, upload.offset,
                     upload.createdAt.timeIntervalSince1970, upload.expiresAt.timeIntervalSince1970, info, upload.etag,
                 ])
-        }
     }
 
     func resumableUpload(_ id: String) async throws -> ResumableUpload? {
@@ -59,9 +45,9 @@ extension SQLiteCatalog {
     func appendResumablePart(_ part: PartInfo, to id: String, at offset: Int64, byteLimit: Int64?) async throws
         -> ResumableAppendOutcome
     {
-        let checksums = try Self.json(part.checksums)
+        let checksums = try CatalogJSON.encode(part.checksums)
         let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
-        let segments = plain ? nil : try Self.json(part.segments)
+        let segments = plain ? nil : try CatalogJSON.encode(part.segments)
         return try await pool.write { db in
             guard var upload = try Self.resumable(id, db),
                 try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [upload.uploadId]) == true
@@ -99,9 +85,7 @@ extension SQLiteCatalog {
     }
 
     func markResumableCompleted(_ id: String, etag: String) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "UPDATE resumableUpload SET etag = ? WHERE id = ?", arguments: [etag, id])
-        }
+        try await execute("UPDATE resumableUpload SET etag = ? WHERE id = ?", [etag, id])
     }
 
     func deleteResumableUpload(_ id: String) async throws -> ResumableUpload? {
@@ -145,7 +129,7 @@ extension SQLiteCatalog {
             id: row["id"], uploadId: row["uploadId"], bucket: row["bucket"], key: row["key"], owner: row["owner"],
             length: row["length"], offset: row["received"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
             expiresAt: Date(timeIntervalSince1970: row["expiresAt"]),
-            info: try JSONDecoder().decode(ResumableUpload.Info.self, from: Data((row["info"] as String).utf8)),
+            info: try CatalogJSON.decode(ResumableUpload.Info.self, row["info"]),
             etag: row["etag"])
     }
 }

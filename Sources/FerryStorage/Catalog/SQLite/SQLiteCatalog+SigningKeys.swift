@@ -4,18 +4,13 @@ import GRDB
 /// Playback signing keys: public keys only, each with the access key that created it.
 extension SQLiteCatalog {
     /// The signing key table.
-    static func registerSigningKeyMigration(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v14-signing-keys") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE signingKey (
-                        id TEXT PRIMARY KEY NOT NULL, algorithm TEXT NOT NULL, publicKey TEXT NOT NULL,
-                        owner TEXT NOT NULL, createdAt DOUBLE NOT NULL
-                    );
-                    CREATE INDEX signingKey_by_owner ON signingKey(owner, createdAt);
-                    """)
-        }
-    }
+    static let signingKeyMigration = Migration("v14-signing-keys", """
+        CREATE TABLE signingKey (
+            id TEXT PRIMARY KEY NOT NULL, algorithm TEXT NOT NULL, publicKey TEXT NOT NULL,
+            owner TEXT NOT NULL, createdAt DOUBLE NOT NULL
+        );
+        CREATE INDEX signingKey_by_owner ON signingKey(owner, createdAt);
+        """)
 
     public func insertSigningKey(_ key: StoredSigningKey, limit: Int) async throws -> Bool {
         try await pool.write { db in
@@ -46,10 +41,7 @@ extension SQLiteCatalog {
     }
 
     public func deleteSigningKey(_ id: String) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM signingKey WHERE id = ?", arguments: [id])
-            return db.changesCount > 0
-        }
+        try await execute("DELETE FROM signingKey WHERE id = ?", [id]) > 0
     }
 
     private static func signingKey(_ row: Row) -> StoredSigningKey {

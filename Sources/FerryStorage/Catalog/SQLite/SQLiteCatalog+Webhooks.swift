@@ -7,31 +7,26 @@ extension SQLiteCatalog: WebhookStore {
     /// `seq` orders events by creation (AUTOINCREMENT: never reused); `body` is the exact JSON that is signed and
     /// sent on every attempt; `nextAttemptAt` is when the next attempt is due; `failedAt` is set when the attempts
     /// ran out. An event is pending while both `deliveredAt` and `failedAt` are NULL.
-    static func registerWebhookMigrations(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("v2-webhooks") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE webhookEvent (
-                        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                        id TEXT NOT NULL UNIQUE,
-                        type TEXT NOT NULL,
-                        payload TEXT NOT NULL,
-                        body BLOB NOT NULL,
-                        createdAt DOUBLE NOT NULL,
-                        attempts INTEGER NOT NULL DEFAULT 0,
-                        nextAttemptAt DOUBLE NOT NULL,
-                        deliveredAt DOUBLE,
-                        failedAt DOUBLE,
-                        lastError TEXT
-                    );
-                    CREATE INDEX webhookEvent_pending ON webhookEvent(seq)
-                        WHERE deliveredAt IS NULL AND failedAt IS NULL;
-                    """)
-        }
-    }
+    static let webhookMigration = Migration("v2-webhooks", """
+        CREATE TABLE webhookEvent (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            type TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            body BLOB NOT NULL,
+            createdAt DOUBLE NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            nextAttemptAt DOUBLE NOT NULL,
+            deliveredAt DOUBLE,
+            failedAt DOUBLE,
+            lastError TEXT
+        );
+        CREATE INDEX webhookEvent_pending ON webhookEvent(seq)
+            WHERE deliveredAt IS NULL AND failedAt IS NULL;
+        """)
 
     private static func storedWebhookEvent(_ row: Row) throws -> StoredWebhookEvent {
-        let payload = try JSONDecoder().decode(WebhookPayload.self, from: Data((row["payload"] as String).utf8))
+        let payload = try CatalogJSON.decode(WebhookPayload.self, row["payload"])
         let delivered: Double? = row["deliveredAt"]
         let failed: Double? = row["failedAt"]
         let event = WebhookEvent(
@@ -97,11 +92,9 @@ extension SQLiteCatalog: WebhookStore {
 
     /// Records a successful delivery.
     public func markWebhookEventDelivered(_ id: String, at date: Date) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE webhookEvent SET attempts = attempts + 1, deliveredAt = ?, lastError = NULL WHERE id = ?",
-                arguments: [date.timeIntervalSince1970, id])
-        }
+        try await execute(
+            "UPDATE webhookEvent SET attempts = attempts + 1, deliveredAt = ?, lastError = NULL WHERE id = ?",
+            [date.timeIntervalSince1970, id])
     }
 
     public func recentWebhookEvents(limit: Int) async throws -> [WebhookDelivery] {
@@ -114,15 +107,10 @@ extension SQLiteCatalog: WebhookStore {
     }
 
     public func retryWebhookEvent(_ id: String, now: Date) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
+        try await execute("""
                     UPDATE webhookEvent SET failedAt = NULL, attempts = 0, nextAttemptAt = ?
                     WHERE id = ? AND failedAt IS NOT NULL AND deliveredAt IS NULL
-                    """,
-                arguments: [now.timeIntervalSince1970, id])
-            return db.changesCount > 0
-        }
+                    """, [now.timeIntervalSince1970, id]) > 0
     }
 
     /// Records a failed attempt: either the next attempt's time or, when attempts ran out (nil), the failure.

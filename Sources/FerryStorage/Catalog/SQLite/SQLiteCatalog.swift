@@ -26,99 +26,111 @@ public final class SQLiteCatalog: ObjectCatalog {
         try sealPlaintextSecrets()
     }
 
+    /// A schema change: its name in GRDB's table of applied migrations and what it does.
+    struct Migration: Sendable {
+        let name: String
+        let run: @Sendable (Database) throws -> Void
+
+        init(_ name: String, _ sql: String) {
+            self.name = name
+            run = { db in try db.execute(sql: sql) }
+        }
+
+        init(_ name: String, run: @escaping @Sendable (Database) throws -> Void) {
+            self.name = name
+            self.run = run
+        }
+    }
+
+    /// Every schema change, in the order they were made (never reorder or rename: a catalog records their names).
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1-objects") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE bucket (name TEXT PRIMARY KEY NOT NULL, createdAt DOUBLE NOT NULL);
-                    CREATE TABLE object (
-                        bucket TEXT NOT NULL REFERENCES bucket(name),
-                        key TEXT NOT NULL,
-                        size INTEGER NOT NULL,
-                        etag TEXT NOT NULL,
-                        lastModified DOUBLE NOT NULL,
-                        attributes TEXT NOT NULL,
-                        checksums TEXT NOT NULL,
-                        checksumType TEXT,
-                        manifest TEXT NOT NULL,
-                        partCount INTEGER,
-                        PRIMARY KEY (bucket, key)
-                    ) WITHOUT ROWID;
-                    CREATE TABLE upload (
-                        id TEXT PRIMARY KEY NOT NULL,
-                        bucket TEXT NOT NULL REFERENCES bucket(name),
-                        key TEXT NOT NULL,
-                        initiated DOUBLE NOT NULL,
-                        attributes TEXT NOT NULL,
-                        checksumAlgorithm TEXT,
-                        checksumType TEXT
-                    );
-                    CREATE INDEX upload_by_key ON upload(bucket, key, id);
-                    CREATE TABLE part (
-                        uploadId TEXT NOT NULL REFERENCES upload(id) ON DELETE CASCADE,
-                        number INTEGER NOT NULL,
-                        size INTEGER NOT NULL,
-                        etag TEXT NOT NULL,
-                        checksums TEXT NOT NULL,
-                        blob TEXT NOT NULL,
-                        lastModified DOUBLE NOT NULL,
-                        PRIMARY KEY (uploadId, number)
-                    ) WITHOUT ROWID;
-                    CREATE TABLE accessKey (
-                        id TEXT PRIMARY KEY NOT NULL,
-                        secret TEXT NOT NULL,
-                        policy TEXT NOT NULL,
-                        status TEXT NOT NULL,
-                        description TEXT NOT NULL DEFAULT '',
-                        createdAt DOUBLE NOT NULL
-                    );
-                    """)
-        }
-        registerMediaMigrations(&migrator)
-        registerWebhookMigrations(&migrator)
-        migrator.registerMigration("v4-s3-subresources") { db in
-            try db.execute(
-                sql: """
-                    ALTER TABLE object ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
-                    ALTER TABLE object ADD COLUMN parts TEXT;
-                    ALTER TABLE upload ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
-                    ALTER TABLE part ADD COLUMN segments TEXT;
-                    ALTER TABLE bucket ADD COLUMN cors TEXT;
-                    CREATE TABLE completedUpload (
-                        id TEXT PRIMARY KEY NOT NULL,
-                        bucket TEXT NOT NULL,
-                        key TEXT NOT NULL,
-                        parts TEXT NOT NULL,
-                        etag TEXT NOT NULL,
-                        completedAt DOUBLE NOT NULL
-                    );
-                    CREATE INDEX completedUpload_by_time ON completedUpload(completedAt);
-                    """)
-        }
-        registerMediaOwnerMigration(&migrator)
-        registerJobMigrations(&migrator)
-        registerVideoStatusMigration(&migrator)
-        registerLeaseMigration(&migrator)
-        registerBlobDeletionMigration(&migrator)
-        migrator.registerMigration("v10-bucket-lifecycle") { db in
-            try db.execute(sql: "ALTER TABLE bucket ADD COLUMN lifecycle TEXT")
-        }
-        registerNodeHeartbeatMigration(&migrator)
-        migrator.registerMigration("v11-trace-context") { db in
-            try db.execute(
-                sql: """
-                    ALTER TABLE mediaJob ADD COLUMN traceParent TEXT;
-                    ALTER TABLE webhookEvent ADD COLUMN traceParent TEXT;
-                    """)
-        }
-        registerResumableMigration(&migrator)
-        registerQuotaMigration(&migrator)
-        registerSigningKeyMigration(&migrator)
-        registerRevokedSessionMigration(&migrator)
-        registerResumableUploadIndexMigration(&migrator)
-        registerImageStatusMigration(&migrator)
+        let migrations = [
+            objectsMigration, mediaMigration, webhookMigration, subresourcesMigration, mediaOwnerMigration, jobMigration,
+            videoStatusMigration, leaseMigration, blobDeletionMigration, lifecycleMigration, nodeHeartbeatMigration,
+            traceContextMigration, resumableMigration, quotaMigration, signingKeyMigration, revokedSessionMigration,
+            resumableUploadIndexMigration, imageStatusMigration,
+        ]
+        for migration in migrations { migrator.registerMigration(migration.name, migrate: migration.run) }
         return migrator
+    }
+
+    static let objectsMigration = Migration("v1-objects", """
+        CREATE TABLE bucket (name TEXT PRIMARY KEY NOT NULL, createdAt DOUBLE NOT NULL);
+        CREATE TABLE object (
+            bucket TEXT NOT NULL REFERENCES bucket(name),
+            key TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            etag TEXT NOT NULL,
+            lastModified DOUBLE NOT NULL,
+            attributes TEXT NOT NULL,
+            checksums TEXT NOT NULL,
+            checksumType TEXT,
+            manifest TEXT NOT NULL,
+            partCount INTEGER,
+            PRIMARY KEY (bucket, key)
+        ) WITHOUT ROWID;
+        CREATE TABLE upload (
+            id TEXT PRIMARY KEY NOT NULL,
+            bucket TEXT NOT NULL REFERENCES bucket(name),
+            key TEXT NOT NULL,
+            initiated DOUBLE NOT NULL,
+            attributes TEXT NOT NULL,
+            checksumAlgorithm TEXT,
+            checksumType TEXT
+        );
+        CREATE INDEX upload_by_key ON upload(bucket, key, id);
+        CREATE TABLE part (
+            uploadId TEXT NOT NULL REFERENCES upload(id) ON DELETE CASCADE,
+            number INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            etag TEXT NOT NULL,
+            checksums TEXT NOT NULL,
+            blob TEXT NOT NULL,
+            lastModified DOUBLE NOT NULL,
+            PRIMARY KEY (uploadId, number)
+        ) WITHOUT ROWID;
+        CREATE TABLE accessKey (
+            id TEXT PRIMARY KEY NOT NULL,
+            secret TEXT NOT NULL,
+            policy TEXT NOT NULL,
+            status TEXT NOT NULL,
+            description TEXT NOT NULL DEFAULT '',
+            createdAt DOUBLE NOT NULL
+        );
+        """)
+
+    static let subresourcesMigration = Migration("v4-s3-subresources", """
+        ALTER TABLE object ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE object ADD COLUMN parts TEXT;
+        ALTER TABLE upload ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE part ADD COLUMN segments TEXT;
+        ALTER TABLE bucket ADD COLUMN cors TEXT;
+        CREATE TABLE completedUpload (
+            id TEXT PRIMARY KEY NOT NULL,
+            bucket TEXT NOT NULL,
+            key TEXT NOT NULL,
+            parts TEXT NOT NULL,
+            etag TEXT NOT NULL,
+            completedAt DOUBLE NOT NULL
+        );
+        CREATE INDEX completedUpload_by_time ON completedUpload(completedAt);
+        """)
+
+    static let lifecycleMigration = Migration("v10-bucket-lifecycle", "ALTER TABLE bucket ADD COLUMN lifecycle TEXT")
+
+    static let traceContextMigration = Migration("v11-trace-context", """
+        ALTER TABLE mediaJob ADD COLUMN traceParent TEXT;
+        ALTER TABLE webhookEvent ADD COLUMN traceParent TEXT;
+        """)
+
+    /// Runs one statement in its own write transaction; the number of rows it changed.
+    @discardableResult
+    func execute(_ sql: String, _ arguments: StatementArguments = []) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: sql, arguments: arguments)
+            return db.changesCount
+        }
     }
 
     // MARK: Buckets
@@ -152,10 +164,8 @@ public final class SQLiteCatalog: ObjectCatalog {
         }
     }
 
-    typealias DeleteBucketOutcome = CatalogDeleteBucketOutcome
-
     /// Deletes a bucket without objects; multipart uploads still in progress in it are aborted.
-    func deleteBucket(_ name: String) async throws -> DeleteBucketOutcome {
+    func deleteBucket(_ name: String) async throws -> CatalogDeleteBucketOutcome {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [name]) == true else {
                 return .missing
@@ -177,25 +187,19 @@ public final class SQLiteCatalog: ObjectCatalog {
     // MARK: Objects
 
     private static func objectInfo(_ row: Row) throws -> ObjectInfo {
-        let decoder = JSONDecoder()
-        return ObjectInfo(
+        ObjectInfo(
             bucket: row["bucket"], key: row["key"], size: row["size"], etag: row["etag"],
             lastModified: Date(timeIntervalSince1970: row["lastModified"]),
-            attributes: try decoder.decode(ObjectAttributes.self, from: Data((row["attributes"] as String).utf8)),
-            checksums: try decoder.decode([String: String].self, from: Data((row["checksums"] as String).utf8)),
+            attributes: try CatalogJSON.decode(ObjectAttributes.self, row["attributes"]),
+            checksums: try CatalogJSON.decode([String: String].self, row["checksums"]),
             checksumType: row["checksumType"],
-            manifest: try decoder.decode([BlobSegment].self, from: Data((row["manifest"] as String).utf8)),
+            manifest: try CatalogJSON.decode([BlobSegment].self, row["manifest"]),
             partCount: row["partCount"],
-            tags: try decoder.decode([ObjectTag].self, from: Data((row["tags"] as String).utf8)),
-            parts: try (row["parts"] as String?).map { try decoder.decode([ObjectPart].self, from: Data($0.utf8)) },
+            tags: try CatalogJSON.decode([ObjectTag].self, row["tags"]),
+            parts: try (row["parts"] as String?).map { try CatalogJSON.decode([ObjectPart].self, $0) },
             owner: row["owner"])
     }
 
-    static func json<T: Encodable>(_ value: T) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return String(decoding: try encoder.encode(value), as: UTF8.self)
-    }
 
     /// The object, or nil.
     func object(bucket: String, key: String) async throws -> ObjectInfo? {
@@ -209,7 +213,7 @@ public final class SQLiteCatalog: ObjectCatalog {
         let previous = try Row.fetchOne(
             db, sql: "SELECT manifest FROM object WHERE bucket = ? AND key = ?", arguments: [object.bucket, object.key])
         let replaced: [BlobSegment] =
-            try previous.map { try JSONDecoder().decode([BlobSegment].self, from: Data(($0["manifest"] as String).utf8)) }
+            try previous.map { try CatalogJSON.decode([BlobSegment].self, $0["manifest"]) }
             ?? []
         try db.execute(
             sql: """
@@ -220,20 +224,16 @@ public final class SQLiteCatalog: ObjectCatalog {
                 """,
             arguments: [
                 object.bucket, object.key, object.size, object.etag, object.lastModified.timeIntervalSince1970,
-                try json(object.attributes), try json(object.checksums), object.checksumType,
-                try json(object.manifest), object.partCount, try json(object.tags), try object.parts.map(json),
+                try CatalogJSON.encode(object.attributes), try CatalogJSON.encode(object.checksums), object.checksumType,
+                try CatalogJSON.encode(object.manifest), object.partCount, try CatalogJSON.encode(object.tags), try object.parts.map(CatalogJSON.encode),
                 object.owner,
             ])
         return replaced
     }
 
-    typealias WriteCondition = ObjectWriteCondition
-
-    typealias PutOutcome = CatalogPutOutcome
-
     /// Whether `condition` holds for the current object at bucket/key (inside a write transaction); nil when it does.
-    private static func check(_ condition: WriteCondition, bucket: String, key: String, _ db: Database) throws
-        -> PutOutcome?
+    private static func check(_ condition: ObjectWriteCondition, bucket: String, key: String, _ db: Database) throws
+        -> CatalogPutOutcome?
     {
         if condition.isEmpty { return nil }
         let current = try Row.fetchOne(
@@ -250,8 +250,8 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Inserts or replaces an object; returns the blobs of the object it replaced so the caller deletes them. With a
     /// `byteLimit`, throws `quotaExceeded` when the object would take its owner past it.
-    func putObject(_ object: ObjectInfo, condition: WriteCondition = .none, byteLimit: Int64? = nil) async throws
-        -> PutOutcome
+    func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition = .none, byteLimit: Int64? = nil) async throws
+        -> CatalogPutOutcome
     {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [object.bucket]) == true
@@ -264,7 +264,7 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Deletes an object when `condition` holds; returns its blobs (empty when there was none: deleting a missing
     /// key succeeds whatever the condition).
-    func deleteObject(bucket: String, key: String, condition: WriteCondition = .none) async throws -> PutOutcome {
+    func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition = .none) async throws -> CatalogPutOutcome {
         try await pool.write { db in
             guard
                 let row = try Row.fetchOne(
@@ -273,18 +273,15 @@ public final class SQLiteCatalog: ObjectCatalog {
             if let failed = try Self.check(condition, bucket: bucket, key: key, db) { return failed }
             try db.execute(sql: "DELETE FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
             return .stored(
-                replaced: try JSONDecoder().decode([BlobSegment].self, from: Data((row["manifest"] as String).utf8)))
+                replaced: try CatalogJSON.decode([BlobSegment].self, row["manifest"]))
         }
     }
 
     /// Replaces an object's tags when its ETag is still `etag`; false when the object changed or is gone.
     func setTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(
-                sql: "UPDATE object SET tags = ? WHERE bucket = ? AND key = ? AND etag = ?",
-                arguments: [try Self.json(tags), bucket, key, etag])
-            return db.changesCount > 0
-        }
+        try await execute(
+            "UPDATE object SET tags = ? WHERE bucket = ? AND key = ? AND etag = ?", [try CatalogJSON.encode(tags), bucket, key, etag])
+            > 0
     }
 
     /// Up to `limit` objects with keys after `after` (exclusive) and at or after `from`, in key order.
@@ -309,9 +306,9 @@ public final class SQLiteCatalog: ObjectCatalog {
         MultipartUploadInfo(
             uploadId: row["id"], bucket: row["bucket"], key: row["key"],
             initiated: Date(timeIntervalSince1970: row["initiated"]),
-            attributes: try JSONDecoder().decode(ObjectAttributes.self, from: Data((row["attributes"] as String).utf8)),
+            attributes: try CatalogJSON.decode(ObjectAttributes.self, row["attributes"]),
             checksumAlgorithm: row["checksumAlgorithm"], checksumType: row["checksumType"],
-            tags: try JSONDecoder().decode([ObjectTag].self, from: Data((row["tags"] as String).utf8)),
+            tags: try CatalogJSON.decode([ObjectTag].self, row["tags"]),
             owner: row["owner"])
     }
 
@@ -331,8 +328,8 @@ public final class SQLiteCatalog: ObjectCatalog {
                     """,
                 arguments: [
                     upload.uploadId, upload.bucket, upload.key, upload.initiated.timeIntervalSince1970,
-                    try Self.json(upload.attributes), upload.checksumAlgorithm, upload.checksumType,
-                    try Self.json(upload.tags), upload.owner,
+                    try CatalogJSON.encode(upload.attributes), upload.checksumAlgorithm, upload.checksumType,
+                    try CatalogJSON.encode(upload.tags), upload.owner,
                 ])
             return true
         }
@@ -376,26 +373,24 @@ public final class SQLiteCatalog: ObjectCatalog {
     private static func partInfo(_ row: Row) throws -> PartInfo {
         let size: Int64 = row["size"]
         let segments =
-            try (row["segments"] as String?).map { try JSONDecoder().decode([BlobSegment].self, from: Data($0.utf8)) }
+            try (row["segments"] as String?).map { try CatalogJSON.decode([BlobSegment].self, $0) }
             ?? [BlobSegment(blob: row["blob"], size: size)]
         return PartInfo(
             number: row["number"], size: size, etag: row["etag"],
-            checksums: try JSONDecoder().decode([String: String].self, from: Data((row["checksums"] as String).utf8)),
+            checksums: try CatalogJSON.decode([String: String].self, row["checksums"]),
             segments: segments, lastModified: Date(timeIntervalSince1970: row["lastModified"]))
     }
 
     /// The blob names a part's row holds (one, or its segments').
     private static func partBlobs(_ row: Row) throws -> [String] {
         try (row["segments"] as String?).map {
-            try JSONDecoder().decode([BlobSegment].self, from: Data($0.utf8)).map(\.blob)
+            try CatalogJSON.decode([BlobSegment].self, $0).map(\.blob)
         } ?? [row["blob"]]
     }
 
-    typealias PartOutcome = CatalogPartOutcome
-
     /// Records a part, replacing a previous part with the same number; returns the replaced part's blob. With a
     /// `byteLimit`, throws `quotaExceeded` when the part would take the upload's owner past it.
-    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64? = nil) async throws -> PartOutcome {
+    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64? = nil) async throws -> CatalogPartOutcome {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
                 return .noSuchUpload
@@ -412,8 +407,8 @@ public final class SQLiteCatalog: ObjectCatalog {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    uploadId, part.number, part.size, part.etag, try Self.json(part.checksums), part.blob,
-                    part.lastModified.timeIntervalSince1970, plain ? nil : try Self.json(part.segments),
+                    uploadId, part.number, part.size, part.etag, try CatalogJSON.encode(part.checksums), part.blob,
+                    part.lastModified.timeIntervalSince1970, plain ? nil : try CatalogJSON.encode(part.segments),
                 ])
             return .stored(replaced: replaced)
         }
@@ -444,15 +439,13 @@ public final class SQLiteCatalog: ObjectCatalog {
         }
     }
 
-    typealias CompleteOutcome = CatalogCompleteOutcome
-
     /// Atomically turns an upload into an object: the object takes the listed parts' blobs, the upload and its other
     /// parts go, and the completion is remembered (for a retried Complete). `expectedParts` guards against a part
     /// replaced between validation and commit; `condition` is the request's If-Match / If-None-Match.
     func completeUpload(
-        _ uploadId: String, object: ObjectInfo, expectedParts: [PartInfo], condition: WriteCondition = .none,
+        _ uploadId: String, object: ObjectInfo, expectedParts: [PartInfo], condition: ObjectWriteCondition = .none,
         now: Date = Date()
-    ) async throws -> CompleteOutcome {
+    ) async throws -> CatalogCompleteOutcome {
         try await pool.write { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
                 return .noSuchUpload
@@ -475,7 +468,7 @@ public final class SQLiteCatalog: ObjectCatalog {
                 sql: "INSERT OR REPLACE INTO completedUpload (id, bucket, key, parts, etag, completedAt) VALUES (?, ?, ?, ?, ?, ?)",
                 arguments: [
                     uploadId, object.bucket, object.key,
-                    try Self.json(expectedParts.map { CompletedUploadPart(number: $0.number, etag: $0.etag) }),
+                    try CatalogJSON.encode(expectedParts.map { CompletedUploadPart(number: $0.number, etag: $0.etag) }),
                     object.etag, now.timeIntervalSince1970,
                 ])
             return .completed(replaced: replaced, unused: unused)
@@ -488,7 +481,7 @@ public final class SQLiteCatalog: ObjectCatalog {
             try Row.fetchOne(db, sql: "SELECT * FROM completedUpload WHERE id = ?", arguments: [uploadId]).map { row in
                 CompletedUpload(
                     uploadId: row["id"], bucket: row["bucket"], key: row["key"],
-                    parts: try JSONDecoder().decode([CompletedUploadPart].self, from: Data((row["parts"] as String).utf8)),
+                    parts: try CatalogJSON.decode([CompletedUploadPart].self, row["parts"]),
                     etag: row["etag"], completedAt: Date(timeIntervalSince1970: row["completedAt"]))
             }
         }
@@ -496,10 +489,7 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Forgets completions older than `date`; returns how many.
     func forgetCompletedUploads(before date: Date) async throws -> Int {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM completedUpload WHERE completedAt < ?", arguments: [date.timeIntervalSince1970])
-            return db.changesCount
-        }
+        try await execute("DELETE FROM completedUpload WHERE completedAt < ?", [date.timeIntervalSince1970])
     }
 
     // MARK: Bucket configurations
@@ -513,10 +503,7 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Sets (or with nil removes) the bucket's configuration of that kind; false when there is no such bucket.
     func setBucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind, _ document: String?) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(sql: "UPDATE bucket SET \(kind.rawValue) = ? WHERE name = ?", arguments: [document, bucket])
-            return db.changesCount > 0
-        }
+        try await execute("UPDATE bucket SET \(kind.rawValue) = ? WHERE name = ?", [document, bucket]) > 0
     }
 
     /// Every bucket with a configuration of that kind, by name.
@@ -538,7 +525,7 @@ public final class SQLiteCatalog: ObjectCatalog {
     static func referencedBlobs(_ db: Database) throws -> Set<String> {
         var names = Set(try Row.fetchAll(db, sql: "SELECT blob, segments FROM part").flatMap(partBlobs))
         for manifest in try String.fetchAll(db, sql: "SELECT manifest FROM object") {
-            for segment in try JSONDecoder().decode([BlobSegment].self, from: Data(manifest.utf8)) {
+            for segment in try CatalogJSON.decode([BlobSegment].self, manifest) {
                 names.insert(segment.blob)
             }
         }
