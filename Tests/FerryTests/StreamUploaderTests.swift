@@ -9,7 +9,7 @@ import Testing
 
 @Suite("Stream uploads (tus and the IETF draft) over a link that loses answers", .timeLimit(.minutes(10)))
 struct StreamUploaderTests {
-    @Test("a tus chunk damaged on its way is refused by its SHA-1 (460, nothing of it kept) and sent again: the object is the file; an IETF upload damaged on its way is told by the object's CRC64NVME, never reported done")
+    @Test("a tus chunk damaged on its way is refused by its SHA-1 (460, nothing of it kept) and sent again: the object is the file; an IETF upload damaged on its way is told by the object's CRC64NVME, never reported done, also by a rerun that finds it complete")
     func damagedChunk() async throws {
         try await Self.withStream("damaged.bin", size: 3 * 1024 * 1024) { server, proxy, file, bytes, creation in
             var uploader = StreamUploader(protocol: .tus, chunkSize: 1024 * 1024)
@@ -27,14 +27,27 @@ struct StreamUploaderTests {
             let ietf = StreamUploader(protocol: .ietf)
             proxy.inject(.corruptRequestByte(at: 2_000_000), when: .method("PATCH"))
             let ietfCreation = try #require(URL(string: proxy.endpoint + "/_ferry/uploads/s3/streams/damaged-ietf.bin"))
+            let created = NIOLockedValueBox<URL?>(nil)
             do {
                 _ = try await ietf.upload(
-                    file: file, creationURL: ietfCreation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"))
+                    file: file, creationURL: ietfCreation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"),
+                    onCreated: { url in created.withLockedValue { $0 = url } })
                 Issue.record("a damaged IETF upload was reported done")
             } catch {
                 #expect((error as? FerryError)?.code == .checksumMismatch, "\(error)")
             }
             #expect(proxy.pendingFaults.isEmpty)
+            // A rerun that finds the damaged upload complete (as after a lost completion answer) compares too: the
+            // upload's HEAD carries the object's CRC64NVME.
+            let damaged = try #require(created.withLockedValue { $0 })
+            do {
+                _ = try await ietf.upload(file: file, creationURL: ietfCreation, resuming: damaged)
+                Issue.record("a rerun reported the damaged IETF upload done")
+            } catch {
+                #expect((error as? FerryError)?.code == .checksumMismatch, "\(error)")
+            }
+            // It sent nothing: its one append is the first run's.
+            #expect(proxy.log.filter { $0.method == "PATCH" && $0.path == damaged.path }.count == 1, "\(proxy.log)")
         }
     }
 

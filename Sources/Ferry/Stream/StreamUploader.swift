@@ -22,8 +22,9 @@ public struct StreamUploader: Sendable {
         /// it kept) and sent again.
         case tus
         /// The IETF draft (interop version 6): an empty creation, then one append of everything left. The draft has
-        /// no checksum; the object's CRC64NVME in Ferry's completion answer is compared with the file's, and a
-        /// difference is a `checksumMismatch` error (the object is not what the file holds).
+        /// no checksum; the object's CRC64NVME in Ferry's completion answer (or, when that answer was lost, in the
+        /// `x-amz-checksum-crc64nvme` of the upload's `HEAD`) is compared with the file's, and a difference is a
+        /// `checksumMismatch` error (the object is not what the file holds).
         case ietf
     }
 
@@ -87,6 +88,7 @@ public struct StreamUploader: Sendable {
         {
             // Completed by the run before, whose last answer was lost: nothing is left to send.
             if current.complete, current.offset == size {
+                try await Self.compare(current.crc64nvme, with: file, size: size)
                 ProgressMeter(alreadySent: size, expected: size, report: progress).stored(upTo: size)
                 return Result(uploadURL: existing, size: size, etag: current.etag)
             }
@@ -145,7 +147,10 @@ public struct StreamUploader: Sendable {
                 offset = current.offset
                 meter.stored(upTo: offset)
                 // The append completed the upload, and only its answer was lost.
-                if current.complete, offset == size { return Result(uploadURL: uploadURL, size: size, etag: current.etag) }
+                if current.complete, offset == size {
+                    try await Self.compare(current.crc64nvme, with: file, size: size)
+                    return Result(uploadURL: uploadURL, size: size, etag: current.etag)
+                }
             }
         }
     }
@@ -188,9 +193,11 @@ public struct StreamUploader: Sendable {
     }
 
     /// The upload's offset, whether it is complete (the IETF draft's `Upload-Complete: ?1`; a tus upload completes
-    /// with the append that reaches its length, which an empty append confirms) and the ETag of its object; nil when
-    /// it is gone.
-    private func offset(of url: URL) async throws(FerryError) -> (offset: Int64, complete: Bool, etag: String?)? {
+    /// with the append that reaches its length, which an empty append confirms), the ETag of its object and, for a
+    /// complete IETF upload, Ferry's CRC64NVME of that object; nil when it is gone.
+    private func offset(of url: URL) async throws(FerryError)
+        -> (offset: Int64, complete: Bool, etag: String?, crc64nvme: String?)?
+    {
         let response = try await send(TransportRequest(method: "HEAD", url: url.absoluteString, headers: versionHeaders, timeout: .seconds(60)))
         if response.status == 404 || response.status == 410 { return nil }
         guard (200..<300).contains(response.status), let offset = response.header("Upload-Offset").flatMap(Int64.init) else {
@@ -199,7 +206,8 @@ public struct StreamUploader: Sendable {
         guard offset >= 0 else { throw Self.impossibleOffset(offset) }
         return (
             offset, wireProtocol == .ietf && response.header("Upload-Complete") == "?1",
-            response.header("ETag")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            response.header("ETag")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
+            response.header("x-amz-checksum-crc64nvme")
         )
     }
 
@@ -252,19 +260,23 @@ public struct StreamUploader: Sendable {
             guard (offset...offset + length).contains(next) else { throw Self.impossibleOffset(next) }
             return (next, etag, next == size)
         case (.ietf, 200):
-            if let object = try? JSONDecoder().decode([String: String].self, from: Data(response.body)),
-                let stored = object["ChecksumCRC64NVME"]
-            {
-                let local = try await Self.checksum(.crc64nvme, of: file, offset: 0, length: size)
-                guard local == stored else {
-                    throw FerryError(
-                        .checksumMismatch,
-                        "The service stored bytes that differ from \(file.lastPathComponent) (CRC64NVME \(stored), the file's \(local)): they were damaged on their way.")
-                }
-            }
+            let object = try? JSONDecoder().decode([String: String].self, from: Data(response.body))
+            try await Self.compare(object?["ChecksumCRC64NVME"], with: file, size: size)
             return (size, etag, true)
         default:
             throw Self.failure(response, "append")
+        }
+    }
+
+    /// Compares the CRC64NVME a service reports for a completed IETF upload (nil: it reported none) with the file's;
+    /// a difference is a `checksumMismatch` (the object is not what the file holds).
+    private static func compare(_ stored: String?, with file: URL, size: Int64) async throws(FerryError) {
+        guard let stored else { return }
+        let local = try await checksum(.crc64nvme, of: file, offset: 0, length: size)
+        guard local == stored else {
+            throw FerryError(
+                .checksumMismatch,
+                "The service stored bytes that differ from \(file.lastPathComponent) (CRC64NVME \(stored), the file's \(local)): they were damaged on their way.")
         }
     }
 

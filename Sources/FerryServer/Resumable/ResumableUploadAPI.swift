@@ -406,6 +406,10 @@ struct ResumableUploadAPI: Sendable {
         case .ietf(let version):
             wire.setComplete(upload.etag != nil, in: &headers)
             if version >= 6, let length = upload.length { headers[.uploadLength] = String(length) }
+            // A client whose completion answer was lost compares this with its file's, as it would the answer's.
+            if let checksum = await objectChecksum(upload), let field = ChecksumAlgorithm.crc64nvme.headerField {
+                headers[field] = checksum
+            }
             return Response(status: .noContent, headers: headers)
         }
     }
@@ -605,12 +609,18 @@ struct ResumableUploadAPI: Sendable {
         headers[.uploadOffset] = String(upload.offset)
         headers[.eTag] = "\"\(upload.etag ?? "")\""
         headers[.contentType] = "application/json"
-        var checksum: String?
-        if let object = try? await store.object(bucket: upload.bucket, key: upload.key), object.etag == upload.etag {
-            checksum = object.checksums[ChecksumAlgorithm.crc64nvme.s3Name]
-        }
+        let checksum = await objectChecksum(upload)
         return Response(
             status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: Self.summary(upload, crc64nvme: checksum))))
+    }
+
+    /// The full CRC64NVME (base64) of the object a completed upload made, while the object is still that one; nil
+    /// for an upload not completed, or whose object was replaced or deleted since.
+    private func objectChecksum(_ upload: ResumableUpload) async -> String? {
+        guard upload.etag != nil, let object = try? await store.object(bucket: upload.bucket, key: upload.key),
+            object.etag == upload.etag
+        else { return nil }
+        return object.checksums[ChecksumAlgorithm.crc64nvme.s3Name]
     }
 
     /// Streams the request body into the upload at `offset`; the upload as it then stands, and whether the body was
