@@ -161,6 +161,23 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test("a creation the server refuses leaves nothing in the record directory (no intent for a later run to chase)")
+    func refusedCreationLeavesNoIntent() async throws {
+        let directory = TemporaryDirectory.make("ferry-refused")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Past the multipart threshold (one part's size): the upload begins with CreateMultipartUpload.
+        let file = try makeRandomFile(size: 6 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            // No bucket "behaviour": CreateMultipartUpload is refused with NoSuchBucket.
+            let upload = try await engine(server) { _ in }.upload(request(file, key: "refused.bin", records: records))
+            let error = await #expect(throws: FerryError.self) { try await upload.result }
+            #expect(error?.serverCode == "NoSuchBucket", "\(String(describing: error))")
+            let left = (try? FileManager.default.contentsOfDirectory(atPath: records.path)) ?? []
+            #expect(left.isEmpty, "\(left)")
+        }
+    }
+
     @Test("a file changed while its parts are sent is not completed: cannotResumeUpload, and no object")
     func fileChangedWhileSent() async throws {
         let directory = TemporaryDirectory.make("ferry-changing")

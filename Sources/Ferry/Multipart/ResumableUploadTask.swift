@@ -440,7 +440,17 @@ public actor ResumableUploadTask {
                 if error.code == .network || error.code == .timeout { retried.set() }
                 retrying(attempt, error, delay)
             }
-            let created = try await createShielded(observer: creating)
+            let created: String
+            do {
+                created = try await createShielded(observer: creating)
+            } catch {
+                // Refused with no attempt lost on the way: no upload was made, so no later run has one to look for.
+                let lost: Set<FerryError.Code> = [.network, .timeout, .cancelled]
+                if !retried.isSet, let failure = error as? FerryError, !lost.contains(failure.code) {
+                    checkpoints?.deleteIntent(checkpointId)
+                }
+                throw error
+            }
             // A creation retried after a lost attempt may have made an upload whose answer never came: it is aborted
             // now, so that it neither lingers nor counts against the key's concurrent uploads.
             if retried.isSet { await abortLostUploads(createdAround: began, except: created) }
