@@ -125,9 +125,11 @@ struct SilentCatalogHeartbeatTests {
             store: SilentHeartbeatStore(),
             node: NodeHeartbeat(name: "n", role: "all", version: "1", startedAt: Date(), lastSeen: Date()),
             configuration: configuration, logger: Logger(label: "test"), now: { Date() })
+        // The catalog would answer after an hour: a beat and a shutdown that end well within a minute did not wait for
+        // it (they give up after 0.2 s; the rest of the bound is room for a machine busy with other tests).
         let beat = ContinuousClock.now
         await service.beat()
-        #expect(ContinuousClock.now - beat < .seconds(2))
+        #expect(ContinuousClock.now - beat < .seconds(30))
 
         let group = ServiceGroup(
             configuration: .init(services: [service], gracefulShutdownSignals: [], logger: Logger(label: "test")))
@@ -138,6 +140,6 @@ struct SilentCatalogHeartbeatTests {
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
-        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(ContinuousClock.now - started < .seconds(30))
     }
 }
