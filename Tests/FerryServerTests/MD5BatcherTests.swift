@@ -84,7 +84,19 @@ struct MD5BatcherTests {
 
     @Test("A block that arrives while a long one is being hashed joins it and is done first")
     func lateBlockJoinsARunningOne() async throws {
-        let batcher = MD5Batcher()
+        // The first round of the long block is held until the short one waits: it arrives while the long one is
+        // being hashed, however busy the machine is.
+        let held = ConditionLock(value: false)
+        let first = NIOLockedValueBox(true)
+        let batcher = MD5Batcher(afterRound: {
+            let isFirst = first.withLockedValue { value in
+                defer { value = false }
+                return value
+            }
+            guard isFirst else { return }
+            held.lock(whenValue: true)
+            held.unlock()
+        })
         let longBytes = (0..<(16 << 20)).map { UInt8(truncatingIfNeeded: $0 >> 3) }
         let long = Bytes(longBytes)
         let short = Bytes([UInt8](repeating: 9, count: 1000))
@@ -95,10 +107,16 @@ struct MD5BatcherTests {
             await batcher.update(longDigest, with: long.raw, owner: long)
             finished.withLockedValue { $0.append("long") }
         }
-        // Once the hashing thread has taken the long block, send the short one.
+        // Once the hashing thread has taken the long block, send the short one, and let the round end once it waits.
         try await Self.waitUntil { batcher.largestBatch == 1 }
+        let release = Task {
+            try await Self.waitUntil { batcher.waiting == 1 }
+            held.lock()
+            held.unlock(withValue: true)
+        }
         await batcher.update(shortDigest, with: short.raw, owner: short)
         finished.withLockedValue { $0.append("short") }
+        try await release.value
         await longTask.value
         #expect(finished.withLockedValue { $0 } == ["short", "long"])
         #expect(batcher.largestBatch == 2)

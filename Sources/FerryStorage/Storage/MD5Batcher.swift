@@ -37,7 +37,11 @@ final class MD5Batcher: Sendable {
     /// The most updates hashed together so far.
     var largestBatch: Int { queue.withLockedValue { $0.largestBatch } }
 
-    init() {
+    /// Called on the hashing thread after each round (tests hold a round to let a job arrive during it).
+    let afterRound: (@Sendable () -> Void)?
+
+    init(afterRound: (@Sendable () -> Void)? = nil) {
+        self.afterRound = afterRound
         thread = NIOThreadPool(numberOfThreads: 1)
         thread.start()
     }
@@ -77,6 +81,7 @@ final class MD5Batcher: Sendable {
             }
             for finished in active where finished.rest.isEmpty { finished.job.continuation.resume() }
             active.removeAll { $0.rest.isEmpty }
+            afterRound?()
         }
     }
 
