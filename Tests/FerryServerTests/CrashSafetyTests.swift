@@ -1,8 +1,10 @@
 import FerryCore
-import FerryStorage
 import FerryTestSupport
 import Foundation
+import Logging
 import Testing
+
+@testable import FerryStorage
 
 #if canImport(Glibc)
 import Glibc
@@ -204,5 +206,105 @@ struct CrashSafetyTests {
             #expect(head.status == 200 && head.header("Upload-Offset") == String(partialSize), "partial \(path) changed")
         }
         await server.stop()
+    }
+    @Test("SIGKILL while lifecycle rules expire objects and abort uploads: after each restart every acknowledged object is whole or absent (kept ones whole), every upload listed or gone; in the end the expired are gone and a blob nothing references is at most one per kill, removed by the orphan collection")
+    func killedDuringLifecycle() async throws {
+        let data = TemporaryDirectory.make("ferry-crash-lifecycle")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let env = ["FERRY_ACCESS_KEY_ID": "FKIACRASHLIFE0000", "FERRY_SECRET_ACCESS_KEY": "crash-life-secret-0123456789"]
+        let root = SigV4Credentials(accessKeyId: env["FERRY_ACCESS_KEY_ID"]!, secretAccessKey: env["FERRY_SECRET_ACCESS_KEY"]!)
+        // A lifecycle day is a second: a rule of one day expires an object a second after it is written, and the rules
+        // are applied five times a second.
+        let arguments = ["--lifecycle-day", "1"]
+        var server = try await FerryExecutable.Server.start(dataDirectory: data, arguments: arguments, environment: env)
+        var s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+        try await s3.createBucket("life")
+        let rules = """
+            <LifecycleConfiguration>
+            <Rule><ID>expire</ID><Filter><Prefix>exp/</Prefix></Filter><Status>Enabled</Status>\
+            <Expiration><Days>1</Days></Expiration></Rule>
+            <Rule><ID>abort</ID><Filter><Prefix>up/</Prefix></Filter><Status>Enabled</Status>\
+            <AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>
+            </LifecycleConfiguration>
+            """
+        try #require(try await s3.send("PUT", "/life", query: [("lifecycle", "")], body: Array(rules.utf8)).status == 200)
+
+        /// Every object acknowledged, by key.
+        var written: [String: [UInt8]] = [:]
+        /// The multipart uploads created, by upload id.
+        var uploads: Set<String> = []
+        func uploadIds(_ s3: S3TestClient) async throws -> Set<String> {
+            let listed = try await s3.send("GET", "/life", query: [("uploads", "")])
+            try #require(listed.status == 200)
+            return Set(
+                listed.text.components(separatedBy: "<UploadId>").dropFirst().compactMap {
+                    $0.components(separatedBy: "</UploadId>").first
+                })
+        }
+        /// Each object whole or absent (a kept one whole), each upload created listed or gone.
+        func check(_ s3: S3TestClient) async throws {
+            for (key, bytes) in written {
+                let object = try await s3.get("life", key)
+                if key.hasPrefix("keep/") || object.status != 404 {
+                    #expect(object.status == 200 && object.body == bytes, "\(key): \(object.status), not whole")
+                }
+            }
+            #expect(try await uploadIds(s3).isSubset(of: uploads), "an upload no one created is listed")
+        }
+
+        let rounds = 6
+        let perRound = 150
+        var partlyExpired = 0
+        for round in 0..<rounds {
+            for index in 0..<4 {
+                let key = "up/\(round)-\(index)"
+                let id = try await s3.createMultipartUpload("life", key)
+                #expect(try await s3.uploadPart("life", key, uploadId: id, number: 1, [UInt8](repeating: 7, count: 2048)).status == 200)
+                uploads.insert(id)
+            }
+            for index in 0..<perRound + 3 {
+                let key = index < perRound ? "exp/\(round)/\(index)" : "keep/\(round)/\(index)"
+                let bytes = (0..<Int.random(in: 1...4096)).map { _ in UInt8.random(in: 0...255) }
+                #expect(try await s3.put("life", key, bytes).status == 200)
+                written[key] = bytes
+            }
+            // The round's first objects are due by now; the kill comes while the passes delete them.
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...1200)))
+            await server.stop(signal: SIGKILL)
+
+            server = try await FerryExecutable.Server.start(dataDirectory: data, arguments: arguments, environment: env)
+            s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+            let left = try await s3.send("GET", "/life", query: [("list-type", "2"), ("prefix", "exp/\(round)/")])
+            let count = left.text.components(separatedBy: "<Key>").count - 1
+            if count > 0 && count < perRound { partlyExpired += 1 }
+            try await check(s3)
+        }
+        print("CrashSafetyTests: \(rounds) kills during lifecycle passes, \(partlyExpired) with the round's objects partly expired at the restart")
+        #expect(partlyExpired > 0, "no kill landed while a round's objects were being expired")
+
+        // Everything due is gone once the restarted server has applied the rules; the kept objects stay whole.
+        var remaining = written.keys.filter { $0.hasPrefix("exp/") }.count
+        var openUploads = uploads
+        for _ in 0..<300 where remaining > 0 || !openUploads.isEmpty {
+            try await Task.sleep(for: .milliseconds(100))
+            let listed = try await s3.send("GET", "/life", query: [("list-type", "2"), ("prefix", "exp/")])
+            remaining = listed.text.components(separatedBy: "<Key>").count - 1
+            openUploads = try await uploadIds(s3)
+        }
+        #expect(remaining == 0, "\(remaining) expired objects are still listed")
+        #expect(openUploads.isEmpty, "\(openUploads.count) uploads past their rule are still listed")
+        try await check(s3)
+        await server.stop()
+
+        // What a kill left between a catalog deletion and its file's removal is a blob nothing references: at most
+        // one per kill (the passes delete one thing at a time), and the orphan collection removes it.
+        let catalog = try SQLiteCatalog(path: data + "/catalog.sqlite")
+        let store = try CatalogObjectStore(directory: data + "/objects", catalog: catalog, logger: Logger(label: "ferry.test"))
+        let orphans = try await store.collectOrphanBlobs(olderThan: -5)
+        print("CrashSafetyTests: \(orphans) blobs nothing referenced after the lifecycle kills")
+        #expect(orphans <= rounds, "\(orphans) blobs nothing references after \(rounds) kills")
+        let referenced = try await store.catalog.referencedBlobs()
+        #expect(referenced.count == written.keys.filter { $0.hasPrefix("keep/") }.count)
+        #expect(try await store.files.blobs(olderThan: Date().addingTimeInterval(5)).count == referenced.count)
     }
 }
