@@ -214,11 +214,19 @@ extension UploadCommand {
             }
             if (error as? FerryError)?.code == .checksumMismatch {
                 // The upload is complete but holds other bytes than the file: the next run sends the file afresh (as a
-                // new video or image: this one keeps what it received; delete it).
+                // new video or image), and the video that holds the damaged bytes is deleted here rather than left for
+                // the user to find.
                 records.remove(recordName)
-                let media = fields["VideoId"].map { " Video \($0) holds the damaged bytes; delete it." }
-                    ?? fields["ImageId"].map { " Image \($0) holds the damaged bytes." } ?? ""
-                output.error("ferry: \(path): \(error).\(media) Run the same command again to upload it afresh.")
+                var media = ""
+                if let videoId = fields["VideoId"] {
+                    media = await Self.deleteDamagedVideo(videoId, media: context.connection.media(context.configuration))
+                } else if let imageId = fields["ImageId"] {
+                    // The media API has no call that deletes an image.
+                    media = " Image \(imageId) holds the damaged bytes."
+                }
+                let text = "\(error)"
+                output.error(
+                    "ferry: \(path): \(text)\(text.hasSuffix(".") ? "" : ".")\(media) Run the same command again to upload it afresh.")
                 return ExitCodes.failed
             }
             let code = ExitCodes.of(error)
@@ -228,4 +236,16 @@ extension UploadCommand {
     }
 
     private func wire(_ uploader: StreamUploader) -> String { uploader.wireProtocol.rawValue }
+
+    /// Deletes the video `videoId` whose upload holds other bytes than its file (DeleteVideo, with the client's retries)
+    /// and says what became of it: deleted, or the id to delete by hand when the service refused or could not be reached.
+    static func deleteDamagedVideo(_ videoId: String, media: MediaServiceClient) async -> String {
+        do {
+            try await media.deleteVideos([videoId])
+            return " Video \(videoId), which held the damaged bytes, was deleted."
+        } catch {
+            return " Video \(videoId) holds the damaged bytes and could not be deleted (\(error)); delete it by hand:"
+                + " ferry videos delete \(videoId)."
+        }
+    }
 }
