@@ -429,6 +429,11 @@ struct UploadQueueTests {
             #expect(try await media.getVideoInfo(videoId: oldId).status == "Uploading")
             let oldVideo = try #require(try await server.server.catalog.video(oldId))
             #expect(try await server.client().send("GET", "/\(oldVideo.bucket)", query: [("uploads", "")]).text.contains("<UploadId>"))
+            let records = video.deletingLastPathComponent().appendingPathComponent("records").path
+            func checkpoints() -> [String] {
+                ((try? FileManager.default.contentsOfDirectory(atPath: records)) ?? []).filter { $0.hasSuffix(".ferry-checkpoint.json") }
+            }
+            #expect(checkpoints().count == 1, "\(checkpoints())")
 
             // New content at the same path, with another modification time.
             let replacement = try makeRandomFile(size: 13 * Self.mib, in: video.deletingLastPathComponent().path)
@@ -449,6 +454,8 @@ struct UploadQueueTests {
             #expect(try await server.server.catalog.video(oldId)?.status == "Deleted")
             let uploads = try await server.client().send("GET", "/\(oldVideo.bucket)", query: [("uploads", "")])
             #expect(!uploads.text.contains(oldVideo.key), "\(uploads.text)")
+            // The abandoned upload's checkpoint is not left behind (the new upload's went when it completed).
+            #expect(checkpoints().isEmpty, "\(checkpoints())")
         }
     }
 }

@@ -68,6 +68,21 @@ struct CheckpointStore: Sendable {
         files.remove(Self.name(identifier))
     }
 
+    /// The checkpoints of uploads of the local file `file` to `bucket`/`key`, whatever service they went to, by
+    /// identifier: those of an upload no run will continue (its file changed since) are found by what they name.
+    func checkpoints(bucket: String, key: String, file: URL) -> [(identifier: String, checkpoint: UploadCheckpoint)] {
+        let paths: Set<String> = [file.path, file.standardizedFileURL.path]
+        let suffix = Self.name("")
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return [] }
+        return entries.filter { $0.hasSuffix(suffix) && !$0.hasPrefix(".") }.sorted().compactMap { entry in
+            let identifier = String(entry.dropLast(suffix.count))
+            guard let checkpoint = load(identifier), checkpoint.bucket == bucket, checkpoint.key == key,
+                paths.contains(checkpoint.filePath)
+            else { return nil }
+            return (identifier, checkpoint)
+        }
+    }
+
     func intentURL(for identifier: String) -> URL { files.url(Self.intentName(identifier)) }
 
     /// Records, durably, that a multipart upload is about to be created for this upload: a process killed after the

@@ -511,6 +511,10 @@ public actor UploadQueue {
                     guard MediaUploadJournal.startsAfresh(after: error) else { throw error }
                     journal?.remove(item.fileURL)
                 }
+            } else if let abandoned = journal?.abandoned(item.fileURL) {
+                // The file changed since it began uploading as that image: its checkpoint and multipart upload go.
+                await discardAbandoned(abandoned, of: item, media: media, configuration: configuration)
+                journal?.remove(item.fileURL)
             }
             return try await media.createUploadImage(
                 type: item.imageType, ext: ext.isEmpty ? "png" : ext, title: title, tags: item.info.tags,
@@ -525,7 +529,9 @@ public actor UploadQueue {
                 }
             } else if let abandoned = journal?.abandoned(item.fileURL) {
                 // The file changed since it began uploading as that video, which would otherwise wait `Uploading`
-                // for bytes that never come until the service expires it: deleted, with what arrived of it.
+                // for bytes that never come until the service expires it: deleted, with what arrived of it, and its
+                // checkpoint with it.
+                await discardAbandoned(abandoned, of: item, media: media, configuration: configuration)
                 await media.deleteAbandonedVideo(abandoned.id)
                 journal?.remove(item.fileURL)
             }
@@ -539,6 +545,35 @@ public actor UploadQueue {
             // The same file asks for the same video, even after a kill before the journal recorded it.
             video.clientToken = try? MediaUploadJournal.clientToken(for: item.fileURL)
             return try await media.createUploadVideo(video)
+        }
+    }
+
+    /// Ends the upload a journal entry names that no run will continue (its file changed since, or the entry
+    /// expired), as a cancel does: its multipart upload is aborted with credentials the video or image is refreshed
+    /// for, and its checkpoint is deleted, so that it is not left in the record directory for ever. Aborting is best
+    /// effort (the service expires what it cannot reach); the checkpoint goes in any case.
+    private static func discardAbandoned(
+        _ entry: MediaUploadJournal.Entry, of item: Item, media: MediaServiceClient, configuration: Configuration
+    ) async {
+        guard let directory = configuration.effectiveRecordDirectory else { return }
+        let store = CheckpointStore(directory: directory)
+        let stale = store.checkpoints(bucket: entry.bucket, key: entry.key, file: item.fileURL)
+        guard !stale.isEmpty else { return }
+        let ticket =
+            item.kind == .video
+            ? try? await media.refreshUploadVideo(videoId: entry.id)
+            : try? await media.refreshUploadImage(imageId: entry.id)
+        if let ticket, let endpoint = URL(string: ticket.address.endpoint), endpoint.host != nil {
+            let client = ObjectStorageClient(
+                endpoint: endpoint, region: ticket.auth.region, credentials: ticket.auth.ferryCredentials,
+                configuration: configuration.engine)
+            for (_, checkpoint) in stale {
+                try? await client.abortMultipartUpload(bucket: entry.bucket, key: entry.key, uploadId: checkpoint.uploadId)
+            }
+        }
+        for (identifier, _) in stale {
+            store.delete(identifier)
+            store.deleteIntent(identifier)
         }
     }
 
