@@ -260,6 +260,8 @@ public struct FerryServer: Sendable {
         let library = mediaLibrary
         api.objectStored = { object in await library.objectStored(object) }
         api.writeAllowed = { bucket, key in try await library.checkWritable(bucket: bucket, key: key) }
+        let rates = requestRates
+        api.takeRequestTurn = { principal in try RequestRateMiddleware.take(principal, from: rates) }
         return api
     }
 

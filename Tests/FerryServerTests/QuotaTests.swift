@@ -351,6 +351,63 @@ struct QuotaTests {
         }
     }
 
+    @Test(
+        "past RequestsPerSecond: a form upload answers 573 TooManyRequests and the publish API 503 Throttling, each with Retry-After, and neither stores anything",
+        arguments: QuotaBackend.allCases)
+    func requestRateOfCredentialsInBodies(_ backend: QuotaBackend) async throws {
+        try await backend.withNodes { nodes in
+            let server = nodes[0]
+            let (root, key, _) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 0.25), bucket: "rate")
+            // A form upload's token is verified inside the route; the upload then takes a turn of the token's key.
+            #expect(try await Self.formUpload(server, key, bucket: "rate", key: "a").status == 200)
+            let slowed = try await Self.formUpload(server, key, bucket: "rate", key: "b")
+            let answer = (try? JSONSerialization.jsonObject(with: Data(slowed.body))) as? [String: Any] ?? [:]
+            #expect(slowed.status == 573 && answer["code"] as? String == "TooManyRequests", "\(slowed.status) \(slowed.text)")
+            #expect(slowed.header("Retry-After").flatMap(Int.init) == 4)
+            #expect(try await server.client().get("rate", "b").status == 404)
+            // The root key's tokens have no rate quota.
+            let rootKey = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+            #expect(try await Self.formUpload(server, rootKey, bucket: "rate", key: "c").status == 200)
+
+            // The publish API: its signature is verified before the route, which then takes a turn of the signer.
+            let publisher = try await root.createAccessKey(policy: Self.everything, quota: AccessKeyQuota(requestsPerSecond: 0.25))
+            let apply = { () async throws -> S3TestClient.Reply in
+                let now = Int(Date().timeIntervalSince1970)
+                let signature = PublishSignature(secretId: publisher.accessKeyId, currentTimeStamp: now, expireTime: now + 600)
+                    .sign(secretKey: publisher.secretAccessKey)
+                let body = try JSONSerialization.data(withJSONObject: ["signature": signature, "videoType": "mp4"])
+                return try await server.client().sendRaw(
+                    "POST", "/_ferry/ugc/ApplyUploadUGC", headers: [("content-type", "application/json")], body: [UInt8](body))
+            }
+            let applied = try await apply()
+            #expect(applied.status == 200, "\(applied.status) \(applied.text)")
+            let throttled = try await apply()
+            let refusal = (try? JSONSerialization.jsonObject(with: Data(throttled.body))) as? [String: Any] ?? [:]
+            #expect(throttled.status == 503 && refusal["code"] as? String == "Throttling", "\(throttled.status) \(throttled.text)")
+            #expect(throttled.header("Retry-After").flatMap(Int.init) == 4)
+            // Only the first application made a video.
+            #expect(try await root.usage(accessKeyId: publisher.accessKeyId).usage.videos == 1)
+        }
+    }
+
+    /// A form upload to `/_ferry/form` of one byte at `bucket`/`key`, with an upload token signed by `credentials`.
+    static func formUpload(_ server: TestServer, _ credentials: Credentials, bucket: String, key: String) async throws
+        -> S3TestClient.Reply
+    {
+        let token = UploadToken.make(
+            accessKey: credentials.accessKeyId, secretKey: credentials.secretAccessKey,
+            policy: PutPolicy(scope: "\(bucket):\(key)", deadline: Date().addingTimeInterval(600)))
+        let boundary = "ferry-\(UUID().uuidString)"
+        var form = ""
+        for (name, value) in [("token", token), ("key", key)] {
+            form += "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)\r\n"
+        }
+        form += "--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\r\nx\r\n--\(boundary)--\r\n"
+        return try await S3TestClient.fetchRaw(
+            "POST", server.endpoint + "/_ferry/form", headers: [("Content-Type", "multipart/form-data; boundary=\(boundary)")],
+            body: Array(form.utf8))
+    }
+
     @Test("the SDK's retry pipeline waits for Retry-After and then succeeds")
     func sdkHonoursRetryAfter() async throws {
         try await QuotaBackend.sqlite.withNodes { nodes in

@@ -84,6 +84,7 @@ extension FerryServer {
             throw PublishAPI.invalidAction(request.uri.path.dropFirst(PublishAPI.pathPrefix.count))
         }
         ugc.add(middleware: PublishSignatureMiddleware(credentials: credentials))
+        ugc.add(middleware: requestRate)
         for action in ["ApplyUploadUGC", "CommitUploadUGC"] {
             ugc.post(RouterPath(action)) { request, context in
                 try await publish.respond(action: action, request: request, context: context)

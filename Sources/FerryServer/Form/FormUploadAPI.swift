@@ -34,6 +34,9 @@ public struct FormUploadAPI: Sendable {
     /// Asked before an object is written: throws to refuse it, or names the stored file of a video or image, which
     /// only the same bytes may write again (``ObjectAPI/writeAllowed``).
     var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> MediaLibrary.StoredFile? = { _, _ in nil }
+    /// Takes a turn of the token's access key once the token verifies (``RequestRateMiddleware/take(_:from:)``):
+    /// throws `requestRateExceeded` past its `RequestsPerSecond`, before the file is read.
+    var takeRequestTurn: @Sendable (Principal) throws -> Void = { _ in }
 
     /// Largest total of metadata names and values (S3's limit).
     static let maxMetadataBytes = 2048
@@ -120,6 +123,7 @@ public struct FormUploadAPI: Sendable {
         } catch {
             throw FormUploadError(error.code == .expired ? .expiredToken : .badToken, error.message)
         }
+        try takeRequestTurn(resolved.principal)
         let policy = token.policy
 
         // Where the file goes.
@@ -303,10 +307,13 @@ public struct FormUploadAPI: Sendable {
 struct FormUploadError: Error {
     var code: FormUploadErrorCode
     var message: String
+    /// The `Retry-After` of a ``FormUploadErrorCode/tooManyRequests``, in whole seconds.
+    var retryAfterSeconds: Int?
 
-    init(_ code: FormUploadErrorCode, _ message: String) {
+    init(_ code: FormUploadErrorCode, _ message: String, retryAfterSeconds: Int? = nil) {
         self.code = code
         self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     /// The HTTP status: Qiniu's where it has one.
@@ -317,6 +324,7 @@ struct FormUploadError: Error {
         case .methodNotAllowed: 405
         case .crc32Mismatch: 406
         case .fileTooLarge: 413
+        case .tooManyRequests: 573
         case .callbackFailed: 579
         case .fileExists: 614
         case .noSuchBucket: 631

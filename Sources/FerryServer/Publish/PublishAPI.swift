@@ -10,7 +10,9 @@ import Logging
 ///
 /// `POST /_ferry/ugc/ApplyUploadUGC` and `POST /_ferry/ugc/CommitUploadUGC` take JSON bodies whose `signature` field
 /// is the authentication: a ``PublishSignature`` signed with an active access key (the root key or a stored key whose
-/// policy allows `media:ApplyUploadUGC` / `media:CommitUploadUGC`). There is no SigV4 on these routes.
+/// policy allows `media:ApplyUploadUGC` / `media:CommitUploadUGC`). There is no SigV4 on these routes. Once the
+/// signature verifies, the call takes a turn of its key's `RequestsPerSecond` (``RequestRateMiddleware``; past it,
+/// 503 `Throttling` with `Retry-After`).
 ///
 /// Apply creates a video in the catalog (status `Uploading`) and returns a `VodSessionKey`: a self-contained token,
 /// HMAC'd with a key derived from the server's token key, naming the video, its object key and its cover key. Applying

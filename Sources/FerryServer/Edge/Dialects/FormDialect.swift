@@ -5,7 +5,8 @@ import Hummingbird
 import NIOCore
 
 /// Qiniu's form-upload dialect: errors as `{"error": message, "code": FormUploadErrorCode, "requestId"}` with Qiniu's
-/// statuses (401 for tokens, 406 for a CRC32 mismatch, 579 for a failed callback, 614, 631…).
+/// statuses (401 for tokens, 406 for a CRC32 mismatch, 573 past the token key's `RequestsPerSecond` with
+/// `Retry-After`, 579 for a failed callback, 614, 631…).
 struct FormDialect: Dialect {
     var name: String { "form" }
 
@@ -21,10 +22,12 @@ struct FormDialect: Dialect {
     }
 
     static func response(_ refusal: FormUploadError, requestId: String) -> JSONErrorResponse {
-        JSONErrorResponse(
+        var headers: HTTPFields = [:]
+        if let seconds = refusal.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
+        return JSONErrorResponse(
             status: .init(code: refusal.status),
             body: FormErrorBody(error: refusal.message, code: refusal.code.rawValue, requestId: requestId),
-            requestId: requestId)
+            requestId: requestId, headers: headers)
     }
 
     static func formError(for error: any Error) -> FormUploadError? {
@@ -49,9 +52,17 @@ struct FormDialect: Dialect {
             FormUploadError(.invalidArgument, error.message)
         case .checksumMismatch: FormUploadError(.crc32Mismatch, error.message)
         case .storageFull: FormUploadError(.storageFull, error.message)
+        case .requestRateExceeded:
+            FormUploadError(.tooManyRequests, error.message, retryAfterSeconds: error.retryAfterSeconds)
         default: nil
         }
     }
+}
+
+extension FormUploadErrorCode {
+    /// 573 (Qiniu's "too many requests"), with `Retry-After`: the upload token's access key is past its
+    /// `RequestsPerSecond` on this node; nothing was read or stored.
+    static let tooManyRequests = Self(rawValue: "TooManyRequests")
 }
 
 /// The form upload's error document.

@@ -3,7 +3,12 @@ import Hummingbird
 
 /// The access key's request-rate quota, after authentication: a key (or a temporary credential of it) past its
 /// `RequestsPerSecond` on this node is refused with `requestRateExceeded` and a `Retry-After` — S3's `503 SlowDown`,
-/// the media API's `503 Throttling` — before the route reads anything.
+/// the media API's and the publish API's `503 Throttling` — before the route reads anything.
+///
+/// Routes whose principal is resolved inside the route take the same turn with ``take(_:from:)`` once it is: a
+/// browser POST upload once its form's signature is checked, a form upload once its upload token verifies (Qiniu's
+/// `573`). The console's routes take none: their caller is a person signed in with a session cookie (usually as the
+/// root key, which has no quota), whose sign-ins are counted on their own, not a client to be throttled.
 struct RequestRateMiddleware: RouterMiddleware {
     typealias Context = FerryRequestContext
     let limiter: RequestRateLimiter
@@ -16,7 +21,8 @@ struct RequestRateMiddleware: RouterMiddleware {
     }
 
     /// Takes a turn of `principal`'s key; throws `requestRateExceeded` past its `RequestsPerSecond`. A request whose
-    /// signature is in its body (a browser POST upload) takes it once that signature is checked.
+    /// credential is in its body (a browser POST upload, a form upload's token) takes it once that credential is
+    /// checked.
     static func take(_ principal: Principal, from limiter: RequestRateLimiter) throws {
         if let rate = principal.quota.requestsPerSecond, let wait = limiter.take(key: principal.parentAccessKeyId, rate: rate) {
             throw FerryDomainError.requestRateExceeded(retryAfter: wait)
