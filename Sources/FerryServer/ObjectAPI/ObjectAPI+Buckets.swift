@@ -9,15 +9,7 @@ extension ObjectAPI {
     func listBuckets(_ request: S3Request) async throws -> Response {
         let maxBuckets = try Self.intQuery(request, "max-buckets", default: 10_000, range: 1...10_000)
         let prefix = request.queryValue("prefix") ?? ""
-        var after: String?
-        if let token = request.queryValue("continuation-token") {
-            guard let name = Self.decodeToken(token) else {
-                throw S3Error(
-                    .invalidArgument, "The continuation token provided is incorrect",
-                    details: ["ArgumentName": "continuation-token"])
-            }
-            after = name
-        }
+        let after = try Self.continuationMarker(request)
         let visible = try await store.listBuckets().filter { bucket in
             bucket.name.hasPrefix(prefix) && (after.map { bucket.name > $0 } ?? true)
                 && (request.principal.allows(action: Operation.listObjectsV2.actions[0], bucket: bucket.name)
@@ -35,7 +27,7 @@ extension ObjectAPI {
 
     func createBucket(_ request: S3Request) async throws -> Response {
         try Self.validateBucketName(request.bucket)
-        try Self.refuseUnimplementedHeaders(request.request.headers, operation: .createBucket)
+        try Self.refuseUnimplementedHeaders(request.request.headers)
         // The body, when there is one, is a CreateBucketConfiguration; the location is this server's region.
         let data = try await Self.collectXMLBody(request, limit: 64 * 1024)
         if !data.isEmpty {
@@ -103,19 +95,13 @@ extension ObjectAPI {
 
         /// A key or prefix as the response carries it.
         func encode(_ value: String) -> String { encodeURL ? SigV4.uriEncode(value, encodeSlash: false) : value }
-
-        /// The start after `marker` (the store skips every key under a marker that is itself a common prefix).
-        func start(after marker: String?) -> String? {
-            guard let marker, !marker.isEmpty else { return nil }
-            return marker
-        }
     }
 
     /// ListObjects (version 1): `marker` paging, `NextMarker` when truncated, every entry with its owner.
     func listObjects(_ request: S3Request) async throws -> Response {
         let query = try ListingQuery(request)
         let marker = request.queryValue("marker") ?? ""
-        let listing = try await listing(request, query, startAfter: query.start(after: marker))
+        let listing = try await listing(request, query, after: marker)
         // Version 1 returns Prefix as sent even with encoding-type=url (the SDKs decode the other elements only).
         let result = ListBucketResult(
             name: request.bucket, prefix: query.prefix, marker: query.encode(marker),
@@ -131,14 +117,7 @@ extension ObjectAPI {
         let query = try ListingQuery(request)
         let token = request.queryValue("continuation-token")
         let startAfter = request.queryValue("start-after")
-        var marker = startAfter
-        if let token, !token.isEmpty {
-            guard let decoded = Self.decodeToken(token) else {
-                throw S3Error(.invalidArgument, "The continuation token provided is incorrect", details: ["ArgumentName": "continuation-token"])
-            }
-            marker = decoded
-        }
-        let listing = try await listing(request, query, startAfter: query.start(after: marker))
+        let listing = try await listing(request, query, after: try Self.continuationMarker(request) ?? startAfter)
         let fetchOwner = request.queryValue("fetch-owner") == "true"
         let result = ListBucketResult(
             name: request.bucket, prefix: query.encode(query.prefix), delimiter: query.delimiter.map(query.encode),
@@ -161,7 +140,7 @@ extension ObjectAPI {
         }
         // The one version of the marker's key, `null`, comes before any other id, so a version-id marker past it
         // means the key is done too.
-        let listing = try await listing(request, query, startAfter: query.start(after: keyMarker))
+        let listing = try await listing(request, query, after: keyMarker)
         let result = S3ListVersionsResult(
             name: request.bucket, prefix: query.encode(query.prefix), keyMarker: query.encode(keyMarker),
             versionIdMarker: versionIdMarker,
@@ -182,8 +161,11 @@ extension ObjectAPI {
         }
     }
 
-    /// One page of keys for a list operation; `max-keys=0` answers an empty, untruncated page.
-    private func listing(_ request: S3Request, _ query: ListingQuery, startAfter: String?) async throws -> ObjectListing {
+    /// One page of keys for a list operation, after `marker` when it is not empty (the store skips every key under a
+    /// marker that is itself a common prefix); `max-keys=0` answers an empty, untruncated page.
+    private func listing(_ request: S3Request, _ query: ListingQuery, after marker: String?) async throws
+        -> ObjectListing
+    {
         try Self.checkListingScope(
             request, action: request.hasQuery("versions") ? "s3:ListBucketVersions" : "s3:ListBucket", prefix: query.prefix)
         guard query.maxKeys > 0 else {
@@ -191,8 +173,8 @@ extension ObjectAPI {
             return ObjectListing(objects: [], commonPrefixes: [], isTruncated: false, nextMarker: nil)
         }
         return try await store.listObjects(
-            bucket: request.bucket, prefix: query.prefix, delimiter: query.delimiter, startAfter: startAfter,
-            maxKeys: query.maxKeys)
+            bucket: request.bucket, prefix: query.prefix, delimiter: query.delimiter,
+            startAfter: marker.flatMap { $0.isEmpty ? nil : $0 }, maxKeys: query.maxKeys)
     }
 
     private static func listed(_ object: ObjectInfo, _ query: ListingQuery, owner: S3Owner?)
@@ -206,9 +188,15 @@ extension ObjectAPI {
 
     static func encodeToken(_ marker: String) -> String { Data(marker.utf8).base64EncodedString() }
 
-    static func decodeToken(_ token: String) -> String? {
-        guard let data = Data(base64Encoded: token) else { return nil }
-        return String(data: data, encoding: .utf8)
+    /// The marker the `continuation-token` stands for (``encodeToken(_:)``); nil without one.
+    static func continuationMarker(_ request: S3Request) throws -> String? {
+        guard let token = request.queryValue("continuation-token"), !token.isEmpty else { return nil }
+        guard let data = Data(base64Encoded: token), let marker = String(data: data, encoding: .utf8) else {
+            throw S3Error(
+                .invalidArgument, "The continuation token provided is incorrect",
+                details: ["ArgumentName": "continuation-token"])
+        }
+        return marker
     }
 
     static func intQuery(_ request: S3Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {

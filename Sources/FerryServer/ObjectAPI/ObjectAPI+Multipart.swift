@@ -6,7 +6,7 @@ import Hummingbird
 extension ObjectAPI {
     func createMultipartUpload(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
-        try Self.refuseUnimplementedHeaders(headers, operation: .createMultipartUpload)
+        try Self.refuseUnimplementedHeaders(headers)
         let attributes = try Self.attributes(from: headers)
         let tags = try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? []
         var algorithm: ChecksumAlgorithm?
@@ -116,11 +116,7 @@ extension ObjectAPI {
                 range = try Self.parseCopySourceRange(text, size: source.size)
             }
             let length = range.map { $0.upperBound - $0.lowerBound + 1 } ?? source.size
-            guard length <= Self.maxCopySize else {
-                throw S3Error(
-                    .invalidRequest,
-                    "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120")
-            }
+            guard length <= Self.maxCopySize else { throw Self.copySourceTooLarge }
             let part = try await store.uploadPartCopy(
                 upload, partNumber: number, source: source, range: range, checksums: [],
                 charge: try await partCharge(StorageCharge(principal: request.principal), upload: upload))

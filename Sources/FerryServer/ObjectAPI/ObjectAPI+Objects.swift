@@ -111,7 +111,7 @@ extension ObjectAPI {
 
     func putObject(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
-        try Self.refuseUnimplementedHeaders(headers, operation: .putObject)
+        try Self.refuseUnimplementedHeaders(headers)
         let expectation = try ChecksumExpectation(headers: headers)
         let attributes = try Self.attributes(from: headers)
         let tags = try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? []
@@ -193,7 +193,7 @@ extension ObjectAPI {
     /// CopyObject: a new object from a stored one, sharing its bytes; metadata and tags copied or replaced.
     func copyObject(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
-        try Self.refuseUnimplementedHeaders(headers, operation: .copyObject)
+        try Self.refuseUnimplementedHeaders(headers)
         let metadataDirective = headers[.amzMetadataDirective]?.uppercased() ?? "COPY"
         let taggingDirective = headers[.amzTaggingDirective]?.uppercased() ?? "COPY"
         guard ["COPY", "REPLACE"].contains(metadataDirective) else {
@@ -217,11 +217,7 @@ extension ObjectAPI {
                     .invalidRequest,
                     "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
             }
-            guard source.size <= Self.maxCopySize else {
-                throw S3Error(
-                    .invalidRequest,
-                    "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120")
-            }
+            guard source.size <= Self.maxCopySize else { throw Self.copySourceTooLarge }
             let attributes = metadataDirective == "REPLACE" ? try Self.attributes(from: headers) : source.attributes
             let tags = taggingDirective == "REPLACE" ? try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? [] : source.tags
             let object = try await store.copyObject(
@@ -241,6 +237,11 @@ extension ObjectAPI {
 
     /// Largest object CopyObject copies (S3: 5 GiB; larger ones are copied part by part with UploadPartCopy).
     static let maxCopySize: Int64 = 5 * 1024 * 1024 * 1024
+
+    /// The refusal of a copy (or a part copied) larger than ``maxCopySize``.
+    static let copySourceTooLarge = S3Error(
+        .invalidRequest,
+        "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120")
 
     func getObject(_ request: S3Request, head: Bool) async throws -> Response {
         try Self.checkVersionId(request)
@@ -281,13 +282,12 @@ extension ObjectAPI {
         }
         if !object.tags.isEmpty { response[.amzTaggingCount] = String(object.tags.count) }
         response[.amzExpiration] = await expirationHeader(for: object)
-        let overrides: [(String, HTTPField.Name)] = [
-            ("response-content-type", .contentType), ("response-content-disposition", .contentDisposition),
-            ("response-cache-control", .cacheControl), ("response-content-encoding", .contentEncoding),
-            ("response-content-language", .contentLanguage), ("response-expires", .expires),
+        // `response-content-type` and its kin override the stored attributes.
+        let overridable: [HTTPField.Name] = [
+            .contentType, .contentDisposition, .cacheControl, .contentEncoding, .contentLanguage, .expires,
         ]
-        for (parameter, field) in overrides {
-            if let value = request.queryValue(parameter) { response[field] = value }
+        for field in overridable {
+            if let value = request.queryValue("response-" + field.canonicalName) { response[field] = value }
         }
         let checksumMode = headers[.amzChecksumMode]?.uppercased() == "ENABLED"
 
@@ -635,19 +635,13 @@ enum ObjectTagging {
 
     /// Parses `key1=value1&key2=value2`.
     static func parse(header: String) throws -> [ObjectTag] {
-        try validate(pairs(header))
-    }
-
-    private static func pairs(_ header: String) -> [ObjectTag] {
         guard !header.isEmpty else { return [] }
-        let pairs = header.split(separator: "&", omittingEmptySubsequences: false).map { pair -> ObjectTag in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let decode = { (text: Substring) in
-                SigV4.percentDecode(text.replacingOccurrences(of: "+", with: " "))
-            }
-            return ObjectTag(key: decode(parts[0]), value: parts.count > 1 ? decode(parts[1]) : "")
-        }
-        return pairs
+        let decode = { (text: Substring) in SigV4.percentDecode(text.replacingOccurrences(of: "+", with: " ")) }
+        return try validate(
+            header.split(separator: "&", omittingEmptySubsequences: false).map { pair in
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                return ObjectTag(key: decode(parts[0]), value: parts.count > 1 ? decode(parts[1]) : "")
+            })
     }
 
     /// Checks S3's limits: at most 10 tags, unique keys of 1–128 characters, values of at most 256, and only

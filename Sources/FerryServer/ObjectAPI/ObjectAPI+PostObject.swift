@@ -271,47 +271,23 @@ struct PostPolicy {
         }
     }
 
-    /// A value in a condition: a string, a number, or something a condition cannot use.
-    private enum Scalar: Decodable {
-        case string(String)
-        case integer(Int64)
-        case number(Double)
-        case other
+    /// A value in a condition: a string, a number, or something a condition cannot use (every property nil).
+    private struct Scalar: Decodable {
+        /// The value when it is a string.
+        var string: String?
+        /// A string, or a number written as text.
+        var text: String?
+        /// A size: a non-negative integer, or one written as a string.
+        var size: Int64?
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
             if let text = try? container.decode(String.self) {
-                self = .string(text)
+                (string, self.text, size) = (text, text, Int64(text).flatMap { $0 >= 0 ? $0 : nil })
             } else if let value = try? container.decode(Int64.self) {
-                self = .integer(value)
+                (text, size) = (String(value), value >= 0 ? value : nil)
             } else if let value = try? container.decode(Double.self) {
-                self = .number(value)
-            } else {
-                self = .other
-            }
-        }
-
-        var string: String? {
-            if case .string(let text) = self { return text }
-            return nil
-        }
-
-        /// A string, or a number written as text.
-        var text: String? {
-            switch self {
-            case .string(let text): text
-            case .integer(let value): String(value)
-            case .number(let value): String(value)
-            case .other: nil
-            }
-        }
-
-        /// A size: a non-negative integer, or one written as a string.
-        var size: Int64? {
-            switch self {
-            case .integer(let value): value >= 0 ? value : nil
-            case .string(let text): Int64(text).flatMap { $0 >= 0 ? $0 : nil }
-            case .number, .other: nil
+                text = String(value)
             }
         }
     }

@@ -3,40 +3,20 @@ import HTTPTypes
 
 extension ObjectAPI {
     /// An S3 operation Ferry implements, with the IAM actions that authorize it.
-    enum Operation: String, Sendable, CaseIterable {
-        case listBuckets = "ListBuckets"
-        case createBucket = "CreateBucket"
-        case headBucket = "HeadBucket"
-        case deleteBucket = "DeleteBucket"
-        case getBucketLocation = "GetBucketLocation"
-        case getBucketVersioning = "GetBucketVersioning"
-        case getBucketCors = "GetBucketCors"
-        case putBucketCors = "PutBucketCors"
-        case deleteBucketCors = "DeleteBucketCors"
-        case getBucketLifecycleConfiguration = "GetBucketLifecycleConfiguration"
-        case putBucketLifecycleConfiguration = "PutBucketLifecycleConfiguration"
-        case deleteBucketLifecycle = "DeleteBucketLifecycle"
-        case listObjects = "ListObjects"
-        case listObjectsV2 = "ListObjectsV2"
-        case listObjectVersions = "ListObjectVersions"
-        case listMultipartUploads = "ListMultipartUploads"
-        case deleteObjects = "DeleteObjects"
-        case postObject = "PostObject"
-        case putObject = "PutObject"
-        case copyObject = "CopyObject"
-        case getObject = "GetObject"
-        case headObject = "HeadObject"
-        case deleteObject = "DeleteObject"
-        case getObjectAttributes = "GetObjectAttributes"
-        case getObjectTagging = "GetObjectTagging"
-        case putObjectTagging = "PutObjectTagging"
-        case deleteObjectTagging = "DeleteObjectTagging"
-        case createMultipartUpload = "CreateMultipartUpload"
-        case uploadPart = "UploadPart"
-        case uploadPartCopy = "UploadPartCopy"
-        case listParts = "ListParts"
-        case completeMultipartUpload = "CompleteMultipartUpload"
-        case abortMultipartUpload = "AbortMultipartUpload"
+    enum Operation: Sendable, CaseIterable {
+        case listBuckets, createBucket, headBucket, deleteBucket, getBucketLocation, getBucketVersioning
+        case getBucketCors, putBucketCors, deleteBucketCors, getBucketLifecycleConfiguration
+        case putBucketLifecycleConfiguration, deleteBucketLifecycle, listObjects, listObjectsV2, listObjectVersions
+        case listMultipartUploads, deleteObjects, postObject, putObject, copyObject, getObject, headObject
+        case deleteObject, getObjectAttributes, getObjectTagging, putObjectTagging, deleteObjectTagging
+        case createMultipartUpload, uploadPart, uploadPartCopy, listParts, completeMultipartUpload
+        case abortMultipartUpload
+
+        /// S3's name of the operation: the case's name capitalized (`listBuckets` is `ListBuckets`).
+        var rawValue: String {
+            let name = String(describing: self)
+            return name.prefix(1).uppercased() + name.dropFirst()
+        }
 
         /// The policy actions (S3's IAM names) a request needs, all of them, on the addressed bucket and key.
         ///
@@ -198,7 +178,7 @@ extension ObjectAPI {
 
     /// Request headers that ask for features Ferry does not implement; a write carrying one answers NotImplemented
     /// before anything is stored, rather than storing the object without what the header asked for.
-    static func refuseUnimplementedHeaders(_ headers: HTTPFields, operation: Operation) throws {
+    static func refuseUnimplementedHeaders(_ headers: HTTPFields) throws {
         for field in headers {
             let name = field.name.canonicalName
             if name.hasPrefix("x-amz-server-side-encryption") {

@@ -149,15 +149,9 @@ public struct ObjectAPI: Sendable {
     /// Splits a raw path into a bucket and a decoded key; a `%` not followed by two hex digits is InvalidURI.
     static func splitPath(_ rawPath: String) throws -> (bucket: String, key: String) {
         let bytes = Array(rawPath.utf8)
-        var index = 0
-        while index < bytes.count {
-            if bytes[index] == UInt8(ascii: "%") {
-                guard index + 2 < bytes.count, Hex.value(bytes[index + 1]) != nil, Hex.value(bytes[index + 2]) != nil
-                else { throw S3Error(.invalidURI, "Couldn't parse the specified URI.") }
-                index += 3
-            } else {
-                index += 1
-            }
+        for (index, byte) in bytes.enumerated() where byte == UInt8(ascii: "%") {
+            guard index + 2 < bytes.count, Hex.value(bytes[index + 1]) != nil, Hex.value(bytes[index + 2]) != nil
+            else { throw S3Error(.invalidURI, "Couldn't parse the specified URI.") }
         }
         var path = Substring(rawPath)
         if path.hasPrefix("/") { path = path.dropFirst() }
