@@ -248,12 +248,9 @@ struct ResumableUploadAPI: Sendable {
         try await checkLimits(target, length: length, contentType: attributes.contentType, wire: wire)
         let withUpload = request.headers[.contentType] == TusWire.offsetOctetStream
         let checksum = withUpload ? try TusChecksum.parse(request.headers[.uploadChecksum]) : nil
-        var info = ResumableUpload.Info(kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
-        info.insertOnly = target.insertOnly ? true : nil
-        var upload = try await store.createResumableUpload(
-            bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
-            length: length, info: info, attributes: attributes,
-            expiresAt: credentials.now().addingTimeInterval(lifetime))
+        let info = ResumableUpload.Info(
+            kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
+        var upload = try await createUpload(target, length: length, info: info, attributes: attributes)
         if let videoId = target.mediaId, let title = metadata["title"], !title.isEmpty, title.count <= 128 {
             await titleSent(videoId, title)
         }
@@ -263,10 +260,9 @@ struct ResumableUploadAPI: Sendable {
         // cut short, the upload keeps what arrived and the answer says where to resume.
         if withUpload {
             await context.sendContinue()
-            let (appended, _) = try await endingOnRefusal(upload, wire: wire) {
+            (upload, _) = try await endingOnRefusal(upload, wire: wire) {
                 try await appendTus(upload, at: 0, checksum: checksum, request: request)
             }
-            upload = appended
             headers[.uploadOffset] = String(upload.offset)
         } else if upload.length == 0 {
             upload = try await finish(upload, wire: wire)
@@ -296,12 +292,8 @@ struct ResumableUploadAPI: Sendable {
         let length = declared ?? (complete ? contentLength : nil)
         try await checkLimits(target, length: length, contentType: attributes.contentType, wire: wire)
         var info = ResumableUpload.Info(videoId: target.mediaId)
-        info.insertOnly = target.insertOnly ? true : nil
         info.completesWhenDeclared = true
-        let upload = try await store.createResumableUpload(
-            bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
-            length: length, info: info, attributes: attributes,
-            expiresAt: credentials.now().addingTimeInterval(lifetime))
+        let upload = try await createUpload(target, length: length, info: info, attributes: attributes)
         let location = try location(upload, context: context)
         // 104: the client knows where to resume before it sends a byte.
         var interim = HTTPResponse(status: .uploadResumptionSupported)
@@ -321,6 +313,18 @@ struct ResumableUploadAPI: Sendable {
         response.headers[.location] = location
         if response.status == .noContent { response.status = .created }
         return response
+    }
+
+    /// A new upload to `target` (insert-only when its credential says so), expiring after ``lifetime``.
+    private func createUpload(
+        _ target: Target, length: Int64?, info: ResumableUpload.Info, attributes: ObjectAttributes
+    ) async throws -> ResumableUpload {
+        var info = info
+        info.insertOnly = target.insertOnly ? true : nil
+        return try await store.createResumableUpload(
+            bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
+            length: length, info: info, attributes: attributes,
+            expiresAt: credentials.now().addingTimeInterval(lifetime))
     }
 
     /// A tus final upload of the partial uploads at `urls`.
@@ -417,7 +421,7 @@ struct ResumableUploadAPI: Sendable {
     /// `PATCH`: an append at `Upload-Offset`.
     func patch(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
         let wire = try Self.requireWire(request)
-        var upload = try await live(id, wire: wire)
+        let upload = try await live(id, wire: wire)
         guard let offset = try wire.integer(.uploadOffset, in: request.headers) else {
             throw ResumableRefusal(.badRequest, "An append carries Upload-Offset.", wire: wire)
         }
@@ -444,12 +448,11 @@ struct ResumableUploadAPI: Sendable {
             if declared != nil, appended.etag == nil, appended.isFullyReceived, appended.info.kind == .single {
                 appended = try await finish(appended, wire: wire)
             }
-            upload = appended
             var headers = wire.headers
-            headers[.uploadOffset] = String(upload.offset)
+            headers[.uploadOffset] = String(appended.offset)
             // A partial upload expires until a final upload is made of it, fully received or not.
-            if upload.etag == nil { headers[.uploadExpires] = S3Date.http(upload.expiresAt) }
-            if let etag = upload.etag { headers[.eTag] = "\"\(etag)\"" }
+            if appended.etag == nil { headers[.uploadExpires] = S3Date.http(appended.expiresAt) }
+            if let etag = appended.etag { headers[.eTag] = "\"\(etag)\"" }
             return Response(status: .noContent, headers: headers)
         case .ietf(let version):
             if version >= 6, request.headers[.contentType] != IETFWire.partialUpload {
@@ -494,7 +497,7 @@ struct ResumableUploadAPI: Sendable {
         default:
             throw ResumableRefusal(
                 .methodNotAllowed, "An upload answers HEAD, PATCH, DELETE and OPTIONS.",
-                wire: (try? ResumableWire.of(request.headers)) ?? nil)
+                wire: try? ResumableWire.of(request.headers))
         }
     }
 
@@ -529,10 +532,7 @@ struct ResumableUploadAPI: Sendable {
         } catch let refusal as ResumableRefusal where refusal.keepsUpload {
             throw refusal
         } catch {
-            let store = self.store
-            if (try? await store.resumableUpload(upload.id))?.etag == nil {
-                await whileIgnoringCancellation { try? await store.terminateResumable(upload) }
-            }
+            if (try? await store.resumableUpload(upload.id))?.etag == nil { await end(upload) }
             throw error
         }
     }
@@ -640,14 +640,14 @@ struct ResumableUploadAPI: Sendable {
         do {
             result = try await store.appendResumable(
                 upload, at: offset, body: body, checksums: checksums, byteLimit: byteLimit,
-                verify: { digests in try verify(digests, body.state.interrupted) })
+                verify: { digests in try verify(digests, body.interrupted.withLockedValue { $0 }) })
         } catch let error as FerryDomainError where error.code == .tooLarge {
             throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
         } catch let error as S3Error where error.code == .entityTooLarge {
             throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
         }
         switch result {
-        case .appended(let stored): return (stored, body.state.interrupted)
+        case .appended(let stored): return (stored, body.interrupted.withLockedValue { $0 })
         case .conflict(let current): throw Self.conflict(current, wire: wire)
         case .beyondLength:
             throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
@@ -667,12 +667,10 @@ struct ResumableUploadAPI: Sendable {
             completed = try await store.completeResumable(
                 upload, verify: { etag in if let stored, stored.etag != etag { throw stored.refusal } })
         } catch let refusal as FerryDomainError where stored != nil && refusal == stored?.refusal {
-            let (store, ended) = (self.store, upload)
-            await whileIgnoringCancellation { try? await store.terminateResumable(ended) }
+            await end(upload)
             throw refusal
         } catch let error as FerryDomainError where error.code == .preconditionFailed && upload.info.insertOnly == true {
-            let (store, ended) = (self.store, upload)
-            await whileIgnoringCancellation { try? await store.terminateResumable(ended) }
+            await end(upload)
             throw ResumableRefusal(
                 .conflict, "An object with this key exists and the upload token is insertOnly; the upload is ended.",
                 wire: wire)
@@ -687,6 +685,12 @@ struct ResumableUploadAPI: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Ends an upload whose bytes can never become its object, even when the request's task is cancelled.
+    private func end(_ upload: ResumableUpload) async {
+        let store = self.store
+        await whileIgnoringCancellation { try? await store.terminateResumable(upload) }
+    }
 
     /// The upload, unexpired; unless `completing` is false, a fully received upload whose completion a crash
     /// interrupted is completed now (an IETF upload only once its client declares it complete).
@@ -762,26 +766,19 @@ struct ResumableUploadAPI: Sendable {
 }
 
 /// A request body that ends, instead of failing, when the connection does: an append keeps what arrived. Whether it
-/// was cut short (by an error, or before its declared length) is in ``state``.
+/// was cut short (by an error, or before its declared length) is in ``interrupted``.
 struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
 
-    final class State: Sendable {
-        private let box = NIOLockedValueBox(false)
-        var interrupted: Bool {
-            get { box.withLockedValue { $0 } }
-            set { box.withLockedValue { $0 = newValue } }
-        }
-    }
-
     let base: Base
     let declaredLength: Int64?
-    let state = State()
+    /// Whether the body was cut short.
+    let interrupted = NIOLockedValueBox(false)
 
     struct AsyncIterator: AsyncIteratorProtocol {
         var base: Base.AsyncIterator
         let declaredLength: Int64?
-        let state: State
+        let interrupted: NIOLockedValueBox<Bool>
         var count: Int64 = 0
         var done = false
 
@@ -792,11 +789,11 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
                     count += Int64(buffer.readableBytes)
                     return buffer
                 }
-                if let declaredLength, count < declaredLength { state.interrupted = true }
+                if let declaredLength, count < declaredLength { interrupted.withLockedValue { $0 = true } }
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
-                state.interrupted = true
+                interrupted.withLockedValue { $0 = true }
             }
             done = true
             return nil
@@ -804,6 +801,6 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: base.makeAsyncIterator(), declaredLength: declaredLength, state: state)
+        AsyncIterator(base: base.makeAsyncIterator(), declaredLength: declaredLength, interrupted: interrupted)
     }
 }
