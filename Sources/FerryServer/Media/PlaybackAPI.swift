@@ -92,25 +92,17 @@ struct PlaybackAPI: Sendable {
         do {
             return try await ObjectAPI.retryingChanges {
                 if let playlistToken {
-                    return try await servePlaylist(
-                        bucket: video.bucket, key: key, token: playlistToken, request: request, final: final)
+                    // A playlist (or DASH manifest) with the token added to every URI it names, sent whole.
+                    let object = try await media.store.object(bucket: video.bucket, key: key)
+                    return generated(
+                        try await text(of: object), file: key, etag: object.etag, lastModified: object.lastModified,
+                        request: request, token: playlistToken, final: final)
                 }
                 return try await serve(bucket: video.bucket, key: key, file: file, request: request, final: final)
             }
         } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
             throw missing
         }
-    }
-
-    /// A playlist (or DASH manifest) with `token` added to every URI it names, sent whole.
-    private func servePlaylist(bucket: String, key: String, token: String, request: Request, final: Bool) async throws
-        -> Response
-    {
-        let object = try await media.store.object(bucket: bucket, key: key)
-        let text = try await text(of: object)
-        return generated(
-            text, file: key, etag: object.etag, lastModified: object.lastModified, request: request, token: token,
-            final: final)
     }
 
     private func serve(bucket: String, key: String, file: String, request: Request, final: Bool) async throws -> Response {

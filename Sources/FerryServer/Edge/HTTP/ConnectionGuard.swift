@@ -149,8 +149,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+        cancelTimer()
         if counted {
             counted = false
             counter.leave(address: address)
@@ -159,7 +158,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if headRefused { return }
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        switch part {
         case .head(let head):
             if !Self.hasReadableFraming(head.headerFields) {
                 refuseHead(context)
@@ -174,13 +174,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .end:
             readingBody = false
             cancelTimer()
-            if refusalSent {
-                context.fireChannelRead(data)
-                context.close(promise: nil)
-                return
-            }
         }
         context.fireChannelRead(data)
+        // The rest of a refused request's body has come after its answer: the connection closes now.
+        if refusalSent, case .end = part { context.close(promise: nil) }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -195,11 +192,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             refusalSent = true
             context.write(data, promise: promise)
             context.flush()
-            if readingBody {
-                schedule(context, after: limits.bodyWindow) { _, context in context.close(promise: nil) }
-            } else {
-                schedule(context, after: .zero) { _, context in context.close(promise: nil) }
-            }
+            let linger = readingBody ? limits.bodyWindow : .zero
+            schedule(context, after: linger) { _, context in context.close(promise: nil) }
             return
         case .end:
             responsesPending = max(0, responsesPending - 1)
