@@ -165,6 +165,49 @@ struct CatalogTests {
         }
     }
 
+    @Test("a video change stores the images it makes in its transaction: both are visible once it saves, neither when it is kept or there is no video", arguments: JobQueueImplementation.allCases)
+    func videoChangeWithImages(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            @Sendable func cover(_ id: String) -> ImageRecord {
+                ImageRecord(
+                    imageId: id, imageType: "cover", title: "Title v1", tags: nil, cateId: nil, description: nil,
+                    status: "Uploaded", size: 5, bucket: "ferry-media", key: "video/v1/snapshots/\(id).jpg",
+                    createdAt: Date(timeIntervalSince1970: 1_800_000_000), owner: "k1")
+            }
+            /// The snapshot's change: the cover's record with the video that names it, unless the video has a cover.
+            @Sendable func snapshot(_ video: inout VideoRecord, _ image: ImageRecord) -> RecordChange {
+                guard video.coverURL == nil, video.snapshotKey == nil else { return .keep }
+                video.snapshotKey = image.key
+                video.snapshotImageId = image.imageId
+                return .save(images: [image])
+            }
+            var video = Self.video("v1", status: "Normal")
+            video.coverURL = "https://example.com/cover.jpg"
+            try await catalog.saveVideo(video)
+
+            // Declined (the video got a cover meanwhile): no image record is left behind.
+            #expect(try await catalog.updateVideo("v1") { snapshot(&$0, cover("c1")) } == nil)
+            #expect(try await catalog.image("c1") == nil)
+            #expect(try await catalog.image(bucket: "ferry-media", key: "video/v1/snapshots/c1.jpg") == nil)
+            // No such video: nothing either.
+            #expect(try await catalog.updateVideo("nope") { snapshot(&$0, cover("c2")) } == nil)
+            #expect(try await catalog.image("c2") == nil)
+
+            // Saved: the video names the cover, and the cover's record is there.
+            video.coverURL = nil
+            try await catalog.saveVideo(video)
+            let saved = try await catalog.updateVideo("v1") { snapshot(&$0, cover("c3")) }
+            #expect(saved?.snapshotImageId == "c3")
+            #expect(try await catalog.video("v1")?.snapshotImageId == "c3")
+            #expect(try await catalog.video("v1")?.snapshotKey == "video/v1/snapshots/c3.jpg")
+            #expect(try await catalog.image("c3") == cover("c3"))
+            #expect(try await catalog.image(bucket: "ferry-media", key: "video/v1/snapshots/c3.jpg")?.imageId == "c3")
+            // Once it has its cover, another snapshot's change is declined and leaves no record.
+            #expect(try await catalog.updateVideo("v1") { snapshot(&$0, cover("c4")) } == nil)
+            #expect(try await catalog.image("c4") == nil)
+        }
+    }
+
     @Test("ended console sessions are recorded by digest until they expire", arguments: JobQueueImplementation.allCases)
     func revokedSessions(_ implementation: JobQueueImplementation) async throws {
         try await implementation.with { catalog in

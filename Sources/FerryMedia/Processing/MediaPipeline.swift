@@ -179,17 +179,19 @@ package struct MediaPipeline: Sendable {
         let key = "video/\(video.videoId)/snapshots/\(job.id).jpg"
         let stored = try await WorkFiles.upload(output, to: store, bucket: video.bucket, key: key, contentType: "image/jpeg")
         let imageId = Hex.randomId()
-        try await catalog.saveImage(
-            ImageRecord(
-                imageId: imageId, imageType: "cover", title: video.title, tags: nil, cateId: video.cateId,
-                description: nil, status: ImageStatus.uploaded, size: stored.size, bucket: video.bucket, key: key,
-                createdAt: Date(), owner: video.owner))
+        let image = ImageRecord(
+            imageId: imageId, imageType: "cover", title: video.title, tags: nil, cateId: video.cateId,
+            description: nil, status: ImageStatus.uploaded, size: stored.size, bucket: video.bucket, key: key,
+            createdAt: Date(), owner: video.owner)
+        // The cover's image record is saved with the video that names it, in one transaction, or not at all.
         let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in
             guard Self.isLive(video.status), video.coverURL == nil, video.snapshotKey == nil else { return .keep }
             video.snapshotKey = key
             video.snapshotImageId = imageId
             video.updatedAt = Date()
-            return .save(notify: try webhooks.events(.snapshotComplete(videoId: video.videoId, imageId: imageId, size: stored.size)))
+            return .save(
+                notify: try webhooks.events(.snapshotComplete(videoId: video.videoId, imageId: imageId, size: stored.size)),
+                images: [image])
         }
         if saved == nil { try await store.deleteObject(bucket: video.bucket, key: key, condition: .none) }
     }

@@ -8,8 +8,8 @@ public protocol MediaCatalog: JobQueue {
     /// Stores or replaces a video.
     func saveVideo(_ video: VideoRecord) async throws
     /// Changes a video atomically: `change` edits the current record and says what to do with it — save it, with
-    /// jobs to enqueue, whether to cancel the video's unfinished jobs and the webhook events that tell of the change,
-    /// all in one transaction, or keep what is stored. Returns the saved record; nil when there is no such video or
+    /// jobs to enqueue, whether to cancel the video's unfinished jobs, the webhook events that tell of the change and
+    /// the image records it makes (``RecordChange/images``), all in one transaction, or keep what is stored. Returns the saved record; nil when there is no such video or
     /// nothing was saved.
     @discardableResult
     func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> RecordChange) async throws
@@ -76,7 +76,7 @@ public protocol MediaCatalog: JobQueue {
 
 /// What ``MediaCatalog/updateVideo(_:_:)`` and ``MediaCatalog/updateImage(_:_:)`` do with the record their closure
 /// edited. Everything in it is written in one transaction: a node that stops right after the change has enqueued its
-/// jobs and its webhook events too.
+/// jobs, its webhook events and its images too; a change that is kept writes none of them.
 public struct RecordChange: Sendable {
     /// Whether to save the edited record.
     public var save: Bool
@@ -86,16 +86,20 @@ public struct RecordChange: Sendable {
     public var cancelJobs: Bool
     /// Webhook events to store with it, in this order.
     public var notify: [StoredWebhookEvent]
+    /// Images to store (or replace) with it: a record that names an image it made (a video's snapshot cover) is
+    /// never saved without that image, and the image never without the record.
+    public var images: [ImageRecord] = []
 
     /// Keep what is stored.
     public static let keep = RecordChange(save: false, enqueue: [], cancelJobs: false, notify: [])
 
-    /// Save the edited record, enqueueing `jobs`, cancelling the record's unfinished jobs when `cancelJobs`, and
-    /// storing the webhook events `notify`.
+    /// Save the edited record, enqueueing `jobs`, cancelling the record's unfinished jobs when `cancelJobs`, storing
+    /// the webhook events `notify` and the image records `images`.
     public static func save(
-        enqueue jobs: [MediaJob] = [], cancelJobs: Bool = false, notify: [StoredWebhookEvent] = []
+        enqueue jobs: [MediaJob] = [], cancelJobs: Bool = false, notify: [StoredWebhookEvent] = [],
+        images: [ImageRecord] = []
     ) -> RecordChange {
-        RecordChange(save: true, enqueue: jobs, cancelJobs: cancelJobs, notify: notify)
+        RecordChange(save: true, enqueue: jobs, cancelJobs: cancelJobs, notify: notify, images: images)
     }
 }
 

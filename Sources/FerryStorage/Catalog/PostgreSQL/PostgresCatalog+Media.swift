@@ -162,12 +162,13 @@ extension PostgresCatalog: MediaCatalog {
         }
     }
 
-    /// What a saved change brings with it: the record's jobs cancelled, new jobs, webhook events.
+    /// What a saved change brings with it: the record's jobs cancelled, new jobs, images, webhook events.
     private static func apply(_ change: RecordChange, id: String, on connection: PostgresConnection, logger: Logger)
         async throws
     {
         if change.cancelJobs { _ = try await cancelJobs(videoId: id, now: Date(), on: connection, logger: logger) }
         try await insertJobs(change.enqueue, on: connection, logger: logger)
+        for image in change.images { try await upsertImage(image, on: connection, logger: logger) }
         guard !change.notify.isEmpty else { return }
         try await lockOutbox(on: connection, logger: logger)
         for event in change.notify { try await connection.query(try insertWebhookEvent(event), logger: logger) }

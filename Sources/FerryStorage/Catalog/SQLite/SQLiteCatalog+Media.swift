@@ -188,11 +188,12 @@ extension SQLiteCatalog: MediaCatalog {
         }
     }
 
-    /// What a saved change brings with it: the record's jobs cancelled, new jobs, webhook events.
+    /// What a saved change brings with it: the record's jobs cancelled, new jobs, webhook events, images.
     private static func apply(_ change: RecordChange, id: String, _ db: Database) throws {
         if change.cancelJobs { _ = try cancelJobs(videoId: id, now: Date(), db) }
         try insertJobs(change.enqueue, db)
         for event in change.notify { try insertWebhookEvent(event, db) }
+        for image in change.images { try insertImage(image, record: try CatalogJSON.encode(image), db) }
     }
 
     private static func insertImage(_ image: ImageRecord, record: String, _ db: Database) throws {
