@@ -175,6 +175,8 @@ public struct FerryServer: Sendable {
         try PrivateFiles.file(directory + "/catalog.sqlite")
         catalog = try SQLiteCatalog(path: directory + "/catalog.sqlite", secrets: SecretBox(serverKey: serverKey))
         self.postgres = postgres
+        // The embedded catalog is this process's alone (it holds the directory's lock): its leases are an ended one's.
+        if postgres == nil { try catalog.releaseLeasesOfEndedProcesses() }
         mediaCatalog = postgres ?? catalog
         webhooks = WebhookOutbox(catalog: mediaCatalog, configuration: configuration.webhook)
         var limits = CatalogObjectStore.Limits()

@@ -1,3 +1,4 @@
+import Ferry
 import FerryCore
 import FerryTestSupport
 import Foundation
@@ -408,5 +409,93 @@ struct CrashSafetyTests {
         let referenced = try await store.catalog.referencedBlobs()
         #expect(!referenced.isEmpty)
         #expect(try await store.files.blobs(olderThan: Date().addingTimeInterval(5)).count == referenced.count)
+    }
+    @Test("SIGKILL while the collector's pass at start expires videos whose upload never completed: each video is still Uploading with its bytes, or UploadFail with a removal job; once the removal jobs run every expired video's bytes are gone and its VideoUploadExpired event stored")
+    func killedDuringVideoExpiry() async throws {
+        let data = TemporaryDirectory.make("ferry-crash-video-expiry")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let env = [
+            "FERRY_ACCESS_KEY_ID": "FKIACRASHVIDEO000", "FERRY_SECRET_ACCESS_KEY": "crash-video-secret-0123456789",
+            // Events are stored for a receiver that is never reached: they stay in the catalog to be counted.
+            "FERRY_WEBHOOK_URL": "http://127.0.0.1:9/events", "FERRY_WEBHOOK_SECRET": "crash-video-webhook-secret",
+        ]
+        let root = SigV4Credentials(accessKeyId: env["FERRY_ACCESS_KEY_ID"]!, secretAccessKey: env["FERRY_SECRET_ACCESS_KEY"]!)
+        var server = try await FerryExecutable.Server.start(dataDirectory: data, environment: env)
+        let admin = MediaServiceClient(
+            endpoint: URL(string: server.endpoint)!,
+            credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey))
+        let count = 120
+        var bucket = ""
+        for index in 0..<count {
+            let ticket = try await admin.createUploadVideo(.init(title: "clip \(index)", fileName: "clip\(index).mp4"))
+            bucket = ticket.address.bucket
+            // Part of the file arrives as a multipart upload that never completes.
+            let s3 = S3TestClient(endpoint: server.endpoint, credentials: ticket.auth.credentials)
+            let uploadId = try await s3.createMultipartUpload(bucket, ticket.address.fileName)
+            #expect(try await s3.uploadPart(bucket, ticket.address.fileName, uploadId: uploadId, number: 1, [1, 2, 3]).status == 200)
+        }
+        await server.stop()
+
+        // As if eight days had passed: every video is past the week an upload may take.
+        _ = try Self.sqlite(data, "UPDATE video SET createdAt = createdAt - 8 * 86400")
+        let uploading = "SELECT count(*) FROM video WHERE status = 'Uploading'"
+        var left = count
+        var kills = 0
+        var cutShort = 0
+        while left > 0 && kills < 12 {
+            server = try await FerryExecutable.Server.start(dataDirectory: data, environment: env)
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...300)))
+            await server.stop(signal: SIGKILL)
+            kills += 1
+            let now = try #require(Int(try Self.sqlite(data, uploading)))
+            if now > 0 && now < left { cutShort += 1 }
+            left = now
+            // A video still uploading keeps what arrived; one that expired has the job that finishes its removal.
+            let lostBytes = """
+                SELECT count(*) FROM video v WHERE v.status = 'Uploading' AND NOT EXISTS (
+                    SELECT 1 FROM upload u JOIN part p ON p.uploadId = u.id WHERE u.bucket = v.bucket AND u.key = v.key)
+                """
+            #expect(try Self.sqlite(data, lostBytes) == "0", "a video still uploading lost its bytes")
+            let unfinishable = """
+                SELECT count(*) FROM video v WHERE v.status = 'UploadFail' AND NOT EXISTS (
+                    SELECT 1 FROM mediaJob j WHERE j.videoId = v.videoId AND j.kind = 'remove-files')
+                """
+            #expect(try Self.sqlite(data, unfinishable) == "0", "an expired video has no removal job")
+        }
+        print("CrashSafetyTests: \(kills) kills during video expiry, \(cutShort) inside a pass, \(left) videos left uploading")
+        #expect(cutShort > 0, "no kill landed inside an expiry pass")
+
+        // The removal jobs wait five minutes for the node that enqueued them; made due now, the next start runs them.
+        _ = try Self.sqlite(data, "UPDATE mediaJob SET runAt = 0 WHERE state = 'queued'")
+        server = try await FerryExecutable.Server.start(dataDirectory: data, environment: env)
+        let s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+        let unannounced = """
+            SELECT count(*) FROM video v WHERE NOT EXISTS (
+                SELECT 1 FROM webhookEvent e WHERE e.type = 'VideoUploadExpired' AND instr(e.payload, v.videoId) > 0)
+            """
+        let pendingJobs = "SELECT count(*) FROM mediaJob WHERE kind = 'remove-files' AND state IN ('queued', 'running')"
+        var listed = ""
+        for _ in 0..<600 {
+            listed = try await s3.send("GET", "/" + bucket, query: [("uploads", "")]).text
+            if !listed.contains("<UploadId>"), (try? Self.sqlite(data, unannounced)) == "0",
+                (try? Self.sqlite(data, pendingJobs)) == "0"
+            {
+                break
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(try Self.sqlite(data, "SELECT count(*) FROM video WHERE status != 'UploadFail'") == "0")
+        #expect(!listed.contains("<UploadId>"), "an expired video's multipart upload is still there")
+        #expect(try Self.sqlite(data, unannounced) == "0", "an expired video has no VideoUploadExpired event")
+        #expect(try Self.sqlite(data, pendingJobs) == "0", "removal jobs did not finish")
+        await server.stop()
+
+        let catalog = try SQLiteCatalog(path: data + "/catalog.sqlite")
+        let store = try CatalogObjectStore(directory: data + "/objects", catalog: catalog, logger: Logger(label: "ferry.test"))
+        let orphans = try await store.collectOrphanBlobs(olderThan: -5)
+        print("CrashSafetyTests: \(orphans) blobs nothing referenced after the video expiry kills")
+        #expect(orphans <= kills, "\(orphans) blobs nothing references after \(kills) kills")
+        #expect(try await store.catalog.referencedBlobs().isEmpty)
+        #expect(try await store.files.blobs(olderThan: Date().addingTimeInterval(5)).isEmpty)
     }
 }

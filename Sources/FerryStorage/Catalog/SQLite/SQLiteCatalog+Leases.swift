@@ -24,4 +24,13 @@ extension SQLiteCatalog: ServiceLeaseStore {
     public func releaseLease(_ name: String, owner: String) async throws {
         try await execute("DELETE FROM serviceLease WHERE name = ? AND owner = ?", [name, owner])
     }
+
+    /// Gives up every lease, for a process that has just locked the data directory holding this catalog: only one
+    /// process at a time can (``DataDirectoryLock``), so a lease found here is one an earlier process held when it
+    /// ended (killed, or stopped mid-pass). Without this, the new process would wait for such a lease to run out (up to
+    /// ten minutes) and then for its service's next pass (the collector's is an hour away) before expiring uploads,
+    /// applying lifecycle rules or delivering webhook events again.
+    package func releaseLeasesOfEndedProcesses() throws {
+        try pool.write { db in try db.execute(sql: "DELETE FROM serviceLease") }
+    }
 }
