@@ -104,9 +104,8 @@ enum CatalogDeleteBucketOutcome: Sendable {
 enum CatalogPutOutcome: Sendable {
     case stored(replaced: [BlobSegment])
     case noSuchBucket
-    case preconditionFailed
-    /// `If-Match` named an object that does not exist (S3: 404 NoSuchKey).
-    case noSuchKey
+    /// The request's condition did not hold for the current object.
+    case refused(ObjectWriteCondition.Failure)
 }
 
 /// How recording a part ended.
@@ -121,6 +120,6 @@ enum CatalogCompleteOutcome: Sendable {
     case noSuchUpload
     /// A listed part was replaced after it was validated.
     case changed
-    case preconditionFailed
-    case noSuchKey
+    /// The request's condition did not hold for the current object.
+    case refused(ObjectWriteCondition.Failure)
 }

@@ -231,12 +231,9 @@ public struct CatalogObjectStore: ObjectStore {
         case .noSuchBucket:
             await discardUnreferenced(newBlobs)
             throw Self.noSuchBucket
-        case .preconditionFailed:
+        case .refused(let failure):
             await discardUnreferenced(newBlobs)
-            throw Self.preconditionFailed
-        case .noSuchKey:
-            await discardUnreferenced(newBlobs)
-            throw Self.noSuchKey
+            throw Self.refusal(failure)
         }
     }
 
@@ -292,8 +289,7 @@ public struct CatalogObjectStore: ObjectStore {
         }
         switch outcome {
         case .stored(let replaced): await retire(replaced.map(\.blob))
-        case .preconditionFailed: throw Self.preconditionFailed
-        case .noSuchKey: throw Self.noSuchKey
+        case .refused(let failure): throw Self.refusal(failure)
         case .noSuchBucket: throw Self.noSuchBucket
         }
     }
@@ -606,10 +602,8 @@ public struct CatalogObjectStore: ObjectStore {
             throw Self.noSuchUpload
         case .changed:
             throw FerryDomainError(.partReplaced, "A part was replaced while the upload was being completed; try again.")
-        case .preconditionFailed:
-            throw Self.preconditionFailed
-        case .noSuchKey:
-            throw Self.noSuchKey
+        case .refused(let failure):
+            throw Self.refusal(failure)
         }
     }
 
@@ -803,6 +797,10 @@ public struct CatalogObjectStore: ObjectStore {
     static let noSuchKey = FerryDomainError(.objectNotFound, "The specified key does not exist.")
     static let preconditionFailed = FerryDomainError(
         .preconditionFailed, "At least one of the pre-conditions you specified did not hold")
+    /// The S3 error of a write whose condition did not hold.
+    static func refusal(_ failure: ObjectWriteCondition.Failure) -> FerryDomainError {
+        failure == .noSuchKey ? noSuchKey : preconditionFailed
+    }
     package static let noSuchUpload = FerryDomainError(
         .uploadNotFound,
         "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."

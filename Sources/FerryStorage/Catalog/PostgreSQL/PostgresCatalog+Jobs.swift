@@ -5,19 +5,18 @@ import PostgresNIO
 extension PostgresCatalog: JobQueue {
     static func mediaJob(_ row: PostgresRandomAccessRow) throws -> MediaJob {
         var job = MediaJob(
-            videoId: try row["video_id"].decode(String.self), kind: MediaJobKind(rawValue: try row["kind"].decode(String.self)),
-            maxAttempts: try row["max_attempts"].decode(Int.self),
-            runAt: Date(timeIntervalSince1970: try row["run_at"].decode(Double.self)))
-        job.id = try row["id"].decode(String.self)
-        job.state = MediaJobState(rawValue: try row["state"].decode(String.self))
-        job.attempts = try row["attempts"].decode(Int.self)
-        job.leaseOwner = try row["lease_owner"].decode(String?.self)
-        job.leaseExpiresAt = try row["lease_expires_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:))
-        job.progress = try row["progress"].decode(Double?.self)
-        job.lastError = try row["last_error"].decode(String?.self)
-        job.createdAt = Date(timeIntervalSince1970: try row["created_at"].decode(Double.self))
-        job.updatedAt = Date(timeIntervalSince1970: try row["updated_at"].decode(Double.self))
-        job.traceParent = try row["trace_parent"].decode(String?.self)
+            videoId: try row.value("video_id"), kind: MediaJobKind(rawValue: try row.value("kind")),
+            maxAttempts: try row.value("max_attempts"), runAt: try row.date("run_at"))
+        job.id = try row.value("id")
+        job.state = MediaJobState(rawValue: try row.value("state"))
+        job.attempts = try row.value("attempts")
+        job.leaseOwner = try row.value("lease_owner")
+        job.leaseExpiresAt = try row.optionalDate("lease_expires_at")
+        job.progress = try row.value("progress")
+        job.lastError = try row.value("last_error")
+        job.createdAt = try row.date("created_at")
+        job.updatedAt = try row.date("updated_at")
+        job.traceParent = try row.value("trace_parent")
         return job
     }
 
@@ -127,8 +126,8 @@ extension PostgresCatalog: JobQueue {
         for row in try await rows(
             "SELECT state, count(*)::BIGINT AS n FROM media_job WHERE state IN ('queued', 'running', 'failed') GROUP BY state")
         {
-            let count = try row["n"].decode(Int.self)
-            switch MediaJobState(rawValue: try row["state"].decode(String.self)) {
+            let count: Int = try row.value("n")
+            switch MediaJobState(rawValue: try row.value("state")) {
             case .queued: backlog.queued = count
             case .running: backlog.running = count
             default: backlog.failed = count
@@ -136,7 +135,7 @@ extension PostgresCatalog: JobQueue {
         }
         let seconds = now.timeIntervalSince1970
         let oldest = try await rows("SELECT min(run_at) AS due FROM media_job WHERE state = 'queued' AND run_at <= \(seconds)")
-        backlog.oldestDue = try oldest.first?["due"].decode(Double?.self).map(Date.init(timeIntervalSince1970:))
+        backlog.oldestDue = try oldest.first?.optionalDate("due")
         return backlog
     }
 

@@ -25,10 +25,8 @@ extension PostgresCatalog: NodeHeartbeatStore {
     public func nodeHeartbeats() async throws -> [NodeHeartbeat] {
         try await rows("SELECT * FROM node_heartbeat ORDER BY name").map { row in
             NodeHeartbeat(
-                name: try row["name"].decode(String.self), role: try row["role"].decode(String.self),
-                version: try row["version"].decode(String.self),
-                startedAt: Date(timeIntervalSince1970: try row["started_at"].decode(Double.self)),
-                lastSeen: Date(timeIntervalSince1970: try row["last_seen"].decode(Double.self)))
+                name: try row.value("name"), role: try row.value("role"), version: try row.value("version"),
+                startedAt: try row.date("started_at"), lastSeen: try row.date("last_seen"))
         }
     }
 

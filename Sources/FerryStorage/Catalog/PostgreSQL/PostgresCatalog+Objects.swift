@@ -46,10 +46,10 @@ extension PostgresCatalog: ObjectCatalog {
     // MARK: Buckets
 
     func insertBucket(_ name: String, at date: Date) async throws -> Bool {
-        return try await changed("""
-                INSERT INTO s3_bucket (name, created_at) VALUES (\(name), \(date.timeIntervalSince1970))
-                ON CONFLICT (name) DO NOTHING RETURNING name
-                """) > 0
+        try await changed("""
+            INSERT INTO s3_bucket (name, created_at) VALUES (\(name), \(date.timeIntervalSince1970))
+            ON CONFLICT (name) DO NOTHING RETURNING name
+            """) > 0
     }
 
     func bucket(_ name: String) async throws -> BucketInfo? {
@@ -61,18 +61,18 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     private static func bucketInfo(_ row: PostgresRandomAccessRow) throws -> BucketInfo {
-        BucketInfo(
-            name: try row["name"].decode(String.self),
-            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)))
+        BucketInfo(name: try row.value("name"), createdAt: try row.date("created_at"))
     }
 
     func deleteBucket(_ name: String) async throws -> CatalogDeleteBucketOutcome {
         return try await transaction { connection in
-            guard !(try await Self.rows("SELECT name FROM s3_bucket WHERE name = \(name) FOR UPDATE", on: connection, logger: logger)).isEmpty
-            else { return .missing }
-            if !(try await Self.rows("SELECT 1 AS one FROM s3_object WHERE bucket = \(name) LIMIT 1", on: connection, logger: logger)).isEmpty {
-                return .notEmpty
+            func exists(_ query: PostgresQuery) async throws -> Bool {
+                try await Self.exists(query, on: connection, logger: logger)
             }
+            guard try await exists("SELECT name FROM s3_bucket WHERE name = \(name) FOR UPDATE") else {
+                return .missing
+            }
+            if try await exists("SELECT 1 AS one FROM s3_object WHERE bucket = \(name) LIMIT 1") { return .notEmpty }
             let blobs = try await Self.rows(
                 "SELECT blob, segments FROM s3_part WHERE upload_id IN (SELECT id FROM s3_upload WHERE bucket = \(name))",
                 on: connection, logger: logger
@@ -86,13 +86,13 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func bucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind) async throws -> String? {
-        try await rows("SELECT \(unescaped: kind.rawValue) AS document FROM s3_bucket WHERE name = \(bucket)").first?[
-            "document"
-        ].decode(String?.self)
+        let found = try await rows(
+            "SELECT \(unescaped: kind.rawValue) AS document FROM s3_bucket WHERE name = \(bucket)")
+        return try found.first?["document"].decode(String?.self)
     }
 
     func setBucketConfiguration(_ bucket: String, _ kind: BucketConfigurationKind, _ document: String?) async throws -> Bool {
-        return try await changed(
+        try await changed(
             "UPDATE s3_bucket SET \(unescaped: kind.rawValue) = \(document) WHERE name = \(bucket) RETURNING name") > 0
     }
 
@@ -102,29 +102,20 @@ extension PostgresCatalog: ObjectCatalog {
             SELECT name, \(unescaped: kind.rawValue) AS document FROM s3_bucket
             WHERE \(unescaped: kind.rawValue) IS NOT NULL ORDER BY name
             """
-        ).map { (bucket: try $0["name"].decode(String.self), document: try $0["document"].decode(String.self)) }
+        ).map { (bucket: try $0.value("name"), document: try $0.value("document")) }
     }
 
     // MARK: Objects
 
     private static func objectInfo(_ row: PostgresRandomAccessRow) throws -> ObjectInfo {
-        func json<T: Decodable>(_ type: T.Type, _ column: String) throws -> T {
-            try CatalogJSON.decode(type, try row[column].decode(String.self))
-        }
-        return ObjectInfo(
-            bucket: try row["bucket"].decode(String.self), key: try row["key"].decode(String.self),
-            size: try row["size"].decode(Int64.self), etag: try row["etag"].decode(String.self),
-            lastModified: Date(timeIntervalSince1970: try row["last_modified"].decode(Double.self)),
-            attributes: try json(ObjectAttributes.self, "attributes"),
-            checksums: try json([String: String].self, "checksums"),
-            checksumType: try row["checksum_type"].decode(String?.self),
-            manifest: try json([BlobSegment].self, "manifest"),
-            partCount: try row["part_count"].decode(Int?.self),
-            tags: try json([ObjectTag].self, "tags"),
-            parts: try row["parts"].decode(String?.self).map { try CatalogJSON.decode([ObjectPart].self, $0) },
-            owner: try row["owner"].decode(String?.self))
+        ObjectInfo(
+            bucket: try row.value("bucket"), key: try row.value("key"), size: try row.value("size"),
+            etag: try row.value("etag"), lastModified: try row.date("last_modified"),
+            attributes: try row.json("attributes"), checksums: try row.json("checksums"),
+            checksumType: try row.value("checksum_type"),
+            manifest: try row.json("manifest"), partCount: try row.value("part_count"), tags: try row.json("tags"),
+            parts: try row.optionalJSON("parts"), owner: try row.value("owner"))
     }
-
 
     func object(bucket: String, key: String) async throws -> ObjectInfo? {
         try await rows("SELECT * FROM s3_object WHERE bucket = \(bucket) AND key = \(key)").first.map(Self.objectInfo)
@@ -142,35 +133,25 @@ extension PostgresCatalog: ObjectCatalog {
     private static func check(
         _ condition: ObjectWriteCondition, bucket: String, key: String, on connection: PostgresConnection,
         logger: Logger
-    ) async throws -> CatalogPutOutcome? {
+    ) async throws -> ObjectWriteCondition.Failure? {
         if condition.isEmpty { return nil }
         let current = try await rows(
             "SELECT etag, last_modified, size FROM s3_object WHERE bucket = \(bucket) AND key = \(key)",
             on: connection, logger: logger
         ).first
-        let failure = condition.evaluate(
-            etag: try current?["etag"].decode(String.self),
-            lastModified: try current.map { Date(timeIntervalSince1970: try $0["last_modified"].decode(Double.self)) },
-            size: try current?["size"].decode(Int64.self))
-        switch failure {
-        case nil: return nil
-        case .preconditionFailed?: return .preconditionFailed
-        case .noSuchKey?: return .noSuchKey
-        }
+        return condition.evaluate(
+            etag: try current.map { try $0.value("etag") }, lastModified: try current?.date("last_modified"),
+            size: try current.map { try $0.value("size") })
     }
 
     /// Writes the object's row; returns the blobs of the one it replaced.
     private static func upsert(_ object: ObjectInfo, on connection: PostgresConnection, logger: Logger) async throws
         -> [BlobSegment]
     {
-        let previous = try await rows(
+        let replaced: [BlobSegment] = try await rows(
             "SELECT manifest FROM s3_object WHERE bucket = \(object.bucket) AND key = \(object.key)", on: connection,
             logger: logger
-        ).first
-        let replaced =
-            try previous.map {
-                try CatalogJSON.decode([BlobSegment].self, try $0["manifest"].decode(String.self))
-            } ?? []
+        ).first?.json("manifest") ?? []
         let attributes = try CatalogJSON.encode(object.attributes)
         let checksums = try CatalogJSON.encode(object.checksums)
         let manifest = try CatalogJSON.encode(object.manifest)
@@ -194,17 +175,15 @@ extension PostgresCatalog: ObjectCatalog {
     func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition, byteLimit: Int64?) async throws
         -> CatalogPutOutcome
     {
-        return try await transaction { connection in
+        try await transaction { connection in
             try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
-            guard
-                !(try await Self.rows(
-                    "SELECT name FROM s3_bucket WHERE name = \(object.bucket) FOR SHARE", on: connection, logger: logger)
-                ).isEmpty
-            else { return .noSuchBucket }
+            guard try await Self.exists(bucket: object.bucket, on: connection, logger: logger) else {
+                return .noSuchBucket
+            }
             if let failed = try await Self.check(
                 condition, bucket: object.bucket, key: object.key, on: connection, logger: logger)
             {
-                return failed
+                return .refused(failed)
             }
             try await Self.checkQuota(storing: object, limit: byteLimit, on: connection, logger: logger)
             return .stored(replaced: try await Self.upsert(object, on: connection, logger: logger))
@@ -212,7 +191,7 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome {
-        return try await transaction { connection in
+        try await transaction { connection in
             try await Self.lockKey(bucket: bucket, key: key, on: connection, logger: logger)
             guard
                 let row = try await Self.rows(
@@ -221,20 +200,19 @@ extension PostgresCatalog: ObjectCatalog {
                 ).first
             else { return .stored(replaced: []) }
             if let failed = try await Self.check(condition, bucket: bucket, key: key, on: connection, logger: logger) {
-                return failed
+                return .refused(failed)
             }
             try await connection.query("DELETE FROM s3_object WHERE bucket = \(bucket) AND key = \(key)", logger: logger)
-            return .stored(
-                replaced: try CatalogJSON.decode([BlobSegment].self, try row["manifest"].decode(String.self)))
+            return .stored(replaced: try row.json("manifest"))
         }
     }
 
     func setTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws -> Bool {
         let document = try CatalogJSON.encode(tags)
         return try await changed("""
-                UPDATE s3_object SET tags = \(document) WHERE bucket = \(bucket) AND key = \(key) AND etag = \(etag)
-                RETURNING key
-                """) > 0
+            UPDATE s3_object SET tags = \(document) WHERE bucket = \(bucket) AND key = \(key) AND etag = \(etag)
+            RETURNING key
+            """) > 0
     }
 
     func objects(bucket: String, after: String?, from: String, limit: Int) async throws -> [ObjectInfo] {
@@ -255,25 +233,17 @@ extension PostgresCatalog: ObjectCatalog {
 
     static func uploadInfo(_ row: PostgresRandomAccessRow) throws -> MultipartUploadInfo {
         MultipartUploadInfo(
-            uploadId: try row["id"].decode(String.self), bucket: try row["bucket"].decode(String.self),
-            key: try row["key"].decode(String.self),
-            initiated: Date(timeIntervalSince1970: try row["initiated"].decode(Double.self)),
-            attributes: try CatalogJSON.decode(ObjectAttributes.self, try row["attributes"].decode(String.self)),
-            checksumAlgorithm: try row["checksum_algorithm"].decode(String?.self),
-            checksumType: try row["checksum_type"].decode(String?.self),
-            tags: try CatalogJSON.decode([ObjectTag].self, try row["tags"].decode(String.self)),
-            owner: try row["owner"].decode(String?.self))
+            uploadId: try row.value("id"), bucket: try row.value("bucket"), key: try row.value("key"),
+            initiated: try row.date("initiated"), attributes: try row.json("attributes"),
+            checksumAlgorithm: try row.value("checksum_algorithm"), checksumType: try row.value("checksum_type"),
+            tags: try row.json("tags"), owner: try row.value("owner"))
     }
 
     func insertUpload(_ upload: MultipartUploadInfo, uploadLimit: Int?) async throws -> Bool {
         let attributes = try CatalogJSON.encode(upload.attributes)
         let tags = try CatalogJSON.encode(upload.tags)
         return try await transaction { connection in
-            guard
-                !(try await Self.rows(
-                    "SELECT name FROM s3_bucket WHERE name = \(upload.bucket) FOR SHARE", on: connection, logger: logger)
-                ).isEmpty
-            else { return false }
+            guard try await Self.exists(bucket: upload.bucket, on: connection, logger: logger) else { return false }
             if let limit = uploadLimit, let owner = upload.owner {
                 try await Self.lockOwner(owner, on: connection, logger: logger)
                 if try await Self.uploadCount(owner: owner, on: connection, logger: logger) >= limit {
@@ -314,29 +284,28 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     private static func partInfo(_ row: PostgresRandomAccessRow) throws -> PartInfo {
-        let size = try row["size"].decode(Int64.self)
-        let segments =
-            try row["segments"].decode(String?.self).map {
-                try CatalogJSON.decode([BlobSegment].self, $0)
-            } ?? [BlobSegment(blob: try row["blob"].decode(String.self), size: size)]
+        let size: Int64 = try row.value("size")
         return PartInfo(
-            number: try row["number"].decode(Int.self), size: size, etag: try row["etag"].decode(String.self),
-            checksums: try CatalogJSON.decode([String: String].self, try row["checksums"].decode(String.self)),
-            segments: segments, lastModified: Date(timeIntervalSince1970: try row["last_modified"].decode(Double.self)))
+            number: try row.value("number"), size: size, etag: try row.value("etag"),
+            checksums: try row.json("checksums"),
+            segments: try row.optionalJSON("segments") ?? [BlobSegment(blob: try row.value("blob"), size: size)],
+            lastModified: try row.date("last_modified"))
     }
 
     private static func partBlobs(_ row: PostgresRandomAccessRow) throws -> [String] {
-        try row["segments"].decode(String?.self).map {
-            try CatalogJSON.decode([BlobSegment].self, $0).map(\.blob)
-        } ?? [try row["blob"].decode(String.self)]
+        try (row.optionalJSON("segments") as [BlobSegment]?)?.map(\.blob) ?? [try row.value("blob")]
+    }
+
+    /// Locks the bucket's row against its deletion until the transaction ends; false when there is no such bucket.
+    private static func exists(bucket: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await exists("SELECT name FROM s3_bucket WHERE name = \(bucket) FOR SHARE", on: connection, logger: logger)
     }
 
     /// Locks an upload's row until the transaction ends; false when there is no such upload.
     private static func lockUpload(_ uploadId: String, on connection: PostgresConnection, logger: Logger) async throws
         -> Bool
     {
-        !(try await rows("SELECT id FROM s3_upload WHERE id = \(uploadId) FOR UPDATE", on: connection, logger: logger))
-            .isEmpty
+        try await exists("SELECT id FROM s3_upload WHERE id = \(uploadId) FOR UPDATE", on: connection, logger: logger)
     }
 
     func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64?) async throws -> CatalogPartOutcome {
@@ -392,10 +361,10 @@ extension PostgresCatalog: ObjectCatalog {
         return try await transaction { connection in
             try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
-            switch try await Self.check(condition, bucket: object.bucket, key: object.key, on: connection, logger: logger) {
-            case .preconditionFailed?: return .preconditionFailed
-            case .noSuchKey?: return .noSuchKey
-            default: break
+            if let failed = try await Self.check(
+                condition, bucket: object.bucket, key: object.key, on: connection, logger: logger)
+            {
+                return .refused(failed)
             }
             let current = try await Self.rows(
                 "SELECT * FROM s3_part WHERE upload_id = \(uploadId)", on: connection, logger: logger)
@@ -422,25 +391,20 @@ extension PostgresCatalog: ObjectCatalog {
     func completedUpload(_ uploadId: String) async throws -> CompletedUpload? {
         try await rows("SELECT * FROM s3_completed_upload WHERE id = \(uploadId)").first.map { row in
             CompletedUpload(
-                uploadId: try row["id"].decode(String.self), bucket: try row["bucket"].decode(String.self),
-                key: try row["key"].decode(String.self),
-                parts: try CatalogJSON.decode([CompletedUploadPart].self, try row["parts"].decode(String.self)),
-                etag: try row["etag"].decode(String.self),
-                completedAt: Date(timeIntervalSince1970: try row["completed_at"].decode(Double.self)))
+                uploadId: try row.value("id"), bucket: try row.value("bucket"), key: try row.value("key"),
+                parts: try row.json("parts"), etag: try row.value("etag"), completedAt: try row.date("completed_at"))
         }
     }
 
     func forgetCompletedUploads(before date: Date) async throws -> Int {
-        return try await changed(
+        try await changed(
             "DELETE FROM s3_completed_upload WHERE completed_at < \(date.timeIntervalSince1970) RETURNING id")
     }
 
     func referencedBlobs() async throws -> Set<String> {
         var names = Set(try await rows("SELECT blob, segments FROM s3_part").flatMap(Self.partBlobs))
         for manifest in try await strings("SELECT manifest FROM s3_object") {
-            for segment in try CatalogJSON.decode([BlobSegment].self, manifest) {
-                names.insert(segment.blob)
-            }
+            names.formUnion(try CatalogJSON.decode([BlobSegment].self, manifest).map(\.blob))
         }
         return names
     }

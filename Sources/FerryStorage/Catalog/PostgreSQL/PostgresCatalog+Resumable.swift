@@ -41,9 +41,8 @@ extension PostgresCatalog {
                 var upload = try await Self.rows(
                     "SELECT * FROM resumable_upload WHERE id = \(id) FOR UPDATE", on: connection, logger: logger
                 ).first.map(Self.resumable),
-                !(try await Self.rows(
+                try await Self.exists(
                     "SELECT id FROM s3_upload WHERE id = \(upload.uploadId) FOR UPDATE", on: connection, logger: logger)
-                ).isEmpty
             else { return .missing }
             guard upload.offset == offset, upload.etag == nil else { return .conflict(upload) }
             if let length = upload.length, offset + part.size > length { return .beyondLength(upload) }
@@ -108,13 +107,9 @@ extension PostgresCatalog {
 
     private static func resumable(_ row: PostgresRandomAccessRow) throws -> ResumableUpload {
         ResumableUpload(
-            id: try row["id"].decode(String.self), uploadId: try row["upload_id"].decode(String.self),
-            bucket: try row["bucket"].decode(String.self), key: try row["key"].decode(String.self),
-            owner: try row["owner"].decode(String.self), length: try row["length"].decode(Int64?.self),
-            offset: try row["received"].decode(Int64.self),
-            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
-            expiresAt: Date(timeIntervalSince1970: try row["expires_at"].decode(Double.self)),
-            info: try CatalogJSON.decode(ResumableUpload.Info.self, try row["info"].decode(String.self)),
-            etag: try row["etag"].decode(String?.self))
+            id: try row.value("id"), uploadId: try row.value("upload_id"), bucket: try row.value("bucket"),
+            key: try row.value("key"), owner: try row.value("owner"), length: try row.value("length"),
+            offset: try row.value("received"), createdAt: try row.date("created_at"),
+            expiresAt: try row.date("expires_at"), info: try row.json("info"), etag: try row.value("etag"))
     }
 }

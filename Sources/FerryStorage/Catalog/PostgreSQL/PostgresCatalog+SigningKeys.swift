@@ -48,8 +48,7 @@ extension PostgresCatalog {
 
     private static func signingKey(_ row: PostgresRandomAccessRow) throws -> StoredSigningKey {
         StoredSigningKey(
-            keyId: try row["id"].decode(String.self), algorithm: try row["algorithm"].decode(String.self),
-            publicKey: try row["public_key"].decode(String.self), owner: try row["owner"].decode(String.self),
-            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)))
+            keyId: try row.value("id"), algorithm: try row.value("algorithm"), publicKey: try row.value("public_key"),
+            owner: try row.value("owner"), createdAt: try row.date("created_at"))
     }
 }

@@ -4,19 +4,15 @@ import PostgresNIO
 
 extension PostgresCatalog: WebhookStore {
     private static func storedWebhookEvent(_ row: PostgresRandomAccessRow) throws -> StoredWebhookEvent {
-        let payload = try CatalogJSON.decode(WebhookPayload.self, try row["payload"].decode(String.self))
         let event = WebhookEvent(
-            id: try row["id"].decode(String.self), type: WebhookEventType(rawValue: try row["type"].decode(String.self)),
-            payload: payload,
-            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
-            attempts: try row["attempts"].decode(Int.self),
-            deliveredAt: try row["delivered_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:)),
-            failedAt: try row["failed_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:)))
-        var body = try row["body"].decode(ByteBuffer.self)
+            id: try row.value("id"), type: WebhookEventType(rawValue: try row.value("type")),
+            payload: try row.json("payload"), createdAt: try row.date("created_at"),
+            attempts: try row.value("attempts"),
+            deliveredAt: try row.optionalDate("delivered_at"), failedAt: try row.optionalDate("failed_at"))
+        var body: ByteBuffer = try row.value("body")
         return StoredWebhookEvent(
             event: event, body: body.readBytes(length: body.readableBytes) ?? [],
-            nextAttemptAt: Date(timeIntervalSince1970: try row["next_attempt_at"].decode(Double.self)),
-            traceParent: try row["trace_parent"].decode(String?.self))
+            nextAttemptAt: try row.date("next_attempt_at"), traceParent: try row.value("trace_parent"))
     }
 
     public func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws {
@@ -63,8 +59,8 @@ extension PostgresCatalog: WebhookStore {
         if let row = try await rows(
             "SELECT count(*)::BIGINT AS n, min(created_at) AS oldest FROM webhook_event WHERE delivered_at IS NULL AND failed_at IS NULL"
         ).first {
-            backlog.pending = try row["n"].decode(Int.self)
-            backlog.oldestCreatedAt = try row["oldest"].decode(Double?.self).map(Date.init(timeIntervalSince1970:))
+            backlog.pending = try row.value("n")
+            backlog.oldestCreatedAt = try row.optionalDate("oldest")
         }
         return backlog
     }
@@ -81,17 +77,16 @@ extension PostgresCatalog: WebhookStore {
         try await rows("SELECT * FROM webhook_event ORDER BY seq DESC LIMIT \(Int64(limit))").map { row in
             let stored = try Self.storedWebhookEvent(row)
             return WebhookDelivery(
-                event: stored.event, nextAttemptAt: stored.nextAttemptAt, lastError: try row["last_error"].decode(String?.self))
+                event: stored.event, nextAttemptAt: stored.nextAttemptAt, lastError: try row.value("last_error"))
         }
     }
 
     public func retryWebhookEvent(_ id: String, now: Date) async throws -> Bool {
-        let changed = try await rows(
+        try await changed(
             """
             UPDATE webhook_event SET failed_at = NULL, attempts = 0, next_attempt_at = \(now.timeIntervalSince1970)
             WHERE id = \(id) AND failed_at IS NOT NULL AND delivered_at IS NULL RETURNING id
-            """)
-        return !changed.isEmpty
+            """) > 0
     }
 
     public func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws {

@@ -186,12 +186,10 @@ public final class PostgresCatalog: Sendable, Service {
                     CREATE TABLE IF NOT EXISTS ferry_schema (
                         version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)
                     """, logger: logger)
-                var applied = Set<Int>()
-                for try await version in try await connection.query("SELECT version FROM ferry_schema", logger: logger)
-                    .decode(Int.self)
-                {
-                    applied.insert(version)
-                }
+                let applied = Set(
+                    try await Self.rows("SELECT version FROM ferry_schema", on: connection, logger: logger).map {
+                        try $0.value("version") as Int
+                    })
                 var done: [Int] = []
                 for migration in Self.migrations where !applied.contains(migration.version) {
                     try await connection.withTransaction(logger: logger) { connection in
@@ -223,13 +221,7 @@ public final class PostgresCatalog: Sendable, Service {
 
     /// The schema versions applied, in order.
     public func schemaVersions() async throws -> [Int] {
-        var versions: [Int] = []
-        for try await version in try await client.query("SELECT version FROM ferry_schema ORDER BY version", logger: logger)
-            .decode(Int.self)
-        {
-            versions.append(version)
-        }
-        return versions
+        try await rows("SELECT version FROM ferry_schema ORDER BY version").map { try $0.value("version") }
     }
 
     // MARK: Shared secrets
@@ -267,25 +259,24 @@ public final class PostgresCatalog: Sendable, Service {
 
     /// Every row of a query.
     func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-        var result: [PostgresRandomAccessRow] = []
-        for try await row in try await client.query(query, logger: logger) { result.append(row.makeRandomAccess()) }
-        return result
+        try await client.query(query, logger: logger).reduce(into: []) { $0.append($1.makeRandomAccess()) }
     }
 
     /// Every row of a query on a connection (inside a transaction).
     static func rows(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws
         -> [PostgresRandomAccessRow]
     {
-        var result: [PostgresRandomAccessRow] = []
-        for try await row in try await connection.query(query, logger: logger) { result.append(row.makeRandomAccess()) }
-        return result
+        try await connection.query(query, logger: logger).reduce(into: []) { $0.append($1.makeRandomAccess()) }
+    }
+
+    /// Whether a query on a connection (inside a transaction) answers any row.
+    static func exists(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        !(try await rows(query, on: connection, logger: logger)).isEmpty
     }
 
     /// The first column of every row, as strings.
     func strings(_ query: PostgresQuery) async throws -> [String] {
-        var result: [String] = []
-        for try await value in try await client.query(query, logger: logger).decode(String.self) { result.append(value) }
-        return result
+        try await client.query(query, logger: logger).decode(String.self).reduce(into: []) { $0.append($1) }
     }
 
     /// How many rows a statement with `RETURNING` changed.
@@ -342,8 +333,7 @@ public final class PostgresCatalog: Sendable, Service {
     package func sealPlaintextSecrets(with secrets: SecretBox?) async throws {
         guard let secrets else { return }
         for row in try await rows("SELECT id, secret FROM access_key") {
-            let id = try row["id"].decode(String.self)
-            let stored = try row["secret"].decode(String.self)
+            let (id, stored): (String, String) = (try row.value("id"), try row.value("secret"))
             guard !SecretBox.isSealed(stored) else { continue }
             let sealed = try secrets.seal(stored)
             try await client.query("UPDATE access_key SET secret = \(sealed) WHERE id = \(id)", logger: logger)
@@ -351,13 +341,33 @@ public final class PostgresCatalog: Sendable, Service {
     }
 
     private func accessKey(_ row: PostgresRandomAccessRow) throws -> StoredAccessKey {
-        let stored = try row["secret"].decode(String.self)
+        let stored: String = try row.value("secret")
         return StoredAccessKey(
-            accessKeyId: try row["id"].decode(String.self), secretAccessKey: try secrets?.open(stored) ?? stored,
-            policy: try CatalogJSON.decode(AccessPolicy.self, try row["policy"].decode(String.self)),
-            status: StoredAccessKey.Status(rawValue: try row["status"].decode(String.self)) ?? .disabled,
-            description: try row["description"].decode(String.self),
-            createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
-            quota: try AccessKeyQuotaColumn.decode(try row["quota"].decode(String?.self)))
+            accessKeyId: try row.value("id"), secretAccessKey: try secrets?.open(stored) ?? stored,
+            policy: try row.json("policy"),
+            status: StoredAccessKey.Status(rawValue: try row.value("status")) ?? .disabled,
+            description: try row.value("description"), createdAt: try row.date("created_at"),
+            quota: try AccessKeyQuotaColumn.decode(try row.value("quota")))
+    }
+}
+
+extension PostgresRandomAccessRow {
+    /// The value of `column`.
+    func value<T: PostgresDecodable>(_ column: String) throws -> T { try self[column].decode(T.self) }
+
+    /// The date `column` holds, in seconds since 1970.
+    func date(_ column: String) throws -> Date { Date(timeIntervalSince1970: try value(column)) }
+
+    /// The date `column` holds, in seconds since 1970, or nil when it holds none.
+    func optionalDate(_ column: String) throws -> Date? {
+        try (value(column) as Double?).map(Date.init(timeIntervalSince1970:))
+    }
+
+    /// The JSON document `column` holds, decoded.
+    func json<T: Decodable>(_ column: String) throws -> T { try CatalogJSON.decode(T.self, try value(column)) }
+
+    /// The JSON document `column` holds, decoded, or nil when it holds none.
+    func optionalJSON<T: Decodable>(_ column: String) throws -> T? {
+        try (value(column) as String?).map { try CatalogJSON.decode(T.self, $0) }
     }
 }

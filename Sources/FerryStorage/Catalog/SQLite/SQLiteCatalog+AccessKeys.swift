@@ -17,23 +17,17 @@ extension SQLiteCatalog {
     }
 
     public func isSessionRevoked(_ digest: String) async throws -> Bool {
-        try await pool.read { db in
-            try Bool.fetchOne(db, sql: "SELECT 1 FROM revokedSession WHERE digest = ?", arguments: [digest]) ?? false
-        }
+        try await pool.read { db in try db.exists("SELECT 1 FROM revokedSession WHERE digest = ?", [digest]) }
     }
 
     /// The stored key, or nil.
     public func accessKey(_ id: String) async throws -> StoredAccessKey? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM accessKey WHERE id = ?", arguments: [id]).map(self.accessKey)
-        }
+        try await first("SELECT * FROM accessKey WHERE id = ?", [id], accessKey)
     }
 
     /// Every stored key, oldest first.
     public func accessKeys() async throws -> [StoredAccessKey] {
-        try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM accessKey ORDER BY createdAt, id").map(self.accessKey)
-        }
+        try await all("SELECT * FROM accessKey ORDER BY createdAt, id", [], accessKey)
     }
 
     /// Stores a new key, its secret sealed.
@@ -42,12 +36,12 @@ extension SQLiteCatalog {
         let secret = try secrets?.seal(key.secretAccessKey) ?? key.secretAccessKey
         let quota = try AccessKeyQuotaColumn.encode(key.quota)
         try await execute("""
-                    INSERT INTO accessKey (id, secret, policy, status, description, createdAt, quota)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """, [
-                    key.accessKeyId, secret, policy, key.status.rawValue, key.description,
-                    key.createdAt.timeIntervalSince1970, quota,
-                ])
+            INSERT INTO accessKey (id, secret, policy, status, description, createdAt, quota)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """, [
+            key.accessKeyId, secret, policy, key.status.rawValue, key.description, key.createdAt.timeIntervalSince1970,
+            quota,
+        ])
     }
 
     /// Sets a key's quota; false when there is no such key.
@@ -60,8 +54,7 @@ extension SQLiteCatalog {
     func sealPlaintextSecrets() throws {
         guard let secrets else { return }
         try pool.write { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT id, secret FROM accessKey")
-            for row in rows {
+            for row in try Row.fetchAll(db, sql: "SELECT id, secret FROM accessKey") {
                 let stored: String = row["secret"]
                 guard !SecretBox.isSealed(stored) else { continue }
                 try db.execute(

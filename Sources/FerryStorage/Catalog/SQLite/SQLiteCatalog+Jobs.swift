@@ -103,12 +103,12 @@ extension SQLiteCatalog: JobQueue {
         -> Bool
     {
         try await execute("""
-                    UPDATE mediaJob SET leaseExpiresAt = ?, progress = COALESCE(?, progress), updatedAt = ?
-                    WHERE id = ? AND state = 'running' AND leaseOwner = ?
-                    """, [
-                    now.addingTimeInterval(lease.timeInterval).timeIntervalSince1970, progress,
-                    now.timeIntervalSince1970, id, worker,
-                ]) > 0
+            UPDATE mediaJob SET leaseExpiresAt = ?, progress = COALESCE(?, progress), updatedAt = ?
+            WHERE id = ? AND state = 'running' AND leaseOwner = ?
+            """, [
+            now.addingTimeInterval(lease.timeInterval).timeIntervalSince1970, progress, now.timeIntervalSince1970, id,
+            worker,
+        ]) > 0
     }
 
     public func complete(_ id: String, worker: String, now: Date) async throws -> Bool {
@@ -119,13 +119,11 @@ extension SQLiteCatalog: JobQueue {
     }
 
     public func fail(_ id: String, worker: String, error: String, retryAt: Date?, now: Date) async throws -> Bool {
-        try await execute("""
-                    UPDATE mediaJob SET state = ?, runAt = COALESCE(?, runAt), lastError = ?, leaseOwner = NULL,
-                    leaseExpiresAt = NULL, updatedAt = ? WHERE id = ? AND state = 'running' AND leaseOwner = ?
-                    """, [
-                    retryAt == nil ? MediaJobState.failed.rawValue : MediaJobState.queued.rawValue,
-                    retryAt?.timeIntervalSince1970, error, now.timeIntervalSince1970, id, worker,
-                ]) > 0
+        let state = retryAt == nil ? MediaJobState.failed.rawValue : MediaJobState.queued.rawValue
+        return try await execute("""
+            UPDATE mediaJob SET state = ?, runAt = COALESCE(?, runAt), lastError = ?, leaseOwner = NULL,
+            leaseExpiresAt = NULL, updatedAt = ? WHERE id = ? AND state = 'running' AND leaseOwner = ?
+            """, [state, retryAt?.timeIntervalSince1970, error, now.timeIntervalSince1970, id, worker]) > 0
     }
 
     public func release(_ id: String, worker: String, now: Date) async throws -> Bool {
@@ -158,10 +156,7 @@ extension SQLiteCatalog: JobQueue {
     }
 
     public func jobs(videoId: String) async throws -> [MediaJob] {
-        try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM mediaJob WHERE videoId = ? ORDER BY seq", arguments: [videoId])
-                .map(Self.mediaJob)
-        }
+        try await all("SELECT * FROM mediaJob WHERE videoId = ? ORDER BY seq", [videoId], Self.mediaJob)
     }
 
     public func backlog(now: Date) async throws -> JobBacklog {
@@ -177,17 +172,15 @@ extension SQLiteCatalog: JobQueue {
                 default: backlog.failed = count
                 }
             }
-            let oldest = try Double.fetchOne(
+            backlog.oldestDue = try Double.fetchOne(
                 db, sql: "SELECT min(runAt) FROM mediaJob WHERE state = 'queued' AND runAt <= ?",
-                arguments: [now.timeIntervalSince1970])
-            backlog.oldestDue = oldest.map(Date.init(timeIntervalSince1970:))
+                arguments: [now.timeIntervalSince1970]
+            ).map(Date.init(timeIntervalSince1970:))
             return backlog
         }
     }
 
     public func job(_ id: String) async throws -> MediaJob? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM mediaJob WHERE id = ?", arguments: [id]).map(Self.mediaJob)
-        }
+        try await first("SELECT * FROM mediaJob WHERE id = ?", [id], Self.mediaJob)
     }
 }

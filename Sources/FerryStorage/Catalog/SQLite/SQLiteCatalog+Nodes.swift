@@ -14,23 +14,21 @@ extension SQLiteCatalog: NodeHeartbeatStore {
 
     public func recordHeartbeat(_ heartbeat: NodeHeartbeat) async throws {
         try await execute("""
-                    INSERT INTO nodeHeartbeat (name, role, version, startedAt, lastSeen) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (name) DO UPDATE SET role = excluded.role, version = excluded.version,
-                    startedAt = excluded.startedAt, lastSeen = excluded.lastSeen
-                    """, [
-                    heartbeat.name, heartbeat.role, heartbeat.version, heartbeat.startedAt.timeIntervalSince1970,
-                    heartbeat.lastSeen.timeIntervalSince1970,
-                ])
+            INSERT INTO nodeHeartbeat (name, role, version, startedAt, lastSeen) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (name) DO UPDATE SET role = excluded.role, version = excluded.version,
+            startedAt = excluded.startedAt, lastSeen = excluded.lastSeen
+            """, [
+            heartbeat.name, heartbeat.role, heartbeat.version, heartbeat.startedAt.timeIntervalSince1970,
+            heartbeat.lastSeen.timeIntervalSince1970,
+        ])
     }
 
     public func nodeHeartbeats() async throws -> [NodeHeartbeat] {
-        try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM nodeHeartbeat ORDER BY name").map { row in
-                NodeHeartbeat(
-                    name: row["name"], role: row["role"], version: row["version"],
-                    startedAt: Date(timeIntervalSince1970: row["startedAt"]),
-                    lastSeen: Date(timeIntervalSince1970: row["lastSeen"]))
-            }
+        try await all("SELECT * FROM nodeHeartbeat ORDER BY name") { row in
+            NodeHeartbeat(
+                name: row["name"], role: row["role"], version: row["version"],
+                startedAt: Date(timeIntervalSince1970: row["startedAt"]),
+                lastSeen: Date(timeIntervalSince1970: row["lastSeen"]))
         }
     }
 

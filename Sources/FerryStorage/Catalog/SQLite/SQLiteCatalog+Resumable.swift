@@ -29,13 +29,13 @@ extension SQLiteCatalog {
     func insertResumableUpload(_ upload: ResumableUpload) async throws {
         let info = try CatalogJSON.encode(upload.info)
         try await execute("""
-                    INSERT INTO resumableUpload (id, uploadId, bucket, key, owner, length, received, createdAt, expiresAt,
-                        info, etag)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, [
-                    upload.id, upload.uploadId, upload.bucket, upload.key, upload.owner, upload.length, upload.offset,
-                    upload.createdAt.timeIntervalSince1970, upload.expiresAt.timeIntervalSince1970, info, upload.etag,
-                ])
+            INSERT INTO resumableUpload (id, uploadId, bucket, key, owner, length, received, createdAt, expiresAt,
+                info, etag)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, [
+            upload.id, upload.uploadId, upload.bucket, upload.key, upload.owner, upload.length, upload.offset,
+            upload.createdAt.timeIntervalSince1970, upload.expiresAt.timeIntervalSince1970, info, upload.etag,
+        ])
     }
 
     func resumableUpload(_ id: String) async throws -> ResumableUpload? {
@@ -50,15 +50,14 @@ extension SQLiteCatalog {
         let segments = plain ? nil : try CatalogJSON.encode(part.segments)
         return try await pool.write { db in
             guard var upload = try Self.resumable(id, db),
-                try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [upload.uploadId]) == true
+                try db.exists("SELECT 1 FROM upload WHERE id = ?", [upload.uploadId])
             else { return .missing }
             guard upload.offset == offset, upload.etag == nil else { return .conflict(upload) }
             if let length = upload.length, offset + part.size > length { return .beyondLength(upload) }
-            let number =
+            var numbered = part
+            numbered.number =
                 (try Int.fetchOne(db, sql: "SELECT MAX(number) FROM part WHERE uploadId = ?", arguments: [upload.uploadId]) ?? 0)
                 + 1
-            var numbered = part
-            numbered.number = number
             try Self.checkQuota(storing: numbered, uploadId: upload.uploadId, limit: byteLimit, db)
             try db.execute(
                 sql: """
@@ -66,7 +65,7 @@ extension SQLiteCatalog {
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    upload.uploadId, number, part.size, part.etag, checksums, part.blob,
+                    upload.uploadId, numbered.number, part.size, part.etag, checksums, part.blob,
                     part.lastModified.timeIntervalSince1970, segments,
                 ])
             upload.offset += part.size
@@ -97,27 +96,19 @@ extension SQLiteCatalog {
     }
 
     func expiredResumableUploads(before date: Date, limit: Int) async throws -> [ResumableUpload] {
-        try await pool.read { db in
-            try Row.fetchAll(
-                db, sql: "SELECT * FROM resumableUpload WHERE expiresAt < ? ORDER BY expiresAt LIMIT ?",
-                arguments: [date.timeIntervalSince1970, limit]
-            ).map(Self.resumable)
-        }
+        try await all(
+            "SELECT * FROM resumableUpload WHERE expiresAt < ? ORDER BY expiresAt LIMIT ?",
+            [date.timeIntervalSince1970, limit], Self.resumable)
     }
 
     func unclaimedResumableMultipartUploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo] {
         let prefix = ResumableUpload.multipartIdPrefix
-        return try await pool.read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM upload WHERE substr(id, 1, ?) = ? AND initiated < ?
-                        AND NOT EXISTS (SELECT 1 FROM resumableUpload WHERE resumableUpload.uploadId = upload.id)
-                    ORDER BY initiated LIMIT ?
-                    """,
-                arguments: [prefix.count, prefix, date.timeIntervalSince1970, limit]
-            ).map(Self.uploadInfo)
-        }
+        return try await all(
+            """
+            SELECT * FROM upload WHERE substr(id, 1, ?) = ? AND initiated < ?
+                AND NOT EXISTS (SELECT 1 FROM resumableUpload WHERE resumableUpload.uploadId = upload.id)
+            ORDER BY initiated LIMIT ?
+            """, [prefix.count, prefix, date.timeIntervalSince1970, limit], Self.uploadInfo)
     }
 
     private static func resumable(_ id: String, _ db: Database) throws -> ResumableUpload? {
@@ -129,7 +120,6 @@ extension SQLiteCatalog {
             id: row["id"], uploadId: row["uploadId"], bucket: row["bucket"], key: row["key"], owner: row["owner"],
             length: row["length"], offset: row["received"], createdAt: Date(timeIntervalSince1970: row["createdAt"]),
             expiresAt: Date(timeIntervalSince1970: row["expiresAt"]),
-            info: try CatalogJSON.decode(ResumableUpload.Info.self, row["info"]),
-            etag: row["etag"])
+            info: try CatalogJSON.decode(ResumableUpload.Info.self, row["info"]), etag: row["etag"])
     }
 }

@@ -24,20 +24,15 @@ extension SQLiteCatalog {
     }
 
     public func signingKey(_ id: String) async throws -> StoredSigningKey? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM signingKey WHERE id = ?", arguments: [id]).map(Self.signingKey)
-        }
+        try await first("SELECT * FROM signingKey WHERE id = ?", [id], Self.signingKey)
     }
 
     public func signingKeys(owner: String?) async throws -> [StoredSigningKey] {
-        try await pool.read { db in
-            if let owner {
-                return try Row.fetchAll(
-                    db, sql: "SELECT * FROM signingKey WHERE owner = ? ORDER BY createdAt, id", arguments: [owner]
-                ).map(Self.signingKey)
-            }
-            return try Row.fetchAll(db, sql: "SELECT * FROM signingKey ORDER BY createdAt, id").map(Self.signingKey)
+        if let owner {
+            return try await all(
+                "SELECT * FROM signingKey WHERE owner = ? ORDER BY createdAt, id", [owner], Self.signingKey)
         }
+        return try await all("SELECT * FROM signingKey ORDER BY createdAt, id", [], Self.signingKey)
     }
 
     public func deleteSigningKey(_ id: String) async throws -> Bool {

@@ -26,14 +26,12 @@ extension SQLiteCatalog: WebhookStore {
         """)
 
     private static func storedWebhookEvent(_ row: Row) throws -> StoredWebhookEvent {
-        let payload = try CatalogJSON.decode(WebhookPayload.self, row["payload"])
-        let delivered: Double? = row["deliveredAt"]
-        let failed: Double? = row["failedAt"]
         let event = WebhookEvent(
-            id: row["id"], type: WebhookEventType(rawValue: row["type"]), payload: payload,
+            id: row["id"], type: WebhookEventType(rawValue: row["type"]),
+            payload: try CatalogJSON.decode(WebhookPayload.self, row["payload"]),
             createdAt: Date(timeIntervalSince1970: row["createdAt"]), attempts: row["attempts"],
-            deliveredAt: delivered.map(Date.init(timeIntervalSince1970:)),
-            failedAt: failed.map(Date.init(timeIntervalSince1970:)))
+            deliveredAt: (row["deliveredAt"] as Double?).map(Date.init(timeIntervalSince1970:)),
+            failedAt: (row["failedAt"] as Double?).map(Date.init(timeIntervalSince1970:)))
         let body: Data = row["body"]
         return StoredWebhookEvent(
             event: event, body: [UInt8](body), nextAttemptAt: Date(timeIntervalSince1970: row["nextAttemptAt"]),
@@ -60,34 +58,29 @@ extension SQLiteCatalog: WebhookStore {
 
     /// The oldest pending event (neither delivered nor failed), due or not.
     public func nextPendingWebhookEvent() async throws -> StoredWebhookEvent? {
-        try await pool.read { db in
-            try Row.fetchOne(
-                db,
-                sql: "SELECT * FROM webhookEvent WHERE deliveredAt IS NULL AND failedAt IS NULL ORDER BY seq LIMIT 1"
-            ).map(Self.storedWebhookEvent)
-        }
+        try await first(
+            "SELECT * FROM webhookEvent WHERE deliveredAt IS NULL AND failedAt IS NULL ORDER BY seq LIMIT 1", [],
+            Self.storedWebhookEvent)
     }
 
     /// Every event not delivered (pending and failed), oldest first.
     public func undeliveredWebhookEvents() async throws -> [WebhookEvent] {
-        try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM webhookEvent WHERE deliveredAt IS NULL ORDER BY seq")
-                .map { try Self.storedWebhookEvent($0).event }
+        try await all("SELECT * FROM webhookEvent WHERE deliveredAt IS NULL ORDER BY seq") {
+            try Self.storedWebhookEvent($0).event
         }
     }
 
     public func webhookBacklog() async throws -> WebhookBacklog {
-        try await pool.read { db in
+        try await first("""
+            SELECT count(*) AS n, min(createdAt) AS oldest FROM webhookEvent
+            WHERE deliveredAt IS NULL AND failedAt IS NULL
+            """
+        ) { row in
             var backlog = WebhookBacklog()
-            if let row = try Row.fetchOne(
-                db,
-                sql: "SELECT count(*) AS n, min(createdAt) AS oldest FROM webhookEvent WHERE deliveredAt IS NULL AND failedAt IS NULL")
-            {
-                backlog.pending = row["n"]
-                backlog.oldestCreatedAt = (row["oldest"] as Double?).map(Date.init(timeIntervalSince1970:))
-            }
+            backlog.pending = row["n"]
+            backlog.oldestCreatedAt = (row["oldest"] as Double?).map(Date.init(timeIntervalSince1970:))
             return backlog
-        }
+        } ?? WebhookBacklog()
     }
 
     /// Records a successful delivery.
@@ -98,33 +91,30 @@ extension SQLiteCatalog: WebhookStore {
     }
 
     public func recentWebhookEvents(limit: Int) async throws -> [WebhookDelivery] {
-        try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM webhookEvent ORDER BY seq DESC LIMIT ?", arguments: [limit]).map { row in
-                let stored = try Self.storedWebhookEvent(row)
-                return WebhookDelivery(event: stored.event, nextAttemptAt: stored.nextAttemptAt, lastError: row["lastError"])
-            }
+        try await all("SELECT * FROM webhookEvent ORDER BY seq DESC LIMIT ?", [limit]) { row in
+            let stored = try Self.storedWebhookEvent(row)
+            return WebhookDelivery(
+                event: stored.event, nextAttemptAt: stored.nextAttemptAt, lastError: row["lastError"])
         }
     }
 
     public func retryWebhookEvent(_ id: String, now: Date) async throws -> Bool {
         try await execute("""
-                    UPDATE webhookEvent SET failedAt = NULL, attempts = 0, nextAttemptAt = ?
-                    WHERE id = ? AND failedAt IS NOT NULL AND deliveredAt IS NULL
-                    """, [now.timeIntervalSince1970, id]) > 0
+            UPDATE webhookEvent SET failedAt = NULL, attempts = 0, nextAttemptAt = ?
+            WHERE id = ? AND failedAt IS NOT NULL AND deliveredAt IS NULL
+            """, [now.timeIntervalSince1970, id]) > 0
     }
 
     /// Records a failed attempt: either the next attempt's time or, when attempts ran out (nil), the failure.
     public func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws {
-        try await pool.write { db in
-            if let nextAttemptAt {
-                try db.execute(
-                    sql: "UPDATE webhookEvent SET attempts = attempts + 1, nextAttemptAt = ?, lastError = ? WHERE id = ?",
-                    arguments: [nextAttemptAt.timeIntervalSince1970, error, id])
-            } else {
-                try db.execute(
-                    sql: "UPDATE webhookEvent SET attempts = attempts + 1, failedAt = ?, lastError = ? WHERE id = ?",
-                    arguments: [now.timeIntervalSince1970, error, id])
-            }
+        if let nextAttemptAt {
+            try await execute(
+                "UPDATE webhookEvent SET attempts = attempts + 1, nextAttemptAt = ?, lastError = ? WHERE id = ?",
+                [nextAttemptAt.timeIntervalSince1970, error, id])
+        } else {
+            try await execute(
+                "UPDATE webhookEvent SET attempts = attempts + 1, failedAt = ?, lastError = ? WHERE id = ?",
+                [now.timeIntervalSince1970, error, id])
         }
     }
 }

@@ -133,14 +133,26 @@ public final class SQLiteCatalog: ObjectCatalog {
         }
     }
 
+    /// Every row a query reads, mapped by `map`.
+    func all<T: Sendable>(
+        _ sql: String, _ arguments: StatementArguments = [], _ map: @escaping @Sendable (Row) throws -> T
+    ) async throws -> [T] {
+        try await pool.read { db in try Row.fetchAll(db, sql: sql, arguments: arguments).map(map) }
+    }
+
+    /// The first row a query reads, mapped by `map`; nil when it reads none.
+    func first<T: Sendable>(
+        _ sql: String, _ arguments: StatementArguments = [], _ map: @escaping @Sendable (Row) throws -> T
+    ) async throws -> T? {
+        try await pool.read { db in try Row.fetchOne(db, sql: sql, arguments: arguments).map(map) }
+    }
+
     // MARK: Buckets
 
     /// Inserts a bucket; returns false when it exists already.
     func insertBucket(_ name: String, at date: Date) async throws -> Bool {
         try await pool.write { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [name]) == true {
-                return false
-            }
+            if try db.exists("SELECT 1 FROM bucket WHERE name = ?", [name]) { return false }
             try db.execute(sql: "INSERT INTO bucket (name, createdAt) VALUES (?, ?)", arguments: [name, date.timeIntervalSince1970])
             return true
         }
@@ -148,31 +160,23 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// The bucket, or nil.
     func bucket(_ name: String) async throws -> BucketInfo? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT name, createdAt FROM bucket WHERE name = ?", arguments: [name]).map {
-                BucketInfo(name: $0["name"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]))
-            }
-        }
+        try await first("SELECT name, createdAt FROM bucket WHERE name = ?", [name], Self.bucketInfo)
     }
 
     /// All buckets by name.
     func buckets() async throws -> [BucketInfo] {
-        try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT name, createdAt FROM bucket ORDER BY name").map {
-                BucketInfo(name: $0["name"], createdAt: Date(timeIntervalSince1970: $0["createdAt"]))
-            }
-        }
+        try await all("SELECT name, createdAt FROM bucket ORDER BY name", [], Self.bucketInfo)
+    }
+
+    private static func bucketInfo(_ row: Row) -> BucketInfo {
+        BucketInfo(name: row["name"], createdAt: Date(timeIntervalSince1970: row["createdAt"]))
     }
 
     /// Deletes a bucket without objects; multipart uploads still in progress in it are aborted.
     func deleteBucket(_ name: String) async throws -> CatalogDeleteBucketOutcome {
         try await pool.write { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [name]) == true else {
-                return .missing
-            }
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM object WHERE bucket = ? LIMIT 1", arguments: [name]) == true {
-                return .notEmpty
-            }
+            guard try db.exists("SELECT 1 FROM bucket WHERE name = ?", [name]) else { return .missing }
+            if try db.exists("SELECT 1 FROM object WHERE bucket = ? LIMIT 1", [name]) { return .notEmpty }
             let blobs = try Row.fetchAll(
                 db, sql: "SELECT blob, segments FROM part WHERE uploadId IN (SELECT id FROM upload WHERE bucket = ?)",
                 arguments: [name]
@@ -192,29 +196,21 @@ public final class SQLiteCatalog: ObjectCatalog {
             lastModified: Date(timeIntervalSince1970: row["lastModified"]),
             attributes: try CatalogJSON.decode(ObjectAttributes.self, row["attributes"]),
             checksums: try CatalogJSON.decode([String: String].self, row["checksums"]),
-            checksumType: row["checksumType"],
-            manifest: try CatalogJSON.decode([BlobSegment].self, row["manifest"]),
-            partCount: row["partCount"],
-            tags: try CatalogJSON.decode([ObjectTag].self, row["tags"]),
+            checksumType: row["checksumType"], manifest: try CatalogJSON.decode([BlobSegment].self, row["manifest"]),
+            partCount: row["partCount"], tags: try CatalogJSON.decode([ObjectTag].self, row["tags"]),
             parts: try (row["parts"] as String?).map { try CatalogJSON.decode([ObjectPart].self, $0) },
             owner: row["owner"])
     }
 
-
     /// The object, or nil.
     func object(bucket: String, key: String) async throws -> ObjectInfo? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-                .map(Self.objectInfo)
-        }
+        try await first("SELECT * FROM object WHERE bucket = ? AND key = ?", [bucket, key], Self.objectInfo)
     }
 
     private static func upsert(_ object: ObjectInfo, _ db: Database) throws -> [BlobSegment] {
-        let previous = try Row.fetchOne(
+        let previous = try String.fetchOne(
             db, sql: "SELECT manifest FROM object WHERE bucket = ? AND key = ?", arguments: [object.bucket, object.key])
-        let replaced: [BlobSegment] =
-            try previous.map { try CatalogJSON.decode([BlobSegment].self, $0["manifest"]) }
-            ?? []
+        let replaced = try previous.map { try CatalogJSON.decode([BlobSegment].self, $0) } ?? []
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO object
@@ -233,19 +229,14 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Whether `condition` holds for the current object at bucket/key (inside a write transaction); nil when it does.
     private static func check(_ condition: ObjectWriteCondition, bucket: String, key: String, _ db: Database) throws
-        -> CatalogPutOutcome?
+        -> ObjectWriteCondition.Failure?
     {
         if condition.isEmpty { return nil }
         let current = try Row.fetchOne(
             db, sql: "SELECT etag, lastModified, size FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-        let failure = condition.evaluate(
+        return condition.evaluate(
             etag: current?["etag"], lastModified: (current?["lastModified"] as Double?).map(Date.init(timeIntervalSince1970:)),
             size: current?["size"])
-        switch failure {
-        case nil: return nil
-        case .preconditionFailed?: return .preconditionFailed
-        case .noSuchKey?: return .noSuchKey
-        }
     }
 
     /// Inserts or replaces an object; returns the blobs of the object it replaced so the caller deletes them. With a
@@ -254,9 +245,10 @@ public final class SQLiteCatalog: ObjectCatalog {
         -> CatalogPutOutcome
     {
         try await pool.write { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [object.bucket]) == true
-            else { return .noSuchBucket }
-            if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, db) { return failed }
+            guard try db.exists("SELECT 1 FROM bucket WHERE name = ?", [object.bucket]) else { return .noSuchBucket }
+            if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, db) {
+                return .refused(failed)
+            }
             try Self.checkQuota(storing: object, limit: byteLimit, db)
             return .stored(replaced: try Self.upsert(object, db))
         }
@@ -270,10 +262,9 @@ public final class SQLiteCatalog: ObjectCatalog {
                 let row = try Row.fetchOne(
                     db, sql: "SELECT manifest FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
             else { return .stored(replaced: []) }
-            if let failed = try Self.check(condition, bucket: bucket, key: key, db) { return failed }
+            if let failed = try Self.check(condition, bucket: bucket, key: key, db) { return .refused(failed) }
             try db.execute(sql: "DELETE FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-            return .stored(
-                replaced: try CatalogJSON.decode([BlobSegment].self, row["manifest"]))
+            return .stored(replaced: try CatalogJSON.decode([BlobSegment].self, row["manifest"]))
         }
     }
 
@@ -286,18 +277,14 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Up to `limit` objects with keys after `after` (exclusive) and at or after `from`, in key order.
     func objects(bucket: String, after: String?, from: String, limit: Int) async throws -> [ObjectInfo] {
-        try await pool.read { db in
-            if let after {
-                return try Row.fetchAll(
-                    db, sql: "SELECT * FROM object WHERE bucket = ? AND key > ? AND key >= ? ORDER BY key LIMIT ?",
-                    arguments: [bucket, after, from, limit]
-                ).map(Self.objectInfo)
-            }
-            return try Row.fetchAll(
-                db, sql: "SELECT * FROM object WHERE bucket = ? AND key >= ? ORDER BY key LIMIT ?",
-                arguments: [bucket, from, limit]
-            ).map(Self.objectInfo)
+        if let after {
+            return try await all(
+                "SELECT * FROM object WHERE bucket = ? AND key > ? AND key >= ? ORDER BY key LIMIT ?",
+                [bucket, after, from, limit], Self.objectInfo)
         }
+        return try await all(
+            "SELECT * FROM object WHERE bucket = ? AND key >= ? ORDER BY key LIMIT ?", [bucket, from, limit],
+            Self.objectInfo)
     }
 
     // MARK: Multipart uploads
@@ -308,16 +295,14 @@ public final class SQLiteCatalog: ObjectCatalog {
             initiated: Date(timeIntervalSince1970: row["initiated"]),
             attributes: try CatalogJSON.decode(ObjectAttributes.self, row["attributes"]),
             checksumAlgorithm: row["checksumAlgorithm"], checksumType: row["checksumType"],
-            tags: try CatalogJSON.decode([ObjectTag].self, row["tags"]),
-            owner: row["owner"])
+            tags: try CatalogJSON.decode([ObjectTag].self, row["tags"]), owner: row["owner"])
     }
 
     /// Records a new upload; false when the bucket does not exist. With an `uploadLimit`, throws `quotaExceeded` when
     /// its owner has that many uploads in progress already.
     func insertUpload(_ upload: MultipartUploadInfo, uploadLimit: Int? = nil) async throws -> Bool {
         try await pool.write { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [upload.bucket]) == true
-            else { return false }
+            guard try db.exists("SELECT 1 FROM bucket WHERE name = ?", [upload.bucket]) else { return false }
             if let limit = uploadLimit, let owner = upload.owner, try Self.uploadCount(owner: owner, db) >= limit {
                 throw FerryDomainError.uploadQuotaExceeded(limit: limit)
             }
@@ -337,9 +322,7 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// The upload, or nil.
     func upload(_ uploadId: String) async throws -> MultipartUploadInfo? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM upload WHERE id = ?", arguments: [uploadId]).map(Self.uploadInfo)
-        }
+        try await first("SELECT * FROM upload WHERE id = ?", [uploadId], Self.uploadInfo)
     }
 
     /// Uploads of a bucket in (key, upload id) order after the markers (after the key marker's uploads too, when the
@@ -347,54 +330,43 @@ public final class SQLiteCatalog: ObjectCatalog {
     func uploads(bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, limit: Int) async throws
         -> [MultipartUploadInfo]
     {
-        try await pool.read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM upload WHERE bucket = ? AND key >= ?
-                    AND (key > ? OR (key = ? AND ? <> '' AND id > ?))
-                    ORDER BY key, id LIMIT ?
-                    """,
-                arguments: [bucket, prefix, keyMarker, keyMarker, uploadIdMarker, uploadIdMarker, limit]
-            ).map(Self.uploadInfo).filter { $0.key.hasBytePrefix(prefix) }
-        }
+        try await all(
+            """
+            SELECT * FROM upload WHERE bucket = ? AND key >= ?
+            AND (key > ? OR (key = ? AND ? <> '' AND id > ?))
+            ORDER BY key, id LIMIT ?
+            """, [bucket, prefix, keyMarker, keyMarker, uploadIdMarker, uploadIdMarker, limit], Self.uploadInfo
+        ).filter { $0.key.hasBytePrefix(prefix) }
     }
 
     /// Uploads initiated before `date`, oldest first.
     func uploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo] {
-        try await pool.read { db in
-            try Row.fetchAll(
-                db, sql: "SELECT * FROM upload WHERE initiated < ? ORDER BY initiated LIMIT ?",
-                arguments: [date.timeIntervalSince1970, limit]
-            ).map(Self.uploadInfo)
-        }
+        try await all(
+            "SELECT * FROM upload WHERE initiated < ? ORDER BY initiated LIMIT ?", [date.timeIntervalSince1970, limit],
+            Self.uploadInfo)
     }
 
     private static func partInfo(_ row: Row) throws -> PartInfo {
         let size: Int64 = row["size"]
-        let segments =
-            try (row["segments"] as String?).map { try CatalogJSON.decode([BlobSegment].self, $0) }
-            ?? [BlobSegment(blob: row["blob"], size: size)]
         return PartInfo(
             number: row["number"], size: size, etag: row["etag"],
             checksums: try CatalogJSON.decode([String: String].self, row["checksums"]),
-            segments: segments, lastModified: Date(timeIntervalSince1970: row["lastModified"]))
+            segments: try (row["segments"] as String?).map { try CatalogJSON.decode([BlobSegment].self, $0) }
+                ?? [BlobSegment(blob: row["blob"], size: size)],
+            lastModified: Date(timeIntervalSince1970: row["lastModified"]))
     }
 
     /// The blob names a part's row holds (one, or its segments').
     private static func partBlobs(_ row: Row) throws -> [String] {
-        try (row["segments"] as String?).map {
-            try CatalogJSON.decode([BlobSegment].self, $0).map(\.blob)
-        } ?? [row["blob"]]
+        try (row["segments"] as String?).map { try CatalogJSON.decode([BlobSegment].self, $0).map(\.blob) }
+            ?? [row["blob"]]
     }
 
     /// Records a part, replacing a previous part with the same number; returns the replaced part's blob. With a
     /// `byteLimit`, throws `quotaExceeded` when the part would take the upload's owner past it.
     func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64? = nil) async throws -> CatalogPartOutcome {
         try await pool.write { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
-                return .noSuchUpload
-            }
+            guard try db.exists("SELECT 1 FROM upload WHERE id = ?", [uploadId]) else { return .noSuchUpload }
             try Self.checkQuota(storing: part, uploadId: uploadId, limit: byteLimit, db)
             let replaced = try Row.fetchOne(
                 db, sql: "SELECT blob, segments FROM part WHERE uploadId = ? AND number = ?",
@@ -416,21 +388,16 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Parts of an upload with numbers above `marker`, ascending, up to `limit` (all when nil).
     func parts(uploadId: String, after marker: Int = 0, limit: Int? = nil) async throws -> [PartInfo] {
-        try await pool.read { db in
-            try Row.fetchAll(
-                db, sql: "SELECT * FROM part WHERE uploadId = ? AND number > ? ORDER BY number LIMIT ?",
-                arguments: [uploadId, marker, limit ?? -1]
-            ).map(Self.partInfo)
-        }
+        try await all(
+            "SELECT * FROM part WHERE uploadId = ? AND number > ? ORDER BY number LIMIT ?",
+            [uploadId, marker, limit ?? -1], Self.partInfo)
     }
 
     /// Removes an upload and its parts, and the unfinished resumable upload whose bytes it held (whoever aborts it: a
     /// client, a lifecycle rule, the collector); returns the part blobs (nil when there was no such upload).
     func deleteUpload(_ uploadId: String) async throws -> [String]? {
         try await pool.write { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
-                return nil
-            }
+            guard try db.exists("SELECT 1 FROM upload WHERE id = ?", [uploadId]) else { return nil }
             let blobs = try Row.fetchAll(db, sql: "SELECT blob, segments FROM part WHERE uploadId = ?", arguments: [uploadId])
                 .flatMap(Self.partBlobs)
             try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [uploadId])
@@ -447,13 +414,9 @@ public final class SQLiteCatalog: ObjectCatalog {
         now: Date = Date()
     ) async throws -> CatalogCompleteOutcome {
         try await pool.write { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM upload WHERE id = ?", arguments: [uploadId]) == true else {
-                return .noSuchUpload
-            }
-            switch try Self.check(condition, bucket: object.bucket, key: object.key, db) {
-            case .preconditionFailed?: return .preconditionFailed
-            case .noSuchKey?: return .noSuchKey
-            default: break
+            guard try db.exists("SELECT 1 FROM upload WHERE id = ?", [uploadId]) else { return .noSuchUpload }
+            if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, db) {
+                return .refused(failed)
             }
             let current = try Row.fetchAll(db, sql: "SELECT * FROM part WHERE uploadId = ?", arguments: [uploadId])
             let byNumber = Dictionary(uniqueKeysWithValues: try current.map(Self.partInfo).map { ($0.number, $0) })
@@ -477,13 +440,11 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// A completion remembered for retries, or nil.
     func completedUpload(_ uploadId: String) async throws -> CompletedUpload? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM completedUpload WHERE id = ?", arguments: [uploadId]).map { row in
-                CompletedUpload(
-                    uploadId: row["id"], bucket: row["bucket"], key: row["key"],
-                    parts: try CatalogJSON.decode([CompletedUploadPart].self, row["parts"]),
-                    etag: row["etag"], completedAt: Date(timeIntervalSince1970: row["completedAt"]))
-            }
+        try await first("SELECT * FROM completedUpload WHERE id = ?", [uploadId]) { row in
+            CompletedUpload(
+                uploadId: row["id"], bucket: row["bucket"], key: row["key"],
+                parts: try CatalogJSON.decode([CompletedUploadPart].self, row["parts"]),
+                etag: row["etag"], completedAt: Date(timeIntervalSince1970: row["completedAt"]))
         }
     }
 
@@ -508,11 +469,9 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Every bucket with a configuration of that kind, by name.
     func bucketConfigurations(_ kind: BucketConfigurationKind) async throws -> [(bucket: String, document: String)] {
-        try await pool.read { db in
-            try Row.fetchAll(
-                db, sql: "SELECT name, \(kind.rawValue) AS document FROM bucket WHERE \(kind.rawValue) IS NOT NULL ORDER BY name"
-            ).map { (bucket: $0["name"], document: $0["document"]) }
-        }
+        try await all(
+            "SELECT name, \(kind.rawValue) AS document FROM bucket WHERE \(kind.rawValue) IS NOT NULL ORDER BY name"
+        ) { (bucket: $0["name"], document: $0["document"]) }
     }
 
     /// Every blob name the catalog references (for garbage collection of orphans).
@@ -525,10 +484,15 @@ public final class SQLiteCatalog: ObjectCatalog {
     static func referencedBlobs(_ db: Database) throws -> Set<String> {
         var names = Set(try Row.fetchAll(db, sql: "SELECT blob, segments FROM part").flatMap(partBlobs))
         for manifest in try String.fetchAll(db, sql: "SELECT manifest FROM object") {
-            for segment in try CatalogJSON.decode([BlobSegment].self, manifest) {
-                names.insert(segment.blob)
-            }
+            names.formUnion(try CatalogJSON.decode([BlobSegment].self, manifest).map(\.blob))
         }
         return names
+    }
+}
+
+extension Database {
+    /// Whether a query reads any row.
+    func exists(_ sql: String, _ arguments: StatementArguments) throws -> Bool {
+        try Bool.fetchOne(self, sql: sql, arguments: arguments) == true
     }
 }
