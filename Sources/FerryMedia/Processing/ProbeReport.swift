@@ -50,31 +50,15 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         var displayRotation: Double?
 
         enum CodingKeys: String, CodingKey {
-            case codecType = "codec_type"
-            case codecName = "codec_name"
-            case profile
-            case level
-            case width
-            case height
-            case pixelFormat = "pix_fmt"
-            case bitRate = "bit_rate"
-            case duration
-            case averageFrameRate = "avg_frame_rate"
-            case baseFrameRate = "r_frame_rate"
-            case sampleRate = "sample_rate"
-            case channels
-            case disposition
-            case tags
+            case codecType = "codec_type", codecName = "codec_name", profile, level, width, height
+            case pixelFormat = "pix_fmt", bitRate = "bit_rate", duration, averageFrameRate = "avg_frame_rate"
+            case baseFrameRate = "r_frame_rate", sampleRate = "sample_rate", channels, disposition, tags
             case sideDataList = "side_data_list"
         }
 
-        private enum DispositionKeys: String, CodingKey {
-            case attachedPicture = "attached_pic"
-        }
+        private enum DispositionKeys: String, CodingKey { case attachedPicture = "attached_pic" }
 
-        private enum TagKeys: String, CodingKey {
-            case rotate
-        }
+        private enum TagKeys: String, CodingKey { case rotate }
 
         /// An entry of `side_data_list`: the display matrix's rotation, when it is one.
         private struct SideData: Decodable {
@@ -127,11 +111,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         /// Bits per second of the whole file.
         var bitRate: Double?
 
-        enum CodingKeys: String, CodingKey {
-            case formatName = "format_name"
-            case duration
-            case bitRate = "bit_rate"
-        }
+        enum CodingKeys: String, CodingKey { case formatName = "format_name", duration, bitRate = "bit_rate" }
 
         init() {}
 
@@ -143,10 +123,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         }
     }
 
-    enum CodingKeys: String, CodingKey {
-        case streams
-        case format
-    }
+    enum CodingKeys: String, CodingKey { case streams, format }
 
     init() {}
 

@@ -304,18 +304,13 @@ package struct S3BlobStorage: BlobStorage {
         struct Entry: Decodable {
             var key: String
             var lastModified: String
-            enum CodingKeys: String, CodingKey {
-                case key = "Key"
-                case lastModified = "LastModified"
-            }
+            enum CodingKeys: String, CodingKey { case key = "Key", lastModified = "LastModified" }
         }
         var contents: [Entry]?
         var isTruncated: Bool?
         var nextContinuationToken: String?
         enum CodingKeys: String, CodingKey {
-            case contents = "Contents"
-            case isTruncated = "IsTruncated"
-            case nextContinuationToken = "NextContinuationToken"
+            case contents = "Contents", isTruncated = "IsTruncated", nextContinuationToken = "NextContinuationToken"
         }
     }
 }

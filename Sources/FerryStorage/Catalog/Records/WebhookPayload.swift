@@ -67,20 +67,9 @@ public struct WebhookPayload: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case videoId = "VideoId"
-        case imageId = "ImageId"
-        case status = "Status"
-        case definition = "Definition"
-        case format = "Format"
-        case size = "Size"
-        case duration = "Duration"
-        case width = "Width"
-        case height = "Height"
-        case bitrate = "Bitrate"
-        case fps = "Fps"
-        case errorCode = "ErrorCode"
-        case errorMessage = "ErrorMessage"
-        case streamInfos = "StreamInfos"
+        case videoId = "VideoId", imageId = "ImageId", status = "Status", definition = "Definition", format = "Format"
+        case size = "Size", duration = "Duration", width = "Width", height = "Height", bitrate = "Bitrate", fps = "Fps"
+        case errorCode = "ErrorCode", errorMessage = "ErrorMessage", streamInfos = "StreamInfos"
     }
 
     /// Encodes the fields that are set.
@@ -142,15 +131,8 @@ public struct WebhookStreamInfo: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case status = "Status"
-        case definition = "Definition"
-        case format = "Format"
-        case size = "Size"
-        case width = "Width"
-        case height = "Height"
-        case bitrate = "Bitrate"
-        case duration = "Duration"
-        case fps = "Fps"
+        case status = "Status", definition = "Definition", format = "Format", size = "Size", width = "Width"
+        case height = "Height", bitrate = "Bitrate", duration = "Duration", fps = "Fps"
     }
 
     /// Encodes the fields that are set.
