@@ -75,8 +75,16 @@ extension ObjectAPI {
     ]
 
     /// Sub-resources Ferry implements; a request naming one is routed to its operation, never to the plain one.
-    static let implementedBucketSubresources: Set<String> = [
-        "location", "versioning", "versions", "uploads", "delete", "cors", "lifecycle",
+    static let implementedBucketSubresources = Set(bucketSubresourceOperations.map(\.name))
+
+    /// The operations of the bucket sub-resources Ferry implements, by method, in the order they are looked for.
+    static let bucketSubresourceOperations: [(name: String, method: HTTPRequest.Method, operation: Operation)] = [
+        ("location", .get, .getBucketLocation), ("versioning", .get, .getBucketVersioning),
+        ("versions", .get, .listObjectVersions), ("uploads", .get, .listMultipartUploads),
+        ("cors", .get, .getBucketCors), ("lifecycle", .get, .getBucketLifecycleConfiguration),
+        ("cors", .put, .putBucketCors), ("lifecycle", .put, .putBucketLifecycleConfiguration),
+        ("cors", .delete, .deleteBucketCors), ("lifecycle", .delete, .deleteBucketLifecycle),
+        ("delete", .post, .deleteObjects),
     ]
 
     /// Chooses the operation from method, path and query, as S3 does: the sub-resource named in the query decides
@@ -95,35 +103,18 @@ extension ObjectAPI {
             if let noun = unimplementedBucketSubresources.first(where: { names.contains($0.key) })?.value {
                 throw notImplemented(verb(method, noun: noun))
             }
+            if method == .head { return .headBucket }
+            if method == .put, names.contains("versioning") { throw notImplemented("PutBucketVersioning") }
+            let subresource = bucketSubresourceOperations.first { $0.method == method && names.contains($0.name) }
+            if let subresource { return subresource.operation }
+            // Another method on an implemented sub-resource (`GET ?delete`, `POST ?cors`) is none of its operations.
+            if !names.isDisjoint(with: implementedBucketSubresources) { throw methodNotAllowed }
             switch method {
-            case .get:
-                if names.contains("location") { return .getBucketLocation }
-                if names.contains("versioning") { return .getBucketVersioning }
-                if names.contains("versions") { return .listObjectVersions }
-                if names.contains("uploads") { return .listMultipartUploads }
-                if names.contains("cors") { return .getBucketCors }
-                if names.contains("lifecycle") { return .getBucketLifecycleConfiguration }
-                if names.contains("delete") { throw methodNotAllowed }
-                return query.first { $0.name == "list-type" }?.value == "2" ? .listObjectsV2 : .listObjects
-            case .put:
-                if names.contains("versioning") { throw notImplemented("PutBucketVersioning") }
-                if names.contains("cors") { return .putBucketCors }
-                if names.contains("lifecycle") { return .putBucketLifecycleConfiguration }
-                if !names.isDisjoint(with: implementedBucketSubresources) { throw methodNotAllowed }
-                return .createBucket
-            case .head:
-                return .headBucket
-            case .delete:
-                if names.contains("cors") { return .deleteBucketCors }
-                if names.contains("lifecycle") { return .deleteBucketLifecycle }
-                if !names.isDisjoint(with: implementedBucketSubresources) { throw methodNotAllowed }
-                return .deleteBucket
-            case .post:
-                if names.contains("delete") { return .deleteObjects }
-                if !names.isDisjoint(with: implementedBucketSubresources) { throw methodNotAllowed }
-                return .postObject
-            default:
-                throw methodNotAllowed
+            case .get: return query.first { $0.name == "list-type" }?.value == "2" ? .listObjectsV2 : .listObjects
+            case .put: return .createBucket
+            case .delete: return .deleteBucket
+            case .post: return .postObject
+            default: throw methodNotAllowed
             }
         }
         if let noun = unimplementedObjectSubresources.first(where: { names.contains($0.key) })?.value {
