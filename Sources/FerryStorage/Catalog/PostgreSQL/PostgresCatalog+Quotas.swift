@@ -80,10 +80,7 @@ extension PostgresCatalog {
             "SELECT size, owner FROM s3_object WHERE bucket = \(object.bucket) AND key = \(object.key)",
             on: connection, logger: logger
         ).first
-        var freed: Int64 = 0
-        if let current, try current["owner"].decode(String?.self) == owner {
-            freed = try current["size"].decode(Int64.self)
-        }
+        let freed: Int64 = try current.map { try $0.value("owner") as String? == owner ? $0.value("size") : 0 } ?? 0
         try StorageQuotaCheck.check(
             stored: try await storedBytes(owner: owner, on: connection, logger: logger), adding: object.size,
             freeing: freed, limit: limit)

@@ -230,18 +230,15 @@ public final class PostgresCatalog: Sendable, Service {
     /// whether this call made it.
     package func sharedSecret(_ name: String, make: () -> Data) async throws -> (value: Data, created: Bool) {
         let candidate = ByteBuffer(bytes: make())
-        for try await value in try await client.query(
-            "INSERT INTO server_secret (name, value) VALUES (\(name), \(candidate)) ON CONFLICT DO NOTHING RETURNING value",
-            logger: logger
-        ).decode(ByteBuffer.self) {
-            return (Data(buffer: value), true)
+        if let made = try await rows(
+            "INSERT INTO server_secret (name, value) VALUES (\(name), \(candidate)) ON CONFLICT DO NOTHING RETURNING value"
+        ).first {
+            return (Data(buffer: try made.value("value")), true)
         }
-        for try await value in try await client.query(
-            "SELECT value FROM server_secret WHERE name = \(name)", logger: logger
-        ).decode(ByteBuffer.self) {
-            return (Data(buffer: value), false)
+        guard let stored = try await rows("SELECT value FROM server_secret WHERE name = \(name)").first else {
+            throw InvalidURL(description: "The catalog lost the server secret \(name).")
         }
-        throw InvalidURL(description: "The catalog lost the server secret \(name).")
+        return (Data(buffer: try stored.value("value")), false)
     }
 
     // MARK: Helpers

@@ -72,8 +72,7 @@ extension SQLiteCatalog: JobQueue {
             // SQLite has one writer at a time: the lookup and the update below cannot interleave with another claim.
             guard
                 let row = try Row.fetchOne(
-                    db,
-                    sql: """
+                    db, sql: """
                         SELECT * FROM (
                             SELECT * FROM mediaJob WHERE state = 'queued' AND runAt <= ?
                             UNION ALL
@@ -86,15 +85,14 @@ extension SQLiteCatalog: JobQueue {
             job.state = .running
             job.attempts += 1
             job.leaseOwner = worker
-            let leaseExpiresAt = now.addingTimeInterval(lease.timeInterval)
-            job.leaseExpiresAt = leaseExpiresAt
+            job.leaseExpiresAt = now.addingTimeInterval(lease.timeInterval)
             job.updatedAt = now
             try db.execute(
                 sql: """
                     UPDATE mediaJob SET state = 'running', attempts = ?, leaseOwner = ?, leaseExpiresAt = ?, updatedAt = ?
                     WHERE id = ?
                     """,
-                arguments: [job.attempts, worker, leaseExpiresAt.timeIntervalSince1970, time, job.id])
+                arguments: [job.attempts, worker, job.leaseExpiresAt?.timeIntervalSince1970, time, job.id])
             return job
         }
     }
