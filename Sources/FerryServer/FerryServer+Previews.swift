@@ -14,6 +14,8 @@ extension FerryServer {
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
         var limits = PreviewRenderer.Configuration(workDirectory: configuration.dataDirectory + "/preview-work")
         limits.timeLimit = processing.previewTimeLimit
+        limits.maxCached = processing.previewCacheLimit
+        limits.cacheGrace = processing.previewCacheGrace
         return PreviewRenderer(pipeline: pipeline, configuration: limits)
     }
 }

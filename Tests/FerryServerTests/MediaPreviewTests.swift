@@ -317,6 +317,71 @@ struct MediaPreviewTests {
         }
     }
 
+    /// The pictures of `videoId` the store holds, by their normalised names.
+    static func cachedPictures(_ harness: MediaHarness, _ videoId: String) async throws -> Set<String> {
+        Set(try await harness.keys(under: "video/\(videoId)/").filter { $0.contains("/previews/") }.map {
+            String($0[$0.range(of: "/previews/")!.upperBound...])
+        })
+    }
+
+    /// Asks for the still of `videoId` at 1 s, `width` pixels wide.
+    static func still(_ harness: MediaHarness, _ videoId: String, width: Int) async throws -> S3TestClient.Reply {
+        try await S3TestClient.fetch(
+            PlaybackToken.url(
+                base: harness.server.endpoint, videoId: videoId, file: "thumbnail.jpg",
+                token: try await Self.token(harness, videoId)) + "&time=1&width=\(width)")
+    }
+
+    @Test("the store keeps at most previewCacheLimit pictures of a video: storing one more deletes the oldest, which is made again when asked for; a picture served from the store deletes nothing; deleting the video deletes them all")
+    func cacheLimit() async throws {
+        try await MediaHarness.with(configure: {
+            $0.mediaProcessing.previewCacheLimit = 3
+            $0.mediaProcessing.previewCacheGrace = .zero
+        }) { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 2), transcode: "NoTranscode")
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+            func name(_ width: Int) -> String { "thumbnail-t1000-w\(width)-hauto-preserve.jpg" }
+            for width in [100, 200, 300] {
+                let reply = try await Self.still(harness, videoId, width: width)
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            #expect(try await Self.cachedPictures(harness, videoId) == [name(100), name(200), name(300)])
+            // A fourth: the oldest goes.
+            #expect(try await Self.still(harness, videoId, width: 400).status == 200)
+            #expect(try await Self.cachedPictures(harness, videoId) == [name(200), name(300), name(400)])
+            // The one deleted is made again when asked for, and the oldest left goes in its place.
+            let again = try await Self.still(harness, videoId, width: 100)
+            #expect(again.status == 200 && again.body.starts(with: [0xFF, 0xD8]))
+            #expect(try await Self.cachedPictures(harness, videoId) == [name(300), name(400), name(100)])
+            // Served from the store, a picture is not stored again and deletes nothing.
+            #expect(try await Self.still(harness, videoId, width: 300).status == 200)
+            #expect(try await Self.cachedPictures(harness, videoId) == [name(300), name(400), name(100)])
+
+            // Deleting the video deletes its pictures with its other files.
+            try await harness.media.deleteVideos([videoId])
+            let deadline = ContinuousClock.now + .seconds(60)
+            while try await !harness.keys(under: "video/\(videoId)/").isEmpty, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(try await harness.keys(under: "video/\(videoId)/").isEmpty)
+        }
+    }
+
+    @Test("a picture stored within previewCacheGrace is kept past previewCacheLimit: the request that made it is answered from the store")
+    func cacheGrace() async throws {
+        try await MediaHarness.with(configure: { $0.mediaProcessing.previewCacheLimit = 1 }) { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 2), transcode: "NoTranscode")
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+            for width in [100, 200] {
+                let reply = try await Self.still(harness, videoId, width: width)
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            #expect(try await Self.cachedPictures(harness, videoId).count == 2)
+        }
+    }
+
     @Test("a picture ffmpeg does not make within the preview time limit is 503 SlowDown with Retry-After, and nothing is stored")
     func previewTimeLimit() async throws {
         try await MediaHarness.with(configure: { $0.mediaProcessing.previewTimeLimit = .milliseconds(1) }) { harness in

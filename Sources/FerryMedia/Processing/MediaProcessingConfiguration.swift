@@ -38,6 +38,13 @@ public struct MediaProcessingConfiguration: Sendable {
     /// Longest ffmpeg run for one picture made on request (`thumbnail.*`, `animated.*`); past it the run is killed and
     /// the request answered 503 `SlowDown` with `Retry-After`. Default 60 s.
     public var previewTimeLimit: Duration = .seconds(60)
+    /// Pictures made on request kept in the store per video (beside its renditions, under their normalised
+    /// parameters); storing one more deletes the video's oldest, except those stored in the last
+    /// ``previewCacheGrace``. At least 1. Default 64.
+    public var previewCacheLimit: Int = 64
+    /// How long a stored picture stays whatever ``previewCacheLimit``: the request that made it is answered from the
+    /// store after storing it. Default 60 s.
+    package var previewCacheGrace: Duration = .seconds(60)
     /// How often an idle worker looks for jobs. Default 500 ms.
     public var pollInterval: Duration = .milliseconds(500)
 

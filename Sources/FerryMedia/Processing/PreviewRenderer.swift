@@ -14,6 +14,13 @@ import Foundation
 /// pictures. On one node, identical requests at once share one ffmpeg run, and a ``PreviewGate`` bounds the runs at
 /// once and those waiting (past it: 503 `SlowDown`); nodes do not coordinate, so two nodes may each make a picture and
 /// the last one stored wins.
+///
+/// The store holds at most ``Configuration/maxCached`` pictures per video, however many distinct parameters callers
+/// ask for: after storing one, the renderer lists the video's pictures (the objects are the only record, shared by
+/// every node) and deletes the oldest past the limit, each only as listed (a picture made again meanwhile stays), and
+/// none stored within ``Configuration/cacheGrace`` (the requests that made them are answered from the store). A
+/// deleted picture is made again when asked for. Deleting the video deletes its pictures with its other files; a
+/// picture stored after the video was deleted is deleted again at once.
 package struct PreviewRenderer: Sendable {
     /// Limits of on-demand pictures.
     package struct Configuration: Sendable {
@@ -27,6 +34,10 @@ package struct PreviewRenderer: Sendable {
         package var maxRuns = max(2, ProcessInfo.processInfo.activeProcessorCount)
         /// Requests for other pictures that may wait for a run; more are refused. Default 32.
         package var maxWaiting = 32
+        /// Pictures kept per video; storing one more deletes the oldest. At least 1. Default 64.
+        package var maxCached = 64
+        /// How long a stored picture is kept whatever ``maxCached``. Default 60 s.
+        package var cacheGrace: Duration = .seconds(60)
 
         /// Creates the defaults, working in `workDirectory`.
         package init(workDirectory: String) {
@@ -64,13 +75,7 @@ package struct PreviewRenderer: Sendable {
             throw FerryDomainError(
                 .invalidArgument, "The video has no picture to take \(file) from until it is uploaded (status \(video.status)).")
         }
-        // Pictures taken from a first stream are kept apart from the ladder's (published later under the same
-        // prefix), so that the ladder's best rendition is used once it is there.
-        let place =
-            video.outputPrefix.map {
-                video.status == VideoStatus.normal ? $0 : $0 + "/" + TranscodePlan.firstStreamDirectory
-            } ?? "video/\(video.videoId)"
-        let key = place + "/" + request.cacheName
+        let key = Self.places(of: video)[0] + "/" + request.cacheName
         do {
             _ = try await pipeline.store.object(bucket: video.bucket, key: key)
             return key
@@ -115,6 +120,59 @@ package struct PreviewRenderer: Sendable {
         try await WorkFiles.upload(
             output, to: pipeline.store, bucket: video.bucket, key: key,
             contentType: WorkFiles.contentType(forPath: output))
+        // The removal of a video deleted meanwhile may have listed its files before this one was stored.
+        guard let current = try await pipeline.catalog.video(video.videoId), MediaPipeline.isLive(current.status) else {
+            try await pipeline.store.deleteObject(bucket: video.bucket, key: key, condition: .none)
+            throw FerryDomainError(.objectNotFound, "The video is gone.")
+        }
+        do {
+            try await trimCache(of: current)
+        } catch {
+            // The picture is stored and answered; the next one stored trims again.
+            pipeline.logger.warning(
+                "cached pictures not trimmed",
+                metadata: ["ferry.video-id": .string(video.videoId), "error": .string("\(error)")])
+        }
+    }
+
+    /// Where `video`'s pictures are kept, the place new ones go first: pictures taken from a first stream are kept
+    /// apart from the ladder's (published later under the same prefix), so that the ladder's best rendition is used
+    /// once it is there; pictures taken from the source before any rendition are kept under `video/<id>/`.
+    private static func places(of video: VideoRecord) -> [String] {
+        let source = "video/\(video.videoId)"
+        guard let prefix = video.outputPrefix else { return [source] }
+        let firstStream = prefix + "/" + TranscodePlan.firstStreamDirectory
+        return video.status == VideoStatus.normal ? [prefix, firstStream, source] : [firstStream, prefix, source]
+    }
+
+    /// Deletes `video`'s oldest pictures past ``Configuration/maxCached``, in every place they are kept, except those
+    /// stored within ``Configuration/cacheGrace``. Each is deleted only as it was listed (its ETag and time): one made
+    /// again meanwhile stays, and one another node deleted first is no error.
+    private func trimCache(of video: VideoRecord) async throws {
+        let store = pipeline.store
+        var pictures: [ObjectInfo] = []
+        for place in Self.places(of: video) {
+            var after: String?
+            repeat {
+                let page = try await store.listObjects(
+                    bucket: video.bucket, prefix: place + "/previews/", delimiter: nil, startAfter: after, maxKeys: 1000)
+                pictures += page.objects
+                after = page.isTruncated ? page.objects.last?.key : nil
+            } while after != nil
+        }
+        let kept = max(1, configuration.maxCached)
+        guard pictures.count > kept else { return }
+        let cutoff = Date().addingTimeInterval(-configuration.cacheGrace.timeInterval)
+        let newestFirst = pictures.sorted { ($0.lastModified, $0.key) > ($1.lastModified, $1.key) }
+        for picture in newestFirst.dropFirst(kept) where picture.lastModified < cutoff {
+            do {
+                try await store.deleteObject(
+                    bucket: video.bucket, key: picture.key,
+                    condition: ObjectWriteCondition(ifMatch: [picture.etag], ifMatchLastModified: picture.lastModified))
+            } catch let error as FerryDomainError where error.code == .preconditionFailed || error.code == .objectNotFound {
+                // Made again, or deleted by another node, since it was listed.
+            }
+        }
     }
 
     /// What ffmpeg reads: a file, the offset into it of the request's start, and whether it is joined HLS segments.
