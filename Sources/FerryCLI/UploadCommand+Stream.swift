@@ -73,6 +73,23 @@ extension UploadCommand {
         let recordName = Hex.encode(SHA256.hash(data: Data((file.path + "\n" + destination).utf8))) + ".json"
         // The record names the upload's URL, which is its credential: kept 0600 in a 0700 directory.
         let records = JSONRecordFiles(directory: context.records.appendingPathComponent("streams"))
+        // One run at a time per record (an advisory lock the kernel lets go of when this process ends): a second run
+        // of the same file and destination stops here, having sent nothing and touched no record.
+        let recordLock: CheckpointLock
+        do {
+            try records.createDirectory()
+            guard let lock = try CheckpointLock.acquire(records.url(".\(recordName).ferry-lock")) else {
+                let busy = FerryError(
+                    .uploadInProgress, "Another upload of \(path) is running (checkpoint \(records.url(recordName).path))")
+                context.output.error(Self.failureText(path, busy))
+                return ExitCodes.of(busy)
+            }
+            recordLock = lock
+        } catch {
+            context.output.error("ferry: \(path): \(error)")
+            return ExitCodes.failed
+        }
+        defer { recordLock.release() }
         var previous = records.read(StreamRecord.self, name: recordName)
         // An earlier upload this run does not continue (cancelled, started afresh, or of a file that has changed since)
         // is ended on the server, so that it holds neither bytes nor its key's quota until it expires.

@@ -60,8 +60,9 @@ struct UploadCommand: AsyncParsableCommand {
             (default ~/.ferry). Ctrl-C pauses: the checkpoint stays and running the same command again resumes. A \
             second Ctrl-C, or --cancel, aborts and cleans up. With --wait the progress line follows the video's \
             processing until it is Normal (its renditions are printed) or TranscodeFail (exit 1).
-            Exit codes: 0 success, 1 upload failed, 64 usage error, 75 interrupted or the network failed past the \
-            retries (resumable).
+            Exit codes: 0 success, 1 upload failed (also when another run is uploading the same file to the same \
+            place: it holds the checkpoint), 64 usage error, 75 interrupted or the network failed past the retries \
+            (resumable).
             """)
 
     @Argument(help: "Files to upload.")
@@ -208,7 +209,13 @@ struct UploadCommand: AsyncParsableCommand {
         var request = request(for: url, bucket: bucket, key: key ?? url.lastPathComponent, records: context.records)
         request.contentType = Self.contentType(url.pathExtension)
         if cancel {
-            let cancelled = try await client.discardCheckpoint(of: request)
+            let cancelled: Bool
+            do {
+                cancelled = try await client.discardCheckpoint(of: request)
+            } catch {
+                context.output.error(Self.failureText(path, error))
+                return ExitCodes.of(error)
+            }
             context.output.message(
                 cancelled
                     ? "Cancelled the upload of \(path); nothing is left on the server."
@@ -240,7 +247,14 @@ struct UploadCommand: AsyncParsableCommand {
             for path in files + (cover.map { [$0] } ?? []) {
                 let url = URL(fileURLWithPath: path).standardizedFileURL
                 if let previous = journal.lookup(url) ?? journal.abandoned(url) {
-                    try await objects.discardCheckpoint(of: request(for: url, bucket: previous.bucket, key: previous.key, records: context.records))
+                    do {
+                        try await objects.discardCheckpoint(
+                            of: request(for: url, bucket: previous.bucket, key: previous.key, records: context.records))
+                    } catch {
+                        // Another run is sending it (or the abort failed): its video and journal entry stay.
+                        context.output.error(Self.failureText(path, error))
+                        return ExitCodes.of(error)
+                    }
                     journal.remove(url)
                     // A video whose upload is cancelled or started over (or whose file changed) is deleted rather than
                     // left Uploading until it expires.
@@ -360,13 +374,13 @@ struct UploadCommand: AsyncParsableCommand {
 
     /// Runs one upload; Ctrl-C pauses (exit 75), a second Ctrl-C cancels.
     func run(_ request: ResumableUploadRequest, client: ObjectStorageClient, context: UploadContext) async throws -> (Int32, UploadResult?) {
-        if noResume { try await client.discardCheckpoint(of: request) }
         let upload: ResumableUploadTask
         do {
+            if noResume { try await client.discardCheckpoint(of: request) }
             upload = try await client.upload(request)
         } catch {
-            context.output.error("ferry: \(request.fileURL.path): \(error)")
-            return (ExitCodes.failed, nil)
+            context.output.error(Self.failureText(request.fileURL.path, error))
+            return (ExitCodes.of(error), nil)
         }
         let interrupts = context.interrupts
         let watcher = Task {
@@ -399,9 +413,24 @@ struct UploadCommand: AsyncParsableCommand {
             // Cancelled (a second Ctrl-C): aborted, nothing to resume.
             if error.code == .cancelled { return (ExitCodes.failed, nil) }
             let code = ExitCodes.of(error)
+            if error.code == .uploadInProgress {
+                context.output.error(Self.failureText(request.fileURL.path, error))
+                return (code, nil)
+            }
             context.output.error("ferry: \(request.fileURL.path): \(error).\(ExitCodes.advice(code, error))")
             return (code, nil)
         }
+    }
+
+    /// The line for an upload of `path` that failed with `error`: for another run sending the same upload, that run
+    /// and its checkpoint (which this run neither kept nor touched), else the file and the error.
+    static func failureText(_ path: String, _ error: any Error) -> String {
+        if let error = error as? FerryError, error.code == .uploadInProgress {
+            // "another upload of FILE is running (checkpoint …)"
+            return "ferry: " + error.message.prefix(1).lowercased() + error.message.dropFirst()
+                + "; nothing was sent. Run the same command again once it has finished."
+        }
+        return "ferry: \(path): \(error)"
     }
 }
 

@@ -249,6 +249,56 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test("a second upload of a checkpoint another is sending fails with uploadInProgress, sending nothing, and cannot discard it; once the first pauses it takes the checkpoint over and finishes; no lock file is left")
+    func secondRunOfOneCheckpoint() async throws {
+        let directory = TemporaryDirectory.make("ferry-locked")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 20 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                // Slow parts: the first upload is still sending while the second is tried.
+                proxy.inject(.delay(seconds: 0.5), when: .query(contains: "partNumber"), times: .max)
+                try await server.engine().createBucket("behaviour")
+                var configuration = ObjectStorageClient.Configuration()
+                configuration.transport = AsyncHTTPClientTransport()
+                let client = ObjectStorageClient(
+                    endpoint: URL(string: proxy.endpoint)!,
+                    credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
+                    configuration: configuration)
+                let first = try await client.upload(request(file, key: "locked.bin", records: records))
+                let (log, collector) = EventLog.collect(first)
+                #expect(await log.waitForProgress(Int64(5 * Self.mib)))
+                let sent = proxy.log.count
+                let second = try await client.upload(request(file, key: "locked.bin", records: records))
+                do {
+                    _ = try await second.result
+                    Issue.record("a second upload of a checkpoint in use ran")
+                } catch let error as FerryError {
+                    #expect(error.code == .uploadInProgress, "\(error)")
+                    #expect(error.message.contains(file.path) && error.message.contains(records.path), "\(error.message)")
+                }
+                do {
+                    try await client.discardCheckpoint(of: request(file, key: "locked.bin", records: records))
+                    Issue.record("a checkpoint in use was discarded")
+                } catch {
+                    #expect((error as? FerryError)?.code == .uploadInProgress, "\(error)")
+                }
+                // Neither sent a request: what the proxy saw since came from the first.
+                #expect(proxy.log.dropFirst(sent).allSatisfy { $0.query.contains("partNumber") }, "\(proxy.log.dropFirst(sent))")
+                await first.pause()
+                _ = collector
+                let third = try await client.upload(request(file, key: "locked.bin", records: records))
+                let result = try await third.result
+                #expect(result.partsResumed >= 1)
+                let back = URL(fileURLWithPath: directory + "/back")
+                try await server.engine().download(bucket: "behaviour", key: "locked.bin", to: back)
+                #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+                #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).isEmpty)
+            }
+        }
+    }
+
     @Test("without a record directory nothing is written to disk; a vanished upload id starts afresh")
     func noRecordDirectoryAndVanishedUpload() async throws {
         let directory = TemporaryDirectory.make("ferry-norecord")

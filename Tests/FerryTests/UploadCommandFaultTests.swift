@@ -2,6 +2,7 @@ import Ferry
 import FerryCore
 import FerryTestSupport
 import Foundation
+import NIOConcurrencyHelpers
 import Testing
 
 #if canImport(Glibc)
@@ -16,6 +17,77 @@ struct UploadCommandFaultTests {
         guard let range = text.range(of: "Video ") else { return nil }
         let id = text[range.upperBound...].prefix { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
         return id.isEmpty ? nil : String(id)
+    }
+
+    /// A `ferry upload` process with `environment`, as ``FerryRun/run(_:environment:inTerminal:interruptWhen:)`` starts
+    /// one.
+    static func process(_ arguments: [String], environment: [String: String]) -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for name in ["FERRY_DATA_DIR", "FERRY_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] { env[name] = nil }
+        env.merge(environment) { $1 }
+        process.environment = env
+        return process
+    }
+
+    @Test(
+        "a second ferry upload of a file another is uploading to the same place stops at once (exit 1) naming the run and its checkpoint, sends nothing and claims no checkpoint; once the first is killed (SIGKILL) the lock is gone and the same command resumes",
+        arguments: [[], ["--protocol", "tus"]])
+    func concurrentRunsOfOneFile(_ wire: [String]) async throws {
+        try await CommandLineTests.withService("ferry-cli-lock") { server, root, environment, data in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                let file = try makeRandomFile(size: 24 * 1024 * 1024, in: data)
+                // Slow appends and parts, so the first run is still sending when the second starts.
+                proxy.inject(.delay(seconds: 0.3), when: .method("PUT") || .method("PATCH"), times: .max)
+                let arguments =
+                    [
+                        "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "locks", "--key", "l.bin",
+                        "--part-size", wire.isEmpty ? "5MiB" : "2MiB", "--parallel", "1", "--record-dir", data + "/records",
+                        "--json",
+                    ] + wire
+                let second = NIOLockedValueBox<CapturedRun?>(nil)
+                let first = try await runBlocking { [environment] in
+                    try Self.process(arguments, environment: environment).runCapturing(
+                        interruptWhen: { line in
+                            // Once the first run has sent 4 MiB (its checkpoint written and locked): the second runs to its
+                            // end, then the first is killed.
+                            guard FerryRun.progressed(to: 4 * 1024 * 1024)(line) else { return false }
+                            if second.withLockedValue({ $0 == nil }) {
+                                let run = try? Self.process(arguments, environment: environment).runCapturing()
+                                second.withLockedValue { $0 = run }
+                            }
+                            return true
+                        }, signal: SIGKILL)
+                }
+                #expect(first.status == SIGKILL || first.status == 128 + SIGKILL, "\(first.status) \(first.errorOutput)")
+                let refused = try #require(second.withLockedValue { $0 })
+                #expect(refused.status == 1, "\(refused.status) \(refused.output) \(refused.errorOutput)")
+                #expect(
+                    refused.errorOutput.contains("another upload of \(file.path) is running (checkpoint \(data)/records/"),
+                    "\(refused.errorOutput)")
+                #expect(!refused.errorOutput.contains("kept"), "\(refused.errorOutput)")
+                #expect(!refused.output.contains("progress"), "\(refused.output)")
+                // One upload made on the server: the second created none.
+                let creations = proxy.log.filter { ($0.method == "POST" && $0.query.contains("uploads")) || ($0.method == "POST" && $0.path.contains("/_ferry/uploads/")) }
+                #expect(creations.count == 1, "\(proxy.log.map { "\($0.method) \($0.path)?\($0.query)" })")
+
+                // The killed run's lock went with it: the same command resumes from what it sent.
+                proxy.clearFaults()
+                let resumed = try await FerryRun.run(arguments, environment: environment)
+                #expect(resumed.status == 0, "\(resumed.error)")
+                let stored = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("locks", "l.bin")
+                #expect(Data(stored.body) == (try Data(contentsOf: file)))
+                if wire.isEmpty {
+                    let completed = try #require(resumed.jsonLines.first { $0["event"] as? String == "completed" }, "\(resumed.output)")
+                    #expect((completed["partsResumed"] as? Int ?? 0) >= 1, "\(completed)")
+                } else {
+                    let progress = resumed.jsonLines.first { $0["event"] as? String == "progress" }
+                    #expect((progress?["bytes"] as? Int ?? 0) >= 4 * 1024 * 1024, "\(resumed.output.prefix(300))")
+                }
+            }
+        }
     }
 
     @Test("a video uploaded as an IETF stream whose bytes were damaged on their way is deleted by the command (exit 1); a delete the service refuses names the video to delete by hand")

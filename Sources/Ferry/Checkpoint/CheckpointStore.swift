@@ -85,6 +85,21 @@ struct CheckpointStore: Sendable {
 
     func intentURL(for identifier: String) -> URL { files.url(Self.intentName(identifier)) }
 
+    /// Takes the lock of an upload's checkpoint (``CheckpointLock``), held while a run sends the upload.
+    ///
+    /// - Throws: ``FerryError`` `uploadInProgress` when another run holds it, naming the file and the checkpoint;
+    ///   `invalidArgument` when the record directory is not writable.
+    func lock(_ identifier: String, file: String) throws(FerryError) -> CheckpointLock {
+        try FerryError.catching(.invalidArgument, "Creating the record directory \(directory.path)") {
+            try files.createDirectory()
+        }
+        guard let lock = try CheckpointLock.acquire(files.url(".\(identifier).ferry-lock")) else {
+            throw FerryError(
+                .uploadInProgress, "Another upload of \(file) is running (checkpoint \(url(for: identifier).path))")
+        }
+        return lock
+    }
+
     /// Records, durably, that a multipart upload is about to be created for this upload: a process killed after the
     /// server created it and before its first checkpoint was written leaves this behind, so the next run can find the
     /// upload it lost instead of leaving it open.

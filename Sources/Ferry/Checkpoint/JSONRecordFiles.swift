@@ -42,12 +42,17 @@ package struct JSONRecordFiles: Sendable {
         try write(data: try encoder.encode(value), name: name, what: what)
     }
 
-    /// Writes raw bytes as the record called `name`, atomically and durably.
-    package func write(data: Data, name: String, what: String) throws {
+    /// Creates the directory (mode 0700) when it is missing.
+    package func createDirectory() throws {
         try FileManager.default.createDirectory(
             at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         // Records may name upload URLs and ids: their directory is the user's alone, whatever the umask made it.
         chmod(directory.path, 0o700)
+    }
+
+    /// Writes raw bytes as the record called `name`, atomically and durably.
+    package func write(data: Data, name: String, what: String) throws {
+        try createDirectory()
         let temp = directory.appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
         guard FileManager.default.createFile(atPath: temp.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
             throw FerryError(.invalidArgument, "The record directory \(directory.path) is not writable.")

@@ -45,6 +45,9 @@ public actor ResumableUploadTask {
     private var partsResumed = 0
     /// The upload's object, found complete while preparing (a run stopped before it deleted its checkpoint).
     private var completedEarlier: UploadResult?
+    /// The lock of the checkpoint, held while this upload sends (not while it is paused), so that no other run sends
+    /// the same upload meanwhile.
+    private var checkpointLock: CheckpointLock?
     private var partsSent = 0
 
     init(client: ObjectStorageClient, request: ResumableUploadRequest) {
@@ -176,7 +179,8 @@ public actor ResumableUploadTask {
     /// as cancelled. Runs in a task of its own, so a cancelled runner or caller does not cut it short.
     private func startCleanup() {
         cleanup = Task {
-            if request.deleteUploadIdOnCancelling {
+            // Another run holding the checkpoint now sends this upload: it is left to that run.
+            if request.deleteUploadIdOnCancelling, (try? takeCheckpointLock()) != nil {
                 if let uploadId {
                     try? await client.abortMultipartUpload(
                         bucket: request.bucket, key: request.key, uploadId: uploadId, credentials: credentials)
@@ -189,6 +193,7 @@ public actor ResumableUploadTask {
 
     private func finish(_ finish: Machine.Finish) {
         partBuffers.removeAll()
+        releaseCheckpointLock()
         for event in finish.events { continuation.yield(event) }
         continuation.finish()
         for waiter in finish.waiters { waiter.resume(with: finish.outcome.mapError { $0 as any Error }) }
@@ -197,6 +202,8 @@ public actor ResumableUploadTask {
     private func perform(_ action: Machine.RunEndAction) {
         switch action {
         case .pause(let events):
+            // A paused upload lets go of its checkpoint: another run may take it over; ``resume()`` locks again.
+            releaseCheckpointLock()
             for event in events { continuation.yield(event) }
         case .cleanUp(let events):
             for event in events { continuation.yield(event) }
@@ -225,6 +232,19 @@ public actor ResumableUploadTask {
             try? await checkpointWriter?.flush()
             perform(machine.stopSettled())
         }
+    }
+
+    /// Takes the checkpoint's lock unless this upload holds it already (or keeps no checkpoint).
+    ///
+    /// - Throws: ``FerryError`` `uploadInProgress` when another run holds it.
+    private func takeCheckpointLock() throws(FerryError) {
+        guard checkpointLock == nil, let checkpoints else { return }
+        checkpointLock = try checkpoints.lock(checkpointId, file: request.fileURL.path)
+    }
+
+    private func releaseCheckpointLock() {
+        checkpointLock?.release()
+        checkpointLock = nil
     }
 
     private static func ferryError(_ error: any Error) -> FerryError {
@@ -270,6 +290,8 @@ public actor ResumableUploadTask {
         if plan == nil && size < threshold {
             return try await singlePut(size: size)
         }
+        // Before the checkpoint is read: a second run of this upload stops here, having sent nothing.
+        try takeCheckpointLock()
         if plan == nil { try await prepare(size: size) }
         if let completedEarlier { return completedEarlier }
         plan?.releaseAll()
@@ -668,6 +690,9 @@ extension ObjectStorageClient {
 
     /// Forgets an interrupted upload of `request`'s file: aborts its multipart upload on the server and deletes its
     /// checkpoint. Returns whether there was one.
+    ///
+    /// - Throws: ``FerryError``: `uploadInProgress` when another run is sending the upload (it holds the checkpoint's
+    ///   lock; nothing is aborted or deleted), or what aborting the upload failed with.
     @discardableResult
     public func discardCheckpoint(of request: ResumableUploadRequest) async throws(FerryError) -> Bool {
         guard let directory = request.recordDirectory else { return false }
@@ -675,6 +700,10 @@ extension ObjectStorageClient {
         let id = CheckpointStore.identifier(
             endpoint: checkpointServiceIdentity, bucket: request.bucket, key: request.key,
             filePath: request.fileURL.standardizedFileURL.path)
+        guard store.load(id) != nil else { return false }
+        // Not while another run sends the upload.
+        let lock = try store.lock(id, file: request.fileURL.path)
+        defer { lock.release() }
         guard let checkpoint = store.load(id) else { return false }
         do {
             try await abortMultipartUpload(bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId)

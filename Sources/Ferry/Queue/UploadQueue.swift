@@ -557,7 +557,11 @@ public actor UploadQueue {
     ) async {
         guard let directory = configuration.effectiveRecordDirectory else { return }
         let store = CheckpointStore(directory: directory)
-        let stale = store.checkpoints(bucket: entry.bucket, key: entry.key, file: item.fileURL)
+        // Those another run is sending (it holds their lock) are left to it.
+        let stale = store.checkpoints(bucket: entry.bucket, key: entry.key, file: item.fileURL).compactMap { found in
+            (try? store.lock(found.identifier, file: item.fileURL.path)).map { (found.identifier, found.checkpoint, $0) }
+        }
+        defer { for (_, _, lock) in stale { lock.release() } }
         guard !stale.isEmpty else { return }
         let ticket =
             item.kind == .video
@@ -567,11 +571,11 @@ public actor UploadQueue {
             let client = ObjectStorageClient(
                 endpoint: endpoint, region: ticket.auth.region, credentials: ticket.auth.ferryCredentials,
                 configuration: configuration.engine)
-            for (_, checkpoint) in stale {
+            for (_, checkpoint, _) in stale {
                 try? await client.abortMultipartUpload(bucket: entry.bucket, key: entry.key, uploadId: checkpoint.uploadId)
             }
         }
-        for (identifier, _) in stale {
+        for (identifier, _, _) in stale {
             store.delete(identifier)
             store.deleteIntent(identifier)
         }

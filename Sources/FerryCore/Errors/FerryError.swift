@@ -12,7 +12,7 @@ public struct FerryError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Sendable {
             case cannotResumeUpload, credentialsExpired, fileNotFound, invalidArgument, cancelled, network, server
-            case checksumMismatch, timeout
+            case checksumMismatch, timeout, uploadInProgress
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -35,6 +35,9 @@ public struct FerryError: Error, Sendable, CustomStringConvertible {
         public static let checksumMismatch = Code(.checksumMismatch)
         /// A request did not finish within its timeout and retries ran out.
         public static let timeout = Code(.timeout)
+        /// Another run (another process, or another task in this one) is uploading the same file to the same place:
+        /// it holds the upload's checkpoint. Nothing was sent; try again once it has finished.
+        public static let uploadInProgress = Code(.uploadInProgress)
 
         /// The code's name, safe as a metric label.
         public var description: String { base.rawValue }
