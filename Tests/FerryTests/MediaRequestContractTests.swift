@@ -161,6 +161,15 @@ struct MediaRequestContractTests {
                 seconds?.serverCode == "InvalidParameter" && seconds?.message == "DurationSeconds has the wrong type.")
             let limit = await refusal("ListWebhookEvents", #"{"Limit": "ten"}"#)
             #expect(limit?.serverCode == "InvalidParameter" && limit?.message.hasPrefix("Limit ") == true)
+            // JSON numbers an integer field cannot hold: the field is named, as for any other wrong type.
+            for number in ["1.5", "1e30", "-99999999999999999999"] {
+                let fraction = await refusal("GetPlayInfo", #"{"VideoId": "v", "AuthTimeout": \#(number)}"#)
+                #expect(
+                    fraction?.serverCode == "InvalidParameter" && fraction?.message == "AuthTimeout has the wrong type.",
+                    "\(number): \(String(describing: fraction))")
+            }
+            let cut = await refusal("GetPlayInfo", #"{"VideoId": "v", "AuthTimeout": 1.5"#)
+            #expect(cut?.serverCode == "MalformedJSON", "\(String(describing: cut))")
             let videoId = await refusal("GetMezzanineInfo", #"{"AuthTimeout": 60}"#)
             #expect(videoId?.serverCode == "MissingParameter" && videoId?.message == "VideoId is required.")
             let policy = await refusal("CreateAccessKey", #"{"Description": "no policy"}"#)

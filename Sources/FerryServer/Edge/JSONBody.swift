@@ -3,7 +3,7 @@ import Foundation
 
 /// Request bodies of the JSON routes (media, publish, console, part signing), decoded into their Codable types after
 /// their shape is checked (``DocumentShape``): a body too deep or too large is `InvalidParameter`, one that is not JSON
-/// `MalformedJSON`, a field of the wrong type `InvalidParameter` naming the field. An empty body is `{}`.
+/// `MalformedJSON`, a field of the wrong type (or a number its type cannot hold) `InvalidParameter` naming the field. An empty body is `{}`.
 enum JSONBody {
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         let data = data.isEmpty ? Data("{}".utf8) : data
@@ -17,8 +17,27 @@ enum JSONBody {
         } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
             let name = context.codingPath.map(\.stringValue).joined(separator: ".")
             throw MediaError.invalid(name.isEmpty ? "The body" : String(name.prefix(128)), "has the wrong type.")
+        } catch DecodingError.dataCorrupted(let context)
+            where !context.codingPath.isEmpty || (try? JSONSerialization.jsonObject(with: data)) != nil
+        {
+            // JSON, but a number its field cannot hold (1.5 or 1e30 for an integer); some decoders name no field.
+            let name = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw MediaError.invalid(
+                name.isEmpty ? unfitNumber(in: data) ?? "A number in the body" : String(name.prefix(128)),
+                "has the wrong type.")
         } catch {
             throw MediaError("MalformedJSON", "The request body is not a valid JSON object.")
         }
+    }
+
+    /// The one top-level field holding a number no integer field can take (a fraction, or beyond 64 bits), if only
+    /// one does.
+    private static func unfitNumber(in data: Data) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        let unfit = object.filter { _, value in
+            guard let number = value as? NSNumber else { return false }
+            return Int64(exactly: number.doubleValue) == nil || number.stringValue.contains(".")
+        }
+        return unfit.count == 1 ? unfit.first.map { String($0.key.prefix(128)) } : nil
     }
 }
