@@ -297,16 +297,8 @@ struct CrashSafetyTests {
         try await check(s3)
         await server.stop()
 
-        // What a kill left between a catalog deletion and its file's removal is a blob nothing references: at most
-        // one per kill (the passes delete one thing at a time), and the orphan collection removes it.
-        let catalog = try SQLiteCatalog(path: data + "/catalog.sqlite")
-        let store = try CatalogObjectStore(directory: data + "/objects", catalog: catalog, logger: Logger(label: "ferry.test"))
-        let orphans = try await store.collectOrphanBlobs(olderThan: -5)
-        print("CrashSafetyTests: \(orphans) blobs nothing referenced after the lifecycle kills")
-        #expect(orphans <= rounds, "\(orphans) blobs nothing references after \(rounds) kills")
-        let referenced = try await store.catalog.referencedBlobs()
+        let referenced = try await Self.collectOrphans(data, kills: rounds, after: "lifecycle")
         #expect(referenced.count == written.keys.filter { $0.hasPrefix("keep/") }.count)
-        #expect(try await store.files.blobs(olderThan: Date().addingTimeInterval(5)).count == referenced.count)
     }
     /// Runs one SQL statement on the embedded catalog of a stopped server with Python's sqlite3; returns the first
     /// column of the first row, if any.
@@ -326,6 +318,44 @@ struct CrashSafetyTests {
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw CocoaError(.fileReadCorruptFile) }
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Starts `ferry serve` on `data` and SIGKILLs it within `window` milliseconds, again and again, while the pass
+    /// each start makes leaves `remaining` (a count read from the stopped server's catalog) above zero, at most twelve
+    /// times; `check` looks at the catalog after each kill. Returns the kills and how many landed inside a pass (the
+    /// count went down, not to zero).
+    static func killDuringPassesAtStart(
+        _ data: String, environment: [String: String], remaining sql: String, from count: Int, window: Int,
+        check: () throws -> Void
+    ) async throws -> (kills: Int, insidePass: Int) {
+        var left = count
+        var kills = 0
+        var insidePass = 0
+        while left > 0 && kills < 12 {
+            let server = try await FerryExecutable.Server.start(dataDirectory: data, environment: environment)
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...window)))
+            await server.stop(signal: SIGKILL)
+            kills += 1
+            let now = try #require(Int(try sqlite(data, sql)))
+            if now > 0 && now < left { insidePass += 1 }
+            left = now
+            try check()
+        }
+        return (kills, insidePass)
+    }
+
+    /// Opens the stopped server's embedded store: what kills left between a catalog change and its file's removal is a
+    /// blob nothing references, at most one per kill (the passes remove one thing at a time), and the orphan
+    /// collection removes it; afterwards every blob file is referenced. Returns the referenced blobs.
+    static func collectOrphans(_ data: String, kills: Int, after what: String) async throws -> Set<String> {
+        let catalog = try SQLiteCatalog(path: data + "/catalog.sqlite")
+        let store = try CatalogObjectStore(directory: data + "/objects", catalog: catalog, logger: Logger(label: "ferry.test"))
+        let orphans = try await store.collectOrphanBlobs(olderThan: -5)
+        print("CrashSafetyTests: \(orphans) blobs nothing referenced after the \(what) kills")
+        #expect(orphans <= kills, "\(orphans) blobs nothing references after \(kills) kills")
+        let referenced = try await store.catalog.referencedBlobs()
+        #expect(try await store.files.blobs(olderThan: Date().addingTimeInterval(5)).count == referenced.count)
+        return referenced
     }
 
     @Test("SIGKILL while the collector's pass at start expires resumable uploads: each upload is kept as it was or gone, a finished one's object stays; a multipart upload a kill left without its record is aborted once an hour old, and a blob nothing references is at most one per kill, removed by the orphan collection")
@@ -362,17 +392,9 @@ struct CrashSafetyTests {
         // As if two days had passed: every upload is past its expiry, which the collector's pass at each start applies.
         _ = try Self.sqlite(data, "UPDATE resumableUpload SET expiresAt = expiresAt - 172800")
         let unfinished = "SELECT count(*) FROM resumableUpload WHERE etag IS NULL"
-        var left = count
-        var kills = 0
-        var cutShort = 0
-        while left > 0 && kills < 12 {
-            server = try await FerryExecutable.Server.start(dataDirectory: data, environment: env)
-            try await Task.sleep(for: .milliseconds(Int.random(in: 0...200)))
-            await server.stop(signal: SIGKILL)
-            kills += 1
-            let now = try #require(Int(try Self.sqlite(data, unfinished)))
-            if now > 0 && now < left { cutShort += 1 }
-            left = now
+        let (kills, insidePass) = try await Self.killDuringPassesAtStart(
+            data, environment: env, remaining: unfinished, from: count, window: 100
+        ) { () throws in
             // What is left is as it was: its offset, and the part that holds those bytes.
             #expect(try Self.sqlite(data, "SELECT count(*) FROM resumableUpload WHERE etag IS NULL AND received != 4096") == "0")
             let broken = """
@@ -383,8 +405,8 @@ struct CrashSafetyTests {
         }
         let unclaimed = try Self.sqlite(
             data, "SELECT count(*) FROM upload u WHERE NOT EXISTS (SELECT 1 FROM resumableUpload r WHERE r.uploadId = u.id)")
-        print("CrashSafetyTests: \(kills) kills during resumable expiry, \(cutShort) inside a pass, \(left) uploads left, \(unclaimed) multipart uploads without a record")
-        #expect(cutShort > 0, "no kill landed inside an expiry pass")
+        print("CrashSafetyTests: \(kills) kills during resumable expiry, \(insidePass) inside a pass, \(unclaimed) multipart uploads without a record")
+        #expect(insidePass > 0, "no kill landed inside an expiry pass")
 
         // Once an hour old, the multipart uploads the kills left without a record are aborted at the next start.
         _ = try Self.sqlite(data, "UPDATE upload SET initiated = initiated - 7200")
@@ -401,14 +423,7 @@ struct CrashSafetyTests {
         #expect(try await s3.get("expiry", "done").body == finished)
         await server.stop()
 
-        let catalog = try SQLiteCatalog(path: data + "/catalog.sqlite")
-        let store = try CatalogObjectStore(directory: data + "/objects", catalog: catalog, logger: Logger(label: "ferry.test"))
-        let orphans = try await store.collectOrphanBlobs(olderThan: -5)
-        print("CrashSafetyTests: \(orphans) blobs nothing referenced after the expiry kills")
-        #expect(orphans <= kills, "\(orphans) blobs nothing references after \(kills) kills")
-        let referenced = try await store.catalog.referencedBlobs()
-        #expect(!referenced.isEmpty)
-        #expect(try await store.files.blobs(olderThan: Date().addingTimeInterval(5)).count == referenced.count)
+        #expect(try await !Self.collectOrphans(data, kills: kills, after: "expiry").isEmpty)
     }
     @Test("SIGKILL while the collector's pass at start expires videos whose upload never completed: each video is still Uploading with its bytes, or UploadFail with a removal job; once the removal jobs run every expired video's bytes are gone and its VideoUploadExpired event stored")
     func killedDuringVideoExpiry() async throws {
@@ -439,17 +454,9 @@ struct CrashSafetyTests {
         // As if eight days had passed: every video is past the week an upload may take.
         _ = try Self.sqlite(data, "UPDATE video SET createdAt = createdAt - 8 * 86400")
         let uploading = "SELECT count(*) FROM video WHERE status = 'Uploading'"
-        var left = count
-        var kills = 0
-        var cutShort = 0
-        while left > 0 && kills < 12 {
-            server = try await FerryExecutable.Server.start(dataDirectory: data, environment: env)
-            try await Task.sleep(for: .milliseconds(Int.random(in: 0...300)))
-            await server.stop(signal: SIGKILL)
-            kills += 1
-            let now = try #require(Int(try Self.sqlite(data, uploading)))
-            if now > 0 && now < left { cutShort += 1 }
-            left = now
+        let (kills, insidePass) = try await Self.killDuringPassesAtStart(
+            data, environment: env, remaining: uploading, from: count, window: 150
+        ) { () throws in
             // A video still uploading keeps what arrived; one that expired has the job that finishes its removal.
             let lostBytes = """
                 SELECT count(*) FROM video v WHERE v.status = 'Uploading' AND NOT EXISTS (
@@ -462,8 +469,8 @@ struct CrashSafetyTests {
                 """
             #expect(try Self.sqlite(data, unfinishable) == "0", "an expired video has no removal job")
         }
-        print("CrashSafetyTests: \(kills) kills during video expiry, \(cutShort) inside a pass, \(left) videos left uploading")
-        #expect(cutShort > 0, "no kill landed inside an expiry pass")
+        print("CrashSafetyTests: \(kills) kills during video expiry, \(insidePass) inside a pass")
+        #expect(insidePass > 0, "no kill landed inside an expiry pass")
 
         // The removal jobs wait five minutes for the node that enqueued them; made due now, the next start runs them.
         _ = try Self.sqlite(data, "UPDATE mediaJob SET runAt = 0 WHERE state = 'queued'")
@@ -490,12 +497,6 @@ struct CrashSafetyTests {
         #expect(try Self.sqlite(data, pendingJobs) == "0", "removal jobs did not finish")
         await server.stop()
 
-        let catalog = try SQLiteCatalog(path: data + "/catalog.sqlite")
-        let store = try CatalogObjectStore(directory: data + "/objects", catalog: catalog, logger: Logger(label: "ferry.test"))
-        let orphans = try await store.collectOrphanBlobs(olderThan: -5)
-        print("CrashSafetyTests: \(orphans) blobs nothing referenced after the video expiry kills")
-        #expect(orphans <= kills, "\(orphans) blobs nothing references after \(kills) kills")
-        #expect(try await store.catalog.referencedBlobs().isEmpty)
-        #expect(try await store.files.blobs(olderThan: Date().addingTimeInterval(5)).isEmpty)
+        #expect(try await Self.collectOrphans(data, kills: kills, after: "video expiry").isEmpty)
     }
 }
