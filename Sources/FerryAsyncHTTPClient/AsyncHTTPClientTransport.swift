@@ -4,6 +4,12 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Sends requests with AsyncHTTPClient (SwiftNIO); the default transport on Linux, and on Apple platforms for apps that
 /// add the `FerryAsyncHTTPClient` product.
 ///
@@ -80,8 +86,8 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             response = try await Self.execute(
                 http, client: client, timeout: TimeAmount(request.timeout), watch: watched ? watch : nil,
                 idleWriteTimeout: idleWriteTimeout)
-        } catch let error as HTTPClientError {
-            throw Self.transportError(error)
+        } catch {
+            throw Self.transportError(error, url: request.url)
         }
         let headers = response.headers.map { (name: $0.name, value: $0.value) }
         let status = Int(response.status.code)
@@ -98,9 +104,17 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             var collected = try await Self.within(bodyDeadline) { try await body.collect(upTo: 64 * 1024 * 1024) }
             return TransportResponse(
                 status: status, headers: headers, body: collected.readBytes(length: collected.readableBytes) ?? [])
-        } catch let error as HTTPClientError {
-            throw Self.transportError(error)
+        } catch where Self.isConnectionFailure(error) {
+            // What the response sink threw (a file that cannot be written) is its own, not the connection's.
+            throw Self.transportError(error, url: request.url)
         }
+    }
+
+    /// Whether `error` came from the connection (AsyncHTTPClient, SwiftNIO, TLS, or a time limit of this transport).
+    static func isConnectionFailure(_ error: any Error) -> Bool {
+        if error is HTTPClientError || error is TransportError || error is IOError || error is ChannelError { return true }
+        let type = String(reflecting: Swift.type(of: error))
+        return type.hasPrefix("NIO") || type.contains("SSL")
     }
 
     /// Runs the request; with a `watch`, fails it as a timeout when its body stops moving for ``idleWriteTimeout``
@@ -152,11 +166,53 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         return body.withUnsafeBytes { ByteBuffer(bytes: $0) }
     }
 
-    static func transportError(_ error: HTTPClientError) -> any Error {
-        if error == .cancelled { return CancellationError() }
-        let timeout = error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout
-            || error == .writeTimeout
-        return TransportError(isTimeout: timeout, "HTTP request failed: \(error)")
+    /// A failure of the request to `url` as the ``TransportError`` of its kind (refused, host not found, timeout, TLS,
+    /// reset), which names the endpoint and keeps the library's words as a trailing detail; cancellation and errors
+    /// that are already ``TransportError``s as they are.
+    static func transportError(_ error: any Error, url: String) -> any Error {
+        if error is CancellationError { return error }
+        if let error = error as? TransportError {
+            // This transport's own time limit, told by the endpoint too.
+            guard error.kind == .timeout, !error.message.contains("://") else { return error }
+            return TransportError(.timeout, url: url, detail: error.message)
+        }
+        if let error = error as? HTTPClientError, error == .cancelled { return CancellationError() }
+        return TransportError(kind(of: error), url: url, detail: "\(error)")
+    }
+
+    /// What kind of failure `error` is, from AsyncHTTPClient's and SwiftNIO's errors (a connection error of NIOPosix,
+    /// which this module does not link, by its words and errno).
+    static func kind(of error: any Error) -> TransportError.Kind {
+        if let error = error as? HTTPClientError {
+            if [.deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout, .tlsHandshakeTimeout].contains(error) {
+                return .timeout
+            }
+            if error == .remoteConnectionClosed { return .connectionReset }
+        }
+        if let error = error as? IOError {
+            switch error.errnoCode {
+            case ECONNREFUSED: return .connectionRefused
+            case ECONNRESET, EPIPE, ECONNABORTED: return .connectionReset
+            case ETIMEDOUT: return .timeout
+            default: break
+            }
+        }
+        if let error = error as? ChannelError {
+            switch error {
+            case .connectTimeout: return .timeout
+            case .eof, .ioOnClosedChannel, .outputClosed, .inputClosed, .alreadyClosed: return .connectionReset
+            default: break
+            }
+        }
+        let words = "\(error) \(String(reflecting: type(of: error)))"
+        if words.contains("errno: \(ECONNREFUSED))") || words.contains("Connection refused") { return .connectionRefused }
+        if words.contains("DNS error") || words.contains("UnknownHost") || words.contains("Name or service not known") {
+            return .hostNotFound
+        }
+        if words.contains("SSL") || words.contains("TLS") || words.contains("certificate") { return .tls }
+        if words.contains("errno: \(ECONNRESET))") || words.contains("Connection reset") { return .connectionReset }
+        if words.contains("errno: \(ETIMEDOUT))") || words.contains("timed out") { return .timeout }
+        return .other
     }
 }
 

@@ -109,15 +109,74 @@ extension HTTPTransport {
 
 /// A failure below HTTP: the connection broke, was refused, or timed out.
 public struct TransportError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure below HTTP it was.
+    public enum Kind: String, Sendable {
+        /// Nothing accepted the connection (nothing listens on the port, or a firewall refuses it).
+        case connectionRefused
+        /// The host name did not resolve.
+        case hostNotFound
+        /// The connection or the answer did not come in time.
+        case timeout
+        /// The TLS handshake failed (a certificate not trusted or not for the host, or no TLS at that port).
+        case tls
+        /// The connection was reset or closed before the answer came.
+        case connectionReset
+        /// Anything else.
+        case other
+    }
+
     /// Whether the request ran out of time.
     public var isTimeout: Bool
     /// What happened.
     public var message: String
+    /// What kind of failure it was.
+    public var kind: Kind
+
     /// Creates an error.
     public init(isTimeout: Bool = false, _ message: String) {
         self.isTimeout = isTimeout
         self.message = message
+        self.kind = isTimeout ? .timeout : .other
     }
+
+    /// An error of `kind` in reaching `url`: the message names the kind and the endpoint (`scheme://host:port`, never
+    /// the path or query, which may hold a signature or token) and ends with `detail`, the underlying library's words,
+    /// with the URL's query taken out.
+    public init(_ kind: Kind, url: String, detail: String) {
+        self.kind = kind
+        self.isTimeout = kind == .timeout
+        let endpoint = Self.endpoint(of: url)
+        var detail = detail
+        if let query = url.firstIndex(of: "?").map({ String(url[$0...]) }), query.count > 1 {
+            detail = detail.replacingOccurrences(of: query, with: "")
+        }
+        let what: String
+        switch kind {
+        case .connectionRefused:
+            what = "Could not connect to \(endpoint): the connection was refused; is the service running on that port"
+        case .hostNotFound: what = "Could not connect to \(endpoint): the host was not found"
+        case .timeout: what = "\(endpoint) did not answer in time"
+        case .tls: what = "Could not connect to \(endpoint): the TLS handshake failed"
+        case .connectionReset: what = "The connection to \(endpoint) was reset before the answer came"
+        case .other: what = "The request to \(endpoint) failed"
+        }
+        self.message = what + (kind == .connectionRefused ? "?" : ".") + (detail.isEmpty ? "" : " Detail: \(detail)")
+    }
+
+    /// `scheme://host:port` of `url`, the port spelled out (80 or 443 when the URL names none); the URL as far as its
+    /// authority when it cannot be read, with any user and password left out.
+    public static func endpoint(of url: String) -> String {
+        if let components = URLComponents(string: url), let scheme = components.scheme, let host = components.host {
+            let port = components.port ?? (scheme.lowercased() == "https" ? 443 : 80)
+            let shown = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+            return "\(scheme)://\(shown):\(port)"
+        }
+        let afterScheme = url.range(of: "://").map { url[$0.upperBound...] } ?? url[...]
+        let authority = afterScheme.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let host = authority.split(separator: "@").last.map(String.init) ?? ""
+        return url.range(of: "://").map { String(url[..<$0.upperBound]) + host } ?? host
+    }
+
     /// The message.
     public var description: String { message }
 }

@@ -1,7 +1,9 @@
 import Ferry
+import FerryAsyncHTTPClient
 import FerryCore
 import FerryTestSupport
 import Foundation
+import FerryTransport
 import NIOConcurrencyHelpers
 import Testing
 
@@ -88,6 +90,74 @@ struct UploadCommandFaultTests {
                 }
             }
         }
+    }
+
+    @Test("a refused connection is told as one, naming the endpoint (scheme://host:port) and never the query; object and media uploads exit 75")
+    func refusedConnection() async throws {
+        let port = try LoopbackPort.unused()
+        let data = TemporaryDirectory.make("ferry-cli-refused")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let small = data + "/small.bin"
+        try Data(repeating: 3, count: 1000).write(to: URL(fileURLWithPath: small))
+        let environment = ["FERRY_ACCESS_KEY_ID": "FKIAX", "FERRY_SECRET_ACCESS_KEY": "secret-value-123", "HOME": data]
+        for media in [false, true] {
+            let run = try await FerryRun.run(
+                ["upload", media ? CommandLineTests.sample : small, "--endpoint", "http://127.0.0.1:\(port)", "--max-retries", "0"]
+                    + (media ? [] : ["--bucket", "b"]),
+                environment: environment)
+            #expect(run.status == 75, "\(run.error)")
+            #expect(
+                run.error.contains("Could not connect to http://127.0.0.1:\(port): the connection was refused"),
+                "\(media): \(run.error)")
+            #expect(!run.error.contains("secret-value-123") && !run.error.contains("Signature"), "\(run.error)")
+        }
+
+        // The transport itself: the kind, the endpoint, no query; and a peer that never answers is a timeout.
+        let transport = AsyncHTTPClientTransport()
+        do {
+            _ = try await transport.send(
+                TransportRequest(
+                    method: "GET", url: "http://127.0.0.1:\(port)/b/k?X-Amz-Signature=abc123&X-Amz-Security-Token=tok456",
+                    headers: [], body: [], timeout: .seconds(5)),
+                bodyProgress: { _ in }, responseSink: nil)
+            Issue.record("a request to a port nothing listens on succeeded")
+        } catch let error as TransportError {
+            #expect(error.kind == .connectionRefused, "\(error)")
+            #expect(error.message.hasPrefix("Could not connect to http://127.0.0.1:\(port)"), "\(error)")
+            #expect(!error.message.contains("abc123") && !error.message.contains("tok456"), "\(error)")
+        }
+        let silent = try Self.silentListener()
+        defer { close(silent.fd) }
+        do {
+            _ = try await transport.send(
+                TransportRequest(
+                    method: "GET", url: "http://127.0.0.1:\(silent.port)/b/k?X-Amz-Signature=abc123", headers: [], body: [],
+                    timeout: .seconds(1)),
+                bodyProgress: { _ in }, responseSink: nil)
+            Issue.record("a request to a peer that never answers succeeded")
+        } catch let error as TransportError {
+            #expect(error.kind == .timeout && error.isTimeout, "\(error)")
+            #expect(error.message.hasPrefix("http://127.0.0.1:\(silent.port) did not answer in time"), "\(error)")
+            #expect(!error.message.contains("abc123"), "\(error)")
+        }
+    }
+
+    /// A socket on 127.0.0.1 that takes connections and never answers.
+    static func silentListener() throws -> (fd: Int32, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard fd >= 0, bound == 0, listen(fd, 16) == 0 else { throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
     @Test("a video uploaded as an IETF stream whose bytes were damaged on their way is deleted by the command (exit 1); a delete the service refuses names the video to delete by hand")

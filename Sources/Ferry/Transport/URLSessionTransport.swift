@@ -137,6 +137,21 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
         lock.withLock { entries[dataTask.taskIdentifier]?.data.append(data) }
     }
 
+    /// What kind of transport failure a URL loading error is.
+    static func kind(of error: NSError) -> TransportError.Kind {
+        switch error.code {
+        case NSURLErrorCannotConnectToHost: .connectionRefused
+        case NSURLErrorCannotFindHost, NSURLErrorDNSLookupFailed: .hostNotFound
+        case NSURLErrorTimedOut: .timeout
+        case NSURLErrorSecureConnectionFailed, NSURLErrorServerCertificateUntrusted, NSURLErrorServerCertificateHasBadDate,
+            NSURLErrorServerCertificateNotYetValid, NSURLErrorServerCertificateHasUnknownRoot,
+            NSURLErrorClientCertificateRejected, NSURLErrorClientCertificateRequired:
+            .tls
+        case NSURLErrorNetworkConnectionLost: .connectionReset
+        default: .other
+        }
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         guard let entry = lock.withLock({ entries.removeValue(forKey: task.taskIdentifier) }) else { return }
         if let error {
@@ -145,7 +160,9 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
                 entry.continuation.resume(throwing: CancellationError())
             } else {
                 entry.continuation.resume(
-                    throwing: TransportError(isTimeout: nsError.code == NSURLErrorTimedOut, "HTTP request failed: \(nsError.localizedDescription)"))
+                    throwing: TransportError(
+                        Self.kind(of: nsError), url: task.originalRequest?.url?.absoluteString ?? "",
+                        detail: nsError.localizedDescription))
             }
             return
         }
