@@ -460,6 +460,54 @@ struct UploadQueueTests {
     }
 }
 
+extension UploadQueueTests {
+    @Test("an image whose file changed after its upload began: the new queue aborts the abandoned multipart upload and leaves no checkpoint of it")
+    func changedImageLeavesNoCheckpoint() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-changed-image")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let image = try makeMediaFile(size: 21 * Self.mib, ext: "png", in: directory)
+        let records = directory + "/records"
+        @Sendable func checkpoints() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: records)) ?? []).filter { $0.hasSuffix(".ferry-checkpoint.json") }
+        }
+        try await TestServer.with { server in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                proxy.inject(.delay(seconds: 0.2), when: .query(contains: "partNumber"), times: .max)
+                var configuration = Self.configuration(records: records)
+                configuration.partConcurrency = 1
+                let endpoint = URL(string: proxy.endpoint)!
+                let first = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
+                let (log, collector) = QueueLog.collect(first)
+                let item = await first.addFile(image, info: MediaInfo(title: "Poster"))
+                await first.start()
+                try await log.wait("the first parts", until: { _ in (log.progress(of: item).last ?? 0) > Int64(10 * Self.mib) })
+                await first.pause()
+                collector.cancel()
+                let bucket = try #require(await first.item(item)?.bucket)
+                #expect(checkpoints().count == 1, "\(checkpoints())")
+                #expect(try await server.client().send("GET", "/\(bucket)", query: [("uploads", "")]).text.contains("<UploadId>"))
+
+                let replacement = try makeRandomFile(size: 13 * Self.mib, in: directory)
+                try FileManager.default.removeItem(at: image)
+                try FileManager.default.moveItem(at: replacement, to: image)
+                try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(60)], ofItemAtPath: image.path)
+
+                let second = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: server.stsToken()), configuration: configuration)
+                let (again, collecting) = QueueLog.collect(second)
+                _ = await second.addFile(image, info: MediaInfo(title: "Poster"))
+                await second.start()
+                try await again.wait("the new image", until: { _ in again.finished().count == 1 })
+                collecting.cancel()
+                let imageURL = try #require(again.finished().first?.1.imageURL)
+                #expect(Data(try await server.storedBytes(at: imageURL)) == (try Data(contentsOf: image)))
+                #expect(checkpoints().isEmpty, "\(checkpoints())")
+                let open = try await server.client().send("GET", "/\(bucket)", query: [("uploads", "")]).text
+                #expect(!open.contains("<UploadId>"), "\(open)")
+            }
+        }
+    }
+}
+
 extension Sequence where Element: Sendable {
     func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
         var results: [T] = []
