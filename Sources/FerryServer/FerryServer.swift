@@ -279,6 +279,8 @@ public struct FerryServer: Sendable {
         let catalog = mediaCatalog
         api.objectStored = { object in await library.objectStored(object) }
         api.writeAllowed = { bucket, key in try await library.checkWritable(bucket: bucket, key: key) }
+        let rates = requestRates
+        api.takeRequestTurn = { key, quota in try RequestRateMiddleware.take(key: key, quota: quota, from: rates) }
         let logger = configuration.logger
         api.titleSent = { videoId, title in
             do {

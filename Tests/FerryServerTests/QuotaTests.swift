@@ -390,6 +390,36 @@ struct QuotaTests {
         }
     }
 
+    @Test(
+        "past RequestsPerSecond: a resumable upload's creation and each request naming it take turns of its owner's key, refused with 503 and Retry-After in the protocol's own answer, storing nothing",
+        arguments: QuotaBackend.allCases)
+    func requestRateOfResumableUploads(_ backend: QuotaBackend) async throws {
+        try await backend.withNodes { nodes in
+            let server = nodes[0]
+            let (_, _, s3) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 0.25), bucket: "rate")
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            let created = try await s3.send(
+                "POST", "/_ferry/uploads/s3/rate/t", headers: tus + [("Upload-Length", "1")], payload: .unsigned)
+            #expect(created.status == 201, "\(created.status) \(created.text)")
+            let url = server.endpoint + (try #require(created.header("Location").flatMap { URL(string: $0)?.path }))
+            // What follows needs only the upload's URL, and counts against the key that created it.
+            let head = try await S3TestClient.fetchRaw("HEAD", url, headers: tus)
+            #expect(head.status == 503 && head.header("Retry-After").flatMap(Int.init) == 4, "\(head.status)")
+            #expect(head.header("Tus-Resumable") == "1.0.0")
+            let patch = try await S3TestClient.fetchRaw(
+                "PATCH", url,
+                headers: tus + [("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")], body: [1])
+            #expect(patch.status == 503 && patch.header("Retry-After").flatMap(Int.init) == 4, "\(patch.status) \(patch.text)")
+            #expect(try await server.client().get("rate", "t").status == 404)
+            let again = try await s3.send(
+                "POST", "/_ferry/uploads/s3/rate/u", headers: tus + [("Upload-Length", "1")], payload: .unsigned)
+            #expect(again.status == 503 && again.header("Retry-After").flatMap(Int.init) == 4, "\(again.status) \(again.text)")
+            // An IETF client is answered in its protocol too.
+            let ietf = try await S3TestClient.fetchRaw("HEAD", url, headers: [("Upload-Draft-Interop-Version", "6")])
+            #expect(ietf.status == 503 && ietf.header("Upload-Draft-Interop-Version") == "6", "\(ietf.status)")
+        }
+    }
+
     /// A form upload to `/_ferry/form` of one byte at `bucket`/`key`, with an upload token signed by `credentials`.
     static func formUpload(_ server: TestServer, _ credentials: Credentials, bucket: String, key: String) async throws
         -> S3TestClient.Reply

@@ -32,6 +32,9 @@ struct ResumableUploadAPI: Sendable {
     var writeAllowed: @Sendable (_ bucket: String, _ key: String) async throws -> MediaLibrary.StoredFile? = { _, _ in nil }
     /// Called with the `title` a tus client sent for the video an upload fills.
     var titleSent: @Sendable (_ videoId: String, _ title: String) async -> Void = { _, _ in }
+    /// Takes a turn of the key an upload counts against, with its quota; throws past its `RequestsPerSecond`. Every
+    /// request that creates or names an upload takes one (OPTIONS, which names none, does not).
+    var takeRequestTurn: @Sendable (_ key: String, _ quota: AccessKeyQuota) throws -> Void = { _, _ in }
 
     /// Path prefix of the resource.
     static let pathPrefix = "/_ferry/uploads/"
@@ -99,6 +102,7 @@ struct ResumableUploadAPI: Sendable {
                 wire: nil)
         }
         let target = try await authorize(creator, request: request, context: context, wire: wire)
+        try takeRequestTurn(target.owner, target.quota)
         // A stored video's or image's file is checked when an upload completes: only the same bytes may.
         _ = try await writeAllowed(target.bucket, target.key)
         switch wire {
@@ -698,6 +702,8 @@ struct ResumableUploadAPI: Sendable {
         guard Hex.isRandomId(id), let upload = try await store.resumableUpload(id) else {
             throw ResumableRefusal(.notFound, "No upload has this URL.", wire: wire)
         }
+        // A key that is gone or disabled has no rate to keep; what it may still do is decided below as before.
+        if let quota = try? await credentials.ownerQuota(upload.owner) { try takeRequestTurn(upload.owner, quota) }
         if upload.etag == nil, upload.expiresAt <= credentials.now() {
             throw ResumableRefusal(wire == .tus ? .gone : .notFound, "The upload expired.", wire: wire)
         }

@@ -13,18 +13,20 @@ struct ResumableDialect: Dialect {
         if let refusal = error as? ResumableRefusal { return refusal }
         let status: Int
         let message: String
+        var headers: HTTPFields = [:]
         // A refused signature is answered as its domain error.
         switch (error as? SigV4Error).map({ FerryDomainError($0) }) ?? error {
         case let error as FerryDomainError:
             let code = S3Dialect.code(error.code)
             (status, message) = (error.code == .uploadNotFound ? 404 : code.httpStatus, error.message)
+            if let seconds = error.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
         case let error as S3Error:
             (status, message) = (error.code.httpStatus, error.message)
         default:
             return nil
         }
         context.logger.debug("request failed", metadata: ["ferry.status": .string(String(status))])
-        return ResumableRefusal(.init(code: status), message, wire: try? ResumableWire.of(request.headers))
+        return ResumableRefusal(.init(code: status), message, wire: try? ResumableWire.of(request.headers), headers: headers)
     }
 
     func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {

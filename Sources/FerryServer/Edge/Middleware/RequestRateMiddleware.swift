@@ -7,7 +7,8 @@ import Hummingbird
 ///
 /// Routes whose principal is resolved inside the route take the same turn with ``take(_:from:)`` once it is: a
 /// browser POST upload once its form's signature is checked, a form upload once its upload token verifies (Qiniu's
-/// `573`). The console's routes take none: their caller is a person signed in with a session cookie (usually as the
+/// `573`), a resumable upload's creation once its credential is checked and every later request of the upload (its
+/// URL is the credential) as its owner's. The console's routes take none: their caller is a person signed in with a session cookie (usually as the
 /// root key, which has no quota), whose sign-ins are counted on their own, not a client to be throttled.
 struct RequestRateMiddleware: RouterMiddleware {
     typealias Context = FerryRequestContext
@@ -24,7 +25,13 @@ struct RequestRateMiddleware: RouterMiddleware {
     /// credential is in its body (a browser POST upload, a form upload's token) takes it once that credential is
     /// checked.
     static func take(_ principal: Principal, from limiter: RequestRateLimiter) throws {
-        if let rate = principal.quota.requestsPerSecond, let wait = limiter.take(key: principal.parentAccessKeyId, rate: rate) {
+        try take(key: principal.parentAccessKeyId, quota: principal.quota, from: limiter)
+    }
+
+    /// Takes a turn of the long-term key `key` with the quota `quota` (a resumable upload's owner, whose URL is the
+    /// credential of the requests after its creation).
+    static func take(key: String, quota: AccessKeyQuota, from limiter: RequestRateLimiter) throws {
+        if let rate = quota.requestsPerSecond, let wait = limiter.take(key: key, rate: rate) {
             throw FerryDomainError.requestRateExceeded(retryAfter: wait)
         }
     }
