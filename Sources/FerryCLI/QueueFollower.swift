@@ -103,9 +103,12 @@ final class QueueFollower: @unchecked Sendable {
                 case .failed(let item, let code, let message):
                     guard pending.remove(item.id) != nil else { break }
                     // The network or the service gave out past the retries: the checkpoint stays and a rerun resumes,
-                    // as for a plain object upload (exit 75).
+                    // as for a plain object upload (exit 75); before an upload began there is nothing to resume.
                     let resumable = ExitCodes.resumableCodes.contains(code)
-                    let advice = resumable ? " The checkpoint is kept: run the same command again to resume." : ""
+                    let advice =
+                        !resumable ? ""
+                        : item.uploadId == nil ? " Nothing was uploaded yet: run the same command again to start."
+                        : " The checkpoint is kept: run the same command again to resume."
                     output.error("ferry: \(names[item.id] ?? item.fileURL.path): \(message) (\(code))\(advice)")
                     if resumable {
                         outcome.code = ExitCodes.interrupted
