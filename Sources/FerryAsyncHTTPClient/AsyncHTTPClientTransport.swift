@@ -86,7 +86,8 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             response = try await Self.execute(
                 http, client: client, timeout: TimeAmount(request.timeout), watch: watched ? watch : nil,
                 idleWriteTimeout: idleWriteTimeout)
-        } catch {
+        } catch where Self.isConnectionFailure(error) {
+            // What reading the request body threw (a file that became shorter) or a cancellation is its own.
             throw Self.transportError(error, url: request.url)
         }
         let headers = response.headers.map { (name: $0.name, value: $0.value) }

@@ -254,6 +254,12 @@ public struct FerryServer: Sendable {
             staleAfter: heartbeats.staleAfter, logger: configuration.logger, now: configuration.now)
     }
 
+    /// Takes a request-rate turn of a caller that a route resolved itself (a form's signature, an upload token).
+    private var principalRequestTurn: @Sendable (Principal) throws -> Void {
+        let rates = requestRates
+        return { principal in try RequestRateMiddleware.take(principal, from: rates) }
+    }
+
     /// The form upload endpoint (Qiniu-style upload tokens) over this server's store; stored objects advance the media
     /// catalog.
     var formUploadAPI: FormUploadAPI {
@@ -262,8 +268,7 @@ public struct FerryServer: Sendable {
         let library = mediaLibrary
         api.objectStored = { object in await library.objectStored(object) }
         api.writeAllowed = { bucket, key in try await library.checkWritable(bucket: bucket, key: key) }
-        let rates = requestRates
-        api.takeRequestTurn = { principal in try RequestRateMiddleware.take(principal, from: rates) }
+        api.takeRequestTurn = principalRequestTurn
         return api
     }
 
@@ -305,8 +310,7 @@ public struct FerryServer: Sendable {
         let library = mediaLibrary
         api.objectStored = { object in await library.objectStored(object) }
         api.writeAllowed = { bucket, key in try await library.checkWritable(bucket: bucket, key: key) }
-        let rates = requestRates
-        api.takeRequestTurn = { principal in try RequestRateMiddleware.take(principal, from: rates) }
+        api.takeRequestTurn = principalRequestTurn
         return api
     }
 

@@ -326,12 +326,12 @@ struct QuotaTests {
     func requestRate() async throws {
         try await QuotaBackend.sqlite.withNodes { nodes in
             let server = nodes[0]
-            let (_, key, s3) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 0.25), bucket: "rate")
+            let (_, key, s3) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 0.05), bucket: "rate")
             #expect(try await s3.put("rate", "a", [1]).status == 200)
             let slowed = try await s3.put("rate", "b", [1])
             #expect(slowed.status == 503 && slowed.errorCode == "SlowDown", "\(slowed.status) \(slowed.text)")
-            // One request per four seconds: the token comes back in (just under) four.
-            #expect(slowed.header("Retry-After").flatMap(Int.init) == 4)
+            // One request per twenty seconds: the token comes back within twenty (less the time since it was taken).
+            #expect(slowed.header("Retry-After").flatMap(Int.init).map(Self.waitsForAToken) == true)
             // The root key has no rate quota.
             #expect(try await server.client().put("rate", "c", [1]).status == 200)
             do {
@@ -339,7 +339,7 @@ struct QuotaTests {
                 Issue.record("the media call was not throttled")
             } catch let error as FerryError {
                 #expect(error.serverCode == "Throttling" && error.httpStatus == 503, "\(error)")
-                #expect(error.retryAfter == .seconds(4))
+                #expect(error.retryAfter.map { Self.waitsForAToken(Int($0.components.seconds)) } == true, "\(error)")
             }
             #expect(try await s3.get("rate", "b").status == 503)
             // A browser POST upload signed by the key (its signature is in the form) takes the same turns.
@@ -357,20 +357,20 @@ struct QuotaTests {
     func requestRateOfCredentialsInBodies(_ backend: QuotaBackend) async throws {
         try await backend.withNodes { nodes in
             let server = nodes[0]
-            let (root, key, _) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 0.25), bucket: "rate")
+            let (root, key, _) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 0.05), bucket: "rate")
             // A form upload's token is verified inside the route; the upload then takes a turn of the token's key.
             #expect(try await Self.formUpload(server, key, bucket: "rate", key: "a").status == 200)
             let slowed = try await Self.formUpload(server, key, bucket: "rate", key: "b")
             let answer = (try? JSONSerialization.jsonObject(with: Data(slowed.body))) as? [String: Any] ?? [:]
             #expect(slowed.status == 573 && answer["code"] as? String == "TooManyRequests", "\(slowed.status) \(slowed.text)")
-            #expect(slowed.header("Retry-After").flatMap(Int.init) == 4)
+            #expect(slowed.header("Retry-After").flatMap(Int.init).map(Self.waitsForAToken) == true)
             #expect(try await server.client().get("rate", "b").status == 404)
             // The root key's tokens have no rate quota.
             let rootKey = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
             #expect(try await Self.formUpload(server, rootKey, bucket: "rate", key: "c").status == 200)
 
             // The publish API: its signature is verified before the route, which then takes a turn of the signer.
-            let publisher = try await root.createAccessKey(policy: Self.everything, quota: AccessKeyQuota(requestsPerSecond: 0.25))
+            let publisher = try await root.createAccessKey(policy: Self.everything, quota: AccessKeyQuota(requestsPerSecond: 0.05))
             let apply = { () async throws -> S3TestClient.Reply in
                 let now = Int(Date().timeIntervalSince1970)
                 let signature = PublishSignature(secretId: publisher.accessKeyId, currentTimeStamp: now, expireTime: now + 600)
@@ -384,7 +384,7 @@ struct QuotaTests {
             let throttled = try await apply()
             let refusal = (try? JSONSerialization.jsonObject(with: Data(throttled.body))) as? [String: Any] ?? [:]
             #expect(throttled.status == 503 && refusal["code"] as? String == "Throttling", "\(throttled.status) \(throttled.text)")
-            #expect(throttled.header("Retry-After").flatMap(Int.init) == 4)
+            #expect(throttled.header("Retry-After").flatMap(Int.init).map(Self.waitsForAToken) == true)
             // Only the first application made a video.
             #expect(try await root.usage(accessKeyId: publisher.accessKeyId).usage.videos == 1)
         }
@@ -396,7 +396,7 @@ struct QuotaTests {
     func requestRateOfResumableUploads(_ backend: QuotaBackend) async throws {
         try await backend.withNodes { nodes in
             let server = nodes[0]
-            let (_, _, s3) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 0.25), bucket: "rate")
+            let (_, _, s3) = try await Self.key(server, AccessKeyQuota(requestsPerSecond: 0.05), bucket: "rate")
             let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
             let created = try await s3.send(
                 "POST", "/_ferry/uploads/s3/rate/t", headers: tus + [("Upload-Length", "1")], payload: .unsigned)
@@ -404,21 +404,25 @@ struct QuotaTests {
             let url = server.endpoint + (try #require(created.header("Location").flatMap { URL(string: $0)?.path }))
             // What follows needs only the upload's URL, and counts against the key that created it.
             let head = try await S3TestClient.fetchRaw("HEAD", url, headers: tus)
-            #expect(head.status == 503 && head.header("Retry-After").flatMap(Int.init) == 4, "\(head.status)")
+            #expect(head.status == 503 && head.header("Retry-After").flatMap(Int.init).map(Self.waitsForAToken) == true, "\(head.status)")
             #expect(head.header("Tus-Resumable") == "1.0.0")
             let patch = try await S3TestClient.fetchRaw(
                 "PATCH", url,
                 headers: tus + [("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")], body: [1])
-            #expect(patch.status == 503 && patch.header("Retry-After").flatMap(Int.init) == 4, "\(patch.status) \(patch.text)")
+            #expect(patch.status == 503 && patch.header("Retry-After").flatMap(Int.init).map(Self.waitsForAToken) == true, "\(patch.status) \(patch.text)")
             #expect(try await server.client().get("rate", "t").status == 404)
             let again = try await s3.send(
                 "POST", "/_ferry/uploads/s3/rate/u", headers: tus + [("Upload-Length", "1")], payload: .unsigned)
-            #expect(again.status == 503 && again.header("Retry-After").flatMap(Int.init) == 4, "\(again.status) \(again.text)")
+            #expect(again.status == 503 && again.header("Retry-After").flatMap(Int.init).map(Self.waitsForAToken) == true, "\(again.status) \(again.text)")
             // An IETF client is answered in its protocol too.
             let ietf = try await S3TestClient.fetchRaw("HEAD", url, headers: [("Upload-Draft-Interop-Version", "6")])
             #expect(ietf.status == 503 && ietf.header("Upload-Draft-Interop-Version") == "6", "\(ietf.status)")
         }
     }
+
+    /// Whether `seconds` is a `Retry-After` a key at 0.05 requests a second may be given right after its turn: its
+    /// token comes back within twenty seconds (the time the test took since is not known, so not exactly twenty).
+    static func waitsForAToken(_ seconds: Int) -> Bool { (1...20).contains(seconds) }
 
     /// A form upload to `/_ferry/form` of one byte at `bucket`/`key`, with an upload token signed by `credentials`.
     static func formUpload(_ server: TestServer, _ credentials: Credentials, bucket: String, key: String) async throws

@@ -140,7 +140,7 @@ public final class BackgroundURLSessionTransport: HTTPTransport {
             return try await foreground.send(request, bodyProgress: bodyProgress, responseSink: responseSink)
         }
         guard let url = URL(string: request.url) else {
-            throw TransportError("The URL \(request.url) is not valid.")
+            throw TransportError("The request URL is not valid.")
         }
         await restoration.run { [session, delegate, ledger] in
             await Self.restore(session: session, delegate: delegate, ledger: ledger)

@@ -35,7 +35,7 @@ public final class URLSessionTransport: HTTPTransport {
         responseSink: (@Sendable ([UInt8]) async throws -> Void)?
     ) async throws -> TransportResponse {
         guard let url = URL(string: request.url) else {
-            throw TransportError("The URL \(request.url) is not valid.")
+            throw TransportError("The request URL is not valid.")
         }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method
