@@ -86,6 +86,27 @@ struct RetryPipelineTests {
         #expect(RetryPolicy().wait(forAttempt: 1, after: error) == .seconds(30))
     }
 
+    @Test("a form upload refused with Retry-After (573, the token's key past its request rate) fails once, carrying the wait")
+    func formUploadCarriesRetryAfter() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-form-\(UUID().uuidString)")
+        try Data([1, 2, 3]).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let transport = ScriptedTransport([
+            ScriptedTransport.json(573, ["error": "too many requests", "code": "TooManyRequests"], headers: [("Retry-After", "7")])
+        ])
+        var configuration = FormUploader.Configuration()
+        configuration.transport = transport
+        let uploader = FormUploader(endpoint: Self.endpoint, token: "ak:sign:policy", configuration: configuration)
+        do {
+            _ = try await uploader.upload(file: file, key: "k").result
+            Issue.record("the refused form upload succeeded")
+        } catch let error as FerryError {
+            #expect(error.httpStatus == 573 && error.serverCode == "TooManyRequests", "\(error)")
+            #expect(error.retryAfter == .seconds(7), "\(error)")
+        }
+        #expect(transport.count == 1)
+    }
+
     @Test("an S3 request answered 503 with Retry-After waits that long on the injected clock, then succeeds")
     func s3RequestHonoursRetryAfter() async throws {
         let clock = RecordingClock()

@@ -137,10 +137,13 @@ public final class FormUploader: Sendable {
         try Task.checkCancellation()
         let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
         guard (200..<300).contains(response.status) else {
-            throw FerryError(
+            var error = FerryError(
                 .server, json?["error"] as? String ?? "The server answered HTTP \(response.status).",
                 httpStatus: response.status, serverCode: json?["code"] as? String,
                 requestId: json?["requestId"] as? String ?? response.header("x-amz-request-id"))
+            // A 573 (the token's key past its request rate) or a 503 says when to try again.
+            error.retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
+            throw error
         }
         let policy = try? UploadToken.parse(token).policy
         let etag = response.header("ETag").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
