@@ -254,8 +254,9 @@ extension UploadCommand {
 
     private func wire(_ uploader: StreamUploader) -> String { uploader.wireProtocol.rawValue }
 
-    /// Deletes the video `videoId` whose upload holds other bytes than its file (DeleteVideo, with the client's retries)
-    /// and says what became of it: deleted, or the id to delete by hand when the service refused or could not be reached.
+    /// Deletes the video `videoId` whose upload holds other bytes than its file (DeleteVideo, with the client's
+    /// retries) and says what became of it: deleted, or the id to delete by hand when the service refused or could not
+    /// be reached.
     static func deleteDamagedVideo(_ videoId: String, media: MediaServiceClient) async -> String {
         do {
             try await media.deleteVideos([videoId])

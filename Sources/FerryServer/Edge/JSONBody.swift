@@ -3,7 +3,8 @@ import Foundation
 
 /// Request bodies of the JSON routes (media, publish, console, part signing), decoded into their Codable types after
 /// their shape is checked (``DocumentShape``): a body too deep or too large is `InvalidParameter`, one that is not JSON
-/// `MalformedJSON`, a field of the wrong type (or a number its type cannot hold) `InvalidParameter` naming the field. An empty body is `{}`.
+/// `MalformedJSON`, a field of the wrong type (or a number its type cannot hold) `InvalidParameter` naming the field.
+/// An empty body is `{}`.
 enum JSONBody {
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         let data = data.isEmpty ? Data("{}".utf8) : data

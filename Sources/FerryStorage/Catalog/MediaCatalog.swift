@@ -7,10 +7,10 @@ import Foundation
 public protocol MediaCatalog: JobQueue {
     /// Stores or replaces a video.
     func saveVideo(_ video: VideoRecord) async throws
-    /// Changes a video atomically: `change` edits the current record and says what to do with it — save it, with
-    /// jobs to enqueue, whether to cancel the video's unfinished jobs, the webhook events that tell of the change and
-    /// the image records it makes (``RecordChange/images``), all in one transaction, or keep what is stored. Returns the saved record; nil when there is no such video or
-    /// nothing was saved.
+    /// Changes a video atomically: `change` edits the current record and says what to do with it — save it, with jobs
+    /// to enqueue, whether to cancel the video's unfinished jobs, the webhook events that tell of the change and the
+    /// image records it makes (``RecordChange/images``), all in one transaction, or keep what is stored. Returns the
+    /// saved record; nil when there is no such video or nothing was saved.
     @discardableResult
     func updateVideo(_ id: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> RecordChange) async throws
         -> VideoRecord?

@@ -5,11 +5,12 @@ import Hummingbird
 /// `RequestsPerSecond` on this node is refused with `requestRateExceeded` and a `Retry-After` — S3's `503 SlowDown`,
 /// the media API's and the publish API's `503 Throttling` — before the route reads anything.
 ///
-/// Routes whose principal is resolved inside the route take the same turn with ``take(_:from:)`` once it is: a
-/// browser POST upload once its form's signature is checked, a form upload once its upload token verifies (Qiniu's
-/// `573`), a resumable upload's creation once its credential is checked and every later request of the upload (its
-/// URL is the credential) as its owner's. The console's routes take none: their caller is a person signed in with a session cookie (usually as the
-/// root key, which has no quota), whose sign-ins are counted on their own, not a client to be throttled.
+/// Routes whose principal is resolved inside the route take the same turn with ``take(_:from:)`` once it is: a browser
+/// POST upload once its form's signature is checked, a form upload once its upload token verifies (Qiniu's `573`), a
+/// resumable upload's creation once its credential is checked and every later request of the upload (its URL is the
+/// credential) as its owner's. The console's routes take none: their caller is a person signed in with a session cookie
+/// (usually as the root key, which has no quota), whose sign-ins are counted on their own, not a client to be
+/// throttled.
 struct RequestRateMiddleware: RouterMiddleware {
     typealias Context = FerryRequestContext
     let limiter: RequestRateLimiter
