@@ -8,7 +8,8 @@ struct FerryCommand: AsyncParsableCommand {
         commandName: "ferry",
         abstract: "Resumable media uploads and the S3-compatible service they go to.",
         subcommands: [
-            UploadCommand.self, ServeCommand.self, ConsoleCommand.self, VideosCommand.self, KeysCommand.self,
-            SigningKeysCommand.self, PresignCommand.self, BackupCommand.self, RestoreCommand.self, StatusCommand.self,
+            UploadCommand.self, ServeCommand.self, ConsoleCommand.self, VideosCommand.self, ImagesCommand.self,
+            KeysCommand.self, SigningKeysCommand.self, PresignCommand.self, BackupCommand.self, RestoreCommand.self,
+            StatusCommand.self,
         ])
 }

@@ -231,15 +231,13 @@ extension UploadCommand {
             }
             if (error as? FerryError)?.code == .checksumMismatch {
                 // The upload is complete but holds other bytes than the file: the next run sends the file afresh (as a
-                // new video or image), and the video that holds the damaged bytes is deleted here rather than left for
-                // the user to find.
+                // new video or image), and the video or image that holds the damaged bytes is deleted here rather
+                // than left for the user to find.
                 records.remove(recordName)
                 var media = ""
-                if let videoId = fields["VideoId"] {
-                    media = await Self.deleteDamagedVideo(videoId, media: context.connection.media(context.configuration))
-                } else if let imageId = fields["ImageId"] {
-                    // The media API has no call that deletes an image.
-                    media = " Image \(imageId) holds the damaged bytes."
+                if let id = fields["VideoId"] ?? fields["ImageId"] {
+                    media = await Self.deleteDamaged(
+                        fields["VideoId"] == nil ? .image : .video, id, media: context.connection.media(context.configuration))
                 }
                 let text = "\(error)"
                 output.error(
@@ -254,16 +252,17 @@ extension UploadCommand {
 
     private func wire(_ uploader: StreamUploader) -> String { uploader.wireProtocol.rawValue }
 
-    /// Deletes the video `videoId` whose upload holds other bytes than its file (DeleteVideo, with the client's
-    /// retries) and says what became of it: deleted, or the id to delete by hand when the service refused or could not
-    /// be reached.
-    static func deleteDamagedVideo(_ videoId: String, media: MediaServiceClient) async -> String {
+    /// Deletes the video or image `id` whose upload holds other bytes than its file (DeleteVideo or DeleteImage, with
+    /// the client's retries) and says what became of it: deleted, or the id to delete by hand when the service refused
+    /// or could not be reached.
+    static func deleteDamaged(_ kind: MediaKind, _ id: String, media: MediaServiceClient) async -> String {
+        let (name, command) = kind == .image ? ("Image", "images") : ("Video", "videos")
         do {
-            try await media.deleteVideos([videoId])
-            return " Video \(videoId), which held the damaged bytes, was deleted."
+            if kind == .image { try await media.deleteImages([id]) } else { try await media.deleteVideos([id]) }
+            return " \(name) \(id), which held the damaged bytes, was deleted."
         } catch {
-            return " Video \(videoId) holds the damaged bytes and could not be deleted (\(error)); delete it by hand:"
-                + " ferry videos delete \(videoId)."
+            return " \(name) \(id) holds the damaged bytes and could not be deleted (\(error)); delete it by hand:"
+                + " ferry \(command) delete \(id)."
         }
     }
 }

@@ -87,10 +87,10 @@ public struct MediaLibrary: Sendable {
         }
     }
 
-    /// Refuses a write under the directory of a video that was deleted or whose upload expired, or to the file of an
-    /// image whose upload expired: an upload credential issued before may still be valid, but nothing more is stored
-    /// for them. A write to the file of a video or image that is stored already (past `Uploading`) is answered with
-    /// that file (``StoredFile``): only the same bytes again (a retry whose first answer was lost) may be written.
+    /// Refuses a write under the directory of a video or to the file of an image that was deleted or whose upload
+    /// expired: an upload credential issued before may still be valid, but nothing more is stored for them. A write
+    /// to the file of a video or image that is stored already (past `Uploading`) is answered with that file
+    /// (``StoredFile``): only the same bytes again (a retry whose first answer was lost) may be written.
     package func checkWritable(bucket: String, key: String) async throws -> StoredFile? {
         guard bucket == self.bucket else { return nil }
         if let gone = try await goneOwner(of: key) {
@@ -112,7 +112,8 @@ public struct MediaLibrary: Sendable {
     }
 
     /// The video whose directory (`video/<id>/`) holds `key` when it was deleted or its upload expired, or the image
-    /// whose file (`image/<type>/<id>.<ext>`) `key` is when its upload expired: `Video <id>` or `Image <id>`.
+    /// whose file (`image/<type>/<id>.<ext>`) `key` is when it was deleted or its upload expired: `Video <id>` or
+    /// `Image <id>`.
     private func goneOwner(of key: String) async throws -> String? {
         let parts = key.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count == 3 else { return nil }
@@ -122,7 +123,8 @@ public struct MediaLibrary: Sendable {
             return "Video \(video.videoId)"
         }
         if parts[0] == "image", let id = parts[2].split(separator: ".").first, Hex.isRandomId(id),
-            let image = try await catalog.image(String(id)), image.key == key, image.status == ImageStatus.uploadFailed
+            let image = try await catalog.image(String(id)), image.key == key,
+            [ImageStatus.deleted, ImageStatus.uploadFailed].contains(image.status)
         {
             return "Image \(image.imageId)"
         }
@@ -200,6 +202,20 @@ public struct MediaLibrary: Sendable {
         try await Self.removeFiles(of: video, in: store)
         try await webhooks.enqueue(.videoDeleted(videoId: video.videoId))
         await recordRemoval(video.videoId, status: VideoStatus.deleted)
+    }
+
+    /// Deletes an image: its status, then its file and any unfinished multipart upload of it, then `ImageDeleted`.
+    /// Stopped midway (a crash, a failing store), the image is `Deleted` and takes no more writes; deleting it again
+    /// removes what is left and sends the event (which may then come twice).
+    package func delete(_ image: ImageRecord) async throws {
+        try await catalog.updateImage(image.imageId) { image in
+            guard image.status != ImageStatus.deleted else { return .keep }
+            image.status = ImageStatus.deleted
+            return .save()
+        }
+        try await store.deleteObject(bucket: image.bucket, key: image.key, condition: .none)
+        try await Self.abortMultipartUploads(bucket: image.bucket, key: image.key, in: store)
+        try await webhooks.enqueue(.imageDeleted(imageId: image.imageId))
     }
 
     /// Records that the files of `videoId` are removed and its event sent while it is `status`, so that its removal

@@ -59,6 +59,7 @@ struct MediaOpenAPITests {
             let image = try await capture("CreateUploadImage", ["ImageType": "cover", "ImageExt": "jpg"])
             _ = try await capture("RefreshUploadImage", ["ImageId": image["ImageId"] as? String ?? ""])
             _ = try await capture("GetImageInfo", ["ImageId": image["ImageId"] as? String ?? ""])
+            _ = try await capture("DeleteImage", ["ImageIds": image["ImageId"] as? String ?? ""])
             _ = try await capture("AssumeRole", ["DurationSeconds": 900])
             let key = try await capture("CreateAccessKey", ["Policy": ["statements": [["actions": ["media:*"], "bucket": "*", "keyPrefix": ""]]]])
             _ = try await capture("ListAccessKeys", [:])
@@ -76,12 +77,12 @@ struct MediaOpenAPITests {
             _ = try await capture("AssumeRole", ["DurationSeconds": 5])
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: captures)
-        #expect(names.count == 27)
+        #expect(names.count == 28)
         #expect(names.contains { $0.hasSuffix(".404.json") })
         #expect(names.contains { $0.hasSuffix(".400.json") })
         let result = try await Self.validate(captures, with: "validate_openapi.py")
         #expect(result.status == 0, "\(result.output)")
-        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 28)
+        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 29)
     }
 
     /// Runs one of the validators in Scripts/ on docs/openapi.yaml and a directory of captured JSON; its exit status

@@ -14,9 +14,9 @@ import Glibc
 /// `ferry upload` when the bytes, the checkpoint or the network go wrong.
 @Suite("ferry upload faults", .serialized, .timeLimit(.minutes(10)))
 struct UploadCommandFaultTests {
-    /// The VideoId a `ferry upload` error names (`Video ID…`).
-    static func videoId(in text: String) -> String? {
-        guard let range = text.range(of: "Video ") else { return nil }
+    /// The id of the video or image (`kind`) a `ferry upload` error names (`Video ID…`, `Image ID…`).
+    static func id(of kind: String, in text: String) -> String? {
+        guard let range = text.range(of: kind + " ") else { return nil }
         let id = text[range.upperBound...].prefix { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
         return id.isEmpty ? nil : String(id)
     }
@@ -164,39 +164,48 @@ struct UploadCommandFaultTests {
         return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
-    @Test("a video uploaded as an IETF stream whose bytes were damaged on their way is deleted by the command (exit 1); a delete the service refuses names the video to delete by hand")
-    func damagedStreamVideoIsDeleted() async throws {
+    @Test("a video or image uploaded as an IETF stream whose bytes were damaged on their way is deleted by the command (exit 1); a delete the service refuses names the one to delete by hand")
+    func damagedStreamMediaIsDeleted() async throws {
         try await CommandLineTests.withService("ferry-cli-damaged") { server, root, environment, data in
             try await FaultProxy.with(upstream: server.endpoint) { proxy in
                 let media = MediaServiceClient(
                     endpoint: URL(string: server.endpoint)!,
                     credentials: .init(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey))
-                for refuseDelete in [false, true] {
-                    let clip = data + "/clip-\(refuseDelete).mp4"
-                    try FileManager.default.moveItem(atPath: try makeRandomFile(size: 3 * 1024 * 1024, in: data).path, toPath: clip)
-                    proxy.clearFaults()
-                    proxy.inject(.corruptRequestByte(at: 1_000_000), when: .method("PATCH"))
-                    if refuseDelete {
-                        proxy.inject(.status(403, code: "AccessDenied"), when: .path(contains: "DeleteVideo"), times: 1000)
-                    }
-                    let run = try await FerryRun.run(
-                        [
-                            "upload", clip, "--endpoint", proxy.endpoint, "--protocol", "ietf", "--max-retries", "1",
-                            "--record-dir", data + "/records",
-                        ], environment: environment)
-                    #expect(run.status == 1, "\(run.error)")
-                    let videoId = try #require(Self.videoId(in: run.error), "\(run.error)")
-                    if refuseDelete {
-                        #expect(run.error.contains("delete it by hand: ferry videos delete \(videoId)"), "\(run.error)")
-                        #expect(!run.error.contains("was deleted"), "\(run.error)")
-                        #expect(try await media.getVideoInfo(videoId: videoId).videoId == videoId)
-                    } else {
-                        #expect(run.error.contains("Video \(videoId), which held the damaged bytes, was deleted"), "\(run.error)")
+                for (kind, ext) in [("Video", "mp4"), ("Image", "png")] {
+                    for refuseDelete in [false, true] {
+                        let file = data + "/file-\(refuseDelete).\(ext)"
+                        try FileManager.default.moveItem(atPath: try makeRandomFile(size: 3 * 1024 * 1024, in: data).path, toPath: file)
+                        proxy.clearFaults()
+                        proxy.inject(.corruptRequestByte(at: 1_000_000), when: .method("PATCH"))
+                        if refuseDelete {
+                            proxy.inject(.status(403, code: "AccessDenied"), when: .path(contains: "Delete\(kind)"), times: 1000)
+                        }
+                        let run = try await FerryRun.run(
+                            [
+                                "upload", file, "--endpoint", proxy.endpoint, "--protocol", "ietf", "--max-retries", "1",
+                                "--record-dir", data + "/records",
+                            ], environment: environment)
+                        #expect(run.status == 1, "\(run.error)")
+                        let id = try #require(Self.id(of: kind, in: run.error), "\(run.error)")
+                        // The record as the service describes it: its status, or nil once it is not found.
+                        let status: String?
                         do {
-                            let info = try await media.getVideoInfo(videoId: videoId)
-                            #expect(info.status == "Deleted", "\(info.status)")
-                        } catch {
-                            #expect((error as? FerryError)?.httpStatus == 404, "\(error)")
+                            status = kind == "Video"
+                                ? try await media.getVideoInfo(videoId: id).status
+                                : try await media.call(
+                                    "GetImageInfo", MediaContract.ImageInfoRequest(imageId: id),
+                                    as: MediaContract.ImageInfoAnswer.self
+                                ).imageInfo.status
+                        } catch let error as FerryError where error.httpStatus == 404 {
+                            status = nil
+                        }
+                        if refuseDelete {
+                            #expect(run.error.contains("delete it by hand: ferry \(kind.lowercased())s delete \(id)"), "\(run.error)")
+                            #expect(!run.error.contains("was deleted"), "\(run.error)")
+                            #expect(status != nil && status != "Deleted")
+                        } else {
+                            #expect(run.error.contains("\(kind) \(id), which held the damaged bytes, was deleted"), "\(run.error)")
+                            #expect(status == nil || status == "Deleted", "\(status ?? "")")
                         }
                     }
                 }

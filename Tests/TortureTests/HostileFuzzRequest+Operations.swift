@@ -556,7 +556,8 @@ extension FuzzRequest {
                     ]
                 )
             case 11: ("DeleteVideo", [jsonField("VideoIds", r.word(32))])
-            case 12, 13: ("GetImageInfo", [jsonField("ImageId", f.imageId), jsonRaw("AuthTimeout", "600")])
+            case 12: ("GetImageInfo", [jsonField("ImageId", f.imageId), jsonRaw("AuthTimeout", "600")])
+            case 13: ("DeleteImage", [jsonField("ImageIds", r.word(32))])
             case 14: ("AssumeRole", [jsonRaw("DurationSeconds", "900"), jsonRaw("Policy", policy)])
             case 15: ("CreateAccessKey", [jsonRaw("Policy", policy), jsonField("Description", "d")])
             case 16: ("ListAccessKeys", [])

@@ -272,6 +272,12 @@ public final class MediaServiceClient: Sendable {
             "DeleteVideo", MediaContract.DeleteVideoRequest(videoIds: videoIds), as: MediaContract.DeleteVideoAnswer.self)
     }
 
+    /// Deletes images (at most 20) and their files.
+    public func deleteImages(_ imageIds: [String]) async throws(FerryError) {
+        _ = try await call(
+            "DeleteImage", MediaContract.DeleteImageRequest(imageIds: imageIds), as: MediaContract.DeleteImageAnswer.self)
+    }
+
     /// Deletes a video whose upload was given up (cancelled, started over, or its file changed), when it is still
     /// `Uploading`: a video that received its file is kept. Returns whether it was deleted; a video that cannot be
     /// read or deleted is left to the service, which expires it.

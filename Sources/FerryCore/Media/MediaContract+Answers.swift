@@ -146,6 +146,15 @@ extension MediaContract {
         enum CodingKeys: String, CodingKey { case deletedVideoIds = "DeletedVideoIds" }
     }
 
+    /// DeleteImage's answer.
+    public struct DeleteImageAnswer: Codable, Sendable, Hashable {
+        /// The ids of the images deleted, in the order asked.
+        public var deletedImageIds: [String]
+        /// Creates an answer.
+        public init(deletedImageIds: [String]) { self.deletedImageIds = deletedImageIds }
+        enum CodingKeys: String, CodingKey { case deletedImageIds = "DeletedImageIds" }
+    }
+
     // MARK: STS and access keys
 
     /// Temporary credentials, as AssumeRole issues them.

@@ -195,6 +195,20 @@ extension MediaContract {
         enum CodingKeys: String, CodingKey { case videoIds = "VideoIds" }
     }
 
+    /// DeleteImage: images to delete with their files (the answer is a ``DeleteImageAnswer``).
+    public struct DeleteImageRequest: Codable, Sendable, Hashable {
+        /// Comma-separated ids, at most 20 (required).
+        public var imageIds: String?
+
+        /// Creates a request.
+        public init(imageIds: String?) { self.imageIds = imageIds }
+
+        /// Creates a request for a list of ids.
+        public init(imageIds: [String]) { self.imageIds = imageIds.joined(separator: ",") }
+
+        enum CodingKeys: String, CodingKey { case imageIds = "ImageIds" }
+    }
+
     /// ListVideos: a page of videos, newest first (the answer is a ``VideoListAnswer``).
     public struct ListVideosRequest: Codable, Sendable, Hashable {
         /// Only videos with this status.

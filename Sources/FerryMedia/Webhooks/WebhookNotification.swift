@@ -120,4 +120,9 @@ public struct WebhookNotification: Sendable, Hashable {
     public static func imageUploadExpired(imageId: String) -> WebhookNotification {
         WebhookNotification(type: .imageUploadExpired, payload: WebhookPayload(imageId: imageId))
     }
+
+    /// `ImageDeleted`: `ImageId`.
+    public static func imageDeleted(imageId: String) -> WebhookNotification {
+        WebhookNotification(type: .imageDeleted, payload: WebhookPayload(imageId: imageId))
+    }
 }

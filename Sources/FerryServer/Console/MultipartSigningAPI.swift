@@ -150,6 +150,7 @@ struct MultipartSigningAPI: Sendable {
             guard video.status != VideoStatus.deleted else { throw notFound }
             try MediaAPI.checkOwner(video.owner, principal: principal, what: "video")
         } else if let image = try await media.catalog.image(bucket: media.bucket, key: key) {
+            guard image.status != ImageStatus.deleted else { throw notFound }
             try MediaAPI.checkOwner(image.owner, principal: principal, what: "image")
         } else {
             throw notFound

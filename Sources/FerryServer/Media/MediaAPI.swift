@@ -82,6 +82,7 @@ public struct MediaAPI: Sendable {
         case "ListVideos": try await listVideos(JSONBody.decode(MediaContract.ListVideosRequest.self, from: data), call)
         case "UpdateVideoInfo": try await updateVideoInfo(JSONBody.decode(MediaContract.UpdateVideoInfoRequest.self, from: data), call)
         case "DeleteVideo": try await deleteVideo(JSONBody.decode(MediaContract.DeleteVideoRequest.self, from: data), call)
+        case "DeleteImage": try await deleteImage(JSONBody.decode(MediaContract.DeleteImageRequest.self, from: data), call)
         case "GetImageInfo": try await getImageInfo(JSONBody.decode(MediaContract.ImageInfoRequest.self, from: data), call)
         case "AssumeRole": try await assumeRole(JSONBody.decode(MediaContract.AssumeRoleRequest.self, from: data), call)
         case "CreateAccessKey": try await createAccessKey(JSONBody.decode(MediaContract.CreateAccessKeyRequest.self, from: data), call)
@@ -369,17 +370,8 @@ public struct MediaAPI: Sendable {
     }
 
     func deleteVideo(_ input: MediaContract.DeleteVideoRequest, _ call: Call) async throws -> MediaContract.DeleteVideoAnswer {
-        guard let ids = input.videoIds, !ids.isEmpty else { throw MediaError.missing("VideoIds") }
-        var list: [String] = []
-        for id in ids.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !list.contains(id) {
-            list.append(id)
-        }
-        guard !list.contains(""), !list.isEmpty else {
-            throw MediaError.invalid("VideoIds", "must be video ids separated by commas, none empty.")
-        }
-        guard list.count <= 20 else { throw MediaError.invalid("VideoIds", "may name at most 20 videos.") }
         var videos: [VideoRecord] = []
-        for id in list {
+        for id in try Self.idList(input.videoIds, "VideoIds", of: "video") {
             // A video deleted already is deleted again (a retry whose answer was lost, or one a stopped node left
             // unfinished): its removal finishes now if it had not (its VideoDeleted may then come twice), and the
             // answer names it. Another key's deleted video is not found, as before it was deleted.
@@ -398,6 +390,21 @@ public struct MediaAPI: Sendable {
             deleted.append(video.videoId)
         }
         return MediaContract.DeleteVideoAnswer(deletedVideoIds: deleted)
+    }
+
+    /// The ids of a deletion (`VideoIds`, `ImageIds`): comma-separated, none empty, at most 20, each once.
+    static func idList(_ ids: String?, _ field: String, of what: String) throws -> [String] {
+        guard let ids, !ids.isEmpty else { throw MediaError.missing(field) }
+        var list: [String] = []
+        let given = ids.split(separator: ",", omittingEmptySubsequences: false)
+        for id in given.map({ $0.trimmingCharacters(in: .whitespaces) }) where !list.contains(id) {
+            list.append(id)
+        }
+        guard !list.contains(""), !list.isEmpty else {
+            throw MediaError.invalid(field, "must be \(what) ids separated by commas, none empty.")
+        }
+        guard list.count <= 20 else { throw MediaError.invalid(field, "may name at most 20 \(what)s.") }
+        return list
     }
 
     // MARK: Images
@@ -429,17 +436,35 @@ public struct MediaAPI: Sendable {
     func refreshUploadImage(_ input: MediaContract.ImageIdRequest, _ call: Call) async throws
         -> MediaContract.UploadTicketAnswer
     {
-        guard let id = input.imageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
-        guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
-        try Self.checkOwner(image.owner, principal: call.principal, what: "image")
+        let image = try await image(input.imageId, principal: call.principal)
         guard image.status == ImageStatus.uploading else { throw MediaError.closedToUploads("Image", status: image.status) }
         return ticket(imageId: image.imageId, key: image.key, call)
     }
 
+    /// An image of `principal` (any, for the root key), not deleted unless `orDeleted`. Another key's deleted image is
+    /// not found, as before it was deleted.
+    func image(_ id: String?, principal: Principal, orDeleted: Bool = false) async throws -> ImageRecord {
+        guard let id, !id.isEmpty else { throw MediaError.missing("ImageId") }
+        guard let image = try await catalog.image(id), image.status != ImageStatus.deleted
+            || (orDeleted && (principal.isRoot || image.owner == principal.parentAccessKeyId))
+        else { throw MediaError.notFound("Image", id) }
+        try Self.checkOwner(image.owner, principal: principal, what: "image")
+        return image
+    }
+
+    /// Deletes images. As for videos, an image deleted already is deleted again (a retry whose answer was lost, or
+    /// one a stopped node left unfinished): what is left of it is removed and the answer names it.
+    func deleteImage(_ input: MediaContract.DeleteImageRequest, _ call: Call) async throws -> MediaContract.DeleteImageAnswer {
+        var images: [ImageRecord] = []
+        for id in try Self.idList(input.imageIds, "ImageIds", of: "image") {
+            images.append(try await image(id, principal: call.principal, orDeleted: true))
+        }
+        for image in images { try await library.delete(image) }
+        return MediaContract.DeleteImageAnswer(deletedImageIds: images.map(\.imageId))
+    }
+
     func getImageInfo(_ input: MediaContract.ImageInfoRequest, _ call: Call) async throws -> MediaContract.ImageInfoAnswer {
-        guard let id = input.imageId, !id.isEmpty else { throw MediaError.missing("ImageId") }
-        guard let image = try await catalog.image(id) else { throw MediaError.notFound("Image", id) }
-        try Self.checkOwner(image.owner, principal: call.principal, what: "image")
+        let image = try await image(input.imageId, principal: call.principal)
         return MediaContract.ImageInfoAnswer(
             imageInfo: .init(
                 imageId: image.imageId, imageType: image.imageType, status: image.status,

@@ -14,7 +14,7 @@ public struct ImageRecord: Codable, Sendable, Hashable {
     public var cateId: Int?
     /// Description.
     public var description: String?
-    /// `Uploading`, `Uploaded` or `UploadFail`.
+    /// `Uploading`, `Uploaded`, `UploadFail` or `Deleted`.
     public var status: String
     /// Bytes stored, once uploaded.
     public var size: Int64?
@@ -57,4 +57,6 @@ public enum ImageStatus {
     public static let uploaded = "Uploaded"
     /// Its file was not stored within the upload's time (`--uploading-video-max-age`); it takes no more uploads.
     public static let uploadFailed = "UploadFail"
+    /// Deleted (DeleteImage); its file is gone and it takes no more uploads.
+    public static let deleted = "Deleted"
 }

@@ -58,6 +58,8 @@ public struct WebhookEventType: RawRepresentable, Sendable, Hashable, Codable, C
     public static let videoUploadExpired = WebhookEventType(rawValue: "VideoUploadExpired")
     /// An image's upload never completed in time.
     public static let imageUploadExpired = WebhookEventType(rawValue: "ImageUploadExpired")
+    /// An image was deleted.
+    public static let imageDeleted = WebhookEventType(rawValue: "ImageDeleted")
 
     public var description: String { rawValue }
 }

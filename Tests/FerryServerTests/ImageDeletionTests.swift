@@ -1,0 +1,150 @@
+import Ferry
+import FerryCore
+@testable import FerryMedia
+@testable import FerryServer
+@testable import FerryStorage
+import FerryTestSupport
+import Foundation
+import NIOCore
+import Testing
+
+@Suite("DeleteImage (SQLite and PostgreSQL)", .serialized, .timeLimit(.minutes(10)))
+struct ImageDeletionTests {
+    /// Runs `body` with one server on `backend` whose webhook events wait in the outbox (the receiver does not exist).
+    static func withServer(_ backend: QuotaBackend, _ body: @Sendable @escaping (TestServer) async throws -> Void)
+        async throws
+    {
+        let webhook = {
+            var webhook = WebhookConfiguration(url: URL(string: "http://127.0.0.1:9/none")!, secret: "s")
+            webhook.initialBackoff = .seconds(600)
+            return webhook
+        }()
+        try await backend.withCatalog { configure in
+            try await TestServer.with(configure: {
+                configure(&$0)
+                $0.webhook = webhook
+            }) { server in try await body(server) }
+        }
+    }
+
+    /// The HTTP status of GetImageInfo for `imageId`, asked with the root key.
+    static func infoStatus(_ server: TestServer, _ imageId: String) async throws -> Int {
+        try await mediaRequest(server, "GetImageInfo", Array(#"{"ImageId":"\#(imageId)"}"#.utf8)).status
+    }
+
+    /// How many `ImageDeleted` events are in the outbox for `imageId`.
+    static func deletedEvents(_ server: TestServer, _ imageId: String) async throws -> Int {
+        try await server.server.webhooks.pending().filter { $0.type == .imageDeleted && $0.payload.imageId == imageId }
+            .count
+    }
+
+    @Test(
+        "an image's owner (or the root key) deletes it: its file and unfinished uploads go, its credentials write nothing more, ImageDeleted is sent; a refused request deletes nothing",
+        arguments: QuotaBackend.allCases)
+    func deleteImages(_ backend: QuotaBackend) async throws {
+        try await Self.withServer(backend) { server in
+            let admin = QuotaTests.rootMedia(server)
+            let otherKey = try await admin.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:*"])]))
+            let other = QuotaTests.media(server, otherKey)
+            // A stored image, one with part of its file in an unfinished multipart upload, and another key's image.
+            let stored = try await admin.createUploadImage(ext: "png")
+            let storedS3 = server.client(stored.auth.credentials)
+            #expect(try await storedS3.put(stored.address.bucket, stored.address.fileName, [1, 2, 3]).status == 200)
+            let partial = try await admin.createUploadImage(ext: "jpg")
+            let partialS3 = server.client(partial.auth.credentials)
+            let uploadId = try await partialS3.createMultipartUpload(partial.address.bucket, partial.address.fileName)
+            #expect(
+                try await partialS3.uploadPart(
+                    partial.address.bucket, partial.address.fileName, uploadId: uploadId, number: 1, [4]
+                ).status == 200)
+            let theirs = try await other.createUploadImage(ext: "gif")
+            #expect(
+                try await server.client(theirs.auth.credentials).put(theirs.address.bucket, theirs.address.fileName, [5])
+                    .status == 200)
+
+            // A request that names a missing image, or another key's, deletes nothing; neither do bad ids.
+            let missing = "0123456789abcdef0123456789abcdef"
+            #expect(
+                await mediaErrorCode { try await admin.deleteImages([stored.id, missing]) } == (404, "InvalidImage.NotFound"))
+            #expect(await mediaErrorCode { try await other.deleteImages([stored.id]) } == (403, "Forbidden"))
+            for body in [#"{}"#, #"{"ImageIds":""}"#, #"{"ImageIds":"a,,b"}"#, #"{"ImageIds":" , "}"#] {
+                let reply = try await mediaRequest(server, "DeleteImage", Array(body.utf8))
+                #expect(reply.status == 400, "\(body)")
+            }
+            let many = (0..<21).map { String(format: "%032x", $0) }.joined(separator: ",")
+            let tooMany = try await mediaRequest(server, "DeleteImage", Array(#"{"ImageIds":"\#(many)"}"#.utf8))
+            #expect(tooMany.status == 400)
+            #expect(String(decoding: tooMany.body, as: UTF8.self).contains("at most 20 images"))
+            #expect(try await server.client().get(stored.address.bucket, stored.address.fileName).status == 200)
+            #expect(try await Self.infoStatus(server, stored.id) == 200)
+
+            // The owner deletes two (one named twice): the answer names each once, in the order asked.
+            let reply = try await mediaRequest(
+                server, "DeleteImage", Array(#"{"ImageIds":"\#(stored.id), \#(partial.id),\#(stored.id)"}"#.utf8))
+            #expect(reply.status == 200)
+            let answer = try MediaContract.decode(MediaContract.DeleteImageAnswer.self, from: Data(reply.body))
+            #expect(answer.deletedImageIds == [stored.id, partial.id])
+            for ticket in [stored, partial] {
+                #expect(try await server.server.mediaCatalog.image(ticket.id)?.status == "Deleted")
+                #expect(try await Self.infoStatus(server, ticket.id) == 404)
+                #expect(await mediaErrorCode { _ = try await admin.refreshUploadImage(imageId: ticket.id) }.0 == 404)
+                #expect(try await server.client().get(ticket.address.bucket, ticket.address.fileName).status == 404)
+                #expect(try await Self.deletedEvents(server, ticket.id) == 1)
+            }
+            let uploads = try await server.server.store.listMultipartUploads(
+                bucket: partial.address.bucket, prefix: "image/", delimiter: nil, keyMarker: "", uploadIdMarker: "",
+                maxUploads: 1000)
+            #expect(uploads.uploads.isEmpty)
+            // The credentials issued before store nothing more.
+            #expect(try await storedS3.put(stored.address.bucket, stored.address.fileName, [9]).status == 403)
+            #expect(try await partialS3.put(partial.address.bucket, partial.address.fileName, [9]).status == 403)
+            #expect(try await server.client().get(stored.address.bucket, stored.address.fileName).status == 404)
+
+            // Deleting again succeeds (a retry whose answer was lost) and sends the event again; another key's
+            // deleted image is not found.
+            try await admin.deleteImages([stored.id])
+            #expect(try await Self.deletedEvents(server, stored.id) == 2)
+            #expect(await mediaErrorCode { try await other.deleteImages([stored.id]) }.0 == 404)
+            // The root key deletes another key's image.
+            try await admin.deleteImages([theirs.id])
+            #expect(try await Self.infoStatus(server, theirs.id) == 404)
+            #expect(try await server.client().get(theirs.address.bucket, theirs.address.fileName).status == 404)
+        }
+    }
+
+    @Test(
+        "an image a stopped node left Deleted with its file is not found, takes no writes, and deleting it again removes the file; a file stored for it later is removed",
+        arguments: QuotaBackend.allCases)
+    func interruptedDeletion(_ backend: QuotaBackend) async throws {
+        try await Self.withServer(backend) { server in
+            let admin = QuotaTests.rootMedia(server)
+            let image = try await admin.createUploadImage(ext: "png")
+            let s3 = server.client(image.auth.credentials)
+            #expect(try await s3.put(image.address.bucket, image.address.fileName, [1, 2, 3]).status == 200)
+            // What a node that stopped between the status and the removal leaves: the status, the file, no event.
+            try await server.server.mediaCatalog.updateImage(image.id) { image in
+                image.status = ImageStatus.deleted
+                return .save()
+            }
+            #expect(try await Self.infoStatus(server, image.id) == 404)
+            #expect(try await s3.put(image.address.bucket, image.address.fileName, [4]).status == 403)
+            #expect(try await server.client().get(image.address.bucket, image.address.fileName).body == [1, 2, 3])
+            try await admin.deleteImages([image.id])
+            #expect(try await server.client().get(image.address.bucket, image.address.fileName).status == 404)
+            #expect(try await Self.deletedEvents(server, image.id) == 1)
+
+            // A file that reaches storage for it afterwards (an upload begun before, past the write check) is removed
+            // when the library hears of it.
+            _ = try await server.server.store.putObject(
+                bucket: image.address.bucket, key: image.address.fileName, attributes: ObjectAttributes(), tags: [],
+                body: AsyncStream<ByteBuffer> { continuation in
+                    continuation.yield(ByteBuffer(string: "late"))
+                    continuation.finish()
+                },
+                checksums: [], condition: .none, verify: { _ in })
+            let object = try await server.server.store.object(bucket: image.address.bucket, key: image.address.fileName)
+            await server.server.mediaLibrary.objectStored(object)
+            #expect(try await server.client().get(image.address.bucket, image.address.fileName).status == 404)
+        }
+    }
+}
