@@ -94,6 +94,9 @@ struct MediaContractRequestTests {
             "GetImageInfo", #"{"ImageId": "i2", "AuthTimeout": 30}"#,
             MediaContract.ImageInfoRequest(imageId: "i2", authTimeout: 30), empty: .init(imageId: nil)),
         check(
+            "DeleteImage", #"{"ImageIds": "i3,i4"}"#, MediaContract.DeleteImageRequest(imageIds: ["i3", "i4"]),
+            empty: .init(imageIds: nil)),
+        check(
             "AssumeRole", #"{"DurationSeconds": 900, "Policy": \#(policyJSON)}"#,
             MediaContract.AssumeRoleRequest(durationSeconds: 900, policy: policy), empty: .init()),
         check(
@@ -221,7 +224,7 @@ struct MediaContractRequestTests {
         #expect(schemas["AssumeRole"]?.properties == ["DurationSeconds", "Policy"])
         // Every operation the document lists has a request type here, and no request type names an unknown one.
         #expect(Set(schemas.keys) == Set(Self.cases.map(\.operation)))
-        #expect(schemas.count == 26)
+        #expect(schemas.count == 27)
     }
 
     @Test("each request type encodes to exactly its operation's documented keys, with the values on the wire")

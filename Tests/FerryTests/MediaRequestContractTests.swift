@@ -51,6 +51,7 @@ struct MediaRequestContractTests {
             try Self.answer(MediaContract.MezzanineInfoAnswer(mezzanine: mezzanine)),
             try Self.answer(MediaContract.VideoListAnswer(videoList: [], total: 0, pageNo: 1, pageSize: 20)),
             try Self.answer(MediaContract.DeleteVideoAnswer(deletedVideoIds: ["v1", "v2"])),
+            try Self.answer(MediaContract.DeleteImageAnswer(deletedImageIds: ["i1"])),
             try Self.answer(
                 MediaContract.AssumeRoleAnswer(
                     credentials: .init(
@@ -98,6 +99,7 @@ struct MediaRequestContractTests {
         #expect(source == mezzanine && source.videoCodec == "h264" && source.audioCodec == "aac")
         #expect(try await media.listVideos(status: "Normal").total == 0)
         try await media.deleteVideos(["v1", "v2"])
+        try await media.deleteImages(["i1"])
         let temporary = try await media.assumeRole(durationSeconds: 900, policy: policy)
         #expect(temporary.accessKeyId == "TMP" && temporary.sessionToken == "T")
         #expect(temporary.expiration == Date(timeIntervalSince1970: 2_000_000_000))
@@ -114,7 +116,7 @@ struct MediaRequestContractTests {
         try await media.deleteSubtitle(videoId: "v1", subtitleId: "st1")
 
         let requests = transport.requests
-        #expect(requests.count == 16)
+        #expect(requests.count == 17)
         let captures = TemporaryDirectory.make("ferry-openapi-requests")
         defer { try? FileManager.default.removeItem(atPath: captures) }
         var sent: [String: [String: Any]] = [:]
@@ -131,13 +133,14 @@ struct MediaRequestContractTests {
             ])
         #expect(sent["GetPlayInfo"]?["Definition"] as? String == "LD,HD")
         #expect(sent["DeleteVideo"]?["VideoIds"] as? String == "v1,v2")
+        #expect(sent["DeleteImage"]?["ImageIds"] as? String == "i1")
         #expect(sent["ListAccessKeys"]?.isEmpty == true)
         #expect(Set((sent["AddSubtitle"] ?? [:]).keys) == ["VideoId", "Language", "Name", "Default", "Content"])
         #expect(Set((sent["DeleteSubtitle"] ?? [:]).keys) == ["VideoId", "SubtitleId"])
 
         let result = try await MediaOpenAPITests.validate(captures, with: "validate_openapi_requests.py")
         #expect(result.status == 0, "\(result.output)")
-        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 16, "\(result.output)")
+        #expect(result.output.split(separator: "\n").filter { $0.hasPrefix("VALID ") }.count == 17, "\(result.output)")
     }
 
     @Test("the server's refusals of a bad request name the wire field")
