@@ -140,15 +140,17 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     }
 
     /// An error of `kind` in reaching `url`: the message names the kind and the endpoint (`scheme://host:port`, never
-    /// the path or query, which may hold a signature or token) and ends with `detail`, the underlying library's words,
-    /// with the URL's query taken out.
+    /// the path or query, which may hold a signature or token: a resumable upload's path is its capability) and ends
+    /// with `detail`, the underlying library's words, with the URL's path and query taken out.
     public init(_ kind: Kind, url: String, detail: String) {
         self.kind = kind
         self.isTimeout = kind == .timeout
         let endpoint = Self.endpoint(of: url)
         var detail = detail
-        if let query = url.firstIndex(of: "?").map({ String(url[$0...]) }), query.count > 1 {
-            detail = detail.replacingOccurrences(of: query, with: "")
+        let components = URLComponents(string: url)
+        for secret in [components?.percentEncodedQuery, components?.percentEncodedPath, components?.query, components?.path]
+        where (secret?.count ?? 0) > 1 {
+            detail = detail.replacingOccurrences(of: secret ?? "", with: "…")
         }
         let what: String
         switch kind {
