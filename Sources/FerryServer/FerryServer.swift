@@ -314,11 +314,12 @@ public struct FerryServer: Sendable {
         return api
     }
 
-    /// The media pipeline, when this node runs media jobs.
+    /// The media pipeline its workers run, when this node runs media jobs: every job where ffmpeg is installed, and
+    /// where it is not only the removals of files a stopped node left (``MediaPipeline/claimedKinds``).
     var mediaPipeline: MediaPipeline? {
-        guard configuration.role != .api, let tools = mediaTools, mediaProcessingUnavailable == nil else { return nil }
+        guard configuration.role != .api, configuration.mediaProcessing.workers > 0 else { return nil }
         var pipeline = MediaPipeline(
-            catalog: mediaCatalog, store: store, webhooks: webhooks, tools: tools, configuration: configuration.mediaProcessing,
+            catalog: mediaCatalog, store: store, webhooks: webhooks, tools: mediaTools, configuration: configuration.mediaProcessing,
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
         pipeline.events = metrics
         return pipeline

@@ -55,6 +55,22 @@ struct JobQueueTests {
         }
     }
 
+    @Test("a claim for some kinds takes the oldest due job of those kinds and leaves the others", arguments: JobQueueImplementation.allCases)
+    func claimByKind(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { queue in
+            let probe = job("v1")
+            let removal = job("v2", .removeFiles)
+            let transcode = job("v3", .transcode)
+            try await queue.enqueue([probe, removal, transcode])
+            let taken = try await queue.claim(worker: "w1", lease: long, now: t0, kinds: [.removeFiles])
+            #expect(taken?.id == removal.id && taken?.state == .running)
+            #expect(try await queue.claim(worker: "w1", lease: long, now: t0, kinds: [.removeFiles]) == nil)
+            #expect(try await queue.claim(worker: "w1", lease: long, now: t0, kinds: [.transcode, .snapshot])?.id == transcode.id)
+            #expect(try await queue.job(probe.id)?.state == .queued)
+            #expect(try await queue.claim(worker: "w2", lease: long, now: t0)?.id == probe.id)
+        }
+    }
+
     @Test("heartbeats renew the holder's lease only; complete ends the job for its holder only", arguments: JobQueueImplementation.allCases)
     func heartbeatsAndCompletion(_ implementation: JobQueueImplementation) async throws {
         try await implementation.with { queue in

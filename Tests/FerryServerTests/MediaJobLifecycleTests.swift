@@ -102,10 +102,11 @@ struct MediaJobLifecycleTests {
                 configuration.pollInterval = .milliseconds(50)
                 configuration.idleScheduling = false
                 let logger = Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() })
+                let tools: MediaTools = try #require(server.mediaTools)
                 let pipeline = MediaPipeline(
                     catalog: server.mediaCatalog, store: server.store,
                     webhooks: WebhookOutbox(catalog: StoppedWebhookStore(), configuration: server.webhooks.configuration),
-                    tools: try #require(server.mediaTools), configuration: configuration,
+                    tools: tools, configuration: configuration,
                     workDirectory: harness.server.dataDirectory + "/stopped-work", logger: logger)
                 let worker = MediaWorkerService(
                     queue: server.mediaCatalog, pipeline: pipeline, running: RunningJobs(), configuration: configuration,

@@ -391,13 +391,17 @@ struct MediaProcessingTests {
         }
     }
 
-    @Test("without ffmpeg the server runs, and GetVideoInfo says why the uploaded video waits at UploadSucc")
+    @Test("without ffmpeg the server runs, GetVideoInfo says why the uploaded video waits at UploadSucc, and its workers still finish the removal of a deleted video's files that a stopped node left")
     func withoutTools() async throws {
         let empty = TemporaryDirectory.make("ferry-no-tools")
         defer { try? FileManager.default.removeItem(atPath: empty) }
-        try await TestServer.with(configure: {
+        var webhook = WebhookConfiguration(url: URL(string: "http://127.0.0.1:9/none")!, secret: "s")
+        webhook.initialBackoff = .seconds(600)
+        try await TestServer.with(configure: { [webhook] in
             $0.mediaProcessing.workers = 1
+            $0.mediaProcessing.pollInterval = .milliseconds(50)
             $0.mediaProcessing.toolsDirectory = empty
+            $0.webhook = webhook
         }) { server in
             #expect(server.server.mediaTools == nil)
             let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
@@ -410,6 +414,27 @@ struct MediaProcessingTests {
             #expect(info.statusMessage?.contains("ffmpeg and ffprobe are not installed") == true)
             let jobs = try await server.server.catalog.jobs(videoId: ticket.id)
             #expect(jobs.map(\.kind) == [.probe] && jobs.map(\.state) == [.queued])
+
+            // A deletion a stopped node left half done: the video is Deleted with its removal job, its file is still
+            // stored. The worker here (no ffmpeg) runs the removal: the file goes and VideoDeleted is sent. The probe
+            // job above, which needs ffprobe, is never claimed.
+            let deleted = try await media.createUploadVideo(.init(title: "Deleted", fileName: "deleted.mp4"))
+            #expect(try await server.client(deleted.auth.credentials).put(deleted.address.bucket, deleted.address.fileName, [4]).status == 200)
+            try await server.server.mediaCatalog.updateVideo(deleted.id) { video in
+                video.status = VideoStatus.deleted
+                return .save(enqueue: [MediaJob(videoId: video.videoId, kind: .removeFiles, maxAttempts: 10)], cancelJobs: true)
+            }
+            let deadline = ContinuousClock.now + .seconds(60)
+            while try await server.server.catalog.jobs(videoId: deleted.id).contains(where: { $0.kind == .removeFiles && $0.state != .succeeded }),
+                ContinuousClock.now < deadline
+            {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try await server.server.catalog.jobs(videoId: deleted.id).filter { $0.kind == .removeFiles }.map(\.state) == [.succeeded])
+            #expect(try await server.client().get(deleted.address.bucket, deleted.address.fileName).status == 404)
+            #expect(try await server.server.webhooks.pending().contains { $0.type == .videoDeleted && $0.payload.videoId == deleted.id })
+            let waiting = try await server.server.catalog.jobs(videoId: ticket.id)
+            #expect(waiting.map(\.state) == [.queued] && waiting.map(\.attempts) == [0])
         }
     }
 }

@@ -150,8 +150,8 @@ final class ObservedQueue: JobQueue, @unchecked Sendable {
     }
 
     func enqueue(_ jobs: [MediaJob]) async throws { try await base.enqueue(jobs) }
-    func claim(worker: String, lease: Duration, now: Date) async throws -> MediaJob? {
-        try await base.claim(worker: worker, lease: lease, now: now)
+    func claim(worker: String, lease: Duration, now: Date, kinds: [MediaJobKind]?) async throws -> MediaJob? {
+        try await base.claim(worker: worker, lease: lease, now: now, kinds: kinds)
     }
     func heartbeat(_ id: String, worker: String, lease: Duration, progress: Double?, now: Date) async throws -> Bool {
         try await base.heartbeat(id, worker: worker, lease: lease, progress: progress, now: now)

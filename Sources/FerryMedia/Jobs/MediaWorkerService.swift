@@ -97,7 +97,8 @@ package struct MediaWorkerService: Service {
     private func work(as worker: String) async {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                if let job = try await queue.claim(worker: worker, lease: configuration.lease, now: Date()) {
+                if let job = try await queue.claim(
+                    worker: worker, lease: configuration.lease, now: Date(), kinds: pipeline.claimedKinds) {
                     await execute(job, worker: worker)
                     continue
                 }

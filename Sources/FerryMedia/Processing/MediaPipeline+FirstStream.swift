@@ -36,7 +36,7 @@ extension MediaPipeline {
             steps.append(plan.firstStreamPackageArguments(for: lowest, encoded: encoded, directory: output))
         }
         for arguments in steps {
-            guard try await run(tools.ffmpeg, arguments, errors: errors).succeeded else {
+            guard try await run(\.ffmpeg, arguments, errors: errors).succeeded else {
                 logger.warning(
                     "first stream not made; the video plays once its ladder is done",
                     metadata: [

@@ -9,7 +9,7 @@ extension MediaPipeline {
         guard info.hasVideo, let plan = StoryboardPlan(duration: info.duration) else { return }
         let image = directory + "/" + StoryboardPlan.imageFileName
         let errors = work + "/storyboard.err"
-        let outcome = try await run(tools.ffmpeg, plan.arguments(input: source, output: image), errors: errors)
+        let outcome = try await run(\.ffmpeg, plan.arguments(input: source, output: image), errors: errors)
         let sprite = outcome.succeeded && WorkFiles.size(of: image) > 0 ? try await measure(image, directory: work) : nil
         guard let height = sprite?.height, height >= plan.rows, plan.rows > 0 else {
             try? FileManager.default.removeItem(atPath: image)

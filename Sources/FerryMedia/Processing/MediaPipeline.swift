@@ -18,7 +18,9 @@ package struct MediaPipeline: Sendable {
     let catalog: any MediaCatalog & WebhookStore
     let store: any ObjectStore
     let webhooks: WebhookOutbox
-    let tools: MediaTools
+    /// ffmpeg and ffprobe; nil where they are not installed, where the pipeline runs only the jobs that need neither
+    /// (``claimedKinds``).
+    let tools: MediaTools?
     let configuration: MediaProcessingConfiguration
     /// Where jobs keep their files while they run (`<data dir>/media-work`).
     let workDirectory: String
@@ -28,7 +30,7 @@ package struct MediaPipeline: Sendable {
 
     /// Creates the pipeline.
     package init(
-        catalog: any MediaCatalog & WebhookStore, store: any ObjectStore, webhooks: WebhookOutbox, tools: MediaTools,
+        catalog: any MediaCatalog & WebhookStore, store: any ObjectStore, webhooks: WebhookOutbox, tools: MediaTools?,
         configuration: MediaProcessingConfiguration, workDirectory: String, logger: Logger
     ) {
         self.catalog = catalog
@@ -39,6 +41,10 @@ package struct MediaPipeline: Sendable {
         self.workDirectory = workDirectory
         self.logger = logger
     }
+
+    /// The kinds of job this pipeline runs: all (nil) with its tools; without them, only the removal of files a
+    /// stopped node left (``MediaJobKind/removeFiles``), so that no video's files outlive it on a server without ffmpeg.
+    package var claimedKinds: [MediaJobKind]? { tools == nil ? [.removeFiles] : nil }
 
     /// Runs a job to its end: done, or nothing left to do (the video was deleted, or is past this step); throws what
     /// the worker should retry. `progress` takes the fraction done (0–1).
@@ -147,7 +153,7 @@ package struct MediaPipeline: Sendable {
     func runProbe(_ path: String, size: Int64, directory: String) async throws -> MezzanineInfo {
         let output = directory + "/probe.json"
         let errors = directory + "/probe.err"
-        let outcome = try await run(tools.ffprobe, MediaProbe.arguments(for: path), output: output, errors: errors)
+        let outcome = try await run(\.ffprobe, MediaProbe.arguments(for: path), output: output, errors: errors)
         guard outcome.succeeded else {
             throw MediaProbe.Unreadable(
                 reason: Self.reason(errors: errors, directory: directory, timedOut: outcome.timedOut, tool: "ffprobe"))
@@ -166,7 +172,7 @@ package struct MediaPipeline: Sendable {
         let output = directory + "/cover.jpg"
         let errors = directory + "/snapshot.err"
         let outcome = try await run(
-            tools.ffmpeg,
+            \.ffmpeg,
             TranscodePlan.snapshotArguments(input: source, duration: video.mezzanine?.duration, output: output),
             errors: errors)
         guard outcome.succeeded, WorkFiles.size(of: output) > 0 else {
@@ -239,7 +245,7 @@ package struct MediaPipeline: Sendable {
         let ladder = plan.encoding { !FileManager.default.fileExists(atPath: encoded + "/" + $0.fileName) }
         let duration = info.duration ?? 0
         let outcome = try await run(
-            tools.ffmpeg, ladder.encodeArguments(input: source, directory: encoded, progressFile: progressFile),
+            \.ffmpeg, ladder.encodeArguments(input: source, directory: encoded, progressFile: progressFile),
             errors: errors, pollInterval: .milliseconds(250)
         ) {
             if duration > 0, let seconds = Self.progressSeconds(ChildProcess.tail(of: progressFile, limit: 1024)) {
@@ -436,7 +442,7 @@ package struct MediaPipeline: Sendable {
 
     func measure(_ file: String, directory: String) async throws -> Measured {
         let output = directory + "/measure.json"
-        _ = try await run(tools.ffprobe, MediaProbe.arguments(for: file), output: output)
+        _ = try await run(\.ffprobe, MediaProbe.arguments(for: file), output: output)
         // What cannot be measured (no output, odd output) is left out of the stream's description.
         let data = (try? Data(contentsOf: URL(fileURLWithPath: output))) ?? Data()
         return ((try? ProbeReport.decode(data)) ?? ProbeReport()).measured
@@ -457,10 +463,11 @@ package struct MediaPipeline: Sendable {
     /// ``ChildProcess``'s) with `poll` called each time; logs (at debug) its arguments, as a JSON array, and how it
     /// ended.
     func run(
-        _ executable: String, _ arguments: [String], output: String? = nil, errors: String? = nil,
+        _ tool: KeyPath<MediaTools, String>, _ arguments: [String], output: String? = nil, errors: String? = nil,
         timeLimit: Duration? = nil, pollInterval: Duration? = nil, poll: @Sendable () async -> Void = {}
     ) async throws -> ChildProcess.Outcome {
-        var process = ChildProcess(executable: executable, arguments: arguments)
+        guard let tools else { throw FerryDomainError(.notImplemented, "ffmpeg and ffprobe are not installed here.") }
+        var process = ChildProcess(executable: tools[keyPath: tool], arguments: arguments)
         process.standardOutput = output
         process.standardError = errors
         process.timeLimit = timeLimit ?? configuration.jobTimeLimit
@@ -543,7 +550,7 @@ package struct MediaPipeline: Sendable {
     private func copyStep(
         _ arguments: [String], errors: String, directory: String, videoId: String, plan: TranscodePlan
     ) async throws -> Bool {
-        guard try await run(tools.ffmpeg, arguments, errors: errors).succeeded else {
+        guard try await run(\.ffmpeg, arguments, errors: errors).succeeded else {
             try await failTranscode(videoId, plan: plan, message: Self.reason(errors: errors, directory: directory))
             return false
         }

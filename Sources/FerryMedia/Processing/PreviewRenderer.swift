@@ -95,7 +95,7 @@ package struct PreviewRenderer: Sendable {
         let output = directory + "/picture." + request.format
         let errors = directory + "/ffmpeg.err"
         let outcome = try await pipeline.run(
-            pipeline.tools.ffmpeg,
+            \.ffmpeg,
             request.arguments(
                 input: input.path, offset: input.offset, countsFromFirstFrame: input.isSegments, output: output),
             errors: errors, timeLimit: configuration.timeLimit)

@@ -119,9 +119,9 @@ public struct JobBacklog: Sendable, Hashable {
 public protocol JobQueue: Sendable {
     /// Adds jobs, due at their `runAt`.
     func enqueue(_ jobs: [MediaJob]) async throws
-    /// Claims the oldest due job — queued with `runAt` reached, or running with an expired lease — for `worker`
-    /// until `now + lease`, counting an attempt; nil when none is due.
-    func claim(worker: String, lease: Duration, now: Date) async throws -> MediaJob?
+    /// Claims the oldest due job — queued with `runAt` reached, or running with an expired lease — of one of `kinds`
+    /// (any kind when nil) for `worker` until `now + lease`, counting an attempt; nil when none is due.
+    func claim(worker: String, lease: Duration, now: Date, kinds: [MediaJobKind]?) async throws -> MediaJob?
     /// Renews the lease and records progress; false when `worker` no longer holds the job (stop working on it).
     func heartbeat(_ id: String, worker: String, lease: Duration, progress: Double?, now: Date) async throws -> Bool
     /// Marks the job succeeded; false when `worker` no longer holds it.
@@ -142,4 +142,11 @@ public protocol JobQueue: Sendable {
     func backlog(now: Date) async throws -> JobBacklog
     /// The job, or nil.
     func job(_ id: String) async throws -> MediaJob?
+}
+
+extension JobQueue {
+    /// Claims the oldest due job of any kind (``claim(worker:lease:now:kinds:)``).
+    public func claim(worker: String, lease: Duration, now: Date) async throws -> MediaJob? {
+        try await claim(worker: worker, lease: lease, now: now, kinds: nil)
+    }
 }

@@ -40,15 +40,17 @@ extension PostgresCatalog: JobQueue {
         }
     }
 
-    public func claim(worker: String, lease: Duration, now: Date) async throws -> MediaJob? {
+    public func claim(worker: String, lease: Duration, now: Date, kinds: [MediaJobKind]?) async throws -> MediaJob? {
         let time = now.timeIntervalSince1970
         let expires = now.addingTimeInterval(lease.timeInterval).timeIntervalSince1970
+        let names = kinds?.map(\.rawValue)
         // SKIP LOCKED: claims by other nodes pass over the row one of them is taking, instead of waiting for it.
         return try await rows(
             """
             WITH next AS (
                 SELECT id FROM media_job
-                WHERE (state = 'queued' AND run_at <= \(time)) OR (state = 'running' AND lease_expires_at < \(time))
+                WHERE ((state = 'queued' AND run_at <= \(time)) OR (state = 'running' AND lease_expires_at < \(time)))
+                    AND (\(names == nil) OR kind = ANY(\(names ?? [])))
                 ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
             UPDATE media_job SET state = 'running', attempts = media_job.attempts + 1, lease_owner = \(worker),
                 lease_expires_at = \(expires), updated_at = \(time)

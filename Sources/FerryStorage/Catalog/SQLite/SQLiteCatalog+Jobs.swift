@@ -66,8 +66,10 @@ extension SQLiteCatalog: JobQueue {
         try await pool.write { db in try Self.insertJobs(jobs, db) }
     }
 
-    public func claim(worker: String, lease: Duration, now: Date) async throws -> MediaJob? {
+    public func claim(worker: String, lease: Duration, now: Date, kinds: [MediaJobKind]?) async throws -> MediaJob? {
         let time = now.timeIntervalSince1970
+        let names = kinds?.map(\.rawValue) ?? []
+        let only = kinds == nil ? "" : "WHERE kind IN (\(names.map { _ in "?" }.joined(separator: ",")))"
         return try await pool.write { db in
             // SQLite has one writer at a time: the lookup and the update below cannot interleave with another claim.
             guard
@@ -77,9 +79,9 @@ extension SQLiteCatalog: JobQueue {
                             SELECT * FROM mediaJob WHERE state = 'queued' AND runAt <= ?
                             UNION ALL
                             SELECT * FROM mediaJob WHERE state = 'running' AND leaseExpiresAt < ?
-                        ) ORDER BY seq LIMIT 1
+                        ) \(only) ORDER BY seq LIMIT 1
                         """,
-                    arguments: [time, time])
+                    arguments: [time, time] + StatementArguments(names))
             else { return nil }
             var job = Self.mediaJob(row)
             job.state = .running
