@@ -136,6 +136,28 @@ struct EdgeTests {
         }
     }
 
+    @Test("an HTTP/1.0 request's connection closes after its answer unless it asked to be kept alive")
+    func http10Closes() async throws {
+        try await TestServer.with { server in
+            for keepAlive in [false, true] {
+                let socket = try RawSocket.connect(port: server.port)
+                defer { close(socket) }
+                let head = "GET /_ferry/health HTTP/1.0\r\nHost: 127.0.0.1\r\n" + (keepAlive ? "Connection: keep-alive\r\n" : "")
+                try RawSocket.write(socket, Array((head + "\r\n").utf8))
+                // Read to the end of the connection: EOF (error nil) once the server closes it, else the time limit.
+                let (bytes, error) = await RawSocket.receive(socket, timeout: .seconds(keepAlive ? 2 : 10)) { _ in false }
+                let text = String(decoding: bytes, as: UTF8.self)
+                #expect(text.hasPrefix("HTTP/1.1 200 ") || text.hasPrefix("HTTP/1.0 200 "), "\(text)")
+                if keepAlive {
+                    #expect(error == ETIMEDOUT, "a kept-alive HTTP/1.0 connection was closed")
+                } else {
+                    #expect(error == nil, "the connection stayed open after the answer")
+                    #expect(text.lowercased().contains("connection: close"), "\(text)")
+                }
+            }
+        }
+    }
+
     @Test("two Authorization headers are refused before any signature is checked")
     func repeatedAuthorization() async throws {
         try await TestServer.with { server in
@@ -356,5 +378,17 @@ struct EdgeTests {
         #expect(upload == "/_ferry/uploads/<redacted>")
         let signed = AccessLogMiddleware.redacted(path: "/_ferry/uploads/s3/bucket/key.bin", query: nil)
         #expect(signed == "/_ferry/uploads/s3/bucket/key.bin")
+        // However the path is spelled: the router skips empty segments, a client may percent-encode or change case.
+        for spelled in [
+            "//_ferry/uploads/0123abcd", "/_ferry//uploads/0123abcd", "/_ferry/uploads//0123abcd", "/_ferry/%75ploads/0123abcd",
+            "/_FERRY/uploads/0123abcd", "/x/_ferry/uploads/0123abcd", "/_ferry/uploads/0123abcd/x",
+        ] {
+            #expect(AccessLogMiddleware.redacted(path: spelled, query: nil) == "/_ferry/uploads/<redacted>", "\(spelled)")
+        }
+        #expect(AccessLogMiddleware.redacted(path: "//_ferry/uploads/grant/eyJT", query: nil) == "/_ferry/uploads/grant/<redacted>")
+        #expect(AccessLogMiddleware.redacted(path: "/_ferry//uploads/S3/b/k", query: nil) == "/_ferry//uploads/S3/b/k")
+        // A credential's name with more around it (a refused request still names the value).
+        let padded = AccessLogMiddleware.redacted(path: "/b/k", query: "X-Amz-Signature%00=abc123&xTokenx=t0k&AWSAccessKeyId2=AK&x=1")
+        #expect(padded == "/b/k?X-Amz-Signature%00=<redacted>&xTokenx=<redacted>&AWSAccessKeyId2=<redacted>&x=1", "\(padded)")
     }
 }

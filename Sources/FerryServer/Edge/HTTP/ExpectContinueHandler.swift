@@ -13,7 +13,9 @@ import NIOHTTPTypesHTTP1
 /// body that will not come.
 ///
 /// An HTTP/1.0 request gets no informational response at all (RFC 9110 §15.2), neither a 100 nor the resumable-upload
-/// draft's 104: a proxy speaking HTTP/1.0 to Ferry (nginx's default) could take one for the final answer.
+/// draft's 104: a proxy speaking HTTP/1.0 to Ferry (nginx's default) could take one for the final answer. Its
+/// connection is closed after the answer unless it asked `Connection: keep-alive` (RFC 9112 §9.3): a client that
+/// reads the answer to the end of the connection does not wait for the idle timeout.
 final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -27,6 +29,8 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var context: ChannelHandlerContext?
     /// The current request came as HTTP/1.0 (told by a ``VersionObserver`` ahead of the HTTP/1 codec).
     fileprivate var http10 = false
+    /// The current request lets its connection stay open after the answer (as told with ``http10``).
+    fileprivate var keepAlive = true
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -63,7 +67,7 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head(var head) where head.status.kind != .informational && pending:
+        case .head(var head) where head.status.kind != .informational && (pending || (http10 && !keepAlive)):
             pending = false
             closeAfterResponse = true
             head.headerFields[.connection] = "close"
@@ -81,7 +85,8 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 }
 
-/// Tells an ``ExpectContinueHandler`` each request's HTTP version, which it cannot see behind the HTTP/1 codec.
+/// Tells an ``ExpectContinueHandler`` each request's HTTP version and whether it keeps its connection alive, which it
+/// cannot see behind the HTTP/1 codec.
 private final class VersionObserver: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -94,6 +99,7 @@ private final class VersionObserver: ChannelInboundHandler, RemovableChannelHand
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = unwrapInboundIn(data) {
             owner?.http10 = head.version.major == 1 && head.version.minor == 0
+            owner?.keepAlive = head.isKeepAlive
         }
         context.fireChannelRead(data)
     }

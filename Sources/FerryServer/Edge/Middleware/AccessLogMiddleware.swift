@@ -9,10 +9,10 @@ import Logging
 struct AccessLogMiddleware: RouterMiddleware {
     typealias Context = FerryRequestContext
 
-    /// Query parameters whose values are credentials.
-    static let secretParameters: Set<String> = [
-        "x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "token", "awsaccesskeyid",
-    ]
+    /// What the names of query parameters whose values are credentials contain, lowercased and percent-decoded
+    /// (`X-Amz-Signature`, `X-Amz-Credential`, `X-Amz-Security-Token`, a playback or form `token`, `AWSAccessKeyId`,
+    /// and any spelling with more around them, as `X-Amz-Signature%00`).
+    static let secretParameterParts = ["signature", "credential", "token", "accesskeyid"]
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
@@ -47,22 +47,23 @@ struct AccessLogMiddleware: RouterMiddleware {
     }
 
     /// The path and query with credentials replaced; at most 512 bytes.
+    ///
+    /// A resumable upload's path is read as the router reads it (empty segments skipped) and as a client may spell it
+    /// (percent-encoded, in other case): whatever follows `/_ferry/uploads/` is redacted, but for `s3/<bucket>/<key>`.
     static func redacted(path: String, query: String?) -> String {
         var path = path
-        if path.hasPrefix(UploadGrant.pathPrefix) {
-            // `/_ferry/uploads/grant/<grant>`: a media upload URL's capability.
-            path = UploadGrant.pathPrefix + "<redacted>"
-        } else if path.hasPrefix(ResumableUploadAPI.pathPrefix) {
-            // `/_ferry/uploads/<id>`: the upload's id is the capability of its appends.
-            let rest = path.dropFirst(ResumableUploadAPI.pathPrefix.count)
-            if !rest.isEmpty, !rest.hasPrefix("s3/") { path = ResumableUploadAPI.pathPrefix + "<redacted>" }
+        let segments = (path.removingPercentEncoding ?? path).lowercased().split(separator: "/")
+        if let start = segments.indices.first(where: { segments[$0...].starts(with: ["_ferry", "uploads"]) }),
+            segments.count > start + 2, segments[start + 2] != "s3"
+        {
+            path = ResumableUploadAPI.pathPrefix + (segments[start + 2] == "grant" ? "grant/" : "") + "<redacted>"
         }
         guard let query, !query.isEmpty else { return String(path.prefix(512)) }
         let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
             let name = item.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
             // Compared decoded, as authentication reads it (`X-Amz-Signatur%65` is the signature too).
-            let decoded = SigV4.parseQueryString(name).first?.name ?? name
-            return secretParameters.contains(decoded.lowercased()) ? name + "=<redacted>" : String(item)
+            let decoded = (SigV4.parseQueryString(name).first?.name ?? name).lowercased()
+            return secretParameterParts.contains { decoded.contains($0) } ? name + "=<redacted>" : String(item)
         }
         return String((path + "?" + items.joined(separator: "&")).prefix(512))
     }
