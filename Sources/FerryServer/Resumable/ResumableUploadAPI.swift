@@ -268,7 +268,8 @@ struct ResumableUploadAPI: Sendable {
                 try await appendTus(upload, at: 0, checksum: checksum, request: request)
             }
             headers[.uploadOffset] = String(upload.offset)
-        } else if upload.length == 0 {
+        } else if upload.length == 0, info.kind == .single {
+            // An empty partial upload waits, as any partial does, for a final upload that names it.
             upload = try await finish(upload, wire: wire)
         }
         headers[.uploadExpires] = S3Date.http(upload.expiresAt)

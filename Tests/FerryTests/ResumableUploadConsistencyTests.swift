@@ -1,0 +1,46 @@
+import FerryCore
+import FerryServer
+import FerryTestSupport
+import Foundation
+import Testing
+
+@testable import Ferry
+
+/// What a resumable upload may become, whatever arrives at the same time: a partial upload never an object, a
+/// stored media file only its own bytes, a final upload all of its partials or nothing.
+@Suite("Resumable uploads: what an upload may become", .serialized)
+struct ResumableUploadConsistencyTests {
+    static let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+    static let append = tus + [("Content-Type", "application/offset+octet-stream")]
+
+    /// Creates a tus upload at `bucket`/`key` signed by `s3`; its URL.
+    static func create(_ s3: S3TestClient, _ path: String, _ headers: [(name: String, value: String)]) async throws
+        -> String
+    {
+        let created = try await s3.send("POST", "/_ferry/uploads/s3/" + path, headers: tus + headers, payload: .unsigned)
+        return try #require(created.header("Location"), "\(created.status) \(created.text)")
+    }
+
+    @Test("an empty tus partial upload makes no object (the key keeps what it held), and a final upload naming it makes the other partials' bytes")
+    func emptyPartialUploadWaitsForItsFinalUpload() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("parts").status == 200)
+            #expect(try await s3.put("parts", "precious", Array("precious bytes".utf8)).status == 200)
+            let empty = try await Self.create(s3, "parts/precious", [("Upload-Concat", "partial"), ("Upload-Length", "0")])
+            #expect(try await s3.get("parts", "precious").body == Array("precious bytes".utf8))
+            let head = try await S3TestClient.fetchRaw("HEAD", empty, headers: Self.tus)
+            #expect(head.status == 200 && head.header("ETag") == nil && head.header("Upload-Concat") == "partial")
+            let five = try await Self.create(s3, "parts/five", [("Upload-Concat", "partial"), ("Upload-Length", "5")])
+            let patched = try await S3TestClient.fetchRaw(
+                "PATCH", five, headers: Self.append + [("Upload-Offset", "0")], body: Array("hello".utf8))
+            #expect(patched.status == 204)
+            let final = try await s3.send(
+                "POST", "/_ferry/uploads/s3/parts/joined", headers: Self.tus + [("Upload-Concat", "final;\(empty) \(five)")],
+                payload: .unsigned)
+            #expect(final.status == 201, "\(final.text)")
+            #expect(try await s3.get("parts", "joined").body == Array("hello".utf8))
+            #expect(try await s3.get("parts", "precious").body == Array("precious bytes".utf8))
+        }
+    }
+}
