@@ -43,4 +43,27 @@ struct ResumableUploadConsistencyTests {
             #expect(try await s3.get("parts", "precious").body == Array("precious bytes".utf8))
         }
     }
+
+    @Test("a media upload's tus title is checked as the media API checks a Title: one with NUL or past 128 bytes refuses the creation (400 naming title) and is not stored; 128 bytes is stored")
+    func mediaUploadTitleIsCheckedAsTheMediaAPIChecksIt() async throws {
+        try await TestServer.with { server in
+            let media = ResumableUploadTests.media(server)
+            let ticket = try await media.createUploadVideo(.init(title: "kept", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL).absoluteString
+            func create(title: String) async throws -> S3TestClient.Reply {
+                try await S3TestClient.fetchRaw(
+                    "POST", url,
+                    headers: Self.tus + [("Upload-Length", "5"), ("Upload-Metadata", "title " + Data(title.utf8).base64EncodedString())])
+            }
+            for title in ["a\u{0}b", String(repeating: "\u{20AC}", count: 43)] {
+                let refused = try await create(title: title)
+                #expect(refused.status == 400 && refused.text.contains("title"), "\(refused.status) \(refused.text)")
+                #expect(refused.header("Location") == nil)
+                #expect(try await media.getVideoInfo(videoId: ticket.id).title == "kept")
+            }
+            let longest = String(repeating: "\u{1F600}", count: 32)
+            #expect(try await create(title: longest).status == 201)
+            #expect(try await media.getVideoInfo(videoId: ticket.id).title == longest)
+        }
+    }
 }

@@ -237,6 +237,11 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(.badRequest, "Upload-Defer-Length must be 1.", wire: wire)
         }
         let metadata = try TusMetadata.parse(request.headers[.uploadMetadata], wire: wire)
+        // A media upload's title becomes its video's Title: refused as the media API refuses one.
+        let title = target.mediaId == nil ? nil : metadata["title"]
+        do { try MediaAPI.checkText(title, "The metadata's title", max: 128) } catch let error as MediaError {
+            throw ResumableRefusal(.badRequest, error.message, wire: wire)
+        }
         let concat = try TusConcat.parse(request.headers[.uploadConcat], wire: wire)
         var attributes = ObjectAttributes()
         attributes.contentType = metadata["filetype"].flatMap { Self.isContentType($0) ? $0 : nil }
@@ -255,7 +260,7 @@ struct ResumableUploadAPI: Sendable {
         let info = ResumableUpload.Info(
             kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
         var upload = try await createUpload(target, length: length, info: info, attributes: attributes)
-        if let videoId = target.mediaId, let title = metadata["title"], !title.isEmpty, title.count <= 128 {
+        if let videoId = target.mediaId, let title, !title.isEmpty {
             await titleSent(videoId, title)
         }
         var headers = wire.headers
