@@ -384,6 +384,8 @@ struct ResumableUploadAPI: Sendable {
                 verify: { etag in if let stored, stored.etag != etag { throw stored.refusal } })
         } catch let error as FerryDomainError where error.code == .preconditionFailed && target.insertOnly {
             throw ResumableRefusal(.conflict, "An object with this key exists and the upload token is insertOnly.", wire: wire)
+        } catch let error as FerryDomainError where error.code == .uploadNotFound {
+            throw ResumableRefusal(.badRequest, "A partial upload Upload-Concat names was ended meanwhile.", wire: wire)
         }
         await objectStored(object)
         var headers = wire.headers

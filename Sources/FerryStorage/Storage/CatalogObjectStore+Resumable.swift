@@ -157,7 +157,8 @@ extension CatalogObjectStore {
     /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
     /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated. `verify`
     /// sees the object's ETag before it is made and may refuse it; with `info.insertOnly` the object is made only
-    /// where none exists (else `preconditionFailed`). A refused final upload leaves nothing behind.
+    /// where none exists (else `preconditionFailed`); a partial upload ended meanwhile makes it `uploadNotFound`. A
+    /// refused final upload leaves nothing behind.
     package func concatenateResumable(
         _ partials: [ResumableUpload], bucket: String, key: String, charge: StorageCharge, info: ResumableUpload.Info,
         attributes: ObjectAttributes, expiresAt: Date, verify: @Sendable (String) throws -> Void = { _ in }
@@ -169,9 +170,14 @@ extension CatalogObjectStore {
         do {
             var parts: [PartInfo] = []
             for partial in partials {
-                for part in try await catalog.parts(uploadId: partial.uploadId, after: 0, limit: nil) {
-                    let lease = files.lease(part.segments.map(\.blob))
-                    defer { lease.release() }
+                let partialParts = try await catalog.parts(uploadId: partial.uploadId, after: 0, limit: nil)
+                let lease = files.lease(partialParts.flatMap { $0.segments.map(\.blob) })
+                defer { lease.release() }
+                // Confirmed under the lease: a partial upload ended meanwhile (its bytes going) is `uploadNotFound`.
+                guard let current = try await catalog.resumableUpload(partial.id), current.offset == partial.offset,
+                    partialParts.reduce(0, { $0 + $1.size }) == partial.offset
+                else { throw Self.noSuchUpload }
+                for part in partialParts {
                     var copy = part
                     copy.number = parts.count + 1
                     copy.segments = try await link(part.segments)

@@ -1,0 +1,59 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import NIOCore
+import Testing
+
+@testable import FerryServer
+@testable import FerryStorage
+
+/// A tus final upload on the object store: all of its partial uploads' bytes, or nothing.
+@Suite("Resumable uploads: a final upload and its partial uploads")
+struct ResumableConcatenationTests {
+    @Test("a final upload whose partial upload was terminated after the API checked it makes nothing: uploadNotFound, no object, no multipart upload left; the other partials still make one", arguments: JobQueueImplementation.allCases)
+    func finalUploadOfATerminatedPartialMakesNothing(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("r")
+            let charge = StorageCharge(owner: "k1", quota: .unlimited)
+            /// A partial upload fully received in two appends of `letter`, as the API checked it.
+            func partial(_ letter: String) async throws -> ResumableUpload {
+                var upload = try await store.createResumableUpload(
+                    bucket: "r", key: "part-" + letter, charge: charge, length: 4, info: .init(kind: .partial),
+                    attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
+                for offset in [0, 2] as [Int64] {
+                    let body = AsyncStream<ByteBuffer> {
+                        $0.yield(ByteBuffer(string: letter + letter))
+                        $0.finish()
+                    }
+                    guard case .appended(let appended) = try await store.appendResumable(
+                        upload, at: offset, body: body, checksums: [], byteLimit: nil, verify: { _ in })
+                    else { throw NotAppended() }
+                    upload = appended
+                }
+                return upload
+            }
+            func final(_ partials: [ResumableUpload], key: String) async throws -> ObjectInfo {
+                try await store.concatenateResumable(
+                    partials, bucket: "r", key: key, charge: charge,
+                    info: .init(kind: .final, partials: partials.map(\.id)), attributes: ObjectAttributes(),
+                    expiresAt: Date().addingTimeInterval(86_400)
+                ).object
+            }
+            let (a, b, c) = (try await partial("A"), try await partial("B"), try await partial("C"))
+            try await store.terminateResumable(b)
+            await #expect { _ = try await final([a, b, c], key: "final") } throws: {
+                ($0 as? FerryDomainError)?.code == .uploadNotFound
+            }
+            await #expect(throws: FerryDomainError.self) { _ = try await store.object(bucket: "r", key: "final") }
+            #expect(try await store.abortUnclaimedResumableUploads(initiatedBefore: Date().addingTimeInterval(1)) == 0)
+            _ = try await final([a, c], key: "rest")
+            var body: [UInt8] = []
+            for try await buffer in try await store.readObject(store.object(bucket: "r", key: "rest"), range: nil) {
+                body += buffer.readableBytesView
+            }
+            #expect(String(decoding: body, as: UTF8.self) == "AAAACCCC")
+        }
+    }
+
+    struct NotAppended: Error {}
+}
