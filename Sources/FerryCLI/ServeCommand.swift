@@ -129,7 +129,7 @@ struct ServeCommand: AsyncParsableCommand {
         help: "Serve GET /metrics on this port only (also on a worker node), not on the main port. Default: on the main port.")
     var metricsPort: Int?
 
-    @Option(name: .customLong("media-workers"), help: "Media jobs (probe, cover, transcode) run at once; 0 turns processing off (or FERRY_MEDIA_WORKERS). Default: a quarter of the cores, at least 1.")
+    @Option(name: .customLong("media-workers"), help: "Media jobs (probe, cover, transcode; without ffmpeg only the removal of files a stopped node left) run at once; 0 turns them off (or FERRY_MEDIA_WORKERS). Default: a quarter of the cores, at least 1.")
     var mediaWorkers: Int?
 
     @Option(name: .customLong("transcode-templates"), help: "JSON file of transcoding template groups (or FERRY_TRANSCODE_TEMPLATES); see docs/api.md. Default: LD 360p, SD 540p, HD 720p, FHD 1080p.")

@@ -236,8 +236,8 @@ extension UploadCommand {
                 records.remove(recordName)
                 var media = ""
                 if let id = fields["VideoId"] ?? fields["ImageId"] {
-                    media = await Self.deleteDamaged(
-                        fields["VideoId"] == nil ? .image : .video, id, media: context.connection.media(context.configuration))
+                    let client = context.connection.media(context.configuration)
+                    media = await Self.deleteDamaged(fields["VideoId"] == nil ? .image : .video, id, media: client)
                 }
                 let text = "\(error)"
                 output.error(

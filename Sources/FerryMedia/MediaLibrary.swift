@@ -174,10 +174,11 @@ public struct MediaLibrary: Sendable {
 
     /// An image's file is in storage: `Uploading → Uploaded` with its size and, the first time, `ImageUploadComplete`
     /// in the same change (once, however many writers and passes see the file arrive: the change is atomic); later
-    /// writes only update its size. An image whose upload expired is left as it is.
+    /// writes only update its size. An image whose upload expired, or that was deleted, is left as it is.
     func imageStored(_ imageId: String, object: ObjectInfo) async throws {
         try await catalog.updateImage(imageId) { [webhooks] image in
-            guard image.status != ImageStatus.uploadFailed, image.key == object.key else { return .keep }
+            guard [ImageStatus.uploading, ImageStatus.uploaded].contains(image.status), image.key == object.key
+            else { return .keep }
             let arrived = image.status == ImageStatus.uploading
             image.status = ImageStatus.uploaded
             image.size = object.size
@@ -204,18 +205,17 @@ public struct MediaLibrary: Sendable {
         await recordRemoval(video.videoId, status: VideoStatus.deleted)
     }
 
-    /// Deletes an image: its status, then its file and any unfinished multipart upload of it, then `ImageDeleted`.
-    /// Stopped midway (a crash, a failing store), the image is `Deleted` and takes no more writes; deleting it again
-    /// removes what is left and sends the event (which may then come twice).
+    /// Deletes an image: its status and `ImageDeleted` in one change, then its file and any unfinished multipart
+    /// upload of it. Stopped midway (a crash, a failing store), the image is `Deleted` and takes no more writes;
+    /// deleting it again removes what is left (the event is not sent again).
     package func delete(_ image: ImageRecord) async throws {
-        try await catalog.updateImage(image.imageId) { image in
+        try await catalog.updateImage(image.imageId) { [webhooks] image in
             guard image.status != ImageStatus.deleted else { return .keep }
             image.status = ImageStatus.deleted
-            return .save()
+            return .save(notify: try webhooks.events(.imageDeleted(imageId: image.imageId)))
         }
         try await store.deleteObject(bucket: image.bucket, key: image.key, condition: .none)
         try await Self.abortMultipartUploads(bucket: image.bucket, key: image.key, in: store)
-        try await webhooks.enqueue(.imageDeleted(imageId: image.imageId))
     }
 
     /// Records that the files of `videoId` are removed and its event sent while it is `status`, so that its removal

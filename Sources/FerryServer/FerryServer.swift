@@ -319,7 +319,8 @@ public struct FerryServer: Sendable {
     var mediaPipeline: MediaPipeline? {
         guard configuration.role != .api, configuration.mediaProcessing.workers > 0 else { return nil }
         var pipeline = MediaPipeline(
-            catalog: mediaCatalog, store: store, webhooks: webhooks, tools: mediaTools, configuration: configuration.mediaProcessing,
+            catalog: mediaCatalog, store: store, webhooks: webhooks, tools: mediaTools,
+            configuration: configuration.mediaProcessing,
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
         pipeline.events = metrics
         return pipeline

@@ -147,10 +147,16 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         self.isTimeout = kind == .timeout
         let endpoint = Self.endpoint(of: url)
         var detail = detail
+        // The query as written after the first `?` (also when the URL cannot be read), then the path and query as
+        // a library may quote them, encoded or not.
         let components = URLComponents(string: url)
-        for secret in [components?.percentEncodedQuery, components?.percentEncodedPath, components?.query, components?.path]
-        where (secret?.count ?? 0) > 1 {
-            detail = detail.replacingOccurrences(of: secret ?? "", with: "…")
+        let written = url.firstIndex(of: "?").map { String(url[url.index(after: $0)...]) }
+        let parts = [
+            written, components?.percentEncodedQuery, components?.percentEncodedPath, components?.query,
+            components?.path,
+        ]
+        for secret in parts.compactMap({ $0 }) where secret.count > 1 {
+            detail = detail.replacingOccurrences(of: secret, with: "…")
         }
         let what: String
         switch kind {

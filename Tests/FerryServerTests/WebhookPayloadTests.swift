@@ -118,6 +118,7 @@ struct WebhookPayloadTests {
             (.videoDeleted(videoId: "v1"), ["VideoId": "v1"]),
             (.videoUploadExpired(videoId: "v1"), ["VideoId": "v1"]),
             (.imageUploadExpired(imageId: "img1"), ["ImageId": "img1"]),
+            (.imageDeleted(imageId: "img1"), ["ImageId": "img1"]),
         ]
         for (notification, former) in cases {
             let event = WebhookEvent(
@@ -132,7 +133,8 @@ struct WebhookPayloadTests {
         // The documented types.
         #expect(Set(cases.map(\.0.type.rawValue)) == [
             "FileUploadComplete", "VideoAnalysisComplete", "SnapshotComplete", "VideoPlayable", "StreamTranscodeComplete",
-            "TranscodeComplete", "ImageUploadComplete", "ImageUploadExpired", "VideoDeleted", "VideoUploadExpired",
+            "TranscodeComplete", "ImageUploadComplete", "ImageUploadExpired", "ImageDeleted", "VideoDeleted",
+            "VideoUploadExpired",
         ])
     }
 

@@ -274,8 +274,8 @@ public final class MediaServiceClient: Sendable {
 
     /// Deletes images (at most 20) and their files.
     public func deleteImages(_ imageIds: [String]) async throws(FerryError) {
-        _ = try await call(
-            "DeleteImage", MediaContract.DeleteImageRequest(imageIds: imageIds), as: MediaContract.DeleteImageAnswer.self)
+        let request = MediaContract.DeleteImageRequest(imageIds: imageIds)
+        _ = try await call("DeleteImage", request, as: MediaContract.DeleteImageAnswer.self)
     }
 
     /// Deletes a video whose upload was given up (cancelled, started over, or its file changed), when it is still

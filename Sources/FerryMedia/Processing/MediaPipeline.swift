@@ -43,7 +43,8 @@ package struct MediaPipeline: Sendable {
     }
 
     /// The kinds of job this pipeline runs: all (nil) with its tools; without them, only the removal of files a
-    /// stopped node left (``MediaJobKind/removeFiles``), so that no video's files outlive it on a server without ffmpeg.
+    /// stopped node left (``MediaJobKind/removeFiles``), so that no video's files outlive it on a server without
+    /// ffmpeg.
     package var claimedKinds: [MediaJobKind]? { tools == nil ? [.removeFiles] : nil }
 
     /// Runs a job to its end: done, or nothing left to do (the video was deleted, or is past this step); throws what

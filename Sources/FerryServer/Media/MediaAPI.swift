@@ -396,14 +396,14 @@ public struct MediaAPI: Sendable {
     static func idList(_ ids: String?, _ field: String, of what: String) throws -> [String] {
         guard let ids, !ids.isEmpty else { throw MediaError.missing(field) }
         var list: [String] = []
-        let given = ids.split(separator: ",", omittingEmptySubsequences: false)
-        for id in given.map({ $0.trimmingCharacters(in: .whitespaces) }) where !list.contains(id) {
-            list.append(id)
+        for item in ids.split(separator: ",", omittingEmptySubsequences: false) {
+            let id = item.trimmingCharacters(in: .whitespaces)
+            guard !id.isEmpty else {
+                throw MediaError.invalid(field, "must be \(what) ids separated by commas, none empty.")
+            }
+            if !list.contains(id) { list.append(id) }
+            guard list.count <= 20 else { throw MediaError.invalid(field, "may name at most 20 \(what)s.") }
         }
-        guard !list.contains(""), !list.isEmpty else {
-            throw MediaError.invalid(field, "must be \(what) ids separated by commas, none empty.")
-        }
-        guard list.count <= 20 else { throw MediaError.invalid(field, "may name at most 20 \(what)s.") }
         return list
     }
 
@@ -454,10 +454,23 @@ public struct MediaAPI: Sendable {
 
     /// Deletes images. As for videos, an image deleted already is deleted again (a retry whose answer was lost, or
     /// one a stopped node left unfinished): what is left of it is removed and the answer names it.
-    func deleteImage(_ input: MediaContract.DeleteImageRequest, _ call: Call) async throws -> MediaContract.DeleteImageAnswer {
+    func deleteImage(_ input: MediaContract.DeleteImageRequest, _ call: Call) async throws
+        -> MediaContract.DeleteImageAnswer
+    {
         var images: [ImageRecord] = []
         for id in try Self.idList(input.imageIds, "ImageIds", of: "image") {
-            images.append(try await image(id, principal: call.principal, orDeleted: true))
+            let image = try await image(id, principal: call.principal, orDeleted: true)
+            // A cover a video's snapshot made lives in the video's directory and goes with the video.
+            let parts = image.key.split(separator: "/")
+            if parts.first == "video", parts.count > 1, let video = try await catalog.video(String(parts[1])),
+                video.status != VideoStatus.deleted
+            {
+                throw MediaError(
+                    "InvalidImage.VideoSnapshot",
+                    "The image is a snapshot of video \(video.videoId) and goes with it; delete the video instead.",
+                    status: 409)
+            }
+            images.append(image)
         }
         for image in images { try await library.delete(image) }
         return MediaContract.DeleteImageAnswer(deletedImageIds: images.map(\.imageId))

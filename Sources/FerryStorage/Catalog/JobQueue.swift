@@ -119,7 +119,7 @@ public struct JobBacklog: Sendable, Hashable {
 public protocol JobQueue: Sendable {
     /// Adds jobs, due at their `runAt`.
     func enqueue(_ jobs: [MediaJob]) async throws
-    /// Claims the oldest due job — queued with `runAt` reached, or running with an expired lease — of one of `kinds`
+    /// Claims the oldest due job (queued with `runAt` reached, or running with an expired lease) of one of `kinds`
     /// (any kind when nil) for `worker` until `now + lease`, counting an attempt; nil when none is due.
     func claim(worker: String, lease: Duration, now: Date, kinds: [MediaJobKind]?) async throws -> MediaJob?
     /// Renews the lease and records progress; false when `worker` no longer holds the job (stop working on it).

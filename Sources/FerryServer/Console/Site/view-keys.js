@@ -6,7 +6,7 @@ import { h, replace, time, copy, confirmDialog, toast } from './dom.js';
 const GRANTS = [
   { id: 'grant-media-upload', label: 'Upload videos and images (media API)', actions: ['media:CreateUploadVideo', 'media:RefreshUploadVideo', 'media:CreateUploadImage', 'media:RefreshUploadImage'] },
   { id: 'grant-media-read', label: 'See videos and play them (media API)', actions: ['media:GetVideoInfo', 'media:ListVideos', 'media:GetPlayInfo', 'media:GetMezzanineInfo', 'media:GetImageInfo'] },
-  { id: 'grant-media-manage', label: 'Edit and delete videos (media API)', actions: ['media:UpdateVideoInfo', 'media:DeleteVideo'] },
+  { id: 'grant-media-manage', label: 'Edit and delete videos and images (media API)', actions: ['media:UpdateVideoInfo', 'media:DeleteVideo', 'media:DeleteImage'] },
   { id: 'grant-sts', label: 'Issue temporary credentials (AssumeRole)', actions: ['media:AssumeRole'] },
   { id: 'grant-s3-read', label: 'Read objects (object API)', actions: ['s3:GetObject', 's3:ListBucket', 's3:ListAllMyBuckets'] },
   { id: 'grant-s3-write', label: 'Write and delete objects (object API)', actions: ['s3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload', 's3:ListMultipartUploadParts'] },

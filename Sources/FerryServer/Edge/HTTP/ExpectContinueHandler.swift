@@ -45,8 +45,15 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let head) = unwrapInboundIn(data) {
+        if case .head(var head) = unwrapInboundIn(data) {
             pending = head.headerFields[.expect]?.lowercased() == "100-continue"
+            if http10, !keepAlive {
+                // Said as HTTP/1.1 says it, so the server ends the connection after the answer as it does for one
+                // (its output half first, then what the client still sends is read and dropped).
+                head.headerFields[.connection] = "close"
+                context.fireChannelRead(wrapInboundOut(.head(head)))
+                return
+            }
         }
         context.fireChannelRead(data)
     }
@@ -67,9 +74,12 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head(var head) where head.status.kind != .informational && (pending || (http10 && !keepAlive)):
+        case .head(var head) where head.status.kind != .informational && pending:
             pending = false
             closeAfterResponse = true
+            head.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .head(var head) where head.status.kind != .informational && http10 && !keepAlive:
             head.headerFields[.connection] = "close"
             context.write(wrapOutboundOut(.head(head)), promise: promise)
         case .end where closeAfterResponse:

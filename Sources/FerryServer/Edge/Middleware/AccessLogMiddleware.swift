@@ -53,10 +53,8 @@ struct AccessLogMiddleware: RouterMiddleware {
     static func redacted(path: String, query: String?) -> String {
         var path = path
         let segments = (path.removingPercentEncoding ?? path).lowercased().split(separator: "/")
-        if let start = segments.indices.first(where: { segments[$0...].starts(with: ["_ferry", "uploads"]) }),
-            segments.count > start + 2, segments[start + 2] != "s3"
-        {
-            path = ResumableUploadAPI.pathPrefix + (segments[start + 2] == "grant" ? "grant/" : "") + "<redacted>"
+        if segments.starts(with: ["_ferry", "uploads"]), segments.count > 2, segments[2] != "s3" {
+            path = ResumableUploadAPI.pathPrefix + (segments[2] == "grant" ? "grant/" : "") + "<redacted>"
         }
         guard let query, !query.isEmpty else { return String(path.prefix(512)) }
         let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in

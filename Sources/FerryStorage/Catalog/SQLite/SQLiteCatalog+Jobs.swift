@@ -69,19 +69,19 @@ extension SQLiteCatalog: JobQueue {
     public func claim(worker: String, lease: Duration, now: Date, kinds: [MediaJobKind]?) async throws -> MediaJob? {
         let time = now.timeIntervalSince1970
         let names = kinds?.map(\.rawValue) ?? []
-        let only = kinds == nil ? "" : "WHERE kind IN (\(names.map { _ in "?" }.joined(separator: ",")))"
+        let only = kinds == nil ? "" : "AND kind IN (\(names.map { _ in "?" }.joined(separator: ",")))"
         return try await pool.write { db in
             // SQLite has one writer at a time: the lookup and the update below cannot interleave with another claim.
             guard
                 let row = try Row.fetchOne(
                     db, sql: """
                         SELECT * FROM (
-                            SELECT * FROM mediaJob WHERE state = 'queued' AND runAt <= ?
+                            SELECT * FROM mediaJob WHERE state = 'queued' AND runAt <= ? \(only)
                             UNION ALL
-                            SELECT * FROM mediaJob WHERE state = 'running' AND leaseExpiresAt < ?
-                        ) \(only) ORDER BY seq LIMIT 1
+                            SELECT * FROM mediaJob WHERE state = 'running' AND leaseExpiresAt < ? \(only)
+                        ) ORDER BY seq LIMIT 1
                         """,
-                    arguments: [time, time] + StatementArguments(names))
+                    arguments: [time] + StatementArguments(names) + [time] + StatementArguments(names))
             else { return nil }
             var job = Self.mediaJob(row)
             job.state = .running
