@@ -20,4 +20,31 @@ struct TimeLimitTests {
         // The caller had its nil while the work it gave up on was still running.
         #expect(!stubbornEnded.withLock { $0 })
     }
+
+    @Test("a cancelled caller gets nil at once and the work is cancelled, even when the limit is far off")
+    func cancelledCaller() async {
+        let workCancelled = Mutex(false)
+        let caller = Task {
+            await withTimeLimit(.seconds(3600)) { () -> Int in
+                do {
+                    try await Task.sleep(for: .seconds(3600))
+                } catch {
+                    workCancelled.withLock { $0 = true }
+                }
+                return 1
+            }
+        }
+        caller.cancel()
+        // Without the cancellation reaching it, this would wait an hour (past the suite's time limit).
+        #expect(await caller.value == nil)
+        while !workCancelled.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+        // Cancelled before it was called: nil, and the work is cancelled as it starts.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await withTimeLimit(.seconds(3600)) { () -> Bool in
+                (try? await Task.sleep(for: .seconds(3600))) != nil
+            }
+        }
+        #expect(await early.value == nil)
+    }
 }
