@@ -13,11 +13,12 @@ struct ResumableUploadConsistencyTests {
     static let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
     static let append = tus + [("Content-Type", "application/offset+octet-stream")]
 
-    /// Creates a tus upload at `bucket`/`key` signed by `s3`; its URL.
+    /// Creates a tus upload at `path` (`<bucket>/<key>`) signed by `s3`; its URL.
     static func create(_ s3: S3TestClient, _ path: String, _ headers: [(name: String, value: String)]) async throws
         -> String
     {
-        let created = try await s3.send("POST", "/_ferry/uploads/s3/" + path, headers: tus + headers, payload: .unsigned)
+        let created = try await s3.send(
+            "POST", "/_ferry/uploads/s3/" + path, headers: tus + headers, payload: .unsigned)
         return try #require(created.header("Location"), "\(created.status) \(created.text)")
     }
 
@@ -27,7 +28,8 @@ struct ResumableUploadConsistencyTests {
             let s3 = server.client()
             #expect(try await s3.createBucket("parts").status == 200)
             #expect(try await s3.put("parts", "precious", Array("precious bytes".utf8)).status == 200)
-            let empty = try await Self.create(s3, "parts/precious", [("Upload-Concat", "partial"), ("Upload-Length", "0")])
+            let empty = try await Self.create(
+                s3, "parts/precious", [("Upload-Concat", "partial"), ("Upload-Length", "0")])
             #expect(try await s3.get("parts", "precious").body == Array("precious bytes".utf8))
             let head = try await S3TestClient.fetchRaw("HEAD", empty, headers: Self.tus)
             #expect(head.status == 200 && head.header("ETag") == nil && head.header("Upload-Concat") == "partial")
@@ -36,8 +38,8 @@ struct ResumableUploadConsistencyTests {
                 "PATCH", five, headers: Self.append + [("Upload-Offset", "0")], body: Array("hello".utf8))
             #expect(patched.status == 204)
             let final = try await s3.send(
-                "POST", "/_ferry/uploads/s3/parts/joined", headers: Self.tus + [("Upload-Concat", "final;\(empty) \(five)")],
-                payload: .unsigned)
+                "POST", "/_ferry/uploads/s3/parts/joined",
+                headers: Self.tus + [("Upload-Concat", "final;\(empty) \(five)")], payload: .unsigned)
             #expect(final.status == 201, "\(final.text)")
             #expect(try await s3.get("parts", "joined").body == Array("hello".utf8))
             #expect(try await s3.get("parts", "precious").body == Array("precious bytes".utf8))
@@ -53,7 +55,9 @@ struct ResumableUploadConsistencyTests {
             func create(title: String) async throws -> S3TestClient.Reply {
                 try await S3TestClient.fetchRaw(
                     "POST", url,
-                    headers: Self.tus + [("Upload-Length", "5"), ("Upload-Metadata", "title " + Data(title.utf8).base64EncodedString())])
+                    headers: Self.tus + [
+                        ("Upload-Length", "5"), ("Upload-Metadata", "title " + Data(title.utf8).base64EncodedString()),
+                    ])
             }
             for title in ["a\u{0}b", String(repeating: "\u{20AC}", count: 43)] {
                 let refused = try await create(title: title)
@@ -64,6 +68,52 @@ struct ResumableUploadConsistencyTests {
             let longest = String(repeating: "\u{1F600}", count: 32)
             #expect(try await create(title: longest).status == 201)
             #expect(try await media.getVideoInfo(videoId: ticket.id).title == longest)
+        }
+    }
+
+    @Test("tus uploads of a video's file completing at once: of different bytes exactly one is accepted and becomes the file, the others get 403; of the same bytes every one is accepted with the file's ETag")
+    func concurrentCompletionsOfAMediaFileMakeOneFile() async throws {
+        try await TestServer.with { server in
+            let media = ResumableUploadTests.media(server)
+            /// Completes, all at once, an upload of each of `letters` (200,000 of it, in two appends) through one
+            /// video's upload URL; each letter's answer (status, ETag), and the video's file.
+            func race(_ letters: [UInt8]) async throws -> (answers: [(UInt8, Int, String?)], file: [UInt8]) {
+                let ticket = try await media.createUploadVideo(.init(title: "race", fileName: "clip.mp4"))
+                let url = try #require(ticket.resumableUploadURL).absoluteString
+                var locations: [(String, UInt8)] = []
+                for letter in letters {
+                    let half = [UInt8](repeating: letter, count: 100_000)
+                    let created = try await S3TestClient.fetchRaw(
+                        "POST", url, headers: Self.tus + [("Upload-Length", "200000")])
+                    let location = try #require(created.header("Location"), "\(created.status) \(created.text)")
+                    let first = try await S3TestClient.fetchRaw(
+                        "PATCH", location, headers: Self.append + [("Upload-Offset", "0")], body: half)
+                    #expect(first.status == 204)
+                    locations.append((location, letter))
+                }
+                let answers = try await withThrowingTaskGroup(of: (UInt8, Int, String?).self) { group in
+                    for (location, letter) in locations {
+                        group.addTask {
+                            let reply = try await S3TestClient.fetchRaw(
+                                "PATCH", location, headers: Self.append + [("Upload-Offset", "100000")],
+                                body: [UInt8](repeating: letter, count: 100_000))
+                            return (letter, reply.status, reply.header("ETag"))
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                return (answers, try await server.client().get(ticket.address.bucket, ticket.address.fileName).body)
+            }
+            for round in 0..<3 {
+                let (answers, file) = try await race(Array("ABC".utf8))
+                let accepted = answers.filter { $0.1 == 204 }
+                #expect(accepted.count == 1 && answers.filter { $0.1 == 403 }.count == 2, "round \(round): \(answers)")
+                let isAccepted = file.count == 200_000 && file.allSatisfy { $0 == accepted.first?.0 }
+                #expect(isAccepted, "round \(round)")
+            }
+            let (same, file) = try await race(Array("SS".utf8))
+            #expect(same.allSatisfy { $0.1 == 204 } && Set(same.map(\.2)).count == 1, "\(same)")
+            #expect(file.count == 200_000 && file.allSatisfy { $0 == UInt8(ascii: "S") })
         }
     }
 }

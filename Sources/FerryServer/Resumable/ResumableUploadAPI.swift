@@ -681,6 +681,13 @@ struct ResumableUploadAPI: Sendable {
         } catch let refusal as FerryDomainError where stored != nil && refusal == stored?.refusal {
             await end(upload)
             throw refusal
+        } catch let error as FerryDomainError where error.code == .preconditionFailed && upload.info.videoId != nil {
+            // A media file another upload made at the same time, of other bytes.
+            await end(upload)
+            let now = try await MediaLibrary.StoredFile.forCompletion(
+                bucket: upload.bucket, key: upload.key, check: writeAllowed)
+            throw now?.refusal
+                ?? FerryDomainError(.accessDenied, "The media file is stored already; it is not replaced.")
         } catch let error as FerryDomainError where error.code == .preconditionFailed && upload.info.insertOnly == true {
             await end(upload)
             throw ResumableRefusal(

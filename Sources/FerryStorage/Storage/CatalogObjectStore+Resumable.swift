@@ -111,7 +111,10 @@ extension CatalogObjectStore {
     /// Makes a fully received upload its object, once: the object, or nil when it was made before (by another
     /// request completing it at the same time on any node, or by one that did not live to record it).
     ///
-    /// `verify` is given the ETag the object will have before it is made; it throws to refuse it.
+    /// `verify` is given the ETag the object will have before it is made; it throws to refuse it. An upload of a
+    /// media file (`info.videoId`) is written only where no object is, so that of uploads completing at once only
+    /// one makes the file: found holding the same bytes, the key's object is the answer; other bytes are
+    /// `preconditionFailed`.
     package func completeResumable(
         _ upload: ResumableUpload, verify: @Sendable (String) throws -> Void = { _ in }
     ) async throws -> ObjectInfo? {
@@ -122,12 +125,25 @@ extension CatalogObjectStore {
             }
             var parts = try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil)
             if parts.isEmpty { parts = [try await emptyPart(multipart)] }
-            try verify(Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] }))
-            let object = try await assemble(
-                multipart, parts: parts, fullObjectChecksums: [:],
-                condition: upload.info.insertOnly == true ? .absent : .none)
-            try await catalog.markResumableCompleted(upload.id, etag: object.etag)
-            return object
+            let etag = Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] })
+            try verify(etag)
+            let made: ObjectInfo
+            do {
+                made = try await assemble(
+                    multipart, parts: parts, fullObjectChecksums: [:],
+                    condition: upload.info.insertOnly == true || upload.info.videoId != nil ? .absent : .none)
+            } catch let error as FerryDomainError where error.code == .preconditionFailed && upload.info.videoId != nil
+                && upload.info.insertOnly != true
+            {
+                // A media file's upload: another made the file first. The same bytes are this upload's object.
+                guard let current = try? await object(bucket: upload.bucket, key: upload.key), current.etag == etag
+                else { throw error }
+                try await catalog.markResumableCompleted(upload.id, etag: etag)
+                if let blobs = try await catalog.deleteUpload(upload.uploadId) { await retire(blobs) }
+                return current
+            }
+            try await catalog.markResumableCompleted(upload.id, etag: made.etag)
+            return made
         } catch let error as FerryDomainError where error.code == .uploadNotFound {
             // Another request completed it first (its parts may have gone between the two reads above).
             return try await recordCompletion(upload)
