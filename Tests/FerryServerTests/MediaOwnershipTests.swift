@@ -307,4 +307,24 @@ struct MediaOwnershipTests {
             #expect(try await admin.getVideoInfo(videoId: another.id).status == "UploadSucc")
         }
     }
+
+    @Test("deletions of one video racing each other all answer it as deleted, and delete the other videos they name")
+    func racingDeletions() async throws {
+        try await TestServer.with { server in
+            let admin = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+            for _ in 0..<30 {
+                let shared = try await admin.createUploadVideo(.init(title: "Shared", fileName: "s.mp4")).id
+                let other = try await admin.createUploadVideo(.init(title: "Other", fileName: "o.mp4")).id
+                async let first = mediaRequest(server, "DeleteVideo", Array(#"{"VideoIds":"\#(shared)"}"#.utf8))
+                async let second = mediaRequest(server, "DeleteVideo", Array(#"{"VideoIds":"\#(other),\#(shared)"}"#.utf8))
+                let (a, b) = try await (first, second)
+                #expect(a.status == 200 && b.status == 200, "\(a.text) \(b.text)")
+                for id in [shared, other] {
+                    #expect(try await server.server.mediaCatalog.video(id)?.status == VideoStatus.deleted)
+                }
+            }
+        }
+    }
 }

@@ -283,13 +283,14 @@ public struct MediaAPI: Sendable {
         return name
     }
 
-    /// A video that is not deleted and that `principal` may act on: the root key acts on every video, any other key
-    /// only on the videos created with it (or with credentials issued under it).
-    func liveVideo(_ id: String?, principal: Principal) async throws -> VideoRecord {
+    /// A video that is not deleted (or also a deleted one, with `orDeleted`) and that `principal` may act on: the root
+    /// key acts on every video, any other key only on the videos created with it (or with credentials issued under
+    /// it). Another key's deleted video is not found, as before it was deleted.
+    func liveVideo(_ id: String?, principal: Principal, orDeleted: Bool = false) async throws -> VideoRecord {
         guard let id, !id.isEmpty else { throw MediaError.missing("VideoId") }
-        guard let video = try await catalog.video(id), video.status != VideoStatus.deleted else {
-            throw MediaError.notFound("Video", id)
-        }
+        guard let video = try await catalog.video(id), video.status != VideoStatus.deleted
+            || (orDeleted && (principal.isRoot || video.owner == principal.parentAccessKeyId))
+        else { throw MediaError.notFound("Video", id) }
         try Self.checkOwner(video.owner, principal: principal, what: "video")
         return video
     }
@@ -372,17 +373,10 @@ public struct MediaAPI: Sendable {
     func deleteVideo(_ input: MediaContract.DeleteVideoRequest, _ call: Call) async throws -> MediaContract.DeleteVideoAnswer {
         var videos: [VideoRecord] = []
         for id in try Self.idList(input.videoIds, "VideoIds", of: "video") {
-            // A video deleted already is deleted again (a retry whose answer was lost, or one a stopped node left
-            // unfinished): its removal finishes now if it had not (its VideoDeleted may then come twice), and the
-            // answer names it. Another key's deleted video is not found, as before it was deleted.
-            if let video = try await catalog.video(id), video.status == VideoStatus.deleted {
-                guard call.principal.isRoot || video.owner == call.principal.parentAccessKeyId else {
-                    throw MediaError.notFound("Video", id)
-                }
-                videos.append(video)
-            } else {
-                videos.append(try await liveVideo(id, principal: call.principal))
-            }
+            // A video deleted already is deleted again (a retry whose answer was lost, one a stopped node left
+            // unfinished, or one racing it): its removal finishes now if it had not (its VideoDeleted may then come
+            // twice), and the answer names it.
+            videos.append(try await liveVideo(id, principal: call.principal, orDeleted: true))
         }
         var deleted: [String] = []
         for video in videos {
