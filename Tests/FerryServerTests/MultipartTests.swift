@@ -55,6 +55,30 @@ struct MultipartTests {
         }
     }
 
+    @Test("the same Complete sent three times at once (a client that timed out and retried) answers each with the object")
+    func concurrentIdenticalCompletes() async throws {
+        try await TestServer.inMemory(minPartSize: Self.minPart) { server in
+            let s3 = server.client()
+            try await s3.createBucket("retried")
+            for round in 0..<20 {
+                let key = "clip-\(round).mp4"
+                let id = try await s3.createMultipartUpload("retried", key)
+                var etags: [String] = []
+                for (number, part) in [bytes(1500, seed: 1), bytes(10, seed: 2)].enumerated() {
+                    etags.append(try #require(try await s3.uploadPart("retried", key, uploadId: id, number: number + 1, part).header("ETag")))
+                }
+                let xml = S3TestClient.completeXML(Array(zip(1...2, etags)))
+                async let a = s3.complete("retried", key, uploadId: id, xml: xml)
+                async let b = s3.complete("retried", key, uploadId: id, xml: xml)
+                async let c = s3.complete("retried", key, uploadId: id, xml: xml)
+                let answers = try await [a, b, c]
+                #expect(answers.allSatisfy { $0.status == 200 }, "\(answers.map { "\($0.status) \($0.errorCode ?? "")" })")
+                let resultETags = Set(answers.compactMap { try? S3XML.decode(CompleteMultipartUploadResult.self, from: Data($0.body)).eTag })
+                #expect(resultETags.count == 1)
+            }
+        }
+    }
+
     @Test("bad completions: wrong ETag, out of order, too small, malformed XML, unknown upload")
     func badCompletions() async throws {
         try await TestServer.inMemory(minPartSize: Self.minPart) { server in

@@ -215,9 +215,17 @@ extension ObjectAPI {
                 fullObjectChecksums[algorithm.s3Name] = value
             }
         }
-        let object = try await store.completeMultipartUpload(
-            upload, parts: body.parts, fullObjectChecksums: fullObjectChecksums,
-            condition: Self.writeCondition(request.request.headers))
+        let object: ObjectInfo
+        do {
+            object = try await store.completeMultipartUpload(
+                upload, parts: body.parts, fullObjectChecksums: fullObjectChecksums,
+                condition: Self.writeCondition(request.request.headers))
+        } catch let error as FerryDomainError where [.uploadNotFound, .partNotFound].contains(error.code) {
+            // The same Complete sent again while the first was under way (a client that timed out and retried) finds
+            // the upload completed by it: the same answer.
+            if let response = try await repeatedCompletion(uploadId, request, body) { return response }
+            throw error
+        }
         await objectStored(object)
         return try await completionResponse(request, object)
     }
