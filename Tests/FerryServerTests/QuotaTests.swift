@@ -233,6 +233,19 @@ struct QuotaTests {
             _ = try await s3.createMultipartUpload("uploads", "b")
             let third = try await s3.send("POST", S3TestClient.path("uploads", "c"), query: [("uploads", "")])
             #expect(third.status == 403 && third.errorCode == "QuotaExceeded", "\(third.status) \(third.text)")
+            // Refused in the console's part signing too, where the video or image made for the upload goes with it.
+            var browser = ConsoleBrowser(server)
+            _ = try await browser.signIn(key.accessKeyId, key.secretAccessKey)
+            let uppy = [("Uppy-Versions", "@uppy/companion-client=4.0.0")]
+            for (name, type) in [("clip.mp4", "video/mp4"), ("still.png", "image/png")] {
+                let create: [String: Any] = ["filename": name, "type": type]
+                let refused = try await browser.send("POST", "/s3/multipart", json: create, headers: uppy, csrf: false)
+                #expect(refused.status == 403 && refused.text.contains("QuotaExceeded"), "\(refused.text)")
+            }
+            #expect(try await Self.media(server, key).usage().usage.videos == 0)
+            let uploading = try await server.server.mediaCatalog.uploadingImages(
+                createdBefore: Date().addingTimeInterval(60), after: "", limit: 100)
+            #expect(!uploading.contains { $0.owner == key.accessKeyId })
             // The root key is not limited.
             _ = try await server.client().createMultipartUpload("uploads", "d")
             #expect(try await s3.send("DELETE", S3TestClient.path("uploads", "a"), query: [("uploadId", first)]).status == 204)

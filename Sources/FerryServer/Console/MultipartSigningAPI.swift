@@ -130,9 +130,22 @@ struct MultipartSigningAPI: Sendable {
             videoId = id
         }
         let contentType = type.isEmpty || type.utf8.count > 128 ? nil : type
-        let upload = try await media.store.createMultipartUpload(
-            bucket: media.bucket, key: key, attributes: ObjectAttributes(contentType: contentType), tags: [],
-            checksumAlgorithm: nil, checksumType: nil, charge: StorageCharge(principal: principal))
+        let upload: MultipartUploadInfo
+        do {
+            upload = try await media.store.createMultipartUpload(
+                bucket: media.bucket, key: key, attributes: ObjectAttributes(contentType: contentType), tags: [],
+                checksumAlgorithm: nil, checksumType: nil, charge: StorageCharge(principal: principal))
+        } catch {
+            // A refused request makes nothing (a quota, a full store): the video or image made for it goes. Should
+            // that fail too, the record is left Uploading and expires as any upload never sent.
+            if let videoId, let record = try? await media.catalog.video(videoId) {
+                try? await media.library.delete(record)
+            }
+            if let imageId, let record = try? await media.catalog.image(imageId) {
+                try? await media.library.delete(record)
+            }
+            throw error
+        }
         return Created(videoId: videoId, imageId: imageId, key: key, uploadId: upload.uploadId, bucket: media.bucket)
     }
 
