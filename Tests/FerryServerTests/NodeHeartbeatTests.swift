@@ -74,6 +74,20 @@ struct NodeHeartbeatTests {
         }
     }
 
+    @Test("a heartbeat service that is cancelled (not shut down gracefully) still removes its node's heartbeat", arguments: JobQueueImplementation.allCases)
+    func cancelledServiceRemovesItsHeartbeat(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withHeartbeats { store in
+            let service = NodeHeartbeatService(
+                store: store, node: heartbeat("me"), configuration: .init(), logger: Logger(label: "test"),
+                now: { Date() })
+            let running = Task { await service.run() }
+            while try await store.nodeHeartbeats().isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            running.cancel()
+            await running.value
+            #expect(try await store.nodeHeartbeats().isEmpty)
+        }
+    }
+
     @Test("the status lists a node stale once its heartbeat is older than a minute, and the answering node even before its first heartbeat", arguments: JobQueueImplementation.allCases)
     func staleness(_ implementation: JobQueueImplementation) async throws {
         let directory = TemporaryDirectory.make("ferry-status-probe")

@@ -1,7 +1,9 @@
 import FerryCore
 import FerryServer
+import FerryStorage
 import FerryTestSupport
 import Foundation
+import NIOCore
 import Testing
 
 @testable import Ferry
@@ -114,6 +116,51 @@ struct ResumableUploadConsistencyTests {
             let (same, file) = try await race(Array("SS".utf8))
             #expect(same.allSatisfy { $0.1 == 204 } && Set(same.map(\.2)).count == 1, "\(same)")
             #expect(file.count == 200_000 && file.allSatisfy { $0 == UInt8(ascii: "S") })
+        }
+    }
+
+    @Test("a tus final upload through a video's upload URL does not replace a file another upload made meanwhile (403); a final upload of the file's own bytes again is accepted")
+    func finalUploadOfAMediaFileMakesNoSecondFile() async throws {
+        try await TestServer.with { server in
+            let media = ResumableUploadTests.media(server)
+            let ticket = try await media.createUploadVideo(.init(title: "joined", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL).absoluteString
+            func partial(_ text: String) async throws -> String {
+                let created = try await S3TestClient.fetchRaw(
+                    "POST", url, headers: Self.tus + [("Upload-Concat", "partial"), ("Upload-Length", "\(text.utf8.count)")])
+                let location = try #require(created.header("Location"), "\(created.status) \(created.text)")
+                let patched = try await S3TestClient.fetchRaw(
+                    "PATCH", location, headers: Self.append + [("Upload-Offset", "0")], body: Array(text.utf8))
+                #expect(patched.status == 204)
+                return location
+            }
+            let hello = try await partial("hello")
+            // Another upload's file arrives after the final upload's look at the video and before its write: stored
+            // here without the library hearing of it, so the video is still Uploading.
+            _ = try await server.server.store.putObject(
+                bucket: ticket.address.bucket, key: ticket.address.fileName, attributes: ObjectAttributes(), tags: [],
+                body: AsyncStream<ByteBuffer> { continuation in
+                    continuation.yield(ByteBuffer(string: "other"))
+                    continuation.finish()
+                },
+                checksums: [], condition: .none, verify: { _ in })
+            let refused = try await S3TestClient.fetchRaw(
+                "POST", url, headers: Self.tus + [("Upload-Concat", "final;\(hello)")])
+            #expect(refused.status == 403, "\(refused.status) \(refused.text)")
+            #expect(try await server.client().get(ticket.address.bucket, ticket.address.fileName).body == Array("other".utf8))
+
+            // A video whose file a final upload made: the same final upload again is accepted with the file's ETag.
+            let second = try await media.createUploadVideo(.init(title: "again", fileName: "clip.mp4"))
+            let secondURL = try #require(second.resumableUploadURL).absoluteString
+            let created = try await S3TestClient.fetchRaw(
+                "POST", secondURL, headers: Self.tus + [("Upload-Concat", "partial"), ("Upload-Length", "5")])
+            let location = try #require(created.header("Location"))
+            _ = try await S3TestClient.fetchRaw(
+                "PATCH", location, headers: Self.append + [("Upload-Offset", "0")], body: Array("hello".utf8))
+            let first = try await S3TestClient.fetchRaw("POST", secondURL, headers: Self.tus + [("Upload-Concat", "final;\(location)")])
+            let again = try await S3TestClient.fetchRaw("POST", secondURL, headers: Self.tus + [("Upload-Concat", "final;\(location)")])
+            #expect(first.status == 201 && again.status == 201, "\(first.text) \(again.text)")
+            #expect(first.header("ETag") != nil && first.header("ETag") == again.header("ETag"))
         }
     }
 }

@@ -384,6 +384,10 @@ struct ResumableUploadAPI: Sendable {
                 verify: { etag in if let stored, stored.etag != etag { throw stored.refusal } })
         } catch let error as FerryDomainError where error.code == .preconditionFailed && target.insertOnly {
             throw ResumableRefusal(.conflict, "An object with this key exists and the upload token is insertOnly.", wire: wire)
+        } catch let error as FerryDomainError where error.code == .preconditionFailed && target.mediaId != nil {
+            // A media file another upload made meanwhile, of other bytes.
+            let now = try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
+            throw now?.refusal ?? FerryDomainError(.accessDenied, "The media file is stored already; it is not replaced.")
         } catch let error as FerryDomainError where error.code == .uploadNotFound {
             throw ResumableRefusal(.badRequest, "A partial upload Upload-Concat names was ended meanwhile.", wire: wire)
         }

@@ -38,13 +38,16 @@ struct NodeHeartbeatService: Service {
             // Graceful shutdown ends the wait at once.
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: configuration.interval) }
         }
-        let (store, name) = (self.store, node.name)
-        let failure = await withTimeLimit(configuration.removeLimit) { () async -> String? in
-            do {
-                try await store.removeHeartbeat(name)
-                return nil
-            } catch {
-                return String(describing: error)
+        let (store, name, limit) = (self.store, node.name, configuration.removeLimit)
+        // Also when the service was cancelled: the removal still has its time.
+        let failure = await whileIgnoringCancellation {
+            await withTimeLimit(limit) { () async -> String? in
+                do {
+                    try await store.removeHeartbeat(name)
+                    return nil
+                } catch {
+                    return String(describing: error)
+                }
             }
         }
         // Not removed, it goes stale, then is forgotten.

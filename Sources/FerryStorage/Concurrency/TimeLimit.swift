@@ -7,11 +7,12 @@ package func withTimeLimit<T: Sendable>(_ limit: Duration, _ body: @escaping @Se
     let race = TimeLimitRace<T>()
     return await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
-            race.wait(continuation, work: Task { race.answer(await body()) })
-            Task {
-                try? await Task.sleep(for: limit)
-                race.answer(nil)
-            }
+            race.wait(
+                continuation, work: Task { race.answer(await body()) },
+                timer: Task {
+                    try? await Task.sleep(for: limit)
+                    race.answer(nil)
+                })
         }
     } onCancel: {
         race.answer(nil)
@@ -19,34 +20,42 @@ package func withTimeLimit<T: Sendable>(_ limit: Duration, _ body: @escaping @Se
 }
 
 /// Whichever comes first answers a ``withTimeLimit(_:_:)`` caller (the body, the limit, the caller's cancellation) and
-/// cancels the body's task; the others find the answer given.
+/// cancels the body's task and the timer; the others find the answer given.
 private final class TimeLimitRace<T: Sendable>: @unchecked Sendable {
     // Every access to the fields below holds `lock`.
     private let lock = NIOLock()
     private var waiting: CheckedContinuation<T?, Never>?
-    private var work: Task<Void, Never>?
-    /// The answer, once one came (possibly before the caller waits).
-    private var given: T??
+    private var tasks: [Task<Void, Never>] = []
+    /// The answer, once one came before the caller waited; nil again once handed over.
+    private var early: T??
+    private var answered = false
 
     /// The caller waits for its answer, given at once when one came already.
-    func wait(_ continuation: CheckedContinuation<T?, Never>, work: Task<Void, Never>) {
-        let given: T?? = lock.withLock {
-            (self.waiting, self.work) = (continuation, work)
-            return self.given
+    func wait(_ continuation: CheckedContinuation<T?, Never>, work: Task<Void, Never>, timer: Task<Void, Never>) {
+        let early: T?? = lock.withLock {
+            if answered {
+                defer { self.early = nil }
+                return self.early
+            }
+            (waiting, tasks) = (continuation, [work, timer])
+            return nil
         }
-        if let given {
+        if let early {
             work.cancel()
-            continuation.resume(returning: given)
+            timer.cancel()
+            continuation.resume(returning: early)
         }
     }
 
     func answer(_ value: T?) {
-        let (waiting, work): (CheckedContinuation<T?, Never>?, Task<Void, Never>?) = lock.withLock {
-            guard given == nil else { return (nil, nil) }
-            given = .some(value)
-            return (self.waiting, self.work)
+        let (waiting, tasks): (CheckedContinuation<T?, Never>?, [Task<Void, Never>]) = lock.withLock {
+            guard !answered else { return (nil, []) }
+            answered = true
+            if self.waiting == nil { early = .some(value) }
+            defer { (self.waiting, self.tasks) = (nil, []) }
+            return (self.waiting, self.tasks)
         }
         waiting?.resume(returning: value)
-        work?.cancel()
+        for task in tasks { task.cancel() }
     }
 }

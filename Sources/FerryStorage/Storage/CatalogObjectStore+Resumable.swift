@@ -173,8 +173,9 @@ extension CatalogObjectStore {
     /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
     /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated. `verify`
     /// sees the object's ETag before it is made and may refuse it; with `info.insertOnly` the object is made only
-    /// where none exists (else `preconditionFailed`); a partial upload ended meanwhile makes it `uploadNotFound`. A
-    /// refused final upload leaves nothing behind.
+    /// where none exists (else `preconditionFailed`), and so is a media file (`info.videoId`), found holding the same
+    /// bytes taken as made; a partial upload ended meanwhile makes it `uploadNotFound`. A refused final upload leaves
+    /// nothing behind.
     package func concatenateResumable(
         _ partials: [ResumableUpload], bucket: String, key: String, charge: StorageCharge, info: ResumableUpload.Info,
         attributes: ObjectAttributes, expiresAt: Date, verify: @Sendable (String) throws -> Void = { _ in }
@@ -202,9 +203,23 @@ extension CatalogObjectStore {
             }
             if parts.isEmpty { parts = [try await emptyPart(multipart)] }
             let total = parts.reduce(0) { $0 + $1.size }
-            try verify(Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] }))
-            let object = try await assemble(
-                multipart, parts: parts, fullObjectChecksums: [:], condition: info.insertOnly == true ? .absent : .none)
+            let etag = Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] })
+            try verify(etag)
+            let object: ObjectInfo
+            do {
+                object = try await assemble(
+                    multipart, parts: parts, fullObjectChecksums: [:],
+                    condition: info.insertOnly == true || info.videoId != nil ? .absent : .none)
+            } catch let error as FerryDomainError where error.code == .preconditionFailed && info.videoId != nil
+                && info.insertOnly != true
+            {
+                // As in completeResumable: another upload made the media file first; the same bytes are the object.
+                guard let current = try? await self.object(bucket: bucket, key: key), current.etag == etag else {
+                    throw error
+                }
+                if let blobs = try await catalog.deleteUpload(multipart.uploadId) { await retire(blobs) }
+                object = current
+            }
             let upload = ResumableUpload(
                 id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
                 length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: object.etag)

@@ -48,8 +48,8 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
         if case .head(var head) = unwrapInboundIn(data) {
             pending = head.headerFields[.expect]?.lowercased() == "100-continue"
             if http10, !keepAlive {
-                // Said as HTTP/1.1 says it, so the server ends the connection after the answer as it does for one
-                // (its output half first, then what the client still sends is read and dropped).
+                // Said as HTTP/1.1 says it, so the server ends the connection after the answer as it does for one:
+                // its output half first, the rest when the client closes or the connection guard's linger ends.
                 head.headerFields[.connection] = "close"
                 context.fireChannelRead(wrapInboundOut(.head(head)))
                 return
