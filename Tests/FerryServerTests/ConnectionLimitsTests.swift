@@ -126,10 +126,11 @@ struct ConnectionLimitsTests {
 
     /// A 64 MiB object stored in `bucket` (larger than every buffer between the two ends: the server's and the
     /// client's socket, NIO's), and a raw connection that has asked for it and read nothing yet.
-    static func download(from server: TestServer, bucket: String) async throws -> (socket: Int32, size: Int) {
+    static func download(
+        from server: TestServer, bucket: String, size: Int = 64 << 20
+    ) async throws -> (socket: Int32, size: Int) {
         let s3 = server.client()
         try await s3.createBucket(bucket)
-        let size = 64 << 20
         #expect(try await s3.put(bucket, "big", [UInt8](repeating: 3, count: size)).status == 200)
         let head = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
             method: "GET", path: "/\(bucket)/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
@@ -138,6 +139,39 @@ struct ConnectionLimitsTests {
         let socket = try RawSocket.connect(port: server.port)
         try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/\(bucket)/big", head).utf8))
         return (socket, size)
+    }
+
+    /// Reads `socket` at `rate` bytes a millisecond for `duration`, or until nothing comes for 5 s: the bytes read, the
+    /// first 4 KiB of them, and whether the connection ended first. The reader is a thread of its own: on the
+    /// cooperative pool, other suites' work could hold it past a body window, and the server would rightly let it go.
+    static func readSlowly(
+        _ socket: Int32, bytesPerMillisecond rate: Int, for duration: Duration
+    ) async throws -> (received: Int, firstBytes: [UInt8], closed: Bool) {
+        var wait = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        defer {
+            wait = timeval(tv_sec: 0, tv_usec: 0)
+            setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        }
+        return try await runBlocking {
+            var received = 0
+            var firstBytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+            let started = ContinuousClock.now
+            while ContinuousClock.now - started < duration {
+                let n = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
+                if n <= 0 { return (received, firstBytes, true) }
+                if firstBytes.count < 4096 { firstBytes += buffer[..<min(n, 4096)] }
+                received += n
+                let ahead = started + .milliseconds(received / rate) - ContinuousClock.now
+                if ahead > .zero {
+                    Thread.sleep(forTimeInterval: Double(ahead.components.seconds) + Double(ahead.components.attoseconds) / 1e18)
+                }
+            }
+            return (received, firstBytes, false)
+        }
     }
 
     @Test("a client that stops reading an answer is let go after a body window; one that reads gets every byte")
@@ -164,22 +198,7 @@ struct ConnectionLimitsTests {
             // 600 KB/s for 12 body windows: the connection stays full throughout (the kernel's buffers hold a few
             // MB), and the connection's own buffer drains too seldom to say the client reads (this reader was cut off
             // after about 7 s when that was the measure).
-            var received = 0
-            var firstBytes: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-            let started = ContinuousClock.now
-            var closedEarly = false
-            while ContinuousClock.now - started < .seconds(12) {
-                let n = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-                if n <= 0 {
-                    closedEarly = true
-                    break
-                }
-                if firstBytes.count < 4096 { firstBytes += buffer[..<min(n, 4096)] }
-                received += n
-                let due = started + .milliseconds(received / 600)
-                if due > ContinuousClock.now { try await Task.sleep(until: due) }
-            }
+            let (received, firstBytes, closedEarly) = try await Self.readSlowly(socket, bytesPerMillisecond: 600, for: .seconds(12))
             #expect(!closedEarly, "the slow reader was cut off after \(received) bytes")
             #expect(String(decoding: firstBytes.prefix(12), as: UTF8.self) == "HTTP/1.1 200")
             let headerEnd = try #require(firstBytes.indices.first { firstBytes[$0...].starts(with: Array("\r\n\r\n".utf8)) })
@@ -188,6 +207,21 @@ struct ConnectionLimitsTests {
             let (rest, error) = await RawSocket.receive(socket, timeout: .seconds(120)) { received + $0.count >= answerSize }
             #expect(error == nil, "the connection failed after \(received + rest.count) bytes")
             #expect(received + rest.count == answerSize, "the answer was cut short")
+        }
+    }
+
+    @Test("a client that reads a whole answer slowly gets every byte: its connection is not idle while the end is sent")
+    func slowReaderGetsTheEnd() async throws {
+        try await TestServer.with(configure: Self.configure) { server in
+            let (socket, size) = try await Self.download(from: server, bucket: "tail", size: 16 << 20)
+            defer { close(socket) }
+            // 800 KB/s: the answer's last bytes wait in the server's buffers for seconds, many idle timeouts (1 s
+            // here), after the route has handed over its end. Once the answer is out the connection is idle, and
+            // closed after the idle timeout.
+            let (received, firstBytes, closed) = try await Self.readSlowly(socket, bytesPerMillisecond: 800, for: .seconds(60))
+            let headerEnd = try #require(firstBytes.indices.first { firstBytes[$0...].starts(with: Array("\r\n\r\n".utf8)) })
+            #expect(received == headerEnd + 4 + size, "the answer was cut short")
+            #expect(closed, "the idle connection was not closed")
         }
     }
 
