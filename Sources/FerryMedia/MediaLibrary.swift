@@ -57,21 +57,23 @@ public struct MediaLibrary: Sendable {
 
     // MARK: Storage events
 
-    /// The stored file of a video or image past `Uploading`. Rewriting it would leave the catalog (probe, renditions,
-    /// size) describing other bytes, so nothing replaces it but the same bytes.
+    /// The file of a video or image. Past `Uploading` it is stored: rewriting it would leave the catalog (probe,
+    /// renditions, size) describing other bytes, so nothing replaces it but the same bytes. While it is uploading, the
+    /// first write to finish makes it, and the same bytes alone may follow (``ObjectWriteCondition/forFile(_:)``).
     package struct StoredFile: Sendable {
         /// `Video <id>` or `Image <id>`.
         package var owner: String
         /// The stored object's ETag; nil when it is not in storage.
         package var etag: String?
+        /// Whether the video or image is still `Uploading`: no file was taken for it yet.
+        package var uploading = false
 
         /// The refusal of a write that is not the same bytes.
-        package var refusal: FerryDomainError {
-            FerryDomainError(.accessDenied, "\(owner) is stored already; its file is not replaced.")
-        }
+        package var refusal: FerryDomainError { .fileStored(owner: owner) }
 
-        /// Whether a single-request body with this MD5 is the stored file again.
-        package func isStored(md5: [UInt8]) -> Bool { etag == Hex.encode(md5) }
+        /// Whether an object with `etag` may be written: any while the video or image is uploading, the stored file's
+        /// after.
+        package func accepts(etag: String) -> Bool { uploading || etag == self.etag }
 
         /// The stored file an upload completing now must match, asked of `check` (``checkWritable(bucket:key:)``); nil
         /// also for the file of a video or image that is gone: an upload begun before completes, and
@@ -89,21 +91,24 @@ public struct MediaLibrary: Sendable {
 
     /// Refuses a write under the directory of a video or to the file of an image that was deleted or whose upload
     /// expired: an upload credential issued before may still be valid, but nothing more is stored for them. A write
-    /// to the file of a video or image that is stored already (past `Uploading`) is answered with that file
-    /// (``StoredFile``): only the same bytes again (a retry whose first answer was lost) may be written.
+    /// to the file of a video or image is answered with that file (``StoredFile``): once stored (past `Uploading`),
+    /// only the same bytes again (a retry whose first answer was lost) may be written; while uploading, the write makes
+    /// it unless another made it first.
     package func checkWritable(bucket: String, key: String) async throws -> StoredFile? {
         guard bucket == self.bucket else { return nil }
         if let gone = try await goneOwner(of: key) {
             throw FerryDomainError(.accessDenied, "\(gone) was deleted or its upload expired; nothing more is stored for it.")
         }
         let owner: String
-        if let video = try await catalog.video(bucket: bucket, key: key), video.status != VideoStatus.uploading {
-            owner = "Video \(video.videoId)"
-        } else if let image = try await catalog.image(bucket: bucket, key: key), image.status != ImageStatus.uploading {
-            owner = "Image \(image.imageId)"
+        let uploading: Bool
+        if let video = try await catalog.video(bucket: bucket, key: key) {
+            (owner, uploading) = ("Video \(video.videoId)", video.status == VideoStatus.uploading)
+        } else if let image = try await catalog.image(bucket: bucket, key: key) {
+            (owner, uploading) = ("Image \(image.imageId)", image.status == ImageStatus.uploading)
         } else {
             return nil
         }
+        if uploading { return StoredFile(owner: owner, uploading: true) }
         do {
             return StoredFile(owner: owner, etag: try await store.object(bucket: bucket, key: key).etag)
         } catch let error as FerryDomainError where error.code == .objectNotFound {
@@ -373,5 +378,15 @@ public struct MediaLibrary: Sendable {
                 // Completed or aborted meanwhile: nothing left to remove.
             }
         }
+    }
+}
+
+extension ObjectWriteCondition {
+    /// This condition (a request's own) with that of `file` when the write is to the file of a video or image: made
+    /// where no object is, or over the same bytes.
+    package func forFile(_ file: MediaLibrary.StoredFile?) -> ObjectWriteCondition {
+        var condition = self
+        condition.fileOwner = file?.owner
+        return condition
     }
 }

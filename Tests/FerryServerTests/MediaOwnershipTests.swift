@@ -327,4 +327,54 @@ struct MediaOwnershipTests {
             }
         }
     }
+
+    @Test("a video's file is made by the first write to finish: a write of other bytes finishing after it, by any path, is refused (403) while the video is still uploading; the same bytes are taken")
+    func firstWriteMakesTheFile() async throws {
+        try await TestServer.with { server in
+            let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+            let admin = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+            let ticket = try await admin.createUploadVideo(.init(title: "Raced", fileName: "r.mp4"))
+            let (bucket, key) = (ticket.address.bucket, ticket.address.fileName)
+            let s3 = server.client(ticket.auth.credentials)
+            // One writer's file is in storage and the video not yet advanced: each other writer checked the video
+            // before that file was made, and finishes now.
+            let first = Array("first writer".utf8)
+            _ = try await server.server.store.putObject(
+                bucket: bucket, key: key, attributes: ObjectAttributes(), tags: [],
+                body: AsyncStream<ByteBuffer> { continuation in
+                    continuation.yield(ByteBuffer(bytes: first))
+                    continuation.finish()
+                },
+                checksums: [], condition: .none, verify: { _ in })
+
+            let put = try await s3.put(bucket, key, [1, 2, 3])
+            #expect(put.status == 403 && put.errorCode == "AccessDenied", "\(put.text)")
+            #expect(put.text.contains("Video \(ticket.id) is stored already"))
+            let uploadId = try await s3.createMultipartUpload(bucket, key)
+            let part = try await s3.uploadPart(bucket, key, uploadId: uploadId, number: 1, [1, 2, 3])
+            let completed = try await s3.complete(
+                bucket, key, uploadId: uploadId, xml: S3TestClient.completeXML([(1, part.header("ETag") ?? "")]))
+            #expect(completed.status == 403 && completed.errorCode == "AccessDenied", "\(completed.text)")
+            #expect(try await server.client().put(bucket, "other", [4, 5, 6]).status == 200)
+            let copied = try await server.client().send(
+                "PUT", "/\(bucket)/\(key)", headers: [("x-amz-copy-source", "/\(bucket)/other")])
+            #expect(copied.status == 403 && copied.errorCode == "AccessDenied", "\(copied.text)")
+            let form = try await QuotaTests.formUpload(server, root, bucket: bucket, key: key)
+            #expect(form.status == 403, "\(form.status) \(form.text)")
+            let tus = [("Tus-Resumable", "1.0.0")]
+            let created = try await S3TestClient.fetchRaw(
+                "POST", try #require(ticket.resumableUploadURL).absoluteString, headers: tus + [("Upload-Length", "3")])
+            let location = try #require(created.header("Location"), "\(created.status) \(created.text)")
+            let appended = try await S3TestClient.fetchRaw(
+                "PATCH", location.hasPrefix("http") ? location : server.endpoint + location,
+                headers: tus + [("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")], body: [1, 2, 3])
+            #expect(appended.status == 403, "\(appended.text)")
+            #expect(try await server.client().get(bucket, key).body == first)
+            #expect(try await admin.getVideoInfo(videoId: ticket.id).status == "Uploading")
+
+            // The same bytes are the file: taken, and the video advances.
+            #expect(try await s3.put(bucket, key, first).status == 200)
+            #expect(try await admin.getVideoInfo(videoId: ticket.id).status == "UploadSucc")
+        }
+    }
 }

@@ -370,6 +370,49 @@ struct ObjectCatalogTests {
         }
     }
 
+    @Test("writers racing to make the file of a video: of different bytes one makes it and the others are refused naming the video; the same bytes are taken; a completion of other parts is refused", arguments: JobQueueImplementation.allCases)
+    func racingFileWrites(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("media")
+            let file = ObjectWriteCondition(fileOwner: "Video 1")
+            func race(_ texts: [String]) async throws -> [String?] {
+                try await withThrowingTaskGroup(of: String?.self) { group in
+                    for text in texts {
+                        group.addTask {
+                            do {
+                                _ = try await Self.put(store, "media", "v.mp4", text, condition: file)
+                                return text
+                            } catch let error as FerryDomainError where error == .fileStored(owner: "Video 1") {
+                                return nil
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+            }
+            let made = try await race((0..<10).map { "writer \($0)" }).compactMap { $0 }
+            #expect(made.count == 1)
+            #expect(try await Self.read(store, "media", "v.mp4") == made.first)
+            let winner = try #require(made.first)
+            #expect(try await race([winner, winner, winner]).allSatisfy { $0 == winner })
+            #expect(try await Self.read(store, "media", "v.mp4") == winner)
+
+            let upload = try await store.createMultipartUpload(
+                bucket: "media", key: "v.mp4", attributes: ObjectAttributes(), tags: [], checksumAlgorithm: nil, checksumType: nil)
+            let part = try await store.uploadPart(upload, partNumber: 1, body: Self.body("other"), checksums: [], verify: { _ in })
+            await #expect(throws: FerryDomainError.fileStored(owner: "Video 1")) {
+                try await store.completeMultipartUpload(
+                    upload, parts: [.init(partNumber: 1, eTag: part.etag)], fullObjectChecksums: [:], condition: file)
+            }
+            #expect(try await Self.read(store, "media", "v.mp4") == winner)
+            // Once the key is free, a completion makes the file.
+            try await store.deleteObject(bucket: "media", key: "v.mp4", condition: .none)
+            _ = try await store.completeMultipartUpload(
+                upload, parts: [.init(partNumber: 1, eTag: part.etag)], fullObjectChecksums: [:], condition: file)
+            #expect(try await Self.read(store, "media", "v.mp4") == "other")
+        }
+    }
+
     @Test("nodes sharing the objects collect one at a time: a node without the collector's lease aborts nothing")
     func sharedCollection() async throws {
         try await JobQueueImplementation.postgres.withObjectStore { store in

@@ -175,9 +175,9 @@ public struct FormUploadAPI: Sendable {
                 bucket: bucket, key: key,
                 attributes: ObjectAttributes(contentType: mimeType, userMetadata: fields.metadata), tags: [],
                 body: reader.fileContent(limit: policy.fsizeLimit), checksums: expectedCRC == nil ? [] : [.crc32],
-                condition: policy.insertOnly ? .absent : .none,
+                condition: (policy.insertOnly ? ObjectWriteCondition.absent : .none).forFile(stored),
                 verify: { digests in
-                    if let stored, !stored.isStored(md5: digests.md5) { throw stored.refusal }
+                    if let stored, !stored.accepts(etag: Hex.encode(digests.md5)) { throw stored.refusal }
                     guard let expectedCRC else { return }
                     let bytes = digests.checksums[ChecksumAlgorithm.crc32.s3Name] ?? []
                     let actual = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }

@@ -205,9 +205,10 @@ extension ObjectAPI {
             throw error
         }
         guard !uploadId.hasPrefix(ResumableUpload.multipartIdPrefix) else { throw Self.resumableRefusal }
-        if let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: request.bucket, key: request.key, check: writeAllowed) {
+        let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: request.bucket, key: request.key, check: writeAllowed)
+        if let stored {
             let md5s = body.parts.map { Hex.decode($0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? [] }
-            guard stored.etag == Checksum.multipartETag(partMD5s: md5s) else { throw stored.refusal }
+            guard stored.accepts(etag: Checksum.multipartETag(partMD5s: md5s)) else { throw stored.refusal }
         }
         var fullObjectChecksums: [String: String] = [:]
         for algorithm in ChecksumAlgorithm.s3Algorithms {
@@ -219,7 +220,7 @@ extension ObjectAPI {
         do {
             object = try await store.completeMultipartUpload(
                 upload, parts: body.parts, fullObjectChecksums: fullObjectChecksums,
-                condition: Self.writeCondition(request.request.headers))
+                condition: Self.writeCondition(request.request.headers).forFile(stored))
         } catch let error as FerryDomainError where [.uploadNotFound, .partNotFound].contains(error.code) {
             // The same Complete sent again while the first was under way (a client that timed out and retried) finds
             // the upload completed by it: the same answer.

@@ -119,10 +119,10 @@ extension ObjectAPI {
         let stored = try await writeAllowed(request.bucket, request.key)
         let object = try await store.putObject(
             bucket: request.bucket, key: request.key, attributes: attributes, tags: tags, body: body,
-            checksums: expectation.algorithms, condition: Self.writeCondition(headers),
+            checksums: expectation.algorithms, condition: Self.writeCondition(headers).forFile(stored),
             verify: { digests in
                 try expectation.verify(digests, trailers: trailers.values)
-                if let stored, !stored.isStored(md5: digests.md5) { throw stored.refusal }
+                if let stored, !stored.accepts(etag: Hex.encode(digests.md5)) { throw stored.refusal }
             }, charge: Self.charge(request))
         await objectStored(object)
         var responseHeaders: HTTPFields = [.eTag: "\"\(object.etag)\"", .contentLength: "0"]
@@ -205,8 +205,9 @@ extension ObjectAPI {
         if headers[.amzChecksumAlgorithm] != nil {
             throw Self.notImplemented("CopyObject with a new checksum algorithm")
         }
-        // A stored video's or image's file is not replaced by a copy either.
-        if let stored = try await writeAllowed(request.bucket, request.key) { throw stored.refusal }
+        // A stored video's or image's file is not replaced by a copy either; one being uploaded is made by the first.
+        let file = try await writeAllowed(request.bucket, request.key)
+        if let file, !file.uploading { throw file.refusal }
         // The source may change between looking it up and sharing its bytes: then it is looked up again.
         return try await Self.retryingChanges {
             let source = try await copySource(request)
@@ -222,7 +223,7 @@ extension ObjectAPI {
             let tags = taggingDirective == "REPLACE" ? try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? [] : source.tags
             let object = try await store.copyObject(
                 source, bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
-                condition: Self.writeCondition(headers), charge: StorageCharge(principal: request.principal))
+                condition: Self.writeCondition(headers).forFile(file), charge: StorageCharge(principal: request.principal))
             await objectStored(object)
             let result = S3CopyResult(
                 eTag: "\"\(object.etag)\"", lastModified: S3Date.xml(object.lastModified),

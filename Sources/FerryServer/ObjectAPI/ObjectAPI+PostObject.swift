@@ -99,10 +99,11 @@ extension ObjectAPI {
         do {
             object = try await store.putObject(
                 bucket: bucket, key: key, attributes: attributes, tags: tags,
-                body: reader.fileContent(limit: range?.upperBound), checksums: expectation.algorithms, condition: .none,
+                body: reader.fileContent(limit: range?.upperBound), checksums: expectation.algorithms,
+                condition: ObjectWriteCondition.none.forFile(stored),
                 verify: { digests in
                     try expectation.verify(digests, trailers: [])
-                    if let stored, !stored.isStored(md5: digests.md5) { throw stored.refusal }
+                    if let stored, !stored.accepts(etag: Hex.encode(digests.md5)) { throw stored.refusal }
                     if let range, digests.size < range.lowerBound {
                         throw S3Error(
                             .entityTooSmall, "Your proposed upload is smaller than the minimum allowed size",

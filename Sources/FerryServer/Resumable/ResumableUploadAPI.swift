@@ -380,14 +380,10 @@ struct ResumableUploadAPI: Sendable {
             (upload, object) = try await store.concatenateResumable(
                 partials, bucket: target.bucket, key: target.key,
                 charge: StorageCharge(owner: target.owner, quota: target.quota), info: info, attributes: attributes,
-                expiresAt: credentials.now().addingTimeInterval(lifetime),
-                verify: { etag in if let stored, stored.etag != etag { throw stored.refusal } })
+                expiresAt: credentials.now().addingTimeInterval(lifetime), fileOwner: stored?.owner,
+                verify: { etag in if let stored, !stored.accepts(etag: etag) { throw stored.refusal } })
         } catch let error as FerryDomainError where error.code == .preconditionFailed && target.insertOnly {
             throw ResumableRefusal(.conflict, "An object with this key exists and the upload token is insertOnly.", wire: wire)
-        } catch let error as FerryDomainError where error.code == .preconditionFailed && target.mediaId != nil {
-            // A media file another upload made meanwhile, of other bytes.
-            let now = try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
-            throw now?.refusal ?? FerryDomainError(.accessDenied, "The media file is stored already; it is not replaced.")
         } catch let error as FerryDomainError where error.code == .uploadNotFound {
             throw ResumableRefusal(.badRequest, "A partial upload Upload-Concat names was ended meanwhile.", wire: wire)
         }
@@ -681,17 +677,12 @@ struct ResumableUploadAPI: Sendable {
         let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: upload.bucket, key: upload.key, check: writeAllowed)
         do {
             completed = try await store.completeResumable(
-                upload, verify: { etag in if let stored, stored.etag != etag { throw stored.refusal } })
+                upload, fileOwner: stored?.owner,
+                verify: { etag in if let stored, !stored.accepts(etag: etag) { throw stored.refusal } })
         } catch let refusal as FerryDomainError where stored != nil && refusal == stored?.refusal {
+            // Other bytes than the file's, stored before or made meanwhile by another upload.
             await end(upload)
             throw refusal
-        } catch let error as FerryDomainError where error.code == .preconditionFailed && upload.info.videoId != nil {
-            // A media file another upload made at the same time, of other bytes.
-            await end(upload)
-            let now = try await MediaLibrary.StoredFile.forCompletion(
-                bucket: upload.bucket, key: upload.key, check: writeAllowed)
-            throw now?.refusal
-                ?? FerryDomainError(.accessDenied, "The media file is stored already; it is not replaced.")
         } catch let error as FerryDomainError where error.code == .preconditionFailed && upload.info.insertOnly == true {
             await end(upload)
             throw ResumableRefusal(

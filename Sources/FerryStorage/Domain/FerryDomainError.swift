@@ -164,6 +164,11 @@ extension FerryDomainError {
         self.init(.signature(error.code), message)
     }
 
+    /// The refusal of a write of other bytes to the file of a video or image (`owner`, as `Video <id>`) that is stored.
+    public static func fileStored(owner: String) -> FerryDomainError {
+        FerryDomainError(.accessDenied, "\(owner) is stored already; its file is not replaced.")
+    }
+
     /// `true` for the codes that mean "no such thing" (bucket, object, upload).
     public var isNotFound: Bool {
         code == .bucketNotFound || code == .objectNotFound || code == .uploadNotFound

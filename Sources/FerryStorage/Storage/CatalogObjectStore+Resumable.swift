@@ -111,12 +111,11 @@ extension CatalogObjectStore {
     /// Makes a fully received upload its object, once: the object, or nil when it was made before (by another
     /// request completing it at the same time on any node, or by one that did not live to record it).
     ///
-    /// `verify` is given the ETag the object will have before it is made; it throws to refuse it. An upload of a
-    /// media file (`info.videoId`) is written only where no object is, so that of uploads completing at once only
-    /// one makes the file: found holding the same bytes, the key's object is the answer; other bytes are
-    /// `preconditionFailed`.
+    /// `verify` is given the ETag the object will have before it is made; it throws to refuse it. The file of a video
+    /// or image (`fileOwner`) is written only where no object is or the same bytes are, so that of uploads completing
+    /// at once only one makes the file; other bytes are refused (``FerryDomainError/fileStored(owner:)``).
     package func completeResumable(
-        _ upload: ResumableUpload, verify: @Sendable (String) throws -> Void = { _ in }
+        _ upload: ResumableUpload, fileOwner: String? = nil, verify: @Sendable (String) throws -> Void = { _ in }
     ) async throws -> ObjectInfo? {
         guard upload.etag == nil else { return nil }
         do {
@@ -127,27 +126,23 @@ extension CatalogObjectStore {
             if parts.isEmpty { parts = [try await emptyPart(multipart)] }
             let etag = Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] })
             try verify(etag)
-            let made: ObjectInfo
-            do {
-                made = try await assemble(
-                    multipart, parts: parts, fullObjectChecksums: [:],
-                    condition: upload.info.insertOnly == true || upload.info.videoId != nil ? .absent : .none)
-            } catch let error as FerryDomainError where error.code == .preconditionFailed && upload.info.videoId != nil
-                && upload.info.insertOnly != true
-            {
-                // A media file's upload: another made the file first. The same bytes are this upload's object.
-                guard let current = try? await object(bucket: upload.bucket, key: upload.key), current.etag == etag
-                else { throw error }
-                try await catalog.markResumableCompleted(upload.id, etag: etag)
-                if let blobs = try await catalog.deleteUpload(upload.uploadId) { await retire(blobs) }
-                return current
-            }
+            let made = try await assemble(
+                multipart, parts: parts, fullObjectChecksums: [:],
+                condition: Self.resumableCondition(insertOnly: upload.info.insertOnly, fileOwner: fileOwner))
             try await catalog.markResumableCompleted(upload.id, etag: made.etag)
             return made
         } catch let error as FerryDomainError where error.code == .uploadNotFound {
             // Another request completed it first (its parts may have gone between the two reads above).
             return try await recordCompletion(upload)
         }
+    }
+
+    /// The write condition of a resumable upload's object: only where none is for an insert-only one, and the file
+    /// condition of a video's or image's.
+    private static func resumableCondition(insertOnly: Bool?, fileOwner: String?) -> ObjectWriteCondition {
+        var condition = insertOnly == true ? ObjectWriteCondition.absent : .none
+        condition.fileOwner = fileOwner
+        return condition
     }
 
     /// Records the completion of an upload whose multipart upload was completed by another request; nil.
@@ -173,12 +168,13 @@ extension CatalogObjectStore {
     /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
     /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated. `verify`
     /// sees the object's ETag before it is made and may refuse it; with `info.insertOnly` the object is made only
-    /// where none exists (else `preconditionFailed`), and so is a media file (`info.videoId`), found holding the same
-    /// bytes taken as made; a partial upload ended meanwhile makes it `uploadNotFound`. A refused final upload leaves
-    /// nothing behind.
+    /// where none exists (else `preconditionFailed`), and the file of a video or image (`fileOwner`) only where none
+    /// is or the same bytes are; a partial upload ended meanwhile makes it `uploadNotFound`. A refused final upload
+    /// leaves nothing behind.
     package func concatenateResumable(
         _ partials: [ResumableUpload], bucket: String, key: String, charge: StorageCharge, info: ResumableUpload.Info,
-        attributes: ObjectAttributes, expiresAt: Date, verify: @Sendable (String) throws -> Void = { _ in }
+        attributes: ObjectAttributes, expiresAt: Date, fileOwner: String? = nil,
+        verify: @Sendable (String) throws -> Void = { _ in }
     ) async throws -> (upload: ResumableUpload, object: ObjectInfo) {
         let owner = charge.owner
         let multipart = try await createMultipartUpload(
@@ -205,21 +201,9 @@ extension CatalogObjectStore {
             let total = parts.reduce(0) { $0 + $1.size }
             let etag = Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] })
             try verify(etag)
-            let object: ObjectInfo
-            do {
-                object = try await assemble(
-                    multipart, parts: parts, fullObjectChecksums: [:],
-                    condition: info.insertOnly == true || info.videoId != nil ? .absent : .none)
-            } catch let error as FerryDomainError where error.code == .preconditionFailed && info.videoId != nil
-                && info.insertOnly != true
-            {
-                // As in completeResumable: another upload made the media file first; the same bytes are the object.
-                guard let current = try? await self.object(bucket: bucket, key: key), current.etag == etag else {
-                    throw error
-                }
-                if let blobs = try await catalog.deleteUpload(multipart.uploadId) { await retire(blobs) }
-                object = current
-            }
+            let object = try await assemble(
+                multipart, parts: parts, fullObjectChecksums: [:],
+                condition: Self.resumableCondition(insertOnly: info.insertOnly, fileOwner: fileOwner))
             let upload = ResumableUpload(
                 id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
                 length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: object.etag)

@@ -799,7 +799,11 @@ public struct CatalogObjectStore: ObjectStore {
         .preconditionFailed, "At least one of the pre-conditions you specified did not hold")
     /// The S3 error of a write whose condition did not hold.
     static func refusal(_ failure: ObjectWriteCondition.Failure) -> FerryDomainError {
-        failure == .noSuchKey ? noSuchKey : preconditionFailed
+        switch failure {
+        case .noSuchKey: noSuchKey
+        case .preconditionFailed: preconditionFailed
+        case .fileStored(let owner): .fileStored(owner: owner)
+        }
     }
     package static let noSuchUpload = FerryDomainError(
         .uploadNotFound,

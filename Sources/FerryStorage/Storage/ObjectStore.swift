@@ -19,16 +19,21 @@ public struct ObjectWriteCondition: Sendable, Hashable {
     public var ifMatchLastModified: Date?
     /// The size the current object must have.
     public var ifMatchSize: Int64?
+    /// Set for the one file of a video or image (`Video <id>`, `Image <id>`): the object is written only where none is
+    /// or over one of the same ETag (the same bytes again), so that of writers racing to make the file one makes it
+    /// and the others are refused (``Failure/fileStored(owner:)``).
+    public var fileOwner: String?
 
     /// Creates a condition.
     public init(
         ifMatch: [String]? = nil, ifNoneMatch: [String]? = nil, ifMatchLastModified: Date? = nil,
-        ifMatchSize: Int64? = nil
+        ifMatchSize: Int64? = nil, fileOwner: String? = nil
     ) {
         self.ifMatch = ifMatch
         self.ifNoneMatch = ifNoneMatch
         self.ifMatchLastModified = ifMatchLastModified
         self.ifMatchSize = ifMatchSize
+        self.fileOwner = fileOwner
     }
 
     /// No condition.
@@ -40,15 +45,18 @@ public struct ObjectWriteCondition: Sendable, Hashable {
     public var isEmpty: Bool { self == .none }
 
     /// Why a condition does not hold.
-    public enum Failure: Sendable {
+    public enum Failure: Sendable, Hashable {
         /// 412 PreconditionFailed.
         case preconditionFailed
         /// `If-Match` named an object that does not exist: 404 NoSuchKey.
         case noSuchKey
+        /// ``fileOwner``'s file holds other bytes: 403 AccessDenied.
+        case fileStored(owner: String)
     }
 
-    /// Evaluates the condition against the current object (nil when the key is free); nil when it holds.
-    public func evaluate(etag: String?, lastModified: Date?, size: Int64?) -> Failure? {
+    /// Evaluates the condition against the current object (nil when the key is free) for a write of an object with
+    /// the ETag `writing` (nil for a delete); nil when it holds.
+    public func evaluate(etag: String?, lastModified: Date?, size: Int64?, writing: String? = nil) -> Failure? {
         if let ifMatch {
             guard let etag else { return .noSuchKey }
             if !ifMatch.contains("*") && !ifMatch.contains(etag) { return .preconditionFailed }
@@ -66,6 +74,7 @@ public struct ObjectWriteCondition: Sendable, Hashable {
             guard let size else { return .noSuchKey }
             if size != ifMatchSize { return .preconditionFailed }
         }
+        if let fileOwner, let etag, etag != writing { return .fileStored(owner: fileOwner) }
         return nil
     }
 

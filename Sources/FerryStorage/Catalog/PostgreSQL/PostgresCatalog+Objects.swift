@@ -129,10 +129,11 @@ extension PostgresCatalog: ObjectCatalog {
             "SELECT pg_advisory_xact_lock(hashtext(\("s3:" + bucket + "\n" + key)))", logger: logger)
     }
 
-    /// Whether `condition` holds for the current object (inside the key's lock); nil when it does.
+    /// Whether `condition` holds for the current object (inside the key's lock) for a write of an object with the
+    /// ETag `writing` (nil for a delete); nil when it does.
     private static func check(
-        _ condition: ObjectWriteCondition, bucket: String, key: String, on connection: PostgresConnection,
-        logger: Logger
+        _ condition: ObjectWriteCondition, bucket: String, key: String, writing: String? = nil,
+        on connection: PostgresConnection, logger: Logger
     ) async throws -> ObjectWriteCondition.Failure? {
         if condition.isEmpty { return nil }
         let current = try await rows(
@@ -141,7 +142,7 @@ extension PostgresCatalog: ObjectCatalog {
         ).first
         return condition.evaluate(
             etag: try current.map { try $0.value("etag") }, lastModified: try current?.date("last_modified"),
-            size: try current.map { try $0.value("size") })
+            size: try current.map { try $0.value("size") }, writing: writing)
     }
 
     /// Writes the object's row; returns the blobs of the one it replaced.
@@ -181,7 +182,7 @@ extension PostgresCatalog: ObjectCatalog {
                 return .noSuchBucket
             }
             if let failed = try await Self.check(
-                condition, bucket: object.bucket, key: object.key, on: connection, logger: logger)
+                condition, bucket: object.bucket, key: object.key, writing: object.etag, on: connection, logger: logger)
             {
                 return .refused(failed)
             }
@@ -362,7 +363,7 @@ extension PostgresCatalog: ObjectCatalog {
             try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
             if let failed = try await Self.check(
-                condition, bucket: object.bucket, key: object.key, on: connection, logger: logger)
+                condition, bucket: object.bucket, key: object.key, writing: object.etag, on: connection, logger: logger)
             {
                 return .refused(failed)
             }

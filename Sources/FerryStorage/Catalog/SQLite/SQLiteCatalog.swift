@@ -227,16 +227,17 @@ public final class SQLiteCatalog: ObjectCatalog {
         return replaced
     }
 
-    /// Whether `condition` holds for the current object at bucket/key (inside a write transaction); nil when it does.
-    private static func check(_ condition: ObjectWriteCondition, bucket: String, key: String, _ db: Database) throws
-        -> ObjectWriteCondition.Failure?
-    {
+    /// Whether `condition` holds for the current object at bucket/key (inside a write transaction) for a write of an
+    /// object with the ETag `writing` (nil for a delete); nil when it does.
+    private static func check(
+        _ condition: ObjectWriteCondition, bucket: String, key: String, writing: String? = nil, _ db: Database
+    ) throws -> ObjectWriteCondition.Failure? {
         if condition.isEmpty { return nil }
         let current = try Row.fetchOne(
             db, sql: "SELECT etag, lastModified, size FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
         return condition.evaluate(
             etag: current?["etag"], lastModified: (current?["lastModified"] as Double?).map(Date.init(timeIntervalSince1970:)),
-            size: current?["size"])
+            size: current?["size"], writing: writing)
     }
 
     /// Inserts or replaces an object; returns the blobs of the object it replaced so the caller deletes them. With a
@@ -246,7 +247,7 @@ public final class SQLiteCatalog: ObjectCatalog {
     {
         try await pool.write { db in
             guard try db.exists("SELECT 1 FROM bucket WHERE name = ?", [object.bucket]) else { return .noSuchBucket }
-            if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, db) {
+            if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, writing: object.etag, db) {
                 return .refused(failed)
             }
             try Self.checkQuota(storing: object, limit: byteLimit, db)
@@ -415,7 +416,7 @@ public final class SQLiteCatalog: ObjectCatalog {
     ) async throws -> CatalogCompleteOutcome {
         try await pool.write { db in
             guard try db.exists("SELECT 1 FROM upload WHERE id = ?", [uploadId]) else { return .noSuchUpload }
-            if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, db) {
+            if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, writing: object.etag, db) {
                 return .refused(failed)
             }
             let current = try Row.fetchAll(db, sql: "SELECT * FROM part WHERE uploadId = ?", arguments: [uploadId])
