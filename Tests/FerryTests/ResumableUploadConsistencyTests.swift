@@ -48,6 +48,41 @@ struct ResumableUploadConsistencyTests {
         }
     }
 
+    @Test("a tus creation-with-upload whose connection drops mid-body is ended: its client never got the URL, and no upload is left holding a slot")
+    func droppedCreationWithUploadIsEnded() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("dropped").status == 200)
+            func uploadsInProgress() async throws -> Bool {
+                try await s3.send("GET", "/dropped", query: [("uploads", "")]).text.contains("<Upload>")
+            }
+            let path = "/_ferry/uploads/s3/dropped/clip.bin"
+            let signed = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
+                method: "POST", path: path, query: [],
+                headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", "100000")],
+                payloadHash: SigV4.unsignedPayload, date: Date()
+            ).headers
+            let head = signed + Self.append + [("Upload-Length", "100000")]
+            let socket = try RawSocket.connect(port: server.port)
+            try RawSocket.write(socket, Array(RawSocket.requestHead("POST", path, head).utf8) + [UInt8](repeating: 7, count: 30_000))
+            // The upload exists and is taking the body; then the connection drops.
+            var started = false
+            for _ in 0..<100 where !started {
+                started = try await uploadsInProgress()
+                if !started { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            close(socket)
+            #expect(started, "the creation never began")
+            var ended = false
+            for _ in 0..<100 where !ended {
+                ended = try await !uploadsInProgress()
+                if !ended { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(ended, "the dropped creation's upload is still in progress")
+            #expect(try await s3.get("dropped", "clip.bin").status == 404)
+        }
+    }
+
     @Test("a media upload's tus title is checked as the media API checks a Title: one with NUL or past 128 bytes refuses the creation (400 naming title) and is not stored; 128 bytes is stored")
     func mediaUploadTitleIsCheckedAsTheMediaAPIChecksIt() async throws {
         try await TestServer.with { server in

@@ -265,12 +265,18 @@ struct ResumableUploadAPI: Sendable {
         }
         var headers = wire.headers
         headers[.location] = try location(upload, context: context)
-        // creation-with-upload: the body is the first append. Refused, it ends the upload the client has no URL of;
-        // cut short, the upload keeps what arrived and the answer says where to resume.
+        // creation-with-upload: the body is the first append. Refused, it ends the upload the client has no URL of.
+        // Cut short, it ends it too: a body ends early only with its connection, so the answer carrying the URL never
+        // arrives, and the upload would hold its owner's ConcurrentUploads slot until it expired, for nobody.
         if withUpload {
             await context.sendContinue()
-            (upload, _) = try await endingOnRefusal(upload, wire: wire) {
+            let interrupted: Bool
+            (upload, interrupted) = try await endingOnRefusal(upload, wire: wire) {
                 try await appendTus(upload, at: 0, checksum: checksum, request: request)
+            }
+            if interrupted {
+                await end(upload)
+                throw ResumableRefusal(.badRequest, "The body ended early; the upload is ended.", wire: wire)
             }
             headers[.uploadOffset] = String(upload.offset)
         } else if upload.length == 0, info.kind == .single {
