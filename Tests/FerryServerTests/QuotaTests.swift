@@ -103,7 +103,7 @@ struct QuotaTests {
     }
 
     @Test(
-        "a key at its byte quota gets 403 QuotaExceeded on PUT, on a part and on CreateUploadVideo, and nothing is stored",
+        "a key at its byte quota gets 403 QuotaExceeded on PUT, on a part, on a form upload and on CreateUploadVideo, and nothing is stored",
         arguments: QuotaBackend.allCases)
     func atByteQuota(_ backend: QuotaBackend) async throws {
         try await backend.withNodes { nodes in
@@ -127,6 +127,8 @@ struct QuotaTests {
                 "PUT", "/quota/parts", query: [("partNumber", "2"), ("uploadId", uploadId)],
                 headers: [("x-amz-copy-source", "/quota/full")])
             #expect(copied.status == 403 && copied.errorCode == "QuotaExceeded", "\(copied.status) \(copied.text)")
+            let form = try await Self.formUpload(server, key, bucket: "quota", key: "form")
+            #expect(form.status == 403 && form.text.contains(#""code":"QuotaExceeded""#), "\(form.status) \(form.text)")
             let scoped = Self.media(server, key)
             do {
                 _ = try await scoped.createUploadVideo(.init(title: "Over", fileName: "over.mp4"))

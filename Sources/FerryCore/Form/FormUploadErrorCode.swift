@@ -47,6 +47,8 @@ public struct FormUploadErrorCode: RawRepresentable, Hashable, Sendable, CustomS
     public static let mimeTypeNotAllowed = Self(rawValue: "MimeTypeNotAllowed")
     /// 403: the token's access key may not write this object.
     public static let accessDenied = Self(rawValue: "AccessDenied")
+    /// 403: the file would take the token's access key past its `StorageBytes` quota; nothing was stored.
+    public static let quotaExceeded = Self(rawValue: "QuotaExceeded")
     /// 405: the request is not a POST.
     public static let methodNotAllowed = Self(rawValue: "MethodNotAllowed")
     /// 406: the stored bytes' CRC32 differs from the `crc32` field; nothing was stored.

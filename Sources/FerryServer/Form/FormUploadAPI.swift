@@ -320,7 +320,7 @@ struct FormUploadError: Error {
     var status: Int {
         switch code {
         case .badToken, .unknownAccessKey, .expiredToken: 401
-        case .keyNotAllowed, .mimeTypeNotAllowed, .accessDenied: 403
+        case .keyNotAllowed, .mimeTypeNotAllowed, .accessDenied, .quotaExceeded: 403
         case .methodNotAllowed: 405
         case .crc32Mismatch: 406
         case .fileTooLarge: 413

@@ -47,7 +47,8 @@ struct FormDialect: Dialect {
             FormUploadError(.fileExists, "An object with this key exists and the token is insertOnly.")
         case .tooLarge: FormUploadError(.fileTooLarge, "The file is larger than the server accepts.")
         case .unknownAccessKey: FormUploadError(.unknownAccessKey, "The upload token's access key is unknown or disabled.")
-        case .accessDenied, .anonymous, .quotaExceeded: FormUploadError(.accessDenied, error.message)
+        case .accessDenied, .anonymous: FormUploadError(.accessDenied, error.message)
+        case .quotaExceeded: FormUploadError(.quotaExceeded, error.message)
         case .invalidHost, .invalidArgument, .bodyTooComplex, .malformedBody, .bodyTooLarge:
             FormUploadError(.invalidArgument, error.message)
         case .checksumMismatch: FormUploadError(.crc32Mismatch, error.message)
