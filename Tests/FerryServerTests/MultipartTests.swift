@@ -79,6 +79,32 @@ struct MultipartTests {
         }
     }
 
+    @Test("a Complete racing DeleteBucket either makes the object (and the bucket is not empty) or answers NoSuchBucket, never InvalidPart or NoSuchUpload")
+    func completeRacingDeleteBucket() async throws {
+        try await TestServer.inMemory(minPartSize: Self.minPart) { server in
+            let s3 = server.client()
+            for round in 0..<20 {
+                let bucket = "raced-\(round)"
+                try await s3.createBucket(bucket)
+                let id = try await s3.createMultipartUpload(bucket, "clip.mp4")
+                var etags: [String] = []
+                for (number, part) in [bytes(1500, seed: 1), bytes(10, seed: 2)].enumerated() {
+                    etags.append(try #require(try await s3.uploadPart(bucket, "clip.mp4", uploadId: id, number: number + 1, part).header("ETag")))
+                }
+                async let completed = s3.complete(bucket, "clip.mp4", uploadId: id, xml: S3TestClient.completeXML(Array(zip(1...2, etags))))
+                async let deleted = s3.send("DELETE", "/\(bucket)")
+                let (complete, delete) = try await (completed, deleted)
+                if complete.status == 200 {
+                    #expect(delete.status == 409 && delete.errorCode == "BucketNotEmpty", "round \(round): \(delete.status) \(delete.errorCode ?? "")")
+                    #expect(try await s3.get(bucket, "clip.mp4").status == 200)
+                } else {
+                    #expect(complete.status == 404 && complete.errorCode == "NoSuchBucket", "round \(round): \(complete.status) \(complete.errorCode ?? "")")
+                    #expect(delete.status == 204)
+                }
+            }
+        }
+    }
+
     @Test("bad completions: wrong ETag, out of order, too small, malformed XML, unknown upload")
     func badCompletions() async throws {
         try await TestServer.inMemory(minPartSize: Self.minPart) { server in

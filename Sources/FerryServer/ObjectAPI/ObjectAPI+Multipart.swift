@@ -201,8 +201,7 @@ extension ObjectAPI {
             upload = try await store.multipartUpload(uploadId, bucket: request.bucket, key: request.key)
         } catch let error as FerryDomainError where error.code == .uploadNotFound {
             // A retry of a Complete whose answer was lost gets the same answer while the object is unchanged.
-            if let response = try await repeatedCompletion(uploadId, request, body) { return response }
-            throw error
+            return try await answerForGoneUpload(error, uploadId, request, body)
         }
         guard !uploadId.hasPrefix(ResumableUpload.multipartIdPrefix) else { throw Self.resumableRefusal }
         let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: request.bucket, key: request.key, check: writeAllowed)
@@ -224,8 +223,7 @@ extension ObjectAPI {
         } catch let error as FerryDomainError where [.uploadNotFound, .partNotFound].contains(error.code) {
             // The same Complete sent again while the first was under way (a client that timed out and retried) finds
             // the upload completed by it: the same answer.
-            if let response = try await repeatedCompletion(uploadId, request, body) { return response }
-            throw error
+            return try await answerForGoneUpload(error, uploadId, request, body)
         }
         await objectStored(object)
         return try await completionResponse(request, object)
@@ -243,6 +241,17 @@ extension ObjectAPI {
 
     /// The answer to a Complete for an upload that completed already: the same parts, and the key still holds the
     /// object that completion made.
+    /// The answer to a Complete whose upload (or its parts) is gone: the completion again when it was this same
+    /// Complete that made it (``repeatedCompletion(_:_:_:)``); NoSuchBucket when a DeleteBucket took the upload with
+    /// its bucket meanwhile; else `error`.
+    private func answerForGoneUpload(
+        _ error: FerryDomainError, _ uploadId: String, _ request: S3Request, _ body: CompleteMultipartUpload
+    ) async throws -> Response {
+        if let response = try await repeatedCompletion(uploadId, request, body) { return response }
+        _ = try await store.bucket(request.bucket)
+        throw error
+    }
+
     private func repeatedCompletion(_ uploadId: String, _ request: S3Request, _ body: CompleteMultipartUpload)
         async throws -> Response?
     {
