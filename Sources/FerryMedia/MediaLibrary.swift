@@ -210,17 +210,19 @@ public struct MediaLibrary: Sendable {
         await recordRemoval(video.videoId, status: VideoStatus.deleted)
     }
 
-    /// Deletes an image: its status and `ImageDeleted` in one change, then its file and any unfinished multipart
-    /// upload of it. Stopped midway (a crash, a failing store), the image is `Deleted` and takes no more writes;
-    /// deleting it again removes what is left (the event is not sent again).
+    /// Deletes an image: its status, `ImageDeleted` and a ``MediaJobKind/removeImageFile`` job in one change, then its
+    /// file and any unfinished multipart upload of it. Stopped midway (a crash, a failing store), the image is
+    /// `Deleted` and takes no more writes, and the removal job removes what is left later on any node with media
+    /// workers; deleting it again removes it at once. The event is sent once.
     package func delete(_ image: ImageRecord) async throws {
         try await catalog.updateImage(image.imageId) { [webhooks] image in
             guard image.status != ImageStatus.deleted else { return .keep }
             image.status = ImageStatus.deleted
-            return .save(notify: try webhooks.events(.imageDeleted(imageId: image.imageId)))
+            return .save(
+                enqueue: [Self.removalJob(image.imageId, kind: .removeImageFile)],
+                notify: try webhooks.events(.imageDeleted(imageId: image.imageId)))
         }
-        try await store.deleteObject(bucket: image.bucket, key: image.key, condition: .none)
-        try await Self.abortMultipartUploads(bucket: image.bucket, key: image.key, in: store)
+        try await Self.removeFile(of: image, in: store)
     }
 
     /// Records that the files of `videoId` are removed and its event sent while it is `status`, so that its removal
@@ -243,14 +245,17 @@ public struct MediaLibrary: Sendable {
     /// finished by then, unless it stopped.
     static let removalDelay: TimeInterval = 300
 
-    /// The job that finishes a deletion or an expiry of `videoId` if the node making it stops before it has.
-    static func removalJob(_ videoId: String) -> MediaJob {
-        MediaJob(videoId: videoId, kind: .removeFiles, maxAttempts: 10, runAt: Date().addingTimeInterval(removalDelay))
+    /// The job that finishes a deletion or an expiry if the node making it stops before it has: the removal of a
+    /// video's files (``MediaJobKind/removeFiles``, `id` the video's) or of an image's file
+    /// (``MediaJobKind/removeImageFile``, `id` the image's).
+    static func removalJob(_ id: String, kind: MediaJobKind = .removeFiles) -> MediaJob {
+        MediaJob(videoId: id, kind: kind, maxAttempts: 10, runAt: Date().addingTimeInterval(removalDelay))
     }
 
     /// Videos and images whose upload did not complete within `uploadingVideoMaxAge` become `UploadFail`: what had
     /// arrived of their file (a video's objects, and unfinished multipart uploads) is removed and a
-    /// `VideoUploadExpired` or `ImageUploadExpired` event is sent. One whose file is stored after all (the server
+    /// `VideoUploadExpired` or `ImageUploadExpired` event is sent (an image's with its status change, then its removal;
+    /// a removal job finishes either when the node stops midway). One whose file is stored after all (the server
     /// stopped between storing it and recording it) advances instead. Looks at every one, `pageSize` at a time; one
     /// that cannot be looked at now is logged and left for the next pass. Returns how many expired.
     @discardableResult
@@ -281,10 +286,12 @@ public struct MediaLibrary: Sendable {
             let expired = try await catalog.updateImage(image.imageId) { [webhooks] image in
                 guard image.status == ImageStatus.uploading else { return .keep }
                 image.status = ImageStatus.uploadFailed
-                return .save(notify: try webhooks.events(.imageUploadExpired(imageId: image.imageId)))
+                return .save(
+                    enqueue: [Self.removalJob(image.imageId, kind: .removeImageFile)],
+                    notify: try webhooks.events(.imageUploadExpired(imageId: image.imageId)))
             }
             guard expired != nil else { return false }
-            try await Self.abortMultipartUploads(bucket: image.bucket, key: image.key, in: store)
+            try await Self.removeFile(of: image, in: store)
             return true
         }
         return videos + images
@@ -365,6 +372,12 @@ public struct MediaLibrary: Sendable {
         try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: "video/\(video.videoId)/")
         try await abortMultipartUploads(bucket: video.bucket, key: video.key, in: store)
+    }
+
+    /// Deletes an image's file from `store`, and the unfinished multipart uploads of it.
+    static func removeFile(of image: ImageRecord, in store: any ObjectStore) async throws {
+        try await store.deleteObject(bucket: image.bucket, key: image.key, condition: .none)
+        try await abortMultipartUploads(bucket: image.bucket, key: image.key, in: store)
     }
 
     /// Aborts the unfinished multipart uploads of `bucket`/`key`.

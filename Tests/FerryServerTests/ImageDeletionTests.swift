@@ -5,6 +5,7 @@ import FerryCore
 @testable import FerryStorage
 import FerryTestSupport
 import Foundation
+import Logging
 import NIOCore
 import Testing
 
@@ -34,8 +35,55 @@ struct ImageDeletionTests {
 
     /// How many `ImageDeleted` events are in the outbox for `imageId`.
     static func deletedEvents(_ server: TestServer, _ imageId: String) async throws -> Int {
-        try await server.server.webhooks.pending().filter { $0.type == .imageDeleted && $0.payload.imageId == imageId }
-            .count
+        try await events(server, .imageDeleted, imageId)
+    }
+
+    /// How many events of `type` are in the outbox for `imageId`.
+    static func events(_ server: TestServer, _ type: WebhookEventType, _ imageId: String) async throws -> Int {
+        try await server.server.webhooks.pending().filter { $0.type == type && $0.payload.imageId == imageId }.count
+    }
+
+    /// How many unfinished multipart uploads of `bucket`/`key` the server's store holds.
+    static func unfinishedUploads(_ server: TestServer, _ bucket: String, _ key: String) async throws -> Int {
+        try await server.server.store.listMultipartUploads(
+            bucket: bucket, prefix: key, delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
+        ).uploads.filter { $0.key == key }.count
+    }
+
+    /// The server's media library over a store that fails every call on the media bucket (it has none): a deletion
+    /// or an expiry stops right after its catalog change, as on a node that stopped there.
+    static func failingLibrary(_ server: TestServer) throws -> MediaLibrary {
+        let directory = server.dataDirectory + "/failing-store"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let store = try CatalogObjectStore(
+            directory: directory + "/objects", catalog: try SQLiteCatalog(path: directory + "/catalog.sqlite"),
+            logger: Logger(label: "ferry.test"))
+        let library = server.server.mediaLibrary
+        return MediaLibrary(
+            catalog: library.catalog, store: store, webhooks: library.webhooks, configuration: library.configuration,
+            running: RunningJobs())
+    }
+
+    /// Runs the due removal jobs as a media worker on a node without ffmpeg does, once their five minutes have
+    /// passed: claimed among the kinds it takes, run on the server's store, completed. Each must be `imageId`'s;
+    /// returns how many ran.
+    static func runRemovalJobs(_ server: TestServer, of imageId: String) async throws -> Int {
+        let catalog = server.server.mediaCatalog
+        let pipeline = MediaPipeline(
+            catalog: catalog, store: server.server.store, webhooks: server.server.webhooks, tools: nil,
+            configuration: server.server.configuration.mediaProcessing,
+            workDirectory: server.dataDirectory + "/removal-work", logger: Logger(label: "ferry.test"))
+        let due = Date().addingTimeInterval(MediaLibrary.removalDelay + 1)
+        var ran = 0
+        while let job = try await catalog.claim(
+            worker: "test", lease: .seconds(60), now: due, kinds: pipeline.claimedKinds)
+        {
+            #expect(job.videoId == imageId)
+            try await pipeline.run(job) { _ in }
+            #expect(try await catalog.complete(job.id, worker: "test", now: due))
+            ran += 1
+        }
+        return ran
     }
 
     @Test(
@@ -151,6 +199,95 @@ struct ImageDeletionTests {
             #expect(try await server.server.mediaCatalog.image(image.id)?.status == ImageStatus.deleted)
             await server.server.mediaLibrary.objectStored(object)
             #expect(try await server.client().get(image.address.bucket, image.address.fileName).status == 404)
+        }
+    }
+
+    @Test(
+        "a deletion stopped after the image became Deleted is finished by its removal job, also on a worker without ffmpeg: the file and its unfinished upload go, ImageDeleted is sent once; the job leaves an image that is not gone as it is",
+        arguments: QuotaBackend.allCases)
+    func removalJobFinishesDeletion(_ backend: QuotaBackend) async throws {
+        try await Self.withServer(backend) { server in
+            let admin = QuotaTests.rootMedia(server)
+            let catalog = server.server.mediaCatalog
+            let image = try await admin.createUploadImage(ext: "png")
+            let (bucket, key) = (image.address.bucket, image.address.fileName)
+            let s3 = server.client(image.auth.credentials)
+            // Part of a file in an unfinished multipart upload, and the file.
+            let uploadId = try await s3.createMultipartUpload(bucket, key)
+            #expect(try await s3.uploadPart(bucket, key, uploadId: uploadId, number: 1, [4]).status == 200)
+            #expect(try await s3.put(bucket, key, [1, 2, 3]).status == 200)
+            let record = try #require(try await catalog.image(image.id))
+
+            // The deletion stops after its catalog change: the image is Deleted with its event; its file and upload
+            // are left, and its removal job waits five minutes for the node that enqueued it.
+            await #expect(throws: FerryDomainError.self) { try await Self.failingLibrary(server).delete(record) }
+            #expect(try await catalog.image(image.id)?.status == ImageStatus.deleted)
+            #expect(try await Self.infoStatus(server, image.id) == 404)
+            #expect(try await server.client().get(bucket, key).body == [1, 2, 3])
+            #expect(try await Self.unfinishedUploads(server, bucket, key) == 1)
+            #expect(try await Self.deletedEvents(server, image.id) == 1)
+            let jobs = try await catalog.jobs(videoId: image.id)
+            #expect(jobs.map(\.state) == [.queued])
+            let job = try #require(jobs.first)
+            #expect(job.runAt > Date().addingTimeInterval(MediaLibrary.removalDelay - 60))
+
+            // The job, run once due, removes both; nothing is sent again.
+            #expect(try await Self.runRemovalJobs(server, of: image.id) == 1)
+            #expect(try await server.client().get(bucket, key).status == 404)
+            #expect(try await Self.unfinishedUploads(server, bucket, key) == 0)
+            #expect(try await Self.deletedEvents(server, image.id) == 1)
+            #expect(try await catalog.jobs(videoId: image.id).map(\.state) == [.succeeded])
+            #expect(try await catalog.image(image.id)?.status == ImageStatus.deleted)
+
+            // A job of that kind for an image that is neither deleted nor expired removes nothing.
+            let live = try await admin.createUploadImage(ext: "jpg")
+            let liveS3 = server.client(live.auth.credentials)
+            #expect(try await liveS3.put(live.address.bucket, live.address.fileName, [7]).status == 200)
+            try await catalog.enqueue([MediaJob(videoId: live.id, kind: job.kind)])
+            #expect(try await Self.runRemovalJobs(server, of: live.id) == 1)
+            #expect(try await server.client().get(live.address.bucket, live.address.fileName).body == [7])
+            #expect(try await catalog.image(live.id)?.status == ImageStatus.uploaded)
+        }
+    }
+
+    @Test(
+        "an expiry stopped after the image became UploadFail is finished by its removal job: its unfinished upload and a file stored for it unheard of go, ImageUploadExpired is sent once",
+        arguments: QuotaBackend.allCases)
+    func removalJobFinishesExpiry(_ backend: QuotaBackend) async throws {
+        try await Self.withServer(backend) { server in
+            let admin = QuotaTests.rootMedia(server)
+            let catalog = server.server.mediaCatalog
+            let image = try await admin.createUploadImage(ext: "png")
+            let (bucket, key) = (image.address.bucket, image.address.fileName)
+            let s3 = server.client(image.auth.credentials)
+            let uploadId = try await s3.createMultipartUpload(bucket, key)
+            #expect(try await s3.uploadPart(bucket, key, uploadId: uploadId, number: 1, [4]).status == 200)
+
+            // The expiry stops after its catalog change (the pass logs the failure and goes on): the image is
+            // UploadFail with its event, its upload is left.
+            let later = Date().addingTimeInterval(server.server.configuration.uploadingVideoMaxAge + 60)
+            _ = try await Self.failingLibrary(server).expireUnfinishedUploads(now: later)
+            #expect(try await catalog.image(image.id)?.status == ImageStatus.uploadFailed)
+            #expect(try await Self.events(server, .imageUploadExpired, image.id) == 1)
+            #expect(try await Self.unfinishedUploads(server, bucket, key) == 1)
+            #expect(try await catalog.jobs(videoId: image.id).map(\.state) == [.queued])
+            // A file stored for it that the library never heard of (an upload begun before, its node stopped before
+            // telling the library) is left too.
+            _ = try await server.server.store.putObject(
+                bucket: bucket, key: key, attributes: ObjectAttributes(), tags: [],
+                body: AsyncStream<ByteBuffer> { continuation in
+                    continuation.yield(ByteBuffer(string: "late"))
+                    continuation.finish()
+                },
+                checksums: [], condition: .none, verify: { _ in })
+            #expect(try await server.client().get(bucket, key).status == 200)
+
+            // The job, run once due, removes both; nothing is sent again.
+            #expect(try await Self.runRemovalJobs(server, of: image.id) == 1)
+            #expect(try await server.client().get(bucket, key).status == 404)
+            #expect(try await Self.unfinishedUploads(server, bucket, key) == 0)
+            #expect(try await Self.events(server, .imageUploadExpired, image.id) == 1)
+            #expect(try await catalog.image(image.id)?.status == ImageStatus.uploadFailed)
         }
     }
 

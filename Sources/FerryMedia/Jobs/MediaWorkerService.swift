@@ -127,7 +127,9 @@ package struct MediaWorkerService: Service {
     private func execute(_ job: MediaJob, worker: String) async {
         var metadata: Logger.Metadata = [
             "ferry.job-id": .string(job.id), "ferry.job-kind": .string(job.kind.rawValue),
-            "ferry.video-id": .string(job.videoId), "ferry.attempt": "\(job.attempts)",
+            // An image's removal job works on the image its id names.
+            (job.kind == .removeImageFile ? "ferry.image-id" : "ferry.video-id"): .string(job.videoId),
+            "ferry.attempt": "\(job.attempts)",
         ]
         if job.attempts > job.maxAttempts {
             // Claimed again after its worker died once too often.

@@ -43,9 +43,9 @@ package struct MediaPipeline: Sendable {
     }
 
     /// The kinds of job this pipeline runs: all (nil) with its tools; without them, only the removal of files a
-    /// stopped node left (``MediaJobKind/removeFiles``), so that no video's files outlive it on a server without
-    /// ffmpeg.
-    package var claimedKinds: [MediaJobKind]? { tools == nil ? [.removeFiles] : nil }
+    /// stopped node left (``MediaJobKind/removeFiles``, ``MediaJobKind/removeImageFile``), so that no video's or
+    /// image's files outlive it on a server without ffmpeg.
+    package var claimedKinds: [MediaJobKind]? { tools == nil ? [.removeFiles, .removeImageFile] : nil }
 
     /// Runs a job to its end: done, or nothing left to do (the video was deleted, or is past this step); throws what
     /// the worker should retry. `progress` takes the fraction done (0–1).
@@ -60,6 +60,7 @@ package struct MediaPipeline: Sendable {
         case .transcode: try await transcode(job, directory: directory, progress: progress)
         case .retireFirstStream: try await retireFirstStream(job)
         case .removeFiles: try await finishRemoval(job)
+        case .removeImageFile: try await finishImageRemoval(job)
         default: logger.warning("unknown media job kind", metadata: ["ferry.job-kind": "\(job.kind)"])
         }
     }
@@ -79,8 +80,8 @@ package struct MediaPipeline: Sendable {
         }
     }
 
-    /// Finishes a deletion or an expiry whose node stopped before it had (``MediaLibrary/removalJob(_:)``): the files
-    /// go, then the event (sent again if that node had sent it: webhooks are delivered at least once).
+    /// Finishes a video's deletion or expiry whose node stopped before it had (``MediaLibrary/removalJob(_:kind:)``):
+    /// the files go, then the event (sent again if that node had sent it: webhooks are delivered at least once).
     func finishRemoval(_ job: MediaJob) async throws {
         guard let video = try await catalog.video(job.videoId), video.removedWith != video.status else { return }
         let event: WebhookNotification
@@ -91,6 +92,16 @@ package struct MediaPipeline: Sendable {
         }
         try await MediaLibrary.removeFiles(of: video, in: store)
         try await webhooks.enqueue(event)
+    }
+
+    /// Finishes an image's deletion or expiry whose node stopped before it had (``MediaLibrary/removalJob(_:kind:)``):
+    /// its file and unfinished multipart uploads go while it is still `Deleted` or `UploadFail`. Its event was stored
+    /// with its status change: none is sent.
+    func finishImageRemoval(_ job: MediaJob) async throws {
+        guard let image = try await catalog.image(job.videoId),
+            [ImageStatus.deleted, ImageStatus.uploadFailed].contains(image.status)
+        else { return }
+        try await MediaLibrary.removeFile(of: image, in: store)
     }
 
     // MARK: Probe

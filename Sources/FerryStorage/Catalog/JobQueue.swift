@@ -18,6 +18,11 @@ public struct MediaJobKind: RawRepresentable, Sendable, Hashable, Codable, Custo
     /// change and due later, it finishes the change when the node making it stopped before it had (that node does the
     /// same at once and records it done, and the job then does nothing).
     public static let removeFiles = MediaJobKind(rawValue: "remove-files")
+    /// Removes the file of an image that was deleted or whose upload expired, with its unfinished multipart uploads:
+    /// enqueued with that change and due later, it finishes the removal when the node making it stopped before it
+    /// had. Its ``MediaJob/videoId`` is the image's id. The image's event was stored with the change: the job sends
+    /// none.
+    public static let removeImageFile = MediaJobKind(rawValue: "remove-image-file")
 
     public var description: String { rawValue }
 }
@@ -48,7 +53,7 @@ public struct MediaJobState: RawRepresentable, Sendable, Hashable, Codable, Cust
 public struct MediaJob: Sendable, Hashable, Codable {
     /// Unique id.
     public var id: String
-    /// The video it works on.
+    /// The video it works on; the image, for ``MediaJobKind/removeImageFile``.
     public var videoId: String
     /// What it does.
     public var kind: MediaJobKind
