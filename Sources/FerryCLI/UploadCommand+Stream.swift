@@ -107,6 +107,11 @@ extension UploadCommand {
                     }
                 }
             }
+            // Its video or image, still Uploading, is deleted rather than left counting against the key's quota until
+            // it expires (a new one is made for the file sent afresh).
+            let media = context.connection.media(context.configuration)
+            if let videoId = old.videoId { await media.deleteAbandonedVideo(videoId) }
+            if let imageId = old.imageId { await media.deleteAbandonedImage(imageId) }
             records.remove(recordName)
             previous = nil
         }

@@ -287,6 +287,22 @@ public final class MediaServiceClient: Sendable {
         return (try? await deleteVideos([videoId])) != nil
     }
 
+    /// An image and a signed URL of its file, valid for `authTimeout` seconds (1–604800; an hour when nil).
+    public func getImageInfo(imageId: String, authTimeout: Int? = nil) async throws(FerryError) -> MediaContract.ImageInfo {
+        try await call(
+            "GetImageInfo", MediaContract.ImageInfoRequest(imageId: imageId, authTimeout: authTimeout),
+            as: MediaContract.ImageInfoAnswer.self
+        ).imageInfo
+    }
+
+    /// Deletes an image whose upload was given up, when it is still `Uploading`, as ``deleteAbandonedVideo(_:)`` does
+    /// a video. Returns whether it was deleted.
+    @discardableResult
+    public func deleteAbandonedImage(_ imageId: String) async -> Bool {
+        guard (try? await getImageInfo(imageId: imageId).status) == "Uploading" else { return false }
+        return (try? await deleteImages([imageId])) != nil
+    }
+
     // MARK: Subtitles
 
     /// Adds a caption or subtitle track to a video: `content` is WebVTT or SRT text (SRT is converted to WebVTT),
