@@ -249,6 +249,46 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test("a file that shrank below the multipart threshold since its checkpoint: cannotResumeUpload, or, asked to restart, one PUT that aborts the old multipart upload and forgets its checkpoint")
+    func shrunkFile() async throws {
+        let directory = TemporaryDirectory.make("ferry-shrunk")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 20 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("behaviour")
+            let first = try await client.upload(request(file, key: "shrunk.bin", records: records))
+            let (log, collector) = EventLog.collect(first)
+            #expect(await log.waitForProgress(Int64(6 * Self.mib)))
+            await first.pause()
+            _ = collector
+            #expect(try await client.listMultipartUploads(bucket: "behaviour").count == 1)
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.truncate(atOffset: 1_000_000)
+            try handle.close()
+
+            let refused = try await client.upload(request(file, key: "shrunk.bin", records: records))
+            do {
+                _ = try await refused.result
+                Issue.record("a changed file was sent")
+            } catch let error as FerryError {
+                #expect(error.code == .cannotResumeUpload, "\(error)")
+            }
+            var restart = request(file, key: "shrunk.bin", records: records)
+            restart.onFileChange = .restart
+            let result = try await client.upload(restart).result
+            #expect(result.uploadId == nil && result.size == 1_000_000)
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await client.download(bucket: "behaviour", key: "shrunk.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+            // The abandoned upload is aborted and its checkpoint gone: nothing is left behind.
+            #expect(try await client.listMultipartUploads(bucket: "behaviour").isEmpty)
+            let left = try FileManager.default.contentsOfDirectory(atPath: records.path)
+            #expect(left.isEmpty, "\(left)")
+        }
+    }
+
     @Test("a second upload of a checkpoint another is sending fails with uploadInProgress, sending nothing, and cannot discard it; once the first pauses it takes the checkpoint over and finishes; no lock file is left")
     func secondRunOfOneCheckpoint() async throws {
         let directory = TemporaryDirectory.make("ferry-locked")

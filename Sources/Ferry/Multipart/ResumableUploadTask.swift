@@ -288,7 +288,27 @@ public actor ResumableUploadTask {
         let (size, _) = try FileRanges.attributes(of: path)
         let threshold = request.multipartThreshold ?? request.partSize
         if plan == nil && size < threshold {
-            return try await singlePut(size: size)
+            // A checkpoint (or an intent) of this upload names a multipart upload of the file as it was, larger: no
+            // run continues it now. Under its lock, the file is stored and then that upload is aborted.
+            let stale = checkpoints?.load(checkpointId)
+            let intent = checkpoints?.intent(checkpointId)
+            guard stale != nil || intent != nil else { return try await singlePut(size: size) }
+            try takeCheckpointLock()
+            if let stale, request.onFileChange == .fail, try FileFingerprint.of(path: path) != stale.fingerprint,
+                stale.createdAt.addingTimeInterval(request.checkpointExpiry) >= Date()
+            {
+                throw FerryError(
+                    .cannotResumeUpload, "The file \(path) changed since its upload started; its checkpoint no longer matches.")
+            }
+            let result = try await singlePut(size: size)
+            if let stale {
+                try? await client.abortMultipartUpload(
+                    bucket: request.bucket, key: request.key, uploadId: stale.uploadId, credentials: credentials)
+            }
+            if let intent { await abortLostUploads(createdAround: intent) }
+            await checkpointWriter?.delete()
+            checkpoints?.deleteIntent(checkpointId)
+            return result
         }
         // Before the checkpoint is read: a second run of this upload stops here, having sent nothing.
         try takeCheckpointLock()
