@@ -2,6 +2,7 @@ import Ferry
 import FerryCore
 import FerryTestSupport
 import Foundation
+import NIOConcurrencyHelpers
 import Testing
 
 @testable import FerryMedia
@@ -98,6 +99,51 @@ struct SubtitleFormatTests {
         let empty = track.segment(from: 12000, to: 16000)
         #expect(empty == "WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:0,LOCAL:00:00:00.000\n\n")
         #expect(first.hasSuffix("two\n\n"), "a segment ends with a blank line")
+    }
+
+    @Test("a track is read once for the segments asked for at once, again once stored anew; a failed reading is not kept; the least recently used goes past the capacity")
+    func trackCache() async throws {
+        let cache = SubtitleTrackCache()
+        let reads = ReadCounter()
+        let text = "WEBVTT\n\n00:00.000 --> 00:01.000\nhello\n"
+        func read(_ key: String, _ etag: String) async throws -> WebVTT {
+            try await cache.track(key: key, etag: etag) {
+                reads.add(key + "/" + etag)
+                try await Task.sleep(for: .milliseconds(50))
+                return try WebVTT(parsing: text)
+            }
+        }
+        let tracks = try await withThrowingTaskGroup(of: WebVTT.self) { group in
+            for _ in 0..<30 { group.addTask { try await read("a.vtt", "1") } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(tracks.count == 30 && tracks.allSatisfy { $0.cues.count == 1 })
+        #expect(reads.count("a.vtt/1") == 1)
+        _ = try await read("a.vtt", "2")
+        #expect(reads.count("a.vtt/2") == 1)
+        await #expect(throws: WebVTT.Malformed.self) {
+            _ = try await cache.track(key: "bad.vtt", etag: "1") {
+                reads.add("bad.vtt/1")
+                return try WebVTT(parsing: "not a track")
+            }
+        }
+        await #expect(throws: WebVTT.Malformed.self) {
+            _ = try await cache.track(key: "bad.vtt", etag: "1") {
+                reads.add("bad.vtt/1")
+                return try WebVTT(parsing: "not a track")
+            }
+        }
+        #expect(reads.count("bad.vtt/1") == 2)
+        // Past the capacity: "a.vtt" 2, used again now, stays; the least recently used ("a.vtt" 1) is read again.
+        for index in 0..<(SubtitleTrackCache.capacity - 1) {
+            _ = try await read("other-\(index).vtt", "1")
+        }
+        _ = try await read("a.vtt", "2")
+        _ = try await read("last.vtt", "1")
+        _ = try await read("a.vtt", "2")
+        _ = try await read("a.vtt", "1")
+        #expect(reads.count("a.vtt/2") == 1)
+        #expect(reads.count("a.vtt/1") == 2)
     }
 
     @Test("the master playlist gains one SUBTITLES group that every variant names; subtitle paths are read strictly")
@@ -305,4 +351,11 @@ private struct HTTPGetter {
     }
 
     struct GetFailed: Error { var url: String; var status: Int }
+}
+
+/// Counts readings by name, from any task.
+private final class ReadCounter: Sendable {
+    private let counts = NIOLockedValueBox([String: Int]())
+    func add(_ name: String) { counts.withLockedValue { $0[name, default: 0] += 1 } }
+    func count(_ name: String) -> Int { counts.withLockedValue { $0[name, default: 0] } }
 }

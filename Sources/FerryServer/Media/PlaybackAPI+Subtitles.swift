@@ -35,7 +35,9 @@ extension PlaybackAPI {
                 index < SubtitlePlaylists.segmentCount(duration: Self.duration(of: video), segmentSeconds: segmentSeconds)
             else { throw missing }
             let stored = try await media.store.object(bucket: video.bucket, key: track.key)
-            let vtt = try WebVTT(parsing: try await text(of: stored))
+            let vtt = try await subtitleTracks.track(key: track.key, etag: stored.etag) {
+                try WebVTT(parsing: try await text(of: stored))
+            }
             let window = SubtitlePlaylists.window(index: index, segmentSeconds: segmentSeconds)
             return generated(
                 vtt.segment(from: window.start, to: window.end), file: file, etag: stored.etag + "-\(index)", request: request,

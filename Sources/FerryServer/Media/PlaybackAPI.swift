@@ -19,6 +19,8 @@ struct PlaybackAPI: Sendable {
     let media: MediaAPI
     /// Makes the stills and animations asked for by name (`thumbnail.jpg`, `animated.gif`, …); nil without ffmpeg.
     var previews: PreviewRenderer?
+    /// Subtitle tracks parsed for their segments.
+    let subtitleTracks = SubtitleTrackCache()
 
     /// The largest stored playlist, manifest or subtitle track read to be rewritten or cut (a playlist of a few hours
     /// of 6-second segments is well under this).
