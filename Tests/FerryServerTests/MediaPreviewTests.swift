@@ -6,6 +6,10 @@ import Foundation
 import NIOCore
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @testable import FerryServer
 
 @Suite("Video pictures: thumbnails and animations on demand, the storyboard", .serialized, .timeLimit(.minutes(10)))
@@ -402,6 +406,64 @@ struct MediaPreviewTests {
                 #expect(!reply.text.contains(harness.server.dataDirectory))
             }
             #expect(try await harness.keys(under: "video/\(videoId)/").filter { $0.contains("/previews/") }.isEmpty)
+        }
+    }
+
+    @Test("what a killed process left in the picture work directory (a copy of a source per picture being made) is removed when the server starts")
+    func abandonedPictureWorkIsRemoved() async throws {
+        var left = ""
+        try await TestServer.inMemory(configure: { configuration in
+            // A process killed while making a picture left its directory.
+            left = configuration.dataDirectory + "/preview-work/" + UUID().uuidString
+            try? FileManager.default.createDirectory(atPath: left, withIntermediateDirectories: true)
+            _ = FileManager.default.createFile(atPath: left + "/source.mp4", contents: Data(repeating: 7, count: 4096))
+        }) { server async throws in
+            #expect(FileManager.default.fileExists(atPath: server.dataDirectory + "/preview-work"))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: server.dataDirectory + "/preview-work").isEmpty)
+        }
+        #expect(!left.isEmpty)
+    }
+
+    /// Processes whose command line names `text` (ffmpeg making a picture in a test server's work directory).
+    static func processes(naming text: String) -> [Int32] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
+            guard let pid = Int32(entry),
+                let line = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"),
+                String(decoding: line, as: UTF8.self).contains(text)
+            else { return nil }
+            return pid
+        }
+    }
+
+    @Test("a picture whose only client went away is not made: its ffmpeg is killed and nothing is stored")
+    func abandonedPictureIsNotMade() async throws {
+        try await MediaHarness.with { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 10))
+            #expect(try await harness.waitFor(videoId, ["Normal", "TranscodeFail"]).status == "Normal")
+            let target = PlaybackToken.url(
+                base: "", videoId: videoId, file: "animated.gif", token: try await Self.token(harness, videoId))
+                + "&start=0&end=10&fps=30&width=640"
+            let socket = try RawSocket.connect(port: harness.server.port)
+            try RawSocket.write(
+                socket, Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(harness.server.port)\r\n\r\n".utf8))
+            // Once its ffmpeg runs, the client hangs up.
+            let work = harness.server.dataDirectory + "/preview-work"
+            var running: [Int32] = []
+            for _ in 0..<400 where running.isEmpty {
+                running = Self.processes(naming: work)
+                if running.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            close(socket)
+            try #require(!running.isEmpty, "no ffmpeg was started for the picture")
+            var gone = false
+            for _ in 0..<100 where !gone {
+                gone = Self.processes(naming: work).isEmpty
+                if !gone { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(gone, "the picture's ffmpeg ran on without a client")
+            try await Task.sleep(for: .seconds(1))
+            #expect(try await Self.cachedPictures(harness, videoId).isEmpty)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: work).isEmpty)
         }
     }
 }

@@ -250,6 +250,30 @@ struct SignedPlaybackTests {
         }
     }
 
+    @Test("a token without kid opens the video with any of its owner's keys, the newest too: a rotation past 16 keys does not strand the new key")
+    func kidlessTokensTryEveryKey() async throws {
+        try await TestServer.with { server in
+            let authorizer = PlaybackAuthorizer(catalog: server.server.mediaCatalog, credentials: server.server.credentials)
+            let media = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+            let video = CatalogTests.video("0123456789abcdef0123456789abcdef", owner: server.root.accessKeyId)
+            var created: [MediaContract.CreateSigningKeyAnswer] = []
+            for _ in 0..<20 { created.append(try await media.createSigningKey()) }
+            for key in [created[0], created[16], created[19]] {
+                let keys = await JWTKeyCollection().add(ecdsa: try ES256PrivateKey(pem: key.privateKey))
+                let token = try await Self.token(keys, kid: nil, video: video.videoId)
+                try await authorizer.authorize(video: video, file: "master.m3u8", token: token, referer: nil)
+            }
+            // A key of no one's still refuses, after every key was tried.
+            let stranger = await JWTKeyCollection().add(ecdsa: ES256PrivateKey())
+            let forged = try await Self.token(stranger, kid: nil, video: video.videoId)
+            await #expect(throws: PlaybackAuthorizer.Refusal.signature) {
+                try await authorizer.authorize(video: video, file: "master.m3u8", token: forged, referer: nil)
+            }
+        }
+    }
+
     @Test("a signing key the catalog cannot read answers 503 (try again), not a refusal; a kid no key could have is refused unread")
     func unreadableSigningKeys() async throws {
         try await TestServer.with { server in

@@ -232,6 +232,24 @@ struct SubtitleCatalogTests {
             await #expect(throws: (any Error).self) {
                 _ = try await server.server.store.object(bucket: "ferry-media", key: stored.key)
             }
+
+            // Calls racing for the last slots: the ones past the limit are told so (400), not that the video is gone.
+            let racingFills = try await withThrowingTaskGroup(of: String?.self) { group in
+                for index in 0..<(MediaAPI.maxSubtitles + 8) {
+                    group.addTask {
+                        do {
+                            _ = try await media.addSubtitle(videoId: videoId, language: "en", name: "t\(index)", content: Self.srt)
+                            return nil
+                        } catch {
+                            return (error as? FerryError)?.serverCode ?? "\(error)"
+                        }
+                    }
+                }
+                return try await group.reduce(into: [String?]()) { $0.append($1) }
+            }
+            #expect(racingFills.filter { $0 == nil }.count == MediaAPI.maxSubtitles - 1)
+            #expect(racingFills.compactMap { $0 }.allSatisfy { $0 == "InvalidParameter" }, "\(racingFills)")
+            #expect(try await media.listSubtitles(videoId: videoId).count == MediaAPI.maxSubtitles)
         }
     }
 }

@@ -27,8 +27,13 @@ package actor PreviewGate {
         if active < limit {
             active += 1
         } else if waiting.count < maxWaiting {
-            // Queued before this suspends; the turn is handed over by the run that ends (``endTurn()``).
+            // Queued before this suspends; the turn is handed over by the run that ends (``endTurn()``). A caller
+            // that went away meanwhile passes it on without running anything.
             await withCheckedContinuation { waiting.append($0) }
+            if Task.isCancelled {
+                endTurn()
+                throw CancellationError()
+            }
         } else {
             throw FerryDomainError(
                 .requestRateExceeded, "The server is making as many pictures as it can; ask again in a moment.",

@@ -148,11 +148,14 @@ extension FerryServer {
         }
 
         // Playback: any origin may read it (the URL is the credential).
+        removeAbandonedPreviewWork()
         let playback = PlaybackAPI(media: media, previews: previewRenderer)
         let play = router.group(
             "/_ferry/play", S3Dialect(namesResource: false), outer: [AnswerMiddleware.playbackCrossOrigin],
             continues: false)
-        play.on(["", "**"], methods: all) { request, _ in try await playback.answer(request) }
+        play.on(["", "**"], methods: all) { request, context in
+            try await playback.answer(request, connection: context.channel)
+        }
 
         // Metrics, for Prometheus, unless they have a port of their own; the same path signed for S3 is the bucket
         // `metrics`.

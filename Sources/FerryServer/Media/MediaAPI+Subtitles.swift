@@ -28,9 +28,8 @@ extension MediaAPI {
         } catch {
             throw MediaError.invalid("Content", "is not WebVTT or SRT: it \(error.reason)")
         }
-        guard (video.subtitles ?? []).count < Self.maxSubtitles else {
-            throw MediaError.invalid("VideoId", "has \(Self.maxSubtitles) subtitle tracks already.")
-        }
+        let full = MediaError.invalid("VideoId", "has \(Self.maxSubtitles) subtitle tracks already.")
+        guard (video.subtitles ?? []).count < Self.maxSubtitles else { throw full }
 
         let subtitleId = "st" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         let key = "video/\(video.videoId)/subtitles/\(subtitleId).vtt"
@@ -60,6 +59,8 @@ extension MediaAPI {
         }
         guard saved != nil else {
             try? await store.deleteObject(bucket: video.bucket, key: key, condition: .none)
+            // Kept as it was: deleted meanwhile, or its tracks filled by calls made at the same time.
+            if let now = try await catalog.video(video.videoId), now.status != VideoStatus.deleted { throw full }
             throw MediaError.notFound("Video", video.videoId)
         }
         return MediaContract.SubtitleAnswer(subtitle: Self.describe(record))

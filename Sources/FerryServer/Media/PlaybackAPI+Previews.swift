@@ -1,14 +1,19 @@
 import FerryCore
 import Foundation
 import Hummingbird
+import NIOCore
 
 extension PlaybackAPI {
     /// The stored key of the picture a preview file name asks for (`thumbnail.{jpg,png,webp}`,
     /// `animated.{gif,webp}`), made now when it is not stored yet; nil when `file` names no preview.
     ///
     /// Called once the playback URL's authorization accepted the request and the video is resolved. Parameters out of
-    /// bounds are refused with 400 `InvalidArgument` and a reason; a server without ffmpeg answers 501.
-    func previewKey(file: String, request: Request, video: VideoRecord) async throws -> String? {
+    /// bounds are refused with 400 `InvalidArgument` and a reason; a server without ffmpeg answers 501. The wait for
+    /// the picture ends when the client hangs up from `connection`: a picture no one else waits for is then not made
+    /// (its ffmpeg is killed, or never started).
+    func previewKey(file: String, request: Request, video: VideoRecord, connection: (any Channel)?)
+        async throws -> String?
+    {
         guard PreviewRequest.isPreviewFile(file) else { return nil }
         guard let previews else {
             throw FerryDomainError(.notImplemented, "Pictures of videos need ffmpeg on the server.")
@@ -17,6 +22,9 @@ extension PlaybackAPI {
         for (name, value) in request.uri.queryParameters where query[String(name)] == nil {
             query[String(name)] = String(value)
         }
-        return try await previews.picture(file: file, query: query, of: video)
+        guard let connection else { return try await previews.picture(file: file, query: query, of: video) }
+        let waiting = Task { try await previews.picture(file: file, query: query, of: video) }
+        connection.whenClientGone().whenSuccess { waiting.cancel() }
+        return try await withTaskCancellationHandler { try await waiting.value } onCancel: { waiting.cancel() }
     }
 }

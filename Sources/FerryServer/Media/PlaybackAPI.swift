@@ -26,8 +26,9 @@ struct PlaybackAPI: Sendable {
     /// of 6-second segments is well under this).
     static let maxPlaylistBytes: Int64 = 4 << 20
 
-    /// Answers a playback request (errors are thrown for the group's S3 dialect).
-    func answer(_ request: Request) async throws -> Response {
+    /// Answers a playback request (errors are thrown for the group's S3 dialect); its client hanging up from
+    /// `connection` stops a picture being made for it alone.
+    func answer(_ request: Request, connection: (any Channel)? = nil) async throws -> Response {
         if request.method == .options {
             return Response(
                 status: .noContent,
@@ -83,7 +84,7 @@ struct PlaybackAPI: Sendable {
         if file == MediaAPI.coverFileName {
             guard let snapshot = video.snapshotKey else { throw missing }
             key = snapshot
-        } else if let picture = try await previewKey(file: file, request: request, video: video) {
+        } else if let picture = try await previewKey(file: file, request: request, video: video, connection: connection) {
             key = picture
         } else {
             guard let prefix = video.outputPrefix else { throw missing }

@@ -113,7 +113,9 @@ struct PlaybackAuthorizer: Sendable {
         } else {
             let active: Bool
             do {
-                keys = try await catalog.signingKeys(owner: video.owner).prefix(16).map { $0 }
+                // Newest first: a key rotated in is the likeliest signer. Every key is tried (an owner has at most
+                // `MediaAPI.maxSigningKeysPerOwner`), so a rotation never strands the newest.
+                keys = try await catalog.signingKeys(owner: video.owner).reversed()
                 active = keys.isEmpty ? false : try await credentials.isActive(video.owner)
             } catch {
                 throw .unavailable

@@ -99,6 +99,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var refusalSent = false
     /// A request head was refused here: nothing more is read from the connection, which is closing.
     private var headRefused = false
+    /// Completed once the client has closed its side of the connection, or the connection is gone
+    /// (``whenClientGone(_:)``).
+    private var clientGone: EventLoopPromise<Void>?
+    private var clientHasGone = false
 
     init(limits: ConnectionLimits, counter: Counter) {
         self.limits = limits
@@ -148,7 +152,29 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireErrorCaught(error)
     }
 
+    /// A future that completes once the client closes its side of the connection (HTTP clients send nothing more
+    /// once they hang up; the server keeps its own side open for the answer) or the connection is gone: work done for
+    /// the request under way alone may stop. Called on the connection's event loop.
+    func whenClientGone(_ context: ChannelHandlerContext) -> EventLoopFuture<Void> {
+        if clientHasGone { return context.eventLoop.makeSucceededVoidFuture() }
+        let promise = clientGone ?? context.eventLoop.makePromise()
+        clientGone = promise
+        return promise.futureResult
+    }
+
+    private func clientLeft() {
+        clientHasGone = true
+        clientGone?.succeed()
+        clientGone = nil
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed { clientLeft() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) {
+        clientLeft()
         cancelTimer()
         if counted {
             counted = false
@@ -278,5 +304,21 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private func cancelTimer() {
         timer?.cancel()
         timer = nil
+    }
+}
+
+extension Channel {
+    /// A future that completes once the client of this HTTP connection has hung up (``ConnectionGuard``); one that
+    /// fails where there is no such connection (a request made in memory).
+    func whenClientGone() -> EventLoopFuture<Void> {
+        eventLoop.flatSubmit { [self] in
+            do {
+                let guardHandler = try pipeline.syncOperations.handler(type: ConnectionGuard.self)
+                let context = try pipeline.syncOperations.context(handler: guardHandler)
+                return guardHandler.whenClientGone(context)
+            } catch {
+                return eventLoop.makeFailedFuture(error)
+            }
+        }
     }
 }
