@@ -22,9 +22,11 @@ extension PlaybackAPI {
         for (name, value) in request.uri.queryParameters where query[String(name)] == nil {
             query[String(name)] = String(value)
         }
-        guard let connection else { return try await previews.picture(file: file, query: query, of: video) }
-        let waiting = Task { try await previews.picture(file: file, query: query, of: video) }
-        connection.whenClientGone().whenSuccess { waiting.cancel() }
-        return try await withTaskCancellationHandler { try await waiting.value } onCancel: { waiting.cancel() }
+        guard let presence = await connection?.clientPresence() else {
+            return try await previews.picture(file: file, query: query, of: video)
+        }
+        return try await presence.cancellingWhenGone { [query] in
+            try await previews.picture(file: file, query: query, of: video)
+        }
     }
 }

@@ -8,7 +8,7 @@ import NIOConcurrencyHelpers
 /// is read again; a reading that fails is not kept.
 final class SubtitleTrackCache: Sendable {
     /// Tracks kept at once.
-    static let capacity = 8
+    static let capacity = 32
 
     private struct Entry {
         var reading: Task<WebVTT, any Error>

@@ -99,10 +99,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var refusalSent = false
     /// A request head was refused here: nothing more is read from the connection, which is closing.
     private var headRefused = false
-    /// Completed once the client has closed its side of the connection, or the connection is gone
-    /// (``whenClientGone(_:)``).
-    private var clientGone: EventLoopPromise<Void>?
-    private var clientHasGone = false
+    /// Whether the client is still there (``ClientPresence``).
+    let presence = ClientPresence()
 
     init(limits: ConnectionLimits, counter: Counter) {
         self.limits = limits
@@ -152,29 +150,14 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireErrorCaught(error)
     }
 
-    /// A future that completes once the client closes its side of the connection (HTTP clients send nothing more
-    /// once they hang up; the server keeps its own side open for the answer) or the connection is gone: work done for
-    /// the request under way alone may stop. Called on the connection's event loop.
-    func whenClientGone(_ context: ChannelHandlerContext) -> EventLoopFuture<Void> {
-        if clientHasGone { return context.eventLoop.makeSucceededVoidFuture() }
-        let promise = clientGone ?? context.eventLoop.makePromise()
-        clientGone = promise
-        return promise.futureResult
-    }
-
-    private func clientLeft() {
-        clientHasGone = true
-        clientGone?.succeed()
-        clientGone = nil
-    }
-
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed { clientLeft() }
+        // HTTP clients send nothing more once they hang up; the server keeps its own side open for the answer.
+        if let event = event as? ChannelEvent, event == .inputClosed { presence.left() }
         context.fireUserInboundEventTriggered(event)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        clientLeft()
+        presence.left()
         cancelTimer()
         if counted {
             counted = false
@@ -307,18 +290,52 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-extension Channel {
-    /// A future that completes once the client of this HTTP connection has hung up (``ConnectionGuard``); one that
-    /// fails where there is no such connection (a request made in memory).
-    func whenClientGone() -> EventLoopFuture<Void> {
-        eventLoop.flatSubmit { [self] in
-            do {
-                let guardHandler = try pipeline.syncOperations.handler(type: ConnectionGuard.self)
-                let context = try pipeline.syncOperations.context(handler: guardHandler)
-                return guardHandler.whenClientGone(context)
-            } catch {
-                return eventLoop.makeFailedFuture(error)
-            }
+/// Whether the client of one connection is still there: it leaves when it closes its side of the connection (or the
+/// connection is gone). Work done for one request alone (a picture made for it) runs under
+/// ``cancellingWhenGone(_:)`` and stops then.
+final class ClientPresence: Sendable {
+    private struct State {
+        var gone = false
+        var next = 0
+        var onLeave: [Int: @Sendable () -> Void] = [:]
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// The client left: what runs for it is cancelled.
+    func left() {
+        let handlers = state.withLockedValue { state -> [@Sendable () -> Void] in
+            guard !state.gone else { return [] }
+            state.gone = true
+            defer { state.onLeave = [:] }
+            return Array(state.onLeave.values)
         }
+        for handler in handlers { handler() }
+    }
+
+    /// Runs `body`, cancelled once the client leaves (or when the caller is); nothing of it is kept once it ends.
+    func cancellingWhenGone<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let work = Task { try await body() }
+        let registration = state.withLockedValue { state -> Int? in
+            guard !state.gone else { return nil }
+            state.next += 1
+            state.onLeave[state.next] = { work.cancel() }
+            return state.next
+        }
+        if registration == nil { work.cancel() }
+        defer {
+            if let registration { state.withLockedValue { _ = $0.onLeave.removeValue(forKey: registration) } }
+        }
+        return try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
+    }
+}
+
+extension Channel {
+    /// Whether the client of this HTTP connection is still there (its ``ConnectionGuard``'s); nil where there is no
+    /// such connection (a request made in memory).
+    func clientPresence() async -> ClientPresence? {
+        try? await eventLoop.submit { [self] in
+            try pipeline.syncOperations.handler(type: ConnectionGuard.self).presence
+        }.get()
     }
 }
