@@ -6,6 +6,10 @@ import Foundation
 import NIOCore
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @testable import Ferry
 
 /// What a resumable upload may become, whatever arrives at the same time: a partial upload never an object, a
@@ -80,6 +84,46 @@ struct ResumableUploadConsistencyTests {
             }
             #expect(ended, "the dropped creation's upload is still in progress")
             #expect(try await s3.get("dropped", "clip.bin").status == 404)
+        }
+    }
+
+    @Test("an IETF append whose connection is reset keeps what arrived, and a HEAD sent at once counts it")
+    func resetAppendKeepsWhatArrived() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("reset").status == 200)
+            let path = "/_ferry/uploads/s3/reset/clip.bin"
+            let signed = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
+                method: "POST", path: path, query: [],
+                headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", "30000000")],
+                payloadHash: SigV4.unsignedPayload, date: Date()
+            ).headers
+            let head = signed + [("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1")]
+            let socket = try RawSocket.connect(port: server.port)
+            try RawSocket.write(socket, Array(RawSocket.requestHead("POST", path, head).utf8))
+            let sent = 6_000_000
+            for _ in 0..<(sent / 60_000) { try RawSocket.write(socket, [UInt8](repeating: 9, count: 60_000)) }
+            // The 104 names the upload before its bytes are taken.
+            let (interim, _) = await RawSocket.receive(socket, timeout: .seconds(10)) {
+                String(decoding: $0, as: UTF8.self).contains("\r\n\r\n")
+            }
+            let text = String(decoding: interim, as: UTF8.self)
+            let location = try #require(
+                text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("location:") }?.dropFirst("location:".count)
+                    .trimmingCharacters(in: .whitespaces), "\(text)")
+            // A reset, as a mobile link or a middlebox gives: the server still has bytes of it to read.
+            var linger = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(socket, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+            close(socket)
+            // What the server read before the reset is kept (the kernel drops what it had not read), and the HEAD
+            // waits for that record: a HEAD a second later finds the same offset.
+            let reply = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Upload-Draft-Interop-Version", "6")])
+            #expect(reply.status == 204, "\(reply.status)")
+            let offset = Int(reply.header("Upload-Offset") ?? "") ?? 0
+            #expect(offset > 0 && offset <= sent, "\(offset) of \(sent)")
+            try await Task.sleep(for: .seconds(1))
+            let later = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Upload-Draft-Interop-Version", "6")])
+            #expect(later.header("Upload-Offset") == String(offset))
         }
     }
 

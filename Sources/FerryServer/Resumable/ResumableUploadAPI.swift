@@ -35,6 +35,8 @@ struct ResumableUploadAPI: Sendable {
     /// Takes a turn of the key an upload counts against, with its quota; throws past its `RequestsPerSecond`. Every
     /// request that creates or names an upload takes one (OPTIONS, which names none, does not).
     var takeRequestTurn: @Sendable (_ key: String, _ quota: AccessKeyQuota) throws -> Void = { _, _ in }
+    /// The appends under way on this node.
+    let appending = ActiveAppends()
 
     /// Path prefix of the resource.
     static let pathPrefix = "/_ferry/uploads/"
@@ -406,6 +408,7 @@ struct ResumableUploadAPI: Sendable {
     /// object its ETag, so a client that lost the answer of the append that completed it learns what it became.
     func head(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
         let wire = try Self.requireWire(request)
+        if case .ietf = wire { await appending.stop(id) }
         let upload = try await live(id, wire: wire)
         var headers = wire.headers
         headers[.cacheControl] = "no-store"
@@ -439,6 +442,7 @@ struct ResumableUploadAPI: Sendable {
     /// `PATCH`: an append at `Upload-Offset`.
     func patch(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
         let wire = try Self.requireWire(request)
+        if case .ietf = wire { await appending.stop(id) }
         let upload = try await live(id, wire: wire)
         guard let offset = try wire.integer(.uploadOffset, in: request.headers) else {
             throw ResumableRefusal(.badRequest, "An append carries Upload-Offset.", wire: wire)
@@ -653,12 +657,20 @@ struct ResumableUploadAPI: Sendable {
             // Refused before a byte of the body is read when the declared length already passes the quota.
             try await store.precheck(StorageCharge(owner: upload.owner, quota: .init(storageBytes: byteLimit), declaredBytes: declared)) { _ in 0 }
         }
-        let body = TolerantBody(base: request.body, declaredLength: declared)
+        let appending = self.appending
+        let token = appending.begin(upload.id)
+        defer { appending.end(upload.id, token) }
+        let body = TolerantBody(base: request.body, declaredLength: declared) { appending.isStopped(upload.id, token) }
         let result: ResumableAppendResult
+        let store = self.store
         do {
-            result = try await store.appendResumable(
-                upload, at: offset, body: body, checksums: checksums, byteLimit: byteLimit,
-                verify: { digests in try verify(digests, body.interrupted.withLockedValue { $0 }) })
+            // Not stopped by the request's cancellation: a connection reset (a mobile link, a middlebox) cancels the
+            // request, and what arrived before it must still be recorded, as when the body ends early.
+            result = try await whileIgnoringCancellation {
+                try await store.appendResumable(
+                    upload, at: offset, body: body, checksums: checksums, byteLimit: byteLimit,
+                    verify: { digests in try verify(digests, body.interrupted.withLockedValue { $0 }) })
+            }
         } catch let error as FerryDomainError where error.code == .tooLarge {
             throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
         } catch let error as S3Error where error.code == .entityTooLarge {
@@ -794,28 +806,42 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
 
     let base: Base
     let declaredLength: Int64?
+    /// Asked before each piece: true ends the body there, as cut short (another request for the upload came).
+    let stopped: @Sendable () -> Bool
     /// Whether the body was cut short.
     let interrupted = NIOLockedValueBox(false)
 
+    init(base: Base, declaredLength: Int64?, stopped: @escaping @Sendable () -> Bool = { false }) {
+        self.base = base
+        self.declaredLength = declaredLength
+        self.stopped = stopped
+    }
+
     struct AsyncIterator: AsyncIteratorProtocol {
         var base: Base.AsyncIterator
-        let declaredLength: Int64?
-        let interrupted: NIOLockedValueBox<Bool>
+        let body: TolerantBody
         var count: Int64 = 0
         var done = false
 
         mutating func next() async throws -> ByteBuffer? {
             guard !done else { return nil }
             do {
+                if body.stopped() {
+                    body.interrupted.withLockedValue { $0 = true }
+                    done = true
+                    return nil
+                }
                 if let buffer = try await base.next() {
                     count += Int64(buffer.readableBytes)
                     return buffer
                 }
-                if let declaredLength, count < declaredLength { interrupted.withLockedValue { $0 = true } }
+                if let declaredLength = body.declaredLength, count < declaredLength {
+                    body.interrupted.withLockedValue { $0 = true }
+                }
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
-                interrupted.withLockedValue { $0 = true }
+                body.interrupted.withLockedValue { $0 = true }
             }
             done = true
             return nil
@@ -823,6 +849,63 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: base.makeAsyncIterator(), declaredLength: declaredLength, interrupted: interrupted)
+        AsyncIterator(base: base.makeAsyncIterator(), body: self)
+    }
+}
+
+/// The appends under way on this node, by upload. The IETF draft has a server stop an append when another request for
+/// its upload comes (an IETF HEAD or append does so here; tus keeps racing requests apart): a client whose connection was reset (a mobile link, a middlebox) asks for the offset at once,
+/// while its old append is still being read from the server's buffers. A HEAD or append of the upload stops the old
+/// appends there (they keep what they read, as when a body is cut short) and waits for their record, a few seconds
+/// at most, so the offset it learns counts what arrived rather than those bytes being sent again into a conflict.
+final class ActiveAppends: Sendable {
+    private struct Append {
+        var token: Int
+        var stopped = false
+    }
+
+    private struct State {
+        var next = 0
+        var byUpload: [String: [Append]] = [:]
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// An append to upload `id` begins; its token.
+    func begin(_ id: String) -> Int {
+        state.withLockedValue { state in
+            state.next += 1
+            state.byUpload[id, default: []].append(Append(token: state.next))
+            return state.next
+        }
+    }
+
+    /// The append `token` to upload `id` has recorded what it read (or was refused).
+    func end(_ id: String, _ token: Int) {
+        state.withLockedValue { state in
+            let left = (state.byUpload[id] ?? []).filter { $0.token != token }
+            state.byUpload[id] = left.isEmpty ? nil : left
+        }
+    }
+
+    /// Whether the append `token` to upload `id` was asked to stop.
+    func isStopped(_ id: String, _ token: Int) -> Bool {
+        state.withLockedValue { $0.byUpload[id]?.first { $0.token == token }?.stopped ?? false }
+    }
+
+    /// Stops the appends under way to upload `id` and returns once they have recorded what they read, or after
+    /// `limit` (an append waiting for bytes that never come stops only when its connection's limits end it).
+    func stop(_ id: String, upTo limit: Duration = .seconds(5)) async {
+        let any = state.withLockedValue { state -> Bool in
+            guard var appends = state.byUpload[id] else { return false }
+            for index in appends.indices { appends[index].stopped = true }
+            state.byUpload[id] = appends
+            return true
+        }
+        guard any else { return }
+        let deadline = ContinuousClock.now + limit
+        while state.withLockedValue({ $0.byUpload[id] != nil }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
     }
 }
