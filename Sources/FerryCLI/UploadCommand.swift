@@ -434,7 +434,7 @@ struct UploadCommand: AsyncParsableCommand {
     }
 }
 
-/// Sizes such as `8MiB`, `5MB`, `1048576`.
+/// Sizes such as `8MiB`, `5MB`, `1048576`: at least one byte, at most what 64 bits hold (nil otherwise, never a trap).
 enum ByteSize {
     static func parse(_ text: String) -> Int64? {
         let units: [(String, Int64)] = [
@@ -443,8 +443,11 @@ enum ByteSize {
         ]
         let upper = text.uppercased().trimmingCharacters(in: .whitespaces)
         for (suffix, factor) in units where upper.hasSuffix(suffix) {
-            guard let value = Double(upper.dropLast(suffix.count)), value > 0 else { return nil }
-            return Int64(value * Double(factor))
+            guard let value = Double(upper.dropLast(suffix.count)), value.isFinite, value > 0 else { return nil }
+            let bytes = (value * Double(factor)).rounded(.down)
+            // Double(Int64.max) rounds up to 2^63, which Int64 cannot hold: only sizes below it convert.
+            guard bytes >= 1, bytes < Double(Int64.max) else { return nil }
+            return Int64(bytes)
         }
         guard let value = Int64(upper), value > 0 else { return nil }
         return value

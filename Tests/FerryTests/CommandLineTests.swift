@@ -718,7 +718,12 @@ struct CommandLineTests {
         let usage = try await FerryRun.run(["upload", Self.sample, "--parallel", "0"])
         #expect(usage.status == 64)
         #expect(usage.error.contains("--parallel"))
-        for (flag, value) in [("--parallel", "9223372036854775807"), ("--jobs", "3000000000"), ("--part-size", "1MiB")] {
+        for (flag, value) in [
+            ("--parallel", "9223372036854775807"), ("--jobs", "3000000000"), ("--part-size", "1MiB"),
+            // Sizes past 64 bits, not finite, or below a byte: a usage error, not a trap or a chunk of nothing.
+            ("--part-size", "1e30GiB"), ("--part-size", "infB"), ("--part-size", "nanMiB"), ("--part-size", "9000000000GiB"),
+            ("--part-size", "99999999999999G"), ("--part-size", "0.5B"),
+        ] {
             let refused = try await FerryRun.run(["upload", Self.sample, "--bucket", "b", flag, value])
             #expect(refused.status == 64, "\(flag) \(value): \(refused.output) \(refused.error)")
             #expect(refused.error.contains(flag), "\(flag): \(refused.error)")
