@@ -20,8 +20,14 @@ struct ConnectionLimitsTests {
     /// CLOSE_WAIT — the peer closed, the server has not, so it still holds a descriptor for a connection that is
     /// gone). Counted by port, so other tests' servers and files running alongside do not change it.
     static func serverSockets(port: Int, state: String) -> Int {
+        serverSockets(port: port).count { $0.state == state }
+    }
+
+    /// The server's sockets on `port`: each one's TCP state and the bytes it holds that the client has not taken
+    /// (`tx_queue`: sent and not acknowledged, or not sent yet).
+    static func serverSockets(port: Int) -> [(state: String, queued: Int)] {
         let localPort = String(format: ":%04X", port)
-        var count = 0
+        var sockets: [(state: String, queued: Int)] = []
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             // Read to the end: the file reports no size, and a read by size stops after the first page.
             guard let handle = FileHandle(forReadingAtPath: table) else { continue }
@@ -29,12 +35,13 @@ struct ConnectionLimitsTests {
             let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
-                // sl, local_address, rem_address, st, …
-                guard fields.count > 3, fields[1].hasSuffix(localPort), fields[3] == state else { continue }
-                count += 1
+                // sl, local_address, rem_address, st, tx_queue:rx_queue, …
+                guard fields.count > 4, fields[1].hasSuffix(localPort) else { continue }
+                let queued = fields[4].split(separator: ":").first.flatMap { Int($0, radix: 16) } ?? 0
+                sockets.append((String(fields[3]), queued))
             }
         }
-        return count
+        return sockets
     }
 
     @Test("a connection that sends nothing, or only part of a request head, is closed after the idle timeout")
@@ -227,12 +234,29 @@ struct ConnectionLimitsTests {
             let (socket, size) = try await Self.download(from: server, bucket: "tail", size: 16 << 20)
             defer { close(socket) }
             // 800 KB/s: the answer's last bytes wait in the server's buffers for seconds, many idle timeouts (1 s
-            // here), after the route has handed over its end. Once the answer is out the connection is idle, and
-            // closed after the idle timeout.
+            // here), after the route has handed over its end. Once the answer has left the server the connection is
+            // idle, and closed after the idle timeout.
+            // While it reads, the server's side of the connection is watched: it must not close while it still holds
+            // bytes of the answer (FIN_WAIT1, 04, with a send queue): the kernel would be left to send them for a
+            // connection the server let go, and under load they were lost.
+            let watching = Task {
+                var queuedAtClose = 0
+                while !Task.isCancelled {
+                    for socket in Self.serverSockets(port: server.port) where socket.state == "04" {
+                        queuedAtClose = max(queuedAtClose, socket.queued)
+                    }
+                    try? await Task.sleep(for: .milliseconds(100))
+                }
+                return queuedAtClose
+            }
             let (received, firstBytes, closed) = try await Self.readSlowly(socket, bytesPerMillisecond: 800, for: .seconds(60))
+            watching.cancel()
+            let queuedAtClose = await watching.value
             let headerEnd = try #require(firstBytes.indices.first { firstBytes[$0...].starts(with: Array("\r\n\r\n".utf8)) })
             #expect(received == headerEnd + 4 + size, "the answer was cut short")
             #expect(closed, "the idle connection was not closed")
+            // At most a segment in flight (64 KiB on loopback) when the server closed.
+            #expect(queuedAtClose <= 65536, "the server closed the connection with \(queuedAtClose) bytes of the answer unsent")
         }
     }
 

@@ -236,30 +236,48 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private func watchFullConnection(_ context: ChannelHandlerContext, after delay: Duration) {
         schedule(context, after: delay) { guardHandler, context in
             guard !context.channel.isWritable else { return }
-            guardHandler.sinceDataSent(context) { idle in
-                guard let idle, idle < guardHandler.limits.bodyWindow else {
+            guardHandler.sending(context) { sending in
+                guard let sending, sending.idle < guardHandler.limits.bodyWindow else {
                     context.close(promise: nil)
                     return
                 }
-                guardHandler.watchFullConnection(context, after: max(guardHandler.limits.bodyWindow - idle, .milliseconds(10)))
+                guardHandler.watchFullConnection(context, after: max(guardHandler.limits.bodyWindow - sending.idle, .milliseconds(10)))
             }
         }
     }
 
-    /// How long ago the kernel last sent data on the connection (`TCP_INFO`), or nil where it cannot tell.
-    private func sinceDataSent(_ context: ChannelHandlerContext, _ body: @escaping (Duration?) -> Void) {
+    /// Waits for the next request for the idle timeout, counted from when the last answer's bytes left the server: the
+    /// route hands its answer's end over while megabytes of it still wait in the connection's and the kernel's buffers
+    /// for a slow client, and closing then left the kernel to send them for a connection it had let go (in a loaded
+    /// run, the last megabyte never arrived). Until they have left, the client must take some of them each body
+    /// window, as while the answer was being sent.
+    private func waitForRequest(_ context: ChannelHandlerContext, after delay: Duration? = nil) {
+        schedule(context, after: delay ?? limits.idleTimeout) { guardHandler, context in
+            guard guardHandler.responsesPending == 0, !guardHandler.readingBody else { return }
+            guardHandler.sending(context) { sending in
+                let limit = sending?.unsent == true ? guardHandler.limits.bodyWindow : guardHandler.limits.idleTimeout
+                guard let sending, sending.idle < limit else {
+                    context.close(promise: nil)
+                    return
+                }
+                guardHandler.waitForRequest(context, after: max(limit - sending.idle, .milliseconds(10)))
+            }
+        }
+    }
+
+    /// How long ago the kernel last sent data on the connection, and whether bytes of an answer still wait to be sent
+    /// (in the connection's buffer or the kernel's); nil where the kernel cannot tell (`TCP_INFO` on Linux).
+    private func sending(_ context: ChannelHandlerContext, _ body: @escaping ((idle: Duration, unsent: Bool)?) -> Void) {
         #if os(Linux)
         guard let provider = context.channel as? any SocketOptionProvider else { return body(nil) }
-        provider.getTCPInfo().assumeIsolatedUnsafeUnchecked().whenComplete { result in
-            body((try? result.get()).map { .milliseconds(Int64($0.tcpi_last_data_sent)) })
+        let buffered = (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+        let info: EventLoopFuture<KernelTCPInfo> = provider.unsafeGetSocketOption(level: .tcp, name: .tcp_info)
+        info.assumeIsolatedUnsafeUnchecked().whenComplete { result in
+            body((try? result.get()).map { (.milliseconds(Int64($0.lastDataSent)), buffered > 0 || $0.notSentBytes > 0) })
         }
         #else
         body(nil)
         #endif
-    }
-
-    private func waitForRequest(_ context: ChannelHandlerContext) {
-        schedule(context, after: limits.idleTimeout) { _, context in context.close(promise: nil) }
     }
 
     private func bodyWindowEnded(_ context: ChannelHandlerContext) {
@@ -289,6 +307,25 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         timer = nil
     }
 }
+
+#if os(Linux)
+/// Linux's `struct tcp_info` as the kernel fills it: Glibc's declaration ends before `tcpi_notsent_bytes` (Linux 4.6).
+/// Older kernels fill less, and leave the rest zero.
+struct KernelTCPInfo: Sendable {
+    private var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                        UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
+        = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+    private func field(at offset: Int) -> UInt32 {
+        withUnsafeBytes(of: words) { $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self) }
+    }
+
+    /// Milliseconds since data was last sent (`tcpi_last_data_sent`).
+    var lastDataSent: UInt32 { field(at: 44) }
+    /// Bytes written to the socket and not sent yet (`tcpi_notsent_bytes`).
+    var notSentBytes: UInt32 { field(at: 144) }
+}
+#endif
 
 /// Whether the client of one connection is still there: it leaves when it closes its side of the connection (or the
 /// connection is gone). Work done for one request alone (a picture made for it) runs under
