@@ -142,6 +142,7 @@ extension UploadCommand {
         } else {
             let media = context.connection.media(context.configuration)
             let ticket: MediaServiceClient.UploadTicket
+            var refreshedVideo: MediaServiceClient.UploadTicket?
             do {
                 if MediaKind(fileURL: file) == .image {
                     // A rerun continues the same image (a new one would name no bytes and wait until it expired),
@@ -162,6 +163,24 @@ extension UploadCommand {
                     }
                     fields = ["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""]
                 } else {
+                    // A rerun continues the video its record names (the ClientToken finds a video only while it is
+                    // Uploading). One stored already was completed by the run before, whose last answer was lost, when
+                    // the recorded upload is complete with this file: that is the result, and nothing is sent again.
+                    if let recorded = previous?.videoId, let old = previous.flatMap({ URL(string: context.connection.base + $0.uploadPath) }) {
+                        do {
+                            refreshedVideo = try await media.refreshUploadVideo(videoId: recorded)
+                        } catch where error.serverCode == "InvalidVideo.Uploaded" {
+                            if let done = try await uploader.completed(old, file: file) {
+                                records.remove(recordName)
+                                var fields = ["VideoId": recorded]
+                                if let etag = done.etag { fields["ETag"] = etag }
+                                context.output.mediaResult(fields, file: name)
+                                return ExitCodes.success
+                            }
+                        } catch where MediaUploadJournal.startsAfresh(after: error) {
+                            // Gone or not this key's: a new video.
+                        }
+                    }
                     var video = MediaServiceClient.VideoDescription(
                         title: title ?? Self.defaultTitle(file.deletingPathExtension().lastPathComponent), fileName: name)
                     video.fileSize = size
@@ -170,7 +189,11 @@ extension UploadCommand {
                     video.cateId = cateId
                     video.transcode = transcode
                     video.clientToken = String(fingerprint.prefix(32))
-                    ticket = try await media.createUploadVideo(video)
+                    if let refreshedVideo {
+                        ticket = refreshedVideo
+                    } else {
+                        ticket = try await media.createUploadVideo(video)
+                    }
                     fields = ["VideoId": ticket.id]
                 }
             } catch {

@@ -333,6 +333,34 @@ struct CommandLineTests {
         #expect(afterFresh.output.contains(videoId))
     }
 
+    @Test(
+        "a stream upload of a video that the service completed while the run was stopped (its record kept) is found complete: the rerun prints that video, sends nothing and makes no second video",
+        arguments: ["tus", "ietf"])
+    func completedStreamIsNotSentAgain(_ wire: String) async throws {
+        let data = TemporaryDirectory.make("ferry-cli-stream-completed")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 48 * 1024 * 1024, in: data)
+        let arguments = ["upload", file.path, "--data-dir", data + "/ferry", "--json", "--protocol", wire, "--part-size", "2MiB"]
+        let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 2 * 1024 * 1024))
+        #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        // The record as a run killed after the service completed the upload, before the run heard, leaves it.
+        let streams = data + "/ferry/checkpoints/streams"
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: streams).first { $0.hasSuffix(".json") })
+        let record = try Data(contentsOf: URL(fileURLWithPath: streams + "/" + name))
+        let finished = try await FerryRun.run(arguments)
+        #expect(finished.status == 0, "\(finished.error)")
+        let videoId = try #require(finished.jsonLines.compactMap { $0["VideoId"] as? String }.first, "\(finished.output)")
+        try record.write(to: URL(fileURLWithPath: streams + "/" + name))
+
+        let again = try await FerryRun.run(arguments)
+        #expect(again.status == 0, "\(again.output.suffix(500)) \(again.error)")
+        #expect(again.jsonLines.compactMap { $0["VideoId"] as? String } == [videoId], "\(again.output.suffix(800))")
+        #expect(!again.jsonLines.contains { $0["event"] as? String == "progress" }, "bytes were sent again: \(again.output.prefix(800))")
+        let list = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"])
+        #expect(list.output.contains("1 video(s)"), "\(list.output)")
+        #expect(!FileManager.default.fileExists(atPath: streams + "/" + name), "the record was kept")
+    }
+
     @Test("--cancel with --bucket aborts an interrupted object upload and forgets its checkpoint; the next run starts afresh")
     func cancelObjectUpload() async throws {
         let data = TemporaryDirectory.make("ferry-cli-cancel")

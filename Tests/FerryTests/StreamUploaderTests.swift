@@ -51,6 +51,49 @@ struct StreamUploaderTests {
         }
     }
 
+    @Test("a file rewritten while its tus chunks are sent is not reported uploaded: the completing append's CRC64NVME is not the file's, and the error says the file changed; a rerun that finds the upload complete says so too")
+    func fileChangedBetweenChunks() async throws {
+        try await Self.withStream("changed.bin", size: 4 * 1024 * 1024) { server, proxy, file, bytes, creation in
+            var uploader = StreamUploader(protocol: .tus, chunkSize: 1024 * 1024)
+            uploader.retryPolicy = RetryPolicy(maxRetryCount: 0)
+            let rewritten = NIOLockedValueBox(false)
+            let created = NIOLockedValueBox<URL?>(nil)
+            do {
+                _ = try await uploader.upload(
+                    file: file, creationURL: creation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"),
+                    onCreated: { url in created.withLockedValue { $0 = url } },
+                    progress: { progress in
+                        // Once the first chunk is stored, an editor saves the file again: its head (sent) and its
+                        // tail (not yet sent) change, and so does its modification time.
+                        guard progress.totalBytesStored >= 1024 * 1024, !rewritten.withLockedValue({ $0 }) else { return }
+                        rewritten.withLockedValue { $0 = true }
+                        guard let handle = try? FileHandle(forWritingTo: file) else { return }
+                        for offset: UInt64 in [100, UInt64(bytes.count - 100)] {
+                            try? handle.seek(toOffset: offset)
+                            try? handle.write(contentsOf: Data(repeating: 0xEE, count: 14))
+                        }
+                        try? handle.close()
+                        try? FileManager.default.setAttributes(
+                            [.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: file.path)
+                    })
+                Issue.record("an upload of a file rewritten midway was reported done")
+            } catch {
+                #expect((error as? FerryError)?.code == .checksumMismatch, "\(error)")
+                #expect((error as? FerryError)?.message.contains("changed while it was being uploaded") == true, "\(error)")
+            }
+            #expect(rewritten.withLockedValue { $0 })
+            // The stored object is neither version of the file, and the client said so; a rerun that finds the upload
+            // complete (its HEAD carries the object's CRC64NVME) does not report it done either.
+            let url = try #require(created.withLockedValue { $0 })
+            do {
+                let done = try await uploader.completed(url, file: file)
+                Issue.record("a rerun took the upload of the rewritten file as done: \(String(describing: done))")
+            } catch {
+                #expect((error as? FerryError)?.code == .checksumMismatch, "\(error)")
+            }
+        }
+    }
+
     @Test("a link that cuts every tus chunk short (keeping nothing of a checksummed chunk) gets smaller chunks through: the upload completes")
     func halvingChunks() async throws {
         try await Self.withStream("halving.bin", size: 6 * 1024 * 1024) { server, proxy, file, bytes, creation in

@@ -422,6 +422,90 @@ struct UploadQueueTests {
         }
     }
 
+    @Test(
+        "a video the service stored while the answer was lost (a multipart upload's completion, a single PUT) is not sent again: the same file in a new queue finishes as that video",
+        arguments: [12, 2])
+    func lostCompletionIsNotSentAgain(mebibytes: Int) async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-lost-completion")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: mebibytes * Self.mib, ext: "mp4", in: directory)
+        let records = directory + "/records"
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            // The request that stores the file (CompleteMultipartUpload; the PUT of a file below the part size) reaches
+            // the service and its answer is lost; then the network is gone (every request 503) until the app is
+            // stopped, as when it is killed.
+            let storing: Match = mebibytes * Self.mib > UploadPlan.defaultPartSize
+                ? .method("POST") && .query(contains: "uploadId")
+                : .method("PUT") && !.query(contains: "partNumber")
+            let stored = Signals()
+            proxy.inject(.dropAfterRequestBytes(.max), when: Match { request in
+                guard storing.matches(request) else { return false }
+                stored.signal()
+                return true
+            })
+            proxy.inject(.status(503, code: "ServiceUnavailable"), when: Match { _ in stored.count > 0 }, times: .max)
+            let first = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()),
+                configuration: Self.configuration(records: records))
+            let firstItem = await first.addFile(video, info: MediaInfo(title: "Clip"))
+            await first.start()
+            #expect(await stored.wait(for: 1, within: .seconds(120)), "the storing request was not sent")
+            // The service has answered it (the proxy dropped the answer).
+            for _ in 0..<600 where !proxy.log.contains(where: { $0.outcome == "dropped" }) {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            await first.stop()
+            proxy.clearFaults()
+            let videoId = try #require(await first.item(firstItem)?.videoId)
+            #expect(try await server.media().getVideoInfo(videoId: videoId).status == "UploadSucc")
+
+            // The app adds the file again (after a restart): it finishes as the stored video, sending no byte.
+            let second = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()),
+                configuration: Self.configuration(records: records))
+            let (log, collector) = QueueLog.collect(second)
+            let item = await second.addFile(video, info: MediaInfo(title: "Clip"))
+            proxy.clearLog()
+            await second.start()
+            try await log.wait("the file", until: { _ in log.finished().count == 1 })
+            collector.cancel()
+            let result = try #require(log.finished().first?.1)
+            #expect(result.videoId == videoId)
+            #expect(result.upload.partsSent == 0)
+            #expect(result.upload.size == Int64(mebibytes * Self.mib))
+            #expect(await second.item(item)?.state == .succeeded)
+            #expect(!proxy.log.contains { $0.method == "PUT" }, "bytes were sent again")
+            let listed = try await server.media().listVideos()
+            #expect(listed.total == 1, "a second video was made: \(listed.videos.map(\.videoId))")
+            // Nothing of the upload is left in the record directory: no checkpoint, no journal entry.
+            let left = ((try? FileManager.default.contentsOfDirectory(atPath: records)) ?? []).filter {
+                $0.hasSuffix(".ferry-checkpoint.json") || $0.hasPrefix("media-")
+            }
+            #expect(left.isEmpty, "\(left)")
+            try await proxy.shutdown()
+        }
+    }
+
+    @Test("a stored video whose file is another is not taken for the file: the same file becomes a new video")
+    func storedOtherFileIsNotTaken() async throws {
+        try await Self.afterInterruptedUpload("ferry-queue-other-stored") { server, video, oldId, again in
+            // Someone with the video's upload credential stores other bytes of the file's size as the video's file.
+            let old = try #require(try await server.server.catalog.video(oldId))
+            let other = [UInt8](repeating: 7, count: 21 * Self.mib)
+            let ticket = try await server.media().refreshUploadVideo(videoId: oldId)
+            var direct = ObjectStorageClient.Configuration()
+            direct.transport = AsyncHTTPClientTransport()
+            try await ticket.objectStorageClient(configuration: direct).putObject(other, bucket: old.bucket, key: old.key)
+            #expect(try await server.media().getVideoInfo(videoId: oldId).status == "UploadSucc")
+            let result = try await again()
+            #expect(result.videoId != oldId)
+            let newId = try #require(result.videoId)
+            let newVideo = try #require(try await server.server.catalog.video(newId))
+            #expect(try await server.client().get(newVideo.bucket, newVideo.key).body == [UInt8](try Data(contentsOf: video)))
+        }
+    }
+
     @Test("a file changed after its upload began becomes a new video; the abandoned one, still Uploading, is deleted with its parts")
     func changedFileDeletesAbandonedVideo() async throws {
         try await Self.afterInterruptedUpload("ferry-queue-changed") { server, video, oldId, again in

@@ -32,6 +32,17 @@ public struct UploadCheckpoint: Codable, Sendable, Hashable {
     public var parts: [UploadedPart]
     /// When the upload started.
     public var createdAt: Date
+
+    /// The ETag of the object this upload completes into (the MD5 of its parts' MD5s, and their count), when every
+    /// part of the plan for a file of `fileSize` bytes is recorded; nil otherwise.
+    func completedETag(fileSize: Int64) -> String? {
+        let segments = partSegments ?? [UploadPlan.Segment(firstPart: 1, offset: 0, partSize: partSize)]
+        guard let plan = try? UploadPlan(fileSize: fileSize, segments: segments), plan.partCount > 0 else { return nil }
+        let sorted = parts.sorted { $0.number < $1.number }
+        let md5s = sorted.compactMap { Hex.decode($0.etag) }.filter { $0.count == 16 }
+        guard sorted.map(\.number) == Array(1...plan.partCount), md5s.count == sorted.count else { return nil }
+        return Checksum.multipartETag(partMD5s: md5s)
+    }
 }
 
 /// Checkpoints as JSON files in a record directory, written atomically (temporary file, fsync, rename).

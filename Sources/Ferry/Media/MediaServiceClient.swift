@@ -259,6 +259,30 @@ public final class MediaServiceClient: Sendable {
         ).mezzanine
     }
 
+    /// The size and ETag of a video's stored source file: GetMezzanineInfo's signed URL, then a read of its first
+    /// byte. Tells whether the file an earlier run sent is the one stored, when that run's last answer was lost.
+    public func storedSource(videoId: String) async throws(FerryError) -> (size: Int64, etag: String) {
+        let mezzanine = try await getMezzanineInfo(videoId: videoId, authTimeout: 300)
+        let request = TransportRequest(
+            method: "GET", url: mezzanine.fileURL, headers: mezzanine.size > 0 ? [("Range", "bytes=0-0")] : [],
+            timeout: .seconds(60))
+        let response: TransportResponse
+        do {
+            // The byte asked for is not kept (nor the whole file, from a server that would send it).
+            response = try await configuration.transport.send(request, bodyProgress: { _ in }, responseSink: { _ in })
+        } catch let error as TransportError {
+            throw FerryError(error.isTimeout ? .timeout : .network, error.message, underlying: error)
+        } catch {
+            throw FerryError(.cancelled, "Reading the stored source of video \(videoId) was cancelled.")
+        }
+        guard (200..<300).contains(response.status), let etag = response.header("ETag") else {
+            throw FerryError(
+                .server, "Reading the stored source of video \(videoId) answered HTTP \(response.status).",
+                httpStatus: response.status)
+        }
+        return (mezzanine.size, ObjectStorageClient.unquote(etag))
+    }
+
     /// A page of videos, newest first, and how many match.
     public func listVideos(status: String? = nil, pageNo: Int = 1, pageSize: Int = 20) async throws(FerryError) -> (videos: [VideoInfo], total: Int) {
         let request = MediaContract.ListVideosRequest(status: status, pageNo: pageNo, pageSize: pageSize)

@@ -514,14 +514,11 @@ public actor ResumableUploadTask {
     /// of the file and the ETag those parts make (the MD5 of their MD5s). Nil otherwise (the upload was aborted or
     /// expired, or the object is another): the upload starts again.
     private func objectCompleted(by checkpoint: UploadCheckpoint, plan: UploadPlan) async -> UploadResult? {
-        let parts = checkpoint.parts.sorted { $0.number < $1.number }
-        let md5s = parts.compactMap { Hex.decode($0.etag) }.filter { $0.count == 16 }
-        guard parts.map(\.number) == Array(1...plan.partCount), md5s.count == parts.count,
+        guard let expected = checkpoint.completedETag(fileSize: plan.fileSize),
             let object = try? await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials),
-            object.size == plan.fileSize,
-            ObjectStorageClient.unquote(object.etag) == Checksum.multipartETag(partMD5s: md5s)
+            object.size == plan.fileSize, ObjectStorageClient.unquote(object.etag) == expected
         else { return nil }
-        partsResumed = parts.count
+        partsResumed = checkpoint.parts.count
         return UploadResult(
             bucket: request.bucket, key: request.key, etag: ObjectStorageClient.unquote(object.etag), size: plan.fileSize,
             uploadId: checkpoint.uploadId, checksumAlgorithm: request.checksumAlgorithm,

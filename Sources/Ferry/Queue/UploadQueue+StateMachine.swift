@@ -213,6 +213,22 @@ extension UploadQueue {
             return items[index]
         }
 
+        /// The run found the file stored by an earlier one, whose last answer was lost, as video `videoId` at
+        /// `object` (bucket, key): the file succeeds without an upload. Nil when the run is no longer current.
+        mutating func storedEarlier(
+            _ id: Item.ID, generation: Int, videoId: String, at object: (bucket: String, key: String), size: Int64
+        ) -> (item: Item, starts: [Start])? {
+            guard isCurrent(id, generation), let index = index(id) else { return nil }
+            items[index].videoId = videoId
+            items[index].bucket = object.bucket
+            items[index].object = object.key
+            items[index].state = .succeeded
+            items[index].uploadedSize = size
+            items[index].storedSize = size
+            items[index].totalSize = size
+            return (items[index], schedule())
+        }
+
         /// The run made its engine upload: the queue takes it over, unless the run is no longer current.
         mutating func attach(_ upload: Upload, to id: Item.ID, generation: Int) -> AttachAction {
             guard generations[id] == generation, let item = item(id) else { return .stale(removed: item(id) == nil) }

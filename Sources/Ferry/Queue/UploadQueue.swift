@@ -299,6 +299,9 @@ public actor UploadQueue {
             let made = try await makeUpload(item, ticket: ticket, configuration: configuration)
             guard await reference.queue?.attach(made, to: id, generation: generation) == true else { return }
             upload = made
+        } catch let stored as StoredEarlier {
+            await reference.queue?.finishStoredEarlier(id, generation: generation, stored)
+            return
         } catch {
             await reference.queue?.failRun(id, generation: generation, error)
             return
@@ -400,6 +403,19 @@ public actor UploadQueue {
             if let item { emitFailure(item) }
             perform(starts)
         }
+    }
+
+    /// A run found the file stored by an earlier one whose last answer was lost: it succeeds as that video, with
+    /// nothing sent again.
+    private func finishStoredEarlier(_ id: Item.ID, generation: Int, _ stored: StoredEarlier) {
+        guard
+            let (item, starts) = machine.storedEarlier(
+                id, generation: generation, videoId: stored.videoId, at: (stored.result.bucket, stored.result.key),
+                size: stored.result.size)
+        else { return }
+        journal?.remove(item.fileURL)
+        emit(.finished(item, MediaUploadResult(videoId: stored.videoId, imageURL: nil, upload: stored.result)))
+        perform(starts)
     }
 
     /// Reports a file that failed, with the code and message the machine recorded.
@@ -525,6 +541,12 @@ public actor UploadQueue {
                     return try await media.refreshUploadVideo(videoId: entry.id)
                 } catch {
                     guard MediaUploadJournal.startsAfresh(after: error) else { throw error }
+                    // Stored already: by a run of this file whose last answer was lost, when the stored file is it.
+                    if error.serverCode == "InvalidVideo.Uploaded",
+                        let result = await storedEarlier(entry, of: item, configuration: configuration, media: media)
+                    {
+                        throw StoredEarlier(videoId: entry.id, result: result)
+                    }
                     journal?.remove(item.fileURL)
                 }
             } else if let abandoned = journal?.abandoned(item.fileURL) {
@@ -546,6 +568,40 @@ public actor UploadQueue {
             video.clientToken = try? MediaUploadJournal.clientToken(for: item.fileURL)
             return try await media.createUploadVideo(video)
         }
+    }
+
+    /// The upload of a video that an earlier run of this file finished on the service while its last answer was lost
+    /// (the run was stopped then, or failed with its checkpoint kept): the video's stored source has the file's size
+    /// and the ETag the file made as that run sent it (its checkpoint's parts, or the MD5 of the file sent in one
+    /// request). Its checkpoint is deleted. Nil when the stored file is another, or cannot be read or compared: the
+    /// file then becomes a new video.
+    private static func storedEarlier(
+        _ entry: MediaUploadJournal.Entry, of item: Item, configuration: Configuration, media: MediaServiceClient
+    ) async -> UploadResult? {
+        guard let source = try? await media.storedSource(videoId: entry.id),
+            let fingerprint = try? FileFingerprint.of(path: item.fileURL.path), source.size == fingerprint.size
+        else { return nil }
+        let store = configuration.effectiveRecordDirectory.map { CheckpointStore(directory: $0) }
+        let found = store?.checkpoints(bucket: entry.bucket, key: entry.key, file: item.fileURL)
+            .first { $0.checkpoint.fingerprint == fingerprint }
+        var expected: String?
+        if let found {
+            expected = found.checkpoint.completedETag(fileSize: source.size)
+        } else if !source.etag.contains("-"),
+            let md5 = try? await StreamUploader.checksum(.md5, of: item.fileURL, offset: 0, length: source.size)
+        {
+            expected = Data(base64Encoded: md5).map { Hex.encode($0) }
+        }
+        guard let expected, expected == source.etag else { return nil }
+        if let store, let found, let lock = try? store.lock(found.identifier, file: item.fileURL.path) {
+            store.delete(found.identifier)
+            store.deleteIntent(found.identifier)
+            lock.release()
+        }
+        return UploadResult(
+            bucket: entry.bucket, key: entry.key, etag: source.etag, size: source.size, uploadId: found?.checkpoint.uploadId,
+            checksumAlgorithm: nil, checksum: nil, verification: .etag, partsResumed: found?.checkpoint.parts.count ?? 1,
+            partsSent: 0)
     }
 
     /// Ends the upload a journal entry names that no run will continue (its file changed since, or the entry
@@ -634,6 +690,12 @@ public actor UploadQueue {
 
 extension UploadQueue.Authorization {
     var isSTS: Bool { if case .sts = self { true } else { false } }
+}
+
+/// What a run that finds its file stored by an earlier one (whose last answer was lost) ends with instead of an upload.
+private struct StoredEarlier: Error {
+    var videoId: String
+    var result: UploadResult
 }
 
 /// A weak way to the queue for the tasks it starts, so that they do not keep it alive.

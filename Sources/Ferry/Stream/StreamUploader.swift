@@ -76,8 +76,9 @@ public struct StreamUploader: Sendable {
         onCreated: @Sendable (URL) -> Void = { _ in }, progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }
     ) async throws(FerryError) -> Result {
         let size: Int64
+        let modified: Double
         do {
-            size = try FileRanges.attributes(of: file.path).size
+            (size, modified) = try FileRanges.attributes(of: file.path)
         } catch {
             throw FerryError(.fileNotFound, "\(file.path) cannot be read.")
         }
@@ -111,7 +112,7 @@ public struct StreamUploader: Sendable {
             do throws(FerryError) {
                 meter.beginAppend(at: offset)
                 let (next, etag, done) = try await append(
-                    file: file, size: size, to: uploadURL, at: offset, chunk: chunk, meter: meter)
+                    file: file, size: size, modified: modified, to: uploadURL, at: offset, chunk: chunk, meter: meter)
                 if done {
                     meter.stored(upTo: size)
                     return Result(uploadURL: uploadURL, size: size, etag: etag)
@@ -148,11 +149,28 @@ public struct StreamUploader: Sendable {
                 meter.stored(upTo: offset)
                 // The append completed the upload, and only its answer was lost.
                 if current.complete, offset == size {
-                    try await Self.compare(current.crc64nvme, with: file, size: size)
+                    try await Self.compare(current.crc64nvme, with: file, size: size, modified: modified)
                     return Result(uploadURL: uploadURL, size: size, etag: current.etag)
                 }
             }
         }
+    }
+
+    /// The upload at `url` when the server has completed it with `file`'s bytes (a run whose last answer was lost, or
+    /// that was stopped before it heard): every byte is there, and an IETF upload's CRC64NVME is the file's. Nil when
+    /// it is not complete, or is gone.
+    ///
+    /// - Throws: ``FerryError`` `checksumMismatch` when the complete upload holds other bytes; the network's failures.
+    public func completed(_ url: URL, file: URL) async throws(FerryError) -> Result? {
+        guard let size = try? FileRanges.attributes(of: file.path).size else {
+            throw FerryError(.fileNotFound, "\(file.path) cannot be read.")
+        }
+        // A tus upload completes with the append that reaches its length.
+        guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: url) }),
+            current.offset == size, current.complete || wireProtocol == .tus
+        else { return nil }
+        try await Self.compare(current.crc64nvme, with: file, size: size)
+        return Result(uploadURL: url, size: size, etag: current.etag)
     }
 
     // MARK: Requests
@@ -231,7 +249,7 @@ public struct StreamUploader: Sendable {
     /// One append from `offset` (of at most `chunk` bytes in tus); the new offset, the ETag of a completed upload, and
     /// whether it is complete.
     private func append(
-        file: URL, size: Int64, to url: URL, at offset: Int64, chunk: Int64, meter: ProgressMeter
+        file: URL, size: Int64, modified: Double, to url: URL, at offset: Int64, chunk: Int64, meter: ProgressMeter
     ) async throws(FerryError) -> (Int64, String?, Bool) {
         var headers = versionHeaders + [("Upload-Offset", String(offset))]
         let length: Int64
@@ -258,31 +276,40 @@ public struct StreamUploader: Sendable {
                 throw Self.failure(response, "append")
             }
             guard (offset...offset + length).contains(next) else { throw Self.impossibleOffset(next) }
+            if next == size {
+                try await Self.compare(response.header("x-amz-checksum-crc64nvme"), with: file, size: size, modified: modified)
+            }
             return (next, etag, next == size)
         case (.ietf, 200):
             let object = try? JSONDecoder().decode([String: String].self, from: Data(response.body))
-            try await Self.compare(object?["ChecksumCRC64NVME"], with: file, size: size)
+            try await Self.compare(object?["ChecksumCRC64NVME"], with: file, size: size, modified: modified)
             return (size, etag, true)
         default:
             throw Self.failure(response, "append")
         }
     }
 
-    /// Compares the CRC64NVME a service reports for a completed IETF upload (nil: it reported none) with the file's;
-    /// a difference is a `checksumMismatch` (the object is not what the file holds).
-    private static func compare(_ stored: String?, with file: URL, size: Int64) async throws(FerryError) {
+    /// Compares the CRC64NVME a service reports for a completed upload (nil: it reported none) with the file's; a
+    /// difference is a `checksumMismatch` (the object is not what the file holds), said to be the file's change when
+    /// its modification time is no longer `modified` (the one it had when the upload began, when known).
+    private static func compare(_ stored: String?, with file: URL, size: Int64, modified: Double? = nil)
+        async throws(FerryError)
+    {
         guard let stored else { return }
         let local = try await checksum(.crc64nvme, of: file, offset: 0, length: size)
         guard local == stored else {
+            let now = try? FileRanges.attributes(of: file.path).modified
+            let reason = modified != nil && now != modified
+                ? "the file changed while it was being uploaded" : "they were damaged on their way"
             throw FerryError(
                 .checksumMismatch,
-                "The service stored bytes that differ from \(file.lastPathComponent) (CRC64NVME \(stored), the file's \(local)): they were damaged on their way.")
+                "The service stored bytes that differ from \(file.lastPathComponent) (CRC64NVME \(stored), the file's \(local)): \(reason).")
         }
     }
 
     /// The base64 checksum of `length` bytes of `file` from `offset`, read a piece at a time: a tus chunk's SHA-1, a
-    /// whole file's CRC64NVME.
-    private static func checksum(_ algorithm: ChecksumAlgorithm, of file: URL, offset: Int64, length: Int64)
+    /// whole file's CRC64NVME or MD5.
+    static func checksum(_ algorithm: ChecksumAlgorithm, of file: URL, offset: Int64, length: Int64)
         async throws(FerryError) -> String
     {
         try await FerryError.catching(.fileNotFound, "Reading \(file.path)") {

@@ -414,6 +414,10 @@ struct ResumableUploadAPI: Sendable {
         headers[.cacheControl] = "no-store"
         headers[.uploadOffset] = String(upload.offset)
         if let etag = upload.etag { headers[.eTag] = "\"\(etag)\"" }
+        // A client whose completion answer was lost compares this with its file's, as it would the answer's.
+        if let checksum = await objectChecksum(upload), let field = ChecksumAlgorithm.crc64nvme.headerField {
+            headers[field] = checksum
+        }
         switch wire {
         case .tus:
             if let length = upload.length { headers[.uploadLength] = String(length) } else { headers[.uploadDeferLength] = "1" }
@@ -431,10 +435,6 @@ struct ResumableUploadAPI: Sendable {
         case .ietf(let version):
             wire.setComplete(upload.etag != nil, in: &headers)
             if version >= 6, let length = upload.length { headers[.uploadLength] = String(length) }
-            // A client whose completion answer was lost compares this with its file's, as it would the answer's.
-            if let checksum = await objectChecksum(upload), let field = ChecksumAlgorithm.crc64nvme.headerField {
-                headers[field] = checksum
-            }
             return Response(status: .noContent, headers: headers)
         }
     }
@@ -475,6 +475,11 @@ struct ResumableUploadAPI: Sendable {
             // A partial upload expires until a final upload is made of it, fully received or not.
             if appended.etag == nil { headers[.uploadExpires] = S3Date.http(appended.expiresAt) }
             if let etag = appended.etag { headers[.eTag] = "\"\(etag)\"" }
+            // The object's CRC64NVME once the append completed it: tus checksums cover each chunk as it was sent, and
+            // a client compares this with its whole file (one changed between chunks is not what was stored).
+            if let checksum = await objectChecksum(appended), let field = ChecksumAlgorithm.crc64nvme.headerField {
+                headers[field] = checksum
+            }
             return Response(status: .noContent, headers: headers)
         case .ietf(let version):
             if version >= 6, request.headers[.contentType] != IETFWire.partialUpload {
