@@ -60,11 +60,12 @@ extension UploadCommand {
     private func uploadStream(_ path: String, uploader: StreamUploader, context: UploadContext) async throws -> Int32 {
         let file = URL(fileURLWithPath: path).standardizedFileURL
         let name = file.lastPathComponent
-        let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+        // A cancel needs only the path, which names the record: the file may be gone.
+        let attributes = cancel ? [:] : try FileManager.default.attributesOfItem(atPath: file.path)
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
         let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         let fingerprint = Hex.encode(SHA256.hash(data: Data("\(file.path)\n\(size)\n\(modified)".utf8)))
-        let identity = try Self.streamIdentity(
+        let identity = cancel ? nil : try Self.streamIdentity(
             of: file, size: size, modified: modified,
             fileNumber: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0)
         // A record per path and destination: the same file sent elsewhere (another bucket or key, a video, the other

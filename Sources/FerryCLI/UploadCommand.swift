@@ -92,7 +92,7 @@ struct UploadCommand: AsyncParsableCommand {
     @Option(name: .customLong("record-dir"), help: "Checkpoint directory. Default <data dir>/checkpoints or ~/.ferry/checkpoints.")
     var recordDirectory: String?
     @Flag(name: .customLong("no-resume"), help: "Start afresh instead of resuming.") var noResume = false
-    @Flag(help: "Cancel an interrupted upload of these files: abort it on the server and delete its checkpoint.") var cancel = false
+    @Flag(help: "Cancel an interrupted upload of these files: abort it on the server, delete its checkpoint and its unfinished video or image. The files need not exist any more.") var cancel = false
     @Option(name: .customLong("max-retries"), help: "Retries per request before giving up. Default 8.") var maxRetries: Int = 8
     @Flag(help: "Print one JSON object per event instead of progress lines.") var json = false
     @Option(
@@ -128,7 +128,8 @@ struct UploadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let output = ProgressPrinter(json: json)
-        for path in files + (cover.map { [$0] } ?? []) {
+        // --cancel needs only the path, which names the upload: a file deleted or moved since can be cancelled.
+        for path in cancel ? [] : files + (cover.map { [$0] } ?? []) {
             // A regular file only: a pipe or a device has no size to plan parts by (one was stored empty).
             let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
             let type = (try? FileManager.default.attributesOfItem(atPath: resolved))?[.type] as? FileAttributeType
@@ -258,8 +259,11 @@ struct UploadCommand: AsyncParsableCommand {
                     journal.remove(url)
                     // A video whose upload is cancelled or started over (or whose file changed) is deleted rather than
                     // left Uploading until it expires.
+                    let media = context.connection.media(context.configuration)
                     if MediaKind(fileURL: url) == .video {
-                        await context.connection.media(context.configuration).deleteAbandonedVideo(previous.id)
+                        await media.deleteAbandonedVideo(previous.id)
+                    } else {
+                        await media.deleteAbandonedImage(previous.id)
                     }
                     if cancel {
                         context.output.message("Cancelled the upload of \(path); nothing is left on the server.", file: url.lastPathComponent)

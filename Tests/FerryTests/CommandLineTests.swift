@@ -361,6 +361,34 @@ struct CommandLineTests {
         #expect(!FileManager.default.fileExists(atPath: streams + "/" + name), "the record was kept")
     }
 
+    @Test(
+        "--cancel of an interrupted upload whose file was deleted since ends it all the same: the upload, its records and its video go",
+        arguments: [[], ["--bucket", "gone", "--key", "g.bin"], ["--protocol", "ietf"]])
+    func cancelWithoutTheFile(_ destination: [String]) async throws {
+        let data = TemporaryDirectory.make("ferry-cli-cancel-gone")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 48 * 1024 * 1024, in: data)
+        let arguments = ["upload", file.path, "--data-dir", data + "/ferry", "--json", "--parallel", "1", "--part-size", "5242880"] + destination
+        let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 2 * 5_242_880))
+        #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        let records = data + "/ferry/checkpoints"
+        func kept() -> [String] {
+            let names = (FileManager.default.enumerator(atPath: records)?.allObjects as? [String]) ?? []
+            return names.filter { $0.hasSuffix(".json") }
+        }
+        #expect(!kept().isEmpty)
+        try FileManager.default.removeItem(at: file)
+
+        let cancelled = try await FerryRun.run(arguments + ["--cancel"])
+        #expect(cancelled.status == 0, "\(cancelled.output) \(cancelled.error)")
+        #expect(cancelled.jsonLines.contains { ($0["message"] as? String)?.hasPrefix("Cancelled the") == true }, "\(cancelled.output)")
+        #expect(kept().isEmpty, "records were left: \(kept())")
+        if destination.first != "--bucket" {
+            let list = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"])
+            #expect(list.output.contains("0 video(s)"), "the video was left: \(list.output)")
+        }
+    }
+
     @Test("--cancel with --bucket aborts an interrupted object upload and forgets its checkpoint; the next run starts afresh")
     func cancelObjectUpload() async throws {
         let data = TemporaryDirectory.make("ferry-cli-cancel")

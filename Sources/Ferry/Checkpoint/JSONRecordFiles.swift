@@ -70,22 +70,28 @@ package struct JSONRecordFiles: Sendable {
             try? FileManager.default.removeItem(at: temp)
             throw FerryError(.invalidArgument, "The \(what) could not be written in \(directory.path).")
         }
-        removeTemporaries(of: name)
+        removeTemporaries()
     }
 
-    /// Deletes the record called `name`, if there is one, and what killed writes of it left.
+    /// Deletes the record called `name`, if there is one, and what killed writes of it left, whatever their age: the
+    /// record is done with, and its writer is the one removing it (a checkpoint's holds its lock).
     package func remove(_ name: String) {
         try? FileManager.default.removeItem(at: url(name))
         removeTemporaries(of: name)
     }
 
-    /// Removes the temporary files of writes of `name` that a killed process left (`.<name>.<uuid>.tmp`): those last
-    /// modified a minute ago or more, since a write under way takes milliseconds.
-    private func removeTemporaries(of name: String) {
+    /// Removes the temporary files that killed writes left (`.<name>.<uuid>.tmp`): those of `name` whatever their age,
+    /// and those of every record once last modified a minute ago or more (a write under way takes milliseconds), so
+    /// that one whose record is never written again does not stay for good.
+    private func removeTemporaries(of name: String? = nil) {
         let files = FileManager.default
         guard let entries = try? files.contentsOfDirectory(atPath: directory.path) else { return }
-        for entry in entries where entry.hasPrefix(".\(name).") && entry.hasSuffix(".tmp") {
+        for entry in entries where entry.hasPrefix(".") && entry.hasSuffix(".tmp") {
             let path = url(entry).path
+            if let name, entry.hasPrefix(".\(name).") {
+                try? files.removeItem(atPath: path)
+                continue
+            }
             guard let modified = (try? files.attributesOfItem(atPath: path))?[.modificationDate] as? Date,
                 Date().timeIntervalSince(modified) >= 60
             else { continue }
