@@ -402,6 +402,14 @@ struct UploadCommand: AsyncParsableCommand {
         let name = request.fileURL.lastPathComponent
         for await event in upload.events {
             context.output.event(event, file: name)
+            // The engine waits for fresher credentials, which the command has no way to get: the run ends, resumably
+            // with new ones.
+            if case .credentialsExpired = event {
+                await upload.pause()
+                context.output.error(
+                    "ferry: \(request.fileURL.path): the credentials expired; the checkpoint is kept: run the same command again with fresh credentials to resume.")
+                return (ExitCodes.failed, nil)
+            }
             if case .paused = event, interrupts.count > 0 {
                 context.output.message(
                     "Paused \(name). The checkpoint is kept; run the same command again to resume, or add --cancel to abort.",

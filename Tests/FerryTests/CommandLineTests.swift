@@ -540,6 +540,32 @@ struct CommandLineTests {
         }
     }
 
+    @Test("an object upload whose credentials expire midway ends (exit 1) with its checkpoint kept, instead of waiting for ever for fresher ones; the same command with fresh credentials finishes it")
+    func expiredCredentialsEndTheRun() async throws {
+        try await Self.withService("ferry-cli-expired") { server, root, environment, data in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                let file = try makeRandomFile(size: 12 * 1024 * 1024, in: data)
+                let arguments = [
+                    "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "expiry", "--key", "e.bin", "--part-size", "5MiB",
+                    "--parallel", "1", "--record-dir", data + "/records", "--json",
+                ]
+                // From the second part on, the service says the session token expired (as a temporary credential does).
+                proxy.inject(.status(400, code: "ExpiredToken"), when: .method("PUT") && .partNumber(2), times: 1000)
+                let expired = try await FerryRun.run(arguments, environment: environment)
+                #expect(expired.status == 1, "\(expired.output.suffix(300)) \(expired.error)")
+                #expect(expired.error.contains("the credentials expired; the checkpoint is kept"), "\(expired.error)")
+                proxy.clearFaults()
+                let finished = try await FerryRun.run(arguments, environment: environment)
+                #expect(finished.status == 0, "\(finished.error)")
+                let completed = try #require(finished.jsonLines.first { $0["event"] as? String == "completed" })
+                #expect((completed["partsResumed"] as? Int ?? 0) >= 1, "\(completed)")
+                let object = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("expiry", "e.bin")
+                let expected = try Data(contentsOf: file)
+                #expect(object.status == 200 && Data(object.body) == expected)
+            }
+        }
+    }
+
     @Test("a multipart upload with adaptive part sizes whose completion answer is lost: the rerun finds the completed object by its checkpoint and sends nothing again")
     func lostCompletionAnswer() async throws {
         try await Self.withService("ferry-cli-completion") { server, root, environment, data in
