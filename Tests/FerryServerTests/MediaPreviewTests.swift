@@ -372,6 +372,30 @@ struct MediaPreviewTests {
         }
     }
 
+    @Test("pictures of a video played as uploaded read one copy of its source on the node, shared, not a copy each: three stills copy it once")
+    func sharedSourceCopy() async throws {
+        try await MediaHarness.with { harness in
+            let source = try await harness.fixture(.landscape480, seconds: 2)
+            let videoId = try await harness.upload(source, transcode: "NoTranscode")
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+            let size = try #require(try FileManager.default.attributesOfItem(atPath: source)[.size] as? NSNumber).intValue
+            let sources = harness.server.dataDirectory + "/preview-work/sources"
+            // The copy each still read: its file number and modification time (a copy made again has another).
+            var copies: Set<String> = []
+            for width in [100, 200, 300] {
+                let reply = try await Self.still(harness, videoId, width: width)
+                #expect(reply.status == 200 && reply.body.starts(with: [0xFF, 0xD8]), "\(reply.text)")
+                let names = try FileManager.default.contentsOfDirectory(atPath: sources)
+                #expect(names.count == 1, "\(names)")
+                let attributes = try FileManager.default.attributesOfItem(atPath: sources + "/" + (names.first ?? ""))
+                #expect((attributes[.size] as? NSNumber)?.intValue == size)
+                copies.insert("\(attributes[.systemFileNumber] ?? "") \(attributes[.modificationDate] ?? "")")
+            }
+            #expect(copies.count == 1, "the source was copied again: \(copies)")
+        }
+    }
+
     @Test("a picture stored within previewCacheGrace is kept past previewCacheLimit: the request that made it is answered from the store")
     func cacheGrace() async throws {
         try await MediaHarness.with(configure: { $0.mediaProcessing.previewCacheLimit = 1 }) { harness in
@@ -386,7 +410,7 @@ struct MediaPreviewTests {
         }
     }
 
-    @Test("a picture ffmpeg does not make within the preview time limit is 503 SlowDown with Retry-After, and nothing is stored")
+    @Test("a picture not made within the preview time limit (reading its input, then ffmpeg) is 503 SlowDown with Retry-After, and nothing is stored")
     func previewTimeLimit() async throws {
         try await MediaHarness.with(configure: { $0.mediaProcessing.previewTimeLimit = .milliseconds(1) }) { harness in
             let source = try await harness.fixture(.landscape480, seconds: 2)

@@ -7,9 +7,10 @@ import Foundation
 ///
 /// A picture is taken from the best rendition: its HLS variant of the highest definition, of which only the segments
 /// that hold the asked-for time are read (bounded, whatever the video's length); else its best MP4; else, before any
-/// rendition is published, the source. ffmpeg runs as a child process through the pipeline's runner (niced, in its own
-/// process group, killed when every request waiting for it is cancelled) with a time limit of its own; what it makes is
-/// refused past ``Configuration/maxBytes``. The picture is stored under the video's output prefix (or `video/<id>/`) as
+/// rendition is published, the source, through one copy per node shared by its pictures (``PreviewSources``). ffmpeg
+/// runs as a child process through the pipeline's runner (niced, in its own process group, killed when every request
+/// waiting for it is cancelled); the time limit covers reading the input and ffmpeg's run; what it makes is refused
+/// past ``Configuration/maxBytes``. The picture is stored under the video's output prefix (or `video/<id>/`) as
 /// `previews/<normalised parameters>.<ext>` through the store's ordinary atomic put; a republished video starts with no
 /// pictures. On one node, identical requests at once share one ffmpeg run, and a ``PreviewGate`` bounds the runs at
 /// once and those waiting (past it: 503 `SlowDown`); nodes do not coordinate, so two nodes may each make a picture and
@@ -24,7 +25,7 @@ import Foundation
 package struct PreviewRenderer: Sendable {
     /// Limits of on-demand pictures.
     package struct Configuration: Sendable {
-        /// Longest ffmpeg run for one picture. Default 60 s.
+        /// Longest time one picture takes: reading its input, then ffmpeg. Default 60 s.
         package var timeLimit: Duration = .seconds(60)
         /// Largest picture kept and served. Default 16 MiB.
         package var maxBytes: Int64 = 16 << 20
@@ -49,12 +50,15 @@ package struct PreviewRenderer: Sendable {
     let configuration: Configuration
     /// The node's runs; copies of this renderer share it.
     package let gate: PreviewGate
+    /// The node's copies of sources pictures are taken from; copies of this renderer share them.
+    let sources: PreviewSources
 
     /// Creates a renderer that runs ffmpeg as `pipeline` runs it, and reads and writes `pipeline`'s store.
     package init(pipeline: MediaPipeline, configuration: Configuration) {
         self.pipeline = pipeline
         self.configuration = configuration
         gate = PreviewGate(limit: configuration.maxRuns, maxWaiting: configuration.maxWaiting)
+        sources = PreviewSources(directory: configuration.workDirectory + "/sources")
     }
 
     /// The key under which the picture `file` asks for is stored, made now when it is not yet; nil when `file` names
@@ -91,23 +95,35 @@ package struct PreviewRenderer: Sendable {
         let directory = configuration.workDirectory + "/" + UUID().uuidString
         try PrivateFiles.directory(directory)
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let started = ContinuousClock.now
         let input = try await fetchInput(for: request, of: video, into: directory)
         let output = directory + "/picture." + request.format
         let errors = directory + "/ffmpeg.err"
-        let outcome = try await pipeline.run(
-            \.ffmpeg,
-            request.arguments(
-                input: input.path, offset: input.offset, countsFromFirstFrame: input.isSegments, output: output),
-            errors: errors, timeLimit: configuration.timeLimit)
+        // The time limit covers the picture: reading its input, then ffmpeg.
+        let remaining = configuration.timeLimit - (ContinuousClock.now - started)
+        let outcome: ChildProcess.Outcome?
+        do {
+            outcome =
+                remaining > .zero
+                ? try await pipeline.run(
+                    \.ffmpeg,
+                    request.arguments(
+                        input: input.path, offset: input.offset, countsFromFirstFrame: input.isSegments, output: output),
+                    errors: errors, timeLimit: remaining) : nil
+        } catch {
+            if let shared = input.sharedSource { await sources.release(shared) }
+            throw error
+        }
+        if let shared = input.sharedSource { await sources.release(shared) }
         let size = WorkFiles.size(of: output)
-        if outcome.timedOut {
+        guard let outcome, !outcome.timedOut else {
             throw FerryDomainError(
                 .requestRateExceeded, "The picture could not be made in time; ask again in a moment.",
                 retryAfterSeconds: 5)
         }
         guard outcome.succeeded, size > 0 else {
             // The file is to blame (a video played as uploaded need not be one ffmpeg reads): the caller's to hear.
-            let reason = MediaPipeline.reason(errors: errors, directory: directory)
+            let reason = MediaPipeline.hidingPaths(MediaPipeline.reason(errors: errors, directory: directory), sources.directory)
             throw FerryDomainError(.invalidArgument, "No picture can be taken from the video: \(reason)")
         }
         guard size <= configuration.maxBytes else {
@@ -180,6 +196,8 @@ package struct PreviewRenderer: Sendable {
         var path: String
         var offset: Double
         var isSegments = false
+        /// The name of the shared copy of the source read, to release once ffmpeg has run.
+        var sharedSource: String?
     }
 
     /// Writes what ffmpeg reads into `directory`.
@@ -203,10 +221,26 @@ package struct PreviewRenderer: Sendable {
             try await WorkFiles.download([{ object }], from: pipeline.store, to: path)
             return Input(path: path, offset: request.start)
         }
-        guard let (source, _) = try await pipeline.download(video, into: directory) else {
+        // No rendition: the source, copied once for every picture of it on this node, within the picture's time.
+        let object: ObjectInfo
+        do {
+            object = try await pipeline.store.object(bucket: video.bucket, key: video.key)
+        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
             throw FerryDomainError(.objectNotFound, "The video is gone.")
         }
-        return Input(path: source, offset: request.start)
+        let ext = (video.key as NSString).pathExtension
+        let name = video.videoId + "-" + SigV4.hexSHA256(object.etag.utf8).prefix(16) + (ext.isEmpty ? "" : "." + ext)
+        let store = pipeline.store
+        do {
+            let path = try await sources.lease(name, within: configuration.timeLimit) { path in
+                try await WorkFiles.download([{ object }], from: store, to: path)
+            }
+            return Input(path: path, offset: request.start, sharedSource: name)
+        } catch is PreviewSources.WaitExpired {
+            throw FerryDomainError(
+                .requestRateExceeded, "The picture could not be made in time; ask again in a moment.",
+                retryAfterSeconds: 5)
+        }
     }
 
     /// The init section and the segments of an HLS (fMP4) variant that cover `start...end`, joined into one file, and
