@@ -127,6 +127,54 @@ struct ResumableUploadConsistencyTests {
         }
     }
 
+    @Test("an IETF append whose link went silent (the server hears no reset) is ended by the client's next HEAD: it keeps what arrived, the HEAD counts it at once, and an append from there completes the upload")
+    func silentAppendIsEndedByTheNextRequest() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("silent").status == 200)
+            let path = "/_ferry/uploads/s3/silent/clip.bin"
+            let total = 8_000_000
+            let signed = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
+                method: "POST", path: path, query: [],
+                headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(total))],
+                payloadHash: SigV4.unsignedPayload, date: Date()
+            ).headers
+            let head = signed + [("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1")]
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            try RawSocket.write(socket, Array(RawSocket.requestHead("POST", path, head).utf8))
+            let sent = 3_000_000
+            for _ in 0..<(sent / 60_000) { try RawSocket.write(socket, [UInt8](repeating: 9, count: 60_000)) }
+            let (interim, _) = await RawSocket.receive(socket, timeout: .seconds(10)) {
+                String(decoding: $0, as: UTF8.self).contains("\r\n\r\n")
+            }
+            let text = String(decoding: interim, as: UTF8.self)
+            let location = try #require(
+                text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("location:") }?.dropFirst("location:".count)
+                    .trimmingCharacters(in: .whitespaces), "\(text)")
+            // The link goes silent: the connection stays open on the server's side and no more bytes come (its body
+            // window, 30 s, is far off). The client asks for the offset on a new connection.
+            try await Task.sleep(for: .milliseconds(300))
+            let started = ContinuousClock.now
+            let reply = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Upload-Draft-Interop-Version", "6")])
+            let waited = ContinuousClock.now - started
+            #expect(reply.status == 204, "\(reply.status)")
+            let offset = Int(reply.header("Upload-Offset") ?? "") ?? 0
+            #expect(offset > 0 && offset <= sent, "\(offset) of \(sent)")
+            #expect(waited < .seconds(3), "the HEAD waited \(waited) for the silent append")
+            // The rest from there completes the upload, and the object is every byte.
+            let rest = [UInt8](repeating: 9, count: total - offset)
+            let completed = try await S3TestClient.fetchRaw(
+                "PATCH", location,
+                headers: [
+                    ("Upload-Draft-Interop-Version", "6"), ("Upload-Offset", String(offset)), ("Upload-Complete", "?1"),
+                    ("Content-Type", "application/partial-upload"),
+                ], body: rest)
+            #expect(completed.status == 200, "\(completed.status) \(completed.text)")
+            #expect(try await s3.get("silent", "clip.bin").body == [UInt8](repeating: 9, count: total))
+        }
+    }
+
     @Test("a media upload's tus title is checked as the media API checks a Title: one with NUL or past 128 bytes refuses the creation (400 naming title) and is not stored; 128 bytes is stored")
     func mediaUploadTitleIsCheckedAsTheMediaAPIChecksIt() async throws {
         try await TestServer.with { server in

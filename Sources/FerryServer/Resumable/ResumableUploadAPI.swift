@@ -274,7 +274,7 @@ struct ResumableUploadAPI: Sendable {
             await context.sendContinue()
             let interrupted: Bool
             (upload, interrupted) = try await endingOnRefusal(upload, wire: wire) {
-                try await appendTus(upload, at: 0, checksum: checksum, request: request)
+                try await appendTus(upload, at: 0, checksum: checksum, request: request, connection: context.channel)
             }
             if interrupted {
                 await end(upload)
@@ -322,7 +322,7 @@ struct ResumableUploadAPI: Sendable {
         var response: Response
         do {
             response = try await endingOnRefusal(upload, wire: wire) {
-                try await appendIETF(upload, at: 0, complete: complete, request: request, wire: wire)
+                try await appendIETF(upload, at: 0, complete: complete, request: request, connection: context.channel, wire: wire)
             }
         } catch var refusal as ResumableRefusal {
             refusal.headers[.location] = location
@@ -464,7 +464,8 @@ struct ResumableUploadAPI: Sendable {
             var bounded = upload
             if let declared { bounded.length = declared }
             await context.sendContinue()
-            var (appended, interrupted) = try await appendTus(bounded, at: offset, checksum: checksum, request: request)
+            var (appended, interrupted) = try await appendTus(
+                bounded, at: offset, checksum: checksum, request: request, connection: context.channel)
             appended = try await keep(declared, after: appended, interrupted: interrupted, wire: wire)
             if interrupted { throw Self.bodyEnded(appended, wire: wire) }
             if declared != nil, appended.etag == nil, appended.isFullyReceived, appended.info.kind == .single {
@@ -503,7 +504,9 @@ struct ResumableUploadAPI: Sendable {
             guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
             let declared = try lengthToRecord(upload, request: request, wire: wire)
             await context.sendContinue()
-            return try await appendIETF(upload, at: offset, complete: complete, declared: declared, request: request, wire: wire)
+            return try await appendIETF(
+                upload, at: offset, complete: complete, declared: declared, request: request, connection: context.channel,
+                wire: wire)
         }
     }
 
@@ -532,12 +535,13 @@ struct ResumableUploadAPI: Sendable {
 
     /// A tus append: `checksum` verified (460 and nothing kept on a mismatch), the bytes recorded, and the upload
     /// completed when they reach its length; the upload as it then stands, and whether the body was cut short.
-    private func appendTus(_ upload: ResumableUpload, at offset: Int64, checksum: TusChecksum?, request: Request)
-        async throws -> (ResumableUpload, interrupted: Bool)
-    {
+    private func appendTus(
+        _ upload: ResumableUpload, at offset: Int64, checksum: TusChecksum?, request: Request, connection: any Channel
+    ) async throws -> (ResumableUpload, interrupted: Bool) {
         let wire = ResumableWire.tus
         let (stored, interrupted) = try await append(
-            upload, at: offset, request: request, checksums: checksum.map { [$0.algorithm] } ?? [], wire: wire
+            upload, at: offset, request: request, connection: connection, checksums: checksum.map { [$0.algorithm] } ?? [],
+            wire: wire
         ) { digests, interrupted in
             guard let checksum else { return }
             // A checksum covers the whole chunk: one cut short cannot be verified, and is not kept.
@@ -606,11 +610,12 @@ struct ResumableUploadAPI: Sendable {
     /// the answer is the final response.
     private func appendIETF(
         _ upload: ResumableUpload, at offset: Int64, complete: Bool, declared: Int64? = nil, request: Request,
-        wire: ResumableWire
+        connection: any Channel, wire: ResumableWire
     ) async throws -> Response {
         var bounded = upload
         if let declared { bounded.length = declared }
-        var (stored, interrupted) = try await append(bounded, at: offset, request: request, checksums: [], wire: wire) { _, _ in }
+        var (stored, interrupted) = try await append(
+            bounded, at: offset, request: request, connection: connection, checksums: [], wire: wire) { _, _ in }
         stored = try await keep(declared, after: stored, interrupted: interrupted, wire: wire)
         if interrupted { throw Self.bodyEnded(stored, wire: wire) }
         var headers = wire.headers
@@ -651,10 +656,12 @@ struct ResumableUploadAPI: Sendable {
     }
 
     /// Streams the request body into the upload at `offset`; the upload as it then stands, and whether the body was
-    /// cut short (what arrived is kept unless `verify` refuses it: the client resumes from there).
+    /// cut short (what arrived is kept unless `verify` refuses it: the client resumes from there). Stopped by a later
+    /// request for the upload (``ActiveAppends``), it closes its `connection`, so that a body waiting for bytes that
+    /// will not come (a link that went silent) ends at once and records what arrived.
     private func append(
-        _ upload: ResumableUpload, at offset: Int64, request: Request, checksums: [ChecksumAlgorithm],
-        wire: ResumableWire, verify: @escaping @Sendable (BodyDigests, Bool) throws -> Void
+        _ upload: ResumableUpload, at offset: Int64, request: Request, connection: any Channel,
+        checksums: [ChecksumAlgorithm], wire: ResumableWire, verify: @escaping @Sendable (BodyDigests, Bool) throws -> Void
     ) async throws -> (ResumableUpload, interrupted: Bool) {
         let declared = try wire.integer(.contentLength, in: request.headers)
         let byteLimit = try await ownerQuota(upload.owner, wire: wire).storageBytes
@@ -663,7 +670,7 @@ struct ResumableUploadAPI: Sendable {
             try await store.precheck(StorageCharge(owner: upload.owner, quota: .init(storageBytes: byteLimit), declaredBytes: declared)) { _ in 0 }
         }
         let appending = self.appending
-        let token = appending.begin(upload.id)
+        let token = appending.begin(upload.id) { connection.close(promise: nil) }
         defer { appending.end(upload.id, token) }
         let body = TolerantBody(base: request.body, declaredLength: declared) { appending.isStopped(upload.id, token) }
         let result: ResumableAppendResult
@@ -867,30 +874,37 @@ final class ActiveAppends: Sendable {
     private struct Append {
         var token: Int
         var stopped = false
+        /// Ends the append's connection.
+        var close: @Sendable () -> Void
     }
 
     private struct State {
         var next = 0
         var byUpload: [String: [Append]] = [:]
+        /// Those waiting in ``stop(_:upTo:)`` for an upload's appends to end.
+        var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]
     }
 
     private let state = NIOLockedValueBox(State())
 
-    /// An append to upload `id` begins; its token.
-    func begin(_ id: String) -> Int {
+    /// An append to upload `id` begins; `close` ends its connection. Its token.
+    func begin(_ id: String, close: @escaping @Sendable () -> Void) -> Int {
         state.withLockedValue { state in
             state.next += 1
-            state.byUpload[id, default: []].append(Append(token: state.next))
+            state.byUpload[id, default: []].append(Append(token: state.next, close: close))
             return state.next
         }
     }
 
     /// The append `token` to upload `id` has recorded what it read (or was refused).
     func end(_ id: String, _ token: Int) {
-        state.withLockedValue { state in
+        let waiting = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             let left = (state.byUpload[id] ?? []).filter { $0.token != token }
             state.byUpload[id] = left.isEmpty ? nil : left
+            guard left.isEmpty else { return [] }
+            return state.waiting.removeValue(forKey: id) ?? []
         }
+        for waiter in waiting { waiter.resume() }
     }
 
     /// Whether the append `token` to upload `id` was asked to stop.
@@ -898,19 +912,34 @@ final class ActiveAppends: Sendable {
         state.withLockedValue { $0.byUpload[id]?.first { $0.token == token }?.stopped ?? false }
     }
 
-    /// Stops the appends under way to upload `id` and returns once they have recorded what they read, or after
-    /// `limit` (an append waiting for bytes that never come stops only when its connection's limits end it).
+    /// Stops the appends under way to upload `id` (their connections are closed: a body waiting for bytes from a
+    /// link gone silent ends too) and returns once they have recorded what they read, or after `limit`.
     func stop(_ id: String, upTo limit: Duration = .seconds(5)) async {
-        let any = state.withLockedValue { state -> Bool in
-            guard var appends = state.byUpload[id] else { return false }
+        let closing = state.withLockedValue { state -> [@Sendable () -> Void] in
+            guard var appends = state.byUpload[id] else { return [] }
             for index in appends.indices { appends[index].stopped = true }
             state.byUpload[id] = appends
-            return true
+            return appends.map(\.close)
         }
-        guard any else { return }
-        let deadline = ContinuousClock.now + limit
-        while state.withLockedValue({ $0.byUpload[id] != nil }), ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
+        guard !closing.isEmpty else { return }
+        for close in closing { close() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { waiter in
+                    let ended = self.state.withLockedValue { state -> Bool in
+                        guard state.byUpload[id] != nil else { return true }
+                        state.waiting[id, default: []].append(waiter)
+                        return false
+                    }
+                    if ended { waiter.resume() }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
+            // The wait that did not end: past the limit, the waiter is resumed (it may not wait longer).
+            let late = self.state.withLockedValue { $0.waiting.removeValue(forKey: id) ?? [] }
+            for waiter in late { waiter.resume() }
         }
     }
 }
