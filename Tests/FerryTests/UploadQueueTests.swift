@@ -423,12 +423,12 @@ struct UploadQueueTests {
     }
 
     @Test(
-        "a video the service stored while the answer was lost (a multipart upload's completion, a single PUT) is not sent again: the same file in a new queue finishes as that video",
-        arguments: [12, 2])
-    func lostCompletionIsNotSentAgain(mebibytes: Int) async throws {
+        "a video or image the service stored while the answer was lost (a multipart upload's completion, a single PUT) is not sent again: the same file in a new queue finishes as that video or image",
+        arguments: [(12, "mp4"), (2, "mp4"), (7, "png"), (1, "png")])
+    func lostCompletionIsNotSentAgain(mebibytes: Int, ext: String) async throws {
         let directory = TemporaryDirectory.make("ferry-queue-lost-completion")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let video = try makeMediaFile(size: mebibytes * Self.mib, ext: "mp4", in: directory)
+        let video = try makeMediaFile(size: mebibytes * Self.mib, ext: ext, in: directory)
         let records = directory + "/records"
         try await TestServer.with { server in
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
@@ -457,8 +457,10 @@ struct UploadQueueTests {
             }
             await first.stop()
             proxy.clearFaults()
-            let videoId = try #require(await first.item(firstItem)?.videoId)
-            #expect(try await server.media().getVideoInfo(videoId: videoId).status == "UploadSucc")
+            let firstRun = try #require(await first.item(firstItem))
+            if ext == "mp4" {
+                #expect(try await server.media().getVideoInfo(videoId: try #require(firstRun.videoId)).status == "UploadSucc")
+            }
 
             // The app adds the file again (after a restart): it finishes as the stored video, sending no byte.
             let second = UploadQueue(
@@ -471,13 +473,20 @@ struct UploadQueueTests {
             try await log.wait("the file", until: { _ in log.finished().count == 1 })
             collector.cancel()
             let result = try #require(log.finished().first?.1)
-            #expect(result.videoId == videoId)
+            #expect(result.videoId == firstRun.videoId)
+            #expect(result.imageURL == firstRun.imageURL)
             #expect(result.upload.partsSent == 0)
             #expect(result.upload.size == Int64(mebibytes * Self.mib))
             #expect(await second.item(item)?.state == .succeeded)
             #expect(!proxy.log.contains { $0.method == "PUT" }, "bytes were sent again")
-            let listed = try await server.media().listVideos()
-            #expect(listed.total == 1, "a second video was made: \(listed.videos.map(\.videoId))")
+            #expect(!proxy.log.contains { $0.path.hasSuffix("/CreateUploadVideo") || $0.path.hasSuffix("/CreateUploadImage") })
+            if ext == "mp4" {
+                let listed = try await server.media().listVideos()
+                #expect(listed.total == 1, "a second video was made: \(listed.videos.map(\.videoId))")
+            } else {
+                let url = try #require(result.imageURL)
+                #expect(Data(try await server.storedBytes(at: url)) == (try Data(contentsOf: video)))
+            }
             // Nothing of the upload is left in the record directory: no checkpoint, no journal entry.
             let left = ((try? FileManager.default.contentsOfDirectory(atPath: records)) ?? []).filter {
                 $0.hasSuffix(".ferry-checkpoint.json") || $0.hasPrefix("media-")

@@ -263,9 +263,25 @@ public final class MediaServiceClient: Sendable {
     /// byte. Tells whether the file an earlier run sent is the one stored, when that run's last answer was lost.
     public func storedSource(videoId: String) async throws(FerryError) -> (size: Int64, etag: String) {
         let mezzanine = try await getMezzanineInfo(videoId: videoId, authTimeout: 300)
+        return (mezzanine.size, try await storedETag(at: mezzanine.fileURL, size: mezzanine.size, of: "video \(videoId)"))
+    }
+
+    /// The size and ETag of an image's stored file, and its URL as CreateUploadImage gives it: GetImageInfo's signed
+    /// URL, then a read of its first byte, as ``storedSource(videoId:)`` for a video.
+    public func storedImage(imageId: String) async throws(FerryError) -> (size: Int64, etag: String, url: String) {
+        let info = try await getImageInfo(imageId: imageId, authTimeout: 300)
+        guard let size = info.size, var url = URLComponents(string: info.url) else {
+            throw FerryError(.server, "Image \(imageId) has no stored file.")
+        }
+        let etag = try await storedETag(at: info.url, size: size, of: "image \(imageId)")
+        url.query = nil
+        return (size, etag, url.string ?? info.url)
+    }
+
+    /// The ETag a stored file's signed URL answers with, read with its first byte (nothing when it is empty).
+    private func storedETag(at url: String, size: Int64, of what: String) async throws(FerryError) -> String {
         let request = TransportRequest(
-            method: "GET", url: mezzanine.fileURL, headers: mezzanine.size > 0 ? [("Range", "bytes=0-0")] : [],
-            timeout: .seconds(60))
+            method: "GET", url: url, headers: size > 0 ? [("Range", "bytes=0-0")] : [], timeout: .seconds(60))
         let response: TransportResponse
         do {
             // The byte asked for is not kept (nor the whole file, from a server that would send it).
@@ -273,14 +289,13 @@ public final class MediaServiceClient: Sendable {
         } catch let error as TransportError {
             throw FerryError(error.isTimeout ? .timeout : .network, error.message, underlying: error)
         } catch {
-            throw FerryError(.cancelled, "Reading the stored source of video \(videoId) was cancelled.")
+            throw FerryError(.cancelled, "Reading the stored file of \(what) was cancelled.")
         }
         guard (200..<300).contains(response.status), let etag = response.header("ETag") else {
             throw FerryError(
-                .server, "Reading the stored source of video \(videoId) answered HTTP \(response.status).",
-                httpStatus: response.status)
+                .server, "Reading the stored file of \(what) answered HTTP \(response.status).", httpStatus: response.status)
         }
-        return (mezzanine.size, ObjectStorageClient.unquote(etag))
+        return ObjectStorageClient.unquote(etag)
     }
 
     /// A page of videos, newest first, and how many match.

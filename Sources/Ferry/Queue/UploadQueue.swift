@@ -405,16 +405,16 @@ public actor UploadQueue {
         }
     }
 
-    /// A run found the file stored by an earlier one whose last answer was lost: it succeeds as that video, with
-    /// nothing sent again.
+    /// A run found the file stored by an earlier one whose last answer was lost: it succeeds as that video or image,
+    /// with nothing sent again.
     private func finishStoredEarlier(_ id: Item.ID, generation: Int, _ stored: StoredEarlier) {
         guard
             let (item, starts) = machine.storedEarlier(
-                id, generation: generation, videoId: stored.videoId, at: (stored.result.bucket, stored.result.key),
-                size: stored.result.size)
+                id, generation: generation, videoId: stored.videoId, imageURL: stored.imageURL,
+                at: (stored.result.bucket, stored.result.key), size: stored.result.size)
         else { return }
         journal?.remove(item.fileURL)
-        emit(.finished(item, MediaUploadResult(videoId: stored.videoId, imageURL: nil, upload: stored.result)))
+        emit(.finished(item, MediaUploadResult(videoId: stored.videoId, imageURL: stored.imageURL, upload: stored.result)))
         perform(starts)
     }
 
@@ -525,6 +525,13 @@ public actor UploadQueue {
                     return try await media.refreshUploadImage(imageId: entry.id)
                 } catch {
                     guard MediaUploadJournal.startsAfresh(after: error) else { throw error }
+                    // Stored already: by a run of this file whose last answer was lost, when the stored file is it.
+                    if error.serverCode == "InvalidImage.Uploaded", let stored = try? await media.storedImage(imageId: entry.id),
+                        let result = await storedEarlier(
+                            entry, (stored.size, stored.etag), of: item, configuration: configuration)
+                    {
+                        throw StoredEarlier(videoId: nil, imageURL: stored.url, result: result)
+                    }
                     journal?.remove(item.fileURL)
                 }
             } else if let abandoned = journal?.abandoned(item.fileURL) {
@@ -542,10 +549,10 @@ public actor UploadQueue {
                 } catch {
                     guard MediaUploadJournal.startsAfresh(after: error) else { throw error }
                     // Stored already: by a run of this file whose last answer was lost, when the stored file is it.
-                    if error.serverCode == "InvalidVideo.Uploaded",
-                        let result = await storedEarlier(entry, of: item, configuration: configuration, media: media)
+                    if error.serverCode == "InvalidVideo.Uploaded", let stored = try? await media.storedSource(videoId: entry.id),
+                        let result = await storedEarlier(entry, stored, of: item, configuration: configuration)
                     {
-                        throw StoredEarlier(videoId: entry.id, result: result)
+                        throw StoredEarlier(videoId: entry.id, imageURL: nil, result: result)
                     }
                     journal?.remove(item.fileURL)
                 }
@@ -570,16 +577,15 @@ public actor UploadQueue {
         }
     }
 
-    /// The upload of a video that an earlier run of this file finished on the service while its last answer was lost
-    /// (the run was stopped then, or failed with its checkpoint kept): the video's stored source has the file's size
-    /// and the ETag the file made as that run sent it (its checkpoint's parts, or the MD5 of the file sent in one
-    /// request). Its checkpoint is deleted. Nil when the stored file is another, or cannot be read or compared: the
-    /// file then becomes a new video.
+    /// The upload of a video or image that an earlier run of this file finished on the service while its last answer
+    /// was lost (the run was stopped then, or failed with its checkpoint kept): its stored file (`source`) has the
+    /// file's size and the ETag the file made as that run sent it (its checkpoint's parts, or the MD5 of the file sent
+    /// in one request). Its checkpoint is deleted. Nil when the stored file is another, or cannot be compared: the
+    /// file then becomes a new video or image.
     private static func storedEarlier(
-        _ entry: MediaUploadJournal.Entry, of item: Item, configuration: Configuration, media: MediaServiceClient
+        _ entry: MediaUploadJournal.Entry, _ source: (size: Int64, etag: String), of item: Item, configuration: Configuration
     ) async -> UploadResult? {
-        guard let source = try? await media.storedSource(videoId: entry.id),
-            let fingerprint = try? FileFingerprint.of(path: item.fileURL.path), source.size == fingerprint.size
+        guard let fingerprint = try? FileFingerprint.of(path: item.fileURL.path), source.size == fingerprint.size
         else { return nil }
         let store = configuration.effectiveRecordDirectory.map { CheckpointStore(directory: $0) }
         let found = store?.checkpoints(bucket: entry.bucket, key: entry.key, file: item.fileURL)
@@ -694,7 +700,8 @@ extension UploadQueue.Authorization {
 
 /// What a run that finds its file stored by an earlier one (whose last answer was lost) ends with instead of an upload.
 private struct StoredEarlier: Error {
-    var videoId: String
+    var videoId: String?
+    var imageURL: String?
     var result: UploadResult
 }
 
