@@ -87,23 +87,22 @@ struct ResumableUploadConsistencyTests {
         }
     }
 
-    @Test("an IETF append whose connection is reset keeps what arrived, and a HEAD sent at once counts it")
-    func resetAppendKeepsWhatArrived() async throws {
-        try await TestServer.with { server in
-            let s3 = server.client()
-            #expect(try await s3.createBucket("reset").status == 200)
-            let path = "/_ferry/uploads/s3/reset/clip.bin"
-            let signed = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
-                method: "POST", path: path, query: [],
-                headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", "30000000")],
-                payloadHash: SigV4.unsignedPayload, date: Date()
-            ).headers
-            let head = signed + [("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1")]
-            let socket = try RawSocket.connect(port: server.port)
+    /// An IETF creation (a complete upload of `length` bytes, signed with the root key) sent on a raw socket with its
+    /// first `sending` bytes (a multiple of 60,000): the socket, still open, and the upload URL its 104 named (sent
+    /// before the bytes are taken).
+    static func beginCreation(_ server: TestServer, path: String, length: Int, sending: Int) async throws
+        -> (socket: Int32, location: String)
+    {
+        let signed = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
+            method: "POST", path: path, query: [],
+            headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(length))],
+            payloadHash: SigV4.unsignedPayload, date: Date()
+        ).headers
+        let head = signed + [("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1")]
+        let socket = try RawSocket.connect(port: server.port)
+        do {
             try RawSocket.write(socket, Array(RawSocket.requestHead("POST", path, head).utf8))
-            let sent = 6_000_000
-            for _ in 0..<(sent / 60_000) { try RawSocket.write(socket, [UInt8](repeating: 9, count: 60_000)) }
-            // The 104 names the upload before its bytes are taken.
+            for _ in 0..<(sending / 60_000) { try RawSocket.write(socket, [UInt8](repeating: 9, count: 60_000)) }
             let (interim, _) = await RawSocket.receive(socket, timeout: .seconds(10)) {
                 String(decoding: $0, as: UTF8.self).contains("\r\n\r\n")
             }
@@ -111,6 +110,21 @@ struct ResumableUploadConsistencyTests {
             let location = try #require(
                 text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("location:") }?.dropFirst("location:".count)
                     .trimmingCharacters(in: .whitespaces), "\(text)")
+            return (socket, location)
+        } catch {
+            close(socket)
+            throw error
+        }
+    }
+
+    @Test("an IETF append whose connection is reset keeps what arrived, and a HEAD sent at once counts it")
+    func resetAppendKeepsWhatArrived() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("reset").status == 200)
+            let sent = 6_000_000
+            let (socket, location) = try await Self.beginCreation(
+                server, path: "/_ferry/uploads/s3/reset/clip.bin", length: 30_000_000, sending: sent)
             // A reset, as a mobile link or a middlebox gives: the server still has bytes of it to read.
             var linger = linger(l_onoff: 1, l_linger: 0)
             setsockopt(socket, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
@@ -132,26 +146,11 @@ struct ResumableUploadConsistencyTests {
         try await TestServer.with { server in
             let s3 = server.client()
             #expect(try await s3.createBucket("silent").status == 200)
-            let path = "/_ferry/uploads/s3/silent/clip.bin"
             let total = 8_000_000
-            let signed = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
-                method: "POST", path: path, query: [],
-                headers: [("host", "127.0.0.1:\(server.port)"), ("content-length", String(total))],
-                payloadHash: SigV4.unsignedPayload, date: Date()
-            ).headers
-            let head = signed + [("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1")]
-            let socket = try RawSocket.connect(port: server.port)
-            defer { close(socket) }
-            try RawSocket.write(socket, Array(RawSocket.requestHead("POST", path, head).utf8))
             let sent = 3_000_000
-            for _ in 0..<(sent / 60_000) { try RawSocket.write(socket, [UInt8](repeating: 9, count: 60_000)) }
-            let (interim, _) = await RawSocket.receive(socket, timeout: .seconds(10)) {
-                String(decoding: $0, as: UTF8.self).contains("\r\n\r\n")
-            }
-            let text = String(decoding: interim, as: UTF8.self)
-            let location = try #require(
-                text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("location:") }?.dropFirst("location:".count)
-                    .trimmingCharacters(in: .whitespaces), "\(text)")
+            let (socket, location) = try await Self.beginCreation(
+                server, path: "/_ferry/uploads/s3/silent/clip.bin", length: total, sending: sent)
+            defer { close(socket) }
             // The link goes silent: the connection stays open on the server's side and no more bytes come (its body
             // window, 30 s, is far off). The client asks for the offset on a new connection.
             try await Task.sleep(for: .milliseconds(300))
