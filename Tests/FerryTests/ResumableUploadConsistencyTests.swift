@@ -174,6 +174,56 @@ struct ResumableUploadConsistencyTests {
         }
     }
 
+    @Test("an IETF HEAD sent as a completing append's last bytes arrive never finds the upload at its length yet incomplete: it waits for the append to complete it, and the upload always ends as the bytes sent")
+    func headRacingACompletingAppend() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("race").status == 200)
+            let ietf: [(name: String, value: String)] = [("Upload-Draft-Interop-Version", "6")]
+            for round in 0..<12 {
+                let length = 256 * 1024 + round * 4096
+                let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ round) }
+                let created = try await s3.send(
+                    "POST", "/_ferry/uploads/s3/race/clip\(round).bin",
+                    headers: ietf + [("Upload-Complete", "?0"), ("Upload-Length", String(length))], payload: .unsigned)
+                let location = try #require(created.header("Location"), "\(created.status) \(created.text)")
+                let path = try #require(URL(string: location)).path()
+                let socket = try RawSocket.connect(port: server.port)
+                defer { close(socket) }
+                let head = ietf + [
+                    ("Host", "127.0.0.1:\(server.port)"), ("Upload-Offset", "0"), ("Upload-Complete", "?1"),
+                    ("Content-Type", "application/partial-upload"), ("Content-Length", String(length)),
+                ]
+                try RawSocket.write(socket, Array(RawSocket.requestHead("PATCH", path, head).utf8) + bytes)
+                try await Task.sleep(for: .milliseconds(round % 4 * 5))
+                let reply = try await S3TestClient.fetchRaw("HEAD", location, headers: ietf)
+                #expect(reply.status == 204, "\(reply.status)")
+                let offset = Int(reply.header("Upload-Offset") ?? "") ?? -1
+                let complete = reply.header("Upload-Complete") == "?1"
+                // Every byte recorded means the append that declared itself complete has completed the upload.
+                #expect(complete == (offset == length), "round \(round): offset \(offset) of \(length), complete \(complete)")
+                // The append is answered, or its connection closed (a HEAD that came before its body was whole, or
+                // before it began); the client then resumes from the offset it asks for.
+                let (answer, _) = await RawSocket.receive(socket, timeout: .seconds(10)) { RawSocket.isCompleteResponse($0) }
+                if !String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200") {
+                    let now = try await S3TestClient.fetchRaw("HEAD", location, headers: ietf)
+                    let offset = try #require(Int(now.header("Upload-Offset") ?? ""), "\(now.status)")
+                    #expect((now.header("Upload-Complete") == "?1") == (offset == length))
+                    if offset < length {
+                        let rest = try await S3TestClient.fetchRaw(
+                            "PATCH", location,
+                            headers: ietf + [
+                                ("Upload-Offset", String(offset)), ("Upload-Complete", "?1"),
+                                ("Content-Type", "application/partial-upload"),
+                            ], body: Array(bytes[offset...]))
+                        #expect(rest.status == 200, "round \(round): \(rest.status) \(rest.text)")
+                    }
+                }
+                #expect(try await s3.get("race", "clip\(round).bin").body == bytes, "round \(round)")
+            }
+        }
+    }
+
     @Test("a media upload's tus title is checked as the media API checks a Title: one with NUL or past 128 bytes refuses the creation (400 naming title) and is not stored; 128 bytes is stored")
     func mediaUploadTitleIsCheckedAsTheMediaAPIChecksIt() async throws {
         try await TestServer.with { server in

@@ -274,7 +274,7 @@ struct ResumableUploadAPI: Sendable {
             await context.sendContinue()
             let interrupted: Bool
             (upload, interrupted) = try await endingOnRefusal(upload, wire: wire) {
-                try await appendTus(upload, at: 0, checksum: checksum, request: request, connection: context.channel)
+                try await appendTus(upload, at: 0, checksum: checksum, request: request)
             }
             if interrupted {
                 await end(upload)
@@ -442,11 +442,18 @@ struct ResumableUploadAPI: Sendable {
     /// `PATCH`: an append at `Upload-Offset`.
     func patch(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
         let wire = try Self.requireWire(request)
-        if case .ietf = wire { await appending.stop(id) }
-        let upload = try await live(id, wire: wire)
         guard let offset = try wire.integer(.uploadOffset, in: request.headers) else {
             throw ResumableRefusal(.badRequest, "An append carries Upload-Offset.", wire: wire)
         }
+        if case .ietf(let version) = wire {
+            // What the request alone shows is checked before it stops the upload's appends under way.
+            if version >= 6, request.headers[.contentType] != IETFWire.partialUpload {
+                throw ResumableRefusal(.badRequest, "An append is Content-Type: application/partial-upload.", wire: wire)
+            }
+            _ = try wire.declaredComplete(request.headers)
+            await appending.stop(id)
+        }
+        let upload = try await live(id, wire: wire)
         switch wire {
         case .tus:
             guard request.headers[.contentType] == TusWire.offsetOctetStream else {
@@ -464,8 +471,7 @@ struct ResumableUploadAPI: Sendable {
             var bounded = upload
             if let declared { bounded.length = declared }
             await context.sendContinue()
-            var (appended, interrupted) = try await appendTus(
-                bounded, at: offset, checksum: checksum, request: request, connection: context.channel)
+            var (appended, interrupted) = try await appendTus(bounded, at: offset, checksum: checksum, request: request)
             appended = try await keep(declared, after: appended, interrupted: interrupted, wire: wire)
             if interrupted { throw Self.bodyEnded(appended, wire: wire) }
             if declared != nil, appended.etag == nil, appended.isFullyReceived, appended.info.kind == .single {
@@ -482,10 +488,7 @@ struct ResumableUploadAPI: Sendable {
                 headers[field] = checksum
             }
             return Response(status: .noContent, headers: headers)
-        case .ietf(let version):
-            if version >= 6, request.headers[.contentType] != IETFWire.partialUpload {
-                throw ResumableRefusal(.badRequest, "An append is Content-Type: application/partial-upload.", wire: wire)
-            }
+        case .ietf:
             let complete = try wire.declaredComplete(request.headers) ?? true
             guard upload.info.kind == .single else {
                 throw ResumableRefusal(
@@ -536,12 +539,11 @@ struct ResumableUploadAPI: Sendable {
     /// A tus append: `checksum` verified (460 and nothing kept on a mismatch), the bytes recorded, and the upload
     /// completed when they reach its length; the upload as it then stands, and whether the body was cut short.
     private func appendTus(
-        _ upload: ResumableUpload, at offset: Int64, checksum: TusChecksum?, request: Request, connection: any Channel
+        _ upload: ResumableUpload, at offset: Int64, checksum: TusChecksum?, request: Request
     ) async throws -> (ResumableUpload, interrupted: Bool) {
         let wire = ResumableWire.tus
         let (stored, interrupted) = try await append(
-            upload, at: offset, request: request, connection: connection, checksums: checksum.map { [$0.algorithm] } ?? [],
-            wire: wire
+            upload, at: offset, request: request, checksums: checksum.map { [$0.algorithm] } ?? [], wire: wire
         ) { digests, interrupted in
             guard let checksum else { return }
             // A checksum covers the whole chunk: one cut short cannot be verified, and is not kept.
@@ -607,15 +609,20 @@ struct ResumableUploadAPI: Sendable {
     }
 
     /// An IETF append: the bytes recorded; with the completion flag, the upload's length is the offset reached, and
-    /// the answer is the final response.
+    /// the answer is the final response. Until it is answered, a later IETF request for the upload stops it
+    /// (``ActiveAppends``) and waits for its record: its `connection` is closed, so that a body waiting for bytes that
+    /// will not come (a link that went silent) ends at once and keeps what arrived; a body that arrived whole is not
+    /// stopped, and the request waits for it to be recorded (and completed, when it completes the upload).
     private func appendIETF(
         _ upload: ResumableUpload, at offset: Int64, complete: Bool, declared: Int64? = nil, request: Request,
         connection: any Channel, wire: ResumableWire
     ) async throws -> Response {
+        let active = appending.begin(upload.id) { connection.close(promise: nil) }
+        defer { active.end() }
         var bounded = upload
         if let declared { bounded.length = declared }
         var (stored, interrupted) = try await append(
-            bounded, at: offset, request: request, connection: connection, checksums: [], wire: wire) { _, _ in }
+            bounded, at: offset, request: request, active: active, checksums: [], wire: wire) { _, _ in }
         stored = try await keep(declared, after: stored, interrupted: interrupted, wire: wire)
         if interrupted { throw Self.bodyEnded(stored, wire: wire) }
         var headers = wire.headers
@@ -656,11 +663,10 @@ struct ResumableUploadAPI: Sendable {
     }
 
     /// Streams the request body into the upload at `offset`; the upload as it then stands, and whether the body was
-    /// cut short (what arrived is kept unless `verify` refuses it: the client resumes from there). Stopped by a later
-    /// request for the upload (``ActiveAppends``), it closes its `connection`, so that a body waiting for bytes that
-    /// will not come (a link that went silent) ends at once and records what arrived.
+    /// cut short (what arrived is kept unless `verify` refuses it: the client resumes from there), by its connection or
+    /// by a later request that stopped the `active` append.
     private func append(
-        _ upload: ResumableUpload, at offset: Int64, request: Request, connection: any Channel,
+        _ upload: ResumableUpload, at offset: Int64, request: Request, active: ActiveAppends.Append? = nil,
         checksums: [ChecksumAlgorithm], wire: ResumableWire, verify: @escaping @Sendable (BodyDigests, Bool) throws -> Void
     ) async throws -> (ResumableUpload, interrupted: Bool) {
         let declared = try wire.integer(.contentLength, in: request.headers)
@@ -669,10 +675,7 @@ struct ResumableUploadAPI: Sendable {
             // Refused before a byte of the body is read when the declared length already passes the quota.
             try await store.precheck(StorageCharge(owner: upload.owner, quota: .init(storageBytes: byteLimit), declaredBytes: declared)) { _ in 0 }
         }
-        let appending = self.appending
-        let token = appending.begin(upload.id) { connection.close(promise: nil) }
-        defer { appending.end(upload.id, token) }
-        let body = TolerantBody(base: request.body, declaredLength: declared) { appending.isStopped(upload.id, token) }
+        let body = TolerantBody(base: request.body, declaredLength: declared) { active?.arrived() }
         let result: ResumableAppendResult
         let store = self.store
         do {
@@ -812,51 +815,57 @@ struct ResumableUploadAPI: Sendable {
 }
 
 /// A request body that ends, instead of failing, when the connection does: an append keeps what arrived. Whether it
-/// was cut short (by an error, or before its declared length) is in ``interrupted``.
+/// was cut short (by an error, or before its declared length) is in ``interrupted``; once its declared length has
+/// arrived it is whole, and an error reading its end does not cut it short.
 struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
 
     let base: Base
     let declaredLength: Int64?
-    /// Asked before each piece: true ends the body there, as cut short (another request for the upload came).
-    let stopped: @Sendable () -> Bool
+    /// Told once, when the declared length has arrived.
+    let arrived: @Sendable () -> Void
     /// Whether the body was cut short.
     let interrupted = NIOLockedValueBox(false)
 
-    init(base: Base, declaredLength: Int64?, stopped: @escaping @Sendable () -> Bool = { false }) {
+    init(base: Base, declaredLength: Int64?, arrived: @escaping @Sendable () -> Void = {}) {
         self.base = base
         self.declaredLength = declaredLength
-        self.stopped = stopped
+        self.arrived = arrived
     }
 
     struct AsyncIterator: AsyncIteratorProtocol {
         var base: Base.AsyncIterator
         let body: TolerantBody
         var count: Int64 = 0
+        var whole = false
         var done = false
 
         mutating func next() async throws -> ByteBuffer? {
             guard !done else { return nil }
+            noteLength()
             do {
-                if body.stopped() {
-                    body.interrupted.withLockedValue { $0 = true }
-                    done = true
-                    return nil
-                }
                 if let buffer = try await base.next() {
                     count += Int64(buffer.readableBytes)
+                    noteLength()
                     return buffer
                 }
-                if let declaredLength = body.declaredLength, count < declaredLength {
+                if body.declaredLength != nil, !whole {
                     body.interrupted.withLockedValue { $0 = true }
                 }
-            } catch is CancellationError {
+            } catch is CancellationError where !whole {
                 throw CancellationError()
             } catch {
-                body.interrupted.withLockedValue { $0 = true }
+                if !whole { body.interrupted.withLockedValue { $0 = true } }
             }
             done = true
             return nil
+        }
+
+        /// Notes whether the declared length has arrived; the first time it has, the body tells `arrived`.
+        private mutating func noteLength() {
+            guard !whole, let declared = body.declaredLength, count >= declared else { return }
+            whole = true
+            body.arrived()
         }
     }
 
@@ -865,81 +874,97 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
     }
 }
 
-/// The appends under way on this node, by upload. The IETF draft has a server stop an append when another request for
-/// its upload comes (an IETF HEAD or append does so here; tus keeps racing requests apart): a client whose connection was reset (a mobile link, a middlebox) asks for the offset at once,
-/// while its old append is still being read from the server's buffers. A HEAD or append of the upload stops the old
-/// appends there (they keep what they read, as when a body is cut short) and waits for their record, a few seconds
-/// at most, so the offset it learns counts what arrived rather than those bytes being sent again into a conflict.
+/// The IETF appends under way on this node, by upload. The IETF draft has a server stop an append when another request
+/// for its upload comes (an IETF HEAD or append does so here; tus keeps racing requests apart, and a tus append is not
+/// stopped): a client whose connection was reset (a mobile link, a middlebox) asks for the offset at once, while its
+/// old append is still being read from the server's buffers. A HEAD or append of the upload closes the connections of
+/// the old appends there (they keep what the server read, as when a body is cut short) and waits for their record, a
+/// few seconds at most, so the offset it learns counts what arrived rather than those bytes being sent again into a
+/// conflict. An append whose body arrived whole is not stopped: the request waits for it to be recorded and answered.
 final class ActiveAppends: Sendable {
-    private struct Append {
+    /// One append under way, as its request sees it.
+    struct Append: Sendable {
+        let appends: ActiveAppends
+        let id: String
+        let token: Int
+
+        /// The append's body arrived whole: a later request no longer stops it, only waits for it.
+        func arrived() {
+            appends.state.withLockedValue { state in
+                guard let index = state.byUpload[id]?.firstIndex(where: { $0.token == token }) else { return }
+                state.byUpload[id]?[index].whole = true
+            }
+        }
+
+        /// The append has been answered (or refused): the requests waiting for it go on.
+        func end() {
+            let waiting = appends.state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+                let left = (state.byUpload[id] ?? []).filter { $0.token != token }
+                state.byUpload[id] = left.isEmpty ? nil : left
+                guard left.isEmpty else { return [] }
+                return (state.waiting.removeValue(forKey: id) ?? [:]).compactMap(\.value)
+            }
+            for waiter in waiting { waiter.resume() }
+        }
+    }
+
+    private struct Entry {
         var token: Int
-        var stopped = false
+        var whole = false
         /// Ends the append's connection.
         var close: @Sendable () -> Void
     }
 
     private struct State {
         var next = 0
-        var byUpload: [String: [Append]] = [:]
-        /// Those waiting in ``stop(_:upTo:)`` for an upload's appends to end.
-        var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]
+        var byUpload: [String: [Entry]] = [:]
+        /// Those waiting in ``stop(_:upTo:)`` for an upload's appends to end, by a number of their own (nil until the
+        /// wait has begun).
+        var waiting: [String: [Int: CheckedContinuation<Void, Never>?]] = [:]
     }
 
     private let state = NIOLockedValueBox(State())
 
-    /// An append to upload `id` begins; `close` ends its connection. Its token.
-    func begin(_ id: String, close: @escaping @Sendable () -> Void) -> Int {
+    /// An append to upload `id` begins; `close` ends its connection.
+    func begin(_ id: String, close: @escaping @Sendable () -> Void) -> Append {
         state.withLockedValue { state in
             state.next += 1
-            state.byUpload[id, default: []].append(Append(token: state.next, close: close))
-            return state.next
+            state.byUpload[id, default: []].append(Entry(token: state.next, close: close))
+            return Append(appends: self, id: id, token: state.next)
         }
     }
 
-    /// The append `token` to upload `id` has recorded what it read (or was refused).
-    func end(_ id: String, _ token: Int) {
-        let waiting = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
-            let left = (state.byUpload[id] ?? []).filter { $0.token != token }
-            state.byUpload[id] = left.isEmpty ? nil : left
-            guard left.isEmpty else { return [] }
-            return state.waiting.removeValue(forKey: id) ?? []
-        }
-        for waiter in waiting { waiter.resume() }
-    }
-
-    /// Whether the append `token` to upload `id` was asked to stop.
-    func isStopped(_ id: String, _ token: Int) -> Bool {
-        state.withLockedValue { $0.byUpload[id]?.first { $0.token == token }?.stopped ?? false }
-    }
-
-    /// Stops the appends under way to upload `id` (their connections are closed: a body waiting for bytes from a
-    /// link gone silent ends too) and returns once they have recorded what they read, or after `limit`.
+    /// Stops the appends under way to upload `id` whose bodies have not arrived whole by closing their connections
+    /// (each keeps what the server read of it; one waiting for bytes from a link gone silent ends too) and returns
+    /// once every append to it has been answered, or after `limit`.
     func stop(_ id: String, upTo limit: Duration = .seconds(5)) async {
-        let closing = state.withLockedValue { state -> [@Sendable () -> Void] in
-            guard var appends = state.byUpload[id] else { return [] }
-            for index in appends.indices { appends[index].stopped = true }
-            state.byUpload[id] = appends
-            return appends.map(\.close)
+        let (closing, waiter) = state.withLockedValue { state -> ([@Sendable () -> Void], Int?) in
+            guard let appends = state.byUpload[id] else { return ([], nil) }
+            let closing = appends.filter { !$0.whole }.map(\.close)
+            state.next += 1
+            state.waiting[id, default: [:]][state.next] = .some(nil)
+            return (closing, state.next)
         }
-        guard !closing.isEmpty else { return }
+        guard let waiter else { return }
         for close in closing { close() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                await withCheckedContinuation { waiter in
-                    let ended = self.state.withLockedValue { state -> Bool in
-                        guard state.byUpload[id] != nil else { return true }
-                        state.waiting[id, default: []].append(waiter)
-                        return false
+                await withCheckedContinuation { continuation in
+                    // The wait's place is gone once the appends have ended or its limit has passed.
+                    let waits = self.state.withLockedValue { state -> Bool in
+                        guard state.waiting[id]?[waiter] != nil else { return false }
+                        state.waiting[id]?[waiter] = continuation
+                        return true
                     }
-                    if ended { waiter.resume() }
+                    if !waits { continuation.resume() }
                 }
             }
             group.addTask { try? await Task.sleep(for: limit) }
             await group.next()
             group.cancelAll()
-            // The wait that did not end: past the limit, the waiter is resumed (it may not wait longer).
-            let late = self.state.withLockedValue { $0.waiting.removeValue(forKey: id) ?? [] }
-            for waiter in late { waiter.resume() }
+            // Past the limit this wait ends; other requests' waits keep theirs.
+            let late = self.state.withLockedValue { $0.waiting[id]?.removeValue(forKey: waiter) }
+            late??.resume()
         }
     }
 }

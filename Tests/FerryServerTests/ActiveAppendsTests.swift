@@ -1,0 +1,96 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+
+@testable import FerryServer
+
+/// How a later IETF request for an upload stops the appends under way to it (``ActiveAppends``), and how an append's
+/// body (``TolerantBody``) counts what arrived.
+@Suite("Resumable uploads: appends stopped by a later request")
+struct ActiveAppendsTests {
+    struct ConnectionClosed: Error {}
+
+    /// An append of `declared` bytes to upload "u" whose connection `close` ends its body as a closed socket does.
+    static func append(_ appends: ActiveAppends, declared: Int64) -> (
+        active: ActiveAppends.Append, body: TolerantBody<AsyncThrowingStream<ByteBuffer, any Error>>,
+        bytes: AsyncThrowingStream<ByteBuffer, any Error>.Continuation, closed: NIOLockedValueBox<Int>
+    ) {
+        let (stream, bytes) = AsyncThrowingStream<ByteBuffer, any Error>.makeStream()
+        let closed = NIOLockedValueBox(0)
+        let active = appends.begin("u") {
+            closed.withLockedValue { $0 += 1 }
+            bytes.finish(throwing: ConnectionClosed())
+        }
+        let body = TolerantBody(base: stream, declaredLength: declared) { active.arrived() }
+        return (active, body, bytes, closed)
+    }
+
+    /// A request's stop of upload "u" under way; whether it has returned.
+    static func stopping(_ appends: ActiveAppends, upTo limit: Duration = .seconds(5)) -> NIOLockedValueBox<Bool> {
+        let returned = NIOLockedValueBox(false)
+        Task {
+            await appends.stop("u", upTo: limit)
+            returned.withLockedValue { $0 = true }
+        }
+        return returned
+    }
+
+    /// Whether `returned` is true within `limit`.
+    static func returns(_ returned: NIOLockedValueBox<Bool>, within limit: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while !returned.withLockedValue({ $0 }) {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return true
+    }
+
+    @Test("an append whose body arrived whole is not stopped: its connection stays open, its end is not a cut, and the later request waits until it is answered")
+    func wholeBodyIsWaitedFor() async throws {
+        let appends = ActiveAppends()
+        let (active, body, bytes, closed) = Self.append(appends, declared: 10)
+        var reading = body.makeAsyncIterator()
+        bytes.yield(ByteBuffer(bytes: Array(0..<10)))
+        #expect(try await reading.next()?.readableBytes == 10)
+        let stop = Self.stopping(appends)
+        #expect(await !Self.returns(stop, within: .milliseconds(300)), "the request did not wait for the append")
+        #expect(closed.withLockedValue { $0 } == 0, "the connection of a whole body was closed")
+        // Its connection failing now, after the whole body, does not make it cut short.
+        bytes.finish(throwing: ConnectionClosed())
+        #expect(try await reading.next() == nil)
+        #expect(body.interrupted.withLockedValue { $0 } == false)
+        active.end()
+        #expect(await Self.returns(stop, within: .seconds(5)), "the request went on waiting after the append ended")
+    }
+
+    @Test("an append whose body has not arrived whole is stopped: its connection is closed, it ends as cut short with what arrived, and the request goes on once it ended")
+    func partBodyIsStopped() async throws {
+        let appends = ActiveAppends()
+        let (active, body, bytes, closed) = Self.append(appends, declared: 10)
+        var reading = body.makeAsyncIterator()
+        bytes.yield(ByteBuffer(bytes: Array(0..<4)))
+        #expect(try await reading.next()?.readableBytes == 4)
+        let stop = Self.stopping(appends)
+        #expect(try await reading.next() == nil)
+        #expect(closed.withLockedValue { $0 } == 1)
+        #expect(body.interrupted.withLockedValue { $0 } == true)
+        #expect(await !Self.returns(stop, within: .milliseconds(200)), "the request did not wait for the record")
+        active.end()
+        #expect(await Self.returns(stop, within: .seconds(5)))
+        // With nothing under way, a request does not wait at all.
+        #expect(await Self.returns(Self.stopping(appends), within: .seconds(1)))
+    }
+
+    @Test("a request that waited its limit goes on; another request's longer wait for the same upload is not cut short by it")
+    func eachWaitKeepsItsLimit() async throws {
+        let appends = ActiveAppends()
+        let (active, _, bytes, _) = Self.append(appends, declared: 10)
+        bytes.yield(ByteBuffer(bytes: Array(0..<10)))
+        let short = Self.stopping(appends, upTo: .milliseconds(100))
+        let long = Self.stopping(appends, upTo: .seconds(30))
+        #expect(await Self.returns(short, within: .seconds(5)), "the short wait passed its limit")
+        #expect(await !Self.returns(long, within: .milliseconds(300)), "the long wait ended with the short one")
+        active.end()
+        #expect(await Self.returns(long, within: .seconds(5)))
+    }
+}
