@@ -92,6 +92,9 @@ extension UploadCommand {
         }
         defer { recordLock.release() }
         var previous = records.read(StreamRecord.self, name: recordName)
+        let recorded = previous
+        // What a cancel leaves on the server: a video or image no longer uploading is not deleted.
+        var kept: String?
         // An earlier upload this run does not continue (cancelled, started afresh, or of a file that has changed since)
         // is ended on the server, so that it holds neither bytes nor its key's quota until it expires.
         if let old = previous, cancel || noResume || old.identity != identity {
@@ -111,13 +114,20 @@ extension UploadCommand {
             // Its video or image, still Uploading, is deleted rather than left counting against the key's quota until
             // it expires (a new one is made for the file sent afresh).
             let media = context.connection.media(context.configuration)
-            if let videoId = old.videoId { await media.deleteAbandonedVideo(videoId) }
-            if let imageId = old.imageId { await media.deleteAbandonedImage(imageId) }
+            if let videoId = old.videoId, !(await media.deleteAbandonedVideo(videoId)) { kept = "video \(videoId)" }
+            if let imageId = old.imageId, !(await media.deleteAbandonedImage(imageId)) { kept = "image \(imageId)" }
             records.remove(recordName)
             previous = nil
         }
         if cancel {
-            context.output.message("Cancelled the stream upload of \(path): nothing is left of it on the server.", file: name)
+            let text = switch (recorded, kept) {
+            case (nil, _): "No interrupted upload of \(path) to cancel."
+            case (_, nil): "Cancelled the stream upload of \(path): nothing is left of it on the server."
+            case (_, let kept?):
+                "Cancelled the stream upload of \(path); \(kept) is kept: it is no longer uploading (stored already),"
+                    + " or the service could not be asked."
+            }
+            context.output.message(text, file: name)
             return ExitCodes.success
         }
 
@@ -144,6 +154,20 @@ extension UploadCommand {
             let media = context.connection.media(context.configuration)
             let ticket: MediaServiceClient.UploadTicket
             var refreshedVideo: MediaServiceClient.UploadTicket?
+            // A video or image stored already was completed by the run before, whose last answer was lost, when the
+            // recorded upload is complete with this file: that is the result, and nothing is sent again. Holding
+            // other bytes, it is not this file's: the file becomes a new one.
+            let recordedUpload = previous.flatMap { URL(string: context.connection.base + $0.uploadPath) }
+            func storedEarlier(_ fields: [String: String]) async throws(FerryError) -> Bool {
+                guard let recordedUpload, let done = try await uploader.completed(recordedUpload, file: file) else {
+                    return false
+                }
+                records.remove(recordName)
+                var fields = fields
+                if let etag = done.etag { fields["ETag"] = etag }
+                context.output.mediaResult(fields, file: name)
+                return true
+            }
             do {
                 if MediaKind(fileURL: file) == .image {
                     // A rerun continues the same image (a new one would name no bytes and wait until it expired),
@@ -152,8 +176,15 @@ extension UploadCommand {
                     if let imageId = previous?.imageId {
                         do {
                             refreshed = try await media.refreshUploadImage(imageId: imageId)
+                        } catch where error.serverCode == "InvalidImage.Uploaded" {
+                            // The image's URL as CreateUploadImage gives it: GetImageInfo's, unsigned.
+                            var url = (try? await media.getImageInfo(imageId: imageId)).flatMap { URLComponents(string: $0.url) }
+                            url?.query = nil
+                            if try await storedEarlier(["ImageId": imageId, "ImageURL": url?.string].compactMapValues { $0 }) {
+                                return ExitCodes.success
+                            }
                         } catch where MediaUploadJournal.startsAfresh(after: error) {
-                            refreshed = nil
+                            // Gone or not this key's: a new image.
                         }
                     }
                     if let refreshed {
@@ -165,19 +196,12 @@ extension UploadCommand {
                     fields = ["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""]
                 } else {
                     // A rerun continues the video its record names (the ClientToken finds a video only while it is
-                    // Uploading). One stored already was completed by the run before, whose last answer was lost, when
-                    // the recorded upload is complete with this file: that is the result, and nothing is sent again.
-                    if let recorded = previous?.videoId, let old = previous.flatMap({ URL(string: context.connection.base + $0.uploadPath) }) {
+                    // Uploading).
+                    if let videoId = previous?.videoId {
                         do {
-                            refreshedVideo = try await media.refreshUploadVideo(videoId: recorded)
+                            refreshedVideo = try await media.refreshUploadVideo(videoId: videoId)
                         } catch where error.serverCode == "InvalidVideo.Uploaded" {
-                            if let done = try await uploader.completed(old, file: file) {
-                                records.remove(recordName)
-                                var fields = ["VideoId": recorded]
-                                if let etag = done.etag { fields["ETag"] = etag }
-                                context.output.mediaResult(fields, file: name)
-                                return ExitCodes.success
-                            }
+                            if try await storedEarlier(["VideoId": videoId]) { return ExitCodes.success }
                         } catch where MediaUploadJournal.startsAfresh(after: error) {
                             // Gone or not this key's: a new video.
                         }

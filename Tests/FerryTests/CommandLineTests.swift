@@ -334,12 +334,15 @@ struct CommandLineTests {
     }
 
     @Test(
-        "a stream upload of a video that the service completed while the run was stopped (its record kept) is found complete: the rerun prints that video, sends nothing and makes no second video",
-        arguments: ["tus", "ietf"])
-    func completedStreamIsNotSentAgain(_ wire: String) async throws {
+        "a stream upload of a video or image that the service completed while the run was stopped (its record kept) is found complete: the rerun prints that video or image, sends nothing and makes no second one",
+        arguments: [("tus", "bin"), ("ietf", "bin"), ("tus", "png")])
+    func completedStreamIsNotSentAgain(_ wire: String, _ ext: String) async throws {
         let data = TemporaryDirectory.make("ferry-cli-stream-completed")
         defer { try? FileManager.default.removeItem(atPath: data) }
-        let file = try makeRandomFile(size: 48 * 1024 * 1024, in: data)
+        let random = try makeRandomFile(size: 48 * 1024 * 1024, in: data)
+        let file = random.deletingPathExtension().appendingPathExtension(ext)
+        if file != random { try FileManager.default.moveItem(at: random, to: file) }
+        let field = ext == "png" ? "ImageId" : "VideoId"
         let arguments = ["upload", file.path, "--data-dir", data + "/ferry", "--json", "--protocol", wire, "--part-size", "2MiB"]
         let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 2 * 1024 * 1024))
         #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
@@ -349,16 +352,77 @@ struct CommandLineTests {
         let record = try Data(contentsOf: URL(fileURLWithPath: streams + "/" + name))
         let finished = try await FerryRun.run(arguments)
         #expect(finished.status == 0, "\(finished.error)")
-        let videoId = try #require(finished.jsonLines.compactMap { $0["VideoId"] as? String }.first, "\(finished.output)")
+        let mediaId = try #require(finished.jsonLines.compactMap { $0[field] as? String }.first, "\(finished.output)")
         try record.write(to: URL(fileURLWithPath: streams + "/" + name))
 
         let again = try await FerryRun.run(arguments)
         #expect(again.status == 0, "\(again.output.suffix(500)) \(again.error)")
-        #expect(again.jsonLines.compactMap { $0["VideoId"] as? String } == [videoId], "\(again.output.suffix(800))")
+        #expect(again.jsonLines.compactMap { $0[field] as? String } == [mediaId], "\(again.output.suffix(800))")
         #expect(!again.jsonLines.contains { $0["event"] as? String == "progress" }, "bytes were sent again: \(again.output.prefix(800))")
-        let list = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"])
-        #expect(list.output.contains("1 video(s)"), "\(list.output)")
+        if field == "ImageId" {
+            #expect(again.jsonLines.contains { ($0["ImageURL"] as? String)?.isEmpty == false }, "\(again.output.suffix(800)) \(again.error)")
+        } else {
+            let list = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"])
+            #expect(list.output.contains("1 video(s)"), "\(list.output)")
+        }
         #expect(!FileManager.default.fileExists(atPath: streams + "/" + name), "the record was kept")
+    }
+
+    @Test(
+        "a stream rerun that finds its recorded upload completed with other bytes (by another holder of its URL) makes the file a new video and sends it whole; --cancel of that record says the stored video is kept, and with no record that there is nothing to cancel",
+        arguments: ["tus", "ietf"])
+    func streamCompletedWithOtherBytes(_ wire: String) async throws {
+        try await Self.withService("ferry-cli-stream-other") { server, _, environment, data in
+            let file = try makeRandomFile(size: 24 * 1024 * 1024, in: data)
+            let arguments = [
+                "upload", file.path, "--endpoint", server.endpoint, "--json", "--protocol", wire, "--part-size", "2MiB",
+                "--record-dir", data + "/records",
+            ]
+            let first = try await FerryRun.run(
+                arguments, environment: environment, interruptWhen: FerryRun.progressed(to: 2 * 1024 * 1024))
+            #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+            let streams = data + "/records/streams"
+            let name = try #require(try FileManager.default.contentsOfDirectory(atPath: streams).first { $0.hasSuffix(".json") })
+            let saved = try Data(contentsOf: URL(fileURLWithPath: streams + "/" + name))
+            let record = try #require(try JSONSerialization.jsonObject(with: saved) as? [String: Any])
+            let recordedVideo = try #require(record["videoId"] as? String)
+            let upload = server.endpoint + (try #require(record["uploadPath"] as? String))
+
+            // Another holder of the upload's URL completes it with other bytes (from the offset the server reaches
+            // once the stopped run's last append is recorded).
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            var other: S3TestClient.Reply?
+            for _ in 0..<50 where other?.status != 204 {
+                let head = try await S3TestClient.fetchRaw("HEAD", upload, headers: tus)
+                let offset = try #require(Int(head.header("Upload-Offset") ?? ""), "\(head.status)")
+                // A conflict is answered before the body is read, and the connection closed under it.
+                other = try? await S3TestClient.fetchRaw(
+                    "PATCH", upload,
+                    headers: tus + [("Content-Type", "application/offset+octet-stream"), ("Upload-Offset", String(offset))],
+                    body: [UInt8](repeating: 0x5A, count: 24 * 1024 * 1024 - offset))
+                if other?.status != 204 { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(other?.status == 204, "\(String(describing: other?.status)) \(other?.text ?? "")")
+
+            // The rerun: the file becomes a new video, every byte sent.
+            let again = try await FerryRun.run(arguments, environment: environment)
+            #expect(again.status == 0, "\(again.output.suffix(500)) \(again.error)")
+            let videoId = try #require(again.jsonLines.compactMap { $0["VideoId"] as? String }.first, "\(again.output.suffix(800))")
+            #expect(videoId != recordedVideo)
+            let firstStored = again.jsonLines.first { $0["stored"] != nil }?["stored"] as? Int
+            #expect(firstStored == 0, "the rerun did not send the file afresh: \(again.output.prefix(800))")
+
+            // A --cancel of that record ends it and says the stored video stays; a second one finds nothing to cancel.
+            try saved.write(to: URL(fileURLWithPath: streams + "/" + name))
+            let cancelled = try await FerryRun.run(arguments + ["--cancel"], environment: environment)
+            #expect(cancelled.status == 0, "\(cancelled.error)")
+            let message = cancelled.jsonLines.compactMap { $0["message"] as? String }.joined(separator: " ")
+            #expect(message.contains("video \(recordedVideo) is kept"), "\(cancelled.output)")
+            let nothing = try await FerryRun.run(arguments + ["--cancel"], environment: environment)
+            #expect(nothing.jsonLines.contains { ($0["message"] as? String)?.hasPrefix("No interrupted upload") == true }, "\(nothing.output)")
+            let list = try await FerryRun.run(["videos", "list", "--endpoint", server.endpoint], environment: environment)
+            #expect(list.output.contains("2 video(s)"), "\(list.output)")
+        }
     }
 
     @Test(

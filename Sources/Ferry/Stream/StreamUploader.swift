@@ -157,19 +157,20 @@ public struct StreamUploader: Sendable {
     }
 
     /// The upload at `url` when the server has completed it with `file`'s bytes (a run whose last answer was lost, or
-    /// that was stopped before it heard): every byte is there, and an IETF upload's CRC64NVME is the file's. Nil when
-    /// it is not complete, or is gone.
+    /// that was stopped before it heard): every byte is there, and the object's CRC64NVME, as the server reports it,
+    /// is the file's. Nil when it is not complete, is gone, or holds other bytes (or its server reports no checksum
+    /// to show they are the file's: another client may have completed it).
     ///
-    /// - Throws: ``FerryError`` `checksumMismatch` when the complete upload holds other bytes; the network's failures.
+    /// - Throws: ``FerryError`` for the network's failures, and `fileNotFound` when the file cannot be read.
     public func completed(_ url: URL, file: URL) async throws(FerryError) -> Result? {
         guard let size = try? FileRanges.attributes(of: file.path).size else {
             throw FerryError(.fileNotFound, "\(file.path) cannot be read.")
         }
         // A tus upload completes with the append that reaches its length.
         guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: url) }),
-            current.offset == size, current.complete || wireProtocol == .tus
+            current.offset == size, current.complete || wireProtocol == .tus, let stored = current.crc64nvme,
+            try await Self.checksum(.crc64nvme, of: file, offset: 0, length: size) == stored
         else { return nil }
-        try await Self.compare(current.crc64nvme, with: file, size: size)
         return Result(uploadURL: url, size: size, etag: current.etag)
     }
 
