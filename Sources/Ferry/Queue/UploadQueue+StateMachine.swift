@@ -225,11 +225,16 @@ extension UploadQueue {
             if let imageURL { items[index].imageURL = imageURL }
             items[index].bucket = object.bucket
             items[index].object = object.key
+            succeed(index, size: size)
+            return (items[index], schedule())
+        }
+
+        /// The item at `index` is stored whole, `size` bytes.
+        private mutating func succeed(_ index: Int, size: Int64) {
             items[index].state = .succeeded
             items[index].uploadedSize = size
             items[index].storedSize = size
             items[index].totalSize = size
-            return (items[index], schedule())
         }
 
         /// The run made its engine upload: the queue takes it over, unless the run is no longer current.
@@ -269,10 +274,7 @@ extension UploadQueue {
             case .success(let result):
                 var stored: Item?
                 if let index = index(id) {
-                    items[index].state = .succeeded
-                    items[index].uploadedSize = result.size
-                    items[index].storedSize = result.size
-                    items[index].totalSize = result.size
+                    succeed(index, size: result.size)
                     stored = items[index]
                 }
                 return .succeeded(stored, starts: schedule())
