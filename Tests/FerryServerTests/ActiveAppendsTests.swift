@@ -11,7 +11,7 @@ struct ActiveAppendsTests {
     struct ConnectionClosed: Error {}
 
     /// An append of `declared` bytes to upload "u" whose connection `close` ends its body as a closed socket does.
-    static func append(_ appends: ActiveAppends, declared: Int64) -> (
+    static func append(_ appends: ActiveAppends, declared: Int64?) -> (
         active: ActiveAppends.Append, body: TolerantBody<AsyncThrowingStream<ByteBuffer, any Error>>,
         bytes: AsyncThrowingStream<ByteBuffer, any Error>.Continuation, closed: NIOLockedValueBox<Int>
     ) {
@@ -79,6 +79,38 @@ struct ActiveAppendsTests {
         #expect(await Self.returns(stop, within: .seconds(5)))
         // With nothing under way, a request does not wait at all.
         #expect(await Self.returns(Self.stopping(appends), within: .seconds(1)))
+    }
+
+    @Test("an append whose body arrives whole within the moment a later request gives it is not stopped either: the request waits for its answer")
+    func bodyArrivingWithinTheGraceIsWaitedFor() async throws {
+        let appends = ActiveAppends()
+        let (active, body, bytes, closed) = Self.append(appends, declared: 10)
+        var reading = body.makeAsyncIterator()
+        let stop = Self.stopping(appends)
+        try await Task.sleep(for: .milliseconds(50))
+        bytes.yield(ByteBuffer(bytes: Array(0..<10)))
+        #expect(try await reading.next()?.readableBytes == 10)
+        #expect(await !Self.returns(stop, within: .milliseconds(600)), "the request did not wait for the append")
+        #expect(closed.withLockedValue { $0 } == 0, "the connection of a body that arrived whole was closed")
+        active.end()
+        #expect(await Self.returns(stop, within: .seconds(5)))
+    }
+
+    @Test("a body with no declared length is whole once its end arrives")
+    func undeclaredBodyIsWholeAtItsEnd() async throws {
+        let appends = ActiveAppends()
+        let (active, body, bytes, closed) = Self.append(appends, declared: nil)
+        var reading = body.makeAsyncIterator()
+        bytes.yield(ByteBuffer(bytes: Array(0..<10)))
+        bytes.finish()
+        #expect(try await reading.next()?.readableBytes == 10)
+        #expect(try await reading.next() == nil)
+        let stop = Self.stopping(appends)
+        #expect(await !Self.returns(stop, within: .milliseconds(600)))
+        #expect(closed.withLockedValue { $0 } == 0)
+        #expect(body.interrupted.withLockedValue { $0 } == false)
+        active.end()
+        #expect(await Self.returns(stop, within: .seconds(5)))
     }
 
     @Test("a request that waited its limit goes on; another request's longer wait for the same upload is not cut short by it")

@@ -312,6 +312,9 @@ struct ResumableUploadAPI: Sendable {
         var info = ResumableUpload.Info(videoId: target.mediaId)
         info.completesWhenDeclared = true
         let upload = try await createUpload(target, length: length, info: info, attributes: attributes)
+        let channel = context.channel
+        let active = appending.begin(upload.id) { channel.close(promise: nil) }
+        defer { active.end() }
         let location = try location(upload, context: context)
         // 104: the client knows where to resume before it sends a byte.
         var interim = HTTPResponse(status: .uploadResumptionSupported)
@@ -322,7 +325,7 @@ struct ResumableUploadAPI: Sendable {
         var response: Response
         do {
             response = try await endingOnRefusal(upload, wire: wire) {
-                try await appendIETF(upload, at: 0, complete: complete, request: request, connection: context.channel, wire: wire)
+                try await appendIETF(upload, at: 0, complete: complete, request: request, active: active, wire: wire)
             }
         } catch var refusal as ResumableRefusal {
             refusal.headers[.location] = location
@@ -451,8 +454,11 @@ struct ResumableUploadAPI: Sendable {
                 throw ResumableRefusal(.badRequest, "An append is Content-Type: application/partial-upload.", wire: wire)
             }
             _ = try wire.declaredComplete(request.headers)
-            await appending.stop(id)
         }
+        // An IETF append stops those under way before it, and counts as under way itself from here on: a request for
+        // the upload that comes while this one is checked or read stops it, or waits for its answer.
+        let active = await ietfAppend(id, request: request, wire: wire, connection: context.channel)
+        defer { active?.end() }
         let upload = try await live(id, wire: wire)
         switch wire {
         case .tus:
@@ -508,8 +514,7 @@ struct ResumableUploadAPI: Sendable {
             let declared = try lengthToRecord(upload, request: request, wire: wire)
             await context.sendContinue()
             return try await appendIETF(
-                upload, at: offset, complete: complete, declared: declared, request: request, connection: context.channel,
-                wire: wire)
+                upload, at: offset, complete: complete, declared: declared, request: request, active: active, wire: wire)
         }
     }
 
@@ -608,17 +613,27 @@ struct ResumableUploadAPI: Sendable {
         }
     }
 
-    /// An IETF append: the bytes recorded; with the completion flag, the upload's length is the offset reached, and
-    /// the answer is the final response. Until it is answered, a later IETF request for the upload stops it
-    /// (``ActiveAppends``) and waits for its record: its `connection` is closed, so that a body waiting for bytes that
-    /// will not come (a link that went silent) ends at once and keeps what arrived; a body that arrived whole is not
-    /// stopped, and the request waits for it to be recorded (and completed, when it completes the upload).
+    /// The IETF append about to be made to upload `id` over `connection`, under way (``ActiveAppends``) once those
+    /// before it have been stopped; nil for tus, whose appends are neither stopped nor stop others.
+    private func ietfAppend(_ id: String, request: Request, wire: ResumableWire, connection: any Channel) async
+        -> ActiveAppends.Append?
+    {
+        guard case .ietf = wire else { return nil }
+        await appending.stop(id)
+        // An empty body has arrived whole already.
+        let empty = request.headers[.contentLength] == "0"
+        return appending.begin(id, whole: empty) { connection.close(promise: nil) }
+    }
+
+    /// An IETF append, under way as `active`: the bytes recorded; with the completion flag, the upload's length is the
+    /// offset reached, and the answer is the final response. Until it is answered, a later IETF request for the upload
+    /// stops it (``ActiveAppends``) and waits for its record: its connection is closed, so that a body waiting for
+    /// bytes that will not come (a link that went silent) ends at once and keeps what arrived; a body that arrived
+    /// whole is not stopped, and the request waits for it to be recorded (and completed, when it completes the upload).
     private func appendIETF(
         _ upload: ResumableUpload, at offset: Int64, complete: Bool, declared: Int64? = nil, request: Request,
-        connection: any Channel, wire: ResumableWire
+        active: ActiveAppends.Append?, wire: ResumableWire
     ) async throws -> Response {
-        let active = appending.begin(upload.id) { connection.close(promise: nil) }
-        defer { active.end() }
         var bounded = upload
         if let declared { bounded.length = declared }
         var (stored, interrupted) = try await append(
@@ -816,13 +831,13 @@ struct ResumableUploadAPI: Sendable {
 
 /// A request body that ends, instead of failing, when the connection does: an append keeps what arrived. Whether it
 /// was cut short (by an error, or before its declared length) is in ``interrupted``; once its declared length has
-/// arrived it is whole, and an error reading its end does not cut it short.
+/// arrived (or, with none declared, its end) it is whole, and an error reading its end does not cut it short.
 struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
 
     let base: Base
     let declaredLength: Int64?
-    /// Told once, when the declared length has arrived.
+    /// Told once, when the body has arrived whole.
     let arrived: @Sendable () -> Void
     /// Whether the body was cut short.
     let interrupted = NIOLockedValueBox(false)
@@ -849,8 +864,12 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
                     noteLength()
                     return buffer
                 }
-                if body.declaredLength != nil, !whole {
+                // The end reached: whole, unless short of its declared length.
+                if let declared = body.declaredLength, count < declared {
                     body.interrupted.withLockedValue { $0 = true }
+                } else if !whole {
+                    whole = true
+                    body.arrived()
                 }
             } catch is CancellationError where !whole {
                 throw CancellationError()
@@ -877,10 +896,11 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
 /// The IETF appends under way on this node, by upload. The IETF draft has a server stop an append when another request
 /// for its upload comes (an IETF HEAD or append does so here; tus keeps racing requests apart, and a tus append is not
 /// stopped): a client whose connection was reset (a mobile link, a middlebox) asks for the offset at once, while its
-/// old append is still being read from the server's buffers. A HEAD or append of the upload closes the connections of
-/// the old appends there (they keep what the server read, as when a body is cut short) and waits for their record, a
-/// few seconds at most, so the offset it learns counts what arrived rather than those bytes being sent again into a
-/// conflict. An append whose body arrived whole is not stopped: the request waits for it to be recorded and answered.
+/// old append is still being read from the server's buffers. A HEAD or append of the upload gives the old appends
+/// there a moment to arrive whole, closes the connections of those that have not (they keep what the server read, as
+/// when a body is cut short) and waits for their record, a few seconds at most, so the offset it learns counts what
+/// arrived rather than those bytes being sent again into a conflict. An append whose body arrived whole is not
+/// stopped: the request waits for it to be answered.
 final class ActiveAppends: Sendable {
     /// One append under way, as its request sees it.
     struct Append: Sendable {
@@ -890,70 +910,94 @@ final class ActiveAppends: Sendable {
 
         /// The append's body arrived whole: a later request no longer stops it, only waits for it.
         func arrived() {
-            appends.state.withLockedValue { state in
-                guard let index = state.byUpload[id]?.firstIndex(where: { $0.token == token }) else { return }
-                state.byUpload[id]?[index].whole = true
+            appends.change(id) { entries in
+                if let index = entries.firstIndex(where: { $0.token == token }) { entries[index].whole = true }
             }
         }
 
         /// The append has been answered (or refused): the requests waiting for it go on.
         func end() {
-            let waiting = appends.state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
-                let left = (state.byUpload[id] ?? []).filter { $0.token != token }
-                state.byUpload[id] = left.isEmpty ? nil : left
-                guard left.isEmpty else { return [] }
-                return (state.waiting.removeValue(forKey: id) ?? [:]).compactMap(\.value)
-            }
-            for waiter in waiting { waiter.resume() }
+            appends.change(id) { entries in entries.removeAll { $0.token == token } }
         }
     }
 
     private struct Entry {
         var token: Int
-        var whole = false
+        var whole: Bool
         /// Ends the append's connection.
         var close: @Sendable () -> Void
+    }
+
+    /// A request waiting in ``stop(_:grace:upTo:)``: for the upload's appends to have arrived whole, or to end.
+    private struct Waiter {
+        var untilWhole: Bool
+        /// Nil until the wait has begun.
+        var continuation: CheckedContinuation<Void, Never>?
     }
 
     private struct State {
         var next = 0
         var byUpload: [String: [Entry]] = [:]
-        /// Those waiting in ``stop(_:upTo:)`` for an upload's appends to end, by a number of their own (nil until the
-        /// wait has begun).
-        var waiting: [String: [Int: CheckedContinuation<Void, Never>?]] = [:]
+        var waiting: [String: [Int: Waiter]] = [:]
     }
 
     private let state = NIOLockedValueBox(State())
 
-    /// An append to upload `id` begins; `close` ends its connection.
-    func begin(_ id: String, close: @escaping @Sendable () -> Void) -> Append {
+    /// An append to upload `id` begins (`whole` when its body has arrived already); `close` ends its connection.
+    func begin(_ id: String, whole: Bool = false, close: @escaping @Sendable () -> Void) -> Append {
         state.withLockedValue { state in
             state.next += 1
-            state.byUpload[id, default: []].append(Entry(token: state.next, close: close))
+            state.byUpload[id, default: []].append(Entry(token: state.next, whole: whole, close: close))
             return Append(appends: self, id: id, token: state.next)
         }
     }
 
-    /// Stops the appends under way to upload `id` whose bodies have not arrived whole by closing their connections
-    /// (each keeps what the server read of it; one waiting for bytes from a link gone silent ends too) and returns
-    /// once every append to it has been answered, or after `limit`.
-    func stop(_ id: String, upTo limit: Duration = .seconds(5)) async {
-        let (closing, waiter) = state.withLockedValue { state -> ([@Sendable () -> Void], Int?) in
-            guard let appends = state.byUpload[id] else { return ([], nil) }
-            let closing = appends.filter { !$0.whole }.map(\.close)
-            state.next += 1
-            state.waiting[id, default: [:]][state.next] = .some(nil)
-            return (closing, state.next)
-        }
-        guard let waiter else { return }
+    /// Stops the appends under way to upload `id`: those whose bodies have not arrived whole within `grace` have their
+    /// connections closed (each keeps what the server read of it; one waiting for bytes from a link gone silent ends
+    /// too). Returns once every append to it has been answered, or after `limit` more.
+    func stop(_ id: String, grace: Duration = .milliseconds(250), upTo limit: Duration = .seconds(5)) async {
+        await wait(id, untilWhole: true, upTo: grace)
+        let closing = state.withLockedValue { $0.byUpload[id]?.filter { !$0.whole }.map(\.close) ?? [] }
         for close in closing { close() }
+        await wait(id, untilWhole: false, upTo: limit)
+    }
+
+    /// Changes the appends to upload `id`, and lets the waits that may go on go on.
+    private func change(_ id: String, _ update: (inout [Entry]) -> Void) {
+        let going = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            var entries = state.byUpload[id] ?? []
+            update(&entries)
+            state.byUpload[id] = entries.isEmpty ? nil : entries
+            guard var waiting = state.waiting[id] else { return [] }
+            let allWhole = entries.allSatisfy(\.whole)
+            var going: [CheckedContinuation<Void, Never>] = []
+            for (number, waiter) in waiting where entries.isEmpty || (waiter.untilWhole && allWhole) {
+                // A wait not yet begun finds its place gone, and does not wait.
+                waiting[number] = nil
+                if let continuation = waiter.continuation { going.append(continuation) }
+            }
+            state.waiting[id] = waiting.isEmpty ? nil : waiting
+            return going
+        }
+        for continuation in going { continuation.resume() }
+    }
+
+    /// Waits until the appends to upload `id` have all arrived whole (`untilWhole`) or have all ended, or `limit`
+    /// has passed.
+    private func wait(_ id: String, untilWhole: Bool, upTo limit: Duration) async {
+        let number = state.withLockedValue { state -> Int? in
+            guard let entries = state.byUpload[id], !(untilWhole && entries.allSatisfy(\.whole)) else { return nil }
+            state.next += 1
+            state.waiting[id, default: [:]][state.next] = Waiter(untilWhole: untilWhole)
+            return state.next
+        }
+        guard let number else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
-                    // The wait's place is gone once the appends have ended or its limit has passed.
                     let waits = self.state.withLockedValue { state -> Bool in
-                        guard state.waiting[id]?[waiter] != nil else { return false }
-                        state.waiting[id]?[waiter] = continuation
+                        guard state.waiting[id]?[number] != nil else { return false }
+                        state.waiting[id]?[number]?.continuation = continuation
                         return true
                     }
                     if !waits { continuation.resume() }
@@ -963,8 +1007,12 @@ final class ActiveAppends: Sendable {
             await group.next()
             group.cancelAll()
             // Past the limit this wait ends; other requests' waits keep theirs.
-            let late = self.state.withLockedValue { $0.waiting[id]?.removeValue(forKey: waiter) }
-            late??.resume()
+            let late = self.state.withLockedValue { state -> Waiter? in
+                let late = state.waiting[id]?.removeValue(forKey: number)
+                if state.waiting[id]?.isEmpty == true { state.waiting[id] = nil }
+                return late
+            }
+            late?.continuation?.resume()
         }
     }
 }
