@@ -93,7 +93,8 @@ extension UploadCommand {
         defer { recordLock.release() }
         var previous = records.read(StreamRecord.self, name: recordName)
         let recorded = previous
-        // What a cancel leaves on the server: a video or image no longer uploading is not deleted.
+        // What a cancel leaves on the server: a video or image no longer uploading is not deleted, nor is the object a
+        // completed upload made.
         var kept: String?
         // An earlier upload this run does not continue (cancelled, started afresh, or of a file that has changed since)
         // is ended on the server, so that it holds neither bytes nor its key's quota until it expires.
@@ -102,6 +103,9 @@ extension UploadCommand {
                 context.output.message("\(path) changed since its upload started; uploading it afresh.", file: name)
             }
             if let url = URL(string: context.connection.base + old.uploadPath) {
+                if cancel, let bucket, (try? await uploader.isComplete(url)) == true {
+                    kept = "it had completed, and the object \(bucket)/\(key ?? name) stays"
+                }
                 do {
                     try await uploader.terminate(url)
                 } catch {
@@ -114,8 +118,9 @@ extension UploadCommand {
             // Its video or image, still Uploading, is deleted rather than left counting against the key's quota until
             // it expires (a new one is made for the file sent afresh).
             let media = context.connection.media(context.configuration)
-            if let videoId = old.videoId, !(await media.deleteAbandonedVideo(videoId)) { kept = "video \(videoId)" }
-            if let imageId = old.imageId, !(await media.deleteAbandonedImage(imageId)) { kept = "image \(imageId)" }
+            let stays = "is kept: it is no longer uploading (stored already), or the service could not be asked"
+            if let videoId = old.videoId, !(await media.deleteAbandonedVideo(videoId)) { kept = "video \(videoId) \(stays)" }
+            if let imageId = old.imageId, !(await media.deleteAbandonedImage(imageId)) { kept = "image \(imageId) \(stays)" }
             records.remove(recordName)
             previous = nil
         }
@@ -123,9 +128,7 @@ extension UploadCommand {
             let text = switch (recorded, kept) {
             case (nil, _): "No interrupted upload of \(path) to cancel."
             case (_, nil): "Cancelled the stream upload of \(path): nothing is left of it on the server."
-            case (_, let kept?):
-                "Cancelled the stream upload of \(path); \(kept) is kept: it is no longer uploading (stored already),"
-                    + " or the service could not be asked."
+            case (_, let kept?): "Cancelled the stream upload of \(path); \(kept)."
             }
             context.output.message(text, file: name)
             return ExitCodes.success

@@ -368,41 +368,90 @@ struct CommandLineTests {
         #expect(!FileManager.default.fileExists(atPath: streams + "/" + name), "the record was kept")
     }
 
+    /// Completes the upload at `url` (of `size` bytes) with other bytes than its file's, as another holder of its URL
+    /// could: a tus append from the offset the server reaches once the stopped run's last append is recorded.
+    static func completeWithOtherBytes(_ url: String, size: Int) async throws {
+        let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+        var other: S3TestClient.Reply?
+        for _ in 0..<50 where other?.status != 204 {
+            let head = try await S3TestClient.fetchRaw("HEAD", url, headers: tus)
+            let offset = try #require(Int(head.header("Upload-Offset") ?? ""), "\(head.status)")
+            // A conflict is answered before the body is read, and the connection closed under it.
+            other = try? await S3TestClient.fetchRaw(
+                "PATCH", url,
+                headers: tus + [("Content-Type", "application/offset+octet-stream"), ("Upload-Offset", String(offset))],
+                body: [UInt8](repeating: 0x5A, count: size - offset))
+            if other?.status != 204 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(other?.status == 204, "\(String(describing: other?.status)) \(other?.text ?? "")")
+    }
+
+    /// Runs `arguments` (a stream upload, without its endpoint) through a proxy that refuses every append (503), so
+    /// that the upload is created and recorded but the service has none of the file when the run gives up (exit 75);
+    /// the stream record it leaves in `records`: its file name, its bytes, and its fields.
+    static func stoppedStream(
+        _ arguments: [String], server: FerryExecutable.Server, environment: [String: String], records: String
+    ) async throws -> (name: String, saved: Data, record: [String: Any]) {
+        try await FaultProxy.with(upstream: server.endpoint) { proxy in
+            proxy.inject(.status(503, code: "ServiceUnavailable"), when: .method("PATCH"), times: 1000)
+            let first = try await FerryRun.run(
+                arguments + ["--endpoint", proxy.endpoint, "--max-retries", "1"], environment: environment)
+            #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        }
+        let streams = records + "/streams"
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: streams).first { $0.hasSuffix(".json") })
+        let saved = try Data(contentsOf: URL(fileURLWithPath: streams + "/" + name))
+        return (name, saved, try #require(try JSONSerialization.jsonObject(with: saved) as? [String: Any]))
+    }
+
+    @Test(
+        "an object stream rerun whose recorded upload is complete but whose object is gone (deleted or replaced since) sends the file afresh rather than taking it as done; --cancel of a completed upload says its object stays",
+        arguments: ["tus", "ietf"])
+    func objectStreamCompletedElsewhere(_ wire: String) async throws {
+        try await Self.withService("ferry-cli-stream-object") { server, root, environment, data in
+            let size = 24 * 1024 * 1024
+            let file = try makeRandomFile(size: size, in: data)
+            let command = [
+                "upload", file.path, "--json", "--protocol", wire, "--part-size", "2MiB", "--record-dir", data + "/records",
+                "--bucket", "elsewhere", "--key", "e.bin",
+            ]
+            let (name, saved, record) = try await Self.stoppedStream(
+                command, server: server, environment: environment, records: data + "/records")
+            let streams = data + "/records/streams"
+            let arguments = command + ["--endpoint", server.endpoint]
+            try await Self.completeWithOtherBytes(server.endpoint + (try #require(record["uploadPath"] as? String)), size: size)
+            let s3 = S3TestClient(endpoint: server.endpoint, credentials: root)
+            #expect(try await s3.send("DELETE", S3TestClient.path("elsewhere", "e.bin")).status == 204)
+
+            let again = try await FerryRun.run(arguments, environment: environment)
+            #expect(again.status == 0, "\(again.output.suffix(500)) \(again.error)")
+            let firstStored = again.jsonLines.first { $0["stored"] != nil }?["stored"] as? Int
+            #expect(firstStored == 0, "the rerun did not send the file afresh: \(again.output.prefix(800))")
+            #expect(try await s3.get("elsewhere", "e.bin").body == [UInt8](try Data(contentsOf: file)))
+
+            try saved.write(to: URL(fileURLWithPath: streams + "/" + name))
+            let cancelled = try await FerryRun.run(arguments + ["--cancel"], environment: environment)
+            #expect(cancelled.status == 0, "\(cancelled.error)")
+            let message = cancelled.jsonLines.compactMap { $0["message"] as? String }.joined(separator: " ")
+            #expect(message.contains("it had completed, and the object elsewhere/e.bin stays"), "\(cancelled.output)")
+        }
+    }
+
     @Test(
         "a stream rerun that finds its recorded upload completed with other bytes (by another holder of its URL) makes the file a new video and sends it whole; --cancel of that record says the stored video is kept, and with no record that there is nothing to cancel",
         arguments: ["tus", "ietf"])
     func streamCompletedWithOtherBytes(_ wire: String) async throws {
         try await Self.withService("ferry-cli-stream-other") { server, _, environment, data in
             let file = try makeRandomFile(size: 24 * 1024 * 1024, in: data)
-            let arguments = [
-                "upload", file.path, "--endpoint", server.endpoint, "--json", "--protocol", wire, "--part-size", "2MiB",
-                "--record-dir", data + "/records",
-            ]
-            let first = try await FerryRun.run(
-                arguments, environment: environment, interruptWhen: FerryRun.progressed(to: 2 * 1024 * 1024))
-            #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+            let command = ["upload", file.path, "--json", "--protocol", wire, "--part-size", "2MiB", "--record-dir", data + "/records"]
+            let (name, saved, record) = try await Self.stoppedStream(
+                command, server: server, environment: environment, records: data + "/records")
             let streams = data + "/records/streams"
-            let name = try #require(try FileManager.default.contentsOfDirectory(atPath: streams).first { $0.hasSuffix(".json") })
-            let saved = try Data(contentsOf: URL(fileURLWithPath: streams + "/" + name))
-            let record = try #require(try JSONSerialization.jsonObject(with: saved) as? [String: Any])
+            let arguments = command + ["--endpoint", server.endpoint]
             let recordedVideo = try #require(record["videoId"] as? String)
             let upload = server.endpoint + (try #require(record["uploadPath"] as? String))
 
-            // Another holder of the upload's URL completes it with other bytes (from the offset the server reaches
-            // once the stopped run's last append is recorded).
-            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
-            var other: S3TestClient.Reply?
-            for _ in 0..<50 where other?.status != 204 {
-                let head = try await S3TestClient.fetchRaw("HEAD", upload, headers: tus)
-                let offset = try #require(Int(head.header("Upload-Offset") ?? ""), "\(head.status)")
-                // A conflict is answered before the body is read, and the connection closed under it.
-                other = try? await S3TestClient.fetchRaw(
-                    "PATCH", upload,
-                    headers: tus + [("Content-Type", "application/offset+octet-stream"), ("Upload-Offset", String(offset))],
-                    body: [UInt8](repeating: 0x5A, count: 24 * 1024 * 1024 - offset))
-                if other?.status != 204 { try await Task.sleep(for: .milliseconds(100)) }
-            }
-            #expect(other?.status == 204, "\(String(describing: other?.status)) \(other?.text ?? "")")
+            try await Self.completeWithOtherBytes(upload, size: 24 * 1024 * 1024)
 
             // The rerun: the file becomes a new video, every byte sent.
             let again = try await FerryRun.run(arguments, environment: environment)

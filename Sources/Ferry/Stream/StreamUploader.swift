@@ -84,16 +84,25 @@ public struct StreamUploader: Sendable {
         }
         var uploadURL: URL
         var offset: Int64
+        var resumable: (URL, Int64)?
         if let existing, let current = try await retrying({ () throws(FerryError) in try await self.offset(of: existing) }),
             current.offset <= size
         {
-            // Completed by the run before, whose last answer was lost: nothing is left to send.
             if current.complete, current.offset == size {
-                try await Self.compare(current.crc64nvme, with: file, size: size)
-                ProgressMeter(alreadySent: size, expected: size, report: progress).stored(upTo: size)
-                return Result(uploadURL: existing, size: size, etag: current.etag)
+                // Completed by the run before, whose last answer was lost: nothing is left to send when the object's
+                // checksum shows it is the file. A server that shows none (the object was replaced or deleted since,
+                // or it reports no checksum) cannot tell: the file is sent afresh.
+                if let stored = current.crc64nvme {
+                    try await Self.compare(stored, with: file, size: size)
+                    ProgressMeter(alreadySent: size, expected: size, report: progress).stored(upTo: size)
+                    return Result(uploadURL: existing, size: size, etag: current.etag)
+                }
+            } else {
+                resumable = (existing, current.offset)
             }
-            (uploadURL, offset) = (existing, current.offset)
+        }
+        if let resumable {
+            (uploadURL, offset) = resumable
         } else {
             uploadURL = try await retrying { () throws(FerryError) in
                 try await self.create(at: creationURL, size: size, name: file.lastPathComponent, signer: signer)
@@ -166,9 +175,8 @@ public struct StreamUploader: Sendable {
         guard let size = try? FileRanges.attributes(of: file.path).size else {
             throw FerryError(.fileNotFound, "\(file.path) cannot be read.")
         }
-        // A tus upload completes with the append that reaches its length.
         guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: url) }),
-            current.offset == size, current.complete || wireProtocol == .tus, let stored = current.crc64nvme,
+            current.offset == size, current.complete, let stored = current.crc64nvme,
             try await Self.checksum(.crc64nvme, of: file, offset: 0, length: size) == stored
         else { return nil }
         return Result(uploadURL: url, size: size, etag: current.etag)
@@ -212,8 +220,8 @@ public struct StreamUploader: Sendable {
     }
 
     /// The upload's offset, whether it is complete (the IETF draft's `Upload-Complete: ?1`; a tus upload completes
-    /// with the append that reaches its length, which an empty append confirms), the ETag of its object and, for a
-    /// complete IETF upload, Ferry's CRC64NVME of that object; nil when it is gone.
+    /// with the append that reaches its `Upload-Length`), the ETag of its object and, for a complete upload, Ferry's
+    /// CRC64NVME of that object while it is the object the upload made; nil when the upload is gone.
     private func offset(of url: URL) async throws(FerryError)
         -> (offset: Int64, complete: Bool, etag: String?, crc64nvme: String?)?
     {
@@ -223,11 +231,21 @@ public struct StreamUploader: Sendable {
             throw Self.failure(response, "read the upload's offset")
         }
         guard offset >= 0 else { throw Self.impossibleOffset(offset) }
+        // A tus upload completes with the append that reaches its length.
+        let complete = switch wireProtocol {
+        case .ietf: response.header("Upload-Complete") == "?1"
+        case .tus: response.header("Upload-Length").flatMap(Int64.init) == offset
+        }
         return (
-            offset, wireProtocol == .ietf && response.header("Upload-Complete") == "?1",
+            offset, complete,
             response.header("ETag")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
             response.header("x-amz-checksum-crc64nvme")
         )
+    }
+
+    /// Whether the upload at `url` is complete; nil when it is gone.
+    package func isComplete(_ url: URL) async throws(FerryError) -> Bool? {
+        try await retrying { () throws(FerryError) in try await self.offset(of: url) }?.complete
     }
 
     /// Ends the upload at `url` on the server (tus termination, the IETF draft's cancellation): what it received is
