@@ -194,7 +194,7 @@ public struct FerryServer: Sendable {
         self.metrics = metrics
         credentials = CredentialStore(
             root: rootCredentials, catalog: mediaCatalog, tokens: SessionTokenCodec(key: serverKey),
-            now: configuration.now)
+            now: configuration.now, reservedBuckets: [configuration.mediaBucket])
         mediaTools = MediaTools.locate(directory: configuration.mediaProcessing.toolsDirectory, environment: environment)
     }
 

@@ -162,7 +162,7 @@ struct LifecycleTests {
         </LifecycleConfiguration>
         """
 
-    @Test("Put/Get/DeleteBucketLifecycleConfiguration: stored as given, an ID for rules without one, 404 when none")
+    @Test("Put/Get/DeleteBucketLifecycleConfiguration: stored as given, an ID for rules without one, 404 when none; the media bucket takes none")
     func configurationRoundTrip() async throws {
         try await TestServer.inMemory { server in
             let s3 = server.client()
@@ -187,6 +187,12 @@ struct LifecycleTests {
             #expect(try await s3.send("DELETE", "/lcb", query: [("lifecycle", "")]).status == 204)
             let noBucket = try await s3.send("PUT", "/absent", query: [("lifecycle", "")], body: Array(Self.rules.utf8))
             #expect(noBucket.errorCode == "NoSuchBucket")
+            // The media bucket's files are the media catalog's: no rule may expire them, even the root key's.
+            let mediaBucket = server.server.configuration.mediaBucket
+            try await s3.createBucket(mediaBucket)
+            let media = try await s3.send("PUT", "/" + mediaBucket, query: [("lifecycle", "")], body: Array(Self.rules.utf8))
+            #expect(media.status == 400 && media.errorCode == "InvalidRequest", "\(media.status) \(media.text)")
+            #expect(try await s3.send("GET", "/" + mediaBucket, query: [("lifecycle", "")]).status == 404)
         }
     }
 

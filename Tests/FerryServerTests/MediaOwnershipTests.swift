@@ -34,6 +34,32 @@ func mediaCode(_ reply: S3TestClient.Reply) -> String? {
 
 @Suite("Media API: integers, ownership, idempotent creation, unfinished uploads", .timeLimit(.minutes(10)))
 struct MediaOwnershipTests {
+    @Test("the media bucket's files are reached through the object API by the root key and by statements that name the bucket, not by a key scoped to every bucket: it can neither read, replace, delete nor list another owner's video files")
+    func mediaBucketTakesNamedStatementsOnly() async throws {
+        try await TestServer.with { server in
+            let root = QuotaTests.rootMedia(server)
+            let media = server.server.configuration.mediaBucket
+            #expect(try await server.client().createBucket(media).status == 200)
+            let file = "video/" + String(repeating: "a", count: 32) + "/source.mp4"
+            #expect(try await server.client().put(media, file, Array("the owner's bytes".utf8)).status == 200)
+            // A key with every object action on every bucket ("*").
+            let everywhere = server.client(QuotaTests.sigV4(try await root.createAccessKey(policy: QuotaTests.everything)))
+            #expect(try await everywhere.get(media, file).status == 403)
+            #expect(try await everywhere.put(media, file, Array("other bytes".utf8)).status == 403)
+            #expect(try await everywhere.put(media, "video/x/master.m3u8", Array("#EXTM3U".utf8)).status == 403)
+            #expect(try await everywhere.send("DELETE", S3TestClient.path(media, file)).status == 403)
+            #expect(try await everywhere.send("GET", S3TestClient.path(media), query: [("list-type", "2")]).status == 403)
+            // Its own buckets are its to use.
+            #expect(try await everywhere.createBucket("own").status == 200)
+            #expect(try await everywhere.put("own", "k", Array("mine".utf8)).status == 200)
+            // A statement naming the media bucket reaches it, as an operator grants it.
+            let named = AccessPolicy(statements: [.init(actions: ["s3:GetObject"], bucket: media)])
+            let reader = server.client(QuotaTests.sigV4(try await root.createAccessKey(policy: named)))
+            #expect(try await reader.get(media, file).body == Array("the owner's bytes".utf8))
+            #expect(try await server.client().get(media, file).body == Array("the owner's bytes".utf8))
+        }
+    }
+
     @Test("integers out of range answer 400 InvalidParameter and the server keeps serving")
     func integersOutOfRange() async throws {
         try await TestServer.with { server in

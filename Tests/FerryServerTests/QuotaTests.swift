@@ -102,6 +102,30 @@ struct QuotaTests {
         Set(try await server.server.store.files.blobs(olderThan: Date().addingTimeInterval(3600)))
     }
 
+    @Test("a quota field or a policy statement field that names nothing (a misspelling) is refused, 400 InvalidParameter naming it, and changes nothing: it is not taken as no limit, nor as every bucket")
+    func misspeltFieldsAreRefused() async throws {
+        try await TestServer.with { server in
+            let root = Self.rootMedia(server)
+            let key = try await root.createAccessKey(policy: Self.everything, quota: AccessKeyQuota(storageBytes: 1000, videos: 1))
+            func call(_ action: String, _ json: String) async throws -> (Int, String?, String) {
+                let reply = try await mediaRequest(server, action, Array(json.utf8))
+                let body = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any]
+                return (reply.status, body?["code"] as? String, body?["message"] as? String ?? reply.text)
+            }
+            let update = try await call(
+                "UpdateAccessKey", #"{"AccessKeyId":"\#(key.accessKeyId)","Quota":{"StorageByte":500}}"#)
+            #expect(update.0 == 400 && update.1 == "InvalidParameter" && update.2.contains("Quota.StorageByte"), "\(update)")
+            let usage = try await root.usage(accessKeyId: key.accessKeyId)
+            #expect(usage.quota == AccessKeyQuota(storageBytes: 1000, videos: 1), "\(String(describing: usage.quota))")
+            let create = try await call("CreateAccessKey", #"{"Policy":{"statements":[{"actions":["s3:*"]}]},"Quota":{"Video":1}}"#)
+            #expect(create.0 == 400 && create.2.contains("Quota.Video"), "\(create)")
+            let widened = try await call(
+                "CreateAccessKey", #"{"Policy":{"statements":[{"actions":["s3:*"],"buckt":"mine"}]}}"#)
+            #expect(widened.0 == 400 && widened.1 == "InvalidParameter" && widened.2.contains("Policy.statements[0].buckt"), "\(widened)")
+            #expect(try await root.listAccessKeys().count == 1, "a refused key was created")
+        }
+    }
+
     @Test(
         "a key at its byte quota gets 403 QuotaExceeded on PUT, on a part, on a form upload and on CreateUploadVideo, and nothing is stored",
         arguments: QuotaBackend.allCases)

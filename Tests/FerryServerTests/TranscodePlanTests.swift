@@ -228,7 +228,7 @@ struct TranscodePlanTests {
         #expect(throws: TranscodeTemplates.InvalidTemplates.self) { try TranscodeTemplates.load(path: file) }
     }
 
-    @Test("playback paths stay inside the video; each file asks for its audience; playlists carry a token to every URI")
+    @Test("playback paths stay inside the video; each file asks for its audience; playlists carry a token to every URI of this service, and none to another host")
     func playbackPaths() throws {
         for good in ["master.m3u8", "LD/index.m3u8", "LD/seg_00001.m4s", "cover.jpg"] {
             #expect(PlaybackToken.isValidFilePath(good))
@@ -253,6 +253,9 @@ struct TranscodePlanTests {
             #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="a,xURI=",LANGUAGE="fr",URI="subtitles/a.m3u8"
             #EXT-X-STREAM-INF:BANDWIDTH=800000,CODECS="avc1.64001f,mp4a.40.2",SUBTITLES="subs"
             LD/index.m3u8
+            https://other.example/HD/index.m3u8
+            //other.example/SD/index.m3u8
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="b",NAME="X",URI="HTTP://other.example/a.m3u8"
             #EXT-X-ENDLIST
 
             """
@@ -266,6 +269,9 @@ struct TranscodePlanTests {
                 #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="a,xURI=",LANGUAGE="fr",URI="subtitles/a.m3u8?token=T"
                 #EXT-X-STREAM-INF:BANDWIDTH=800000,CODECS="avc1.64001f,mp4a.40.2",SUBTITLES="subs"
                 LD/index.m3u8?token=T
+                https://other.example/HD/index.m3u8
+                //other.example/SD/index.m3u8
+                #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="b",NAME="X",URI="HTTP://other.example/a.m3u8"
                 #EXT-X-ENDLIST
 
                 """)

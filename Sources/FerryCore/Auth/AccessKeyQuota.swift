@@ -49,4 +49,43 @@ public struct AccessKeyQuota: Codable, Sendable, Hashable {
         case concurrentUploads = "ConcurrentUploads"
         case requestsPerSecond = "RequestsPerSecond"
     }
+
+    /// Decodes a quota. A field that names no limit (a misspelt `StorageByte`) is refused
+    /// (``UnknownFieldError``) rather than taken as limiting nothing.
+    public init(from decoder: any Decoder) throws {
+        try UnknownFieldError.check(decoder, knowing: CodingKeys.self, takes: "StorageBytes, Videos, ConcurrentUploads and RequestsPerSecond")
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        storageBytes = try c.decodeIfPresent(Int64.self, forKey: .storageBytes)
+        videos = try c.decodeIfPresent(Int.self, forKey: .videos)
+        concurrentUploads = try c.decodeIfPresent(Int.self, forKey: .concurrentUploads)
+        requestsPerSecond = try c.decodeIfPresent(Double.self, forKey: .requestsPerSecond)
+    }
+}
+
+/// A JSON object held a field its type does not take: refused where a misspelt field would otherwise be ignored and
+/// change what a request means (a quota that limits nothing, a grant to every bucket).
+public struct UnknownFieldError: Error, Sendable {
+    /// Where the field is, as dotted names.
+    public var path: String
+    /// The fields the object takes, in words.
+    public var takes: String
+
+    /// Throws when the object `decoder` reads holds a field `Keys` does not name.
+    static func check<Keys: CodingKey>(_ decoder: any Decoder, knowing _: Keys.Type, takes: String) throws {
+        let fields = try decoder.container(keyedBy: FieldName.self).allKeys
+        guard let unknown = fields.first(where: { Keys(stringValue: $0.stringValue) == nil }) else { return }
+        let path = (decoder.codingPath + [unknown]).reduce("") { path, key in
+            if let index = key.intValue { return path + "[\(index)]" }
+            return path.isEmpty ? key.stringValue : path + "." + key.stringValue
+        }
+        throw UnknownFieldError(path: String(path.filter { !$0.isNewline }.prefix(128)), takes: takes)
+    }
+}
+
+/// Any field name of a JSON object.
+private struct FieldName: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }

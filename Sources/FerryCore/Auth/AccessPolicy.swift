@@ -28,8 +28,10 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
 
         enum CodingKeys: String, CodingKey { case actions, bucket, keyPrefix, key }
 
-        /// Decodes a statement; `bucket` defaults to every bucket and `keyPrefix` to every key.
+        /// Decodes a statement; `bucket` defaults to every bucket and `keyPrefix` to every key. A field it does not know
+        /// (a misspelt `bukcet`) is refused rather than left to widen the grant to every bucket.
         public init(from decoder: any Decoder) throws {
+            try UnknownFieldError.check(decoder, knowing: CodingKeys.self, takes: "actions, bucket, keyPrefix and key")
             let c = try decoder.container(keyedBy: CodingKeys.self)
             actions = try c.decode([String].self, forKey: .actions)
             bucket = try c.decodeIfPresent(String.self, forKey: .bucket) ?? "*"
@@ -72,9 +74,10 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
 
     /// Whether the policy allows listing `bucket` under `prefix` (`action` is `s3:ListBucket` or another listing
     /// action): a statement scoped to a key prefix allows listings whose prefix lies within it, and no other.
-    public func allowsListing(action: String, bucket: String, prefix: String) -> Bool {
+    /// With `namedOnly`, only a statement that names `bucket` itself counts (not one for every bucket).
+    public func allowsListing(action: String, bucket: String, prefix: String, namedOnly: Bool = false) -> Bool {
         statements.contains { statement in
-            statement.allowsAction(action) && (statement.bucket == "*" || statement.bucket == bucket)
+            statement.allowsAction(action) && (statement.bucket == "*" && !namedOnly || statement.bucket == bucket)
                 && statement.key == nil && prefix.hasBytePrefix(statement.keyPrefix)
         }
     }
@@ -87,9 +90,10 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
     /// Everything on everything (the root key).
     public static let fullAccess = AccessPolicy(statements: [Statement(actions: ["*"])])
 
-    /// Whether the policy allows `action` on `bucket` and (for object actions) `key`.
-    public func allows(action: String, bucket: String? = nil, key: String? = nil) -> Bool {
-        statements.contains { $0.allows(action: action, bucket: bucket, key: key) }
+    /// Whether the policy allows `action` on `bucket` and (for object actions) `key`; with `namedOnly`, only by a
+    /// statement that names `bucket` itself (not one for every bucket).
+    public func allows(action: String, bucket: String? = nil, key: String? = nil, namedOnly: Bool = false) -> Bool {
+        statements.contains { (!namedOnly || $0.bucket == bucket) && $0.allows(action: action, bucket: bucket, key: key) }
     }
 }
 

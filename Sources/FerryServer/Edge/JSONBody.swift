@@ -3,8 +3,8 @@ import Foundation
 
 /// Request bodies of the JSON routes (media, publish, console, part signing), decoded into their Codable types after
 /// their shape is checked (``DocumentShape``): a body too deep or too large is `InvalidParameter`, one that is not JSON
-/// `MalformedJSON`, a field of the wrong type (or a number its type cannot hold) `InvalidParameter` naming the field.
-/// An empty body is `{}`.
+/// `MalformedJSON`, a field of the wrong type (or a number its type cannot hold), or one a quota or a policy statement
+/// does not take, `InvalidParameter` naming the field. An empty body is `{}`.
 enum JSONBody {
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         let data = data.isEmpty ? Data("{}".utf8) : data
@@ -15,6 +15,8 @@ enum JSONBody {
         }
         do {
             return try JSONDecoder().decode(type, from: data)
+        } catch let error as UnknownFieldError {
+            throw MediaError.invalid(error.path, "is not a field it takes; it takes \(error.takes).")
         } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
             let name = context.codingPath.map(\.stringValue).joined(separator: ".")
             throw MediaError.invalid(name.isEmpty ? "The body" : String(name.prefix(128)), "has the wrong type.")

@@ -72,9 +72,13 @@ enum PlaylistRewriter {
         return output + line[index...]
     }
 
-    /// `uri` with `query` added after its existing query, if any, and before its fragment, if any.
+    /// `uri` with `query` added after its existing query, if any, and before its fragment, if any. A URI that may
+    /// name another host (with a scheme, or a network-path reference `//host/…`) is kept as it is: the query carries
+    /// the viewer's token, which is for this service alone.
     private static func appending(_ query: String, to uri: some StringProtocol) -> String {
         let uri = String(uri)
+        let beforePath = uri.prefix { !"/?#".contains($0) }
+        guard !uri.hasPrefix("//"), !beforePath.contains(":") else { return uri }
         let fragmentStart = uri.firstIndex(of: "#") ?? uri.endIndex
         let resource = uri[..<fragmentStart]
         return resource + (resource.contains("?") ? "&" : "?") + query + uri[fragmentStart...]

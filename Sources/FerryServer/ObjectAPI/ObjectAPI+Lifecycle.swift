@@ -21,6 +21,12 @@ extension ObjectAPI {
     /// PutBucketLifecycleConfiguration: validates the rules, names the rules without an ID, and stores them; the
     /// collector applies them from its next pass, and object responses name the rule that will expire them.
     func putBucketLifecycle(_ request: S3Request) async throws -> Response {
+        // The media bucket's files are the media catalog's: a rule expiring them would leave videos that say they play.
+        guard !credentials.reservedBuckets.contains(request.bucket) else {
+            throw S3Error(
+                .invalidRequest, "The media bucket's files are kept by the media catalog; it takes no lifecycle rules.",
+                details: ["BucketName": request.bucket])
+        }
         // Decoded after the limits of S3XML.decode are checked, then held to the schema: an unknown, repeated or
         // misplaced element (a typo in a filter) would otherwise be dropped and the rule widened.
         var configuration = try await Self.xmlBody(

@@ -11,16 +11,19 @@ public struct CredentialStore: Sendable {
     public let tokens: SessionTokenCodec
     /// The time credentials are issued and judged by (``FerryServerConfiguration/now``).
     public let now: @Sendable () -> Date
+    /// The ``Principal/reservedBuckets`` of every key but the root key.
+    public let reservedBuckets: Set<String>
 
     /// Creates a store.
     public init(
         root: SigV4Credentials, catalog: any MediaCatalog, tokens: SessionTokenCodec,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() }, reservedBuckets: Set<String> = []
     ) {
         self.root = root
         self.catalog = catalog
         self.tokens = tokens
         self.now = now
+        self.reservedBuckets = reservedBuckets
     }
 
     /// A resolved key: its secret and who it is.
@@ -42,6 +45,7 @@ public struct CredentialStore: Sendable {
                 else { throw Self.unknownKey }
                 principal.quota = parent.quota
             }
+            principal.reservedBuckets = reservedBuckets
             return Resolved(secretAccessKey: verified.secretAccessKey, principal: principal)
         }
         if accessKeyId == root.accessKeyId {
@@ -52,11 +56,11 @@ public struct CredentialStore: Sendable {
                     isRoot: true))
         }
         guard let key = try await catalog.accessKey(accessKeyId), key.status == .active else { throw Self.unknownKey }
-        return Resolved(
-            secretAccessKey: key.secretAccessKey,
-            principal: Principal(
-                accessKeyId: accessKeyId, parentAccessKeyId: accessKeyId, policies: [key.policy], expiration: nil,
-                isRoot: false, quota: key.quota))
+        var principal = Principal(
+            accessKeyId: accessKeyId, parentAccessKeyId: accessKeyId, policies: [key.policy], expiration: nil,
+            isRoot: false, quota: key.quota)
+        principal.reservedBuckets = reservedBuckets
+        return Resolved(secretAccessKey: key.secretAccessKey, principal: principal)
     }
 
     /// The limits of the long-term key `owner` as they are now: what its uploads count against, whoever writes their

@@ -16,6 +16,9 @@ public struct Principal: Sendable, Hashable {
     public var isRoot: Bool
     /// The limits of the long-term key (a temporary credential has its parent's); unlimited for the root key.
     public var quota: AccessKeyQuota
+    /// Buckets only a statement naming them reaches, not one for every bucket (`*`): the media bucket, whose files the
+    /// media catalog describes, for every key but the root key.
+    public var reservedBuckets: Set<String> = []
 
     /// Creates a principal.
     public init(
@@ -32,11 +35,15 @@ public struct Principal: Sendable, Hashable {
 
     /// Whether every policy allows listing `bucket` under `prefix` with `action`.
     public func allowsListing(action: String, bucket: String, prefix: String) -> Bool {
-        !policies.isEmpty && policies.allSatisfy { $0.allowsListing(action: action, bucket: bucket, prefix: prefix) }
+        let namedOnly = reservedBuckets.contains(bucket)
+        return !policies.isEmpty
+            && policies.allSatisfy { $0.allowsListing(action: action, bucket: bucket, prefix: prefix, namedOnly: namedOnly) }
     }
 
     /// Whether every policy allows `action` on `bucket` and `key`.
     public func allows(action: String, bucket: String? = nil, key: String? = nil) -> Bool {
-        !policies.isEmpty && policies.allSatisfy { $0.allows(action: action, bucket: bucket, key: key) }
+        let namedOnly = bucket.map(reservedBuckets.contains) ?? false
+        return !policies.isEmpty
+            && policies.allSatisfy { $0.allows(action: action, bucket: bucket, key: key, namedOnly: namedOnly) }
     }
 }
