@@ -193,16 +193,22 @@ public struct MediaLibrary: Sendable {
 
     // MARK: Deletion and expiry
 
-    /// Deletes a video: its status, the cancellation of its jobs and a ``MediaJobKind/removeFiles`` job in one change,
-    /// a job running here stopped at once (its ffmpeg killed; one running on another node stops at its next
-    /// heartbeat), its files removed, then `VideoDeleted`, then the removal recorded as done (the job then finds
-    /// nothing to do). Stopped midway (a crash, a failing store), the removal job finishes it later on any node with
-    /// media workers.
+    /// Deletes a video: its status (and its snapshot cover's, whose file lives with it), the cancellation of its jobs
+    /// and a ``MediaJobKind/removeFiles`` job in one change, a job running here stopped at once (its ffmpeg killed; one
+    /// running on another node stops at its next heartbeat), its files removed, then `VideoDeleted`, then the removal
+    /// recorded as done (the job then finds nothing to do). Stopped midway (a crash, a failing store), the removal job
+    /// finishes it later on any node with media workers.
     package func delete(_ video: VideoRecord) async throws {
+        var snapshot: ImageRecord?
+        if let id = video.snapshotImageId { snapshot = try await catalog.image(id) }
+        snapshot?.status = ImageStatus.deleted
+        let cover = snapshot
         try await catalog.updateVideo(video.videoId) { video in
             video.status = VideoStatus.deleted
             video.updatedAt = Date()
-            return .save(enqueue: [Self.removalJob(video.videoId)], cancelJobs: true)
+            // The cover read above is the one the video names still (a newer snapshot replaces both together).
+            let images = cover.map { $0.imageId == video.snapshotImageId ? [$0] : [] } ?? []
+            return .save(enqueue: [Self.removalJob(video.videoId)], cancelJobs: true, images: images)
         }
         running.cancel(videoId: video.videoId)
         try await Self.removeFiles(of: video, in: store)

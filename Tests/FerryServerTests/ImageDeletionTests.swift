@@ -292,7 +292,7 @@ struct ImageDeletionTests {
     }
 
     @Test(
-        "a video's snapshot is not deleted apart from its live video (409); once the video is deleted it may be",
+        "a video's snapshot is not deleted apart from its live video (409); it is deleted with the video (no longer found), and deleting it again is accepted",
         arguments: QuotaBackend.allCases)
     func videoSnapshot(_ backend: QuotaBackend) async throws {
         try await Self.withServer(backend) { server in
@@ -303,11 +303,17 @@ struct ImageDeletionTests {
                 imageId: Hex.randomId(), imageType: "cover", status: ImageStatus.uploaded, size: 1,
                 bucket: video.address.bucket, key: "video/\(video.id)/snapshots/job.jpg", createdAt: Date())
             try await server.server.mediaCatalog.saveImage(snapshot)
+            try await server.server.mediaCatalog.updateVideo(video.id) { record in
+                record.snapshotImageId = snapshot.imageId
+                return .save()
+            }
             #expect(
                 await mediaErrorCode { try await admin.deleteImages([snapshot.imageId]) }
                     == (409, "InvalidImage.VideoSnapshot"))
             #expect(try await server.server.mediaCatalog.image(snapshot.imageId)?.status == ImageStatus.uploaded)
             try await admin.deleteVideos([video.id])
+            #expect(try await server.server.mediaCatalog.image(snapshot.imageId)?.status == ImageStatus.deleted)
+            #expect(await mediaErrorCode { _ = try await admin.getImageInfo(imageId: snapshot.imageId) }.0 == 404)
             try await admin.deleteImages([snapshot.imageId])
             #expect(try await server.server.mediaCatalog.image(snapshot.imageId)?.status == ImageStatus.deleted)
         }
