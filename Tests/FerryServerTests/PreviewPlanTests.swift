@@ -38,6 +38,8 @@ struct PreviewPlanTests {
         let boxed = try #require(try PreviewRequest.parse(
             file: "thumbnail.webp", query: ["width": "200", "height": "100", "fit_mode": "pad", "token": "x"], duration: 10))
         #expect(boxed.cacheName == "previews/thumbnail-t0-w200-h100-pad.webp")
+        let negativeZero = try #require(try PreviewRequest.parse(file: "thumbnail.jpg", query: ["time": "-0"], duration: 10))
+        #expect(negativeZero.cacheName == "previews/thumbnail-t0-wauto-hauto-preserve.jpg", "-0 is 0, one picture")
         #expect(boxed.scaleFilter.contains("pad=200:100"))
         let animation = try #require(try PreviewRequest.parse(file: "animated.gif", query: ["start": "8"], duration: 10))
         #expect(animation.end == 10 && animation.width == 320 && animation.fps == 10)
@@ -46,6 +48,7 @@ struct PreviewPlanTests {
 
         let refusals: [(String, [String: String], String)] = [
             ("thumbnail.jpg", ["time": "25"], "past the end"), ("thumbnail.jpg", ["time": "nan"], "time must be"),
+            ("thumbnail.jpg", ["time": "0x1"], "time must be"), ("thumbnail.jpg", ["time": "1e1"], "time must be"),
             ("thumbnail.png", ["width": "1921"], "width must be"), ("thumbnail.png", ["height": "15"], "height must be"),
             ("thumbnail.png", ["fit_mode": "fill"], "fit_mode must be"), ("thumbnail.png", ["end": "1"], "does not apply"),
             ("animated.webp", ["start": "0", "end": "10.001"], "at most 10 seconds"),

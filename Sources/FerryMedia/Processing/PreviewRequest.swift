@@ -94,7 +94,10 @@ package struct PreviewRequest: Sendable, Hashable {
         let limit = duration.flatMap { $0 > 0 ? $0 : nil }
         func seconds(_ name: String, default value: Double) throws -> Double {
             guard let text = query[name] else { return value }
-            guard let number = Double(text), number.isFinite, (0...Bounds.maxSeconds).contains(number) else {
+            // Decimal digits only (Double also reads `0x1`, `nan`, `-0`); -0 is 0, one picture under one name.
+            guard text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "." || $0 == "-") }),
+                let number = Double(text).map({ $0 + 0 }), number.isFinite, (0...Bounds.maxSeconds).contains(number)
+            else {
                 throw invalid("\(name) must be a number of seconds from 0 to \(Int(Bounds.maxSeconds)).")
             }
             if let limit, number > limit {
