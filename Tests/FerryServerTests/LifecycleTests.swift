@@ -223,6 +223,8 @@ struct LifecycleTests {
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>0</Days></Expiration>"), "InvalidArgument"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>2030-01-01T10:00:00Z</Date></Expiration>"), "InvalidArgument"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>someday</Date></Expiration>"), "InvalidArgument"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>-001-01-01T00:00:00Z</Date></Expiration>"), "InvalidArgument"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>-0001-01-01T00:00:00Z</Date></Expiration>"), "InvalidArgument"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status>"), "InvalidRequest"),
                 (rule("<Filter><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload>"), "InvalidArgument"),
                 (rule("<Filter><And><ObjectSizeGreaterThan>10</ObjectSizeGreaterThan><ObjectSizeLessThan>5</ObjectSizeLessThan></And></Filter><Status>Enabled</Status>" + expiration), "InvalidArgument"),
@@ -231,6 +233,9 @@ struct LifecycleTests {
                 // Held to the schema: a misspelt, unknown, repeated or misplaced element is refused, never dropped
                 // (a filter whose Prefx was dropped would expire the whole bucket).
                 (rule("<Filter><Prefx>tmp/</Prefx></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
+                // Two conditions side by side, not in an <And>.
+                (rule("<Filter><Prefix>a</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
+                (rule("<Filter><Prefix>a</Prefix><And><Prefix>b</Prefix></And></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Bogus/>" + expiration), "MalformedXML"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>1</Days><Bogus/></Expiration>"), "MalformedXML"),
                 ("<NotALifecycle><Rule><ID>r</ID><Prefix>a</Prefix><Status>Enabled</Status>\(expiration)</Rule></NotALifecycle>", "MalformedXML"),

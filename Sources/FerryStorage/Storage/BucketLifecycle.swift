@@ -78,8 +78,10 @@ package struct BucketLifecycle: Sendable {
         return Date(timeIntervalSince1970: midnight)
     }
 
-    /// A rule's `Date`: ISO 8601 (with or without fractional seconds), or nil.
+    /// A rule's `Date`: ISO 8601 (with or without fractional seconds) with a four-digit year, or nil.
     package static func parseDate(_ text: String) -> Date? {
+        // The formatter also reads signed and shorter years ("-001-01-01"), which S3 refuses.
+        guard text.utf8.count >= 10, text.utf8.prefix(4).allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
         let formatter = ISO8601DateFormatter()
         if let date = formatter.date(from: text) { return date }
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
