@@ -49,6 +49,11 @@ struct MediaOwnershipTests {
             #expect(try await everywhere.put(media, "video/x/master.m3u8", Array("#EXTM3U".utf8)).status == 403)
             #expect(try await everywhere.send("DELETE", S3TestClient.path(media, file)).status == 403)
             #expect(try await everywhere.send("GET", S3TestClient.path(media), query: [("list-type", "2")]).status == 403)
+            // ListBuckets names its own buckets, not the media bucket (the root key sees it).
+            #expect(try await everywhere.createBucket("listed").status == 200)
+            let listing = try await everywhere.send("GET", "/").text
+            #expect(listing.contains("<Name>listed</Name>") && !listing.contains("<Name>\(media)</Name>"), "\(listing)")
+            #expect(try await server.client().send("GET", "/").text.contains("<Name>\(media)</Name>"))
             // Its own buckets are its to use.
             #expect(try await everywhere.createBucket("own").status == 200)
             #expect(try await everywhere.put("own", "k", Array("mine".utf8)).status == 200)
@@ -57,6 +62,16 @@ struct MediaOwnershipTests {
             let reader = server.client(QuotaTests.sigV4(try await root.createAccessKey(policy: named)))
             #expect(try await reader.get(media, file).body == Array("the owner's bytes".utf8))
             #expect(try await server.client().get(media, file).body == Array("the owner's bytes".utf8))
+            // A lifecycle rule stored on the media bucket before it refused them is not applied; one on another
+            // bucket is.
+            let all = try LifecycleTests.document([.init(id: "all", prefix: "", expiration: .init(days: 1))])
+            for bucket in [media, "own"] { try await server.server.store.setBucketConfiguration(bucket, .lifecycle, all) }
+            let collector = UploadCollector(
+                store: server.server.store, maxAge: 86_400, interval: 3600, logger: Logger(label: "ferry.test"),
+                media: server.server.mediaLibrary)
+            #expect(await collector.applyLifecycle(now: Date().addingTimeInterval(3 * 86_400)).expiredObjects == 1)
+            #expect(try await server.client().get(media, file).status == 200)
+            #expect(try await server.client().get("own", "k").status == 404)
         }
     }
 

@@ -89,7 +89,8 @@ package struct UploadCollector: Service {
     func applyLifecycle(now: Date = Date()) async -> LifecycleOutcome {
         do {
             guard try await holdLease(Self.lifecycleLeaseName, now) || !store.isShared else { return LifecycleOutcome() }
-            let outcome = try await store.applyLifecycle(now: now, dayLength: lifecycleDayLength)
+            let outcome = try await store.applyLifecycle(
+                now: now, dayLength: lifecycleDayLength, skipping: Set([media?.bucket].compactMap { $0 }))
             if outcome != LifecycleOutcome() {
                 logger.debug(
                     "lifecycle rules applied",

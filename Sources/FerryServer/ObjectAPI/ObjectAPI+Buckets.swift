@@ -13,7 +13,8 @@ extension ObjectAPI {
         let visible = try await store.listBuckets().filter { bucket in
             bucket.name.hasPrefix(prefix) && (after.map { bucket.name > $0 } ?? true)
                 && (request.principal.allows(action: Operation.listObjectsV2.actions[0], bucket: bucket.name)
-                    || request.principal.allows(action: Operation.listBuckets.actions[0]))
+                    || (!request.principal.reservedBuckets.contains(bucket.name)
+                        && request.principal.allows(action: Operation.listBuckets.actions[0])))
         }
         let page = Array(visible.prefix(maxBuckets))
         let truncated = visible.count > page.count

@@ -19,11 +19,14 @@ extension CatalogObjectStore {
     /// uploads they abort (their parts' bytes are queued for deletion as an abort's are).
     ///
     /// An object rewritten since it was listed is left alone (the delete is conditional on its ETag and time), so a
-    /// pass never removes a version it did not judge.
-    package func applyLifecycle(now: Date, dayLength: TimeInterval? = nil) async throws -> LifecycleOutcome {
+    /// pass never removes a version it did not judge. The rules of the buckets in `skipping` are not applied (the media
+    /// bucket's, which takes none, set before it refused them).
+    package func applyLifecycle(now: Date, dayLength: TimeInterval? = nil, skipping: Set<String> = []) async throws
+        -> LifecycleOutcome
+    {
         var outcome = LifecycleOutcome()
         let page = 1000
-        for (bucket, document) in try await catalog.bucketConfigurations(.lifecycle) {
+        for (bucket, document) in try await catalog.bucketConfigurations(.lifecycle) where !skipping.contains(bucket) {
             guard let lifecycle = BucketLifecycle(document: document, dayLength: dayLength) else { continue }
             var after: String?
             while lifecycle.expiresObjects && !Task.isCancelled {

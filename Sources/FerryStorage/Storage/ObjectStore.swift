@@ -259,6 +259,7 @@ package protocol CollectableObjectStore: ObjectStore {
     /// Aborts the multipart uploads that hold bytes of resumable uploads no record owns any more (a crash between the
     /// two), initiated before `date`; returns how many.
     func abortUnclaimedResumableUploads(initiatedBefore date: Date) async throws -> Int
-    /// Applies the buckets' lifecycle rules as of `now` (``BucketLifecycle``; `dayLength` shortens their days).
-    func applyLifecycle(now: Date, dayLength: TimeInterval?) async throws -> LifecycleOutcome
+    /// Applies the buckets' lifecycle rules as of `now` (``BucketLifecycle``; `dayLength` shortens their days), but
+    /// not those of the buckets in `skipping`.
+    func applyLifecycle(now: Date, dayLength: TimeInterval?, skipping: Set<String>) async throws -> LifecycleOutcome
 }
