@@ -128,9 +128,18 @@ struct MultipartTests {
             let unknown = try await s3.complete("bad", "k", uploadId: "nope", xml: S3TestClient.completeXML([(1, e1)]))
             #expect(unknown.status == 404)
             #expect(unknown.errorCode == "NoSuchUpload")
+            // A declared object size other than the parts' total, or a checksum type the upload was not created with.
+            let both = S3TestClient.completeXML([(1, e1), (2, e2)])
+            for (headers, code) in [
+                ([("x-amz-mp-object-size", "1111")], "InvalidRequest"), ([("x-amz-mp-object-size", "+1110")], "InvalidArgument"),
+                ([("x-amz-checksum-type", "FULL_OBJECT")], "BadDigest"),
+            ] {
+                let refused = try await s3.complete("bad", "k", uploadId: id, xml: both, headers: headers)
+                #expect(refused.errorCode == code, "\(headers): \(refused.text)")
+            }
             // None of that created the object, and the upload is still there to finish.
             #expect(try await s3.get("bad", "k").errorCode == "NoSuchKey")
-            let ok = try await s3.complete("bad", "k", uploadId: id, xml: S3TestClient.completeXML([(1, e1), (2, e2)]))
+            let ok = try await s3.complete("bad", "k", uploadId: id, xml: both, headers: [("x-amz-mp-object-size", "1110")])
             #expect(ok.status == 200)
             #expect(try await s3.get("bad", "k").body.count == 1110)
         }
@@ -168,6 +177,19 @@ struct MultipartTests {
             #expect(blobFiles(server.dataDirectory).isEmpty)
             let after = try S3XML.decode(ListMultipartUploadsResult.self, from: Data(try await s3.send("GET", "/abort", query: [("uploads", "")]).body))
             #expect(after.uploads.map(\.uploadId) == [other])
+            // encoding-type=url encodes keys, prefixes, markers and the delimiter, and says so.
+            let odd = try await s3.createMultipartUpload("abort", "k2/a b%")
+            let encoded = try await s3.send(
+                "GET", "/abort", query: [("uploads", ""), ("encoding-type", "url"), ("prefix", "k2"), ("max-uploads", "1")])
+            let page = try S3XML.decode(ListMultipartUploadsResult.self, from: Data(encoded.body))
+            #expect(page.encodingType == "url" && page.uploads.map(\.key) == ["k2"] && page.nextKeyMarker == "k2")
+            let next = try await s3.send(
+                "GET", "/abort", query: [("uploads", ""), ("encoding-type", "url"), ("key-marker", "k2"), ("upload-id-marker", other)])
+            let rest = try S3XML.decode(ListMultipartUploadsResult.self, from: Data(next.body))
+            #expect(rest.uploads.map(\.key) == ["k2/a%20b%25"] && rest.uploads.map(\.uploadId) == [odd])
+            let grouped = try await s3.send("GET", "/abort", query: [("uploads", ""), ("encoding-type", "url"), ("delimiter", " ")])
+            #expect(try S3XML.decode(ListMultipartUploadsResult.self, from: Data(grouped.body)).commonPrefixes.map(\.prefix) == ["k2/a%20"])
+            #expect(try await s3.send("GET", "/abort", query: [("uploads", ""), ("encoding-type", "base64")]).errorCode == "InvalidArgument")
             #expect(try await s3.uploadPart("abort", "k1", uploadId: id, number: 1, [1]).errorCode == "NoSuchUpload")
         }
     }
@@ -211,7 +233,10 @@ struct MultipartTests {
                     etags.append((index + 1, reply.header("ETag")!))
                     values[index + 1] = (algorithm.s3Name, value)
                 }
-                let done = try await s3.complete("checks", key, uploadId: id, xml: S3TestClient.completeXML(etags, checksums: values))
+                let xml = S3TestClient.completeXML(etags, checksums: values)
+                let otherType = type == "COMPOSITE" ? "FULL_OBJECT" : "COMPOSITE"
+                #expect(try await s3.complete("checks", key, uploadId: id, xml: xml, headers: [("x-amz-checksum-type", otherType)]).errorCode == "BadDigest")
+                let done = try await s3.complete("checks", key, uploadId: id, xml: xml, headers: [("x-amz-checksum-type", type.lowercased())])
                 #expect(done.status == 200, "\(key): \(done.text)")
                 let result = try S3XML.decode(CompleteMultipartUploadResult.self, from: Data(done.body))
                 var whole = Checksummer(algorithm)

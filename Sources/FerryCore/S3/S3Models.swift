@@ -545,12 +545,15 @@ public struct ListMultipartUploadsResult: Codable, Hashable, Sendable {
     public var uploads: [Upload]
     /// Keys' beginnings up to the delimiter, each standing for the uploads of keys that begin with it.
     public var commonPrefixes: [S3CommonPrefix]
+    /// `url` when keys, prefixes, markers and the delimiter are URL-encoded (`encoding-type=url`).
+    public var encodingType: String?
     /// Creates a result.
     public init(
         bucket: String, keyMarker: String, uploadIdMarker: String, nextKeyMarker: String?,
         nextUploadIdMarker: String?, prefix: String?, maxUploads: Int, isTruncated: Bool, uploads: [Upload],
-        delimiter: String? = nil, commonPrefixes: [S3CommonPrefix] = []
+        delimiter: String? = nil, commonPrefixes: [S3CommonPrefix] = [], encodingType: String? = nil
     ) {
+        self.encodingType = encodingType
         self.delimiter = delimiter
         self.commonPrefixes = commonPrefixes
         self.bucket = bucket
@@ -575,6 +578,7 @@ public struct ListMultipartUploadsResult: Codable, Hashable, Sendable {
         case isTruncated = "IsTruncated"
         case uploads = "Upload"
         case commonPrefixes = "CommonPrefixes"
+        case encodingType = "EncodingType"
     }
     /// Decodes a result; absent uploads are an empty list.
     public init(from decoder: any Decoder) throws {
@@ -590,6 +594,7 @@ public struct ListMultipartUploadsResult: Codable, Hashable, Sendable {
         uploads = try c.decodeIfPresent([Upload].self, forKey: .uploads) ?? []
         delimiter = try c.decodeIfPresent(String.self, forKey: .delimiter)
         commonPrefixes = try c.decodeIfPresent([S3CommonPrefix].self, forKey: .commonPrefixes) ?? []
+        encodingType = try c.decodeIfPresent(String.self, forKey: .encodingType)
     }
 }
 

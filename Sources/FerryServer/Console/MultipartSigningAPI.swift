@@ -253,7 +253,7 @@ struct MultipartSigningAPI: Sendable {
             throw error
         }
         let object = try await media.store.completeMultipartUpload(
-            upload, parts: parts, fullObjectChecksums: [:], condition: .none)
+            upload, parts: parts, fullObjectChecksums: [:], objectSize: nil, condition: .none)
         await media.library.objectStored(object)
         return Completed(location: location, key: key, size: object.size)
     }

@@ -87,15 +87,21 @@ extension ObjectAPI {
             prefix = request.queryValue("prefix") ?? ""
             delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
             maxKeys = try ObjectAPI.intQuery(request, "max-keys", default: 1000, range: 0...Int.max).clamped(to: 0...1000)
+            encodeURL = try Self.encodesURL(request)
+        }
+
+        /// Whether the request asks for `encoding-type=url` (any other value is refused).
+        static func encodesURL(_ request: S3Request) throws -> Bool {
             switch request.queryValue("encoding-type") {
-            case nil: encodeURL = false
-            case "url"?: encodeURL = true
+            case nil: false
+            case "url"?: true
             default: throw S3Error(.invalidArgument, "Invalid Encoding Method specified in Request", details: ["ArgumentName": "encoding-type"])
             }
         }
 
         /// A key or prefix as the response carries it.
-        func encode(_ value: String) -> String { encodeURL ? SigV4.uriEncode(value, encodeSlash: false) : value }
+        func encode(_ value: String) -> String { Self.encode(value, url: encodeURL) }
+        static func encode(_ value: String, url: Bool) -> String { url ? SigV4.uriEncode(value, encodeSlash: false) : value }
     }
 
     /// ListObjects (version 1): `marker` paging, `NextMarker` when truncated, every entry with its owner.
@@ -106,7 +112,8 @@ extension ObjectAPI {
         // Version 1 returns Prefix as sent even with encoding-type=url (the SDKs decode the other elements only).
         let result = ListBucketResult(
             name: request.bucket, prefix: query.prefix, marker: query.encode(marker),
-            nextMarker: listing.isTruncated ? listing.nextMarker.map(query.encode) : nil,
+            // Only with a delimiter, as S3 does (without one, the last key is the next marker).
+            nextMarker: listing.isTruncated && query.delimiter != nil ? listing.nextMarker.map(query.encode) : nil,
             delimiter: query.delimiter.map(query.encode), maxKeys: query.maxKeys, isTruncated: listing.isTruncated,
             encodingType: query.encodeURL ? "url" : nil,
             contents: listing.objects.map { Self.listed($0, query, owner: Self.owner) },

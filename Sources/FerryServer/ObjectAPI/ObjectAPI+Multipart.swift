@@ -171,19 +171,22 @@ extension ObjectAPI {
         // S3 reads an upload-id marker only with a key marker.
         let uploadIdMarker = keyMarker.isEmpty ? "" : request.queryValue("upload-id-marker") ?? ""
         let delimiter = request.queryValue("delimiter").flatMap { $0.isEmpty ? nil : $0 }
+        let url = try ListingQuery.encodesURL(request)
+        let encode = { ListingQuery.encode($0, url: url) }
         let listing = try await store.listMultipartUploads(
             bucket: request.bucket, prefix: prefix, delimiter: delimiter, keyMarker: keyMarker,
             uploadIdMarker: uploadIdMarker, maxUploads: maxUploads)
         let truncated = listing.isTruncated
         let result = ListMultipartUploadsResult(
-            bucket: request.bucket, keyMarker: keyMarker, uploadIdMarker: uploadIdMarker,
-            nextKeyMarker: truncated ? listing.nextKeyMarker : nil,
+            bucket: request.bucket, keyMarker: encode(keyMarker), uploadIdMarker: uploadIdMarker,
+            nextKeyMarker: truncated ? listing.nextKeyMarker.map(encode) : nil,
             nextUploadIdMarker: truncated ? listing.nextUploadIdMarker : nil,
-            prefix: prefix.isEmpty ? nil : prefix, maxUploads: maxUploads, isTruncated: truncated,
+            prefix: prefix.isEmpty ? nil : encode(prefix), maxUploads: maxUploads, isTruncated: truncated,
             uploads: listing.uploads.map {
-                .init(key: $0.key, uploadId: $0.uploadId, initiated: S3Date.xml($0.initiated), checksumAlgorithm: $0.checksumAlgorithm)
+                .init(key: encode($0.key), uploadId: $0.uploadId, initiated: S3Date.xml($0.initiated), checksumAlgorithm: $0.checksumAlgorithm)
             },
-            delimiter: delimiter, commonPrefixes: listing.commonPrefixes.map(S3CommonPrefix.init))
+            delimiter: delimiter.map(encode), commonPrefixes: listing.commonPrefixes.map { S3CommonPrefix(prefix: encode($0)) },
+            encodingType: url ? "url" : nil)
         return try Self.xmlResponse(result, root: "ListMultipartUploadsResult")
     }
 
@@ -204,6 +207,17 @@ extension ObjectAPI {
             return try await answerForGoneUpload(error, uploadId, request, body)
         }
         guard !uploadId.hasPrefix(ResumableUpload.multipartIdPrefix) else { throw Self.resumableRefusal }
+        // A declared checksum type must be the upload's, and a declared size the parts' total (checked by the store).
+        if let type = request.header(.amzChecksumType), type.uppercased() != upload.checksumType {
+            throw S3Error(.badDigest, "The upload was created with \(upload.checksumType.map { "the \($0)" } ?? "no") checksum type.")
+        }
+        var objectSize: Int64?
+        if let text = request.header(.amzMpObjectSize) {
+            guard !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let size = Int64(text) else {
+                throw S3Error(.invalidArgument, "The x-amz-mp-object-size header must be a whole number of bytes.")
+            }
+            objectSize = size
+        }
         let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: request.bucket, key: request.key, check: writeAllowed)
         if let stored {
             let md5s = body.parts.map { Hex.decode($0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? [] }
@@ -218,7 +232,7 @@ extension ObjectAPI {
         let object: ObjectInfo
         do {
             object = try await store.completeMultipartUpload(
-                upload, parts: body.parts, fullObjectChecksums: fullObjectChecksums,
+                upload, parts: body.parts, fullObjectChecksums: fullObjectChecksums, objectSize: objectSize,
                 condition: Self.writeCondition(request.request.headers).forFile(stored))
         } catch let error as FerryDomainError where [.uploadNotFound, .partNotFound].contains(error.code) {
             // The same Complete sent again while the first was under way (a client that timed out and retried) finds

@@ -70,6 +70,8 @@ public struct FerryDomainError: Error, Sendable, Hashable, CustomStringConvertib
         public static let tooLarge = Code("tooLarge")
         /// A declared checksum or digest does not match the bytes.
         public static let checksumMismatch = Code("checksumMismatch")
+        /// A declared size is not the size of the bytes.
+        public static let sizeMismatch = Code("sizeMismatch")
         /// A checksum was asked for that this upload cannot give.
         public static let checksumNotApplicable = Code("checksumNotApplicable")
         /// A condition (`If-Match`, `If-None-Match`) did not hold.

@@ -505,7 +505,7 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func completeMultipartUpload(
         _ upload: MultipartUploadInfo, parts requested: [CompleteMultipartUpload.Part],
-        fullObjectChecksums: [String: String], condition: ObjectWriteCondition
+        fullObjectChecksums: [String: String], objectSize: Int64? = nil, condition: ObjectWriteCondition
     ) async throws -> ObjectInfo {
         // A declared object checksum must at least be one of this upload's, and well-formed.
         for (name, value) in fullObjectChecksums {
@@ -545,6 +545,11 @@ public struct CatalogObjectStore: ObjectStore {
             throw FerryDomainError(
                 .partTooSmall, "Your proposed upload is smaller than the minimum allowed object size.",
                 details: ["PartNumber": String(part.number), "MinSizeAllowed": String(limits.minPartSize)])
+        }
+        let total = chosen.reduce(Int64(0)) { $0 + $1.size }
+        if let objectSize, objectSize != total {
+            throw FerryDomainError(
+                .sizeMismatch, "The declared object size, \(objectSize), is not the size of the parts listed, \(total).")
         }
         return try await assemble(upload, parts: chosen, fullObjectChecksums: fullObjectChecksums, condition: condition)
     }

@@ -174,10 +174,10 @@ public protocol ObjectStore: Sendable {
     ) async throws -> MultipartUploadListing
     /// Assembles the listed parts into the object, without copying their bytes, when `condition` holds.
     /// `fullObjectChecksums` are the object checksums the request declared (base64 by algorithm name); a value that
-    /// does not match is `BadDigest`.
+    /// does not match is `BadDigest`. `objectSize`, when declared, must be the parts' total.
     func completeMultipartUpload(
         _ upload: MultipartUploadInfo, parts: [CompleteMultipartUpload.Part], fullObjectChecksums: [String: String],
-        condition: ObjectWriteCondition
+        objectSize: Int64?, condition: ObjectWriteCondition
     ) async throws -> ObjectInfo
     /// A completion remembered for a while (so a retried Complete gets its answer again), or nil.
     func completedUpload(_ uploadId: String) async throws -> CompletedUpload?

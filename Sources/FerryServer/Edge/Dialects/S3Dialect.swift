@@ -78,7 +78,7 @@ struct S3Dialect: Dialect {
         .objectNotFound: .noSuchKey, .uploadNotFound: .noSuchUpload, .partNotFound: .invalidPart,
         .partReplaced: .invalidPart, .partsOutOfOrder: .invalidPartOrder, .noParts: .malformedXML,
         .partTooSmall: .entityTooSmall, .tooLarge: .entityTooLarge, .checksumMismatch: .badDigest,
-        .checksumNotApplicable: .invalidRequest, .preconditionFailed: .preconditionFailed,
+        .checksumNotApplicable: .invalidRequest, .sizeMismatch: .invalidRequest, .preconditionFailed: .preconditionFailed,
         .objectChanged: .internalError, .storeUnavailable: .slowDown, .storeRefused: .internalError,
         .anonymous: .accessDenied, .accessDenied: .accessDenied, .unknownAccessKey: .invalidAccessKeyId,
         .invalidSessionToken: .invalidToken, .expiredSessionToken: .expiredToken,

@@ -12,6 +12,7 @@ extension HTTPField.Name {
     static let amzChecksumAlgorithm = Self("x-amz-checksum-algorithm")!
     static let amzSDKChecksumAlgorithm = Self("x-amz-sdk-checksum-algorithm")!
     static let amzChecksumType = Self("x-amz-checksum-type")!
+    static let amzMpObjectSize = Self("x-amz-mp-object-size")!
     static let amzMPPartsCount = Self("x-amz-mp-parts-count")!
     static let amzBucketRegion = Self("x-amz-bucket-region")!
     static let contentMD5 = Self("Content-MD5")!
