@@ -233,9 +233,6 @@ struct LifecycleTests {
                 // Held to the schema: a misspelt, unknown, repeated or misplaced element is refused, never dropped
                 // (a filter whose Prefx was dropped would expire the whole bucket).
                 (rule("<Filter><Prefx>tmp/</Prefx></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
-                // Two conditions side by side, not in an <And>.
-                (rule("<Filter><Prefix>a</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
-                (rule("<Filter><Prefix>a</Prefix><And><Prefix>b</Prefix></And></Filter><Status>Enabled</Status>" + expiration), "MalformedXML"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Bogus/>" + expiration), "MalformedXML"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>1</Days><Bogus/></Expiration>"), "MalformedXML"),
                 ("<NotALifecycle><Rule><ID>r</ID><Prefix>a</Prefix><Status>Enabled</Status>\(expiration)</Rule></NotALifecycle>", "MalformedXML"),

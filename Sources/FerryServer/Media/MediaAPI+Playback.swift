@@ -84,7 +84,6 @@ extension MediaAPI {
         return object
     }
 
-    /// Whether the video has streams to play: `Normal`, or `Transcoding` with its first stream published.
     /// Whether GetPlayInfo answers: `Normal`, or a first stream published (while `Transcoding`, and after a ladder
     /// that failed: the video stays playable at its first stream).
     static func isPlayable(_ video: VideoRecord) -> Bool {

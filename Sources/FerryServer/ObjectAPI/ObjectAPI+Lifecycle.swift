@@ -59,11 +59,6 @@ extension ObjectAPI {
             guard ids.insert(id).inserted else { throw invalid("Rule ID must be unique. Found same ID for more than one rule") }
             guard rule.status == "Enabled" || rule.status == "Disabled" else { throw malformedXML }
             guard (rule.prefix == nil) != (rule.filter == nil) else { throw malformedXML }
-            // A Filter holds one condition; more than one must be an <And> (S3 refuses them side by side).
-            if let filter = rule.filter {
-                let conditions: [Any?] = [filter.prefix, filter.tag, filter.objectSizeGreaterThan, filter.objectSizeLessThan, filter.and]
-                guard conditions.compactMap({ $0 }).count <= 1 else { throw malformedXML }
-            }
             if !rule.transitions.isEmpty || !rule.noncurrentVersionTransitions.isEmpty {
                 throw notImplemented("Lifecycle transitions between storage classes")
             }

@@ -253,8 +253,6 @@ extension ObjectAPI {
         return response
     }
 
-    /// The answer to a Complete for an upload that completed already: the same parts, and the key still holds the
-    /// object that completion made.
     /// The answer to a Complete whose upload (or its parts) is gone: the completion again when it was this same
     /// Complete that made it (``repeatedCompletion(_:_:_:)``); NoSuchBucket when a DeleteBucket took the upload with
     /// its bucket meanwhile; else `error`.
@@ -266,6 +264,8 @@ extension ObjectAPI {
         throw error
     }
 
+    /// The answer to a Complete for an upload that completed already: the same parts, and the key still holds the
+    /// object that completion made.
     private func repeatedCompletion(_ uploadId: String, _ request: S3Request, _ body: CompleteMultipartUpload)
         async throws -> Response?
     {

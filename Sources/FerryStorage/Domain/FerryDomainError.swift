@@ -76,8 +76,6 @@ public struct FerryDomainError: Error, Sendable, Hashable, CustomStringConvertib
         public static let checksumNotApplicable = Code("checksumNotApplicable")
         /// A condition (`If-Match`, `If-None-Match`) did not hold.
         public static let preconditionFailed = Code("preconditionFailed")
-        /// The object changed while it was being read; the read may be tried again.
-        public static let objectChanged = Code("objectChanged")
         /// The store under the service (an S3-compatible store, a disk) is unavailable; the request may be retried.
         public static let storeUnavailable = Code("storeUnavailable")
         /// The store under the service refused a request it should have taken.

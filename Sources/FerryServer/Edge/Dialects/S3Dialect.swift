@@ -79,7 +79,7 @@ struct S3Dialect: Dialect {
         .partReplaced: .invalidPart, .partsOutOfOrder: .invalidPartOrder, .noParts: .malformedXML,
         .partTooSmall: .entityTooSmall, .tooLarge: .entityTooLarge, .checksumMismatch: .badDigest,
         .checksumNotApplicable: .invalidRequest, .sizeMismatch: .invalidRequest, .preconditionFailed: .preconditionFailed,
-        .objectChanged: .internalError, .storeUnavailable: .slowDown, .storeRefused: .internalError,
+        .storeUnavailable: .slowDown, .storeRefused: .internalError,
         .anonymous: .accessDenied, .accessDenied: .accessDenied, .unknownAccessKey: .invalidAccessKeyId,
         .invalidSessionToken: .invalidToken, .expiredSessionToken: .expiredToken,
         .unsupportedAuthorization: .invalidRequest, .missingContentHash: .invalidRequest,
