@@ -75,6 +75,13 @@ public struct MediaLibrary: Sendable {
         /// after.
         package func accepts(etag: String) -> Bool { uploading || etag == self.etag }
 
+        /// Refuses completing a multipart upload from parts with `partETags` unless they make the stored file (the
+        /// same parts again) or the video or image is still uploading.
+        package func checkCompletion(partETags: [String]) throws {
+            let md5s = partETags.map { Hex.decode($0.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? [] }
+            guard accepts(etag: Checksum.multipartETag(partMD5s: md5s)) else { throw refusal }
+        }
+
         /// The stored file an upload completing now must match, asked of `check` (``checkWritable(bucket:key:)``); nil
         /// also for the file of a video or image that is gone: an upload begun before completes, and
         /// ``objectStored(_:)`` removes what it made.

@@ -403,6 +403,19 @@ struct ConsoleTests {
             #expect(object.body == parts[0] + parts[1])
             let info = try #require(ConsoleBrowser.json(try await browser.api("GetVideoInfo", ["VideoId": videoId]))["Video"] as? [String: Any])
             #expect(info["Status"] as? String == "UploadSucc" && info["Title"] as? String == "From Uppy" && info["Size"] as? Int == 2148)
+            // The stored video takes no more uploads here, as RefreshUploadVideo refuses them: another upload still
+            // open on its key is neither signed nor completed with other bytes.
+            let s3 = server.client()
+            let media = server.server.configuration.mediaBucket
+            let late = try await s3.createMultipartUpload(media, key)
+            let lateETag = try #require(try await s3.uploadPart(media, key, uploadId: late, number: 1, Array("other bytes".utf8)).header("ETag"))
+            let unsigned = try await browser.send("GET", "/s3/multipart/\(late)/1?key=\(encodedKey)")
+            #expect(unsigned.status == 409 && ConsoleBrowser.code(unsigned) == "InvalidVideo.Uploaded", "\(unsigned.text)")
+            let replacing = try await browser.send(
+                "POST", "/s3/multipart/\(late)/complete?key=\(encodedKey)", json: ["parts": [["PartNumber": 1, "ETag": lateETag]]],
+                headers: uppy, csrf: false)
+            #expect(replacing.status == 403, "\(replacing.text)")
+            #expect(try await s3.get(media, key).body == parts[0] + parts[1])
 
             // An image by its type; an aborted upload is gone.
             let image = ConsoleBrowser.json(try await browser.send(

@@ -387,6 +387,16 @@ struct QuotaTests {
             let posted = try await S3BrowserTests.post(server.endpoint, bucket: "rate", .init(fields: fields, file: [1]))
             #expect(posted.status == 503 && posted.errorCode == "SlowDown", "\(posted.status) \(posted.text)")
             #expect(try await server.client().get("rate", "posted").status == 404)
+            // So does a console session of the key: its media API calls and its part signing.
+            var browser = ConsoleBrowser(server)
+            _ = try await browser.signIn(key.accessKeyId, key.secretAccessKey)
+            let listed = try await browser.api("ListVideos", [:])
+            #expect(listed.status == 503 && listed.text.contains("Throttling") && listed.header("Retry-After") != nil, "\(listed.text)")
+            let create: [String: Any] = ["filename": "clip.mp4", "type": "video/mp4"]
+            let signing = try await browser.send(
+                "POST", "/s3/multipart", json: create, headers: [("Uppy-Versions", "@uppy/companion-client=4.0.0")], csrf: false)
+            #expect(signing.status == 503 && signing.header("Retry-After") != nil, "\(signing.status) \(signing.text)")
+            #expect(try await Self.rootMedia(server).usage(accessKeyId: key.accessKeyId).usage.videos == 0)
         }
     }
 

@@ -58,7 +58,7 @@ struct MultipartSigningAPI: Sendable {
     /// `GET /s3/multipart/{uploadId}/{partNumber}?key=K`: a presigned URL for one part.
     func signPart(_ request: Request, context: FerryRequestContext) async throws -> Response {
         let call = try call(context)
-        let upload = try await ownedUpload(try Self.uploadId(context), request, principal: call.principal)
+        let upload = try await ownedUpload(try Self.uploadId(context), request, principal: call.principal, uploading: true)
         guard let number = context.parameters.get("partNumber").flatMap({ Int($0) }), (1...10_000).contains(number) else {
             throw MediaError("InvalidArgument", "The part number must be an integer from 1 to 10000.", status: 400)
         }
@@ -101,7 +101,9 @@ struct MultipartSigningAPI: Sendable {
         let input = try JSONBody.decode(CreateInput.self, from: body)
         guard let filename = input.filename, !filename.isEmpty else { throw MediaError.missing("filename") }
         let metadata = input.metadata ?? [:]
-        let title = String((metadata["title"] ?? metadata["name"] ?? filename).prefix(128))
+        // At most 128 bytes, as CreateUploadVideo takes a title, cut between characters.
+        var title = metadata["title"] ?? metadata["name"] ?? filename
+        while title.utf8.count > 128 { title.removeLast() }
         let type = input.type ?? ""
         var videoId: String?
         var imageId: String?
@@ -149,25 +151,32 @@ struct MultipartSigningAPI: Sendable {
         return Created(videoId: videoId, imageId: imageId, key: key, uploadId: upload.uploadId, bucket: media.bucket)
     }
 
-    /// The upload `uploadId` of the object `?key=`, when it is a video or image the principal owns that is still
-    /// being uploaded.
-    private func ownedUpload(_ uploadId: String, _ request: Request, principal: Principal) async throws -> MultipartUploadInfo {
+    /// The upload `uploadId` of the object `?key=`, when it is of a video or image the principal owns (and, with
+    /// `uploading`, that still takes uploads).
+    private func ownedUpload(_ uploadId: String, _ request: Request, principal: Principal, uploading: Bool = false)
+        async throws -> MultipartUploadInfo
+    {
         guard let key = request.uri.queryParameters.get("key"), !key.isEmpty else { throw MediaError.missing("key") }
-        try await checkOwner(key: key, principal: principal)
+        try await checkOwner(key: key, principal: principal, uploading: uploading)
         return try await media.store.multipartUpload(uploadId, bucket: media.bucket, key: key)
     }
 
-    private func checkOwner(key: String, principal: Principal) async throws {
+    /// Refuses a key that is not the file of a video or image the principal owns, or (with `uploading`) one whose
+    /// video or image takes no more uploads, as RefreshUploadVideo and RefreshUploadImage refuse it.
+    private func checkOwner(key: String, principal: Principal, uploading: Bool) async throws {
         let notFound = MediaError("NoSuchUpload", "No upload of yours has that key.", status: 404)
+        let (what, owner, status): (String, String?, String)
         if let video = try await media.catalog.video(bucket: media.bucket, key: key) {
-            guard video.status != VideoStatus.deleted else { throw notFound }
-            try MediaAPI.checkOwner(video.owner, principal: principal, what: "video")
+            (what, owner, status) = ("Video", video.owner, video.status)
         } else if let image = try await media.catalog.image(bucket: media.bucket, key: key) {
-            guard image.status != ImageStatus.deleted else { throw notFound }
-            try MediaAPI.checkOwner(image.owner, principal: principal, what: "image")
+            (what, owner, status) = ("Image", image.owner, image.status)
         } else {
             throw notFound
         }
+        // VideoStatus and ImageStatus name Deleted and Uploading alike.
+        guard status != VideoStatus.deleted else { throw notFound }
+        try MediaAPI.checkOwner(owner, principal: principal, what: what.lowercased())
+        if uploading, status != VideoStatus.uploading { throw MediaError.closedToUploads(what, status: status) }
     }
 
     /// A stored part, as Uppy lists them.
@@ -240,7 +249,7 @@ struct MultipartSigningAPI: Sendable {
             parts.append(.init(partNumber: number, eTag: etag))
         }
         guard let key = request.uri.queryParameters.get("key"), !key.isEmpty else { throw MediaError.missing("key") }
-        try await checkOwner(key: key, principal: principal)
+        try await checkOwner(key: key, principal: principal, uploading: false)
         let location = media.objectURL(key: key, call)
         let upload: MultipartUploadInfo
         do {
@@ -252,8 +261,12 @@ struct MultipartSigningAPI: Sendable {
             }
             throw error
         }
+        // A stored video's or image's file takes only the same parts again, as through the object API.
+        let stored = try await MediaLibrary.StoredFile.forCompletion(
+            bucket: media.bucket, key: key, check: media.library.checkWritable)
+        try stored?.checkCompletion(partETags: parts.map(\.eTag))
         let object = try await media.store.completeMultipartUpload(
-            upload, parts: parts, fullObjectChecksums: [:], objectSize: nil, condition: .none)
+            upload, parts: parts, fullObjectChecksums: [:], objectSize: nil, condition: ObjectWriteCondition.none.forFile(stored))
         await media.library.objectStored(object)
         return Completed(location: location, key: key, size: object.size)
     }

@@ -183,14 +183,15 @@ extension FerryServer {
         session.on([""], methods: all) { request, context in try await console.session(request, context: context) }
         let consoleAPI = router.group("/_ferry/console/api", MediaDialect(name: "console"), outer: [consoleHeaders])
         consoleAPI.on(["{action}"], methods: allBut([.post]), use: notPost("Console API"))
-        consoleAPI.add(middleware: ConsoleSessionMiddleware(sessions: sessions))
+        consoleAPI.add(middleware: ConsoleSessionMiddleware(sessions: sessions)).add(middleware: requestRate)
         // The media API's operation for the session ``ConsoleSessionMiddleware`` verified.
         consoleAPI.post("{action}") { request, context in
             try await media.respond(action: try context.parameters.require("action"), request: request, context: context)
         }
         addSigningRoutes(
             router.group("/s3/multipart", SigningDialect(), outer: [consoleHeaders])
-                .add(middleware: ConsoleSessionMiddleware(sessions: sessions, csrfOnEveryRequest: false, acceptsUppy: true)),
+                .add(middleware: ConsoleSessionMiddleware(sessions: sessions, csrfOnEveryRequest: false, acceptsUppy: true))
+                .add(middleware: requestRate),
             MultipartSigningAPI(media: media))
 
         // Any other path of Ferry's own, also below the groups' fixed segments, is a JSON 404.

@@ -219,10 +219,7 @@ extension ObjectAPI {
             objectSize = size
         }
         let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: request.bucket, key: request.key, check: writeAllowed)
-        if let stored {
-            let md5s = body.parts.map { Hex.decode($0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? [] }
-            guard stored.accepts(etag: Checksum.multipartETag(partMD5s: md5s)) else { throw stored.refusal }
-        }
+        try stored?.checkCompletion(partETags: body.parts.map(\.eTag))
         var fullObjectChecksums: [String: String] = [:]
         for algorithm in ChecksumAlgorithm.s3Algorithms {
             if let field = algorithm.headerField, let value = request.header(field) {

@@ -524,10 +524,29 @@ def run(driver):
     driver.set_window_size(1280, 900)
     passed("narrow window")
 
+    # An upload left unfinished at sign-out stays the root key's: the next key on this browser neither lists nor resumes it.
+    driver.get(CONSOLE + "#/upload")
+    wait(driver, lambda d: d.find_element(By.ID, "file-input"), message="the upload page")
+    fifth = big + ".fifth.mp4"
+    with open(big, "rb") as source, open(fifth, "wb") as target:
+        data = source.read()
+        target.write(data[len(data) // 3:] + data[:len(data) // 3])
+    fifth_name = os.path.basename(fifth)
+    throttle(driver, 2 * 1024 * 1024)
+    driver.find_element(By.ID, "file-input").send_keys(fifth)
+    wait(driver, lambda d: int(upload_row(d, fifth_name).get_attribute("data-sent-parts") or 0) >= 1, timeout=60,
+         message="a part of the fifth file")
+    throttle(driver, None)
+
     # A scoped key sees only its own videos.
     driver.find_element(By.ID, "sign-out").click()
     sign_in(driver, os.environ["SCOPED_ID"], os.environ["SCOPED_SECRET"])
     wait(driver, lambda d: not d.find_element(By.ID, "sign-in").is_displayed(), message="the scoped key's session")
+    driver.get(CONSOLE + "#/upload")
+    wait(driver, lambda d: d.find_element(By.ID, "file-input"), message="the scoped key's upload page")
+    time.sleep(1)
+    assert fifth_name not in driver.find_element(By.TAG_NAME, "body").text, "another key's upload is shown"
+    passed("another key's unfinished upload is not shown")
     driver.get(CONSOLE + "#/library")
     summary = wait(driver, lambda d: d.find_element(By.ID, "library-summary").text, message="the scoped library")
     assert summary == "No videos match.", summary

@@ -65,7 +65,7 @@ function signedIn(current) {
   document.getElementById('nav-keys').hidden = !current.Root;
   document.getElementById('nav-webhooks').hidden = !current.Root;
   document.getElementById('nav-status').hidden = !current.Root;
-  uploads.signedIn();
+  uploads.signedIn(current.AccessKeyId);
   route();
 }
 

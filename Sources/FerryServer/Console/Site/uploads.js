@@ -19,11 +19,14 @@ export function partSize(size) {
 
 function fingerprint(file) { return `${file.name}|${file.size}|${file.lastModified}`; }
 
+/** The access key signed in: each key has its own journal, so one browser shared by two keys keeps them apart. */
+let journalOwner = '';
+
 function readJournal() {
-  try { return JSON.parse(localStorage.getItem(JOURNAL) || '{}'); } catch { return {}; }
+  try { return JSON.parse(localStorage.getItem(`${JOURNAL}.${journalOwner}`) || '{}'); } catch { return {}; }
 }
 
-function writeJournal(journal) { localStorage.setItem(JOURNAL, JSON.stringify(journal)); }
+function writeJournal(journal) { localStorage.setItem(`${JOURNAL}.${journalOwner}`, JSON.stringify(journal)); }
 
 /** Unfinished uploads from earlier visits: pick the same file again to resume one. */
 export function unfinished() {
@@ -371,8 +374,15 @@ export class UploadManager extends EventTarget {
     for (const upload of this.uploads) if (upload.state === 'offline') upload.resume();
   }
 
-  /** Goes on with uploads held while the session was over. */
-  signedIn() {
+  /** Goes on with uploads held while the session was over. Another key than theirs neither sees nor resumes them:
+   * they stop and are let go, their parts kept in their key's journal for when it picks the same file again. */
+  signedIn(accessKeyId) {
+    if (accessKeyId !== journalOwner) {
+      for (const upload of this.uploads) upload.pause();
+      this.uploads = [];
+      journalOwner = accessKeyId;
+      this.dispatchEvent(new Event('change'));
+    }
     for (const upload of this.uploads) if (upload.state === 'waiting') upload.resume();
   }
 }

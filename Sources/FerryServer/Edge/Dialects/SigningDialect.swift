@@ -13,10 +13,12 @@ struct SigningDialect: MediaErrorDialect {
     static func refusal(for error: any Error) -> MediaError? { MediaDialect.mediaError(for: error) }
 
     static func response(_ refusal: MediaError, requestId: String) -> JSONErrorResponse {
-        JSONErrorResponse(
+        var headers: HTTPFields = [.cacheControl: "no-store"]
+        if let seconds = refusal.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
+        return JSONErrorResponse(
             status: .init(code: refusal.status),
             body: SigningErrorBody(error: .init(code: refusal.code, message: refusal.message), message: refusal.message),
-            requestId: requestId, headers: [.cacheControl: "no-store"])
+            requestId: requestId, headers: headers)
     }
 }
 
