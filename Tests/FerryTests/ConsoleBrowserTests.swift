@@ -78,7 +78,7 @@ struct ConsoleBrowserTests {
             "pause, resume and a dropped network", "cancel", "delete",
             "keys page shows a secret once", "webhooks page lists deliveries", "status page lists this node",
             "narrow window",
-            "scoped key sees only its own videos",
+            "another key's unfinished upload is not shown", "scoped key sees only its own videos",
         ]
         #expect(passed == expected, "missing: \(expected.subtracting(passed))")
         for page in [

@@ -102,7 +102,7 @@ struct MultipartSigningAPI: Sendable {
         guard let filename = input.filename, !filename.isEmpty else { throw MediaError.missing("filename") }
         let metadata = input.metadata ?? [:]
         // At most 128 bytes, as CreateUploadVideo takes a title, cut between characters.
-        var title = metadata["title"] ?? metadata["name"] ?? filename
+        var title = String((metadata["title"] ?? metadata["name"] ?? filename).prefix(128))
         while title.utf8.count > 128 { title.removeLast() }
         let type = input.type ?? ""
         var videoId: String?
