@@ -365,15 +365,17 @@ public struct MediaLibrary: Sendable {
         }
     }
 
-    /// Advances `video` when its source is stored; false when it is not.
-    private func advanceIfStored(_ video: VideoRecord) async throws -> Bool {
+    /// Advances `video` when its source is stored; false when it is not. Also asked by a client's RefreshUploadVideo,
+    /// which a video stranded `Uploading` by a stop between storing and advancing would otherwise answer with new
+    /// credentials.
+    package func advanceIfStored(_ video: VideoRecord) async throws -> Bool {
         guard let object = try await storedObject(bucket: video.bucket, key: video.key) else { return false }
         try await videoStored(video.videoId, object: object)
         return true
     }
 
     /// Advances `image` when its file is stored; false when it is not.
-    private func advanceIfStored(_ image: ImageRecord) async throws -> Bool {
+    package func advanceIfStored(_ image: ImageRecord) async throws -> Bool {
         guard let object = try await storedObject(bucket: image.bucket, key: image.key) else { return false }
         try await imageStored(image.imageId, object: object)
         return true

@@ -417,6 +417,25 @@ struct ConsoleTests {
             #expect(replacing.status == 403, "\(replacing.text)")
             #expect(try await s3.get(media, key).body == parts[0] + parts[1])
 
+            // A completion stored while the server stopped before advancing its video: the repeated Complete (its
+            // answer lost with the server) advances it.
+            let stranded = ConsoleBrowser.json(try await browser.send("POST", "/s3/multipart", json: create, headers: uppy, csrf: false))
+            let strandedKey = try #require(stranded["key"] as? String)
+            let strandedUpload = try #require(stranded["uploadId"] as? String)
+            let strandedVideo = try #require(stranded["videoId"] as? String)
+            let strandedETag = try #require(
+                try await s3.uploadPart(media, strandedKey, uploadId: strandedUpload, number: 1, parts[1]).header("ETag"))
+            _ = try await server.server.store.completeMultipartUpload(
+                try await server.server.store.multipartUpload(strandedUpload, bucket: media, key: strandedKey),
+                parts: [.init(partNumber: 1, eTag: strandedETag)], fullObjectChecksums: [:], condition: .none)
+            let strandedEncoded = strandedKey.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? strandedKey
+            let finished = try await browser.send(
+                "POST", "/s3/multipart/\(strandedUpload)/complete?key=\(strandedEncoded)",
+                json: ["parts": [["PartNumber": 1, "ETag": strandedETag]]], headers: uppy, csrf: false)
+            #expect(finished.status == 200, "\(finished.text)")
+            let strandedInfo = ConsoleBrowser.json(try await browser.api("GetVideoInfo", ["VideoId": strandedVideo]))["Video"] as? [String: Any]
+            #expect(strandedInfo?["Status"] as? String == "UploadSucc")
+
             // An image by its type; an aborted upload is gone.
             let image = ConsoleBrowser.json(try await browser.send(
                 "POST", "/s3/multipart", json: ["filename": "p.png", "type": "image/png", "metadata": [String: String]()]))

@@ -349,6 +349,83 @@ struct MediaOwnershipTests {
         }
     }
 
+    @Test("a video or image whose file was stored but never advanced (the server stopped in between) advances when its client retries: RefreshUploadVideo/Image answer 409 Uploaded, a repeated Complete and a HEAD of the completed tus upload advance it")
+    func storedFileAdvancesOnRetry() async throws {
+        var webhook = WebhookConfiguration(url: URL(string: "http://127.0.0.1:9/none")!, secret: "s")
+        webhook.initialBackoff = .seconds(600)
+        try await TestServer.with(configure: { $0.webhook = webhook }) { server in
+            let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
+            let admin = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+            let store = server.server.store
+            func bytes(_ text: String) -> AsyncStream<ByteBuffer> {
+                AsyncStream { continuation in
+                    continuation.yield(ByteBuffer(string: text))
+                    continuation.finish()
+                }
+            }
+
+            // A single PUT stored unheard: the client's RefreshUploadVideo (and RefreshUploadImage) is told it is
+            // stored, and the record advances once.
+            let video = try await admin.createUploadVideo(.init(title: "Put", fileName: "p.mp4"))
+            let image = try await admin.createUploadImage(ext: "png")
+            for ticket in [video, image] {
+                _ = try await store.putObject(
+                    bucket: ticket.address.bucket, key: ticket.address.fileName, attributes: ObjectAttributes(), tags: [],
+                    body: bytes("source bytes"), checksums: [], condition: .none, verify: { _ in })
+            }
+            #expect(await mediaErrorCode { _ = try await admin.refreshUploadVideo(videoId: video.id) } == (409, "InvalidVideo.Uploaded"))
+            #expect(await mediaErrorCode { _ = try await admin.refreshUploadImage(imageId: image.id) } == (409, "InvalidImage.Uploaded"))
+            let put = try await admin.getVideoInfo(videoId: video.id)
+            #expect(put.status == "UploadSucc" && put.size == 12)
+            #expect(try await server.server.mediaCatalog.image(image.id)?.status == ImageStatus.uploaded)
+            // A video still waiting for its source gets fresh credentials as before.
+            let waiting = try await admin.createUploadVideo(.init(title: "Waiting", fileName: "w.mp4"))
+            #expect(try await admin.refreshUploadVideo(videoId: waiting.id).id == waiting.id)
+
+            // A multipart completion stored unheard: the client's repeated Complete is answered and advances it.
+            let s3 = server.client()
+            let multipart = try await admin.createUploadVideo(.init(title: "Multipart", fileName: "m.mp4"))
+            let (bucket, key) = (multipart.address.bucket, multipart.address.fileName)
+            let uploadId = try await s3.createMultipartUpload(bucket, key)
+            let part = try await s3.uploadPart(bucket, key, uploadId: uploadId, number: 1, Array("part one".utf8))
+            let etag = try #require(part.header("ETag"))
+            _ = try await store.completeMultipartUpload(
+                try await store.multipartUpload(uploadId, bucket: bucket, key: key),
+                parts: [.init(partNumber: 1, eTag: etag)], fullObjectChecksums: [:], condition: .none)
+            #expect(try await admin.getVideoInfo(videoId: multipart.id).status == "Uploading")
+            let repeated = try await s3.complete(bucket, key, uploadId: uploadId, xml: S3TestClient.completeXML([(1, etag)]))
+            #expect(repeated.status == 200, "\(repeated.text)")
+            #expect(try await admin.getVideoInfo(videoId: multipart.id).status == "UploadSucc")
+
+            // A tus upload completed unheard: its client's HEAD finds it complete and the video advances.
+            let resumable = try await admin.createUploadVideo(.init(title: "Tus", fileName: "t.mp4"))
+            let tus = [("Tus-Resumable", "1.0.0")]
+            let created = try await S3TestClient.fetchRaw(
+                "POST", try #require(resumable.resumableUploadURL).absoluteString, headers: tus + [("Upload-Length", "3")])
+            let location = try #require(created.header("Location"), "\(created.status) \(created.text)")
+            let id = try #require(location.split(separator: "/").last.map(String.init))
+            let upload = try #require(try await store.resumableUpload(id))
+            guard case .appended(let appended) = try await store.appendResumable(
+                upload, at: 0, body: bytes("abc"), checksums: [], byteLimit: nil, verify: { _ in })
+            else { throw ResumableConcatenationTests.NotAppended() }
+            #expect(try await store.completeResumable(appended) != nil)
+            #expect(try await admin.getVideoInfo(videoId: resumable.id).status == "Uploading")
+            let head = try await S3TestClient.fetchRaw(
+                "HEAD", location.hasPrefix("http") ? location : server.endpoint + location, headers: tus)
+            #expect(head.status == 200 && head.header("Upload-Offset") == "3", "\(head.status)")
+            let advanced = try await admin.getVideoInfo(videoId: resumable.id)
+            #expect(advanced.status == "UploadSucc" && advanced.size == 3)
+
+            // Each advanced once, with one FileUploadComplete and one probe job.
+            let events = try await server.server.webhooks.pending().map(\.type)
+            #expect(events.filter { $0 == .fileUploadComplete }.count == 3)
+            #expect(events.filter { $0 == .imageUploadComplete }.count == 1)
+            for id in [video.id, multipart.id, resumable.id] {
+                #expect(try await server.server.mediaCatalog.jobs(videoId: id).map(\.kind) == [.probe])
+            }
+        }
+    }
+
     @Test("deletions of one video racing each other all answer it as deleted, and delete the other videos they name")
     func racingDeletions() async throws {
         try await TestServer.with { server in

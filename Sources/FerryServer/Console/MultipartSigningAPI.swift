@@ -255,8 +255,11 @@ struct MultipartSigningAPI: Sendable {
         do {
             upload = try await media.store.multipartUpload(uploadId, bucket: media.bucket, key: key)
         } catch let error as FerryDomainError where error.code == .uploadNotFound {
-            // A repeated Complete whose first answer was lost: the object is there, the video past uploading.
-            if let video = try await media.catalog.video(bucket: media.bucket, key: key), video.status != VideoStatus.uploading {
+            // A repeated Complete whose first answer was lost: the object is there, the video past uploading (or
+            // advanced now, when the server stopped between storing its source and advancing it).
+            if let video = try await media.catalog.video(bucket: media.bucket, key: key),
+                video.status == VideoStatus.uploading ? try await media.library.advanceIfStored(video) : true
+            {
                 return Completed(location: location, key: key, videoId: video.videoId)
             }
             throw error

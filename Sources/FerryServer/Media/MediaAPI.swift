@@ -305,8 +305,12 @@ public struct MediaAPI: Sendable {
         -> MediaContract.UploadTicketAnswer
     {
         let video = try await liveVideo(input.videoId, principal: call.principal)
-        // A stored video takes no more uploads: new write credentials would let its bytes be replaced.
+        // A stored video takes no more uploads: new write credentials would let its bytes be replaced. One whose source
+        // was stored by a request the server stopped before advancing it is stored too (its client then finishes it).
         guard video.status == VideoStatus.uploading else { throw MediaError.closedToUploads("Video", status: video.status) }
+        if try await library.advanceIfStored(video) {
+            throw MediaError.closedToUploads("Video", status: VideoStatus.uploadSucc)
+        }
         return ticket(videoId: video.videoId, key: video.key, call)
     }
 
@@ -432,6 +436,9 @@ public struct MediaAPI: Sendable {
     {
         let image = try await image(input.imageId, principal: call.principal)
         guard image.status == ImageStatus.uploading else { throw MediaError.closedToUploads("Image", status: image.status) }
+        if try await library.advanceIfStored(image) {
+            throw MediaError.closedToUploads("Image", status: ImageStatus.uploaded)
+        }
         return ticket(imageId: image.imageId, key: image.key, call)
     }
 

@@ -262,7 +262,8 @@ extension ObjectAPI {
     }
 
     /// The answer to a Complete for an upload that completed already: the same parts, and the key still holds the
-    /// object that completion made.
+    /// object that completion made. The media library hears of the object again: a server stopped between the first
+    /// completion and telling it left its video or image `Uploading`.
     private func repeatedCompletion(_ uploadId: String, _ request: S3Request, _ body: CompleteMultipartUpload)
         async throws -> Response?
     {
@@ -277,6 +278,7 @@ extension ObjectAPI {
             let object = try? await store.object(bucket: request.bucket, key: request.key),
             object.etag == completed.etag
         else { return nil }
+        await objectStored(object)
         return try await completionResponse(request, object)
     }
 

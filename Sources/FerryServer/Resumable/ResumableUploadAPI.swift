@@ -418,7 +418,7 @@ struct ResumableUploadAPI: Sendable {
         headers[.uploadOffset] = String(upload.offset)
         if let etag = upload.etag { headers[.eTag] = "\"\(etag)\"" }
         // A client whose completion answer was lost compares this with its file's, as it would the answer's.
-        if let checksum = await objectChecksum(upload), let field = ChecksumAlgorithm.crc64nvme.headerField {
+        if let checksum = await objectChecksum(upload, seenAgain: true), let field = ChecksumAlgorithm.crc64nvme.headerField {
             headers[field] = checksum
         }
         switch wire {
@@ -663,17 +663,20 @@ struct ResumableUploadAPI: Sendable {
         headers[.uploadOffset] = String(upload.offset)
         headers[.eTag] = "\"\(upload.etag ?? "")\""
         headers[.contentType] = "application/json"
-        let checksum = await objectChecksum(upload)
+        let checksum = await objectChecksum(upload, seenAgain: true)
         return Response(
             status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: Self.summary(upload, crc64nvme: checksum))))
     }
 
     /// The full CRC64NVME (base64) of the object a completed upload made, while the object is still that one; nil
-    /// for an upload not completed, or whose object was replaced or deleted since.
-    private func objectChecksum(_ upload: ResumableUpload) async -> String? {
+    /// for an upload not completed, or whose object was replaced or deleted since. For an upload that completed before
+    /// this request (`seenAgain`), the media library hears of the object again: a server stopped between completing
+    /// the upload and telling it left its video or image `Uploading`.
+    private func objectChecksum(_ upload: ResumableUpload, seenAgain: Bool = false) async -> String? {
         guard upload.etag != nil, let object = try? await store.object(bucket: upload.bucket, key: upload.key),
             object.etag == upload.etag
         else { return nil }
+        if seenAgain { await objectStored(object) }
         return object.checksums[ChecksumAlgorithm.crc64nvme.s3Name]
     }
 
