@@ -181,9 +181,8 @@ extension UploadCommand {
                             refreshed = try await media.refreshUploadImage(imageId: imageId)
                         } catch where error.serverCode == "InvalidImage.Uploaded" {
                             // The image's URL as CreateUploadImage gives it: GetImageInfo's, unsigned.
-                            var url = (try? await media.getImageInfo(imageId: imageId)).flatMap { URLComponents(string: $0.url) }
-                            url?.query = nil
-                            if try await storedEarlier(["ImageId": imageId, "ImageURL": url?.string].compactMapValues { $0 }) {
+                            let url = (try? await media.getImageInfo(imageId: imageId))?.unsignedURL
+                            if try await storedEarlier(["ImageId": imageId, "ImageURL": url].compactMapValues { $0 }) {
                                 return ExitCodes.success
                             }
                         } catch where MediaUploadJournal.startsAfresh(after: error) {

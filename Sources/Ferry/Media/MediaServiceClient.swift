@@ -270,12 +270,11 @@ public final class MediaServiceClient: Sendable {
     /// URL, then a read of its first byte, as ``storedSource(videoId:)`` for a video.
     public func storedImage(imageId: String) async throws(FerryError) -> (size: Int64, etag: String, url: String) {
         let info = try await getImageInfo(imageId: imageId, authTimeout: 300)
-        guard let size = info.size, var url = URLComponents(string: info.url) else {
+        guard let size = info.size, let url = info.unsignedURL else {
             throw FerryError(.server, "Image \(imageId) has no stored file.")
         }
         let etag = try await storedETag(at: info.url, size: size, of: "image \(imageId)")
-        url.query = nil
-        return (size, etag, url.string ?? info.url)
+        return (size, etag, url)
     }
 
     /// The ETag a stored file's signed URL answers with, read with its first byte (nothing when it is empty).

@@ -32,6 +32,14 @@ extension MediaContract {
             self.title = title
         }
 
+        /// ``url`` without its signature's query: the image's address as CreateUploadImage names it (nil when `url`
+        /// is not a URL).
+        public var unsignedURL: String? {
+            guard var components = URLComponents(string: url) else { return nil }
+            components.query = nil
+            return components.string
+        }
+
         enum CodingKeys: String, CodingKey {
             case imageId = "ImageId", imageType = "ImageType", status = "Status", creationTime = "CreationTime"
             case url = "URL", size = "Size", title = "Title"
