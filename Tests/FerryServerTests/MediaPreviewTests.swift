@@ -46,7 +46,7 @@ struct MediaPreviewTests {
     static func token(_ harness: MediaHarness, _ videoId: String) async throws -> String {
         try await PlaybackToken.mint(
             videoId: videoId, audiences: PlaybackToken.Audience.allCases, expiration: Date().addingTimeInterval(600),
-            codec: harness.server.server.credentials.tokens)
+            issuer: harness.server.root.accessKeyId, codec: harness.server.server.credentials.tokens)
     }
 
     /// Writes a fetched picture to a file and returns its path.

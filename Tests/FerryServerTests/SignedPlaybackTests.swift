@@ -97,6 +97,9 @@ struct SignedPlaybackTests {
             let auto = try #require(play.stream(format: "m3u8", definition: "AUTO"))
             #expect(auto.url.hasPrefix(master + "?token="))
             let serverToken = String(try #require(auto.url.components(separatedBy: "?token=").last))
+            // Minted for the caller's access key (`iss`), whose being disabled ends it.
+            let servedClaims = try DefaultJWTParser().parse([UInt8](serverToken.utf8), as: PlaybackToken.Claims.self).payload
+            #expect(servedClaims.iss?.value == harness.server.root.accessKeyId)
             let served = try await Self.check([master, "--token", serverToken])
             #expect(served["isVariant"] as? Bool == true)
             #expect((served["variants"] as? [String])?.sorted() == ["LD/index.m3u8", "SD/index.m3u8"])
@@ -218,9 +221,15 @@ struct SignedPlaybackTests {
             let ownWithoutKid = try await Self.token(foreignKeys, kid: nil, video: own)
             #expect(try await Self.get(ownMaster, token: ownToken).status == 404)
             #expect(try await Self.get(ownMaster, token: ownWithoutKid).status == 404)
+            // So does a token the server minted for that access key (as GetPlayInfo answers it), and then no more.
+            let serverMinted = try await PlaybackToken.mint(
+                videoId: own, audiences: [.video], expiration: Date().addingTimeInterval(600), issuer: scoped.accessKeyId,
+                codec: harness.server.server.credentials.tokens)
+            #expect(try await Self.get(ownMaster, token: serverMinted).status == 404)
             try await harness.media.disableAccessKey(scoped.accessKeyId)
             #expect(try await Self.get(ownMaster, token: ownToken).reason == "key")
             #expect(try await Self.get(ownMaster, token: ownWithoutKid).reason == "key")
+            #expect(try await Self.get(ownMaster, token: serverMinted).reason == "key")
 
             // A deleted key's tokens are refused.
             try await harness.media.deleteSigningKey(key.keyId)

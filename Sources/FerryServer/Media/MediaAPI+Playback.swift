@@ -14,17 +14,17 @@ extension MediaAPI {
     ) async throws -> String {
         PlaybackToken.url(
             base: publicBase(call).base, videoId: video.videoId, file: file,
-            token: try await playToken(video, audiences: audiences, lifetime: lifetime))
+            token: try await playToken(video, audiences: audiences, call, lifetime: lifetime))
     }
 
-    /// The token a signed video's playback URLs carry; nil for a public video.
-    func playToken(_ video: VideoRecord, audiences: [PlaybackToken.Audience], lifetime: TimeInterval) async throws
-        -> String?
+    /// The token a signed video's playback URLs carry, minted for the caller's access key; nil for a public video.
+    func playToken(_ video: VideoRecord, audiences: [PlaybackToken.Audience], _ call: Call, lifetime: TimeInterval)
+        async throws -> String?
     {
         guard video.isPlaybackSigned else { return nil }
         return try await PlaybackToken.mint(
             videoId: video.videoId, audiences: audiences, expiration: credentials.now().addingTimeInterval(lifetime),
-            codec: credentials.tokens)
+            issuer: call.principal.parentAccessKeyId, codec: credentials.tokens)
     }
 
     /// The video's cover: the URL it was given, else the cover taken from its source, else nil.
@@ -110,8 +110,8 @@ extension MediaAPI {
         var streams: [MediaContract.PlayStream] = []
         var storyboard: String?
         if let renditions = video.renditions, !renditions.isEmpty {
-            let token = try await playToken(video, audiences: [.video], lifetime: TimeInterval(timeout))
-            let storyboardToken = try await playToken(video, audiences: [.storyboard], lifetime: TimeInterval(timeout))
+            let token = try await playToken(video, audiences: [.video], call, lifetime: TimeInterval(timeout))
+            let storyboardToken = try await playToken(video, audiences: [.storyboard], call, lifetime: TimeInterval(timeout))
             storyboard = try await storyboardURL(of: video, call, token: storyboardToken)
             let downloadable = Self.downloadable(video)
             for rendition in renditions where !Self.isProgressive(rendition) || downloadable.contains(rendition.path) {

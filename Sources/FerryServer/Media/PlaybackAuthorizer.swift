@@ -8,7 +8,8 @@ import JWTKit
 ///
 /// Signatures are checked by jwt-kit against the public key of the signing key the token's `kid` names (without a
 /// `kid`, each key of the video's owner in turn), or the server's own key. A key made by an access key signs for that
-/// key's videos while that access key is active; one made by the root key, for every video. A refusal is an S3 `AccessDenied` with a `Reason`
+/// key's videos while that access key is active; one made by the root key, for every video. A token the server
+/// minted opens files while the access key it was minted for (`iss`) is active. A refusal is an S3 `AccessDenied` with a `Reason`
 /// element (``Refusal``); no token, key or signature appears in it or in any log.
 struct PlaybackAuthorizer: Sendable {
     let catalog: any MediaCatalog
@@ -96,7 +97,14 @@ struct PlaybackAuthorizer: Sendable {
             let collection = await JWTKeyCollection().add(
                 hmac: PlaybackToken.serverKey(codec: credentials.tokens), digestAlgorithm: .sha256,
                 kid: .init(string: PlaybackToken.serverKeyId))
-            return try await Self.verify(token, with: collection)
+            let claims = try await Self.verify(token, with: collection)
+            // Minted for an access key: it ends with that key, as a presigned URL does.
+            if let issuer = claims.iss?.value {
+                let active: Bool
+                do { active = try await credentials.isActive(issuer) } catch { throw .unavailable }
+                guard active else { throw .key }
+            }
+            return claims
         } else if let kid {
             // Key ids are `fsk_` and 20 letters or digits: another `kid` names no key, and is not looked up.
             guard kid.utf8.count <= 64, kid.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw .key }

@@ -56,6 +56,8 @@ enum PlaybackToken {
         var nbf: NotBeforeClaim?
         /// Hosts the request's `Referer` must name (`example.com`, `*.example.com`); nil: any, or none.
         var referrers: [String]?
+        /// In a token the server mints: the access key it was minted for, whose being disabled or deleted ends it.
+        var iss: IssuerClaim?
 
         /// Nothing here: ``PlaybackAuthorizer`` checks each claim after the signature, so a refusal says which.
         func verify(using algorithm: some JWTAlgorithm) async throws {}
@@ -67,14 +69,15 @@ enum PlaybackToken {
         HMACKey(key: SymmetricKey(data: codec.authenticationCode(for: Data("playback-jwt".utf8), purpose: "play")))
     }
 
-    /// A token the server signs for `videoId`, granting `audiences` until `expiration`.
-    static func mint(videoId: String, audiences: [Audience], expiration: Date, codec: SessionTokenCodec) async throws
-        -> String
-    {
+    /// A token the server signs for `videoId`, granting `audiences` until `expiration`, for the access key `issuer`
+    /// (the long-term key of the caller it answers): it opens nothing once that key is disabled or deleted.
+    static func mint(
+        videoId: String, audiences: [Audience], expiration: Date, issuer: String, codec: SessionTokenCodec
+    ) async throws -> String {
         let keys = await JWTKeyCollection().add(hmac: serverKey(codec: codec), digestAlgorithm: .sha256, kid: .init(string: serverKeyId))
         let claims = Claims(
             sub: .init(value: videoId), aud: .init(value: audiences.map(\.rawValue)),
-            exp: .init(value: expiration.rounded()), nbf: nil, referrers: nil)
+            exp: .init(value: expiration.rounded()), nbf: nil, referrers: nil, iss: .init(value: issuer))
         return try await keys.sign(claims, kid: .init(string: serverKeyId))
     }
 
