@@ -253,9 +253,10 @@ struct MediaProcessingTests {
     }
 
     @Test(
-        "odd sources play in every rendition: a rotated portrait, sound only, no sound, odd sizes, a variable frame rate, 10-bit HEVC",
+        "odd sources play in every rendition: a rotated portrait, sound only, no sound, odd sizes, a variable frame rate, 10-bit HEVC, cover art stored before the video",
         arguments: [
             MediaFixtures.Kind.rotatedPortrait, .audioOnly, .noAudio, .oddSize, .variableFrameRate, .hevc10Bit,
+            .coverArtFirst,
         ])
     func oddSources(_ kind: MediaFixtures.Kind) async throws {
         try await MediaHarness.with { harness in
@@ -281,6 +282,11 @@ struct MediaProcessingTests {
                     // Displayed 270×480: the rendition is upright (no rotation left to apply) and portrait.
                     #expect(info.width == 270 && info.height == 480)
                     #expect(probed.width == 270 && probed.height == 480)
+                case .coverArtFirst:
+                    // The video, not the 64×64 cover before it, at its 25 frames a second.
+                    #expect(info.width == 320 && info.height == 240)
+                    #expect(probed.codec("video") == "h264" && probed.width == 320 && probed.height == 240)
+                    #expect(probed.stream("video")?["avg_frame_rate"] as? String == "25/1", "\(stream.definition)")
                 default:
                     #expect(probed.codec("video") == "h264")
                     #expect((probed.stream("video")?["pix_fmt"] as? String) == "yuv420p")
@@ -293,6 +299,17 @@ struct MediaProcessingTests {
                 let copy = harness.fixtures + "/copy-\(kind.rawValue).mp4"
                 try await MediaFixtures.ffmpeg(["-i", hls.url, "-c", "copy", copy])
                 #expect(abs(((try await MediaFixtures.probe(copy)).duration ?? 0) - (original.duration ?? 0)) <= 0.15)
+            }
+            if kind == .coverArtFirst {
+                // The cover taken from the source is a frame of the video, not the picture stored before it.
+                let deadline = ContinuousClock.now + .seconds(30)
+                var cover = try await harness.media.getVideoInfo(videoId: videoId).coverURL
+                while cover == nil, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(100))
+                    cover = try await harness.media.getVideoInfo(videoId: videoId).coverURL
+                }
+                let picture = try await MediaFixtures.probe(try #require(cover))
+                #expect(picture.width == 320 && picture.height == 240)
             }
         }
     }

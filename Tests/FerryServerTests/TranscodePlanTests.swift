@@ -110,7 +110,7 @@ struct TranscodePlanTests {
         #expect(arguments.filter { $0 == "-i" }.count == 1)
         #expect(arguments[arguments.firstIndex(of: "-i")! + 1] == input)
         let graph = try #require(arguments.firstIndex(of: "-filter_complex").map { arguments[$0 + 1] })
-        #expect(graph.hasPrefix("[0:v:0]split=3[s0][s1][s2];"))
+        #expect(graph.hasPrefix("[0:V:0]split=3[s0][s1][s2];"))
         #expect(graph.contains("scale=640:360") && graph.contains("scale=1280:720"))
         #expect(arguments.filter { $0.hasSuffix(".mp4") && $0.hasPrefix("/work/job/out/") }.count == 3)
         #expect(arguments.contains("+faststart") && arguments.contains("libx264") && arguments.contains("yuv420p"))

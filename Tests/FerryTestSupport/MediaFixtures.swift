@@ -25,6 +25,8 @@ public enum MediaFixtures {
         case long
         /// 854×480, 30 fps, 8-bit HEVC + AAC: a 480p source that players cannot all play as it is.
         case hevc480
+        /// 320×240, 25 fps, H.264 + AAC, with a 64×64 cover picture stored before its tracks: the cover is stream 0.
+        case coverArtFirst
 
         /// The file name extension.
         public var fileExtension: String {
@@ -89,9 +91,46 @@ public enum MediaFixtures {
             ] + x264 + [path]
         case .long:
             arguments = ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=\(d)"] + sine + x264 + aac + [path]
+        case .coverArtFirst:
+            let plain = "\(directory)/cover-art-source.mp4"
+            let cover = "\(directory)/cover-art.jpg"
+            try await ffmpeg(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=\(d)"] + sine + x264 + aac + [plain])
+            try await ffmpeg(["-f", "lavfi", "-i", "color=c=red:size=64x64", "-frames:v", "1", cover])
+            arguments = ["-i", plain, "-i", cover, "-map", "0", "-map", "1", "-c", "copy", "-disposition:v:1", "attached_pic", path]
         }
         try await ffmpeg(arguments)
+        if kind == .coverArtFirst { try moveUserDataFirst(path) }
         return path
+    }
+
+    /// Rewrites an MP4 in place with its `moov`'s `udta` (where the MP4 muxer keeps cover art) before its tracks, so
+    /// that ffmpeg reads the cover as stream 0. Only boxes move inside `moov`: every size and offset stays.
+    static func moveUserDataFirst(_ path: String) throws {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        func boxes(_ range: Range<Int>) -> [(type: String, range: Range<Int>)] {
+            var found: [(String, Range<Int>)] = []
+            var offset = range.lowerBound
+            while offset + 8 <= range.upperBound {
+                let size = bytes[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+                guard size >= 8, offset + size <= range.upperBound else { break }
+                found.append((String(decoding: bytes[offset + 4..<offset + 8], as: UTF8.self), offset..<offset + size))
+                offset += size
+            }
+            return found
+        }
+        guard let moov = boxes(0..<bytes.count).first(where: { $0.type == "moov" }) else {
+            throw ToolFailure(tool: "moveUserDataFirst", output: "no moov box")
+        }
+        let inside = moov.range.lowerBound + 8..<moov.range.upperBound
+        let children = boxes(inside)
+        let first = ["mvhd", "udta"]
+        let ordered = first.flatMap { type in children.filter { $0.type == type } } + children.filter { !first.contains($0.type) }
+        let body = ordered.flatMap { bytes[$0.range] }
+        guard children.contains(where: { $0.type == "udta" }), body.count == inside.count else {
+            throw ToolFailure(tool: "moveUserDataFirst", output: "moov holds no udta, or boxes that cannot be read")
+        }
+        bytes.replaceSubrange(inside, with: body)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
 
     /// Runs ffmpeg quietly; throws with its complaint when it fails.
@@ -115,8 +154,12 @@ public enum MediaFixtures {
         // Read-only after init: a JSON tree from JSONSerialization.
         public let json: [String: Any]
         var streams: [[String: Any]] { json["streams"] as? [[String: Any]] ?? [] }
-        /// The first stream of a type (`video`, `audio`).
-        public func stream(_ type: String) -> [String: Any]? { streams.first { $0["codec_type"] as? String == type } }
+        /// The first stream of a type (`video`, `audio`), cover art aside.
+        public func stream(_ type: String) -> [String: Any]? {
+            streams.first {
+                $0["codec_type"] as? String == type && (($0["disposition"] as? [String: Any])?["attached_pic"] as? Int ?? 0) == 0
+            }
+        }
         /// Codec of the first stream of a type.
         public func codec(_ type: String) -> String? { stream(type)?["codec_name"] as? String }
         /// Size of the first video stream.

@@ -210,7 +210,7 @@ package struct PreviewRequest: Sendable, Hashable {
             arguments += ["-ss", from]
             if kind == .animated { arguments += ["-t", length] }
         }
-        arguments += MediaInput.options + ["-i", input, "-map", "0:v:0", "-an", "-sn", "-dn"]
+        arguments += MediaInput.options + ["-i", input, "-map", "0:V:0", "-an", "-sn", "-dn"]
         // The frame rate filter would repeat the last frame up to where the whole file ends: the animation is cut at
         // its length on output too.
         if countsFromFirstFrame, kind == .animated { arguments += ["-t", length] }

@@ -42,7 +42,8 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         var sampleRate: Int?
         /// Audio channels.
         var channels: Int?
-        /// Whether the stream is a picture attached as cover art (`disposition.attached_pic`), not the video.
+        /// Whether the stream is a picture attached as cover art (`disposition.attached_pic`) or thumbnails
+        /// (`timed_thumbnails`), not the video: the streams ffmpeg's `V` stream specifier skips, as every command does.
         var isAttachedPicture: Bool
         /// The `rotate` tag of older files, in degrees.
         var rotateTag: Double?
@@ -56,7 +57,9 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             case sideDataList = "side_data_list"
         }
 
-        private enum DispositionKeys: String, CodingKey { case attachedPicture = "attached_pic" }
+        private enum DispositionKeys: String, CodingKey {
+            case attachedPicture = "attached_pic", timedThumbnails = "timed_thumbnails"
+        }
 
         private enum TagKeys: String, CodingKey { case rotate }
 
@@ -86,7 +89,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             sampleRate = container.lenientInteger(.sampleRate)
             channels = container.lenientInteger(.channels)
             let disposition = try? container.nestedContainer(keyedBy: DispositionKeys.self, forKey: .disposition)
-            isAttachedPicture = (disposition?.lenientInteger(.attachedPicture) ?? 0) != 0
+            isAttachedPicture = [DispositionKeys.attachedPicture, .timedThumbnails].contains { (disposition?.lenientInteger($0) ?? 0) != 0 }
             let tags = try? container.nestedContainer(keyedBy: TagKeys.self, forKey: .tags)
             rotateTag = tags?.lenientNumber(.rotate)
             displayRotation = container.lenientArray(SideData.self, .sideDataList).compactMap(\.rotation).last
@@ -192,7 +195,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
 
     /// What the transcode measures of a file it encoded.
     var measured: MediaPipeline.Measured {
-        let video = streams.first { $0.codecType == "video" }
+        let video = self.video
         return MediaPipeline.Measured(
             width: video?.width, height: video?.height, bitrate: format.bitRate.flatMap(Self.integer),
             duration: format.duration.flatMap { (0...Self.maxDuration).contains($0) ? $0 : nil },

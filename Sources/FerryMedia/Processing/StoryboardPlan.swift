@@ -42,7 +42,7 @@ package struct StoryboardPlan: Sendable, Hashable {
     /// The ffmpeg arguments that make the sprite from `input`.
     package func arguments(input: String, output: String) -> [String] {
         TranscodePlan.quietFlags + MediaInput.options + [
-            "-i", input, "-map", "0:v:0", "-an", "-sn", "-dn", "-vf", filter, "-frames:v", "1", "-q:v", "4", "-f", "image2", output,
+            "-i", input, "-map", "0:V:0", "-an", "-sn", "-dn", "-vf", filter, "-frames:v", "1", "-q:v", "4", "-f", "image2", output,
         ]
     }
 

@@ -104,7 +104,9 @@ struct TranscodePlan: Sendable, Hashable {
         var arguments = Self.quietFlags + ["-progress", progressFile] + MediaInput.options + ["-i", input]
         let video = outputs.filter { $0.width != nil }
         if !video.isEmpty {
-            var graph = video.count == 1 ? "[0:v:0]" : "[0:v:0]split=\(video.count)" + (0..<video.count).map { "[s\($0)]" }.joined() + ";"
+            // `V`: the first video stream that is not cover art, the one the probe described (`v` would take a cover
+            // stored before the video).
+            var graph = video.count == 1 ? "[0:V:0]" : "[0:V:0]split=\(video.count)" + (0..<video.count).map { "[s\($0)]" }.joined() + ";"
             graph += video.enumerated().map { index, output in
                 (video.count == 1 ? "" : "[s\(index)]") + "scale=\(output.width ?? 2):\(output.height ?? 2),setsar=1[v\(index)]"
             }.joined(separator: ";")
@@ -169,7 +171,7 @@ struct TranscodePlan: Sendable, Hashable {
     func sourcePackageArguments(input: String, directory: String) -> [String] {
         let target = directory + "/" + Self.firstStreamDirectory
         return Self.quietFlags + MediaInput.options + [
-            "-i", input, "-map", "0:v:0", "-map", "0:a:0?", "-c", "copy", "-map_metadata", "-1",
+            "-i", input, "-map", "0:V:0", "-map", "0:a:0?", "-c", "copy", "-map_metadata", "-1",
         ] + hlsOutput(target)
     }
 
@@ -230,7 +232,7 @@ struct TranscodePlan: Sendable, Hashable {
     static func snapshotArguments(input: String, duration: Double?, output: String) -> [String] {
         let start = duration.map { max(0, min($0 * 0.1, 10)) } ?? 0
         return Self.quietFlags + ["-ss", String(format: "%.3f", start)] + MediaInput.options + [
-            "-i", input, "-map", "0:v:0", "-vf", "thumbnail=50,scale='min(1280,iw)':-2", "-frames:v", "1",
+            "-i", input, "-map", "0:V:0", "-vf", "thumbnail=50,scale='min(1280,iw)':-2", "-frames:v", "1",
             "-q:v", "3", "-f", "image2", output,
         ]
     }
