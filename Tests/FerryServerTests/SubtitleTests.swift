@@ -73,6 +73,10 @@ struct SubtitleFormatTests {
             ("1\n00:00:01,000 -> 00:00:02,000\nx\n", "neither WebVTT"),
             ("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nx\n\nSTYLE\n::cue {}\n", "STYLE block after a cue"),
             ("WEBVTT\n\n999:00:00.000 --> 999:00:01.000\nx\n", "later than 100 hours"),
+            // A player reads a cue from a header block's `-->` line, past the checks above.
+            ("WEBVTT\n\nSTYLE\n::cue {}\n00:00:00.000 --> 150:00:01.000\ninjected\n\n00:00:01.000 --> 00:00:02.000\nx\n", "STYLE block with a line containing -->"),
+            ("WEBVTT\n\nREGION\nid:a\n00:00.000 --> 00:01.000\n\n00:00:01.000 --> 00:00:02.000\nx\n", "REGION block with a line containing -->"),
+            ("WEBVTT\n\nSTYLE\n" + String(repeating: "::cue { color: red }\n", count: 800) + "\n00:00:01.000 --> 00:00:02.000\nx\n", "bytes of STYLE and REGION blocks"),
         ])
     func refusals(text: String, reason: String) {
         #expect {

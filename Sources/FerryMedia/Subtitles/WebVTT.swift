@@ -5,7 +5,9 @@ import Foundation
 /// Reading is strict where players disagree and lenient where they agree: line endings may be `\r\n`, `\r` or `\n`,
 /// a byte order mark is dropped, SRT's `,` before milliseconds becomes `.`, and `NOTE` blocks are dropped. A cue needs
 /// a timing line whose end is after its start and a payload without `-->`. `STYLE` and `REGION` blocks before the
-/// first cue are kept. What cannot be read is refused with the line it was found on.
+/// first cue are kept (without `-->`, which a player would read as a cue's timing, and at most
+/// ``maxHeaderBytes`` in all: they are repeated in every segment of the track's HLS rendition). What cannot be read
+/// is refused with the line it was found on.
 package struct WebVTT: Sendable, Equatable {
     /// One cue: its times in milliseconds, its settings (`line:0 align:start`) and its text lines.
     package struct Cue: Sendable, Equatable {
@@ -27,6 +29,8 @@ package struct WebVTT: Sendable, Equatable {
     package static let maxCues = 20_000
     /// Latest cue end: 100 hours.
     static let maxMilliseconds: Int64 = 100 * 3_600_000
+    /// Most bytes of `STYLE` and `REGION` blocks in one track.
+    package static let maxHeaderBytes = 16 * 1024
 
     /// Why a text is not a track.
     package struct Malformed: Error, Equatable, CustomStringConvertible {
@@ -86,7 +90,14 @@ package struct WebVTT: Sendable, Equatable {
             if first == "NOTE" || first.hasPrefix("NOTE ") || first.hasPrefix("NOTE\t") { continue }
             if first == "STYLE" || first == "REGION" {
                 guard cues.isEmpty else { throw Malformed(reason: "has a \(first) block after a cue (line \(block.line)).") }
+                // A player ends the block at a line with `-->` and reads a cue from it, past every check here.
+                if let index = block.lines.firstIndex(where: { $0.contains("-->") }) {
+                    throw Malformed(reason: "has a \(first) block with a line containing --> (line \(block.line + index)).")
+                }
                 header.append(block.lines.joined(separator: "\n"))
+                guard header.reduce(0, { $0 + $1.utf8.count }) <= maxHeaderBytes else {
+                    throw Malformed(reason: "has more than \(maxHeaderBytes) bytes of STYLE and REGION blocks (line \(block.line)).")
+                }
                 continue
             }
             let timingIndex = first.contains("-->") ? 0 : 1
