@@ -396,6 +396,25 @@ struct MediaPreviewTests {
         }
     }
 
+    @Test("a source whose picture is larger than 8K is decoded for no picture on request: 400 naming its size, nothing stored")
+    func pictureTooLarge() async throws {
+        try await MediaHarness.with { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.noAudio, seconds: 2), transcode: "NoTranscode")
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+            #expect(try await Self.still(harness, videoId, width: 100).status == 200)
+            // As the probe of a 16000×16000 picture (a few hundred bytes of PNG can declare it) records it.
+            _ = try await harness.server.server.mediaCatalog.updateVideo(videoId) { video in
+                video.mezzanine?.width = 16_000
+                video.mezzanine?.height = 16_000
+                return .save()
+            }
+            let refused = try await Self.still(harness, videoId, width: 200)
+            #expect(refused.status == 400 && refused.text.contains("16000×16000"), "\(refused.status) \(refused.text)")
+            #expect(try await Self.cachedPictures(harness, videoId).count == 1)
+        }
+    }
+
     @Test("a picture stored within previewCacheGrace is kept past previewCacheLimit: the request that made it is answered from the store")
     func cacheGrace() async throws {
         try await MediaHarness.with(configure: { $0.mediaProcessing.previewCacheLimit = 1 }) { harness in

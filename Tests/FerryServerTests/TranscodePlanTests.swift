@@ -46,6 +46,11 @@ struct TranscodePlanTests {
         audio.audioCodec = "opus"
         #expect(try Self.ladder(audio) == ["SQ=-x-"])
         #expect(throws: MediaProbe.Unreadable.self) { try Self.ladder(MezzanineInfo(size: 1)) }
+        // Past 8192×4320 pixels nothing is decoded: refused with its size (8K itself is taken).
+        #expect(try Self.ladder(Self.source(8192, 4320)).count == 4)
+        #expect { try Self.ladder(Self.source(16_000, 16_000)) } throws: {
+            ($0 as? MediaProbe.Unreadable)?.reason.contains("16000×16000") == true
+        }
     }
 
     @Test("the first stream: the source when every player plays it as it is, else the lowest of two or more definitions")

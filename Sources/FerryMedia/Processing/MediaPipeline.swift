@@ -140,7 +140,7 @@ package struct MediaPipeline: Sendable {
             video.updatedAt = Date()
             var jobs: [MediaJob] = []
             var notify = [analysis]
-            if video.coverURL == nil, video.snapshotKey == nil, info?.hasVideo == true {
+            if video.coverURL == nil, video.snapshotKey == nil, let info, info.hasVideo, !info.isPictureTooLarge {
                 jobs.append(MediaJob(videoId: video.videoId, kind: .snapshot, maxAttempts: maxAttempts))
             }
             if group == nil {

@@ -75,6 +75,12 @@ package struct PreviewRenderer: Sendable {
         if let info = video.mezzanine, !info.hasVideo {
             throw FerryDomainError(.invalidArgument, "The video has no picture to take \(file) from.")
         }
+        // Without a rendition the source is decoded: not one whose pictures are too large to decode here.
+        if let info = video.mezzanine, info.isPictureTooLarge, (video.renditions ?? []).isEmpty {
+            throw FerryDomainError(
+                .invalidArgument,
+                "The video's picture is \(info.width ?? 0)×\(info.height ?? 0) pixels; pictures are taken from at most \(MezzanineInfo.maxPixels) (8192×4320).")
+        }
         guard MediaPipeline.isLive(video.status) else {
             throw FerryDomainError(
                 .invalidArgument, "The video has no picture to take \(file) from until it is uploaded (status \(video.status)).")

@@ -58,6 +58,10 @@ struct TranscodePlan: Sendable, Hashable {
         -> TranscodePlan
     {
         var outputs: [Output] = []
+        if source.hasVideo, source.isPictureTooLarge, let width = source.width, let height = source.height {
+            throw MediaProbe.Unreadable(
+                reason: "The picture is \(width)×\(height) pixels; at most \(MezzanineInfo.maxPixels) (8192×4320) are transcoded.")
+        }
         if source.hasVideo, let width = source.width, let height = source.height, width > 0, height > 0 {
             let shortSide = min(width, height)
             let rungs = group.video.sorted { $0.height < $1.height }

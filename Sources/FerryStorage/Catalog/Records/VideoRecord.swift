@@ -148,6 +148,18 @@ public struct MezzanineInfo: Codable, Sendable, Hashable {
     /// Whether the source has sound.
     public var hasAudio: Bool { audioCodec != nil }
 
+    /// The most pixels a picture may have for ffmpeg to decode it here (8192×4320, 8K): a few hundred bytes of PNG
+    /// can declare 16000×16000, a gigabyte of memory for each decoder.
+    package static let maxPixels = 8192 * 4320
+
+    /// Whether the picture is larger than ``maxPixels``: nothing is decoded from it (no ladder, cover or picture on
+    /// request); NoTranscode still publishes it as it is.
+    package var isPictureTooLarge: Bool {
+        guard let width, let height else { return false }
+        let (pixels, overflow) = width.multipliedReportingOverflow(by: height)
+        return overflow || pixels > Self.maxPixels
+    }
+
     /// A file of `size` bytes, nothing else known yet.
     package init(size: Int64) {
         self.size = size
