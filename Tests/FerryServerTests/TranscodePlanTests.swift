@@ -46,6 +46,16 @@ struct TranscodePlanTests {
         audio.audioCodec = "opus"
         #expect(try Self.ladder(audio) == ["SQ=-x-"])
         #expect(throws: MediaProbe.Unreadable.self) { try Self.ladder(MezzanineInfo(size: 1)) }
+        // A sliver would make a rendition no encoder takes: refused with its size.
+        #expect { try Self.ladder(Self.source(1, 65_000)) } throws: {
+            ($0 as? MediaProbe.Unreadable)?.reason.contains("would be 2×130000") == true
+        }
+        // A long strip within the bound is taken at its own size.
+        #expect(try Self.ladder(Self.source(4096, 256)) == ["LD=4096x256"])
+        // A picture whose size ffprobe gave as 0×0 (or none) is named as such, not as no stream at all.
+        #expect { try Self.ladder(Self.source(0, 0, audio: false)) } throws: {
+            ($0 as? MediaProbe.Unreadable)?.reason.contains("picture's size (0×0)") == true
+        }
         // Past 8192×4320 pixels nothing is decoded: refused with its size (8K itself is taken).
         #expect(try Self.ladder(Self.source(8192, 4320)).count == 4)
         #expect { try Self.ladder(Self.source(16_000, 16_000)) } throws: {
@@ -171,6 +181,8 @@ struct TranscodePlanTests {
         #expect(throws: MediaProbe.Unreadable.self) { try MediaProbe.parse(Data("{}".utf8), size: 1) }
         #expect(throws: MediaProbe.Unreadable.self) { try MediaProbe.parse(Data("not json".utf8), size: 1) }
         #expect(MediaProbe.reason(fromStandardError: "") == "The file is not audio or video that ffprobe can read.")
+        // The tool that said nothing is the one named (an ffmpeg run that made no cover is not ffprobe's).
+        #expect(MediaPipeline.reason(errors: "/nonexistent/errors", directory: "/nonexistent") == "The file is not audio or video that ffmpeg can read.")
         // ffmpeg's heap addresses are left out of the reason a client reads.
         #expect(
             MediaProbe.reason(fromStandardError: "[h264 @ 0x55d0c8a4e2c0] no frame!\n[mov,mp4 @ 0x7f] moov atom not found\n")

@@ -600,7 +600,7 @@ package struct MediaPipeline: Sendable {
     static func reason(errors: String, directory: String, timedOut: Bool = false, tool: String = "ffmpeg") -> String {
         timedOut
             ? "\(tool) did not finish within the time limit."
-            : MediaProbe.reason(fromStandardError: hidingPaths(ChildProcess.tail(of: errors), directory))
+            : MediaProbe.reason(fromStandardError: hidingPaths(ChildProcess.tail(of: errors), directory), tool: tool)
     }
 
     /// A tool's message without the server's directories in it.

@@ -31,11 +31,12 @@ enum MediaProbe {
         return (top / bottom * 1000).rounded() / 1000
     }
 
-    /// ffprobe's complaint, shortened to its last meaningful lines, or a general reason when it said nothing.
-    static func reason(fromStandardError text: String) -> String {
+    /// A tool's complaint, shortened to its last meaningful lines, or a general reason naming `tool` when it said
+    /// nothing.
+    static func reason(fromStandardError text: String, tool: String = "ffprobe") -> String {
         let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.isEmpty }
-        guard !lines.isEmpty else { return "The file is not audio or video that ffprobe can read." }
+        guard !lines.isEmpty else { return "The file is not audio or video that \(tool) can read." }
         return String(lines.suffix(3).map(withoutAddresses).joined(separator: " ").prefix(500))
     }
 

@@ -46,6 +46,9 @@ struct TranscodePlan: Sendable, Hashable {
     /// HLS segment length, seconds.
     var segmentSeconds: Int
 
+    /// The longest side of a rendition (H.264 at 8K).
+    static let maxOutputSide = 8192
+
     /// Key frames come every this many seconds, so segments of any multiple of it cut cleanly.
     static let keyFrameSeconds = 2
 
@@ -72,6 +75,11 @@ struct TranscodePlan: Sendable, Hashable {
             }
             for (rung, target) in chosen {
                 let (w, h) = size(sourceWidth: width, sourceHeight: height, shortSide: target)
+                // A sliver (1×65000) would become a rendition no encoder takes.
+                guard max(w, h) <= maxOutputSide else {
+                    throw MediaProbe.Unreadable(
+                        reason: "The picture is \(width)×\(height) pixels: its \(rung.definition) rendition would be \(w)×\(h), more than \(maxOutputSide) a side.")
+                }
                 let scale = Double(target) / Double(rung.height)
                 outputs.append(
                     Output(
@@ -84,6 +92,9 @@ struct TranscodePlan: Sendable, Hashable {
                 Output(
                     definition: group.audio.definition, width: nil, height: nil, videoBitrate: nil,
                     audioBitrate: group.audio.audioBitrate, hasAudio: true))
+        } else if source.hasVideo {
+            throw MediaProbe.Unreadable(
+                reason: "The picture's size (\(source.width ?? 0)×\(source.height ?? 0)) is not one that can be transcoded.")
         } else {
             throw MediaProbe.Unreadable(reason: "The file holds no audio or video stream.")
         }
