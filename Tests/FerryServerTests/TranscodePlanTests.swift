@@ -46,6 +46,18 @@ struct TranscodePlanTests {
         audio.audioCodec = "opus"
         #expect(try Self.ladder(audio) == ["SQ=-x-"])
         #expect(throws: MediaProbe.Unreadable.self) { try Self.ladder(MezzanineInfo(size: 1)) }
+        // A few kilobytes whose timestamps run for 22 hours are not a video; a minute of them, or a day in 1 MB, is.
+        var gaps = Self.source(320, 240, audio: false)
+        gaps.size = 8_400
+        gaps.duration = 80_000
+        #expect { try Self.ladder(gaps) } throws: {
+            ($0 as? MediaProbe.Unreadable)?.reason.contains("80000 s of picture in 8400 bytes") == true
+        }
+        gaps.duration = 60
+        #expect(try Self.ladder(gaps) == ["LD=320x240"])
+        gaps.duration = 86_400
+        gaps.size = 1_000_000
+        #expect(try Self.ladder(gaps) == ["LD=320x240"])
         // A sliver would make a rendition no encoder takes: refused with its size.
         #expect { try Self.ladder(Self.source(1, 65_000)) } throws: {
             ($0 as? MediaProbe.Unreadable)?.reason.contains("would be 2×130000") == true

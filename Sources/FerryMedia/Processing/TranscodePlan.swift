@@ -46,6 +46,10 @@ struct TranscodePlan: Sendable, Hashable {
     /// HLS segment length, seconds.
     var segmentSeconds: Int
 
+    /// The fewest bits a second of a source with a picture longer than a minute: a still encoded for an hour takes
+    /// far more (each frame a few bytes at least), a file whose timestamps lie far less.
+    static let minBitsPerSecond = 64
+
     /// The longest side of a rendition (H.264 at 8K).
     static let maxOutputSide = 8192
 
@@ -64,6 +68,14 @@ struct TranscodePlan: Sendable, Hashable {
         if source.hasVideo, source.isPictureTooLarge, let width = source.width, let height = source.height {
             throw MediaProbe.Unreadable(
                 reason: "The picture is \(width)×\(height) pixels; at most \(MezzanineInfo.maxPixels) (8192×4320) are transcoded.")
+        }
+        // Frames are made at a constant rate: a few kilobytes whose timestamps run for a day would keep a worker
+        // encoding copies of three frames until its time limit.
+        if source.hasVideo, let duration = source.duration, duration > 60,
+            Double(source.size) * 8 / duration < Double(minBitsPerSecond)
+        {
+            throw MediaProbe.Unreadable(
+                reason: "The file declares \(Int(duration)) s of picture in \(source.size) bytes (fewer than \(minBitsPerSecond) bits a second): its timestamps are not those of a video.")
         }
         if source.hasVideo, let width = source.width, let height = source.height, width > 0, height > 0 {
             let shortSide = min(width, height)
