@@ -224,14 +224,22 @@ struct MediaOwnershipTests {
         }
     }
 
-    @Test("CreateUploadVideo with a ClientToken is idempotent per key; a video or image never uploaded expires to UploadFail and takes no more uploads")
-    func clientTokenAndExpiry() async throws {
-        // Events wait in the outbox: the receiver named here does not exist.
+    /// Runs `body` with a server whose events wait in the outbox (the receiver named does not exist, and the first
+    /// retry is 10 minutes away), with the root key's credentials and a media client of it.
+    static func withHeldEvents(
+        _ body: @Sendable (TestServer, Credentials, MediaServiceClient) async throws -> Void
+    ) async throws {
         var webhook = WebhookConfiguration(url: URL(string: "http://127.0.0.1:9/none")!, secret: "s")
         webhook.initialBackoff = .seconds(600)
         try await TestServer.with(configure: { $0.webhook = webhook }) { server in
             let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
-            let admin = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+            try await body(server, root, MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root))
+        }
+    }
+
+    @Test("CreateUploadVideo with a ClientToken is idempotent per key; a video or image never uploaded expires to UploadFail and takes no more uploads")
+    func clientTokenAndExpiry() async throws {
+        try await Self.withHeldEvents { server, root, admin in
             let other = MediaServiceClient(
                 endpoint: URL(string: server.endpoint)!,
                 credentials: try await admin.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:*"])])))
@@ -293,11 +301,7 @@ struct MediaOwnershipTests {
 
     @Test("a video whose source is stored but was never advanced (the server stopped in between) advances when the collector walks the uploading videos")
     func storedSourceNeverAdvanced() async throws {
-        var webhook = WebhookConfiguration(url: URL(string: "http://127.0.0.1:9/none")!, secret: "s")
-        webhook.initialBackoff = .seconds(600)
-        try await TestServer.with(configure: { $0.webhook = webhook }) { server in
-            let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
-            let admin = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+        try await Self.withHeldEvents { server, root, admin in
             // The source is stored without the library hearing of it, as when the process dies between the two.
             func storeUnheard(_ ticket: MediaServiceClient.UploadTicket) async throws {
                 _ = try await server.server.store.putObject(
@@ -351,11 +355,7 @@ struct MediaOwnershipTests {
 
     @Test("a video or image whose file was stored but never advanced (the server stopped in between) advances when its client retries: RefreshUploadVideo/Image answer 409 Uploaded, a repeated Complete and a HEAD of the completed tus upload advance it")
     func storedFileAdvancesOnRetry() async throws {
-        var webhook = WebhookConfiguration(url: URL(string: "http://127.0.0.1:9/none")!, secret: "s")
-        webhook.initialBackoff = .seconds(600)
-        try await TestServer.with(configure: { $0.webhook = webhook }) { server in
-            let root = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
-            let admin = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: root)
+        try await Self.withHeldEvents { server, root, admin in
             let store = server.server.store
             func bytes(_ text: String) -> AsyncStream<ByteBuffer> {
                 AsyncStream { continuation in

@@ -104,6 +104,21 @@ def throttle(driver, bytes_per_second):
         "uploadThroughput": -1 if bytes_per_second is None else bytes_per_second})
 
 
+def start_slow_upload(driver, big, label, rotation):
+    """Uploads a copy of `big` turned by 1/`rotation` of its length (other bytes: another file) over a link throttled
+    to 2 MiB/s, and waits until a part of it is sent; returns its path and file name."""
+    path = big + "." + label + ".mp4"
+    with open(big, "rb") as source, open(path, "wb") as target:
+        data = source.read()
+        target.write(data[len(data) // rotation:] + data[:len(data) // rotation])
+    name = os.path.basename(path)
+    throttle(driver, 2 * 1024 * 1024)
+    driver.find_element(By.ID, "file-input").send_keys(path)
+    wait(driver, lambda d: int(upload_row(d, name).get_attribute("data-sent-parts") or 0) >= 1, timeout=60,
+         message="a part of the " + label + " file")
+    return path, name
+
+
 def media_api(driver, action, body):
     """Calls the console API from the page, as the signed-in session."""
     return driver.execute_async_script("""
@@ -422,15 +437,7 @@ def run(driver):
     passed("expired session keeps the upload")
 
     # Pause, resume and cancel; a network that drops for a few seconds costs retries, not the upload.
-    third = big + ".third.mp4"
-    with open(big, "rb") as source, open(third, "wb") as target:
-        data = source.read()
-        target.write(data[len(data) // 2:] + data[:len(data) // 2])
-    third_name = os.path.basename(third)
-    throttle(driver, 2 * 1024 * 1024)
-    driver.find_element(By.ID, "file-input").send_keys(third)
-    wait(driver, lambda d: int(upload_row(d, third_name).get_attribute("data-sent-parts") or 0) >= 1, timeout=60,
-         message="a part of the third file")
+    third, third_name = start_slow_upload(driver, big, "third", 2)
     upload_row(driver, third_name).find_element(By.CSS_SELECTOR, "button.pause").click()
     wait(driver, lambda d: upload_row(d, third_name).get_attribute("data-state") == "paused", message="paused")
     paused_at = int(upload_row(driver, third_name).get_attribute("data-sent-parts"))
@@ -527,15 +534,7 @@ def run(driver):
     # An upload left unfinished at sign-out stays the root key's: the next key on this browser neither lists nor resumes it.
     driver.get(CONSOLE + "#/upload")
     wait(driver, lambda d: d.find_element(By.ID, "file-input"), message="the upload page")
-    fifth = big + ".fifth.mp4"
-    with open(big, "rb") as source, open(fifth, "wb") as target:
-        data = source.read()
-        target.write(data[len(data) // 3:] + data[:len(data) // 3])
-    fifth_name = os.path.basename(fifth)
-    throttle(driver, 2 * 1024 * 1024)
-    driver.find_element(By.ID, "file-input").send_keys(fifth)
-    wait(driver, lambda d: int(upload_row(d, fifth_name).get_attribute("data-sent-parts") or 0) >= 1, timeout=60,
-         message="a part of the fifth file")
+    _, fifth_name = start_slow_upload(driver, big, "fifth", 3)
     throttle(driver, None)
 
     # A scoped key sees only its own videos.
