@@ -14,7 +14,7 @@ struct ObjectAPITests {
             let put = try await s3.put(
                 "media", "videos/a b+c.mp4", body,
                 headers: [
-                    ("Content-Type", "video/mp4"), ("x-amz-meta-title", "Holiday"),
+                    ("Content-Type", "video/mp4"), ("x-amz-meta-title", "Holiday"), ("x-amz-meta-", "no name"),
                     ("Content-Disposition", "attachment"), ("Cache-Control", "max-age=60"),
                 ])
             #expect(put.status == 200)
@@ -24,6 +24,8 @@ struct ObjectAPITests {
             #expect(get.body == body)
             #expect(get.header("Content-Type") == "video/mp4")
             #expect(get.header("x-amz-meta-title") == "Holiday")
+            // A metadata field with no name is not stored.
+            #expect(get.header("x-amz-meta-") == nil)
             #expect(get.header("Content-Disposition") == "attachment")
             #expect(get.header("Cache-Control") == "max-age=60")
             // Stored bytes never act as a page of this origin (the console's): opened in a browser, they render

@@ -58,8 +58,8 @@ extension ObjectAPI {
     /// Most bytes of user metadata (`x-amz-meta-*` names and values, UTF-8) an object may carry, as S3.
     static let maxUserMetadata = 2048
 
-    /// The attributes and `x-amz-meta-*` metadata a PUT or CreateMultipartUpload carries; `MetadataTooLarge` past
-    /// 2 KiB.
+    /// The attributes and `x-amz-meta-*` metadata a PUT or CreateMultipartUpload carries (a bare `x-amz-meta-` is
+    /// dropped); `MetadataTooLarge` past 2 KiB.
     static func attributes(from headers: HTTPFields) throws -> ObjectAttributes {
         var attributes = ObjectAttributes()
         attributes.contentType = headers[.contentType]
@@ -80,6 +80,8 @@ extension ObjectAPI {
         var metadataSize = 0
         for field in headers where field.name.canonicalName.hasPrefix("x-amz-meta-") {
             let name = String(field.name.canonicalName.dropFirst("x-amz-meta-".count))
+            // A field with no name after the prefix names no metadata: dropped, as S3 drops it.
+            guard !name.isEmpty else { continue }
             // Values a client encoded for the header (RFC 2047) are stored decoded, as S3 does.
             let value = HeaderWords.decode(field.value)
             metadataSize += name.utf8.count + value.utf8.count
