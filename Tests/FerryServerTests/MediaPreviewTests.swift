@@ -297,8 +297,14 @@ struct MediaPreviewTests {
                 cover = try await harness.media.getVideoInfo(videoId: plain).coverURL
             }
             let coverURL = try #require(cover)
+            #expect(coverURL.contains("/_ferry/play/\(plain)/cover.jpg?token="))
+            // Its token opens the cover alone; a thumbnail token opens stills.
+            let stillQuery = "thumbnail.png?time=2.5&width=320&height=180&"
+            let coverOnly = try await S3TestClient.fetch(coverURL.replacingOccurrences(of: "cover.jpg?", with: stillQuery))
+            #expect(coverOnly.status == 403 && coverOnly.text.contains("<Reason>audience</Reason>"), "\(coverOnly.text.prefix(300))")
             let still = try await S3TestClient.fetch(
-                coverURL.replacingOccurrences(of: "cover.jpg?", with: "thumbnail.png?time=2.5&width=320&height=180&"))
+                PlaybackToken.url(base: harness.server.endpoint, videoId: plain, file: "thumbnail.png", token: try await Self.token(harness, plain))
+                    + "&time=2.5&width=320&height=180")
             #expect(still.status == 200, "\(still.text.prefix(300))")
             let picture = try Self.save(still, harness.fixtures + "/plain-thumb.png")
             let reference = harness.fixtures + "/plain-ref.png"

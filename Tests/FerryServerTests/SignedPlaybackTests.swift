@@ -111,6 +111,9 @@ struct SignedPlaybackTests {
             #expect((served["missingToken"] as? [String])?.isEmpty == true)
             #expect(info.coverURL?.contains("/_ferry/play/\(videoId)/cover.jpg?token=") == true)
             #expect(try await S3TestClient.fetch(try #require(info.coverURL)).status == 200)
+            // The description's long-lived cover URL opens the cover alone, not a still of any other moment.
+            let coverToken = String(try #require(info.coverURL?.components(separatedBy: "?token=").last))
+            #expect(try await Self.get(base + "thumbnail.jpg", token: coverToken).reason == "audience")
 
             // An app server's key: the private key is answered once; the list shows the public key only.
             let key = try await harness.media.createSigningKey()

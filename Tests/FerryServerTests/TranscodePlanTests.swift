@@ -269,7 +269,7 @@ struct TranscodePlanTests {
         #expect(PlaybackToken.Audience.accepted(forFile: "LD/seg_00001.m4s") == [.video])
         #expect(PlaybackToken.Audience.accepted(forFile: "LD/init.mp4") == [.video])
         #expect(PlaybackToken.Audience.accepted(forFile: "LD.mp4") == [.video, .download])
-        #expect(PlaybackToken.Audience.accepted(forFile: "cover.jpg") == [.thumbnail])
+        #expect(PlaybackToken.Audience.accepted(forFile: "cover.jpg") == [.thumbnail, .cover])
         #expect(PlaybackToken.Audience.accepted(forFile: "thumbnail.webp") == [.thumbnail])
         #expect(PlaybackToken.Audience.accepted(forFile: "animated.gif") == [.thumbnail, .video])
         #expect(PlaybackToken.Audience.accepted(forFile: "storyboard.vtt") == [.storyboard])

@@ -32,7 +32,7 @@ extension MediaAPI {
         if let url = video.coverURL { return url }
         guard video.snapshotKey != nil else { return nil }
         return try await playURL(
-            video, file: Self.coverFileName, audiences: [.thumbnail], call, lifetime: Self.descriptionURLLifetime)
+            video, file: Self.coverFileName, audiences: [.cover], call, lifetime: Self.descriptionURLLifetime)
     }
 
     /// A video as GetVideoInfo and ListVideos answer it; `detailed` adds what takes another look-up (progress).
@@ -48,7 +48,7 @@ extension MediaAPI {
         if video.snapshotKey != nil {
             object.snapshots = [
                 try await playURL(
-                    video, file: Self.coverFileName, audiences: [.thumbnail], call, lifetime: Self.descriptionURLLifetime)
+                    video, file: Self.coverFileName, audiences: [.cover], call, lifetime: Self.descriptionURLLifetime)
             ]
         }
         object.playbackPolicy = video.isPlaybackSigned ? .signed : .public

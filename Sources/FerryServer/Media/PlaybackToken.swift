@@ -27,6 +27,9 @@ enum PlaybackToken {
         case video = "v"
         /// Thumbnails and the cover.
         case thumbnail = "t"
+        /// The cover only: what the long-lived URLs of video descriptions carry (a `t` token opens a still of any
+        /// moment of the video).
+        case cover = "c"
         /// Storyboards.
         case storyboard = "s"
         /// Downloads of MP4 renditions.
@@ -35,7 +38,8 @@ enum PlaybackToken {
         /// The audiences any of which opens `file` (a path under the video, checked by ``isValidFilePath(_:)``).
         static func accepted(forFile file: String) -> Set<Audience> {
             let name = file.split(separator: "/").last.map(String.init) ?? file
-            if name == MediaAPI.coverFileName || name.hasPrefix("thumbnail") { return [.thumbnail] }
+            if name == MediaAPI.coverFileName { return [.thumbnail, .cover] }
+            if name.hasPrefix("thumbnail") { return [.thumbnail] }
             // Pictures on demand, as the thumbnail's token opens them; a player's token opens the animations too.
             if name.hasPrefix("animated") { return [.thumbnail, .video] }
             if name.hasPrefix("storyboard") || file.hasPrefix("storyboard/") { return [.storyboard] }

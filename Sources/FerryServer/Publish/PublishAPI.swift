@@ -210,7 +210,7 @@ public struct PublishAPI: Sendable {
             // No cover given: the one the server took from the video (it waits a few seconds for it; past that the
             // URL serves the cover once SnapshotComplete is sent).
             answer.coverURL = try await media.playURL(
-                video, file: MediaAPI.coverFileName, audiences: [.thumbnail], call,
+                video, file: MediaAPI.coverFileName, audiences: [.cover], call,
                 lifetime: TimeInterval(Self.urlLifetime))
         }
         return answer
