@@ -145,8 +145,13 @@ struct WebhookTests {
         try await WebhookReceiver.with(port: port) { receiver async throws in
             // Not delivered by anything but the restarted server.
             #expect(await receiver.recorder.deliveries.isEmpty)
-            try await withWebhookServer(directory: directory, webhook: Self.configuration(url)) { server async throws in
-                #expect(try await server.webhooks.pending().map(\.id) == ids)
+            // Read before the restarted server's deliverer runs: it may deliver before the body below starts.
+            let stored: @Sendable (FerryServer) async throws -> Void = { server in
+                let pending = try await server.webhooks.pending()
+                #expect(pending.map(\.id) == ids)
+            }
+            try await withWebhookServer(directory: directory, webhook: Self.configuration(url), beforeStart: stored) {
+                server async throws in
                 #expect(try await eventually { await receiver.recorder.deliveries.count >= 3 })
                 let deliveries = await receiver.recorder.deliveries
                 #expect(deliveries.map(\.id) == ids)
@@ -248,7 +253,9 @@ private func eventually(
 /// Runs a FerryServer (with its delivery service) on port 0 over `directory` (a fresh one when nil), then shuts it
 /// down gracefully.
 private func withWebhookServer<T: Sendable>(
-    directory: String? = nil, webhook: WebhookConfiguration?, _ body: @Sendable (FerryServer) async throws -> T
+    directory: String? = nil, webhook: WebhookConfiguration?,
+    beforeStart: @Sendable (FerryServer) async throws -> Void = { _ in },
+    _ body: @Sendable (FerryServer) async throws -> T
 ) async throws -> T {
     let dataDirectory = directory ?? TemporaryDirectory.make("ferry-webhooks")
     defer { if directory == nil { try? FileManager.default.removeItem(atPath: dataDirectory) } }
@@ -260,6 +267,7 @@ private func withWebhookServer<T: Sendable>(
     configuration.logger = logger
     configuration.webhook = webhook
     let server = try await openReleased(configuration)
+    try await beforeStart(server)
     let (ports, continuation) = AsyncStream<Int>.makeStream()
     let app = server.makeApplication { port in continuation.yield(port) }
     return try await runServices(ServiceGroup(configuration: .init(services: [app], logger: logger)), ports: ports) { _ in
