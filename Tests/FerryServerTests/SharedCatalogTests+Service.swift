@@ -66,4 +66,66 @@ extension SharedCatalogTests {
             #expect(ending == .failed)
         }
     }
+
+    @Test(
+        "while PostgreSQL is down a request is answered 503 in its dialect (S3 SlowDown, the media API's ServiceUnavailable) with Retry-After, not held for the outage; once it is back the same requests succeed"
+    )
+    func catalogOutageAnswers503() async throws {
+        let postgres = try await PostgresServer.start()
+        do {
+            let url = try await postgres.createDatabase()
+            try await TestServer.with(configure: { $0.catalogURL = url }) { (node: TestServer) async throws in
+                var configuration = ObjectStorageClient.Configuration()
+                configuration.retryPolicy = RetryPolicy(maxRetryCount: 0)
+                let media = QuotaTests.rootMedia(node, configuration: configuration)
+                #expect(try await media.listVideos().total == 0)
+                // Its objects are in the node's own catalog; the key that signs is looked up in PostgreSQL.
+                let s3 = node.client(QuotaTests.sigV4(try await media.createAccessKey(policy: QuotaTests.everything)))
+                #expect(try await s3.createBucket("outage").status == 200)
+
+                await postgres.stopServer(mode: "immediate")
+                // Each answer below comes while PostgreSQL is still down: it is started again only after them, or by
+                // this watchdog after a minute, when a request was held for the outage (which the checks then show).
+                let watchdog = Task {
+                    try await Task.sleep(for: .seconds(60))
+                    try await postgres.startServer()
+                }
+                let put = try await s3.put("outage", "during.bin", [1, 2, 3])
+                #expect(put.status == 503 && put.errorCode == "SlowDown", "\(put.status) \(put.text)")
+                #expect(!put.text.contains("PSQL") && !put.text.contains("127.0.0.1"))
+                #expect(put.header("Retry-After") != nil)
+                let get = try await s3.get("outage", "during.bin")
+                #expect(get.status == 503, "\(get.status) \(get.text)")
+                do {
+                    _ = try await media.listVideos()
+                    Issue.record("ListVideos answered while PostgreSQL was down")
+                } catch let error as FerryError {
+                    #expect(error.httpStatus == 503 && error.serverCode == "ServiceUnavailable", "\(error)")
+                    #expect(error.retryAfter != nil)
+                }
+
+                watchdog.cancel()
+                if (try? await watchdog.value) == nil {
+                    try await postgres.startServer()
+                } else {
+                    Issue.record("requests were held until PostgreSQL was started again")
+                }
+                // The pool reconnects on its own; the first requests after the restart may still meet the outage.
+                let deadline = ContinuousClock.now + .seconds(60)
+                var after = try await s3.put("outage", "after.bin", [4, 5])
+                while after.status == 503, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(250))
+                    after = try await s3.put("outage", "after.bin", [4, 5])
+                }
+                #expect(after.status == 200, "\(after.status) \(after.text)")
+                #expect(try await s3.get("outage", "during.bin").status == 404)
+                #expect(try await s3.get("outage", "after.bin").body == [4, 5])
+                #expect(try await media.listVideos().total == 0)
+            }
+        } catch {
+            await postgres.destroy()
+            throw error
+        }
+        await postgres.destroy()
+    }
 }

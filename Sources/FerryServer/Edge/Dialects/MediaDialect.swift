@@ -44,7 +44,8 @@ struct MediaDialect: MediaErrorDialect {
         case .invalidHost, .bodyTooComplex, .invalidArgument: return MediaError("InvalidParameter", error.message)
         case .malformedBody: return MediaError("MalformedJSON", error.message)
         case .bodyTooLarge: return MediaError("RequestTooLarge", error.message, status: 413)
-        case .storeUnavailable: return MediaError("ServiceUnavailable", error.message, status: 503)
+        case .storeUnavailable:
+            return MediaError("ServiceUnavailable", error.message, status: 503, retryAfterSeconds: error.retryAfterSeconds)
         case .notImplemented: return MediaError("NotImplemented", error.message, status: 501)
         case .quotaExceeded: return MediaError("QuotaExceeded", error.message, status: 403)
         case .requestRateExceeded:

@@ -16,11 +16,11 @@ extension PostgresCatalog {
     /// Queues blobs for deletion at `date` or later; a blob queued already keeps the later of its two times.
     func queueBlobDeletions(_ blobs: [String], dueAt date: Date) async throws {
         guard !blobs.isEmpty else { return }
-        try await client.query(
+        try await execute(
             """
             INSERT INTO blob_deletion (blob, due_at) SELECT unnest(\(blobs)::text[]), \(date.timeIntervalSince1970)
             ON CONFLICT (blob) DO UPDATE SET due_at = GREATEST(blob_deletion.due_at, EXCLUDED.due_at)
-            """, logger: logger)
+            """)
     }
 
     /// Up to `limit` queued blobs due by `now`, earliest first.
@@ -35,6 +35,6 @@ extension PostgresCatalog {
     /// Takes deleted blobs off the queue.
     func removeBlobDeletions(_ blobs: [String]) async throws {
         guard !blobs.isEmpty else { return }
-        try await client.query("DELETE FROM blob_deletion WHERE blob = ANY(\(blobs)::text[])", logger: logger)
+        try await execute("DELETE FROM blob_deletion WHERE blob = ANY(\(blobs)::text[])")
     }
 }

@@ -16,6 +16,6 @@ extension PostgresCatalog: ServiceLeaseStore {
     }
 
     public func releaseLease(_ name: String, owner: String) async throws {
-        try await client.query("DELETE FROM service_lease WHERE name = \(name) AND owner = \(owner)", logger: logger)
+        try await execute("DELETE FROM service_lease WHERE name = \(name) AND owner = \(owner)")
     }
 }

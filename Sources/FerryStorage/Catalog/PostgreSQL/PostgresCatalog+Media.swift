@@ -17,7 +17,7 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     public func saveVideo(_ video: VideoRecord) async throws {
-        try await client.withConnection { connection in try await Self.insertVideo(video, on: connection, logger: logger) }
+        try await leased { connection in try await Self.insertVideo(video, on: connection, logger: logger) }
     }
 
     @discardableResult
@@ -56,7 +56,7 @@ extension PostgresCatalog: MediaCatalog {
         if let tag { bind("(',' || tags || ',') LIKE ?", "%," + tag + ",%") }
         if let title, !title.isEmpty { bind("(record::jsonb ->> 'title') ILIKE ? ESCAPE '\\'", Self.containsPattern(title)) }
         let filter = conditions.joined(separator: " AND ")
-        let countQuery = PostgresQuery(unsafeSQL: "SELECT COUNT(*) FROM video WHERE \(filter)", binds: bindings)
+        let countQuery = PostgresQuery(unsafeSQL: "SELECT COUNT(*) AS count FROM video WHERE \(filter)", binds: bindings)
         var pageBindings = bindings
         pageBindings.append(Int64(limit))
         pageBindings.append(Int64(offset))
@@ -66,8 +66,7 @@ extension PostgresCatalog: MediaCatalog {
                 LIMIT $\(pageBindings.count - 1) OFFSET $\(pageBindings.count)
                 """, binds: pageBindings)
         let page = try await records(VideoRecord.self, pageQuery)
-        var total = 0
-        for try await count in try await client.query(countQuery, logger: logger).decode(Int64.self) { total = Int(count) }
+        let total = try await rows(countQuery).first.map { Int(try $0.value("count") as Int64) } ?? 0
         return (page, total)
     }
 
@@ -129,7 +128,7 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     public func saveImage(_ image: ImageRecord) async throws {
-        try await client.withConnection { connection in try await Self.upsertImage(image, on: connection, logger: logger) }
+        try await leased { connection in try await Self.upsertImage(image, on: connection, logger: logger) }
     }
 
     @discardableResult

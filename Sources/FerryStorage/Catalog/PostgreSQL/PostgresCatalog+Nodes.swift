@@ -12,14 +12,14 @@ extension PostgresCatalog: NodeHeartbeatStore {
     ]
 
     public func recordHeartbeat(_ heartbeat: NodeHeartbeat) async throws {
-        try await client.query(
+        try await execute(
             """
             INSERT INTO node_heartbeat (name, role, version, started_at, last_seen)
             VALUES (\(heartbeat.name), \(heartbeat.role), \(heartbeat.version),
                     \(heartbeat.startedAt.timeIntervalSince1970), \(heartbeat.lastSeen.timeIntervalSince1970))
             ON CONFLICT (name) DO UPDATE SET role = EXCLUDED.role, version = EXCLUDED.version,
                 started_at = EXCLUDED.started_at, last_seen = EXCLUDED.last_seen
-            """, logger: logger)
+            """)
     }
 
     public func nodeHeartbeats() async throws -> [NodeHeartbeat] {
@@ -37,6 +37,6 @@ extension PostgresCatalog: NodeHeartbeatStore {
     }
 
     public func removeHeartbeat(_ name: String) async throws {
-        try await client.query("DELETE FROM node_heartbeat WHERE name = \(name)", logger: logger)
+        try await execute("DELETE FROM node_heartbeat WHERE name = \(name)")
     }
 }

@@ -15,14 +15,14 @@ extension PostgresCatalog {
 
     func insertResumableUpload(_ upload: ResumableUpload) async throws {
         let info = try CatalogJSON.encode(upload.info)
-        try await client.query(
+        try await execute(
             """
             INSERT INTO resumable_upload (id, upload_id, bucket, key, owner, length, received, created_at, expires_at,
                 info, etag)
             VALUES (\(upload.id), \(upload.uploadId), \(upload.bucket), \(upload.key), \(upload.owner), \(upload.length),
                 \(upload.offset), \(upload.createdAt.timeIntervalSince1970), \(upload.expiresAt.timeIntervalSince1970),
                 \(info), \(upload.etag))
-            """, logger: logger)
+            """)
     }
 
     func resumableUpload(_ id: String) async throws -> ResumableUpload? {
@@ -70,14 +70,13 @@ extension PostgresCatalog {
     }
 
     func setResumableLength(_ id: String, length: Int64) async throws -> ResumableUpload? {
-        try await client.query(
-            "UPDATE resumable_upload SET length = \(length) WHERE id = \(id) AND length IS NULL AND received <= \(length)",
-            logger: logger)
+        try await execute(
+            "UPDATE resumable_upload SET length = \(length) WHERE id = \(id) AND length IS NULL AND received <= \(length)")
         return try await resumableUpload(id)
     }
 
     func markResumableCompleted(_ id: String, etag: String) async throws {
-        try await client.query("UPDATE resumable_upload SET etag = \(etag) WHERE id = \(id)", logger: logger)
+        try await execute("UPDATE resumable_upload SET etag = \(etag) WHERE id = \(id)")
     }
 
     func deleteResumableUpload(_ id: String) async throws -> ResumableUpload? {

@@ -66,11 +66,11 @@ extension PostgresCatalog: WebhookStore {
     }
 
     public func markWebhookEventDelivered(_ id: String, at date: Date) async throws {
-        try await client.query(
+        try await execute(
             """
             UPDATE webhook_event SET attempts = attempts + 1, delivered_at = \(date.timeIntervalSince1970),
                 last_error = NULL WHERE id = \(id)
-            """, logger: logger)
+            """)
     }
 
     public func recentWebhookEvents(limit: Int) async throws -> [WebhookDelivery] {
@@ -91,17 +91,17 @@ extension PostgresCatalog: WebhookStore {
 
     public func recordWebhookAttemptFailure(_ id: String, error: String, nextAttemptAt: Date?, now: Date) async throws {
         if let nextAttemptAt {
-            try await client.query(
+            try await execute(
                 """
                 UPDATE webhook_event SET attempts = attempts + 1, next_attempt_at = \(nextAttemptAt.timeIntervalSince1970),
                     last_error = \(error) WHERE id = \(id)
-                """, logger: logger)
+                """)
         } else {
-            try await client.query(
+            try await execute(
                 """
                 UPDATE webhook_event SET attempts = attempts + 1, failed_at = \(now.timeIntervalSince1970),
                     last_error = \(error) WHERE id = \(id)
-                """, logger: logger)
+                """)
         }
     }
 }

@@ -1,6 +1,7 @@
 import FerryCore
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import PostgresNIO
 import ServiceLifecycle
@@ -26,6 +27,8 @@ public final class PostgresCatalog: Sendable, Service {
     /// Seals access key secrets at rest; nil keeps them as they are.
     let secrets: SecretBox?
     let logger: Logger
+    /// How long an operation waits for a pooled connection (``defaultLeaseTimeout`` unless a test sets another).
+    let leaseTimeout: Duration
 
     /// A catalog URL that cannot be used.
     public struct InvalidURL: Error, CustomStringConvertible {
@@ -58,10 +61,11 @@ public final class PostgresCatalog: Sendable, Service {
 
     /// A catalog for the database at `url`, with access key secrets sealed by `secrets`. Nothing connects until
     /// ``run()`` runs; the schema is migrated by ``withConnection(url:secrets:logger:_:)``.
-    package init(url: String, secrets: SecretBox?, logger: Logger) throws {
+    package init(url: String, secrets: SecretBox?, logger: Logger, leaseTimeout: Duration = defaultLeaseTimeout) throws {
         client = PostgresClient(configuration: try Self.configuration(url: url), backgroundLogger: logger)
         self.secrets = secrets
         self.logger = logger
+        self.leaseTimeout = leaseTimeout
     }
 
     /// Runs the catalog's connections until the service group shuts down (or the task is cancelled); then they
@@ -243,20 +247,101 @@ public final class PostgresCatalog: Sendable, Service {
 
     // MARK: Helpers
 
+    /// How long an operation waits for a connection from the pool before it fails with
+    /// ``FerryDomainError/Code/storeUnavailable`` (503, retry). While PostgreSQL is down the pool has none to give:
+    /// without a limit every request would wait for the whole outage.
+    package static let defaultLeaseTimeout: Duration = .seconds(5)
+
+    /// Runs `body` on a connection from the pool, waiting at most ``leaseTimeout`` for one. A connection PostgreSQL
+    /// closed or could not open fails as ``FerryDomainError/Code/storeUnavailable``; what `body` throws otherwise is
+    /// thrown as it is. `body` never starts once the wait has been given up.
+    func leased<Result: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+        let lease = NIOLockedValueBox(LeaseWait.waiting)
+        let client = client
+        let timeout = leaseTimeout
+        do {
+            return try await withoutActuallyEscaping(body) { body in
+                try await withThrowingTaskGroup(of: Result?.self) { group in
+                    group.addTask {
+                        try await client.withConnection { connection in
+                            let start = lease.withLockedValue { state in
+                                guard state == .waiting else { return false }
+                                state = .leased
+                                return true
+                            }
+                            // The wait was given up a moment ago: that is the answer, whichever child reports first.
+                            guard start else { throw Self.unavailable }
+                            return try await body(connection)
+                        }
+                    }
+                    group.addTask {
+                        try await Task.sleep(for: timeout)
+                        let gaveUp = lease.withLockedValue { state in
+                            guard state == .waiting else { return false }
+                            state = .givenUp
+                            return true
+                        }
+                        if gaveUp { throw Self.unavailable }
+                        return nil
+                    }
+                    defer { group.cancelAll() }
+                    while let finished = try await group.next() {
+                        if let result = finished { return result }
+                    }
+                    throw Self.unavailable
+                }
+            }
+        } catch let error as PSQLError where Self.isUnavailable(error) {
+            throw Self.unavailable
+        }
+    }
+
+    /// Where an operation's wait for a pooled connection stands; whichever of the lease and the time limit comes
+    /// first moves it on from `waiting`, and the other then gives way.
+    private enum LeaseWait { case waiting, leased, givenUp }
+
+    /// Whether `error` is a failure of the connection, not of a statement: PostgreSQL is down, restarting or
+    /// unreachable. Besides the client's own connection errors, that is a server error of class 08 (connection
+    /// exception) or 57P (the server shut down, crashed or is starting up).
+    private static func isUnavailable(_ error: PSQLError) -> Bool {
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed: true
+        case .server:
+            error.serverInfo?[.sqlState].map { $0.hasPrefix("08") || $0.hasPrefix("57P") } ?? false
+        default: false
+        }
+    }
+
+    private static var unavailable: FerryDomainError {
+        FerryDomainError(.storeUnavailable, "The catalog is unavailable; please retry the request.", retryAfterSeconds: 1)
+    }
+
     /// Runs `body` in a transaction (committed when it returns, rolled back when it throws); the error `body` threw is
     /// thrown as it is.
-    func transaction<Result: Sendable>(_ body: (PostgresConnection) async throws -> Result) async throws -> Result {
-        do {
-            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
-        } catch let error as PostgresTransactionError {
-            if let thrown = error.closureError { throw thrown }
-            throw error
+    func transaction<Result: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Result) async throws
+        -> Result
+    {
+        let logger = logger
+        return try await leased { connection in
+            do {
+                return try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+            } catch let error as PostgresTransactionError {
+                if let thrown = error.closureError { throw thrown }
+                if let failure = error.beginError ?? error.commitError ?? error.rollbackError { throw failure }
+                throw error
+            }
         }
+    }
+
+    /// Runs a statement whose rows (if any) are not needed.
+    func execute(_ query: PostgresQuery) async throws {
+        _ = try await rows(query)
     }
 
     /// Every row of a query.
     func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-        try await client.query(query, logger: logger).reduce(into: []) { $0.append($1.makeRandomAccess()) }
+        let logger = logger
+        return try await leased { connection in try await Self.rows(query, on: connection, logger: logger) }
     }
 
     /// Every row of a query on a connection (inside a transaction).
@@ -273,7 +358,10 @@ public final class PostgresCatalog: Sendable, Service {
 
     /// The first column of every row, as strings.
     func strings(_ query: PostgresQuery) async throws -> [String] {
-        try await client.query(query, logger: logger).decode(String.self).reduce(into: []) { $0.append($1) }
+        let logger = logger
+        return try await leased { connection in
+            try await connection.query(query, logger: logger).decode(String.self).reduce(into: []) { $0.append($1) }
+        }
     }
 
     /// How many rows a statement with `RETURNING` changed.
@@ -293,12 +381,12 @@ public final class PostgresCatalog: Sendable, Service {
         let policy = String(decoding: try JSONEncoder().encode(key.policy), as: UTF8.self)
         let secret = try secrets?.seal(key.secretAccessKey) ?? key.secretAccessKey
         let quota = try AccessKeyQuotaColumn.encode(key.quota)
-        try await client.query(
+        try await execute(
             """
             INSERT INTO access_key (id, secret, policy, status, description, created_at, quota)
             VALUES (\(key.accessKeyId), \(secret), \(policy), \(key.status.rawValue), \(key.description),
                     \(key.createdAt.timeIntervalSince1970), \(quota))
-            """, logger: logger)
+            """)
     }
 
     public func setAccessKeyQuota(_ id: String, _ quota: AccessKeyQuota) async throws -> Bool {
@@ -333,7 +421,7 @@ public final class PostgresCatalog: Sendable, Service {
             let (id, stored): (String, String) = (try row.value("id"), try row.value("secret"))
             guard !SecretBox.isSealed(stored) else { continue }
             let sealed = try secrets.seal(stored)
-            try await client.query("UPDATE access_key SET secret = \(sealed) WHERE id = \(id)", logger: logger)
+            try await execute("UPDATE access_key SET secret = \(sealed) WHERE id = \(id)")
         }
     }
 
