@@ -169,11 +169,14 @@ public struct MediaLibrary: Sendable {
 
     /// A video's source is in storage: the first time, `Uploading → UploadSucc`, its probe job and
     /// `FileUploadComplete`, in one change. Later writes of the source only update its size (the catalog describes the
-    /// bytes stored, whoever wrote them).
+    /// bytes stored, whoever wrote them); the same source seen again (a repeated completion, the HEAD of a completed
+    /// resumable upload) changes nothing.
     package func videoStored(_ videoId: String, object: ObjectInfo) async throws {
         let maxAttempts = configuration.maxAttempts
         try await catalog.updateVideo(videoId) { [webhooks] video in
-            guard video.status != VideoStatus.deleted, video.key == object.key else { return .keep }
+            guard video.status != VideoStatus.deleted, video.key == object.key,
+                video.status == VideoStatus.uploading || video.size != object.size
+            else { return .keep }
             video.size = object.size
             video.updatedAt = Date()
             guard video.status == VideoStatus.uploading else { return .save() }
@@ -186,10 +189,12 @@ public struct MediaLibrary: Sendable {
 
     /// An image's file is in storage: `Uploading → Uploaded` with its size and, the first time, `ImageUploadComplete`
     /// in the same change (once, however many writers and passes see the file arrive: the change is atomic); later
-    /// writes only update its size. An image whose upload expired, or that was deleted, is left as it is.
+    /// writes only update its size, and the same file seen again changes nothing. An image whose upload expired, or
+    /// that was deleted, is left as it is.
     func imageStored(_ imageId: String, object: ObjectInfo) async throws {
         try await catalog.updateImage(imageId) { [webhooks] image in
-            guard [ImageStatus.uploading, ImageStatus.uploaded].contains(image.status), image.key == object.key
+            guard [ImageStatus.uploading, ImageStatus.uploaded].contains(image.status), image.key == object.key,
+                image.status == ImageStatus.uploading || image.size != object.size
             else { return .keep }
             let arrived = image.status == ImageStatus.uploading
             image.status = ImageStatus.uploaded

@@ -415,6 +415,11 @@ struct MediaOwnershipTests {
             #expect(head.status == 200 && head.header("Upload-Offset") == "3", "\(head.status)")
             let advanced = try await admin.getVideoInfo(videoId: resumable.id)
             #expect(advanced.status == "UploadSucc" && advanced.size == 3)
+            // Asked again once it has advanced, the upload's HEAD changes nothing in the record.
+            let recorded = try #require(try await server.server.mediaCatalog.video(resumable.id))
+            _ = try await S3TestClient.fetchRaw(
+                "HEAD", location.hasPrefix("http") ? location : server.endpoint + location, headers: tus)
+            #expect(try await server.server.mediaCatalog.video(resumable.id) == recorded)
 
             // Each advanced once, with one FileUploadComplete and one probe job.
             let events = try await server.server.webhooks.pending().map(\.type)
