@@ -79,7 +79,7 @@ package struct PreviewRenderer: Sendable {
         if let info = video.mezzanine, info.isPictureTooLarge, (video.renditions ?? []).isEmpty {
             throw FerryDomainError(
                 .invalidArgument,
-                "The video's picture is \(info.width ?? 0)×\(info.height ?? 0) pixels; pictures are taken from at most \(MezzanineInfo.maxPixels) (8192×4320).")
+                "The video's picture is \(info.width ?? 0)×\(info.height ?? 0) pixels; pictures are taken from at most \(MezzanineInfo.maxPixelsText).")
         }
         guard MediaPipeline.isLive(video.status) else {
             throw FerryDomainError(

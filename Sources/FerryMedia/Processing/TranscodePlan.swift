@@ -67,7 +67,7 @@ struct TranscodePlan: Sendable, Hashable {
         var outputs: [Output] = []
         if source.hasVideo, source.isPictureTooLarge, let width = source.width, let height = source.height {
             throw MediaProbe.Unreadable(
-                reason: "The picture is \(width)×\(height) pixels; at most \(MezzanineInfo.maxPixels) (8192×4320) are transcoded.")
+                reason: "The picture is \(width)×\(height) pixels; at most \(MezzanineInfo.maxPixelsText) are transcoded.")
         }
         // Frames are made at a constant rate: a few kilobytes whose timestamps run for a day would keep a worker
         // encoding copies of three frames until its time limit.

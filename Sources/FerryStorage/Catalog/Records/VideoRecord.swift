@@ -150,7 +150,11 @@ public struct MezzanineInfo: Codable, Sendable, Hashable {
 
     /// The most pixels a picture may have for ffmpeg to decode it here (8192×4320, 8K): a few hundred bytes of PNG
     /// can declare 16000×16000, a gigabyte of memory for each decoder.
-    package static let maxPixels = 8192 * 4320
+    package static let maxPixels = maxFrame.width * maxFrame.height
+    /// The frame whose area is ``maxPixels``.
+    private static let maxFrame = (width: 8192, height: 4320)
+    /// ``maxPixels`` as people read it, for messages.
+    package static let maxPixelsText = "\(maxPixels) (\(maxFrame.width)×\(maxFrame.height))"
 
     /// Whether the picture is larger than ``maxPixels``: nothing is decoded from it (no ladder, cover or picture on
     /// request); NoTranscode still publishes it as it is.
