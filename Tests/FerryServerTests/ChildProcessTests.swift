@@ -66,7 +66,8 @@ struct ChildProcessTests {
         let started = ContinuousClock.now
         task.cancel()
         await #expect(throws: CancellationError.self) { _ = try await task.value }
-        #expect(ContinuousClock.now - started < .seconds(2))
+        // Far sooner than the tool's 31 s, with room for a loaded machine.
+        #expect(ContinuousClock.now - started < .seconds(10))
         // The killed group is gone once the kernel has reaped it (quickly; a busy machine may take longer).
         for _ in 0..<200 where !Self.processes(mentioning: marker).isEmpty { try await Task.sleep(for: .milliseconds(50)) }
         #expect(Self.processes(mentioning: marker).isEmpty)

@@ -54,8 +54,10 @@ struct MediaJobLifecycleTests {
                         return delivery.type == "VideoDeleted" && (json?["payload"] as? [String: Any])?["VideoId"] as? String == ticket.id
                     }
                 }
-                let jobs = try await catalog.jobs(videoId: ticket.id)
-                #expect(jobs.filter { $0.kind == .removeFiles }.map(\.state) == [.succeeded])
+                // The event can arrive before the worker has recorded its job's end.
+                try await Self.eventually("the removal job is recorded as done") {
+                    try await catalog.jobs(videoId: ticket.id).filter { $0.kind == .removeFiles }.map(\.state) == [.succeeded]
+                }
 
                 // A retried DeleteVideo: a finished deletion is answered as done, with nothing sent again; one a stopped
                 // node left finishes at once (file gone, VideoDeleted sent, the removal recorded).
@@ -140,18 +142,17 @@ struct MediaJobLifecycleTests {
                 let status = try await harness.media.getVideoInfo(videoId: videoId).status
                 return status == "Transcoding" && !MediaFixtures.ffmpegProcesses(mentioning: data).isEmpty
             }
-            let deleted = ContinuousClock.now
             try await harness.media.deleteVideos([videoId])
-            try await Self.eventually("ffmpeg is gone", timeout: .seconds(3)) {
+            // Bounds for a loaded machine; the slow template's ffmpeg alone would run for minutes.
+            try await Self.eventually("ffmpeg is gone", timeout: .seconds(15)) {
                 MediaFixtures.ffmpegProcesses(mentioning: data).isEmpty
             }
-            #expect(ContinuousClock.now - deleted < .seconds(3))
             let jobs = try await harness.server.server.catalog.jobs(videoId: videoId)
             #expect(jobs.filter { $0.kind == .transcode }.map(\.state) == [.cancelled])
             // Every job is over but the removal job, due later, which finds the removal recorded and does nothing.
             #expect(jobs.filter { $0.kind != .removeFiles }.allSatisfy { $0.state.isFinished })
             #expect(try await harness.server.server.catalog.video(videoId)?.removedWith == "Deleted")
-            try await Self.eventually("the job's working directory is removed", timeout: .seconds(5)) {
+            try await Self.eventually("the job's working directory is removed", timeout: .seconds(30)) {
                 ((try? FileManager.default.contentsOfDirectory(atPath: data + "/media-work")) ?? []).isEmpty
             }
             #expect(try await harness.keys(under: "video/\(videoId)/").isEmpty)

@@ -505,14 +505,17 @@ struct MediaPreviewTests {
             close(socket)
             try #require(!running.isEmpty, "no ffmpeg was started for the picture")
             var gone = false
-            for _ in 0..<100 where !gone {
+            for _ in 0..<300 where !gone {
                 gone = Self.processes(naming: work).isEmpty
                 if !gone { try await Task.sleep(for: .milliseconds(50)) }
             }
             #expect(gone, "the picture's ffmpeg ran on without a client")
-            try await Task.sleep(for: .seconds(1))
-            #expect(try await Self.cachedPictures(harness, videoId).isEmpty)
+            // Its work directory goes once the killed ffmpeg is reaped.
+            for _ in 0..<300 where !(try FileManager.default.contentsOfDirectory(atPath: work).isEmpty) {
+                try await Task.sleep(for: .milliseconds(100))
+            }
             #expect(try FileManager.default.contentsOfDirectory(atPath: work).isEmpty)
+            #expect(try await Self.cachedPictures(harness, videoId).isEmpty)
         }
     }
 }

@@ -29,11 +29,17 @@ struct MetricsEventsTests {
                 let videoId = ticket.id
                 _ = try await harness.waitFor(videoId, ["Normal"])
                 // Webhook events are delivered after the status changes, and the cover's snapshot job may still run
-                // when the video is Normal: wait until the receiver has events and this node runs no job.
+                // when the video is Normal: wait until the receiver has events and this node runs no job. A job is
+                // counted as ended a moment after it stops being held: wait for the three counts too.
                 let deadline = ContinuousClock.now + .seconds(60)
                 var text = try await Self.scrape(server)
+                func ended(_ text: String) -> Bool {
+                    ["probe", "transcode", "snapshot"].allSatisfy {
+                        PrometheusText.sample(text, "ferry_media_jobs_ended_total", ["kind": $0, "outcome": "done"]) != nil
+                    }
+                }
                 while PrometheusText.sample(text, "ferry_webhook_deliveries_total", ["outcome": "delivered"]) == nil
-                    || PrometheusText.sample(text, "ferry_media_job_leases_held") != 0,
+                    || PrometheusText.sample(text, "ferry_media_job_leases_held") != 0 || !ended(text),
                     ContinuousClock.now < deadline
                 {
                     try await Task.sleep(for: .milliseconds(100))

@@ -34,7 +34,7 @@ struct PreviewGateTests {
 
     /// Waits until `condition` holds (the gate is an actor: its callers arrive in their own time).
     static func until(_ condition: @Sendable () async -> Bool) async throws {
-        for _ in 0..<500 where !(await condition()) { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<3000 where !(await condition()) { try await Task.sleep(for: .milliseconds(10)) }
         #expect(await condition())
     }
 
@@ -65,7 +65,8 @@ struct PreviewGateTests {
                     do {
                         try await gate.run(key: "bad") {
                             attempts.count.withLock { $0 += 1 }
-                            try await Task.sleep(for: .milliseconds(200))
+                            // Fails once every caller shares it (a caller arriving after it ended would start another).
+                            try await Self.until { await gate.callers(of: "bad") == 3 }
                             throw Refused()
                         }
                         return false
@@ -122,6 +123,7 @@ struct PreviewGateTests {
         try await Self.until { await gate.callers(of: "k") == 2 }
         // One of two callers goes away: the run goes on for the other.
         first.cancel()
+        try await Self.until { await gate.callers(of: "k") == 1 }
         try await Task.sleep(for: .milliseconds(200))
         #expect(!seen.value.withLock { $0.cancelled })
         #expect(await gate.load == (running: 1, waiting: 0))

@@ -198,13 +198,14 @@ struct WebhookTests {
         try await HTTPReceiver.with(answer: #"{"ok":true,"pad":"0123456789"}"#, trickle: .milliseconds(200)) { receiver in
             var configuration = Self.configuration(try #require(URL(string: receiver.url("/hook"))))
             configuration.maxAttempts = 2
-            configuration.attemptTimeout = .milliseconds(300)
+            // Long enough for the receiver to have read each request on a loaded machine, far short of 6 s.
+            configuration.attemptTimeout = .seconds(2)
             try await withWebhookServer(webhook: configuration) { server async throws in
                 let id = try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "slow"))))
                 #expect(try await eventually { try await server.webhooks.pending().first?.failedAt != nil })
                 // Both attempts ended (given up) while the receiver had finished none of its answers.
                 #expect(await receiver.recorder.answered == 0)
-                #expect(await receiver.recorder.requests.count == 2)
+                #expect(try await eventually { await receiver.recorder.requests.count == 2 })
                 #expect(try await server.webhooks.pending().map(\.id) == [id])
             }
         }

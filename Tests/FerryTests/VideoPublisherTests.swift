@@ -56,6 +56,11 @@ struct VideoPublisherTests {
             let result = await task.result
             #expect(result.retCode == 0, "\(result.descMsg)")
             let cover = try #require(result.coverURL)
+            // The commit waits a while for the cover, then answers its URL anyway: a loaded machine may make it later.
+            let deadline = ContinuousClock.now + .seconds(60)
+            while try await S3TestClient.fetchRaw("HEAD", cover, headers: []).status != 200, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+            }
             let picture = try await MediaFixtures.probe(cover)
             #expect(picture.codec("video") == "mjpeg" && picture.width == 320 && picture.height == 240)
         }
