@@ -71,6 +71,34 @@ struct S3BackedHarness: Sendable {
 
 @Suite("Blob deletions: awaited, or queued in the catalog, never left to a task no one waits for", .serialized, .timeLimit(.minutes(10)))
 struct BlobDeletionTests {
+    @Test("a catalog write that failed deletes its new blobs; one whose outcome is unknown (the catalog became unavailable during it, its commit may have landed) leaves them for the orphan collection")
+    func unknownOutcomeKeepsBlobs() async throws {
+        let directory = TemporaryDirectory.make("ferry-unknown-outcome")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let catalog = try SQLiteCatalog(path: directory + "/catalog.sqlite")
+        let store = try CatalogObjectStore(directory: directory + "/objects", catalog: catalog, logger: Logger(label: "ferry.test"))
+        func blob(_ text: String) async throws -> String {
+            let body = AsyncStream<ByteBuffer> { continuation in
+                continuation.yield(ByteBuffer(string: text))
+                continuation.finish()
+            }
+            let (temp, _) = try await store.files.write(body, checksums: [], maxSize: 1 << 20)
+            return try await store.files.commit(tempPath: temp)
+        }
+        func stored() async throws -> Set<String> {
+            Set(try await store.files.blobs(olderThan: Date().addingTimeInterval(60)))
+        }
+        let refused = try await blob("refused")
+        let unknown = try await blob("unknown")
+        await store.discardUnlessRecorded([refused], after: FerryDomainError(.quotaExceeded, "Past the quota."))
+        await store.discardUnlessRecorded(
+            [unknown], after: FerryDomainError(.storeUnavailable, "The catalog is unavailable; please retry the request."))
+        #expect(try await stored() == [unknown])
+        // Referenced by nothing, it goes with the orphan collection.
+        #expect(try await store.collectOrphanBlobs(olderThan: -5) == 1)
+        #expect(try await stored().isEmpty)
+    }
+
     @Test("with only this node reading, an overwritten or deleted object's blob is gone from the store when the call returns")
     func deletedBeforeReturning() async throws {
         try await S3BackedHarness.with(grace: .zero) { harness in

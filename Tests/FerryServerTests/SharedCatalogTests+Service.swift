@@ -80,7 +80,8 @@ extension SharedCatalogTests {
                 let media = QuotaTests.rootMedia(node, configuration: configuration)
                 #expect(try await media.listVideos().total == 0)
                 // Its objects are in the node's own catalog; the key that signs is looked up in PostgreSQL.
-                let s3 = node.client(QuotaTests.sigV4(try await media.createAccessKey(policy: QuotaTests.everything)))
+                let key = try await media.createAccessKey(policy: QuotaTests.everything)
+                let s3 = node.client(QuotaTests.sigV4(key))
                 #expect(try await s3.createBucket("outage").status == 200)
 
                 await postgres.stopServer(mode: "immediate")
@@ -96,6 +97,25 @@ extension SharedCatalogTests {
                 #expect(put.header("Retry-After") != nil)
                 let get = try await s3.get("outage", "during.bin")
                 #expect(get.status == 503, "\(get.status) \(get.text)")
+                // A form upload token's and a publish signature's key cannot be looked up either: that is not a
+                // refusal of the key.
+                let form = try await QuotaTests.formUpload(node, key, bucket: "outage", key: "form.bin")
+                #expect(form.status == 503 && form.text.contains("ServiceUnavailable"), "\(form.status) \(form.text)")
+                #expect(form.header("Retry-After") != nil)
+                let now = Int(Date().timeIntervalSince1970)
+                let signature = PublishSignature(secretId: key.accessKeyId, currentTimeStamp: now, expireTime: now + 600)
+                    .sign(secretKey: key.secretAccessKey)
+                let apply = try await s3.sendRaw(
+                    "POST", "/_ferry/ugc/ApplyUploadUGC", headers: [("content-type", "application/json")],
+                    body: [UInt8](try JSONSerialization.data(withJSONObject: ["signature": signature, "videoType": "mp4"])))
+                #expect(apply.status == 503, "\(apply.status) \(apply.text)")
+                let uploadToken = UploadToken.make(
+                    accessKey: key.accessKeyId, secretKey: key.secretAccessKey,
+                    policy: PutPolicy(scope: "outage:tus.bin", deadline: Date().addingTimeInterval(600)))
+                let tus = try await S3TestClient.fetchRaw(
+                    "POST", node.endpoint + "/_ferry/uploads/",
+                    headers: [("Tus-Resumable", "1.0.0"), ("Authorization", "UpToken " + uploadToken), ("Upload-Length", "3")])
+                #expect(tus.status == 503 && tus.header("Retry-After") != nil, "\(tus.status) \(tus.text)")
                 do {
                     _ = try await media.listVideos()
                     Issue.record("ListVideos answered while PostgreSQL was down")
@@ -127,5 +147,50 @@ extension SharedCatalogTests {
             throw error
         }
         await postgres.destroy()
+    }
+
+    @Test(
+        "a catalog operation held past its time (its statement waits on a lock) is answered storeUnavailable at its deadline, while the lock is still held, and the catalog serves again once it goes"
+    )
+    func operationDeadline() async throws {
+        try await PostgresServer.withDatabase { url in
+            let logger = Logger(label: "ferry.test")
+            try await PostgresCatalog.withConnection(url: url) { _ in }
+            let catalog = try PostgresCatalog(url: url, secrets: nil, logger: logger, operationTimeout: .seconds(2))
+            let holder = try PostgresCatalog(url: url, secrets: nil, logger: logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await catalog.run() }
+                group.addTask { await holder.run() }
+                defer { group.cancelAll() }
+                let released = AsyncStream<Void>.makeStream()
+                let holding = Task {
+                    try await holder.transaction { connection in
+                        try await connection.query("LOCK TABLE access_key IN ACCESS EXCLUSIVE MODE", logger: logger)
+                        for await _ in released.stream {}
+                    }
+                }
+                var locked = false
+                for _ in 0..<600 where !locked {
+                    locked = try await holder.rows(
+                        """
+                        SELECT 1 FROM pg_locks WHERE relation = 'access_key'::regclass AND mode = 'AccessExclusiveLock'
+                        AND granted
+                        """
+                    ).count == 1
+                    if !locked { try await Task.sleep(for: .milliseconds(50)) }
+                }
+                try #require(locked)
+                do {
+                    _ = try await catalog.accessKey("FKIAWAITING")
+                    Issue.record("answered while the table was locked")
+                } catch let error as FerryDomainError {
+                    #expect(error.code == .storeUnavailable)
+                }
+                // The lock was still held when that answer came: only now does it go.
+                released.continuation.finish()
+                try await holding.value
+                #expect(try await catalog.accessKey("FKIAWAITING") == nil)
+            }
+        }
     }
 }

@@ -65,4 +65,7 @@ public struct FormUploadErrorCode: RawRepresentable, Hashable, Sendable, CustomS
     public static let storageFull = Self(rawValue: "StorageFull")
     /// 500: the server failed; try again.
     public static let internalError = Self(rawValue: "InternalError")
+    /// 503, with `Retry-After`: a store under the service (its catalog, its object store) is unavailable; nothing was
+    /// stored, try again.
+    public static let serviceUnavailable = Self(rawValue: "ServiceUnavailable")
 }

@@ -115,7 +115,7 @@ public struct FormUploadAPI: Sendable {
         let resolved: CredentialStore.Resolved
         do {
             resolved = try await credentials.resolve(accessKeyId: token.accessKey, sessionToken: nil)
-        } catch is FerryDomainError {
+        } catch let error as FerryDomainError where error.code != .storeUnavailable {
             throw FormUploadError(.unknownAccessKey, "The upload token's access key is unknown or disabled.")
         }
         do throws(UploadTokenError) {
@@ -329,6 +329,7 @@ struct FormUploadError: Error {
         case .fileExists: 614
         case .noSuchBucket: 631
         case .internalError: 500
+        case .serviceUnavailable: 503
         case .storageFull: 507
         default: 400
         }

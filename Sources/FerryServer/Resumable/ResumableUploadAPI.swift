@@ -169,7 +169,7 @@ struct ResumableUploadAPI: Sendable {
         let resolved: CredentialStore.Resolved
         do {
             resolved = try await credentials.resolve(accessKeyId: token.accessKey, sessionToken: nil)
-        } catch is FerryDomainError {
+        } catch let error as FerryDomainError where error.code != .storeUnavailable {
             throw ResumableRefusal(.unauthorized, "The upload token's access key is unknown or disabled.", wire: wire)
         }
         do throws(UploadTokenError) {

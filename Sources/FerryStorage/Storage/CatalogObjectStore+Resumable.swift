@@ -80,7 +80,7 @@ extension CatalogObjectStore {
                 try await catalog.appendResumablePart(part, to: upload.id, at: offset, byteLimit: byteLimit)
             }
         } catch {
-            await discardUnreferenced([blob])
+            await discardUnlessRecorded([blob], after: error)
             throw error
         }
         switch outcome {

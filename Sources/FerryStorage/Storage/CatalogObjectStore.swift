@@ -221,7 +221,7 @@ public struct CatalogObjectStore: ObjectStore {
                 try await catalog.putObject(object, condition: condition, byteLimit: byteLimit)
             }
         } catch {
-            await discardUnreferenced(newBlobs)
+            await discardUnlessRecorded(newBlobs, after: error)
             throw error
         }
         switch outcome {
@@ -403,7 +403,7 @@ public struct CatalogObjectStore: ObjectStore {
                 try await catalog.putPart(part, uploadId: upload.uploadId, byteLimit: byteLimit)
             }
         } catch {
-            await discardUnreferenced(part.segments.map(\.blob))
+            await discardUnlessRecorded(part.segments.map(\.blob), after: error)
             throw error
         }
         switch outcome {
@@ -730,6 +730,19 @@ public struct CatalogObjectStore: ObjectStore {
         guard !failed.isEmpty else { return }
         logger.warning(
             "unreferenced blobs not deleted; the orphan collection removes them", metadata: ["ferry.blobs": "\(failed.count)"])
+    }
+
+    /// After a catalog write of a record referencing `blobs` failed with `error`: deletes them when the write surely
+    /// did not happen. When the catalog became unavailable during the write, its commit may have landed: they are left
+    /// for the orphan collection, which removes only blobs no record references.
+    func discardUnlessRecorded(_ blobs: [String], after error: any Error) async {
+        guard (error as? FerryDomainError)?.code == .storeUnavailable else {
+            await discardUnreferenced(blobs)
+            return
+        }
+        logger.warning(
+            "catalog write of unknown outcome; its blobs are left for the orphan collection",
+            metadata: ["ferry.blobs": "\(blobs.count)"])
     }
 
     /// Deletes blobs, even when the calling task is cancelled; returns those the storage did not delete.

@@ -55,6 +55,8 @@ struct FormDialect: Dialect {
         case .storageFull: FormUploadError(.storageFull, error.message)
         case .requestRateExceeded:
             FormUploadError(.tooManyRequests, error.message, retryAfterSeconds: error.retryAfterSeconds)
+        case .storeUnavailable:
+            FormUploadError(.serviceUnavailable, error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         default: nil
         }
     }

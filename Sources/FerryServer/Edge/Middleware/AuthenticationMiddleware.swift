@@ -143,7 +143,7 @@ struct PublishSignatureMiddleware: RouterMiddleware {
         do {
             // Long-term keys only: the root key or an active stored key (a temporary key id resolves to nothing here).
             resolved = try await credentials.resolve(accessKeyId: parsed.signature.secretId, sessionToken: nil, now: now)
-        } catch is FerryDomainError {
+        } catch let error as FerryDomainError where error.code != .storeUnavailable {
             throw invalid
         }
         guard parsed.isValid(secretKey: resolved.secretAccessKey) else { throw invalid }

@@ -35,7 +35,7 @@ extension PostgresCatalog: JobQueue {
     }
 
     public func enqueue(_ jobs: [MediaJob]) async throws {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             try await Self.insertJobs(jobs, on: connection, logger: logger)
         }
     }
@@ -101,7 +101,7 @@ extension PostgresCatalog: JobQueue {
     }
 
     public func cancelJobs(videoId: String, now: Date) async throws -> [MediaJob] {
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             try await Self.cancelJobs(videoId: videoId, now: now, on: connection, logger: logger)
         }
     }

@@ -17,7 +17,7 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     public func saveVideo(_ video: VideoRecord) async throws {
-        try await leased { connection in try await Self.insertVideo(video, on: connection, logger: logger) }
+        try await leased { [logger] connection in try await Self.insertVideo(video, on: connection, logger: logger) }
     }
 
     @discardableResult
@@ -80,7 +80,7 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     public func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord {
-        return try await transaction { connection -> VideoRecord in
+        return try await transaction { [logger] connection -> VideoRecord in
             if let token = video.clientToken {
                 // Requests with one token are serialized (across nodes) until this transaction ends.
                 try await connection.query(
@@ -128,7 +128,7 @@ extension PostgresCatalog: MediaCatalog {
     }
 
     public func saveImage(_ image: ImageRecord) async throws {
-        try await leased { connection in try await Self.upsertImage(image, on: connection, logger: logger) }
+        try await leased { [logger] connection in try await Self.upsertImage(image, on: connection, logger: logger) }
     }
 
     @discardableResult
@@ -145,9 +145,9 @@ extension PostgresCatalog: MediaCatalog {
     /// and what the change brings, in one transaction.
     private func update<R: Codable & Sendable>(
         _ id: String, _ select: PostgresQuery, _ change: @escaping @Sendable (inout R) throws -> RecordChange,
-        upsert: @Sendable (R, PostgresConnection, Logger) async throws -> Void
+        upsert: @escaping @Sendable (R, PostgresConnection, Logger) async throws -> Void
     ) async throws -> R? {
-        try await transaction { connection -> R? in
+        try await transaction { [logger] connection -> R? in
             guard
                 let text = try await Self.rows(select, on: connection, logger: logger).first?["record"]
                     .decode(String.self)

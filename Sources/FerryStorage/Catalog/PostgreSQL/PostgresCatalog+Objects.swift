@@ -65,7 +65,7 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func deleteBucket(_ name: String) async throws -> CatalogDeleteBucketOutcome {
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             func exists(_ query: PostgresQuery) async throws -> Bool {
                 try await Self.exists(query, on: connection, logger: logger)
             }
@@ -176,7 +176,7 @@ extension PostgresCatalog: ObjectCatalog {
     func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition, byteLimit: Int64?) async throws
         -> CatalogPutOutcome
     {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
             guard try await Self.exists(bucket: object.bucket, on: connection, logger: logger) else {
                 return .noSuchBucket
@@ -192,7 +192,7 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws -> CatalogPutOutcome {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             try await Self.lockKey(bucket: bucket, key: key, on: connection, logger: logger)
             guard
                 let row = try await Self.rows(
@@ -243,7 +243,7 @@ extension PostgresCatalog: ObjectCatalog {
     func insertUpload(_ upload: MultipartUploadInfo, uploadLimit: Int?) async throws -> Bool {
         let attributes = try CatalogJSON.encode(upload.attributes)
         let tags = try CatalogJSON.encode(upload.tags)
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             guard try await Self.exists(bucket: upload.bucket, on: connection, logger: logger) else { return false }
             if let limit = uploadLimit, let owner = upload.owner {
                 try await Self.lockOwner(owner, on: connection, logger: logger)
@@ -313,7 +313,7 @@ extension PostgresCatalog: ObjectCatalog {
         let checksums = try CatalogJSON.encode(part.checksums)
         let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
         let segments = plain ? nil : try CatalogJSON.encode(part.segments)
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
             try await Self.checkQuota(storing: part, uploadId: uploadId, limit: byteLimit, on: connection, logger: logger)
             let replaced = try await Self.rows(
@@ -343,7 +343,7 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     func deleteUpload(_ uploadId: String) async throws -> [String]? {
-        return try await transaction { connection -> [String]? in
+        return try await transaction { [logger] connection -> [String]? in
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return nil }
             let blobs = try await Self.rows(
                 "SELECT blob, segments FROM s3_part WHERE upload_id = \(uploadId)", on: connection, logger: logger
@@ -359,7 +359,7 @@ extension PostgresCatalog: ObjectCatalog {
         _ uploadId: String, object: ObjectInfo, expectedParts: [PartInfo], condition: ObjectWriteCondition, now: Date
     ) async throws -> CatalogCompleteOutcome {
         let completedParts = try CatalogJSON.encode(expectedParts.map { CompletedUploadPart(number: $0.number, etag: $0.etag) })
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             try await Self.lockKey(bucket: object.bucket, key: object.key, on: connection, logger: logger)
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
             if let failed = try await Self.check(

@@ -30,7 +30,7 @@ extension PostgresCatalog {
     }
 
     func usage(owner: String) async throws -> StorageUsage {
-        return try await leased { connection in
+        return try await leased { [logger] connection in
             StorageUsage(
                 storedBytes: try await Self.storedBytes(owner: owner, on: connection, logger: logger),
                 uploadsInProgress: try await Self.uploadCount(owner: owner, on: connection, logger: logger))
@@ -38,7 +38,7 @@ extension PostgresCatalog {
     }
 
     public func videoCount(owner: String) async throws -> Int {
-        return try await leased { connection in
+        return try await leased { [logger] connection in
             try await Self.videoCount(owner: owner, on: connection, logger: logger)
         }
     }

@@ -35,7 +35,7 @@ extension PostgresCatalog {
         let checksums = try CatalogJSON.encode(part.checksums)
         let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
         let segments = plain ? nil : try CatalogJSON.encode(part.segments)
-        return try await transaction { connection -> ResumableAppendOutcome in
+        return try await transaction { [logger] connection -> ResumableAppendOutcome in
             // The upload's row, locked: appends to one upload from any node take their turn here.
             guard
                 var upload = try await Self.rows(

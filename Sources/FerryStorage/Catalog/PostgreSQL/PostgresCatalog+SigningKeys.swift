@@ -14,7 +14,7 @@ extension PostgresCatalog {
     ]
 
     public func insertSigningKey(_ key: StoredSigningKey, limit: Int) async throws -> Bool {
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             // The owner's inserts are serialized (across nodes) until this transaction ends.
             try await Self.lockOwner(key.owner, on: connection, logger: logger)
             let held = try await Self.rows(

@@ -16,7 +16,7 @@ extension PostgresCatalog: WebhookStore {
     }
 
     public func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             try await Self.lockOutbox(on: connection, logger: logger)
             try await connection.query(try Self.insertWebhookEvent(stored), logger: logger)
         }

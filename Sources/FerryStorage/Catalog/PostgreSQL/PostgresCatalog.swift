@@ -29,6 +29,8 @@ public final class PostgresCatalog: Sendable, Service {
     let logger: Logger
     /// How long an operation waits for a pooled connection (``defaultLeaseTimeout`` unless a test sets another).
     let leaseTimeout: Duration
+    /// How long an operation may take in all (``defaultOperationTimeout`` unless a test sets another).
+    let operationTimeout: Duration
 
     /// A catalog URL that cannot be used.
     public struct InvalidURL: Error, CustomStringConvertible {
@@ -61,11 +63,15 @@ public final class PostgresCatalog: Sendable, Service {
 
     /// A catalog for the database at `url`, with access key secrets sealed by `secrets`. Nothing connects until
     /// ``run()`` runs; the schema is migrated by ``withConnection(url:secrets:logger:_:)``.
-    package init(url: String, secrets: SecretBox?, logger: Logger, leaseTimeout: Duration = defaultLeaseTimeout) throws {
+    package init(
+        url: String, secrets: SecretBox?, logger: Logger, leaseTimeout: Duration = defaultLeaseTimeout,
+        operationTimeout: Duration = defaultOperationTimeout
+    ) throws {
         client = PostgresClient(configuration: try Self.configuration(url: url), backgroundLogger: logger)
         self.secrets = secrets
         self.logger = logger
         self.leaseTimeout = leaseTimeout
+        self.operationTimeout = operationTimeout
     }
 
     /// Runs the catalog's connections until the service group shuts down (or the task is cancelled); then they
@@ -252,48 +258,69 @@ public final class PostgresCatalog: Sendable, Service {
     /// without a limit every request would wait for the whole outage.
     package static let defaultLeaseTimeout: Duration = .seconds(5)
 
-    /// Runs `body` on a connection from the pool, waiting at most ``leaseTimeout`` for one. A connection PostgreSQL
-    /// closed or could not open fails as ``FerryDomainError/Code/storeUnavailable``; what `body` throws otherwise is
-    /// thrown as it is. `body` never starts once the wait has been given up.
-    func leased<Result: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Result) async throws -> Result {
+    /// How long an operation may take in all before it fails with ``FerryDomainError/Code/storeUnavailable``: a
+    /// statement on a connection PostgreSQL dropped as it stopped can otherwise wait for an answer that never comes.
+    /// Longer than any lock the catalog's own transactions hold.
+    package static let defaultOperationTimeout: Duration = .seconds(30)
+
+    /// Runs `body` on a connection from the pool, waiting at most ``leaseTimeout`` for one and answering within
+    /// ``operationTimeout`` in all. Failing to get a connection, or one PostgreSQL closed or could not open, is
+    /// ``FerryDomainError/Code/storeUnavailable``; what `body` throws otherwise is thrown as it is. `body` never
+    /// starts once the wait for a connection has been given up. An operation past its time is answered at once: its
+    /// work is cancelled and let go, and whether a write in it was committed is then unknown (as when a connection
+    /// breaks during its commit).
+    func leased<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws
+        -> Result
+    {
         let lease = NIOLockedValueBox(LeaseWait.waiting)
+        let (answer, answering) = AsyncThrowingStream<Result, any Error>.makeStream()
         let client = client
-        let timeout = leaseTimeout
-        do {
-            return try await withoutActuallyEscaping(body) { body in
-                try await withThrowingTaskGroup(of: Result?.self) { group in
-                    group.addTask {
-                        try await client.withConnection { connection in
-                            let start = lease.withLockedValue { state in
-                                guard state == .waiting else { return false }
-                                state = .leased
-                                return true
-                            }
-                            // The wait was given up a moment ago: that is the answer, whichever child reports first.
-                            guard start else { throw Self.unavailable }
-                            return try await body(connection)
-                        }
+        // Not a child task: a PostgresNIO call that never returns must not hold its caller.
+        let work = Task {
+            do {
+                let result = try await client.withConnection { connection in
+                    let start = lease.withLockedValue { state in
+                        guard state == .waiting else { return false }
+                        state = .leased
+                        return true
                     }
-                    group.addTask {
-                        try await Task.sleep(for: timeout)
-                        let gaveUp = lease.withLockedValue { state in
-                            guard state == .waiting else { return false }
-                            state = .givenUp
-                            return true
-                        }
-                        if gaveUp { throw Self.unavailable }
-                        return nil
-                    }
-                    defer { group.cancelAll() }
-                    while let finished = try await group.next() {
-                        if let result = finished { return result }
-                    }
-                    throw Self.unavailable
+                    guard start else { throw Self.unavailable }
+                    return try await body(connection)
                 }
+                answering.yield(result)
+                answering.finish()
+            } catch {
+                answering.finish(throwing: Self.answer(for: error, leased: lease.withLockedValue { $0 == .leased }))
             }
-        } catch let error as PSQLError where Self.isUnavailable(error) {
-            throw Self.unavailable
         }
+        let (leaseTimeout, operationTimeout, logger) = (leaseTimeout, operationTimeout, logger)
+        let timer = Task {
+            try await Task.sleep(for: leaseTimeout)
+            let gaveUp = lease.withLockedValue { state in
+                guard state == .waiting else { return false }
+                state = .givenUp
+                return true
+            }
+            if !gaveUp {
+                try await Task.sleep(for: operationTimeout - leaseTimeout)
+                logger.warning("catalog operation not answered in time; answered as unavailable")
+            }
+            answering.finish(throwing: Self.unavailable)
+            work.cancel()
+        }
+        defer { timer.cancel() }
+        for try await result in answer { return result }
+        // The caller was cancelled.
+        work.cancel()
+        throw CancellationError()
+    }
+
+    /// What an operation that failed with `error` answers: a failure of the connection, or of the pool before a
+    /// connection was `leased`, is ``FerryDomainError/Code/storeUnavailable``.
+    private static func answer(for error: any Error, leased: Bool) -> any Error {
+        if let failure = error as? PSQLError, isUnavailable(failure) { return unavailable }
+        if !leased, !(error is FerryDomainError) { return unavailable }
+        return error
     }
 
     /// Where an operation's wait for a pooled connection stands; whichever of the lease and the time limit comes
@@ -318,11 +345,11 @@ public final class PostgresCatalog: Sendable, Service {
 
     /// Runs `body` in a transaction (committed when it returns, rolled back when it throws); the error `body` threw is
     /// thrown as it is.
-    func transaction<Result: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> Result) async throws
+    func transaction<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws
         -> Result
     {
         let logger = logger
-        return try await leased { connection in
+        return try await leased { [logger] connection in
             do {
                 return try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
             } catch let error as PostgresTransactionError {
@@ -341,7 +368,7 @@ public final class PostgresCatalog: Sendable, Service {
     /// Every row of a query.
     func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
         let logger = logger
-        return try await leased { connection in try await Self.rows(query, on: connection, logger: logger) }
+        return try await leased { [logger] connection in try await Self.rows(query, on: connection, logger: logger) }
     }
 
     /// Every row of a query on a connection (inside a transaction).
@@ -359,7 +386,7 @@ public final class PostgresCatalog: Sendable, Service {
     /// The first column of every row, as strings.
     func strings(_ query: PostgresQuery) async throws -> [String] {
         let logger = logger
-        return try await leased { connection in
+        return try await leased { [logger] connection in
             try await connection.query(query, logger: logger).decode(String.self).reduce(into: []) { $0.append($1) }
         }
     }
@@ -399,7 +426,7 @@ public final class PostgresCatalog: Sendable, Service {
     }
 
     public func revokeSession(_ digest: String, expiration: Date, now: Date) async throws {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             try await connection.query(
                 "DELETE FROM revoked_session WHERE expires_at < \(now.timeIntervalSince1970)", logger: logger)
             try await connection.query(
