@@ -133,7 +133,7 @@ struct MediaJobLifecycleTests {
         }
     }
 
-    @Test("deleting a video mid-transcode cancels its jobs, kills its ffmpeg at once and removes every file it had")
+    @Test("deleting a video mid-transcode cancels its jobs, kills its ffmpeg (long before it would end) and removes every file it had")
     func deleteMidTranscode() async throws {
         try await MediaHarness.with(configure: { $0.mediaProcessing.templates = Self.slow }) { harness in
             let data = harness.server.dataDirectory
