@@ -188,7 +188,8 @@ struct ResumableUploadAPI: Sendable {
         case (_, let scoped?): key = scoped
         case (let given?, nil): key = given
         case (nil, nil):
-            throw ResumableRefusal(.badRequest, "The upload token's scope names no key; send one as the tus metadata key.", wire: wire)
+            let how = if case .tus = wire { "send one as the tus metadata key" } else { "an IETF upload takes it from a scope bucket:key" }
+            throw ResumableRefusal(.badRequest, "The upload token's scope names no key; \(how).", wire: wire)
         }
         try ObjectAPI.validateUploadKey(key) { ResumableRefusal(.badRequest, $0, wire: wire) }
         guard resolved.principal.allows(action: "s3:PutObject", bucket: policy.bucket, key: key) else {
