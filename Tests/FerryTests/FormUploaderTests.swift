@@ -225,7 +225,7 @@ struct FormUploaderTests {
         try await HTTPReceiver.with(delay: .seconds(6)) { slow in
             try await HTTPReceiver.with(answer: #"{"ok":true,"pad":"0123456789"}"#, trickle: .milliseconds(200)) { trickling in
                 try await HTTPReceiver.with(status: 500, answer: "boom") { failing in
-                    try await Self.withServer(configure: { $0.formCallbackTimeout = .seconds(2) }) { server, file in
+                    try await Self.withServer(configure: { $0.formCallbackTimeout = .milliseconds(500) }) { server, file in
                         let bytes = [UInt8](try Data(contentsOf: file))
                         let urls = ["http://127.0.0.1:\(closed)/cb", failing.url("/cb"), slow.url("/cb"), trickling.url("/cb")]
                         for (index, url) in urls.enumerated() {

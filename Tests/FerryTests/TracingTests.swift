@@ -44,6 +44,11 @@ struct TracingTests {
         }
     }
 
+    /// Whether `span` is one of the server's requests, whose parent is the SDK's (not exported here).
+    static func isRequest(_ span: ExportedSpan) -> Bool {
+        ["POST ", "PUT ", "GET "].contains { span.name.hasPrefix($0) }
+    }
+
     static func spans(in file: String) -> [ExportedSpan] {
         guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(ExportedSpan.self, from: Data($0.utf8)) }
@@ -119,8 +124,11 @@ struct TracingTests {
                 hooks = await receiver.recorder.requests
                 spans = Self.spans(in: exported).filter { $0.trace_id == trace.traceId }
                 let seen = Set(spans.map(\.name))
+                // A span is exported when it ends, its parent later: wait until every parent is there too.
+                let exportedIds = Set(spans.map(\.span_id))
                 if hooks.contains(where: { String(decoding: $0.body, as: UTF8.self).contains("TranscodeComplete") }),
-                    names.allSatisfy(seen.contains), seen.contains(where: { $0.hasSuffix(" s3") })
+                    names.allSatisfy(seen.contains), seen.contains(where: { $0.hasSuffix(" s3") }),
+                    spans.allSatisfy({ Self.isRequest($0) || exportedIds.contains($0.parent_span_id) })
                 {
                     break
                 }
@@ -139,7 +147,7 @@ struct TracingTests {
             #expect(spans.allSatisfy { $0.service == "ferry" })
             // Every span but the requests' hangs under another span of the trace; the requests' under the SDK's.
             let ids = Set(spans.map(\.span_id))
-            for span in spans where !span.name.hasPrefix("POST ") && !span.name.hasPrefix("PUT ") && !span.name.hasPrefix("GET ") {
+            for span in spans where !Self.isRequest(span) {
                 #expect(ids.contains(span.parent_span_id), "\(span.name) has a parent outside the trace's exported spans")
             }
             // No credential reaches a span.
