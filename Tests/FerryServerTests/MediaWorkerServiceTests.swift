@@ -30,48 +30,68 @@ struct WorkerHarness: Sendable {
     let job: MediaJob
     let tools: MediaTools
     var pidFile: String { directory + "/tool.pid" }
+    /// The file that ends a finishing tool.
+    var finishFile: String { directory + "/tool.finish" }
 
     /// Runs `body` with a server whose catalog holds a video at `UploadSucc` and its probe job; with `source`, the
-    /// video's file is stored too.
-    static func with<T: Sendable>(source: Bool = true, _ body: @Sendable (WorkerHarness) async throws -> T) async throws -> T {
+    /// video's file is stored too. With `catalogURL` the catalog is that PostgreSQL database, its client running
+    /// while `body` runs. With `finishing`, the tool ends (with no output) once the file ``finishFile`` exists.
+    static func with<T: Sendable>(
+        source: Bool = true, catalogURL: String? = nil, lease: Duration = .seconds(3), finishing: Bool = false,
+        _ body: @Sendable (WorkerHarness) async throws -> T
+    ) async throws -> T {
         let directory = TemporaryDirectory.make("ferry-worker")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = FerryServerConfiguration(dataDirectory: directory + "/data")
         configuration.rootCredentials = SigV4Credentials(accessKeyId: "FKIATESTROOT0000", secretAccessKey: "test-root-secret")
+        configuration.catalogURL = catalogURL
         configuration.mediaProcessing.workers = 1
-        configuration.mediaProcessing.lease = .seconds(3)
+        configuration.mediaProcessing.lease = lease
         configuration.mediaProcessing.pollInterval = .milliseconds(50)
         configuration.mediaProcessing.idleScheduling = false
-        let server = try FerryServer(configuration: configuration, environment: [:])
-
-        // The tool: its pid in a file (written whole, then renamed), then a long wait in the same process.
-        let script = directory + "/media-tool"
-        let text = "#!/bin/sh\necho $$ > '\(directory)/tool.pid.tmp'\nmv '\(directory)/tool.pid.tmp' '\(directory)/tool.pid'\nexec sleep 600\n"
-        try Data(text.utf8).write(to: URL(fileURLWithPath: script))
-        chmod(script, 0o755)
-
-        let bucket = configuration.mediaBucket
-        let key = "video/v1/source.mp4"
-        try await server.store.createBucket(bucket)
-        if source {
-            _ = try await server.store.putObject(
-                bucket: bucket, key: key, attributes: ObjectAttributes(), tags: [],
-                body: AsyncStream<ByteBuffer> { continuation in
-                    continuation.yield(ByteBuffer(string: "not really a video"))
-                    continuation.finish()
-                },
-                checksums: [], condition: .none, verify: { _ in })
+        let server = try await FerryServer.open(configuration: configuration, environment: [:])
+        let client = server.postgres.map { postgres in Task { await postgres.run() } }
+        func stopClient() async {
+            client?.cancel()
+            await client?.value
         }
-        let now = Date()
-        try await server.mediaCatalog.saveVideo(
-            VideoRecord(
-                videoId: "v1", title: "Stuck", fileName: "source.mp4", status: VideoStatus.uploadSucc, bucket: bucket,
-                key: key, owner: "FKIATESTROOT0000", createdAt: now, updatedAt: now))
-        let job = MediaJob(videoId: "v1", kind: .probe, maxAttempts: 3, runAt: now)
-        try await server.mediaCatalog.enqueue([job])
-        return try await body(
-            WorkerHarness(
-                server: server, directory: directory, job: job, tools: MediaTools(ffmpeg: script, ffprobe: script)))
+
+        do {
+            // The tool: its pid in a file (written whole, then renamed), then a long wait in the same process.
+            let script = directory + "/media-tool"
+            let wait = finishing ? "while [ ! -e '\(directory)/tool.finish' ]; do sleep 0.1; done\nexit 1" : "exec sleep 600"
+            let text = "#!/bin/sh\necho $$ > '\(directory)/tool.pid.tmp'\nmv '\(directory)/tool.pid.tmp' '\(directory)/tool.pid'\n\(wait)\n"
+            try Data(text.utf8).write(to: URL(fileURLWithPath: script))
+            chmod(script, 0o755)
+
+            let bucket = configuration.mediaBucket
+            let key = "video/v1/source.mp4"
+            try await server.store.createBucket(bucket)
+            if source {
+                _ = try await server.store.putObject(
+                    bucket: bucket, key: key, attributes: ObjectAttributes(), tags: [],
+                    body: AsyncStream<ByteBuffer> { continuation in
+                        continuation.yield(ByteBuffer(string: "not really a video"))
+                        continuation.finish()
+                    },
+                    checksums: [], condition: .none, verify: { _ in })
+            }
+            let now = Date()
+            try await server.mediaCatalog.saveVideo(
+                VideoRecord(
+                    videoId: "v1", title: "Stuck", fileName: "source.mp4", status: VideoStatus.uploadSucc, bucket: bucket,
+                    key: key, owner: "FKIATESTROOT0000", createdAt: now, updatedAt: now))
+            let job = MediaJob(videoId: "v1", kind: .probe, maxAttempts: 3, runAt: now)
+            try await server.mediaCatalog.enqueue([job])
+            let result = try await body(
+                WorkerHarness(
+                    server: server, directory: directory, job: job, tools: MediaTools(ffmpeg: script, ffprobe: script)))
+            await stopClient()
+            return result
+        } catch {
+            await stopClient()
+            throw error
+        }
     }
 
     /// A worker service over `queue` (the catalog when nil), logging to `logger`.
@@ -164,9 +184,9 @@ final class ObservedQueue: JobQueue, @unchecked Sendable {
         try record(retryAt == nil ? "fail" : "retry", id)
         return try await base.fail(id, worker: worker, error: error, retryAt: retryAt, now: now)
     }
-    func release(_ id: String, worker: String, now: Date) async throws -> Bool {
+    func release(_ id: String, worker: String, runAt: Date, now: Date) async throws -> Bool {
         try record("release", id)
-        return try await base.release(id, worker: worker, now: now)
+        return try await base.release(id, worker: worker, runAt: runAt, now: now)
     }
     func cancelJobs(videoId: String, now: Date) async throws -> [MediaJob] {
         try await base.cancelJobs(videoId: videoId, now: now)
@@ -270,6 +290,64 @@ struct MediaWorkerServiceTests {
             #expect(record.metadata["ferry.job-change"] == change)
             #expect(record.metadata["error"] == "the catalog is unavailable")
             #expect(queue.endings.first == "\(change) \(harness.job.id)")
+        }
+    }
+
+    /// How a catalog outage reaches a running job.
+    enum Outage: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// The lease cannot be renewed while the tool runs (a 3 s lease: the first failed renewal takes 5 s).
+        case renewal
+        /// The tool ends during the outage and the pipeline's next catalog write fails (a 30 s lease that outlasts it).
+        case failure
+        var testDescription: String { rawValue }
+    }
+
+    @Test("a PostgreSQL outage costs a running job no attempt: it is given back once the catalog answers again", arguments: Outage.allCases)
+    func outageCostsNoAttempt(_ outage: Outage) async throws {
+        let postgres = try await PostgresServer.start()
+        do {
+            let url = try await postgres.createDatabase()
+            try await WorkerHarness.with(
+                catalogURL: url, lease: outage == .renewal ? .seconds(3) : .seconds(30), finishing: outage == .failure
+            ) { harness in
+                let log = LogRecorder()
+                let worker = harness.worker(logger: log.logger())
+                try await withThrowingTaskGroup(of: Void.self) { tasks in
+                    tasks.addTask { try await worker.run() }
+                    let pid = try await harness.toolPid()
+                    try FileManager.default.removeItem(atPath: harness.pidFile)
+                    await postgres.stopServer(mode: "immediate")
+                    // Either the worker stops the job when it cannot renew the lease, or the tool ends.
+                    if outage == .failure { try Data().write(to: URL(fileURLWithPath: harness.finishFile)) }
+                    try await WorkerHarness.eventually("the tool has ended", timeout: .seconds(60)) { !WorkerHarness.exists(pid) }
+                    // The job's state cannot be written until PostgreSQL is back: the worker keeps trying.
+                    try await Task.sleep(for: .seconds(8))
+                    try await postgres.startServer()
+                    switch outage {
+                    case .renewal:
+                        // Given back due at once, the job is claimed again: its second claim is its first attempt.
+                        _ = try await harness.toolPid()
+                        let job = try #require(try await harness.server.mediaCatalog.job(harness.job.id))
+                        #expect(job.state == .running && job.attempts == 1, "\(job.state) after \(job.attempts) attempts")
+                    case .failure:
+                        try await WorkerHarness.eventually("the job is given back", timeout: .seconds(60)) {
+                            log.records.contains { $0.message == "media job stopped by an outage; it will be retried" }
+                        }
+                        let job = try #require(try await harness.server.mediaCatalog.job(harness.job.id))
+                        #expect(job.state == .queued && job.attempts == 0, "\(job.state) after \(job.attempts) attempts")
+                        #expect(job.runAt > Date(), "due after the retry delay")
+                        let record = try #require(log.records.first { $0.message == "media job stopped by an outage; it will be retried" })
+                        #expect(record.metadata["ferry.job-id"] == harness.job.id)
+                    }
+                    #expect(!log.records.contains { $0.message == "media job state not saved" })
+                    tasks.cancelAll()
+                    try await tasks.waitForAll()
+                }
+            }
+            await postgres.destroy()
+        } catch {
+            await postgres.destroy()
+            throw error
         }
     }
 }

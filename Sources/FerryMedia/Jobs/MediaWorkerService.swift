@@ -39,17 +39,23 @@ package final class RunningJobs: Sendable {
 /// which renews the lease every third of it: whichever ends first ends the other. The job ends done, retried after a
 /// backoff (a failure that is not the file's fault), or failed for good once its attempts run out. A job whose lease
 /// is lost is stopped at once, its ffmpeg killed, and nothing is written for it: the catalog answered that this worker
-/// no longer holds it (its video was deleted, or another worker took it over), or renewals failed until the lease ran
-/// out. Deleting a video stops its jobs on this node at once (``RunningJobs``). On graceful shutdown, or when the
-/// service's task is cancelled, a running job's ffmpeg is killed and the job is given back to the queue without
-/// counting the attempt. A job-state write that fails is logged with the job's id; the job's lease then runs out and
-/// another claim takes it over.
+/// no longer holds it (its video was deleted, or another worker took it over). Deleting a video stops its jobs on this
+/// node at once (``RunningJobs``). On graceful shutdown, or when the service's task is cancelled, a running job's
+/// ffmpeg is killed and the job is given back to the queue without counting the attempt.
+///
+/// An outage is not the job's fault either: a job that failed because the catalog or the object store did not answer
+/// (``FerryDomainError/Code/storeUnavailable``) is given back for after the retry delay, and one whose lease renewals
+/// failed until it could run out is stopped and given back, neither counting the attempt. A job-state write the
+/// catalog cannot take for an outage is tried again every second for up to ``outageWait``; one that still fails, or
+/// fails otherwise, is logged with the job's id, and the job's lease then runs out and another claim takes it over.
 package struct MediaWorkerService: Service {
     let queue: any JobQueue
     let pipeline: MediaPipeline
     let running: RunningJobs
     let configuration: MediaProcessingConfiguration
     let logger: Logger
+    /// How long a job-state write is tried again while the catalog is unavailable.
+    static let outageWait = Duration.seconds(120)
 
     /// Creates the service.
     package init(
@@ -114,8 +120,10 @@ package struct MediaWorkerService: Service {
     private enum Ending: Sendable {
         /// The pipeline returned or threw.
         case finished(Result<Void, any Error>)
-        /// The catalog said this worker no longer holds the job, or renewals failed until the lease ran out.
+        /// The catalog said this worker no longer holds the job.
         case leaseLost
+        /// Renewals failed until the lease could run out before the next one.
+        case leaseUnrenewed
         /// Deleting the video stopped it (``RunningJobs/cancel(videoId:)``).
         case cancelled
         /// The service group is shutting down.
@@ -183,13 +191,20 @@ package struct MediaWorkerService: Service {
             }
         case .finished(.failure) where Task.isCancelled, .interrupted, .shutdown:
             // Not the job's fault: it goes back to the queue without counting the attempt.
-            if await record("release", job, metadata, { try await $0.release(job.id, worker: worker, now: Date()) }) {
-                logger.debug("media job given back", metadata: metadata)
-                ended("released")
-            }
+            if await giveBack(job, worker: worker, after: .zero, metadata) { ended("released") }
         case .leaseLost:
             logger.debug("media job stopped: its lease was lost", metadata: metadata)
             ended("lost")
+        case .leaseUnrenewed:
+            // The catalog did not answer: the job is given back once it does, unless another worker took it meanwhile.
+            logger.warning("media job stopped: its lease could not be renewed", metadata: metadata)
+            ended(await giveBack(job, worker: worker, after: .zero, metadata) ? "released" : "lost")
+        case .finished(.failure(let error)) where (error as? FerryDomainError)?.code == .storeUnavailable:
+            metadata["error"] = .string(String(describing: error))
+            if await giveBack(job, worker: worker, after: configuration.retryDelay, metadata) {
+                logger.warning("media job stopped by an outage; it will be retried", metadata: metadata)
+                ended("released")
+            }
         case .cancelled:
             logger.debug("media job stopped: its video was deleted", metadata: metadata)
             ended("cancelled")
@@ -213,8 +228,9 @@ package struct MediaWorkerService: Service {
     }
 
     /// Renews the job's lease every third of it while the job runs, with its progress. Returns ``Ending/leaseLost``
-    /// when the catalog answers that this worker no longer holds the job, or when renewals failed until the lease
-    /// would run out before the next one; ``Ending/interrupted`` when cancelled (the job ended first).
+    /// when the catalog answers that this worker no longer holds the job, ``Ending/leaseUnrenewed`` when renewals
+    /// failed until the lease would run out before the next one; ``Ending/interrupted`` when cancelled (the job ended
+    /// first).
     private func heartbeat(_ job: MediaJob, worker: String, progress: NIOLockedValueBox<Double?>) async -> Ending {
         let lease = configuration.lease
         let interval = lease / 3
@@ -237,13 +253,27 @@ package struct MediaWorkerService: Service {
                     "media job lease not renewed",
                     metadata: ["ferry.job-id": .string(job.id), "error": .string(String(describing: error))])
                 // Another worker may claim the job once the lease runs out: stop before that.
-                if ContinuousClock.now + interval >= heldUntil { return .leaseLost }
+                if ContinuousClock.now + interval >= heldUntil { return .leaseUnrenewed }
             }
         }
     }
 
-    /// Writes a job's new state, even when this task is being cancelled. Returns whether it was written; a write
-    /// that fails is logged with the job's id, and one the queue refused (another worker holds the job now) at debug.
+    /// Gives the job back without counting its attempt, due after `delay`; whether it was written.
+    private func giveBack(_ job: MediaJob, worker: String, after delay: Duration, _ metadata: Logger.Metadata) async
+        -> Bool
+    {
+        let given = await record("release", job, metadata) {
+            let now = Date()
+            return try await $0.release(job.id, worker: worker, runAt: now.addingTimeInterval(delay.timeInterval), now: now)
+        }
+        if given { logger.debug("media job given back", metadata: metadata) }
+        return given
+    }
+
+    /// Writes a job's new state, even when this task is being cancelled, trying again every second for up to
+    /// ``outageWait`` while the catalog is unavailable (unless the task is cancelled or the service is shutting down).
+    /// Returns whether it was written; a write that fails is logged with the job's id, and one the queue refused
+    /// (another worker holds the job now) at debug.
     private func record(
         _ change: String, _ job: MediaJob, _ metadata: Logger.Metadata,
         _ write: @escaping @Sendable (any JobQueue) async throws -> Bool
@@ -251,8 +281,26 @@ package struct MediaWorkerService: Service {
         let queue = self.queue
         var metadata = metadata
         metadata["ferry.job-change"] = .string(change)
+        let deadline = ContinuousClock.now + Self.outageWait
+        let stopping = NIOLockedValueBox(Task.isCancelled || Task.isShuttingDownGracefully)
         do {
-            guard try await whileIgnoringCancellation({ try await write(queue) }) else {
+            let written = try await withTaskCancellationHandler {
+                try await whileIgnoringCancellation {
+                    while true {
+                        do {
+                            return try await write(queue)
+                        } catch let error as FerryDomainError where error.code == .storeUnavailable
+                            && ContinuousClock.now < deadline && !Task.isShuttingDownGracefully
+                            && !stopping.withLockedValue({ $0 })
+                        {
+                            try await Task.sleep(for: .seconds(1))
+                        }
+                    }
+                }
+            } onCancel: {
+                stopping.withLockedValue { $0 = true }
+            }
+            guard written else {
                 logger.debug("media job no longer held; its state is not changed", metadata: metadata)
                 return false
             }

@@ -134,9 +134,9 @@ public protocol JobQueue: Sendable {
     /// Ends an attempt that failed: queued again for `retryAt`, or failed for good when `retryAt` is nil; false when
     /// `worker` no longer holds it.
     func fail(_ id: String, worker: String, error: String, retryAt: Date?, now: Date) async throws -> Bool
-    /// Gives a job back without counting the attempt (its worker is shutting down): queued again at once; false when
-    /// `worker` no longer holds it.
-    func release(_ id: String, worker: String, now: Date) async throws -> Bool
+    /// Gives a job back without counting the attempt (its worker is shutting down, or a store the job needs did not
+    /// answer): queued again for `runAt`; false when `worker` no longer holds it.
+    func release(_ id: String, worker: String, runAt: Date, now: Date) async throws -> Bool
     /// Cancels every unfinished job of a video (a running one too: its worker's next heartbeat answers false);
     /// returns the jobs cancelled.
     @discardableResult
