@@ -146,12 +146,14 @@ struct S3BackedStoreTests {
                     let refused = try await s3.put("bkt", key, Self.random(1000))
                     #expect(refused.status == 503)
                     #expect(refused.errorCode == "SlowDown")
+                    #expect(refused.header("Retry-After") == "1")
                     #expect(!refused.text.contains(SeaweedFSServer.credentials.secretAccessKey))
                 }
                 // A GET fails before its status line: 503, not a 200 cut short.
                 let unavailable = try await s3.get("bkt", "kept.bin")
                 #expect(unavailable.status == 503)
                 #expect(unavailable.errorCode == "SlowDown")
+                #expect(unavailable.header("Retry-After") == "1")
                 try await Task.sleep(for: .seconds(2))
                 try await seaweed.startProcess()
 

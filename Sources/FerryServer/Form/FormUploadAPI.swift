@@ -112,10 +112,7 @@ public struct FormUploadAPI: Sendable {
         } catch {
             throw FormUploadError(.badToken, error.message)
         }
-        let resolved: CredentialStore.Resolved
-        do {
-            resolved = try await credentials.resolve(accessKeyId: token.accessKey, sessionToken: nil)
-        } catch let error as FerryDomainError where error.code != .storeUnavailable {
+        guard let resolved = try await credentials.longTermKey(token.accessKey) else {
             throw FormUploadError(.unknownAccessKey, "The upload token's access key is unknown or disabled.")
         }
         do throws(UploadTokenError) {

@@ -166,10 +166,7 @@ struct ResumableUploadAPI: Sendable {
         } catch {
             throw ResumableRefusal(.unauthorized, "The upload token cannot be read.", wire: wire)
         }
-        let resolved: CredentialStore.Resolved
-        do {
-            resolved = try await credentials.resolve(accessKeyId: token.accessKey, sessionToken: nil)
-        } catch let error as FerryDomainError where error.code != .storeUnavailable {
+        guard let resolved = try await credentials.longTermKey(token.accessKey) else {
             throw ResumableRefusal(.unauthorized, "The upload token's access key is unknown or disabled.", wire: wire)
         }
         do throws(UploadTokenError) {

@@ -63,6 +63,16 @@ public struct CredentialStore: Sendable {
         return Resolved(secretAccessKey: key.secretAccessKey, principal: principal)
     }
 
+    /// Resolves a long-term key, the root key or an active stored key (a temporary key id resolves to nothing); nil
+    /// when it is unknown or disabled. What else it throws is the catalog's (an outage is not a refusal of the key).
+    package func longTermKey(_ accessKeyId: String, now: Date? = nil) async throws -> Resolved? {
+        do {
+            return try await resolve(accessKeyId: accessKeyId, sessionToken: nil, now: now)
+        } catch let error as FerryDomainError where error.code == .unknownAccessKey {
+            return nil
+        }
+    }
+
     /// The limits of the long-term key `owner` as they are now: what its uploads count against, whoever writes their
     /// parts. A key that is gone or disabled takes no more bytes (`accessDenied`).
     package func ownerQuota(_ owner: String) async throws -> AccessKeyQuota {

@@ -278,7 +278,8 @@ package struct S3BlobStorage: BlobStorage {
         if let failure = error as? StoreError, failure.status < 500 {
             return FerryDomainError(.storeRefused, "The object store refused a request (\(failure.operation)).")
         }
-        return FerryDomainError(.storeUnavailable, "The object store is unavailable; please retry the request.")
+        return FerryDomainError(
+            .storeUnavailable, "The object store is unavailable; please retry the request.", retryAfterSeconds: 1)
     }
 
     /// A listing's `LastModified`: an internet date-time, with or without fractional seconds; nil otherwise (an entry

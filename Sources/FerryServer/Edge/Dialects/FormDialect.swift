@@ -56,7 +56,7 @@ struct FormDialect: Dialect {
         case .requestRateExceeded:
             FormUploadError(.tooManyRequests, error.message, retryAfterSeconds: error.retryAfterSeconds)
         case .storeUnavailable:
-            FormUploadError(.serviceUnavailable, error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
+            FormUploadError(.serviceUnavailable, error.message, retryAfterSeconds: error.retryAfterSeconds)
         default: nil
         }
     }

@@ -139,13 +139,7 @@ struct PublishSignatureMiddleware: RouterMiddleware {
             throw MediaError("InvalidSignature", "The signature cannot be read: \(error.message)", status: 403)
         }
         let invalid = MediaError("InvalidSignature", "The signature does not verify.", status: 403)
-        let resolved: CredentialStore.Resolved
-        do {
-            // Long-term keys only: the root key or an active stored key (a temporary key id resolves to nothing here).
-            resolved = try await credentials.resolve(accessKeyId: parsed.signature.secretId, sessionToken: nil, now: now)
-        } catch let error as FerryDomainError where error.code != .storeUnavailable {
-            throw invalid
-        }
+        guard let resolved = try await credentials.longTermKey(parsed.signature.secretId, now: now) else { throw invalid }
         guard parsed.isValid(secretKey: resolved.secretAccessKey) else { throw invalid }
         guard !parsed.signature.isExpired(at: now) else {
             throw MediaError("SignatureExpired", "The signature expired; ask the app server for a new one.", status: 403)
