@@ -193,4 +193,48 @@ extension SharedCatalogTests {
             }
         }
     }
+
+    @Test(
+        "an operation whose connection PostgreSQL closes between two statements (stopped as a crash would) is answered storeUnavailable at once, not when its time runs out"
+    )
+    func closedConnectionIsAnsweredAtOnce() async throws {
+        let postgres = try await PostgresServer.start()
+        do {
+            let url = try await postgres.createDatabase()
+            let logger = Logger(label: "ferry.test")
+            try await PostgresCatalog.withConnection(url: url) { _ in }
+            let catalog = try PostgresCatalog(url: url, secrets: nil, logger: logger, operationTimeout: .seconds(120))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await catalog.run() }
+                defer { group.cancelAll() }
+                let (began, beginning) = AsyncStream<Void>.makeStream()
+                let (stopped, stopping) = AsyncStream<Void>.makeStream()
+                let operation = Task {
+                    try await catalog.transaction { connection in
+                        try await connection.query("SELECT 1", logger: logger)
+                        beginning.finish()
+                        for await _ in stopped {}
+                        // PostgresNIO never answers a statement sent on a connection that has closed.
+                        try await connection.query("SELECT 2", logger: logger)
+                    }
+                }
+                for await _ in began {}
+                await postgres.stopServer(mode: "immediate")
+                stopping.finish()
+                let start = ContinuousClock.now
+                do {
+                    try await operation.value
+                    Issue.record("answered as done after PostgreSQL stopped")
+                } catch let error as FerryDomainError {
+                    #expect(error.code == .storeUnavailable)
+                }
+                let waited = ContinuousClock.now - start
+                #expect(waited < .seconds(30), "answered after \(waited), the operation's time is 120 s")
+            }
+            await postgres.destroy()
+        } catch {
+            await postgres.destroy()
+            throw error
+        }
+    }
 }

@@ -31,6 +31,8 @@ public final class PostgresCatalog: Sendable, Service {
     let leaseTimeout: Duration
     /// How long an operation may take in all (``defaultOperationTimeout`` unless a test sets another).
     let operationTimeout: Duration
+    /// The operations running on each open connection, each by the way to answer it when the connection closes.
+    let running = ConnectionWatch()
 
     /// A catalog URL that cannot be used.
     public struct InvalidURL: Error, CustomStringConvertible {
@@ -266,15 +268,17 @@ public final class PostgresCatalog: Sendable, Service {
     /// Runs `body` on a connection from the pool, waiting at most ``leaseTimeout`` for one and answering within
     /// ``operationTimeout`` in all. Failing to get a connection, or one PostgreSQL closed or could not open, is
     /// ``FerryDomainError/Code/storeUnavailable``; what `body` throws otherwise is thrown as it is. `body` never
-    /// starts once the wait for a connection has been given up. An operation past its time is answered at once: its
-    /// work is cancelled and let go, and whether a write in it was committed is then unknown (as when a connection
-    /// breaks during its commit).
+    /// starts once the wait for a connection has been given up. An operation past its time, or whose connection
+    /// closes while it runs, is answered at once: its work is cancelled and let go, and whether a write in it was
+    /// committed is then unknown (as when a connection breaks during its commit). PostgresNIO never answers a
+    /// statement sent on a connection that has closed (PostgreSQL stopping between two statements of a transaction):
+    /// without the watch such an operation would wait for its whole time.
     func leased<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws
         -> Result
     {
         let lease = NIOLockedValueBox(LeaseWait.waiting)
         let (answer, answering) = AsyncThrowingStream<Result, any Error>.makeStream()
-        let client = client
+        let (client, running) = (client, running)
         // Not a child task: a PostgresNIO call that never returns must not hold its caller.
         let work = Task {
             do {
@@ -285,6 +289,8 @@ public final class PostgresCatalog: Sendable, Service {
                         return true
                     }
                     guard start else { throw Self.unavailable }
+                    let ended = running.add(connection) { answering.finish(throwing: Self.unavailable) }
+                    defer { ended() }
                     return try await body(connection)
                 }
                 answering.yield(result)
@@ -309,10 +315,39 @@ public final class PostgresCatalog: Sendable, Service {
             work.cancel()
         }
         defer { timer.cancel() }
-        for try await result in answer { return result }
+        do {
+            for try await result in answer { return result }
+        } catch {
+            // Answered before its work ended (its time ran out or its connection closed), or the work threw.
+            work.cancel()
+            throw error
+        }
         // The caller was cancelled.
         work.cancel()
         throw CancellationError()
+    }
+
+    /// The operations running on each open connection, so that those of a connection that closes are answered at
+    /// once. One close callback is registered per connection (the first time an operation runs on it), not one per
+    /// operation: a pooled connection lives for many operations.
+    final class ConnectionWatch: Sendable {
+        private let operations = NIOLockedValueBox<[PostgresConnection.ID: [UUID: @Sendable () -> Void]]>([:])
+
+        /// Records an operation running on `connection`, answered by `onClose` if the connection closes first;
+        /// returns what ends the record.
+        func add(_ connection: PostgresConnection, onClose: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
+            let (id, token) = (connection.id, UUID())
+            let watched = operations.withLockedValue { operations in
+                defer { operations[id, default: [:]][token] = onClose }
+                return operations[id] != nil
+            }
+            if !watched {
+                connection.closeFuture.whenComplete { [operations] _ in
+                    for answer in operations.withLockedValue({ $0.removeValue(forKey: id) ?? [:] }).values { answer() }
+                }
+            }
+            return { [operations] in _ = operations.withLockedValue { $0[id]?.removeValue(forKey: token) } }
+        }
     }
 
     /// What an operation that failed with `error` answers: a failure of the connection, or of the pool before a
