@@ -82,7 +82,7 @@ public final class FerryMetrics: Sendable {
         help: "How long the job due the longest has waited for a worker; 0 when none is due.")
     static let mediaJobsEnded = Series(
         name: "ferry_media_jobs_ended_total", type: "counter", labels: ["kind", "outcome"],
-        help: "Media job attempts this node ran, by kind (probe, snapshot, transcode, retire-first-stream, remove-files, remove-image-file) and outcome: done, retry, failed (given up), released (handed back at shutdown), lost (lease lost), cancelled (video deleted).")
+        help: "Media job attempts this node ran, by kind (probe, snapshot, transcode, retire-first-stream, remove-files, remove-image-file) and outcome: done, retry, failed (given up), released (handed back at shutdown or for an outage), lost (lease lost), cancelled (video deleted).")
     static let mediaJobDuration = Series(
         name: "ferry_media_job_duration_seconds", type: "histogram", labels: ["kind"],
         help: "Time a media job attempt ran on this node, by kind.")
