@@ -304,9 +304,7 @@ struct MediaWorkerServiceTests {
 
     @Test("a PostgreSQL outage costs a running job no attempt: it is given back once the catalog answers again", arguments: Outage.allCases)
     func outageCostsNoAttempt(_ outage: Outage) async throws {
-        let postgres = try await PostgresServer.start()
-        do {
-            let url = try await postgres.createDatabase()
+        try await PostgresServer.withServer { postgres, url in
             try await WorkerHarness.with(
                 catalogURL: url, lease: outage == .renewal ? .seconds(3) : .seconds(30), finishing: outage == .failure
             ) { harness in
@@ -344,10 +342,6 @@ struct MediaWorkerServiceTests {
                     try await tasks.waitForAll()
                 }
             }
-            await postgres.destroy()
-        } catch {
-            await postgres.destroy()
-            throw error
         }
     }
 }

@@ -71,9 +71,7 @@ extension SharedCatalogTests {
         "while PostgreSQL is down a request is answered 503 in its dialect (S3 SlowDown, the media API's ServiceUnavailable) with Retry-After, not held for the outage; once it is back the same requests succeed"
     )
     func catalogOutageAnswers503() async throws {
-        let postgres = try await PostgresServer.start()
-        do {
-            let url = try await postgres.createDatabase()
+        try await PostgresServer.withServer { postgres, url in
             try await TestServer.with(configure: { $0.catalogURL = url }) { (node: TestServer) async throws in
                 var configuration = ObjectStorageClient.Configuration()
                 configuration.retryPolicy = RetryPolicy(maxRetryCount: 0)
@@ -142,11 +140,7 @@ extension SharedCatalogTests {
                 #expect(try await s3.get("outage", "after.bin").body == [4, 5])
                 #expect(try await media.listVideos().total == 0)
             }
-        } catch {
-            await postgres.destroy()
-            throw error
         }
-        await postgres.destroy()
     }
 
     @Test(
@@ -198,9 +192,7 @@ extension SharedCatalogTests {
         "an operation whose connection PostgreSQL closes between two statements (stopped as a crash would) is answered storeUnavailable at once, not when its time runs out"
     )
     func closedConnectionIsAnsweredAtOnce() async throws {
-        let postgres = try await PostgresServer.start()
-        do {
-            let url = try await postgres.createDatabase()
+        try await PostgresServer.withServer { postgres, url in
             let logger = Logger(label: "ferry.test")
             try await PostgresCatalog.withConnection(url: url) { _ in }
             let catalog = try PostgresCatalog(url: url, secrets: nil, logger: logger, operationTimeout: .seconds(120))
@@ -231,10 +223,6 @@ extension SharedCatalogTests {
                 let waited = ContinuousClock.now - start
                 #expect(waited < .seconds(30), "answered after \(waited), the operation's time is 120 s")
             }
-            await postgres.destroy()
-        } catch {
-            await postgres.destroy()
-            throw error
         }
     }
 }

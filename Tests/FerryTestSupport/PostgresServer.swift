@@ -110,9 +110,14 @@ public final class PostgresServer: Sendable {
 
     /// Runs `body` with a fresh server and a fresh database (its URL), then removes both.
     public static func withDatabase<T>(_ body: (String) async throws -> T) async throws -> T {
+        try await withServer { _, url in try await body(url) }
+    }
+
+    /// Runs `body` with a fresh server (to stop and start) and a fresh database on it (its URL), then removes both.
+    public static func withServer<T>(_ body: (PostgresServer, String) async throws -> T) async throws -> T {
         let server = try await start()
         do {
-            let result = try await body(try await server.createDatabase())
+            let result = try await body(server, try await server.createDatabase())
             await server.destroy()
             return result
         } catch {
