@@ -181,4 +181,27 @@ struct CredentialRefreshTests {
         let early = CredentialSource(provider: StaticCredentialProvider(offered), now: ManualTime(start).now)
         #expect(try await early.refresh(after: stale) == offered)
     }
+
+    @Test("a server that refuses every fresh credential as expired is believed after three refreshes: the call fails credentialsExpired")
+    func refreshesAreBounded() async throws {
+        let transport = ScriptedTransport([ScriptedTransport.s3Error(403, "ExpiredToken")])
+        let calls = CallCounter()
+        let provider = ClosureCredentialProvider {
+            await calls.increment()
+            let n = await calls.count
+            return Credentials(
+                accessKeyId: "AKID\(n)", secretAccessKey: "s", sessionToken: "t\(n)",
+                expiration: Date().addingTimeInterval(3600))
+        }
+        let client = ObjectStorageClient(
+            endpoint: RetryPipelineTests.endpoint, credentialProvider: provider,
+            configuration: RetryPipelineTests.configuration(transport, RecordingClock()))
+        do {
+            _ = try await client.putObject([1], bucket: "b", key: "k", checksumAlgorithm: nil)
+            Issue.record("answered as stored")
+        } catch {
+            #expect(error.code == .credentialsExpired)
+        }
+        #expect(transport.count == 1 + ObjectStorageClient.maxRefreshes, "one request, then one per fresh credential")
+    }
 }

@@ -421,6 +421,24 @@ struct UploadQueueStateMachineTests {
         }
     }
 
+    @Test("renewals stop after three in a row with no byte stored between them; stored bytes and the app's own credential count afresh")
+    func renewalsWithoutProgress() {
+        let (made, id, _) = Situation.uploading.make()
+        var machine = made
+        _ = machine.progressed(id, sent: 10, stored: 5, of: 100)
+        var answers = (0..<4).map { _ in machine.mayRenew(id, limit: 3) }
+        #expect(answers == [true, true, true, false], "a fourth renewal with nothing stored since the first is refused")
+        _ = machine.progressed(id, sent: 20, stored: 15, of: 100)
+        answers = (0..<4).map { _ in machine.mayRenew(id, limit: 3) }
+        #expect(answers == [true, true, true, false], "bytes were stored: counted afresh")
+        _ = machine.credentialExpired(id)
+        #expect(machine.takeExpired() == [id])
+        let afresh = machine.mayRenew(id, limit: 3)
+        #expect(afresh, "the app's credential: counted afresh")
+        let unknown = machine.mayRenew(ID(value: 99), limit: 3)
+        #expect(!unknown, "no such file")
+    }
+
     @Test("a file stopped or removed while it waits for a credential waits no more")
     func expiredFileStopped() {
         let (made, ids) = Self.machine(files: 2, concurrent: 2)

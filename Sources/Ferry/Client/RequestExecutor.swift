@@ -71,6 +71,9 @@ struct S3Request: Sendable {
 }
 
 extension ObjectStorageClient {
+    /// How many fresh credentials one request asks for when the server refuses each as expired.
+    static let maxRefreshes = 3
+
     /// Sends a request with the client's retry policy: signs each attempt afresh, retries what is retryable with
     /// full-jitter backoff, refreshes credentials the server calls expired, and maps S3 error documents to
     /// ``FerryError``.
@@ -90,7 +93,9 @@ extension ObjectStorageClient {
             }
         ) { attempt in
             // Credentials the server calls expired are refreshed (once for all requests refused together) and the
-            // request sent again at once: that is not a retry.
+            // request sent again at once: that is not a retry. A server that refuses fresh ones too is believed after
+            // `maxRefreshes` of them.
+            var refreshes = 0
             while true {
                 let credentials = try await source.current()
                 do {
@@ -100,7 +105,10 @@ extension ObjectStorageClient {
                     || (error.serverCode == "InvalidAccessKeyId" && credentials.sessionToken != nil
                         && credentials.isExpired(at: configuration.now()))
                 {
-                    if let _ = try await source.refresh(after: credentials) { continue }
+                    if refreshes < Self.maxRefreshes, let _ = try await source.refresh(after: credentials) {
+                        refreshes += 1
+                        continue
+                    }
                     observer.credentialsExpired()
                     throw FerryError(
                         .credentialsExpired, "The credentials expired; resume with fresh ones.",

@@ -34,6 +34,9 @@ extension UploadQueue {
         private var uploads: [Item.ID: Upload] = [:]
         /// Files whose engine upload paused because its credential expired, waiting for `resume(with…)`.
         private var expired: Set<Item.ID> = []
+        /// For each file whose credential was renewed: its stored bytes then, and how many renewals in a row found
+        /// them unchanged.
+        private var renewals: [Item.ID: (stored: Int64, count: Int)] = [:]
 
         /// An empty, stopped queue.
         init(maxConcurrentUploads: Int) {
@@ -317,10 +320,23 @@ extension UploadQueue {
             return item
         }
 
-        /// The files waiting for a credential, which wait no more.
+        /// The files waiting for a credential, which wait no more (their renewals are counted afresh).
         mutating func takeExpired() -> [Item.ID] {
             defer { expired = [] }
-            return items.map(\.id).filter { expired.contains($0) }
+            let taken = items.map(\.id).filter { expired.contains($0) }
+            for id in taken { renewals[id] = nil }
+            return taken
+        }
+
+        /// The file's engine upload paused on an expired credential: whether the queue may renew it once more. False
+        /// once `limit` renewed credentials in a row were refused with no byte stored in between: the service refuses
+        /// fresh ones too, and renewing again would go on for ever. The count starts afresh when bytes are stored, and
+        /// after the app's own credential (``takeExpired()``).
+        mutating func mayRenew(_ id: Item.ID, limit: Int) -> Bool {
+            guard let item = item(id) else { return false }
+            let count = renewals[id].map { $0.stored == item.storedSize ? $0.count + 1 : 1 } ?? 1
+            renewals[id] = (item.storedSize, count)
+            return count <= limit
         }
 
         /// Every engine upload the queue holds.

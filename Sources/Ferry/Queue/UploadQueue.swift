@@ -643,10 +643,16 @@ public actor UploadQueue {
         }
     }
 
+    /// How many renewed credentials in a row may be refused as expired, with no byte stored in between, before the
+    /// file waits for the app's (``StateMachine/mayRenew(_:limit:)``).
+    static let renewalsWithoutProgress = 3
+
     /// After the engine paused on an expired credential: a fresh one from wherever the item's came from, or a
-    /// `tokenExpired` event and a wait for `resume(with…)`.
+    /// `tokenExpired` event and a wait for `resume(with…)`; that too when fresh ones were refused as expired
+    /// ``renewalsWithoutProgress`` times in a row.
     private func renew(_ id: Item.ID) async {
         guard machine.uploadingUpload(id) != nil, let item = item(id) else { return }
+        guard machine.mayRenew(id, limit: Self.renewalsWithoutProgress) else { return expire(id) }
         switch authorization {
         case .uploadAuth:
             expire(id)
