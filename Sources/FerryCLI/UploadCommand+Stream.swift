@@ -49,12 +49,10 @@ extension UploadCommand {
         var uploader = StreamUploader(protocol: wire, transport: context.configuration.transport)
         uploader.retryPolicy = context.configuration.retryPolicy
         if let partSize, let size = ByteSize.parse(partSize) { uploader.chunkSize = size }
-        var worst = ExitCodes.success
-        for path in files {
-            let code = try await uploadStream(path, uploader: uploader, context: context)
-            if code != ExitCodes.success { worst = max(worst, code) }
+        let (command, configured) = (self, uploader)
+        return try await Self.batch(files, jobs: jobs, context: context) {
+            try await command.uploadStream($0, uploader: configured, context: context)
         }
-        return worst
     }
 
     private func uploadStream(_ path: String, uploader: StreamUploader, context: UploadContext) async throws -> Int32 {

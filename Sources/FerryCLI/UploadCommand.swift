@@ -57,9 +57,10 @@ struct UploadCommand: AsyncParsableCommand {
             A video is created with CreateUploadVideo and uploaded through the engine; the VideoId and a playback \
             URL are printed. An image (png, jpg, jpeg, gif, webp, heic) prints its ImageURL. With --bucket the file \
             is a plain object upload. Without --endpoint or FERRY_ENDPOINT, Ferry runs in-process on --data-dir \
-            (default ~/.ferry). Ctrl-C pauses: the checkpoint stays and running the same command again resumes. A \
-            second Ctrl-C, or --cancel, aborts and cleans up. With --wait the progress line follows the video's \
-            processing until it is Normal (its renditions are printed) or TranscodeFail (exit 1).
+            (default ~/.ferry). Ctrl-C pauses the batch: the checkpoints stay, files not started are named, and \
+            running the same command again resumes. --cancel (or a second Ctrl-C while the pause is under way) \
+            aborts and cleans up. With --wait the progress line follows the video's processing until it is Normal \
+            (its renditions are printed) or TranscodeFail (exit 1).
             Exit codes: 0 success, 1 upload failed (also when another run is uploading the same file to the same \
             place: it holds the checkpoint), 64 usage error, 75 interrupted or the network failed past the retries \
             (resumable).
@@ -151,6 +152,14 @@ struct UploadCommand: AsyncParsableCommand {
         configuration.serviceIdentity = connection.serviceIdentity
         let env = ProcessInfo.processInfo.environment
         let records = URL(fileURLWithPath: recordDirectory ?? (service.dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)) + "/checkpoints")
+        // Made (0700) before anything is created on the server: a record directory that cannot be used stops the run
+        // with nothing left behind (a video made for a file whose checkpoint could not be written).
+        do {
+            try JSONRecordFiles(directory: records).createDirectory()
+        } catch {
+            output.error("ferry: the record directory \(records.path) cannot be used: \(error.localizedDescription)")
+            return ExitCodes.failed
+        }
         let context = UploadContext(
             connection: connection, configuration: configuration, records: records, output: output,
             interrupts: SignalCounter.install())
@@ -158,24 +167,35 @@ struct UploadCommand: AsyncParsableCommand {
             return try await uploadStreams(context: context, wire: wire)
         }
         if bucket == nil { return try await uploadMedia(context: context) }
-        let pending = files
         let command = self
-        return try await withThrowingTaskGroup(of: Int32.self) { group in
+        return try await Self.batch(files, jobs: jobs, context: context) { try await command.uploadObject($0, context: context) }
+    }
+
+    /// Runs `upload` for each of `paths`, `jobs` at once, and returns the batch's exit code: 75 when a file was
+    /// paused or did not start, else the first failure's. A file that failed (the network gave out) leaves the others
+    /// to go on; Ctrl-C pauses the batch: no more files start, and those that did not are named.
+    static func batch(
+        _ paths: [String], jobs: Int, context: UploadContext, _ upload: @escaping @Sendable (String) async throws -> Int32
+    ) async throws -> Int32 {
+        try await withThrowingTaskGroup(of: Int32.self) { group in
             var next = 0
             var worst = ExitCodes.success
             func launch() {
-                guard next < pending.count else { return }
-                let path = pending[next]
+                guard next < paths.count else { return }
+                let path = paths[next]
                 next += 1
-                group.addTask { try await command.uploadObject(path, context: context) }
+                group.addTask { try await upload(path) }
             }
             for _ in 0..<jobs { launch() }
             while let code = try await group.next() {
                 if code == ExitCodes.interrupted || worst == ExitCodes.success { worst = max(worst, code) }
-                // Ctrl-C pauses the batch; a file that failed (the network gave out) leaves the others to go on.
                 if context.interrupts.count == 0 { launch() }
             }
-            return worst
+            for path in paths[next...] {
+                let name = URL(fileURLWithPath: path).lastPathComponent
+                context.output.message("Not started: \(name). Run the same command again to upload it.", file: name)
+            }
+            return next < paths.count ? max(worst, ExitCodes.interrupted) : worst
         }
     }
 
@@ -376,7 +396,7 @@ struct UploadCommand: AsyncParsableCommand {
         return title
     }
 
-    /// Runs one upload; Ctrl-C pauses (exit 75), a second Ctrl-C cancels.
+    /// Runs one upload; Ctrl-C pauses (exit 75), a second Ctrl-C before the pause has ended cancels.
     func run(_ request: ResumableUploadRequest, client: ObjectStorageClient, context: UploadContext) async throws -> (Int32, UploadResult?) {
         let upload: ResumableUploadTask
         do {

@@ -527,6 +527,52 @@ struct CommandLineTests {
         #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "cancels", key: "c.bin") == (try Data(contentsOf: file)))
     }
 
+    @Test(
+        "Ctrl-C pauses a batch: no more files start, those that did not are named, the exit is 75 even when no file was running; the same command then uploads them all",
+        arguments: [[], ["--protocol", "tus"]])
+    func interruptBatch(_ wire: [String]) async throws {
+        let data = TemporaryDirectory.make("ferry-cli-batch")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let files = try (0..<3).map { _ in try makeRandomFile(size: 32 * 1024 * 1024, in: data) }
+        let arguments = ["upload"] + files.map(\.path) + [
+            "--data-dir", data + "/ferry", "--bucket", "batch", "--part-size", wire.isEmpty ? "5MiB" : "2MiB", "--parallel", "1",
+            "--json",
+        ] + wire
+        let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 4 * 1024 * 1024))
+        #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        let notStarted = first.jsonLines.compactMap { line in
+            (line["message"] as? String)?.hasPrefix("Not started") == true ? line["file"] as? String : nil
+        }
+        #expect(notStarted.contains(files[2].lastPathComponent), "\(first.output.suffix(800))")
+        for name in notStarted {
+            let stored = try? await storedBytes(dataDirectory: data + "/ferry", bucket: "batch", key: name)
+            #expect(stored == nil, "\(name) was uploaded after Ctrl-C")
+        }
+        let second = try await FerryRun.run(arguments)
+        #expect(second.status == 0, "\(second.error)")
+        for file in files {
+            let stored = try await storedBytes(dataDirectory: data + "/ferry", bucket: "batch", key: file.lastPathComponent)
+            #expect(stored == (try Data(contentsOf: file)))
+        }
+    }
+
+    @Test("a record directory that cannot be made stops the run before anything is made: no video is left Uploading")
+    func unusableRecordDirectory() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-records")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let blocker = data + "/not-a-directory"
+        try Data("x".utf8).write(to: URL(fileURLWithPath: blocker))
+        let file = try makeRandomFile(size: 1024 * 1024, in: data)
+        for wire in [[], ["--protocol", "tus"]] {
+            let run = try await FerryRun.run(
+                ["upload", file.path, "--data-dir", data + "/ferry", "--record-dir", blocker + "/records"] + wire)
+            #expect(run.status == 1, "\(run.output) \(run.error)")
+            #expect(run.error.contains("record directory"), "\(run.error)")
+        }
+        let list = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"])
+        #expect(list.output.contains("0 video(s)"), "\(list.output)")
+    }
+
     @Test("upload --protocol tus sends an object as one resumable tus stream; Ctrl-C pauses with exit 75 and the same command resumes it from the server's offset")
     func tusStreamInterruptAndResume() async throws {
         let data = TemporaryDirectory.make("ferry-cli-tus")
