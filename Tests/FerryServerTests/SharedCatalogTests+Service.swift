@@ -225,4 +225,48 @@ extension SharedCatalogTests {
             }
         }
     }
+
+    @Test(
+        "while PostgreSQL is down, an operation soon after one that waited out its connection wait fails at once (a request's later operations add no wait), and the catalog serves again once it is back"
+    )
+    func unreachableFailsFast() async throws {
+        try await PostgresServer.withServer { postgres, url in
+            let logger = Logger(label: "ferry.test")
+            try await PostgresCatalog.withConnection(url: url) { _ in }
+            let catalog = try PostgresCatalog(url: url, secrets: nil, logger: logger, leaseTimeout: .seconds(3))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await catalog.run() }
+                defer { group.cancelAll() }
+                #expect(try await catalog.accessKey("FKIANOKEY") == nil)
+                await postgres.stopServer(mode: "immediate")
+                let clock = ContinuousClock()
+                var codes: [FerryDomainError.Code?] = []
+                var times: [Duration] = []
+                for _ in 0..<2 {
+                    let started = clock.now
+                    do {
+                        _ = try await catalog.accessKey("FKIANOKEY")
+                        codes.append(nil)
+                    } catch let error as FerryDomainError {
+                        codes.append(error.code)
+                    }
+                    times.append(clock.now - started)
+                }
+                #expect(codes == [.storeUnavailable, .storeUnavailable])
+                #expect(times[1] < .milliseconds(500), "the second operation waited \(times[1]) after the first's \(times[0])")
+                try await postgres.startServer()
+                let deadline = clock.now + .seconds(60)
+                var served = false
+                while !served, clock.now < deadline {
+                    do {
+                        _ = try await catalog.accessKey("FKIANOKEY")
+                        served = true
+                    } catch {
+                        try await Task.sleep(for: .milliseconds(250))
+                    }
+                }
+                #expect(served, "the catalog did not serve again within a minute of PostgreSQL's return")
+            }
+        }
+    }
 }

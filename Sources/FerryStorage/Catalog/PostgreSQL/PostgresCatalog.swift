@@ -33,6 +33,9 @@ public final class PostgresCatalog: Sendable, Service {
     let operationTimeout: Duration
     /// The operations running on each open connection, each by the way to answer it when the connection closes.
     let running = ConnectionWatch()
+    /// Until when operations fail at once, without waiting for a connection: set for ``unreachableWindow`` when a
+    /// wait for one was given up, cleared when a connection is had.
+    let unreachableUntil = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
 
     /// A catalog URL that cannot be used.
     public struct InvalidURL: Error, CustomStringConvertible {
@@ -265,6 +268,10 @@ public final class PostgresCatalog: Sendable, Service {
     /// Longer than any lock the catalog's own transactions hold.
     package static let defaultOperationTimeout: Duration = .seconds(30)
 
+    /// How long after a wait for a connection was given up other operations fail at once: during an outage a request
+    /// making several catalog operations waits for one connection, not one per operation.
+    static let unreachableWindow: Duration = .seconds(1)
+
     /// Runs `body` on a connection from the pool, waiting at most ``leaseTimeout`` for one and answering within
     /// ``operationTimeout`` in all. Failing to get a connection, or one PostgreSQL closed or could not open, is
     /// ``FerryDomainError/Code/storeUnavailable``; what `body` throws otherwise is thrown as it is. `body` never
@@ -272,10 +279,13 @@ public final class PostgresCatalog: Sendable, Service {
     /// closes while it runs, is answered at once: its work is cancelled and let go, and whether a write in it was
     /// committed is then unknown (as when a connection breaks during its commit). PostgresNIO never answers a
     /// statement sent on a connection that has closed (PostgreSQL stopping between two statements of a transaction):
-    /// without the watch such an operation would wait for its whole time.
+    /// without the watch such an operation would wait for its whole time. Within ``unreachableWindow`` of a wait for
+    /// a connection given up, an operation fails at once.
     func leased<Result: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Result) async throws
         -> Result
     {
+        let unreachableUntil = unreachableUntil
+        if let until = unreachableUntil.withLockedValue({ $0 }), ContinuousClock.now < until { throw Self.unavailable }
         let lease = NIOLockedValueBox(LeaseWait.waiting)
         let (answer, answering) = AsyncThrowingStream<Result, any Error>.makeStream()
         let (client, running) = (client, running)
@@ -289,6 +299,7 @@ public final class PostgresCatalog: Sendable, Service {
                         return true
                     }
                     guard start else { throw Self.unavailable }
+                    unreachableUntil.withLockedValue { $0 = nil }
                     let ended = running.add(connection) { answering.finish(throwing: Self.unavailable) }
                     defer { ended() }
                     return try await body(connection)
@@ -296,7 +307,13 @@ public final class PostgresCatalog: Sendable, Service {
                 answering.yield(result)
                 answering.finish()
             } catch {
-                answering.finish(throwing: Self.answer(for: error, leased: lease.withLockedValue { $0 == .leased }))
+                let state = lease.withLockedValue { $0 }
+                let answer = Self.answer(for: error, leased: state == .leased)
+                // The pool failed before the wait was given up (not a connection had after it).
+                if state == .waiting, (answer as? FerryDomainError)?.code == .storeUnavailable {
+                    unreachableUntil.withLockedValue { $0 = .now + Self.unreachableWindow }
+                }
+                answering.finish(throwing: answer)
             }
         }
         let (leaseTimeout, operationTimeout, logger) = (leaseTimeout, operationTimeout, logger)
@@ -307,6 +324,7 @@ public final class PostgresCatalog: Sendable, Service {
                 state = .givenUp
                 return true
             }
+            if gaveUp { unreachableUntil.withLockedValue { $0 = .now + Self.unreachableWindow } }
             if !gaveUp {
                 try await Task.sleep(for: operationTimeout - leaseTimeout)
                 logger.warning("catalog operation not answered in time; answered as unavailable")
