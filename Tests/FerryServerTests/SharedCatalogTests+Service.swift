@@ -192,37 +192,31 @@ extension SharedCatalogTests {
         "an operation whose connection PostgreSQL closes between two statements (stopped as a crash would) is answered storeUnavailable at once, not when its time runs out"
     )
     func closedConnectionIsAnsweredAtOnce() async throws {
-        try await PostgresServer.withServer { postgres, url in
-            let logger = Logger(label: "ferry.test")
-            try await PostgresCatalog.withConnection(url: url) { _ in }
-            let catalog = try PostgresCatalog(url: url, secrets: nil, logger: logger, operationTimeout: .seconds(120))
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await catalog.run() }
-                defer { group.cancelAll() }
-                let (began, beginning) = AsyncStream<Void>.makeStream()
-                let (stopped, stopping) = AsyncStream<Void>.makeStream()
-                let operation = Task {
-                    try await catalog.transaction { connection in
-                        try await connection.query("SELECT 1", logger: logger)
-                        beginning.finish()
-                        for await _ in stopped {}
-                        // PostgresNIO never answers a statement sent on a connection that has closed.
-                        try await connection.query("SELECT 2", logger: logger)
-                    }
+        try await Self.withRunningCatalog(operationTimeout: .seconds(120)) { postgres, catalog in
+            let logger = catalog.logger
+            let (began, beginning) = AsyncStream<Void>.makeStream()
+            let (stopped, stopping) = AsyncStream<Void>.makeStream()
+            let operation = Task {
+                try await catalog.transaction { connection in
+                    try await connection.query("SELECT 1", logger: logger)
+                    beginning.finish()
+                    for await _ in stopped {}
+                    // PostgresNIO never answers a statement sent on a connection that has closed.
+                    try await connection.query("SELECT 2", logger: logger)
                 }
-                for await _ in began {}
-                await postgres.stopServer(mode: "immediate")
-                stopping.finish()
-                let start = ContinuousClock.now
-                do {
-                    try await operation.value
-                    Issue.record("answered as done after PostgreSQL stopped")
-                } catch let error as FerryDomainError {
-                    #expect(error.code == .storeUnavailable)
-                }
-                let waited = ContinuousClock.now - start
-                #expect(waited < .seconds(30), "answered after \(waited), the operation's time is 120 s")
             }
+            for await _ in began {}
+            await postgres.stopServer(mode: "immediate")
+            stopping.finish()
+            let start = ContinuousClock.now
+            do {
+                try await operation.value
+                Issue.record("answered as done after PostgreSQL stopped")
+            } catch let error as FerryDomainError {
+                #expect(error.code == .storeUnavailable)
+            }
+            let waited = ContinuousClock.now - start
+            #expect(waited < .seconds(30), "answered after \(waited), the operation's time is 120 s")
         }
     }
 
@@ -230,42 +224,54 @@ extension SharedCatalogTests {
         "while PostgreSQL is down, an operation soon after one that waited out its connection wait fails at once (a request's later operations add no wait), and the catalog serves again once it is back"
     )
     func unreachableFailsFast() async throws {
+        try await Self.withRunningCatalog(leaseTimeout: .seconds(3)) { postgres, catalog in
+            #expect(try await catalog.accessKey("FKIANOKEY") == nil)
+            await postgres.stopServer(mode: "immediate")
+            let clock = ContinuousClock()
+            var codes: [FerryDomainError.Code?] = []
+            var times: [Duration] = []
+            for _ in 0..<2 {
+                let started = clock.now
+                do {
+                    _ = try await catalog.accessKey("FKIANOKEY")
+                    codes.append(nil)
+                } catch let error as FerryDomainError {
+                    codes.append(error.code)
+                }
+                times.append(clock.now - started)
+            }
+            #expect(codes == [.storeUnavailable, .storeUnavailable])
+            #expect(times[1] < .milliseconds(500), "the second operation waited \(times[1]) after the first's \(times[0])")
+            try await postgres.startServer()
+            let deadline = clock.now + .seconds(60)
+            var served = false
+            while !served, clock.now < deadline {
+                do {
+                    _ = try await catalog.accessKey("FKIANOKEY")
+                    served = true
+                } catch {
+                    try await Task.sleep(for: .milliseconds(250))
+                }
+            }
+            #expect(served, "the catalog did not serve again within a minute of PostgreSQL's return")
+        }
+    }
+
+    /// Runs `body` with a PostgreSQL server (to stop and start) and a migrated catalog on it, its client running.
+    static func withRunningCatalog(
+        leaseTimeout: Duration = PostgresCatalog.defaultLeaseTimeout,
+        operationTimeout: Duration = PostgresCatalog.defaultOperationTimeout,
+        _ body: (PostgresServer, PostgresCatalog) async throws -> Void
+    ) async throws {
         try await PostgresServer.withServer { postgres, url in
-            let logger = Logger(label: "ferry.test")
             try await PostgresCatalog.withConnection(url: url) { _ in }
-            let catalog = try PostgresCatalog(url: url, secrets: nil, logger: logger, leaseTimeout: .seconds(3))
+            let catalog = try PostgresCatalog(
+                url: url, secrets: nil, logger: Logger(label: "ferry.test"), leaseTimeout: leaseTimeout,
+                operationTimeout: operationTimeout)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await catalog.run() }
                 defer { group.cancelAll() }
-                #expect(try await catalog.accessKey("FKIANOKEY") == nil)
-                await postgres.stopServer(mode: "immediate")
-                let clock = ContinuousClock()
-                var codes: [FerryDomainError.Code?] = []
-                var times: [Duration] = []
-                for _ in 0..<2 {
-                    let started = clock.now
-                    do {
-                        _ = try await catalog.accessKey("FKIANOKEY")
-                        codes.append(nil)
-                    } catch let error as FerryDomainError {
-                        codes.append(error.code)
-                    }
-                    times.append(clock.now - started)
-                }
-                #expect(codes == [.storeUnavailable, .storeUnavailable])
-                #expect(times[1] < .milliseconds(500), "the second operation waited \(times[1]) after the first's \(times[0])")
-                try await postgres.startServer()
-                let deadline = clock.now + .seconds(60)
-                var served = false
-                while !served, clock.now < deadline {
-                    do {
-                        _ = try await catalog.accessKey("FKIANOKEY")
-                        served = true
-                    } catch {
-                        try await Task.sleep(for: .milliseconds(250))
-                    }
-                }
-                #expect(served, "the catalog did not serve again within a minute of PostgreSQL's return")
+                try await body(postgres, catalog)
             }
         }
     }
