@@ -134,6 +134,39 @@ struct ProgressPrinter: Sendable {
         }
     }
 
+    /// A file paused by Ctrl-C, its checkpoint kept: a line, or with `--json` a `paused` event. One text for every
+    /// path (multipart, queue, stream).
+    func paused(file: String) {
+        if json {
+            emit(["event": "paused", "file": file])
+        } else {
+            newlineIfTerminal()
+            line("Paused \(file). The checkpoint is kept: run the same command again to resume, or add --cancel to abort.")
+        }
+    }
+
+    /// A file of the batch that Ctrl-C stopped before it started: a line, or with `--json` a `message` event.
+    func notStarted(file: String) {
+        message("Not started: \(file). Run the same command again to upload it.", file: file)
+    }
+
+    /// A file of the batch that an earlier run of the same command finished (``BatchRecord``): not sent again.
+    /// `fields` is what that upload made.
+    func skipped(file: String, fields: [String: String]) {
+        if json {
+            var object: [String: Any] = ["event": "skipped", "file": file]
+            for (name, value) in fields { object[name] = value }
+            emit(object)
+        } else {
+            let made = ["VideoId", "ImageId", "ImageURL", "Bucket", "Key", "ETag"].compactMap { name in
+                fields[name].map { "\(name) \($0)" }
+            }
+            line(
+                "\(file): uploaded by an earlier run of this command (\(made.joined(separator: ", "))); not sent again."
+                    + " Add --no-resume to send every file afresh.")
+        }
+    }
+
     /// A video's processing status changed (`ferry upload --wait`).
     func processing(_ video: MediaServiceClient.VideoInfo, file: String, text: String) {
         if json {

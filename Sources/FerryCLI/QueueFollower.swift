@@ -22,13 +22,16 @@ final class QueueFollower: @unchecked Sendable {
 
     private let queue: UploadQueue
     private let output: ProgressPrinter
+    private let batch: BatchRecord
     private var iterator: AsyncStream<Input>.Iterator
     private let pumps: [Task<Void, Never>]
     private var firstProgress: [UploadQueue.Item.ID: (date: Date, bytes: Int64)] = [:]
 
-    init(queue: UploadQueue, output: ProgressPrinter, interrupts: SignalCounter) {
+    /// Follows `queue`, printing to `output`; each file that finishes is recorded in `batch`.
+    init(queue: UploadQueue, output: ProgressPrinter, interrupts: SignalCounter, batch: BatchRecord) {
         self.queue = queue
         self.output = output
+        self.batch = batch
         let (merged, continuation) = AsyncStream<Input>.makeStream(bufferingPolicy: .unbounded)
         iterator = merged.makeAsyncIterator()
         pumps = [
@@ -63,13 +66,10 @@ final class QueueFollower: @unchecked Sendable {
             switch input {
             case .interrupted:
                 await queue.pause()
+                // A file that sent nothing yet (waiting for its turn, or creating its video) did not start.
                 for id in pending.sorted(by: { $0.description < $1.description }) {
                     let name = URL(fileURLWithPath: names[id] ?? "").lastPathComponent
-                    if output.json {
-                        output.emit(["event": "paused", "file": name])
-                    } else {
-                        output.message("Paused \(name). The checkpoint is kept; run the same command again to resume, or add --cancel to abort.", file: name)
-                    }
+                    if firstProgress[id] == nil { output.notStarted(file: name) } else { output.paused(file: name) }
                 }
                 outcome.code = ExitCodes.interrupted
                 return outcome
@@ -94,12 +94,16 @@ final class QueueFollower: @unchecked Sendable {
                 case .finished(let item, let result):
                     guard pending.remove(item.id) != nil else { break }
                     outcome.results[item.id] = result
-                    output.completed(result.upload)
+                    var fields: [String: String] = [:]
                     if let videoId = result.videoId, item.kind == .video {
-                        output.mediaResult(["VideoId": videoId], file: file(item))
+                        fields = ["VideoId": videoId]
                     } else if let url = result.imageURL {
-                        output.mediaResult(["ImageURL": url], file: file(item))
+                        fields = ["ImageURL": url]
                     }
+                    // Recorded before it is told: a run killed once the user has seen it leaves the record behind.
+                    if let path = names[item.id] { batch.record(path, fields) }
+                    output.completed(result.upload)
+                    if !fields.isEmpty { output.mediaResult(fields, file: file(item)) }
                 case .failed(let item, let code, let message):
                     guard pending.remove(item.id) != nil else { break }
                     // The network or the service gave out past the retries: the checkpoint stays and a rerun resumes,

@@ -166,6 +166,7 @@ extension UploadCommand {
                 records.remove(recordName)
                 var fields = fields
                 if let etag = done.etag { fields["ETag"] = etag }
+                context.batch.record(path, fields)
                 context.output.mediaResult(fields, file: name)
                 return true
             }
@@ -270,16 +271,21 @@ extension UploadCommand {
             let result = try await upload.value
             records.remove(recordName)
             if let etag = result.etag { fields["ETag"] = etag }
+            // Recorded before it is told: a run killed once the user has seen it leaves the record behind.
             if fields["VideoId"] == nil && fields["ImageId"] == nil {
+                var made = ["Bucket": bucket ?? "", "Key": key ?? name, "Size": String(result.size)]
+                if let etag = result.etag { made["ETag"] = etag }
+                context.batch.record(path, made)
                 output.streamResult(
                     file: name, size: result.size, etag: result.etag, message: "\(name): uploaded \(result.size) bytes (\(wire(uploader)), ETag \(result.etag ?? "unknown"))")
             } else {
+                context.batch.record(path, fields)
                 output.mediaResult(fields, file: name)
             }
             return ExitCodes.success
         } catch {
             if (error as? FerryError)?.code == .cancelled || interrupts.count > seen {
-                output.message("Paused \(name). Run the same command again to resume, or add --cancel to end it.", file: name)
+                output.paused(file: name)
                 return ExitCodes.interrupted
             }
             if (error as? FerryError)?.code == .checksumMismatch {

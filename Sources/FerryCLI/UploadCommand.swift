@@ -58,7 +58,8 @@ struct UploadCommand: AsyncParsableCommand {
             URL are printed. An image (png, jpg, jpeg, gif, webp, heic) prints its ImageURL. With --bucket the file \
             is a plain object upload. Without --endpoint or FERRY_ENDPOINT, Ferry runs in-process on --data-dir \
             (default ~/.ferry). Ctrl-C pauses the batch: the checkpoints stay, files not started are named, and \
-            running the same command again resumes. --cancel (or a second Ctrl-C while the pause is under way) \
+            running the same command again resumes; it skips the files an earlier run of it finished (unless changed \
+            since), until a run ends with every file done. --no-resume sends every file afresh. --cancel (or a second Ctrl-C while the pause is under way) \
             aborts and cleans up. With --wait the progress line follows the video's processing until it is Normal \
             (its renditions are printed) or TranscodeFail (exit 1).
             Exit codes: 0 success, 1 upload failed (also when another run is uploading the same file to the same \
@@ -157,23 +158,36 @@ struct UploadCommand: AsyncParsableCommand {
         do {
             try JSONRecordFiles(directory: records).createDirectory()
         } catch {
-            output.error("ferry: the record directory \(records.path) cannot be used: \(error.localizedDescription)")
+            output.error("ferry: the record directory \(records.path) cannot be used: \(Self.systemReason(error)).")
             return ExitCodes.failed
         }
+        // What the options make of the files: a rerun of the same command skips those an earlier run finished.
+        let destination = [
+            "1", bucket ?? "", key ?? "", wireProtocol?.lowercased() ?? "multipart", cover ?? "", title ?? "", tags ?? "",
+            desc ?? "", cateId.map(String.init) ?? "", transcode ?? "",
+        ]
+        let batch = BatchRecord(records: records, destination: destination, paths: files + (cover.map { [$0] } ?? []))
+        if cancel || noResume { batch.clear() }
         let context = UploadContext(
             connection: connection, configuration: configuration, records: records, output: output,
-            interrupts: SignalCounter.install())
+            interrupts: SignalCounter.install(), batch: batch)
+        let code: Int32
         if let wireProtocol, let wire = StreamUploader.WireProtocol(rawValue: wireProtocol.lowercased()) {
-            return try await uploadStreams(context: context, wire: wire)
+            code = try await uploadStreams(context: context, wire: wire)
+        } else if bucket == nil {
+            code = try await uploadMedia(context: context)
+        } else {
+            let command = self
+            code = try await Self.batch(files, jobs: jobs, context: context) { try await command.uploadObject($0, context: context) }
         }
-        if bucket == nil { return try await uploadMedia(context: context) }
-        let command = self
-        return try await Self.batch(files, jobs: jobs, context: context) { try await command.uploadObject($0, context: context) }
+        if code == ExitCodes.success { batch.clear() }
+        return code
     }
 
     /// Runs `upload` for each of `paths`, `jobs` at once, and returns the batch's exit code: 75 when a file was
     /// paused or did not start, else the first failure's. A file that failed (the network gave out) leaves the others
-    /// to go on; Ctrl-C pauses the batch: no more files start, and those that did not are named.
+    /// to go on; Ctrl-C pauses the batch: no more files start, and those that did not are named. A file an earlier run
+    /// of the batch finished is skipped (`context.batch`); `upload` records those it finishes.
     static func batch(
         _ paths: [String], jobs: Int, context: UploadContext, _ upload: @escaping @Sendable (String) async throws -> Int32
     ) async throws -> Int32 {
@@ -184,17 +198,21 @@ struct UploadCommand: AsyncParsableCommand {
                 guard next < paths.count else { return }
                 let path = paths[next]
                 next += 1
-                group.addTask { try await upload(path) }
+                group.addTask {
+                    let name = URL(fileURLWithPath: path).lastPathComponent
+                    if let fields = context.batch.finished(path) {
+                        context.output.skipped(file: name, fields: fields)
+                        return ExitCodes.success
+                    }
+                    return try await upload(path)
+                }
             }
             for _ in 0..<jobs { launch() }
             while let code = try await group.next() {
                 if code == ExitCodes.interrupted || worst == ExitCodes.success { worst = max(worst, code) }
                 if context.interrupts.count == 0 { launch() }
             }
-            for path in paths[next...] {
-                let name = URL(fileURLWithPath: path).lastPathComponent
-                context.output.message("Not started: \(name). Run the same command again to upload it.", file: name)
-            }
+            for path in paths[next...] { context.output.notStarted(file: URL(fileURLWithPath: path).lastPathComponent) }
             return next < paths.count ? max(worst, ExitCodes.interrupted) : worst
         }
     }
@@ -205,6 +223,8 @@ struct UploadCommand: AsyncParsableCommand {
         var records: URL
         var output: ProgressPrinter
         var interrupts: SignalCounter
+        /// The files of the batch an earlier run finished, and those this one finishes.
+        var batch: BatchRecord
     }
 
     /// Creates `bucket` when it is missing. A key that may not create buckets (one scoped to a prefix) goes on: the
@@ -243,7 +263,13 @@ struct UploadCommand: AsyncParsableCommand {
                     : "No interrupted upload of \(path) to cancel.", file: url.lastPathComponent)
             return ExitCodes.success
         }
-        let (code, _) = try await run(request, client: client, context: context)
+        let (code, result) = try await run(request, client: client, context: context)
+        if let result {
+            // Recorded before it is told: a run killed once the user has seen it leaves the record behind.
+            context.batch.record(
+                path, ["Bucket": result.bucket, "Key": result.key, "ETag": result.etag, "Size": String(result.size)])
+            context.output.completed(result)
+        }
         return code
     }
 
@@ -297,17 +323,27 @@ struct UploadCommand: AsyncParsableCommand {
         let queue = UploadQueue(
             authorization: .sts(endpoint: context.connection.endpoint, credentials: context.connection.credentials),
             configuration: queueConfiguration(context))
-        let follower = QueueFollower(queue: queue, output: context.output, interrupts: context.interrupts)
+        let follower = QueueFollower(queue: queue, output: context.output, interrupts: context.interrupts, batch: context.batch)
         var coverURL: String?
-        if let cover {
+        if let cover, let fields = context.batch.finished(cover) {
+            context.output.skipped(file: URL(fileURLWithPath: cover).lastPathComponent, fields: fields)
+            coverURL = fields["ImageURL"]
+        } else if let cover {
             let id = await queue.addCoverImage(URL(fileURLWithPath: cover), info: MediaInfo(title: URL(fileURLWithPath: cover).lastPathComponent))
             let outcome = await follower.run([id: cover])
             guard outcome.code == ExitCodes.success else { return outcome.code }
             coverURL = outcome.results[id]?.imageURL
         }
         var names: [UploadQueue.Item.ID: String] = [:]
+        // Videos an earlier run of the batch uploaded: not sent again, but followed with --wait.
+        var finishedVideos: [(path: String, videoId: String)] = []
         for path in files {
             let url = URL(fileURLWithPath: path)
+            if let fields = context.batch.finished(path) {
+                context.output.skipped(file: url.lastPathComponent, fields: fields)
+                if let videoId = fields["VideoId"] { finishedVideos.append((path, videoId)) }
+                continue
+            }
             let kind = MediaKind(fileURL: url)
             var info = MediaInfo(
                 title: title ?? Self.defaultTitle(kind == .image ? url.lastPathComponent : url.deletingPathExtension().lastPathComponent),
@@ -319,8 +355,8 @@ struct UploadCommand: AsyncParsableCommand {
         guard outcome.code == ExitCodes.success, wait else { return outcome.code }
         let media = context.connection.media(context.configuration)
         var worst = ExitCodes.success
-        for (id, path) in names.sorted(by: { $0.value < $1.value }) {
-            guard let videoId = outcome.results[id]?.videoId else { continue }
+        let videos = names.compactMap { id, path in outcome.results[id]?.videoId.map { (path: path, videoId: $0) } }
+        for (path, videoId) in (videos + finishedVideos).sorted(by: { $0.path < $1.path }) {
             let code = try await follow(videoId, media: media, context: context, file: URL(fileURLWithPath: path).lastPathComponent)
             if code != ExitCodes.success { worst = max(worst, code) }
         }
@@ -396,7 +432,8 @@ struct UploadCommand: AsyncParsableCommand {
         return title
     }
 
-    /// Runs one upload; Ctrl-C pauses (exit 75), a second Ctrl-C before the pause has ended cancels.
+    /// Runs one upload; Ctrl-C pauses (exit 75), a second Ctrl-C before the pause has ended cancels. The caller tells
+    /// the result.
     func run(_ request: ResumableUploadRequest, client: ObjectStorageClient, context: UploadContext) async throws -> (Int32, UploadResult?) {
         let upload: ResumableUploadTask
         do {
@@ -421,6 +458,10 @@ struct UploadCommand: AsyncParsableCommand {
         defer { watcher.cancel() }
         let name = request.fileURL.lastPathComponent
         for await event in upload.events {
+            if case .paused = event, interrupts.count > 0 {
+                context.output.paused(file: name)
+                return (ExitCodes.interrupted, nil)
+            }
             context.output.event(event, file: name)
             // The engine waits for fresher credentials, which the command has no way to get: the run ends, resumably
             // with new ones.
@@ -430,17 +471,9 @@ struct UploadCommand: AsyncParsableCommand {
                     "ferry: \(request.fileURL.path): the credentials expired; the checkpoint is kept: run the same command again with fresh credentials to resume.")
                 return (ExitCodes.failed, nil)
             }
-            if case .paused = event, interrupts.count > 0 {
-                context.output.message(
-                    "Paused \(name). The checkpoint is kept; run the same command again to resume, or add --cancel to abort.",
-                    file: name)
-                return (ExitCodes.interrupted, nil)
-            }
         }
         do {
-            let result = try await upload.result
-            context.output.completed(result)
-            return (ExitCodes.success, result)
+            return (ExitCodes.success, try await upload.result)
         } catch let error as FerryError {
             // Cancelled (a second Ctrl-C): aborted, nothing to resume.
             if error.code == .cancelled { return (ExitCodes.failed, nil) }
@@ -452,6 +485,16 @@ struct UploadCommand: AsyncParsableCommand {
             context.output.error("ferry: \(request.fileURL.path): \(error).\(ExitCodes.advice(code, error))")
             return (code, nil)
         }
+    }
+
+    /// Why a file system call failed, as the system says it ("Not a directory", "Permission denied"): Foundation's own
+    /// text on Linux is often no more than its error number.
+    static func systemReason(_ error: any Error) -> String {
+        let error = error as NSError
+        // On Linux the underlying error is a Swift error, which bridges only from `any Error`.
+        let underlying = (error.userInfo[NSUnderlyingErrorKey] as? any Error).map { $0 as NSError }
+        let posix = [error, underlying].compactMap { $0 }.first { $0.domain == NSPOSIXErrorDomain }
+        return posix.map { String(cString: strerror(Int32($0.code))) } ?? error.localizedDescription
     }
 
     /// The line for an upload of `path` that failed with `error`: for another run sending the same upload, that run

@@ -1,0 +1,92 @@
+import Crypto
+import Ferry
+import FerryCore
+import Foundation
+
+/// What a run of `ferry upload` with several files (or a file and a cover) has finished, so that running the same
+/// command again after Ctrl-C, a kill or a file that failed sends only the files not yet done: a finished video or
+/// image is not made a second time, nor a finished object sent again.
+///
+/// One record per finished file, in `<record dir>/batches/<batch>/`, where the batch is named by the command's files
+/// in order and by what it makes of them (bucket and key, or the video's details; the protocol; the cover). The records
+/// go when a run of the batch ends with every file done, and with `--no-resume` or `--cancel`; those of a batch never
+/// run again are removed after ``maxAge``. A file changed since it was sent (its identity: size, time, file number and
+/// sampled bytes, as stream uploads take it) is sent again.
+struct BatchRecord: Sendable {
+    /// A finished file.
+    struct Entry: Codable {
+        /// The file as it was when its upload finished.
+        var identity: String
+        /// What the upload made, as the run printed it (VideoId, ImageURL, Bucket, Key, ETag…).
+        var fields: [String: String]
+        var finished: Date
+    }
+
+    /// How long the records of a batch that is not run again are kept.
+    static let maxAge: TimeInterval = 7 * 24 * 3600
+
+    /// The batch's records; nil for a batch of one file, which a rerun has nothing to skip of.
+    let files: JSONRecordFiles?
+
+    /// The records of the batch that sends `paths` as `destination` (the options that decide what is made of them),
+    /// under `records`. Records of other batches older than ``maxAge`` are removed.
+    init(records: URL, destination: [String], paths: [String]) {
+        let batches = records.appendingPathComponent("batches", isDirectory: true)
+        Self.prune(batches)
+        guard paths.count > 1 else {
+            files = nil
+            return
+        }
+        let name = (destination + paths.map { URL(fileURLWithPath: $0).standardizedFileURL.path }).joined(separator: "\n")
+        files = JSONRecordFiles(directory: batches.appendingPathComponent(Hex.encode(SHA256.hash(data: Data(name.utf8)))))
+    }
+
+    /// What the upload of `path` made, when an earlier run of this batch finished it and the file is still as it was.
+    func finished(_ path: String) -> [String: String]? {
+        guard let files, let entry = files.read(Entry.self, name: Self.entryName(path)),
+            Date().timeIntervalSince(entry.finished) < Self.maxAge, entry.identity == Self.identity(path)
+        else { return nil }
+        return entry.fields
+    }
+
+    /// Records that the upload of `path` finished, making `fields`. A record that cannot be written costs only a
+    /// second upload of the file if the batch is run again.
+    func record(_ path: String, _ fields: [String: String]) {
+        guard let files, let identity = Self.identity(path) else { return }
+        try? files.write(
+            Entry(identity: identity, fields: fields, finished: Date()), name: Self.entryName(path), what: "batch record")
+    }
+
+    /// Forgets the batch: every file is sent by its next run.
+    func clear() {
+        guard let files else { return }
+        try? FileManager.default.removeItem(at: files.directory)
+    }
+
+    private static func entryName(_ path: String) -> String {
+        Hex.encode(SHA256.hash(data: Data(URL(fileURLWithPath: path).standardizedFileURL.path.utf8))) + ".json"
+    }
+
+    /// The file's identity now, or nil when it cannot be read.
+    static func identity(_ path: String) -> String? {
+        let file = URL(fileURLWithPath: path)
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: file.path) else { return nil }
+        return try? UploadCommand.streamIdentity(
+            of: file, size: (attributes[.size] as? NSNumber)?.int64Value ?? 0,
+            modified: (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0,
+            fileNumber: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0)
+    }
+
+    /// Removes the batches (directories under `batches`) not written to for ``maxAge``.
+    private static func prune(_ batches: URL) {
+        let manager = FileManager.default
+        guard let names = try? manager.contentsOfDirectory(atPath: batches.path) else { return }
+        for name in names {
+            let url = batches.appendingPathComponent(name)
+            guard let modified = (try? manager.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date,
+                Date().timeIntervalSince(modified) > maxAge
+            else { continue }
+            try? manager.removeItem(at: url)
+        }
+    }
+}
