@@ -90,6 +90,8 @@ struct UploadCommand: AsyncParsableCommand {
     static let maxJobs = 64
     /// The smallest part of a multipart upload (S3's).
     static let minPartSize: Int64 = 5 << 20
+    /// The smallest tus chunk `--part-size` sets.
+    static let minChunkSize: Int64 = 64 << 10
     @Option(help: "Checksum: crc32c (default), crc32, crc64nvme, sha256, sha1, md5 or none.") var checksum: String = "crc32c"
     @Option(name: .customLong("record-dir"), help: "Checkpoint directory. Default <data dir>/checkpoints or ~/.ferry/checkpoints.")
     var recordDirectory: String?
@@ -124,7 +126,11 @@ struct UploadCommand: AsyncParsableCommand {
         }
         // A multipart upload of smaller parts is sent whole and then refused (EntityTooSmall): refused here instead.
         if wireProtocol == nil, let partSize, let size = ByteSize.parse(partSize), size < Self.minPartSize {
-            throw ValidationError("--part-size must be at least 5MiB, S3's smallest part (with --protocol it is the chunk size, any size).")
+            throw ValidationError("--part-size must be at least 5MiB, S3's smallest part (with --protocol tus it is the chunk size, from 64KiB).")
+        }
+        // Each tus chunk is a request: tiny ones send a file at a few KB/s, too slowly to show progress.
+        if wireProtocol != nil, let partSize, let size = ByteSize.parse(partSize), size < Self.minChunkSize {
+            throw ValidationError("--part-size with --protocol must be at least 64KiB: each tus chunk is one request.")
         }
     }
 

@@ -1036,6 +1036,9 @@ struct CommandLineTests {
             #expect(refused.status == 64, "\(flag) \(value): \(refused.output) \(refused.error)")
             #expect(refused.error.contains(flag), "\(flag): \(refused.error)")
         }
+        // A tus chunk is a request: one of a byte would send at a few KB/s.
+        let tiny = try await FerryRun.run(["upload", Self.sample, "--bucket", "b", "--protocol", "tus", "--part-size", "1"])
+        #expect(tiny.status == 64 && tiny.error.contains("at least 64KiB"), "\(tiny.error)")
         let unknown = try await FerryRun.run(["upload", "--no-such-flag"])
         #expect(unknown.status == 64)
         let unusedData = TemporaryDirectory.make("ferry-cli-bad-env")
