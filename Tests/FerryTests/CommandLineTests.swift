@@ -527,17 +527,24 @@ struct CommandLineTests {
         #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "cancels", key: "c.bin") == (try Data(contentsOf: file)))
     }
 
+    /// `count` random files of `size` bytes in `data`, and the `ferry upload` of them all on `data/ferry` with
+    /// `options`, one part or chunk at a time (5 MiB parts, 2 MiB tus chunks), printing JSON.
+    static func batch(of count: Int, size: Int, in data: String, _ options: [String]) throws -> ([URL], [String]) {
+        let files = try (0..<count).map { _ in try makeRandomFile(size: size, in: data) }
+        let arguments = ["upload"] + files.map(\.path) + [
+            "--data-dir", data + "/ferry", "--part-size", options.contains("tus") ? "2MiB" : "5MiB", "--parallel", "1", "--json",
+        ] + options
+        return (files, arguments)
+    }
+
     @Test(
         "Ctrl-C pauses a batch: no more files start, those that did not are named, the exit is 75 even when no file was running; the same command then uploads them all",
         arguments: [["--bucket", "batch"], ["--bucket", "batch", "--protocol", "tus"], ["--transcode", "NoTranscode"]])
     func interruptBatch(_ options: [String]) async throws {
         let data = TemporaryDirectory.make("ferry-cli-batch")
         defer { try? FileManager.default.removeItem(atPath: data) }
-        let files = try (0..<3).map { _ in try makeRandomFile(size: 32 * 1024 * 1024, in: data) }
+        let (files, arguments) = try Self.batch(of: 3, size: 32 * 1024 * 1024, in: data, options)
         let objects = options.contains("--bucket")
-        let arguments = ["upload"] + files.map(\.path) + [
-            "--data-dir", data + "/ferry", "--part-size", options.contains("tus") ? "2MiB" : "5MiB", "--parallel", "1", "--json",
-        ] + options
         let first = try await FerryRun.run(arguments, interruptWhen: FerryRun.progressed(to: 4 * 1024 * 1024))
         #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
         let notStarted = first.jsonLines.compactMap { line in
@@ -567,12 +574,8 @@ struct CommandLineTests {
     func rerunSkipsFinished(_ options: [String]) async throws {
         let data = TemporaryDirectory.make("ferry-cli-rerun")
         defer { try? FileManager.default.removeItem(atPath: data) }
-        let files = try (0..<4).map { _ in try makeRandomFile(size: 8 * 1024 * 1024, in: data) }
+        let (files, arguments) = try Self.batch(of: 4, size: 8 * 1024 * 1024, in: data, options)
         let objects = options.contains("--bucket")
-        let arguments = ["upload"] + files.map(\.path) + [
-            "--data-dir", data + "/ferry", "--part-size", options.contains("tus") ? "2MiB" : "5MiB", "--parallel", "1",
-            "--json",
-        ] + options
         // What a run made of each file by name (its VideoId, or its object's ETag), told by `event`: "media" for a video,
         // "completed" for an object (naming its key, which is the file's name), "skipped" for a file it did not send.
         func made(_ run: FerryRun, _ event: String) -> [String: String] {
