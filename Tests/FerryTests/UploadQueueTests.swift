@@ -423,14 +423,20 @@ struct UploadQueueTests {
     }
 
     @Test(
-        "a video or image the service stored while the answer was lost (a multipart upload's completion, a single PUT) is not sent again: the same file in a new queue finishes as that video or image",
-        arguments: [(12, "mp4"), (2, "mp4"), (7, "png"), (1, "png")])
-    func lostCompletionIsNotSentAgain(mebibytes: Int, ext: String) async throws {
+        "a video or image the service stored while the answer was lost (a multipart upload's completion, a single PUT) is not sent again: the same file in a new queue finishes as that video or image; also when the service's download URLs name a server that is not running (ferry upload's embedded service)",
+        arguments: [(12, "mp4", false), (2, "mp4", false), (7, "png", false), (1, "png", false), (2, "mp4", true), (1, "png", true)])
+    func lostCompletionIsNotSentAgain(mebibytes: Int, ext: String, urlsElsewhere: Bool) async throws {
         let directory = TemporaryDirectory.make("ferry-queue-lost-completion")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let video = try makeMediaFile(size: mebibytes * Self.mib, ext: ext, in: directory)
         let records = directory + "/records"
-        try await TestServer.with { server in
+        // As `ferry upload` runs its service: uploads where the requests go, download URLs for `ferry serve`'s
+        // address, where nothing listens (port 9, discard, here).
+        try await TestServer.with(configure: { configuration in
+            guard urlsElsewhere else { return }
+            configuration.publicEndpoint = "http://127.0.0.1:9"
+            configuration.uploadAddressesFollowRequests = true
+        }) { server in
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
             // The request that stores the file (CompleteMultipartUpload; the PUT of a file below the part size) reaches
             // the service and its answer is lost; then the network is gone (every request 503) until the app is

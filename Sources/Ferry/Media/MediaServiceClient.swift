@@ -259,20 +259,23 @@ public final class MediaServiceClient: Sendable {
         ).mezzanine
     }
 
-    /// The size and ETag of a video's stored source file: GetMezzanineInfo's signed URL, then a read of its first
-    /// byte. Tells whether the file an earlier run sent is the one stored, when that run's last answer was lost.
+    /// The size and ETag of a video's stored source file: GetMezzanineInfo's `ETag` (Ferry's), or else a read of the
+    /// first byte at its signed URL. Tells whether the file an earlier run sent is the one stored, when that run's
+    /// last answer was lost.
     public func storedSource(videoId: String) async throws(FerryError) -> (size: Int64, etag: String) {
         let mezzanine = try await getMezzanineInfo(videoId: videoId, authTimeout: 300)
+        if let etag = mezzanine.eTag { return (mezzanine.size, etag) }
         return (mezzanine.size, try await storedETag(at: mezzanine.fileURL, size: mezzanine.size, of: "video \(videoId)"))
     }
 
-    /// The size and ETag of an image's stored file, and its URL as CreateUploadImage gives it: GetImageInfo's signed
-    /// URL, then a read of its first byte, as ``storedSource(videoId:)`` for a video.
+    /// The size and ETag of an image's stored file, and its URL as CreateUploadImage gives it: GetImageInfo's `ETag`
+    /// (Ferry's), or else a read of the first byte at its signed URL, as ``storedSource(videoId:)`` for a video.
     public func storedImage(imageId: String) async throws(FerryError) -> (size: Int64, etag: String, url: String) {
         let info = try await getImageInfo(imageId: imageId, authTimeout: 300)
         guard let size = info.size, let url = info.unsignedURL else {
             throw FerryError(.server, "Image \(imageId) has no stored file.")
         }
+        if let etag = info.eTag { return (size, etag, url) }
         let etag = try await storedETag(at: info.url, size: size, of: "image \(imageId)")
         return (size, etag, url)
     }

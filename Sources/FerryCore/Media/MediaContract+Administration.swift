@@ -15,6 +15,8 @@ extension MediaContract {
         public var url: String
         /// Bytes, once uploaded.
         public var size: Int64?
+        /// The stored file's ETag, without quotes, once uploaded (as ``Mezzanine/eTag``). A Ferry extension.
+        public var eTag: String?
         /// Title.
         public var title: String?
 
@@ -42,7 +44,7 @@ extension MediaContract {
 
         enum CodingKeys: String, CodingKey {
             case imageId = "ImageId", imageType = "ImageType", status = "Status", creationTime = "CreationTime"
-            case url = "URL", size = "Size", title = "Title"
+            case url = "URL", size = "Size", eTag = "ETag", title = "Title"
         }
     }
 

@@ -73,6 +73,10 @@ extension MediaContract {
         public var size: Int64
         /// Signed URL to download it.
         public var fileURL: String
+        /// The stored file's ETag, without quotes (hex MD5, or `hex-N` for a multipart upload): an uploader compares it
+        /// with its file's to recognise an upload a run that was stopped had finished. A Ferry extension; nil when
+        /// the file is no longer stored.
+        public var eTag: String?
         /// `Normal` once probed, `Analysing` before, `AnalysisFail` when ffprobe could not read it.
         public var status: String
         /// When the video was created, ISO 8601.
@@ -113,6 +117,7 @@ extension MediaContract {
             case fileName = "FileName"
             case size = "Size"
             case fileURL = "FileURL"
+            case eTag = "ETag"
             case status = "Status"
             case creationTime = "CreationTime"
             case duration = "Duration"

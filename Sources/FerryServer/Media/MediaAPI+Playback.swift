@@ -175,6 +175,7 @@ extension MediaAPI {
             videoId: video.videoId, fileName: video.fileName, size: size,
             fileURL: try signedURL(key: video.key, call, expires: timeout),
             status: video.mezzanine == nil ? (video.status == VideoStatus.uploadSucc ? "Analysing" : "AnalysisFail") : "Normal")
+        mezzanine.eTag = try await storedETag(bucket: video.bucket, key: video.key)
         mezzanine.creationTime = video.createdAt.formatted(.iso8601)
         if let info = video.mezzanine {
             mezzanine.width = info.width

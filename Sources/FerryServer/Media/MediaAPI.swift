@@ -479,12 +479,22 @@ public struct MediaAPI: Sendable {
 
     func getImageInfo(_ input: MediaContract.ImageInfoRequest, _ call: Call) async throws -> MediaContract.ImageInfoAnswer {
         let image = try await image(input.imageId, principal: call.principal)
-        return MediaContract.ImageInfoAnswer(
-            imageInfo: .init(
-                imageId: image.imageId, imageType: image.imageType, status: image.status,
-                creationTime: image.createdAt.formatted(.iso8601),
-                url: try signedURL(key: image.key, call, expires: try Self.authTimeout(input.authTimeout)),
-                size: image.size, title: image.title))
+        var info = MediaContract.ImageInfo(
+            imageId: image.imageId, imageType: image.imageType, status: image.status,
+            creationTime: image.createdAt.formatted(.iso8601),
+            url: try signedURL(key: image.key, call, expires: try Self.authTimeout(input.authTimeout)),
+            size: image.size, title: image.title)
+        if image.size != nil { info.eTag = try await storedETag(bucket: bucket, key: image.key) }
+        return MediaContract.ImageInfoAnswer(imageInfo: info)
+    }
+
+    /// The ETag of a video's or image's stored file, nil when it is not stored (any more).
+    func storedETag(bucket: String, key: String) async throws -> String? {
+        do {
+            return try await store.object(bucket: bucket, key: key).etag
+        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
+            return nil
+        }
     }
 
     // MARK: STS and access keys
