@@ -33,7 +33,7 @@ struct ConsoleCommand: AsyncParsableCommand {
                 dataDirectory: directory, region: "us-east-1", port: port, followRequests: true,
                 shutdownSignals: [.sigterm, .sigint])
         } catch let busy as DataDirectoryInUse {
-            guard let endpoint = busy.endpoint else { throw ValidationError(busy.description) }
+            guard let endpoint = busy.endpoint else { throw dataDirectoryBusy(busy) }
             say("ferry serve runs on \(directory): its console is \(endpoint)/console/")
             return
         }

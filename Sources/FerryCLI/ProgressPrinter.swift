@@ -156,6 +156,8 @@ struct ProgressPrinter: Sendable {
         if json {
             var object: [String: Any] = ["event": "skipped", "file": file]
             for (name, value) in fields { object[name] = value }
+            // A size is a number, as in every other event.
+            if let size = fields["Size"].flatMap({ Int64($0) }) { object["Size"] = size }
             emit(object)
         } else {
             let made = ["VideoId", "ImageId", "ImageURL", "Bucket", "Key", "ETag"].compactMap { name in

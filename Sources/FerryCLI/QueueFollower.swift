@@ -66,10 +66,12 @@ final class QueueFollower: @unchecked Sendable {
             switch input {
             case .interrupted:
                 await queue.pause()
-                // A file that sent nothing yet (waiting for its turn, or creating its video) did not start.
+                // A file with nothing on the service yet (waiting for its turn) did not start; one with its video or
+                // image made (and maybe its upload begun) is paused.
                 for id in pending.sorted(by: { $0.description < $1.description }) {
                     let name = URL(fileURLWithPath: names[id] ?? "").lastPathComponent
-                    if firstProgress[id] == nil { output.notStarted(file: name) } else { output.paused(file: name) }
+                    let began = await queue.item(id).map { $0.object != nil || $0.uploadId != nil } ?? false
+                    if began { output.paused(file: name) } else { output.notStarted(file: name) }
                 }
                 outcome.code = ExitCodes.interrupted
                 return outcome

@@ -47,13 +47,20 @@ struct ServiceOptions: ParsableArguments {
             // `ferry serve` runs on this directory: talk to it rather than open the directory a second time.
             guard let text = busy.endpoint, let url = URL(string: text),
                 let root = FerryServer.rootCredentials(dataDirectory: directory, environment: env)
-            else { throw ValidationError(busy.description) }
+            else { throw dataDirectoryBusy(busy) }
             return ServiceConnection(
                 endpoint: url, publicEndpoint: url, region: region,
                 credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey),
                 embedded: nil, dataDirectory: directory)
         }
     }
+}
+
+/// A data directory another Ferry process holds without answering requests on it (another command's embedded
+/// service, or one starting): told on standard error, and exit 1, for it is not a usage error.
+func dataDirectoryBusy(_ busy: DataDirectoryInUse) -> ExitCode {
+    FileHandle.standardError.write(Data("ferry: \(busy.description)\n".utf8))
+    return ExitCode(ExitCodes.failed)
 }
 
 extension ServiceOptions {

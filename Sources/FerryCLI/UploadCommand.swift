@@ -337,7 +337,13 @@ struct UploadCommand: AsyncParsableCommand {
         } else if let cover {
             let id = await queue.addCoverImage(URL(fileURLWithPath: cover), info: MediaInfo(title: URL(fileURLWithPath: cover).lastPathComponent))
             let outcome = await follower.run([id: cover])
-            guard outcome.code == ExitCodes.success else { return outcome.code }
+            guard outcome.code == ExitCodes.success else {
+                // Ctrl-C paused the cover: the videos, which would name it, did not start.
+                if outcome.code == ExitCodes.interrupted {
+                    for path in files { context.output.notStarted(file: URL(fileURLWithPath: path).lastPathComponent) }
+                }
+                return outcome.code
+            }
             coverURL = outcome.results[id]?.imageURL
         }
         var names: [UploadQueue.Item.ID: String] = [:]
@@ -363,7 +369,15 @@ struct UploadCommand: AsyncParsableCommand {
         var worst = ExitCodes.success
         let videos = names.compactMap { id, path in outcome.results[id]?.videoId.map { (path: path, videoId: $0) } }
         for (path, videoId) in (videos + finishedVideos).sorted(by: { $0.path < $1.path }) {
-            let code = try await follow(videoId, media: media, context: context, file: URL(fileURLWithPath: path).lastPathComponent)
+            let file = URL(fileURLWithPath: path).lastPathComponent
+            // A Ctrl-C as the uploads ended (or while an earlier video was followed) stops the following.
+            if context.interrupts.count > 0 {
+                context.output.message(
+                    "Stopped following \(file); the service goes on processing it (ferry videos info \(videoId)).", file: file)
+                worst = ExitCodes.interrupted
+                continue
+            }
+            let code = try await follow(videoId, media: media, context: context, file: file)
             if code != ExitCodes.success { worst = max(worst, code) }
         }
         return worst
@@ -395,7 +409,6 @@ struct UploadCommand: AsyncParsableCommand {
     /// Follows a video's processing until it ends, a progress line showing its status (and the transcode's percent),
     /// then prints its renditions. Ctrl-C stops following (exit 75); the service goes on processing.
     func follow(_ videoId: String, media: MediaServiceClient, context: UploadContext, file: String) async throws -> Int32 {
-        let start = context.interrupts.count
         var last = ""
         while true {
             let info = try await report { try await media.getVideoInfo(videoId: videoId) }
@@ -418,7 +431,7 @@ struct UploadCommand: AsyncParsableCommand {
                     return ExitCodes.failed
                 }
             }
-            if context.interrupts.count > start {
+            if context.interrupts.count > 0 {
                 context.output.message("Stopped following \(file); the service goes on processing it (ferry videos info \(videoId)).", file: file)
                 return ExitCodes.interrupted
             }

@@ -626,6 +626,20 @@ struct CommandLineTests {
         #expect(objects || listedAgain.contains("9 video(s)"), "\(listedAgain)")
     }
 
+    @Test("Ctrl-C as the upload ends stops upload --wait from following the video (exit 75); the service goes on processing it")
+    func interruptBeforeFollowing() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-wait-stop")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let run = try await FerryRun.run(
+            ["upload", Self.sample, "--data-dir", data + "/ferry", "--wait", "--json"],
+            interruptWhen: { $0.contains("\"event\":\"media\"") })
+        #expect(run.status == 75, "\(run.output.suffix(800)) \(run.error)")
+        #expect(
+            run.jsonLines.contains { ($0["message"] as? String)?.hasPrefix("Stopped following") == true },
+            "\(run.output.suffix(800))")
+        #expect(!run.jsonLines.contains { $0["event"] as? String == "processed" }, "\(run.output.suffix(800))")
+    }
+
     @Test("a record directory that cannot be made stops the run before anything is made: no video is left Uploading")
     func unusableRecordDirectory() async throws {
         let data = TemporaryDirectory.make("ferry-cli-records")
