@@ -197,10 +197,11 @@ struct ProgressPrinter: Sendable {
         }
     }
 
-    func completed(_ result: UploadResult) {
+    /// An upload of `file` that completed: a line, or with `--json` a `completed` event.
+    func completed(_ result: UploadResult, file: String) {
         if json {
             emit([
-                "event": "completed", "bucket": result.bucket, "key": result.key, "etag": result.etag, "size": result.size,
+                "event": "completed", "file": file, "bucket": result.bucket, "key": result.key, "etag": result.etag, "size": result.size,
                 "partsResumed": result.partsResumed, "partsSent": result.partsSent, "checksum": result.checksum ?? NSNull(),
             ])
         } else {

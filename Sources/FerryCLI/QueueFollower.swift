@@ -104,7 +104,7 @@ final class QueueFollower: @unchecked Sendable {
                     }
                     // Recorded before it is told: a run killed once the user has seen it leaves the record behind.
                     if let path = names[item.id] { batch.record(path, fields) }
-                    output.completed(result.upload)
+                    output.completed(result.upload, file: file(item))
                     if !fields.isEmpty { output.mediaResult(fields, file: file(item)) }
                 case .failed(let item, let code, let message):
                     guard pending.remove(item.id) != nil else { break }

@@ -274,7 +274,7 @@ struct UploadCommand: AsyncParsableCommand {
             // Recorded before it is told: a run killed once the user has seen it leaves the record behind.
             context.batch.record(
                 path, ["Bucket": result.bucket, "Key": result.key, "ETag": result.etag, "Size": String(result.size)])
-            context.output.completed(result)
+            context.output.completed(result, file: url.lastPathComponent)
         }
         return code
     }

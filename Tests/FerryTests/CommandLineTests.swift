@@ -577,11 +577,11 @@ struct CommandLineTests {
         let (files, arguments) = try Self.batch(of: 4, size: 8 * 1024 * 1024, in: data, options)
         let objects = options.contains("--bucket")
         // What a run made of each file by name (its VideoId, or its object's ETag), told by `event`: "media" for a video,
-        // "completed" for an object (naming its key, which is the file's name), "skipped" for a file it did not send.
+        // "completed" for an object, "skipped" for a file it did not send.
         func made(_ run: FerryRun, _ event: String) -> [String: String] {
             var made: [String: String] = [:]
             for line in run.jsonLines where line["event"] as? String == event {
-                if let file = (line["file"] ?? line["key"]) as? String, let id = (line["VideoId"] ?? line["etag"] ?? line["ETag"]) as? String {
+                if let file = line["file"] as? String, let id = (line["VideoId"] ?? line["etag"] ?? line["ETag"]) as? String {
                     made[file] = id
                 }
             }
@@ -593,7 +593,7 @@ struct CommandLineTests {
             arguments,
             interruptWhen: { line in
                 guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return false }
-                return object["event"] as? String == doneEvent && (object["file"] ?? object["key"]) as? String == second
+                return object["event"] as? String == doneEvent && object["file"] as? String == second
             }, signal: SIGKILL)
         #expect(first.status == SIGKILL || first.status == 128 + SIGKILL, "\(first.status) \(first.error)")
         let firstMade = made(first, doneEvent)
