@@ -243,6 +243,8 @@ extension UploadCommand {
         let output = context.output
         let (imageId, videoId) = (fields["ImageId"], fields["VideoId"])
         let resuming = previous.flatMap { URL(string: context.connection.base + $0.uploadPath) }
+        // As the multipart path's: `started` in --json (no upload id: the upload's URL is its credential).
+        output.event(.started(uploadId: nil), file: name)
         let upload = Task { () async throws -> StreamUploader.Result in
             try await uploader.upload(
                 file: file, creationURL: creation, signer: signer, resuming: resuming,
