@@ -59,8 +59,8 @@ struct UploadCommand: AsyncParsableCommand {
             is a plain object upload. Without --endpoint or FERRY_ENDPOINT, Ferry runs in-process on --data-dir \
             (default ~/.ferry). Ctrl-C pauses the batch: the checkpoints stay, files not started are named, and \
             running the same command again resumes; it skips the files an earlier run of it finished (unless changed \
-            since), until a run ends with every file done. --no-resume sends every file afresh. --cancel (or a second Ctrl-C while the pause is under way) \
-            aborts and cleans up. With --wait the progress line follows the video's processing until it is Normal \
+            since), until a run ends with every file done. --no-resume sends every file afresh. --cancel (or a \
+            second Ctrl-C while the pause is under way) aborts and cleans up. With --wait the progress line follows the video's processing until it is Normal \
             (its renditions are printed) or TranscodeFail (exit 1).
             Exit codes: 0 success, 1 upload failed (also when another run is uploading the same file to the same \
             place: it holds the checkpoint), 64 usage error, 75 interrupted or the network failed past the retries \
