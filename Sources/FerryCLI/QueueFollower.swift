@@ -51,6 +51,13 @@ final class QueueFollower: @unchecked Sendable {
         ]
     }
 
+    /// What a finished file made, as the command prints and records it: its VideoId, or its ImageURL.
+    static func fields(_ kind: MediaKind, videoId: String?, imageURL: String?) -> [String: String] {
+        if let videoId, kind == .video { return ["VideoId": videoId] }
+        if let imageURL { return ["ImageURL": imageURL] }
+        return [:]
+    }
+
     deinit {
         for pump in pumps { pump.cancel() }
     }
@@ -68,9 +75,18 @@ final class QueueFollower: @unchecked Sendable {
                 await queue.pause()
                 // A file with nothing on the service yet (waiting for its turn) did not start; one with its video or
                 // image made (and maybe its upload begun) is paused.
+                // One the queue finished while its events were still on their way here is done: recorded and told
+                // as done, not paused (a rerun would make it again).
                 for id in pending.sorted(by: { $0.description < $1.description }) {
                     let name = URL(fileURLWithPath: names[id] ?? "").lastPathComponent
-                    let began = await queue.item(id).map { $0.object != nil || $0.uploadId != nil } ?? false
+                    let item = await queue.item(id)
+                    if let item, item.state == .succeeded {
+                        let fields = Self.fields(item.kind, videoId: item.videoId, imageURL: item.imageURL)
+                        if let path = names[id] { batch.record(path, fields) }
+                        output.mediaResult(fields, file: name)
+                        continue
+                    }
+                    let began = item.map { $0.object != nil || $0.uploadId != nil } ?? false
                     if began { output.paused(file: name) } else { output.notStarted(file: name) }
                 }
                 outcome.code = ExitCodes.interrupted
@@ -96,12 +112,7 @@ final class QueueFollower: @unchecked Sendable {
                 case .finished(let item, let result):
                     guard pending.remove(item.id) != nil else { break }
                     outcome.results[item.id] = result
-                    var fields: [String: String] = [:]
-                    if let videoId = result.videoId, item.kind == .video {
-                        fields = ["VideoId": videoId]
-                    } else if let url = result.imageURL {
-                        fields = ["ImageURL": url]
-                    }
+                    let fields = Self.fields(item.kind, videoId: result.videoId, imageURL: result.imageURL)
                     // Recorded before it is told: a run killed once the user has seen it leaves the record behind.
                     if let path = names[item.id] { batch.record(path, fields) }
                     output.completed(result.upload, file: file(item))
