@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -12,15 +13,23 @@ public enum LoopbackPort {
     /// every server started on port 0 and every outgoing connection: with tests running side by side, another test's
     /// server could take it before the peer binds it, and the test would then talk to the wrong server. Ports below
     /// the range are never handed out that way; one is picked at random and checked free by binding it.
+    ///
+    /// A port is handed out once per test process: a peer binds its port some time after it is told it (SeaweedFS's
+    /// volume server only once its master has elected itself), and in that time the port is still free to a check
+    /// made for another peer starting side by side.
     public static func unused() throws -> Int {
         let ephemeralStart = ephemeralRange()?.lowerBound ?? 32768
         let candidates = 10_000..<max(10_001, ephemeralStart)
         for _ in 0..<200 {
             let port = Int.random(in: candidates)
+            guard handedOut.withLockedValue({ $0.insert(port).inserted }) else { continue }
             if try isFree(port) { return port }
         }
         throw POSIXError(.EADDRINUSE)
     }
+
+    /// Every port ``unused()`` has returned or found taken in this process.
+    private static let handedOut = NIOLockedValueBox<Set<Int>>([])
 
     /// The kernel's ephemeral port range (/proc/sys/net/ipv4/ip_local_port_range), when it can be read.
     static func ephemeralRange() -> ClosedRange<Int>? {

@@ -51,6 +51,8 @@ public final class SeaweedFSServer: @unchecked Sendable {
     public struct Failure: Error, CustomStringConvertible {
         /// Why.
         public var description: String
+        /// Whether `weed` stopped because one of its ports was taken.
+        var portTaken = false
     }
 
     private init(directory: String, ports: [Int]) {
@@ -60,20 +62,27 @@ public final class SeaweedFSServer: @unchecked Sendable {
     }
 
     /// Starts a fresh SeaweedFS and waits until its S3 gateway stores an object.
+    ///
+    /// A port another program took between being found free and being bound (SeaweedFS binds some of its ports
+    /// seconds after it starts) makes `weed` exit; it is then started afresh on other ports, up to three times.
     public static func start() async throws -> SeaweedFSServer {
-        let directory = TemporaryDirectory.make("ferry-seaweedfs")
-        try FileManager.default.createDirectory(atPath: directory + "/data", withIntermediateDirectories: true)
-        try """
-            {"identities":[{"name":"ferry","credentials":[{"accessKey":"\(credentials.accessKeyId)","secretKey":"\(credentials.secretAccessKey)"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
-            """.write(toFile: directory + "/s3.json", atomically: true, encoding: .utf8)
-        var ports: [Int] = []
-        while ports.count < 8 {
-            let port = try MotoServer.freePort()
-            if !ports.contains(port) { ports.append(port) }
+        var attempt = 1
+        while true {
+            let directory = TemporaryDirectory.make("ferry-seaweedfs")
+            try FileManager.default.createDirectory(atPath: directory + "/data", withIntermediateDirectories: true)
+            try """
+                {"identities":[{"name":"ferry","credentials":[{"accessKey":"\(credentials.accessKeyId)","secretKey":"\(credentials.secretAccessKey)"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
+                """.write(toFile: directory + "/s3.json", atomically: true, encoding: .utf8)
+            let ports = try (0..<8).map { _ in try LoopbackPort.unused() }
+            let server = SeaweedFSServer(directory: directory, ports: ports)
+            do {
+                try await server.startProcess()
+                return server
+            } catch let failure as Failure where failure.portTaken && attempt < 3 {
+                await server.destroy()
+                attempt += 1
+            }
         }
-        let server = SeaweedFSServer(directory: directory, ports: ports)
-        try await server.startProcess()
-        return server
     }
 
     private var arguments: [String] {
@@ -121,7 +130,9 @@ public final class SeaweedFSServer: @unchecked Sendable {
         }
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         await stop()
-        throw Failure(description: "SeaweedFS did not start (\(last)): \(output.suffix(3000))")
+        throw Failure(
+            description: "SeaweedFS did not start (\(last)): \(output.suffix(3000))",
+            portTaken: output.contains("address already in use"))
     }
 
     /// Kills the process (as a crash would) and waits for it to exit; its data stays for ``startProcess()``.
