@@ -22,16 +22,14 @@ final class QueueFollower: @unchecked Sendable {
 
     private let queue: UploadQueue
     private let output: ProgressPrinter
-    private let batch: BatchRecord
     private var iterator: AsyncStream<Input>.Iterator
     private let pumps: [Task<Void, Never>]
     private var firstProgress: [UploadQueue.Item.ID: (date: Date, bytes: Int64)] = [:]
 
-    /// Follows `queue`, printing to `output`; each file that finishes is recorded in `batch`.
-    init(queue: UploadQueue, output: ProgressPrinter, interrupts: SignalCounter, batch: BatchRecord) {
+    /// Follows `queue`, printing to `output`.
+    init(queue: UploadQueue, output: ProgressPrinter, interrupts: SignalCounter) {
         self.queue = queue
         self.output = output
-        self.batch = batch
         let (merged, continuation) = AsyncStream<Input>.makeStream(bufferingPolicy: .unbounded)
         iterator = merged.makeAsyncIterator()
         pumps = [
@@ -74,16 +72,13 @@ final class QueueFollower: @unchecked Sendable {
             case .interrupted:
                 await queue.pause()
                 // A file with nothing on the service yet (waiting for its turn) did not start; one with its video or
-                // image made (and maybe its upload begun) is paused.
-                // One the queue finished while its events were still on their way here is done: recorded and told
-                // as done, not paused (a rerun would make it again).
+                // image made (and maybe its upload begun) is paused; one the queue finished while its events were
+                // still on their way here is done (and recorded as such by the queue's `fileStored`).
                 for id in pending.sorted(by: { $0.description < $1.description }) {
                     let name = URL(fileURLWithPath: names[id] ?? "").lastPathComponent
                     let item = await queue.item(id)
                     if let item, item.state == .succeeded {
-                        let fields = Self.fields(item.kind, videoId: item.videoId, imageURL: item.imageURL)
-                        if let path = names[id] { batch.record(path, fields) }
-                        output.mediaResult(fields, file: name)
+                        output.mediaResult(Self.fields(item.kind, videoId: item.videoId, imageURL: item.imageURL), file: name)
                         continue
                     }
                     let began = item.map { $0.object != nil || $0.uploadId != nil } ?? false
@@ -113,8 +108,6 @@ final class QueueFollower: @unchecked Sendable {
                     guard pending.remove(item.id) != nil else { break }
                     outcome.results[item.id] = result
                     let fields = Self.fields(item.kind, videoId: result.videoId, imageURL: result.imageURL)
-                    // Recorded before it is told: a run killed once the user has seen it leaves the record behind.
-                    if let path = names[item.id] { batch.record(path, fields) }
                     output.completed(result.upload, file: file(item))
                     if !fields.isEmpty { output.mediaResult(fields, file: file(item)) }
                 case .failed(let item, let code, let message):

@@ -329,7 +329,7 @@ struct UploadCommand: AsyncParsableCommand {
         let queue = UploadQueue(
             authorization: .sts(endpoint: context.connection.endpoint, credentials: context.connection.credentials),
             configuration: queueConfiguration(context))
-        let follower = QueueFollower(queue: queue, output: context.output, interrupts: context.interrupts, batch: context.batch)
+        let follower = QueueFollower(queue: queue, output: context.output, interrupts: context.interrupts)
         var coverURL: String?
         if let cover, let fields = context.batch.finished(cover) {
             context.output.skipped(file: URL(fileURLWithPath: cover).lastPathComponent, fields: fields)
@@ -402,6 +402,12 @@ struct UploadCommand: AsyncParsableCommand {
             configuration.transcode = false
         } else {
             configuration.templateGroupId = transcode
+        }
+        // Recorded before the queue forgets the upload and before it is told: a run killed at any instant leaves
+        // either this record or the queue's journal entry, by which a rerun finds the file done.
+        let batch = context.batch
+        configuration.fileStored = { item, result in
+            batch.record(item.fileURL.path, QueueFollower.fields(item.kind, videoId: result.videoId, imageURL: result.imageURL))
         }
         return configuration
     }

@@ -502,6 +502,60 @@ struct UploadQueueTests {
         }
     }
 
+    @Test(
+        "a process killed as a file is stored (the record directory as `fileStored` sees it) loses nothing: the same file in a new queue finishes as that video or image with no byte sent; the first queue, once it tells the file finished, has left nothing behind",
+        arguments: [(12, "mp4"), (7, "png"), (2, "mp4")])
+    func killAsStoredLosesNothing(mebibytes: Int, ext: String) async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-kill-stored")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeMediaFile(size: mebibytes * Self.mib, ext: ext, in: directory)
+        let records = directory + "/records"
+        let snapshot = directory + "/snapshot"
+        @Sendable func upload(_ left: String) -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: left)) ?? []).filter {
+                $0.hasSuffix(".ferry-checkpoint.json") || $0.hasPrefix("media-")
+            }
+        }
+        try await TestServer.with { server in
+            var configuration = Self.configuration(records: records)
+            // What a process killed at this instant leaves behind: the record directory as it is now.
+            configuration.fileStored = { _, _ in try? FileManager.default.copyItem(atPath: records, toPath: snapshot) }
+            let first = UploadQueue(
+                authorization: .sts(endpoint: URL(string: server.endpoint)!, credentials: server.stsToken()),
+                configuration: configuration)
+            let (firstLog, firstCollector) = QueueLog.collect(first)
+            await first.addFile(file, info: MediaInfo(title: "Clip"))
+            await first.start()
+            try await firstLog.wait("the file", until: { _ in firstLog.finished().count == 1 })
+            firstCollector.cancel()
+            let made = try #require(firstLog.finished().first?.1)
+            #expect(made.upload.partsSent > 0)
+            #expect(upload(records).isEmpty, "\(upload(records))")
+            #expect(!upload(snapshot).isEmpty, "the queue had forgotten the upload before fileStored")
+
+            // The app starts again with what the kill left: the file is the video or image it became.
+            let second = UploadQueue(
+                authorization: .sts(endpoint: URL(string: server.endpoint)!, credentials: server.stsToken()),
+                configuration: Self.configuration(records: snapshot))
+            let (log, collector) = QueueLog.collect(second)
+            await second.addFile(file, info: MediaInfo(title: "Clip"))
+            await second.start()
+            try await log.wait("the file again", until: { events in
+                events.contains { if case .finished = $0 { true } else if case .failed = $0 { true } else { false } }
+            })
+            collector.cancel()
+            let result = try #require(log.finished().first?.1, "\(log.events)")
+            #expect(result.videoId == made.videoId)
+            #expect(result.imageURL == made.imageURL)
+            #expect(result.upload.partsSent == 0)
+            if ext == "mp4" {
+                let listed = try await server.media().listVideos()
+                #expect(listed.total == 1, "a second video was made: \(listed.videos.map(\.videoId))")
+            }
+            #expect(upload(snapshot).isEmpty, "\(upload(snapshot))")
+        }
+    }
+
     @Test("a stored video whose file is another is not taken for the file: the same file becomes a new video")
     func storedOtherFileIsNotTaken() async throws {
         try await Self.afterInterruptedUpload("ferry-queue-other-stored") { server, video, oldId, again in

@@ -51,6 +51,10 @@ public struct ResumableUploadRequest: Sendable {
     /// comes whenever a part is stored and when the last byte is, so the final event is always the exact total;
     /// `.zero` reports every slice of a part as the connection takes it.
     public var progressInterval: Duration = .milliseconds(100)
+    /// Whether a completed upload leaves its checkpoint for the caller to delete with
+    /// ``ResumableUploadTask/discardCheckpoint()`` once it has recorded the result (the upload queue, whose journal
+    /// names the video until then: a run killed in between finds the stored file by the checkpoint's parts).
+    var keepsCheckpointOnCompletion = false
 
     /// How an upload cuts its file into parts.
     public enum PartSizing: Sendable, Hashable {

@@ -234,6 +234,14 @@ public actor ResumableUploadTask {
         }
     }
 
+    /// Deletes the checkpoint a completed upload left with ``ResumableUploadRequest/keepsCheckpointOnCompletion``.
+    /// Left alone while another run holds its lock; nothing when the upload keeps no checkpoint.
+    nonisolated func discardCheckpoint() {
+        guard let checkpoints, let lock = try? checkpoints.lock(checkpointId, file: request.fileURL.path) else { return }
+        checkpoints.delete(checkpointId)
+        lock.release()
+    }
+
     /// Takes the checkpoint's lock unless this upload holds it already (or keeps no checkpoint).
     ///
     /// - Throws: ``FerryError`` `uploadInProgress` when another run holds it.
@@ -464,8 +472,11 @@ public actor ResumableUploadTask {
                     partsResumed = plan.completed.count
                 } catch let error as FerryError where error.serverCode == "NoSuchUpload" {
                     if let recorded { completedEarlier = await objectCompleted(by: checkpoint, plan: recorded) }
+                    if completedEarlier != nil {
+                        if !request.keepsCheckpointOnCompletion { await checkpointWriter?.delete() }
+                        return
+                    }
                     await checkpointWriter?.delete()
-                    if completedEarlier != nil { return }
                 }
             }
         }
@@ -638,7 +649,7 @@ public actor ResumableUploadTask {
             }
             verification = .etag
         }
-        await checkpointWriter?.delete()
+        if !request.keepsCheckpointOnCompletion { await checkpointWriter?.delete() }
         return UploadResult(
             bucket: request.bucket, key: request.key, etag: ObjectStorageClient.unquote(result.eTag), size: plan.fileSize,
             uploadId: uploadId, checksumAlgorithm: request.checksumAlgorithm, checksum: verified,

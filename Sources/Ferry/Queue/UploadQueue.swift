@@ -383,8 +383,9 @@ public actor UploadQueue {
 
     private func finish(_ id: Item.ID, upload: ResumableUploadTask, _ outcome: Result<UploadResult, FerryError>) {
         guard let action = machine.finish(id, upload: upload, outcome) else {
-            // A removed file's upload, cancelled by the removal: its run has ended.
+            // A removed file's upload, cancelled by the removal (or completed as it was removed): its run has ended.
             if item(id) == nil { runs[id] = nil }
+            if case .success = outcome { upload.discardCheckpoint() }
             return
         }
         runs[id] = nil
@@ -393,8 +394,15 @@ public actor UploadQueue {
         switch action {
         case .succeeded(let item, let starts):
             if let item, case .success(let result) = outcome {
+                let stored = MediaUploadResult(videoId: item.videoId, imageURL: item.imageURL, upload: result)
+                configuration.fileStored?(item, stored)
                 if authorization.isSTS { journal?.remove(item.fileURL) }
-                emit(.finished(item, MediaUploadResult(videoId: item.videoId, imageURL: item.imageURL, upload: result)))
+                // The checkpoint, which the engine kept for this, goes once the journal no longer names the file:
+                // until then a run after a kill checks the stored file against its parts.
+                upload.discardCheckpoint()
+                emit(.finished(item, stored))
+            } else if case .success = outcome {
+                upload.discardCheckpoint()
             }
             perform(starts)
         case .cancelled(let starts):
@@ -413,8 +421,18 @@ public actor UploadQueue {
                 id, generation: generation, videoId: stored.videoId, imageURL: stored.imageURL,
                 at: (stored.result.bucket, stored.result.key), size: stored.result.size)
         else { return }
+        let result = MediaUploadResult(videoId: stored.videoId, imageURL: stored.imageURL, upload: stored.result)
+        configuration.fileStored?(item, result)
         journal?.remove(item.fileURL)
-        emit(.finished(item, MediaUploadResult(videoId: stored.videoId, imageURL: stored.imageURL, upload: stored.result)))
+        if let identifier = stored.checkpoint, let directory = configuration.effectiveRecordDirectory {
+            let store = CheckpointStore(directory: directory)
+            if let lock = try? store.lock(identifier, file: item.fileURL.path) {
+                store.delete(identifier)
+                store.deleteIntent(identifier)
+                lock.release()
+            }
+        }
+        emit(.finished(item, result))
         perform(starts)
     }
 
@@ -530,7 +548,7 @@ public actor UploadQueue {
                         let result = await storedEarlier(
                             entry, (stored.size, stored.etag), of: item, configuration: configuration)
                     {
-                        throw StoredEarlier(videoId: nil, imageURL: stored.url, result: result)
+                        throw StoredEarlier(videoId: nil, imageURL: stored.url, result: result.result, checkpoint: result.checkpoint)
                     }
                     journal?.remove(item.fileURL)
                 }
@@ -552,7 +570,7 @@ public actor UploadQueue {
                     if error.serverCode == "InvalidVideo.Uploaded", let stored = try? await media.storedSource(videoId: entry.id),
                         let result = await storedEarlier(entry, stored, of: item, configuration: configuration)
                     {
-                        throw StoredEarlier(videoId: entry.id, imageURL: nil, result: result)
+                        throw StoredEarlier(videoId: entry.id, imageURL: nil, result: result.result, checkpoint: result.checkpoint)
                     }
                     journal?.remove(item.fileURL)
                 }
@@ -580,11 +598,11 @@ public actor UploadQueue {
     /// The upload of a video or image that an earlier run of this file finished on the service while its last answer
     /// was lost (the run was stopped then, or failed with its checkpoint kept): its stored file (`source`) has the
     /// file's size and the ETag the file made as that run sent it (its checkpoint's parts, or the MD5 of the file sent
-    /// in one request). Its checkpoint is deleted. Nil when the stored file is another, or cannot be compared: the
-    /// file then becomes a new video or image.
+    /// in one request), and the checkpoint it was checked against (deleted once the journal forgets the file). Nil
+    /// when the stored file is another, or cannot be compared: the file then becomes a new video or image.
     private static func storedEarlier(
         _ entry: MediaUploadJournal.Entry, _ source: (size: Int64, etag: String), of item: Item, configuration: Configuration
-    ) async -> UploadResult? {
+    ) async -> (result: UploadResult, checkpoint: String?)? {
         guard let fingerprint = try? FileFingerprint.of(path: item.fileURL.path), source.size == fingerprint.size
         else { return nil }
         let store = configuration.effectiveRecordDirectory.map { CheckpointStore(directory: $0) }
@@ -599,15 +617,11 @@ public actor UploadQueue {
             expected = Data(base64Encoded: md5).map { Hex.encode($0) }
         }
         guard let expected, expected == source.etag else { return nil }
-        if let store, let found, let lock = try? store.lock(found.identifier, file: item.fileURL.path) {
-            store.delete(found.identifier)
-            store.deleteIntent(found.identifier)
-            lock.release()
-        }
-        return UploadResult(
+        let result = UploadResult(
             bucket: entry.bucket, key: entry.key, etag: source.etag, size: source.size, uploadId: found?.checkpoint.uploadId,
             checksumAlgorithm: nil, checksum: nil, verification: .etag, partsResumed: found?.checkpoint.parts.count ?? 1,
             partsSent: 0)
+        return (result, found?.identifier)
     }
 
     /// Ends the upload a journal entry names that no run will continue (its file changed since, or the entry
@@ -696,6 +710,7 @@ public actor UploadQueue {
         request.recordDirectory = configuration.effectiveRecordDirectory
         request.checksumAlgorithm = configuration.checksumAlgorithm
         request.contentType = MediaKind.contentType(forExtension: item.fileURL.pathExtension)
+        request.keepsCheckpointOnCompletion = true
         return try await client.upload(request)
     }
 }
@@ -709,6 +724,8 @@ private struct StoredEarlier: Error {
     var videoId: String?
     var imageURL: String?
     var result: UploadResult
+    /// The checkpoint the stored file was checked against.
+    var checkpoint: String?
 }
 
 /// A weak way to the queue for the tasks it starts, so that they do not keep it alive.
