@@ -38,20 +38,28 @@ struct ServiceOptions: ParsableArguments {
                 endpoint: url, publicEndpoint: url, region: region, credentials: credentials, embedded: nil, dataDirectory: nil)
         }
         let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
+        // Taken before the directory is looked at: another command's embedded service waits for it before it stops,
+        // and one stopping now is waited for here (then this command opens the directory itself).
+        var client: ServiceClientLock? = try await ServiceClientLock.wait(exclusive: false, directory: directory) {
+            FileHandle.standardError.write(Data("ferry: the service on \(directory) is stopping; waiting to open it.\n".utf8))
+        }
         do {
             let embedded = try await EmbeddedService.start(dataDirectory: directory, region: region)
+            // The service is this command's own: no lock of a client (its own stop would wait for it).
+            client = nil
             return ServiceConnection(
                 endpoint: embedded.endpoint, publicEndpoint: URL(string: EmbeddedService.publicEndpoint)!, region: region,
                 credentials: embedded.credentials, embedded: embedded, dataDirectory: directory)
         } catch let busy as DataDirectoryInUse {
-            // `ferry serve` runs on this directory: talk to it rather than open the directory a second time.
+            // `ferry serve`, or another command's embedded service, runs on this directory: talk to it rather than
+            // open the directory a second time.
             guard let text = busy.endpoint, let url = URL(string: text),
                 let root = FerryServer.rootCredentials(dataDirectory: directory, environment: env)
             else { throw dataDirectoryBusy(busy) }
             return ServiceConnection(
                 endpoint: url, publicEndpoint: url, region: region,
                 credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey),
-                embedded: nil, dataDirectory: directory)
+                embedded: nil, dataDirectory: directory, client: client)
         }
     }
 }
@@ -95,6 +103,8 @@ struct ServiceConnection: Sendable {
     var embedded: EmbeddedService?
     /// The data directory of the service, when the command found it by one (embedded, or `ferry serve` running on it).
     var dataDirectory: String?
+    /// Held while the command uses the service of another process on ``dataDirectory``.
+    var client: ServiceClientLock?
 
     /// What checkpoints name the service by: a service found by its data directory by that directory (the embedded
     /// service's port changes with every run, and a rerun must find the checkpoint of an interrupted upload, also when
@@ -130,6 +140,8 @@ final class EmbeddedService: Sendable {
     let dataDirectory: String
     private let services: ServiceGroup
     private let runner: Task<Void, any Error>
+    /// The exclusive lock on the directory's clients, once the service stops.
+    private let clients = LockedValue<ServiceClientLock?>(nil)
 
     private init(
         endpoint: URL, credentials: Credentials, dataDirectory: String, services: ServiceGroup,
@@ -184,12 +196,92 @@ final class EmbeddedService: Sendable {
     }
 
     func stop() async {
+        await waitForClients()
         await services.triggerGracefulShutdown()
         _ = try? await runner.value
+    }
+
+    /// Waits until no other command uses this service (a second `ferry upload` on the same data directory joins it
+    /// rather than opening the directory, and would fail with "connection refused" halfway), saying so on standard
+    /// error when it has to wait; a Ctrl-C meanwhile stops it at once. The lock taken stays until the process ends,
+    /// so a command arriving now waits for the service to stop and then opens the directory itself.
+    private func waitForClients() async {
+        let interrupts = SignalCounter.current
+        let seen = interrupts?.count ?? 0
+        let lock = try? await ServiceClientLock.wait(exclusive: true, directory: dataDirectory) {
+            FileHandle.standardError.write(
+                Data("ferry: another command is using the service this one runs on \(self.dataDirectory); waiting for it to end (Ctrl-C stops the service now).\n".utf8))
+        } until: {
+            (interrupts?.count ?? 0) > seen
+        }
+        clients.withLock { $0 = lock }
     }
 
     /// Waits until the service stops (on one of its shutdown signals).
     func wait() async throws {
         try await runner.value
+    }
+}
+
+/// Commands that send their requests to the process owning a data directory (rather than open it) hold a shared lock
+/// (`flock`) on its `clients` file while they do. An embedded service takes it exclusively before it stops, so that it
+/// does not stop under another command's requests; a command that finds it taken so waits, then opens the directory
+/// itself. The kernel lets go of it when the process ends, however it ends.
+final class ServiceClientLock: Sendable {
+    private let descriptor: Int32
+
+    private init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    deinit {
+        if descriptor >= 0 { close(descriptor) }
+    }
+
+    /// Takes the lock without waiting; nil when it is held in a mode that excludes `exclusive`. A directory that does
+    /// not exist yet (or cannot be used, which opening it as a data directory then reports) has no one to lock out:
+    /// the lock holds nothing.
+    static func take(exclusive: Bool, directory: String) -> ServiceClientLock? {
+        let descriptor = open(directory + "/clients", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return ServiceClientLock(descriptor: -1) }
+        while flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 {
+            let failure = errno
+            if failure == EINTR { continue }
+            close(descriptor)
+            return failure == EWOULDBLOCK ? nil : ServiceClientLock(descriptor: -1)
+        }
+        return ServiceClientLock(descriptor: descriptor)
+    }
+
+    /// Takes the lock, polling while another holds it; `waiting` is called once if it must wait, and the wait ends
+    /// without the lock (nil) when `stop` says so.
+    static func wait(
+        exclusive: Bool, directory: String, waiting: () -> Void = {}, until stop: () -> Bool = { false }
+    ) async throws -> ServiceClientLock? {
+        var told = false
+        while true {
+            if let lock = take(exclusive: exclusive, directory: directory) { return lock }
+            if !told {
+                waiting()
+                told = true
+            }
+            if stop() { return nil }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}
+
+/// A value shared between tasks, read and written under a lock.
+final class LockedValue<Value>: @unchecked Sendable {
+    // `value` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    func withLock<T>(_ body: (inout Value) -> T) -> T {
+        lock.withLock { body(&value) }
     }
 }

@@ -562,8 +562,13 @@ final class SignalCounter: @unchecked Sendable {
     private var source: (any DispatchSourceSignal)?
     var count: Int { lock.withLock { value } }
 
+    /// The counter ``install()`` made last: Ctrl-C goes to it, not to the default handler.
+    static var current: SignalCounter? { installed.withLock { $0 } }
+    private static let installed = LockedValue<SignalCounter?>(nil)
+
     static func install() -> SignalCounter {
         let counter = SignalCounter()
+        installed.withLock { $0 = counter }
         signal(SIGINT, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
         source.setEventHandler { counter.lock.withLock { counter.value += 1 } }

@@ -569,6 +569,42 @@ struct CommandLineTests {
     }
 
     @Test(
+        "a second ferry upload on a data directory whose embedded service another ferry upload runs joins that service; the first, stopped while the second sends, waits for it to end (saying so), and the second completes"
+    )
+    func secondUploadOutlivesFirst() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-join")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        // The first command's file is long enough to be sending still when the second starts (sparse: it is stopped
+        // long before its end).
+        let long = URL(fileURLWithPath: data + "/long.bin")
+        #expect(FileManager.default.createFile(atPath: long.path, contents: nil))
+        try FileHandle(forWritingTo: long).truncate(atOffset: 4 << 30)
+        let other = try makeRandomFile(size: 128 * 1024 * 1024, in: data)
+        let common = ["--data-dir", data + "/ferry", "--json", "--part-size", "5MiB", "--parallel", "1"]
+        let firstSending = Signals()
+        let secondSending = Signals()
+        async let first = FerryRun.run(
+            ["upload", long.path, "--bucket", "first"] + common,
+            interruptWhen: { line in
+                if FerryRun.progressed(to: 1)(line) { firstSending.signal() }
+                return secondSending.count > 0
+            })
+        #expect(await firstSending.wait(for: 1, within: .seconds(120)))
+        let second = try await FerryRun.run(
+            ["upload", other.path, "--bucket", "second"] + common,
+            interruptWhen: { line in
+                if FerryRun.progressed(to: 1)(line) { secondSending.signal() }
+                return false
+            })
+        let firstRun = try await first
+        #expect(firstRun.status == 75, "\(firstRun.error)")
+        #expect(firstRun.error.contains("another command is using the service"), "\(firstRun.error)")
+        #expect(second.status == 0, "\(second.error)")
+        let stored = try await storedBytes(dataDirectory: data + "/ferry", bucket: "second", key: other.lastPathComponent)
+        #expect(stored == (try Data(contentsOf: other)))
+    }
+
+    @Test(
         "a batch killed once two files were done, run again, skips them (the same video or object, not a second one) unless the file changed since, and sends the rest; a batch that ended done is forgotten",
         arguments: [["--transcode", "NoTranscode"], ["--protocol", "tus"], ["--bucket", "batch"]])
     func rerunSkipsFinished(_ options: [String]) async throws {
