@@ -116,11 +116,7 @@ public struct MediaLibrary: Sendable {
             return nil
         }
         if uploading { return StoredFile(owner: owner, uploading: true) }
-        do {
-            return StoredFile(owner: owner, etag: try await store.object(bucket: bucket, key: key).etag)
-        } catch let error as FerryDomainError where error.code == .objectNotFound {
-            return StoredFile(owner: owner, etag: nil)
-        }
+        return StoredFile(owner: owner, etag: try await store.storedObject(bucket: bucket, key: key)?.etag)
     }
 
     /// The video whose directory (`video/<id>/`) holds `key` when it was deleted or its upload expired, or the image
@@ -361,27 +357,19 @@ public struct MediaLibrary: Sendable {
         return advanced
     }
 
-    /// The object at `bucket`/`key`, or nil when there is none.
-    private func storedObject(bucket: String, key: String) async throws -> ObjectInfo? {
-        do {
-            return try await store.object(bucket: bucket, key: key)
-        } catch let error as FerryDomainError where [.objectNotFound, .bucketNotFound].contains(error.code) {
-            return nil
-        }
-    }
 
     /// Advances `video` when its source is stored; false when it is not. Also asked by a client's RefreshUploadVideo,
     /// which a video stranded `Uploading` by a stop between storing and advancing would otherwise answer with new
     /// credentials.
     package func advanceIfStored(_ video: VideoRecord) async throws -> Bool {
-        guard let object = try await storedObject(bucket: video.bucket, key: video.key) else { return false }
+        guard let object = try await store.storedObject(bucket: video.bucket, key: video.key) else { return false }
         try await videoStored(video.videoId, object: object)
         return true
     }
 
     /// Advances `image` when its file is stored; false when it is not.
     package func advanceIfStored(_ image: ImageRecord) async throws -> Bool {
-        guard let object = try await storedObject(bucket: image.bucket, key: image.key) else { return false }
+        guard let object = try await store.storedObject(bucket: image.bucket, key: image.key) else { return false }
         try await imageStored(image.imageId, object: object)
         return true
     }

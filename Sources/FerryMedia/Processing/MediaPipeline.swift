@@ -518,10 +518,7 @@ package struct MediaPipeline: Sendable {
 
     /// Writes the video's source into the job's directory; nil when it is gone (deleted meanwhile).
     func download(_ video: VideoRecord, into directory: String) async throws -> (String, ObjectInfo)? {
-        let object: ObjectInfo
-        do {
-            object = try await store.object(bucket: video.bucket, key: video.key)
-        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
+        guard let object = try await store.storedObject(bucket: video.bucket, key: video.key) else {
             // Deleted meanwhile: nothing to do. Otherwise the bytes are not in this node's store (yet): an error, so
             // the job is tried again (on whichever node claims it) rather than dropped.
             guard let current = try await catalog.video(video.videoId), current.status != VideoStatus.deleted else {

@@ -86,12 +86,7 @@ package struct PreviewRenderer: Sendable {
                 .invalidArgument, "The video has no picture to take \(file) from until it is uploaded (status \(video.status)).")
         }
         let key = Self.places(of: video)[0] + "/" + request.cacheName
-        do {
-            _ = try await pipeline.store.object(bucket: video.bucket, key: key)
-            return key
-        } catch let error as FerryDomainError where error.code == .objectNotFound {
-            // Not made yet.
-        }
+        if try await pipeline.store.storedObject(bucket: video.bucket, key: key) != nil { return key }
         try await gate.run(key: video.bucket + "/" + key) { try await render(request, of: video, to: key) }
         return key
     }
@@ -228,10 +223,7 @@ package struct PreviewRenderer: Sendable {
             return Input(path: path, offset: request.start)
         }
         // No rendition: the source, copied once for every picture of it on this node, within the picture's time.
-        let object: ObjectInfo
-        do {
-            object = try await pipeline.store.object(bucket: video.bucket, key: video.key)
-        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
+        guard let object = try await pipeline.store.storedObject(bucket: video.bucket, key: video.key) else {
             throw FerryDomainError(.objectNotFound, "The video is gone.")
         }
         let ext = (video.key as NSString).pathExtension

@@ -151,7 +151,7 @@ public struct FormUploadAPI: Sendable {
         guard policy.allowsMimeType(mimeType) else {
             throw FormUploadError(.mimeTypeNotAllowed, "The file's MIME type \(mimeType.prefix(128)) is not allowed.")
         }
-        if policy.insertOnly, (try? await store.object(bucket: bucket, key: key)) != nil {
+        if policy.insertOnly, try await store.storedObject(bucket: bucket, key: key) != nil {
             throw FormUploadError(.fileExists, "An object with this key exists and the token is insertOnly.")
         }
         let expectedCRC: UInt32?

@@ -6,12 +6,9 @@ extension MediaAPI {
     /// video, which reads the sprite too), when the transcode that published them made one.
     func storyboardURL(of video: VideoRecord, _ call: Call, token: String?) async throws -> String? {
         guard let prefix = video.outputPrefix else { return nil }
-        do {
-            _ = try await store.object(bucket: video.bucket, key: prefix + "/" + StoryboardPlan.vttFileName)
-            return PlaybackToken.url(
-                base: publicBase(call).base, videoId: video.videoId, file: StoryboardPlan.vttFileName, token: token)
-        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
-            return nil
-        }
+        guard try await store.storedObject(bucket: video.bucket, key: prefix + "/" + StoryboardPlan.vttFileName) != nil
+        else { return nil }
+        return PlaybackToken.url(
+            base: publicBase(call).base, videoId: video.videoId, file: StoryboardPlan.vttFileName, token: token)
     }
 }

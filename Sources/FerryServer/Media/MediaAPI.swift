@@ -490,11 +490,7 @@ public struct MediaAPI: Sendable {
 
     /// The ETag of a video's or image's stored file, nil when it is not stored (any more).
     func storedETag(bucket: String, key: String) async throws -> String? {
-        do {
-            return try await store.object(bucket: bucket, key: key).etag
-        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
-            return nil
-        }
+        try await store.storedObject(bucket: bucket, key: key)?.etag
     }
 
     // MARK: STS and access keys

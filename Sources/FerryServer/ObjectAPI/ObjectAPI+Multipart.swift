@@ -275,7 +275,7 @@ extension ObjectAPI {
                 number: $0.partNumber, etag: $0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")))
         }
         guard asked == completed.parts,
-            let object = try? await store.object(bucket: request.bucket, key: request.key),
+            let object = try await store.storedObject(bucket: request.bucket, key: request.key),
             object.etag == completed.etag
         else { return nil }
         await objectStored(object)

@@ -221,7 +221,7 @@ struct ResumableUploadAPI: Sendable {
         if let policy = target.policy, !policy.allowsMimeType(contentType ?? "application/octet-stream") {
             throw ResumableRefusal(.forbidden, "The upload token does not allow this content type.", wire: wire)
         }
-        if target.insertOnly, (try? await store.object(bucket: target.bucket, key: target.key)) != nil {
+        if target.insertOnly, try await store.storedObject(bucket: target.bucket, key: target.key) != nil {
             throw ResumableRefusal(.conflict, "An object with this key exists and the upload token is insertOnly.", wire: wire)
         }
     }

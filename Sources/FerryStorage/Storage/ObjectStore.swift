@@ -190,6 +190,15 @@ public protocol ObjectStore: Sendable {
 }
 
 extension ObjectStore {
+    /// The object's catalog entry, or nil when it or its bucket does not exist.
+    public func storedObject(bucket: String, key: String) async throws -> ObjectInfo? {
+        do {
+            return try await object(bucket: bucket, key: key)
+        } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
+            return nil
+        }
+    }
+
     /// Streams a body into a new object that counts against no access key's quota (see
     /// ``putObject(bucket:key:attributes:tags:body:checksums:condition:verify:charge:)``).
     public func putObject<Body: AsyncSequence & Sendable>(
