@@ -192,7 +192,8 @@ extension UploadCommand {
                         ticket = refreshed
                     } else {
                         ticket = try await media.createUploadImage(
-                            ext: file.pathExtension.lowercased(), title: title ?? Self.defaultTitle(name))
+                            ext: file.pathExtension.lowercased(), title: title ?? Self.defaultTitle(name),
+                            clientToken: String(fingerprint.prefix(32)))
                     }
                     fields = ["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""]
                 } else {

@@ -83,9 +83,9 @@ struct MediaContractRequestTests {
             empty: .init(videoIds: nil)),
         check(
             "CreateUploadImage",
-            #"{"ImageType": "cover", "ImageExt": "jpg", "Title": "I", "Tags": "p", "CateId": 2, "Description": "e"}"#,
+            #"{"ImageType": "cover", "ImageExt": "jpg", "Title": "I", "Tags": "p", "CateId": 2, "Description": "e", "ClientToken": "t2"}"#,
             MediaContract.CreateUploadImageRequest(
-                imageType: "cover", imageExt: "jpg", title: "I", tags: "p", cateId: 2, description: "e"),
+                imageType: "cover", imageExt: "jpg", title: "I", tags: "p", cateId: 2, description: "e", clientToken: "t2"),
             empty: .init()),
         check(
             "RefreshUploadImage", #"{"ImageId": "i1"}"#, MediaContract.ImageIdRequest(imageId: "i1"),

@@ -92,6 +92,43 @@ struct CatalogTests {
         }
     }
 
+    @Test("a client token makes image creation idempotent per owner and image type while the image uploads, also for requests racing each other", arguments: JobQueueImplementation.allCases)
+    func imageClientTokens(_ implementation: JobQueueImplementation) async throws {
+        @Sendable func image(_ id: String, owner: String? = "k1", type: String = "default") -> ImageRecord {
+            ImageRecord(
+                imageId: id, imageType: type, status: "Uploading", bucket: "ferry-media", key: "image/\(type)/\(id).png",
+                createdAt: Date(timeIntervalSince1970: 1_800_000_000), owner: owner, clientToken: "file-token")
+        }
+        try await implementation.with { catalog in
+            let created = try await withThrowingTaskGroup(of: String.self) { group in
+                for index in 0..<8 {
+                    group.addTask { try await catalog.createImage(image("race\(index)")).imageId }
+                }
+                return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+            }
+            #expect(created.count == 1)
+            let id = try #require(created.first)
+            #expect(try await catalog.image(id)?.clientToken == "file-token")
+            // Another owner (or none, the root key's images of old), another type: other images.
+            #expect(try await catalog.createImage(image("other", owner: "k2")).imageId == "other")
+            #expect(try await catalog.createImage(image("ownerless", owner: nil)).imageId == "ownerless")
+            #expect(try await catalog.createImage(image("ownerless2", owner: nil)).imageId == "ownerless")
+            #expect(try await catalog.createImage(image("cover", type: "cover")).imageId == "cover")
+            #expect(try await catalog.createImage(image("again")).imageId == id)
+            // Once stored, the token makes a new image.
+            try await catalog.updateImage(id) { image in
+                image.status = "Uploaded"
+                return .save()
+            }
+            #expect(try await catalog.createImage(image("after")).imageId == "after")
+            // Without a token, always a new one.
+            var plain = image("plain")
+            plain.clientToken = nil
+            #expect(try await catalog.createImage(plain).imageId == "plain")
+            #expect(try await catalog.image("plain") != nil)
+        }
+    }
+
     @Test("images and access keys round-trip; a change stores its webhook events with it; a key's status changes", arguments: JobQueueImplementation.allCases)
     func imagesAndKeys(_ implementation: JobQueueImplementation) async throws {
         try await implementation.with { catalog in

@@ -237,12 +237,34 @@ struct MediaOwnershipTests {
         }
     }
 
+    /// A client of another access key allowed every media action.
+    static func otherKey(_ server: TestServer, _ admin: MediaServiceClient) async throws -> MediaServiceClient {
+        MediaServiceClient(
+            endpoint: URL(string: server.endpoint)!,
+            credentials: try await admin.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:*"])])))
+    }
+
+    @Test("CreateUploadImage with a ClientToken is idempotent per key and image type while the image uploads; once stored, the token makes a new image")
+    func imageClientToken() async throws {
+        try await Self.withHeldEvents { server, root, admin in
+            let other = try await Self.otherKey(server, admin)
+            // CreateUploadImage with a ClientToken: the same image (and file) while it uploads, per key and type.
+            let firstImage = try await admin.createUploadImage(ext: "png", clientToken: "file-7f3a")
+            let sameImage = try await admin.createUploadImage(ext: "png", clientToken: "file-7f3a")
+            #expect(sameImage.id == firstImage.id)
+            #expect(sameImage.imageURL == firstImage.imageURL)
+            #expect(sameImage.address.fileName == firstImage.address.fileName)
+            #expect(try await other.createUploadImage(ext: "png", clientToken: "file-7f3a").id != firstImage.id)
+            #expect(try await admin.createUploadImage(type: "cover", ext: "png", clientToken: "file-7f3a").id != firstImage.id)
+            #expect(try await server.client(firstImage.auth.credentials).put(firstImage.address.bucket, firstImage.address.fileName, [1]).status == 200)
+            #expect(try await admin.createUploadImage(ext: "png", clientToken: "file-7f3a").id != firstImage.id)
+        }
+    }
+
     @Test("CreateUploadVideo with a ClientToken is idempotent per key; a video or image never uploaded expires to UploadFail and takes no more uploads")
     func clientTokenAndExpiry() async throws {
         try await Self.withHeldEvents { server, root, admin in
-            let other = MediaServiceClient(
-                endpoint: URL(string: server.endpoint)!,
-                credentials: try await admin.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:*"])])))
+            let other = try await Self.otherKey(server, admin)
             var description = MediaServiceClient.VideoDescription(title: "Clip", fileName: "clip.mp4")
             description.clientToken = "file-7f3a"
             let first = try await admin.createUploadVideo(description)
@@ -252,10 +274,13 @@ struct MediaOwnershipTests {
             // The same token from another key is another video.
             #expect(try await other.createUploadVideo(description).id != first.id)
             #expect(try await admin.listVideos().total == 2)
-            for token in ["has space", "\\u0000", "\\u0001abc", "\\u007f"] {
+            for token in ["has space", "\\u0000", "\\u0001abc", "\\u007f", String(repeating: "a", count: 65)] {
                 let bad = try await mediaRequest(
                     server, "CreateUploadVideo", Array(#"{"Title":"t","FileName":"a.mp4","ClientToken":"\#(token)"}"#.utf8))
                 #expect(mediaCode(bad) == "InvalidParameter", "\(token)")
+                let badImage = try await mediaRequest(
+                    server, "CreateUploadImage", Array(#"{"ImageType":"default","ClientToken":"\#(token)"}"#.utf8))
+                #expect(mediaCode(badImage) == "InvalidParameter", "\(token)")
             }
 
             // Part of the file arrives as a multipart upload that never completes.

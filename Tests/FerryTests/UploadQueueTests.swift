@@ -77,6 +77,30 @@ final class QueueLog: Sendable {
 struct UploadQueueTests {
     static let mib = 1024 * 1024
 
+    /// The first request `match` finds reaches the service and its answer is lost; then every request fails (503)
+    /// until the faults are cleared, as when the app is killed then. Signals when that request is sent.
+    static func loseAnswer(to match: Match, on proxy: FaultProxy) -> Signals {
+        let sent = Signals()
+        proxy.inject(.dropAfterRequestBytes(.max), when: Match { request in
+            guard match.matches(request) else { return false }
+            sent.signal()
+            return true
+        })
+        proxy.inject(.status(503, code: "ServiceUnavailable"), when: Match { _ in sent.count > 0 }, times: .max)
+        return sent
+    }
+
+    /// Once the request of ``loseAnswer(to:on:)`` was answered by the service (and the answer dropped), stops `queue`,
+    /// as the app is stopped, and clears the proxy's faults.
+    static func stopOnceLost(_ queue: UploadQueue, _ sent: Signals, proxy: FaultProxy) async throws {
+        #expect(await sent.wait(for: 1, within: .seconds(120)), "the request was not sent")
+        for _ in 0..<600 where !proxy.log.contains(where: { $0.outcome == "dropped" }) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        await queue.stop()
+        proxy.clearFaults()
+    }
+
     static func configuration(records: String) -> UploadQueue.Configuration {
         var configuration = UploadQueue.Configuration()
         configuration.recordDirectoryPath = URL(fileURLWithPath: records)
@@ -444,25 +468,13 @@ struct UploadQueueTests {
             let storing: Match = mebibytes * Self.mib > UploadPlan.defaultPartSize
                 ? .method("POST") && .query(contains: "uploadId")
                 : .method("PUT") && !.query(contains: "partNumber")
-            let stored = Signals()
-            proxy.inject(.dropAfterRequestBytes(.max), when: Match { request in
-                guard storing.matches(request) else { return false }
-                stored.signal()
-                return true
-            })
-            proxy.inject(.status(503, code: "ServiceUnavailable"), when: Match { _ in stored.count > 0 }, times: .max)
+            let stored = Self.loseAnswer(to: storing, on: proxy)
             let first = UploadQueue(
                 authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()),
                 configuration: Self.configuration(records: records))
             let firstItem = await first.addFile(video, info: MediaInfo(title: "Clip"))
             await first.start()
-            #expect(await stored.wait(for: 1, within: .seconds(120)), "the storing request was not sent")
-            // The service has answered it (the proxy dropped the answer).
-            for _ in 0..<600 where !proxy.log.contains(where: { $0.outcome == "dropped" }) {
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            await first.stop()
-            proxy.clearFaults()
+            try await Self.stopOnceLost(first, stored, proxy: proxy)
             let firstRun = try #require(await first.item(firstItem))
             if ext == "mp4" {
                 #expect(try await server.media().getVideoInfo(videoId: try #require(firstRun.videoId)).status == "UploadSucc")
@@ -553,6 +565,55 @@ struct UploadQueueTests {
                 #expect(listed.total == 1, "a second video was made: \(listed.videos.map(\.videoId))")
             }
             #expect(upload(snapshot).isEmpty, "\(upload(snapshot))")
+        }
+    }
+
+    @Test(
+        "a file whose CreateUploadVideo or CreateUploadImage answer was lost (the app stopped before it heard) is that video or image when it is added again, not a second one",
+        arguments: ["mp4", "png"])
+    func lostCreationAnswerMakesOne(ext: String) async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-lost-creation")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeMediaFile(size: 2 * Self.mib, ext: ext, in: directory)
+        let records = directory + "/records"
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            // The creation reaches the service and its answer is lost; then every request fails until the app stops.
+            let created = Self.loseAnswer(
+                to: .path(contains: ext == "mp4" ? "CreateUploadVideo" : "CreateUploadImage"), on: proxy)
+            let first = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()),
+                configuration: Self.configuration(records: records))
+            await first.addFile(file, info: MediaInfo(title: "Clip"))
+            await first.start()
+            try await Self.stopOnceLost(first, created, proxy: proxy)
+            let media = server.media()
+            let catalog = server.server.catalog
+            let made: String
+            if ext == "mp4" {
+                made = try #require(try await media.listVideos().videos.first?.videoId)
+            } else {
+                made = try #require(try await catalog.uploadingImages(createdBefore: .distantFuture, after: "", limit: 10).first?.imageId)
+            }
+
+            let second = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()),
+                configuration: Self.configuration(records: records))
+            let (log, collector) = QueueLog.collect(second)
+            await second.addFile(file, info: MediaInfo(title: "Clip"))
+            await second.start()
+            try await log.wait("the file", until: { _ in log.finished().count == 1 })
+            collector.cancel()
+            let result = try #require(log.finished().first?.1)
+            if ext == "mp4" {
+                #expect(result.videoId == made)
+                #expect(try await media.listVideos().total == 1)
+            } else {
+                #expect(result.imageURL?.contains(made) == true, "\(result.imageURL ?? "") is not image \(made)")
+                let left = try await catalog.uploadingImages(createdBefore: .distantFuture, after: "", limit: 10)
+                #expect(left.isEmpty, "an image was left uploading: \(left.map(\.imageId))")
+            }
+            try await proxy.shutdown()
         }
     }
 

@@ -206,13 +206,16 @@ public final class MediaServiceClient: Sendable {
         return ticket
     }
 
-    /// Creates an image and returns where to upload it.
+    /// Creates an image and returns where to upload it. With a `clientToken` (1 to 64 printable ASCII characters),
+    /// asking again while the image it made is still uploading answers that image, so a client that lost the answer
+    /// (or was killed before it recorded it) makes one image, not two.
     public func createUploadImage(
         type: String = "default", ext: String = "png", title: String? = nil, tags: String? = nil, cateId: Int? = nil,
-        description: String? = nil
+        description: String? = nil, clientToken: String? = nil
     ) async throws(FerryError) -> UploadTicket {
         let request = MediaContract.CreateUploadImageRequest(
-            imageType: type, imageExt: ext, title: title, tags: tags, cateId: cateId, description: description)
+            imageType: type, imageExt: ext, title: title, tags: tags, cateId: cateId, description: description,
+            clientToken: clientToken)
         let answer = try await call("CreateUploadImage", request, as: MediaContract.UploadTicketAnswer.self)
         var ticket = try UploadTicket(
             id: answer.imageId ?? "", imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)

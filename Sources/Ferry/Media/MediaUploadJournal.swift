@@ -45,9 +45,9 @@ public struct MediaUploadJournal: Sendable {
         return "\(attributes.size)-\(attributes.modified)"
     }
 
-    /// A token for CreateUploadVideo's `ClientToken` that names this file as it is now (its path, size and
-    /// modification time): a run killed between creating the video and recording it gets the same video back when it
-    /// asks again.
+    /// A token for CreateUploadVideo's or CreateUploadImage's `ClientToken` that names this file as it is now (its
+    /// path, size and modification time): a run killed between creating the video or image and recording it gets the
+    /// same one back when it asks again.
     ///
     /// - Throws: ``FerryError`` `fileNotFound` when the file cannot be read.
     public static func clientToken(for file: URL) throws(FerryError) -> String {

@@ -200,7 +200,7 @@ public actor ShortVideoUploader {
             do {
                 return try await media.createUploadImage(
                     type: "cover", ext: ext.isEmpty ? "png" : ext, title: info.title, tags: info.tags, cateId: info.cateId,
-                    description: info.desc)
+                    description: info.desc, clientToken: try? MediaUploadJournal.clientToken(for: cover))
             } catch {
                 guard UploadQueue.isExpiredToken(error) else { throw error }
                 continuation.yield(.tokenExpired)

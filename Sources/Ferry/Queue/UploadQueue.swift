@@ -557,9 +557,11 @@ public actor UploadQueue {
                 await discardAbandoned(abandoned, of: item, media: media, configuration: configuration)
                 journal?.remove(item.fileURL)
             }
+            // The same file asks for the same image, even after a kill before the journal recorded it.
             return try await media.createUploadImage(
                 type: item.imageType, ext: ext.isEmpty ? "png" : ext, title: title, tags: item.info.tags,
-                cateId: item.info.cateId, description: item.info.desc)
+                cateId: item.info.cateId, description: item.info.desc,
+                clientToken: try? MediaUploadJournal.clientToken(for: item.fileURL))
         case .video:
             if let entry = journal?.lookup(item.fileURL) {
                 do {

@@ -263,11 +263,14 @@ extension MediaContract {
         public var cateId: Int?
         /// Description, at most 1024 bytes.
         public var description: String?
+        /// Makes the call idempotent: while an image of this type created with this token is still uploading,
+        /// creating again with it answers that image (with fresh credentials). 1 to 64 printable ASCII characters.
+        public var clientToken: String?
 
         /// Creates a request.
         public init(
             imageType: String? = nil, imageExt: String? = nil, title: String? = nil, tags: String? = nil,
-            cateId: Int? = nil, description: String? = nil
+            cateId: Int? = nil, description: String? = nil, clientToken: String? = nil
         ) {
             self.imageType = imageType
             self.imageExt = imageExt
@@ -275,6 +278,7 @@ extension MediaContract {
             self.tags = tags
             self.cateId = cateId
             self.description = description
+            self.clientToken = clientToken
         }
 
         enum CodingKeys: String, CodingKey {
@@ -284,6 +288,7 @@ extension MediaContract {
             case tags = "Tags"
             case cateId = "CateId"
             case description = "Description"
+            case clientToken = "ClientToken"
         }
     }
 

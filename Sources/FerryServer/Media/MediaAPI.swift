@@ -129,6 +129,14 @@ public struct MediaAPI: Sendable {
         }
     }
 
+    /// A `ClientToken` (CreateUploadVideo, CreateUploadImage): 1 to 64 printable ASCII characters.
+    static func checkClientToken(_ token: String?) throws {
+        guard let token else { return }
+        guard (1...64).contains(token.utf8.count), token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
+        }
+    }
+
     /// Largest session token AssumeRole issues (its policies packed in it), so that it fits in a request's headers
     /// behind any proxy.
     static let maxSessionTokenBytes = 8192
@@ -241,10 +249,8 @@ public struct MediaAPI: Sendable {
         let group = try templateGroup(input.templateGroupId ?? input.transcode)
         let policy = try Self.playbackPolicy(input.playbackPolicy) ?? .signed
         let downloads = try Self.downloadPolicy(input.downloads)
+        try Self.checkClientToken(input.clientToken)
         if let token = input.clientToken {
-            guard (1...64).contains(token.utf8.count), token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-                throw MediaError.invalid("ClientToken", "must be 1 to 64 printable ASCII characters.")
-            }
             // Asked again with the same token (a client that lost the answer): the same video, fresh credentials.
             if let video = try await catalog.uploadingVideo(owner: call.principal.parentAccessKeyId, clientToken: token) {
                 return ticket(videoId: video.videoId, key: video.key, call)
@@ -419,15 +425,17 @@ public struct MediaAPI: Sendable {
         try Self.checkText(input.title, "Title", max: 128)
         try Self.checkText(input.description, "Description", max: 1024)
         try Self.checkTags(input.tags)
+        try Self.checkClientToken(input.clientToken)
         try await library.ensureBucket()
         let id = Hex.randomId()
-        let key = "image/\(type)/\(id).\(ext)"
-        try await catalog.saveImage(
+        // Asked again with the same token (a client that lost the answer): the same image, fresh credentials.
+        let image = try await catalog.createImage(
             ImageRecord(
                 imageId: id, imageType: type, title: input.title, tags: input.tags, cateId: input.cateId,
-                description: input.description, status: ImageStatus.uploading, size: nil, bucket: bucket, key: key,
-                createdAt: Date(), owner: call.principal.parentAccessKeyId))
-        return ticket(imageId: id, key: key, call)
+                description: input.description, status: ImageStatus.uploading, size: nil, bucket: bucket,
+                key: "image/\(type)/\(id).\(ext)", createdAt: Date(), owner: call.principal.parentAccessKeyId,
+                clientToken: input.clientToken))
+        return ticket(imageId: image.imageId, key: image.key, call)
     }
 
     /// A fresh credential for the same image file, while it is still being uploaded.

@@ -37,6 +37,9 @@ public protocol MediaCatalog: JobQueue {
     func uploadingImages(createdBefore date: Date, after imageId: String, limit: Int) async throws -> [ImageRecord]
     /// Stores or replaces an image.
     func saveImage(_ image: ImageRecord) async throws
+    /// Stores a new image, unless it carries a client token its owner already created an image of its type with that
+    /// is still uploading: then that image, unchanged. Atomic: two requests with one token create one image.
+    func createImage(_ image: ImageRecord) async throws -> ImageRecord
     /// Changes an image atomically, as ``updateVideo(_:_:)`` a video (jobs are keyed by the image's id). Returns the
     /// saved record; nil when there is no such image or nothing was saved.
     @discardableResult

@@ -131,6 +131,28 @@ extension PostgresCatalog: MediaCatalog {
         try await leased { [logger] connection in try await Self.upsertImage(image, on: connection, logger: logger) }
     }
 
+    public func createImage(_ image: ImageRecord) async throws -> ImageRecord {
+        try await transaction { [logger] connection -> ImageRecord in
+            if let token = image.clientToken {
+                // Requests with one token are serialized (across nodes) until this transaction ends.
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(hashtext(\((image.owner ?? "") + "\n" + token + "\n" + image.imageType)))",
+                    logger: logger)
+                if let found = try await Self.rows(
+                    """
+                    SELECT record FROM image WHERE status = 'Uploading' AND record::jsonb->>'clientToken' = \(token)
+                    AND record::jsonb->>'owner' IS NOT DISTINCT FROM \(image.owner)
+                    AND record::jsonb->>'imageType' = \(image.imageType) ORDER BY created_at DESC LIMIT 1
+                    """, on: connection, logger: logger
+                ).first {
+                    return try CatalogJSON.decode(ImageRecord.self, try found["record"].decode(String.self))
+                }
+            }
+            try await Self.upsertImage(image, on: connection, logger: logger)
+            return image
+        }
+    }
+
     @discardableResult
     public func updateImage(_ id: String, _ change: @escaping @Sendable (inout ImageRecord) throws -> RecordChange)
         async throws -> ImageRecord?

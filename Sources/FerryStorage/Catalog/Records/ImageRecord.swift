@@ -27,12 +27,15 @@ public struct ImageRecord: Codable, Sendable, Hashable {
     /// Access key that created it (nil for images created before owners were recorded: only the root key acts on
     /// those).
     public var owner: String?
+    /// The token CreateUploadImage was called with: asked again with it while the image is uploading, it answers
+    /// this image.
+    public var clientToken: String?
 
     /// Creates a record; what is optional may be left out.
     package init(
         imageId: String, imageType: String, title: String? = nil, tags: String? = nil, cateId: Int? = nil,
         description: String? = nil, status: String, size: Int64? = nil, bucket: String, key: String, createdAt: Date,
-        owner: String? = nil
+        owner: String? = nil, clientToken: String? = nil
     ) {
         self.imageId = imageId
         self.imageType = imageType
@@ -46,6 +49,7 @@ public struct ImageRecord: Codable, Sendable, Hashable {
         self.key = key
         self.createdAt = createdAt
         self.owner = owner
+        self.clientToken = clientToken
     }
 }
 

@@ -204,6 +204,28 @@ extension SQLiteCatalog: MediaCatalog {
             ])
     }
 
+    public func createImage(_ image: ImageRecord) async throws -> ImageRecord {
+        let record = try CatalogJSON.encode(image)
+        // One write transaction: the lookup and the insert cannot interleave with another request's.
+        let existing = try await pool.write { db -> String? in
+            if let token = image.clientToken,
+                let found = try String.fetchOne(
+                    db,
+                    sql: """
+                        SELECT record FROM image WHERE status = 'Uploading' AND json_extract(record, '$.clientToken') = ?
+                        AND json_extract(record, '$.owner') IS ? AND json_extract(record, '$.imageType') = ?
+                        ORDER BY createdAt DESC
+                        """,
+                    arguments: [token, image.owner, image.imageType])
+            {
+                return found
+            }
+            try Self.insertImage(image, record: record, db)
+            return nil
+        }
+        return try existing.map { try CatalogJSON.decode(ImageRecord.self, $0) } ?? image
+    }
+
     /// The image, or nil.
     public func image(_ id: String) async throws -> ImageRecord? {
         try await record(ImageRecord.self, "SELECT record FROM image WHERE imageId = ?", [id])
