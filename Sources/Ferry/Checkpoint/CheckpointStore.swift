@@ -130,6 +130,15 @@ struct CheckpointStore: Sendable {
     func deleteIntent(_ identifier: String) {
         files.remove(Self.intentName(identifier))
     }
+
+    /// Deletes a checkpoint no run will continue (its upload completed) and its intent, under its lock; left alone
+    /// while a run holds the lock.
+    func discard(_ identifier: String, file: String) {
+        guard let lock = try? lock(identifier, file: file) else { return }
+        delete(identifier)
+        deleteIntent(identifier)
+        lock.release()
+    }
 }
 
 /// Writes one upload's checkpoints off the upload's path, so a part's completion never waits on the disk: one write

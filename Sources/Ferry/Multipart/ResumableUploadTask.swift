@@ -237,9 +237,7 @@ public actor ResumableUploadTask {
     /// Deletes the checkpoint a completed upload left with ``ResumableUploadRequest/keepsCheckpointOnCompletion``.
     /// Left alone while another run holds its lock; nothing when the upload keeps no checkpoint.
     nonisolated func discardCheckpoint() {
-        guard let checkpoints, let lock = try? checkpoints.lock(checkpointId, file: request.fileURL.path) else { return }
-        checkpoints.delete(checkpointId)
-        lock.release()
+        checkpoints?.discard(checkpointId, file: request.fileURL.path)
     }
 
     /// Takes the checkpoint's lock unless this upload holds it already (or keeps no checkpoint).

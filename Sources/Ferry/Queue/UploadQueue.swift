@@ -401,7 +401,8 @@ public actor UploadQueue {
                 // until then a run after a kill checks the stored file against its parts.
                 upload.discardCheckpoint()
                 emit(.finished(item, stored))
-            } else if case .success = outcome {
+            } else {
+                // A file removed as its upload completed.
                 upload.discardCheckpoint()
             }
             perform(starts)
@@ -425,12 +426,7 @@ public actor UploadQueue {
         configuration.fileStored?(item, result)
         journal?.remove(item.fileURL)
         if let identifier = stored.checkpoint, let directory = configuration.effectiveRecordDirectory {
-            let store = CheckpointStore(directory: directory)
-            if let lock = try? store.lock(identifier, file: item.fileURL.path) {
-                store.delete(identifier)
-                store.deleteIntent(identifier)
-                lock.release()
-            }
+            CheckpointStore(directory: directory).discard(identifier, file: item.fileURL.path)
         }
         emit(.finished(item, result))
         perform(starts)
