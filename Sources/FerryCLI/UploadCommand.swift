@@ -369,15 +369,7 @@ struct UploadCommand: AsyncParsableCommand {
         var worst = ExitCodes.success
         let videos = names.compactMap { id, path in outcome.results[id]?.videoId.map { (path: path, videoId: $0) } }
         for (path, videoId) in (videos + finishedVideos).sorted(by: { $0.path < $1.path }) {
-            let file = URL(fileURLWithPath: path).lastPathComponent
-            // A Ctrl-C as the uploads ended (or while an earlier video was followed) stops the following.
-            if context.interrupts.count > 0 {
-                context.output.message(
-                    "Stopped following \(file); the service goes on processing it (ferry videos info \(videoId)).", file: file)
-                worst = ExitCodes.interrupted
-                continue
-            }
-            let code = try await follow(videoId, media: media, context: context, file: file)
+            let code = try await follow(videoId, media: media, context: context, file: URL(fileURLWithPath: path).lastPathComponent)
             if code != ExitCodes.success { worst = max(worst, code) }
         }
         return worst
@@ -413,10 +405,15 @@ struct UploadCommand: AsyncParsableCommand {
     }
 
     /// Follows a video's processing until it ends, a progress line showing its status (and the transcode's percent),
-    /// then prints its renditions. Ctrl-C stops following (exit 75); the service goes on processing.
+    /// then prints its renditions. Ctrl-C stops following (exit 75); the service goes on processing. Any Ctrl-C of the
+    /// run counts: one as the uploads ended, or while an earlier video was followed, stops it before it begins.
     func follow(_ videoId: String, media: MediaServiceClient, context: UploadContext, file: String) async throws -> Int32 {
         var last = ""
         while true {
+            if context.interrupts.count > 0 {
+                context.output.message("Stopped following \(file); the service goes on processing it (ferry videos info \(videoId)).", file: file)
+                return ExitCodes.interrupted
+            }
             let info = try await report { try await media.getVideoInfo(videoId: videoId) }
             let text = VideosCommand.statusText(info)
             if text != last {
@@ -436,10 +433,6 @@ struct UploadCommand: AsyncParsableCommand {
                     context.output.error("ferry: \(file): \(reason)")
                     return ExitCodes.failed
                 }
-            }
-            if context.interrupts.count > 0 {
-                context.output.message("Stopped following \(file); the service goes on processing it (ferry videos info \(videoId)).", file: file)
-                return ExitCodes.interrupted
             }
             try await Task.sleep(for: .milliseconds(300))
         }
