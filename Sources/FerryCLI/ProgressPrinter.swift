@@ -31,8 +31,23 @@ struct ProgressPrinter: Sendable {
         if json { emit(["event": "message", "file": file, "message": text]) } else { line(text) }
     }
 
+    /// A message on standard error, for what concerns no one file (or a file's failure: ``failure(_:file:error:)``).
     func error(_ text: String) {
         FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// A file of the batch that failed: `text` on standard error, and with `--json` also a `failed` event naming the
+    /// file, so that a program reading the events learns of every file's end. `code` is the error's ``FerryError/Code``
+    /// when it has one.
+    func failure(_ text: String, file: String, error: (any Error)? = nil) {
+        failure(text, file: file, code: (error as? FerryError).map { "\($0.code)" })
+    }
+
+    /// A file of the batch that failed with `code` (the service's or ``FerryError/Code``'s name), as
+    /// ``failure(_:file:error:)``.
+    func failure(_ text: String, file: String, code: String?) {
+        self.error(text)
+        if json { emit(["event": "failed", "file": file, "message": text, "code": code ?? NSNull()]) }
     }
 
     func emit(_ object: [String: Any]) {
@@ -59,8 +74,9 @@ struct ProgressPrinter: Sendable {
             if json { emit(["event": "resumed", "file": file]) }
         case .completed:
             break
-        case .failed(let error):
-            if json { emit(["event": "failed", "file": file, "code": "\(error.code)", "message": error.message]) } else { newlineIfTerminal() }
+        case .failed:
+            // The command reports the failure itself (``failure(_:file:error:)``), with its advice.
+            newlineIfTerminal()
         case .cancelled:
             if json { emit(["event": "cancelled", "file": file]) } else { newlineIfTerminal(); line("\(file): cancelled") }
         }

@@ -119,7 +119,7 @@ final class QueueFollower: @unchecked Sendable {
                         !resumable ? ""
                         : item.uploadId == nil ? " Nothing was uploaded yet: run the same command again to start."
                         : " The checkpoint is kept: run the same command again to resume."
-                    output.error("ferry: \(names[item.id] ?? item.fileURL.path): \(message) (\(code))\(advice)")
+                    output.failure("ferry: \(names[item.id] ?? item.fileURL.path): \(message) (\(code))\(advice)", file: file(item), code: code)
                     if resumable {
                         outcome.code = ExitCodes.interrupted
                     } else if outcome.code == ExitCodes.success {
@@ -129,7 +129,9 @@ final class QueueFollower: @unchecked Sendable {
                     guard pending.remove(item.id) != nil else { break }
                     // The command's key does not expire; temporary ones cannot be renewed from here.
                     await queue.cancelFile(item.id)
-                    output.error("ferry: \(names[item.id] ?? item.fileURL.path): the credentials expired; the checkpoint is kept.")
+                    output.failure(
+                        "ferry: \(names[item.id] ?? item.fileURL.path): the credentials expired; the checkpoint is kept.", file: file(item),
+                        code: "\(FerryError.Code.credentialsExpired)")
                     if outcome.code == ExitCodes.success { outcome.code = ExitCodes.failed }
                 case .retry(let item, let attempt, let error):
                     output.retrying(file: file(item), attempt: attempt, error: error)

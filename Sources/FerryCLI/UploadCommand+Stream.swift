@@ -80,12 +80,12 @@ extension UploadCommand {
             guard let lock = try CheckpointLock.acquire(records.url(".\(recordName).ferry-lock")) else {
                 let busy = FerryError(
                     .uploadInProgress, "Another upload of \(path) is running (checkpoint \(records.url(recordName).path))")
-                context.output.error(Self.failureText(path, busy))
+                context.output.failure(Self.failureText(path, busy), file: name, error: busy)
                 return ExitCodes.of(busy)
             }
             recordLock = lock
         } catch {
-            context.output.error("ferry: \(path): \(error)")
+            context.output.failure("ferry: \(path): \(error)", file: name, error: error)
             return ExitCodes.failed
         }
         defer { recordLock.release() }
@@ -108,7 +108,7 @@ extension UploadCommand {
                     try await uploader.terminate(url)
                 } catch {
                     guard !cancel else {
-                        context.output.error("ferry: \(path): \(error). The record is kept: run --cancel again.")
+                        context.output.failure("ferry: \(path): \(error). The record is kept: run --cancel again.", file: name, error: error)
                         return ExitCodes.of(error)
                     }
                 }
@@ -140,7 +140,7 @@ extension UploadCommand {
             do {
                 try await Self.ensureBucket(bucket, client: context.connection.objects(context.configuration))
             } catch {
-                context.output.error("ferry: \(path): \(error)")
+                context.output.failure("ferry: \(path): \(error)", file: name, error: error)
                 return ExitCodes.of(error)
             }
             let key = key ?? name
@@ -224,11 +224,12 @@ extension UploadCommand {
                     fields = ["VideoId": ticket.id]
                 }
             } catch {
-                context.output.error("ferry: \(path): \(error)")
+                context.output.failure("ferry: \(path): \(error)", file: name, error: error)
                 return ExitCodes.of(error)
             }
             guard let url = ticket.resumableUploadURL else {
-                context.output.error("ferry: \(path): the service gave no ResumableUploadURL; it does not speak tus or IETF uploads.")
+                context.output.failure(
+                    "ferry: \(path): the service gave no ResumableUploadURL; it does not speak tus or IETF uploads.", file: name)
                 return ExitCodes.failed
             }
             creation = url
@@ -302,12 +303,13 @@ extension UploadCommand {
                     media = await Self.deleteDamaged(fields["VideoId"] == nil ? .image : .video, id, media: client)
                 }
                 let text = "\(error)"
-                output.error(
-                    "ferry: \(path): \(text)\(text.hasSuffix(".") ? "" : ".")\(media) Run the same command again to upload it afresh.")
+                output.failure(
+                    "ferry: \(path): \(text)\(text.hasSuffix(".") ? "" : ".")\(media) Run the same command again to upload it afresh.",
+                    file: name, error: error)
                 return ExitCodes.failed
             }
             let code = ExitCodes.of(error)
-            output.error("ferry: \(path): \(error).\(ExitCodes.advice(code, error))")
+            output.failure("ferry: \(path): \(error).\(ExitCodes.advice(code, error))", file: name, error: error)
             return code
         }
     }

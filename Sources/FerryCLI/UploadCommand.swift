@@ -250,7 +250,7 @@ struct UploadCommand: AsyncParsableCommand {
             try await Self.ensureBucket(bucket, client: client)
         } catch {
             // This file's failure: the batch goes on, and the exit code says whether a rerun helps.
-            context.output.error("ferry: \(path): \(error)")
+            context.output.failure("ferry: \(path): \(error)", file: url.lastPathComponent, error: error)
             return ExitCodes.of(error)
         }
         var request = request(for: url, bucket: bucket, key: key ?? url.lastPathComponent, records: context.records)
@@ -260,7 +260,7 @@ struct UploadCommand: AsyncParsableCommand {
             do {
                 cancelled = try await client.discardCheckpoint(of: request)
             } catch {
-                context.output.error(Self.failureText(path, error))
+                context.output.failure(Self.failureText(path, error), file: url.lastPathComponent, error: error)
                 return ExitCodes.of(error)
             }
             context.output.message(
@@ -305,7 +305,7 @@ struct UploadCommand: AsyncParsableCommand {
                             of: request(for: url, bucket: previous.bucket, key: previous.key, records: context.records))
                     } catch {
                         // Another run is sending it (or the abort failed): its video and journal entry stay.
-                        context.output.error(Self.failureText(path, error))
+                        context.output.failure(Self.failureText(path, error), file: url.lastPathComponent, error: error)
                         return ExitCodes.of(error)
                     }
                     journal.remove(url)
@@ -426,11 +426,11 @@ struct UploadCommand: AsyncParsableCommand {
                 context.output.renditions(play, file: file)
                 return ExitCodes.success
             case "TranscodeFail", "UploadFail", "Deleted":
-                context.output.error("ferry: \(file): \(info.status): \(info.errorMessage ?? info.statusMessage ?? "no reason given")")
+                context.output.failure("ferry: \(file): \(info.status): \(info.errorMessage ?? info.statusMessage ?? "no reason given")", file: file)
                 return ExitCodes.failed
             default:
                 if info.status == "UploadSucc", let reason = info.statusMessage, reason.contains("not installed") || reason.contains("turned off") {
-                    context.output.error("ferry: \(file): \(reason)")
+                    context.output.failure("ferry: \(file): \(reason)", file: file)
                     return ExitCodes.failed
                 }
             }
@@ -458,7 +458,7 @@ struct UploadCommand: AsyncParsableCommand {
             if noResume { try await client.discardCheckpoint(of: request) }
             upload = try await client.upload(request)
         } catch {
-            context.output.error(Self.failureText(request.fileURL.path, error))
+            context.output.failure(Self.failureText(request.fileURL.path, error), file: request.fileURL.lastPathComponent, error: error)
             return (ExitCodes.of(error), nil)
         }
         let interrupts = context.interrupts
@@ -485,8 +485,9 @@ struct UploadCommand: AsyncParsableCommand {
             // with new ones.
             if case .credentialsExpired = event {
                 await upload.pause()
-                context.output.error(
-                    "ferry: \(request.fileURL.path): the credentials expired; the checkpoint is kept: run the same command again with fresh credentials to resume.")
+                context.output.failure(
+                    "ferry: \(request.fileURL.path): the credentials expired; the checkpoint is kept: run the same command again with fresh credentials to resume.",
+                    file: name, code: "\(FerryError.Code.credentialsExpired)")
                 return (ExitCodes.failed, nil)
             }
         }
@@ -497,10 +498,10 @@ struct UploadCommand: AsyncParsableCommand {
             if error.code == .cancelled { return (ExitCodes.failed, nil) }
             let code = ExitCodes.of(error)
             if error.code == .uploadInProgress {
-                context.output.error(Self.failureText(request.fileURL.path, error))
+                context.output.failure(Self.failureText(request.fileURL.path, error), file: name, error: error)
                 return (code, nil)
             }
-            context.output.error("ferry: \(request.fileURL.path): \(error).\(ExitCodes.advice(code, error))")
+            context.output.failure("ferry: \(request.fileURL.path): \(error).\(ExitCodes.advice(code, error))", file: name, error: error)
             return (code, nil)
         }
     }

@@ -92,7 +92,7 @@ struct UploadCommandFaultTests {
         }
     }
 
-    @Test("a refused connection is told as one, naming the endpoint (scheme://host:port) and never the query; object and media uploads exit 75")
+    @Test("a refused connection is told as one, naming the endpoint (scheme://host:port) and never the query; object (multipart and tus) and media uploads exit 75, and with --json each ends in a failed event naming the file")
     func refusedConnection() async throws {
         let port = try LoopbackPort.unused()
         let data = TemporaryDirectory.make("ferry-cli-refused")
@@ -100,17 +100,24 @@ struct UploadCommandFaultTests {
         let small = data + "/small.bin"
         try Data(repeating: 3, count: 1000).write(to: URL(fileURLWithPath: small))
         let environment = ["FERRY_ACCESS_KEY_ID": "FKIAX", "FERRY_SECRET_ACCESS_KEY": "secret-value-123", "HOME": data]
-        for media in [false, true] {
+        for (media, options) in [(false, []), (true, []), (false, ["--protocol", "tus"]), (true, ["--protocol", "ietf"])] {
+            let file = media ? CommandLineTests.sample : small
             let run = try await FerryRun.run(
-                ["upload", media ? CommandLineTests.sample : small, "--endpoint", "http://127.0.0.1:\(port)", "--max-retries", "0"]
-                    + (media ? [] : ["--bucket", "b"]),
+                ["upload", file, "--endpoint", "http://127.0.0.1:\(port)", "--max-retries", "0", "--json"]
+                    + (media ? [] : ["--bucket", "b"]) + options,
                 environment: environment)
             #expect(run.status == 75, "\(run.error)")
+            // A program reading the events learns the file's end from them, with the words printed on standard error.
+            let failed = run.jsonLines.filter { $0["event"] as? String == "failed" }
+            #expect(failed.count == 1, "\(media) \(options): \(run.output)")
+            #expect(failed.first?["file"] as? String == URL(fileURLWithPath: file).lastPathComponent, "\(run.output)")
+            #expect((failed.first?["message"] as? String).map { run.error.contains($0) } == true, "\(run.output)")
+            #expect(failed.first?["code"] is String, "\(run.output)")
             #expect(
                 run.error.contains("Could not connect to http://127.0.0.1:\(port): the connection was refused"),
                 "\(media): \(run.error)")
             #expect(!run.error.contains("secret-value-123") && !run.error.contains("Signature"), "\(run.error)")
-            if media {
+            if media, options.isEmpty {
                 // Nothing reached the service: the queue has no upload, so no checkpoint to speak of.
                 #expect(!run.error.contains("checkpoint is kept") && run.error.contains("Nothing was uploaded yet"), "\(run.error)")
             }
