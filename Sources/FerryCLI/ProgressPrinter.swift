@@ -128,7 +128,9 @@ struct ProgressPrinter: Sendable {
             emit(object)
         } else {
             newlineIfTerminal()
-            line("\(file): retry \(attempt) after \(error.code)\(error.serverCode.map { " (\($0))" } ?? "")")
+            // A wait of a second or more is said, so that a long one (a service's Retry-After) is not taken for a hang.
+            let wait = delay.map(\.timeInterval).flatMap { $0 >= 1 ? " in \(Int($0.rounded())) s" : nil } ?? ""
+            line("\(file): retry \(attempt)\(wait) after \(error.code)\(error.serverCode.map { " (\($0))" } ?? "")")
         }
     }
 

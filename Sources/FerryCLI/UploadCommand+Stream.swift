@@ -55,9 +55,14 @@ extension UploadCommand {
         }
     }
 
-    private func uploadStream(_ path: String, uploader: StreamUploader, context: UploadContext) async throws -> Int32 {
+    private func uploadStream(_ path: String, uploader configured: StreamUploader, context: UploadContext) async throws -> Int32 {
         let file = URL(fileURLWithPath: path).standardizedFileURL
         let name = file.lastPathComponent
+        var telling = configured
+        telling.onRetry = { [output = context.output] attempt, error, delay in
+            output.retrying(file: name, attempt: attempt, error: error, delay: delay)
+        }
+        let uploader = telling
         // A cancel needs only the path, which names the record: the file may be gone.
         let attributes = cancel ? [:] : try FileManager.default.attributesOfItem(atPath: file.path)
         let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0

@@ -19,7 +19,7 @@ struct ProxyRequest: Sendable {
     /// Whether serving it involves the upstream.
     var needsUpstream: Bool {
         switch fault {
-        case .status, .stall: false
+        case .status, .throttled, .stall: false
         case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte: true
         }
     }
@@ -107,6 +107,8 @@ final class ProxyConnection {
         switch request.fault {
         case .status(let status, let code):
             return try await answer(request, status: status, code: code)
+        case .throttled(let seconds):
+            return try await answer(request, status: 503, code: "SlowDown", retryAfter: seconds)
         case .stall(let seconds):
             core.finish(request.id, "stalled")
             await stall(seconds: seconds)
@@ -117,7 +119,7 @@ final class ProxyConnection {
     }
 
     /// Answers with an S3 error document without forwarding, after reading and discarding the body.
-    private func answer(_ request: ProxyRequest, status: Int, code: String) async throws -> Bool {
+    private func answer(_ request: ProxyRequest, status: Int, code: String, retryAfter: Int? = nil) async throws -> Bool {
         let head = request.head
         try await sendContinue(request)
         guard try await drainRequestBody() else { return false }
@@ -131,6 +133,7 @@ final class ProxyConnection {
         headers.add(name: "Content-Type", value: "application/xml")
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         headers.add(name: "x-amz-request-id", value: "FAULTPROXY\(request.id)")
+        if let retryAfter { headers.add(name: "Retry-After", value: String(retryAfter)) }
         if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
         core.finish(request.id, String(status))
         try await write(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: headers)))

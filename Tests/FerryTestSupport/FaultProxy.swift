@@ -147,6 +147,8 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
     /// `.status(503, code: "ServiceUnavailable")`. The request body is read (after a `100 Continue` if the client asked
     /// for one) and discarded first; the connection stays usable.
     case status(Int, code: String)
+    /// As ``status(_:code:)`` with 503 `SlowDown`, and a `Retry-After` header asking for `seconds`.
+    case throttled(retryAfter: Int)
     /// Forwards the request head and the first N bytes of the body upstream, then resets the client connection (TCP
     /// RST, no response) and closes the upstream one, so the server sees a truncated body. If the body is not longer
     /// than N bytes the whole request is forwarded, the proxy waits for the upstream response head (the server has
@@ -171,6 +173,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .status(let status, let code): "status(\(status), \(code))"
+        case .throttled(let seconds): "throttled(retryAfter: \(seconds))"
         case .dropAfterRequestBytes(let bytes): "dropAfterRequestBytes(\(bytes))"
         case .dropResponseMidBody(let bytes): "dropResponseMidBody(afterBytes: \(bytes))"
         case .stall(let seconds): "stall(\(seconds)s)"

@@ -161,6 +161,38 @@ struct UploadCommandFaultTests {
         }
     }
 
+    @Test(
+        "a stream upload the service throttles says each retry and its wait (the service's Retry-After): a retrying event with delayMs in --json, 'retry 1 in 3 s' in plain output; the file then completes",
+        arguments: ["tus", "ietf"])
+    func throttledStreamSaysItsWait(_ wire: String) async throws {
+        try await CommandLineTests.withService("ferry-cli-throttled") { server, root, environment, data in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                let file = try makeRandomFile(size: 3 * 1024 * 1024, in: data)
+                for json in [true, false] {
+                    proxy.inject(.throttled(retryAfter: 3), when: .method("PATCH"))
+                    let key = "t-\(json).bin"
+                    let run = try await FerryRun.run(
+                        [
+                            "upload", file.path, "--endpoint", proxy.endpoint, "--bucket", "throttled", "--key", key,
+                            "--protocol", wire, "--record-dir", data + "/records",
+                        ] + (json ? ["--json"] : []),
+                        environment: environment)
+                    #expect(run.status == 0, "\(run.error)")
+                    if json {
+                        let retries = run.jsonLines.filter { $0["event"] as? String == "retrying" }
+                        #expect(retries.count == 1, "\(run.output)")
+                        #expect(retries.first?["delayMs"] as? Int == 3000, "\(run.output)")
+                        #expect(retries.first?["error"] as? String == "server", "\(run.output)")
+                    } else {
+                        #expect(run.output.contains("\(file.lastPathComponent): retry 1 in 3 s after "), "\(run.output)")
+                    }
+                    let stored = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("throttled", key)
+                    #expect(Data(stored.body) == (try Data(contentsOf: file)))
+                }
+            }
+        }
+    }
+
     /// A socket on 127.0.0.1 that takes connections and never answers.
     static func silentListener() throws -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

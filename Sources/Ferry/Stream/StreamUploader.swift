@@ -52,6 +52,10 @@ public struct StreamUploader: Sendable {
     /// The least time between two progress reports while bytes are being sent (one always comes when the server
     /// confirms an offset, and when the last byte is sent); `.zero` reports every slice the transport sends.
     public var progressInterval: Duration = .milliseconds(100)
+    /// Told about each retry before its wait: which retry in a row it is (from 1), the failure, and how long the
+    /// uploader waits (the service's `Retry-After` when it asked for longer than the backoff, up to
+    /// ``RetryPolicy/maxRetryAfter``), so that an app can say why nothing moves.
+    public var onRetry: @Sendable (_ attempt: Int, _ error: FerryError, _ delay: Duration) -> Void = { _, _, _ in }
 
     /// Creates an uploader.
     public init(
@@ -141,7 +145,7 @@ public struct StreamUploader: Sendable {
                     failures < retryPolicy.maxRetryCount
                 else { throw error }
                 failures += 1
-                try? await Task.sleep(for: retryPolicy.wait(forAttempt: failures, after: error))
+                await wait(before: failures, after: error)
                 guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: uploadURL) }) else {
                     throw FerryError(.cannotResumeUpload, "The upload at \(uploadURL.path) is gone (expired or terminated).")
                 }
@@ -368,9 +372,17 @@ public struct StreamUploader: Sendable {
                     attempt < retryPolicy.maxRetryCount
                 else { throw error }
                 attempt += 1
-                try? await Task.sleep(for: retryPolicy.wait(forAttempt: attempt, after: error))
+                await wait(before: attempt, after: error)
             }
         }
+    }
+
+    /// Tells ``onRetry`` of retry number `attempt` after `error`, then waits as ``retryPolicy`` says (a cancellation
+    /// ends the wait; the caller's next step sees it).
+    private func wait(before attempt: Int, after error: FerryError) async {
+        let delay = retryPolicy.wait(forAttempt: attempt, after: error)
+        onRetry(attempt, error, delay)
+        try? await Task.sleep(for: delay)
     }
 
     /// The error for an offset no upload of this file can have (negative, past the bytes sent, behind the offset the
