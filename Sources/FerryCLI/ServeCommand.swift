@@ -40,7 +40,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Region the service reports. Default us-east-1.")
     var region: String?
 
-    @Option(name: .customLong("multipart-max-age"), help: "Seconds after which an unfinished multipart upload is aborted. Default 604800 (7 days).")
+    @Option(name: .customLong("multipart-max-age"), help: "Seconds after which an unfinished S3 multipart upload is aborted (tus and IETF uploads end at their own Upload-Expires). Default 604800 (7 days).")
     var multipartMaxAge: Double?
 
     @Option(

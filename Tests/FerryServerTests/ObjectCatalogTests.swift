@@ -55,7 +55,7 @@ struct ObjectCatalogTests {
             condition: condition, verify: { _ in })
     }
 
-    @Test("the multipart uploads of resumable uploads that no record owns (a crash between the two writes) are aborted once an hour old; owned ones and S3 uploads stay", arguments: JobQueueImplementation.allCases)
+    @Test("the multipart uploads of resumable uploads that no record owns (a crash between the two writes) are aborted once an hour old; owned ones and S3 uploads stay; the multipart age limit aborts S3 uploads only (a resumable upload lasts until its Upload-Expires)", arguments: JobQueueImplementation.allCases)
     func unclaimedResumableUploads(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in
             try await store.createBucket("r")
@@ -86,6 +86,12 @@ struct ObjectCatalogTests {
             #expect(try await store.catalog.upload(live.uploadId) != nil)
             #expect(try await store.catalog.upload(s3.uploadId) != nil)
             #expect(try await store.abortUnclaimedResumableUploads(initiatedBefore: Date().addingTimeInterval(1)) == 0)
+
+            // A --multipart-max-age shorter than the live upload's expiry: the S3 upload goes, the resumable one stays.
+            #expect(try await store.abortMultipartUploads(initiatedBefore: Date().addingTimeInterval(1)) == 1)
+            #expect(try await store.catalog.upload(s3.uploadId) == nil)
+            #expect(try await store.catalog.upload(live.uploadId) != nil)
+            #expect(try await store.catalog.resumableUpload(live.id) != nil)
         }
     }
 

@@ -10,34 +10,80 @@ import Testing
 /// A tus final upload on the object store: all of its partial uploads' bytes, or nothing.
 @Suite("Resumable uploads: a final upload and its partial uploads")
 struct ResumableConcatenationTests {
+    /// A partial upload of `r`, fully received in two appends of `letter` (4 bytes), as the API checked it.
+    static func partial(_ letter: String, store: CatalogObjectStore, charge: StorageCharge) async throws -> ResumableUpload {
+        var upload = try await store.createResumableUpload(
+            bucket: "r", key: "part-" + letter, charge: charge, length: 4, info: .init(kind: .partial),
+            attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
+        for offset in [0, 2] as [Int64] {
+            let body = AsyncStream<ByteBuffer> {
+                $0.yield(ByteBuffer(string: letter + letter))
+                $0.finish()
+            }
+            guard case .appended(let appended) = try await store.appendResumable(
+                upload, at: offset, body: body, checksums: [], byteLimit: nil, verify: { _ in })
+            else { throw NotAppended() }
+            upload = appended
+        }
+        return upload
+    }
+
+    /// The object the final upload of `partials` makes at `r`/`key`.
+    static func final(_ partials: [ResumableUpload], key: String, store: CatalogObjectStore, charge: StorageCharge)
+        async throws -> ObjectInfo
+    {
+        try await store.concatenateResumable(
+            partials, bucket: "r", key: key, charge: charge, info: .init(kind: .final, partials: partials.map(\.id)),
+            attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400)
+        ).object
+    }
+
+    @Test("a final upload's bytes count once against its owner's quota: partial uploads of 8 bytes make an 8-byte object under a quota of 10, the partial uploads end with it (no uploads in progress, usage 8) and cannot make a second object; of two final uploads of the same partial uploads racing, one is made and the other refused", arguments: JobQueueImplementation.allCases)
+    func finalUploadCountsOnce(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("r")
+            let charge = StorageCharge(owner: "k1", quota: AccessKeyQuota(storageBytes: 10))
+            let (a, b) = (try await Self.partial("A", store: store, charge: charge), try await Self.partial("B", store: store, charge: charge))
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 8, uploadsInProgress: 2))
+            let object = try await Self.final([a, b], key: "whole", store: store, charge: charge)
+            #expect(object.size == 8)
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 8, uploadsInProgress: 0))
+            #expect(try await store.resumableUpload(a.id) == nil)
+            #expect(try await store.resumableUpload(b.id) == nil)
+            await #expect { _ = try await Self.final([a, b], key: "again", store: store, charge: charge) } throws: {
+                ($0 as? FerryDomainError)?.code == .uploadNotFound
+            }
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 8, uploadsInProgress: 0))
+
+            // Two final uploads of the same partial uploads at once: the quota has room for one object of their bytes.
+            try await store.deleteObject(bucket: "r", key: "whole", condition: .none)
+            let (c, d) = (try await Self.partial("C", store: store, charge: charge), try await Self.partial("D", store: store, charge: charge))
+            func attempt(_ key: String) async -> Result<ObjectInfo, any Error> {
+                do { return .success(try await Self.final([c, d], key: key, store: store, charge: charge)) } catch { return .failure(error) }
+            }
+            async let first = attempt("one")
+            async let second = attempt("two")
+            let outcomes = await [first, second]
+            let made = outcomes.compactMap { try? $0.get() }
+            #expect(made.count == 1, "\(outcomes)")
+            for case .failure(let error) in outcomes {
+                let code = (error as? FerryDomainError)?.code
+                #expect(code == .quotaExceeded || code == .uploadNotFound, "\(error)")
+            }
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 8, uploadsInProgress: 0))
+        }
+    }
+
     @Test("a final upload whose partial upload was terminated after the API checked it makes nothing: uploadNotFound, no object, no multipart upload left; the other partials still make one", arguments: JobQueueImplementation.allCases)
     func finalUploadOfATerminatedPartialMakesNothing(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in
             try await store.createBucket("r")
             let charge = StorageCharge(owner: "k1", quota: .unlimited)
-            /// A partial upload fully received in two appends of `letter`, as the API checked it.
             func partial(_ letter: String) async throws -> ResumableUpload {
-                var upload = try await store.createResumableUpload(
-                    bucket: "r", key: "part-" + letter, charge: charge, length: 4, info: .init(kind: .partial),
-                    attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
-                for offset in [0, 2] as [Int64] {
-                    let body = AsyncStream<ByteBuffer> {
-                        $0.yield(ByteBuffer(string: letter + letter))
-                        $0.finish()
-                    }
-                    guard case .appended(let appended) = try await store.appendResumable(
-                        upload, at: offset, body: body, checksums: [], byteLimit: nil, verify: { _ in })
-                    else { throw NotAppended() }
-                    upload = appended
-                }
-                return upload
+                try await Self.partial(letter, store: store, charge: charge)
             }
             func final(_ partials: [ResumableUpload], key: String) async throws -> ObjectInfo {
-                try await store.concatenateResumable(
-                    partials, bucket: "r", key: key, charge: charge,
-                    info: .init(kind: .final, partials: partials.map(\.id)), attributes: ObjectAttributes(),
-                    expiresAt: Date().addingTimeInterval(86_400)
-                ).object
+                try await Self.final(partials, key: key, store: store, charge: charge)
             }
             let (a, b, c) = (try await partial("A"), try await partial("B"), try await partial("C"))
             try await store.terminateResumable(b)

@@ -46,11 +46,15 @@ protocol ObjectCatalog: ResumableUploadCatalog {
     /// `uploadIdMarker`, only keys after `keyMarker` (as S3 reads a key marker alone).
     func uploads(bucket: String, prefix: String, keyMarker: String, uploadIdMarker: String, limit: Int) async throws
         -> [MultipartUploadInfo]
-    /// Uploads initiated before `date`, oldest first.
+    /// S3 multipart uploads initiated before `date`, oldest first: not those of resumable uploads, which end at their
+    /// own expiry (``ResumableUpload/expiresAt``) or, unclaimed, by ``unclaimedResumableMultipartUploads(initiatedBefore:limit:)``.
     func uploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo]
     /// Records a part, replacing one with the same number; returns the replaced part's blobs. With a `byteLimit`,
-    /// throws `quotaExceeded` (recording nothing) when the part would take the upload's owner past it.
-    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64?) async throws -> CatalogPartOutcome
+    /// throws `quotaExceeded` (recording nothing) when the part would take the upload's owner past it. The parts of
+    /// the owner's uploads named in `freeing` (a tus final upload's partial uploads, which end with it and whose bytes
+    /// its parts are linked copies of) are not counted, while they are recorded: those bytes count once.
+    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64?, freeing: [String]) async throws
+        -> CatalogPartOutcome
     /// Parts numbered above `marker`, ascending, up to `limit` (all when nil).
     func parts(uploadId: String, after marker: Int, limit: Int?) async throws -> [PartInfo]
     /// Removes an upload and its parts, with the unfinished resumable upload whose bytes it held; returns the parts'
@@ -123,3 +127,4 @@ enum CatalogCompleteOutcome: Sendable {
     /// The request's condition did not hold for the current object.
     case refused(ObjectWriteCondition.Failure)
 }
+

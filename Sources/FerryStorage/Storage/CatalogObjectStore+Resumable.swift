@@ -41,7 +41,7 @@ extension CatalogObjectStore {
         do {
             try await events.timed("catalog", "insertResumableUpload") { try await catalog.insertResumableUpload(upload) }
         } catch {
-            if let blobs = try? await catalog.deleteUpload(multipart.uploadId) { await retire(blobs) }
+            await discardRefused(multipart)
             throw error
         }
         return upload
@@ -182,6 +182,10 @@ extension CatalogObjectStore {
             checksumAlgorithm: Self.resumableChecksum, checksumType: "FULL_OBJECT", charge: charge)
         do {
             var parts: [PartInfo] = []
+            // The partial uploads whose parts are copied so far: their bytes become the copies' alone (the partial
+            // uploads end with this final upload), so they count once, and a file may take the whole quota however
+            // it was sent. The last part's check counts every partial upload's bytes once.
+            var copied: [String] = []
             for partial in partials {
                 let partialParts = try await catalog.parts(uploadId: partial.uploadId, after: 0, limit: nil)
                 let lease = files.lease(partialParts.flatMap { $0.segments.map(\.blob) })
@@ -190,11 +194,12 @@ extension CatalogObjectStore {
                 guard let current = try await catalog.resumableUpload(partial.id), current.offset == partial.offset,
                     partialParts.reduce(0, { $0 + $1.size }) == partial.offset
                 else { throw Self.noSuchUpload }
+                copied.append(partial.uploadId)
                 for part in partialParts {
                     var copy = part
                     copy.number = parts.count + 1
                     copy.segments = try await link(part.segments)
-                    parts.append(try await record(copy, upload: multipart, byteLimit: charge.quota.storageBytes))
+                    parts.append(try await record(copy, upload: multipart, byteLimit: charge.quota.storageBytes, freeing: copied))
                 }
             }
             if parts.isEmpty { parts = [try await emptyPart(multipart)] }
@@ -208,11 +213,43 @@ extension CatalogObjectStore {
                 id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
                 length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: object.etag)
             try await catalog.insertResumableUpload(upload)
+            await endConcatenated(partials)
             return (upload, object)
         } catch {
-            if let blobs = try? await catalog.deleteUpload(multipart.uploadId) { await retire(blobs) }
+            await discardRefused(multipart)
             throw error
         }
+    }
+
+    /// Ends the partial uploads a final upload was made of (tus lets a server delete them once concatenated): their
+    /// records and multipart uploads go, so that they neither count against their owner's quota and uploads in
+    /// progress until they expire, nor make a second object. Their bytes are the object's now (linked); the partial
+    /// uploads' own blob names are retired. One that cannot be ended now expires as any other.
+    private func endConcatenated(_ partials: [ResumableUpload]) async {
+        var ended = 0
+        for partial in partials {
+            do {
+                guard try await catalog.deleteResumableUpload(partial.id) != nil,
+                    let blobs = try await catalog.deleteUpload(partial.uploadId)
+                else { continue }
+                ended += 1
+                await retire(blobs)
+            } catch {
+                logger.warning(
+                    "a concatenated partial upload was not ended; it expires as usual",
+                    metadata: ["ferry.upload": "\(partial.id)", "error": "\(error)"])
+            }
+        }
+        // They became part of an object.
+        if ended > 0 { events?.multipartUpload(.completed, count: ended) }
+    }
+
+    /// Removes the multipart upload of a creation or concatenation that was refused or failed (counted as aborted,
+    /// as it was counted as started).
+    private func discardRefused(_ multipart: MultipartUploadInfo) async {
+        guard let blobs = try? await catalog.deleteUpload(multipart.uploadId) else { return }
+        events?.multipartUpload(.aborted, count: 1)
+        await retire(blobs)
     }
 
     /// Ends an upload (tus termination, IETF cancellation, expiry): its record goes, and the bytes of an unfinished

@@ -394,13 +394,16 @@ public struct CatalogObjectStore: ObjectStore {
         return algorithms
     }
 
-    /// Records a part in the catalog (refused past `byteLimit` for the upload's owner), deleting the blobs of the part
-    /// it replaces (or its own when the upload is gone or the quota refuses it).
-    func record(_ part: PartInfo, upload: MultipartUploadInfo, byteLimit: Int64?) async throws -> PartInfo {
+    /// Records a part in the catalog (refused past `byteLimit` for the upload's owner, not counting the parts of the
+    /// uploads in `freeing`), deleting the blobs of the part it replaces (or its own when the upload is gone or the
+    /// quota refuses it).
+    func record(_ part: PartInfo, upload: MultipartUploadInfo, byteLimit: Int64?, freeing: [String] = [])
+        async throws -> PartInfo
+    {
         let outcome: CatalogPartOutcome
         do {
             outcome = try await events.timed("catalog", "putPart") {
-                try await catalog.putPart(part, uploadId: upload.uploadId, byteLimit: byteLimit)
+                try await catalog.putPart(part, uploadId: upload.uploadId, byteLimit: byteLimit, freeing: freeing)
             }
         } catch {
             await discardUnlessRecorded(part.segments.map(\.blob), after: error)

@@ -183,7 +183,8 @@ public protocol ObjectStore: Sendable {
     func completedUpload(_ uploadId: String) async throws -> CompletedUpload?
     /// Discards an upload and deletes its parts.
     func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws
-    /// Aborts uploads initiated before `date`; returns how many.
+    /// Aborts S3 multipart uploads initiated before `date` (not resumable uploads' own, which expire when they said
+    /// they would); returns how many.
     func abortMultipartUploads(initiatedBefore date: Date) async throws -> Int
     /// What the long-term key `owner` holds: the bytes its quota counts and its uploads in progress.
     func usage(owner: String) async throws -> StorageUsage

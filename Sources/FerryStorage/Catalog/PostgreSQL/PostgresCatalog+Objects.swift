@@ -280,7 +280,10 @@ extension PostgresCatalog: ObjectCatalog {
 
     func uploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo] {
         try await rows(
-            "SELECT * FROM s3_upload WHERE initiated < \(date.timeIntervalSince1970) ORDER BY initiated LIMIT \(limit)"
+            """
+            SELECT * FROM s3_upload WHERE initiated < \(date.timeIntervalSince1970)
+                AND NOT starts_with(id, \(ResumableUpload.multipartIdPrefix)) ORDER BY initiated LIMIT \(limit)
+            """
         ).map(Self.uploadInfo)
     }
 
@@ -309,13 +312,16 @@ extension PostgresCatalog: ObjectCatalog {
         try await exists("SELECT id FROM s3_upload WHERE id = \(uploadId) FOR UPDATE", on: connection, logger: logger)
     }
 
-    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64?) async throws -> CatalogPartOutcome {
+    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64?, freeing: [String]) async throws
+        -> CatalogPartOutcome
+    {
         let checksums = try CatalogJSON.encode(part.checksums)
         let plain = part.segments.count == 1 && part.segments[0].offset == nil && part.segments[0].size == part.size
         let segments = plain ? nil : try CatalogJSON.encode(part.segments)
         return try await transaction { [logger] connection in
             guard try await Self.lockUpload(uploadId, on: connection, logger: logger) else { return .noSuchUpload }
-            try await Self.checkQuota(storing: part, uploadId: uploadId, limit: byteLimit, on: connection, logger: logger)
+            try await Self.checkQuota(
+                storing: part, uploadId: uploadId, limit: byteLimit, freeing: freeing, on: connection, logger: logger)
             let replaced = try await Self.rows(
                 "SELECT blob, segments FROM s3_part WHERE upload_id = \(uploadId) AND number = \(part.number)",
                 on: connection, logger: logger

@@ -87,20 +87,32 @@ extension PostgresCatalog {
     }
 
     /// Refuses recording `part` of `uploadId` when it takes the upload's owner past `limit` (a part with the same
-    /// number frees its bytes). Takes the owner's lock.
+    /// number frees its bytes, and so do the parts of the owner's uploads named in `freeing`, while recorded). Takes
+    /// the owner's lock.
     static func checkQuota(
-        storing part: PartInfo, uploadId: String, limit: Int64?, on connection: PostgresConnection, logger: Logger
+        storing part: PartInfo, uploadId: String, limit: Int64?, freeing: [String], on connection: PostgresConnection,
+        logger: Logger
     ) async throws {
         guard let limit else { return }
         let upload = try await rows("SELECT owner FROM s3_upload WHERE id = \(uploadId)", on: connection, logger: logger)
             .first
         guard let owner = try upload?["owner"].decode(String?.self) ?? nil else { return }
         try await lockOwner(owner, on: connection, logger: logger)
-        let freed =
+        var freed =
             try await rows(
                 "SELECT size FROM s3_part WHERE upload_id = \(uploadId) AND number = \(part.number)", on: connection,
                 logger: logger
             ).first?["size"].decode(Int64.self) ?? 0
+        let others = Array(Set(freeing).subtracting([uploadId]))
+        if !others.isEmpty {
+            freed +=
+                try await rows(
+                    """
+                    SELECT COALESCE(SUM(p.size), 0)::BIGINT AS size FROM s3_part p JOIN s3_upload u ON u.id = p.upload_id
+                    WHERE u.owner = \(owner) AND p.upload_id = ANY(\(others))
+                    """, on: connection, logger: logger
+                ).first?["size"].decode(Int64.self) ?? 0
+        }
         try StorageQuotaCheck.check(
             stored: try await storedBytes(owner: owner, on: connection, logger: logger), adding: part.size,
             freeing: freed, limit: limit)

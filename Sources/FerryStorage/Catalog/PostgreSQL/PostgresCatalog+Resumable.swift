@@ -55,7 +55,7 @@ extension PostgresCatalog {
             numbered.number = number
             // The owner's lock comes last, after the upload's rows, as every quota check takes it.
             try await Self.checkQuota(
-                storing: numbered, uploadId: upload.uploadId, limit: byteLimit, on: connection, logger: logger)
+                storing: numbered, uploadId: upload.uploadId, limit: byteLimit, freeing: [], on: connection, logger: logger)
             try await connection.query(
                 """
                 INSERT INTO s3_part (upload_id, number, size, etag, checksums, blob, last_modified, segments)

@@ -62,14 +62,23 @@ extension SQLiteCatalog {
     }
 
     /// Refuses recording `part` of `uploadId` when it takes the upload's owner past `limit` (a part with the same
-    /// number frees its bytes).
-    static func checkQuota(storing part: PartInfo, uploadId: String, limit: Int64?, _ db: Database) throws {
+    /// number frees its bytes, and so do the parts of the owner's uploads named in `freeing`, while recorded).
+    static func checkQuota(storing part: PartInfo, uploadId: String, limit: Int64?, freeing: [String] = [], _ db: Database) throws {
         guard let limit,
             let owner = try String.fetchOne(db, sql: "SELECT owner FROM upload WHERE id = ?", arguments: [uploadId])
         else { return }
-        let freed =
+        var freed =
             try Int64.fetchOne(
                 db, sql: "SELECT size FROM part WHERE uploadId = ? AND number = ?", arguments: [uploadId, part.number]) ?? 0
+        let others = Array(Set(freeing).subtracting([uploadId]))
+        if !others.isEmpty {
+            freed += try Int64.fetchOne(
+                db,
+                sql: """
+                    SELECT COALESCE(SUM(part.size), 0) FROM part JOIN upload ON upload.id = part.uploadId
+                    WHERE upload.owner = ? AND part.uploadId IN (\(databaseQuestionMarks(count: others.count)))
+                    """, arguments: StatementArguments([owner] + others)) ?? 0
+        }
         try StorageQuotaCheck.check(stored: try storedBytes(owner: owner, db), adding: part.size, freeing: freed, limit: limit)
     }
 }

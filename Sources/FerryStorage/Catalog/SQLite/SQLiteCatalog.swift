@@ -340,11 +340,11 @@ public final class SQLiteCatalog: ObjectCatalog {
         ).filter { $0.key.hasBytePrefix(prefix) }
     }
 
-    /// Uploads initiated before `date`, oldest first.
     func uploads(initiatedBefore date: Date, limit: Int) async throws -> [MultipartUploadInfo] {
-        try await all(
-            "SELECT * FROM upload WHERE initiated < ? ORDER BY initiated LIMIT ?", [date.timeIntervalSince1970, limit],
-            Self.uploadInfo)
+        let prefix = ResumableUpload.multipartIdPrefix
+        return try await all(
+            "SELECT * FROM upload WHERE initiated < ? AND substr(id, 1, ?) <> ? ORDER BY initiated LIMIT ?",
+            [date.timeIntervalSince1970, prefix.count, prefix, limit], Self.uploadInfo)
     }
 
     private static func partInfo(_ row: Row) throws -> PartInfo {
@@ -365,10 +365,12 @@ public final class SQLiteCatalog: ObjectCatalog {
 
     /// Records a part, replacing a previous part with the same number; returns the replaced part's blob. With a
     /// `byteLimit`, throws `quotaExceeded` when the part would take the upload's owner past it.
-    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64? = nil) async throws -> CatalogPartOutcome {
+    func putPart(_ part: PartInfo, uploadId: String, byteLimit: Int64? = nil, freeing: [String] = []) async throws
+        -> CatalogPartOutcome
+    {
         try await pool.write { db in
             guard try db.exists("SELECT 1 FROM upload WHERE id = ?", [uploadId]) else { return .noSuchUpload }
-            try Self.checkQuota(storing: part, uploadId: uploadId, limit: byteLimit, db)
+            try Self.checkQuota(storing: part, uploadId: uploadId, limit: byteLimit, freeing: freeing, db)
             let replaced = try Row.fetchOne(
                 db, sql: "SELECT blob, segments FROM part WHERE uploadId = ? AND number = ?",
                 arguments: [uploadId, part.number]
