@@ -244,6 +244,23 @@ struct MediaOwnershipTests {
             credentials: try await admin.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:*"])])))
     }
 
+    @Test("a file URL GetImageInfo signs (as GetPlayInfo's original and GetMezzanineInfo's) is signed under the caller's key, not the root key: it reads the file until that key is disabled")
+    func signedFileURLsEndWithTheirKey() async throws {
+        try await Self.withHeldEvents { server, root, admin in
+            let key = try await admin.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:*"])]))
+            let other = MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: key)
+            let ticket = try await other.createUploadImage(ext: "png")
+            #expect(try await server.client(ticket.auth.credentials).put(ticket.address.bucket, ticket.address.fileName, [1, 2, 3]).status == 200)
+            let url = try await other.getImageInfo(imageId: ticket.id).url
+            #expect(!url.contains(root.accessKeyId), "\(url)")
+            #expect(try await S3TestClient.fetch(url).body == [1, 2, 3])
+            try await admin.disableAccessKey(key.accessKeyId)
+            #expect(try await S3TestClient.fetch(url).status == 403)
+            // The root key's own URLs go on.
+            #expect(try await S3TestClient.fetch(try await admin.getImageInfo(imageId: ticket.id).url).body == [1, 2, 3])
+        }
+    }
+
     @Test("CreateUploadImage with a ClientToken is idempotent per key and image type while the image uploads; once stored, the token makes a new image")
     func imageClientToken() async throws {
         try await Self.withHeldEvents { server, root, admin in

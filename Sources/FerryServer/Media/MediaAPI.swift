@@ -205,9 +205,15 @@ public struct MediaAPI: Sendable {
         publicBase(call).base + "/" + bucket + "/" + key
     }
 
-    /// A presigned GET URL for an object, signed with the root key.
+    /// A presigned GET URL for an object of the media bucket, valid for `expires` seconds: signed with a temporary
+    /// credential that may read only that object, under the key of whoever asked. So it ends early, as the play tokens
+    /// handed out with it do, once that key is disabled.
     func signedURL(key: String, _ call: Call, expires: Int) throws -> String {
-        try presignedURL(method: "GET", key: key, at: publicBase(call), credentials: credentials.root, expires: expires)
+        let reader = credentials.tokens.issue(
+            parent: call.principal.parentAccessKeyId,
+            policy: AccessPolicy(statements: [.init(actions: ["s3:GetObject"], bucket: bucket, key: key)]),
+            expiration: credentials.now().addingTimeInterval(TimeInterval(expires)))
+        return try presignedURL(method: "GET", key: key, at: publicBase(call), credentials: reader, expires: expires)
     }
 
     /// A presigned URL of `method` on the media bucket's `key` at `endpoint` (with `query` signed too).
