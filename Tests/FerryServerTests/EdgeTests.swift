@@ -402,5 +402,14 @@ struct EdgeTests {
         // A credential's name with more around it (a refused request still names the value).
         let padded = AccessLogMiddleware.redacted(path: "/b/k", query: "X-Amz-Signature%00=abc123&xTokenx=t0k&AWSAccessKeyId2=AK&x=1")
         #expect(padded == "/b/k?X-Amz-Signature%00=<redacted>&xTokenx=<redacted>&AWSAccessKeyId2=<redacted>&x=1", "\(padded)")
+        // A token where a client put it by mistake: after a `;`, under another name, in the path.
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ2In0.c2lnbmF0dXJl"
+        let semicolon = AccessLogMiddleware.redacted(path: "/_ferry/play/v/master.m3u8", query: "a=1;token=" + jwt + "&b=2")
+        #expect(semicolon == "/_ferry/play/v/master.m3u8?a=<redacted>&b=2", "\(semicolon)")
+        #expect(AccessLogMiddleware.redacted(path: "/p", query: "t=" + jwt) == "/p?t=<redacted>")
+        let inPath = AccessLogMiddleware.redacted(path: "/_ferry/play/v/" + jwt + "/master.m3u8", query: nil)
+        #expect(inPath == "/_ferry/play/v/<redacted>/master.m3u8", "\(inPath)")
+        // Names and values that only look alike stay.
+        #expect(AccessLogMiddleware.redacted(path: "/b/my.holiday.eyJ-video.mp4", query: "prefix=tokens/") == "/b/my.holiday.eyJ-video.mp4?prefix=tokens/")
     }
 }

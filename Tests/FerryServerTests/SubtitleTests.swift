@@ -220,6 +220,10 @@ struct SubtitleCatalogTests {
             #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "english", content: Self.srt) } == "InvalidParameter")
             #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", content: "not a track") } == "InvalidParameter")
             #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", name: "a \"quoted\" name", content: Self.srt) } == "InvalidParameter")
+            // A name goes into the master playlist's quoted NAME: nothing that ends a line there, for any reader.
+            for name in ["a\nb", "a\u{2028}b", "a\u{2029}b", "a\u{85}b"] {
+                #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", name: name, content: Self.srt) } == "InvalidParameter", "\(name.unicodeScalars.map(\.value))")
+            }
             #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", content: "") } == "MissingParameter")
             #expect(await refusal { _ = try await media.addSubtitle(videoId: "no-such-video", language: "en", content: Self.srt) } != nil)
             #expect(await refusal { try await media.deleteSubtitle(videoId: videoId, subtitleId: "st0000") } != nil)

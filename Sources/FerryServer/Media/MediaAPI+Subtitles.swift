@@ -18,9 +18,12 @@ extension MediaAPI {
             throw MediaError.invalid("Language", "must be a BCP 47 language tag such as en, pt-BR or zh-Hans.")
         }
         let name = (input.name ?? language).trimmingCharacters(in: .whitespaces)
+        // It goes into the master playlist's quoted NAME: no quote, and nothing any reader takes for a line's end.
         guard !name.isEmpty, name.utf8.count <= 64, !name.contains("\""),
-            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else { throw MediaError.invalid("Name", "must be 1 to 64 bytes without quotes or control characters.") }
+            !name.unicodeScalars.contains(where: {
+                [.control, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory)
+            })
+        else { throw MediaError.invalid("Name", "must be 1 to 64 bytes without quotes, control characters or line separators.") }
         guard let content = input.content, !content.isEmpty else { throw MediaError.missing("Content") }
         let track: WebVTT
         do {

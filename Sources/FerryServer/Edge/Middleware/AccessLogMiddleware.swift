@@ -50,19 +50,39 @@ struct AccessLogMiddleware: RouterMiddleware {
     ///
     /// A resumable upload's path is read as the router reads it (empty segments skipped) and as a client may spell it
     /// (percent-encoded, in other case): whatever follows `/_ferry/uploads/` is redacted, but for `s3/<bucket>/<key>`.
+    /// Elsewhere a path segment holding a JWT is redacted, wherever a client put it. A query item is redacted whole when anything in it names a credential, so
+    /// that `a=1;token=…` (one item to the parser) is too.
     static func redacted(path: String, query: String?) -> String {
         var path = path
         let segments = (path.removingPercentEncoding ?? path).lowercased().split(separator: "/")
         if segments.starts(with: ["_ferry", "uploads"]), segments.count > 2, segments[2] != "s3" {
             path = ResumableUploadAPI.pathPrefix + (segments[2] == "grant" ? "grant/" : "") + "<redacted>"
+        } else if path.contains("eyJ") {
+            path = path.split(separator: "/", omittingEmptySubsequences: false)
+                .map { looksLikeToken($0) ? "<redacted>" : String($0) }.joined(separator: "/")
         }
         guard let query, !query.isEmpty else { return String(path.prefix(512)) }
         let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
             let name = item.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
-            // Compared decoded, as authentication reads it (`X-Amz-Signatur%65` is the signature too).
-            let decoded = (SigV4.parseQueryString(name).first?.name ?? name).lowercased()
-            return secretParameterParts.contains { decoded.contains($0) } ? name + "=<redacted>" : String(item)
+            // Every name in it, `;` separating too (as some servers read a query), compared decoded, as authentication
+            // reads it (`X-Amz-Signatur%65` is the signature too).
+            let names = item.split(separator: ";", omittingEmptySubsequences: false).map { part in
+                let name = part.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
+                return (SigV4.parseQueryString(name).first?.name ?? name).lowercased()
+            }
+            let secret = names.contains { name in secretParameterParts.contains { name.contains($0) } }
+            return secret || looksLikeToken(item) ? name + "=<redacted>" : String(item)
         }
         return String((path + "?" + items.joined(separator: "&")).prefix(512))
+    }
+
+    /// Whether `text` holds a JWT (a playback token, whoever signed it): three base64url parts joined by dots, the
+    /// first a JSON object's (`eyJ`).
+    static func looksLikeToken(_ text: Substring) -> Bool {
+        let tokenCharacter = { (c: Character) in c.isASCII && (c.isLetter || c.isNumber || "-_.".contains(c)) }
+        return text.split(whereSeparator: { !tokenCharacter($0) }).contains { run in
+            let parts = run.split(separator: ".", omittingEmptySubsequences: false)
+            return parts.count == 3 && parts[0].hasPrefix("eyJ") && parts.allSatisfy { !$0.isEmpty }
+        }
     }
 }
