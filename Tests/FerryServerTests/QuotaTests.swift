@@ -397,6 +397,12 @@ struct QuotaTests {
                 "POST", "/s3/multipart", json: create, headers: [("Uppy-Versions", "@uppy/companion-client=4.0.0")], csrf: false)
             #expect(signing.status == 503 && signing.header("Retry-After") != nil, "\(signing.status) \(signing.text)")
             #expect(try await Self.rootMedia(server).usage(accessKeyId: key.accessKeyId).usage.videos == 0)
+            // Counted apart from the service's own 5xx answers, so that an alert on those does not page for a key's
+            // rate: the PUT, GET and POST of the object API, the media call, the console's call and its part signing.
+            let metrics = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            let throttled = { (group: String) in PrometheusText.sample(metrics, "ferry_http_requests_throttled_total", ["group": group]) }
+            #expect(throttled("s3") == 3, "\(metrics)")
+            #expect(throttled("media") == 1 && throttled("console") == 1 && throttled("signing") == 1, "\(metrics)")
         }
     }
 

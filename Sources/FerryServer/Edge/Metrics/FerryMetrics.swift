@@ -27,7 +27,7 @@ public final class FerryMetrics: Sendable {
 
     /// Every series Ferry exports.
     public static let series: [Series] = [
-        requests, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, mediaActions,
+        requests, throttledRequests, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, mediaActions,
         checksumMismatches, multipartUploads, partsReplaced, storageCallDuration, storageCallErrors, catalogUp, mediaJobs,
         mediaJobQueueAge, mediaJobsEnded, mediaJobDuration, mediaJobLeases, serviceLeases, timeToNormal, webhookPending, webhookLag,
         webhookDeliveries, webhookDeliveryDelay, nodesSeen, dataDirectoryFree,
@@ -35,7 +35,10 @@ public final class FerryMetrics: Sendable {
 
     static let requests = Series(
         name: "ferry_http_requests_total", type: "counter", labels: ["group", "method", "status"],
-        help: "Requests answered, by route group (s3, media, publish, form, playback, console, signing, health, metrics, ferry), method and status.")
+        help: "Requests answered, by route group (s3, media, publish, form, playback, resumable, console, signing, health, metrics, ferry), method and status.")
+    static let throttledRequests = Series(
+        name: "ferry_http_requests_throttled_total", type: "counter", labels: ["group"],
+        help: "Requests refused for their access key's RequestsPerSecond (503 SlowDown or Throttling, the form's 573), by route group: counted in ferry_http_requests_total too, so subtract them where a 5xx means a fault of the service.")
     static let requestDuration = Series(
         name: "ferry_http_request_duration_seconds", type: "histogram", labels: ["group", "method"],
         help: "Time from a request's head to its answer's head (a streamed body goes on after).")
@@ -175,6 +178,11 @@ public final class FerryMetrics: Sendable {
         if let bytesOut, bytesOut > 0 { counter(Self.responseBytes, [("group", group)]).increment(by: bytesOut) }
     }
 
+    /// A request of `group` was refused for its access key's request rate.
+    func requestThrottled(group: String) {
+        counter(Self.throttledRequests, [("group", group)]).increment()
+    }
+
     /// An object API operation (group `s3`) or a media API action (group `media`) was answered with `status`.
     func operationFinished(_ operation: String, group: String, status: Int) {
         if group == "media" {
@@ -240,7 +248,8 @@ extension FerryMetrics: ServiceEvents {
 /// What the route group that answered a request tells the metrics middleware around it: the group's name and, for
 /// the object API, the operation. One per request, shared by the copies of its context.
 final class RequestObservation: Sendable {
-    private let state = NIOLockedValueBox<(group: String, operation: String?, checksumMismatch: Bool)>(("unrouted", nil, false))
+    private let state = NIOLockedValueBox<(group: String, operation: String?, checksumMismatch: Bool, throttled: Bool)>(
+        ("unrouted", nil, false, false))
 
     /// The route group that answered, `unrouted` before one took the request.
     var group: String {
@@ -258,5 +267,11 @@ final class RequestObservation: Sendable {
     var checksumMismatch: Bool {
         get { state.withLockedValue { $0.checksumMismatch } }
         set { state.withLockedValue { $0.checksumMismatch = newValue } }
+    }
+
+    /// Whether the request was refused for its access key's request rate.
+    var throttled: Bool {
+        get { state.withLockedValue { $0.throttled } }
+        set { state.withLockedValue { $0.throttled = newValue } }
     }
 }

@@ -55,6 +55,7 @@ struct MetricsMiddleware: RouterMiddleware {
             metrics.operationFinished(operation, group: observation.group, status: status)
         }
         if observation.checksumMismatch { metrics.checksumMismatch(group: observation.group) }
+        if observation.throttled { metrics.requestThrottled(group: observation.group) }
     }
 }
 
