@@ -23,6 +23,9 @@ struct MetricsTests {
             #expect(try await client.createBucket("photos").status == 200)
             #expect(try await client.put("photos", "secret-holiday-key.jpg", Array(repeating: 7, count: 1000)).status == 200)
             #expect(try await client.get("absent-bucket", "x").status == 404)
+            // Refused before it is authenticated: counted under its operation too.
+            let forger = server.client(SigV4Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: "not-the-secret"))
+            #expect(try await forger.put("photos", "forged.jpg", [1]).status == 403)
             let media = try await S3TestClient.fetch(server.endpoint + "/_ferry/v1/NoSuchAction", headers: [])
             #expect(media.status >= 400)
             // Declared lengths are not counted, only bytes read: a body-less request (twice, which would wrap the
@@ -47,9 +50,10 @@ struct MetricsTests {
             #expect(Self.sample(text, "ferry_s3_operations_total", ["operation": "PutObject", "status": "200"]) == 2)
             #expect(Self.sample(text, "ferry_s3_operations_total", ["operation": "CreateBucket", "status": "200"]) == 1)
             #expect(Self.sample(text, "ferry_s3_operations_total", ["operation": "GetObject", "status": "404"]) == 1)
+            #expect(Self.sample(text, "ferry_s3_operations_total", ["operation": "PutObject", "status": "403"]) == 1)
             #expect(Self.sample(text, "ferry_http_request_body_bytes_total", ["group": "s3"]) == 1050)
             #expect((Self.sample(text, "ferry_http_request_body_bytes_total", ["group": "health"]) ?? 0) == 0)
-            #expect(Self.sample(text, "ferry_http_request_duration_seconds_count", ["group": "s3", "method": "PUT"]) == 3)
+            #expect(Self.sample(text, "ferry_http_request_duration_seconds_count", ["group": "s3", "method": "PUT"]) == 4)
             #expect(Self.sample(text, "ferry_http_requests_active", [:]) == 1, "the scrape itself is being answered")
             #expect(!text.contains("secret-holiday-key"))
             #expect(!text.contains(server.root.accessKeyId))

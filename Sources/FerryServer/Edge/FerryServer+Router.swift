@@ -48,7 +48,8 @@ extension FerryServer {
         let s3 = MiddlewareChain(
             middleware: [
                 crossOrigin, AnswerMiddleware.bucketCrossOrigin(objects), ErrorEnvelopeMiddleware(dialect: S3Dialect()),
-                AuthorityMiddleware(), S3AuthenticationMiddleware(authenticator: authenticator), requestRate,
+                S3OperationMiddleware(), AuthorityMiddleware(), S3AuthenticationMiddleware(authenticator: authenticator),
+                requestRate,
             ],
             responder: { request, context in try await objects.respond(to: request, context: context) })
         for path: RouterPath in ["/", "/**", "/s3", "/s3/**"] {

@@ -53,7 +53,7 @@ public final class FerryMetrics: Sendable {
         help: "Body bytes of answers whose length was known when their head was sent.")
     static let s3Operations = Series(
         name: "ferry_s3_operations_total", type: "counter", labels: ["operation", "status"],
-        help: "Object API operations (PutObject, CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload, …) by status.")
+        help: "Object API operations (PutObject, CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload, …) by status, refusals of authentication and of the request rate included.")
 
     static let mediaActions = Series(
         name: "ferry_media_actions_total", type: "counter", labels: ["action", "status"],

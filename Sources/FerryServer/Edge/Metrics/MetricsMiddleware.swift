@@ -115,3 +115,23 @@ struct MetricsEndpoint: Sendable {
             body: .init(byteBuffer: ByteBuffer(string: metrics.render())))
     }
 }
+
+/// Names the object API operation of a request before it is authenticated, so that the operation series counts
+/// refusals of authentication and of the request rate too; ``ObjectAPI`` names it again as it answers (a request
+/// whose operation cannot be told is counted by its group alone).
+struct S3OperationMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        if request.method != .options, let (bucket, key) = try? ObjectAPI.splitPath(request.uri.path),
+            let operation = try? ObjectAPI.operation(
+                method: request.method, bucket: bucket, key: key,
+                query: SigV4.parseQueryString(request.uri.query ?? ""), headers: request.headers)
+        {
+            context.observation.operation = operation.rawValue
+        }
+        return try await next(request, context)
+    }
+}
