@@ -65,7 +65,8 @@ struct SubtitleFormatTests {
             ("", "has no cues"),
             ("WEBVTT\n", "has no cues"),
             ("hello there\n", "neither WebVTT"),
-            ("WEBVTT\n\n00:00:02.000 --> 00:00:01.000\nbackwards\n", "ends before it starts"),
+            ("WEBVTT\n\n00:00:02.000 --> 00:00:01.000\nbackwards\n", "does not end after it starts"),
+            ("WEBVTT\n\n00:00:02.000 --> 00:00:02.000\nno time at all\n", "does not end after it starts"),
             ("WEBVTT\n\n00:00:01.000 --> 00:61:00.000\nsixty-one minutes\n", "unreadable cue timing"),
             ("WEBVTT\n\n00:00:01.0 --> 00:00:02.000\nshort fraction\n", "unreadable cue timing"),
             ("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\na --> b\n", "contains -->"),
@@ -208,6 +209,12 @@ struct SubtitleCatalogTests {
             #expect(listed.map(\.isDefault) == [false, true])
             let stored = try await server.server.store.object(bucket: "ferry-media", key: "video/\(videoId)/subtitles/\(english.subtitleId).vtt")
             #expect(stored.size > 0)
+            // Served with the stream they go with: not while the video is still uploading, even a public one.
+            try await media.setPlaybackPolicy(.public, videoId: videoId)
+            for file in ["\(english.subtitleId).m3u8", "\(english.subtitleId).vtt", "\(english.subtitleId)/0.vtt"] {
+                let early = try await S3TestClient.fetch(server.endpoint + "/_ferry/play/\(videoId)/subtitles/" + file)
+                #expect(early.status == 404, "\(file): \(early.status)")
+            }
 
             func refusal(_ body: () async throws -> Void) async -> String? {
                 do {

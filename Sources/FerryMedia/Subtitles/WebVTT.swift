@@ -145,7 +145,7 @@ package struct WebVTT: Sendable, Equatable {
             halves[0].split(whereSeparator: { $0 == " " || $0 == "\t" }).count == 1, let endText = right.first,
             let start = timestamp(String(startText), comma: comma), let end = timestamp(String(endText), comma: comma)
         else { throw Malformed(reason: "has an unreadable cue timing (line \(line)).") }
-        guard end > start else { throw Malformed(reason: "has a cue that ends before it starts (line \(line)).") }
+        guard end > start else { throw Malformed(reason: "has a cue that does not end after it starts (line \(line)).") }
         guard end <= maxMilliseconds else { throw Malformed(reason: "has a cue later than 100 hours (line \(line)).") }
         return Cue(identifier: nil, start: start, end: end, settings: comma ? "" : right.dropFirst().joined(separator: " "), payload: [])
     }

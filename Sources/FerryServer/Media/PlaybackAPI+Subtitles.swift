@@ -23,6 +23,9 @@ extension PlaybackAPI {
         }
         guard let wanted = SubtitlePlaylists.file(file) else { return nil }
         let missing = S3Error(.noSuchKey, "The video has no such file.")
+        // Tracks are served with the stream they go with: not before the video plays (their playlists are cut by
+        // its length).
+        guard MediaAPI.isPlayable(video) else { throw missing }
         let segmentSeconds = media.templates.segmentSeconds
         switch wanted {
         case .playlist(let id):
