@@ -51,14 +51,25 @@ struct KeysCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List access keys.")
+        static let configuration = CommandConfiguration(
+            abstract: "List access keys: id, status, description and limits (tab-separated).")
         @OptionGroup var service: ServiceOptions
 
         func run() async throws {
-            for key in try await service.with({ connection in try await report { try await connection.media().listAccessKeys() } }) {
-                print("\(key.accessKeyId)\t\(key.status)\t\(key.description)")
+            for key in try await service.with({ connection in try await report { try await connection.media().accessKeys() } }) {
+                print("\(key.accessKeyId)\t\(key.status)\t\(key.description)\t\(KeysCommand.limits(key.quota ?? .unlimited))")
             }
         }
+    }
+
+    /// A quota's limits as `ferry keys` names them (`storage-bytes 10, videos 5`), or `no limits`.
+    static func limits(_ quota: AccessKeyQuota) -> String {
+        let set = [
+            quota.storageBytes.map { "storage-bytes \($0)" }, quota.videos.map { "videos \($0)" },
+            quota.concurrentUploads.map { "concurrent-uploads \($0)" },
+            quota.requestsPerSecond.map { "requests-per-second \($0)" },
+        ].compactMap { $0 }
+        return set.isEmpty ? "no limits" : set.joined(separator: ", ")
     }
 
     struct Update: AsyncParsableCommand {
@@ -74,13 +85,7 @@ struct KeysCommand: AsyncParsableCommand {
                 try await report { try await connection.media().updateAccessKey(accessKeyId, quota: limits.quota) }
             }
             // Every limit the key now has, so that one left out (and so removed) does not go unnoticed.
-            let quota = limits.quota
-            let set = [
-                quota.storageBytes.map { "storage-bytes \($0)" }, quota.videos.map { "videos \($0)" },
-                quota.concurrentUploads.map { "concurrent-uploads \($0)" },
-                quota.requestsPerSecond.map { "requests-per-second \($0)" },
-            ].compactMap { $0 }
-            print("Updated \(accessKeyId): \(set.isEmpty ? "no limits" : set.joined(separator: ", ")) (limits not named are removed).")
+            print("Updated \(accessKeyId): \(KeysCommand.limits(limits.quota)) (limits not named are removed).")
         }
     }
 

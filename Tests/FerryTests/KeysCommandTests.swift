@@ -32,7 +32,7 @@ struct KeysCommandTests {
             #expect(try await server.media(key).listVideos().total == 0)
 
             let listed = try await ferry(["keys", "list"], server: server)
-            #expect(listed.output.contains("\(id)\tactive\tapp server"))
+            #expect(listed.output.contains("\(id)\tactive\tapp server\tno limits"), "\(listed.output)")
             #expect(!listed.output.contains(secret))
 
             #expect(try await ferry(["keys", "disable", id], server: server).status == 0)
@@ -72,6 +72,7 @@ struct KeysCommandTests {
             let updated = try await ferry(["keys", "update", String(id), "--storage-bytes", "10"], server: server)
             #expect(updated.status == 0 && updated.output.contains(": storage-bytes 10 (limits not named are removed)"), "\(updated.output)")
             #expect(try await s3.put("cli", "b", [1, 2]).status == 200)
+            #expect(try await ferry(["keys", "list"], server: server).output.contains("\(id)\tactive\t\tstorage-bytes 10\n"))
             let raised = try await ferry(["keys", "usage", String(id)], server: server)
             #expect(raised.output.contains("storage-bytes\t5\t10"), "\(raised.output)")
             #expect(raised.output.contains("uploads-in-progress\t0\tunlimited"), "\(raised.output)")
