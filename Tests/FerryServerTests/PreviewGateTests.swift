@@ -95,6 +95,9 @@ struct PreviewGateTests {
                 Issue.record("the sixth picture was let in")
             } catch let error as FerryDomainError {
                 #expect(error.code == .requestRateExceeded && error.retryAfterSeconds == 1)
+                // The node's own limit, not a key's request rate: not counted as throttled.
+                #expect(!error.isKeyRateRefusal)
+                #expect(FerryDomainError.requestRateExceeded(retryAfter: 1).isKeyRateRefusal)
             }
             // Waiters get their turns as runs end, never more than two at once.
             for _ in 0..<5 { runs.letOneGo() }

@@ -38,11 +38,13 @@ struct ResumableConcatenationTests {
         ).object
     }
 
-    @Test("a final upload's bytes count once against its owner's quota: partial uploads of 8 bytes make an 8-byte object under a quota of 10, the partial uploads end with it (no uploads in progress, usage 8) and cannot make a second object; of two final uploads of the same partial uploads racing, one is made and the other refused", arguments: JobQueueImplementation.allCases)
+    @Test("a final upload's bytes and upload slot count once against its owner's quota: partial uploads of 8 bytes filling 2 concurrent uploads make an 8-byte object under a quota of 10 bytes and 2 uploads, the partial uploads end with it (no uploads in progress, usage 8) and cannot make a second object; of two final uploads of the same partial uploads racing, one is made and the other refused", arguments: JobQueueImplementation.allCases)
     func finalUploadCountsOnce(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in
             try await store.createBucket("r")
-            let charge = StorageCharge(owner: "k1", quota: AccessKeyQuota(storageBytes: 10))
+            // Two uploads in progress at most: the partial uploads fill it, and the final upload takes no place of its
+            // own beside them.
+            let charge = StorageCharge(owner: "k1", quota: AccessKeyQuota(storageBytes: 10, concurrentUploads: 2))
             let (a, b) = (try await Self.partial("A", store: store, charge: charge), try await Self.partial("B", store: store, charge: charge))
             #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 8, uploadsInProgress: 2))
             let object = try await Self.final([a, b], key: "whole", store: store, charge: charge)

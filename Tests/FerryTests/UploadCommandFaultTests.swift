@@ -193,6 +193,32 @@ struct UploadCommandFaultTests {
         }
     }
 
+    @Test(
+        "a stream upload under a key of one request a second completes: an append refused for the rate is sent again after the wait, without asking for the offset first (which would take the turn it waited for)",
+        arguments: ["tus", "ietf"])
+    func streamUnderRequestRate(_ wire: String) async throws {
+        try await CommandLineTests.withService("ferry-cli-rate") { server, root, environment, data in
+            let media = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey))
+            let slow = try await media.createAccessKey(
+                policy: AccessPolicy(statements: [.init(actions: ["s3:*"])]), quota: AccessKeyQuota(requestsPerSecond: 1))
+            #expect(try await S3TestClient(endpoint: server.endpoint, credentials: root).createBucket("rated").status == 200)
+            let file = try makeRandomFile(size: 3 * 1024 * 1024, in: data)
+            var env = environment
+            env["FERRY_ACCESS_KEY_ID"] = slow.accessKeyId
+            env["FERRY_SECRET_ACCESS_KEY"] = slow.secretAccessKey
+            let run = try await FerryRun.run(
+                [
+                    "upload", file.path, "--endpoint", server.endpoint, "--bucket", "rated", "--key", "r.bin", "--protocol", wire,
+                    "--part-size", "1MiB", "--record-dir", data + "/records", "--json",
+                ], environment: env)
+            #expect(run.status == 0, "\(run.output) \(run.error)")
+            let stored = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("rated", "r.bin")
+            #expect(Data(stored.body) == (try Data(contentsOf: file)))
+        }
+    }
+
     /// A socket on 127.0.0.1 that takes connections and never answers.
     static func silentListener() throws -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

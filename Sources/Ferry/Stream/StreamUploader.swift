@@ -146,6 +146,9 @@ public struct StreamUploader: Sendable {
                 else { throw error }
                 failures += 1
                 await wait(before: failures, after: error)
+                // Refused before anything was stored (the service is busy, or the key past its request rate): the same
+                // append again, without asking for the offset first, which would take the turn it waited for.
+                if error.httpStatus == 503 || error.httpStatus == 429 { continue }
                 guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: uploadURL) }) else {
                     throw FerryError(.cannotResumeUpload, "The upload at \(uploadURL.path) is gone (expired or terminated).")
                 }

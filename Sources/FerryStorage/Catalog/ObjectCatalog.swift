@@ -98,8 +98,9 @@ public enum BucketConfigurationKind: String, Sendable, CaseIterable {
 
 /// How deleting a bucket ended.
 enum CatalogDeleteBucketOutcome: Sendable {
-    /// Deleted, with the blobs of the multipart uploads it still had (aborted with it, as S3 does).
-    case deleted(abortedBlobs: [String])
+    /// Deleted, with the blobs of the multipart uploads it still had and how many they were (aborted with it, as S3
+    /// does).
+    case deleted(abortedBlobs: [String], abortedUploads: Int)
     case missing
     case notEmpty
 }

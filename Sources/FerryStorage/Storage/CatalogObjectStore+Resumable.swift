@@ -166,7 +166,8 @@ extension CatalogObjectStore {
     }
 
     /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
-    /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated. `verify`
+    /// share their bytes (nothing is copied); the partial uploads end with it. Their bytes and their places among the
+    /// owner's uploads in progress count once: a final upload needs no room beside them in `charge`'s quota. `verify`
     /// sees the object's ETag before it is made and may refuse it; with `info.insertOnly` the object is made only
     /// where none exists (else `preconditionFailed`), and the file of a video or image (`fileOwner`) only where none
     /// is or the same bytes are; a partial upload ended meanwhile makes it `uploadNotFound`. A refused final upload
@@ -177,9 +178,12 @@ extension CatalogObjectStore {
         verify: @Sendable (String) throws -> Void = { _ in }
     ) async throws -> (upload: ResumableUpload, object: ObjectInfo) {
         let owner = charge.owner
+        // The partial uploads end with this one: it takes no place of its own among the owner's uploads in progress.
+        var creation = charge
+        creation.quota.concurrentUploads = charge.quota.concurrentUploads.map { $0 + Set(partials.map(\.uploadId)).count }
         let multipart = try await createMultipartUpload(
             idPrefix: ResumableUpload.multipartIdPrefix, bucket: bucket, key: key, attributes: attributes, tags: [],
-            checksumAlgorithm: Self.resumableChecksum, checksumType: "FULL_OBJECT", charge: charge)
+            checksumAlgorithm: Self.resumableChecksum, checksumType: "FULL_OBJECT", charge: creation)
         do {
             var parts: [PartInfo] = []
             // The partial uploads whose parts are copied so far: their bytes become the copies' alone (the partial
@@ -203,6 +207,9 @@ extension CatalogObjectStore {
                 }
             }
             if parts.isEmpty { parts = [try await emptyPart(multipart)] }
+            // A partial upload terminated while later ones were copied makes the final upload fail whole, as one
+            // terminated before.
+            for partial in partials where try await catalog.resumableUpload(partial.id) == nil { throw Self.noSuchUpload }
             let total = parts.reduce(0) { $0 + $1.size }
             let etag = Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] })
             try verify(etag)

@@ -76,7 +76,10 @@ public struct CatalogObjectStore: ObjectStore {
 
     public func deleteBucket(_ name: String) async throws {
         switch try await catalog.deleteBucket(name) {
-        case .deleted(let blobs): await retire(blobs)
+        case .deleted(let blobs, let uploads):
+            // Aborted with the bucket, as their clients could have: counted so, as they were counted started.
+            if uploads > 0 { events?.multipartUpload(.aborted, count: uploads) }
+            await retire(blobs)
         case .missing: throw Self.noSuchBucket
         case .notEmpty: throw FerryDomainError(.bucketNotEmpty, "The bucket you tried to delete is not empty.")
         }

@@ -66,12 +66,16 @@ extension FerryDomainError {
             details: ["QuotaName": "Videos", "Limit": String(limit)])
     }
 
-    /// The refusal of a request beyond the key's request rate, to be tried again after `retryAfter` seconds.
+    /// The refusal of a request beyond the key's request rate, to be tried again after `retryAfter` seconds; it names
+    /// the quota (``isKeyRateRefusal``), as a node's own overload refused with the same code does not.
     package static func requestRateExceeded(retryAfter: Int) -> FerryDomainError {
         FerryDomainError(
             .requestRateExceeded, "Please reduce your request rate: the access key's quota allows fewer requests per second.",
-            retryAfterSeconds: retryAfter)
+            details: ["QuotaName": "RequestsPerSecond"], retryAfterSeconds: retryAfter)
     }
+
+    /// Whether this is the refusal of a request beyond its access key's `RequestsPerSecond`.
+    package var isKeyRateRefusal: Bool { code == .requestRateExceeded && details["QuotaName"] == "RequestsPerSecond" }
 }
 
 /// The byte quota as the store and the catalogs check it.

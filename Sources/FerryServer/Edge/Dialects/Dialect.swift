@@ -37,7 +37,7 @@ struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
             }
             let error = classified ?? thrown
             if Self.isChecksumMismatch(error) { context.observation.checksumMismatch = true }
-            if (error as? FerryDomainError)?.code == .requestRateExceeded { context.observation.throttled = true }
+            if (error as? FerryDomainError)?.isKeyRateRefusal == true { context.observation.throttled = true }
             if let wire = dialect.wireError(for: error, request: request, context: context) {
                 return try wire.response(from: request, context: context)
             }

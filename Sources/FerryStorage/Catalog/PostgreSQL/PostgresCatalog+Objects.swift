@@ -77,11 +77,13 @@ extension PostgresCatalog: ObjectCatalog {
                 "SELECT blob, segments FROM s3_part WHERE upload_id IN (SELECT id FROM s3_upload WHERE bucket = \(name))",
                 on: connection, logger: logger
             ).flatMap(Self.partBlobs)
-            try await connection.query("DELETE FROM s3_upload WHERE bucket = \(name)", logger: logger)
+            let aborted = try await Self.rows(
+                "DELETE FROM s3_upload WHERE bucket = \(name) RETURNING id", on: connection, logger: logger
+            ).count
             try await connection.query(
                 "DELETE FROM resumable_upload WHERE bucket = \(name) AND etag IS NULL", logger: logger)
             try await connection.query("DELETE FROM s3_bucket WHERE name = \(name)", logger: logger)
-            return .deleted(abortedBlobs: blobs)
+            return .deleted(abortedBlobs: blobs, abortedUploads: aborted)
         }
     }
 

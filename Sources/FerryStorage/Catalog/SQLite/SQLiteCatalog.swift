@@ -182,9 +182,10 @@ public final class SQLiteCatalog: ObjectCatalog {
                 arguments: [name]
             ).flatMap(Self.partBlobs)
             try db.execute(sql: "DELETE FROM upload WHERE bucket = ?", arguments: [name])
+            let aborted = db.changesCount
             try db.execute(sql: "DELETE FROM resumableUpload WHERE bucket = ? AND etag IS NULL", arguments: [name])
             try db.execute(sql: "DELETE FROM bucket WHERE name = ?", arguments: [name])
-            return .deleted(abortedBlobs: blobs)
+            return .deleted(abortedBlobs: blobs, abortedUploads: aborted)
         }
     }
 
