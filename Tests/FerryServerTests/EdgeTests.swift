@@ -409,6 +409,35 @@ struct EdgeTests {
         #expect(AccessLogMiddleware.redacted(path: "/p", query: "t=" + jwt) == "/p?t=<redacted>")
         let inPath = AccessLogMiddleware.redacted(path: "/_ferry/play/v/" + jwt + "/master.m3u8", query: nil)
         #expect(inPath == "/_ferry/play/v/<redacted>/master.m3u8", "\(inPath)")
+        // Every spelling a verification hunt found logged whole: bare, encoded, glued, with more parts or a spaced
+        // header; a session token under another name; a signature behind an encoded separator.
+        let spaced = "eyAiYWxnIjogIkhTMjU2IiB9.eyJzdWIiOiJ2In0.c2lnbmF0dXJl"
+        let session = "FT1.eyJrIjoiRlNJQSJ9Zm9vYmFyYmF6cXV4.bWFjbWFjbWFjbWFj"
+        for (query, secret) in [
+            (jwt, "c2lnbmF0dXJl"), (jwt + ";a=1", "c2lnbmF0dXJl"), ("a=1&" + jwt, "c2lnbmF0dXJl"), (jwt + "=x", "c2lnbmF0dXJl"),
+            ("a=1%26token%3D" + jwt, "c2lnbmF0dXJl"), ("a=Bearer%20" + jwt, "c2lnbmF0dXJl"),
+            ("a=%65" + jwt.dropFirst(), "c2lnbmF0dXJl"), ("a=" + jwt.replacingOccurrences(of: ".", with: "%2E"), "c2lnbmF0dXJl"),
+            ("a=x" + jwt, "c2lnbmF0dXJl"), ("a=" + jwt + ".more", "c2lnbmF0dXJl"), ("a=" + spaced, "c2lnbmF0dXJl"),
+            ("foo=" + session, "bWFjbWFjbWFjbWFj"), ("a=1%26X-Amz-Signature%3Dabc123def", "abc123def"),
+        ] {
+            let logged = AccessLogMiddleware.redacted(path: "/_ferry/play/v/master.m3u8", query: query)
+            #expect(!logged.contains(secret), "\(query) → \(logged)")
+        }
+        for path in [
+            "/_ferry/play/v/%65" + jwt.dropFirst() + "/master.m3u8", "/_ferry/play/v/" + jwt.replacingOccurrences(of: ".", with: "%2E") + "/x",
+            "/_ferry/play/v/" + session + "/x",
+        ] {
+            #expect(!AccessLogMiddleware.redacted(path: path, query: nil).contains("c2lnbmF0dXJl"), "\(path)")
+            #expect(!AccessLogMiddleware.redacted(path: path, query: nil).contains("bWFjbWFjbWFjbWFj"), "\(path)")
+        }
+        // An upload's capability in paths the router refuses is no more logged than in those it takes.
+        for (path, query) in [
+            ("/_ferry/./uploads/0123456789abcdef", nil), ("/_ferry/uploads;0123456789abcdef", nil),
+            ("/_ferry/uploads", "id=0123456789abcdef"),
+        ] as [(String, String?)] {
+            let logged = AccessLogMiddleware.redacted(path: path, query: query)
+            #expect(!logged.contains("0123456789abcdef"), "\(path) \(query ?? "") → \(logged)")
+        }
         // Names and values that only look alike stay.
         #expect(AccessLogMiddleware.redacted(path: "/b/my.holiday.eyJ-video.mp4", query: "prefix=tokens/") == "/b/my.holiday.eyJ-video.mp4?prefix=tokens/")
     }

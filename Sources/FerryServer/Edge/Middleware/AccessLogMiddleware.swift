@@ -48,18 +48,25 @@ struct AccessLogMiddleware: RouterMiddleware {
 
     /// The path and query with credentials replaced; at most 512 bytes.
     ///
-    /// A resumable upload's path is read as the router reads it (empty segments skipped) and as a client may spell it
-    /// (percent-encoded, in other case): whatever follows `/_ferry/uploads/` is redacted, but for `s3/<bucket>/<key>`.
-    /// Elsewhere a path segment holding a JWT is redacted, wherever a client put it. A query item is redacted whole when anything in it names a credential, so
-    /// that `a=1;token=…` (one item to the parser) is too.
+    /// A resumable upload's path is read as the router reads it (empty and `.` segments skipped, `;` ending a
+    /// segment's name) and as a client may spell it (percent-encoded, in other case): whatever follows
+    /// `/_ferry/uploads` is redacted, its query too, but for `s3/<bucket>/<key>`. Elsewhere a path segment holding a
+    /// token (``looksLikeToken(_:)``, read percent-decoded) is redacted, wherever a client put it. A query item is
+    /// redacted when a name in it names a credential (`;` separating too, as in `a=1;token=…`), when its decoded text
+    /// does (`a=1%26token%3D…`), or when it holds a token under any name or none; an item whose name is not a plain
+    /// name is written as `<redacted>` whole.
     static func redacted(path: String, query: String?) -> String {
         var path = path
         let segments = (path.removingPercentEncoding ?? path).lowercased().split(separator: "/")
-        if segments.starts(with: ["_ferry", "uploads"]), segments.count > 2, segments[2] != "s3" {
-            path = ResumableUploadAPI.pathPrefix + (segments[2] == "grant" ? "grant/" : "") + "<redacted>"
-        } else if path.contains("eyJ") {
+            .filter { $0 != "." }.map { $0.split(separator: ";", omittingEmptySubsequences: false).first ?? "" }
+        let resumable = segments.starts(with: ["_ferry", "uploads"]) && (segments.count == 2 || segments[2] != "s3")
+        if resumable {
+            path = ResumableUploadAPI.pathPrefix + (segments.count > 2 && segments[2] == "grant" ? "grant/" : "")
+                + (segments.count > 2 || path.contains(";") ? "<redacted>" : "")
+        } else {
             path = path.split(separator: "/", omittingEmptySubsequences: false)
-                .map { looksLikeToken($0) ? "<redacted>" : String($0) }.joined(separator: "/")
+                .map { looksLikeToken(String($0).removingPercentEncoding ?? String($0)) ? "<redacted>" : String($0) }
+                .joined(separator: "/")
         }
         guard let query, !query.isEmpty else { return String(path.prefix(512)) }
         let items = query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
@@ -70,19 +77,29 @@ struct AccessLogMiddleware: RouterMiddleware {
                 let name = part.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
                 return (SigV4.parseQueryString(name).first?.name ?? name).lowercased()
             }
-            let secret = names.contains { name in secretParameterParts.contains { name.contains($0) } }
-            return secret || looksLikeToken(item) ? name + "=<redacted>" : String(item)
+            let decoded = (String(item).removingPercentEncoding ?? String(item)).lowercased()
+            let secret = resumable || names.contains { name in secretParameterParts.contains { name.contains($0) } }
+                || secretParameterParts.contains { part in decoded.contains(part) && decoded.range(of: part + "[^=&;]*=", options: .regularExpression) != nil }
+                || looksLikeToken(String(item).removingPercentEncoding ?? String(item))
+            guard secret else { return String(item) }
+            let plain = !name.isEmpty && name.utf8.count <= 64 && !looksLikeToken(name)
+                && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.%".contains($0)) }
+            return plain ? name + "=<redacted>" : "<redacted>"
         }
         return String((path + "?" + items.joined(separator: "&")).prefix(512))
     }
 
-    /// Whether `text` holds a JWT (a playback token, whoever signed it): three base64url parts joined by dots, the
-    /// first a JSON object's (`eyJ`).
-    static func looksLikeToken(_ text: Substring) -> Bool {
+    /// Whether `text` holds a token: a JWT (a playback token, whoever signed it: three or more base64url parts joined
+    /// by dots, one holding a JSON object's start, `eyJ` or a spelling with white space) or a session token (`FT1.`
+    /// and two parts), 32 bytes or more, wherever it starts.
+    static func looksLikeToken(_ text: String) -> Bool {
+        guard text.utf8.count >= 32 else { return false }
         let tokenCharacter = { (c: Character) in c.isASCII && (c.isLetter || c.isNumber || "-_.".contains(c)) }
         return text.split(whereSeparator: { !tokenCharacter($0) }).contains { run in
             let parts = run.split(separator: ".", omittingEmptySubsequences: false)
-            return parts.count == 3 && parts[0].hasPrefix("eyJ") && parts.allSatisfy { !$0.isEmpty }
+            guard run.utf8.count >= 32, parts.count >= 3 else { return false }
+            let headers = ["eyJ", "eyA", "ewo", "ew0", "ewk"]
+            return parts.contains { part in headers.contains { part.contains($0) } } || run.contains("FT1.")
         }
     }
 }
