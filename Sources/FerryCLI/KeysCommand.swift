@@ -125,12 +125,13 @@ struct KeysCommand: AsyncParsableCommand {
     }
 }
 
-/// Runs a service call; a failure prints its message and exits 1.
+/// Runs a service call; a failure prints its message and exits as ``ExitCodes/of(_:)`` says: 75 when the network or
+/// the service failed past the retries (running the command again may succeed), 1 for a refusal.
 func report<T>(_ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
     } catch let error as FerryError {
         FileHandle.standardError.write(Data("ferry: \(error)\n".utf8))
-        throw ExitCode(ExitCodes.failed)
+        throw ExitCode(ExitCodes.of(error))
     }
 }

@@ -119,7 +119,8 @@ final class QueueFollower: @unchecked Sendable {
                         !resumable ? ""
                         : item.uploadId == nil ? " Nothing was uploaded yet: run the same command again to start."
                         : " The checkpoint is kept: run the same command again to resume."
-                    output.failure("ferry: \(names[item.id] ?? item.fileURL.path): \(message) (\(code))\(advice)", file: file(item), code: code)
+                    output.failure(
+                        "ferry: \(names[item.id] ?? item.fileURL.path): \(message) (\(code))\(advice)", file: file(item), code: code)
                     if resumable {
                         outcome.code = ExitCodes.interrupted
                     } else if outcome.code == ExitCodes.success {

@@ -43,23 +43,31 @@ struct ServiceOptions: ParsableArguments {
         var client: ServiceClientLock? = try await ServiceClientLock.wait(exclusive: false, directory: directory) {
             FileHandle.standardError.write(Data("ferry: the service on \(directory) is stopping; waiting to open it.\n".utf8))
         }
-        do {
-            let embedded = try await EmbeddedService.start(dataDirectory: directory, region: region)
-            // The service is this command's own: no lock of a client (its own stop would wait for it).
-            client = nil
-            return ServiceConnection(
-                endpoint: embedded.endpoint, publicEndpoint: URL(string: EmbeddedService.publicEndpoint)!, region: region,
-                credentials: embedded.credentials, embedded: embedded, dataDirectory: directory)
-        } catch let busy as DataDirectoryInUse {
-            // `ferry serve`, or another command's embedded service, runs on this directory: talk to it rather than
-            // open the directory a second time.
-            guard let text = busy.endpoint, let url = URL(string: text),
-                let root = FerryServer.rootCredentials(dataDirectory: directory, environment: env)
-            else { throw dataDirectoryBusy(busy) }
-            return ServiceConnection(
-                endpoint: url, publicEndpoint: url, region: region,
-                credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey),
-                embedded: nil, dataDirectory: directory, client: client)
+        // A process that holds the directory and has not yet said where its service listens (commands started at
+        // once on one directory) is given this long to say it.
+        let deadline = ContinuousClock.now + .seconds(15)
+        while true {
+            do {
+                let embedded = try await EmbeddedService.start(dataDirectory: directory, region: region)
+                // The service is this command's own: no lock of a client (its own stop would wait for it).
+                client = nil
+                return ServiceConnection(
+                    endpoint: embedded.endpoint, publicEndpoint: URL(string: EmbeddedService.publicEndpoint)!,
+                    region: region, credentials: embedded.credentials, embedded: embedded, dataDirectory: directory)
+            } catch let busy as DataDirectoryInUse {
+                // `ferry serve`, or another command's embedded service, runs on this directory: talk to it rather
+                // than open the directory a second time.
+                if let text = busy.endpoint, let url = URL(string: text),
+                    let root = FerryServer.rootCredentials(dataDirectory: directory, environment: env)
+                {
+                    return ServiceConnection(
+                        endpoint: url, publicEndpoint: url, region: region,
+                        credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey),
+                        embedded: nil, dataDirectory: directory, client: client)
+                }
+                guard ContinuousClock.now < deadline else { throw dataDirectoryBusy(busy) }
+                try await Task.sleep(for: .milliseconds(100))
+            }
         }
     }
 }

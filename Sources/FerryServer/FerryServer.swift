@@ -86,7 +86,9 @@ public struct FerryServer: Sendable {
         PrivateFiles.tighten(directory)
         let root = try configuration.rootCredentials.map { ($0, false) }
             ?? ServerKeys.rootCredentials(directory: directory, environment: environment)
-        let serverKey = try ServerKeys.tokenKey(directory: directory)
+        // Made only with the catalog it seals: a directory with a catalog keeps its key or stops.
+        let serverKey = try ServerKeys.tokenKey(
+            directory: directory, create: !FileManager.default.fileExists(atPath: directory + "/catalog.sqlite"))
         try self.init(
             configuration: configuration, environment: environment, root: root, serverKey: serverKey, postgres: nil,
             lock: lock, blobs: blobs)

@@ -363,6 +363,58 @@ struct BackupTests {
         #expect(!FileManager.default.fileExists(atPath: work + "/outside"))
     }
 
+    @Test("a backup named by a bare relative path exits 0; a directory restored and never served backs up again; its token-key missing or damaged stops the service without being replaced, and put back it serves the keys again")
+    func restoredDirectoryKeepsItsKeys() async throws {
+        let work = TemporaryDirectory.make("ferry-backup-relative")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let data = work + "/data"
+        let environment = ["HOME": work]
+        let file = work + "/small.bin"
+        try Data(Self.bytes(3000, seed: 5)).write(to: URL(fileURLWithPath: file))
+        let created = try await FerryRun.run(["keys", "create", "--actions", "s3:*", "--data-dir", data], environment: environment)
+        #expect(created.status == 0, "\(created.error)")
+        let uploaded = try await FerryRun.run(
+            ["upload", file, "--bucket", Self.bucket, "--data-dir", data], environment: environment)
+        #expect(uploaded.status == 0, "\(uploaded.error)")
+
+        // `ferry backup --data-dir data copy`, run in the work directory.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
+        process.arguments = ["backup", "--data-dir", data, "copy"]
+        process.currentDirectoryURL = URL(fileURLWithPath: work)
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let relative = try await runBlocking { try process.runCapturing() }
+        #expect(relative.status == 0, "\(relative.errorOutput)")
+        #expect(FileManager.default.fileExists(atPath: work + "/copy/manifest.json"))
+
+        // Restored, then backed up again before any server ran on it.
+        let restored = work + "/restored"
+        #expect(try await Self.ferry("restore", data: restored, work + "/copy").status == 0)
+        let again = try await Self.ferry("backup", data: restored, work + "/again")
+        #expect(again.status == 0, "\(again.error)")
+
+        // The catalog's access keys are sealed with token-key: a missing or damaged one stops the service, and is
+        // left as it is for the operator to put back.
+        let keyPath = restored + "/token-key"
+        let key = try Data(contentsOf: URL(fileURLWithPath: keyPath))
+        for damage in ["truncated", "missing"] {
+            if damage == "truncated" {
+                try key.prefix(16).write(to: URL(fileURLWithPath: keyPath))
+            } else {
+                try FileManager.default.removeItem(atPath: keyPath)
+            }
+            let refused = try await FerryRun.run(["keys", "list", "--data-dir", restored], environment: environment)
+            #expect(refused.status != 0, "\(damage): \(refused.output)")
+            #expect(refused.error.contains("token-key"), "\(damage): \(refused.error)")
+            let left = FileManager.default.contents(atPath: keyPath)
+            #expect(damage == "truncated" ? left?.count == 16 : left == nil, "\(damage): the key file was replaced")
+        }
+        try key.write(to: URL(fileURLWithPath: keyPath))
+        let listed = try await FerryRun.run(["keys", "list", "--data-dir", restored], environment: environment)
+        #expect(listed.status == 0, "\(listed.error)")
+        #expect(listed.output.contains("\tactive\t"), "\(listed.output)")
+    }
+
     @Test("a backup SIGKILLed mid-way leaves nothing restore accepts, and the next backup succeeds")
     func killedBackupLeavesNothingRestorable() async throws {
         let work = TemporaryDirectory.make("ferry-backup-killed")

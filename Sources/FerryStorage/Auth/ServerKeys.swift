@@ -47,23 +47,42 @@ package enum ServerKeys {
             secretAccessKey: SessionTokenCodec.base64url(Data((0..<30).map { _ in UInt8.random(in: 0...255) })))
     }
 
-    /// The key session tokens are signed with, from `token-key`, generated when absent.
-    package static func tokenKey(directory: String) throws -> SymmetricKey {
+    /// The key session tokens are signed and the catalog's secrets sealed with, from `token-key`; generated when
+    /// absent and `create` (a data directory without a catalog yet). A key that is missing from a directory with a
+    /// catalog, or is not 32 bytes, is never replaced: the catalog's sealed secrets open with it alone, so the server
+    /// stops with ``TokenKeyUnavailable`` rather than answer every stored key's request with an error.
+    package static func tokenKey(directory: String, create: Bool) throws -> SymmetricKey {
         let path = directory + "/token-key"
-        if let data = FileManager.default.contents(atPath: path), data.count == 32 {
+        if let data = FileManager.default.contents(atPath: path) {
+            guard data.count == 32 else { throw TokenKeyUnavailable(path: path, size: data.count) }
             return SymmetricKey(data: data)
         }
+        guard create else { throw TokenKeyUnavailable(path: path, size: nil) }
         let key = SymmetricKey(size: .bits256)
         try writePrivate(key.withUnsafeBytes { Data($0) }, to: path)
         return key
     }
 
-    /// Writes a file with mode 0600, atomically.
+    /// A data directory's `token-key` that is missing or damaged while its catalog needs it.
+    package struct TokenKeyUnavailable: Error, CustomStringConvertible {
+        /// The key file.
+        package var path: String
+        /// Its size in bytes, or nil when it is missing.
+        package var size: Int?
+
+        package var description: String {
+            (size.map { "\(path) holds \($0) bytes, not the 32 of a server key" } ?? "\(path) is missing")
+                + ": the catalog's sealed secrets (the access keys') open with that key alone, so it is not replaced."
+                + " Put the data directory's token-key back (a `ferry backup` holds it), or restore the whole backup."
+        }
+    }
+
+    /// Writes a file with mode 0600, atomically and durably (the file, then its directory entry, reach the device).
     static func writePrivate(_ data: Data, to path: String) throws {
         let temp = path + ".tmp"
-        guard FileManager.default.createFile(atPath: temp, contents: data, attributes: [.posixPermissions: 0o600]) else {
-            throw POSIXFileError("create", errno)
-        }
-        if rename(temp, path) != 0 { throw POSIXFileError("rename", errno) }
+        unlink(temp)
+        try BackupFiles.write(data, to: temp)
+        try BackupFiles.rename(temp, to: path)
+        try BackupFiles.syncParent(of: path)
     }
 }

@@ -128,4 +128,3 @@ enum CatalogCompleteOutcome: Sendable {
     /// The request's condition did not hold for the current object.
     case refused(ObjectWriteCondition.Failure)
 }
-

@@ -59,6 +59,13 @@ enum BackupFiles {
         guard fsync(output) == 0 else { throw POSIXFileError("fsync", errno) }
     }
 
+    /// Makes the entry of `path` (a file or directory created or renamed there) durable: syncs the directory holding
+    /// it, the current one for a bare name.
+    static func syncParent(of path: String) throws {
+        let parent = (path as NSString).deletingLastPathComponent
+        try syncDirectory(parent.isEmpty ? "." : parent)
+    }
+
     /// Makes the entries of directory `path` (files created or renamed in it) durable.
     static func syncDirectory(_ path: String) throws {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

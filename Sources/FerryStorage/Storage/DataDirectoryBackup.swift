@@ -88,7 +88,14 @@ package struct DataDirectoryBackup: Sendable {
         var pins: BlobPins?
         do {
             let objects = dataDirectory + "/objects"
-            if Self.exists(objects + "/tmp") { pins = try await blocking { try BlobPins(objects: objects) } }
+            // Blobs in the data directory: pinned under `objects/tmp`, made here when no server has run on the
+            // directory since it was restored.
+            if Self.exists(objects + "/blobs") || Self.exists(objects + "/tmp") {
+                pins = try await blocking {
+                    try PrivateFiles.directory(objects + "/tmp")
+                    return try BlobPins(objects: objects)
+                }
+            }
             let manifest = try await copy(into: partial, catalog: catalog, pins: &pins)
             pins?.remove()
             try await blocking {
@@ -98,7 +105,7 @@ package struct DataDirectoryBackup: Sendable {
                     throw DataDirectoryBackupError(.outputExists, "\(output) appeared during the backup; it is left as it is.")
                 }
                 try BackupFiles.rename(partial, to: output)
-                try BackupFiles.syncDirectory((output as NSString).deletingLastPathComponent)
+                try BackupFiles.syncParent(of: output)
             }
             return manifest
         } catch {

@@ -77,10 +77,13 @@ struct AccessLogMiddleware: RouterMiddleware {
                 let name = part.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
                 return (SigV4.parseQueryString(name).first?.name ?? name).lowercased()
             }
-            let decoded = (String(item).removingPercentEncoding ?? String(item)).lowercased()
-            let secret = resumable || names.contains { name in secretParameterParts.contains { name.contains($0) } }
-                || secretParameterParts.contains { part in decoded.contains(part) && decoded.range(of: part + "[^=&;]*=", options: .regularExpression) != nil }
-                || looksLikeToken(String(item).removingPercentEncoding ?? String(item))
+            let decoded = String(item).removingPercentEncoding ?? String(item)
+            // A name inside the decoded text (`a=1%26token%3D…`): a credential's word followed by `=`.
+            let named = secretParameterParts.contains { part in
+                decoded.lowercased().range(of: part + "[^=&;]*=", options: .regularExpression) != nil
+            }
+            let secret = resumable || named || looksLikeToken(decoded)
+                || names.contains { name in secretParameterParts.contains { name.contains($0) } }
             guard secret else { return String(item) }
             let plain = !name.isEmpty && name.utf8.count <= 64 && !looksLikeToken(name)
                 && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.%".contains($0)) }

@@ -63,7 +63,9 @@ extension SQLiteCatalog {
 
     /// Refuses recording `part` of `uploadId` when it takes the upload's owner past `limit` (a part with the same
     /// number frees its bytes, and so do the parts of the owner's uploads named in `freeing`, while recorded).
-    static func checkQuota(storing part: PartInfo, uploadId: String, limit: Int64?, freeing: [String] = [], _ db: Database) throws {
+    static func checkQuota(
+        storing part: PartInfo, uploadId: String, limit: Int64?, freeing: [String] = [], _ db: Database
+    ) throws {
         guard let limit,
             let owner = try String.fetchOne(db, sql: "SELECT owner FROM upload WHERE id = ?", arguments: [uploadId])
         else { return }
