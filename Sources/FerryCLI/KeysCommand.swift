@@ -25,6 +25,12 @@ struct KeysCommand: AsyncParsableCommand {
                 storageBytes: storageBytes, videos: videos, concurrentUploads: concurrentUploads,
                 requestsPerSecond: requestsPerSecond)
         }
+
+        /// A limit the service would refuse (a negative number, a rate that is not a positive finite number) is a
+        /// usage error here, before anything is sent.
+        func validate() throws {
+            if let problem = quota.problem { throw ValidationError(problem) }
+        }
     }
 
     struct Create: AsyncParsableCommand {

@@ -105,6 +105,11 @@ struct KeysCommandTests {
             #expect(updated.status == 0 && updated.output.contains(": storage-bytes 10 (limits not named are removed)"), "\(updated.output)")
             #expect(try await s3.put("cli", "b", [1, 2]).status == 200)
             #expect(try await ferry(["keys", "list"], server: server).output.contains("\(id)\tactive\t\tstorage-bytes 10\n"))
+            // Limits the service would refuse are usage errors, told before anything is sent.
+            for bad in [["--requests-per-second", "nan"], ["--requests-per-second", "inf"], ["--storage-bytes=-1"]] {
+                let refused = try await ferry(["keys", "update", String(id)] + bad, server: server)
+                #expect(refused.status == 64, "\(bad): \(refused.status) \(refused.error)")
+            }
             let raised = try await ferry(["keys", "usage", String(id)], server: server)
             #expect(raised.output.contains("storage-bytes\t5\t10"), "\(raised.output)")
             #expect(raised.output.contains("uploads-in-progress\t0\tunlimited"), "\(raised.output)")

@@ -276,6 +276,10 @@ package struct DataDirectoryBackup: Sendable {
         let lock: DataDirectoryLock
         do {
             lock = try DataDirectoryLock(directory: target)
+        } catch let inUse as DataDirectoryInUse {
+            // Another process holds it: perhaps another restore that made the directory at the same moment (both
+            // found it absent), which goes on in it. It is not this one's to remove.
+            throw inUse
         } catch {
             if !existed { try? fm.removeItem(atPath: target) }
             throw error
