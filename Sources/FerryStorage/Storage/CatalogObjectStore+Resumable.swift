@@ -203,7 +203,8 @@ extension CatalogObjectStore {
                     var copy = part
                     copy.number = parts.count + 1
                     copy.segments = try await link(part.segments)
-                    parts.append(try await record(copy, upload: multipart, byteLimit: charge.quota.storageBytes, freeing: copied))
+                    parts.append(
+                        try await record(copy, upload: multipart, byteLimit: charge.quota.storageBytes, freeing: copied))
                 }
             }
             if parts.isEmpty { parts = [try await emptyPart(multipart)] }
@@ -236,9 +237,8 @@ extension CatalogObjectStore {
         var ended = 0
         for partial in partials {
             do {
-                guard try await catalog.deleteResumableUpload(partial.id) != nil,
-                    let blobs = try await catalog.deleteUpload(partial.uploadId)
-                else { continue }
+                // The multipart upload goes with its unfinished resumable upload's record, in one change.
+                guard let blobs = try await catalog.deleteUpload(partial.uploadId) else { continue }
                 ended += 1
                 await retire(blobs)
             } catch {
