@@ -286,7 +286,10 @@ public struct FormUploadAPI: Sendable {
             // logged.
             logger.debug("form upload callback unreachable or too slow")
         }
-        try? await client.shutdown()
+        // Closed apart from the answer: a receiver still trickling when the limit ended the request can hold its
+        // connection's close for as long as it trickles, and the uploader has waited its limit already. The request's
+        // own task, left by the time limit, ends with it.
+        Task { try? await client.shutdown() }
         guard let outcome, (200..<300).contains(outcome.status) else {
             if let outcome {
                 logger.debug("form upload callback refused", metadata: ["ferry.status": "\(outcome.status)"])
