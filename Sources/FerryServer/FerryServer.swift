@@ -86,9 +86,7 @@ public struct FerryServer: Sendable {
         PrivateFiles.tighten(directory)
         let root = try configuration.rootCredentials.map { ($0, false) }
             ?? ServerKeys.rootCredentials(directory: directory, environment: environment)
-        // Made only with the catalog it seals: a directory with a catalog keeps its key or stops.
-        let serverKey = try ServerKeys.tokenKey(
-            directory: directory, create: !FileManager.default.fileExists(atPath: directory + "/catalog.sqlite"))
+        let serverKey = try ServerKeys.tokenKey(directory: directory, create: true)
         try self.init(
             configuration: configuration, environment: environment, root: root, serverKey: serverKey, postgres: nil,
             lock: lock, blobs: blobs)

@@ -57,7 +57,6 @@ package enum ServerKeys {
             guard data.count == 32 else { throw TokenKeyUnavailable(path: path, size: data.count) }
             return SymmetricKey(data: data)
         }
-        guard create else { throw TokenKeyUnavailable(path: path, size: nil) }
         let key = SymmetricKey(size: .bits256)
         try writePrivate(key.withUnsafeBytes { Data($0) }, to: path)
         return key

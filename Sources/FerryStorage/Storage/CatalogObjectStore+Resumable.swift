@@ -166,8 +166,8 @@ extension CatalogObjectStore {
     }
 
     /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
-    /// share their bytes (nothing is copied); the partial uploads end with it. Their bytes and their places among the
-    /// owner's uploads in progress count once: a final upload needs no room beside them in `charge`'s quota. `verify`
+    /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated. Its check
+    /// against `charge`'s quota does not count their bytes and upload places a second time. `verify`
     /// sees the object's ETag before it is made and may refuse it; with `info.insertOnly` the object is made only
     /// where none exists (else `preconditionFailed`), and the file of a video or image (`fileOwner`) only where none
     /// is or the same bytes are; a partial upload ended meanwhile makes it `uploadNotFound`. A refused final upload
@@ -178,7 +178,7 @@ extension CatalogObjectStore {
         verify: @Sendable (String) throws -> Void = { _ in }
     ) async throws -> (upload: ResumableUpload, object: ObjectInfo) {
         let owner = charge.owner
-        // The partial uploads end with this one: it takes no place of its own among the owner's uploads in progress.
+        // Its partial uploads hold its places among the owner's uploads in progress: it needs none beside them.
         var creation = charge
         creation.quota.concurrentUploads = charge.quota.concurrentUploads.map { $0 + Set(partials.map(\.uploadId)).count }
         let multipart = try await createMultipartUpload(
@@ -186,9 +186,7 @@ extension CatalogObjectStore {
             checksumAlgorithm: Self.resumableChecksum, checksumType: "FULL_OBJECT", charge: creation)
         do {
             var parts: [PartInfo] = []
-            // The partial uploads whose parts are copied so far: their bytes become the copies' alone (the partial
-            // uploads end with this final upload), so they count once, and a file may take the whole quota however
-            // it was sent. The last part's check counts every partial upload's bytes once.
+            // The partial uploads whose parts are copied so far: the copies' check does not count their bytes again.
             var copied: [String] = []
             for partial in partials {
                 let partialParts = try await catalog.parts(uploadId: partial.uploadId, after: 0, limit: nil)
@@ -221,34 +219,11 @@ extension CatalogObjectStore {
                 id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
                 length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: object.etag)
             try await catalog.insertResumableUpload(upload)
-            await endConcatenated(partials)
             return (upload, object)
         } catch {
             await discardRefused(multipart)
             throw error
         }
-    }
-
-    /// Ends the partial uploads a final upload was made of (tus lets a server delete them once concatenated): their
-    /// records and multipart uploads go, so that they neither count against their owner's quota and uploads in
-    /// progress until they expire, nor make a second object. Their bytes are the object's now (linked); the partial
-    /// uploads' own blob names are retired. One that cannot be ended now expires as any other.
-    private func endConcatenated(_ partials: [ResumableUpload]) async {
-        var ended = 0
-        for partial in partials {
-            do {
-                // The multipart upload goes with its unfinished resumable upload's record, in one change.
-                guard let blobs = try await catalog.deleteUpload(partial.uploadId) else { continue }
-                ended += 1
-                await retire(blobs)
-            } catch {
-                logger.warning(
-                    "a concatenated partial upload was not ended; it expires as usual",
-                    metadata: ["ferry.upload": "\(partial.id)", "error": "\(error)"])
-            }
-        }
-        // They became part of an object.
-        if ended > 0 { events?.multipartUpload(.completed, count: ended) }
     }
 
     /// Removes the multipart upload of a creation or concatenation that was refused or failed (counted as aborted,
