@@ -86,7 +86,7 @@ public struct FerryServer: Sendable {
         PrivateFiles.tighten(directory)
         let root = try configuration.rootCredentials.map { ($0, false) }
             ?? ServerKeys.rootCredentials(directory: directory, environment: environment)
-        let serverKey = try ServerKeys.tokenKey(directory: directory, create: true)
+        let serverKey = try ServerKeys.tokenKey(directory: directory)
         try self.init(
             configuration: configuration, environment: environment, root: root, serverKey: serverKey, postgres: nil,
             lock: lock, blobs: blobs)

@@ -48,10 +48,10 @@ package enum ServerKeys {
     }
 
     /// The key session tokens are signed and the catalog's secrets sealed with, from `token-key`; generated when
-    /// absent and `create` (a data directory without a catalog yet). A key that is missing from a directory with a
-    /// catalog, or is not 32 bytes, is never replaced: the catalog's sealed secrets open with it alone, so the server
-    /// stops with ``TokenKeyUnavailable`` rather than answer every stored key's request with an error.
-    package static func tokenKey(directory: String, create: Bool) throws -> SymmetricKey {
+    /// absent (a new data directory, or a catalog written before its secrets were sealed). A key file that is not 32
+    /// bytes is never replaced: the catalog's sealed secrets open with that key alone, so the server stops with
+    /// ``TokenKeyUnavailable`` rather than answer every stored key's request with an error.
+    package static func tokenKey(directory: String) throws -> SymmetricKey {
         let path = directory + "/token-key"
         if let data = FileManager.default.contents(atPath: path) {
             guard data.count == 32 else { throw TokenKeyUnavailable(path: path, size: data.count) }
@@ -62,15 +62,15 @@ package enum ServerKeys {
         return key
     }
 
-    /// A data directory's `token-key` that is missing or damaged while its catalog needs it.
+    /// A data directory's `token-key` that is damaged (not 32 bytes).
     package struct TokenKeyUnavailable: Error, CustomStringConvertible {
         /// The key file.
         package var path: String
-        /// Its size in bytes, or nil when it is missing.
-        package var size: Int?
+        /// Its size in bytes.
+        package var size: Int
 
         package var description: String {
-            (size.map { "\(path) holds \($0) bytes, not the 32 of a server key" } ?? "\(path) is missing")
+            "\(path) holds \(size) bytes, not the 32 of a server key"
                 + ": the catalog's sealed secrets (the access keys') open with that key alone, so it is not replaced."
                 + " Put the data directory's token-key back (a `ferry backup` holds it), or restore the whole backup."
         }
