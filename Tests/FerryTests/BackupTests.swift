@@ -282,6 +282,61 @@ struct BackupTests {
         #expect(FileManager.default.fileExists(atPath: killed + "/catalog.sqlite"))
     }
 
+    /// The blob files below `directory`'s `objects/blobs/`: how many names, and how many files (inodes) they are.
+    static func blobFiles(_ directory: String) -> (names: Int, files: Int) {
+        let blobs = directory + "/objects/blobs"
+        var inodes: Set<UInt64> = []
+        var names = 0
+        for relative in contents(blobs) {
+            var info = stat()
+            guard lstat(blobs + "/" + relative, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            names += 1
+            inodes.insert(UInt64(info.st_ino))
+        }
+        return (names, inodes.count)
+    }
+
+    @Test("copies of an object, which share one blob file in the data directory, share one file in the backup and in the restored directory, and read back whole")
+    func sharedBlobsStayShared() async throws {
+        let work = TemporaryDirectory.make("ferry-backup-shared")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let data = work + "/data"
+        let server = try await Self.startServer(data)
+        let s3 = S3TestClient(endpoint: server.endpoint, credentials: try Self.root(data))
+        #expect(try await s3.createBucket(Self.bucket).status == 200)
+        let body = Self.bytes(1 << 20, seed: 77)
+        #expect(try await s3.put(Self.bucket, "original", body).status == 200)
+        let keys = ["original"] + (1...3).map { "copy-\($0)" }
+        for key in keys.dropFirst() {
+            let copied = try await s3.send(
+                "PUT", S3TestClient.path(Self.bucket, key), headers: [("x-amz-copy-source", "/\(Self.bucket)/original")])
+            #expect(copied.status == 200, "\(copied.text)")
+        }
+        await server.stop()
+        let original = Self.blobFiles(data)
+        #expect(original.names == 4 && original.files == 1, "\(original)")
+
+        let backup = work + "/backup"
+        let backedUp = try await Self.ferry("backup", data: data, backup)
+        #expect(backedUp.status == 0, "\(backedUp.error)")
+        let inBackup = Self.blobFiles(backup)
+        #expect(inBackup.names == 4 && inBackup.files == 1, "\(inBackup)")
+
+        let restored = work + "/restored"
+        let restore = try await Self.ferry("restore", data: restored, backup)
+        #expect(restore.status == 0, "\(restore.error)")
+        let inRestored = Self.blobFiles(restored)
+        #expect(inRestored.names == 4 && inRestored.files == 1, "\(inRestored)")
+
+        let again = try await Self.startServer(restored)
+        let client = S3TestClient(endpoint: again.endpoint, credentials: try Self.root(restored))
+        for key in keys {
+            let reply = try await client.get(Self.bucket, key)
+            #expect(reply.status == 200 && reply.body == body, "\(key): \(reply.status), \(reply.body.count) bytes")
+        }
+        await again.stop()
+    }
+
     @Test("a damaged or incomplete backup is refused and nothing is written to the target")
     func restoreRefusesDamagedBackups() async throws {
         let work = TemporaryDirectory.make("ferry-restore-damaged")
@@ -363,7 +418,7 @@ struct BackupTests {
         #expect(!FileManager.default.fileExists(atPath: work + "/outside"))
     }
 
-    @Test("a backup named by a bare relative path exits 0; a directory restored and never served backs up again; its token-key missing or damaged stops the service without being replaced, and put back it serves the keys again")
+    @Test("a backup named by a bare relative path exits 0; a directory restored and never served backs up again; its token-key missing or damaged (the catalog holding sealed secrets) stops the service without being replaced, and put back it serves the keys again")
     func restoredDirectoryKeepsItsKeys() async throws {
         let work = TemporaryDirectory.make("ferry-backup-relative")
         defer { try? FileManager.default.removeItem(atPath: work) }
@@ -397,7 +452,7 @@ struct BackupTests {
         // left as it is for the operator to put back.
         let keyPath = restored + "/token-key"
         let key = try Data(contentsOf: URL(fileURLWithPath: keyPath))
-        for damage in ["truncated"] {
+        for damage in ["truncated", "missing"] {
             if damage == "truncated" {
                 try key.prefix(16).write(to: URL(fileURLWithPath: keyPath))
             } else {

@@ -48,29 +48,34 @@ package enum ServerKeys {
     }
 
     /// The key session tokens are signed and the catalog's secrets sealed with, from `token-key`; generated when
-    /// absent (a new data directory, or a catalog written before its secrets were sealed). A key file that is not 32
-    /// bytes is never replaced: the catalog's sealed secrets open with that key alone, so the server stops with
-    /// ``TokenKeyUnavailable`` rather than answer every stored key's request with an error.
+    /// absent from a new data directory or from one whose catalog holds no sealed secret (one written before its
+    /// secrets were sealed, which are sealed with the new key). A key file that is missing while the catalog holds
+    /// sealed secrets, or that is not 32 bytes, is never replaced: those secrets open with that key alone, so the
+    /// server stops with ``TokenKeyUnavailable`` rather than answer every stored key's request with an error.
     package static func tokenKey(directory: String) throws -> SymmetricKey {
         let path = directory + "/token-key"
         if let data = FileManager.default.contents(atPath: path) {
             guard data.count == 32 else { throw TokenKeyUnavailable(path: path, size: data.count) }
             return SymmetricKey(data: data)
         }
+        guard try !SQLiteCatalog.holdsSealedSecrets(at: directory + "/" + BackupManifest.catalogPath) else {
+            throw TokenKeyUnavailable(path: path, size: nil)
+        }
         let key = SymmetricKey(size: .bits256)
         try writePrivate(key.withUnsafeBytes { Data($0) }, to: path)
         return key
     }
 
-    /// A data directory's `token-key` that is damaged (not 32 bytes).
+    /// A data directory's `token-key` that is damaged (not 32 bytes), or missing beside a catalog whose secrets it
+    /// sealed.
     package struct TokenKeyUnavailable: Error, CustomStringConvertible {
         /// The key file.
         package var path: String
-        /// Its size in bytes.
-        package var size: Int
+        /// Its size in bytes; nil when it is missing.
+        package var size: Int?
 
         package var description: String {
-            "\(path) holds \(size) bytes, not the 32 of a server key"
+            (size.map { "\(path) holds \($0) bytes, not the 32 of a server key" } ?? "\(path) is missing")
                 + ": the catalog's sealed secrets (the access keys') open with that key alone, so it is not replaced."
                 + " Put the data directory's token-key back (a `ferry backup` holds it), or restore the whole backup."
         }

@@ -22,23 +22,53 @@ enum BackupFiles {
     /// - Returns: the size and SHA-256 of the bytes copied, or nil when there is no file at `source` (and then no
     ///   file at `target` either).
     static func copy(_ source: String, to target: String) throws -> (size: Int64, sha256: String)? {
-        let input = open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard input >= 0 else {
-            if errno == ENOENT { return nil }
-            throw POSIXFileError("open", errno)
+        var shared = SharedCopies()
+        return try shared.copy(source, to: target)
+    }
+
+    /// Copies that keep files sharing their bytes (hard links of one file, as blob copies are) shared: the first name
+    /// of a file is copied, and every later name of it is a hard link to that copy. Where the target's file system
+    /// cannot link, each name is copied.
+    struct SharedCopies: Sendable {
+        /// The first copy of each source file (device and inode) made so far, with its size and SHA-256.
+        private var copies: [FileIdentity: (path: String, size: Int64, sha256: String)] = [:]
+
+        /// A file's device and inode.
+        private struct FileIdentity: Hashable, Sendable {
+            let device: UInt64
+            let inode: UInt64
         }
-        defer { close(input) }
-        let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard output >= 0 else { throw POSIXFileError("open", errno) }
-        do {
-            let digest = try read(input) { bytes in try writeAll(bytes, to: output) }
-            guard fsync(output) == 0 else { throw POSIXFileError("fsync", errno) }
-            close(output)
-            return digest
-        } catch {
-            close(output)
-            unlink(target)
-            throw error
+
+        /// Copies `source` to a new file `target` as ``BackupFiles/copy(_:to:)`` does, or links `target` to the copy
+        /// made of another name of the same file.
+        ///
+        /// - Returns: the size and SHA-256 of the bytes at `target`, or nil when there is no file at `source`.
+        mutating func copy(_ source: String, to target: String) throws -> (size: Int64, sha256: String)? {
+            let input = open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard input >= 0 else {
+                if errno == ENOENT { return nil }
+                throw POSIXFileError("open", errno)
+            }
+            defer { close(input) }
+            var info = stat()
+            guard fstat(input, &info) == 0 else { throw POSIXFileError("fstat", errno) }
+            let identity = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+            if info.st_nlink > 1, let earlier = copies[identity], link(earlier.path, target) == 0 {
+                return (earlier.size, earlier.sha256)
+            }
+            let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard output >= 0 else { throw POSIXFileError("open", errno) }
+            do {
+                let digest = try read(input) { bytes in try writeAll(bytes, to: output) }
+                guard fsync(output) == 0 else { throw POSIXFileError("fsync", errno) }
+                close(output)
+                if info.st_nlink > 1 { copies[identity] = (target, digest.size, digest.sha256) }
+                return digest
+            } catch {
+                close(output)
+                unlink(target)
+                throw error
+            }
         }
     }
 

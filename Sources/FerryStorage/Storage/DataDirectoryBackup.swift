@@ -21,7 +21,8 @@ import NIOPosix
 /// OUT/catalog.sqlite          the catalog as of one moment (SQLite's online backup)
 /// OUT/token-key               the server key: it signs session tokens and seals access keys' secrets in the catalog
 /// OUT/root-credentials.json   the root key, when the data directory holds it (not when it comes from the environment)
-/// OUT/objects/blobs/xx/NAME   every blob file that catalog references, and no other
+/// OUT/objects/blobs/xx/NAME   every blob file that catalog references, and no other; names that share their bytes
+///                             (copies of an object) are hard links of one file, as in the data directory
 /// ```
 ///
 /// The catalog is copied first, in one step of SQLite's online backup (a read transaction: the server goes on
@@ -120,6 +121,8 @@ package struct DataDirectoryBackup: Sendable {
     private func copy(into partial: String, catalog: String, pins: inout BlobPins?) async throws -> BackupManifest {
         let snapshotPath = partial + "/" + BackupManifest.catalogPath
         var copied: [String: BackupManifest.File] = [:]
+        // Blobs that share their bytes (copies of one object) stay shared in the backup.
+        var shared = BackupFiles.SharedCopies()
         for attempt in 1...max(1, configuration.attempts) {
             try Task.checkCancellation()
             // Every blob there is now is kept, then the snapshot is taken: a blob it references is one of those, or
@@ -148,10 +151,12 @@ package struct DataDirectoryBackup: Sendable {
                 try Task.checkCancellation()
                 let path = BackupManifest.path(ofBlob: blob)
                 let source = sources?.path(of: blob) ?? ""
-                let copy = try await blocking {
+                let (copy, copies) = try await blocking { [shared] in
+                    var copies = shared
                     try PrivateFiles.directory((partial + "/" + path as NSString).deletingLastPathComponent)
-                    return try BackupFiles.copy(source, to: partial + "/" + path)
+                    return (try copies.copy(source, to: partial + "/" + path), copies)
                 }
+                shared = copies
                 if let copy {
                     copied[blob] = BackupManifest.File(path: path, size: copy.size, sha256: copy.sha256)
                 } else {
@@ -322,12 +327,15 @@ package struct DataDirectoryBackup: Sendable {
     /// Copies the files the manifest lists from `backup` to `staging`, each checked against its size and SHA-256.
     private func stage(_ manifest: BackupManifest, from backup: String, into staging: String) async throws {
         try await blocking { try PrivateFiles.directory(staging + "/" + BackupManifest.blobsPath) }
+        // Blob files the backup holds as links of one file are restored as links of one file.
+        var shared = BackupFiles.SharedCopies()
         for file in manifest.files {
             try Task.checkCancellation()
-            try await blocking {
+            shared = try await blocking { [shared] in
+                var copies = shared
                 let target = staging + "/" + file.path
                 try PrivateFiles.directory((target as NSString).deletingLastPathComponent)
-                guard let copy = try BackupFiles.copy(backup + "/" + file.path, to: target) else {
+                guard let copy = try copies.copy(backup + "/" + file.path, to: target) else {
                     throw DataDirectoryBackupError(
                         .incomplete, "The backup lacks \(file.path), which its manifest lists; it is incomplete.")
                 }
@@ -336,6 +344,7 @@ package struct DataDirectoryBackup: Sendable {
                         .checksumMismatch,
                         "\(file.path) in the backup does not match its manifest (\(copy.size) bytes, the manifest lists \(file.size); or its SHA-256 differs): the backup is damaged; nothing was restored.")
                 }
+                return copies
             }
         }
         try await blocking { try Self.syncDirectories(below: staging) }

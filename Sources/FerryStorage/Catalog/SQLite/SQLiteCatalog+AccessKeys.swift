@@ -63,6 +63,20 @@ extension SQLiteCatalog {
         }
     }
 
+    /// Whether the catalog file at `path` holds an access key secret sealed with a server key; false when there is
+    /// no catalog (or no key table) yet. Only read.
+    static func holdsSealedSecrets(at path: String) throws -> Bool {
+        guard FileManager.default.fileExists(atPath: path) else { return false }
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            guard try db.tableExists("accessKey") else { return false }
+            return try String.fetchAll(db, sql: "SELECT secret FROM accessKey").contains(where: SecretBox.isSealed)
+        }
+    }
+
     /// Sets a key's status; false when there is no such key.
     public func setAccessKeyStatus(_ id: String, _ status: StoredAccessKey.Status) async throws -> Bool {
         try await execute("UPDATE accessKey SET status = ? WHERE id = ?", [status.rawValue, id]) > 0
