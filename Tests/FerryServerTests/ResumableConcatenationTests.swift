@@ -38,7 +38,7 @@ struct ResumableConcatenationTests {
         ).object
     }
 
-    @Test("a final upload's bytes and upload slot are checked once against its owner's quota: partial uploads of 8 bytes filling 2 concurrent uploads make an 8-byte object under a quota of 10 bytes and 2 uploads; the partial uploads stay (a final retried after its answer was lost names them again)", arguments: JobQueueImplementation.allCases)
+    @Test("a final upload's bytes and upload slot are checked once against its owner's quota: partial uploads of 8 bytes filling 2 concurrent uploads make an 8-byte object under a quota of 10 bytes and 2 uploads; then the bytes count once, as the object's, the partial uploads' records name the final upload, and no second final upload is made of them", arguments: JobQueueImplementation.allCases)
     func finalUploadCountsOnce(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in
             try await store.createBucket("r")
@@ -47,9 +47,24 @@ struct ResumableConcatenationTests {
             let charge = StorageCharge(owner: "k1", quota: AccessKeyQuota(storageBytes: 10, concurrentUploads: 2))
             let (a, b) = (try await Self.partial("A", store: store, charge: charge), try await Self.partial("B", store: store, charge: charge))
             #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 8, uploadsInProgress: 2))
-            let object = try await Self.final([a, b], key: "whole", store: store, charge: charge)
+            let (final, object) = try await store.concatenateResumable(
+                [a, b], bucket: "r", key: "whole", charge: charge, info: .init(kind: .final, partials: [a.id, b.id]),
+                attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
             #expect(object.size == 8)
-            #expect(try await store.resumableUpload(a.id) != nil)
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 8, uploadsInProgress: 0))
+            for partial in [a, b] {
+                #expect(try await store.resumableUpload(partial.id)?.info.concatenatedInto == final.id)
+            }
+            // The object's bytes stay when the partial uploads' go.
+            var text = ""
+            for try await buffer in try await store.readObject(try await store.object(bucket: "r", key: "whole"), range: nil) {
+                text += String(buffer: buffer)
+            }
+            #expect(text == "AAAABBBB")
+            await #expect(throws: FerryDomainError.self) {
+                try await Self.final([b], key: "again", store: store, charge: charge)
+            }
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 8, uploadsInProgress: 0))
         }
     }
 

@@ -337,6 +337,20 @@ struct ResumableUploadConsistencyTests {
             let again = try await S3TestClient.fetchRaw("POST", secondURL, headers: Self.tus + [("Upload-Concat", "final;\(location)")])
             #expect(first.status == 201 && again.status == 201, "\(first.text) \(again.text)")
             #expect(first.header("ETag") != nil && first.header("ETag") == again.header("ETag"))
+            #expect(first.header("Location") != nil && first.header("Location") == again.header("Location"))
+            // Any other final upload naming that partial upload is refused: it made its object.
+            let fresh = try await S3TestClient.fetchRaw(
+                "POST", secondURL, headers: Self.tus + [("Upload-Concat", "partial"), ("Upload-Length", "5")])
+            let freshLocation = try #require(fresh.header("Location"))
+            _ = try await S3TestClient.fetchRaw(
+                "PATCH", freshLocation, headers: Self.append + [("Upload-Offset", "0")], body: Array("hello".utf8))
+            for names in ["\(freshLocation) \(location)", "\(location) \(location)"] {
+                let other = try await S3TestClient.fetchRaw("POST", secondURL, headers: Self.tus + [("Upload-Concat", "final;\(names)")])
+                #expect(other.status == 400 && other.header("Location") == nil, "\(other.status) \(other.text)")
+            }
+            // Its URL still answers HEAD, complete.
+            let head = try await S3TestClient.fetchRaw("HEAD", location, headers: Self.tus)
+            #expect(head.status == 200 && head.header("Upload-Offset") == "5", "\(head.status)")
         }
     }
 }

@@ -371,6 +371,18 @@ struct ResumableUploadAPI: Sendable {
             }
             partials.append(partial)
         }
+        // Partial uploads a final upload was made of answer only that final upload again (a client that lost its
+        // answer): the same upload and object, nothing made twice.
+        if partials.contains(where: { $0.info.concatenatedInto != nil }) {
+            guard let id = partials[0].info.concatenatedInto, let made = try await store.resumableUpload(id),
+                made.info.partials == partials.map(\.id), made.bucket == target.bucket, made.key == target.key,
+                made.owner == target.owner, let etag = made.etag
+            else {
+                throw ResumableRefusal(
+                    .badRequest, "Upload-Concat names a partial upload that another final upload was made of.", wire: wire)
+            }
+            return try created(made, etag: etag, context: context)
+        }
         // The final upload is checked as any upload of its length and type, and completes as one.
         let (total, overflow) = partials.reduce((Int64(0), false)) { sum, partial in
             let (next, overflow) = sum.0.addingReportingOverflow(partial.offset)
@@ -397,9 +409,14 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(.badRequest, "A partial upload Upload-Concat names was ended meanwhile.", wire: wire)
         }
         await objectStored(object)
-        var headers = wire.headers
+        return try created(upload, etag: object.etag, context: context)
+    }
+
+    /// The answer to a final upload: 201, its URL and its object's ETag.
+    private func created(_ upload: ResumableUpload, etag: String, context: FerryRequestContext) throws -> Response {
+        var headers = ResumableWire.tus.headers
         headers[.location] = try location(upload, context: context)
-        headers[.eTag] = "\"\(object.etag)\""
+        headers[.eTag] = "\"\(etag)\""
         return Response(status: .created, headers: headers)
     }
 

@@ -38,6 +38,9 @@ public struct ResumableUpload: Sendable, Hashable {
         /// Whether the upload completes only when a request declares it complete (the IETF protocol's
         /// `Upload-Complete`), not when its offset reaches its length (tus).
         public var completesWhenDeclared: Bool?
+        /// For a partial upload, the final upload made of it: its bytes are then the final upload's object's, and
+        /// only the same final upload again (a client retrying one whose answer it lost) may name it.
+        public var concatenatedInto: String?
 
         /// Creates the document.
         public init(kind: Kind = .single, metadata: [String: String] = [:], videoId: String? = nil, partials: [String]? = nil) {
@@ -129,6 +132,10 @@ protocol ResumableUploadCatalog: Sendable {
     func setResumableLength(_ id: String, length: Int64) async throws -> ResumableUpload?
     /// Records that the upload became the object with `etag`.
     func markResumableCompleted(_ id: String, etag: String) async throws
+    /// Records that the partial upload `id` is part of the final upload `final`
+    /// (``ResumableUpload/Info/concatenatedInto``) and removes its multipart upload, keeping its record, in one
+    /// transaction; the blobs of the parts removed, nil when the upload is missing or part of a final upload already.
+    func concludePartialUpload(_ id: String, into final: String) async throws -> [String]?
     /// Removes the upload's record (not its bytes); the record removed, nil when there was none.
     func deleteResumableUpload(_ id: String) async throws -> ResumableUpload?
     /// Uploads that expired before `date`, oldest first, up to `limit`.

@@ -166,8 +166,10 @@ extension CatalogObjectStore {
     }
 
     /// A tus final upload: the fully received `partials`, in order, become one object at `bucket`/`key` whose parts
-    /// share their bytes (nothing is copied); the partial uploads stay until they expire or are terminated. Its check
-    /// against `charge`'s quota does not count their bytes and upload places a second time. `verify`
+    /// share their bytes (nothing is copied). Their records then name the final upload
+    /// (``ResumableUpload/Info/concatenatedInto``) until they expire or are terminated, and their multipart uploads go,
+    /// so that their bytes count once, as the object's. Its check against `charge`'s quota does not count their bytes
+    /// and upload places a second time. `verify`
     /// sees the object's ETag before it is made and may refuse it; with `info.insertOnly` the object is made only
     /// where none exists (else `preconditionFailed`), and the file of a video or image (`fileOwner`) only where none
     /// is or the same bytes are; a partial upload ended meanwhile makes it `uploadNotFound`. A refused final upload
@@ -194,7 +196,7 @@ extension CatalogObjectStore {
                 defer { lease.release() }
                 // Confirmed under the lease: a partial upload ended meanwhile (its bytes going) is `uploadNotFound`.
                 guard let current = try await catalog.resumableUpload(partial.id), current.offset == partial.offset,
-                    partialParts.reduce(0, { $0 + $1.size }) == partial.offset
+                    current.info.concatenatedInto == nil, partialParts.reduce(0, { $0 + $1.size }) == partial.offset
                 else { throw Self.noSuchUpload }
                 copied.append(partial.uploadId)
                 for part in partialParts {
@@ -219,10 +221,28 @@ extension CatalogObjectStore {
                 id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
                 length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: object.etag)
             try await catalog.insertResumableUpload(upload)
+            await release(partials, into: upload)
             return (upload, object)
         } catch {
             await discardRefused(multipart)
             throw error
+        }
+    }
+
+    /// Marks the partial uploads of the final upload `final` as its own and removes their multipart uploads (the
+    /// object holds their bytes). What fails is logged and left: such a partial upload's bytes count until it
+    /// expires, as before a final upload, and a final upload may be made of it again.
+    private func release(_ partials: [ResumableUpload], into final: ResumableUpload) async {
+        for partial in partials {
+            do {
+                guard let blobs = try await catalog.concludePartialUpload(partial.id, into: final.id) else { continue }
+                events?.multipartUpload(.completed, count: 1)
+                await retire(blobs)
+            } catch {
+                logger.warning(
+                    "a partial upload of a final upload stays until it expires",
+                    metadata: ["ferry.multipart-upload": "\(partial.uploadId)", "ferry.error": "\(error)"])
+            }
         }
     }
 

@@ -298,7 +298,7 @@ extension PostgresCatalog: ObjectCatalog {
             lastModified: try row.date("last_modified"))
     }
 
-    private static func partBlobs(_ row: PostgresRandomAccessRow) throws -> [String] {
+    static func partBlobs(_ row: PostgresRandomAccessRow) throws -> [String] {
         try (row.optionalJSON("segments") as [BlobSegment]?)?.map(\.blob) ?? [try row.value("blob")]
     }
 
@@ -308,7 +308,7 @@ extension PostgresCatalog: ObjectCatalog {
     }
 
     /// Locks an upload's row until the transaction ends; false when there is no such upload.
-    private static func lockUpload(_ uploadId: String, on connection: PostgresConnection, logger: Logger) async throws
+    static func lockUpload(_ uploadId: String, on connection: PostgresConnection, logger: Logger) async throws
         -> Bool
     {
         try await exists("SELECT id FROM s3_upload WHERE id = \(uploadId) FOR UPDATE", on: connection, logger: logger)

@@ -79,6 +79,26 @@ extension PostgresCatalog {
         try await execute("UPDATE resumable_upload SET etag = \(etag) WHERE id = \(id)")
     }
 
+    func concludePartialUpload(_ id: String, into final: String) async throws -> [String]? {
+        try await transaction { [logger] connection -> [String]? in
+            guard let row = try await Self.rows(
+                "SELECT * FROM resumable_upload WHERE id = \(id) FOR UPDATE", on: connection, logger: logger
+            ).first else { return nil }
+            var upload = try Self.resumable(row)
+            guard upload.info.concatenatedInto == nil,
+                try await Self.lockUpload(upload.uploadId, on: connection, logger: logger)
+            else { return nil }
+            upload.info.concatenatedInto = final
+            let info = try CatalogJSON.encode(upload.info)
+            try await connection.query("UPDATE resumable_upload SET info = \(info) WHERE id = \(id)", logger: logger)
+            let blobs = try await Self.rows(
+                "SELECT blob, segments FROM s3_part WHERE upload_id = \(upload.uploadId)", on: connection, logger: logger
+            ).flatMap(Self.partBlobs)
+            try await connection.query("DELETE FROM s3_upload WHERE id = \(upload.uploadId)", logger: logger)
+            return blobs
+        }
+    }
+
     func deleteResumableUpload(_ id: String) async throws -> ResumableUpload? {
         try await rows("DELETE FROM resumable_upload WHERE id = \(id) RETURNING *").first.map(Self.resumable)
     }

@@ -87,6 +87,19 @@ extension SQLiteCatalog {
         try await execute("UPDATE resumableUpload SET etag = ? WHERE id = ?", [etag, id])
     }
 
+    func concludePartialUpload(_ id: String, into final: String) async throws -> [String]? {
+        try await pool.write { db in
+            guard var upload = try Self.resumable(id, db), upload.info.concatenatedInto == nil else { return nil }
+            upload.info.concatenatedInto = final
+            try db.execute(
+                sql: "UPDATE resumableUpload SET info = ? WHERE id = ?", arguments: [try CatalogJSON.encode(upload.info), id])
+            let blobs = try Row.fetchAll(db, sql: "SELECT blob, segments FROM part WHERE uploadId = ?", arguments: [upload.uploadId])
+                .flatMap(Self.partBlobs)
+            try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [upload.uploadId])
+            return blobs
+        }
+    }
+
     func deleteResumableUpload(_ id: String) async throws -> ResumableUpload? {
         try await pool.write { db in
             let upload = try Self.resumable(id, db)

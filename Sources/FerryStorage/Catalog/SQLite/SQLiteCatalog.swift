@@ -359,7 +359,7 @@ public final class SQLiteCatalog: ObjectCatalog {
     }
 
     /// The blob names a part's row holds (one, or its segments').
-    private static func partBlobs(_ row: Row) throws -> [String] {
+    static func partBlobs(_ row: Row) throws -> [String] {
         try (row["segments"] as String?).map { try CatalogJSON.decode([BlobSegment].self, $0).map(\.blob) }
             ?? [row["blob"]]
     }
