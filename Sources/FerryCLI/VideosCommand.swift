@@ -17,6 +17,13 @@ struct VideosCommand: AsyncParsableCommand {
         @Option(name: .customLong("page-size"), help: "Videos per page, 1–100.") var pageSize: Int = 20
         @Flag(help: "Print JSON.") var json = false
 
+        func validate() throws {
+            let statuses = MediaContract.ListVideosRequest.statuses
+            if let status, !statuses.contains(status) {
+                throw ValidationError("--status must be one of \(statuses.joined(separator: ", ")).")
+            }
+        }
+
         func run() async throws {
             let (videos, total) = try await service.with { connection in
                 try await report { try await connection.media().listVideos(status: status, pageNo: page, pageSize: pageSize) }

@@ -75,7 +75,7 @@ struct MediaOwnershipTests {
         }
     }
 
-    @Test("integers out of range answer 400 InvalidParameter and the server keeps serving")
+    @Test("integers out of range and a status no video can be listed in answer 400 InvalidParameter and the server keeps serving")
     func integersOutOfRange() async throws {
         try await TestServer.with { server in
             let bodies: [(String, String)] = [
@@ -84,6 +84,8 @@ struct MediaOwnershipTests {
                 ("ListVideos", #"{"PageNo":-9223372036854775808}"#),
                 ("ListVideos", #"{"PageSize":4611686018427387904}"#),
                 ("ListVideos", #"{"PageNo":0}"#),
+                ("ListVideos", #"{"Status":"Bogus"}"#),
+                ("ListVideos", #"{"Status":"Deleted"}"#),
                 ("GetImageInfo", #"{"ImageId":"x","AuthTimeout":9223372036854775807}"#),
                 ("GetPlayInfo", #"{"VideoId":"x","AuthTimeout":-1}"#),
                 ("AssumeRole", #"{"DurationSeconds":9223372036854775807}"#),

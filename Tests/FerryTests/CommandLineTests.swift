@@ -1061,7 +1061,7 @@ struct CommandLineTests {
         #expect(list.output.contains(String(repeating: "é", count: 64)) && !list.output.contains(String(repeating: "é", count: 65)), "\(list.output)")
     }
 
-    @Test("a page number no service accepts is a clear error, not a crash")
+    @Test("a page number no service accepts is a clear error, not a crash; so are an unknown status, a data directory that is a file and a damaged root key")
     func pageOverflow() async throws {
         let data = TemporaryDirectory.make("ferry-cli-page")
         defer { try? FileManager.default.removeItem(atPath: data) }
@@ -1072,6 +1072,19 @@ struct CommandLineTests {
         }
         let ok = try await FerryRun.run(["videos", "list", "--data-dir", data])
         #expect(ok.status == 0, "\(ok.error)")
+        // A status no video has is a usage error naming those there are.
+        let status = try await FerryRun.run(["videos", "list", "--data-dir", data, "--status", "Bogus"])
+        #expect(status.status == 64 && status.error.contains("TranscodeFail"), "\(status.status) \(status.error)")
+        // A data directory that is a file, and a damaged root key, are named.
+        let file = data + "/plain-file"
+        try Data("x".utf8).write(to: URL(fileURLWithPath: file))
+        let notDirectory = try await FerryRun.run(["videos", "list", "--data-dir", file])
+        #expect(notDirectory.status != 0 && notDirectory.error.contains("plain-file cannot be used as a directory: it is a file"), "\(notDirectory.error)")
+        let damaged = data + "/damaged"
+        try FileManager.default.createDirectory(atPath: damaged, withIntermediateDirectories: true)
+        try Data(#"{"accessKeyId": "FKIA"#.utf8).write(to: URL(fileURLWithPath: damaged + "/root-credentials.json"))
+        let root = try await FerryRun.run(["videos", "list", "--data-dir", damaged])
+        #expect(root.status != 0 && root.error.contains("root-credentials.json is damaged"), "\(root.error)")
     }
 
     @Test("bad flags are a usage error; a missing file and an unreachable endpoint get clear messages")

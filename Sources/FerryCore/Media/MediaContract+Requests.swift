@@ -211,7 +211,10 @@ extension MediaContract {
 
     /// ListVideos: a page of videos, newest first (the answer is a ``VideoListAnswer``).
     public struct ListVideosRequest: Codable, Sendable, Hashable {
-        /// Only videos with this status.
+        /// The statuses `Status` may name.
+        public static let statuses = ["Uploading", "UploadSucc", "Transcoding", "Normal", "TranscodeFail", "UploadFail"]
+
+        /// Only videos with this status (one of ``statuses``).
         public var status: String?
         /// Only videos of this category.
         public var cateId: Int?

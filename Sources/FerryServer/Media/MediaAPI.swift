@@ -339,6 +339,10 @@ public struct MediaAPI: Sendable {
             throw MediaError.invalid("PageNo", "must be between 1 and \(Self.maxPageNo).")
         }
         guard (1...100).contains(size) else { throw MediaError.invalid("PageSize", "must be between 1 and 100.") }
+        if let status = input.status, !MediaContract.ListVideosRequest.statuses.contains(status) {
+            throw MediaError.invalid(
+                "Status", "must be one of \(MediaContract.ListVideosRequest.statuses.joined(separator: ", ")).")
+        }
         try Self.checkText(input.title, "Title", max: 128)
         try Self.checkText(input.tag, "Tag", max: 32)
         let principal = call.principal

@@ -23,12 +23,26 @@ package enum ServerKeys {
         if let root = environmentRoot(environment) { return (root, false) }
         let path = directory + "/root-credentials.json"
         if let data = FileManager.default.contents(atPath: path) {
-            let stored = try JSONDecoder().decode(StoredRoot.self, from: data)
+            guard let stored = try? JSONDecoder().decode(StoredRoot.self, from: data) else {
+                throw RootCredentialsUnavailable(path: path)
+            }
             return (SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey), false)
         }
         let stored = generatedKey()
         try writePrivate(try JSONEncoder().encode(stored), to: path)
         return (SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey), true)
+    }
+
+    /// A data directory's `root-credentials.json` that does not hold a root key. Its description quotes nothing of
+    /// the file.
+    package struct RootCredentialsUnavailable: Error, CustomStringConvertible {
+        /// The file.
+        package var path: String
+
+        package var description: String {
+            "\(path) is damaged (not the accessKeyId and secretAccessKey ferry serve writes), so it is not replaced: put it"
+                + " back from a backup, or set FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY."
+        }
     }
 
     /// The root pair `FERRY_ACCESS_KEY_ID` / `FERRY_SECRET_ACCESS_KEY` set in `environment`, when both are set.

@@ -11,10 +11,30 @@ import Foundation
 /// whatever mode a directory had before.
 package enum PrivateFiles {
     /// Creates `path` (and its missing parents) as a 0700 directory, or makes an existing one 0700.
+    /// - Throws: ``DirectoryUnavailable`` naming `path` when it is a file or cannot be made.
     package static func directory(_ path: String) throws {
-        try FileManager.default.createDirectory(
-            atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw DirectoryUnavailable(path: path, reason: "it is a file, not a directory")
+        }
+        do {
+            try FileManager.default.createDirectory(
+                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            let posix = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError).map { Int32($0.code) }
+            throw DirectoryUnavailable(path: path, reason: posix.map { String(cString: strerror($0)) } ?? "\(error)")
+        }
         guard chmod(path, 0o700) == 0 else { throw POSIXFileError("chmod", errno) }
+    }
+
+    /// A directory the server needs (the data directory or one in it) that is a file or could not be made.
+    package struct DirectoryUnavailable: Error, CustomStringConvertible {
+        /// The directory.
+        package var path: String
+        /// Why, in words.
+        package var reason: String
+
+        package var description: String { "\(path) cannot be used as a directory: \(reason)." }
     }
 
     /// Creates an empty 0600 file at `path` when there is none, and makes an existing one 0600 (SQLite then gives its
