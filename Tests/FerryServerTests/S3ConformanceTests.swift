@@ -47,7 +47,7 @@ struct S3ConformanceTests {
         }
     }
 
-    @Test("a retried CompleteMultipartUpload answers 200 with the same object while it is unchanged")
+    @Test("a retried CompleteMultipartUpload answers 200 with the same object, also once the key was overwritten; one of an aborted upload is NoSuchUpload")
     func completeIsIdempotent() async throws {
         try await TestServer.inMemory(minPartSize: 1) { server in
             let s3 = server.client()
@@ -65,11 +65,99 @@ struct S3ConformanceTests {
             let b = try S3XML.decode(CompleteMultipartUploadResult.self, from: Data(again.body))
             #expect(a.eTag == b.eTag)
             #expect(a.checksums == b.checksums)
-            // Other parts than those completed, or a key since overwritten, are not the same completion.
+            // Other parts than those completed are not the same completion.
             #expect(try await s3.complete("retry", "k", uploadId: id, xml: S3TestClient.completeXML([(1, "\"0000\"")])).errorCode == "NoSuchUpload")
+            // A key overwritten since: the retry (a client that lost the first answer) still hears that its upload
+            // completed, and nothing is written again.
             try await s3.put("retry", "k", [9])
-            #expect(try await s3.complete("retry", "k", uploadId: id, xml: xml).errorCode == "NoSuchUpload")
+            let late = try await s3.complete("retry", "k", uploadId: id, xml: xml)
+            #expect(late.status == 200, "\(late.text)")
+            #expect(try S3XML.decode(CompleteMultipartUploadResult.self, from: Data(late.body)).eTag == a.eTag)
             #expect(try await s3.get("retry", "k").body == [9])
+            // A Complete of an upload aborted meanwhile is NoSuchUpload, whatever it lists.
+            let aborted = try await s3.createMultipartUpload("retry", "gone")
+            let part = try #require(try await s3.uploadPart("retry", "gone", uploadId: aborted, number: 1, [4]).header("ETag"))
+            #expect(try await s3.send("DELETE", S3TestClient.path("retry", "gone"), query: [("uploadId", aborted)]).status == 204)
+            #expect(try await s3.complete("retry", "gone", uploadId: aborted, xml: S3TestClient.completeXML([(1, part)])).errorCode == "NoSuchUpload")
+        }
+    }
+
+    @Test("a key overwritten without pause: GET, CopyObject, UploadPartCopy and PutObjectTagging of it answer 200 (or 503 SlowDown, which clients retry), never 500 or NoSuchKey")
+    func readsOfAKeyUnderOverwrites() async throws {
+        try await TestServer.inMemory(minPartSize: 1) { server in
+            let s3 = server.client()
+            try await s3.createBucket("churn")
+            #expect(try await s3.put("churn", "hot", [0]).status == 200)
+            let upload = try await s3.createMultipartUpload("churn", "parts")
+            let deadline = ContinuousClock.now + .seconds(3)
+            let answers = try await withThrowingTaskGroup(of: [String].self) { group in
+                for writer in 0..<4 {
+                    group.addTask {
+                        var round = 0
+                        while ContinuousClock.now < deadline {
+                            round += 1
+                            _ = try await s3.put("churn", "hot", [UInt8](repeating: UInt8(writer), count: 1 + round % 1000))
+                        }
+                        return []
+                    }
+                }
+                for reader in 0..<4 {
+                    group.addTask {
+                        var seen: [String] = []
+                        let tagging = Array("<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet></Tagging>".utf8)
+                        while ContinuousClock.now < deadline {
+                            let reply: S3TestClient.Reply
+                            switch reader {
+                            case 0: reply = try await s3.get("churn", "hot")
+                            case 1:
+                                reply = try await s3.send(
+                                    "PUT", S3TestClient.path("churn", "copy"), headers: [("x-amz-copy-source", "/churn/hot")])
+                            case 2:
+                                reply = try await s3.send(
+                                    "PUT", S3TestClient.path("churn", "parts"),
+                                    query: [("partNumber", "1"), ("uploadId", upload)], headers: [("x-amz-copy-source", "/churn/hot")])
+                            default:
+                                reply = try await s3.send("PUT", S3TestClient.path("churn", "hot"), query: [("tagging", "")], body: tagging)
+                            }
+                            seen.append(reply.status == 200 ? "200" : "\(reader): \(reply.status) \(reply.errorCode ?? "")")
+                        }
+                        return seen
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            let refused = answers.filter { $0 != "200" && !$0.hasSuffix("503 SlowDown") }
+            #expect(refused.isEmpty, "\(refused.count) of \(answers.count): \(Set(refused))")
+            #expect(answers.count > 100)
+        }
+    }
+
+    @Test("a Range with an If-Range that no longer names the object gets all of it (200); an aws-chunked length that is not a whole number is InvalidArgument, one past any object EntityTooLarge")
+    func ifRangeAndDecodedLength() async throws {
+        try await TestServer.inMemory { server in
+            let s3 = server.client()
+            try await s3.createBucket("ranges")
+            let path = S3TestClient.path("ranges", "ten")
+            #expect(try await s3.put("ranges", "ten", Array("0123456789".utf8)).status == 200)
+            let head = try await s3.send("HEAD", path)
+            let etag = try #require(head.header("ETag"))
+            let modified = try #require(head.header("Last-Modified"))
+            for (condition, status) in [
+                (etag, 206), (modified, 206), ("\"0123456789abcdef0123456789abcdef\"", 200),
+                ("Thu, 01 Jan 1970 00:00:00 GMT", 200), ("W/\(etag)", 200),
+            ] {
+                let reply = try await s3.send("GET", path, headers: [("Range", "bytes=0-1"), ("If-Range", condition)])
+                #expect(reply.status == status, "If-Range \(condition): \(reply.status)")
+                #expect(reply.body.count == (status == 206 ? 2 : 10), "If-Range \(condition): \(reply.body.count) bytes")
+            }
+            for (value, code) in [("-1", "InvalidArgument"), ("1e3", "InvalidArgument"), ("99999999999999999999", "EntityTooLarge")] {
+                let reply = try await s3.send(
+                    "PUT", S3TestClient.path("ranges", "chunked"),
+                    headers: [("content-encoding", "aws-chunked"), ("x-amz-decoded-content-length", value)],
+                    body: Array("0\r\n\r\n".utf8), payload: .hash(SigV4.streamingUnsignedPayloadTrailer))
+                #expect(reply.errorCode == code, "\(value): \(reply.status) \(reply.text)")
+            }
+            #expect(try await s3.get("ranges", "chunked").status == 404)
         }
     }
 

@@ -115,21 +115,9 @@ struct PlaybackAPI: Sendable {
             .eTag: "\"\(object.etag)\"", .lastModified: S3Date.http(object.lastModified), .acceptRanges: "bytes",
             .contentType: WorkFiles.contentType(forPath: file), .cacheControl: final ? "private, max-age=3600" : "no-cache",
         ]
-        // With an If-Range the file no longer matches, the range is ignored: the whole file (RFC 9110, 13.1.5).
-        let rangeHolds = request.headers[.ifRange].map { Self.holds(ifRange: $0, object) } ?? true
-        let range = try request.headers[.range].flatMap { rangeHolds ? try ObjectAPI.parseRange($0, size: object.size) : nil }
+        let range = try ObjectAPI.requestedRange(request.headers, of: object)
         return try await ObjectAPI.objectAnswer(
             object, range: range, headers: headers, head: request.method == .head, store: media.store)
-    }
-}
-
-extension PlaybackAPI {
-    /// Whether an `If-Range` names the file as it is: its strong ETag, or exactly its Last-Modified date.
-    static func holds(ifRange value: String, _ object: ObjectInfo) -> Bool {
-        let value = value.trimmingCharacters(in: .whitespaces)
-        if value.hasPrefix("\"") { return value == "\"\(object.etag)\"" }
-        guard let date = S3Date.parseHTTP(value) else { return false }
-        return date.timeIntervalSince1970 == object.lastModified.timeIntervalSince1970.rounded(.down)
     }
 }
 

@@ -237,33 +237,44 @@ extension ObjectAPI {
             return try await answerForGoneUpload(error, uploadId, request, body)
         }
         await objectStored(object)
-        return try await completionResponse(request, object)
+        return try await completionResponse(request, etag: object.etag, object: object)
     }
 
-    private func completionResponse(_ request: S3Request, _ object: ObjectInfo) async throws -> Response {
+    /// CompleteMultipartUpload's answer for the object with `etag`; its checksums and expiration from `object`, the
+    /// version the key holds, when there is one.
+    private func completionResponse(_ request: S3Request, etag: String, object: ObjectInfo?) async throws -> Response {
         let result = CompleteMultipartUploadResult(
             location: "\(request.endpoint.base)/\(SigV4.uriEncode(request.bucket, encodeSlash: true))/\(SigV4.uriEncode(request.key, encodeSlash: false))",
-            bucket: request.bucket, key: request.key, eTag: "\"\(object.etag)\"",
-            checksums: S3ChecksumFields(object.checksums), checksumType: object.checksums.isEmpty ? nil : object.checksumType)
+            bucket: request.bucket, key: request.key, eTag: "\"\(etag)\"",
+            checksums: S3ChecksumFields(object?.checksums ?? [:]),
+            checksumType: object.flatMap { $0.checksums.isEmpty ? nil : $0.checksumType })
         var response = try Self.xmlResponse(result, root: "CompleteMultipartUploadResult")
-        response.headers[.amzExpiration] = await expirationHeader(for: object)
+        if let object { response.headers[.amzExpiration] = await expirationHeader(for: object) }
         return response
     }
 
     /// The answer to a Complete whose upload (or its parts) is gone: the completion again when it was this same
     /// Complete that made it (``repeatedCompletion(_:_:_:)``); NoSuchBucket when a DeleteBucket took the upload with
-    /// its bucket meanwhile; else `error`.
+    /// its bucket meanwhile; NoSuchUpload when an abort took the upload while its parts were read; else `error`.
     private func answerForGoneUpload(
         _ error: FerryDomainError, _ uploadId: String, _ request: S3Request, _ body: CompleteMultipartUpload
     ) async throws -> Response {
         if let response = try await repeatedCompletion(uploadId, request, body) { return response }
         _ = try await store.bucket(request.bucket)
+        if error.code == .partNotFound {
+            do {
+                _ = try await store.multipartUpload(uploadId, bucket: request.bucket, key: request.key)
+            } catch let gone as FerryDomainError where gone.code == .uploadNotFound {
+                throw gone
+            }
+        }
         throw error
     }
 
-    /// The answer to a Complete for an upload that completed already: the same parts, and the key still holds the
-    /// object that completion made. The media library hears of the object again: a server stopped between the first
-    /// completion and telling it left its video or image `Uploading`.
+    /// The answer to a Complete for an upload that completed already with the same parts (remembered for a day): the
+    /// same object. While the key still holds it, the media library hears of it again (a server stopped between the
+    /// first completion and telling it left its video or image `Uploading`); once the key holds another version the
+    /// answer is the completion's ETag alone.
     private func repeatedCompletion(_ uploadId: String, _ request: S3Request, _ body: CompleteMultipartUpload)
         async throws -> Response?
     {
@@ -274,12 +285,12 @@ extension ObjectAPI {
             CompletedUploadPart(
                 number: $0.partNumber, etag: $0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")))
         }
-        guard asked == completed.parts,
-            let object = try await store.storedObject(bucket: request.bucket, key: request.key),
+        guard asked == completed.parts else { return nil }
+        guard let object = try await store.storedObject(bucket: request.bucket, key: request.key),
             object.etag == completed.etag
-        else { return nil }
+        else { return try await completionResponse(request, etag: completed.etag, object: nil) }
         await objectStored(object)
-        return try await completionResponse(request, object)
+        return try await completionResponse(request, etag: completed.etag, object: object)
     }
 
     func abortMultipartUpload(_ request: S3Request) async throws -> Response {

@@ -18,10 +18,14 @@ extension ObjectAPI {
         }
         let expectedLength: Int64?
         if mode != nil {
-            guard let decoded = headers[.amzDecodedContentLength].flatMap({ Int64($0) }) else {
+            guard let text = headers[.amzDecodedContentLength] else {
                 throw S3Error(.missingContentLength, "You must provide the x-amz-decoded-content-length HTTP header.")
             }
-            expectedLength = decoded
+            // Digits only: no sign, and a number past 64 bits is too large for any object, not a missing header.
+            guard !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+                throw S3Error(.invalidArgument, "x-amz-decoded-content-length must be a whole number of bytes.")
+            }
+            expectedLength = Int64(text) ?? Int64.max
         } else if let length = headers[.contentLength] {
             guard let value = Int64(length), value >= 0 else {
                 throw S3Error(.invalidArgument, "Content-Length is not a valid number.")
@@ -251,16 +255,23 @@ extension ObjectAPI {
         return try await Self.retryingChanges { try await getObjectOnce(request, head: head) }
     }
 
-    /// Runs `operation` again, at most three more times, while it throws ``ObjectChangedError``: the object it read
-    /// was overwritten or deleted between its lookup and the read, so it answers for what is there now.
+    /// Runs `operation` again, at most nine more times, while it throws ``ObjectChangedError``: the object it read
+    /// was overwritten or deleted between its lookup and the read, so it answers for what is there now. A key
+    /// overwritten faster than that is `storeUnavailable` (S3: 503 SlowDown with `Retry-After`), which clients retry.
     static func retryingChanges(_ operation: () async throws -> Response) async throws -> Response {
-        var attempts = 0
-        while true {
+        for _ in 0..<9 {
             do {
                 return try await operation()
-            } catch is ObjectChangedError where attempts < 3 {
-                attempts += 1
+            } catch is ObjectChangedError {
+                await Task.yield()
             }
+        }
+        do {
+            return try await operation()
+        } catch is ObjectChangedError {
+            throw FerryDomainError(
+                .storeUnavailable, "The object was replaced while it was read, ten times in a row; please retry the request.",
+                retryAfterSeconds: 1)
         }
     }
 
@@ -311,12 +322,29 @@ extension ObjectAPI {
                 Self.addChecksumHeaders(object.checksums, type: object.checksumType, to: &response)
             }
         } else {
-            range = try headers[.range].flatMap { try Self.parseRange($0, size: object.size) }
+            range = try Self.requestedRange(headers, of: object)
             if range == nil, checksumMode {
                 Self.addChecksumHeaders(object.checksums, type: object.checksumType, to: &response)
             }
         }
         return try await Self.objectAnswer(object, range: range, headers: response, head: head, store: store)
+    }
+
+    /// The bytes a `Range` asks for, nil for all of them: also when an `If-Range` no longer names the object (RFC
+    /// 9110, 13.1.5), so that a download resumed after the object changed gets the new one whole, not two versions
+    /// joined.
+    static func requestedRange(_ headers: HTTPFields, of object: ObjectInfo) throws -> ClosedRange<Int64>? {
+        guard let value = headers[.range] else { return nil }
+        if let condition = headers[.ifRange], !holds(ifRange: condition, object) { return nil }
+        return try parseRange(value, size: object.size)
+    }
+
+    /// Whether an `If-Range` names the object as it is: its strong ETag, or exactly its Last-Modified date.
+    static func holds(ifRange value: String, _ object: ObjectInfo) -> Bool {
+        let value = value.trimmingCharacters(in: .whitespaces)
+        if value.hasPrefix("\"") { return value == "\"\(object.etag)\"" }
+        guard let date = S3Date.parseHTTP(value) else { return false }
+        return date.timeIntervalSince1970 == object.lastModified.timeIntervalSince1970.rounded(.down)
     }
 
     /// The answer that sends an object's bytes with `headers`: all of them (200), or `range` of them (206 with
@@ -568,16 +596,29 @@ extension ObjectAPI {
         try Self.checkVersionId(request)
         let tagging = try await Self.xmlBody(S3Tagging.self, request, limit: 64 * 1024, root: "Tagging")
         let tags = try ObjectTagging.validate(tagging.tagSet.tags.map { ObjectTag(key: $0.key, value: $0.value) })
-        let object = try await store.object(bucket: request.bucket, key: request.key)
-        try await store.setObjectTags(tags, bucket: request.bucket, key: request.key, etag: object.etag)
+        try await setTags(tags, request)
         return Response(status: .ok, headers: [.contentLength: "0"])
     }
 
     func deleteObjectTagging(_ request: S3Request) async throws -> Response {
         try Self.checkVersionId(request)
-        let object = try await store.object(bucket: request.bucket, key: request.key)
-        try await store.setObjectTags([], bucket: request.bucket, key: request.key, etag: object.etag)
+        try await setTags([], request)
         return Response(status: .noContent)
+    }
+
+    /// Sets the tags of the object the key holds now: looked up again, as a read is, when the key was overwritten
+    /// between the look-up and the change (the change names the version it saw).
+    private func setTags(_ tags: [ObjectTag], _ request: S3Request) async throws {
+        _ = try await Self.retryingChanges {
+            let object = try await store.object(bucket: request.bucket, key: request.key)
+            do {
+                try await store.setObjectTags(tags, bucket: request.bucket, key: request.key, etag: object.etag)
+            } catch let error as FerryDomainError where error.code == .objectNotFound {
+                // Not that version any more: the next look-up finds the one there is, or answers NoSuchKey.
+                throw ObjectChangedError()
+            }
+            return Response(status: .ok)
+        }
     }
 
     // MARK: Attributes
