@@ -29,6 +29,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     public var idleWriteTimeout: Duration = .seconds(60)
     /// Longest an answer may go without a byte read once the request is sent (the shared client's). 300 s.
     public static let idleReadTimeout = TimeAmount.seconds(300)
+    /// Longest a request that sends a body may take while the body keeps moving: a part on a link of a few KB/s
+    /// takes minutes, and is not cut off and sent again from its start. 24 hours.
+    public static let longestBodyRequest: Duration = .seconds(24 * 3600)
 
     /// Uses the given client (default: ``sharedClient``).
     public init(client: HTTPClient = AsyncHTTPClientTransport.sharedClient) {
@@ -78,18 +81,22 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                 length: .known(length))
             watched = length > 0
         }
-        // The request's time limit holds until its answer has arrived whole, not only its head: a body that trickles
-        // in (a byte now and then keeps the idle timeout from firing) fails as a timeout.
-        let deadline = ContinuousClock.now + request.timeout
+        // Without a body, the request's time limit holds until its answer has arrived whole, not only its head: an
+        // answer that trickles in (a byte now and then keeps the idle timeout from firing) fails as a timeout. With a
+        // body, a slow link that keeps taking it is not cut off: the limit (at most ``idleWriteTimeout``) is the time
+        // the body may go without moving, the answer's head may then take until it has not moved for
+        // ``idleReadTimeout``, and its body the request's time limit.
+        var deadline = ContinuousClock.now + request.timeout
         let response: HTTPClientResponse
         do {
             response = try await Self.execute(
-                http, client: client, timeout: TimeAmount(request.timeout), watch: watched ? watch : nil,
-                idleWriteTimeout: idleWriteTimeout)
+                http, client: client, timeout: request.timeout, watch: watched ? watch : nil,
+                idleWriteTimeout: min(idleWriteTimeout, request.timeout))
         } catch where Self.isConnectionFailure(error) {
             // What reading the request body threw (a file that became shorter) or a cancellation is its own.
             throw Self.transportError(error, url: request.url)
         }
+        if watched { deadline = ContinuousClock.now + request.timeout }
         let headers = response.headers.map { (name: $0.name, value: $0.value) }
         let status = Int(response.status.code)
         do {
@@ -118,15 +125,16 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         return type.hasPrefix("NIO") || type.contains("SSL")
     }
 
-    /// Runs the request; with a `watch`, fails it as a timeout when its body stops moving for ``idleWriteTimeout``
-    /// before the whole body is handed to the connection (the connection stops taking it when the peer stops
-    /// acknowledging: AsyncHTTPClient's own write timeout does not count that time).
+    /// Runs the request within `timeout`; with a `watch`, as long as its body keeps moving instead (up to
+    /// ``longestBodyRequest``), failing it as a timeout when the body stops moving for `idleWriteTimeout` before it
+    /// is all handed to the connection (the connection stops taking it when the peer stops acknowledging:
+    /// AsyncHTTPClient's own write timeout does not count that time).
     static func execute(
-        _ http: HTTPClientRequest, client: HTTPClient, timeout: TimeAmount, watch: BodyWatch?, idleWriteTimeout: Duration
+        _ http: HTTPClientRequest, client: HTTPClient, timeout: Duration, watch: BodyWatch?, idleWriteTimeout: Duration
     ) async throws -> HTTPClientResponse {
-        guard let watch else { return try await client.execute(http, timeout: timeout) }
+        guard let watch else { return try await client.execute(http, timeout: TimeAmount(timeout)) }
         return try await withThrowingTaskGroup(of: HTTPClientResponse?.self) { group in
-            group.addTask { try await client.execute(http, timeout: timeout) }
+            group.addTask { try await client.execute(http, timeout: TimeAmount(max(timeout, Self.longestBodyRequest))) }
             group.addTask {
                 try await watch.waitForStall(limit: idleWriteTimeout)
                 return nil

@@ -20,7 +20,7 @@ struct ProxyRequest: Sendable {
     var needsUpstream: Bool {
         switch fault {
         case .status, .throttled, .stall: false
-        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte: true
+        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte, .trickle: true
         }
     }
 
@@ -113,7 +113,7 @@ final class ProxyConnection {
             core.finish(request.id, "stalled")
             await stall(seconds: seconds)
             return false
-        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte:
+        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte, .trickle:
             preconditionFailure("\(String(describing: request.fault)) goes upstream")
         }
     }
@@ -244,6 +244,8 @@ final class ProxyConnection {
         // The request body.
         let requestLimit = request.requestLimit
         var forwarded = 0
+        let trickleStart = ContinuousClock.now
+        var trickled = 0
         var upstreamBroken = false
         var requestComplete = false
         while !requestComplete, let part = try await requests.next() {
@@ -268,7 +270,16 @@ final class ProxyConnection {
                     buffer.setInteger(~byte, at: buffer.readerIndex + offset - forwarded)
                 }
                 forwarded += buffer.readableBytes
-                if !upstreamBroken {
+                if case .trickle(let rate) = request.fault {
+                    // Pieces of at most a tenth of the rate, each sent when the rate allows it.
+                    while !upstreamBroken, buffer.readableBytes > 0,
+                        let slice = buffer.readSlice(length: min(max(1, rate / 10), buffer.readableBytes))
+                    {
+                        do { try await upstream.write(.body(.byteBuffer(slice))) } catch { upstreamBroken = true }
+                        trickled += slice.readableBytes
+                        try await Task.sleep(until: trickleStart + .seconds(Double(trickled) / Double(max(1, rate))))
+                    }
+                } else if !upstreamBroken {
                     do { try await upstream.write(.body(.byteBuffer(buffer))) } catch { upstreamBroken = true }
                 }
             case .end(let trailers):

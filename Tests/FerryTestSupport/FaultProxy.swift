@@ -166,6 +166,9 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
     /// Holds the request this long, then forwards it normally (a slow network). Ends early, closing the connection,
     /// on proxy shutdown.
     case delay(seconds: Double)
+    /// Forwards the request body upstream at about this many bytes a second (a slow link that keeps moving), and the
+    /// answer as it comes.
+    case trickle(bytesPerSecond: Int)
     /// Forwards the request with the body byte at this offset inverted (a corruption no TCP checksum caught), and
     /// the response unchanged.
     case corruptRequestByte(at: Int)
@@ -179,6 +182,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         case .stall(let seconds): "stall(\(seconds)s)"
         case .delay(let seconds): "delay(\(seconds)s)"
         case .corruptRequestByte(let offset): "corruptRequestByte(at: \(offset))"
+        case .trickle(let rate): "trickle(\(rate) B/s)"
         }
     }
 }

@@ -62,6 +62,45 @@ struct EngineFaultTests {
         }
     }
 
+    @Test("a part on a slow link that keeps moving is not cut off by the request time limit and sent again from its start; a 429 from a gateway is retried")
+    func slowLinkAndTooManyRequests() async throws {
+        let directory = TemporaryDirectory.make("ferry-slow-link")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 6 * Self.mib, in: directory)
+        try await TestServer.with { server in
+            try await server.client().createBucket("faults")
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            // Part 1 (5 MiB) takes about 2.5 s at 2 MiB/s, more than the request time limit of 1 s, on every attempt
+            // the retry policy allows; part 2 is refused once with a 429 whose code the client does not know.
+            proxy.inject(.trickle(bytesPerSecond: 2 * Self.mib), when: .partNumber(1), times: 3)
+            proxy.inject(.status(429, code: "Blocked"), when: .partNumber(2))
+            var configuration = ObjectStorageClient.Configuration()
+            configuration.transport = AsyncHTTPClientTransport()
+            configuration.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(20), maxDelay: .milliseconds(100))
+            configuration.timeoutIntervalForRequest = .seconds(1)
+            let client = ObjectStorageClient(
+                endpoint: URL(string: proxy.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
+                configuration: configuration)
+            var request = ResumableUploadRequest(bucket: "faults", key: "slow.bin", fileURL: file)
+            request.partSize = 5 * Int64(Self.mib)
+            request.concurrency = 1
+            let upload = try await client.upload(request)
+            let (log, collector) = EventLog.collect(upload)
+            let result = try await upload.result
+            await collector.value
+            try await proxy.shutdown()
+            let retries = log.events.compactMap { event -> FerryError? in
+                if case .retrying(_, let error, _) = event { error } else { nil }
+            }
+            #expect(retries.map(\.httpStatus) == [429], "\(retries.map { "\($0.code) \($0.httpStatus ?? 0)" })")
+            #expect(result.size == Int64(6 * Self.mib))
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await server.engine().download(bucket: "faults", key: "slow.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+        }
+    }
+
     @Test("when retries run out the upload fails with the last error and keeps its checkpoint for a later run")
     func givesUp() async throws {
         let directory = TemporaryDirectory.make("ferry-giveup")

@@ -25,7 +25,10 @@ public final class ObjectStorageClient: Sendable {
         /// request with credentials past their expiry is refreshed, not retried). Default: the system's time; tests
         /// inject a time of their own instead of waiting for credentials to expire.
         public var now: @Sendable () -> Date = { Date() }
-        /// Time one request may take before it is abandoned (and retried). Default 120 s.
+        /// Time one request may take before it is abandoned and retried. Default 120 s. A request that sends a body (a
+        /// part, an object) is abandoned only when its body goes this long without moving (with the AsyncHTTPClient
+        /// transport at most 60 s), or its answer 300 s once the body is sent: a slow link that keeps taking a part
+        /// is not cut off, and the part sent again from its start, however long it takes.
         public var timeoutIntervalForRequest: Duration = .seconds(120)
         /// Where the library logs (at debug and trace only). Default: a logger that discards everything.
         public var logger = Logger(label: "ferry.client", factory: { _ in SwiftLogNoOpLogHandler() })

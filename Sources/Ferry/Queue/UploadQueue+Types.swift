@@ -12,7 +12,10 @@ extension UploadQueue {
         public var templateGroupId: String?
         /// Retries of one request before the file fails. Default `Int.max`, as the seed: a phone keeps trying.
         public var maxRetryCount = Int.max
-        /// Time one request may take before it is abandoned and retried. Default 120 s.
+        /// Time one request may take before it is abandoned and retried. Default 120 s. A request that sends a body (a
+        /// part, an object) is abandoned only when its body goes this long without moving (with the AsyncHTTPClient
+        /// transport at most 60 s), or its answer 300 s once the body is sent: a slow link that keeps taking a part
+        /// is not cut off, and the part sent again from its start, however long it takes.
         public var timeoutIntervalForRequest: Duration = .seconds(120)
         /// Where checkpoints and the record of unfinished videos are kept. Default: `Ferry/UploadRecords` in the
         /// caches directory (the temporary directory on Linux).

@@ -12,9 +12,10 @@ public struct RetryPolicy: Sendable, Hashable {
     public var baseDelay: Duration = .milliseconds(200)
     /// Largest delay. Default 10 s.
     public var maxDelay: Duration = .seconds(10)
-    /// Server codes that are retried besides 5xx statuses and network failures.
+    /// Server codes that are retried besides 5xx, 429 and 408 statuses and network failures.
     public var retryableServerCodes: Set<String> = [
-        "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed",
+        "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed", "Throttling",
+        "TooManyRequests",
     ]
 
     /// The defaults.
@@ -43,7 +44,10 @@ public struct RetryPolicy: Sendable, Hashable {
         case .network, .timeout: return true
         case .server:
             if let code = error.serverCode, retryableServerCodes.contains(code) { return true }
-            return (error.httpStatus ?? 0) >= 500
+            // 429 and 408 come from the service or a gateway, CDN or carrier proxy before it, often with an empty
+            // body: "later", not "never".
+            let status = error.httpStatus ?? 0
+            return status >= 500 || status == 429 || status == 408
         default: return false
         }
     }
