@@ -249,6 +249,58 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test("a file edited in place with its size, time and fingerprint samples kept is not completed with the bytes stored before: its stored parts are read again")
+    func fileEditedInPlace() async throws {
+        let directory = TemporaryDirectory.make("ferry-edited")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 20 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("behaviour")
+            let first = try await client.upload(request(file, key: "edited.bin", records: records))
+            let (log, collector) = EventLog.collect(first)
+            var stored = false
+            for _ in 0..<3000 where !stored {
+                stored = log.progress.contains { $0.totalBytesStored >= Int64(5 * Self.mib) }
+                if !stored { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            try #require(stored)
+            await first.pause()
+            _ = collector
+            // One byte of part 1, away from the fingerprint's samples (its first 64 KiB, the middle, the end), with
+            // the modification time put back.
+            let before = try FileFingerprint.of(path: file.path)
+            var original = stat()
+            try #require(stat(file.path, &original) == 0)
+            let handle = try FileHandle(forUpdating: file)
+            try handle.seek(toOffset: UInt64(Self.mib + 12_345))
+            let old = try #require(try handle.read(upToCount: 1)?.first)
+            try handle.seek(toOffset: UInt64(Self.mib + 12_345))
+            try handle.write(contentsOf: Data([~old]))
+            try handle.close()
+            var times = [original.st_atim, original.st_mtim]
+            try #require(utimensat(AT_FDCWD, file.path, &times, 0) == 0)
+            #expect(try FileFingerprint.of(path: file.path) == before, "the edit must leave the fingerprint as it was")
+
+            let refused = try await client.upload(request(file, key: "edited.bin", records: records))
+            do {
+                _ = try await refused.result
+                Issue.record("a file edited in place was completed with the bytes stored before")
+            } catch let error as FerryError {
+                #expect(error.code == .cannotResumeUpload && error.message.contains("part 1"), "\(error)")
+            }
+            var restart = request(file, key: "edited.bin", records: records)
+            restart.onFileChange = .restart
+            let result = try await client.upload(restart).result
+            #expect(result.partsResumed == 0)
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await client.download(bucket: "behaviour", key: "edited.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+            #expect(try await client.listMultipartUploads(bucket: "behaviour").isEmpty)
+        }
+    }
+
     @Test("a file that shrank below the multipart threshold since its checkpoint: cannotResumeUpload, or, asked to restart, one PUT that aborts the old multipart upload and forgets its checkpoint")
     func shrunkFile() async throws {
         let directory = TemporaryDirectory.make("ferry-shrunk")

@@ -468,6 +468,17 @@ public actor ResumableUploadTask {
                     uploadId = checkpoint.uploadId
                     createdAt = checkpoint.createdAt
                     partsResumed = plan.completed.count
+                } catch let changed as PartChanged {
+                    // Changed in place with its size, time and samples kept: what was stored is not this file.
+                    if request.onFileChange == .fail {
+                        throw FerryError(
+                            .cannotResumeUpload,
+                            "The file \(path) changed since its upload started: part \(changed.number) no longer matches what was stored.")
+                    }
+                    try? await client.abortMultipartUpload(
+                        bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId, credentials: credentials)
+                    await checkpointWriter?.delete()
+                    plan = try UploadPlan(fileSize: size, partSize: request.partSize)
                 } catch let error as FerryError where error.serverCode == "NoSuchUpload" {
                     if let recorded { completedEarlier = await objectCompleted(by: checkpoint, plan: recorded) }
                     if completedEarlier != nil {
@@ -561,7 +572,10 @@ public actor ResumableUploadTask {
         var keep: [UploadedPart] = []
         for part in server where part.number <= plan.partCount && part.size == plan.size(ofPart: part.number) {
             if let known = recorded[part.number] {
-                if known.etag == part.etag { keep.append(known) }
+                guard known.etag == part.etag else { continue }
+                // Read again: a file edited in place keeps its size, time and fingerprint samples.
+                guard try stillInFile(known, plan: plan) else { throw PartChanged(number: part.number) }
+                keep.append(known)
                 continue
             }
             var md5 = Checksummer(.md5)
@@ -577,6 +591,26 @@ public actor ResumableUploadTask {
             }
         }
         return keep
+    }
+
+    /// Whether the file's bytes of `part`, stored by an earlier run, are still those bytes: by the part's checksum,
+    /// else by its ETag when that is an MD5 (true when there is neither to compare with).
+    private func stillInFile(_ part: UploadedPart, plan: UploadPlan) throws -> Bool {
+        let bytes = try reader.read(plan.range(ofPart: part.number))
+        if let checksum = part.checksum, let algorithm = request.checksumAlgorithm {
+            var hasher = Checksummer(algorithm)
+            hasher.update(bytes)
+            return hasher.finalizeBase64() == checksum
+        }
+        guard part.etag.count == 32, Hex.decode(part.etag) != nil else { return true }
+        var md5 = Checksummer(.md5)
+        md5.update(bytes)
+        return Hex.encode(md5.finalize()) == part.etag.lowercased()
+    }
+
+    /// A part an earlier run stored whose bytes the file no longer holds.
+    private struct PartChanged: Error {
+        var number: Int
     }
 
     /// Hands the upload's current state to the checkpoint writer; throws if an earlier write failed.
