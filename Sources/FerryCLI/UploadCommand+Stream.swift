@@ -314,7 +314,7 @@ extension UploadCommand {
                 return ExitCodes.failed
             }
             let code = ExitCodes.of(error)
-            output.failure("ferry: \(path): \(error).\(ExitCodes.advice(code, error))", file: name, error: error)
+            output.failure("ferry: \(path): \(ExitCodes.sentence(error))\(ExitCodes.advice(code, error))", file: name, error: error)
             return code
         }
     }

@@ -38,6 +38,12 @@ enum ExitCodes {
         "InsufficientStorage", "IncompleteBody",
     ]
 
+    /// `error` as a sentence: its description with a full stop, unless it has one.
+    static func sentence(_ error: any Error) -> String {
+        let text = "\(error)"
+        return text.hasSuffix(".") ? text : text + "."
+    }
+
     /// What to tell the user after `error` ended an upload with `code`.
     static func advice(_ code: Int32, _ error: any Error) -> String {
         if code == interrupted { return " The checkpoint is kept: run the same command again to resume." }
@@ -501,7 +507,7 @@ struct UploadCommand: AsyncParsableCommand {
                 context.output.failure(Self.failureText(request.fileURL.path, error), file: name, error: error)
                 return (code, nil)
             }
-            context.output.failure("ferry: \(request.fileURL.path): \(error).\(ExitCodes.advice(code, error))", file: name, error: error)
+            context.output.failure("ferry: \(request.fileURL.path): \(ExitCodes.sentence(error))\(ExitCodes.advice(code, error))", file: name, error: error)
             return (code, nil)
         }
     }

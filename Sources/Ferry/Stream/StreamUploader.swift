@@ -326,7 +326,8 @@ public struct StreamUploader: Sendable {
         guard local == stored else {
             let now = try? FileRanges.attributes(of: file.path).modified
             let reason = modified != nil && now != modified
-                ? "the file changed while it was being uploaded" : "they were damaged on their way"
+                ? "the file changed while it was being uploaded"
+                : "the file changed with its modification time kept, or they were damaged on their way"
             throw FerryError(
                 .checksumMismatch,
                 "The service stored bytes that differ from \(file.lastPathComponent) (CRC64NVME \(stored), the file's \(local)): \(reason).")
