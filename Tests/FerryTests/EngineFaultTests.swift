@@ -38,9 +38,7 @@ struct EngineFaultTests {
             await collector.value
             try await proxy.shutdown()
 
-            let retries = log.events.compactMap { event -> FerryError? in
-                if case .retrying(_, let error, _) = event { error } else { nil }
-            }
+            let retries = log.retries
             #expect(retries.filter { $0.serverCode == "SlowDown" }.count == 2)
             #expect(retries.contains { $0.serverCode == "InternalError" })
             // The dropped connection and the stalled request are both transport failures. AsyncHTTPClient reports the
@@ -90,9 +88,7 @@ struct EngineFaultTests {
             let result = try await upload.result
             await collector.value
             try await proxy.shutdown()
-            let retries = log.events.compactMap { event -> FerryError? in
-                if case .retrying(_, let error, _) = event { error } else { nil }
-            }
+            let retries = log.retries
             #expect(retries.map(\.httpStatus) == [429], "\(retries.map { "\($0.code) \($0.httpStatus ?? 0)" })")
             #expect(result.size == Int64(6 * Self.mib))
             let back = URL(fileURLWithPath: directory + "/back")

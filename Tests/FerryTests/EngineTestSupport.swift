@@ -148,6 +148,11 @@ final class EventLog: Sendable {
     }
     func count(where predicate: (UploadEvent) -> Bool) -> Int { events.filter(predicate).count }
 
+    /// The failures the upload retried after, in order.
+    var retries: [FerryError] {
+        events.compactMap { if case .retrying(_, let error, _) = $0 { error } else { nil } }
+    }
+
     /// How many times the upload reported `paused`.
     var pauses: Int { count { if case .paused = $0 { true } else { false } } }
 
