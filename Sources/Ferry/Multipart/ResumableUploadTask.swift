@@ -464,7 +464,7 @@ public actor ResumableUploadTask {
                         bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId,
                         credentials: credentials, observer: observer)
                     if let recorded { plan = recorded }
-                    plan.adopt(try reconcile(checkpoint: checkpoint.parts, server: onServer, plan: plan))
+                    plan.adopt(try await reconcile(checkpoint: checkpoint.parts, server: onServer, plan: plan))
                     uploadId = checkpoint.uploadId
                     createdAt = checkpoint.createdAt
                     partsResumed = plan.completed.count
@@ -567,25 +567,24 @@ public actor ResumableUploadTask {
 
     /// The parts to keep: those the server has with the size and ETag the checkpoint recorded, and those the server
     /// has that the checkpoint missed (the process died before writing it) whose ETag is the MD5 of the local range.
-    private func reconcile(checkpoint: [UploadedPart], server: [UploadedPart], plan: UploadPlan) throws -> [UploadedPart] {
+    private func reconcile(checkpoint: [UploadedPart], server: [UploadedPart], plan: UploadPlan) async throws
+        -> [UploadedPart]
+    {
         let recorded = Dictionary(checkpoint.map { ($0.number, $0) }, uniquingKeysWith: { $1 })
         var keep: [UploadedPart] = []
         for part in server where part.number <= plan.partCount && part.size == plan.size(ofPart: part.number) {
             if let known = recorded[part.number] {
                 guard known.etag == part.etag else { continue }
                 // Read again: a file edited in place keeps its size, time and fingerprint samples.
-                guard try stillInFile(known, plan: plan) else { throw PartChanged(number: part.number) }
+                guard try await stillInFile(known, plan: plan) else { throw PartChanged(number: part.number) }
                 keep.append(known)
                 continue
             }
-            var md5 = Checksummer(.md5)
-            md5.update(try reader.read(plan.range(ofPart: part.number)))
-            if Hex.encode(md5.finalize()) == part.etag.lowercased() {
+            let range = plan.range(ofPart: part.number)
+            if try await fileMD5(range) == part.etag.lowercased() {
                 var adopted = part
                 if let algorithm = request.checksumAlgorithm {
-                    var hasher = Checksummer(algorithm)
-                    hasher.update(try reader.read(plan.range(ofPart: part.number)))
-                    adopted.checksum = hasher.finalizeBase64()
+                    adopted.checksum = try await fileChecksum(algorithm, range)
                 }
                 keep.append(adopted)
             }
@@ -594,18 +593,26 @@ public actor ResumableUploadTask {
     }
 
     /// Whether the file's bytes of `part`, stored by an earlier run, are still those bytes: by the part's checksum,
-    /// else by its ETag when that is an MD5 (true when there is neither to compare with).
-    private func stillInFile(_ part: UploadedPart, plan: UploadPlan) throws -> Bool {
-        let bytes = try reader.read(plan.range(ofPart: part.number))
+    /// else by its ETag when that is an MD5 (true when there is neither to compare with). The file is read in pieces,
+    /// never a whole part at once.
+    private func stillInFile(_ part: UploadedPart, plan: UploadPlan) async throws -> Bool {
+        let range = plan.range(ofPart: part.number)
         if let checksum = part.checksum, let algorithm = request.checksumAlgorithm {
-            var hasher = Checksummer(algorithm)
-            hasher.update(bytes)
-            return hasher.finalizeBase64() == checksum
+            return try await fileChecksum(algorithm, range) == checksum
         }
         guard part.etag.count == 32, Hex.decode(part.etag) != nil else { return true }
-        var md5 = Checksummer(.md5)
-        md5.update(bytes)
-        return Hex.encode(md5.finalize()) == part.etag.lowercased()
+        return try await fileMD5(range) == part.etag.lowercased()
+    }
+
+    /// The base64 `algorithm` checksum of the file's bytes in `range`, read in pieces.
+    private func fileChecksum(_ algorithm: ChecksumAlgorithm, _ range: Range<Int64>) async throws -> String {
+        try await StreamUploader.checksum(
+            algorithm, of: request.fileURL, offset: range.lowerBound, length: range.upperBound - range.lowerBound)
+    }
+
+    /// The hex MD5 of the file's bytes in `range` (an S3 part's ETag), read in pieces.
+    private func fileMD5(_ range: Range<Int64>) async throws -> String {
+        Data(base64Encoded: try await fileChecksum(.md5, range)).map { Hex.encode($0) } ?? ""
     }
 
     /// A part an earlier run stored whose bytes the file no longer holds.
