@@ -70,6 +70,11 @@ struct KeysCommandTests {
             #expect(try await ferry(["keys", "disable", id], server: server).status == 0)
             #expect(try await ferry(["keys", "list"], server: server).output.contains("\(id)\tdisabled"))
             await #expect(throws: FerryError.self) { try await server.media(key).listVideos() }
+            // A misspelt action is refused (it would allow nothing), and no key is made.
+            let misspelt = try await ferry(["keys", "create", "--actions", "media:*,s3:PutObjekt"], server: server)
+            #expect(misspelt.status == 1)
+            #expect(misspelt.error.contains("InvalidParameter") && misspelt.error.contains("s3:PutObjekt"), "\(misspelt.error)")
+            #expect(try await ferry(["keys", "list"], server: server).output.split(separator: "\n").count(where: { $0.hasPrefix("FKIA") }) == 1)
             let missing = try await ferry(["keys", "disable", "FKIANOSUCHKEY"], server: server)
             #expect(missing.status == 1)
             #expect(missing.error.contains("InvalidAccessKey.NotFound"))

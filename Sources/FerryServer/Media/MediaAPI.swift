@@ -69,38 +69,51 @@ public struct MediaAPI: Sendable {
         MediaError("InvalidAction", "\(action.prefix(64)) is not a media API operation.", status: 404)
     }
 
+    /// One operation: decodes its request from the body, runs, and gives its typed answer.
+    typealias Operation = @Sendable (MediaAPI, Data, Call) async throws -> any Encodable & Sendable
+
+    /// The media API's operations by name (`POST /_ferry/v1/<name>`; a policy allows one as `media:<name>`).
+    static let operations: [String: Operation] = [
+        "CreateUploadVideo": decoding({ $0.createUploadVideo }),
+        "RefreshUploadVideo": decoding({ $0.refreshUploadVideo }),
+        "CreateUploadImage": decoding({ $0.createUploadImage }),
+        "RefreshUploadImage": decoding({ $0.refreshUploadImage }),
+        "GetVideoInfo": decoding({ $0.getVideoInfo }),
+        "GetPlayInfo": decoding({ $0.getPlayInfo }),
+        "GetMezzanineInfo": decoding({ $0.getMezzanineInfo }),
+        "ListVideos": decoding({ $0.listVideos }),
+        "UpdateVideoInfo": decoding({ $0.updateVideoInfo }),
+        "DeleteVideo": decoding({ $0.deleteVideo }),
+        "DeleteImage": decoding({ $0.deleteImage }),
+        "GetImageInfo": decoding({ $0.getImageInfo }),
+        "AssumeRole": decoding({ $0.assumeRole }),
+        "CreateAccessKey": decoding({ $0.createAccessKey }),
+        "ListAccessKeys": { api, _, call in try await api.listAccessKeys(call) },
+        "ListWebhookEvents": decoding({ $0.listWebhookEvents }),
+        "RetryWebhookEvent": decoding({ $0.retryWebhookEvent }),
+        "DisableAccessKey": decoding({ $0.disableAccessKey }),
+        "UpdateAccessKey": decoding({ $0.updateAccessKey }),
+        "GetUsage": decoding({ $0.getUsage }),
+        "CreateSigningKey": decoding({ $0.createSigningKey }),
+        "ListSigningKeys": { api, _, call in try await api.listSigningKeys(call) },
+        "DeleteSigningKey": decoding({ $0.deleteSigningKey }),
+        "AddSubtitle": decoding({ $0.addSubtitle }),
+        "ListSubtitles": decoding({ $0.listSubtitles }),
+        "DeleteSubtitle": decoding({ $0.deleteSubtitle }),
+        "GetServiceStatus": decoding({ $0.getServiceStatus }),
+    ]
+
+    /// The operation that decodes its request as `method`'s input and runs `method`.
+    private static func decoding<Input: Decodable & SendableMetatype, Answer: Encodable & Sendable>(
+        _ method: @escaping @Sendable (MediaAPI) -> (Input, Call) async throws -> Answer
+    ) -> Operation {
+        { api, data, call in try await method(api)(JSONBody.decode(Input.self, from: data), call) }
+    }
+
     /// Runs one operation: its request decoded from `data`, its typed answer.
     func perform(_ action: String, _ data: Data, _ call: Call) async throws -> any Encodable & Sendable {
-        switch action {
-        case "CreateUploadVideo": try await createUploadVideo(JSONBody.decode(MediaContract.CreateUploadVideoRequest.self, from: data), call)
-        case "RefreshUploadVideo": try await refreshUploadVideo(JSONBody.decode(MediaContract.VideoIdRequest.self, from: data), call)
-        case "CreateUploadImage": try await createUploadImage(JSONBody.decode(MediaContract.CreateUploadImageRequest.self, from: data), call)
-        case "RefreshUploadImage": try await refreshUploadImage(JSONBody.decode(MediaContract.ImageIdRequest.self, from: data), call)
-        case "GetVideoInfo": try await getVideoInfo(JSONBody.decode(MediaContract.VideoIdRequest.self, from: data), call)
-        case "GetPlayInfo": try await getPlayInfo(JSONBody.decode(MediaContract.PlayInfoRequest.self, from: data), call)
-        case "GetMezzanineInfo": try await getMezzanineInfo(JSONBody.decode(MediaContract.MezzanineInfoRequest.self, from: data), call)
-        case "ListVideos": try await listVideos(JSONBody.decode(MediaContract.ListVideosRequest.self, from: data), call)
-        case "UpdateVideoInfo": try await updateVideoInfo(JSONBody.decode(MediaContract.UpdateVideoInfoRequest.self, from: data), call)
-        case "DeleteVideo": try await deleteVideo(JSONBody.decode(MediaContract.DeleteVideoRequest.self, from: data), call)
-        case "DeleteImage": try await deleteImage(JSONBody.decode(MediaContract.DeleteImageRequest.self, from: data), call)
-        case "GetImageInfo": try await getImageInfo(JSONBody.decode(MediaContract.ImageInfoRequest.self, from: data), call)
-        case "AssumeRole": try await assumeRole(JSONBody.decode(MediaContract.AssumeRoleRequest.self, from: data), call)
-        case "CreateAccessKey": try await createAccessKey(JSONBody.decode(MediaContract.CreateAccessKeyRequest.self, from: data), call)
-        case "ListAccessKeys": try await listAccessKeys(call)
-        case "ListWebhookEvents": try await listWebhookEvents(JSONBody.decode(MediaContract.ListWebhookEventsRequest.self, from: data), call)
-        case "RetryWebhookEvent": try await retryWebhookEvent(JSONBody.decode(MediaContract.WebhookEventIdRequest.self, from: data), call)
-        case "DisableAccessKey": try await disableAccessKey(JSONBody.decode(MediaContract.AccessKeyIdRequest.self, from: data), call)
-        case "UpdateAccessKey": try await updateAccessKey(JSONBody.decode(MediaContract.UpdateAccessKeyRequest.self, from: data), call)
-        case "GetUsage": try await getUsage(JSONBody.decode(MediaContract.GetUsageRequest.self, from: data), call)
-        case "CreateSigningKey": try await createSigningKey(JSONBody.decode(MediaContract.CreateSigningKeyRequest.self, from: data), call)
-        case "ListSigningKeys": try await listSigningKeys(call)
-        case "DeleteSigningKey": try await deleteSigningKey(JSONBody.decode(MediaContract.SigningKeyIdRequest.self, from: data), call)
-        case "AddSubtitle": try await addSubtitle(JSONBody.decode(MediaContract.AddSubtitleRequest.self, from: data), call)
-        case "ListSubtitles": try await listSubtitles(JSONBody.decode(MediaContract.VideoIdRequest.self, from: data), call)
-        case "DeleteSubtitle": try await deleteSubtitle(JSONBody.decode(MediaContract.DeleteSubtitleRequest.self, from: data), call)
-        case "GetServiceStatus": try await getServiceStatus(JSONBody.decode(MediaContract.ServiceStatusRequest.self, from: data), call)
-        default: throw Self.invalidAction(action)
-        }
+        guard let operation = Self.operations[action] else { throw Self.invalidAction(action) }
+        return try await operation(self, data, call)
     }
 
     // MARK: Validation
@@ -523,6 +536,7 @@ public struct MediaAPI: Sendable {
             throw MediaError.invalid("DurationSeconds", "must be between 900 and 43200.")
         }
         let expiration = credentials.now().addingTimeInterval(TimeInterval(duration))
+        if let policy = input.policy { try Self.checkActions(of: policy) }
         let policies = principal.policies + (input.policy.map { [$0] } ?? [])
         let issued = credentials.tokens.issue(parent: principal.parentAccessKeyId, policies: policies, expiration: expiration)
         // The policies travel in the token, which travels in every request's headers: one too large for a header would
@@ -539,6 +553,26 @@ public struct MediaAPI: Sendable {
                 securityToken: issued.sessionToken ?? "", expiration: expiration.formatted(.iso8601)))
     }
 
+    /// Every action a policy can allow: the S3 operations' IAM actions and `media:<operation>` for the media and
+    /// publish APIs' operations.
+    static let knownActions: Set<String> = Set(ObjectAPI.Operation.allCases.flatMap(\.actions))
+        .union(operations.keys.map { "media:" + $0 })
+        .union(PublishAPI.operations.map { "media:" + $0 })
+
+    /// Refuses a policy naming an action no operation checks (a misspelt `s3:PutObjcet` would otherwise allow
+    /// nothing, silently), or a pattern (`s3:Get*`) that matches none.
+    static func checkActions(of policy: AccessPolicy) throws {
+        for action in policy.statements.flatMap(\.actions) {
+            let known =
+                action.hasSuffix("*")
+                ? knownActions.contains { $0.hasPrefix(action.dropLast()) } : knownActions.contains(action)
+            guard known else {
+                throw MediaError.invalid(
+                    "Policy", "names the action \(action.prefix(64).debugDescription), which is not one of Ferry's (s3:PutObject, media:CreateUploadVideo, …).")
+            }
+        }
+    }
+
     func requireRoot(_ principal: Principal) throws {
         guard principal.isRoot else { throw MediaError("Forbidden", "Only the root key manages access keys.", status: 403) }
     }
@@ -548,6 +582,7 @@ public struct MediaAPI: Sendable {
     {
         try requireRoot(call.principal)
         guard let policy = input.policy else { throw MediaError.missing("Policy") }
+        try Self.checkActions(of: policy)
         try Self.checkText(input.description, "Description", max: 256)
         let quota = input.quota ?? .unlimited
         try Self.checkQuota(quota)

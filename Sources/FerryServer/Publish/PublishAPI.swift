@@ -39,12 +39,15 @@ public struct PublishAPI: Sendable {
         let call = MediaAPI.Call(principal: principal, endpoint: try context.endpoint())
         let answer: any Encodable & Sendable
         switch action {
-        case "ApplyUploadUGC": answer = try await apply(JSONBody.decode(PublishContract.ApplyRequest.self, from: data), signature, call)
-        case "CommitUploadUGC": answer = try await commit(JSONBody.decode(PublishContract.CommitRequest.self, from: data), call)
+        case Self.operations[0]: answer = try await apply(JSONBody.decode(PublishContract.ApplyRequest.self, from: data), signature, call)
+        case Self.operations[1]: answer = try await commit(JSONBody.decode(PublishContract.CommitRequest.self, from: data), call)
         default: throw Self.invalidAction(action)
         }
         return try JSONAnswer.response(WithRequestId(answer: answer, requestId: context.requestId), requestId: context.requestId)
     }
+
+    /// The publish API's operations (`POST /_ferry/ugc/<name>`; a policy allows one as `media:<name>`).
+    static let operations = ["ApplyUploadUGC", "CommitUploadUGC"]
 
     /// The refusal of an action the publish API does not have.
     static func invalidAction(_ action: some StringProtocol) -> MediaError {
