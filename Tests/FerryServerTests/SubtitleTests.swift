@@ -59,6 +59,21 @@ struct SubtitleFormatTests {
         #expect(again == track)
     }
 
+    @Test("WebVTT: a line of spaces inside a cue is one of its lines (only an empty line ends a cue), one before a timing line or at the end is not; NUL becomes U+FFFD")
+    func webVTTLinesOfSpaces() throws {
+        let inside = try WebVTT(parsing: "WEBVTT\n\n00:01.000 --> 00:02.000\nHello\n   \nWorld\n")
+        #expect(inside.cues.map(\.payload) == [["Hello", "   ", "World"]])
+        #expect(try WebVTT(parsing: inside.text()) == inside)
+        let between = try WebVTT(parsing: "WEBVTT\n\n00:01.000 --> 00:02.000\nHello\n \t\n  \n00:03.000 --> 00:04.000\nWorld\n  \n")
+        #expect(between.cues.map(\.payload) == [["Hello"], ["World"]])
+        #expect(between.cues.map(\.start) == [1000, 3000])
+        #expect(try WebVTT(parsing: "WEBVTT\n\n00:01.000 --> 00:02.000\nA\u{0}B\n").cues[0].payload == ["A\u{FFFD}B"])
+        #expect(try WebVTT(parsing: "1\n00:00:01,000 --> 00:00:02,000\nA\u{0}B\n").cues[0].payload == ["A\u{FFFD}B"])
+        // A run of such lines is read in one pass (400,000 lines: a scan ahead from each would take minutes).
+        let run = try WebVTT(parsing: "WEBVTT\n\n00:01.000 --> 00:02.000\nA\n" + String(repeating: " \n", count: 400_000) + "B\n")
+        #expect(run.cues[0].payload.count == 400_002)
+    }
+
     @Test(
         "what is not a track is refused with its reason",
         arguments: [

@@ -49,7 +49,9 @@ package struct WebVTT: Sendable, Equatable {
         guard text.utf8.count <= Self.maxSourceBytes else {
             throw Malformed(reason: "is larger than \(Self.maxSourceBytes) bytes.")
         }
+        // As a WebVTT parser reads text: NUL becomes U+FFFD.
         var normalised = text.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\r", with: "\n")
+            .replacingOccurrences(of: "\u{0}", with: "\u{FFFD}")
         if normalised.hasPrefix("\u{FEFF}") { normalised.removeFirst() }
         let lines = normalised.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         if let first = lines.first, first == "WEBVTT" || first.hasPrefix("WEBVTT ") || first.hasPrefix("WEBVTT\t") {
@@ -60,14 +62,17 @@ package struct WebVTT: Sendable, Equatable {
         guard !cues.isEmpty else { throw Malformed(reason: "has no cues.") }
     }
 
-    /// Blocks of non-empty lines with the number of each block's first line (1-based).
-    private static func blocks(_ lines: [String], from start: Int) -> [(line: Int, lines: [String])] {
+    /// Blocks of lines that `endsBlock` (given a line's index) does not take as a separator, with the number of each
+    /// block's first line (1-based).
+    private static func blocks(
+        _ lines: [String], from start: Int, endsBlock: (Int) -> Bool
+    ) -> [(line: Int, lines: [String])] {
         var result: [(Int, [String])] = []
         var current: [String] = []
         var first = 0
         for index in start..<lines.count {
             let line = lines[index]
-            if line.trimmingCharacters(in: .whitespaces).isEmpty {
+            if endsBlock(index) {
                 if !current.isEmpty { result.append((first + 1, current)) }
                 current = []
             } else {
@@ -79,13 +84,26 @@ package struct WebVTT: Sendable, Equatable {
         return result
     }
 
+    /// Reads WebVTT as its parser does in one respect SRT readers do not: only an empty line ends a block, so a line
+    /// of spaces is one of the cue's text lines, except as its last line or before a timing line (which there begins
+    /// the next cue, as a WebVTT parser reads it).
     private static func readWebVTT(_ lines: [String]) throws(Malformed) -> WebVTT {
         // The header runs to the first blank line.
         var start = 1
-        while start < lines.count, !lines[start].trimmingCharacters(in: .whitespaces).isEmpty { start += 1 }
+        while start < lines.count, !isBlank(lines[start]) { start += 1 }
         var header: [String] = []
         var cues: [Cue] = []
-        for block in blocks(lines, from: start) {
+        // Whether the first line from each on that is not a line of spaces is absent, empty or a timing line: one pass
+        // from the end, so that a run of such lines is looked at once.
+        var endsFrom = [Bool](repeating: true, count: lines.count + 1)
+        for index in lines.indices.reversed() {
+            let line = lines[index]
+            endsFrom[index] = line.isEmpty || line.contains("-->") || isBlank(line) && endsFrom[index + 1]
+        }
+        let separated = blocks(lines, from: start) { index in
+            lines[index].isEmpty || isBlank(lines[index]) && endsFrom[index + 1]
+        }
+        for block in separated {
             let first = block.lines[0]
             if first == "NOTE" || first.hasPrefix("NOTE ") || first.hasPrefix("NOTE\t") { continue }
             if first == "STYLE" || first == "REGION" {
@@ -114,7 +132,7 @@ package struct WebVTT: Sendable, Equatable {
 
     private static func readSRT(_ lines: [String]) throws(Malformed) -> WebVTT {
         var cues: [Cue] = []
-        for block in blocks(lines, from: 0) {
+        for block in blocks(lines, from: 0, endsBlock: { isBlank(lines[$0]) }) {
             // A counter line, then the timing line; some writers leave the counter out.
             let timingIndex = block.lines[0].contains("-->") ? 0 : 1
             guard timingIndex < block.lines.count, block.lines[timingIndex].contains("-->") else {
@@ -126,6 +144,11 @@ package struct WebVTT: Sendable, Equatable {
             try append(cue, to: &cues, line: block.line)
         }
         return WebVTT(headerBlocks: [], cues: cues)
+    }
+
+    /// A line of nothing but spaces and tabs (or nothing).
+    private static func isBlank(_ line: String) -> Bool {
+        line.allSatisfy { $0 == " " || $0 == "\t" }
     }
 
     private static func append(_ cue: Cue, to cues: inout [Cue], line: Int) throws(Malformed) {
