@@ -16,11 +16,12 @@ struct ProgressPrinter: Sendable {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }
 
-    /// A stream upload of an object that completed: a line, or with `--json` a `completed` event.
-    func streamResult(file: String, size: Int64, etag: String?, message: String) {
+    /// A stream upload that completed: with `--json` a `completed` event (for a video or image too, before its
+    /// `media` event, as for parts), otherwise `message` as a line when there is one.
+    func streamResult(file: String, size: Int64, etag: String?, message: String?) {
         if json {
             emit(["event": "completed", "file": file, "size": size, "etag": etag ?? NSNull()])
-        } else {
+        } else if let message {
             newlineIfTerminal()
             line(message)
         }

@@ -172,6 +172,7 @@ extension UploadCommand {
                 var fields = fields
                 if let etag = done.etag { fields["ETag"] = etag }
                 context.batch.record(path, fields)
+                context.output.streamResult(file: name, size: done.size, etag: done.etag, message: nil)
                 context.output.mediaResult(fields, file: name)
                 return true
             }
@@ -289,6 +290,7 @@ extension UploadCommand {
                     file: name, size: result.size, etag: result.etag, message: "\(name): uploaded \(result.size) bytes (\(wire(uploader)), ETag \(result.etag ?? "unknown"))")
             } else {
                 context.batch.record(path, fields)
+                output.streamResult(file: name, size: result.size, etag: result.etag, message: nil)
                 output.mediaResult(fields, file: name)
             }
             return ExitCodes.success

@@ -286,6 +286,10 @@ struct CommandLineTests {
         #expect(resumed.status == 0, "\(resumed.error)")
         let printed = resumed.jsonLines.compactMap { $0["ImageId"] as? String }
         #expect(printed == recorded, "\(resumed.output)")
+        // The file's end is told as for parts: `completed` (its size), then `media`.
+        let ends = resumed.jsonLines.compactMap { $0["event"] as? String }.filter { ["completed", "media"].contains($0) }
+        #expect(ends == ["completed", "media"], "\(resumed.output)")
+        #expect(resumed.jsonLines.first { $0["event"] as? String == "completed" }?["size"] as? Int == 24 * 1024 * 1024)
 
         // A record naming an image that takes no uploads (gone): the rerun makes a new image and sends it every byte,
         // rather than continuing the upload of another image.
