@@ -21,17 +21,23 @@ struct ActiveAppendsTests {
             closed.withLockedValue { $0 += 1 }
             bytes.finish(throwing: ConnectionClosed())
         }
-        let body = TolerantBody(base: stream, declaredLength: declared) { active.arrived() }
+        let body = TolerantBody(base: stream, declaredLength: declared) { active.ended() }
         return (active, body, bytes, closed)
     }
 
-    /// A request's stop of upload "u" under way; whether it has returned.
+    /// A request's stop of upload "u" under way (IETF; with `settling`, its settling, as tus waits); whether it has
+    /// returned.
     static func stopping(
-        _ appends: ActiveAppends, grace: Duration = .milliseconds(250), upTo limit: Duration = .seconds(5)
+        _ appends: ActiveAppends, grace: Duration = .milliseconds(250), upTo limit: Duration = .seconds(5),
+        settling: Bool = false
     ) -> NIOLockedValueBox<Bool> {
         let returned = NIOLockedValueBox(false)
         Task {
-            await appends.stop("u", grace: grace, upTo: limit)
+            if settling {
+                await appends.settle("u", grace: grace, upTo: limit)
+            } else {
+                await appends.stop("u", grace: grace, upTo: limit)
+            }
             returned.withLockedValue { $0 = true }
         }
         return returned
@@ -114,6 +120,26 @@ struct ActiveAppendsTests {
         #expect(body.interrupted.withLockedValue { $0 } == false)
         active.end()
         #expect(await Self.returns(stop, within: .seconds(5)))
+    }
+
+    @Test("tus stops no append: a request goes on after the grace while one still receives its body (its connection open), and waits until one whose body was cut short is answered")
+    func tusSettles() async throws {
+        let appends = ActiveAppends()
+        let (receiving, receivingBody, receivingBytes, receivingClosed) = Self.append(appends, declared: 10)
+        var reading = receivingBody.makeAsyncIterator()
+        receivingBytes.yield(ByteBuffer(bytes: Array(0..<4)))
+        #expect(try await reading.next()?.readableBytes == 4)
+        #expect(await Self.returns(Self.stopping(appends, settling: true), within: .seconds(5)))
+        #expect(receivingClosed.withLockedValue { $0 } == 0, "a tus request closed an append's connection")
+
+        // Its client's connection is reset: the body ends cut short, and the next request waits for its record.
+        receivingBytes.finish(throwing: ConnectionClosed())
+        #expect(try await reading.next() == nil)
+        #expect(receivingBody.interrupted.withLockedValue { $0 } == true)
+        let settle = Self.stopping(appends, grace: .seconds(30), settling: true)
+        #expect(await !Self.returns(settle, within: .milliseconds(300)), "the request did not wait for the record")
+        receiving.end()
+        #expect(await Self.returns(settle, within: .seconds(5)))
     }
 
     @Test("a request that waited its limit goes on; another request's longer wait for the same upload is not cut short by it")

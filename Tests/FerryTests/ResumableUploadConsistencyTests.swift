@@ -141,6 +141,36 @@ struct ResumableUploadConsistencyTests {
         }
     }
 
+    @Test("a tus append whose connection drops keeps what arrived, and a HEAD sent at once counts it: the client resumes from there, as tuspy does, without a conflict")
+    func droppedTusAppendIsCountedAtOnce() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("dropped").status == 200)
+            let file = (0..<4_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            let location = try await Self.create(s3, "dropped/clip.bin", [("Upload-Length", String(file.count))])
+            let path = try #require(URL(string: location)?.path)
+            for round in 0..<2 {
+                // An append of the rest, of which 1,500,000 bytes arrive before the connection drops.
+                let head = try await S3TestClient.fetchRaw("HEAD", location, headers: Self.tus)
+                let from = try #require(Int(head.header("Upload-Offset") ?? ""))
+                let socket = try RawSocket.connect(port: server.port)
+                let request = RawSocket.requestHead(
+                    "PATCH", path,
+                    Self.append + [("Host", "127.0.0.1:\(server.port)"), ("Upload-Offset", String(from)),
+                        ("Content-Length", String(file.count - from))])
+                try RawSocket.write(socket, Array(request.utf8) + Array(file[from..<(from + 1_500_000)]))
+                close(socket)
+                let reply = try await S3TestClient.fetchRaw("HEAD", location, headers: Self.tus)
+                #expect(reply.header("Upload-Offset") == String(from + 1_500_000), "round \(round): \(reply.headers)")
+            }
+            let offset = 3_000_000
+            let rest = try await S3TestClient.fetchRaw(
+                "PATCH", location, headers: Self.append + [("Upload-Offset", String(offset))], body: Array(file[offset...]))
+            #expect(rest.status == 204, "\(rest.status) \(rest.text)")
+            #expect(try await s3.get("dropped", "clip.bin").body == file)
+        }
+    }
+
     @Test("an IETF append whose link went silent (the server hears no reset) is ended by the client's next HEAD: it keeps what arrived, the HEAD counts it at once, and an append from there completes the upload")
     func silentAppendIsEndedByTheNextRequest() async throws {
         try await TestServer.with { server in

@@ -426,7 +426,7 @@ struct ResumableUploadAPI: Sendable {
     /// object its ETag, so a client that lost the answer of the append that completed it learns what it became.
     func head(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
         let wire = try Self.requireWire(request)
-        if case .ietf = wire { await appending.stop(id) }
+        if case .ietf = wire { await appending.stop(id) } else { await appending.settle(id) }
         let upload = try await live(id, wire: wire)
         var headers = wire.headers
         headers[.cacheControl] = "no-store"
@@ -470,10 +470,11 @@ struct ResumableUploadAPI: Sendable {
             }
             _ = try wire.declaredComplete(request.headers)
         }
-        // An IETF append stops those under way before it, and counts as under way itself from here on: a request for
-        // the upload that comes while this one is checked or read stops it, or waits for its answer.
-        let active = await ietfAppend(id, request: request, wire: wire, connection: context.channel)
-        defer { active?.end() }
+        // An IETF append stops those under way before it (a tus one waits for those whose bodies ended), and counts as
+        // under way itself from here on: a request for the upload that comes while this one is checked or read stops
+        // it (IETF), or waits for its answer.
+        let active = await beginAppend(id, request: request, wire: wire, connection: context.channel)
+        defer { active.end() }
         let upload = try await live(id, wire: wire)
         switch wire {
         case .tus:
@@ -492,7 +493,8 @@ struct ResumableUploadAPI: Sendable {
             var bounded = upload
             if let declared { bounded.length = declared }
             await context.sendContinue()
-            var (appended, interrupted) = try await appendTus(bounded, at: offset, checksum: checksum, request: request)
+            var (appended, interrupted) = try await appendTus(
+                bounded, at: offset, checksum: checksum, request: request, active: active)
             appended = try await keep(declared, after: appended, interrupted: interrupted, wire: wire)
             if interrupted { throw Self.bodyEnded(appended, wire: wire) }
             if declared != nil, appended.etag == nil, appended.isFullyReceived, appended.info.kind == .single {
@@ -559,11 +561,13 @@ struct ResumableUploadAPI: Sendable {
     /// A tus append: `checksum` verified (460 and nothing kept on a mismatch), the bytes recorded, and the upload
     /// completed when they reach its length; the upload as it then stands, and whether the body was cut short.
     private func appendTus(
-        _ upload: ResumableUpload, at offset: Int64, checksum: TusChecksum?, request: Request
+        _ upload: ResumableUpload, at offset: Int64, checksum: TusChecksum?, request: Request,
+        active: ActiveAppends.Append? = nil
     ) async throws -> (ResumableUpload, interrupted: Bool) {
         let wire = ResumableWire.tus
         let (stored, interrupted) = try await append(
-            upload, at: offset, request: request, checksums: checksum.map { [$0.algorithm] } ?? [], wire: wire
+            upload, at: offset, request: request, active: active, checksums: checksum.map { [$0.algorithm] } ?? [],
+            wire: wire
         ) { digests, interrupted in
             guard let checksum else { return }
             // A checksum covers the whole chunk: one cut short cannot be verified, and is not kept.
@@ -628,16 +632,15 @@ struct ResumableUploadAPI: Sendable {
         }
     }
 
-    /// The IETF append about to be made to upload `id` over `connection`, under way (``ActiveAppends``) once those
-    /// before it have been stopped; nil for tus, whose appends are neither stopped nor stop others.
-    private func ietfAppend(_ id: String, request: Request, wire: ResumableWire, connection: any Channel) async
-        -> ActiveAppends.Append?
+    /// The append about to be made to upload `id` over `connection`, under way (``ActiveAppends``) once those before
+    /// it have been stopped (IETF) or, of those, the ones whose bodies ended have been answered (tus).
+    private func beginAppend(_ id: String, request: Request, wire: ResumableWire, connection: any Channel) async
+        -> ActiveAppends.Append
     {
-        guard case .ietf = wire else { return nil }
-        await appending.stop(id)
+        if case .ietf = wire { await appending.stop(id) } else { await appending.settle(id) }
         // An empty body has arrived whole already.
         let empty = request.headers[.contentLength] == "0"
-        return appending.begin(id, whole: empty) { connection.close(promise: nil) }
+        return appending.begin(id, ended: empty) { connection.close(promise: nil) }
     }
 
     /// An IETF append, under way as `active`: the bytes recorded; with the completion flag, the upload's length is the
@@ -708,7 +711,7 @@ struct ResumableUploadAPI: Sendable {
             // Refused before a byte of the body is read when the declared length already passes the quota.
             try await store.precheck(StorageCharge(owner: upload.owner, quota: .init(storageBytes: byteLimit), declaredBytes: declared)) { _ in 0 }
         }
-        let body = TolerantBody(base: request.body, declaredLength: declared) { active?.arrived() }
+        let body = TolerantBody(base: request.body, declaredLength: declared) { active?.ended() }
         let result: ResumableAppendResult
         let store = self.store
         do {
@@ -855,15 +858,15 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
 
     let base: Base
     let declaredLength: Int64?
-    /// Told once, when the body has arrived whole.
-    let arrived: @Sendable () -> Void
+    /// Told once, when the body has ended: arrived whole, or cut short (nothing more of it will be read).
+    let ended: @Sendable () -> Void
     /// Whether the body was cut short.
     let interrupted = NIOLockedValueBox(false)
 
-    init(base: Base, declaredLength: Int64?, arrived: @escaping @Sendable () -> Void = {}) {
+    init(base: Base, declaredLength: Int64?, ended: @escaping @Sendable () -> Void = {}) {
         self.base = base
         self.declaredLength = declaredLength
-        self.arrived = arrived
+        self.ended = ended
     }
 
     struct AsyncIterator: AsyncIteratorProtocol {
@@ -885,24 +888,28 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
                 // The end reached: whole, unless short of its declared length.
                 if let declared = body.declaredLength, count < declared {
                     body.interrupted.withLockedValue { $0 = true }
+                    body.ended()
                 } else if !whole {
                     whole = true
-                    body.arrived()
+                    body.ended()
                 }
             } catch is CancellationError where !whole {
                 throw CancellationError()
             } catch {
-                if !whole { body.interrupted.withLockedValue { $0 = true } }
+                if !whole {
+                    body.interrupted.withLockedValue { $0 = true }
+                    body.ended()
+                }
             }
             done = true
             return nil
         }
 
-        /// Notes whether the declared length has arrived; the first time it has, the body tells `arrived`.
+        /// Notes whether the declared length has arrived; the first time it has, the body tells `ended`.
         private mutating func noteLength() {
             guard !whole, let declared = body.declaredLength, count >= declared else { return }
             whole = true
-            body.arrived()
+            body.ended()
         }
     }
 
@@ -911,14 +918,17 @@ struct TolerantBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
     }
 }
 
-/// The IETF appends under way on this node, by upload. The IETF draft has a server stop an append when another request
-/// for its upload comes (an IETF HEAD or append does so here; tus keeps racing requests apart, and a tus append is not
-/// stopped): a client whose connection was reset (a mobile link, a middlebox) asks for the offset at once, while its
-/// old append is still being read from the server's buffers. A HEAD or append of the upload gives the old appends
-/// there a moment to arrive whole, closes the connections of those that have not (they keep what the server read, as
-/// when a body is cut short) and waits for their record, a few seconds at most, so the offset it learns counts what
-/// arrived rather than those bytes being sent again into a conflict. An append whose body arrived whole is not
-/// stopped: the request waits for it to be answered.
+/// The appends under way on this node, by upload. The IETF draft has a server stop an append when another request for
+/// its upload comes (an IETF HEAD or append does so here): a client whose connection was reset (a mobile link, a
+/// middlebox) asks for the offset at once, while its old append is still being read from the server's buffers. A HEAD
+/// or append of the upload gives the old appends there a moment to end, closes the connections of those that have not
+/// (they keep what the server read, as when a body is cut short) and waits for their record, a few seconds at most, so
+/// the offset it learns counts what arrived rather than those bytes being sent again into a conflict. An append whose
+/// body has ended (arrived whole, or cut short) is not stopped: the request waits for it to be answered.
+///
+/// tus keeps racing requests apart and stops no append (a HEAD may come from a client watching an upload another
+/// sends), but a tus HEAD or append does wait, as the IETF ones do, for the appends whose bodies have ended to be
+/// recorded (``settle(_:grace:upTo:)``): the offset a reset client asks for then counts what its old append brought.
 final class ActiveAppends: Sendable {
     /// One append under way, as its request sees it.
     struct Append: Sendable {
@@ -926,10 +936,11 @@ final class ActiveAppends: Sendable {
         let id: String
         let token: Int
 
-        /// The append's body arrived whole: a later request no longer stops it, only waits for it.
-        func arrived() {
+        /// The append's body has ended (arrived whole, or cut short): a later request no longer stops it, only waits
+        /// for it.
+        func ended() {
             appends.change(id) { entries in
-                if let index = entries.firstIndex(where: { $0.token == token }) { entries[index].whole = true }
+                if let index = entries.firstIndex(where: { $0.token == token }) { entries[index].ended = true }
             }
         }
 
@@ -941,14 +952,32 @@ final class ActiveAppends: Sendable {
 
     private struct Entry {
         var token: Int
-        var whole: Bool
+        var ended: Bool
         /// Ends the append's connection.
         var close: @Sendable () -> Void
     }
 
-    /// A request waiting in ``stop(_:grace:upTo:)``: for the upload's appends to have arrived whole, or to end.
+    /// What a wait waits for, of the appends to one upload.
+    private enum Until {
+        /// Every body has ended.
+        case allEnded
+        /// None whose body has ended is left unanswered (those still receiving go on).
+        case endedAnswered
+        /// Every append has been answered.
+        case allAnswered
+
+        func holds(_ entries: [Entry]) -> Bool {
+            switch self {
+            case .allEnded: entries.allSatisfy(\.ended)
+            case .endedAnswered: !entries.contains(where: \.ended)
+            case .allAnswered: entries.isEmpty
+            }
+        }
+    }
+
+    /// A request waiting in ``wait(_:until:upTo:)``.
     private struct Waiter {
-        var untilWhole: Bool
+        var until: Until
         /// Nil until the wait has begun.
         var continuation: CheckedContinuation<Void, Never>?
     }
@@ -961,23 +990,30 @@ final class ActiveAppends: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
-    /// An append to upload `id` begins (`whole` when its body has arrived already); `close` ends its connection.
-    func begin(_ id: String, whole: Bool = false, close: @escaping @Sendable () -> Void) -> Append {
+    /// An append to upload `id` begins (`ended` when its body has arrived already); `close` ends its connection.
+    func begin(_ id: String, ended: Bool = false, close: @escaping @Sendable () -> Void) -> Append {
         state.withLockedValue { state in
             state.next += 1
-            state.byUpload[id, default: []].append(Entry(token: state.next, whole: whole, close: close))
+            state.byUpload[id, default: []].append(Entry(token: state.next, ended: ended, close: close))
             return Append(appends: self, id: id, token: state.next)
         }
     }
 
-    /// Stops the appends under way to upload `id`: those whose bodies have not arrived whole within `grace` have their
+    /// Stops the appends under way to upload `id` (IETF): those whose bodies have not ended within `grace` have their
     /// connections closed (each keeps what the server read of it; one waiting for bytes from a link gone silent ends
     /// too). Returns once every append to it has been answered, or after `limit` more.
     func stop(_ id: String, grace: Duration = .milliseconds(250), upTo limit: Duration = .seconds(5)) async {
-        await wait(id, untilWhole: true, upTo: grace)
-        let closing = state.withLockedValue { $0.byUpload[id]?.filter { !$0.whole }.map(\.close) ?? [] }
+        await wait(id, until: .allEnded, upTo: grace)
+        let closing = state.withLockedValue { $0.byUpload[id]?.filter { !$0.ended }.map(\.close) ?? [] }
         for close in closing { close() }
-        await wait(id, untilWhole: false, upTo: limit)
+        await wait(id, until: .allAnswered, upTo: limit)
+    }
+
+    /// Lets the appends to upload `id` whose bodies end within `grace` be answered (tus), stopping none: returns once
+    /// no ended one is left unanswered, or after `limit` more. An append still receiving its body goes on.
+    func settle(_ id: String, grace: Duration = .milliseconds(250), upTo limit: Duration = .seconds(5)) async {
+        await wait(id, until: .allEnded, upTo: grace)
+        await wait(id, until: .endedAnswered, upTo: limit)
     }
 
     /// Changes the appends to upload `id`, and lets the waits that may go on go on.
@@ -987,9 +1023,8 @@ final class ActiveAppends: Sendable {
             update(&entries)
             state.byUpload[id] = entries.isEmpty ? nil : entries
             guard var waiting = state.waiting[id] else { return [] }
-            let allWhole = entries.allSatisfy(\.whole)
             var going: [CheckedContinuation<Void, Never>] = []
-            for (number, waiter) in waiting where entries.isEmpty || (waiter.untilWhole && allWhole) {
+            for (number, waiter) in waiting where waiter.until.holds(entries) {
                 // A wait not yet begun finds its place gone, and does not wait.
                 waiting[number] = nil
                 if let continuation = waiter.continuation { going.append(continuation) }
@@ -1000,13 +1035,12 @@ final class ActiveAppends: Sendable {
         for continuation in going { continuation.resume() }
     }
 
-    /// Waits until the appends to upload `id` have all arrived whole (`untilWhole`) or have all ended, or `limit`
-    /// has passed.
-    private func wait(_ id: String, untilWhole: Bool, upTo limit: Duration) async {
+    /// Waits until the appends to upload `id` are as `until` says, or `limit` has passed.
+    private func wait(_ id: String, until: Until, upTo limit: Duration) async {
         let number = state.withLockedValue { state -> Int? in
-            guard let entries = state.byUpload[id], !(untilWhole && entries.allSatisfy(\.whole)) else { return nil }
+            guard !until.holds(state.byUpload[id] ?? []) else { return nil }
             state.next += 1
-            state.waiting[id, default: [:]][state.next] = Waiter(untilWhole: untilWhole)
+            state.waiting[id, default: [:]][state.next] = Waiter(until: until)
             return state.next
         }
         guard let number else { return }
