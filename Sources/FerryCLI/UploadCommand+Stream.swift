@@ -75,6 +75,11 @@ extension UploadCommand {
         // protocol) is another upload, never the continuation of this one.
         let destination = [bucket ?? "", key ?? "", bucket == nil ? "media" : "object", wire(uploader)].joined(separator: "\n")
         let recordName = Hex.encode(SHA256.hash(data: Data((file.path + "\n" + destination).utf8))) + ".json"
+        // The ClientToken names the file, its destination and the record directory: a rerun of this command gets the
+        // video or image it made back, a run sending the file elsewhere (the other protocol, another record
+        // directory), perhaps at the same time, one of its own.
+        let named = [fingerprint, destination, context.records.standardizedFileURL.path].joined(separator: "\n")
+        let clientToken = String(Hex.encode(SHA256.hash(data: Data(named.utf8))).prefix(32))
         // The record names the upload's URL, which is its credential: kept 0600 in a 0700 directory.
         let records = JSONRecordFiles(directory: context.records.appendingPathComponent("streams"))
         // One run at a time per record (an advisory lock the kernel lets go of when this process ends): a second run
@@ -199,7 +204,7 @@ extension UploadCommand {
                     } else {
                         ticket = try await media.createUploadImage(
                             ext: file.pathExtension.lowercased(), title: title ?? Self.defaultTitle(name),
-                            clientToken: String(fingerprint.prefix(32)))
+                            clientToken: clientToken)
                     }
                     fields = ["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""]
                 } else {
@@ -221,7 +226,7 @@ extension UploadCommand {
                     video.description = desc
                     video.cateId = cateId
                     video.transcode = transcode
-                    video.clientToken = String(fingerprint.prefix(32))
+                    video.clientToken = clientToken
                     if let refreshedVideo {
                         ticket = refreshedVideo
                     } else {

@@ -372,6 +372,35 @@ struct CommandLineTests {
         #expect(!FileManager.default.fileExists(atPath: streams + "/" + name), "the record was kept")
     }
 
+    @Test("a video uploading over tus is not the one the same file becomes over IETF or from another record directory (each run its own, though both are under way): each finishes as its own video, and the interrupted run continues its own")
+    func otherProtocolOrRecordsIsAnotherVideo() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-stream-scopes")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 12 * 1024 * 1024, in: data)
+        let base = ["upload", file.path, "--data-dir", data + "/ferry", "--json", "--part-size", "2MiB", "--transcode", "NoTranscode"]
+        let tus = base + ["--protocol", "tus"]
+        let first = try await FerryRun.run(tus, interruptWhen: FerryRun.progressed(to: 2 * 1024 * 1024))
+        #expect(first.status == 75, "\(first.output.suffix(500)) \(first.error)")
+        func videoId(_ run: FerryRun) -> String? {
+            run.jsonLines.first { $0["event"] as? String == "media" }?["VideoId"] as? String
+        }
+        let streams = data + "/ferry/checkpoints/streams"
+        let interrupted = try FileManager.default.contentsOfDirectory(atPath: streams).compactMap { name in
+            (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: streams + "/" + name)))) as? [String: Any]
+        }.compactMap { $0["videoId"] as? String }
+        #expect(interrupted.count == 1, "\(interrupted)")
+        var made: [String] = []
+        for other in [base + ["--protocol", "ietf"], tus + ["--record-dir", data + "/elsewhere"], tus] {
+            let run = try await FerryRun.run(other)
+            #expect(run.status == 0, "\(run.output.suffix(500)) \(run.error)")
+            made.append(videoId(run) ?? "none")
+        }
+        #expect(Set(made).count == 3, "\(made)")
+        #expect(made.last == interrupted.first, "the interrupted run did not continue its video: \(made) \(interrupted)")
+        let list = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"])
+        #expect(list.output.contains("3 video(s)"), "\(list.output)")
+    }
+
     /// Completes the upload at `url` (of `size` bytes) with other bytes than its file's, as another holder of its URL
     /// could: a tus append from the offset the server reaches once the stopped run's last append is recorded.
     static func completeWithOtherBytes(_ url: String, size: Int) async throws {

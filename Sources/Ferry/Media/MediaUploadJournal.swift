@@ -46,12 +46,15 @@ public struct MediaUploadJournal: Sendable {
     }
 
     /// A token for CreateUploadVideo's or CreateUploadImage's `ClientToken` that names this file as it is now (its
-    /// path, size and modification time): a run killed between creating the video or image and recording it gets the
-    /// same one back when it asks again.
+    /// path, size and modification time) and, when given, the `scope` of the upload (its record directory, its
+    /// protocol): a run killed between creating the video or image and recording it gets the same one back when it
+    /// asks again, while a run of the same file in another scope, perhaps at the same time, gets a video or image of
+    /// its own rather than sending its bytes into the other's.
     ///
     /// - Throws: ``FerryError`` `fileNotFound` when the file cannot be read.
-    public static func clientToken(for file: URL) throws(FerryError) -> String {
-        String(SigV4.hexSHA256(file.standardizedFileURL.path + "\n" + (try fingerprint(of: file))).prefix(32))
+    public static func clientToken(for file: URL, scope: String = "") throws(FerryError) -> String {
+        let named = file.standardizedFileURL.path + "\n" + (try fingerprint(of: file))
+        return String(SigV4.hexSHA256(scope.isEmpty ? named : named + "\n" + scope).prefix(32))
     }
 
     private var files: JSONRecordFiles { JSONRecordFiles(directory: directory, dates: .foundationDefault) }

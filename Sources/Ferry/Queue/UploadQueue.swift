@@ -557,7 +557,8 @@ public actor UploadQueue {
             return try await media.createUploadImage(
                 type: item.imageType, ext: ext.isEmpty ? "png" : ext, title: title, tags: item.info.tags,
                 cateId: item.info.cateId, description: item.info.desc,
-                clientToken: try? MediaUploadJournal.clientToken(for: item.fileURL))
+                clientToken: try? MediaUploadJournal.clientToken(
+                    for: item.fileURL, scope: configuration.effectiveRecordDirectory?.standardizedFileURL.path ?? ""))
         case .video:
             if let entry = journal?.lookup(item.fileURL) {
                 do {
@@ -588,7 +589,8 @@ public actor UploadQueue {
             video.coverURL = item.info.coverURL
             video.transcode = configuration.transcode ? configuration.templateGroupId : "NoTranscode"
             // The same file asks for the same video, even after a kill before the journal recorded it.
-            video.clientToken = try? MediaUploadJournal.clientToken(for: item.fileURL)
+            video.clientToken = try? MediaUploadJournal.clientToken(
+                for: item.fileURL, scope: configuration.effectiveRecordDirectory?.standardizedFileURL.path ?? "")
             return try await media.createUploadVideo(video)
         }
     }
