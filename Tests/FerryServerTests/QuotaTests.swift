@@ -280,6 +280,38 @@ struct QuotaTests {
         }
     }
 
+    @Test("an expired resumable upload gives its ConcurrentUploads slot back before the collector runs: a creation that finds the slots taken ends the expired ones and goes on, and a request to an expired upload ends it", arguments: QuotaBackend.allCases)
+    func expiredUploadsFreeTheirSlots(_ backend: QuotaBackend) async throws {
+        try await backend.withCatalog { configure in
+            try await TestServer.with(configure: { configure(&$0); $0.resumableUploadLifetime = 2 }) { server in
+                let (root, key, s3) = try await Self.key(server, AccessKeyQuota(concurrentUploads: 1), bucket: "slots")
+                func create(_ name: String) async throws -> S3TestClient.Reply {
+                    try await s3.send(
+                        "POST", "/_ferry/uploads/s3/slots/" + name,
+                        headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "10")], payload: .unsigned)
+                }
+                let first = try await create("a.bin")
+                #expect(first.status == 201)
+                let refused = try await create("b.bin")
+                #expect(refused.status == 403 && refused.text.contains("uploads in progress"), "\(refused.status) \(refused.text)")
+                try await Task.sleep(for: .seconds(3))
+                // The first has expired: the creation ends it and takes its slot.
+                let second = try await create("b.bin")
+                #expect(second.status == 201, "\(second.status) \(second.text)")
+                let gone = try await S3TestClient.fetchRaw(
+                    "HEAD", try #require(first.header("Location")), headers: [("Tus-Resumable", "1.0.0")])
+                #expect(gone.status == 404)
+                #expect(try await root.usage(accessKeyId: key.accessKeyId).usage.uploadsInProgress == 1)
+                // A HEAD of an expired upload (410) ends it at once, its slot with it.
+                try await Task.sleep(for: .seconds(3))
+                let expired = try await S3TestClient.fetchRaw(
+                    "HEAD", try #require(second.header("Location")), headers: [("Tus-Resumable", "1.0.0")])
+                #expect(expired.status == 410)
+                #expect(try await root.usage(accessKeyId: key.accessKeyId).usage.uploadsInProgress == 0)
+            }
+        }
+    }
+
     @Test("the catalog refuses a write past the quota without a declared size, and the store keeps none of its bytes",
         arguments: QuotaBackend.allCases)
     func catalogCheck(_ backend: QuotaBackend) async throws {

@@ -784,6 +784,9 @@ struct ResumableUploadAPI: Sendable {
         // A key that is gone or disabled has no rate to keep; what it may still do is decided below as before.
         if let quota = try? await credentials.ownerQuota(upload.owner) { try takeRequestTurn(upload.owner, quota) }
         if upload.etag == nil, upload.expiresAt <= credentials.now() {
+            // Its bytes and its ConcurrentUploads slot go now rather than at the collector's next pass.
+            let store = self.store
+            await whileIgnoringCancellation { try? await store.terminateResumable(upload, expired: true) }
             throw ResumableRefusal(wire == .tus ? .gone : .notFound, "The upload expired.", wire: wire)
         }
         // tus completes an upload whose offset reached its length, an upload an IETF client created too.

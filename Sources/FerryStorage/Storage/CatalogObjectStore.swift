@@ -334,10 +334,19 @@ public struct CatalogObjectStore: ObjectStore {
             attributes: attributes, checksumAlgorithm: checksumAlgorithm?.s3Name, checksumType: checksumType,
             tags: tags, owner: charge?.owner)
         let limit = charge?.quota.concurrentUploads
-        guard try await events.timed("catalog", "insertUpload", { try await catalog.insertUpload(upload, uploadLimit: limit) })
-        else {
-            throw Self.noSuchBucket
+        let insert = { [catalog, events] in
+            try await events.timed("catalog", "insertUpload") { try await catalog.insertUpload(upload, uploadLimit: limit) }
         }
+        let inserted: Bool
+        do {
+            inserted = try await insert()
+        } catch let error as FerryDomainError where error.details["QuotaName"] == "ConcurrentUploads" {
+            // Resumable uploads past their expiry hold their slots until the collector's next pass (an hour at most):
+            // ended now, and the upload tried once more.
+            guard try await expireResumableUploads(now: Date()) > 0 else { throw error }
+            inserted = try await insert()
+        }
+        guard inserted else { throw Self.noSuchBucket }
         events?.multipartUpload(.started, count: 1)
         return upload
     }
