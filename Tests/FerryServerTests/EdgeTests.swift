@@ -136,6 +136,23 @@ struct EdgeTests {
         }
     }
 
+    @Test("a CONNECT request gets a bare 501 and a closed connection at once, on every route (never a route's answer once the body window ends)")
+    func connectIsRefusedAtOnce() async throws {
+        try await TestServer.with { server in
+            for target in ["/_ferry/health", "/_ferry/v1/GetVideoInfo", "/bucket/key", "127.0.0.1:80"] {
+                let socket = try RawSocket.connect(port: server.port)
+                defer { close(socket) }
+                try RawSocket.write(socket, Array(RawSocket.requestHead("CONNECT", target, [("Host", "127.0.0.1")]).utf8))
+                // Read until the server closes the connection, 20 s at most (the body window is 30 s).
+                let (bytes, _) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
+                let text = String(decoding: bytes, as: UTF8.self)
+                #expect(text.hasPrefix("HTTP/1.1 501 "), "\(target): \(text)")
+                #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "\(target): more than one answer: \(text)")
+            }
+            #expect(try await server.client().createBucket("still-serving").status == 200)
+        }
+    }
+
     @Test("an HTTP/1.0 request's connection closes after its answer unless it asked to be kept alive")
     func http10Closes() async throws {
         try await TestServer.with { server in

@@ -128,17 +128,17 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         return codings == ["chunked"]
     }
 
-    /// Answers a request head this connection cannot read the body of with a bare 400 and `Connection: close`, as the
-    /// HTTP parser answers what it cannot parse, and closes the connection; with answers still pending (pipelined
-    /// requests), it closes at once.
-    private func refuseHead(_ context: ChannelHandlerContext) {
+    /// Answers a request head this connection cannot read the body of with a bare 400 (or `status`) and
+    /// `Connection: close`, as the HTTP parser answers what it cannot parse, and closes the connection; with answers
+    /// still pending (pipelined requests), it closes at once.
+    private func refuseHead(_ context: ChannelHandlerContext, status: HTTPResponse.Status = .badRequest) {
         headRefused = true
         cancelTimer()
         guard responsesPending == 0 else {
             context.close(promise: nil)
             return
         }
-        let head = HTTPResponse(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])
+        let head = HTTPResponse(status: status, headerFields: [.connection: "close", .contentLength: "0"])
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
@@ -172,6 +172,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(let head):
             if !Self.hasReadableFraming(head.headerFields) {
                 refuseHead(context)
+                return
+            }
+            // Ferry is no proxy: after a CONNECT head the parser reads the connection as a tunnel, whose body never
+            // ends, so a route would answer only once the body window closed it (and its 2xx would tell a proxy in
+            // front that a tunnel is open). Refused at once.
+            if head.method == .connect {
+                refuseHead(context, status: .notImplemented)
                 return
             }
             responsesPending += 1
