@@ -107,7 +107,7 @@ struct UploadCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object per event instead of progress lines.") var json = false
     @Option(
         name: .customLong("protocol"),
-        help: "Send each file as one resumable stream in tus or ietf (the IETF resumable-upload draft) instead of parallel multipart parts; useful behind proxies that dislike many parallel requests. --part-size sets the tus chunk (default 64MiB).")
+        help: "Send each file as one resumable stream in tus or ietf (the IETF resumable-upload draft) instead of parallel multipart parts; useful behind proxies that dislike many parallel requests. --part-size sets the tus chunk (default 64MiB). Not with --cover or --wait.")
     var wireProtocol: String?
 
     func validate() throws {

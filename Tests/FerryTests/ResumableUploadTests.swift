@@ -412,6 +412,12 @@ struct ResumableUploadTests {
             }
             #expect(try await s3.get("finals", "existing").body == Array("ORIGINAL".utf8))
             for key in ["new-a", "new-b"] { #expect(try await s3.get("finals", key).status == 404) }
+            // A partial upload named twice is refused as such.
+            let twice = try await create(
+                endpoint,
+                [("Authorization", "UpToken " + token { _ in }), ("Upload-Concat", "final;\(parts[0]) \(parts[0])"),
+                    metadata([("key", "twice"), ("filetype", "image/png")])])
+            #expect(twice.status == 400 && twice.text.contains("twice"), "\(twice.status) \(twice.text)")
             // Within the limits, the final upload is made.
             let allowed = token { $0.fsizeLimit = 24; $0.mimeLimit = "image/png"; $0.insertOnly = true }
             let made = try await create(

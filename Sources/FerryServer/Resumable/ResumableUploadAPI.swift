@@ -369,6 +369,9 @@ struct ResumableUploadAPI: Sendable {
             guard partial.expiresAt > credentials.now() else {
                 throw ResumableRefusal(.badRequest, "Upload-Concat names a partial upload that has expired.", wire: wire)
             }
+            guard !partials.contains(where: { $0.id == partial.id }) else {
+                throw ResumableRefusal(.badRequest, "Upload-Concat names a partial upload twice.", wire: wire)
+            }
             partials.append(partial)
         }
         // Partial uploads a final upload was made of answer only that final upload again (a client that lost its
