@@ -11,13 +11,13 @@ struct ActiveAppendsTests {
     struct ConnectionClosed: Error {}
 
     /// An append of `declared` bytes to upload "u" whose connection `close` ends its body as a closed socket does.
-    static func append(_ appends: ActiveAppends, declared: Int64?) -> (
+    static func append(_ appends: ActiveAppends, declared: Int64?, stoppable: Bool = true) -> (
         active: ActiveAppends.Append, body: TolerantBody<AsyncThrowingStream<ByteBuffer, any Error>>,
         bytes: AsyncThrowingStream<ByteBuffer, any Error>.Continuation, closed: NIOLockedValueBox<Int>
     ) {
         let (stream, bytes) = AsyncThrowingStream<ByteBuffer, any Error>.makeStream()
         let closed = NIOLockedValueBox(0)
-        let active = appends.begin("u") {
+        let active = appends.begin("u", stoppable: stoppable) {
             closed.withLockedValue { $0 += 1 }
             bytes.finish(throwing: ConnectionClosed())
         }
@@ -140,6 +140,24 @@ struct ActiveAppendsTests {
         #expect(await !Self.returns(settle, within: .milliseconds(300)), "the request did not wait for the record")
         receiving.end()
         #expect(await Self.returns(settle, within: .seconds(5)))
+    }
+
+    @Test("an IETF request stops no tus append still receiving its body (its connection stays open) and does not wait for it; it waits for one whose body ended")
+    func ietfLeavesTusAppends() async throws {
+        let appends = ActiveAppends()
+        let (tus, tusBody, tusBytes, tusClosed) = Self.append(appends, declared: 10, stoppable: false)
+        var reading = tusBody.makeAsyncIterator()
+        tusBytes.yield(ByteBuffer(bytes: Array(0..<4)))
+        #expect(try await reading.next()?.readableBytes == 4)
+        #expect(await Self.returns(Self.stopping(appends), within: .seconds(5)), "the IETF request waited for a tus append")
+        #expect(tusClosed.withLockedValue { $0 } == 0, "an IETF request closed a tus append's connection")
+        tusBytes.yield(ByteBuffer(bytes: Array(4..<10)))
+        #expect(try await reading.next()?.readableBytes == 6)
+        let stop = Self.stopping(appends)
+        #expect(await !Self.returns(stop, within: .milliseconds(300)), "the request did not wait for the ended tus append")
+        tus.end()
+        #expect(await Self.returns(stop, within: .seconds(5)))
+        #expect(tusBody.interrupted.withLockedValue { $0 } == false)
     }
 
     @Test("a request that waited its limit goes on; another request's longer wait for the same upload is not cut short by it")

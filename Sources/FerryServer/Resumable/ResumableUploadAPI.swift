@@ -643,7 +643,7 @@ struct ResumableUploadAPI: Sendable {
         if case .ietf = wire { await appending.stop(id) } else { await appending.settle(id) }
         // An empty body has arrived whole already.
         let empty = request.headers[.contentLength] == "0"
-        return appending.begin(id, ended: empty) { connection.close(promise: nil) }
+        return appending.begin(id, ended: empty, stoppable: wire != .tus) { connection.close(promise: nil) }
     }
 
     /// An IETF append, under way as `active`: the bytes recorded; with the completion flag, the upload's length is the
@@ -959,24 +959,24 @@ final class ActiveAppends: Sendable {
     private struct Entry {
         var token: Int
         var ended: Bool
+        /// An IETF append, which a later request stops; a tus one is only waited for once its body ended.
+        var stoppable: Bool
         /// Ends the append's connection.
         var close: @Sendable () -> Void
     }
 
     /// What a wait waits for, of the appends to one upload.
     private enum Until {
-        /// Every body has ended.
-        case allEnded
-        /// None whose body has ended is left unanswered (those still receiving go on).
-        case endedAnswered
-        /// Every append has been answered.
-        case allAnswered
+        /// Every body has ended (with `stoppableOnly`, every stoppable append's).
+        case ended(stoppableOnly: Bool)
+        /// No append is left unanswered whose body has ended (with `stoppable`, nor any stoppable one); those still
+        /// receiving go on.
+        case answered(stoppable: Bool)
 
         func holds(_ entries: [Entry]) -> Bool {
             switch self {
-            case .allEnded: entries.allSatisfy(\.ended)
-            case .endedAnswered: !entries.contains(where: \.ended)
-            case .allAnswered: entries.isEmpty
+            case .ended(let only): entries.allSatisfy { $0.ended || only && !$0.stoppable }
+            case .answered(let stoppable): !entries.contains { $0.ended || stoppable && $0.stoppable }
             }
         }
     }
@@ -996,30 +996,35 @@ final class ActiveAppends: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
-    /// An append to upload `id` begins (`ended` when its body has arrived already); `close` ends its connection.
-    func begin(_ id: String, ended: Bool = false, close: @escaping @Sendable () -> Void) -> Append {
+    /// An append to upload `id` begins (`ended` when its body has arrived already; `stoppable` for an IETF append);
+    /// `close` ends its connection.
+    func begin(
+        _ id: String, ended: Bool = false, stoppable: Bool = true, close: @escaping @Sendable () -> Void
+    ) -> Append {
         state.withLockedValue { state in
             state.next += 1
-            state.byUpload[id, default: []].append(Entry(token: state.next, ended: ended, close: close))
+            state.byUpload[id, default: []].append(
+                Entry(token: state.next, ended: ended, stoppable: stoppable, close: close))
             return Append(appends: self, id: id, token: state.next)
         }
     }
 
-    /// Stops the appends under way to upload `id` (IETF): those whose bodies have not ended within `grace` have their
+    /// Stops the IETF appends under way to upload `id`: those whose bodies have not ended within `grace` have their
     /// connections closed (each keeps what the server read of it; one waiting for bytes from a link gone silent ends
-    /// too). Returns once every append to it has been answered, or after `limit` more.
+    /// too). Returns once every one of them, and every tus append whose body ended, has been answered, or after
+    /// `limit` more; a tus append still receiving goes on.
     func stop(_ id: String, grace: Duration = .milliseconds(250), upTo limit: Duration = .seconds(5)) async {
-        await wait(id, until: .allEnded, upTo: grace)
-        let closing = state.withLockedValue { $0.byUpload[id]?.filter { !$0.ended }.map(\.close) ?? [] }
+        await wait(id, until: .ended(stoppableOnly: true), upTo: grace)
+        let closing = state.withLockedValue { $0.byUpload[id]?.filter { $0.stoppable && !$0.ended }.map(\.close) ?? [] }
         for close in closing { close() }
-        await wait(id, until: .allAnswered, upTo: limit)
+        await wait(id, until: .answered(stoppable: true), upTo: limit)
     }
 
     /// Lets the appends to upload `id` whose bodies end within `grace` be answered (tus), stopping none: returns once
     /// no ended one is left unanswered, or after `limit` more. An append still receiving its body goes on.
     func settle(_ id: String, grace: Duration = .milliseconds(250), upTo limit: Duration = .seconds(5)) async {
-        await wait(id, until: .allEnded, upTo: grace)
-        await wait(id, until: .endedAnswered, upTo: limit)
+        await wait(id, until: .ended(stoppableOnly: false), upTo: grace)
+        await wait(id, until: .answered(stoppable: false), upTo: limit)
     }
 
     /// Changes the appends to upload `id`, and lets the waits that may go on go on.
