@@ -67,6 +67,11 @@ struct SubtitleFormatTests {
         let between = try WebVTT(parsing: "WEBVTT\n\n00:01.000 --> 00:02.000\nHello\n \t\n  \n00:03.000 --> 00:04.000\nWorld\n  \n")
         #expect(between.cues.map(\.payload) == [["Hello"], ["World"]])
         #expect(between.cues.map(\.start) == [1000, 3000])
+        // Before a cue identifier and its timing line, or a NOTE, too.
+        let identified = try WebVTT(
+            parsing: "WEBVTT\n\nc1\n00:01.000 --> 00:02.000\nfirst\n  \nc2\n00:02.000 --> 00:03.000\nsecond\n \nNOTE hi\n\n2\n00:04.000 --> 00:05.000\nthird\n")
+        #expect(identified.cues.map(\.identifier) == ["c1", "c2", "2"])
+        #expect(identified.cues.map(\.payload) == [["first"], ["second"], ["third"]])
         #expect(try WebVTT(parsing: "WEBVTT\n\n00:01.000 --> 00:02.000\nA\u{0}B\n").cues[0].payload == ["A\u{FFFD}B"])
         #expect(try WebVTT(parsing: "1\n00:00:01,000 --> 00:00:02,000\nA\u{0}B\n").cues[0].payload == ["A\u{FFFD}B"])
         // A run of such lines is read in one pass (400,000 lines: a scan ahead from each would take minutes).

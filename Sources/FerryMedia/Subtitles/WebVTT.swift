@@ -85,20 +85,24 @@ package struct WebVTT: Sendable, Equatable {
     }
 
     /// Reads WebVTT as its parser does in one respect SRT readers do not: only an empty line ends a block, so a line
-    /// of spaces is one of the cue's text lines, except as its last line or before a timing line (which there begins
-    /// the next cue, as a WebVTT parser reads it).
+    /// of spaces is one of the cue's text lines, except as its last line or before what begins another block (a timing
+    /// line, with or without a cue identifier before it, or a NOTE), as the file's author meant it.
     private static func readWebVTT(_ lines: [String]) throws(Malformed) -> WebVTT {
         // The header runs to the first blank line.
         var start = 1
         while start < lines.count, !isBlank(lines[start]) { start += 1 }
         var header: [String] = []
         var cues: [Cue] = []
-        // Whether the first line from each on that is not a line of spaces is absent, empty or a timing line: one pass
-        // from the end, so that a run of such lines is looked at once.
+        // Whether the first line from each on that is not a line of spaces is absent, empty, or begins a block (a
+        // timing line, a cue identifier before one, a NOTE): one pass from the end, so that a run of such lines is
+        // looked at once.
         var endsFrom = [Bool](repeating: true, count: lines.count + 1)
         for index in lines.indices.reversed() {
             let line = lines[index]
-            endsFrom[index] = line.isEmpty || line.contains("-->") || isBlank(line) && endsFrom[index + 1]
+            let beginsBlock =
+                line.contains("-->") || index + 1 < lines.count && lines[index + 1].contains("-->")
+                || line == "NOTE" || line.hasPrefix("NOTE ") || line.hasPrefix("NOTE\t")
+            endsFrom[index] = line.isEmpty || (isBlank(line) ? endsFrom[index + 1] : beginsBlock)
         }
         let separated = blocks(lines, from: start) { index in
             lines[index].isEmpty || isBlank(lines[index]) && endsFrom[index + 1]
