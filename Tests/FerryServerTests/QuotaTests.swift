@@ -292,6 +292,15 @@ struct QuotaTests {
                 }
                 let first = try await create("a.bin")
                 #expect(first.status == 201)
+                // Another key's uploads (the root key's): one unfinished, one completed (length 0).
+                func rootCreate(_ name: String, length: Int) async throws -> String {
+                    let created = try await server.client().send(
+                        "POST", "/_ferry/uploads/s3/slots/" + name,
+                        headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", String(length))], payload: .unsigned)
+                    return try #require(created.header("Location"), "\(created.status) \(created.text)")
+                }
+                let othersUnfinished = try await rootCreate("root-open.bin", length: 10)
+                let othersCompleted = try await rootCreate("root-done.bin", length: 0)
                 let refused = try await create("b.bin")
                 #expect(refused.status == 403 && refused.text.contains("uploads in progress"), "\(refused.status) \(refused.text)")
                 try await Task.sleep(for: .seconds(3))
@@ -302,6 +311,12 @@ struct QuotaTests {
                     "HEAD", try #require(first.header("Location")), headers: [("Tus-Resumable", "1.0.0")])
                 #expect(gone.status == 404)
                 #expect(try await root.usage(accessKeyId: key.accessKeyId).usage.uploadsInProgress == 1)
+                // The other key's uploads were left as they were: the expired one is still there to answer 410, the
+                // completed one still tells its ETag.
+                let open = try await S3TestClient.fetchRaw("HEAD", othersUnfinished, headers: [("Tus-Resumable", "1.0.0")])
+                #expect(open.status == 410)
+                let done = try await S3TestClient.fetchRaw("HEAD", othersCompleted, headers: [("Tus-Resumable", "1.0.0")])
+                #expect(done.status == 200 && done.header("ETag") != nil, "\(done.status)")
                 // A HEAD of an expired upload (410) ends it at once, its slot with it.
                 try await Task.sleep(for: .seconds(3))
                 let expired = try await S3TestClient.fetchRaw(

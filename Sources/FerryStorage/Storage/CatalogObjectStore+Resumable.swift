@@ -271,6 +271,23 @@ extension CatalogObjectStore {
             try await catalog.unclaimedResumableMultipartUploads(initiatedBefore: date, limit: 1000), as: .expired)
     }
 
+    /// Ends the unfinished resumable uploads of `owner` that expired before `now` (among the first 1000 expired ones:
+    /// the collector removes the rest), so that their `ConcurrentUploads` slots come back; returns how many. The
+    /// records of completed uploads, and other keys' uploads, are left to the collector.
+    func expireUnfinishedResumableUploads(of owner: String, now: Date) async throws -> Int {
+        var count = 0
+        for upload in try await catalog.expiredResumableUploads(before: now, limit: 1000)
+        where upload.owner == owner && upload.etag == nil {
+            do {
+                try await terminateResumable(upload, expired: true)
+                count += 1
+            } catch let error as FerryDomainError where error.code == .uploadNotFound {
+                // Removed by another request meanwhile.
+            }
+        }
+        return count
+    }
+
     /// Removes the uploads that expired before `now` (see ``terminateResumable(_:)``); returns how many.
     package func expireResumableUploads(now: Date) async throws -> Int {
         var count = 0

@@ -341,9 +341,10 @@ public struct CatalogObjectStore: ObjectStore {
         do {
             inserted = try await insert()
         } catch let error as FerryDomainError where error.details["QuotaName"] == "ConcurrentUploads" {
-            // Resumable uploads past their expiry hold their slots until the collector's next pass (an hour at most):
-            // ended now, and the upload tried once more.
-            guard try await expireResumableUploads(now: Date()) > 0 else { throw error }
+            // The owner's resumable uploads past their expiry hold their slots until the collector's next pass (an
+            // hour at most): ended now, and the upload tried once more.
+            guard let owner = charge?.owner, try await expireUnfinishedResumableUploads(of: owner, now: Date()) > 0
+            else { throw error }
             inserted = try await insert()
         }
         guard inserted else { throw Self.noSuchBucket }
