@@ -149,6 +149,16 @@ struct EdgeTests {
                 #expect(text.hasPrefix("HTTP/1.1 501 "), "\(target): \(text)")
                 #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "\(target): more than one answer: \(text)")
             }
+            // Pipelined behind a request, the CONNECT is refused once that request is answered.
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            try RawSocket.write(
+                socket,
+                Array((RawSocket.requestHead("GET", "/_ferry/health", [("Host", "127.0.0.1")])
+                    + RawSocket.requestHead("CONNECT", "a:1", [("Host", "a:1")])).utf8))
+            let (bytes, _) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 200 ") && text.contains("HTTP/1.1 501 "), "\(text)")
             #expect(try await server.client().createBucket("still-serving").status == 200)
         }
     }

@@ -99,6 +99,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var refusalSent = false
     /// A request head was refused here: nothing more is read from the connection, which is closing.
     private var headRefused = false
+    /// The refusal of a head that came while earlier requests' answers were pending (pipelined): sent after them.
+    private var pendingRefusal: HTTPResponse.Status?
     /// Whether the client is still there (``ClientPresence``).
     let presence = ClientPresence()
 
@@ -130,14 +132,19 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Answers a request head this connection cannot read the body of with a bare 400 (or `status`) and
     /// `Connection: close`, as the HTTP parser answers what it cannot parse, and closes the connection; with answers
-    /// still pending (pipelined requests), it closes at once.
+    /// still pending (pipelined requests), once they have been sent.
     private func refuseHead(_ context: ChannelHandlerContext, status: HTTPResponse.Status = .badRequest) {
         headRefused = true
         cancelTimer()
         guard responsesPending == 0 else {
-            context.close(promise: nil)
+            pendingRefusal = status
             return
         }
+        sendRefusal(context, status)
+    }
+
+    /// Writes a bare `status` answer with `Connection: close`, and closes the connection once it is sent.
+    private func sendRefusal(_ context: ChannelHandlerContext, _ status: HTTPResponse.Status) {
         let head = HTTPResponse(status: status, headerFields: [.connection: "close", .contentLength: "0"])
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         let channel = context.channel
@@ -213,6 +220,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             return
         case .end:
             responsesPending = max(0, responsesPending - 1)
+            if responsesPending == 0, let status = pendingRefusal {
+                pendingRefusal = nil
+                context.write(data, promise: promise)
+                sendRefusal(context, status)
+                return
+            }
             if responsesPending == 0 && !readingBody { waitForRequest(context) }
         default:
             break
