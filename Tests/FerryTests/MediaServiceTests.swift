@@ -141,11 +141,14 @@ struct MediaServiceTests {
             await expectError("InvalidParameter", status: 400, "AssumeRole", ["DurationSeconds": 60])
             await expectError("InvalidAction", status: 404, "NoSuchThing", [:])
             // A policy naming an action no operation has (misspelt, or a pattern matching none) would allow nothing.
-            for actions in [["s3:PutObjcet"], ["s3:GetObject", "media:CreateUploadVidoe"], ["s3:Nope*"], ["PutObject"]] {
+            for actions in [["s3:PutObjcet"], ["s3:GetObject", "media:CreateUploadVidoe"], ["s3:Nope*"], ["PutObject"], [], [""]] {
                 let policy: [String: Any] = ["statements": [["actions": actions]]]
                 await expectError("InvalidParameter", status: 400, "CreateAccessKey", ["Policy": policy])
                 await expectError("InvalidParameter", status: 400, "AssumeRole", ["Policy": policy])
             }
+            let noStatement: [String: Any] = ["statements": [[String: Any]]()]
+            await expectError("InvalidParameter", status: 400, "CreateAccessKey", ["Policy": noStatement])
+            await expectError("InvalidParameter", status: 400, "AssumeRole", ["Policy": noStatement])
             #expect(try await media.listAccessKeys().isEmpty)
             for actions in [["*"], ["s3:*"], ["s3:Get*"], ["media:ApplyUploadUGC", "media:GetServiceStatus", "s3:GetBucketCORS"]] {
                 _ = try await media.createAccessKey(policy: AccessPolicy(statements: [.init(actions: actions)]))

@@ -560,8 +560,11 @@ public struct MediaAPI: Sendable {
         .union(PublishAPI.operations.map { "media:" + $0 })
 
     /// Refuses a policy naming an action no operation checks (a misspelt `s3:PutObjcet` would otherwise allow
-    /// nothing, silently), or a pattern (`s3:Get*`) that matches none.
+    /// nothing, silently), a pattern (`s3:Get*`) that matches none, or no action at all.
     static func checkActions(of policy: AccessPolicy) throws {
+        guard !policy.statements.isEmpty, policy.statements.allSatisfy({ !$0.actions.isEmpty }) else {
+            throw MediaError.invalid("Policy", "has a statement naming no action, or no statement: it would allow nothing.")
+        }
         for action in policy.statements.flatMap(\.actions) {
             let known =
                 action.hasSuffix("*")
