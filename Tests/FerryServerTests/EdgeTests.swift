@@ -108,18 +108,22 @@ struct EdgeTests {
         }
     }
 
+    /// What the server answers to `request` (sent on a connection of its own) until it closes the connection, 20 s at
+    /// most (less than the body window: a connection the server leaves open shows as no answer).
+    static func answersUntilClosed(_ server: TestServer, _ request: String) async throws -> String {
+        let socket = try RawSocket.connect(port: server.port)
+        defer { close(socket) }
+        try RawSocket.write(socket, Array(request.utf8))
+        let (bytes, _) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     @Test("a request whose Transfer-Encoding is not chunked alone gets one bare 400 and a closed connection, never a route's answer followed by the parser's")
     func unreadableFraming() async throws {
         try await TestServer.with { server in
             for (method, coding) in [("HEAD", "identity"), ("GET", "gzip, chunked"), ("PUT", "chunked, chunked"), ("POST", "x")] {
-                let socket = try RawSocket.connect(port: server.port)
-                defer { close(socket) }
-                try RawSocket.write(
-                    socket,
-                    Array(RawSocket.requestHead(method, "/_ferry/health", [("Host", "127.0.0.1"), ("Transfer-Encoding", coding)]).utf8))
-                // Read to the end: the server closes the connection after its one answer.
-                let (bytes, _) = await RawSocket.receive(socket, timeout: .seconds(10)) { _ in false }
-                let text = String(decoding: bytes, as: UTF8.self)
+                let text = try await Self.answersUntilClosed(
+                    server, RawSocket.requestHead(method, "/_ferry/health", [("Host", "127.0.0.1"), ("Transfer-Encoding", coding)]))
                 #expect(text.hasPrefix("HTTP/1.1 400 "), "\(method) \(coding): \(text)")
                 #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "\(method) \(coding): more than one answer: \(text)")
             }
@@ -140,24 +144,15 @@ struct EdgeTests {
     func connectIsRefusedAtOnce() async throws {
         try await TestServer.with { server in
             for target in ["/_ferry/health", "/_ferry/v1/GetVideoInfo", "/bucket/key", "127.0.0.1:80"] {
-                let socket = try RawSocket.connect(port: server.port)
-                defer { close(socket) }
-                try RawSocket.write(socket, Array(RawSocket.requestHead("CONNECT", target, [("Host", "127.0.0.1")]).utf8))
-                // Read until the server closes the connection, 20 s at most (the body window is 30 s).
-                let (bytes, _) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
-                let text = String(decoding: bytes, as: UTF8.self)
+                let text = try await Self.answersUntilClosed(server, RawSocket.requestHead("CONNECT", target, [("Host", "127.0.0.1")]))
                 #expect(text.hasPrefix("HTTP/1.1 501 "), "\(target): \(text)")
                 #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "\(target): more than one answer: \(text)")
             }
             // Pipelined behind a request, the CONNECT is refused once that request is answered.
-            let socket = try RawSocket.connect(port: server.port)
-            defer { close(socket) }
-            try RawSocket.write(
-                socket,
-                Array((RawSocket.requestHead("GET", "/_ferry/health", [("Host", "127.0.0.1")])
-                    + RawSocket.requestHead("CONNECT", "a:1", [("Host", "a:1")])).utf8))
-            let (bytes, _) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
-            let text = String(decoding: bytes, as: UTF8.self)
+            let text = try await Self.answersUntilClosed(
+                server,
+                RawSocket.requestHead("GET", "/_ferry/health", [("Host", "127.0.0.1")])
+                    + RawSocket.requestHead("CONNECT", "a:1", [("Host", "a:1")]))
             #expect(text.hasPrefix("HTTP/1.1 200 ") && text.contains("HTTP/1.1 501 "), "\(text)")
             #expect(try await server.client().createBucket("still-serving").status == 200)
         }

@@ -772,10 +772,11 @@ struct ResumableUploadAPI: Sendable {
 
     // MARK: Helpers
 
-    /// Ends an upload whose bytes can never become its object, even when the request's task is cancelled.
-    private func end(_ upload: ResumableUpload) async {
+    /// Ends an upload whose bytes can never become its object (`expired`: one past its expiry), even when the
+    /// request's task is cancelled.
+    private func end(_ upload: ResumableUpload, expired: Bool = false) async {
         let store = self.store
-        await whileIgnoringCancellation { try? await store.terminateResumable(upload) }
+        await whileIgnoringCancellation { try? await store.terminateResumable(upload, expired: expired) }
     }
 
     /// The upload, unexpired; unless `completing` is false, a fully received upload whose completion a crash
@@ -788,8 +789,7 @@ struct ResumableUploadAPI: Sendable {
         if let quota = try? await credentials.ownerQuota(upload.owner) { try takeRequestTurn(upload.owner, quota) }
         if upload.etag == nil, upload.expiresAt <= credentials.now() {
             // Its bytes and its ConcurrentUploads slot go now rather than at the collector's next pass.
-            let store = self.store
-            await whileIgnoringCancellation { try? await store.terminateResumable(upload, expired: true) }
+            await end(upload, expired: true)
             throw ResumableRefusal(wire == .tus ? .gone : .notFound, "The upload expired.", wire: wire)
         }
         // tus completes an upload whose offset reached its length, an upload an IETF client created too.

@@ -275,17 +275,10 @@ extension CatalogObjectStore {
     /// the collector removes the rest), so that their `ConcurrentUploads` slots come back; returns how many. The
     /// records of completed uploads, and other keys' uploads, are left to the collector.
     func expireUnfinishedResumableUploads(of owner: String, now: Date) async throws -> Int {
-        var count = 0
-        for upload in try await catalog.expiredResumableUploads(before: now, limit: 1000)
-        where upload.owner == owner && upload.etag == nil {
-            do {
-                try await terminateResumable(upload, expired: true)
-                count += 1
-            } catch let error as FerryDomainError where error.code == .uploadNotFound {
-                // Removed by another request meanwhile.
-            }
-        }
-        return count
+        try await end(
+            try await catalog.expiredResumableUploads(before: now, limit: 1000).filter {
+                $0.owner == owner && $0.etag == nil
+            })
     }
 
     /// Removes the uploads that expired before `now` (see ``terminateResumable(_:)``); returns how many.
@@ -293,16 +286,23 @@ extension CatalogObjectStore {
         var count = 0
         while true {
             let expired = try await catalog.expiredResumableUploads(before: now, limit: 100)
-            for upload in expired {
-                do {
-                    try await terminateResumable(upload, expired: true)
-                    count += 1
-                } catch let error as FerryDomainError where error.code == .uploadNotFound {
-                    // Removed by another node meanwhile.
-                }
-            }
+            count += try await end(expired)
             if expired.count < 100 { return count }
         }
+    }
+
+    /// Ends `uploads` as expired; returns how many were still there to end.
+    private func end(_ uploads: [ResumableUpload]) async throws -> Int {
+        var count = 0
+        for upload in uploads {
+            do {
+                try await terminateResumable(upload, expired: true)
+                count += 1
+            } catch let error as FerryDomainError where error.code == .uploadNotFound {
+                // Removed by another request or node meanwhile.
+            }
+        }
+        return count
     }
 }
 
