@@ -280,6 +280,8 @@ public struct FerryServer: Sendable {
             authenticator: RequestAuthenticator(credentials: credentials, region: configuration.region),
             lifetime: configuration.resumableUploadLifetime, publicEndpoint: publicEndpoint,
             followsRequests: configuration.uploadAddressesFollowRequests)
+        api.unansweredLifetime = 2 * configuration.connectionLimits.bodyWindow.timeInterval
+        api.logger = configuration.logger
         let library = mediaLibrary
         let catalog = mediaCatalog
         api.objectStored = { object in await library.objectStored(object) }

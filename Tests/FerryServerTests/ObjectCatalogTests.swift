@@ -95,6 +95,25 @@ struct ObjectCatalogTests {
         }
     }
 
+    @Test("a resumable upload's expiry moves (a creation's body keeps it alive): moved past, the collector ends it; moved ahead, it stays", arguments: JobQueueImplementation.allCases)
+    func resumableExpiryMoves(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("r")
+            func resumable(_ key: String) async throws -> ResumableUpload {
+                try await store.createResumableUpload(
+                    bucket: "r", key: key, charge: StorageCharge(owner: "k1", quota: .unlimited), length: 10,
+                    info: .init(), attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(5))
+            }
+            let ended = try await store.setResumableExpiry(try await resumable("ended"), to: Date().addingTimeInterval(-1))
+            let kept = try await store.setResumableExpiry(try await resumable("kept"), to: Date().addingTimeInterval(3600))
+            #expect(try await store.resumableUpload(kept.id)?.expiresAt.timeIntervalSince(kept.expiresAt).magnitude ?? 9 < 0.01)
+            #expect(try await store.expireResumableUploads(now: Date().addingTimeInterval(60)) == 1)
+            #expect(try await store.resumableUpload(ended.id) == nil)
+            #expect(try await store.catalog.upload(ended.uploadId) == nil)
+            #expect(try await store.resumableUpload(kept.id) != nil)
+        }
+    }
+
     @Test("a resumable upload whose multipart upload is aborted (AbortMultipartUpload, a lifecycle rule, DeleteBucket) is gone with it; a completed one stays", arguments: JobQueueImplementation.allCases)
     func abortedResumableUploads(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in

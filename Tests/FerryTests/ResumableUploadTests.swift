@@ -967,6 +967,83 @@ struct ResumableUploadTests {
             #expect(Self.sha256(stored.body) == Self.sha256(source.bytes))
         }
     }
+
+    @Test("a tus creation-with-upload stays alive while its body streams, and expires soon after the server is SIGKILLed under it (its client never got its URL), giving back its key's ConcurrentUploads slot; an answered one lives its full time")
+    func creationKilledMidBody() async throws {
+        let data = TemporaryDirectory.make("ferry-tus-unanswered")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let root = SigV4Credentials(accessKeyId: "FKIAUNANSWERED0001", secretAccessKey: "unanswered-secret-0123456789")
+        let environment = [
+            "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey, "HOME": data,
+        ]
+        // A body must progress every second here: an upload being created lives 2 s past its last sign of life.
+        func start() async throws -> FerryExecutable.Server {
+            try await FerryExecutable.Server.start(
+                dataDirectory: data + "/data", arguments: ["--body-timeout", "1", "--media-workers", "0"],
+                environment: environment, logFile: data + "/serve.log")
+        }
+        var server = try await start()
+        let media = MediaServiceClient(
+            endpoint: URL(string: server.endpoint)!,
+            credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey))
+        let key = try await media.createAccessKey(
+            policy: AccessPolicy(statements: [.init(actions: ["s3:*"])]), quota: AccessKeyQuota(concurrentUploads: 1))
+        #expect(try await S3TestClient(endpoint: server.endpoint, credentials: root).createBucket("slots").status == 200)
+        let credentials = SigV4Credentials(accessKeyId: key.accessKeyId, secretAccessKey: key.secretAccessKey)
+        func creationURL(_ name: String) throws -> String {
+            try S3TestClient(endpoint: server.endpoint, credentials: credentials)
+                .presignedURL("POST", "/_ferry/uploads/s3/slots/" + name)
+        }
+        func create(_ name: String, body: [UInt8] = []) async throws -> S3TestClient.Reply {
+            var headers: [(name: String, value: String)] = [
+                ("Tus-Resumable", "1.0.0"), ("Upload-Length", String(max(body.count, 10))),
+            ]
+            if !body.isEmpty { headers.append(("Content-Type", "application/offset+octet-stream")) }
+            return try await S3TestClient.fetchRaw("POST", try creationURL(name), headers: headers, body: body)
+        }
+
+        // An answered creation-with-upload (the whole file in its body) lives its full time: 24 hours by default.
+        let answered = try await create("answered.bin", body: [UInt8](repeating: 7, count: 1000))
+        #expect(answered.status == 201, "\(answered.status) \(answered.text)")
+        let expires = try #require(answered.header("Upload-Expires").flatMap(S3Date.parseHTTP))
+        #expect(expires > Date().addingTimeInterval(23 * 3600))
+
+        // A creation of 1 MiB whose body comes 4 KiB every 200 ms for 4 s, twice the time it lives untouched.
+        let target = try creationURL("killed.bin").dropFirst(server.endpoint.count)
+        let socket = try RawSocket.connect(port: server.port)
+        defer { close(socket) }
+        try RawSocket.write(
+            socket,
+            Array(
+                RawSocket.requestHead(
+                    "POST", String(target),
+                    [
+                        ("Host", "127.0.0.1:\(server.port)"), ("Tus-Resumable", "1.0.0"), ("Upload-Length", "1048576"),
+                        ("Content-Type", "application/offset+octet-stream"), ("Content-Length", "1048576"),
+                    ]
+                ).utf8))
+        for _ in 0..<20 {
+            try RawSocket.write(socket, [UInt8](repeating: 1, count: 4096))
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        // Alive: another creation of the key is refused for the slot (an expired upload would have been ended for it).
+        let refused = try await create("second.bin")
+        #expect(refused.status == 403 && refused.text.contains("uploads in progress"), "\(refused.status) \(refused.text)")
+
+        await server.stop(signal: SIGKILL)
+        server = try await start()
+        defer { kill(server.process.processIdentifier, SIGKILL) }
+        try await Task.sleep(for: .seconds(3))
+        // Its URL was never sent: it expired 2 s after the kill, and a creation of the key ends it and takes its slot.
+        let after = try await create("after.bin")
+        #expect(after.status == 201, "\(after.status) \(after.text)")
+        let usage = try await MediaServiceClient(
+            endpoint: URL(string: server.endpoint)!,
+            credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey)
+        ).usage(accessKeyId: key.accessKeyId)
+        #expect(usage.usage.uploadsInProgress == 1)
+        await server.stop()
+    }
 }
 
 /// Resumable uploads across nodes: two `ferry serve` nodes on one PostgreSQL catalog and one SeaweedFS store, behind

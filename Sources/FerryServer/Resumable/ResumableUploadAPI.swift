@@ -1,6 +1,7 @@
 import FerryCore
 import Foundation
 import HTTPTypes
+import Logging
 import Hummingbird
 import NIOConcurrencyHelpers
 import NIOCore
@@ -19,6 +20,13 @@ struct ResumableUploadAPI: Sendable {
     let authenticator: RequestAuthenticator
     /// How long an upload lives unfinished.
     let lifetime: TimeInterval
+    /// How long a tus creation-with-upload lives past its last sign of life while its answer, the only carrier of
+    /// its URL, is not sent (see ``answering(_:_:)``): a server stopped mid-body leaves an upload nobody can name,
+    /// which then expires soon instead of holding its owner's `ConcurrentUploads` slot for ``lifetime``. Twice the
+    /// window in which a body must progress (see ``ConnectionLimits/bodyWindow``).
+    var unansweredLifetime: TimeInterval = 60
+    /// Where what goes wrong out of a request's sight is told.
+    var logger = Logger(label: "ferry.resumable")
     /// The configured public endpoint, for upload URLs; the request's own otherwise.
     let publicEndpoint: PublicEndpoint?
     /// Whether upload URLs follow each request's Host even with a public endpoint (as upload addresses do, see
@@ -259,7 +267,9 @@ struct ResumableUploadAPI: Sendable {
         let checksum = withUpload ? try TusChecksum.parse(request.headers[.uploadChecksum]) : nil
         let info = ResumableUpload.Info(
             kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
-        var upload = try await createUpload(target, length: length, info: info, attributes: attributes)
+        var upload = try await createUpload(
+            target, length: length, info: info, attributes: attributes,
+            lifetime: withUpload ? min(unansweredLifetime, lifetime) : lifetime)
         if let videoId = target.mediaId, let title, !title.isEmpty {
             await titleSent(videoId, title)
         }
@@ -271,14 +281,22 @@ struct ResumableUploadAPI: Sendable {
         if withUpload {
             await context.sendContinue()
             let interrupted: Bool
-            (upload, interrupted) = try await endingOnRefusal(upload, wire: wire) {
-                try await appendTus(upload, at: 0, checksum: checksum, request: request)
+            (upload, interrupted) = try await answering(upload) {
+                try await endingOnRefusal(upload, wire: wire) {
+                    try await appendTus(upload, at: 0, checksum: checksum, request: request)
+                }
             }
             if interrupted {
                 await end(upload)
                 throw ResumableRefusal(.badRequest, "The body ended early; the upload is ended.", wire: wire)
             }
             headers[.uploadOffset] = String(upload.offset)
+            do {
+                upload = try await store.setResumableExpiry(upload, to: credentials.now().addingTimeInterval(lifetime))
+            } catch {
+                await end(upload)
+                throw error
+            }
         } else if upload.length == 0, info.kind == .single {
             // An empty partial upload waits, as any partial does, for a final upload that names it.
             upload = try await finish(upload, wire: wire)
@@ -334,16 +352,42 @@ struct ResumableUploadAPI: Sendable {
         return response
     }
 
-    /// A new upload to `target` (insert-only when its credential says so), expiring after ``lifetime``.
+    /// A new upload to `target` (insert-only when its credential says so), expiring after `lifetime` (by default
+    /// ``lifetime``).
     private func createUpload(
-        _ target: Target, length: Int64?, info: ResumableUpload.Info, attributes: ObjectAttributes
+        _ target: Target, length: Int64?, info: ResumableUpload.Info, attributes: ObjectAttributes,
+        lifetime: TimeInterval? = nil
     ) async throws -> ResumableUpload {
         var info = info
         info.insertOnly = target.insertOnly ? true : nil
         return try await store.createResumableUpload(
             bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
             length: length, info: info, attributes: attributes,
-            expiresAt: credentials.now().addingTimeInterval(lifetime))
+            expiresAt: credentials.now().addingTimeInterval(lifetime ?? self.lifetime))
+    }
+
+    /// Runs `body`, the first append of a tus creation-with-upload, while moving `upload`'s expiry
+    /// ``unansweredLifetime`` ahead every quarter of it: alive while its body streams, the upload expires soon after
+    /// a server stopped under it (its client never learnt its URL). The caller gives it its ``lifetime`` once
+    /// answered; no move lands after `body` returns.
+    private func answering<T>(_ upload: ResumableUpload, _ body: () async throws -> T) async throws -> T {
+        let (store, credentials, logger, horizon) = (store, credentials, logger, min(unansweredLifetime, lifetime))
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while true {
+                    do { try await Task.sleep(for: .seconds(horizon / 4)) } catch { return }
+                    do {
+                        _ = try await store.setResumableExpiry(upload, to: credentials.now().addingTimeInterval(horizon))
+                    } catch {
+                        logger.warning(
+                            "expiry of an upload being created not moved",
+                            metadata: ["ferry.upload-id": "\(upload.uploadId)", "error": "\(error)"])
+                    }
+                }
+            }
+            defer { group.cancelAll() }
+            return try await body()
+        }
     }
 
     /// A tus final upload of the partial uploads at `urls`.

@@ -130,6 +130,8 @@ protocol ResumableUploadCatalog: Sendable {
         -> ResumableAppendOutcome
     /// Sets a deferred length (no change when one is set); the upload as it stands, nil when missing.
     func setResumableLength(_ id: String, length: Int64) async throws -> ResumableUpload?
+    /// Moves the upload's expiry to `date` (``ResumableUpload/expiresAt``); no change when it is missing.
+    func setResumableExpiry(_ id: String, to date: Date) async throws
     /// Records that the upload became the object with `etag`.
     func markResumableCompleted(_ id: String, etag: String) async throws
     /// Records that the partial upload `id` is part of the final upload `final`

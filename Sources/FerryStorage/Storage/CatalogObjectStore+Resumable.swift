@@ -108,6 +108,14 @@ extension CatalogObjectStore {
         return updated
     }
 
+    /// Moves the upload's expiry to `date`; the upload with it.
+    package func setResumableExpiry(_ upload: ResumableUpload, to date: Date) async throws -> ResumableUpload {
+        try await events.timed("catalog", "setResumableExpiry") { try await catalog.setResumableExpiry(upload.id, to: date) }
+        var upload = upload
+        upload.expiresAt = date
+        return upload
+    }
+
     /// Makes a fully received upload its object, once: the object, or nil when it was made before (by another
     /// request completing it at the same time on any node, or by one that did not live to record it).
     ///

@@ -75,6 +75,10 @@ extension PostgresCatalog {
         return try await resumableUpload(id)
     }
 
+    func setResumableExpiry(_ id: String, to date: Date) async throws {
+        try await execute("UPDATE resumable_upload SET expires_at = \(date.timeIntervalSince1970) WHERE id = \(id)")
+    }
+
     func markResumableCompleted(_ id: String, etag: String) async throws {
         try await execute("UPDATE resumable_upload SET etag = \(etag) WHERE id = \(id)")
     }

@@ -83,6 +83,10 @@ extension SQLiteCatalog {
         }
     }
 
+    func setResumableExpiry(_ id: String, to date: Date) async throws {
+        try await execute("UPDATE resumableUpload SET expiresAt = ? WHERE id = ?", [date.timeIntervalSince1970, id])
+    }
+
     func markResumableCompleted(_ id: String, etag: String) async throws {
         try await execute("UPDATE resumableUpload SET etag = ? WHERE id = ?", [etag, id])
     }
