@@ -1,6 +1,7 @@
 import Ferry
 import FerryCore
-import FerryServer
+@testable import FerryMedia
+@testable import FerryServer
 import FerryTestSupport
 import Foundation
 import Testing
@@ -97,6 +98,23 @@ struct PublishAPITests {
             let (stored, storedAnswer) = try await Self.call(
                 server, "ApplyUploadUGC", ["signature": signature, "vodSessionKey": plainKey])
             #expect(stored == 409 && storedAnswer["code"] as? String == "InvalidVideo.Uploaded", "\(storedAnswer)")
+        }
+    }
+
+    @Test("a publish whose upload expired: CommitUploadUGC and ApplyUploadUGC with its session key both answer 409 InvalidVideo.UploadExpired (start a new publish), not NotUploaded")
+    func expiredPublish() async throws {
+        try await TestServer.with { server in
+            let signature = Self.signature(server)
+            let (status, applied) = try await Self.call(
+                server, "ApplyUploadUGC", ["signature": signature, "videoName": "clip", "videoType": "mp4"])
+            #expect(status == 200)
+            let sessionKey = try #require(applied["VodSessionKey"] as? String)
+            let later = Date().addingTimeInterval(server.server.configuration.uploadingVideoMaxAge + 60)
+            #expect(try await server.server.mediaLibrary.expireUnfinishedUploads(now: later) == 1)
+            for action in ["CommitUploadUGC", "ApplyUploadUGC"] {
+                let (code, answer) = try await Self.call(server, action, ["signature": signature, "vodSessionKey": sessionKey])
+                #expect(code == 409 && answer["code"] as? String == "InvalidVideo.UploadExpired", "\(action): \(answer)")
+            }
         }
     }
 

@@ -4,6 +4,10 @@ import FerryTestSupport
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @testable import FerryServer
 
 extension TestServer {
@@ -293,6 +297,16 @@ struct FormUploaderTests {
         #expect(error?.description.contains("10.0.0.0/99") == true)
         configuration.callbackAllow = ["10.0.0.0/8"]
         _ = try FerryServer(configuration: configuration)
+        // IPv6 addresses that carry an IPv4 one (IPv4-compatible, NAT64, 6to4, Teredo) are refused whatever they
+        // carry: a relay or tunnel may deliver them to it. A public address is taken as it is.
+        let targets = try CallbackTargets(allow: [])
+        for refused in ["[::127.0.0.1]", "[::8.8.8.8]", "[2002:7f00:1::]", "[2002:808:808::1]", "[64:ff9b:1::a00:1]",
+            "[2001:0:4136:e378:8000:63bf:3fff:fdd2]", "[::1]", "[::ffff:10.0.0.1]"]
+        {
+            #expect(await targets.address(for: refused) == nil, "\(refused)")
+        }
+        #expect(await targets.address(for: "8.8.8.8") == "8.8.8.8")
+        #expect(await targets.address(for: "[2606:4700:4700::1111]") == "2606:4700:4700::1111")
     }
 
     @Test("custom metadata: names must be header tokens, values single-line, at most 2 KiB → 400 InvalidArgument")
@@ -322,6 +336,9 @@ struct FormUploaderTests {
             for key in ["a/../b", "a/./b", "..", "a\u{01}b", "a\u{85}b", String(repeating: "k", count: 1025)] {
                 let error = try await Self.failure(uploader.upload(file: file, key: key))
                 #expect(error.httpStatus == 400, "\(key.debugDescription)")
+                // Said of the key (a form field), not of a URI.
+                #expect(!error.message.contains("URI"), "\(key.debugDescription): \(error.message)")
+                if key.contains("\u{01}") { #expect(error.message.contains("control character"), "\(error.message)") }
             }
             // Nothing was stored under any of them.
             let files = server.blobFiles()
@@ -521,6 +538,41 @@ struct FormUploaderTests {
             #expect(notText.status == 400)
             #expect(String(decoding: notText.body, as: UTF8.self).contains("not UTF-8"))
             await Self.expectNothingStored(server, key: "\u{FFFD}\u{FFFD}", blobsBefore: before)
+        }
+    }
+
+    @Test("the answer follows the closing boundary at once: a Content-Length that promises more than comes still gets it, and an epilogue after the boundary is read past on a kept-alive connection")
+    func answerAfterClosingBoundary() async throws {
+        try await Self.withServer(size: 10) { server, _ in
+            let token = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
+            func form(_ key: String) -> String {
+                "--B\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n\(token)\r\n"
+                    + "--B\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\n\(key)\r\n"
+                    + "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nDATA\r\n--B--\r\n"
+            }
+            func head(_ length: Int) -> String {
+                RawSocket.requestHead(
+                    "POST", FormUploadFields.path,
+                    [("Host", "127.0.0.1"), ("Content-Type", "multipart/form-data; boundary=B"), ("Content-Length", String(length))])
+            }
+            func answers(_ bytes: [UInt8]) -> Int { String(decoding: bytes, as: UTF8.self).components(separatedBy: "HTTP/1.1 200").count - 1 }
+            // 50 bytes promised that never come: the upload is whole at its closing boundary, and answered.
+            let lying = try RawSocket.connect(port: server.port)
+            defer { close(lying) }
+            try RawSocket.write(lying, Array((head(form("short.txt").utf8.count + 50) + form("short.txt")).utf8))
+            let (answer, _) = await RawSocket.receive(lying, timeout: .seconds(10)) { answers($0) == 1 && RawSocket.isCompleteResponse($0) }
+            #expect(answers(answer) == 1, "\(String(decoding: answer, as: UTF8.self))")
+            #expect(try await server.client().get(Self.bucket, "short.txt").body == Array("DATA".utf8))
+            // An epilogue (allowed after the closing boundary) is read past; the connection takes the next request.
+            let kept = try RawSocket.connect(port: server.port)
+            defer { close(kept) }
+            let epilogue = String(repeating: "e", count: 100_000)
+            try RawSocket.write(
+                kept, Array((head(form("one.txt").utf8.count + epilogue.utf8.count) + form("one.txt") + epilogue).utf8))
+            try RawSocket.write(kept, Array((head(form("two.txt").utf8.count) + form("two.txt")).utf8))
+            let (both, _) = await RawSocket.receive(kept, timeout: .seconds(10)) { answers($0) == 2 && RawSocket.isCompleteResponse($0) }
+            #expect(answers(both) == 2, "\(String(decoding: both, as: UTF8.self))")
+            #expect(try await server.client().get(Self.bucket, "two.txt").body == Array("DATA".utf8))
         }
     }
 

@@ -133,6 +133,10 @@ struct MediaServiceTests {
             }
             await expectError("InvalidVideo.NotFound", status: 404, "GetVideoInfo", ["VideoId": "0000"])
             await expectError("InvalidFileName.Extension", status: 400, "CreateUploadVideo", ["Title": "t", "FileName": "noextension"])
+            // The extension ends the object key: ASCII letters and digits only (as ApplyUploadUGC's videoType).
+            for name in ["a.мп4", "a.Ⅻ", "a.m-4", "a.123456789"] {
+                await expectError("InvalidFileName.Extension", status: 400, "CreateUploadVideo", ["Title": "t", "FileName": name])
+            }
             await expectError("InvalidParameter", status: 400, "CreateUploadVideo", ["Title": String(repeating: "t", count: 1000), "FileName": "a.mp4"])
             await expectError("RequestTooLarge", status: 413, "CreateUploadVideo", ["Title": String(repeating: "t", count: 1 << 20), "FileName": "a.mp4"])
             await expectError("MissingParameter", status: 400, "CreateUploadVideo", ["FileName": "a.mp4"])
@@ -209,6 +213,13 @@ struct MediaServiceTests {
             #expect(try await s3.put("elsewhere", "in/a.bin", [1]).errorCode == "AccessDenied")
             // Temporary credentials cannot mint more.
             await #expect(throws: FerryError.self) { try await server.media(temporary).assumeRole() }
+            // Nor do the upload credentials they ask for outlive them (UploadAuth lives 3000 s otherwise).
+            let brief = try await media.assumeRole(durationSeconds: 900)
+            let ticket = try await server.media(brief).createUploadVideo(.init(title: "brief", fileName: "a.mp4"))
+            let ends = try #require(brief.expiration)
+            #expect(try #require(ticket.auth.expirationDate) <= ends.addingTimeInterval(1))
+            let own = try await media.createUploadVideo(.init(title: "own", fileName: "a.mp4"))
+            #expect(try #require(own.auth.expirationDate).timeIntervalSinceNow > 2900)
         }
     }
 }

@@ -107,15 +107,6 @@ final class FormBodyReader: @unchecked Sendable {
         FileContent(reader: self, limit: limit)
     }
 
-    /// Reads (and drops) what follows the closing boundary, up to a little.
-    func drain() async {
-        var dropped = 0
-        while !inputEnded, dropped < 64 * 1024 {
-            guard let input = try? await body.next() else { return }
-            dropped += input.readableBytes
-        }
-    }
-
     /// The file part's bytes as the store consumes them.
     struct FileContent: AsyncSequence, Sendable {
         typealias Element = ByteBuffer

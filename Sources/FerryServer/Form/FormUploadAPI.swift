@@ -186,7 +186,6 @@ public struct FormUploadAPI: Sendable {
         } catch let error as FerryDomainError where error.code == .bucketNotFound {
             throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
         }
-        await reader.drain()
         await objectStored(object)
         logger.debug("form upload stored", metadata: ["ferry.bucket": .string(bucket), "ferry.size": "\(object.size)"])
 

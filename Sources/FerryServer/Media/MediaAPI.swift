@@ -125,6 +125,11 @@ public struct MediaAPI: Sendable {
         if value.utf8.contains(0) { throw MediaError.invalid(name, "must not contain the NUL character.") }
     }
 
+    /// Whether `text` can end an object key as its file's extension: 1 to 8 ASCII letters and digits (`mp4`).
+    static func isFileExtension(_ text: String) -> Bool {
+        (1...8).contains(text.utf8.count) && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+    }
+
     /// A cover URL: empty, or an http or https URL of at most 1024 bytes (players and consoles put it in `<img>`).
     static func checkCoverURL(_ cover: String?) throws {
         try checkText(cover, "CoverURL", max: 1024)
@@ -192,7 +197,7 @@ public struct MediaAPI: Sendable {
     func uploadCredentials(for keys: [String], principal: Principal) -> (SigV4Credentials, Date) {
         let actions = ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:GetObject"]
         let scope = AccessPolicy(statements: keys.map { .init(actions: actions, bucket: bucket, key: $0) })
-        let expiration = credentials.now().addingTimeInterval(configuration.uploadAuthLifetime)
+        let expiration = uploadExpiration(principal)
         // The service decides what an upload credential may do: these objects, nothing else. It ends early if the
         // key of whoever asked for it is disabled.
         let issued = credentials.tokens.issue(
@@ -200,12 +205,19 @@ public struct MediaAPI: Sendable {
         return (issued, expiration)
     }
 
+    /// When upload credentials issued now to `principal` expire: after ``FerryServerConfiguration/uploadAuthLifetime``,
+    /// or with the temporary credential that asked for them, when that ends first (a credential never outlives its
+    /// caller's).
+    func uploadExpiration(_ principal: Principal) -> Date {
+        min(credentials.now().addingTimeInterval(configuration.uploadAuthLifetime), principal.expiration ?? .distantFuture)
+    }
+
     /// The answer to CreateUpload*/RefreshUpload*: where to upload `key` and with what.
     func ticket(videoId: String? = nil, imageId: String? = nil, key: String, _ call: Call) -> MediaContract.UploadTicketAnswer {
         let auth = uploadAuth(for: [key], principal: call.principal)
         let grant = UploadGrant(
             bucket: bucket, key: key, owner: call.principal.parentAccessKeyId, mediaId: videoId ?? imageId,
-            expiry: Int64(credentials.now().addingTimeInterval(configuration.uploadAuthLifetime).timeIntervalSince1970))
+            expiry: Int64(uploadExpiration(call.principal).timeIntervalSince1970))
         return MediaContract.UploadTicketAnswer(
             videoId: videoId, imageId: imageId, imageURL: imageId.map { _ in objectURL(key: key, call) },
             uploadAddress: UploadAddress(endpoint: uploadBase(call).base, bucket: bucket, fileName: key).encoded(),
@@ -259,7 +271,7 @@ public struct MediaAPI: Sendable {
         try Self.checkText(fileName, "FileName", max: 255)
         try Self.checkTags(input.tags)
         let ext = (fileName as NSString).pathExtension.lowercased()
-        guard !ext.isEmpty, ext.count <= 8, ext.allSatisfy({ $0.isLetter || $0.isNumber }) else {
+        guard Self.isFileExtension(ext) else {
             throw MediaError("InvalidFileName.Extension", "FileName must end in an extension such as .mp4.")
         }
         if let size = input.fileSize, size < 0 || size > CatalogObjectStore.Limits.maxObjectSize {

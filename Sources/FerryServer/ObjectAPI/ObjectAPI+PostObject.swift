@@ -120,7 +120,6 @@ extension ObjectAPI {
                 throw S3Error(.malformedPOSTRequest, error.message)
             }
         }
-        await reader.drain()
         await objectStored(object)
         return try Self.postResponse(object, fields: fields, request: request, endpoint: endpoint)
     }

@@ -191,7 +191,9 @@ public struct ObjectAPI: Sendable {
         do {
             try validateKey(key)
         } catch let error as S3Error {
-            throw refusal(error.message)
+            // Said of the key, not of a URI: it came in a form field or a header.
+            throw refusal(
+                error.code == .invalidURI ? "The key must not contain a control character, U+FFFE or U+FFFF." : error.message)
         }
     }
 

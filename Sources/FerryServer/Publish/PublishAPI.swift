@@ -121,7 +121,7 @@ public struct PublishAPI: Sendable {
 
         let videoType = (input.videoType ?? (input.videoName.map { ($0 as NSString).pathExtension } ?? "")).lowercased()
         guard !videoType.isEmpty else { throw MediaError.missing("videoType") }
-        guard videoType.count <= 8, videoType.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+        guard MediaAPI.isFileExtension(videoType) else {
             throw MediaError.invalid("videoType", "must be a file extension such as mp4.")
         }
         var coverType: String?
@@ -177,6 +177,8 @@ public struct PublishAPI: Sendable {
         guard var video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
             video.key == session.k
         else { throw MediaError.notFound("Video", session.v) }
+        // An expired upload's bytes were removed: the publish starts again (a new ApplyUploadUGC), not another upload.
+        if video.status == VideoStatus.uploadFailed { throw MediaError.closedToUploads("Video", status: video.status) }
         // The object store, not the client, says whether the files are there.
         let stored: ObjectInfo
         do {
