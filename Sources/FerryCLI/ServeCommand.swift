@@ -13,7 +13,8 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the Ferry service (S3-compatible object API).",
         discussion: """
-            Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_REGION, \
+            Options fall back to FERRY_DATA_DIR, FERRY_HOST, FERRY_PORT, FERRY_MIN_PART_SIZE, FERRY_MIN_FREE_BYTES, \
+            FERRY_REGION, \
             FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_TRUSTED_PROXIES, FERRY_IDLE_TIMEOUT, \
             FERRY_BODY_TIMEOUT, \
             FERRY_MAX_CONNECTIONS, FERRY_MAX_CONNECTIONS_PER_ADDRESS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
@@ -36,6 +37,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("min-part-size"), help: "Smallest size in bytes of every multipart part but the last. Default 5242880.")
     var minPartSize: Int64?
+
+    @Option(name: .customLong("min-free-bytes"), help: "Bytes of disk kept free under the data directory: an upload that would leave less is refused (507 InsufficientStorage) so that deletes and the catalog still fit; 0 turns the check off. Default 67108864 (64 MiB).")
+    var minFreeBytes: Int64?
 
     @Option(help: "Region the service reports. Default us-east-1.")
     var region: String?
@@ -156,6 +160,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535.") }
         if let minPartSize, minPartSize < 1 { throw ValidationError("--min-part-size must be at least 1.") }
+        if let minFreeBytes, minFreeBytes < 0 { throw ValidationError("--min-free-bytes must be 0 or more.") }
         if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level '\(logLevel)' is not a level.") }
         for (name, value) in [("--idle-timeout", idleTimeout), ("--body-timeout", bodyTimeout)] {
             if let value, !(0.1...86_400).contains(value) { throw ValidationError("\(name) must be between 0.1 and 86400 seconds.") }
@@ -198,6 +203,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         configuration.port = port
         if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
+        if let size = minFreeBytes ?? env["FERRY_MIN_FREE_BYTES"].flatMap({ Int64($0) }) { configuration.minFreeBytes = size }
         configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
         if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
         configuration.lifecycleDayLength = lifecycleDay

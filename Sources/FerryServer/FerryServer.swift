@@ -181,6 +181,7 @@ public struct FerryServer: Sendable {
         webhooks = WebhookOutbox(catalog: mediaCatalog, configuration: configuration.webhook)
         var limits = CatalogObjectStore.Limits()
         limits.minPartSize = configuration.minPartSize
+        limits.minFreeBytes = configuration.minFreeBytes
         var store =
             if let blobs {
                 CatalogObjectStore(blobs: blobs, catalog: catalog, shared: postgres, limits: limits, logger: configuration.logger)

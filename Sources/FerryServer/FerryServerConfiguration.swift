@@ -15,6 +15,10 @@ public struct FerryServerConfiguration: Sendable {
     public var region: String = "us-east-1"
     /// Smallest size of every part but the last. Default 5 MiB, as S3; tests lower it.
     public var minPartSize: Int64 = 5 * 1024 * 1024
+    /// Bytes of disk kept free under the data directory's objects: an upload that would leave less is refused (507
+    /// `InsufficientStorage`, nothing kept), so that the catalog's commits and the deletes that free space still fit.
+    /// Default 64 MiB; 0 turns the check off. Not used with a `--store` (its blobs are elsewhere).
+    public var minFreeBytes: Int64 = 64 * 1024 * 1024
     /// Root credentials; nil reads `FERRY_ACCESS_KEY_ID` / `FERRY_SECRET_ACCESS_KEY` or, when those are unset,
     /// the pair stored in the data directory, generating it on first start.
     public var rootCredentials: SigV4Credentials?

@@ -460,6 +460,15 @@ struct EdgeTests {
             let logged = AccessLogMiddleware.redacted(path: path, query: query)
             #expect(!logged.contains("0123456789abcdef"), "\(path) \(query ?? "") → \(logged)")
         }
+        // An upload token (`AccessKey:sign:policy`) where a client put it by mistake: a bare query, a path segment.
+        let uploadToken = "FKIA6J2VBMZZAVABER5C:wTpbhM0uQmFjbWFjbWFj=:eyJzY29wZSI6ImIiLCJkZWFkbGluZSI6MX0="
+        for (path, query) in [
+            ("/_ferry/form", uploadToken), ("/_ferry/form/" + uploadToken, nil), ("/bucket/" + uploadToken, nil),
+            ("/_ferry/form", "t=" + uploadToken.replacingOccurrences(of: ":", with: "%3A")),
+        ] as [(String, String?)] {
+            let logged = AccessLogMiddleware.redacted(path: path, query: query)
+            #expect(!logged.contains("wTpbhM0u"), "\(path) \(query ?? "") → \(logged)")
+        }
         // Names and values that only look alike stay.
         #expect(AccessLogMiddleware.redacted(path: "/b/my.holiday.eyJ-video.mp4", query: "prefix=tokens/") == "/b/my.holiday.eyJ-video.mp4?prefix=tokens/")
     }

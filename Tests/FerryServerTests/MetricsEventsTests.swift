@@ -79,14 +79,27 @@ struct MetricsEventsTests {
                 let otherDigest = Data(Insecure.MD5.hash(data: Data([1]))).base64EncodedString()
                 #expect(try await s3.put("events", "bad", [9, 9, 9], headers: [("Content-MD5", otherDigest)]).errorCode == "BadDigest")
                 #expect(try await s3.get("events", "bad").status == 404)
+                // A tus append whose Upload-Checksum does not match: 460.
+                let created = try await s3.send(
+                    "POST", "/_ferry/uploads/s3/events/tus.bin",
+                    headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "3")], payload: .unsigned)
+                let location = try #require(created.header("Location"), "\(created.status) \(created.text)")
+                let mismatch = try await S3TestClient.fetchRaw(
+                    "PATCH", location,
+                    headers: [
+                        ("Tus-Resumable", "1.0.0"), ("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream"),
+                        ("Upload-Checksum", "md5 " + otherDigest),
+                    ], body: [7, 7, 7])
+                #expect(mismatch.status == 460)
 
                 let after = try await Self.scrape(server)
-                #expect(delta("ferry_multipart_uploads_total", ["event": "started"], in: after) == 2)
+                #expect(delta("ferry_multipart_uploads_total", ["event": "started"], in: after) == 3)
                 #expect(delta("ferry_multipart_uploads_total", ["event": "completed"], in: after) == 1)
                 #expect(delta("ferry_multipart_uploads_total", ["event": "aborted"], in: after) == 1)
                 #expect(delta("ferry_multipart_uploads_total", ["event": "resumed"], in: after) == 1)
                 #expect(delta("ferry_upload_parts_replaced_total", in: after) == 1)
                 #expect(delta("ferry_checksum_mismatches_total", ["group": "s3"], in: after) == 1)
+                #expect(delta("ferry_checksum_mismatches_total", ["group": "resumable"], in: after) == 1)
                 #expect(delta("ferry_storage_call_duration_seconds_count", ["layer": "catalog", "operation": "completeUpload"], in: after) == 1)
                 let check = try await PrometheusText.promtoolCheck(after)
                 #expect(check.status == 0 && check.said.isEmpty, "\(check.said)")

@@ -22,9 +22,63 @@ struct StorageFullTests {
         #expect(FerryDomainError(machineFailure: POSIXFileError("write", EIO)) == nil)
         #expect(FerryDomainError(machineFailure: DatabaseError(resultCode: .SQLITE_BUSY)) == nil)
         #expect(FerryDomainError(machineFailure: CancellationError()) == nil)
+        // The reserve's own refusal is one too (logged as `storage full`).
+        #expect(FerryDomainError(machineFailure: FerryDomainError.outOfSpace)?.code == .storageFull)
         #expect(S3Dialect.code(.storageFull) == .insufficientStorage && S3ErrorCode.insufficientStorage.httpStatus == 507)
         #expect(FormDialect.formError(FerryDomainError(.storageFull, "full"))?.status == 507)
     }
+
+    @Test("a body that would leave less than the reserve free is refused as storageFull, its file removed; one within it is stored, and deleting frees room again")
+    func reserveKeptFree() async throws {
+        let root = TemporaryDirectory.make("ferry-blobs-reserve")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var files = try BlobFiles(root: root, reserve: 2 << 20)
+        // A disk of 9 MiB, of which the blob directory's files (and directories) use what they hold.
+        files.freeBytes = { path in
+            let walker = FileManager.default.enumerator(atPath: path)
+            var used: Int64 = 0
+            while let name = walker?.nextObject() as? String {
+                used += (try? FileManager.default.attributesOfItem(atPath: path + "/" + name)[.size] as? Int64) ?? 0
+            }
+            return (9 << 20) - used
+        }
+        func store(_ megabytes: Int) async throws -> String {
+            let (path, _) = try await files.write(
+                BlobFilesTests.body([UInt8](repeating: 5, count: megabytes << 20), pieces: [65_536]), checksums: [],
+                maxSize: 1 << 30)
+            return try await files.commit(tempPath: path)
+        }
+        let first = try await store(4)
+        let refused = await #expect(throws: FerryDomainError.self) { _ = try await store(5) }
+        #expect(refused?.code == .storageFull)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: files.tmpDirectory).isEmpty)
+        await files.remove([first])
+        _ = try await store(5)
+    }
+
+    @Test("with a reserve larger than the disk's free space, uploads answer 507 and leave nothing, while buckets, deletes and reads go on")
+    func reserveRefusesUploads() async throws {
+        try await TestServer.with(configure: { $0.minFreeBytes = Int64.max / 2 }) { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("reserve").status == 200)
+            let refused = try await s3.put("reserve", "a", [1, 2, 3])
+            #expect(refused.status == 507 && refused.text.contains("<Code>InsufficientStorage</Code>"), "\(refused.text)")
+            #expect(try await s3.get("reserve", "a").status == 404)
+            #expect(try await s3.send("DELETE", "/reserve/a").status == 204)
+            #expect(try await s3.send("DELETE", "/reserve").status == 204)
+        }
+    }
+
+    #if os(Linux)
+    @Test("a data directory or file whose mode cannot be set is named in the error, not a bare chmod failure")
+    func unwritableDirectoryIsNamed() throws {
+        // procfs refuses chmod, to root too.
+        let directory = #expect(throws: PrivateFiles.DirectoryUnavailable.self) { try PrivateFiles.directory("/proc/self") }
+        #expect(directory?.description.contains("/proc/self") == true && directory?.description.contains("0700") == true)
+        let file = #expect(throws: PrivateFiles.FileUnavailable.self) { try PrivateFiles.file("/proc/self/comm") }
+        #expect(file?.description.contains("/proc/self/comm") == true, "\(String(describing: file))")
+    }
+    #endif
 
     /// Runs `body` with a tmpfs of `megabytes` mounted at a new directory, unmounted afterwards.
     static func withSmallDisk<T>(megabytes: Int, _ body: (String) async throws -> T) async throws -> T {
@@ -48,7 +102,8 @@ struct StorageFullTests {
         .enabled(if: getuid() == 0, "mounting a small tmpfs needs root"))
     func fullDisk() async throws {
         try await Self.withSmallDisk(megabytes: 24) { disk in
-            try await TestServer.with(configure: { $0.dataDirectory = disk + "/data" }) { server in
+            // The disk really fills here: no space is kept back (`reserveKeptFree` covers the reserve).
+            try await TestServer.with(configure: { $0.dataDirectory = disk + "/data"; $0.minFreeBytes = 0 }) { server in
                 let s3 = server.client()
                 #expect(try await s3.createBucket("full").status == 200)
                 let big = [UInt8](repeating: 7, count: 30 << 20)

@@ -191,6 +191,10 @@ struct MetricsTests {
                 server.endpoint + "/metrics", headers: [("Authorization", "Bearer scrape-token-0123")])
             #expect(right.status == 200)
             #expect(String(decoding: right.body, as: UTF8.self).contains("ferry_http_requests_total"))
+            // The scheme in any case, as HTTP compares schemes.
+            let lower = try await S3TestClient.fetch(
+                server.endpoint + "/metrics", headers: [("Authorization", "bearer scrape-token-0123")])
+            #expect(lower.status == 200)
 
             let client = server.client()
             let missing = try await client.send("GET", "/metrics")

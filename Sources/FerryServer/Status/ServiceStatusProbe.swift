@@ -129,11 +129,6 @@ struct ServiceStatusProbe: Sendable {
 
     /// Bytes free and in total on the filesystem holding `path`; nil when it cannot be read.
     static func diskFree(at path: String) -> MediaContract.DiskFree? {
-        var info = statvfs()
-        guard statvfs(path, &info) == 0 else { return nil }
-        let block = Int64(info.f_frsize)
-        // Free for the service: blocks available to an unprivileged process, not those kept for root.
-        return MediaContract.DiskFree(
-            freeBytes: Int64(info.f_bavail) * block, totalBytes: Int64(info.f_blocks) * block)
+        DiskSpace.of(path).map { MediaContract.DiskFree(freeBytes: $0.free, totalBytes: $0.total) }
     }
 }

@@ -9,6 +9,21 @@ import GRDB
 import NIOCore
 import PostgresNIO
 
+/// Bytes free and in total on the file system holding a path.
+package struct DiskSpace: Sendable {
+    /// Free for the service: blocks available to an unprivileged process, not those kept for root.
+    package var free: Int64
+    package var total: Int64
+
+    /// The file system holding `path`; nil when it cannot be read.
+    package static func of(_ path: String) -> DiskSpace? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        let block = Int64(info.f_frsize)
+        return DiskSpace(free: Int64(info.f_bavail) * block, total: Int64(info.f_blocks) * block)
+    }
+}
+
 extension FerryDomainError {
     /// The domain error a failure of the machine under the stores stands for, when clients should hear of it by name:
     /// a full disk (or disk quota) under the data directory, a full SQLite catalog, or a PostgreSQL server out of disk
@@ -16,6 +31,7 @@ extension FerryDomainError {
     package init?(machineFailure error: any Error) {
         let full =
             switch error {
+            case let error as FerryDomainError: error.code == .storageFull
             case let error as POSIXFileError: Self.isOutOfSpace(error.code)
             case let error as IOError: Self.isOutOfSpace(error.errnoCode)
             case let error as DatabaseError: error.resultCode == .SQLITE_FULL
@@ -23,8 +39,12 @@ extension FerryDomainError {
             default: false
             }
         guard full else { return nil }
-        self.init(.storageFull, "The server is out of storage space; nothing of this request was stored. Try again later.")
+        self = .outOfSpace
     }
+
+    /// The server's disk (or catalog) is full, or its free space down to the reserve kept for the catalog.
+    package static let outOfSpace = FerryDomainError(
+        .storageFull, "The server is out of storage space; nothing of this request was stored. Try again later.")
 
     private static func isOutOfSpace(_ code: Int32) -> Bool {
         code == ENOSPC || code == EDQUOT

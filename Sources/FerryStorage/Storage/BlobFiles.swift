@@ -28,6 +28,12 @@ struct BlobFiles: BlobStorage {
     var directIO = true
     /// Blobs being read; their deletion waits until the last reader lets go.
     let leases = BlobLeases()
+    /// Bytes of free space kept on the file system under ``root``: a body whose next block would leave less is
+    /// refused (`storageFull`, nothing of it kept), so that the catalog's commits, and the deletes that free space,
+    /// still fit when uploads have filled the disk.
+    var reserve: Int64 = 0
+    /// The free bytes of the file system holding a path (``DiskSpace``); tests give a disk of their own size.
+    var freeBytes: @Sendable (String) -> Int64? = { DiskSpace.of($0)?.free }
     /// Bytes gathered before one write to disk.
     static let writeBatch = 1 << 20
     /// Bytes read from disk per chunk sent.
@@ -36,8 +42,12 @@ struct BlobFiles: BlobStorage {
     var tmpDirectory: String { root + "/tmp" }
     var blobDirectory: String { root + "/blobs" }
 
-    init(root: String, threadPool: NIOThreadPool = .singleton, diskPool: NIOThreadPool = BlobFiles.sharedDiskPool) throws {
+    init(
+        root: String, reserve: Int64 = 0, threadPool: NIOThreadPool = .singleton,
+        diskPool: NIOThreadPool = BlobFiles.sharedDiskPool
+    ) throws {
         self.root = root
+        self.reserve = reserve
         self.threadPool = threadPool
         self.diskPool = diskPool
         let fm = FileManager.default
@@ -87,6 +97,7 @@ struct BlobFiles: BlobStorage {
         var writes: [Task<Void, any Error>] = []
         var hashes: [Task<Void, any Error>] = []
         do {
+            try checkRoom(for: 0)
             var size: Int64 = 0
             var offset: Int64 = 0
             var block = try AlignedBlock.take()
@@ -100,6 +111,7 @@ struct BlobFiles: BlobStorage {
                     try await digests.update(full, on: threadPool)
                 })
                 if writes.count >= 2 { try await writes.removeFirst().value }
+                try checkRoom(for: Int64(full.count) * Int64(writes.count + 1))
                 writes.append(Task { [diskPool] in try await diskPool.runIfActive { try file.write(full, at: at) } })
             }
             for try await received in body {
@@ -129,6 +141,12 @@ struct BlobFiles: BlobStorage {
             unlink(tempPath)
             throw error
         }
+    }
+
+    /// Throws `storageFull` when writing `bytes` more would leave less than ``reserve`` free.
+    private func checkRoom(for bytes: Int64) throws {
+        guard reserve > 0, let free = freeBytes(root), free - bytes < reserve else { return }
+        throw FerryDomainError.outOfSpace
     }
 
     /// Moves a finished temporary file into place under a new blob name and makes the rename durable.

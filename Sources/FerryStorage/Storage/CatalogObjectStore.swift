@@ -17,6 +17,9 @@ public struct CatalogObjectStore: ObjectStore {
         public var maxPartSize: Int64 = 5 * 1024 * 1024 * 1024
         /// Largest number of parts.
         public var maxParts = 10_000
+        /// Bytes of disk kept free under blobs stored as files: a body that would leave less is refused
+        /// (`InsufficientStorage`), so that the catalog's commits and the deletes that free space still fit.
+        public var minFreeBytes: Int64 = 64 * 1024 * 1024
         /// Creates the S3 defaults.
         public init() {}
 
@@ -39,7 +42,9 @@ public struct CatalogObjectStore: ObjectStore {
 
     /// Opens the store with its blobs as files in `directory`, over `catalog`.
     public init(directory: String, catalog: SQLiteCatalog, limits: Limits = .init(), logger: Logger) throws {
-        self.init(blobs: try BlobFiles(root: directory), catalog: catalog, limits: limits, logger: logger)
+        self.init(
+            blobs: try BlobFiles(root: directory, reserve: limits.minFreeBytes), catalog: catalog, limits: limits,
+            logger: logger)
     }
 
     /// Opens the store with its blobs in an S3-compatible store: with a `shared` PostgreSQL catalog their metadata is

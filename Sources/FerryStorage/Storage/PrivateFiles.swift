@@ -24,7 +24,9 @@ package enum PrivateFiles {
             let posix = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError).map { Int32($0.code) }
             throw DirectoryUnavailable(path: path, reason: posix.map { String(cString: strerror($0)) } ?? "\(error)")
         }
-        guard chmod(path, 0o700) == 0 else { throw POSIXFileError("chmod", errno) }
+        guard chmod(path, 0o700) == 0 else {
+            throw DirectoryUnavailable(path: path, reason: "its mode cannot be set to 0700: \(String(cString: strerror(errno)))")
+        }
     }
 
     /// A directory the server needs (the data directory or one in it) that is a file or could not be made.
@@ -39,11 +41,24 @@ package enum PrivateFiles {
 
     /// Creates an empty 0600 file at `path` when there is none, and makes an existing one 0600 (SQLite then gives its
     /// WAL and shared-memory files the same mode).
+    /// - Throws: ``FileUnavailable`` naming `path`.
     package static func file(_ path: String) throws {
         let fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw POSIXFileError("open", errno) }
+        guard fd >= 0 else { throw FileUnavailable(path: path, reason: String(cString: strerror(errno))) }
         defer { close(fd) }
-        guard fchmod(fd, 0o600) == 0 else { throw POSIXFileError("chmod", errno) }
+        guard fchmod(fd, 0o600) == 0 else {
+            throw FileUnavailable(path: path, reason: "its mode cannot be set to 0600: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// A file the server needs in its data directory that could not be opened or made private.
+    package struct FileUnavailable: Error, CustomStringConvertible {
+        /// The file.
+        package var path: String
+        /// Why, in words.
+        package var reason: String
+
+        package var description: String { "\(path) cannot be used: \(reason)." }
     }
 
     /// Makes every file below `root` 0600 and every directory 0700 (for files a previous version left readable).

@@ -56,6 +56,7 @@ struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
         if let error = error as? FerryDomainError { return error.code == .checksumMismatch }
         if let error = error as? S3Error { return error.code == .badDigest || error.code == .xAmzContentSHA256Mismatch }
         if let error = error as? FormUploadError { return error.code == .crc32Mismatch }
+        if let error = error as? ResumableRefusal { return error.status == .checksumMismatch }
         return false
     }
 }

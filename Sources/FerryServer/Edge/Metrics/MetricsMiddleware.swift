@@ -96,12 +96,19 @@ struct MetricsEndpoint: Sendable {
     static func isScrape(_ request: Request) -> Bool {
         guard request.method == .get, (request.uri.query ?? "").isEmpty else { return false }
         guard let authorization = request.headers[.authorization] else { return true }
-        return authorization.hasPrefix("Bearer ")
+        return bearerToken(authorization) != nil
+    }
+
+    /// The token of a `Bearer` authorization (the scheme in any case, as HTTP compares schemes); nil for another
+    /// scheme.
+    static func bearerToken(_ authorization: String) -> String? {
+        guard authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { return nil }
+        return String(authorization.dropFirst(7))
     }
 
     func respond(to request: Request) async -> Response {
         if let token {
-            let sent = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+            let sent = request.headers[.authorization].flatMap(Self.bearerToken)
             guard let sent, SigV4.constantTimeEquals(sent, token) else {
                 return Response(
                     status: .unauthorized,

@@ -93,16 +93,23 @@ struct AccessLogMiddleware: RouterMiddleware {
     }
 
     /// Whether `text` holds a token: a JWT (a playback token, whoever signed it: three or more base64url parts joined
-    /// by dots, one holding a JSON object's start, `eyJ` or a spelling with white space) or a session token (`FT1.`
-    /// and two parts), 32 bytes or more, wherever it starts.
+    /// by dots, one holding a JSON object's start, `eyJ` or a spelling with white space), a session token (`FT1.`
+    /// and two parts) or an upload token (`AccessKey:sign:policy`, its policy base64url JSON), 32 bytes or more,
+    /// wherever it starts.
     static func looksLikeToken(_ text: String) -> Bool {
         guard text.utf8.count >= 32 else { return false }
-        let tokenCharacter = { (c: Character) in c.isASCII && (c.isLetter || c.isNumber || "-_.".contains(c)) }
-        return text.split(whereSeparator: { !tokenCharacter($0) }).contains { run in
+        let headers = ["eyJ", "eyA", "ewo", "ew0", "ewk"]
+        func runs(_ extra: String) -> [Substring] {
+            text.split(whereSeparator: { !($0.isASCII && ($0.isLetter || $0.isNumber || extra.contains($0))) })
+                .filter { $0.utf8.count >= 32 }
+        }
+        let jwtOrSession = runs("-_.").contains { run in
             let parts = run.split(separator: ".", omittingEmptySubsequences: false)
-            guard run.utf8.count >= 32, parts.count >= 3 else { return false }
-            let headers = ["eyJ", "eyA", "ewo", "ew0", "ewk"]
-            return parts.contains { part in headers.contains { part.contains($0) } } || run.contains("FT1.")
+            return parts.count >= 3 && (parts.contains { part in headers.contains { part.contains($0) } } || run.contains("FT1."))
+        }
+        return jwtOrSession || runs("-_=:").contains { run in
+            let parts = run.split(separator: ":", omittingEmptySubsequences: false)
+            return parts.count >= 3 && parts.dropFirst(2).contains { part in headers.contains { part.contains($0) } }
         }
     }
 }
