@@ -276,6 +276,11 @@ struct MediaPreviewTests {
             let spriteURL = try #require(URL(string: firstCue.image, relativeTo: URL(string: vttURL)))
             let sprite = try await S3TestClient.fetch(spriteURL.absoluteString)
             #expect(sprite.status == 200 && sprite.headers.first(name: "content-type") == "image/jpeg")
+            // Asked again with its ETag: 304, with the Cache-Control the 200 had (RFC 9110, 15.4.5).
+            let unchanged = try await S3TestClient.fetch(
+                spriteURL.absoluteString, headers: [("If-None-Match", sprite.header("ETag") ?? "none")])
+            #expect(unchanged.status == 304 && sprite.header("Cache-Control") != nil)
+            #expect(unchanged.header("Cache-Control") == sprite.header("Cache-Control"), "\(unchanged.headers)")
             let probed = try await MediaFixtures.probe(try Self.save(sprite, harness.fixtures + "/storyboard.jpg"))
             let width = try #require(probed.width)
             let height = try #require(probed.height)
@@ -418,6 +423,33 @@ struct MediaPreviewTests {
             let refused = try await Self.still(harness, videoId, width: 200)
             #expect(refused.status == 400 && refused.text.contains("16000×16000"), "\(refused.status) \(refused.text)")
             #expect(try await Self.cachedPictures(harness, videoId).count == 1)
+        }
+    }
+
+    @Test("a video 2 pixels wide and 4,098 high: storyboard tiles stay 160 wide and at most 360 high, a still asked for by its width and an animation keep the other side within bounds (unbounded, ffmpeg wanted a gigabyte for each)")
+    func extremeShapesStayBounded() async throws {
+        try await MediaHarness.with { harness in
+            let tall = harness.fixtures + "/tall.mp4"
+            try await MediaFixtures.ffmpeg([
+                "-f", "lavfi", "-i", "testsrc2=size=2x4098:rate=10", "-t", "3", "-c:v", "libx264", "-pix_fmt", "yuv420p", tall,
+            ])
+            let videoId = try await harness.upload(tall)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+            let token = try await Self.token(harness, videoId)
+            func size(_ file: String, _ query: String = "") async throws -> (Int, Int) {
+                let reply = try await S3TestClient.fetch(
+                    PlaybackToken.url(base: harness.server.endpoint, videoId: videoId, file: file, token: token) + query)
+                #expect(reply.status == 200, "\(file): \(reply.status) \(reply.text.prefix(300))")
+                let probed = try await MediaFixtures.probe(try Self.save(reply, harness.fixtures + "/extreme-" + file))
+                return (probed.width ?? 0, probed.height ?? 0)
+            }
+            let (spriteWidth, spriteHeight) = try await size("storyboard.jpg")
+            #expect(spriteWidth == 160 * 3 && (2...360).contains(spriteHeight), "\(spriteWidth)×\(spriteHeight)")
+            let (stillWidth, stillHeight) = try await size("thumbnail.png", "&time=1&width=160")
+            #expect(stillWidth <= 160 && (1...1920).contains(stillHeight), "\(stillWidth)×\(stillHeight)")
+            let (animationWidth, animationHeight) = try await size("animated.gif")
+            #expect(animationWidth <= 320 && (1...1280).contains(animationHeight), "\(animationWidth)×\(animationHeight)")
         }
     }
 

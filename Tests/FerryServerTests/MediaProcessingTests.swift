@@ -1,5 +1,6 @@
 import Ferry
 import FerryCore
+@testable import FerryMedia
 import FerryServer
 import FerryTestSupport
 import Foundation
@@ -230,6 +231,25 @@ struct MediaProcessingTests {
                 #expect(failure.payload["ErrorMessage"] as? String == message)
             }
         }
+    }
+
+    @Test("a file cut short after its index (moov first, half its data): TranscodeFail saying so, not Normal with half the video")
+    func cutShortSource() async throws {
+        try await MediaHarness.with { harness in
+            let whole = harness.fixtures + "/indexed-first.mp4"
+            try await MediaFixtures.ffmpeg([
+                "-i", try await harness.fixture(.landscape480, seconds: 12), "-c", "copy", "-movflags", "+faststart", whole,
+            ])
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+            let path = harness.fixtures + "/cut-short.mp4"
+            try bytes.prefix(bytes.count / 2).write(to: URL(fileURLWithPath: path))
+            let videoId = try await harness.upload(path)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "TranscodeFail" && info.errorCode == "TranscodeError", "\(info.status)")
+            #expect(info.errorMessage?.contains("cut short") == true, "\(info.errorMessage ?? "")")
+        }
+        #expect(MediaPipeline.cutShort(made: 11.9, declared: 12) == nil && MediaPipeline.cutShort(made: nil, declared: 12) == nil)
+        #expect(MediaPipeline.cutShort(made: 95.5, declared: 100) == nil && MediaPipeline.cutShort(made: 94, declared: 100) != nil)
     }
 
     @Test("a source that cannot be published as it is (MPEG-4 Part 2): VideoPlayable comes with the ladder, before its StreamTranscodeComplete events")

@@ -331,6 +331,12 @@ package struct MediaPipeline: Sendable {
                 renditions.append(base)
             }
         }
+        // A source whose index declares more than its data holds (a file cut short after its index, as an upload of
+        // a file still being written) encodes without error to what is there: refused, not published as whole.
+        if let reason = Self.cutShort(made: renditions.compactMap(\.duration).max(), declared: info.duration) {
+            try await failTranscode(video.videoId, plan: plan, message: reason)
+            return
+        }
         if !plan.formats.contains("mp4") {
             for file in progressiveFiles { try? FileManager.default.removeItem(atPath: file) }
         }
@@ -567,6 +573,17 @@ package struct MediaPipeline: Sendable {
     }
 
     /// A transcode ffmpeg refused: every planned stream fails, then the video.
+    /// Why renditions lasting `made` seconds do not stand for a source that declares `declared`: nil when they fall
+    /// short by at most a second or 5 % (encoders end streams a little apart), or either is unknown.
+    static func cutShort(made: Double?, declared: Double?) -> String? {
+        guard let made, let declared, made.isFinite, declared.isFinite, declared - made > max(1, declared * 0.05) else {
+            return nil
+        }
+        return String(
+            format: "The file's media ends at %.1f s of the %.1f s its index declares: the file is cut short.", made,
+            declared)
+    }
+
     func failTranscode(_ videoId: String, plan: TranscodePlan, message: String) async throws {
         let streams = plan.outputs.flatMap { output in
             plan.formats.map { format in

@@ -163,18 +163,21 @@ package struct PreviewRequest: Sendable, Hashable {
         String(format: "%.0f", (seconds * 1000).rounded())
     }
 
-    /// The video filter that sizes the picture.
+    /// The video filter that sizes the picture. The side asked for is kept, and the other follows the video's shape
+    /// within bounds (``Bounds/thumbnailSide``, twice the widest animation): a video 2 pixels wide and 4,000 high
+    /// would otherwise ask for a picture of a third of a million pixels' side, and ffmpeg for a gigabyte to make it.
     var scaleFilter: String {
+        let side = Bounds.thumbnailSide.upperBound
         switch (kind, width, height) {
         case (.animated, let width, _):
-            return "fps=\(fps):round=up,scale=\(width ?? Bounds.defaultAnimatedWidth):-2:flags=lanczos"
+            let box = Self.box(width ?? Bounds.defaultAnimatedWidth, Bounds.animatedWidth.upperBound * 2)
+            return "fps=\(fps):round=up,\(box):flags=lanczos"
         case (.thumbnail, nil, nil):
-            let side = Bounds.thumbnailSide.upperBound
             return "scale='min(iw,\(side))':'min(ih,\(side))':force_original_aspect_ratio=decrease"
         case (.thumbnail, let width?, nil):
-            return "scale=\(width):-2"
+            return Self.box(width, side)
         case (.thumbnail, nil, let height?):
-            return "scale=-2:\(height)"
+            return Self.box(side, height)
         case (.thumbnail, let width?, let height?):
             switch fit {
             case .preserve:
@@ -188,6 +191,11 @@ package struct PreviewRequest: Sendable, Hashable {
                 return "scale=\(width):\(height)"
             }
         }
+    }
+
+    /// Scales into a `width` × `height` box, keeping the video's shape, to even sides.
+    private static func box(_ width: Int, _ height: Int) -> String {
+        "scale=\(width):\(height):force_original_aspect_ratio=decrease:force_divisible_by=2"
     }
 
     /// The ffmpeg arguments that make the picture from `input`, starting `offset` seconds into that file.

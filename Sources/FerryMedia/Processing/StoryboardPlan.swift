@@ -14,6 +14,9 @@ package struct StoryboardPlan: Sendable, Hashable {
     package static let maxColumns = 10
     /// A tile's width in pixels.
     package static let tileWidth = 160
+    /// A tile's greatest height in pixels: a tall phone video's fits (9:19.5 is 347); one taller is squeezed, so the
+    /// sprite stays small whatever shape the video has.
+    package static let maxTileHeight = 360
 
     /// The video's duration, seconds.
     package var duration: Double
@@ -36,7 +39,8 @@ package struct StoryboardPlan: Sendable, Hashable {
 
     /// The ffmpeg video filter that makes the sprite: one frame per interval, scaled to a tile, laid out in the grid.
     package var filter: String {
-        "fps=1/\(Int(interval)):round=down,scale=\(Self.tileWidth):-2,setsar=1,tile=\(columns)x\(rows)"
+        "fps=1/\(Int(interval)):round=down,scale=\(Self.tileWidth):'max(2,min(\(Self.maxTileHeight),round(ih*\(Self.tileWidth)/iw/2)*2))'"
+            + ",setsar=1,tile=\(columns)x\(rows)"
     }
 
     /// The ffmpeg arguments that make the sprite from `input`.

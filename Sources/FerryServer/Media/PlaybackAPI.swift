@@ -110,10 +110,12 @@ struct PlaybackAPI: Sendable {
 
     private func serve(bucket: String, key: String, file: String, request: Request, final: Bool) async throws -> Response {
         let object = try await media.store.object(bucket: bucket, key: key)
-        try ObjectAPI.checkConditions(request.headers, object: object)
+        // A 304 carries the Cache-Control the 200 would (RFC 9110, 15.4.5).
+        let cacheControl = final ? "private, max-age=3600" : "no-cache"
+        try ObjectAPI.checkConditions(request.headers, object: object, cacheControl: cacheControl)
         let headers: HTTPFields = [
             .eTag: "\"\(object.etag)\"", .lastModified: S3Date.http(object.lastModified), .acceptRanges: "bytes",
-            .contentType: WorkFiles.contentType(forPath: file), .cacheControl: final ? "private, max-age=3600" : "no-cache",
+            .contentType: WorkFiles.contentType(forPath: file), .cacheControl: cacheControl,
         ]
         let range = try ObjectAPI.requestedRange(request.headers, of: object)
         return try await ObjectAPI.objectAnswer(

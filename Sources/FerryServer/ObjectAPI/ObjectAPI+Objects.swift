@@ -391,12 +391,12 @@ extension ObjectAPI {
     /// `If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`, evaluated as RFC 9110 orders them:
     /// If-Match (else If-Unmodified-Since) first, then If-None-Match (else If-Modified-Since). A 304 carries the
     /// object's ETag and Last-Modified.
-    static func checkConditions(_ headers: HTTPFields, object: ObjectInfo) throws {
+    static func checkConditions(_ headers: HTTPFields, object: ObjectInfo, cacheControl: String? = nil) throws {
         var notModified = S3Error(.notModified, "Not Modified")
         notModified.headers = [
             "ETag": "\"\(object.etag)\"", "Last-Modified": S3Date.http(object.lastModified),
         ]
-        if let value = object.attributes.cacheControl { notModified.headers["Cache-Control"] = value }
+        if let value = cacheControl ?? object.attributes.cacheControl { notModified.headers["Cache-Control"] = value }
         if let value = object.attributes.expires { notModified.headers["Expires"] = value }
         try checkConditions(
             ifMatch: headers[.ifMatch], ifUnmodifiedSince: headers[.ifUnmodifiedSince],
