@@ -41,5 +41,10 @@ struct FormCallbackBodyTests {
         #expect(json["name"] as? String == "say \"hi\".png")
         #expect(json["note"] as? String == "line\nbreak")
         #expect(json["size"] as? Int == 42)
+        // An empty template is no template, as for the form body: the default JSON object.
+        policy.callbackBody = ""
+        let (fallback, _) = FormUploadAPI.callbackBody(policy: policy, values: Self.values)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(fallback.utf8)) as? [String: Any])
+        #expect(object["bucket"] as? String == "photos" && object["fsize"] as? Int == 42)
     }
 }

@@ -57,6 +57,10 @@ struct MediaProcessingTests {
                 }
                 // The master playlist lists both variants; ffmpeg reads the whole stream through it (relative URIs).
                 let master = try #require(play.stream(format: "m3u8", definition: "AUTO"))
+                // Its bitrate is its best variant's with the sound (which the audio rendition carries apart): never
+                // below a lower definition's, which counts its sound.
+                let lower = try #require(play.stream(format: "m3u8", definition: "LD")?.bitrate)
+                #expect((master.bitrate ?? 0) > lower, "AUTO \(master.bitrate ?? 0), LD \(lower)")
                 let playlist = String(decoding: try await S3TestClient.fetch(master.url).body, as: UTF8.self)
                 #expect(playlist.components(separatedBy: "#EXT-X-STREAM-INF").count - 1 == 2)
                 #expect(playlist.contains("RESOLUTION=640x360") && playlist.contains("RESOLUTION=854x480"))

@@ -40,6 +40,9 @@ struct PreviewPlanTests {
         #expect(boxed.cacheName == "previews/thumbnail-t0-w200-h100-pad.webp")
         let negativeZero = try #require(try PreviewRequest.parse(file: "thumbnail.jpg", query: ["time": "-0"], duration: 10))
         #expect(negativeZero.cacheName == "previews/thumbnail-t0-wauto-hauto-preserve.jpg", "-0 is 0, one picture")
+        // A rendition can last a frame or two longer than the source: its duration (GetPlayInfo's) is the last frame.
+        let atEnd = try #require(try PreviewRequest.parse(file: "thumbnail.jpg", query: ["time": "10.011"], duration: 10))
+        #expect(atEnd.cacheName == "previews/thumbnail-t10000-wauto-hauto-preserve.jpg")
         #expect(boxed.scaleFilter.contains("pad=200:100"))
         let animation = try #require(try PreviewRequest.parse(file: "animated.gif", query: ["start": "8"], duration: 10))
         #expect(animation.end == 10 && animation.width == 320 && animation.fps == 10)
@@ -47,7 +50,7 @@ struct PreviewPlanTests {
         #expect(animation.arguments(input: "in.mp4", offset: 1, output: "out.gif").contains("2.000"))
 
         let refusals: [(String, [String: String], String)] = [
-            ("thumbnail.jpg", ["time": "25"], "past the end"), ("thumbnail.jpg", ["time": "nan"], "time must be"),
+            ("thumbnail.jpg", ["time": "25"], "past the end"), ("thumbnail.jpg", ["time": "20.2"], "past the end"), ("thumbnail.jpg", ["time": "nan"], "time must be"),
             ("thumbnail.jpg", ["time": "0x1"], "time must be"), ("thumbnail.jpg", ["time": "1e1"], "time must be"),
             ("thumbnail.png", ["width": "1921"], "width must be"), ("thumbnail.png", ["height": "15"], "height must be"),
             ("thumbnail.png", ["fit_mode": "fill"], "fit_mode must be"), ("thumbnail.png", ["end": "1"], "does not apply"),

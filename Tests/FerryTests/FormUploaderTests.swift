@@ -537,6 +537,21 @@ struct FormUploaderTests {
                 bodyProgress: { _ in }, responseSink: nil)
             #expect(notText.status == 400)
             #expect(String(decoding: notText.body, as: UTF8.self).contains("not UTF-8"))
+
+            // crc32 is decimal digits: a sign is refused, as a hex or negative number is.
+            for crc in ["+1234", "-1", "0x10"] {
+                let signed =
+                    "--B\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n\(token)\r\n"
+                    + "--B\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\ncrc.txt\r\n"
+                    + "--B\r\nContent-Disposition: form-data; name=\"crc32\"\r\n\r\n\(crc)\r\n"
+                    + "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nxyz\r\n--B--\r\n"
+                let refused = try await transport.send(
+                    TransportRequest(
+                        method: "POST", url: url, headers: [("Content-Type", "multipart/form-data; boundary=B")],
+                        body: Array(signed.utf8), timeout: .seconds(30)),
+                    bodyProgress: { _ in }, responseSink: nil)
+                #expect(refused.status == 400 && String(decoding: refused.body, as: UTF8.self).contains("crc32"), "\(crc)")
+            }
             await Self.expectNothingStored(server, key: "\u{FFFD}\u{FFFD}", blobsBefore: before)
         }
     }

@@ -346,7 +346,7 @@ package struct MediaPipeline: Sendable {
             renditions.append(
                 Rendition(
                     definition: "AUTO", format: "m3u8", path: "master.m3u8", width: plan.outputs.compactMap(\.width).max(),
-                    height: plan.outputs.compactMap(\.height).max(), bitrate: variants.map(\.averageBitrate).max(),
+                    height: plan.outputs.compactMap(\.height).max(), bitrate: variants.map(\.averageBitrate).max().map { $0 + (audioVariant?.averageBitrate ?? 0) },
                     duration: renditions.compactMap(\.duration).max(), fps: renditions.compactMap(\.fps).max(),
                     size: Int64(master.utf8.count), videoCodec: nil, audioCodec: nil))
             // The same fMP4 files as MPEG-DASH.

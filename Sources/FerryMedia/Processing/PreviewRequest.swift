@@ -100,10 +100,12 @@ package struct PreviewRequest: Sendable, Hashable {
             else {
                 throw invalid("\(name) must be a number of seconds from 0 to \(Int(Bounds.maxSeconds)).")
             }
-            if let limit, number > limit {
+            // The renditions' durations (what GetPlayInfo tells) can pass the source's by a frame or two: a time up
+            // to a tenth of a second past its end is its end.
+            if let limit, number > limit + 0.1 {
                 throw invalid("\(name) \(text) is past the end of the video (\(String(format: "%.3f", limit)) s).")
             }
-            return (number * 1000).rounded() / 1000
+            return (min(number, limit ?? number) * 1000).rounded() / 1000
         }
         func number(_ name: String, _ range: ClosedRange<Int>) throws -> Int? {
             guard let text = query[name] else { return nil }

@@ -156,7 +156,8 @@ public struct FormUploadAPI: Sendable {
         }
         let expectedCRC: UInt32?
         if let text = fields.crc32 {
-            guard let value = UInt32(text.trimmingCharacters(in: .whitespaces)) else {
+            let digits = text.trimmingCharacters(in: .whitespaces)
+            guard digits.first?.isASCII == true, digits.first?.isNumber == true, let value = UInt32(digits) else {
                 throw FormUploadError(.invalidArgument, "crc32 must be a decimal number from 0 to 4294967295.")
             }
             expectedCRC = value
@@ -217,7 +218,7 @@ public struct FormUploadAPI: Sendable {
     static func callbackBody(policy: PutPolicy, values: MagicVariables) -> (body: String, contentType: String) {
         if policy.callbackBodyType?.lowercased().hasPrefix("application/json") == true {
             let template =
-                policy.callbackBody ?? #"{"bucket":"$(bucket)","key":"$(key)","hash":"$(etag)","fsize":$(fsize)}"#
+                policy.callbackBody?.nilIfEmpty ?? #"{"bucket":"$(bucket)","key":"$(key)","hash":"$(etag)","fsize":$(fsize)}"#
             return (values.substitute(in: template, style: .jsonString), "application/json")
         }
         let template =
