@@ -144,7 +144,7 @@ package struct WebVTT: Sendable, Equatable {
                     reason: "is neither WebVTT (its first line is not WEBVTT) nor SRT (no cue timing at line \(block.line)).")
             }
             var cue = try timing(block.lines[timingIndex], line: block.line + timingIndex, comma: true)
-            cue.payload = block.lines[(timingIndex + 1)...].map(stripFontTags)
+            cue.payload = block.lines[(timingIndex + 1)...].map { escapeSRTText(stripFontTags($0)) }
             try append(cue, to: &cues, line: block.line)
         }
         return WebVTT(headerBlocks: [], cues: cues)
@@ -194,6 +194,45 @@ package struct WebVTT: Sendable, Equatable {
 
     /// SRT's `<font …>` and `</font>` tags (any case), which WebVTT has not; one pass over the line, so its time grows
     /// with its length only.
+    /// SRT text as WebVTT cue text: a `&` that starts no character reference becomes `&amp;`, and a `<` that starts
+    /// no tag SRT has (`<i>`, `<b>`, `<u>` and their ends) `&lt;`, so that `a < b & c` reads as written (WebVTT
+    /// takes both as markup).
+    static func escapeSRTText(_ line: String) -> String {
+        let bytes = Array(line.utf8)
+        let (ampersand, less) = (UInt8(ascii: "&"), UInt8(ascii: "<"))
+        guard bytes.contains(where: { $0 == ampersand || $0 == less }) else { return line }
+        func isAlphanumeric(_ byte: UInt8) -> Bool {
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+        }
+        // `&name;`, `&#123;`, `&#x1F;`: up to 8 letters, digits or a leading `#`, then `;`.
+        func startsReference(_ index: Int) -> Bool {
+            var end = index + 1
+            while end < bytes.count, end - index <= 9, isAlphanumeric(bytes[end]) || (end == index + 1 && bytes[end] == 0x23) {
+                end += 1
+            }
+            return end > index + 1 && end < bytes.count && bytes[end] == UInt8(ascii: ";")
+        }
+        func startsTag(_ index: Int) -> Bool {
+            var next = index + 1
+            if next < bytes.count, bytes[next] == UInt8(ascii: "/") { next += 1 }
+            guard next + 1 < bytes.count else { return false }
+            return [UInt8(ascii: "i"), UInt8(ascii: "b"), UInt8(ascii: "u")].contains(bytes[next] | 0x20)
+                && bytes[next + 1] == UInt8(ascii: ">")
+        }
+        var result: [UInt8] = []
+        result.reserveCapacity(bytes.count + 16)
+        for (index, byte) in bytes.enumerated() {
+            if byte == ampersand, !startsReference(index) {
+                result += Array("&amp;".utf8)
+            } else if byte == less, !startsTag(index) {
+                result += Array("&lt;".utf8)
+            } else {
+                result.append(byte)
+            }
+        }
+        return String(decoding: result, as: UTF8.self)
+    }
+
     static func stripFontTags(_ line: String) -> String {
         let bytes = Array(line.utf8)
         guard let lastClose = bytes.lastIndex(of: UInt8(ascii: ">")) else { return line }
