@@ -203,7 +203,14 @@ struct ServeCommand: AsyncParsableCommand {
         }
         configuration.port = port
         if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
-        if let size = minFreeBytes ?? env["FERRY_MIN_FREE_BYTES"].flatMap({ Int64($0) }) { configuration.minFreeBytes = size }
+        if let text = env["FERRY_MIN_FREE_BYTES"], minFreeBytes == nil {
+            // A typo here would turn off the space kept for deletes: refused, not ignored.
+            guard let size = Int64(text), size >= 0 else {
+                throw ValidationError("FERRY_MIN_FREE_BYTES must be a number of bytes, 0 or more.")
+            }
+            configuration.minFreeBytes = size
+        }
+        if let minFreeBytes { configuration.minFreeBytes = minFreeBytes }
         configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
         if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
         configuration.lifecycleDayLength = lifecycleDay

@@ -447,9 +447,9 @@ struct MediaPreviewTests {
             let (spriteWidth, spriteHeight) = try await size("storyboard.jpg")
             #expect(spriteWidth == 160 * 3 && (2...360).contains(spriteHeight), "\(spriteWidth)×\(spriteHeight)")
             let (stillWidth, stillHeight) = try await size("thumbnail.png", "&time=1&width=160")
-            #expect(stillWidth <= 160 && (1...1920).contains(stillHeight), "\(stillWidth)×\(stillHeight)")
+            #expect(stillWidth == 160 && stillHeight == 1920, "\(stillWidth)×\(stillHeight)")
             let (animationWidth, animationHeight) = try await size("animated.gif")
-            #expect(animationWidth <= 320 && (1...1280).contains(animationHeight), "\(animationWidth)×\(animationHeight)")
+            #expect(animationWidth == 320 && animationHeight == 1280, "\(animationWidth)×\(animationHeight)")
         }
     }
 

@@ -70,6 +70,21 @@ struct MediaProcessingTests {
                 let copied = try await MediaFixtures.probe(copy)
                 #expect(abs((copied.duration ?? 0) - 3) <= 0.1, "the HLS copy lasts \(copied.duration ?? 0)")
                 #expect(copied.width == 854 && copied.codec("audio") == "aac")
+                // Picture and sound start together: the video rendition's first frame at 0, the audio rendition's
+                // first packet its AAC priming before 0 (each init segment's edit list skips what is before 0). Each
+                // shifted to 0 on its own, the picture lagged the sound by 45 ms.
+                func firstTime(_ definition: String, _ stream: String) async throws -> Double {
+                    let url = try #require(play.stream(format: "m3u8", definition: definition)).url
+                    let run = try await MediaFixtures.tool(
+                        "ffprobe",
+                        ["-v", "error", "-select_streams", stream, "-show_entries", "packet=pts_time", "-read_intervals", "%+#1",
+                         "-of", "csv=p=0", url])
+                    return try #require(Double(run.output.split(separator: "\n").first.map(String.init) ?? ""), "\(run.output)")
+                }
+                let pictureStarts = try await firstTime("LD", "v:0")
+                let soundStarts = try await firstTime("SQ", "a:0")
+                #expect(abs(pictureStarts) < 0.005, "the picture starts at \(pictureStarts) s")
+                #expect(soundStarts > -0.05 && soundStarts <= 0.001, "the sound starts at \(soundStarts) s")
                 let variant = try #require(play.stream(format: "m3u8", definition: "LD"))
                 let variantText = String(decoding: try await S3TestClient.fetch(variant.url).body, as: UTF8.self)
                 // A signed video's playlist passes its token on to the init segment and every segment.
@@ -237,7 +252,7 @@ struct MediaProcessingTests {
         }
     }
 
-    @Test("a file cut short after its index (moov first, half its data): TranscodeFail saying so, not Normal with half the video")
+    @Test("a file cut short after its index (moov first, half its data): TranscodeFail saying so, not Normal with half the video; a whole file whose media starts late is Normal")
     func cutShortSource() async throws {
         try await MediaHarness.with { harness in
             let whole = harness.fixtures + "/indexed-first.mp4"
@@ -251,6 +266,15 @@ struct MediaProcessingTests {
             let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
             #expect(info.status == "TranscodeFail" && info.errorCode == "TranscodeError", "\(info.status)")
             #expect(info.errorMessage?.contains("cut short") == true, "\(info.errorMessage ?? "")")
+            // A whole file whose media starts late (an edit list's empty edit of 2 s, counted in its duration) is
+            // not cut short.
+            let late = harness.fixtures + "/starts-late.mp4"
+            try await MediaFixtures.ffmpeg([
+                "-itsoffset", "2", "-i", try await harness.fixture(.landscape480, seconds: 4), "-map", "0", "-c", "copy", late,
+            ])
+            let lateId = try await harness.upload(late)
+            let lateInfo = try await harness.waitFor(lateId, ["Normal", "TranscodeFail"])
+            #expect(lateInfo.status == "Normal", "\(lateInfo.errorMessage ?? "")")
         }
         #expect(MediaPipeline.cutShort(made: 11.9, declared: 12) == nil && MediaPipeline.cutShort(made: nil, declared: 12) == nil)
         #expect(MediaPipeline.cutShort(made: 95.5, declared: 100) == nil && MediaPipeline.cutShort(made: 94, declared: 100) != nil)

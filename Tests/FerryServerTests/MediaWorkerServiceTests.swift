@@ -329,12 +329,12 @@ struct MediaWorkerServiceTests {
                         #expect(job.state == .running && job.attempts == 1, "\(job.state) after \(job.attempts) attempts")
                     case .failure:
                         try await WorkerHarness.eventually("the job is given back", timeout: .seconds(60)) {
-                            log.records.contains { $0.message == "media job stopped by an outage; it will be retried" }
+                            log.records.contains { $0.message == "media job stopped by an outage or a full disk; it will be retried" }
                         }
                         let job = try #require(try await harness.server.mediaCatalog.job(harness.job.id))
                         #expect(job.state == .queued && job.attempts == 0, "\(job.state) after \(job.attempts) attempts")
                         #expect(job.runAt > Date(), "due after the retry delay")
-                        let record = try #require(log.records.first { $0.message == "media job stopped by an outage; it will be retried" })
+                        let record = try #require(log.records.first { $0.message == "media job stopped by an outage or a full disk; it will be retried" })
                         #expect(record.metadata["ferry.job-id"] == harness.job.id)
                     }
                     #expect(!log.records.contains { $0.message == "media job state not saved" })

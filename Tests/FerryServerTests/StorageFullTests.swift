@@ -73,9 +73,9 @@ struct StorageFullTests {
     @Test("a data directory or file whose mode cannot be set is named in the error, not a bare chmod failure")
     func unwritableDirectoryIsNamed() throws {
         // procfs refuses chmod, to root too.
-        let directory = #expect(throws: PrivateFiles.DirectoryUnavailable.self) { try PrivateFiles.directory("/proc/self") }
+        let directory = #expect(throws: PrivateFiles.Unusable.self) { try PrivateFiles.directory("/proc/self") }
         #expect(directory?.description.contains("/proc/self") == true && directory?.description.contains("0700") == true)
-        let file = #expect(throws: PrivateFiles.FileUnavailable.self) { try PrivateFiles.file("/proc/self/comm") }
+        let file = #expect(throws: PrivateFiles.Unusable.self) { try PrivateFiles.file("/proc/self/comm") }
         #expect(file?.description.contains("/proc/self/comm") == true, "\(String(describing: file))")
     }
     #endif
@@ -95,6 +95,48 @@ struct StorageFullTests {
         try #require(try run(["mount", "-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", mountPoint]) == 0)
         defer { _ = try? run(["umount", "-l", mountPoint]) }
         return try await body(mountPoint)
+    }
+
+    @Test(
+        "a media job whose outputs find the disk down to its reserve costs no attempt: it is given back, and the video is processed once space is freed",
+        .enabled(if: getuid() == 0, "mounting a small tmpfs needs root"))
+    func fullDiskCostsMediaJobsNoAttempt() async throws {
+        try await Self.withSmallDisk(megabytes: 40) { disk in
+            // ffmpeg works elsewhere: only what the store keeps meets the full disk.
+            let work = TemporaryDirectory.make("ferry-media-work")
+            defer { try? FileManager.default.removeItem(atPath: work) }
+            try FileManager.default.createDirectory(atPath: disk + "/data", withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: disk + "/data/media-work", withDestinationPath: work)
+            let uploaded = try await MediaHarness.with(configure: {
+                $0.dataDirectory = disk + "/data"
+                $0.minFreeBytes = 0
+                $0.mediaProcessing.workers = 0
+            }) { harness in try await harness.upload(try await harness.fixture(.landscape480, seconds: 2)) }
+            // The disk fills up (another program's file) but for 4 MiB: below the 8 MiB the store keeps free.
+            let filler = disk + "/filler"
+            #expect(FileManager.default.createFile(atPath: filler, contents: nil))
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: filler))
+            let chunk = Data(repeating: 0, count: 64 << 10)
+            while (try? handle.write(contentsOf: chunk)) != nil {}
+            try handle.truncate(atOffset: max(0, try handle.offset() - (4 << 20)))
+            try handle.close()
+            try await MediaHarness.with(configure: {
+                $0.dataDirectory = disk + "/data"
+                $0.minFreeBytes = 8 << 20
+            }) { harness in
+                let catalog = harness.server.server.mediaCatalog
+                // Refused for space: given back every retry delay (200 ms here), each attempt uncounted; counted,
+                // three would have failed the job within seconds.
+                try await Task.sleep(for: .seconds(10))
+                let jobs = try await catalog.jobs(videoId: uploaded)
+                #expect(jobs.allSatisfy { $0.state != .failed }, "\(jobs.map { "\($0.kind) \($0.state) \($0.attempts) \($0.lastError ?? "")" })")
+                let info = try await harness.media.getVideoInfo(videoId: uploaded)
+                #expect(info.status != "TranscodeFail", "\(info.status) \(info.errorMessage ?? "")")
+                try FileManager.default.removeItem(atPath: filler)
+                let done = try await harness.waitFor(uploaded, ["Normal", "TranscodeFail"])
+                #expect(done.status == "Normal", "\(done.errorMessage ?? "")")
+            }
+        }
     }
 
     @Test(

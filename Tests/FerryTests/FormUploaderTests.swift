@@ -301,7 +301,7 @@ struct FormUploaderTests {
         // carry: a relay or tunnel may deliver them to it. A public address is taken as it is.
         let targets = try CallbackTargets(allow: [])
         for refused in ["[::127.0.0.1]", "[::8.8.8.8]", "[2002:7f00:1::]", "[2002:808:808::1]", "[64:ff9b:1::a00:1]",
-            "[2001:0:4136:e378:8000:63bf:3fff:fdd2]", "[::1]", "[::ffff:10.0.0.1]"]
+            "[2001:0:4136:e378:8000:63bf:3fff:fdd2]", "[::1]", "[::ffff:10.0.0.1]", "[::ffff:0:7f00:1]"]
         {
             #expect(await targets.address(for: refused) == nil, "\(refused)")
         }

@@ -199,10 +199,13 @@ package struct MediaWorkerService: Service {
             // The catalog did not answer: the job is given back once it does, unless another worker took it meanwhile.
             logger.warning("media job stopped: its lease could not be renewed", metadata: metadata)
             ended(await giveBack(job, worker: worker, after: .zero, metadata) ? "released" : "lost")
-        case .finished(.failure(let error)) where (error as? FerryDomainError)?.code == .storeUnavailable:
+        case .finished(.failure(let error))
+        where (error as? FerryDomainError)?.code == .storeUnavailable || FerryDomainError(machineFailure: error) != nil:
+            // An outage, or a disk full (or down to the space kept free for deletes): not the job's fault, and gone
+            // once the store answers or space is freed, so the attempt is not counted.
             metadata["error"] = .string(String(describing: error))
             if await giveBack(job, worker: worker, after: configuration.retryDelay, metadata) {
-                logger.warning("media job stopped by an outage; it will be retried", metadata: metadata)
+                logger.warning("media job stopped by an outage or a full disk; it will be retried", metadata: metadata)
                 ended("released")
             }
         case .cancelled:

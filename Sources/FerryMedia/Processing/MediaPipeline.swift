@@ -333,7 +333,8 @@ package struct MediaPipeline: Sendable {
         }
         // A source whose index declares more than its data holds (a file cut short after its index, as an upload of
         // a file still being written) encodes without error to what is there: refused, not published as whole.
-        if let reason = Self.cutShort(made: renditions.compactMap(\.duration).max(), declared: info.duration) {
+        let declared = info.duration.map { $0 - (info.startTime ?? 0) }
+        if let reason = Self.cutShort(made: renditions.compactMap(\.duration).max(), declared: declared) {
             try await failTranscode(video.videoId, plan: plan, message: reason)
             return
         }

@@ -166,20 +166,22 @@ package struct PreviewRequest: Sendable, Hashable {
     }
 
     /// The video filter that sizes the picture. The side asked for is kept, and the other follows the video's shape
-    /// within bounds (``Bounds/thumbnailSide``, twice the widest animation): a video 2 pixels wide and 4,000 high
-    /// would otherwise ask for a picture of a third of a million pixels' side, and ffmpeg for a gigabyte to make it.
+    /// (to the nearest even number, as ffmpeg's `-2`) up to a bound (``Bounds/thumbnailSide``, twice the widest
+    /// animation), past which the picture is squeezed: a video 2 pixels wide and 4,000 high would otherwise ask for a
+    /// picture of a third of a million pixels' side, and ffmpeg for a gigabyte to make it.
     var scaleFilter: String {
         let side = Bounds.thumbnailSide.upperBound
         switch (kind, width, height) {
         case (.animated, let width, _):
-            let box = Self.box(width ?? Bounds.defaultAnimatedWidth, Bounds.animatedWidth.upperBound * 2)
-            return "fps=\(fps):round=up,\(box):flags=lanczos"
+            let width = width ?? Bounds.defaultAnimatedWidth
+            return "fps=\(fps):round=up,scale=\(width):\(Self.following("ih*\(width)/iw", upTo: Bounds.animatedWidth.upperBound * 2))"
+                + ":flags=lanczos"
         case (.thumbnail, nil, nil):
             return "scale='min(iw,\(side))':'min(ih,\(side))':force_original_aspect_ratio=decrease"
         case (.thumbnail, let width?, nil):
-            return Self.box(width, side)
+            return "scale=\(width):\(Self.following("ih*\(width)/iw", upTo: side))"
         case (.thumbnail, nil, let height?):
-            return Self.box(side, height)
+            return "scale=\(Self.following("iw*\(height)/ih", upTo: side)):\(height)"
         case (.thumbnail, let width?, let height?):
             switch fit {
             case .preserve:
@@ -195,9 +197,10 @@ package struct PreviewRequest: Sendable, Hashable {
         }
     }
 
-    /// Scales into a `width` × `height` box, keeping the video's shape, to even sides.
-    private static func box(_ width: Int, _ height: Int) -> String {
-        "scale=\(width):\(height):force_original_aspect_ratio=decrease:force_divisible_by=2"
+    /// The side that follows the one asked for: `size` (an ffmpeg expression) to the nearest even number, 2 to
+    /// `bound`.
+    private static func following(_ size: String, upTo bound: Int) -> String {
+        "'max(2,min(\(bound),round(\(size)/2)*2))'"
     }
 
     /// The ffmpeg arguments that make the picture from `input`, starting `offset` seconds into that file.

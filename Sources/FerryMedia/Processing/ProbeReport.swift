@@ -113,8 +113,13 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         var duration: Double?
         /// Bits per second of the whole file.
         var bitRate: Double?
+        /// Seconds before the first packet: counted in an MP4's or Matroska's ``duration`` (an edit list's empty
+        /// edit, timestamps that start late), not in an MPEG-TS's.
+        var startTime: Double?
 
-        enum CodingKeys: String, CodingKey { case formatName = "format_name", duration, bitRate = "bit_rate" }
+        enum CodingKeys: String, CodingKey {
+            case formatName = "format_name", duration, bitRate = "bit_rate", startTime = "start_time"
+        }
 
         init() {}
 
@@ -123,6 +128,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             formatName = container.lenientString(.formatName)
             duration = container.lenientNumber(.duration)
             bitRate = container.lenientNumber(.bitRate)
+            startTime = container.lenientNumber(.startTime)
         }
     }
 
@@ -164,6 +170,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         info.duration = [format.duration, video?.duration, audio?.duration].lazy.compactMap { $0 }.first
             .flatMap { (0...Self.maxDuration).contains($0) ? $0 : nil }
         info.bitrate = format.bitRate.flatMap(Self.integer)
+        info.startTime = format.startTime.flatMap { $0.isFinite && $0 > 0 && $0 < (info.duration ?? 0) ? $0 : nil }
         if let video {
             info.videoCodec = video.codecName
             info.pixelFormat = video.pixelFormat

@@ -215,9 +215,15 @@ struct TranscodePlan: Sendable, Hashable {
     }
 
     /// The ffmpeg output arguments of an HLS (fMP4) media playlist `index.m3u8` and its segments in `target`.
+    ///
+    /// Timestamps are kept as encoded (`-avoid_negative_ts disabled`): the picture starts at 0 and the sound's AAC
+    /// priming before it, each skipped by its init segment's edit list. Shifted to start at 0 one rendition at a time
+    /// (ffmpeg's default), the picture moved by its B-frame delay (67 ms at 30 fps) and the sound by its priming
+    /// (21 ms), and separate video and audio renditions played 45 ms apart in browsers (Media Source Extensions)
+    /// and AVPlayer alike.
     func hlsOutput(_ target: String) -> [String] {
         [
-            "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod", "-hls_segment_type", "fmp4",
+            "-avoid_negative_ts", "disabled", "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod", "-hls_segment_type", "fmp4",
             "-hls_fmp4_init_filename", "init.mp4", "-hls_segment_filename", target + "/seg_%05d.m4s",
             target + "/index.m3u8",
         ]

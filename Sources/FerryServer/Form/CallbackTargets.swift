@@ -123,12 +123,12 @@ struct CallbackTargets: Sendable {
 
         /// Networks no callback may reach unless allowed: unspecified, loopback, private, shared (CGNAT),
         /// link-local (with cloud metadata), benchmarking, documentation, multicast and reserved ranges, and the IPv6
-        /// ranges that carry an IPv4 address a relay or tunnel may deliver to (IPv4-compatible `::a.b.c.d`, NAT64,
-        /// 6to4, Teredo), whatever IPv4 address they carry.
+        /// ranges that carry an IPv4 address a relay or tunnel may deliver to (IPv4-compatible `::a.b.c.d`,
+        /// IPv4-translated `::ffff:0:a.b.c.d`, NAT64, 6to4, Teredo), whatever IPv4 address they carry.
         static let nonPublic: [Network] = [
             "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
             "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
-            "224.0.0.0/4", "240.0.0.0/4", "::/96", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64",
+            "224.0.0.0/4", "240.0.0.0/4", "::/96", "::1/128", "::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64",
             "2001::/32", "2001:db8::/32", "2002::/16", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
         ].compactMap(Network.init)
 

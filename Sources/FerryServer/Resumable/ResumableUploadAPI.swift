@@ -1,8 +1,8 @@
 import FerryCore
 import Foundation
 import HTTPTypes
-import Logging
 import Hummingbird
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 

@@ -30,7 +30,7 @@ struct BlobFiles: BlobStorage {
     let leases = BlobLeases()
     /// Bytes of free space kept on the file system under ``root``: a body whose next block would leave less is
     /// refused (`storageFull`, nothing of it kept), so that the catalog's commits, and the deletes that free space,
-    /// still fit when uploads have filled the disk.
+    /// still fit when uploads have filled the disk. An empty body writes nothing and is not refused.
     var reserve: Int64 = 0
     /// The free bytes of the file system holding a path (``DiskSpace``); tests give a disk of their own size.
     var freeBytes: @Sendable (String) -> Int64? = { DiskSpace.of($0)?.free }
@@ -97,7 +97,6 @@ struct BlobFiles: BlobStorage {
         var writes: [Task<Void, any Error>] = []
         var hashes: [Task<Void, any Error>] = []
         do {
-            try checkRoom(for: 0)
             var size: Int64 = 0
             var offset: Int64 = 0
             var block = try AlignedBlock.take()

@@ -94,7 +94,7 @@ struct AccessLogMiddleware: RouterMiddleware {
 
     /// Whether `text` holds a token: a JWT (a playback token, whoever signed it: three or more base64url parts joined
     /// by dots, one holding a JSON object's start, `eyJ` or a spelling with white space), a session token (`FT1.`
-    /// and two parts) or an upload token (`AccessKey:sign:policy`, its policy base64url JSON), 32 bytes or more,
+    /// and two parts) or an upload token (`AccessKey:sign:policy`), 32 bytes or more,
     /// wherever it starts.
     static func looksLikeToken(_ text: String) -> Bool {
         guard text.utf8.count >= 32 else { return false }
@@ -107,9 +107,11 @@ struct AccessLogMiddleware: RouterMiddleware {
             let parts = run.split(separator: ".", omittingEmptySubsequences: false)
             return parts.count >= 3 && (parts.contains { part in headers.contains { part.contains($0) } } || run.contains("FT1."))
         }
+        // An upload token: its signature (an HMAC-SHA1 in base64url, 28 characters) and its policy (a JSON object
+        // in base64url, `eyJ…`) after the access key.
         return jwtOrSession || runs("-_=:").contains { run in
             let parts = run.split(separator: ":", omittingEmptySubsequences: false)
-            return parts.count >= 3 && parts.dropFirst(2).contains { part in headers.contains { part.contains($0) } }
+            return parts.count == 3 && (27...28).contains(parts[1].count) && parts[2].hasPrefix("eyJ")
         }
     }
 }

@@ -116,6 +116,9 @@ public struct MezzanineInfo: Codable, Sendable, Hashable {
     public var size: Int64
     /// Seconds.
     public var duration: Double?
+    /// Seconds before the first packet, when the container counts them in ``duration`` (nil: none); what plays
+    /// lasts ``duration`` less these.
+    public var startTime: Double?
     /// Bits per second of the whole file.
     public var bitrate: Int?
     /// Container (ffprobe's `format_name`, e.g. `mov,mp4,m4a,3gp,3g2,mj2`).
