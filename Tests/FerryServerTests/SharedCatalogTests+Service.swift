@@ -144,7 +144,7 @@ extension SharedCatalogTests {
     }
 
     @Test(
-        "a catalog operation held past its time (its statement waits on a lock) is answered storeUnavailable at its deadline, while the lock is still held, and the catalog serves again once it goes"
+        "a catalog operation held past its time (its statement waits on a lock) is answered storeUnavailable at its deadline, while the lock is still held, a write so answered is never committed, and the catalog serves again once the lock goes"
     )
     func operationDeadline() async throws {
         try await PostgresServer.withDatabase { url in
@@ -180,10 +180,23 @@ extension SharedCatalogTests {
                 } catch let error as FerryDomainError {
                     #expect(error.code == .storeUnavailable)
                 }
-                // The lock was still held when that answer came: only now does it go.
+                // A write answered so has not happened, and does not happen once the lock goes: PostgreSQL ended its
+                // statement itself (a retry would otherwise find it done).
+                let key = StoredAccessKey(
+                    accessKeyId: "FKIALATE", secretAccessKey: "secret-late", policy: AccessPolicy(statements: [.init(actions: ["s3:*"])]),
+                    status: .active, description: "", createdAt: Date())
+                do {
+                    try await catalog.insertAccessKey(key)
+                    Issue.record("a write answered while the table was locked")
+                } catch let error as FerryDomainError {
+                    #expect(error.code == .storeUnavailable)
+                }
+                // The lock was still held when those answers came: only now does it go.
                 released.continuation.finish()
                 try await holding.value
                 #expect(try await catalog.accessKey("FKIAWAITING") == nil)
+                try await Task.sleep(for: .seconds(1))
+                #expect(try await catalog.accessKey("FKIALATE") == nil, "the write answered 503 was committed after all")
             }
         }
     }

@@ -72,7 +72,14 @@ public final class PostgresCatalog: Sendable, Service {
         url: String, secrets: SecretBox?, logger: Logger, leaseTimeout: Duration = defaultLeaseTimeout,
         operationTimeout: Duration = defaultOperationTimeout
     ) throws {
-        client = PostgresClient(configuration: try Self.configuration(url: url), backgroundLogger: logger)
+        var configuration = try Self.configuration(url: url)
+        // PostgreSQL ends a statement itself a little before the operation's time runs out: one waiting on a lock
+        // held elsewhere would otherwise commit after its request was answered 503 (retry), and the retry find it
+        // done (412 to a conditional write that won). Migrations, which may wait longer, lift it for themselves.
+        let margin = min(Duration.seconds(5), operationTimeout / 4)
+        let limit = max(1, Int(((operationTimeout - margin).timeInterval * 1000).rounded()))
+        configuration.options.additionalStartupParameters.append(("statement_timeout", String(limit)))
+        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.secrets = secrets
         self.logger = logger
         self.leaseTimeout = leaseTimeout
@@ -194,6 +201,8 @@ public final class PostgresCatalog: Sendable, Service {
     @discardableResult
     func migrate() async throws -> [Int] {
         return try await client.withConnection { connection in
+            // Waiting for another node's migrations, or building an index, may take longer than a statement may.
+            try await connection.query("SET statement_timeout = 0", logger: logger)
             try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLock))", logger: logger)
             do {
                 try await connection.query(
@@ -220,10 +229,12 @@ public final class PostgresCatalog: Sendable, Service {
                     done.append(migration.version)
                 }
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                try await connection.query("RESET statement_timeout", logger: logger)
                 return done
             } catch {
                 do {
                     try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                    try await connection.query("RESET statement_timeout", logger: logger)
                 } catch let unlock {
                     // Released anyway when the connection closes.
                     logger.warning(
@@ -387,7 +398,8 @@ public final class PostgresCatalog: Sendable, Service {
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed: true
         case .server:
-            error.serverInfo?[.sqlState].map { $0.hasPrefix("08") || $0.hasPrefix("57P") } ?? false
+            // 57014: the statement ran past `statement_timeout` (its transaction rolled back: nothing was written).
+            error.serverInfo?[.sqlState].map { $0.hasPrefix("08") || $0.hasPrefix("57P") || $0 == "57014" } ?? false
         default: false
         }
     }
