@@ -174,8 +174,8 @@ package struct PreviewRequest: Sendable, Hashable {
         switch (kind, width, height) {
         case (.animated, let width, _):
             let width = width ?? Bounds.defaultAnimatedWidth
-            return "fps=\(fps):round=up,scale=\(width):\(Self.following("ih*\(width)/iw", upTo: Bounds.animatedWidth.upperBound * 2))"
-                + ":flags=lanczos"
+            let height = Self.following("ih*\(width)/iw", upTo: Bounds.animatedWidth.upperBound * 2)
+            return "fps=\(fps):round=up,scale=\(width):\(height):flags=lanczos"
         case (.thumbnail, nil, nil):
             return "scale='min(iw,\(side))':'min(ih,\(side))':force_original_aspect_ratio=decrease"
         case (.thumbnail, let width?, nil):

@@ -223,7 +223,8 @@ struct TranscodePlan: Sendable, Hashable {
     /// and AVPlayer alike.
     func hlsOutput(_ target: String) -> [String] {
         [
-            "-avoid_negative_ts", "disabled", "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod", "-hls_segment_type", "fmp4",
+            "-avoid_negative_ts", "disabled", "-f", "hls", "-hls_time", String(segmentSeconds), "-hls_playlist_type", "vod",
+            "-hls_segment_type", "fmp4",
             "-hls_fmp4_init_filename", "init.mp4", "-hls_segment_filename", target + "/seg_%05d.m4s",
             target + "/index.m3u8",
         ]

@@ -192,8 +192,6 @@ package struct WebVTT: Sendable, Equatable {
         return ((hours * 60 + minutes) * 60 + seconds) * 1000 + millis
     }
 
-    /// SRT's `<font …>` and `</font>` tags (any case), which WebVTT has not; one pass over the line, so its time grows
-    /// with its length only.
     /// SRT text as WebVTT cue text: a `&` that starts no character reference becomes `&amp;`, and a `<` that starts
     /// no tag SRT has (`<i>`, `<b>`, `<u>` and their ends) `&lt;`, so that `a < b & c` reads as written (WebVTT
     /// takes both as markup).
@@ -233,6 +231,8 @@ package struct WebVTT: Sendable, Equatable {
         return String(decoding: result, as: UTF8.self)
     }
 
+    /// SRT's `<font …>` and `</font>` tags (any case), which WebVTT has not; one pass over the line, so its time grows
+    /// with its length only.
     static func stripFontTags(_ line: String) -> String {
         let bytes = Array(line.utf8)
         guard let lastClose = bytes.lastIndex(of: UInt8(ascii: ">")) else { return line }

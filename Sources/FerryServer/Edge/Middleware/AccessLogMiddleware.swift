@@ -94,8 +94,7 @@ struct AccessLogMiddleware: RouterMiddleware {
 
     /// Whether `text` holds a token: a JWT (a playback token, whoever signed it: three or more base64url parts joined
     /// by dots, one holding a JSON object's start, `eyJ` or a spelling with white space), a session token (`FT1.`
-    /// and two parts) or an upload token (`AccessKey:sign:policy`), 32 bytes or more,
-    /// wherever it starts.
+    /// and two parts) or an upload token (`AccessKey:sign:policy`), 32 bytes or more, wherever it starts.
     static func looksLikeToken(_ text: String) -> Bool {
         guard text.utf8.count >= 32 else { return false }
         let headers = ["eyJ", "eyA", "ewo", "ew0", "ewk"]
