@@ -280,6 +280,25 @@ struct MediaProcessingTests {
         #expect(MediaPipeline.cutShort(made: 95.5, declared: 100) == nil && MediaPipeline.cutShort(made: 94, declared: 100) != nil)
     }
 
+    @Test("a clip under half a second: its media playlists' target duration is 1, not the 0 ffmpeg rounds to")
+    func clipUnderHalfASecond() async throws {
+        try await MediaHarness.with { harness in
+            let clip = harness.fixtures + "/short.mp4"
+            try await MediaFixtures.ffmpeg(["-i", try await harness.fixture(.landscape480, seconds: 1), "-t", "0.3", clip])
+            let videoId = try await harness.upload(clip)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            let variants = play.streams.filter { $0.format == "m3u8" && $0.definition != "AUTO" }
+            #expect(!variants.isEmpty)
+            for variant in variants {
+                let playlist = String(decoding: try await S3TestClient.fetch(variant.url).body, as: UTF8.self)
+                #expect(playlist.contains("#EXT-X-TARGETDURATION:1\n"), "\(variant.definition): \(playlist)")
+            }
+        }
+        #expect(TranscodePlan.withPositiveTargetDuration("#EXTM3U\n#EXT-X-TARGETDURATION:10\n") == nil)
+    }
+
     @Test("a source that cannot be published as it is (MPEG-4 Part 2): VideoPlayable comes with the ladder, before its StreamTranscodeComplete events")
     func playableBeforeStreams() async throws {
         try await WebhookReceiver.with { receiver in

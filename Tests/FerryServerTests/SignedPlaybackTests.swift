@@ -34,6 +34,7 @@ struct AppPlaybackClaims: JWTPayload {
     var exp: ExpirationClaim
     var nbf: NotBeforeClaim?
     var referrers: [String]?
+    var definitions: [String]?
 
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
@@ -46,11 +47,13 @@ struct SignedPlaybackTests {
     /// A token signed with `keys` (holding one key under `kid`).
     static func token(
         _ keys: JWTKeyCollection, kid: String?, video: String, aud: [String] = ["v"], expires: TimeInterval = 300,
-        referrers: [String]? = nil, notBefore: TimeInterval? = nil, header: JWTHeader = JWTHeader()
+        referrers: [String]? = nil, definitions: [String]? = nil, notBefore: TimeInterval? = nil,
+        header: JWTHeader = JWTHeader()
     ) async throws -> String {
         let claims = AppPlaybackClaims(
             sub: .init(value: video), aud: .init(value: aud), exp: .init(value: Date().addingTimeInterval(expires)),
-            nbf: notBefore.map { .init(value: Date().addingTimeInterval($0)) }, referrers: referrers)
+            nbf: notBefore.map { .init(value: Date().addingTimeInterval($0)) }, referrers: referrers,
+            definitions: definitions)
         return try await keys.sign(claims, kid: kid.map { JWKIdentifier(string: $0) }, header: header)
     }
 
@@ -190,6 +193,27 @@ struct SignedPlaybackTests {
                 let token = try await Self.token(app, kid: key.keyId, video: videoId, notBefore: notBefore)
                 #expect(try await Self.get(master, token: token).status == 200, "nbf \(notBefore)")
             }
+            // Definitions: GetPlayInfo asked for LD answers URLs that open LD alone; an app's token likewise, and
+            // one naming AUTO opens every rendition. Subtitles and pictures are not renditions.
+            let narrowed = try await harness.media.getPlayInfo(videoId: videoId, definitions: ["LD"])
+            let ldURL = try #require(narrowed.stream(format: "m3u8", definition: "LD")).url
+            let ldToken = String(try #require(ldURL.components(separatedBy: "?token=").last))
+            let ldOnly = try await Self.token(app, kid: key.keyId, video: videoId, definitions: ["LD"])
+            for token in [ldToken, ldOnly] {
+                #expect(try await Self.get(ldURL.components(separatedBy: "?").first ?? "", token: token).status == 200)
+                for file in ["LD.mp4", "LD/init.mp4"] {
+                    #expect(try await Self.get(base + file, token: token).status == 200, "\(file)")
+                }
+                for file in ["SD/index.m3u8", "SD/init.mp4", "SD.mp4", "master.m3u8", "manifest.mpd", "SQ/index.m3u8"] {
+                    let answer = try await Self.get(base + file, token: token)
+                    #expect(answer.status == 403 && answer.reason == "definition", "\(file): \(answer)")
+                }
+            }
+            let everyDefinition = try await Self.token(app, kid: key.keyId, video: videoId, definitions: ["AUTO"])
+            for file in ["master.m3u8", "SD/index.m3u8", "LD.mp4"] {
+                #expect(try await Self.get(base + file, token: everyDefinition).status == 200, "\(file)")
+            }
+
             // The referrer restriction lets the allowed page play; audiences open only what they grant.
             let restricted = try await Self.token(app, kid: key.keyId, video: videoId, referrers: ["*.example.com"])
             #expect(try await Self.get(master, token: restricted, referer: "https://www.example.com/a").status == 200)

@@ -561,6 +561,22 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("an IETF creation refused for want of disk space (507) keeps the upload its 104 named: its offset is 0 and it can be resumed or cancelled")
+    func ietfCreationThroughFullDisk() async throws {
+        try await TestServer.with(configure: { $0.minFreeBytes = Int64.max / 2 }) { server in
+            let ticket = try await Self.media(server).createUploadVideo(.init(title: "full disk", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL)
+            let directory = TemporaryDirectory.make("ferry-ietf")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let file = try Self.file(directory, size: 64 << 10)
+            let out = try await Self.client(["ietf-upload", "--endpoint", url.absoluteString, "--file", file.path, "--version", "6"])
+            #expect(out["interim"] as? [Int] == [104])
+            #expect(out["status"] as? Int == 507)
+            #expect(out["headAfter"] as? Int == 204 && out["headOffset"] as? String == "0", "\(out)")
+            #expect(out["cancel"] as? Int == 204)
+        }
+    }
+
     @Test("one upload driven by both protocols: a tus append that reaches the length of an IETF-created upload makes the object; an IETF client's empty completing append to an upload completed meanwhile is answered as its completion")
     func mixedProtocols() async throws {
         try await TestServer.with { server in

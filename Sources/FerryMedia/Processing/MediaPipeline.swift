@@ -430,9 +430,16 @@ package struct MediaPipeline: Sendable {
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
     }
 
-    /// The segments of the HLS media playlist `index.m3u8` in `directory`, and their peak and average bit rates.
+    /// The segments of the HLS media playlist `index.m3u8` in `directory`, and their peak and average bit rates. A
+    /// playlist whose target duration ffmpeg rounded down to 0 (a clip under half a second) is given 1 (RFC 8216: a
+    /// positive integer no segment's rounded duration passes).
     static func packaged(_ directory: String) -> (segments: [(duration: Double, uri: String)], peak: Int, average: Int) {
-        let playlist = (try? String(contentsOfFile: directory + "/index.m3u8", encoding: .utf8)) ?? ""
+        let path = directory + "/index.m3u8"
+        var playlist = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        if let fixed = TranscodePlan.withPositiveTargetDuration(playlist) {
+            playlist = fixed
+            try? Data(fixed.utf8).write(to: URL(fileURLWithPath: path))
+        }
         let segments = TranscodePlan.segments(ofPlaylist: playlist)
         let initSize = WorkFiles.size(of: directory + "/init.mp4")
         var peak = 0

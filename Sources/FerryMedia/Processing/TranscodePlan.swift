@@ -320,6 +320,13 @@ struct TranscodePlan: Sendable, Hashable {
         return codecs.joined(separator: ",")
     }
 
+    /// `playlist` with `#EXT-X-TARGETDURATION:0` made 1; nil when it has no such line.
+    static func withPositiveTargetDuration(_ playlist: String) -> String? {
+        let zero = "#EXT-X-TARGETDURATION:0\n"
+        guard let range = playlist.range(of: zero) else { return nil }
+        return playlist.replacingCharacters(in: range, with: "#EXT-X-TARGETDURATION:1\n")
+    }
+
     /// Segment durations (seconds) and file names of a media playlist, in order.
     static func segments(ofPlaylist text: String) -> [(duration: Double, uri: String)] {
         var result: [(Double, String)] = []

@@ -18,13 +18,14 @@ extension MediaAPI {
     }
 
     /// The token a signed video's playback URLs carry, minted for the caller's access key; nil for a public video.
-    func playToken(_ video: VideoRecord, audiences: [PlaybackToken.Audience], _ call: Call, lifetime: TimeInterval)
-        async throws -> String?
-    {
+    func playToken(
+        _ video: VideoRecord, audiences: [PlaybackToken.Audience], _ call: Call, lifetime: TimeInterval,
+        definitions: Set<String>? = nil
+    ) async throws -> String? {
         guard video.isPlaybackSigned else { return nil }
         return try await PlaybackToken.mint(
             videoId: video.videoId, audiences: audiences, expiration: credentials.now().addingTimeInterval(lifetime),
-            issuer: call.principal.parentAccessKeyId, codec: credentials.tokens)
+            issuer: call.principal.parentAccessKeyId, definitions: definitions.map { $0.sorted() }, codec: credentials.tokens)
     }
 
     /// The video's cover: the URL it was given, else the cover taken from its source, else nil.
@@ -110,7 +111,9 @@ extension MediaAPI {
         var streams: [MediaContract.PlayStream] = []
         var storyboard: String?
         if let renditions = video.renditions, !renditions.isEmpty {
-            let token = try await playToken(video, audiences: [.video], call, lifetime: TimeInterval(timeout))
+            // Asked for some definitions, the URLs open only those (as a CDN's per-URL signatures would).
+            let token = try await playToken(
+                video, audiences: [.video], call, lifetime: TimeInterval(timeout), definitions: definitions)
             let storyboardToken = try await playToken(video, audiences: [.storyboard], call, lifetime: TimeInterval(timeout))
             storyboard = try await storyboardURL(of: video, call, token: storyboardToken)
             let downloadable = Self.downloadable(video)

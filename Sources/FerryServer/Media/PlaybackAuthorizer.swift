@@ -3,8 +3,8 @@ import Foundation
 import JWTKit
 
 /// Decides whether a request may read a file of a video: a public video's files are open; a signed video's need a
-/// token (``PlaybackToken``) whose signature, validity period (`exp`, `nbf`), audience, subject and referrer
-/// restriction all hold; a token whose header names critical extensions (`crit`) is refused.
+/// token (``PlaybackToken``) whose signature, validity period (`exp`, `nbf`), audience, subject, referrer and
+/// definition restrictions all hold; a token whose header names critical extensions (`crit`) is refused.
 ///
 /// Signatures are checked by jwt-kit against the public key of the signing key the token's `kid` names (without a
 /// `kid`, each key of the video's owner in turn), or the server's own key. A key made by an access key signs for that
@@ -37,6 +37,8 @@ struct PlaybackAuthorizer: Sendable {
         case video
         /// The request's `Referer` names a host the token does not allow.
         case referrer
+        /// The file is a rendition of a definition the token does not open.
+        case definition
         /// The signing keys could not be read (the catalog failed): nothing is refused, the request may be retried.
         case unavailable
 
@@ -53,6 +55,7 @@ struct PlaybackAuthorizer: Sendable {
             case .audience: "The playback token does not grant this file (aud)."
             case .video: "The playback token is for another video (sub)."
             case .referrer: "The playback token does not allow the page this request comes from (Referer)."
+            case .definition: "The playback token does not open this definition (definitions)."
             case .unavailable: "The playback token could not be checked now; try again."
             }
         }
@@ -77,6 +80,12 @@ struct PlaybackAuthorizer: Sendable {
         if granted.isDisjoint(with: PlaybackToken.Audience.accepted(forFile: file)) { throw .audience }
         if claims.sub.value != video.videoId { throw .video }
         if let allowed = claims.referrers, !Self.allows(referer: referer, hosts: allowed) { throw .referrer }
+        if let allowed = claims.definitions, !allowed.contains("AUTO"),
+            let definition = PlaybackToken.definition(ofFile: file, in: video.renditions ?? []),
+            !allowed.contains(definition)
+        {
+            throw .definition
+        }
     }
 
     /// How far ahead of this server's clock a token's `nbf` may be (the app server minting it may run ahead).

@@ -62,6 +62,9 @@ enum PlaybackToken {
         var referrers: [String]?
         /// In a token the server mints: the access key it was minted for, whose being disabled or deleted ends it.
         var iss: IssuerClaim?
+        /// The definitions (`LD`, `SD`, …) whose renditions it opens; nil: every one. `AUTO` opens them all (the
+        /// master playlist and the DASH manifest name every rendition).
+        var definitions: [String]?
 
         /// Nothing here: ``PlaybackAuthorizer`` checks each claim after the signature, so a refusal says which.
         func verify(using algorithm: some JWTAlgorithm) async throws {}
@@ -75,13 +78,16 @@ enum PlaybackToken {
 
     /// A token the server signs for `videoId`, granting `audiences` until `expiration`, for the access key `issuer`
     /// (the long-term key of the caller it answers): it opens nothing once that key is disabled or deleted.
+    /// With `definitions`, it opens only those definitions' renditions (``Claims/definitions``).
     static func mint(
-        videoId: String, audiences: [Audience], expiration: Date, issuer: String, codec: SessionTokenCodec
+        videoId: String, audiences: [Audience], expiration: Date, issuer: String, definitions: [String]? = nil,
+        codec: SessionTokenCodec
     ) async throws -> String {
         let keys = await JWTKeyCollection().add(hmac: serverKey(codec: codec), digestAlgorithm: .sha256, kid: .init(string: serverKeyId))
         let claims = Claims(
             sub: .init(value: videoId), aud: .init(value: audiences.map(\.rawValue)),
-            exp: .init(value: expiration.rounded()), nbf: nil, referrers: nil, iss: .init(value: issuer))
+            exp: .init(value: expiration.rounded()), nbf: nil, referrers: nil, iss: .init(value: issuer),
+            definitions: definitions)
         return try await keys.sign(claims, kid: .init(string: serverKeyId))
     }
 
@@ -90,6 +96,20 @@ enum PlaybackToken {
         let url = base + pathPrefix + videoId + "/" + file
         guard let token else { return url }
         return url + "?" + queryName + "=" + token
+    }
+
+    /// The definition of the rendition `file` belongs to (its MP4, its HLS playlist or a file of its directory, the
+    /// master playlist and DASH manifest as `AUTO`); nil for a file of no rendition (subtitles, pictures).
+    static func definition(ofFile file: String, in renditions: [Rendition]) -> String? {
+        for rendition in renditions {
+            if rendition.path == file { return rendition.definition }
+            if rendition.format == "m3u8", let slash = rendition.path.firstIndex(of: "/"),
+                file.hasPrefix(rendition.path[...slash])
+            {
+                return rendition.definition
+            }
+        }
+        return nil
     }
 
     /// Whether a video id in a playback path is well formed: 1 to 64 letters, digits, `_` and `-`.

@@ -340,7 +340,7 @@ struct ResumableUploadAPI: Sendable {
         await context.sendContinue()
         var response: Response
         do {
-            response = try await endingOnRefusal(upload, wire: wire) {
+            response = try await endingOnRefusal(upload, wire: wire, announced: true) {
                 try await appendIETF(upload, at: 0, complete: complete, request: request, active: active, wire: wire)
             }
         } catch var refusal as ResumableRefusal {
@@ -627,18 +627,28 @@ struct ResumableUploadAPI: Sendable {
     }
 
     /// Runs the first append of an upload just created; a refusal (anything but a body cut short, which keeps what
-    /// arrived) ends the upload, so nothing is left in progress that the client was refused.
-    private func endingOnRefusal<T>(_ upload: ResumableUpload, wire: ResumableWire, _ append: () async throws -> T)
-        async throws -> T
-    {
+    /// arrived) ends the upload, so nothing is left in progress that the client was refused. An upload whose URL the
+    /// client already has (`announced`: an IETF 104) is kept through a full disk or a store outage too: the client
+    /// asks its offset and resumes once they pass.
+    private func endingOnRefusal<T>(
+        _ upload: ResumableUpload, wire: ResumableWire, announced: Bool = false, _ append: () async throws -> T
+    ) async throws -> T {
         do {
             return try await append()
         } catch let refusal as ResumableRefusal where refusal.keepsUpload {
             throw refusal
+        } catch where announced && Self.isPassing(error) {
+            throw error
         } catch {
             if (try? await store.resumableUpload(upload.id))?.etag == nil { await end(upload) }
             throw error
         }
+    }
+
+    /// Whether `error` is a condition that passes (a full disk, a store outage), not a refusal of the request.
+    private static func isPassing(_ error: any Error) -> Bool {
+        guard let error = FerryDomainError(machineFailure: error) ?? error as? FerryDomainError else { return false }
+        return error.code == .storageFull || error.code == .storeUnavailable
     }
 
     /// The `Upload-Length` an append declares for an upload whose length is deferred, checked against what it

@@ -310,8 +310,16 @@ def ietf_upload(args):
     with open(args.file, "rb") as f:
         data = f.read()
     creation = Exchange(args.endpoint, "POST", base + ietf_flags(version, True), data)
-    emit({"status": creation.final["status"], "etag": creation.final["headers"].get("etag"),
-          "interim": [r["status"] for r in creation.interim]})
+    out = {"status": creation.final["status"], "etag": creation.final["headers"].get("etag"),
+           "interim": [r["status"] for r in creation.interim]}
+    location = creation.interim[0]["headers"].get("location") if creation.interim else None
+    if creation.final["status"] >= 300 and location:
+        # Where a refused creation leaves the upload its 104 named: offset retrieval, then cancellation.
+        head = Exchange(location, "HEAD", base)
+        out["headAfter"] = head.final["status"]
+        out["headOffset"] = head.final["headers"].get("upload-offset")
+        out["cancel"] = Exchange(location, "DELETE", base).final["status"]
+    emit(out)
 
 
 def later(args):
