@@ -10,7 +10,8 @@ struct StatusCommand: AsyncParsableCommand {
         discussion: """
             Lists every node whose heartbeat the catalog holds (stale: not seen for a minute), the media job queue, \
             the webhook backlog, whether the catalog and the object store answer and how fast, and the space left on \
-            the data directory's disk. Exits with 1 when the catalog or the store did not answer (with --json too). \
+            the data directory's disk. Exits with 1 when the catalog or the store did not answer, or when uploads \
+            are refused because the disk has less free than --min-free-bytes (with --json too). \
             With --json: GetServiceStatus' answer exactly as the service sent it.
             """)
     @OptionGroup var service: ServiceOptions
@@ -29,7 +30,9 @@ struct StatusCommand: AsyncParsableCommand {
             throw ExitCode(ExitCodes.failed)
         }
         if !json { for line in Self.lines(status) { print(line) } }
-        if !status.catalog.healthy || !status.store.healthy { throw ExitCode(ExitCodes.failed) }
+        if !status.catalog.healthy || !status.store.healthy || status.diskFree?.refusesUploads == true {
+            throw ExitCode(ExitCodes.failed)
+        }
     }
 
     /// The answer as people read it: a table of nodes, then one line for each queue, backend and the disk.
@@ -59,10 +62,11 @@ struct StatusCommand: AsyncParsableCommand {
         }
         if let disk = status.diskFree {
             let percent = disk.totalBytes > 0 ? Double(disk.freeBytes) / Double(disk.totalBytes) * 100 : 0
-            facts.append([
-                "Disk free",
-                "\(bytes(disk.freeBytes)) of \(bytes(disk.totalBytes)) (\(String(format: "%.0f", percent))%)",
-            ])
+            var text = "\(bytes(disk.freeBytes)) of \(bytes(disk.totalBytes)) (\(String(format: "%.0f", percent))%)"
+            if let reserve = disk.reserveBytes, disk.refusesUploads {
+                text += "; uploads refused: less than the \(bytes(reserve)) kept free"
+            }
+            facts.append(["Disk free", text])
         }
         lines += table(facts)
         return lines

@@ -251,7 +251,8 @@ public struct FerryServer: Sendable {
     var statusProbe: ServiceStatusProbe {
         ServiceStatusProbe(
             catalog: mediaCatalog, store: store,
-            dataDirectory: configuration.objectStore == nil ? configuration.dataDirectory : nil, node: nodeHeartbeat,
+            dataDirectory: configuration.objectStore == nil ? configuration.dataDirectory : nil,
+            reserveBytes: configuration.minFreeBytes, node: nodeHeartbeat,
             staleAfter: heartbeats.staleAfter, logger: configuration.logger, now: configuration.now)
     }
 

@@ -98,7 +98,8 @@ struct NodeHeartbeatTests {
             try await store.recordHeartbeat(heartbeat("node-a", seen: -60))
             try await store.recordHeartbeat(heartbeat("node-b", seen: -61))
             let probe = ServiceStatusProbe(
-                catalog: store, store: objects, dataDirectory: directory, node: heartbeat("node-c", seen: -500),
+                catalog: store, store: objects, dataDirectory: directory, reserveBytes: 1 << 20,
+                node: heartbeat("node-c", seen: -500),
                 staleAfter: 60, logger: Logger(label: "test"), now: { [t0] in t0 })
             let status = await probe.report()
             #expect(status.nodes.map(\.name) == ["node-a", "node-b", "node-c"])

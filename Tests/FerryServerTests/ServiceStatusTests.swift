@@ -59,6 +59,7 @@ struct ServiceStatusTests {
             #expect(status.store.healthy && status.store.error == nil)
             let disk = try #require(status.diskFree)
             #expect(disk.freeBytes > 0 && disk.freeBytes <= disk.totalBytes)
+            #expect(disk.reserveBytes == 64 << 20 && !disk.refusesUploads)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any])
             #expect(object["RequestId"] is String)
 

@@ -153,5 +153,17 @@ struct ServiceStatusCommandTests {
         #expect(refused.status == 1)
         #expect(refused.errorOutput.contains("root key"), "\(refused.errorOutput)")
         await server.stop()
+
+        // A disk with less free than the reserve: uploads are refused, and the status says so and exits 1.
+        let full = try await FerryExecutable.Server.start(
+            dataDirectory: data + "/full", arguments: ["--media-workers", "0"],
+            environment: Self.rootEnvironment.merging(["FERRY_MIN_FREE_BYTES": String(Int64.max / 2)]) { $1 },
+            logFile: data + "/full.log")
+        let refusing = try await Self.ferry(["status", "--endpoint", full.endpoint], home: data)
+        #expect(refusing.status == 1)
+        #expect(
+            refusing.output.split(separator: "\n").contains { $0.hasPrefix("Disk free ") && $0.contains("; uploads refused: less than the ") },
+            "\(refusing.output)")
+        await full.stop()
     }
 }

@@ -106,14 +106,23 @@ extension MediaContract {
         public var freeBytes: Int64
         /// The filesystem's size in bytes.
         public var totalBytes: Int64
+        /// The bytes uploads leave free (`--min-free-bytes`): below them, uploads are refused 507 while deletes and
+        /// reads go on.
+        public var reserveBytes: Int64?
+
+        /// Whether uploads are refused for want of space: less than ``reserveBytes`` is free.
+        public var refusesUploads: Bool { reserveBytes.map { freeBytes < $0 } ?? false }
 
         /// Creates a description.
-        public init(freeBytes: Int64, totalBytes: Int64) {
+        public init(freeBytes: Int64, totalBytes: Int64, reserveBytes: Int64? = nil) {
             self.freeBytes = freeBytes
             self.totalBytes = totalBytes
+            self.reserveBytes = reserveBytes
         }
 
-        enum CodingKeys: String, CodingKey { case freeBytes = "FreeBytes", totalBytes = "TotalBytes" }
+        enum CodingKeys: String, CodingKey {
+            case freeBytes = "FreeBytes", totalBytes = "TotalBytes", reserveBytes = "ReserveBytes"
+        }
     }
 
     /// GetServiceStatus' answer: the service as an operator sees it from the node that answers.

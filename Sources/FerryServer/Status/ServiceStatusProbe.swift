@@ -14,6 +14,8 @@ struct ServiceStatusProbe: Sendable {
     let store: CatalogObjectStore
     /// The data directory when this node keeps objects in it (the embedded default); nil with a shared store.
     let dataDirectory: String?
+    /// The bytes uploads leave free on the data directory's disk (`--min-free-bytes`).
+    let reserveBytes: Int64
     /// This node as its heartbeats describe it.
     let node: NodeHeartbeat
     /// A heartbeat older than this is stale.
@@ -48,7 +50,12 @@ struct ServiceStatusProbe: Sendable {
                     pending: webhooks.pending,
                     oldestPendingAgeSeconds: webhooks.oldestCreatedAt.map { max(0, time.timeIntervalSince($0)) })
             },
-            catalog: catalogHealth, store: await storeHealth, diskFree: dataDirectory.flatMap(Self.diskFree(at:)))
+            catalog: catalogHealth, store: await storeHealth,
+            diskFree: dataDirectory.flatMap(Self.diskFree(at:)).map { disk in
+                var disk = disk
+                disk.reserveBytes = reserveBytes
+                return disk
+            })
     }
 
     /// The nodes whose heartbeats are fresh, nil when the catalog did not answer in time (for the metrics).
