@@ -268,6 +268,11 @@ struct SignedPlaybackTests {
             #expect(try await harness.media.getVideoInfo(videoId: videoId).playbackPolicy == .public)
             let open = try await S3TestClient.fetch(master)
             #expect(open.status == 200 && !String(decoding: open.body, as: UTF8.self).contains("token="))
+            // The master playlist names the subtitle tracks, which may be added at any time: cached a minute; a
+            // rendition's files never change.
+            #expect(open.header("cache-control") == "private, max-age=60")
+            #expect(try await S3TestClient.fetch(base + "manifest.mpd").header("cache-control") == "private, max-age=60")
+            #expect(try await S3TestClient.fetch(base + "LD/index.m3u8").header("cache-control") == "private, max-age=3600")
             let publicPlay = try await harness.media.getPlayInfo(videoId: videoId)
             #expect(publicPlay.streams.allSatisfy { !$0.url.contains("token=") })
             let publicOutput = harness.fixtures + "/public.mp4"

@@ -110,8 +110,10 @@ struct PlaybackAPI: Sendable {
 
     private func serve(bucket: String, key: String, file: String, request: Request, final: Bool) async throws -> Response {
         let object = try await media.store.object(bucket: bucket, key: key)
-        // A 304 carries the Cache-Control the 200 would (RFC 9110, 15.4.5).
-        let cacheControl = final ? "private, max-age=3600" : "no-cache"
+        // A 304 carries the Cache-Control the 200 would (RFC 9110, 15.4.5). The master playlist and the DASH manifest
+        // name the subtitle tracks, which are added and deleted at any time: a minute, as generated playlists.
+        let cacheControl =
+            !final ? "no-cache" : ["master.m3u8", "manifest.mpd"].contains(file) ? "private, max-age=60" : "private, max-age=3600"
         try ObjectAPI.checkConditions(request.headers, object: object, cacheControl: cacheControl)
         let headers: HTTPFields = [
             .eTag: "\"\(object.etag)\"", .lastModified: S3Date.http(object.lastModified), .acceptRanges: "bytes",
