@@ -44,6 +44,19 @@ struct SharedCatalogTests {
         }
     }
 
+    @Test("a node starting on PostgreSQL logs no warning: nothing asks for a connection before the pool runs")
+    func quietStart() async throws {
+        let log = LogRecorder()
+        try await PostgresServer.withDatabase { url in
+            try await TestServer.with(configure: { $0.catalogURL = url; $0.logger = log.logger() }) { server in
+                let created = try await server.client().createBucket("quiet")
+                #expect(created.status == 200)
+            }
+        }
+        let warnings = log.records.filter { $0.level >= .warning }.map(\.message)
+        #expect(warnings.isEmpty, "\(warnings)")
+    }
+
     @Test("what one node issues and records, another serves: STS credentials, access keys, videos")
     func anyNodeAnswers() async throws {
         try await Self.withTwoNodes { first, second in

@@ -33,6 +33,8 @@ public final class PostgresCatalog: Sendable, Service {
     let operationTimeout: Duration
     /// The operations running on each open connection, each by the way to answer it when the connection closes.
     let running = ConnectionWatch()
+    /// Opened as ``run()`` starts the pool: connections are asked for only then (PostgresNIO warns of any earlier).
+    let started = OpenOnce()
     /// Until when operations fail at once, without waiting for a connection: set for ``unreachableWindow`` when a
     /// wait for one was given up, cleared when a connection is had.
     let unreachableUntil = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
@@ -89,6 +91,7 @@ public final class PostgresCatalog: Sendable, Service {
     /// Runs the catalog's connections until the service group shuts down (or the task is cancelled); then they
     /// close. Runs once per catalog.
     public func run() async {
+        started.open()
         await client.run()
     }
 
@@ -200,6 +203,7 @@ public final class PostgresCatalog: Sendable, Service {
     /// Applies pending migrations under the advisory lock; returns the versions it applied.
     @discardableResult
     func migrate() async throws -> [Int] {
+        await started.wait()
         return try await client.withConnection { connection in
             // Waiting for another node's migrations, or building an index, may take longer than a statement may.
             try await connection.query("SET statement_timeout = 0", logger: logger)
@@ -301,8 +305,9 @@ public final class PostgresCatalog: Sendable, Service {
         let (answer, answering) = AsyncThrowingStream<Result, any Error>.makeStream()
         let (client, running) = (client, running)
         // Not a child task: a PostgresNIO call that never returns must not hold its caller.
-        let work = Task {
+        let work = Task { [started] in
             do {
+                await started.wait()
                 let result = try await client.withConnection { connection in
                     let start = lease.withLockedValue { state in
                         guard state == .waiting else { return false }
@@ -546,5 +551,31 @@ extension PostgresRandomAccessRow {
     /// The JSON document `column` holds, decoded, or nil when it holds none.
     func optionalJSON<T: Decodable>(_ column: String) throws -> T? {
         try (value(column) as String?).map { try CatalogJSON.decode(T.self, $0) }
+    }
+}
+
+/// A gate that opens once: what waits for it goes on then, and at once afterwards.
+final class OpenOnce: Sendable {
+    private let state = NIOLockedValueBox<(isOpen: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    /// Opens the gate, letting every waiter go on.
+    func open() {
+        let waiting = state.withLockedValue { state in
+            state.isOpen = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    /// Returns once the gate is open.
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let isOpen = state.withLockedValue { state in
+                if !state.isOpen { state.waiting.append(continuation) }
+                return state.isOpen
+            }
+            if isOpen { continuation.resume() }
+        }
     }
 }
