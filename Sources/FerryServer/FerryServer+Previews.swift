@@ -9,6 +9,7 @@ extension FerryServer {
         guard let tools = mediaTools else { return nil }
         var processing = configuration.mediaProcessing
         processing.idleScheduling = false
+        processing.minFreeBytes = configuration.minFreeBytes
         let pipeline = MediaPipeline(
             catalog: mediaCatalog, store: store, webhooks: webhooks, tools: tools, configuration: processing,
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)

@@ -322,9 +322,10 @@ public struct FerryServer: Sendable {
     /// where it is not only the removals of files a stopped node left (``MediaPipeline/claimedKinds``).
     var mediaPipeline: MediaPipeline? {
         guard configuration.role != .api, configuration.mediaProcessing.workers > 0 else { return nil }
+        var processing = configuration.mediaProcessing
+        processing.minFreeBytes = configuration.minFreeBytes
         var pipeline = MediaPipeline(
-            catalog: mediaCatalog, store: store, webhooks: webhooks, tools: mediaTools,
-            configuration: configuration.mediaProcessing,
+            catalog: mediaCatalog, store: store, webhooks: webhooks, tools: mediaTools, configuration: processing,
             workDirectory: configuration.dataDirectory + "/media-work", logger: configuration.logger)
         pipeline.events = metrics
         return pipeline

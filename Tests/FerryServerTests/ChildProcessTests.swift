@@ -1,3 +1,4 @@
+import FerryStorage
 import Foundation
 import Testing
 
@@ -76,6 +77,33 @@ struct ChildProcessTests {
         slow.timeLimit = .milliseconds(300)
         let outcome = try await slow.run()
         #expect(outcome.timedOut && outcome.signal == SIGKILL && !outcome.succeeded)
+    }
+
+    @Test("a tool is not started while its disk has less free than it must leave, and is stopped once it has")
+    func keepsTheReserveFree() async throws {
+        let marker = Self.temporaryFile()
+        var refused = ChildProcess(executable: "/bin/sh", arguments: ["-c", "touch \(marker)"])
+        refused.keepFree = (NSTemporaryDirectory(), Int64.max / 2)
+        await #expect(throws: FerryDomainError.self) { _ = try await refused.run() }
+        #expect(!FileManager.default.fileExists(atPath: marker), "the tool ran")
+        guard getuid() == 0 else { return }  // The rest fills a small tmpfs, which needs root to mount.
+        try await StorageFullTests.withSmallDisk(megabytes: 16) { disk in
+            // A writer of 256 KiB every 20 ms, which would fill the disk in about a second and then go on failing.
+            var writer = ChildProcess(
+                executable: "/bin/sh",
+                arguments: ["-c", "while true; do head -c 262144 /dev/zero >> \(disk)/out; sleep 0.02; done"])
+            writer.keepFree = (disk, 8 << 20)
+            writer.pollInterval = .milliseconds(10)
+            writer.timeLimit = .seconds(20)
+            do {
+                let outcome = try await writer.run()
+                Issue.record("the writer ran on: \(outcome)")
+            } catch let error as FerryDomainError {
+                #expect(error.code == .storageFull)
+            }
+            let free = try #require(DiskSpace.of(disk)?.free)
+            #expect(free >= 6 << 20, "\(free) bytes left")
+        }
     }
 
     /// Live processes whose command line mentions `text`.

@@ -1,4 +1,5 @@
 import CFerryProcess
+import FerryStorage
 import Foundation
 
 #if canImport(Glibc)
@@ -55,6 +56,10 @@ struct ChildProcess: Sendable {
     var timeLimit: Duration?
     /// How often the run is checked (ended, cancelled, out of time) and `poll` is called. Default 100 ms.
     var pollInterval: Duration = .milliseconds(100)
+    /// The disk the tool writes to and the bytes it must leave free there: it is not started, or is stopped, when less
+    /// is free (``FerryDomainError/outOfSpace``), so its outputs never take the room the catalog's commits and the
+    /// deletes that free space need. Nil: no check.
+    var keepFree: (path: String, bytes: Int64)?
 
     /// The floor under an idle-scheduled tool: SCHED_IDLE gives it only the CPU time nothing else wants, which on a
     /// machine that stays busy is next to none, so a job could wait for ever. When the tool got less than `share` of
@@ -69,9 +74,10 @@ struct ChildProcess: Sendable {
     }
 
     /// Runs the tool to its end. `poll` is called between checks (to read progress). Throws `CancellationError`
-    /// when the task is cancelled — the tool is killed (its whole process group) and reaped first — and
-    /// ``SpawnError`` when it cannot start.
+    /// when the task is cancelled — the tool is killed (its whole process group) and reaped first —, `outOfSpace`
+    /// when less than ``keepFree`` is free (killed likewise), and ``SpawnError`` when it cannot start.
     func run(poll: @Sendable () async -> Void = {}) async throws -> Outcome {
+        if isShortOfSpace { throw FerryDomainError.outOfSpace }
         let pid = try spawn()
         let started = ContinuousClock.now
         var status: Int32 = 0
@@ -94,6 +100,10 @@ struct ChildProcess: Sendable {
                 _ = stop(pid)
                 throw CancellationError()
             }
+            if isShortOfSpace {
+                _ = stop(pid)
+                throw FerryDomainError.outOfSpace
+            }
             if let timeLimit, ContinuousClock.now - started > timeLimit {
                 timedOut = true
                 status = stop(pid)
@@ -107,6 +117,12 @@ struct ChildProcess: Sendable {
         let signal = ferry_term_signal(status)
         return Outcome(
             exitCode: code >= 0 ? code : nil, signal: signal != 0 ? signal : nil, timedOut: timedOut, promoted: promoted)
+    }
+
+    /// Whether less than ``keepFree`` is free.
+    private var isShortOfSpace: Bool {
+        guard let keepFree, keepFree.bytes > 0, let disk = DiskSpace.of(keepFree.path) else { return false }
+        return disk.free < keepFree.bytes
     }
 
     /// The CPU time (user and system, every thread) a process has used, from `/proc/<pid>/stat`; nil where unknown.

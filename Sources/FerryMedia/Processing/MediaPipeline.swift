@@ -498,6 +498,7 @@ package struct MediaPipeline: Sendable {
         process.standardError = errors
         process.timeLimit = timeLimit ?? configuration.jobTimeLimit
         if let pollInterval { process.pollInterval = pollInterval }
+        process.keepFree = (workDirectory, configuration.minFreeBytes)
         process.niceness = configuration.niceness
         process.idleScheduling = configuration.idleScheduling
         process.cpuFloor =

@@ -45,6 +45,10 @@ public struct MediaProcessingConfiguration: Sendable {
     /// How long a stored picture stays whatever ``previewCacheLimit``: the request that made it is answered from the
     /// store after storing it. Default 60 s.
     package var previewCacheGrace: Duration = .seconds(60)
+    /// Bytes ffmpeg and ffprobe leave free on the disk of their work directory: a run is not started, or is stopped,
+    /// when less is free, and its job waits for space without counting an attempt (the server's `--min-free-bytes`).
+    /// 0: no check. Default 0.
+    package var minFreeBytes: Int64 = 0
     /// How often an idle worker looks for jobs. Default 500 ms.
     public var pollInterval: Duration = .milliseconds(500)
 
