@@ -313,6 +313,8 @@ extension UploadCommand {
                 if let id = fields["VideoId"] ?? fields["ImageId"] {
                     let client = context.connection.media(context.configuration)
                     media = await Self.deleteDamaged(fields["VideoId"] == nil ? .image : .video, id, media: client)
+                } else if let bucket {
+                    media = " The object \(bucket)/\(key ?? name) holds those bytes until then."
                 }
                 let text = "\(error)"
                 output.failure(

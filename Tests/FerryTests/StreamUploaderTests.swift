@@ -51,7 +51,7 @@ struct StreamUploaderTests {
         }
     }
 
-    @Test("a file rewritten while its tus chunks are sent is not reported uploaded: the completing append's CRC64NVME is not the file's, and the error says the file changed; a rerun that finds the upload complete says so too")
+    @Test("a file rewritten while its tus chunks are sent is not sent on: the upload stops before its next chunk, uncompleted, and says the file changed")
     func fileChangedBetweenChunks() async throws {
         try await Self.withStream("changed.bin", size: 4 * 1024 * 1024) { server, proxy, file, bytes, creation in
             var uploader = StreamUploader(protocol: .tus, chunkSize: 1024 * 1024)
@@ -78,15 +78,76 @@ struct StreamUploaderTests {
                     })
                 Issue.record("an upload of a file rewritten midway was reported done")
             } catch {
-                #expect((error as? FerryError)?.code == .checksumMismatch, "\(error)")
+                #expect((error as? FerryError)?.code == .cannotResumeUpload, "\(error)")
                 #expect((error as? FerryError)?.message.contains("changed while it was being uploaded") == true, "\(error)")
             }
             #expect(rewritten.withLockedValue { $0 })
-            // The stored object is neither version of the file, and the client said so; a rerun that finds the upload
-            // complete (its HEAD carries the object's CRC64NVME) does not report it done either.
+            // Nothing was completed: no object mixes the two versions, and a rerun does not take the upload as done.
+            let absent = try await server.client().get("streams", "changed.bin")
+            #expect(absent.status == 404)
             let url = try #require(created.withLockedValue { $0 })
             let done = try await uploader.completed(url, file: file)
             #expect(done == nil, "a rerun took the upload of the rewritten file as done: \(String(describing: done))")
+        }
+    }
+
+    @Test("a file that grows during the append that completes its upload is not reported uploaded (tus and IETF): the object holds it as it was, and the error says the file changed", arguments: StreamUploader.WireProtocol.allCases)
+    func fileGrowsDuringLastAppend(_ wire: StreamUploader.WireProtocol) async throws {
+        try await Self.withStream("grows.bin", size: 3 * 1024 * 1024) { server, proxy, file, bytes, creation in
+            var uploader = StreamUploader(protocol: wire, chunkSize: 1024 * 1024)
+            uploader.retryPolicy = RetryPolicy(maxRetryCount: 0)
+            let grown = NIOLockedValueBox(false)
+            do {
+                _ = try await uploader.upload(
+                    file: file, creationURL: creation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"),
+                    progress: { progress in
+                        // While the last append is sent, a recorder appends to the file.
+                        guard progress.totalBytesSent > Int64(bytes.count) - 512 * 1024, !grown.withLockedValue({ $0 })
+                        else { return }
+                        grown.withLockedValue { $0 = true }
+                        guard let handle = try? FileHandle(forWritingTo: file) else { return }
+                        _ = try? handle.seekToEnd()
+                        try? handle.write(contentsOf: Data(repeating: 0x42, count: 100_000))
+                        try? handle.close()
+                    })
+                Issue.record("an upload of a file that grew was reported done")
+            } catch {
+                #expect((error as? FerryError)?.code == .checksumMismatch, "\(error)")
+                #expect((error as? FerryError)?.message.contains("changed while it was being uploaded") == true, "\(error)")
+            }
+            #expect(grown.withLockedValue { $0 })
+            let stored = try await server.client().get("streams", "grows.bin")
+            #expect(stored.body == bytes)
+        }
+    }
+
+    @Test("resuming an upload whose stored bytes are no longer the file's start (rewritten with its size and time kept) ends it and sends the file afresh: the object is the file, not a mix")
+    func resumeOfRewrittenFile() async throws {
+        try await Self.withStream("rewritten.bin", size: 4 * 1024 * 1024) { server, proxy, file, bytes, creation in
+            var uploader = StreamUploader(protocol: .tus, chunkSize: 1024 * 1024)
+            uploader.retryPolicy = RetryPolicy(maxRetryCount: 0)
+            // The link goes down after the first chunk is stored.
+            proxy.inject(.dropAfterRequestBytes(0), when: .method("PATCH") && .header("Upload-Offset", "1048576"))
+            let created = NIOLockedValueBox<URL?>(nil)
+            await #expect(throws: FerryError.self) {
+                _ = try await uploader.upload(
+                    file: file, creationURL: creation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"),
+                    onCreated: { url in created.withLockedValue { $0 = url } })
+            }
+            let first = try #require(created.withLockedValue { $0 })
+            // An edit inside the stored first chunk, the file's size and modification time kept.
+            let time = try #require(try FileManager.default.attributesOfItem(atPath: file.path)[.modificationDate] as? Date)
+            var edited = bytes
+            for index in 100..<120 { edited[index] = 0xEE }
+            try Data(edited).write(to: file)
+            try FileManager.default.setAttributes([.modificationDate: time], ofItemAtPath: file.path)
+            let result = try await uploader.upload(
+                file: file, creationURL: creation, signer: SigV4Signer(credentials: server.root, region: "us-east-1"),
+                resuming: first)
+            #expect(result.uploadURL != first)
+            let stored = try await server.client().get("streams", "rewritten.bin")
+            #expect(stored.body == edited)
+            #expect(proxy.log.contains { $0.method == "DELETE" && $0.path == first.path }, "\(proxy.log)")
         }
     }
 

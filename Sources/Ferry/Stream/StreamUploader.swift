@@ -101,8 +101,12 @@ public struct StreamUploader: Sendable {
                     ProgressMeter(alreadySent: size, expected: size, report: progress).stored(upTo: size)
                     return Result(uploadURL: existing, size: size, etag: current.etag)
                 }
-            } else {
+            } else if try await Self.holdsFile(current.received, file: file, length: current.offset) {
                 resumable = (existing, current.offset)
+            } else {
+                // What the upload holds is no longer the file's start (it changed with its size and time kept):
+                // continuing would join old bytes to new. It is ended, and the file sent afresh.
+                try? await terminate(existing)
             }
         }
         if let resumable {
@@ -122,6 +126,12 @@ public struct StreamUploader: Sendable {
         var chunk = chunkSize
         while true {
             try Task.checkCancellation(orThrow: FerryError(.cancelled, "The upload was cancelled."))
+            // A file that changed (grew, shrank, was rewritten) is not sent on: the upload would complete as a mix of
+            // what it held before and after, or as its start alone.
+            guard (try? FileRanges.attributes(of: file.path)).map({ $0.size == size && $0.modified == modified }) == true else {
+                throw FerryError(
+                    .cannotResumeUpload, "The file \(file.path) changed while it was being uploaded; it was not completed.")
+            }
             do throws(FerryError) {
                 meter.beginAppend(at: offset)
                 let (next, etag, done) = try await append(
@@ -230,7 +240,7 @@ public struct StreamUploader: Sendable {
     /// with the append that reaches its `Upload-Length`), the ETag of its object and, for a complete upload, Ferry's
     /// CRC64NVME of that object while it is the object the upload made; nil when the upload is gone.
     private func offset(of url: URL) async throws(FerryError)
-        -> (offset: Int64, complete: Bool, etag: String?, crc64nvme: String?)?
+        -> (offset: Int64, complete: Bool, etag: String?, crc64nvme: String?, received: String?)?
     {
         let response = try await send(TransportRequest(method: "HEAD", url: url.absoluteString, headers: versionHeaders, timeout: .seconds(60)))
         if response.status == 404 || response.status == 410 { return nil }
@@ -246,8 +256,15 @@ public struct StreamUploader: Sendable {
         return (
             offset, complete,
             response.header("ETag")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")),
-            response.header("x-amz-checksum-crc64nvme")
+            response.header("x-amz-checksum-crc64nvme"), response.header("Ferry-Received-CRC64NVME")
         )
+    }
+
+    /// Whether the first `length` bytes of `file` are those an upload holds, by the CRC64NVME of them a Ferry server
+    /// reports (`received`); true when the server reports none (another tus or IETF server), or holds nothing yet.
+    private static func holdsFile(_ received: String?, file: URL, length: Int64) async throws(FerryError) -> Bool {
+        guard let received, length > 0 else { return true }
+        return try await checksum(.crc64nvme, of: file, offset: 0, length: length) == received
     }
 
     /// Whether the upload at `url` is complete; nil when it is gone.
@@ -317,10 +334,17 @@ public struct StreamUploader: Sendable {
 
     /// Compares the CRC64NVME a service reports for a completed upload (nil: it reported none) with the file's; a
     /// difference is a `checksumMismatch` (the object is not what the file holds), said to be the file's change when
-    /// its modification time is no longer `modified` (the one it had when the upload began, when known).
+    /// its modification time is no longer `modified` (the one it had when the upload began, when known). A file whose
+    /// size or time is no longer the upload's is a `checksumMismatch` too, whatever the checksums: it changed during
+    /// the last append (grew, say), and the object holds it as it was.
     private static func compare(_ stored: String?, with file: URL, size: Int64, modified: Double? = nil)
         async throws(FerryError)
     {
+        if let modified, (try? FileRanges.attributes(of: file.path)).map({ $0.size == size && $0.modified == modified }) != true {
+            throw FerryError(
+                .checksumMismatch,
+                "The service stored \(file.lastPathComponent) as it was when its upload began: the file changed while it was being uploaded.")
+        }
         guard let stored else { return }
         let local = try await checksum(.crc64nvme, of: file, offset: 0, length: size)
         guard local == stored else {

@@ -483,6 +483,10 @@ struct ResumableUploadAPI: Sendable {
         if let checksum = await objectChecksum(upload, seenAgain: true), let field = ChecksumAlgorithm.crc64nvme.headerField {
             headers[field] = checksum
         }
+        // A client resuming checks that what is stored is still its file's.
+        if upload.etag == nil, upload.offset > 0, let received = try await store.receivedChecksum(upload) {
+            headers[.ferryReceivedCRC64NVME] = received
+        }
         switch wire {
         case .tus:
             if let length = upload.length { headers[.uploadLength] = String(length) } else { headers[.uploadDeferLength] = "1" }

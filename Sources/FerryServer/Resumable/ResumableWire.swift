@@ -22,6 +22,9 @@ extension HTTPField.Name {
     static let uploadIncomplete = Self("Upload-Incomplete")!
     static let uploadLimit = Self("Upload-Limit")!
     static let httpMethodOverride = Self("X-HTTP-Method-Override")!
+    /// Ferry's own: the CRC64NVME (base64) of the bytes an unfinished upload holds, on its `HEAD`, so that a client
+    /// resuming it checks they are still its file's before it sends the rest.
+    static let ferryReceivedCRC64NVME = Self("Ferry-Received-CRC64NVME")!
 }
 
 /// Which resumable-upload protocol a request speaks, from its headers: `Upload-Draft-Interop-Version` for the IETF

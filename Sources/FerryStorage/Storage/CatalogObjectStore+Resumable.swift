@@ -102,6 +102,18 @@ extension CatalogObjectStore {
         }
     }
 
+    /// The CRC64NVME (base64) of the bytes `upload` holds so far, combined from its appends' without reading them; nil
+    /// when an append has none.
+    package func receivedChecksum(_ upload: ResumableUpload) async throws -> String? {
+        let name = Self.resumableChecksum.s3Name
+        var parts: [(checksum: [UInt8], length: UInt64)] = []
+        for part in try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil) {
+            guard let value = part.checksums[name], let data = Data(base64Encoded: value) else { return nil }
+            parts.append(([UInt8](data), UInt64(part.size)))
+        }
+        return Checksum.combine(Self.resumableChecksum, parts: parts).map { Data($0).base64EncodedString() }
+    }
+
     /// Sets a deferred length; the upload as it stands (its length unchanged when it had one already).
     package func setResumableLength(_ upload: ResumableUpload, length: Int64) async throws -> ResumableUpload {
         guard let updated = try await catalog.setResumableLength(upload.id, length: length) else { throw Self.noSuchUpload }

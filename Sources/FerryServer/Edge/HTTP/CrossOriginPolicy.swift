@@ -42,7 +42,7 @@ public struct CrossOriginPolicy: Sendable, Hashable {
         // Resumable uploads: tus (tus-js-client reads these) and the IETF draft.
         "Tus-Resumable", "Tus-Version", "Tus-Extension", "Tus-Max-Size", "Tus-Checksum-Algorithm", "Upload-Offset",
         "Upload-Length", "Upload-Defer-Length", "Upload-Metadata", "Upload-Expires", "Upload-Concat", "Upload-Complete",
-        "Upload-Incomplete", "Upload-Draft-Interop-Version", "Upload-Limit",
+        "Upload-Incomplete", "Upload-Draft-Interop-Version", "Upload-Limit", "Ferry-Received-CRC64NVME",
     ].joined(separator: ", ")
 
     func allows(_ origin: String) -> Bool {
