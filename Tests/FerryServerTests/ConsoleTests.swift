@@ -207,6 +207,38 @@ struct ConsoleTests {
             let other = try await browser.signIn(
                 try #require(key["AccessKeyId"] as? String), try #require(key["AccessKeySecret"] as? String))
             #expect(other.status == 200, "another key from the same address is not held back")
+
+            // An id with a NUL (which SQLite's comparison may stop at) is not another spelling of the key with turns
+            // of its own: refused before its secret is checked, and never a session.
+            let keyId = try #require(key["AccessKeyId"] as? String)
+            for _ in 0..<SignInThrottle.limit {
+                #expect(try await browser.signIn(keyId, "not-the-secret").status == 401)
+            }
+            var spelled = ConsoleBrowser(server)
+            let nul = try await spelled.signIn(keyId + "\u{0}zz", try #require(key["AccessKeySecret"] as? String))
+            #expect(nul.status == 400 && ConsoleBrowser.code(nul) == "InvalidParameter", "\(nul.text)")
+            #expect(spelled.cookie == nil)
+            #expect(try await server.server.catalog.accessKey(keyId + "\u{0}zz") == nil)
+        }
+    }
+
+    @Test("a request carrying two console session cookies (one added by another page of the same site on a longer path) is refused, not signed in as the first")
+    func twoSessionCookies() async throws {
+        try await TestServer.with { server in
+            var victim = ConsoleBrowser(server)
+            #expect(try await victim.signIn(server.root.accessKeyId, server.root.secretAccessKey).status == 200)
+            var attacker = ConsoleBrowser(server)
+            #expect(try await attacker.signIn(server.root.accessKeyId, server.root.secretAccessKey).status == 200)
+            let planted = try #require(attacker.cookie)
+            let own = try #require(victim.cookie)
+            // The browser sends the longer path's cookie first.
+            var both = victim
+            both.cookie = nil
+            let reply = try await both.send(
+                "POST", ConsoleAPI.apiPrefix + "ListVideos", json: [String: Any](),
+                headers: [("Cookie", "\(ConsoleSessions.cookieName)=\(planted); \(ConsoleSessions.cookieName)=\(own)")])
+            #expect(reply.status == 401 && ConsoleBrowser.code(reply) == "AmbiguousSession", "\(reply.text)")
+            #expect(try await victim.api("ListVideos").status == 200)
         }
     }
 

@@ -131,6 +131,11 @@ struct ConsoleAPI: Sendable {
             }
             let input = try JSONBody.decode(SignInInput.self, from: data)
             guard let id = input.AccessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
+            // Each spelling of an id is throttled on its own: one with characters no id has (a NUL, which a catalog
+            // lookup may stop at) is not another try at the key.
+            guard id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw MediaError("InvalidParameter", "AccessKeyId holds characters no access key id has.", status: 400)
+            }
             guard let secret = input.SecretAccessKey, !secret.isEmpty else { throw MediaError.missing("SecretAccessKey") }
             let attempt = SignInThrottle.attempt(address: ClientAddress.limitGroup(of: context.clientAddress), accessKeyId: id)
             if let wait = sessions.throttle.begin(attempt) {

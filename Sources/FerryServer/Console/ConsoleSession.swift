@@ -122,9 +122,19 @@ struct ConsoleSessions: Sendable {
         SigV4.hexSHA256(temporaryKeyId)
     }
 
-    /// The session of a request's cookie, nil when it has none.
+    /// The session of a request's cookie, nil when it has none. A request with two session cookies is refused: a page
+    /// of the same site (another port of the host, a sibling subdomain) can add one on a longer path, which the
+    /// browser sends first, to sign the console in to a key of its choosing; which one the user signed in with cannot
+    /// be told.
     func session(of headers: HTTPFields) async throws -> Session? {
-        guard let value = Self.cookie(Self.cookieName, in: headers) else { return nil }
+        let values = Self.cookies(Self.cookieName, in: headers)
+        guard values.count <= 1 else {
+            throw Refusal(
+                code: "AmbiguousSession",
+                message: "The request carries more than one console session cookie (another page of this site set one): "
+                    + "clear this site's cookies, then sign in again.")
+        }
+        guard let value = values.first else { return nil }
         return try await session(cookie: value)
     }
 
@@ -162,15 +172,12 @@ struct ConsoleSessions: Sendable {
         "\(cookieName)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0" + (secure ? "; Secure" : "")
     }
 
-    /// A cookie's value among a request's `Cookie` headers.
-    static func cookie(_ name: String, in headers: HTTPFields) -> String? {
-        for header in headers[values: .cookie] {
-            for pair in header.split(separator: ";") {
-                let trimmed = pair.trimmingCharacters(in: .whitespaces)
-                if trimmed.hasPrefix(name + "=") { return String(trimmed.dropFirst(name.count + 1)) }
-            }
+    /// The values of a cookie among a request's `Cookie` headers, in order.
+    static func cookies(_ name: String, in headers: HTTPFields) -> [String] {
+        headers[values: .cookie].flatMap { header in
+            header.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0.hasPrefix(name + "=") }
+                .map { String($0.dropFirst(name.count + 1)) }
         }
-        return nil
     }
 }
 

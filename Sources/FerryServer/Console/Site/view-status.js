@@ -46,8 +46,9 @@ export function statusPage(main, session) {
       ];
       if (answer.DiskFree) {
         const { FreeBytes: free, TotalBytes: total, ReserveBytes: reserve } = answer.DiskFree;
+        const refusing = reserve !== undefined && free < reserve;
         rows.push(['Disk free', `${bytes(free)} of ${bytes(total)} (${total > 0 ? Math.round(free / total * 100) : 0} %)`
-          + (reserve !== undefined && free < reserve ? `; uploads refused: less than the ${bytes(reserve)} kept free` : '')]);
+          + (refusing ? `; uploads refused: less than the ${bytes(reserve)} kept free` : '')]);
       }
       replace(summary, h('table', {},
         h('caption', { class: 'visually-hidden' }, 'Service status'),

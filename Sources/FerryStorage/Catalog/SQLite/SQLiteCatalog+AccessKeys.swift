@@ -22,7 +22,8 @@ extension SQLiteCatalog {
 
     /// The stored key, or nil.
     public func accessKey(_ id: String) async throws -> StoredAccessKey? {
-        try await first("SELECT * FROM accessKey WHERE id = ?", [id], accessKey)
+        // Exactly this id: SQLite's text comparison may stop at a NUL the id holds.
+        try await first("SELECT * FROM accessKey WHERE id = ?", [id], accessKey).flatMap { $0.accessKeyId == id ? $0 : nil }
     }
 
     /// Every stored key, oldest first.
