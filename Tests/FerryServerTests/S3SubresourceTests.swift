@@ -1,3 +1,4 @@
+import Crypto
 import FerryCore
 import FerryTestSupport
 import Foundation
@@ -29,6 +30,21 @@ struct S3SubresourceTests {
                 #expect(reply.text.contains(operation), "\(method) ?\(subresource): \(reply.text)")
                 let after = try await s3.get("keep", "k")
                 #expect(after.body == Self.body, "\(method) ?\(subresource) changed the object")
+            }
+            // A bucket's sub-resource on an object's path is no operation on the object: it neither overwrites,
+            // deletes nor reads it. On a bucket's path, an object's sub-resource lists nothing.
+            for subresource in ["policy", "versioning", "encryption", "cors", "lifecycle", "location", "delete", "website"] {
+                for method in ["PUT", "DELETE", "GET", "POST"] {
+                    let reply = try await s3.send(method, "/keep/k", query: [(subresource, "")], body: Self.xmlBody)
+                    #expect([501, 405].contains(reply.status), "\(method) /keep/k?\(subresource): \(reply.status)")
+                    #expect(!reply.body.starts(with: Self.body), "\(method) /keep/k?\(subresource) read the object")
+                    let after = try await s3.get("keep", "k")
+                    #expect(after.body == Self.body, "\(method) /keep/k?\(subresource) changed the object")
+                }
+            }
+            for subresource in ["legal-hold", "retention", "torrent", "select"] {
+                let reply = try await s3.send("GET", "/keep", query: [(subresource, "")])
+                #expect(reply.status == 501 && !reply.text.contains("ListBucketResult"), "GET /keep?\(subresource)")
             }
         }
     }
@@ -80,6 +96,30 @@ struct S3SubresourceTests {
                 #expect(create.status == 501, "\(header) on CreateMultipartUpload")
             }
             #expect(try await s3.put("plain", "k", Self.body, headers: [("x-amz-storage-class", "NOPE")]).errorCode == "InvalidStorageClass")
+            // A customer's encryption key (SSE-C) on a part, a part copy or a read: refused, the part not stored, the
+            // plain object not served as if it were decrypted.
+            let customerKey = [UInt8](repeating: 7, count: 32)
+            let sseC: [(name: String, value: String)] = [
+                ("x-amz-server-side-encryption-customer-algorithm", "AES256"),
+                ("x-amz-server-side-encryption-customer-key", Data(customerKey).base64EncodedString()),
+                ("x-amz-server-side-encryption-customer-key-MD5", Data(Insecure.MD5.hash(data: customerKey)).base64EncodedString()),
+            ]
+            #expect(try await s3.put("plain", "source", Self.body).status == 200)
+            let uploadId = try await s3.createMultipartUpload("plain", "parts")
+            let part = try await s3.send(
+                "PUT", "/plain/parts", query: [("partNumber", "1"), ("uploadId", uploadId)], headers: sseC, body: Self.body)
+            #expect(part.status == 501, "UploadPart with SSE-C: \(part.status)")
+            let copy = try await s3.send(
+                "PUT", "/plain/parts", query: [("partNumber", "1"), ("uploadId", uploadId)],
+                headers: sseC + [("x-amz-copy-source", "/plain/source")])
+            #expect(copy.status == 501, "UploadPartCopy with SSE-C: \(copy.status)")
+            let parts = try await s3.send("GET", "/plain/parts", query: [("uploadId", uploadId)])
+            #expect(!parts.text.contains("<Part>"), "\(parts.text)")
+            for method in ["GET", "HEAD"] {
+                let read = try await s3.send(method, "/plain/source", headers: sseC)
+                #expect(read.status == 501 && read.body != Self.body, "\(method) with SSE-C: \(read.status)")
+            }
+            #expect(try await s3.send("DELETE", "/plain/parts", query: [("uploadId", uploadId)]).status == 204)
             // What Ferry does anyway is accepted.
             #expect(try await s3.put("plain", "k", Self.body, headers: [("x-amz-acl", "private"), ("x-amz-storage-class", "STANDARD")]).status == 200)
             let uploads = try await s3.send("GET", "/plain", query: [("uploads", "")])

@@ -25,7 +25,8 @@ extension MediaAPI {
         guard video.isPlaybackSigned else { return nil }
         return try await PlaybackToken.mint(
             videoId: video.videoId, audiences: audiences, expiration: credentials.now().addingTimeInterval(lifetime),
-            issuer: call.principal.parentAccessKeyId, definitions: definitions.map { $0.sorted() }, codec: credentials.tokens)
+            issuer: call.principal.parentAccessKeyId, definitions: definitions.map { $0.sorted() },
+            codec: credentials.tokens)
     }
 
     /// The video's cover: the URL it was given, else the cover taken from its source, else nil.

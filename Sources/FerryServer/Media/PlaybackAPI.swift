@@ -112,8 +112,8 @@ struct PlaybackAPI: Sendable {
         let object = try await media.store.object(bucket: bucket, key: key)
         // A 304 carries the Cache-Control the 200 would (RFC 9110, 15.4.5). The master playlist and the DASH manifest
         // name the subtitle tracks, which are added and deleted at any time: a minute, as generated playlists.
-        let cacheControl =
-            !final ? "no-cache" : ["master.m3u8", "manifest.mpd"].contains(file) ? "private, max-age=60" : "private, max-age=3600"
+        let lifetime = ["master.m3u8", "manifest.mpd"].contains(file) ? 60 : 3600
+        let cacheControl = final ? "private, max-age=\(lifetime)" : "no-cache"
         try ObjectAPI.checkConditions(request.headers, object: object, cacheControl: cacheControl)
         let headers: HTTPFields = [
             .eTag: "\"\(object.etag)\"", .lastModified: S3Date.http(object.lastModified), .acceptRanges: "bytes",

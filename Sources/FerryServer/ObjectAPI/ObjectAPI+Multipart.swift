@@ -84,6 +84,7 @@ extension ObjectAPI {
 
     func uploadPart(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
+        try Self.refuseUnimplementedHeaders(headers)
         let number = try Self.partNumber(request)
         let upload = try await upload(for: request)
         let expectation = try ChecksumExpectation(headers: headers)
@@ -107,6 +108,7 @@ extension ObjectAPI {
     /// sharing its bytes; the part's MD5 and checksums are computed from them.
     func uploadPartCopy(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
+        try Self.refuseUnimplementedHeaders(headers)
         let number = try Self.partNumber(request)
         let upload = try await upload(for: request)
         return try await Self.retryingChanges {

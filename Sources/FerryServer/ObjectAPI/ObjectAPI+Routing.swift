@@ -74,6 +74,10 @@ extension ObjectAPI {
         "restore": "RestoreObject", "select": "SelectObjectContent", "renameObject": "RenameObject",
     ]
 
+    /// Sub-resources an object's path takes (`?tagging`, `?uploads`, `?uploadId`, …), whatever a bucket's path makes of
+    /// the same names.
+    static let objectSubresources: Set<String> = ["tagging", "acl", "uploads", "uploadId", "partNumber", "attributes"]
+
     /// Sub-resources Ferry implements; a request naming one is routed to its operation, never to the plain one.
     static let implementedBucketSubresources = Set(bucketSubresourceOperations.map(\.name))
 
@@ -103,6 +107,9 @@ extension ObjectAPI {
             if let noun = unimplementedBucketSubresources.first(where: { names.contains($0.key) })?.value {
                 throw notImplemented(verb(method, noun: noun))
             }
+            if let noun = unimplementedObjectSubresources.first(where: { names.contains($0.key) })?.value {
+                throw notImplemented(noun.hasSuffix("Object") || noun.hasSuffix("Content") ? noun : verb(method, noun: noun))
+            }
             if method == .head { return .headBucket }
             if method == .put, names.contains("versioning") { throw notImplemented("PutBucketVersioning") }
             let subresource = bucketSubresourceOperations.first { $0.method == method && names.contains($0.name) }
@@ -119,6 +126,21 @@ extension ObjectAPI {
         }
         if let noun = unimplementedObjectSubresources.first(where: { names.contains($0.key) })?.value {
             throw notImplemented(noun.hasSuffix("Object") || noun.hasSuffix("Content") ? noun : verb(method, noun: noun))
+        }
+        // A bucket's sub-resource on an object's path (`PUT /bucket/key?policy`) is no operation on the object: never
+        // the plain one, which would overwrite, delete or read it.
+        if let noun = unimplementedBucketSubresources.first(where: { names.contains($0.key) && !objectSubresources.contains($0.key) })?
+            .value
+        {
+            throw notImplemented(verb(method, noun: noun))
+        }
+        if !names.isDisjoint(with: implementedBucketSubresources.subtracting(objectSubresources)) { throw methodNotAllowed }
+        // A read with a customer's encryption key (SSE-C) is not answered with bytes no such key encrypted.
+        if method == .get || method == .head,
+            let name = headers.first(where: { $0.name.canonicalName.hasPrefix("x-amz-server-side-encryption-customer-") })?
+                .name.canonicalName
+        {
+            throw notImplemented("Server-side encryption (\(name))")
         }
         switch method {
         case .get:
@@ -172,7 +194,7 @@ extension ObjectAPI {
     static func refuseUnimplementedHeaders(_ headers: HTTPFields) throws {
         for field in headers {
             let name = field.name.canonicalName
-            if name.hasPrefix("x-amz-server-side-encryption") {
+            if name.hasPrefix("x-amz-server-side-encryption") || name.hasPrefix("x-amz-copy-source-server-side-encryption") {
                 throw notImplemented("Server-side encryption (\(name))")
             }
             if name.hasPrefix("x-amz-object-lock-")
