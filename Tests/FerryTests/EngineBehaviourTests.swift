@@ -215,8 +215,7 @@ struct EngineBehaviourTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = try makeRandomFile(size: 20 * Self.mib, in: directory)
         let records = URL(fileURLWithPath: directory + "/records")
-        try await TestServer.with { server in
-            let client = server.engine()
+        try await Self.withSlowTail { client in
             try await client.createBucket("behaviour")
             let first = try await client.upload(request(file, key: "changed.bin", records: records))
             let (log, collector) = EventLog.collect(first)
@@ -230,6 +229,24 @@ struct EngineBehaviourTests {
             try handle.close()
 
             try await refusedThenFresh(client, file, key: "changed.bin", records: records, directory: directory)
+        }
+    }
+
+    /// Runs `body` with an engine client of a server whose parts 3 and 4 (of a 20 MiB file in 5 MiB parts) take 4 s
+    /// more each: an upload paused once its first part is stored is never done before the pause lands, however busy
+    /// the machine.
+    static func withSlowTail(_ body: @Sendable (ObjectStorageClient) async throws -> Void) async throws {
+        try await TestServer.with { server in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                proxy.inject(.delay(seconds: 4), when: .method("PUT") && (.partNumber(3) || .partNumber(4)), times: .max)
+                var configuration = ObjectStorageClient.Configuration()
+                configuration.transport = AsyncHTTPClientTransport()
+                let client = ObjectStorageClient(
+                    endpoint: URL(string: proxy.endpoint)!,
+                    credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
+                    configuration: configuration)
+                try await body(client)
+            }
         }
     }
 
@@ -261,8 +278,7 @@ struct EngineBehaviourTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = try makeRandomFile(size: 20 * Self.mib, in: directory)
         let records = URL(fileURLWithPath: directory + "/records")
-        try await TestServer.with { server in
-            let client = server.engine()
+        try await Self.withSlowTail { client in
             try await client.createBucket("behaviour")
             let first = try await client.upload(request(file, key: "edited.bin", records: records))
             let (log, collector) = EventLog.collect(first)
