@@ -42,6 +42,17 @@ struct S3SubresourceTests {
                     #expect(after.body == Self.body, "\(method) /keep/k?\(subresource) changed the object")
                 }
             }
+            // An object's sub-resource without its key is no operation on the bucket: an abort sent without a key does
+            // not delete an empty bucket, nor does a part create one.
+            try await s3.createBucket("empty")
+            for (method, path, subresource) in [
+                ("DELETE", "/empty", "uploadId"), ("PUT", "/absent", "partNumber"), ("GET", "/empty", "attributes"),
+            ] {
+                let reply = try await s3.send(method, path, query: [(subresource, "1")])
+                #expect(reply.status == 405, "\(method) \(path)?\(subresource): \(reply.status)")
+            }
+            #expect(try await s3.send("HEAD", "/empty").status == 200)
+            #expect(try await s3.send("HEAD", "/absent").status == 404)
             for subresource in ["legal-hold", "retention", "torrent", "select"] {
                 let reply = try await s3.send("GET", "/keep", query: [(subresource, "")])
                 #expect(reply.status == 501 && !reply.text.contains("ListBucketResult"), "GET /keep?\(subresource)")

@@ -209,6 +209,13 @@ struct SignedPlaybackTests {
                     #expect(answer.status == 403 && answer.reason == "definition", "\(file): \(answer)")
                 }
             }
+            // A file of no published rendition (the first stream's, kept a day after the ladder replaced it) does not
+            // open past the definitions; subtitles, of none by nature, are looked for.
+            for token in [ldToken, ldOnly] {
+                let first = try await Self.get(base + "start/index.m3u8", token: token)
+                #expect(first.status == 403 && first.reason == "definition", "\(first)")
+                #expect(try await Self.get(base + "subtitles/none.m3u8", token: token).status == 404)
+            }
             let everyDefinition = try await Self.token(app, kid: key.keyId, video: videoId, definitions: ["AUTO"])
             for file in ["master.m3u8", "SD/index.m3u8", "LD.mp4"] {
                 #expect(try await Self.get(base + file, token: everyDefinition).status == 200, "\(file)")

@@ -80,11 +80,14 @@ struct PlaybackAuthorizer: Sendable {
         if granted.isDisjoint(with: PlaybackToken.Audience.accepted(forFile: file)) { throw .audience }
         if claims.sub.value != video.videoId { throw .video }
         if let allowed = claims.referrers, !Self.allows(referer: referer, hosts: allowed) { throw .referrer }
-        if let allowed = claims.definitions, !allowed.contains("AUTO"),
-            let definition = PlaybackToken.definition(ofFile: file, in: video.renditions ?? []),
-            !allowed.contains(definition)
-        {
-            throw .definition
+        if let allowed = claims.definitions, !allowed.contains("AUTO") {
+            // A file of no published rendition opens only when it is of none by nature (subtitles, pictures): the
+            // first stream's files outlive its rendition, and must not open past the definitions either.
+            guard let definition = PlaybackToken.definition(ofFile: file, in: video.renditions ?? []) else {
+                guard PlaybackToken.isOfNoDefinition(file) else { throw .definition }
+                return
+            }
+            guard allowed.contains(definition) else { throw .definition }
         }
     }
 

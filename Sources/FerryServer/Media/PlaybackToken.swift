@@ -1,5 +1,6 @@
 import Crypto
 import FerryCore
+import FerryMedia
 import Foundation
 import JWTKit
 
@@ -110,6 +111,13 @@ enum PlaybackToken {
             }
         }
         return nil
+    }
+
+    /// Whether `file` belongs to no definition whatever the renditions: a subtitle track's files, the cover, a
+    /// picture on request, the storyboard.
+    static func isOfNoDefinition(_ file: String) -> Bool {
+        file.hasPrefix("subtitles/") || file.hasPrefix("storyboard") || file == MediaAPI.coverFileName
+            || PreviewRequest.isPreviewFile(file)
     }
 
     /// Whether a video id in a playback path is well formed: 1 to 64 letters, digits, `_` and `-`.

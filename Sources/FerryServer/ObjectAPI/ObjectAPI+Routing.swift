@@ -110,6 +110,8 @@ extension ObjectAPI {
             if let noun = unimplementedObjectSubresources.first(where: { names.contains($0.key) })?.value {
                 throw notImplemented(noun.hasSuffix("Object") || noun.hasSuffix("Content") ? noun : verb(method, noun: noun))
             }
+            // An object's sub-resource without its key (`DELETE /bucket?uploadId=…`) is no operation on the bucket.
+            if !names.isDisjoint(with: ["uploadId", "partNumber", "attributes"]) { throw methodNotAllowed }
             if method == .head { return .headBucket }
             if method == .put, names.contains("versioning") { throw notImplemented("PutBucketVersioning") }
             let subresource = bucketSubresourceOperations.first { $0.method == method && names.contains($0.name) }

@@ -346,6 +346,17 @@ struct ResumableUploadAPI: Sendable {
         } catch var refusal as ResumableRefusal {
             refusal.headers[.location] = location
             throw refusal
+        } catch where Self.isPassing(error) {
+            // Kept (a full disk, a store outage): the answer names the upload as the 104 did, for a client that saw
+            // no 1xx.
+            let error = FerryDomainError(machineFailure: error) ?? error
+            if (error as? FerryDomainError)?.code == .storageFull {
+                context.logger.error("storage full", metadata: ["ferry.api": "resumable", "error": .string("\(error)")])
+            }
+            guard var refusal = ResumableDialect().wireError(for: error, request: request, context: context) as? ResumableRefusal
+            else { throw error }
+            refusal.headers[.location] = location
+            throw refusal
         }
         response.headers[.location] = location
         if response.status == .noContent { response.status = .created }

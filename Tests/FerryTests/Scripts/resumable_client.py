@@ -316,6 +316,7 @@ def ietf_upload(args):
     if creation.final["status"] >= 300 and location:
         # Where a refused creation leaves the upload its 104 named: offset retrieval, then cancellation.
         head = Exchange(location, "HEAD", base)
+        out["finalNamesIt"] = creation.final["headers"].get("location") == location
         out["headAfter"] = head.final["status"]
         out["headOffset"] = head.final["headers"].get("upload-offset")
         out["cancel"] = Exchange(location, "DELETE", base).final["status"]
