@@ -281,24 +281,28 @@ struct EngineBehaviourTests {
         try await Self.withSlowTail { client in
             try await client.createBucket("behaviour")
             let first = try await client.upload(request(file, key: "edited.bin", records: records))
-            let (log, collector) = EventLog.collect(first)
-            var stored = false
-            for _ in 0..<3000 where !stored {
-                stored = log.progress.contains { $0.totalBytesStored >= Int64(5 * Self.mib) }
-                if !stored { try await Task.sleep(for: .milliseconds(20)) }
+            let (_, collector) = EventLog.collect(first)
+            // Paused once its checkpoint records a part (the checkpoint is written after the part's progress is
+            // told): the edit goes into a part the resume must read again.
+            var recorded: [Int] = []
+            for _ in 0..<3000 where recorded.isEmpty {
+                recorded = checkpointPartNumbers(records.path)
+                if recorded.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
             }
-            try #require(stored)
+            try #require(!recorded.isEmpty)
             await first.pause()
             _ = collector
-            // One byte of part 1, away from the fingerprint's samples (its first 64 KiB, the middle, the end), with
-            // the modification time put back.
+            let part = try #require(checkpointPartNumbers(records.path).min())
+            let offset = UInt64((part - 1) * 5 * Self.mib + Self.mib + 12_345)
+            // One byte of that part, away from the fingerprint's samples (its first 64 KiB, the middle, the end),
+            // with the modification time put back.
             let before = try FileFingerprint.of(path: file.path)
             var original = stat()
             try #require(stat(file.path, &original) == 0)
             let handle = try FileHandle(forUpdating: file)
-            try handle.seek(toOffset: UInt64(Self.mib + 12_345))
+            try handle.seek(toOffset: offset)
             let old = try #require(try handle.read(upToCount: 1)?.first)
-            try handle.seek(toOffset: UInt64(Self.mib + 12_345))
+            try handle.seek(toOffset: offset)
             try handle.write(contentsOf: Data([~old]))
             try handle.close()
             var times = [original.st_atim, original.st_mtim]
@@ -306,7 +310,7 @@ struct EngineBehaviourTests {
             #expect(try FileFingerprint.of(path: file.path) == before, "the edit must leave the fingerprint as it was")
 
             try await refusedThenFresh(
-                client, file, key: "edited.bin", records: records, directory: directory, mentioning: "part 1")
+                client, file, key: "edited.bin", records: records, directory: directory, mentioning: "part \(part)")
         }
     }
 
@@ -544,6 +548,16 @@ struct EngineBehaviourTests {
             #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
         }
     }
+}
+
+/// The numbers of the parts recorded in the (single) checkpoint in a record directory.
+func checkpointPartNumbers(_ records: String) -> [Int] {
+    guard let name = try? FileManager.default.contentsOfDirectory(atPath: records).first(where: { $0.hasSuffix(".json") }),
+        let data = FileManager.default.contents(atPath: records + "/" + name),
+        let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+        let parts = object["parts"] as? [[String: Any]]
+    else { return [] }
+    return parts.compactMap { $0["number"] as? Int }
 }
 
 /// Parts recorded in the (single) checkpoint in a record directory.
