@@ -183,6 +183,11 @@ struct MultipartTests {
                 "GET", "/abort", query: [("uploads", ""), ("encoding-type", "url"), ("prefix", "k2"), ("max-uploads", "1")])
             let page = try S3XML.decode(ListMultipartUploadsResult.self, from: Data(encoded.body))
             #expect(page.encodingType == "url" && page.uploads.map(\.key) == ["k2"] && page.nextKeyMarker == "k2")
+            // max-uploads=0 is an empty page that is not truncated (it has no marker to go on from).
+            let none = try S3XML.decode(
+                ListMultipartUploadsResult.self,
+                from: Data(try await s3.send("GET", "/abort", query: [("uploads", ""), ("max-uploads", "0")]).body))
+            #expect(none.uploads.isEmpty && !none.isTruncated && none.nextKeyMarker == nil)
             let next = try await s3.send(
                 "GET", "/abort", query: [("uploads", ""), ("encoding-type", "url"), ("key-marker", "k2"), ("upload-id-marker", other)])
             let rest = try S3XML.decode(ListMultipartUploadsResult.self, from: Data(next.body))

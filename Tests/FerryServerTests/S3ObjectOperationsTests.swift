@@ -59,6 +59,21 @@ struct S3ObjectOperationsTests {
             #expect(quiet.text.contains("<Key></Key><Code>UserKeyMustBeSpecified</Code>"), "\(quiet.text)")
             #expect(try await s3.get("batch", "x").status == 404)
 
+            // Quiet is an xs:boolean: `1` is true, `yes` is no boolean (and deletes nothing).
+            try await s3.put("batch", "z", [3])
+            for (spelling, status) in [("yes", 400), ("1", 200)] {
+                let odd = Array("<Delete><Quiet>\(spelling)</Quiet><Object><Key>z</Key></Object></Delete>".utf8)
+                let answer = try await s3.send(
+                    "POST", "/batch", query: [("delete", "")], headers: [("Content-MD5", contentMD5(odd))], body: odd)
+                #expect(answer.status == status, "\(spelling): \(answer.text)")
+                if status == 400 {
+                    #expect(answer.errorCode == "MalformedXML")
+                    #expect(try await s3.get("batch", "z").status == 200, "a malformed Delete deleted")
+                } else {
+                    #expect(!answer.text.contains("<Deleted>"))
+                }
+            }
+
             let tooMany = deleteXML((0...1000).map { "k\($0)" })
             let refused = try await s3.send(
                 "POST", "/batch", query: [("delete", "")], headers: [("Content-MD5", contentMD5(tooMany))], body: tooMany)

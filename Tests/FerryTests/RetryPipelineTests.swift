@@ -121,6 +121,16 @@ struct RetryPipelineTests {
         #expect(clock.waits.first.map { $0 > .milliseconds(6900) && $0 <= .seconds(7) } == true, "\(clock.waits)")
     }
 
+    @Test("an S3 error document without a Message keeps its code (a 503 SlowDown is SlowDown, not ServiceUnavailable)")
+    func errorWithoutMessage() {
+        let bare = TransportResponse(status: 503, headers: [], body: Array("<Error><Code>SlowDown</Code></Error>".utf8))
+        let error = ObjectStorageClient.serverError(bare, method: "PUT")
+        #expect(error.serverCode == "SlowDown" && error.httpStatus == 503, "\(error)")
+        #expect(error.message == "The server answered HTTP 503 SlowDown.", "\(error)")
+        let full = ObjectStorageClient.serverError(ScriptedTransport.s3Error(400, "InvalidArgument"), method: "PUT")
+        #expect(full.serverCode == "InvalidArgument" && full.message == "m", "\(full)")
+    }
+
     @Test("the media API retries 5xx and network failures through the same policy, and not a 4xx refusal")
     func mediaAPIRetries() async throws {
         let clock = RecordingClock()

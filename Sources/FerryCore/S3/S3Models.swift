@@ -621,4 +621,12 @@ public struct S3ErrorDocument: Codable, Hashable, Sendable {
         case resource = "Resource"
         case requestId = "RequestId"
     }
+    /// Decodes a document; a missing `Message` (some stores and proxies send only the code) is empty.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        code = try c.decode(String.self, forKey: .code)
+        message = try c.decodeIfPresent(String.self, forKey: .message) ?? ""
+        resource = try c.decodeIfPresent(String.self, forKey: .resource)
+        requestId = try c.decodeIfPresent(String.self, forKey: .requestId)
+    }
 }

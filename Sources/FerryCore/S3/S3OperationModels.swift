@@ -96,7 +96,13 @@ package struct S3DeleteRequest: Decodable, Sendable {
 
     package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        quiet = try c.decodeIfPresent(Bool.self, forKey: .quiet) ?? false
+        // xs:boolean: `true`, `false`, `1` or `0`; anything else (`yes`) is malformed, not a guess.
+        switch try c.decodeIfPresent(String.self, forKey: .quiet) {
+        case nil, "false", "0": quiet = false
+        case "true", "1": quiet = true
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .quiet, in: c, debugDescription: "Quiet is not a boolean.")
+        }
         objects = try c.decodeIfPresent([Object].self, forKey: .objects) ?? []
     }
 }

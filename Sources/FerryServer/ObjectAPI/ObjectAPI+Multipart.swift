@@ -178,7 +178,9 @@ extension ObjectAPI {
         let listing = try await store.listMultipartUploads(
             bucket: request.bucket, prefix: prefix, delimiter: delimiter, keyMarker: keyMarker,
             uploadIdMarker: uploadIdMarker, maxUploads: maxUploads)
-        let truncated = listing.isTruncated
+        // `max-uploads=0` answers an empty, untruncated page, as `max-keys=0` does: a truncated page without
+        // markers would send a paginator round for ever.
+        let truncated = maxUploads > 0 && listing.isTruncated
         let result = ListMultipartUploadsResult(
             bucket: request.bucket, keyMarker: encode(keyMarker), uploadIdMarker: uploadIdMarker,
             nextKeyMarker: truncated ? listing.nextKeyMarker.map(encode) : nil,

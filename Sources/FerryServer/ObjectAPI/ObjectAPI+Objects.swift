@@ -432,6 +432,15 @@ extension ObjectAPI {
     static let preconditionFailed = S3Error(
         .preconditionFailed, "At least one of the pre-conditions you specified did not hold")
 
+    /// A 416 for `range` of an object of `size` bytes, with the `Content-Range: bytes */size` RFC 9110 asks for.
+    static func unsatisfiable(_ range: String, size: Int64) -> S3Error {
+        var error = S3Error(
+            .invalidRange, "The requested range is not satisfiable",
+            details: ["RangeRequested": range, "ActualObjectSize": String(size)])
+        error.headers["Content-Range"] = "bytes */\(size)"
+        return error
+    }
+
     /// Parses a single `bytes=` range; nil means "serve the whole object" (as S3 does for syntax it ignores).
     static func parseRange(_ header: String, size: Int64) throws -> ClosedRange<Int64>? {
         let value = header.trimmingCharacters(in: .whitespaces)
@@ -444,9 +453,7 @@ extension ObjectAPI {
         // A position past Int64 is past every object: it saturates (an end is then the object's last byte, a start
         // past it is unsatisfiable), as RFC 9110 reads positions past the representation.
         let position = { (text: String) -> Int64? in digits(text) ? Int64(text) ?? .max : nil }
-        let unsatisfiable = S3Error(
-            .invalidRange, "The requested range is not satisfiable",
-            details: ["RangeRequested": String(value.prefix(64)), "ActualObjectSize": String(size)])
+        let unsatisfiable = Self.unsatisfiable(String(value.prefix(64)), size: size)
         if first.isEmpty {
             // `bytes=-N`; anything else after the dash (`bytes=--1`) is not a range at all.
             guard let suffix = position(last) else { return nil }
