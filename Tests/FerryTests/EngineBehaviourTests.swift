@@ -236,16 +236,28 @@ struct EngineBehaviourTests {
     /// more each: an upload paused once its first part is stored is never done before the pause lands, however busy
     /// the machine.
     static func withSlowTail(_ body: @Sendable (ObjectStorageClient) async throws -> Void) async throws {
+        try await throughProxy {
+            $0.inject(.delay(seconds: 4), when: .method("PUT") && (.partNumber(3) || .partNumber(4)), times: .max)
+        } _: { client, _, _ in
+            try await body(client)
+        }
+    }
+
+    /// Runs `body` with an engine client that reaches a test server through a fault proxy set up by `faults`.
+    static func throughProxy(
+        _ faults: @Sendable (FaultProxy) -> Void,
+        _ body: @Sendable (ObjectStorageClient, FaultProxy, TestServer) async throws -> Void
+    ) async throws {
         try await TestServer.with { server in
             try await FaultProxy.with(upstream: server.endpoint) { proxy in
-                proxy.inject(.delay(seconds: 4), when: .method("PUT") && (.partNumber(3) || .partNumber(4)), times: .max)
+                faults(proxy)
                 var configuration = ObjectStorageClient.Configuration()
                 configuration.transport = AsyncHTTPClientTransport()
                 let client = ObjectStorageClient(
                     endpoint: URL(string: proxy.endpoint)!,
                     credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
                     configuration: configuration)
-                try await body(client)
+                try await body(client, proxy, server)
             }
         }
     }
@@ -360,47 +372,40 @@ struct EngineBehaviourTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = try makeRandomFile(size: 20 * Self.mib, in: directory)
         let records = URL(fileURLWithPath: directory + "/records")
-        try await TestServer.with { server in
-            try await FaultProxy.with(upstream: server.endpoint) { proxy in
-                // Slow parts: the first upload is still sending while the second is tried.
-                proxy.inject(.delay(seconds: 0.5), when: .query(contains: "partNumber"), times: .max)
-                try await server.engine().createBucket("behaviour")
-                var configuration = ObjectStorageClient.Configuration()
-                configuration.transport = AsyncHTTPClientTransport()
-                let client = ObjectStorageClient(
-                    endpoint: URL(string: proxy.endpoint)!,
-                    credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
-                    configuration: configuration)
-                let first = try await client.upload(request(file, key: "locked.bin", records: records))
-                let (log, collector) = EventLog.collect(first)
-                #expect(await log.waitForProgress(Int64(5 * Self.mib)))
-                let sent = proxy.log.count
-                let second = try await client.upload(request(file, key: "locked.bin", records: records))
-                do {
-                    _ = try await second.result
-                    Issue.record("a second upload of a checkpoint in use ran")
-                } catch let error as FerryError {
-                    #expect(error.code == .uploadInProgress, "\(error)")
-                    #expect(error.message.contains(file.path) && error.message.contains(records.path), "\(error.message)")
-                }
-                do {
-                    try await client.discardCheckpoint(of: request(file, key: "locked.bin", records: records))
-                    Issue.record("a checkpoint in use was discarded")
-                } catch {
-                    #expect((error as? FerryError)?.code == .uploadInProgress, "\(error)")
-                }
-                // Neither sent a request: what the proxy saw since came from the first.
-                #expect(proxy.log.dropFirst(sent).allSatisfy { $0.query.contains("partNumber") }, "\(proxy.log.dropFirst(sent))")
-                await first.pause()
-                _ = collector
-                let third = try await client.upload(request(file, key: "locked.bin", records: records))
-                let result = try await third.result
-                #expect(result.partsResumed >= 1)
-                let back = URL(fileURLWithPath: directory + "/back")
-                try await server.engine().download(bucket: "behaviour", key: "locked.bin", to: back)
-                #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
-                #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).isEmpty)
+        // Slow parts: the first upload is still sending while the second is tried.
+        try await Self.throughProxy {
+            $0.inject(.delay(seconds: 0.5), when: .query(contains: "partNumber"), times: .max)
+        } _: { client, proxy, server in
+            try await client.createBucket("behaviour")
+            let first = try await client.upload(request(file, key: "locked.bin", records: records))
+            let (log, collector) = EventLog.collect(first)
+            #expect(await log.waitForProgress(Int64(5 * Self.mib)))
+            let sent = proxy.log.count
+            let second = try await client.upload(request(file, key: "locked.bin", records: records))
+            do {
+                _ = try await second.result
+                Issue.record("a second upload of a checkpoint in use ran")
+            } catch let error as FerryError {
+                #expect(error.code == .uploadInProgress, "\(error)")
+                #expect(error.message.contains(file.path) && error.message.contains(records.path), "\(error.message)")
             }
+            do {
+                try await client.discardCheckpoint(of: request(file, key: "locked.bin", records: records))
+                Issue.record("a checkpoint in use was discarded")
+            } catch {
+                #expect((error as? FerryError)?.code == .uploadInProgress, "\(error)")
+            }
+            // Neither sent a request: what the proxy saw since came from the first.
+            #expect(proxy.log.dropFirst(sent).allSatisfy { $0.query.contains("partNumber") }, "\(proxy.log.dropFirst(sent))")
+            await first.pause()
+            _ = collector
+            let third = try await client.upload(request(file, key: "locked.bin", records: records))
+            let result = try await third.result
+            #expect(result.partsResumed >= 1)
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await server.engine().download(bucket: "behaviour", key: "locked.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: records.path).isEmpty)
         }
     }
 
