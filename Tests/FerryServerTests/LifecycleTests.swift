@@ -153,6 +153,12 @@ struct LifecycleTests {
         let dated = BucketLifecycle(
             S3LifecycleConfiguration(rules: [Rule(id: "d", prefix: "", expiration: .init(date: "2015-01-01T00:00:00Z"))]))
         #expect(dated.expiration(of: object)?.date == Date(timeIntervalSince1970: 1_420_070_400))
+        // A leap day is a day; 30 February and month 13 are none.
+        #expect(BucketLifecycle.parseDate("2024-02-29T00:00:00Z") == Date(timeIntervalSince1970: 1_709_164_800))
+        #expect(BucketLifecycle.parseDate("2024-02-29") == Date(timeIntervalSince1970: 1_709_164_800))
+        for text in ["2020-02-30T00:00:00Z", "2023-02-29T00:00:00Z", "2021-13-01", "2021-04-31T00:00:00.000Z"] {
+            #expect(BucketLifecycle.parseDate(text) == nil, "\(text)")
+        }
     }
 
     static let rules = """
@@ -221,6 +227,11 @@ struct LifecycleTests {
                     "InvalidArgument"
                 ),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>0</Days></Expiration>"), "InvalidArgument"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Days>2147483648</Days></Expiration>"), "InvalidArgument"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>9223372036854775807</DaysAfterInitiation></AbortIncompleteMultipartUpload>"), "InvalidArgument"),
+                // A day the calendar does not have (read leniently, it would be 1 March).
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>2020-02-30T00:00:00Z</Date></Expiration>"), "InvalidArgument"),
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>2021-13-01T00:00:00Z</Date></Expiration>"), "InvalidArgument"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>2030-01-01T10:00:00Z</Date></Expiration>"), "InvalidArgument"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>someday</Date></Expiration>"), "InvalidArgument"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>-001-01-01T00:00:00Z</Date></Expiration>"), "InvalidArgument"),

@@ -175,3 +175,41 @@ struct StorageFullTests {
         }
     }
 }
+
+/// Which storage calls count as failed ones (`ferry_storage_call_errors_total`).
+@Suite("Failed storage calls: the stores' failures, not their refusals")
+struct StoreFailureTests {
+    /// Records whether each reported call failed.
+    final class Recorder: ServiceEvents, @unchecked Sendable {
+        // `failed` is only touched while holding `lock`.
+        private let lock = NSLock()
+        private var failed: [String] = []
+        var calls: [String] { lock.withLock { failed } }
+        func storageCall(layer: String, operation: String, duration: Duration, failed: Bool) {
+            lock.withLock { self.failed.append("\(operation) \(failed)") }
+        }
+        func storageCallFailed(layer: String, operation: String) {
+            lock.withLock { self.failed.append("\(operation) failed") }
+        }
+    }
+
+    @Test("a quota, a missing object or a cancelled request is no failed call; a file system or database error, a full disk and an unavailable store are")
+    func classified() async throws {
+        let recorder = Recorder()
+        let events: (any ServiceEvents)? = recorder
+        let thrown: [(String, any Error)] = [
+            ("quota", FerryDomainError(.quotaExceeded, "over")), ("missing", FerryDomainError(.objectNotFound, "gone")),
+            ("cancelled", CancellationError()), ("open", POSIXFileError("open", ENOTDIR)),
+            ("sqlite", DatabaseError(resultCode: .SQLITE_IOERR)), ("full", FerryDomainError.outOfSpace),
+            ("store", FerryDomainError(.storeUnavailable, "down")),
+        ]
+        for (operation, error) in thrown {
+            await #expect(throws: (any Error).self) { try await events.timed("catalog", operation) { throw error } }
+            events.failed("blobs", operation, error)
+        }
+        #expect(recorder.calls == [
+            "quota false", "missing false", "cancelled false", "open true", "open failed", "sqlite true", "sqlite failed",
+            "full true", "full failed", "store true", "store failed",
+        ])
+    }
+}

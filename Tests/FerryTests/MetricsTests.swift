@@ -32,6 +32,8 @@ struct MetricsTests {
             #expect(try await forger.put("photos", "forged.jpg", [1]).status == 403)
             let media = try await S3TestClient.fetch(server.endpoint + "/_ferry/v1/NoSuchAction", headers: [])
             #expect(media.status >= 400)
+            // Methods no route answers are one label value, however many of them there are.
+            for method in ["PROPFIND", "MKCOL", "LOCK"] { #expect(try await client.send(method, "/photos/x").status == 405) }
             // Declared lengths are not counted, only bytes read: a body-less request (twice, which would wrap the
             // counter) and a plain PUT that declares an aws-chunked length it does not have.
             for _ in 0..<2 {
@@ -50,6 +52,8 @@ struct MetricsTests {
             let text = String(decoding: reply.body, as: UTF8.self)
             #expect(Self.sample(text, "ferry_http_requests_total", ["group": "s3", "method": "PUT", "status": "200"]) == 4)
             #expect(Self.sample(text, "ferry_http_requests_total", ["group": "s3", "method": "GET", "status": "404"]) == 1)
+            #expect(Self.sample(text, "ferry_http_requests_total", ["group": "s3", "method": "other", "status": "405"]) == 3)
+            #expect(!text.contains("PROPFIND"))
             #expect(Self.sample(text, "ferry_http_requests_total", ["group": "media", "method": "GET"]) == 1)
             #expect(Self.sample(text, "ferry_s3_operations_total", ["operation": "PutObject", "status": "200"]) == 2)
             #expect(Self.sample(text, "ferry_s3_operations_total", ["operation": "CreateBucket", "status": "200"]) == 2)
@@ -71,6 +75,24 @@ struct MetricsTests {
             let check = try await Self.promtoolCheck(text)
             #expect(check.status == 0, "\(check.said)")
             #expect(check.said.isEmpty, "promtool's complaints: \(check.said)")
+        }
+    }
+
+    @Test("a blob write that cannot open its file counts as a storage call error of the blob storage")
+    func blobWriteErrors() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("broken").status == 200)
+            // The blob storage's temporary directory made a file: the next write cannot open its file.
+            let temporary = server.dataDirectory + "/objects/tmp"
+            try FileManager.default.removeItem(atPath: temporary)
+            #expect(FileManager.default.createFile(atPath: temporary, contents: Data()))
+            #expect(try await s3.put("broken", "c", [3]).status == 500)
+            let text = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            #expect(Self.sample(text, "ferry_storage_call_errors_total", ["layer": "blobs", "operation": "write"]) == 1)
+            #expect(Self.sample(text, "ferry_storage_call_errors_total", ["layer": "catalog"]) == nil)
+            try FileManager.default.removeItem(atPath: temporary)
+            try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: false)
         }
     }
 

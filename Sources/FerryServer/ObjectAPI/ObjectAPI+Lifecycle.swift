@@ -44,6 +44,9 @@ extension ObjectAPI {
         return Response(status: .noContent)
     }
 
+    /// The days a rule may count: a positive 32-bit integer, as S3's schema has it.
+    static let lifecycleDays = 1...Int(Int32.max)
+
     /// Checks a lifecycle configuration as S3 does and gives every rule without an ID a generated one.
     static func validate(_ configuration: inout S3LifecycleConfiguration) throws {
         func invalid(_ message: String) -> S3Error { S3Error(.invalidArgument, message) }
@@ -68,7 +71,7 @@ extension ObjectAPI {
             if let expiration = rule.expiration {
                 let given = [expiration.days != nil, expiration.date != nil, expiration.expiredObjectDeleteMarker != nil]
                 guard given.filter({ $0 }).count == 1 else { throw malformedXML }
-                if let days = expiration.days, days < 1 {
+                if let days = expiration.days, !Self.lifecycleDays.contains(days) {
                     throw invalid("'Days' for Expiration action must be a positive integer")
                 }
                 if let text = expiration.date {
@@ -78,14 +81,14 @@ extension ObjectAPI {
                 }
             }
             if let abort = rule.abortIncompleteMultipartUpload {
-                guard let days = abort.daysAfterInitiation, days >= 1 else {
+                guard let days = abort.daysAfterInitiation, Self.lifecycleDays.contains(days) else {
                     throw invalid("'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer")
                 }
                 guard rule.tags.isEmpty, rule.objectSizeGreaterThan == nil, rule.objectSizeLessThan == nil else {
                     throw invalid("AbortIncompleteMultipartUpload cannot be specified with Tags or object sizes")
                 }
             }
-            if let days = rule.noncurrentVersionExpiration?.noncurrentDays, days < 1 {
+            if let days = rule.noncurrentVersionExpiration?.noncurrentDays, !Self.lifecycleDays.contains(days) {
                 throw invalid("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
             }
             let floor = rule.objectSizeGreaterThan ?? 0

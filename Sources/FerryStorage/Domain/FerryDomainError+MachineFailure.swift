@@ -42,6 +42,17 @@ extension FerryDomainError {
         self = .outOfSpace
     }
 
+    /// Whether `error`, thrown by a call to the catalog or the blob storage, is a failure of that layer (a file
+    /// system, SQLite, PostgreSQL or object-store error, a full disk), not a refusal the layer made on purpose (a
+    /// quota, a precondition, a missing object) or a request that went away.
+    package static func isStoreFailure(_ error: any Error) -> Bool {
+        switch error {
+        case let error as FerryDomainError: [.storageFull, .storeUnavailable, .storeRefused].contains(error.code)
+        case is POSIXFileError, is DatabaseError, is PSQLError: true
+        default: false
+        }
+    }
+
     /// The server's disk (or catalog) is full, or its free space down to the reserve kept for the catalog.
     package static let outOfSpace = FerryDomainError(
         .storageFull, "The server is out of storage space; nothing of this request was stored. Try again later.")

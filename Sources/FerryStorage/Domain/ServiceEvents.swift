@@ -29,8 +29,11 @@ package protocol ServiceEvents: Sendable {
     func videoBecameNormal(after seconds: TimeInterval)
     /// A webhook delivery attempt ended: `delivered`, `retry` or `failed` (given up), `lag` after the event was made.
     func webhookDeliveryEnded(_ outcome: String, lag: TimeInterval)
-    /// A call to the catalog or the blob storage (`layer`) took `duration`; `failed` when it threw.
+    /// A call to the catalog or the blob storage (`layer`) took `duration`; `failed` when it failed (a refusal the
+    /// layer made on purpose, such as a quota, is no failure: see ``FerryDomainError/isStoreFailure(_:)``).
     func storageCall(layer: String, operation: String, duration: Duration, failed: Bool)
+    /// A call to the catalog or the blob storage whose duration is the client's (writing a request body) failed.
+    func storageCallFailed(layer: String, operation: String)
 }
 
 extension ServiceEvents {
@@ -40,10 +43,11 @@ extension ServiceEvents {
     package func videoBecameNormal(after seconds: TimeInterval) {}
     package func webhookDeliveryEnded(_ outcome: String, lag: TimeInterval) {}
     package func storageCall(layer: String, operation: String, duration: Duration, failed: Bool) {}
+    package func storageCallFailed(layer: String, operation: String) {}
 }
 
 extension Optional where Wrapped == any ServiceEvents {
-    /// Runs `body` in a span named `layer.operation`, reporting its duration (and whether it threw) as a call to
+    /// Runs `body` in a span named `layer.operation`, reporting its duration (and whether it failed) as a call to
     /// `layer`'s `operation`.
     package func timed<T>(_ layer: String, _ operation: String, _ body: () async throws -> T) async throws -> T {
         try await withSpan(layer + "." + operation) { _ in
@@ -54,9 +58,17 @@ extension Optional where Wrapped == any ServiceEvents {
                 events.storageCall(layer: layer, operation: operation, duration: ContinuousClock.now - start, failed: false)
                 return value
             } catch {
-                events.storageCall(layer: layer, operation: operation, duration: ContinuousClock.now - start, failed: true)
+                events.storageCall(
+                    layer: layer, operation: operation, duration: ContinuousClock.now - start,
+                    failed: FerryDomainError.isStoreFailure(error))
                 throw error
             }
         }
+    }
+
+    /// Reports a failed call to `layer`'s `operation` when `error` is the layer's failure.
+    package func failed(_ layer: String, _ operation: String, _ error: any Error) {
+        guard let events = self, FerryDomainError.isStoreFailure(error) else { return }
+        events.storageCallFailed(layer: layer, operation: operation)
     }
 }

@@ -78,15 +78,27 @@ package struct BucketLifecycle: Sendable {
         return Date(timeIntervalSince1970: midnight)
     }
 
-    /// A rule's `Date`: ISO 8601 (with or without fractional seconds) with a four-digit year, or nil.
+    /// A rule's `Date`: ISO 8601 (with or without fractional seconds) with a four-digit year, or nil; also nil for a
+    /// day the calendar does not have (`2020-02-30`, which the formatter reads as 1 March).
     package static func parseDate(_ text: String) -> Date? {
         // The formatter also reads signed and shorter years ("-001-01-01"), which S3 refuses.
         guard text.utf8.count >= 10, text.utf8.prefix(4).allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
         let formatter = ISO8601DateFormatter()
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withFullDate]
-        return formatter.date(from: text)
+        var date = formatter.date(from: text)
+        if date == nil {
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            date = formatter.date(from: text)
+        }
+        if date == nil {
+            formatter.formatOptions = [.withFullDate]
+            date = formatter.date(from: text)
+        }
+        let day = text.prefix(10).split(separator: "-").compactMap { Int($0) }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
+        guard let date, day.count == 3,
+            DateComponents(calendar: calendar, year: day[0], month: day[1], day: day[2]).isValidDate
+        else { return nil }
+        return date
     }
 }

@@ -391,7 +391,14 @@ public struct CatalogObjectStore: ObjectStore {
     func writeVerified<Body: AsyncSequence & Sendable>(
         _ body: Body, checksums: [ChecksumAlgorithm], maxSize: Int64? = nil, verify: BodyVerifier
     ) async throws -> (blob: String, digests: BodyDigests) where Body.Element == ByteBuffer {
-        let (temp, digests) = try await files.write(body, checksums: checksums, maxSize: maxSize ?? limits.maxPartSize)
+        let temp: String
+        let digests: BodyDigests
+        do {
+            (temp, digests) = try await files.write(body, checksums: checksums, maxSize: maxSize ?? limits.maxPartSize)
+        } catch {
+            events.failed("blobs", "write", error)
+            throw error
+        }
         do {
             try verify(digests)
             return (try await events.timed("blobs", "commit") { try await files.commit(tempPath: temp) }, digests)

@@ -138,12 +138,12 @@ package struct S3BlobStorage: BlobStorage {
             }
             return (name, digests)
         } catch {
-            // The body's own failure (the client went away, the body is too large) is the one to report.
-            let failure = hashing.state.failure ?? error
             // The store may hold a whole body whose answer was lost: deleted before the client hears of the failure,
             // even when the client went away (a blob that cannot be deleted is collected as an orphan).
             await removeIgnoringCancellation([name])
-            throw Self.mapped(failure)
+            // The body's own failure (the client went away, the body is too large) is the one to report, as it is:
+            // it is not the store's.
+            throw hashing.state.failure ?? Self.mapped(error)
         }
     }
 

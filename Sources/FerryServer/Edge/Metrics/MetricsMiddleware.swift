@@ -33,13 +33,16 @@ struct MetricsMiddleware: RouterMiddleware {
         }
     }
 
+    /// The methods that are label values of their own: those some route answers.
+    static let labelledMethods: Set<HTTPRequest.Method> = [.get, .head, .put, .post, .delete, .options, .patch]
+
     private func finish(
         _ request: Request, context: Context, status: Int, since start: ContinuousClock.Instant, read: Int64,
         answer: HTTPFields?
     ) {
         let observation = context.observation
-        // The routed methods are a fixed set; anything else is one label value.
-        let method = FerryServer.routedMethods.contains(request.method) ? request.method.rawValue : "other"
+        // The methods the service answers are a fixed set; anything else (WebDAV's, an extension's) is one value.
+        let method = Self.labelledMethods.contains(request.method) ? request.method.rawValue : "other"
         let accepted = (200..<300).contains(status)
         // An aws-chunked body counts its decoded length, which is less than the bytes read (chunk headers and
         // signatures); a declared length larger than what was read counts what was read.
