@@ -14,6 +14,23 @@ struct MetricsEventsTests {
         String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
     }
 
+    @Test("media actions are counted by action whether refused before they run or called from the console, never as object API operations")
+    func mediaActionsCounted() async throws {
+        try await TestServer.with { server in
+            // Unsigned: refused by authentication, before the action runs; an action the API lacks is no label.
+            #expect(try await S3TestClient.fetchRaw("POST", server.endpoint + "/_ferry/v1/ListVideos").status == 403)
+            #expect(try await S3TestClient.fetchRaw("POST", server.endpoint + "/_ferry/v1/NoSuchThing").status >= 400)
+            var browser = ConsoleBrowser(server)
+            #expect(try await browser.signIn(server.root.accessKeyId, server.root.secretAccessKey).status == 200)
+            #expect(try await browser.api("ListVideos").status == 200)
+            let text = try await Self.scrape(server)
+            #expect(PrometheusText.sample(text, "ferry_media_actions_total", ["action": "ListVideos", "status": "403"]) == 1)
+            #expect(PrometheusText.sample(text, "ferry_media_actions_total", ["action": "ListVideos", "status": "200"]) == 1)
+            #expect(!text.contains("NoSuchThing"))
+            #expect(PrometheusText.sample(text, "ferry_s3_operations_total", ["operation": "ListVideos"]) == nil, "\(text)")
+        }
+    }
+
     @Test("a video reaching Normal, a refreshed credential, delivered webhooks, then a retried part, a resumed, a completed and an aborted upload and a refused digest: each counted once")
     func eventsAreCounted() async throws {
         try await HTTPReceiver.with { receiver in

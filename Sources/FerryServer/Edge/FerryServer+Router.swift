@@ -66,6 +66,7 @@ extension FerryServer {
         v1.on(
             ["GetServiceStatus"], methods: allBut([.get, .post]),
             use: refusing(MediaError("MethodNotAllowed", "GetServiceStatus answers GET and POST requests.", status: 405)))
+        v1.add(middleware: MediaActionMiddleware())
         v1.add(middleware: MediaAuthenticationMiddleware(authenticator: authenticator))
         v1.add(middleware: requestRate)
         v1.on(["", "{action}"], methods: [.post]) { request, context in

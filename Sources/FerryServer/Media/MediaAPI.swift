@@ -52,15 +52,8 @@ public struct MediaAPI: Sendable {
         let body = try await request.collectSmallBody()
         context.logger.debug("media request", metadata: ["ferry.action": .string(action)])
         let call = Call(principal: principal, endpoint: try context.endpoint())
-        // Counted by action once it names one (never an arbitrary string as a label).
-        context.observation.operation = action
-        let answer: any Encodable & Sendable
-        do {
-            answer = try await perform(action, Data(buffer: body), call)
-        } catch let error as MediaError where error.code == Self.invalidAction(action).code {
-            context.observation.operation = nil
-            throw error
-        }
+        MediaActionMiddleware.name(action, in: context)
+        let answer = try await perform(action, Data(buffer: body), call)
         return try JSONAnswer.response(WithRequestId(answer: answer, requestId: context.requestId), requestId: context.requestId)
     }
 

@@ -57,7 +57,7 @@ public final class FerryMetrics: Sendable {
 
     static let mediaActions = Series(
         name: "ferry_media_actions_total", type: "counter", labels: ["action", "status"],
-        help: "Media API actions (CreateUploadVideo, RefreshUploadVideo (a credential refresh), AssumeRole, GetPlayInfo, …) by status.")
+        help: "Media API actions (CreateUploadVideo, RefreshUploadVideo (a credential refresh), AssumeRole, GetPlayInfo, …) by status, the console's included, refusals of authentication and of the request rate too.")
     static let checksumMismatches = Series(
         name: "ferry_checksum_mismatches_total", type: "counter", labels: ["group"],
         help: "Uploads refused because their bytes did not match a declared checksum or digest (nothing was stored), by route group.")
@@ -183,12 +183,13 @@ public final class FerryMetrics: Sendable {
         counter(Self.throttledRequests, [("group", group)]).increment()
     }
 
-    /// An object API operation (group `s3`) or a media API action (group `media`) was answered with `status`.
+    /// An object API operation (group `s3`) or a media API action (group `media`, or `console` for a session's) was
+    /// answered with `status`.
     func operationFinished(_ operation: String, group: String, status: Int) {
-        if group == "media" {
-            counter(Self.mediaActions, [("action", operation), ("status", String(status))]).increment()
-        } else {
-            counter(Self.s3Operations, [("operation", operation), ("status", String(status))]).increment()
+        switch group {
+        case "s3": counter(Self.s3Operations, [("operation", operation), ("status", String(status))]).increment()
+        case "media", "console": counter(Self.mediaActions, [("action", operation), ("status", String(status))]).increment()
+        default: break
         }
     }
 

@@ -145,3 +145,23 @@ struct S3OperationMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 }
+
+/// Names the media API action a request asks for before it is authenticated, so that refusals of authentication and
+/// of the request rate are counted by action too; only an action the API has is named (never an arbitrary string as
+/// a label).
+struct MediaActionMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        let path = request.uri.path
+        if path.hasPrefix(MediaAPI.pathPrefix) { Self.name(String(path.dropFirst(MediaAPI.pathPrefix.count)), in: context) }
+        return try await next(request, context)
+    }
+
+    /// Names `action` as the request's operation when the media API has it.
+    static func name(_ action: String, in context: Context) {
+        if MediaAPI.operations[action] != nil { context.observation.operation = action }
+    }
+}
