@@ -178,7 +178,9 @@ extension ObjectStorageClient {
         let requestId = response.header("x-amz-request-id")
         let retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
         if let document = try? S3XML.decode(S3ErrorDocument.self, from: Data(response.body)) {
-            let message = document.message.isEmpty ? "The server answered HTTP \(response.status) \(document.code.prefix(64))." : document.message
+            let message =
+                document.message.isEmpty
+                ? "The server answered HTTP \(response.status) \(document.code.prefix(64))." : document.message
             var error = FerryError(
                 .server, message, httpStatus: response.status, serverCode: document.code,
                 requestId: document.requestId ?? requestId)

@@ -188,7 +188,8 @@ public final class FerryMetrics: Sendable {
     func operationFinished(_ operation: String, group: String, status: Int) {
         switch group {
         case "s3": counter(Self.s3Operations, [("operation", operation), ("status", String(status))]).increment()
-        case "media", "console": counter(Self.mediaActions, [("action", operation), ("status", String(status))]).increment()
+        case "media", "console":
+            counter(Self.mediaActions, [("action", operation), ("status", String(status))]).increment()
         default: break
         }
     }

@@ -156,7 +156,9 @@ struct MediaActionMiddleware: RouterMiddleware {
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         let path = request.uri.path
-        if path.hasPrefix(MediaAPI.pathPrefix) { Self.name(String(path.dropFirst(MediaAPI.pathPrefix.count)), in: context) }
+        if path.hasPrefix(MediaAPI.pathPrefix) {
+            Self.name(String(path.dropFirst(MediaAPI.pathPrefix.count)), in: context)
+        }
         return try await next(request, context)
     }
 
