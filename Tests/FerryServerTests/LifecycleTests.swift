@@ -156,7 +156,12 @@ struct LifecycleTests {
         // A leap day is a day; 30 February and month 13 are none.
         #expect(BucketLifecycle.parseDate("2024-02-29T00:00:00Z") == Date(timeIntervalSince1970: 1_709_164_800))
         #expect(BucketLifecycle.parseDate("2024-02-29") == Date(timeIntervalSince1970: 1_709_164_800))
-        for text in ["2020-02-30T00:00:00Z", "2023-02-29T00:00:00Z", "2021-13-01", "2021-04-31T00:00:00.000Z"] {
+        #expect(BucketLifecycle.parseDate("2024-02-29T05:00:00+05:00") == Date(timeIntervalSince1970: 1_709_164_800))
+        #expect(BucketLifecycle.parseDate("2024-02-29T00:00:00.000Z") == Date(timeIntervalSince1970: 1_709_164_800))
+        for text in [
+            "2020-02-30T00:00:00Z", "2023-02-29T00:00:00Z", "2021-13-01", "2021-04-31T00:00:00.000Z",
+            "2021-01-01T24:00:00Z", "2021-01-01T00:00:60Z", "2021-01-01T00:60:00Z",
+        ] {
             #expect(BucketLifecycle.parseDate(text) == nil, "\(text)")
         }
     }

@@ -106,4 +106,21 @@ struct ServiceStatusTests {
             #expect((free ?? 0) > 0, "\(text)")
         }
     }
+
+    @Test("/_ferry/health answers 503 while the node cannot write its blobs, 200 again once it can")
+    func healthOfTheBlobStorage() async throws {
+        try await TestServer.with { server in
+            let health = server.endpoint + "/_ferry/health"
+            #expect(try await S3TestClient.fetch(health).status == 200)
+            let blobs = server.dataDirectory + "/objects/blobs"
+            try FileManager.default.moveItem(atPath: blobs, toPath: blobs + ".moved")
+            // An answer serves for a second.
+            try await Task.sleep(for: .milliseconds(1100))
+            let broken = try await S3TestClient.fetch(health)
+            #expect(broken.status == 503 && broken.text == "object store unavailable\n", "\(broken.status) \(broken.text)")
+            try FileManager.default.moveItem(atPath: blobs + ".moved", toPath: blobs)
+            try await Task.sleep(for: .milliseconds(1100))
+            #expect(try await S3TestClient.fetch(health).status == 200)
+        }
+    }
 }

@@ -78,7 +78,7 @@ struct MetricsTests {
         }
     }
 
-    @Test("a blob write that cannot open its file counts as a storage call error of the blob storage")
+    @Test("a blob write that cannot open its file, a read and a link of blob files gone count as storage call errors of the blob storage")
     func blobWriteErrors() async throws {
         try await TestServer.with { server in
             let s3 = server.client()
@@ -88,11 +88,24 @@ struct MetricsTests {
             try FileManager.default.removeItem(atPath: temporary)
             #expect(FileManager.default.createFile(atPath: temporary, contents: Data()))
             #expect(try await s3.put("broken", "c", [3]).status == 500)
-            let text = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
-            #expect(Self.sample(text, "ferry_storage_call_errors_total", ["layer": "blobs", "operation": "write"]) == 1)
-            #expect(Self.sample(text, "ferry_storage_call_errors_total", ["layer": "catalog"]) == nil)
             try FileManager.default.removeItem(atPath: temporary)
             try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: false)
+            // An object whose blob files went away: its read and a copy's link fail.
+            #expect(try await s3.put("broken", "d", [4]).status == 200)
+            let blobs = server.dataDirectory + "/objects/blobs"
+            try FileManager.default.moveItem(atPath: blobs, toPath: blobs + ".moved")
+            #expect(try await s3.get("broken", "d").status == 500)
+            let copy = try await s3.send("PUT", "/broken/e", headers: [("x-amz-copy-source", "/broken/d")])
+            #expect(copy.status == 500)
+            try FileManager.default.moveItem(atPath: blobs + ".moved", toPath: blobs)
+            let text = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            for operation in ["write", "read", "link"] {
+                #expect(
+                    Self.sample(text, "ferry_storage_call_errors_total", ["layer": "blobs", "operation": operation]) == 1,
+                    "\(operation)")
+            }
+            #expect(Self.sample(text, "ferry_storage_call_errors_total", ["layer": "catalog"]) == nil)
+            #expect(try await s3.get("broken", "d").body == [4])
         }
     }
 

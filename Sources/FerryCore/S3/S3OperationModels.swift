@@ -96,8 +96,9 @@ package struct S3DeleteRequest: Decodable, Sendable {
 
     package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        // xs:boolean: `true`, `false`, `1` or `0`; anything else (`yes`) is malformed, not a guess.
-        switch try c.decodeIfPresent(String.self, forKey: .quiet) {
+        // xs:boolean: `true`, `false`, `1` or `0` (white space around it collapsed); anything else (`yes`) is
+        // malformed, not a guess.
+        switch try c.decodeIfPresent(String.self, forKey: .quiet)?.trimmingCharacters(in: .whitespacesAndNewlines) {
         case nil, "false", "0": quiet = false
         case "true", "1": quiet = true
         default:

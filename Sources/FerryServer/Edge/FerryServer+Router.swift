@@ -170,9 +170,9 @@ extension FerryServer {
                 }
         }
 
-        // Health, for load balancers: 200 while this node serves and reaches its catalog, 503 otherwise. The catalog's
-        // answer serves for a second: checks are unauthenticated, and each one a catalog query.
-        let lastCheck = NIOLockedValueBox<(at: ContinuousClock.Instant, healthy: Bool)?>(nil)
+        // Health, for load balancers: 200 while this node serves, reaches its catalog and can write its blobs, 503
+        // otherwise. An answer serves for a second: checks are unauthenticated, and each one a catalog query.
+        let lastCheck = NIOLockedValueBox<(at: ContinuousClock.Instant, problem: String?)?>(nil)
         router.group("/_ferry/health", TextDialect(name: "health"), checksHost: false, continues: false)
             .on([""], methods: all) { _, _ in await healthAnswer(lastCheck) }
 
@@ -234,18 +234,24 @@ extension FerryServer {
 
     /// The health check's answer within two seconds: a catalog that does not answer (a PostgreSQL pool waiting for a
     /// connection) is a 503 at once, not a request held open that also holds up the node's shutdown.
-    private func healthAnswer(_ lastCheck: NIOLockedValueBox<(at: ContinuousClock.Instant, healthy: Bool)?>) async -> Response {
+    private func healthAnswer(_ lastCheck: NIOLockedValueBox<(at: ContinuousClock.Instant, problem: String?)?>) async
+        -> Response
+    {
         let store = self.store
-        let healthy: Bool
+        let problem: String?
         if let last = lastCheck.withLockedValue({ $0 }), ContinuousClock.now - last.at < .seconds(1) {
-            healthy = last.healthy
+            problem = last.problem
         } else {
-            healthy = await withTimeLimit(.seconds(2)) { (try? await store.listBuckets()) != nil } ?? false
-            lastCheck.withLockedValue { $0 = (ContinuousClock.now, healthy) }
+            // The catalog answers and the blob storage passes its probe: a node that can take no upload is out.
+            async let catalog = withTimeLimit(.seconds(2)) { (try? await store.listBuckets()) != nil } ?? false
+            async let blobs = withTimeLimit(.seconds(2)) { (try? await store.probeBlobStorage()) != nil } ?? false
+            let (catalogAnswers, blobsAnswer) = await (catalog, blobs)
+            problem = !catalogAnswers ? "catalog unavailable" : !blobsAnswer ? "object store unavailable" : nil
+            lastCheck.withLockedValue { $0 = (ContinuousClock.now, problem) }
         }
         return Response(
-            status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain"],
-            body: .init(byteBuffer: ByteBuffer(string: healthy ? "ok\n" : "catalog unavailable\n")))
+            status: problem == nil ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain"],
+            body: .init(byteBuffer: ByteBuffer(string: (problem ?? "ok") + "\n")))
     }
 }
 

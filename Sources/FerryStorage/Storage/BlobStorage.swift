@@ -120,16 +120,24 @@ struct BlobByteSequence: AsyncSequence, Sendable {
     let storage: any BlobStorage
     let manifest: [BlobSegment]
     let range: ClosedRange<Int64>?
+    /// Told of a read that failed (as operation `read` of layer `blobs`).
+    var events: (any ServiceEvents)? = nil
 
     struct AsyncIterator: AsyncIteratorProtocol {
         let storage: any BlobStorage
         /// (blob, offset, length) still to read, in order.
         var pieces: ArraySlice<(blob: String, offset: Int64, length: Int64)>
         var current: AsyncThrowingStream<ByteBuffer, any Error>.AsyncIterator?
+        let events: (any ServiceEvents)?
 
         mutating func next() async throws -> ByteBuffer? {
             while true {
-                if current != nil, let buffer = try await current!.next() { return buffer }
+                do {
+                    if current != nil, let buffer = try await current!.next() { return buffer }
+                } catch {
+                    events.failed("blobs", "read", error)
+                    throw error
+                }
                 guard let piece = pieces.popFirst() else { return nil }
                 current = piece.length == 0
                     ? nil : storage.bytes(of: piece.blob, offset: piece.offset, length: piece.length).makeAsyncIterator()
@@ -150,7 +158,7 @@ struct BlobByteSequence: AsyncSequence, Sendable {
             }
             position += segment.size
         }
-        return AsyncIterator(storage: storage, pieces: pieces[...], current: nil)
+        return AsyncIterator(storage: storage, pieces: pieces[...], current: nil, events: events)
     }
 }
 

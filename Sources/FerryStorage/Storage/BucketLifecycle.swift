@@ -79,7 +79,7 @@ package struct BucketLifecycle: Sendable {
     }
 
     /// A rule's `Date`: ISO 8601 (with or without fractional seconds) with a four-digit year, or nil; also nil for a
-    /// day the calendar does not have (`2020-02-30`, which the formatter reads as 1 March).
+    /// day or a time the calendar does not have (`2020-02-30`, which the formatter reads as 1 March; `T24:00:00Z`).
     package static func parseDate(_ text: String) -> Date? {
         // The formatter also reads signed and shorter years ("-001-01-01"), which S3 refuses.
         guard text.utf8.count >= 10, text.utf8.prefix(4).allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
@@ -93,11 +93,14 @@ package struct BucketLifecycle: Sendable {
             formatter.formatOptions = [.withFullDate]
             date = formatter.date(from: text)
         }
+        // The formatter rolls over what it reads (30 February, hour 24, second 60); such a date is none.
         let day = text.prefix(10).split(separator: "-").compactMap { Int($0) }
+        let time = text.dropFirst(11).prefix(8).split(separator: ":").compactMap { Int($0) }
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
         guard let date, day.count == 3,
-            DateComponents(calendar: calendar, year: day[0], month: day[1], day: day[2]).isValidDate
+            DateComponents(calendar: calendar, year: day[0], month: day[1], day: day[2]).isValidDate,
+            text.count == 10 || time.count == 3 && time[0] < 24 && time[1] < 60 && time[2] < 60
         else { return nil }
         return date
     }

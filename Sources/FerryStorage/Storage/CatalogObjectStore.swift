@@ -180,7 +180,8 @@ public struct CatalogObjectStore: ObjectStore {
         }
         // The first bytes are read before the stream is handed over, so a storage that cannot serve them (an object
         // store that is down) fails the request before a status line is sent, not in the middle of a 200.
-        var iterator = BlobByteSequence(storage: files, manifest: object.manifest, range: range).makeAsyncIterator()
+        var iterator = BlobByteSequence(storage: files, manifest: object.manifest, range: range, events: events)
+            .makeAsyncIterator()
         let first: ByteBuffer?
         do {
             first = try await iterator.next()
@@ -281,7 +282,9 @@ public struct CatalogObjectStore: ObjectStore {
         do {
             for segment in segments {
                 shared.append(
-                    BlobSegment(blob: try await files.link(segment.blob), size: segment.size, offset: segment.offset))
+                    BlobSegment(
+                        blob: try await events.timed("blobs", "link") { try await files.link(segment.blob) },
+                        size: segment.size, offset: segment.offset))
             }
         } catch {
             await discardUnreferenced(shared.map(\.blob))
@@ -475,7 +478,7 @@ public struct CatalogObjectStore: ObjectStore {
             current.etag == source.etag, current.manifest == source.manifest
         else { throw ObjectChangedError() }
         let digests = try await files.digest(
-            BlobByteSequence(storage: files, manifest: segments, range: nil),
+            BlobByteSequence(storage: files, manifest: segments, range: nil, events: events),
             checksums: Self.algorithms(checksums, upload: upload))
         let part = PartInfo(number: partNumber, digests: digests, segments: try await link(segments))
         return try await record(part, upload: upload, byteLimit: byteLimit)

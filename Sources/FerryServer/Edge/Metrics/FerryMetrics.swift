@@ -72,7 +72,7 @@ public final class FerryMetrics: Sendable {
         help: "Time of the object store's calls to the catalog (layer catalog) and the blob storage (layer blobs), by operation.")
     static let storageCallErrors = Series(
         name: "ferry_storage_call_errors_total", type: "counter", labels: ["layer", "operation"],
-        help: "Calls to the catalog or the blob storage that failed (a file system, database or object-store error, a full disk; not a refusal such as a quota), by operation; a blob write counts as operation write.")
+        help: "Calls to the catalog or the blob storage that failed (a file system, database or object-store error, a full disk; not a refusal such as a quota), by operation; blob reads and writes count as operations read and write.")
 
     static let catalogUp = Series(
         name: "ferry_catalog_up", type: "gauge", labels: [],
