@@ -229,6 +229,34 @@ struct MediaWorkerServiceTests {
         }
     }
 
+    @Test("a job whose worker died on each of its attempts fails for good at the next claim, naming the attempts that ran, and the work files a dead worker left here go")
+    func diedTooOften() async throws {
+        try await WorkerHarness.with { harness in
+            let catalog = harness.server.mediaCatalog
+            // Three claims whose workers died, the last leaving its work files; its lease still runs when the worker
+            // starts (so the start's sweep keeps them) and ends before the worker's claim.
+            for lease in [Duration.milliseconds(1), .milliseconds(1), .seconds(2)] {
+                _ = try #require(try await catalog.claim(worker: "dead", lease: lease, now: Date()))
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let left = harness.directory + "/work/" + harness.job.id
+            try FileManager.default.createDirectory(atPath: left, withIntermediateDirectories: true)
+            #expect(FileManager.default.createFile(atPath: left + "/source.mp4", contents: Data(repeating: 1, count: 1000)))
+            let worker = harness.worker()
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await worker.run() }
+                try await WorkerHarness.eventually("the job failed for good") {
+                    try await catalog.job(harness.job.id)?.state == .failed
+                }
+                tasks.cancelAll()
+            }
+            let video = try #require(try await catalog.video("v1"))
+            #expect(video.status == VideoStatus.transcodeFail && video.errorCode == "ProcessingFailed")
+            #expect(video.errorMessage == "Processing failed 3 times; last: the worker running it stopped", "\(video.errorMessage ?? "")")
+            #expect(!FileManager.default.fileExists(atPath: left))
+        }
+    }
+
     @Test("a heartbeat that finds the lease taken stops the job: its tool is killed and no completion is written")
     func lostLeaseStopsTheJob() async throws {
         try await WorkerHarness.with { harness in

@@ -140,8 +140,12 @@ package struct MediaWorkerService: Service {
             "ferry.attempt": "\(job.attempts)",
         ]
         if job.attempts > job.maxAttempts {
-            // Claimed again after its worker died once too often.
-            await giveUp(job, worker: worker, reason: job.lastError ?? "the worker running it stopped", metadata: metadata)
+            // Claimed again after its worker died once too often: this claim runs nothing (it failed as often as the
+            // attempts that ran), and what the dead worker left in its work directory here goes.
+            var ran = job
+            ran.attempts -= 1
+            try? FileManager.default.removeItem(atPath: pipeline.workDirectory + "/" + job.id)
+            await giveUp(ran, worker: worker, reason: job.lastError ?? "the worker running it stopped", metadata: metadata)
             return
         }
         logger.debug("media job started", metadata: metadata)
