@@ -5,7 +5,9 @@ extension MediaPipeline {
     /// Makes the video's storyboard (``StoryboardPlan``) from the source into `directory`, beside the renditions it is
     /// published with: `storyboard.jpg` and `storyboard.vtt`. A video without a picture or a duration has none; a
     /// storyboard ffmpeg cannot make is left out (logged), never failing the transcode.
-    func makeStoryboard(source: String, info: MezzanineInfo, into directory: String, work: String) async throws {
+    func makeStoryboard(
+        source: String, info: MezzanineInfo, into directory: String, work: String, videoId: String
+    ) async throws {
         guard info.hasVideo, let plan = StoryboardPlan(duration: info.duration) else { return }
         let image = directory + "/" + StoryboardPlan.imageFileName
         let errors = work + "/storyboard.err"
@@ -13,11 +15,16 @@ extension MediaPipeline {
         let sprite = outcome.succeeded && WorkFiles.size(of: image) > 0 ? try await measure(image, directory: work) : nil
         guard let height = sprite?.height, height >= plan.rows, plan.rows > 0 else {
             try? FileManager.default.removeItem(atPath: image)
+            // ffmpeg may succeed with fewer frames than the plan's tiles (a clip of one frame): the sprite says so.
+            let reason =
+                outcome.succeeded
+                ? "the sprite has \(sprite?.height ?? 0) pixel rows for \(plan.rows) rows of tiles"
+                : Self.hidingPaths(ChildProcess.tail(of: errors), work)
             logger.warning(
                 "storyboard not made",
                 metadata: [
-                    "ferry.exit-code": "\(outcome.exitCode ?? -1)",
-                    "error": .string(Self.hidingPaths(ChildProcess.tail(of: errors), work)),
+                    "ferry.video-id": .string(videoId), "ferry.exit-code": "\(outcome.exitCode ?? -1)",
+                    "error": .string(reason),
                 ])
             return
         }

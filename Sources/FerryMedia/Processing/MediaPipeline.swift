@@ -359,7 +359,7 @@ package struct MediaPipeline: Sendable {
             mpd.size = Int64(manifest.utf8.count)
             renditions.append(mpd)
         }
-        try await makeStoryboard(source: source, info: info, into: encoded, work: directory)
+        try await makeStoryboard(source: source, info: info, into: encoded, work: directory, videoId: video.videoId)
         await progress(0.9)
 
         // Store every file under this job's prefix; nothing points at them yet but the first stream's master
