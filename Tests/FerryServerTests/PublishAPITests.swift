@@ -235,6 +235,13 @@ struct PublishAPITests {
             try await check(
                 apply, ["signature": Self.signature(server, id: narrow.0, secret: narrow.1), "videoType": "mp4"],
                 "Forbidden", 403)
+            // A key that may apply but not commit signs no publish: it would leave a video uploaded and unfinished.
+            let applyOnly = try await media.create(["media:ApplyUploadUGC"])
+            let videos = try await server.server.mediaCatalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 1).total
+            try await check(
+                apply, ["signature": Self.signature(server, id: applyOnly.0, secret: applyOnly.1), "videoType": "mp4"],
+                "Forbidden", 403)
+            #expect(try await server.server.mediaCatalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 1).total == videos)
             _ = try await server.server.catalog.setAccessKeyStatus(allowed.0, .disabled)
             try await check(
                 apply, ["signature": Self.signature(server, id: allowed.0, secret: allowed.1), "videoType": "mp4"],

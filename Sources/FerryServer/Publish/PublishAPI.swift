@@ -32,7 +32,12 @@ public struct PublishAPI: Sendable {
         let caller = try context.requireCaller()
         let principal = try caller.requirePrincipal()
         guard let signature = caller.publishSignature else { throw MediaError.missing("signature") }
-        guard principal.allows(action: "media:" + action) else { throw MediaError.forbidden }
+        // One signature serves the whole publish: a key that could apply but not commit would leave a video uploaded
+        // that it cannot finish.
+        guard Self.operations.allSatisfy({ principal.allows(action: "media:" + $0) }) else {
+            throw MediaError(
+                "Forbidden", "The signing key must allow media:ApplyUploadUGC and media:CommitUploadUGC.", status: 403)
+        }
         var request = request
         let data = Data(buffer: try await request.collectSmallBody())
         context.logger.debug("publish request", metadata: ["ferry.action": .string(action)])
