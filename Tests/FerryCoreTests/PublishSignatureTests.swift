@@ -128,6 +128,18 @@ struct PublishSignatureTests {
         // A forged signature is invalid even when it is also expired: expiry is never disclosed to a forger.
         #expect(await code(Self.knownSignature, at: later, { _ in "wrong" }) == .invalid)
         #expect(Self.fields.isExpired(at: later))
+        // Fields the service refuses whatever the time: longer than 90 days, oneTimeValid other than 0 or 1.
+        var long = Self.fields
+        long.expireTime = long.currentTimeStamp + PublishSignature.longestValidity + 1
+        var once = Self.fields
+        once.oneTimeValid = 2
+        for fields in [long, once] {
+            #expect(fields.fieldProblem != nil)
+            #expect(await code(fields.sign(secretKey: Self.secret), at: now, lookup) == .invalid)
+        }
+        long.expireTime -= 1
+        once.oneTimeValid = 1
+        #expect(long.fieldProblem == nil && once.fieldProblem == nil)
         #expect(!Self.fields.isExpired(at: Date(timeIntervalSince1970: 1_700_086_400)))
     }
 }

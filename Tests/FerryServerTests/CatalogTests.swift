@@ -89,6 +89,18 @@ struct CatalogTests {
             var again = Self.video("again")
             again.clientToken = "file-token"
             #expect(try await catalog.createVideo(again).videoId == "again")
+            // A token used once answers its video whatever the video's status since.
+            var once = Self.video("once")
+            once.clientToken = "once-token"
+            #expect(try await catalog.createVideo(once, videoLimit: nil, tokenUsedOnce: true).videoId == "once")
+            try await catalog.updateVideo("once") { video in
+                video.status = "Deleted"
+                return .save()
+            }
+            var onceMore = Self.video("onceMore")
+            onceMore.clientToken = "once-token"
+            #expect(try await catalog.createVideo(onceMore, videoLimit: nil, tokenUsedOnce: true).videoId == "once")
+            #expect(try await catalog.createVideo(onceMore, videoLimit: nil, tokenUsedOnce: false).videoId == "onceMore")
         }
     }
 

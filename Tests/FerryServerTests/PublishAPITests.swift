@@ -118,6 +118,95 @@ struct PublishAPITests {
         }
     }
 
+    @Test("a oneTimeValid signature applies for one video: again while it uploads, that video; once stored or deleted, 403 SignatureUsed (racing applies make one video); it still resumes and commits its own")
+    func oneTimeSignature() async throws {
+        try await TestServer.with { server in
+            let now = Int(Date().timeIntervalSince1970)
+            func signed(_ once: Int?) -> String {
+                PublishSignature(
+                    secretId: server.root.accessKeyId, currentTimeStamp: now, expireTime: now + 600, oneTimeValid: once
+                ).sign(secretKey: server.root.secretAccessKey)
+            }
+            let once = signed(1)
+            let body: [String: Any] = ["signature": once, "videoType": "mp4", "coverType": "png"]
+            let ids = try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        try await Self.call(server, "ApplyUploadUGC", ["signature": once, "videoType": "mp4"]).1["VideoId"]
+                            as? String
+                    }
+                }
+                return try await group.reduce(into: [String?]()) { $0.append($1) }
+            }
+            #expect(Set(ids).count == 1 && ids.allSatisfy { $0 != nil }, "\(ids)")
+            let (status, applied) = try await Self.call(server, "ApplyUploadUGC", body)
+            #expect(status == 200 && applied["VideoId"] as? String == ids.first ?? nil, "\(applied)")
+            let videoId = try #require(applied["VideoId"] as? String)
+            #expect(applied["CoverKey"] as? String == "video/\(videoId)/cover.png")
+            let sessionKey = try #require(applied["VodSessionKey"] as? String)
+            let auth = try #require(UploadAuth(encoded: applied["UploadAuth"] as? String ?? ""))
+            let device = server.client(auth.credentials)
+            #expect(try await device.put("ferry-media", "video/\(videoId)/source.mp4", [1, 2, 3]).status == 200)
+            #expect(try await device.put("ferry-media", "video/\(videoId)/cover.png", [4]).status == 200)
+
+            let (used, usedAnswer) = try await Self.call(server, "ApplyUploadUGC", body)
+            #expect(used == 403 && usedAnswer["code"] as? String == "SignatureUsed", "\(usedAnswer)")
+            // Its own video still resumes (a cover-only credential) and commits with it.
+            let (resumed, _) = try await Self.call(server, "ApplyUploadUGC", ["signature": once, "vodSessionKey": sessionKey])
+            #expect(resumed == 200)
+            let (committed, answer) = try await Self.call(server, "CommitUploadUGC", ["signature": once, "vodSessionKey": sessionKey])
+            #expect(committed == 200 && answer["FileId"] as? String == videoId, "\(answer)")
+            let videos = try await server.server.mediaCatalog.videos(
+                status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10)
+            #expect(videos.total == 1)
+
+            // Deleted, the video does not free the signature.
+            let other = signed(1)
+            let (_, first) = try await Self.call(server, "ApplyUploadUGC", ["signature": other, "videoType": "mp4"])
+            let root = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+            try await root.deleteVideos([try #require(first["VideoId"] as? String)])
+            let (deleted, deletedAnswer) = try await Self.call(server, "ApplyUploadUGC", ["signature": other, "videoType": "mp4"])
+            #expect(deleted == 403 && deletedAnswer["code"] as? String == "SignatureUsed", "\(deletedAnswer)")
+
+            // Without oneTimeValid (or with 0), each apply is a new video until the signature expires.
+            for many in [signed(nil), signed(0)] {
+                let (_, a) = try await Self.call(server, "ApplyUploadUGC", ["signature": many, "videoType": "mp4"])
+                let (_, b) = try await Self.call(server, "ApplyUploadUGC", ["signature": many, "videoType": "mp4"])
+                #expect(a["VideoId"] as? String != nil && a["VideoId"] as? String != b["VideoId"] as? String)
+            }
+        }
+    }
+
+    @Test("a signature valid for more than 90 days, with timestamps whose difference overflows, or with a oneTimeValid other than 0 or 1 is refused 403 InvalidSignature before anything is made")
+    func signatureFields() async throws {
+        try await TestServer.with { server in
+            let now = Int(Date().timeIntervalSince1970)
+            let fields = [
+                PublishSignature(secretId: server.root.accessKeyId, currentTimeStamp: now, expireTime: now + 7_776_001),
+                PublishSignature(secretId: server.root.accessKeyId, currentTimeStamp: Int.min, expireTime: Int.max),
+                PublishSignature(
+                    secretId: server.root.accessKeyId, currentTimeStamp: now, expireTime: now + 60, oneTimeValid: 2),
+            ]
+            for signature in fields {
+                let (status, answer) = try await Self.call(
+                    server, "ApplyUploadUGC",
+                    ["signature": signature.sign(secretKey: server.root.secretAccessKey), "videoType": "mp4"])
+                #expect(status == 403 && answer["code"] as? String == "InvalidSignature", "\(answer)")
+                #expect((answer["message"] as? String)?.contains(String(signature.expireTime)) == false)
+            }
+            #expect(try await server.server.mediaCatalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 1).total == 0)
+            // Exactly 90 days is accepted.
+            let longest = PublishSignature(
+                secretId: server.root.accessKeyId, currentTimeStamp: now, expireTime: now + 7_776_000)
+            let (ok, _) = try await Self.call(
+                server, "ApplyUploadUGC",
+                ["signature": longest.sign(secretKey: server.root.secretAccessKey), "videoType": "mp4"])
+            #expect(ok == 200)
+        }
+    }
+
     @Test("ApplyUploadUGC counts against the key's Videos and StorageBytes quotas as CreateUploadVideo does")
     func quotas() async throws {
         try await TestServer.with { server in

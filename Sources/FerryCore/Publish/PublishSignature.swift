@@ -31,7 +31,8 @@ public struct PublishSignature: Sendable, Hashable {
     public var procedure: String?
     /// The category id the published video is filed under, when any.
     public var classId: Int?
-    /// `1` when the signature may be used for one publish only. Carried and signed; Ferry does not enforce it yet.
+    /// `1` when the signature may apply for one video only (a later `ApplyUploadUGC` for a new video is refused;
+    /// resuming and committing that video still take it); `0` or absent when it may publish until it expires.
     public var oneTimeValid: Int?
     /// Free context of the app, stored with the video (its `UserData`).
     public var sourceContext: String?
@@ -78,6 +79,20 @@ public struct PublishSignature: Sendable, Hashable {
     /// Whether the signature has expired at `now` (`expireTime` is before `now`).
     public func isExpired(at now: Date = Date()) -> Bool {
         Double(expireTime) < now.timeIntervalSince1970
+    }
+
+    /// The longest a signature may be valid, `expireTime - currentTimeStamp`: 7,776,000 s (90 days).
+    public static let longestValidity = 7_776_000
+
+    /// Why the service would refuse these fields whatever the time, or nil: valid for longer than
+    /// ``longestValidity``, or a `oneTimeValid` other than 0 or 1.
+    public var fieldProblem: String? {
+        let (validity, overflow) = expireTime.subtractingReportingOverflow(currentTimeStamp)
+        if overflow || validity > Self.longestValidity {
+            return "A signature may be valid for at most 90 days (expireTime - currentTimeStamp ≤ 7776000)."
+        }
+        if let oneTimeValid, oneTimeValid != 0, oneTimeValid != 1 { return "The signature's oneTimeValid must be 0 or 1." }
+        return nil
     }
 
     /// A signature as received: its fields, and the MAC and original bytes exactly as sent, to verify.
@@ -161,8 +176,9 @@ public struct PublishSignature: Sendable, Hashable {
     ///   - now: the time to check expiry against.
     ///   - secretKey: returns the secret of an access key id, or nil when the id is unknown or disabled.
     /// - Returns: the verified fields.
-    /// - Throws: ``PublishSignatureError``: `malformed`, `invalid` (unknown key or wrong MAC), or `expired` (checked only
-    ///   once the MAC verifies, so a forger learns nothing about expiry).
+    /// - Throws: ``PublishSignatureError``: `malformed`, `invalid` (unknown key, wrong MAC, or fields the service
+    ///   refuses: ``fieldProblem``), or `expired` (checked only once the MAC verifies, so a forger learns nothing about
+    ///   expiry).
     public static func verify(
         _ signature: String, now: Date = Date(), secretKey: (String) async throws -> String?
     ) async throws -> PublishSignature {
@@ -170,6 +186,7 @@ public struct PublishSignature: Sendable, Hashable {
         guard let secret = try await secretKey(parsed.signature.secretId), parsed.isValid(secretKey: secret) else {
             throw PublishSignatureError(.invalid, "The signature does not verify.")
         }
+        if let problem = parsed.signature.fieldProblem { throw PublishSignatureError(.invalid, problem) }
         guard !parsed.signature.isExpired(at: now) else {
             throw PublishSignatureError(.expired, "The signature expired.")
         }

@@ -151,14 +151,32 @@ public struct PublishAPI: Sendable {
             v: id, k: "video/\(id)/source.\(videoType)", c: coverType.map { "video/\(id)/cover.\($0)" }, o: owner)
         let now = Date()
         let fileName = (title as NSString).pathExtension.isEmpty ? title + "." + videoType : title
+        // A signature valid once makes one video, ever: its digest is the video's client token (longer than any
+        // ClientToken CreateUploadVideo takes), which the catalog looks up whatever the video's status.
+        let once = signature.oneTimeValid == 1
         // Counted against the key's Videos quota in the change that creates it, as CreateUploadVideo does.
-        _ = try await media.catalog.createVideo(
+        let created = try await media.catalog.createVideo(
             VideoRecord(
                 videoId: id, title: title, fileName: fileName, description: nil, coverURL: nil,
                 cateId: signature.classId, tags: nil, transcode: group, userData: signature.sourceContext,
                 status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
-                key: session.k, owner: owner, createdAt: now, updatedAt: now),
-            videoLimit: call.principal.quota.videos)
+                key: session.k, owner: owner, createdAt: now, updatedAt: now,
+                clientToken: once ? "once:" + Hex.encode(SHA256.hash(data: Data(signature.original.utf8))) : nil),
+            videoLimit: call.principal.quota.videos, tokenUsedOnce: once)
+        guard created.videoId == id else {
+            // Its video while it uploads (a device whose answer was lost gets it back); once stored, failed or
+            // deleted, the signature has published what it may.
+            guard created.status == VideoStatus.uploading else {
+                throw MediaError(
+                    "SignatureUsed",
+                    "The signature is valid once (oneTimeValid) and has been used; ask the app server for a new one.",
+                    status: 403)
+            }
+            let earlier = Session(
+                v: created.videoId, k: created.key,
+                c: coverType.map { "video/\(created.videoId)/cover.\($0)" }, o: owner)
+            return applyAnswer(earlier, key: sessionKey(earlier), call)
+        }
         return applyAnswer(session, key: sessionKey(session), call)
     }
 

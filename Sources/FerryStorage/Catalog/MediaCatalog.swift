@@ -27,8 +27,9 @@ public protocol MediaCatalog: JobQueue {
     /// Stores a new video, unless it carries a client token its owner already created a video still uploading with:
     /// then that video, unchanged. Atomic: two requests with one token create one video. With a `videoLimit`, a new
     /// video is refused (`quotaExceeded`) when its owner has that many videos (not deleted) already — checked in the
-    /// same transaction, on PostgreSQL under the owner's quota lock.
-    func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord
+    /// same transaction, on PostgreSQL under the owner's quota lock. With `tokenUsedOnce`, a video its owner ever
+    /// created with the token (whatever its status since) is answered instead: the token makes one video, ever.
+    func createVideo(_ video: VideoRecord, videoLimit: Int?, tokenUsedOnce: Bool) async throws -> VideoRecord
     /// Videos still uploading that were created before `date` and whose id sorts after `videoId` (bytewise), in id
     /// order, at most `limit`: a walk through them a page at a time.
     func uploadingVideos(createdBefore date: Date, after videoId: String, limit: Int) async throws -> [VideoRecord]
@@ -137,7 +138,12 @@ enum CatalogJSON {
 extension MediaCatalog {
     /// Stores a new video (or answers the one its client token made) whatever its owner's quota.
     public func createVideo(_ video: VideoRecord) async throws -> VideoRecord {
-        try await createVideo(video, videoLimit: nil)
+        try await createVideo(video, videoLimit: nil, tokenUsedOnce: false)
+    }
+
+    /// Stores a new video, unless its client token names one its owner created that is still uploading.
+    public func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord {
+        try await createVideo(video, videoLimit: videoLimit, tokenUsedOnce: false)
     }
 
     /// A page of videos (not deleted), newest first, whatever their title.

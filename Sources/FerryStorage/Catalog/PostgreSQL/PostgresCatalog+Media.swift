@@ -79,7 +79,7 @@ extension PostgresCatalog: MediaCatalog {
             """).first
     }
 
-    public func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord {
+    public func createVideo(_ video: VideoRecord, videoLimit: Int?, tokenUsedOnce: Bool) async throws -> VideoRecord {
         return try await transaction { [logger] connection -> VideoRecord in
             if let token = video.clientToken {
                 // Requests with one token are serialized (across nodes) until this transaction ends.
@@ -88,7 +88,7 @@ extension PostgresCatalog: MediaCatalog {
                 if let found = try await Self.rows(
                     """
                     SELECT record FROM video WHERE owner = \(video.owner) AND client_token = \(token)
-                    AND status = 'Uploading' ORDER BY created_at DESC LIMIT 1
+                    AND (\(tokenUsedOnce) OR status = 'Uploading') ORDER BY created_at DESC LIMIT 1
                     """, on: connection, logger: logger
                 ).first {
                     return try CatalogJSON.decode(VideoRecord.self, try found["record"].decode(String.self))

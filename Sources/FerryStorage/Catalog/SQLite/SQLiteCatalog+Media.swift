@@ -72,14 +72,15 @@ extension SQLiteCatalog: MediaCatalog {
             ])
     }
 
-    public func createVideo(_ video: VideoRecord, videoLimit: Int?) async throws -> VideoRecord {
+    public func createVideo(_ video: VideoRecord, videoLimit: Int?, tokenUsedOnce: Bool) async throws -> VideoRecord {
         let record = try CatalogJSON.encode(video)
         // One write transaction: the lookup and the insert cannot interleave with another request's.
         let existing = try await pool.write { db -> String? in
             if let token = video.clientToken,
                 let found = try String.fetchOne(
                     db,
-                    sql: "SELECT record FROM video WHERE owner = ? AND clientToken = ? AND status = 'Uploading' ORDER BY createdAt DESC",
+                    sql: "SELECT record FROM video WHERE owner = ? AND clientToken = ?"
+                        + (tokenUsedOnce ? "" : " AND status = 'Uploading'") + " ORDER BY createdAt DESC",
                     arguments: [video.owner, token])
             {
                 return found
