@@ -111,6 +111,39 @@ struct UploadTokenTests {
         for odd in ["image/png, text/html", "image/png,text/html", "image/ png", "image/png/x", "image/", "image", "image/p\u{0}g"] {
             #expect(!policy.allowsMimeType(odd), "\(odd)")
         }
+        // `!` entries refuse what they match; with only such entries everything else is accepted.
+        policy.mimeLimit = "!image/*; !video/quicktime"
+        #expect(policy.allowsMimeType("video/mp4"))
+        #expect(policy.allowsMimeType("application/pdf"))
+        #expect(!policy.allowsMimeType("image/png"))
+        #expect(!policy.allowsMimeType("Video/QuickTime"))
+        policy.mimeLimit = "video/*;!video/quicktime"
+        #expect(policy.allowsMimeType("video/mp4"))
+        #expect(!policy.allowsMimeType("video/quicktime"))
+        #expect(!policy.allowsMimeType("image/png"))
+        policy.mimeLimit = "!*/*"
+        #expect(!policy.allowsMimeType("text/plain"))
+    }
+
+    @Test("policy problems: a negative fsizeLimit, a callbackUrl that is not one to four http(s) URLs with a host")
+    func policyProblems() {
+        var policy = PutPolicy(scope: "b", deadline: .distantFuture)
+        #expect(policy.problem == nil)
+        policy.fsizeLimit = 0
+        #expect(policy.problem == nil)
+        policy.fsizeLimit = -1
+        #expect(policy.problem?.contains("fsizeLimit") == true)
+        policy.fsizeLimit = nil
+        for bad in ["ftp://x/cb", "cb", "http://", ";", " ; ", "http://a/1;javascript:x", "http://a;http://b;http://c;http://d;http://e"] {
+            policy.callbackUrl = bad
+            #expect(policy.problem?.contains("callbackUrl") == true, "\(bad)")
+        }
+        for good in ["", "http://a/cb", " https://a/cb ; http://b:8080/x?y=1 ", "http://a;http://b;http://c;http://d"] {
+            policy.callbackUrl = good
+            #expect(policy.problem == nil, "\(good)")
+        }
+        policy.callbackUrl = "http://a/1; ;http://b/2"
+        #expect(policy.callbackURLs == ["http://a/1", "http://b/2"])
     }
 
     @Test("policy JSON: Qiniu's insertOnly number or a boolean decode; absent options are left out")

@@ -47,4 +47,28 @@ struct FormCallbackBodyTests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(fallback.utf8)) as? [String: Any])
         #expect(object["bucket"] as? String == "photos" && object["fsize"] as? Int == 42)
     }
+
+    @Test("JSON templates as Qiniu's documents write them both ways: a variable inside the template's quotes is escaped for them, one outside is a JSON value; the result parses")
+    func jsonEitherWay() throws {
+        let templates = [
+            #"{"key":"$(key)","name":"$(fname)","uid":"$(x:uid)","size":"$(fsize)","w":"$(imageInfo.width)","tag":"k=$(key);"}"#,
+            #"{"key":$(key),"name":$(fname),"uid":$(x:uid),"size":$(fsize),"w":$(imageInfo.width),"tag":"k=\"$(key)\" \\"}"#,
+        ]
+        for template in templates {
+            let body = Self.values.substitute(in: template, style: .json)
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any], "\(body)")
+            #expect(json["key"] as? String == "a b/ü.png")
+            #expect(json["name"] as? String == "say \"hi\".png")
+            #expect(json["uid"] as? String == "7&8")
+        }
+        let quoted = try #require(
+            try JSONSerialization.jsonObject(with: Data(Self.values.substitute(in: templates[0], style: .json).utf8))
+                as? [String: Any])
+        #expect(quoted["size"] as? String == "42" && quoted["w"] as? String == "" && quoted["tag"] as? String == "k=a b/ü.png;")
+        let bare = try #require(
+            try JSONSerialization.jsonObject(with: Data(Self.values.substitute(in: templates[1], style: .json).utf8))
+                as? [String: Any])
+        #expect(bare["size"] as? Int == 42 && bare["w"] is NSNull)
+        #expect(bare["tag"] as? String == #"k="a b/ü.png" \"#)
+    }
 }

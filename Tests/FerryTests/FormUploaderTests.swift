@@ -223,6 +223,49 @@ struct FormUploaderTests {
         }
     }
 
+    @Test("callbackUrl fallbacks: URLs separated by ; are tried in order until one answers 2xx; when none does, 579")
+    func callbackFallbacks() async throws {
+        let closed = try await HTTPReceiver.closedPort()
+        try await HTTPReceiver.with(answer: #"{"ok":"second"}"#) { working in
+            try await HTTPReceiver.with(status: 500, answer: "boom") { failing in
+                try await Self.withServer { server, file in
+                    var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                    policy.callbackUrl = "http://127.0.0.1:\(closed)/cb;\(failing.url("/cb")); \(working.url("/cb"))"
+                    let result = try await server.formUploader(token: server.uploadToken(policy)).upload(
+                        file: file, key: "fallback.png"
+                    ).result
+                    #expect(result.callbackBody == #"{"ok":"second"}"#)
+                    #expect(await failing.recorder.requests.count == 1)
+                    #expect(await working.recorder.requests.count == 1)
+                    policy.callbackUrl = "http://127.0.0.1:\(closed)/cb;\(failing.url("/cb"))"
+                    let error = try await Self.failure(
+                        server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: "none.png"))
+                    #expect(error.httpStatus == 579 && error.formUploadCode == .callbackFailed)
+                    #expect(await failing.recorder.requests.count == 2)
+                }
+            }
+        }
+    }
+
+    @Test("a token whose fsizeLimit is negative or whose callbackUrl cannot be called → 400 InvalidArgument before the file is read: nothing stored, nothing called")
+    func unusablePolicy() async throws {
+        try await Self.withServer { server, file in
+            let before = server.blobFiles().stored
+            var negative = PutPolicy(scope: Self.bucket, deadline: Self.future)
+            negative.fsizeLimit = -1
+            var ftp = PutPolicy(scope: Self.bucket, deadline: Self.future)
+            ftp.callbackUrl = "ftp://127.0.0.1/cb"
+            var blank = PutPolicy(scope: Self.bucket, deadline: Self.future)
+            blank.callbackUrl = " ; "
+            for policy in [negative, ftp, blank] {
+                let error = try await Self.failure(
+                    server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: "unusable.png"))
+                #expect(error.httpStatus == 400 && error.formUploadCode == .invalidArgument, "\(error)")
+                await Self.expectNothingStored(server, key: "unusable.png", blobsBefore: before)
+            }
+        }
+    }
+
     @Test("callback receiver down, answering 500, too slow or trickling its answer → 579 CallbackFailed, and the file stays stored")
     func callbackFails() async throws {
         let closed = try await HTTPReceiver.closedPort()
@@ -596,7 +639,7 @@ struct FormUploaderTests {
         try await Self.withServer(size: 1234) { server, file in
             var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
             policy.returnBody =
-                #"{"name":$(fname),"size":$(fsize),"hash":$(etag),"uid":$(x:uid),"w":$(imageInfo.width)}"#
+                #"{"name":$(fname),"size":$(fsize),"hash":$(etag),"uid":$(x:uid),"w":$(imageInfo.width),"key":"$(key)"}"#
             var extra = FormUploader.ExtraParameters()
             extra.callbackParams = ["uid": "a\"b"]
             let result = try await server.formUploader(token: server.uploadToken(policy)).upload(
@@ -608,6 +651,8 @@ struct FormUploaderTests {
             #expect(json["hash"] as? String == result.hash)
             #expect(json["uid"] as? String == "a\"b")
             #expect(json["w"] is NSNull)
+            // Quoted in the template, as Qiniu's own examples write it: escaped inside the quotes.
+            #expect(json["key"] as? String == "r.png")
         }
     }
 

@@ -18,7 +18,8 @@ public struct PutPolicy: Codable, Sendable, Hashable {
     /// Whether an existing object under the key makes the upload fail (614) instead of replacing it.
     /// Encoded as Qiniu does: `1` when set, absent otherwise.
     public var insertOnly: Bool
-    /// URL the server POSTs to after storing the file; the answer's body goes back to the uploader.
+    /// URL the server POSTs to after storing the file; the answer's body goes back to the uploader. Up to four URLs
+    /// separated by `;` are tried in order until one answers 2xx (``callbackURLs``).
     public var callbackUrl: String?
     /// Template of the callback body, with magic variables such as `$(key)`, `$(etag)`, `$(x:name)`.
     public var callbackBody: String?
@@ -26,7 +27,8 @@ public struct PutPolicy: Codable, Sendable, Hashable {
     public var callbackBodyType: String?
     /// Largest file accepted, in bytes.
     public var fsizeLimit: Int64?
-    /// Accepted MIME types separated by `;`, with `type/*` wildcards, e.g. `image/*;video/mp4`.
+    /// Accepted MIME types separated by `;`, with `type/*` wildcards, e.g. `image/*;video/mp4`; an entry starting with
+    /// `!` refuses what it matches instead (`!image/*` accepts every type but pictures).
     public var mimeLimit: String?
     /// Template of the JSON answer when there is no callback (default `{"key":…,"hash":…}`).
     public var returnBody: String?
@@ -55,6 +57,33 @@ public struct PutPolicy: Codable, Sendable, Hashable {
     /// The deadline as a date.
     public var deadlineDate: Date { Date(timeIntervalSince1970: TimeInterval(deadline)) }
 
+    /// The callback URLs in the order they are tried: ``callbackUrl`` split at `;`, blanks dropped.
+    public var callbackURLs: [String] {
+        (callbackUrl ?? "").split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    /// The most callback URLs a policy may name.
+    public static let maxCallbackURLs = 4
+
+    /// Why a server refuses this policy before it stores anything, or nil: a negative ``fsizeLimit``, or a
+    /// ``callbackUrl`` that is not one to four http or https URLs with a host.
+    public var problem: String? {
+        if let fsizeLimit, fsizeLimit < 0 { return "The upload token's fsizeLimit must be 0 or more." }
+        let urls = callbackURLs
+        let callbackSet = callbackUrl.map { !$0.trimmingCharacters(in: .whitespaces).isEmpty } ?? false
+        guard !callbackSet || !urls.isEmpty, urls.count <= Self.maxCallbackURLs,
+            urls.allSatisfy({ url in
+                guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+                    let host = components.host
+                else { return false }
+                return (scheme == "http" || scheme == "https") && !host.isEmpty
+            })
+        else {
+            return "The upload token's callbackUrl must be one to four http or https URLs with a host, separated by ;."
+        }
+        return nil
+    }
+
     /// Whether `mimeType` is allowed by ``mimeLimit`` (everything is when there is no limit).
     ///
     /// Entries match case-insensitively; `type/*` matches every subtype of `type`; parameters (`; charset=…`) of the
@@ -69,13 +98,22 @@ public struct PutPolicy: Codable, Sendable, Hashable {
         guard names.count == 2, names.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(tokenCharacters.contains) }) else {
             return false
         }
-        for entry in mimeLimit.split(separator: ";") {
-            let pattern = entry.trimmingCharacters(in: .whitespaces).lowercased()
-            if pattern.isEmpty { continue }
-            if pattern == "*/*" || pattern == essence { return true }
-            if pattern.hasSuffix("/*"), essence.hasPrefix(pattern.dropLast()) { return true }
+        func matches(_ pattern: Substring) -> Bool {
+            pattern == "*/*" || pattern == essence || (pattern.hasSuffix("/*") && essence.hasPrefix(pattern.dropLast()))
         }
-        return false
+        var accepted = false
+        var acceptsSome = false
+        for entry in mimeLimit.split(separator: ";") {
+            let pattern = Substring(entry.trimmingCharacters(in: .whitespaces).lowercased())
+            if pattern.isEmpty { continue }
+            if pattern.hasPrefix("!") {
+                if matches(pattern.dropFirst().drop(while: { $0 == " " })) { return false }
+            } else {
+                acceptsSome = true
+                if matches(pattern) { accepted = true }
+            }
+        }
+        return accepted || !acceptsSome
     }
 
     enum CodingKeys: String, CodingKey {

@@ -122,6 +122,7 @@ public struct FormUploadAPI: Sendable {
         }
         try takeRequestTurn(resolved.principal)
         let policy = token.policy
+        if let problem = policy.problem { throw FormUploadError(.invalidArgument, problem) }
 
         // Where the file goes.
         let bucket = policy.bucket
@@ -193,23 +194,32 @@ public struct FormUploadAPI: Sendable {
         let values = MagicVariables(
             bucket: bucket, key: key, hash: object.etag, size: object.size, mimeType: mimeType,
             fileName: fileHeaders.filename, variables: fields.variables)
-        guard let callbackUrl = policy.callbackUrl, !callbackUrl.isEmpty else {
+        let callbackURLs = policy.callbackURLs
+        guard !callbackURLs.isEmpty else {
             let body: String
             if let template = policy.returnBody, !template.isEmpty {
-                body = values.substitute(in: template, style: .jsonLiteral)
+                body = values.substitute(in: template, style: .json)
             } else {
-                body = values.substitute(in: #"{"hash":$(etag),"key":$(key)}"#, style: .jsonLiteral)
+                body = values.substitute(in: #"{"hash":$(etag),"key":$(key)}"#, style: .json)
             }
             return Response(
                 status: .ok,
                 headers: [.contentType: "application/json", .amzRequestId: requestId, .eTag: "\"\(object.etag)\""],
                 body: .init(byteBuffer: ByteBuffer(string: body)))
         }
-        var response = try await callback(
-            url: callbackUrl, policy: policy, values: values, accessKey: token.accessKey,
-            secretKey: resolved.secretAccessKey, requestId: requestId, logger: logger)
-        response.headers[.eTag] = "\"\(object.etag)\""
-        return response
+        // Qiniu's fallbacks: each URL in turn until one answers 2xx.
+        for (index, url) in callbackURLs.enumerated() {
+            do {
+                var response = try await callback(
+                    url: url, policy: policy, values: values, accessKey: token.accessKey,
+                    secretKey: resolved.secretAccessKey, requestId: requestId, logger: logger)
+                response.headers[.eTag] = "\"\(object.etag)\""
+                return response
+            } catch let error as FormUploadError where error.code == .callbackFailed && index + 1 < callbackURLs.count {
+                logger.debug("form upload callback failed; trying the next URL")
+            }
+        }
+        throw FormUploadError(.callbackFailed, "The file was stored, but the callback to the app server failed.")
     }
 
     // MARK: Callback
@@ -219,7 +229,7 @@ public struct FormUploadAPI: Sendable {
         if policy.callbackBodyType?.lowercased().hasPrefix("application/json") == true {
             let template =
                 policy.callbackBody?.nilIfEmpty ?? #"{"bucket":"$(bucket)","key":"$(key)","hash":"$(etag)","fsize":$(fsize)}"#
-            return (values.substitute(in: template, style: .jsonString), "application/json")
+            return (values.substitute(in: template, style: .json), "application/json")
         }
         let template =
             policy.callbackBody?.nilIfEmpty
@@ -337,8 +347,8 @@ struct FormUploadError: Error {
 }
 
 /// Values of the magic variables of `callbackBody` and `returnBody`: `$(bucket)`, `$(key)`, `$(etag)` and `$(hash)`
-/// (hex MD5), `$(fsize)`, `$(mimeType)`, `$(fname)` and `$(x:<name>)`. Unknown variables become empty (null in a
-/// JSON literal).
+/// (hex MD5), `$(fsize)`, `$(mimeType)`, `$(fname)` and `$(x:<name>)`. Unknown variables become empty (null as a
+/// JSON value).
 struct MagicVariables {
     var bucket: String
     var key: String
@@ -352,10 +362,9 @@ struct MagicVariables {
     enum Style {
         /// Percent-encoded for `application/x-www-form-urlencoded`.
         case formComponent
-        /// Escaped for the inside of a JSON string (the template supplies the quotes).
-        case jsonString
-        /// A JSON value: strings quoted, numbers bare, unknown null.
-        case jsonLiteral
+        /// JSON, as Qiniu's templates write it both ways: inside one of the template's strings (`"$(key)"`) a value
+        /// is escaped for it; elsewhere (`$(key)`) it is a JSON value: strings quoted, numbers bare, unknown null.
+        case json
     }
 
     func value(of name: String) -> (text: String, isNumber: Bool)? {
@@ -377,8 +386,23 @@ struct MagicVariables {
     func substitute(in template: String, style: Style) -> String {
         var output = ""
         var rest = Substring(template)
+        // Whether the template's text so far ends inside a JSON string, and after a backslash there.
+        var inString = false
+        var escaped = false
+        func follow(_ text: Substring) {
+            for character in text {
+                if escaped {
+                    escaped = false
+                } else if character == "\"" {
+                    inString.toggle()
+                } else if character == "\\" && inString {
+                    escaped = true
+                }
+            }
+        }
         while let start = rest.range(of: "$(") {
             output += rest[..<start.lowerBound]
+            follow(rest[..<start.lowerBound])
             guard let end = rest[start.upperBound...].firstIndex(of: ")") else {
                 rest = rest[start.lowerBound...]
                 break
@@ -387,8 +411,8 @@ struct MagicVariables {
             let found = value(of: name)
             switch style {
             case .formComponent: output += Self.formEncode(found?.text ?? "")
-            case .jsonString: output += Self.jsonEscape(found?.text ?? "")
-            case .jsonLiteral:
+            case .json where inString: output += Self.jsonEscape(found?.text ?? "")
+            case .json:
                 if let found {
                     output += found.isNumber ? found.text : "\"" + Self.jsonEscape(found.text) + "\""
                 } else {
