@@ -141,6 +141,11 @@ struct MediaServiceTests {
             await expectError("RequestTooLarge", status: 413, "CreateUploadVideo", ["Title": String(repeating: "t", count: 1 << 20), "FileName": "a.mp4"])
             await expectError("MissingParameter", status: 400, "CreateUploadVideo", ["FileName": "a.mp4"])
             await expectError("MissingParameter", status: 400, "CreateUploadVideo", ["Title": "t"])
+            // ImageType is required (ImageExt defaults to png); another type or extension is refused.
+            await expectError("MissingParameter", status: 400, "CreateUploadImage", [:])
+            await expectError("MissingParameter", status: 400, "CreateUploadImage", ["ImageExt": "png"])
+            await expectError("InvalidParameter", status: 400, "CreateUploadImage", ["ImageType": "banner"])
+            await expectError("InvalidParameter", status: 400, "CreateUploadImage", ["ImageType": "cover", "ImageExt": "svg"])
             await expectError("InvalidParameter", status: 400, "CreateUploadVideo", ["Title": 5, "FileName": "a.mp4"])
             await expectError("InvalidParameter", status: 400, "AssumeRole", ["DurationSeconds": 60])
             await expectError("InvalidAction", status: 404, "NoSuchThing", [:])

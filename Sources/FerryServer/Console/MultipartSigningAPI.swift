@@ -111,7 +111,8 @@ struct MultipartSigningAPI: Sendable {
         if type.hasPrefix("image/") {
             guard principal.allows(action: "media:CreateUploadImage") else { throw MediaError.forbidden }
             let image = MediaContract.CreateUploadImageRequest(
-                imageExt: (filename as NSString).pathExtension.lowercased(), title: title, tags: metadata["tags"],
+                imageType: "default", imageExt: (filename as NSString).pathExtension.lowercased(), title: title,
+                tags: metadata["tags"],
                 description: metadata["description"])
             let created = try await media.createUploadImage(image, call)
             guard let id = created.imageId, let record = try await media.catalog.image(id) else {

@@ -444,7 +444,7 @@ public struct MediaAPI: Sendable {
     func createUploadImage(_ input: MediaContract.CreateUploadImageRequest, _ call: Call) async throws
         -> MediaContract.UploadTicketAnswer
     {
-        let type = input.imageType ?? "default"
+        guard let type = input.imageType, !type.isEmpty else { throw MediaError.missing("ImageType") }
         guard ["default", "cover"].contains(type) else { throw MediaError.invalid("ImageType", "must be default or cover.") }
         let ext = (input.imageExt ?? "png").lowercased()
         guard ["png", "jpg", "jpeg", "gif", "webp", "heic"].contains(ext) else {
