@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryCore
 import Foundation
 import OTel
 import ServiceLifecycle
@@ -21,8 +22,8 @@ extension ServeCommand {
         configuration.traces.exporter = .otlp
         configuration.traces.otlpExporter.protocol = .httpProtobuf
         if let endpoint {
-            guard let url = URL(string: endpoint), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
-                throw ValidationError("--otel-endpoint must be an http:// or https:// URL.")
+            guard HTTPTarget.components(endpoint) != nil else {
+                throw ValidationError("--otel-endpoint must be an http:// or https:// URL (port 1-65535).")
             }
             configuration.traces.otlpExporter.endpoint =
                 endpoint.hasSuffix("/") ? endpoint + "v1/traces" : endpoint + "/v1/traces"

@@ -245,9 +245,9 @@ struct ServeCommand: AsyncParsableCommand {
             do { try CrossOriginPolicy.validate(origin) } catch { throw ValidationError("\(error)") }
         }
         if let text = webhookURL ?? env["FERRY_WEBHOOK_URL"] {
-            guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
+            guard HTTPTarget.components(text) != nil, let url = URL(string: text) else {
                 // Not echoed: the text may hold a password or a token.
-                throw ValidationError("--webhook-url is not a URL (scheme://host[:port][/path]).")
+                throw ValidationError("--webhook-url is not an http(s) URL (http[s]://host[:port][/path], port 1-65535).")
             }
             guard let secret = env["FERRY_WEBHOOK_SECRET"], !secret.isEmpty else {
                 throw ValidationError("Set FERRY_WEBHOOK_SECRET, the key webhook receivers verify signatures with.")
@@ -337,9 +337,9 @@ extension ServeCommand {
         throws -> S3StoreLocation?
     {
         guard let store else { return nil }
-        guard let endpoint, let url = URL(string: endpoint), url.scheme == "http" || url.scheme == "https", url.host != nil
-        else {
-            throw ValidationError("--store needs --store-endpoint (or FERRY_STORE_ENDPOINT), the store's http(s) URL.")
+        guard let endpoint, HTTPTarget.components(endpoint) != nil else {
+            throw ValidationError(
+                "--store needs --store-endpoint (or FERRY_STORE_ENDPOINT), the store's http(s) URL (port 1-65535).")
         }
         guard let id = env["FERRY_STORE_ACCESS_KEY_ID"], let secret = env["FERRY_STORE_SECRET_ACCESS_KEY"], !id.isEmpty,
             !secret.isEmpty

@@ -128,18 +128,24 @@ struct PublishSignatureTests {
         // A forged signature is invalid even when it is also expired: expiry is never disclosed to a forger.
         #expect(await code(Self.knownSignature, at: later, { _ in "wrong" }) == .invalid)
         #expect(Self.fields.isExpired(at: later))
-        // Fields the service refuses whatever the time: longer than 90 days, oneTimeValid other than 0 or 1.
+        // Fields the service refuses: valid for longer than 90 days, issued in the future to stretch that, oneTimeValid
+        // other than 0 or 1.
         var long = Self.fields
         long.expireTime = long.currentTimeStamp + PublishSignature.longestValidity + 1
         var once = Self.fields
         once.oneTimeValid = 2
-        for fields in [long, once] {
-            #expect(fields.fieldProblem != nil)
+        var ahead = Self.fields
+        ahead.currentTimeStamp += 365 * 86_400
+        ahead.expireTime += 365 * 86_400
+        for fields in [long, once, ahead] {
+            #expect(fields.problem(at: now) != nil)
             #expect(await code(fields.sign(secretKey: Self.secret), at: now, lookup) == .invalid)
         }
         long.expireTime -= 1
         once.oneTimeValid = 1
-        #expect(long.fieldProblem == nil && once.fieldProblem == nil)
+        ahead.currentTimeStamp = 1_700_000_100 + 500
+        ahead.expireTime = ahead.currentTimeStamp + 86_400
+        #expect(long.problem(at: now) == nil && once.problem(at: now) == nil && ahead.problem(at: now) == nil)
         #expect(!Self.fields.isExpired(at: Date(timeIntervalSince1970: 1_700_086_400)))
     }
 }

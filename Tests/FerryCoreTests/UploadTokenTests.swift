@@ -134,11 +134,14 @@ struct UploadTokenTests {
         policy.fsizeLimit = -1
         #expect(policy.problem?.contains("fsizeLimit") == true)
         policy.fsizeLimit = nil
-        for bad in ["ftp://x/cb", "cb", "http://", ";", " ; ", "http://a/1;javascript:x", "http://a;http://b;http://c;http://d;http://e"] {
+        for bad in [
+            "ftp://x/cb", "cb", "http://", ";", " ; ", "http://a/1;javascript:x", "http://a;http://b;http://c;http://d;http://e",
+            "http://127.0.0.1:99999/x", "http://a:65536/x", "http://a/ok;https://b:70000/x", "http://a:0/x",
+        ] {
             policy.callbackUrl = bad
             #expect(policy.problem?.contains("callbackUrl") == true, "\(bad)")
         }
-        for good in ["", "http://a/cb", " https://a/cb ; http://b:8080/x?y=1 ", "http://a;http://b;http://c;http://d"] {
+        for good in ["", "http://a/cb", " https://a/cb ; http://b:8080/x?y=1 ", "http://a;http://b;http://c;http://d", "http://a:65535/x"] {
             policy.callbackUrl = good
             #expect(policy.problem == nil, "\(good)")
         }

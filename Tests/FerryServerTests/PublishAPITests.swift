@@ -1,3 +1,4 @@
+import Crypto
 import Ferry
 import FerryCore
 @testable import FerryMedia
@@ -118,7 +119,7 @@ struct PublishAPITests {
         }
     }
 
-    @Test("a oneTimeValid signature applies for one video: again while it uploads, that video; once stored or deleted, 403 SignatureUsed (racing applies make one video); it still resumes and commits its own")
+    @Test("a oneTimeValid signature applies for one video: again while it uploads, that video; once stored or deleted, 403 SignatureUsed (racing applies make one video); it still resumes and commits its own, and no other")
     func oneTimeSignature() async throws {
         try await TestServer.with { server in
             let now = Int(Date().timeIntervalSince1970)
@@ -151,14 +152,20 @@ struct PublishAPITests {
 
             let (used, usedAnswer) = try await Self.call(server, "ApplyUploadUGC", body)
             #expect(used == 403 && usedAnswer["code"] as? String == "SignatureUsed", "\(usedAnswer)")
-            // Its own video still resumes (a cover-only credential) and commits with it.
+            // Its own video still resumes (a cover-only credential) and commits with it; another video does not.
             let (resumed, _) = try await Self.call(server, "ApplyUploadUGC", ["signature": once, "vodSessionKey": sessionKey])
             #expect(resumed == 200)
+            let (_, plain) = try await Self.call(server, "ApplyUploadUGC", ["signature": Self.signature(server), "videoType": "mp4"])
+            let plainKey = try #require(plain["VodSessionKey"] as? String)
+            for action in ["ApplyUploadUGC", "CommitUploadUGC"] {
+                let (other, otherAnswer) = try await Self.call(server, action, ["signature": once, "vodSessionKey": plainKey])
+                #expect(other == 403 && otherAnswer["code"] as? String == "Forbidden", "\(action) \(otherAnswer)")
+            }
             let (committed, answer) = try await Self.call(server, "CommitUploadUGC", ["signature": once, "vodSessionKey": sessionKey])
             #expect(committed == 200 && answer["FileId"] as? String == videoId, "\(answer)")
             let videos = try await server.server.mediaCatalog.videos(
                 status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10)
-            #expect(videos.total == 1)
+            #expect(videos.total == 2)
 
             // Deleted, the video does not free the signature.
             let other = signed(1)
@@ -179,7 +186,7 @@ struct PublishAPITests {
         }
     }
 
-    @Test("a signature valid for more than 90 days, with timestamps whose difference overflows, or with a oneTimeValid other than 0 or 1 is refused 403 InvalidSignature before anything is made")
+    @Test("a signature valid for more than 90 days (issued in the future included), with timestamps whose difference overflows, with a field given twice, or with a oneTimeValid other than 0 or 1 is refused 403 InvalidSignature before anything is made")
     func signatureFields() async throws {
         try await TestServer.with { server in
             let now = Int(Date().timeIntervalSince1970)
@@ -188,13 +195,23 @@ struct PublishAPITests {
                 PublishSignature(secretId: server.root.accessKeyId, currentTimeStamp: Int.min, expireTime: Int.max),
                 PublishSignature(
                     secretId: server.root.accessKeyId, currentTimeStamp: now, expireTime: now + 60, oneTimeValid: 2),
+                // Issued in the future, or never expiring: valid for years all the same.
+                PublishSignature(
+                    secretId: server.root.accessKeyId, currentTimeStamp: now + 5 * 31_536_000,
+                    expireTime: now + 5 * 31_536_000 + 86_400),
+                PublishSignature(secretId: server.root.accessKeyId, currentTimeStamp: Int.max, expireTime: Int.max),
             ]
-            for signature in fields {
+            var signatures = fields.map { $0.sign(secretKey: server.root.secretAccessKey) }
+            // A field given twice (the first would count, a reader may take the last).
+            let twice = Array(
+                "secretId=\(server.root.accessKeyId)&currentTimeStamp=\(now)&expireTime=\(now + 60)&random=1&oneTimeValid=0&oneTimeValid=1".utf8)
+            signatures.append(Data(HMAC<Insecure.SHA1>.authenticationCode(
+                for: twice, using: SymmetricKey(data: Array(server.root.secretAccessKey.utf8))) + twice).base64EncodedString())
+            for signature in signatures {
                 let (status, answer) = try await Self.call(
-                    server, "ApplyUploadUGC",
-                    ["signature": signature.sign(secretKey: server.root.secretAccessKey), "videoType": "mp4"])
+                    server, "ApplyUploadUGC", ["signature": signature, "videoType": "mp4"])
                 #expect(status == 403 && answer["code"] as? String == "InvalidSignature", "\(answer)")
-                #expect((answer["message"] as? String)?.contains(String(signature.expireTime)) == false)
+                #expect((answer["message"] as? String)?.contains(String(Int.max)) == false)
             }
             #expect(try await server.server.mediaCatalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 1).total == 0)
             // Exactly 90 days is accepted.

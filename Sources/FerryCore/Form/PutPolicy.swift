@@ -66,20 +66,16 @@ public struct PutPolicy: Codable, Sendable, Hashable {
     public static let maxCallbackURLs = 4
 
     /// Why a server refuses this policy before it stores anything, or nil: a negative ``fsizeLimit``, or a
-    /// ``callbackUrl`` that is not one to four http or https URLs with a host.
+    /// ``callbackUrl`` that is not one to four http or https URLs with a host (``HTTPTarget``).
     public var problem: String? {
         if let fsizeLimit, fsizeLimit < 0 { return "The upload token's fsizeLimit must be 0 or more." }
         let urls = callbackURLs
         let callbackSet = callbackUrl.map { !$0.trimmingCharacters(in: .whitespaces).isEmpty } ?? false
         guard !callbackSet || !urls.isEmpty, urls.count <= Self.maxCallbackURLs,
-            urls.allSatisfy({ url in
-                guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-                    let host = components.host
-                else { return false }
-                return (scheme == "http" || scheme == "https") && !host.isEmpty
-            })
+            urls.allSatisfy({ HTTPTarget.components($0) != nil })
         else {
-            return "The upload token's callbackUrl must be one to four http or https URLs with a host, separated by ;."
+            return "The upload token's callbackUrl must be one to four http or https URLs with a host (and a port from "
+                + "1 to 65535), separated by ;."
         }
         return nil
     }

@@ -83,13 +83,18 @@ public struct PublishSignature: Sendable, Hashable {
 
     /// The longest a signature may be valid, `expireTime - currentTimeStamp`: 7,776,000 s (90 days).
     public static let longestValidity = 7_776_000
+    /// How far the app server's clock may run ahead of the service's: 600 s.
+    public static let clockSkew = 600
 
-    /// Why the service would refuse these fields whatever the time, or nil: valid for longer than
-    /// ``longestValidity``, or a `oneTimeValid` other than 0 or 1.
-    public var fieldProblem: String? {
+    /// Why the service refuses these fields at `now`, or nil: valid for longer than ``longestValidity``, expiring
+    /// more than that (and ``clockSkew``) after `now` (a `currentTimeStamp` in the future would otherwise stretch it),
+    /// or a `oneTimeValid` other than 0 or 1. Expiry itself is ``isExpired(at:)``.
+    public func problem(at now: Date) -> String? {
         let (validity, overflow) = expireTime.subtractingReportingOverflow(currentTimeStamp)
-        if overflow || validity > Self.longestValidity {
-            return "A signature may be valid for at most 90 days (expireTime - currentTimeStamp ≤ 7776000)."
+        let latest = Double(Self.longestValidity + Self.clockSkew) + now.timeIntervalSince1970
+        if overflow || validity > Self.longestValidity || Double(expireTime) > latest {
+            return "A signature may be valid for at most 90 days (expireTime - currentTimeStamp ≤ 7776000, and "
+                + "expireTime at most 90 days from now)."
         }
         if let oneTimeValid, oneTimeValid != 0, oneTimeValid != 1 { return "The signature's oneTimeValid must be 0 or 1." }
         return nil
@@ -119,7 +124,7 @@ public struct PublishSignature: Sendable, Hashable {
     /// - Parameter signature: the base64 signature.
     /// - Returns: its fields, MAC and original bytes; verify with ``Parsed/isValid(secretKey:)``.
     /// - Throws: ``PublishSignatureError`` with ``PublishSignatureRefusal/malformed`` when it is not base64, too short,
-    ///   or its query string lacks a field or has one that is not a number where a number belongs.
+    ///   or its query string lacks a field, repeats one, or has one that is not a number where a number belongs.
     public static func parse(_ signature: String) throws(PublishSignatureError) -> Parsed {
         let text = signature.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !text.isEmpty else { throw PublishSignatureError(.malformed, "The signature is empty.") }
@@ -142,7 +147,10 @@ public struct PublishSignature: Sendable, Hashable {
                 throw PublishSignatureError(
                     .malformed, "The field \(name.prefix(32)) is not percent-encoded correctly.")
             }
-            if fields[name] == nil { fields[name] = value }
+            // One value a field: a repeated one would leave a reader to guess which counts.
+            guard fields.updateValue(value, forKey: name) == nil else {
+                throw PublishSignatureError(.malformed, "The signature repeats the field \(name.prefix(32)).")
+            }
         }
         func required(_ name: String) throws(PublishSignatureError) -> String {
             guard let value = fields[name], !value.isEmpty else {
@@ -177,7 +185,7 @@ public struct PublishSignature: Sendable, Hashable {
     ///   - secretKey: returns the secret of an access key id, or nil when the id is unknown or disabled.
     /// - Returns: the verified fields.
     /// - Throws: ``PublishSignatureError``: `malformed`, `invalid` (unknown key, wrong MAC, or fields the service
-    ///   refuses: ``fieldProblem``), or `expired` (checked only once the MAC verifies, so a forger learns nothing about
+    ///   refuses: ``problem(at:)``), or `expired` (checked only once the MAC verifies, so a forger learns nothing about
     ///   expiry).
     public static func verify(
         _ signature: String, now: Date = Date(), secretKey: (String) async throws -> String?
@@ -186,7 +194,7 @@ public struct PublishSignature: Sendable, Hashable {
         guard let secret = try await secretKey(parsed.signature.secretId), parsed.isValid(secretKey: secret) else {
             throw PublishSignatureError(.invalid, "The signature does not verify.")
         }
-        if let problem = parsed.signature.fieldProblem { throw PublishSignatureError(.invalid, problem) }
+        if let problem = parsed.signature.problem(at: now) { throw PublishSignatureError(.invalid, problem) }
         guard !parsed.signature.isExpired(at: now) else {
             throw PublishSignatureError(.expired, "The signature expired.")
         }

@@ -248,11 +248,7 @@ public struct FormUploadAPI: Sendable {
         requestId: String, logger: Logger
     ) async throws -> Response {
         let failed = FormUploadError(.callbackFailed, "The file was stored, but the callback to the app server failed.")
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-            scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty
-        else {
-            throw failed
-        }
+        guard let components = HTTPTarget.components(url), let host = components.host else { throw failed }
         // Checked once resolved, and connected to the very address checked. The uploader learns nothing of why.
         guard let address = await callbackTargets.address(for: host) else {
             logger.debug("form upload callback target refused")

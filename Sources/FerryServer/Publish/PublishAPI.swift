@@ -45,7 +45,8 @@ public struct PublishAPI: Sendable {
         let answer: any Encodable & Sendable
         switch action {
         case Self.operations[0]: answer = try await apply(JSONBody.decode(PublishContract.ApplyRequest.self, from: data), signature, call)
-        case Self.operations[1]: answer = try await commit(JSONBody.decode(PublishContract.CommitRequest.self, from: data), call)
+        case Self.operations[1]:
+            answer = try await commit(JSONBody.decode(PublishContract.CommitRequest.self, from: data), signature, call)
         default: throw Self.invalidAction(action)
         }
         return try JSONAnswer.response(WithRequestId(answer: answer, requestId: context.requestId), requestId: context.requestId)
@@ -104,6 +105,20 @@ public struct PublishAPI: Sendable {
 
     // MARK: Operations
 
+    /// The client token of the video a signature valid once (`oneTimeValid=1`) makes, or nil for one that publishes
+    /// until it expires: its digest (longer than any ClientToken CreateUploadVideo takes).
+    static func onceToken(_ signature: PublishSignature) -> String? {
+        signature.oneTimeValid == 1 ? "once:" + Hex.encode(SHA256.hash(data: Data(signature.original.utf8))) : nil
+    }
+
+    /// Refuses a signature valid once for any video but the one it made.
+    static func checkOnce(_ signature: PublishSignature, video: VideoRecord) throws {
+        guard let token = onceToken(signature), video.clientToken != token else { return }
+        throw MediaError(
+            "Forbidden", "A signature valid once (oneTimeValid) resumes and commits only the video it applied for.",
+            status: 403)
+    }
+
     static let coverTypes: Set<String> = ["png", "jpg", "jpeg", "gif", "webp", "heic"]
 
     func apply(_ input: PublishContract.ApplyRequest, _ signature: PublishSignature, _ call: MediaAPI.Call) async throws
@@ -115,6 +130,7 @@ public struct PublishAPI: Sendable {
             guard let video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
                 video.key == session.k
             else { throw MediaError.notFound("Video", session.v) }
+            try Self.checkOnce(signature, video: video)
             // A stored video takes no more uploads of its file (new write credentials would let its bytes be
             // replaced): resuming then gives a credential for the cover alone, which a publish may still have to send.
             if video.status == VideoStatus.uploading { return applyAnswer(session, key: key, call) }
@@ -151,9 +167,9 @@ public struct PublishAPI: Sendable {
             v: id, k: "video/\(id)/source.\(videoType)", c: coverType.map { "video/\(id)/cover.\($0)" }, o: owner)
         let now = Date()
         let fileName = (title as NSString).pathExtension.isEmpty ? title + "." + videoType : title
-        // A signature valid once makes one video, ever: its digest is the video's client token (longer than any
-        // ClientToken CreateUploadVideo takes), which the catalog looks up whatever the video's status.
-        let once = signature.oneTimeValid == 1
+        // A signature valid once makes one video, ever: its digest is the video's client token, which the catalog
+        // looks up whatever the video's status.
+        let onceToken = Self.onceToken(signature)
         // Counted against the key's Videos quota in the change that creates it, as CreateUploadVideo does.
         let created = try await media.catalog.createVideo(
             VideoRecord(
@@ -161,8 +177,8 @@ public struct PublishAPI: Sendable {
                 cateId: signature.classId, tags: nil, transcode: group, userData: signature.sourceContext,
                 status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
                 key: session.k, owner: owner, createdAt: now, updatedAt: now,
-                clientToken: once ? "once:" + Hex.encode(SHA256.hash(data: Data(signature.original.utf8))) : nil),
-            videoLimit: call.principal.quota.videos, tokenUsedOnce: once)
+                clientToken: onceToken),
+            videoLimit: call.principal.quota.videos, tokenUsedOnce: onceToken != nil)
         guard created.videoId == id else {
             // Its video while it uploads (a device whose answer was lost gets it back); once stored, failed or
             // deleted, the signature has published what it may.
@@ -194,12 +210,15 @@ public struct PublishAPI: Sendable {
             ).encoded())
     }
 
-    func commit(_ input: PublishContract.CommitRequest, _ call: MediaAPI.Call) async throws -> PublishContract.CommitAnswer {
+    func commit(_ input: PublishContract.CommitRequest, _ signature: PublishSignature, _ call: MediaAPI.Call) async throws
+        -> PublishContract.CommitAnswer
+    {
         guard let key = input.vodSessionKey, !key.isEmpty else { throw MediaError.missing("vodSessionKey") }
         let session = try self.session(key, owner: call.principal.parentAccessKeyId)
         guard var video = try await media.catalog.video(session.v), video.status != VideoStatus.deleted,
             video.key == session.k
         else { throw MediaError.notFound("Video", session.v) }
+        try Self.checkOnce(signature, video: video)
         // An expired upload's bytes were removed: the publish starts again (a new ApplyUploadUGC), not another upload.
         if video.status == VideoStatus.uploadFailed { throw MediaError.closedToUploads("Video", status: video.status) }
         // The object store, not the client, says whether the files are there.

@@ -141,7 +141,7 @@ struct PublishSignatureMiddleware: RouterMiddleware {
         let invalid = MediaError("InvalidSignature", "The signature does not verify.", status: 403)
         guard let resolved = try await credentials.longTermKey(parsed.signature.secretId, now: now) else { throw invalid }
         guard parsed.isValid(secretKey: resolved.secretAccessKey) else { throw invalid }
-        if let problem = parsed.signature.fieldProblem { throw MediaError("InvalidSignature", problem, status: 403) }
+        if let problem = parsed.signature.problem(at: now) { throw MediaError("InvalidSignature", problem, status: 403) }
         guard !parsed.signature.isExpired(at: now) else {
             throw MediaError("SignatureExpired", "The signature expired; ask the app server for a new one.", status: 403)
         }
