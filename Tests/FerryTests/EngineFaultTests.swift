@@ -97,6 +97,47 @@ struct EngineFaultTests {
         }
     }
 
+    @Test("a part whose answer never comes once its body was sent is sent again when the wait its earlier parts measured runs out, not after the transport's limit",
+        arguments: TransportKind.allCases)
+    func lostAnswer(transport: TransportKind) async throws {
+        let directory = TemporaryDirectory.make("ferry-lost-answer")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let part = 64 * 1024
+        let file = try makeRandomFile(size: 6 * part, in: directory)
+        try await TestServer.with(minPartSize: 1024) { server in
+            try await server.client().createBucket("faults")
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            // Part 4's body (64 KiB, taken in by the socket's buffers) goes out whole; its answer never comes.
+            proxy.inject(.stall(seconds: 600), when: .partNumber(4))
+            var configuration = ObjectStorageClient.Configuration()
+            configuration.transport = transport.make()
+            configuration.retryPolicy = RetryPolicy(maxRetryCount: 3, baseDelay: .milliseconds(20), maxDelay: .milliseconds(100))
+            // Neither the request's limit nor the transport's answer limit (300 s) ends the wait here.
+            configuration.timeoutIntervalForRequest = .seconds(600)
+            configuration.shortestAnswerWait = .seconds(2)
+            let client = ObjectStorageClient(
+                endpoint: URL(string: proxy.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
+                configuration: configuration)
+            var request = ResumableUploadRequest(bucket: "faults", key: "lost-answer.bin", fileURL: file)
+            request.partSize = Int64(part)
+            request.concurrency = 1
+            let upload = try await client.upload(request)
+            let (log, collector) = EventLog.collect(upload)
+            let result = try await upload.result
+            await collector.value
+            try await proxy.shutdown()
+            let retries = log.retries
+            #expect(retries.count == 1, "\(retries)")
+            #expect(retries.first?.code == .timeout, "\(retries)")
+            #expect(retries.first?.message.contains("No answer came within 2 s") == true, "\(retries)")
+            #expect(result.size == Int64(6 * part))
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await server.engine().download(bucket: "faults", key: "lost-answer.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+        }
+    }
+
     @Test("when retries run out the upload fails with the last error and keeps its checkpoint for a later run")
     func givesUp() async throws {
         let directory = TemporaryDirectory.make("ferry-giveup")

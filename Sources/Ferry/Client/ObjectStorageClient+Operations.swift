@@ -182,14 +182,14 @@ extension ObjectStorageClient {
 
     func uploadPart(
         bucket: String, key: String, uploadId: String, number: Int, body: any BodyBuffer, checksumHeader: (String, String)?,
-        credentials: CredentialSource, observer: RequestObserver
+        credentials: CredentialSource, observer: RequestObserver, answerWaits: AnswerWaits? = nil
     ) async throws -> String {
         var headers: [(name: String, value: String)] = []
         if let checksumHeader { headers.append(checksumHeader) }
         let response = try await execute(
             S3Request(
                 method: "PUT", bucket: bucket, key: key, query: [("partNumber", String(number)), ("uploadId", uploadId)],
-                headers: headers, body: body), credentials: credentials, observer: observer)
+                headers: headers, body: body, answerWaits: answerWaits), credentials: credentials, observer: observer)
         guard let etag = response.header("ETag") else {
             throw FerryError(.server, "UploadPart answered without an ETag.", httpStatus: response.status)
         }

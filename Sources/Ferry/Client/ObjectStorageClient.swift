@@ -30,6 +30,12 @@ public final class ObjectStorageClient: Sendable {
         /// transport at most 60 s), or its answer 300 s once the body is sent: a slow link that keeps taking a part
         /// is not cut off, and the part sent again from its start, however long it takes.
         public var timeoutIntervalForRequest: Duration = .seconds(120)
+        /// How long, at least, a multipart upload's part waits for its answer once its body has been handed to the
+        /// network, before the answer is taken as lost (a connection that died silently) and the part sent again.
+        /// The wait is four times the longest one the upload's earlier parts took, when that is longer (a slow link's
+        /// buffers drain before the answer), and doubles each time it runs out; the first part answered sets the
+        /// measure, and until then only the transport's limits hold. Default 30 s.
+        public var shortestAnswerWait: Duration = .seconds(30)
         /// Where the library logs (at debug and trace only). Default: a logger that discards everything.
         public var logger = Logger(label: "ferry.client", factory: { _ in SwiftLogNoOpLogHandler() })
         /// Whether payloads are signed (SHA-256 in the signature) instead of `UNSIGNED-PAYLOAD`. Needed by servers

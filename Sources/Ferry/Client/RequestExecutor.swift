@@ -68,6 +68,9 @@ struct S3Request: Sendable {
     var responseSink: (@Sendable ([UInt8]) async throws -> Void)?
     /// The longest the request and its whole answer may take; nil: the client's `timeoutIntervalForRequest`.
     var timeout: Duration?
+    /// How long the answer may take once the body is handed over (an upload's parts), measured by the upload's
+    /// earlier answers; nil: only the transport's limits.
+    var answerWaits: AnswerWaits?
 }
 
 extension ObjectStorageClient {
@@ -151,10 +154,17 @@ extension ObjectStorageClient {
         let transportRequest = TransportRequest(
             method: request.method, url: url, headers: headers + attempt.headers, bodyBuffer: request.body,
             timeout: request.timeout ?? configuration.timeoutIntervalForRequest)
+        let transport = configuration.transport
+        let sendRequest: @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse = { progress in
+            try await transport.send(transportRequest, bodyProgress: progress, responseSink: request.responseSink)
+        }
         let response: TransportResponse
         do {
-            response = try await configuration.transport.send(
-                transportRequest, bodyProgress: observer.bytesSent, responseSink: request.responseSink)
+            if let waits = request.answerWaits, bodyCount > 0 {
+                response = try await waits.watch(bodyCount: bodyCount, progress: observer.bytesSent, sendRequest)
+            } else {
+                response = try await sendRequest(observer.bytesSent)
+            }
         } catch is CancellationError {
             throw CancellationError()
         } catch let error as TransportError {

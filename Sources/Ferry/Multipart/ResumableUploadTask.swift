@@ -27,6 +27,8 @@ public actor ResumableUploadTask {
     /// Part buffers reused from part to part (at most one more than parts in flight), emptied when the upload stops
     /// or ends.
     private let partBuffers: PartBufferPool
+    /// How long the parts' answers took once their bodies were sent, so a lost answer is found out in time.
+    private let answerWaits: AnswerWaits
 
     /// Where the upload is and who waits for its result; the actor performs what it says.
     private var machine = Machine()
@@ -66,6 +68,7 @@ public actor ResumableUploadTask {
             CheckpointWriter(store: $0, identifier: checkpointId, beforeWrite: client.configuration.beforeCheckpointWrite)
         }
         self.reader = FileRanges(path: request.fileURL.path)
+        self.answerWaits = AnswerWaits(shortest: client.configuration.shortestAnswerWait)
         // At most one buffer more than parts in flight: without a bound, buffers the HTTP client had not yet let go of
         // were replaced by new ones and a 4 GiB upload with parts grown to 16 MiB peaked at 130–146 MiB; with two
         // spare buffers a 1 GiB upload still reached 143 MiB when the sixth was allocated, with one 127 MiB, as fast.
@@ -431,7 +434,7 @@ public actor ResumableUploadTask {
         let started = ContinuousClock.now
         let etag = try await client.uploadPart(
             bucket: request.bucket, key: request.key, uploadId: uploadId, number: number, body: body,
-            checksumHeader: header, credentials: credentials, observer: observer)
+            checksumHeader: header, credentials: credentials, observer: observer, answerWaits: answerWaits)
         meter.finish(part: number, size: size)
         return (UploadedPart(number: number, size: size, etag: etag, checksum: header?.1), ContinuousClock.now - started)
     }

@@ -1,0 +1,95 @@
+import FerryTransport
+import Foundation
+
+/// How long one upload's parts waited for their answers once their bodies were handed to the network, and so how long
+/// the next part waits before it takes its answer as lost.
+///
+/// A part whose body has gone out waits for the server to receive it and answer. On a slow link the network's buffers
+/// may hold much of a part when its last byte is handed over, so the first answers set the measure: a later part waits
+/// at least `shortest`, or four times the longest wait seen, whichever is longer, and each wait that ran out doubles
+/// that factor (a link that slowed down is not cut off again and again). Before any part was answered there is no
+/// measure, and the transport's own limits hold.
+///
+/// `@unchecked Sendable`: `longest` and `factor` are only read and written while holding `lock`.
+final class AnswerWaits: @unchecked Sendable {
+    private let lock = NSLock()
+    private var longest: Duration?
+    private var factor = 4
+    let shortest: Duration
+
+    init(shortest: Duration) {
+        self.shortest = shortest
+    }
+
+    /// How long an answer may take once the body is handed over, or nil when no part was answered yet.
+    var deadline: Duration? {
+        lock.withLock { longest.map { max(shortest, $0 * factor) } }
+    }
+
+    /// Records an answer that came `wait` after its body was handed over.
+    func answered(after wait: Duration) {
+        lock.withLock { longest = max(longest ?? .zero, wait) }
+    }
+
+    /// Records a wait that ran out: the next ones are twice as long.
+    func ranOut() {
+        lock.withLock { factor = min(factor * 2, 1 << 20) }
+    }
+
+    /// Sends through `send` (which reports body bytes to the closure it is given) and, once all `bodyCount` bytes are
+    /// handed over, waits at most ``deadline`` for the answer; past it the request is abandoned and a timeout
+    /// ``TransportError`` thrown (the caller's retry policy sends the part again).
+    func watch(
+        bodyCount: Int, progress: @escaping @Sendable (Int) -> Void,
+        _ send: @escaping @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse
+    ) async throws -> TransportResponse {
+        let handover = Handover(total: bodyCount)
+        let counting: @Sendable (Int) -> Void = { count in
+            handover.add(count)
+            progress(count)
+        }
+        let response: TransportResponse
+        if let deadline {
+            response = try await withThrowingTaskGroup(of: TransportResponse?.self) { group in
+                group.addTask { try await send(counting) }
+                group.addTask {
+                    while handover.at == nil { try await Task.sleep(for: .milliseconds(100)) }
+                    try await Task.sleep(until: (handover.at ?? .now) + deadline, clock: .continuous)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next() else { throw CancellationError() }
+                if let first { return first }
+                ranOut()
+                throw TransportError(
+                    isTimeout: true,
+                    "No answer came within \(deadline.components.seconds) s of the part's body being sent; it is sent again.")
+            }
+        } else {
+            response = try await send(counting)
+        }
+        if let at = handover.at { answered(after: .now - at) }
+        return response
+    }
+
+    /// When a request's body was all handed over.
+    private final class Handover: @unchecked Sendable {
+        private let lock = NSLock()
+        private let total: Int
+        private var sent = 0
+        private var handedOver: ContinuousClock.Instant?
+
+        init(total: Int) {
+            self.total = total
+        }
+
+        func add(_ count: Int) {
+            lock.withLock {
+                sent += count
+                if sent >= total, handedOver == nil { handedOver = .now }
+            }
+        }
+
+        var at: ContinuousClock.Instant? { lock.withLock { handedOver } }
+    }
+}
