@@ -134,6 +134,10 @@ public final class FerryMetrics: Sendable {
     /// Creates the registry with the series that have no labels.
     public init() {
         active = registry.makeGauge(descriptor: Self.descriptor(Self.activeRequests))
+        // The series without labels exist from the start, at zero, so that a query of them has data before an event.
+        _ = counter(Self.partsReplaced)
+        _ = histogram(Self.timeToNormal, buckets: Self.longBuckets)
+        _ = histogram(Self.webhookDeliveryDelay, buckets: Self.longBuckets)
     }
 
     /// The exposition text of every series.
