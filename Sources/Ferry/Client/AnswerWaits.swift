@@ -6,34 +6,37 @@ import Foundation
 ///
 /// A part whose body has gone out waits for the server to receive it and answer. On a slow link the network's buffers
 /// may hold much of a part when its last byte is handed over, so the first answers set the measure: a later part waits
-/// at least `shortest`, or four times the longest wait seen, whichever is longer, and each wait that ran out doubles
-/// that factor (a link that slowed down is not cut off again and again). Before any part was answered there is no
-/// measure, and the transport's own limits hold.
+/// the longer of the upload's shortest wait (at first `shortest`) and four times the longest wait seen, never more
+/// than ``longest`` (the AsyncHTTPClient transport's own answer limit). Each wait that runs out doubles the shortest
+/// wait for the rest of the upload (a server or link that slowed down is not cut off again and again). Before any
+/// part was answered there is no measure, and the transport's own limits hold.
 ///
-/// `@unchecked Sendable`: `longest` and `factor` are only read and written while holding `lock`.
+/// `@unchecked Sendable`: `longestSeen` and `floor` are only read and written while holding `lock`.
 final class AnswerWaits: @unchecked Sendable {
+    /// The longest a part waits: 300 s.
+    static let longest: Duration = .seconds(300)
+
     private let lock = NSLock()
-    private var longest: Duration?
-    private var factor = 4
-    let shortest: Duration
+    private var longestSeen: Duration?
+    private var floor: Duration
 
     init(shortest: Duration) {
-        self.shortest = shortest
+        floor = min(shortest, Self.longest)
     }
 
     /// How long an answer may take once the body is handed over, or nil when no part was answered yet.
     var deadline: Duration? {
-        lock.withLock { longest.map { max(shortest, $0 * factor) } }
+        lock.withLock { longestSeen.map { min(Self.longest, max(floor, $0 * 4)) } }
     }
 
     /// Records an answer that came `wait` after its body was handed over.
     func answered(after wait: Duration) {
-        lock.withLock { longest = max(longest ?? .zero, wait) }
+        lock.withLock { longestSeen = max(longestSeen ?? .zero, wait) }
     }
 
-    /// Records a wait that ran out: the next ones are twice as long.
-    func ranOut() {
-        lock.withLock { factor = min(factor * 2, 1 << 20) }
+    /// Records that a wait of `deadline` ran out: the upload's later waits are at least twice as long.
+    func ranOut(_ deadline: Duration) {
+        lock.withLock { floor = min(Self.longest, max(floor, deadline) * 2) }
     }
 
     /// Sends through `send` (which reports body bytes to the closure it is given) and, once all `bodyCount` bytes are
@@ -60,10 +63,9 @@ final class AnswerWaits: @unchecked Sendable {
                 defer { group.cancelAll() }
                 guard let first = try await group.next() else { throw CancellationError() }
                 if let first { return first }
-                ranOut()
+                ranOut(deadline)
                 throw TransportError(
-                    isTimeout: true,
-                    "No answer came within \(deadline.components.seconds) s of the part's body being sent; it is sent again.")
+                    isTimeout: true, "No answer came within \(deadline.components.seconds) s of the part's body being sent.")
             }
         } else {
             response = try await send(counting)

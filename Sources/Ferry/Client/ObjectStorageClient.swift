@@ -33,9 +33,10 @@ public final class ObjectStorageClient: Sendable {
         /// How long, at least, a multipart upload's part waits for its answer once its body has been handed to the
         /// network, before the answer is taken as lost (a connection that died silently) and the part sent again.
         /// The wait is four times the longest one the upload's earlier parts took, when that is longer (a slow link's
-        /// buffers drain before the answer), and doubles each time it runs out; the first part answered sets the
-        /// measure, and until then only the transport's limits hold. Default 30 s.
-        public var shortestAnswerWait: Duration = .seconds(30)
+        /// buffers drain before the answer), at most 300 s; each wait that runs out doubles this shortest wait for the
+        /// rest of the upload. The first part answered sets the measure; until then only the transport's limits hold.
+        /// Default 60 s.
+        public var shortestAnswerWait: Duration = .seconds(60)
         /// Where the library logs (at debug and trace only). Default: a logger that discards everything.
         public var logger = Logger(label: "ferry.client", factory: { _ in SwiftLogNoOpLogHandler() })
         /// Whether payloads are signed (SHA-256 in the signature) instead of `UNSIGNED-PAYLOAD`. Needed by servers
