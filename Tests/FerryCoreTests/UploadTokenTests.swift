@@ -125,6 +125,66 @@ struct UploadTokenTests {
         #expect(!policy.allowsMimeType("text/plain"))
     }
 
+    @Test("content sniffing: signatures name their format; a declared type of the same kind stands; text is a page, its declared textual type or text/plain; other bytes are octets")
+    func contentSniffing() {
+        func ascii(_ text: String, padded: Int = 0) -> [UInt8] { Array(text.utf8) + [UInt8](repeating: 0, count: padded) }
+        let riff = { (form: String) in ascii("RIFF") + [0, 0, 0, 0] + ascii(form) }
+        let ftyp = { (brand: String) in [0, 0, 0, 0x18] + ascii("ftyp" + brand) }
+        let ts = ([0x47] + [UInt8](repeating: 0xFF, count: 187)) + ([0x47] + [UInt8](repeating: 0xFF, count: 187))
+        let bmp = ascii("BM") + [UInt8](repeating: 0, count: 12) + [40, 0, 0, 0] + [UInt8](repeating: 0, count: 20)
+        let cases: [([UInt8], String)] = [
+            ([0xFF, 0xD8, 0xFF, 0xDB], "image/jpeg"), ([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], "image/png"),
+            (ascii("GIF89a"), "image/gif"), (riff("WEBP"), "image/webp"), (riff("WAVE"), "audio/wav"),
+            (riff("AVI "), "video/x-msvideo"), (bmp, "image/bmp"), ([0x49, 0x49, 0x2A, 0x00, 8], "image/tiff"),
+            (ftyp("heic"), "image/heic"), (ftyp("mif1"), "image/heif"), (ftyp("avif"), "image/avif"),
+            (ftyp("qt  "), "video/quicktime"), (ftyp("M4A "), "audio/mp4"), (ftyp("3gp4"), "video/3gpp"),
+            (ftyp("isom"), "video/mp4"), (ftyp("mp42"), "video/mp4"),
+            ([0x1A, 0x45, 0xDF, 0xA3, 0x9F, 0x42, 0x82, 0x84] + ascii("webm"), "video/webm"),
+            ([0x1A, 0x45, 0xDF, 0xA3, 0x9F, 0x42, 0x82, 0x88] + ascii("matroska"), "video/x-matroska"),
+            ([0x00, 0x00, 0x01, 0xBA, 0x44], "video/mpeg"), (ts, "video/mp2t"), (ascii("FLV") + [1, 5], "video/x-flv"),
+            (ascii("OggS"), "audio/ogg"), (ascii("fLaC"), "audio/flac"), (ascii("ID3") + [4, 0], "audio/mpeg"),
+            ([0xFF, 0xFB, 0x90, 0x64], "audio/mpeg"), ([0xFF, 0xF1, 0x50, 0x80], "audio/aac"), (ascii("#!AMR\n"), "audio/amr"),
+            (ascii("%PDF-1.7"), "application/pdf"), ([0x50, 0x4B, 0x03, 0x04, 0x14], "application/zip"),
+            ([0x1F, 0x8B, 0x08], "application/gzip"),
+            // Text: a page whatever its case and leading space, else plain.
+            (Array("\n  <!doctype HTML><p>".utf8), "text/html"), (Array("<a href=x>y</a>".utf8), "text/html"),
+            (Array("<!-- x -->".utf8), "text/html"), (Array("<abbr>not a page</abbr>".utf8), "text/plain"),
+            (Array("hello, world\r\n".utf8), "text/plain"), ([0xEF, 0xBB, 0xBF] + Array("<html>".utf8), "text/html"),
+            // Other bytes.
+            ([0x00, 0x01, 0x02, 0x03], "application/octet-stream"), (ascii("BMW is not a bitmap", padded: 32), "application/octet-stream"),
+            (Array("BMW is not a bitmap".utf8), "text/plain"),
+        ]
+        for (head, type) in cases {
+            #expect(ContentSniffer.type(of: head, declared: nil) == type, "\(head.prefix(12)) → \(type)")
+            #expect(ContentSniffer.type(of: head, declared: "application/octet-stream") == type)
+        }
+        // The declared type stands for a format of its kind only.
+        #expect(ContentSniffer.type(of: ftyp("isom"), declared: "video/quicktime") == "video/quicktime")
+        #expect(ContentSniffer.type(of: ftyp("isom"), declared: "audio/mp4; codecs=mp4a") == "audio/mp4")
+        #expect(ContentSniffer.type(of: [0xFF, 0xD8, 0xFF], declared: "image/jpg") == "image/jpg")
+        #expect(ContentSniffer.type(of: [0xFF, 0xD8, 0xFF], declared: "video/mp4") == "image/jpeg")
+        #expect(ContentSniffer.type(of: ascii("%PDF-"), declared: "application/zip") == "application/pdf")
+        #expect(ContentSniffer.type(of: Array("{\"a\":1}".utf8), declared: "application/json") == "application/json")
+        #expect(ContentSniffer.type(of: Array("<svg xmlns='…'/>".utf8), declared: "image/svg+xml") == "image/svg+xml")
+        #expect(ContentSniffer.type(of: Array("<html>".utf8), declared: "image/svg+xml") == "text/html")
+        #expect(ContentSniffer.type(of: Array("plain".utf8), declared: "image/png") == "text/plain")
+        #expect(ContentSniffer.type(of: [], declared: "image/png") == "image/png")
+        #expect(ContentSniffer.type(of: [], declared: nil) == "application/octet-stream")
+
+        // A limit: both the declared type, when one is given, and the shown type must pass.
+        var policy = PutPolicy(scope: "b", deadline: .distantFuture)
+        #expect(policy.refusedType(declared: "text/html", head: Array("<html>".utf8)) == nil)
+        policy.mimeLimit = "image/*"
+        #expect(policy.refusedType(declared: "image/png", head: Array("<html>".utf8)) == "text/html")
+        #expect(policy.refusedType(declared: "text/plain", head: [0xFF, 0xD8, 0xFF]) == "text/plain")
+        #expect(policy.refusedType(declared: nil, head: [0xFF, 0xD8, 0xFF]) == nil)
+        #expect(policy.refusedType(declared: "application/octet-stream", head: [0xFF, 0xD8, 0xFF]) == nil)
+        #expect(policy.refusedType(declared: "image/png", head: [0xFF, 0xD8, 0xFF]) == nil)
+        #expect(policy.refusedType(declared: "image/png", head: [0x00, 0x00]) == "application/octet-stream")
+        policy.mimeLimit = "  "
+        #expect(policy.refusedType(declared: "image/png", head: [0x00]) == nil)
+    }
+
     @Test("policy problems: a negative fsizeLimit, a callbackUrl that is not one to four http(s) URLs with a host")
     func policyProblems() {
         var policy = PutPolicy(scope: "b", deadline: .distantFuture)

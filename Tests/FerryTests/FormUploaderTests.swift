@@ -511,9 +511,11 @@ struct FormUploaderTests {
             #expect(wrongType.formUploadCode == .mimeTypeNotAllowed)
             await Self.expectNothingStored(server, key: "movie.mov", blobsBefore: before + 1)
             movie.mimeType = "video/mp4"
+            let mp4 = file.deletingLastPathComponent().appendingPathComponent("movie.mp4")
+            try Data([0, 0, 0, 0x18] + Array("ftypisom".utf8) + [UInt8](repeating: 1, count: 1000)).write(to: mp4)
             #expect(
                 try await server.formUploader(token: server.uploadToken(typed)).upload(
-                    file: file, key: "movie.mp4", extraParams: movie
+                    file: mp4, key: "movie.mp4", extraParams: movie
                 ).result.key == "movie.mp4")
 
             let noBucket = try await Self.failure(
@@ -521,6 +523,43 @@ struct FormUploaderTests {
                     file: file, key: "x"))
             #expect(noBucket.httpStatus == 631)
             #expect(noBucket.formUploadCode == .noSuchBucket)
+        }
+    }
+
+    @Test(
+        "mimeLimit holds for what the content shows: a page declared as a PNG or random bytes are refused, nothing stored; an undeclared JPEG is an image and stored as one; a declared type of the same kind stands",
+        arguments: [
+            ("page", "image/png", Array("  <HTML><body>hi</body></HTML>".utf8), "image/*", "text/html"),
+            ("noise", "image/png", [0x00, 0x13, 0x37, 0xFE] + [UInt8](repeating: 0, count: 60), "image/*", "application/octet-stream"),
+            ("jpeg", nil, [0xFF, 0xD8, 0xFF, 0xE0] + [UInt8](repeating: 0, count: 60), "image/*", nil),
+            ("octets", "application/octet-stream", [0xFF, 0xD8, 0xFF, 0xE0] + [UInt8](repeating: 0, count: 60), "image/*", nil),
+            ("mov", "video/quicktime", [0, 0, 0, 0x18] + Array("ftypmp42".utf8) + [UInt8](repeating: 0, count: 60), "video/quicktime", nil),
+            ("script", "text/plain", Array("<script>fetch('/')</script>".utf8), "text/*;!text/html", "text/html"),
+            ("jpeg-as-text", "text/plain", [0xFF, 0xD8, 0xFF, 0xE0] + [UInt8](repeating: 0, count: 60), "text/plain", "image/jpeg"),
+        ] as [(String, String?, [UInt8], String, String?)])
+    func mimeLimitContent(name: String, declared: String?, bytes: [UInt8], limit: String, refused: String?) async throws {
+        try await Self.withServer(size: 1) { server, file in
+            let before = server.blobFiles().stored
+            let upload = file.deletingLastPathComponent().appendingPathComponent(name)
+            try Data(bytes).write(to: upload)
+            var policy = PutPolicy(scope: Self.bucket, deadline: Self.future)
+            policy.mimeLimit = limit
+            var extra = FormUploader.ExtraParameters()
+            extra.mimeType = declared
+            let uploader = server.formUploader(token: server.uploadToken(policy))
+            if let refused {
+                let failure = try await Self.failure(uploader.upload(file: upload, key: name, extraParams: extra))
+                #expect(failure.httpStatus == 403)
+                #expect(failure.formUploadCode == .mimeTypeNotAllowed)
+                #expect(failure.message.contains(refused), "\(failure.message)")
+                await Self.expectNothingStored(server, key: name, blobsBefore: before)
+            } else {
+                #expect(try await uploader.upload(file: upload, key: name, extraParams: extra).result.key == name)
+                let object = try await server.server.store.object(bucket: Self.bucket, key: name)
+                let expected = declared == "video/quicktime" ? "video/quicktime" : "image/jpeg"
+                #expect(object.attributes.contentType == expected)
+                #expect(try await server.storedBytes(Self.bucket, name) == bytes)
+            }
         }
     }
 

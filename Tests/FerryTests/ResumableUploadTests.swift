@@ -294,6 +294,47 @@ struct ResumableUploadTests {
             #expect(try await create(limited, [("Upload-Defer-Length", "1")]).status == 400)
             let images = token("tokens:image.bin") { $0.mimeLimit = "image/*" }
             #expect(try await create(images, [("Upload-Length", "10"), ("Upload-Metadata", "filetype " + Data("video/mp4".utf8).base64EncodedString())]).status == 403)
+            // mimeLimit holds for the content too, checked when the upload completes: a page declared as a PNG is
+            // refused and its upload ended; a PNG declared as nothing is an image.
+            let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 7, count: 92)
+            let page = Array("<!DOCTYPE html><script>alert(1)</script>".utf8) + [UInt8](repeating: 0x20, count: 60)
+            for (key, declared, bytes, status) in [
+                ("page.png", "image/png", page, 403), ("plain.png", nil, png, 204), ("typed.png", "image/png", png, 204),
+            ] as [(String, String?, [UInt8], Int)] {
+                let fields = [("key", key)] + (declared.map { [("filetype", $0)] } ?? [])
+                let created = try await create(
+                    token("tokens") { $0.mimeLimit = "image/*" },
+                    [("Upload-Length", "100"),
+                        ("Upload-Metadata", fields.map { $0.0 + " " + Data($0.1.utf8).base64EncodedString() }.joined(separator: ","))])
+                let location = try #require(created.headers.first(name: "Location"), "\(created.status) \(created.text)")
+                let half = try await S3TestClient.fetchRaw(
+                    "PATCH", location, headers: [("Tus-Resumable", "1.0.0"), ("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")],
+                    body: Array(bytes[..<50]))
+                #expect(half.status == 204, "\(key): \(half.text)")
+                let last = try await S3TestClient.fetchRaw(
+                    "PATCH", location, headers: [("Tus-Resumable", "1.0.0"), ("Upload-Offset", "50"), ("Content-Type", "application/offset+octet-stream")],
+                    body: Array(bytes[50...]))
+                #expect(last.status == status, "\(key): \(last.text)")
+                let stored = try await s3.get("tokens", key)
+                if status == 403 {
+                    #expect(last.text.contains("text/html"), "\(last.text)")
+                    #expect(stored.status == 404)
+                    let ended = try await S3TestClient.fetchRaw("HEAD", location, headers: [("Tus-Resumable", "1.0.0")])
+                    #expect(ended.status == 404 || ended.status == 410, "\(ended.status)")
+                } else {
+                    #expect(stored.body == bytes)
+                }
+            }
+            // The IETF draft's upload in one request: its Content-Type is the declared type, its body the content.
+            for (key, bytes, refused) in [("ietf-page.png", page, true), ("ietf.png", png, false)] {
+                let ietf = try await S3TestClient.fetchRaw(
+                    "POST", endpoint,
+                    headers: [("Authorization", "UpToken " + token("tokens:" + key) { $0.mimeLimit = "image/*" }),
+                        ("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1"), ("Content-Type", "image/png")],
+                    body: bytes)
+                #expect(refused ? ietf.status == 403 : (200..<300).contains(ietf.status), "\(key): \(ietf.status) \(ietf.text)")
+                #expect(try await s3.get("tokens", key).status == (refused ? 404 : 200))
+            }
             let expired = UploadToken.make(
                 accessKey: root.accessKeyId, secretKey: root.secretAccessKey,
                 policy: PutPolicy(scope: "tokens:x.bin", deadline: Date().addingTimeInterval(-10)))
@@ -376,7 +417,10 @@ struct ResumableUploadTests {
                 try await S3TestClient.fetchRaw("POST", endpoint, headers: tus + headers)
             }
             /// Partial uploads of 8 bytes each, fully received; their URLs.
-            func partials(_ endpoint: String, _ auth: [(name: String, value: String)], count: Int) async throws -> [String] {
+            func partials(
+                _ endpoint: String, _ auth: [(name: String, value: String)], count: Int,
+                body: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+            ) async throws -> [String] {
                 var urls: [String] = []
                 for index in 0..<count {
                     let created = try await create(
@@ -386,7 +430,7 @@ struct ResumableUploadTests {
                     let patched = try await S3TestClient.fetchRaw(
                         "PATCH", location,
                         headers: tus + [("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")],
-                        body: Array("<script>".utf8))
+                        body: body)
                     #expect(patched.status == 204)
                     urls.append(location)
                 }
@@ -410,8 +454,18 @@ struct ResumableUploadTests {
                 #expect(refused.status == status, "\(key): \(refused.text)")
                 #expect(refused.header("Location") == nil)
             }
+            // The content is checked as well as the declared type: partial uploads holding a page are not a PNG.
+            let pages = try await partials(endpoint, open, count: 3, body: Array("<script>".utf8))
+            let page = try await create(
+                endpoint,
+                [("Authorization", "UpToken " + token { $0.mimeLimit = "image/png" }), ("Upload-Concat", "final;" + pages.joined(separator: " ")),
+                    metadata([("key", "new-d"), ("filetype", "image/png")])])
+            #expect(page.status == 403 && page.text.contains("text/html"), "\(page.status) \(page.text)")
+            for location in pages {  // left as they were: there to be ended
+                #expect(try await S3TestClient.fetchRaw("DELETE", location, headers: tus).status == 204)
+            }
             #expect(try await s3.get("finals", "existing").body == Array("ORIGINAL".utf8))
-            for key in ["new-a", "new-b"] { #expect(try await s3.get("finals", key).status == 404) }
+            for key in ["new-a", "new-b", "new-d"] { #expect(try await s3.get("finals", key).status == 404) }
             // A partial upload named twice is refused as such.
             let twice = try await create(
                 endpoint,

@@ -86,6 +86,11 @@ public struct PutPolicy: Codable, Sendable, Hashable {
     /// MIME type are ignored. A type that is not one `type/subtype` of HTTP tokens (a list such as
     /// `image/png, text/html`, which a browser may read as its last) matches no entry.
     public func allowsMimeType(_ mimeType: String) -> Bool {
+        Self.allows(mimeType, mimeLimit: mimeLimit)
+    }
+
+    /// Whether `mimeType` is allowed by the `mimeLimit` (see ``allowsMimeType(_:)``).
+    static func allows(_ mimeType: String, mimeLimit: String?) -> Bool {
         guard let mimeLimit, !mimeLimit.trimmingCharacters(in: .whitespaces).isEmpty else { return true }
         let essence = (mimeType.split(separator: ";", omittingEmptySubsequences: false).first ?? "")
             .trimmingCharacters(in: .whitespaces).lowercased()

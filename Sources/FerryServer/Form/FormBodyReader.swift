@@ -14,6 +14,8 @@ final class FormBodyReader: @unchecked Sendable {
     private var queued: [MultipartFormParser.Event] = []
     private var queuedIndex = 0
     private var inputEnded = false
+    /// Events read ahead by ``peekFile(upTo:)``, given again before any other.
+    private var peeked: [MultipartFormParser.Event] = []
 
     /// A field or the start of the file, as ``nextPart()`` returns it.
     enum Part {
@@ -38,6 +40,7 @@ final class FormBodyReader: @unchecked Sendable {
 
     /// The next event of the parser, reading input as needed; nil when the body ended after the closing boundary.
     private func nextEvent() async throws -> MultipartFormParser.Event? {
+        if !peeked.isEmpty { return peeked.removeFirst() }
         while true {
             if queuedIndex < queued.count {
                 defer { queuedIndex += 1 }
@@ -99,6 +102,20 @@ final class FormBodyReader: @unchecked Sendable {
             }
         }
         throw FormUploadError(.malformedForm, "The form body ended inside a field.")
+    }
+
+    /// The file part's first `count` bytes (all of them when it is shorter), read ahead: ``fileContent(limit:)`` still
+    /// gives them. Called right after ``nextPart()`` returned the file.
+    func peekFile(upTo count: Int) async throws -> [UInt8] {
+        var head: [UInt8] = []
+        var events: [MultipartFormParser.Event] = []
+        defer { peeked = events + peeked }
+        while head.count < count, let event = try await nextEvent() {
+            events.append(event)
+            guard case .content(let piece) = event else { break }
+            head += piece.readableBytesView.prefix(count - head.count)
+        }
+        return head
     }
 
     /// The file part's content; it ends only when the closing boundary follows it. A part after the file, a body

@@ -146,11 +146,18 @@ public struct FormUploadAPI: Sendable {
         } catch let error as FerryDomainError where error.code == .bucketNotFound {
             throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
         }
-        let mimeType =
-            fileHeaders.contentType?.trimmingCharacters(in: .whitespaces).nilIfEmpty
-            ?? "application/octet-stream"
-        guard policy.allowsMimeType(mimeType) else {
-            throw FormUploadError(.mimeTypeNotAllowed, "The file's MIME type \(mimeType.prefix(128)) is not allowed.")
+        let declared = fileHeaders.contentType?.trimmingCharacters(in: .whitespaces).nilIfEmpty
+        var mimeType = declared ?? "application/octet-stream"
+        if policy.mimeLimit?.trimmingCharacters(in: .whitespaces).isEmpty == false {
+            // Matched against what the content shows (and the declared type): a first look at the file's bytes.
+            let head = try await reader.peekFile(upTo: ContentSniffer.headLength)
+            if let refused = policy.refusedType(declared: declared, head: head) {
+                throw FormUploadError(
+                    .mimeTypeNotAllowed, "The file's MIME type \(refused.prefix(128)) is not allowed by the upload token.")
+            }
+            if ContentSniffer.essence(mimeType) == "application/octet-stream" {
+                mimeType = ContentSniffer.type(of: head, declared: nil)
+            }
         }
         if policy.insertOnly, try await store.storedObject(bucket: bucket, key: key) != nil {
             throw FormUploadError(.fileExists, "An object with this key exists and the token is insertOnly.")

@@ -215,8 +215,8 @@ struct ResumableUploadAPI: Sendable {
         }
     }
 
-    /// Refuses what the creation's credential does not allow: a declared length past its limit, a content type it
-    /// does not list, an object that exists when it may only be created.
+    /// Refuses what the creation's credential does not allow: a declared length past its limit, a declared content
+    /// type it does not list, an object that exists when it may only be created.
     private func checkLimits(_ target: Target, length: Int64?, contentType: String?, wire: ResumableWire) async throws {
         if let maxLength = target.maxLength {
             guard let length else {
@@ -226,7 +226,10 @@ struct ResumableUploadAPI: Sendable {
                 throw ResumableRefusal(.contentTooLarge, "The upload is larger than the upload token allows.", wire: wire)
             }
         }
-        if let policy = target.policy, !policy.allowsMimeType(contentType ?? "application/octet-stream") {
+        // A declared type is checked now; what the bytes show, when the upload completes.
+        if let policy = target.policy, let contentType, ContentSniffer.essence(contentType) != "application/octet-stream",
+            !policy.allowsMimeType(contentType)
+        {
             throw ResumableRefusal(.forbidden, "The upload token does not allow this content type.", wire: wire)
         }
         if target.insertOnly, try await store.storedObject(bucket: target.bucket, key: target.key) != nil {
@@ -371,6 +374,7 @@ struct ResumableUploadAPI: Sendable {
     ) async throws -> ResumableUpload {
         var info = info
         info.insertOnly = target.insertOnly ? true : nil
+        info.mimeLimit = target.policy?.mimeLimit
         return try await store.createResumableUpload(
             bucket: target.bucket, key: target.key, charge: StorageCharge(owner: target.owner, quota: target.quota),
             length: length, info: info, attributes: attributes,
@@ -450,6 +454,9 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(.contentTooLarge, "The partial uploads together pass the largest object.", wire: wire)
         }
         try await checkLimits(target, length: total, contentType: attributes.contentType, wire: wire)
+        if let mimeLimit = target.policy?.mimeLimit {
+            try await checkContent(partials, mimeLimit: mimeLimit, declared: attributes.contentType, wire: wire)
+        }
         var info = ResumableUpload.Info(kind: .final, metadata: metadata, videoId: target.mediaId, partials: partials.map(\.id))
         info.insertOnly = target.insertOnly ? true : nil
         let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
@@ -816,6 +823,9 @@ struct ResumableUploadAPI: Sendable {
         // The file of a stored video or image takes only the same bytes again (a creation retried after its answer
         // was lost); another upload is ended, its bytes can never become the file.
         let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: upload.bucket, key: upload.key, check: writeAllowed)
+        if let mimeLimit = upload.info.mimeLimit {
+            try await checkContent([upload], mimeLimit: mimeLimit, wire: wire, ending: upload)
+        }
         do {
             completed = try await store.completeResumable(
                 upload, fileOwner: stored?.owner,
@@ -837,6 +847,30 @@ struct ResumableUploadAPI: Sendable {
             upload = current
         }
         return upload
+    }
+
+    /// Refuses (403) uploads whose bytes, one after the other, are of a type `mimeLimit` does not allow
+    /// (``ContentSniffer``), given the type declared at creation (by default the first upload's); a refused upload
+    /// `ending` is ended: its bytes can never become its object. Uploads whose bytes went meanwhile (completed or
+    /// ended by another request) are left to the completion, which knows what became of them.
+    private func checkContent(
+        _ uploads: [ResumableUpload], mimeLimit: String, declared: String? = nil, wire: ResumableWire,
+        ending: ResumableUpload? = nil
+    ) async throws {
+        let head: [UInt8]
+        let declaredType: String?
+        do {
+            (head, declaredType) = try await store.resumableHead(uploads, count: ContentSniffer.headLength)
+        } catch let error as FerryDomainError where error.code == .uploadNotFound {
+            return
+        }
+        guard let refused = PutPolicy.refusedType(mimeLimit: mimeLimit, declared: declared ?? declaredType, head: head)
+        else { return }
+        if let ending { await end(ending) }
+        throw ResumableRefusal(
+            .forbidden,
+            "The upload's content is \(refused.prefix(128)), which the upload token does not allow"
+                + (ending == nil ? "." : "; the upload is ended."), wire: wire)
     }
 
     // MARK: Helpers

@@ -41,6 +41,8 @@ public struct ResumableUpload: Sendable, Hashable {
         /// For a partial upload, the final upload made of it: its bytes are then the final upload's object's, and
         /// only the same final upload again (a client retrying one whose answer it lost) may name it.
         public var concatenatedInto: String?
+        /// The upload token's `mimeLimit`, which the bytes are checked against when the upload completes.
+        public var mimeLimit: String?
 
         /// Creates the document.
         public init(kind: Kind = .single, metadata: [String: String] = [:], videoId: String? = nil, partials: [String]? = nil) {

@@ -128,6 +128,31 @@ extension CatalogObjectStore {
         return upload
     }
 
+    /// The first `count` bytes of the uploads' bytes one after the other (fewer when they hold fewer), and the
+    /// content type the first upload was created with: what a type check looks at before the uploads become an object.
+    /// `uploadNotFound` when an upload's bytes went (it was completed or ended meanwhile).
+    package func resumableHead(_ uploads: [ResumableUpload], count: Int) async throws -> (
+        head: [UInt8], declaredType: String?
+    ) {
+        var head: [UInt8] = []
+        var declaredType: String?
+        for (index, upload) in uploads.enumerated() {
+            guard let multipart = try await catalog.upload(upload.uploadId) else { throw Self.noSuchUpload }
+            if index == 0 { declaredType = multipart.attributes.contentType }
+            let parts = try await catalog.parts(uploadId: upload.uploadId, after: 0, limit: nil)
+            let lease = files.lease(parts.flatMap { $0.segments.map(\.blob) })
+            defer { lease.release() }
+            for segment in parts.flatMap(\.segments) where head.count < count {
+                let length = min(segment.size, Int64(count - head.count))
+                for try await piece in files.bytes(of: segment.blob, offset: segment.offset ?? 0, length: length) {
+                    head += piece.readableBytesView.prefix(count - head.count)
+                }
+            }
+            if head.count >= count { break }
+        }
+        return (head, declaredType)
+    }
+
     /// Makes a fully received upload its object, once: the object, or nil when it was made before (by another
     /// request completing it at the same time on any node, or by one that did not live to record it).
     ///
