@@ -123,7 +123,7 @@ struct ProgressPrinter: Sendable {
         if json {
             var object: [String: Any] = [
                 "event": "retrying", "file": file, "attempt": attempt, "error": "\(error.code)",
-                "serverCode": error.serverCode ?? NSNull(),
+                "serverCode": error.serverCode ?? NSNull(), "message": error.message,
             ]
             if let delay { object["delayMs"] = Int(delay.timeInterval * 1000) }
             emit(object)

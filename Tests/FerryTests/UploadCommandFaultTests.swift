@@ -183,6 +183,8 @@ struct UploadCommandFaultTests {
                         #expect(retries.count == 1, "\(run.output)")
                         #expect(retries.first?["delayMs"] as? Int == 3000, "\(run.output)")
                         #expect(retries.first?["error"] as? String == "server", "\(run.output)")
+                        // The failure's words, as plain output would print them on a failure.
+                        #expect((retries.first?["message"] as? String)?.isEmpty == false, "\(run.output)")
                     } else {
                         #expect(run.output.contains("\(file.lastPathComponent): retry 1 in 3 s after "), "\(run.output)")
                     }
