@@ -249,24 +249,29 @@ struct FormUploaderTests {
 
     @Test("a token whose fsizeLimit is negative or whose callbackUrl cannot be called (another scheme, no host, a port past 65535) → 400 InvalidArgument before the file is read: nothing stored, nothing called, the server up")
     func unusablePolicy() async throws {
-        try await Self.withServer { server, file in
-            let before = server.blobFiles().stored
-            var negative = PutPolicy(scope: Self.bucket, deadline: Self.future)
-            negative.fsizeLimit = -1
-            var ftp = PutPolicy(scope: Self.bucket, deadline: Self.future)
-            ftp.callbackUrl = "ftp://127.0.0.1/cb"
-            var blank = PutPolicy(scope: Self.bucket, deadline: Self.future)
-            blank.callbackUrl = " ; "
-            // A port no connection can have (it stopped the server when the callback was made).
-            var port = PutPolicy(scope: Self.bucket, deadline: Self.future)
-            port.callbackUrl = "http://127.0.0.1:99999/cb"
-            var fallbackPort = PutPolicy(scope: Self.bucket, deadline: Self.future)
-            fallbackPort.callbackUrl = "http://127.0.0.1:9/cb;http://localhost:70000/cb"
-            for policy in [negative, ftp, blank, port, fallbackPort] {
-                let error = try await Self.failure(
-                    server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: "unusable.png"))
-                #expect(error.httpStatus == 400 && error.formUploadCode == .invalidArgument, "\(error)")
-                await Self.expectNothingStored(server, key: "unusable.png", blobsBefore: before)
+        try await HTTPReceiver.with { receiver in
+            try await Self.withServer { server, file in
+                let before = server.blobFiles().stored
+                var negative = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                negative.fsizeLimit = -1
+                negative.callbackUrl = receiver.url("/cb")
+                var ftp = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                ftp.callbackUrl = "ftp://127.0.0.1:\(receiver.port)/cb"
+                var blank = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                blank.callbackUrl = " ; "
+                // A port no connection can have (it stopped the server when the callback was made).
+                var port = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                port.callbackUrl = "http://127.0.0.1:99999/cb"
+                // A listening receiver first: the unusable fallback after it refuses the token before anything runs.
+                var fallbackPort = PutPolicy(scope: Self.bucket, deadline: Self.future)
+                fallbackPort.callbackUrl = receiver.url("/cb") + ";http://localhost:70000/cb"
+                for policy in [negative, ftp, blank, port, fallbackPort] {
+                    let error = try await Self.failure(
+                        server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: "unusable.png"))
+                    #expect(error.httpStatus == 400 && error.formUploadCode == .invalidArgument, "\(error)")
+                    await Self.expectNothingStored(server, key: "unusable.png", blobsBefore: before)
+                }
+                #expect(await receiver.recorder.requests.isEmpty)
             }
         }
     }
