@@ -8,6 +8,39 @@ import Testing
 struct EngineFaultTests {
     static let mib = 1024 * 1024
 
+    /// A client of `server` through `proxy`, set up by `configure` (its transport `transport`'s when one is named).
+    static func client(
+        of server: TestServer, through proxy: FaultProxy, transport: TransportKind? = nil,
+        _ configure: (inout ObjectStorageClient.Configuration) -> Void
+    ) -> ObjectStorageClient {
+        var configuration = ObjectStorageClient.Configuration()
+        if let transport { configuration.transport = transport.make() }
+        configure(&configuration)
+        return ObjectStorageClient(
+            endpoint: URL(string: proxy.endpoint)!,
+            credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
+            configuration: configuration)
+    }
+
+    /// Uploads `request` with `client` to its end; its events and its result (or the error it failed with).
+    static func upload(_ request: ResumableUploadRequest, with client: ObjectStorageClient) async throws -> (
+        EventLog, Result<UploadResult, any Error>
+    ) {
+        let upload = try await client.upload(request)
+        let (log, collector) = EventLog.collect(upload)
+        let result: Result<UploadResult, any Error>
+        do { result = .success(try await upload.result) } catch { result = .failure(error) }
+        await collector.value
+        return (log, result)
+    }
+
+    /// Expects the object `key` of the bucket `faults` to hold `file`'s bytes.
+    static func expectStored(_ file: URL, as key: String, in server: TestServer, directory: String) async throws {
+        let back = URL(fileURLWithPath: directory + "/back-" + key)
+        try await server.engine().download(bucket: "faults", key: key, to: back)
+        #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+    }
+
     @Test("503 SlowDown, 500, a connection dropped mid-body and a stalled request: the upload retries and completes byte-identical",
         arguments: TransportKind.allCases)
     func survivesFaults(transport: TransportKind) async throws {
@@ -21,21 +54,15 @@ struct EngineFaultTests {
             proxy.inject(.status(500, code: "InternalError"), when: .partNumber(3))
             proxy.inject(.dropAfterRequestBytes(1_000_000), when: .partNumber(4))
             proxy.inject(.stall(seconds: 30), when: .partNumber(5))
-            var configuration = ObjectStorageClient.Configuration()
-            configuration.transport = transport.make()
-            configuration.retryPolicy = RetryPolicy(maxRetryCount: 5, baseDelay: .milliseconds(20), maxDelay: .milliseconds(200))
-            configuration.timeoutIntervalForRequest = .seconds(5)
-            let client = ObjectStorageClient(
-                endpoint: URL(string: proxy.endpoint)!,
-                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
-                configuration: configuration)
+            let client = Self.client(of: server, through: proxy, transport: transport) {
+                $0.retryPolicy = RetryPolicy(maxRetryCount: 5, baseDelay: .milliseconds(20), maxDelay: .milliseconds(200))
+                $0.timeoutIntervalForRequest = .seconds(5)
+            }
             var request = ResumableUploadRequest(bucket: "faults", key: "through-faults.bin", fileURL: file)
             request.partSize = 5 * Int64(Self.mib)  // fixed, so parts 2 to 5 exist for the faults
             request.concurrency = 3
-            let upload = try await client.upload(request)
-            let (log, collector) = EventLog.collect(upload)
-            let result = try await upload.result
-            await collector.value
+            let (log, outcome) = try await Self.upload(request, with: client)
+            let result = try outcome.get()
             try await proxy.shutdown()
 
             let retries = log.retries
@@ -54,9 +81,7 @@ struct EngineFaultTests {
             #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.totalBytesSent <= $1.totalBytesSent })
             #expect(progress.allSatisfy { $0.totalBytesSent <= result.size })
             #expect(progress.last?.totalBytesSent == result.size)
-            let back = URL(fileURLWithPath: directory + "/back")
-            try await server.engine().download(bucket: "faults", key: "through-faults.bin", to: back)
-            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+            try await Self.expectStored(file, as: "through-faults.bin", in: server, directory: directory)
         }
     }
 
@@ -72,28 +97,20 @@ struct EngineFaultTests {
             // the retry policy allows; part 2 is refused once with a 429 whose code the client does not know.
             proxy.inject(.trickle(bytesPerSecond: 2 * Self.mib), when: .partNumber(1), times: 3)
             proxy.inject(.status(429, code: "Blocked"), when: .partNumber(2))
-            var configuration = ObjectStorageClient.Configuration()
-            configuration.transport = AsyncHTTPClientTransport()
-            configuration.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(20), maxDelay: .milliseconds(100))
-            configuration.timeoutIntervalForRequest = .seconds(1)
-            let client = ObjectStorageClient(
-                endpoint: URL(string: proxy.endpoint)!,
-                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
-                configuration: configuration)
+            let client = Self.client(of: server, through: proxy, transport: .asyncHTTPClient) {
+                $0.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(20), maxDelay: .milliseconds(100))
+                $0.timeoutIntervalForRequest = .seconds(1)
+            }
             var request = ResumableUploadRequest(bucket: "faults", key: "slow.bin", fileURL: file)
             request.partSize = 5 * Int64(Self.mib)
             request.concurrency = 1
-            let upload = try await client.upload(request)
-            let (log, collector) = EventLog.collect(upload)
-            let result = try await upload.result
-            await collector.value
+            let (log, outcome) = try await Self.upload(request, with: client)
+            let result = try outcome.get()
             try await proxy.shutdown()
             let retries = log.retries
             #expect(retries.map(\.httpStatus) == [429], "\(retries.map { "\($0.code) \($0.httpStatus ?? 0)" })")
             #expect(result.size == Int64(6 * Self.mib))
-            let back = URL(fileURLWithPath: directory + "/back")
-            try await server.engine().download(bucket: "faults", key: "slow.bin", to: back)
-            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+            try await Self.expectStored(file, as: "slow.bin", in: server, directory: directory)
         }
     }
 
@@ -109,32 +126,24 @@ struct EngineFaultTests {
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
             // Part 4's body (64 KiB, taken in by the socket's buffers) goes out whole; its answer never comes.
             proxy.inject(.stall(seconds: 600), when: .partNumber(4))
-            var configuration = ObjectStorageClient.Configuration()
-            configuration.transport = transport.make()
-            configuration.retryPolicy = RetryPolicy(maxRetryCount: 3, baseDelay: .milliseconds(20), maxDelay: .milliseconds(100))
-            // Neither the request's limit nor the transport's answer limit (300 s) ends the wait here.
-            configuration.timeoutIntervalForRequest = .seconds(600)
-            configuration.shortestAnswerWait = .seconds(2)
-            let client = ObjectStorageClient(
-                endpoint: URL(string: proxy.endpoint)!,
-                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey),
-                configuration: configuration)
+            let client = Self.client(of: server, through: proxy, transport: transport) {
+                $0.retryPolicy = RetryPolicy(maxRetryCount: 3, baseDelay: .milliseconds(20), maxDelay: .milliseconds(100))
+                // Neither the request's limit nor the transport's answer limit (300 s) ends the wait here.
+                $0.timeoutIntervalForRequest = .seconds(600)
+                $0.shortestAnswerWait = .seconds(2)
+            }
             var request = ResumableUploadRequest(bucket: "faults", key: "lost-answer.bin", fileURL: file)
             request.partSize = Int64(part)
             request.concurrency = 1
-            let upload = try await client.upload(request)
-            let (log, collector) = EventLog.collect(upload)
-            let result = try await upload.result
-            await collector.value
+            let (log, outcome) = try await Self.upload(request, with: client)
+            let result = try outcome.get()
             try await proxy.shutdown()
             let retries = log.retries
             #expect(retries.count == 1, "\(retries)")
             #expect(retries.first?.code == .timeout, "\(retries)")
             #expect(retries.first?.message.contains("No answer came within 2 s") == true, "\(retries)")
             #expect(result.size == Int64(6 * part))
-            let back = URL(fileURLWithPath: directory + "/back")
-            try await server.engine().download(bucket: "faults", key: "lost-answer.bin", to: back)
-            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+            try await Self.expectStored(file, as: "lost-answer.bin", in: server, directory: directory)
         }
     }
 
@@ -148,26 +157,22 @@ struct EngineFaultTests {
             try await server.client().createBucket("faults")
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
             proxy.inject(.status(503, code: "ServiceUnavailable"), when: .partNumber(2), times: .max)
-            var configuration = ObjectStorageClient.Configuration()
-            configuration.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
-            let credentials = Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey)
-            let client = ObjectStorageClient(endpoint: URL(string: proxy.endpoint)!, credentials: credentials, configuration: configuration)
+            let client = Self.client(of: server, through: proxy) {
+                $0.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+            }
             var request = ResumableUploadRequest(bucket: "faults", key: "gives-up.bin", fileURL: file)
             request.partSize = 5 * Int64(Self.mib)  // fixed: three parts
             request.recordDirectory = records
             request.concurrency = 1
             request.progressInterval = .zero
-            let upload = try await client.upload(request)
-            let (log, collector) = EventLog.collect(upload)
-            do {
-                _ = try await upload.result
-                Issue.record("the upload succeeded through a server that always fails")
-            } catch let error as FerryError {
-                #expect(error.code == .server)
-                #expect(error.serverCode == "ServiceUnavailable")
-                #expect(error.httpStatus == 503)
+            let (log, outcome) = try await Self.upload(request, with: client)
+            guard case .failure(let failure) = outcome, let error = failure as? FerryError else {
+                Issue.record("the upload did not fail with a FerryError through a server that always fails: \(outcome)")
+                return
             }
-            await collector.value
+            #expect(error.code == .server)
+            #expect(error.serverCode == "ServiceUnavailable")
+            #expect(error.httpStatus == 503)
             #expect(proxy.log.filter { $0.outcome == "503" }.count == 3)
             #expect(checkpointPartCount(records.path) == 1)
             // Progress tells what was sent from what is stored: part 2's refused attempts count as sent, never stored.
@@ -178,10 +183,8 @@ struct EngineFaultTests {
             #expect((progress.last?.totalBytesSent ?? 0) > part)
             // The network recovers: the next run resumes and sends only what is missing, from what was stored.
             proxy.clearFaults()
-            let again = try await client.upload(request)
-            let (againLog, againCollector) = EventLog.collect(again)
-            let result = try await again.result
-            await againCollector.value
+            let (againLog, againOutcome) = try await Self.upload(request, with: client)
+            let result = try againOutcome.get()
             #expect(againLog.progress.first?.totalBytesStored == part)
             #expect(againLog.progress.last?.totalBytesStored == result.size)
             #expect(result.partsResumed == 1)
