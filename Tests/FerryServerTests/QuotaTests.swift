@@ -181,6 +181,12 @@ struct QuotaTests {
             #expect(try await other.uploadPart("quota", "parts", uploadId: uploadId, number: 2, [4]).status == 200)
             #expect(try await scoped.usage().usage.storageBytes == 12)
             #expect(try await other.uploadPart("quota", "parts", uploadId: uploadId, number: 3, [5]).errorCode == "QuotaExceeded")
+            // Each refusal is counted by its route group and quota: the six object API requests, the form, the video.
+            let metrics = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            let refusals = { (group: String) in
+                PrometheusText.sample(metrics, "ferry_quota_refusals_total", ["group": group, "quota": "StorageBytes"])
+            }
+            #expect(refusals("s3") == 6 && refusals("form") == 1 && refusals("media") == 1, "\(metrics)")
         }
     }
 
@@ -277,6 +283,11 @@ struct QuotaTests {
             #expect(try await s3.send("DELETE", S3TestClient.path("uploads", "a"), query: [("uploadId", first)]).status == 204)
             _ = try await s3.createMultipartUpload("uploads", "c")
             #expect(try await Self.media(server, key).usage().usage.uploadsInProgress == 2)
+            let metrics = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            let refusals = { (group: String) in
+                PrometheusText.sample(metrics, "ferry_quota_refusals_total", ["group": group, "quota": "ConcurrentUploads"])
+            }
+            #expect(refusals("s3") == 1 && refusals("signing") == 2, "\(metrics)")
         }
     }
 

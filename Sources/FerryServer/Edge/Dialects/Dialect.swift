@@ -37,7 +37,10 @@ struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
             }
             let error = classified ?? thrown
             if Self.isChecksumMismatch(error) { context.observation.checksumMismatch = true }
-            if (error as? FerryDomainError)?.isKeyRateRefusal == true { context.observation.throttled = true }
+            if let domain = error as? FerryDomainError {
+                if domain.isKeyRateRefusal { context.observation.throttled = true }
+                if domain.code == .quotaExceeded { context.observation.quotaRefused = domain.details["QuotaName"] }
+            }
             if let wire = dialect.wireError(for: error, request: request, context: context) {
                 return try wire.response(from: request, context: context)
             }

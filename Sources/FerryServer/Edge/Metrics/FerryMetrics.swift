@@ -27,7 +27,7 @@ public final class FerryMetrics: Sendable {
 
     /// Every series Ferry exports.
     public static let series: [Series] = [
-        requests, throttledRequests, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, mediaActions,
+        requests, throttledRequests, quotaRefusals, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, mediaActions,
         checksumMismatches, multipartUploads, partsReplaced, storageCallDuration, storageCallErrors, catalogUp, mediaJobs,
         mediaJobQueueAge, mediaJobsEnded, mediaJobDuration, mediaJobLeases, serviceLeases, timeToNormal, webhookPending, webhookLag,
         webhookDeliveries, webhookDeliveryDelay, nodesSeen, dataDirectoryFree,
@@ -39,6 +39,9 @@ public final class FerryMetrics: Sendable {
     static let throttledRequests = Series(
         name: "ferry_http_requests_throttled_total", type: "counter", labels: ["group"],
         help: "Requests refused for their access key's RequestsPerSecond (503 SlowDown or Throttling, the form's 573), by route group: counted in ferry_http_requests_total too, so subtract them where a 5xx means a fault of the service.")
+    static let quotaRefusals = Series(
+        name: "ferry_quota_refusals_total", type: "counter", labels: ["group", "quota"],
+        help: "Requests refused because they would take their access key past a quota (StorageBytes, ConcurrentUploads or Videos: 403 QuotaExceeded, the form's 403, nothing stored), by route group and quota. The request rate's refusals are ferry_http_requests_throttled_total.")
     static let requestDuration = Series(
         name: "ferry_http_request_duration_seconds", type: "histogram", labels: ["group", "method"],
         help: "Time from a request's head to its answer's head (a streamed body goes on after).")
@@ -187,6 +190,11 @@ public final class FerryMetrics: Sendable {
         counter(Self.throttledRequests, [("group", group)]).increment()
     }
 
+    /// A request of `group` was refused for its access key's `quota` (its `QuotaName`).
+    func quotaRefused(group: String, quota: String) {
+        counter(Self.quotaRefusals, [("group", group), ("quota", quota)]).increment()
+    }
+
     /// An object API operation (group `s3`) or a media API action (group `media`, or `console` for a session's) was
     /// answered with `status`.
     func operationFinished(_ operation: String, group: String, status: Int) {
@@ -258,8 +266,9 @@ extension FerryMetrics: ServiceEvents {
 /// What the route group that answered a request tells the metrics middleware around it: the group's name and, for
 /// the object API, the operation. One per request, shared by the copies of its context.
 final class RequestObservation: Sendable {
-    private let state = NIOLockedValueBox<(group: String, operation: String?, checksumMismatch: Bool, throttled: Bool)>(
-        ("unrouted", nil, false, false))
+    private let state = NIOLockedValueBox<
+        (group: String, operation: String?, checksumMismatch: Bool, throttled: Bool, quotaRefused: String?)
+    >(("unrouted", nil, false, false, nil))
 
     /// The route group that answered, `unrouted` before one took the request.
     var group: String {
@@ -283,5 +292,11 @@ final class RequestObservation: Sendable {
     var throttled: Bool {
         get { state.withLockedValue { $0.throttled } }
         set { state.withLockedValue { $0.throttled = newValue } }
+    }
+
+    /// The quota (its `QuotaName`) the request was refused for, when it would have taken its access key past one.
+    var quotaRefused: String? {
+        get { state.withLockedValue { $0.quotaRefused } }
+        set { state.withLockedValue { $0.quotaRefused = newValue } }
     }
 }

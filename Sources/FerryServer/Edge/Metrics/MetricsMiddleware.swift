@@ -59,6 +59,7 @@ struct MetricsMiddleware: RouterMiddleware {
         }
         if observation.checksumMismatch { metrics.checksumMismatch(group: observation.group) }
         if observation.throttled { metrics.requestThrottled(group: observation.group) }
+        if let quota = observation.quotaRefused { metrics.quotaRefused(group: observation.group, quota: quota) }
     }
 }
 
