@@ -145,7 +145,15 @@ struct UploadTokenTests {
             (ascii("OggS"), "audio/ogg"), (ascii("fLaC"), "audio/flac"), (ascii("ID3") + [4, 0], "audio/mpeg"),
             ([0xFF, 0xFB, 0x90, 0x64], "audio/mpeg"), ([0xFF, 0xF1, 0x50, 0x80], "audio/aac"), (ascii("#!AMR\n"), "audio/amr"),
             (ascii("%PDF-1.7"), "application/pdf"), ([0x50, 0x4B, 0x03, 0x04, 0x14], "application/zip"),
-            ([0x1F, 0x8B, 0x08], "application/gzip"),
+            ([0x1F, 0x8B, 0x08], "application/gzip"), (ascii("caff") + [0, 1, 0, 0], "audio/x-caf"),
+            (ascii("FORM") + [0, 0, 0, 4] + ascii("AIFF"), "audio/aiff"), ([0x0B, 0x77, 0x3A, 0x10], "audio/ac3"),
+            ([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20, 0x0D, 0x0A, 0x87, 0x0A, 0], "image/jp2"),
+            ([0, 0, 1, 0, 1, 0, 16, 16, 0, 0] + [UInt8](repeating: 1, count: 12), "image/vnd.microsoft.icon"),
+            // UTF-16 text with its byte order mark is text (FF FE could begin an MPEG audio frame); a frame's header
+            // must name a bitrate and a sampling rate.
+            ([0xFF, 0xFE] + Array("hello, srt".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }, "text/plain"),
+            ([0xFE, 0xFF] + Array("<html>".utf16).flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }, "text/html"),
+            ([0xFF, 0xFB, 0xF0, 0x00], "application/octet-stream"), ([0xFF, 0xFB, 0x9C, 0x00], "application/octet-stream"),
             // Text: a page whatever its case and leading space, else plain.
             (Array("\n  <!doctype HTML><p>".utf8), "text/html"), (Array("<a href=x>y</a>".utf8), "text/html"),
             (Array("<!-- x -->".utf8), "text/html"), (Array("<abbr>not a page</abbr>".utf8), "text/plain"),
@@ -166,6 +174,10 @@ struct UploadTokenTests {
         #expect(ContentSniffer.type(of: ascii("%PDF-"), declared: "application/zip") == "application/pdf")
         #expect(ContentSniffer.type(of: Array("{\"a\":1}".utf8), declared: "application/json") == "application/json")
         #expect(ContentSniffer.type(of: Array("<svg xmlns='…'/>".utf8), declared: "image/svg+xml") == "image/svg+xml")
+        // Markup declared as SVG without an svg element is not SVG.
+        #expect(ContentSniffer.type(of: Array("<?xml version='1.0'?><html><script/>".utf8), declared: "image/svg+xml") == "text/plain")
+        let utf16Text: [UInt8] = [0xFF, 0xFE] + Array("1\n00:00".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+        #expect(ContentSniffer.type(of: utf16Text, declared: "application/x-subrip") == "application/x-subrip")
         #expect(ContentSniffer.type(of: Array("<html>".utf8), declared: "image/svg+xml") == "text/html")
         #expect(ContentSniffer.type(of: Array("plain".utf8), declared: "image/png") == "text/plain")
         #expect(ContentSniffer.type(of: [], declared: "image/png") == "image/png")
@@ -181,6 +193,22 @@ struct UploadTokenTests {
         #expect(policy.refusedType(declared: "application/octet-stream", head: [0xFF, 0xD8, 0xFF]) == nil)
         #expect(policy.refusedType(declared: "image/png", head: [0xFF, 0xD8, 0xFF]) == nil)
         #expect(policy.refusedType(declared: "image/png", head: [0x00, 0x00]) == "application/octet-stream")
+        // One type only: a comma outside a quoted value makes a list a browser reads as its last type.
+        let gif = ascii("GIF89a") + Array("<script>".utf8)
+        #expect(policy.refusedType(declared: "image/gif;,text/html", head: gif) == "image/gif;,text/html")
+        #expect(policy.refusedType(declared: "image/gif; name=\"a,b\"", head: gif) == nil)
+        #expect(policy.refusedType(declared: "image/gif; name=\"a\\\",b\"", head: gif) == nil)
+        #expect(policy.refusedType(declared: "image/gif; name=\"a\\\"\",b", head: gif) != nil)
+        #expect(!policy.allowsMimeType("image/png;\u{1}"))
+        // A format's other names: sound alone in MP4 or WebM, WMV as ASF, APNG as PNG.
+        policy.mimeLimit = "audio/*"
+        #expect(policy.refusedType(declared: nil, head: ftyp("isom")) == nil)
+        #expect(policy.refusedType(declared: nil, head: [0x1A, 0x45, 0xDF, 0xA3, 0x9F, 0x42, 0x82, 0x84] + ascii("webm")) == nil)
+        #expect(policy.refusedType(declared: nil, head: [0xFF, 0xD8, 0xFF]) == "image/jpeg")
+        policy.mimeLimit = "video/x-ms-wmv;image/apng"
+        #expect(policy.refusedType(declared: nil, head: [0x30, 0x26, 0xB2, 0x75, 0x8E, 0x66, 0xCF, 0x11]) == nil)
+        #expect(policy.refusedType(declared: nil, head: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) == nil)
+        #expect(policy.refusedType(declared: nil, head: ftyp("isom")) == "video/mp4")
         policy.mimeLimit = "  "
         #expect(policy.refusedType(declared: "image/png", head: [0x00]) == nil)
     }

@@ -540,6 +540,7 @@ struct FormUploaderTests {
             ("octets", "application/octet-stream", [0xFF, 0xD8, 0xFF, 0xE0] + [UInt8](repeating: 0, count: 60), "image/*", nil),
             ("mov", "video/quicktime", [0, 0, 0, 0x18] + Array("ftypmp42".utf8) + [UInt8](repeating: 0, count: 60), "video/quicktime", nil),
             ("script", "text/plain", Array("<script>fetch('/')</script>".utf8), "text/*;!text/html", "text/html"),
+            ("comma", "image/gif;,text/html", Array("GIF89a<script>alert(1)</script>".utf8), "image/*", "image/gif;,text/html"),
             ("jpeg-as-text", "text/plain", [0xFF, 0xD8, 0xFF, 0xE0] + [UInt8](repeating: 0, count: 60), "text/plain", "image/jpeg"),
         ] as [(String, String?, [UInt8], String, String?)])
     func mimeLimitContent(name: String, declared: String?, bytes: [UInt8], limit: String, refused: String?) async throws {

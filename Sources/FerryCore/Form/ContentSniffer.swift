@@ -14,20 +14,36 @@ public enum ContentSniffer {
     /// The type `head`, a file's first bytes (``headLength`` of them, or the whole file when it is shorter), shows,
     /// given the type the uploader declared (nil or `application/octet-stream` when none).
     public static func type(of head: [UInt8], declared: String?) -> String {
+        names(of: head, declared: declared)[0]
+    }
+
+    /// The type `head` shows (``type(of:declared:)``) first, then the other names its format goes by.
+    static func names(of head: [UInt8], declared: String?) -> [String] {
         let declaredEssence = declared.map(essence).flatMap { $0 == "application/octet-stream" || $0.isEmpty ? nil : $0 }
-        if head.isEmpty { return declaredEssence ?? "application/octet-stream" }
-        if let format = format(of: head) {
+        if head.isEmpty { return [declaredEssence ?? "application/octet-stream"] }
+        // Text with a UTF-16 byte order mark is text, though FF FE could begin an MPEG audio frame.
+        let utf16 = bytesAt(head, [0xFF, 0xFE]) || bytesAt(head, [0xFE, 0xFF])
+        if !(utf16 && textView(head) != nil), let format = format(of: head) {
             if let declaredEssence, let kind = declaredEssence.split(separator: "/").first,
                 format.kinds.contains(String(kind))
             {
-                return declaredEssence
+                return [declaredEssence]
             }
-            return format.type
+            return [format.type] + format.alternatives
         }
-        guard isText(head) else { return "application/octet-stream" }
-        if beginsAsHTML(head) { return "text/html" }
-        if let declaredEssence, isTextual(declaredEssence) { return declaredEssence }
-        return "text/plain"
+        guard let text = textView(head) else { return ["application/octet-stream"] }
+        if beginsAsHTML(text) { return ["text/html"] }
+        if let declaredEssence, isTextual(declaredEssence) {
+            // SVG only when the text holds an svg element: other markup declared as SVG is not an image.
+            let svg = declaredEssence == "image/svg+xml"
+            if !svg || contains(text, "<SVG") { return [declaredEssence] }
+        }
+        return ["text/plain"]
+    }
+
+    /// Whether `value` can be a stored content type: 1 to 256 printable ASCII characters.
+    public static func isUsableType(_ value: String) -> Bool {
+        (1...256).contains(value.utf8.count) && value.utf8.allSatisfy { (0x20...0x7E).contains($0) }
     }
 
     /// A type's `type/subtype`, lowercased, without parameters.
@@ -40,6 +56,9 @@ public enum ContentSniffer {
     struct Format: Equatable {
         var type: String
         var kinds: Set<String>
+        /// Other names the same bytes go by (`audio/mp4` for an MP4 file that may hold sound alone, `video/x-ms-wmv`
+        /// for ASF): a limit that allows one of them allows the file.
+        var alternatives: [String] = []
     }
 
     private static let media: Set<String> = ["video", "audio"]
@@ -54,7 +73,9 @@ public enum ContentSniffer {
             head.count >= offset + expected.count && Array(head[offset..<offset + expected.count]) == expected
         }
         if bytes(0, [0xFF, 0xD8, 0xFF]) { return Format(type: "image/jpeg", kinds: ["image"]) }
-        if bytes(0, [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return Format(type: "image/png", kinds: ["image"]) }
+        if bytes(0, [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) {
+            return Format(type: "image/png", kinds: ["image"], alternatives: ["image/apng"])
+        }
         if at(0, "GIF87a") || at(0, "GIF89a") { return Format(type: "image/gif", kinds: ["image"]) }
         if at(0, "RIFF") {
             if at(8, "WEBP") { return Format(type: "image/webp", kinds: ["image"]) }
@@ -75,14 +96,17 @@ public enum ContentSniffer {
             case "avif", "avis": return Format(type: "image/avif", kinds: ["image"])
             case "qt  ": return Format(type: "video/quicktime", kinds: media)
             case "M4A ", "M4B ", "M4P ": return Format(type: "audio/mp4", kinds: media)
-            case _ where brand.hasPrefix("3g2"): return Format(type: "video/3gpp2", kinds: media)
-            case _ where brand.hasPrefix("3gp"): return Format(type: "video/3gpp", kinds: media)
-            default: return Format(type: "video/mp4", kinds: media)
+            case "M4V ", "M4VH", "M4VP": return Format(type: "video/x-m4v", kinds: media, alternatives: ["video/mp4"])
+            case _ where brand.hasPrefix("3g2"): return Format(type: "video/3gpp2", kinds: media, alternatives: ["audio/3gpp2"])
+            case _ where brand.hasPrefix("3gp"): return Format(type: "video/3gpp", kinds: media, alternatives: ["audio/3gpp"])
+            default: return Format(type: "video/mp4", kinds: media, alternatives: ["audio/mp4", "video/x-m4v"])
             }
         }
         if bytes(0, [0x1A, 0x45, 0xDF, 0xA3]) {
             let webm = head.prefix(64).indices.contains { at($0, "webm") }
-            return Format(type: webm ? "video/webm" : "video/x-matroska", kinds: media)
+            return webm
+                ? Format(type: "video/webm", kinds: media, alternatives: ["audio/webm"])
+                : Format(type: "video/x-matroska", kinds: media, alternatives: ["audio/x-matroska"])
         }
         if bytes(0, [0x00, 0x00, 0x01, 0xBA]) || bytes(0, [0x00, 0x00, 0x01, 0xB3]) {
             return Format(type: "video/mpeg", kinds: media)
@@ -91,16 +115,33 @@ public enum ContentSniffer {
         if head.count > 188, head[0] == 0x47, head[188] == 0x47 { return Format(type: "video/mp2t", kinds: media) }
         if head.count > 196, head[4] == 0x47, head[196] == 0x47 { return Format(type: "video/mp2t", kinds: media) }
         if at(0, "FLV"), head.count > 3, head[3] == 1 { return Format(type: "video/x-flv", kinds: media) }
-        if bytes(0, [0x30, 0x26, 0xB2, 0x75, 0x8E, 0x66, 0xCF, 0x11]) { return Format(type: "video/x-ms-asf", kinds: media) }
+        if bytes(0, [0x30, 0x26, 0xB2, 0x75, 0x8E, 0x66, 0xCF, 0x11]) {
+            return Format(type: "video/x-ms-asf", kinds: media, alternatives: ["video/x-ms-wmv", "audio/x-ms-wma"])
+        }
         if at(0, ".RMF") { return Format(type: "application/vnd.rn-realmedia", kinds: media) }
-        if at(0, "OggS") { return Format(type: "audio/ogg", kinds: media) }
+        if at(0, "OggS") { return Format(type: "audio/ogg", kinds: media, alternatives: ["video/ogg", "application/ogg"]) }
         if at(0, "fLaC") { return Format(type: "audio/flac", kinds: ["audio"]) }
+        if at(0, "caff") { return Format(type: "audio/x-caf", kinds: ["audio"]) }
+        if at(0, "FORM"), at(8, "AIFF") || at(8, "AIFC") { return Format(type: "audio/aiff", kinds: ["audio"]) }
+        if bytes(0, [0x0B, 0x77]) { return Format(type: "audio/ac3", kinds: ["audio"]) }
+        if bytes(0, [0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) {
+            return Format(type: "image/jp2", kinds: ["image"])
+        }
+        // An icon directory: reserved 0, type 1, at least one image, each image entry's reserved byte 0.
+        if bytes(0, [0x00, 0x00, 0x01, 0x00]), head.count >= 22, head[4] | head[5] != 0, head[9] == 0 {
+            return Format(type: "image/vnd.microsoft.icon", kinds: ["image"], alternatives: ["image/x-icon"])
+        }
         if at(0, "#!AMR") { return Format(type: "audio/amr", kinds: ["audio"]) }
         if at(0, "ID3") { return Format(type: "audio/mpeg", kinds: ["audio"]) }
-        if head.count >= 2, head[0] == 0xFF {
-            // ADTS (AAC) frames have layer bits 00; MPEG audio frames (MP3) have a layer.
-            if head[1] & 0xF6 == 0xF0 { return Format(type: "audio/aac", kinds: ["audio"]) }
-            if head[1] & 0xE0 == 0xE0, head[1] & 0x06 != 0 { return Format(type: "audio/mpeg", kinds: ["audio"]) }
+        if head.count >= 4, head[0] == 0xFF {
+            // ADTS (AAC) frames have layer bits 00 and a sampling rate index below 13; MPEG audio frames (MP3) a
+            // version, a layer, a bitrate index other than 15 and a sampling rate index other than 3.
+            if head[1] & 0xF6 == 0xF0, (head[2] >> 2) & 0x0F < 13 { return Format(type: "audio/aac", kinds: ["audio"]) }
+            if head[1] & 0xE0 == 0xE0, (head[1] >> 3) & 0x03 != 1, (head[1] >> 1) & 0x03 != 0, head[2] >> 4 != 0x0F,
+                (head[2] >> 2) & 0x03 != 3
+            {
+                return Format(type: "audio/mpeg", kinds: ["audio"])
+            }
         }
         if at(0, "%PDF-") { return Format(type: "application/pdf", kinds: []) }
         if bytes(0, [0x50, 0x4B, 0x03, 0x04]) { return Format(type: "application/zip", kinds: []) }
@@ -112,11 +153,27 @@ public enum ContentSniffer {
         return nil
     }
 
-    /// Whether the bytes hold no byte that text does not (the WHATWG sniffing rule's binary bytes); UTF-16 with its
-    /// byte order mark is text.
-    static func isText(_ head: [UInt8]) -> Bool {
-        if bytesAt(head, [0xFE, 0xFF]) || bytesAt(head, [0xFF, 0xFE]) { return true }
-        return !head.contains { $0 <= 0x08 || $0 == 0x0B || (0x0E...0x1A).contains($0) || (0x1C...0x1F).contains($0) }
+    /// The bytes as text, or nil when they hold a byte text does not (the WHATWG sniffing rule's binary bytes):
+    /// UTF-8 as it is, UTF-16 with its byte order mark as the low bytes of its code units (enough to see markup).
+    static func textView(_ head: [UInt8]) -> [UInt8]? {
+        let units: [UInt8]
+        if bytesAt(head, [0xFF, 0xFE]) {
+            units = stride(from: 2, to: head.count - 1, by: 2).map { head[$0 + 1] == 0 ? head[$0] : 0x7F }
+        } else if bytesAt(head, [0xFE, 0xFF]) {
+            units = stride(from: 2, to: head.count - 1, by: 2).map { head[$0] == 0 ? head[$0 + 1] : 0x7F }
+        } else {
+            units = head
+        }
+        let binary = units.contains { $0 <= 0x08 || $0 == 0x0B || (0x0E...0x1A).contains($0) || (0x1C...0x1F).contains($0) }
+        return binary ? nil : units
+    }
+
+    /// Whether `text` holds `upper` (uppercase ASCII), whatever its case.
+    static func contains(_ text: [UInt8], _ upper: String) -> Bool {
+        let needle = Array(upper.utf8)
+        let folded = text.map { (0x61...0x7A).contains($0) ? $0 - 0x20 : $0 }
+        guard folded.count >= needle.count else { return false }
+        return (0...(folded.count - needle.count)).contains { folded[$0..<$0 + needle.count].elementsEqual(needle) }
     }
 
     /// Whether text begins (after a byte order mark and white space) with what begins a web page.
@@ -162,9 +219,12 @@ extension PutPolicy {
     /// ``refusedType(declared:head:)``).
     public static func refusedType(mimeLimit: String?, declared: String?, head: [UInt8]) -> String? {
         guard let mimeLimit, !mimeLimit.trimmingCharacters(in: .whitespaces).isEmpty else { return nil }
-        let given = declared.map(ContentSniffer.essence).flatMap { $0.isEmpty || $0 == "application/octet-stream" ? nil : $0 }
+        let given = declared.flatMap {
+            let essence = ContentSniffer.essence($0)
+            return essence.isEmpty || essence == "application/octet-stream" ? nil : $0
+        }
         if let given, !allows(given, mimeLimit: mimeLimit) { return given }
-        let shown = ContentSniffer.type(of: head, declared: given)
-        return allows(shown, mimeLimit: mimeLimit) ? nil : shown
+        let names = ContentSniffer.names(of: head, declared: given)
+        return names.contains { allows($0, mimeLimit: mimeLimit) } ? nil : names[0]
     }
 }

@@ -84,7 +84,8 @@ public struct PutPolicy: Codable, Sendable, Hashable {
     ///
     /// Entries match case-insensitively; `type/*` matches every subtype of `type`; parameters (`; charset=…`) of the
     /// MIME type are ignored. A type that is not one `type/subtype` of HTTP tokens (a list such as
-    /// `image/png, text/html`, which a browser may read as its last) matches no entry.
+    /// `image/png, text/html` or `image/gif;,text/html`, which a browser may read as its last, or one with a control
+    /// character) matches no entry.
     public func allowsMimeType(_ mimeType: String) -> Bool {
         Self.allows(mimeType, mimeLimit: mimeLimit)
     }
@@ -92,6 +93,16 @@ public struct PutPolicy: Codable, Sendable, Hashable {
     /// Whether `mimeType` is allowed by the `mimeLimit` (see ``allowsMimeType(_:)``).
     static func allows(_ mimeType: String, mimeLimit: String?) -> Bool {
         guard let mimeLimit, !mimeLimit.trimmingCharacters(in: .whitespaces).isEmpty else { return true }
+        // One type: no control character, and no comma outside a quoted parameter value (a browser reads
+        // `image/gif;,text/html` as its last type, text/html).
+        var quoted = false
+        var escaped = false
+        for byte in mimeType.utf8 {
+            if byte < 0x20 && byte != 0x09 || byte == 0x7F { return false }
+            if escaped { escaped = false; continue }
+            if quoted && byte == UInt8(ascii: "\\") { escaped = true; continue }
+            if byte == UInt8(ascii: "\"") { quoted.toggle() } else if byte == UInt8(ascii: ","), !quoted { return false }
+        }
         let essence = (mimeType.split(separator: ";", omittingEmptySubsequences: false).first ?? "")
             .trimmingCharacters(in: .whitespaces).lowercased()
         let names = essence.split(separator: "/", omittingEmptySubsequences: false)

@@ -146,7 +146,9 @@ public struct FormUploadAPI: Sendable {
         } catch let error as FerryDomainError where error.code == .bucketNotFound {
             throw FormUploadError(.noSuchBucket, "The bucket \(bucket.prefix(64)) does not exist.")
         }
+        // A type that cannot be stored (control characters, past 256 bytes) is taken as none, as tus takes it.
         let declared = fileHeaders.contentType?.trimmingCharacters(in: .whitespaces).nilIfEmpty
+            .flatMap { ContentSniffer.isUsableType($0) ? $0 : nil }
         var mimeType = declared ?? "application/octet-stream"
         if policy.mimeLimit?.trimmingCharacters(in: .whitespaces).isEmpty == false {
             // Matched against what the content shows (and the declared type): a first look at the file's bytes.

@@ -255,7 +255,7 @@ struct ResumableUploadAPI: Sendable {
         }
         let concat = try TusConcat.parse(request.headers[.uploadConcat], wire: wire)
         var attributes = ObjectAttributes()
-        attributes.contentType = metadata["filetype"].flatMap { Self.isContentType($0) ? $0 : nil }
+        attributes.contentType = metadata["filetype"].flatMap { ContentSniffer.isUsableType($0) ? $0 : nil }
         if case .final(let urls) = concat {
             guard length == nil, deferred == nil else {
                 throw ResumableRefusal(.badRequest, "A final upload takes its length from its partial uploads.", wire: wire)
@@ -323,7 +323,7 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(.badRequest, "Upload-Length and Content-Length disagree on a complete upload.", wire: wire)
         }
         var attributes = ObjectAttributes()
-        if let type = request.headers[.contentType], type != IETFWire.partialUpload, Self.isContentType(type) {
+        if let type = request.headers[.contentType], type != IETFWire.partialUpload, ContentSniffer.isUsableType(type) {
             attributes.contentType = type
         }
         let length = declared ?? (complete ? contentLength : nil)
@@ -951,11 +951,6 @@ struct ResumableUploadAPI: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return (try? encoder.encode(fields)) ?? Data()
-    }
-
-    /// Whether `value` may be stored as a Content-Type: printable ASCII, at most 256 bytes.
-    private static func isContentType(_ value: String) -> Bool {
-        (1...256).contains(value.utf8.count) && value.utf8.allSatisfy { (0x20...0x7E).contains($0) }
     }
 }
 
