@@ -323,6 +323,7 @@ struct ObjectCatalogTests {
             let uploads = try await store.listMultipartUploads(
                 bucket: "media", prefix: "", delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 10)
             #expect(uploads.uploads.map(\.uploadId) == [upload.uploadId])
+            #expect(try await store.uploadCount() == 1)
 
             // The store's minimum part size (5 MiB) applies to every part but the last.
             await #expect(throws: FerryDomainError.self) {
@@ -333,6 +334,7 @@ struct ObjectCatalogTests {
             let object = try await store.completeMultipartUpload(
                 upload, parts: [.init(partNumber: 2, eTag: p2.etag)], fullObjectChecksums: [:], condition: .none)
             #expect(object.partCount == 1)
+            #expect(try await store.uploadCount() == 0)
             #expect(try await Self.read(store, "media", "v.mp4") == "-two")
             #expect(try await store.completedUpload(upload.uploadId)?.etag == object.etag)
             await #expect(throws: FerryDomainError.self) {

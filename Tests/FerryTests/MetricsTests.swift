@@ -125,6 +125,15 @@ struct MetricsTests {
             #expect(Self.sample(before, "ferry_media_jobs", ["state": "queued"]) == 0)
             #expect(Self.sample(before, "ferry_media_job_queue_age_seconds", [:]) == 0)
             #expect(Self.sample(before, "ferry_webhook_events_pending", [:]) == 0)
+            #expect(Self.sample(before, "ferry_multipart_uploads_in_progress", [:]) == 0)
+            // Uploads in progress as the catalog counts them: two begun, one of them aborted.
+            let s3 = server.client()
+            #expect(try await s3.createBucket("open").status == 200)
+            let first = try await s3.createMultipartUpload("open", "a")
+            _ = try await s3.createMultipartUpload("open", "b")
+            let two = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            #expect(Self.sample(two, "ferry_multipart_uploads_in_progress", [:]) == 2, "\(two)")
+            #expect(try await s3.send("DELETE", S3TestClient.path("open", "a"), query: [("uploadId", first)]).status == 204)
 
             let media = server.media()
             let ticket = try await media.createUploadVideo(.init(title: "queued", fileName: "clip.mp4"))
@@ -135,6 +144,7 @@ struct MetricsTests {
             let after = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
             #expect(Self.sample(after, "ferry_media_jobs", ["state": "queued"]) == 1)
             #expect(Self.sample(after, "ferry_media_jobs", ["state": "running"]) == 0)
+            #expect(Self.sample(after, "ferry_multipart_uploads_in_progress", [:]) == 1, "\(after)")
             let age = try #require(Self.sample(after, "ferry_media_job_queue_age_seconds", [:]))
             #expect(age >= 1 && age < 600, "\(age)")
             let check = try await Self.promtoolCheck(after)

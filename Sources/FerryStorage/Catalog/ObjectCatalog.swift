@@ -73,6 +73,10 @@ protocol ObjectCatalog: ResumableUploadCatalog {
     /// What `owner` holds: the bytes of its objects and of its uploads' parts, and its uploads in progress.
     func usage(owner: String) async throws -> StorageUsage
 
+    /// How many multipart uploads are in progress (begun, neither completed nor aborted), of every owner, resumable
+    /// uploads' included.
+    func uploadCount() async throws -> Int
+
     /// Every blob an object or part references.
     func referencedBlobs() async throws -> Set<String>
 

@@ -649,6 +649,11 @@ public struct CatalogObjectStore: ObjectStore {
 
     // MARK: Quotas
 
+    /// How many multipart uploads are in progress, of every owner (resumable uploads' included).
+    package func uploadCount() async throws -> Int {
+        try await events.timed("catalog", "uploadCount") { try await catalog.uploadCount() }
+    }
+
     public func usage(owner: String) async throws -> StorageUsage {
         try await catalog.usage(owner: owner)
     }

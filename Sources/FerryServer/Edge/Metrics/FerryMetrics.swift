@@ -28,7 +28,7 @@ public final class FerryMetrics: Sendable {
     /// Every series Ferry exports.
     public static let series: [Series] = [
         requests, throttledRequests, quotaRefusals, requestDuration, activeRequests, requestBytes, responseBytes, s3Operations, mediaActions,
-        checksumMismatches, multipartUploads, partsReplaced, storageCallDuration, storageCallErrors, catalogUp, mediaJobs,
+        checksumMismatches, multipartUploads, multipartUploadsInProgress, partsReplaced, storageCallDuration, storageCallErrors, catalogUp, mediaJobs,
         mediaJobQueueAge, mediaJobsEnded, mediaJobDuration, mediaJobLeases, serviceLeases, timeToNormal, webhookPending, webhookLag,
         webhookDeliveries, webhookDeliveryDelay, nodesSeen, dataDirectoryFree,
     ]
@@ -67,6 +67,9 @@ public final class FerryMetrics: Sendable {
     static let multipartUploads = Series(
         name: "ferry_multipart_uploads_total", type: "counter", labels: ["event"],
         help: "Multipart uploads started, completed, aborted (by their client), expired (aborted by the collector or a lifecycle rule) and resumed (their parts listed, as a client does when it picks an upload up again).")
+    static let multipartUploadsInProgress = Series(
+        name: "ferry_multipart_uploads_in_progress", type: "gauge", labels: [],
+        help: "Multipart uploads begun and neither completed nor aborted, tus and IETF uploads' included, as the catalog counts them at each scrape (the last value when it does not answer).")
     static let partsReplaced = Series(
         name: "ferry_upload_parts_replaced_total", type: "counter", labels: [],
         help: "Parts uploaded again under a number that had one: clients' retries.")
@@ -147,9 +150,10 @@ public final class FerryMetrics: Sendable {
     public func render() -> String { registry.emitToString() }
 
     /// Sets the catalog's series from what it answered for this scrape; nil when it did not answer in time.
-    func recordCatalog(_ answer: (jobs: JobBacklog, webhooks: WebhookBacklog)?, now: Date) {
+    func recordCatalog(_ answer: (jobs: JobBacklog, webhooks: WebhookBacklog, uploads: Int)?, now: Date) {
         gauge(Self.catalogUp).set(to: answer == nil ? 0 : 1)
-        guard let (jobs, webhooks) = answer else { return }
+        guard let (jobs, webhooks, uploads) = answer else { return }
+        gauge(Self.multipartUploadsInProgress).set(to: Double(uploads))
         for (state, count) in [("queued", jobs.queued), ("running", jobs.running), ("failed", jobs.failed)] {
             gauge(Self.mediaJobs, [("state", state)]).set(to: Double(count))
         }

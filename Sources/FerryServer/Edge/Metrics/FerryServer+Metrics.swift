@@ -6,14 +6,15 @@ extension FerryServer {
     /// `GET /metrics` of this server: its registry, brought up to date from the catalog at each scrape.
     var metricsEndpoint: MetricsEndpoint {
         MetricsEndpoint(metrics: metrics, token: configuration.metricsToken) {
-            [metrics, catalog = mediaCatalog, now = configuration.now, runningJobs, status = statusProbe] in
+            [metrics, catalog = mediaCatalog, objects = store, now = configuration.now, runningJobs, status = statusProbe] in
             metrics.recordNode(runningJobs: runningJobs.count)
             // A catalog that does not answer (a PostgreSQL pool waiting for a connection) leaves the scrape prompt.
             async let nodes = status.freshNodeCount()
-            let answer = await withTimeLimit(.seconds(2)) { () -> (jobs: JobBacklog, webhooks: WebhookBacklog)? in
-                guard let jobs = try? await catalog.backlog(now: now()), let webhooks = try? await catalog.webhookBacklog()
+            let answer = await withTimeLimit(.seconds(2)) { () -> (jobs: JobBacklog, webhooks: WebhookBacklog, uploads: Int)? in
+                guard let jobs = try? await catalog.backlog(now: now()), let webhooks = try? await catalog.webhookBacklog(),
+                    let uploads = try? await objects.uploadCount()
                 else { return nil }
-                return (jobs, webhooks)
+                return (jobs, webhooks, uploads)
             }
             metrics.recordCatalog(answer ?? nil, now: now())
             metrics.recordStatus(

@@ -37,6 +37,13 @@ extension PostgresCatalog {
         }
     }
 
+    func uploadCount() async throws -> Int {
+        try await leased { [logger] connection in
+            try await Self.rows("SELECT COUNT(*) AS count FROM s3_upload", on: connection, logger: logger)
+                .first?["count"].decode(Int.self) ?? 0
+        }
+    }
+
     public func videoCount(owner: String) async throws -> Int {
         return try await leased { [logger] connection in
             try await Self.videoCount(owner: owner, on: connection, logger: logger)

@@ -22,6 +22,10 @@ extension SQLiteCatalog {
         }
     }
 
+    func uploadCount() async throws -> Int {
+        try await pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM upload") ?? 0 }
+    }
+
     /// How many videos (not deleted) `owner` has.
     public func videoCount(owner: String) async throws -> Int {
         try await pool.read { db in try Self.videoCount(owner: owner, db) }
