@@ -174,8 +174,21 @@ struct UploadTokenTests {
         #expect(ContentSniffer.type(of: ascii("%PDF-"), declared: "application/zip") == "application/pdf")
         #expect(ContentSniffer.type(of: Array("{\"a\":1}".utf8), declared: "application/json") == "application/json")
         #expect(ContentSniffer.type(of: Array("<svg xmlns='…'/>".utf8), declared: "image/svg+xml") == "image/svg+xml")
-        // Markup declared as SVG without an svg element is not SVG.
-        #expect(ContentSniffer.type(of: Array("<?xml version='1.0'?><html><script/>".utf8), declared: "image/svg+xml") == "text/plain")
+        // Markup declared as SVG is SVG only when its root element is svg, whatever comes before it or is in it.
+        for (text, svg) in [
+            ("<?xml version='1.0'?><html><script/>", false), ("<?xml version='1.0'?><!-- <svg --> <html><script/>", false),
+            ("<?x <svg?><html/>", false), ("<?xml version='1.0'?><html title='&lt;svg <svg'/>", false), ("<x:html><!--<svg--></x:html>", false),
+            ("alert(1)//<svg", false), ("<!DOCTYPE svg [<!ENTITY x '<svg'>]><html/>", false), ("<svg", false),
+            ("\n<?xml version='1.0'?>\n<!-- made -->\n<!DOCTYPE svg PUBLIC 'a' 'b'>\n<svg xmlns='…'/>", true),
+            ("<svg:svg xmlns:svg='…'></svg:svg>", true), ("<svg>", true), ("<svgx/>", false),
+        ] {
+            let type = ContentSniffer.type(of: Array(text.utf8), declared: "image/svg+xml")
+            #expect(type == (svg ? "image/svg+xml" : "text/plain"), "\(text)")
+        }
+        // UTF-16 is text only when well formed: no lone surrogate, no NUL or control characters.
+        #expect(ContentSniffer.type(of: [0xFF, 0xFE, 0x00, 0xD8, 0x41, 0x00], declared: nil) == "application/octet-stream")
+        #expect(ContentSniffer.type(of: [0xFF, 0xFE, 0x00, 0x00, 0x00, 0x00], declared: nil) == "application/octet-stream")
+        #expect(ContentSniffer.type(of: [0xFF, 0xFE, 0x3D, 0xD8, 0x00, 0xDE], declared: nil) == "text/plain")
         let utf16Text: [UInt8] = [0xFF, 0xFE] + Array("1\n00:00".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
         #expect(ContentSniffer.type(of: utf16Text, declared: "application/x-subrip") == "application/x-subrip")
         #expect(ContentSniffer.type(of: Array("<html>".utf8), declared: "image/svg+xml") == "text/html")
@@ -209,6 +222,15 @@ struct UploadTokenTests {
         #expect(policy.refusedType(declared: nil, head: [0x30, 0x26, 0xB2, 0x75, 0x8E, 0x66, 0xCF, 0x11]) == nil)
         #expect(policy.refusedType(declared: nil, head: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) == nil)
         #expect(policy.refusedType(declared: nil, head: ftyp("isom")) == "video/mp4")
+        // The names uploaders and browsers use for the same types pass as their common names do.
+        policy.mimeLimit = "audio/x-wav;image/jpg;audio/mp4"
+        #expect(policy.refusedType(declared: nil, head: riff("WAVE")) == nil)
+        #expect(policy.refusedType(declared: "audio/wave", head: riff("WAVE")) == nil)
+        #expect(policy.refusedType(declared: nil, head: [0xFF, 0xD8, 0xFF]) == nil)
+        #expect(policy.refusedType(declared: "image/pjpeg", head: [0xFF, 0xD8, 0xFF]) == nil)
+        #expect(policy.refusedType(declared: "audio/x-m4a", head: ftyp("M4A ")) == nil)
+        #expect(policy.refusedType(declared: "audio/x-m4a;,text/html", head: ftyp("M4A ")) == "audio/x-m4a;,text/html")
+        #expect(policy.refusedType(declared: nil, head: ascii("fLaC")) == "audio/flac")
         policy.mimeLimit = "  "
         #expect(policy.refusedType(declared: "image/png", head: [0x00]) == nil)
     }

@@ -23,22 +23,76 @@ public enum ContentSniffer {
         if head.isEmpty { return [declaredEssence ?? "application/octet-stream"] }
         // Text with a UTF-16 byte order mark is text, though FF FE could begin an MPEG audio frame.
         let utf16 = bytesAt(head, [0xFF, 0xFE]) || bytesAt(head, [0xFE, 0xFF])
-        if !(utf16 && textView(head) != nil), let format = format(of: head) {
+        if !utf16, let format = format(of: head) {
             if let declaredEssence, let kind = declaredEssence.split(separator: "/").first,
                 format.kinds.contains(String(kind))
             {
-                return [declaredEssence]
+                return [declaredEssence] + otherNames(of: declaredEssence)
             }
-            return [format.type] + format.alternatives
+            let names = [format.type] + format.alternatives
+            return names + names.flatMap(otherNames(of:)).filter { !names.contains($0) }
         }
         guard let text = textView(head) else { return ["application/octet-stream"] }
         if beginsAsHTML(text) { return ["text/html"] }
         if let declaredEssence, isTextual(declaredEssence) {
-            // SVG only when the text holds an svg element: other markup declared as SVG is not an image.
-            let svg = declaredEssence == "image/svg+xml"
-            if !svg || contains(text, "<SVG") { return [declaredEssence] }
+            // SVG only when the document's root element is svg: other markup declared as SVG is not an image.
+            if declaredEssence != "image/svg+xml" || rootIsSVG(text) { return [declaredEssence] }
         }
         return ["text/plain"]
+    }
+
+    /// Other names of the same type that uploaders and browsers use (`audio/x-wav` for `audio/wav`, `image/jpg`
+    /// for `image/jpeg`): its common name and that name's other aliases.
+    static func otherNames(of type: String) -> [String] {
+        let common = aliases[type] ?? type
+        return ([common] + aliases.filter { $0.value == common }.map(\.key).sorted()).filter { $0 != type }
+    }
+
+    /// Aliases and the common name each stands for.
+    static let aliases: [String: String] = [
+        "audio/x-wav": "audio/wav", "audio/wave": "audio/wav", "audio/vnd.wave": "audio/wav",
+        "audio/x-aiff": "audio/aiff", "audio/aifc": "audio/aiff", "audio/x-flac": "audio/flac", "audio/mp3": "audio/mpeg",
+        "audio/x-mp3": "audio/mpeg", "audio/x-mpeg": "audio/mpeg", "image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg",
+        "audio/x-m4a": "audio/mp4", "audio/m4a": "audio/mp4", "video/avi": "video/x-msvideo", "video/msvideo": "video/x-msvideo",
+        "image/x-ms-bmp": "image/bmp", "image/x-bmp": "image/bmp", "audio/x-aac": "audio/aac", "audio/aacp": "audio/aac",
+        "audio/x-ac3": "audio/ac3", "audio/vorbis": "audio/ogg", "image/x-tiff": "image/tiff",
+        "image/x-png": "image/png", "video/mkv": "video/x-matroska",
+        "video/flv": "video/x-flv", "video/mpg": "video/mpeg",
+        "video/mpeg2ts": "video/mp2t", "image/x-icon": "image/vnd.microsoft.icon",
+    ]
+
+    /// Whether the first element of XML text, after its declaration, comments, processing instructions and doctype,
+    /// is `svg` (with or without a namespace prefix).
+    static func rootIsSVG(_ text: [UInt8]) -> Bool {
+        var index = bytesAt(text, [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        func skip(past end: String) -> Bool {
+            let needle = Array(end.utf8)
+            while index + needle.count <= text.count {
+                if text[index..<index + needle.count].elementsEqual(needle) { index += needle.count; return true }
+                index += 1
+            }
+            return false
+        }
+        while index < text.count {
+            if [0x09, 0x0A, 0x0D, 0x20].contains(text[index]) { index += 1; continue }
+            guard text[index] == UInt8(ascii: "<"), index + 1 < text.count else { return false }
+            let rest = text[(index + 1)...]
+            if rest.starts(with: "!--".utf8) {
+                guard skip(past: "-->") else { return false }
+            } else if rest.starts(with: "?".utf8) {
+                guard skip(past: "?>") else { return false }
+            } else if rest.starts(with: "!".utf8) {
+                // A doctype, without an internal subset (which could hide markup).
+                guard !rest.prefix(while: { $0 != UInt8(ascii: ">") }).contains(UInt8(ascii: "[")), skip(past: ">") else {
+                    return false
+                }
+            } else {
+                let name = rest.prefix { !([0x09, 0x0A, 0x0D, 0x20, 0x2F, 0x3E] as [UInt8]).contains($0) }
+                let local = name.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false).last ?? name[...]
+                return local.elementsEqual("svg".utf8) && name.count < rest.count
+            }
+        }
+        return false
     }
 
     /// Whether `value` can be a stored content type: 1 to 256 printable ASCII characters.
@@ -157,23 +211,32 @@ public enum ContentSniffer {
     /// UTF-8 as it is, UTF-16 with its byte order mark as the low bytes of its code units (enough to see markup).
     static func textView(_ head: [UInt8]) -> [UInt8]? {
         let units: [UInt8]
-        if bytesAt(head, [0xFF, 0xFE]) {
-            units = stride(from: 2, to: head.count - 1, by: 2).map { head[$0 + 1] == 0 ? head[$0] : 0x7F }
-        } else if bytesAt(head, [0xFE, 0xFF]) {
-            units = stride(from: 2, to: head.count - 1, by: 2).map { head[$0] == 0 ? head[$0 + 1] : 0x7F }
+        let littleEndian = bytesAt(head, [0xFF, 0xFE])
+        if littleEndian || bytesAt(head, [0xFE, 0xFF]) {
+            let codeUnits: [UInt16] = stride(from: 2, to: head.count - 1, by: 2).map { (offset: Int) -> UInt16 in
+                let (high, low) = littleEndian ? (head[offset + 1], head[offset]) : (head[offset], head[offset + 1])
+                return UInt16(high) << 8 | UInt16(low)
+            }
+            // Well-formed UTF-16: surrogates in pairs (a pair cut by the end of the head is let be).
+            var index = 0
+            while index < codeUnits.count {
+                let unit = codeUnits[index]
+                if (0xD800...0xDBFF).contains(unit) {
+                    if index + 1 < codeUnits.count {
+                        guard (0xDC00...0xDFFF).contains(codeUnits[index + 1]) else { return nil }
+                        index += 1
+                    }
+                } else if (0xDC00...0xDFFF).contains(unit) || unit == 0xFFFE || unit == 0xFFFF {
+                    return nil
+                }
+                index += 1
+            }
+            units = codeUnits.map { $0 < 0x80 ? UInt8($0) : 0x7F }
         } else {
             units = head
         }
         let binary = units.contains { $0 <= 0x08 || $0 == 0x0B || (0x0E...0x1A).contains($0) || (0x1C...0x1F).contains($0) }
         return binary ? nil : units
-    }
-
-    /// Whether `text` holds `upper` (uppercase ASCII), whatever its case.
-    static func contains(_ text: [UInt8], _ upper: String) -> Bool {
-        let needle = Array(upper.utf8)
-        let folded = text.map { (0x61...0x7A).contains($0) ? $0 - 0x20 : $0 }
-        guard folded.count >= needle.count else { return false }
-        return (0...(folded.count - needle.count)).contains { folded[$0..<$0 + needle.count].elementsEqual(needle) }
     }
 
     /// Whether text begins (after a byte order mark and white space) with what begins a web page.
@@ -223,7 +286,15 @@ extension PutPolicy {
             let essence = ContentSniffer.essence($0)
             return essence.isEmpty || essence == "application/octet-stream" ? nil : $0
         }
-        if let given, !allows(given, mimeLimit: mimeLimit) { return given }
+        // The declared type passes as it is or under another of its names (`audio/x-m4a` for `audio/mp4`), when it is
+        // one type.
+        if let given, !allows(given, mimeLimit: mimeLimit),
+            !(isOneType(given) && ContentSniffer.otherNames(of: ContentSniffer.essence(given)).contains {
+                allows($0, mimeLimit: mimeLimit)
+            })
+        {
+            return given
+        }
         let names = ContentSniffer.names(of: head, declared: given)
         return names.contains { allows($0, mimeLimit: mimeLimit) } ? nil : names[0]
     }

@@ -90,11 +90,9 @@ public struct PutPolicy: Codable, Sendable, Hashable {
         Self.allows(mimeType, mimeLimit: mimeLimit)
     }
 
-    /// Whether `mimeType` is allowed by the `mimeLimit` (see ``allowsMimeType(_:)``).
-    static func allows(_ mimeType: String, mimeLimit: String?) -> Bool {
-        guard let mimeLimit, !mimeLimit.trimmingCharacters(in: .whitespaces).isEmpty else { return true }
-        // One type: no control character, and no comma outside a quoted parameter value (a browser reads
-        // `image/gif;,text/html` as its last type, text/html).
+    /// Whether `mimeType` is one type: no control character, and no comma outside a quoted parameter value (a
+    /// browser reads `image/gif;,text/html` as its last type, text/html).
+    static func isOneType(_ mimeType: String) -> Bool {
         var quoted = false
         var escaped = false
         for byte in mimeType.utf8 {
@@ -103,6 +101,13 @@ public struct PutPolicy: Codable, Sendable, Hashable {
             if quoted && byte == UInt8(ascii: "\\") { escaped = true; continue }
             if byte == UInt8(ascii: "\"") { quoted.toggle() } else if byte == UInt8(ascii: ","), !quoted { return false }
         }
+        return true
+    }
+
+    /// Whether `mimeType` is allowed by the `mimeLimit` (see ``allowsMimeType(_:)``).
+    static func allows(_ mimeType: String, mimeLimit: String?) -> Bool {
+        guard let mimeLimit, !mimeLimit.trimmingCharacters(in: .whitespaces).isEmpty else { return true }
+        guard isOneType(mimeType) else { return false }
         let essence = (mimeType.split(separator: ";", omittingEmptySubsequences: false).first ?? "")
             .trimmingCharacters(in: .whitespaces).lowercased()
         let names = essence.split(separator: "/", omittingEmptySubsequences: false)
