@@ -235,6 +235,25 @@ struct UploadTokenTests {
         #expect(policy.refusedType(declared: "image/png", head: [0x00]) == nil)
     }
 
+    @Test("content sniffing takes any bytes: signature prefixes cut at every length and random bytes, seeded, name a type")
+    func contentSniffingAnyBytes() {
+        var generator = HeadBytes(state: 0x5eed_f00d)
+        let prefixes: [[UInt8]] = [
+            [0xFF, 0xFE], [0xFE, 0xFF], [0xEF, 0xBB, 0xBF], [0xFF, 0xD8, 0xFF], Array("RIFF".utf8), Array("BM".utf8),
+            [0, 0, 0, 0x18] + Array("ftyp".utf8), [0x1A, 0x45, 0xDF, 0xA3], [0x47], [0, 0, 1, 0], Array("<?xml".utf8),
+            Array("<svg".utf8), Array("<!--".utf8), Array("<!DOCTYPE".utf8), [0xFF, 0xFB], [0xFF, 0xF1], [],
+        ]
+        for round in 0..<20_000 {
+            let prefix = prefixes[round % prefixes.count]
+            let length = Int.random(in: 0...600, using: &generator)
+            let head = Array((prefix + (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }).prefix(
+                Int.random(in: 0...(prefix.count + length), using: &generator)))
+            let declared = ["image/svg+xml", "audio/mp4", nil, "text/plain"][round % 4]
+            #expect(!ContentSniffer.type(of: head, declared: declared).isEmpty)
+            _ = PutPolicy.refusedType(mimeLimit: "image/*;!image/svg+xml", declared: declared, head: head)
+        }
+    }
+
     @Test("policy problems: a negative fsizeLimit, a callbackUrl that is not one to four http(s) URLs with a host")
     func policyProblems() {
         var policy = PutPolicy(scope: "b", deadline: .distantFuture)
@@ -303,5 +322,18 @@ struct UploadTokenTests {
         #expect(
             !FormCallbackSignature.verify(
                 authorization: "Bearer x", secretKey: "ferry-secret", path: "/uploaded", query: nil, body: body))
+    }
+}
+
+/// SplitMix64: a small seeded generator, so that a run's bytes can be made again.
+private struct HeadBytes: RandomNumberGenerator {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

@@ -354,6 +354,35 @@ struct UploadQueueTests {
         }
     }
 
+    @Test("STS: a token the service refuses as expired, though it names no expiry the device could check, → tokenExpired → resume(withToken:) → the file uploads; the refused token is not sent again and again")
+    func stsExpiredByService() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-sts-service")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 64 * 1024, ext: "mp4", in: directory)
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            let expired = server.stsToken(validFor: -5)
+            let unlabelled = Credentials(
+                accessKeyId: expired.accessKeyId, secretAccessKey: expired.secretAccessKey, sessionToken: expired.sessionToken)
+            let queue = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: unlabelled),
+                configuration: Self.configuration(records: directory + "/records"))
+            let (log, collector) = QueueLog.collect(queue) { event in
+                if case .tokenExpired = event { await queue.resume(withToken: server.stsToken()) }
+            }
+            let item = await queue.addFile(video, info: MediaInfo(title: "Refused token"))
+            await queue.start()
+            try await log.wait("the video", timeout: .seconds(60), until: { _ in !log.finished().isEmpty })
+            collector.cancel()
+            let calls = proxy.log.count
+            try await proxy.shutdown()
+            #expect(log.count(QueueLog.isTokenExpired) == 1)
+            #expect(log.finished().map(\.0.id) == [item])
+            // The refused token went out once (CreateUploadVideo), then the new one: a handful of requests in all.
+            #expect(calls < 10, "\(calls) requests")
+        }
+    }
+
     @Test("stop cancels the uploading file (its checkpoint stays) and starts nothing more; resumeFile continues it and the queue")
     func stopAndResumeFile() async throws {
         let directory = TemporaryDirectory.make("ferry-queue-stop")

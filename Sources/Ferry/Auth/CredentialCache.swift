@@ -122,6 +122,19 @@ final class CredentialCache: @unchecked Sendable {
         return try await perform(step)
     }
 
+    /// Stops handing out `stale`, which the server refused as expired though it looked valid here (a credential
+    /// without an expiry, or a device clock behind the server's): until ``replace(with:)`` or a renewal, callers get
+    /// a renewed one. A credential that replaced `stale` meanwhile is kept.
+    func refuse(_ stale: Credentials) {
+        lock.withLock {
+            switch state {
+            case .holding(let held) where held == stale: state = .empty
+            case .renewing(let renewal, let serving) where serving == stale: state = .renewing(renewal, serving: nil)
+            default: break
+            }
+        }
+    }
+
     /// Holds `credentials` from now on. A renewal under way still answers the callers waiting for it, but what it gets
     /// does not replace these.
     func replace(with credentials: Credentials) {

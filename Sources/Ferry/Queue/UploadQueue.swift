@@ -467,9 +467,14 @@ public actor UploadQueue {
             return try await provide(item)
         case .sts:
             while true {
+                let used = reference.queue?.stsToken?.validCredentials
                 do {
                     return try await stsTicket(reference, for: item)
                 } catch let error as FerryError where isExpiredToken(error) {
+                    // Refused by the service though it looked valid here (no expiry given, or a device clock behind
+                    // the service's): it is expired now, so the app is asked for a new one rather than the same
+                    // token being sent again and again.
+                    if let used, error.serverCode == "ExpiredToken" { reference.queue?.stsToken?.refuse(used) }
                     try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
                         Task.detached {
                             guard let queue = reference.queue else { return waiter.resume(throwing: CancellationError()) }
