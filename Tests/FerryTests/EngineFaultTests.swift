@@ -131,6 +131,7 @@ struct EngineFaultTests {
                 // Neither the request's limit nor the transport's answer limit (300 s) ends the wait here.
                 $0.timeoutIntervalForRequest = .seconds(600)
                 $0.shortestAnswerWait = .seconds(2)
+                $0.smallestPartSize = Int64(part)
             }
             var request = ResumableUploadRequest(bucket: "faults", key: "lost-answer.bin", fileURL: file)
             request.partSize = Int64(part)

@@ -16,6 +16,28 @@ struct EnginePartSizingTests {
         return try decoder.decode(UploadCheckpoint.self, from: Data(contentsOf: records.appendingPathComponent(name)))
     }
 
+    @Test("a part size below the smallest S3 takes (the seeds' 1 MiB) is raised to 5 MiB before anything is sent: the upload completes against a service that refuses smaller parts, fixed or adaptive")
+    func smallPartSizeRaised() async throws {
+        let directory = TemporaryDirectory.make("ferry-small-parts")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 11 * Int(Self.mib) + 5, in: directory)
+        try await TestServer.with { server in
+            let client = server.engine()
+            try await client.createBucket("small")
+            for (key, sizing) in [
+                ("fixed.bin", ResumableUploadRequest.PartSizing.fixed(Self.mib)),
+                ("adaptive.bin", .adaptive(minimum: Self.mib, maximum: 2 * Self.mib, target: .seconds(2))),
+            ] {
+                var request = ResumableUploadRequest(bucket: "small", key: key, fileURL: file)
+                request.partSizing = sizing
+                let result = try await client.upload(request).result
+                #expect(result.size == Int64(11 * Int(Self.mib) + 5))
+                let stored = try await client.getObject(bucket: "small", key: key)
+                #expect(stored == [UInt8](try Data(contentsOf: file)))
+            }
+        }
+    }
+
     @Test("by default parts start at 5 MiB and grow on a fast link; the cut is checkpointed and a new client resumes it")
     func growAndResume() async throws {
         let directory = TemporaryDirectory.make("ferry-part-sizing")

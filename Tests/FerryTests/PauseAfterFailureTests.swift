@@ -94,6 +94,7 @@ struct PauseAfterFailureTests {
         configuration.beforeCheckpointWrite = { gate.hold() }
         configuration.stopDecided = { decided.yield() }
         configuration.controlTaken = { if case .pause = $0 { taken.yield() } }
+        configuration.smallestPartSize = 16 * 1024
         let client = ObjectStorageClient(
             endpoint: URL(string: "http://127.0.0.1:1")!, credentials: Credentials(accessKeyId: "AKID", secretAccessKey: "secret"),
             configuration: configuration)

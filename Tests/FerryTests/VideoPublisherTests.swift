@@ -76,6 +76,7 @@ struct VideoPublisherTests {
         configuration.client.retryPolicy = RetryPolicy(
             maxRetryCount: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
         configuration.partSize = Int64(partSize)
+        configuration.client.smallestPartSize = Int64(partSize)
         configuration.concurrency = 1
         return VideoPublisher(endpoint: URL(string: endpoint)!, userID: "carol_ios", configuration: configuration)
     }

@@ -37,6 +37,11 @@ public final class ObjectStorageClient: Sendable {
         /// rest of the upload. The first part answered sets the measure; until then only the transport's limits hold.
         /// Default 60 s.
         public var shortestAnswerWait: Duration = .seconds(60)
+        /// The smallest part size a multipart upload uses: a requested size below it (a fixed part size, or adaptive
+        /// sizes' bounds) is raised to it. Default 5 MiB, the smallest part but the last that S3 (and Ferry's service
+        /// by default) accepts: smaller parts would be refused only when the upload completes. Lower it only for a
+        /// service that takes smaller parts.
+        public var smallestPartSize: Int64 = UploadPlan.defaultPartSize
         /// Where the library logs (at debug and trace only). Default: a logger that discards everything.
         public var logger = Logger(label: "ferry.client", factory: { _ in SwiftLogNoOpLogHandler() })
         /// Whether payloads are signed (SHA-256 in the signature) instead of `UNSIGNED-PAYLOAD`. Needed by servers

@@ -20,8 +20,9 @@ public struct ResumableUploadRequest: Sendable {
     /// How big parts are. By default they adapt to the connection: 5 MiB to start with (phones), then cut as parts
     /// complete so that one takes about two seconds, up to 16 MiB. Setting ``partSize`` makes every part that size.
     public var partSizing: PartSizing = .adaptive
-    /// Size of every part but the last, `partSizing = .fixed(partSize)` (grown to fit 10,000 parts); reading it gives
-    /// the size of the first parts (5 MiB by default).
+    /// Size of every part but the last, `partSizing = .fixed(partSize)` (grown to fit 10,000 parts, raised to the
+    /// client's ``ObjectStorageClient/Configuration/smallestPartSize``); reading it gives the size of the first parts
+    /// (5 MiB by default).
     public var partSize: Int64 {
         get { partSizing.initial }
         set { partSizing = .fixed(newValue) }
@@ -70,6 +71,15 @@ public struct ResumableUploadRequest: Sendable {
         /// (a few MB/s shared by the parts in flight) keeps 5 MiB parts; Wi-Fi, a LAN or loopback grow them.
         public static let adaptive = PartSizing.adaptive(
             minimum: UploadPlan.defaultPartSize, maximum: 16 * 1024 * 1024, target: .seconds(2))
+
+        /// These sizes with no part smaller than `smallest` (a part size below it is raised to it).
+        public func raised(to smallest: Int64) -> PartSizing {
+            switch self {
+            case .fixed(let size): .fixed(Swift.max(size, smallest))
+            case .adaptive(let minimum, let maximum, let target):
+                .adaptive(minimum: Swift.max(minimum, smallest), maximum: Swift.max(maximum, minimum, smallest), target: target)
+            }
+        }
 
         /// The size of the first parts.
         public var initial: Int64 {

@@ -56,6 +56,10 @@ public actor ResumableUploadTask {
         (events, continuation) = AsyncStream.makeStream(of: UploadEvent.self, bufferingPolicy: .unbounded)
         trace = UploadTrace.current ?? UploadTrace()
         self.client = client
+        // S3 refuses parts but the last below 5 MiB only when the upload completes, after every byte went: a smaller
+        // size (the seeds' SDKs default to 1 MiB) is raised to the client's smallest part size before anything is sent.
+        var request = request
+        request.partSizing = request.partSizing.raised(to: client.configuration.smallestPartSize)
         self.request = request
         self.credentials = CredentialSource(provider: client.credentialProvider, now: client.configuration.now)
         let checkpoints = request.recordDirectory.map { CheckpointStore(directory: $0) }

@@ -23,7 +23,8 @@ public final class VideoPublisher: Sendable {
         public var recordDirectory: URL
         /// Transport, retries, request timeout and logger for every request.
         public var client = ObjectStorageClient.Configuration()
-        /// Size of the video's upload parts (files smaller than this go in one request). Default 5 MiB.
+        /// Size of the video's upload parts (files smaller than this go in one request). Default 5 MiB; a smaller size
+        /// is raised to the client's ``ObjectStorageClient/Configuration/smallestPartSize``.
         public var partSize: Int64 = UploadPlan.defaultPartSize
         /// Parts sent at once. Default 4.
         public var concurrency = 4

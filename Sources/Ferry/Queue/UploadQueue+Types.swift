@@ -23,7 +23,8 @@ extension UploadQueue {
         /// Whether progress is recorded so an upload continues after the app was killed. Default true.
         public var recordUploadProgress = true
         /// Size of every part but the last. Default 5 MiB, the smallest part S3-compatible services accept (the
-        /// seed's 1 MiB is below it); grown for files that would need more than 10,000 parts.
+        /// seed's 1 MiB is below it, and is raised to ``ObjectStorageClient/Configuration/smallestPartSize``); grown
+        /// for files that would need more than 10,000 parts.
         public var uploadPartSize: Int64 = UploadPlan.defaultPartSize
         /// How parts are cut; nil (the default) cuts every part at ``uploadPartSize``, as the seed does.
         /// `.adaptive` starts at 5 MiB and grows parts on a fast link (``ResumableUploadRequest/PartSizing``).
