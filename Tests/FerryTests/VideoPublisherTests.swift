@@ -241,6 +241,45 @@ struct VideoPublisherTests {
         }
     }
 
+    @Test("resumeValidity holds for the uploaded parts too: with 72 h, a publish cancelled 30 hours ago resumes its parts (the engine's own checkpoints last 24 h)")
+    func resumeValidityHoldsForParts() async throws {
+        let directory = TemporaryDirectory.make("ferry-publish-validity")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let size = 8 * Self.partSize
+        let video = try Self.makeFile("old.mov", size: size, in: directory)
+        let records = directory + "/records"
+        try await TestServer.with(minPartSize: 1024) { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            var configuration = Self.publisher(proxy.endpoint, records: records).configuration
+            configuration.resumeValidity = 72 * 3600
+            let publisher = VideoPublisher(endpoint: URL(string: proxy.endpoint)!, userID: "carol_ios", configuration: configuration)
+            let parameters = PublishParameters(signature: server.publishSignature(), videoPath: video.path)
+            let (cancelled, _) = try await Self.publishAndCancel(publisher, parameters, proxy: proxy, stallPart: 4)
+            #expect(cancelled.retCode == 1017)
+
+            // 30 hours pass for the device's records: the publish record and the parts' checkpoint.
+            var aged = 0
+            for folder in [records, records + "/parts"] {
+                for name in try FileManager.default.contentsOfDirectory(atPath: folder) where name.hasSuffix(".json") {
+                    let url = URL(fileURLWithPath: folder + "/" + name)
+                    var record = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+                    let createdAt = try #require(record["createdAt"] as? Double)
+                    record["createdAt"] = createdAt - 30 * 3600
+                    try JSONSerialization.data(withJSONObject: record).write(to: url)
+                    aged += 1
+                }
+            }
+            #expect(aged == 2)
+
+            proxy.clearLog()
+            let result = await (try publisher.publish(parameters)).result
+            #expect(result.retCode == 0, "\(result.descMsg)")
+            // The parts stored before the cancel were kept: only the missing ones went.
+            #expect(proxy.log.compactMap(Self.isPart) == [4, 5, 6, 7, 8])
+            try await proxy.shutdown()
+        }
+    }
+
     @Test("a file changed after a cancelled publish starts over: a new video, every part sent, the new bytes served")
     func changedFileStartsOver() async throws {
         let directory = TemporaryDirectory.make("ferry-publish-changed")

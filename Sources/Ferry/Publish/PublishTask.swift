@@ -196,6 +196,8 @@ actor PublishRun {
         request.onFileChange = .restart
         if parameters.enableResume {
             request.recordDirectory = partsDirectory
+            // The parts' checkpoints last as long as the publish record that leads to them.
+            request.checkpointExpiry = job.configuration.resumeValidity
             // Publishing again resumes: cancelling keeps the server's upload and the checkpoint.
             request.deleteUploadIdOnCancelling = false
         }
