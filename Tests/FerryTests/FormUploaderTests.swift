@@ -143,6 +143,7 @@ struct FormUploaderTests {
             #expect(fractions.count >= 2)
             #expect(fractions == fractions.sorted())
             #expect(fractions.last == 1)
+            #expect(fractions.filter { $0 == 1 }.count == 1, "100 % is reported once: \(fractions.suffix(3))")
             #expect(fractions.allSatisfy { $0 >= 0 && $0 <= 1 })
 
             let object = try await server.server.store.object(bucket: Self.bucket, key: "2024/cat.png")

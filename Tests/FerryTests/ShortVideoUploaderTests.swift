@@ -80,6 +80,61 @@ struct ShortVideoUploaderTests {
         }
     }
 
+    @Test("a file that fails on the device's side (its connection dropped until retries ran out) throws its own code, not the server's")
+    func deviceFailureKeepsItsCode() async throws {
+        let directory = TemporaryDirectory.make("ferry-svideo-network")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 64 * 1024, ext: "mp4", in: directory)
+        let cover = try makeMediaFile(size: 1024, ext: "png", in: directory)
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.dropAfterRequestBytes(10), when: .method("PUT"), times: .max)
+            var configuration = UploadQueueTests.configuration(records: directory + "/records")
+            configuration.maxRetryCount = 2
+            let uploader = ShortVideoUploader(endpoint: URL(string: proxy.endpoint)!, configuration: configuration)
+            do {
+                _ = try await uploader.upload(video: video, cover: cover, info: MediaInfo(title: "Dropped"), credentials: server.stsToken())
+                Issue.record("the upload succeeded through a connection that always drops")
+            } catch let error as FerryError {
+                #expect(error.code == .network || error.code == .timeout, "\(error)")
+                #expect(error.serverCode == nil, "\(error)")
+            }
+            try await proxy.shutdown()
+        }
+    }
+
+    @Test("a pause while the cover's ticket is being made holds both files until resume: nothing is sent meanwhile, then both are stored")
+    func pauseWhileCreatingCover() async throws {
+        let directory = TemporaryDirectory.make("ferry-svideo-early-pause")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 64 * 1024, ext: "mp4", in: directory)
+        let cover = try makeMediaFile(size: 1024, ext: "png", in: directory)
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            let arrived = Signals()
+            proxy.inject(.delay(seconds: 1), when: Match { request in
+                guard request.path.contains("CreateUploadImage") else { return false }
+                arrived.signal()
+                return true
+            })
+            let uploader = ShortVideoUploader(
+                endpoint: URL(string: proxy.endpoint)!, configuration: UploadQueueTests.configuration(records: directory + "/records"))
+            let running = Task {
+                try await uploader.upload(video: video, cover: cover, info: MediaInfo(title: "Held"), credentials: server.stsToken())
+            }
+            await arrived.wait(for: 1)
+            await uploader.pause()
+            // The ticket comes back within the second; what would be sent after it is watched for a while.
+            try await Task.sleep(for: .seconds(2))
+            #expect(!proxy.log.contains { $0.method == "PUT" }, "\(proxy.log.map { "\($0.method) \($0.path)" })")
+            #expect(await uploader.resume())
+            let result = try await running.value
+            #expect(!result.videoId.isEmpty)
+            #expect(proxy.log.contains { $0.method == "PUT" })
+            try await proxy.shutdown()
+        }
+    }
+
     @Test("cancel stops both files and aborts their multipart uploads; pause and resume continue; a missing file is refused")
     func pauseResumeCancel() async throws {
         let directory = TemporaryDirectory.make("ferry-svideo-cancel")

@@ -84,10 +84,13 @@ public final class FormUploader: Sendable {
         let (events, continuation) = AsyncStream<FormUploadEvent>.makeStream()
         let task = Task { [self] () async throws -> FormUploadResult in
             do {
+                let reported = FormProgress.Reported()
                 let result = try await send(file: file, key: key, extraParams: extraParams) { fraction in
+                    reported.last = fraction
                     continuation.yield(.progress(fraction: fraction))
                 }
-                continuation.yield(.progress(fraction: 1))
+                // Once, at the end: the meter may have reported the whole body already.
+                if reported.last < 1 { continuation.yield(.progress(fraction: 1)) }
                 continuation.yield(.succeeded(result))
                 continuation.finish()
                 return result
@@ -185,6 +188,18 @@ private final class FormProgress: @unchecked Sendable {
     init(total: Int64, report: @escaping @Sendable (Double) -> Void) {
         self.total = total
         self.report = report
+    }
+
+    /// The last fraction a meter reported, read once the upload has ended.
+    ///
+    /// `@unchecked Sendable`: `value` is only touched while holding `lock`.
+    final class Reported: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = 0.0
+        var last: Double {
+            get { lock.withLock { value } }
+            set { lock.withLock { value = newValue } }
+        }
     }
 
     func add(_ bytes: Int) {

@@ -57,6 +57,9 @@ public actor ShortVideoUploader {
     private var queue: UploadQueue?
     private var tokenWaiter: CheckedContinuation<Void, any Error>?
     private var cancelled = false
+    /// Whether ``pause()`` came after the last ``resume()``: a pause while the cover's ticket is being made holds
+    /// the files' uploads from starting.
+    private var paused = false
 
     /// An uploader for the media service at `endpoint`.
     public init(endpoint: URL, configuration: Configuration = .init()) {
@@ -97,6 +100,7 @@ public actor ShortVideoUploader {
         }
         self.token = token
         cancelled = false
+        paused = false
         let queue = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: credentials), configuration: settings)
         self.queue = queue
         defer { self.queue = nil }
@@ -108,7 +112,8 @@ public actor ShortVideoUploader {
         let coverId = await queue.add(cover, info: info, kind: .image, imageType: "cover", ticket: coverTicket)
         let videoId = await queue.addFile(video, info: videoInfo, kind: .video)
         let total = videoSize + coverSize
-        await queue.start()
+        // Paused meanwhile: the files wait for ``resume()``, which starts the queue.
+        if !paused { await queue.start() }
 
         var uploaded: [UploadQueue.Item.ID: Int64] = [:]
         var results: [UploadQueue.Item.ID: MediaUploadResult] = [:]
@@ -132,6 +137,8 @@ public actor ShortVideoUploader {
                 return outcome
             case .failed(_, let code, let message):
                 await queue.clearFiles()
+                // A failure on the device's side keeps its own code (network, timeout, …); the rest are the server's.
+                if let local = FerryError.Code(name: code) { throw FerryError(local, message) }
                 throw FerryError(.server, message, serverCode: code)
             case .tokenExpired:
                 continuation.yield(.tokenExpired)
@@ -148,12 +155,17 @@ public actor ShortVideoUploader {
     }
 
     /// Pauses both files; the upload ids and checkpoints stay.
-    public func pause() async { await queue?.pause() }
+    public func pause() async {
+        guard let queue else { return }
+        paused = true
+        await queue.pause()
+    }
 
     /// Continues after ``pause()``. False when nothing is being uploaded.
     @discardableResult
     public func resume() async -> Bool {
         guard let queue else { return false }
+        paused = false
         await queue.resume()
         return true
     }

@@ -41,6 +41,13 @@ public struct FerryError: Error, Sendable, CustomStringConvertible {
 
         /// The code's name, safe as a metric label.
         public var description: String { base.rawValue }
+
+        /// The code with this ``description`` (an upload queue item's `failureCode` for a failure on the device's
+        /// side), or nil for any other name (a server's code).
+        public init?(name: String) {
+            guard let base = Base(rawValue: name) else { return nil }
+            self.base = base
+        }
     }
 
     /// The kind of failure.
