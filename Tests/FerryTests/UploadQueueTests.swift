@@ -110,7 +110,7 @@ struct UploadQueueTests {
         return configuration
     }
 
-    @Test("STS: the queue creates a video and an image itself, uploads them one after the other through a 503, and the service stores both")
+    @Test("STS: the queue creates a video and an image itself, uploads them one after the other through a 503 (a part's and CreateUploadImage's, each told as a retry and its recovery), and the service stores both")
     func stsVideoAndImage() async throws {
         let directory = TemporaryDirectory.make("ferry-queue")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -119,6 +119,7 @@ struct UploadQueueTests {
         try await TestServer.with { server in
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
             proxy.inject(.status(503, code: "SlowDown"), when: .partNumber(2))
+            proxy.inject(.status(503, code: "ServiceUnavailable"), when: .path(contains: "CreateUploadImage"))
             let queue = UploadQueue(
                 authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()),
                 configuration: Self.configuration(records: directory + "/records"))
@@ -133,8 +134,18 @@ struct UploadQueueTests {
             try await proxy.shutdown()
 
             #expect(log.count(QueueLog.isStarted) == 2)
-            #expect(log.count(QueueLog.isRetry) == 1)
-            #expect(log.count(QueueLog.isRetryResumed) == 1)
+            #expect(log.count(QueueLog.isRetry) == 2)
+            #expect(log.count(QueueLog.isRetryResumed) == 2)
+            // The service call's retry is the image's, and comes before the image's upload starts.
+            let imageEvents = log.events.compactMap { event -> String? in
+                switch event {
+                case .retry(let item, _, let error) where item.id == imageItem: "retry \(error.httpStatus ?? 0)"
+                case .retryResumed(let item) where item.id == imageItem: "resumed"
+                case .finished(let item, _) where item.id == imageItem: "finished"
+                default: nil
+                }
+            }
+            #expect(imageEvents == ["retry 503", "resumed", "finished"], "\(imageEvents)")
             let progress = log.progress(of: videoItem)
             #expect(zip(progress, progress.dropFirst()).allSatisfy { $0 <= $1 })
             #expect(progress.last == Int64(12 * Self.mib))

@@ -19,16 +19,20 @@ public final class MediaServiceClient: Sendable {
     public let credentialProvider: any CredentialProvider
     /// Transport and retries.
     public let configuration: ObjectStorageClient.Configuration
+    /// Told of each retry of a call, before its wait: which retry, the failure, the wait.
+    public let onRetry: (@Sendable (_ attempt: Int, _ error: FerryError, _ delay: Duration) -> Void)?
 
-    /// Creates a client.
+    /// Creates a client; `onRetry` is told of each retry of a call before its wait.
     public init(
         endpoint: URL, region: String = "us-east-1", credentialProvider: any CredentialProvider,
-        configuration: ObjectStorageClient.Configuration = .init()
+        configuration: ObjectStorageClient.Configuration = .init(),
+        onRetry: (@Sendable (_ attempt: Int, _ error: FerryError, _ delay: Duration) -> Void)? = nil
     ) {
         self.endpoint = endpoint
         self.region = region
         self.credentialProvider = credentialProvider
         self.configuration = configuration
+        self.onRetry = onRetry
     }
 
     /// Creates a client with fixed credentials.
@@ -68,7 +72,10 @@ public final class MediaServiceClient: Sendable {
         var base = endpoint.path
         if base.hasSuffix("/") { base.removeLast() }
         let path = base + "/_ferry/v1/" + SigV4.uriEncode(action, encodeSlash: true)
-        return try await configuration.retryPolicy.run(clock: configuration.clock) { attempt in
+        let onRetry = self.onRetry
+        return try await configuration.retryPolicy.run(
+            clock: configuration.clock, retrying: { attempt, error, delay in onRetry?(attempt, error, delay) }
+        ) { attempt in
             let credentials = try await credentialProvider.credentials()
             let signer = SigV4Signer(credentials: credentials.sigV4, region: region, service: "ferry")
             let headers = signer.sign(

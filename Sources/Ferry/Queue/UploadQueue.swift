@@ -468,8 +468,11 @@ public actor UploadQueue {
         case .sts:
             while true {
                 let used = reference.queue?.stsToken?.validCredentials
+                let retries = ServiceRetries()
                 do {
-                    return try await stsTicket(reference, for: item)
+                    let ticket = try await stsTicket(reference, for: item, retries: retries)
+                    if retries.any { reference.queue?.continuation.yield(.retryResumed(item)) }
+                    return ticket
                 } catch let error as FerryError where isExpiredToken(error) {
                     // Refused by the service though it looked valid here (no expiry given, or a device clock behind
                     // the service's): it is expired now, so the app is asked for a new one rather than the same
@@ -514,22 +517,46 @@ public actor UploadQueue {
 
     /// A client of the media service signing with the queue's current STS credential, `credentialsExpired` once it
     /// has expired (it holds the credential, not the queue, so the client does not keep the queue alive).
-    private nonisolated var media: MediaServiceClient? {
+    private nonisolated var media: MediaServiceClient? { media(for: nil) }
+
+    /// The media client, whose retries are told as `item`'s (``UploadQueueEvent/retry(_:attempt:error:)``), as the
+    /// seed's retry callback is for every network retry, its service calls' too.
+    private nonisolated func media(for item: Item?, retried: ServiceRetries? = nil) -> MediaServiceClient? {
         guard case .sts(let endpoint, _) = authorization, let stsToken else { return nil }
         let reference = self.reference
+        let continuation = self.continuation
+        var onRetry: (@Sendable (Int, FerryError, Duration) -> Void)?
+        if let item {
+            onRetry = { attempt, error, _ in
+                retried?.note()
+                continuation.yield(.retry(item, attempt: attempt, error: error))
+            }
+        }
         return MediaServiceClient(
             endpoint: endpoint, region: configuration.region,
             credentialProvider: ClosureCredentialProvider {
                 guard reference.queue != nil else { throw CancellationError() }
                 return try await stsToken.credentials()
             },
-            configuration: configuration.engine)
+            configuration: configuration.engine, onRetry: onRetry)
     }
 
-    private static func stsTicket(_ reference: QueueReference, for item: Item) async throws
+    /// Whether a service call for an item was retried, so that its success is told as ``UploadQueueEvent/retryResumed(_:)``.
+    ///
+    /// `@unchecked Sendable`: `retried` is only touched while holding `lock`.
+    final class ServiceRetries: @unchecked Sendable {
+        private let lock = NSLock()
+        private var retried = false
+        func note() { lock.withLock { retried = true } }
+        var any: Bool { lock.withLock { retried } }
+    }
+
+    private static func stsTicket(_ reference: QueueReference, for item: Item, retries: ServiceRetries) async throws
         -> MediaServiceClient.UploadTicket
     {
-        guard let (media, journal, configuration) = reference.queue.map({ ($0.media, $0.journal, $0.configuration) })
+        guard let (media, journal, configuration) = reference.queue.map({
+            ($0.media(for: item, retried: retries), $0.journal, $0.configuration)
+        })
         else { throw CancellationError() }
         guard let media else { throw FerryError(.invalidArgument, "The queue has no STS credential.") }
         let attributes = try FileRanges.attributes(of: item.fileURL.path)
