@@ -173,17 +173,27 @@ struct UploadTokenTests {
         #expect(ContentSniffer.type(of: [0xFF, 0xD8, 0xFF], declared: "video/mp4") == "image/jpeg")
         #expect(ContentSniffer.type(of: ascii("%PDF-"), declared: "application/zip") == "application/pdf")
         #expect(ContentSniffer.type(of: Array("{\"a\":1}".utf8), declared: "application/json") == "application/json")
-        #expect(ContentSniffer.type(of: Array("<svg xmlns='…'/>".utf8), declared: "image/svg+xml") == "image/svg+xml")
+        #expect(ContentSniffer.type(of: Array("<svg xmlns='http://www.w3.org/2000/svg'/>".utf8), declared: "image/svg+xml") == "image/svg+xml")
         // Markup declared as SVG is SVG only when its root element is svg, whatever comes before it or is in it.
         for (text, svg) in [
             ("<?xml version='1.0'?><html><script/>", false), ("<?xml version='1.0'?><!-- <svg --> <html><script/>", false),
             ("<?x <svg?><html/>", false), ("<?xml version='1.0'?><html title='&lt;svg <svg'/>", false), ("<x:html><!--<svg--></x:html>", false),
             ("alert(1)//<svg", false), ("<!DOCTYPE svg [<!ENTITY x '<svg'>]><html/>", false), ("<svg", false),
-            ("\n<?xml version='1.0'?>\n<!-- made -->\n<!DOCTYPE svg PUBLIC 'a' 'b'>\n<svg xmlns='…'/>", true),
-            ("<svg:svg xmlns:svg='…'></svg:svg>", true), ("<svg>", true), ("<svgx/>", false),
+            ("\n<?xml version='1.0'?>\n<!-- made -->\n<!DOCTYPE svg PUBLIC 'a' 'b'>\n<svg xmlns='http://www.w3.org/2000/svg'/>", true),
+            ("<svg:svg xmlns:svg='http://www.w3.org/2000/svg'></svg:svg>", true), ("<svg>", true), ("<svgx/>", false),
+            // An svg element of XHTML's namespace is XHTML; a prefix needs SVG's binding.
+            ("<svg xmlns=\"http://www.w3.org/1999/xhtml\"><script>alert(1)</script></svg>", false),
+            ("<h:svg xmlns:h='http://www.w3.org/1999/xhtml'><h:script/></h:svg>", false), ("<s:svg/>", false),
+            ("<svg xmlns='http://www.w3.org/2000/svg' xmlns:x='http://www.w3.org/1999/xhtml'><x:script/></svg>", true),
+            // A doctype's literal holding markup characters, which parsers read differently, is not skipped.
+            ("<!DOCTYPE svg SYSTEM \"x> <svg \"><html xmlns='http://www.w3.org/1999/xhtml'/>", false),
+            ("<?xml version='1.0'?><!DOCTYPE x SYSTEM '> <svg>'><html/>", false),
+            // A start tag longer than what is read shows SVG's binding before the cut.
+            ("<svg a='" + String(repeating: "x", count: 5000) + "' xmlns='http://www.w3.org/1999/xhtml'>", false),
+            ("<svg xmlns='http://www.w3.org/2000/svg' a='" + String(repeating: "x", count: 5000) + "'>", true),
         ] {
-            let type = ContentSniffer.type(of: Array(text.utf8), declared: "image/svg+xml")
-            #expect(type == (svg ? "image/svg+xml" : "text/plain"), "\(text)")
+            let type = ContentSniffer.type(of: Array(text.utf8.prefix(ContentSniffer.headLength)), declared: "image/svg+xml")
+            #expect(type == (svg ? "image/svg+xml" : "text/plain"), "\(text.prefix(80))")
         }
         // UTF-16 is text only when well formed: no lone surrogate, no NUL or control characters.
         #expect(ContentSniffer.type(of: [0xFF, 0xFE, 0x00, 0xD8, 0x41, 0x00], declared: nil) == "application/octet-stream")
@@ -192,6 +202,9 @@ struct UploadTokenTests {
         let utf16Text: [UInt8] = [0xFF, 0xFE] + Array("1\n00:00".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
         #expect(ContentSniffer.type(of: utf16Text, declared: "application/x-subrip") == "application/x-subrip")
         #expect(ContentSniffer.type(of: Array("<html>".utf8), declared: "image/svg+xml") == "text/html")
+        // SVG is read as UTF-8 when checked: a declared charset a browser would read otherwise does not stand.
+        #expect(ContentSniffer.type(of: Array("<svg>".utf8), declared: "image/svg+xml; charset=iso-2022-jp") == "text/plain")
+        #expect(ContentSniffer.type(of: Array("<svg>".utf8), declared: "image/svg+xml; charset=\"UTF-8\"") == "image/svg+xml")
         #expect(ContentSniffer.type(of: Array("plain".utf8), declared: "image/png") == "text/plain")
         #expect(ContentSniffer.type(of: [], declared: "image/png") == "image/png")
         #expect(ContentSniffer.type(of: [], declared: nil) == "application/octet-stream")
@@ -237,7 +250,7 @@ struct UploadTokenTests {
 
     @Test("content sniffing takes any bytes: signature prefixes cut at every length and random bytes, seeded, name a type")
     func contentSniffingAnyBytes() {
-        var generator = HeadBytes(state: 0x5eed_f00d)
+        var generator = SplitMix64(state: 0x5eed_f00d)
         let prefixes: [[UInt8]] = [
             [0xFF, 0xFE], [0xFE, 0xFF], [0xEF, 0xBB, 0xBF], [0xFF, 0xD8, 0xFF], Array("RIFF".utf8), Array("BM".utf8),
             [0, 0, 0, 0x18] + Array("ftyp".utf8), [0x1A, 0x45, 0xDF, 0xA3], [0x47], [0, 0, 1, 0], Array("<?xml".utf8),
@@ -322,18 +335,5 @@ struct UploadTokenTests {
         #expect(
             !FormCallbackSignature.verify(
                 authorization: "Bearer x", secretKey: "ferry-secret", path: "/uploaded", query: nil, body: body))
-    }
-}
-
-/// SplitMix64: a small seeded generator, so that a run's bytes can be made again.
-private struct HeadBytes: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

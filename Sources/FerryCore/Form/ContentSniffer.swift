@@ -8,8 +8,9 @@
 /// the declared type when that is a textual one (`text/*`, JSON, XML, SVG, JavaScript), else `text/plain`. Other bytes
 /// are `application/octet-stream`; an empty file is what it is declared to be.
 public enum ContentSniffer {
-    /// How many first bytes ``type(of:declared:)`` looks at.
-    public static let headLength = 512
+    /// How many first bytes ``type(of:declared:)`` looks at: enough for the start tag of an SVG drawing program's
+    /// files.
+    public static let headLength = 4096
 
     /// The type `head`, a file's first bytes (``headLength`` of them, or the whole file when it is shorter), shows,
     /// given the type the uploader declared (nil or `application/octet-stream` when none).
@@ -36,7 +37,7 @@ public enum ContentSniffer {
         if beginsAsHTML(text) { return ["text/html"] }
         if let declaredEssence, isTextual(declaredEssence) {
             // SVG only when the document's root element is svg: other markup declared as SVG is not an image.
-            if declaredEssence != "image/svg+xml" || rootIsSVG(text) { return [declaredEssence] }
+            if declaredEssence != "image/svg+xml" || (rootIsSVG(text) && readsAsChecked(declared)) { return [declaredEssence] }
         }
         return ["text/plain"]
     }
@@ -61,8 +62,10 @@ public enum ContentSniffer {
         "video/mpeg2ts": "video/mp2t", "image/x-icon": "image/vnd.microsoft.icon",
     ]
 
-    /// Whether the first element of XML text, after its declaration, comments, processing instructions and doctype,
-    /// is `svg` (with or without a namespace prefix).
+    /// Whether the first element of XML text, after its declaration, comments, processing instructions and a doctype
+    /// (without an internal subset, and without `<`, `>` or `[` in its quoted literals, which parsers disagree on),
+    /// is `svg` in SVG's namespace: unprefixed with no `xmlns` or SVG's, or prefixed with the prefix bound to SVG's
+    /// namespace in that tag. (An `svg` element of another namespace, XHTML's, is not an image.)
     static func rootIsSVG(_ text: [UInt8]) -> Bool {
         var index = bytesAt(text, [0xEF, 0xBB, 0xBF]) ? 3 : 0
         func skip(past end: String) -> Bool {
@@ -70,6 +73,24 @@ public enum ContentSniffer {
             while index + needle.count <= text.count {
                 if text[index..<index + needle.count].elementsEqual(needle) { index += needle.count; return true }
                 index += 1
+            }
+            return false
+        }
+        /// Moves past a doctype: false at an internal subset, at markup characters in a literal, or at its end.
+        func skipDoctype() -> Bool {
+            var quote: UInt8?
+            while index < text.count {
+                let byte = text[index]
+                index += 1
+                if let open = quote {
+                    if byte == open { quote = nil } else if byte == UInt8(ascii: "<") || byte == UInt8(ascii: ">") || byte == UInt8(ascii: "[") { return false }
+                } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
+                    quote = byte
+                } else if byte == UInt8(ascii: "[") || byte == UInt8(ascii: "<") {
+                    return false
+                } else if byte == UInt8(ascii: ">") {
+                    return true
+                }
             }
             return false
         }
@@ -82,17 +103,69 @@ public enum ContentSniffer {
             } else if rest.starts(with: "?".utf8) {
                 guard skip(past: "?>") else { return false }
             } else if rest.starts(with: "!".utf8) {
-                // A doctype, without an internal subset (which could hide markup).
-                guard !rest.prefix(while: { $0 != UInt8(ascii: ">") }).contains(UInt8(ascii: "[")), skip(past: ">") else {
-                    return false
-                }
+                index += 2
+                guard skipDoctype() else { return false }
             } else {
-                let name = rest.prefix { !([0x09, 0x0A, 0x0D, 0x20, 0x2F, 0x3E] as [UInt8]).contains($0) }
-                let local = name.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false).last ?? name[...]
-                return local.elementsEqual("svg".utf8) && name.count < rest.count
+                return startTagIsSVG(rest)
             }
         }
         return false
+    }
+
+    /// Whether a start tag (the bytes after its `<`) opens an `svg` element in SVG's namespace.
+    private static func startTagIsSVG(_ tag: ArraySlice<UInt8>) -> Bool {
+        let space: [UInt8] = [0x09, 0x0A, 0x0D, 0x20]
+        let name = tag.prefix { !(space + [0x2F, 0x3E]).contains($0) }
+        let parts = name.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
+        guard parts.count <= 2, parts.last?.elementsEqual("svg".utf8) == true, name.count < tag.count else { return false }
+        let binding = parts.count == 2 ? "xmlns:" + String(decoding: parts[0], as: UTF8.self) : "xmlns"
+        // The tag's attributes, up to its end outside quotes: every binding of the element's prefix must be SVG's.
+        var attributes: [(name: String, value: String)] = []
+        var index = name.endIndex
+        var closed = false
+        while index < tag.endIndex {
+            while index < tag.endIndex, space.contains(tag[index]) { index += 1 }
+            guard index < tag.endIndex else { break }
+            if tag[index] == UInt8(ascii: ">") || tag[index] == UInt8(ascii: "/") {
+                closed = true
+                break
+            }
+            let nameStart = index
+            while index < tag.endIndex, !(space + [UInt8(ascii: "="), 0x3E]).contains(tag[index]) { index += 1 }
+            let attribute = String(decoding: tag[nameStart..<index], as: UTF8.self)
+            while index < tag.endIndex, space.contains(tag[index]) { index += 1 }
+            guard index < tag.endIndex else { break }
+            guard tag[index] == UInt8(ascii: "=") else { return false }
+            index += 1
+            while index < tag.endIndex, space.contains(tag[index]) { index += 1 }
+            guard index < tag.endIndex else { break }
+            guard tag[index] == UInt8(ascii: "\"") || tag[index] == UInt8(ascii: "'") else { return false }
+            let quote = tag[index]
+            index += 1
+            let valueStart = index
+            while index < tag.endIndex, tag[index] != quote { index += 1 }
+            guard index < tag.endIndex else { break }
+            attributes.append((attribute, String(decoding: tag[valueStart..<index], as: UTF8.self)))
+            index += 1
+        }
+        let bound = attributes.filter { $0.name == binding }
+        guard bound.allSatisfy({ $0.value == "http://www.w3.org/2000/svg" }) else { return false }
+        // A tag cut by the end of what was read shows SVG's binding before the cut (a second, later binding would make
+        // the document malformed); a whole unprefixed tag without one is of no namespace, not XHTML's.
+        return (parts.count == 1 && closed) || !bound.isEmpty
+    }
+
+    /// Whether text declared as `declared` is read by a browser as it was checked: no `charset` parameter, or UTF-8's
+    /// or ASCII's.
+    static func readsAsChecked(_ declared: String?) -> Bool {
+        guard let declared else { return true }
+        for parameter in declared.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard pair.count == 2, pair[0] == "charset" else { continue }
+            let value = pair[1].filter { $0 != "\"" && $0 != "'" }
+            if !["utf-8", "utf8", "us-ascii", "ascii"].contains(value) { return false }
+        }
+        return true
     }
 
     /// Whether `value` can be a stored content type: 1 to 256 printable ASCII characters.
