@@ -792,8 +792,8 @@ extension ObjectStorageClient {
     }
 }
 
-/// Whether a request was retried, set from the retry callback of its observer.
-private final class RetryMark: @unchecked Sendable {
+/// Whether a request (or a media service call of an upload queue) was retried, set from its retry callback.
+final class RetryMark: @unchecked Sendable {
     // `@unchecked Sendable`: the flag is read and written under `lock` only.
     private let lock = NSLock()
     private var seen = false

@@ -468,10 +468,10 @@ public actor UploadQueue {
         case .sts:
             while true {
                 let used = reference.queue?.stsToken?.validCredentials
-                let retries = ServiceRetries()
+                let retries = RetryMark()
                 do {
                     let ticket = try await stsTicket(reference, for: item, retries: retries)
-                    if retries.any { reference.queue?.continuation.yield(.retryResumed(item)) }
+                    if retries.isSet { reference.queue?.continuation.yield(.retryResumed(item)) }
                     return ticket
                 } catch let error as FerryError where isExpiredToken(error) {
                     // Refused by the service though it looked valid here (no expiry given, or a device clock behind
@@ -521,14 +521,14 @@ public actor UploadQueue {
 
     /// The media client, whose retries are told as `item`'s (``UploadQueueEvent/retry(_:attempt:error:)``), as the
     /// seed's retry callback is for every network retry, its service calls' too.
-    private nonisolated func media(for item: Item?, retried: ServiceRetries? = nil) -> MediaServiceClient? {
+    private nonisolated func media(for item: Item?, retried: RetryMark? = nil) -> MediaServiceClient? {
         guard case .sts(let endpoint, _) = authorization, let stsToken else { return nil }
         let reference = self.reference
         let continuation = self.continuation
         var onRetry: (@Sendable (Int, FerryError, Duration) -> Void)?
         if let item {
             onRetry = { attempt, error, _ in
-                retried?.note()
+                retried?.set()
                 continuation.yield(.retry(item, attempt: attempt, error: error))
             }
         }
@@ -541,17 +541,7 @@ public actor UploadQueue {
             configuration: configuration.engine, onRetry: onRetry)
     }
 
-    /// Whether a service call for an item was retried, so that its success is told as ``UploadQueueEvent/retryResumed(_:)``.
-    ///
-    /// `@unchecked Sendable`: `retried` is only touched while holding `lock`.
-    final class ServiceRetries: @unchecked Sendable {
-        private let lock = NSLock()
-        private var retried = false
-        func note() { lock.withLock { retried = true } }
-        var any: Bool { lock.withLock { retried } }
-    }
-
-    private static func stsTicket(_ reference: QueueReference, for item: Item, retries: ServiceRetries) async throws
+    private static func stsTicket(_ reference: QueueReference, for item: Item, retries: RetryMark) async throws
         -> MediaServiceClient.UploadTicket
     {
         guard let (media, journal, configuration) = reference.queue.map({

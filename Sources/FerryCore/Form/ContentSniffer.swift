@@ -1,12 +1,13 @@
 /// The type a file's first bytes show it to be, which an upload token's `mimeLimit` is matched against (Qiniu detects
 /// the type from the content: the type an uploader declares is its own word).
 ///
-/// A recognised format (JPEG, PNG, GIF, WebP, BMP, TIFF, HEIF/AVIF, the MP4 and QuickTime family, Matroska/WebM, AVI,
-/// MPEG program and transport streams, FLV, ASF, Ogg, FLAC, WAV, MP3, AAC, AMR, PDF and a few archives) is its type,
-/// unless the declared type names the same kind of medium (`video/quicktime` for an MP4-family file, `audio/mp4` for
-/// one without video, `image/jpg`): the declared type then stands. Text is `text/html` when it begins as a web page,
-/// the declared type when that is a textual one (`text/*`, JSON, XML, SVG, JavaScript), else `text/plain`. Other bytes
-/// are `application/octet-stream`; an empty file is what it is declared to be.
+/// A recognised format (JPEG, PNG, GIF, WebP, BMP, TIFF, ICO, JPEG 2000, HEIF/AVIF, the MP4 and QuickTime family,
+/// Matroska/WebM, AVI, MPEG program and transport streams, FLV, ASF, Ogg, FLAC, WAV, AIFF, CAF, MP3, AAC, AC-3, AMR, PDF
+/// and a few archives) is its type, unless the declared type names the same kind of medium (`video/quicktime` for an
+/// MP4-family file, `audio/mp4` for one without video, `image/jpg`): the declared type then stands. Text (UTF-8, or
+/// well-formed UTF-16 with its byte order mark) is `text/html` when it begins as a web page, the declared type when
+/// that is a textual one (`text/*`, JSON, XML, JavaScript; SVG only for a document whose root is SVG's `svg` element),
+/// else `text/plain`. Other bytes are `application/octet-stream`; an empty file is what it is declared to be.
 public enum ContentSniffer {
     /// How many first bytes ``type(of:declared:)`` looks at: enough for the start tag of an SVG drawing program's
     /// files.
