@@ -165,17 +165,21 @@ struct JobQueueTests {
         }
     }
 
-    @Test("a job given back is due when it says and its attempt is not counted", arguments: JobQueueImplementation.allCases)
+    @Test("a job given back is due when it says and its attempt is not counted; what it waits for becomes its last error, and a release without a reason keeps it", arguments: JobQueueImplementation.allCases)
     func release(_ implementation: JobQueueImplementation) async throws {
         try await implementation.with { queue in
             let queued = job("v1")
             try await queue.enqueue([queued])
             _ = try await queue.claim(worker: "w1", lease: lease, now: t0)
-            #expect(try await queue.release(queued.id, worker: "w2", runAt: t0, now: t0) == false)
-            #expect(try await queue.release(queued.id, worker: "w1", runAt: t0.addingTimeInterval(5), now: t0.addingTimeInterval(1)))
+            #expect(try await queue.release(queued.id, worker: "w2", runAt: t0, reason: "space", now: t0) == false)
+            #expect(try await queue.job(queued.id)?.lastError == nil)
+            #expect(try await queue.release(queued.id, worker: "w1", runAt: t0.addingTimeInterval(5), reason: "space", now: t0.addingTimeInterval(1)))
+            #expect(try await queue.job(queued.id)?.lastError == "space")
             #expect(try await queue.claim(worker: "w2", lease: lease, now: t0.addingTimeInterval(4)) == nil)
             let again = try #require(try await queue.claim(worker: "w2", lease: lease, now: t0.addingTimeInterval(5)))
-            #expect(again.attempts == 1 && again.leaseOwner == "w2")
+            #expect(again.attempts == 1 && again.leaseOwner == "w2" && again.lastError == "space")
+            #expect(try await queue.release(queued.id, worker: "w2", runAt: t0.addingTimeInterval(6), now: t0.addingTimeInterval(6)))
+            #expect(try await queue.job(queued.id)?.lastError == "space")
         }
     }
 

@@ -184,9 +184,9 @@ final class ObservedQueue: JobQueue, @unchecked Sendable {
         try record(retryAt == nil ? "fail" : "retry", id)
         return try await base.fail(id, worker: worker, error: error, retryAt: retryAt, now: now)
     }
-    func release(_ id: String, worker: String, runAt: Date, now: Date) async throws -> Bool {
+    func release(_ id: String, worker: String, runAt: Date, reason: String?, now: Date) async throws -> Bool {
         try record("release", id)
-        return try await base.release(id, worker: worker, runAt: runAt, now: now)
+        return try await base.release(id, worker: worker, runAt: runAt, reason: reason, now: now)
     }
     func cancelJobs(videoId: String, now: Date) async throws -> [MediaJob] {
         try await base.cancelJobs(videoId: videoId, now: now)

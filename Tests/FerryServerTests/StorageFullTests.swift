@@ -120,9 +120,11 @@ struct StorageFullTests {
             while (try? handle.write(contentsOf: chunk)) != nil {}
             try handle.truncate(atOffset: max(0, try handle.offset() - (4 << 20)))
             try handle.close()
+            let log = LogRecorder()
             try await MediaHarness.with(configure: {
                 $0.dataDirectory = disk + "/data"
                 $0.minFreeBytes = 8 << 20
+                $0.logger = log.logger(level: .warning)
             }) { harness in
                 let catalog = harness.server.server.mediaCatalog
                 // Refused for space: given back every retry delay (200 ms here), each attempt uncounted; counted,
@@ -132,6 +134,12 @@ struct StorageFullTests {
                 #expect(jobs.allSatisfy { $0.state != .failed }, "\(jobs.map { "\($0.kind) \($0.state) \($0.attempts) \($0.lastError ?? "")" })")
                 let info = try await harness.media.getVideoInfo(videoId: uploaded)
                 #expect(info.status != "TranscodeFail", "\(info.status) \(info.errorMessage ?? "")")
+                // The wait shows in the video's status (the job queued, or running its next try), and the log tells
+                // it once a job, not at every retry.
+                #expect(info.statusMessage?.hasSuffix(" tried again: waiting for disk space on the server") == true, "\(info.statusMessage ?? "no StatusMessage")")
+                let told = log.records.filter { $0.message == "media job stopped by an outage or a full disk; it will be retried" }
+                let waiting = Set(told.compactMap { $0.metadata["ferry.job-id"] })
+                #expect(!told.isEmpty && told.count == waiting.count, "\(told.count) warnings for \(waiting.count) jobs")
                 try FileManager.default.removeItem(atPath: filler)
                 let done = try await harness.waitFor(uploaded, ["Normal", "TranscodeFail"])
                 #expect(done.status == "Normal", "\(done.errorMessage ?? "")")

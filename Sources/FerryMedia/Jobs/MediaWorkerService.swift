@@ -132,6 +132,13 @@ package struct MediaWorkerService: Service {
         case interrupted
     }
 
+    /// What a job given back without a counted attempt waits for, kept as its last error.
+    enum Wait {
+        static let space = "waiting for disk space on the server"
+        static let store = "waiting for the store to answer"
+        static let reasons: Set = [space, store]
+    }
+
     private func execute(_ job: MediaJob, worker: String) async {
         var metadata: Logger.Metadata = [
             "ferry.job-id": .string(job.id), "ferry.job-kind": .string(job.kind.rawValue),
@@ -145,7 +152,8 @@ package struct MediaWorkerService: Service {
             var ran = job
             ran.attempts -= 1
             try? FileManager.default.removeItem(atPath: pipeline.workDirectory + "/" + job.id)
-            await giveUp(ran, worker: worker, reason: job.lastError ?? "the worker running it stopped", metadata: metadata)
+            let failure = job.lastError.flatMap { Wait.reasons.contains($0) ? nil : $0 }
+            await giveUp(ran, worker: worker, reason: failure ?? "the worker running it stopped", metadata: metadata)
             return
         }
         logger.debug("media job started", metadata: metadata)
@@ -206,10 +214,16 @@ package struct MediaWorkerService: Service {
         case .finished(.failure(let error))
         where (error as? FerryDomainError)?.code == .storeUnavailable || FerryDomainError(machineFailure: error) != nil:
             // An outage, or a disk full (or down to the space kept free for deletes): not the job's fault, and gone
-            // once the store answers or space is freed, so the attempt is not counted.
+            // once the store answers or space is freed, so the attempt is not counted. What the job waits for is kept
+            // as its last error (the video's StatusMessage), and told once: it comes back every retry delay.
+            let reason = FerryDomainError(machineFailure: error) != nil ? Wait.space : Wait.store
             metadata["error"] = .string(String(describing: error))
-            if await giveBack(job, worker: worker, after: configuration.retryDelay, metadata) {
-                logger.warning("media job stopped by an outage or a full disk; it will be retried", metadata: metadata)
+            if await giveBack(job, worker: worker, after: configuration.retryDelay, reason: reason, metadata) {
+                if job.lastError == reason {
+                    logger.debug("media job still \(reason)", metadata: metadata)
+                } else {
+                    logger.warning("media job stopped by an outage or a full disk; it will be retried", metadata: metadata)
+                }
                 ended("released")
             }
         case .cancelled:
@@ -266,12 +280,13 @@ package struct MediaWorkerService: Service {
     }
 
     /// Gives the job back without counting its attempt, due after `delay`; whether it was written.
-    private func giveBack(_ job: MediaJob, worker: String, after delay: Duration, _ metadata: Logger.Metadata) async
-        -> Bool
-    {
+    private func giveBack(
+        _ job: MediaJob, worker: String, after delay: Duration, reason: String? = nil, _ metadata: Logger.Metadata
+    ) async -> Bool {
         let given = await record("release", job, metadata) {
             let now = Date()
-            return try await $0.release(job.id, worker: worker, runAt: now.addingTimeInterval(delay.timeInterval), now: now)
+            return try await $0.release(
+                job.id, worker: worker, runAt: now.addingTimeInterval(delay.timeInterval), reason: reason, now: now)
         }
         if given { logger.debug("media job given back", metadata: metadata) }
         return given

@@ -77,8 +77,10 @@ extension MediaAPI {
                 let jobs = try await catalog.jobs(videoId: video.videoId)
                 if let job = jobs.last(where: { $0.kind == .transcode && !$0.state.isFinished }) {
                     object.processingProgress = Int(((job.progress ?? 0) * 100).rounded(.down))
-                    if let error = job.lastError, job.state == .queued, job.attempts > 0 {
-                        object.statusMessage = "Transcoding will be tried again: " + error
+                    // A failed attempt, or what a job given back waits for (disk space, the store).
+                    if let error = job.lastError {
+                        let again = job.state == .queued ? "will be tried again" : "is being tried again"
+                        object.statusMessage = "Transcoding \(again): " + error
                     }
                 }
             }

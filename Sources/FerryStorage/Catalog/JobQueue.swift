@@ -135,8 +135,9 @@ public protocol JobQueue: Sendable {
     /// `worker` no longer holds it.
     func fail(_ id: String, worker: String, error: String, retryAt: Date?, now: Date) async throws -> Bool
     /// Gives a job back without counting the attempt (its worker is shutting down, or a store the job needs did not
-    /// answer): queued again for `runAt`; false when `worker` no longer holds it.
-    func release(_ id: String, worker: String, runAt: Date, now: Date) async throws -> Bool
+    /// answer): queued again for `runAt`; false when `worker` no longer holds it. A `reason` (what the job waits for)
+    /// becomes its ``MediaJob/lastError``; nil keeps the one it has.
+    func release(_ id: String, worker: String, runAt: Date, reason: String?, now: Date) async throws -> Bool
     /// Cancels every unfinished job of a video (a running one too: its worker's next heartbeat answers false);
     /// returns the jobs cancelled.
     @discardableResult
@@ -150,6 +151,12 @@ public protocol JobQueue: Sendable {
 }
 
 extension JobQueue {
+    /// Gives a job back without counting the attempt and keeps its ``MediaJob/lastError``
+    /// (``release(_:worker:runAt:reason:now:)``).
+    public func release(_ id: String, worker: String, runAt: Date, now: Date) async throws -> Bool {
+        try await release(id, worker: worker, runAt: runAt, reason: nil, now: now)
+    }
+
     /// Claims the oldest due job of any kind (``claim(worker:lease:now:kinds:)``).
     public func claim(worker: String, lease: Duration, now: Date) async throws -> MediaJob? {
         try await claim(worker: worker, lease: lease, now: now, kinds: nil)

@@ -91,11 +91,12 @@ extension PostgresCatalog: JobQueue {
             """) > 0
     }
 
-    public func release(_ id: String, worker: String, runAt: Date, now: Date) async throws -> Bool {
+    public func release(_ id: String, worker: String, runAt: Date, reason: String?, now: Date) async throws -> Bool {
         try await changed(
             """
             UPDATE media_job SET state = 'queued', attempts = GREATEST(attempts - 1, 0), run_at = \(runAt.timeIntervalSince1970),
-                lease_owner = NULL, lease_expires_at = NULL, updated_at = \(now.timeIntervalSince1970)
+                lease_owner = NULL, lease_expires_at = NULL, last_error = COALESCE(\(reason)::text, last_error),
+                updated_at = \(now.timeIntervalSince1970)
             WHERE id = \(id) AND state = 'running' AND lease_owner = \(worker) RETURNING id
             """) > 0
     }

@@ -126,11 +126,12 @@ extension SQLiteCatalog: JobQueue {
             """, [state, retryAt?.timeIntervalSince1970, error, now.timeIntervalSince1970, id, worker]) > 0
     }
 
-    public func release(_ id: String, worker: String, runAt: Date, now: Date) async throws -> Bool {
+    public func release(_ id: String, worker: String, runAt: Date, reason: String?, now: Date) async throws -> Bool {
         try await execute("""
                     UPDATE mediaJob SET state = 'queued', attempts = MAX(attempts - 1, 0), runAt = ?, leaseOwner = NULL,
-                    leaseExpiresAt = NULL, updatedAt = ? WHERE id = ? AND state = 'running' AND leaseOwner = ?
-                    """, [runAt.timeIntervalSince1970, now.timeIntervalSince1970, id, worker]) > 0
+                    leaseExpiresAt = NULL, lastError = COALESCE(?, lastError), updatedAt = ?
+                    WHERE id = ? AND state = 'running' AND leaseOwner = ?
+                    """, [runAt.timeIntervalSince1970, reason, now.timeIntervalSince1970, id, worker]) > 0
     }
 
     public func cancelJobs(videoId: String, now: Date) async throws -> [MediaJob] {
