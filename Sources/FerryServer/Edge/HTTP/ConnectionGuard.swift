@@ -1,7 +1,9 @@
 import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 
 /// How long a connection may wait and how slowly a body may come before the server lets go of the connection, and how
 /// many connections it holds at once.
@@ -39,6 +41,14 @@ public struct ConnectionLimits: Sendable, Hashable {
 /// rather than a reset). Otherwise a client refused at its headers (unsigned, say) could hold the connection for as
 /// long as it trickled a body, and a few such clients every connection the server takes; now it holds one no longer
 /// than an idle connection.
+///
+/// One request at a time, one answer per request. Requests a client sends before the answer to the one in progress
+/// (pipelined) are held here, and the connection is not read further, until that answer has ended: every handler
+/// behind this one, and the state kept here, then speaks of the request being answered, not of one read ahead. An
+/// answer written when no request waits for one (the HTTP server answers 400 to a body the parser refuses, though
+/// the request was answered already) is dropped and the connection closed once what was answered is sent: passed on,
+/// it would reach the client, or a proxy's next client on a reused connection, as the answer to a later request.
+/// Only a request head the parser refuses is owed that 400.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -89,8 +99,29 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var address: String?
     /// A request's body is being received.
     private var readingBody = false
-    /// Requests whose response has not ended.
-    private var responsesPending = 0
+    /// A request has been passed on and its answer has not ended.
+    private var answering = false
+    /// The request being answered has been read to its end.
+    private var requestEnded = false
+    /// The request being answered has had the head of its answer.
+    private var answerStarted = false
+    /// The request being answered asked `Connection: close`: its answer says so.
+    private var closeAsked = false
+    /// The parser refused a request head: the application's 400 for it is the answer it is owed.
+    private var owedParserAnswer = false
+    /// An answer that no request waits for is being dropped.
+    private var droppingAnswer = false
+    /// What the client sent after the request being answered, in order, passed on once its answer has ended.
+    private var held: [HeldEvent] = []
+    /// The channel asked for a read while requests were held: asked again once they have been passed on.
+    private var readWanted = false
+    /// The last write passed on, so that the connection closes only once it has been sent.
+    private var lastWrite: EventLoopFuture<Void>?
+    /// Each request head's HTTP version and keep-alive, in the order the parser read them (told by a
+    /// ``VersionObserver`` ahead of the HTTP/1 codec, which drops the version).
+    fileprivate var versions: [(http10: Bool, keepAlive: Bool)] = []
+    /// The handler told each request's version as it is passed on.
+    private weak var expectContinue: ExpectContinueHandler?
     private var bodyBytesThisWindow = 0
     private var timer: Scheduled<Void>?
     /// The request being received was refused: the connection closes after its answer.
@@ -99,8 +130,6 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var refusalSent = false
     /// A request head was refused here: nothing more is read from the connection, which is closing.
     private var headRefused = false
-    /// The refusal of a head that came while earlier requests' answers were pending (pipelined): sent after them.
-    private var pendingRefusal: HTTPResponse.Status?
     /// Whether the client is still there (``ClientPresence``).
     let presence = ClientPresence()
 
@@ -109,7 +138,18 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         self.counter = counter
     }
 
+    /// What came from the client after the request being answered.
+    private enum HeldEvent {
+        case part(HTTPRequestPart)
+        case error(any Error)
+        case inputClosed
+    }
+
     func handlerAdded(context: ChannelHandlerContext) {
+        // The version is gone once the codec has made the request an HTTPRequest: it is read ahead of the codec.
+        if let codec = try? context.pipeline.syncOperations.handler(type: HTTP1ToHTTPServerCodec.self) {
+            try? context.pipeline.syncOperations.addHandler(VersionObserver(owner: self), position: .before(codec))
+        }
         address = ClientAddress.limitGroup(of: context.channel.remoteAddress?.ipAddress)
         guard counter.enter(address: address, limits: limits) else {
             context.close(promise: nil)
@@ -131,16 +171,21 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Answers a request head this connection cannot read the body of with a bare 400 (or `status`) and
-    /// `Connection: close`, as the HTTP parser answers what it cannot parse, and closes the connection; with answers
-    /// still pending (pipelined requests), once they have been sent.
+    /// `Connection: close`, as the HTTP parser answers what it cannot parse, and closes the connection. (A head is
+    /// looked at only once the answers before it have ended.)
     private func refuseHead(_ context: ChannelHandlerContext, status: HTTPResponse.Status = .badRequest) {
         headRefused = true
+        held = []
         cancelTimer()
-        guard responsesPending == 0 else {
-            pendingRefusal = status
-            return
-        }
         sendRefusal(context, status)
+    }
+
+    /// Closes the connection once the writes passed on so far have been sent.
+    private func closeAfterWrites(_ context: ChannelHandlerContext) {
+        context.flush()
+        let channel = context.channel
+        guard let lastWrite else { return channel.close(promise: nil) }
+        lastWrite.whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Writes a bare `status` answer with `Connection: close`, and closes the connection once it is sent.
@@ -154,13 +199,70 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // The parser's own refusal of a head refused here: the connection is closing with its answer.
         if headRefused { return }
+        if holding {
+            held.append(.error(error))
+            return
+        }
+        passOn(error, context)
+    }
+
+    private func passOn(_ error: any Error, _ context: ChannelHandlerContext) {
+        if error is HTTPParserError {
+            if readingBody && answerStarted {
+                // The body of a request that has its answer is malformed: no second answer, the connection ends.
+                closeAfterWrites(context)
+                return
+            }
+            if !readingBody { owedParserAnswer = true }
+        }
         context.fireErrorCaught(error)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        // HTTP clients send nothing more once they hang up; the server keeps its own side open for the answer.
-        if let event = event as? ChannelEvent, event == .inputClosed { presence.left() }
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            if holding {
+                held.append(.inputClosed)
+                return
+            }
+            // HTTP clients send nothing more once they hang up; the server keeps its own side open for the answer.
+            presence.left()
+        }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Whether what comes from the client now waits: the request being answered has been read to its end and its
+    /// answer has not ended, or earlier events wait already.
+    private var holding: Bool { !held.isEmpty || answering && requestEnded }
+
+    func read(context: ChannelHandlerContext) {
+        // Requests are held: the connection is not read further until they have been passed on.
+        guard held.isEmpty else {
+            readWanted = true
+            return
+        }
+        context.read()
+    }
+
+    /// Passes on what was held once the answer before it has ended, up to the next request's end.
+    private func passOnHeld(_ context: ChannelHandlerContext) {
+        var passed = false
+        while !held.isEmpty, !(answering && requestEnded), !headRefused, !refusalSent {
+            switch held.removeFirst() {
+            case .part(let part):
+                passOn(part, context)
+                passed = true
+            case .error(let error):
+                passOn(error, context)
+            case .inputClosed:
+                presence.left()
+                context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            }
+        }
+        if passed { context.fireChannelReadComplete() }
+        if held.isEmpty, readWanted {
+            readWanted = false
+            context.read()
+        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -175,9 +277,20 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if headRefused { return }
         let part = unwrapInboundIn(data)
+        if holding {
+            held.append(.part(part))
+            return
+        }
+        passOn(part, context)
+    }
+
+    private func passOn(_ part: HTTPRequestPart, _ context: ChannelHandlerContext) {
         switch part {
-        case .head(let head):
-            if !Self.hasReadableFraming(head.headerFields) {
+        case .head(var head):
+            let version = versions.isEmpty ? (http10: false, keepAlive: true) : versions.removeFirst()
+            // An HTTP/1.0 message with Transfer-Encoding has faulty framing (RFC 9112 §6.1): a hop that speaks
+            // HTTP/1.0 may have framed it otherwise.
+            if !Self.hasReadableFraming(head.headerFields) || version.http10 && head.headerFields[.transferEncoding] != nil {
                 refuseHead(context)
                 return
             }
@@ -188,55 +301,100 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 refuseHead(context, status: .notImplemented)
                 return
             }
-            responsesPending += 1
+            answering = true
+            requestEnded = false
+            answerStarted = false
+            closeAsked = head.headerFields[values: .connection].contains { value in
+                value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
+            }
             readingBody = true
             bodyBytesThisWindow = 0
             schedule(context, after: limits.bodyWindow) { guardHandler, context in guardHandler.bodyWindowEnded(context) }
+            if expectContinue == nil {
+                expectContinue = try? context.pipeline.syncOperations.handler(type: ExpectContinueHandler.self)
+            }
+            expectContinue?.http10 = version.http10
+            expectContinue?.keepAlive = version.keepAlive
+            if version.http10, !version.keepAlive {
+                // Said as HTTP/1.1 says it, so the server ends the connection after the answer as it does for one:
+                // its output half first, the rest when the client closes or the linger ends.
+                head.headerFields[.connection] = "close"
+                closeAsked = true
+            }
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+            return
         case .body(let buffer):
             bodyBytesThisWindow += buffer.readableBytes
         case .end:
             readingBody = false
+            requestEnded = true
             cancelTimer()
+            // Answered before its body ended: the wait for the next request starts now.
+            if !answering && !refusalSent { waitForRequest(context) }
         }
-        context.fireChannelRead(data)
+        context.fireChannelRead(wrapInboundOut(part))
         // The rest of a refused request's body has come after its answer: the connection closes now.
         if refusalSent, case .end = part { context.close(promise: nil) }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        switch unwrapOutboundIn(data) {
+        var part = unwrapOutboundIn(data)
+        if case .head(var head) = part, head.status.kind != .informational {
+            if answering && !answerStarted {
+                answerStarted = true
+                if closeAsked { head.headerFields[.connection] = "close" }
+            } else if owedParserAnswer {
+                owedParserAnswer = false
+                answering = true
+                answerStarted = true
+                head.headerFields[.connection] = "close"
+            } else {
+                droppingAnswer = true
+            }
+            part = .head(head)
+        }
+        if droppingAnswer {
+            // One request, one answer: this one answers nothing the client asked and is not sent.
+            promise?.succeed(())
+            if case .end = part {
+                droppingAnswer = false
+                closeAfterWrites(context)
+            }
+            return
+        }
+        switch part {
         case .head(var head) where readingBody && head.status.code >= 400:
             refusedMidBody = true
             head.headerFields[.connection] = "close"
-            context.write(wrapOutboundOut(.head(head)), promise: promise)
-            return
+            forward(.head(head), context, promise)
         case .end where refusedMidBody:
-            responsesPending = max(0, responsesPending - 1)
+            answering = false
             refusalSent = true
-            context.write(data, promise: promise)
+            forward(part, context, promise)
             context.flush()
             let linger = readingBody ? limits.bodyWindow : .zero
             schedule(context, after: linger) { _, context in context.close(promise: nil) }
-            return
         case .end:
-            responsesPending = max(0, responsesPending - 1)
-            if responsesPending == 0, let status = pendingRefusal {
-                pendingRefusal = nil
-                context.write(data, promise: promise)
-                sendRefusal(context, status)
-                return
-            }
-            if responsesPending == 0 && !readingBody { waitForRequest(context) }
+            answering = false
+            forward(part, context, promise)
+            if !readingBody { waitForRequest(context) }
+            passOnHeld(context)
         default:
-            break
+            forward(part, context, promise)
         }
-        context.write(data, promise: promise)
+    }
+
+    /// Writes a part of an answer, remembering the write (``closeAfterWrites(_:)``).
+    private func forward(_ part: HTTPResponsePart, _ context: ChannelHandlerContext, _ promise: EventLoopPromise<Void>?) {
+        let written = promise ?? context.eventLoop.makePromise()
+        lastWrite = written.futureResult
+        context.write(wrapOutboundOut(part), promise: written)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         // An answer is being sent and the connection is full: a client that has stopped taking it has a body window to
         // start again, or the connection (and the answer's buffers) go. One that takes it slowly keeps it.
-        if responsesPending > 0, !readingBody, !refusalSent {
+        if answering, !readingBody, !refusalSent {
             if context.channel.isWritable {
                 cancelTimer()
             } else {
@@ -273,7 +431,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// window, as while the answer was being sent.
     private func waitForRequest(_ context: ChannelHandlerContext, after delay: Duration? = nil) {
         schedule(context, after: delay ?? limits.idleTimeout) { guardHandler, context in
-            guard guardHandler.responsesPending == 0, !guardHandler.readingBody else { return }
+            guard !guardHandler.answering, !guardHandler.readingBody else { return }
             guardHandler.sending(context) { sending in
                 let limit = sending?.unsent == true ? guardHandler.limits.bodyWindow : guardHandler.limits.idleTimeout
                 guard let sending, sending.idle < limit else {
@@ -394,5 +552,24 @@ extension Channel {
         try? await eventLoop.submit { [self] in
             try pipeline.syncOperations.handler(type: ConnectionGuard.self).presence
         }.get()
+    }
+}
+
+/// Tells a ``ConnectionGuard`` each request head's HTTP version and whether it keeps its connection alive, which it
+/// cannot see behind the HTTP/1 codec.
+private final class VersionObserver: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    private weak var owner: ConnectionGuard?
+
+    init(owner: ConnectionGuard) {
+        self.owner = owner
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = unwrapInboundIn(data) {
+            owner?.versions.append((head.version.major == 1 && head.version.minor == 0, head.isKeepAlive))
+        }
+        context.fireChannelRead(data)
     }
 }

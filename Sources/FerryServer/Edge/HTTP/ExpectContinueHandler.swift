@@ -1,8 +1,6 @@
 import HTTPTypes
 import NIOCore
-import NIOHTTP1
 import NIOHTTPTypes
-import NIOHTTPTypesHTTP1
 
 /// Answers `Expect: 100-continue` with an interim `100 Continue` only when the application asks for the body, which
 /// it does once the request is authenticated and allowed: a badly signed client learns of its 403 before it sends a
@@ -27,17 +25,13 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// The response to such a request is going out: close once it is written.
     private var closeAfterResponse = false
     private var context: ChannelHandlerContext?
-    /// The current request came as HTTP/1.0 (told by a ``VersionObserver`` ahead of the HTTP/1 codec).
-    fileprivate var http10 = false
-    /// The current request lets its connection stay open after the answer (as told with ``http10``).
-    fileprivate var keepAlive = true
+    /// The current request came as HTTP/1.0 (told by the ``ConnectionGuard`` as it passes the request on).
+    var http10 = false
+    /// The current request lets its connection stay open after the answer (told with ``http10``).
+    var keepAlive = true
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        // The version is gone once the codec has made the request an HTTPRequest: it is read ahead of the codec.
-        if let codec = try? context.pipeline.syncOperations.handler(type: HTTP1ToHTTPServerCodec.self) {
-            try? context.pipeline.syncOperations.addHandler(VersionObserver(owner: self), position: .before(codec))
-        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -45,15 +39,8 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(var head) = unwrapInboundIn(data) {
+        if case .head(let head) = unwrapInboundIn(data) {
             pending = head.headerFields[.expect]?.lowercased() == "100-continue"
-            if http10, !keepAlive {
-                // Said as HTTP/1.1 says it, so the server ends the connection after the answer as it does for one:
-                // its output half first, the rest when the client closes or the connection guard's linger ends.
-                head.headerFields[.connection] = "close"
-                context.fireChannelRead(wrapInboundOut(.head(head)))
-                return
-            }
         }
         context.fireChannelRead(data)
     }
@@ -92,26 +79,6 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
         default:
             context.write(data, promise: promise)
         }
-    }
-}
-
-/// Tells an ``ExpectContinueHandler`` each request's HTTP version and whether it keeps its connection alive, which it
-/// cannot see behind the HTTP/1 codec.
-private final class VersionObserver: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPServerRequestPart
-    private weak var owner: ExpectContinueHandler?
-
-    init(owner: ExpectContinueHandler) {
-        self.owner = owner
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let head) = unwrapInboundIn(data) {
-            owner?.http10 = head.version.major == 1 && head.version.minor == 0
-            owner?.keepAlive = head.isKeepAlive
-        }
-        context.fireChannelRead(data)
     }
 }
 
