@@ -45,14 +45,15 @@ struct BlobFilesTests {
         let first = try #require(pool.take())
         #expect(Int(bitPattern: first) % 4096 == 0)
         first.storeBytes(of: 0xFE, as: UInt8.self)
+        #expect(pool.inUse == 1)
         pool.give(first)
-        #expect(pool.idleCount == 1)
+        #expect(pool.idleCount == 1 && pool.inUse == 0)
         #expect(pool.take() == first)
         let blocks = try (0..<4).map { _ in try #require(pool.take()) }
-        #expect(Set(blocks).count == 4)
+        #expect(Set(blocks).count == 4 && pool.inUse == 5)
         for block in blocks { pool.give(block) }
         pool.give(first)
-        #expect(pool.idleCount == 2)
+        #expect(pool.idleCount == 2 && pool.inUse == 0)
     }
 
     @Test("Chunk buffers: any size and any growth keeps its bytes, whichever block or mapping holds them")

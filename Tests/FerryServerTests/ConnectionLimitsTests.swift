@@ -1,5 +1,6 @@
 import FerryCore
 @testable import FerryServer
+@testable import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing
@@ -201,6 +202,42 @@ struct ConnectionLimitsTests {
             #expect(bytes.count < size, "the whole answer arrived: the stalled reader was not let go")
             // A client that reads gets the whole object.
             #expect(try await s3.get("stall", "big").body.count == size)
+        }
+    }
+
+    @Test("downloads whose clients stop reading hold one chunk each of the server's memory, not the object read ahead")
+    func stalledDownloadsHoldOneChunk() async throws {
+        // The default body window (30 s): the stalled clients keep their connections while they are counted.
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("stalled")
+            #expect(try await s3.put("stalled", "big", [UInt8](repeating: 5, count: 16 << 20)).status == 200)
+            let before = ReadBuffers.pool.inUse
+            var sockets: [Int32] = []
+            defer { for socket in sockets { close(socket) } }
+            for _ in 0..<20 {
+                let head = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
+                    method: "GET", path: "/stalled/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
+                    payloadHash: SigV4.emptyPayloadHash, date: Date()
+                ).headers
+                let socket = try RawSocket.connect(port: server.port)
+                var small: Int32 = 4096
+                setsockopt(socket, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+                try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/stalled/big", head).utf8))
+                sockets.append(socket)
+            }
+            // Once the kernel's buffers are full, every answer waits with what it has read.
+            var held = 0
+            for _ in 0..<20 {
+                try await Task.sleep(for: .milliseconds(250))
+                held = ReadBuffers.pool.inUse - before
+            }
+            // A chunk waiting in the connection's buffer, and at most one more being handed over; other suites'
+            // downloads running meanwhile may add a few.
+            #expect(held <= 20 * 2 + 8, "\(held) chunks of \(BlobFiles.readChunk) bytes held for 20 stalled downloads")
+            for socket in sockets { close(socket) }
+            sockets = []
+            #expect(try await s3.get("stalled", "big").body.count == 16 << 20)
         }
     }
 

@@ -34,10 +34,11 @@ extension FerryServer {
             refusing(MediaError("MethodNotAllowed", "\(api) operations are POST requests.", status: 405))
         }
 
-        // Every request: the isolation of what it is answered, its id, its client's address behind trusted proxies,
-        // then its access log record, then its metrics, then its span (which continues the caller's `traceparent`),
-        // all before the groups, so that they see every answer, refusals included.
+        // Every request: the isolation of what it is answered and its pacing, its id, its client's address behind
+        // trusted proxies, then its access log record, then its metrics, then its span (which continues the caller's
+        // `traceparent`), all before the groups, so that they see every answer, refusals included.
         router.add(middleware: AnswerMiddleware.contentIsolation)
+        router.add(middleware: AnswerPacingMiddleware())
         router.add(middleware: RequestIdMiddleware())
         if !trustedProxies.networks.isEmpty { router.add(middleware: ForwardedClientMiddleware(proxies: trustedProxies)) }
         router.add(middleware: AccessLogMiddleware())

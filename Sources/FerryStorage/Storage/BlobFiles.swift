@@ -36,8 +36,10 @@ struct BlobFiles: BlobStorage {
     var freeBytes: @Sendable (String) -> Int64? = { DiskSpace.of($0)?.free }
     /// Bytes gathered before one write to disk.
     static let writeBatch = 1 << 20
-    /// Bytes read from disk per chunk sent.
-    static let readChunk = 1 << 20
+    /// Bytes read from disk per chunk sent: what an answer holds in memory for a client that stops reading (the
+    /// next chunk is read once the connection has taken the last), so a thousand such clients hold 256 MiB, not
+    /// gigabytes.
+    static let readChunk = 256 << 10
 
     var tmpDirectory: String { root + "/tmp" }
     var blobDirectory: String { root + "/blobs" }

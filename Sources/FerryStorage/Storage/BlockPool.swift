@@ -11,7 +11,7 @@ import NIOConcurrencyHelpers
 /// Page-aligned blocks of one size, mapped from the kernel, with up to `limit` idle ones kept for reuse and the rest
 /// unmapped when they are given back.
 ///
-/// The buffers that bodies pass through (1 MiB each, one per chunk) come and go at the rate bytes move. From `malloc`
+/// The buffers that bodies pass through (one ``BlobFiles/readChunk`` each, one per chunk) come and go at the rate bytes move. From `malloc`
 /// they interleave with the server's small allocations, and the heap kept what they freed: 20 clients downloading at
 /// full speed left `ferry serve` holding 300 to 670 MB (590 MB after they ended), though about 0.5 MiB per connection
 /// was in flight. A mapped block is returned whole, so the memory held follows the bytes in flight, and an idle block
@@ -21,9 +21,10 @@ final class BlockPool: @unchecked Sendable {
     let size: Int
     /// Idle blocks kept for reuse.
     let limit: Int
-    // `lock` guards `idle`.
+    // `lock` guards `idle` and `taken`.
     private let lock = NIOLock()
     private var idle: [UnsafeMutableRawPointer] = []
+    private var taken = 0
 
     init(size: Int, limit: Int) {
         self.size = size
@@ -32,13 +33,22 @@ final class BlockPool: @unchecked Sendable {
 
     /// An idle block, or a new mapping; nil when the kernel has no memory to map.
     func take() -> UnsafeMutableRawPointer? {
-        if let reused = lock.withLock({ idle.popLast() }) { return reused }
-        return Self.map(size)
+        let reused = lock.withLock {
+            taken += 1
+            return idle.popLast()
+        }
+        if let reused { return reused }
+        guard let mapped = Self.map(size) else {
+            lock.withLock { taken -= 1 }
+            return nil
+        }
+        return mapped
     }
 
     /// Keeps the block for reuse, or unmaps it when `limit` blocks are idle already.
     func give(_ block: UnsafeMutableRawPointer) {
         let kept = lock.withLock {
+            taken -= 1
             guard idle.count < limit else { return false }
             idle.append(block)
             return true
@@ -48,6 +58,8 @@ final class BlockPool: @unchecked Sendable {
 
     /// How many idle blocks the pool holds.
     var idleCount: Int { lock.withLock { idle.count } }
+    /// How many blocks are taken and not given back: the chunks alive now.
+    var inUse: Int { lock.withLock { taken } }
 
     /// A new private anonymous mapping of `size` bytes (zeroed, page-aligned), or nil.
     static func map(_ size: Int) -> UnsafeMutableRawPointer? {
@@ -68,9 +80,9 @@ enum ReadBuffers {
     /// Bytes before the address handed out (a multiple of every alignment a `ByteBuffer` needs).
     static let header = 64
     /// Idle blocks kept for reuse: 32 MiB at most.
-    static let pool = BlockPool(size: BlobFiles.readChunk + header, limit: 32)
+    static let pool = BlockPool(size: BlobFiles.readChunk + header, limit: (32 << 20) / BlobFiles.readChunk)
     /// Buffers smaller than this (a small object, the last chunk of a file) come from `malloc`, as any small buffer:
-    /// a block each would hold a mebibyte for a few bytes.
+    /// a block each would hold a whole chunk's memory for a few bytes.
     static let smallBuffer = 128 * 1024
 
     /// The allocator chunk buffers come from.

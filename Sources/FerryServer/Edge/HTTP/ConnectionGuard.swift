@@ -132,6 +132,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var headRefused = false
     /// Whether the client is still there (``ClientPresence``).
     let presence = ClientPresence()
+    /// Answers waiting for the connection to take more (``Channel/answerWritable()``).
+    private var writableWaiters: [EventLoopPromise<Void>] = []
 
     init(limits: ConnectionLimits, counter: Counter) {
         self.limits = limits
@@ -265,7 +267,19 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// Completes `promise` once the connection is writable again, or gone. Call on the event loop.
+    func whenWritable(_ promise: EventLoopPromise<Void>) {
+        writableWaiters.append(promise)
+    }
+
+    private func resumeWriters() {
+        let waiters = writableWaiters
+        writableWaiters = []
+        for waiter in waiters { waiter.succeed(()) }
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) {
+        resumeWriters()
         presence.left()
         cancelTimer()
         if counted {
@@ -392,6 +406,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { resumeWriters() }
         // An answer is being sent and the connection is full: a client that has stopped taking it has a body window to
         // start again, or the connection (and the answer's buffers) go. One that takes it slowly keeps it.
         if answering, !readingBody, !refusalSent {
@@ -546,6 +561,21 @@ final class ClientPresence: Sendable {
 }
 
 extension Channel {
+    /// Waits until the connection takes more of an answer: until what was handed to it so far has reached it and its
+    /// buffer has drained below its low-water mark, or it is gone. An answer that reads its next chunk only then holds
+    /// one chunk for a client that stops reading, whatever the object's size.
+    func answerWritable() async {
+        let wait = try? await eventLoop.submit { [self] () -> EventLoopFuture<Void>? in
+            // Submitted after the writes handed over before it: they have reached the connection's buffer now.
+            guard isActive, !isWritable, let guardHandler = try? pipeline.syncOperations.handler(type: ConnectionGuard.self)
+            else { return nil }
+            let promise = eventLoop.makePromise(of: Void.self)
+            guardHandler.whenWritable(promise)
+            return promise.futureResult
+        }.get()
+        try? await wait?.get()
+    }
+
     /// Whether the client of this HTTP connection is still there (its ``ConnectionGuard``'s); nil where there is no
     /// such connection (a request made in memory).
     func clientPresence() async -> ClientPresence? {

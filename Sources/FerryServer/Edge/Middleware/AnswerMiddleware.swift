@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import NIOCore
 
 /// Adjusts every answer of the routes behind it once they have made it: headers every answer of a group carries,
 /// refusals included when it stands in front of the group's dialect.
@@ -28,5 +29,43 @@ extension AnswerMiddleware {
     static let contentIsolation = AnswerMiddleware { response, _ in
         if response.headers[.contentSecurityPolicy] == nil { response.headers[.contentSecurityPolicy] = "sandbox" }
         if response.headers[.xContentTypeOptions] == nil { response.headers[.xContentTypeOptions] = "nosniff" }
+    }
+}
+
+/// Sends a streamed answer no faster than its connection takes it: after each chunk, the next is made (read from
+/// disk or the object store) only once the connection has taken the last. Without it an answer read ahead while the
+/// connection's buffer filled, and a client that opened a download and stopped reading held megabytes of the server's
+/// memory: two hundred such clients held 1.6 GB.
+struct AnswerPacingMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+    /// Answers this long or shorter are sent as they are: one buffer, nothing read ahead.
+    static let smallAnswer = 64 << 10
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var response = try await next(request, context)
+        let body = response.body
+        if let length = body.contentLength, length <= Self.smallAnswer { return response }
+        let channel = context.channel
+        response.body = ResponseBody(contentLength: body.contentLength) { writer in
+            try await body.write(PacedWriter(base: writer, channel: channel))
+        }
+        return response
+    }
+
+    /// Waits, after each buffer it writes, for the connection to take more.
+    private struct PacedWriter: ResponseBodyWriter {
+        var base: any ResponseBodyWriter
+        let channel: any Channel
+
+        mutating func write(_ buffer: ByteBuffer) async throws {
+            try await base.write(buffer)
+            await channel.answerWritable()
+        }
+
+        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
+            try await base.finish(trailingHeaders)
+        }
     }
 }
