@@ -153,13 +153,16 @@ extension Request {
     /// The largest body the JSON routes read.
     static let maxSmallBody = 1024 * 1024
 
-    /// Reads a JSON route's body (at most 1 MiB, else `bodyTooLarge`; one the HTTP layer cannot read, such as a
-    /// `Transfer-Encoding` it does not know, is `malformedBody`) and keeps it in the request for the route.
+    /// Reads a JSON route's body (at most 1 MiB, else `bodyTooLarge`, at once when its `Content-Length` says more;
+    /// one the HTTP layer cannot read, such as a `Transfer-Encoding` it does not know, is `malformedBody`) and keeps it
+    /// in the request for the route.
     mutating func collectSmallBody() async throws -> ByteBuffer {
+        let tooLarge = FerryDomainError(.bodyTooLarge, "The request body is larger than 1 MiB.")
+        if let declared = headers[.contentLength].flatMap({ Int($0) }), declared > Self.maxSmallBody { throw tooLarge }
         do {
             return try await collectBody(upTo: Self.maxSmallBody)
         } catch is NIOTooManyBytesError {
-            throw FerryDomainError(.bodyTooLarge, "The request body is larger than 1 MiB.")
+            throw tooLarge
         } catch let error as CancellationError {
             throw error
         } catch {
