@@ -222,12 +222,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
+            // HTTP clients send nothing more once they hang up; the server keeps its own side open for the answer.
+            presence.left()
             if holding {
+                // Told to the server after the requests that came before it.
                 held.append(.inputClosed)
                 return
             }
-            // HTTP clients send nothing more once they hang up; the server keeps its own side open for the answer.
-            presence.left()
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -256,7 +257,6 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             case .error(let error):
                 passOn(error, context)
             case .inputClosed:
-                presence.left()
                 context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
             }
         }
