@@ -83,9 +83,34 @@ extension ObjectStorageClient {
                 .checksumMismatch, "The server stored a different \(checksumAlgorithm.s3Name) than was sent.",
                 requestId: response.header("x-amz-request-id"))
         }
+        // An answer without an ETag stored nothing (a captive portal or a proxy's page answers 200 too).
+        let etag = try Self.etag(of: response, "PutObject")
         return ObjectMetadata(
-            size: Int64(data.count), etag: Self.unquote(response.header("ETag") ?? ""), contentType: contentType,
+            size: Int64(data.count), etag: etag, contentType: contentType,
             userMetadata: metadata, checksums: checksumAlgorithm.map { [$0.s3Name: checksum!] } ?? [:])
+    }
+
+    /// The unquoted ETag an upload's answer carries: present, at most ``longestServerValue`` characters, without
+    /// control characters; else the answer is no storage service's and the upload failed.
+    static func etag(of response: TransportResponse, _ operation: String) throws -> String {
+        guard let etag = response.header("ETag"), !etag.isEmpty else {
+            throw FerryError(.server, "\(operation) answered without an ETag.", httpStatus: response.status)
+        }
+        guard isPlausible(etag) else {
+            throw FerryError(.server, "\(operation) answered with an ETag no storage service makes.", httpStatus: response.status)
+        }
+        return unquote(etag)
+    }
+
+    /// The longest ETag or upload id taken from a server: S3's are tens of characters. Longer ones would grow every
+    /// checkpoint and request the client writes.
+    static let longestServerValue = 1024
+
+    /// Whether a value a server names an upload or a part by is one a client can keep and send back: not empty, at
+    /// most ``longestServerValue`` bytes, no control characters.
+    static func isPlausible(_ value: String) -> Bool {
+        !value.isEmpty && value.utf8.count <= longestServerValue
+            && !value.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     static func objectHeaders(contentType: String?, metadata: [String: String]) -> [(name: String, value: String)] {
@@ -168,11 +193,18 @@ extension ObjectStorageClient {
         let response = try await execute(
             S3Request(method: "POST", bucket: bucket, key: key, query: [("uploads", "")], headers: headers),
             credentials: credentials, observer: observer)
+        let uploadId: String
         do {
-            return try S3XML.decode(InitiateMultipartUploadResult.self, from: Data(response.body)).uploadId
+            uploadId = try S3XML.decode(InitiateMultipartUploadResult.self, from: Data(response.body)).uploadId
         } catch {
             throw FerryError(.server, "The server's CreateMultipartUpload answer could not be read.", httpStatus: response.status)
         }
+        guard Self.isPlausible(uploadId) else {
+            throw FerryError(
+                .server, "The server's CreateMultipartUpload answer named an upload id no storage service makes.",
+                httpStatus: response.status)
+        }
+        return uploadId
     }
 
     /// CRCs combine into a full-object checksum the server can verify without the parts; hashes are composite.
@@ -190,10 +222,7 @@ extension ObjectStorageClient {
             S3Request(
                 method: "PUT", bucket: bucket, key: key, query: [("partNumber", String(number)), ("uploadId", uploadId)],
                 headers: headers, body: body, answerWaits: answerWaits), credentials: credentials, observer: observer)
-        guard let etag = response.header("ETag") else {
-            throw FerryError(.server, "UploadPart answered without an ETag.", httpStatus: response.status)
-        }
-        return Self.unquote(etag)
+        return try Self.etag(of: response, "UploadPart")
     }
 
     /// Every part of an upload, following all pages of ListParts.

@@ -314,7 +314,7 @@ public actor ResumableUploadTask {
                     .cannotResumeUpload, "The file \(path) changed since its upload started; its checkpoint no longer matches.")
             }
             let result = try await singlePut(size: size)
-            if let stale {
+            if let stale, ObjectStorageClient.isPlausible(stale.uploadId) {
                 try? await client.abortMultipartUpload(
                     bucket: request.bucket, key: request.key, uploadId: stale.uploadId, credentials: credentials)
             }
@@ -461,9 +461,15 @@ public actor ResumableUploadTask {
                 fileSize: size,
                 segments: checkpoint.partSegments
                     ?? [UploadPlan.Segment(firstPart: 1, offset: 0, partSize: checkpoint.partSize)])
-            if expired || changed || recorded == nil || checkpoint.checksumAlgorithm != request.checksumAlgorithm?.s3Name {
-                try? await client.abortMultipartUpload(
-                    bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId, credentials: credentials)
+            // An upload id no service makes (written by an older client from a hostile answer) is not sent back.
+            let plausible = ObjectStorageClient.isPlausible(checkpoint.uploadId)
+            if expired || changed || recorded == nil || !plausible
+                || checkpoint.checksumAlgorithm != request.checksumAlgorithm?.s3Name
+            {
+                if plausible {
+                    try? await client.abortMultipartUpload(
+                        bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId, credentials: credentials)
+                }
                 await checkpointWriter?.delete()
             } else {
                 do {
@@ -779,9 +785,13 @@ extension ObjectStorageClient {
         let lock = try store.lock(id, file: request.fileURL.path)
         defer { lock.release() }
         guard let checkpoint = store.load(id) else { return false }
-        do {
-            try await abortMultipartUpload(bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId)
-        } catch where error.serverCode == "NoSuchUpload" {}
+        if Self.isPlausible(checkpoint.uploadId) {
+            do {
+                try await abortMultipartUpload(bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId)
+            } catch where error.serverCode == "NoSuchUpload" || (400..<500).contains(error.httpStatus ?? 0) {
+                // The service refuses the upload id (gone, or one it never made): nothing to abort, nothing to resume.
+            }
+        }
         store.delete(id)
         return true
     }

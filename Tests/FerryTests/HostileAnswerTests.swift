@@ -1,0 +1,81 @@
+import Ferry
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+@testable import Ferry
+
+/// The engine against answers no storage service gives: a captive portal's page, a proxy's, a broken or hostile
+/// endpoint's.
+@Suite("The engine against answers no storage service gives", .timeLimit(.minutes(5)))
+struct HostileAnswerTests {
+    static func client(_ receiver: HTTPReceiver) -> ObjectStorageClient {
+        var configuration = ObjectStorageClient.Configuration()
+        configuration.retryPolicy.maxRetryCount = 0
+        return ObjectStorageClient(
+            endpoint: URL(string: receiver.url(""))!, credentials: Credentials(accessKeyId: "AKIDHOSTILE", secretAccessKey: "hostile"),
+            configuration: configuration)
+    }
+
+    @Test("a 200 without an ETag (a captive portal's page) stored nothing: the single PUT fails, and no result says it was uploaded")
+    func putWithoutETag() async throws {
+        let file = try makeRandomFile(size: 4096)
+        defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+        try await HTTPReceiver.with(status: 200, answer: "<html>Sign in to the network</html>", contentType: "text/html") { receiver in
+            let upload = try await Self.client(receiver).upload(ResumableUploadRequest(bucket: "b", key: "k", fileURL: file))
+            let error = await #expect(throws: FerryError.self) { try await upload.result }
+            #expect(error?.message.contains("PutObject answered without an ETag") == true, "\(String(describing: error))")
+            #expect(await receiver.recorder.requests.map(\.method) == ["PUT"])
+        }
+    }
+
+    @Test("an upload id or ETag no storage service makes (a megabyte long, or with control characters) fails the upload with a clear error before it is sent back")
+    func implausibleIds() async throws {
+        let file = try makeRandomFile(size: 6 << 20)
+        defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+        for uploadId in [String(repeating: "u", count: 1 << 20), "id\tx"] {
+            let answer = "<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>\(uploadId)</UploadId></InitiateMultipartUploadResult>"
+            try await HTTPReceiver.with(status: 200, answer: answer, contentType: "application/xml") { receiver in
+                var request = ResumableUploadRequest(bucket: "b", key: "k", fileURL: file)
+                request.multipartThreshold = 1
+                let upload = try await Self.client(receiver).upload(request)
+                let error = await #expect(throws: FerryError.self) { try await upload.result }
+                #expect(error?.message.contains("named an upload id no storage service makes") == true, "\(String(describing: error))")
+                // Only the creation was sent: no part and no abort carried the id back.
+                #expect(await receiver.recorder.requests.map(\.method) == ["POST"])
+            }
+        }
+        #expect(!ObjectStorageClient.isPlausible(String(repeating: "e", count: 70_000)))
+        #expect(!ObjectStorageClient.isPlausible(""))
+        #expect(ObjectStorageClient.isPlausible("\"9b2cf535f27731c974343645a3985328\""))
+    }
+
+    @Test("forgetting an upload whose id the service refuses (400) deletes its checkpoint: nothing on the server can be resumed or aborted")
+    func discardRefusedUpload() async throws {
+        let file = try makeRandomFile(size: 1024)
+        let records = TemporaryDirectory.make("ferry-hostile-records")
+        defer {
+            try? FileManager.default.removeItem(at: file.deletingLastPathComponent())
+            try? FileManager.default.removeItem(atPath: records)
+        }
+        try await HTTPReceiver.with(status: 400, answer: "<Error><Code>InvalidArgument</Code></Error>", contentType: "application/xml") { receiver in
+            let client = Self.client(receiver)
+            var request = ResumableUploadRequest(bucket: "b", key: "k", fileURL: file)
+            request.recordDirectory = URL(fileURLWithPath: records)
+            let store = CheckpointStore(directory: URL(fileURLWithPath: records))
+            let id = CheckpointStore.identifier(
+                endpoint: client.checkpointServiceIdentity, bucket: "b", key: "k", filePath: file.standardizedFileURL.path)
+            try store.save(
+                UploadCheckpoint(
+                    endpoint: client.checkpointServiceIdentity, bucket: "b", key: "k", filePath: file.standardizedFileURL.path,
+                    uploadId: "refused-upload", partSize: 5 << 20, fingerprint: try FileFingerprint.of(path: file.path),
+                    parts: [], createdAt: Date()),
+                as: id)
+            #expect(store.load(id) != nil)
+            #expect(try await client.discardCheckpoint(of: request))
+            #expect(store.load(id) == nil)
+            #expect(await receiver.recorder.requests.map(\.method) == ["DELETE"])
+        }
+    }
+}
