@@ -35,12 +35,12 @@ public struct ConnectionLimits: Sendable, Hashable {
 /// request bodies. A connection that breaks a limit is closed; a body cut off this way fails in the store, which keeps
 /// nothing of it.
 ///
-/// A request refused (4xx or 5xx) before its body ended does not get the rest of its body read: its answer says
-/// `Connection: close`, and the connection closes once the answer is sent and the body has ended, or a body window after
-/// the answer (as a web server lingers: time for a client that sends its whole body before reading to get the answer
-/// rather than a reset). Otherwise a client refused at its headers (unsigned, say) could hold the connection for as
-/// long as it trickled a body, and a few such clients every connection the server takes; now it holds one no longer
-/// than an idle connection.
+/// A request answered before its body ended (refused, or by a route that reads no body) does not get the rest of its
+/// body read: its answer says `Connection: close`, and the connection closes once the answer is sent and the body has
+/// ended, or a body window after the answer (as a web server lingers: time for a client that sends its whole body
+/// before reading to get the answer rather than a reset). Otherwise a client refused at its headers (unsigned, say)
+/// could hold the connection for as long as it trickled a body, and a few such clients every connection the server
+/// takes; now it holds one no longer than an idle connection.
 ///
 /// One request at a time, one answer per request. Requests a client sends before the answer to the one in progress
 /// (pipelined) are held here, and the connection is not read further, until that answer has ended: every handler
@@ -321,6 +321,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             closeAsked = head.headerFields[values: .connection].contains { value in
                 value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
             }
+            // Said as the HTTP server looks for it (`close` alone), however the client wrote it (`Close`, `TE, close`).
+            if closeAsked { head.headerFields[.connection] = "close" }
             readingBody = true
             bodyBytesThisWindow = 0
             schedule(context, after: limits.bodyWindow) { guardHandler, context in guardHandler.bodyWindowEnded(context) }
@@ -377,7 +379,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         switch part {
-        case .head(var head) where readingBody && head.status.code >= 400:
+        case .head(var head) where readingBody && head.status.kind != .informational:
+            // Answered before its body has come (a refusal, or a route that reads no body): the rest is not read as a
+            // request, the answer says the connection ends, and it does once the body has come or a window has passed.
+            // A proxy in front then does not hand the connection to another client.
             refusedMidBody = true
             head.headerFields[.connection] = "close"
             forward(.head(head), context, promise)
