@@ -109,6 +109,19 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             let body = response.body
             // A head that came just before the deadline still gets a moment for a body already on its way.
             let bodyDeadline = max(deadline, ContinuousClock.now + .seconds(5))
+            guard (200..<300).contains(status) else {
+                // An error's document is small: beyond ``largestErrorBody`` nothing is read (a captive portal's page, an
+                // endless body), so parts sent at once do not each hold what a broken server sends.
+                let kept = try await Self.within(bodyDeadline) { () -> [UInt8] in
+                    var kept: [UInt8] = []
+                    for try await buffer in body {
+                        kept += buffer.readableBytesView.prefix(Self.largestErrorBody - kept.count)
+                        if kept.count >= Self.largestErrorBody { break }
+                    }
+                    return kept
+                }
+                return TransportResponse(status: status, headers: headers, body: kept)
+            }
             var collected = try await Self.within(bodyDeadline) { try await body.collect(upTo: 64 * 1024 * 1024) }
             return TransportResponse(
                 status: status, headers: headers, body: collected.readBytes(length: collected.readableBytes) ?? [])
@@ -117,6 +130,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             throw Self.transportError(error, url: request.url)
         }
     }
+
+    /// The most of an error answer's body that is read: 64 KiB (S3's and the media service's error documents are a few
+    /// hundred bytes).
+    static let largestErrorBody = 64 * 1024
 
     /// Whether `error` came from the connection (AsyncHTTPClient, SwiftNIO, TLS, or a time limit of this transport).
     static func isConnectionFailure(_ error: any Error) -> Bool {

@@ -1,6 +1,8 @@
 import Ferry
+import FerryAsyncHTTPClient
 import FerryCore
 import FerryTestSupport
+import FerryTransport
 import Foundation
 import Testing
 
@@ -76,6 +78,21 @@ struct HostileAnswerTests {
             #expect(try await client.discardCheckpoint(of: request))
             #expect(store.load(id) == nil)
             #expect(await receiver.recorder.requests.map(\.method) == ["DELETE"])
+        }
+    }
+
+    @Test("an error answer's body is read to 64 KiB at most: a broken server's megabytes are not held for every part in flight; a success's is read whole")
+    func errorBodyIsCapped() async throws {
+        let page = String(repeating: "<p>error</p>", count: (2 << 20) / 12)
+        let transport = AsyncHTTPClientTransport()
+        for status in [500, 200] {
+            try await HTTPReceiver.with(status: status, answer: page, contentType: "text/html") { receiver in
+                let response = try await transport.send(
+                    TransportRequest(method: "GET", url: receiver.url("/k"), headers: [], timeout: .seconds(30)),
+                    bodyProgress: { _ in }, responseSink: nil)
+                #expect(response.status == status)
+                #expect(response.body.count == (status == 500 ? 64 * 1024 : page.utf8.count), "\(status): \(response.body.count) bytes")
+            }
         }
     }
 }
