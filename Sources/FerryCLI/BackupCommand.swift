@@ -75,13 +75,12 @@ private func failing<T>(_ body: () async throws -> T) async throws -> T {
         return try await body()
     } catch let busy as DataDirectoryInUse {
         let owner = busy.pid.map { " (pid \($0))" } ?? ""
-        FileHandle.standardError.write(
-            Data("ferry: \(busy.directory) is in use by a running Ferry process\(owner); stop it before restoring into it.\n".utf8))
+        complain("ferry: \(busy.directory) is in use by a running Ferry process\(owner); stop it before restoring into it.")
         throw ExitCode(ExitCodes.failed)
     } catch let error as CancellationError {
         throw error
     } catch {
-        FileHandle.standardError.write(Data("ferry: \(error)\n".utf8))
+        complain("ferry: \(error)")
         throw ExitCode(ExitCodes.failed)
     }
 }

@@ -17,7 +17,7 @@ struct ImagesCommand: AsyncParsableCommand {
             try await service.with { connection in
                 try await report { try await connection.media().deleteImages(imageIds) }
             }
-            print("Deleted \(imageIds.joined(separator: ", ")).")
+            say("Deleted \(imageIds.joined(separator: ", ")).")
         }
     }
 }

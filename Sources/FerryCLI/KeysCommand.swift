@@ -51,8 +51,8 @@ struct KeysCommand: AsyncParsableCommand {
                 .init(actions: actions.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, bucket: bucket, keyPrefix: prefix)
             ])
             let key = try await service.with { connection in try await report { try await connection.media().createAccessKey(policy: policy, description: description, quota: limits.quota.isUnlimited ? nil : limits.quota) } }
-            print("FERRY_ACCESS_KEY_ID=\(key.accessKeyId)")
-            print("FERRY_SECRET_ACCESS_KEY=\(key.secretAccessKey)")
+            say("FERRY_ACCESS_KEY_ID=\(key.accessKeyId)")
+            say("FERRY_SECRET_ACCESS_KEY=\(key.secretAccessKey)")
         }
     }
 
@@ -63,7 +63,9 @@ struct KeysCommand: AsyncParsableCommand {
 
         func run() async throws {
             for key in try await service.with({ connection in try await report { try await connection.media().accessKeys() } }) {
-                print("\(key.accessKeyId)\t\(key.status)\t\(key.description)\t\(KeysCommand.limits(key.quota ?? .unlimited))")
+                say(
+                    [key.accessKeyId, key.status, key.description, KeysCommand.limits(key.quota ?? .unlimited)]
+                        .map(TerminalText.field).joined(separator: "\t"))
             }
         }
     }
@@ -91,7 +93,7 @@ struct KeysCommand: AsyncParsableCommand {
                 try await report { try await connection.media().updateAccessKey(accessKeyId, quota: limits.quota) }
             }
             // Every limit the key now has, so that one left out (and so removed) does not go unnoticed.
-            print("Updated \(accessKeyId): \(KeysCommand.limits(limits.quota)) (limits not named are removed).")
+            say("Updated \(accessKeyId): \(KeysCommand.limits(limits.quota)) (limits not named are removed).")
         }
     }
 
@@ -108,13 +110,13 @@ struct KeysCommand: AsyncParsableCommand {
             }
             let quota = answer.quota ?? .unlimited
             func line(_ name: String, _ value: String, _ limit: String?) {
-                print("\(name)\t\(value)\t\(limit ?? "unlimited")")
+                say("\(name)\t\(value)\t\(limit ?? "unlimited")")
             }
-            print("access-key-id\t\(answer.accessKeyId)")
+            say("access-key-id\t" + TerminalText.field(answer.accessKeyId))
             line("storage-bytes", String(answer.usage.storageBytes), quota.storageBytes.map(String.init))
             line("videos", String(answer.usage.videos), quota.videos.map(String.init))
             line("uploads-in-progress", String(answer.usage.uploadsInProgress), quota.concurrentUploads.map(String.init))
-            if let rate = quota.requestsPerSecond { print("requests-per-second\t\(rate)") }
+            if let rate = quota.requestsPerSecond { say("requests-per-second\t\(rate)") }
         }
     }
 
@@ -126,7 +128,7 @@ struct KeysCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await service.with { connection in try await report { try await connection.media().disableAccessKey(accessKeyId) } }
-            print("Disabled \(accessKeyId).")
+            say("Disabled \(accessKeyId).")
         }
     }
 }
@@ -137,7 +139,7 @@ func report<T>(_ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
     } catch let error as FerryError {
-        FileHandle.standardError.write(Data("ferry: \(error)\n".utf8))
+        complain("ferry: \(error)")
         throw ExitCode(ExitCodes.of(error))
     }
 }

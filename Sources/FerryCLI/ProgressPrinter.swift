@@ -13,7 +13,7 @@ struct ProgressPrinter: Sendable {
     let lastPercent = PercentLog()
 
     func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        say(text)
     }
 
     /// A stream upload that completed: with `--json` a `completed` event (for a video or image too, before its
@@ -34,7 +34,7 @@ struct ProgressPrinter: Sendable {
 
     /// A message on standard error, for what concerns no one file (or a file's failure: ``failure(_:file:error:)``).
     func error(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        complain(text)
     }
 
     /// A file of the batch that failed: `text` on standard error, and with `--json` also a `failed` event naming the
@@ -53,7 +53,7 @@ struct ProgressPrinter: Sendable {
 
     func emit(_ object: [String: Any]) {
         if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
-            line(String(decoding: data, as: UTF8.self))
+            sayJSON(String(decoding: data, as: UTF8.self))
         }
     }
 
@@ -111,7 +111,7 @@ struct ProgressPrinter: Sendable {
         let remaining = eta ?? (bytesPerSecond > 0 ? .seconds(Double(total - sent) / bytesPerSecond) : nil)
         if let remaining, sent < total { text += " ETA \(Int(remaining.timeInterval))s" }
         if terminal {
-            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + text).utf8))
+            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + TerminalText.safe(text)).utf8))
         } else {
             let percent = Int(fraction * 100)
             if sent == total || percent != lastPercent.exchange(percent, for: file) { line(text) }
@@ -197,7 +197,7 @@ struct ProgressPrinter: Sendable {
             if let value = video.statusMessage { object["StatusMessage"] = value }
             emit(object)
         } else if terminal {
-            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K\(file): " + text).utf8))
+            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + TerminalText.safe("\(file): " + text)).utf8))
         } else {
             line("\(file): " + text)
         }

@@ -355,11 +355,6 @@ extension ServeCommand {
     }
 }
 
-/// Writes a line to standard output at once (unbuffered, so scripts and tests see it while the server runs).
-func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
-}
-
 /// How `ferry serve` and the embedded service process videos: flags, then `FERRY_FFMPEG`, `FERRY_MEDIA_WORKERS`,
 /// `FERRY_TRANSCODE_TEMPLATES` and `FERRY_MEDIA_IDLE_SCHEDULING`, then the defaults.
 enum MediaOptions {

@@ -41,7 +41,7 @@ struct ServiceOptions: ParsableArguments {
         // Taken before the directory is looked at: another command's embedded service waits for it before it stops,
         // and one stopping now is waited for here (then this command opens the directory itself).
         var client: ServiceClientLock? = try await ServiceClientLock.wait(exclusive: false, directory: directory) {
-            FileHandle.standardError.write(Data("ferry: the service on \(directory) is stopping; waiting to open it.\n".utf8))
+            complain("ferry: the service on \(directory) is stopping; waiting to open it.")
         }
         // A process that holds the directory and has not yet said where its service listens (commands started at
         // once on one directory) is given this long to say it.
@@ -75,7 +75,7 @@ struct ServiceOptions: ParsableArguments {
 /// A data directory another Ferry process holds without answering requests on it (another command's embedded
 /// service, or one starting): told on standard error, and exit 1, for it is not a usage error.
 func dataDirectoryBusy(_ busy: DataDirectoryInUse) -> ExitCode {
-    FileHandle.standardError.write(Data("ferry: \(busy.description)\n".utf8))
+    complain("ferry: \(busy.description)")
     return ExitCode(ExitCodes.failed)
 }
 
@@ -217,8 +217,8 @@ final class EmbeddedService: Sendable {
         let interrupts = SignalCounter.current
         let seen = interrupts?.count ?? 0
         let lock = try? await ServiceClientLock.wait(exclusive: true, directory: dataDirectory) {
-            FileHandle.standardError.write(
-                Data("ferry: another command is using the service this one runs on \(self.dataDirectory); waiting for it to end (Ctrl-C stops the service now).\n".utf8))
+            complain(
+                "ferry: another command is using the service this one runs on \(self.dataDirectory); waiting for it to end (Ctrl-C stops the service now).")
         } until: {
             (interrupts?.count ?? 0) > seen
         }

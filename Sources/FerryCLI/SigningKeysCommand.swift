@@ -41,17 +41,17 @@ struct SigningKeysCommand: AsyncParsableCommand {
             let key = try await service.with { connection in
                 try await report { try await connection.media().createSigningKey(algorithm: algorithm) }
             }
-            print("SIGNING_KEY_ID=\(key.keyId)")
-            print("ALGORITHM=\(key.algorithm)")
+            say("SIGNING_KEY_ID=\(key.keyId)")
+            say("ALGORITHM=\(key.algorithm)")
             guard let privateKeyFile else {
-                print(key.privateKey, terminator: key.privateKey.hasSuffix("\n") ? "" : "\n")
+                for line in key.privateKey.split(separator: "\n") { say(String(line)) }
                 return
             }
             do {
                 try Self.writeNew(privateKeyFile, key.privateKey)
             } catch {
                 // The key exists on the server; without its private half it signs nothing, so it is deleted again.
-                FileHandle.standardError.write(Data("ferry: \(error)\n".utf8))
+                complain("ferry: \(error)")
                 try? await service.with { connection in try await connection.media().deleteSigningKey(key.keyId) }
                 throw ExitCode(ExitCodes.failed)
             }
@@ -97,7 +97,7 @@ struct SigningKeysCommand: AsyncParsableCommand {
             let keys = try await service.with { connection in
                 try await report { try await connection.media().signingKeys() }
             }
-            for key in keys { print("\(key.keyId)\t\(key.algorithm)\t\(key.creationTime)") }
+            for key in keys { say([key.keyId, key.algorithm, "\(key.creationTime)"].map(TerminalText.field).joined(separator: "\t")) }
         }
     }
 
@@ -112,7 +112,7 @@ struct SigningKeysCommand: AsyncParsableCommand {
             try await service.with { connection in
                 try await report { try await connection.media().deleteSigningKey(keyId) }
             }
-            print("Deleted \(keyId).")
+            say("Deleted \(keyId).")
         }
     }
 }

@@ -21,15 +21,15 @@ struct StatusCommand: AsyncParsableCommand {
         let data = try await service.with { connection in
             try await report { try await connection.media().callJSON("GetServiceStatus", body: Data("{}".utf8)) }
         }
-        if json { print(String(decoding: data, as: UTF8.self)) }
+        if json { sayJSON(String(decoding: data, as: UTF8.self)) }
         let status: MediaContract.ServiceStatusAnswer
         do {
             status = try MediaContract.decode(MediaContract.ServiceStatusAnswer.self, from: data)
         } catch {
-            FileHandle.standardError.write(Data("ferry: the service's status answer cannot be read: \(error)\n".utf8))
+            complain("ferry: the service's status answer cannot be read: \(error)")
             throw ExitCode(ExitCodes.failed)
         }
-        if !json { for line in Self.lines(status) { print(line) } }
+        if !json { for line in Self.lines(status) { say(line) } }
         if !status.catalog.healthy || !status.store.healthy || status.diskFree?.refusesUploads == true {
             throw ExitCode(ExitCodes.failed)
         }

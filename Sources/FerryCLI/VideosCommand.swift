@@ -32,9 +32,11 @@ struct VideosCommand: AsyncParsableCommand {
                 printJSON(["Total": total, "VideoList": videos.map(VideosCommand.object)])
             } else {
                 for video in videos {
-                    print("\(video.videoId)\t\(video.status)\t\(video.size.map(String.init) ?? "-")\t\(video.title)")
+                    say(
+                        [video.videoId, video.status, video.size.map(String.init) ?? "-", video.title]
+                            .map(TerminalText.field).joined(separator: "\t"))
                 }
-                print("\(total) video(s)")
+                say("\(total) video(s)")
             }
         }
     }
@@ -67,21 +69,21 @@ struct VideosCommand: AsyncParsableCommand {
                     var Video: MediaContract.Video
                     var PlayInfoList: [MediaContract.PlayStream]
                 }
-                print(String(decoding: try MediaContract.encode(Output(Video: info, PlayInfoList: play?.playInfoList ?? [])), as: UTF8.self))
+                sayJSON(String(decoding: try MediaContract.encode(Output(Video: info, PlayInfoList: play?.playInfoList ?? [])), as: UTF8.self))
                 return
             }
-            print("VideoId: \(info.videoId)")
-            print("Title: \(info.title)")
-            print("Status: \(VideosCommand.statusText(info))")
-            if let code = info.errorCode { print("Error: \(code): \(info.errorMessage ?? "")") }
-            if let size = info.size { print("Size: \(size) bytes") }
-            if let duration = info.duration { print(String(format: "Duration: %.2f s", duration)) }
+            say("VideoId: \(info.videoId)")
+            say("Title: \(info.title)")
+            say("Status: \(VideosCommand.statusText(info))")
+            if let code = info.errorCode { say("Error: \(code): \(info.errorMessage ?? "")") }
+            if let size = info.size { say("Size: \(size) bytes") }
+            if let duration = info.duration { say(String(format: "Duration: %.2f s", duration)) }
             if let width = info.width, let height = info.height {
-                print("Resolution: \(width)x\(height)" + (info.fps.map { String(format: " at %.3g fps", $0) } ?? ""))
+                say("Resolution: \(width)x\(height)" + (info.fps.map { String(format: " at %.3g fps", $0) } ?? ""))
             }
-            if let cover = info.coverURL { print("Cover: \(cover)") }
+            if let cover = info.coverURL { say("Cover: \(cover)") }
             if let play {
-                for row in VideosCommand.renditionTable(play.playInfoList) { print(row) }
+                for row in VideosCommand.renditionTable(play.playInfoList) { say(row) }
             }
         }
     }
@@ -93,7 +95,7 @@ struct VideosCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await service.with { connection in try await report { try await connection.media().deleteVideos(videoIds) } }
-            print("Deleted \(videoIds.joined(separator: ", ")).")
+            say("Deleted \(videoIds.joined(separator: ", ")).")
         }
     }
 
@@ -119,7 +121,7 @@ struct VideosCommand: AsyncParsableCommand {
                 definition == nil && format == nil
                 ? (play.stream(format: "m3u8", definition: "AUTO") ?? play.streams.first) : play.streams.first
             guard let stream else { throw ExitCode(ExitCodes.failed) }
-            print(stream.url)
+            say(stream.url)
         }
     }
 
@@ -156,7 +158,9 @@ struct VideosCommand: AsyncParsableCommand {
         for stream in streams {
             let resolution = stream.width.flatMap { w in stream.height.map { "\(w)x\($0)" } } ?? "-"
             let bitrate = stream.bitrate.map { "\($0) kb/s" } ?? "-"
-            rows.append("\(stream.definition)\t\(stream.format)\t\(resolution)\t\(bitrate)\t\(stream.size)\t\(stream.url)")
+            rows.append(
+                [stream.definition, stream.format, resolution, bitrate, "\(stream.size)", stream.url]
+                    .map(TerminalText.field).joined(separator: "\t"))
         }
         return rows
     }
@@ -200,12 +204,12 @@ struct PresignCommand: AsyncParsableCommand {
                 SigV4.uriEncode($0.name, encodeSlash: true) + "=" + SigV4.uriEncode($0.value, encodeSlash: true)
             }.joined(separator: "&")
         }
-        print(url)
+        say(url)
     }
 }
 
 func printJSON(_ object: [String: Any]) {
     if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
-        print(String(decoding: data, as: UTF8.self))
+        sayJSON(String(decoding: data, as: UTF8.self))
     }
 }

@@ -1,0 +1,104 @@
+import FerryCore
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// Text a service controls (titles, ids, error codes and messages) reaches the user's terminal through `ferry`; a
+/// hostile or broken service must not be able to send escapes that redraw the screen or forge lines, nor megabytes.
+@Suite("ferry command line: text the service controls", .serialized, .timeLimit(.minutes(5)))
+struct HostileTextTests {
+    /// An OSC title change, a screen clear, a C1 CSI and a right-to-left override.
+    static let escapes = "\u{1B}]0;owned\u{07}\u{1B}[2J\u{9B}31m\u{202E}4pm.exe"
+
+    static let credentials = ["FERRY_ACCESS_KEY_ID": "AKIAHOSTILETEXT", "FERRY_SECRET_ACCESS_KEY": "hostile-text-secret-0123456789abcdefghij"]
+
+    /// Scalars a terminal acts on: C0 controls but the newline and the tab, DEL, C1 controls and bidirectional
+    /// formatting characters.
+    static func actedOn(_ text: String) -> [Unicode.Scalar] {
+        text.unicodeScalars.filter { scalar in
+            switch scalar.value {
+            case 0x0A, 0x09: false
+            case 0x00...0x1F, 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+            default: false
+            }
+        }
+    }
+
+    static func answer(_ object: [String: Any]) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
+    }
+
+    @Test("a video's title, id and error from the service are printed with their escapes made visible, one line each, and cut when huge")
+    func videoInfo() async throws {
+        let longId = String(repeating: "v", count: 100_000)
+        let video: [String: Any] = [
+            "VideoId": longId, "Title": Self.escapes + "\nUploaded ferry-media/forged (1 bytes)", "Status": "TranscodeFail",
+            "ErrorCode": Self.escapes, "ErrorMessage": "bad input\r\nVideoId: forged",
+        ]
+        let body = try Self.answer(["RequestId": "r-1", "Video": video])
+        try await HTTPReceiver.with(answer: body) { receiver in
+            let run = try await FerryRun.run(
+                ["videos", "info", "v-1", "--endpoint", receiver.url("")], environment: Self.credentials)
+            #expect(run.status == 0, "\(run.error)")
+            #expect(Self.actedOn(run.output).isEmpty)
+            let lines = run.output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            // Nothing the service sent starts a line of its own.
+            #expect(!lines.contains { $0.hasPrefix("Uploaded ") || $0.hasPrefix("VideoId: forged") })
+            #expect(lines.contains { $0.hasPrefix("Title: \\u{1B}]0;owned\\u{7}\\u{1B}[2J\\u{9B}31m\\u{202E}4pm.exe\\u{A}Uploaded") })
+            #expect(lines.contains("Error: \(TerminalView.visible(Self.escapes)): bad input\\u{D}\\u{A}VideoId: forged"))
+            // The 100,000-character id is cut and counted.
+            let idLine = try #require(lines.first { $0.hasPrefix("VideoId: ") })
+            #expect(idLine.count < 4_200)
+            #expect(idLine.hasSuffix("… (\(100_000 + "VideoId: ".count - 4_096) more characters)"))
+        }
+    }
+
+    @Test("with --json the same text arrives whole and unchanged for a JSON reader, with no raw escape in the line")
+    func videoInfoJSON() async throws {
+        let video: [String: Any] = ["VideoId": "v-1", "Title": Self.escapes, "Status": "Uploading"]
+        let body = try Self.answer(["RequestId": "r-1", "Video": video])
+        try await HTTPReceiver.with(answer: body) { receiver in
+            let run = try await FerryRun.run(
+                ["videos", "info", "v-1", "--endpoint", receiver.url(""), "--json"], environment: Self.credentials)
+            #expect(run.status == 0, "\(run.error)")
+            #expect(Self.actedOn(run.output).isEmpty)
+            let object = try #require(run.jsonLines.first)
+            #expect((object["Video"] as? [String: Any])?["Title"] as? String == Self.escapes)
+        }
+    }
+
+    @Test("a service's error code and message are shown on standard error with their escapes made visible")
+    func errorAnswer() async throws {
+        let body = try Self.answer(["requestId": "r-1", "code": "Forbidden" + Self.escapes, "message": "no\nferry: forged line"])
+        try await HTTPReceiver.with(status: 403, answer: body) { receiver in
+            let run = try await FerryRun.run(
+                ["videos", "list", "--endpoint", receiver.url("")], environment: Self.credentials)
+            #expect(run.status == 1, "\(run.output) \(run.error)")
+            #expect(Self.actedOn(run.error).isEmpty && Self.actedOn(run.output).isEmpty)
+            #expect(!run.error.split(separator: "\n").contains { $0.hasPrefix("ferry: forged") })
+            #expect(run.error.contains("no\\u{A}ferry: forged line"), "\(run.error)")
+        }
+    }
+
+    @Test("a listed title cannot add a column or a row")
+    func videoList() async throws {
+        let video: [String: Any] = ["VideoId": "v-1", "Title": "a\tb\nv-2\tNormal", "Status": "Normal", "Size": 5]
+        let body = try Self.answer(["RequestId": "r-1", "Total": 1, "PageNo": 1, "PageSize": 20, "VideoList": [video]])
+        try await HTTPReceiver.with(answer: body) { receiver in
+            let run = try await FerryRun.run(
+                ["videos", "list", "--endpoint", receiver.url("")], environment: Self.credentials)
+            #expect(run.status == 0, "\(run.error)")
+            #expect(run.output.split(separator: "\n").map(String.init) == ["v-1\tNormal\t5\ta\\tb\\u{A}v-2\\tNormal", "1 video(s)"])
+        }
+    }
+}
+
+/// How the command line shows a control character: `\u{HEX}`.
+enum TerminalView {
+    static func visible(_ text: String) -> String {
+        text.unicodeScalars.map { scalar in
+            HostileTextTests.actedOn(String(scalar)).isEmpty && scalar != "\n"
+                ? String(scalar) : "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+        }.joined()
+    }
+}
