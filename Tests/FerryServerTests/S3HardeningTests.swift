@@ -85,6 +85,31 @@ struct S3HardeningTests {
         }
     }
 
+    @Test("ListBuckets with a key limited to buckets shows the buckets it may list (aws s3 ls works); without s3:ListAllMyBuckets it is AccessDenied")
+    func scopedListBuckets() async throws {
+        try await TestServer.inMemory { server in
+            let s3 = server.client()
+            for bucket in ["shared", "other", "third"] { try await s3.createBucket(bucket) }
+            func names(_ policy: AccessPolicy) async throws -> (status: Int, names: [String]) {
+                let credentials = server.server.credentials.tokens.issue(
+                    parent: server.root.accessKeyId, policy: policy, expiration: Date().addingTimeInterval(600))
+                let reply = try await server.client(credentials).send("GET", "/")
+                guard reply.status == 200 else { return (reply.status, []) }
+                return (200, try S3XML.decode(ListAllMyBucketsResult.self, from: Data(reply.body)).buckets.bucket.map(\.name))
+            }
+            // A key on one bucket's prefix, one on a whole bucket, one on two buckets.
+            #expect(try await names(AccessPolicy(statements: [.init(actions: ["s3:*"], bucket: "shared", keyPrefix: "u1/")])) == (200, ["shared"]))
+            #expect(try await names(AccessPolicy(statements: [.init(actions: ["s3:*"], bucket: "other")])) == (200, ["other"]))
+            let two = AccessPolicy(statements: [
+                .init(actions: ["s3:ListAllMyBuckets", "s3:ListBucket"], bucket: "other"), .init(actions: ["s3:ListBucket"], bucket: "third"),
+            ])
+            #expect(try await names(two) == (200, ["other", "third"]))
+            // ListAllMyBuckets for every bucket lists them all; none at all is refused.
+            #expect(try await names(AccessPolicy(statements: [.init(actions: ["s3:ListAllMyBuckets"])])) == (200, ["other", "shared", "third"]))
+            #expect(try await names(AccessPolicy(statements: [.init(actions: ["s3:GetObject", "s3:ListBucket"], bucket: "shared")])).status == 403)
+        }
+    }
+
     @Test("an x-amz-* header the signature does not cover is refused (403, nothing done): a presigned PUT cannot become a copy of another object, nor add tags or metadata")
     func unsignedAmzHeaders() async throws {
         try await TestServer.with { server in

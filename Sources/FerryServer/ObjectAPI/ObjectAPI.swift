@@ -77,7 +77,10 @@ public struct ObjectAPI: Sendable {
                 "ferry.access-key-id": .string(principal.accessKeyId),
             ])
         for action in operation.actions {
-            guard principal.allows(action: action, bucket: bucket.isEmpty ? nil : bucket, key: key.isEmpty ? nil : key)
+            // ListBuckets names no bucket: a key granted it on any bucket may ask, and sees the buckets it may list.
+            guard operation == .listBuckets
+                ? principal.allowsSomewhere(action: action)
+                : principal.allows(action: action, bucket: bucket.isEmpty ? nil : bucket, key: key.isEmpty ? nil : key)
             else {
                 throw S3Error(.accessDenied, "Access Denied")
             }

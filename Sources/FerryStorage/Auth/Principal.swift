@@ -40,6 +40,12 @@ public struct Principal: Sendable, Hashable {
             && policies.allSatisfy { $0.allowsListing(action: action, bucket: bucket, prefix: prefix, namedOnly: namedOnly) }
     }
 
+    /// Whether every policy grants `action` on some bucket: ListBuckets' check, whose answer then holds only the
+    /// buckets the key may list.
+    public func allowsSomewhere(action: String) -> Bool {
+        !policies.isEmpty && policies.allSatisfy { $0.statements.contains { $0.allowsAction(action) } }
+    }
+
     /// Whether every policy allows `action` on `bucket` and `key`.
     public func allows(action: String, bucket: String? = nil, key: String? = nil) -> Bool {
         let namedOnly = bucket.map(reservedBuckets.contains) ?? false
