@@ -137,7 +137,13 @@ struct PublishSignatureTests {
         var ahead = Self.fields
         ahead.currentTimeStamp += 365 * 86_400
         ahead.expireTime += 365 * 86_400
-        for fields in [long, once, ahead] {
+        // Expiring before it was made; made long after now, for a short while.
+        var backwards = Self.fields
+        backwards.expireTime = backwards.currentTimeStamp - 1
+        var future = Self.fields
+        future.currentTimeStamp = 1_700_000_100 + 80 * 86_400
+        future.expireTime = future.currentTimeStamp + 600
+        for fields in [long, once, ahead, backwards, future] {
             #expect(fields.problem(at: now) != nil)
             #expect(await code(fields.sign(secretKey: Self.secret), at: now, lookup) == .invalid)
         }

@@ -13,8 +13,9 @@ struct PublishAPITests {
         -> String
     {
         let now = Int(Date().timeIntervalSince1970)
+        // An expired one was made an hour before it expired.
         return PublishSignature(
-            secretId: id ?? server.root.accessKeyId, currentTimeStamp: now, expireTime: now + lifetime
+            secretId: id ?? server.root.accessKeyId, currentTimeStamp: min(now, now + lifetime - 3600), expireTime: now + lifetime
         )
         .sign(secretKey: secret ?? server.root.secretAccessKey)
     }
@@ -186,7 +187,7 @@ struct PublishAPITests {
         }
     }
 
-    @Test("a signature valid for more than 90 days (issued in the future included), with timestamps whose difference overflows, with a field given twice, or with a oneTimeValid other than 0 or 1 is refused 403 InvalidSignature before anything is made")
+    @Test("a signature valid for more than 90 days (issued in the future included), made after it expires or more than 10 minutes ahead, with timestamps whose difference overflows, with a field given twice, or with a oneTimeValid other than 0 or 1 is refused 403 InvalidSignature before anything is made")
     func signatureFields() async throws {
         try await TestServer.with { server in
             let now = Int(Date().timeIntervalSince1970)
@@ -200,6 +201,10 @@ struct PublishAPITests {
                     secretId: server.root.accessKeyId, currentTimeStamp: now + 5 * 31_536_000,
                     expireTime: now + 5 * 31_536_000 + 86_400),
                 PublishSignature(secretId: server.root.accessKeyId, currentTimeStamp: Int.max, expireTime: Int.max),
+                // Expiring before it was made; made 80 days from now, for ten minutes.
+                PublishSignature(secretId: server.root.accessKeyId, currentTimeStamp: now + 5_000, expireTime: now + 1_000),
+                PublishSignature(
+                    secretId: server.root.accessKeyId, currentTimeStamp: now + 80 * 86_400, expireTime: now + 80 * 86_400 + 600),
             ]
             var signatures = fields.map { $0.sign(secretKey: server.root.secretAccessKey) }
             // A field given twice (the first would count, a reader may take the last).

@@ -13,7 +13,7 @@ extension TestServer {
     ) -> String {
         let now = Int(Date().timeIntervalSince1970)
         return PublishSignature(
-            secretId: secretId ?? root.accessKeyId, currentTimeStamp: now, expireTime: now + lifetime,
+            secretId: secretId ?? root.accessKeyId, currentTimeStamp: min(now, now + lifetime - 3600), expireTime: now + lifetime,
             classId: classId, sourceContext: sourceContext
         ).sign(secretKey: secret ?? root.secretAccessKey)
     }

@@ -88,13 +88,18 @@ public struct PublishSignature: Sendable, Hashable {
 
     /// Why the service refuses these fields at `now`, or nil: valid for longer than ``longestValidity``, expiring
     /// more than that (and ``clockSkew``) after `now` (a `currentTimeStamp` in the future would otherwise stretch it),
-    /// or a `oneTimeValid` other than 0 or 1. Expiry itself is ``isExpired(at:)``.
+    /// expiring before it was made, made more than ``clockSkew`` after `now`, or a `oneTimeValid` other than 0 or 1.
+    /// Expiry itself is ``isExpired(at:)``.
     public func problem(at now: Date) -> String? {
         let (validity, overflow) = expireTime.subtractingReportingOverflow(currentTimeStamp)
         let latest = Double(Self.longestValidity + Self.clockSkew) + now.timeIntervalSince1970
         if overflow || validity > Self.longestValidity || Double(expireTime) > latest {
             return "A signature may be valid for at most 90 days (expireTime - currentTimeStamp ≤ 7776000, and "
                 + "expireTime at most 90 days from now)."
+        }
+        if validity < 0 { return "The signature's expireTime is before its currentTimeStamp." }
+        if Double(currentTimeStamp) > now.timeIntervalSince1970 + Double(Self.clockSkew) {
+            return "The signature's currentTimeStamp is more than 10 minutes ahead of the service's clock."
         }
         if let oneTimeValid, oneTimeValid != 0, oneTimeValid != 1 { return "The signature's oneTimeValid must be 0 or 1." }
         return nil
