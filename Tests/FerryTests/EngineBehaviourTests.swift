@@ -209,6 +209,60 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test(
+        "a file written to while its parts are sent, away from the fingerprint's samples and with its size and modification time put back, is not completed; a change of its mode alone is (its parts are read again)",
+        arguments: [true, false])
+    func fileEditedInPlaceWhileSent(edit: Bool) async throws {
+        let directory = TemporaryDirectory.make("ferry-edited-while-sent")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 60 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let writes = Signals()
+            let path = file.path
+            let client = engine(server) { configuration in
+                configuration.beforeCheckpointWrite = {
+                    writes.signal()
+                    // Once a part is stored: one byte of the first part (sent), 1 MiB in and away from the samples
+                    // (the first 64 KiB, the middle, the end), its times put back; or only the file's mode.
+                    guard writes.count == 2 else { return }
+                    guard edit else {
+                        chmod(path, 0o640)
+                        return
+                    }
+                    var original = stat()
+                    guard stat(path, &original) == 0, let handle = FileHandle(forUpdatingAtPath: path) else { return }
+                    try? handle.seek(toOffset: UInt64(Self.mib + 12_345))
+                    let old = (try? handle.read(upToCount: 1))?.first ?? 0
+                    try? handle.seek(toOffset: UInt64(Self.mib + 12_345))
+                    try? handle.write(contentsOf: Data([~old]))
+                    try? handle.close()
+                    var times = [original.st_atim, original.st_mtim]
+                    _ = utimensat(AT_FDCWD, path, &times, 0)
+                }
+            }
+            try await client.createBucket("behaviour")
+            let before = try FileFingerprint.of(path: file.path)
+            let upload = try await client.upload(request(file, key: "edited.bin", records: records))
+            if edit {
+                do {
+                    _ = try await upload.result
+                    Issue.record("an upload of a file written to while it was sent was completed")
+                } catch let error as FerryError {
+                    #expect(error.code == .cannotResumeUpload && error.message.contains("part 1 no longer matches"), "\(error)")
+                }
+                #expect(try FileFingerprint.of(path: file.path) == before, "the edit must leave the fingerprint as it was")
+                await #expect(throws: FerryError.self) { _ = try await client.headObject(bucket: "behaviour", key: "edited.bin") }
+            } else {
+                _ = try await upload.result
+                let back = URL(fileURLWithPath: directory + "/back")
+                try await client.download(bucket: "behaviour", key: "edited.bin", to: back)
+                #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+            }
+            #expect(writes.count >= 2)
+        }
+    }
+
     @Test("a file changed since its checkpoint is cannotResumeUpload, or a fresh upload when asked")
     func changedFile() async throws {
         let directory = TemporaryDirectory.make("ferry-changed")

@@ -27,6 +27,36 @@ struct FileRanges: Sendable {
         return (Int64(info.st_size), modified)
     }
 
+    /// What the file system says of a file that a write changes even when the writer puts its size and modification
+    /// time back: the inode's change time (which no call sets back), with the device and inode, size and
+    /// modification time. Compared within one run only (a copy or a `chmod` changes it too, and a checkpoint outlives
+    /// both).
+    struct State: Equatable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var modified: Double
+        var changedSeconds: Int
+        var changedNanoseconds: Int
+    }
+
+    /// The file's ``State``; `fileNotFound` when it cannot be read.
+    static func state(of path: String) throws -> State {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw FerryError(.fileNotFound, "The file \(path) does not exist or cannot be read.")
+        }
+        #if canImport(Darwin)
+        let (modified, changed) = (info.st_mtimespec, info.st_ctimespec)
+        #else
+        let (modified, changed) = (info.st_mtim, info.st_ctim)
+        #endif
+        return State(
+            device: UInt64(truncatingIfNeeded: info.st_dev), inode: UInt64(truncatingIfNeeded: info.st_ino),
+            size: Int64(info.st_size), modified: Double(modified.tv_sec) + Double(modified.tv_nsec) / 1e9,
+            changedSeconds: Int(changed.tv_sec), changedNanoseconds: Int(changed.tv_nsec))
+    }
+
     /// Reads `range` into memory (one part: memory stays about concurrency × part size).
     func read(_ range: Range<Int64>) throws -> [UInt8] {
         let fd = open(path, O_RDONLY)

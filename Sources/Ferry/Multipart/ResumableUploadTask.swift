@@ -325,6 +325,8 @@ public actor ResumableUploadTask {
         }
         // Before the checkpoint is read: a second run of this upload stops here, having sent nothing.
         try takeCheckpointLock()
+        // Before any part is read (those a resume reads again included): what a write to the file would change.
+        let stateBefore = try FileRanges.state(of: path)
         if plan == nil { try await prepare(size: size) }
         if let completedEarlier { return completedEarlier }
         plan?.releaseAll()
@@ -371,6 +373,23 @@ public actor ResumableUploadTask {
         if let fingerprint, try FileFingerprint.of(path: path) != fingerprint {
             throw FerryError(
                 .cannotResumeUpload, "The file \(path) changed while it was being uploaded; it was not completed.")
+        }
+        // A write that put the size and modification time back, away from the fingerprint's samples, still moved the
+        // inode's change time: every part is read again, and the upload is completed only if the file still holds
+        // each one and was not written to while they were read.
+        if try FileRanges.state(of: path) != stateBefore {
+            let settled = try FileRanges.state(of: path)
+            for part in plan.completed.values.sorted(by: { $0.number < $1.number }) {
+                guard try await stillInFile(part, plan: plan) else {
+                    throw FerryError(
+                        .cannotResumeUpload,
+                        "The file \(path) changed while it was being uploaded (part \(part.number) no longer matches); it was not completed.")
+                }
+            }
+            guard try FileRanges.state(of: path) == settled else {
+                throw FerryError(
+                    .cannotResumeUpload, "The file \(path) is being written to; it was not completed.")
+            }
         }
         // The checkpoint naming every part is on disk before the server is asked to complete: a run stopped after the
         // server completed finds the object by those parts (`objectCompleted`) instead of sending the file again.
