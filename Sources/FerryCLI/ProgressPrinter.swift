@@ -11,6 +11,8 @@ struct ProgressPrinter: Sendable {
     let json: Bool
     let terminal: Bool = isatty(STDOUT_FILENO) == 1
     let lastPercent = PercentLog()
+    /// When each file in flight was last heard of, for ``noticeSilence(now:)``.
+    let silence = SilenceWatch()
 
     func line(_ text: String) {
         say(text)
@@ -19,6 +21,7 @@ struct ProgressPrinter: Sendable {
     /// A stream upload that completed: with `--json` a `completed` event (for a video or image too, before its
     /// `media` event, as for parts), otherwise `message` as a line when there is one.
     func streamResult(file: String, size: Int64, etag: String?, message: String?) {
+        silence.forget(file)
         if json {
             emit(["event": "completed", "file": file, "size": size, "etag": etag ?? NSNull()])
         } else if let message {
@@ -47,6 +50,7 @@ struct ProgressPrinter: Sendable {
     /// A file of the batch that failed with `code` (the service's or ``FerryError/Code``'s name), as
     /// ``failure(_:file:error:)``.
     func failure(_ text: String, file: String, code: String?) {
+        silence.forget(file)
         self.error(text)
         if json { emit(["event": "failed", "file": file, "message": text, "code": code ?? NSNull()]) }
     }
@@ -58,6 +62,11 @@ struct ProgressPrinter: Sendable {
     }
 
     func event(_ event: UploadEvent, file: String) {
+        switch event {
+        case .started, .resumed, .credentialsExpired: silence.heard(file)
+        case .completed, .failed, .cancelled, .paused: silence.forget(file)
+        case .progress, .retrying, .retryResumed: break
+        }
         switch event {
         case .started(let uploadId):
             if json { emit(["event": "started", "file": file, "uploadId": uploadId ?? NSNull()]) }
@@ -95,6 +104,7 @@ struct ProgressPrinter: Sendable {
     func progress(
         file: String, sent: Int64, stored: Int64? = nil, total: Int64, bytesPerSecond: Double, eta: Duration? = nil
     ) {
+        silence.heard(file)
         if json {
             var object: [String: Any] = [
                 "event": "progress", "file": file, "bytes": sent, "total": total, "bytesPerSecond": Int(bytesPerSecond),
@@ -120,6 +130,8 @@ struct ProgressPrinter: Sendable {
 
     /// A request failed and is tried again.
     func retrying(file: String, attempt: Int, error: FerryError, delay: Duration? = nil) {
+        // The wait before the next attempt is said here; silence counts from its end.
+        silence.heard(file, quietFor: delay ?? .zero)
         if json {
             var object: [String: Any] = [
                 "event": "retrying", "file": file, "attempt": attempt, "error": "\(error.code)",
@@ -137,11 +149,13 @@ struct ProgressPrinter: Sendable {
 
     /// Requests succeed again after retries.
     func retryResumed(file: String) {
+        silence.heard(file)
         if json { emit(["event": "retryResumed", "file": file]) } else { newlineIfTerminal(); line("\(file): connection back, continuing") }
     }
 
     /// The media result of an upload: VideoId and PlayURL, or ImageId and ImageURL.
     func mediaResult(_ fields: [String: String], file: String) {
+        silence.forget(file)
         if json {
             var object: [String: Any] = ["event": "media", "file": file]
             for (name, value) in fields { object[name] = value }
@@ -156,6 +170,7 @@ struct ProgressPrinter: Sendable {
     /// A file paused by Ctrl-C, its checkpoint kept: a line, or with `--json` a `paused` event. One text for every
     /// path (multipart, queue, stream).
     func paused(file: String) {
+        silence.forget(file)
         if json {
             emit(["event": "paused", "file": file])
         } else {
@@ -190,6 +205,7 @@ struct ProgressPrinter: Sendable {
 
     /// A video's processing status changed (`ferry upload --wait`).
     func processing(_ video: MediaServiceClient.VideoInfo, file: String, text: String) {
+        silence.forget(file)
         if json {
             var object: [String: Any] = ["event": "processing", "file": file, "VideoId": video.videoId, "Status": video.status]
             if let value = video.processingProgress { object["ProcessingProgress"] = value }
@@ -218,6 +234,7 @@ struct ProgressPrinter: Sendable {
 
     /// An upload of `file` that completed: a line, or with `--json` a `completed` event.
     func completed(_ result: UploadResult, file: String) {
+        silence.forget(file)
         if json {
             emit([
                 "event": "completed", "file": file, "bucket": result.bucket, "key": result.key, "etag": result.etag, "size": result.size,
@@ -226,6 +243,23 @@ struct ProgressPrinter: Sendable {
         } else {
             newlineIfTerminal()
             line("Uploaded \(result.bucket)/\(result.key) (\(result.size) bytes, ETag \(result.etag))")
+        }
+    }
+
+    /// Says, for each file in flight that nothing has been heard of for ``SilenceWatch/notice`` (nothing sent or
+    /// answered: a service that holds its answer, a link that went silent without closing), that it is still waited
+    /// for; again after each further minute. Without it a stalled request looks like a hang until its timeout.
+    func noticeSilence(now: ContinuousClock.Instant = .now) {
+        for (file, quiet) in silence.due(now: now) {
+            let seconds = Int(quiet.timeInterval.rounded())
+            if json {
+                emit(["event": "stalled", "file": file, "seconds": seconds])
+            } else {
+                newlineIfTerminal()
+                line(
+                    "\(file): nothing sent or received for \(seconds) s; still waiting for the service"
+                        + " (a request that stays stalled is given up and tried again)")
+            }
         }
     }
 
@@ -247,6 +281,44 @@ final class PercentLog: @unchecked Sendable {
             let previous = percents[file] ?? -1
             percents[file] = percent
             return previous
+        }
+    }
+}
+
+/// When each file in flight was last heard of (a progress, retry or start event), and when its silence was last said.
+final class SilenceWatch: @unchecked Sendable {
+    /// Silence long enough to be said: 30 s, then every further 60 s.
+    static let notice: Duration = .seconds(30)
+    static let repeatEvery: Duration = .seconds(60)
+
+    private struct Entry {
+        var since: ContinuousClock.Instant
+        var nextNotice: Duration
+    }
+
+    // Every access holds `lock`.
+    private let lock = NSLock()
+    private var entries: [String: Entry] = [:]
+
+    /// `file` was heard of now; with `quietFor`, a wait that was announced (a retry's delay) is not counted.
+    func heard(_ file: String, quietFor: Duration = .zero, now: ContinuousClock.Instant = .now) {
+        lock.withLock { entries[file] = Entry(since: now + quietFor, nextNotice: Self.notice) }
+    }
+
+    /// `file` is no longer in flight (done, failed, paused).
+    func forget(_ file: String) {
+        _ = lock.withLock { entries.removeValue(forKey: file) }
+    }
+
+    /// The files whose silence reached its next notice, with that notice's length (30 s, 90 s, …).
+    func due(now: ContinuousClock.Instant) -> [(file: String, quiet: Duration)] {
+        lock.withLock {
+            var due: [(file: String, quiet: Duration)] = []
+            for (file, entry) in entries where now - entry.since >= entry.nextNotice {
+                due.append((file, entry.nextNotice))
+                entries[file]?.nextNotice = entry.nextNotice + Self.repeatEvery
+            }
+            return due.sorted { $0.file < $1.file }
         }
     }
 }

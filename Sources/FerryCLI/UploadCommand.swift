@@ -183,6 +183,13 @@ struct UploadCommand: AsyncParsableCommand {
         let context = UploadContext(
             connection: connection, configuration: configuration, records: records, output: output,
             interrupts: SignalCounter.install(), batch: batch)
+        let silence = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                output.noticeSilence()
+            }
+        }
+        defer { silence.cancel() }
         let code: Int32
         if let wireProtocol, let wire = StreamUploader.WireProtocol(rawValue: wireProtocol.lowercased()) {
             code = try await uploadStreams(context: context, wire: wire)

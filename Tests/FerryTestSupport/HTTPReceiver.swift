@@ -93,12 +93,15 @@ public struct HTTPReceiver: Sendable {
         public var headers: [(name: String, value: String)]
         /// The body.
         public var body: String
+        /// How long the receiver holds the answer after reading the request.
+        public var delay: Duration
 
         /// An answer.
-        public init(_ status: Int, _ headers: [(name: String, value: String)] = [], body: String = "") {
+        public init(_ status: Int, _ headers: [(name: String, value: String)] = [], body: String = "", delay: Duration = .zero) {
             self.status = status
             self.headers = headers
             self.body = body
+            self.delay = delay
         }
     }
 
@@ -118,6 +121,7 @@ public struct HTTPReceiver: Sendable {
                 body: bytes)
             await recorder.record(received)
             let reply = answer(received)
+            if reply.delay > .zero { try? await Task.sleep(for: reply.delay) }
             var fields = HTTPFields()
             for (name, value) in reply.headers {
                 if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) }

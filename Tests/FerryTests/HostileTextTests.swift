@@ -93,6 +93,41 @@ struct HostileTextTests {
     }
 }
 
+/// A service that holds its answer: the command line says the upload is still waited for, rather than looking hung.
+@Suite("ferry upload against a service that holds its answer", .timeLimit(.minutes(5)))
+struct HeldAnswerTests {
+    @Test(
+        "an upload whose answer is held for 35 s is said to be waited for after 30 s (a stalled event with --json, a line without), then completes",
+        arguments: [true, false])
+    func silenceIsSaid(json: Bool) async throws {
+        let directory = TemporaryDirectory.make("ferry-held-answer")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/held.bin"
+        try Data(repeating: 7, count: 1000).write(to: URL(fileURLWithPath: file))
+        do {
+            try await HTTPReceiver.answering({ request in
+                guard request.method == "PUT", request.path.hasSuffix("/held.bin") else { return .init(200) }
+                return .init(200, [("ETag", "\"0123456789abcdef0123456789abcdef\"")], delay: .seconds(35))
+            }) { receiver in
+                let run = try await FerryRun.run(
+                    ["upload", file, "--endpoint", receiver.url(""), "--bucket", "b", "--record-dir", directory + "/records"]
+                        + (json ? ["--json"] : []),
+                    environment: HostileTextTests.credentials.merging(["HOME": directory]) { $1 })
+                #expect(run.status == 0, "\(run.output) \(run.error)")
+                if json {
+                    let events = run.jsonLines.compactMap { $0["event"] as? String }
+                    let stalled = run.jsonLines.filter { $0["event"] as? String == "stalled" }
+                    #expect(stalled.count == 1 && stalled.first?["seconds"] as? Int == 30, "\(run.output)")
+                    #expect(events.firstIndex(of: "stalled").map { $0 < (events.firstIndex(of: "completed") ?? 0) } == true, "\(events)")
+                } else {
+                    #expect(run.output.contains("held.bin: nothing sent or received for 30 s; still waiting for the service"), "\(run.output)")
+                    #expect(run.output.contains("Uploaded b/held.bin"), "\(run.output)")
+                }
+            }
+        }
+    }
+}
+
 /// How the command line shows a control character: `\u{HEX}`.
 enum TerminalView {
     static func visible(_ text: String) -> String {
