@@ -73,6 +73,30 @@ struct LifecycleTests {
         }
     }
 
+    @Test("a pass under way stops by the rules in force: once DeleteBucketLifecycle is done, at most 100 more objects go", arguments: JobQueueImplementation.allCases)
+    func passStopsWhenRulesGo(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("b")
+            try await store.setBucketConfiguration(
+                "b", .lifecycle, try Self.document([Rule(id: "all", filter: .init(), expiration: .init(days: 1))]))
+            let count = 2_000
+            let keys = (0..<count).map { String(format: "k%05d", $0) }
+            for key in keys { _ = try await ObjectCatalogTests.put(store, "b", key, "x") }
+            let pass = Task { try await store.applyLifecycle(now: Date().addingTimeInterval(2 * 86_400)) }
+            // Once the pass has begun deleting, the rules are deleted.
+            while (try? await store.object(bucket: "b", key: keys[0])) != nil { try await Task.sleep(for: .milliseconds(1)) }
+            try await store.setBucketConfiguration("b", .lifecycle, nil)
+            var left = 0
+            for key in keys where (try? await store.object(bucket: "b", key: key)) != nil { left += 1 }
+            let outcome = try await pass.value
+            var leftAfter = 0
+            for key in keys where (try? await store.object(bucket: "b", key: key)) != nil { leftAfter += 1 }
+            #expect(left > 100, "the pass ended before its rules were deleted: nothing shown")
+            #expect(left - leftAfter <= CatalogObjectStore.lifecycleRecheck, "\(left) objects were left when the rules went, \(leftAfter) after the pass")
+            #expect(outcome.expiredObjects == count - leftAfter)
+        }
+    }
+
     @Test("an abandoned multipart upload is aborted after the rule's age and its parts' bytes are gone", arguments: JobQueueImplementation.allCases)
     func abortIncompleteUploads(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store, blobs in

@@ -15,6 +15,9 @@ package struct LifecycleOutcome: Sendable, Hashable {
 }
 
 extension CatalogObjectStore {
+    /// How many objects or uploads a lifecycle pass judges due between two readings of the bucket's rules.
+    static let lifecycleRecheck = 100
+
     /// Applies every bucket's lifecycle rules as of `now`: deletes the objects they expire and aborts the unfinished
     /// uploads they abort (their parts' bytes are queued for deletion as an abort's are).
     ///
@@ -27,11 +30,24 @@ extension CatalogObjectStore {
         var outcome = LifecycleOutcome()
         let page = 1000
         for (bucket, document) in try await catalog.bucketConfigurations(.lifecycle) where !skipping.contains(bucket) {
-            guard let lifecycle = BucketLifecycle(document: document, dayLength: dayLength) else { continue }
+            guard var lifecycle = BucketLifecycle(document: document, dayLength: dayLength) else { continue }
+            // The rules are read again before every `recheck` deletions: once a DeleteBucketLifecycle or a replacement
+            // has been answered, a pass under way removes at most that many objects by the old rules.
+            var judged = 0
+            func stillInForce() async throws -> Bool {
+                judged += 1
+                guard judged % Self.lifecycleRecheck == 0 else { return true }
+                guard let document = try await catalog.bucketConfiguration(bucket, .lifecycle),
+                    let current = BucketLifecycle(document: document, dayLength: dayLength)
+                else { return false }
+                lifecycle = current
+                return true
+            }
             var after: String?
-            while lifecycle.expiresObjects && !Task.isCancelled {
+            objects: while lifecycle.expiresObjects && !Task.isCancelled {
                 let objects = try await catalog.objects(bucket: bucket, after: after, from: "", limit: page)
-                for object in objects {
+                for object in objects where lifecycle.expiration(of: object).map({ $0.date <= now }) == true {
+                    guard try await stillInForce() else { break objects }
                     guard let due = lifecycle.expiration(of: object)?.date, due <= now else { continue }
                     let unchanged = ObjectWriteCondition(
                         ifMatch: [object.etag], ifMatchLastModified: object.lastModified, ifMatchSize: object.size)
@@ -46,10 +62,11 @@ extension CatalogObjectStore {
                 after = last.key
             }
             var marker = (key: "", uploadId: "")
-            while lifecycle.abortsUploads && !Task.isCancelled {
+            uploads: while lifecycle.abortsUploads && !Task.isCancelled {
                 let uploads = try await catalog.uploads(
                     bucket: bucket, prefix: "", keyMarker: marker.key, uploadIdMarker: marker.uploadId, limit: page)
-                for upload in uploads {
+                for upload in uploads where lifecycle.abortDate(of: upload).map({ $0 <= now }) == true {
+                    guard try await stillInForce() else { break uploads }
                     guard let due = lifecycle.abortDate(of: upload), due <= now,
                         let blobs = try await catalog.deleteUpload(upload.uploadId)
                     else { continue }
