@@ -263,6 +263,26 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test("one service spelled differently (case, its scheme's default port, trailing slashes) names the same checkpoints; another path or port does not")
+    func endpointSpellings() throws {
+        func identity(_ text: String) throws -> String {
+            ObjectStorageClient(
+                endpoint: try #require(URL(string: text)), credentials: Credentials(accessKeyId: "AKIA", secretAccessKey: "s")
+            ).checkpointServiceIdentity
+        }
+        for group in [
+            ["http://127.0.0.1:9000", "http://127.0.0.1:9000/", "HTTP://127.0.0.1:9000//"],
+            ["http://example.com", "http://Example.COM:80/", "http://example.com/?x=1#f"],
+            ["https://example.com/base", "https://EXAMPLE.com:443/base/"],
+        ] {
+            #expect(Set(try group.map(identity)).count == 1, "\(group)")
+            #expect(try identity(group[0]) == group[0])
+        }
+        #expect(try identity("http://example.com:8080") != identity("http://example.com"))
+        #expect(try identity("https://example.com/base") != identity("https://example.com/other"))
+        #expect(try identity("https://example.com") != identity("http://example.com"))
+    }
+
     @Test("a file changed since its checkpoint is cannotResumeUpload, or a fresh upload when asked")
     func changedFile() async throws {
         let directory = TemporaryDirectory.make("ferry-changed")

@@ -77,8 +77,23 @@ public final class ObjectStorageClient: Sendable {
     /// The configuration.
     public let configuration: Configuration
 
-    /// What checkpoints name the service by: ``Configuration/serviceIdentity``, or the endpoint.
-    var checkpointServiceIdentity: String { configuration.serviceIdentity ?? endpoint.absoluteString }
+    /// What checkpoints name the service by: ``Configuration/serviceIdentity``, or the endpoint as
+    /// ``canonicalEndpoint(_:)`` spells it, so that `http://Host:80/` finds the checkpoint of `http://host`.
+    var checkpointServiceIdentity: String { configuration.serviceIdentity ?? Self.canonicalEndpoint(endpoint) }
+
+    /// `endpoint` with its scheme and host in lower case, without the scheme's default port, a trailing `/`, a query or
+    /// a fragment: one spelling for every way of writing the same service's address.
+    static func canonicalEndpoint(_ endpoint: URL) -> String {
+        guard var parts = URLComponents(url: endpoint, resolvingAgainstBaseURL: false), let scheme = parts.scheme?.lowercased()
+        else { return endpoint.absoluteString }
+        parts.scheme = scheme
+        parts.host = parts.host?.lowercased()
+        if (scheme == "http" && parts.port == 80) || (scheme == "https" && parts.port == 443) { parts.port = nil }
+        while parts.path.hasSuffix("/") { parts.path.removeLast() }
+        parts.query = nil
+        parts.fragment = nil
+        return parts.string ?? endpoint.absoluteString
+    }
 
     /// Creates a client with a credential provider.
     public init(
