@@ -347,7 +347,8 @@ public struct FerryServer: Sendable {
             responder: makeRouter().buildResponder(),
             server: .http1(
                 configuration: .init(additionalChannelHandlers: [
-                    ReceiveBufferSizing(), ConnectionGuard(limits: limits, counter: connections), ExpectContinueHandler(),
+                    ReceiveBufferSizing(), ConnectionGuard(limits: limits, counter: connections, unrouted: { [metrics] in metrics.requestRefusedUnrouted(status: $0) }),
+                    ExpectContinueHandler(),
                 ])),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Ferry"),
             services: makeBackgroundServices(),

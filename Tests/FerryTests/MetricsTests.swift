@@ -46,10 +46,22 @@ struct MetricsTests {
                 body: Array(repeating: 1, count: 50))
             #expect(forged.status == 200)
 
+            // Heads the HTTP parser refuses (a method in lower case) and one the server does not serve (CONNECT):
+            // answered before any route group, counted as unrouted.
+            for head in ["get /photos/x HTTP/1.1\r\nHost: a\r\n\r\n", "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n"] {
+                let socket = try RawSocket.connect(port: server.port)
+                defer { close(socket) }
+                try RawSocket.write(socket, Array(head.utf8))
+                let answer = String(decoding: await RawSocket.receive(socket, until: RawSocket.isCompleteResponse).bytes, as: UTF8.self)
+                #expect(answer.hasPrefix("HTTP/1.1 400") || answer.hasPrefix("HTTP/1.1 501"), "\(answer)")
+            }
+
             let reply = try await S3TestClient.fetch(server.endpoint + "/metrics")
             #expect(reply.status == 200)
             #expect(reply.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
             let text = String(decoding: reply.body, as: UTF8.self)
+            #expect(Self.sample(text, "ferry_http_requests_total", ["group": "unrouted", "method": "other", "status": "400"]) == 1)
+            #expect(Self.sample(text, "ferry_http_requests_total", ["group": "unrouted", "method": "other", "status": "501"]) == 1)
             #expect(Self.sample(text, "ferry_http_requests_total", ["group": "s3", "method": "PUT", "status": "200"]) == 4)
             #expect(Self.sample(text, "ferry_http_requests_total", ["group": "s3", "method": "GET", "status": "404"]) == 1)
             #expect(Self.sample(text, "ferry_http_requests_total", ["group": "s3", "method": "other", "status": "405"]) == 3)

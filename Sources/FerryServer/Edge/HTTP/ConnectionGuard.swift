@@ -135,9 +135,14 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Answers waiting for the connection to take more (``Channel/answerWritable()``).
     private var writableWaiters: [EventLoopPromise<Void>] = []
 
-    init(limits: ConnectionLimits, counter: Counter) {
+    /// Told the status of each answer made here or by the HTTP server before any route took the request (a head the
+    /// parser or this guard refuses), which the metrics middleware never sees.
+    private let unrouted: @Sendable (Int) -> Void
+
+    init(limits: ConnectionLimits, counter: Counter, unrouted: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.limits = limits
         self.counter = counter
+        self.unrouted = unrouted
     }
 
     /// What came from the client after the request being answered.
@@ -176,6 +181,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// `Connection: close`, as the HTTP parser answers what it cannot parse, and closes the connection. (A head is
     /// looked at only once the answers before it have ended.)
     private func refuseHead(_ context: ChannelHandlerContext, status: HTTPResponse.Status = .badRequest) {
+        unrouted(status.code)
         headRefused = true
         held = []
         cancelTimer()
@@ -361,6 +367,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 if closeAsked { head.headerFields[.connection] = "close" }
             } else if owedParserAnswer {
                 owedParserAnswer = false
+                unrouted(head.status.code)
                 answering = true
                 answerStarted = true
                 head.headerFields[.connection] = "close"

@@ -189,6 +189,12 @@ public final class FerryMetrics: Sendable {
         if let bytesOut, bytesOut > 0 { counter(Self.responseBytes, [("group", group)]).increment(by: bytesOut) }
     }
 
+    /// A request was answered `status` before any route group took it (a head the HTTP parser or the connection guard
+    /// refused): counted as group `unrouted`, method `other`.
+    func requestRefusedUnrouted(status: Int) {
+        counter(Self.requests, [("group", "unrouted"), ("method", "other"), ("status", String(status))]).increment()
+    }
+
     /// A request of `group` was refused for its access key's request rate.
     func requestThrottled(group: String) {
         counter(Self.throttledRequests, [("group", group)]).increment()
