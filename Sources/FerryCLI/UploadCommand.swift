@@ -148,6 +148,11 @@ struct UploadCommand: AsyncParsableCommand {
             let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
             let type = (try? FileManager.default.attributesOfItem(atPath: resolved))?[.type] as? FileAttributeType
             guard type == .typeRegular, FileManager.default.isReadableFile(atPath: path) else {
+                // A name that is not UTF-8 reaches the command with its bytes replaced by U+FFFD: no such file exists.
+                if type == nil, path.unicodeScalars.contains("\u{FFFD}") {
+                    output.error("ferry: cannot read \(path): its name is not valid UTF-8, which Ferry cannot open; rename the file.")
+                    throw ExitCode(ExitCodes.failed)
+                }
                 output.error(
                     "ferry: cannot read \(path): no such file, not a regular file (a directory, a pipe, a device), or not readable.")
                 throw ExitCode(ExitCodes.failed)

@@ -400,6 +400,38 @@ struct EngineBehaviourTests {
         }
     }
 
+    @Test("a checkpoint whose parts lost their checksums resumes: the kept parts' checksums come from the file, and the object is verified")
+    func checkpointWithoutChecksums() async throws {
+        let directory = TemporaryDirectory.make("ferry-no-checksums")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 20 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await Self.withSlowTail { client in
+            try await client.createBucket("behaviour")
+            let first = try await client.upload(request(file, key: "unsummed.bin", records: records))
+            let (_, collector) = EventLog.collect(first)
+            for _ in 0..<3000 where checkpointPartNumbers(records.path).isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            try #require(!checkpointPartNumbers(records.path).isEmpty)
+            await first.pause()
+            _ = collector
+            // Every part's checksum removed from the checkpoint.
+            let name = try #require(try FileManager.default.contentsOfDirectory(atPath: records.path).first { $0.hasSuffix(".json") })
+            let path = records.path + "/" + name
+            var object = try #require(try JSONSerialization.jsonObject(with: try Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+            let parts = try #require(object["parts"] as? [[String: Any]])
+            #expect(parts.contains { $0["checksum"] != nil })
+            object["parts"] = parts.map { $0.filter { $0.key != "checksum" } }
+            try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path))
+
+            let result = try await client.upload(request(file, key: "unsummed.bin", records: records)).result
+            #expect(result.partsResumed == parts.count)
+            #expect(result.verification == .checksum)
+            let back = URL(fileURLWithPath: directory + "/back")
+            try await client.download(bucket: "behaviour", key: "unsummed.bin", to: back)
+            #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+        }
+    }
+
     @Test("a file that shrank below the multipart threshold since its checkpoint: cannotResumeUpload, or, asked to restart, one PUT that aborts the old multipart upload and forgets its checkpoint")
     func shrunkFile() async throws {
         let directory = TemporaryDirectory.make("ferry-shrunk")

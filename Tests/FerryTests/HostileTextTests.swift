@@ -93,6 +93,27 @@ struct HostileTextTests {
     }
 }
 
+/// File names the command line is given.
+@Suite("ferry upload: file names")
+struct FileNameTests {
+    @Test("a file whose name is not UTF-8 is refused with that reason, not as a missing file")
+    func nameNotUTF8() async throws {
+        let directory = TemporaryDirectory.make("ferry-name-bytes")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The shell makes the name's bytes (0xFF is never UTF-8); Process takes only strings.
+        let script = #"cd "$1" && printf x > "$(printf 'bad\377.bin')" && exec "$2" upload "$(printf 'bad\377.bin')" --bucket b --endpoint http://127.0.0.1:9"#
+        let run = try await runBlocking {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", script, "sh", directory, FerryExecutable.path]
+            process.environment = ["HOME": directory, "PATH": "/usr/bin:/bin"]
+            return try process.runCapturing()
+        }
+        #expect(run.status == 1, "\(run.errorOutput)")
+        #expect(run.errorOutput.contains("its name is not valid UTF-8"), "\(run.errorOutput)")
+    }
+}
+
 /// A service that holds its answer: the command line says the upload is still waited for, rather than looking hung.
 @Suite("ferry upload against a service that holds its answer", .timeLimit(.minutes(5)))
 struct HeldAnswerTests {

@@ -609,7 +609,13 @@ public actor ResumableUploadTask {
                 guard known.etag == part.etag else { continue }
                 // Read again: a file edited in place keeps its size, time and fingerprint samples.
                 guard try await stillInFile(known, plan: plan) else { throw PartChanged(number: part.number) }
-                keep.append(known)
+                var kept = known
+                if let algorithm = request.checksumAlgorithm, kept.checksum.flatMap({ Data(base64Encoded: $0) }) == nil {
+                    // A checkpoint without the part's checksum (damaged, or edited): the file's bytes, which the part
+                    // was just found to hold, give it, rather than a failure once every other part has been sent.
+                    kept.checksum = try await fileChecksum(algorithm, plan.range(ofPart: part.number))
+                }
+                keep.append(kept)
                 continue
             }
             let range = plan.range(ofPart: part.number)
