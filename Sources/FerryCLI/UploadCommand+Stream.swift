@@ -148,7 +148,8 @@ extension UploadCommand {
         var fields: [String: String] = [:]
         if let bucket {
             do {
-                try await Self.ensureBucket(bucket, client: context.connection.objects(context.configuration))
+                try await Self.ensureBucket(
+                    bucket, client: context.connection.objects(context.configuration), output: context.output, file: name)
             } catch {
                 context.output.failure("ferry: \(path): \(error)", file: name, error: error)
                 return ExitCodes.of(error)

@@ -86,7 +86,7 @@ struct UploadCommand: AsyncParsableCommand {
     @Option(help: "Transcoding template group (default, NoTranscode, or a group the server defines).") var transcode: String?
     @Flag(help: "After a video is uploaded, follow its processing (probe, cover, renditions) until it is Normal or TranscodeFail, then print its renditions.") var wait = false
 
-    @Option(help: "Plain object upload to this bucket (no video is created).") var bucket: String?
+    @Option(help: "Plain object upload to this bucket (no video is created); a bucket that does not exist is created, and said so.") var bucket: String?
     @Option(help: "Object key with --bucket (one file only); default the file's name.") var key: String?
 
     @Option(name: .customLong("part-size"), help: "Fixed part size, e.g. 8MiB, 8388608. Default: 5MiB parts growing up to 16MiB on a fast link.") var partSize: String?
@@ -251,12 +251,24 @@ struct UploadCommand: AsyncParsableCommand {
         var batch: BatchRecord
     }
 
-    /// Creates `bucket` when it is missing. A key that may not create buckets (one scoped to a prefix) goes on: the
-    /// upload itself says whether it may write there.
-    static func ensureBucket(_ bucket: String, client: ObjectStorageClient) async throws {
+    /// Creates `bucket` when it is missing, and says so (a mistyped name is seen, not silently made). A key that may
+    /// not look at or create buckets (one scoped to a prefix) goes on: the upload itself says whether it may write
+    /// there.
+    static func ensureBucket(_ bucket: String, client: ObjectStorageClient, output: ProgressPrinter, file: String) async throws {
+        let exists = try await client.bucketExists(bucket)
+        if exists == true { return }
+        let created = try await createBucket(bucket, client: client)
+        if created && exists == false { output.message("Created the bucket \(bucket): it did not exist.", file: file) }
+    }
+
+    /// Creates `bucket`; false when the key may not (AccessDenied), as a key scoped to a prefix may not.
+    private static func createBucket(_ bucket: String, client: ObjectStorageClient) async throws -> Bool {
         do {
             try await client.createBucket(bucket)
-        } catch where error.serverCode == "AccessDenied" {}
+            return true
+        } catch where error.serverCode == "AccessDenied" {
+            return false
+        }
     }
 
     /// A plain object upload (`--bucket`) through the engine.
@@ -265,7 +277,7 @@ struct UploadCommand: AsyncParsableCommand {
         let url = URL(fileURLWithPath: path)
         let client = context.connection.objects(context.configuration)
         do {
-            try await Self.ensureBucket(bucket, client: client)
+            try await Self.ensureBucket(bucket, client: client, output: context.output, file: url.lastPathComponent)
         } catch {
             // This file's failure: the batch goes on, and the exit code says whether a rerun helps.
             context.output.failure("ferry: \(path): \(error)", file: url.lastPathComponent, error: error)

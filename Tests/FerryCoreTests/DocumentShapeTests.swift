@@ -108,4 +108,17 @@ struct DocumentShapeTests {
         // Without a root named, any is read (the client reads answers this way).
         _ = try S3XML.decode(S3Tagging.self, from: Data("<Foo>\(tagSet)</Foo>".utf8))
     }
+
+    @Test("a ListMultipartUploads answer without StorageClass or Initiated on an upload (some gateways leave them out) is read")
+    func uploadsWithoutOptionalFields() throws {
+        let xml = """
+            <ListMultipartUploadsResult><Bucket>b</Bucket><Upload><Key>k</Key><UploadId>u-1</UploadId></Upload>\
+            <Upload><Key>k</Key><UploadId>u-2</UploadId><Initiated>2026-12-05T01:00:00.000Z</Initiated></Upload>\
+            </ListMultipartUploadsResult>
+            """
+        let result = try S3XML.decode(ListMultipartUploadsResult.self, from: Data(xml.utf8))
+        #expect(result.uploads.map(\.uploadId) == ["u-1", "u-2"])
+        #expect(result.uploads.map(\.storageClass) == ["STANDARD", "STANDARD"])
+        #expect(result.uploads.map(\.initiated) == ["", "2026-12-05T01:00:00.000Z"])
+    }
 }

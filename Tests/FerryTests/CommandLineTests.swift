@@ -944,6 +944,15 @@ struct CommandLineTests {
             #expect(try await s3.createBucket("edges").status == 200)
             let small = try makeRandomFile(size: 1000, in: data)
 
+            // A bucket that does not exist is created, and said so (a mistyped name is seen); an existing one is not.
+            let made = try await FerryRun.run(
+                ["upload", small.path, "--endpoint", server.endpoint, "--bucket", "made-here"], environment: environment)
+            #expect(made.status == 0 && made.output.contains("Created the bucket made-here: it did not exist."), "\(made.output)")
+            let existing = try await FerryRun.run(
+                ["upload", small.path, "--endpoint", server.endpoint, "--bucket", "made-here", "--key", "again"],
+                environment: environment)
+            #expect(existing.status == 0 && !existing.output.contains("Created the bucket"), "\(existing.output)")
+
             // A pipe has no size to plan by: refused, nothing stored.
             let fifo = data + "/pipe.bin"
             #expect(mkfifo(fifo, 0o600) == 0)

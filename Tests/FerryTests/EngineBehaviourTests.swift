@@ -178,8 +178,21 @@ struct EngineBehaviourTests {
         }
     }
 
-    @Test("a file changed while its parts are sent is not completed: cannotResumeUpload, and no object")
-    func fileChangedWhileSent() async throws {
+    /// How a test changes a file while its parts are sent.
+    enum Change: String, CaseIterable, Sendable {
+        /// Its first bytes (a part already sent, and the fingerprint's first sample).
+        case firstBytes
+        /// One byte of the first part, 1 MiB in (away from the samples: the first 64 KiB, the middle, the end), with
+        /// its size and times put back.
+        case awayFromSamples
+        /// Only its mode.
+        case modeOnly
+    }
+
+    @Test(
+        "a file written to while its parts are sent is not completed (cannotResumeUpload, no object), also away from the fingerprint's samples with its size and times put back; a change of its mode alone is completed (its parts are read again)",
+        arguments: Change.allCases)
+    func fileChangedWhileSent(change: Change) async throws {
         let directory = TemporaryDirectory.make("ferry-changing")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = try makeRandomFile(size: 60 * Self.mib, in: directory)
@@ -190,74 +203,46 @@ struct EngineBehaviourTests {
             let client = engine(server) { configuration in
                 configuration.beforeCheckpointWrite = {
                     writes.signal()
-                    // Once a part is stored, the first bytes of the file (a part already sent) change.
-                    guard writes.count >= 2, let handle = FileHandle(forWritingAtPath: path) else { return }
-                    try? handle.write(contentsOf: Data(repeating: 0xAB, count: 100))
-                    try? handle.close()
-                }
-            }
-            try await client.createBucket("behaviour")
-            let upload = try await client.upload(request(file, key: "changing.bin", records: records))
-            do {
-                _ = try await upload.result
-                Issue.record("an upload of a file that changed while it was sent was completed")
-            } catch let error as FerryError {
-                #expect(error.code == .cannotResumeUpload, "\(error)")
-            }
-            #expect(writes.count >= 2)
-            await #expect(throws: FerryError.self) { _ = try await client.headObject(bucket: "behaviour", key: "changing.bin") }
-        }
-    }
-
-    @Test(
-        "a file written to while its parts are sent, away from the fingerprint's samples and with its size and modification time put back, is not completed; a change of its mode alone is (its parts are read again)",
-        arguments: [true, false])
-    func fileEditedInPlaceWhileSent(edit: Bool) async throws {
-        let directory = TemporaryDirectory.make("ferry-edited-while-sent")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let file = try makeRandomFile(size: 60 * Self.mib, in: directory)
-        let records = URL(fileURLWithPath: directory + "/records")
-        try await TestServer.with { server in
-            let writes = Signals()
-            let path = file.path
-            let client = engine(server) { configuration in
-                configuration.beforeCheckpointWrite = {
-                    writes.signal()
-                    // Once a part is stored: one byte of the first part (sent), 1 MiB in and away from the samples
-                    // (the first 64 KiB, the middle, the end), its times put back; or only the file's mode.
+                    // Once a part is stored.
                     guard writes.count == 2 else { return }
-                    guard edit else {
-                        chmod(path, 0o640)
-                        return
-                    }
                     var original = stat()
                     guard stat(path, &original) == 0, let handle = FileHandle(forUpdatingAtPath: path) else { return }
-                    try? handle.seek(toOffset: UInt64(Self.mib + 12_345))
-                    let old = (try? handle.read(upToCount: 1))?.first ?? 0
-                    try? handle.seek(toOffset: UInt64(Self.mib + 12_345))
-                    try? handle.write(contentsOf: Data([~old]))
-                    try? handle.close()
-                    var times = [original.st_atim, original.st_mtim]
-                    _ = utimensat(AT_FDCWD, path, &times, 0)
+                    defer { try? handle.close() }
+                    switch change {
+                    case .firstBytes:
+                        try? handle.write(contentsOf: Data(repeating: 0xAB, count: 100))
+                    case .awayFromSamples:
+                        try? handle.seek(toOffset: UInt64(Self.mib + 12_345))
+                        let old = (try? handle.read(upToCount: 1))?.first ?? 0
+                        try? handle.seek(toOffset: UInt64(Self.mib + 12_345))
+                        try? handle.write(contentsOf: Data([~old]))
+                        var times = [original.st_atim, original.st_mtim]
+                        _ = utimensat(AT_FDCWD, path, &times, 0)
+                    case .modeOnly:
+                        chmod(path, 0o640)
+                    }
                 }
             }
             try await client.createBucket("behaviour")
             let before = try FileFingerprint.of(path: file.path)
-            let upload = try await client.upload(request(file, key: "edited.bin", records: records))
-            if edit {
-                do {
-                    _ = try await upload.result
-                    Issue.record("an upload of a file written to while it was sent was completed")
-                } catch let error as FerryError {
-                    #expect(error.code == .cannotResumeUpload && error.message.contains("part 1 no longer matches"), "\(error)")
-                }
-                #expect(try FileFingerprint.of(path: file.path) == before, "the edit must leave the fingerprint as it was")
-                await #expect(throws: FerryError.self) { _ = try await client.headObject(bucket: "behaviour", key: "edited.bin") }
-            } else {
+            let upload = try await client.upload(request(file, key: "changing.bin", records: records))
+            if change == .modeOnly {
                 _ = try await upload.result
                 let back = URL(fileURLWithPath: directory + "/back")
-                try await client.download(bucket: "behaviour", key: "edited.bin", to: back)
+                try await client.download(bucket: "behaviour", key: "changing.bin", to: back)
                 #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+            } else {
+                do {
+                    _ = try await upload.result
+                    Issue.record("an upload of a file that changed while it was sent was completed")
+                } catch let error as FerryError {
+                    #expect(error.code == .cannotResumeUpload, "\(error)")
+                    if change == .awayFromSamples { #expect(error.message.contains("part 1 no longer matches"), "\(error)") }
+                }
+                if change == .awayFromSamples {
+                    #expect(try FileFingerprint.of(path: file.path) == before, "the edit must leave the fingerprint as it was")
+                }
+                await #expect(throws: FerryError.self) { _ = try await client.headObject(bucket: "behaviour", key: "changing.bin") }
             }
             #expect(writes.count >= 2)
         }
@@ -424,11 +409,78 @@ struct EngineBehaviourTests {
             try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path))
 
             let result = try await client.upload(request(file, key: "unsummed.bin", records: records)).result
-            #expect(result.partsResumed == parts.count)
+            // The parts the checkpoint named, and any stored before the pause took hold (found by their MD5).
+            #expect(result.partsResumed >= parts.count)
             #expect(result.verification == .checksum)
             let back = URL(fileURLWithPath: directory + "/back")
             try await client.download(bucket: "behaviour", key: "unsummed.bin", to: back)
             #expect(FileManager.default.contentsEqual(atPath: file.path, andPath: back.path))
+        }
+    }
+
+    @Test("a run that finds the object its checkpoint's upload made verifies it as a completion does: a checksum that differs is a mismatch again, not a success")
+    func completedObjectIsVerified() async throws {
+        let directory = TemporaryDirectory.make("ferry-completed-verified")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 12 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = engine(server) { _ in }
+            try await client.createBucket("behaviour")
+            // Completed, its checkpoint kept (as a run stopped between the completion and the checkpoint's deletion
+            // leaves it).
+            var first = request(file, key: "done.bin", records: records)
+            first.keepsCheckpointOnCompletion = true
+            #expect(try await client.upload(first).result.verification == .checksum)
+            let again = try await client.upload(first).result
+            #expect(again.partsSent == 0 && again.verification == .checksum)
+
+            // The checkpoint's part checksums no longer make the object's (a store whose checksum was wrong at the
+            // completion: the run that met the mismatch kept its checkpoint).
+            let name = try #require(try FileManager.default.contentsOfDirectory(atPath: records.path).first { $0.hasSuffix(".json") })
+            let path = records.path + "/" + name
+            var object = try #require(try JSONSerialization.jsonObject(with: try Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+            let parts = try #require(object["parts"] as? [[String: Any]])
+            object["parts"] = parts.map { part in
+                var part = part
+                part["checksum"] = Data([1, 2, 3, 4]).base64EncodedString()
+                return part
+            }
+            try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path))
+            var keep = request(file, key: "done.bin", records: records)
+            keep.keepsCheckpointOnCompletion = true
+            let error = await #expect(throws: FerryError.self) { try await client.upload(keep).result }
+            #expect(error?.code == .checksumMismatch, "\(String(describing: error))")
+        }
+    }
+
+    @Test("cancelling an upload stopped while its multipart upload was being created (an intent, no checkpoint) aborts the uploads begun then without parts, and keeps others'")
+    func cancelAfterLostCreation() async throws {
+        let directory = TemporaryDirectory.make("ferry-cancel-intent")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 6 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await TestServer.with { server in
+            let client = engine(server) { _ in }
+            try await client.createBucket("behaviour")
+            let s3 = server.client()
+            // The lost creation, and another client's upload of the key that already holds a part.
+            let lost = try await s3.createMultipartUpload("behaviour", "lost.bin")
+            let others = try await s3.createMultipartUpload("behaviour", "lost.bin")
+            #expect(try await s3.uploadPart("behaviour", "lost.bin", uploadId: others, number: 1, [1, 2, 3]).status == 200)
+            let request = request(file, key: "lost.bin", records: records)
+            let store = CheckpointStore(directory: records)
+            let id = CheckpointStore.identifier(
+                endpoint: client.checkpointServiceIdentity, bucket: "behaviour", key: "lost.bin",
+                filePath: file.standardizedFileURL.path)
+            try store.saveIntent(id, at: Date())
+
+            #expect(try await client.discardCheckpoint(of: request))
+            #expect(try await client.listMultipartUploads(bucket: "behaviour").map(\.uploadId) == [others])
+            #expect(store.intent(id) == nil)
+            #expect(!lost.isEmpty)
+            // Nothing left to cancel.
+            #expect(try await client.discardCheckpoint(of: request) == false)
         }
     }
 

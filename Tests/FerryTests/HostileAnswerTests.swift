@@ -1,3 +1,4 @@
+import Crypto
 import Ferry
 import FerryAsyncHTTPClient
 import FerryCore
@@ -51,6 +52,37 @@ struct HostileAnswerTests {
         #expect(!ObjectStorageClient.isPlausible(String(repeating: "e", count: 70_000)))
         #expect(!ObjectStorageClient.isPlausible(""))
         #expect(ObjectStorageClient.isPlausible("\"9b2cf535f27731c974343645a3985328\""))
+    }
+
+    @Test("a store that answers the completion (or a PUT to a key ending in /) but keeps another size fails the upload: no success for an object that is not the file", arguments: [false, true])
+    func storedSizeIsChecked(multipart: Bool) async throws {
+        let file = try makeRandomFile(size: multipart ? 6 << 20 : 4096)
+        defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+        // A folder store: every write is answered as if stored; the key holds nothing.
+        try await HTTPReceiver.answering({ request in
+            let query = request.query ?? ""
+            switch request.method {
+            case "POST" where query.hasPrefix("uploads"):
+                return .init(200, body: "<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>dir/</Key><UploadId>u-1</UploadId></InitiateMultipartUploadResult>")
+            case "PUT":
+                let etag = Insecure.MD5.hash(data: request.body).map { String(format: "%02x", $0) }.joined()
+                return .init(200, [("ETag", "\"\(etag)\"")])
+            case "POST":
+                return .init(200, body: "<CompleteMultipartUploadResult><Location>http://store/b/dir/</Location><Bucket>b</Bucket><Key>dir/</Key><ETag>\"0123456789abcdef0123456789abcdef-2\"</ETag></CompleteMultipartUploadResult>")
+            case "HEAD":
+                return .init(200, [("Content-Length", "0"), ("ETag", "\"d41d8cd98f00b204e9800998ecf8427e\""), ("Content-Type", "application/x-directory")])
+            default:
+                return .init(404)
+            }
+        }) { receiver in
+            var request = ResumableUploadRequest(bucket: "b", key: "dir/", fileURL: file)
+            request.checksumAlgorithm = nil
+            if multipart { request.multipartThreshold = 1 }
+            let upload = try await Self.client(receiver).upload(request)
+            let error = await #expect(throws: FerryError.self) { try await upload.result }
+            #expect(error?.code == .checksumMismatch && error?.message.contains("is 0 bytes, not the file's") == true, "\(String(describing: error))")
+            #expect(await receiver.recorder.requests.last?.method == "HEAD")
+        }
     }
 
     @Test("forgetting an upload whose id the service refuses (400) deletes its checkpoint: nothing on the server can be resumed or aborted")

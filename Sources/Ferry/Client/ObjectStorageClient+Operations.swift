@@ -120,6 +120,21 @@ extension ObjectStorageClient {
         return headers
     }
 
+    /// Whether `bucket` exists, as HeadBucket answers: true (200), false (404), or nil when the service does not say
+    /// (403: a key that may not list the bucket).
+    public func bucketExists(_ bucket: String) async throws(FerryError) -> Bool? {
+        do {
+            _ = try await execute(S3Request(method: "HEAD", bucket: bucket), credentials: source())
+            return true
+        } catch let error as FerryError where error.httpStatus == 404 {
+            return false
+        } catch let error as FerryError where error.httpStatus == 403 {
+            return nil
+        } catch {
+            throw FerryError(error, fallback: .network, "HeadBucket")
+        }
+    }
+
     /// The object's metadata with its checksums; `FerryError` with server code `NotFound` when absent.
     public func headObject(bucket: String, key: String) async throws(FerryError) -> ObjectMetadata {
         try await FerryError.catching(.network, "HeadObject") {

@@ -512,7 +512,7 @@ public actor ResumableUploadTask {
                     await checkpointWriter?.delete()
                     plan = try UploadPlan(fileSize: size, partSize: request.partSize)
                 } catch let error as FerryError where error.serverCode == "NoSuchUpload" {
-                    if let recorded { completedEarlier = await objectCompleted(by: checkpoint, plan: recorded) }
+                    if let recorded { completedEarlier = try await objectCompleted(by: checkpoint, plan: recorded) }
                     if completedEarlier != nil {
                         if !request.keepsCheckpointOnCompletion { await checkpointWriter?.delete() }
                         return
@@ -565,36 +565,37 @@ public actor ResumableUploadTask {
     /// before the checkpoint was deleted: every part of the plan is recorded, and the object at the key has the size
     /// of the file and the ETag those parts make (the MD5 of their MD5s). Nil otherwise (the upload was aborted or
     /// expired, or the object is another): the upload starts again.
-    private func objectCompleted(by checkpoint: UploadCheckpoint, plan: UploadPlan) async -> UploadResult? {
-        guard let expected = checkpoint.completedETag(fileSize: plan.fileSize),
+    ///
+    /// The object is verified as a completion verifies it: a run stopped by a checksum mismatch at completion meets the
+    /// same mismatch here, rather than a success.
+    private func objectCompleted(by checkpoint: UploadCheckpoint, plan: UploadPlan) async throws -> UploadResult? {
+        guard let expectedETag = checkpoint.completedETag(fileSize: plan.fileSize),
             let object = try? await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials),
-            object.size == plan.fileSize, ObjectStorageClient.unquote(object.etag) == expected
+            object.size == plan.fileSize, ObjectStorageClient.unquote(object.etag) == expectedETag
         else { return nil }
+        var parts = checkpoint.parts.sorted { $0.number < $1.number }
+        if let algorithm = request.checksumAlgorithm {
+            // A part the checkpoint names without its checksum takes it from the file: the object is then checked
+            // against the file's bytes.
+            for index in parts.indices where parts[index].checksum.flatMap({ Data(base64Encoded: $0) }) == nil {
+                parts[index].checksum = try await fileChecksum(algorithm, plan.range(ofPart: parts[index].number))
+            }
+        }
+        let (checksum, verification) = try verify(
+            etag: object.etag, reported: request.checksumAlgorithm.flatMap { object.checksums[$0.s3Name] }, parts: parts,
+            expected: try expectedChecksum(of: parts).expected)
         partsResumed = checkpoint.parts.count
         return UploadResult(
             bucket: request.bucket, key: request.key, etag: ObjectStorageClient.unquote(object.etag), size: plan.fileSize,
-            uploadId: checkpoint.uploadId, checksumAlgorithm: request.checksumAlgorithm,
-            checksum: request.checksumAlgorithm.flatMap { object.checksums[$0.s3Name] },
-            verification: request.checksumAlgorithm == .md5 ? .etag : .none, partsResumed: partsResumed, partsSent: 0)
+            uploadId: checkpoint.uploadId, checksumAlgorithm: request.checksumAlgorithm, checksum: checksum,
+            verification: verification, partsResumed: partsResumed, partsSent: 0)
     }
 
-    /// Aborts the multipart uploads of this key that the last run created and lost (it was killed before its first
-    /// checkpoint named them), or that a retried creation of this run made and never heard of (all but `kept`):
-    /// begun within five minutes of the intent (clocks may differ) and holding no
-    /// part, since parts are sent only after the checkpoint is written, so an upload with parts belongs to someone
-    /// else. Best effort: a key that may not list uploads leaves them to the server's expiry.
+    /// Aborts the multipart uploads of this key that the last run created and lost, or that a retried creation of
+    /// this run made and never heard of (all but `kept`): ``ObjectStorageClient/abortLostUploads(bucket:key:createdAround:except:credentials:)``.
     private func abortLostUploads(createdAround began: Date, except kept: String? = nil) async {
-        guard let uploads = try? await client.multipartUploads(of: request.key, bucket: request.bucket, credentials: credentials)
-        else { return }
-        for upload in uploads where upload.uploadId != kept {
-            guard let initiated = upload.initiated, abs(initiated.timeIntervalSince(began)) < 300,
-                let parts = try? await client.listParts(
-                    bucket: request.bucket, key: request.key, uploadId: upload.uploadId, credentials: credentials, observer: .init()),
-                parts.isEmpty
-            else { continue }
-            try? await client.abortMultipartUpload(
-                bucket: request.bucket, key: request.key, uploadId: upload.uploadId, credentials: credentials)
-        }
+        await client.abortLostUploads(
+            bucket: request.bucket, key: request.key, createdAround: began, except: kept, credentials: credentials)
     }
 
     /// The parts to keep: those the server has with the size and ETag the checkpoint recorded, and those the server
@@ -669,68 +670,78 @@ public actor ResumableUploadTask {
                 checksumAlgorithm: request.checksumAlgorithm?.s3Name, parts: plan.orderedParts, createdAt: createdAt))
     }
 
-    /// Completes the upload and verifies the server's checksum against the one computed here.
+    /// Completes the upload and verifies what the server stored: its size (a store that keeps a key ending in `/` as an
+    /// empty folder answers Complete all the same) and its checksum against the one computed here.
     private func complete(plan: UploadPlan, uploadId: String, meter: ProgressMeter) async throws -> UploadResult {
         let parts = plan.orderedParts
-        var expected: String?
-        var fullObject: String?
-        if let algorithm = request.checksumAlgorithm, algorithm != .md5 {
-            let raw = try parts.map { part -> [UInt8] in
-                guard let value = part.checksum, let bytes = Data(base64Encoded: value) else {
-                    throw FerryError(.cannotResumeUpload, "Part \(part.number) has no checksum to verify the object with.")
-                }
-                return [UInt8](bytes)
-            }
-            if algorithm.supportsCombine {
-                let combined = Checksum.combine(algorithm, parts: zip(raw, parts).map { ($0, UInt64($1.size)) })
-                fullObject = combined.map { Data($0).base64EncodedString() }
-                expected = fullObject
-            } else {
-                expected = Checksum.composite(algorithm, partChecksums: raw)
-            }
-        }
+        let (expected, fullObject) = try expectedChecksum(of: parts)
         let result = try await client.completeMultipartUpload(
             bucket: request.bucket, key: request.key, uploadId: uploadId, parts: parts,
             checksumAlgorithm: request.checksumAlgorithm, fullObjectChecksum: fullObject, credentials: credentials,
             observer: observer)
-        var verified: String?
-        var verification = UploadResult.Verification.none
-        if let algorithm = request.checksumAlgorithm, algorithm != .md5, let expected {
-            // Servers report the object's checksum on completion, or (moto, some gateways) only on HEAD.
-            var reported = result.checksums[algorithm.s3Name]
-            if reported == nil {
-                reported = try await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials)
-                    .checksums[algorithm.s3Name]
-            }
-            guard let reported else {
-                throw FerryError(
-                    .checksumMismatch,
-                    "The server stored the object without reporting its \(algorithm.s3Name) checksum, so it could not be verified; use a server with checksum support, or the md5 or no checksum.")
-            }
-            guard Self.sameChecksum(reported, expected) else {
-                throw FerryError(
-                    .checksumMismatch, "The server's \(algorithm.s3Name) of the object differs from the one computed here.")
-            }
-            verified = reported
-            verification = .checksum
-        } else if request.checksumAlgorithm == .md5 {
-            // Every part went with Content-MD5; the object's ETag must be the MD5 of those MD5s.
-            let md5s = try parts.map { part -> [UInt8] in
-                guard let value = part.checksum, let bytes = Data(base64Encoded: value) else {
-                    throw FerryError(.cannotResumeUpload, "Part \(part.number) has no MD5 to verify the object with.")
-                }
-                return [UInt8](bytes)
-            }
-            guard ObjectStorageClient.unquote(result.eTag) == Checksum.multipartETag(partMD5s: md5s) else {
-                throw FerryError(.checksumMismatch, "The server's ETag does not match the MD5s of the parts sent.")
-            }
-            verification = .etag
+        let stored = try await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials)
+        guard stored.size == plan.fileSize else {
+            throw FerryError(
+                .checksumMismatch,
+                "The server answered the completion, but the object it stored is \(stored.size) bytes, not the file's \(plan.fileSize).")
         }
+        // Servers report the object's checksum on completion, or (moto, some gateways) only on HEAD.
+        let reported = request.checksumAlgorithm.flatMap { result.checksums[$0.s3Name] ?? stored.checksums[$0.s3Name] }
+        let (verified, verification) = try verify(etag: result.eTag, reported: reported, parts: parts, expected: expected)
         if !request.keepsCheckpointOnCompletion { await checkpointWriter?.delete() }
         return UploadResult(
             bucket: request.bucket, key: request.key, etag: ObjectStorageClient.unquote(result.eTag), size: plan.fileSize,
             uploadId: uploadId, checksumAlgorithm: request.checksumAlgorithm, checksum: verified,
             verification: verification, partsResumed: partsResumed, partsSent: partsSent)
+    }
+
+    /// The checksum the object made of `parts` must have, and the full-object value a completion sends when the
+    /// algorithm's part values combine into one (CRC); none for MD5 (the ETag is checked) or no checksum.
+    private func expectedChecksum(of parts: [UploadedPart]) throws -> (expected: String?, fullObject: String?) {
+        guard let algorithm = request.checksumAlgorithm, algorithm != .md5 else { return (nil, nil) }
+        let raw = try parts.map { part -> [UInt8] in
+            guard let value = part.checksum, let bytes = Data(base64Encoded: value) else {
+                throw FerryError(.cannotResumeUpload, "Part \(part.number) has no checksum to verify the object with.")
+            }
+            return [UInt8](bytes)
+        }
+        if algorithm.supportsCombine {
+            let combined = Checksum.combine(algorithm, parts: zip(raw, parts).map { ($0, UInt64($1.size)) })
+                .map { Data($0).base64EncodedString() }
+            return (combined, combined)
+        }
+        return (Checksum.composite(algorithm, partChecksums: raw), nil)
+    }
+
+    /// Checks the object the server made of `parts`: its `reported` checksum against `expected`, or with MD5 its
+    /// `etag` against the MD5 of the parts' MD5s. Returns the checksum verified and how.
+    private func verify(etag: String, reported: String?, parts: [UploadedPart], expected: String?) throws
+        -> (checksum: String?, verification: UploadResult.Verification)
+    {
+        guard let algorithm = request.checksumAlgorithm else { return (nil, .none) }
+        guard algorithm == .md5 else {
+            guard let reported else {
+                throw FerryError(
+                    .checksumMismatch,
+                    "The server stored the object without reporting its \(algorithm.s3Name) checksum, so it could not be verified; use a server with checksum support, or the md5 or no checksum.")
+            }
+            guard let expected, Self.sameChecksum(reported, expected) else {
+                throw FerryError(
+                    .checksumMismatch, "The server's \(algorithm.s3Name) of the object differs from the one computed here.")
+            }
+            return (reported, .checksum)
+        }
+        // Every part went with Content-MD5; the object's ETag must be the MD5 of those MD5s.
+        let md5s = try parts.map { part -> [UInt8] in
+            guard let value = part.checksum, let bytes = Data(base64Encoded: value) else {
+                throw FerryError(.cannotResumeUpload, "Part \(part.number) has no MD5 to verify the object with.")
+            }
+            return [UInt8](bytes)
+        }
+        guard ObjectStorageClient.unquote(etag) == Checksum.multipartETag(partMD5s: md5s) else {
+            throw FerryError(.checksumMismatch, "The server's ETag does not match the MD5s of the parts sent.")
+        }
+        return (nil, .etag)
     }
 
     /// Whether two checksum values agree; a composite value's `-N` suffix is not reported by every server.
@@ -758,6 +769,16 @@ public actor ResumableUploadTask {
             body, bucket: request.bucket, key: request.key, contentType: request.contentType,
             metadata: request.metadata, checksumAlgorithm: request.checksumAlgorithm, credentials: credentials,
             observer: observer)
+        // A key ending in `/` is a folder to some stores (SeaweedFS keeps it empty, whatever was sent): its size is
+        // read back.
+        if request.key.hasSuffix("/") {
+            let stored = try await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials)
+            guard stored.size == size else {
+                throw FerryError(
+                    .checksumMismatch,
+                    "The server answered the upload, but the object it stored at a key ending in / is \(stored.size) bytes, not the file's \(size).")
+            }
+        }
         meter.finish(part: 1, size: size)
         partsSent = 1
         return UploadResult(
@@ -805,11 +826,20 @@ extension ObjectStorageClient {
         let id = CheckpointStore.identifier(
             endpoint: checkpointServiceIdentity, bucket: request.bucket, key: request.key,
             filePath: request.fileURL.standardizedFileURL.path)
-        guard store.load(id) != nil else { return false }
+        guard store.load(id) != nil || store.intent(id) != nil else { return false }
         // Not while another run sends the upload.
         let lock = try store.lock(id, file: request.fileURL.path)
         defer { lock.release() }
-        guard let checkpoint = store.load(id) else { return false }
+        guard let checkpoint = store.load(id) else {
+            // Stopped while its multipart upload was being created: the uploads begun then, and holding no part, are
+            // the ones it lost.
+            guard let began = store.intent(id) else { return false }
+            await abortLostUploads(
+                bucket: request.bucket, key: request.key, createdAround: began, except: nil,
+                credentials: source())
+            store.deleteIntent(id)
+            return true
+        }
         if Self.isPlausible(checkpoint.uploadId) {
             do {
                 try await abortMultipartUpload(bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId)
@@ -819,6 +849,25 @@ extension ObjectStorageClient {
         }
         store.delete(id)
         return true
+    }
+
+    /// Aborts the multipart uploads of `key` that a run created and lost (it was stopped before its first checkpoint
+    /// named them), or that a retried creation made and never heard of (all but `kept`): begun within five minutes of
+    /// `began`, the run's intent (clocks may differ), and holding no part, since parts are sent only after the
+    /// checkpoint is written, so an upload with parts belongs to someone else. Best effort: a key that may not list
+    /// uploads leaves them to the server's expiry.
+    func abortLostUploads(
+        bucket: String, key: String, createdAround began: Date, except kept: String?, credentials: CredentialSource
+    ) async {
+        guard let uploads = try? await multipartUploads(of: key, bucket: bucket, credentials: credentials) else { return }
+        for upload in uploads where upload.uploadId != kept {
+            guard let initiated = upload.initiated, abs(initiated.timeIntervalSince(began)) < 300,
+                let parts = try? await listParts(
+                    bucket: bucket, key: key, uploadId: upload.uploadId, credentials: credentials, observer: .init()),
+                parts.isEmpty
+            else { continue }
+            try? await abortMultipartUpload(bucket: bucket, key: key, uploadId: upload.uploadId, credentials: credentials)
+        }
     }
 
     /// Uploads a file to `bucket`/`key` with default options and returns the running upload.

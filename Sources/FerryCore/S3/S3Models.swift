@@ -522,6 +522,16 @@ public struct ListMultipartUploadsResult: Codable, Hashable, Sendable {
             case storageClass = "StorageClass"
             case checksumAlgorithm = "ChecksumAlgorithm"
         }
+        /// Decodes an entry; a store that leaves out the storage class or the time (some gateways do) lists it all
+        /// the same.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            key = try c.decode(String.self, forKey: .key)
+            uploadId = try c.decode(String.self, forKey: .uploadId)
+            initiated = try c.decodeIfPresent(String.self, forKey: .initiated) ?? ""
+            storageClass = try c.decodeIfPresent(String.self, forKey: .storageClass) ?? "STANDARD"
+            checksumAlgorithm = try c.decodeIfPresent(String.self, forKey: .checksumAlgorithm)
+        }
     }
     /// Bucket name.
     public var bucket: String
