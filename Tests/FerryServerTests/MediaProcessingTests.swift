@@ -237,7 +237,9 @@ struct MediaProcessingTests {
                 #expect(!message.isEmpty && !message.contains(harness.server.dataDirectory), "\(message)")
                 let source = try await harness.media.getMezzanineInfo(videoId: videoId)
                 #expect(try await S3TestClient.fetch(source.fileURL).body == [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
-                await #expect(throws: FerryError.self) { try await harness.media.getPlayInfo(videoId: videoId) }
+                let refused = await #expect(throws: FerryError.self) { try await harness.media.getPlayInfo(videoId: videoId) }
+                // Failed for good: no "yet".
+                #expect(refused?.serverCode == "InvalidVideo.NoneStream" && refused?.message.contains("yet") == false, "\(String(describing: refused))")
 
                 let deadline = ContinuousClock.now + .seconds(60)
                 while await !Self.events(receiver.recorder).contains(where: { $0.type == "TranscodeComplete" }),

@@ -98,7 +98,7 @@ package struct PreviewRequest: Sendable, Hashable {
             guard text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "." || $0 == "-") }),
                 let number = Double(text).map({ $0 + 0 }), number.isFinite, (0...Bounds.maxSeconds).contains(number)
             else {
-                throw invalid("\(name) must be a number of seconds from 0 to \(Int(Bounds.maxSeconds)).")
+                throw invalid("\(name) must be a number of seconds from 0 to \(Int(Bounds.maxSeconds)), in decimal digits (e.g. 12.5).")
             }
             // The renditions' durations (what GetPlayInfo tells) can pass the source's by a frame or two: a time up
             // to a tenth of a second past its end is its end.

@@ -107,7 +107,10 @@ extension MediaAPI {
         let definitions = list(input.definition)
         guard Self.isPlayable(video), let size = video.size else {
             throw MediaError(
-                "InvalidVideo.NoneStream", "The video has no playable stream yet (status \(video.status)).", status: 404)
+                "InvalidVideo.NoneStream",
+                video.status == "TranscodeFail" || video.status == "UploadFail"
+                    ? "The video has no playable stream (status \(video.status))."
+                    : "The video has no playable stream yet (status \(video.status)).", status: 404)
         }
         let expires = credentials.now().addingTimeInterval(TimeInterval(timeout))
         let expiration = expires.formatted(.iso8601)
