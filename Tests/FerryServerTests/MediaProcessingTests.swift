@@ -268,6 +268,9 @@ struct MediaProcessingTests {
             let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
             #expect(info.status == "TranscodeFail" && info.errorCode == "TranscodeError", "\(info.status)")
             #expect(info.errorMessage?.contains("cut short") == true, "\(info.errorMessage ?? "")")
+            // Its first seconds were not published as the video either: nothing plays a fraction of it as the whole.
+            #expect(info.playable != true)
+            await #expect(throws: FerryError.self) { try await harness.media.getPlayInfo(videoId: videoId) }
             // A whole file whose media starts late (an edit list's empty edit of 2 s, counted in its duration) is
             // not cut short.
             let late = harness.fixtures + "/starts-late.mp4"

@@ -13,7 +13,7 @@ extension MediaPipeline {
     /// Throws only what the job should be retried for (the catalog or the store failing, cancellation).
     func publishFirstStream(
         _ first: TranscodePlan.FirstStream, of video: VideoRecord, plan: TranscodePlan, source: String, encoded: String,
-        directory: String, prefix: String
+        directory: String, prefix: String, declared: Double?
     ) async throws -> Bool {
         let output = directory + "/first"
         try PrivateFiles.directory(output + "/" + TranscodePlan.firstStreamDirectory)
@@ -50,7 +50,14 @@ extension MediaPipeline {
         }
         let measured = try await measure(progressive, directory: directory)
         let streamDirectory = output + "/" + TranscodePlan.firstStreamDirectory
-        let (_, peak, average) = Self.packaged(streamDirectory)
+        let (segments, peak, average) = Self.packaged(streamDirectory)
+        // A source cut short after its index packages to less than the video it declares: not published as that
+        // video (the ladder then fails it, saying so), so no player is handed a few seconds of a longer film.
+        if let reason = Self.cutShort(made: segments.reduce(0) { $0 + $1.duration }, declared: declared) {
+            logger.warning(
+                "first stream not made", metadata: ["ferry.video-id": .string(video.videoId), "reason": .string(reason)])
+            return false
+        }
         // The variant's playlist is `start/index.m3u8`: an output named by that directory.
         let variant = TranscodePlan.Output(
             definition: TranscodePlan.firstStreamDirectory, width: measured.width, height: measured.height,

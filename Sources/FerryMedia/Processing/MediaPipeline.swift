@@ -248,7 +248,8 @@ package struct MediaPipeline: Sendable {
         var firstPublished = video.playableAt != nil && video.outputPrefix == prefix
         if video.playableAt == nil, let first = plan.firstStream(for: info) {
             firstPublished = try await publishFirstStream(
-                first, of: video, plan: plan, source: source, encoded: encoded, directory: directory, prefix: prefix)
+                first, of: video, plan: plan, source: source, encoded: encoded, directory: directory, prefix: prefix,
+                declared: info.duration.map { $0 - (info.startTime ?? 0) })
         }
 
         // Encode every rendition not encoded yet in one ffmpeg process.
