@@ -51,8 +51,8 @@ struct KeysCommand: AsyncParsableCommand {
                 .init(actions: actions.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, bucket: bucket, keyPrefix: prefix)
             ])
             let key = try await service.with { connection in try await report { try await connection.media().createAccessKey(policy: policy, description: description, quota: limits.quota.isUnlimited ? nil : limits.quota) } }
-            say("FERRY_ACCESS_KEY_ID=\(key.accessKeyId)")
-            say("FERRY_SECRET_ACCESS_KEY=\(key.secretAccessKey)")
+            sayWhole("FERRY_ACCESS_KEY_ID=\(key.accessKeyId)")
+            sayWhole("FERRY_SECRET_ACCESS_KEY=\(key.secretAccessKey)")
         }
     }
 

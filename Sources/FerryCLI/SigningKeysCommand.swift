@@ -41,10 +41,10 @@ struct SigningKeysCommand: AsyncParsableCommand {
             let key = try await service.with { connection in
                 try await report { try await connection.media().createSigningKey(algorithm: algorithm) }
             }
-            say("SIGNING_KEY_ID=\(key.keyId)")
+            sayWhole("SIGNING_KEY_ID=\(key.keyId)")
             say("ALGORITHM=\(key.algorithm)")
             guard let privateKeyFile else {
-                for line in key.privateKey.split(separator: "\n") { say(String(line)) }
+                for line in key.privateKey.split(whereSeparator: \.isNewline) { sayWhole(String(line)) }
                 return
             }
             do {

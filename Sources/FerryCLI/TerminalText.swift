@@ -10,13 +10,14 @@ enum TerminalText {
     static let longestLine = 4_096
 
     /// `text` with every control character but the tab (C0, DEL, C1) and every bidirectional formatting character
-    /// written as a visible escape (`\u{1B}`), cut to ``longestLine`` characters.
-    static func safe(_ text: String) -> String {
+    /// written as a visible escape (`\u{1B}`), cut to ``longestLine`` characters unless `whole` (a value to copy, such
+    /// as a URL or a key, which a cut would break).
+    static func safe(_ text: String, whole: Bool = false) -> String {
         var out = String.UnicodeScalarView()
         var count = 0
         var cut = 0
         for scalar in text.unicodeScalars {
-            guard count < longestLine else {
+            guard count < longestLine || whole else {
                 cut += 1
                 continue
             }
@@ -37,12 +38,13 @@ enum TerminalText {
         safe(text.replacingOccurrences(of: "\t", with: "\\t"))
     }
 
-    /// A line of JSON with the C1 controls and bidirectional formatting characters that JSON allows raw in strings
-    /// written as `\uXXXX` escapes (the same string for a JSON reader); its length is kept, for programs read it.
+    /// A line of JSON with the C1 controls and bidirectional formatting characters that JSON allows raw in strings,
+    /// and any other control character but JSON's white space (raw in a string only in invalid JSON), written as
+    /// `\uXXXX` escapes (the same string for a JSON reader); its length is kept, for programs read it.
     static func safeJSON(_ json: String) -> String {
         var out = String.UnicodeScalarView()
         for scalar in json.unicodeScalars {
-            if needsEscape(scalar) {
+            if needsEscape(scalar) && !["\n", "\r", "\t"].contains(scalar) {
                 out.append(contentsOf: String(format: "\\u%04x", scalar.value).unicodeScalars)
             } else {
                 out.append(scalar)
@@ -65,6 +67,12 @@ enum TerminalText {
 /// runs), made safe by ``TerminalText/safe(_:)``.
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((TerminalText.safe(line) + "\n").utf8))
+}
+
+/// Writes a value to copy (a URL, a key, a secret) as a line of its own on standard output: control characters made
+/// visible as ``say(_:)`` does, and never cut.
+func sayWhole(_ line: String) {
+    FileHandle.standardOutput.write(Data((TerminalText.safe(line, whole: true) + "\n").utf8))
 }
 
 /// Writes a line for people to standard error, made safe by ``TerminalText/safe(_:)``.

@@ -121,7 +121,7 @@ struct VideosCommand: AsyncParsableCommand {
                 definition == nil && format == nil
                 ? (play.stream(format: "m3u8", definition: "AUTO") ?? play.streams.first) : play.streams.first
             guard let stream else { throw ExitCode(ExitCodes.failed) }
-            say(stream.url)
+            sayWhole(stream.url)
         }
     }
 
@@ -204,7 +204,7 @@ struct PresignCommand: AsyncParsableCommand {
                 SigV4.uriEncode($0.name, encodeSlash: true) + "=" + SigV4.uriEncode($0.value, encodeSlash: true)
             }.joined(separator: "&")
         }
-        say(url)
+        sayWhole(url)
     }
 }
 

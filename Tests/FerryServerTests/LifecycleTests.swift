@@ -82,6 +82,18 @@ struct LifecycleTests {
             let count = 2_000
             let keys = (0..<count).map { String(format: "k%05d", $0) }
             for key in keys { _ = try await ObjectCatalogTests.put(store, "b", key, "x") }
+            // Uploads the old rules would abort: the pass that saw the rules go aborts none of them.
+            try await store.setBucketConfiguration(
+                "b", .lifecycle,
+                try Self.document([
+                    Rule(id: "all", filter: .init(), expiration: .init(days: 1)),
+                    Rule(id: "open", prefix: "", abortIncompleteMultipartUpload: .init(daysAfterInitiation: 1)),
+                ]))
+            for index in 0..<5 {
+                _ = try await store.createMultipartUpload(
+                    bucket: "b", key: "open-\(index)", attributes: ObjectAttributes(), tags: [], checksumAlgorithm: nil,
+                    checksumType: nil)
+            }
             let pass = Task { try await store.applyLifecycle(now: Date().addingTimeInterval(2 * 86_400)) }
             // Once the pass has begun deleting, the rules are deleted.
             while (try? await store.object(bucket: "b", key: keys[0])) != nil { try await Task.sleep(for: .milliseconds(1)) }
@@ -94,6 +106,7 @@ struct LifecycleTests {
             #expect(left > 100, "the pass ended before its rules were deleted: nothing shown")
             #expect(left - leftAfter <= CatalogObjectStore.lifecycleRecheck, "\(left) objects were left when the rules went, \(leftAfter) after the pass")
             #expect(outcome.expiredObjects == count - leftAfter)
+            #expect(outcome.abortedUploads == 0)
         }
     }
 

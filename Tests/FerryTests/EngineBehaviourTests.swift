@@ -259,6 +259,7 @@ struct EngineBehaviourTests {
             ["http://127.0.0.1:9000", "http://127.0.0.1:9000/", "HTTP://127.0.0.1:9000//"],
             ["http://example.com", "http://Example.COM:80/", "http://example.com/?x=1#f"],
             ["https://example.com/base", "https://EXAMPLE.com:443/base/"],
+            ["http://[::1]:9000", "http://[::1]:9000/"],
         ] {
             #expect(Set(try group.map(identity)).count == 1, "\(group)")
             #expect(try identity(group[0]) == group[0])
@@ -481,6 +482,61 @@ struct EngineBehaviourTests {
             #expect(!lost.isEmpty)
             // Nothing left to cancel.
             #expect(try await client.discardCheckpoint(of: request) == false)
+        }
+    }
+
+    @Test("a key that may write but not read (no s3:GetObject: HEAD is refused) uploads multipart, and a PUT to a key ending in /: the size read-back is skipped, not failed")
+    func writeOnlyKey() async throws {
+        let directory = TemporaryDirectory.make("ferry-write-only")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 12 * Self.mib, in: directory)
+        let small = try makeRandomFile(size: 1000, in: directory)
+        try await TestServer.with { server in
+            try await server.engine().createBucket("behaviour")
+            let policy = AccessPolicy(statements: [
+                .init(actions: ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"], bucket: "behaviour")
+            ])
+            let issued = server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: policy, expiration: Date().addingTimeInterval(600))
+            let client = ObjectStorageClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: Credentials(
+                    accessKeyId: issued.accessKeyId, secretAccessKey: issued.secretAccessKey, sessionToken: issued.sessionToken))
+            await #expect(throws: FerryError.self) { _ = try await client.headObject(bucket: "behaviour", key: "none") }
+            let result = try await client.upload(request(file, key: "written.bin", records: nil)).result
+            #expect(result.size == 12 * Int64(Self.mib) && result.verification == .checksum)
+            _ = try await client.upload(request(small, key: "folder/", records: nil)).result
+            #expect(try await server.storedBytes("behaviour", "written.bin") == [UInt8](try Data(contentsOf: file)))
+        }
+    }
+
+    @Test("a file written to during a pause, away from the samples with its times put back, is caught when the same task resumes: its parts sent before the pause are read again")
+    func editedDuringPause() async throws {
+        let directory = TemporaryDirectory.make("ferry-edited-paused")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeRandomFile(size: 20 * Self.mib, in: directory)
+        let records = URL(fileURLWithPath: directory + "/records")
+        try await Self.withSlowTail { client in
+            try await client.createBucket("behaviour")
+            let upload = try await client.upload(request(file, key: "paused.bin", records: records))
+            let (_, collector) = EventLog.collect(upload)
+            for _ in 0..<3000 where checkpointPartNumbers(records.path).isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            try #require(checkpointPartNumbers(records.path).contains(1))
+            await upload.pause()
+            _ = collector
+            var original = stat()
+            try #require(stat(file.path, &original) == 0)
+            let handle = try FileHandle(forUpdating: file)
+            try handle.seek(toOffset: UInt64(Self.mib + 12_345))
+            let old = try #require(try handle.read(upToCount: 1)?.first)
+            try handle.seek(toOffset: UInt64(Self.mib + 12_345))
+            try handle.write(contentsOf: Data([~old]))
+            try handle.close()
+            var times = [original.st_atim, original.st_mtim]
+            try #require(utimensat(AT_FDCWD, file.path, &times, 0) == 0)
+            await upload.resume()
+            let error = await #expect(throws: FerryError.self) { _ = try await upload.result }
+            #expect(error?.code == .cannotResumeUpload && error?.message.contains("part 1 no longer matches") == true, "\(String(describing: error))")
         }
     }
 

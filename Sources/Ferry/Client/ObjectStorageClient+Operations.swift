@@ -121,14 +121,14 @@ extension ObjectStorageClient {
     }
 
     /// Whether `bucket` exists, as HeadBucket answers: true (200), false (404), or nil when the service does not say
-    /// (403: a key that may not list the bucket).
+    /// (403 for a key that may not list the bucket, or a gateway that does not answer HeadBucket).
     public func bucketExists(_ bucket: String) async throws(FerryError) -> Bool? {
         do {
             _ = try await execute(S3Request(method: "HEAD", bucket: bucket), credentials: source())
             return true
         } catch let error as FerryError where error.httpStatus == 404 {
             return false
-        } catch let error as FerryError where error.httpStatus == 403 {
+        } catch let error as FerryError where error.httpStatus != nil {
             return nil
         } catch {
             throw FerryError(error, fallback: .network, "HeadBucket")
@@ -142,22 +142,41 @@ extension ObjectStorageClient {
         }
     }
 
+    /// What a HEAD says the server stored at `key`, for checking an upload: its size when the answer gives one, and
+    /// its checksums. Nil when the HEAD fails (a key that may write but not read, a store slow to show a new object):
+    /// the upload is then not checked this way.
+    func storedObject(bucket: String, key: String, credentials: CredentialSource) async -> (size: Int64?, checksums: [String: String])? {
+        guard let response = try? await execute(
+            S3Request(method: "HEAD", bucket: bucket, key: key, headers: [("x-amz-checksum-mode", "ENABLED")]),
+            credentials: credentials)
+        else { return nil }
+        return (response.header("Content-Length").flatMap { Int64($0) }, Self.checksums(of: response.headers))
+    }
+
+    /// The `x-amz-checksum-*` values of an answer, by S3 algorithm name.
+    static func checksums(of headers: [(name: String, value: String)]) -> [String: String] {
+        var checksums: [String: String] = [:]
+        for header in headers {
+            let name = header.name.lowercased()
+            if name.hasPrefix("x-amz-checksum-"), let algorithm = ChecksumAlgorithm(headerName: name) {
+                checksums[algorithm.s3Name] = header.value
+            }
+        }
+        return checksums
+    }
+
     func headObject(bucket: String, key: String, credentials: CredentialSource) async throws -> ObjectMetadata {
         let response = try await execute(
             S3Request(method: "HEAD", bucket: bucket, key: key, headers: [("x-amz-checksum-mode", "ENABLED")]),
             credentials: credentials)
         var metadata: [String: String] = [:]
-        var checksums: [String: String] = [:]
         for header in response.headers {
             let name = header.name.lowercased()
             if name.hasPrefix("x-amz-meta-") { metadata[String(name.dropFirst(11))] = header.value }
-            if name.hasPrefix("x-amz-checksum-"), let algorithm = ChecksumAlgorithm(headerName: name) {
-                checksums[algorithm.s3Name] = header.value
-            }
         }
         return ObjectMetadata(
             size: Int64(response.header("Content-Length") ?? "0") ?? 0, etag: Self.unquote(response.header("ETag") ?? ""),
-            contentType: response.header("Content-Type"), userMetadata: metadata, checksums: checksums)
+            contentType: response.header("Content-Type"), userMetadata: metadata, checksums: Self.checksums(of: response.headers))
     }
 
     /// Downloads an object (or a byte range of it) into memory.

@@ -87,7 +87,8 @@ public final class ObjectStorageClient: Sendable {
         guard var parts = URLComponents(url: endpoint, resolvingAgainstBaseURL: false), let scheme = parts.scheme?.lowercased()
         else { return endpoint.absoluteString }
         parts.scheme = scheme
-        parts.host = parts.host?.lowercased()
+        // The host as written (an IPv6 literal keeps its brackets), in lower case.
+        parts.percentEncodedHost = parts.percentEncodedHost?.lowercased()
         if (scheme == "http" && parts.port == 80) || (scheme == "https" && parts.port == 443) { parts.port = nil }
         while parts.path.hasSuffix("/") { parts.path.removeLast() }
         parts.query = nil

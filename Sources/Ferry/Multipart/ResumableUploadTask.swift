@@ -42,6 +42,8 @@ public actor ResumableUploadTask {
     private var plan: UploadPlan?
     private var uploadId: String?
     private var fingerprint: FileFingerprint?
+    /// The file's state (``FileRanges/State``) before this process read its first part of the upload.
+    private var fileState: FileRanges.State?
     private var createdAt = Date()
     private var meter: ProgressMeter?
     private var partsResumed = 0
@@ -325,8 +327,9 @@ public actor ResumableUploadTask {
         }
         // Before the checkpoint is read: a second run of this upload stops here, having sent nothing.
         try takeCheckpointLock()
-        // Before any part is read (those a resume reads again included): what a write to the file would change.
-        let stateBefore = try FileRanges.state(of: path)
+        // Before any part is read (those a resume reads again included): what a write to the file would change. A
+        // run resumed in this process keeps the state from before its first parts were read.
+        if fileState == nil || plan == nil { fileState = try FileRanges.state(of: path) }
         if plan == nil { try await prepare(size: size) }
         if let completedEarlier { return completedEarlier }
         plan?.releaseAll()
@@ -377,7 +380,7 @@ public actor ResumableUploadTask {
         // A write that put the size and modification time back, away from the fingerprint's samples, still moved the
         // inode's change time: every part is read again, and the upload is completed only if the file still holds
         // each one and was not written to while they were read.
-        if try FileRanges.state(of: path) != stateBefore {
+        if try FileRanges.state(of: path) != fileState {
             let settled = try FileRanges.state(of: path)
             for part in plan.completed.values.sorted(by: { $0.number < $1.number }) {
                 guard try await stillInFile(part, plan: plan) else {
@@ -573,17 +576,21 @@ public actor ResumableUploadTask {
             let object = try? await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials),
             object.size == plan.fileSize, ObjectStorageClient.unquote(object.etag) == expectedETag
         else { return nil }
-        var parts = checkpoint.parts.sorted { $0.number < $1.number }
-        if let algorithm = request.checksumAlgorithm {
+        // A store that tells the checksum on completion only (not on HEAD) leaves it unverified here; one that tells
+        // another is a mismatch, as at completion.
+        let reported = request.checksumAlgorithm.flatMap { object.checksums[$0.s3Name] }
+        var checksum: String?
+        var verification = UploadResult.Verification.none
+        if let algorithm = request.checksumAlgorithm, reported != nil || algorithm == .md5 {
+            var parts = checkpoint.parts.sorted { $0.number < $1.number }
             // A part the checkpoint names without its checksum takes it from the file: the object is then checked
             // against the file's bytes.
             for index in parts.indices where parts[index].checksum.flatMap({ Data(base64Encoded: $0) }) == nil {
                 parts[index].checksum = try await fileChecksum(algorithm, plan.range(ofPart: parts[index].number))
             }
+            (checksum, verification) = try verify(
+                etag: object.etag, reported: reported, parts: parts, expected: try expectedChecksum(of: parts).expected)
         }
-        let (checksum, verification) = try verify(
-            etag: object.etag, reported: request.checksumAlgorithm.flatMap { object.checksums[$0.s3Name] }, parts: parts,
-            expected: try expectedChecksum(of: parts).expected)
         partsResumed = checkpoint.parts.count
         return UploadResult(
             bucket: request.bucket, key: request.key, etag: ObjectStorageClient.unquote(object.etag), size: plan.fileSize,
@@ -679,14 +686,14 @@ public actor ResumableUploadTask {
             bucket: request.bucket, key: request.key, uploadId: uploadId, parts: parts,
             checksumAlgorithm: request.checksumAlgorithm, fullObjectChecksum: fullObject, credentials: credentials,
             observer: observer)
-        let stored = try await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials)
-        guard stored.size == plan.fileSize else {
+        let stored = await client.storedObject(bucket: request.bucket, key: request.key, credentials: credentials)
+        if let size = stored?.size, size != plan.fileSize {
             throw FerryError(
                 .checksumMismatch,
-                "The server answered the completion, but the object it stored is \(stored.size) bytes, not the file's \(plan.fileSize).")
+                "The server answered the completion, but the object it stored is \(size) bytes, not the file's \(plan.fileSize).")
         }
         // Servers report the object's checksum on completion, or (moto, some gateways) only on HEAD.
-        let reported = request.checksumAlgorithm.flatMap { result.checksums[$0.s3Name] ?? stored.checksums[$0.s3Name] }
+        let reported = request.checksumAlgorithm.flatMap { result.checksums[$0.s3Name] ?? stored?.checksums[$0.s3Name] }
         let (verified, verification) = try verify(etag: result.eTag, reported: reported, parts: parts, expected: expected)
         if !request.keepsCheckpointOnCompletion { await checkpointWriter?.delete() }
         return UploadResult(
@@ -771,13 +778,13 @@ public actor ResumableUploadTask {
             observer: observer)
         // A key ending in `/` is a folder to some stores (SeaweedFS keeps it empty, whatever was sent): its size is
         // read back.
-        if request.key.hasSuffix("/") {
-            let stored = try await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials)
-            guard stored.size == size else {
-                throw FerryError(
-                    .checksumMismatch,
-                    "The server answered the upload, but the object it stored at a key ending in / is \(stored.size) bytes, not the file's \(size).")
-            }
+        if request.key.hasSuffix("/"),
+            let stored = await client.storedObject(bucket: request.bucket, key: request.key, credentials: credentials)?.size,
+            stored != size
+        {
+            throw FerryError(
+                .checksumMismatch,
+                "The server answered the upload, but the object it stored at a key ending in / is \(stored) bytes, not the file's \(size).")
         }
         meter.finish(part: 1, size: size)
         partsSent = 1

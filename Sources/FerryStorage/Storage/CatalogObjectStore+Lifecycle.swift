@@ -29,7 +29,7 @@ extension CatalogObjectStore {
     {
         var outcome = LifecycleOutcome()
         let page = 1000
-        for (bucket, document) in try await catalog.bucketConfigurations(.lifecycle) where !skipping.contains(bucket) {
+        buckets: for (bucket, document) in try await catalog.bucketConfigurations(.lifecycle) where !skipping.contains(bucket) {
             guard var lifecycle = BucketLifecycle(document: document, dayLength: dayLength) else { continue }
             // The rules are read again before every `recheck` deletions: once a DeleteBucketLifecycle or a replacement
             // has been answered, a pass under way removes at most that many objects by the old rules.
@@ -44,10 +44,10 @@ extension CatalogObjectStore {
                 return true
             }
             var after: String?
-            objects: while lifecycle.expiresObjects && !Task.isCancelled {
+            while lifecycle.expiresObjects && !Task.isCancelled {
                 let objects = try await catalog.objects(bucket: bucket, after: after, from: "", limit: page)
                 for object in objects where lifecycle.expiration(of: object).map({ $0.date <= now }) == true {
-                    guard try await stillInForce() else { break objects }
+                    guard try await stillInForce() else { continue buckets }
                     guard let due = lifecycle.expiration(of: object)?.date, due <= now else { continue }
                     let unchanged = ObjectWriteCondition(
                         ifMatch: [object.etag], ifMatchLastModified: object.lastModified, ifMatchSize: object.size)
@@ -62,11 +62,11 @@ extension CatalogObjectStore {
                 after = last.key
             }
             var marker = (key: "", uploadId: "")
-            uploads: while lifecycle.abortsUploads && !Task.isCancelled {
+            while lifecycle.abortsUploads && !Task.isCancelled {
                 let uploads = try await catalog.uploads(
                     bucket: bucket, prefix: "", keyMarker: marker.key, uploadIdMarker: marker.uploadId, limit: page)
                 for upload in uploads where lifecycle.abortDate(of: upload).map({ $0 <= now }) == true {
-                    guard try await stillInForce() else { break uploads }
+                    guard try await stillInForce() else { continue buckets }
                     guard let due = lifecycle.abortDate(of: upload), due <= now,
                         let blobs = try await catalog.deleteUpload(upload.uploadId)
                     else { continue }
