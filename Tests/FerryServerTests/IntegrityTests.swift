@@ -1,3 +1,4 @@
+import Crypto
 import FerryCore
 import FerryTestSupport
 import Foundation
@@ -102,6 +103,44 @@ struct IntegrityTests {
             let asked = try await s3.put("sum", "asked", body, headers: [("x-amz-sdk-checksum-algorithm", "SHA1")])
             #expect(asked.header("x-amz-checksum-sha1") != nil, "\(asked.text)")
             #expect(blobFiles(server.dataDirectory).count == 3 + ChecksumAlgorithm.s3Algorithms.count)
+        }
+    }
+
+    @Test("a checksum of an algorithm the service does not compute is refused on PUT, UploadPart and Complete, and stores nothing")
+    func unsupportedChecksums() async throws {
+        try await TestServer.inMemory { server in
+            let s3 = server.client()
+            try await s3.createBucket("sum")
+            let body = Array("integrity matters".utf8)
+            let unsupported = [
+                ("x-amz-checksum-sha512", Data(SHA512.hash(data: body)).base64EncodedString()),
+                ("x-amz-checksum-md5", Data(Insecure.MD5.hash(data: body)).base64EncodedString()),
+                ("x-amz-checksum-xxhash64", "AAAAAAAAAAA="), ("x-amz-checksum-xxhash3", "AAAAAAAAAAA="),
+                ("X-Amz-Checksum-XXHASH128", "AAAAAAAAAAAAAAAAAAAAAA=="),
+            ]
+            for header in unsupported {
+                let put = try await s3.put("sum", "put", body, headers: [header])
+                #expect(put.status == 400 && put.errorCode == "InvalidRequest", "\(header.0): \(put.status) \(put.text)")
+                #expect(put.text.contains(header.0.lowercased()) && put.text.contains("CRC64NVME"), "\(put.text)")
+                #expect(try await s3.get("sum", "put").errorCode == "NoSuchKey")
+            }
+            let uploadId = try await s3.createMultipartUpload("sum", "parts")
+            let part = try await s3.uploadPart(
+                "sum", "parts", uploadId: uploadId, number: 1, body, headers: [("x-amz-checksum-xxhash64", "AAAAAAAAAAA=")])
+            #expect(part.errorCode == "InvalidRequest", "\(part.text)")
+            let stored = try await s3.uploadPart("sum", "parts", uploadId: uploadId, number: 1, body)
+            let etag = try #require(stored.header("ETag"))
+            let xml = S3TestClient.completeXML([(1, etag)])
+            let complete = try await s3.complete(
+                "sum", "parts", uploadId: uploadId, xml: xml, headers: [("x-amz-checksum-sha512", "AAAA")])
+            #expect(complete.errorCode == "InvalidRequest", "\(complete.text)")
+            #expect(try await s3.get("sum", "parts").errorCode == "NoSuchKey")
+            // The upload is still open, and completes without the header.
+            #expect(try await s3.complete("sum", "parts", uploadId: uploadId, xml: xml).status == 200)
+            #expect(try await s3.get("sum", "parts").body == body)
+            // The headers that name no checksum are not refused.
+            let head = try await s3.send("HEAD", S3TestClient.path("sum", "parts"), headers: [("x-amz-checksum-mode", "ENABLED")])
+            #expect(head.status == 200)
         }
     }
 

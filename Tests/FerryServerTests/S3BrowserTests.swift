@@ -180,6 +180,8 @@ struct S3BrowserTests {
                 ("Content-MD5", Data(Insecure.MD5.hash(data: [1])).base64EncodedString(), "BadDigest"),
                 ("x-amz-checksum-sha256", Data(SHA256.hash(data: [1])).base64EncodedString(), "BadDigest"),
                 ("x-amz-checksum-crc32", "AAAAAA==", "BadDigest"),
+                // An algorithm not computed cannot be checked: refused, not ignored.
+                ("x-amz-checksum-sha512", Data(SHA512.hash(data: [1])).base64EncodedString(), "InvalidRequest"),
                 ("Content-MD5", md5, nil), ("x-amz-checksum-sha256", sha256, nil),
             ] as [(String, String, String?)] {
                 let key = "digest/" + field + (code == nil ? "-right" : "-wrong")

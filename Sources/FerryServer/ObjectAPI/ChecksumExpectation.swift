@@ -14,8 +14,28 @@ struct ChecksumExpectation: Sendable {
     /// Expected MD5 from `Content-MD5`.
     var contentMD5: [UInt8]?
 
-    /// Reads the expectation from request headers; malformed values are `InvalidRequest` / `InvalidDigest`.
+    /// The `x-amz-checksum-*` headers that carry no checksum.
+    private static let parameterNames: Set<String> = ["x-amz-checksum-type", "x-amz-checksum-mode", "x-amz-checksum-algorithm"]
+
+    /// Refuses (`InvalidRequest`) a checksum header of an algorithm the service does not compute (`SHA512`, `MD5`,
+    /// `XXHASH64`, …): ignored, it would let a body that does not match it be stored as if checked.
+    static func refuseUnsupported(_ headers: HTTPFields) throws {
+        for field in headers {
+            let name = field.name.canonicalName
+            guard name.hasPrefix("x-amz-checksum-"), !parameterNames.contains(name),
+                !ChecksumAlgorithm.s3Algorithms.contains(where: { $0.headerName == name })
+            else { continue }
+            throw S3Error(
+                .invalidRequest,
+                "The checksum header \(name.prefix(64)) names an algorithm this service does not check; send one of "
+                    + ChecksumAlgorithm.s3Algorithms.map(\.s3Name).joined(separator: ", ") + ".")
+        }
+    }
+
+    /// Reads the expectation from request headers; malformed values are `InvalidRequest` / `InvalidDigest`, and a
+    /// checksum of an algorithm not computed is refused (``refuseUnsupported(_:)``).
     init(headers: HTTPFields) throws {
+        try Self.refuseUnsupported(headers)
         if let md5 = headers[.contentMD5] {
             guard let data = Data(base64Encoded: md5), data.count == 16 else {
                 throw S3Error(.invalidDigest, "The Content-MD5 you specified was invalid.")

@@ -96,6 +96,8 @@ public struct ObjectAPI: Sendable {
                 .invalidArgument, "A query parameter holds a character XML cannot carry.",
                 details: ["ArgumentName": String(parameter.name.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(64))])
         }
+        // Whatever the operation (CompleteMultipartUpload's checksum headers are the object's, not its body's).
+        try ChecksumExpectation.refuseUnsupported(request.headers)
         var request = request
         if request.headers[.expect]?.lowercased() == "100-continue" {
             request.body = RequestBody(
