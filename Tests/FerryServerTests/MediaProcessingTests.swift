@@ -85,8 +85,13 @@ struct MediaProcessingTests {
                 let soundStarts = try await firstTime("SQ", "a:0")
                 #expect(abs(pictureStarts) < 0.005, "the picture starts at \(pictureStarts) s")
                 #expect(soundStarts > -0.05 && soundStarts <= 0.001, "the sound starts at \(soundStarts) s")
+                // LD's stream is a master playlist of its picture with the sound, so it plays alone with sound.
                 let variant = try #require(play.stream(format: "m3u8", definition: "LD"))
-                let variantText = String(decoding: try await S3TestClient.fetch(variant.url).body, as: UTF8.self)
+                let single = String(decoding: try await S3TestClient.fetch(variant.url).body, as: UTF8.self)
+                #expect(single.components(separatedBy: "#EXT-X-STREAM-INF").count - 1 == 1, "\(single)")
+                #expect(single.contains("\nLD/index.m3u8?token=") && single.contains("URI=\"SQ/index.m3u8?token="), "\(single)")
+                let variantURL = variant.url.replacingOccurrences(of: "/LD.m3u8?", with: "/LD/index.m3u8?")
+                let variantText = String(decoding: try await S3TestClient.fetch(variantURL).body, as: UTF8.self)
                 // A signed video's playlist passes its token on to the init segment and every segment.
                 #expect(variantText.contains("#EXT-X-MAP:URI=\"init.mp4?token=") && variantText.contains(".m4s?token="))
                 // The same fMP4 files as MPEG-DASH: ffmpeg reads the manifest back, both representations and the
@@ -297,7 +302,10 @@ struct MediaProcessingTests {
             let variants = play.streams.filter { $0.format == "m3u8" && $0.definition != "AUTO" }
             #expect(!variants.isEmpty)
             for variant in variants {
-                let playlist = String(decoding: try await S3TestClient.fetch(variant.url).body, as: UTF8.self)
+                // A definition's stream is its master playlist (`LD.m3u8`, with the sound): its media playlist is
+                // `LD/index.m3u8`.
+                let url = variant.url.replacingOccurrences(of: "/\(variant.definition).m3u8", with: "/\(variant.definition)/index.m3u8")
+                let playlist = String(decoding: try await S3TestClient.fetch(url).body, as: UTF8.self)
                 #expect(playlist.contains("#EXT-X-TARGETDURATION:1\n"), "\(variant.definition): \(playlist)")
             }
         }

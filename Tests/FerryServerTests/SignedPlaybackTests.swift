@@ -193,18 +193,30 @@ struct SignedPlaybackTests {
                 let token = try await Self.token(app, kid: key.keyId, video: videoId, notBefore: notBefore)
                 #expect(try await Self.get(master, token: token).status == 200, "nbf \(notBefore)")
             }
-            // Definitions: GetPlayInfo asked for LD answers URLs that open LD alone; an app's token likewise, and
-            // one naming AUTO opens every rendition. Subtitles and pictures are not renditions.
+            // Definitions: GetPlayInfo asked for LD answers URLs that open LD alone, with the sound published apart
+            // (SQ), which LD's playlist plays with; an app's token likewise, and one naming AUTO opens every
+            // rendition. Subtitles and pictures are not renditions.
             let narrowed = try await harness.media.getPlayInfo(videoId: videoId, definitions: ["LD"])
             let ldURL = try #require(narrowed.stream(format: "m3u8", definition: "LD")).url
+            #expect(ldURL.hasPrefix(base + "LD.m3u8?token="), "\(ldURL)")
             let ldToken = String(try #require(ldURL.components(separatedBy: "?token=").last))
             let ldOnly = try await Self.token(app, kid: key.keyId, video: videoId, definitions: ["LD"])
             for token in [ldToken, ldOnly] {
                 #expect(try await Self.get(ldURL.components(separatedBy: "?").first ?? "", token: token).status == 200)
-                for file in ["LD.mp4", "LD/init.mp4"] {
+                for file in ["LD.mp4", "LD/init.mp4", "LD/index.m3u8", "SQ/index.m3u8", "SQ/init.mp4"] {
                     #expect(try await Self.get(base + file, token: token).status == 200, "\(file)")
                 }
-                for file in ["SD/index.m3u8", "SD/init.mp4", "SD.mp4", "master.m3u8", "manifest.mpd", "SQ/index.m3u8"] {
+                // The LD stream plays picture and sound, through ffmpeg and the m3u8 package.
+                let ldPlayed = harness.fixtures + "/played-ld-\(token == ldToken ? "served" : "app").mp4"
+                try await MediaFixtures.ffmpeg(["-i", base + "LD.m3u8?token=" + token, "-c", "copy", ldPlayed])
+                let ldProbed = try await MediaFixtures.probe(ldPlayed)
+                #expect(ldProbed.codec("video") == "h264" && ldProbed.codec("audio") == "aac", "\(ldProbed)")
+                #expect(abs((ldProbed.duration ?? 0) - 3) <= 0.2)
+                let ldChecked = try await Self.check([base + "LD.m3u8", "--token", token])
+                #expect((ldChecked["variants"] as? [String]) == ["LD/index.m3u8"], "\(ldChecked)")
+                #expect(ldChecked["playlists"] as? Int == 3 && ldChecked["fetched"] as? Int == 4, "\(ldChecked)")
+                #expect((ldChecked["missingToken"] as? [String])?.isEmpty == true)
+                for file in ["SD/index.m3u8", "SD/init.mp4", "SD.mp4", "SD.m3u8", "master.m3u8", "manifest.mpd"] {
                     let answer = try await Self.get(base + file, token: token)
                     #expect(answer.status == 403 && answer.reason == "definition", "\(file): \(answer)")
                 }

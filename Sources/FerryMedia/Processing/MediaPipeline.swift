@@ -326,6 +326,11 @@ package struct MediaPipeline: Sendable {
                 hls.format = "m3u8"
                 hls.path = output.playlistPath
                 hls.size = WorkFiles.size(of: encoded + "/" + output.definition)
+                if plan.separateAudio != nil, hasPicture {
+                    // A definition's own playlist holds its picture alone: played as `LD.m3u8`, a master playlist of
+                    // that one variant with the sound, which is written once the sound is packaged.
+                    hls.path = TranscodePlan.definitionMasterPath(output.definition)
+                }
                 renditions.append(hls)
             }
             if plan.formats.contains("mp4") {
@@ -345,6 +350,13 @@ package struct MediaPipeline: Sendable {
         if plan.formats.contains("m3u8") {
             let master = TranscodePlan.masterPlaylist(variants, audio: audioVariant)
             try Data(master.utf8).write(to: URL(fileURLWithPath: encoded + "/master.m3u8"))
+            if let audioVariant {
+                for variant in variants {
+                    let single = TranscodePlan.masterPlaylist([variant], audio: audioVariant)
+                    let path = TranscodePlan.definitionMasterPath(variant.output.definition)
+                    try Data(single.utf8).write(to: URL(fileURLWithPath: encoded + "/" + path))
+                }
+            }
             renditions.append(
                 Rendition(
                     definition: "AUTO", format: "m3u8", path: "master.m3u8", width: plan.outputs.compactMap(\.width).max(),

@@ -271,6 +271,11 @@ struct TranscodePlan: Sendable, Hashable {
         ]
     }
 
+    /// The master playlist of one definition's picture with the sound (``separateAudio``): `LD.m3u8`, beside the
+    /// master playlist of every definition, naming `LD/index.m3u8` and the audio rendition's playlist. It is what
+    /// plays that definition alone with its sound.
+    package static func definitionMasterPath(_ definition: String) -> String { definition + ".m3u8" }
+
     /// The group id of the audio rendition in the master playlist.
     static let audioGroup = "audio"
 

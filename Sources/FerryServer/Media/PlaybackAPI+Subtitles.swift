@@ -12,7 +12,7 @@ extension PlaybackAPI {
     /// made here names its files with `token` when one is given (a signed video).
     func subtitleAnswer(file: String, video: VideoRecord, request: Request, token: String?) async throws -> Response? {
         let tracks = video.subtitles ?? []
-        if file == "master.m3u8" {
+        if PlaybackToken.isMasterPlaylist(file) {
             guard !tracks.isEmpty, let prefix = video.outputPrefix else { return nil }
             let master = try await media.store.object(bucket: video.bucket, key: prefix + "/" + file)
             let text = try await text(of: master)

@@ -87,7 +87,8 @@ struct PlaybackAuthorizer: Sendable {
                 guard PlaybackToken.isOfNoDefinition(file) else { throw .definition }
                 return
             }
-            guard allowed.contains(definition) else { throw .definition }
+            guard allowed.contains(definition) || PlaybackToken.isSound(definition, of: allowed, in: video.renditions ?? [])
+            else { throw .definition }
         }
     }
 

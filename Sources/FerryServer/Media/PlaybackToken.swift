@@ -104,13 +104,30 @@ enum PlaybackToken {
     static func definition(ofFile file: String, in renditions: [Rendition]) -> String? {
         for rendition in renditions {
             if rendition.path == file { return rendition.definition }
-            if rendition.format == "m3u8", let slash = rendition.path.firstIndex(of: "/"),
-                file.hasPrefix(rendition.path[...slash])
-            {
-                return rendition.definition
-            }
+            if rendition.format == "m3u8", file.hasPrefix(directory(of: rendition)) { return rendition.definition }
         }
         return nil
+    }
+
+    /// The directory of an HLS rendition's files: its playlist's (`LD/index.m3u8`: `LD/`), or the definition's for a
+    /// definition's master playlist (`LD.m3u8`).
+    private static func directory(of rendition: Rendition) -> String {
+        guard let slash = rendition.path.firstIndex(of: "/") else { return rendition.definition + "/" }
+        return String(rendition.path[...slash])
+    }
+
+    /// Whether `definition` is the sound published apart from the picture (`SQ` beside `LD`, `SD`, …) and `allowed`
+    /// names a definition of the picture: each such definition's playlist plays with that sound.
+    static func isSound(_ definition: String, of allowed: [String], in renditions: [Rendition]) -> Bool {
+        let own = renditions.filter { $0.definition == definition }
+        return !own.isEmpty && own.allSatisfy { $0.width == nil }
+            && renditions.contains { allowed.contains($0.definition) && $0.width != nil }
+    }
+
+    /// Whether `file` is a master playlist: `master.m3u8`, or a definition's with the sound apart (`LD.m3u8`). Both
+    /// name the subtitle tracks.
+    static func isMasterPlaylist(_ file: String) -> Bool {
+        !file.contains("/") && file.hasSuffix(".m3u8")
     }
 
     /// Whether `file` belongs to no definition whatever the renditions: a subtitle track's files, the cover, a
