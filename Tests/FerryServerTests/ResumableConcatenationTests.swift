@@ -32,10 +32,10 @@ struct ResumableConcatenationTests {
     static func final(_ partials: [ResumableUpload], key: String, store: CatalogObjectStore, charge: StorageCharge)
         async throws -> ObjectInfo
     {
-        try await store.concatenateResumable(
+        let made = try await store.concatenateResumable(
             partials, bucket: "r", key: key, charge: charge, info: .init(kind: .final, partials: partials.map(\.id)),
-            attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400)
-        ).object
+            attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
+        return try #require(made.object)
     }
 
     @Test("a final upload's bytes and upload slot are checked once against its owner's quota: partial uploads of 8 bytes filling 2 concurrent uploads make an 8-byte object under a quota of 10 bytes and 2 uploads; then the bytes count once, as the object's, the partial uploads' records name the final upload, and no second final upload is made of them", arguments: JobQueueImplementation.allCases)
@@ -50,7 +50,7 @@ struct ResumableConcatenationTests {
             let (final, object) = try await store.concatenateResumable(
                 [a, b], bucket: "r", key: "whole", charge: charge, info: .init(kind: .final, partials: [a.id, b.id]),
                 attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
-            #expect(object.size == 8)
+            #expect(object?.size == 8)
             #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 8, uploadsInProgress: 0))
             for partial in [a, b] {
                 #expect(try await store.resumableUpload(partial.id)?.info.concatenatedInto == final.id)
@@ -92,6 +92,92 @@ struct ResumableConcatenationTests {
                 body += buffer.readableBytesView
             }
             #expect(String(decoding: body, as: UTF8.self) == "AAAACCCC")
+        }
+    }
+
+    @Test("final uploads of one partial upload made at the same time make one object: the others are uploadNotFound and leave no object, upload or claim behind", arguments: JobQueueImplementation.allCases)
+    func concurrentFinalUploadsMakeOne(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("r")
+            let charge = StorageCharge(owner: "k1", quota: .unlimited)
+            for round in 0..<3 {
+                let a = try await Self.partial("A", store: store, charge: charge)
+                let outcomes = await withTaskGroup(of: (String, Result<ObjectInfo, any Error>).self) { group in
+                    for index in 0..<6 {
+                        let key = "race-\(round)-\(index)"
+                        group.addTask {
+                            do {
+                                return (key, .success(try await Self.final([a], key: key, store: store, charge: charge)))
+                            } catch {
+                                return (key, .failure(error))
+                            }
+                        }
+                    }
+                    var outcomes: [(String, Result<ObjectInfo, any Error>)] = []
+                    for await outcome in group { outcomes.append(outcome) }
+                    return outcomes
+                }
+                let made = outcomes.filter { if case .success = $0.1 { true } else { false } }.map(\.0)
+                #expect(made.count == 1, "round \(round): \(made)")
+                for (key, outcome) in outcomes {
+                    if case .failure(let error) = outcome {
+                        #expect((error as? FerryDomainError)?.code == .uploadNotFound, "\(key): \(error)")
+                        await #expect(throws: FerryDomainError.self) { _ = try await store.object(bucket: "r", key: key) }
+                    }
+                }
+                let final = try #require(try await store.resumableUpload(a.id)?.info.concatenatedInto)
+                let record = try #require(try await store.resumableUpload(final))
+                #expect(record.key == made.first && record.etag != nil)
+            }
+            // No multipart upload is left by the refused ones, and the bytes count once per object.
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 12, uploadsInProgress: 0))
+            #expect(try await store.abortUnclaimedResumableUploads(initiatedBefore: Date().addingTimeInterval(1)) == 0)
+        }
+    }
+
+    @Test("a final upload that claimed its partial upload and did not complete (its request ended) is completed by a request naming the same partial upload; a refused one gives the claim back", arguments: JobQueueImplementation.allCases)
+    func claimedFinalUploadIsCompletedAgain(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("r")
+            let charge = StorageCharge(owner: "k1", quota: .unlimited)
+            let a = try await Self.partial("A", store: store, charge: charge)
+            // An insert-only final upload where an object is: refused, and the partial upload is free again.
+            _ = try await store.putObject(
+                bucket: "r", key: "taken", attributes: ObjectAttributes(), tags: [],
+                body: AsyncStream<ByteBuffer> {
+                    $0.yield(ByteBuffer(string: "x"))
+                    $0.finish()
+                }, checksums: [], condition: .none, verify: { _ in }, charge: charge)
+            var insertOnly = ResumableUpload.Info(kind: .final, partials: [a.id])
+            insertOnly.insertOnly = true
+            await #expect { _ = try await store.concatenateResumable(
+                [a], bucket: "r", key: "taken", charge: charge, info: insertOnly, attributes: ObjectAttributes(),
+                expiresAt: Date().addingTimeInterval(86_400)) } throws: { ($0 as? FerryDomainError)?.code == .preconditionFailed }
+            #expect(try await store.resumableUpload(a.id)?.info.concatenatedInto == nil)
+            #expect(try await store.abortUnclaimedResumableUploads(initiatedBefore: Date().addingTimeInterval(1)) == 0)
+            // What a request that ended after its claim leaves: the final upload's record, fully received, holding the
+            // claim, and its multipart upload with the partial upload's bytes; no object yet.
+            let left = try await store.createResumableUpload(
+                bucket: "r", key: "whole", charge: charge, length: 4, info: .init(kind: .final, partials: [a.id]),
+                attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
+            let body = AsyncStream<ByteBuffer> {
+                $0.yield(ByteBuffer(string: "AAAA"))
+                $0.finish()
+            }
+            guard case .appended(let received) = try await store.appendResumable(
+                left, at: 0, body: body, checksums: [], byteLimit: nil, verify: { _ in })
+            else { throw NotAppended() }
+            #expect(try await store.catalog.claimPartialUploads([a.id], for: received.id))
+            #expect(try await store.catalog.claimPartialUploads([a.id], for: "another") == false)
+            await #expect(throws: FerryDomainError.self) { _ = try await store.object(bucket: "r", key: "whole") }
+            let (completed, object) = try await store.completeConcatenation(received, partials: [a])
+            #expect(object?.size == 4 && completed.etag == object?.etag)
+            #expect(try await store.resumableUpload(a.id)?.info.concatenatedInto == received.id)
+            // The partial upload's own multipart upload went: its bytes count once, as the object's.
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 5, uploadsInProgress: 0))
+            // Again (the answer was lost): the same upload, nothing made twice.
+            let again = try await store.completeConcatenation(received, partials: [a])
+            #expect(again.object == nil && again.upload.etag == completed.etag)
         }
     }
 

@@ -438,12 +438,16 @@ struct ResumableUploadAPI: Sendable {
         if partials.contains(where: { $0.info.concatenatedInto != nil }) {
             guard let id = partials[0].info.concatenatedInto, let made = try await store.resumableUpload(id),
                 made.info.partials == partials.map(\.id), made.bucket == target.bucket, made.key == target.key,
-                made.owner == target.owner, let etag = made.etag
+                made.owner == target.owner
             else {
                 throw ResumableRefusal(
                     .badRequest, "Upload-Concat names a partial upload that another final upload was made of.", wire: wire)
             }
-            return try created(made, etag: etag, context: context)
+            if let etag = made.etag { return try created(made, etag: etag, context: context) }
+            // Claimed by a final upload whose request ended before its object was made (or is making it now): made here.
+            let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
+            let (completed, object) = try await completeConcatenation(made, partials: partials, target: target, stored: stored)
+            return try created(completed, etag: completed.etag ?? object?.etag ?? "", context: context)
         }
         // The final upload is checked as any upload of its length and type, and completes as one.
         let (total, overflow) = partials.reduce((Int64(0), false)) { sum, partial in
@@ -460,21 +464,42 @@ struct ResumableUploadAPI: Sendable {
         var info = ResumableUpload.Info(kind: .final, metadata: metadata, videoId: target.mediaId, partials: partials.map(\.id))
         info.insertOnly = target.insertOnly ? true : nil
         let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
-        let upload: ResumableUpload
-        let object: ObjectInfo
-        do {
-            (upload, object) = try await store.concatenateResumable(
+        let (upload, object) = try await refusingConcatenation(target) {
+            try await store.concatenateResumable(
                 partials, bucket: target.bucket, key: target.key,
                 charge: StorageCharge(owner: target.owner, quota: target.quota), info: info, attributes: attributes,
                 expiresAt: credentials.now().addingTimeInterval(lifetime), fileOwner: stored?.owner,
                 verify: { etag in if let stored, !stored.accepts(etag: etag) { throw stored.refusal } })
-        } catch let error as FerryDomainError where error.code == .preconditionFailed && target.insertOnly {
-            throw ResumableRefusal(.conflict, "An object with this key exists and the upload token is insertOnly.", wire: wire)
-        } catch let error as FerryDomainError where error.code == .uploadNotFound {
-            throw ResumableRefusal(.badRequest, "A partial upload Upload-Concat names was ended meanwhile.", wire: wire)
         }
-        await objectStored(object)
-        return try created(upload, etag: object.etag, context: context)
+        if let object { await objectStored(object) }
+        return try created(upload, etag: upload.etag ?? object?.etag ?? "", context: context)
+    }
+
+    /// Completes the final upload `made`, which holds the claim on `partials` and is fully received.
+    private func completeConcatenation(
+        _ made: ResumableUpload, partials: [ResumableUpload], target: Target, stored: MediaLibrary.StoredFile?
+    ) async throws -> (upload: ResumableUpload, object: ObjectInfo?) {
+        let (upload, object) = try await refusingConcatenation(target) {
+            try await store.completeConcatenation(
+                made, partials: partials, fileOwner: stored?.owner,
+                verify: { etag in if let stored, !stored.accepts(etag: etag) { throw stored.refusal } })
+        }
+        if let object { await objectStored(object) }
+        return (upload, object)
+    }
+
+    /// `body`, with the store's refusals of a final upload as tus answers.
+    private func refusingConcatenation<Result>(_ target: Target, _ body: () async throws -> Result) async throws -> Result {
+        do {
+            return try await body()
+        } catch let error as FerryDomainError where error.code == .preconditionFailed && target.insertOnly {
+            throw ResumableRefusal(
+                .conflict, "An object with this key exists and the upload token is insertOnly.", wire: .tus)
+        } catch let error as FerryDomainError where error.code == .uploadNotFound {
+            throw ResumableRefusal(
+                .badRequest, "A partial upload Upload-Concat names was ended, or made into another final upload, meanwhile.",
+                wire: .tus)
+        }
     }
 
     /// The answer to a final upload: 201, its URL and its object's ETag.

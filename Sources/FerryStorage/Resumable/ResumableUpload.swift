@@ -136,9 +136,16 @@ protocol ResumableUploadCatalog: Sendable {
     func setResumableExpiry(_ id: String, to date: Date) async throws
     /// Records that the upload became the object with `etag`.
     func markResumableCompleted(_ id: String, etag: String) async throws
+    /// Claims the partial uploads `ids` for the final upload `final` (``ResumableUpload/Info/concatenatedInto``), all
+    /// or none, in one transaction: false, changing nothing, when one is missing, made into an object, or claimed by
+    /// another final upload.
+    func claimPartialUploads(_ ids: [String], for final: String) async throws -> Bool
+    /// Gives back the claims of the final upload `final` on the partial uploads `ids` (a refused final upload).
+    func releasePartialUploads(_ ids: [String], from final: String) async throws
     /// Records that the partial upload `id` is part of the final upload `final`
     /// (``ResumableUpload/Info/concatenatedInto``) and removes its multipart upload, keeping its record, in one
-    /// transaction; the blobs of the parts removed, nil when the upload is missing or part of a final upload already.
+    /// transaction; the blobs of the parts removed, nil when the upload is missing, part of another final upload, or
+    /// concluded already.
     func concludePartialUpload(_ id: String, into final: String) async throws -> [String]?
     /// Removes the upload's record (not its bytes); the record removed, nil when there was none.
     func deleteResumableUpload(_ id: String) async throws -> ResumableUpload?

@@ -217,13 +217,19 @@ extension CatalogObjectStore {
     /// and upload places a second time. `verify`
     /// sees the object's ETag before it is made and may refuse it; with `info.insertOnly` the object is made only
     /// where none exists (else `preconditionFailed`), and the file of a video or image (`fileOwner`) only where none
-    /// is or the same bytes are; a partial upload ended meanwhile makes it `uploadNotFound`. A refused final upload
+    /// is or the same bytes are; a partial upload ended meanwhile, or claimed by another final upload made at the same
+    /// time (on any node), makes it `uploadNotFound`: a partial upload makes one object. A refused final upload
     /// leaves nothing behind.
+    ///
+    /// The final upload's record is written, fully received, before it claims the partial uploads, so that one whose
+    /// request ended after the claim (a crash) is completed by a request naming the same partial uploads again
+    /// (``completeConcatenation(_:partials:fileOwner:verify:)``). The object is nil when such a request completed it
+    /// first.
     package func concatenateResumable(
         _ partials: [ResumableUpload], bucket: String, key: String, charge: StorageCharge, info: ResumableUpload.Info,
         attributes: ObjectAttributes, expiresAt: Date, fileOwner: String? = nil,
         verify: @Sendable (String) throws -> Void = { _ in }
-    ) async throws -> (upload: ResumableUpload, object: ObjectInfo) {
+    ) async throws -> (upload: ResumableUpload, object: ObjectInfo?) {
         let owner = charge.owner
         // Its partial uploads hold its places among the owner's uploads in progress: it needs none beside them.
         var creation = charge
@@ -231,6 +237,8 @@ extension CatalogObjectStore {
         let multipart = try await createMultipartUpload(
             idPrefix: ResumableUpload.multipartIdPrefix, bucket: bucket, key: key, attributes: attributes, tags: [],
             checksumAlgorithm: Self.resumableChecksum, checksumType: "FULL_OBJECT", charge: creation)
+        var recorded: ResumableUpload?
+        var claimed = false
         do {
             var parts: [PartInfo] = []
             // The partial uploads whose parts are copied so far: the copies' check does not count their bytes again.
@@ -257,21 +265,45 @@ extension CatalogObjectStore {
             // terminated before.
             for partial in partials where try await catalog.resumableUpload(partial.id) == nil { throw Self.noSuchUpload }
             let total = parts.reduce(0) { $0 + $1.size }
-            let etag = Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] })
-            try verify(etag)
-            let object = try await assemble(
-                multipart, parts: parts, fullObjectChecksums: [:],
-                condition: Self.resumableCondition(insertOnly: info.insertOnly, fileOwner: fileOwner))
+            try verify(Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] }))
             let upload = ResumableUpload(
                 id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
-                length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: object.etag)
+                length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: nil)
             try await catalog.insertResumableUpload(upload)
-            await release(partials, into: upload)
-            return (upload, object)
+            recorded = upload
+            // Of final uploads made of one partial upload at the same time, one claims it; the others make nothing.
+            guard try await catalog.claimPartialUploads(partials.map(\.id), for: upload.id) else { throw Self.noSuchUpload }
+            claimed = true
+            let (completed, object) = try await completeConcatenation(
+                upload, partials: partials, fileOwner: fileOwner, verify: verify)
+            return (completed, object)
         } catch {
+            if let recorded {
+                if claimed {
+                    // Refused (insert-only, the file's bytes): the partial uploads are free for another final upload.
+                    try? await catalog.releasePartialUploads(partials.map(\.id), from: recorded.id)
+                }
+                _ = try? await catalog.deleteResumableUpload(recorded.id)
+            }
             await discardRefused(multipart)
             throw error
         }
+    }
+
+    /// Completes the final upload `final`, fully received and holding the claim on `partials` (made by
+    /// ``concatenateResumable(_:bucket:key:charge:info:attributes:expiresAt:fileOwner:verify:)``, whose request may
+    /// have ended before it completed), and releases the partial uploads' multipart uploads. The upload as completed,
+    /// and its object, nil when another request completed it first.
+    package func completeConcatenation(
+        _ final: ResumableUpload, partials: [ResumableUpload], fileOwner: String? = nil,
+        verify: @Sendable (String) throws -> Void = { _ in }
+    ) async throws -> (upload: ResumableUpload, object: ObjectInfo?) {
+        let object = try await completeResumable(final, fileOwner: fileOwner, verify: verify)
+        guard let completed = try await catalog.resumableUpload(final.id), completed.etag != nil else {
+            throw Self.noSuchUpload
+        }
+        await release(partials, into: completed)
+        return (completed, object)
     }
 
     /// Marks the partial uploads of the final upload `final` as its own and removes their multipart uploads (the

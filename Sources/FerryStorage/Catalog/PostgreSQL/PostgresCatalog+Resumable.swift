@@ -83,13 +83,49 @@ extension PostgresCatalog {
         try await execute("UPDATE resumable_upload SET etag = \(etag) WHERE id = \(id)")
     }
 
+    func claimPartialUploads(_ ids: [String], for final: String) async throws -> Bool {
+        try await transaction { [logger] connection -> Bool in
+            var claimed: [ResumableUpload] = []
+            // Locked in one order, so that two final uploads naming the same partial uploads cannot deadlock.
+            for id in Set(ids).sorted() {
+                guard let row = try await Self.rows(
+                    "SELECT * FROM resumable_upload WHERE id = \(id) FOR UPDATE", on: connection, logger: logger
+                ).first else { return false }
+                var upload = try Self.resumable(row)
+                guard upload.etag == nil, upload.info.concatenatedInto == nil else { return false }
+                upload.info.concatenatedInto = final
+                claimed.append(upload)
+            }
+            for upload in claimed {
+                let info = try CatalogJSON.encode(upload.info)
+                try await connection.query("UPDATE resumable_upload SET info = \(info) WHERE id = \(upload.id)", logger: logger)
+            }
+            return true
+        }
+    }
+
+    func releasePartialUploads(_ ids: [String], from final: String) async throws {
+        try await transaction { [logger] connection in
+            for id in Set(ids).sorted() {
+                guard let row = try await Self.rows(
+                    "SELECT * FROM resumable_upload WHERE id = \(id) FOR UPDATE", on: connection, logger: logger
+                ).first else { continue }
+                var upload = try Self.resumable(row)
+                guard upload.info.concatenatedInto == final else { continue }
+                upload.info.concatenatedInto = nil
+                let info = try CatalogJSON.encode(upload.info)
+                try await connection.query("UPDATE resumable_upload SET info = \(info) WHERE id = \(id)", logger: logger)
+            }
+        }
+    }
+
     func concludePartialUpload(_ id: String, into final: String) async throws -> [String]? {
         try await transaction { [logger] connection -> [String]? in
             guard let row = try await Self.rows(
                 "SELECT * FROM resumable_upload WHERE id = \(id) FOR UPDATE", on: connection, logger: logger
             ).first else { return nil }
             var upload = try Self.resumable(row)
-            guard upload.info.concatenatedInto == nil,
+            guard [nil, final].contains(upload.info.concatenatedInto),
                 try await Self.lockUpload(upload.uploadId, on: connection, logger: logger)
             else { return nil }
             upload.info.concatenatedInto = final

@@ -91,9 +91,40 @@ extension SQLiteCatalog {
         try await execute("UPDATE resumableUpload SET etag = ? WHERE id = ?", [etag, id])
     }
 
+    func claimPartialUploads(_ ids: [String], for final: String) async throws -> Bool {
+        try await pool.write { db in
+            var claimed: [ResumableUpload] = []
+            for id in ids {
+                guard var upload = try Self.resumable(id, db), upload.etag == nil, upload.info.concatenatedInto == nil
+                else { return false }
+                upload.info.concatenatedInto = final
+                claimed.append(upload)
+            }
+            for upload in claimed {
+                try db.execute(
+                    sql: "UPDATE resumableUpload SET info = ? WHERE id = ?",
+                    arguments: [try CatalogJSON.encode(upload.info), upload.id])
+            }
+            return true
+        }
+    }
+
+    func releasePartialUploads(_ ids: [String], from final: String) async throws {
+        try await pool.write { db in
+            for id in ids {
+                guard var upload = try Self.resumable(id, db), upload.info.concatenatedInto == final else { continue }
+                upload.info.concatenatedInto = nil
+                try db.execute(
+                    sql: "UPDATE resumableUpload SET info = ? WHERE id = ?", arguments: [try CatalogJSON.encode(upload.info), id])
+            }
+        }
+    }
+
     func concludePartialUpload(_ id: String, into final: String) async throws -> [String]? {
         try await pool.write { db in
-            guard var upload = try Self.resumable(id, db), upload.info.concatenatedInto == nil else { return nil }
+            guard var upload = try Self.resumable(id, db), [nil, final].contains(upload.info.concatenatedInto),
+                try db.exists("SELECT 1 FROM upload WHERE id = ?", [upload.uploadId])
+            else { return nil }
             upload.info.concatenatedInto = final
             try db.execute(
                 sql: "UPDATE resumableUpload SET info = ? WHERE id = ?", arguments: [try CatalogJSON.encode(upload.info), id])
