@@ -340,6 +340,18 @@ struct ConsoleTests {
             let refused = try await again.signIn(id, secret)
             #expect(refused.status == 401 && ConsoleBrowser.code(refused) == "AccessKeyDisabled")
             #expect(refused.text.contains(id) && !refused.text.contains(secret))
+
+            // A key whose policy would not fit in a cookie a browser keeps is told so at sign-in, not signed in and
+            // then forgotten (the browser drops the cookie, and the next page says the session ended).
+            let statements = (0..<200).map { ["actions": ["media:*"], "bucket": "bucket-\($0)"] as [String: Any] }
+            let large = try await root.api("CreateAccessKey", ["Description": "large", "Policy": ["statements": statements]])
+            let largeKey = try #require(ConsoleBrowser.json(large)["AccessKey"] as? [String: Any])
+            let largeId = try #require(largeKey["AccessKeyId"] as? String)
+            let largeSecret = try #require(largeKey["AccessKeySecret"] as? String)
+            var crowded = ConsoleBrowser(server)
+            let tooLarge = try await crowded.signIn(largeId, largeSecret)
+            #expect(tooLarge.status == 403 && ConsoleBrowser.code(tooLarge) == "PolicyTooLarge", "\(tooLarge.text)")
+            #expect(tooLarge.header("set-cookie") == nil && !tooLarge.text.contains(largeSecret))
         }
     }
 

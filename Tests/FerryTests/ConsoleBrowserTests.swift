@@ -73,7 +73,7 @@ struct ConsoleBrowserTests {
         let expected: Set<String> = [
             "sign in", "a stored page runs no script as the console's origin", "upload reaches 100 %", "status becomes Normal", "library lists the video with its cover",
             "video plays", "HLS plays through Media Source Extensions", "a video plays while it is transcoded", "captions show as a track of the player", "storyboard previews on the timeline", "edit title",
-            "title with markup renders as text",
+            "title with markup renders as text", "a cover on another site is a link, not loaded",
             "reload mid-upload resumes without re-sending stored parts", "expired session keeps the upload",
             "pause, resume and a dropped network", "cancel", "delete",
             "keys page shows a secret once", "webhooks page lists deliveries", "status page lists this node",

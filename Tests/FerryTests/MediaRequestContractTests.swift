@@ -157,6 +157,8 @@ struct MediaRequestContractTests {
             }
             let wrongType = await refusal("CreateUploadVideo", #"{"Title": 5, "FileName": "a.mp4"}"#)
             #expect(wrongType?.serverCode == "InvalidParameter" && wrongType?.message == "Title has the wrong type.")
+            let blank = await refusal("CreateUploadVideo", #"{"Title": " \t\n", "FileName": "a.mp4"}"#)
+            #expect(blank?.serverCode == "InvalidParameter" && blank?.message == "Title must not be empty.")
             let missing = await refusal("CreateUploadVideo", #"{"FileName": "a.mp4"}"#)
             #expect(missing?.serverCode == "MissingParameter" && missing?.message == "Title is required.")
             let seconds = await refusal("AssumeRole", #"{"DurationSeconds": "long"}"#)
@@ -177,6 +179,13 @@ struct MediaRequestContractTests {
             #expect(videoId?.serverCode == "MissingParameter" && videoId?.message == "VideoId is required.")
             let policy = await refusal("CreateAccessKey", #"{"Description": "no policy"}"#)
             #expect(policy?.serverCode == "MissingParameter" && policy?.message == "Policy is required.")
+            // A nested object without a field it needs is named too, not taken for a body that is not JSON.
+            let empty = await refusal("CreateAccessKey", #"{"Policy": {}}"#)
+            #expect(empty?.serverCode == "MissingParameter" && empty?.message == "Policy.statements is required.", "\(String(describing: empty))")
+            let statement = await refusal("CreateAccessKey", #"{"Policy": {"statements": [{"bucket": "b"}]}}"#)
+            #expect(
+                statement?.serverCode == "MissingParameter" && statement?.message == "Policy.statements[0].actions is required.",
+                "\(String(describing: statement))")
         }
     }
 }

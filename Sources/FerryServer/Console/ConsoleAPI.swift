@@ -151,7 +151,7 @@ struct ConsoleAPI: Sendable {
                 context.logger.info(
                     "console sign-in refused",
                     metadata: ["ferry.access-key-id": .string(refusal.namesKey ? String(id.prefix(64)) : "(no such key)")])
-                throw MediaError(refusal.code, refusal.message, status: 401)
+                throw MediaError(refusal.code, refusal.message, status: refusal.status)
             }
             setCookie = ConsoleSessions.setCookie(session, secure: secure)
             answer = SessionAnswer(session)

@@ -45,7 +45,13 @@ struct ConsoleSessions: Sendable {
         /// Whether the sign-in named an access key that exists: only then may its id be logged (what was typed as an
         /// id may be a secret pasted into the wrong field).
         var namesKey = false
+        /// The answer's status.
+        var status = 401
     }
+
+    /// The longest session cookie value made: with its name and attributes within the 4,096 bytes a browser keeps of
+    /// a cookie (RFC 6265, 6.1), which drops a longer one without a word.
+    static let maxCookieValue = 3800
 
     /// Checks an access key id and secret and opens a session for the key; throws ``Refusal`` for a wrong, unknown or
     /// disabled key.
@@ -72,7 +78,17 @@ struct ConsoleSessions: Sendable {
         let expiration = now.addingTimeInterval(Self.lifetime)
         let issued = credentials.tokens.issue(parent: accessKeyId, policies: policies, expiration: expiration)
         let credential = issued.accessKeyId + "~" + (issued.sessionToken ?? "")
-        return try await session(cookie: credential + "~" + seal(credential), now: now)
+        let cookie = credential + "~" + seal(credential)
+        // The session carries the key's policy: one too large for a cookie would sign in and then be forgotten.
+        guard cookie.utf8.count <= Self.maxCookieValue else {
+            throw Refusal(
+                code: "PolicyTooLarge",
+                message: "The access key's policy is too large for a console session (its cookie would be "
+                    + "\(cookie.utf8.count) bytes; browsers keep 4096). Sign in with a key of fewer or shorter statements, "
+                    + "or use the media API.",
+                namesKey: true, status: 403)
+        }
+        return try await session(cookie: cookie, now: now)
     }
 
     /// The authentication code that marks `credential` (`id~token`) as a console session.

@@ -4,7 +4,8 @@ import Foundation
 /// Request bodies of the JSON routes (media, publish, console, part signing), decoded into their Codable types after
 /// their shape is checked (``DocumentShape``): a body too deep or too large is `InvalidParameter`, one that is not JSON
 /// `MalformedJSON`, a field of the wrong type (or a number its type cannot hold), or one a quota or a policy statement
-/// does not take, `InvalidParameter` naming the field. An empty body is `{}`.
+/// does not take, `InvalidParameter` naming the field, and a field a nested object needs and lacks `MissingParameter`.
+/// An empty body is `{}`.
 enum JSONBody {
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         let data = data.isEmpty ? Data("{}".utf8) : data
@@ -17,19 +18,33 @@ enum JSONBody {
             return try JSONDecoder().decode(type, from: data)
         } catch let error as UnknownFieldError {
             throw MediaError.invalid(error.path, "is not a field it takes; it takes \(error.takes).")
+        } catch DecodingError.keyNotFound(let key, let context) {
+            // A nested object without a field it needs (a policy statement without Effect): named, not MalformedJSON.
+            throw MediaError.missing(String(fieldPath(context.codingPath + [key]).prefix(128)))
         } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
-            let name = context.codingPath.map(\.stringValue).joined(separator: ".")
+            let name = fieldPath(context.codingPath)
             throw MediaError.invalid(name.isEmpty ? "The body" : String(name.prefix(128)), "has the wrong type.")
         } catch DecodingError.dataCorrupted(let context)
             where !context.codingPath.isEmpty || (try? JSONSerialization.jsonObject(with: data)) != nil
         {
             // JSON, but a number its field cannot hold (1.5 or 1e30 for an integer); some decoders name no field.
-            let name = context.codingPath.map(\.stringValue).joined(separator: ".")
+            let name = fieldPath(context.codingPath)
             throw MediaError.invalid(
                 name.isEmpty ? unfitNumber(in: data) ?? "A number in the body" : String(name.prefix(128)),
                 "has the wrong type.")
         } catch {
             throw MediaError("MalformedJSON", "The request body is not a valid JSON object.")
+        }
+    }
+
+    /// A field's path as the body spells it: `Policy.statements[0].actions`.
+    private static func fieldPath(_ path: [any CodingKey]) -> String {
+        path.reduce(into: "") { name, key in
+            if let index = key.intValue, key.stringValue.hasPrefix("Index ") {
+                name += "[\(index)]"
+            } else {
+                name += (name.isEmpty ? "" : ".") + key.stringValue
+            }
         }
     }
 

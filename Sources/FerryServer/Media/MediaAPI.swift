@@ -256,6 +256,10 @@ public struct MediaAPI: Sendable {
         -> MediaContract.UploadTicketAnswer
     {
         guard let title = input.title, !title.isEmpty else { throw MediaError.missing("Title") }
+        // As UpdateVideoInfo refuses it: a title of spaces alone could not be kept through an edit.
+        guard !title.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw MediaError.invalid("Title", "must not be empty.")
+        }
         guard let fileName = input.fileName, !fileName.isEmpty else { throw MediaError.missing("FileName") }
         try Self.checkText(title, "Title", max: 128)
         try Self.checkText(input.description, "Description", max: 1024)
@@ -581,8 +585,9 @@ public struct MediaAPI: Sendable {
         }
     }
 
-    func requireRoot(_ principal: Principal) throws {
-        guard principal.isRoot else { throw MediaError("Forbidden", "Only the root key manages access keys.", status: 403) }
+    /// Refuses any caller but the root key: `what` it alone does, as the refusal says.
+    func requireRoot(_ principal: Principal, _ what: String = "manages access keys") throws {
+        guard principal.isRoot else { throw MediaError("Forbidden", "Only the root key \(what).", status: 403) }
     }
 
     func createAccessKey(_ input: MediaContract.CreateAccessKeyRequest, _ call: Call) async throws
@@ -612,7 +617,7 @@ public struct MediaAPI: Sendable {
     func listWebhookEvents(_ input: MediaContract.ListWebhookEventsRequest, _ call: Call) async throws
         -> MediaContract.WebhookEventsAnswer
     {
-        try requireRoot(call.principal)
+        try requireRoot(call.principal, "reads and retries webhook deliveries")
         let limit = input.limit ?? 50
         guard (1...500).contains(limit) else { throw MediaError.invalid("Limit", "must be between 1 and 500.") }
         let events = try await webhooks.catalog.recentWebhookEvents(limit: limit).map { delivery in
@@ -637,7 +642,7 @@ public struct MediaAPI: Sendable {
     func retryWebhookEvent(_ input: MediaContract.WebhookEventIdRequest, _ call: Call) async throws
         -> MediaContract.WebhookEventStateAnswer
     {
-        try requireRoot(call.principal)
+        try requireRoot(call.principal, "reads and retries webhook deliveries")
         guard let id = input.eventId, !id.isEmpty else { throw MediaError.missing("EventId") }
         guard try await webhooks.catalog.retryWebhookEvent(id, now: Date()) else {
             throw MediaError("InvalidEvent.NotFailed", "No failed webhook event has the id \(id.prefix(64)).", status: 404)

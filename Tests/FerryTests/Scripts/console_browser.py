@@ -386,6 +386,25 @@ def run(driver):
     time.sleep(0.5)
     assert no_alert(driver), "a script in the title ran"
     passed("edit title")
+
+    # A cover the app set on another site is not loaded (the console's Content-Security-Policy would refuse it): the
+    # video page links to it, the library says where it is, and the player has no poster; cleared, the video's own
+    # cover shows again.
+    elsewhere = "https://covers.invalid/c.jpg"
+    assert media_api(driver, "UpdateVideoInfo", {"VideoId": video_id, "CoverURL": elsewhere})["status"] == 200
+    driver.get(CONSOLE + f"#/videos/{video_id}")
+    cover = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "p#cover a"), message="the cover link")[0]
+    assert cover.get_attribute("href") == elsewhere and cover.get_attribute("rel") == "noopener noreferrer", cover.get_attribute("outerHTML")
+    assert not [e for e in driver.find_elements(By.TAG_NAME, "img") if "covers.invalid" in (e.get_attribute("src") or "")]
+    assert "covers.invalid" not in (driver.find_element(By.ID, "player").get_attribute("poster") or "")
+    driver.get(CONSOLE + "#/library")
+    card = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'li[data-video-id="{video_id}"] .cover-placeholder'),
+                message="the card without the foreign cover")[0]
+    assert card.text == "Cover elsewhere", card.text
+    assert media_api(driver, "UpdateVideoInfo", {"VideoId": video_id, "CoverURL": ""})["status"] == 200
+    driver.get(CONSOLE + f"#/videos/{video_id}")
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "img#cover"), message="the video's own cover again")
+    passed("a cover on another site is a link, not loaded")
     passed("title with markup renders as text")
 
     # Reload mid-upload: the parts already stored are not sent again.

@@ -34,6 +34,17 @@ export function replace(element, ...children) {
 }
 
 /** A byte count for people: 1.5 MB. */
+/** `url` when the console may show it as an image (its own origin, as its Content-Security-Policy allows), else null:
+ * a cover URL an app set points anywhere, and is shown as a link instead. */
+export function ownImage(url) {
+  if (!url) return null;
+  try {
+    return new URL(url, location.href).origin === location.origin ? url : null;
+  } catch {
+    return null;
+  }
+}
+
 export function bytes(count) {
   if (count === null || count === undefined || Number.isNaN(count)) return '—';
   const units = ['B', 'KB', 'MB', 'GB', 'TB'];

@@ -2,7 +2,7 @@
 // search; paging; statuses that change on their own while videos upload and process.
 
 import { media } from './api.js';
-import { h, replace, bytes, duration, time } from './dom.js';
+import { h, replace, bytes, duration, time, ownImage } from './dom.js';
 
 const PAGE_SIZE = 12;
 const STATUSES = ['Uploading', 'UploadSucc', 'Transcoding', 'Normal', 'TranscodeFail'];
@@ -82,9 +82,11 @@ export function libraryPage(main) {
 }
 
 function card(video) {
-  const cover = video.CoverURL
-    ? h('img', { src: video.CoverURL, alt: '', loading: 'lazy' })
-    : h('span', { class: 'cover-placeholder' }, PLACEHOLDERS[video.Status] || 'No cover');
+  // A cover elsewhere (a URL the app set) is not loaded here: the page says where it is.
+  const image = ownImage(video.CoverURL);
+  const cover = image
+    ? h('img', { src: image, alt: '', loading: 'lazy' })
+    : h('span', { class: 'cover-placeholder' }, video.CoverURL ? 'Cover elsewhere' : PLACEHOLDERS[video.Status] || 'No cover');
   const link = `#/videos/${video.VideoId}`;
   const details = [duration(video.Duration), bytes(video.Size), time(video.CreationTime)];
   return h('li', { class: 'video-card', dataset: { videoId: video.VideoId, status: video.Status, cover: video.CoverURL ? 'yes' : 'no' } },

@@ -4,7 +4,7 @@
 // status and keeps the player it has, so a first stream plays on while the ladder is made.
 
 import { media } from './api.js';
-import { h, replace, bytes, duration, time, copy, toast, confirmDialog } from './dom.js';
+import { h, replace, bytes, duration, time, copy, toast, confirmDialog, ownImage } from './dom.js';
 import { statusText } from './view-library.js';
 import { storyboardTimeline } from './storyboard.js';
 import { attachStream, readMaster } from './stream-player.js';
@@ -135,8 +135,18 @@ export function videoPage(main, videoId) {
       h('p', { class: 'meta' }, [`Duration ${duration(info.Duration)}`, `Size ${bytes(info.Size)}`,
         `Created ${time(info.CreationTime)}`, info.Width ? `${info.Width}×${info.Height}` : null].filter(Boolean).join(' · ')),
       h('h2', {}, 'Cover'),
-      info.CoverURL ? h('img', { src: info.CoverURL, alt: 'Cover', class: 'player', id: 'cover' }) : h('p', { class: 'note' }, 'No cover yet.'),
+      coverOf(info),
       (info.Snapshots || []).length ? [h('h2', {}, 'Snapshots'), snapshots] : null];
+  }
+
+  /** The cover: shown when it is the service's own; a URL the app set elsewhere is a link (the console loads
+   * nothing from other sites). */
+  function coverOf(info) {
+    if (!info.CoverURL) return h('p', { class: 'note' }, 'No cover yet.');
+    if (ownImage(info.CoverURL)) return h('img', { src: info.CoverURL, alt: 'Cover', class: 'player', id: 'cover' });
+    const link = /^https?:\/\//i.test(info.CoverURL)
+      ? h('a', { href: info.CoverURL, target: '_blank', rel: 'noopener noreferrer' }, info.CoverURL) : info.CoverURL;
+    return h('p', { class: 'note', id: 'cover' }, 'The cover is elsewhere: ', link);
   }
 
   function editForm(info) {
@@ -232,7 +242,7 @@ function playerFor(choice, info, subtitles) {
   }));
   return h('video', {
     class: 'player', id: 'player', controls: true, preload: 'metadata', src: choice.tracks ? null : chosen.PlayURL, playsinline: true,
-    poster: info.CoverURL || null, 'aria-label': `Player: ${info.Title}`,
+    poster: ownImage(info.CoverURL), 'aria-label': `Player: ${info.Title}`,
     dataset: { format: chosen.Format, definition: chosen.Definition, engine: choice.tracks ? 'mse' : 'native' },
   }, tracks);
 }
