@@ -286,17 +286,14 @@ struct UploadCommand: AsyncParsableCommand {
         var request = request(for: url, bucket: bucket, key: key ?? url.lastPathComponent, records: context.records)
         request.contentType = Self.contentType(url.pathExtension)
         if cancel {
-            let cancelled: Bool
+            let cancelled: ObjectStorageClient.InterruptedUploadCancellation
             do {
-                cancelled = try await client.discardCheckpoint(of: request)
+                cancelled = try await client.cancelInterruptedUpload(of: request)
             } catch {
                 context.output.failure(Self.failureText(path, error), file: url.lastPathComponent, error: error)
                 return ExitCodes.of(error)
             }
-            context.output.message(
-                cancelled
-                    ? "Cancelled the upload of \(path); nothing is left on the server."
-                    : "No interrupted upload of \(path) to cancel.", file: url.lastPathComponent)
+            context.output.message(Self.cancellationText(path, cancelled), file: url.lastPathComponent)
             return ExitCodes.success
         }
         let (code, result) = try await run(request, client: client, context: context)
@@ -307,6 +304,17 @@ struct UploadCommand: AsyncParsableCommand {
             context.output.completed(result, file: url.lastPathComponent)
         }
         return code
+    }
+
+    /// What `--cancel` tells of a file: only what it knows is left on the server.
+    static func cancellationText(_ path: String, _ cancelled: ObjectStorageClient.InterruptedUploadCancellation) -> String {
+        switch cancelled {
+        case .none: "No interrupted upload of \(path) to cancel."
+        case .aborted, .lostCreation(found: 1...): "Cancelled the upload of \(path); nothing is left on the server."
+        case .lostCreation:
+            "Cancelled the upload of \(path). It was stopped while its upload was being begun, and the service lists no "
+                + "upload of that time to abort: one it began, if any, stays until the service ends unfinished uploads."
+        }
     }
 
     func request(for file: URL, bucket: String, key: String, records: URL) -> ResumableUploadRequest {

@@ -266,6 +266,11 @@ struct S3ObjectOperationsTests {
             let duplicate = "<Tagging><TagSet><Tag><Key>d</Key><Value>1</Value></Tag><Tag><Key>d</Key><Value>2</Value></Tag></TagSet></Tagging>"
             #expect(try await s3.send("PUT", "/tagged/k", query: [("tagging", "")], body: Array(duplicate.utf8)).errorCode == "InvalidTag")
             #expect(try await s3.put("tagged", "bad", [1], headers: [("x-amz-tagging", "a=%3Cscript%3E")]).errorCode == "InvalidTag")
+            // `aws:` keys are S3's own system tags, in either spelling.
+            let system = "<Tagging><TagSet><Tag><Key>aws:cloudformation:stack-name</Key><Value>x</Value></Tag></TagSet></Tagging>"
+            #expect(try await s3.send("PUT", "/tagged/k", query: [("tagging", "")], body: Array(system.utf8)).errorCode == "InvalidTag")
+            #expect(try await s3.put("tagged", "bad", [1], headers: [("x-amz-tagging", "AWS%3Aowner=me")]).errorCode == "InvalidTag")
+            #expect(try await s3.get("tagged", "bad").errorCode == "NoSuchKey")
             #expect(try await s3.get("tagged", "k").header("x-amz-tagging-count") == "3")
             #expect(try await s3.send("PUT", "/tagged/missing", query: [("tagging", "")], body: Array(duplicate.utf8)).status == 400)
             #expect(try await s3.send("GET", "/tagged/missing", query: [("tagging", "")]).errorCode == "NoSuchKey")

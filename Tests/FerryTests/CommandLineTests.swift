@@ -1,4 +1,4 @@
-import Ferry
+@testable import Ferry
 import FerryCore
 import FerryServer
 import FerryTestSupport
@@ -1014,6 +1014,19 @@ struct CommandLineTests {
             let image = try await FerryRun.run(
                 ["upload", png, "--endpoint", server.endpoint, "--protocol", "tus", "--json"], environment: environment)
             #expect(image.status == 0, "\(image.error)")
+
+            // --cancel of a run stopped while its upload was being begun, of which the service lists nothing: said so,
+            // not that nothing is left.
+            let cancelRecords = data + "/records-cancel"
+            let identity = ObjectStorageClient(endpoint: URL(string: server.endpoint)!, credentials: .init(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey)).checkpointServiceIdentity
+            let id = CheckpointStore.identifier(
+                endpoint: identity, bucket: "edges", key: "begun.bin", filePath: small.standardizedFileURL.path)
+            try CheckpointStore(directory: URL(fileURLWithPath: cancelRecords)).saveIntent(id, at: Date().addingTimeInterval(-3600))
+            let cancelled = try await FerryRun.run(
+                ["upload", small.path, "--endpoint", server.endpoint, "--bucket", "edges", "--key", "begun.bin", "--cancel",
+                 "--record-dir", cancelRecords], environment: environment)
+            #expect(cancelled.status == 0, "\(cancelled.error)")
+            #expect(cancelled.output.contains("lists no upload of that time") && !cancelled.output.contains("nothing is left"), "\(cancelled.output)")
         }
     }
 

@@ -476,12 +476,18 @@ struct EngineBehaviourTests {
                 filePath: file.standardizedFileURL.path)
             try store.saveIntent(id, at: Date())
 
-            #expect(try await client.discardCheckpoint(of: request))
+            #expect(try await client.cancelInterruptedUpload(of: request) == .lostCreation(found: 1))
             #expect(try await client.listMultipartUploads(bucket: "behaviour").map(\.uploadId) == [others])
             #expect(store.intent(id) == nil)
             #expect(!lost.isEmpty)
             // Nothing left to cancel.
             #expect(try await client.discardCheckpoint(of: request) == false)
+            // A lost creation of which the service lists nothing (it never arrived, or the service dates its uploads
+            // otherwise): said so, not that nothing is left.
+            try store.saveIntent(id, at: Date().addingTimeInterval(-3600))
+            let unmatched = try await client.cancelInterruptedUpload(of: request)
+            #expect(unmatched == .lostCreation(found: 0))
+            #expect(try await client.listMultipartUploads(bucket: "behaviour").map(\.uploadId) == [others])
         }
     }
 

@@ -601,7 +601,7 @@ public actor ResumableUploadTask {
     /// Aborts the multipart uploads of this key that the last run created and lost, or that a retried creation of
     /// this run made and never heard of (all but `kept`): ``ObjectStorageClient/abortLostUploads(bucket:key:createdAround:except:credentials:)``.
     private func abortLostUploads(createdAround began: Date, except kept: String? = nil) async {
-        await client.abortLostUploads(
+        _ = await client.abortLostUploads(
             bucket: request.bucket, key: request.key, createdAround: began, except: kept, credentials: credentials)
     }
 
@@ -828,24 +828,47 @@ extension ObjectStorageClient {
     ///   lock; nothing is aborted or deleted), or what aborting the upload failed with.
     @discardableResult
     public func discardCheckpoint(of request: ResumableUploadRequest) async throws(FerryError) -> Bool {
-        guard let directory = request.recordDirectory else { return false }
+        try await cancelInterruptedUpload(of: request) != .none
+    }
+
+    /// What ``cancelInterruptedUpload(of:)`` found and did.
+    public enum InterruptedUploadCancellation: Sendable, Equatable {
+        /// There was no interrupted upload of the file.
+        case none
+        /// Its checkpoint is deleted, and its multipart upload aborted (or the service had none by its id).
+        case aborted
+        /// It was stopped while its multipart upload was being created: its record is deleted, and `found` multipart
+        /// uploads begun then and holding no part were aborted. With none found (the service lists none of that time,
+        /// or may not be asked), one the service made after the run stopped, if any, stays until the service ends it.
+        case lostCreation(found: Int)
+    }
+
+    /// Forgets an interrupted upload of `request`'s file, as ``discardCheckpoint(of:)``, and says what was found on
+    /// the service.
+    ///
+    /// - Throws: ``FerryError``: `uploadInProgress` when another run is sending the upload, or what aborting the
+    ///   upload failed with.
+    public func cancelInterruptedUpload(of request: ResumableUploadRequest) async throws(FerryError)
+        -> InterruptedUploadCancellation
+    {
+        guard let directory = request.recordDirectory else { return .none }
         let store = CheckpointStore(directory: directory)
         let id = CheckpointStore.identifier(
             endpoint: checkpointServiceIdentity, bucket: request.bucket, key: request.key,
             filePath: request.fileURL.standardizedFileURL.path)
-        guard store.load(id) != nil || store.intent(id) != nil else { return false }
+        guard store.load(id) != nil || store.intent(id) != nil else { return .none }
         // Not while another run sends the upload.
         let lock = try store.lock(id, file: request.fileURL.path)
         defer { lock.release() }
         guard let checkpoint = store.load(id) else {
             // Stopped while its multipart upload was being created: the uploads begun then, and holding no part, are
             // the ones it lost.
-            guard let began = store.intent(id) else { return false }
-            await abortLostUploads(
+            guard let began = store.intent(id) else { return .none }
+            let found = await abortLostUploads(
                 bucket: request.bucket, key: request.key, createdAround: began, except: nil,
                 credentials: source())
             store.deleteIntent(id)
-            return true
+            return .lostCreation(found: found)
         }
         if Self.isPlausible(checkpoint.uploadId) {
             do {
@@ -855,7 +878,7 @@ extension ObjectStorageClient {
             }
         }
         store.delete(id)
-        return true
+        return .aborted
     }
 
     /// Aborts the multipart uploads of `key` that a run created and lost (it was stopped before its first checkpoint
@@ -863,18 +886,26 @@ extension ObjectStorageClient {
     /// `began`, the run's intent (clocks may differ), and holding no part, since parts are sent only after the
     /// checkpoint is written, so an upload with parts belongs to someone else. Best effort: a key that may not list
     /// uploads leaves them to the server's expiry.
+    /// Returns how many it aborted.
     func abortLostUploads(
         bucket: String, key: String, createdAround began: Date, except kept: String?, credentials: CredentialSource
-    ) async {
-        guard let uploads = try? await multipartUploads(of: key, bucket: bucket, credentials: credentials) else { return }
+    ) async -> Int {
+        guard let uploads = try? await multipartUploads(of: key, bucket: bucket, credentials: credentials) else { return 0 }
+        var aborted = 0
         for upload in uploads where upload.uploadId != kept {
             guard let initiated = upload.initiated, abs(initiated.timeIntervalSince(began)) < 300,
                 let parts = try? await listParts(
                     bucket: bucket, key: key, uploadId: upload.uploadId, credentials: credentials, observer: .init()),
                 parts.isEmpty
             else { continue }
-            try? await abortMultipartUpload(bucket: bucket, key: key, uploadId: upload.uploadId, credentials: credentials)
+            do {
+                try await abortMultipartUpload(bucket: bucket, key: key, uploadId: upload.uploadId, credentials: credentials)
+                aborted += 1
+            } catch {
+                continue
+            }
         }
+        return aborted
     }
 
     /// Uploads a file to `bucket`/`key` with default options and returns the running upload.

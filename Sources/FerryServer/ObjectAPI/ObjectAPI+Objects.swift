@@ -695,8 +695,8 @@ enum ObjectTagging {
             })
     }
 
-    /// Checks S3's limits: at most 10 tags, unique keys of 1–128 characters, values of at most 256, and only
-    /// letters, digits, spaces and `+ - = . _ : / @`. Returns the tags ordered by key.
+    /// Checks S3's limits: at most 10 tags, unique keys of 1–128 characters not beginning `aws:`, values of at most
+    /// 256, and only letters, digits, spaces and `+ - = . _ : / @`. Returns the tags ordered by key.
     static func validate(_ tags: [ObjectTag]) throws -> [ObjectTag] {
         guard tags.count <= maxTags else {
             throw S3Error(.invalidTag, "Object tags cannot be greater than \(maxTags)")
@@ -711,6 +711,10 @@ enum ObjectTagging {
             }
             guard allowed(tag.key), allowed(tag.value) else {
                 throw S3Error(.invalidTag, "The TagKey or TagValue you have provided contains characters that are not allowed")
+            }
+            // S3 keeps the `aws:` prefix for its own system tags.
+            guard !tag.key.lowercased().hasPrefix("aws:") else {
+                throw S3Error(.invalidTag, "Your TagKey cannot be prefixed with aws:")
             }
             guard seen.insert(tag.key).inserted else {
                 throw S3Error(.invalidTag, "Cannot provide multiple Tags with the same key")
