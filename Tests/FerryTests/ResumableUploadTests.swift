@@ -213,6 +213,41 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("a tus append whose Content-Length passes the upload's length is refused (413) before its body: no 100 Continue, nothing kept")
+    func tusAppendPastLengthRefusedAtHeaders() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("tus-long").status == 200)
+            let tus: [(name: String, value: String)] = [("Tus-Resumable", "1.0.0")]
+            let created = try await s3.send(
+                "POST", "/_ferry/uploads/s3/tus-long/short.bin", headers: tus + [("Upload-Length", "100")], payload: .unsigned)
+            #expect(created.status == 201)
+            let location = try #require(created.header("Location"))
+            let url = try #require(URL(string: location.hasPrefix("http") ? location : server.endpoint + location))
+            let head =
+                "PATCH \(url.path) HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n"
+                + "Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n"
+                + "Connection: close\r\n\r\n"
+            guard case .answered(let answer) = await RawHTTPExchange.send(
+                port: server.port,
+                .init(head: Array(head.utf8), body: [UInt8](repeating: 1, count: 1000), waitsForContinue: true))
+            else {
+                Issue.record("no complete answer")
+                return
+            }
+            #expect(answer.status == 413 && answer.interim.isEmpty, "\(answer.status) \(answer.interim) \(answer.text)")
+            let offset = try await S3TestClient.fetchRaw("HEAD", url.absoluteString, headers: tus)
+            #expect(offset.status == 200 && offset.header("Upload-Offset") == "0")
+            // The upload goes on: the 100 bytes it was made for complete it.
+            let rest = try await S3TestClient.fetchRaw(
+                "PATCH", url.absoluteString,
+                headers: tus + [("Upload-Offset", "0"), ("Content-Type", "application/offset+octet-stream")],
+                body: [UInt8](repeating: 2, count: 100))
+            #expect(rest.status == 204 && rest.header("Upload-Offset") == "100")
+            #expect(try await s3.get("tus-long", "short.bin").body == [UInt8](repeating: 2, count: 100))
+        }
+    }
+
     @Test("an empty append stores nothing: 204 at the upload's offset, 409 elsewhere; one carrying the deferred length completes the upload")
     func tusEmptyAppends() async throws {
         try await TestServer.with { server in

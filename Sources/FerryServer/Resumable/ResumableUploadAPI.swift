@@ -586,6 +586,7 @@ struct ResumableUploadAPI: Sendable {
             let declared = try lengthToRecord(upload, request: request, wire: wire)
             var bounded = upload
             if let declared { bounded.length = declared }
+            try Self.refuseBeyondLength(bounded, at: offset, request: request, wire: wire)
             await context.sendContinue()
             var (appended, interrupted) = try await appendTus(
                 bounded, at: offset, checksum: checksum, request: request, active: active)
@@ -623,9 +624,24 @@ struct ResumableUploadAPI: Sendable {
             }
             guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
             let declared = try lengthToRecord(upload, request: request, wire: wire)
+            var bounded = upload
+            if let declared { bounded.length = declared }
+            try Self.refuseBeyondLength(bounded, at: offset, request: request, wire: wire)
             await context.sendContinue()
             return try await appendIETF(
                 upload, at: offset, complete: complete, declared: declared, request: request, active: active, wire: wire)
+        }
+    }
+
+    /// Refuses (413) an append whose `Content-Length` already passes what the upload's length leaves from `offset`:
+    /// before its body is read, or with `Expect: 100-continue` sent.
+    private static func refuseBeyondLength(
+        _ upload: ResumableUpload, at offset: Int64, request: Request, wire: ResumableWire
+    ) throws {
+        if let length = upload.length, let declared = try wire.integer(.contentLength, in: request.headers),
+            declared > length - offset
+        {
+            throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
         }
     }
 
