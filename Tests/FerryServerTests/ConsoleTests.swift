@@ -399,6 +399,24 @@ struct ConsoleTests {
             let bare = try await browser.send("POST", "/s3/multipart", json: create, csrf: false)
             #expect(bare.status == 403)
             #expect(try await ConsoleBrowser(server).send("POST", "/s3/multipart", json: create, headers: uppy).status == 401)
+            // A title or category given is checked as the media API checks it, not cut or dropped; a title from a long
+            // file name is cut to 128 bytes.
+            for (metadata, field) in [
+                (["title": String(repeating: "t", count: 129)], "Title"), (["title": "ok", "cateId": "abc"], "metadata.cateId"),
+            ] {
+                let refused = try await browser.send(
+                    "POST", "/s3/multipart", json: ["filename": "clip.mp4", "type": "video/mp4", "metadata": metadata],
+                    headers: uppy, csrf: false)
+                #expect(refused.status == 400 && refused.text.contains(field), "\(refused.text)")
+            }
+            let longName = String(repeating: "n", count: 200) + ".mp4"
+            let named = try await browser.send(
+                "POST", "/s3/multipart", json: ["filename": longName, "type": "video/mp4", "metadata": ["name": longName]],
+                headers: uppy, csrf: false)
+            #expect(named.status == 200, "\(named.text)")
+            let namedId = try #require(ConsoleBrowser.json(named)["videoId"] as? String)
+            let namedInfo = ConsoleBrowser.json(try await browser.api("GetVideoInfo", ["VideoId": namedId]))
+            #expect(((namedInfo["Video"] as? [String: Any])?["Title"] as? String)?.utf8.count == 128, "\(namedInfo)")
             let created = try await browser.send("POST", "/s3/multipart", json: create, headers: uppy, csrf: false)
             #expect(created.status == 200, "\(created.text)")
             let answer = ConsoleBrowser.json(created)

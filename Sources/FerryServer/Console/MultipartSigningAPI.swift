@@ -101,9 +101,17 @@ struct MultipartSigningAPI: Sendable {
         let input = try JSONBody.decode(CreateInput.self, from: body)
         guard let filename = input.filename, !filename.isEmpty else { throw MediaError.missing("filename") }
         let metadata = input.metadata ?? [:]
-        // At most 128 bytes, as CreateUploadVideo takes a title, cut between characters.
-        var title = String((metadata["title"] ?? metadata["name"] ?? filename).prefix(128))
-        while title.utf8.count > 128 { title.removeLast() }
+        // A title given is checked as CreateUploadVideo checks it; one taken from the file's name (Uppy's `name`) is
+        // cut to the 128 bytes a title takes, between characters.
+        var title = metadata["title"] ?? String((metadata["name"] ?? filename).prefix(128))
+        if metadata["title"] == nil {
+            while title.utf8.count > 128 { title.removeLast() }
+        }
+        var cateId: Int?
+        if let text = metadata["cateId"] {
+            guard let number = Int(text) else { throw MediaError.invalid("metadata.cateId", "must be a whole number.") }
+            cateId = number
+        }
         let type = input.type ?? ""
         var videoId: String?
         var imageId: String?
@@ -124,7 +132,7 @@ struct MultipartSigningAPI: Sendable {
             guard principal.allows(action: "media:CreateUploadVideo") else { throw MediaError.forbidden }
             let video = MediaContract.CreateUploadVideoRequest(
                 title: title, fileName: filename, fileSize: metadata["size"].flatMap(Int64.init),
-                description: metadata["description"], cateId: metadata["cateId"].flatMap(Int.init), tags: metadata["tags"])
+                description: metadata["description"], cateId: cateId, tags: metadata["tags"])
             let created = try await media.createUploadVideo(video, call)
             guard let id = created.videoId, let record = try await media.catalog.video(id) else {
                 throw MediaError("InternalError", "The video was not recorded.", status: 500)
