@@ -134,6 +134,10 @@ struct IntegrityTests {
             let complete = try await s3.complete(
                 "sum", "parts", uploadId: uploadId, xml: xml, headers: [("x-amz-checksum-sha512", "AAAA")])
             #expect(complete.errorCode == "InvalidRequest", "\(complete.text)")
+            // Nor a part's checksum element of such an algorithm in the body.
+            let elementXML = S3TestClient.completeXML([(1, etag)], checksums: [1: ("SHA512", "AAAA")])
+            let element = try await s3.complete("sum", "parts", uploadId: uploadId, xml: elementXML)
+            #expect(element.errorCode == "InvalidRequest" && element.text.contains("ChecksumSHA512"), "\(element.text)")
             #expect(try await s3.get("sum", "parts").errorCode == "NoSuchKey")
             // The upload is still open, and completes without the header.
             #expect(try await s3.complete("sum", "parts", uploadId: uploadId, xml: xml).status == 200)

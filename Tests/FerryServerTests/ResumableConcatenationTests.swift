@@ -178,6 +178,27 @@ struct ResumableConcatenationTests {
             // Again (the answer was lost): the same upload, nothing made twice.
             let again = try await store.completeConcatenation(received, partials: [a])
             #expect(again.object == nil && again.upload.etag == completed.etag)
+
+            // A request that ended after the object was made, before the partial upload was released: the partial
+            // upload's bytes and upload place count until the final upload is sent again, which releases it.
+            let b = try await Self.partial("B", store: store, charge: charge)
+            let second = try await store.createResumableUpload(
+                bucket: "r", key: "second", charge: charge, length: 4, info: .init(kind: .final, partials: [b.id]),
+                attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
+            let bytes = AsyncStream<ByteBuffer> {
+                $0.yield(ByteBuffer(string: "BBBB"))
+                $0.finish()
+            }
+            guard case .appended(let secondReceived) = try await store.appendResumable(
+                second, at: 0, body: bytes, checksums: [], byteLimit: nil, verify: { _ in })
+            else { throw NotAppended() }
+            #expect(try await store.catalog.claimPartialUploads([b.id], for: secondReceived.id))
+            #expect(try await store.completeResumable(secondReceived)?.size == 4)
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 13, uploadsInProgress: 1))
+            let retried = try await store.completeConcatenation(
+                try #require(try await store.resumableUpload(secondReceived.id)), partials: [b])
+            #expect(retried.object == nil && retried.upload.etag != nil)
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 9, uploadsInProgress: 0))
         }
     }
 

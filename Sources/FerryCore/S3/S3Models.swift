@@ -292,6 +292,9 @@ public struct CompleteMultipartUpload: Codable, Hashable, Sendable {
         public var eTag: String
         /// Checksums of the part, when the upload uses them.
         public var checksums: S3ChecksumFields
+        /// Names of the part's `Checksum*` elements of algorithms not read here (`ChecksumSHA512`, …), so that a server
+        /// refuses what it would otherwise leave unchecked.
+        public var unreadChecksums: [String] = []
         /// Creates a part entry.
         public init(partNumber: Int, eTag: String, checksums: S3ChecksumFields = .init()) {
             self.partNumber = partNumber
@@ -308,6 +311,10 @@ public struct CompleteMultipartUpload: Codable, Hashable, Sendable {
             partNumber = try c.decode(Int.self, forKey: .partNumber)
             eTag = try c.decode(String.self, forKey: .eTag)
             checksums = try S3ChecksumFields(from: decoder)
+            unreadChecksums = try decoder.container(keyedBy: S3ChecksumFields.Key.self).allKeys.map(\.stringValue).filter {
+                $0.hasPrefix("Checksum") && $0 != "ChecksumType"
+                    && !S3ChecksumFields.algorithmNames.contains(String($0.dropFirst("Checksum".count)))
+            }
         }
         /// Encodes a part entry with its checksum elements.
         public func encode(to encoder: any Encoder) throws {

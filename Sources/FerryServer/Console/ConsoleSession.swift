@@ -83,9 +83,9 @@ struct ConsoleSessions: Sendable {
         guard cookie.utf8.count <= Self.maxCookieValue else {
             throw Refusal(
                 code: "PolicyTooLarge",
-                message: "The access key's policy is too large for a console session (its cookie would be "
-                    + "\(cookie.utf8.count) bytes; browsers keep 4096). Sign in with a key of fewer or shorter statements, "
-                    + "or use the media API.",
+                message: "The access key's policy is too large for a console session: its cookie would be "
+                    + "\(cookie.utf8.count) bytes, over the \(Self.maxCookieValue) a session cookie may take for a browser "
+                    + "to keep it. Sign in with a key of fewer or shorter statements, or use the media API.",
                 namesKey: true, status: 403)
         }
         return try await session(cookie: cookie, now: now)

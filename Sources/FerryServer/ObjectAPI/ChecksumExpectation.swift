@@ -25,11 +25,16 @@ struct ChecksumExpectation: Sendable {
             guard name.hasPrefix("x-amz-checksum-"), !parameterNames.contains(name),
                 !ChecksumAlgorithm.s3Algorithms.contains(where: { $0.headerName == name })
             else { continue }
-            throw S3Error(
-                .invalidRequest,
-                "The checksum header \(name.prefix(64)) names an algorithm this service does not check; send one of "
-                    + ChecksumAlgorithm.s3Algorithms.map(\.s3Name).joined(separator: ", ") + ".")
+            throw unsupported("The checksum header \(name.prefix(64))")
         }
+    }
+
+    /// The refusal of a checksum (`what`) of an algorithm the service does not compute.
+    static func unsupported(_ what: String) -> S3Error {
+        S3Error(
+            .invalidRequest,
+            what + " names an algorithm this service does not check; send one of "
+                + ChecksumAlgorithm.s3Algorithms.map(\.s3Name).joined(separator: ", ") + ".")
     }
 
     /// Reads the expectation from request headers; malformed values are `InvalidRequest` / `InvalidDigest`, and a

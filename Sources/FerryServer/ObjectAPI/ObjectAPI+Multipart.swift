@@ -203,6 +203,9 @@ extension ObjectAPI {
         let body = try await Self.xmlBody(
             CompleteMultipartUpload.self, request, limit: Self.maxCompleteBody, root: "CompleteMultipartUpload",
             checksumHeadersDescribeBody: false)
+        if let unread = body.parts.lazy.flatMap(\.unreadChecksums).first {
+            throw ChecksumExpectation.unsupported("The part element \(unread.prefix(64))")
+        }
         let upload: MultipartUploadInfo
         do {
             upload = try await store.multipartUpload(uploadId, bucket: request.bucket, key: request.key)

@@ -443,9 +443,12 @@ struct ResumableUploadAPI: Sendable {
                 throw ResumableRefusal(
                     .badRequest, "Upload-Concat names a partial upload that another final upload was made of.", wire: wire)
             }
-            if let etag = made.etag { return try created(made, etag: etag, context: context) }
-            // Claimed by a final upload whose request ended before its object was made (or is making it now): made here.
-            let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
+            // Claimed by a final upload whose request ended before its object was made (or is making it now): made
+            // here. One made already is answered again, once the partial uploads it left unreleased (a request that
+            // ended while it released them) are.
+            let stored = made.etag != nil
+                ? nil
+                : try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
             let (completed, object) = try await completeConcatenation(made, partials: partials, target: target, stored: stored)
             return try created(completed, etag: completed.etag ?? object?.etag ?? "", context: context)
         }
