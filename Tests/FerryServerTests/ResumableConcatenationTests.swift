@@ -128,6 +128,8 @@ struct ResumableConcatenationTests {
                 let final = try #require(try await store.resumableUpload(a.id)?.info.concatenatedInto)
                 let record = try #require(try await store.resumableUpload(final))
                 #expect(record.key == made.first && record.etag != nil)
+                // Completed, it lasts as long as asked (until then, ``unfinishedFinalLifetime``).
+                #expect(record.expiresAt.timeIntervalSinceNow > 80_000)
             }
             // No multipart upload is left by the refused ones, and the bytes count once per object.
             #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 12, uploadsInProgress: 0))
@@ -170,13 +172,13 @@ struct ResumableConcatenationTests {
             #expect(try await store.catalog.claimPartialUploads([a.id], for: received.id))
             #expect(try await store.catalog.claimPartialUploads([a.id], for: "another") == false)
             await #expect(throws: FerryDomainError.self) { _ = try await store.object(bucket: "r", key: "whole") }
-            let (completed, object) = try await store.completeConcatenation(received, partials: [a])
+            let (completed, object) = try await store.completeConcatenation(received, partials: [a], expiresAt: Date().addingTimeInterval(86_400))
             #expect(object?.size == 4 && completed.etag == object?.etag)
             #expect(try await store.resumableUpload(a.id)?.info.concatenatedInto == received.id)
             // The partial upload's own multipart upload went: its bytes count once, as the object's.
             #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 5, uploadsInProgress: 0))
             // Again (the answer was lost): the same upload, nothing made twice.
-            let again = try await store.completeConcatenation(received, partials: [a])
+            let again = try await store.completeConcatenation(received, partials: [a], expiresAt: Date().addingTimeInterval(86_400))
             #expect(again.object == nil && again.upload.etag == completed.etag)
 
             // A request that ended after the object was made, before the partial upload was released: the partial
@@ -195,10 +197,21 @@ struct ResumableConcatenationTests {
             #expect(try await store.catalog.claimPartialUploads([b.id], for: secondReceived.id))
             #expect(try await store.completeResumable(secondReceived)?.size == 4)
             #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 13, uploadsInProgress: 1))
+            // A final upload a crash left unfinished, expired: its claim goes back, and the partial upload makes
+            // another final upload.
+            let c = try await Self.partial("C", store: store, charge: charge)
+            let stale = try await store.createResumableUpload(
+                bucket: "r", key: "stale", charge: charge, length: 4, info: .init(kind: .final, partials: [c.id]),
+                attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(-1))
+            #expect(try await store.catalog.claimPartialUploads([c.id], for: stale.id))
+            #expect(try await store.expireResumableUploads(now: Date()) >= 1)
+            #expect(try await store.resumableUpload(c.id)?.info.concatenatedInto == nil)
+            #expect(try await Self.final([c], key: "fresh", store: store, charge: charge).size == 4)
             let retried = try await store.completeConcatenation(
-                try #require(try await store.resumableUpload(secondReceived.id)), partials: [b])
+                try #require(try await store.resumableUpload(secondReceived.id)), partials: [b],
+                expiresAt: Date().addingTimeInterval(86_400))
             #expect(retried.object == nil && retried.upload.etag != nil)
-            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 9, uploadsInProgress: 0))
+            #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 13, uploadsInProgress: 0))
         }
     }
 

@@ -484,7 +484,7 @@ struct ResumableUploadAPI: Sendable {
     ) async throws -> (upload: ResumableUpload, object: ObjectInfo?) {
         let (upload, object) = try await refusingConcatenation(target) {
             try await store.completeConcatenation(
-                made, partials: partials, fileOwner: stored?.owner,
+                made, partials: partials, expiresAt: credentials.now().addingTimeInterval(lifetime), fileOwner: stored?.owner,
                 verify: { etag in if let stored, !stored.accepts(etag: etag) { throw stored.refusal } })
         }
         if let object { await objectStored(object) }

@@ -223,7 +223,7 @@ extension CatalogObjectStore {
     ///
     /// The final upload's record is written, fully received, before it claims the partial uploads, so that one whose
     /// request ended after the claim (a crash) is completed by a request naming the same partial uploads again
-    /// (``completeConcatenation(_:partials:fileOwner:verify:)``). The object is nil when such a request completed it
+    /// (``completeConcatenation(_:partials:expiresAt:fileOwner:verify:)``). The object is nil when such a request completed it
     /// first.
     package func concatenateResumable(
         _ partials: [ResumableUpload], bucket: String, key: String, charge: StorageCharge, info: ResumableUpload.Info,
@@ -266,16 +266,19 @@ extension CatalogObjectStore {
             for partial in partials where try await catalog.resumableUpload(partial.id) == nil { throw Self.noSuchUpload }
             let total = parts.reduce(0) { $0 + $1.size }
             try verify(Checksum.multipartETag(partMD5s: parts.map { Hex.decode($0.etag) ?? [] }))
+            // Until it is complete, the record lasts ``unfinishedFinalLifetime``: one a crash left (its multipart upload
+            // holding the partial uploads' bytes) expires soon, and its expiry gives its claim back.
             let upload = ResumableUpload(
                 id: Hex.randomId(), uploadId: multipart.uploadId, bucket: bucket, key: key, owner: owner,
-                length: total, offset: total, createdAt: Date(), expiresAt: expiresAt, info: info, etag: nil)
+                length: total, offset: total, createdAt: Date(),
+                expiresAt: min(expiresAt, Date().addingTimeInterval(Self.unfinishedFinalLifetime)), info: info, etag: nil)
             try await catalog.insertResumableUpload(upload)
             recorded = upload
             // Of final uploads made of one partial upload at the same time, one claims it; the others make nothing.
             guard try await catalog.claimPartialUploads(partials.map(\.id), for: upload.id) else { throw Self.noSuchUpload }
             claimed = true
             let (completed, object) = try await completeConcatenation(
-                upload, partials: partials, fileOwner: fileOwner, verify: verify)
+                upload, partials: partials, expiresAt: expiresAt, fileOwner: fileOwner, verify: verify)
             return (completed, object)
         } catch {
             if let recorded {
@@ -295,16 +298,21 @@ extension CatalogObjectStore {
     /// have ended before it completed), and releases the partial uploads' multipart uploads. The upload as completed,
     /// and its object, nil when another request completed it first.
     package func completeConcatenation(
-        _ final: ResumableUpload, partials: [ResumableUpload], fileOwner: String? = nil,
+        _ final: ResumableUpload, partials: [ResumableUpload], expiresAt: Date, fileOwner: String? = nil,
         verify: @Sendable (String) throws -> Void = { _ in }
     ) async throws -> (upload: ResumableUpload, object: ObjectInfo?) {
         let object = try await completeResumable(final, fileOwner: fileOwner, verify: verify)
-        guard let completed = try await catalog.resumableUpload(final.id), completed.etag != nil else {
+        guard var completed = try await catalog.resumableUpload(final.id), completed.etag != nil else {
             throw Self.noSuchUpload
         }
+        if completed.expiresAt < expiresAt { completed = try await setResumableExpiry(completed, to: expiresAt) }
         await release(partials, into: completed)
         return (completed, object)
     }
+
+    /// How long the record of a final upload lasts until its object is made: a request that ended after writing it
+    /// (a crash) leaves it that long, holding its claim on its partial uploads for the same final upload sent again.
+    package static let unfinishedFinalLifetime: TimeInterval = 900
 
     /// Marks the partial uploads of the final upload `final` as its own and removes their multipart uploads (the
     /// object holds their bytes). What fails is logged and left: such a partial upload's bytes count until it
@@ -335,6 +343,10 @@ extension CatalogObjectStore {
     /// one with it. An object it became stays.
     package func terminateResumable(_ upload: ResumableUpload, expired: Bool = false) async throws {
         guard let removed = try await catalog.deleteResumableUpload(upload.id) else { throw Self.noSuchUpload }
+        // A final upload that never became its object gives back its claim: its partial uploads can make another.
+        if removed.info.kind == .final, removed.etag == nil, let partials = removed.info.partials {
+            try await catalog.releasePartialUploads(partials, from: removed.id)
+        }
         guard removed.etag == nil, let blobs = try await catalog.deleteUpload(removed.uploadId) else { return }
         events?.multipartUpload(expired ? .expired : .aborted, count: 1)
         await retire(blobs)
