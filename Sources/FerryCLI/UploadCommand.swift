@@ -310,10 +310,18 @@ struct UploadCommand: AsyncParsableCommand {
     static func cancellationText(_ path: String, _ cancelled: ObjectStorageClient.InterruptedUploadCancellation) -> String {
         switch cancelled {
         case .none: "No interrupted upload of \(path) to cancel."
-        case .aborted, .lostCreation(found: 1...): "Cancelled the upload of \(path); nothing is left on the server."
-        case .lostCreation:
+        case .aborted: "Cancelled the upload of \(path); nothing is left on the server."
+        case .abortRefused(let status):
+            "Cancelled the upload of \(path), but the service refused to abort its upload (HTTP \(status)): it stays "
+                + "until the service ends unfinished uploads."
+        case .lostCreation(found: let found?) where found > 0:
+            "Cancelled the upload of \(path); nothing is left on the server."
+        case .lostCreation(found: 0):
             "Cancelled the upload of \(path). It was stopped while its upload was being begun, and the service lists no "
                 + "upload of that time to abort: one it began, if any, stays until the service ends unfinished uploads."
+        case .lostCreation:
+            "Cancelled the upload of \(path). It was stopped while its upload was being begun, and the service's uploads "
+                + "could not be listed to find it: one it began, if any, stays until the service ends unfinished uploads."
         }
     }
 

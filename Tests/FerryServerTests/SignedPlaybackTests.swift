@@ -216,7 +216,7 @@ struct SignedPlaybackTests {
                 #expect((ldChecked["variants"] as? [String]) == ["LD/index.m3u8"], "\(ldChecked)")
                 #expect(ldChecked["playlists"] as? Int == 3 && ldChecked["fetched"] as? Int == 4, "\(ldChecked)")
                 #expect((ldChecked["missingToken"] as? [String])?.isEmpty == true)
-                for file in ["SD/index.m3u8", "SD/init.mp4", "SD.mp4", "SD.m3u8", "master.m3u8", "manifest.mpd"] {
+                for file in ["SD/index.m3u8", "SD/init.mp4", "SD.mp4", "SD.m3u8", "master.m3u8", "manifest.mpd", "SQ.m4a"] {
                     let answer = try await Self.get(base + file, token: token)
                     #expect(answer.status == 403 && answer.reason == "definition", "\(file): \(answer)")
                 }

@@ -247,6 +247,23 @@ struct TranscodePlanTests {
         bad = TranscodeTemplates.builtIn
         bad.preset = "; rm -rf /"
         #expect(throws: TranscodeTemplates.InvalidTemplates.self) { try bad.validate() }
+        // A definition named as a video's own files would take them over (`master.m3u8`, the first stream's `start/`).
+        for reserved in ["master", "start", "subtitles", "storyboard", "AUTO", "OD"] {
+            bad = TranscodeTemplates.builtIn
+            bad.groups[0].video[0].definition = reserved
+            #expect(throws: TranscodeTemplates.InvalidTemplates.self, "\(reserved)") { try bad.validate() }
+            bad = TranscodeTemplates.builtIn
+            bad.groups[0].audio.definition = reserved
+            #expect(throws: TranscodeTemplates.InvalidTemplates.self, "audio \(reserved)") { try bad.validate() }
+        }
+        // A rendition's media playlist: its own path, or the picture's playlist a definition's master names.
+        let master = Rendition(
+            definition: "LD", format: "m3u8", path: "LD.m3u8", width: 640, height: 360, bitrate: nil, duration: nil,
+            fps: nil, size: 0, videoCodec: nil, audioCodec: nil)
+        #expect(TranscodePlan.mediaPlaylistPath(of: master) == "LD/index.m3u8")
+        var first = master
+        first.path = "start/index.m3u8"
+        #expect(TranscodePlan.mediaPlaylistPath(of: first) == "start/index.m3u8")
         let file = NSTemporaryDirectory() + "templates-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: file) }
         try Data(#"{"groups":[{"name":"default","video":[{"definition":"LD","height":360,"videoBitrate":600,"audioBitrate":64}],"audio":{"definition":"SQ","audioBitrate":96},"formats":["mp4"]}]}"#.utf8)

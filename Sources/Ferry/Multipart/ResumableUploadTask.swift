@@ -601,7 +601,7 @@ public actor ResumableUploadTask {
     /// Aborts the multipart uploads of this key that the last run created and lost, or that a retried creation of
     /// this run made and never heard of (all but `kept`): ``ObjectStorageClient/abortLostUploads(bucket:key:createdAround:except:credentials:)``.
     private func abortLostUploads(createdAround began: Date, except kept: String? = nil) async {
-        _ = await client.abortLostUploads(
+        await client.abortLostUploads(
             bucket: request.bucket, key: request.key, createdAround: began, except: kept, credentials: credentials)
     }
 
@@ -837,10 +837,13 @@ extension ObjectStorageClient {
         case none
         /// Its checkpoint is deleted, and its multipart upload aborted (or the service had none by its id).
         case aborted
+        /// Its checkpoint is deleted, but the service refused to abort its multipart upload (`status`, a 4xx other
+        /// than 404): the upload stays until the service ends it.
+        case abortRefused(status: Int)
         /// It was stopped while its multipart upload was being created: its record is deleted, and `found` multipart
-        /// uploads begun then and holding no part were aborted. With none found (the service lists none of that time,
-        /// or may not be asked), one the service made after the run stopped, if any, stays until the service ends it.
-        case lostCreation(found: Int)
+        /// uploads begun then and holding no part were aborted; nil when the service's uploads could not be listed.
+        /// With none found, one the service made after the run stopped, if any, stays until the service ends it.
+        case lostCreation(found: Int?)
     }
 
     /// Forgets an interrupted upload of `request`'s file, as ``discardCheckpoint(of:)``, and says what was found on
@@ -870,15 +873,19 @@ extension ObjectStorageClient {
             store.deleteIntent(id)
             return .lostCreation(found: found)
         }
+        var outcome = InterruptedUploadCancellation.aborted
         if Self.isPlausible(checkpoint.uploadId) {
             do {
                 try await abortMultipartUpload(bucket: request.bucket, key: request.key, uploadId: checkpoint.uploadId)
-            } catch where error.serverCode == "NoSuchUpload" || (400..<500).contains(error.httpStatus ?? 0) {
-                // The service refuses the upload id (gone, or one it never made): nothing to abort, nothing to resume.
+            } catch where error.serverCode == "NoSuchUpload" || error.httpStatus == 404 {
+                // Gone, or one the service never made: nothing to abort.
+            } catch where (400..<500).contains(error.httpStatus ?? 0) {
+                // Refused (a key that may not abort): nothing to resume either, but the upload stays.
+                outcome = .abortRefused(status: error.httpStatus ?? 400)
             }
         }
         store.delete(id)
-        return .aborted
+        return outcome
     }
 
     /// Aborts the multipart uploads of `key` that a run created and lost (it was stopped before its first checkpoint
@@ -886,11 +893,12 @@ extension ObjectStorageClient {
     /// `began`, the run's intent (clocks may differ), and holding no part, since parts are sent only after the
     /// checkpoint is written, so an upload with parts belongs to someone else. Best effort: a key that may not list
     /// uploads leaves them to the server's expiry.
-    /// Returns how many it aborted.
+    /// Returns how many it aborted; nil when the uploads could not be listed.
+    @discardableResult
     func abortLostUploads(
         bucket: String, key: String, createdAround began: Date, except kept: String?, credentials: CredentialSource
-    ) async -> Int {
-        guard let uploads = try? await multipartUploads(of: key, bucket: bucket, credentials: credentials) else { return 0 }
+    ) async -> Int? {
+        guard let uploads = try? await multipartUploads(of: key, bucket: bucket, credentials: credentials) else { return nil }
         var aborted = 0
         for upload in uploads where upload.uploadId != kept {
             guard let initiated = upload.initiated, abs(initiated.timeIntervalSince(began)) < 300,

@@ -212,7 +212,8 @@ package struct PreviewRenderer: Sendable {
         }
         if let prefix = video.outputPrefix, let variant = best("m3u8") {
             let segments = try await hlsInput(
-                playlistKey: prefix + "/" + variant.path, bucket: video.bucket, from: request.start, to: request.end,
+                playlistKey: prefix + "/" + TranscodePlan.mediaPlaylistPath(of: variant), bucket: video.bucket,
+                from: request.start, to: request.end,
                 into: directory)
             if let segments { return Input(path: segments.0, offset: segments.1, isSegments: true) }
         }

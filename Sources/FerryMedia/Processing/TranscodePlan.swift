@@ -276,6 +276,12 @@ struct TranscodePlan: Sendable, Hashable {
     /// plays that definition alone with its sound.
     package static func definitionMasterPath(_ definition: String) -> String { definition + ".m3u8" }
 
+    /// The media playlist of an HLS rendition: its path (`LD/index.m3u8`, `start/index.m3u8`), or for a definition's
+    /// master playlist (`LD.m3u8`) the playlist of its picture it names, `LD/index.m3u8`.
+    package static func mediaPlaylistPath(of rendition: Rendition) -> String {
+        rendition.path.contains("/") ? rendition.path : rendition.definition + "/index.m3u8"
+    }
+
     /// The group id of the audio rendition in the master playlist.
     static let audioGroup = "audio"
 

@@ -90,6 +90,10 @@ public struct TranscodeTemplates: Sendable, Hashable, Codable {
     public static let defaultGroupName = "default"
     /// The reserved name that skips transcoding.
     public static let noTranscode = "NoTranscode"
+    /// Names no definition may take: GetPlayInfo's own (`AUTO`, `OD`), and names of a video's published files and
+    /// directories (`master.m3u8`, the first stream's `start/`, `subtitles/`, `storyboard…`), which a definition's
+    /// `X.m3u8`, `X.mp4` and `X/` would take over.
+    static let reservedDefinitions: Set<String> = ["AUTO", "OD", "master", "start", "subtitles", "storyboard"]
 
     /// The built-in `default` group: LD 360p, SD 540p, HD 720p, FHD 1080p (H.264 + AAC), SQ for audio.
     public static let builtIn = TranscodeTemplates(
@@ -171,8 +175,10 @@ public struct TranscodeTemplates: Sendable, Hashable, Codable {
             }
             var definitions = Set<String>()
             for rung in group.video {
-                guard isName(rung.definition), rung.definition != "AUTO", rung.definition != "OD" else {
-                    throw fail("group \(group.name): definition '\(rung.definition.prefix(16))' must be 1-16 letters or digits (not AUTO or OD).")
+                guard isName(rung.definition), !Self.reservedDefinitions.contains(rung.definition) else {
+                    throw fail(
+                        "group \(group.name): definition '\(rung.definition.prefix(16))' must be 1-16 letters or digits (not "
+                            + Self.reservedDefinitions.sorted().joined(separator: ", ") + ").")
                 }
                 guard definitions.insert(rung.definition).inserted else {
                     throw fail("group \(group.name): definition \(rung.definition) appears twice.")
@@ -184,7 +190,9 @@ public struct TranscodeTemplates: Sendable, Hashable, Codable {
                     throw fail("group \(group.name) \(rung.definition): videoBitrate 50-100000, audioBitrate 16-512 kbit/s.")
                 }
             }
-            guard isName(group.audio.definition), (16...512).contains(group.audio.audioBitrate) else {
+            guard isName(group.audio.definition), !Self.reservedDefinitions.contains(group.audio.definition),
+                (16...512).contains(group.audio.audioBitrate)
+            else {
                 throw fail("group \(group.name): the audio definition needs a name and an audioBitrate of 16-512 kbit/s.")
             }
         }

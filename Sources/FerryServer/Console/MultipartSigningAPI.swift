@@ -107,11 +107,6 @@ struct MultipartSigningAPI: Sendable {
         if metadata["title"] == nil {
             while title.utf8.count > 128 { title.removeLast() }
         }
-        var cateId: Int?
-        if let text = metadata["cateId"] {
-            guard let number = Int(text) else { throw MediaError.invalid("metadata.cateId", "must be a whole number.") }
-            cateId = number
-        }
         let type = input.type ?? ""
         var videoId: String?
         var imageId: String?
@@ -130,6 +125,12 @@ struct MultipartSigningAPI: Sendable {
             imageId = id
         } else {
             guard principal.allows(action: "media:CreateUploadVideo") else { throw MediaError.forbidden }
+            // A video's category (an image has none); an empty field is none.
+            var cateId: Int?
+            if let text = metadata["cateId"], !text.isEmpty {
+                guard let number = Int(text) else { throw MediaError.invalid("metadata.cateId", "must be a whole number.") }
+                cateId = number
+            }
             let video = MediaContract.CreateUploadVideoRequest(
                 title: title, fileName: filename, fileSize: metadata["size"].flatMap(Int64.init),
                 description: metadata["description"], cateId: cateId, tags: metadata["tags"])

@@ -87,7 +87,7 @@ struct PlaybackAuthorizer: Sendable {
                 guard PlaybackToken.isOfNoDefinition(file) else { throw .definition }
                 return
             }
-            guard allowed.contains(definition) || PlaybackToken.isSound(definition, of: allowed, in: video.renditions ?? [])
+            guard allowed.contains(definition) || PlaybackToken.isSound(file, of: definition, allowed: allowed, in: video.renditions ?? [])
             else { throw .definition }
         }
     }

@@ -116,11 +116,12 @@ enum PlaybackToken {
         return String(rendition.path[...slash])
     }
 
-    /// Whether `definition` is the sound published apart from the picture (`SQ` beside `LD`, `SD`, …) and `allowed`
-    /// names a definition of the picture: each such definition's playlist plays with that sound.
-    static func isSound(_ definition: String, of allowed: [String], in renditions: [Rendition]) -> Bool {
+    /// Whether `file` is of the HLS playlist of the sound published apart from the picture (`SQ/…` beside `LD`,
+    /// `SD`, …; not its progressive download, `SQ.m4a`), `definition`, and `allowed` names a definition of the
+    /// picture: each such definition's playlist plays with that sound.
+    static func isSound(_ file: String, of definition: String, allowed: [String], in renditions: [Rendition]) -> Bool {
         let own = renditions.filter { $0.definition == definition }
-        return !own.isEmpty && own.allSatisfy { $0.width == nil }
+        return file.hasPrefix(definition + "/") && !own.isEmpty && own.allSatisfy { $0.width == nil }
             && renditions.contains { allowed.contains($0.definition) && $0.width != nil }
     }
 

@@ -487,7 +487,12 @@ struct ResumableUploadAPI: Sendable {
                 made, partials: partials, expiresAt: credentials.now().addingTimeInterval(lifetime), fileOwner: stored?.owner,
                 verify: { etag in if let stored, !stored.accepts(etag: etag) { throw stored.refusal } })
         }
-        if let object { await objectStored(object) }
+        if let object {
+            await objectStored(object)
+        } else {
+            // Made by the request that ended (or one at the same time): the media library hears of it again.
+            _ = await objectChecksum(upload, seenAgain: true)
+        }
         return (upload, object)
     }
 

@@ -281,14 +281,22 @@ extension CatalogObjectStore {
                 upload, partials: partials, expiresAt: expiresAt, fileOwner: fileOwner, verify: verify)
             return (completed, object)
         } catch {
-            if let recorded {
-                if claimed {
-                    // Refused (insert-only, the file's bytes): the partial uploads are free for another final upload.
-                    try? await catalog.releasePartialUploads(partials.map(\.id), from: recorded.id)
-                }
-                _ = try? await catalog.deleteResumableUpload(recorded.id)
+            // Refused (insert-only, the file's bytes) before its object was made: the partial uploads are free for
+            // another final upload, and nothing is left. Once the object is made (or when that cannot be told), the
+            // record and its claim stay for the same final upload sent again, or for its expiry, to settle.
+            let objectMade: Bool
+            do {
+                objectMade = try await catalog.completedUpload(multipart.uploadId) != nil
+            } catch {
+                objectMade = true
             }
-            await discardRefused(multipart)
+            if !objectMade {
+                if let recorded {
+                    if claimed { try? await catalog.releasePartialUploads(partials.map(\.id), from: recorded.id) }
+                    _ = try? await catalog.deleteResumableUpload(recorded.id)
+                }
+                await discardRefused(multipart)
+            }
             throw error
         }
     }
@@ -342,14 +350,32 @@ extension CatalogObjectStore {
     /// Ends an upload (tus termination, IETF cancellation, expiry): its record goes, and the bytes of an unfinished
     /// one with it. An object it became stays.
     package func terminateResumable(_ upload: ResumableUpload, expired: Bool = false) async throws {
-        guard let removed = try await catalog.deleteResumableUpload(upload.id) else { throw Self.noSuchUpload }
-        // A final upload that never became its object gives back its claim: its partial uploads can make another.
-        if removed.info.kind == .final, removed.etag == nil, let partials = removed.info.partials {
-            try await catalog.releasePartialUploads(partials, from: removed.id)
+        if upload.info.kind == .final, upload.etag == nil, let partials = upload.info.partials {
+            try await settleUnfinishedFinal(upload, partials: partials)
         }
+        guard let removed = try await catalog.deleteResumableUpload(upload.id) else { throw Self.noSuchUpload }
         guard removed.etag == nil, let blobs = try await catalog.deleteUpload(removed.uploadId) else { return }
         events?.multipartUpload(expired ? .expired : .aborted, count: 1)
         await retire(blobs)
+    }
+
+    /// Before the record of a final upload that was never recorded complete goes: a final upload whose object was
+    /// made (its request ended before recording it) is recorded complete and its partial uploads released into it; one
+    /// whose object was not gives back its claim, so that its partial uploads can make another. A failure leaves the
+    /// record for the next attempt.
+    private func settleUnfinishedFinal(_ final: ResumableUpload, partials ids: [String]) async throws {
+        guard let completed = try await catalog.completedUpload(final.uploadId) else {
+            try await catalog.releasePartialUploads(ids, from: final.id)
+            return
+        }
+        try await catalog.markResumableCompleted(final.id, etag: completed.etag)
+        var made = final
+        made.etag = completed.etag
+        var partials: [ResumableUpload] = []
+        for id in ids {
+            if let partial = try await catalog.resumableUpload(id) { partials.append(partial) }
+        }
+        await release(partials, into: made)
     }
 
     /// Aborts the multipart uploads of resumable uploads that no record owns and that were initiated before `date`:

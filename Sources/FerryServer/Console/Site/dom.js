@@ -33,18 +33,22 @@ export function replace(element, ...children) {
   append(element, children);
 }
 
-/** A byte count for people: 1.5 MB. */
-/** `url` when the console may show it as an image (its own origin, as its Content-Security-Policy allows), else null:
- * a cover URL an app set points anywhere, and is shown as a link instead. */
+/** `url` when the console may show it as an image, else null: the service's own pictures (this origin, or a playback
+ * URL of its public endpoint, which its Content-Security-Policy allows). A cover URL an app set points anywhere, and
+ * is shown as a link instead. */
 export function ownImage(url) {
   if (!url) return null;
   try {
-    return new URL(url, location.href).origin === location.origin ? url : null;
+    const parsed = new URL(url, location.href);
+    const own = parsed.origin === location.origin
+      || (/^https?:$/.test(parsed.protocol) && parsed.pathname.startsWith('/_ferry/play/'));
+    return own ? url : null;
   } catch {
     return null;
   }
 }
 
+/** A byte count for people: 1.5 MB. */
 export function bytes(count) {
   if (count === null || count === undefined || Number.isNaN(count)) return '—';
   const units = ['B', 'KB', 'MB', 'GB', 'TB'];
