@@ -32,6 +32,7 @@ struct FirstStreamTests {
         "the first stream plays while the video is Transcoding (VideoPlayable, Playable), then the ladder replaces it and a player that started on it plays on",
         arguments: [
             (MediaFixtures.Kind.landscape480, "OD", QuotaBackend.sqlite), (.hevc480, "LD", .sqlite),
+            (.transportStream480, "OD", .sqlite),
             (.landscape480, "OD", .postgres),
         ])
     func firstStream(kind: MediaFixtures.Kind, definition: String, backend: QuotaBackend) async throws {

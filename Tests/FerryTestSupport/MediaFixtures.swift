@@ -27,12 +27,16 @@ public enum MediaFixtures {
         case hevc480
         /// 320×240, 25 fps, H.264 + AAC, with a 64×64 cover picture stored before its tracks: the cover is stream 0.
         case coverArtFirst
+        /// 854×480, 30 fps, H.264 + AAC in MPEG-TS (the sound in ADTS frames), as recorders and broadcast captures
+        /// write it.
+        case transportStream480
 
         /// The file name extension.
         public var fileExtension: String {
             switch self {
             case .audioOnly: return "m4a"
             case .variableFrameRate: return "mkv"
+            case .transportStream480: return "ts"
             default: return "mp4"
             }
         }
@@ -91,6 +95,9 @@ public enum MediaFixtures {
             ] + x264 + [path]
         case .long:
             arguments = ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=\(d)"] + sine + x264 + aac + [path]
+        case .transportStream480:
+            arguments = ["-f", "lavfi", "-i", "testsrc2=size=854x480:rate=30:duration=\(d)"] + sine + x264 + aac
+                + ["-f", "mpegts", path]
         case .coverArtFirst:
             let plain = "\(directory)/cover-art-source.mp4"
             let cover = "\(directory)/cover-art.jpg"

@@ -195,10 +195,12 @@ struct TranscodePlan: Sendable, Hashable {
     }
 
     /// The ffmpeg arguments that package the source as HLS without encoding, into `directory`/``firstStreamDirectory``.
+    /// Its sound, AAC (``sourceIsPlayable(_:)``), goes into MP4 segments as MP4 keeps it: a source that carries it in
+    /// ADTS frames (MPEG-TS) has them taken off.
     func sourcePackageArguments(input: String, directory: String) -> [String] {
         let target = directory + "/" + Self.firstStreamDirectory
         return Self.quietFlags + MediaInput.options + [
-            "-i", input, "-map", "0:V:0", "-map", "0:a:0?", "-c", "copy", "-map_metadata", "-1",
+            "-i", input, "-map", "0:V:0", "-map", "0:a:0?", "-c", "copy", "-bsf:a", "aac_adtstoasc", "-map_metadata", "-1",
         ] + hlsOutput(target)
     }
 
