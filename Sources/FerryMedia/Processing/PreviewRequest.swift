@@ -121,13 +121,10 @@ package struct PreviewRequest: Sendable, Hashable {
             guard let fit = Fit(rawValue: fitText) else {
                 throw invalid("fit_mode must be one of \(Fit.allCases.map(\.rawValue).joined(separator: ", ")).")
             }
-            let width = try number("width", Bounds.thumbnailSide)
-            let height = try number("height", Bounds.thumbnailSide)
-            // Every fit but `preserve` fills a box: without one, it would be ignored, not done.
-            guard fit == .preserve || (width != nil && height != nil) else {
-                throw invalid("fit_mode=\(fit.rawValue) fills a box: give both width and height.")
-            }
-            return PreviewRequest(kind: kind, format: format, start: time, end: time, width: width, height: height, fit: fit, fps: 1)
+            return PreviewRequest(
+                kind: kind, format: format, start: time, end: time,
+                width: try number("width", Bounds.thumbnailSide), height: try number("height", Bounds.thumbnailSide),
+                fit: fit, fps: 1)
         case .animated:
             let start = try seconds("start", default: 0)
             let fallbackEnd = min(start + 3, limit ?? start + 3)
