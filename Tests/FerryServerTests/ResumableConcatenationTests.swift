@@ -28,6 +28,27 @@ struct ResumableConcatenationTests {
         return upload
     }
 
+    /// What a final upload of `partial` (4 bytes) whose request ended after its claim leaves at `r`/`key`: its
+    /// record, fully received (a copy of the partial upload's bytes in its multipart upload), holding the claim; no
+    /// object yet.
+    static func finalLeftByACrash(
+        of partial: ResumableUpload, key: String, store: CatalogObjectStore, charge: StorageCharge
+    ) async throws -> ResumableUpload {
+        let final = try await store.createResumableUpload(
+            bucket: "r", key: key, charge: charge, length: 4, info: .init(kind: .final, partials: [partial.id]),
+            attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
+        let letter = String(partial.key.suffix(1))
+        let body = AsyncStream<ByteBuffer> {
+            $0.yield(ByteBuffer(string: String(repeating: letter, count: 4)))
+            $0.finish()
+        }
+        guard case .appended(let received) = try await store.appendResumable(
+            final, at: 0, body: body, checksums: [], byteLimit: nil, verify: { _ in })
+        else { throw NotAppended() }
+        #expect(try await store.catalog.claimPartialUploads([partial.id], for: received.id))
+        return received
+    }
+
     /// The object the final upload of `partials` makes at `r`/`key`.
     static func final(_ partials: [ResumableUpload], key: String, store: CatalogObjectStore, charge: StorageCharge)
         async throws -> ObjectInfo
@@ -159,17 +180,7 @@ struct ResumableConcatenationTests {
             #expect(try await store.abortUnclaimedResumableUploads(initiatedBefore: Date().addingTimeInterval(1)) == 0)
             // What a request that ended after its claim leaves: the final upload's record, fully received, holding the
             // claim, and its multipart upload with the partial upload's bytes; no object yet.
-            let left = try await store.createResumableUpload(
-                bucket: "r", key: "whole", charge: charge, length: 4, info: .init(kind: .final, partials: [a.id]),
-                attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
-            let body = AsyncStream<ByteBuffer> {
-                $0.yield(ByteBuffer(string: "AAAA"))
-                $0.finish()
-            }
-            guard case .appended(let received) = try await store.appendResumable(
-                left, at: 0, body: body, checksums: [], byteLimit: nil, verify: { _ in })
-            else { throw NotAppended() }
-            #expect(try await store.catalog.claimPartialUploads([a.id], for: received.id))
+            let received = try await Self.finalLeftByACrash(of: a, key: "whole", store: store, charge: charge)
             #expect(try await store.catalog.claimPartialUploads([a.id], for: "another") == false)
             await #expect(throws: FerryDomainError.self) { _ = try await store.object(bucket: "r", key: "whole") }
             let (completed, object) = try await store.completeConcatenation(received, partials: [a], expiresAt: Date().addingTimeInterval(86_400))
@@ -184,17 +195,7 @@ struct ResumableConcatenationTests {
             // A request that ended after the object was made, before the partial upload was released: the partial
             // upload's bytes and upload place count until the final upload is sent again, which releases it.
             let b = try await Self.partial("B", store: store, charge: charge)
-            let second = try await store.createResumableUpload(
-                bucket: "r", key: "second", charge: charge, length: 4, info: .init(kind: .final, partials: [b.id]),
-                attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(86_400))
-            let bytes = AsyncStream<ByteBuffer> {
-                $0.yield(ByteBuffer(string: "BBBB"))
-                $0.finish()
-            }
-            guard case .appended(let secondReceived) = try await store.appendResumable(
-                second, at: 0, body: bytes, checksums: [], byteLimit: nil, verify: { _ in })
-            else { throw NotAppended() }
-            #expect(try await store.catalog.claimPartialUploads([b.id], for: secondReceived.id))
+            let secondReceived = try await Self.finalLeftByACrash(of: b, key: "second", store: store, charge: charge)
             #expect(try await store.completeResumable(secondReceived)?.size == 4)
             #expect(try await store.usage(owner: "k1") == StorageUsage(storedBytes: 13, uploadsInProgress: 1))
             // A final upload a crash left unfinished, expired: its claim goes back, and the partial upload makes
