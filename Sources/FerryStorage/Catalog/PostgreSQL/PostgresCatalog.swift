@@ -33,7 +33,7 @@ public final class PostgresCatalog: Sendable, Service {
     let operationTimeout: Duration
     /// The operations running on each open connection, each by the way to answer it when the connection closes.
     let running = ConnectionWatch()
-    /// Opened as ``run()`` starts the pool: connections are asked for only then (PostgresNIO warns of any earlier).
+    /// Opened once ``run()`` has started the pool: connections are asked for only then (PostgresNIO warns of any earlier).
     let started = OpenOnce()
     /// Until when operations fail at once, without waiting for a connection: set for ``unreachableWindow`` when a
     /// wait for one was given up, cleared when a connection is had.
@@ -91,8 +91,18 @@ public final class PostgresCatalog: Sendable, Service {
     /// Runs the catalog's connections until the service group shuts down (or the task is cancelled); then they
     /// close. Runs once per catalog.
     public func run() async {
-        started.open()
-        await client.run()
+        let (client, started) = (client, started)
+        guard #available(macOS 26, iOS 26, *) else {
+            started.open()
+            await client.run()
+            return
+        }
+        // `PostgresClient.run()` marks the client running before its first suspension; started as an immediate task it
+        // takes that step here, before the gate opens, so no lease woken by the gate finds the client not yet running.
+        await withDiscardingTaskGroup { group in
+            group.addImmediateTask { await client.run() }
+            started.open()
+        }
     }
 
     /// Connects to the database at `url`, applies pending migrations, and runs `body` with the catalog; its
