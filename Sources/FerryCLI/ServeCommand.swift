@@ -18,7 +18,7 @@ struct ServeCommand: AsyncParsableCommand {
             FERRY_WEBHOOK_URL, FERRY_PUBLIC_ENDPOINT, FERRY_CALLBACK_ALLOW, FERRY_TRUSTED_PROXIES, FERRY_IDLE_TIMEOUT, \
             FERRY_BODY_TIMEOUT, \
             FERRY_MAX_CONNECTIONS, FERRY_MAX_CONNECTIONS_PER_ADDRESS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
-            FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MEDIA_LEASE, FERRY_MEDIA_IDLE_SCHEDULING, \
+            FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MAX_TRANSCODE_DURATION, FERRY_MEDIA_LEASE, FERRY_MEDIA_IDLE_SCHEDULING, \
             FERRY_CATALOG_URL, FERRY_STORE, FERRY_ROLE, FERRY_METRICS_TOKEN, \
             FERRY_STORE_ENDPOINT, FERRY_STORE_REGION and FERRY_LOG_LEVEL, then to the defaults \
             shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
@@ -142,6 +142,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("media-job-timeout"), help: "Seconds one ffmpeg or ffprobe run may take before it is killed and its video fails (or FERRY_MEDIA_JOB_TIMEOUT). Default 7200.")
     var mediaJobTimeout: Double?
 
+    @Option(name: .customLong("max-transcode-duration"), help: "Seconds of the longest source a template group transcodes; a longer one ends in TranscodeFail (MediaTooLong), its source kept; 0: no limit (or FERRY_MAX_TRANSCODE_DURATION). Default 43200 (12 hours).")
+    var maxTranscodeDuration: Double?
+
     @Option(name: .customLong("media-lease"), help: "Seconds a worker's claim on a media job lasts unless renewed; a job whose worker died is taken over after it (or FERRY_MEDIA_LEASE). Default 30.")
     var mediaLease: Double?
 
@@ -153,6 +156,9 @@ struct ServeCommand: AsyncParsableCommand {
         if let mediaWorkers, !(0...64).contains(mediaWorkers) { throw ValidationError("--media-workers must be between 0 and 64.") }
         if let mediaJobTimeout, !(1...604_800).contains(mediaJobTimeout) {
             throw ValidationError("--media-job-timeout must be between 1 and 604800 seconds.")
+        }
+        if let maxTranscodeDuration, !(0...1_000_000).contains(maxTranscodeDuration) {
+            throw ValidationError("--max-transcode-duration must be between 0 and 1000000 seconds.")
         }
         if let mediaLease, !(1...3600).contains(mediaLease) { throw ValidationError("--media-lease must be between 1 and 3600 seconds.") }
         if let firstStreamRetention, !(0...2_592_000).contains(firstStreamRetention) {
@@ -258,6 +264,12 @@ struct ServeCommand: AsyncParsableCommand {
             ffmpeg: ffmpegDirectory, workers: mediaWorkers, templates: transcodeTemplates, environment: env)
         if let seconds = mediaJobTimeout ?? env["FERRY_MEDIA_JOB_TIMEOUT"].flatMap(Double.init), (1...604_800).contains(seconds) {
             media.jobTimeLimit = .milliseconds(Int64(seconds * 1000))
+        }
+        if let text = maxTranscodeDuration.map({ String($0) }) ?? env["FERRY_MAX_TRANSCODE_DURATION"] {
+            guard let seconds = Double(text), (0...1_000_000).contains(seconds) else {
+                throw ValidationError("FERRY_MAX_TRANSCODE_DURATION must be between 0 and 1000000 seconds.")
+            }
+            media.maxTranscodeDuration = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
         }
         if let seconds = mediaLease ?? env["FERRY_MEDIA_LEASE"].flatMap(Double.init), (1...3600).contains(seconds) {
             media.lease = .milliseconds(Int64(seconds * 1000))

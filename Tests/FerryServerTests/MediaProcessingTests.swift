@@ -259,6 +259,26 @@ struct MediaProcessingTests {
         }
     }
 
+    @Test("a source longer than the server transcodes ends in TranscodeFail (MediaTooLong) before any encoding, its source kept; NoTranscode still publishes it")
+    func tooLongToTranscode() async throws {
+        try await MediaHarness.with(configure: { $0.mediaProcessing.maxTranscodeDuration = .seconds(2) }) { harness in
+            let path = try await harness.fixture(.landscape480, seconds: 3)
+            let videoId = try await harness.upload(path)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "TranscodeFail" && info.errorCode == "MediaTooLong", "\(info)")
+            #expect(info.errorMessage == "The source lasts 3 s; this server transcodes sources of at most 2 s.", "\(info.errorMessage ?? "")")
+            // Nothing was encoded: the transcode ended before its first stream.
+            let outputs = try await harness.server.server.store.listObjects(
+                bucket: harness.server.server.configuration.mediaBucket, prefix: "video/\(videoId)/out/", delimiter: nil,
+                startAfter: nil, maxKeys: 10)
+            #expect(outputs.objects.isEmpty, "\(outputs.objects.map(\.key))")
+            let source = try await harness.media.getMezzanineInfo(videoId: videoId)
+            #expect(try await S3TestClient.fetch(source.fileURL).body == [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
+            let kept = try await harness.upload(path, transcode: "NoTranscode")
+            #expect(try await harness.waitFor(kept, ["Normal", "TranscodeFail"]).status == "Normal")
+        }
+    }
+
     @Test("a file cut short after its index (moov first, half its data): TranscodeFail saying so, not Normal with half the video; a whole file whose media starts late is Normal")
     func cutShortSource() async throws {
         try await MediaHarness.with { harness in

@@ -36,9 +36,10 @@ struct WorkerHarness: Sendable {
     /// Runs `body` with a server whose catalog holds a video at `UploadSucc` and its probe job; with `source`, the
     /// video's file is stored too. With `catalogURL` the catalog is that PostgreSQL database, its client running
     /// while `body` runs. With `finishing`, the tool ends (with no output) once the file ``finishFile`` exists.
+    /// Without `quickLane`, one worker alone claims jobs.
     static func with<T: Sendable>(
         source: Bool = true, catalogURL: String? = nil, lease: Duration = .seconds(3), finishing: Bool = false,
-        _ body: @Sendable (WorkerHarness) async throws -> T
+        quickLane: Bool = true, _ body: @Sendable (WorkerHarness) async throws -> T
     ) async throws -> T {
         let directory = TemporaryDirectory.make("ferry-worker")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -49,6 +50,7 @@ struct WorkerHarness: Sendable {
         configuration.mediaProcessing.lease = lease
         configuration.mediaProcessing.pollInterval = .milliseconds(50)
         configuration.mediaProcessing.idleScheduling = false
+        configuration.mediaProcessing.quickLane = quickLane
         let server = try await FerryServer.open(configuration: configuration, environment: [:])
         let client = server.postgres.map { postgres in Task { await postgres.run() } }
         func stopClient() async {
@@ -229,6 +231,54 @@ struct MediaWorkerServiceTests {
         }
     }
 
+    @Test("a transcode holding the only worker delays no other video's probe: the quick lane runs it beside")
+    func quickLane() async throws {
+        try await WorkerHarness.with { harness in
+            let catalog = harness.server.mediaCatalog
+            // The probe is put back in the queue once the transcode runs.
+            _ = try await catalog.cancelJobs(videoId: "v1", now: Date())
+            let bucket = harness.server.configuration.mediaBucket
+            let key = "video/v0/source.mp4"
+            _ = try await harness.server.store.putObject(
+                bucket: bucket, key: key, attributes: ObjectAttributes(), tags: [],
+                body: AsyncStream<ByteBuffer> { continuation in
+                    continuation.yield(ByteBuffer(string: "a long video"))
+                    continuation.finish()
+                },
+                checksums: [], condition: .none, verify: { _ in })
+            var long = VideoRecord(
+                videoId: "v0", title: "Long", fileName: "source.mp4", status: VideoStatus.transcoding, bucket: bucket,
+                key: key, owner: "FKIATESTROOT0000", createdAt: Date(), updatedAt: Date())
+            var info = MezzanineInfo(size: 12)
+            (info.duration, info.width, info.height, info.fps) = (30, 640, 480, 25)
+            (info.videoCodec, info.formatName) = ("mpeg4", "avi")
+            long.mezzanine = info
+            try await catalog.saveVideo(long)
+            let transcode = MediaJob(videoId: "v0", kind: .transcode, maxAttempts: 3, runAt: Date())
+            try await catalog.enqueue([transcode])
+            let worker = harness.worker()
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await worker.run() }
+                // The transcode's ffmpeg runs (and runs on: the tool waits to be killed).
+                let encoding = try await harness.toolPid()
+                #expect(try await catalog.job(transcode.id)?.state == .running)
+                let probe = MediaJob(videoId: "v1", kind: .probe, maxAttempts: 3, runAt: Date())
+                try await catalog.enqueue([probe])
+                try await WorkerHarness.eventually("the probe's ffprobe started beside the transcode") {
+                    let pid = (try? String(contentsOfFile: harness.pidFile, encoding: .utf8)).flatMap {
+                        Int32($0.trimmingCharacters(in: .whitespacesAndNewlines))
+                    }
+                    return pid != nil && pid != encoding
+                }
+                #expect(WorkerHarness.exists(encoding), "the transcode's tool stopped")
+                let running = try #require(try await catalog.job(probe.id))
+                #expect(running.state == .running && running.leaseOwner?.hasSuffix("-quick") == true, "\(running)")
+                tasks.cancelAll()
+                try await tasks.waitForAll()
+            }
+        }
+    }
+
     @Test("a job whose worker died on each of its attempts fails for good at the next claim, naming the attempts that ran, and the work files a dead worker left here go")
     func diedTooOften() async throws {
         try await WorkerHarness.with { harness in
@@ -333,8 +383,11 @@ struct MediaWorkerServiceTests {
     @Test("a PostgreSQL outage costs a running job no attempt: it is given back once the catalog answers again", arguments: Outage.allCases)
     func outageCostsNoAttempt(_ outage: Outage) async throws {
         try await PostgresServer.withServer { postgres, url in
+            // One worker: a second one (the quick lane) would take over the job whose lease ran out in the outage
+            // (an attempt, as for a worker that died) before the first could give it back.
             try await WorkerHarness.with(
-                catalogURL: url, lease: outage == .renewal ? .seconds(3) : .seconds(30), finishing: outage == .failure
+                catalogURL: url, lease: outage == .renewal ? .seconds(3) : .seconds(30), finishing: outage == .failure,
+                quickLane: false
             ) { harness in
                 let log = LogRecorder()
                 let worker = harness.worker(logger: log.logger())

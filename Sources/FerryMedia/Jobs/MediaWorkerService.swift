@@ -35,6 +35,9 @@ package final class RunningJobs: Sendable {
 
 /// Runs media jobs with a bounded number of workers until the service group shuts down.
 ///
+/// Besides the configured workers, which take any job, one more (the quick lane) takes every job but transcodes
+/// (``MediaPipeline/quickKinds``): a probe, a cover or a removal never waits for a long transcode to end.
+///
 /// Each worker claims the oldest due job with a lease and runs it in one task group with its lease's heartbeat,
 /// which renews the lease every third of it: whichever ends first ends the other. The job ends done, retried after a
 /// backoff (a failure that is not the file's fault), or failed for good once its attempts run out. A job whose lease
@@ -74,7 +77,10 @@ package struct MediaWorkerService: Service {
         let prefix = "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(8).lowercased())"
         await withDiscardingTaskGroup { group in
             for index in 0..<max(configuration.workers, 1) {
-                group.addTask { await work(as: "\(prefix)-\(index)") }
+                group.addTask { await work(as: "\(prefix)-\(index)", kinds: pipeline.claimedKinds) }
+            }
+            if configuration.quickLane, let quick = pipeline.quickKinds {
+                group.addTask { await work(as: "\(prefix)-quick", kinds: quick) }
             }
         }
     }
@@ -100,11 +106,10 @@ package struct MediaWorkerService: Service {
         }
     }
 
-    private func work(as worker: String) async {
+    private func work(as worker: String, kinds: [MediaJobKind]?) async {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                if let job = try await queue.claim(
-                    worker: worker, lease: configuration.lease, now: Date(), kinds: pipeline.claimedKinds) {
+                if let job = try await queue.claim(worker: worker, lease: configuration.lease, now: Date(), kinds: kinds) {
                     await execute(job, worker: worker)
                     continue
                 }

@@ -47,6 +47,13 @@ package struct MediaPipeline: Sendable {
     /// image's files outlive it on a server without ffmpeg.
     package var claimedKinds: [MediaJobKind]? { tools == nil ? [.removeFiles, .removeImageFile] : nil }
 
+    /// The kinds of job the quick lane runs: every kind but the transcode, so that a long transcode holding every
+    /// worker delays no other video's probe and cover and no removal. Nil (no quick lane) without the tools, where only
+    /// removals run.
+    package var quickKinds: [MediaJobKind]? {
+        tools == nil ? nil : [.probe, .snapshot, .retireFirstStream, .removeFiles, .removeImageFile]
+    }
+
     /// Runs a job to its end: done, or nothing left to do (the video was deleted, or is past this step); throws what
     /// the worker should retry. `progress` takes the fraction done (0–1).
     func run(_ job: MediaJob, progress: @escaping @Sendable (Double) async -> Void) async throws {
@@ -222,6 +229,13 @@ package struct MediaPipeline: Sendable {
         guard let video = try await catalog.video(job.videoId), video.status == VideoStatus.transcoding else { return }
         guard let info = video.mezzanine else {
             try await fail(video.videoId, code: "InvalidMedia", message: "The source was not probed.", expecting: [VideoStatus.transcoding])
+            return
+        }
+        if let limit = configuration.maxTranscodeDuration, let duration = info.duration, duration > limit.timeInterval {
+            try await fail(
+                video.videoId, code: "MediaTooLong",
+                message: "The source lasts \(Int(duration)) s; this server transcodes sources of at most \(Int(limit.timeInterval)) s.",
+                expecting: [VideoStatus.transcoding])
             return
         }
         let plan: TranscodePlan

@@ -5,13 +5,19 @@ public struct MediaProcessingConfiguration: Sendable {
     /// Directory holding `ffmpeg` and `ffprobe`; nil looks for them on `PATH`. Without them the server runs and
     /// videos wait at `UploadSucc` (GetVideoInfo says why).
     public var toolsDirectory: String?
-    /// Jobs run at once; 0 turns processing off (videos wait at `UploadSucc`). Default: a quarter of the cores, at
-    /// least 1.
+    /// Jobs run at once; 0 turns processing off (videos wait at `UploadSucc`). One more worker, the quick lane, runs
+    /// every job but transcodes, so that a probe, a cover or a removal never waits for a long transcode. Default: a
+    /// quarter of the cores, at least 1.
     public var workers: Int = max(1, ProcessInfo.processInfo.activeProcessorCount / 4)
     /// The transcoding template groups. Default: the built-in `default` group (LD, SD, HD, FHD; SQ for audio).
     public var templates: TranscodeTemplates = .builtIn
     /// Longest run of one ffmpeg or ffprobe process; one that runs longer is killed and its video fails. Default 2 h.
     public var jobTimeLimit: Duration = .seconds(7200)
+    /// Longest source a template group transcodes; a longer one ends in `TranscodeFail` (`MediaTooLong`) before any
+    /// encoding, its source kept (NoTranscode still publishes it as it is). A few megabytes of still picture stamped
+    /// to last a day would otherwise hold a worker for its time limit and fill gigabytes of segments, one key frame
+    /// every two seconds per definition. Nil: no limit. Default 12 h.
+    public var maxTranscodeDuration: Duration? = .seconds(43_200)
     /// How long a worker's claim on a job lasts unless renewed (every third of it); the job of a worker that died is
     /// taken over once it runs out. Default 30 s.
     public var lease: Duration = .seconds(30)
@@ -49,6 +55,9 @@ public struct MediaProcessingConfiguration: Sendable {
     /// when less is free, and its job waits for space without counting an attempt (the server's `--min-free-bytes`).
     /// 0: no check. Default 0.
     package var minFreeBytes: Int64 = 0
+    /// Whether the quick lane runs beside ``workers`` (tests turn it off to have exactly ``workers`` claim jobs).
+    /// Default true.
+    package var quickLane = true
     /// How often an idle worker looks for jobs. Default 500 ms.
     public var pollInterval: Duration = .milliseconds(500)
 
