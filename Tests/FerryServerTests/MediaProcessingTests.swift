@@ -55,6 +55,17 @@ struct MediaProcessingTests {
                     let text = String(decoding: head.body, as: UTF8.self)
                     #expect(text.range(of: "moov") != nil, "\(definition).mp4 has its moov atom at the end")
                 }
+                // A definition's stream (`LD.m3u8`: its picture with the sound) counts the bytes of both.
+                let stored = try await harness.server.server.store.listObjects(
+                    bucket: harness.server.server.configuration.mediaBucket, prefix: "video/\(videoId)/out/",
+                    delimiter: nil, startAfter: nil, maxKeys: 1000)
+                func bytes(under directory: String) -> Int64 {
+                    stored.objects.filter { $0.key.split(separator: "/").dropFirst(4).first.map(String.init) == directory }
+                        .reduce(0) { $0 + $1.size }
+                }
+                let ldStream = try #require(play.stream(format: "m3u8", definition: "LD"))
+                #expect(bytes(under: "LD") > 0 && bytes(under: "SQ") > 0)
+                #expect(ldStream.size == bytes(under: "LD") + bytes(under: "SQ"), "LD.m3u8 counts \(ldStream.size) bytes")
                 // The master playlist lists both variants; ffmpeg reads the whole stream through it (relative URIs).
                 let master = try #require(play.stream(format: "m3u8", definition: "AUTO"))
                 // Its bitrate is its best variant's with the sound (which the audio rendition carries apart): never
@@ -256,6 +267,36 @@ struct MediaProcessingTests {
                 #expect(failure.payload["Status"] as? String == "fail")
                 #expect(failure.payload["ErrorMessage"] as? String == message)
             }
+        }
+    }
+
+    @Test("a 31 KB PNG declaring 16000×16000 pixels is not decoded, not even by the probe: its size is unknown and it is not transcoded, saying why")
+    func hugePictureIsNotDecoded() async throws {
+        try await MediaHarness.with { harness in
+            // One bit a pixel, all black: 32 MB of rows that deflate to 31 KB (decoded as RGB, 768 MB a frame).
+            let path = harness.fixtures + "/huge.png"
+            let script = """
+                import zlib, struct, sys
+                w = h = 16000
+                raw = (b'\\x00' * (1 + w // 8)) * h
+                def chunk(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
+                png = b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 1, 0, 0, 0, 0))
+                png += chunk(b'IDAT', zlib.compress(raw, 9)) + chunk(b'IEND', b'')
+                open(sys.argv[1], 'wb').write(png)
+                """
+            let python = Process()
+            python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            python.arguments = ["python3", "-c", script, path]
+            try python.run()
+            python.waitUntilExit()
+            #expect(python.terminationStatus == 0)
+            let videoId = try await harness.upload(path)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "TranscodeFail" && info.errorCode == "InvalidMedia", "\(info)")
+            // Without the decoders' pixel limit the probe decodes the picture and records 16000×16000.
+            #expect(info.width == nil && info.height == nil)
+            let message = info.errorMessage ?? ""
+            #expect(message.hasPrefix("The picture's size is not known: it is larger than 35389440 (8192×4320) pixels"), "\(message)")
         }
     }
 

@@ -1,3 +1,5 @@
+import FerryStorage
+
 /// What ffprobe and ffmpeg may open when they read a file a client uploaded: the demuxers of audio, video and picture
 /// files, over local files only. Playlists and scripts (HLS, DASH, concat) name other files, which the tools would
 /// open on the server's disk and publish as the uploader's video; a source that needs such a demuxer fails as not
@@ -10,6 +12,12 @@ enum MediaInput {
         "caf", "mp3", "aac", "ac3", "eac3", "flac", "amr",
     ]
 
-    /// The options that go before an uploaded file's `-i` (or ffprobe's file name).
-    static let options = ["-format_whitelist", demuxers.joined(separator: ","), "-protocol_whitelist", "file"]
+    /// The options that go before an uploaded file's `-i` (or ffprobe's file name). `-max_pixels` keeps decoders from
+    /// taking frames larger than ``MezzanineInfo/maxPixels``: a few kilobytes of PNG declaring 16000×16000 made the
+    /// probe alone take gigabytes. ffprobe then reports such a picture's size as unknown (0×0), and fails on a video
+    /// stream that large; neither is transcoded (NoTranscode still publishes it as it is).
+    static let options = [
+        "-format_whitelist", demuxers.joined(separator: ","), "-protocol_whitelist", "file",
+        "-max_pixels", String(MezzanineInfo.maxPixels),
+    ]
 }

@@ -365,6 +365,12 @@ package struct MediaPipeline: Sendable {
             let master = TranscodePlan.masterPlaylist(variants, audio: audioVariant)
             try Data(master.utf8).write(to: URL(fileURLWithPath: encoded + "/master.m3u8"))
             if let audioVariant {
+                // A definition played as `LD.m3u8` is its picture and the sound: its size counts both.
+                let sound = WorkFiles.size(of: encoded + "/" + audioVariant.output.definition)
+                for index in renditions.indices
+                where renditions[index].path == TranscodePlan.definitionMasterPath(renditions[index].definition) {
+                    renditions[index].size += sound
+                }
                 for variant in variants {
                     let single = TranscodePlan.masterPlaylist([variant], audio: audioVariant)
                     let path = TranscodePlan.definitionMasterPath(variant.output.definition)

@@ -106,7 +106,7 @@ struct TranscodePlan: Sendable, Hashable {
                     audioBitrate: group.audio.audioBitrate, hasAudio: true))
         } else if source.hasVideo {
             throw MediaProbe.Unreadable(
-                reason: "The picture's size (\(source.width ?? 0)×\(source.height ?? 0)) is not one that can be transcoded.")
+                reason: "The picture's size is not known: it is larger than \(MezzanineInfo.maxPixelsText) pixels, which are not decoded, or ffmpeg cannot decode its frames (as an animated WebP's).")
         } else {
             throw MediaProbe.Unreadable(reason: "The file holds no audio or video stream.")
         }
