@@ -208,6 +208,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("FERRY_PORT is not a number.")
         }
         configuration.port = port
+        if metricsPort == port {
+            throw ValidationError("--metrics-port must differ from the service's port (\(port)); leave it out to serve /metrics there.")
+        }
         if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
         if let text = env["FERRY_MIN_FREE_BYTES"], minFreeBytes == nil {
             // A typo here would turn off the space kept for deletes: refused, not ignored.
@@ -261,15 +264,10 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.webhook = WebhookConfiguration(url: url, secret: secret)
         }
         var media = try MediaOptions.configuration(
-            ffmpeg: ffmpegDirectory, workers: mediaWorkers, templates: transcodeTemplates, environment: env)
+            ffmpeg: ffmpegDirectory, workers: mediaWorkers, templates: transcodeTemplates,
+            maxTranscodeDuration: maxTranscodeDuration, environment: env)
         if let seconds = mediaJobTimeout ?? env["FERRY_MEDIA_JOB_TIMEOUT"].flatMap(Double.init), (1...604_800).contains(seconds) {
             media.jobTimeLimit = .milliseconds(Int64(seconds * 1000))
-        }
-        if let text = maxTranscodeDuration.map({ String($0) }) ?? env["FERRY_MAX_TRANSCODE_DURATION"] {
-            guard let seconds = Double(text), (0...1_000_000).contains(seconds) else {
-                throw ValidationError("FERRY_MAX_TRANSCODE_DURATION must be between 0 and 1000000 seconds.")
-            }
-            media.maxTranscodeDuration = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
         }
         if let seconds = mediaLease ?? env["FERRY_MEDIA_LEASE"].flatMap(Double.init), (1...3600).contains(seconds) {
             media.lease = .milliseconds(Int64(seconds * 1000))
@@ -368,12 +366,20 @@ extension ServeCommand {
 }
 
 /// How `ferry serve` and the embedded service process videos: flags, then `FERRY_FFMPEG`, `FERRY_MEDIA_WORKERS`,
-/// `FERRY_TRANSCODE_TEMPLATES` and `FERRY_MEDIA_IDLE_SCHEDULING`, then the defaults.
+/// `FERRY_TRANSCODE_TEMPLATES`, `FERRY_MAX_TRANSCODE_DURATION` and `FERRY_MEDIA_IDLE_SCHEDULING`, then the defaults.
 enum MediaOptions {
     static func configuration(
-        ffmpeg: String? = nil, workers: Int? = nil, templates: String? = nil, environment env: [String: String]
+        ffmpeg: String? = nil, workers: Int? = nil, templates: String? = nil, maxTranscodeDuration: Double? = nil,
+        environment env: [String: String]
     ) throws -> MediaProcessingConfiguration {
         var media = MediaProcessingConfiguration()
+        let longest = try maxTranscodeDuration ?? env["FERRY_MAX_TRANSCODE_DURATION"].map { text in
+            guard let seconds = Double(text), (0...1_000_000).contains(seconds) else {
+                throw ValidationError("FERRY_MAX_TRANSCODE_DURATION must be between 0 and 1000000 seconds.")
+            }
+            return seconds
+        }
+        if let longest { media.maxTranscodeDuration = longest == 0 ? nil : .milliseconds(Int64(longest * 1000)) }
         media.toolsDirectory = ffmpeg ?? env["FERRY_FFMPEG"]
         if let workers {
             media.workers = workers

@@ -317,6 +317,23 @@ struct MediaProcessingTests {
             #expect(try await S3TestClient.fetch(source.fileURL).body == [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
             let kept = try await harness.upload(path, transcode: "NoTranscode")
             #expect(try await harness.waitFor(kept, ["Normal", "TranscodeFail"]).status == "Normal")
+            // A raw H.264 stream gives no duration: it is read only to just past the limit, and refused for what it
+            // held, with no first stream published from what was read.
+            let raw = harness.fixtures + "/raw.h264"
+            try await MediaFixtures.ffmpeg([
+                "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-t", "5", "-c:v", "libx264", "-preset", "ultrafast",
+                "-f", "h264", raw,
+            ])
+            let unknown = try await harness.upload(raw)
+            let refused = try await harness.waitFor(unknown, ["Normal", "TranscodeFail"])
+            #expect(refused.status == "TranscodeFail" && refused.errorCode == "MediaTooLong", "\(refused)")
+            #expect(
+                refused.errorMessage == "The source runs past 2 s (its header gives no duration); this server transcodes sources of at most 2 s.",
+                "\(refused.errorMessage ?? "")")
+            let published = try await harness.server.server.store.listObjects(
+                bucket: harness.server.server.configuration.mediaBucket, prefix: "video/\(unknown)/out/", delimiter: nil,
+                startAfter: nil, maxKeys: 10)
+            #expect(published.objects.isEmpty, "\(published.objects.map(\.key))")
         }
     }
 

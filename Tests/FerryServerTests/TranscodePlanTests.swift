@@ -76,6 +76,21 @@ struct TranscodePlanTests {
         }
     }
 
+    @Test("a source longer than the server transcodes is read only to just past the limit, and its refusal names the seconds as set")
+    func durationLimit() throws {
+        #expect(MediaPipeline.seconds(3) == "3" && MediaPipeline.seconds(99.99) == "99.99")
+        #expect(MediaPipeline.seconds(100.4) == "100.4" && MediaPipeline.seconds(43_200) == "43200")
+        var plan = try TranscodePlan.make(for: Self.source(1280, 720), group: TranscodeTemplates.builtIn.groups[0], templates: .builtIn)
+        #expect(!plan.encodeArguments(input: "in.mp4", directory: "out", progressFile: "p").contains("-t"))
+        plan.sourceLimit = 61
+        let arguments = plan.encodeArguments(input: "in.mp4", directory: "out", progressFile: "p")
+        // An input option: before the source's -i.
+        let limit = try #require(arguments.firstIndex(of: "-t"))
+        #expect(arguments[limit + 1] == "61.000" && limit < (arguments.firstIndex(of: "-i") ?? 0))
+        let packaging = plan.sourcePackageArguments(input: "in.mp4", directory: "out")
+        #expect((packaging.firstIndex(of: "-t") ?? .max) < (packaging.firstIndex(of: "-i") ?? 0))
+    }
+
     @Test("the first stream: the source when every player plays it as it is, else the lowest of two or more definitions")
     func firstStream() throws {
         func first(_ info: MezzanineInfo, group: TranscodeTemplates.Group = Self.group) throws -> String {

@@ -1169,6 +1169,15 @@ struct CommandLineTests {
             environment: ["FERRY_MEDIA_IDLE_SCHEDULING": "yes"])
         #expect(scheduling.status == 64, "\(scheduling.output) \(scheduling.error)")
         #expect(scheduling.error.contains("FERRY_MEDIA_IDLE_SCHEDULING must be 0 or 1"), "\(scheduling.error)")
+        // The media settings read from the environment are the same for `serve` and the service run in-process.
+        for command in [["serve", "--port", "0"], ["videos", "list"]] {
+            let longest = try await FerryRun.run(
+                command + ["--data-dir", unusedData], environment: ["FERRY_MAX_TRANSCODE_DURATION": "abc"])
+            #expect(longest.status == 64, "\(command): \(longest.output) \(longest.error)")
+            #expect(longest.error.contains("FERRY_MAX_TRANSCODE_DURATION must be between 0 and 1000000"), "\(longest.error)")
+        }
+        let samePort = try await FerryRun.run(["serve", "--data-dir", unusedData, "--port", "9123", "--metrics-port", "9123"])
+        #expect(samePort.status == 64 && samePort.error.contains("--metrics-port must differ"), "\(samePort.error)")
 
         let missing = try await FerryRun.run(["upload", "/nonexistent/holiday.mp4", "--data-dir", TemporaryDirectory.make()])
         #expect(missing.status == 1)

@@ -51,9 +51,11 @@ extension MediaPipeline {
         let measured = try await measure(progressive, directory: directory)
         let streamDirectory = output + "/" + TranscodePlan.firstStreamDirectory
         let (segments, peak, average) = Self.packaged(streamDirectory)
-        // A source cut short after its index packages to less than the video it declares: not published as that
-        // video (the ladder then fails it, saying so), so no player is handed a few seconds of a longer film.
-        if let reason = Self.cutShort(made: segments.reduce(0) { $0 + $1.duration }, declared: declared) {
+        // A source cut short after its index packages to less than the video it declares, and one read only to just
+        // past the longest the server transcodes to less than it holds: not published as that video (the ladder then
+        // fails it, saying so), so no player is handed a few seconds of a longer film.
+        let made = segments.reduce(0) { $0 + $1.duration }
+        if let reason = Self.cutShort(made: made, declared: declared) ?? tooLong(declared: declared, made: made) {
             logger.warning(
                 "first stream not made", metadata: ["ferry.video-id": .string(video.videoId), "reason": .string(reason)])
             return false

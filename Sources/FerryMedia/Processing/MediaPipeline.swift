@@ -141,6 +141,7 @@ package struct MediaPipeline: Sendable {
             (info, analysis) = (nil, analysisFailed)
         }
         let maxAttempts = configuration.maxAttempts
+        let tooLongReason = group == nil ? nil : tooLong(declared: info?.duration)
         let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in
             guard video.status == VideoStatus.uploadSucc else { return .keep }
             if let info { video.mezzanine = info }
@@ -154,6 +155,13 @@ package struct MediaPipeline: Sendable {
                 video.status = VideoStatus.normal
                 video.playableAt = Date()
                 notify.append(.videoPlayable(videoId: video.videoId, definition: "OD", format: Self.originalFormat(video)))
+            } else if let tooLongReason {
+                // Known too long once probed: failed here, not after the transcodes queued before it.
+                video.status = VideoStatus.transcodeFail
+                video.errorCode = Self.tooLongCode
+                video.errorMessage = tooLongReason
+                notify.append(
+                    .transcodeFailed(videoId: video.videoId, errorCode: Self.tooLongCode, errorMessage: tooLongReason))
             } else {
                 video.status = VideoStatus.transcoding
                 jobs.append(MediaJob(videoId: video.videoId, kind: .transcode, maxAttempts: maxAttempts))
@@ -231,17 +239,15 @@ package struct MediaPipeline: Sendable {
             try await fail(video.videoId, code: "InvalidMedia", message: "The source was not probed.", expecting: [VideoStatus.transcoding])
             return
         }
-        if let limit = configuration.maxTranscodeDuration, let duration = info.duration, duration > limit.timeInterval {
-            try await fail(
-                video.videoId, code: "MediaTooLong",
-                message: "The source lasts \(Int(duration)) s; this server transcodes sources of at most \(Int(limit.timeInterval)) s.",
-                expecting: [VideoStatus.transcoding])
+        if let reason = tooLong(declared: info.duration) {
+            try await fail(video.videoId, code: Self.tooLongCode, message: reason, expecting: [VideoStatus.transcoding])
             return
         }
-        let plan: TranscodePlan
+        var plan: TranscodePlan
         do {
             guard let group = try configuration.templates.group(named: video.templateGroup) else { return }
             plan = try TranscodePlan.make(for: info, group: group, templates: configuration.templates)
+            plan.sourceLimit = configuration.maxTranscodeDuration.map { $0.timeInterval + Self.tooLongMargin * 2 }
         } catch let unreadable as MediaProbe.Unreadable {
             try await fail(video.videoId, code: "InvalidMedia", message: unreadable.reason, expecting: [VideoStatus.transcoding])
             return
@@ -351,9 +357,14 @@ package struct MediaPipeline: Sendable {
                 renditions.append(base)
             }
         }
+        let declared = info.duration.map { $0 - (info.startTime ?? 0) }
+        // A source whose header understates its length (or gives none) was read to just past the limit: refused.
+        if let reason = tooLong(declared: declared, made: renditions.compactMap(\.duration).max()) {
+            try await fail(video.videoId, code: Self.tooLongCode, message: reason, expecting: [VideoStatus.transcoding])
+            return
+        }
         // A source whose index declares more than its data holds (a file cut short after its index, as an upload of
         // a file still being written) encodes without error to what is there: refused, not published as whole.
-        let declared = info.duration.map { $0 - (info.startTime ?? 0) }
         if let reason = Self.cutShort(made: renditions.compactMap(\.duration).max(), declared: declared) {
             try await failTranscode(video.videoId, plan: plan, message: reason)
             return
@@ -612,6 +623,30 @@ package struct MediaPipeline: Sendable {
             return false
         }
         return true
+    }
+
+    /// The error code of a source longer than the server transcodes.
+    static let tooLongCode = "MediaTooLong"
+    /// How far past the limit encoded media may run before its source counts as longer (encoders end streams a
+    /// frame or so apart); sources are read to twice this past the limit.
+    static let tooLongMargin = 0.5
+
+    /// Why a source is longer than this server transcodes (``MediaProcessingConfiguration/maxTranscodeDuration``): by
+    /// the duration it `declared`, or by what its encoding `made` (read to just past the limit); nil when it is not.
+    func tooLong(declared: Double?, made: Double? = nil) -> String? {
+        guard let limit = configuration.maxTranscodeDuration?.timeInterval else { return nil }
+        let most = "this server transcodes sources of at most \(Self.seconds(limit)) s."
+        if let declared, declared > limit { return "The source lasts \(Self.seconds(declared)) s; " + most }
+        guard let made, made > limit + Self.tooLongMargin else { return nil }
+        let header = declared.map { "its header says \(Self.seconds($0)) s" } ?? "its header gives no duration"
+        return "The source runs past \(Self.seconds(limit)) s (\(header)); " + most
+    }
+
+    /// Seconds as people read them: whole, or to two decimals (`99.99`, `100.4`).
+    static func seconds(_ value: Double) -> String {
+        let rounded = (value * 100).rounded() / 100
+        return rounded == rounded.rounded() ? String(Int(rounded)) : String(format: "%.2f", rounded).replacingOccurrences(
+            of: #"0$"#, with: "", options: .regularExpression)
     }
 
     /// A transcode ffmpeg refused: every planned stream fails, then the video.

@@ -45,6 +45,9 @@ struct TranscodePlan: Sendable, Hashable {
     var preset: String
     /// HLS segment length, seconds.
     var segmentSeconds: Int
+    /// Seconds of the source read at most (ffmpeg's input `-t`), nil for all: a source whose header understates its
+    /// length, or gives none, is encoded only to just past the longest the server transcodes.
+    var sourceLimit: Double?
 
     /// The fewest bits a second of a source with a picture longer than a minute: a still encoded for an hour takes
     /// far more (each frame a few bytes at least), a file whose timestamps lie far less.
@@ -126,9 +129,12 @@ struct TranscodePlan: Sendable, Hashable {
         return (shortSide, even(Double(sourceHeight) * Double(shortSide) / Double(sourceWidth)))
     }
 
+    /// The input options that read at most ``sourceLimit`` seconds of the source.
+    private var inputLimit: [String] { sourceLimit.map { ["-t", String(format: "%.3f", $0)] } ?? [] }
+
     /// The ffmpeg arguments that encode every output into `directory`, writing progress to `progressFile`.
     func encodeArguments(input: String, directory: String, progressFile: String) -> [String] {
-        var arguments = Self.quietFlags + ["-progress", progressFile] + MediaInput.options + ["-i", input]
+        var arguments = Self.quietFlags + ["-progress", progressFile] + MediaInput.options + inputLimit + ["-i", input]
         let video = outputs.filter { $0.width != nil }
         if !video.isEmpty {
             // `V`: the first video stream that is not cover art, the one the probe described (`v` would take a cover
@@ -199,7 +205,7 @@ struct TranscodePlan: Sendable, Hashable {
     /// ADTS frames (MPEG-TS) has them taken off.
     func sourcePackageArguments(input: String, directory: String) -> [String] {
         let target = directory + "/" + Self.firstStreamDirectory
-        return Self.quietFlags + MediaInput.options + [
+        return Self.quietFlags + MediaInput.options + inputLimit + [
             "-i", input, "-map", "0:V:0", "-map", "0:a:0?", "-c", "copy", "-bsf:a", "aac_adtstoasc", "-map_metadata", "-1",
         ] + hlsOutput(target)
     }
