@@ -133,7 +133,7 @@ struct ServeCommand: AsyncParsableCommand {
         help: "Serve GET /metrics on this port only (also on a worker node), not on the main port. Default: on the main port.")
     var metricsPort: Int?
 
-    @Option(name: .customLong("media-workers"), help: "Media jobs (probe, cover, transcode; without ffmpeg only the removal of files a stopped node left) run at once; 0 turns them off (or FERRY_MEDIA_WORKERS). Default: a quarter of the cores, at least 1.")
+    @Option(name: .customLong("media-workers"), help: "Media jobs (probe, cover, transcode; without ffmpeg only the removal of files a stopped node left) run at once, plus one quick-lane worker for every job but transcodes; 0 turns them off (or FERRY_MEDIA_WORKERS). Default: a quarter of the cores, at least 1.")
     var mediaWorkers: Int?
 
     @Option(name: .customLong("transcode-templates"), help: "JSON file of transcoding template groups (or FERRY_TRANSCODE_TEMPLATES); see docs/api.md. Default: LD 360p, SD 540p, HD 720p, FHD 1080p.")
@@ -208,9 +208,6 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("FERRY_PORT is not a number.")
         }
         configuration.port = port
-        if metricsPort == port {
-            throw ValidationError("--metrics-port must differ from the service's port (\(port)); leave it out to serve /metrics there.")
-        }
         if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
         if let text = env["FERRY_MIN_FREE_BYTES"], minFreeBytes == nil {
             // A typo here would turn off the space kept for deletes: refused, not ignored.
@@ -287,6 +284,10 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.role = nodeRole
         configuration.metricsToken = (metricsToken ?? env["FERRY_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
         configuration.metricsPort = metricsPort
+        // A worker node opens no main port: its metrics may take that number.
+        if nodeRole != .worker, metricsPort == port {
+            throw ValidationError("--metrics-port must differ from the service's port (\(port)); leave it out to serve /metrics there.")
+        }
         if let reason = nodeRole.refusal(for: configuration) { throw ValidationError(reason) }
         var serverLogger = Logger(label: "ferry")
         serverLogger.logLevel = level

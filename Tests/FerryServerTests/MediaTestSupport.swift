@@ -1,6 +1,7 @@
 import Ferry
 import FerryCore
 import FerryServer
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing
@@ -53,14 +54,21 @@ struct MediaHarness: Sendable {
         return ticket.id
     }
 
-    /// Polls GetVideoInfo until the video reaches one of `statuses`.
+    /// Polls GetVideoInfo until the video reaches one of `statuses`; a video that reached `Normal` or `TranscodeFail`
+    /// once its cover is taken too (the quick lane takes it beside the transcode, which may end first).
     func waitFor(_ videoId: String, _ statuses: Set<String>, timeout: Duration = .seconds(240)) async throws
         -> MediaServiceClient.VideoInfo
     {
         let deadline = ContinuousClock.now + timeout
         while true {
             let info = try await media.getVideoInfo(videoId: videoId)
-            if statuses.contains(info.status) { return info }
+            if statuses.contains(info.status) {
+                guard ["Normal", "TranscodeFail"].contains(info.status), ContinuousClock.now < deadline else { return info }
+                let jobs = try await server.server.mediaCatalog.jobs(videoId: videoId)
+                if !jobs.contains(where: { $0.kind == .snapshot && [.queued, .running].contains($0.state) }) {
+                    return try await media.getVideoInfo(videoId: videoId)
+                }
+            }
             guard ContinuousClock.now < deadline else {
                 Issue.record("video \(videoId) is still \(info.status) after \(timeout)")
                 return info

@@ -36,7 +36,9 @@ package final class RunningJobs: Sendable {
 /// Runs media jobs with a bounded number of workers until the service group shuts down.
 ///
 /// Besides the configured workers, which take any job, one more (the quick lane) takes every job but transcodes
-/// (``MediaPipeline/quickKinds``): a probe, a cover or a removal never waits for a long transcode to end.
+/// (``MediaPipeline/quickKinds``): a probe, a cover or a removal never waits for a long transcode to end. Where two
+/// workers may claim a job, one whose lease ran out during an outage can be taken over by the other (an attempt, as
+/// for a worker that died) before its own worker gives it back.
 ///
 /// Each worker claims the oldest due job with a lease and runs it in one task group with its lease's heartbeat,
 /// which renews the lease every third of it: whichever ends first ends the other. The job ends done, retried after a

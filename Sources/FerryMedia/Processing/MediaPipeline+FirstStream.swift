@@ -10,7 +10,8 @@ extension MediaPipeline {
     /// ``MediaProcessingConfiguration/firstStreamRetention``, so a player that started on them plays to the end.
     ///
     /// Best effort: when the first stream cannot be made the ladder still is, so this logs why and returns false.
-    /// Throws only what the job should be retried for (the catalog or the store failing, cancellation).
+    /// Throws ``SourceTooLong`` when what it made shows the source longer than the server transcodes, and otherwise
+    /// only what the job should be retried for (the catalog or the store failing, cancellation).
     func publishFirstStream(
         _ first: TranscodePlan.FirstStream, of video: VideoRecord, plan: TranscodePlan, source: String, encoded: String,
         directory: String, prefix: String, declared: Double?
@@ -55,7 +56,8 @@ extension MediaPipeline {
         // past the longest the server transcodes to less than it holds: not published as that video (the ladder then
         // fails it, saying so), so no player is handed a few seconds of a longer film.
         let made = segments.reduce(0) { $0 + $1.duration }
-        if let reason = Self.cutShort(made: made, declared: declared) ?? tooLong(declared: declared, made: made) {
+        if let reason = tooLong(declared: declared, made: made) { throw SourceTooLong(reason: reason) }
+        if let reason = Self.cutShort(made: made, declared: declared) {
             logger.warning(
                 "first stream not made", metadata: ["ferry.video-id": .string(video.videoId), "reason": .string(reason)])
             return false

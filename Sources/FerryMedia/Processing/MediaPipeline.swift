@@ -141,14 +141,16 @@ package struct MediaPipeline: Sendable {
             (info, analysis) = (nil, analysisFailed)
         }
         let maxAttempts = configuration.maxAttempts
-        let tooLongReason = group == nil ? nil : tooLong(declared: info?.duration)
+        let tooLongReason = group == nil ? nil : info.flatMap { tooLong(declared: Self.declaredLength($0)) }
         let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in
             guard video.status == VideoStatus.uploadSucc else { return .keep }
             if let info { video.mezzanine = info }
             video.updatedAt = Date()
             var jobs: [MediaJob] = []
             var notify = [analysis]
-            if video.coverURL == nil, video.snapshotKey == nil, let info, info.hasVideo, !info.isPictureTooLarge {
+            if video.coverURL == nil, video.snapshotKey == nil, let info, info.hasVideo, info.width != nil,
+                !info.isPictureTooLarge
+            {
                 jobs.append(MediaJob(videoId: video.videoId, kind: .snapshot, maxAttempts: maxAttempts))
             }
             if group == nil {
@@ -239,7 +241,7 @@ package struct MediaPipeline: Sendable {
             try await fail(video.videoId, code: "InvalidMedia", message: "The source was not probed.", expecting: [VideoStatus.transcoding])
             return
         }
-        if let reason = tooLong(declared: info.duration) {
+        if let reason = tooLong(declared: Self.declaredLength(info)) {
             try await fail(video.videoId, code: Self.tooLongCode, message: reason, expecting: [VideoStatus.transcoding])
             return
         }
@@ -267,9 +269,15 @@ package struct MediaPipeline: Sendable {
         // A playable stream first, unless an earlier run of this job published it.
         var firstPublished = video.playableAt != nil && video.outputPrefix == prefix
         if video.playableAt == nil, let first = plan.firstStream(for: info) {
-            firstPublished = try await publishFirstStream(
-                first, of: video, plan: plan, source: source, encoded: encoded, directory: directory, prefix: prefix,
-                declared: info.duration.map { $0 - (info.startTime ?? 0) })
+            do {
+                firstPublished = try await publishFirstStream(
+                    first, of: video, plan: plan, source: source, encoded: encoded, directory: directory, prefix: prefix,
+                    declared: Self.declaredLength(info))
+            } catch let tooLong as SourceTooLong {
+                // Known from the first stream: the ladder is not encoded to the limit only to be refused.
+                try await fail(video.videoId, code: Self.tooLongCode, message: tooLong.reason, expecting: [VideoStatus.transcoding])
+                return
+            }
         }
 
         // Encode every rendition not encoded yet in one ffmpeg process.
@@ -357,7 +365,7 @@ package struct MediaPipeline: Sendable {
                 renditions.append(base)
             }
         }
-        let declared = info.duration.map { $0 - (info.startTime ?? 0) }
+        let declared = Self.declaredLength(info)
         // A source whose header understates its length (or gives none) was read to just past the limit: refused.
         if let reason = tooLong(declared: declared, made: renditions.compactMap(\.duration).max()) {
             try await fail(video.videoId, code: Self.tooLongCode, message: reason, expecting: [VideoStatus.transcoding])
@@ -638,8 +646,18 @@ package struct MediaPipeline: Sendable {
         let most = "this server transcodes sources of at most \(Self.seconds(limit)) s."
         if let declared, declared > limit { return "The source lasts \(Self.seconds(declared)) s; " + most }
         guard let made, made > limit + Self.tooLongMargin else { return nil }
-        let header = declared.map { "its header says \(Self.seconds($0)) s" } ?? "its header gives no duration"
+        let header = declared.map { "its header says \(Self.seconds($0)) s" } ?? "its header gives no usable duration"
         return "The source runs past \(Self.seconds(limit)) s (\(header)); " + most
+    }
+
+    /// A source found longer than the server transcodes by what its first stream made (``tooLong(declared:made:)``).
+    struct SourceTooLong: Error {
+        var reason: String
+    }
+
+    /// How long a source's media lasts by its header: its duration less what comes before its first packet.
+    static func declaredLength(_ info: MezzanineInfo) -> Double? {
+        info.duration.map { $0 - (info.startTime ?? 0) }
     }
 
     /// Seconds as people read them: whole, or to two decimals (`99.99`, `100.4`).

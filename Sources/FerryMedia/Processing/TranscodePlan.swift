@@ -80,6 +80,12 @@ struct TranscodePlan: Sendable, Hashable {
             throw MediaProbe.Unreadable(
                 reason: "The file declares \(Int(duration)) s of picture in \(source.size) bytes (fewer than \(minBitsPerSecond) bits a second): its timestamps are not those of a video.")
         }
+        // A picture of unknown size (past the decoders' pixel limit, or one ffmpeg cannot decode) is not dropped for
+        // the sound beside it: refused.
+        if source.hasVideo, (source.width ?? 0) <= 0 || (source.height ?? 0) <= 0 {
+            throw MediaProbe.Unreadable(
+                reason: "The picture's size is not known: it is larger than \(MezzanineInfo.maxPixelsText) pixels, which are not decoded, or ffmpeg cannot decode its frames (as an animated WebP's).")
+        }
         if source.hasVideo, let width = source.width, let height = source.height, width > 0, height > 0 {
             let shortSide = min(width, height)
             let rungs = group.video.sorted { $0.height < $1.height }
@@ -107,9 +113,6 @@ struct TranscodePlan: Sendable, Hashable {
                 Output(
                     definition: group.audio.definition, width: nil, height: nil, videoBitrate: nil,
                     audioBitrate: group.audio.audioBitrate, hasAudio: true))
-        } else if source.hasVideo {
-            throw MediaProbe.Unreadable(
-                reason: "The picture's size is not known: it is larger than \(MezzanineInfo.maxPixelsText) pixels, which are not decoded, or ffmpeg cannot decode its frames (as an animated WebP's).")
         } else {
             throw MediaProbe.Unreadable(reason: "The file holds no audio or video stream.")
         }

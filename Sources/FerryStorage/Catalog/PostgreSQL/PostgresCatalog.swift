@@ -92,17 +92,20 @@ public final class PostgresCatalog: Sendable, Service {
     /// close. Runs once per catalog.
     public func run() async {
         let (client, started) = (client, started)
-        guard #available(macOS 26, iOS 26, *) else {
-            started.open()
-            await client.run()
+        #if compiler(>=6.2)
+        if #available(macOS 26, iOS 26, *) {
+            // `PostgresClient.run()` marks the client running before its first suspension; started as an immediate
+            // task it takes that step here, before the gate opens, so no lease woken by the gate finds the client not
+            // yet running (PostgresNIO would warn).
+            await withDiscardingTaskGroup { group in
+                group.addImmediateTask { await client.run() }
+                started.open()
+            }
             return
         }
-        // `PostgresClient.run()` marks the client running before its first suspension; started as an immediate task it
-        // takes that step here, before the gate opens, so no lease woken by the gate finds the client not yet running.
-        await withDiscardingTaskGroup { group in
-            group.addImmediateTask { await client.run() }
-            started.open()
-        }
+        #endif
+        started.open()
+        await client.run()
     }
 
     /// Connects to the database at `url`, applies pending migrations, and runs `body` with the catalog; its
