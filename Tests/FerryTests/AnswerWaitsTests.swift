@@ -1,3 +1,5 @@
+import FerryTransport
+import Foundation
 import Testing
 
 @testable import Ferry
@@ -32,5 +34,58 @@ struct AnswerWaitsTests {
         // An answer measured later does not lower it.
         waits.answered(after: .seconds(1))
         #expect(waits.deadline == .seconds(300))
+    }
+    @Test("parts share the link: each wait that runs out halves the parts sent at once, down to one, which then has the whole link")
+    func fewerPartsOnASlowLink() async throws {
+        let waits = AnswerWaits(shortest: .milliseconds(200), lanes: 4)
+        waits.answered(after: .milliseconds(10))
+        #expect(waits.parallelParts == 4)
+        // Four parts whose bodies go out and whose answers never come (a link too slow for four at once).
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    _ = try? await waits.watch(bodyCount: 1, progress: { _ in }) { sent in
+                        sent(1)
+                        try await Task.sleep(for: .seconds(30))
+                        return TransportResponse(status: 200, headers: [], body: [])
+                    }
+                }
+            }
+        }
+        #expect(waits.parallelParts == 1)
+        // A timeout from the transport itself counts the same.
+        let narrowed = AnswerWaits(shortest: .seconds(60), lanes: 8)
+        _ = try? await narrowed.watch(bodyCount: 1, progress: { _ in }) { _ in throw TransportError(isTimeout: true, "read timeout") }
+        _ = try? await narrowed.watch(bodyCount: 1, progress: { _ in }) { _ in throw TransportError("refused") }
+        #expect(narrowed.parallelParts == 4)
+
+        // Then one part is sent at a time; the others wait for its lane.
+        let concurrency = Concurrency()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    _ = try? await waits.watch(bodyCount: 1, progress: { _ in }) { sent in
+                        concurrency.enter()
+                        defer { concurrency.leave() }
+                        sent(1)
+                        try await Task.sleep(for: .milliseconds(50))
+                        return TransportResponse(status: 200, headers: [], body: [])
+                    }
+                }
+            }
+        }
+        #expect(concurrency.most == 1 && concurrency.entered == 3)
+    }
+
+    /// Counts sends running at once.
+    final class Concurrency: @unchecked Sendable {
+        private let lock = NSLock()
+        private var now = 0
+        private var highest = 0
+        private var count = 0
+        var most: Int { lock.withLock { highest } }
+        var entered: Int { lock.withLock { count } }
+        func enter() { lock.withLock { now += 1; count += 1; highest = max(highest, now) } }
+        func leave() { lock.withLock { now -= 1 } }
     }
 }

@@ -11,7 +11,13 @@ import Foundation
 /// wait for the rest of the upload (a server or link that slowed down is not cut off again and again). Before any
 /// part was answered there is no measure, and the transport's own limits hold.
 ///
-/// `@unchecked Sendable`: `longestSeen` and `floor` are only read and written while holding `lock`.
+/// The waits also set how many parts are sent at once. Parts share the link: on one too slow for all of them, each
+/// part's body sits in the network's buffers longer than any wait, and every part would time out and be sent again
+/// whole, again and again. So each wait that runs out (ours or the transport's) halves the parts sent at once for the
+/// rest of the upload, down to one, which then has the whole link.
+///
+/// `@unchecked Sendable`: `longestSeen`, `floor`, `lanes`, `sending` and `queued` are only read and written while
+/// holding `lock`.
 final class AnswerWaits: @unchecked Sendable {
     /// The longest a part waits: 300 s.
     static let longest: Duration = .seconds(300)
@@ -19,9 +25,54 @@ final class AnswerWaits: @unchecked Sendable {
     private let lock = NSLock()
     private var longestSeen: Duration?
     private var floor: Duration
+    /// Parts that may be sent at once.
+    private var lanes: Int
+    /// Parts being sent.
+    private var sending = 0
+    /// Parts waiting for a lane, first come first served.
+    private var queued: [CheckedContinuation<Void, Never>] = []
 
-    init(shortest: Duration) {
+    /// Waits of at least `shortest`, for an upload sending up to `lanes` parts at once.
+    init(shortest: Duration, lanes: Int = .max) {
         floor = min(shortest, Self.longest)
+        self.lanes = max(1, lanes)
+    }
+
+    /// Parts that may be sent at once now.
+    var parallelParts: Int { lock.withLock { lanes } }
+
+    /// Records that a part's answer did not come in time: half as many parts are sent at once from now on.
+    private func narrow() {
+        lock.withLock { lanes = max(1, lanes / 2) }
+    }
+
+    /// Returns once a lane is free, and holds it.
+    private func enter() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = lock.withLock {
+                guard sending < lanes, queued.isEmpty else {
+                    queued.append(continuation)
+                    return false
+                }
+                sending += 1
+                return true
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Gives a lane back, letting the parts queued for lanes free now go on.
+    private func leave() {
+        let next: [CheckedContinuation<Void, Never>] = lock.withLock {
+            sending -= 1
+            var next: [CheckedContinuation<Void, Never>] = []
+            while sending < lanes, !queued.isEmpty {
+                sending += 1
+                next.append(queued.removeFirst())
+            }
+            return next
+        }
+        for continuation in next { continuation.resume() }
     }
 
     /// How long an answer may take once the body is handed over, or nil when no part was answered yet.
@@ -39,10 +90,25 @@ final class AnswerWaits: @unchecked Sendable {
         lock.withLock { floor = min(Self.longest, max(floor, deadline) * 2) }
     }
 
-    /// Sends through `send` (which reports body bytes to the closure it is given) and, once all `bodyCount` bytes are
-    /// handed over, waits at most ``deadline`` for the answer; past it the request is abandoned and a timeout
-    /// ``TransportError`` thrown (the caller's retry policy sends the part again).
+    /// Sends through `send` (which reports body bytes to the closure it is given) once a lane is free and, once all
+    /// `bodyCount` bytes are handed over, waits at most ``deadline`` for the answer; past it the request is abandoned
+    /// and a timeout ``TransportError`` thrown (the caller's retry policy sends the part again), and fewer parts are
+    /// sent at once.
     func watch(
+        bodyCount: Int, progress: @escaping @Sendable (Int) -> Void,
+        _ send: @escaping @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse
+    ) async throws -> TransportResponse {
+        await enter()
+        defer { leave() }
+        do {
+            return try await watchAnswer(bodyCount: bodyCount, progress: progress, send)
+        } catch let error as TransportError where error.isTimeout {
+            narrow()
+            throw error
+        }
+    }
+
+    private func watchAnswer(
         bodyCount: Int, progress: @escaping @Sendable (Int) -> Void,
         _ send: @escaping @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse
     ) async throws -> TransportResponse {

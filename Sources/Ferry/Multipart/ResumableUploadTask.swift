@@ -74,7 +74,8 @@ public actor ResumableUploadTask {
             CheckpointWriter(store: $0, identifier: checkpointId, beforeWrite: client.configuration.beforeCheckpointWrite)
         }
         self.reader = FileRanges(path: request.fileURL.path)
-        self.answerWaits = AnswerWaits(shortest: client.configuration.shortestAnswerWait)
+        self.answerWaits = AnswerWaits(
+            shortest: client.configuration.shortestAnswerWait, lanes: max(1, request.concurrency))
         // At most one buffer more than parts in flight: without a bound, buffers the HTTP client had not yet let go of
         // were replaced by new ones and a 4 GiB upload with parts grown to 16 MiB peaked at 130–146 MiB; with two
         // spare buffers a 1 GiB upload still reached 143 MiB when the sixth was allocated, with one 127 MiB, as fast.
