@@ -521,6 +521,9 @@ struct UploadCommand: AsyncParsableCommand {
         }
         defer { watcher.cancel() }
         let name = request.fileURL.lastPathComponent
+        // Watched from its first request (a multipart upload's creation comes before its `started` event), so a service
+        // that holds that answer is said to be waited for too.
+        context.output.silence.heard(name)
         for await event in upload.events {
             if case .paused = event, interrupts.count > 0 {
                 context.output.paused(file: name)

@@ -147,6 +147,27 @@ struct HeldAnswerTests {
             }
         }
     }
+
+    @Test("a service that holds its answer to a multipart upload's first request (the lookup of an upload to resume, or its creation) is said to be waited for after 30 s too, before the upload's first event")
+    func silenceBeforeTheFirstPart() async throws {
+        let directory = TemporaryDirectory.make("ferry-held-creation")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/large.bin"
+        try Data(repeating: 7, count: 6 * 1024 * 1024).write(to: URL(fileURLWithPath: file))
+        try await HTTPReceiver.answering({ _ in
+            let refusal = "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+            return .init(403, [("Content-Type", "application/xml")], body: refusal, delay: .seconds(35))
+        }) { receiver in
+            let run = try await FerryRun.run(
+                ["upload", file, "--endpoint", receiver.url(""), "--bucket", "b", "--part-size", "5MiB", "--json"],
+                environment: HostileTextTests.credentials.merging(["HOME": directory]) { $1 })
+            #expect(run.status != 0, "\(run.output) \(run.error)")
+            let events = run.jsonLines.compactMap { $0["event"] as? String }
+            let stalled = run.jsonLines.filter { $0["event"] as? String == "stalled" }
+            #expect(stalled.first?["seconds"] as? Int == 30, "\(run.output)")
+            #expect(events.first == "stalled" && events.last == "failed", "\(events)")
+        }
+    }
 }
 
 /// How the command line shows a control character: `\u{HEX}`.
