@@ -149,12 +149,17 @@ struct UploadCommand: AsyncParsableCommand {
             let type = (try? FileManager.default.attributesOfItem(atPath: resolved))?[.type] as? FileAttributeType
             guard type == .typeRegular, FileManager.default.isReadableFile(atPath: path) else {
                 // A name that is not UTF-8 reaches the command with its bytes replaced by U+FFFD: no such file exists.
+                // Said as a file's failure: with --json, a `failed` event names it too.
+                let name = URL(fileURLWithPath: path).lastPathComponent
                 if type == nil, path.unicodeScalars.contains("\u{FFFD}") {
-                    output.error("ferry: cannot read \(path): its name is not valid UTF-8, which Ferry cannot open; rename the file.")
+                    output.failure(
+                        "ferry: cannot read \(path): its name is not valid UTF-8, which Ferry cannot open; rename the file.",
+                        file: name, code: "\(FerryError.Code.invalidArgument)")
                     throw ExitCode(ExitCodes.failed)
                 }
-                output.error(
-                    "ferry: cannot read \(path): no such file, not a regular file (a directory, a pipe, a device), or not readable.")
+                output.failure(
+                    "ferry: cannot read \(path): no such file, not a regular file (a directory, a pipe, a device), or not readable.",
+                    file: name, code: "\(FerryError.Code.invalidArgument)")
                 throw ExitCode(ExitCodes.failed)
             }
         }

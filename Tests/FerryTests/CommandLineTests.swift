@@ -1185,6 +1185,11 @@ struct CommandLineTests {
         let directory = TemporaryDirectory.make()
         let notAFile = try await FerryRun.run(["upload", directory, "--bucket", "b", "--data-dir", TemporaryDirectory.make()])
         #expect(notAFile.status == 1 && notAFile.error.contains("directory"), "\(notAFile.error)")
+        // With --json the refusal is an event naming the file too, as any file's failure is.
+        let notAFileJSON = try await FerryRun.run(["upload", directory, "--bucket", "b", "--json", "--data-dir", TemporaryDirectory.make()])
+        let failed = notAFileJSON.jsonLines.first { $0["event"] as? String == "failed" }
+        #expect(notAFileJSON.status == 1 && failed?["file"] as? String == URL(fileURLWithPath: directory).lastPathComponent, "\(notAFileJSON.output)")
+        #expect(failed?["code"] as? String == "invalidArgument", "\(notAFileJSON.output)")
         let ftp = try await FerryRun.run(
             ["upload", Self.sample, "--endpoint", "ftp://127.0.0.1:21"],
             environment: ["FERRY_ACCESS_KEY_ID": "FKIAX", "FERRY_SECRET_ACCESS_KEY": "secret-value-123"])
