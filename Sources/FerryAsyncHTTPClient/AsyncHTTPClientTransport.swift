@@ -112,14 +112,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             guard (200..<300).contains(status) else {
                 // An error's document is small: beyond ``largestErrorBody`` nothing is read (a captive portal's page, an
                 // endless body), so parts sent at once do not each hold what a broken server sends.
-                let kept = try await Self.within(bodyDeadline) { () -> [UInt8] in
-                    var kept: [UInt8] = []
-                    for try await buffer in body {
-                        kept += buffer.readableBytesView.prefix(Self.largestErrorBody - kept.count)
-                        if kept.count >= Self.largestErrorBody { break }
-                    }
-                    return kept
-                }
+                let kept = try await Self.errorDocument(body, deadline: bodyDeadline)
                 return TransportResponse(status: status, headers: headers, body: kept)
             }
             var collected = try await Self.within(bodyDeadline) { try await body.collect(upTo: 64 * 1024 * 1024) }
@@ -129,6 +122,24 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             // What the response sink threw (a file that cannot be written) is its own, not the connection's.
             throw Self.transportError(error, url: request.url)
         }
+    }
+
+    /// An error answer's body, read to ``largestErrorBody`` by `deadline`.
+    ///
+    /// A refusal sent before the request's body was all sent (a server that checks the signature, the token or the
+    /// quota first, then says `Connection: close`) ends while the body is still going out: AsyncHTTPClient then closes
+    /// the connection, and the answer's body stream fails though the answer came whole. The refusal stands, with what
+    /// came of its document: its status is the answer, not a reset connection to retry as a network failure.
+    static func errorDocument(_ body: HTTPClientResponse.Body, deadline: ContinuousClock.Instant) async throws -> [UInt8] {
+        let kept = KeptBody()
+        do {
+            try await within(deadline) {
+                for try await buffer in body {
+                    guard kept.add(buffer.readableBytesView, upTo: largestErrorBody) else { break }
+                }
+            }
+        } catch where !(error is TransportError) && isConnectionFailure(error) {}
+        return kept.bytes
     }
 
     /// The most of an error answer's body that is read: 64 KiB (S3's and the media service's error documents are a few
@@ -305,6 +316,25 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
 }
 
 /// When a request body last moved, and whether all of it has been handed to the connection.
+/// What has come of an error answer's body, kept when its stream fails.
+///
+/// `@unchecked Sendable`: `kept` is only touched while holding `lock`.
+final class KeptBody: @unchecked Sendable {
+    private let lock = NSLock()
+    private var kept: [UInt8] = []
+
+    /// Keeps `bytes` up to `limit` in all; false once the limit is reached.
+    func add(_ bytes: ByteBufferView, upTo limit: Int) -> Bool {
+        lock.withLock {
+            kept += bytes.prefix(limit - kept.count)
+            return kept.count < limit
+        }
+    }
+
+    /// What was kept.
+    var bytes: [UInt8] { lock.withLock { kept } }
+}
+
 final class BodyWatch: @unchecked Sendable {
     // `last` and `done` are only touched while holding `lock`.
     private let lock = NSLock()

@@ -1,13 +1,16 @@
 import Crypto
 import Ferry
+import AsyncHTTPClient
 import FerryAsyncHTTPClient
 import FerryCore
 import FerryTestSupport
 import FerryTransport
 import Foundation
+import NIOCore
 import Testing
 
 @testable import Ferry
+@testable import FerryAsyncHTTPClient
 
 /// The engine against answers no storage service gives: a captive portal's page, a proxy's, a broken or hostile
 /// endpoint's.
@@ -125,6 +128,25 @@ struct HostileAnswerTests {
                 #expect(response.status == status)
                 #expect(response.body.count == (status == 500 ? 64 * 1024 : page.utf8.count), "\(status): \(response.body.count) bytes")
             }
+        }
+    }
+
+    @Test("a refusal whose connection closes as it ends, while the request's body is still going out, is read as the refusal, not as a reset connection")
+    func refusalBeforeTheBody() async throws {
+        // What AsyncHTTPClient hands over when a server refuses a part before its body has all gone out (an expired
+        // token, with Connection: close): the whole document, then a failure of the connection it closed.
+        let document = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>"
+        let closed = AsyncThrowingStream<ByteBuffer, any Error> { continuation in
+            continuation.yield(ByteBuffer(string: String(document.prefix(40))))
+            continuation.yield(ByteBuffer(string: String(document.dropFirst(40))))
+            continuation.finish(throwing: ChannelError.ioOnClosedChannel)
+        }
+        let kept = try await AsyncHTTPClientTransport.errorDocument(.stream(closed), deadline: .now + .seconds(5))
+        #expect(String(decoding: kept, as: UTF8.self) == document)
+        // A body that does not come in time is still a timeout.
+        let endless = AsyncThrowingStream<ByteBuffer, any Error> { _ in }
+        await #expect(throws: TransportError.self) {
+            _ = try await AsyncHTTPClientTransport.errorDocument(.stream(endless), deadline: .now + .milliseconds(100))
         }
     }
 }
