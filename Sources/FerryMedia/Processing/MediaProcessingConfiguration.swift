@@ -13,10 +13,11 @@ public struct MediaProcessingConfiguration: Sendable {
     public var templates: TranscodeTemplates = .builtIn
     /// Longest run of one ffmpeg or ffprobe process; one that runs longer is killed and its video fails. Default 2 h.
     public var jobTimeLimit: Duration = .seconds(7200)
-    /// Longest source a template group transcodes; a longer one ends in `TranscodeFail` (`MediaTooLong`) before any
-    /// encoding, its source kept (NoTranscode still publishes it as it is). A few megabytes of still picture stamped
-    /// to last a day would otherwise hold a worker for its time limit and fill gigabytes of segments, one key frame
-    /// every two seconds per definition. Nil: no limit. Default 12 h.
+    /// Longest source a template group transcodes; a longer one ends in `TranscodeFail` (`MediaTooLong`) once probed,
+    /// its source kept (NoTranscode still publishes it as it is). A source whose header understates its length, or
+    /// gives none, is read only to just past the limit and refused for what it held. A few megabytes of still picture
+    /// stamped to last a day would otherwise hold a worker for its time limit and fill gigabytes of segments, one key
+    /// frame every two seconds per definition. Nil: no limit. Default 12 h.
     public var maxTranscodeDuration: Duration? = .seconds(43_200)
     /// How long a worker's claim on a job lasts unless renewed (every third of it); the job of a worker that died is
     /// taken over once it runs out. Default 30 s.
