@@ -112,7 +112,8 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             guard (200..<300).contains(status) else {
                 // An error's document is small: beyond ``largestErrorBody`` nothing is read (a captive portal's page, an
                 // endless body), so parts sent at once do not each hold what a broken server sends.
-                let kept = try await Self.errorDocument(body, deadline: bodyDeadline)
+                let length = response.headers.first(name: "content-length").flatMap { Int($0) }
+                let kept = try await Self.errorDocument(body, length: length, deadline: bodyDeadline)
                 return TransportResponse(status: status, headers: headers, body: kept)
             }
             var collected = try await Self.within(bodyDeadline) { try await body.collect(upTo: 64 * 1024 * 1024) }
@@ -129,8 +130,12 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// A refusal sent before the request's body was all sent (a server that checks the signature, the token or the
     /// quota first, then says `Connection: close`) ends while the body is still going out: AsyncHTTPClient then closes
     /// the connection, and the answer's body stream fails though the answer came whole. The refusal stands, with what
-    /// came of its document: its status is the answer, not a reset connection to retry as a network failure.
-    static func errorDocument(_ body: HTTPClientResponse.Body, deadline: ContinuousClock.Instant) async throws -> [UInt8] {
+    /// came of its document: its status is the answer, not a reset connection to retry as a network failure. Only a
+    /// document that came whole (its `length`, when the answer gave one) stands: without it the refusal's reason
+    /// (an expired token, which a retry with fresh credentials mends) is unknown, and the failure is the connection's.
+    static func errorDocument(_ body: HTTPClientResponse.Body, length: Int?, deadline: ContinuousClock.Instant)
+        async throws -> [UInt8]
+    {
         let kept = KeptBody()
         do {
             try await within(deadline) {
@@ -138,7 +143,11 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                     guard kept.add(buffer.readableBytesView, upTo: largestErrorBody) else { break }
                 }
             }
-        } catch where !(error is TransportError) && isConnectionFailure(error) {}
+        } catch where !(error is TransportError) && isConnectionFailure(error) {
+            let bytes = kept.bytes
+            guard !bytes.isEmpty, bytes.count >= min(length ?? 0, largestErrorBody) else { throw error }
+            return bytes
+        }
         return kept.bytes
     }
 

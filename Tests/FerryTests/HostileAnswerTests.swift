@@ -141,12 +141,24 @@ struct HostileAnswerTests {
             continuation.yield(ByteBuffer(string: String(document.dropFirst(40))))
             continuation.finish(throwing: ChannelError.ioOnClosedChannel)
         }
-        let kept = try await AsyncHTTPClientTransport.errorDocument(.stream(closed), deadline: .now + .seconds(5))
+        let kept = try await AsyncHTTPClientTransport.errorDocument(
+            .stream(closed), length: document.utf8.count, deadline: .now + .seconds(5))
         #expect(String(decoding: kept, as: UTF8.self) == document)
+        // A document cut short, or none, tells no reason: the failure stays the connection's (retried, so an expired
+        // token is renewed and the part sent again).
+        for sent in [0, 40] {
+            let cut = AsyncThrowingStream<ByteBuffer, any Error> { continuation in
+                if sent > 0 { continuation.yield(ByteBuffer(string: String(document.prefix(sent)))) }
+                continuation.finish(throwing: ChannelError.ioOnClosedChannel)
+            }
+            await #expect(throws: ChannelError.self) {
+                _ = try await AsyncHTTPClientTransport.errorDocument(.stream(cut), length: document.utf8.count, deadline: .now + .seconds(5))
+            }
+        }
         // A body that does not come in time is still a timeout.
         let endless = AsyncThrowingStream<ByteBuffer, any Error> { _ in }
         await #expect(throws: TransportError.self) {
-            _ = try await AsyncHTTPClientTransport.errorDocument(.stream(endless), deadline: .now + .milliseconds(100))
+            _ = try await AsyncHTTPClientTransport.errorDocument(.stream(endless), length: nil, deadline: .now + .milliseconds(100))
         }
     }
 }
