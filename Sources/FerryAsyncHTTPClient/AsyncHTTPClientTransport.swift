@@ -3,6 +3,7 @@ import FerryTransport
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 #if canImport(Glibc)
 import Glibc
@@ -33,6 +34,14 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// takes minutes, and is not cut off and sent again from its start. 24 hours.
     public static let longestBodyRequest: Duration = .seconds(24 * 3600)
 
+    /// Bytes of request body a connection's socket may hold unsent (`SO_SNDBUF`; Linux keeps twice this, for its own
+    /// bookkeeping): 256 KiB. Left to itself Linux grows the buffer to 4 MiB on a link that is slow but keeps taking
+    /// bytes, so progress ran megabytes ahead of what the server had, and a part's answer wait began while most of it
+    /// had still to cross the link. With this bound (and ``settle(_:)``) a body counted as sent is within about 1 MiB
+    /// of the server. The cost is a ceiling of about 512 KiB per round trip per connection (10 MB/s at 50 ms), times
+    /// the parts sent at once.
+    public static let sendBufferSize = 256 * 1024
+
     /// Uses the given client (default: ``sharedClient``).
     public init(client: HTTPClient = AsyncHTTPClientTransport.sharedClient) {
         self.client = client
@@ -41,15 +50,48 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// A process-wide client for Ferry: it does not retry failed connection attempts itself (the engine's retry
     /// policy does, with backoff and events), gives up connecting after 10 seconds, ends a request whose answer has
     /// not moved for ``idleReadTimeout`` once the request is sent, and follows no redirect (a signed request goes
-    /// only where it was addressed, with its security token; the 3xx is its answer).
+    /// only where it was addressed, with its security token; the 3xx is its answer). Its connections' sockets hold at
+    /// most ``sendBufferSize`` unsent bytes.
     public static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout.connect = .seconds(10)
         configuration.timeout.read = idleReadTimeout
-        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        configuration.http1_1ConnectionDebugInitializer = boundSendBuffer
+        configuration.http2ConnectionDebugInitializer = boundSendBuffer
+        return HTTPClient(eventLoopGroup: eventLoops, configuration: configuration)
     }()
+
+    /// The event loops of ``sharedClient``: two of its own on Linux, however many cores the machine has, since
+    /// ``settle(_:)`` visits every loop for each body piece (a process-wide group has a loop per core); on Apple
+    /// platforms Network.framework's.
+    static let eventLoops: any EventLoopGroup = {
+        #if canImport(Network)
+        HTTPClient.defaultEventLoopGroup
+        #else
+        MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        #endif
+    }()
+
+    /// Returns once every event loop of `client` has run what was handed to it before: a body piece handed to the
+    /// connection has then been written to its socket, and a connection whose buffers are full has told the request
+    /// to stop producing. AsyncHTTPClient hands a piece to the connection's loop and asks for the next at once, so a
+    /// body that is read quickly was otherwise all taken (and counted as sent) before the first piece reached the
+    /// socket, and the whole body waited in memory for a slow link. Which loop holds the connection is not known, so
+    /// each is visited in turn: a client of many loops pays one hop per loop per piece.
+    static func settle(_ client: HTTPClient) async {
+        for loop in client.eventLoopGroup.makeIterator() {
+            try? await loop.submit {}.get()
+        }
+    }
+
+    /// Sets a new connection's send buffer to ``sendBufferSize``; a channel without sockets of its own
+    /// (Network.framework's) keeps its system's buffering.
+    @Sendable static func boundSendBuffer(_ channel: any Channel) -> EventLoopFuture<Void> {
+        let size = SocketOptionValue(sendBufferSize)
+        return channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: size).recover { _ in }
+    }
 
     public func send(
         _ request: TransportRequest, bodyProgress: @escaping @Sendable (Int) -> Void,
@@ -66,10 +108,13 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             bodyProgress(bytes)
         }
         var watched = false
+        let settle: @Sendable () async -> Void = { [client] in await Self.settle(client) }
         if let streamed = request.streamedBody {
             let pieces = streamed.chunks.map { ByteBuffer(bytes: $0) }
             http.body = .stream(
-                CountedBody(pieces: pieces, length: streamed.length, progress: progress, finished: watch.finish),
+                CountedBody(
+                    pieces: pieces, length: streamed.length, progress: progress, settle: settle,
+                    finished: watch.finish),
                 length: .known(streamed.length))
             watched = streamed.length > 0
         } else if request.bodyLength > 0 || request.method == "PUT" || request.method == "POST" {
@@ -77,7 +122,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             let length = Int64(buffer.readableBytes)
             let slices = BufferSlices(body: buffer, sliceSize: Self.sliceSize)
             http.body = .stream(
-                CountedBody(pieces: slices, length: length, progress: progress, finished: watch.finish),
+                CountedBody(pieces: slices, length: length, progress: progress, settle: settle, finished: watch.finish),
                 length: .known(length))
             watched = length > 0
         }
@@ -283,14 +328,16 @@ struct BufferSlices: AsyncSequence, Sendable {
     }
 }
 
-/// Body pieces as the connection pulls them, counting each piece once the next one is asked for (the previous one
-/// has been written by then) and the last one, which makes up `length`, when it is handed over (the response
-/// confirms it arrived).
+/// Body pieces as the connection pulls them, counting each piece once the next one is asked for and the connection
+/// has written it (`settle`), and the last one, which makes up `length`, when it is handed over (the response confirms
+/// it arrived).
 struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable where Pieces.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let pieces: Pieces
     let length: Int64
     let progress: @Sendable (Int) -> Void
+    /// Returns once the connection has written the pieces handed to it (and so may have asked for no more).
+    var settle: @Sendable () async -> Void = {}
     /// Called once the last piece is handed over.
     var finished: @Sendable () -> Void = {}
 
@@ -298,11 +345,13 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
         var pieces: Pieces.AsyncIterator
         var remaining: Int64
         let progress: @Sendable (Int) -> Void
+        let settle: @Sendable () async -> Void
         let finished: @Sendable () -> Void
         var pending = 0
 
         mutating func next() async throws -> ByteBuffer? {
             if pending > 0 {
+                await settle()
                 progress(pending)
                 pending = 0
             }
@@ -320,11 +369,12 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(pieces: pieces.makeAsyncIterator(), remaining: length, progress: progress, finished: finished)
+        AsyncIterator(
+            pieces: pieces.makeAsyncIterator(), remaining: length, progress: progress, settle: settle,
+            finished: finished)
     }
 }
 
-/// When a request body last moved, and whether all of it has been handed to the connection.
 /// What has come of an error answer's body, kept when its stream fails.
 ///
 /// `@unchecked Sendable`: `kept` is only touched while holding `lock`.
@@ -344,6 +394,7 @@ final class KeptBody: @unchecked Sendable {
     var bytes: [UInt8] { lock.withLock { kept } }
 }
 
+/// When a request body last moved, and whether all of it has been handed to the connection.
 final class BodyWatch: @unchecked Sendable {
     // `last` and `done` are only touched while holding `lock`.
     private let lock = NSLock()

@@ -77,6 +77,36 @@ struct AnswerWaitsTests {
         #expect(concurrency.most == 1 && concurrency.entered == 3)
     }
 
+    @Test("once twice as many parts as are sent at once are answered in time in a row, one more is sent at once, up to the upload's own number; a wait that runs out starts the count again")
+    func moreLanesOnceTheLinkKeepsUp() async throws {
+        let waits = AnswerWaits(shortest: .seconds(60), lanes: 4)
+        let timeout: @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse = { _ in
+            throw TransportError(isTimeout: true, "read timeout")
+        }
+        let answered: @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse = { sent in
+            sent(1)
+            return TransportResponse(status: 200, headers: [], body: [])
+        }
+        _ = try? await waits.watch(bodyCount: 1, progress: { _ in }, timeout)
+        _ = try? await waits.watch(bodyCount: 1, progress: { _ in }, timeout)
+        #expect(waits.parallelParts == 1)
+        var widths: [Int] = []
+        for _ in 0..<14 {
+            _ = try await waits.watch(bodyCount: 1, progress: { _ in }, answered)
+            widths.append(waits.parallelParts)
+        }
+        // 2 answers at one lane, 4 at two, 6 at three; then the upload's four, and no more.
+        #expect(widths == [1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 4, 4, 4])
+        // A wait that runs out halves them and starts the count again.
+        _ = try await waits.watch(bodyCount: 1, progress: { _ in }, answered)
+        _ = try? await waits.watch(bodyCount: 1, progress: { _ in }, timeout)
+        _ = try await waits.watch(bodyCount: 1, progress: { _ in }, answered)
+        _ = try? await waits.watch(bodyCount: 1, progress: { _ in }, timeout)
+        #expect(waits.parallelParts == 1)
+        _ = try await waits.watch(bodyCount: 1, progress: { _ in }, answered)
+        #expect(waits.parallelParts == 1)
+    }
+
     /// Counts sends running at once.
     final class Concurrency: @unchecked Sendable {
         private let lock = NSLock()

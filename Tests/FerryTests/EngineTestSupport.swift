@@ -170,6 +170,14 @@ final class EventLog: Sendable {
         }
     }
 
+    /// Waits until at least `bytes` were reported stored (parts the server answered for).
+    @discardableResult
+    func waitForStored(_ bytes: Int64, within limit: Duration = .seconds(60)) async -> Bool {
+        await wait(within: limit) { events in
+            events.contains { if case .progress(let progress) = $0 { progress.totalBytesStored >= bytes } else { false } }
+        }
+    }
+
     /// Waits until a `paused` event has arrived (it reaches the collecting task a moment after the pause), or `limit`
     /// has passed.
     func waitForPause(within limit: Duration = .seconds(60)) async throws {

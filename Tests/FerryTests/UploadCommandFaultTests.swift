@@ -53,9 +53,9 @@ struct UploadCommandFaultTests {
                 let first = try await runBlocking { [environment] in
                     try Self.process(arguments, environment: environment).runCapturing(
                         interruptWhen: { line in
-                            // Once the first run has sent 4 MiB (its checkpoint written and locked): the second runs to its
-                            // end, then the first is killed.
-                            guard FerryRun.progressed(to: 4 * 1024 * 1024)(line) else { return false }
+                            // Once the first run has stored 4 MiB (its checkpoint written and locked, a part or two
+                            // chunks kept): the second runs to its end, then the first is killed.
+                            guard FerryRun.progressed(to: 4 * 1024 * 1024, field: "stored")(line) else { return false }
                             if second.withLockedValue({ $0 == nil }) {
                                 let run = try? Self.process(arguments, environment: environment).runCapturing()
                                 second.withLockedValue { $0 = run }

@@ -5,19 +5,21 @@ import Foundation
 /// the next part waits before it takes its answer as lost.
 ///
 /// A part whose body has gone out waits for the server to receive it and answer. On a slow link the network's buffers
-/// may hold much of a part when its last byte is handed over, so the first answers set the measure: a later part waits
-/// the longer of the upload's shortest wait (at first `shortest`) and four times the longest wait seen, never more
-/// than ``longest`` (the AsyncHTTPClient transport's own answer limit). Each wait that runs out doubles the shortest
-/// wait for the rest of the upload (a server or link that slowed down is not cut off again and again). Before any
-/// part was answered there is no measure, and the transport's own limits hold.
+/// may still hold some of a part when its last byte is handed over (the AsyncHTTPClient transport keeps that to about
+/// 1 MiB), so the first answers set the measure: a later part waits the longer of the upload's shortest wait (at first
+/// `shortest`) and four times the longest wait seen, never more than ``longest`` (the AsyncHTTPClient transport's own
+/// answer limit). Each wait that runs out doubles the shortest wait for the rest of the upload (a server or link that
+/// slowed down is not cut off again and again). Before any part was answered there is no measure, and the transport's
+/// own limits hold.
 ///
-/// The waits also set how many parts are sent at once. Parts share the link: on one too slow for all of them, each
-/// part's body sits in the network's buffers longer than any wait, and every part would time out and be sent again
-/// whole, again and again. So each wait that runs out (ours or the transport's) halves the parts sent at once for the
-/// rest of the upload, down to one, which then has the whole link.
+/// The waits also set how many parts are sent at once. Parts share the link: on one too slow for all of them, what
+/// each part leaves in the network's buffers takes longer than any wait, and every part would time out and be sent
+/// again whole, again and again. So each wait that runs out (ours or the transport's) halves the parts sent at once,
+/// down to one, which then has the whole link; once twice as many parts as are sent at once have been answered in time
+/// in a row, one more is sent at once, up to the upload's own number (a link that recovered is used whole again).
 ///
-/// `@unchecked Sendable`: `longestSeen`, `floor`, `lanes`, `sending` and `queued` are only read and written while
-/// holding `lock`.
+/// `@unchecked Sendable`: `longestSeen`, `floor`, `lanes`, `inTime`, `sending` and `queued` are only read and written
+/// while holding `lock`.
 final class AnswerWaits: @unchecked Sendable {
     /// The longest a part waits: 300 s.
     static let longest: Duration = .seconds(300)
@@ -27,6 +29,10 @@ final class AnswerWaits: @unchecked Sendable {
     private var floor: Duration
     /// Parts that may be sent at once.
     private var lanes: Int
+    /// Parts the upload sends at once on a link that keeps up.
+    private let widest: Int
+    /// Parts answered in time in a row since `lanes` last changed.
+    private var inTime = 0
     /// Parts being sent.
     private var sending = 0
     /// Parts waiting for a lane, first come first served.
@@ -36,6 +42,7 @@ final class AnswerWaits: @unchecked Sendable {
     init(shortest: Duration, lanes: Int = .max) {
         floor = min(shortest, Self.longest)
         self.lanes = max(1, lanes)
+        widest = self.lanes
     }
 
     /// Parts that may be sent at once now.
@@ -43,7 +50,23 @@ final class AnswerWaits: @unchecked Sendable {
 
     /// Records that a part's answer did not come in time: half as many parts are sent at once from now on.
     private func narrow() {
-        lock.withLock { lanes = max(1, lanes / 2) }
+        lock.withLock {
+            lanes = max(1, lanes / 2)
+            inTime = 0
+        }
+    }
+
+    /// Records that a part's answer came in time: after twice as many in a row as parts are sent at once, one more part
+    /// is sent at once, up to ``widest`` (the lane taken when this part's lane is given back).
+    private func widen() {
+        lock.withLock {
+            guard lanes < widest else { return }
+            inTime += 1
+            if inTime >= 2 * lanes {
+                lanes += 1
+                inTime = 0
+            }
+        }
     }
 
     /// Returns once a lane is free, and holds it.
@@ -93,7 +116,7 @@ final class AnswerWaits: @unchecked Sendable {
     /// Sends through `send` (which reports body bytes to the closure it is given) once a lane is free and, once all
     /// `bodyCount` bytes are handed over, waits at most ``deadline`` for the answer; past it the request is abandoned
     /// and a timeout ``TransportError`` thrown (the caller's retry policy sends the part again), and fewer parts are
-    /// sent at once.
+    /// sent at once; answers in time let more be sent at once again.
     func watch(
         bodyCount: Int, progress: @escaping @Sendable (Int) -> Void,
         _ send: @escaping @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse
@@ -101,7 +124,9 @@ final class AnswerWaits: @unchecked Sendable {
         await enter()
         defer { leave() }
         do {
-            return try await watchAnswer(bodyCount: bodyCount, progress: progress, send)
+            let response = try await watchAnswer(bodyCount: bodyCount, progress: progress, send)
+            widen()
+            return response
         } catch let error as TransportError where error.isTimeout {
             narrow()
             throw error

@@ -1,0 +1,127 @@
+import FerryAsyncHTTPClient
+import FerryTestSupport
+import FerryTransport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How far ahead of the server a request body's progress may run on a link that is slow but keeps taking bytes.
+@Suite("Send buffers: progress on a slow link counts what has nearly crossed it", .timeLimit(.minutes(2)))
+struct SendBufferTests {
+    #if os(Linux)
+    @Test("a body sent to a server that reads 1 MB/s is counted at most 1.5 MiB ahead of what the server has read: not all at once as the connection queues it (8 MiB ahead), nor 4 MiB ahead as the kernel grows the socket's buffer")
+    func progressKeepsCloseToTheServer() async throws {
+        let length = 8 << 20
+        let server = try SlowReader(bytesPerSecond: 1_000_000)
+        defer { server.close() }
+        let lead = Lead()
+        var request = TransportRequest(
+            method: "PUT", url: "http://127.0.0.1:\(server.port)/bucket/key", headers: [],
+            body: [UInt8](repeating: 0x61, count: length), timeout: .seconds(60))
+        request.headers = [(name: "Content-Type", value: "application/octet-stream")]
+        let response = try await AsyncHTTPClientTransport().send(
+            request, bodyProgress: { lead.handed($0, received: server.bodyBytes) }, responseSink: nil)
+        #expect(response.status == 200)
+        #expect(server.bodyBytes == length)
+        #expect(lead.total == length)
+        // The socket's 512 KiB, one 512 KiB slice in the connection, and the server's small receive buffer.
+        #expect(lead.most <= 3 << 19, "progress ran \(lead.most) bytes ahead of the server")
+        #expect(lead.most > 0)
+    }
+    #endif
+
+    /// The most handed-over bytes were ahead of the server's read ones.
+    final class Lead: @unchecked Sendable {
+        private let lock = NSLock()
+        private var handedOver = 0
+        private var highest = 0
+        func handed(_ count: Int, received: Int) {
+            lock.withLock {
+                handedOver += count
+                highest = max(highest, handedOver - received)
+            }
+        }
+        var most: Int { lock.withLock { highest } }
+        var total: Int { lock.withLock { handedOver } }
+    }
+}
+
+#if os(Linux)
+/// A server on 127.0.0.1 that takes one request, reads its body at a set rate through a small receive buffer (a slow
+/// link that keeps taking bytes), and answers 200 once the body is read.
+final class SlowReader: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let lock = NSLock()
+    // Only touched while holding `lock`.
+    private var body = 0
+
+    /// Body bytes read so far.
+    var bodyBytes: Int { lock.withLock { body } }
+
+    init(bytesPerSecond: Int) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var small: Int32 = 64 * 1024
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 4) == 0 else {
+            Glibc.close(fd)
+            throw POSIXError(.EADDRINUSE)
+        }
+        var local = sockaddr_in()
+        var size = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &size) }
+        }
+        port = Int(UInt16(bigEndian: local.sin_port))
+        listener = fd
+        let thread = Thread { [self] in serve(bytesPerSecond: bytesPerSecond) }
+        thread.start()
+    }
+
+    func close() { shutdown(listener, Int32(SHUT_RDWR)); Glibc.close(listener) }
+
+    private func serve(bytesPerSecond: Int) {
+        let connection = accept(listener, nil, nil)
+        guard connection >= 0 else { return }
+        defer { Glibc.close(connection) }
+        let chunk = 16 * 1024
+        var buffer = [UInt8](repeating: 0, count: chunk)
+        var head: [UInt8] = []
+        var expected: Int?
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, chunk, 0) }
+            guard count > 0 else { return }
+            if let expected {
+                let now = lock.withLock { body += count; return body }
+                if now >= expected { break }
+            } else {
+                head += buffer[0..<count]
+                let text = String(decoding: head, as: UTF8.self)
+                if let end = text.range(of: "\r\n\r\n") {
+                    let fields = text[..<end.lowerBound].lowercased().split(separator: "\r\n")
+                    let length = fields.first { $0.hasPrefix("content-length:") }
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                    expected = length
+                    let already = text.utf8.distance(from: end.upperBound, to: text.endIndex)
+                    let now = lock.withLock { body += already; return body }
+                    if now >= length { break }
+                }
+            }
+            usleep(UInt32(count * 1_000_000 / bytesPerSecond))
+        }
+        let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
+        _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, answer.count, Int32(MSG_NOSIGNAL)) }
+    }
+}
+#endif
