@@ -35,24 +35,27 @@ struct AnswerWaitsTests {
         waits.answered(after: .seconds(1))
         #expect(waits.deadline == .seconds(300))
     }
-    @Test("parts share the link: each wait that runs out halves the parts sent at once, down to one, which then has the whole link")
+    @Test("parts share the link: a wait that runs out halves the parts sent at once, down to one, which then has the whole link; parts that run out together halve them once")
     func fewerPartsOnASlowLink() async throws {
         let waits = AnswerWaits(shortest: .milliseconds(200), lanes: 4)
         waits.answered(after: .milliseconds(10))
         #expect(waits.parallelParts == 4)
-        // Four parts whose bodies go out and whose answers never come (a link too slow for four at once).
-        await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<4 {
-                group.addTask {
-                    _ = try? await waits.watch(bodyCount: 1, progress: { _ in }) { sent in
-                        sent(1)
-                        try await Task.sleep(for: .seconds(30))
-                        return TransportResponse(status: 200, headers: [], body: [])
+        // Parts whose bodies go out and whose answers never come (a link too slow for them all at once): four sent
+        // together halve the lanes once, then the two sent together once more.
+        for (parts, after) in [(4, 2), (2, 1)] {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<parts {
+                    group.addTask {
+                        _ = try? await waits.watch(bodyCount: 1, progress: { _ in }) { sent in
+                            sent(1)
+                            try await Task.sleep(for: .seconds(30))
+                            return TransportResponse(status: 200, headers: [], body: [])
+                        }
                     }
                 }
             }
+            #expect(waits.parallelParts == after)
         }
-        #expect(waits.parallelParts == 1)
         // A timeout from the transport itself counts the same.
         let narrowed = AnswerWaits(shortest: .seconds(60), lanes: 8)
         _ = try? await narrowed.watch(bodyCount: 1, progress: { _ in }) { _ in throw TransportError(isTimeout: true, "read timeout") }

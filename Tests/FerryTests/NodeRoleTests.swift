@@ -41,7 +41,7 @@ struct NodeRoleTests {
             inodes.insert(String(target.dropFirst("socket:[".count).dropLast()))
         }
         var ports: Set<Int> = []
-        for _ in 0..<5 {
+        for _ in 0..<25 {
             ports.formUnion(listeningPorts(owning: inodes))
         }
         return ports

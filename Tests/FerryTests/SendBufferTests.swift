@@ -4,6 +4,8 @@ import FerryTransport
 import Foundation
 import Testing
 
+@testable import FerryAsyncHTTPClient
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -34,6 +36,49 @@ struct SendBufferTests {
         #expect(lead.most > 0)
     }
     #endif
+
+    @Test("a body on a slow link goes in slices small enough for the connection to take one every few seconds: a link of 80 KB/s is not taken for a stopped one by a 6 s idle write limit (in 512 KiB slices, the connection holds three and takes more 13 s later)")
+    func slowLinkIsNotSilent() async throws {
+        // The socket asks for more once about a third of its buffer is free: every 2–3 s at 80 KB/s, whatever the
+        // slices.
+        let length = 3 << 20
+        let server = try SlowReader(bytesPerSecond: 80_000)
+        defer { server.close() }
+        var transport = AsyncHTTPClientTransport()
+        transport.idleWriteTimeout = .seconds(6)
+        let request = TransportRequest(
+            method: "PUT", url: "http://127.0.0.1:\(server.port)/bucket/key", headers: [],
+            body: [UInt8](repeating: 0x62, count: length), timeout: .seconds(60))
+        let response = try await transport.send(request, bodyProgress: { _ in }, responseSink: nil)
+        #expect(response.status == 200)
+        #expect(server.bodyBytes == length)
+    }
+
+    @Test("slices are 64 KiB for a body's first MiB, then what the connection took in about a second, in powers of two from 16 KiB to 512 KiB")
+    func slicesFollowTheLink() {
+        let start = ContinuousClock.now
+        var pace = SlicePace(largest: 512 * 1024)
+        #expect(pace.size == 64 * 1024)
+        // The opening MiB goes at once, whatever the link: no measure from it.
+        for _ in 0..<16 { pace.taken(64 * 1024, now: start) }
+        #expect(pace.size == 64 * 1024)
+        // 20 KB/s: 16 KiB slices.
+        var now = start
+        for _ in 0..<3 {
+            now += .seconds(1)
+            pace.taken(20_000, now: now)
+        }
+        #expect(pace.size == 16 * 1024)
+        // 100 KB/s: 64 KiB.
+        for _ in 0..<3 {
+            now += .seconds(1)
+            pace.taken(100_000, now: now)
+        }
+        #expect(pace.size == 64 * 1024)
+        // A fast link: 4 MiB taken in no time sets the largest.
+        for _ in 0..<9 { pace.taken(512 * 1024, now: now) }
+        #expect(pace.size == 512 * 1024)
+    }
 
     /// The most handed-over bytes were ahead of the server's read ones.
     final class Lead: @unchecked Sendable {

@@ -14,12 +14,13 @@ import Foundation
 ///
 /// The waits also set how many parts are sent at once. Parts share the link: on one too slow for all of them, what
 /// each part leaves in the network's buffers takes longer than any wait, and every part would time out and be sent
-/// again whole, again and again. So each wait that runs out (ours or the transport's) halves the parts sent at once,
-/// down to one, which then has the whole link; once twice as many parts as are sent at once have been answered in time
-/// in a row, one more is sent at once, up to the upload's own number (a link that recovered is used whole again).
+/// again whole, again and again. So a wait that runs out (ours or the transport's) halves the parts sent at once,
+/// down to one, which then has the whole link; parts that ran out together halve them once (only a part sent since
+/// the last halving halves them again). Once twice as many parts as are sent at once have been answered in time in a
+/// row, one more is sent at once, up to the upload's own number (a link that recovered is used whole again).
 ///
-/// `@unchecked Sendable`: `longestSeen`, `floor`, `lanes`, `inTime`, `sending` and `queued` are only read and written
-/// while holding `lock`.
+/// `@unchecked Sendable`: `longestSeen`, `floor`, `lanes`, `narrowings`, `inTime`, `sending` and `queued` are only
+/// read and written while holding `lock`.
 final class AnswerWaits: @unchecked Sendable {
     /// The longest a part waits: 300 s.
     static let longest: Duration = .seconds(300)
@@ -33,6 +34,8 @@ final class AnswerWaits: @unchecked Sendable {
     private let widest: Int
     /// Parts answered in time in a row since `lanes` last changed.
     private var inTime = 0
+    /// How many times `lanes` was halved.
+    private var narrowings = 0
     /// Parts being sent.
     private var sending = 0
     /// Parts waiting for a lane, first come first served.
@@ -48,10 +51,13 @@ final class AnswerWaits: @unchecked Sendable {
     /// Parts that may be sent at once now.
     var parallelParts: Int { lock.withLock { lanes } }
 
-    /// Records that a part's answer did not come in time: half as many parts are sent at once from now on.
-    private func narrow() {
+    /// Records that the answer of a part sent after `entered` halvings did not come in time: half as many parts are
+    /// sent at once from now on, unless another part sent with it halved them already.
+    private func narrow(entered: Int) {
         lock.withLock {
+            guard narrowings == entered else { return }
             lanes = max(1, lanes / 2)
+            narrowings += 1
             inTime = 0
         }
     }
@@ -69,8 +75,8 @@ final class AnswerWaits: @unchecked Sendable {
         }
     }
 
-    /// Returns once a lane is free, and holds it.
-    private func enter() async {
+    /// Returns once a lane is free, and holds it; gives the halvings so far.
+    private func enter() async -> Int {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = lock.withLock {
                 guard sending < lanes, queued.isEmpty else {
@@ -82,6 +88,7 @@ final class AnswerWaits: @unchecked Sendable {
             }
             if now { continuation.resume() }
         }
+        return lock.withLock { narrowings }
     }
 
     /// Gives a lane back, letting the parts queued for lanes free now go on.
@@ -121,14 +128,14 @@ final class AnswerWaits: @unchecked Sendable {
         bodyCount: Int, progress: @escaping @Sendable (Int) -> Void,
         _ send: @escaping @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse
     ) async throws -> TransportResponse {
-        await enter()
+        let entered = await enter()
         defer { leave() }
         do {
             let response = try await watchAnswer(bodyCount: bodyCount, progress: progress, send)
             widen()
             return response
         } catch let error as TransportError where error.isTimeout {
-            narrow()
+            narrow(entered: entered)
             throw error
         }
     }
