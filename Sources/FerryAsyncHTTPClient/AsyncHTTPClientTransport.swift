@@ -35,13 +35,14 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// takes minutes, and is not cut off and sent again from its start. 24 hours.
     public static let longestBodyRequest: Duration = .seconds(24 * 3600)
 
-    /// Bytes of request body a connection's socket may hold unsent (`SO_SNDBUF`; Linux keeps twice this, for its own
-    /// bookkeeping): 256 KiB. Left to itself Linux grows the buffer to 4 MiB on a link that is slow but keeps taking
-    /// bytes, so progress ran megabytes ahead of what the server had, and a part's answer wait began while most of it
-    /// had still to cross the link. With this bound (and ``settle(_:)``) a body counted as sent is within about 1 MiB
-    /// of the server. The cost is a ceiling of about 512 KiB per round trip per connection (10 MB/s at 50 ms), times
-    /// the parts sent at once.
-    public static let sendBufferSize = 256 * 1024
+    /// Bytes of request body a connection's socket may hold unsent (`TCP_NOTSENT_LOWAT`): 256 KiB. Left to itself
+    /// Linux lets a socket hold up to 4 MiB unsent on a link that is slow but keeps taking bytes, so progress ran
+    /// megabytes ahead of what the server had, and a part's answer wait began while most of it had still to cross the
+    /// link. With this bound (and ``settle(_:)``) a body counted as sent is within about 1.5 MiB of the server (1 MiB
+    /// seen), per request. Bytes sent and not yet acknowledged are not bounded: the window a fast, distant link needs
+    /// still grows as the kernel sees fit. Network.framework's connections (AsyncHTTPClient's on Apple platforms) take
+    /// no socket options and keep the system's buffering.
+    public static let unsentLimit = 256 * 1024
 
     /// Uses the given client (default: ``sharedClient``).
     public init(client: HTTPClient = AsyncHTTPClientTransport.sharedClient) {
@@ -52,21 +53,21 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// policy does, with backoff and events), gives up connecting after 10 seconds, ends a request whose answer has
     /// not moved for ``idleReadTimeout`` once the request is sent, and follows no redirect (a signed request goes
     /// only where it was addressed, with its security token; the 3xx is its answer). Its connections' sockets hold at
-    /// most ``sendBufferSize`` unsent bytes.
+    /// most ``unsentLimit`` unsent bytes, where the platform's sockets allow it.
     public static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout.connect = .seconds(10)
         configuration.timeout.read = idleReadTimeout
-        configuration.http1_1ConnectionDebugInitializer = boundSendBuffer
-        configuration.http2ConnectionDebugInitializer = boundSendBuffer
+        configuration.http1_1ConnectionDebugInitializer = boundUnsentBytes
+        configuration.http2ConnectionDebugInitializer = boundUnsentBytes
         return HTTPClient(eventLoopGroup: eventLoops, configuration: configuration)
     }()
 
     /// The event loops of ``sharedClient``: two of its own on Linux, however many cores the machine has, since
-    /// ``settle(_:)`` visits every loop for each body piece (a process-wide group has a loop per core); on Apple
-    /// platforms Network.framework's.
+    /// ``settle(_:)`` visits every loop for each body slice (a process-wide group has a loop per core); on Apple
+    /// platforms Network.framework's (a loop per core).
     static let eventLoops: any EventLoopGroup = {
         #if canImport(Network)
         HTTPClient.defaultEventLoopGroup
@@ -75,23 +76,24 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         #endif
     }()
 
-    /// Returns once every event loop of `client` has run what was handed to it before: a body piece handed to the
-    /// connection has then been written to its socket, and a connection whose buffers are full has told the request
-    /// to stop producing. AsyncHTTPClient hands a piece to the connection's loop and asks for the next at once, so a
-    /// body that is read quickly was otherwise all taken (and counted as sent) before the first piece reached the
-    /// socket, and the whole body waited in memory for a slow link. Which loop holds the connection is not known, so
-    /// each is visited in turn: a client of many loops pays one hop per loop per piece.
+    /// Returns once every event loop of `client` has run what was handed to it before: a body slice handed to the
+    /// connection has then been given to its channel (and written to the socket, as far as the socket took it), and a
+    /// connection whose buffers are full has told the request to stop producing. AsyncHTTPClient hands a slice to the
+    /// connection's loop and asks for the next at once, so a body that is read quickly was otherwise all taken (and
+    /// counted as sent) before the first slice reached the socket, and the whole body waited in memory for a slow
+    /// link. Which loop holds the connection is not known, so every loop is visited, all at once.
     static func settle(_ client: HTTPClient) async {
-        for loop in client.eventLoopGroup.makeIterator() {
-            try? await loop.submit {}.get()
-        }
+        let loops = Array(client.eventLoopGroup.makeIterator())
+        guard let first = loops.first else { return }
+        let visits = loops.map { $0.submit {} }
+        try? await EventLoopFuture.andAllComplete(visits, on: first).get()
     }
 
-    /// Sets a new connection's send buffer to ``sendBufferSize``; a channel without sockets of its own
+    /// Bounds a new connection's unsent bytes to ``unsentLimit``; a channel without sockets of its own
     /// (Network.framework's) keeps its system's buffering.
-    @Sendable static func boundSendBuffer(_ channel: any Channel) -> EventLoopFuture<Void> {
-        let size = SocketOptionValue(sendBufferSize)
-        return channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: size).recover { _ in }
+    @Sendable static func boundUnsentBytes(_ channel: any Channel) -> EventLoopFuture<Void> {
+        let option = ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: CInt(TCP_NOTSENT_LOWAT)))
+        return channel.setOption(option, value: SocketOptionValue(unsentLimit)).recover { _ in }
     }
 
     public func send(
@@ -110,12 +112,13 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         }
         var watched = false
         let settle: @Sendable () async -> Void = { [client] in await Self.settle(client) }
+        let link = LinkPace.of(request.url)
         if let streamed = request.streamedBody {
             let pieces = streamed.chunks.map { ByteBuffer(bytes: $0) }
             http.body = .stream(
                 CountedBody(
                     pieces: pieces, length: streamed.length, progress: progress, settle: settle,
-                    finished: watch.finish),
+                    finished: watch.finish, link: link),
                 length: .known(streamed.length))
             watched = streamed.length > 0
         } else if request.bodyLength > 0 || request.method == "PUT" || request.method == "POST" {
@@ -123,7 +126,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             let length = Int64(buffer.readableBytes)
             let slices = BufferSlices(body: buffer, sliceSize: Self.sliceSize)
             http.body = .stream(
-                CountedBody(pieces: slices, length: length, progress: progress, settle: settle, finished: watch.finish),
+                CountedBody(
+                    pieces: slices, length: length, progress: progress, settle: settle, finished: watch.finish,
+                    link: link),
                 length: .known(length))
             watched = length > 0
         }
@@ -330,17 +335,19 @@ struct BufferSlices: AsyncSequence, Sendable {
 }
 
 /// Body pieces as the connection pulls them, handed over in slices that follow the link (``SlicePace``), counting each
-/// slice once the next one is asked for and the connection has written it (`settle`), and the last one, which makes up
+/// slice once the next one is asked for and the connection has taken it (`settle`), and the last one, which makes up
 /// `length`, when it is handed over (the response confirms it arrived).
 struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable where Pieces.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let pieces: Pieces
     let length: Int64
     let progress: @Sendable (Int) -> Void
-    /// Returns once the connection has written the pieces handed to it (and so may have asked for no more).
+    /// Returns once the connection has taken the slices handed to it (and so may have asked for no more).
     var settle: @Sendable () async -> Void = {}
     /// Called once the last piece is handed over.
     var finished: @Sendable () -> Void = {}
+    /// The link's pace, read at the start and kept once measured.
+    var link: LinkPace?
 
     struct AsyncIterator: AsyncIteratorProtocol {
         var pieces: Pieces.AsyncIterator
@@ -348,8 +355,9 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
         let progress: @Sendable (Int) -> Void
         let settle: @Sendable () async -> Void
         let finished: @Sendable () -> Void
+        let link: LinkPace?
         var pending = 0
-        var pace = SlicePace(largest: AsyncHTTPClientTransport.sliceSize)
+        var pace: SlicePace
         /// What is left of the piece being handed over.
         var carry = ByteBuffer()
 
@@ -358,6 +366,7 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
                 await settle()
                 progress(pending)
                 pace.taken(pending)
+                if pace.measured { link?.remember(pace.size) }
                 pending = 0
             }
             try Task.checkCancellation()
@@ -380,33 +389,37 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
     func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(
             pieces: pieces.makeAsyncIterator(), remaining: length, progress: progress, settle: settle,
-            finished: finished)
+            finished: finished, link: link,
+            pace: SlicePace(largest: AsyncHTTPClientTransport.sliceSize, starting: link?.size))
     }
 }
 
-/// The size of the slices a request body is handed to the connection in, following the link: 64 KiB for its first
-/// MiB (which the socket and the connection take at once, whatever the link), then what the connection took in about a
-/// second, in powers of two from 16 KiB to `largest`. On a fast link slices are large (fewer trips through the
-/// client); on a slow one each still goes within a second or two, so progress moves, and a link that stopped is told
-/// from one that is slow (the idle write limit counts from the last slice taken: a 512 KiB slice on a 5 KB/s link
-/// took 100 s).
+/// The size of the slices a request body is handed to the connection in, following the link: for its first 512 KiB
+/// (which the socket and the connection take at once, whatever the link) the size last measured on the link, or
+/// 128 KiB; then what the connection took in about a second, in powers of two from 16 KiB to `largest`. On a fast
+/// link slices are large (fewer trips through the client and its event loops); on a slow one each still goes within
+/// seconds, so progress moves, and a link that stopped is told from one that is slow (the idle write limit counts from
+/// the last slice taken: a 512 KiB slice on a 5 KB/s link took 100 s).
 struct SlicePace {
     static let smallest = 16 * 1024
-    static let opening = 64 * 1024
-    static let openingBytes = 1 << 20
+    static let opening = 128 * 1024
+    static let openingBytes = 512 * 1024
     let largest: Int
     private(set) var size: Int
+    /// Whether `size` was measured on this body (not taken from an earlier one).
+    private(set) var measured = false
     private var handed = 0
     private var windowBytes = 0
     private var windowStart: ContinuousClock.Instant?
 
-    init(largest: Int) {
+    /// A pace of slices up to `largest`, starting from the size an earlier body measured on the same link, if any.
+    init(largest: Int, starting known: Int? = nil) {
         self.largest = largest
-        size = Swift.min(largest, Self.opening)
+        size = Swift.min(largest, Swift.max(Self.smallest, known ?? Self.opening))
     }
 
-    /// Records that the connection took `bytes` more, at `now`; past the opening MiB, each half second (or 4 MiB) sets
-    /// the size from the bytes taken in it.
+    /// Records that the connection took `bytes` more, at `now`; past the opening, each half second (or 2 MiB) sets the
+    /// size from the bytes taken in it.
     mutating func taken(_ bytes: Int, now: ContinuousClock.Instant = .now) {
         handed += bytes
         guard handed > Self.openingBytes else { return }
@@ -416,13 +429,55 @@ struct SlicePace {
         }
         windowBytes += bytes
         let elapsed = now - start
-        guard elapsed >= .milliseconds(500) || windowBytes >= 4 << 20 else { return }
+        guard elapsed >= .milliseconds(500) || windowBytes >= 2 << 20 else { return }
         let perSecond = Double(windowBytes) / Swift.max(elapsed / .seconds(1), 0.001)
         var next = Self.smallest
         while next * 2 <= largest, Double(next * 2) <= perSecond { next *= 2 }
         size = next
+        measured = true
         windowBytes = 0
         windowStart = now
+    }
+}
+
+/// The slice size last measured on the link to one service (scheme, host and port), shared by the requests to it:
+/// parts sent at once, and the parts after them, start from it instead of measuring the link again.
+///
+/// `@unchecked Sendable`: `measured` is only touched while holding `lock`.
+final class LinkPace: @unchecked Sendable {
+    private let lock = NSLock()
+    private var measured: Int?
+
+    /// The size last measured, if any.
+    var size: Int? { lock.withLock { measured } }
+
+    /// Keeps `size` as the link's.
+    func remember(_ size: Int) { lock.withLock { measured = size } }
+
+    /// The pace of the link to the service `url` names.
+    static func of(_ url: String) -> LinkPace {
+        links.pace(for: url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false).prefix(3)
+            .joined(separator: "/"))
+    }
+
+    private static let links = Links()
+
+    /// The links' paces by service; forgotten all at once past 256 services.
+    ///
+    /// `@unchecked Sendable`: `paces` is only touched while holding `lock`.
+    private final class Links: @unchecked Sendable {
+        private let lock = NSLock()
+        private var paces: [String: LinkPace] = [:]
+
+        func pace(for service: String) -> LinkPace {
+            lock.withLock {
+                if let pace = paces[service] { return pace }
+                if paces.count >= 256 { paces.removeAll() }
+                let pace = LinkPace()
+                paces[service] = pace
+                return pace
+            }
+        }
     }
 }
 

@@ -80,7 +80,7 @@ struct AnswerWaitsTests {
         #expect(concurrency.most == 1 && concurrency.entered == 3)
     }
 
-    @Test("once twice as many parts as are sent at once are answered in time in a row, one more is sent at once, up to the upload's own number; a wait that runs out starts the count again")
+    @Test("once twice as many parts as are sent at once are stored in time in a row, one more is sent at once, up to the upload's own number; refusals add none; a wait that runs out starts the count again")
     func moreLanesOnceTheLinkKeepsUp() async throws {
         let waits = AnswerWaits(shortest: .seconds(60), lanes: 4)
         let timeout: @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse = { _ in
@@ -92,6 +92,14 @@ struct AnswerWaitsTests {
         }
         _ = try? await waits.watch(bodyCount: 1, progress: { _ in }, timeout)
         _ = try? await waits.watch(bodyCount: 1, progress: { _ in }, timeout)
+        #expect(waits.parallelParts == 1)
+        // Refusals in time (503 SlowDown asks for less) add none.
+        for _ in 0..<4 {
+            _ = try await waits.watch(bodyCount: 1, progress: { _ in }) { sent in
+                sent(1)
+                return TransportResponse(status: 503, headers: [], body: [])
+            }
+        }
         #expect(waits.parallelParts == 1)
         var widths: [Int] = []
         for _ in 0..<14 {

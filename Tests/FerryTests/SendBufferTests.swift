@@ -2,6 +2,7 @@ import FerryAsyncHTTPClient
 import FerryTestSupport
 import FerryTransport
 import Foundation
+import NIOCore
 import Testing
 
 @testable import FerryAsyncHTTPClient
@@ -35,7 +36,6 @@ struct SendBufferTests {
         #expect(lead.most <= 3 << 19, "progress ran \(lead.most) bytes ahead of the server")
         #expect(lead.most > 0)
     }
-    #endif
 
     @Test("a body on a slow link goes in slices small enough for the connection to take one every few seconds: a link of 80 KB/s is not taken for a stopped one by a 6 s idle write limit (in 512 KiB slices, the connection holds three and takes more 13 s later)")
     func slowLinkIsNotSilent() async throws {
@@ -53,31 +53,68 @@ struct SendBufferTests {
         #expect(response.status == 200)
         #expect(server.bodyBytes == length)
     }
+    #endif
 
-    @Test("slices are 64 KiB for a body's first MiB, then what the connection took in about a second, in powers of two from 16 KiB to 512 KiB")
+    @Test("a body's pieces go out in slices of the pace's size across piece boundaries, empty pieces skipped; each slice is counted once the connection has taken it (after a settle), the last when it is handed over, and the body is finished once")
+    func countedSlices() async throws {
+        let record = SliceRecord()
+        let pieces = [ByteBuffer(), ByteBuffer(repeating: 1, count: 200 * 1024), ByteBuffer(), ByteBuffer(repeating: 2, count: 3)]
+        let body = CountedBody(
+            pieces: AsyncStream { continuation in
+                for piece in pieces { continuation.yield(piece) }
+                continuation.finish()
+            },
+            length: Int64(200 * 1024 + 3), progress: { record.note("progress \($0)") },
+            settle: { record.note("settle") }, finished: { record.note("finished") })
+        var slices: [Int] = []
+        for try await slice in body { slices.append(slice.readableBytes) }
+        #expect(slices == [128 * 1024, 72 * 1024, 3])
+        #expect(record.notes == [
+            "settle", "progress 131072", "settle", "progress 73728", "progress 3", "finished",
+        ])
+    }
+
+    /// What a counted body reported, in order.
+    final class SliceRecord: @unchecked Sendable {
+        private let lock = NSLock()
+        private var kept: [String] = []
+        func note(_ text: String) { lock.withLock { kept.append(text) } }
+        var notes: [String] { lock.withLock { kept } }
+    }
+
+    @Test("slices are 128 KiB (or the size an earlier body measured on the link) for a body's first 512 KiB, then what the connection took in about a second, in powers of two from 16 KiB to 512 KiB")
     func slicesFollowTheLink() {
         let start = ContinuousClock.now
         var pace = SlicePace(largest: 512 * 1024)
-        #expect(pace.size == 64 * 1024)
-        // The opening MiB goes at once, whatever the link: no measure from it.
-        for _ in 0..<16 { pace.taken(64 * 1024, now: start) }
-        #expect(pace.size == 64 * 1024)
+        #expect(pace.size == 128 * 1024 && !pace.measured)
+        // The opening goes at once, whatever the link: no measure from it.
+        for _ in 0..<4 { pace.taken(128 * 1024, now: start) }
+        #expect(pace.size == 128 * 1024 && !pace.measured)
         // 20 KB/s: 16 KiB slices.
         var now = start
         for _ in 0..<3 {
             now += .seconds(1)
             pace.taken(20_000, now: now)
         }
-        #expect(pace.size == 16 * 1024)
+        #expect(pace.size == 16 * 1024 && pace.measured)
         // 100 KB/s: 64 KiB.
         for _ in 0..<3 {
             now += .seconds(1)
             pace.taken(100_000, now: now)
         }
         #expect(pace.size == 64 * 1024)
-        // A fast link: 4 MiB taken in no time sets the largest.
-        for _ in 0..<9 { pace.taken(512 * 1024, now: now) }
+        // A fast link: 2 MiB taken in no time sets the largest.
+        for _ in 0..<5 { pace.taken(512 * 1024, now: now) }
         #expect(pace.size == 512 * 1024)
+        // The next body on the link starts from what was measured, within the bounds.
+        #expect(SlicePace(largest: 512 * 1024, starting: 512 * 1024).size == 512 * 1024)
+        #expect(SlicePace(largest: 512 * 1024, starting: 16 * 1024).size == 16 * 1024)
+        #expect(SlicePace(largest: 512 * 1024, starting: 1).size == 16 * 1024)
+        // Requests to one service share its link's pace; another service has its own.
+        let link = LinkPace.of("http://127.0.0.1:9/bucket/a")
+        link.remember(32 * 1024)
+        #expect(LinkPace.of("http://127.0.0.1:9/other/b?partNumber=2").size == 32 * 1024)
+        #expect(LinkPace.of("http://127.0.0.1:10/bucket/a").size == nil)
     }
 
     /// The most handed-over bytes were ahead of the server's read ones.

@@ -16,7 +16,7 @@ import Foundation
 /// each part leaves in the network's buffers takes longer than any wait, and every part would time out and be sent
 /// again whole, again and again. So a wait that runs out (ours or the transport's) halves the parts sent at once,
 /// down to one, which then has the whole link; parts that ran out together halve them once (only a part sent since
-/// the last halving halves them again). Once twice as many parts as are sent at once have been answered in time in a
+/// the last halving halves them again). Once twice as many parts as are sent at once have been stored in time in a
 /// row, one more is sent at once, up to the upload's own number (a link that recovered is used whole again).
 ///
 /// `@unchecked Sendable`: `longestSeen`, `floor`, `lanes`, `narrowings`, `inTime`, `sending` and `queued` are only
@@ -39,7 +39,7 @@ final class AnswerWaits: @unchecked Sendable {
     /// Parts being sent.
     private var sending = 0
     /// Parts waiting for a lane, first come first served.
-    private var queued: [CheckedContinuation<Void, Never>] = []
+    private var queued: [CheckedContinuation<Int, Never>] = []
 
     /// Waits of at least `shortest`, for an upload sending up to `lanes` parts at once.
     init(shortest: Duration, lanes: Int = .max) {
@@ -62,7 +62,7 @@ final class AnswerWaits: @unchecked Sendable {
         }
     }
 
-    /// Records that a part's answer came in time: after twice as many in a row as parts are sent at once, one more part
+    /// Records that a part was stored in time: after twice as many in a row as parts are sent at once, one more part
     /// is sent at once, up to ``widest`` (the lane taken when this part's lane is given back).
     private func widen() {
         lock.withLock {
@@ -75,34 +75,33 @@ final class AnswerWaits: @unchecked Sendable {
         }
     }
 
-    /// Returns once a lane is free, and holds it; gives the halvings so far.
+    /// Returns once a lane is free, and holds it; gives the halvings there had been when it was granted.
     private func enter() async -> Int {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = lock.withLock {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+            let granted: Int? = lock.withLock {
                 guard sending < lanes, queued.isEmpty else {
                     queued.append(continuation)
-                    return false
+                    return nil
                 }
                 sending += 1
-                return true
+                return narrowings
             }
-            if now { continuation.resume() }
+            if let granted { continuation.resume(returning: granted) }
         }
-        return lock.withLock { narrowings }
     }
 
     /// Gives a lane back, letting the parts queued for lanes free now go on.
     private func leave() {
-        let next: [CheckedContinuation<Void, Never>] = lock.withLock {
+        let (next, granted): ([CheckedContinuation<Int, Never>], Int) = lock.withLock {
             sending -= 1
-            var next: [CheckedContinuation<Void, Never>] = []
+            var next: [CheckedContinuation<Int, Never>] = []
             while sending < lanes, !queued.isEmpty {
                 sending += 1
                 next.append(queued.removeFirst())
             }
-            return next
+            return (next, narrowings)
         }
-        for continuation in next { continuation.resume() }
+        for continuation in next { continuation.resume(returning: granted) }
     }
 
     /// How long an answer may take once the body is handed over, or nil when no part was answered yet.
@@ -132,7 +131,8 @@ final class AnswerWaits: @unchecked Sendable {
         defer { leave() }
         do {
             let response = try await watchAnswer(bodyCount: bodyCount, progress: progress, send)
-            widen()
+            // A refusal (503 SlowDown among them) asks for less, not more.
+            if (200..<300).contains(response.status) { widen() }
             return response
         } catch let error as TransportError where error.isTimeout {
             narrow(entered: entered)
