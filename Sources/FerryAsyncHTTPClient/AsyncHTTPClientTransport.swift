@@ -35,14 +35,17 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// takes minutes, and is not cut off and sent again from its start. 24 hours.
     public static let longestBodyRequest: Duration = .seconds(24 * 3600)
 
-    /// Bytes of request body a connection's socket may hold unsent (`TCP_NOTSENT_LOWAT`): 256 KiB. Left to itself
-    /// Linux lets a socket hold up to 4 MiB unsent on a link that is slow but keeps taking bytes, so progress ran
+    /// Bytes a connection's socket may hold (`SO_SNDBUF`; Linux keeps twice this, for its own bookkeeping): 256 KiB.
+    /// Left to itself Linux grows the buffer to 4 MiB on a link that is slow but keeps taking bytes, so progress ran
     /// megabytes ahead of what the server had, and a part's answer wait began while most of it had still to cross the
     /// link. With this bound (and ``settle(_:)``) a body counted as sent is within about 1.5 MiB of the server (1 MiB
-    /// seen), per request. Bytes sent and not yet acknowledged are not bounded: the window a fast, distant link needs
-    /// still grows as the kernel sees fit. Network.framework's connections (AsyncHTTPClient's on Apple platforms) take
-    /// no socket options and keep the system's buffering.
-    public static let unsentLimit = 256 * 1024
+    /// seen), per request. The bound covers bytes in flight too, which on a slow link with deep queues is what keeps
+    /// new connections and other parts' acknowledgements from waiting behind megabytes (bounding only the unsent
+    /// bytes, with `TCP_NOTSENT_LOWAT`, let 2.5 MB pile up per connection at 60 KB/s, and parts timed out). The cost is
+    /// a ceiling of about 512 KiB per round trip per connection (10 MB/s at 50 ms), times the parts sent at once; an
+    /// app on fast, distant links can hand the transport a client of its own (``init(client:)``). Network.framework's
+    /// connections (AsyncHTTPClient's on Apple platforms) take no socket options and keep the system's buffering.
+    public static let sendBufferSize = 256 * 1024
 
     /// Uses the given client (default: ``sharedClient``).
     public init(client: HTTPClient = AsyncHTTPClientTransport.sharedClient) {
@@ -53,15 +56,15 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// policy does, with backoff and events), gives up connecting after 10 seconds, ends a request whose answer has
     /// not moved for ``idleReadTimeout`` once the request is sent, and follows no redirect (a signed request goes
     /// only where it was addressed, with its security token; the 3xx is its answer). Its connections' sockets hold at
-    /// most ``unsentLimit`` unsent bytes, where the platform's sockets allow it.
+    /// most ``sendBufferSize`` bytes, where the platform's sockets allow it.
     public static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout.connect = .seconds(10)
         configuration.timeout.read = idleReadTimeout
-        configuration.http1_1ConnectionDebugInitializer = boundUnsentBytes
-        configuration.http2ConnectionDebugInitializer = boundUnsentBytes
+        configuration.http1_1ConnectionDebugInitializer = boundSendBuffer
+        configuration.http2ConnectionDebugInitializer = boundSendBuffer
         return HTTPClient(eventLoopGroup: eventLoops, configuration: configuration)
     }()
 
@@ -89,11 +92,11 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         try? await EventLoopFuture.andAllComplete(visits, on: first).get()
     }
 
-    /// Bounds a new connection's unsent bytes to ``unsentLimit``; a channel without sockets of its own
+    /// Sets a new connection's send buffer to ``sendBufferSize``; a channel without sockets of its own
     /// (Network.framework's) keeps its system's buffering.
-    @Sendable static func boundUnsentBytes(_ channel: any Channel) -> EventLoopFuture<Void> {
-        let option = ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: CInt(TCP_NOTSENT_LOWAT)))
-        return channel.setOption(option, value: SocketOptionValue(unsentLimit)).recover { _ in }
+    @Sendable static func boundSendBuffer(_ channel: any Channel) -> EventLoopFuture<Void> {
+        let size = SocketOptionValue(sendBufferSize)
+        return channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: size).recover { _ in }
     }
 
     public func send(
