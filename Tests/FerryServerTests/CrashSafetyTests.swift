@@ -182,13 +182,16 @@ struct CrashSafetyTests {
         #expect(!leftovers.isEmpty, "no kill landed inside a concatenation in ten tries")
 
         // As if the server had been down for two hours: every upload is old enough for the collector, which aborts, in
-        // its first pass after the start, the multipart uploads that no resumable upload owns, and only those.
+        // its first pass after the start, the multipart uploads that no resumable upload owns, and only those. A kill
+        // after the final upload's record was written leaves that record owning its multipart upload for 15 minutes
+        // (the same final upload sent again finds its claim); two hours on, it has expired, and the same pass ends it.
         await server.stop()
         let aged = Process()
         aged.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         aged.arguments = [
             "python3", "-c",
-            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('UPDATE upload SET initiated = initiated - 7200'); c.commit()",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('UPDATE upload SET initiated = initiated - 7200'); "
+                + "c.execute('UPDATE resumableUpload SET expiresAt = expiresAt - 7200'); c.commit()",
             data + "/catalog.sqlite",
         ]
         try aged.run()
