@@ -35,15 +35,17 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// takes minutes, and is not cut off and sent again from its start. 24 hours.
     public static let longestBodyRequest: Duration = .seconds(24 * 3600)
 
-    /// Bytes a connection's socket may hold (`SO_SNDBUF`; Linux keeps twice this, for its own bookkeeping): 256 KiB.
-    /// Left to itself Linux grows the buffer to 4 MiB on a link that is slow but keeps taking bytes, so progress ran
-    /// megabytes ahead of what the server had, and a part's answer wait began while most of it had still to cross the
-    /// link. With this bound (and ``settle(_:)``) a body counted as sent is within about 1.5 MiB of the server (1 MiB
-    /// seen), per request. The bound covers bytes in flight too, which on a slow link with deep queues is what keeps
-    /// new connections and other parts' acknowledgements from waiting behind megabytes (bounding only the unsent
-    /// bytes, with `TCP_NOTSENT_LOWAT`, let 2.5 MB pile up per connection at 60 KB/s, and parts timed out). The cost is
-    /// a ceiling of about 512 KiB per round trip per connection (10 MB/s at 50 ms), times the parts sent at once; an
-    /// app on fast, distant links can hand the transport a client of its own (``init(client:)``). Network.framework's
+    /// Most bytes a connection's socket may hold (`SO_SNDBUF`; Linux keeps twice this, for its own bookkeeping):
+    /// 256 KiB. Each connection's buffer follows its link from 32 KiB up to this (``SendWindow``: about two seconds of
+    /// what the link drains). Left to itself Linux grows the buffer to 4 MiB on a link that is slow but keeps taking
+    /// bytes, so progress ran megabytes ahead of what the server had, and a part's answer wait began while most of it
+    /// had still to cross the link. With this bound (and ``settle(_:)``) a body counted as sent is within about
+    /// 1.75 MiB of the server (1.0–1.5 MiB seen), per request, and within a few seconds of the link on a slow one. The
+    /// bound covers bytes in flight too, which on a slow link with deep queues is what keeps new connections and
+    /// other parts' acknowledgements from waiting behind megabytes (bounding only the unsent bytes, with
+    /// `TCP_NOTSENT_LOWAT`, let 2.5 MB pile up per connection at 60 KB/s, and parts timed out). The cost is a ceiling
+    /// of about 512 KiB per round trip per connection (10 MB/s at 50 ms), times the parts sent at once; an app on
+    /// fast, distant links can hand the transport a client of its own (``init(client:)``). Network.framework's
     /// connections (AsyncHTTPClient's on Apple platforms) take no socket options and keep the system's buffering.
     public static let sendBufferSize = 256 * 1024
 
@@ -56,15 +58,15 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// policy does, with backoff and events), gives up connecting after 10 seconds, ends a request whose answer has
     /// not moved for ``idleReadTimeout`` once the request is sent, and follows no redirect (a signed request goes
     /// only where it was addressed, with its security token; the 3xx is its answer). Its connections' sockets hold at
-    /// most ``sendBufferSize`` bytes, where the platform's sockets allow it.
+    /// most ``sendBufferSize`` bytes, fewer on a slow link, where the platform's sockets allow it.
     public static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout.connect = .seconds(10)
         configuration.timeout.read = idleReadTimeout
-        configuration.http1_1ConnectionDebugInitializer = boundSendBuffer
-        configuration.http2ConnectionDebugInitializer = boundSendBuffer
+        configuration.http1_1ConnectionDebugInitializer = SendWindow.install
+        configuration.http2ConnectionDebugInitializer = SendWindow.install
         return HTTPClient(eventLoopGroup: eventLoops, configuration: configuration)
     }()
 
@@ -90,13 +92,6 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         guard let first = loops.first else { return }
         let visits = loops.map { $0.submit {} }
         try? await EventLoopFuture.andAllComplete(visits, on: first).get()
-    }
-
-    /// Sets a new connection's send buffer to ``sendBufferSize``; a channel without sockets of its own
-    /// (Network.framework's) keeps its system's buffering.
-    @Sendable static func boundSendBuffer(_ channel: any Channel) -> EventLoopFuture<Void> {
-        let size = SocketOptionValue(sendBufferSize)
-        return channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: size).recover { _ in }
     }
 
     public func send(

@@ -1,4 +1,3 @@
-import FerryAsyncHTTPClient
 import FerryTestSupport
 import FerryTransport
 import Foundation
@@ -17,7 +16,7 @@ import Darwin
 @Suite("Send buffers: progress on a slow link counts what has nearly crossed it", .timeLimit(.minutes(2)))
 struct SendBufferTests {
     #if os(Linux)
-    @Test("a body sent to a server that reads 1 MB/s is counted at most 1.5 MiB ahead of what the server has read: not all at once as the connection queues it (8 MiB ahead), nor 4 MiB ahead as the kernel grows the socket's buffer")
+    @Test("a body sent to a server that reads 1 MB/s is counted at most 1.75 MiB ahead of what the server has read: not all at once as the connection queues it (8 MiB ahead), nor 4 MiB ahead as the kernel grows the socket's buffer")
     func progressKeepsCloseToTheServer() async throws {
         let length = 8 << 20
         let server = try SlowReader(bytesPerSecond: 1_000_000)
@@ -32,8 +31,28 @@ struct SendBufferTests {
         #expect(response.status == 200)
         #expect(server.bodyBytes == length)
         #expect(lead.total == length)
-        // The socket's 512 KiB, one 512 KiB slice in the connection, and the server's small receive buffer.
-        #expect(lead.most <= 3 << 19, "progress ran \(lead.most) bytes ahead of the server")
+        // The socket's 512 KiB at most, up to two 512 KiB slices in the connection (the one being written, and the last,
+        // counted once handed over), and the server's receive buffer of 128 KiB.
+        #expect(lead.most <= 7 << 18, "progress ran \(lead.most) bytes ahead of the server")
+        #expect(lead.most > 0)
+    }
+
+    @Test("on a 40 KB/s link the connection's send buffer follows the link (about two seconds of it): a body is counted at most 512 KiB ahead of the server (400 KiB seen), where a buffer of 256 KiB whatever the link kept it 690 KiB ahead")
+    func sendBufferFollowsTheLink() async throws {
+        let length = 3 << 19
+        let server = try SlowReader(bytesPerSecond: 40_000)
+        defer { server.close() }
+        let lead = Lead()
+        let request = TransportRequest(
+            method: "PUT", url: "http://127.0.0.1:\(server.port)/bucket/key", headers: [],
+            body: [UInt8](repeating: 0x63, count: length), timeout: .seconds(90))
+        let response = try await AsyncHTTPClientTransport().send(
+            request, bodyProgress: { lead.handed($0, received: server.bodyBytes) }, responseSink: nil)
+        #expect(response.status == 200)
+        #expect(server.bodyBytes == length)
+        // The socket's buffer (Linux keeps twice the size set), up to 80 KiB in the connection and the server's
+        // receive buffer of 128 KiB.
+        #expect(lead.most <= 1 << 19, "progress ran \(lead.most) bytes ahead of the server")
         #expect(lead.most > 0)
     }
 
@@ -117,6 +136,30 @@ struct SendBufferTests {
         #expect(LinkPace.of("http://127.0.0.1:10/bucket/a").size == nil)
     }
 
+    @Test("the connections to one server share a send buffer size of two seconds of the fastest drain they measured in the last ten seconds, rounded up to 4 KiB, from 32 KiB to 256 KiB; a server with no measure starts at 64 KiB")
+    func sendSizesFollowTheFastestConnection() {
+        let sizes = SendSizes()
+        let now = NIODeadline.now()
+        let (first, second) = (ObjectIdentifier(SendSizes.self), ObjectIdentifier(SendWindow.self))
+        #expect(sizes.size(for: "a") == 64 * 1024)
+        sizes.note(20_000, from: first, server: "a", now: now)
+        #expect(sizes.size(for: "a") == 40_960)
+        // A starved connection does not shrink the others' buffers: the fastest sets the size.
+        sizes.note(3_000, from: second, server: "a", now: now + .seconds(1))
+        #expect(sizes.size(for: "a") == 40_960)
+        // Past ten seconds an old measure no longer counts.
+        sizes.note(3_000, from: second, server: "a", now: now + .seconds(11))
+        #expect(sizes.size(for: "a") == 32 * 1024)
+        sizes.note(10_000_000, from: first, server: "a", now: now + .seconds(12))
+        #expect(sizes.size(for: "a") == 256 * 1024)
+        // A closed connection's measure is forgotten; the size stays until the next measure.
+        sizes.forget(first, server: "a")
+        #expect(sizes.size(for: "a") == 256 * 1024)
+        sizes.note(50_000, from: second, server: "a", now: now + .seconds(13))
+        #expect(sizes.size(for: "a") == 102_400)
+        #expect(sizes.size(for: "b") == 64 * 1024)
+    }
+
     /// The most handed-over bytes were ahead of the server's read ones.
     final class Lead: @unchecked Sendable {
         private let lock = NSLock()
@@ -128,6 +171,7 @@ struct SendBufferTests {
                 highest = max(highest, handedOver - received)
             }
         }
+
         var most: Int { lock.withLock { highest } }
         var total: Int { lock.withLock { handedOver } }
     }
