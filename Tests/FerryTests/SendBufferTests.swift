@@ -2,6 +2,7 @@ import FerryTestSupport
 import FerryTransport
 import Foundation
 import NIOCore
+import NIOEmbedded
 import Testing
 
 @testable import FerryAsyncHTTPClient
@@ -37,7 +38,7 @@ struct SendBufferTests {
         #expect(lead.most > 0)
     }
 
-    @Test("on a 40 KB/s link the connection's send buffer follows the link (about two seconds of it): a body is counted at most 512 KiB ahead of the server (400 KiB seen), where a buffer of 256 KiB whatever the link kept it 690 KiB ahead")
+    @Test("on a 40 KB/s link the connection's send buffer follows the link (about two seconds of it): a body is counted at most 512 KiB ahead of the server (386 KiB seen), where a buffer of 256 KiB whatever the link kept it 691 KiB ahead")
     func sendBufferFollowsTheLink() async throws {
         let length = 3 << 19
         let server = try SlowReader(bytesPerSecond: 40_000)
@@ -158,6 +159,88 @@ struct SendBufferTests {
         sizes.note(50_000, from: second, server: "a", now: now + .seconds(13))
         #expect(sizes.size(for: "a") == 102_400)
         #expect(sizes.size(for: "b") == 64 * 1024)
+    }
+
+    @Test("a connection's send buffer is measured between moments its buffers are full, from the bytes the server acknowledged: a fast link grows it within its first measure, a slow one shrinks it by half at most per measure, the first measure after the connection opens or pauses counts only for a fast link, and the next connection to the server starts at its size")
+    func sendWindowMeasuresAcknowledgedBytes() throws {
+        let sizes = SendSizes()
+        let link = FakeLink()
+        let window = SendWindow(
+            server: "s", sizes: sizes, clock: { link.now }, acknowledged: { _ in link.acked })
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(window)
+        #expect(window.size == 64 * 1024)
+        func full(after seconds: Int64, acked bytes: UInt64) {
+            link.pass(seconds, acked: bytes)
+            channel.isWritable = false
+            channel.pipeline.fireChannelWritabilityChanged()
+            channel.isWritable = true
+            channel.pipeline.fireChannelWritabilityChanged()
+        }
+        full(after: 0, acked: 0)
+        // The first measure: 20 KB/s would shrink it, and 100 KB/s grow it to 200 KiB (less than four times its size),
+        // which the first measure does not.
+        full(after: 2, acked: 200_000)
+        #expect(window.size == 64 * 1024)
+        // 20 KB/s again: two seconds of it, 40 KiB.
+        full(after: 2, acked: 40_000)
+        #expect(window.size == 40_960)
+        // Less than two seconds of a slow link is not a measure.
+        full(after: 1, acked: 1_000)
+        #expect(window.size == 40_960)
+        // Eight buffers' worth before two seconds have passed is a measure: a fast link, the largest size.
+        link.now = link.now + .milliseconds(100)
+        full(after: 0, acked: 400_000)
+        #expect(window.size == 256 * 1024)
+        // The link slows to 5 KB/s: halved per measure, down to 32 KiB.
+        full(after: 2, acked: 10_000)
+        #expect(window.size == 128 * 1024)
+        full(after: 2, acked: 10_000)
+        #expect(window.size == 64 * 1024)
+        full(after: 2, acked: 10_000)
+        #expect(window.size == 32 * 1024)
+        // A new connection to the server starts at its size.
+        let next = SendWindow(server: "s", sizes: sizes, clock: { link.now }, acknowledged: { _ in link.acked })
+        let other = EmbeddedChannel()
+        try other.pipeline.syncOperations.addHandler(next)
+        #expect(next.size == 32 * 1024)
+        // A pause (nothing written for over a second while the connection could take bytes) starts afresh, and the
+        // first measure after it does not shrink.
+        full(after: 2, acked: 200_000)
+        #expect(window.size == 200_704)
+        link.pass(30, acked: 0)
+        try channel.writeOutbound(ByteBuffer(repeating: 1, count: 16))
+        full(after: 0, acked: 0)
+        full(after: 2, acked: 2_000)
+        #expect(window.size == 200_704)
+        full(after: 2, acked: 2_000)
+        #expect(window.size == 100_352)
+        // A fast link grows a new connection's buffer within its first measure: eight buffers' worth in 0.1 s.
+        let fast = SendWindow(server: "f", sizes: sizes, clock: { link.now }, acknowledged: { _ in link.acked })
+        let fastChannel = EmbeddedChannel()
+        try fastChannel.pipeline.syncOperations.addHandler(fast)
+        #expect(fast.size == 64 * 1024)
+        for (seconds, bytes) in [(Int64(0), UInt64(0)), (0, 600_000)] {
+            link.now = link.now + .milliseconds(seconds == 0 && bytes > 0 ? 100 : 0)
+            link.pass(seconds, acked: bytes)
+            fastChannel.isWritable = false
+            fastChannel.pipeline.fireChannelWritabilityChanged()
+        }
+        #expect(fast.size == 256 * 1024)
+        // Where the kernel does not count acknowledged bytes, the buffer keeps the largest size.
+        let uncounted = SendWindow(server: "t", sizes: sizes, clock: { link.now }, acknowledged: { _ in nil })
+        try EmbeddedChannel().pipeline.syncOperations.addHandler(uncounted)
+        #expect(uncounted.size == 256 * 1024)
+    }
+
+    /// A link's time and the bytes its server acknowledged, as a test moves them.
+    final class FakeLink: @unchecked Sendable {
+        var now = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        var acked: UInt64 = 1
+        func pass(_ seconds: Int64, acked bytes: UInt64) {
+            now = now + .seconds(seconds)
+            acked += bytes
+        }
     }
 
     /// The most handed-over bytes were ahead of the server's read ones.
