@@ -26,8 +26,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     public static let sliceSize = 512 * 1024
 
     /// Longest a request body may go without the connection taking a byte of it: a link that went silent without
-    /// closing fails the request as a timeout (which is retried), however long the whole request may take. Default
-    /// 60 s.
+    /// closing fails the request as a timeout (which is retried), however long the whole request may take. While
+    /// other requests to the same service keep moving, the link is not silent: a body its connection starves (a slow
+    /// link shared unevenly between parts) may go five times as long before it is cut off and sent again from its
+    /// start. Default 60 s.
     public var idleWriteTimeout: Duration = .seconds(60)
     /// Longest an answer may go without a byte read once the request is sent (the shared client's). 300 s.
     public static let idleReadTimeout = TimeAmount.seconds(300)
@@ -103,14 +105,14 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         for header in request.headers where header.name.lowercased() != "host" {
             http.headers.add(name: header.name, value: header.value)
         }
-        let watch = BodyWatch()
+        let link = LinkPace.of(request.url)
+        let watch = BodyWatch(link: link)
         let progress: @Sendable (Int) -> Void = { bytes in
             watch.moved()
             bodyProgress(bytes)
         }
         var watched = false
         let settle: @Sendable () async -> Void = { [client] in await Self.settle(client) }
-        let link = LinkPace.of(request.url)
         if let streamed = request.streamedBody {
             let pieces = streamed.chunks.map { ByteBuffer(bytes: $0) }
             http.body = .stream(
@@ -439,18 +441,26 @@ struct SlicePace {
 }
 
 /// The slice size last measured on the link to one service (scheme, host and port), shared by the requests to it:
-/// parts sent at once, and the parts after them, start from it instead of measuring the link again.
+/// parts sent at once, and the parts after them, start from it instead of measuring the link again; and when a body
+/// last moved on it (``BodyWatch``).
 ///
-/// `@unchecked Sendable`: `measured` is only touched while holding `lock`.
+/// `@unchecked Sendable`: `measured` and `moving` are only touched while holding `lock`.
 final class LinkPace: @unchecked Sendable {
     private let lock = NSLock()
     private var measured: Int?
+    private var moving: ContinuousClock.Instant?
 
     /// The size last measured, if any.
     var size: Int? { lock.withLock { measured } }
 
     /// Keeps `size` as the link's.
     func remember(_ size: Int) { lock.withLock { measured = size } }
+
+    /// When a body last moved on the link, if one has.
+    var lastMoved: ContinuousClock.Instant? { lock.withLock { moving } }
+
+    /// A body on the link moved.
+    func moved() { lock.withLock { moving = .now } }
 
     /// The pace of the link to the service `url` names.
     static func of(_ url: String) -> LinkPace {
@@ -504,23 +514,35 @@ final class BodyWatch: @unchecked Sendable {
     private let lock = NSLock()
     private var last = ContinuousClock.now
     private var done = false
+    /// The link the body goes over, which other requests to the service move too.
+    private let link: LinkPace?
+
+    init(link: LinkPace? = nil) {
+        self.link = link
+    }
 
     /// The connection took a piece of the body.
-    func moved() { lock.withLock { last = .now } }
+    func moved() {
+        lock.withLock { last = .now }
+        link?.moved()
+    }
 
     /// All of the body was handed over: nothing more to watch.
     @Sendable func finish() { lock.withLock { done = true } }
 
-    /// Returns once the body is all handed over; throws a timeout when it has not moved for `limit` before that.
-    func waitForStall(limit: Duration) async throws {
+    /// Returns once the body is all handed over; throws a timeout when it has not moved for `limit` before that, and
+    /// neither has any other body on its link (or it has not moved for five times `limit`, whatever the link).
+    func waitForStall(limit: Duration, every check: Duration = .seconds(1)) async throws {
         while true {
-            try await Task.sleep(for: .seconds(1))
+            try await Task.sleep(for: check)
             let (last, done) = lock.withLock { (self.last, self.done) }
             if done { return }
-            if ContinuousClock.now - last > limit {
-                throw TransportError(
-                    isTimeout: true, "The connection took no byte of the request body for \(limit.components.seconds) s.")
-            }
+            let now = ContinuousClock.now
+            let still = now - last
+            guard still > limit else { continue }
+            if let linkMoved = link?.lastMoved, now - linkMoved <= limit, still <= limit * 5 { continue }
+            throw TransportError(
+                isTimeout: true, "The connection took no byte of the request body for \(still.components.seconds) s.")
         }
     }
 }

@@ -27,9 +27,10 @@ final class SendWindow: ChannelDuplexHandler {
 
     /// The least a buffer is set to (Linux keeps twice this): 32 KiB.
     static let smallest = 32 * 1024
-    /// A new connection's buffer when its server has no measure yet: 64 KiB (a fast link grows it within its first
-    /// measure).
-    static let opening = 64 * 1024
+    /// A new connection's buffer when its server has no measure yet: 32 KiB, so that the first connections to a slow
+    /// link do not queue so much that the next one's connection attempt waits past its time limit (a fast link grows
+    /// it within its first measure).
+    static let opening = 32 * 1024
     /// Longest time a measure covers on a link that drains less than eight buffers' worth in it: two seconds.
     static let measureTime = TimeAmount.seconds(2)
 
@@ -42,7 +43,7 @@ final class SendWindow: ChannelDuplexHandler {
     /// When the measure under way started, and the bytes acknowledged then.
     private var start: (at: NIODeadline, acked: UInt64)?
     /// Whether every measure counts. The first after the connection opened or paused counts only if it finds a link
-    /// at least four times faster than the buffer's size asks (a fast link): it includes the time the link took to
+    /// at least eight times faster than the buffer's size asks (a fast link): it includes the time the link took to
     /// come up to speed, and the bytes that filled the server's receive buffer at once.
     private var settled = false
     /// Since when the connection could take bytes and was given none, if it can.
@@ -112,8 +113,8 @@ final class SendWindow: ChannelDuplexHandler {
         let elapsed = now - start.at
         let drained = Int(clamping: acked - start.acked)
         guard elapsed >= Self.measureTime || (elapsed > .zero && drained >= 8 * size) else { return }
-        let perSecond = Int(Double(drained) / (Double(elapsed.nanoseconds) / 1e9))
-        if settled || sizes.size(draining: perSecond) >= 4 * size {
+        let perSecond = Int(min(Double(drained) / (Double(elapsed.nanoseconds) / 1e9), Double(1 << 40)))
+        if settled || sizes.size(draining: perSecond) >= 8 * size {
             sizes.note(perSecond, from: ObjectIdentifier(self), server: server, now: now)
         }
         settled = true

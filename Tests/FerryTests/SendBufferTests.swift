@@ -38,7 +38,7 @@ struct SendBufferTests {
         #expect(lead.most > 0)
     }
 
-    @Test("on a 40 KB/s link the connection's send buffer follows the link (about two seconds of it): a body is counted at most 512 KiB ahead of the server (386 KiB seen), where a buffer of 256 KiB whatever the link kept it 691 KiB ahead")
+    @Test("on a 40 KB/s link the connection's send buffer follows the link (about two seconds of it): a body is counted at most 512 KiB ahead of the server (373 KiB seen), where a buffer of 256 KiB whatever the link kept it 691 KiB ahead")
     func sendBufferFollowsTheLink() async throws {
         let length = 3 << 19
         let server = try SlowReader(bytesPerSecond: 40_000)
@@ -137,12 +137,12 @@ struct SendBufferTests {
         #expect(LinkPace.of("http://127.0.0.1:10/bucket/a").size == nil)
     }
 
-    @Test("the connections to one server share a send buffer size of two seconds of the fastest drain they measured in the last ten seconds, rounded up to 4 KiB, from 32 KiB to 256 KiB; a server with no measure starts at 64 KiB")
+    @Test("the connections to one server share a send buffer size of two seconds of the fastest drain they measured in the last ten seconds, rounded up to 4 KiB, from 32 KiB to 256 KiB; a server with no measure starts at 32 KiB")
     func sendSizesFollowTheFastestConnection() {
         let sizes = SendSizes()
         let now = NIODeadline.now()
         let (first, second) = (ObjectIdentifier(SendSizes.self), ObjectIdentifier(SendWindow.self))
-        #expect(sizes.size(for: "a") == 64 * 1024)
+        #expect(sizes.size(for: "a") == 32 * 1024)
         sizes.note(20_000, from: first, server: "a", now: now)
         #expect(sizes.size(for: "a") == 40_960)
         // A starved connection does not shrink the others' buffers: the fastest sets the size.
@@ -158,7 +158,7 @@ struct SendBufferTests {
         #expect(sizes.size(for: "a") == 256 * 1024)
         sizes.note(50_000, from: second, server: "a", now: now + .seconds(13))
         #expect(sizes.size(for: "a") == 102_400)
-        #expect(sizes.size(for: "b") == 64 * 1024)
+        #expect(sizes.size(for: "b") == 32 * 1024)
     }
 
     @Test("a connection's send buffer is measured between moments its buffers are full, from the bytes the server acknowledged: a fast link grows it within its first measure, a slow one shrinks it by half at most per measure, the first measure after the connection opens or pauses counts only for a fast link, and the next connection to the server starts at its size")
@@ -169,7 +169,7 @@ struct SendBufferTests {
             server: "s", sizes: sizes, clock: { link.now }, acknowledged: { _ in link.acked })
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandler(window)
-        #expect(window.size == 64 * 1024)
+        #expect(window.size == 32 * 1024)
         func full(after seconds: Int64, acked bytes: UInt64) {
             link.pass(seconds, acked: bytes)
             channel.isWritable = false
@@ -178,10 +178,10 @@ struct SendBufferTests {
             channel.pipeline.fireChannelWritabilityChanged()
         }
         full(after: 0, acked: 0)
-        // The first measure: 20 KB/s would shrink it, and 100 KB/s grow it to 200 KiB (less than four times its size),
-        // which the first measure does not.
+        // The first measure: 100 KB/s would grow it to 196 KiB (less than eight times its size), which the first
+        // measure does not.
         full(after: 2, acked: 200_000)
-        #expect(window.size == 64 * 1024)
+        #expect(window.size == 32 * 1024)
         // 20 KB/s again: two seconds of it, 40 KiB.
         full(after: 2, acked: 40_000)
         #expect(window.size == 40_960)
@@ -219,7 +219,7 @@ struct SendBufferTests {
         let fast = SendWindow(server: "f", sizes: sizes, clock: { link.now }, acknowledged: { _ in link.acked })
         let fastChannel = EmbeddedChannel()
         try fastChannel.pipeline.syncOperations.addHandler(fast)
-        #expect(fast.size == 64 * 1024)
+        #expect(fast.size == 32 * 1024)
         for (seconds, bytes) in [(Int64(0), UInt64(0)), (0, 600_000)] {
             link.now = link.now + .milliseconds(seconds == 0 && bytes > 0 ? 100 : 0)
             link.pass(seconds, acked: bytes)
@@ -241,6 +241,40 @@ struct SendBufferTests {
             now = now + .seconds(seconds)
             acked += bytes
         }
+    }
+
+    @Test("a body that has not moved for the idle write limit is cut off; while another body on its link moves, only once it has not moved for five times the limit")
+    func bodyWatchCountsTheLink() async throws {
+        let link = LinkPace()
+        let mover = Task {
+            while !Task.isCancelled {
+                link.moved()
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        defer { mover.cancel() }
+        let start = ContinuousClock.now
+        await #expect(throws: TransportError.self) {
+            try await BodyWatch(link: link).waitForStall(limit: .seconds(1), every: .milliseconds(100))
+        }
+        #expect(ContinuousClock.now - start >= .seconds(5))
+        mover.cancel()
+        let alone = ContinuousClock.now
+        await #expect(throws: TransportError.self) {
+            try await BodyWatch(link: LinkPace()).waitForStall(limit: .seconds(1), every: .milliseconds(100))
+        }
+        #expect(ContinuousClock.now - alone < .seconds(5))
+        // A body that keeps moving is not cut off, and one handed over whole ends the watch.
+        let moving = BodyWatch(link: LinkPace())
+        let handing = Task {
+            for _ in 0..<15 {
+                moving.moved()
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+            moving.finish()
+        }
+        try await moving.waitForStall(limit: .seconds(1), every: .milliseconds(100))
+        await handing.value
     }
 
     /// The most handed-over bytes were ahead of the server's read ones.
