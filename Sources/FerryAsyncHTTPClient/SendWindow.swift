@@ -3,45 +3,64 @@ import NIOCore
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #endif
 
-/// Sizes a connection's send buffer (`SO_SNDBUF`) to its link: about two seconds of what the connections to the same
-/// server drain while their buffers are full, from ``smallest`` to ``AsyncHTTPClientTransport/sendBufferSize``.
+/// Sizes a connection's send buffer (`SO_SNDBUF`) to its link: two seconds of what the connections to the same server
+/// drain while their buffers are full (or two round trips, on a distant link), from ``smallest`` to
+/// ``AsyncHTTPClientTransport/sendBufferSize``; and has the kernel close a connection whose sent bytes go
+/// unacknowledged for ``deadLinkTimeout``.
 ///
 /// On a slow link with deep queues (a mobile network's), each connection's bytes in flight wait in one queue, so a
 /// buffer of fixed size put seconds of queueing in front of every byte: at 20 KB/s, three connections holding 512 KiB
-/// each queued 75 s, parts went unanswered past their time limits, and progress ran megabytes ahead of the server. The
-/// connections to one server share one size, from the fastest of them, so they hold equal shares of the queue and
-/// drain at equal rates (a starved connection with a smaller buffer would stay starved). A connection starts with the
-/// size last measured for its server, or ``opening``.
+/// each queued over a minute, the next connection's attempt waited behind it past its time limit, and progress ran
+/// megabytes ahead of the server. The connections to one server (address and port) share one size, from the fastest
+/// of them. A connection starts with the size last measured for its server in the last minute, or ``opening``.
 ///
-/// A measure runs from one moment the connection's buffers are full (the channel turns unwritable: the link, not the
-/// body, sets the pace) to another at least ``measureTime`` later, or eight buffers' worth later on a fast link, and
-/// counts the bytes the server acknowledged in between (the kernel's count, `TCP_INFO`). Where the kernel does not
-/// count them (not Linux), the buffer keeps the largest size.
+/// The drain is measured while the connection's buffers hold more than the connection takes at once (the channel is
+/// unwritable: the link, not the body, sets the pace), from the bytes the server acknowledged then (the kernel's
+/// count, `TCP_INFO`), over at least ``measureTime`` of such time, or eight buffers' worth on a fast link. Where the
+/// kernel does not count them (not Linux), the buffer keeps the largest size. Linux keeps twice the size set, and
+/// caps it at `net.core.wmem_max`.
 ///
 /// Runs on the connection's event loop only, as the first handler of its pipeline.
 final class SendWindow: ChannelDuplexHandler {
     typealias InboundIn = NIOAny
     typealias OutboundIn = NIOAny
 
-    /// The least a buffer is set to (Linux keeps twice this): 32 KiB.
+    /// The least a buffer is set to: 32 KiB.
     static let smallest = 32 * 1024
-    /// A new connection's buffer when its server has no measure yet: 32 KiB, so that the first connections to a slow
-    /// link do not queue so much that the next one's connection attempt waits past its time limit (a fast link grows
-    /// it within its first measure).
+    /// A new connection's buffer when its server has no recent measure: 32 KiB, so that the first connections to a
+    /// slow link do not queue so much that the next one's attempt waits past its time limit (a fast link grows it
+    /// within its first measure).
     static let opening = 32 * 1024
-    /// Longest time a measure covers on a link that drains less than eight buffers' worth in it: two seconds.
+    /// Shortest busy time a measure covers (unless eight buffers' worth drained sooner): two seconds.
     static let measureTime = TimeAmount.seconds(2)
+    /// How long sent bytes may go unacknowledged before the kernel closes the connection (`TCP_USER_TIMEOUT`): 120 s. A
+    /// connection that died (an address translation forgotten, a network gone) fails its request then, even while
+    /// other requests to the service keep moving (which let its body go without moving for longer,
+    /// ``BodyWatch``); one that a slow link starves still has bytes acknowledged now and then, and goes on.
+    static let deadLinkTimeout = TimeAmount.seconds(120)
+
+    /// What the kernel counts of a connection.
+    struct Count: Sendable, Equatable {
+        /// Bytes the server acknowledged.
+        var acked: UInt64
+        /// The least round trip seen (zero: not known).
+        var leastRoundTrip: TimeAmount = .zero
+    }
 
     private let server: String
     private let sizes: SendSizes
     private let clock: () -> NIODeadline
-    private let acknowledged: (any Channel) -> UInt64?
+    private let count: (any Channel) -> Count?
     /// The size the socket's buffer is set to (0 before the connection's first).
     private(set) var size = 0
-    /// When the measure under way started, and the bytes acknowledged then.
-    private var start: (at: NIODeadline, acked: UInt64)?
+    /// Since when the channel is unwritable, and the count then.
+    private var edge: (at: NIODeadline, count: Count)?
+    /// The busy time and the bytes acknowledged in it, of the measure under way.
+    private var busy: (time: TimeAmount, acked: UInt64) = (.zero, 0)
     /// Whether every measure counts. The first after the connection opened or paused counts only if it finds a link
     /// at least eight times faster than the buffer's size asks (a fast link): it includes the time the link took to
     /// come up to speed, and the bytes that filled the server's receive buffer at once.
@@ -49,29 +68,36 @@ final class SendWindow: ChannelDuplexHandler {
     /// Since when the connection could take bytes and was given none, if it can.
     private var quiet: NIODeadline?
 
-    /// A window for a connection to `server`, sized by `sizes`; `acknowledged` reads the bytes the server has
-    /// acknowledged on a channel (nil where it cannot be read).
+    /// A window for a connection to `server`, sized by `sizes`; `count` reads what the kernel counts of a channel
+    /// (nil where it cannot be read).
     init(
         server: String, sizes: SendSizes = .shared, clock: @escaping () -> NIODeadline = { .now() },
-        acknowledged: @escaping (any Channel) -> UInt64? = SendWindow.bytesAcknowledged
+        count: @escaping (any Channel) -> Count? = SendWindow.kernelCount
     ) {
         self.server = server
         self.sizes = sizes
         self.clock = clock
-        self.acknowledged = acknowledged
+        self.count = count
     }
 
-    /// Adds a window to `channel`'s pipeline, keyed by the server it is connected to.
+    /// Adds a window to `channel`'s pipeline, keyed by the server it is connected to, and sets the connection's
+    /// ``deadLinkTimeout`` where the platform has it.
     @Sendable static func install(on channel: any Channel) -> EventLoopFuture<Void> {
         channel.eventLoop.submit {
             let server = channel.remoteAddress.map { "\($0)" } ?? ""
             try channel.pipeline.syncOperations.addHandler(SendWindow(server: server), position: .first)
+            #if os(Linux)
+            let userTimeout = ChannelOptions.Types.SocketOption(
+                level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_USER_TIMEOUT))
+            let milliseconds = SocketOptionValue(deadLinkTimeout.nanoseconds / 1_000_000)
+            try? channel.syncOptions?.setOption(userTimeout, value: milliseconds)
+            #endif
         }.recover { _ in }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let counted = acknowledged(context.channel) != nil
-        resize(to: counted ? sizes.size(for: server) : sizes.largest, context: context)
+        let counted = count(context.channel) != nil
+        resize(to: counted ? sizes.size(for: server, now: clock()) : sizes.largest, context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -82,44 +108,46 @@ final class SendWindow: ChannelDuplexHandler {
         let now = clock()
         if let quiet, now - quiet > .seconds(1) {
             // Nothing was written for a while though the connection could take it (an answer awaited, or no request):
-            // a measure across that time would take the pause for a slow link.
-            start = nil
+            // the link may start slowly again.
             settled = false
+            busy = (.zero, 0)
         }
         quiet = context.channel.isWritable ? now : nil
         context.write(data, promise: promise)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        let now = clock()
         if context.channel.isWritable {
-            quiet = clock()
+            quiet = now
+            if let edge { busyEnded(since: edge, now: now, context: context) }
+            edge = nil
         } else {
             quiet = nil
-            full(context: context)
+            edge = count(context.channel).map { (now, $0) }
         }
         context.fireChannelWritabilityChanged()
     }
 
-    /// The connection's buffers are full: ends the measure under way if it is long enough, and starts the next. A
-    /// buffer shrinks by half at most per measure: what it holds beyond its new size must cross the link before the
-    /// connection takes another byte.
-    private func full(context: ChannelHandlerContext) {
-        let now = clock()
-        guard let acked = acknowledged(context.channel) else { return }
-        guard let start, acked >= start.acked else {
-            self.start = (now, acked)
-            return
-        }
-        let elapsed = now - start.at
-        let drained = Int(clamping: acked - start.acked)
-        guard elapsed >= Self.measureTime || (elapsed > .zero && drained >= 8 * size) else { return }
-        let perSecond = Int(min(Double(drained) / (Double(elapsed.nanoseconds) / 1e9), Double(1 << 40)))
-        if settled || sizes.size(draining: perSecond) >= 8 * size {
-            sizes.note(perSecond, from: ObjectIdentifier(self), server: server, now: now)
-        }
+    /// The channel was unwritable from `edge` until `now`: adds that time and what was acknowledged in it to the
+    /// measure, and ends the measure once it covers enough. A buffer shrinks by half at most per measure: what it
+    /// holds beyond its new size must cross the link before the connection takes another byte.
+    private func busyEnded(
+        since edge: (at: NIODeadline, count: Count), now: NIODeadline, context: ChannelHandlerContext
+    ) {
+        guard let count = count(context.channel), count.acked >= edge.count.acked, now > edge.at else { return }
+        busy.time = busy.time + (now - edge.at)
+        busy.acked += count.acked - edge.count.acked
+        let drained = Int(clamping: busy.acked)
+        guard busy.time >= Self.measureTime || drained >= 8 * size else { return }
+        let perSecond = Int(min(Double(drained) / (Double(busy.time.nanoseconds) / 1e9), 1e12))
+        let target = sizes.size(draining: perSecond, roundTrip: count.leastRoundTrip)
+        let counts = settled || target >= 8 * size
         settled = true
-        resize(to: max(sizes.size(for: server), size / 2), context: context)
-        self.start = (now, acked)
+        busy = (.zero, 0)
+        guard counts else { return }
+        sizes.note(target, from: ObjectIdentifier(self), server: server, now: now)
+        resize(to: max(sizes.size(for: server, now: now), size / 2), context: context)
     }
 
     private func resize(to next: Int, context: ChannelHandlerContext) {
@@ -129,16 +157,18 @@ final class SendWindow: ChannelDuplexHandler {
         try? context.channel.syncOptions?.setOption(option, value: SocketOptionValue(next))
     }
 
-    /// The bytes the server has acknowledged on `channel`'s socket (`tcpi_bytes_acked`), where the kernel counts them.
-    static func bytesAcknowledged(_ channel: any Channel) -> UInt64? {
+    /// What the kernel counts of `channel`'s socket (`tcpi_bytes_acked`, `tcpi_min_rtt`), where it counts the bytes
+    /// acknowledged.
+    static func kernelCount(_ channel: any Channel) -> Count? {
         #if os(Linux)
         guard let provider = channel as? any SocketOptionProvider else { return nil }
-        var acked: UInt64?
+        var read: Count?
         let info: EventLoopFuture<TCPInfoHead> = provider.unsafeGetSocketOption(
             level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_INFO))
         // On the channel's loop the option is read at once, and the callback runs before this returns.
-        info.assumeIsolated().whenSuccess { acked = $0.bytesAcked }
-        return acked.flatMap { $0 > 0 ? $0 : nil }
+        info.assumeIsolated().whenSuccess { read = $0.count }
+        guard let read, read.acked > 0 else { return nil }
+        return read
         #else
         return nil
         #endif
@@ -146,15 +176,22 @@ final class SendWindow: ChannelDuplexHandler {
 }
 
 #if os(Linux)
-/// The first 128 bytes of Linux's `struct tcp_info`, which end with `tcpi_bytes_acked` (Linux 4.1 and later; an older
-/// kernel fills less, and the count reads 0).
+/// The first 152 bytes of Linux's `struct tcp_info`, which end with `tcpi_min_rtt` (Linux 4.6 and later) and hold
+/// `tcpi_bytes_acked` (4.1 and later); an older kernel fills less, and those read 0.
 struct TCPInfoHead: Sendable {
-    var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-                UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
-        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var words: (
+        UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+        UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
+    ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
-    /// `tcpi_bytes_acked`, at byte 120.
-    var bytesAcked: UInt64 { words.15 }
+    /// `tcpi_bytes_acked` (at byte 120) and `tcpi_min_rtt` (microseconds, at byte 148).
+    var count: SendWindow.Count {
+        withUnsafeBytes(of: words) { bytes in
+            SendWindow.Count(
+                acked: bytes.loadUnaligned(fromByteOffset: 120, as: UInt64.self),
+                leastRoundTrip: .microseconds(Int64(bytes.loadUnaligned(fromByteOffset: 148, as: UInt32.self))))
+        }
+    }
 }
 #endif
 
@@ -166,8 +203,9 @@ final class SendSizes: @unchecked Sendable {
     static let shared = SendSizes()
 
     private struct Server {
-        var drains: [ObjectIdentifier: (perSecond: Int, at: NIODeadline)] = [:]
+        var targets: [ObjectIdentifier: (size: Int, at: NIODeadline)] = [:]
         var size = SendWindow.opening
+        var at: NIODeadline
     }
 
     private let lock = NSLock()
@@ -179,33 +217,41 @@ final class SendSizes: @unchecked Sendable {
         self.largest = largest
     }
 
-    /// The size for a connection to `server`: from the fastest drain its connections measured in the last ten
-    /// seconds (``size(draining:)``), or the last size, or ``SendWindow/opening``.
-    func size(for server: String) -> Int {
-        lock.withLock { servers[server]?.size ?? SendWindow.opening }
+    /// The size for a connection to `server`: the largest its connections asked for in the ten seconds before the
+    /// last measure, if that was within a minute of `now` (a link measured longer ago may have changed since), or
+    /// ``SendWindow/opening``.
+    func size(for server: String, now: NIODeadline) -> Int {
+        lock.withLock {
+            guard let entry = servers[server], now - entry.at <= .seconds(60) else { return SendWindow.opening }
+            return entry.size
+        }
     }
 
-    /// Records that the connection `id` to `server` drained `perSecond` bytes a second.
-    func note(_ perSecond: Int, from id: ObjectIdentifier, server: String, now: NIODeadline) {
+    /// Records that the connection `id` to `server` asks for `size` (from ``size(draining:roundTrip:)``).
+    func note(_ size: Int, from id: ObjectIdentifier, server: String, now: NIODeadline) {
         lock.withLock {
             if servers[server] == nil, servers.count >= 256 { servers.removeAll() }
-            var entry = servers[server] ?? Server()
-            entry.drains[id] = (perSecond, now)
-            entry.drains = entry.drains.filter { now - $0.value.at <= .seconds(10) }
-            entry.size = size(draining: entry.drains.values.map(\.perSecond).max() ?? 0)
+            var entry = servers[server] ?? Server(at: now)
+            entry.targets[id] = (size, now)
+            entry.targets = entry.targets.filter { now - $0.value.at <= .seconds(10) }
+            entry.size = entry.targets.values.map(\.size).max() ?? SendWindow.opening
+            entry.at = now
             servers[server] = entry
         }
     }
 
-    /// The size for a link that drains `perSecond` bytes a second: two seconds of it, rounded up to 4 KiB, within
+    /// The size for a link that drains `perSecond` bytes a second with a least round trip of `roundTrip`: what it
+    /// drains in two seconds or two round trips, whichever is longer, rounded up to 4 KiB, within
     /// ``SendWindow/smallest`` and ``largest``.
-    func size(draining perSecond: Int) -> Int {
-        let twoSeconds = (min(max(perSecond, 0), largest) * 2 + 4095) / 4096 * 4096
-        return min(largest, max(SendWindow.smallest, twoSeconds))
+    func size(draining perSecond: Int, roundTrip: TimeAmount = .zero) -> Int {
+        let seconds = max(2, 2 * Double(roundTrip.nanoseconds) / 1e9)
+        let bytes = min(Double(max(perSecond, 0)) * seconds, Double(largest))
+        let rounded = (Int(bytes) + 4095) / 4096 * 4096
+        return min(largest, max(SendWindow.smallest, rounded))
     }
 
     /// The connection `id` to `server` closed.
     func forget(_ id: ObjectIdentifier, server: String) {
-        lock.withLock { _ = servers[server]?.drains.removeValue(forKey: id) }
+        lock.withLock { _ = servers[server]?.targets.removeValue(forKey: id) }
     }
 }

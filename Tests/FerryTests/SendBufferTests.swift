@@ -3,6 +3,7 @@ import FerryTransport
 import Foundation
 import NIOCore
 import NIOEmbedded
+import NIOPosix
 import Testing
 
 @testable import FerryAsyncHTTPClient
@@ -137,110 +138,139 @@ struct SendBufferTests {
         #expect(LinkPace.of("http://127.0.0.1:10/bucket/a").size == nil)
     }
 
-    @Test("the connections to one server share a send buffer size of two seconds of the fastest drain they measured in the last ten seconds, rounded up to 4 KiB, from 32 KiB to 256 KiB; a server with no measure starts at 32 KiB")
+    @Test("the connections to one server share the largest send buffer size they asked for in the ten seconds before the last measure: two seconds (or two least round trips) of their drain, rounded up to 4 KiB, from 32 KiB to 256 KiB; a server with no measure in the last minute starts at 32 KiB")
     func sendSizesFollowTheFastestConnection() {
         let sizes = SendSizes()
         let now = NIODeadline.now()
         let (first, second) = (ObjectIdentifier(SendSizes.self), ObjectIdentifier(SendWindow.self))
-        #expect(sizes.size(for: "a") == 32 * 1024)
-        sizes.note(20_000, from: first, server: "a", now: now)
-        #expect(sizes.size(for: "a") == 40_960)
+        #expect(sizes.size(draining: 20_000) == 40_960)
+        #expect(sizes.size(draining: 20_000, roundTrip: .seconds(3)) == 122_880)
+        #expect(sizes.size(draining: 1_000) == 32 * 1024)
+        #expect(sizes.size(draining: .max, roundTrip: .seconds(1 << 40)) == 256 * 1024)
+        #expect(sizes.size(for: "a", now: now) == 32 * 1024)
+        sizes.note(sizes.size(draining: 20_000), from: first, server: "a", now: now)
+        #expect(sizes.size(for: "a", now: now) == 40_960)
         // A starved connection does not shrink the others' buffers: the fastest sets the size.
-        sizes.note(3_000, from: second, server: "a", now: now + .seconds(1))
-        #expect(sizes.size(for: "a") == 40_960)
+        sizes.note(sizes.size(draining: 3_000), from: second, server: "a", now: now + .seconds(1))
+        #expect(sizes.size(for: "a", now: now) == 40_960)
         // Past ten seconds an old measure no longer counts.
-        sizes.note(3_000, from: second, server: "a", now: now + .seconds(11))
-        #expect(sizes.size(for: "a") == 32 * 1024)
-        sizes.note(10_000_000, from: first, server: "a", now: now + .seconds(12))
-        #expect(sizes.size(for: "a") == 256 * 1024)
+        sizes.note(sizes.size(draining: 3_000), from: second, server: "a", now: now + .seconds(11))
+        #expect(sizes.size(for: "a", now: now + .seconds(11)) == 32 * 1024)
+        sizes.note(sizes.size(draining: 10_000_000), from: first, server: "a", now: now + .seconds(12))
+        #expect(sizes.size(for: "a", now: now + .seconds(12)) == 256 * 1024)
         // A closed connection's measure is forgotten; the size stays until the next measure.
         sizes.forget(first, server: "a")
-        #expect(sizes.size(for: "a") == 256 * 1024)
-        sizes.note(50_000, from: second, server: "a", now: now + .seconds(13))
-        #expect(sizes.size(for: "a") == 102_400)
-        #expect(sizes.size(for: "b") == 32 * 1024)
+        #expect(sizes.size(for: "a", now: now + .seconds(12)) == 256 * 1024)
+        sizes.note(sizes.size(draining: 50_000), from: second, server: "a", now: now + .seconds(13))
+        #expect(sizes.size(for: "a", now: now + .seconds(13)) == 102_400)
+        // A measure over a minute old is not a new connection's start.
+        #expect(sizes.size(for: "a", now: now + .seconds(74)) == 32 * 1024)
+        #expect(sizes.size(for: "b", now: now) == 32 * 1024)
     }
 
-    @Test("a connection's send buffer is measured between moments its buffers are full, from the bytes the server acknowledged: a fast link grows it within its first measure, a slow one shrinks it by half at most per measure, the first measure after the connection opens or pauses counts only for a fast link, and the next connection to the server starts at its size")
+    @Test("a connection's send buffer is measured while its channel is unwritable, from the bytes the server acknowledged then: a fast link grows it within its first measure, a slow one shrinks it by half at most per measure, idle time does not count, the first measure after the connection opens or pauses counts only for a fast link, the next connection to the server starts at its size, and a closed connection's measure is forgotten")
     func sendWindowMeasuresAcknowledgedBytes() throws {
         let sizes = SendSizes()
         let link = FakeLink()
-        let window = SendWindow(
-            server: "s", sizes: sizes, clock: { link.now }, acknowledged: { _ in link.acked })
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandler(window)
-        #expect(window.size == 32 * 1024)
-        func full(after seconds: Int64, acked bytes: UInt64) {
-            link.pass(seconds, acked: bytes)
+        func open(_ server: String) throws -> (SendWindow, EmbeddedChannel) {
+            let window = SendWindow(
+                server: server, sizes: sizes, clock: { link.now },
+                count: { _ in SendWindow.Count(acked: link.acked) })
+            let channel = EmbeddedChannel()
+            try channel.pipeline.syncOperations.addHandler(window)
+            return (window, channel)
+        }
+        /// The channel is unwritable for `time`, while the server acknowledges `bytes`.
+        func busy(_ channel: EmbeddedChannel, _ time: TimeAmount, acked bytes: UInt64) {
             channel.isWritable = false
             channel.pipeline.fireChannelWritabilityChanged()
+            link.now = link.now + time
+            link.acked += bytes
             channel.isWritable = true
             channel.pipeline.fireChannelWritabilityChanged()
         }
-        full(after: 0, acked: 0)
+        let (window, channel) = try open("s")
+        #expect(window.size == 32 * 1024)
         // The first measure: 100 KB/s would grow it to 196 KiB (less than eight times its size), which the first
         // measure does not.
-        full(after: 2, acked: 200_000)
+        busy(channel, .seconds(2), acked: 200_000)
         #expect(window.size == 32 * 1024)
-        // 20 KB/s again: two seconds of it, 40 KiB.
-        full(after: 2, acked: 40_000)
+        // 20 KB/s, with idle time between the busy times that does not count: two seconds of it, 40 KiB.
+        busy(channel, .seconds(1), acked: 20_000)
+        link.now = link.now + .seconds(10)
+        busy(channel, .seconds(1), acked: 20_000)
         #expect(window.size == 40_960)
         // Less than two seconds of a slow link is not a measure.
-        full(after: 1, acked: 1_000)
+        busy(channel, .seconds(1), acked: 1_000)
         #expect(window.size == 40_960)
         // Eight buffers' worth before two seconds have passed is a measure: a fast link, the largest size.
-        link.now = link.now + .milliseconds(100)
-        full(after: 0, acked: 400_000)
+        busy(channel, .milliseconds(100), acked: 400_000)
         #expect(window.size == 256 * 1024)
         // The link slows to 5 KB/s: halved per measure, down to 32 KiB.
-        full(after: 2, acked: 10_000)
+        busy(channel, .seconds(2), acked: 10_000)
         #expect(window.size == 128 * 1024)
-        full(after: 2, acked: 10_000)
+        busy(channel, .seconds(2), acked: 10_000)
         #expect(window.size == 64 * 1024)
-        full(after: 2, acked: 10_000)
+        busy(channel, .seconds(2), acked: 10_000)
         #expect(window.size == 32 * 1024)
-        // A new connection to the server starts at its size.
-        let next = SendWindow(server: "s", sizes: sizes, clock: { link.now }, acknowledged: { _ in link.acked })
-        let other = EmbeddedChannel()
-        try other.pipeline.syncOperations.addHandler(next)
-        #expect(next.size == 32 * 1024)
+        busy(channel, .seconds(2), acked: 200_000)
+        #expect(window.size == 200_704)
+        #expect(try channel.syncOptions?.getOption(ChannelOptions.socketOption(.so_sndbuf)) == 200_704)
+        // A new connection to the server starts at its size; one a minute after the last measure, at 32 KiB.
+        #expect(try open("s").0.size == 200_704)
+        link.now = link.now + .seconds(61)
+        #expect(try open("s").0.size == 32 * 1024)
         // A pause (nothing written for over a second while the connection could take bytes) starts afresh, and the
         // first measure after it does not shrink.
-        full(after: 2, acked: 200_000)
-        #expect(window.size == 200_704)
-        link.pass(30, acked: 0)
         try channel.writeOutbound(ByteBuffer(repeating: 1, count: 16))
-        full(after: 0, acked: 0)
-        full(after: 2, acked: 2_000)
+        busy(channel, .seconds(2), acked: 2_000)
         #expect(window.size == 200_704)
-        full(after: 2, acked: 2_000)
+        busy(channel, .seconds(2), acked: 2_000)
         #expect(window.size == 100_352)
         // A fast link grows a new connection's buffer within its first measure: eight buffers' worth in 0.1 s.
-        let fast = SendWindow(server: "f", sizes: sizes, clock: { link.now }, acknowledged: { _ in link.acked })
-        let fastChannel = EmbeddedChannel()
-        try fastChannel.pipeline.syncOperations.addHandler(fast)
+        let (fast, fastChannel) = try open("f")
         #expect(fast.size == 32 * 1024)
-        for (seconds, bytes) in [(Int64(0), UInt64(0)), (0, 600_000)] {
-            link.now = link.now + .milliseconds(seconds == 0 && bytes > 0 ? 100 : 0)
-            link.pass(seconds, acked: bytes)
-            fastChannel.isWritable = false
-            fastChannel.pipeline.fireChannelWritabilityChanged()
-        }
+        busy(fastChannel, .milliseconds(100), acked: 600_000)
         #expect(fast.size == 256 * 1024)
+        // Once it closes, its measure no longer holds up the size of the server's other connections.
+        let (slow, slowChannel) = try open("f")
+        #expect(slow.size == 256 * 1024)
+        _ = try fastChannel.finish()
+        busy(slowChannel, .seconds(2), acked: 40_000)
+        busy(slowChannel, .seconds(2), acked: 40_000)
+        #expect(sizes.size(for: "f", now: link.now) == 40_960)
+        #expect(slow.size == 128 * 1024)
         // Where the kernel does not count acknowledged bytes, the buffer keeps the largest size.
-        let uncounted = SendWindow(server: "t", sizes: sizes, clock: { link.now }, acknowledged: { _ in nil })
+        let uncounted = SendWindow(server: "t", sizes: sizes, clock: { link.now }, count: { _ in nil })
         try EmbeddedChannel().pipeline.syncOperations.addHandler(uncounted)
         #expect(uncounted.size == 256 * 1024)
     }
+
+    #if os(Linux)
+    @Test("an installed window opens its socket's buffer at 32 KiB (Linux keeps twice that) and has the kernel close the connection once sent bytes go unacknowledged for 120 s")
+    func installedWindowSetsTheSocket() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let server = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        let address = try #require(server.localAddress)
+        let client = try await ClientBootstrap(group: group).connect(to: address).get()
+        try await SendWindow.install(on: client).get()
+        let provider = try #require(client as? any SocketOptionProvider)
+        let buffer: CInt = try await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_SNDBUF)).get()
+        #expect(buffer == 2 * 32 * 1024)
+        let userTimeout: CInt = try await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_USER_TIMEOUT)).get()
+        #expect(userTimeout == 120_000)
+        try await client.close()
+        try await server.close()
+        try await group.shutdownGracefully()
+    }
+    #endif
 
     /// A link's time and the bytes its server acknowledged, as a test moves them.
     final class FakeLink: @unchecked Sendable {
         var now = NIODeadline.uptimeNanoseconds(1_000_000_000)
         var acked: UInt64 = 1
-        func pass(_ seconds: Int64, acked bytes: UInt64) {
-            now = now + .seconds(seconds)
-            acked += bytes
-        }
     }
 
     @Test("a body that has not moved for the idle write limit is cut off; while another body on its link moves, only once it has not moved for five times the limit")
@@ -263,6 +293,7 @@ struct SendBufferTests {
         await #expect(throws: TransportError.self) {
             try await BodyWatch(link: LinkPace()).waitForStall(limit: .seconds(1), every: .milliseconds(100))
         }
+        #expect(ContinuousClock.now - alone >= .seconds(1))
         #expect(ContinuousClock.now - alone < .seconds(5))
         // A body that keeps moving is not cut off, and one handed over whole ends the watch.
         let moving = BodyWatch(link: LinkPace())

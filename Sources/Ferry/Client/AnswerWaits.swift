@@ -8,9 +8,9 @@ import Foundation
 /// may still hold some of a part when its last byte is handed over (the AsyncHTTPClient transport keeps that to about
 /// 1.75 MiB, and to a few seconds of a slow link), so the first answers set the measure: a later part waits the longer
 /// of the upload's shortest wait (at first `shortest`) and four times the longest wait seen, never more than
-/// ``longest`` (the AsyncHTTPClient transport's own answer limit). Each wait that runs out doubles the shortest wait for the rest of the upload (a
-/// server or link that slowed down is not cut off again and again). Before any part was answered there is no measure,
-/// and the transport's own limits hold.
+/// ``longest`` (the AsyncHTTPClient transport's own answer limit). Each wait that runs out doubles the shortest wait
+/// for the rest of the upload (a server or link that slowed down is not cut off again and again). Before any part was
+/// answered there is no measure, and the transport's own limits hold.
 ///
 /// The waits also set how many parts are sent at once. Parts share the link: on one too slow for all of them, what
 /// each part leaves in the network's buffers takes longer than any wait, and every part would time out and be sent
