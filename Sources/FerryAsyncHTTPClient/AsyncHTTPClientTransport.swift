@@ -27,9 +27,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
 
     /// Longest a request body may go without the connection taking a byte of it: a link that went silent without
     /// closing fails the request as a timeout (which is retried), however long the whole request may take. While
-    /// other requests to the same service keep moving, the link is not silent: a body its connection starves (a slow
-    /// link shared unevenly between parts) may go five times as long before it is cut off and sent again from its
-    /// start. Default 60 s.
+    /// other requests to the same service keep moving, the link is not silent, and a body its connection starves (a
+    /// slow link shared unevenly between parts) is not cut off and sent again from its start; a connection that died
+    /// meanwhile is closed by the kernel once its sent bytes go unacknowledged for two minutes (on Linux,
+    /// ``SendWindow``), and otherwise the limit holds once the other requests stop moving. Default 60 s.
     public var idleWriteTimeout: Duration = .seconds(60)
     /// Longest an answer may go without a byte read once the request is sent (the shared client's). 300 s.
     public static let idleReadTimeout = TimeAmount.seconds(300)
@@ -531,7 +532,7 @@ final class BodyWatch: @unchecked Sendable {
     @Sendable func finish() { lock.withLock { done = true } }
 
     /// Returns once the body is all handed over; throws a timeout when it has not moved for `limit` before that, and
-    /// neither has any other body on its link (or it has not moved for five times `limit`, whatever the link).
+    /// neither has any other body on its link.
     func waitForStall(limit: Duration, every check: Duration = .seconds(1)) async throws {
         while true {
             try await Task.sleep(for: check)
@@ -540,7 +541,7 @@ final class BodyWatch: @unchecked Sendable {
             let now = ContinuousClock.now
             let still = now - last
             guard still > limit else { continue }
-            if let linkMoved = link?.lastMoved, now - linkMoved <= limit, still <= limit * 5 { continue }
+            if let linkMoved = link?.lastMoved, now - linkMoved <= limit { continue }
             throw TransportError(
                 isTimeout: true, "The connection took no byte of the request body for \(still.components.seconds) s.")
         }

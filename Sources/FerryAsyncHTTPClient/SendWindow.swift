@@ -8,9 +8,8 @@ import Musl
 #endif
 
 /// Sizes a connection's send buffer (`SO_SNDBUF`) to its link: two seconds of what the connections to the same server
-/// drain while their buffers are full (or two round trips, on a distant link), from ``smallest`` to
-/// ``AsyncHTTPClientTransport/sendBufferSize``; and has the kernel close a connection whose sent bytes go
-/// unacknowledged for ``deadLinkTimeout``.
+/// drain while their buffers are full, from ``smallest`` to ``AsyncHTTPClientTransport/sendBufferSize``; and has the
+/// kernel close a connection whose sent bytes go unacknowledged for ``deadLinkTimeout``.
 ///
 /// On a slow link with deep queues (a mobile network's), each connection's bytes in flight wait in one queue, so a
 /// buffer of fixed size put seconds of queueing in front of every byte: at 20 KB/s, three connections holding 512 KiB
@@ -39,16 +38,14 @@ final class SendWindow: ChannelDuplexHandler {
     static let measureTime = TimeAmount.seconds(2)
     /// How long sent bytes may go unacknowledged before the kernel closes the connection (`TCP_USER_TIMEOUT`): 120 s. A
     /// connection that died (an address translation forgotten, a network gone) fails its request then, even while
-    /// other requests to the service keep moving (which let its body go without moving for longer,
-    /// ``BodyWatch``); one that a slow link starves still has bytes acknowledged now and then, and goes on.
+    /// other requests to the service keep moving (which let its body go without moving, ``BodyWatch``); one that a
+    /// slow link starves still has bytes acknowledged now and then, and goes on.
     static let deadLinkTimeout = TimeAmount.seconds(120)
 
     /// What the kernel counts of a connection.
     struct Count: Sendable, Equatable {
         /// Bytes the server acknowledged.
         var acked: UInt64
-        /// The least round trip seen (zero: not known).
-        var leastRoundTrip: TimeAmount = .zero
     }
 
     private let server: String
@@ -141,7 +138,9 @@ final class SendWindow: ChannelDuplexHandler {
         let drained = Int(clamping: busy.acked)
         guard busy.time >= Self.measureTime || drained >= 8 * size else { return }
         let perSecond = Int(min(Double(drained) / (Double(busy.time.nanoseconds) / 1e9), 1e12))
-        let target = sizes.size(draining: perSecond, roundTrip: count.leastRoundTrip)
+        // Not round trips: past the kernel's window for its least round trip (300 s with BBR), that includes the
+        // queue these buffers make, and a size that followed it grew the queue it measured.
+        let target = sizes.size(draining: perSecond)
         let counts = settled || target >= 8 * size
         settled = true
         busy = (.zero, 0)
@@ -157,8 +156,7 @@ final class SendWindow: ChannelDuplexHandler {
         try? context.channel.syncOptions?.setOption(option, value: SocketOptionValue(next))
     }
 
-    /// What the kernel counts of `channel`'s socket (`tcpi_bytes_acked`, `tcpi_min_rtt`), where it counts the bytes
-    /// acknowledged.
+    /// What the kernel counts of `channel`'s socket (`tcpi_bytes_acked`), where it counts the bytes acknowledged.
     static func kernelCount(_ channel: any Channel) -> Count? {
         #if os(Linux)
         guard let provider = channel as? any SocketOptionProvider else { return nil }
@@ -176,21 +174,17 @@ final class SendWindow: ChannelDuplexHandler {
 }
 
 #if os(Linux)
-/// The first 152 bytes of Linux's `struct tcp_info`, which end with `tcpi_min_rtt` (Linux 4.6 and later) and hold
-/// `tcpi_bytes_acked` (4.1 and later); an older kernel fills less, and those read 0.
+/// The first 128 bytes of Linux's `struct tcp_info`, which end with `tcpi_bytes_acked` (Linux 4.1 and later; an older
+/// kernel fills less, and the count reads 0).
 struct TCPInfoHead: Sendable {
     var words: (
-        UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-        UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
-    ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+        UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
+    ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
-    /// `tcpi_bytes_acked` (at byte 120) and `tcpi_min_rtt` (microseconds, at byte 148).
+    /// `tcpi_bytes_acked`, at byte 120.
     var count: SendWindow.Count {
-        withUnsafeBytes(of: words) { bytes in
-            SendWindow.Count(
-                acked: bytes.loadUnaligned(fromByteOffset: 120, as: UInt64.self),
-                leastRoundTrip: .microseconds(Int64(bytes.loadUnaligned(fromByteOffset: 148, as: UInt32.self))))
-        }
+        withUnsafeBytes(of: words) { SendWindow.Count(acked: $0.loadUnaligned(fromByteOffset: 120, as: UInt64.self)) }
     }
 }
 #endif
@@ -227,7 +221,7 @@ final class SendSizes: @unchecked Sendable {
         }
     }
 
-    /// Records that the connection `id` to `server` asks for `size` (from ``size(draining:roundTrip:)``).
+    /// Records that the connection `id` to `server` asks for `size` (from ``size(draining:)``).
     func note(_ size: Int, from id: ObjectIdentifier, server: String, now: NIODeadline) {
         lock.withLock {
             if servers[server] == nil, servers.count >= 256 { servers.removeAll() }
@@ -240,14 +234,11 @@ final class SendSizes: @unchecked Sendable {
         }
     }
 
-    /// The size for a link that drains `perSecond` bytes a second with a least round trip of `roundTrip`: what it
-    /// drains in two seconds or two round trips, whichever is longer, rounded up to 4 KiB, within
-    /// ``SendWindow/smallest`` and ``largest``.
-    func size(draining perSecond: Int, roundTrip: TimeAmount = .zero) -> Int {
-        let seconds = max(2, 2 * Double(roundTrip.nanoseconds) / 1e9)
-        let bytes = min(Double(max(perSecond, 0)) * seconds, Double(largest))
-        let rounded = (Int(bytes) + 4095) / 4096 * 4096
-        return min(largest, max(SendWindow.smallest, rounded))
+    /// The size for a link that drains `perSecond` bytes a second: what it drains in two seconds, rounded up to
+    /// 4 KiB, within ``SendWindow/smallest`` and ``largest``.
+    func size(draining perSecond: Int) -> Int {
+        let twoSeconds = (min(max(perSecond, 0), largest) * 2 + 4095) / 4096 * 4096
+        return min(largest, max(SendWindow.smallest, twoSeconds))
     }
 
     /// The connection `id` to `server` closed.
