@@ -396,14 +396,15 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
 }
 
 /// The size of the slices a request body is handed to the connection in, following the link: for its first 512 KiB
-/// (which the socket and the connection take at once, whatever the link) the size last measured on the link, or
-/// 128 KiB; then what the connection took in about a second, in powers of two from 16 KiB to `largest`. On a fast
-/// link slices are large (fewer trips through the client and its event loops); on a slow one each still goes within
-/// seconds, so progress moves, and a link that stopped is told from one that is slow (the idle write limit counts from
-/// the last slice taken: a 512 KiB slice on a 5 KB/s link took 100 s).
+/// the size last measured on the link, or 32 KiB (a new connection's send window, ``SendWindow``); then what the
+/// connection took in about a second, in powers of two from 16 KiB to `largest`. The opening is not measured: the
+/// socket and the connection's queue take its first bytes at once, whatever the link. On a fast link slices are large
+/// (fewer trips through the client and its event loops); on a slow one each still goes within seconds, so progress
+/// moves, and a link that stopped is told from one that is slow (the idle write limit counts from the last slice
+/// taken: a 512 KiB slice on a 5 KB/s link took 100 s, a 128 KiB opening slice on a link three parts shared 20 s).
 struct SlicePace {
     static let smallest = 16 * 1024
-    static let opening = 128 * 1024
+    static let opening = 32 * 1024
     static let openingBytes = 512 * 1024
     let largest: Int
     private(set) var size: Int
