@@ -137,7 +137,7 @@ final class SendWindow: ChannelDuplexHandler {
         busy.acked += count.acked - edge.count.acked
         let drained = Int(clamping: busy.acked)
         guard busy.time >= Self.measureTime || drained >= 8 * size else { return }
-        let perSecond = Int(min(Double(drained) / (Double(busy.time.nanoseconds) / 1e9), 1e12))
+        let perSecond = Int(min(Double(drained) / (Double(busy.time.nanoseconds) / 1e9), Double(Int32.max)))
         // Not round trips: past the kernel's window for its least round trip (300 s with BBR), that includes the
         // queue these buffers make, and a size that followed it grew the queue it measured.
         let target = sizes.size(draining: perSecond)

@@ -193,7 +193,11 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
-        let level = Logger.Level(rawValue: logLevel ?? env["FERRY_LOG_LEVEL"] ?? "info") ?? .info
+        let levelName = logLevel ?? env["FERRY_LOG_LEVEL"].flatMap { $0.isEmpty ? nil : $0 } ?? "info"
+        guard let level = Logger.Level(rawValue: levelName) else {
+            throw ValidationError(
+                "FERRY_LOG_LEVEL '\(levelName)' is not a level (trace, debug, info, notice, warning, error, critical).")
+        }
         let tracing = try Self.bootstrapTracing(endpoint: otelEndpoint, environment: env)
         LoggingSystem.bootstrap(
             { label, provider in
@@ -204,39 +208,42 @@ struct ServeCommand: AsyncParsableCommand {
         let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
         var configuration = FerryServerConfiguration(dataDirectory: directory)
         configuration.host = host ?? env["FERRY_HOST"] ?? "127.0.0.1"
-        guard let port = port ?? (env["FERRY_PORT"].map { Int($0) } ?? 9000) else {
-            throw ValidationError("FERRY_PORT is not a number.")
+        // A setting's flag, else its variable (`EnvironmentNumber`: a value that is not a number in range stops here).
+        func number<Number>(
+            _ flag: Number?, _ name: String, _ range: ClosedRange<Number>, unit: String = " seconds",
+            must: String? = nil
+        ) throws -> Number? where Number: LosslessStringConvertible & Comparable {
+            try flag ?? EnvironmentNumber.read(name, in: range, unit: unit, must: must, from: env)
         }
+        let port = try number(self.port, "FERRY_PORT", 0...65535, unit: "") ?? 9000
         configuration.port = port
-        if let size = minPartSize ?? env["FERRY_MIN_PART_SIZE"].flatMap({ Int64($0) }) { configuration.minPartSize = size }
-        if let text = env["FERRY_MIN_FREE_BYTES"], minFreeBytes == nil {
-            // A typo here would turn off the space kept for deletes: refused, not ignored.
-            guard let size = Int64(text), size >= 0 else {
-                throw ValidationError("FERRY_MIN_FREE_BYTES must be a number of bytes, 0 or more.")
-            }
+        let bytes = (one: "must be a number of bytes, 1 or more", none: "must be a number of bytes, 0 or more")
+        if let size = try number(minPartSize, "FERRY_MIN_PART_SIZE", 1...Int64.max, must: bytes.one) {
+            configuration.minPartSize = size
+        }
+        // A typo here would turn off the space kept for deletes: refused, not ignored.
+        if let size = try number(minFreeBytes, "FERRY_MIN_FREE_BYTES", 0...Int64.max, must: bytes.none) {
             configuration.minFreeBytes = size
         }
-        if let minFreeBytes { configuration.minFreeBytes = minFreeBytes }
         configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
         if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
         configuration.lifecycleDayLength = lifecycleDay
         if let resumableUploadExpiry { configuration.resumableUploadLifetime = resumableUploadExpiry }
-        if let age = uploadingVideoMaxAge ?? env["FERRY_UPLOADING_VIDEO_MAX_AGE"].flatMap(Double.init), (1...315_360_000).contains(age) {
+        if let age = try number(uploadingVideoMaxAge, "FERRY_UPLOADING_VIDEO_MAX_AGE", 1...315_360_000) {
             configuration.uploadingVideoMaxAge = age
         }
         configuration.publicEndpoint = publicEndpoint ?? env["FERRY_PUBLIC_ENDPOINT"]
-        if let seconds = idleTimeout ?? env["FERRY_IDLE_TIMEOUT"].flatMap(Double.init), (0.1...86_400).contains(seconds) {
+        if let seconds = try number(idleTimeout, "FERRY_IDLE_TIMEOUT", 0.1...86_400) {
             configuration.connectionLimits.idleTimeout = .milliseconds(Int64(seconds * 1000))
         }
-        if let seconds = bodyTimeout ?? env["FERRY_BODY_TIMEOUT"].flatMap(Double.init), (0.1...86_400).contains(seconds) {
+        if let seconds = try number(bodyTimeout, "FERRY_BODY_TIMEOUT", 0.1...86_400) {
             configuration.connectionLimits.bodyWindow = .milliseconds(Int64(seconds * 1000))
         }
-        if let count = maxConnections ?? env["FERRY_MAX_CONNECTIONS"].flatMap({ Int($0) }), (1...1_000_000).contains(count) {
+        if let count = try number(maxConnections, "FERRY_MAX_CONNECTIONS", 1...1_000_000, unit: "") {
             configuration.connectionLimits.maxConnections = count
         }
-        if let count = maxConnectionsPerAddress ?? env["FERRY_MAX_CONNECTIONS_PER_ADDRESS"].flatMap({ Int($0) }),
-            (1...1_000_000).contains(count)
-        {
+        let perAddress = "FERRY_MAX_CONNECTIONS_PER_ADDRESS"
+        if let count = try number(maxConnectionsPerAddress, perAddress, 1...1_000_000, unit: "") {
             configuration.connectionLimits.maxConnectionsPerAddress = count
         }
         configuration.callbackAllow =
@@ -263,15 +270,13 @@ struct ServeCommand: AsyncParsableCommand {
         var media = try MediaOptions.configuration(
             ffmpeg: ffmpegDirectory, workers: mediaWorkers, templates: transcodeTemplates,
             maxTranscodeDuration: maxTranscodeDuration, environment: env)
-        if let seconds = mediaJobTimeout ?? env["FERRY_MEDIA_JOB_TIMEOUT"].flatMap(Double.init), (1...604_800).contains(seconds) {
+        if let seconds = try number(mediaJobTimeout, "FERRY_MEDIA_JOB_TIMEOUT", 1...604_800) {
             media.jobTimeLimit = .milliseconds(Int64(seconds * 1000))
         }
-        if let seconds = mediaLease ?? env["FERRY_MEDIA_LEASE"].flatMap(Double.init), (1...3600).contains(seconds) {
+        if let seconds = try number(mediaLease, "FERRY_MEDIA_LEASE", 1...3600) {
             media.lease = .milliseconds(Int64(seconds * 1000))
         }
-        if let seconds = firstStreamRetention ?? env["FERRY_FIRST_STREAM_RETENTION"].flatMap(Double.init),
-            (0...2_592_000).contains(seconds)
-        {
+        if let seconds = try number(firstStreamRetention, "FERRY_FIRST_STREAM_RETENTION", 0...2_592_000) {
             media.firstStreamRetention = .milliseconds(Int64(seconds * 1000))
         }
         configuration.mediaProcessing = media
@@ -374,20 +379,11 @@ enum MediaOptions {
         environment env: [String: String]
     ) throws -> MediaProcessingConfiguration {
         var media = MediaProcessingConfiguration()
-        let longest = try maxTranscodeDuration ?? env["FERRY_MAX_TRANSCODE_DURATION"].map { text in
-            guard let seconds = Double(text), (0...1_000_000).contains(seconds) else {
-                throw ValidationError("FERRY_MAX_TRANSCODE_DURATION must be between 0 and 1000000 seconds.")
-            }
-            return seconds
-        }
+        let longest = try maxTranscodeDuration
+            ?? EnvironmentNumber.read("FERRY_MAX_TRANSCODE_DURATION", in: 0...1_000_000, unit: " seconds", from: env)
         if let longest { media.maxTranscodeDuration = longest == 0 ? nil : .milliseconds(Int64(longest * 1000)) }
         media.toolsDirectory = ffmpeg ?? env["FERRY_FFMPEG"]
-        if let workers {
-            media.workers = workers
-        } else if let text = env["FERRY_MEDIA_WORKERS"] {
-            guard let count = Int(text), (0...64).contains(count) else {
-                throw ValidationError("FERRY_MEDIA_WORKERS must be between 0 and 64.")
-            }
+        if let count = try workers ?? EnvironmentNumber.read("FERRY_MEDIA_WORKERS", in: 0...64, from: env) {
             media.workers = count
         }
         if let path = templates ?? env["FERRY_TRANSCODE_TEMPLATES"] {
@@ -399,7 +395,7 @@ enum MediaOptions {
         }
         // 0 runs the tools at their lowered priority (nice) only, not as SCHED_IDLE, which a machine kept busy by
         // other work starves of CPU altogether (test machines running suites side by side).
-        if let text = env["FERRY_MEDIA_IDLE_SCHEDULING"] {
+        if let text = env["FERRY_MEDIA_IDLE_SCHEDULING"], !text.isEmpty {
             switch text {
             case "0": media.idleScheduling = false
             case "1": media.idleScheduling = true

@@ -1176,6 +1176,25 @@ struct CommandLineTests {
             #expect(longest.status == 64, "\(command): \(longest.output) \(longest.error)")
             #expect(longest.error.contains("FERRY_MAX_TRANSCODE_DURATION must be between 0 and 1000000"), "\(longest.error)")
         }
+        // A setting's variable that is not a plain number in range stops the command, naming it: it does not leave the
+        // default in force. Set to nothing, it is unset.
+        for (name, value, says) in [
+            ("FERRY_IDLE_TIMEOUT", "30s", "between 0.1 and 86400 seconds"), ("FERRY_MEDIA_LEASE", "0x10", "between 1 and 3600"),
+            ("FERRY_MAX_CONNECTIONS", "1e6", "between 1 and 1000000"), ("FERRY_BODY_TIMEOUT", "nan", "between 0.1 and"),
+            ("FERRY_PORT", "70000", "between 0 and 65535"), ("FERRY_MIN_PART_SIZE", "5MiB", "a number of bytes, 1 or more"),
+            ("FERRY_FIRST_STREAM_RETENTION", "-1", "between 0 and 2592000"), ("FERRY_MEDIA_WORKERS", "2.5", "between 0 and 64"),
+            ("FERRY_LOG_LEVEL", "verbose", "is not a level"),
+        ] {
+            // `--port` would stand in front of FERRY_PORT.
+            let port = name == "FERRY_PORT" ? [] : ["--port", "0"]
+            let refused = try await FerryRun.run(["serve", "--data-dir", unusedData] + port, environment: [name: value])
+            #expect(refused.status == 64 && refused.error.contains("\(name)"), "\(name)=\(value): \(refused.error)")
+            #expect(refused.error.contains(says), "\(name)=\(value): \(refused.error)")
+        }
+        let emptyIsUnset = try await FerryRun.run(
+            ["videos", "list", "--data-dir", unusedData],
+            environment: ["FERRY_MAX_TRANSCODE_DURATION": "", "FERRY_MEDIA_WORKERS": "", "FERRY_MEDIA_IDLE_SCHEDULING": ""])
+        #expect(emptyIsUnset.status == 0, "\(emptyIsUnset.error)")
         let samePort = try await FerryRun.run(["serve", "--data-dir", unusedData, "--port", "9123", "--metrics-port", "9123"])
         #expect(samePort.status == 64 && samePort.error.contains("--metrics-port must differ"), "\(samePort.error)")
 

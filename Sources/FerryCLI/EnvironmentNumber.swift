@@ -1,0 +1,28 @@
+import ArgumentParser
+
+/// The number a `FERRY_*` environment variable sets, for a flag left out.
+enum EnvironmentNumber {
+    /// The decimal number `name` holds in `env`, within `range`; nil when the variable is unset or empty. Any other
+    /// value stops the command with the variable's name and what it takes (`must`, by default the range and `unit`):
+    /// a typo such as `30s`, `1e3` or `0x10` would otherwise leave the default in force without a word.
+    static func read<Number: LosslessStringConvertible & Comparable>(
+        _ name: String, in range: ClosedRange<Number>, unit: String = "", must: String? = nil,
+        from env: [String: String]
+    ) throws -> Number? {
+        guard let text = env[name], !text.isEmpty else { return nil }
+        let decimal = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard decimal.count <= 2, decimal.allSatisfy({ !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+            let number = Number(text), range.contains(number)
+        else {
+            let words = must ?? "must be between \(plain(range.lowerBound)) and \(plain(range.upperBound))\(unit)"
+            throw ValidationError("\(name) \(words).")
+        }
+        return number
+    }
+
+    /// `number` as written in a message: a whole number without its `.0`.
+    private static func plain(_ number: some LosslessStringConvertible) -> String {
+        let text = "\(number)"
+        return text.hasSuffix(".0") ? String(text.dropLast(2)) : text
+    }
+}
