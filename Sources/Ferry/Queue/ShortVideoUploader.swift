@@ -13,7 +13,7 @@ public enum ShortVideoEvent: Sendable {
     case tokenExpired
     /// A request failed and is tried again.
     case retry
-    /// A request succeeded again after retries.
+    /// A retried request is going again: its next attempt moved body bytes, or succeeded.
     case retryResumed
 }
 

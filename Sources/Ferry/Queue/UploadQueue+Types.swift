@@ -166,6 +166,6 @@ public enum UploadQueueEvent: Sendable {
     case tokenExpired(UploadQueue.Item)
     /// A request failed and is tried again.
     case retry(UploadQueue.Item, attempt: Int, error: FerryError)
-    /// A request succeeded again after retries.
+    /// A retried request is going again: its next attempt moved body bytes, or succeeded.
     case retryResumed(UploadQueue.Item)
 }
