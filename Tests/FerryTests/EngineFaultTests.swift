@@ -115,40 +115,6 @@ struct EngineFaultTests {
         }
     }
 
-    @Test("a part retried is told resumed once its bytes move again, not when its answer comes: on a slow link a part resent after a 503 is minutes from its answer")
-    func retryResumedWhenBytesMove() async throws {
-        let directory = TemporaryDirectory.make("ferry-retry-resumed")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let file = try makeRandomFile(size: 6 * Self.mib, in: directory)
-        try await TestServer.with { server in
-            try await server.client().createBucket("faults")
-            let proxy = try await FaultProxy.start(upstream: server.endpoint)
-            // Part 1 (5 MiB) is refused once, then goes at 2 MiB/s: about 2.5 s from its first byte to its answer.
-            proxy.inject(.status(503, code: "SlowDown"), when: .partNumber(1))
-            proxy.inject(.trickle(bytesPerSecond: 2 * Self.mib), when: .partNumber(1))
-            let client = Self.client(of: server, through: proxy, transport: .asyncHTTPClient) {
-                $0.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(20), maxDelay: .milliseconds(100))
-            }
-            var request = ResumableUploadRequest(bucket: "faults", key: "resumed.bin", fileURL: file)
-            request.partSize = 5 * Int64(Self.mib)
-            request.concurrency = 1
-            let (log, outcome) = try await Self.upload(request, with: client)
-            _ = try outcome.get()
-            try await proxy.shutdown()
-            let events = log.events
-            let retried = try #require(events.firstIndex { if case .retrying = $0 { true } else { false } })
-            let resumed = try #require(events.firstIndex { if case .retryResumed = $0 { true } else { false } })
-            // The resent part's bytes all counted (5 MiB or more in all, after the retry).
-            let partSent = try #require(events.indices.first { index in
-                guard index > retried, case .progress(let progress) = events[index] else { return false }
-                return progress.totalBytesSent >= 5 * Int64(Self.mib)
-            })
-            #expect(retried < resumed && resumed < partSent, "retrying \(retried), resumed \(resumed), part sent \(partSent)")
-            #expect(log.count { if case .retryResumed = $0 { true } else { false } } == 1)
-            try await Self.expectStored(file, as: "resumed.bin", in: server, directory: directory)
-        }
-    }
-
     @Test("a part whose answer never comes once its body was sent is sent again when the wait its earlier parts measured runs out, not after the transport's limit",
         arguments: TransportKind.allCases)
     func lostAnswer(transport: TransportKind) async throws {

@@ -6,8 +6,7 @@ import Logging
 public struct RequestObserver: Sendable {
     /// A request failed and will be tried again after `delay`.
     public var retrying: @Sendable (_ attempt: Int, _ error: FerryError, _ delay: Duration) -> Void = { _, _, _ in }
-    /// A request that failed and was tried again is going again: the attempt after a retry moved its first body bytes,
-    /// or (without a body, or before any byte was counted) succeeded. Told once per retry.
+    /// A request succeeded after one or more retries.
     public var retryResumed: @Sendable () -> Void = {}
     /// Body bytes handed to the network.
     public var bytesSent: @Sendable (Int) -> Void = { _ in }
@@ -84,19 +83,12 @@ extension ObjectStorageClient {
     func execute(
         _ request: S3Request, credentials source: CredentialSource, observer: RequestObserver = .init()
     ) async throws -> TransportResponse {
-        // A retry is told resumed once its next attempt moves: a part on a slow link resent after a timeout is
-        // told when its bytes go again, not minutes later when its answer comes.
-        let resuming = RetryMark()
-        var watched = observer
-        watched.bytesSent = { bytes in
-            if resuming.take() { observer.retryResumed() }
-            observer.bytesSent(bytes)
-        }
+        var retried = false
         let logger = configuration.logger
         let response = try await configuration.retryPolicy.run(
             clock: configuration.clock,
             retrying: { attempt, error, delay in
-                resuming.set()
+                retried = true
                 logger.debug(
                     "retrying request",
                     metadata: ["ferry.attempt": "\(attempt)", "ferry.error": "\(error.code)", "ferry.server-code": "\(error.serverCode ?? "")"])
@@ -110,7 +102,7 @@ extension ObjectStorageClient {
             while true {
                 let credentials = try await source.current()
                 do {
-                    return try await send(request, credentials: credentials, observer: watched, attempt: attempt)
+                    return try await send(request, credentials: credentials, observer: observer, attempt: attempt)
                 } catch let error as FerryError
                     where error.serverCode == "ExpiredToken"
                     || (error.serverCode == "InvalidAccessKeyId" && credentials.sessionToken != nil
@@ -127,7 +119,7 @@ extension ObjectStorageClient {
                 }
             }
         }
-        if resuming.take() { observer.retryResumed() }
+        if retried { observer.retryResumed() }
         return response
     }
 

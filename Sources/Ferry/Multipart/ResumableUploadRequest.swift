@@ -169,7 +169,7 @@ public enum UploadEvent: Sendable {
     case progress(UploadProgress)
     /// A request failed and is tried again after `delay`.
     case retrying(attempt: Int, error: FerryError, delay: Duration)
-    /// A retried request is going again: its next attempt moved body bytes, or succeeded.
+    /// A request succeeded again after retries.
     case retryResumed
     /// The credentials expired and none fresher could be had: the upload paused; call `resume(with:)`.
     case credentialsExpired

@@ -931,12 +931,4 @@ final class RetryMark: @unchecked Sendable {
 
     func set() { lock.withLock { seen = true } }
     var isSet: Bool { lock.withLock { seen } }
-
-    /// Whether the mark was set, clearing it.
-    func take() -> Bool {
-        lock.withLock {
-            defer { seen = false }
-            return seen
-        }
-    }
 }

@@ -13,7 +13,7 @@ public enum ShortVideoEvent: Sendable {
     case tokenExpired
     /// A request failed and is tried again.
     case retry
-    /// A retried request is going again: its next attempt moved body bytes, or succeeded.
+    /// A request succeeded again after retries.
     case retryResumed
 }
 

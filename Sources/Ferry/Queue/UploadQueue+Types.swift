@@ -166,6 +166,6 @@ public enum UploadQueueEvent: Sendable {
     case tokenExpired(UploadQueue.Item)
     /// A request failed and is tried again.
     case retry(UploadQueue.Item, attempt: Int, error: FerryError)
-    /// A retried request is going again: its next attempt moved body bytes, or succeeded.
+    /// A request succeeded again after retries.
     case retryResumed(UploadQueue.Item)
 }
