@@ -1,18 +1,22 @@
 import ArgumentParser
+import Foundation
 
 /// The number a `FERRY_*` environment variable sets, for a flag left out.
 enum EnvironmentNumber {
-    /// The decimal number `name` holds in `env`, within `range`; nil when the variable is unset or empty. Any other
-    /// value stops the command with the variable's name and what it takes (`must`, by default the range and `unit`):
-    /// a typo such as `30s`, `1e3` or `0x10` would otherwise leave the default in force without a word.
+    /// The decimal number `name` holds in `env` (spaces around it aside), within `range`; nil when the variable is
+    /// unset or empty. Any other value stops the command with the variable's name and what it takes (`must`, by
+    /// default the range and `unit`): a typo such as `30s`, `1e3` or `0x10` would otherwise leave the default in force
+    /// without a word.
     static func read<Number: LosslessStringConvertible & Comparable>(
         _ name: String, in range: ClosedRange<Number>, unit: String = "", must: String? = nil,
         from env: [String: String]
     ) throws -> Number? {
-        guard let text = env[name], !text.isEmpty else { return nil }
+        guard let text = env[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
+        // Digits, with a fraction after a point for a fractional setting (`.5` is 0.5).
         let decimal = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard decimal.count <= 2, decimal.allSatisfy({ !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }),
-            let number = Number(text), range.contains(number)
+        let digits = decimal.allSatisfy { $0.allSatisfy { $0.isASCII && $0.isNumber } }
+        guard decimal.count <= 2, digits, decimal.last?.isEmpty == false,
+            let number = Number(decimal[0].isEmpty ? "0" + text : text), range.contains(number)
         else {
             let words = must ?? "must be between \(plain(range.lowerBound)) and \(plain(range.upperBound))\(unit)"
             throw ValidationError("\(name) \(words).")

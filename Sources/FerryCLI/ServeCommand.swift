@@ -167,7 +167,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535.") }
         if let minPartSize, minPartSize < 1 { throw ValidationError("--min-part-size must be at least 1.") }
         if let minFreeBytes, minFreeBytes < 0 { throw ValidationError("--min-free-bytes must be 0 or more.") }
-        if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level '\(logLevel)' is not a level.") }
+        if let logLevel, Logger.Level(rawValue: logLevel.lowercased()) == nil { throw ValidationError("--log-level '\(logLevel)' is not a level.") }
         for (name, value) in [("--idle-timeout", idleTimeout), ("--body-timeout", bodyTimeout)] {
             if let value, !(0.1...86_400).contains(value) { throw ValidationError("\(name) must be between 0.1 and 86400 seconds.") }
         }
@@ -194,7 +194,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
         let levelName = logLevel ?? env["FERRY_LOG_LEVEL"].flatMap { $0.isEmpty ? nil : $0 } ?? "info"
-        guard let level = Logger.Level(rawValue: levelName) else {
+        guard let level = Logger.Level(rawValue: levelName.lowercased()) else {
             throw ValidationError(
                 "FERRY_LOG_LEVEL '\(levelName)' is not a level (trace, debug, info, notice, warning, error, critical).")
         }

@@ -1183,7 +1183,8 @@ struct CommandLineTests {
             ("FERRY_MAX_CONNECTIONS", "1e6", "between 1 and 1000000"), ("FERRY_BODY_TIMEOUT", "nan", "between 0.1 and"),
             ("FERRY_PORT", "70000", "between 0 and 65535"), ("FERRY_MIN_PART_SIZE", "5MiB", "a number of bytes, 1 or more"),
             ("FERRY_FIRST_STREAM_RETENTION", "-1", "between 0 and 2592000"), ("FERRY_MEDIA_WORKERS", "2.5", "between 0 and 64"),
-            ("FERRY_LOG_LEVEL", "verbose", "is not a level"),
+            ("FERRY_LOG_LEVEL", "verbose", "is not a level"), ("FERRY_MEDIA_LEASE", "5.", "between 1 and 3600"),
+            ("FERRY_PORT", "+9000", "between 0 and 65535"),
         ] {
             // `--port` would stand in front of FERRY_PORT.
             let port = name == "FERRY_PORT" ? [] : ["--port", "0"]
@@ -1191,10 +1192,14 @@ struct CommandLineTests {
             #expect(refused.status == 64 && refused.error.contains("\(name)"), "\(name)=\(value): \(refused.error)")
             #expect(refused.error.contains(says), "\(name)=\(value): \(refused.error)")
         }
-        let emptyIsUnset = try await FerryRun.run(
-            ["videos", "list", "--data-dir", unusedData],
-            environment: ["FERRY_MAX_TRANSCODE_DURATION": "", "FERRY_MEDIA_WORKERS": "", "FERRY_MEDIA_IDLE_SCHEDULING": ""])
-        #expect(emptyIsUnset.status == 0, "\(emptyIsUnset.error)")
+        for environment in [
+            ["FERRY_MAX_TRANSCODE_DURATION": "", "FERRY_MEDIA_WORKERS": "", "FERRY_MEDIA_IDLE_SCHEDULING": ""],
+            // Spaces around a number, and a fraction without its leading 0, are taken.
+            ["FERRY_MAX_TRANSCODE_DURATION": ".5", "FERRY_MEDIA_WORKERS": " 2 "],
+        ] {
+            let taken = try await FerryRun.run(["videos", "list", "--data-dir", unusedData], environment: environment)
+            #expect(taken.status == 0, "\(environment): \(taken.error)")
+        }
         let samePort = try await FerryRun.run(["serve", "--data-dir", unusedData, "--port", "9123", "--metrics-port", "9123"])
         #expect(samePort.status == 64 && samePort.error.contains("--metrics-port must differ"), "\(samePort.error)")
 
