@@ -2,6 +2,7 @@ import Ferry
 import FerryCore
 import FerryTestSupport
 import Foundation
+import GRDB
 import Logging
 import Testing
 
@@ -35,6 +36,17 @@ struct CrashSafetyTests {
             throw error
         }
         return socket
+    }
+
+    @Test("the SQLite catalog syncs its write-ahead log at every commit (synchronous FULL), so a power cut or an OS crash cannot take back a change already acknowledged; GRDB's default for WAL (NORMAL) syncs only at checkpoints")
+    func catalogCommitsDurably() throws {
+        let directory = TemporaryDirectory.make("ferry-catalog-sync")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let catalog = try SQLiteCatalog(path: directory + "/catalog.sqlite")
+        let level = try catalog.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
+        #expect(level == 2, "PRAGMA synchronous is \(level.map(String.init) ?? "nil"), not FULL (2)")
+        let mode = try catalog.pool.writeWithoutTransaction { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
     }
 
     @Test("SIGTERM while a request body never finishes: the server still exits within its shutdown bound, losing nothing acknowledged")

@@ -248,7 +248,7 @@ struct ResumableUploadTests {
         }
     }
 
-    @Test("an empty append stores nothing: 204 at the upload's offset, 409 elsewhere; one carrying the deferred length completes the upload")
+    @Test("an empty append stores nothing: 204 at the upload's offset, 409 elsewhere; one carrying the deferred length completes the upload; a creation's body typed with a parameter is its first append")
     func tusEmptyAppends() async throws {
         try await TestServer.with { server in
             let s3 = server.client()
@@ -283,6 +283,15 @@ struct ResumableUploadTests {
             #expect(last.header("Upload-Offset") == "10")
             let stored = try await s3.get("tus-empty", "deferred.bin")
             #expect(stored.status == 200 && stored.body == bytes)
+
+            // A creation's body whose Content-Type carries a parameter, or another case, is its first append too (it
+            // was dropped without a word), as a PATCH's is.
+            let withParameter = try await s3.send(
+                "POST", "/_ferry/uploads/s3/tus-empty/typed.bin",
+                headers: tus + [("Upload-Length", "10"), ("Content-Type", "Application/Offset+Octet-Stream; charset=binary")],
+                body: bytes, payload: .unsigned)
+            #expect(withParameter.status == 201 && withParameter.header("Upload-Offset") == "10", "\(withParameter.status)")
+            #expect(try await s3.get("tus-empty", "typed.bin").body == bytes)
         }
     }
 

@@ -266,7 +266,7 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(.badRequest, "Send exactly one of Upload-Length and Upload-Defer-Length: 1.", wire: wire)
         }
         try await checkLimits(target, length: length, contentType: attributes.contentType, wire: wire)
-        let withUpload = request.headers[.contentType] == TusWire.offsetOctetStream
+        let withUpload = TusWire.isAppend(request.headers[.contentType])
         let checksum = withUpload ? try TusChecksum.parse(request.headers[.uploadChecksum]) : nil
         let info = ResumableUpload.Info(
             kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
@@ -580,7 +580,7 @@ struct ResumableUploadAPI: Sendable {
         let upload = try await live(id, wire: wire)
         switch wire {
         case .tus:
-            guard request.headers[.contentType] == TusWire.offsetOctetStream else {
+            guard TusWire.isAppend(request.headers[.contentType]) else {
                 throw ResumableRefusal(
                     .unsupportedMediaType, "A tus PATCH is Content-Type: application/offset+octet-stream.", wire: wire)
             }

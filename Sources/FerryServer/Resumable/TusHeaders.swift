@@ -6,6 +6,14 @@ import HTTPTypes
 enum TusWire {
     /// The content type of a tus append.
     static let offsetOctetStream = "application/offset+octet-stream"
+
+    /// Whether `contentType` is ``offsetOctetStream``, in any case and with any parameters (`; charset=binary`): a
+    /// creation's body is then its first append, as a PATCH's is.
+    static func isAppend(_ contentType: String?) -> Bool {
+        guard let type = contentType?.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first
+        else { return false }
+        return type.trimmingCharacters(in: .whitespaces).lowercased() == offsetOctetStream
+    }
 }
 
 /// Constants of the IETF draft's wire.

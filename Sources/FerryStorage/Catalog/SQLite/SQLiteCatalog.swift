@@ -21,6 +21,10 @@ public final class SQLiteCatalog: ObjectCatalog {
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(10)
         pool = try DatabasePool(path: path, configuration: configuration)
+        // GRDB sets NORMAL for WAL, which syncs the log only at checkpoints: a power cut or an OS crash could then take
+        // back commits already acknowledged (an object, a part, a resumable upload's offset). FULL syncs the log at
+        // every commit, as the blob files are synced before it. Set on the writer, the pool's one writing connection.
+        try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
         self.secrets = secrets
         try Self.migrator.migrate(pool)
         try sealPlaintextSecrets()
