@@ -214,7 +214,7 @@ struct SubtitleFormatTests {
 struct SubtitleCatalogTests {
     static let srt = "1\n00:00:00,500 --> 00:00:02,000\nHello\n"
 
-    @Test("AddSubtitle, ListSubtitles and DeleteSubtitle keep a video's tracks; bad requests change nothing", arguments: QuotaBackend.allCases)
+    @Test("AddSubtitle, ListSubtitles and DeleteSubtitle keep a video's tracks, each with its own name; bad requests change nothing", arguments: QuotaBackend.allCases)
     func tracks(backend: QuotaBackend) async throws {
         try await backend.withNodes { servers in
             let server = servers[0]
@@ -226,6 +226,18 @@ struct SubtitleCatalogTests {
             #expect(english.language == "en" && english.name == "English" && english.isDefault && english.cueCount == 1)
             let french = try await media.addSubtitle(videoId: videoId, language: "fr", isDefault: true, content: "WEBVTT\n\n00:01.000 --> 00:02.000\nBonjour\n")
             #expect(french.name == "fr")
+            // Names tell tracks apart (HLS wants them to differ): one taken from the language is numbered, one asked
+            // for that another track has is refused.
+            let secondFrench = try await media.addSubtitle(videoId: videoId, language: "fr", content: Self.srt)
+            #expect(secondFrench.name == "fr (2)" && !secondFrench.isDefault)
+            do {
+                _ = try await media.addSubtitle(videoId: videoId, language: "en", name: "English", content: Self.srt)
+                Issue.record("a second track named English was added")
+            } catch {
+                #expect((error as? FerryError)?.serverCode == "InvalidParameter", "\(error)")
+                #expect("\(error)".contains("Name"), "\(error)")
+            }
+            try await media.deleteSubtitle(videoId: videoId, subtitleId: secondFrench.subtitleId)
             // One default at a time: the newer default took it over.
             let listed = try await media.listSubtitles(videoId: videoId)
             #expect(listed.map(\.subtitleId) == [english.subtitleId, french.subtitleId])

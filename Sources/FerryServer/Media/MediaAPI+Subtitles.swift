@@ -50,8 +50,16 @@ extension MediaAPI {
                     return .keep
                 }
                 var tracks = video.subtitles ?? []
+                // Names tell the tracks apart in players' menus, and HLS wants them to differ: a name asked for that
+                // another track has is refused; one taken from the language is numbered (`fr (2)`).
+                var added = record
+                let names = Set(tracks.map(\.name))
+                if names.contains(added.name) {
+                    guard input.name == nil else { return .keep }
+                    added.name = (2...).lazy.map { "\(record.name) (\($0))" }.first { !names.contains($0) } ?? added.name
+                }
                 if record.isDefault { for index in tracks.indices { tracks[index].isDefault = false } }
-                tracks.append(record)
+                tracks.append(added)
                 video.subtitles = tracks
                 video.updatedAt = Date()
                 return .save()
@@ -62,11 +70,17 @@ extension MediaAPI {
         }
         guard saved != nil else {
             try? await store.deleteObject(bucket: video.bucket, key: key, condition: .none)
-            // Kept as it was: deleted meanwhile, or its tracks filled by calls made at the same time.
-            if let now = try await catalog.video(video.videoId), now.status != VideoStatus.deleted { throw full }
+            // Kept as it was: deleted meanwhile, its tracks filled by calls made at the same time, or its name taken.
+            if let now = try await catalog.video(video.videoId), now.status != VideoStatus.deleted {
+                if input.name != nil, (now.subtitles ?? []).contains(where: { $0.name == name }) {
+                    throw MediaError.invalid("Name", "is the name of another of the video's tracks; each needs its own.")
+                }
+                throw full
+            }
             throw MediaError.notFound("Video", video.videoId)
         }
-        return MediaContract.SubtitleAnswer(subtitle: Self.describe(record))
+        let added = saved?.subtitles?.first { $0.subtitleId == subtitleId } ?? record
+        return MediaContract.SubtitleAnswer(subtitle: Self.describe(added))
     }
 
     func listSubtitles(_ input: MediaContract.VideoIdRequest, _ call: Call) async throws -> MediaContract.SubtitleListAnswer {
