@@ -10,6 +10,20 @@ import Testing
 
 @Suite("Transcode plans, probes and playback tokens (pure)", .timeLimit(.minutes(10)))
 struct TranscodePlanTests {
+    @Test("a ladder's files are stored before the playlists that name them: segments, then each rendition's playlist and the storyboard's cues, then a definition's master playlist, then master.m3u8 and manifest.mpd (a playlist stored before its segments was served with them missing)")
+    func storeOrder() {
+        let files = [
+            "HD.m3u8", "HD/index.m3u8", "HD/init.mp4", "HD/seg_00000.m4s", "LD.mp4", "SQ.m4a", "SQ/index.m3u8",
+            "SQ/init.mp4", "SQ/seg_00000.m4s", "manifest.mpd", "master.m3u8", "storyboard.jpg", "storyboard.vtt",
+            "start/index.m3u8", "start/seg_00000.m4s",
+        ]
+        #expect(WorkFiles.storeOrder(files) == [
+            "HD/init.mp4", "HD/seg_00000.m4s", "LD.mp4", "SQ.m4a", "SQ/init.mp4", "SQ/seg_00000.m4s", "start/seg_00000.m4s",
+            "storyboard.jpg", "HD/index.m3u8", "SQ/index.m3u8", "start/index.m3u8", "storyboard.vtt", "HD.m3u8",
+            "manifest.mpd", "master.m3u8",
+        ])
+    }
+
     static let group = TranscodeTemplates.builtIn.groups[0]
 
     static func source(_ width: Int, _ height: Int, audio: Bool = true) -> MezzanineInfo {

@@ -82,8 +82,9 @@ extension MediaPipeline {
         auto.videoCodec = nil
         auto.audioCodec = nil
 
-        // The stream's files first, its master playlist last: nothing names a file not yet stored.
-        for file in WorkFiles.files(under: output).sorted(by: { ($0 == "master.m3u8" ? 1 : 0) < ($1 == "master.m3u8" ? 1 : 0) }) {
+        // The stream's files first, its playlist after them, its master playlist last: nothing names a file not yet
+        // stored.
+        for file in WorkFiles.storeOrder(WorkFiles.files(under: output)) {
             try Task.checkCancellation()
             try await WorkFiles.upload(
                 output + "/" + file, to: store, bucket: video.bucket, key: prefix + "/" + file,

@@ -415,11 +415,8 @@ package struct MediaPipeline: Sendable {
         await progress(0.9)
 
         // Store every file under this job's prefix; nothing points at them yet but the first stream's master
-        // playlist, which the ladder's replaces: stored last, once every file it names is.
-        let manifests: Set<String> = ["master.m3u8", "manifest.mpd"]
-        let files = WorkFiles.files(under: encoded).filter { !$0.hasSuffix(".err") }.sorted {
-            (manifests.contains($0) ? 1 : 0, $0) < (manifests.contains($1) ? 1 : 0, $1)
-        }
+        // playlist, which the ladder's replaces: stored last, and every playlist once every file it names is.
+        let files = WorkFiles.storeOrder(WorkFiles.files(under: encoded).filter { !$0.hasSuffix(".err") })
         do {
             for (index, file) in files.enumerated() {
                 try Task.checkCancellation()

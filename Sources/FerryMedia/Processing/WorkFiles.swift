@@ -73,6 +73,20 @@ package enum WorkFiles {
         }.sorted()
     }
 
+    /// `files` in the order they are stored: every file before the playlists, storyboard cues and manifests that name
+    /// it, so that a player never finds a stored playlist naming a file not yet stored (a ladder is stored under the
+    /// prefix its first stream plays from, before it is published). Media files first, then each rendition's
+    /// playlist (`LD/index.m3u8`) and the storyboard's cues, then a definition's master playlist (`LD.m3u8`), then
+    /// `master.m3u8` and `manifest.mpd`; by name within each.
+    static func storeOrder(_ files: [String]) -> [String] {
+        func rank(_ file: String) -> Int {
+            if file == "master.m3u8" || file == "manifest.mpd" { return 3 }
+            if file.hasSuffix(".m3u8") { return file.contains("/") ? 1 : 2 }
+            return file.hasSuffix(".vtt") && !file.contains("/") ? 1 : 0
+        }
+        return files.sorted { (rank($0), $0) < (rank($1), $1) }
+    }
+
     /// The Content-Type a published media file is served with.
     package static func contentType(forPath path: String) -> String {
         switch (path as NSString).pathExtension.lowercased() {

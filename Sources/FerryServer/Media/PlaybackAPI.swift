@@ -56,14 +56,6 @@ struct PlaybackAPI: Sendable {
         } catch {
             throw error.error
         }
-        // Until its ladder is published (Normal), only the files of the renditions it has (its first stream), its
-        // cover, subtitles and pictures are the video's: the ladder's playlists, segments and storyboard are stored
-        // as they are made (a playlist before its segments), and a player must never see half a ladder.
-        if video.status != VideoStatus.normal, PlaybackToken.definition(ofFile: file, in: video.renditions ?? []) == nil,
-            file.hasPrefix("storyboard") || !PlaybackToken.isOfNoDefinition(file)
-        {
-            throw missing
-        }
         // A progressive file is served once published: one of a ladder still being stored is not yet the video's.
         if !file.contains("/"), file.hasSuffix(".mp4") || file.hasSuffix(".m4a"),
             !(video.renditions ?? []).contains(where: { $0.path == file })
