@@ -174,7 +174,7 @@ struct SubtitleFormatTests {
         #expect(reads.count("a.vtt/1") == 2)
     }
 
-    @Test("the master playlist gains one SUBTITLES group that every variant names; subtitle paths are read strictly")
+    @Test("the master playlist gains one SUBTITLES group that every variant names, each track by a name of its own; subtitle paths are read strictly")
     func playlists() {
         let master = "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-STREAM-INF:BANDWIDTH=1,CODECS=\"avc1.64001f\"\nLD/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=2\nSD/index.m3u8\n"
         let tracks = [
@@ -187,6 +187,14 @@ struct SubtitleFormatTests {
         #expect(lines.contains("#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"subs\",NAME=\"English\",LANGUAGE=\"en\",DEFAULT=YES,AUTOSELECT=YES,FORCED=NO,URI=\"subtitles/sta.m3u8\""))
         #expect(lines.filter { $0.hasPrefix("#EXT-X-STREAM-INF:") }.allSatisfy { $0.hasSuffix(",SUBTITLES=\"subs\"") })
         #expect(SubtitlePlaylists.master(master, tracks: []) == master)
+        // Tracks stored before AddSubtitle kept names apart may share one: the group's names still differ.
+        let twins = tracks + [
+            SubtitleTrack(subtitleId: "stc", language: "en", name: "English", isDefault: false, key: "k", cueCount: 1, createdAt: Date()),
+        ]
+        let named = SubtitlePlaylists.master(master, tracks: twins).split(separator: "\n")
+            .filter { $0.hasPrefix("#EXT-X-MEDIA:TYPE=SUBTITLES") }
+            .compactMap { $0.split(separator: "NAME=\"").last?.prefix { $0 != "\"" } }.map(String.init)
+        #expect(named == ["English", "Português", "English (2)"])
 
         #expect(SubtitlePlaylists.file("subtitles/sta.m3u8") == .playlist(subtitleId: "sta"))
         #expect(SubtitlePlaylists.file("subtitles/sta.vtt") == .track(subtitleId: "sta"))

@@ -37,14 +37,19 @@ package enum SubtitlePlaylists {
     }
 
     /// The master playlist `text` with `tracks` as its `SUBTITLES` group, named by every variant; `text` unchanged when
-    /// there are none.
+    /// there are none. A name an earlier track of the group has is numbered (`fr (2)`): the group's names must differ
+    /// (RFC 8216), and tracks added before AddSubtitle kept them apart may share one.
     package static func master(_ text: String, tracks: [SubtitleTrack]) -> String {
         guard !tracks.isEmpty else { return text }
         var media: [String] = []
+        var names = Set<String>()
         for track in tracks {
             let isDefault = track.isDefault ? "YES" : "NO"
+            let name = names.contains(track.name)
+                ? (2...).lazy.map { "\(track.name) (\($0))" }.first { !names.contains($0) } ?? track.name : track.name
+            names.insert(name)
             media.append(
-                "#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"\(groupId)\",NAME=\"\(track.name)\",LANGUAGE=\"\(track.language)\","
+                "#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"\(groupId)\",NAME=\"\(name)\",LANGUAGE=\"\(track.language)\","
                     + "DEFAULT=\(isDefault),AUTOSELECT=YES,FORCED=NO,URI=\"subtitles/\(track.subtitleId).m3u8\"")
         }
         var lines: [String] = []
