@@ -45,8 +45,7 @@ package enum SubtitlePlaylists {
         var names = Set<String>()
         for track in tracks {
             let isDefault = track.isDefault ? "YES" : "NO"
-            let name = names.contains(track.name)
-                ? (2...).lazy.map { "\(track.name) (\($0))" }.first { !names.contains($0) } ?? track.name : track.name
+            let name = distinctName(track.name, among: names)
             names.insert(name)
             media.append(
                 "#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID=\"\(groupId)\",NAME=\"\(name)\",LANGUAGE=\"\(track.language)\","
@@ -66,6 +65,13 @@ package enum SubtitlePlaylists {
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// `name`, or when one of `names` is already it, the first of `name (2)`, `name (3)`, … none of them is: the names
+    /// of a `SUBTITLES` group must differ.
+    package static func distinctName(_ name: String, among names: Set<String>) -> String {
+        guard names.contains(name) else { return name }
+        return (2...).lazy.map { "\(name) (\($0))" }.first { !names.contains($0) } ?? name
     }
 
     /// Segments of a track for a video of `duration` seconds cut every `segmentSeconds`.

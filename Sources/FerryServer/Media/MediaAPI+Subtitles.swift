@@ -1,4 +1,5 @@
 import FerryCore
+import FerryMedia
 import Foundation
 import NIOCore
 
@@ -56,7 +57,7 @@ extension MediaAPI {
                 let names = Set(tracks.map(\.name))
                 if names.contains(added.name) {
                     guard input.name == nil else { return .keep }
-                    added.name = (2...).lazy.map { "\(record.name) (\($0))" }.first { !names.contains($0) } ?? added.name
+                    added.name = SubtitlePlaylists.distinctName(record.name, among: names)
                 }
                 if record.isDefault { for index in tracks.indices { tracks[index].isDefault = false } }
                 tracks.append(added)
