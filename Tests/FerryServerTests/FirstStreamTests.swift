@@ -63,6 +63,10 @@ struct FirstStreamTests {
                     #expect(Set(early.streams.map { "\($0.definition)/\($0.format)" }) == ["\(definition)/m3u8", "AUTO/m3u8"])
                     let master = try #require(early.stream(format: "m3u8", definition: "AUTO"))
                     let first = try #require(early.stream(format: "m3u8", definition: definition))
+                    // Asked for its definition alone, the first stream's URL opens that definition only.
+                    let narrowed = try await harness.media.getPlayInfo(videoId: videoId, definitions: [definition])
+                    let firstAlone = try #require(narrowed.stream(format: "m3u8", definition: definition))
+                    #expect(firstAlone.url.contains("start/index.m3u8?token="), "\(firstAlone.url)")
                     // Its master playlist is revalidated (the ladder's replaces it) and names the one stream.
                     let masterAnswer = try await S3TestClient.fetch(master.url)
                     #expect(masterAnswer.status == 200 && masterAnswer.header("cache-control") == "no-cache")
@@ -95,15 +99,20 @@ struct FirstStreamTests {
                     #expect(ladderAnswer.header("cache-control") != "no-cache")
                     let ladderText = String(decoding: ladderAnswer.body, as: UTF8.self)
                     #expect(ladderText.contains("LD/index.m3u8") && ladderText.contains("SD/index.m3u8") && !ladderText.contains("start/"))
-                    // A player that loaded the first stream's playlist before the switch still gets every file it names.
-                    let firstPlaylist = String(decoding: try await S3TestClient.fetch(first.url).body, as: UTF8.self)
-                    let base = try #require(first.url.components(separatedBy: "index.m3u8").first)
-                    var names = firstPlaylist.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init)
-                    #expect(!names.isEmpty)
-                    if let map = firstPlaylist.range(of: "#EXT-X-MAP:URI=\"") {
-                        names.append(String(firstPlaylist[map.upperBound...].prefix { $0 != "\"" }))
+                    // A player that loaded the first stream's playlist before the switch still gets every file it names,
+                    // also through the URL restricted to the first stream's definition.
+                    for url in [first.url, firstAlone.url] {
+                        let answer = try await S3TestClient.fetch(url)
+                        #expect(answer.status == 200, "\(url): \(answer.status)")
+                        let firstPlaylist = String(decoding: answer.body, as: UTF8.self)
+                        let base = try #require(url.components(separatedBy: "index.m3u8").first)
+                        var names = firstPlaylist.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map(String.init)
+                        #expect(!names.isEmpty)
+                        if let map = firstPlaylist.range(of: "#EXT-X-MAP:URI=\"") {
+                            names.append(String(firstPlaylist[map.upperBound...].prefix { $0 != "\"" }))
+                        }
+                        for name in names { #expect(try await S3TestClient.fetch(base + name).status == 200, "\(name)") }
                     }
-                    for name in names { #expect(try await S3TestClient.fetch(base + name).status == 200, "\(name)") }
                     // They stay for the retention time (24 h by default): a job that removes them waits until then.
                     let retire = try await harness.server.server.mediaCatalog.jobs(videoId: videoId).filter { $0.kind == .retireFirstStream }
                     #expect(retire.map(\.state) == [.queued])

@@ -95,6 +95,7 @@ extension MediaPipeline {
             guard video.status == VideoStatus.transcoding, video.playableAt == nil else { return .keep }
             video.renditions = renditions
             video.outputPrefix = prefix
+            video.firstStreamDefinition = definition
             video.playableAt = Date()
             video.updatedAt = Date()
             return .save(notify: try webhooks.events(.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8")))

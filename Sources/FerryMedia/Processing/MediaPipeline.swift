@@ -463,6 +463,8 @@ package struct MediaPipeline: Sendable {
             notify += streams.map { .streamTranscodeComplete(videoId: video.videoId, stream: $0) }
             notify.append(.transcodeComplete(videoId: video.videoId, streams: streams))
             video.renditions = published
+            // The first stream's files, and so its definition, are kept only when published under this prefix.
+            if video.outputPrefix != prefix { video.firstStreamDefinition = nil }
             video.outputPrefix = prefix
             video.playableAt = video.playableAt ?? Date()
             video.status = VideoStatus.normal

@@ -8,7 +8,7 @@ import Foundation
 /// source lies between two definitions, the next one up encoded at the source's own size (a 480p source gets LD at
 /// 360p and SD at 480p). Every rendition is encoded once, by one ffmpeg process that decodes the source once and
 /// splits the picture, into a progressive MP4 (faststart); HLS is then packaged from each MP4 without re-encoding.
-struct TranscodePlan: Sendable, Hashable {
+package struct TranscodePlan: Sendable, Hashable {
     /// One rendition to encode.
     struct Output: Sendable, Hashable {
         /// `LD`, `SD`, … or the audio definition.
@@ -181,7 +181,7 @@ struct TranscodePlan: Sendable, Hashable {
 
     /// The directory of the first stream's HLS files under the published prefix: apart from the ladder's, so that a
     /// player that started on it plays on after the ladder is published.
-    static let firstStreamDirectory = "start"
+    package static let firstStreamDirectory = "start"
 
     /// The first stream of this plan for `source`: the source when it plays as it is, else the lowest definition when
     /// the ladder has more than one; nil when the ladder is no slower (one definition, sound only) or makes no HLS.

@@ -81,10 +81,11 @@ struct PlaybackAuthorizer: Sendable {
         if claims.sub.value != video.videoId { throw .video }
         if let allowed = claims.referrers, !Self.allows(referer: referer, hosts: allowed) { throw .referrer }
         if let allowed = claims.definitions, !allowed.contains("AUTO") {
-            // A file of no published rendition opens only when it is of none by nature (subtitles, pictures): the
-            // first stream's files outlive its rendition, and must not open past the definitions either.
+            // A file of no published rendition opens when it is of none by nature (subtitles, pictures), or is the
+            // first stream's (kept after the ladder replaced it) and the token opens that stream's definition.
             guard let definition = PlaybackToken.definition(ofFile: file, in: video.renditions ?? []) else {
-                guard PlaybackToken.isOfNoDefinition(file) else { throw .definition }
+                guard PlaybackToken.isOfNoDefinition(file) || PlaybackToken.isFirstStream(file, of: video, allowed: allowed)
+                else { throw .definition }
                 return
             }
             guard allowed.contains(definition) || PlaybackToken.isSound(file, of: definition, allowed: allowed, in: video.renditions ?? [])

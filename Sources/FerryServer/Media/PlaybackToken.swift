@@ -125,6 +125,13 @@ enum PlaybackToken {
             && renditions.contains { allowed.contains($0.definition) && $0.width != nil }
     }
 
+    /// Whether `file` is one of the first stream's files (``TranscodePlan/firstStreamDirectory``) and `allowed` opens
+    /// the definition that stream was published as (``VideoRecord/firstStreamDefinition``).
+    static func isFirstStream(_ file: String, of video: VideoRecord, allowed: [String]) -> Bool {
+        guard let definition = video.firstStreamDefinition else { return false }
+        return file.hasPrefix(TranscodePlan.firstStreamDirectory + "/") && allowed.contains(definition)
+    }
+
     /// Whether `file` is a master playlist: `master.m3u8`, or a definition's with the sound apart (`LD.m3u8`). Both
     /// name the subtitle tracks.
     static func isMasterPlaylist(_ file: String) -> Bool {

@@ -63,6 +63,10 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     /// When it first had a stream to play: its first stream published while the ladder was still being made, or the
     /// ladder itself (`VideoPlayable`); nil until then.
     public var playableAt: Date?
+    /// The definition of the first stream published under ``outputPrefix`` (`OD`, or the ladder's lowest), kept once
+    /// the ladder replaces it: a playback URL restricted to that definition plays its files to the end. Nil when no
+    /// first stream was published under that prefix.
+    public var firstStreamDefinition: String?
     /// The status (`Deleted`, `UploadFail`) whose removal of files and event are done; until then a `remove-files`
     /// job finishes them.
     public var removedWith: String?
