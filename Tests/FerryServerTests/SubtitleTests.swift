@@ -196,6 +196,20 @@ struct SubtitleFormatTests {
             .compactMap { $0.split(separator: "NAME=\"").last?.prefix { $0 != "\"" } }.map(String.init)
         #expect(named == ["English", "Português", "English (2)"])
 
+        // The DASH manifest gains one text adaptation set per track, each naming the whole WebVTT file; a signed
+        // video's token reaches its BaseURL as it does every segment.
+        let manifest = DashManifest.make([
+            .init(definition: "LD", bandwidth: 1, width: 2, height: 2, codecs: "avc1", fps: nil, segments: [(4, "seg_00000.m4s")])
+        ])
+        let dash = DashManifest.addingQuery("token=t&u", to: DashManifest.addingSubtitles(twins, to: manifest))
+        #expect(dash.components(separatedBy: "contentType=\"text\" mimeType=\"text/vtt\"").count - 1 == 3)
+        #expect(dash.contains("lang=\"pt-BR\">\n      <Label>Português</Label>"))
+        #expect(dash.contains("<Label>English (2)</Label>") && dash.components(separatedBy: "value=\"main\"").count == 2)
+        #expect(dash.contains("<BaseURL>subtitles/sta.vtt?token=t&amp;u</BaseURL>"))
+        #expect(dash.contains("media=\"LD/seg_00000.m4s?token=t&amp;u\""))
+        #expect(dash.hasSuffix("    </AdaptationSet>\n  </Period>\n</MPD>\n"))
+        #expect(DashManifest.addingSubtitles([], to: manifest) == manifest)
+
         #expect(SubtitlePlaylists.file("subtitles/sta.m3u8") == .playlist(subtitleId: "sta"))
         #expect(SubtitlePlaylists.file("subtitles/sta.vtt") == .track(subtitleId: "sta"))
         #expect(SubtitlePlaylists.file("subtitles/sta/12.vtt") == .segment(subtitleId: "sta", index: 12))
@@ -357,6 +371,28 @@ struct SubtitlePlaybackTests {
             #expect(extracted.contains("00:00.500 --> 00:03.000\nFirst words\n\n00:05.000 --> 00:06.000\nSecond words"), "\(extracted)")
             #expect(try await MediaFixtures.probe(master).codec("video") == "h264")
 
+            // The DASH manifest names the track too: Python's XML reader finds its text adaptation set, whose
+            // BaseURL (with the token) is the whole track; ffmpeg still reads the manifest's picture.
+            let manifestURL = beside("manifest.mpd")
+            let dashScript = """
+                import json, sys, urllib.parse, urllib.request, xml.etree.ElementTree as ET
+                ns = {"d": "urn:mpeg:dash:schema:mpd:2011"}
+                root = ET.fromstring(urllib.request.urlopen(sys.argv[1]).read())
+                texts = [a for a in root.iter("{urn:mpeg:dash:schema:mpd:2011}AdaptationSet") if a.get("contentType") == "text"]
+                base = texts[0].find("d:Representation/d:BaseURL", ns).text
+                body = urllib.request.urlopen(urllib.parse.urljoin(sys.argv[1], base)).read().decode()
+                print(json.dumps({"texts": len(texts), "lang": texts[0].get("lang"), "label": texts[0].find("d:Label", ns).text,
+                    "roles": [r.get("value") for r in texts[0].findall("d:Role", ns)], "base": base, "body": body}))
+                """
+            let dashRun = try await MediaFixtures.tool("python3", ["-c", dashScript, manifestURL])
+            #expect(dashRun.status == 0, "\(dashRun.errorOutput)")
+            let dash = try #require(try JSONSerialization.jsonObject(with: Data(dashRun.output.utf8)) as? [String: Any])
+            #expect(dash["texts"] as? Int == 1 && dash["lang"] as? String == "en" && dash["label"] as? String == "English")
+            #expect(dash["roles"] as? [String] == ["subtitle", "main"])
+            #expect((dash["base"] as? String)?.hasPrefix("subtitles/\(track.subtitleId).vtt?token=") == true, "\(dash)")
+            #expect((dash["body"] as? String)?.contains("00:00:05.000 --> 00:00:06.000\nSecond words") == true)
+            #expect(try await MediaFixtures.probe(manifestURL).codec("video") == "h264")
+
             // The m3u8 package (PyPI), a reader no one here wrote, parses the master, a variant, the audio rendition and the
             // track.
             let script = """
@@ -393,6 +429,7 @@ struct SubtitlePlaybackTests {
             // Deleting the track takes it out of the master playlist.
             try await harness.media.deleteSubtitle(videoId: videoId, subtitleId: track.subtitleId)
             #expect(!(try await client.text(master)).contains("TYPE=SUBTITLES"))
+            #expect(!(try await client.text(manifestURL)).contains("contentType=\"text\""))
             #expect(try await client.status(beside("subtitles/\(track.subtitleId).m3u8")) == 404)
         }
     }

@@ -1,9 +1,13 @@
+import FerryStorage
 import Foundation
 
 /// A static MPEG-DASH manifest (`manifest.mpd`) over the fMP4 (CMAF) files the HLS renditions already are: each
 /// rendition is one `Representation` whose `SegmentList` names its `init.mp4` and its `seg_*.m4s` files, with a
 /// `SegmentTimeline` of the durations its HLS playlist gives. No byte is written twice; the manifest only points.
 package enum DashManifest {
+    /// The manifest's path under the video's output prefix.
+    package static let fileName = "manifest.mpd"
+
     /// One rendition as the manifest lists it.
     package struct Representation: Sendable {
         /// `LD`, `SD`, …: the representation's id and the directory of its files.
@@ -71,17 +75,42 @@ package enum DashManifest {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// `manifest` with `query` added to every file it names (`sourceURL` and `media` attributes), for a signed video
-    /// whose files each need its token.
+    /// `manifest` with `tracks` as text adaptation sets of its period, each a WebVTT file (`subtitles/<SubtitleId>.vtt`,
+    /// the whole track) with its language, its name as `Label` (numbered as in the master playlist when another
+    /// track's is the same) and the `subtitle` role (`main` too for the default track); `manifest` unchanged when
+    /// there are none.
+    package static func addingSubtitles(_ tracks: [SubtitleTrack], to manifest: String) -> String {
+        guard !tracks.isEmpty, let period = manifest.range(of: "  </Period>", options: .backwards) else { return manifest }
+        var lines: [String] = []
+        var names = Set<String>()
+        for (index, track) in tracks.enumerated() {
+            let name = SubtitlePlaylists.distinctName(track.name, among: names)
+            names.insert(name)
+            // Ids after the video's and audio's sets (0 and 1).
+            lines.append(
+                "    <AdaptationSet id=\"\(100 + index)\" contentType=\"text\" mimeType=\"text/vtt\" lang=\"\(escape(track.language))\">")
+            lines.append("      <Label>\(escape(name))</Label>")
+            lines.append("      <Role schemeIdUri=\"urn:mpeg:dash:role:2011\" value=\"subtitle\"/>")
+            if track.isDefault { lines.append("      <Role schemeIdUri=\"urn:mpeg:dash:role:2011\" value=\"main\"/>") }
+            lines.append("      <Representation id=\"\(escape(track.subtitleId))\" bandwidth=\"256\">")
+            lines.append("        <BaseURL>subtitles/\(escape(track.subtitleId)).vtt</BaseURL>")
+            lines.append("      </Representation>")
+            lines.append("    </AdaptationSet>")
+        }
+        return manifest[..<period.lowerBound] + lines.joined(separator: "\n") + "\n" + manifest[period.lowerBound...]
+    }
+
+    /// `manifest` with `query` added to every file it names (`sourceURL` and `media` attributes, `BaseURL` elements),
+    /// for a signed video whose files each need its token.
     package static func addingQuery(_ query: String, to manifest: String) -> String {
         var text = manifest
-        for attribute in ["sourceURL=\"", "media=\""] {
+        for (opening, closing) in [("sourceURL=\"", "\""), ("media=\"", "\""), ("<BaseURL>", "<")] {
             var result = ""
             var rest = Substring(text)
-            while let start = rest.range(of: attribute) {
+            while let start = rest.range(of: opening) {
                 result += rest[..<start.upperBound]
                 rest = rest[start.upperBound...]
-                guard let end = rest.firstIndex(of: "\"") else { break }
+                guard let end = rest.firstIndex(of: Character(closing)) else { break }
                 let uri = rest[..<end]
                 result += uri + (uri.contains("?") ? "&amp;" : "?") + escape(query)
                 rest = rest[end...]

@@ -407,7 +407,7 @@ package struct MediaPipeline: Sendable {
             try Data(manifest.utf8).write(to: URL(fileURLWithPath: encoded + "/manifest.mpd"))
             var mpd = renditions[renditions.count - 1]
             mpd.format = "mpd"
-            mpd.path = "manifest.mpd"
+            mpd.path = DashManifest.fileName
             mpd.size = Int64(manifest.utf8.count)
             renditions.append(mpd)
         }

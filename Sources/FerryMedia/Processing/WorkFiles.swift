@@ -80,7 +80,7 @@ package enum WorkFiles {
     /// `master.m3u8` and `manifest.mpd`; by name within each.
     static func storeOrder(_ files: [String]) -> [String] {
         func rank(_ file: String) -> Int {
-            if file == "master.m3u8" || file == "manifest.mpd" { return 3 }
+            if file == "master.m3u8" || file == DashManifest.fileName { return 3 }
             if file.hasSuffix(".m3u8") { return file.contains("/") ? 1 : 2 }
             return file.hasSuffix(".vtt") && !file.contains("/") ? 1 : 0
         }

@@ -21,6 +21,15 @@ extension PlaybackAPI {
                 SubtitlePlaylists.master(text, tracks: tracks), file: file, etag: master.etag + "-" + Self.shortHash(version),
                 request: request, token: token, final: video.status == VideoStatus.normal)
         }
+        if file == DashManifest.fileName {
+            guard !tracks.isEmpty, let prefix = video.outputPrefix else { return nil }
+            let manifest = try await media.store.object(bucket: video.bucket, key: prefix + "/" + file)
+            let version = tracks.map(\.subtitleId).joined(separator: ",")
+            return generated(
+                DashManifest.addingSubtitles(tracks, to: try await text(of: manifest)), file: file,
+                etag: manifest.etag + "-" + Self.shortHash(version), request: request, token: token,
+                final: video.status == VideoStatus.normal)
+        }
         guard let wanted = SubtitlePlaylists.file(file) else { return nil }
         let missing = S3Error(.noSuchKey, "The video has no such file.")
         // Tracks are served with the stream they go with: not before the video plays (their playlists are cut by

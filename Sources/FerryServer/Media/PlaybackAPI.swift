@@ -112,7 +112,7 @@ struct PlaybackAPI: Sendable {
         let object = try await media.store.object(bucket: bucket, key: key)
         // A 304 carries the Cache-Control the 200 would (RFC 9110, 15.4.5). The master playlist and the DASH manifest
         // name the subtitle tracks, which are added and deleted at any time: a minute, as generated playlists.
-        let lifetime = PlaybackToken.isMasterPlaylist(file) || file == "manifest.mpd" ? 60 : 3600
+        let lifetime = PlaybackToken.isMasterPlaylist(file) || file == DashManifest.fileName ? 60 : 3600
         let cacheControl = final ? "private, max-age=\(lifetime)" : "no-cache"
         try ObjectAPI.checkConditions(request.headers, object: object, cacheControl: cacheControl)
         let headers: HTTPFields = [
