@@ -260,13 +260,12 @@ struct ResumableUploadTests {
             #expect(created.status == 201)
             let location = try #require(created.header("Location"))
             let url = location.hasPrefix("http") ? location : server.endpoint + location
-            func patch(offset: Int, _ body: [UInt8], extra: [(name: String, value: String)] = [])
-                async throws -> S3TestClient.Reply
-            {
+            func patch(
+                offset: Int, _ body: [UInt8], type: String = "application/offset+octet-stream",
+                extra: [(name: String, value: String)] = []
+            ) async throws -> S3TestClient.Reply {
                 try await S3TestClient.fetchRaw(
-                    "PATCH", url,
-                    headers: tus + [("Upload-Offset", String(offset)), ("Content-Type", "application/offset+octet-stream")]
-                        + extra,
+                    "PATCH", url, headers: tus + [("Upload-Offset", String(offset)), ("Content-Type", type)] + extra,
                     body: body)
             }
             let empty = try await patch(offset: 0, [])
@@ -274,7 +273,8 @@ struct ResumableUploadTests {
             #expect(empty.header("Upload-Offset") == "0")
             #expect(try await patch(offset: 5, []).status == 409)
             let bytes = [UInt8](repeating: 7, count: 10)
-            let written = try await patch(offset: 0, bytes)
+            // A Content-Type with a parameter, or in another case, is an append's all the same.
+            let written = try await patch(offset: 0, bytes, type: "Application/Offset+Octet-Stream; charset=binary")
             #expect(written.status == 204 && written.header("Upload-Offset") == "10")
             let again = try await patch(offset: 0, [])
             #expect(again.status == 409 && again.header("Upload-Offset") == "10")
@@ -703,8 +703,11 @@ struct ResumableUploadTests {
             let appended = try await S3TestClient.fetchRaw(
                 "PATCH", b, headers: partial + [("Upload-Offset", "0"), ("Upload-Complete", "?0")], body: Array("abcdefghij".utf8))
             #expect(appended.status == 204)
+            // The draft's media type is taken in any case and with parameters, as tus's is.
             let completing = try await S3TestClient.fetchRaw(
-                "PATCH", b, headers: partial + [("Upload-Offset", "10"), ("Upload-Complete", "?1")])
+                "PATCH", b,
+                headers: ietf + [("Content-Type", "Application/Partial-Upload; charset=binary"), ("Upload-Offset", "10"),
+                    ("Upload-Complete", "?1")])
             #expect(completing.status == 200 && completing.header("Upload-Complete") == "?1", "\(completing.status) \(completing.text)")
             #expect(try await s3.get("mixed", "b").body == Array("abcdefghij".utf8))
             // Anything else to a completed upload is still refused.

@@ -323,7 +323,7 @@ struct ResumableUploadAPI: Sendable {
             throw ResumableRefusal(.badRequest, "Upload-Length and Content-Length disagree on a complete upload.", wire: wire)
         }
         var attributes = ObjectAttributes()
-        if let type = request.headers[.contentType], type != IETFWire.partialUpload, ContentSniffer.isUsableType(type) {
+        if let type = request.headers[.contentType], !IETFWire.isAppend(type), ContentSniffer.isUsableType(type) {
             attributes.contentType = type
         }
         let length = declared ?? (complete ? contentLength : nil)
@@ -567,7 +567,7 @@ struct ResumableUploadAPI: Sendable {
         }
         if case .ietf(let version) = wire {
             // What the request alone shows is checked before it stops the upload's appends under way.
-            if version >= 6, request.headers[.contentType] != IETFWire.partialUpload {
+            if version >= 6, !IETFWire.isAppend(request.headers[.contentType]) {
                 throw ResumableRefusal(.badRequest, "An append is Content-Type: application/partial-upload.", wire: wire)
             }
             _ = try wire.declaredComplete(request.headers)

@@ -7,12 +7,10 @@ enum TusWire {
     /// The content type of a tus append.
     static let offsetOctetStream = "application/offset+octet-stream"
 
-    /// Whether `contentType` is ``offsetOctetStream``, in any case and with any parameters (`; charset=binary`): a
-    /// creation's body is then its first append, as a PATCH's is.
+    /// Whether `contentType` is ``offsetOctetStream`` (``isMediaType(_:_:)``): a creation's body is then its first
+    /// append, as a PATCH's is.
     static func isAppend(_ contentType: String?) -> Bool {
-        guard let type = contentType?.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first
-        else { return false }
-        return type.trimmingCharacters(in: .whitespaces).lowercased() == offsetOctetStream
+        isMediaType(contentType, offsetOctetStream)
     }
 }
 
@@ -20,6 +18,18 @@ enum TusWire {
 enum IETFWire {
     /// The content type of an append from interop version 6.
     static let partialUpload = "application/partial-upload"
+
+    /// Whether `contentType` is ``partialUpload`` (``isMediaType(_:_:)``).
+    static func isAppend(_ contentType: String?) -> Bool {
+        isMediaType(contentType, partialUpload)
+    }
+}
+
+/// Whether `contentType` is the media type `type`, in any case and with any parameters (`; charset=binary`).
+private func isMediaType(_ contentType: String?, _ type: String) -> Bool {
+    guard let given = contentType?.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first
+    else { return false }
+    return given.trimmingCharacters(in: .whitespaces).lowercased() == type
 }
 
 /// tus's `Upload-Metadata`: comma-separated pairs of a key and an optional base64 value.
