@@ -42,20 +42,15 @@ final class SendWindow: ChannelDuplexHandler {
     /// slow link starves still has bytes acknowledged now and then, and goes on.
     static let deadLinkTimeout = TimeAmount.seconds(120)
 
-    /// What the kernel counts of a connection.
-    struct Count: Sendable, Equatable {
-        /// Bytes the server acknowledged.
-        var acked: UInt64
-    }
-
     private let server: String
     private let sizes: SendSizes
     private let clock: () -> NIODeadline
-    private let count: (any Channel) -> Count?
+    /// Bytes the server acknowledged of a channel, as the kernel counts them.
+    private let acked: (any Channel) -> UInt64?
     /// The size the socket's buffer is set to (0 before the connection's first).
     private(set) var size = 0
-    /// Since when the channel is unwritable, and the count then.
-    private var edge: (at: NIODeadline, count: Count)?
+    /// Since when the channel is unwritable, and the bytes acknowledged then.
+    private var edge: (at: NIODeadline, acked: UInt64)?
     /// The busy time and the bytes acknowledged in it, of the measure under way.
     private var busy: (time: TimeAmount, acked: UInt64) = (.zero, 0)
     /// Whether every measure counts. The first after the connection opened or paused counts only if it finds a link
@@ -65,16 +60,16 @@ final class SendWindow: ChannelDuplexHandler {
     /// Since when the connection could take bytes and was given none, if it can.
     private var quiet: NIODeadline?
 
-    /// A window for a connection to `server`, sized by `sizes`; `count` reads what the kernel counts of a channel
-    /// (nil where it cannot be read).
+    /// A window for a connection to `server`, sized by `sizes`; `acked` reads the bytes the kernel counts acknowledged
+    /// of a channel (nil where it cannot be read).
     init(
         server: String, sizes: SendSizes = .shared, clock: @escaping () -> NIODeadline = { .now() },
-        count: @escaping (any Channel) -> Count? = SendWindow.kernelCount
+        acked: @escaping (any Channel) -> UInt64? = SendWindow.kernelAcked
     ) {
         self.server = server
         self.sizes = sizes
         self.clock = clock
-        self.count = count
+        self.acked = acked
     }
 
     /// Adds a window to `channel`'s pipeline, keyed by the server it is connected to, and sets the connection's
@@ -93,7 +88,7 @@ final class SendWindow: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let counted = count(context.channel) != nil
+        let counted = acked(context.channel) != nil
         resize(to: counted ? sizes.size(for: server, now: clock()) : sizes.largest, context: context)
     }
 
@@ -121,7 +116,7 @@ final class SendWindow: ChannelDuplexHandler {
             edge = nil
         } else {
             quiet = nil
-            edge = count(context.channel).map { (now, $0) }
+            edge = acked(context.channel).map { (now, $0) }
         }
         context.fireChannelWritabilityChanged()
     }
@@ -130,11 +125,11 @@ final class SendWindow: ChannelDuplexHandler {
     /// measure, and ends the measure once it covers enough. A buffer shrinks by half at most per measure: what it
     /// holds beyond its new size must cross the link before the connection takes another byte.
     private func busyEnded(
-        since edge: (at: NIODeadline, count: Count), now: NIODeadline, context: ChannelHandlerContext
+        since edge: (at: NIODeadline, acked: UInt64), now: NIODeadline, context: ChannelHandlerContext
     ) {
-        guard let count = count(context.channel), count.acked >= edge.count.acked, now > edge.at else { return }
+        guard let acked = acked(context.channel), acked >= edge.acked, now > edge.at else { return }
         busy.time = busy.time + (now - edge.at)
-        busy.acked += count.acked - edge.count.acked
+        busy.acked += acked - edge.acked
         let drained = Int(clamping: busy.acked)
         guard busy.time >= Self.measureTime || drained >= 8 * size else { return }
         let perSecond = Int(min(Double(drained) / (Double(busy.time.nanoseconds) / 1e9), Double(Int32.max)))
@@ -156,16 +151,16 @@ final class SendWindow: ChannelDuplexHandler {
         try? context.channel.syncOptions?.setOption(option, value: SocketOptionValue(next))
     }
 
-    /// What the kernel counts of `channel`'s socket (`tcpi_bytes_acked`), where it counts the bytes acknowledged.
-    static func kernelCount(_ channel: any Channel) -> Count? {
+    /// The bytes acknowledged of `channel`'s socket as the kernel counts them (`tcpi_bytes_acked`), where it does.
+    static func kernelAcked(_ channel: any Channel) -> UInt64? {
         #if os(Linux)
         guard let provider = channel as? any SocketOptionProvider else { return nil }
-        var read: Count?
+        var read: UInt64?
         let info: EventLoopFuture<TCPInfoHead> = provider.unsafeGetSocketOption(
             level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_INFO))
         // On the channel's loop the option is read at once, and the callback runs before this returns.
-        info.assumeIsolated().whenSuccess { read = $0.count }
-        guard let read, read.acked > 0 else { return nil }
+        info.assumeIsolated().whenSuccess { read = $0.words.15 }
+        guard let read, read > 0 else { return nil }
         return read
         #else
         return nil
@@ -174,18 +169,13 @@ final class SendWindow: ChannelDuplexHandler {
 }
 
 #if os(Linux)
-/// The first 128 bytes of Linux's `struct tcp_info`, which end with `tcpi_bytes_acked` (Linux 4.1 and later; an older
-/// kernel fills less, and the count reads 0).
+/// The first 128 bytes of Linux's `struct tcp_info`, whose last word (`words.15`, byte 120) is `tcpi_bytes_acked`
+/// (Linux 4.1 and later; an older kernel fills less, and it reads 0).
 struct TCPInfoHead: Sendable {
     var words: (
         UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
         UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
     ) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-
-    /// `tcpi_bytes_acked`, at byte 120.
-    var count: SendWindow.Count {
-        withUnsafeBytes(of: words) { SendWindow.Count(acked: $0.loadUnaligned(fromByteOffset: 120, as: UInt64.self)) }
-    }
 }
 #endif
 

@@ -179,7 +179,7 @@ struct SendBufferTests {
         func open(_ server: String) throws -> (SendWindow, EmbeddedChannel) {
             let window = SendWindow(
                 server: server, sizes: sizes, clock: { link.now },
-                count: { _ in SendWindow.Count(acked: link.acked) })
+                acked: { _ in link.acked })
             let channel = EmbeddedChannel()
             try channel.pipeline.syncOperations.addHandler(window)
             return (window, channel)
@@ -245,7 +245,7 @@ struct SendBufferTests {
         #expect(sizes.size(for: "f", now: link.now) == 40_960)
         #expect(slow.size == 128 * 1024)
         // Where the kernel does not count acknowledged bytes, the buffer keeps the largest size.
-        let uncounted = SendWindow(server: "t", sizes: sizes, clock: { link.now }, count: { _ in nil })
+        let uncounted = SendWindow(server: "t", sizes: sizes, clock: { link.now }, acked: { _ in nil })
         try EmbeddedChannel().pipeline.syncOperations.addHandler(uncounted)
         #expect(uncounted.size == 256 * 1024)
     }
