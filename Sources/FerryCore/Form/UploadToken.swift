@@ -55,7 +55,8 @@ public struct UploadToken: Sendable, Hashable {
     /// Splits and decodes a token without checking its signature.
     ///
     /// - Throws: ``UploadTokenError`` with code `malformed` when it does not have three parts, its policy is not
-    ///   base64 JSON, or the policy lacks `scope` or `deadline`.
+    ///   base64 JSON, the policy lacks `scope` or `deadline`, or its scope's bucket is no bucket name
+    ///   (``BucketName/isPlausible(_:)``).
     public static func parse(_ token: String) throws(UploadTokenError) -> UploadToken {
         let parts = token.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty else {
@@ -72,6 +73,9 @@ public struct UploadToken: Sendable, Hashable {
         }
         guard !policy.scope.isEmpty, !policy.bucket.isEmpty else {
             throw UploadTokenError(.malformed, "The upload token's policy has an empty scope.")
+        }
+        guard BucketName.isPlausible(policy.bucket) else {
+            throw UploadTokenError(.malformed, "The upload token's scope names no valid bucket.")
         }
         return UploadToken(
             accessKey: String(parts[0]), encodedSignature: String(parts[1]), encodedPolicy: String(parts[2]),

@@ -172,6 +172,8 @@ extension ObjectAPI {
         if let version, version != "null" {
             throw S3Error(.invalidArgument, "Invalid version id specified", details: ["ArgumentName": "x-amz-copy-source"])
         }
+        // As the path's (``splitPath(_:)``): a NUL would let a catalog read another bucket than the one allowed.
+        guard BucketName.isPlausible(bucket) else { throw S3Error(.invalidBucketName, "The specified bucket is not valid.") }
         try Self.validateKey(key)
         guard request.principal.allows(action: "s3:GetObject", bucket: bucket, key: key) else {
             throw S3Error(.accessDenied, "Access Denied")

@@ -151,7 +151,8 @@ public struct ObjectAPI: Sendable {
         }
     }
 
-    /// Splits a raw path into a bucket and a decoded key; a `%` not followed by two hex digits is InvalidURI.
+    /// Splits a raw path into a bucket and a decoded key; a `%` not followed by two hex digits is InvalidURI, a bucket
+    /// no bucket could be called (``BucketName/isPlausible(_:)``) InvalidBucketName.
     static func splitPath(_ rawPath: String) throws -> (bucket: String, key: String) {
         let bytes = Array(rawPath.utf8)
         for (index, byte) in bytes.enumerated() where byte == UInt8(ascii: "%") {
@@ -168,6 +169,10 @@ public struct ObjectAPI: Sendable {
                 throw S3Error(.invalidURI, "Couldn't parse the specified URI: its escapes are not UTF-8.")
             }
             return text
+        }
+        // A bucket that could not exist is named as such, before a catalog reads a cut name (a NUL) for another.
+        if !decoded[0].isEmpty, !BucketName.isPlausible(decoded[0]) {
+            throw S3Error(.invalidBucketName, "The specified bucket is not valid.")
         }
         return (decoded[0], decoded[1])
     }
