@@ -444,6 +444,53 @@ struct FormUploaderTests {
         }
     }
 
+    @Test("a form's token is verified as soon as its field is read: a bad one is answered before the rest of the body comes; x: variables are held up to 16 KiB before the token and 1 MiB after it")
+    func tokenFirst() async throws {
+        try await Self.withServer(size: 10) { server, _ in
+            func field(_ name: String, _ value: String) -> String {
+                "--B\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)\r\n"
+            }
+            // A bad token, then a field that goes on: the answer comes without the rest of the body (a form held
+            // every field before the token was looked at, up to 200 of 64 KiB, with no credential).
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            let head = RawSocket.requestHead(
+                "POST", FormUploadFields.path,
+                [("Host", "127.0.0.1"), ("Content-Type", "multipart/form-data; boundary=B"), ("Content-Length", "10000000")])
+            try RawSocket.write(socket, Array((head + field("token", "not-a-token") + "--B\r\nContent-Disposition: form-data; name=\"x:a\"\r\n\r\nmore").utf8))
+            let (received, _) = await RawSocket.receive(socket, timeout: .seconds(10)) { RawSocket.isCompleteResponse($0) }
+            let answer = String(decoding: received, as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 401") && answer.contains("BadToken"), "\(answer.prefix(300))")
+
+            let token = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
+            let transport = AsyncHTTPClientTransport()
+            func post(_ fields: String) async throws -> (status: Int, text: String) {
+                let body = fields + "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nxyz\r\n--B--\r\n"
+                let response = try await transport.send(
+                    TransportRequest(
+                        method: "POST", url: server.endpoint + FormUploadFields.path,
+                        headers: [("Content-Type", "multipart/form-data; boundary=B")], body: Array(body.utf8),
+                        timeout: .seconds(30)),
+                    bodyProgress: { _ in }, responseSink: nil)
+                return (response.status, String(decoding: response.body, as: UTF8.self))
+            }
+            let tenKiB = String(repeating: "v", count: 10 * 1024)
+            let sixtyKiB = String(repeating: "v", count: 60 * 1024)
+            // Before the token, 16 KiB of variables at most; after it, 1 MiB.
+            let early = try await post(field("x:a", tenKiB) + field("x:b", tenKiB) + field("token", token) + field("key", "early"))
+            #expect(early.status == 400 && early.text.contains("before its token field"), "\(early)")
+            let late = try await post(field("token", token) + field("key", "late") + field("x:a", tenKiB) + field("x:b", tenKiB))
+            #expect(late.status == 200, "\(late)")
+            let many = (0..<18).map { field("x:v\($0)", sixtyKiB) }.joined()
+            let tooMany = try await post(field("token", token) + field("key", "many") + many)
+            #expect(tooMany.status == 400 && tooMany.text.contains("larger than 1 MiB"), "\(tooMany.status)")
+            let twice = try await post(field("token", token) + field("token", token) + field("key", "twice"))
+            #expect(twice.status == 400 && twice.text.contains("two token fields"), "\(twice)")
+            #expect(try await server.client().get(Self.bucket, "late").status == 200)
+            for key in ["early", "many", "twice"] { #expect(try await server.client().get(Self.bucket, key).status == 404, "\(key)") }
+        }
+    }
+
     @Test("scope bucket:key: that key (given or implied) is stored; another key → 403 KeyNotAllowed")
     func scopedKey() async throws {
         try await Self.withServer(size: 5000) { server, file in

@@ -47,14 +47,47 @@ public struct FormUploadAPI: Sendable {
     /// Largest callback answer passed back to the uploader.
     static let maxCallbackResponse = 1024 * 1024
 
+    /// The upload token `text` once it parses, its access key is active and its signature and deadline hold; the
+    /// request takes its turn of that key's request rate.
+    private func verifiedToken(_ text: String) async throws -> (token: UploadToken, signer: CredentialStore.Resolved) {
+        guard !text.isEmpty else {
+            throw FormUploadError(.missingField, "The form has no token field (it must come before the file).")
+        }
+        let token: UploadToken
+        do throws(UploadTokenError) {
+            token = try UploadToken.parse(text)
+        } catch {
+            throw FormUploadError(.badToken, error.message)
+        }
+        guard let resolved = try await credentials.longTermKey(token.accessKey) else {
+            throw FormUploadError(.unknownAccessKey, "The upload token's access key is unknown or disabled.")
+        }
+        do throws(UploadTokenError) {
+            try token.verify(secretKey: resolved.secretAccessKey, now: credentials.now())
+        } catch {
+            throw FormUploadError(error.code == .expired ? .expiredToken : .badToken, error.message)
+        }
+        try takeRequestTurn(resolved.principal)
+        return (token, resolved)
+    }
+
     /// The fields read before the file part.
     struct Fields {
-        var token: String?
+        /// The upload token, verified as soon as its field was read, and the key that signed it.
+        var token: (token: UploadToken, signer: CredentialStore.Resolved)?
         var key: String?
         var crc32: String?
         var variables: [(name: String, value: String)] = []
+        /// Bytes of the names and values in ``variables``.
+        var variableBytes = 0
         var metadata: [String: String] = [:]
     }
+
+    /// Most bytes of `x:` variables a form holds before its token has been read and verified (then
+    /// ``maxVariableBytes``): a request with no valid token holds no more than this and its token field.
+    static let maxVariableBytesBeforeToken = 16 * 1024
+    /// Most bytes of `x:` variables a form with a valid token holds.
+    static let maxVariableBytes = 1024 * 1024
 
     /// Answers `POST /_ferry/form`, the one method routed here (refusals are thrown for the group's ``FormDialect``).
     func upload(_ request: Request, requestId: String, logger: Logger) async throws -> Response {
@@ -70,12 +103,24 @@ public struct FormUploadAPI: Sendable {
             switch try await reader.nextPart() {
             case .field(let name, let value):
                 switch name {
-                case FormUploadFields.token: fields.token = value
+                case FormUploadFields.token:
+                    guard fields.token == nil else { throw FormUploadError(.invalidArgument, "The form has two token fields.") }
+                    // Verified before anything more is read: a form without a valid token is answered at once.
+                    fields.token = try await verifiedToken(value)
                 case FormUploadFields.key: fields.key = value
                 case FormUploadFields.crc32: fields.crc32 = value
                 default:
                     if name.hasPrefix(FormUploadFields.customVariablePrefix) {
                         fields.variables.append((name, value))
+                        fields.variableBytes += name.utf8.count + value.utf8.count
+                        let limit = fields.token == nil ? Self.maxVariableBytesBeforeToken : Self.maxVariableBytes
+                        guard fields.variableBytes <= limit else {
+                            throw FormUploadError(
+                                .invalidArgument,
+                                fields.token == nil
+                                    ? "The form's x: variables before its token field are larger than 16 KiB."
+                                    : "The form's x: variables are larger than 1 MiB.")
+                        }
                     } else if name.lowercased().hasPrefix(FormUploadFields.metadataPrefix) {
                         let metaName = String(name.dropFirst(FormUploadFields.metadataPrefix.count)).lowercased()
                         guard !metaName.isEmpty, metaName.unicodeScalars.allSatisfy(Self.tokenCharacters.contains),
@@ -101,26 +146,9 @@ public struct FormUploadAPI: Sendable {
                 throw FormUploadError(.missingField, "The form has no file part.")
             }
         }
-
-        // The token and who signed it.
-        guard let tokenString = fields.token, !tokenString.isEmpty else {
+        guard let (token, resolved) = fields.token else {
             throw FormUploadError(.missingField, "The form has no token field (it must come before the file).")
         }
-        let token: UploadToken
-        do throws(UploadTokenError) {
-            token = try UploadToken.parse(tokenString)
-        } catch {
-            throw FormUploadError(.badToken, error.message)
-        }
-        guard let resolved = try await credentials.longTermKey(token.accessKey) else {
-            throw FormUploadError(.unknownAccessKey, "The upload token's access key is unknown or disabled.")
-        }
-        do throws(UploadTokenError) {
-            try token.verify(secretKey: resolved.secretAccessKey, now: credentials.now())
-        } catch {
-            throw FormUploadError(error.code == .expired ? .expiredToken : .badToken, error.message)
-        }
-        try takeRequestTurn(resolved.principal)
         let policy = token.policy
         if let problem = policy.problem { throw FormUploadError(.invalidArgument, problem) }
 
