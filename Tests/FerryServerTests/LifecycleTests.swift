@@ -110,6 +110,43 @@ struct LifecycleTests {
         }
     }
 
+    @Test("a pass deletes no object retagged since it read it: a tagging answered while the pass runs takes the object out of a tag rule", arguments: JobQueueImplementation.allCases)
+    func retaggedDuringPass(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            try await store.createBucket("b")
+            let expire = S3LifecycleConfiguration.Tag(key: "expire", value: "yes")
+            try await store.setBucketConfiguration(
+                "b", .lifecycle, try Self.document([Rule(id: "tagged", filter: .init(tag: expire), expiration: .init(days: 1))]))
+            let keys = (0..<1000).map { String(format: "k%05d", $0) }
+            var etags: [String: String] = [:]
+            for key in keys {
+                let object = try await ObjectCatalogTests.put(store, "b", key, "x")
+                try await store.setObjectTags([ObjectTag(key: "expire", value: "yes")], bucket: "b", key: key, etag: object.etag)
+                etags[key] = object.etag
+            }
+            let pass = Task { try await store.applyLifecycle(now: Date().addingTimeInterval(2 * 86_400)) }
+            // Once the pass has read its page and begun deleting, the objects it has not reached yet are retagged,
+            // from the last one back, until one is gone.
+            while (try? await store.object(bucket: "b", key: keys[0])) != nil { try await Task.sleep(for: .milliseconds(1)) }
+            var retagged: [String] = []
+            for key in keys.reversed() {
+                do {
+                    try await store.setObjectTags(
+                        [ObjectTag(key: "expire", value: "no")], bucket: "b", key: key, etag: etags[key] ?? "")
+                    retagged.append(key)
+                } catch {
+                    break
+                }
+            }
+            let outcome = try await pass.value
+            #expect(!retagged.isEmpty && retagged.count < keys.count, "no tagging came while the pass ran: nothing shown")
+            var lost: [String] = []
+            for key in retagged where (try? await store.object(bucket: "b", key: key)) == nil { lost.append(key) }
+            #expect(lost.isEmpty, "\(lost.count) of \(retagged.count) objects retagged during the pass were deleted")
+            #expect(outcome.expiredObjects == keys.count - retagged.count)
+        }
+    }
+
     @Test("an abandoned multipart upload is aborted after the rule's age and its parts' bytes are gone", arguments: JobQueueImplementation.allCases)
     func abortIncompleteUploads(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store, blobs in

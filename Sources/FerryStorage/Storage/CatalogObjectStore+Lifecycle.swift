@@ -21,8 +21,8 @@ extension CatalogObjectStore {
     /// Applies every bucket's lifecycle rules as of `now`: deletes the objects they expire and aborts the unfinished
     /// uploads they abort (their parts' bytes are queued for deletion as an abort's are).
     ///
-    /// An object rewritten since it was listed is left alone (the delete is conditional on its ETag and time), so a
-    /// pass never removes a version it did not judge. The rules of the buckets in `skipping` are not applied (the media
+    /// An object rewritten or retagged since it was listed is left alone (the delete is conditional on its ETag, time,
+    /// size and tags), so a pass never removes a version it did not judge. The rules of the buckets in `skipping` are not applied (the media
     /// bucket's, which takes none, set before it refused them).
     package func applyLifecycle(now: Date, dayLength: TimeInterval? = nil, skipping: Set<String> = []) async throws
         -> LifecycleOutcome
@@ -49,8 +49,11 @@ extension CatalogObjectStore {
                 for object in objects where lifecycle.expiration(of: object).map({ $0.date <= now }) == true {
                     guard try await stillInForce() else { continue buckets }
                     guard let due = lifecycle.expiration(of: object)?.date, due <= now else { continue }
+                    // Its tags too: a rule's filter may take them, and a tagging answered since the page was read
+                    // may have taken the object out of every rule.
                     let unchanged = ObjectWriteCondition(
-                        ifMatch: [object.etag], ifMatchLastModified: object.lastModified, ifMatchSize: object.size)
+                        ifMatch: [object.etag], ifMatchLastModified: object.lastModified, ifMatchSize: object.size,
+                        ifMatchTags: object.tags)
                     if case .stored(let replaced) = try await catalog.deleteObject(
                         bucket: bucket, key: object.key, condition: unchanged)
                     {

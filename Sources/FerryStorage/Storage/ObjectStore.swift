@@ -19,6 +19,9 @@ public struct ObjectWriteCondition: Sendable, Hashable {
     public var ifMatchLastModified: Date?
     /// The size the current object must have.
     public var ifMatchSize: Int64?
+    /// The tags the current object must have (in any order): a lifecycle rule's delete of an object whose tags
+    /// changed since it was judged does not hold.
+    public var ifMatchTags: [ObjectTag]?
     /// Set for the one file of a video or image (`Video <id>`, `Image <id>`): the object is written only where none is
     /// or over one of the same ETag (the same bytes again), so that of writers racing to make the file one makes it
     /// and the others are refused (``Failure/fileStored(owner:)``).
@@ -27,12 +30,13 @@ public struct ObjectWriteCondition: Sendable, Hashable {
     /// Creates a condition.
     public init(
         ifMatch: [String]? = nil, ifNoneMatch: [String]? = nil, ifMatchLastModified: Date? = nil,
-        ifMatchSize: Int64? = nil, fileOwner: String? = nil
+        ifMatchSize: Int64? = nil, ifMatchTags: [ObjectTag]? = nil, fileOwner: String? = nil
     ) {
         self.ifMatch = ifMatch
         self.ifNoneMatch = ifNoneMatch
         self.ifMatchLastModified = ifMatchLastModified
         self.ifMatchSize = ifMatchSize
+        self.ifMatchTags = ifMatchTags
         self.fileOwner = fileOwner
     }
 
@@ -54,9 +58,12 @@ public struct ObjectWriteCondition: Sendable, Hashable {
         case fileStored(owner: String)
     }
 
-    /// Evaluates the condition against the current object (nil when the key is free) for a write of an object with
-    /// the ETag `writing` (nil for a delete); nil when it holds.
-    public func evaluate(etag: String?, lastModified: Date?, size: Int64?, writing: String? = nil) -> Failure? {
+    /// Evaluates the condition against the current object (nil when the key is free; `tags` read only for
+    /// ``ifMatchTags``) for a write of an object with the ETag `writing` (nil for a delete); nil when it holds.
+    public func evaluate(
+        etag: String?, lastModified: Date?, size: Int64?, tags: () throws -> [ObjectTag]? = { nil },
+        writing: String? = nil
+    ) rethrows -> Failure? {
         if let ifMatch {
             guard let etag else { return .noSuchKey }
             if !ifMatch.contains("*") && !ifMatch.contains(etag) { return .preconditionFailed }
@@ -73,6 +80,10 @@ public struct ObjectWriteCondition: Sendable, Hashable {
         if let ifMatchSize {
             guard let size else { return .noSuchKey }
             if size != ifMatchSize { return .preconditionFailed }
+        }
+        if let ifMatchTags {
+            guard let tags = try tags() else { return .noSuchKey }
+            if Set(tags) != Set(ifMatchTags) || tags.count != ifMatchTags.count { return .preconditionFailed }
         }
         if let fileOwner, let etag, etag != writing { return .fileStored(owner: fileOwner) }
         return nil

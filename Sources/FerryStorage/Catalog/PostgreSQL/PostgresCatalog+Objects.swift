@@ -139,12 +139,13 @@ extension PostgresCatalog: ObjectCatalog {
     ) async throws -> ObjectWriteCondition.Failure? {
         if condition.isEmpty { return nil }
         let current = try await rows(
-            "SELECT etag, last_modified, size FROM s3_object WHERE bucket = \(bucket) AND key = \(key)",
+            "SELECT etag, last_modified, size, tags FROM s3_object WHERE bucket = \(bucket) AND key = \(key)",
             on: connection, logger: logger
         ).first
-        return condition.evaluate(
+        return try condition.evaluate(
             etag: try current.map { try $0.value("etag") }, lastModified: try current?.date("last_modified"),
-            size: try current.map { try $0.value("size") }, writing: writing)
+            size: try current.map { try $0.value("size") }, tags: { try current.map { try $0.json("tags") } },
+            writing: writing)
     }
 
     /// Writes the object's row; returns the blobs of the one it replaced.

@@ -239,10 +239,11 @@ public final class SQLiteCatalog: ObjectCatalog {
     ) throws -> ObjectWriteCondition.Failure? {
         if condition.isEmpty { return nil }
         let current = try Row.fetchOne(
-            db, sql: "SELECT etag, lastModified, size FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
-        return condition.evaluate(
+            db, sql: "SELECT etag, lastModified, size, tags FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
+        return try condition.evaluate(
             etag: current?["etag"], lastModified: (current?["lastModified"] as Double?).map(Date.init(timeIntervalSince1970:)),
-            size: current?["size"], writing: writing)
+            size: current?["size"], tags: { try current.map { try CatalogJSON.decode([ObjectTag].self, $0["tags"]) } },
+            writing: writing)
     }
 
     /// Inserts or replaces an object; returns the blobs of the object it replaced so the caller deletes them. With a
