@@ -44,7 +44,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Region the service reports. Default us-east-1.")
     var region: String?
 
-    @Option(name: .customLong("multipart-max-age"), help: "Seconds after which an unfinished S3 multipart upload is aborted (tus and IETF uploads end at their own Upload-Expires). Default 604800 (7 days).")
+    @Option(name: .customLong("multipart-max-age"), help: "Seconds after which an unfinished S3 multipart upload is aborted (tus and IETF uploads end at their own Upload-Expires); checked hourly, or every fifth of this when shorter. Default 604800 (7 days).")
     var multipartMaxAge: Double?
 
     @Option(
@@ -59,7 +59,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("uploading-video-max-age"),
-        help: "Seconds a video or image may stay Uploading; then what arrived of it is removed, it becomes UploadFail and a VideoUploadExpired or ImageUploadExpired event is sent (or FERRY_UPLOADING_VIDEO_MAX_AGE). Default 604800 (7 days).")
+        help: "Seconds a video or image may stay Uploading; then what arrived of it is removed, it becomes UploadFail and a VideoUploadExpired or ImageUploadExpired event is sent (or FERRY_UPLOADING_VIDEO_MAX_AGE); checked hourly, or every fifth of this when shorter. Default 604800 (7 days).")
     var uploadingVideoMaxAge: Double?
 
     @Option(name: .customLong("webhook-url"), help: "URL that receives signed event POSTs (or FERRY_WEBHOOK_URL); the secret comes from FERRY_WEBHOOK_SECRET.")

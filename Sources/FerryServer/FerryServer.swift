@@ -367,7 +367,7 @@ public struct FerryServer: Sendable {
     public func makeBackgroundServices() -> [any Service] {
         let leases = ObservedServiceLeases(base: mediaCatalog, metrics: metrics)
         let collector = UploadCollector(
-            store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
+            store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectorInterval,
             logger: configuration.logger, media: mediaLibrary, leases: leases, node: node,
             lifecycleInterval: configuration.lifecycleDayLength.map { .seconds($0 / 5) } ?? .seconds(600),
             lifecycleDayLength: configuration.lifecycleDayLength)

@@ -247,6 +247,23 @@ struct LifecycleTests {
         </LifecycleConfiguration>
         """
 
+    @Test("a multipart upload older than a short --multipart-max-age is aborted within a fifth of that age, not at the next hourly pass")
+    func shortMultipartMaxAge() async throws {
+        try await TestServer.with(configure: { $0.multipartUploadMaxAge = 3 }) { server in
+            #expect(server.server.configuration.collectorInterval == 1)
+            let s3 = server.client()
+            try await s3.createBucket("short")
+            let uploadId = try await s3.createMultipartUpload("short", "k")
+            func listed() async throws -> Bool {
+                try await s3.send("GET", "/short", query: [("uploads", "")]).text.contains(uploadId)
+            }
+            #expect(try await listed())
+            let deadline = ContinuousClock.now + .seconds(20)
+            while try await listed(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(250)) }
+            #expect(try await !listed(), "the upload outlived its age by more than 17 s")
+        }
+    }
+
     @Test("Put/Get/DeleteBucketLifecycleConfiguration: stored as given, an ID for rules without one, 404 when none; the media bucket takes none")
     func configurationRoundTrip() async throws {
         try await TestServer.inMemory { server in
