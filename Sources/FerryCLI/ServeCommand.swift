@@ -120,7 +120,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("metrics-token"),
-        help: "Bearer token Prometheus must send for GET /metrics (or FERRY_METRICS_TOKEN). Default: the series are open to whoever reaches the port.")
+        help: "Bearer token Prometheus must send for GET /metrics (or FERRY_METRICS_TOKEN; an empty one is refused). Default: the series are open to whoever reaches the port.")
     var metricsToken: String?
 
     @Option(
@@ -287,7 +287,12 @@ struct ServeCommand: AsyncParsableCommand {
         let roleName = role ?? env["FERRY_ROLE"] ?? "all"
         guard let nodeRole = NodeRole(rawValue: roleName) else { throw ValidationError("FERRY_ROLE must be all, api or worker.") }
         configuration.role = nodeRole
-        configuration.metricsToken = (metricsToken ?? env["FERRY_METRICS_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
+        // A token set to nothing (a secret that rendered empty) would leave the series open: refused, not taken as none.
+        if let token = metricsToken ?? env["FERRY_METRICS_TOKEN"], token.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ValidationError(
+                "The metrics token (--metrics-token or FERRY_METRICS_TOKEN) is empty; leave it unset to serve /metrics without one.")
+        }
+        configuration.metricsToken = metricsToken ?? env["FERRY_METRICS_TOKEN"]
         configuration.metricsPort = metricsPort
         // A worker node opens no main port: its metrics may take that number.
         if nodeRole != .worker, metricsPort == port {

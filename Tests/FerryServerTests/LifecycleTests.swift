@@ -356,6 +356,17 @@ struct LifecycleTests {
                 #expect(reply.errorCode == code, "\(body.prefix(120)): \(reply.text)")
                 #expect(try await s3.send("GET", "/lcb", query: [("lifecycle", "")]).body == before)
             }
+            // Said as it is: a date that does not exist is not "not at midnight", and an And of two conditions on one
+            // tag key, which no object could meet, is refused as S3 refuses it.
+            let said: [(String, String)] = [
+                (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>2020-13-45T00:00:00Z</Date></Expiration>"), "that exists"),
+                (rule("<Filter><And><Tag><Key>k</Key><Value>v</Value></Tag><Tag><Key>k</Key><Value>w</Value></Tag></And></Filter><Status>Enabled</Status>" + expiration), "Duplicate Tag Keys"),
+            ]
+            for (body, message) in said {
+                let reply = try await s3.send("PUT", "/lcb", query: [("lifecycle", "")], body: Array(body.utf8))
+                #expect(reply.errorCode == "InvalidArgument" && reply.text.contains(message), "\(body.prefix(120)): \(reply.text)")
+                #expect(try await s3.send("GET", "/lcb", query: [("lifecycle", "")]).body == before)
+            }
         }
     }
 

@@ -1200,6 +1200,12 @@ struct CommandLineTests {
             let taken = try await FerryRun.run(["videos", "list", "--data-dir", unusedData], environment: environment)
             #expect(taken.status == 0, "\(environment): \(taken.error)")
         }
+        // A metrics token set to nothing would leave the series open: refused, by flag or variable.
+        for (arguments, environment) in [(["--metrics-token", ""], [:]), ([], ["FERRY_METRICS_TOKEN": " "])] {
+            let empty = try await FerryRun.run(
+                ["serve", "--data-dir", unusedData, "--port", "0"] + arguments, environment: environment)
+            #expect(empty.status == 64 && empty.error.contains("metrics token"), "\(arguments) \(environment): \(empty.error)")
+        }
         let samePort = try await FerryRun.run(["serve", "--data-dir", unusedData, "--port", "9123", "--metrics-port", "9123"])
         #expect(samePort.status == 64 && samePort.error.contains("--metrics-port must differ"), "\(samePort.error)")
 

@@ -75,9 +75,12 @@ extension ObjectAPI {
                     throw invalid("'Days' for Expiration action must be a positive integer")
                 }
                 if let text = expiration.date {
-                    guard let date = BucketLifecycle.parseDate(text),
-                        date.timeIntervalSince1970.truncatingRemainder(dividingBy: 86_400) == 0
-                    else { throw invalid("'Date' must be at midnight GMT") }
+                    guard let date = BucketLifecycle.parseDate(text) else {
+                        throw invalid("'Date' must be an ISO 8601 date and time that exists (2030-01-01T00:00:00Z)")
+                    }
+                    guard date.timeIntervalSince1970.truncatingRemainder(dividingBy: 86_400) == 0 else {
+                        throw invalid("'Date' must be at midnight GMT")
+                    }
                 }
             }
             if let abort = rule.abortIncompleteMultipartUpload {
@@ -91,6 +94,8 @@ extension ObjectAPI {
             if let days = rule.noncurrentVersionExpiration?.noncurrentDays, !Self.lifecycleDays.contains(days) {
                 throw invalid("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
             }
+            // Two conditions on one tag key could never both hold: the rule would silently do nothing.
+            guard Set(rule.tags.map(\.key)).count == rule.tags.count else { throw invalid("Duplicate Tag Keys are not allowed.") }
             let floor = rule.objectSizeGreaterThan ?? 0
             if floor < 0 || (rule.objectSizeLessThan ?? 1) <= 0 || floor >= (rule.objectSizeLessThan ?? .max) {
                 throw invalid("ObjectSizeGreaterThan must be less than ObjectSizeLessThan, and both not negative")
