@@ -249,6 +249,19 @@ struct SignedPlaybackTests {
                 kid: JWKIdentifier(string: rsa.keyId))
             #expect(try await Self.get(master, token: try await Self.token(rsaKeys, kid: rsa.keyId, video: videoId)).status == 200)
 
+            // A temporary credential the root key issued acts on the root key's own videos alone: it makes no
+            // signing key, which as the root key's would sign for every owner's video and outlive it (hunt82).
+            let rootTemporary = MediaServiceClient(
+                endpoint: URL(string: harness.server.endpoint)!,
+                credentials: try await harness.media.assumeRole(
+                    durationSeconds: 900, policy: AccessPolicy(statements: [.init(actions: ["media:*"])])))
+            do throws(FerryError) {
+                _ = try await rootTemporary.createSigningKey()
+                Issue.record("a temporary credential of the root key made a signing key")
+            } catch {
+                #expect(error.httpStatus == 403 && error.serverCode == "Forbidden", "\(error)")
+            }
+            #expect(try await harness.media.signingKeys().count == 2)
             // Another access key's signing key does not open the root key's videos.
             let scoped = try await harness.media.createAccessKey(
                 policy: AccessPolicy(statements: [.init(actions: ["media:*"])]))

@@ -17,6 +17,13 @@ extension MediaAPI {
             throw MediaError.invalid("Algorithm", "must be ES256 or RS256.")
         }
         let owner = call.principal.parentAccessKeyId
+        // A key the root key owns signs for every video: the root key makes one (or its console session), not a
+        // temporary credential it issued, which acts on the root key's own videos alone and would outlive itself.
+        guard call.principal.isRoot || owner != credentials.root.accessKeyId else {
+            throw MediaError(
+                "Forbidden", "A temporary credential of the root key cannot make signing keys; make them with the root key.",
+                status: 403)
+        }
         let full = MediaError(
             "QuotaExceeded.SigningKeys", "An access key has at most \(Self.maxSigningKeysPerOwner) signing keys.", status: 409)
         // Checked first so a full owner costs no key generation; the insert checks again, atomically.
