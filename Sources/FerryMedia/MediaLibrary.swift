@@ -102,7 +102,7 @@ public struct MediaLibrary: Sendable {
     /// only the same bytes again (a retry whose first answer was lost) may be written; while uploading, the write makes
     /// it unless another made it first.
     package func checkWritable(bucket: String, key: String) async throws -> StoredFile? {
-        guard bucket == self.bucket else { return nil }
+        guard bucket.isByteEqual(to: self.bucket) else { return nil }
         if let gone = try await goneOwner(of: key) {
             throw FerryDomainError(.accessDenied, "\(gone) was deleted or its upload expired; nothing more is stored for it.")
         }
@@ -131,7 +131,7 @@ public struct MediaLibrary: Sendable {
             return "Video \(video.videoId)"
         }
         if parts[0] == "image", let id = parts[2].split(separator: ".").first, Hex.isRandomId(id),
-            let image = try await catalog.image(String(id)), image.key == key,
+            let image = try await catalog.image(String(id)), image.key.isByteEqual(to: key),
             [ImageStatus.deleted, ImageStatus.uploadFailed].contains(image.status)
         {
             return "Image \(image.imageId)"
@@ -170,7 +170,7 @@ public struct MediaLibrary: Sendable {
     package func videoStored(_ videoId: String, object: ObjectInfo) async throws {
         let maxAttempts = configuration.maxAttempts
         try await catalog.updateVideo(videoId) { [webhooks] video in
-            guard video.status != VideoStatus.deleted, video.key == object.key,
+            guard video.status != VideoStatus.deleted, video.key.isByteEqual(to: object.key),
                 video.status == VideoStatus.uploading || video.size != object.size
             else { return .keep }
             video.size = object.size
@@ -189,7 +189,7 @@ public struct MediaLibrary: Sendable {
     /// that was deleted, is left as it is.
     func imageStored(_ imageId: String, object: ObjectInfo) async throws {
         try await catalog.updateImage(imageId) { [webhooks] image in
-            guard [ImageStatus.uploading, ImageStatus.uploaded].contains(image.status), image.key == object.key,
+            guard [ImageStatus.uploading, ImageStatus.uploaded].contains(image.status), image.key.isByteEqual(to: object.key),
                 image.status == ImageStatus.uploading || image.size != object.size
             else { return .keep }
             let arrived = image.status == ImageStatus.uploading
@@ -392,7 +392,7 @@ public struct MediaLibrary: Sendable {
     private static func abortMultipartUploads(bucket: String, key: String, in store: any ObjectStore) async throws {
         for upload in try await store.listMultipartUploads(
             bucket: bucket, prefix: key, delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
-        ).uploads where upload.key == key {
+        ).uploads where upload.key.isByteEqual(to: key) {
             do {
                 try await store.abortMultipartUpload(upload)
             } catch let error as FerryDomainError where error.code == .uploadNotFound {

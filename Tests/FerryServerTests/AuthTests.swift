@@ -106,6 +106,24 @@ struct AuthTests {
             #expect(try await scoped.put("uploads", "e\u{301}/escape", [1]).errorCode == "AccessDenied")
             #expect(AccessPolicy(statements: [.init(actions: ["s3:GetObject"], key: "\u{E9}")])
                 .allows(action: "s3:GetObject", bucket: "b", key: "e\u{301}") == false)
+            // Nor does another key's multipart upload open to it by the equivalent spelling of its key (hunt82): the
+            // upload is another key's, not found, and the object stays as it was.
+            let decomposedScope = AccessPolicy(statements: [.init(actions: ["s3:*"], bucket: "uploads", keyPrefix: "e")])
+            let decomposed = server.client(server.server.credentials.tokens.issue(
+                parent: server.root.accessKeyId, policy: decomposedScope, expiration: Date().addingTimeInterval(600)))
+            #expect(try await s3.put("uploads", "\u{E9}t\u{E9}", Array("owner".utf8)).status == 200)
+            let ownersUpload = try await s3.createMultipartUpload("uploads", "\u{E9}t\u{E9}")
+            let equivalent = S3TestClient.path("uploads", "e\u{301}te\u{301}")
+            let part = try await decomposed.send(
+                "PUT", equivalent, query: [("partNumber", "1"), ("uploadId", ownersUpload)], body: Array("other".utf8))
+            #expect(part.errorCode == "NoSuchUpload", "\(part.status) \(part.text)")
+            #expect(try await decomposed.send("GET", equivalent, query: [("uploadId", ownersUpload)]).errorCode == "NoSuchUpload")
+            let complete = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>"
+            #expect(try await decomposed.send(
+                "POST", equivalent, query: [("uploadId", ownersUpload)], body: Array(complete.utf8)).errorCode == "NoSuchUpload")
+            #expect(try await decomposed.send("DELETE", equivalent, query: [("uploadId", ownersUpload)]).errorCode == "NoSuchUpload")
+            #expect(try await s3.send("GET", S3TestClient.path("uploads", "\u{E9}t\u{E9}"), query: [("uploadId", ownersUpload)]).status == 200)
+            #expect(try await s3.get("uploads", "\u{E9}t\u{E9}").body == Array("owner".utf8))
 
             let expired = server.server.credentials.tokens.issue(
                 parent: server.root.accessKeyId, policy: policy, expiration: Date().addingTimeInterval(-1))

@@ -508,6 +508,10 @@ struct FormUploaderTests {
                     == "only/this.png")
             #expect(
                 try await server.formUploader(token: token).upload(file: file, key: nil).result.key == "only/this.png")
+            // The scope's key is compared by bytes: the canonically equivalent spelling is another key.
+            let accented = server.uploadToken(PutPolicy(scope: Self.bucket + ":\u{E9}.png", deadline: Self.future))
+            let equivalent = try await Self.failure(server.formUploader(token: accented).upload(file: file, key: "e\u{301}.png"))
+            #expect(equivalent.httpStatus == 403 && equivalent.formUploadCode == .keyNotAllowed)
             // A bucket scope needs a key.
             let bucketToken = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
             let missing = try await Self.failure(server.formUploader(token: bucketToken).upload(file: file, key: nil))

@@ -157,7 +157,7 @@ public struct FormUploadAPI: Sendable {
         let key: String
         switch (fields.key, policy.key) {
         case (let given?, let scoped?):
-            guard given == scoped else {
+            guard given.isByteEqual(to: scoped) else {
                 throw FormUploadError(.keyNotAllowed, "The key differs from the one the upload token's scope names.")
             }
             key = given

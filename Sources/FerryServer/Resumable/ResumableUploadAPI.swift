@@ -188,7 +188,7 @@ struct ResumableUploadAPI: Sendable {
         let named = try TusMetadata.parse(request.headers[.uploadMetadata], wire: wire)["key"]
         let key: String
         switch (named, policy.key) {
-        case (let given?, let scoped?) where given != scoped:
+        case (let given?, let scoped?) where !given.isByteEqual(to: scoped):
             throw ResumableRefusal(.forbidden, "The key differs from the one the upload token's scope names.", wire: wire)
         case (_, let scoped?): key = scoped
         case (let given?, nil): key = given
@@ -418,7 +418,7 @@ struct ResumableUploadAPI: Sendable {
             // holder write, never read what another key stored.
             guard Hex.isRandomId(id), let partial = try await store.resumableUpload(id),
                 partial.info.kind == .partial, partial.etag == nil, partial.owner == target.owner,
-                partial.bucket == target.bucket
+                partial.bucket.isByteEqual(to: target.bucket)
             else {
                 throw ResumableRefusal(.badRequest, "Upload-Concat names an upload that is not a partial upload here.", wire: wire)
             }
@@ -437,7 +437,7 @@ struct ResumableUploadAPI: Sendable {
         // answer): the same upload and object, nothing made twice.
         if partials.contains(where: { $0.info.concatenatedInto != nil }) {
             guard let id = partials[0].info.concatenatedInto, let made = try await store.resumableUpload(id),
-                made.info.partials == partials.map(\.id), made.bucket == target.bucket, made.key == target.key,
+                made.info.partials == partials.map(\.id), made.bucket.isByteEqual(to: target.bucket), made.key.isByteEqual(to: target.key),
                 made.owner == target.owner
             else {
                 throw ResumableRefusal(

@@ -361,7 +361,11 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     public func multipartUpload(_ uploadId: String, bucket: String, key: String) async throws -> MultipartUploadInfo {
-        guard let upload = try await catalog.upload(uploadId), upload.bucket == bucket, upload.key == key else {
+        // Bytes, as the catalog and the access policies compare keys: Swift's `==` takes a key canonically equivalent to
+        // the upload's (`e` + U+0301 for `é`), another key, for it.
+        guard let upload = try await catalog.upload(uploadId), upload.bucket.isByteEqual(to: bucket),
+            upload.key.isByteEqual(to: key)
+        else {
             _ = try await self.bucket(bucket)
             throw Self.noSuchUpload
         }
