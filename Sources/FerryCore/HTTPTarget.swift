@@ -11,4 +11,25 @@ public enum HTTPTarget {
         else { return nil }
         return components
     }
+
+    /// `text` with every byte a URL cannot hold as it is (a space, a quote, a non-ASCII letter's UTF-8, a `%` that
+    /// begins no escape) percent-escaped, and its escapes kept: `/a/%2F/ü?y=%2F z` is `/a/%2F/%C3%BC?y=%2F%20z`. An
+    /// HTTP client given a URL with a raw `ü` escapes the whole of it, `%2F` becoming `%252F`: another URL than the
+    /// one the app server named.
+    public static func escaped(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        var result: [UInt8] = []
+        result.reserveCapacity(bytes.count)
+        let kept = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=".utf8)
+        for (index, byte) in bytes.enumerated() {
+            let escape = byte == UInt8(ascii: "%") && index + 2 < bytes.count && Hex.value(bytes[index + 1]) != nil
+                && Hex.value(bytes[index + 2]) != nil
+            if kept.contains(byte) || escape {
+                result.append(byte)
+            } else {
+                result += Array(String(format: "%%%02X", byte).utf8)
+            }
+        }
+        return String(decoding: result, as: UTF8.self)
+    }
 }

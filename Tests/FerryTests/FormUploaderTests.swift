@@ -220,6 +220,18 @@ struct FormUploaderTests {
                     FormCallbackSignature.verify(
                         authorization: authorization, secretKey: server.root.secretAccessKey, path: "/uploaded",
                         query: "app=photos", body: callback.body))
+
+                // A URL mixing escapes and characters a URL cannot hold reaches the app server as it was named, only
+                // those characters escaped (a raw `ü` made the client escape the whole URL: `%2F` came as `%252F`).
+                policy.scope = Self.bucket + ":avatars/43.png"
+                policy.callbackUrl = receiver.url("/ok/%2F/\u{FC}?y=%2F z")
+                _ = try await server.formUploader(token: server.uploadToken(policy)).upload(file: file, key: nil).result
+                let mixed = try #require(await receiver.recorder.requests.last)
+                #expect(mixed.path == "/ok/%2F/%C3%BC" && mixed.query == "y=%2F%20z", "\(mixed.path) \(mixed.query ?? "")")
+                #expect(
+                    FormCallbackSignature.verify(
+                        authorization: mixed.headers["authorization"] ?? "", secretKey: server.root.secretAccessKey,
+                        path: "/ok/%2F/%C3%BC", query: "y=%2F%20z", body: mixed.body))
             }
         }
     }

@@ -57,9 +57,11 @@ public struct PutPolicy: Codable, Sendable, Hashable {
     /// The deadline as a date.
     public var deadlineDate: Date { Date(timeIntervalSince1970: TimeInterval(deadline)) }
 
-    /// The callback URLs in the order they are tried: ``callbackUrl`` split at `;`, blanks dropped.
+    /// The callback URLs in the order they are tried: ``callbackUrl`` split at `;`, blanks dropped, and what a URL
+    /// cannot hold as it is escaped (``HTTPTarget/escaped(_:)``), its escapes kept.
     public var callbackURLs: [String] {
         (callbackUrl ?? "").split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            .map(HTTPTarget.escaped)
     }
 
     /// The most callback URLs a policy may name.
