@@ -171,14 +171,14 @@ public struct PublishAPI: Sendable {
         // looks up whatever the video's status.
         let onceToken = Self.onceToken(signature)
         // Counted against the key's Videos quota in the change that creates it, as CreateUploadVideo does.
+        var record = VideoRecord(
+            videoId: id, title: title, fileName: fileName, description: nil, coverURL: nil,
+            cateId: signature.classId, tags: nil, transcode: group, userData: signature.sourceContext,
+            status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
+            key: session.k, owner: owner, createdAt: now, updatedAt: now, clientToken: onceToken)
+        record.publishCoverKey = session.c
         let created = try await media.catalog.createVideo(
-            VideoRecord(
-                videoId: id, title: title, fileName: fileName, description: nil, coverURL: nil,
-                cateId: signature.classId, tags: nil, transcode: group, userData: signature.sourceContext,
-                status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
-                key: session.k, owner: owner, createdAt: now, updatedAt: now,
-                clientToken: onceToken),
-            videoLimit: call.principal.quota.videos, tokenUsedOnce: onceToken != nil)
+            record, videoLimit: call.principal.quota.videos, tokenUsedOnce: onceToken != nil)
         guard created.videoId == id else {
             // Its video while it uploads (a device whose answer was lost gets it back); once stored, failed or
             // deleted, the signature has published what it may.
@@ -188,9 +188,10 @@ public struct PublishAPI: Sendable {
                     "The signature is valid once (oneTimeValid) and has been used; ask the app server for a new one.",
                     status: 403)
             }
+            // The session it was applied for, its cover too: one video has one cover, whatever this apply asks.
             let earlier = Session(
                 v: created.videoId, k: created.key,
-                c: coverType.map { "video/\(created.videoId)/cover.\($0)" }, o: owner)
+                c: created.publishCoverKey, o: owner)
             return applyAnswer(earlier, key: sessionKey(earlier), call)
         }
         return applyAnswer(session, key: sessionKey(session), call)
