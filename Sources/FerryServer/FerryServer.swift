@@ -367,10 +367,11 @@ public struct FerryServer: Sendable {
     public func makeBackgroundServices() -> [any Service] {
         let leases = ObservedServiceLeases(base: mediaCatalog, metrics: metrics)
         let collector = UploadCollector(
-            store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectorInterval,
+            store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
             logger: configuration.logger, media: mediaLibrary, leases: leases, node: node,
             lifecycleInterval: configuration.lifecycleDayLength.map { .seconds($0 / 5) } ?? .seconds(600),
-            lifecycleDayLength: configuration.lifecycleDayLength)
+            lifecycleDayLength: configuration.lifecycleDayLength,
+            expiryInterval: configuration.expiryInterval.map { .milliseconds(Int64($0 * 1000)) })
         var services: [any Service] = []
         if let postgres {
             // The catalog's connections, first in the group so they close last: the other services use the catalog

@@ -28,17 +28,20 @@ public struct FerryServerConfiguration: Sendable {
     /// seconds; nil (the default) counts days as S3 does and applies the rules every 10 minutes.
     public var lifecycleDayLength: TimeInterval?
     /// How often the collector looks for idle uploads and orphaned files. Default 1 hour; a shorter
-    /// ``multipartUploadMaxAge`` or ``uploadingVideoMaxAge`` makes it look more often (``collectorInterval``).
+    /// ``multipartUploadMaxAge`` or ``uploadingVideoMaxAge`` has what is past it looked for more often
+    /// (``expiryInterval``).
     public var collectionInterval: TimeInterval = 3600
-    /// How often the collector runs: ``collectionInterval``, or a fifth of the shorter of ``multipartUploadMaxAge``
-    /// and ``uploadingVideoMaxAge`` when that is less (a second at the least), so that an age set short is kept to
-    /// within a fifth of itself rather than an hour.
-    var collectorInterval: TimeInterval {
-        min(collectionInterval, max(1, min(multipartUploadMaxAge, uploadingVideoMaxAge) / 5))
+    /// How often the collector also looks for what is past its age alone (idle multipart uploads, videos and images
+    /// still uploading): a fifth of the shorter of ``multipartUploadMaxAge`` and ``uploadingVideoMaxAge`` (a second at
+    /// the least) when that is less than ``collectionInterval``, so that an age set short is kept to within a fifth
+    /// of itself rather than an hour; nil otherwise. Orphaned files are looked for every ``collectionInterval``.
+    var expiryInterval: TimeInterval? {
+        let fifth = max(1, min(multipartUploadMaxAge, uploadingVideoMaxAge) / 5)
+        return fifth < collectionInterval ? fifth : nil
     }
     /// A video or image still `Uploading` this long after it was created becomes `UploadFail`: its partial files are
     /// removed and a `VideoUploadExpired` or `ImageUploadExpired` event is sent (checked by the collector every
-    /// ``collectorInterval``). Default 7 days.
+    /// ``collectionInterval``, or ``expiryInterval``). Default 7 days.
     public var uploadingVideoMaxAge: TimeInterval = 7 * 24 * 3600
     /// Bucket the media API keeps videos and images in; created on first use. Default `ferry-media`.
     public var mediaBucket: String = "ferry-media"

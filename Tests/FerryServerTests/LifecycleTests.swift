@@ -250,7 +250,7 @@ struct LifecycleTests {
     @Test("a multipart upload older than a short --multipart-max-age is aborted within a fifth of that age, not at the next hourly pass")
     func shortMultipartMaxAge() async throws {
         try await TestServer.with(configure: { $0.multipartUploadMaxAge = 3 }) { server in
-            #expect(server.server.configuration.collectorInterval == 1)
+            #expect(server.server.configuration.expiryInterval == 1)
             let s3 = server.client()
             try await s3.createBucket("short")
             let uploadId = try await s3.createMultipartUpload("short", "k")

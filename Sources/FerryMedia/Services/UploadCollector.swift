@@ -5,7 +5,8 @@ import ServiceLifecycle
 
 /// Aborts multipart uploads idle longer than the configured age and deletes files nothing references, periodically,
 /// until the service group shuts down: the catalog's queue of blobs to delete every ``deletionInterval``, the
-/// buckets' lifecycle rules every ``lifecycleInterval``, the rest every `interval`.
+/// buckets' lifecycle rules every ``lifecycleInterval``, what is past its age also every ``expiryInterval`` when set,
+/// the rest every `interval`.
 package struct UploadCollector: Service {
     let store: any CollectableObjectStore
     let maxAge: TimeInterval
@@ -23,13 +24,18 @@ package struct UploadCollector: Service {
     var lifecycleInterval: Duration = .seconds(600)
     /// Seconds per lifecycle day, to see rules apply in seconds; nil (the default) counts days as S3 does.
     var lifecycleDayLength: TimeInterval?
+    /// How often what is past its age (multipart and resumable uploads, videos and images still uploading) is also
+    /// looked for on its own (``expireOnce(now:)``), when a short age wants that more often than `interval`; nil: only
+    /// with the rest. The rest (orphaned files above all, whose grace a shared store counts in passes an `interval`
+    /// apart) keeps `interval`.
+    var expiryInterval: Duration?
 
     /// Creates the collector.
     package init(
         store: any CollectableObjectStore, maxAge: TimeInterval, interval: TimeInterval, logger: Logger,
         media: MediaLibrary? = nil, leases: (any ServiceLeaseStore)? = nil, node: String = "local",
         deletionInterval: Duration = .seconds(30), lifecycleInterval: Duration = .seconds(600),
-        lifecycleDayLength: TimeInterval? = nil
+        lifecycleDayLength: TimeInterval? = nil, expiryInterval: Duration? = nil
     ) {
         self.store = store
         self.maxAge = maxAge
@@ -41,17 +47,19 @@ package struct UploadCollector: Service {
         self.deletionInterval = deletionInterval
         self.lifecycleInterval = lifecycleInterval
         self.lifecycleDayLength = lifecycleDayLength
+        self.expiryInterval = expiryInterval
     }
 
     /// How long a completed upload is remembered, so a retried CompleteMultipartUpload gets the same answer.
     static let completedUploadMemory: TimeInterval = 24 * 3600
 
     package func run() async throws {
-        let passes: [(Duration, @Sendable () async -> Void)] = [
+        var passes: [(Duration, @Sendable () async -> Void)] = [
             (.seconds(interval), { await collectOnce() }),
             (deletionInterval, { await deleteQueuedBlobs() }),
             (lifecycleInterval, { await applyLifecycle() }),
         ]
+        if let expiryInterval { passes.append((expiryInterval, { await expireOnce() })) }
         await withDiscardingTaskGroup { group in
             for (wait, pass) in passes {
                 group.addTask {
@@ -131,13 +139,56 @@ package struct UploadCollector: Service {
         return aborted
     }
 
+    /// Expires what is past its age once, on the node holding the expiry lease (every node whose store is its own):
+    /// the steps of a pass that a short age wants more often than the rest (``expiryInterval``). Returns the number
+    /// of uploads aborted.
+    @discardableResult
+    func expireOnce(now: Date = Date()) async -> Int {
+        let leased: Bool
+        do {
+            leased = try await holdLease(Self.expiryLeaseName, now)
+        } catch {
+            logger.warning("expiry failed", metadata: ["error": .string(String(describing: error))])
+            return 0
+        }
+        do {
+            let aborted = try await expire(now: now, leased: leased)
+            if leased, let leases {
+                do {
+                    try await leases.releaseLease(Self.expiryLeaseName, owner: node)
+                } catch {
+                    // It runs out by itself.
+                    logger.warning("expiry lease not released", metadata: ["error": .string(String(describing: error))])
+                }
+            }
+            return aborted
+        } catch {
+            logger.warning("expiry failed", metadata: ["error": .string(String(describing: error))])
+            return 0
+        }
+    }
+
+    /// Aborts the multipart and resumable uploads past their age and expires the videos and images still uploading
+    /// past theirs; returns the number of uploads aborted.
+    private func expire(now: Date, leased: Bool) async throws -> Int {
+        var aborted = 0
+        if leased || !store.isShared {
+            let expired = try await store.expireResumableUploads(now: now)
+            if expired > 0 { logger.debug("expired resumable uploads", metadata: ["ferry.uploads": "\(expired)"]) }
+            aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
+            if aborted > 0 { logger.debug("aborted idle multipart uploads", metadata: ["ferry.uploads-aborted": "\(aborted)"]) }
+        }
+        if let media, leased {
+            let expired = try await media.expireUnfinishedUploads(now: now)
+            if expired > 0 { logger.debug("expired unfinished media uploads", metadata: ["ferry.uploads": "\(expired)"]) }
+        }
+        return aborted
+    }
+
     private func collect(now: Date, leased: Bool) async -> Int {
         do {
-            var aborted = 0
+            var aborted = try await expire(now: now, leased: leased)
             if leased || !store.isShared {
-                let expired = try await store.expireResumableUploads(now: now)
-                if expired > 0 { logger.debug("expired resumable uploads", metadata: ["ferry.uploads": "\(expired)"]) }
-                aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
                 // An hour is far longer than a resumable upload's creation or concatenation takes.
                 aborted += try await store.abortUnclaimedResumableUploads(initiatedBefore: now.addingTimeInterval(-3600))
                 let orphans = try await store.collectOrphanBlobs(olderThan: 3600)
@@ -147,8 +198,6 @@ package struct UploadCollector: Service {
                 }
             }
             if let media, leased {
-                let expired = try await media.expireUnfinishedUploads(now: now)
-                if expired > 0 { logger.debug("expired unfinished media uploads", metadata: ["ferry.uploads": "\(expired)"]) }
                 let advanced = try await media.advanceStoredUploads(now: now)
                 if advanced > 0 {
                     logger.info("advanced uploads whose stored file was not recorded", metadata: ["ferry.uploads": "\(advanced)"])
@@ -163,6 +212,8 @@ package struct UploadCollector: Service {
 
     /// The lease that lets one node collect.
     static let leaseName = "collector"
+    /// The lease that lets one node expire what is past its age between passes (``expiryInterval``).
+    static let expiryLeaseName = "collector-expiry"
     /// The lease that lets one node apply lifecycle rules.
     static let lifecycleLeaseName = "lifecycle"
 

@@ -213,10 +213,17 @@ extension PostgresCatalog: ObjectCatalog {
 
     func setTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws -> Bool {
         let document = try CatalogJSON.encode(tags)
-        return try await changed("""
-            UPDATE s3_object SET tags = \(document) WHERE bucket = \(bucket) AND key = \(key) AND etag = \(etag)
-            RETURNING key
-            """) > 0
+        // Under the key's lock, as every other writer of the key: a conditional delete (a lifecycle rule's, on the
+        // tags it judged) reads the tags and deletes in one step that a retagging cannot come between.
+        return try await transaction { [logger] connection in
+            try await Self.lockKey(bucket: bucket, key: key, on: connection, logger: logger)
+            return try await Self.rows(
+                """
+                UPDATE s3_object SET tags = \(document) WHERE bucket = \(bucket) AND key = \(key) AND etag = \(etag)
+                RETURNING key
+                """, on: connection, logger: logger
+            ).count > 0
+        }
     }
 
     func objects(bucket: String, after: String?, from: String, limit: Int) async throws -> [ObjectInfo] {
