@@ -198,6 +198,29 @@ struct PublishAPITests {
         }
     }
 
+    @Test("a oneTimeValid publish applied for without a cover gets none on a retry asking for one; one applied for before the cover was kept gets the cover the retry asks for")
+    func retriedCover() async throws {
+        try await TestServer.with { server in
+            let now = Int(Date().timeIntervalSince1970)
+            let once = PublishSignature(
+                secretId: server.root.accessKeyId, currentTimeStamp: now, expireTime: now + 600, oneTimeValid: 1
+            ).sign(secretKey: server.root.secretAccessKey)
+            let (_, first) = try await Self.call(server, "ApplyUploadUGC", ["signature": once, "videoType": "mp4"])
+            let videoId = try #require(first["VideoId"] as? String)
+            #expect(first["CoverKey"] as? String == nil)
+            let withCover: [String: Any] = ["signature": once, "videoType": "mp4", "coverType": "png"]
+            let (_, retried) = try await Self.call(server, "ApplyUploadUGC", withCover)
+            #expect(retried["VideoId"] as? String == videoId && retried["CoverKey"] as? String == nil, "\(retried)")
+            // A record written before the cover key was kept has none: the retry's cover is taken, as it was.
+            try await server.server.mediaCatalog.updateVideo(videoId) { video in
+                video.publishCoverKey = nil
+                return .save()
+            }
+            let (_, legacy) = try await Self.call(server, "ApplyUploadUGC", withCover)
+            #expect(legacy["CoverKey"] as? String == "video/\(videoId)/cover.png", "\(legacy)")
+        }
+    }
+
     @Test("a signature valid for more than 90 days (issued in the future included), made after it expires or more than 10 minutes ahead, with timestamps whose difference overflows, with a field given twice, or with a oneTimeValid other than 0 or 1 is refused 403 InvalidSignature before anything is made")
     func signatureFields() async throws {
         try await TestServer.with { server in

@@ -170,6 +170,16 @@ struct S3BrowserTests {
                 bucket: "elsewhere")
             try await refused(PostForm(fields: otherBucket, file: file), "AccessDenied", "a policy for another bucket")
             try await refused(PostForm(fields: [("key", "user/42/other.mp4")], file: file), "AccessDenied", "no policy at all")
+            // Conditions compare bytes, as keys are compared: the canonically equivalent spelling of a key, or of a
+            // prefix, is another key (`e` + U+0301 for `é`).
+            for (condition, key) in [(["eq", "$key", "caf\u{E9}.mp4"], "cafe\u{301}.mp4"), (["starts-with", "$key", "\u{E9}/"], "e\u{301}/x.mp4")] {
+                let equivalent = try Self.signedFields(
+                    [condition, ["content-length-range", 1, 10_000]], credentials: server.root, extra: [("key", key)],
+                    bucket: "uploads")
+                let reply = try await Self.post(server.endpoint, bucket: "uploads", PostForm(fields: equivalent, file: file))
+                #expect(reply.errorCode == "AccessDenied", "\(condition): \(reply.status) \(reply.text)")
+                #expect(try await s3.get("uploads", key).status == 404)
+            }
             let v2 = [("key", "user/42/other.mp4"), ("AWSAccessKeyId", server.root.accessKeyId), ("policy", "e30="), ("signature", "abc")]
             try await refused(PostForm(fields: v2, file: file), "NotImplemented", "a Signature Version 2 form")
 

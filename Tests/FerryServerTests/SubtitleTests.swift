@@ -208,6 +208,9 @@ struct SubtitleFormatTests {
         #expect(dash.contains("<BaseURL>subtitles/sta.vtt?token=t&amp;u</BaseURL>"))
         #expect(dash.contains("media=\"LD/seg_00000.m4s?token=t&amp;u\""))
         #expect(dash.hasSuffix("    </AdaptationSet>\n  </Period>\n</MPD>\n"))
+        // A name is XML text: `]]>` is escaped, and what XML cannot carry (a track stored before it was refused) left out.
+        let odd = SubtitleTrack(subtitleId: "std", language: "en", name: "Cut ]]> <b>\u{FFFF}", isDefault: false, key: "k", cueCount: 1, createdAt: Date())
+        #expect(DashManifest.addingSubtitles([odd], to: manifest).contains("<Label>Cut ]]&gt; &lt;b&gt;</Label>"))
         #expect(DashManifest.addingSubtitles([], to: manifest) == manifest)
 
         #expect(SubtitlePlaylists.file("subtitles/sta.m3u8") == .playlist(subtitleId: "sta"))
@@ -285,7 +288,8 @@ struct SubtitleCatalogTests {
             #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", content: "not a track") } == "InvalidParameter")
             #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", name: "a \"quoted\" name", content: Self.srt) } == "InvalidParameter")
             // A name goes into the master playlist's quoted NAME: nothing that ends a line there, for any reader.
-            for name in ["a\nb", "a\u{2028}b", "a\u{2029}b", "a\u{85}b"] {
+            // Nor what the DASH manifest's XML cannot carry.
+            for name in ["a\nb", "a\u{2028}b", "a\u{2029}b", "a\u{85}b", "a\u{FFFE}b", "a\u{FFFF}b"] {
                 #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", name: name, content: Self.srt) } == "InvalidParameter", "\(name.unicodeScalars.map(\.value))")
             }
             #expect(await refusal { _ = try await media.addSubtitle(videoId: videoId, language: "en", content: "") } == "MissingParameter")

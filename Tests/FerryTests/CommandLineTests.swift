@@ -1201,7 +1201,7 @@ struct CommandLineTests {
             #expect(taken.status == 0, "\(environment): \(taken.error)")
         }
         // A metrics token set to nothing would leave the series open: refused, by flag or variable.
-        for (arguments, environment) in [(["--metrics-token", ""], [:]), ([], ["FERRY_METRICS_TOKEN": " "])] {
+        for (arguments, environment) in [(["--metrics-token", ""], [:]), ([], ["FERRY_METRICS_TOKEN": " \n"])] {
             let empty = try await FerryRun.run(
                 ["serve", "--data-dir", unusedData, "--port", "0"] + arguments, environment: environment)
             #expect(empty.status == 64 && empty.error.contains("metrics token"), "\(arguments) \(environment): \(empty.error)")

@@ -133,8 +133,15 @@ package enum DashManifest {
         return abs(fps - fps.rounded()) < 0.001 ? String(Int(fps.rounded())) : String(format: "%.3f", fps)
     }
 
+    /// `text` as XML text or an attribute value: `&`, `"`, `<` and `>` (which `]]>` must not be) escaped, and what XML
+    /// cannot carry at all (C0 controls but tab, line feed and carriage return; U+FFFE, U+FFFF) left out.
     private static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
-            .replacingOccurrences(of: "<", with: "&lt;")
+        let carried = String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.filter {
+                    !($0.value < 0x20 && !["\t", "\n", "\r"].contains($0)) && $0.value != 0xFFFE && $0.value != 0xFFFF
+                }))
+        return carried.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
     }
 }

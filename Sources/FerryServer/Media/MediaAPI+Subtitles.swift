@@ -19,12 +19,17 @@ extension MediaAPI {
             throw MediaError.invalid("Language", "must be a BCP 47 language tag such as en, pt-BR or zh-Hans.")
         }
         let name = (input.name ?? language).trimmingCharacters(in: .whitespaces)
-        // It goes into the master playlist's quoted NAME: no quote, and nothing any reader takes for a line's end.
+        // It goes into the master playlist's quoted NAME: no quote, and nothing any reader takes for a line's end; and
+        // into the DASH manifest's XML, which cannot carry U+FFFE or U+FFFF.
         guard !name.isEmpty, name.utf8.count <= 64, !name.contains("\""),
             !name.unicodeScalars.contains(where: {
                 [.control, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory)
-            })
-        else { throw MediaError.invalid("Name", "must be 1 to 64 bytes without quotes, control characters or line separators.") }
+            }),
+            !ObjectAPI.hasXMLForbiddenCharacter(name)
+        else {
+            throw MediaError.invalid(
+                "Name", "must be 1 to 64 bytes without quotes, control characters, line separators, U+FFFE or U+FFFF.")
+        }
         guard let content = input.content, !content.isEmpty else { throw MediaError.missing("Content") }
         let track: WebVTT
         do {

@@ -219,7 +219,7 @@ extension ObjectAPI {
         // The source may change between looking it up and sharing its bytes: then it is looked up again.
         return try await Self.retryingChanges {
             let source = try await copySource(request)
-            if source.bucket == request.bucket && source.key == request.key && metadataDirective == "COPY"
+            if source.bucket.isByteEqual(to: request.bucket) && source.key.isByteEqual(to: request.key) && metadataDirective == "COPY"
                 && taggingDirective == "COPY"
             {
                 throw S3Error(

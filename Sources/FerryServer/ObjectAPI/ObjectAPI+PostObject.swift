@@ -306,14 +306,17 @@ struct PostPolicy {
             case .equals(let field, let value):
                 named.insert(field)
                 let actual = field == "bucket" ? bucket : fields[field]
-                guard actual == value else { throw Self.failed("[\"eq\", \"$\(field)\", \"\(value.prefix(64))\"]") }
+                // Bytes, as keys are compared: a canonically equivalent key is another object.
+                guard actual?.isByteEqual(to: value) == true else {
+                    throw Self.failed("[\"eq\", \"$\(field)\", \"\(value.prefix(64))\"]")
+                }
             case .startsWith(let field, let prefix):
                 named.insert(field)
                 let actual = field == "bucket" ? bucket : fields[field]
                 guard let actual else { throw Self.failed("[\"starts-with\", \"$\(field)\", \"\(prefix.prefix(64))\"]") }
                 // content-type may list several types, each of which must start with the prefix.
                 let values = field == "content-type" ? actual.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } : [actual]
-                guard values.allSatisfy({ $0.hasPrefix(prefix) }) else {
+                guard values.allSatisfy({ $0.hasBytePrefix(prefix) }) else {
                     throw Self.failed("[\"starts-with\", \"$\(field)\", \"\(prefix.prefix(64))\"]")
                 }
             case .contentLengthRange:

@@ -176,7 +176,7 @@ public struct PublishAPI: Sendable {
             cateId: signature.classId, tags: nil, transcode: group, userData: signature.sourceContext,
             status: VideoStatus.uploading, size: nil, declaredSize: input.videoSize, bucket: media.bucket,
             key: session.k, owner: owner, createdAt: now, updatedAt: now, clientToken: onceToken)
-        record.publishCoverKey = session.c
+        record.publishCoverKey = session.c ?? ""
         let created = try await media.catalog.createVideo(
             record, videoLimit: call.principal.quota.videos, tokenUsedOnce: onceToken != nil)
         guard created.videoId == id else {
@@ -191,7 +191,10 @@ public struct PublishAPI: Sendable {
             // The session it was applied for, its cover too: one video has one cover, whatever this apply asks.
             let earlier = Session(
                 v: created.videoId, k: created.key,
-                c: created.publishCoverKey, o: owner)
+                // A video applied for before the key was kept has none: its cover is as this apply asks.
+                c: created.publishCoverKey.map { $0.isEmpty ? nil : $0 }
+                    ?? coverType.map { "video/\(created.videoId)/cover.\($0)" },
+                o: owner)
             return applyAnswer(earlier, key: sessionKey(earlier), call)
         }
         return applyAnswer(session, key: sessionKey(session), call)

@@ -67,8 +67,9 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     /// the ladder replaces it: a playback URL restricted to that definition plays its files to the end. Nil when no
     /// first stream was published under that prefix.
     public var firstStreamDefinition: String?
-    /// The key of the cover a publish (ApplyUploadUGC) was applied for, so that an apply racing it or retried with
-    /// the same signature is answered that cover, not one of its own; nil without a cover, and for other videos.
+    /// The key of the cover a publish (ApplyUploadUGC) was applied for (empty: none), so that an apply racing it or
+    /// retried with the same signature is answered that cover, not one of its own; nil for other videos, and for
+    /// those applied for before it was kept.
     public var publishCoverKey: String?
     /// The status (`Deleted`, `UploadFail`) whose removal of files and event are done; until then a `remove-files`
     /// job finishes them.
