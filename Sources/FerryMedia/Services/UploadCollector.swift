@@ -120,23 +120,7 @@ package struct UploadCollector: Service {
     func collectOnce(now: Date = Date()) async -> Int {
         // Nodes sharing a catalog take turns: the one holding the lease expires videos and, when the objects are
         // shared too, collects them. The store on this node's own disk is this node's to collect every time.
-        let leased: Bool
-        do {
-            leased = try await holdLease(Self.leaseName, now)
-        } catch {
-            logger.warning("collection failed", metadata: ["error": .string(String(describing: error))])
-            return 0
-        }
-        let aborted = await collect(now: now, leased: leased)
-        if leased, let leases {
-            do {
-                try await leases.releaseLease(Self.leaseName, owner: node)
-            } catch {
-                // It runs out by itself; another node collects then.
-                logger.warning("collector lease not released", metadata: ["error": .string(String(describing: error))])
-            }
-        }
-        return aborted
+        await leased(Self.leaseName, now: now) { leased in await collect(now: now, leased: leased) }
     }
 
     /// Expires what is past its age once, on the node holding the expiry lease (every node whose store is its own):
@@ -144,28 +128,36 @@ package struct UploadCollector: Service {
     /// of uploads aborted.
     @discardableResult
     func expireOnce(now: Date = Date()) async -> Int {
+        await leased(Self.expiryLeaseName, now: now) { leased in
+            do {
+                return try await expire(now: now, leased: leased)
+            } catch {
+                logger.warning("expiry failed", metadata: ["error": .string(String(describing: error))])
+                return 0
+            }
+        }
+    }
+
+    /// Runs `pass` with whether this node holds the lease `name` (taken for it, and given back after); 0 when the
+    /// lease cannot be read.
+    private func leased(_ name: String, now: Date, _ pass: (Bool) async -> Int) async -> Int {
         let leased: Bool
         do {
-            leased = try await holdLease(Self.expiryLeaseName, now)
+            leased = try await holdLease(name, now)
         } catch {
-            logger.warning("expiry failed", metadata: ["error": .string(String(describing: error))])
+            logger.warning("collection failed", metadata: ["error": .string(String(describing: error))])
             return 0
         }
-        do {
-            let aborted = try await expire(now: now, leased: leased)
-            if leased, let leases {
-                do {
-                    try await leases.releaseLease(Self.expiryLeaseName, owner: node)
-                } catch {
-                    // It runs out by itself.
-                    logger.warning("expiry lease not released", metadata: ["error": .string(String(describing: error))])
-                }
+        let result = await pass(leased)
+        if leased, let leases {
+            do {
+                try await leases.releaseLease(name, owner: node)
+            } catch {
+                // It runs out by itself; another node collects then.
+                logger.warning("collector lease not released", metadata: ["error": .string(String(describing: error))])
             }
-            return aborted
-        } catch {
-            logger.warning("expiry failed", metadata: ["error": .string(String(describing: error))])
-            return 0
         }
+        return result
     }
 
     /// Aborts the multipart and resumable uploads past their age and expires the videos and images still uploading
