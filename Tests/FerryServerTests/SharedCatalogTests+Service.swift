@@ -160,6 +160,9 @@ extension SharedCatalogTests {
                 let holding = Task {
                     try await holder.transaction { connection in
                         try await connection.query("LOCK TABLE access_key IN ACCESS EXCLUSIVE MODE", logger: logger)
+                        // A key's lock too, as a node stalled mid-write holds it.
+                        try await PostgresCatalog.lock(
+                            "SELECT pg_advisory_xact_lock(hashtext(\("s3:held" + "\n" + "k")))", on: connection, logger: logger)
                         for await _ in released.stream {}
                     }
                 }
@@ -188,6 +191,14 @@ extension SharedCatalogTests {
                 do {
                     try await catalog.insertAccessKey(key)
                     Issue.record("a write answered while the table was locked")
+                } catch let error as FerryDomainError {
+                    #expect(error.code == .storeUnavailable)
+                }
+                // A wait for an advisory lock ends the same way: its own error is read (it was left to the next
+                // statement, "current transaction is aborted", and answered 500).
+                do {
+                    _ = try await catalog.deleteObject(bucket: "held", key: "k", condition: .none)
+                    Issue.record("answered while the key's lock was held")
                 } catch let error as FerryDomainError {
                     #expect(error.code == .storeUnavailable)
                 }

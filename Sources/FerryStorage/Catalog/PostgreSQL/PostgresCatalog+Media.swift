@@ -83,8 +83,8 @@ extension PostgresCatalog: MediaCatalog {
         return try await transaction { [logger] connection -> VideoRecord in
             if let token = video.clientToken {
                 // Requests with one token are serialized (across nodes) until this transaction ends.
-                try await connection.query(
-                    "SELECT pg_advisory_xact_lock(hashtext(\(video.owner + "\n" + token)))", logger: logger)
+                try await Self.lock(
+                    "SELECT pg_advisory_xact_lock(hashtext(\(video.owner + "\n" + token)))", on: connection, logger: logger)
                 if let found = try await Self.rows(
                     """
                     SELECT record FROM video WHERE owner = \(video.owner) AND client_token = \(token)
@@ -135,9 +135,9 @@ extension PostgresCatalog: MediaCatalog {
         try await transaction { [logger] connection -> ImageRecord in
             if let token = image.clientToken {
                 // Requests with one token are serialized (across nodes) until this transaction ends.
-                try await connection.query(
+                try await Self.lock(
                     "SELECT pg_advisory_xact_lock(hashtext(\((image.owner ?? "") + "\n" + token + "\n" + image.imageType)))",
-                    logger: logger)
+                    on: connection, logger: logger)
                 if let found = try await Self.rows(
                     """
                     SELECT record FROM image WHERE status = 'Uploading' AND record::jsonb->>'clientToken' = \(token)

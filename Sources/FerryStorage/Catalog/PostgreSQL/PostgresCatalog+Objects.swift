@@ -127,8 +127,8 @@ extension PostgresCatalog: ObjectCatalog {
     private static func lockKey(bucket: String, key: String, on connection: PostgresConnection, logger: Logger)
         async throws
     {
-        try await connection.query(
-            "SELECT pg_advisory_xact_lock(hashtext(\("s3:" + bucket + "\n" + key)))", logger: logger)
+        try await lock(
+            "SELECT pg_advisory_xact_lock(hashtext(\("s3:" + bucket + "\n" + key)))", on: connection, logger: logger)
     }
 
     /// Whether `condition` holds for the current object (inside the key's lock) for a write of an object with the

@@ -25,8 +25,8 @@ extension PostgresCatalog {
 
     /// Serializes the quota checks of one owner's writes, on every node, until the transaction ends.
     static func lockOwner(_ owner: String, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query(
-            "SELECT pg_advisory_xact_lock(\(quotaLockClass), hashtext(\(owner)))", logger: logger)
+        try await lock(
+            "SELECT pg_advisory_xact_lock(\(quotaLockClass), hashtext(\(owner)))", on: connection, logger: logger)
     }
 
     func usage(owner: String) async throws -> StorageUsage {

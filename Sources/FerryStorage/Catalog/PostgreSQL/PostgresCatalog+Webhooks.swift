@@ -26,7 +26,7 @@ extension PostgresCatalog: WebhookStore {
     /// took its `seq` first must also commit first, or delivery could pass over an event not yet visible: every
     /// transaction that stores events takes this lock before its first one.
     static func lockOutbox(on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("SELECT pg_advisory_xact_lock(\(outboxLock))", logger: logger)
+        try await lock("SELECT pg_advisory_xact_lock(\(outboxLock))", on: connection, logger: logger)
     }
 
     static let outboxLock: Int64 = 0x4665_7272_794F_7574  // "FerryOut"

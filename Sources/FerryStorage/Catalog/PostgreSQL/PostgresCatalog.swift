@@ -455,6 +455,13 @@ public final class PostgresCatalog: Sendable, Service {
     }
 
     /// Every row of a query on a connection (inside a transaction).
+    /// Takes an advisory lock (`query`: `SELECT pg_advisory_xact_lock(…)`) and reads its answer: the wait ends in
+    /// that row, or in the error that ended it (past `statement_timeout`: 57014, a 503 its client retries). Unread, the
+    /// error would surface at the transaction's next statement as "current transaction is aborted", a 500.
+    static func lock(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws {
+        for try await _ in try await connection.query(query, logger: logger) {}
+    }
+
     static func rows(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws
         -> [PostgresRandomAccessRow]
     {
