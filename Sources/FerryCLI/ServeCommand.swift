@@ -287,10 +287,14 @@ struct ServeCommand: AsyncParsableCommand {
         let roleName = role ?? env["FERRY_ROLE"] ?? "all"
         guard let nodeRole = NodeRole(rawValue: roleName) else { throw ValidationError("FERRY_ROLE must be all, api or worker.") }
         configuration.role = nodeRole
-        // A token set to nothing (a secret that rendered empty) would leave the series open: refused, not taken as none.
-        if let token = metricsToken ?? env["FERRY_METRICS_TOKEN"], token.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+        // A token set to nothing (a secret that rendered empty) would leave the series open: refused, not taken as
+        // none.
+        if let token = metricsToken ?? env["FERRY_METRICS_TOKEN"],
+            token.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
+        {
             throw ValidationError(
-                "The metrics token (--metrics-token or FERRY_METRICS_TOKEN) is empty; leave it unset to serve /metrics without one.")
+                "The metrics token (--metrics-token or FERRY_METRICS_TOKEN) is empty; "
+                    + "leave it unset to serve /metrics without one.")
         }
         configuration.metricsToken = metricsToken ?? env["FERRY_METRICS_TOKEN"]
         configuration.metricsPort = metricsPort

@@ -189,7 +189,8 @@ public struct MediaLibrary: Sendable {
     /// that was deleted, is left as it is.
     func imageStored(_ imageId: String, object: ObjectInfo) async throws {
         try await catalog.updateImage(imageId) { [webhooks] image in
-            guard [ImageStatus.uploading, ImageStatus.uploaded].contains(image.status), image.key.isByteEqual(to: object.key),
+            guard [ImageStatus.uploading, ImageStatus.uploaded].contains(image.status),
+                image.key.isByteEqual(to: object.key),
                 image.status == ImageStatus.uploading || image.size != object.size
             else { return .keep }
             let arrived = image.status == ImageStatus.uploading

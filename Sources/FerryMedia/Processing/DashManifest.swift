@@ -80,7 +80,9 @@ package enum DashManifest {
     /// track's is the same) and the `subtitle` role (`main` too for the default track); `manifest` unchanged when
     /// there are none.
     package static func addingSubtitles(_ tracks: [SubtitleTrack], to manifest: String) -> String {
-        guard !tracks.isEmpty, let period = manifest.range(of: "  </Period>", options: .backwards) else { return manifest }
+        guard !tracks.isEmpty, let period = manifest.range(of: "  </Period>", options: .backwards) else {
+            return manifest
+        }
         var lines: [String] = []
         var names = Set<String>()
         for (index, track) in tracks.enumerated() {

@@ -404,7 +404,7 @@ package struct MediaPipeline: Sendable {
                     size: Int64(master.utf8.count), videoCodec: nil, audioCodec: nil))
             // The same fMP4 files as MPEG-DASH.
             let manifest = DashManifest.make(dash)
-            try Data(manifest.utf8).write(to: URL(fileURLWithPath: encoded + "/manifest.mpd"))
+            try Data(manifest.utf8).write(to: URL(fileURLWithPath: encoded + "/" + DashManifest.fileName))
             var mpd = renditions[renditions.count - 1]
             mpd.format = "mpd"
             mpd.path = DashManifest.fileName

@@ -12,23 +12,22 @@ extension PlaybackAPI {
     /// made here names its files with `token` when one is given (a signed video).
     func subtitleAnswer(file: String, video: VideoRecord, request: Request, token: String?) async throws -> Response? {
         let tracks = video.subtitles ?? []
-        if PlaybackToken.isMasterPlaylist(file) {
+        // The master playlist and the DASH manifest name the tracks.
+        let naming: ((String) -> String)? =
+            if PlaybackToken.isMasterPlaylist(file) {
+                { SubtitlePlaylists.master($0, tracks: tracks) }
+            } else if file == DashManifest.fileName {
+                { DashManifest.addingSubtitles(tracks, to: $0) }
+            } else {
+                nil
+            }
+        if let naming {
             guard !tracks.isEmpty, let prefix = video.outputPrefix else { return nil }
-            let master = try await media.store.object(bucket: video.bucket, key: prefix + "/" + file)
-            let text = try await text(of: master)
+            let stored = try await media.store.object(bucket: video.bucket, key: prefix + "/" + file)
             let version = tracks.map(\.subtitleId).joined(separator: ",")
             return generated(
-                SubtitlePlaylists.master(text, tracks: tracks), file: file, etag: master.etag + "-" + Self.shortHash(version),
+                naming(try await text(of: stored)), file: file, etag: stored.etag + "-" + Self.shortHash(version),
                 request: request, token: token, final: video.status == VideoStatus.normal)
-        }
-        if file == DashManifest.fileName {
-            guard !tracks.isEmpty, let prefix = video.outputPrefix else { return nil }
-            let manifest = try await media.store.object(bucket: video.bucket, key: prefix + "/" + file)
-            let version = tracks.map(\.subtitleId).joined(separator: ",")
-            return generated(
-                DashManifest.addingSubtitles(tracks, to: try await text(of: manifest)), file: file,
-                etag: manifest.etag + "-" + Self.shortHash(version), request: request, token: token,
-                final: video.status == VideoStatus.normal)
         }
         guard let wanted = SubtitlePlaylists.file(file) else { return nil }
         let missing = S3Error(.noSuchKey, "The video has no such file.")
