@@ -75,10 +75,10 @@ package enum DashManifest {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// `manifest` with `tracks` as text adaptation sets of its period, each a WebVTT file (`subtitles/<SubtitleId>.vtt`,
-    /// the whole track) with its language, its name as `Label` (numbered as in the master playlist when another
-    /// track's is the same) and the `subtitle` role (`main` too for the default track); `manifest` unchanged when
-    /// there are none.
+    /// `manifest` with `tracks` as text adaptation sets of its period, each a WebVTT file
+    /// (`subtitles/<SubtitleId>.vtt`, the whole track) with its language, its name as `Label` (numbered as in the
+    /// master playlist when another track's is the same) and the `subtitle` role (`main` too for the default track);
+    /// `manifest` unchanged when there are none.
     package static func addingSubtitles(_ tracks: [SubtitleTrack], to manifest: String) -> String {
         guard !tracks.isEmpty, let period = manifest.range(of: "  </Period>", options: .backwards) else {
             return manifest
@@ -90,7 +90,8 @@ package enum DashManifest {
             names.insert(name)
             // Ids after the video's and audio's sets (0 and 1).
             lines.append(
-                "    <AdaptationSet id=\"\(100 + index)\" contentType=\"text\" mimeType=\"text/vtt\" lang=\"\(escape(track.language))\">")
+                "    <AdaptationSet id=\"\(100 + index)\" contentType=\"text\" mimeType=\"text/vtt\""
+                    + " lang=\"\(escape(track.language))\">")
             lines.append("      <Label>\(escape(name))</Label>")
             lines.append("      <Role schemeIdUri=\"urn:mpeg:dash:role:2011\" value=\"subtitle\"/>")
             if track.isDefault { lines.append("      <Role schemeIdUri=\"urn:mpeg:dash:role:2011\" value=\"main\"/>") }

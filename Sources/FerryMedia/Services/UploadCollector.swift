@@ -168,11 +168,15 @@ package struct UploadCollector: Service {
             let expired = try await store.expireResumableUploads(now: now)
             if expired > 0 { logger.debug("expired resumable uploads", metadata: ["ferry.uploads": "\(expired)"]) }
             aborted = try await store.abortMultipartUploads(initiatedBefore: now.addingTimeInterval(-maxAge))
-            if aborted > 0 { logger.debug("aborted idle multipart uploads", metadata: ["ferry.uploads-aborted": "\(aborted)"]) }
+            if aborted > 0 {
+                logger.debug("aborted idle multipart uploads", metadata: ["ferry.uploads-aborted": "\(aborted)"])
+            }
         }
         if let media, leased {
             let expired = try await media.expireUnfinishedUploads(now: now)
-            if expired > 0 { logger.debug("expired unfinished media uploads", metadata: ["ferry.uploads": "\(expired)"]) }
+            if expired > 0 {
+                logger.debug("expired unfinished media uploads", metadata: ["ferry.uploads": "\(expired)"])
+            }
         }
         return aborted
     }

@@ -67,8 +67,8 @@ package enum SubtitlePlaylists {
         return lines.joined(separator: "\n")
     }
 
-    /// `name`, or when one of `names` is already it, the first of `name (2)`, `name (3)`, … none of them is: the names
-    /// of a `SUBTITLES` group must differ.
+    /// `name`, or when one of `names` is already it, the first of `name (2)`, `name (3)`, … none of them is: the
+    /// names of a `SUBTITLES` group must differ.
     package static func distinctName(_ name: String, among names: Set<String>) -> String {
         guard names.contains(name) else { return name }
         return (2...).lazy.map { "\(name) (\($0))" }.first { !names.contains($0) } ?? name

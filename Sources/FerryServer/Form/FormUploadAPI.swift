@@ -104,7 +104,9 @@ public struct FormUploadAPI: Sendable {
             case .field(let name, let value):
                 switch name {
                 case FormUploadFields.token:
-                    guard fields.token == nil else { throw FormUploadError(.invalidArgument, "The form has two token fields.") }
+                    guard fields.token == nil else {
+                        throw FormUploadError(.invalidArgument, "The form has two token fields.")
+                    }
                     // Verified before anything more is read: a form without a valid token is answered at once.
                     fields.token = try await verifiedToken(value)
                 case FormUploadFields.key: fields.key = value

@@ -21,7 +21,8 @@ extension MediaAPI {
         // temporary credential it issued, which acts on the root key's own videos alone and would outlive itself.
         guard call.principal.isRoot || owner != credentials.root.accessKeyId else {
             throw MediaError(
-                "Forbidden", "A temporary credential of the root key cannot make signing keys; make them with the root key.",
+                "Forbidden",
+                "A temporary credential of the root key cannot make signing keys; make them with the root key.",
                 status: 403)
         }
         let full = MediaError(

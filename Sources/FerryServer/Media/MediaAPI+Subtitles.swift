@@ -79,7 +79,8 @@ extension MediaAPI {
             // Kept as it was: deleted meanwhile, its tracks filled by calls made at the same time, or its name taken.
             if let now = try await catalog.video(video.videoId), now.status != VideoStatus.deleted {
                 if input.name != nil, (now.subtitles ?? []).contains(where: { $0.name == name }) {
-                    throw MediaError.invalid("Name", "is the name of another of the video's tracks; each needs its own.")
+                    throw MediaError.invalid(
+                        "Name", "is the name of another of the video's tracks; each needs its own.")
                 }
                 throw full
             }

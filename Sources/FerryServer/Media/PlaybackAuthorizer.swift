@@ -84,7 +84,8 @@ struct PlaybackAuthorizer: Sendable {
             // A file of no published rendition opens when it is of none by nature (subtitles, pictures), or is the
             // first stream's (kept after the ladder replaced it) and the token opens that stream's definition.
             guard let definition = PlaybackToken.definition(ofFile: file, in: video.renditions ?? []) else {
-                guard PlaybackToken.isOfNoDefinition(file) || PlaybackToken.isFirstStream(file, of: video, allowed: allowed)
+                guard PlaybackToken.isOfNoDefinition(file)
+                    || PlaybackToken.isFirstStream(file, of: video, allowed: allowed)
                 else { throw .definition }
                 return
             }

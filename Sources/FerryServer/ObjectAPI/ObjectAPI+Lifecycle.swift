@@ -95,7 +95,9 @@ extension ObjectAPI {
                 throw invalid("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
             }
             // Two conditions on one tag key could never both hold: the rule would silently do nothing.
-            guard Set(rule.tags.map(\.key)).count == rule.tags.count else { throw invalid("Duplicate Tag Keys are not allowed.") }
+            guard Set(rule.tags.map(\.key)).count == rule.tags.count else {
+                throw invalid("Duplicate Tag Keys are not allowed.")
+            }
             let floor = rule.objectSizeGreaterThan ?? 0
             if floor < 0 || (rule.objectSizeLessThan ?? 1) <= 0 || floor >= (rule.objectSizeLessThan ?? .max) {
                 throw invalid("ObjectSizeGreaterThan must be less than ObjectSizeLessThan, and both not negative")

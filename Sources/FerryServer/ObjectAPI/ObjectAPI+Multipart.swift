@@ -285,8 +285,8 @@ extension ObjectAPI {
     private func repeatedCompletion(_ uploadId: String, _ request: S3Request, _ body: CompleteMultipartUpload)
         async throws -> Response?
     {
-        guard let completed = try await store.completedUpload(uploadId), completed.bucket.isByteEqual(to: request.bucket),
-            completed.key.isByteEqual(to: request.key)
+        guard let completed = try await store.completedUpload(uploadId),
+            completed.bucket.isByteEqual(to: request.bucket), completed.key.isByteEqual(to: request.key)
         else { return nil }
         let asked = body.parts.map {
             CompletedUploadPart(

@@ -173,7 +173,9 @@ extension ObjectAPI {
             throw S3Error(.invalidArgument, "Invalid version id specified", details: ["ArgumentName": "x-amz-copy-source"])
         }
         // As the path's (``splitPath(_:)``): a NUL would let a catalog read another bucket than the one allowed.
-        guard BucketName.isPlausible(bucket) else { throw S3Error(.invalidBucketName, "The specified bucket is not valid.") }
+        guard BucketName.isPlausible(bucket) else {
+            throw S3Error(.invalidBucketName, "The specified bucket is not valid.")
+        }
         try Self.validateKey(key)
         guard request.principal.allows(action: "s3:GetObject", bucket: bucket, key: key) else {
             throw S3Error(.accessDenied, "Access Denied")
@@ -219,8 +221,8 @@ extension ObjectAPI {
         // The source may change between looking it up and sharing its bytes: then it is looked up again.
         return try await Self.retryingChanges {
             let source = try await copySource(request)
-            if source.bucket.isByteEqual(to: request.bucket) && source.key.isByteEqual(to: request.key) && metadataDirective == "COPY"
-                && taggingDirective == "COPY"
+            if source.bucket.isByteEqual(to: request.bucket) && source.key.isByteEqual(to: request.key)
+                && metadataDirective == "COPY" && taggingDirective == "COPY"
             {
                 throw S3Error(
                     .invalidRequest,

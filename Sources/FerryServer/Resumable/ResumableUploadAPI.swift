@@ -437,8 +437,8 @@ struct ResumableUploadAPI: Sendable {
         // answer): the same upload and object, nothing made twice.
         if partials.contains(where: { $0.info.concatenatedInto != nil }) {
             guard let id = partials[0].info.concatenatedInto, let made = try await store.resumableUpload(id),
-                made.info.partials == partials.map(\.id), made.bucket.isByteEqual(to: target.bucket), made.key.isByteEqual(to: target.key),
-                made.owner == target.owner
+                made.info.partials == partials.map(\.id), made.bucket.isByteEqual(to: target.bucket),
+                made.key.isByteEqual(to: target.key), made.owner == target.owner
             else {
                 throw ResumableRefusal(
                     .badRequest, "Upload-Concat names a partial upload that another final upload was made of.", wire: wire)

@@ -22,8 +22,8 @@ extension CatalogObjectStore {
     /// uploads they abort (their parts' bytes are queued for deletion as an abort's are).
     ///
     /// An object rewritten or retagged since it was listed is left alone (the delete is conditional on its ETag, time,
-    /// size and tags), so a pass never removes a version it did not judge. The rules of the buckets in `skipping` are not applied (the media
-    /// bucket's, which takes none, set before it refused them).
+    /// size and tags), so a pass never removes a version it did not judge. The rules of the buckets in `skipping` are
+    /// not applied (the media bucket's, which takes none, set before it refused them).
     package func applyLifecycle(now: Date, dayLength: TimeInterval? = nil, skipping: Set<String> = []) async throws
         -> LifecycleOutcome
     {

@@ -361,8 +361,8 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     public func multipartUpload(_ uploadId: String, bucket: String, key: String) async throws -> MultipartUploadInfo {
-        // Bytes, as the catalog and the access policies compare keys: Swift's `==` takes a key canonically equivalent to
-        // the upload's (`e` + U+0301 for `é`), another key, for it.
+        // Bytes, as the catalog and the access policies compare keys: Swift's `==` takes a key canonically equivalent
+        // to the upload's (`e` + U+0301 for `é`), another key, for it.
         guard let upload = try await catalog.upload(uploadId), upload.bucket.isByteEqual(to: bucket),
             upload.key.isByteEqual(to: key)
         else {

@@ -84,7 +84,8 @@ extension PostgresCatalog: MediaCatalog {
             if let token = video.clientToken {
                 // Requests with one token are serialized (across nodes) until this transaction ends.
                 try await Self.lock(
-                    "SELECT pg_advisory_xact_lock(hashtext(\(video.owner + "\n" + token)))", on: connection, logger: logger)
+                    "SELECT pg_advisory_xact_lock(hashtext(\(video.owner + "\n" + token)))", on: connection,
+                    logger: logger)
                 if let found = try await Self.rows(
                     """
                     SELECT record FROM video WHERE owner = \(video.owner) AND client_token = \(token)

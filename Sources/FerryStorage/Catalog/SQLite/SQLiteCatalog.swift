@@ -239,7 +239,8 @@ public final class SQLiteCatalog: ObjectCatalog {
     ) throws -> ObjectWriteCondition.Failure? {
         if condition.isEmpty { return nil }
         let current = try Row.fetchOne(
-            db, sql: "SELECT etag, lastModified, size, tags FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key])
+            db, sql: "SELECT etag, lastModified, size, tags FROM object WHERE bucket = ? AND key = ?",
+            arguments: [bucket, key])
         return try condition.evaluate(
             etag: current?["etag"], lastModified: (current?["lastModified"] as Double?).map(Date.init(timeIntervalSince1970:)),
             size: current?["size"], tags: { try current.map { try CatalogJSON.decode([ObjectTag].self, $0["tags"]) } },
