@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import Testing
 
+@testable import FerryMedia
 @testable import FerryServer
 @testable import FerryStorage
 
@@ -16,6 +17,14 @@ struct S3BackedHarness: Sendable {
     let catalogPath: String
     let location: S3StoreLocation
     let peer: S3TestClient
+    let grace: Duration
+
+    /// Another node: an object store of its own over the same catalog and blobs.
+    func otherNode() async throws -> CatalogObjectStore {
+        var storage = S3BlobStorage(location: location)
+        storage.retireAfter = grace
+        return CatalogObjectStore(blobs: storage, catalog: catalog, logger: Logger(label: "ferry.test"))
+    }
 
     static func with<T: Sendable>(grace: Duration, _ body: @Sendable (S3BackedHarness) async throws -> T) async throws -> T {
         let moto = try await MotoServer.start()
@@ -32,7 +41,7 @@ struct S3BackedHarness: Sendable {
             try await store.createBucket("bkt")
             let harness = S3BackedHarness(
                 store: store, catalog: catalog, catalogPath: path, location: location,
-                peer: S3TestClient(endpoint: moto.endpoint, credentials: credentials))
+                peer: S3TestClient(endpoint: moto.endpoint, credentials: credentials), grace: grace)
             let result = try await body(harness)
             await moto.stop()
             try? FileManager.default.removeItem(atPath: directory)
@@ -158,6 +167,36 @@ struct BlobDeletionTests {
         }
     }
 
+    @Test("a download served by one node keeps a blob another node's overwrite retired until it ends, past the grace period and the orphan collection")
+    func otherNodesReader() async throws {
+        try await S3BackedHarness.with(grace: .seconds(600)) { harness in
+            let first = try await harness.put("k", "first version")
+            let reading = try await harness.otherNode()
+            let object = try await reading.object(bucket: "bkt", key: "k")
+            var reader = try await reading.readObject(object, range: nil).makeAsyncIterator()
+            // This node overwrites while the other streams; its collector may delete the old blob once due.
+            let second = try await harness.put("k", "second")
+            let start = Date()
+            func collector(_ store: CatalogObjectStore) -> UploadCollector {
+                UploadCollector(store: store, maxAge: 86_400, interval: 3600, logger: Logger(label: "ferry.test"))
+            }
+            // The reading node's look at the queue holds the blob for another grace period from then.
+            #expect(await collector(reading).deleteQueuedBlobs(now: start.addingTimeInterval(300)) == 0)
+            #expect(await collector(harness.store).deleteQueuedBlobs(now: start.addingTimeInterval(601)) == 0)
+            // Queued, it is the queue's: the orphan collection leaves it, however many passes.
+            #expect(try await harness.store.collectOrphanBlobs(olderThan: -5) == 0)
+            #expect(try await harness.store.collectOrphanBlobs(olderThan: -5) == 0)
+            #expect(try await harness.blobs() == [first, second])
+            var text = ""
+            while let buffer = try await reader.next() { text += String(buffer: buffer) }
+            #expect(text == "first version")
+            // Read to its end, it is held no more, and goes once due.
+            #expect(await collector(reading).deleteQueuedBlobs(now: start.addingTimeInterval(600)) == 0)
+            #expect(await collector(harness.store).deleteQueuedBlobs(now: start.addingTimeInterval(901)) == 1)
+            #expect(try await harness.blobs() == [second])
+        }
+    }
+
     @Test("the deletion queue keeps each blob once, due at the later time, until it is taken off", arguments: JobQueueImplementation.allCases)
     func queue(_ implementation: JobQueueImplementation) async throws {
         try await implementation.with { media in
@@ -170,6 +209,11 @@ struct BlobDeletionTests {
             #expect(Set(try await catalog.dueBlobDeletions(now: t0.addingTimeInterval(60), limit: 10)) == ["a", "b", "c"])
             #expect(try await catalog.dueBlobDeletions(now: t0.addingTimeInterval(60), limit: 1).count == 1)
             try await catalog.removeBlobDeletions(["a", "c"])
+            #expect(try await catalog.dueBlobDeletions(now: .distantFuture, limit: 10) == ["b"])
+            // Postponing moves a queued blob later, never earlier, and queues no other.
+            try await catalog.postponeBlobDeletions(["b", "read"], until: t0.addingTimeInterval(120))
+            try await catalog.postponeBlobDeletions(["b"], until: t0)
+            #expect(try await catalog.dueBlobDeletions(now: t0.addingTimeInterval(119), limit: 10).isEmpty)
             #expect(try await catalog.dueBlobDeletions(now: .distantFuture, limit: 10) == ["b"])
             #expect(catalog.isShared == (implementation == .postgres))
         }

@@ -73,6 +73,28 @@ struct LifecycleTests {
         }
     }
 
+    @Test("the collector's periodic passes put a new or replaced configuration in force from the second pass that reads it")
+    func settledConfiguration() async throws {
+        try await JobQueueImplementation.sqlite.withObjectStore { store in
+            try await store.createBucket("b")
+            try await ObjectCatalogTests.put(store, "b", "logs/a", "1")
+            try await ObjectCatalogTests.put(store, "b", "tmp/a", "1")
+            let collector = UploadCollector(store: store, maxAge: 86_400, interval: 3600, logger: Logger(label: "ferry.test"))
+            let later = Date().addingTimeInterval(3 * 86_400)
+            func rule(_ prefix: String) throws -> String {
+                try Self.document([Rule(id: prefix, prefix: prefix, expiration: .init(days: 1))])
+            }
+            try await store.setBucketConfiguration("b", .lifecycle, try rule("logs/"))
+            #expect(await collector.applyLifecycle(now: later, settledOnly: true) == LifecycleOutcome())
+            #expect(try await Self.keys(store, "b") == ["logs/a", "tmp/a"])
+            // Replaced before it took effect: the first never applies, the replacement waits a pass of its own.
+            try await store.setBucketConfiguration("b", .lifecycle, try rule("tmp/"))
+            #expect(await collector.applyLifecycle(now: later, settledOnly: true) == LifecycleOutcome())
+            #expect(await collector.applyLifecycle(now: later, settledOnly: true).expiredObjects == 1)
+            #expect(try await Self.keys(store, "b") == ["logs/a"])
+        }
+    }
+
     @Test("a pass under way stops by the rules in force: once DeleteBucketLifecycle is done, at most 100 more objects go", arguments: JobQueueImplementation.allCases)
     func passStopsWhenRulesGo(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in

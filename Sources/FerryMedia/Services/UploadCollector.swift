@@ -57,7 +57,7 @@ package struct UploadCollector: Service {
         var passes: [(Duration, @Sendable () async -> Void)] = [
             (.seconds(interval), { await collectOnce() }),
             (deletionInterval, { await deleteQueuedBlobs() }),
-            (lifecycleInterval, { await applyLifecycle() }),
+            (lifecycleInterval, { await applyLifecycle(settledOnly: true) }),
         ]
         if let expiryInterval { passes.append((expiryInterval, { await expireOnce() })) }
         await withDiscardingTaskGroup { group in
@@ -73,12 +73,14 @@ package struct UploadCollector: Service {
         }
     }
 
-    /// Deletes the queued blobs that are due, a batch at a time; returns how many went.
+    /// Keeps the queued blobs this node still streams for another grace period, then deletes the queued blobs that
+    /// are due, a batch at a time; returns how many went.
     @discardableResult
     func deleteQueuedBlobs(now: Date = Date()) async -> Int {
         let batch = 1000
         var deleted = 0
         do {
+            try await store.holdReadBlobs(now: now)
             while !Task.isCancelled {
                 let count = try await store.deleteQueuedBlobs(now: now, limit: batch)
                 deleted += count
@@ -92,13 +94,15 @@ package struct UploadCollector: Service {
     }
 
     /// Applies the buckets' lifecycle rules once, on the node holding the lifecycle lease (every node whose store is
-    /// its own).
+    /// its own). With `settledOnly` (the periodic passes), a configuration takes effect from the second pass that
+    /// reads it.
     @discardableResult
-    func applyLifecycle(now: Date = Date()) async -> LifecycleOutcome {
+    func applyLifecycle(now: Date = Date(), settledOnly: Bool = false) async -> LifecycleOutcome {
         do {
             guard try await holdLease(Self.lifecycleLeaseName, now) || !store.isShared else { return LifecycleOutcome() }
             let outcome = try await store.applyLifecycle(
-                now: now, dayLength: lifecycleDayLength, skipping: Set([media?.bucket].compactMap { $0 }))
+                now: now, dayLength: lifecycleDayLength, skipping: Set([media?.bucket].compactMap { $0 }),
+                settledOnly: settledOnly)
             if outcome != LifecycleOutcome() {
                 logger.debug(
                     "lifecycle rules applied",

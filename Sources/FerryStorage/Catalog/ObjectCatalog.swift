@@ -90,6 +90,9 @@ protocol ObjectCatalog: ResumableUploadCatalog {
     func dueBlobDeletions(now: Date, limit: Int) async throws -> [String]
     /// Takes deleted blobs off the queue.
     func removeBlobDeletions(_ blobs: [String]) async throws
+    /// Makes those of `blobs` that are queued due no earlier than `date` (a reader on some node still streams them);
+    /// queues none of the others.
+    func postponeBlobDeletions(_ blobs: [String], until date: Date) async throws
 }
 
 /// A configuration a bucket may hold, as its S3 XML document.

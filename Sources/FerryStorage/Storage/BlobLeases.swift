@@ -53,6 +53,9 @@ final class BlobLeases: Sendable {
     /// Whether a blob has readers.
     func isLeased(_ blob: String) -> Bool { state.withLockedValue { $0.readers[blob] != nil } }
 
+    /// The blobs that have readers.
+    var leasedBlobs: [String] { state.withLockedValue { Array($0.readers.keys) } }
+
     /// How many blobs have readers (for tests).
     var leasedCount: Int { state.withLockedValue { $0.readers.count } }
 }

@@ -24,12 +24,22 @@ extension CatalogObjectStore {
     /// An object rewritten or retagged since it was listed is left alone (the delete is conditional on its ETag, time,
     /// size and tags), so a pass never removes a version it did not judge. The rules of the buckets in `skipping` are
     /// not applied (the media bucket's, which takes none, set before it refused them).
-    package func applyLifecycle(now: Date, dayLength: TimeInterval? = nil, skipping: Set<String> = []) async throws
-        -> LifecycleOutcome
-    {
+    ///
+    /// With `settledOnly`, a bucket's configuration is applied from the second pass that reads it unchanged, as S3
+    /// takes a while to put a new one in force: right after PutBucketLifecycleConfiguration is answered, its bucket
+    /// still holds what the rules are about to expire, and a mistaken rule can be replaced before it removes anything.
+    package func applyLifecycle(
+        now: Date, dayLength: TimeInterval? = nil, skipping: Set<String> = [], settledOnly: Bool = false
+    ) async throws -> LifecycleOutcome {
         var outcome = LifecycleOutcome()
         let page = 1000
-        buckets: for (bucket, document) in try await catalog.bucketConfigurations(.lifecycle) where !skipping.contains(bucket) {
+        let configurations = try await catalog.bucketConfigurations(.lifecycle)
+        let seen = lifecycleSeen.withLockedValue { seen in
+            defer { seen = Dictionary(configurations.map { ($0.bucket, $0.document) }, uniquingKeysWith: { $1 }) }
+            return seen
+        }
+        buckets: for (bucket, document) in configurations where !skipping.contains(bucket) {
+            guard !settledOnly || seen[bucket] == document else { continue }
             guard var lifecycle = BucketLifecycle(document: document, dayLength: dayLength) else { continue }
             // The rules are read again before every `recheck` deletions: once a DeleteBucketLifecycle or a replacement
             // has been answered, a pass under way removes at most that many objects by the old rules.

@@ -39,6 +39,8 @@ public struct CatalogObjectStore: ObjectStore {
     package var events: (any ServiceEvents)?
     /// Unreferenced blobs the last orphan pass found; the next pass deletes those still unreferenced.
     let orphanSuspects = NIOLockedValueBox<Set<String>>([])
+    /// The buckets' lifecycle configurations the last lifecycle pass read, by bucket.
+    let lifecycleSeen = NIOLockedValueBox<[String: String]>([:])
 
     /// Opens the store with its blobs as files in `directory`, over `catalog`.
     public init(directory: String, catalog: SQLiteCatalog, limits: Limits = .init(), logger: Logger) throws {
@@ -717,7 +719,9 @@ public struct CatalogObjectStore: ObjectStore {
     /// retired a moment ago, which readers on other nodes may still stream during the grace period, is at most a
     /// suspect in the first pass, and passes are an interval (an hour by default) apart.
     package func collectOrphanBlobs(olderThan age: TimeInterval = 3600) async throws -> Int {
+        // A queued blob is the queue's to delete, when it is due and read nowhere (``holdReadBlobs(now:)``).
         let referenced = try await catalog.referencedBlobs()
+            .union(catalog.dueBlobDeletions(now: .distantFuture, limit: .max))
         let unreferenced = Set(
             try await files.blobs(olderThan: Date().addingTimeInterval(-age)).filter {
                 !referenced.contains($0) && !files.leases.isLeased($0)
@@ -822,6 +826,18 @@ public struct CatalogObjectStore: ObjectStore {
             try await catalog.queueBlobDeletions(read + failed, dueAt: now.addingTimeInterval(Self.queuedBlobRetryDelay))
         }
         return deleted.count
+    }
+
+    /// Keeps the queued blobs that readers here still stream from being deleted for another grace period from `now`,
+    /// where other nodes share the blobs: each node's collector does this before every look at the queue, so a blob an
+    /// overwrite retired goes only once no node has read it for the grace period, however long a download takes.
+    package func holdReadBlobs(now: Date = Date()) async throws {
+        guard let grace = files.retirementGrace, grace > .zero else { return }
+        let read = files.leases.leasedBlobs
+        for start in stride(from: 0, to: read.count, by: 1000) {
+            try await catalog.postponeBlobDeletions(
+                Array(read[start..<min(start + 1000, read.count)]), until: now.addingTimeInterval(grace.timeInterval))
+        }
     }
 
     /// How long a queued blob that could not be deleted waits before it is tried again.

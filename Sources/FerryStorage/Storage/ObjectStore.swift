@@ -274,6 +274,9 @@ package protocol CollectableObjectStore: ObjectStore {
     /// Deletes bytes queued for deletion (replaced or deleted objects' bytes kept for their readers) that are due and
     /// no longer read, up to `limit`; returns how many went.
     func deleteQueuedBlobs(now: Date, limit: Int) async throws -> Int
+    /// Keeps queued bytes that readers here still stream from being deleted for another grace period from `now`
+    /// (other nodes' queue passes included).
+    func holdReadBlobs(now: Date) async throws
     /// Removes the resumable uploads that expired before `now`, with the bytes of those left unfinished; returns how
     /// many.
     func expireResumableUploads(now: Date) async throws -> Int
@@ -281,6 +284,7 @@ package protocol CollectableObjectStore: ObjectStore {
     /// two), initiated before `date`; returns how many.
     func abortUnclaimedResumableUploads(initiatedBefore date: Date) async throws -> Int
     /// Applies the buckets' lifecycle rules as of `now` (``BucketLifecycle``; `dayLength` shortens their days), but
-    /// not those of the buckets in `skipping`.
-    func applyLifecycle(now: Date, dayLength: TimeInterval?, skipping: Set<String>) async throws -> LifecycleOutcome
+    /// not those of the buckets in `skipping`, nor, with `settledOnly`, a configuration the last pass did not read.
+    func applyLifecycle(now: Date, dayLength: TimeInterval?, skipping: Set<String>, settledOnly: Bool) async throws
+        -> LifecycleOutcome
 }

@@ -37,4 +37,14 @@ extension PostgresCatalog {
         guard !blobs.isEmpty else { return }
         try await execute("DELETE FROM blob_deletion WHERE blob = ANY(\(blobs)::text[])")
     }
+
+    /// Makes those of `blobs` that are queued due no earlier than `date`; queues none of the others.
+    func postponeBlobDeletions(_ blobs: [String], until date: Date) async throws {
+        guard !blobs.isEmpty else { return }
+        try await execute(
+            """
+            UPDATE blob_deletion SET due_at = GREATEST(due_at, \(date.timeIntervalSince1970))
+            WHERE blob = ANY(\(blobs)::text[])
+            """)
+    }
 }

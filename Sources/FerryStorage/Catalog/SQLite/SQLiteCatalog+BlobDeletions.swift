@@ -49,4 +49,16 @@ extension SQLiteCatalog {
             }
         }
     }
+
+    /// Makes those of `blobs` that are queued due no earlier than `date`; queues none of the others.
+    func postponeBlobDeletions(_ blobs: [String], until date: Date) async throws {
+        guard !blobs.isEmpty else { return }
+        try await pool.write { db in
+            for blob in blobs {
+                try db.execute(
+                    sql: "UPDATE blobDeletion SET dueAt = max(dueAt, ?) WHERE blob = ?",
+                    arguments: [date.timeIntervalSince1970, blob])
+            }
+        }
+    }
 }
