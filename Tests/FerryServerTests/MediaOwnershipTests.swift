@@ -88,6 +88,23 @@ struct MediaOwnershipTests {
         }
     }
 
+    @Test("a NUL in a JSON body's string is InvalidParameter: an id cut at it never names another record")
+    func nulInJSON() async throws {
+        try await TestServer.with { server in
+            let created = try await mediaRequest(
+                server, "CreateUploadVideo", Array(#"{"Title":"t","FileName":"a.mp4"}"#.utf8))
+            let answer = try JSONSerialization.jsonObject(with: Data(created.text.utf8)) as? [String: Any]
+            let video = try #require(answer?["VideoId"] as? String, "\(created.text)")
+            #expect(try await mediaRequest(server, "GetVideoInfo", Array(#"{"VideoId":"\#(video)"}"#.utf8)).status == 200)
+            let cut = try await mediaRequest(server, "GetVideoInfo", Array(#"{"VideoId":"\#(video)\u0000x"}"#.utf8))
+            #expect(cut.status == 400 && mediaCode(cut) == "InvalidParameter", "\(cut.status) \(cut.text)")
+            #expect(cut.text.contains("NUL"), "\(cut.text)")
+            // An escaped backslash followed by the text u0000 is no NUL.
+            let text = try await mediaRequest(server, "GetVideoInfo", Array(#"{"VideoId":"\#(video)\\u0000x"}"#.utf8))
+            #expect(text.status != 200 && !text.text.contains("NUL"), "\(text.status) \(text.text)")
+        }
+    }
+
     @Test("integers out of range and a status no video can be listed in answer 400 InvalidParameter and the server keeps serving")
     func integersOutOfRange() async throws {
         try await TestServer.with { server in

@@ -5,7 +5,8 @@ import Foundation
 /// their shape is checked (``DocumentShape``): a body too deep or too large is `InvalidParameter`, one that is not JSON
 /// `MalformedJSON`, a field of the wrong type (or a number its type cannot hold), or one a quota or a policy statement
 /// does not take, `InvalidParameter` naming the field, and a field a nested object needs and lacks `MissingParameter`.
-/// An empty body is `{}`.
+/// An empty body is `{}`. A string holding NUL (`\u0000`) is `InvalidParameter`: no field takes one, and the SQLite
+/// catalog would read the text only up to it (an id cut there names another record).
 enum JSONBody {
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         let data = data.isEmpty ? Data("{}".utf8) : data
@@ -13,6 +14,9 @@ enum JSONBody {
             try DocumentShape.checkJSON(data)
         } catch {
             throw MediaError("InvalidParameter", "The request body \(error.reason).")
+        }
+        guard !holdsEscapedNUL(data) else {
+            throw MediaError("InvalidParameter", "The request body holds a NUL character (\\u0000), which no field takes.")
         }
         do {
             return try JSONDecoder().decode(type, from: data)
@@ -35,6 +39,18 @@ enum JSONBody {
         } catch {
             throw MediaError("MalformedJSON", "The request body is not a valid JSON object.")
         }
+    }
+
+    /// Whether a string in `data` spells NUL (`\u0000`); a raw NUL is not JSON, and the decoder refuses it.
+    private static func holdsEscapedNUL(_ data: Data) -> Bool {
+        var index = data.startIndex
+        while let slash = data[index...].firstIndex(of: UInt8(ascii: "\\")) {
+            let escape = data[(slash + 1)...].prefix(5)
+            if escape.elementsEqual("u0000".utf8) { return true }
+            // Past the escaped character: `\\u0000` is a backslash and the text u0000.
+            index = min(slash + 2, data.endIndex)
+        }
+        return false
     }
 
     /// A field's path as the body spells it: `Policy.statements[0].actions`.
