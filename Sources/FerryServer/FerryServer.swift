@@ -370,7 +370,7 @@ public struct FerryServer: Sendable {
             store: store, maxAge: configuration.multipartUploadMaxAge, interval: configuration.collectionInterval,
             logger: configuration.logger, media: mediaLibrary, leases: leases, node: node,
             // Each look holds what this node reads for another grace period: a few looks fit in one.
-            deletionInterval: max(.seconds(1), min(.seconds(30), configuration.sharedBlobGrace / 3)),
+            deletionInterval: max(.milliseconds(100), min(.seconds(30), configuration.sharedBlobGrace / 3)),
             lifecycleInterval: configuration.lifecycleDayLength.map { .seconds($0 / 5) } ?? .seconds(600),
             lifecycleDayLength: configuration.lifecycleDayLength,
             expiryInterval: configuration.expiryInterval.map { .milliseconds(Int64($0 * 1000)) })

@@ -95,6 +95,62 @@ struct LifecycleTests {
         }
     }
 
+    @Test("with settling, a configuration replaced while a pass applies the one before stops that pass for the bucket: the replacement removes nothing before it has settled too")
+    func replacedDuringSettledPass() async throws {
+        try await JobQueueImplementation.sqlite.withObjectStore { store in
+            try await store.createBucket("b")
+            let keys = (0..<300).map { String(format: "a/%03d", $0) }
+            for key in keys + ["b/0", "b/1"] { try await ObjectCatalogTests.put(store, "b", key, "x") }
+            let collector = UploadCollector(store: store, maxAge: 86_400, interval: 3600, logger: Logger(label: "ferry.test"))
+            let later = Date().addingTimeInterval(3 * 86_400)
+            func rule(_ prefix: String) throws -> String {
+                try Self.document([Rule(id: "r", prefix: prefix, expiration: .init(days: 1))])
+            }
+            try await store.setBucketConfiguration("b", .lifecycle, try rule("a/"))
+            #expect(await collector.applyLifecycle(now: later, settledOnly: true) == LifecycleOutcome())
+            let pass = Task { await collector.applyLifecycle(now: later, settledOnly: true) }
+            // Once the settled rule's pass has begun deleting, a rule taking everything replaces it.
+            while (try? await store.object(bucket: "b", key: keys[0])) != nil { try await Task.sleep(for: .milliseconds(1)) }
+            try await store.setBucketConfiguration("b", .lifecycle, try rule(""))
+            let outcome = await pass.value
+            #expect(outcome.expiredObjects < keys.count, "the pass ended before the replacement: nothing shown")
+            #expect(try await Self.keys(store, "b").suffix(2) == ["b/0", "b/1"])
+            // The replacement is read by one pass and applied by the next.
+            #expect(await collector.applyLifecycle(now: later, settledOnly: true) == LifecycleOutcome())
+            #expect(await collector.applyLifecycle(now: later, settledOnly: true).expiredObjects > 2)
+            #expect(try await Self.keys(store, "b").isEmpty)
+        }
+    }
+
+    @Test("nodes sharing a catalog: a node that lost the lifecycle lease forgets what it read, and reads the rules again before it applies them")
+    func settlingAcrossNodes() async throws {
+        try await JobQueueImplementation.postgres.withObjectStore { store in
+            let leases = try #require(store.catalog as? any ServiceLeaseStore)
+            func node(_ name: String) -> UploadCollector {
+                // A store of its own over the shared catalog and blobs, as each node has.
+                let own = CatalogObjectStore(blobs: store.files, catalog: store.catalog, logger: Logger(label: "ferry.test"))
+                return UploadCollector(
+                    store: own, maxAge: 86_400, interval: 3600, logger: Logger(label: "ferry.test"), leases: leases, node: name)
+            }
+            let (a, b) = (node("a"), node("b"))
+            try await store.createBucket("b")
+            try await store.setBucketConfiguration(
+                "b", .lifecycle, try Self.document([Rule(id: "all", prefix: "", expiration: .init(days: 1))]))
+            let later = Date().addingTimeInterval(3 * 86_400)
+            // Node b reads the rules; its lease lapses and node a takes over, reads, applies.
+            #expect(await b.applyLifecycle(now: later, settledOnly: true) == LifecycleOutcome())
+            try await ObjectCatalogTests.put(store, "b", "first", "1")
+            #expect(await a.applyLifecycle(now: later.addingTimeInterval(601), settledOnly: true) == LifecycleOutcome())
+            #expect(await b.applyLifecycle(now: later.addingTimeInterval(660), settledOnly: true) == LifecycleOutcome())
+            #expect(await a.applyLifecycle(now: later.addingTimeInterval(700), settledOnly: true).expiredObjects == 1)
+            // Node a stops; node b, which lost the lease in between, reads the rules again before it applies them.
+            try await ObjectCatalogTests.put(store, "b", "second", "2")
+            #expect(await b.applyLifecycle(now: later.addingTimeInterval(1301), settledOnly: true) == LifecycleOutcome())
+            #expect(try await Self.keys(store, "b") == ["second"])
+            #expect(await b.applyLifecycle(now: later.addingTimeInterval(1360), settledOnly: true).expiredObjects == 1)
+        }
+    }
+
     @Test("a pass under way stops by the rules in force: once DeleteBucketLifecycle is done, at most 100 more objects go", arguments: JobQueueImplementation.allCases)
     func passStopsWhenRulesGo(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in

@@ -99,6 +99,10 @@ struct MediaOwnershipTests {
             let cut = try await mediaRequest(server, "GetVideoInfo", Array(#"{"VideoId":"\#(video)\u0000x"}"#.utf8))
             #expect(cut.status == 400 && mediaCode(cut) == "InvalidParameter", "\(cut.status) \(cut.text)")
             #expect(cut.text.contains("NUL"), "\(cut.text)")
+            // In UTF-16, which the decoder would take, as in UTF-8.
+            let wide = Array(#"{"VideoId":"\#(video)\u0000x"}"#.data(using: .utf16LittleEndian) ?? Data())
+            let cutWide = try await mediaRequest(server, "GetVideoInfo", wide)
+            #expect(cutWide.status == 400 && mediaCode(cutWide) == "InvalidParameter", "\(cutWide.status) \(cutWide.text)")
             // An escaped backslash followed by the text u0000 is no NUL.
             let text = try await mediaRequest(server, "GetVideoInfo", Array(#"{"VideoId":"\#(video)\\u0000x"}"#.utf8))
             #expect(text.status != 200 && !text.text.contains("NUL"), "\(text.status) \(text.text)")

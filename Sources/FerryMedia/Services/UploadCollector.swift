@@ -57,6 +57,8 @@ package struct UploadCollector: Service {
         var passes: [(Duration, @Sendable () async -> Void)] = [
             (.seconds(interval), { await collectOnce() }),
             (deletionInterval, { await deleteQueuedBlobs() }),
+            // A pass of its own: a long or stuck deletion pass does not hold it up.
+            (deletionInterval, { await holdReadBlobs() }),
             (lifecycleInterval, { await applyLifecycle(settledOnly: true) }),
         ]
         if let expiryInterval { passes.append((expiryInterval, { await expireOnce() })) }
@@ -73,14 +75,22 @@ package struct UploadCollector: Service {
         }
     }
 
-    /// Keeps the queued blobs this node still streams for another grace period, then deletes the queued blobs that
-    /// are due, a batch at a time; returns how many went.
+    /// Keeps the queued blobs this node's downloads still stream from other nodes' deletion passes for another grace
+    /// period from `now`.
+    func holdReadBlobs(now: Date = Date()) async {
+        do {
+            try await store.holdReadBlobs(now: now)
+        } catch {
+            logger.warning("queued blobs read here not held", metadata: ["error": .string(String(describing: error))])
+        }
+    }
+
+    /// Deletes the queued blobs that are due, a batch at a time; returns how many went.
     @discardableResult
     func deleteQueuedBlobs(now: Date = Date()) async -> Int {
         let batch = 1000
         var deleted = 0
         do {
-            try await store.holdReadBlobs(now: now)
             while !Task.isCancelled {
                 let count = try await store.deleteQueuedBlobs(now: now, limit: batch)
                 deleted += count
@@ -95,11 +105,14 @@ package struct UploadCollector: Service {
 
     /// Applies the buckets' lifecycle rules once, on the node holding the lifecycle lease (every node whose store is
     /// its own). With `settledOnly` (the periodic passes), a configuration takes effect from the second pass that
-    /// reads it.
+    /// reads it; a node that does not hold the lease forgets what it read, as it no longer follows the changes.
     @discardableResult
     func applyLifecycle(now: Date = Date(), settledOnly: Bool = false) async -> LifecycleOutcome {
         do {
-            guard try await holdLease(Self.lifecycleLeaseName, now) || !store.isShared else { return LifecycleOutcome() }
+            guard try await holdLease(Self.lifecycleLeaseName, now) || !store.isShared else {
+                store.forgetLifecycleReadings()
+                return LifecycleOutcome()
+            }
             let outcome = try await store.applyLifecycle(
                 now: now, dayLength: lifecycleDayLength, skipping: Set([media?.bucket].compactMap { $0 }),
                 settledOnly: settledOnly)
@@ -115,6 +128,7 @@ package struct UploadCollector: Service {
             return outcome
         } catch {
             logger.warning("lifecycle pass failed", metadata: ["error": .string(String(describing: error))])
+            store.forgetLifecycleReadings()
             return LifecycleOutcome()
         }
     }

@@ -5,8 +5,9 @@ import Foundation
 /// their shape is checked (``DocumentShape``): a body too deep or too large is `InvalidParameter`, one that is not JSON
 /// `MalformedJSON`, a field of the wrong type (or a number its type cannot hold), or one a quota or a policy statement
 /// does not take, `InvalidParameter` naming the field, and a field a nested object needs and lacks `MissingParameter`.
-/// An empty body is `{}`. A string holding NUL (`\u0000`) is `InvalidParameter`: no field takes one, and the SQLite
-/// catalog would read the text only up to it (an id cut there names another record).
+/// An empty body is `{}`. A string holding NUL (`\u0000`), or a body holding a NUL byte (UTF-16 or UTF-32, which the
+/// decoder would take), is `InvalidParameter`: no field takes NUL, and the SQLite catalog would read text only up to
+/// it (an id cut there names another record).
 enum JSONBody {
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         let data = data.isEmpty ? Data("{}".utf8) : data
@@ -14,6 +15,9 @@ enum JSONBody {
             try DocumentShape.checkJSON(data)
         } catch {
             throw MediaError("InvalidParameter", "The request body \(error.reason).")
+        }
+        guard !data.contains(0) else {
+            throw MediaError("InvalidParameter", "The request body holds a NUL byte: JSON bodies are UTF-8, without NUL.")
         }
         guard !holdsEscapedNUL(data) else {
             throw MediaError("InvalidParameter", "The request body holds a NUL character (\\u0000), which no field takes.")

@@ -47,8 +47,9 @@ extension CatalogObjectStore {
             func stillInForce() async throws -> Bool {
                 judged += 1
                 guard judged % Self.lifecycleRecheck == 0 else { return true }
-                guard let document = try await catalog.bucketConfiguration(bucket, .lifecycle),
-                    let current = BucketLifecycle(document: document, dayLength: dayLength)
+                guard let reread = try await catalog.bucketConfiguration(bucket, .lifecycle),
+                    let current = BucketLifecycle(document: reread, dayLength: dayLength),
+                    !settledOnly || reread == document
                 else { return false }
                 lifecycle = current
                 return true
@@ -92,5 +93,10 @@ extension CatalogObjectStore {
         }
         if outcome.abortedUploads > 0 { events?.multipartUpload(.expired, count: outcome.abortedUploads) }
         return outcome
+    }
+
+    /// Forgets the configurations the last lifecycle pass read: the next pass with `settledOnly` applies none.
+    package func forgetLifecycleReadings() {
+        lifecycleSeen.withLockedValue { $0 = [:] }
     }
 }

@@ -287,4 +287,6 @@ package protocol CollectableObjectStore: ObjectStore {
     /// not those of the buckets in `skipping`, nor, with `settledOnly`, a configuration the last pass did not read.
     func applyLifecycle(now: Date, dayLength: TimeInterval?, skipping: Set<String>, settledOnly: Bool) async throws
         -> LifecycleOutcome
+    /// Forgets the configurations the last lifecycle pass read: the next pass with `settledOnly` applies none.
+    func forgetLifecycleReadings()
 }
