@@ -5,7 +5,7 @@ import Foundation
 ///
 /// The queue's events and the interrupts are merged into one stream, read by ``run(_:)`` from one task at a time.
 final class QueueFollower: @unchecked Sendable {
-    // `iterator` and `firstProgress` are touched only by the task running `run(_:)`, one call at a time; the pumps
+    // `iterator` and `rates` are touched only by the task running `run(_:)`, one call at a time; the pumps
     // only yield into the merged stream.
     private enum Input {
         case event(UploadQueueEvent)
@@ -24,7 +24,7 @@ final class QueueFollower: @unchecked Sendable {
     private let output: ProgressPrinter
     private var iterator: AsyncStream<Input>.Iterator
     private let pumps: [Task<Void, Never>]
-    private var firstProgress: [UploadQueue.Item.ID: (date: Date, bytes: Int64)] = [:]
+    private var rates: [UploadQueue.Item.ID: RecentRate] = [:]
 
     /// Follows `queue`, printing to `output`.
     init(queue: UploadQueue, output: ProgressPrinter, interrupts: SignalCounter) {
@@ -92,17 +92,15 @@ final class QueueFollower: @unchecked Sendable {
                     break
                 case .progress(let item, let sent, let total):
                     guard pending.contains(item.id) else { break }
-                    let now = Date()
-                    if firstProgress[item.id] == nil {
-                        firstProgress[item.id] = (now, sent)
+                    let now = ContinuousClock.now
+                    if rates[item.id] == nil {
+                        rates[item.id] = RecentRate(start: now, count: sent)
                         // The checkpoint is written and the first bytes are on their way.
                         if output.json {
                             output.emit(["event": "started", "file": file(item), "uploadId": item.uploadId ?? NSNull()])
                         }
                     }
-                    let first = firstProgress[item.id]!
-                    let elapsed = now.timeIntervalSince(first.date)
-                    let rate = elapsed > 0 ? Double(sent - first.bytes) / elapsed : 0
+                    let rate = rates[item.id]?.rate(at: now, count: sent) ?? 0
                     output.progress(file: file(item), sent: sent, stored: item.storedSize, total: total, bytesPerSecond: rate)
                 case .finished(let item, let result):
                     guard pending.remove(item.id) != nil else { break }

@@ -16,6 +16,33 @@ struct ProgressMeterTests {
         func append(_ value: (Int64, Int64)) { lock.withLock { values.append(value) } }
     }
 
+    @Test("the rate covers about the last 10 s: a stall and a speed-up show within a window, where an average since the start hid them")
+    func recentRate() {
+        let t0 = ContinuousClock.now
+        var rate = RecentRate(start: t0, count: 0)
+        var (time, count, last) = (t0, Int64(0), 0.0)
+        /// `seconds` at `bytesPerSecond`, a reading every 100 ms.
+        func send(_ seconds: Int, at bytesPerSecond: Int64) {
+            for _ in 0..<(seconds * 10) {
+                time += .milliseconds(100)
+                count += bytesPerSecond / 10
+                last = rate.rate(at: time, count: count)
+            }
+        }
+        send(20, at: 1_000_000)
+        #expect(abs(last - 1_000_000) < 1)
+        // 30 s without a byte, then 20 s at 100 kB/s: the rate is that, where the average since the start is 314 kB/s.
+        time += .seconds(30)
+        send(20, at: 100_000)
+        #expect(abs(last - 100_000) < 1, "\(last)")
+        send(20, at: 10_000_000)
+        #expect(abs(last - 10_000_000) < 1, "\(last)")
+        // A reading no later than the last, and one with nothing new, keep the rate finite.
+        #expect(rate.rate(at: time, count: count).isFinite)
+        var fresh = RecentRate(start: t0, count: 5)
+        #expect(fresh.rate(at: t0, count: 5) == 0)
+    }
+
     @Test("reports from parts counted on many threads at once arrive in increasing order and end at the total")
     func concurrentPartsReportInOrder() async throws {
         let reports = Reports()

@@ -21,8 +21,8 @@ final class ProgressMeter: @unchecked Sendable {
     /// The offset the stream's current append started at, and the bytes it has handed over.
     private var append: (offset: Int64, sent: Int64) = (0, 0)
     private let expected: Int64
-    private let start = ContinuousClock.now
-    private let startBytes: Int64
+    /// The rate reports carry: over about the last 10 s.
+    private var recent: RecentRate
     private let interval: Duration
     private var lastReport: ContinuousClock.Instant?
     /// What the last report said.
@@ -35,7 +35,7 @@ final class ProgressMeter: @unchecked Sendable {
     ) {
         total = alreadySent
         stored = alreadySent
-        startBytes = alreadySent
+        recent = RecentRate(start: .now, count: alreadySent)
         reported = (alreadySent, alreadySent)
         self.expected = expected
         self.interval = interval
@@ -113,9 +113,7 @@ final class ProgressMeter: @unchecked Sendable {
     }
 
     private func snapshot(delta: Int64) -> UploadProgress {
-        let elapsed = ContinuousClock.now - start
-        let seconds = elapsed.timeInterval
-        let rate = seconds > 0 ? Double(total - startBytes) / seconds : 0
+        let rate = recent.rate(at: .now, count: total)
         let remaining = expected - total
         let eta: Duration? = rate > 0 ? .milliseconds(Int64(Double(remaining) / rate * 1000)) : nil
         return UploadProgress(
