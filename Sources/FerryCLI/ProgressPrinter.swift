@@ -121,7 +121,7 @@ struct ProgressPrinter: Sendable {
         let remaining = eta ?? (bytesPerSecond > 0 ? .seconds(Double(total - sent) / bytesPerSecond) : nil)
         if let remaining, sent < total { text += " ETA \(Int(remaining.timeInterval))s" }
         if terminal {
-            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + TerminalText.safe(text)).utf8))
+            write("\r\u{1B}[2K" + TerminalText.safe(text))
         } else {
             let percent = Int(fraction * 100)
             if sent == total || percent != lastPercent.exchange(percent, for: file) { line(text) }
@@ -213,7 +213,7 @@ struct ProgressPrinter: Sendable {
             if let value = video.statusMessage { object["StatusMessage"] = value }
             emit(object)
         } else if terminal {
-            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + TerminalText.safe("\(file): " + text)).utf8))
+            write("\r\u{1B}[2K" + TerminalText.safe("\(file): " + text))
         } else {
             line("\(file): " + text)
         }
@@ -264,7 +264,7 @@ struct ProgressPrinter: Sendable {
     }
 
     private func newlineIfTerminal() {
-        if terminal && !json { FileHandle.standardOutput.write(Data("\n".utf8)) }
+        if terminal && !json { write("\n") }
     }
 
 }

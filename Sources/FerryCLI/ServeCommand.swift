@@ -233,6 +233,9 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.uploadingVideoMaxAge = age
         }
         configuration.publicEndpoint = publicEndpoint ?? env["FERRY_PUBLIC_ENDPOINT"]
+        if let endpoint = configuration.publicEndpoint {
+            do { _ = try PublicEndpoint(parsing: endpoint) } catch { throw ValidationError("\(error)") }
+        }
         if let seconds = try number(idleTimeout, "FERRY_IDLE_TIMEOUT", 0.1...86_400) {
             configuration.connectionLimits.idleTimeout = .milliseconds(Int64(seconds * 1000))
         }
@@ -246,16 +249,17 @@ struct ServeCommand: AsyncParsableCommand {
         if let count = try number(maxConnectionsPerAddress, perAddress, 1...1_000_000, unit: "") {
             configuration.connectionLimits.maxConnectionsPerAddress = count
         }
-        configuration.callbackAllow =
-            callbackAllow.isEmpty
-            ? (env["FERRY_CALLBACK_ALLOW"] ?? "").split(separator: ",").map { String($0) } : callbackAllow
-        configuration.trustedProxies =
-            trustedProxies.isEmpty
-            ? (env["FERRY_TRUSTED_PROXIES"] ?? "").split(separator: ",").map { String($0) } : trustedProxies
-        configuration.corsOrigins =
-            corsOrigins.isEmpty ? (env["FERRY_CORS_ORIGINS"] ?? "").split(separator: ",").map { String($0) } : corsOrigins
+        /// The entries of a comma-separated variable, without the spaces around them.
+        func listed(_ name: String) -> [String] {
+            (env[name] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        configuration.callbackAllow = callbackAllow.isEmpty ? listed("FERRY_CALLBACK_ALLOW") : callbackAllow
+        configuration.trustedProxies = trustedProxies.isEmpty ? listed("FERRY_TRUSTED_PROXIES") : trustedProxies
+        configuration.corsOrigins = corsOrigins.isEmpty ? listed("FERRY_CORS_ORIGINS") : corsOrigins
         for origin in configuration.corsOrigins {
-            do { try CrossOriginPolicy.validate(origin) } catch { throw ValidationError("\(error)") }
+            do { try CrossOriginPolicy.validate(origin) } catch {
+                throw ValidationError("\(corsOrigins.isEmpty ? "FERRY_CORS_ORIGINS" : "--cors-origin"): \(error)")
+            }
         }
         if let text = webhookURL ?? env["FERRY_WEBHOOK_URL"] {
             guard HTTPTarget.components(text) != nil, let url = URL(string: text) else {

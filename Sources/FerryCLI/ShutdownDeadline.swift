@@ -29,7 +29,7 @@ final class ShutdownDeadline: @unchecked Sendable {
                     let line =
                         "ferry serve: shutdown did not finish within \(Int(seconds)) s of the signal (still running: "
                         + running.names.joined(separator: ", ") + "); exiting.\n"
-                    FileHandle.standardError.write(Data(line.utf8))
+                    write(line, to: .standardError)
                     _exit(1)
                 }
             }

@@ -63,24 +63,29 @@ enum TerminalText {
     }
 }
 
-/// Writes a line for people to standard output at once (unbuffered, so scripts and tests see it while the server
-/// runs), made safe by ``TerminalText/safe(_:)``.
+/// Writes `text` to `handle` at once (unbuffered, so scripts and tests see it while the server runs). Output whose
+/// reader went away (`ferry videos list | head -1`: a closed pipe) is dropped, and the command carries on.
+func write(_ text: String, to handle: FileHandle = .standardOutput) {
+    try? handle.write(contentsOf: Data(text.utf8))
+}
+
+/// Writes a line for people to standard output, made safe by ``TerminalText/safe(_:)``.
 func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((TerminalText.safe(line) + "\n").utf8))
+    write(TerminalText.safe(line) + "\n")
 }
 
 /// Writes a value to copy (a URL, a key, a secret) as a line of its own on standard output: control characters made
 /// visible as ``say(_:)`` does, and never cut.
 func sayWhole(_ line: String) {
-    FileHandle.standardOutput.write(Data((TerminalText.safe(line, whole: true) + "\n").utf8))
+    write(TerminalText.safe(line, whole: true) + "\n")
 }
 
 /// Writes a line for people to standard error, made safe by ``TerminalText/safe(_:)``.
 func complain(_ line: String) {
-    FileHandle.standardError.write(Data((TerminalText.safe(line) + "\n").utf8))
+    write(TerminalText.safe(line) + "\n", to: .standardError)
 }
 
 /// Writes a line of JSON to standard output, made safe by ``TerminalText/safeJSON(_:)``.
 func sayJSON(_ line: String) {
-    FileHandle.standardOutput.write(Data((TerminalText.safeJSON(line) + "\n").utf8))
+    write(TerminalText.safeJSON(line) + "\n")
 }

@@ -1206,6 +1206,16 @@ struct CommandLineTests {
                 ["serve", "--data-dir", unusedData, "--port", "0"] + arguments, environment: environment)
             #expect(empty.status == 64 && empty.error.contains("metrics token"), "\(arguments) \(environment): \(empty.error)")
         }
+        // A bad origin or public endpoint is a usage error naming where it came from; spaces after commas are taken.
+        for (arguments, environment, says) in [
+            ([], ["FERRY_CORS_ORIGINS": "https://a.example, app.example"], "FERRY_CORS_ORIGINS: The origin 'app.example'"),
+            (["--cors-origin", "app.example"], [:], "--cors-origin: The origin 'app.example'"),
+            (["--public-endpoint", "ftp://files.example"], [:], "The public endpoint 'ftp://files.example'"),
+        ] {
+            let refused = try await FerryRun.run(
+                ["serve", "--data-dir", unusedData, "--port", "0"] + arguments, environment: environment)
+            #expect(refused.status == 64 && refused.error.contains(says), "\(arguments) \(environment): \(refused.error)")
+        }
         let samePort = try await FerryRun.run(["serve", "--data-dir", unusedData, "--port", "9123", "--metrics-port", "9123"])
         #expect(samePort.status == 64 && samePort.error.contains("--metrics-port must differ"), "\(samePort.error)")
 

@@ -34,6 +34,30 @@ struct KeysCommandTests {
         }
     }
 
+    @Test("output whose reader went away (ferry videos list | head -1) is dropped: the command ends as it would have, never a crash")
+    func closedPipe() async throws {
+        try await TestServer.with { server in
+            let home = TemporaryDirectory.make("ferry-closed-pipe")
+            defer { try? FileManager.default.removeItem(atPath: home) }
+            _ = try await ferry(["keys", "create", "--actions", "media:*", "--description", "listed"], server: server)
+            for command in ["keys list", "videos list", "keys create --actions media:*"] {
+                let run = try await runBlocking {
+                    let process = Process()
+                    process.executableURL = URL(fileURLWithPath: "/bin/bash")
+                    // The reader closes its end at once and stays a moment, so what ferry prints meets a closed pipe.
+                    process.arguments = ["-c", "\"$0\" \(command) | { exec 0<&-; sleep 2; }; exit ${PIPESTATUS[0]}", FerryExecutable.path]
+                    process.environment = ProcessInfo.processInfo.environment.merging([
+                        "HOME": home, "FERRY_ENDPOINT": server.endpoint, "FERRY_ACCESS_KEY_ID": server.root.accessKeyId,
+                        "FERRY_SECRET_ACCESS_KEY": server.root.secretAccessKey,
+                    ]) { $1 }
+                    return try process.runCapturing()
+                }
+                #expect(run.status == 0, "\(command): \(run.status) \(run.errorOutput.prefix(500))")
+                #expect(!run.errorOutput.contains("Fatal error"), "\(command): \(run.errorOutput.prefix(500))")
+            }
+        }
+    }
+
     @Test("commands started at once on one data directory all succeed: the first opens it, the others wait for its service to say where it listens and send their requests there")
     func commandsStartedAtOnce() async throws {
         let work = TemporaryDirectory.make("ferry-keys-at-once")
@@ -78,6 +102,7 @@ struct KeysCommandTests {
             let missing = try await ferry(["keys", "disable", "FKIANOSUCHKEY"], server: server)
             #expect(missing.status == 1)
             #expect(missing.error.contains("InvalidAccessKey.NotFound"))
+            #expect(missing.error.contains("No access key has the id FKIANOSUCHKEY"), "\(missing.error)")
         }
     }
 

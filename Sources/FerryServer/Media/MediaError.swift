@@ -26,8 +26,12 @@ public struct MediaError: Error, Sendable {
         MediaError("MissingParameter", "\(name) is required.")
     }
     static let forbidden = MediaError("Forbidden", "The credentials do not allow this operation.", status: 403)
+    /// 404 `Invalid<what>.NotFound`; the message spells `what` in words (`AccessKey`: "No access key has…").
     static func notFound(_ what: String, _ id: String) -> MediaError {
-        MediaError("Invalid\(what).NotFound", "No \(what.lowercased()) has the id \(id.prefix(64)).", status: 404)
+        let words = what.reduce(into: "") { words, letter in
+            words += letter.isUppercase && !words.isEmpty ? " " + letter.lowercased() : letter.lowercased()
+        }
+        return MediaError("Invalid\(what).NotFound", "No \(words) has the id \(id.prefix(64)).", status: 404)
     }
     /// 409 for a video or image (`what`) that takes no more uploads: `Invalid<what>.Uploaded` once its file is
     /// stored, `Invalid<what>.UploadExpired` once its upload expired (status `UploadFail`).

@@ -24,7 +24,7 @@ public struct CrossOriginPolicy: Sendable, Hashable {
         guard let url = URL(string: origin), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil,
             url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil
         else {
-            throw InvalidOrigin(description: "--cors-origin '\(origin.prefix(100))' must be * or scheme://host[:port].")
+            throw InvalidOrigin(description: "The origin '\(origin.prefix(100))' must be * or scheme://host[:port].")
         }
     }
 
