@@ -171,6 +171,43 @@ struct S3BackedStoreTests {
         await seaweed.destroy()
     }
 
+    @Test("a store's answer that ends mid-body is asked for again from where it stopped, and the download is whole; GETs in a row that bring nothing fail it after 3 more, never passed off as whole")
+    func storeAnswerEndsMidBody() async throws {
+        let moto = try await MotoServer.start()
+        let proxy = try await FaultProxy.start(upstream: moto.endpoint)
+        do {
+            let credentials = SigV4Credentials(accessKeyId: "FERRYMOTOKEY", secretAccessKey: "ferry-moto-secret")
+            let location = S3StoreLocation(endpoint: proxy.endpoint, bucket: "ferry-blobs", prefix: "node", credentials: credentials)
+            try await TestServer.with(configure: { $0.objectStore = location }) { server in
+                let s3 = server.client()
+                #expect(try await s3.createBucket("bkt").status == 200)
+                let body = Self.random(3 << 20)
+                #expect(try await s3.put("bkt", "k", body).status == 200)
+                // The store's connection ends twice mid-body (as when the HTTP client's read timeout fires while a
+                // slow download leaves the store's bytes unread).
+                proxy.clearLog()
+                proxy.inject(.dropResponseMidBody(afterBytes: 1 << 20), when: .method("GET"), times: 2)
+                let whole = try await s3.get("bkt", "k")
+                #expect(whole.status == 200 && whole.body == body, "\(whole.status), \(whole.body.count) bytes")
+                #expect(proxy.log.filter { $0.method == "GET" }.map(\.outcome) == ["dropped", "dropped", "206"])
+                // Answers that bring nothing at all: four GETs, then the read fails.
+                proxy.clearLog()
+                proxy.inject(.dropResponseMidBody(afterBytes: 0), when: .method("GET"), times: 10)
+                let failed = try? await s3.get("bkt", "k")
+                #expect(failed.map { $0.status != 200 || $0.body != body } ?? true)
+                #expect(proxy.log.filter { $0.method == "GET" }.count == 4, "\(proxy.log)")
+                proxy.clearFaults()
+                #expect(try await s3.get("bkt", "k").body == body)
+            }
+        } catch {
+            try? await proxy.shutdown()
+            await moto.stop()
+            throw error
+        }
+        try? await proxy.shutdown()
+        await moto.stop()
+    }
+
     @Test("the store fails while a body is still arriving: the answer is 503 SlowDown, and the server goes on serving")
     func storeFailsMidBody() async throws {
         let seaweed = try await SeaweedFSServer.start()

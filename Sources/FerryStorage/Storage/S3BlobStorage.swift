@@ -457,13 +457,18 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
     }
 }
 
-/// One ranged GET of a blob, started on the first read and streamed chunk by chunk as the consumer asks; a response
-/// that ends early is an error, never a short body passed off as whole.
+/// A range of a blob, read from the store as the consumer asks, chunk by chunk: one ranged GET, started on the first
+/// read, and another for what is left whenever a response ends early or fails. A blob never changes, so the bytes
+/// asked for again are the same; and a store's connection can end mid-body for no fault of the blob: the HTTP client
+/// gives up on a response it has read nothing of for its read timeout (60 s), which is what happens while a client
+/// downloads slowly enough for the socket buffers in between to hold minutes of its bytes. Up to ``retries`` GETs in
+/// a row that bring nothing fail the read, never a short body passed off as whole.
 final class RangeReader: Sendable {
     private struct State {
         var iterator: HTTPClientResponse.Body.AsyncIterator?
         var received: Int64 = 0
-        var started = false
+        /// GETs in a row that brought nothing.
+        var failures = 0
     }
     let storage: S3BlobStorage
     let key: String
@@ -471,6 +476,8 @@ final class RangeReader: Sendable {
     let length: Int64
     // Only `next()` touches the state, and AsyncThrowingStream(unfolding:) calls it one call at a time.
     private nonisolated(unsafe) var state = State()
+    /// How many GETs in a row may end or fail before they bring a byte.
+    static let retries = 3
 
     init(storage: S3BlobStorage, key: String, offset: Int64, length: Int64) {
         self.storage = storage
@@ -480,30 +487,42 @@ final class RangeReader: Sendable {
     }
 
     func next() async throws -> ByteBuffer? {
-        guard length > 0 else { return nil }
-        if !state.started {
-            state.started = true
-            let range = "bytes=\(offset)-\(offset + length - 1)"
-            let response = try await storage.send("GET", key: key, headers: [("range", range)])
-            guard response.status == .partialContent || (response.status == .ok && offset == 0) else {
-                let body = try await S3BlobStorage.collect(response.body, limit: 64 * 1024)
-                throw S3BlobStorage.mapped(S3BlobStorage.StoreError(
-                    status: Int(response.status.code), code: S3BlobStorage.errorCode(body), operation: "GetObject"))
-            }
-            state.iterator = response.body.makeAsyncIterator()
-        }
         guard state.received < length else {
             state.iterator = nil
             return nil
         }
-        let buffer: ByteBuffer?
-        do { buffer = try await state.iterator?.next() } catch { throw S3BlobStorage.mapped(error) }
-        guard var buffer else {
-            throw S3BlobStorage.mapped(S3BlobStorage.StoreError(status: 502, code: "IncompleteBody", operation: "GetObject"))
+        while true {
+            if state.iterator == nil { state.iterator = try await open() }
+            var failure: (any Error)?
+            var buffer: ByteBuffer?
+            do { buffer = try await state.iterator?.next() } catch { failure = error }
+            if var buffer {
+                let wanted = length - state.received
+                if Int64(buffer.readableBytes) > wanted {
+                    buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(wanted)) ?? buffer
+                }
+                state.received += Int64(buffer.readableBytes)
+                state.failures = 0
+                return buffer
+            }
+            state.iterator = nil
+            state.failures += 1
+            if failure is CancellationError || Task.isCancelled || state.failures > Self.retries {
+                throw S3BlobStorage.mapped(
+                    failure ?? S3BlobStorage.StoreError(status: 502, code: "IncompleteBody", operation: "GetObject"))
+            }
         }
-        let wanted = length - state.received
-        if Int64(buffer.readableBytes) > wanted { buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(wanted)) ?? buffer }
-        state.received += Int64(buffer.readableBytes)
-        return buffer
+    }
+
+    /// A GET of what is left of the range.
+    private func open() async throws -> HTTPClientResponse.Body.AsyncIterator {
+        let start = offset + state.received
+        let response = try await storage.send("GET", key: key, headers: [("range", "bytes=\(start)-\(offset + length - 1)")])
+        guard response.status == .partialContent || (response.status == .ok && start == 0) else {
+            let body = try await S3BlobStorage.collect(response.body, limit: 64 * 1024)
+            throw S3BlobStorage.mapped(S3BlobStorage.StoreError(
+                status: Int(response.status.code), code: S3BlobStorage.errorCode(body), operation: "GetObject"))
+        }
+        return response.body.makeAsyncIterator()
     }
 }
