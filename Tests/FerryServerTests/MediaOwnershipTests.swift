@@ -109,6 +109,18 @@ struct MediaOwnershipTests {
         }
     }
 
+    @Test("actions that take no parameters read their body as the others do: one that is not JSON is MalformedJSON")
+    func parameterlessActions() async throws {
+        try await TestServer.with { server in
+            for action in ["ListAccessKeys", "ListSigningKeys"] {
+                let malformed = try await mediaRequest(server, action, Array("{not json".utf8))
+                #expect(malformed.status == 400 && mediaCode(malformed) == "MalformedJSON", "\(action): \(malformed.text)")
+                #expect(try await mediaRequest(server, action, Array("{}".utf8)).status == 200)
+                #expect(try await mediaRequest(server, action, []).status == 200)
+            }
+        }
+    }
+
     @Test("integers out of range and a status no video can be listed in answer 400 InvalidParameter and the server keeps serving")
     func integersOutOfRange() async throws {
         try await TestServer.with { server in

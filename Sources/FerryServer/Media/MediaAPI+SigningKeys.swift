@@ -48,7 +48,10 @@ extension MediaAPI {
         return MediaContract.CreateSigningKeyAnswer(keyId: keyId, algorithm: algorithm.rawValue, privateKey: privateKey)
     }
 
-    func listSigningKeys(_ call: Call) async throws -> MediaContract.ListSigningKeysAnswer {
+    /// Its request takes no parameters, but is read as every other's: a body that is not JSON is refused.
+    func listSigningKeys(_: MediaContract.ListSigningKeysRequest, _ call: Call) async throws
+        -> MediaContract.ListSigningKeysAnswer
+    {
         let principal = call.principal
         let keys = try await catalog.signingKeys(owner: principal.isRoot ? nil : principal.parentAccessKeyId)
         return MediaContract.ListSigningKeysAnswer(

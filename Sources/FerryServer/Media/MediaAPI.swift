@@ -81,14 +81,14 @@ public struct MediaAPI: Sendable {
         "GetImageInfo": decoding({ $0.getImageInfo }),
         "AssumeRole": decoding({ $0.assumeRole }),
         "CreateAccessKey": decoding({ $0.createAccessKey }),
-        "ListAccessKeys": { api, _, call in try await api.listAccessKeys(call) },
+        "ListAccessKeys": decoding({ $0.listAccessKeys }),
         "ListWebhookEvents": decoding({ $0.listWebhookEvents }),
         "RetryWebhookEvent": decoding({ $0.retryWebhookEvent }),
         "DisableAccessKey": decoding({ $0.disableAccessKey }),
         "UpdateAccessKey": decoding({ $0.updateAccessKey }),
         "GetUsage": decoding({ $0.getUsage }),
         "CreateSigningKey": decoding({ $0.createSigningKey }),
-        "ListSigningKeys": { api, _, call in try await api.listSigningKeys(call) },
+        "ListSigningKeys": decoding({ $0.listSigningKeys }),
         "DeleteSigningKey": decoding({ $0.deleteSigningKey }),
         "AddSubtitle": decoding({ $0.addSubtitle }),
         "ListSubtitles": decoding({ $0.listSubtitles }),
@@ -608,7 +608,10 @@ public struct MediaAPI: Sendable {
             accessKey: .init(accessKeyId: key.accessKeyId, accessKeySecret: key.secretAccessKey, status: "active"))
     }
 
-    func listAccessKeys(_ call: Call) async throws -> MediaContract.ListAccessKeysAnswer {
+    /// Its request takes no parameters, but is read as every other's: a body that is not JSON is refused.
+    func listAccessKeys(_: MediaContract.ListAccessKeysRequest, _ call: Call) async throws
+        -> MediaContract.ListAccessKeysAnswer
+    {
         try requireRoot(call.principal)
         return MediaContract.ListAccessKeysAnswer(accessKeys: try await catalog.accessKeys().map(Self.describe))
     }

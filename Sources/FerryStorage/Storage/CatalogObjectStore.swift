@@ -82,6 +82,8 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     public func deleteBucket(_ name: String) async throws {
+        // A bucket made again under the name starts with no lifecycle configuration read.
+        lifecycleSeen.withLockedValue { $0[name] = nil }
         switch try await catalog.deleteBucket(name) {
         case .deleted(let blobs, let uploads):
             // Aborted with the bucket, as their clients could have: counted so, as they were counted started.
@@ -102,6 +104,8 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     public func setBucketConfiguration(_ name: String, _ kind: BucketConfigurationKind, _ document: String?) async throws {
+        // A lifecycle configuration put (the same one again too) is read by a pass before one applies it.
+        if kind == .lifecycle { lifecycleSeen.withLockedValue { $0[name] = nil } }
         guard try await catalog.setBucketConfiguration(name, kind, document) else { throw Self.noSuchBucket }
     }
 
