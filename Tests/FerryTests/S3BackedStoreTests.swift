@@ -171,14 +171,18 @@ struct S3BackedStoreTests {
         await seaweed.destroy()
     }
 
-    @Test("a store's answer that ends mid-body is asked for again from where it stopped, and the download is whole; GETs in a row that bring nothing fail it after 3 more, never passed off as whole")
+    @Test("a store's answer that ends mid-body is asked for again from where it stopped, and the download is whole; asked for again 3 times in a row without a byte, the read fails, never passed off as whole")
     func storeAnswerEndsMidBody() async throws {
         let moto = try await MotoServer.start()
         let proxy = try await FaultProxy.start(upstream: moto.endpoint)
         do {
             let credentials = SigV4Credentials(accessKeyId: "FERRYMOTOKEY", secretAccessKey: "ferry-moto-secret")
             let location = S3StoreLocation(endpoint: proxy.endpoint, bucket: "ferry-blobs", prefix: "node", credentials: credentials)
-            try await TestServer.with(configure: { $0.objectStore = location }) { server in
+            let log = LogRecorder()
+            try await TestServer.with(configure: {
+                $0.objectStore = location
+                $0.logger = log.logger()
+            }) { server in
                 let s3 = server.client()
                 #expect(try await s3.createBucket("bkt").status == 200)
                 let body = Self.random(3 << 20)
@@ -190,12 +194,15 @@ struct S3BackedStoreTests {
                 let whole = try await s3.get("bkt", "k")
                 #expect(whole.status == 200 && whole.body == body, "\(whole.status), \(whole.body.count) bytes")
                 #expect(proxy.log.filter { $0.method == "GET" }.map(\.outcome) == ["dropped", "dropped", "206"])
-                // Answers that bring nothing at all: four GETs, then the read fails.
+                // After the first MiB, answers that bring nothing at all: asked for again three times, then the read
+                // fails, and says so.
                 proxy.clearLog()
+                proxy.inject(.dropResponseMidBody(afterBytes: 1 << 20), when: .method("GET"), times: 1)
                 proxy.inject(.dropResponseMidBody(afterBytes: 0), when: .method("GET"), times: 10)
                 let failed = try? await s3.get("bkt", "k")
                 #expect(failed.map { $0.status != 200 || $0.body != body } ?? true)
                 #expect(proxy.log.filter { $0.method == "GET" }.count == 4, "\(proxy.log)")
+                #expect(log.records.contains { $0.level == .warning && $0.message.contains("the answer ends short") })
                 proxy.clearFaults()
                 #expect(try await s3.get("bkt", "k").body == body)
             }

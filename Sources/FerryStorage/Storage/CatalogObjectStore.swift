@@ -196,10 +196,21 @@ public struct CatalogObjectStore: ObjectStore {
             throw error
         }
         let box = IteratorBox(iterator, lease: lease, first: first)
+        let (logger, bucket) = (self.logger, object.bucket)
         return AsyncThrowingStream(unfolding: {
-            let next = try await box.next()
-            if next == nil { box.lease.release() }
-            return next
+            do {
+                let next = try await box.next()
+                if next == nil { box.lease.release() }
+                return next
+            } catch {
+                // The answer's status is sent: it ends short, which only the client and this line tell.
+                if !(error is CancellationError) {
+                    logger.warning(
+                        "object read failed after its first bytes; the answer ends short",
+                        metadata: ["ferry.bucket": .string(bucket), "error": .string(String(describing: error))])
+                }
+                throw error
+            }
         })
     }
 

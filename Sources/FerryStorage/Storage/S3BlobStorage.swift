@@ -461,13 +461,14 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
 /// read, and another for what is left whenever a response ends early or fails. A blob never changes, so the bytes
 /// asked for again are the same; and a store's connection can end mid-body for no fault of the blob: the HTTP client
 /// gives up on a response it has read nothing of for its read timeout (60 s), which is what happens while a client
-/// downloads slowly enough for the socket buffers in between to hold minutes of its bytes. Up to ``retries`` GETs in
-/// a row that bring nothing fail the read, never a short body passed off as whole.
+/// downloads slowly enough for the socket buffers in between to hold minutes of its bytes. Asked for again
+/// ``retries`` times in a row without a byte coming in between, the read fails: never a short body passed off as
+/// whole.
 final class RangeReader: Sendable {
     private struct State {
         var iterator: HTTPClientResponse.Body.AsyncIterator?
         var received: Int64 = 0
-        /// GETs in a row that brought nothing.
+        /// GETs in a row that ended or failed without a byte since the last that brought one.
         var failures = 0
     }
     let storage: S3BlobStorage
@@ -476,7 +477,7 @@ final class RangeReader: Sendable {
     let length: Int64
     // Only `next()` touches the state, and AsyncThrowingStream(unfolding:) calls it one call at a time.
     private nonisolated(unsafe) var state = State()
-    /// How many GETs in a row may end or fail before they bring a byte.
+    /// How many times in a row a range is asked for again without a byte coming in between.
     static let retries = 3
 
     init(storage: S3BlobStorage, key: String, offset: Int64, length: Int64) {
