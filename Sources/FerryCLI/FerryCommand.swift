@@ -12,4 +12,20 @@ struct FerryCommand: AsyncParsableCommand {
             KeysCommand.self, SigningKeysCommand.self, PresignCommand.self, BackupCommand.self, RestoreCommand.self,
             StatusCommand.self,
         ])
+
+    /// Runs the command; one whose output could not all be written (``StandardOutput/lost``) ends with
+    /// ``ExitCodes/outputLost`` rather than success.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+        if StandardOutput.lost { exit(withError: ExitCode(ExitCodes.outputLost)) }
+    }
 }

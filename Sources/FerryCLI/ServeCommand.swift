@@ -251,7 +251,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         /// The entries of a comma-separated variable, without the spaces around them.
         func listed(_ name: String) -> [String] {
-            (env[name] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            (env[name] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
         }
         configuration.callbackAllow = callbackAllow.isEmpty ? listed("FERRY_CALLBACK_ALLOW") : callbackAllow
         configuration.trustedProxies = trustedProxies.isEmpty ? listed("FERRY_TRUSTED_PROXIES") : trustedProxies

@@ -64,9 +64,27 @@ enum TerminalText {
 }
 
 /// Writes `text` to `handle` at once (unbuffered, so scripts and tests see it while the server runs). Output whose
-/// reader went away (`ferry videos list | head -1`: a closed pipe) is dropped, and the command carries on.
+/// reader went away (`ferry videos list | head -1`: a closed pipe) is dropped and the command carries on, to end with
+/// ``ExitCodes/outputLost`` when it was standard output's (``StandardOutput/lost``).
 func write(_ text: String, to handle: FileHandle = .standardOutput) {
-    try? handle.write(contentsOf: Data(text.utf8))
+    do {
+        try handle.write(contentsOf: Data(text.utf8))
+    } catch {
+        if handle.fileDescriptor == FileHandle.standardOutput.fileDescriptor { StandardOutput.lose() }
+    }
+}
+
+/// Whether something written to standard output was lost.
+enum StandardOutput {
+    // Every access holds `lock`.
+    nonisolated(unsafe) private static var wasLost = false
+    private static let lock = NSLock()
+
+    /// Notes that a write to standard output failed.
+    static func lose() { lock.withLock { wasLost = true } }
+
+    /// Whether a write to standard output failed.
+    static var lost: Bool { lock.withLock { wasLost } }
 }
 
 /// Writes a line for people to standard output, made safe by ``TerminalText/safe(_:)``.

@@ -16,6 +16,9 @@ enum ExitCodes {
     /// Interrupted (Ctrl-C), or the network or the service failed past the retries: the checkpoint stays; run the
     /// same command again to resume.
     static let interrupted: Int32 = 75
+    /// What the command printed could not all be written (its reader went away: a closed pipe), though the command
+    /// did its work: a key's secret or an event may be lost (EX_IOERR).
+    static let outputLost: Int32 = 74
 
     /// The exit code of an upload that failed with `error`: ``interrupted`` when the network or the service gave out
     /// (a timeout, a dropped connection, a 5xx, a 408, 409 or 429 past the retries: the same command resumes),

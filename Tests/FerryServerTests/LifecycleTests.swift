@@ -145,14 +145,16 @@ struct LifecycleTests {
             // Node b reads the rules; its lease lapses and node a takes over, reads, applies.
             #expect(await b.applyLifecycle(now: later, settledOnly: true) == LifecycleOutcome())
             try await ObjectCatalogTests.put(store, "b", "first", "1")
-            #expect(await a.applyLifecycle(now: later.addingTimeInterval(601), settledOnly: true) == LifecycleOutcome())
-            #expect(await b.applyLifecycle(now: later.addingTimeInterval(660), settledOnly: true) == LifecycleOutcome())
-            #expect(await a.applyLifecycle(now: later.addingTimeInterval(700), settledOnly: true).expiredObjects == 1)
+            // The lease lasts two lifecycle intervals (20 minutes): taken over only after that.
+            #expect(await a.applyLifecycle(now: later.addingTimeInterval(1199), settledOnly: true) == LifecycleOutcome())
+            #expect(await a.applyLifecycle(now: later.addingTimeInterval(1201), settledOnly: true) == LifecycleOutcome())
+            #expect(await b.applyLifecycle(now: later.addingTimeInterval(1260), settledOnly: true) == LifecycleOutcome())
+            #expect(await a.applyLifecycle(now: later.addingTimeInterval(1300), settledOnly: true).expiredObjects == 1)
             // Node a stops; node b, which lost the lease in between, reads the rules again before it applies them.
             try await ObjectCatalogTests.put(store, "b", "second", "2")
-            #expect(await b.applyLifecycle(now: later.addingTimeInterval(1301), settledOnly: true) == LifecycleOutcome())
+            #expect(await b.applyLifecycle(now: later.addingTimeInterval(2501), settledOnly: true) == LifecycleOutcome())
             #expect(try await Self.keys(store, "b") == ["second"])
-            #expect(await b.applyLifecycle(now: later.addingTimeInterval(1360), settledOnly: true).expiredObjects == 1)
+            #expect(await b.applyLifecycle(now: later.addingTimeInterval(2560), settledOnly: true).expiredObjects == 1)
         }
     }
 
@@ -282,13 +284,13 @@ struct LifecycleTests {
             let later = Date().addingTimeInterval(3 * 86_400)
             #expect(await a.applyLifecycle(now: later).expiredObjects == 1)
             try await ObjectCatalogTests.put(store, "b", "second", "2")
-            // Node a holds the lease (10 minutes): node b leaves the due object alone, node a takes it.
+            // Node a holds the lease (two intervals, 20 minutes): node b leaves the due object alone, node a takes it.
             #expect(await b.applyLifecycle(now: later.addingTimeInterval(60)) == LifecycleOutcome())
             #expect(try await Self.keys(store, "b") == ["second"])
             #expect(await a.applyLifecycle(now: later.addingTimeInterval(120)).expiredObjects == 1)
             // When node a stops renewing, node b takes over after the lease runs out.
             try await ObjectCatalogTests.put(store, "b", "third", "3")
-            #expect(await b.applyLifecycle(now: later.addingTimeInterval(120 + 601)).expiredObjects == 1)
+            #expect(await b.applyLifecycle(now: later.addingTimeInterval(120 + 1201)).expiredObjects == 1)
             #expect(try await Self.keys(store, "b").isEmpty)
         }
     }

@@ -44,6 +44,11 @@ final class ProgressMeter: @unchecked Sendable {
 
     var totalSent: Int64 { lock.withLock { total } }
 
+    /// Measures the rate afresh from now: an upload resumed after a pause is not shown slowed by the pause.
+    func restartRate() {
+        lock.withLock { recent = RecentRate(start: .now, count: total) }
+    }
+
     /// An attempt of `part` (of `size` bytes) sent `bytes` more.
     func add(_ bytes: Int, part: Int, size: Int64) {
         lock.withLock {

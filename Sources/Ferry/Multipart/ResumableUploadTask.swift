@@ -342,7 +342,8 @@ public actor ResumableUploadTask {
         if let fingerprint, try FileFingerprint.of(path: path) != fingerprint {
             throw FerryError(.cannotResumeUpload, "The file \(path) changed while it was being uploaded.")
         }
-        // One meter for the whole upload, so progress never goes back across a pause.
+        // One meter for the whole upload, so progress never goes back across a pause; its rate starts again.
+        self.meter?.restartRate()
         let meter = self.meter ?? ProgressMeter(
             alreadySent: startPlan.completedBytes, expected: startPlan.fileSize, interval: request.progressInterval
         ) {

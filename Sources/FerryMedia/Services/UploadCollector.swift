@@ -109,7 +109,9 @@ package struct UploadCollector: Service {
     @discardableResult
     func applyLifecycle(now: Date = Date(), settledOnly: Bool = false) async -> LifecycleOutcome {
         do {
-            guard try await holdLease(Self.lifecycleLeaseName, now) || !store.isShared else {
+            // Two intervals: the next pass renews it before it runs out, so the lease (and what this node read) stays
+            // here while the node passes.
+            guard try await holdLease(Self.lifecycleLeaseName, now, for: lifecycleInterval * 2) || !store.isShared else {
                 store.forgetLifecycleReadings()
                 return LifecycleOutcome()
             }
@@ -231,8 +233,9 @@ package struct UploadCollector: Service {
     /// The lease that lets one node apply lifecycle rules.
     static let lifecycleLeaseName = "lifecycle"
 
-    private func holdLease(_ name: String, _ now: Date) async throws -> Bool {
+    /// Takes or renews the lease `name` for `duration` from `now`; whether this node holds it.
+    private func holdLease(_ name: String, _ now: Date, for duration: Duration = .seconds(600)) async throws -> Bool {
         guard let leases else { return true }
-        return try await leases.acquireLease(name, owner: node, duration: .seconds(600), now: now)
+        return try await leases.acquireLease(name, owner: node, duration: duration, now: now)
     }
 }

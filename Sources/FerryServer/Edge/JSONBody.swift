@@ -17,10 +17,12 @@ enum JSONBody {
             throw MediaError("InvalidParameter", "The request body \(error.reason).")
         }
         guard !data.contains(0) else {
-            throw MediaError("InvalidParameter", "The request body holds a NUL byte: JSON bodies are UTF-8, without NUL.")
+            throw MediaError(
+                "InvalidParameter", "The request body holds a NUL byte: JSON bodies are UTF-8, without NUL.")
         }
         guard !holdsEscapedNUL(data) else {
-            throw MediaError("InvalidParameter", "The request body holds a NUL character (\\u0000), which no field takes.")
+            throw MediaError(
+                "InvalidParameter", "The request body holds a NUL character (\\u0000), which no field takes.")
         }
         do {
             return try JSONDecoder().decode(type, from: data)

@@ -82,8 +82,10 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     public func deleteBucket(_ name: String) async throws {
-        // A bucket made again under the name starts with no lifecycle configuration read.
+        // A bucket made again under the name starts with no lifecycle configuration read (forgotten before and after
+        // the deletion, as a setting is).
         lifecycleSeen.withLockedValue { $0[name] = nil }
+        defer { lifecycleSeen.withLockedValue { $0[name] = nil } }
         switch try await catalog.deleteBucket(name) {
         case .deleted(let blobs, let uploads):
             // Aborted with the bucket, as their clients could have: counted so, as they were counted started.
@@ -104,8 +106,10 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     public func setBucketConfiguration(_ name: String, _ kind: BucketConfigurationKind, _ document: String?) async throws {
-        // A lifecycle configuration put (the same one again too) is read by a pass before one applies it.
+        // A lifecycle configuration put (the same one again too) is read by a pass before one applies it: forgotten
+        // before the write and after it, as a pass may read the catalog before the write and note it after.
         if kind == .lifecycle { lifecycleSeen.withLockedValue { $0[name] = nil } }
+        defer { if kind == .lifecycle { lifecycleSeen.withLockedValue { $0[name] = nil } } }
         guard try await catalog.setBucketConfiguration(name, kind, document) else { throw Self.noSuchBucket }
     }
 
@@ -844,8 +848,8 @@ public struct CatalogObjectStore: ObjectStore {
     }
 
     /// Keeps the queued blobs that readers here still stream from being deleted for another grace period from `now`,
-    /// where other nodes share the blobs: each node's collector does this before every look at the queue, so a blob an
-    /// overwrite retired goes only once no node has read it for the grace period, however long a download takes.
+    /// where other nodes share the blobs: each node's collector does this every 30 s, in a pass of its own, so a blob
+    /// an overwrite retired goes only once no node has read it for the grace period, however long a download takes.
     package func holdReadBlobs(now: Date = Date()) async throws {
         guard let grace = files.retirementGrace, grace > .zero else { return }
         let read = files.leases.leasedBlobs

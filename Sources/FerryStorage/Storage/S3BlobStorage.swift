@@ -461,9 +461,10 @@ struct HashingBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable wher
 /// read, and another for what is left whenever a response ends early or fails. A blob never changes, so the bytes
 /// asked for again are the same; and a store's connection can end mid-body for no fault of the blob: the HTTP client
 /// gives up on a response it has read nothing of for its read timeout (60 s), which is what happens while a client
-/// downloads slowly enough for the socket buffers in between to hold minutes of its bytes. Asked for again
-/// ``retries`` times in a row without a byte coming in between, the read fails: never a short body passed off as
-/// whole.
+/// downloads slowly enough for the socket buffers in between to hold minutes of its bytes. A GET the store cannot
+/// answer (5xx, no connection) is asked for again the same way; one it refuses (a 4xx: the blob is gone) fails the
+/// read at once. Asked for again ``retries`` times in a row without a byte coming in between, the read fails: never a
+/// short body passed off as whole.
 final class RangeReader: Sendable {
     private struct State {
         var iterator: HTTPClientResponse.Body.AsyncIterator?
@@ -493,17 +494,24 @@ final class RangeReader: Sendable {
             return nil
         }
         while true {
-            if state.iterator == nil { state.iterator = try await open() }
             var failure: (any Error)?
             var buffer: ByteBuffer?
-            do { buffer = try await state.iterator?.next() } catch { failure = error }
+            do {
+                if state.iterator == nil { state.iterator = try await open() }
+                buffer = try await state.iterator?.next()
+            } catch let error as FerryDomainError where error.code != .storeUnavailable {
+                // The store refused (the blob is gone): asking again would not help.
+                throw error
+            } catch {
+                failure = error
+            }
             if var buffer {
                 let wanted = length - state.received
                 if Int64(buffer.readableBytes) > wanted {
                     buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(wanted)) ?? buffer
                 }
                 state.received += Int64(buffer.readableBytes)
-                state.failures = 0
+                if buffer.readableBytes > 0 { state.failures = 0 }
                 return buffer
             }
             state.iterator = nil
@@ -512,13 +520,16 @@ final class RangeReader: Sendable {
                 throw S3BlobStorage.mapped(
                     failure ?? S3BlobStorage.StoreError(status: 502, code: "IncompleteBody", operation: "GetObject"))
             }
+            // A moment first, longer each time: a store that restarts is back within a second or two.
+            try await Task.sleep(for: .milliseconds(250 * state.failures))
         }
     }
 
     /// A GET of what is left of the range.
     private func open() async throws -> HTTPClientResponse.Body.AsyncIterator {
         let start = offset + state.received
-        let response = try await storage.send("GET", key: key, headers: [("range", "bytes=\(start)-\(offset + length - 1)")])
+        let range = "bytes=\(start)-\(offset + length - 1)"
+        let response = try await storage.send("GET", key: key, headers: [("range", range)])
         guard response.status == .partialContent || (response.status == .ok && start == 0) else {
             let body = try await S3BlobStorage.collect(response.body, limit: 64 * 1024)
             throw S3BlobStorage.mapped(S3BlobStorage.StoreError(

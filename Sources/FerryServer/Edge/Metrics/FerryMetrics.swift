@@ -100,7 +100,7 @@ public final class FerryMetrics: Sendable {
         help: "Media jobs this node holds the lease of (running here now).")
     static let serviceLeases = Series(
         name: "ferry_service_leases_held", type: "gauge", labels: ["lease"],
-        help: "Whether this node holds a service's lease in the catalog (1) or not (0), by lease: collector and collector-expiry (the latter with a short --multipart-max-age or --uploading-video-max-age; each held during a pass), lifecycle (taken for 10 minutes and renewed by each pass, so the node applying the rules holds it throughout), webhook-delivery (held while this node delivers).")
+        help: "Whether this node holds a service's lease in the catalog (1) or not (0), by lease: collector and collector-expiry (the latter with a short --multipart-max-age or --uploading-video-max-age; each held during a pass), lifecycle (taken for two lifecycle intervals, 20 minutes, and renewed by each pass, so the node applying the rules holds it throughout), webhook-delivery (held while this node delivers).")
     static let timeToNormal = Series(
         name: "ferry_video_time_to_normal_seconds", type: "histogram", labels: [],
         help: "Time from a video's file being stored to the video becoming Normal (probed, and transcoded when it has a template).")
