@@ -111,7 +111,8 @@ package struct UploadCollector: Service {
         do {
             // Two intervals: the next pass renews it before it runs out, so the lease (and what this node read) stays
             // here while the node passes.
-            guard try await holdLease(Self.lifecycleLeaseName, now, for: lifecycleInterval * 2) || !store.isShared else {
+            let held = try await holdLease(Self.lifecycleLeaseName, now, for: lifecycleInterval * 2)
+            guard held || !store.isShared else {
                 store.forgetLifecycleReadings()
                 return LifecycleOutcome()
             }
