@@ -215,6 +215,41 @@ struct S3BackedStoreTests {
         await moto.stop()
     }
 
+    @Test("a store that takes a body slower than a body window does not cost the client its connection: a window counts only the time the server asked for the body")
+    func slowStoreKeepsTheClient() async throws {
+        let moto = try await MotoServer.start()
+        let proxy = try await FaultProxy.start(upstream: moto.endpoint)
+        do {
+            let credentials = SigV4Credentials(accessKeyId: "FERRYMOTOKEY", secretAccessKey: "ferry-moto-secret")
+            let location = S3StoreLocation(endpoint: proxy.endpoint, bucket: "ferry-blobs", prefix: "node", credentials: credentials)
+            try await TestServer.with(configure: {
+                $0.objectStore = location
+                $0.connectionLimits.bodyWindow = .seconds(1)
+            }) { server in
+                let s3 = server.client()
+                #expect(try await s3.createBucket("bkt").status == 200)
+                // The store holds the node's write for four windows without reading it: the node reads no more of the
+                // client's body (more than the connections' buffers hold) until the store takes it.
+                let chunk = Self.random(1 << 20)
+                let body = Array((0..<64).map { _ in chunk }.joined())
+                proxy.clearLog()
+                proxy.inject(.delay(seconds: 4), when: .method("PUT"), times: 1)
+                let started = ContinuousClock.now
+                let put = try await s3.put("bkt", "k", body)
+                #expect(put.status == 200, "\(put.status) \(put.text)")
+                #expect(proxy.log.filter { $0.method == "PUT" }.map(\.outcome) == ["200"], "\(proxy.log)")
+                #expect(ContinuousClock.now - started >= .seconds(4))
+                #expect(try await s3.get("bkt", "k").body == body)
+            }
+        } catch {
+            try? await proxy.shutdown()
+            await moto.stop()
+            throw error
+        }
+        try? await proxy.shutdown()
+        await moto.stop()
+    }
+
     @Test("the store fails while a body is still arriving: the answer is 503 SlowDown, and the server goes on serving")
     func storeFailsMidBody() async throws {
         let seaweed = try await SeaweedFSServer.start()

@@ -12,7 +12,9 @@ public struct ConnectionLimits: Sendable, Hashable {
     /// which also bounds how long a request's headers may take to arrive. Default 30 s.
     public var idleTimeout: Duration = .seconds(30)
     /// While a request body is being received, each window of this length must bring at least
-    /// ``minimumBodyBytesPerWindow`` bytes, or the connection is closed and nothing of the body is kept; while an
+    /// ``minimumBodyBytesPerWindow`` bytes, or the connection is closed and nothing of the body is kept. A window counts
+    /// only the time the server was asking for the body: while the server is busy with what it has read (a slow store),
+    /// the client is not waited for, and its window does not run. While an
     /// answer is being sent, a client that takes none of it for this long (the connection stays full) is let go too.
     /// Default 30 s.
     public var bodyWindow: Duration = .seconds(30)
@@ -123,6 +125,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// The handler told each request's version as it is passed on.
     private weak var expectContinue: ExpectContinueHandler?
     private var bodyBytesThisWindow = 0
+    /// When the server last asked the connection for more (a read passed on) and nothing has come since; nil while it
+    /// is not asking.
+    private var askingSince: NIODeadline?
+    /// How long the server has asked for the body in the current body window, up to ``askingSince``.
+    private var askedThisWindow: TimeAmount = .zero
     private var timer: Scheduled<Void>?
     /// The request being received was refused: the connection closes after its answer.
     private var refusedMidBody = false
@@ -249,7 +256,21 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             readWanted = true
             return
         }
+        passOnRead(context)
+    }
+
+    /// Asks the connection for more, and counts the time from now until something comes as time the client was asked
+    /// for the body (``bodyWindowEnded(_:)``).
+    private func passOnRead(_ context: ChannelHandlerContext) {
+        if askingSince == nil { askingSince = .now() }
         context.read()
+    }
+
+    /// Counts the time the server asked for bytes up to now, and stops counting until it asks again.
+    private func stopAsking() {
+        guard let since = askingSince else { return }
+        askedThisWindow = askedThisWindow + (.now() - since)
+        askingSince = nil
     }
 
     /// Passes on what was held once the answer before it has ended, up to the next request's end.
@@ -269,7 +290,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         if passed { context.fireChannelReadComplete() }
         if held.isEmpty, readWanted {
             readWanted = false
-            context.read()
+            passOnRead(context)
         }
     }
 
@@ -295,6 +316,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        stopAsking()
         if headRefused { return }
         let part = unwrapInboundIn(data)
         if holding {
@@ -330,7 +352,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             // Said as the HTTP server looks for it (`close` alone), however the client wrote it (`Close`, `TE, close`).
             if closeAsked { head.headerFields[.connection] = "close" }
             readingBody = true
-            bodyBytesThisWindow = 0
+            startBodyWindow()
             schedule(context, after: limits.bodyWindow) { guardHandler, context in guardHandler.bodyWindowEnded(context) }
             if expectContinue == nil {
                 expectContinue = try? context.pipeline.syncOperations.handler(type: ExpectContinueHandler.self)
@@ -485,13 +507,33 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         #endif
     }
 
+    /// Starts a body window: its bytes and the time the server asked for them are counted from now.
+    private func startBodyWindow() {
+        bodyBytesThisWindow = 0
+        askedThisWindow = .zero
+        if askingSince != nil { askingSince = .now() }
+    }
+
+    /// Judges the body window that ends now. A window is the time the server asked for the body, not the time on the
+    /// clock: a server that reads nothing for a while (its store is slow to take what it has read, so it reads no more
+    /// of the body until the store catches up) has not been waiting for the client, whose bytes wait in the
+    /// connection's buffers. Until the server has asked for a whole window, the judgement waits; then a body that
+    /// brought less than the minimum in it was trickling, and the connection closes.
     private func bodyWindowEnded(_ context: ChannelHandlerContext) {
         guard readingBody else { return }
+        let window = TimeAmount(limits.bodyWindow)
+        let asked = askedThisWindow + (askingSince.map { .now() - $0 } ?? .zero)
+        guard asked >= window else {
+            schedule(context, after: Duration(max(window - asked, .milliseconds(10)))) { guardHandler, context in
+                guardHandler.bodyWindowEnded(context)
+            }
+            return
+        }
         guard bodyBytesThisWindow >= limits.minimumBodyBytesPerWindow else {
             context.close(promise: nil)
             return
         }
-        bodyBytesThisWindow = 0
+        startBodyWindow()
         schedule(context, after: limits.bodyWindow) { guardHandler, context in guardHandler.bodyWindowEnded(context) }
     }
 
