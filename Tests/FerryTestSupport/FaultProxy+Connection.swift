@@ -20,7 +20,7 @@ struct ProxyRequest: Sendable {
     var needsUpstream: Bool {
         switch fault {
         case .status, .throttled, .stall: false
-        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte, .trickle: true
+        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte, .trickle, .shiftRange: true
         }
     }
 
@@ -113,7 +113,7 @@ final class ProxyConnection {
             core.finish(request.id, "stalled")
             await stall(seconds: seconds)
             return false
-        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte, .trickle:
+        case nil, .delay, .dropAfterRequestBytes, .dropResponseMidBody, .corruptRequestByte, .trickle, .shiftRange:
             preconditionFailure("\(String(describing: request.fault)) goes upstream")
         }
     }
@@ -229,7 +229,13 @@ final class ProxyConnection {
     private func forward(_ request: ProxyRequest, through upstream: UpstreamConnection, reused: Bool) async throws
         -> Forwarded
     {
-        let head = request.head
+        var head = request.head
+        if case .shiftRange(let bytes) = request.fault, let range = head.headers["range"].first,
+            range.hasPrefix("bytes="), let dash = range.firstIndex(of: "-"),
+            let first = Int(range[range.index(range.startIndex, offsetBy: 6)..<dash])
+        {
+            head.headers.replaceOrAdd(name: "range", value: "bytes=\(first + bytes)\(range[dash...])")
+        }
         do {
             try await upstream.write(.head(head))
         } catch {

@@ -172,6 +172,9 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
     /// Forwards the request with the body byte at this offset inverted (a corruption no TCP checksum caught), and
     /// the response unchanged.
     case corruptRequestByte(at: Int)
+    /// Forwards the request with the first byte of its `Range: bytes=FIRST-LAST` header moved on by this many bytes,
+    /// and the response unchanged: a cache in front of the store that answers another range than the one asked.
+    case shiftRange(by: Int)
 
     public var description: String {
         switch self {
@@ -183,6 +186,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         case .delay(let seconds): "delay(\(seconds)s)"
         case .corruptRequestByte(let offset): "corruptRequestByte(at: \(offset))"
         case .trickle(let rate): "trickle(\(rate) B/s)"
+        case .shiftRange(let bytes): "shiftRange(by: \(bytes))"
         }
     }
 }

@@ -171,7 +171,7 @@ struct S3BackedStoreTests {
         await seaweed.destroy()
     }
 
-    @Test("a store's answer that ends mid-body is asked for again from where it stopped, and the download is whole; asked for again 3 times in a row without a byte, the read fails, never passed off as whole")
+    @Test("a store's answer that ends mid-body, or holds another range than the one asked, is asked for again from where it stopped, and the download is whole; asked for again 3 times in a row without a byte, the read fails, never passed off as whole")
     func storeAnswerEndsMidBody() async throws {
         let moto = try await MotoServer.start()
         let proxy = try await FaultProxy.start(upstream: moto.endpoint)
@@ -203,6 +203,15 @@ struct S3BackedStoreTests {
                 #expect(failed.map { $0.status != 200 || $0.body != body } ?? true)
                 #expect(proxy.log.filter { $0.method == "GET" }.count == 4, "\(proxy.log)")
                 #expect(log.records.contains { $0.level == .warning && $0.message.contains("the answer ends short") })
+                // An answer that holds another part of the blob than the one asked for brings nothing: the range is
+                // asked for again, and the download is whole.
+                proxy.clearFaults()
+                proxy.clearLog()
+                proxy.inject(.dropResponseMidBody(afterBytes: 1 << 20), when: .method("GET"), times: 1)
+                proxy.inject(.shiftRange(by: 4096), when: .method("GET"), times: 2)
+                let shifted = try await s3.get("bkt", "k")
+                #expect(shifted.status == 200 && shifted.body == body, "\(shifted.status), \(shifted.body.count) bytes")
+                #expect(proxy.log.filter { $0.method == "GET" }.count == 4, "\(proxy.log)")
                 proxy.clearFaults()
                 #expect(try await s3.get("bkt", "k").body == body)
             }
