@@ -12,14 +12,26 @@ enum EnvironmentNumber {
         from env: [String: String]
     ) throws -> Number? {
         guard let text = env[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
-        // Digits, with a fraction after a point for a fractional setting (`.5` is 0.5).
-        let decimal = text.split(separator: ".", omittingEmptySubsequences: false)
-        let digits = decimal.allSatisfy { $0.allSatisfy { $0.isASCII && $0.isNumber } }
-        guard decimal.count <= 2, digits, decimal.last?.isEmpty == false,
-            let number = Number(decimal[0].isEmpty ? "0" + text : text), range.contains(number)
+        guard isPlainDecimal(text), let number = Number(text.hasPrefix(".") ? "0" + text : text), range.contains(number)
         else {
             let words = must ?? "must be between \(plain(range.lowerBound)) and \(plain(range.upperBound))\(unit)"
             throw ValidationError("\(name) \(words).")
+        }
+        return number
+    }
+
+    /// Digits, with a fraction after a point for a fractional setting (`.5` is 0.5).
+    private static func isPlainDecimal(_ text: String) -> Bool {
+        let decimal = text.split(separator: ".", omittingEmptySubsequences: false)
+        return decimal.count <= 2 && decimal.last?.isEmpty == false
+            && decimal.allSatisfy { $0.allSatisfy { $0.isASCII && $0.isNumber } }
+    }
+
+    /// A flag's value read as the variables are: a plain decimal number. `1e3`, `0x10`, `inf` and `nan`, which
+    /// Swift's own number parsing takes, are refused.
+    static func decimal(_ text: String) throws -> Double {
+        guard isPlainDecimal(text), let number = Double(text.hasPrefix(".") ? "0" + text : text) else {
+            throw ValidationError("'\(text)' is not a decimal number (digits, with a fraction after a point).")
         }
         return number
     }

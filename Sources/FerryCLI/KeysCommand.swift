@@ -17,7 +17,7 @@ struct KeysCommand: AsyncParsableCommand {
         var videos: Int?
         @Option(help: "Multipart uploads the key may have in progress at once.")
         var concurrentUploads: Int?
-        @Option(help: "Requests per second the key may send to each node.")
+        @Option(help: "Requests per second the key may send to each node.", transform: EnvironmentNumber.decimal)
         var requestsPerSecond: Double?
 
         var quota: AccessKeyQuota {

@@ -44,22 +44,22 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Region the service reports. Default us-east-1.")
     var region: String?
 
-    @Option(name: .customLong("multipart-max-age"), help: "Seconds after which an unfinished S3 multipart upload is aborted (tus and IETF uploads end at their own Upload-Expires); checked hourly, or every fifth of this when shorter. Default 604800 (7 days).")
+    @Option(name: .customLong("multipart-max-age"), help: "Seconds after which an unfinished S3 multipart upload is aborted (tus and IETF uploads end at their own Upload-Expires); checked hourly, or every fifth of this when shorter. Default 604800 (7 days).", transform: EnvironmentNumber.decimal)
     var multipartMaxAge: Double?
 
     @Option(
         name: .customLong("resumable-upload-expiry"),
-        help: "Seconds a resumable upload (tus, IETF) lives unfinished before it expires and its bytes are removed. Default 86400 (24 hours).")
+        help: "Seconds a resumable upload (tus, IETF) lives unfinished before it expires and its bytes are removed. Default 86400 (24 hours).", transform: EnvironmentNumber.decimal)
     var resumableUploadExpiry: Double?
 
     @Option(
         name: .customLong("lifecycle-day"),
-        help: "Seconds a bucket lifecycle rule counts as one day, to watch rules apply quickly when testing. Default: days as S3 counts them.")
+        help: "Seconds a bucket lifecycle rule counts as one day, to watch rules apply quickly when testing. Default: days as S3 counts them.", transform: EnvironmentNumber.decimal)
     var lifecycleDay: Double?
 
     @Option(
         name: .customLong("uploading-video-max-age"),
-        help: "Seconds a video or image may stay Uploading; then what arrived of it is removed, it becomes UploadFail and a VideoUploadExpired or ImageUploadExpired event is sent (or FERRY_UPLOADING_VIDEO_MAX_AGE); checked hourly, or every fifth of this when shorter. Default 604800 (7 days).")
+        help: "Seconds a video or image may stay Uploading; then what arrived of it is removed, it becomes UploadFail and a VideoUploadExpired or ImageUploadExpired event is sent (or FERRY_UPLOADING_VIDEO_MAX_AGE); checked hourly, or every fifth of this when shorter. Default 604800 (7 days).", transform: EnvironmentNumber.decimal)
     var uploadingVideoMaxAge: Double?
 
     @Option(name: .customLong("webhook-url"), help: "URL that receives signed event POSTs (or FERRY_WEBHOOK_URL); the secret comes from FERRY_WEBHOOK_SECRET.")
@@ -71,10 +71,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. Default info.")
     var logLevel: String?
 
-    @Option(name: .customLong("idle-timeout"), help: "Seconds an open connection may wait for a request (or FERRY_IDLE_TIMEOUT). Default 30.")
+    @Option(name: .customLong("idle-timeout"), help: "Seconds an open connection may wait for a request (or FERRY_IDLE_TIMEOUT). Default 30.", transform: EnvironmentNumber.decimal)
     var idleTimeout: Double?
 
-    @Option(name: .customLong("body-timeout"), help: "Seconds in which a request body must progress by at least 1 KiB, and an answer must be taken by the client, or the connection is closed (or FERRY_BODY_TIMEOUT). Default 30.")
+    @Option(name: .customLong("body-timeout"), help: "Seconds in which a request body must progress by at least 1 KiB (counted while the service reads it), and an answer must be taken by the client, or the connection is closed (or FERRY_BODY_TIMEOUT). Default 30.", transform: EnvironmentNumber.decimal)
     var bodyTimeout: Double?
 
     @Option(name: .customLong("max-connections"), help: "Connections held at once (or FERRY_MAX_CONNECTIONS). Default 1024.")
@@ -139,16 +139,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("transcode-templates"), help: "JSON file of transcoding template groups (or FERRY_TRANSCODE_TEMPLATES); see docs/api.md. Default: LD 360p, SD 540p, HD 720p, FHD 1080p.")
     var transcodeTemplates: String?
 
-    @Option(name: .customLong("media-job-timeout"), help: "Seconds one ffmpeg or ffprobe run may take before it is killed and its video fails (or FERRY_MEDIA_JOB_TIMEOUT). Default 7200.")
+    @Option(name: .customLong("media-job-timeout"), help: "Seconds one ffmpeg or ffprobe run may take before it is killed and its video fails (or FERRY_MEDIA_JOB_TIMEOUT). Default 7200.", transform: EnvironmentNumber.decimal)
     var mediaJobTimeout: Double?
 
-    @Option(name: .customLong("max-transcode-duration"), help: "Seconds of the longest source a template group transcodes; a longer one ends in TranscodeFail (MediaTooLong), its source kept; 0: no limit (or FERRY_MAX_TRANSCODE_DURATION). Default 43200 (12 hours).")
+    @Option(name: .customLong("max-transcode-duration"), help: "Seconds of the longest source a template group transcodes; a longer one ends in TranscodeFail (MediaTooLong), its source kept; 0: no limit (or FERRY_MAX_TRANSCODE_DURATION). Default 43200 (12 hours).", transform: EnvironmentNumber.decimal)
     var maxTranscodeDuration: Double?
 
-    @Option(name: .customLong("media-lease"), help: "Seconds a worker's claim on a media job lasts unless renewed; a job whose worker died is taken over after it (or FERRY_MEDIA_LEASE). Default 30.")
+    @Option(name: .customLong("media-lease"), help: "Seconds a worker's claim on a media job lasts unless renewed; a job whose worker died is taken over after it (or FERRY_MEDIA_LEASE). Default 30.", transform: EnvironmentNumber.decimal)
     var mediaLease: Double?
 
-    @Option(name: .customLong("first-stream-retention"), help: "Seconds a video's first stream (published before its ladder) stays once the ladder has replaced it, for players already on it; then its files are removed (or FERRY_FIRST_STREAM_RETENTION). Default 86400 (24 hours).")
+    @Option(name: .customLong("first-stream-retention"), help: "Seconds a video's first stream (published before its ladder) stays once the ladder has replaced it, for players already on it; then its files are removed (or FERRY_FIRST_STREAM_RETENTION). Default 86400 (24 hours).", transform: EnvironmentNumber.decimal)
     var firstStreamRetention: Double?
 
     func validate() throws {

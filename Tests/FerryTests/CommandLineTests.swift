@@ -1192,6 +1192,17 @@ struct CommandLineTests {
             #expect(refused.status == 64 && refused.error.contains("\(name)"), "\(name)=\(value): \(refused.error)")
             #expect(refused.error.contains(says), "\(name)=\(value): \(refused.error)")
         }
+        // A number flag is read as its variable is: `1e3` or `0x10` is a typo, not a thousand or sixteen seconds.
+        for (flag, value) in [
+            ("--body-timeout", "1e3"), ("--media-lease", "0x10"), ("--lifecycle-day", "inf"), ("--idle-timeout", "30s"),
+        ] {
+            let refused = try await FerryRun.run(["serve", "--data-dir", unusedData, "--port", "0", flag, value])
+            #expect(refused.status == 64 && refused.error.contains(flag), "\(flag) \(value): \(refused.error)")
+            #expect(refused.error.contains("is not a decimal number"), "\(flag) \(value): \(refused.error)")
+        }
+        let keyLimit = try await FerryRun.run(
+            ["keys", "create", "--data-dir", unusedData, "--actions", "s3:*", "--requests-per-second", "0x10"])
+        #expect(keyLimit.status == 64 && keyLimit.error.contains("is not a decimal number"), "\(keyLimit.error)")
         for environment in [
             ["FERRY_MAX_TRANSCODE_DURATION": "", "FERRY_MEDIA_WORKERS": "", "FERRY_MEDIA_IDLE_SCHEDULING": ""],
             // Spaces around a number, and a fraction without its leading 0, are taken.
