@@ -94,6 +94,43 @@ struct MetricsTests {
         }
     }
 
+    @Test("answer bytes are counted as they are sent: a whole download counts its size, one whose client leaves counts what was sent")
+    func answerBytesSent() async throws {
+        try await TestServer.with { server in
+            let client = server.client()
+            #expect(try await client.createBucket("media").status == 200)
+            let size = 48 << 20
+            #expect(try await client.put("media", "big.bin", Array(repeating: 5, count: size)).status == 200)
+            func sent() async throws -> Double {
+                let text = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+                return Self.sample(text, "ferry_http_response_body_bytes_total", ["group": "s3"]) ?? 0
+            }
+            let before = try await sent()
+            #expect(try await client.get("media", "big.bin").body.count == size)
+            let whole = try await sent()
+            #expect(whole - before == Double(size))
+            // A client that takes 64 KiB of the answer and hangs up: counted is what left the server, not the
+            // Content-Length its head declared.
+            let signer = SigV4Signer(credentials: server.root, region: "us-east-1")
+            let head = signer.sign(
+                method: "GET", path: "/media/big.bin", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
+                payloadHash: SigV4.emptyPayloadHash, date: Date()).headers
+            let socket = try RawSocket.connect(port: server.port)
+            try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/media/big.bin", head).utf8))
+            _ = await RawSocket.receive(socket) { $0.count >= 64 << 10 }
+            close(socket)
+            // The count settles once the server has seen the connection go.
+            var cut = try await sent()
+            for _ in 0..<50 {
+                try await Task.sleep(for: .milliseconds(200))
+                let now = try await sent()
+                if now == cut, now > whole { break }
+                cut = now
+            }
+            #expect(cut > whole && cut - whole < Double(size / 2), "counted \(cut - whole) of \(size) bytes")
+        }
+    }
+
     @Test("a blob write that cannot open its file, a read and a link of blob files gone count as storage call errors of the blob storage")
     func blobWriteErrors() async throws {
         try await TestServer.with { server in

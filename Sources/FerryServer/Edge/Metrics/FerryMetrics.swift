@@ -53,7 +53,7 @@ public final class FerryMetrics: Sendable {
         help: "Body bytes read of requests answered with a 2xx status (the decoded length of aws-chunked bodies, never more than was read; a declared length alone counts nothing).")
     static let responseBytes = Series(
         name: "ferry_http_response_body_bytes_total", type: "counter", labels: ["group"],
-        help: "Body bytes of answers whose length was known when their head was sent.")
+        help: "Body bytes of answers handed to the connection (an answer cut off counts what was sent).")
     static let s3Operations = Series(
         name: "ferry_s3_operations_total", type: "counter", labels: ["operation", "status"],
         help: "Object API operations (PutObject, CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload, …) by status, refusals of authentication and of the request rate included.")
@@ -177,16 +177,18 @@ public final class FerryMetrics: Sendable {
     func requestStarted() { active.increment() }
 
     /// A request was answered: `group` is the route group that answered it, `bytesIn` the body it sent when it was
-    /// accepted, `bytesOut` the answer's body when its length is known.
-    func requestFinished(
-        group: String, method: String, status: Int, duration: Duration, bytesIn: Int64?, bytesOut: Int64?
-    ) {
+    /// accepted.
+    func requestFinished(group: String, method: String, status: Int, duration: Duration, bytesIn: Int64?) {
         active.decrement()
         counter(Self.requests, [("group", group), ("method", method), ("status", String(status))]).increment()
         histogram(Self.requestDuration, [("group", group), ("method", method)], buckets: Self.durationBuckets)
             .record(duration)
         if let bytesIn, bytesIn > 0 { counter(Self.requestBytes, [("group", group)]).increment(by: bytesIn) }
-        if let bytesOut, bytesOut > 0 { counter(Self.responseBytes, [("group", group)]).increment(by: bytesOut) }
+    }
+
+    /// The counter of the answer bytes of `group` sent.
+    func responseBytesCounter(group: String) -> Counter {
+        counter(Self.responseBytes, [("group", group)])
     }
 
     /// A request was answered `status` before any route group took it (a head the HTTP parser or the connection guard

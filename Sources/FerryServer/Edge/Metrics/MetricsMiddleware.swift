@@ -20,15 +20,17 @@ struct MetricsMiddleware: RouterMiddleware {
         var request = request
         request.body = RequestBody(asyncSequence: CountedBody(base: request.body, count: read))
         do {
-            let response = try await next(request, context)
+            var response = try await next(request, context)
             finish(
-                request, context: context, status: Int(response.status.code), since: start, read: read.withLockedValue { $0 },
-                answer: response.headers)
+                request, context: context, status: Int(response.status.code), since: start, read: read.withLockedValue { $0 })
+            // The answer's bytes are counted as they are handed to the connection: one cut off counts what was sent.
+            let sent = metrics.responseBytesCounter(group: context.observation.group)
+            response.body = response.body.counting { sent.increment(by: Int64($0)) }
             return response
         } catch {
             finish(
                 request, context: context, status: (error as? any HTTPResponseError).map { Int($0.status.code) } ?? 500,
-                since: start, read: read.withLockedValue { $0 }, answer: nil)
+                since: start, read: read.withLockedValue { $0 })
             throw error
         }
     }
@@ -36,10 +38,7 @@ struct MetricsMiddleware: RouterMiddleware {
     /// The methods that are label values of their own: those some route answers.
     static let labelledMethods: Set<HTTPRequest.Method> = [.get, .head, .put, .post, .delete, .options, .patch]
 
-    private func finish(
-        _ request: Request, context: Context, status: Int, since start: ContinuousClock.Instant, read: Int64,
-        answer: HTTPFields?
-    ) {
+    private func finish(_ request: Request, context: Context, status: Int, since start: ContinuousClock.Instant, read: Int64) {
         let observation = context.observation
         // The methods the service answers are a fixed set; anything else (WebDAV's, an extension's) is one value.
         let method = Self.labelledMethods.contains(request.method) ? request.method.rawValue : "other"
@@ -50,16 +49,40 @@ struct MetricsMiddleware: RouterMiddleware {
             || request.headers[.amzContentSHA256]?.hasPrefix("STREAMING-") == true
         let decoded = chunked ? request.headers[.amzDecodedContentLength].flatMap { Int64($0) } : nil
         let bytesIn = accepted ? min(decoded ?? read, read) : nil
-        let bytesOut = request.method == .head ? nil : answer?[.contentLength].flatMap { Int64($0) }
         metrics.requestFinished(
             group: observation.group, method: method, status: status, duration: ContinuousClock.now - start,
-            bytesIn: bytesIn, bytesOut: bytesOut)
+            bytesIn: bytesIn)
         if let operation = observation.operation {
             metrics.operationFinished(operation, group: observation.group, status: status)
         }
         if observation.checksumMismatch { metrics.checksumMismatch(group: observation.group) }
         if observation.throttled { metrics.requestThrottled(group: observation.group) }
         if let quota = observation.quotaRefused { metrics.quotaRefused(group: observation.group, quota: quota) }
+    }
+}
+
+extension ResponseBody {
+    /// This body, telling `count` the size of each buffer once it has been written.
+    func counting(_ count: @escaping @Sendable (Int) -> Void) -> ResponseBody {
+        let body = self
+        return ResponseBody(contentLength: contentLength) { writer in
+            try await body.write(CountingBodyWriter(base: writer, count: count))
+        }
+    }
+}
+
+/// A response body writer that tells `count` the size of each buffer it has written.
+private struct CountingBodyWriter: ResponseBodyWriter {
+    var base: any ResponseBodyWriter
+    let count: @Sendable (Int) -> Void
+
+    mutating func write(_ buffer: ByteBuffer) async throws {
+        try await base.write(buffer)
+        count(buffer.readableBytes)
+    }
+
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
+        try await base.finish(trailingHeaders)
     }
 }
 
