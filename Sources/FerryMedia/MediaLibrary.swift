@@ -288,7 +288,7 @@ public struct MediaLibrary: Sendable {
                 return .save(enqueue: [Self.removalJob(video.videoId)], cancelJobs: true)
             }
             guard expired != nil else { return false }
-            try await Self.removeFiles(of: video, in: store)
+            try await Self.removeFiles(of: video, in: store, expired: true)
             try await webhooks.enqueue(.videoUploadExpired(videoId: video.videoId))
             await recordRemoval(video.videoId, status: VideoStatus.uploadFailed)
             return true
@@ -306,7 +306,7 @@ public struct MediaLibrary: Sendable {
                     notify: try webhooks.events(.imageUploadExpired(imageId: image.imageId)))
             }
             guard expired != nil else { return false }
-            try await Self.removeFile(of: image, in: store)
+            try await Self.removeFile(of: image, in: store, expired: true)
             return true
         }
         return videos + images
@@ -376,26 +376,29 @@ public struct MediaLibrary: Sendable {
     }
 
     /// Deletes a video's files from `store`: its source, everything under its directory (`video/<id>/`: cover,
-    /// renditions) and the unfinished multipart uploads of its source.
-    static func removeFiles(of video: VideoRecord, in store: any ObjectStore) async throws {
+    /// renditions) and the unfinished multipart uploads of its source (counted as expired with `expired`).
+    static func removeFiles(of video: VideoRecord, in store: any ObjectStore, expired: Bool = false) async throws {
         try await store.deleteObject(bucket: video.bucket, key: video.key, condition: .none)
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: "video/\(video.videoId)/")
-        try await abortMultipartUploads(bucket: video.bucket, key: video.key, in: store)
+        try await abortMultipartUploads(bucket: video.bucket, key: video.key, in: store, expired: expired)
     }
 
-    /// Deletes an image's file from `store`, and the unfinished multipart uploads of it.
-    static func removeFile(of image: ImageRecord, in store: any ObjectStore) async throws {
+    /// Deletes an image's file from `store`, and the unfinished multipart uploads of it (counted as expired with
+    /// `expired`).
+    static func removeFile(of image: ImageRecord, in store: any ObjectStore, expired: Bool = false) async throws {
         try await store.deleteObject(bucket: image.bucket, key: image.key, condition: .none)
-        try await abortMultipartUploads(bucket: image.bucket, key: image.key, in: store)
+        try await abortMultipartUploads(bucket: image.bucket, key: image.key, in: store, expired: expired)
     }
 
     /// Aborts the unfinished multipart uploads of `bucket`/`key`.
-    private static func abortMultipartUploads(bucket: String, key: String, in store: any ObjectStore) async throws {
+    private static func abortMultipartUploads(
+        bucket: String, key: String, in store: any ObjectStore, expired: Bool
+    ) async throws {
         for upload in try await store.listMultipartUploads(
             bucket: bucket, prefix: key, delimiter: nil, keyMarker: "", uploadIdMarker: "", maxUploads: 1000
         ).uploads where upload.key.isByteEqual(to: key) {
             do {
-                try await store.abortMultipartUpload(upload)
+                try await store.abortMultipartUpload(upload, expired: expired)
             } catch let error as FerryDomainError where error.code == .uploadNotFound {
                 // Completed or aborted meanwhile: nothing left to remove.
             }

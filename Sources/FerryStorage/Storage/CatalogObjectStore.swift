@@ -701,9 +701,9 @@ public struct CatalogObjectStore: ObjectStore {
         return value[..<dash]
     }
 
-    public func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws {
+    public func abortMultipartUpload(_ upload: MultipartUploadInfo, expired: Bool) async throws {
         guard let blobs = try await catalog.deleteUpload(upload.uploadId) else { throw Self.noSuchUpload }
-        events?.multipartUpload(.aborted, count: 1)
+        events?.multipartUpload(expired ? .expired : .aborted, count: 1)
         await retire(blobs)
     }
 

@@ -192,8 +192,9 @@ public protocol ObjectStore: Sendable {
     ) async throws -> ObjectInfo
     /// A completion remembered for a while (so a retried Complete gets its answer again), or nil.
     func completedUpload(_ uploadId: String) async throws -> CompletedUpload?
-    /// Discards an upload and deletes its parts.
-    func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws
+    /// Discards an upload and deletes its parts; `expired` when it is removed for its age (counted as expired, not
+    /// aborted by its client).
+    func abortMultipartUpload(_ upload: MultipartUploadInfo, expired: Bool) async throws
     /// Aborts S3 multipart uploads initiated before `date` (not resumable uploads' own, which expire when they said
     /// they would); returns how many.
     func abortMultipartUploads(initiatedBefore date: Date) async throws -> Int
@@ -202,6 +203,11 @@ public protocol ObjectStore: Sendable {
 }
 
 extension ObjectStore {
+    /// Discards an upload its client aborts, and deletes its parts.
+    public func abortMultipartUpload(_ upload: MultipartUploadInfo) async throws {
+        try await abortMultipartUpload(upload, expired: false)
+    }
+
     /// The object's catalog entry, or nil when it or its bucket does not exist.
     public func storedObject(bucket: String, key: String) async throws -> ObjectInfo? {
         do {
