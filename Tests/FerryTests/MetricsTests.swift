@@ -94,7 +94,7 @@ struct MetricsTests {
         }
     }
 
-    @Test("answer bytes are counted as they are sent: a whole download counts its size, one whose client leaves counts what was sent")
+    @Test("answer bytes are counted as they are sent: a whole download counts its size, one whose client leaves counts what was sent; a download being sent is a request being answered")
     func answerBytesSent() async throws {
         try await TestServer.with { server in
             let client = server.client()
@@ -118,6 +118,9 @@ struct MetricsTests {
             let socket = try RawSocket.connect(port: server.port)
             try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/media/big.bin", head).utf8))
             _ = await RawSocket.receive(socket) { $0.count >= 64 << 10 }
+            // Being sent, the download is a request being answered, as the scrape is.
+            let during = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            #expect(Self.sample(during, "ferry_http_requests_active", [:]) == 2)
             close(socket)
             // The count settles once the server has seen the connection go.
             var cut = try await sent()
@@ -128,6 +131,8 @@ struct MetricsTests {
                 cut = now
             }
             #expect(cut > whole && cut - whole < Double(size / 2), "counted \(cut - whole) of \(size) bytes")
+            let after = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            #expect(Self.sample(after, "ferry_http_requests_active", [:]) == 1)
         }
     }
 

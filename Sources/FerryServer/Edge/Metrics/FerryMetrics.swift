@@ -47,7 +47,7 @@ public final class FerryMetrics: Sendable {
         help: "Time from a request's head to its answer's head (a streamed body goes on after).")
     static let activeRequests = Series(
         name: "ferry_http_requests_active", type: "gauge", labels: [],
-        help: "Requests being answered now.")
+        help: "Requests being answered now, downloads whose body is still being sent included.")
     static let requestBytes = Series(
         name: "ferry_http_request_body_bytes_total", type: "counter", labels: ["group"],
         help: "Body bytes read of requests answered with a 2xx status (the decoded length of aws-chunked bodies, never more than was read; a declared length alone counts nothing).")
@@ -176,10 +176,12 @@ public final class FerryMetrics: Sendable {
     /// A request began.
     func requestStarted() { active.increment() }
 
+    /// A request's answer has been sent (or dropped unsent).
+    func requestEnded() { active.decrement() }
+
     /// A request was answered: `group` is the route group that answered it, `bytesIn` the body it sent when it was
     /// accepted.
     func requestFinished(group: String, method: String, status: Int, duration: Duration, bytesIn: Int64?) {
-        active.decrement()
         counter(Self.requests, [("group", group), ("method", method), ("status", String(status))]).increment()
         histogram(Self.requestDuration, [("group", group), ("method", method)], buckets: Self.durationBuckets)
             .record(duration)

@@ -24,13 +24,16 @@ struct MetricsMiddleware: RouterMiddleware {
             finish(
                 request, context: context, status: Int(response.status.code), since: start, read: read.withLockedValue { $0 })
             // The answer's bytes are counted as they are handed to the connection: one cut off counts what was sent.
+            // The request is being answered until its body has been sent, or dropped unsent.
             let sent = metrics.responseBytesCounter(group: context.observation.group)
-            response.body = response.body.counting { sent.increment(by: Int64($0)) }
+            let answering = AnswerInProgress(metrics: metrics)
+            response.body = response.body.counting({ sent.increment(by: Int64($0)) }, whenWritten: { answering.end() })
             return response
         } catch {
             finish(
                 request, context: context, status: (error as? any HTTPResponseError).map { Int($0.status.code) } ?? 500,
                 since: start, read: read.withLockedValue { $0 })
+            metrics.requestEnded()
             throw error
         }
     }
@@ -62,13 +65,38 @@ struct MetricsMiddleware: RouterMiddleware {
 }
 
 extension ResponseBody {
-    /// This body, telling `count` the size of each buffer once it has been written.
-    func counting(_ count: @escaping @Sendable (Int) -> Void) -> ResponseBody {
+    /// This body, telling `count` the size of each buffer once it has been written, and `whenWritten` once the body
+    /// has been written or has failed.
+    func counting(
+        _ count: @escaping @Sendable (Int) -> Void, whenWritten: @escaping @Sendable () -> Void
+    ) -> ResponseBody {
         let body = self
         return ResponseBody(contentLength: contentLength) { writer in
+            defer { whenWritten() }
             try await body.write(CountingBodyWriter(base: writer, count: count))
         }
     }
+}
+
+/// A request counted as being answered (``FerryMetrics/requestStarted()``) until ``end()``, or until it is released:
+/// an answer the server drops without writing its body (the connection went first) ends too.
+private final class AnswerInProgress: Sendable {
+    private let metrics: FerryMetrics
+    private let ended = NIOLockedValueBox(false)
+
+    init(metrics: FerryMetrics) {
+        self.metrics = metrics
+    }
+
+    func end() {
+        let first = ended.withLockedValue { ended in
+            defer { ended = true }
+            return !ended
+        }
+        if first { metrics.requestEnded() }
+    }
+
+    deinit { end() }
 }
 
 /// A response body writer that tells `count` the size of each buffer it has written.
