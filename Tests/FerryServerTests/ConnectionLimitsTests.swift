@@ -205,6 +205,35 @@ struct ConnectionLimitsTests {
         }
     }
 
+    @Test("a client that sends a body with its GET and stops reading the answer is let go: a body the route never reads is timed by the clock")
+    func stalledReaderWithUnreadBodyIsLetGo() async throws {
+        try await TestServer.with(configure: Self.configure) { server in
+            let size = 64 << 20
+            let s3 = server.client()
+            try await s3.createBucket("unread")
+            #expect(try await s3.put("unread", "big", [UInt8](repeating: 3, count: size)).status == 200)
+            let head = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
+                method: "GET", path: "/unread/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
+                payloadHash: SigV4.emptyPayloadHash, date: Date()
+            ).headers
+            let socket = try RawSocket.connect(port: server.port)
+            defer { close(socket) }
+            // A body announced and begun, which the route answers without reading; the client then reads nothing and
+            // sends nothing more. Nothing asks for the rest of the body, and the answer never ends.
+            // Sent in pieces, each read on its own: the server's buffer of request parts fills, and it asks for no more.
+            let request = RawSocket.requestHead("GET", "/unread/big", head + [("content-length", "1000000000")])
+            try RawSocket.write(socket, Array(request.utf8))
+            for _ in 0..<16 {
+                try await Task.sleep(for: .milliseconds(50))
+                try RawSocket.write(socket, [UInt8](repeating: 1, count: 1100))
+            }
+            try await Task.sleep(for: .seconds(10))
+            let (bytes, error) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
+            #expect(error == nil || error == ECONNRESET, "the connection was held (error \(String(describing: error)))")
+            #expect(bytes.count < size, "the whole answer arrived")
+        }
+    }
+
     @Test("downloads whose clients stop reading hold one chunk each of the server's memory, not the object read ahead")
     func stalledDownloadsHoldOneChunk() async throws {
         // The default body window (30 s): the stalled clients keep their connections while they are counted.

@@ -519,11 +519,15 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// of the body until the store catches up) has not been waiting for the client, whose bytes wait in the
     /// connection's buffers. Until the server has asked for a whole window, the judgement waits; then a body that
     /// brought less than the minimum in it was trickling, and the connection closes.
+    ///
+    /// A request answered before its body ended is timed by the clock: no route reads the rest of its body, so the
+    /// server would never ask for it, and a client that stopped sending it and taking the answer would hold the
+    /// connection for ever.
     private func bodyWindowEnded(_ context: ChannelHandlerContext) {
         guard readingBody else { return }
         let window = TimeAmount(limits.bodyWindow)
         let asked = askedThisWindow + (askingSince.map { .now() - $0 } ?? .zero)
-        guard asked >= window else {
+        guard asked >= window || refusedMidBody else {
             schedule(context, after: Duration(max(window - asked, .milliseconds(10)))) { guardHandler, context in
                 guardHandler.bodyWindowEnded(context)
             }
