@@ -223,7 +223,7 @@ struct ConnectionLimitsTests {
             // Sent in pieces, each read on its own: the server's buffer of request parts fills, and it asks for no more.
             let request = RawSocket.requestHead("GET", "/unread/big", head + [("content-length", "1000000000")])
             try RawSocket.write(socket, Array(request.utf8))
-            for _ in 0..<16 {
+            for _ in 0..<32 {
                 try await Task.sleep(for: .milliseconds(50))
                 try RawSocket.write(socket, [UInt8](repeating: 1, count: 1100))
             }
@@ -231,6 +231,50 @@ struct ConnectionLimitsTests {
             let (bytes, error) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
             #expect(error == nil || error == ECONNRESET, "the connection was held (error \(String(describing: error)))")
             #expect(bytes.count < size, "the whole answer arrived")
+        }
+    }
+
+    /// A raw connection that has asked for `bucket`/big (stored by the caller) with a GET carrying a body of
+    /// `bodySize` bytes, of which the first 1100 have been sent: the route answers without reading it.
+    static func getWithBody(_ server: TestServer, bucket: String, bodySize: Int) async throws -> Int32 {
+        let head = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
+            method: "GET", path: "/\(bucket)/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
+            payloadHash: SigV4.emptyPayloadHash, date: Date()
+        ).headers
+        let socket = try RawSocket.connect(port: server.port)
+        let request = RawSocket.requestHead("GET", "/\(bucket)/big", head + [("content-length", String(bodySize))])
+        try RawSocket.write(socket, Array(request.utf8) + [UInt8](repeating: 1, count: 1100))
+        return socket
+    }
+
+    @Test("a GET answered while its body came, whose body then ends, is let go when its client stops reading, and a client that reads gets every byte")
+    func answerUnderWayWhenBodyEnds() async throws {
+        try await TestServer.with(configure: Self.configure) { server in
+            let size = 64 << 20
+            let s3 = server.client()
+            try await s3.createBucket("ends")
+            #expect(try await s3.put("ends", "big", [UInt8](repeating: 3, count: size)).status == 200)
+            // The answer fills the connection while the body comes; then the body ends, and the client reads nothing.
+            let stalled = try await Self.getWithBody(server, bucket: "ends", bodySize: 2048)
+            defer { close(stalled) }
+            try await Task.sleep(for: .milliseconds(300))
+            try RawSocket.write(stalled, [UInt8](repeating: 1, count: 948))
+            try await Task.sleep(for: .seconds(10))
+            let (bytes, error) = await RawSocket.receive(stalled, timeout: .seconds(20)) { _ in false }
+            #expect(error == nil || error == ECONNRESET, "the connection was held (error \(String(describing: error)))")
+            #expect(bytes.count < size, "the whole answer arrived: the stalled reader was not let go")
+            // A client that reads such an answer steadily gets all of it before the connection closes: its last bytes
+            // are not dropped with the connection.
+            let smaller = 8 << 20
+            #expect(try await s3.put("ends", "big", [UInt8](repeating: 4, count: smaller)).status == 200)
+            let reader = try await Self.getWithBody(server, bucket: "ends", bodySize: 2048)
+            defer { close(reader) }
+            try RawSocket.write(reader, [UInt8](repeating: 1, count: 948))
+            let read = try await Self.readSlowly(reader, bytesPerMillisecond: 2000, for: .seconds(60))
+            let answer = String(decoding: read.firstBytes, as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
+            let headLength = (answer.range(of: "\r\n\r\n")?.upperBound).map { answer.utf8.distance(from: answer.startIndex, to: $0) }
+            #expect(read.received == smaller + (headLength ?? 0) && read.closed, "\(read.received) bytes, closed \(read.closed)")
         }
     }
 

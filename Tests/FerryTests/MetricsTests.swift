@@ -101,13 +101,26 @@ struct MetricsTests {
             #expect(try await client.createBucket("media").status == 200)
             let size = 48 << 20
             #expect(try await client.put("media", "big.bin", Array(repeating: 5, count: size)).status == 200)
-            func sent() async throws -> Double {
+            func scrape() async throws -> (sent: Double, active: Double?) {
                 let text = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
-                return Self.sample(text, "ferry_http_response_body_bytes_total", ["group": "s3"]) ?? 0
+                return (
+                    Self.sample(text, "ferry_http_response_body_bytes_total", ["group": "s3"]) ?? 0,
+                    Self.sample(text, "ferry_http_requests_active", [:]))
             }
-            let before = try await sent()
+            /// The first scrape within 30 s that `done` accepts, or the last one.
+            func scrape(until done: ((sent: Double, active: Double?)) -> Bool) async throws -> (sent: Double, active: Double?) {
+                var last = try await scrape()
+                let deadline = ContinuousClock.now + .seconds(30)
+                while !done(last), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(100))
+                    last = try await scrape()
+                }
+                return last
+            }
+            let before = try await scrape().sent
             #expect(try await client.get("media", "big.bin").body.count == size)
-            let whole = try await sent()
+            // The last buffer is counted once the server is done with it, which may be just after the client has it.
+            let whole = try await scrape { $0.sent - before >= Double(size) }.sent
             #expect(whole - before == Double(size))
             // A client that takes 64 KiB of the answer and hangs up: counted is what left the server, not the
             // Content-Length its head declared.
@@ -119,20 +132,12 @@ struct MetricsTests {
             try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/media/big.bin", head).utf8))
             _ = await RawSocket.receive(socket) { $0.count >= 64 << 10 }
             // Being sent, the download is a request being answered, as the scrape is.
-            let during = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
-            #expect(Self.sample(during, "ferry_http_requests_active", [:]) == 2)
+            #expect(try await scrape().active == 2)
             close(socket)
-            // The count settles once the server has seen the connection go.
-            var cut = try await sent()
-            for _ in 0..<50 {
-                try await Task.sleep(for: .milliseconds(200))
-                let now = try await sent()
-                if now == cut, now > whole { break }
-                cut = now
-            }
-            #expect(cut > whole && cut - whole < Double(size / 2), "counted \(cut - whole) of \(size) bytes")
-            let after = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
-            #expect(Self.sample(after, "ferry_http_requests_active", [:]) == 1)
+            // Once the server has seen the connection go, the download is answered, and what it sent is counted.
+            let after = try await scrape { $0.active == 1 }
+            #expect(after.active == 1)
+            #expect(after.sent > whole && after.sent - whole < Double(size / 2), "counted \(after.sent - whole) of \(size) bytes")
         }
     }
 

@@ -233,21 +233,21 @@ struct S3BackedStoreTests {
             let location = S3StoreLocation(endpoint: proxy.endpoint, bucket: "ferry-blobs", prefix: "node", credentials: credentials)
             try await TestServer.with(configure: {
                 $0.objectStore = location
-                $0.connectionLimits.bodyWindow = .seconds(1)
+                $0.connectionLimits.bodyWindow = .seconds(2)
             }) { server in
                 let s3 = server.client()
                 #expect(try await s3.createBucket("bkt").status == 200)
-                // The store holds the node's write for four windows without reading it: the node reads no more of the
+                // The store holds the node's write for three windows without reading it: the node reads no more of the
                 // client's body (more than the connections' buffers hold) until the store takes it.
                 let chunk = Self.random(1 << 20)
                 let body = Array((0..<64).map { _ in chunk }.joined())
                 proxy.clearLog()
-                proxy.inject(.delay(seconds: 4), when: .method("PUT"), times: 1)
+                proxy.inject(.delay(seconds: 6), when: .method("PUT"), times: 1)
                 let started = ContinuousClock.now
                 let put = try await s3.put("bkt", "k", body)
                 #expect(put.status == 200, "\(put.status) \(put.text)")
                 #expect(proxy.log.filter { $0.method == "PUT" }.map(\.outcome) == ["200"], "\(proxy.log)")
-                #expect(ContinuousClock.now - started >= .seconds(4))
+                #expect(ContinuousClock.now - started >= .seconds(6))
                 #expect(try await s3.get("bkt", "k").body == body)
             }
         } catch {

@@ -545,7 +545,7 @@ final class RangeReader: Sendable {
 
     /// The first byte a `Content-Range: bytes FIRST-LAST/SIZE` answer holds; nil when the header is missing or not that.
     static func rangeStart(_ header: String?) -> Int64? {
-        guard let header, header.hasPrefix("bytes "), let dash = header.firstIndex(of: "-") else { return nil }
+        guard let header, header.lowercased().hasPrefix("bytes "), let dash = header.firstIndex(of: "-") else { return nil }
         return Int64(header[header.index(header.startIndex, offsetBy: 6)..<dash])
     }
 }

@@ -373,8 +373,14 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             readingBody = false
             requestEnded = true
             cancelTimer()
-            // Answered before its body ended: the wait for the next request starts now.
-            if !answering && !refusalSent { waitForRequest(context) }
+            if !answering && !refusalSent {
+                // Answered before its body ended: the wait for the next request starts now.
+                waitForRequest(context)
+            } else if answering, answerStarted, !context.channel.isWritable {
+                // An answer under way that the connection holds full: watched from now as any answer is (it filled
+                // while the body came, when the body's windows watched the connection).
+                watchFullConnection(context, after: limits.bodyWindow)
+            }
         }
         context.fireChannelRead(wrapInboundOut(part))
         // The rest of a refused request's body has come after its answer: the connection closes now.
@@ -419,9 +425,15 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             answering = false
             refusalSent = true
             forward(part, context, promise)
-            context.flush()
-            let linger = readingBody ? limits.bodyWindow : .zero
-            schedule(context, after: linger) { _, context in context.close(promise: nil) }
+            if readingBody {
+                context.flush()
+                schedule(context, after: limits.bodyWindow) { _, context in context.close(promise: nil) }
+            } else {
+                // Closed once the answer has been sent, not while its last bytes wait to be; a client that stops taking
+                // them is let go as between requests.
+                closeAfterWrites(context)
+                waitForRequest(context)
+            }
         case .end:
             answering = false
             forward(part, context, promise)
@@ -528,9 +540,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         let window = TimeAmount(limits.bodyWindow)
         let asked = askedThisWindow + (askingSince.map { .now() - $0 } ?? .zero)
         guard asked >= window || refusedMidBody else {
-            schedule(context, after: Duration(max(window - asked, .milliseconds(10)))) { guardHandler, context in
-                guardHandler.bodyWindowEnded(context)
-            }
+            // While the server is not asking, the window cannot end sooner than its rest after it asks again: looked
+            // at again a quarter window on at the soonest, not at once.
+            let rest = max(window - asked, askingSince == nil ? .nanoseconds(window.nanoseconds / 4) : .milliseconds(10))
+            schedule(context, after: Duration(rest)) { guardHandler, context in guardHandler.bodyWindowEnded(context) }
             return
         }
         guard bodyBytesThisWindow >= limits.minimumBodyBytesPerWindow else {

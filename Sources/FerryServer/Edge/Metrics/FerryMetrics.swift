@@ -53,7 +53,7 @@ public final class FerryMetrics: Sendable {
         help: "Body bytes read of requests answered with a 2xx status (the decoded length of aws-chunked bodies, never more than was read; a declared length alone counts nothing).")
     static let responseBytes = Series(
         name: "ferry_http_response_body_bytes_total", type: "counter", labels: ["group"],
-        help: "Body bytes of answers handed to the connection (an answer cut off counts what was sent).")
+        help: "Body bytes of answers handed to the connection (an answer cut off counts what it had handed over, not its declared length).")
     static let s3Operations = Series(
         name: "ferry_s3_operations_total", type: "counter", labels: ["operation", "status"],
         help: "Object API operations (PutObject, CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload, …) by status, refusals of authentication and of the request rate included.")
@@ -66,7 +66,7 @@ public final class FerryMetrics: Sendable {
         help: "Uploads refused because their bytes did not match a declared checksum or digest (nothing was stored), by route group.")
     static let multipartUploads = Series(
         name: "ferry_multipart_uploads_total", type: "counter", labels: ["event"],
-        help: "Multipart uploads started, completed, aborted (by their client), expired (aborted by the collector or a lifecycle rule) and resumed (their parts listed, as a client does when it picks an upload up again).")
+        help: "Multipart uploads started, completed, aborted (by their client), expired (aborted by the collector, a lifecycle rule, or with a video or image whose upload expired) and resumed (their parts listed, as a client does when it picks an upload up again).")
     static let multipartUploadsInProgress = Series(
         name: "ferry_multipart_uploads_in_progress", type: "gauge", labels: [],
         help: "Multipart uploads begun and neither completed nor aborted, tus and IETF uploads' included, as the catalog counts them at each scrape (the last value when it does not answer).")

@@ -24,8 +24,14 @@ struct MetricsMiddleware: RouterMiddleware {
             finish(
                 request, context: context, status: Int(response.status.code), since: start, read: read.withLockedValue { $0 })
             // The answer's bytes are counted as they are handed to the connection: one cut off counts what was sent.
-            // The request is being answered until its body has been sent, or dropped unsent.
+            // The request is being answered until its body has been sent, or dropped unsent. A small answer goes out
+            // in one write at once: counted now, and left as it is (wrapped, it would take three writes).
             let sent = metrics.responseBytesCounter(group: context.observation.group)
+            if let length = response.body.contentLength, length <= AnswerPacingMiddleware.smallAnswer {
+                if length > 0 { sent.increment(by: Int64(length)) }
+                metrics.requestEnded()
+                return response
+            }
             let answering = AnswerInProgress(metrics: metrics)
             response.body = response.body.counting({ sent.increment(by: Int64($0)) }, whenWritten: { answering.end() })
             return response
@@ -107,6 +113,12 @@ private struct CountingBodyWriter: ResponseBodyWriter {
     mutating func write(_ buffer: ByteBuffer) async throws {
         try await base.write(buffer)
         count(buffer.readableBytes)
+    }
+
+    mutating func write(contentsOf buffers: some Sequence<ByteBuffer>) async throws {
+        let buffers = Array(buffers)
+        try await base.write(contentsOf: buffers)
+        count(buffers.reduce(0) { $0 + $1.readableBytes })
     }
 
     consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
