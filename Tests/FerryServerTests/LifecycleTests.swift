@@ -158,6 +158,29 @@ struct LifecycleTests {
         }
     }
 
+    @Test("a bucket deleted and made again with the same rules through another node has rules new to the node that applies them", arguments: JobQueueImplementation.allCases)
+    func recreatedBucketSettlesAgain(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            // Node a applies the rules; `store` is the node that takes the requests.
+            let own = CatalogObjectStore(blobs: store.files, catalog: store.catalog, logger: Logger(label: "ferry.test"))
+            let a = UploadCollector(store: own, maxAge: 86_400, interval: 3600, logger: Logger(label: "ferry.test"))
+            let rules = try Self.document([Rule(id: "all", prefix: "", expiration: .init(days: 1))])
+            try await store.createBucket("r")
+            try await store.setBucketConfiguration("r", .lifecycle, rules)
+            let later = Date().addingTimeInterval(3 * 86_400)
+            #expect(await a.applyLifecycle(now: later, settledOnly: true) == LifecycleOutcome())
+            // Through the other node: the bucket goes, comes back with the same rules, and gets an object.
+            try await store.deleteBucket("r")
+            try await store.createBucket("r")
+            try await store.setBucketConfiguration("r", .lifecycle, rules)
+            try await ObjectCatalogTests.put(store, "r", "fresh", "1")
+            // Node a has not read these rules of this bucket before: they apply from its next pass.
+            #expect(await a.applyLifecycle(now: later.addingTimeInterval(60), settledOnly: true) == LifecycleOutcome())
+            #expect(try await Self.keys(store, "r") == ["fresh"])
+            #expect(await a.applyLifecycle(now: later.addingTimeInterval(120), settledOnly: true).expiredObjects == 1)
+        }
+    }
+
     @Test("a pass under way stops by the rules in force: once DeleteBucketLifecycle is done, at most 100 more objects go", arguments: JobQueueImplementation.allCases)
     func passStopsWhenRulesGo(_ implementation: JobQueueImplementation) async throws {
         try await implementation.withObjectStore { store in

@@ -25,7 +25,8 @@ extension CatalogObjectStore {
     /// size and tags), so a pass never removes a version it did not judge. The rules of the buckets in `skipping` are
     /// not applied (the media bucket's, which takes none, set before it refused them).
     ///
-    /// With `settledOnly`, a bucket's configuration is applied from the second pass that reads it unchanged, as S3
+    /// With `settledOnly`, a bucket's configuration is applied from the second pass that reads it unchanged (on the same
+    /// bucket: not one deleted and made again in between), as S3
     /// takes a while to put a new one in force: right after PutBucketLifecycleConfiguration is answered, its bucket
     /// still holds what the rules are about to expire, and a mistaken rule can be replaced before it removes anything.
     package func applyLifecycle(
@@ -34,12 +35,19 @@ extension CatalogObjectStore {
         var outcome = LifecycleOutcome()
         let page = 1000
         let configurations = try await catalog.bucketConfigurations(.lifecycle)
+        // A reading is the configuration with its bucket's creation: a bucket deleted and made again with the same
+        // rules (through another node, which this node does not hear of) has rules that are new to it.
+        var readings: [String: String] = [:]
+        for (bucket, document) in configurations where !skipping.contains(bucket) {
+            guard let created = try await catalog.bucket(bucket)?.createdAt else { continue }
+            readings[bucket] = "\(created.timeIntervalSince1970)\n\(document)"
+        }
         let seen = lifecycleSeen.withLockedValue { seen in
-            defer { seen = Dictionary(configurations.map { ($0.bucket, $0.document) }, uniquingKeysWith: { $1 }) }
+            defer { seen = readings }
             return seen
         }
         buckets: for (bucket, document) in configurations where !skipping.contains(bucket) {
-            guard !settledOnly || seen[bucket] == document else { continue }
+            guard !settledOnly || (readings[bucket] != nil && seen[bucket] == readings[bucket]) else { continue }
             guard var lifecycle = BucketLifecycle(document: document, dayLength: dayLength) else { continue }
             // The rules are read again before every `recheck` deletions: once a DeleteBucketLifecycle or a replacement
             // has been answered, a pass under way removes at most that many objects by the old rules.
