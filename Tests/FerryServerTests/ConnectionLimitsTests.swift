@@ -212,18 +212,12 @@ struct ConnectionLimitsTests {
             let s3 = server.client()
             try await s3.createBucket("unread")
             #expect(try await s3.put("unread", "big", [UInt8](repeating: 3, count: size)).status == 200)
-            let head = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
-                method: "GET", path: "/unread/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
-                payloadHash: SigV4.emptyPayloadHash, date: Date()
-            ).headers
-            let socket = try RawSocket.connect(port: server.port)
-            defer { close(socket) }
             // A body announced and begun, which the route answers without reading; the client then reads nothing and
             // sends nothing more. Nothing asks for the rest of the body, and the answer never ends.
             // Sent in pieces, each read on its own: the server's buffer of request parts fills, and it asks for no more.
-            let request = RawSocket.requestHead("GET", "/unread/big", head + [("content-length", "1000000000")])
-            try RawSocket.write(socket, Array(request.utf8))
-            for _ in 0..<32 {
+            let socket = try await Self.getWithBody(server, bucket: "unread", bodySize: 1_000_000_000)
+            defer { close(socket) }
+            for _ in 0..<31 {
                 try await Task.sleep(for: .milliseconds(50))
                 try RawSocket.write(socket, [UInt8](repeating: 1, count: 1100))
             }

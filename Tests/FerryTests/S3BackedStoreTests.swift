@@ -171,13 +171,28 @@ struct S3BackedStoreTests {
         await seaweed.destroy()
     }
 
-    @Test("a store's answer that ends mid-body, or holds another range than the one asked, is asked for again from where it stopped, and the download is whole; asked for again 3 times in a row without a byte, the read fails, never passed off as whole")
-    func storeAnswerEndsMidBody() async throws {
+    /// Runs `body` with a store location in moto behind a fault proxy (the proxy, to inject the store's faults), and
+    /// stops both after.
+    static func withMotoBehindProxy(_ body: (S3StoreLocation, FaultProxy) async throws -> Void) async throws {
         let moto = try await MotoServer.start()
         let proxy = try await FaultProxy.start(upstream: moto.endpoint)
         do {
             let credentials = SigV4Credentials(accessKeyId: "FERRYMOTOKEY", secretAccessKey: "ferry-moto-secret")
-            let location = S3StoreLocation(endpoint: proxy.endpoint, bucket: "ferry-blobs", prefix: "node", credentials: credentials)
+            try await body(
+                S3StoreLocation(endpoint: proxy.endpoint, bucket: "ferry-blobs", prefix: "node", credentials: credentials),
+                proxy)
+        } catch {
+            try? await proxy.shutdown()
+            await moto.stop()
+            throw error
+        }
+        try? await proxy.shutdown()
+        await moto.stop()
+    }
+
+    @Test("a store's answer that ends mid-body, or holds another range than the one asked, is asked for again from where it stopped, and the download is whole; asked for again 3 times in a row without a byte, the read fails, never passed off as whole")
+    func storeAnswerEndsMidBody() async throws {
+        try await Self.withMotoBehindProxy { location, proxy in
             let log = LogRecorder()
             try await TestServer.with(configure: {
                 $0.objectStore = location
@@ -215,22 +230,12 @@ struct S3BackedStoreTests {
                 proxy.clearFaults()
                 #expect(try await s3.get("bkt", "k").body == body)
             }
-        } catch {
-            try? await proxy.shutdown()
-            await moto.stop()
-            throw error
         }
-        try? await proxy.shutdown()
-        await moto.stop()
     }
 
     @Test("a store that takes a body slower than a body window does not cost the client its connection: a window counts only the time the server asked for the body")
     func slowStoreKeepsTheClient() async throws {
-        let moto = try await MotoServer.start()
-        let proxy = try await FaultProxy.start(upstream: moto.endpoint)
-        do {
-            let credentials = SigV4Credentials(accessKeyId: "FERRYMOTOKEY", secretAccessKey: "ferry-moto-secret")
-            let location = S3StoreLocation(endpoint: proxy.endpoint, bucket: "ferry-blobs", prefix: "node", credentials: credentials)
+        try await Self.withMotoBehindProxy { location, proxy in
             try await TestServer.with(configure: {
                 $0.objectStore = location
                 $0.connectionLimits.bodyWindow = .seconds(2)
@@ -250,13 +255,7 @@ struct S3BackedStoreTests {
                 #expect(ContinuousClock.now - started >= .seconds(6))
                 #expect(try await s3.get("bkt", "k").body == body)
             }
-        } catch {
-            try? await proxy.shutdown()
-            await moto.stop()
-            throw error
         }
-        try? await proxy.shutdown()
-        await moto.stop()
     }
 
     @Test("the store fails while a body is still arriving: the answer is 503 SlowDown, and the server goes on serving")

@@ -25,8 +25,8 @@ extension CatalogObjectStore {
     /// size and tags), so a pass never removes a version it did not judge. The rules of the buckets in `skipping` are
     /// not applied (the media bucket's, which takes none, set before it refused them).
     ///
-    /// With `settledOnly`, a bucket's configuration is applied from the second pass that reads it unchanged (on the same
-    /// bucket: not one deleted and made again in between), as S3
+    /// With `settledOnly`, a bucket's configuration is applied from the second pass that reads it unchanged (on the
+    /// same bucket: not one deleted and made again in between), as S3
     /// takes a while to put a new one in force: right after PutBucketLifecycleConfiguration is answered, its bucket
     /// still holds what the rules are about to expire, and a mistaken rule can be replaced before it removes anything.
     package func applyLifecycle(

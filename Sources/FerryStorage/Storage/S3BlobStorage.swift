@@ -538,14 +538,18 @@ final class RangeReader: Sendable {
         // A part of the blob other than the one asked for (a cache or proxy in front of the store that answers ranges
         // its own way) would be sent as the object's bytes: it counts as an answer that brought nothing.
         if response.status == .partialContent, Self.rangeStart(response.headers.first(name: "content-range")) != start {
-            throw S3BlobStorage.mapped(S3BlobStorage.StoreError(status: 502, code: "RangeMismatch", operation: "GetObject"))
+            throw S3BlobStorage.mapped(
+                S3BlobStorage.StoreError(status: 502, code: "RangeMismatch", operation: "GetObject"))
         }
         return response.body.makeAsyncIterator()
     }
 
-    /// The first byte a `Content-Range: bytes FIRST-LAST/SIZE` answer holds; nil when the header is missing or not that.
+    /// The first byte a `Content-Range: bytes FIRST-LAST/SIZE` answer holds; nil when the header is missing or not
+    /// that.
     static func rangeStart(_ header: String?) -> Int64? {
-        guard let header, header.lowercased().hasPrefix("bytes "), let dash = header.firstIndex(of: "-") else { return nil }
+        guard let header, header.lowercased().hasPrefix("bytes "), let dash = header.firstIndex(of: "-") else {
+            return nil
+        }
         return Int64(header[header.index(header.startIndex, offsetBy: 6)..<dash])
     }
 }

@@ -12,9 +12,9 @@ public struct ConnectionLimits: Sendable, Hashable {
     /// which also bounds how long a request's headers may take to arrive. Default 30 s.
     public var idleTimeout: Duration = .seconds(30)
     /// While a request body is being received, each window of this length must bring at least
-    /// ``minimumBodyBytesPerWindow`` bytes, or the connection is closed and nothing of the body is kept. A window counts
-    /// only the time the server was asking for the body: while the server is busy with what it has read (a slow store),
-    /// the client is not waited for, and its window does not run. While an
+    /// ``minimumBodyBytesPerWindow`` bytes, or the connection is closed and nothing of the body is kept. A window
+    /// counts only the time the server was asking for the body: while the server is busy with what it has read (a slow
+    /// store), the client is not waited for, and its window does not run. While an
     /// answer is being sent, a client that takes none of it for this long (the connection stays full) is let go too.
     /// Default 30 s.
     public var bodyWindow: Duration = .seconds(30)
@@ -542,7 +542,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         guard asked >= window || refusedMidBody else {
             // While the server is not asking, the window cannot end sooner than its rest after it asks again: looked
             // at again a quarter window on at the soonest, not at once.
-            let rest = max(window - asked, askingSince == nil ? .nanoseconds(window.nanoseconds / 4) : .milliseconds(10))
+            let soonest: TimeAmount = askingSince == nil ? .nanoseconds(window.nanoseconds / 4) : .milliseconds(10)
+            let rest = max(window - asked, soonest)
             schedule(context, after: Duration(rest)) { guardHandler, context in guardHandler.bodyWindowEnded(context) }
             return
         }

@@ -22,7 +22,8 @@ struct MetricsMiddleware: RouterMiddleware {
         do {
             var response = try await next(request, context)
             finish(
-                request, context: context, status: Int(response.status.code), since: start, read: read.withLockedValue { $0 })
+                request, context: context, status: Int(response.status.code), since: start,
+                read: read.withLockedValue { $0 })
             // The answer's bytes are counted as they are handed to the connection: one cut off counts what was sent.
             // The request is being answered until its body has been sent, or dropped unsent. A small answer goes out
             // in one write at once: counted now, and left as it is (wrapped, it would take three writes).
@@ -47,7 +48,9 @@ struct MetricsMiddleware: RouterMiddleware {
     /// The methods that are label values of their own: those some route answers.
     static let labelledMethods: Set<HTTPRequest.Method> = [.get, .head, .put, .post, .delete, .options, .patch]
 
-    private func finish(_ request: Request, context: Context, status: Int, since start: ContinuousClock.Instant, read: Int64) {
+    private func finish(
+        _ request: Request, context: Context, status: Int, since start: ContinuousClock.Instant, read: Int64
+    ) {
         let observation = context.observation
         // The methods the service answers are a fixed set; anything else (WebDAV's, an extension's) is one value.
         let method = Self.labelledMethods.contains(request.method) ? request.method.rawValue : "other"
