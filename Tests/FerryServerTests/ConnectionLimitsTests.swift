@@ -140,20 +140,40 @@ struct ConnectionLimitsTests {
     }
 
     /// A 64 MiB object stored in `bucket` (larger than every buffer between the two ends: the server's and the
-    /// client's socket, NIO's), and a raw connection that has asked for it and read nothing yet.
+    /// client's socket, NIO's), and a raw connection that has asked for it (``askForBig(_:bucket:bodySize:)``) and read
+    /// nothing yet.
     static func download(
-        from server: TestServer, bucket: String, size: Int = 64 << 20
+        from server: TestServer, bucket: String, size: Int = 64 << 20, bodySize: Int? = nil
     ) async throws -> (socket: Int32, size: Int) {
         let s3 = server.client()
         try await s3.createBucket(bucket)
         #expect(try await s3.put(bucket, "big", [UInt8](repeating: 3, count: size)).status == 200)
+        return (try askForBig(server, bucket: bucket, bodySize: bodySize), size)
+    }
+
+    /// A raw connection that has asked for `bucket`/big; with `bodySize`, by a GET carrying a body of that many bytes,
+    /// of which the first 1100 have been sent (the route answers without reading it).
+    static func askForBig(_ server: TestServer, bucket: String, bodySize: Int? = nil) throws -> Int32 {
         let head = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
             method: "GET", path: "/\(bucket)/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
             payloadHash: SigV4.emptyPayloadHash, date: Date()
         ).headers
         let socket = try RawSocket.connect(port: server.port)
-        try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/\(bucket)/big", head).utf8))
-        return (socket, size)
+        guard let bodySize else {
+            try RawSocket.write(socket, Array(RawSocket.requestHead("GET", "/\(bucket)/big", head).utf8))
+            return socket
+        }
+        let request = RawSocket.requestHead("GET", "/\(bucket)/big", head + [("content-length", String(bodySize))])
+        try RawSocket.write(socket, Array(request.utf8) + [UInt8](repeating: 1, count: 1100))
+        return socket
+    }
+
+    /// Expects the server to have let go of `socket` (closed, not read to its end): what it still holds of an answer
+    /// of `size` bytes comes, then the end.
+    static func expectLetGo(_ socket: Int32, size: Int) async {
+        let (bytes, error) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
+        #expect(error == nil || error == ECONNRESET, "the connection was held (error \(String(describing: error)))")
+        #expect(bytes.count < size, "the whole answer arrived: the stalled reader was not let go")
     }
 
     /// Reads `socket` at `rate` bytes a millisecond for `duration`, or until nothing comes for 5 s: the bytes read, the
@@ -197,9 +217,7 @@ struct ConnectionLimitsTests {
             let s3 = server.client()
             // Read nothing for ten body windows (a loaded machine may hold the server up for a few): it lets go.
             try await Task.sleep(for: .seconds(10))
-            let (bytes, error) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
-            #expect(error == nil || error == ECONNRESET, "the connection was neither closed nor read to its end")
-            #expect(bytes.count < size, "the whole answer arrived: the stalled reader was not let go")
+            await Self.expectLetGo(socket, size: size)
             // A client that reads gets the whole object.
             #expect(try await s3.get("stall", "big").body.count == size)
         }
@@ -208,60 +226,35 @@ struct ConnectionLimitsTests {
     @Test("a client that sends a body with its GET and stops reading the answer is let go: a body the route never reads is timed by the clock")
     func stalledReaderWithUnreadBodyIsLetGo() async throws {
         try await TestServer.with(configure: Self.configure) { server in
-            let size = 64 << 20
-            let s3 = server.client()
-            try await s3.createBucket("unread")
-            #expect(try await s3.put("unread", "big", [UInt8](repeating: 3, count: size)).status == 200)
             // A body announced and begun, which the route answers without reading; the client then reads nothing and
             // sends nothing more. Nothing asks for the rest of the body, and the answer never ends.
             // Sent in pieces, each read on its own: the server's buffer of request parts fills, and it asks for no more.
-            let socket = try await Self.getWithBody(server, bucket: "unread", bodySize: 1_000_000_000)
+            let (socket, size) = try await Self.download(from: server, bucket: "unread", bodySize: 1_000_000_000)
             defer { close(socket) }
             for _ in 0..<31 {
                 try await Task.sleep(for: .milliseconds(50))
                 try RawSocket.write(socket, [UInt8](repeating: 1, count: 1100))
             }
             try await Task.sleep(for: .seconds(10))
-            let (bytes, error) = await RawSocket.receive(socket, timeout: .seconds(20)) { _ in false }
-            #expect(error == nil || error == ECONNRESET, "the connection was held (error \(String(describing: error)))")
-            #expect(bytes.count < size, "the whole answer arrived")
+            await Self.expectLetGo(socket, size: size)
         }
-    }
-
-    /// A raw connection that has asked for `bucket`/big (stored by the caller) with a GET carrying a body of
-    /// `bodySize` bytes, of which the first 1100 have been sent: the route answers without reading it.
-    static func getWithBody(_ server: TestServer, bucket: String, bodySize: Int) async throws -> Int32 {
-        let head = SigV4Signer(credentials: server.root, region: "us-east-1").sign(
-            method: "GET", path: "/\(bucket)/big", query: [], headers: [("host", "127.0.0.1:\(server.port)")],
-            payloadHash: SigV4.emptyPayloadHash, date: Date()
-        ).headers
-        let socket = try RawSocket.connect(port: server.port)
-        let request = RawSocket.requestHead("GET", "/\(bucket)/big", head + [("content-length", String(bodySize))])
-        try RawSocket.write(socket, Array(request.utf8) + [UInt8](repeating: 1, count: 1100))
-        return socket
     }
 
     @Test("a GET answered while its body came, whose body then ends, is let go when its client stops reading, and a client that reads gets every byte")
     func answerUnderWayWhenBodyEnds() async throws {
         try await TestServer.with(configure: Self.configure) { server in
-            let size = 64 << 20
-            let s3 = server.client()
-            try await s3.createBucket("ends")
-            #expect(try await s3.put("ends", "big", [UInt8](repeating: 3, count: size)).status == 200)
             // The answer fills the connection while the body comes; then the body ends, and the client reads nothing.
-            let stalled = try await Self.getWithBody(server, bucket: "ends", bodySize: 2048)
+            let (stalled, size) = try await Self.download(from: server, bucket: "ends", bodySize: 2048)
             defer { close(stalled) }
             try await Task.sleep(for: .milliseconds(300))
             try RawSocket.write(stalled, [UInt8](repeating: 1, count: 948))
             try await Task.sleep(for: .seconds(10))
-            let (bytes, error) = await RawSocket.receive(stalled, timeout: .seconds(20)) { _ in false }
-            #expect(error == nil || error == ECONNRESET, "the connection was held (error \(String(describing: error)))")
-            #expect(bytes.count < size, "the whole answer arrived: the stalled reader was not let go")
+            await Self.expectLetGo(stalled, size: size)
             // A client that reads such an answer steadily gets all of it before the connection closes: its last bytes
             // are not dropped with the connection.
             let smaller = 8 << 20
-            #expect(try await s3.put("ends", "big", [UInt8](repeating: 4, count: smaller)).status == 200)
-            let reader = try await Self.getWithBody(server, bucket: "ends", bodySize: 2048)
+            #expect(try await server.client().put("ends", "big", [UInt8](repeating: 4, count: smaller)).status == 200)
+            let reader = try Self.askForBig(server, bucket: "ends", bodySize: 2048)
             defer { close(reader) }
             try RawSocket.write(reader, [UInt8](repeating: 1, count: 948))
             let read = try await Self.readSlowly(reader, bytesPerMillisecond: 2000, for: .seconds(60))
