@@ -64,6 +64,13 @@ struct ImageDeletionTests {
             running: RunningJobs())
     }
 
+    /// The multipart uploads the server has counted as aborted and as expired.
+    static func uploadsEnded(_ server: TestServer) async throws -> (aborted: Double, expired: Double) {
+        let text = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+        let count = { PrometheusText.sample(text, "ferry_multipart_uploads_total", ["event": $0]) ?? 0 }
+        return (count("aborted"), count("expired"))
+    }
+
     /// Runs the due removal jobs as a media worker on a node without ffmpeg does, once their five minutes have
     /// passed: claimed among the kinds it takes, run on the server's store, completed. Each must be `imageId`'s;
     /// returns how many ran.
@@ -231,8 +238,13 @@ struct ImageDeletionTests {
             let job = try #require(jobs.first)
             #expect(job.runAt > Date().addingTimeInterval(MediaLibrary.removalDelay - 60))
 
-            // The job, run once due, removes both; nothing is sent again.
+            // The job, run once due, removes both, the upload counted as aborted; nothing is sent again.
+            let endedBefore = try await Self.uploadsEnded(server)
             #expect(try await Self.runRemovalJobs(server, of: image.id) == 1)
+            let endedAfter = try await Self.uploadsEnded(server)
+            #expect(
+                endedAfter.aborted - endedBefore.aborted == 1 && endedAfter.expired == endedBefore.expired,
+                "\(endedBefore) \(endedAfter)")
             #expect(try await server.client().get(bucket, key).status == 404)
             #expect(try await Self.unfinishedUploads(server, bucket, key) == 0)
             #expect(try await Self.deletedEvents(server, image.id) == 1)
@@ -282,8 +294,13 @@ struct ImageDeletionTests {
                 checksums: [], condition: .none, verify: { _ in })
             #expect(try await server.client().get(bucket, key).status == 200)
 
-            // The job, run once due, removes both; nothing is sent again.
+            // The job, run once due, removes both, the upload counted as expired; nothing is sent again.
+            let expiredBefore = try await Self.uploadsEnded(server)
             #expect(try await Self.runRemovalJobs(server, of: image.id) == 1)
+            let expiredAfter = try await Self.uploadsEnded(server)
+            #expect(
+                expiredAfter.expired - expiredBefore.expired == 1 && expiredAfter.aborted == expiredBefore.aborted,
+                "\(expiredBefore) \(expiredAfter)")
             #expect(try await server.client().get(bucket, key).status == 404)
             #expect(try await Self.unfinishedUploads(server, bucket, key) == 0)
             #expect(try await Self.events(server, .imageUploadExpired, image.id) == 1)

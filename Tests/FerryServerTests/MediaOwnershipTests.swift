@@ -363,16 +363,11 @@ struct MediaOwnershipTests {
             // Not yet too old: nothing happens.
             #expect(try await server.server.mediaLibrary.expireUnfinishedUploads() == 0)
             let later = Date().addingTimeInterval(server.server.configuration.uploadingVideoMaxAge + 60)
-            func uploadsEnded() async throws -> (aborted: Double, expired: Double) {
-                let text = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
-                let count = { PrometheusText.sample(text, "ferry_multipart_uploads_total", ["event": $0]) ?? 0 }
-                return (count("aborted"), count("expired"))
-            }
-            let before = try await uploadsEnded()
+            let before = try await ImageDeletionTests.uploadsEnded(server)
             // Pages of one: the walk goes through every video and image still uploading.
             #expect(try await server.server.mediaLibrary.expireUnfinishedUploads(now: later, pageSize: 1) == 4)
             // The uploads of their files are counted as expired (for their age), not as aborted by their client.
-            let after = try await uploadsEnded()
+            let after = try await ImageDeletionTests.uploadsEnded(server)
             #expect(after.expired - before.expired == 2 && after.aborted == before.aborted, "\(before) \(after)")
             #expect(try await admin.getVideoInfo(videoId: first.id).status == "UploadFail")
             for (id, status) in [(image.id, "UploadFail"), (unsent.id, "UploadFail"), (stored.id, "Uploaded")] {

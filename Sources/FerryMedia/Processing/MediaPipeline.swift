@@ -88,7 +88,8 @@ package struct MediaPipeline: Sendable {
     }
 
     /// Finishes a video's deletion or expiry whose node stopped before it had (``MediaLibrary/removalJob(_:kind:)``):
-    /// the files go, then the event (sent again if that node had sent it: webhooks are delivered at least once).
+    /// the files go (an expiry's unfinished uploads counted as expired), then the event (sent again if that node had
+    /// sent it: webhooks are delivered at least once).
     func finishRemoval(_ job: MediaJob) async throws {
         guard let video = try await catalog.video(job.videoId), video.removedWith != video.status else { return }
         let event: WebhookNotification
@@ -97,18 +98,20 @@ package struct MediaPipeline: Sendable {
         case VideoStatus.uploadFailed: event = .videoUploadExpired(videoId: video.videoId)
         default: return
         }
-        try await MediaLibrary.removeFiles(of: video, in: store)
+        try await MediaLibrary.removeFiles(
+            of: video, in: store, expired: video.status == VideoStatus.uploadFailed)
         try await webhooks.enqueue(event)
     }
 
     /// Finishes an image's deletion or expiry whose node stopped before it had (``MediaLibrary/removalJob(_:kind:)``):
-    /// its file and unfinished multipart uploads go while it is still `Deleted` or `UploadFail`. Its event was stored
+    /// its file and unfinished multipart uploads go while it is still `Deleted` or `UploadFail` (the uploads counted as
+    /// expired for the latter). Its event was stored
     /// with its status change: none is sent.
     func finishImageRemoval(_ job: MediaJob) async throws {
         guard let image = try await catalog.image(job.videoId),
             [ImageStatus.deleted, ImageStatus.uploadFailed].contains(image.status)
         else { return }
-        try await MediaLibrary.removeFile(of: image, in: store)
+        try await MediaLibrary.removeFile(of: image, in: store, expired: image.status == ImageStatus.uploadFailed)
     }
 
     // MARK: Probe
