@@ -92,6 +92,9 @@ struct SubtitleFormatTests {
             ("WEBVTT\n\n00:00:02.000 --> 00:00:02.000\nno time at all\n", "does not end after it starts"),
             ("WEBVTT\n\n00:00:01.000 --> 00:61:00.000\nsixty-one minutes\n", "unreadable cue timing"),
             ("WEBVTT\n\n00:00:01.0 --> 00:00:02.000\nshort fraction\n", "unreadable cue timing"),
+            ("WEBVTT\n\n00:00:00.-99 --> 00:00:01.000\nsigned fraction\n", "unreadable cue timing"),
+            ("WEBVTT\n\n00:00:00.+12 --> 00:00:01.000\nsigned fraction\n", "unreadable cue timing"),
+            ("1\n00:00:00,-50 --> 00:00:00,-10\nsigned fraction\n", "unreadable cue timing"),
             ("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\na --> b\n", "contains -->"),
             ("WEBVTT\n\njust text\n", "without a cue timing"),
             ("1\n00:00:01,000 -> 00:00:02,000\nx\n", "neither WebVTT"),
@@ -110,10 +113,28 @@ struct SubtitleFormatTests {
         }
     }
 
-    @Test("a text over 1 MiB is refused before it is read")
-    func sizeBound() {
+    @Test("a text over 1 MiB is refused before it is read; so is one that would be, once written as WebVTT")
+    func sizeBound() throws {
         let big = "WEBVTT\n\n" + String(repeating: "00:00:01.000 --> 00:00:02.000\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n\n", count: 15_000)
         #expect(throws: WebVTT.Malformed.self) { try WebVTT(parsing: big) }
+        // The track is stored as written and read again for each segment: each `&` of SRT text is written `&amp;`,
+        // each short timestamp in full. Under the limit as sent, over it as written.
+        let ampersands = "1\n00:00:01,000 --> 00:00:02,000\n" + String(repeating: "&", count: 500_000) + "\n"
+        let shortTimes = "WEBVTT\n\n" + (0..<20_000).map { cue in
+            let start = String(format: "%02d:%02d.%03d", cue / 600, (cue / 10) % 60, (cue % 10) * 100)
+            return start + " --> 59:59.999\nabcdefghijklmnopqrstuvwxyz\n\n"
+        }.joined()
+        for text in [ampersands, shortTimes] {
+            #expect(text.utf8.count <= WebVTT.maxSourceBytes)
+            #expect {
+                try WebVTT(parsing: text)
+            } throws: { error in
+                (error as? WebVTT.Malformed)?.reason.contains("once written as WebVTT") == true
+            }
+        }
+        // Every track read is read again as written.
+        let fits = try WebVTT(parsing: "1\n00:00:01,000 --> 00:00:02,000\n" + String(repeating: "&", count: 200_000) + "\n")
+        #expect(try WebVTT(parsing: fits.text()) == fits)
     }
 
     @Test("a segment holds the cues that show during its window, with an X-TIMESTAMP-MAP")

@@ -60,6 +60,13 @@ package struct WebVTT: Sendable, Equatable {
             self = try Self.readSRT(lines)
         }
         guard !cues.isEmpty else { throw Malformed(reason: "has no cues.") }
+        // What is stored and read again is the track as written here, which can be longer than its source (SRT's `&`
+        // becomes `&amp;`, `mm:ss.ttt` is written in full): it must be readable too.
+        guard self.text().utf8.count <= Self.maxSourceBytes else {
+            throw Malformed(
+                reason: "is larger than \(Self.maxSourceBytes) bytes once written as WebVTT (timestamps in full, SRT's "
+                    + "& and < escaped).")
+        }
     }
 
     /// Blocks of lines that `endsBlock` (given a line's index) does not take as a separator, with the number of each
@@ -183,7 +190,8 @@ package struct WebVTT: Sendable, Equatable {
         guard let dot = text.lastIndex(where: { separators.contains($0) }) else { return nil }
         let fraction = text[text.index(after: dot)...]
         let clock = text[..<dot].split(separator: ":", omittingEmptySubsequences: false)
-        guard fraction.count == 3, fraction.allSatisfy(\.isASCII), let millis = Int64(fraction), (2...3).contains(clock.count),
+        guard fraction.count == 3, fraction.allSatisfy({ $0.isASCII && $0.isNumber }), let millis = Int64(fraction),
+            (2...3).contains(clock.count),
             clock.allSatisfy({ !$0.isEmpty && $0.count <= 3 && $0.allSatisfy { $0.isASCII && $0.isNumber } })
         else { return nil }
         let numbers = clock.compactMap { Int64($0) }
