@@ -316,6 +316,17 @@ struct MediaPreviewTests {
             try await Self.referenceFrame(source, time: 2.5, width: 320, height: 180, to: reference)
             #expect(try await Self.psnr(picture, reference) > 25)
             #expect(try await harness.keys(under: "video/\(plain)/previews/").count == 1)
+            // Asked for before the probe tells the video's length (its record has none yet), a still past the end is
+            // looked for in the source; none is there, and the caller is told so.
+            _ = try await harness.server.server.mediaCatalog.updateVideo(plain) { video in
+                video.mezzanine = nil
+                return .save()
+            }
+            let past = try await S3TestClient.fetch(
+                PlaybackToken.url(base: harness.server.endpoint, videoId: plain, file: "thumbnail.jpg", token: try await Self.token(harness, plain))
+                    + "&time=999")
+            #expect(past.status == 400 && past.text.contains("it ends before"), "\(past.status) \(past.text)")
+            #expect(try await harness.keys(under: "video/\(plain)/previews/").count == 1)
 
             // A file played as uploaded that is no video: no picture, and the caller is told why (not a server error).
             let text = harness.fixtures + "/notes.mp4"

@@ -122,6 +122,11 @@ package struct PreviewRenderer: Sendable {
                 .requestRateExceeded, "The picture could not be made in time; ask again in a moment.",
                 retryAfterSeconds: 5)
         }
+        if outcome.succeeded, size == 0 {
+            // ffmpeg read the video and found no frame from the time asked on: one asked for before the probe told
+            // the video's length, past its end.
+            throw FerryDomainError(.invalidArgument, "No picture can be taken from the video there: it ends before.")
+        }
         guard outcome.succeeded, size > 0 else {
             // The file is to blame (a video played as uploaded need not be one ffmpeg reads): the caller's to hear.
             let reason = MediaPipeline.hidingPaths(MediaPipeline.reason(errors: errors, directory: directory), sources.directory)
