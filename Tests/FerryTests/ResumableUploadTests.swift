@@ -390,7 +390,7 @@ struct ResumableUploadTests {
         }
     }
 
-    @Test("a key's byte quota holds for resumable uploads: a declared length past it is refused at creation, an append past it with nothing kept, and the upload goes on within it")
+    @Test("a key's byte quota holds for resumable uploads: a declared length past it is refused at creation, an append past it with nothing kept (before its body and without a 100 Continue when its Content-Length shows it), and the upload goes on within it")
     func quota() async throws {
         try await TestServer.with { server in
             let s3 = server.client()
@@ -415,6 +415,20 @@ struct ResumableUploadTests {
             let past = try await S3TestClient.fetchRaw(
                 "PATCH", location, headers: append + [("Upload-Offset", "6000")], body: [UInt8](repeating: 2, count: 6000))
             #expect(past.status == 403)
+            // One whose Content-Length passes the quota is refused before its body: no 100 Continue.
+            let url = try #require(URL(string: location.hasPrefix("http") ? location : server.endpoint + location))
+            let head100 =
+                "PATCH \(url.path) HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nTus-Resumable: 1.0.0\r\n"
+                + "Upload-Offset: 6000\r\nContent-Type: application/offset+octet-stream\r\nContent-Length: 50000\r\n"
+                + "Expect: 100-continue\r\nConnection: close\r\n\r\n"
+            guard case .answered(let answer) = await RawHTTPExchange.send(
+                port: server.port,
+                .init(head: Array(head100.utf8), body: [UInt8](repeating: 4, count: 50000), waitsForContinue: true))
+            else {
+                Issue.record("no complete answer")
+                return
+            }
+            #expect(answer.status == 403 && answer.interim.isEmpty, "\(answer.status) \(answer.interim) \(answer.text)")
             let head = try await S3TestClient.fetchRaw("HEAD", location, headers: tus)
             #expect(head.headers.first(name: "Upload-Offset") == "6000")
             let last = try await S3TestClient.fetchRaw(
@@ -873,7 +887,7 @@ struct ResumableUploadTests {
         }
     }
 
-    @Test("IETF edges: an upload whose offset reached its length completes only when the client declares it; lengths indicated on appends are recorded or must agree; a refused creation ends the upload its 104 named", arguments: [5, 6])
+    @Test("IETF edges: an upload whose offset reached its length completes only when the client declares it; lengths indicated on appends are recorded or must agree; an append without Upload-Complete is refused; a refused creation ends the upload its 104 named", arguments: [5, 6])
     func ietfEdges(_ version: Int) async throws {
         try await TestServer.with { server in
             let s3 = server.client()
@@ -892,6 +906,8 @@ struct ResumableUploadTests {
             #expect(lengths["conflicting"] as? Int == 400)
             #expect(lengths["recorded"] as? Int == 204)
             if version >= 6 { #expect(lengths["headLength"] as? String == "8") }
+            #expect(lengths["unflagged"] as? Int == 400)
+            #expect(lengths["offsetAfterUnflagged"] as? String == "6" && lengths["completeAfterUnflagged"] as? String == "?0")
             let refused = try #require(out["refusedCreation"] as? [String: Any])
             #expect(refused["interim"] as? [Int] == [104])
             #expect(refused["status"] as? Int == 413)
@@ -944,6 +960,7 @@ struct ResumableUploadTests {
                 (tus + [("Upload-Concat", "final;/_ferry/uploads/00000000000000000000000000000000")], 400),
                 ([("Tus-Resumable", "0.2.2"), ("Upload-Length", "10")], 412),
                 ([("Upload-Draft-Interop-Version", "99"), ("Upload-Complete", "?1")], 400),
+                ([("Upload-Draft-Interop-Version", "06"), ("Upload-Complete", "?1")], 400),
                 ([("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "yes")], 400),
                 ([("Upload-Draft-Interop-Version", "6")], 400),
                 ([("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1"), ("Upload-Offset", "5")], 400),

@@ -282,11 +282,11 @@ struct ResumableUploadAPI: Sendable {
         // Cut short, it ends it too: a body ends early only with its connection, so the answer carrying the URL never
         // arrives, and the upload would hold its owner's ConcurrentUploads slot until it expired, for nobody.
         if withUpload {
-            await context.sendContinue()
             let interrupted: Bool
             (upload, interrupted) = try await answering(upload) {
                 try await endingOnRefusal(upload, wire: wire) {
-                    try await appendTus(upload, at: 0, checksum: checksum, request: request)
+                    try await appendTus(
+                        upload, at: 0, checksum: checksum, request: request, beforeBody: { await context.sendContinue() })
                 }
             }
             if interrupted {
@@ -340,11 +340,12 @@ struct ResumableUploadAPI: Sendable {
         interim.headerFields = wire.headers
         interim.headerFields[.location] = location
         await context.channel.sendInformational(interim)
-        await context.sendContinue()
         var response: Response
         do {
             response = try await endingOnRefusal(upload, wire: wire, announced: true) {
-                try await appendIETF(upload, at: 0, complete: complete, request: request, active: active, wire: wire)
+                try await appendIETF(
+                    upload, at: 0, complete: complete, request: request, active: active, wire: wire,
+                    beforeBody: { await context.sendContinue() })
             }
         } catch var refusal as ResumableRefusal {
             refusal.headers[.location] = location
@@ -595,9 +596,9 @@ struct ResumableUploadAPI: Sendable {
             var bounded = upload
             if let declared { bounded.length = declared }
             try Self.refuseBeyondLength(bounded, at: offset, request: request, wire: wire)
-            await context.sendContinue()
             var (appended, interrupted) = try await appendTus(
-                bounded, at: offset, checksum: checksum, request: request, active: active)
+                bounded, at: offset, checksum: checksum, request: request, active: active,
+                beforeBody: { await context.sendContinue() })
             appended = try await keep(declared, after: appended, interrupted: interrupted, wire: wire)
             if interrupted { throw Self.bodyEnded(appended, wire: wire) }
             if declared != nil, appended.etag == nil, appended.isFullyReceived, appended.info.kind == .single {
@@ -615,7 +616,14 @@ struct ResumableUploadAPI: Sendable {
             }
             return Response(status: .noContent, headers: headers)
         case .ietf:
-            let complete = try wire.declaredComplete(request.headers) ?? true
+            // Version 3 reads an append without `Upload-Incomplete` as the last; later versions require the flag on
+            // appends as on creations (a client meaning more to come would otherwise complete the upload short).
+            let flag = try wire.declaredComplete(request.headers)
+            if flag == nil, case .ietf(let version) = wire, version >= 5 {
+                throw ResumableRefusal(
+                    .badRequest, "An append says whether it completes the upload (Upload-Complete).", wire: wire)
+            }
+            let complete = flag ?? true
             guard upload.info.kind == .single else {
                 throw ResumableRefusal(
                     .badRequest, "A tus partial or final upload takes appends from tus only (Upload-Concat).", wire: wire)
@@ -635,9 +643,9 @@ struct ResumableUploadAPI: Sendable {
             var bounded = upload
             if let declared { bounded.length = declared }
             try Self.refuseBeyondLength(bounded, at: offset, request: request, wire: wire)
-            await context.sendContinue()
             return try await appendIETF(
-                upload, at: offset, complete: complete, declared: declared, request: request, active: active, wire: wire)
+                upload, at: offset, complete: complete, declared: declared, request: request, active: active, wire: wire,
+                beforeBody: { await context.sendContinue() })
         }
     }
 
@@ -680,12 +688,12 @@ struct ResumableUploadAPI: Sendable {
     /// completed when they reach its length; the upload as it then stands, and whether the body was cut short.
     private func appendTus(
         _ upload: ResumableUpload, at offset: Int64, checksum: TusChecksum?, request: Request,
-        active: ActiveAppends.Append? = nil
+        active: ActiveAppends.Append? = nil, beforeBody: () async -> Void
     ) async throws -> (ResumableUpload, interrupted: Bool) {
         let wire = ResumableWire.tus
         let (stored, interrupted) = try await append(
             upload, at: offset, request: request, active: active, checksums: checksum.map { [$0.algorithm] } ?? [],
-            wire: wire
+            wire: wire, beforeBody: beforeBody
         ) { digests, interrupted in
             guard let checksum else { return }
             // A checksum covers the whole chunk: one cut short cannot be verified, and is not kept.
@@ -778,12 +786,13 @@ struct ResumableUploadAPI: Sendable {
     /// whole is not stopped, and the request waits for it to be recorded (and completed, when it completes the upload).
     private func appendIETF(
         _ upload: ResumableUpload, at offset: Int64, complete: Bool, declared: Int64? = nil, request: Request,
-        active: ActiveAppends.Append?, wire: ResumableWire
+        active: ActiveAppends.Append?, wire: ResumableWire, beforeBody: () async -> Void
     ) async throws -> Response {
         var bounded = upload
         if let declared { bounded.length = declared }
         var (stored, interrupted) = try await append(
-            bounded, at: offset, request: request, active: active, checksums: [], wire: wire) { _, _ in }
+            bounded, at: offset, request: request, active: active, checksums: [], wire: wire, beforeBody: beforeBody
+        ) { _, _ in }
         stored = try await keep(declared, after: stored, interrupted: interrupted, wire: wire)
         if interrupted { throw Self.bodyEnded(stored, wire: wire) }
         var headers = wire.headers
@@ -828,17 +837,23 @@ struct ResumableUploadAPI: Sendable {
 
     /// Streams the request body into the upload at `offset`; the upload as it then stands, and whether the body was
     /// cut short (what arrived is kept unless `verify` refuses it: the client resumes from there), by its connection or
-    /// by a later request that stopped the `active` append.
+    /// by a later request that stopped the `active` append. `beforeBody` runs once the append is let in, before its
+    /// body is read (it sends `100 Continue`).
     private func append(
         _ upload: ResumableUpload, at offset: Int64, request: Request, active: ActiveAppends.Append? = nil,
-        checksums: [ChecksumAlgorithm], wire: ResumableWire, verify: @escaping @Sendable (BodyDigests, Bool) throws -> Void
+        checksums: [ChecksumAlgorithm], wire: ResumableWire, beforeBody: () async -> Void,
+        verify: @escaping @Sendable (BodyDigests, Bool) throws -> Void
     ) async throws -> (ResumableUpload, interrupted: Bool) {
         let declared = try wire.integer(.contentLength, in: request.headers)
         let byteLimit = try await ownerQuota(upload.owner, wire: wire).storageBytes
         if let byteLimit, let declared, declared > 0 {
-            // Refused before a byte of the body is read when the declared length already passes the quota.
-            try await store.precheck(StorageCharge(owner: upload.owner, quota: .init(storageBytes: byteLimit), declaredBytes: declared)) { _ in 0 }
+            // Refused before a byte of the body is read (and without a 100) when the declared length already passes
+            // the quota.
+            try await store.precheck(
+                StorageCharge(owner: upload.owner, quota: .init(storageBytes: byteLimit), declaredBytes: declared)
+            ) { _ in 0 }
         }
+        await beforeBody()
         let body = TolerantBody(base: request.body, declaredLength: declared) { active?.ended() }
         let result: ResumableAppendResult
         let store = self.store

@@ -51,7 +51,9 @@ enum ResumableWire: Sendable, Equatable {
     /// Throws the refusal of a version it names but that is not served.
     static func of(_ headers: HTTPFields) throws -> ResumableWire? {
         if let value = headers[.uploadDraftInteropVersion] {
-            guard let version = Int(value.trimmingCharacters(in: .whitespaces)), ietfVersions.contains(version) else {
+            // As the draft writes it: `6`, not `06` or `+6`.
+            let trimmed = value.trimmingCharacters(in: .whitespaces)
+            guard let version = ietfVersions.first(where: { String($0) == trimmed }) else {
                 throw ResumableRefusal(
                     .badRequest, "Upload-Draft-Interop-Version \(value.prefix(16)) is not served; use 3, 5 or 6.",
                     wire: .ietf(version: ietfVersions.last ?? 6))

@@ -358,8 +358,14 @@ def ietf_edges(args):
                         base + ietf_flags(version, False) + append_type + [("Upload-Offset", "4"), ("Upload-Length", "8")],
                         b"56")
     third_head = Exchange(third_location, "HEAD", base)
+    # An append that does not say whether it completes the upload is refused (from version 5), nothing of it kept.
+    unflagged = Exchange(third_location, "PATCH", base + append_type + [("Upload-Offset", "6")], b"78")
+    unflagged_head = Exchange(third_location, "HEAD", base)
     out["lengths"] = {"conflicting": conflicting.final["status"], "recorded": recorded.final["status"],
-                      "headLength": third_head.final["headers"].get("upload-length")}
+                      "headLength": third_head.final["headers"].get("upload-length"),
+                      "unflagged": unflagged.final["status"],
+                      "offsetAfterUnflagged": unflagged_head.final["headers"].get("upload-offset"),
+                      "completeAfterUnflagged": ietf_complete(version, unflagged_head.final["headers"])}
 
     refused = Exchange(later(args), "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")], b"x" * 20)
     interim = refused.interim
