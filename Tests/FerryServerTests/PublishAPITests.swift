@@ -87,19 +87,27 @@ struct PublishAPITests {
             // alone (a publish may still have to send it).
             let (late, lateAnswer) = try await Self.call(
                 server, "ApplyUploadUGC", ["signature": signature, "vodSessionKey": sessionKey])
-            #expect(late == 200, "\(lateAnswer)")
+            #expect(late == 200 && lateAnswer["VideoStored"] as? Bool == true, "\(lateAnswer)")
             let coverOnly = server.client(try #require(UploadAuth(encoded: lateAnswer["UploadAuth"] as? String ?? "")).credentials)
             #expect(try await coverOnly.put("ferry-media", "video/\(videoId)/source.mp4", [0]).errorCode == "AccessDenied")
             #expect(try await coverOnly.put("ferry-media", "video/\(videoId)/cover.png", [4, 5, 6]).status == 200)
             #expect(try await server.client().get("ferry-media", "video/\(videoId)/source.mp4").body == [UInt8](repeating: 9, count: 5000))
-            // Without a cover there is nothing left to send: 409.
+            // Without a cover there is nothing left to send but the commit: the answer says the video is stored, and
+            // its credential writes nothing.
             let (_, plain) = try await Self.call(server, "ApplyUploadUGC", ["signature": signature, "videoType": "mp4"])
             let plainKey = try #require(plain["VodSessionKey"] as? String)
             let plainId = try #require(plain["VideoId"] as? String)
+            #expect(plain["VideoStored"] == nil)
             #expect(try await server.client().put("ferry-media", "video/\(plainId)/source.mp4", [1]).status == 200)
             let (stored, storedAnswer) = try await Self.call(
                 server, "ApplyUploadUGC", ["signature": signature, "vodSessionKey": plainKey])
-            #expect(stored == 409 && storedAnswer["code"] as? String == "InvalidVideo.Uploaded", "\(storedAnswer)")
+            #expect(stored == 200 && storedAnswer["VideoStored"] as? Bool == true, "\(storedAnswer)")
+            let nothing = server.client(try #require(UploadAuth(encoded: storedAnswer["UploadAuth"] as? String ?? "")).credentials)
+            #expect(try await nothing.put("ferry-media", "video/\(plainId)/source.mp4", [0]).errorCode == "AccessDenied")
+            let (plainCommitted, _) = try await Self.call(
+                server, "CommitUploadUGC", ["signature": signature, "vodSessionKey": plainKey])
+            #expect(plainCommitted == 200)
+            #expect(try await server.client().get("ferry-media", "video/\(plainId)/source.mp4").body == [1])
         }
     }
 

@@ -544,6 +544,46 @@ struct VideoPublisherTests {
         }
     }
 
+    @Test(
+        "published without a cover, a publish whose commit failed is finished by publishing again: the video is not sent again, also when the run that sent it stopped before recording so"
+    )
+    func commitFailedWithoutCover() async throws {
+        let directory = TemporaryDirectory.make("ferry-publish-plain")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try Self.makeFile("plain.mp4", size: 3 * Self.partSize, in: directory)
+        try await TestServer.with(minPartSize: 1024) { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            let records = directory + "/records"
+            let publisher = Self.publisher(proxy.endpoint, records: records)
+            let parameters = PublishParameters(signature: server.publishSignature(), videoPath: video.path)
+            proxy.inject(.status(500, code: "InternalError"), when: .path(contains: "CommitUploadUGC"), times: .max)
+            let failed = try await publisher.publish(parameters).result
+            #expect(failed.retCode == 1005, "\(failed.descMsg)")
+            proxy.clearFaults()
+            // As if the run had stopped between storing the video and recording it: only the service knows.
+            let files = try FileManager.default.contentsOfDirectory(atPath: records).filter { $0.hasSuffix(".json") }
+            #expect(files.count == 1)
+            for file in files {
+                let url = URL(fileURLWithPath: records).appendingPathComponent(file)
+                var record = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+                #expect(record["videoUploaded"] as? Bool == true)
+                record["videoUploaded"] = false
+                try JSONSerialization.data(withJSONObject: record).write(to: url)
+            }
+
+            proxy.clearLog()
+            let done = try await publisher.publish(parameters).result
+            #expect(done.retCode == 0, "\(done.descMsg)")
+            #expect(!proxy.log.contains { $0.method == "PUT" && $0.path.contains("/source.") })
+            let (videos, count) = try await server.server.catalog.videos(
+                status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 10)
+            #expect(count == 1 && done.videoId == videos.first?.videoId)
+            #expect(
+                Data(try await S3TestClient.fetch(try #require(done.videoURL)).body) == (try Data(contentsOf: video)))
+            try await proxy.shutdown()
+        }
+    }
+
     @Test("a resume record whose video was deleted on the service starts over with a new video")
     func deletedVideoStartsOver() async throws {
         let directory = TemporaryDirectory.make("ferry-publish-deleted")

@@ -10,6 +10,8 @@ struct PublishTicket: Sendable {
     var videoKey: String
     var coverKey: String?
     var auth: UploadAuth
+    /// The service has the video already (a resumed publish that stopped at the cover or the commit).
+    var videoStored = false
 }
 
 /// The two JSON calls of the publish API: apply and commit. The signature is the authentication; no SigV4.
@@ -95,7 +97,7 @@ struct PublishServiceCall: Sendable {
         }
         return PublishTicket(
             vodSessionKey: applied.vodSessionKey, videoId: applied.videoId, endpoint: endpoint, bucket: applied.storageBucket,
-            videoKey: applied.videoKey, coverKey: applied.coverKey, auth: auth)
+            videoKey: applied.videoKey, coverKey: applied.coverKey, auth: auth, videoStored: applied.videoStored == true)
     }
 
     /// A contract request as the JSON object `post` sends.

@@ -103,7 +103,10 @@ actor PublishRun {
                 do {
                     ticket = try await service.apply(parameters, job: job, vodSessionKey: record.vodSessionKey)
                     createdAt = record.createdAt
-                    videoUploaded = record.videoUploaded == true && ticket?.videoKey == record.videoKey
+                    // The record says so, or the service does (a run stopped before it recorded the video's upload).
+                    videoUploaded =
+                        (record.videoUploaded == true || ticket?.videoStored == true)
+                        && ticket?.videoKey == record.videoKey
                 } catch  where error.serverCode == "InvalidVodSessionKey" || error.serverCode == "InvalidVideo.NotFound"
                 {
                     // The service no longer knows the session (video deleted, key rotated): start over.

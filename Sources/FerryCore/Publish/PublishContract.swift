@@ -50,11 +50,14 @@ public enum PublishContract {
         public var coverKey: String?
         /// The upload credential, base64 JSON (``UploadAuth``).
         public var uploadAuth: String
+        /// True when a resumed publish's video is stored already: the credential does not write it, and what is left
+        /// is the cover (when one was announced) and the commit.
+        public var videoStored: Bool?
 
         /// Creates an answer.
         public init(
             vodSessionKey: String, videoId: String, storageEndpoint: String, storageBucket: String, storageRegion: String?,
-            videoKey: String, coverKey: String?, uploadAuth: String
+            videoKey: String, coverKey: String?, uploadAuth: String, videoStored: Bool? = nil
         ) {
             self.vodSessionKey = vodSessionKey
             self.videoId = videoId
@@ -64,12 +67,13 @@ public enum PublishContract {
             self.videoKey = videoKey
             self.coverKey = coverKey
             self.uploadAuth = uploadAuth
+            self.videoStored = videoStored
         }
 
         enum CodingKeys: String, CodingKey {
             case vodSessionKey = "VodSessionKey", videoId = "VideoId", storageEndpoint = "StorageEndpoint"
             case storageBucket = "StorageBucket", storageRegion = "StorageRegion", videoKey = "VideoKey"
-            case coverKey = "CoverKey", uploadAuth = "UploadAuth"
+            case coverKey = "CoverKey", uploadAuth = "UploadAuth", videoStored = "VideoStored"
         }
     }
 

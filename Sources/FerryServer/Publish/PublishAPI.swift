@@ -132,9 +132,10 @@ public struct PublishAPI: Sendable {
             else { throw MediaError.notFound("Video", session.v) }
             try Self.checkOnce(signature, video: video)
             // A stored video takes no more uploads of its file (new write credentials would let its bytes be
-            // replaced): resuming then gives a credential for the cover alone, which a publish may still have to send.
+            // replaced): resuming then gives a credential for the cover alone, which a publish may still have to send
+            // (without a cover, for nothing: the commit is what is left), and says the video is stored.
             if video.status == VideoStatus.uploading { return applyAnswer(session, key: key, call) }
-            guard session.c != nil, video.status != VideoStatus.uploadFailed else {
+            guard video.status != VideoStatus.uploadFailed else {
                 throw MediaError.closedToUploads("Video", status: video.status)
             }
             return applyAnswer(session, key: key, call, writesVideo: false)
@@ -211,7 +212,8 @@ public struct PublishAPI: Sendable {
             coverKey: session.c,
             uploadAuth: media.uploadAuth(
                 for: (writesVideo ? [session.k] : []) + (session.c.map { [$0] } ?? []), principal: call.principal
-            ).encoded())
+            ).encoded(),
+            videoStored: writesVideo ? nil : true)
     }
 
     func commit(_ input: PublishContract.CommitRequest, _ signature: PublishSignature, _ call: MediaAPI.Call) async throws
