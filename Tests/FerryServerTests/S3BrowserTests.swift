@@ -118,7 +118,7 @@ struct S3BrowserTests {
             body: form.body(boundary: boundary))
     }
 
-    @Test("a browser POST with a SigV4 policy stores the file; every condition, the size range and the signature are enforced")
+    @Test("a browser POST with a SigV4 policy stores the file; every condition, every size range and the signature are enforced")
     func postPolicy() async throws {
         try await TestServer.with { server in
             let s3 = server.client()
@@ -180,6 +180,18 @@ struct S3BrowserTests {
                 #expect(reply.errorCode == "AccessDenied", "\(condition): \(reply.status) \(reply.text)")
                 #expect(try await s3.get("uploads", key).status == 404)
             }
+            // Every content-length-range holds, in any order; ranges that meet nowhere refuse the policy.
+            for ranges in [[[0, 1_000_000_000], [0, 10]], [[0, 10], [0, 1_000_000_000]]] {
+                let narrowed = try Self.signedFields(
+                    [["starts-with", "$key", "user/42/"]] + ranges.map { ["content-length-range", $0[0], $0[1]] },
+                    credentials: server.root, extra: [("key", "user/42/other.mp4")], bucket: "uploads")
+                try await refused(PostForm(fields: narrowed, file: file), "EntityTooLarge", "a file over one of \(ranges)")
+            }
+            let disjoint = try Self.signedFields(
+                [["starts-with", "$key", "user/42/"], ["content-length-range", 0, 10], ["content-length-range", 20, 30]],
+                credentials: server.root, extra: [("key", "user/42/other.mp4")], bucket: "uploads")
+            try await refused(
+                PostForm(fields: disjoint, file: Array(repeating: 1, count: 25)), "InvalidPolicyDocument", "disjoint ranges")
             let v2 = [("key", "user/42/other.mp4"), ("AWSAccessKeyId", server.root.accessKeyId), ("policy", "e30="), ("signature", "abc")]
             try await refused(PostForm(fields: v2, file: file), "NotImplemented", "a Signature Version 2 form")
 

@@ -16,6 +16,17 @@ extension ObjectAPI {
                 .notImplemented, "A header you provided implies functionality that is not implemented",
                 details: ["Header": "Transfer-Encoding"])
         }
+        // A body its client framed as aws-chunked is decoded only as its signature's STREAMING payload says; signed
+        // otherwise (UNSIGNED-PAYLOAD, a body hash, a presigned URL), its framing would be stored as its bytes.
+        if mode == nil, let encoding = headers[.contentEncoding],
+            encoding.split(separator: ",").contains(where: {
+                $0.trimmingCharacters(in: .whitespaces).lowercased() == "aws-chunked"
+            })
+        {
+            throw S3Error(
+                .invalidRequest,
+                "An aws-chunked body is signed with a STREAMING x-amz-content-sha256 (in the signature's headers).")
+        }
         let expectedLength: Int64?
         if mode != nil {
             guard let text = headers[.amzDecodedContentLength] else {

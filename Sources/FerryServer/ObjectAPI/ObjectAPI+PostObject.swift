@@ -94,7 +94,7 @@ extension ObjectAPI {
             }
             tags = try ObjectTagging.validate(document.tagSet.tags.map { ObjectTag(key: $0.key, value: $0.value) })
         }
-        let range = policy.contentLengthRange
+        let range = try policy.contentLengthRange()
         let object: ObjectInfo
         do {
             object = try await store.putObject(
@@ -292,10 +292,22 @@ struct PostPolicy {
         }
     }
 
-    /// The file size range the policy allows, when it sets one.
-    var contentLengthRange: ClosedRange<Int64>? {
-        for case .contentLengthRange(let range) in conditions { return range }
-        return nil
+    /// The file sizes the policy allows, when it sets them: every `content-length-range` holds. Throws
+    /// `InvalidPolicyDocument` when no size meets them all.
+    func contentLengthRange() throws -> ClosedRange<Int64>? {
+        var allowed: ClosedRange<Int64>?
+        for case .contentLengthRange(let range) in conditions {
+            guard let previous = allowed else {
+                allowed = range
+                continue
+            }
+            let (lower, upper) = (max(previous.lowerBound, range.lowerBound), min(previous.upperBound, range.upperBound))
+            guard lower <= upper else {
+                throw S3Error(.invalidPolicyDocument, "The policy's content-length-range conditions allow no size.")
+            }
+            allowed = lower...upper
+        }
+        return allowed
     }
 
     /// Every condition holds for the fields, and every field but `exempt` ones and `x-ignore-*` is named by one.
