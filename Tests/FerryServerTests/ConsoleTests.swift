@@ -222,7 +222,7 @@ struct ConsoleTests {
         }
     }
 
-    @Test("a request carrying two console session cookies (one added by another page of the same site on a longer path) is refused, not signed in as the first")
+    @Test("a request carrying two console session cookies (one added by another page of the same site on a longer path) is refused, not signed in as the first; a cookie put in place of the user's is not the page's session")
     func twoSessionCookies() async throws {
         try await TestServer.with { server in
             var victim = ConsoleBrowser(server)
@@ -239,6 +239,17 @@ struct ConsoleTests {
                 headers: [("Cookie", "\(ConsoleSessions.cookieName)=\(planted); \(ConsoleSessions.cookieName)=\(own)")])
             #expect(reply.status == 401 && ConsoleBrowser.code(reply) == "AmbiguousSession", "\(reply.text)")
             #expect(try await victim.api("ListVideos").status == 200)
+
+            // Cookies do not keep ports apart: a page on another port of the host can set one of the same name and
+            // path, replacing the user's. The console page holds its own session's token (in its origin's storage):
+            // the planted session is not described to it, nor does it act.
+            var replaced = victim
+            replaced.cookie = planted
+            let described = try await replaced.send("GET", ConsoleAPI.sessionPath)
+            #expect(described.status == 401 && ConsoleBrowser.code(described) == "SessionExpired", "\(described.text)")
+            #expect(try await replaced.send("GET", ConsoleAPI.sessionPath, csrf: false).status == 401)
+            #expect(try await replaced.api("ListVideos").status == 403)
+            #expect(try await attacker.send("GET", ConsoleAPI.sessionPath).status == 200)
         }
     }
 

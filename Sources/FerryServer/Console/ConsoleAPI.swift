@@ -11,8 +11,8 @@ import NIOCore
 /// - `POST /_ferry/console/session` with `{"AccessKeyId", "SecretAccessKey"}` opens a session (see
 ///   ``ConsoleSessions``) and answers `{"AccessKeyId", "Root", "CSRFToken", "Expiration"}`; after repeated failures
 ///   for one key from one address it answers 429 `TooManySignInAttempts` for a while (``SignInThrottle``).
-/// - `GET` answers the same for the session in the cookie (401 `SessionExpired` without one); `DELETE` ends it (its
-///   token is refused from then on, by every node).
+/// - `GET` answers the same for the session in the cookie when the request carries the session's `X-Ferry-CSRF`
+///   token (401 `SessionExpired` without either); `DELETE` ends it (its token is refused from then on, by every node).
 /// - `POST /_ferry/console/api/<Action>` takes the media API's JSON for `<Action>` and answers as the media API does,
 ///   authorized by the session and its policy; every such request carries `X-Ferry-CSRF`.
 ///
@@ -162,7 +162,15 @@ struct ConsoleAPI: Sendable {
             setCookie = ConsoleSessions.clearCookie(secure: secure)
             answer = MediaContract.EmptyAnswer()
         case .get, .head:
-            answer = SessionAnswer(try await sessions.requireSession(request.headers))
+            // The cookie alone does not say whose console this is: a page of another origin of this host (another
+            // port) can set a cookie of this name over the one the user signed in with (cookies do not keep ports
+            // apart), signing the console in to a key of its choosing. The token the sign-in answered is kept in the
+            // page's own origin: a session is the page's only when the page sends it.
+            let session = try await sessions.requireSession(request.headers)
+            guard ConsoleSessions.hasCSRFToken(request.headers, session: session) else {
+                throw MediaError("SessionExpired", "Sign in to the console first.", status: 401)
+            }
+            answer = SessionAnswer(session)
         default:
             throw MediaError("MethodNotAllowed", "Console session answers DELETE, GET, POST requests.", status: 405)
         }

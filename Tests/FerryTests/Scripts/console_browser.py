@@ -124,9 +124,11 @@ def media_api(driver, action, body):
     return driver.execute_async_script("""
         const [action, body, done] = arguments;
         (async () => {
-          const session = await (await fetch('/_ferry/console/session')).json();
+          // The session's token, as the console keeps it: in its origin's storage (the service describes a session
+          // only to a page that sends it).
+          const token = localStorage.getItem('ferry.console.csrf');
           const reply = await fetch('/_ferry/console/api/' + action, {method: 'POST', body: JSON.stringify(body),
-            headers: {'Content-Type': 'application/json', 'X-Ferry-CSRF': session.CSRFToken}});
+            headers: {'Content-Type': 'application/json', 'X-Ferry-CSRF': token}});
           return {status: reply.status, body: await reply.json()};
         })().then(done, (error) => done({status: -1, body: String(error)}));""", action, body)
 
@@ -173,6 +175,11 @@ def run(driver):
     assert js(driver, "return document.cookie") == "", "the session cookie is readable by scripts"
     storage = js(driver, "return JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
     assert os.environ["ROOT_SECRET"] not in storage, "the secret is stored in the browser"
+    # The cookie alone is not the page's session: without the token this origin keeps, it is not described.
+    described = driver.execute_async_script(
+        "const done = arguments[0];"
+        "fetch('/_ferry/console/session').then((r) => done(r.status), () => done(-1));")
+    assert described == 401, f"the session was described to a request without the page's token: {described}"
     passed("sign in")
 
     # An object an uploader stored as HTML, opened in the signed-in browser (a link to it, presigned): its script must

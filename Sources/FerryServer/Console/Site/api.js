@@ -1,7 +1,14 @@
 // The console's requests: the session (cookie plus CSRF token), the media API for the session, and the multipart
 // signing endpoints.
 
-let csrf = null;
+// The session's CSRF token, kept in this origin's storage (another port of the host has storage of its own): the
+// service describes a session only to a page that sends it, so a session cookie another origin of the host put in
+// place of the user's is not taken as this page's.
+const tokenKey = 'ferry.console.csrf';
+function storedToken() { try { return localStorage.getItem(tokenKey); } catch { return null; } }
+function storeToken(value) {
+  try { if (value) localStorage.setItem(tokenKey, value); else localStorage.removeItem(tokenKey); } catch { /* none */ }
+}
 // Counts the session's changes (signed in, signed out, ended): a refusal of a request sent under an earlier session
 // (a page's request still on its way when the user signed out and in again) ends nothing.
 let generation = 0;
@@ -19,12 +26,13 @@ export class ServiceError extends Error {
 /** Calls `handler` whenever a request finds the session ended. */
 export function onSessionEnded(handler) { listeners.add(handler); }
 
-function sessionEnded(error) { csrf = null; generation += 1; for (const handler of listeners) handler(error); }
+function sessionEnded(error) { storeToken(null); generation += 1; for (const handler of listeners) handler(error); }
 
 async function request(method, url, body, { allowSignedOut = false } = {}) {
   const sentIn = generation;
   const headers = { Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const csrf = storedToken();
   if (csrf) headers['X-Ferry-CSRF'] = csrf;
   let response;
   try {
@@ -51,9 +59,7 @@ async function request(method, url, body, { allowSignedOut = false } = {}) {
 /** The signed-in session, or null. */
 export async function currentSession() {
   try {
-    const session = await request('GET', '/_ferry/console/session', undefined, { allowSignedOut: true });
-    csrf = session.CSRFToken;
-    return session;
+    return await request('GET', '/_ferry/console/session', undefined, { allowSignedOut: true });
   } catch (error) {
     if (error.status === 401) return null;
     throw error;
@@ -64,7 +70,7 @@ export async function currentSession() {
 export async function signIn(accessKeyId, secretAccessKey) {
   const session = await request('POST', '/_ferry/console/session', { AccessKeyId: accessKeyId, SecretAccessKey: secretAccessKey },
     { allowSignedOut: true });
-  csrf = session.CSRFToken;
+  storeToken(session.CSRFToken);
   generation += 1;
   return session;
 }
@@ -72,7 +78,7 @@ export async function signIn(accessKeyId, secretAccessKey) {
 /** Ends the session. */
 export async function signOut() {
   generation += 1;
-  try { await request('DELETE', '/_ferry/console/session', undefined, { allowSignedOut: true }); } finally { csrf = null; }
+  try { await request('DELETE', '/_ferry/console/session', undefined, { allowSignedOut: true }); } finally { storeToken(null); }
 }
 
 /** Calls a media API action for the session. */
