@@ -265,4 +265,38 @@ struct JobQueueTests {
             #expect(try await catalog.updateVideo("missing") { _ in .save() } == nil)
         }
     }
+
+    @Test("a record change made under a job's lease is saved only while the job runs under that worker's claim: once another worker took the job over, or it ended, it is kept back", arguments: JobQueueImplementation.allCases)
+    func changesUnderALease(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            let now = Date()
+            try await catalog.saveVideo(
+                VideoRecord(
+                    videoId: "v1", title: "t", fileName: "f.mp4", status: "Transcoding", bucket: "b",
+                    key: "video/v1/source.mp4", owner: "k", createdAt: now, updatedAt: now))
+            let transcode = MediaJob(videoId: "v1", kind: .transcode, maxAttempts: 3, runAt: now)
+            try await catalog.enqueue([transcode])
+            #expect(try await catalog.claim(worker: "w1", lease: lease, now: now)?.id == transcode.id)
+            func publish(as worker: String, _ title: String) async throws -> VideoRecord? {
+                try await JobLease.$current.withValue(JobLease(jobId: transcode.id, worker: worker)) {
+                    try await catalog.updateVideo("v1") { video in
+                        video.title = title
+                        return .save()
+                    }
+                }
+            }
+            #expect(try await publish(as: "w1", "first")?.title == "first")
+            // The lease ran out and another worker took the job over: the first one's changes are kept back.
+            let later = now.addingTimeInterval(60)
+            #expect(try await catalog.claim(worker: "w2", lease: lease, now: later)?.id == transcode.id)
+            #expect(try await publish(as: "w1", "stale") == nil)
+            #expect(try await catalog.video("v1")?.title == "first")
+            #expect(try await publish(as: "w2", "second")?.title == "second")
+            // Once the job has ended, no change is made under it; without a lease, changes are saved as ever.
+            #expect(try await catalog.complete(transcode.id, worker: "w2", now: later))
+            #expect(try await publish(as: "w2", "after") == nil)
+            #expect(try await catalog.video("v1")?.title == "second")
+            #expect(try await catalog.updateVideo("v1") { video in video.title = "free"; return .save() }?.title == "free")
+        }
+    }
 }

@@ -139,6 +139,131 @@ struct NodeRoleTests {
         await backends.destroy()
     }
 
+    /// Every file the master playlist of `videoId` names, and the playlists those name, answers 200; the files found.
+    static func playsWhole(_ media: MediaServiceClient, _ videoId: String) async throws -> Int {
+        let master = try #require(try await media.getPlayInfo(videoId: videoId).stream(format: "m3u8", definition: "AUTO"))
+        var pending = [master.url]
+        var seen = 0
+        while let next = pending.popLast() {
+            let reply = try await S3TestClient.fetch(next)
+            #expect(reply.status == 200, "\(next): \(reply.status)")
+            seen += 1
+            guard next.contains(".m3u8"), let base = URL(string: next) else { continue }
+            for line in reply.text.split(separator: "\n") {
+                var uris = line.hasPrefix("#") ? [] : [String(line)]
+                if let range = line.range(of: "URI=\"") {
+                    uris.append(String(line[range.upperBound...].prefix { $0 != "\"" }))
+                }
+                for uri in uris where !uri.isEmpty {
+                    if let url = URL(string: uri, relativeTo: base) { pending.append(url.absoluteString) }
+                }
+            }
+        }
+        return seen
+    }
+
+    @Test("a worker that stalls past its lease while storing a transcode, and wakes once another worker has taken the job over and published it, neither deletes nor replaces what the other published")
+    func stalledWorkerLeavesTheTakeoverAlone() async throws {
+        try #require(MediaFixtures.available, "ffmpeg and ffprobe are needed (.ci/run installs Debian's ffmpeg)")
+        let data = TemporaryDirectory.make("ferry-stalled-worker")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let backends = try await SharedBackends.start(bucket: "ferry-stall", prefix: "s/")
+        let arguments = backends.serveArguments + ["--media-lease", "2"]
+        var nodes: [FerryExecutable.Server] = []
+        do {
+            let keys = backends.serveEnvironment.merging([
+                "FERRY_ACCESS_KEY_ID": Self.root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": Self.root.secretAccessKey,
+            ]) { $1 }
+            let api = try await FerryExecutable.Server.start(
+                dataDirectory: data + "/api", arguments: arguments + ["--role", "api"], environment: keys,
+                logFile: data + "/api.log")
+            nodes.append(api)
+            // The first worker's store takes a while over each write (a slow link): its transcode's files go one by
+            // one, and the worker is stopped (as a machine pauses) once the first of them is stored.
+            let slow = try await FaultProxy.start(upstream: try #require(
+                arguments.firstIndex(of: "--store-endpoint").map { arguments[$0 + 1] }))
+            slow.inject(.delay(seconds: 0.7), when: .method("PUT"), times: .max)
+            let first = try await FerryExecutable.Server.startWorker(
+                dataDirectory: data + "/first",
+                arguments: arguments.enumerated().map {
+                    $0.offset > 0 && arguments[$0.offset - 1] == "--store-endpoint" ? slow.endpoint : $0.element
+                },
+                environment: keys, logFile: data + "/first.log")
+            nodes.append(first)
+
+            // A source whose ladder has one definition, and so no first stream: the whole ladder is stored at once.
+            let source = data + "/source.mp4"
+            try await MediaFixtures.ffmpeg([
+                "-f", "lavfi", "-i", "testsrc=duration=12:size=320x240:rate=25", "-f", "lavfi", "-i",
+                "sine=frequency=600:duration=12", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv444p",
+                "-c:a", "aac", "-shortest", source,
+            ])
+            let media = MediaServiceClient(
+                endpoint: URL(string: api.endpoint)!,
+                credentials: Credentials(accessKeyId: Self.root.accessKeyId, secretAccessKey: Self.root.secretAccessKey))
+            let ticket = try await media.createUploadVideo(.init(title: "stalled", fileName: "stalled.mp4"))
+            _ = try await ticket.objectStorageClient().upload(
+                file: URL(fileURLWithPath: source), bucket: ticket.address.bucket, key: ticket.address.fileName
+            ).result
+            let s3 = S3TestClient(endpoint: api.endpoint, credentials: Self.root)
+            func outputs() async throws -> [String] {
+                let listing = try await s3.send(
+                    "GET", "/" + ticket.address.bucket,
+                    query: [("list-type", "2"), ("prefix", "video/\(ticket.id)/out/")])
+                return listing.text.components(separatedBy: "<Key>").dropFirst()
+                    .compactMap { $0.components(separatedBy: "</Key>").first }.sorted()
+            }
+            var deadline = ContinuousClock.now + .seconds(180)
+            while try await outputs().isEmpty, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            kill(first.process.processIdentifier, SIGSTOP)
+            try #require(try await !outputs().isEmpty, "the first worker stored nothing of its transcode")
+
+            // Its lease runs out; a second worker takes the job over and publishes it.
+            let second = try await FerryExecutable.Server.startWorker(
+                dataDirectory: data + "/second", arguments: arguments, environment: keys, logFile: data + "/second.log")
+            nodes.append(second)
+            var status = ""
+            deadline = ContinuousClock.now + .seconds(180)
+            while ContinuousClock.now < deadline {
+                status = try await media.getVideoInfo(videoId: ticket.id).status
+                if status == "Normal" || status == "TranscodeFail" { break }
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            try #require(status == "Normal")
+            let published = try await Self.playsWhole(media, ticket.id)
+            #expect(published > 3)
+            let stored = try await outputs()
+
+            // The first worker wakes: it finds its claim gone and stops, its own files removed, the other's kept.
+            kill(first.process.processIdentifier, SIGCONT)
+            let work = data + "/first/media-work"
+            deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(500))
+                if ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).isEmpty { break }
+            }
+            try await Task.sleep(for: .seconds(3))
+            #expect(try await media.getVideoInfo(videoId: ticket.id).status == "Normal")
+            #expect(try await Self.playsWhole(media, ticket.id) == published)
+            // Every file published stays; what the first worker stored of its own run is not left listed either.
+            let after = try await outputs()
+            #expect(Set(stored).subtracting(after).isEmpty, "gone: \(Set(stored).subtracting(after).sorted())")
+            #expect(after == stored, "added: \(Set(after).subtracting(stored).sorted())")
+            try await slow.shutdown()
+        } catch {
+            for node in nodes {
+                kill(node.process.processIdentifier, SIGCONT)
+                await node.stop(signal: SIGKILL)
+            }
+            await backends.destroy()
+            throw error
+        }
+        for node in nodes { await node.stop() }
+        await backends.destroy()
+    }
+
     @Test("api and worker refuse to start without the shared catalog and store, a worker also without media workers", arguments: [
         (["--role", "worker"], "--catalog"),
         (["--role", "api", "--catalog", "postgres://ferry@127.0.0.1:1/ferry"], "--store"),

@@ -178,8 +178,13 @@ package struct MediaWorkerService: Service {
                 group.addTask {
                     do {
                         // The job continues the trace of the request that enqueued it.
-                        try await TraceContext.withSpan("media.job " + job.kind.rawValue, parent: job.traceParent, ofKind: .consumer) {
-                            try await pipeline.run(job) { value in progress.withLockedValue { $0 = value } }
+                        // Its record changes are saved only while this worker still holds the job (``JobLease``).
+                        try await JobLease.$current.withValue(JobLease(jobId: job.id, worker: worker)) {
+                            try await TraceContext.withSpan(
+                                "media.job " + job.kind.rawValue, parent: job.traceParent, ofKind: .consumer
+                            ) {
+                                try await pipeline.run(job) { value in progress.withLockedValue { $0 = value } }
+                            }
                         }
                         return .finished(.success(()))
                     } catch {

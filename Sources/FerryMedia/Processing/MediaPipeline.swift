@@ -239,6 +239,8 @@ package struct MediaPipeline: Sendable {
     func transcode(_ job: MediaJob, directory: String, progress: @escaping @Sendable (Double) async -> Void)
         async throws
     {
+        // Files stored from now on are this run's or a later one's: only older ones may be an earlier run's leftovers.
+        let started = Date()
         guard let video = try await catalog.video(job.videoId), video.status == VideoStatus.transcoding else { return }
         guard let info = video.mezzanine else {
             try await fail(video.videoId, code: "InvalidMedia", message: "The source was not probed.", expecting: [VideoStatus.transcoding])
@@ -260,17 +262,30 @@ package struct MediaPipeline: Sendable {
             try await fail(video.videoId, code: "InvalidTemplateGroup", message: "The template group \(video.templateGroup ?? "") is not configured.", expecting: [VideoStatus.transcoding])
             return
         }
-        // What earlier runs of this job (killed mid-way) left behind is not published: delete it.
+        // What earlier runs of this job (killed mid-way) left behind is not published: delete it. Only what was stored
+        // before this run began: a worker that stalled past its lease and woke here after another took the job over
+        // must not delete what the new owner stores (or has published, which the video read then does not name).
         let outputs = "video/\(video.videoId)/out/"
-        try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: video.outputPrefix.map { $0 + "/" })
+        try await WorkFiles.deleteObjects(
+            in: store, bucket: video.bucket, prefix: outputs, keeping: video.outputPrefix.map { $0 + "/" },
+            storedBefore: started)
         guard let (source, object) = try await download(video, into: directory) else { return }
-        // Every file of this job goes under one prefix: its first stream, then the whole ladder.
-        let prefix = "video/\(video.videoId)/out/\(job.id)"
+        // Every file of this run goes under one prefix: its first stream, then the whole ladder. When an earlier run of
+        // this job published a first stream, the ladder joins it under that run's prefix (players that started on it
+        // go on); otherwise the prefix is this run's own. A run that lost its claim (its worker stalled past its lease
+        // and another took the job over) then writes only into its own prefix, or stops before each file it would
+        // store in a shared one, and deletes only an unpublished prefix of its own; its record changes are refused
+        // (``JobLease``).
+        let jobPrefix = "video/\(video.videoId)/out/\(job.id)"
+        let earlier = video.playableAt == nil ? nil : video.outputPrefix.flatMap {
+            $0 == jobPrefix || $0.hasPrefix(jobPrefix + ".") ? $0 : nil
+        }
+        let prefix = earlier ?? jobPrefix + "." + Hex.randomId().prefix(8)
         let encoded = directory + "/out"
         try PrivateFiles.directory(encoded)
 
         // A playable stream first, unless an earlier run of this job published it.
-        var firstPublished = video.playableAt != nil && video.outputPrefix == prefix
+        var firstPublished = earlier != nil
         if video.playableAt == nil, let first = plan.firstStream(for: info) {
             do {
                 firstPublished = try await publishFirstStream(
@@ -423,6 +438,7 @@ package struct MediaPipeline: Sendable {
         do {
             for (index, file) in files.enumerated() {
                 try Task.checkCancellation()
+                try await checkClaim()
                 try await WorkFiles.upload(
                     encoded + "/" + file, to: store, bucket: video.bucket, key: prefix + "/" + file,
                     contentType: WorkFiles.contentType(forPath: file))
@@ -477,11 +493,25 @@ package struct MediaPipeline: Sendable {
             return .save(enqueue: retiring, notify: try webhooks.events(for: notify))
         }
         guard saved != nil else {
-            try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
+            // Not published (the video changed meanwhile, or this run lost its claim): its files go, unless its
+            // prefix holds a published first stream, which the run that took the job over publishes its ladder with.
+            if !firstPublished { try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/") }
             return
         }
         events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
+    }
+
+    /// Throws `CancellationError` when the job this task runs (``JobLease/current``) is no longer claimed by its
+    /// worker: another worker took it over after its lease ran out.
+    func checkClaim() async throws {
+        guard let lease = JobLease.current else { return }
+        guard let job = try await catalog.job(lease.jobId), job.state == .running, job.leaseOwner == lease.worker else {
+            logger.warning(
+                "media job taken over by another worker; this run stops",
+                metadata: ["ferry.job-id": .string(lease.jobId), "ferry.worker": .string(lease.worker)])
+            throw CancellationError()
+        }
     }
 
     /// The segments of the HLS media playlist `index.m3u8` in `directory`, and their peak and average bit rates. A

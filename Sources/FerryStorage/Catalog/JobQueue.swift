@@ -27,6 +27,27 @@ public struct MediaJobKind: RawRepresentable, Sendable, Hashable, Codable, Custo
     public var description: String { rawValue }
 }
 
+/// A worker's claim on a media job, as it holds it while it runs the job.
+public struct JobLease: Sendable, Hashable {
+    /// The job's id.
+    public var jobId: String
+    /// The worker that claimed it.
+    public var worker: String
+
+    /// Creates a lease.
+    public init(jobId: String, worker: String) {
+        self.jobId = jobId
+        self.worker = worker
+    }
+
+    /// The claim the running job's record changes are made under. A video or image record changed while it is set
+    /// (``MediaCatalog/updateVideo(_:_:)``, ``MediaCatalog/updateImage(_:_:)``) is saved only while the job is still
+    /// running under this worker's claim, in the same transaction; otherwise the change is kept back, as a `.keep`
+    /// is. A worker that stalled past its lease (a paused machine, a stopped process) and woke after another took the
+    /// job over cannot publish, fail or otherwise change the record under the new owner.
+    @TaskLocal public static var current: JobLease?
+}
+
 /// Where a job is in its life.
 public struct MediaJobState: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
     public var rawValue: String

@@ -165,12 +165,21 @@ extension PostgresCatalog: MediaCatalog {
 
     /// Reads the record `select` finds (`FOR UPDATE`: the row stays locked until the transaction ends, so changes of
     /// one record are serialized across nodes), lets `change` alter it and, when it says so, stores it with `upsert`
-    /// and what the change brings, in one transaction.
+    /// and what the change brings, in one transaction; under a ``JobLease/current`` no longer held, nothing (the job's
+    /// row is locked too, so no claim by another worker comes between the check and the change).
     private func update<R: Codable & Sendable>(
         _ id: String, _ select: PostgresQuery, _ change: @escaping @Sendable (inout R) throws -> RecordChange,
         upsert: @escaping @Sendable (R, PostgresConnection, Logger) async throws -> Void
     ) async throws -> R? {
-        try await transaction { [logger] connection -> R? in
+        let lease = JobLease.current
+        return try await transaction { [logger] connection -> R? in
+            if let lease {
+                let owner = try await Self.rows(
+                    "SELECT lease_owner FROM media_job WHERE id = \(lease.jobId) AND state = 'running' FOR UPDATE",
+                    on: connection, logger: logger
+                ).first?["lease_owner"].decode(String?.self)
+                guard owner == lease.worker else { return nil }
+            }
             guard
                 let text = try await Self.rows(select, on: connection, logger: logger).first?["record"]
                     .decode(String.self)

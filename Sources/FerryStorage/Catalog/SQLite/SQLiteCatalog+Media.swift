@@ -173,12 +173,20 @@ extension SQLiteCatalog: MediaCatalog {
     }
 
     /// Reads the record `select` finds by `id`, lets `change` alter it and, when it says so, stores it with `insert`
-    /// and what the change brings, in one write transaction.
+    /// and what the change brings, in one write transaction; under a ``JobLease/current`` no longer held, nothing.
     private func update<R: Codable & Sendable>(
         _ id: String, _ select: String, _ change: @escaping @Sendable (inout R) throws -> RecordChange,
         insert: @escaping @Sendable (R, String, Database) throws -> Void
     ) async throws -> R? {
-        try await pool.write { db in
+        let lease = JobLease.current
+        return try await pool.write { db in
+            if let lease,
+                try String.fetchOne(
+                    db, sql: "SELECT leaseOwner FROM mediaJob WHERE id = ? AND state = 'running'",
+                    arguments: [lease.jobId]) != lease.worker
+            {
+                return nil
+            }
             guard let text = try String.fetchOne(db, sql: select, arguments: [id]) else { return nil }
             var record = try CatalogJSON.decode(R.self, text)
             let outcome = try change(&record)
