@@ -81,11 +81,15 @@ public struct StreamUploader: Sendable {
     ) async throws(FerryError) -> Result {
         let size: Int64
         let modified: Double
+        let initial: FileRanges.State
         do {
             (size, modified) = try FileRanges.attributes(of: file.path)
+            initial = try FileRanges.state(of: file.path)
         } catch {
             throw FerryError(.fileNotFound, "\(file.path) cannot be read.")
         }
+        let path = file.path
+        let unchanged: @Sendable () -> Bool = { (try? FileRanges.state(of: path)) == initial }
         var uploadURL: URL
         var offset: Int64
         var resumable: (URL, Int64)?
@@ -124,18 +128,29 @@ public struct StreamUploader: Sendable {
         // A tus chunk carries its checksum, so one cut short keeps nothing: after a failure that stored nothing the
         // chunk halves (down to 1 MiB), so that a link that drops now and then still gets chunks through.
         var chunk = chunkSize
+        // Before an IETF completion: the CRC64NVME the server received, checked against the file (nil inside when the
+        // server reports none); nil until checked.
+        var completion: String??
         while true {
             try Task.checkCancellation(orThrow: FerryError(.cancelled, "The upload was cancelled."))
-            // A file that changed (grew, shrank, was rewritten) is not sent on: the upload would complete as a mix of
-            // what it held before and after, or as its start alone.
-            guard (try? FileRanges.attributes(of: file.path)).map({ $0.size == size && $0.modified == modified }) == true else {
+            // A file that changed (grew, shrank, was rewritten, its modification time put back or not: the inode's
+            // change time still moves) is not sent on: the upload would complete as a mix of what it held before and
+            // after, or as its start alone.
+            guard unchanged(), initial.size == size else {
                 throw FerryError(
                     .cannotResumeUpload, "The file \(file.path) changed while it was being uploaded; it was not completed.")
+            }
+            // Every byte sent in IETF: the server is seen to hold the file as it is now before the completing append
+            // (once: an append refused for the request rate is sent again without asking again).
+            if wireProtocol == .ietf, offset == size, completion == nil {
+                completion = .some(
+                    try await verifyBeforeCompleting(file: file, size: size, unchanged: unchanged, at: uploadURL))
             }
             do throws(FerryError) {
                 meter.beginAppend(at: offset)
                 let (next, etag, done) = try await append(
-                    file: file, size: size, modified: modified, to: uploadURL, at: offset, chunk: chunk, meter: meter)
+                    file: file, size: size, modified: modified, verified: completion ?? nil, to: uploadURL, at: offset,
+                    chunk: chunk, meter: meter)
                 if done {
                     meter.stored(upTo: size)
                     return Result(uploadURL: uploadURL, size: size, etag: etag)
@@ -267,6 +282,31 @@ public struct StreamUploader: Sendable {
         return try await checksum(.crc64nvme, of: file, offset: 0, length: length) == received
     }
 
+    /// Before an IETF upload holding every byte of `file` is completed: the CRC64NVME of what the server received (a
+    /// Ferry server reports it) must be the file's as it is now. Returns it; nil when the server reports none. A file
+    /// written to while it was sent (its size and times kept or not) is a `checksumMismatch`, and the upload is ended
+    /// uncompleted: the object at its key stays as it was.
+    private func verifyBeforeCompleting(
+        file: URL, size: Int64, unchanged: @Sendable () -> Bool, at url: URL
+    ) async throws(FerryError) -> String? {
+        guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: url) }) else {
+            throw FerryError(.cannotResumeUpload, "The upload at \(url.path) is gone (expired or terminated).")
+        }
+        guard let received = current.received, current.offset == size else { return nil }
+        let local = try await Self.checksum(.crc64nvme, of: file, offset: 0, length: size)
+        guard local == received else {
+            try? await terminate(url)
+            let reason =
+                unchanged()
+                ? "the bytes the service received (CRC64NVME \(received), the file's \(local)) were damaged on their way"
+                : "\(file.lastPathComponent) changed while it was being uploaded"
+            throw FerryError(
+                .checksumMismatch,
+                "\(reason): the upload was ended uncompleted, and the object at its key was left as it was.")
+        }
+        return received
+    }
+
     /// Whether the upload at `url` is complete; nil when it is gone.
     package func isComplete(_ url: URL) async throws(FerryError) -> Bool? {
         try await retrying { () throws(FerryError) in try await self.offset(of: url) }?.complete
@@ -291,8 +331,10 @@ public struct StreamUploader: Sendable {
 
     /// One append from `offset` (of at most `chunk` bytes in tus); the new offset, the ETag of a completed upload, and
     /// whether it is complete.
+    /// `verified`: the CRC64NVME the server was seen to have received, the file's, before an IETF completion.
     private func append(
-        file: URL, size: Int64, modified: Double, to url: URL, at offset: Int64, chunk: Int64, meter: ProgressMeter
+        file: URL, size: Int64, modified: Double, verified: String?, to url: URL, at offset: Int64, chunk: Int64,
+        meter: ProgressMeter
     ) async throws(FerryError) -> (Int64, String?, Bool) {
         var headers = versionHeaders + [("Upload-Offset", String(offset))]
         let length: Int64
@@ -304,8 +346,11 @@ public struct StreamUploader: Sendable {
                 headers.append(("Upload-Checksum", "sha1 " + (try await Self.checksum(.sha1, of: file, offset: offset, length: length))))
             }
         case .ietf:
+            // The bytes go without completing the upload; it is completed by an empty append once the server is seen
+            // to hold the file as it is now, so that a file written to while it was sent is never stored as a mix of
+            // old and new bytes in place of the object at its key.
             length = size - offset
-            headers += [("Content-Type", "application/partial-upload"), ("Upload-Complete", "?1")]
+            headers += [("Content-Type", "application/partial-upload"), ("Upload-Complete", length > 0 ? "?0" : "?1")]
         }
         headers.append(("Content-Length", String(length)))
         let body = StreamedBody(length > 0 ? [.file(path: file.path, offset: offset, length: length)] : [])
@@ -323,8 +368,15 @@ public struct StreamUploader: Sendable {
                 try await Self.compare(response.header("x-amz-checksum-crc64nvme"), with: file, size: size, modified: modified)
             }
             return (next, etag, next == size)
+        case (.ietf, 204) where length > 0:
+            guard let next = response.header("Upload-Offset").flatMap(Int64.init) else {
+                throw Self.failure(response, "append")
+            }
+            guard (offset...offset + length).contains(next) else { throw Self.impossibleOffset(next) }
+            return (next, nil, false)
         case (.ietf, 200):
             let object = try? JSONDecoder().decode([String: String].self, from: Data(response.body))
+            if let verified, let stored = object?["ChecksumCRC64NVME"], stored == verified { return (size, etag, true) }
             try await Self.compare(object?["ChecksumCRC64NVME"], with: file, size: size, modified: modified)
             return (size, etag, true)
         default:
