@@ -97,7 +97,8 @@ struct PublishServiceCall: Sendable {
         }
         return PublishTicket(
             vodSessionKey: applied.vodSessionKey, videoId: applied.videoId, endpoint: endpoint, bucket: applied.storageBucket,
-            videoKey: applied.videoKey, coverKey: applied.coverKey, auth: auth, videoStored: applied.videoStored == true)
+            videoKey: applied.videoKey, coverKey: applied.coverKey, auth: auth,
+            videoStored: applied.videoStored == true)
     }
 
     /// A contract request as the JSON object `post` sends.

@@ -298,7 +298,8 @@ public struct StreamUploader: Sendable {
             try? await terminate(url)
             let reason =
                 unchanged()
-                ? "the bytes the service received (CRC64NVME \(received), the file's \(local)) were damaged on their way"
+                ? "the bytes the service received (CRC64NVME \(received), the file's \(local)) were damaged on their "
+                    + "way"
                 : "\(file.lastPathComponent) changed while it was being uploaded"
             throw FerryError(
                 .checksumMismatch,

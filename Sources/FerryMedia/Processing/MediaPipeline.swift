@@ -495,7 +495,9 @@ package struct MediaPipeline: Sendable {
         guard saved != nil else {
             // Not published (the video changed meanwhile, or this run lost its claim): its files go, unless its
             // prefix holds a published first stream, which the run that took the job over publishes its ladder with.
-            if !firstPublished { try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/") }
+            if !firstPublished {
+                try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
+            }
             return
         }
         events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))

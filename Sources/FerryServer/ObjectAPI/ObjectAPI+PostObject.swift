@@ -301,7 +301,8 @@ struct PostPolicy {
                 allowed = range
                 continue
             }
-            let (lower, upper) = (max(previous.lowerBound, range.lowerBound), min(previous.upperBound, range.upperBound))
+            let lower = max(previous.lowerBound, range.lowerBound)
+            let upper = min(previous.upperBound, range.upperBound)
             guard lower <= upper else {
                 throw S3Error(.invalidPolicyDocument, "The policy's content-length-range conditions allow no size.")
             }

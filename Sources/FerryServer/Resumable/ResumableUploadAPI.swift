@@ -286,7 +286,8 @@ struct ResumableUploadAPI: Sendable {
             (upload, interrupted) = try await answering(upload) {
                 try await endingOnRefusal(upload, wire: wire) {
                     try await appendTus(
-                        upload, at: 0, checksum: checksum, request: request, beforeBody: { await context.sendContinue() })
+                        upload, at: 0, checksum: checksum, request: request,
+                        beforeBody: { await context.sendContinue() })
                 }
             }
             if interrupted {
@@ -644,8 +645,8 @@ struct ResumableUploadAPI: Sendable {
             if let declared { bounded.length = declared }
             try Self.refuseBeyondLength(bounded, at: offset, request: request, wire: wire)
             return try await appendIETF(
-                upload, at: offset, complete: complete, declared: declared, request: request, active: active, wire: wire,
-                beforeBody: { await context.sendContinue() })
+                upload, at: offset, complete: complete, declared: declared, request: request, active: active,
+                wire: wire, beforeBody: { await context.sendContinue() })
         }
     }
 
