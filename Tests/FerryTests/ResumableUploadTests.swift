@@ -213,6 +213,22 @@ struct ResumableUploadTests {
         }
     }
 
+    /// A tus PATCH of `length` bytes at `offset` to the upload at `url` that waits for `100 Continue` before its body
+    /// (sent on a connection of its own, closed after): the answer, nil when none came whole.
+    static func patchAwaitingContinue(_ server: TestServer, _ url: URL, offset: Int, length: Int) async
+        -> RawHTTPExchange.Response?
+    {
+        let head =
+            "PATCH \(url.path) HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nTus-Resumable: 1.0.0\r\n"
+            + "Upload-Offset: \(offset)\r\nContent-Type: application/offset+octet-stream\r\nContent-Length: \(length)\r\n"
+            + "Expect: 100-continue\r\nConnection: close\r\n\r\n"
+        guard case .answered(let answer) = await RawHTTPExchange.send(
+            port: server.port,
+            .init(head: Array(head.utf8), body: [UInt8](repeating: 1, count: length), waitsForContinue: true))
+        else { return nil }
+        return answer
+    }
+
     @Test("a tus append whose Content-Length passes the upload's length is refused (413) before its body: no 100 Continue, nothing kept")
     func tusAppendPastLengthRefusedAtHeaders() async throws {
         try await TestServer.with { server in
@@ -224,17 +240,7 @@ struct ResumableUploadTests {
             #expect(created.status == 201)
             let location = try #require(created.header("Location"))
             let url = try #require(URL(string: location.hasPrefix("http") ? location : server.endpoint + location))
-            let head =
-                "PATCH \(url.path) HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n"
-                + "Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n"
-                + "Connection: close\r\n\r\n"
-            guard case .answered(let answer) = await RawHTTPExchange.send(
-                port: server.port,
-                .init(head: Array(head.utf8), body: [UInt8](repeating: 1, count: 1000), waitsForContinue: true))
-            else {
-                Issue.record("no complete answer")
-                return
-            }
+            let answer = try #require(await Self.patchAwaitingContinue(server, url, offset: 0, length: 1000))
             #expect(answer.status == 413 && answer.interim.isEmpty, "\(answer.status) \(answer.interim) \(answer.text)")
             let offset = try await S3TestClient.fetchRaw("HEAD", url.absoluteString, headers: tus)
             #expect(offset.status == 200 && offset.header("Upload-Offset") == "0")
@@ -417,17 +423,7 @@ struct ResumableUploadTests {
             #expect(past.status == 403)
             // One whose Content-Length passes the quota is refused before its body: no 100 Continue.
             let url = try #require(URL(string: location.hasPrefix("http") ? location : server.endpoint + location))
-            let head100 =
-                "PATCH \(url.path) HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nTus-Resumable: 1.0.0\r\n"
-                + "Upload-Offset: 6000\r\nContent-Type: application/offset+octet-stream\r\nContent-Length: 50000\r\n"
-                + "Expect: 100-continue\r\nConnection: close\r\n\r\n"
-            guard case .answered(let answer) = await RawHTTPExchange.send(
-                port: server.port,
-                .init(head: Array(head100.utf8), body: [UInt8](repeating: 4, count: 50000), waitsForContinue: true))
-            else {
-                Issue.record("no complete answer")
-                return
-            }
+            let answer = try #require(await Self.patchAwaitingContinue(server, url, offset: 6000, length: 50000))
             #expect(answer.status == 403 && answer.interim.isEmpty, "\(answer.status) \(answer.interim) \(answer.text)")
             let head = try await S3TestClient.fetchRaw("HEAD", location, headers: tus)
             #expect(head.headers.first(name: "Upload-Offset") == "6000")
