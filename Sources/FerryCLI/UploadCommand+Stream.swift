@@ -306,15 +306,21 @@ extension UploadCommand {
                 return ExitCodes.interrupted
             }
             if (error as? FerryError)?.code == .checksumMismatch {
-                // The upload is complete but holds other bytes than the file: the next run sends the file afresh (as a
-                // new video or image), and the video or image that holds the damaged bytes is deleted here rather
-                // than left for the user to find.
+                // An IETF upload whose bytes were not the file's is ended uncompleted: nothing was stored, the video or
+                // image waits for the next run. One that completed holds other bytes than the file (tus completes
+                // with the append that reaches its length): the next run sends the file afresh (as a new video or
+                // image), and the video or image that holds the damaged bytes is deleted here rather than left for
+                // the user to find.
+                let recorded = records.read(StreamRecord.self, name: recordName)
+                    .flatMap { URL(string: context.connection.base + $0.uploadPath) }
+                var completed = true
+                if let recorded, (try? await uploader.isComplete(recorded)) ?? nil == nil { completed = false }
                 records.remove(recordName)
                 var media = ""
-                if let id = fields["VideoId"] ?? fields["ImageId"] {
+                if completed, let id = fields["VideoId"] ?? fields["ImageId"] {
                     let client = context.connection.media(context.configuration)
                     media = await Self.deleteDamaged(fields["VideoId"] == nil ? .image : .video, id, media: client)
-                } else if let bucket {
+                } else if completed, let bucket {
                     media = " The object \(bucket)/\(key ?? name) holds those bytes until then."
                 }
                 let text = "\(error)"

@@ -299,4 +299,40 @@ struct JobQueueTests {
             #expect(try await catalog.updateVideo("v1") { video in video.title = "free"; return .save() }?.title == "free")
         }
     }
+
+    @Test("a change under a job's lease and a deletion that cancels the video's jobs, made at once, both end (PostgreSQL locks the video's row, then the job's, in both): no deadlock", arguments: JobQueueImplementation.allCases)
+    func leasedChangeBesideDeletion(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.with { catalog in
+            let now = Date()
+            for round in 0..<25 {
+                let id = "v\(round)"
+                try await catalog.saveVideo(
+                    VideoRecord(
+                        videoId: id, title: "t", fileName: "f.mp4", status: "Transcoding", bucket: "b",
+                        key: "video/\(id)/source.mp4", owner: "k", createdAt: now, updatedAt: now))
+                let transcode = MediaJob(videoId: id, kind: .transcode, maxAttempts: 3, runAt: now)
+                try await catalog.enqueue([transcode])
+                #expect(try await catalog.claim(worker: "w1", lease: long, now: now)?.id == transcode.id)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        _ = try await JobLease.$current.withValue(JobLease(jobId: transcode.id, worker: "w1")) {
+                            try await catalog.updateVideo(id) { video in
+                                video.title = "published"
+                                return .save()
+                            }
+                        }
+                    }
+                    group.addTask {
+                        _ = try await catalog.updateVideo(id) { video in
+                            video.status = "Deleted"
+                            return .save(cancelJobs: true)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                #expect(try await catalog.video(id)?.status == "Deleted")
+                #expect(try await catalog.jobs(videoId: id).map(\.state) == [.cancelled])
+            }
+        }
+    }
 }

@@ -143,8 +143,23 @@ public struct StreamUploader: Sendable {
             // Every byte sent in IETF: the server is seen to hold the file as it is now before the completing append
             // (once: an append refused for the request rate is sent again without asking again).
             if wireProtocol == .ietf, offset == size, completion == nil {
-                completion = .some(
-                    try await verifyBeforeCompleting(file: file, size: size, unchanged: unchanged, at: uploadURL))
+                guard
+                    let current = try await retrying({ () throws(FerryError) in try await self.offset(of: uploadURL) })
+                else {
+                    throw FerryError(
+                        .cannotResumeUpload, "The upload at \(uploadURL.path) is gone (expired or terminated).")
+                }
+                if current.complete, current.offset == size {
+                    // A server that completes an upload once its offset reaches its length, as some do.
+                    try await Self.compare(current.crc64nvme, with: file, size: size, modified: modified)
+                    meter.stored(upTo: size)
+                    return Result(uploadURL: uploadURL, size: size, etag: current.etag)
+                }
+                if current.offset == size {
+                    completion = .some(
+                        try await verifyBeforeCompleting(
+                            current.received, file: file, size: size, unchanged: unchanged, at: uploadURL))
+                }
             }
             do throws(FerryError) {
                 meter.beginAppend(at: offset)
@@ -282,17 +297,15 @@ public struct StreamUploader: Sendable {
         return try await checksum(.crc64nvme, of: file, offset: 0, length: length) == received
     }
 
-    /// Before an IETF upload holding every byte of `file` is completed: the CRC64NVME of what the server received (a
-    /// Ferry server reports it) must be the file's as it is now. Returns it; nil when the server reports none. A file
+    /// Before an IETF upload holding every byte of `file` is completed: the CRC64NVME of what the server received
+    /// (`received`, as a Ferry server reports it) must be the file's as it is now. Returns it; nil when the server
+    /// reports none. A file
     /// written to while it was sent (its size and times kept or not) is a `checksumMismatch`, and the upload is ended
     /// uncompleted: the object at its key stays as it was.
     private func verifyBeforeCompleting(
-        file: URL, size: Int64, unchanged: @Sendable () -> Bool, at url: URL
+        _ received: String?, file: URL, size: Int64, unchanged: @Sendable () -> Bool, at url: URL
     ) async throws(FerryError) -> String? {
-        guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: url) }) else {
-            throw FerryError(.cannotResumeUpload, "The upload at \(url.path) is gone (expired or terminated).")
-        }
-        guard let received = current.received, current.offset == size else { return nil }
+        guard let received else { return nil }
         let local = try await Self.checksum(.crc64nvme, of: file, offset: 0, length: size)
         guard local == received else {
             try? await terminate(url)
@@ -374,6 +387,12 @@ public struct StreamUploader: Sendable {
                 throw Self.failure(response, "append")
             }
             guard (offset...offset + length).contains(next) else { throw Self.impossibleOffset(next) }
+            // A server that completed the upload at its length on its own says so.
+            if response.header("Upload-Complete") == "?1" {
+                try await Self.compare(
+                    response.header("x-amz-checksum-crc64nvme"), with: file, size: size, modified: modified)
+                return (next, etag, true)
+            }
             return (next, nil, false)
         case (.ietf, 200):
             let object = try? JSONDecoder().decode([String: String].self, from: Data(response.body))

@@ -7,10 +7,11 @@ import Tracing
 /// What the media jobs do: probe the source, take a cover, transcode the ladder and publish it.
 ///
 /// Every job reads the video's source from the object store into a working directory of its own, runs ffprobe or
-/// ffmpeg there, and writes what it made back to the store. A transcode writes its files under a prefix of its own
-/// (`video/<id>/out/<job>/`) and publishes them all at once, in one catalog change that also makes the video
-/// `Normal`: a player never sees half a ladder, and a run that died leaves only files no one points at, which the next
-/// run deletes. Status changes and the jobs they call for are saved in one transaction.
+/// ffmpeg there, and writes what it made back to the store. A transcode run writes its files under a prefix of its own
+/// (`video/<id>/out/<job>.<run>/`, or the prefix of a first stream an earlier run of the job published) and publishes
+/// them all at once, in one catalog change that also makes the video `Normal`: a player never sees half a ladder, and
+/// a run that died leaves only files no one points at, which the next run deletes. Status changes and the jobs they
+/// call for are saved in one transaction, only while the worker still holds the job (``JobLease``).
 ///
 /// A failure the file is to blame for (ffprobe cannot read it, ffmpeg refuses it) ends the video in `TranscodeFail`
 /// with the tool's reason, at once. Anything else (the store, the catalog) is thrown for the worker to retry.
@@ -505,10 +506,11 @@ package struct MediaPipeline: Sendable {
     }
 
     /// Throws `CancellationError` when the job this task runs (``JobLease/current``) is no longer claimed by its
-    /// worker: another worker took it over after its lease ran out.
+    /// worker: another worker took it over after its lease ran out. A catalog that cannot answer now stops nothing
+    /// (the worker's heartbeat judges outages).
     func checkClaim() async throws {
-        guard let lease = JobLease.current else { return }
-        guard let job = try await catalog.job(lease.jobId), job.state == .running, job.leaseOwner == lease.worker else {
+        guard let lease = JobLease.current, let job = try? await catalog.job(lease.jobId) else { return }
+        guard job.state == .running, job.leaseOwner == lease.worker else {
             logger.warning(
                 "media job taken over by another worker; this run stops",
                 metadata: ["ferry.job-id": .string(lease.jobId), "ferry.worker": .string(lease.worker)])

@@ -572,7 +572,12 @@ struct ResumableUploadAPI: Sendable {
             if version >= 6, !IETFWire.isAppend(request.headers[.contentType]) {
                 throw ResumableRefusal(.badRequest, "An append is Content-Type: application/partial-upload.", wire: wire)
             }
-            _ = try wire.declaredComplete(request.headers)
+            // Version 3 reads an append without `Upload-Incomplete` as the last; later versions require the flag on
+            // appends as on creations (a client meaning more to come would otherwise complete the upload short).
+            if try wire.declaredComplete(request.headers) == nil, version >= 5 {
+                throw ResumableRefusal(
+                    .badRequest, "An append says whether it completes the upload (Upload-Complete).", wire: wire)
+            }
         }
         // An IETF append stops those under way before it (a tus one waits for those whose bodies ended), and counts as
         // under way itself from here on: a request for the upload that comes while this one is checked or read stops
@@ -617,14 +622,8 @@ struct ResumableUploadAPI: Sendable {
             }
             return Response(status: .noContent, headers: headers)
         case .ietf:
-            // Version 3 reads an append without `Upload-Incomplete` as the last; later versions require the flag on
-            // appends as on creations (a client meaning more to come would otherwise complete the upload short).
-            let flag = try wire.declaredComplete(request.headers)
-            if flag == nil, case .ietf(let version) = wire, version >= 5 {
-                throw ResumableRefusal(
-                    .badRequest, "An append says whether it completes the upload (Upload-Complete).", wire: wire)
-            }
-            let complete = flag ?? true
+            // Without the flag (version 3 only: later versions were refused above), the append is the last.
+            let complete = try wire.declaredComplete(request.headers) ?? true
             guard upload.info.kind == .single else {
                 throw ResumableRefusal(
                     .badRequest, "A tus partial or final upload takes appends from tus only (Upload-Concat).", wire: wire)

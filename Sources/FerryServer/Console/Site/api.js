@@ -78,7 +78,11 @@ export async function signIn(accessKeyId, secretAccessKey) {
 /** Ends the session. */
 export async function signOut() {
   generation += 1;
-  try { await request('DELETE', '/_ferry/console/session', undefined, { allowSignedOut: true }); } finally { storeToken(null); }
+  try {
+    await request('DELETE', '/_ferry/console/session', undefined, { allowSignedOut: true });
+  } finally {
+    storeToken(null);
+  }
 }
 
 /** Calls a media API action for the session. */

@@ -166,13 +166,18 @@ extension PostgresCatalog: MediaCatalog {
     /// Reads the record `select` finds (`FOR UPDATE`: the row stays locked until the transaction ends, so changes of
     /// one record are serialized across nodes), lets `change` alter it and, when it says so, stores it with `upsert`
     /// and what the change brings, in one transaction; under a ``JobLease/current`` no longer held, nothing (the job's
-    /// row is locked too, so no claim by another worker comes between the check and the change).
+    /// row is locked too, after the record's as every change that cancels jobs locks them, so no claim by another
+    /// worker comes between the check and the change, and no deadlock with a deletion).
     private func update<R: Codable & Sendable>(
         _ id: String, _ select: PostgresQuery, _ change: @escaping @Sendable (inout R) throws -> RecordChange,
         upsert: @escaping @Sendable (R, PostgresConnection, Logger) async throws -> Void
     ) async throws -> R? {
         let lease = JobLease.current
         return try await transaction { [logger] connection -> R? in
+            guard
+                let text = try await Self.rows(select, on: connection, logger: logger).first?["record"]
+                    .decode(String.self)
+            else { return nil }
             if let lease {
                 let owner = try await Self.rows(
                     "SELECT lease_owner FROM media_job WHERE id = \(lease.jobId) AND state = 'running' FOR UPDATE",
@@ -180,10 +185,6 @@ extension PostgresCatalog: MediaCatalog {
                 ).first?["lease_owner"].decode(String?.self)
                 guard owner == lease.worker else { return nil }
             }
-            guard
-                let text = try await Self.rows(select, on: connection, logger: logger).first?["record"]
-                    .decode(String.self)
-            else { return nil }
             var record = try CatalogJSON.decode(R.self, text)
             let outcome = try change(&record)
             guard outcome.save else { return nil }

@@ -44,7 +44,8 @@ public struct VideoRecord: Codable, Sendable, Hashable {
     public var mezzanine: MezzanineInfo?
     /// The renditions the last transcode published, all at once, under `outputPrefix`.
     public var renditions: [Rendition]?
-    /// Key prefix of the published renditions (`video/<id>/out/<job>`).
+    /// Key prefix of the published renditions (`video/<id>/out/<job>.<run>`; `video/<id>/out/<job>` from earlier
+    /// versions).
     public var outputPrefix: String?
     /// Key of the cover taken from the source, when one was.
     public var snapshotKey: String?
