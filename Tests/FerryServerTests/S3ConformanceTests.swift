@@ -168,11 +168,14 @@ struct S3ConformanceTests {
                     "PUT", S3TestClient.path("ranges", "chunked"), headers: framing, body: framed, payload: payload)
                 #expect(reply.errorCode == "InvalidRequest", "\(payload): \(reply.status) \(reply.text)")
             }
-            let presigned = try s3.presignedURL("PUT", S3TestClient.path("ranges", "chunked"))
-            // (Unsigned x-amz-* headers are refused on a presigned URL: the encoding alone says the body is framed.)
-            let viaURL = try await S3TestClient.fetchRaw(
-                "PUT", presigned, headers: [("content-encoding", "aws-chunked")], body: framed)
-            #expect(viaURL.errorCode == "InvalidRequest", "\(viaURL.status) \(viaURL.text)")
+            // The encoding alone on a plain body is dropped, as S3 drops it (s3-tests'
+            // test_object_content_encoding_aws_chunked).
+            #expect(
+                try await s3.send(
+                    "PUT", S3TestClient.path("ranges", "plain"), headers: [("content-encoding", "aws-chunked")],
+                    body: Array("plain".utf8)
+                ).status == 200)
+            #expect(try await s3.get("ranges", "plain").header("Content-Encoding") == nil)
             let uploadId = try await s3.createMultipartUpload("ranges", "parted")
             let part = try await s3.send(
                 "PUT", S3TestClient.path("ranges", "parted"),

@@ -16,9 +16,10 @@ extension ObjectAPI {
                 .notImplemented, "A header you provided implies functionality that is not implemented",
                 details: ["Header": "Transfer-Encoding"])
         }
-        // A body its client framed as aws-chunked is decoded only as its signature's STREAMING payload says; signed
-        // otherwise (UNSIGNED-PAYLOAD, a body hash, a presigned URL), its framing would be stored as its bytes.
-        if mode == nil, let encoding = headers[.contentEncoding],
+        // A body its client framed as aws-chunked (the encoding and its decoded length said) is decoded only as its
+        // signature's STREAMING payload says; signed otherwise (UNSIGNED-PAYLOAD, a body hash), its framing would be
+        // stored as its bytes. The encoding alone, on a plain body, is dropped as S3 drops it.
+        if mode == nil, headers[.amzDecodedContentLength] != nil, let encoding = headers[.contentEncoding],
             encoding.split(separator: ",").contains(where: {
                 $0.trimmingCharacters(in: .whitespaces).lowercased() == "aws-chunked"
             })
