@@ -445,7 +445,12 @@ final class UpstreamConnection {
                         wrappingChannelSynchronously: channel)
                 }
             }
-        guard core.register(channel.channel) else { throw CancellationError() }
+        guard core.register(channel.channel) else {
+            // The proxy is shutting down. Closed through its wrapper, which finishes the wrapper's writer: one dropped
+            // unfinished stops the process (NIOAsyncWriter's deinit).
+            try? await channel.executeThenClose { _, _ in }
+            throw CancellationError()
+        }
         return channel
     }
 
