@@ -314,7 +314,7 @@ extension UploadCommand {
                 let recorded = records.read(StreamRecord.self, name: recordName)
                     .flatMap { URL(string: context.connection.base + $0.uploadPath) }
                 var completed = true
-                if let recorded, (try? await uploader.isComplete(recorded)) ?? nil == nil { completed = false }
+                if let recorded { completed = (try? await uploader.isComplete(recorded)) == true }
                 records.remove(recordName)
                 var media = ""
                 if completed, let id = fields["VideoId"] ?? fields["ImageId"] {

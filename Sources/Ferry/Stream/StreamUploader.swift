@@ -299,9 +299,8 @@ public struct StreamUploader: Sendable {
 
     /// Before an IETF upload holding every byte of `file` is completed: the CRC64NVME of what the server received
     /// (`received`, as a Ferry server reports it) must be the file's as it is now. Returns it; nil when the server
-    /// reports none. A file
-    /// written to while it was sent (its size and times kept or not) is a `checksumMismatch`, and the upload is ended
-    /// uncompleted: the object at its key stays as it was.
+    /// reports none. A file written to while it was sent (its size and times kept or not), or bytes damaged on their
+    /// way, are a `checksumMismatch`, and the upload is ended uncompleted: the object at its key stays as it was.
     private func verifyBeforeCompleting(
         _ received: String?, file: URL, size: Int64, unchanged: @Sendable () -> Bool, at url: URL
     ) async throws(FerryError) -> String? {

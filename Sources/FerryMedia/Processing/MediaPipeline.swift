@@ -106,8 +106,7 @@ package struct MediaPipeline: Sendable {
 
     /// Finishes an image's deletion or expiry whose node stopped before it had (``MediaLibrary/removalJob(_:kind:)``):
     /// its file and unfinished multipart uploads go while it is still `Deleted` or `UploadFail` (the uploads counted as
-    /// expired for the latter). Its event was stored
-    /// with its status change: none is sent.
+    /// expired for the latter). Its event was stored with its status change: none is sent.
     func finishImageRemoval(_ job: MediaJob) async throws {
         guard let image = try await catalog.image(job.videoId),
             [ImageStatus.deleted, ImageStatus.uploadFailed].contains(image.status)
