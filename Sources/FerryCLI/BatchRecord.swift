@@ -3,9 +3,10 @@ import Ferry
 import FerryCore
 import Foundation
 
-/// What a run of `ferry upload` with several files (or a file and a cover) has finished, so that running the same
-/// command again after Ctrl-C, a kill or a file that failed sends only the files not yet done: a finished video or
-/// image is not made a second time, nor a finished object sent again.
+/// What a run of `ferry upload` has finished, so that running the same command again after Ctrl-C, a kill or a file
+/// that failed sends only the files not yet done: a finished video or image is not made a second time, nor a finished
+/// object sent again. A run of one file keeps its record too: killed once its file was stored but before it heard or
+/// said so, the rerun prints what it made.
 ///
 /// One record per finished file, in `<record dir>/batches/<batch>/`, where the batch is named by the command's files
 /// in order and by what it makes of them (bucket and key, or the video's details; the protocol; the cover). The records
@@ -25,25 +26,21 @@ struct BatchRecord: Sendable {
     /// How long the records of a batch that is not run again are kept.
     static let maxAge: TimeInterval = 7 * 24 * 3600
 
-    /// The batch's records; nil for a batch of one file, which a rerun has nothing to skip of.
-    let files: JSONRecordFiles?
+    /// The batch's records.
+    let files: JSONRecordFiles
 
     /// The records of the batch that sends `paths` as `destination` (the options that decide what is made of them),
     /// under `records`. Records of other batches older than ``maxAge`` are removed.
     init(records: URL, destination: [String], paths: [String]) {
         let batches = records.appendingPathComponent("batches", isDirectory: true)
         Self.prune(batches)
-        guard paths.count > 1 else {
-            files = nil
-            return
-        }
         let name = (destination + paths.map { URL(fileURLWithPath: $0).standardizedFileURL.path }).joined(separator: "\n")
         files = JSONRecordFiles(directory: batches.appendingPathComponent(Hex.encode(SHA256.hash(data: Data(name.utf8)))))
     }
 
     /// What the upload of `path` made, when an earlier run of this batch finished it and the file is still as it was.
     func finished(_ path: String) -> [String: String]? {
-        guard let files, let entry = files.read(Entry.self, name: Self.entryName(path)),
+        guard let entry = files.read(Entry.self, name: Self.entryName(path)),
             Date().timeIntervalSince(entry.finished) < Self.maxAge, entry.identity == Self.identity(path)
         else { return nil }
         return entry.fields
@@ -52,15 +49,16 @@ struct BatchRecord: Sendable {
     /// Records that the upload of `path` finished, making `fields`. A record that cannot be written costs only a
     /// second upload of the file if the batch is run again.
     func record(_ path: String, _ fields: [String: String]) {
-        guard let files, let identity = Self.identity(path) else { return }
+        guard let identity = Self.identity(path) else { return }
         try? files.write(
             Entry(identity: identity, fields: fields, finished: Date()), name: Self.entryName(path), what: "batch record")
     }
 
     /// Forgets the batch: every file is sent by its next run.
     func clear() {
-        guard let files else { return }
         try? FileManager.default.removeItem(at: files.directory)
+        // `batches` too, when no other batch is recorded there (rmdir takes only an empty directory).
+        _ = rmdir(files.directory.deletingLastPathComponent().path)
     }
 
     private static func entryName(_ path: String) -> String {

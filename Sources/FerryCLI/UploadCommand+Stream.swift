@@ -174,10 +174,11 @@ extension UploadCommand {
                 guard let recordedUpload, let done = try await uploader.completed(recordedUpload, file: file) else {
                     return false
                 }
-                records.remove(recordName)
                 var fields = fields
                 if let etag = done.etag { fields["ETag"] = etag }
+                // Recorded before the stream record goes: a run killed in between finds it done either way.
                 context.batch.record(path, fields)
+                records.remove(recordName)
                 context.output.streamResult(file: name, size: done.size, etag: done.etag, message: nil)
                 context.output.mediaResult(fields, file: name)
                 return true
@@ -285,17 +286,19 @@ extension UploadCommand {
         defer { watcher.cancel() }
         do {
             let result = try await upload.value
-            records.remove(recordName)
             if let etag = result.etag { fields["ETag"] = etag }
-            // Recorded before it is told: a run killed once the user has seen it leaves the record behind.
+            // Recorded before the stream record goes and before it is told: a run killed at any instant leaves one of
+            // the two, by which the rerun finds the file done (not a second video or image).
             if fields["VideoId"] == nil && fields["ImageId"] == nil {
                 var made = ["Bucket": bucket ?? "", "Key": key ?? name, "Size": String(result.size)]
                 if let etag = result.etag { made["ETag"] = etag }
                 context.batch.record(path, made)
+                records.remove(recordName)
                 output.streamResult(
                     file: name, size: result.size, etag: result.etag, message: "\(name): uploaded \(result.size) bytes (\(wire(uploader)), ETag \(result.etag ?? "unknown"))")
             } else {
                 context.batch.record(path, fields)
+                records.remove(recordName)
                 output.streamResult(file: name, size: result.size, etag: result.etag, message: nil)
                 output.mediaResult(fields, file: name)
             }

@@ -6,6 +6,8 @@ import Foundation
 import Logging
 import Testing
 
+@testable import FerryMedia
+
 @Suite("Media jobs across deletions and crashes", .serialized, .timeLimit(.minutes(10)))
 struct MediaJobLifecycleTests {
     /// Templates whose default group encodes slowly, so a transcode is still running when a test acts.
@@ -132,6 +134,61 @@ struct MediaJobLifecycleTests {
                 ])
             }
         }
+    }
+
+    @Test("a transcode run that lost its claim (another worker took the job over) removes the first stream it stored once its publish is refused, and stops before encoding the ladder; one stopped while its first stream is stored or the ladder encoded removes it too")
+    func refusedFirstStreamIsRemoved() async throws {
+        try await MediaHarness.with(configure: { $0.mediaProcessing.workers = 0 }) { harness in
+            let server = harness.server.server
+            let catalog = server.mediaCatalog
+            let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 4))
+            let pipeline = MediaPipeline(
+                catalog: catalog, store: server.store, webhooks: server.webhooks, tools: try #require(server.mediaTools),
+                configuration: server.configuration.mediaProcessing, workDirectory: harness.server.dataDirectory + "/runs",
+                logger: Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            func claim(_ kind: MediaJobKind, as worker: String) async throws -> MediaJob {
+                try #require(try await catalog.claim(worker: worker, lease: .seconds(600), now: Date(), kinds: [kind]))
+            }
+            let probe = try await claim(.probe, as: "prober")
+            try await JobLease.$current.withValue(JobLease(jobId: probe.id, worker: "prober")) {
+                try await pipeline.run(probe) { _ in }
+            }
+            // The transcode is claimed by the worker that took it over; this run holds a claim it lost.
+            let transcode = try await claim(.transcode, as: "second")
+            let progress = ProgressValues()
+            func stalledRun() async throws {
+                try await JobLease.$current.withValue(JobLease(jobId: transcode.id, worker: "first")) {
+                    try await pipeline.run(transcode) { await progress.add($0) }
+                }
+            }
+            await #expect(throws: CancellationError.self) { try await stalledRun() }
+            let reported = await progress.values
+            #expect(reported.isEmpty, "the ladder was encoded: \(reported)")
+            #expect(try await harness.keys(under: "video/\(videoId)/out/") == [])
+            #expect(try await catalog.video(videoId)?.playableAt == nil)
+
+            // Stopped as soon as it has stored a file (while storing its first stream, or encoding the ladder once
+            // its publish was refused): nothing it stored is left.
+            let ended = ProgressValues()
+            let run = Task {
+                _ = try? await stalledRun()
+                await ended.add(1)
+            }
+            // (A run that removes what it stored before a look finds it has ended by then.)
+            try await Self.eventually("the run stores its first stream") {
+                let done = await !ended.values.isEmpty
+                return try await !harness.keys(under: "video/\(videoId)/out/").isEmpty || done
+            }
+            run.cancel()
+            await run.value
+            #expect(try await harness.keys(under: "video/\(videoId)/out/") == [])
+        }
+    }
+
+    /// The fractions a run reported.
+    actor ProgressValues {
+        var values: [Double] = []
+        func add(_ value: Double) { values.append(value) }
     }
 
     @Test("deleting a video mid-transcode cancels its jobs, kills its ffmpeg (long before it would end) and removes every file it had")

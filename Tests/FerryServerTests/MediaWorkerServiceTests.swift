@@ -6,6 +6,7 @@ import NIOCore
 import ServiceLifecycle
 import Testing
 
+@testable import FerryMedia
 @testable import FerryServer
 
 #if canImport(Glibc)
@@ -331,6 +332,48 @@ struct MediaWorkerServiceTests {
             #expect(queue.endings.isEmpty, "\(queue.endings)")
             let stored = try #require(try await harness.server.mediaCatalog.job(harness.job.id))
             #expect(stored.state == .running && stored.leaseOwner == "thief")
+        }
+    }
+
+    @Test("a snapshot run that read the video before another run of its job published the cover, and whose save is refused once that run took the job over, deletes only its own file: the published cover stays")
+    func stalledSnapshotLeavesTheCover() async throws {
+        try await WorkerHarness.with { harness in
+            let catalog = harness.server.mediaCatalog
+            // An "ffmpeg" that writes a picture to its output (its last argument) and ends.
+            let tool = harness.directory + "/picture-tool"
+            try Data("#!/bin/sh\nfor last; do :; done\nprintf 'picture' > \"$last\"\n".utf8).write(to: URL(fileURLWithPath: tool))
+            chmod(tool, 0o755)
+            let pipeline = MediaPipeline(
+                catalog: catalog, store: harness.server.store, webhooks: harness.server.webhooks,
+                tools: MediaTools(ffmpeg: tool, ffprobe: tool), configuration: harness.server.configuration.mediaProcessing,
+                workDirectory: harness.directory + "/work", logger: Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let snapshot = MediaJob(videoId: "v1", kind: .snapshot, maxAttempts: 3, runAt: Date())
+            try await catalog.enqueue([snapshot])
+            let claimed = try await catalog.claim(worker: "second", lease: .seconds(600), now: Date(), kinds: [.snapshot])
+            #expect(claimed?.id == snapshot.id)
+            // The run that took the job over publishes its cover.
+            try await JobLease.$current.withValue(JobLease(jobId: snapshot.id, worker: "second")) {
+                try await pipeline.run(snapshot) { _ in }
+            }
+            let published = try #require(try await catalog.video("v1")?.snapshotKey)
+            let bucket = harness.server.configuration.mediaBucket
+            #expect(try await harness.server.store.object(bucket: bucket, key: published).size == 7)
+
+            // The stalled run read the video before that save (no cover yet), then stores its picture and saves under
+            // the claim it lost: its save is refused and it deletes what it stored.
+            let seen = try await catalog.updateVideo("v1") { video in
+                video.snapshotKey = nil
+                video.snapshotImageId = nil
+                return .save()
+            }
+            #expect(seen?.snapshotKey == nil)
+            try await JobLease.$current.withValue(JobLease(jobId: snapshot.id, worker: "first")) {
+                try await pipeline.run(snapshot) { _ in }
+            }
+            #expect(try await catalog.video("v1")?.snapshotKey == nil, "the stalled run's save was not refused")
+            let left = try await harness.server.store.listObjects(
+                bucket: bucket, prefix: "video/v1/snapshots/", delimiter: nil, startAfter: nil, maxKeys: 10)
+            #expect(left.objects.map(\.key) == [published], "\(left.objects.map(\.key))")
         }
     }
 

@@ -695,6 +695,33 @@ struct CommandLineTests {
         #expect(objects || listedAgain.contains("9 video(s)"), "\(listedAgain)")
     }
 
+    @Test(
+        "a run of one file killed once the video is made (here while --wait follows it), run again, prints that video and follows it, sending nothing: no second video")
+    func singleFileKilledAsDone() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-single-rerun")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let upload = ["upload", Self.sample, "--data-dir", data + "/ferry", "--json", "--transcode", "NoTranscode"]
+        func videoIds(_ run: FerryRun, _ event: String) -> [String] {
+            run.jsonLines.filter { $0["event"] as? String == event }.compactMap { $0["VideoId"] as? String }
+        }
+        let first = try await FerryRun.run(
+            upload + ["--wait"], interruptWhen: { $0.contains("\"event\":\"media\"") }, signal: SIGKILL)
+        #expect(first.status == SIGKILL || first.status == 128 + SIGKILL, "\(first.status) \(first.error)")
+        let made = try #require(videoIds(first, "media").first, "\(first.output.suffix(800))")
+
+        let rerun = try await FerryRun.run(upload + ["--wait"])
+        #expect(rerun.status == 0, "\(rerun.output.suffix(800)) \(rerun.error)")
+        #expect(videoIds(rerun, "skipped") == [made], "\(rerun.output.suffix(800))")
+        #expect(!rerun.jsonLines.contains { $0["event"] as? String == "progress" }, "bytes were sent again: \(rerun.output.prefix(800))")
+        let listed = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"]).output
+        #expect(listed.contains("1 video(s)") && listed.contains(made), "\(listed)")
+
+        // That run ended done: the same command is a new upload of the file, a video of its own.
+        let again = try await FerryRun.run(upload)
+        #expect(again.status == 0, "\(again.error)")
+        #expect(videoIds(again, "media").count == 1 && videoIds(again, "skipped").isEmpty, "\(again.output.suffix(800))")
+    }
+
     @Test("Ctrl-C as the upload ends stops upload --wait from following the video (exit 75); the service goes on processing it")
     func interruptBeforeFollowing() async throws {
         let data = TemporaryDirectory.make("ferry-cli-wait-stop")

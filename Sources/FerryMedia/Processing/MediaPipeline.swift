@@ -214,7 +214,9 @@ package struct MediaPipeline: Sendable {
             return
         }
         try Task.checkCancellation()
-        let key = "video/\(video.videoId)/snapshots/\(job.id).jpg"
+        // A key of this run's own: a run that stalled past its lease and woke after another took the job over deletes
+        // only its own file when its save is refused, never the cover the other run published.
+        let key = "video/\(video.videoId)/snapshots/\(job.id).\(Hex.randomId().prefix(8)).jpg"
         let stored = try await WorkFiles.upload(output, to: store, bucket: video.bucket, key: key, contentType: "image/jpeg")
         let imageId = Hex.randomId()
         let image = ImageRecord(
@@ -295,6 +297,17 @@ package struct MediaPipeline: Sendable {
                 // Known from the first stream: the ladder is not encoded to the limit only to be refused.
                 try await fail(video.videoId, code: Self.tooLongCode, message: tooLong.reason, expecting: [VideoStatus.transcoding])
                 return
+            } catch {
+                // Stopped (the claim lost, the video deleted, the server shutting down) or failed while storing it:
+                // what this run stored under its own prefix is nobody's.
+                await removeUnpublished(prefix, bucket: video.bucket, job: job)
+                throw error
+            }
+            if !firstPublished {
+                // Not published (cut short, or refused: the video changed, or this run lost its claim and the run that
+                // took the job over publishes its own): its files go, and a run without its claim stops here.
+                await removeUnpublished(prefix, bucket: video.bucket, job: job)
+                try await checkClaim()
             }
         }
 
@@ -448,17 +461,7 @@ package struct MediaPipeline: Sendable {
             // Stopped (the video deleted, the server shutting down) or failed: what was stored is nobody's, unless
             // the first stream is published under the same prefix (the next run stores the ladder again over it).
             // Removed even when this task is cancelled; what cannot be removed now goes with the next run's leftovers.
-            if firstPublished { throw error }
-            let store = self.store
-            do {
-                try await whileIgnoringCancellation {
-                    try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
-                }
-            } catch let cleanup {
-                logger.warning(
-                    "unpublished transcode outputs not removed",
-                    metadata: ["ferry.job-id": .string(job.id), "error": .string(String(describing: cleanup))])
-            }
+            if !firstPublished { await removeUnpublished(prefix, bucket: video.bucket, job: job) }
             throw error
         }
 
@@ -502,6 +505,21 @@ package struct MediaPipeline: Sendable {
         }
         events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
+    }
+
+    /// Deletes the files under `prefix`, a prefix of this run's own that holds nothing published, even when this task
+    /// is cancelled; what cannot be removed now goes with the next run's leftovers.
+    func removeUnpublished(_ prefix: String, bucket: String, job: MediaJob) async {
+        let store = self.store
+        do {
+            try await whileIgnoringCancellation {
+                try await WorkFiles.deleteObjects(in: store, bucket: bucket, prefix: prefix + "/")
+            }
+        } catch {
+            logger.warning(
+                "unpublished transcode outputs not removed",
+                metadata: ["ferry.job-id": .string(job.id), "error": .string(String(describing: error))])
+        }
     }
 
     /// Throws `CancellationError` when the job this task runs (``JobLease/current``) is no longer claimed by its
