@@ -248,6 +248,47 @@ struct S3ConformanceTests {
         }
     }
 
+    @Test("max-parts=0 (ListParts, GetObjectAttributes) is an untruncated page; a query whose escapes are not UTF-8 is InvalidURI; a copy source encoded whole, its leading slash too, is read; an expected bucket owner other than ferry is AccessDenied, with nothing written")
+    func readingEdges() async throws {
+        try await TestServer.inMemory { server in
+            let s3 = server.client()
+            try await s3.createBucket("edges")
+            let uploadId = try await s3.createMultipartUpload("edges", "parts")
+            let part = [UInt8](repeating: 7, count: 5 * 1024 * 1024)
+            let etag = try #require(try await s3.uploadPart("edges", "parts", uploadId: uploadId, number: 1, part).header("ETag"))
+            #expect(try await s3.uploadPart("edges", "parts", uploadId: uploadId, number: 2, [1]).status == 200)
+            let none = try await s3.send("GET", "/edges/parts", query: [("uploadId", uploadId), ("max-parts", "0")])
+            #expect(none.status == 200 && none.text.contains("<IsTruncated>false</IsTruncated>"), "\(none.text)")
+            let one = try await s3.send("GET", "/edges/parts", query: [("uploadId", uploadId), ("max-parts", "1")])
+            #expect(one.text.contains("<IsTruncated>true</IsTruncated>"), "\(one.text)")
+            let parts = try await s3.complete("edges", "parts", uploadId: uploadId, xml: S3TestClient.completeXML([(1, etag)]))
+            #expect(parts.status == 200, "\(parts.text)")
+            let attributes = try await s3.send(
+                "GET", "/edges/parts", query: [("attributes", "")],
+                headers: [("x-amz-object-attributes", "ObjectParts"), ("x-amz-max-parts", "0")])
+            #expect(attributes.status == 200 && attributes.text.contains("<IsTruncated>false</IsTruncated>"), "\(attributes.text)")
+
+            for query in ["list-type=2&prefix=%FF", "prefix=%ED%A0%80", "%FE=1"] {
+                let reply = try await s3.sendRaw("GET", "/edges?" + query, headers: [])
+                #expect(reply.status == 400 && reply.errorCode == "InvalidURI", "\(query): \(reply.status) \(reply.text)")
+            }
+
+            try await s3.put("edges", "source", [1, 2, 3])
+            for source in ["%2Fedges%2Fsource", "/edges/source", "edges%2Fsource"] {
+                let copy = try await s3.send("PUT", "/edges/copy", headers: [("x-amz-copy-source", source)])
+                #expect(copy.status == 200, "\(source): \(copy.text)")
+            }
+
+            let owner = [("x-amz-expected-bucket-owner", "111122223333")]
+            #expect(try await s3.put("edges", "owned", [1], headers: owner).errorCode == "AccessDenied")
+            #expect(try await s3.send("GET", "/edges", query: [("list-type", "2")], headers: owner).errorCode == "AccessDenied")
+            let sourceOwner = [("x-amz-copy-source", "/edges/source"), ("x-amz-source-expected-bucket-owner", "other")]
+            #expect(try await s3.send("PUT", "/edges/owned", headers: sourceOwner).errorCode == "AccessDenied")
+            #expect(try await s3.get("edges", "owned").status == 404)
+            #expect(try await s3.put("edges", "owned", [1], headers: [("x-amz-expected-bucket-owner", "ferry")]).status == 200)
+        }
+    }
+
     @Test("ListBuckets pages with max-buckets and continuation-token, and filters by prefix")
     func listBucketsPaging() async throws {
         try await TestServer.inMemory { server in

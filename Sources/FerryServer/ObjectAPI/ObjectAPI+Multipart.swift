@@ -152,7 +152,9 @@ extension ObjectAPI {
         let upload = try await upload(for: request, resumable: true)
         let maxParts = try Self.intQuery(request, "max-parts", default: 1000, range: 0...Int.max).clamped(to: 0...1000)
         let marker = try Self.intQuery(request, "part-number-marker", default: 0, range: 0...10_000)
-        let (parts, truncated) = try await store.listParts(upload, after: marker, maxParts: maxParts)
+        let (parts, more) = try await store.listParts(upload, after: marker, maxParts: maxParts)
+        // `max-parts=0` answers an empty, untruncated page, as `max-uploads=0` does: its marker would never move.
+        let truncated = maxParts > 0 && more
         let result = ListPartsResult(
             bucket: request.bucket, key: request.key, uploadId: upload.uploadId, partNumberMarker: marker,
             nextPartNumberMarker: parts.last?.number ?? marker, maxParts: maxParts, isTruncated: truncated,

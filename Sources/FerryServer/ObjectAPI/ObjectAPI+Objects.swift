@@ -169,11 +169,14 @@ extension ObjectAPI {
             version = query.first { $0.name == "versionId" }?.value
             text = text[..<question]
         }
-        if text.hasPrefix("/") { text = text.dropFirst() }
+        let slashed = text.hasPrefix("/")
+        if slashed { text = text.dropFirst() }
         // The value must be URL-encoded: a stray `%` or escapes that are not UTF-8 would name some other key.
-        guard let decoded = SigV4.percentDecodeStrict(String(text)) else {
+        guard var decoded = SigV4.percentDecodeStrict(String(text)) else {
             throw S3Error(.invalidArgument, "Invalid copy source encoding.", details: ["ArgumentName": "x-amz-copy-source"])
         }
+        // The leading `/` may come encoded too (`%2Fbucket%2Fkey`, as some clients encode the whole value).
+        if !slashed, decoded.hasPrefix("/") { decoded.removeFirst() }
         guard let slash = decoded.firstIndex(of: "/"), slash != decoded.startIndex,
             decoded.index(after: slash) != decoded.endIndex
         else {
@@ -686,7 +689,7 @@ extension ObjectAPI {
             let page = parts.prefix(maxParts)
             result.objectParts = .init(
                 totalPartsCount: count, partNumberMarker: marker, nextPartNumberMarker: page.last?.number ?? marker,
-                maxParts: maxParts, isTruncated: parts.count > page.count,
+                maxParts: maxParts, isTruncated: maxParts > 0 && parts.count > page.count,
                 parts: page.map { .init(partNumber: $0.number, size: $0.size, checksums: S3ChecksumFields($0.checksums)) })
         }
         var response = try Self.xmlResponse(result, root: "GetObjectAttributesResponse")

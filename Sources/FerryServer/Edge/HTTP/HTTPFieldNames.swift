@@ -5,6 +5,8 @@ import HTTPTypes
 extension HTTPField.Name {
     static let amzRequestId = Self("x-amz-request-id")!
     static let amzId2 = Self("x-amz-id-2")!
+    static let amzExpectedBucketOwner = Self("x-amz-expected-bucket-owner")!
+    static let amzSourceExpectedBucketOwner = Self("x-amz-source-expected-bucket-owner")!
     static let amzDecodedContentLength = Self("x-amz-decoded-content-length")!
     static let amzContentSHA256 = Self("x-amz-content-sha256")!
     static let amzTrailer = Self("x-amz-trailer")!

@@ -17,8 +17,10 @@ struct S3AuthenticationMiddleware: RouterMiddleware {
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         try Self.refuseRepeatedAuthorization(request)
-        // A path that is not a URI (a `%` without two hex digits) is InvalidURI, not a signature that cannot match.
+        // A path that is not a URI (a `%` without two hex digits) is InvalidURI, not a signature that cannot match;
+        // so is a query whose escapes are not UTF-8 (its names and values could not be read as they were signed).
         _ = try ObjectAPI.splitPath(request.uri.path)
+        try ObjectAPI.validateQuery(request.uri.query ?? "")
         let query = SigV4.parseQueryString(request.uri.query ?? "")
         var context = context
         if request.headers[.authorization] == nil, !SigV4PresignedQuery.isPresigned(query) {
