@@ -77,6 +77,17 @@ struct AuthTests {
             if let i = tooLong.firstIndex(where: { $0.name == "X-Amz-Expires" }) { tooLong[i].value = "604801" }
             let rejected = try await s3.sendRaw("GET", "/pre/k", query: tooLong, headers: [])
             #expect(rejected.errorCode == "AuthorizationQueryParametersError")
+            // A presigned PUT that sends its body's SHA-256 in x-amz-content-sha256 has its body checked against it.
+            let put = try signer.presign(method: "PUT", path: "/pre/hashed", query: [], host: host, expires: 60, date: Date())
+            let body: [UInt8] = [1, 2, 3]
+            let damaged = try await s3.sendRaw(
+                "PUT", "/pre/hashed", query: put, headers: [("x-amz-content-sha256", SigV4.hexSHA256([1, 2, 4]))], body: body)
+            #expect(damaged.errorCode == "XAmzContentSHA256Mismatch", "\(damaged.status) \(damaged.text)")
+            #expect(try await s3.get("pre", "hashed").status == 404)
+            let whole = try await s3.sendRaw(
+                "PUT", "/pre/hashed", query: put, headers: [("x-amz-content-sha256", SigV4.hexSHA256(body))], body: body)
+            #expect(whole.status == 200, "\(whole.text)")
+            #expect(try await s3.get("pre", "hashed").body == body)
         }
     }
 

@@ -37,6 +37,10 @@ struct CatalogTests {
             #expect(try await catalog.videos(status: nil, cateId: 7, tag: nil, owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v1"])
             #expect(try await catalog.videos(status: nil, cateId: nil, tag: "sun", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v3", "v1"])
             #expect(try await catalog.videos(status: nil, cateId: nil, tag: "su", owner: nil, offset: 0, limit: 10).total == 0)
+            // A tag matches whole, as written: case kept, wildcard characters literal.
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: "SUN", owner: nil, offset: 0, limit: 10).total == 0)
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: "s_n", owner: nil, offset: 0, limit: 10).total == 0)
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: "%", owner: nil, offset: 0, limit: 10).total == 0)
             #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, owner: "k1", offset: 0, limit: 10).videos.map(\.videoId) == ["v3", "v1"])
             // Title search: a substring, ASCII case ignored, wildcard characters taken literally.
             var odd = Self.video("v5", at: 5)

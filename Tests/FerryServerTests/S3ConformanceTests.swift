@@ -268,6 +268,9 @@ struct S3ConformanceTests {
                 headers: [("x-amz-object-attributes", "ObjectParts"), ("x-amz-max-parts", "0")])
             #expect(attributes.status == 200 && attributes.text.contains("<IsTruncated>false</IsTruncated>"), "\(attributes.text)")
 
+            // A continuation token that decodes to what no key holds (NUL) is not a listing's.
+            let nul = try await s3.send("GET", "/edges", query: [("list-type", "2"), ("continuation-token", "AAAA")])
+            #expect(nul.status == 400 && nul.errorCode == "InvalidArgument", "\(nul.text)")
             for query in ["list-type=2&prefix=%FF", "prefix=%ED%A0%80", "%FE=1"] {
                 let reply = try await s3.sendRaw("GET", "/edges?" + query, headers: [])
                 #expect(reply.status == 400 && reply.errorCode == "InvalidURI", "\(query): \(reply.status) \(reply.text)")
@@ -286,6 +289,18 @@ struct S3ConformanceTests {
             #expect(try await s3.send("PUT", "/edges/owned", headers: sourceOwner).errorCode == "AccessDenied")
             #expect(try await s3.get("edges", "owned").status == 404)
             #expect(try await s3.put("edges", "owned", [1], headers: [("x-amz-expected-bucket-owner", "ferry")]).status == 200)
+
+            // A tag needs its Value element, which may be empty.
+            func tagging(_ tag: String) async throws -> S3TestClient.Reply {
+                try await s3.send(
+                    "PUT", "/edges/owned", query: [("tagging", "")],
+                    body: Array("<Tagging><TagSet><Tag>\(tag)</Tag></TagSet></Tagging>".utf8))
+            }
+            #expect(try await tagging("<Key>a</Key>").errorCode == "MalformedXML")
+            #expect(try await tagging("<Key>a</Key><Value></Value>").status == 200)
+            #expect(try await tagging("<Key>b</Key><Value/>").status == 200)
+            let tags = try await s3.send("GET", "/edges/owned", query: [("tagging", "")])
+            #expect(tags.text.contains("<Key>b</Key>") && !tags.text.contains("<Key>a</Key>"), "\(tags.text)")
         }
     }
 

@@ -179,7 +179,8 @@ package struct S3Tagging: Codable, Sendable {
         package init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             key = try c.decode(String.self, forKey: .key)
-            value = try c.decodeIfPresent(String.self, forKey: .value) ?? ""
+            // S3's schema requires the element, which may be empty (`<Value/>`): a tag without it is MalformedXML.
+            value = try c.decode(String.self, forKey: .value)
         }
     }
     package struct TagSet: Codable, Sendable {

@@ -364,7 +364,8 @@ public enum SigV4Verifier {
     ///   - headers: all request headers as received; those in `X-Amz-SignedHeaders` must be present.
     ///   - now: the server time: the URL must not be expired, nor dated more than `maxClockSkew` in the future.
     /// - Returns: the verification result; its payload hash is `UNSIGNED-PAYLOAD` unless the URL
-    ///   signed an `X-Amz-Content-Sha256` parameter.
+    ///   signed an `X-Amz-Content-Sha256` parameter, or the request sends the body's SHA-256 (hex) in an
+    ///   `x-amz-content-sha256` header, which the body is then checked against.
     public static func verify(
         presigned: SigV4PresignedQuery,
         secretAccessKey: String,
@@ -407,9 +408,12 @@ public enum SigV4Verifier {
             throw .signatureDoesNotMatch(
                 "the request signature we calculated does not match the signature you provided")
         }
+        // A body hash the client sends beside the URL is checked as a header-signed request's is.
+        let sent = value(of: "x-amz-content-sha256", in: headers)
+        let bodyHash = hash == SigV4.unsignedPayload ? sent.flatMap { SigV4.isHex64($0) ? $0 : nil } ?? hash : hash
         return SigV4VerifiedRequest(
             accessKeyId: presigned.accessKeyId, scope: scope, timestamp: presigned.timestamp, signature: expected,
-            signingKey: key, payloadHash: hash, signedHeaders: signedHeaders, securityToken: presigned.securityToken)
+            signingKey: key, payloadHash: bodyHash, signedHeaders: signedHeaders, securityToken: presigned.securityToken)
     }
 
     private static func checkScope(

@@ -199,7 +199,10 @@ extension ObjectAPI {
     /// The marker the `continuation-token` stands for (``encodeToken(_:)``); nil without one.
     static func continuationMarker(_ request: S3Request) throws -> String? {
         guard let token = request.queryValue("continuation-token"), !token.isEmpty else { return nil }
-        guard let data = Data(base64Encoded: token), let marker = String(data: data, encoding: .utf8) else {
+        // A marker no key could hold (a character XML cannot carry, NUL among them) is no listing's.
+        guard let data = Data(base64Encoded: token), let marker = String(data: data, encoding: .utf8),
+            !Self.hasXMLForbiddenCharacter(marker)
+        else {
             throw S3Error(
                 .invalidArgument, "The continuation token provided is incorrect",
                 details: ["ArgumentName": "continuation-token"])

@@ -53,7 +53,8 @@ extension PostgresCatalog: MediaCatalog {
             bindings.append(Int64(cateId))
             conditions.append("cate_id = $\(bindings.count)")
         }
-        if let tag { bind("(',' || tags || ',') LIKE ?", "%," + tag + ",%") }
+        // A tag matches whole and as written (case kept, `%` and `_` literal), as in the SQLite catalog.
+        if let tag { bind("strpos(',' || tags || ',', ?) > 0", "," + tag + ",") }
         if let title, !title.isEmpty { bind("(record::jsonb ->> 'title') ILIKE ? ESCAPE '\\'", Self.containsPattern(title)) }
         let filter = conditions.joined(separator: " AND ")
         let countQuery = PostgresQuery(unsafeSQL: "SELECT COUNT(*) AS count FROM video WHERE \(filter)", binds: bindings)

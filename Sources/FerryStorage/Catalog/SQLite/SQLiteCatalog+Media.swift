@@ -132,7 +132,8 @@ extension SQLiteCatalog: MediaCatalog {
         if let owner { add("owner = ?", owner) }
         if let status { add("status = ?", status) }
         if let cateId { add("cateId = ?", cateId) }
-        if let tag { add("(',' || tags || ',') LIKE ?", "%," + tag + ",%") }
+        // A tag matches whole and as written (case kept, `%` and `_` literal), as in the PostgreSQL catalog.
+        if let tag { add("instr(',' || tags || ',', ?) > 0", "," + tag + ",") }
         if let title, !title.isEmpty {
             add("json_extract(record, '$.title') LIKE ? ESCAPE '\\'", Self.containsPattern(title))
         }
