@@ -119,7 +119,9 @@ public struct FerryServer: Sendable {
             blobs = storage
         }
         guard let url = configuration.catalogURL else {
-            return try FerryServer(local: configuration, environment: environment, blobs: blobs)
+            let server = try FerryServer(local: configuration, environment: environment, blobs: blobs)
+            try await RootKeyConflict.check(server.rootCredentials, in: server.catalog)
+            return server
         }
         try PrivateFiles.directory(configuration.dataDirectory)
         let lock = try DataDirectoryLock(directory: configuration.dataDirectory)
@@ -152,6 +154,7 @@ public struct FerryServer: Sendable {
                 root = (SigV4Credentials(accessKeyId: stored.accessKeyId, secretAccessKey: stored.secretAccessKey), shared.created)
             }
             try await bootstrap.sealPlaintextSecrets(with: SecretBox(serverKey: serverKey))
+            try await RootKeyConflict.check(root.0, in: bootstrap)
             return (serverKey, root)
         }
         // Its connections run with the application's services.
@@ -407,6 +410,23 @@ public struct FerryServer: Sendable {
 public struct NodeRoleUnavailable: Error, CustomStringConvertible {
     /// What is missing.
     public var description: String
+}
+
+/// The root key (``FerryServerConfiguration/rootCredentials``, `FERRY_ACCESS_KEY_ID`) has the id of a stored access
+/// key: requests with that id would be taken as the root's, past the stored key's policy and quota, and the stored key
+/// could no longer be used. The server does not start.
+public struct RootKeyConflict: Error, CustomStringConvertible {
+    /// The id both keys have.
+    public var accessKeyId: String
+    public var description: String {
+        "The root access key id \(accessKeyId) (FERRY_ACCESS_KEY_ID) is a stored access key's id: the root key would take "
+            + "that key's place, past its policy and quota. Give the root key an id of its own."
+    }
+
+    /// Throws when `catalog` stores a key with the id of `root`.
+    static func check(_ root: SigV4Credentials, in catalog: some MediaCatalog) async throws {
+        if try await catalog.accessKey(root.accessKeyId) != nil { throw RootKeyConflict(accessKeyId: root.accessKeyId) }
+    }
 }
 
 /// The S3-compatible store named by ``FerryServerConfiguration/objectStore`` could not be reached, or refused

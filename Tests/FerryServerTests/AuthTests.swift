@@ -91,6 +91,39 @@ struct AuthTests {
         }
     }
 
+    @Test("a root key (FERRY_ACCESS_KEY_ID) with a stored access key's id is refused at start: it would take that key's place, past its policy and quota", arguments: JobQueueImplementation.allCases)
+    func rootKeyWithAStoredKeysId(_ implementation: JobQueueImplementation) async throws {
+        let directory = TemporaryDirectory.make("ferry-root-conflict")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let taken = StoredAccessKey(
+            accessKeyId: "FKIATAKEN0000000", secretAccessKey: "taken-secret",
+            policy: AccessPolicy(statements: [.init(actions: ["s3:GetObject"])]), status: .active, description: "scoped",
+            createdAt: Date())
+        func start(_ url: String?) async throws {
+            var configuration = FerryServerConfiguration(dataDirectory: directory + "/data")
+            configuration.catalogURL = url
+            func environment(_ id: String) -> [String: String] {
+                ["FERRY_ACCESS_KEY_ID": id, "FERRY_SECRET_ACCESS_KEY": "root-secret"]
+            }
+            await #expect(throws: RootKeyConflict.self) {
+                _ = try await FerryServer.open(configuration: configuration, environment: environment(taken.accessKeyId))
+            }
+            let server = try await FerryServer.open(configuration: configuration, environment: environment("FKIAROOT00000000"))
+            #expect(server.rootCredentials.accessKeyId == "FKIAROOT00000000")
+        }
+        switch implementation {
+        case .sqlite:
+            try FileManager.default.createDirectory(atPath: directory + "/data", withIntermediateDirectories: true)
+            try await SQLiteCatalog(path: directory + "/data/catalog.sqlite").insertAccessKey(taken)
+            try await start(nil)
+        case .postgres:
+            try await PostgresServer.withDatabase { url in
+                try await PostgresCatalog.withConnection(url: url) { try await $0.insertAccessKey(taken) }
+                try await start(url)
+            }
+        }
+    }
+
     @Test("session tokens: allowed within their policy, AccessDenied outside it, ExpiredToken after expiry")
     func sessionTokens() async throws {
         try await TestServer.inMemory { server in
