@@ -419,8 +419,8 @@ public struct RootKeyConflict: Error, CustomStringConvertible {
     /// The id both keys have.
     public var accessKeyId: String
     public var description: String {
-        "The root access key id \(accessKeyId) (FERRY_ACCESS_KEY_ID) is a stored access key's id: the root key would take "
-            + "that key's place, past its policy and quota. Give the root key an id of its own."
+        "The root access key id \(accessKeyId) (FERRY_ACCESS_KEY_ID) is a stored access key's id: the root key would "
+            + "take that key's place, past its policy and quota. Give the root key an id of its own."
     }
 
     /// Throws when `catalog` stores a key with the id of `root`.

@@ -413,7 +413,8 @@ public enum SigV4Verifier {
         let bodyHash = hash == SigV4.unsignedPayload ? sent.flatMap { SigV4.isHex64($0) ? $0 : nil } ?? hash : hash
         return SigV4VerifiedRequest(
             accessKeyId: presigned.accessKeyId, scope: scope, timestamp: presigned.timestamp, signature: expected,
-            signingKey: key, payloadHash: bodyHash, signedHeaders: signedHeaders, securityToken: presigned.securityToken)
+            signingKey: key, payloadHash: bodyHash, signedHeaders: signedHeaders,
+            securityToken: presigned.securityToken)
     }
 
     private static func checkScope(

@@ -84,11 +84,19 @@ extension MediaPipeline {
 
         // The stream's files first, its playlist after them, its master playlist last: nothing names a file not yet
         // stored.
-        for file in WorkFiles.storeOrder(WorkFiles.files(under: output)) {
-            try Task.checkCancellation()
-            try await WorkFiles.upload(
-                output + "/" + file, to: store, bucket: video.bucket, key: prefix + "/" + file,
-                contentType: WorkFiles.contentType(forPath: file))
+        do {
+            for file in WorkFiles.storeOrder(WorkFiles.files(under: output)) {
+                try Task.checkCancellation()
+                try await WorkFiles.upload(
+                    output + "/" + file, to: store, bucket: video.bucket, key: prefix + "/" + file,
+                    contentType: WorkFiles.contentType(forPath: file))
+            }
+        } catch {
+            // Stopped (the claim lost, the video deleted, the server shutting down) or failed while storing it, before
+            // anything names it: what this run stored under its own prefix is nobody's. (An error of the save below
+            // leaves the files: its commit may still land, and the next run removes them when it did not.)
+            await removeUnpublished(prefix, bucket: video.bucket)
+            throw error
         }
         let renditions = [stream, auto]
         let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in

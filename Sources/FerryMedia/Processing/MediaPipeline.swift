@@ -297,16 +297,11 @@ package struct MediaPipeline: Sendable {
                 // Known from the first stream: the ladder is not encoded to the limit only to be refused.
                 try await fail(video.videoId, code: Self.tooLongCode, message: tooLong.reason, expecting: [VideoStatus.transcoding])
                 return
-            } catch {
-                // Stopped (the claim lost, the video deleted, the server shutting down) or failed while storing it:
-                // what this run stored under its own prefix is nobody's.
-                await removeUnpublished(prefix, bucket: video.bucket, job: job)
-                throw error
             }
             if !firstPublished {
                 // Not published (cut short, or refused: the video changed, or this run lost its claim and the run that
                 // took the job over publishes its own): its files go, and a run without its claim stops here.
-                await removeUnpublished(prefix, bucket: video.bucket, job: job)
+                await removeUnpublished(prefix, bucket: video.bucket)
                 try await checkClaim()
             }
         }
@@ -461,7 +456,7 @@ package struct MediaPipeline: Sendable {
             // Stopped (the video deleted, the server shutting down) or failed: what was stored is nobody's, unless
             // the first stream is published under the same prefix (the next run stores the ladder again over it).
             // Removed even when this task is cancelled; what cannot be removed now goes with the next run's leftovers.
-            if !firstPublished { await removeUnpublished(prefix, bucket: video.bucket, job: job) }
+            if !firstPublished { await removeUnpublished(prefix, bucket: video.bucket) }
             throw error
         }
 
@@ -509,7 +504,7 @@ package struct MediaPipeline: Sendable {
 
     /// Deletes the files under `prefix`, a prefix of this run's own that holds nothing published, even when this task
     /// is cancelled; what cannot be removed now goes with the next run's leftovers.
-    func removeUnpublished(_ prefix: String, bucket: String, job: MediaJob) async {
+    func removeUnpublished(_ prefix: String, bucket: String) async {
         let store = self.store
         do {
             try await whileIgnoringCancellation {
@@ -518,7 +513,7 @@ package struct MediaPipeline: Sendable {
         } catch {
             logger.warning(
                 "unpublished transcode outputs not removed",
-                metadata: ["ferry.job-id": .string(job.id), "error": .string(String(describing: error))])
+                metadata: ["ferry.prefix": .string(prefix), "error": .string(String(describing: error))])
         }
     }
 

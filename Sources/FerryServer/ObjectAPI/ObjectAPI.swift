@@ -88,7 +88,9 @@ public struct ObjectAPI: Sendable {
         // Ferry is one account, whose id is `ferry` (the owner its listings name): a request that expects its bucket,
         // or its copy's source bucket, to be another account's is refused before anything is done, as S3 refuses it.
         for name in [HTTPField.Name.amzExpectedBucketOwner, .amzSourceExpectedBucketOwner] {
-            if let expected = request.headers[name], expected != Self.owner.id { throw S3Error(.accessDenied, "Access Denied") }
+            if let expected = request.headers[name], !expected.isEmpty, expected != Self.owner.id {
+                throw S3Error(.accessDenied, "Access Denied")
+            }
         }
         if operation == .postObject {
             throw S3Error(.malformedPOSTRequest, "A POST upload is authenticated by its signed policy, not by an Authorization header.")
@@ -185,7 +187,8 @@ public struct ObjectAPI: Sendable {
     /// InvalidURI for a query whose escapes spell bytes that are not UTF-8: decoded, they would be repaired into
     /// U+FFFD, and neither the signature nor the operation would see what the client sent.
     static func validateQuery(_ rawQuery: String) throws {
-        for part in rawQuery.split(whereSeparator: { $0 == "&" || $0 == "=" }) where SigV4.percentDecodeValidating(String(part)) == nil {
+        for part in rawQuery.split(whereSeparator: { $0 == "&" || $0 == "=" })
+        where SigV4.percentDecodeValidating(String(part)) == nil {
             throw S3Error(.invalidURI, "Couldn't parse the specified URI: its query's escapes are not UTF-8.")
         }
     }

@@ -282,7 +282,8 @@ extension PostgresCatalog: ObjectCatalog {
         try await rows(
             """
             SELECT * FROM s3_upload WHERE bucket = \(bucket) AND key >= \(prefix)
-            AND (key > \(keyMarker) OR (key = \(keyMarker) AND \(uploadIdMarker) <> '' AND id COLLATE "C" > \(uploadIdMarker)))
+            AND (key > \(keyMarker)
+                OR (key = \(keyMarker) AND \(uploadIdMarker) <> '' AND id COLLATE "C" > \(uploadIdMarker)))
             ORDER BY key, id COLLATE "C" LIMIT \(limit)
             """
         ).map(Self.uploadInfo).filter { $0.key.hasBytePrefix(prefix) }
