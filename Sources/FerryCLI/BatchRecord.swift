@@ -54,6 +54,11 @@ struct BatchRecord: Sendable {
             Entry(identity: identity, fields: fields, finished: Date()), name: Self.entryName(path), what: "batch record")
     }
 
+    /// Forgets what the batch made of `path`: the next run sends it.
+    func forget(_ path: String) {
+        files.remove(Self.entryName(path))
+    }
+
     /// Forgets the batch: every file is sent by its next run.
     func clear() {
         try? FileManager.default.removeItem(at: files.directory)

@@ -232,7 +232,7 @@ struct UploadCommand: AsyncParsableCommand {
                 next += 1
                 group.addTask {
                     let name = URL(fileURLWithPath: path).lastPathComponent
-                    if let fields = context.batch.finished(path) {
+                    if let fields = await Self.finished(path, context: context) {
                         context.output.skipped(file: name, fields: fields)
                         return ExitCodes.success
                     }
@@ -247,6 +247,23 @@ struct UploadCommand: AsyncParsableCommand {
             for path in paths[next...] { context.output.notStarted(file: URL(fileURLWithPath: path).lastPathComponent) }
             return next < paths.count ? max(worst, ExitCodes.interrupted) : worst
         }
+    }
+
+    /// What an earlier run of the batch made of `path` (``BatchRecord/finished(_:)``), unless it is a video deleted
+    /// since: that file is sent again, as a new video. A service that cannot say keeps the file skipped.
+    static func finished(_ path: String, context: UploadContext) async -> [String: String]? {
+        guard let fields = context.batch.finished(path) else { return nil }
+        guard let videoId = fields["VideoId"] else { return fields }
+        do {
+            let status = try await context.connection.media(context.configuration).getVideoInfo(videoId: videoId).status
+            if status != "Deleted" { return fields }
+        } catch where error.serverCode == "InvalidVideo.NotFound" {
+            // Deleted and gone.
+        } catch {
+            return fields
+        }
+        context.batch.forget(path)
+        return nil
     }
 
     struct UploadContext: Sendable {
@@ -405,7 +422,7 @@ struct UploadCommand: AsyncParsableCommand {
         var finishedVideos: [(path: String, videoId: String)] = []
         for path in files {
             let url = URL(fileURLWithPath: path)
-            if let fields = context.batch.finished(path) {
+            if let fields = await Self.finished(path, context: context) {
                 context.output.skipped(file: url.lastPathComponent, fields: fields)
                 if let videoId = fields["VideoId"] { finishedVideos.append((path, videoId)) }
                 continue

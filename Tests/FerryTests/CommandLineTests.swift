@@ -696,7 +696,7 @@ struct CommandLineTests {
     }
 
     @Test(
-        "a run of one file killed once the video is made (here while --wait follows it), run again, prints that video and follows it, sending nothing: no second video")
+        "a run of one file killed once the video is made (here while --wait follows it), run again, prints that video and follows it, sending nothing: no second video; one whose video was deleted meanwhile sends the file again")
     func singleFileKilledAsDone() async throws {
         let data = TemporaryDirectory.make("ferry-cli-single-rerun")
         defer { try? FileManager.default.removeItem(atPath: data) }
@@ -720,6 +720,17 @@ struct CommandLineTests {
         let again = try await FerryRun.run(upload)
         #expect(again.status == 0, "\(again.error)")
         #expect(videoIds(again, "media").count == 1 && videoIds(again, "skipped").isEmpty, "\(again.output.suffix(800))")
+
+        // Killed again; the video it made is deleted before the rerun, which sends the file as a new video.
+        let killed = try await FerryRun.run(
+            upload + ["--wait"], interruptWhen: { $0.contains("\"event\":\"media\"") }, signal: SIGKILL)
+        let deleted = try #require(videoIds(killed, "media").first, "\(killed.output.suffix(800))")
+        let removal = try await FerryRun.run(["videos", "delete", deleted, "--data-dir", data + "/ferry"])
+        #expect(removal.status == 0, "\(removal.output) \(removal.error)")
+        let resent = try await FerryRun.run(upload)
+        #expect(resent.status == 0, "\(resent.error)")
+        let fresh = videoIds(resent, "media")
+        #expect(fresh.count == 1 && fresh.first != deleted && videoIds(resent, "skipped").isEmpty, "\(resent.output.suffix(800))")
     }
 
     @Test("Ctrl-C as the upload ends stops upload --wait from following the video (exit 75); the service goes on processing it")
