@@ -70,7 +70,8 @@ struct UploadCommand: AsyncParsableCommand {
             running the same command again resumes; it skips the files an earlier run of it finished (unless changed \
             since), until a run ends with every file done. --no-resume sends every file afresh. --cancel (or a \
             second Ctrl-C while the pause is under way) aborts and cleans up. With --wait the progress line follows the video's processing until it is Normal \
-            (its renditions are printed) or TranscodeFail (exit 1).
+            (its renditions are printed) or TranscodeFail (exit 1; 75 when the service, not the file, failed past its \
+            retries: the same command then sends the file again).
             Exit codes: 0 success, 1 upload failed (also when another run is uploading the same file to the same \
             place: it holds the checkpoint), 64 usage error, 75 interrupted or the network failed past the retries \
             (resumable).
@@ -250,13 +251,15 @@ struct UploadCommand: AsyncParsableCommand {
     }
 
     /// What an earlier run of the batch made of `path` (``BatchRecord/finished(_:)``), unless it is a video deleted
-    /// since: that file is sent again, as a new video. A service that cannot say keeps the file skipped.
+    /// since, or one whose processing the service gave up on (``serviceGaveUp(_:)``): that file is sent again, as a
+    /// new video. A video that failed for its file's sake (unreadable, too long, refused by ffmpeg) stays skipped: the
+    /// same bytes fail the same way. A service that cannot say keeps the file skipped.
     static func finished(_ path: String, context: UploadContext) async -> [String: String]? {
         guard let fields = context.batch.finished(path) else { return nil }
         guard let videoId = fields["VideoId"] else { return fields }
         do {
-            let status = try await context.connection.media(context.configuration).getVideoInfo(videoId: videoId).status
-            if status != "Deleted" { return fields }
+            let info = try await context.connection.media(context.configuration).getVideoInfo(videoId: videoId)
+            if info.status != "Deleted" && !serviceGaveUp(info) { return fields }
         } catch where error.serverCode == "InvalidVideo.NotFound" {
             // Deleted and gone.
         } catch {
@@ -264,6 +267,12 @@ struct UploadCommand: AsyncParsableCommand {
         }
         context.batch.forget(path)
         return nil
+    }
+
+    /// Whether `info` is a video whose processing failed for the service's sake, not its file's: its jobs failed past
+    /// their retries (`ProcessingFailed`). Running the same command again sends the file anew.
+    static func serviceGaveUp(_ info: MediaServiceClient.VideoInfo) -> Bool {
+        info.status == "TranscodeFail" && info.errorCode == "ProcessingFailed"
     }
 
     struct UploadContext: Sendable {
@@ -497,7 +506,13 @@ struct UploadCommand: AsyncParsableCommand {
                 context.output.renditions(play, file: file)
                 return ExitCodes.success
             case "TranscodeFail", "UploadFail", "Deleted":
-                context.output.failure("ferry: \(file): \(info.status): \(info.errorMessage ?? info.statusMessage ?? "no reason given")", file: file)
+                let reason = info.errorMessage ?? info.statusMessage ?? "no reason given"
+                if Self.serviceGaveUp(info) {
+                    let again = "the service failed, not the file: the same command sends it again"
+                    context.output.failure("ferry: \(file): \(info.status): \(reason) (\(again))", file: file)
+                    return ExitCodes.interrupted
+                }
+                context.output.failure("ferry: \(file): \(info.status): \(reason)", file: file)
                 return ExitCodes.failed
             default:
                 if info.status == "UploadSucc", let reason = info.statusMessage, reason.contains("not installed") || reason.contains("turned off") {

@@ -733,6 +733,40 @@ struct CommandLineTests {
         #expect(fresh.count == 1 && fresh.first != deleted && videoIds(resent, "skipped").isEmpty, "\(resent.output.suffix(800))")
     }
 
+    @Test("a rerun skips a file whose video failed for the file's sake (exit 1 again, no second video) and sends again one whose processing the service gave up on")
+    func rerunAfterTranscodeFail() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-failed-rerun")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let broken = data + "/broken.mp4"
+        try Data((0..<64 * 1024).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }).write(to: URL(fileURLWithPath: broken))
+        let upload = ["upload", broken, "--data-dir", data + "/ferry", "--json", "--wait"]
+        func videoIds(_ run: FerryRun, _ event: String) -> [String] {
+            run.jsonLines.filter { $0["event"] as? String == event }.compactMap { $0["VideoId"] as? String }
+        }
+        let first = try await FerryRun.run(upload)
+        #expect(first.status == 1, "\(first.output.suffix(800)) \(first.error)")
+        let made = try #require(videoIds(first, "media").first, "\(first.output.suffix(800))")
+        #expect(first.error.contains("TranscodeFail"), "\(first.error)")
+
+        // The same bytes fail the same way: the rerun follows the failed video again and sends nothing.
+        let rerun = try await FerryRun.run(upload)
+        #expect(rerun.status == 1, "\(rerun.output.suffix(800)) \(rerun.error)")
+        #expect(videoIds(rerun, "skipped") == [made] && videoIds(rerun, "media").isEmpty, "\(rerun.output.suffix(800))")
+
+        // The service gave up on it (its jobs failed past their retries): the rerun sends the file as a new video.
+        let catalog = try SQLiteCatalog(path: data + "/ferry/catalog.sqlite")
+        try await catalog.updateVideo(made) { video in
+            video.errorCode = "ProcessingFailed"
+            return .save()
+        }
+        let resent = try await FerryRun.run(upload)
+        #expect(resent.status == 1, "\(resent.output.suffix(800)) \(resent.error)")
+        let fresh = videoIds(resent, "media")
+        #expect(fresh.count == 1 && fresh.first != made && videoIds(resent, "skipped").isEmpty, "\(resent.output.suffix(800))")
+        let listed = try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"]).output
+        #expect(listed.contains("2 video(s)"), "\(listed)")
+    }
+
     @Test("Ctrl-C as the upload ends stops upload --wait from following the video (exit 75); the service goes on processing it")
     func interruptBeforeFollowing() async throws {
         let data = TemporaryDirectory.make("ferry-cli-wait-stop")
