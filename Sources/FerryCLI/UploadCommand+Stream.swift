@@ -50,9 +50,33 @@ extension UploadCommand {
         uploader.retryPolicy = context.configuration.retryPolicy
         if let partSize, let size = ByteSize.parse(partSize) { uploader.chunkSize = size }
         let (command, configured) = (self, uploader)
-        return try await Self.batch(files, jobs: jobs, context: context) {
+        let code = try await Self.batch(files, jobs: jobs, context: context) {
             try await command.uploadStream($0, uploader: configured, context: context)
         }
+        // A run ending done leaves no stream record of its files: one a kill left between a file's batch record and
+        // the stream record's removal would have the same command's next run print that finished upload again
+        // instead of sending the file. A record another run holds the lock of is its own.
+        if code == ExitCodes.success {
+            let records = JSONRecordFiles(directory: context.records.appendingPathComponent("streams"))
+            for path in files {
+                let name = Self.streamRecordName(URL(fileURLWithPath: path), destination: streamDestination(uploader))
+                guard let lock = try? CheckpointLock.acquire(records.url(".\(name).ferry-lock")) else { continue }
+                records.remove(name)
+                lock.release()
+            }
+        }
+        return code
+    }
+
+    /// Where this command sends a file by stream: the same file sent elsewhere (another bucket or key, a video, the
+    /// other protocol) is another upload, never the continuation of this one.
+    private func streamDestination(_ uploader: StreamUploader) -> String {
+        [bucket ?? "", key ?? "", bucket == nil ? "media" : "object", wire(uploader)].joined(separator: "\n")
+    }
+
+    /// The name of the record of `file`'s stream upload to `destination`: one per path and destination.
+    private static func streamRecordName(_ file: URL, destination: String) -> String {
+        Hex.encode(SHA256.hash(data: Data((file.standardizedFileURL.path + "\n" + destination).utf8))) + ".json"
     }
 
     private func uploadStream(_ path: String, uploader configured: StreamUploader, context: UploadContext) async throws -> Int32 {
@@ -71,10 +95,8 @@ extension UploadCommand {
         let identity = cancel ? nil : try Self.streamIdentity(
             of: file, size: size, modified: modified,
             fileNumber: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0)
-        // A record per path and destination: the same file sent elsewhere (another bucket or key, a video, the other
-        // protocol) is another upload, never the continuation of this one.
-        let destination = [bucket ?? "", key ?? "", bucket == nil ? "media" : "object", wire(uploader)].joined(separator: "\n")
-        let recordName = Hex.encode(SHA256.hash(data: Data((file.path + "\n" + destination).utf8))) + ".json"
+        let destination = streamDestination(uploader)
+        let recordName = Self.streamRecordName(file, destination: destination)
         // The ClientToken names the file, its destination and the record directory: a rerun of this command gets the
         // video or image it made back, a run sending the file elsewhere (the other protocol, another record
         // directory), perhaps at the same time, one of its own.
