@@ -52,6 +52,13 @@ struct CatalogTests {
             #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "%", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v5"])
             #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "f_s", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v5"])
             #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "e_v", owner: nil, offset: 0, limit: 10).total == 0)
+            // ASCII letters only, whatever the database's locale: É is not é.
+            var accented = Self.video("v6", at: 6)
+            accented.title = "Émile Straße"
+            try await catalog.saveVideo(accented)
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "MILE STRAßE", owner: nil, offset: 0, limit: 10).videos.map(\.videoId) == ["v6"])
+            #expect(try await catalog.videos(status: nil, cateId: nil, tag: nil, title: "émile", owner: nil, offset: 0, limit: 10).total == 0)
+            try await catalog.saveVideo(Self.video("v6", status: "Deleted", at: 6))
             try await catalog.saveVideo(Self.video("v5", status: "Deleted", at: 5))
             let page = try await catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 1, limit: 1)
             #expect(page.videos.map(\.videoId) == ["v2"] && page.total == 3)

@@ -209,10 +209,18 @@ struct MediaOwnershipTests {
                 ("CreateUploadVideo", #"{"Title":"t","FileName":"a.mp4","CoverURL":"javascript:alert(1)"}"#),
                 ("CreateUploadVideo", #"{"Title":"t","FileName":"a.mp4","CoverURL":"data:text/html,x"}"#),
                 ("ListVideos", #"{"Title":"\u0000x"}"#), ("ListVideos", #"{"Tag":"a\u0000"}"#),
+                // A tag filter is one tag.
+                ("ListVideos", #"{"Tag":"a,b"}"#), ("ListVideos", #"{"Tag":","}"#),
                 ("DeleteVideo", #"{"VideoIds":",,,"}"#), ("DeleteVideo", #"{"VideoIds":"\#(ticket.id), ,"}"#),
             ] {
                 let reply = try await mediaRequest(server, action, Array(body.utf8))
                 #expect(reply.status == 400 && mediaCode(reply) == "InvalidParameter", "\(action) \(body): \(reply.text)")
+            }
+            // An empty tag filters nothing, as an empty title does.
+            for body in [#"{"Tag":""}"#, #"{"Title":""}"#, "{}"] {
+                let reply = try await mediaRequest(server, "ListVideos", Array(body.utf8))
+                let total = (try? JSONSerialization.jsonObject(with: Data(reply.text.utf8)) as? [String: Any])?["Total"] as? Int
+                #expect(reply.status == 200 && total == 1, "\(body): \(reply.text)")
             }
 
             // The stored source is not replaced, whoever writes it, in any way (the probe and renditions describe it):

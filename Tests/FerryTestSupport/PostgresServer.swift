@@ -62,9 +62,13 @@ public final class PostgresServer: Sendable {
             }
             _ = try await run("/bin/chown", ["-R", account, directory], as: nil)
         }
+        // Code-point order (C), and the Unicode case folding of a UTF-8 character type, as most installations have.
         let initdb = try await run(
             binaries + "/initdb",
-            ["-D", directory + "/data", "-U", "ferry", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"],
+            [
+                "-D", directory + "/data", "-U", "ferry", "--auth=trust", "--encoding=UTF8", "--locale=C",
+                "--lc-ctype=C.UTF-8", "--no-sync",
+            ],
             as: account)
         guard initdb.status == 0 else { throw Failure(description: "initdb failed: \(initdb.errorOutput)") }
         let port = try freePort()

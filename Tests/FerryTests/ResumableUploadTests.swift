@@ -964,6 +964,10 @@ struct ResumableUploadTests {
                 let reply = try await create(headers)
                 #expect(reply.status == status, "\(headers): \(reply.text)")
             }
+            // A final upload naming 1000 partial uploads by absolute URL (as tus clients name them) is read whole.
+            let absolute = (0..<1000).map { _ in server.endpoint + "/_ferry/uploads/" + UUID().uuidString.replacingOccurrences(of: "-", with: "") }
+            let named = try await create(tus + [("Upload-Concat", "final;" + absolute.joined(separator: " "))])
+            #expect(named.status == 400 && named.text.contains("not a partial upload here"), "\(named.text)")
             // Nothing those refusals touched is left: no upload in progress in the bucket.
             let uploads = try await s3.send("GET", "/hostile", query: [("uploads", "")])
             #expect(!uploads.text.contains("<Upload>"), "\(uploads.text)")
@@ -979,6 +983,8 @@ struct ResumableUploadTests {
                 (append + [("Upload-Offset", "0"), ("Upload-Checksum", "sha256 AAAA")], 400),
                 (append + [("Upload-Offset", "0"), ("Upload-Checksum", "sha1 short")], 400),
                 (append, 400), (append + [("Upload-Offset", "0"), ("Upload-Length", "99")], 400),
+                // A checksum in a trailer (checksum-trailer, not served) is refused, not the bytes kept unverified.
+                (append + [("Upload-Offset", "0"), ("Trailer", "Upload-Checksum")], 400),
             ] {
                 let reply = try await S3TestClient.fetchRaw("PATCH", location, headers: headers, body: [1, 2, 3])
                 #expect(reply.status == status, "\(headers): \(reply.text)")

@@ -238,13 +238,22 @@ extension FerryServer {
     private func healthAnswer(_ lastCheck: NIOLockedValueBox<(at: ContinuousClock.Instant, problem: String?)?>) async
         -> Response
     {
-        let store = self.store
+        let (store, media) = (self.store, self.mediaCatalog)
         let problem: String?
         if let last = lastCheck.withLockedValue({ $0 }), ContinuousClock.now - last.at < .seconds(1) {
             problem = last.problem
         } else {
-            // The catalog answers and the blob storage passes its probe: a node that can take no upload is out.
-            async let catalog = withTimeLimit(.seconds(2)) { (try? await store.listBuckets()) != nil } ?? false
+            // The catalogs answer (the node's own and the media catalog, PostgreSQL's when it is set) and the blob
+            // storage passes its probe: a node that can take no upload is out.
+            async let catalog = withTimeLimit(.seconds(2)) {
+                guard (try? await store.listBuckets()) != nil else { return false }
+                do {
+                    _ = try await media.video("")
+                    return true
+                } catch {
+                    return false
+                }
+            } ?? false
             async let blobs = withTimeLimit(.seconds(2)) { (try? await store.probeBlobStorage()) != nil } ?? false
             let (catalogAnswers, blobsAnswer) = await (catalog, blobs)
             problem = !catalogAnswers ? "catalog unavailable" : !blobsAnswer ? "object store unavailable" : nil

@@ -367,9 +367,12 @@ public struct MediaAPI: Sendable {
         }
         try Self.checkText(input.title, "Title", max: 128)
         try Self.checkText(input.tag, "Tag", max: 32)
+        // One tag: a comma would span two; an empty one filters nothing, as an empty Title does.
+        if input.tag?.contains(",") == true { throw MediaError.invalid("Tag", "is one tag, without a comma.") }
         let principal = call.principal
+        let tag = input.tag?.isEmpty == true ? nil : input.tag
         let (videos, total) = try await catalog.videos(
-            status: input.status, cateId: input.cateId, tag: input.tag, title: input.title,
+            status: input.status, cateId: input.cateId, tag: tag, title: input.title,
             owner: principal.isRoot ? nil : principal.parentAccessKeyId, offset: (page - 1) * size, limit: size)
         var list: [MediaContract.Video] = []
         for video in videos { list.append(try await describe(video, call, detailed: false)) }

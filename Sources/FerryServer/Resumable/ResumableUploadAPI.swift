@@ -267,7 +267,7 @@ struct ResumableUploadAPI: Sendable {
         }
         try await checkLimits(target, length: length, contentType: attributes.contentType, wire: wire)
         let withUpload = TusWire.isAppend(request.headers[.contentType])
-        let checksum = withUpload ? try TusChecksum.parse(request.headers[.uploadChecksum]) : nil
+        let checksum = withUpload ? try TusChecksum.parse(request.headers) : nil
         let info = ResumableUpload.Info(
             kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
         var upload = try await createUpload(
@@ -594,7 +594,7 @@ struct ResumableUploadAPI: Sendable {
             guard upload.info.kind != .final else {
                 throw ResumableRefusal(.forbidden, "A final upload takes no appends.", wire: wire)
             }
-            let checksum = try TusChecksum.parse(request.headers[.uploadChecksum])
+            let checksum = try TusChecksum.parse(request.headers)
             guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
             // A deferred length declared here bounds this append and is recorded once the append is kept: a refused
             // append (460, 413, a quota) leaves the length deferred.

@@ -85,8 +85,12 @@ enum TusConcat: Equatable {
     static func parse(_ header: String?, wire: ResumableWire) throws -> TusConcat? {
         guard let header = header?.trimmingCharacters(in: .whitespaces) else { return nil }
         if header == "partial" { return .partial }
-        guard header.hasPrefix("final;"), header.utf8.count <= 65_536 else {
+        guard header.hasPrefix("final;") else {
             throw ResumableRefusal(.badRequest, "Upload-Concat is partial, or final; and the partial uploads' URLs.", wire: wire)
+        }
+        // The HTTP layer takes at most 80 KiB of header fields in all; this bounds the split below whatever it takes.
+        guard header.utf8.count <= 80 * 1024 else {
+            throw ResumableRefusal(.badRequest, "Upload-Concat is longer than 80 KiB.", wire: wire)
         }
         let urls = header.dropFirst("final;".count).split(separator: " ").map(String.init)
         guard (1...1000).contains(urls.count) else {
@@ -101,9 +105,16 @@ struct TusChecksum: Sendable {
     var algorithm: ChecksumAlgorithm
     var digest: [UInt8]
 
-    /// The header's checksum; nil when absent.
-    static func parse(_ header: String?) throws -> TusChecksum? {
-        guard let header else { return nil }
+    /// The request's checksum (its `Upload-Checksum` header); nil when absent. One announced as a trailer
+    /// (checksum-trailer, not served) is refused before a byte is read, rather than the bytes kept unverified.
+    static func parse(_ headers: HTTPFields) throws -> TusChecksum? {
+        let trailers = headers[values: .trailer].flatMap { $0.split(separator: ",") }
+        if trailers.contains(where: { $0.trimmingCharacters(in: .whitespaces).lowercased() == "upload-checksum" }) {
+            throw ResumableRefusal(
+                .badRequest, "Upload-Checksum in a trailer (checksum-trailer) is not served; send it as a header.",
+                wire: .tus)
+        }
+        guard let header = headers[.uploadChecksum] else { return nil }
         let pieces = header.trimmingCharacters(in: .whitespaces).split(separator: " ")
         guard pieces.count == 2,
             let algorithm = ResumableWire.tusChecksums.first(where: { $0.name == pieces[0].lowercased() })?.algorithm

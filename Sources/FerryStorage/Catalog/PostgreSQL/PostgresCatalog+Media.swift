@@ -55,7 +55,14 @@ extension PostgresCatalog: MediaCatalog {
         }
         // A tag matches whole and as written (case kept, `%` and `_` literal), as in the SQLite catalog.
         if let tag { bind("strpos(',' || tags || ',', ?) > 0", "," + tag + ",") }
-        if let title, !title.isEmpty { bind("(record::jsonb ->> 'title') ILIKE ? ESCAPE '\\'", Self.containsPattern(title)) }
+        // ASCII letters folded only, as SQLite's LIKE does (ILIKE would fold by the database's locale).
+        if let title, !title.isEmpty {
+            let upper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+            let folded = String(decoding: title.utf8.map { (65...90).contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
+            bind(
+                "translate(record::jsonb ->> 'title', '\(upper)', '\(upper.lowercased())') LIKE ? ESCAPE '\\'",
+                Self.containsPattern(folded))
+        }
         let filter = conditions.joined(separator: " AND ")
         let countQuery = PostgresQuery(unsafeSQL: "SELECT COUNT(*) AS count FROM video WHERE \(filter)", binds: bindings)
         var pageBindings = bindings
