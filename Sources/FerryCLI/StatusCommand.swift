@@ -47,7 +47,8 @@ struct StatusCommand: AsyncParsableCommand {
         facts.append(["Catalog", health(status.catalog)])
         facts.append(["Store", health(status.store)])
         if let jobs = status.jobQueue {
-            var text = "\(jobs.queued) queued, \(jobs.running) running, \(jobs.failed) failed"
+            let scheduled = jobs.scheduled.map { ", \($0) scheduled" } ?? ""
+            var text = "\(jobs.queued) queued\(scheduled), \(jobs.running) running, \(jobs.failed) failed"
             if let age = jobs.oldestQueuedAgeSeconds { text += "; oldest due job waiting \(seconds(age))" }
             facts.append(["Job queue", text])
         } else {

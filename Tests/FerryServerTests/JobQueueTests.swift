@@ -142,12 +142,14 @@ struct JobQueueTests {
             #expect(try await queue.fail(doomed.id, worker: "w1", error: "bad file", retryAt: nil, now: t0))
             #expect(try await queue.claim(worker: "w1", lease: long, now: t0)?.id == early.id)
             let backlog = try await queue.backlog(now: t0)
-            #expect(backlog.queued == 2 && backlog.running == 1 && backlog.failed == 1)
+            // `due` is queued; `later`, not due yet, is scheduled.
+            #expect(backlog.queued == 1 && backlog.scheduled == 1 && backlog.running == 1 && backlog.failed == 1)
             #expect(backlog.oldestDue == t0.addingTimeInterval(-10))
             // A job not yet due makes no one wait.
             _ = try await queue.claim(worker: "w2", lease: long, now: t0)
             #expect(try await queue.backlog(now: t0).oldestDue == nil)
-            #expect(try await queue.backlog(now: t0.addingTimeInterval(90)).oldestDue == t0.addingTimeInterval(60))
+            let afterwards = try await queue.backlog(now: t0.addingTimeInterval(90))
+            #expect(afterwards.oldestDue == t0.addingTimeInterval(60) && afterwards.queued == 1 && afterwards.scheduled == 0)
 
             let store = try #require(queue as? any WebhookStore)
             #expect(try await store.webhookBacklog() == WebhookBacklog())

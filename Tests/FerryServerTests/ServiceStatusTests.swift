@@ -37,6 +37,8 @@ struct ServiceStatusTests {
 
             let catalog = server.server.mediaCatalog
             try await catalog.enqueue([MediaJob(videoId: "v-status", kind: .probe, runAt: Date().addingTimeInterval(-30))])
+            // One not due for an hour (as a first stream's retirement waits): scheduled, not queued.
+            try await catalog.enqueue([MediaJob(videoId: "v-later", kind: .retireFirstStream, runAt: Date().addingTimeInterval(3600))])
             let event = WebhookEvent(
                 id: "evt-status", type: .fileUploadComplete, payload: WebhookPayload(videoId: "v-status", size: 1),
                 createdAt: Date().addingTimeInterval(-20), attempts: 0)
@@ -51,7 +53,7 @@ struct ServiceStatusTests {
             #expect(status.nodes.count == 1)
             #expect(node.role == "all" && node.version == FerryCoreVersion.string && !node.stale)
             let queue = try #require(status.jobQueue)
-            #expect(queue.queued == 1 && queue.running == 0 && queue.failed == 0)
+            #expect(queue.queued == 1 && queue.scheduled == 1 && queue.running == 0 && queue.failed == 0)
             #expect((queue.oldestQueuedAgeSeconds ?? 0) >= 29)
             let webhooks = try #require(status.webhookBacklog)
             #expect(webhooks.pending == 1 && (webhooks.oldestPendingAgeSeconds ?? 0) >= 19)

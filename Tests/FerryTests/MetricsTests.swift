@@ -182,6 +182,7 @@ struct MetricsTests {
             let before = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
             #expect(Self.sample(before, "ferry_catalog_up", [:]) == 1)
             #expect(Self.sample(before, "ferry_media_jobs", ["state": "queued"]) == 0)
+            #expect(Self.sample(before, "ferry_media_jobs", ["state": "scheduled"]) == 0)
             #expect(Self.sample(before, "ferry_media_job_queue_age_seconds", [:]) == 0)
             #expect(Self.sample(before, "ferry_webhook_events_pending", [:]) == 0)
             #expect(Self.sample(before, "ferry_multipart_uploads_in_progress", [:]) == 0)

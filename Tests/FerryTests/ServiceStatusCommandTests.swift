@@ -116,7 +116,7 @@ struct ServiceStatusCommandTests {
         #expect(row.dropFirst(roleColumn).hasPrefix("all "), "\(header)\n\(row)")
         #expect(lines.contains { $0.hasPrefix("Catalog ") && $0.contains("ok (") }, "\(table.output)")
         #expect(lines.contains { $0.hasPrefix("Store ") && $0.contains("ok (") }, "\(table.output)")
-        #expect(lines.contains { $0.hasPrefix("Job queue ") && $0.contains("0 queued, 0 running, 0 failed") }, "\(table.output)")
+        #expect(lines.contains { $0.hasPrefix("Job queue ") && $0.contains("0 queued, 0 scheduled, 0 running, 0 failed") }, "\(table.output)")
         #expect(lines.contains { $0.hasPrefix("Webhooks ") && $0.contains("0 pending") }, "\(table.output)")
         #expect(lines.contains { $0.hasPrefix("Disk free ") && $0.contains(" of ") }, "\(table.output)")
         #expect(!table.output.contains(Self.root.secretAccessKey))

@@ -40,8 +40,11 @@ extension MediaContract {
 
     /// The media job queue in a status answer.
     public struct JobQueueStatus: Codable, Sendable, Hashable {
-        /// Jobs waiting for a worker (also those waiting to retry).
+        /// Jobs due, waiting for a worker.
         public var queued: Int
+        /// Queued jobs not due yet (a retry's delay, a delayed clean-up, a first stream's retirement); nil from a
+        /// server that does not tell them apart.
+        public var scheduled: Int?
         /// Jobs a worker holds.
         public var running: Int
         /// Jobs given up on.
@@ -50,15 +53,18 @@ extension MediaContract {
         public var oldestQueuedAgeSeconds: Double?
 
         /// Creates a description.
-        public init(queued: Int, running: Int, failed: Int, oldestQueuedAgeSeconds: Double? = nil) {
+        public init(
+            queued: Int, scheduled: Int? = 0, running: Int, failed: Int, oldestQueuedAgeSeconds: Double? = nil
+        ) {
             self.queued = queued
+            self.scheduled = scheduled
             self.running = running
             self.failed = failed
             self.oldestQueuedAgeSeconds = oldestQueuedAgeSeconds
         }
 
         enum CodingKeys: String, CodingKey {
-            case queued = "Queued", running = "Running", failed = "Failed"
+            case queued = "Queued", scheduled = "Scheduled", running = "Running", failed = "Failed"
             case oldestQueuedAgeSeconds = "OldestQueuedAgeSeconds"
         }
     }

@@ -42,7 +42,7 @@ struct ServiceStatusProbe: Sendable {
             },
             jobQueue: jobs.map { jobs in
                 MediaContract.JobQueueStatus(
-                    queued: jobs.queued, running: jobs.running, failed: jobs.failed,
+                    queued: jobs.queued, scheduled: jobs.scheduled, running: jobs.running, failed: jobs.failed,
                     oldestQueuedAgeSeconds: jobs.oldestDue.map { max(0, time.timeIntervalSince($0)) })
             },
             webhookBacklog: webhooks.map { webhooks in

@@ -128,8 +128,10 @@ public struct MediaJob: Sendable, Hashable, Codable {
 /// `FOR UPDATE SKIP LOCKED` for many. One behavioural test suite holds both to this contract.
 /// The media job queue as an operator sees it.
 public struct JobBacklog: Sendable, Hashable {
-    /// Jobs waiting for a worker (also those waiting to retry).
+    /// Jobs due, waiting for a worker.
     public var queued = 0
+    /// Queued jobs not due yet: waiting out a retry's delay, a delayed clean-up, a first stream's retirement.
+    public var scheduled = 0
     /// Jobs a worker holds.
     public var running = 0
     /// Jobs given up on.

@@ -154,7 +154,10 @@ public final class FerryMetrics: Sendable {
         gauge(Self.catalogUp).set(to: answer == nil ? 0 : 1)
         guard let (jobs, webhooks, uploads) = answer else { return }
         gauge(Self.multipartUploadsInProgress).set(to: Double(uploads))
-        for (state, count) in [("queued", jobs.queued), ("running", jobs.running), ("failed", jobs.failed)] {
+        let states = [
+            ("queued", jobs.queued), ("scheduled", jobs.scheduled), ("running", jobs.running), ("failed", jobs.failed),
+        ]
+        for (state, count) in states {
             gauge(Self.mediaJobs, [("state", state)]).set(to: Double(count))
         }
         gauge(Self.mediaJobQueueAge).set(to: jobs.oldestDue.map { max(0, now.timeIntervalSince($0)) } ?? 0)

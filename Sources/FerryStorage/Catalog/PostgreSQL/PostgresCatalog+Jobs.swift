@@ -126,17 +126,22 @@ extension PostgresCatalog: JobQueue {
 
     public func backlog(now: Date) async throws -> JobBacklog {
         var backlog = JobBacklog()
+        let seconds = now.timeIntervalSince1970
         for row in try await rows(
-            "SELECT state, count(*)::BIGINT AS n FROM media_job WHERE state IN ('queued', 'running', 'failed') GROUP BY state")
+            """
+            SELECT state, count(*)::BIGINT AS n, count(*) FILTER (WHERE run_at <= \(seconds))::BIGINT AS due
+            FROM media_job WHERE state IN ('queued', 'running', 'failed') GROUP BY state
+            """)
         {
             let count: Int = try row.value("n")
             switch MediaJobState(rawValue: try row.value("state")) {
-            case .queued: backlog.queued = count
+            case .queued:
+                backlog.queued = try row.value("due")
+                backlog.scheduled = count - backlog.queued
             case .running: backlog.running = count
             default: backlog.failed = count
             }
         }
-        let seconds = now.timeIntervalSince1970
         let oldest = try await rows("SELECT min(run_at) AS due FROM media_job WHERE state = 'queued' AND run_at <= \(seconds)")
         backlog.oldestDue = try oldest.first?.optionalDate("due")
         return backlog

@@ -164,11 +164,18 @@ extension SQLiteCatalog: JobQueue {
         try await pool.read { db in
             var backlog = JobBacklog()
             for row in try Row.fetchAll(
-                db, sql: "SELECT state, count(*) AS n FROM mediaJob WHERE state IN ('queued', 'running', 'failed') GROUP BY state")
+                db,
+                sql: """
+                    SELECT state, count(*) AS n, sum(runAt <= ?) AS due FROM mediaJob
+                    WHERE state IN ('queued', 'running', 'failed') GROUP BY state
+                    """,
+                arguments: [now.timeIntervalSince1970])
             {
                 let count: Int = row["n"]
                 switch MediaJobState(rawValue: row["state"]) {
-                case .queued: backlog.queued = count
+                case .queued:
+                    backlog.queued = row["due"]
+                    backlog.scheduled = count - backlog.queued
                 case .running: backlog.running = count
                 default: backlog.failed = count
                 }
