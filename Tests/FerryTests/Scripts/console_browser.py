@@ -542,6 +542,8 @@ def run(driver):
     assert row.get_attribute("data-stale") == "false"
     catalog = driver.find_element(By.CSS_SELECTOR, '#status-summary tr[data-fact="Catalog"] td').text
     assert catalog.startswith("Answering"), catalog
+    jobs = driver.find_element(By.CSS_SELECTOR, '#status-summary tr[data-fact="Media jobs"] td').text
+    assert " queued, " in jobs and " scheduled, " in jobs and " running, " in jobs, jobs
     assert driver.find_elements(By.CSS_SELECTOR, '#status-summary tr[data-fact="Disk free"]')
     check_accessible(driver, "status")
     shot(driver, "status")

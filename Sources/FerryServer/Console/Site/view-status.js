@@ -36,7 +36,8 @@ export function statusPage(main, session) {
         ['Catalog', health(answer.Catalog)],
         ['Object store', health(answer.Store)],
         ['Media jobs', answer.JobQueue
-          ? `${answer.JobQueue.Queued} queued, ${answer.JobQueue.Running} running, ${answer.JobQueue.Failed} failed`
+          ? `${answer.JobQueue.Queued} queued, ${answer.JobQueue.Scheduled ?? 0} scheduled, `
+            + `${answer.JobQueue.Running} running, ${answer.JobQueue.Failed} failed`
             + (answer.JobQueue.OldestQueuedAgeSeconds !== undefined ? `; oldest due job waiting ${age(answer.JobQueue.OldestQueuedAgeSeconds)}` : '')
           : 'Unknown (the catalog did not answer)'],
         ['Webhook backlog', answer.WebhookBacklog
