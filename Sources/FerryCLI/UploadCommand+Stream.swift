@@ -53,15 +53,21 @@ extension UploadCommand {
         let code = try await Self.batch(files, jobs: jobs, context: context) {
             try await command.uploadStream($0, uploader: configured, context: context)
         }
-        // A run ending done leaves no stream record of its files: one a kill left between a file's batch record and
-        // the stream record's removal would have the same command's next run print that finished upload again
-        // instead of sending the file. A record another run holds the lock of is its own.
+        // A run ending done leaves no stream record of what it made: one a kill left between a file's batch record
+        // and the stream record's removal would have the same command's next run print that finished upload again
+        // instead of sending the file. Only a record of the video or image the batch recorded for the file goes: one
+        // of another upload (another command's, paused) or one another run holds the lock of is not this batch's.
         if code == ExitCodes.success {
             let records = JSONRecordFiles(directory: context.records.appendingPathComponent("streams"))
             for path in files {
+                guard let made = context.batch.finished(path), let id = made["VideoId"] ?? made["ImageId"] else {
+                    continue
+                }
                 let name = Self.streamRecordName(URL(fileURLWithPath: path), destination: streamDestination(uploader))
                 guard let lock = try? CheckpointLock.acquire(records.url(".\(name).ferry-lock")) else { continue }
-                records.remove(name)
+                if let record = records.read(StreamRecord.self, name: name), (record.videoId ?? record.imageId) == id {
+                    records.remove(name)
+                }
                 lock.release()
             }
         }

@@ -209,12 +209,28 @@ struct UploadCommand: AsyncParsableCommand {
             code = try await uploadStreams(context: context, wire: wire)
         } else if bucket == nil {
             code = try await uploadMedia(context: context)
+            if code == ExitCodes.success { Self.forgetJournalLeftovers(files, context: context) }
         } else {
             let command = self
             code = try await Self.batch(files, jobs: jobs, context: context) { try await command.uploadObject($0, context: context) }
         }
         if code == ExitCodes.success { batch.clear() }
         return code
+    }
+
+    /// Removes the media upload journal's entries a kill left between a file's batch record and the entry's removal
+    /// (the queue records the batch first): with the batch gone, the same command's next run would find the entry's
+    /// video stored and print it again instead of sending the file. Only an entry of the video the batch recorded for
+    /// the file goes: one of another upload of it (another command's, paused) is not this batch's.
+    static func forgetJournalLeftovers(_ paths: [String], context: UploadContext) {
+        let journal = MediaUploadJournal(directory: context.records)
+        for path in paths {
+            let file = URL(fileURLWithPath: path)
+            guard let videoId = context.batch.finished(path)?["VideoId"], journal.lookup(file)?.id == videoId else {
+                continue
+            }
+            journal.remove(file)
+        }
     }
 
     /// Runs `upload` for each of `paths`, `jobs` at once, and returns the batch's exit code: 75 when a file was

@@ -210,7 +210,7 @@ struct MediaOwnershipTests {
                 ("CreateUploadVideo", #"{"Title":"t","FileName":"a.mp4","CoverURL":"data:text/html,x"}"#),
                 ("ListVideos", #"{"Title":"\u0000x"}"#), ("ListVideos", #"{"Tag":"a\u0000"}"#),
                 // A tag filter is one tag.
-                ("ListVideos", #"{"Tag":"a,b"}"#), ("ListVideos", #"{"Tag":","}"#),
+                ("ListVideos", #"{"Tag":"a,b"}"#), ("ListVideos", #"{"Tag":","}"#), ("ListVideos", #"{"Tag":"a,\u0301b"}"#),
                 ("DeleteVideo", #"{"VideoIds":",,,"}"#), ("DeleteVideo", #"{"VideoIds":"\#(ticket.id), ,"}"#),
             ] {
                 let reply = try await mediaRequest(server, action, Array(body.utf8))

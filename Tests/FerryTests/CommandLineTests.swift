@@ -767,39 +767,63 @@ struct CommandLineTests {
         #expect(listed.contains("2 video(s)"), "\(listed)")
     }
 
-    @Test("a stream record a kill left beside the file's batch record goes when the rerun ends done: the same command after that sends the file as a new video, not the finished upload again")
-    func staleStreamRecord() async throws {
-        let data = TemporaryDirectory.make("ferry-cli-stale-stream")
+    @Test(
+        "an upload's own record (a stream record, the media journal's entry) a kill left beside the file's batch record goes when the rerun ends done: the same command after that sends the file as a new video, not the finished upload again; a record of another upload stays",
+        arguments: ["tus", "multipart"])
+    func staleUploadRecord(_ wire: String) async throws {
+        let data = TemporaryDirectory.make("ferry-cli-stale-\(wire)")
         defer { try? FileManager.default.removeItem(atPath: data) }
         let (file, later) = (data + "/clip.mp4", data + "/later.mp4")
-        try FileManager.default.moveItem(atPath: try makeRandomFile(size: 12 * 1024 * 1024, in: data).path, toPath: file)
+        try FileManager.default.moveItem(atPath: try makeRandomFile(size: 24 * 1024 * 1024, in: data).path, toPath: file)
         try FileManager.default.moveItem(atPath: try makeRandomFile(size: 64 * 1024 * 1024, in: data).path, toPath: later)
         // One file at a time: the run is still sending the second when the first's result is printed.
         let upload = [
-            "upload", file, later, "--data-dir", data + "/ferry", "--protocol", "tus", "--part-size", "2MiB",
-            "--transcode", "NoTranscode", "--jobs", "1", "--json",
-        ]
+            "upload", file, later, "--data-dir", data + "/ferry", "--transcode", "NoTranscode", "--jobs", "1", "--json",
+        ] + (wire == "multipart" ? ["--part-size", "5MiB", "--parallel", "1"] : ["--protocol", wire, "--part-size", "2MiB"])
         func videoIds(_ run: FerryRun, _ event: String) -> [String] {
             run.jsonLines.filter { $0["event"] as? String == event && $0["file"] as? String == "clip.mp4" }
                 .compactMap { $0["VideoId"] as? String }
         }
-        let streams = data + "/ferry/checkpoints/streams"
-        let paused = try await FerryRun.run(upload, interruptWhen: FerryRun.progressed(to: 4 * 1024 * 1024, field: "stored"))
-        #expect(paused.status == 75, "\(paused.output.suffix(500)) \(paused.error)")
-        let names = try FileManager.default.contentsOfDirectory(atPath: streams).filter { $0.hasSuffix(".json") }
-        let name = try #require(names.count == 1 ? names.first : nil, "stream records: \(names)")
-        let record = try Data(contentsOf: URL(fileURLWithPath: streams + "/" + name))
-        // Killed once the first file is stored and its result printed; its stream record is put back as a kill
-        // between the batch record and the stream record's removal leaves it.
-        let killed = try await FerryRun.run(
-            upload, interruptWhen: { $0.contains("\"event\":\"media\"") && $0.contains("clip.mp4") }, signal: SIGKILL)
-        try #require(killed.status == SIGKILL || killed.status == 128 + SIGKILL, "\(killed.status) \(killed.output.suffix(800))")
-        let made = try #require(videoIds(killed, "media").first, "\(killed.output.suffix(800))")
-        try record.write(to: URL(fileURLWithPath: streams + "/" + name))
+        // Where the upload of clip.mp4 keeps its own record: a stream record, or the media upload journal's entry.
+        let directory = data + "/ferry/checkpoints" + (wire == "multipart" ? "" : "/streams")
+        func records() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: directory).filter {
+                $0.hasSuffix(".json") && (wire != "multipart" || $0.hasPrefix("media-"))
+            }
+        }
+        /// Pauses an upload of clip.mp4 (keeping its record's bytes), then kills the run once clip.mp4 is stored
+        /// and its result printed: its batch record is written and its own record removed.
+        func killedOnceStored() async throws -> (made: String, name: String, record: Data) {
+            let paused = try await FerryRun.run(upload, interruptWhen: FerryRun.progressed(to: 4 * 1024 * 1024))
+            #expect(paused.status == 75, "\(paused.output.suffix(500)) \(paused.error)")
+            let names = try records()
+            let name = try #require(names.count == 1 ? names.first : nil, "records: \(names)")
+            let record = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+            let killed = try await FerryRun.run(
+                upload, interruptWhen: { $0.contains("\"event\":\"media\"") && $0.contains("clip.mp4") }, signal: SIGKILL)
+            try #require(killed.status == SIGKILL || killed.status == 128 + SIGKILL, "\(killed.status) \(killed.output.suffix(800))")
+            let made = try #require(videoIds(killed, "media").first, "\(killed.output.suffix(800))")
+            #expect(try records().isEmpty)
+            return (made, name, record)
+        }
+
+        if wire == "tus" {
+            // A record of another upload of the file (another command's, paused) is not this batch's: it stays.
+            let (made, name, record) = try await killedOnceStored()
+            let foreign = String(decoding: record, as: UTF8.self).replacingOccurrences(of: made, with: String(repeating: "f", count: made.count))
+            try Data(foreign.utf8).write(to: URL(fileURLWithPath: directory + "/" + name))
+            let rerun = try await FerryRun.run(upload)
+            #expect(rerun.status == 0 && videoIds(rerun, "skipped") == [made], "\(rerun.output.suffix(800)) \(rerun.error)")
+            #expect(try records() == [name], "another upload's record went with the batch")
+            try FileManager.default.removeItem(atPath: directory + "/" + name)
+        }
+        // The batch's own leftover, put back as a kill between the batch record and its removal leaves it.
+        let (made, name, record) = try await killedOnceStored()
+        try record.write(to: URL(fileURLWithPath: directory + "/" + name))
         let rerun = try await FerryRun.run(upload)
         #expect(rerun.status == 0, "\(rerun.output.suffix(800)) \(rerun.error)")
         #expect(videoIds(rerun, "skipped") == [made] && videoIds(rerun, "media").isEmpty, "\(rerun.output.suffix(800))")
-        #expect(!FileManager.default.fileExists(atPath: streams + "/" + name), "the stream record outlived a run that ended done")
+        #expect(try records().isEmpty, "the upload's record outlived a run that ended done")
 
         let again = try await FerryRun.run(upload)
         #expect(again.status == 0, "\(again.output.suffix(800)) \(again.error)")

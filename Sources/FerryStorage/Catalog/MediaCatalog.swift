@@ -155,11 +155,12 @@ extension MediaCatalog {
 
     /// `text` as a LIKE pattern that matches it anywhere, with a backslash as the escape character.
     static func containsPattern(_ text: String) -> String {
-        var escaped = ""
-        for character in text {
-            if character == "%" || character == "_" || character == "\\" { escaped.append("\\") }
-            escaped.append(character)
+        // Scalar by scalar: a `%` followed by a combining mark is one Character, and still a wildcard to LIKE.
+        var escaped = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if scalar == "%" || scalar == "_" || scalar == "\\" { escaped.append("\\") }
+            escaped.append(scalar)
         }
-        return "%" + escaped + "%"
+        return "%" + String(escaped) + "%"
     }
 }
