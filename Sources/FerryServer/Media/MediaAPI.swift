@@ -368,7 +368,9 @@ public struct MediaAPI: Sendable {
         try Self.checkText(input.title, "Title", max: 128)
         try Self.checkText(input.tag, "Tag", max: 32)
         // One tag: a comma would span two; an empty one filters nothing, as an empty Title does.
-        if input.tag?.utf8.contains(UInt8(ascii: ",")) == true { throw MediaError.invalid("Tag", "is one tag, without a comma.") }
+        if input.tag?.utf8.contains(UInt8(ascii: ",")) == true {
+            throw MediaError.invalid("Tag", "is one tag, without a comma.")
+        }
         let principal = call.principal
         let tag = input.tag?.isEmpty == true ? nil : input.tag
         let (videos, total) = try await catalog.videos(
