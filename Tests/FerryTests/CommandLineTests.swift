@@ -831,6 +831,48 @@ struct CommandLineTests {
         #expect(fresh.count == 1 && fresh.first != made, "\(again.output.suffix(800))")
     }
 
+    @Test("upload --wait ends a video the service gave up on (ProcessingFailed) with exit 75, and the same command sends the file again as a new video")
+    func followedVideoTheServiceGaveUpOn() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-gave-up")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let upload = ["upload", Self.sample, "--data-dir", data + "/ferry", "--json", "--wait"]
+        func videoIds(_ run: FerryRun, _ event: String) -> [String] {
+            run.jsonLines.filter { $0["event"] as? String == event }.compactMap { $0["VideoId"] as? String }
+        }
+        // While the run follows the video, the service gives up on it (as after its jobs' last retry).
+        let gaveUp = Task {
+            let deadline = ContinuousClock.now + .seconds(120)
+            while ContinuousClock.now < deadline {
+                if FileManager.default.fileExists(atPath: data + "/ferry/catalog.sqlite"),
+                    let catalog = try? SQLiteCatalog(path: data + "/ferry/catalog.sqlite"),
+                    let video = try? await catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 1)
+                        .videos.first, ["UploadSucc", "Transcoding"].contains(video.status)
+                {
+                    try await catalog.updateVideo(video.videoId) { video in
+                        guard ["UploadSucc", "Transcoding"].contains(video.status) else { return .keep }
+                        video.status = "TranscodeFail"
+                        video.errorCode = "ProcessingFailed"
+                        video.errorMessage = "Processing failed 3 times; last: the store is unavailable"
+                        return .save(cancelJobs: true)
+                    }
+                    return video.videoId
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            return ""
+        }
+        let first = try await FerryRun.run(upload)
+        let failed = try await gaveUp.value
+        #expect(first.status == 75, "\(first.output.suffix(800)) \(first.error)")
+        #expect(videoIds(first, "media") == [failed], "\(first.output.suffix(800))")
+        #expect(first.error.contains("the same command sends it again"), "\(first.error)")
+
+        let rerun = try await FerryRun.run(upload)
+        #expect(rerun.status == 0, "\(rerun.output.suffix(800)) \(rerun.error)")
+        let fresh = videoIds(rerun, "media")
+        #expect(fresh.count == 1 && fresh.first != failed && videoIds(rerun, "skipped").isEmpty, "\(rerun.output.suffix(800))")
+    }
+
     @Test("Ctrl-C as the upload ends stops upload --wait from following the video (exit 75); the service goes on processing it")
     func interruptBeforeFollowing() async throws {
         let data = TemporaryDirectory.make("ferry-cli-wait-stop")
