@@ -176,8 +176,13 @@ extension UploadCommand {
         var fields: [String: String] = [:]
         if let bucket {
             do {
-                try await Self.ensureBucket(
-                    bucket, client: context.connection.objects(context.configuration), output: context.output, file: name)
+                let client = context.connection.objects(context.configuration)
+                guard try await Self.untilInterrupted(context, {
+                    try await Self.ensureBucket(bucket, client: client, output: context.output, file: name)
+                }) != nil else {
+                    context.output.paused(file: name)
+                    return ExitCodes.interrupted
+                }
             } catch {
                 context.output.failure("ferry: \(path): \(error)", file: name, error: error)
                 return ExitCodes.of(error)
@@ -301,7 +306,8 @@ extension UploadCommand {
         }
         // Ctrl-C stops the stream; the record stays, and the same command resumes from the server's offset.
         let interrupts = context.interrupts
-        let seen = interrupts.count
+        // Every Ctrl-C of the run counts, also one while the upload was being begun.
+        let seen = 0
         let watcher = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(50))

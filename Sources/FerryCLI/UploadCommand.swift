@@ -301,6 +301,24 @@ struct UploadCommand: AsyncParsableCommand {
         var batch: BatchRecord
     }
 
+    /// Runs `body` (requests before a file's upload begins, which a silent link can hold for minutes) until it ends
+    /// or the run is interrupted (Ctrl-C, also before it began): nil then, its requests cancelled.
+    static func untilInterrupted<T: Sendable>(
+        _ context: UploadContext, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T? {
+        let interrupts = context.interrupts
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                while interrupts.count == 0 { try await Task.sleep(for: .milliseconds(50)) }
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { return nil }
+            return first
+        }
+    }
+
     /// Creates `bucket` when it is missing, and says so (a mistyped name is seen, not silently made). A key that may
     /// not look at or create buckets (one scoped to a prefix) goes on: the upload itself says whether it may write
     /// there.
@@ -327,7 +345,12 @@ struct UploadCommand: AsyncParsableCommand {
         let url = URL(fileURLWithPath: path)
         let client = context.connection.objects(context.configuration)
         do {
-            try await Self.ensureBucket(bucket, client: client, output: context.output, file: url.lastPathComponent)
+            guard try await Self.untilInterrupted(context, {
+                try await Self.ensureBucket(bucket, client: client, output: context.output, file: url.lastPathComponent)
+            }) != nil else {
+                context.output.paused(file: url.lastPathComponent)
+                return ExitCodes.interrupted
+            }
         } catch {
             // This file's failure: the batch goes on, and the exit code says whether a rerun helps.
             context.output.failure("ferry: \(path): \(error)", file: url.lastPathComponent, error: error)
@@ -565,7 +588,8 @@ struct UploadCommand: AsyncParsableCommand {
         }
         let interrupts = context.interrupts
         let watcher = Task {
-            var seen = interrupts.count
+            // Every Ctrl-C of the run counts, also one while the upload was being begun.
+            var seen = 0
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(50))
                 let count = interrupts.count

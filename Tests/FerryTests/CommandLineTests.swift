@@ -38,10 +38,11 @@ struct FerryRun: Sendable {
         }
     }
 
-    /// Runs `ferry arguments…`; with `interruptWhen`, sends `signal` (SIGINT, Ctrl-C) once a stdout line satisfies it.
+    /// Runs `ferry arguments…`; with `interruptWhen`, sends `signal` (SIGINT, Ctrl-C) once a stdout line satisfies it,
+    /// with `signalAfter`, that many seconds after the start.
     static func run(
         _ arguments: [String], environment: [String: String] = [:], inTerminal: Bool = false,
-        interruptWhen: (@Sendable (String) -> Bool)? = nil, signal: Int32 = SIGINT
+        interruptWhen: (@Sendable (String) -> Bool)? = nil, signal: Int32 = SIGINT, signalAfter: TimeInterval? = nil
     ) async throws -> FerryRun {
         try await runBlocking {
             let process = Process()
@@ -65,7 +66,7 @@ struct FerryRun: Sendable {
             env.merge(environment) { $1 }
             process.environment = env
             defer { if environment["HOME"] == nil, let home = env["HOME"] { try? FileManager.default.removeItem(atPath: home) } }
-            let run = try process.runCapturing(interruptWhen: interruptWhen, signal: signal)
+            let run = try process.runCapturing(interruptWhen: interruptWhen, signal: signal, signalAfter: signalAfter)
             return FerryRun(status: run.status, output: run.output, error: run.errorOutput)
         }
     }
@@ -871,6 +872,38 @@ struct CommandLineTests {
         #expect(rerun.status == 0, "\(rerun.output.suffix(800)) \(rerun.error)")
         let fresh = videoIds(rerun, "media")
         #expect(fresh.count == 1 && fresh.first != failed && videoIds(rerun, "skipped").isEmpty, "\(rerun.output.suffix(800))")
+    }
+
+    @Test("Ctrl-C while the service holds the requests before an upload begins (its bucket's check) pauses the run at once (exit 75), multipart and stream")
+    func interruptBeforeTheUploadBegins() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-silent")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let file = try makeRandomFile(size: 1024, in: data)
+        // A service that takes connections and never answers.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 64) == 0 && getsockname(listener, $0, &length) == 0
+            }
+        }
+        try #require(bound)
+        let environment = [
+            "FERRY_ENDPOINT": "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))",
+            "FERRY_ACCESS_KEY_ID": "FKIASILENT000000", "FERRY_SECRET_ACCESS_KEY": "silent-secret-0123456789",
+        ]
+        for wire in [[], ["--protocol", "tus"]] {
+            let started = ContinuousClock.now
+            let run = try await FerryRun.run(
+                ["upload", file.path, "--bucket", "silent", "--record-dir", data + "/records", "--json"] + wire,
+                environment: environment, signalAfter: 2)
+            #expect(run.status == 75, "\(wire): \(run.output.suffix(500)) \(run.error)")
+            #expect(ContinuousClock.now - started < .seconds(30), "\(wire): the run went on for \(ContinuousClock.now - started)")
+        }
     }
 
     @Test("Ctrl-C as the upload ends stops upload --wait from following the video (exit 75); the service goes on processing it")

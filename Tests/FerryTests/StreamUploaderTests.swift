@@ -319,6 +319,25 @@ struct MisbehavingServiceTests {
         }
     }
 
+    @Test("a 2xx answer without what tus requires (a middlebox's garbled page) is the service's failure, retried and resumable, not a refusal of the request")
+    func garbledAnswers() async throws {
+        let directory = TemporaryDirectory.make("ferry-stream-garbled")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = URL(fileURLWithPath: directory + "/clip.bin")
+        try Data(repeating: 7, count: 3000).write(to: file)
+        try await HTTPReceiver.answering({ request in
+            request.method == "POST" ? .init(201, [("Location", "/files/1")]) : .init(200, [("Content-Type", "text/html")])
+        }) { receiver in
+            var uploader = StreamUploader(protocol: .tus, chunkSize: 1024)
+            uploader.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(5))
+            let creation = try #require(URL(string: receiver.url("/files")))
+            let error = await #expect(throws: FerryError.self) { try await uploader.upload(file: file, creationURL: creation) }
+            #expect(error?.code == .server, "\(String(describing: error))")
+            let heads = await receiver.recorder.requests.filter { $0.method == "HEAD" }.count
+            #expect(heads >= 2, "\(heads) offset reads: not retried")
+        }
+    }
+
     @Test("ListParts from a service that pages on without end stops where part numbers end instead of paging for ever")
     func endlessListParts() async throws {
         try await HTTPReceiver.answering({ request in

@@ -493,9 +493,12 @@ public struct StreamUploader: Sendable {
     /// The error for an answer the protocol does not expect: the server's reason (its plain-text body), the status.
     private static func failure(_ response: TransportResponse, _ step: String) -> FerryError {
         let reason = String(decoding: response.body.prefix(512), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        // 460: tus's checksum mismatch, bytes damaged on their way (nothing of them was kept): the link's fault.
+        // 460: tus's checksum mismatch, bytes damaged on their way (nothing of them was kept): the link's fault. A 2xx
+        // without what the protocol answers (a middlebox's page) is the service's, as a 5xx: retried, resumable.
         let code: FerryError.Code =
-            response.status == 460 ? .network : response.status >= 500 || response.status == 429 ? .server : .invalidArgument
+            response.status == 460 ? .network
+            : response.status >= 500 || response.status == 429 || (200..<300).contains(response.status) ? .server
+            : .invalidArgument
         var error = FerryError(
             code,
             "Could not \(step): HTTP \(response.status)\(reason.isEmpty ? "" : ", " + reason)", httpStatus: response.status)
