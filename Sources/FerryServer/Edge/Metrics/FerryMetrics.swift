@@ -85,7 +85,7 @@ public final class FerryMetrics: Sendable {
         help: "1 when the catalog answered the scrape's queries within 2 s, else 0 (the queue series then keep their last values).")
     static let mediaJobs = Series(
         name: "ferry_media_jobs", type: "gauge", labels: ["state"],
-        help: "Media jobs in the catalog by state: queued (also waiting to retry), running, failed. Shared by the nodes of one catalog.")
+        help: "Media jobs in the catalog by state: queued (due, waiting for a worker), scheduled (not due yet: waiting out a retry's delay, a delayed clean-up, or a first stream's retirement, --first-stream-retention after its video is Normal), running, failed. Shared by the nodes of one catalog.")
     static let mediaJobQueueAge = Series(
         name: "ferry_media_job_queue_age_seconds", type: "gauge", labels: [],
         help: "How long the job due the longest has waited for a worker; 0 when none is due.")
@@ -100,7 +100,7 @@ public final class FerryMetrics: Sendable {
         help: "Media jobs this node holds the lease of (running here now).")
     static let serviceLeases = Series(
         name: "ferry_service_leases_held", type: "gauge", labels: ["lease"],
-        help: "Whether this node holds a service's lease in the catalog (1) or not (0), by lease: collector and collector-expiry (the latter with a short --multipart-max-age or --uploading-video-max-age; each held during a pass), lifecycle (taken for two lifecycle intervals, 20 minutes, and renewed by each pass, so the node applying the rules holds it throughout), webhook-delivery (held while this node delivers).")
+        help: "Whether this node holds a service's lease in the catalog (1) or not (0), by lease: collector and collector-expiry (the latter with a short --multipart-max-age or --uploading-video-max-age; each held during a pass), lifecycle (taken for two lifecycle intervals, 20 minutes, and renewed by each pass, so the node applying the rules holds it throughout; a node whose objects are its own, with --catalog alone, applies the rules to them whether it holds it or not, while the catalog answers), webhook-delivery (held while this node delivers).")
     static let timeToNormal = Series(
         name: "ferry_video_time_to_normal_seconds", type: "histogram", labels: [],
         help: "Time from a video's file being stored to the video becoming Normal (probed, and transcoded when it has a template).")
