@@ -5,6 +5,7 @@ import FerryTestSupport
 import Foundation
 import Logging
 import NIOCore
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -840,13 +841,18 @@ struct CommandLineTests {
         func videoIds(_ run: FerryRun, _ event: String) -> [String] {
             run.jsonLines.filter { $0["event"] as? String == event }.compactMap { $0["VideoId"] as? String }
         }
-        // While the run follows the video, the service gives up on it (as after its jobs' last retry).
+        // While the run follows the video, the service gives up on it (as after its jobs' last retry). The catalog
+        // is opened once the run has printed the video (stored, so the run made the catalog long before).
+        let printed = PrintedFlag()
         let gaveUp = Task {
             let deadline = ContinuousClock.now + .seconds(120)
+            var opened: SQLiteCatalog?
             while ContinuousClock.now < deadline {
-                if FileManager.default.fileExists(atPath: data + "/ferry/catalog.sqlite"),
-                    let catalog = try? SQLiteCatalog(path: data + "/ferry/catalog.sqlite"),
-                    let video = try? await catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 1)
+                if opened == nil, printed.value.withLock({ $0 }) {
+                    opened = try SQLiteCatalog(path: data + "/ferry/catalog.sqlite")
+                }
+                if let catalog = opened,
+                    let video = try await catalog.videos(status: nil, cateId: nil, tag: nil, owner: nil, offset: 0, limit: 1)
                         .videos.first, ["UploadSucc", "Transcoding"].contains(video.status)
                 {
                     try await catalog.updateVideo(video.videoId) { video in
@@ -862,7 +868,10 @@ struct CommandLineTests {
             }
             return ""
         }
-        let first = try await FerryRun.run(upload)
+        let first = try await FerryRun.run(upload, interruptWhen: { line in
+            if line.contains("\"event\":\"media\"") { printed.value.withLock { $0 = true } }
+            return false
+        })
         let failed = try await gaveUp.value
         #expect(first.status == 75, "\(first.output.suffix(800)) \(first.error)")
         #expect(videoIds(first, "media") == [failed], "\(first.output.suffix(800))")
@@ -1466,4 +1475,9 @@ struct CommandLineTests {
         #expect(unreachable.error.contains("network") || unreachable.error.contains("Connect"), "\(unreachable.error)")
         #expect(!unreachable.error.contains("secret-value-123"))
     }
+}
+
+/// Whether a run has printed a line yet, set from the thread that reads its output.
+final class PrintedFlag: Sendable {
+    let value = Mutex(false)
 }
