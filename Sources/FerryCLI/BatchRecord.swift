@@ -46,11 +46,13 @@ struct BatchRecord: Sendable {
         return entry.fields
     }
 
-    /// Records that the upload of `path` finished, making `fields`. A record that cannot be written costs only a
-    /// second upload of the file if the batch is run again.
-    func record(_ path: String, _ fields: [String: String]) {
-        guard let identity = Self.identity(path) else { return }
-        try? files.write(
+    /// Records that the upload of `path` finished, making `fields`. Throws when the record cannot be written (the
+    /// record directory is not writable, the device is full): a rerun of the batch would send the file again.
+    func record(_ path: String, _ fields: [String: String]) throws {
+        guard let identity = Self.identity(path) else {
+            throw FerryError(.fileNotFound, "\(path) could not be read to record it.")
+        }
+        try files.write(
             Entry(identity: identity, fields: fields, finished: Date()), name: Self.entryName(path), what: "batch record")
     }
 

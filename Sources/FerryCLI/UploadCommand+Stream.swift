@@ -210,8 +210,7 @@ extension UploadCommand {
                 var fields = fields
                 if let etag = done.etag { fields["ETag"] = etag }
                 // Recorded before the stream record goes: a run killed in between finds it done either way.
-                context.batch.record(path, fields)
-                records.remove(recordName)
+                if context.recordFinished(path, fields) { records.remove(recordName) }
                 context.output.streamResult(file: name, size: done.size, etag: done.etag, message: nil)
                 context.output.mediaResult(fields, file: name)
                 return true
@@ -223,7 +222,9 @@ extension UploadCommand {
                     var refreshed: MediaServiceClient.UploadTicket?
                     if let imageId = previous?.imageId {
                         do {
-                            refreshed = try await media.refreshUploadImage(imageId: imageId)
+                            refreshed = try await Self.asked(context) { () async throws(FerryError) in
+                                try await media.refreshUploadImage(imageId: imageId)
+                            }
                         } catch where error.serverCode == "InvalidImage.Uploaded" {
                             // The image's URL as CreateUploadImage gives it: GetImageInfo's, unsigned.
                             let url = (try? await media.getImageInfo(imageId: imageId))?.unsignedURL
@@ -237,9 +238,10 @@ extension UploadCommand {
                     if let refreshed {
                         ticket = refreshed
                     } else {
-                        ticket = try await media.createUploadImage(
-                            ext: file.pathExtension.lowercased(), title: title ?? Self.defaultTitle(name),
-                            clientToken: clientToken)
+                        let (ext, imageTitle) = (file.pathExtension.lowercased(), title ?? Self.defaultTitle(name))
+                        ticket = try await Self.asked(context) { () async throws(FerryError) in
+                            try await media.createUploadImage(ext: ext, title: imageTitle, clientToken: clientToken)
+                        }
                     }
                     fields = ["ImageId": ticket.id, "ImageURL": ticket.imageURL ?? ""]
                 } else {
@@ -247,7 +249,9 @@ extension UploadCommand {
                     // Uploading).
                     if let videoId = previous?.videoId {
                         do {
-                            refreshedVideo = try await media.refreshUploadVideo(videoId: videoId)
+                            refreshedVideo = try await Self.asked(context) { () async throws(FerryError) in
+                                try await media.refreshUploadVideo(videoId: videoId)
+                            }
                         } catch where error.serverCode == "InvalidVideo.Uploaded" {
                             if try await storedEarlier(["VideoId": videoId]) { return ExitCodes.success }
                         } catch where MediaUploadJournal.startsAfresh(after: error) {
@@ -265,11 +269,17 @@ extension UploadCommand {
                     if let refreshedVideo {
                         ticket = refreshedVideo
                     } else {
-                        ticket = try await media.createUploadVideo(video)
+                        ticket = try await Self.asked(context) { [video] () async throws(FerryError) in
+                            try await media.createUploadVideo(video)
+                        }
                     }
                     fields = ["VideoId": ticket.id]
                 }
             } catch {
+                if error.code == .cancelled, context.interrupts.count > 0 {
+                    context.output.paused(file: name)
+                    return ExitCodes.interrupted
+                }
                 context.output.failure("ferry: \(path): \(error)", file: name, error: error)
                 return ExitCodes.of(error)
             }
@@ -326,13 +336,11 @@ extension UploadCommand {
             if fields["VideoId"] == nil && fields["ImageId"] == nil {
                 var made = ["Bucket": bucket ?? "", "Key": key ?? name, "Size": String(result.size)]
                 if let etag = result.etag { made["ETag"] = etag }
-                context.batch.record(path, made)
-                records.remove(recordName)
+                if context.recordFinished(path, made) { records.remove(recordName) }
                 output.streamResult(
                     file: name, size: result.size, etag: result.etag, message: "\(name): uploaded \(result.size) bytes (\(wire(uploader)), ETag \(result.etag ?? "unknown"))")
             } else {
-                context.batch.record(path, fields)
-                records.remove(recordName)
+                if context.recordFinished(path, fields) { records.remove(recordName) }
                 output.streamResult(file: name, size: result.size, etag: result.etag, message: nil)
                 output.mediaResult(fields, file: name)
             }

@@ -299,6 +299,35 @@ struct UploadCommand: AsyncParsableCommand {
         var interrupts: SignalCounter
         /// The files of the batch an earlier run finished, and those this one finishes.
         var batch: BatchRecord
+
+        /// Records that `path` finished, making `fields` (``BatchRecord/record(_:_:)``), and says so on standard
+        /// error when the record cannot be written: the file is done, but a rerun would send it again. Returns
+        /// whether it was written; the upload's own record is kept when it was not, by which a rerun finds the file.
+        @discardableResult
+        func recordFinished(_ path: String, _ fields: [String: String]) -> Bool {
+            do {
+                try batch.record(path, fields)
+                return true
+            } catch {
+                output.error(
+                    "ferry: \(path) is done, but its record could not be written (\(error)); running the same command "
+                        + "again may send it again.")
+                return false
+            }
+        }
+    }
+
+    /// A request to the service before a file's upload begins, as ``untilInterrupted(_:_:)`` runs it: an interruption
+    /// is thrown as ``FerryError/Code/cancelled``.
+    static func asked<T: Sendable>(
+        _ context: UploadContext, _ request: @escaping @Sendable () async throws(FerryError) -> T
+    ) async throws(FerryError) -> T {
+        do {
+            if let answer = try await untilInterrupted(context, request) { return answer }
+        } catch let error as FerryError {
+            throw error
+        } catch {}
+        throw FerryError(.cancelled, "The run was interrupted before the upload began.")
     }
 
     /// Runs `body` (requests before a file's upload begins, which a silent link can hold for minutes) until it ends
@@ -372,7 +401,7 @@ struct UploadCommand: AsyncParsableCommand {
         let (code, result) = try await run(request, client: client, context: context)
         if let result {
             // Recorded before it is told: a run killed once the user has seen it leaves the record behind.
-            context.batch.record(
+            context.recordFinished(
                 path, ["Bucket": result.bucket, "Key": result.key, "ETag": result.etag, "Size": String(result.size)])
             context.output.completed(result, file: url.lastPathComponent)
         }
@@ -516,9 +545,9 @@ struct UploadCommand: AsyncParsableCommand {
         }
         // Recorded before the queue forgets the upload and before it is told: a run killed at any instant leaves
         // either this record or the queue's journal entry, by which a rerun finds the file done.
-        let batch = context.batch
         configuration.fileStored = { item, result in
-            batch.record(item.fileURL.path, QueueFollower.fields(item.kind, videoId: result.videoId, imageURL: result.imageURL))
+            context.recordFinished(
+                item.fileURL.path, QueueFollower.fields(item.kind, videoId: result.videoId, imageURL: result.imageURL))
         }
         return configuration
     }

@@ -833,6 +833,37 @@ struct CommandLineTests {
         #expect(fresh.count == 1 && fresh.first != made, "\(again.output.suffix(800))")
     }
 
+    @Test(
+        "a finished file whose batch record cannot be written is told on standard error, and its stream record stays: the same command run after a kill finds the file stored as the same video"
+    )
+    func unwritableBatchRecord() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-unrecorded")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let (file, later) = (data + "/clip.mp4", data + "/later.mp4")
+        try FileManager.default.moveItem(atPath: try makeRandomFile(size: 8 * 1024 * 1024, in: data).path, toPath: file)
+        try FileManager.default.moveItem(atPath: try makeRandomFile(size: 64 * 1024 * 1024, in: data).path, toPath: later)
+        // Where batch records go is a file: every batch record fails (as on a full device or a read-only directory,
+        // which a test run as root cannot make), while the stream records beside it are written.
+        try FileManager.default.createDirectory(atPath: data + "/ferry/checkpoints", withIntermediateDirectories: true)
+        try Data("not a directory".utf8).write(to: URL(fileURLWithPath: data + "/ferry/checkpoints/batches"))
+        let upload = [
+            "upload", file, later, "--data-dir", data + "/ferry", "--transcode", "NoTranscode", "--jobs", "1", "--json",
+            "--protocol", "tus", "--part-size", "2MiB",
+        ]
+        func videoIds(_ run: FerryRun) -> [String] {
+            run.jsonLines.filter { $0["event"] as? String == "media" && $0["file"] as? String == "clip.mp4" }
+                .compactMap { $0["VideoId"] as? String }
+        }
+        let killed = try await FerryRun.run(
+            upload, interruptWhen: { $0.contains("\"event\":\"media\"") && $0.contains("clip.mp4") }, signal: SIGKILL)
+        try #require(killed.status == SIGKILL || killed.status == 128 + SIGKILL, "\(killed.status) \(killed.output.suffix(800))")
+        let made = try #require(videoIds(killed).first, "\(killed.output.suffix(800))")
+        #expect(killed.error.contains("clip.mp4 is done, but its record could not be written"), "\(killed.error)")
+        let rerun = try await FerryRun.run(upload)
+        #expect(rerun.status == 0, "\(rerun.output.suffix(800)) \(rerun.error)")
+        #expect(videoIds(rerun) == [made], "a second video of clip.mp4: \(rerun.output.suffix(800))")
+    }
+
     @Test("upload --wait ends a video the service gave up on (ProcessingFailed) with exit 75, and the same command sends the file again as a new video")
     func followedVideoTheServiceGaveUpOn() async throws {
         let data = TemporaryDirectory.make("ferry-cli-gave-up")
@@ -883,7 +914,7 @@ struct CommandLineTests {
         #expect(fresh.count == 1 && fresh.first != failed && videoIds(rerun, "skipped").isEmpty, "\(rerun.output.suffix(800))")
     }
 
-    @Test("Ctrl-C while the service holds the requests before an upload begins (its bucket's check) pauses the run at once (exit 75), multipart and stream")
+    @Test("Ctrl-C while the service holds the requests before an upload begins (its bucket's check, its video's creation) pauses the run at once (exit 75), multipart and stream")
     func interruptBeforeTheUploadBegins() async throws {
         let data = TemporaryDirectory.make("ferry-cli-silent")
         defer { try? FileManager.default.removeItem(atPath: data) }
@@ -905,13 +936,18 @@ struct CommandLineTests {
             "FERRY_ENDPOINT": "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))",
             "FERRY_ACCESS_KEY_ID": "FKIASILENT000000", "FERRY_SECRET_ACCESS_KEY": "silent-secret-0123456789",
         ]
+        let clip = data + "/clip.mp4"
+        try FileManager.default.copyItem(atPath: file.path, toPath: clip)
+        let destinations = [[file.path, "--bucket", "silent"], [clip, "--transcode", "NoTranscode"]]
         for wire in [[], ["--protocol", "tus"]] {
-            let started = ContinuousClock.now
-            let run = try await FerryRun.run(
-                ["upload", file.path, "--bucket", "silent", "--record-dir", data + "/records", "--json"] + wire,
-                environment: environment, signalAfter: 2)
-            #expect(run.status == 75, "\(wire): \(run.output.suffix(500)) \(run.error)")
-            #expect(ContinuousClock.now - started < .seconds(30), "\(wire): the run went on for \(ContinuousClock.now - started)")
+            for destination in destinations {
+                let started = ContinuousClock.now
+                let run = try await FerryRun.run(
+                    ["upload"] + destination + ["--record-dir", data + "/records", "--json"] + wire,
+                    environment: environment, signalAfter: 2)
+                #expect(run.status == 75, "\(wire + destination): \(run.output.suffix(500)) \(run.error)")
+                #expect(ContinuousClock.now - started < .seconds(30), "\(wire + destination): the run went on for \(ContinuousClock.now - started)")
+            }
         }
     }
 

@@ -319,7 +319,7 @@ struct MisbehavingServiceTests {
         }
     }
 
-    @Test("a 2xx answer without what tus requires (a middlebox's garbled page) is the service's failure, retried and resumable, not a refusal of the request")
+    @Test("a 2xx answer without what tus or the IETF draft requires (a middlebox's garbled page) is the service's failure, retried and resumable, not a refusal of the request or a completed upload")
     func garbledAnswers() async throws {
         let directory = TemporaryDirectory.make("ferry-stream-garbled")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -335,6 +335,23 @@ struct MisbehavingServiceTests {
             #expect(error?.code == .server, "\(String(describing: error))")
             let heads = await receiver.recorder.requests.filter { $0.method == "HEAD" }.count
             #expect(heads >= 2, "\(heads) offset reads: not retried")
+        }
+        // IETF: the completing append answered so is not taken as the upload's completion.
+        try await HTTPReceiver.answering({ request in
+            switch (request.method, request.headers["upload-complete"]) {
+            case ("POST", _): .init(201, [("Location", "/files/1")])
+            case ("HEAD", _): .init(204, [("Upload-Offset", "3000"), ("Upload-Complete", "?0")])
+            case ("PATCH", "?0"): .init(204, [("Upload-Offset", "3000"), ("Upload-Complete", "?0")])
+            default: .init(200, [("Content-Type", "text/html")])
+            }
+        }) { receiver in
+            var uploader = StreamUploader(protocol: .ietf)
+            uploader.retryPolicy = RetryPolicy(maxRetryCount: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(5))
+            let creation = try #require(URL(string: receiver.url("/files")))
+            let error = await #expect(throws: FerryError.self) { try await uploader.upload(file: file, creationURL: creation) }
+            #expect(error?.code == .server, "\(String(describing: error))")
+            let completions = await receiver.recorder.requests.filter { $0.headers["upload-complete"] == "?1" }.count
+            #expect(completions >= 2, "\(completions) completing appends: not retried")
         }
     }
 

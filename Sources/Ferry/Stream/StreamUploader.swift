@@ -395,6 +395,10 @@ public struct StreamUploader: Sendable {
             return (next, nil, false)
         case (.ietf, 200):
             let object = try? JSONDecoder().decode([String: String].self, from: Data(response.body))
+            // A 2xx that does not say the upload is complete at its length (a middlebox's page) is not its completion.
+            guard response.header("Upload-Complete") == "?1" || response.header("Upload-Offset") == String(size)
+                || object?["Size"] == String(size)
+            else { throw Self.failure(response, "append") }
             if let verified, let stored = object?["ChecksumCRC64NVME"], stored == verified { return (size, etag, true) }
             try await Self.compare(object?["ChecksumCRC64NVME"], with: file, size: size, modified: modified)
             return (size, etag, true)
