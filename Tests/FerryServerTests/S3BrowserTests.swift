@@ -77,6 +77,8 @@ struct S3BrowserTests {
         var fields: [(String, String)]
         var file: [UInt8]
         var filename = "clip.mp4"
+        /// Fields after the file (an HTML form's submit button), which S3 ignores.
+        var after: [(String, String)] = []
 
         func body(boundary: String) -> [UInt8] {
             var out = ""
@@ -84,7 +86,11 @@ struct S3BrowserTests {
                 out += "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)\r\n"
             }
             out += "--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"\(filename)\"\r\nContent-Type: video/mp4\r\n\r\n"
-            return Array(out.utf8) + file + Array("\r\n--\(boundary)--\r\n".utf8)
+            var tail = ""
+            for (name, value) in after {
+                tail += "\r\n--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)"
+            }
+            return Array(out.utf8) + file + Array((tail + "\r\n--\(boundary)--\r\n").utf8)
         }
     }
 
@@ -219,6 +225,23 @@ struct S3BrowserTests {
                     #expect(try await s3.get("uploads", key).body == file)
                 }
             }
+
+            // Fields after the file are ignored, as S3 ignores them (an HTML form's submit button), within the limits
+            // on fields; the file's bytes end where its part does.
+            let submitted = try Self.signedFields(
+                [["starts-with", "$key", "after/"]], credentials: server.root, extra: [("key", "after/1.bin")],
+                bucket: "uploads")
+            let afterFile = try await Self.post(
+                server.endpoint, bucket: "uploads", PostForm(fields: submitted, file: file, after: [("submit", "Upload")]))
+            #expect(afterFile.status == 204, "\(afterFile.text)")
+            #expect(try await s3.get("uploads", "after/1.bin").body == file)
+            var flooded = submitted
+            flooded[0] = ("key", "after/2.bin")
+            let tooMany = try await Self.post(
+                server.endpoint, bucket: "uploads",
+                PostForm(fields: flooded, file: file, after: (0..<250).map { ("f\($0)", "x") }))
+            #expect(tooMany.errorCode == "MalformedPOSTRequest", "\(tooMany.status) \(tooMany.text)")
+            #expect(try await s3.get("uploads", "after/2.bin").status == 404)
 
             // The default answer is 204; a redirect answers 303 with the object in its query.
             let redirect = try Self.signedFields(

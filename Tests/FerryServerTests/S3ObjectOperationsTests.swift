@@ -192,6 +192,75 @@ struct S3ObjectOperationsTests {
         }
     }
 
+    @Test("a write that sets tags needs s3:PutObjectTagging beside s3:PutObject, and a copy that keeps its source's tags s3:GetObjectTagging on it; nothing is stored when refused")
+    func taggingWritesNeedTaggingActions() async throws {
+        try await TestServer.inMemory { server in
+            let root = server.client()
+            try await root.createBucket("tagged")
+            try await root.put("tagged", "w/source", [1], headers: [("x-amz-tagging", "expire=yes")])
+            try await root.put("tagged", "w/plain", [2])
+            func key(_ actions: [String]) async throws -> S3TestClient {
+                server.client(try await server.server.credentials.createTestKey(
+                    catalog: server.server.catalog,
+                    policy: AccessPolicy(statements: [.init(actions: actions, bucket: "tagged", keyPrefix: "w/")])))
+            }
+            let writer = try await key(["s3:PutObject", "s3:GetObject"])
+            let tagger = try await key(["s3:PutObject", "s3:GetObject", "s3:PutObjectTagging", "s3:GetObjectTagging"])
+            let tagging = [(name: "x-amz-tagging", value: "expire=yes")]
+            let replace = [(name: "x-amz-tagging-directive", value: "REPLACE")]
+            let attempts: [(String, @Sendable (S3TestClient) async throws -> S3TestClient.Reply)] = [
+                ("w/put", { try await $0.put("tagged", "w/put", [3], headers: tagging) }),
+                ("w/copy-replace", {
+                    try await $0.send(
+                        "PUT", S3TestClient.path("tagged", "w/copy-replace"),
+                        headers: [("x-amz-copy-source", "/tagged/w/plain")] + replace + tagging)
+                }),
+                ("w/copy-kept", {
+                    try await $0.send(
+                        "PUT", S3TestClient.path("tagged", "w/copy-kept"), headers: [("x-amz-copy-source", "/tagged/w/source")])
+                }),
+                ("w/multipart", {
+                    try await $0.send("POST", S3TestClient.path("tagged", "w/multipart"), query: [("uploads", "")], headers: tagging)
+                }),
+            ]
+            for (key, attempt) in attempts {
+                #expect(try await attempt(writer).errorCode == "AccessDenied", "\(key)")
+                #expect(try await root.get("tagged", key).status == 404, "\(key) was stored")
+                #expect(try await attempt(tagger).status == 200, "\(key)")
+            }
+            #expect(try await root.send("GET", S3TestClient.path("tagged", "w/copy-kept"), query: [("tagging", "")]).text.contains("<Key>expire</Key>"))
+            // Without tags, s3:PutObject is enough: untagged writes and a copy of an untagged source.
+            #expect(try await writer.put("tagged", "w/untagged", [4]).status == 200)
+            let copied = try await writer.send(
+                "PUT", S3TestClient.path("tagged", "w/plain-copy"), headers: [("x-amz-copy-source", "/tagged/w/plain")])
+            #expect(copied.status == 200, "\(copied.text)")
+        }
+    }
+
+    @Test("CopyObject and UploadPartCopy with a body of their own are InvalidRequest, not a copy that drops the body")
+    func copyWithBody() async throws {
+        try await TestServer.inMemory { server in
+            let s3 = server.client()
+            try await s3.createBucket("copies")
+            try await s3.put("copies", "source", [1, 2, 3])
+            let copy = try await s3.send(
+                "PUT", S3TestClient.path("copies", "copy"), headers: [("x-amz-copy-source", "/copies/source")],
+                body: Array(repeating: 9, count: 1000))
+            #expect(copy.errorCode == "InvalidRequest", "\(copy.status) \(copy.text)")
+            #expect(try await s3.get("copies", "copy").status == 404)
+            let upload = try await s3.createMultipartUpload("copies", "parts")
+            let part = try await s3.send(
+                "PUT", S3TestClient.path("copies", "parts"), query: [("partNumber", "1"), ("uploadId", upload)],
+                headers: [("x-amz-copy-source", "/copies/source")], body: [9])
+            #expect(part.errorCode == "InvalidRequest", "\(part.status) \(part.text)")
+            let parts = try await s3.send("GET", S3TestClient.path("copies", "parts"), query: [("uploadId", upload)])
+            #expect(!parts.text.contains("<Part>"), "\(parts.text)")
+            // Without a body, as every SDK sends it, the copy is made.
+            let made = try await s3.send("PUT", S3TestClient.path("copies", "copy"), headers: [("x-amz-copy-source", "/copies/source")])
+            #expect(made.status == 200, "\(made.text)")
+        }
+    }
+
     @Test("UploadPartCopy makes parts from ranges of a multipart source with their own MD5s, sharing its files")
     func uploadPartCopy() async throws {
         try await TestServer.inMemory(minPartSize: 1024) { server in

@@ -118,10 +118,36 @@ final class FormBodyReader: @unchecked Sendable {
         return head
     }
 
-    /// The file part's content; it ends only when the closing boundary follows it. A part after the file, a body
-    /// that ends early, or more than `limit` bytes throw from the sequence (so the store keeps nothing).
-    func fileContent(limit: Int64?) -> FileContent {
-        FileContent(reader: self, limit: limit)
+    /// The file part's content; it ends only when the closing boundary follows it. A part after the file (unless
+    /// `ignoringLaterParts`: S3's POST ignores the fields after the file, within the limits on fields), a body that
+    /// ends early, or more than `limit` bytes throw from the sequence (so the store keeps nothing).
+    func fileContent(limit: Int64?, ignoringLaterParts: Bool = false) -> FileContent {
+        FileContent(reader: self, limit: limit, ignoringLaterParts: ignoringLaterParts)
+    }
+
+    /// Reads the parts after the file to the closing boundary, keeping nothing of them.
+    fileprivate func skipLaterParts() async throws {
+        var length = 0
+        while let event = try await nextEvent() {
+            switch event {
+            case .partStart:
+                fieldCount += 1
+                length = 0
+                guard fieldCount <= Self.maxFields else {
+                    throw FormUploadError(.invalidArgument, "The form has more than \(Self.maxFields) fields.")
+                }
+            case .content(let piece):
+                length += piece.readableBytes
+                guard length <= Self.maxFieldBytes else {
+                    throw FormUploadError(.invalidArgument, "A field after the file is longer than 64 KiB.")
+                }
+            case .partEnd(final: true):
+                return
+            case .partEnd(final: false):
+                continue
+            }
+        }
+        throw FormUploadError(.malformedForm, "The form body ended inside a field.")
     }
 
     /// The file part's bytes as the store consumes them.
@@ -129,10 +155,12 @@ final class FormBodyReader: @unchecked Sendable {
         typealias Element = ByteBuffer
         let reader: FormBodyReader
         let limit: Int64?
+        let ignoringLaterParts: Bool
 
         struct AsyncIterator: AsyncIteratorProtocol {
             let reader: FormBodyReader
             let limit: Int64?
+            let ignoringLaterParts: Bool
             var count: Int64 = 0
             var ended = false
 
@@ -151,7 +179,12 @@ final class FormBodyReader: @unchecked Sendable {
                         ended = true
                         return nil
                     case .partEnd(final: false):
-                        throw FormUploadError(.fileNotLast, "The file must be the last part of the form.")
+                        guard ignoringLaterParts else {
+                            throw FormUploadError(.fileNotLast, "The file must be the last part of the form.")
+                        }
+                        try await reader.skipLaterParts()
+                        ended = true
+                        return nil
                     case .partStart:
                         throw FormUploadError(.malformedForm, "The form's parts are out of order.")
                     }
@@ -160,6 +193,8 @@ final class FormBodyReader: @unchecked Sendable {
             }
         }
 
-        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(reader: reader, limit: limit) }
+        func makeAsyncIterator() -> AsyncIterator {
+            AsyncIterator(reader: reader, limit: limit, ignoringLaterParts: ignoringLaterParts)
+        }
     }
 }

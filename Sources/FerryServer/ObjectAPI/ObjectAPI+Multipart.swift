@@ -109,6 +109,7 @@ extension ObjectAPI {
     func uploadPartCopy(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
         try Self.refuseUnimplementedHeaders(headers)
+        try Self.refuseCopyBody(headers)
         let number = try Self.partNumber(request)
         let upload = try await upload(for: request)
         return try await Self.retryingChanges {

@@ -219,6 +219,7 @@ extension ObjectAPI {
     func copyObject(_ request: S3Request) async throws -> Response {
         let headers = request.request.headers
         try Self.refuseUnimplementedHeaders(headers)
+        try Self.refuseCopyBody(headers)
         let metadataDirective = headers[.amzMetadataDirective]?.uppercased() ?? "COPY"
         let taggingDirective = headers[.amzTaggingDirective]?.uppercased() ?? "COPY"
         guard ["COPY", "REPLACE"].contains(metadataDirective) else {
@@ -246,6 +247,12 @@ extension ObjectAPI {
             guard source.size <= Self.maxCopySize else { throw Self.copySourceTooLarge }
             let attributes = metadataDirective == "REPLACE" ? try Self.attributes(from: headers) : source.attributes
             let tags = taggingDirective == "REPLACE" ? try headers[.amzTagging].map(ObjectTagging.parse(header:)) ?? [] : source.tags
+            // Tags copied from the source are read there and written here, as GetObjectTagging and PutObjectTagging.
+            if taggingDirective == "COPY", !source.tags.isEmpty {
+                guard request.principal.allows(action: "s3:GetObjectTagging", bucket: source.bucket, key: source.key),
+                    request.principal.allows(action: "s3:PutObjectTagging", bucket: request.bucket, key: request.key)
+                else { throw S3Error(.accessDenied, "Access Denied") }
+            }
             let object = try await store.copyObject(
                 source, bucket: request.bucket, key: request.key, attributes: attributes, tags: tags,
                 condition: Self.writeCondition(headers).forFile(file), charge: StorageCharge(principal: request.principal))

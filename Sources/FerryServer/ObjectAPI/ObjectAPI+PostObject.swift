@@ -8,7 +8,8 @@ extension ObjectAPI {
     static let postFieldsWithoutConditions: Set<String> = ["policy", "x-amz-signature", "file"]
 
     /// A browser upload (`POST /bucket` with a `multipart/form-data` body): the form carries the key, the object's
-    /// attributes and an S3 POST policy signed with SigV4, then the file as its last part.
+    /// attributes and an S3 POST policy signed with SigV4, then the file; fields after the file are ignored, as S3
+    /// ignores them (an HTML form's submit button).
     ///
     /// The signature over the base64 policy authenticates the signer's access key; the policy's conditions must hold
     /// for every field (no field may go unmentioned) and its `content-length-range` for the file, checked while the
@@ -65,7 +66,10 @@ extension ObjectAPI {
             key = key.replacingOccurrences(of: "${filename}", with: filename)
         }
         try Self.validateKey(key)
-        guard principal.allows(action: "s3:PutObject", bucket: bucket, key: key) else {
+        // Tags set with the object need what setting them needs (``taggingActions(_:_:)``).
+        guard principal.allows(action: "s3:PutObject", bucket: bucket, key: key),
+            fields["tagging"] == nil || principal.allows(action: "s3:PutObjectTagging", bucket: bucket, key: key)
+        else {
             throw S3Error(.accessDenied, "Access Denied")
         }
         try takeRequestTurn(principal)
@@ -99,7 +103,8 @@ extension ObjectAPI {
         do {
             object = try await store.putObject(
                 bucket: bucket, key: key, attributes: attributes, tags: tags,
-                body: reader.fileContent(limit: range?.upperBound), checksums: expectation.algorithms,
+                body: reader.fileContent(limit: range?.upperBound, ignoringLaterParts: true),
+                checksums: expectation.algorithms,
                 condition: ObjectWriteCondition.none.forFile(stored),
                 verify: { digests in
                     try expectation.verify(digests, trailers: [])

@@ -52,6 +52,18 @@ extension ObjectAPI {
         }
     }
 
+    /// What a write that sets tags needs beside its own actions: `s3:PutObjectTagging`, as S3 asks, for a PutObject,
+    /// CreateMultipartUpload or replacing CopyObject with an `x-amz-tagging` header (lifecycle rules expire objects by
+    /// their tags). A copy that keeps its source's tags is checked by ``copyObject(_:)``.
+    static func taggingActions(_ operation: Operation, _ headers: HTTPFields) -> [String] {
+        guard let tagging = headers[.amzTagging], !tagging.isEmpty else { return [] }
+        switch operation {
+        case .putObject, .createMultipartUpload: return ["s3:PutObjectTagging"]
+        case .copyObject where headers[.amzTaggingDirective]?.uppercased() == "REPLACE": return ["s3:PutObjectTagging"]
+        default: return []
+        }
+    }
+
     /// Query parameters that name a bucket sub-resource Ferry does not implement, with the noun of its operations
     /// (`GET ?policy` is GetBucketPolicy). A request for one answers 501 NotImplemented and changes nothing.
     static let unimplementedBucketSubresources: [String: String] = [
@@ -190,6 +202,17 @@ extension ObjectAPI {
     }
 
     static let methodNotAllowed = S3Error(.methodNotAllowed, "The specified method is not allowed against this resource.")
+
+    /// A copy (CopyObject, UploadPartCopy) takes its bytes from its source: one that carries a body of its own is
+    /// refused, as S3 refuses it, rather than dropping the body and answering as if it were stored.
+    static func refuseCopyBody(_ headers: HTTPFields) throws {
+        let lengths = [headers[.contentLength], headers[.amzDecodedContentLength]].compactMap { $0 }
+        if lengths.contains(where: { $0 != "0" }) {
+            throw S3Error(
+                .invalidRequest,
+                "The request included a body. Requests of this type must not include a non-empty body.")
+        }
+    }
 
     /// Request headers that ask for features Ferry does not implement; a write carrying one answers NotImplemented
     /// before anything is stored, rather than storing the object without what the header asked for.

@@ -76,7 +76,7 @@ public struct ObjectAPI: Sendable {
                 "ferry.operation": .string(operation.rawValue), "ferry.bucket": .string(bucket),
                 "ferry.access-key-id": .string(principal.accessKeyId),
             ])
-        for action in operation.actions {
+        for action in operation.actions + Self.taggingActions(operation, request.headers) {
             // ListBuckets names no bucket: a key granted it on any bucket may ask, and sees the buckets it may list.
             guard operation == .listBuckets
                 ? principal.allowsSomewhere(action: action)
