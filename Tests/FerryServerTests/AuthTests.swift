@@ -1,5 +1,6 @@
 import FerryCore
 import FerryServer
+import FerryStorage
 import FerryTestSupport
 import Foundation
 import Testing
@@ -178,6 +179,11 @@ struct AuthTests {
             var forged = temporary
             forged.sessionToken = temporary.sessionToken!.replacingOccurrences(of: "FT1.", with: "FT1.e")
             #expect(try await server.client(forged).put("uploads", "users/42/x", [1]).errorCode == "InvalidToken")
+            // The same bytes spelled otherwise (padding added) are another token, not read leniently.
+            forged.sessionToken = temporary.sessionToken! + "="
+            #expect(try await server.client(forged).put("uploads", "users/42/x", [1]).errorCode == "InvalidToken")
+            #expect(
+                ["QQ", "QR", "QQ==", "Q+", "Q/"].map { SessionTokenCodec.unbase64url($0) } == [Data("A".utf8), nil, nil, nil, nil])
             let noPolicy = server.server.credentials.tokens.issue(
                 parent: server.root.accessKeyId, policy: AccessPolicy(statements: []), expiration: Date().addingTimeInterval(600))
             #expect(try await server.client(noPolicy).get("uploads", "users/42/movie.mp4").errorCode == "AccessDenied")

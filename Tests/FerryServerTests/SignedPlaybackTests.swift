@@ -154,6 +154,12 @@ struct SignedPlaybackTests {
             var altered = Array(valid)
             let middle = altered.count - 20
             altered[middle] = altered[middle] == "A" ? "B" : "A"
+            // The same signature bytes spelled otherwise: a 64-byte signature leaves its last character's low bits
+            // unused, and padding adds nothing. Another text is another token: refused.
+            let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+            var respelled = Array(valid)
+            let last = try #require(alphabet.firstIndex(of: respelled[respelled.count - 1]))
+            respelled[respelled.count - 1] = alphabet[last ^ 1]
             let bad: [(String, String, String?)] = [
                 ("expired", try await Self.token(app, kid: key.keyId, video: videoId, expires: -10), nil),
                 ("early", try await Self.token(app, kid: key.keyId, video: videoId, notBefore: 120), nil),
@@ -169,6 +175,8 @@ struct SignedPlaybackTests {
                 ("signature", try await Self.token(stranger, kid: key.keyId, video: videoId), nil),
                 ("signature", String(altered), nil),
                 ("malformed", "not-a-jwt", nil),
+                ("malformed", String(respelled), nil),
+                ("malformed", valid + "=", nil),
                 (
                     "referrer",
                     try await Self.token(app, kid: key.keyId, video: videoId, referrers: ["player.example"]),

@@ -99,6 +99,12 @@ struct PlaybackAuthorizer: Sendable {
 
     /// The token's claims once its signature verifies with the key it names.
     private func verifiedClaims(_ token: String, video: VideoRecord) async throws(Refusal) -> PlaybackToken.Claims {
+        // Each part in the one base64url spelling of its bytes: a token altered in its padding or in the unused low
+        // bits of its last character is another text, refused, not the same signature read leniently.
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts.allSatisfy({ SessionTokenCodec.unbase64url(String($0)) != nil }) else {
+            throw .malformed
+        }
         let header: JWTHeader
         do {
             header = try DefaultJWTParser().parse([UInt8](token.utf8), as: PlaybackToken.Claims.self).header

@@ -88,10 +88,19 @@ public struct SessionTokenCodec: Sendable {
             .replacingOccurrences(of: "=", with: "")
     }
 
+    /// The bytes `string` spells in base64url, nil unless it is the one spelling ``base64url(_:)`` makes of them (no
+    /// padding, no other characters, no stray low bits): a token has one text, and another text is another token.
     package static func unbase64url(_ string: String) -> Data? {
+        guard
+            string.utf8.allSatisfy({
+                (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D
+                    || $0 == 0x5F
+            })
+        else { return nil }
         var s = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while s.count % 4 != 0 { s += "=" }
-        return Data(base64Encoded: s)
+        guard let data = Data(base64Encoded: s), base64url(data) == string else { return nil }
+        return data
     }
 
     package static func randomAlphanumeric(_ count: Int) -> String {
