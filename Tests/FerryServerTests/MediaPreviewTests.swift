@@ -231,6 +231,38 @@ struct MediaPreviewTests {
         }
     }
 
+    @Test("a source whose container counts a late start (an MP4 with an empty edit before its 3 s) has the Duration, storyboard and thumbnail bounds of what plays, not of the container")
+    func lateStart() async throws {
+        try await MediaHarness.with { harness in
+            let source = harness.fixtures + "/late-start.mp4"
+            try await MediaFixtures.ffmpeg([
+                "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-f", "lavfi", "-i",
+                "sine=frequency=440:sample_rate=48000:duration=3", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt",
+                "yuv420p", "-c:a", "aac", "-shortest", "-output_ts_offset", "10", source,
+            ])
+            let videoId = try await harness.upload(source)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            try #require(info.status == "Normal", "\(info.errorMessage ?? "")")
+            let duration = try #require(info.duration)
+            #expect(abs(duration - 3) < 0.2, "Duration \(duration): the container's 13 s")
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            #expect(play.duration.map { abs($0 - 3) < 0.2 } == true, "\(String(describing: play.duration))")
+            let rendition = try #require(play.streams.first { $0.format == "m3u8" && $0.definition != "AUTO" }?.duration)
+            #expect(abs(rendition - duration) < 0.2, "rendition \(rendition), Duration \(duration)")
+            let vttURL = try #require(play.storyboardURL)
+            let vtt = try await S3TestClient.fetch(vttURL)
+            let ends = vtt.text.components(separatedBy: "\n").filter { $0.contains("-->") }.compactMap {
+                $0.components(separatedBy: "-->").last?.trimmingCharacters(in: .whitespaces)
+                    .split(separator: ":").reduce(0.0) { $0 * 60 + (Double($1) ?? .nan) }
+            }
+            #expect(ends.last.map { abs($0 - duration) < 0.01 } == true, "storyboard ends at \(ends.last ?? -1)")
+            let token = try await Self.token(harness, videoId)
+            #expect(try await S3TestClient.fetch(Self.url(vttURL, "thumbnail.jpg?time=2.5", token: token)).status == 200)
+            let past = try await S3TestClient.fetch(Self.url(vttURL, "thumbnail.jpg?time=8", token: token))
+            #expect(past.status == 400 && past.text.contains("past the end"), "\(past.status) \(past.text)")
+        }
+    }
+
     @Test("the storyboard: a sprite of 160-pixel tiles and a WebVTT file whose cues run from 0 to the duration, each tile inside the sprite; before any rendition, thumbnails come from the source; a file that is no video gets a 400 with the reason")
     func storyboard() async throws {
         try await MediaHarness.with { harness in

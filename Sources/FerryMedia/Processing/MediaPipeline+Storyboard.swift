@@ -8,7 +8,7 @@ extension MediaPipeline {
     func makeStoryboard(
         source: String, info: MezzanineInfo, into directory: String, work: String, videoId: String
     ) async throws {
-        guard info.hasVideo, let plan = StoryboardPlan(duration: info.duration) else { return }
+        guard info.hasVideo, let plan = StoryboardPlan(duration: info.playingDuration) else { return }
         let image = directory + "/" + StoryboardPlan.imageFileName
         let errors = work + "/storyboard.err"
         let outcome = try await run(\.ffmpeg, plan.arguments(input: source, output: image), errors: errors)

@@ -205,7 +205,7 @@ package struct MediaPipeline: Sendable {
         let errors = directory + "/snapshot.err"
         let outcome = try await run(
             \.ffmpeg,
-            TranscodePlan.snapshotArguments(input: source, duration: video.mezzanine?.duration, output: output),
+            TranscodePlan.snapshotArguments(input: source, duration: video.mezzanine?.playingDuration, output: output),
             errors: errors)
         guard outcome.succeeded, WorkFiles.size(of: output) > 0 else {
             let reason = Self.reason(errors: errors, directory: directory, timedOut: outcome.timedOut)
@@ -310,7 +310,7 @@ package struct MediaPipeline: Sendable {
         let progressFile = directory + "/progress.txt"
         let errors = directory + "/transcode.err"
         let ladder = plan.encoding { !FileManager.default.fileExists(atPath: encoded + "/" + $0.fileName) }
-        let duration = info.duration ?? 0
+        let duration = info.playingDuration ?? 0
         let outcome = try await run(
             \.ffmpeg, ladder.encodeArguments(input: source, directory: encoded, progressFile: progressFile),
             errors: errors, pollInterval: .milliseconds(250)
@@ -705,7 +705,7 @@ package struct MediaPipeline: Sendable {
 
     /// How long a source's media lasts by its header: its duration less what comes before its first packet.
     static func declaredLength(_ info: MezzanineInfo) -> Double? {
-        info.duration.map { $0 - (info.startTime ?? 0) }
+        info.playingDuration
     }
 
     /// Seconds as people read them: whole, or to two decimals (`99.99`, `100.4`).

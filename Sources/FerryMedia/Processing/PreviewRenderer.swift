@@ -70,7 +70,7 @@ package struct PreviewRenderer: Sendable {
     ///   again); what the store throws.
     package func picture(file: String, query: [String: String], of video: VideoRecord) async throws -> String? {
         guard
-            let request = try PreviewRequest.parse(file: file, query: query, duration: video.mezzanine?.duration)
+            let request = try PreviewRequest.parse(file: file, query: query, duration: video.mezzanine?.playingDuration)
         else { return nil }
         if let info = video.mezzanine, !info.hasVideo {
             throw FerryDomainError(.invalidArgument, "The video has no picture to take \(file) from.")

@@ -32,7 +32,7 @@ public struct WebhookNotification: Sendable, Hashable {
         WebhookNotification(
             type: .videoAnalysisComplete,
             payload: WebhookPayload(
-                videoId: videoId, status: "success", size: info.size, duration: info.duration, width: info.width,
+                videoId: videoId, status: "success", size: info.size, duration: info.playingDuration, width: info.width,
                 height: info.height, bitrate: info.bitrate.map { $0 / 1000 }, fps: info.fps))
     }
 

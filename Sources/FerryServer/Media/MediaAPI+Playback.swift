@@ -63,7 +63,7 @@ extension MediaAPI {
         if let info = video.mezzanine {
             object.width = info.width
             object.height = info.height
-            object.duration = info.duration
+            object.duration = info.playingDuration
             object.fps = info.fps
             object.bitrate = info.bitrate.map { $0 / 1000 }
             object.mediaType = info.hasVideo ? "video" : "audio"
@@ -139,7 +139,7 @@ extension MediaAPI {
             if let info = video.mezzanine {
                 stream.width = info.width
                 stream.height = info.height
-                stream.duration = info.duration
+                stream.duration = info.playingDuration
                 stream.fps = info.fps
                 stream.bitrate = info.bitrate.map { $0 / 1000 }
             }
@@ -155,7 +155,7 @@ extension MediaAPI {
         base.creationTime = video.createdAt.formatted(.iso8601)
         base.mediaType = video.mezzanine?.hasVideo == false ? "audio" : "video"
         base.coverURL = try await coverURL(of: video, call)
-        base.duration = video.mezzanine?.duration
+        base.duration = video.mezzanine?.playingDuration
         base.storyboardURL = storyboard
         return MediaContract.PlayInfoAnswer(videoBase: base, playInfoList: streams)
     }

@@ -62,7 +62,7 @@ extension PlaybackAPI {
 
     /// The video's length: its longest rendition, else its source.
     static func duration(of video: VideoRecord) -> Double {
-        video.renditions?.compactMap(\.duration).max() ?? video.mezzanine?.duration ?? 0
+        video.renditions?.compactMap(\.duration).max() ?? video.mezzanine?.playingDuration ?? 0
     }
 
     /// A stored playlist, manifest or track, read whole (they are small; anything past ``maxPlaylistBytes`` is

@@ -155,6 +155,10 @@ public struct MezzanineInfo: Codable, Sendable, Hashable {
     /// Bits per second of the first audio stream, when known.
     public var audioBitrate: Int?
 
+    /// How long what plays lasts: ``duration`` less ``startTime`` (an MP4's empty edit counts in the container's
+    /// duration, not in any rendition's). The video's `Duration`, and the bounds of its storyboard and thumbnails.
+    public var playingDuration: Double? { duration.map { max(0, $0 - (startTime ?? 0)) } }
+
     /// Whether the source has a picture (a still cover art stream does not count).
     public var hasVideo: Bool { videoCodec != nil }
     /// Whether the source has sound.
