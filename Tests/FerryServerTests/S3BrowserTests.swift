@@ -243,6 +243,22 @@ struct S3BrowserTests {
             #expect(tooMany.errorCode == "MalformedPOSTRequest", "\(tooMany.status) \(tooMany.text)")
             #expect(try await s3.get("uploads", "after/2.bin").status == 404)
 
+            // A `tagging` field needs s3:PutObjectTagging beside s3:PutObject (lifecycle rules expire by tags).
+            let writer = try await server.server.credentials.createTestKey(
+                catalog: server.server.catalog,
+                policy: AccessPolicy(statements: [.init(actions: ["s3:PutObject"], bucket: "uploads", keyPrefix: "tags/")]))
+            let tagSet = "<Tagging><TagSet><Tag><Key>expire</Key><Value>yes</Value></Tag></TagSet></Tagging>"
+            let tagging = try Self.signedFields(
+                [["starts-with", "$key", "tags/"], ["eq", "$tagging", tagSet]], credentials: writer,
+                extra: [("key", "tags/1.bin"), ("tagging", tagSet)], bucket: "uploads")
+            let taggedReply = try await Self.post(server.endpoint, bucket: "uploads", PostForm(fields: tagging, file: file))
+            #expect(taggedReply.errorCode == "AccessDenied", "\(taggedReply.status) \(taggedReply.text)")
+            #expect(try await s3.get("uploads", "tags/1.bin").status == 404)
+            let untagged = try Self.signedFields(
+                [["starts-with", "$key", "tags/"]], credentials: writer, extra: [("key", "tags/2.bin")], bucket: "uploads")
+            let untaggedReply = try await Self.post(server.endpoint, bucket: "uploads", PostForm(fields: untagged, file: file))
+            #expect(untaggedReply.status == 204, "\(untaggedReply.text)")
+
             // The default answer is 204; a redirect answers 303 with the object in its query.
             let redirect = try Self.signedFields(
                 [["starts-with", "$key", ""], ["success_action_redirect": "https://app.example/done"]], credentials: server.root,

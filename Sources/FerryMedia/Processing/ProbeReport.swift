@@ -34,6 +34,8 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         var bitRate: Double?
         /// Seconds.
         var duration: Double?
+        /// Seconds: the time of its first packet.
+        var startTime: Double?
         /// Average frame rate as a fraction (`30000/1001`; `0/0` when unknown).
         var averageFrameRate: String?
         /// The stream's base frame rate as a fraction.
@@ -52,8 +54,8 @@ struct ProbeReport: Decodable, Sendable, Equatable {
 
         enum CodingKeys: String, CodingKey {
             case codecType = "codec_type", codecName = "codec_name", profile, level, width, height
-            case pixelFormat = "pix_fmt", bitRate = "bit_rate", duration, averageFrameRate = "avg_frame_rate"
-            case baseFrameRate = "r_frame_rate", sampleRate = "sample_rate", channels, disposition, tags
+            case pixelFormat = "pix_fmt", bitRate = "bit_rate", duration, startTime = "start_time"
+            case averageFrameRate = "avg_frame_rate", baseFrameRate = "r_frame_rate", sampleRate = "sample_rate", channels, disposition, tags
             case sideDataList = "side_data_list"
         }
 
@@ -84,6 +86,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             pixelFormat = container.lenientString(.pixelFormat)
             bitRate = container.lenientNumber(.bitRate)
             duration = container.lenientNumber(.duration)
+            startTime = container.lenientNumber(.startTime)
             averageFrameRate = container.lenientString(.averageFrameRate)
             baseFrameRate = container.lenientString(.baseFrameRate)
             sampleRate = container.lenientInteger(.sampleRate)
@@ -170,7 +173,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         info.duration = [format.duration, video?.duration, audio?.duration].lazy.compactMap { $0 }.first
             .flatMap { (0...Self.maxDuration).contains($0) ? $0 : nil }
         info.bitrate = format.bitRate.flatMap(Self.integer)
-        info.startTime = format.startTime.flatMap { $0.isFinite && $0 > 0 && $0 < (info.duration ?? 0) ? $0 : nil }
+        info.startTime = Self.countedStart(format, streams: [video, audio].compactMap { $0 }, duration: info.duration)
         if let video {
             info.videoCodec = video.codecName
             info.pixelFormat = video.pixelFormat
@@ -194,10 +197,30 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             info.audioChannels = audio.channels
             info.audioBitrate = audio.bitRate.flatMap(Self.integer)
         }
-        if info.bitrate == nil, let duration = info.duration, duration > 0 {
+        if info.bitrate == nil, let duration = info.playingDuration, duration > 0 {
             info.bitrate = Self.integer(Double(size) * 8 / duration)
         }
         return info
+    }
+
+    /// The seconds before what plays that a container counts in its `duration` (an MP4's empty edit, Matroska
+    /// timestamps that begin late; an MPEG-TS or FLV counts none): its duration less the span from the earliest
+    /// stream's start to the latest stream's end, when the streams give both; else the `start_time` of an MP4 or
+    /// Matroska file, which count it. Nil for none (less than 50 ms).
+    static func countedStart(_ format: Format, streams: [Stream], duration: Double?) -> Double? {
+        guard let duration, duration > 0 else { return nil }
+        let spans = streams.compactMap { stream in
+            stream.startTime.flatMap { start in stream.duration.map { (start: start, end: start + $0) } }
+        }
+        let counted: Double?
+        if let first = spans.map(\.start).min(), let end = spans.map(\.end).max(), end > first {
+            counted = duration - (end - first)
+        } else if let name = format.formatName, name.hasPrefix("mov,") || name.hasPrefix("matroska") {
+            counted = format.startTime
+        } else {
+            counted = nil
+        }
+        return counted.flatMap { $0.isFinite && $0 > 0.05 && $0 < duration ? $0 : nil }
     }
 
     /// What the transcode measures of a file it encoded.

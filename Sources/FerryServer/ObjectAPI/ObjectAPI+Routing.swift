@@ -206,8 +206,8 @@ extension ObjectAPI {
     /// A copy (CopyObject, UploadPartCopy) takes its bytes from its source: one that carries a body of its own is
     /// refused, as S3 refuses it, rather than dropping the body and answering as if it were stored.
     static func refuseCopyBody(_ headers: HTTPFields) throws {
-        let lengths = [headers[.contentLength], headers[.amzDecodedContentLength]].compactMap { $0 }
-        if lengths.contains(where: { $0 != "0" }) {
+        // An aws-chunked body's own length counts its framing: its decoded length is what it carries.
+        if let length = headers[.amzDecodedContentLength] ?? headers[.contentLength], length != "0" {
             throw S3Error(
                 .invalidRequest,
                 "The request included a body. Requests of this type must not include a non-empty body.")
