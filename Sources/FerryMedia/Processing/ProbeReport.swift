@@ -55,7 +55,8 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         enum CodingKeys: String, CodingKey {
             case codecType = "codec_type", codecName = "codec_name", profile, level, width, height
             case pixelFormat = "pix_fmt", bitRate = "bit_rate", duration, startTime = "start_time"
-            case averageFrameRate = "avg_frame_rate", baseFrameRate = "r_frame_rate", sampleRate = "sample_rate", channels, disposition, tags
+            case averageFrameRate = "avg_frame_rate", baseFrameRate = "r_frame_rate", sampleRate = "sample_rate"
+            case channels, disposition, tags
             case sideDataList = "side_data_list"
         }
 

@@ -160,7 +160,10 @@ extension Request {
     /// in the request for the route.
     mutating func collectSmallBody() async throws -> ByteBuffer {
         let tooLarge = FerryDomainError(.bodyTooLarge, "The request body is larger than 1 MiB.")
-        if let declared = headers[.contentLength].flatMap({ Int($0) }), declared > Self.maxSmallBody { throw tooLarge }
+        // A length past what an Int holds (the HTTP layer takes up to 2^64 - 1) is larger still, not no length.
+        if let declared = headers[.contentLength], Int(declared).map({ $0 > Self.maxSmallBody }) ?? true {
+            throw tooLarge
+        }
         do {
             return try await collectBody(upTo: Self.maxSmallBody)
         } catch is NIOTooManyBytesError {
