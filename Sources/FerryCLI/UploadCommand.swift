@@ -545,9 +545,12 @@ struct UploadCommand: AsyncParsableCommand {
         }
         // Recorded before the queue forgets the upload and before it is told: a run killed at any instant leaves
         // either this record or the queue's journal entry, by which a rerun finds the file done.
+        // Unrecorded (said on standard error), the queue keeps its own record, by which a rerun finds the file.
         configuration.fileStored = { item, result in
-            context.recordFinished(
-                item.fileURL.path, QueueFollower.fields(item.kind, videoId: result.videoId, imageURL: result.imageURL))
+            let fields = QueueFollower.fields(item.kind, videoId: result.videoId, imageURL: result.imageURL)
+            guard context.recordFinished(item.fileURL.path, fields) else {
+                throw FerryError(.invalidArgument, "The batch record could not be written.")
+            }
         }
         return configuration
     }

@@ -43,9 +43,11 @@ extension UploadQueue {
         /// Called as each file is stored, before its ``UploadQueueEvent/finished(_:_:)`` event and before the queue
         /// forgets its upload (with STS, the journal entry and checkpoint by which the same file added after the app
         /// was killed is found stored as the same video or image). An app that records what each file became records
-        /// it here: a kill at any instant then leaves either that record or the queue's own. Runs on the queue, so it
-        /// should return quickly. Default nil.
-        public var fileStored: (@Sendable (UploadQueue.Item, MediaUploadResult) -> Void)?
+        /// it here: a kill at any instant then leaves either that record or the queue's own. When it throws (the app's
+        /// record could not be written), the queue keeps its own, by which the file added again is found stored as
+        /// the same video or image rather than sent as a second one. Runs on the queue, so it should return quickly.
+        /// Default nil.
+        public var fileStored: (@Sendable (UploadQueue.Item, MediaUploadResult) throws -> Void)?
 
         /// The defaults.
         public init() {}

@@ -395,11 +395,13 @@ public actor UploadQueue {
         case .succeeded(let item, let starts):
             if let item, case .success(let result) = outcome {
                 let stored = MediaUploadResult(videoId: item.videoId, imageURL: item.imageURL, upload: result)
-                configuration.fileStored?(item, stored)
-                if authorization.isSTS { journal?.remove(item.fileURL) }
                 // The checkpoint, which the engine kept for this, goes once the journal no longer names the file:
-                // until then a run after a kill checks the stored file against its parts.
-                upload.discardCheckpoint()
+                // until then a run after a kill checks the stored file against its parts. Both stay when the app
+                // could not record the file.
+                if recordStored(item, stored) || !authorization.isSTS {
+                    if authorization.isSTS { journal?.remove(item.fileURL) }
+                    upload.discardCheckpoint()
+                }
                 emit(.finished(item, stored))
             } else {
                 // A file removed as its upload completed.
@@ -414,6 +416,17 @@ public actor UploadQueue {
         }
     }
 
+    /// Tells the app a file is stored (``Configuration/fileStored``); whether it recorded it (false when it threw).
+    private func recordStored(_ item: Item, _ stored: MediaUploadResult) -> Bool {
+        guard let fileStored = configuration.fileStored else { return true }
+        do {
+            try fileStored(item, stored)
+            return true
+        } catch {
+            return false
+        }
+    }
+
     /// A run found the file stored by an earlier one whose last answer was lost: it succeeds as that video or image,
     /// with nothing sent again.
     private func finishStoredEarlier(_ id: Item.ID, generation: Int, _ stored: StoredEarlier) {
@@ -423,10 +436,11 @@ public actor UploadQueue {
                 at: (stored.result.bucket, stored.result.key), size: stored.result.size)
         else { return }
         let result = MediaUploadResult(videoId: stored.videoId, imageURL: stored.imageURL, upload: stored.result)
-        configuration.fileStored?(item, result)
-        journal?.remove(item.fileURL)
-        if let identifier = stored.checkpoint, let directory = configuration.effectiveRecordDirectory {
-            CheckpointStore(directory: directory).discard(identifier, file: item.fileURL.path)
+        if recordStored(item, result) {
+            journal?.remove(item.fileURL)
+            if let identifier = stored.checkpoint, let directory = configuration.effectiveRecordDirectory {
+                CheckpointStore(directory: directory).discard(identifier, file: item.fileURL.path)
+            }
         }
         emit(.finished(item, result))
         perform(starts)
