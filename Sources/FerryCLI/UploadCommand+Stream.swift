@@ -204,9 +204,11 @@ extension UploadCommand {
             // other bytes, it is not this file's: the file becomes a new one.
             let recordedUpload = previous.flatMap { URL(string: context.connection.base + $0.uploadPath) }
             func storedEarlier(_ fields: [String: String]) async throws(FerryError) -> Bool {
-                guard let recordedUpload, let done = try await uploader.completed(recordedUpload, file: file) else {
-                    return false
-                }
+                guard let recordedUpload,
+                    let done = try await Self.asked(context, { [uploader] () async throws(FerryError) in
+                        try await uploader.completed(recordedUpload, file: file)
+                    })
+                else { return false }
                 var fields = fields
                 if let etag = done.etag { fields["ETag"] = etag }
                 // Recorded before the stream record goes: a run killed in between finds it done either way.

@@ -274,7 +274,11 @@ struct UploadCommand: AsyncParsableCommand {
         guard let fields = context.batch.finished(path) else { return nil }
         guard let videoId = fields["VideoId"] else { return fields }
         do {
-            let info = try await context.connection.media(context.configuration).getVideoInfo(videoId: videoId)
+            // A Ctrl-C meanwhile keeps the file skipped, as a service that cannot say does.
+            let media = context.connection.media(context.configuration)
+            let info = try await asked(context) { () async throws(FerryError) in
+                try await media.getVideoInfo(videoId: videoId)
+            }
             if info.status != "Deleted" && !serviceGaveUp(info) { return fields }
         } catch where error.serverCode == "InvalidVideo.NotFound" {
             // Deleted and gone.

@@ -948,6 +948,22 @@ struct CommandLineTests {
                 #expect(ContinuousClock.now - started < .seconds(30), "\(wire + destination): the run went on for \(ContinuousClock.now - started)")
             }
         }
+
+        // A rerun asks the service whether a video an earlier run finished is still there (deleted, or given up on,
+        // it is sent again): held, that question gives way to a Ctrl-C too.
+        let (first, second) = (data + "/first.mp4", data + "/second.mp4")
+        try FileManager.default.moveItem(atPath: try makeRandomFile(size: 1024 * 1024, in: data).path, toPath: first)
+        try FileManager.default.moveItem(atPath: try makeRandomFile(size: 64 * 1024 * 1024, in: data).path, toPath: second)
+        let batch = ["upload", first, second, "--transcode", "NoTranscode", "--jobs", "1", "--json"]
+        let killed = try await FerryRun.run(
+            batch + ["--data-dir", data + "/ferry", "--part-size", "5MiB", "--parallel", "1"],
+            interruptWhen: { $0.contains("\"event\":\"media\"") && $0.contains("first.mp4") }, signal: SIGKILL)
+        try #require(killed.status == SIGKILL || killed.status == 128 + SIGKILL, "\(killed.status) \(killed.output.suffix(800))")
+        let started = ContinuousClock.now
+        let rerun = try await FerryRun.run(
+            batch + ["--record-dir", data + "/ferry/checkpoints"], environment: environment, signalAfter: 2)
+        #expect(rerun.status == 75, "\(rerun.output.suffix(500)) \(rerun.error)")
+        #expect(ContinuousClock.now - started < .seconds(30), "the rerun went on for \(ContinuousClock.now - started)")
     }
 
     @Test("Ctrl-C as the upload ends stops upload --wait from following the video (exit 75); the service goes on processing it")
