@@ -222,20 +222,24 @@ struct HTTPFramingTests {
 
 extension HTTPFramingTests {
     @Test(
-        "a JSON route's body declared larger than 1 MiB is refused from its headers, before a byte of it is sent, also when its length is past what an Int holds",
-        arguments: ["/_ferry/v1/GetVideoInfo", "/_ferry/ugc/ApplyUploadUGC", "/_ferry/console/session"],
+        "a JSON route's body declared larger than 1 MiB is refused from its headers, before a byte of it is sent or invited with 100 Continue, also when its length is past what an Int holds",
+        arguments: ["/_ferry/v1/GetVideoInfo", "/_ferry/ugc/ApplyUploadUGC", "/_ferry/console/session", "/s3/multipart"],
         ["2097152", "9223372036854775808", "18446744073709551615"])
     func largeJSONBodyRefusedAtHeaders(_ path: String, _ length: String) async throws {
         try await TestServer.with { server in
-            let socket = try RawSocket.connect(port: server.port)
-            defer { close(socket) }
-            let head = RawSocket.requestHead(
-                "POST", path, [("Host", "127.0.0.1"), ("Content-Type", "application/json"), ("Content-Length", length)])
-            try RawSocket.write(socket, Array(head.utf8))
-            let (received, _) = await RawSocket.receive(socket, timeout: .seconds(5)) { WireAnswers($0).answers.count == 1 }
-            let answer = try #require(WireAnswers(received).answers.first, "no answer before the body: \(String(decoding: received, as: UTF8.self))")
-            #expect(answer.status == 413, "\(answer.status) \(String(decoding: answer.body, as: UTF8.self))")
-            #expect(answer.closes)
+            for expect in [[], [("Expect", "100-continue")]] {
+                let socket = try RawSocket.connect(port: server.port)
+                defer { close(socket) }
+                let head = RawSocket.requestHead(
+                    "POST", path, [("Host", "127.0.0.1"), ("Content-Type", "application/json"), ("Content-Length", length)] + expect)
+                try RawSocket.write(socket, Array(head.utf8))
+                let (received, _) = await RawSocket.receive(socket, timeout: .seconds(5)) { WireAnswers($0).answers.count == 1 }
+                let text = String(decoding: received, as: UTF8.self)
+                #expect(text.hasPrefix("HTTP/1.1 413"), "\(expect): \(text.prefix(300))")
+                let answer = try #require(WireAnswers(received).answers.first, "no answer before the body: \(text)")
+                #expect(answer.status == 413, "\(answer.status) \(String(decoding: answer.body, as: UTF8.self))")
+                #expect(answer.closes)
+            }
         }
     }
 }

@@ -142,7 +142,7 @@ extension FerryServer {
 
         // Form uploads.
         let form = formUploadAPI
-        let forms = router.group("/_ferry/form", FormDialect(), outer: [crossOrigin])
+        let forms = router.group("/_ferry/form", FormDialect(), outer: [crossOrigin], smallBodies: false)
         forms.on(
             [""], methods: allBut([.post]),
             use: refusing(FormUploadError(.methodNotAllowed, "Form uploads are POST requests.")))
@@ -282,16 +282,16 @@ extension RouterMethods where Context == FerryRequestContext {
 extension Router where Context == FerryRequestContext {
     /// A route group at `path` speaking `dialect`: `outer` middleware first (headers every answer carries, refusals
     /// included), then the dialect's envelope, the Host check, and `100 Continue` at once for groups that read their
-    /// small bodies before deciding anything.
+    /// bodies before deciding anything (JSON bodies unless `smallBodies` is false).
     func group(
         _ path: RouterPath, _ dialect: some Dialect, outer: [any MiddlewareProtocol<Request, Response, FerryRequestContext>] = [],
-        checksHost: Bool = true, continues: Bool = true
+        checksHost: Bool = true, continues: Bool = true, smallBodies: Bool = true
     ) -> RouterGroup<FerryRequestContext> {
         let group = self.group(path)
         for middleware in outer { group.add(middleware: middleware) }
         group.add(middleware: ErrorEnvelopeMiddleware(dialect: dialect))
         if checksHost { group.add(middleware: AuthorityMiddleware()) }
-        if continues { group.add(middleware: ContinueMiddleware()) }
+        if continues { group.add(middleware: ContinueMiddleware(smallBodies: smallBodies)) }
         return group
     }
 }

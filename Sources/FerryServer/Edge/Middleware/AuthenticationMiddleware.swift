@@ -159,19 +159,25 @@ extension Request {
     /// one the HTTP layer cannot read, such as a `Transfer-Encoding` it does not know, is `malformedBody`) and keeps it
     /// in the request for the route.
     mutating func collectSmallBody() async throws -> ByteBuffer {
-        let tooLarge = FerryDomainError(.bodyTooLarge, "The request body is larger than 1 MiB.")
-        // A length past what an Int holds (the HTTP layer takes up to 2^64 - 1) is larger still, not no length.
-        if let declared = headers[.contentLength], Int(declared).map({ $0 > Self.maxSmallBody }) ?? true {
-            throw tooLarge
-        }
+        try refuseDeclaredLargeBody()
         do {
             return try await collectBody(upTo: Self.maxSmallBody)
         } catch is NIOTooManyBytesError {
-            throw tooLarge
+            throw Self.bodyTooLarge
         } catch let error as CancellationError {
             throw error
         } catch {
             throw FerryDomainError(.malformedBody, "The request body could not be read.")
         }
     }
+
+    /// Refuses (`bodyTooLarge`) a `Content-Length` past a JSON route's limit before a byte of the body is read or
+    /// invited; a length past what an Int holds (the HTTP layer takes up to 2^64 - 1) is larger still, not no length.
+    func refuseDeclaredLargeBody() throws {
+        if let declared = headers[.contentLength], Int(declared).map({ $0 > Self.maxSmallBody }) ?? true {
+            throw Self.bodyTooLarge
+        }
+    }
+
+    private static let bodyTooLarge = FerryDomainError(.bodyTooLarge, "The request body is larger than 1 MiB.")
 }

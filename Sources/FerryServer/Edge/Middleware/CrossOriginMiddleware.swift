@@ -43,15 +43,18 @@ struct AuthorityMiddleware: RouterMiddleware {
     }
 }
 
-/// Lets a client that sent `Expect: 100-continue` send its body at once, for groups that read their (small) bodies
-/// before deciding anything. The object API instead sends it from its route, once the request is authenticated and
-/// allowed.
+/// Lets a client that sent `Expect: 100-continue` send its body at once, for groups that read their bodies before
+/// deciding anything; where those are JSON bodies, one whose `Content-Length` is past their limit is refused instead,
+/// uninvited. The object API sends it from its route, once the request is authenticated and allowed.
 struct ContinueMiddleware: RouterMiddleware {
     typealias Context = FerryRequestContext
+    /// Whether the group's bodies are JSON (``Request/maxSmallBody`` at most).
+    var smallBodies: Bool
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
+        if smallBodies { try request.refuseDeclaredLargeBody() }
         await context.sendContinue()
         return try await next(request, context)
     }
