@@ -187,7 +187,7 @@ public struct MediaLibrary: Sendable {
     /// in the same change (once, however many writers and passes see the file arrive: the change is atomic); later
     /// writes only update its size, and the same file seen again changes nothing. An image whose upload expired, or
     /// that was deleted, is left as it is.
-    func imageStored(_ imageId: String, object: ObjectInfo) async throws {
+    package func imageStored(_ imageId: String, object: ObjectInfo) async throws {
         try await catalog.updateImage(imageId) { [webhooks] image in
             guard [ImageStatus.uploading, ImageStatus.uploaded].contains(image.status),
                 image.key.isByteEqual(to: object.key),

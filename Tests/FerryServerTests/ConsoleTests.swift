@@ -469,9 +469,10 @@ struct ConsoleTests {
             let completed = try await browser.send("POST", "/s3/multipart/\(uploadId)/complete?key=\(encodedKey)", json: completion, headers: uppy, csrf: false)
             #expect(completed.status == 200, "\(completed.text)")
             #expect((ConsoleBrowser.json(completed)["location"] as? String)?.hasSuffix(key) == true)
+            #expect(ConsoleBrowser.json(completed)["size"] as? Int == 2148, "\(completed.text)")
             // A repeated Complete (its answer lost) gets the same answer.
             let repeated = try await browser.send("POST", "/s3/multipart/\(uploadId)/complete?key=\(encodedKey)", json: completion, headers: uppy, csrf: false)
-            #expect(repeated.status == 200)
+            #expect(repeated.status == 200 && repeated.text == completed.text, "\(repeated.text) after \(completed.text)")
             let object = try await server.client().get(server.server.configuration.mediaBucket, key)
             #expect(object.body == parts[0] + parts[1])
             let info = try #require(ConsoleBrowser.json(try await browser.api("GetVideoInfo", ["VideoId": videoId]))["Video"] as? [String: Any])
@@ -517,6 +518,20 @@ struct ConsoleTests {
             let imageUpload = image["uploadId"] as? String ?? ""
             #expect(try await browser.send("DELETE", "/s3/multipart/\(imageUpload)?key=\(imageKey)").status == 200)
             #expect(try await browser.send("GET", "/s3/multipart/\(imageUpload)?key=\(imageKey)").status == 404)
+            // An image's repeated Complete answers the same too.
+            let picture = ConsoleBrowser.json(try await browser.send(
+                "POST", "/s3/multipart", json: ["filename": "q.png", "type": "image/png", "metadata": [String: String]()]))
+            let (pictureKey, pictureUpload) = (try #require(picture["key"] as? String), try #require(picture["uploadId"] as? String))
+            let pictureETag = try #require(
+                try await s3.uploadPart(media, pictureKey, uploadId: pictureUpload, number: 1, parts[1]).header("ETag"))
+            let pictureCompletion = "/s3/multipart/\(pictureUpload)/complete?key=" + (pictureKey.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+            let pictureParts: [String: Any] = ["parts": [["PartNumber": 1, "ETag": pictureETag]]]
+            let pictureDone = try await browser.send("POST", pictureCompletion, json: pictureParts, headers: uppy, csrf: false)
+            #expect(pictureDone.status == 200 && ConsoleBrowser.json(pictureDone)["size"] as? Int == 100, "\(pictureDone.text)")
+            let pictureAgain = try await browser.send("POST", pictureCompletion, json: pictureParts, headers: uppy, csrf: false)
+            #expect(pictureAgain.status == 200 && pictureAgain.text == pictureDone.text, "\(pictureAgain.text) after \(pictureDone.text)")
+            let pictureInfo = ConsoleBrowser.json(try await browser.api("GetImageInfo", ["ImageId": picture["imageId"] as? String ?? ""]))
+            #expect((pictureInfo["ImageInfo"] as? [String: Any])?["Status"] as? String == "Uploaded", "\(pictureInfo)")
             #expect(ConsoleBrowser.code(try await browser.send("POST", "/s3/multipart", json: ["type": "video/mp4"])) == "MissingParameter")
             let malformed = try await browser.send("POST", "/s3/multipart", raw: Array("[".utf8))
             #expect(malformed.status == 400 && ConsoleBrowser.code(malformed) == "MalformedJSON")

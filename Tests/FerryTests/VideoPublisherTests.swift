@@ -9,12 +9,12 @@ extension TestServer {
     /// A publish signature signed with the root key (or `secret`), valid for `lifetime` seconds from now.
     func publishSignature(
         lifetime: Int = 3600, secretId: String? = nil, secret: String? = nil, classId: Int? = nil,
-        sourceContext: String? = nil
+        sourceContext: String? = nil, procedure: String? = nil
     ) -> String {
         let now = Int(Date().timeIntervalSince1970)
         return PublishSignature(
             secretId: secretId ?? root.accessKeyId, currentTimeStamp: min(now, now + lifetime - 3600), expireTime: now + lifetime,
-            classId: classId, sourceContext: sourceContext
+            procedure: procedure, classId: classId, sourceContext: sourceContext
         ).sign(secretKey: secret ?? root.secretAccessKey)
     }
 }
@@ -63,6 +63,32 @@ struct VideoPublisherTests {
             }
             let picture = try await MediaFixtures.probe(cover)
             #expect(picture.codec("video") == "mjpeg" && picture.width == 320 && picture.height == 240)
+        }
+    }
+
+    @Test("a NoTranscode video the probe cannot read is published without a cover, the commit not waiting for one")
+    func noCoverFromAnUnreadableVideo() async throws {
+        try #require(MediaFixtures.available, "ffmpeg and ffprobe are needed (.ci/run installs Debian's ffmpeg)")
+        let records = TemporaryDirectory.make("ferry-publish-unreadable")
+        defer { try? FileManager.default.removeItem(atPath: records) }
+        let file = records + "/noise.mp4"
+        try Data((0..<50_000).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: file))
+        try await TestServer.with(configure: {
+            $0.mediaProcessing.workers = 1
+            $0.mediaProcessing.pollInterval = .milliseconds(50)
+        }) { server in
+            // The commit comes once the probe has failed: the video is Normal (played as it is), without a picture.
+            let mediaAPI = MediaServiceClient(
+                endpoint: try #require(URL(string: server.endpoint)),
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+            let publisher = Self.publisher(server.endpoint, records: records + "/records")
+            let task = try publisher.publish(PublishParameters(
+                signature: server.publishSignature(procedure: "NoTranscode"), videoPath: file))
+            let result = await task.result
+            #expect(result.retCode == 0, "\(result.descMsg)")
+            #expect(result.coverURL == nil, "\(result.coverURL ?? "")")
+            let info = try await mediaAPI.getVideoInfo(videoId: try #require(result.videoId))
+            #expect(info.status == "Normal" && info.coverURL == nil, "\(info)")
         }
     }
 

@@ -240,8 +240,7 @@ struct MultipartSigningAPI: Sendable {
     private struct Completed: Encodable {
         var location: String
         var key: String
-        var videoId: String?
-        var size: Int64?
+        var size: Int64
     }
 
     private func complete(_ uploadId: String, _ request: Request, _ body: Data, _ call: MediaAPI.Call) async throws
@@ -265,14 +264,15 @@ struct MultipartSigningAPI: Sendable {
         do {
             upload = try await media.store.multipartUpload(uploadId, bucket: media.bucket, key: key)
         } catch let error as FerryDomainError where error.code == .uploadNotFound {
-            // A repeated Complete whose first answer was lost: the object is there, the video past uploading (or
-            // advanced now, when the server stopped between storing its source and advancing it).
-            if let video = try await media.catalog.video(bucket: media.bucket, key: key),
-                video.status == VideoStatus.uploading ? try await media.library.advanceIfStored(video) : true
-            {
-                return Completed(location: location, key: key, videoId: video.videoId)
+            // A repeated Complete whose first answer was lost answers the same: the file is stored, its video or image
+            // past uploading (advanced now, when the server stopped between storing the file and advancing it).
+            guard let object = try await media.store.storedObject(bucket: media.bucket, key: key) else { throw error }
+            if let video = try await media.catalog.video(bucket: media.bucket, key: key) {
+                try await media.library.videoStored(video.videoId, object: object)
+            } else if let image = try await media.catalog.image(bucket: media.bucket, key: key) {
+                try await media.library.imageStored(image.imageId, object: object)
             }
-            throw error
+            return Completed(location: location, key: key, size: object.size)
         }
         // A stored video's or image's file takes only the same parts again, as through the object API.
         let stored = try await MediaLibrary.StoredFile.forCompletion(

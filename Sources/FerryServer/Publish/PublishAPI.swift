@@ -275,13 +275,17 @@ extension PublishAPI {
     static let snapshotWait: Duration = .seconds(10)
 
     /// Waits (at most ``snapshotWait``) until the video has a cover taken from it or cannot get one; true unless it
-    /// cannot (no picture, processing failed, no snapshot job).
+    /// cannot (no picture, processing failed, a source the probe could not read, no snapshot job).
     func waitForSnapshot(_ videoId: String) async -> Bool {
         let deadline = ContinuousClock.now + Self.snapshotWait
         while ContinuousClock.now < deadline {
             guard let video = try? await media.catalog.video(videoId) else { return false }
             if video.snapshotKey != nil { return true }
-            if video.status == VideoStatus.transcodeFail || video.status == VideoStatus.deleted { return false }
+            if [VideoStatus.transcodeFail, VideoStatus.deleted].contains(video.status) { return false }
+            // Past its probe without a description (GetMezzanineInfo's AnalysisFail; NoTranscode plays it as it is).
+            if video.mezzanine == nil, ![VideoStatus.uploading, VideoStatus.uploadSucc].contains(video.status) {
+                return false
+            }
             if video.mezzanine.map({ !$0.hasVideo }) == true { return false }
             let jobs = (try? await media.catalog.jobs(videoId: videoId)) ?? []
             if video.mezzanine != nil, !jobs.contains(where: { $0.kind == .snapshot && !$0.state.isFinished }) {
