@@ -19,8 +19,9 @@ struct ServiceOptions: ParsableArguments {
     @Option(help: "Region to sign for. Default us-east-1.")
     var region: String = "us-east-1"
 
-    /// Connects: to the endpoint with credentials from the environment, or to an in-process service.
-    func connect() async throws -> ServiceConnection {
+    /// Connects: to the endpoint with credentials from the environment, or to an in-process service (on a data
+    /// directory that holds one already when `existing`: else exit 1, nothing made).
+    func connect(existing: Bool = false) async throws -> ServiceConnection {
         let env = ProcessInfo.processInfo.environment
         if let text = endpoint ?? env["FERRY_ENDPOINT"] {
             guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
@@ -38,6 +39,11 @@ struct ServiceOptions: ParsableArguments {
                 endpoint: url, publicEndpoint: url, region: region, credentials: credentials, embedded: nil, dataDirectory: nil)
         }
         let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
+        if existing, !FileManager.default.fileExists(atPath: directory + "/catalog.sqlite") {
+            complain(
+                "ferry: \(directory) is not a Ferry data directory (it holds no catalog.sqlite); name one with --data-dir.")
+            throw ExitCode(ExitCodes.failed)
+        }
         // Taken before the directory is looked at: another command's embedded service waits for it before it stops,
         // and one stopping now is waited for here (then this command opens the directory itself).
         var client: ServiceClientLock? = try await ServiceClientLock.wait(exclusive: false, directory: directory) {
@@ -80,9 +86,10 @@ func dataDirectoryBusy(_ busy: DataDirectoryInUse) -> ExitCode {
 }
 
 extension ServiceOptions {
-    /// Connects, runs `body`, and closes the connection (stopping an embedded service) whatever happens.
-    func with<T>(_ body: (ServiceConnection) async throws -> T) async throws -> T {
-        let connection = try await connect()
+    /// Connects (``connect(existing:)``), runs `body`, and closes the connection (stopping an embedded service)
+    /// whatever happens.
+    func with<T>(existing: Bool = false, _ body: (ServiceConnection) async throws -> T) async throws -> T {
+        let connection = try await connect(existing: existing)
         do {
             let result = try await body(connection)
             await connection.close()

@@ -18,7 +18,8 @@ struct StatusCommand: AsyncParsableCommand {
     @Flag(help: "Print GetServiceStatus' JSON answer.") var json = false
 
     func run() async throws {
-        let data = try await service.with { connection in
+        // A data directory that does not exist yet (a mistyped --data-dir) is not made just to be reported healthy.
+        let data = try await service.with(existing: true) { connection in
             try await report { try await connection.media().callJSON("GetServiceStatus", body: Data("{}".utf8)) }
         }
         if json { sayJSON(String(decoding: data, as: UTF8.self)) }

@@ -447,6 +447,20 @@ struct BackupTests {
         #expect(try await Self.ferry("restore", data: restored, work + "/copy").status == 0)
         let again = try await Self.ferry("backup", data: restored, work + "/again")
         #expect(again.status == 0, "\(again.error)")
+        // `OUT/` and `OUT/.` are the directory OUT; a directory inside the data directory is refused before anything
+        // is written (one under objects/tmp would be removed by the next server's start).
+        for (given, made) in [(work + "/slash/", work + "/slash"), (work + "/dot/./", work + "/dot")] {
+            let named = try await Self.ferry("backup", data: data, given)
+            #expect(named.status == 0, "\(given): \(named.error)")
+            #expect(FileManager.default.fileExists(atPath: made + "/manifest.json"), "\(given)")
+        }
+        for inside in [data + "/objects/tmp/copy", data + "/copy", work + "/../" + (work as NSString).lastPathComponent + "/data/x"] {
+            let refused = try await Self.ferry("backup", data: data, inside)
+            #expect(refused.status == 1 && refused.error.contains("is inside the data directory"), "\(inside): \(refused.error)")
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: (inside as NSString).deletingLastPathComponent)
+            #expect(!leftovers.contains { $0.hasPrefix((inside as NSString).lastPathComponent) }, "\(inside): \(leftovers)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work).filter { $0.contains(".partial-") }.isEmpty)
 
         // The catalog's access keys are sealed with token-key: a missing or damaged one stops the service, and is
         // left as it is for the operator to put back.

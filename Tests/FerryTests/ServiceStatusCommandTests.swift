@@ -165,5 +165,13 @@ struct ServiceStatusCommandTests {
             refusing.output.split(separator: "\n").contains { $0.hasPrefix("Disk free ") && $0.contains("; uploads refused: less than the ") },
             "\(refusing.output)")
         await full.stop()
+
+        // On a data directory, the embedded service answers; a directory that is none (a mistyped --data-dir) is
+        // refused, not made and reported healthy.
+        let embedded = try await Self.ferry(["status", "--data-dir", data + "/server"], home: data)
+        #expect(embedded.status == 0 && embedded.output.contains("Catalog "), "\(embedded.output) \(embedded.errorOutput)")
+        let typo = try await Self.ferry(["status", "--data-dir", data + "/sever"], home: data)
+        #expect(typo.status == 1 && typo.errorOutput.contains("is not a Ferry data directory"), "\(typo.errorOutput)")
+        #expect(!FileManager.default.fileExists(atPath: data + "/sever"))
     }
 }

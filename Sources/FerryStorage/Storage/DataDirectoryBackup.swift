@@ -73,16 +73,26 @@ package struct DataDirectoryBackup: Sendable {
     ///
     /// - Returns: the backup's manifest.
     /// - Throws: ``DataDirectoryBackupError`` when the directory holds no catalog, its blobs are not files in it,
-    ///   `output` exists, or blobs kept vanishing; a file-system or SQLite error otherwise. Nothing is left at `output`
-    ///   then.
-    package func create(at output: String) async throws -> BackupManifest {
+    ///   `output` exists or is inside the data directory, or blobs kept vanishing; a file-system or SQLite error
+    ///   otherwise. Nothing is left at `output` then.
+    package func create(at given: String) async throws -> BackupManifest {
         let catalog = dataDirectory + "/" + BackupManifest.catalogPath
         guard FileManager.default.fileExists(atPath: catalog) else {
             throw DataDirectoryBackupError(
                 .notADataDirectory, "\(dataDirectory) holds no \(BackupManifest.catalogPath): it is not a Ferry data directory.")
         }
+        // `OUT/` and `OUT/.` name the directory OUT, whose partial directory is its sibling.
+        let output = URL(fileURLWithPath: given).standardizedFileURL.path
         guard !Self.exists(output) else {
             throw DataDirectoryBackupError(.outputExists, "\(output) exists already; name a new backup directory.")
+        }
+        // A backup in the data directory shares its disk and its fate; under `objects/tmp` a server's start removes it.
+        let root = URL(fileURLWithPath: dataDirectory).resolvingSymlinksInPath().standardizedFileURL.path
+        let parent = URL(fileURLWithPath: output).deletingLastPathComponent().resolvingSymlinksInPath().path
+        guard parent != root, !parent.hasPrefix(root.hasSuffix("/") ? root : root + "/") else {
+            throw DataDirectoryBackupError(
+                .outputInsideDataDirectory,
+                "\(output) is inside the data directory \(dataDirectory); name a backup directory outside it.")
         }
         let partial = output + ".partial-" + UUID().uuidString.prefix(8).lowercased()
         try PrivateFiles.directory(partial)

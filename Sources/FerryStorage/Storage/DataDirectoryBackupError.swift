@@ -13,6 +13,8 @@ package struct DataDirectoryBackupError: Error, Sendable, CustomStringConvertibl
         package static let blobsNotInDataDirectory = Code("blobsNotInDataDirectory")
         /// Something exists already where the backup was to be written.
         package static let outputExists = Code("outputExists")
+        /// The backup was to be written inside the data directory it backs up.
+        package static let outputInsideDataDirectory = Code("outputInsideDataDirectory")
         /// Blobs the catalog snapshot referenced were deleted before they could be copied, at every attempt.
         package static let dataDirectoryChanging = Code("dataDirectoryChanging")
         /// The backup lacks its manifest or a file its manifest lists (it did not finish, or was cut).
