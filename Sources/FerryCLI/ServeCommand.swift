@@ -74,7 +74,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds an open connection may wait for a request (or FERRY_IDLE_TIMEOUT). Default 30.", transform: EnvironmentNumber.decimal)
     var idleTimeout: Double?
 
-    @Option(name: .customLong("body-timeout"), help: "Seconds in which a request body must progress by at least 1 KiB (counted while the service reads it), and an answer must be taken by the client, or the connection is closed (or FERRY_BODY_TIMEOUT). Default 30.", transform: EnvironmentNumber.decimal)
+    @Option(name: .customLong("body-timeout"), help: "Seconds of each window in which a request body must progress by at least 1 KiB (counted while the service reads it; a body that stops is cut off one to two windows after its last bytes), and in which an answer must be taken by the client, or the connection is closed (or FERRY_BODY_TIMEOUT). Default 30.", transform: EnvironmentNumber.decimal)
     var bodyTimeout: Double?
 
     @Option(name: .customLong("max-connections"), help: "Connections held at once (or FERRY_MAX_CONNECTIONS). Default 1024.")
