@@ -389,6 +389,34 @@ struct MediaProcessingTests {
         #expect(MediaPipeline.cutShort(made: 95.5, declared: 100) == nil && MediaPipeline.cutShort(made: 94, declared: 100) != nil)
     }
 
+    @Test("sound that starts after the picture keeps its place: every HLS rendition plays silence until it begins")
+    func lateSoundKeepsItsPlace() async throws {
+        try await MediaHarness.with { harness in
+            let source = try await harness.fixture(.landscape480, seconds: 4)
+            let late = harness.fixtures + "/late-sound.mp4"
+            try await MediaFixtures.ffmpeg([
+                "-i", source, "-itsoffset", "0.5", "-i", source, "-map", "0:v", "-map", "1:a", "-c", "copy", "-t", "4", late,
+            ])
+            let videoId = try await harness.upload(late)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            #expect(info.status == "Normal", "\(info.errorMessage ?? "")")
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            // The master playlist plays the audio rendition (made on its own); LD's, its picture with it.
+            for definition in ["AUTO", "LD"] {
+                let url = try #require(play.stream(format: "m3u8", definition: definition)).url
+                let run = try await MediaFixtures.tool(
+                    "ffmpeg",
+                    ["-hide_banner", "-nostdin", "-i", url, "-map", "0:a:0", "-af", "silencedetect=noise=-40dB:duration=0.2",
+                     "-f", "null", "-"])
+                let report = run.errorOutput.split(separator: "\n").first { $0.contains("silence_end: ") }
+                let end = report.flatMap { line in
+                    line.range(of: "silence_end: ").flatMap { Double(line[$0.upperBound...].prefix { $0 != " " }) }
+                }
+                #expect(end.map { (0.4...0.6).contains($0) } == true, "\(definition): \(run.errorOutput.suffix(600))")
+            }
+        }
+    }
+
     @Test("a clip under half a second: its media playlists' target duration is 1, not the 0 ffmpeg rounds to")
     func clipUnderHalfASecond() async throws {
         try await MediaHarness.with { harness in
