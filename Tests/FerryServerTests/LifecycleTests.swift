@@ -442,6 +442,7 @@ struct LifecycleTests {
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Expiration><Date>-0001-01-01T00:00:00Z</Date></Expiration>"), "InvalidArgument"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status>"), "InvalidRequest"),
                 (rule("<Filter><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status><AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload>"), "InvalidArgument"),
+                (rule("<Filter><Tag><Key>k</Key><Value>v</Value></Tag></Filter><Status>Enabled</Status><Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration>"), "InvalidArgument"),
                 (rule("<Filter><And><ObjectSizeGreaterThan>10</ObjectSizeGreaterThan><ObjectSizeLessThan>5</ObjectSizeLessThan></And></Filter><Status>Enabled</Status>" + expiration), "InvalidArgument"),
                 (rule("<Prefix>a</Prefix><Status>Enabled</Status><Transition><Days>30</Days><StorageClass>GLACIER</StorageClass></Transition>"), "NotImplemented"),
                 (String(repeating: "<Rule>", count: 500), "MalformedXML"),

@@ -71,6 +71,9 @@ extension ObjectAPI {
             if let expiration = rule.expiration {
                 let given = [expiration.days != nil, expiration.date != nil, expiration.expiredObjectDeleteMarker != nil]
                 guard given.filter({ $0 }).count == 1 else { throw malformedXML }
+                if expiration.expiredObjectDeleteMarker != nil, !rule.tags.isEmpty {
+                    throw invalid("ExpiredObjectDeleteMarker cannot be specified with Tags")
+                }
                 if let days = expiration.days, !Self.lifecycleDays.contains(days) {
                     throw invalid("'Days' for Expiration action must be a positive integer")
                 }

@@ -350,9 +350,11 @@ package struct DataDirectoryBackup: Sendable {
                         .incomplete, "The backup lacks \(file.path), which its manifest lists; it is incomplete.")
                 }
                 guard copy.size == file.size, copy.sha256 == file.sha256 else {
+                    let difference = copy.size != file.size
+                        ? "\(copy.size) bytes, the manifest lists \(file.size)" : "its SHA-256 is not the one listed"
                     throw DataDirectoryBackupError(
                         .checksumMismatch,
-                        "\(file.path) in the backup does not match its manifest (\(copy.size) bytes, the manifest lists \(file.size); or its SHA-256 differs): the backup is damaged; nothing was restored.")
+                        "\(file.path) in the backup does not match its manifest (\(difference)): the backup is damaged; nothing was restored.")
                 }
                 return copies
             }
