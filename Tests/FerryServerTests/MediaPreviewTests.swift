@@ -232,6 +232,28 @@ struct MediaPreviewTests {
     }
 
     @Test(
+        "a thumbnail at a time after the last frame began, up to the video's end, is that frame (a frame every 2 s), from the source and from renditions",
+        arguments: ["NoTranscode", nil] as [String?])
+    func thumbnailInTheLastFrame(_ transcode: String?) async throws {
+        try await MediaHarness.with { harness in
+            let source = harness.fixtures + "/slow.mp4"
+            try await MediaFixtures.ffmpeg([
+                "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=0.5:duration=20", "-c:v", "libx264", "-preset", "ultrafast",
+                "-pix_fmt", "yuv420p", source,
+            ])
+            let videoId = try await harness.upload(source, transcode: transcode)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            try #require(info.status == "Normal", "\(info.errorMessage ?? "")")
+            let base = harness.server.endpoint + "/_ferry/play/\(videoId)/"
+            let token = try await Self.token(harness, videoId)
+            for time in ["18", "19.5", "19.9", "20"] {
+                let picture = try await S3TestClient.fetch(Self.url(base, "thumbnail.png?time=\(time)&width=160", token: token))
+                #expect(picture.status == 200 && picture.body.starts(with: [0x89, 0x50, 0x4E, 0x47]), "time=\(time): \(picture.status) \(picture.text.prefix(200))")
+            }
+        }
+    }
+
+    @Test(
         "a source whose timestamps begin late has the Duration, storyboard and thumbnail bounds of what plays, whether its container counts the late start in its duration (an MP4's empty edit, Matroska) or not (MPEG-TS)",
         arguments: ["mp4", "mkv", "ts"])
     func lateStart(_ container: String) async throws {

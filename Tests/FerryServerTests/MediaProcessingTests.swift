@@ -615,6 +615,33 @@ struct MediaProcessingTests {
         }
     }
 
+    @Test("a cover is taken where a seek finds no frame (a clip of one frame, a raw H.264 stream), at the picture's own odd size")
+    func coverWhereASeekFindsNoFrame() async throws {
+        try await MediaHarness.with { harness in
+            let clips: [(name: String, arguments: [String], size: (Int, Int))] = [
+                ("one-frame.mp4", ["-f", "lavfi", "-i", "testsrc=size=640x360:rate=25", "-frames:v", "1", "-c:v", "libx264"], (640, 360)),
+                ("raw.h264", ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:d=3", "-c:v", "libx264", "-f", "h264"], (320, 240)),
+                ("odd.mp4", ["-f", "lavfi", "-i", "testsrc=size=17x9:rate=25:d=2", "-c:v", "libx264", "-pix_fmt", "yuv444p"], (17, 9)),
+            ]
+            for clip in clips {
+                let path = harness.fixtures + "/" + clip.name
+                try await MediaFixtures.ffmpeg(clip.arguments + [path])
+                let videoId = try await harness.upload(path, transcode: "NoTranscode")
+                let deadline = ContinuousClock.now + .seconds(60)
+                var info = try await harness.media.getVideoInfo(videoId: videoId)
+                while info.coverURL == nil, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(100))
+                    info = try await harness.media.getVideoInfo(videoId: videoId)
+                }
+                let url = try #require(info.coverURL, "\(clip.name): \(info.status)")
+                let picture = harness.fixtures + "/cover-" + clip.name + ".jpg"
+                try Data(try await S3TestClient.fetch(url).body).write(to: URL(fileURLWithPath: picture))
+                let probed = try await MediaFixtures.probe(picture)
+                #expect(probed.width == clip.size.0 && probed.height == clip.size.1, "\(clip.name): \(probed.width ?? 0)×\(probed.height ?? 0)")
+            }
+        }
+    }
+
     @Test("without ffmpeg the server runs, GetVideoInfo says why the uploaded video waits at UploadSucc, and its workers still finish the removal of a deleted video's files that a stopped node left")
     func withoutTools() async throws {
         let empty = TemporaryDirectory.make("ferry-no-tools")

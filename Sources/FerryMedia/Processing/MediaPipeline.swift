@@ -203,10 +203,17 @@ package struct MediaPipeline: Sendable {
         guard let (source, _) = try await download(video, into: directory) else { return }
         let output = directory + "/cover.jpg"
         let errors = directory + "/snapshot.err"
-        let outcome = try await run(
-            \.ffmpeg,
-            TranscodePlan.snapshotArguments(input: source, duration: video.mezzanine?.playingDuration, output: output),
-            errors: errors)
+        func attempt(fromStart: Bool) async throws -> ChildProcess.Outcome {
+            try await run(
+                \.ffmpeg,
+                TranscodePlan.snapshotArguments(
+                    input: source, duration: video.mezzanine?.playingDuration, output: output, fromStart: fromStart),
+                errors: errors)
+        }
+        var outcome = try await attempt(fromStart: false)
+        // A seek may land where no frame decodes (a clip of one frame, of one key frame interval in MPEG-TS, a raw
+        // H.264 stream): then the cover is taken from the start.
+        if !outcome.timedOut, WorkFiles.size(of: output) == 0 { outcome = try await attempt(fromStart: true) }
         guard outcome.succeeded, WorkFiles.size(of: output) > 0 else {
             let reason = Self.reason(errors: errors, directory: directory, timedOut: outcome.timedOut)
             try await webhooks.enqueue(

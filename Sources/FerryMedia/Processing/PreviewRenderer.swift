@@ -101,16 +101,27 @@ package struct PreviewRenderer: Sendable {
         let output = directory + "/picture." + request.format
         let errors = directory + "/ffmpeg.err"
         // The time limit covers the picture: reading its input, then ffmpeg.
-        let remaining = configuration.timeLimit - (ContinuousClock.now - started)
-        let outcome: ChildProcess.Outcome?
+        let pipeline = self.pipeline
+        func run(from offset: Double) async throws -> ChildProcess.Outcome? {
+            let remaining = configuration.timeLimit - (ContinuousClock.now - started)
+            guard remaining > .zero else { return nil }
+            return try await pipeline.run(
+                \.ffmpeg,
+                request.arguments(
+                    input: input.path, offset: offset, countsFromFirstFrame: input.isSegments, output: output),
+                errors: errors, timeLimit: remaining)
+        }
+        var outcome: ChildProcess.Outcome?
         do {
-            outcome =
-                remaining > .zero
-                ? try await pipeline.run(
-                    \.ffmpeg,
-                    request.arguments(
-                        input: input.path, offset: input.offset, countsFromFirstFrame: input.isSegments, output: output),
-                    errors: errors, timeLimit: remaining) : nil
+            outcome = try await run(from: input.offset)
+            // A time after the last frame began, while it still shows (to the video's end): that frame is the picture,
+            // found from a frame and a half before (renditions play at most 60 frames a second).
+            if outcome?.succeeded == true, WorkFiles.size(of: output) == 0, request.kind == .thumbnail,
+                input.offset > 0
+            {
+                let step = 1.5 / min(max(video.mezzanine?.fps ?? 1, 0.01), 60)
+                outcome = try await run(from: max(0, input.offset - step))
+            }
         } catch {
             if let shared = input.sharedSource { await sources.release(shared) }
             throw error

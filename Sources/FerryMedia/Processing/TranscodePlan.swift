@@ -280,11 +280,14 @@ package struct TranscodePlan: Sendable, Hashable {
     }
 
     /// The ffmpeg arguments that take a cover from the source: a representative frame (the `thumbnail` filter's
-    /// pick among 50 frames from a tenth of the way in, so not a black first frame), at most 1280 pixels wide.
-    static func snapshotArguments(input: String, duration: Double?, output: String) -> [String] {
+    /// pick among 50 frames from a tenth of the way in, so not a black first frame; from the start with
+    /// `fromStart`), at most 1280 pixels wide, with the picture's aspect (a JPEG's sides may be odd).
+    static func snapshotArguments(input: String, duration: Double?, output: String, fromStart: Bool = false)
+        -> [String]
+    {
         let start = duration.map { max(0, min($0 * 0.1, 10)) } ?? 0
-        return Self.quietFlags + ["-ss", String(format: "%.3f", start)] + MediaInput.options + [
-            "-i", input, "-map", "0:V:0", "-vf", "thumbnail=50,scale='min(1280,iw)':-2", "-frames:v", "1",
+        return Self.quietFlags + (fromStart ? [] : ["-ss", String(format: "%.3f", start)]) + MediaInput.options + [
+            "-i", input, "-map", "0:V:0", "-vf", "thumbnail=50,scale='min(1280,iw)':-1", "-frames:v", "1",
             "-q:v", "3", "-f", "image2", output,
         ]
     }
