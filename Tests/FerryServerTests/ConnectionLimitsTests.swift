@@ -494,7 +494,17 @@ struct DataDirectoryTests {
             let refused = #expect(throws: DataDirectoryInUse.self) { try FerryServer(configuration: configuration, environment: [:]) }
             #expect(refused?.pid == getpid())
             #expect(refused?.endpoint == server.endpoint)
+            #expect(refused?.description.hasSuffix("send requests to it with --endpoint \(server.endpoint).") == true)
         }
+        // A process that does not listen (a restore) is not offered as an endpoint; a lock file found is made private.
+        let directory = TemporaryDirectory.make("ferry-lock")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(!DataDirectoryInUse(directory: directory, pid: 7).description.contains("--endpoint"))
+        #expect(FileManager.default.createFile(atPath: directory + "/lock", contents: Data(), attributes: [.posixPermissions: 0o644]))
+        let lock = try DataDirectoryLock(directory: directory)
+        let mode = try FileManager.default.attributesOfItem(atPath: directory + "/lock")[.posixPermissions] as? Int
+        #expect(mode == 0o600, "\(String(mode ?? 0, radix: 8))")
+        withExtendedLifetime(lock) {}
     }
 
     @Test("a server that cannot listen fails at once with the reason")

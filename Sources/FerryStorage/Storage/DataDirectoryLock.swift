@@ -18,6 +18,8 @@ package final class DataDirectoryLock: Sendable {
         path = directory + "/lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXFileError("open", errno) }
+        // A lock file found (left by someone else, or copied in) is made private as one made here is.
+        _ = fchmod(fd, 0o600)
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let busy = errno
             close(fd)
@@ -61,6 +63,8 @@ public struct DataDirectoryInUse: Error, CustomStringConvertible {
     public var description: String {
         var text = "The data directory \(directory) is in use by another Ferry process"
         if let pid { text += " (pid \(pid)" + (endpoint.map { ", listening on \($0)" } ?? "") + ")" }
-        return text + "; stop it, use another --data-dir, or send requests to it with --endpoint."
+        // Only a process that listens takes requests (a restore, or a service still starting, does not).
+        guard let endpoint else { return text + "; wait for it to end, stop it, or use another --data-dir." }
+        return text + "; stop it, use another --data-dir, or send requests to it with --endpoint \(endpoint)."
     }
 }
