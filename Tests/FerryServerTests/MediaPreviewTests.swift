@@ -253,6 +253,24 @@ struct MediaPreviewTests {
         }
     }
 
+    @Test("a raw H.264 stream, whose container tells no length, has the Duration its renditions play, and a storyboard")
+    func durationOfARawStream() async throws {
+        try await MediaHarness.with { harness in
+            let source = harness.fixtures + "/raw.h264"
+            try await MediaFixtures.ffmpeg([
+                "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=3", "-c:v", "libx264", "-preset", "ultrafast",
+                "-f", "h264", source,
+            ])
+            let videoId = try await harness.upload(source)
+            let info = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
+            try #require(info.status == "Normal", "\(info.errorMessage ?? "")")
+            #expect(info.duration.map { abs($0 - 3) < 0.2 } == true, "Duration \(String(describing: info.duration))")
+            let play = try await harness.media.getPlayInfo(videoId: videoId)
+            let vtt = try await S3TestClient.fetch(try #require(play.storyboardURL, "no storyboard"))
+            #expect(vtt.status == 200 && vtt.text.hasPrefix("WEBVTT"), "\(vtt.status)")
+        }
+    }
+
     @Test(
         "a source whose timestamps begin late has the Duration, storyboard and thumbnail bounds of what plays, whether its container counts the late start in its duration (an MP4's empty edit, Matroska) or not (MPEG-TS)",
         arguments: ["mp4", "mkv", "ts"])

@@ -444,7 +444,12 @@ package struct MediaPipeline: Sendable {
             mpd.size = Int64(manifest.utf8.count)
             renditions.append(mpd)
         }
-        try await makeStoryboard(source: source, info: info, into: encoded, work: directory, videoId: video.videoId)
+        // A source whose container tells no length (a raw H.264 stream) lasts what its renditions play.
+        let made = renditions.compactMap(\.duration).max()
+        var measuredInfo = info
+        if info.duration == nil, let made { measuredInfo.duration = made + (info.startTime ?? 0) }
+        try await makeStoryboard(
+            source: source, info: measuredInfo, into: encoded, work: directory, videoId: video.videoId)
         await progress(0.9)
 
         // Store every file under this job's prefix; nothing points at them yet but the first stream's master
@@ -475,7 +480,7 @@ package struct MediaPipeline: Sendable {
         retire.createdAt = Date()  // what it removes was stored before this
         let retiring = firstPublished ? [retire] : []
         let streams = renditions.filter { $0.definition != "AUTO" }.map(Self.streamInfo)
-        let saved = try await catalog.updateVideo(video.videoId) { [webhooks, firstPublished] video in
+        let saved = try await catalog.updateVideo(video.videoId) { [webhooks, firstPublished, measuredInfo] video in
             guard video.status == VideoStatus.transcoding else { return .keep }
             // VideoPlayable first (when no first stream sent it), then the streams, as the events' order is documented.
             var notify: [WebhookNotification] = []
@@ -487,6 +492,7 @@ package struct MediaPipeline: Sendable {
             notify += streams.map { .streamTranscodeComplete(videoId: video.videoId, stream: $0) }
             notify.append(.transcodeComplete(videoId: video.videoId, streams: streams))
             video.renditions = published
+            if video.mezzanine?.duration == nil { video.mezzanine?.duration = measuredInfo.duration }
             // The first stream's files, and so its definition, are kept only when published under this prefix.
             if video.outputPrefix != prefix { video.firstStreamDefinition = nil }
             video.outputPrefix = prefix
