@@ -48,6 +48,17 @@ struct ProbeReportTests {
         for text in ["{}", #"{"streams":{"codec_type":"video"}}"#, "[]", "null", "not json", ""] {
             #expect(throws: MediaProbe.Unreadable.self, "\(text)") { try MediaProbe.parse(Data(text.utf8), size: 1) }
         }
+        // A container longer than streams that begin at 0 (a variable frame rate's last frame) counts no late start;
+        // one whose streams begin late (an MP4's empty edit) counts it.
+        for (start, expected) in [("0.000000", nil), ("10.000000", 10.0)] as [(String, Double?)] {
+            let report = try ProbeReport.decode(Data("""
+                {"streams":[{"codec_type":"video","codec_name":"h264","start_time":"\(start)","duration":"16.800000"}],
+                 "format":{"format_name":"mov,mp4,m4a,3gp,3g2,mj2","start_time":"0.000000","duration":"\(Double(start)! + 16.9)"}}
+                """.utf8))
+            let info = try report.mezzanine(size: 1000)
+            #expect(info.startTime.map { abs($0 - (expected ?? -1)) < 0.001 } ?? (expected == nil), "\(start): \(String(describing: info.startTime))")
+        }
+
         // The transcode's measurements of an empty report are all unknown.
         let nothing = ProbeReport().measured
         #expect(nothing.width == nil && nothing.duration == nil && nothing.videoLevel == nil)

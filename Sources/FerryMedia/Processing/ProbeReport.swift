@@ -206,8 +206,10 @@ struct ProbeReport: Decodable, Sendable, Equatable {
 
     /// The seconds before what plays that a container counts in its `duration` (an MP4's empty edit, Matroska
     /// timestamps that begin late; an MPEG-TS or FLV counts none): its duration less the span from the earliest
-    /// stream's start to the latest stream's end, when the streams give both; else the `start_time` of an MP4 or
-    /// Matroska file, which count it. Nil for none (less than 50 ms).
+    /// stream's start to the latest stream's end, when the streams give both and begin late, at most that start (a
+    /// container longer than its streams' span may count the last frame's display, as a variable frame rate's
+    /// does); else the
+    /// `start_time` of an MP4 or Matroska file, which count it. Nil for none (less than 50 ms).
     static func countedStart(_ format: Format, streams: [Stream], duration: Double?) -> Double? {
         guard let duration, duration > 0 else { return nil }
         let spans = streams.compactMap { stream in
@@ -215,7 +217,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         }
         let counted: Double?
         if let first = spans.map(\.start).min(), let end = spans.map(\.end).max(), end > first {
-            counted = duration - (end - first)
+            counted = first > 0.05 ? min(first, duration - (end - first)) : nil
         } else if let name = format.formatName, name.hasPrefix("mov,") || name.hasPrefix("matroska") {
             counted = format.startTime
         } else {
