@@ -763,6 +763,14 @@ struct ResumableUploadTests {
         let wrong = try #require(out["wrongOffset"] as? [String: Any])
         #expect(wrong["status"] as? Int == 409)
         #expect(wrong["offset"] as? String == String(size / 2))
+        // Version 6 (draft 04 on) answers the draft's problem type; earlier versions a reason in plain text.
+        if version >= 6 {
+            let problem = try #require(wrong["problem"] as? [String: Any], "\(wrong)")
+            #expect(problem["type"] as? String == "https://iana.org/assignments/http-problem-types#mismatching-upload-offset")
+            #expect(problem["expected-offset"] as? Int == size / 2 && problem["provided-offset"] as? Int == 1, "\(problem)")
+        } else {
+            #expect((wrong["contentType"] as? String)?.hasPrefix("text/plain") == true, "\(wrong)")
+        }
         let append = try #require(out["append"] as? [String: Any])
         #expect(append["status"] as? Int == 200)
         #expect(append["offset"] as? String == String(size))
@@ -900,6 +908,10 @@ struct ResumableUploadTests {
             #expect(try await s3.get(ticket.address.bucket, ticket.address.fileName).body == Array("abcdef".utf8))
             let lengths = try #require(out["lengths"] as? [String: Any])
             #expect(lengths["conflicting"] as? Int == 400)
+            let conflictingType = (lengths["conflictingProblem"] as? [String: Any])?["type"] as? String
+            #expect(
+                conflictingType == (version >= 6 ? "https://iana.org/assignments/http-problem-types#inconsistent-upload-length" : nil),
+                "\(lengths)")
             #expect(lengths["recorded"] as? Int == 204)
             if version >= 6 { #expect(lengths["headLength"] as? String == "8") }
             #expect(lengths["unflagged"] as? Int == 400)

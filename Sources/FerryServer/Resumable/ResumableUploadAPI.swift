@@ -595,7 +595,7 @@ struct ResumableUploadAPI: Sendable {
                 throw ResumableRefusal(.forbidden, "A final upload takes no appends.", wire: wire)
             }
             let checksum = try TusChecksum.parse(request.headers)
-            guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
+            guard offset == upload.offset else { throw Self.conflict(upload, provided: offset, wire: wire) }
             // A deferred length declared here bounds this append and is recorded once the append is kept: a refused
             // append (460, 413, a quota) leaves the length deferred.
             let declared = try lengthToRecord(upload, request: request, wire: wire)
@@ -636,9 +636,11 @@ struct ResumableUploadAPI: Sendable {
                 {
                     return await completed(upload, wire: wire)
                 }
-                throw ResumableRefusal(.badRequest, "The upload is complete; it takes no more appends.", wire: wire)
+                throw ResumableRefusal(
+                    .badRequest, "The upload is complete; it takes no more appends.", wire: wire,
+                    problem: .completedUpload)
             }
-            guard offset == upload.offset else { throw Self.conflict(upload, wire: wire) }
+            guard offset == upload.offset else { throw Self.conflict(upload, provided: offset, wire: wire) }
             let declared = try lengthToRecord(upload, request: request, wire: wire)
             var bounded = upload
             if let declared { bounded.length = declared }
@@ -737,12 +739,16 @@ struct ResumableUploadAPI: Sendable {
         guard let length = try wire.integer(.uploadLength, in: request.headers) else { return nil }
         if let recorded = upload.length {
             guard recorded == length else {
-                throw ResumableRefusal(.badRequest, "Upload-Length differs from the upload's length (\(recorded)).", wire: wire)
+                throw ResumableRefusal(
+                    .badRequest, "Upload-Length differs from the upload's length (\(recorded)).", wire: wire,
+                    problem: .inconsistentLength)
             }
             return nil
         }
         guard length >= upload.offset else {
-            throw ResumableRefusal(.badRequest, "Upload-Length is less than the bytes already received.", wire: wire)
+            throw ResumableRefusal(
+                .badRequest, "Upload-Length is less than the bytes already received.", wire: wire,
+                problem: .inconsistentLength)
         }
         if let declared = try wire.integer(.contentLength, in: request.headers), declared > length - upload.offset {
             throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
@@ -760,7 +766,9 @@ struct ResumableUploadAPI: Sendable {
         do {
             let updated = appended.length == nil ? try await store.setResumableLength(appended, length: declared) : appended
             guard updated.length == declared else {
-                throw ResumableRefusal(.badRequest, "Upload-Length differs from the upload's length.", wire: wire)
+                throw ResumableRefusal(
+                    .badRequest, "Upload-Length differs from the upload's length.", wire: wire,
+                    problem: .inconsistentLength)
             }
             return updated
         } catch where interrupted {
@@ -872,7 +880,7 @@ struct ResumableUploadAPI: Sendable {
         }
         switch result {
         case .appended(let stored): return (stored, body.interrupted.withLockedValue { $0 })
-        case .conflict(let current): throw Self.conflict(current, wire: wire)
+        case .conflict(let current): throw Self.conflict(current, provided: offset, wire: wire)
         case .beyondLength:
             throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
         }
@@ -979,11 +987,12 @@ struct ResumableUploadAPI: Sendable {
 
     /// 409: the append did not start at the upload's offset (or another append was recorded first); the answer says
     /// where to resume.
-    private static func conflict(_ upload: ResumableUpload, wire: ResumableWire) -> ResumableRefusal {
+    private static func conflict(_ upload: ResumableUpload, provided: Int64, wire: ResumableWire) -> ResumableRefusal {
         var headers: HTTPFields = [.uploadOffset: String(upload.offset)]
         wire.setComplete(upload.etag != nil, in: &headers)
         return ResumableRefusal(
-            .conflict, "The upload's offset is \(upload.offset); resume from there.", wire: wire, headers: headers)
+            .conflict, "The upload's offset is \(upload.offset); resume from there.", wire: wire, headers: headers,
+            problem: .mismatchingOffset(expected: upload.offset, provided: provided))
     }
 
     private static func bodyEnded(_ upload: ResumableUpload, wire: ResumableWire) -> ResumableRefusal {

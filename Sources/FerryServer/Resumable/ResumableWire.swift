@@ -128,13 +128,19 @@ struct ResumableRefusal: Error, HTTPResponseError {
     var headers: HTTPFields
     /// Whether the upload keeps what the request stored (a body cut short), so the client resumes it.
     var keepsUpload = false
+    /// The draft's problem type of this refusal, its body (`application/problem+json`) at interop version 6.
+    var problem: UploadProblem?
 
-    init(_ status: HTTPResponse.Status, _ message: String, wire: ResumableWire?, headers extra: HTTPFields = [:]) {
+    init(
+        _ status: HTTPResponse.Status, _ message: String, wire: ResumableWire?, headers extra: HTTPFields = [:],
+        problem: UploadProblem? = nil
+    ) {
         self.status = status
         self.message = message
         var headers = wire?.headers ?? [:]
         headers.append(contentsOf: extra)
         self.headers = headers
+        if case .ietf(let version) = wire, version >= 6 { self.problem = problem }
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
@@ -144,8 +150,41 @@ struct ResumableRefusal: Error, HTTPResponseError {
             headers[.contentLength] = "0"
             return Response(status: status, headers: headers)
         }
+        if let problem {
+            headers[.contentType] = "application/problem+json"
+            return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: problem.json)))
+        }
         headers[.contentType] = "text/plain; charset=utf-8"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: message + "\n")))
+    }
+}
+
+/// A problem type the IETF draft defines (RFC 9457 problem details), with its members.
+struct UploadProblem: Sendable, Equatable {
+    var type: String
+    var title: String
+    var members: [String: Int64] = [:]
+
+    /// An append at another offset than the upload's.
+    static func mismatchingOffset(expected: Int64, provided: Int64) -> Self {
+        Self(
+            type: "https://iana.org/assignments/http-problem-types#mismatching-upload-offset",
+            title: "offset from request does not match offset of resource",
+            members: ["expected-offset": expected, "provided-offset": provided])
+    }
+    /// An append to an upload that is complete.
+    static let completedUpload = Self(
+        type: "https://iana.org/assignments/http-problem-types#completed-upload", title: "upload is already completed")
+    /// A length that disagrees with one indicated before, or with the bytes received.
+    static let inconsistentLength = Self(
+        type: "https://iana.org/assignments/http-problem-types#inconsistent-upload-length",
+        title: "inconsistent length values for upload")
+
+    /// The problem as JSON (its strings are constants, its members integers).
+    var json: String {
+        let fields = [("type", "\"\(type)\""), ("title", "\"\(title)\"")]
+            + members.sorted { $0.key < $1.key }.map { ($0.key, String($0.value)) }
+        return "{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"
     }
 }
 

@@ -279,7 +279,8 @@ def ietf_scenarios(args):
     append_type = [("Content-Type", "application/partial-upload")] if version >= 6 else []
     wrong = Exchange(location, "PATCH", base + ietf_flags(version, True) + append_type + [("Upload-Offset", "1")],
                      data[1:])
-    out["wrongOffset"] = {"status": wrong.final["status"], "offset": wrong.final["headers"].get("upload-offset")}
+    out["wrongOffset"] = {"status": wrong.final["status"], "offset": wrong.final["headers"].get("upload-offset"),
+                          "contentType": wrong.final["headers"].get("content-type"), "problem": problem(wrong)}
 
     offset = int(out["offsetRetrieval"]["offset"] or 0)
     append = Exchange(location, "PATCH",
@@ -300,6 +301,13 @@ def ietf_scenarios(args):
     bad = Exchange(location, "HEAD", [("Upload-Draft-Interop-Version", "4")])
     out["unknownVersion"] = {"status": bad.final["status"]}
     emit(out)
+
+
+def problem(exchange):
+    """The problem details (RFC 9457) of an answer sent as application/problem+json, else None."""
+    if exchange.final["headers"].get("content-type") != "application/problem+json":
+        return None
+    return json.loads(exchange.final["body"])
 
 
 def ietf_upload(args):
@@ -361,7 +369,8 @@ def ietf_edges(args):
     # An append that does not say whether it completes the upload is refused (from version 5), nothing of it kept.
     unflagged = Exchange(third_location, "PATCH", base + append_type + [("Upload-Offset", "6")], b"78")
     unflagged_head = Exchange(third_location, "HEAD", base)
-    out["lengths"] = {"conflicting": conflicting.final["status"], "recorded": recorded.final["status"],
+    out["lengths"] = {"conflicting": conflicting.final["status"], "conflictingProblem": problem(conflicting),
+                      "recorded": recorded.final["status"],
                       "headLength": third_head.final["headers"].get("upload-length"),
                       "unflagged": unflagged.final["status"],
                       "offsetAfterUnflagged": unflagged_head.final["headers"].get("upload-offset"),
