@@ -2,6 +2,7 @@ import FerryCore
 @testable import FerryServer
 import FerryTestSupport
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import Testing
 
@@ -106,10 +107,13 @@ struct ConsoleTests {
 
     @Test("sign-in: a wrong secret is refused, the right one opens an HttpOnly SameSite=Strict session; state changes need the CSRF token; sign-out clears the cookie")
     func session() async throws {
-        try await TestServer.with { server in
+        let log = LogRecorder()
+        try await TestServer.with(configure: { $0.logger = log.logger(level: .info) }) { server in
             var browser = ConsoleBrowser(server)
             let wrong = try await browser.signIn(server.root.accessKeyId, "not-the-secret")
             #expect(wrong.status == 401 && ConsoleBrowser.code(wrong) == "InvalidCredentials" && wrong.header("Set-Cookie") == nil)
+            // Refused sign-ins are logged at the service's level (info here), for whoever audits them.
+            #expect(log.records.contains { $0.message == "console sign-in refused" && $0.level == .info })
             let unknown = try await browser.signIn("FKIANOSUCHKEY0000", "whatever")
             #expect(unknown.status == 401 && ConsoleBrowser.code(unknown) == "InvalidCredentials")
             #expect(try await browser.send("GET", ConsoleAPI.sessionPath).status == 401)

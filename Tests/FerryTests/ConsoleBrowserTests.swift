@@ -79,6 +79,7 @@ struct ConsoleBrowserTests {
             "keys page shows a secret once", "webhooks page lists deliveries", "status page lists this node",
             "narrow window",
             "another key's unfinished upload is not shown", "scoped key sees only its own videos",
+            "bidirectional controls show as code points", "a session changed in another tab is this tab's too",
         ]
         #expect(passed == expected, "missing: \(expected.subtracting(passed))")
         for page in [

@@ -39,7 +39,7 @@ extension FerryServer {
         // `traceparent`), all before the groups, so that they see every answer, refusals included.
         router.add(middleware: AnswerMiddleware.contentIsolation)
         router.add(middleware: AnswerPacingMiddleware())
-        router.add(middleware: RequestIdMiddleware())
+        router.add(middleware: RequestIdMiddleware(logLevel: configuration.logger.logLevel))
         if !trustedProxies.networks.isEmpty { router.add(middleware: ForwardedClientMiddleware(proxies: trustedProxies)) }
         router.add(middleware: AccessLogMiddleware())
         router.add(middleware: MetricsMiddleware(metrics: metrics))

@@ -496,6 +496,22 @@ def run(driver):
     throttle(driver, None)
     wait(driver, lambda d: media_api(d, "GetVideoInfo", {"VideoId": fourth_video})["status"] == 404, timeout=30,
          message="the cancelled video to be gone")
+    # A cancelled image goes too.
+    picture = big + ".picture.png"
+    with open(third, "rb") as source, open(picture, "wb") as target:
+        target.write(source.read())
+    picture_name = os.path.basename(picture)
+    throttle(driver, 2 * 1024 * 1024)
+    driver.find_element(By.ID, "file-input").send_keys(picture)
+    wait(driver, lambda d: int(upload_row(d, picture_name).get_attribute("data-sent-parts") or 0) >= 1, timeout=60,
+         message="a part of the picture")
+    picture_id = upload_row(driver, picture_name).get_attribute("data-image-id")
+    assert picture_id, "the picture's upload row names no image"
+    upload_row(driver, picture_name).find_element(By.CSS_SELECTOR, "button.cancel").click()
+    wait(driver, lambda d: upload_row(d, picture_name).get_attribute("data-state") == "cancelled", message="cancelled picture")
+    throttle(driver, None)
+    wait(driver, lambda d: media_api(d, "GetImageInfo", {"ImageId": picture_id})["status"] == 404, timeout=30,
+         message="the cancelled image to be gone")
     passed("cancel")
 
     # Delete, after confirming.
@@ -565,6 +581,13 @@ def run(driver):
     _, fifth_name = start_slow_upload(driver, big, "fifth", 3)
     throttle(driver, None)
 
+    # The library's filters are the key's own: set here, they are gone for the next key.
+    driver.get(CONSOLE + "#/library")
+    title_filter = wait(driver, lambda d: d.find_element(By.ID, "filter-title"), message="the library's filters")
+    title_filter.send_keys("confidential-project")
+    title_filter.send_keys(Keys.ENTER)
+    wait(driver, lambda d: d.find_element(By.ID, "library-summary").text == "No videos match.", message="the filtered library")
+
     # A scoped key sees only its own videos.
     driver.find_element(By.ID, "sign-out").click()
     sign_in(driver, os.environ["SCOPED_ID"], os.environ["SCOPED_SECRET"])
@@ -581,7 +604,39 @@ def run(driver):
     assert not driver.find_element(By.ID, "nav-status").is_displayed()
     assert media_api(driver, "GetServiceStatus", {})["status"] == 403
     assert media_api(driver, "GetVideoInfo", {"VideoId": video_id})["status"] == 403
+    assert driver.find_element(By.ID, "filter-title").get_attribute("value") == "", "the root key's filter is shown"
     passed("scoped key sees only its own videos")
+
+    # A right-to-left override in a title shows as its code point, not as reordered text (gnp.exe as exe.png).
+    assert media_api(driver, "CreateUploadVideo", {"Title": "\u202egnp.exe", "FileName": "s.mp4"})["status"] == 200
+    driver.get(CONSOLE + "#/library")
+    card = wait(driver, lambda d: [c for c in d.find_elements(By.CSS_SELECTOR, ".video-card .title") if "gnp.exe" in c.text],
+                message="the titled video")[0]
+    assert card.text == "<U+202E>gnp.exe", repr(card.text)
+    passed("bidirectional controls show as code points")
+
+    # Two tabs share the session cookie: one that signs in as another key, or out, changes what the other shows.
+    first = driver.current_window_handle
+    driver.switch_to.new_window("tab")
+    driver.get(CONSOLE + "#/library")
+    wait(driver, lambda d: d.find_element(By.ID, "sign-out").is_displayed(), message="the second tab's session")
+    driver.find_element(By.ID, "sign-out").click()
+    sign_in(driver, os.environ["ROOT_ID"], os.environ["ROOT_SECRET"])
+    wait(driver, lambda d: "(root)" in d.find_element(By.ID, "who").text, message="root in the second tab")
+    second = driver.current_window_handle
+    driver.switch_to.window(first)
+    wait(driver, lambda d: d.find_element(By.ID, "who").text == os.environ["ROOT_ID"] + " (root)", timeout=15,
+         message="the first tab to show the key it now acts as")
+    assert driver.find_element(By.ID, "nav-keys").is_displayed()
+    driver.switch_to.window(second)
+    driver.find_element(By.ID, "sign-out").click()
+    driver.switch_to.window(first)
+    wait(driver, lambda d: d.find_element(By.ID, "sign-in").is_displayed(), timeout=15, message="the first tab's sign-in")
+    assert "another tab" in driver.find_element(By.ID, "sign-in-reason").text
+    driver.switch_to.window(second)
+    driver.close()
+    driver.switch_to.window(first)
+    passed("a session changed in another tab is this tab's too")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,16 @@ export class ServiceError extends Error {
 /** Calls `handler` whenever a request finds the session ended. */
 export function onSessionEnded(handler) { listeners.add(handler); }
 
+/** Calls `handler` when another tab of this origin signs in or out: the session cookie and its token are the
+ * browser's, shared by every tab, so this page acts for whoever signed in last. */
+export function onSessionChangedElsewhere(handler) {
+  window.addEventListener('storage', (event) => {
+    if (event.key !== tokenKey && event.key !== null) return;
+    generation += 1;
+    handler();
+  });
+}
+
 function sessionEnded(error) { storeToken(null); generation += 1; for (const handler of listeners) handler(error); }
 
 async function request(method, url, body, { allowSignedOut = false } = {}) {

@@ -1,9 +1,9 @@
 // The console's shell: sign-in, navigation between pages (in the URL's fragment, so a reload stays on the page), and
 // what happens when the session ends (the sign-in form comes back over the page; uploads wait and then go on).
 
-import { currentSession, signIn, signOut, onSessionEnded } from './api.js';
+import { currentSession, signIn, signOut, onSessionEnded, onSessionChangedElsewhere } from './api.js';
 import { uploads } from './uploads.js';
-import { libraryPage } from './view-library.js';
+import { libraryPage, resetLibrary } from './view-library.js';
 import { videoPage } from './view-video.js';
 import { uploadPage } from './view-upload.js';
 import { keysPage } from './view-keys.js';
@@ -16,6 +16,7 @@ const signInSection = document.getElementById('sign-in');
 const form = document.getElementById('sign-in-form');
 let session = null;
 let leave = null;
+let lastKey = null;
 
 const routes = [
   [/^#\/library$/, () => libraryPage(main)],
@@ -50,6 +51,7 @@ function showSignIn(reason) {
   signInSection.hidden = false;
   bar.hidden = true;
   main.hidden = true;
+  main.replaceChildren();
   const note = document.getElementById('sign-in-reason');
   note.hidden = !reason;
   note.textContent = reason || '';
@@ -57,6 +59,9 @@ function showSignIn(reason) {
 }
 
 function signedIn(current) {
+  // Another key starts from the library's first page, without the filters of the key before.
+  if (current.AccessKeyId !== lastKey) resetLibrary();
+  lastKey = current.AccessKeyId;
   session = current;
   signInSection.hidden = true;
   bar.hidden = false;
@@ -103,6 +108,16 @@ onSessionEnded(() => {
   showSignIn(waiting > 0
     ? `Your session ended. Sign in again to go on: ${waiting} upload${waiting === 1 ? '' : 's'} will continue where ${waiting === 1 ? 'it' : 'they'} stopped.`
     : 'Your session ended; sign in again.');
+});
+
+// Another tab signed in or out: the cookie is that tab's session now, so this page shows (and acts as) that key, or
+// the sign-in form; never one key while acting as another.
+onSessionChangedElsewhere(async () => {
+  const next = await currentSession().catch(() => null);
+  if (next && session && next.AccessKeyId === session.AccessKeyId) { session = next; return; }
+  if (leave) { leave(); leave = null; }
+  if (next) signedIn(next);
+  else if (session) showSignIn('You signed out in another tab; sign in again.');
 });
 
 uploads.addEventListener('change', () => {

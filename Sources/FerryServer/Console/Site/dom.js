@@ -23,8 +23,14 @@ export function h(tag, attributes = {}, ...children) {
 function append(element, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
-    element.append(child instanceof Node ? child : String(child));
+    element.append(child instanceof Node ? child : visible(String(child)));
   }
+}
+
+/** Text with its bidirectional controls (U+202A–U+202E, U+2066–U+2069) shown as their code points: a right-to-left
+ * override in a name would otherwise show `gnp.exe` as `exe.png`. */
+export function visible(text) {
+  return text.replace(/[\u202A-\u202E\u2066-\u2069]/g, (c) => `<U+${c.charCodeAt(0).toString(16).toUpperCase()}>`);
 }
 
 /** Replaces an element's children. */

@@ -41,6 +41,7 @@ export async function discard(entry) {
   try {
     await multipart('DELETE', `/${encodeURIComponent(entry.uploadId)}?key=${encodeURIComponent(entry.key)}`);
     if (entry.videoId) await media('DeleteVideo', { VideoIds: entry.videoId });
+    if (entry.imageId) await media('DeleteImage', { ImageIds: entry.imageId });
   } catch { /* gone already */ }
 }
 
@@ -310,6 +311,7 @@ export class FileUpload extends EventTarget {
       try {
         await multipart('DELETE', `/${encodeURIComponent(this.uploadId)}?key=${encodeURIComponent(this.key)}`);
         if (this.videoId) await media('DeleteVideo', { VideoIds: this.videoId });
+        if (this.imageId) await media('DeleteImage', { ImageIds: this.imageId });
       } catch { /* the collector removes what is left */ }
     }
   }

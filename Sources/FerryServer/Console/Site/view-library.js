@@ -5,9 +5,14 @@ import { media } from './api.js';
 import { h, replace, bytes, duration, time, ownImage } from './dom.js';
 
 const PAGE_SIZE = 12;
-const STATUSES = ['Uploading', 'UploadSucc', 'Transcoding', 'Normal', 'TranscodeFail'];
+const STATUSES = ['Uploading', 'UploadSucc', 'Transcoding', 'Normal', 'TranscodeFail', 'UploadFail'];
+/** Statuses that do not change by themselves. */
+const SETTLED = ['Normal', 'TranscodeFail', 'UploadFail'];
 const PLACEHOLDERS = { Uploading: 'Uploading', UploadSucc: 'Processing', Transcoding: 'Processing' };
 const state = { page: 1, status: '', cateId: '', tag: '', title: '' };
+
+/** Back to the first page, without filters (another key signed in). */
+export function resetLibrary() { Object.assign(state, { page: 1, status: '', cateId: '', tag: '', title: '' }); }
 
 export function libraryPage(main) {
   const list = h('ul', { class: 'grid', id: 'video-list', 'aria-live': 'polite' });
@@ -46,7 +51,7 @@ export function libraryPage(main) {
       if (mine !== generation) return;
       render(answer);
       // Statuses change while videos upload and process: look again, more often while any is moving.
-      const moving = answer.VideoList.some((v) => !['Normal', 'TranscodeFail'].includes(v.Status));
+      const moving = answer.VideoList.some((v) => !SETTLED.includes(v.Status));
       timer = setTimeout(load, moving ? 2000 : 10000);
     } catch (error) {
       if (mine !== generation) return;
@@ -57,6 +62,8 @@ export function libraryPage(main) {
 
   function render(answer) {
     const pages = Math.max(1, Math.ceil(answer.Total / PAGE_SIZE));
+    // Past the last page (videos deleted meanwhile): the last page.
+    if (state.page > pages) { state.page = pages; load(); return; }
     summary.textContent = answer.Total === 0 ? 'No videos match.' : `${answer.Total} video${answer.Total === 1 ? '' : 's'}`;
     const existing = new Map([...list.children].map((item) => [item.dataset.videoId, item]));
     const items = answer.VideoList.map((video) => {

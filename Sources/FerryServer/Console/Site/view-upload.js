@@ -91,6 +91,7 @@ function update(row, upload) {
   row.dataset.partCount = String(upload.partCount);
   row.dataset.percent = String(percent);
   if (upload.videoId) row.dataset.videoId = upload.videoId;
+  if (upload.imageId) row.dataset.imageId = upload.imageId;
   if (upload.status) row.dataset.status = upload.status;
   let status = LABELS[upload.state] || upload.state;
   if (upload.state === 'processing' || (upload.state === 'done' && upload.status)) {

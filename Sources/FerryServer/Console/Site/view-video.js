@@ -54,7 +54,7 @@ export function videoPage(main, videoId) {
     const choice = page?.key === key ? null : await chooseStream(streams, subtitles);
     if (closed) return;
     render(info, play, subtitles, key, choice);
-    if (!['Normal', 'TranscodeFail'].includes(info.Status)) timer = setTimeout(load, 2000);
+    if (!['Normal', 'TranscodeFail', 'UploadFail'].includes(info.Status)) timer = setTimeout(load, 2000);
   }
 
   /** The page's frame, made once: title, player, lists, details, the form and the actions. */
@@ -233,7 +233,9 @@ async function chooseStream(streams, subtitles) {
 function playerFor(choice, info, subtitles) {
   if (!choice) {
     return h('p', { class: 'note', id: 'player-note' },
-      info.Status === 'TranscodeFail' ? 'The video could not be processed.' : 'The video becomes playable when processing ends.');
+      info.Status === 'TranscodeFail' ? 'The video could not be processed.'
+        : info.Status === 'UploadFail' ? 'The video\'s upload did not finish in time; it will not play.'
+          : 'The video becomes playable when processing ends.');
   }
   const chosen = choice.stream;
   const tracks = chosen.Format === 'm3u8' && !choice.tracks ? [] : subtitles.map((track) => h('track', {
