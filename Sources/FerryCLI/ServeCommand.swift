@@ -352,7 +352,7 @@ struct ServeCommand: AsyncParsableCommand {
         // catalog closes); whatever has not finished after 30 s is cancelled, and a process still running 10 s later
         // exits (ShutdownDeadline). Nothing acknowledged depends on a graceful end, so a bounded one beats a node that
         // never exits.
-        let deadline = ShutdownDeadline(limit: .seconds(40), running: server.runningServices)
+        let deadline = ShutdownDeadline(limit: .seconds(40), running: server.runningServices) { server.beginShutdown() }
         var group = ServiceGroupConfiguration(
             services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         group.maximumGracefulShutdownDuration = .seconds(30)

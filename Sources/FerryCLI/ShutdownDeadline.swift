@@ -15,8 +15,11 @@ final class ShutdownDeadline: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
     private var armed = false
 
-    /// Starts watching for the signals; `limit` counts from the first of them.
-    init(limit: Duration, running: RunningServices, signals: [Int32] = [SIGTERM, SIGINT]) {
+    /// Starts watching for the signals; `limit` counts from the first of them, which also calls `first`.
+    init(
+        limit: Duration, running: RunningServices, signals: [Int32] = [SIGTERM, SIGINT],
+        first: @escaping @Sendable () -> Void = {}
+    ) {
         let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
         for number in signals {
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
@@ -25,6 +28,7 @@ final class ShutdownDeadline: @unchecked Sendable {
             source.setEventHandler { [self] in
                 guard !armed else { return }
                 armed = true
+                first()
                 queue.asyncAfter(deadline: .now() + seconds) {
                     let line =
                         "ferry serve: shutdown did not finish within \(Int(seconds)) s of the signal (still running: "

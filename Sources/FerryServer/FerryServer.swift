@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import ServiceLifecycle
 
@@ -60,6 +61,15 @@ public struct FerryServer: Sendable {
     let startedAt = Date()
     /// How often this node writes its heartbeat, and when a node counts as stale or gone.
     let heartbeats = NodeHeartbeatService.Configuration()
+    /// Set when the process begins to shut down (``beginShutdown()``).
+    let leaving = NIOLockedValueBox(false)
+
+    /// Says the process begins to shut down (a SIGTERM came), before the services' graceful shutdown reaches the
+    /// background services, which waits for the HTTP server's requests to drain: the node's heartbeat is removed now,
+    /// while the catalog surely answers, and no other is written.
+    public func beginShutdown() {
+        leaving.withLockedValue { $0 = true }
+    }
 
     /// Opens (creating when needed) the data directory, with everything in its SQLite catalog. A configuration with a
     /// ``FerryServerConfiguration/catalogURL`` is opened with ``open(configuration:environment:)``.
@@ -386,7 +396,7 @@ public struct FerryServer: Sendable {
         services.append(
             NodeHeartbeatService(
                 store: mediaCatalog, node: nodeHeartbeat, configuration: heartbeats, logger: configuration.logger,
-                now: configuration.now))
+                now: configuration.now, leaving: { [leaving] in leaving.withLockedValue { $0 } }))
         services.append(collector)
         if let port = configuration.metricsPort { services.append(makeMetricsApplication(port: port)) }
         if let webhook = configuration.webhook {

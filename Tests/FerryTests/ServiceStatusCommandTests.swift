@@ -21,9 +21,10 @@ struct ServiceStatusCommandTests {
 
     /// Polls the status until `done` holds (or 30 s pass); the last answer.
     static func status(
-        _ media: MediaServiceClient, until done: (MediaContract.ServiceStatusAnswer) -> Bool
+        _ media: MediaServiceClient, within limit: Duration = .seconds(30),
+        until done: (MediaContract.ServiceStatusAnswer) -> Bool
     ) async throws -> MediaContract.ServiceStatusAnswer {
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + limit
         var status = try await media.serviceStatus()
         while !done(status), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(250))
@@ -83,6 +84,34 @@ struct ServiceStatusCommandTests {
             #expect(await worker.stopGracefully(within: .seconds(30)))
             let after = try await Self.status(media) { $0.nodes.count == 1 }
             #expect(after.nodes.map(\.name) == [apiNode.name])
+
+            // A node whose shutdown waits for a request to drain (a slow upload, longer than the shutdown's 30 s)
+            // removes its heartbeat when the signal comes, while the catalog surely answers.
+            let draining = try await FerryExecutable.Server.start(
+                dataDirectory: data + "/draining", arguments: backends.serveArguments + ["--role", "api"],
+                environment: environment, logFile: data + "/draining.log")
+            nodes.append(draining)
+            let drainingPid = draining.process.processIdentifier
+            let s3 = S3TestClient(endpoint: draining.endpoint, credentials: Self.root)
+            #expect(try await s3.createBucket("draining").status == 200)
+            let upload = try #require(URL(string: try s3.presignedURL("PUT", "/draining/slow.bin")))
+            let socket = try RawSocket.connect(port: try #require(upload.port))
+            defer { close(socket) }
+            let target = upload.path + "?" + (upload.query ?? "")
+            try RawSocket.write(
+                socket,
+                Array(RawSocket.requestHead(
+                    "PUT", target, [("Host", "\(upload.host ?? ""):\(upload.port ?? 0)"), ("Content-Length", "10000000")]).utf8)
+                    + [UInt8](repeating: 7, count: 4096))
+            let listed = try await Self.status(media) { $0.nodes.contains { $0.name.contains("-\(drainingPid)-") } }
+            try #require(listed.nodes.contains { $0.name.contains("-\(drainingPid)-") }, "\(listed.nodes)")
+            kill(drainingPid, SIGTERM)
+            let left = try await Self.status(media, within: .seconds(10)) {
+                !$0.nodes.contains { $0.name.contains("-\(drainingPid)-") }
+            }
+            #expect(!left.nodes.contains { $0.name.contains("-\(drainingPid)-") }, "\(left.nodes)")
+            #expect(draining.process.isRunning, "the node did not wait for its request")
+            await draining.stop(signal: SIGKILL)
         } catch {
             for node in nodes { await node.stop(signal: SIGKILL) }
             await backends.destroy()

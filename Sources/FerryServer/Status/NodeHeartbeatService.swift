@@ -6,7 +6,9 @@ import ServiceLifecycle
 
 /// Writes this node's heartbeat to the catalog every ``Configuration/interval`` until the service group shuts down,
 /// and forgets nodes silent longer than ``Configuration/forgetAfter``; on a graceful shutdown the node removes its
-/// own heartbeat, so only a node that stopped without one shows as stale.
+/// own heartbeat, so only a node that stopped without one shows as stale. It does so as soon as the process says it
+/// is leaving (``leaving``), not only when the group's shutdown reaches this service: that waits for the HTTP server's
+/// requests, and past the shutdown's time limit the catalog's connections are gone with everything else.
 ///
 /// Every call to the catalog has a time limit: a catalog that does not answer (a PostgreSQL pool waiting for a
 /// connection) costs a missed heartbeat, never a held-up shutdown.
@@ -31,12 +33,19 @@ struct NodeHeartbeatService: Service {
     let configuration: Configuration
     let logger: Logger
     let now: @Sendable () -> Date
+    /// Whether the process is shutting down; looked at a few times a second.
+    var leaving: @Sendable () -> Bool = { false }
 
     func run() async {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully && !leaving() {
             await beat()
-            // Graceful shutdown ends the wait at once.
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: configuration.interval) }
+            // Graceful shutdown ends the wait at once; the process's leaving within a quarter second.
+            let next = ContinuousClock.now + configuration.interval
+            while ContinuousClock.now < next, !leaving(), !Task.isCancelled, !Task.isShuttingDownGracefully {
+                try? await cancelWhenGracefulShutdown {
+                    try await Task.sleep(for: min(.milliseconds(250), next - ContinuousClock.now))
+                }
+            }
         }
         let (store, name, limit) = (self.store, node.name, configuration.removeLimit)
         // Also when the service was cancelled: the removal still has its time.
@@ -52,6 +61,9 @@ struct NodeHeartbeatService: Service {
         }
         // Not removed, it goes stale, then is forgotten.
         warn("node heartbeat not removed", failure)
+        // Removed early, the service stays until the group's shutdown reaches it (a service that ends shuts the group
+        // down at once, cutting the requests that drain).
+        if leaving(), !Task.isCancelled, !Task.isShuttingDownGracefully { try? await gracefulShutdown() }
     }
 
     /// Writes one heartbeat and forgets the nodes silent for too long.
