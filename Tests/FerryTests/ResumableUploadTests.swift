@@ -515,6 +515,18 @@ struct ResumableUploadTests {
                 [("Authorization", "UpToken " + token { $0.mimeLimit = "image/png" }), ("Upload-Concat", "final;" + pages.joined(separator: " ")),
                     metadata([("key", "new-d"), ("filetype", "image/png")])])
             #expect(page.status == 403 && page.text.contains("text/html"), "\(page.status) \(page.text)")
+            // Refusals name headers as the protocols spell them.
+            let ietfAppend: [(name: String, value: String)] = [
+                ("Upload-Draft-Interop-Version", "6"), ("Content-Type", "application/partial-upload"), ("Upload-Offset", "0"),
+            ]
+            for (headers, message) in [
+                (tus + [("Upload-Offset", "1.0"), ("Content-Type", "application/offset+octet-stream")],
+                 "Upload-Offset must be a non-negative integer."),
+                (ietfAppend + [("Upload-Complete", "?2")], "Upload-Complete must be ?0 or ?1."),
+            ] {
+                let refused = try await S3TestClient.fetchRaw("PATCH", try #require(pages.first), headers: headers, body: [1])
+                #expect(refused.status == 400 && refused.text.contains(message), "\(refused.status) \(refused.text)")
+            }
             for location in pages {  // left as they were: there to be ended
                 #expect(try await S3TestClient.fetchRaw("DELETE", location, headers: tus).status == 204)
             }

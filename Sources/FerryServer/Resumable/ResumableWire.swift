@@ -98,7 +98,7 @@ enum ResumableWire: Sendable, Equatable {
         guard let raw = headers[field] else { return nil }
         let value = raw.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
         guard value == "?1" || value == "?0" else {
-            throw ResumableRefusal(.badRequest, "\(field.canonicalName) must be ?0 or ?1.", wire: self)
+            throw ResumableRefusal(.badRequest, "\(field.rawName) must be ?0 or ?1.", wire: self)
         }
         return (value == "?1") == (version >= 5)
     }
@@ -111,10 +111,10 @@ enum ResumableWire: Sendable, Equatable {
         guard (1...19).contains(value.utf8.count), value.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
             let number = Int64(value)
         else {
-            throw ResumableRefusal(.badRequest, "\(field.canonicalName) must be a non-negative integer.", wire: self)
+            throw ResumableRefusal(.badRequest, "\(field.rawName) must be a non-negative integer.", wire: self)
         }
         guard number <= CatalogObjectStore.Limits.maxObjectSize || field == .uploadOffset else {
-            throw ResumableRefusal(.contentTooLarge, "\(field.canonicalName) is larger than 5 TiB.", wire: self)
+            throw ResumableRefusal(.contentTooLarge, "\(field.rawName) is larger than 5 TiB.", wire: self)
         }
         return number
     }
