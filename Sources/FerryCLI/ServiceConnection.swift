@@ -41,7 +41,8 @@ struct ServiceOptions: ParsableArguments {
         let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
         if existing, !FileManager.default.fileExists(atPath: directory + "/catalog.sqlite") {
             complain(
-                "ferry: \(directory) is not a Ferry data directory (it holds no catalog.sqlite); name one with --data-dir.")
+                "ferry: \(directory) is not a Ferry data directory (it holds no catalog.sqlite); "
+                    + "name one with --data-dir.")
             throw ExitCode(ExitCodes.failed)
         }
         // Taken before the directory is looked at: another command's embedded service waits for it before it stops,

@@ -66,7 +66,8 @@ public struct FerryServer: Sendable {
 
     /// Says the process begins to shut down (a SIGTERM came), before the services' graceful shutdown reaches the
     /// background services, which waits for the HTTP server's requests to drain: the node's heartbeat is removed now,
-    /// while the catalog surely answers, and no other is written.
+    /// while the catalog surely answers, and no other is written. The heartbeat service then waits for the graceful
+    /// shutdown of the `ServiceGroup` it runs in (as `ferry serve` runs them), or its cancellation.
     public func beginShutdown() {
         leaving.withLockedValue { $0 = true }
     }

@@ -246,9 +246,16 @@ struct MediaPreviewTests {
             try #require(info.status == "Normal", "\(info.errorMessage ?? "")")
             let base = harness.server.endpoint + "/_ferry/play/\(videoId)/"
             let token = try await Self.token(harness, videoId)
-            for time in ["18", "19.5", "19.9", "20"] {
+            func picture(_ time: String) async throws -> [UInt8] {
                 let picture = try await S3TestClient.fetch(Self.url(base, "thumbnail.png?time=\(time)&width=160", token: token))
                 #expect(picture.status == 200 && picture.body.starts(with: [0x89, 0x50, 0x4E, 0x47]), "time=\(time): \(picture.status) \(picture.text.prefix(200))")
+                return picture.body
+            }
+            // The last frame shows from 18 s to the end: every time there is that frame, not the one before.
+            let last = try await picture("18")
+            #expect(try await picture("16") != last)
+            for time in ["18.2", "18.5", "19.5", "19.9", "20"] {
+                #expect(try await picture(time) == last, "time=\(time)")
             }
         }
     }

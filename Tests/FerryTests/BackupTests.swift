@@ -454,12 +454,19 @@ struct BackupTests {
             #expect(named.status == 0, "\(given): \(named.error)")
             #expect(FileManager.default.fileExists(atPath: made + "/manifest.json"), "\(given)")
         }
-        for inside in [data + "/objects/tmp/copy", data + "/copy", work + "/../" + (work as NSString).lastPathComponent + "/data/x"] {
+        // Also through a link to it, below a directory not made yet.
+        try FileManager.default.createSymbolicLink(atPath: work + "/link", withDestinationPath: data)
+        for inside in [
+            data + "/objects/tmp/copy", data + "/copy", work + "/../" + (work as NSString).lastPathComponent + "/data/x",
+            work + "/link/new/copy",
+        ] {
             let refused = try await Self.ferry("backup", data: data, inside)
             #expect(refused.status == 1 && refused.error.contains("is inside the data directory"), "\(inside): \(refused.error)")
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: (inside as NSString).deletingLastPathComponent)
+            let parent = (inside as NSString).deletingLastPathComponent
+            let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? []
             #expect(!leftovers.contains { $0.hasPrefix((inside as NSString).lastPathComponent) }, "\(inside): \(leftovers)")
         }
+        #expect(!FileManager.default.fileExists(atPath: data + "/new"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: work).filter { $0.contains(".partial-") }.isEmpty)
 
         // The catalog's access keys are sealed with token-key: a missing or damaged one stops the service, and is

@@ -115,11 +115,13 @@ package struct PreviewRenderer: Sendable {
         do {
             outcome = try await run(from: input.offset)
             // A time after the last frame began, while it still shows (to the video's end): that frame is the picture,
-            // found from a frame and a half before (renditions play at most 60 frames a second).
-            if outcome?.succeeded == true, WorkFiles.size(of: output) == 0, request.kind == .thumbnail,
-                input.offset > 0
+            // the first from half a frame before, else from a whole frame before (renditions play at most 60 frames a
+            // second); never one before it, which a longer step could reach.
+            let interval = 1 / min(max(video.mezzanine?.fps ?? 1, 0.01), 60)
+            for step in [interval / 2, interval]
+            where outcome?.succeeded == true && WorkFiles.size(of: output) == 0 && request.kind == .thumbnail
+                && input.offset > 0
             {
-                let step = 1.5 / min(max(video.mezzanine?.fps ?? 1, 0.01), 60)
                 outcome = try await run(from: max(0, input.offset - step))
             }
         } catch {

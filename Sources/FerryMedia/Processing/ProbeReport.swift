@@ -208,8 +208,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
     /// timestamps that begin late; an MPEG-TS or FLV counts none): its duration less the span from the earliest
     /// stream's start to the latest stream's end, when the streams give both and begin late, at most that start (a
     /// container longer than its streams' span may count the last frame's display, as a variable frame rate's
-    /// does); else the
-    /// `start_time` of an MP4 or Matroska file, which count it. Nil for none (less than 50 ms).
+    /// does); else the `start_time` of an MP4 or Matroska file, which count it. Nil for none (less than 50 ms).
     static func countedStart(_ format: Format, streams: [Stream], duration: Double?) -> Double? {
         guard let duration, duration > 0 else { return nil }
         let spans = streams.compactMap { stream in

@@ -163,13 +163,13 @@ package struct TranscodePlan: Sendable, Hashable {
             } else {
                 arguments += ["-map", "0:a:0", "-vn"]
             }
-            // The sound starts with the picture, with silence where the source has none yet (and in its gaps): its
-            // place in time is kept by its samples, which a rendition of the sound alone keeps too, where a start
-            // offset is lost once its segments are made on their own (the picture, for its part, repeats frames).
+            // The sound starts with the picture, with silence where the source has none yet (and in its gaps of more
+            // than 0.1 s; overlaps that long are dropped): its place in time is kept by its samples, which a
+            // rendition of the sound alone keeps too, where a start offset is lost once its segments are made on
+            // their own (the picture, for its part, repeats frames).
             if output.hasAudio {
-                arguments += [
-                    "-af", "aresample=async=1:first_pts=0", "-c:a", "aac", "-b:a", "\(output.audioBitrate)k", "-ac", "2",
-                ]
+                arguments += ["-af", "aresample=async=1:first_pts=0"]
+                arguments += ["-c:a", "aac", "-b:a", "\(output.audioBitrate)k", "-ac", "2"]
             }
             arguments += [
                 "-map_metadata", "-1", "-movflags", "+faststart", "-f", "mp4", directory + "/" + output.fileName,

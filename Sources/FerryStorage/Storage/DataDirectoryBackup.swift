@@ -88,7 +88,7 @@ package struct DataDirectoryBackup: Sendable {
         }
         // A backup in the data directory shares its disk and its fate; under `objects/tmp` a server's start removes it.
         let root = URL(fileURLWithPath: dataDirectory).resolvingSymlinksInPath().standardizedFileURL.path
-        let parent = URL(fileURLWithPath: output).deletingLastPathComponent().resolvingSymlinksInPath().path
+        let parent = Self.resolvingSymlinks(URL(fileURLWithPath: output).deletingLastPathComponent().path)
         guard parent != root, !parent.hasPrefix(root.hasSuffix("/") ? root : root + "/") else {
             throw DataDirectoryBackupError(
                 .outputInsideDataDirectory,
@@ -354,7 +354,8 @@ package struct DataDirectoryBackup: Sendable {
                         ? "\(copy.size) bytes, the manifest lists \(file.size)" : "its SHA-256 is not the one listed"
                     throw DataDirectoryBackupError(
                         .checksumMismatch,
-                        "\(file.path) in the backup does not match its manifest (\(difference)): the backup is damaged; nothing was restored.")
+                        "\(file.path) in the backup does not match its manifest (\(difference)): "
+                            + "the backup is damaged; nothing was restored.")
                 }
                 return copies
             }
@@ -431,6 +432,18 @@ package struct DataDirectoryBackup: Sendable {
             }
         }
         for directory in directories.reversed() { try BackupFiles.syncDirectory(directory) }
+    }
+
+    /// `path` with the symbolic links of its deepest existing ancestor resolved (those below it are not made yet).
+    static func resolvingSymlinks(_ path: String) -> String {
+        var ancestor = URL(fileURLWithPath: path).standardizedFileURL
+        var below: [String] = []
+        while !exists(ancestor.path), ancestor.path != "/" {
+            below.insert(ancestor.lastPathComponent, at: 0)
+            ancestor.deleteLastPathComponent()
+        }
+        return ([ancestor.resolvingSymlinksInPath().path] + below).joined(separator: "/")
+            .replacingOccurrences(of: "//", with: "/")
     }
 
     static func exists(_ path: String) -> Bool {

@@ -112,8 +112,12 @@ onSessionEnded(() => {
 
 // Another tab signed in or out: the cookie is that tab's session now, so this page shows (and acts as) that key, or
 // the sign-in form; never one key while acting as another.
+let changes = 0;
 onSessionChangedElsewhere(async () => {
-  const next = await currentSession().catch(() => null);
+  const mine = ++changes;
+  // null: signed out; undefined: the service did not answer (the session is unknown, not ended).
+  const next = await currentSession().catch(() => undefined);
+  if (mine !== changes || next === undefined) return;
   if (next && session && next.AccessKeyId === session.AccessKeyId) { session = next; return; }
   if (leave) { leave(); leave = null; }
   if (next) signedIn(next);

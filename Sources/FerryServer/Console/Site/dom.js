@@ -27,10 +27,11 @@ function append(element, children) {
   }
 }
 
-/** Text with its bidirectional controls (U+202A–U+202E, U+2066–U+2069) shown as their code points: a right-to-left
- * override in a name would otherwise show `gnp.exe` as `exe.png`. */
+/** Text with its bidirectional controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069) shown as their code
+ * points: a right-to-left override in a name would otherwise show `gnp.exe` as `exe.png`. */
 export function visible(text) {
-  return text.replace(/[\u202A-\u202E\u2066-\u2069]/g, (c) => `<U+${c.charCodeAt(0).toString(16).toUpperCase()}>`);
+  return text.replace(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g,
+    (c) => `<U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}>`);
 }
 
 /** Replaces an element's children. */

@@ -49,7 +49,7 @@ export function libraryPage(main) {
     try {
       const answer = await media('ListVideos', input);
       if (mine !== generation) return;
-      render(answer);
+      if (!render(answer)) return;
       // Statuses change while videos upload and process: look again, more often while any is moving.
       const moving = answer.VideoList.some((v) => !SETTLED.includes(v.Status));
       timer = setTimeout(load, moving ? 2000 : 10000);
@@ -60,10 +60,10 @@ export function libraryPage(main) {
     }
   }
 
+  /** Shows `answer`; false when it asked for another page instead (past the last one: videos deleted meanwhile). */
   function render(answer) {
     const pages = Math.max(1, Math.ceil(answer.Total / PAGE_SIZE));
-    // Past the last page (videos deleted meanwhile): the last page.
-    if (state.page > pages) { state.page = pages; load(); return; }
+    if (state.page > pages) { state.page = pages; load(); return false; }
     summary.textContent = answer.Total === 0 ? 'No videos match.' : `${answer.Total} video${answer.Total === 1 ? '' : 's'}`;
     const existing = new Map([...list.children].map((item) => [item.dataset.videoId, item]));
     const items = answer.VideoList.map((video) => {
@@ -82,6 +82,7 @@ export function libraryPage(main) {
       h('button', { type: 'button', disabled: state.page <= 1, onclick: () => { state.page -= 1; load(); } }, 'Previous'),
       h('span', { id: 'page-label' }, `Page ${state.page} of ${pages}`),
       h('button', { type: 'button', disabled: state.page >= pages, onclick: () => { state.page += 1; load(); } }, 'Next'));
+    return true;
   }
 
   load();
