@@ -447,7 +447,8 @@ package struct MediaPipeline: Sendable {
         // A source whose container tells no length (a raw H.264 stream) lasts what its renditions play.
         let made = renditions.compactMap(\.duration).max()
         var measuredInfo = info
-        if info.duration == nil, let made { measuredInfo.duration = made + (info.startTime ?? 0) }
+        // (Without a duration, the probe counted no late start: see ProbeReport.countedStart.)
+        if info.duration == nil, let made { measuredInfo.duration = made }
         try await makeStoryboard(
             source: source, info: measuredInfo, into: encoded, work: directory, videoId: video.videoId)
         await progress(0.9)

@@ -87,7 +87,7 @@ package struct DataDirectoryBackup: Sendable {
             throw DataDirectoryBackupError(.outputExists, "\(output) exists already; name a new backup directory.")
         }
         // A backup in the data directory shares its disk and its fate; under `objects/tmp` a server's start removes it.
-        let root = URL(fileURLWithPath: dataDirectory).resolvingSymlinksInPath().standardizedFileURL.path
+        let root = Self.resolvingSymlinks(dataDirectory)
         let parent = Self.resolvingSymlinks(URL(fileURLWithPath: output).deletingLastPathComponent().path)
         guard parent != root, !parent.hasPrefix(root.hasSuffix("/") ? root : root + "/") else {
             throw DataDirectoryBackupError(
