@@ -928,6 +928,8 @@ struct ResumableUploadTests {
             if version >= 6 { #expect(lengths["headLength"] as? String == "8") }
             #expect(lengths["unflagged"] as? Int == 400)
             #expect(lengths["offsetAfterUnflagged"] as? String == "6" && lengths["completeAfterUnflagged"] as? String == "?0")
+            #expect(lengths["sixteenDigits"] as? Int == 400 && lengths["parameterized"] as? Int == 204, "\(lengths)")
+            #expect(lengths["offsetAfterParameterized"] as? String == "8", "\(lengths)")
             let refused = try #require(out["refusedCreation"] as? [String: Any])
             #expect(refused["interim"] as? [Int] == [104])
             #expect(refused["status"] as? Int == 413)

@@ -104,14 +104,21 @@ enum ResumableWire: Sendable, Equatable {
     }
 
     /// A non-negative integer header (`Upload-Offset`, `Upload-Length`): digits only, at most 5 TiB (an offset may be
-    /// more: no upload reaches it, so the caller answers it as a conflict); nil when absent.
+    /// more: no upload reaches it, so the caller answers it as a conflict); nil when absent. The IETF draft's fields
+    /// are structured-field integers (RFC 8941): at most 15 digits, parameters allowed and ignored.
     func integer(_ field: HTTPField.Name, in headers: HTTPFields) throws -> Int64? {
         guard let raw = headers[field] else { return nil }
-        let value = raw.trimmingCharacters(in: .whitespaces)
-        guard (1...19).contains(value.utf8.count), value.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+        var value = Substring(raw.trimmingCharacters(in: .whitespaces))
+        var digits = 19
+        if case .ietf = self, field != .contentLength {
+            value = value.prefix { $0 != ";" }
+            digits = 15
+        }
+        guard (1...digits).contains(value.utf8.count), value.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
             let number = Int64(value)
         else {
-            throw ResumableRefusal(.badRequest, "\(field.rawName) must be a non-negative integer.", wire: self)
+            let rule = digits == 15 ? " of at most 15 digits" : ""
+            throw ResumableRefusal(.badRequest, "\(field.rawName) must be a non-negative integer\(rule).", wire: self)
         }
         guard number <= CatalogObjectStore.Limits.maxObjectSize || field == .uploadOffset else {
             throw ResumableRefusal(.contentTooLarge, "\(field.rawName) is larger than 5 TiB.", wire: self)

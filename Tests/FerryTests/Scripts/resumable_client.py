@@ -369,12 +369,20 @@ def ietf_edges(args):
     # An append that does not say whether it completes the upload is refused (from version 5), nothing of it kept.
     unflagged = Exchange(third_location, "PATCH", base + append_type + [("Upload-Offset", "6")], b"78")
     unflagged_head = Exchange(third_location, "HEAD", base)
+    # Offsets are structured-field integers: at most 15 digits, parameters allowed (and ignored).
+    digits = Exchange(third_location, "PATCH",
+                      base + ietf_flags(version, False) + append_type + [("Upload-Offset", "0000000000000006")], b"78")
+    parameterized = Exchange(third_location, "PATCH",
+                             base + ietf_flags(version, False) + append_type + [("Upload-Offset", "6;note=1")], b"78")
+    parameterized_head = Exchange(third_location, "HEAD", base)
     out["lengths"] = {"conflicting": conflicting.final["status"], "conflictingProblem": problem(conflicting),
                       "recorded": recorded.final["status"],
                       "headLength": third_head.final["headers"].get("upload-length"),
                       "unflagged": unflagged.final["status"],
                       "offsetAfterUnflagged": unflagged_head.final["headers"].get("upload-offset"),
-                      "completeAfterUnflagged": ietf_complete(version, unflagged_head.final["headers"])}
+                      "completeAfterUnflagged": ietf_complete(version, unflagged_head.final["headers"]),
+                      "sixteenDigits": digits.final["status"], "parameterized": parameterized.final["status"],
+                      "offsetAfterParameterized": parameterized_head.final["headers"].get("upload-offset")}
 
     refused = Exchange(later(args), "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")], b"x" * 20)
     interim = refused.interim
