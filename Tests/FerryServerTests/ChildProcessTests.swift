@@ -88,10 +88,11 @@ struct ChildProcessTests {
         #expect(!FileManager.default.fileExists(atPath: marker), "the tool ran")
         guard getuid() == 0 else { return }  // The rest fills a small tmpfs, which needs root to mount.
         try await StorageFullTests.withSmallDisk(megabytes: 16) { disk in
-            // A writer of 256 KiB every 20 ms, which would fill the disk in about a second and then go on failing.
+            // A writer of 64 KiB every 20 ms, which would fill the disk in about five seconds and then go on failing;
+            // the 2 MiB the check allows below the reserve are more than half a second of writing, for a loaded machine.
             var writer = ChildProcess(
                 executable: "/bin/sh",
-                arguments: ["-c", "while true; do head -c 262144 /dev/zero >> \(disk)/out; sleep 0.02; done"])
+                arguments: ["-c", "while true; do head -c 65536 /dev/zero >> \(disk)/out; sleep 0.02; done"])
             writer.keepFree = (disk, 8 << 20)
             writer.pollInterval = .milliseconds(10)
             writer.timeLimit = .seconds(20)
