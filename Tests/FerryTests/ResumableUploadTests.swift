@@ -162,7 +162,7 @@ struct ResumableUploadTests {
         }
     }
 
-    @Test("tus with a SigV4-signed creation: unsigned and out-of-policy creations are refused; termination removes the upload; a deferred length arrives with the last append")
+    @Test("tus with a SigV4-signed creation: unsigned and out-of-policy creations are refused; a body must be the one signed (tus and IETF); termination removes the upload; a deferred length arrives with the last append")
     func tusSignedCreation() async throws {
         try await TestServer.with { server in
             let s3 = server.client()
@@ -195,6 +195,36 @@ struct ResumableUploadTests {
                 "POST", "/_ferry/uploads/s3/tus-bucket/mine/x.bin", headers: tus + [("Upload-Length", "1")],
                 payload: .unsigned)
             #expect(inside.status == 201)
+
+            // The body is held to the SHA-256 its signature covers: signed headers replayed with other bytes are
+            // refused and make nothing, the signed bytes are stored.
+            let good = Array("GOOD".utf8)
+            let goodHash = SigV4.hexSHA256(Data(good))
+            let ietf: [(name: String, value: String)] = [("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1")]
+            for (name, headers) in [
+                ("tus", tus + [("Content-Type", "application/offset+octet-stream"), ("Upload-Length", "4")]), ("ietf", ietf),
+            ] {
+                let path = "/_ferry/uploads/s3/tus-bucket/signed-\(name).bin"
+                let replayed = try await s3.send("POST", path, headers: headers, body: Array("EVIL".utf8), payload: .hash(goodHash))
+                #expect(replayed.status == 400 && replayed.text.contains("XAmzContentSHA256Mismatch"), "\(replayed.text)")
+                #expect(try await s3.get("tus-bucket", "signed-\(name).bin").status == 404)
+                if let location = replayed.headers.first(name: "Location") {
+                    #expect(try await S3TestClient.fetchRaw("HEAD", location, headers: tus).status == 404)
+                }
+                let signed = try await s3.send("POST", path, headers: headers, body: good, payload: .signed)
+                #expect((200..<300).contains(signed.status), "\(signed.text)")
+                #expect(try await s3.get("tus-bucket", "signed-\(name).bin").body == good)
+            }
+            // A creation without a body signed as having one, and an aws-chunked creation: refused, nothing made.
+            for (headers, hash) in [
+                (tus + [("Upload-Length", "4")], goodHash),
+                (ietf, "STREAMING-UNSIGNED-PAYLOAD-TRAILER"),
+            ] {
+                let refused = try await s3.send(
+                    "POST", "/_ferry/uploads/s3/tus-bucket/refused.bin", headers: headers, body: good, payload: .hash(hash))
+                #expect(refused.status == 400, "\(refused.text)")
+            }
+            #expect(try await s3.get("tus-bucket", "refused.bin").status == 404)
 
             let locations = [first, deferred].compactMap { $0.headers.first(name: "Location") }
             #expect(locations.count == 2)

@@ -74,6 +74,9 @@ struct ResumableUploadAPI: Sendable {
         var maxLength: Int64?
         /// The content types the credential allows (an upload token's `mimeLimit`).
         var policy: PutPolicy?
+        /// The SHA-256 of the body a signed creation's signature covers (its `x-amz-content-sha256`); nil when the
+        /// signature covers no body (`UNSIGNED-PAYLOAD`, other credentials).
+        var signedSHA256: [UInt8]?
     }
 
     // MARK: Discovery
@@ -152,7 +155,17 @@ struct ResumableUploadAPI: Sendable {
             guard principal.allows(action: "s3:PutObject", bucket: bucket, key: key) else {
                 throw FerryDomainError(.accessDenied, "Access Denied")
             }
-            return Target(bucket: bucket, key: key, owner: principal.parentAccessKeyId, quota: principal.quota)
+            // The body is held to the hash the signature covers, as the object API holds a PUT's.
+            let hash = authenticated.verified.payloadHash
+            guard hash == SigV4.unsignedPayload || SigV4.isHex64(hash) else {
+                throw ResumableRefusal(
+                    .badRequest,
+                    "An upload creation's body is not aws-chunked: sign it with its SHA-256 or as UNSIGNED-PAYLOAD.",
+                    wire: wire)
+            }
+            return Target(
+                bucket: bucket, key: key, owner: principal.parentAccessKeyId, quota: principal.quota,
+                signedSHA256: hash == SigV4.unsignedPayload ? nil : Hex.decode(hash))
         case .uploadToken:
             return try await authorizeToken(request, wire: wire)
         }
@@ -268,6 +281,9 @@ struct ResumableUploadAPI: Sendable {
         try await checkLimits(target, length: length, contentType: attributes.contentType, wire: wire)
         let withUpload = TusWire.isAppend(request.headers[.contentType])
         let checksum = withUpload ? try TusChecksum.parse(request.headers) : nil
+        if !withUpload, let signed = target.signedSHA256, signed != Self.emptySHA256 {
+            throw Self.signedBodyMismatch(wire)
+        }
         let info = ResumableUpload.Info(
             kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)
         var upload = try await createUpload(
@@ -286,7 +302,7 @@ struct ResumableUploadAPI: Sendable {
             (upload, interrupted) = try await answering(upload) {
                 try await endingOnRefusal(upload, wire: wire) {
                     try await appendTus(
-                        upload, at: 0, checksum: checksum, request: request,
+                        upload, at: 0, checksum: checksum, request: request, signedSHA256: target.signedSHA256,
                         beforeBody: { await context.sendContinue() })
                 }
             }
@@ -345,8 +361,8 @@ struct ResumableUploadAPI: Sendable {
         do {
             response = try await endingOnRefusal(upload, wire: wire, announced: true) {
                 try await appendIETF(
-                    upload, at: 0, complete: complete, request: request, active: active, wire: wire,
-                    beforeBody: { await context.sendContinue() })
+                    upload, at: 0, complete: complete, request: request, signedSHA256: target.signedSHA256,
+                    active: active, wire: wire, beforeBody: { await context.sendContinue() })
             }
         } catch var refusal as ResumableRefusal {
             refusal.headers[.location] = location
@@ -690,12 +706,12 @@ struct ResumableUploadAPI: Sendable {
     /// completed when they reach its length; the upload as it then stands, and whether the body was cut short.
     private func appendTus(
         _ upload: ResumableUpload, at offset: Int64, checksum: TusChecksum?, request: Request,
-        active: ActiveAppends.Append? = nil, beforeBody: () async -> Void
+        signedSHA256: [UInt8]? = nil, active: ActiveAppends.Append? = nil, beforeBody: () async -> Void
     ) async throws -> (ResumableUpload, interrupted: Bool) {
         let wire = ResumableWire.tus
         let (stored, interrupted) = try await append(
             upload, at: offset, request: request, active: active, checksums: checksum.map { [$0.algorithm] } ?? [],
-            wire: wire, beforeBody: beforeBody
+            signedSHA256: signedSHA256, wire: wire, beforeBody: beforeBody
         ) { digests, interrupted in
             guard let checksum else { return }
             // A checksum covers the whole chunk: one cut short cannot be verified, and is not kept.
@@ -794,12 +810,13 @@ struct ResumableUploadAPI: Sendable {
     /// whole is not stopped, and the request waits for it to be recorded (and completed, when it completes the upload).
     private func appendIETF(
         _ upload: ResumableUpload, at offset: Int64, complete: Bool, declared: Int64? = nil, request: Request,
-        active: ActiveAppends.Append?, wire: ResumableWire, beforeBody: () async -> Void
+        signedSHA256: [UInt8]? = nil, active: ActiveAppends.Append?, wire: ResumableWire, beforeBody: () async -> Void
     ) async throws -> Response {
         var bounded = upload
         if let declared { bounded.length = declared }
         var (stored, interrupted) = try await append(
-            bounded, at: offset, request: request, active: active, checksums: [], wire: wire, beforeBody: beforeBody
+            bounded, at: offset, request: request, active: active, checksums: [], signedSHA256: signedSHA256, wire: wire,
+            beforeBody: beforeBody
         ) { _, _ in }
         stored = try await keep(declared, after: stored, interrupted: interrupted, wire: wire)
         if interrupted { throw Self.bodyEnded(stored, wire: wire) }
@@ -846,10 +863,11 @@ struct ResumableUploadAPI: Sendable {
     /// Streams the request body into the upload at `offset`; the upload as it then stands, and whether the body was
     /// cut short (what arrived is kept unless `verify` refuses it: the client resumes from there), by its connection or
     /// by a later request that stopped the `active` append. `beforeBody` runs once the append is let in, before its
-    /// body is read (it sends `100 Continue`).
+    /// body is read (it sends `100 Continue`). A body whose SHA-256 a signature covers (`signedSHA256`, a signed
+    /// creation's) is kept only whole and matching it.
     private func append(
         _ upload: ResumableUpload, at offset: Int64, request: Request, active: ActiveAppends.Append? = nil,
-        checksums: [ChecksumAlgorithm], wire: ResumableWire, beforeBody: () async -> Void,
+        checksums: [ChecksumAlgorithm], signedSHA256: [UInt8]? = nil, wire: ResumableWire, beforeBody: () async -> Void,
         verify: @escaping @Sendable (BodyDigests, Bool) throws -> Void
     ) async throws -> (ResumableUpload, interrupted: Bool) {
         let declared = try wire.integer(.contentLength, in: request.headers)
@@ -865,13 +883,27 @@ struct ResumableUploadAPI: Sendable {
         let body = TolerantBody(base: request.body, declaredLength: declared) { active?.ended() }
         let result: ResumableAppendResult
         let store = self.store
+        let checksums = signedSHA256 == nil || checksums.contains(.sha256) ? checksums : checksums + [.sha256]
+        let checked: @Sendable (BodyDigests, Bool) throws -> Void = { digests, interrupted in
+            if let signedSHA256 {
+                guard !interrupted else {
+                    throw ResumableRefusal(
+                        .badRequest, "The signed body ended early and cannot be verified; nothing of it was kept.",
+                        wire: wire)
+                }
+                guard digests.checksums[ChecksumAlgorithm.sha256.s3Name] == signedSHA256 else {
+                    throw Self.signedBodyMismatch(wire)
+                }
+            }
+            try verify(digests, interrupted)
+        }
         do {
             // Not stopped by the request's cancellation: a connection reset (a mobile link, a middlebox) cancels the
             // request, and what arrived before it must still be recorded, as when the body ends early.
             result = try await whileIgnoringCancellation {
                 try await store.appendResumable(
                     upload, at: offset, body: body, checksums: checksums, byteLimit: byteLimit,
-                    verify: { digests in try verify(digests, body.interrupted.withLockedValue { $0 }) })
+                    verify: { digests in try checked(digests, body.interrupted.withLockedValue { $0 }) })
             }
         } catch let error as FerryDomainError where error.code == .tooLarge {
             throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
@@ -993,6 +1025,18 @@ struct ResumableUploadAPI: Sendable {
         return ResumableRefusal(
             .conflict, "The upload's offset is \(upload.offset); resume from there.", wire: wire, headers: headers,
             problem: .mismatchingOffset(expected: upload.offset, provided: provided))
+    }
+
+    /// The SHA-256 of an empty body.
+    private static let emptySHA256 = Hex.decode(SigV4.emptyPayloadHash)
+
+    /// A signed creation whose body is not the one its signature covers.
+    private static func signedBodyMismatch(_ wire: ResumableWire) -> ResumableRefusal {
+        ResumableRefusal(
+            .badRequest,
+            "XAmzContentSHA256Mismatch: the body does not match the x-amz-content-sha256 it was signed with; nothing of "
+                + "it was kept.",
+            wire: wire)
     }
 
     private static func bodyEnded(_ upload: ResumableUpload, wire: ResumableWire) -> ResumableRefusal {
