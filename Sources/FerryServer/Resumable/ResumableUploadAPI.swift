@@ -815,8 +815,8 @@ struct ResumableUploadAPI: Sendable {
         var bounded = upload
         if let declared { bounded.length = declared }
         var (stored, interrupted) = try await append(
-            bounded, at: offset, request: request, active: active, checksums: [], signedSHA256: signedSHA256, wire: wire,
-            beforeBody: beforeBody
+            bounded, at: offset, request: request, active: active, checksums: [], signedSHA256: signedSHA256,
+            wire: wire, beforeBody: beforeBody
         ) { _, _ in }
         stored = try await keep(declared, after: stored, interrupted: interrupted, wire: wire)
         if interrupted { throw Self.bodyEnded(stored, wire: wire) }
@@ -1034,8 +1034,8 @@ struct ResumableUploadAPI: Sendable {
     private static func signedBodyMismatch(_ wire: ResumableWire) -> ResumableRefusal {
         ResumableRefusal(
             .badRequest,
-            "XAmzContentSHA256Mismatch: the body does not match the x-amz-content-sha256 it was signed with; nothing of "
-                + "it was kept.",
+            "XAmzContentSHA256Mismatch: the body does not match the x-amz-content-sha256 it was signed with; "
+                + "nothing of it was kept.",
             wire: wire)
     }
 
