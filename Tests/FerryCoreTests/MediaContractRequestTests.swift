@@ -293,8 +293,12 @@ struct MediaContractRequestTests {
             accessKeyId: "STSKEY", accessKeySecret: "sts-secret-value", securityToken: "token-value",
             expiration: "2030-01-01T00:00:00Z")
         let key = MediaContract.NewAccessKey(accessKeyId: "FKIANEW", accessKeySecret: "key-secret-value", status: "active")
+        let ticket = MediaContract.UploadTicketAnswer(
+            videoId: "v1", uploadAddress: "YWRkcmVzcw==", uploadAuth: "upload-auth-value",
+            resumableUploadURL: "http://127.0.0.1/_ferry/uploads/grant/grant-value")
         for (value, secrets) in [
             (credentials as Any, ["sts-secret-value", "token-value"]), (key as Any, ["key-secret-value"]),
+            (ticket as Any, ["upload-auth-value", "grant-value"]),
             (MediaContract.AssumeRoleAnswer(credentials: credentials) as Any, ["sts-secret-value", "token-value"]),
             (MediaContract.CreateAccessKeyAnswer(accessKey: key) as Any, ["key-secret-value"]),
         ] {

@@ -344,6 +344,12 @@ struct MediaOwnershipTests {
             let again = try await admin.createUploadVideo(description)
             #expect(again.id == first.id)
             #expect(again.address.fileName == first.address.fileName)
+            // Retried with another title and cover (a cancelled upload tried again): the same video, described anew.
+            var retried = description
+            (retried.title, retried.coverURL, retried.tags) = ("Clip, again", "https://example.com/cover-2.png", "b")
+            #expect(try await admin.createUploadVideo(retried).id == first.id)
+            let info = try await admin.getVideoInfo(videoId: first.id)
+            #expect(info.title == "Clip, again" && info.coverURL == "https://example.com/cover-2.png" && info.tags == "b")
             // The same token from another key is another video.
             #expect(try await other.createUploadVideo(description).id != first.id)
             #expect(try await admin.listVideos().total == 2)

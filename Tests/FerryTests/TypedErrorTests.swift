@@ -99,6 +99,24 @@ struct TypedErrorTests {
         }
     }
 
+    @Test("an upload ticket prints, debug-prints and dumps without its credential or its upload URL")
+    func ticketsPrintNoSecret() throws {
+        let auth = UploadAuth(
+            accessKeyId: "STSKEY", accessKeySecret: "sts-secret-value", securityToken: "token-value",
+            expiration: Date().addingTimeInterval(600), region: "us-east-1")
+        let address = UploadAddress(endpoint: "http://127.0.0.1:9000", bucket: "media", fileName: "video/v/source.mp4")
+        var ticket = try MediaServiceClient.UploadTicket(id: "v", address: address.encoded(), auth: auth.encoded())
+        ticket.resumableUploadURL = URL(string: "http://127.0.0.1:9000/_ferry/uploads/grant/grant-value")
+        var dumped = ""
+        dump(ticket, to: &dumped)
+        for text in ["\(ticket)", String(reflecting: ticket), dumped] {
+            for secret in ["sts-secret-value", "token-value", "grant-value", auth.encoded()] {
+                #expect(!text.contains(secret), "\(text)")
+            }
+        }
+        #expect("\(ticket)".contains("video/v/source.mp4") && dumped.contains("STSKEY"), "\(dumped)")
+    }
+
     @Test("an upload ticket that cannot be decoded, and a queue item that does not exist, are refused with their codes")
     func badTickets() async throws {
         do {

@@ -132,7 +132,8 @@ public final class MediaServiceClient: Sendable {
         /// Free data for the app.
         public var userData: String?
         /// Makes the call idempotent: while a video created with this token is still uploading, creating again with
-        /// it answers that video (with fresh credentials) instead of a new one. At most 64 characters.
+        /// it answers that video (with fresh credentials, and described as the new call describes it: title, cover,
+        /// and the rest) instead of a new one. At most 64 characters.
         /// ``MediaUploadJournal/clientToken(for:)`` makes one per local file.
         public var clientToken: String?
         /// Who may play it: `.signed` (the server's default: playback URLs need a token) or `.public`.
@@ -148,8 +149,9 @@ public final class MediaServiceClient: Sendable {
         }
     }
 
-    /// Where and with what to upload a media file.
-    public struct UploadTicket: Sendable {
+    /// Where and with what to upload a media file. Printed, it shows no credential: not `uploadAuth`, nor the
+    /// `resumableUploadURL` that is one.
+    public struct UploadTicket: Sendable, SecretRedacting {
         /// The video or image id.
         public var id: String
         /// The image URL (images only).
@@ -177,6 +179,18 @@ public final class MediaServiceClient: Sendable {
             self.uploadAuth = auth
             self.address = decodedAddress
             self.auth = decodedAuth
+        }
+
+        /// The id and where the file goes; no credential.
+        public var description: String { "UploadTicket(\(id), \(address.bucket)/\(address.fileName))" }
+
+        /// The fields without the credential and the upload URL.
+        public var redactedFields: KeyValuePairs<String, Any> {
+            [
+                "id": id, "imageURL": imageURL as Any, "uploadAddress": uploadAddress, "uploadAuth": "<redacted>",
+                "address": address, "auth": auth,
+                "resumableUploadURL": resumableUploadURL == nil ? "nil" : "<redacted>",
+            ]
         }
 
         /// A client of the object service the ticket points at, signing with the ticket's credential.

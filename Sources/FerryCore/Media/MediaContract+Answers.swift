@@ -348,6 +348,19 @@ extension MediaContract.TemporaryCredentials: SecretRedacting {
     }
 }
 
+extension MediaContract.UploadTicketAnswer: SecretRedacting {
+    /// The ids only; the credential and the upload URL (its own credential) are never printed.
+    public var description: String { "UploadTicketAnswer(\(videoId ?? imageId ?? ""))" }
+    /// The fields without the credential and the upload URL.
+    public var redactedFields: KeyValuePairs<String, Any> {
+        [
+            "videoId": videoId as Any, "imageId": imageId as Any, "imageURL": imageURL as Any,
+            "uploadAddress": uploadAddress, "uploadAuth": "<redacted>",
+            "resumableUploadURL": resumableUploadURL == nil ? "nil" : "<redacted>",
+        ]
+    }
+}
+
 extension MediaContract.NewAccessKey: SecretRedacting {
     /// The key id and status only; the secret is never printed.
     public var description: String { "NewAccessKey(\(accessKeyId), \(status))" }

@@ -279,8 +279,18 @@ public struct MediaAPI: Sendable {
         let downloads = try Self.downloadPolicy(input.downloads)
         try Self.checkClientToken(input.clientToken)
         if let token = input.clientToken {
-            // Asked again with the same token (a client that lost the answer): the same video, fresh credentials.
+            // Asked again with the same token (a client that lost the answer, or one that retries a cancelled upload
+            // with another title or cover): the same video, described as this request describes it, fresh credentials.
             if let video = try await catalog.uploadingVideo(owner: call.principal.parentAccessKeyId, clientToken: token) {
+                _ = try await catalog.updateVideo(video.videoId) { video in
+                    guard video.status == VideoStatus.uploading else { return .keep }
+                    (video.title, video.description, video.coverURL) = (title, input.description, input.coverURL)
+                    (video.cateId, video.tags, video.userData) = (input.cateId, input.tags, input.userData)
+                    video.transcode = group
+                    (video.playbackPolicy, video.downloads) = (policy.rawValue, downloads.map(\.rawValue))
+                    video.updatedAt = Date()
+                    return .save()
+                }
                 return ticket(videoId: video.videoId, key: video.key, call)
             }
         }
