@@ -312,6 +312,20 @@ struct ServeCommand: AsyncParsableCommand {
         serverLogger.logLevel = level
         configuration.logger = serverLogger
         let logger = serverLogger
+        // Never more connections than the open-file limit holds: a process out of descriptors is stopped.
+        if let openFiles = OpenFileBudget.raiseLimit(),
+            let fitted = OpenFileBudget.fitted(configuration.connectionLimits, openFiles: openFiles)
+        {
+            logger.warning(
+                .init(
+                    stringLiteral: "fewer connections than --max-connections: the open-file limit holds no more; "
+                        + "raise it (ulimit -n, LimitNOFILE)"),
+                metadata: [
+                    "open-file-limit": "\(openFiles)", "max-connections": "\(fitted.maxConnections)",
+                    "max-connections-per-address": "\(fitted.maxConnectionsPerAddress)",
+                ])
+            configuration.connectionLimits = fitted
+        }
 
         let server = try await FerryServer.open(configuration: configuration)
         if server.rootCredentialsGenerated {

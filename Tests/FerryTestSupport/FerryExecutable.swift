@@ -26,12 +26,17 @@ public enum FerryExecutable {
 
         /// Starts `ferry serve --port 0` on `dataDirectory` and waits, off the cooperative pool, until it listens.
         ///
-        /// - Parameter logFile: where its standard error (the log) goes; nowhere when nil.
+        /// - Parameters:
+        ///   - logFile: where its standard error (the log) goes; nowhere when nil.
+        ///   - openFiles: the open-file limit (soft and hard) it runs under; the test's when nil.
         public static func start(
-            dataDirectory: String, arguments: [String] = [], environment: [String: String], logFile: String? = nil
+            dataDirectory: String, arguments: [String] = [], environment: [String: String], logFile: String? = nil,
+            openFiles: Int? = nil
         ) async throws -> Server {
             try await runBlocking {
-                try Server(dataDirectory: dataDirectory, arguments: arguments, environment: environment, logFile: logFile)
+                try Server(
+                    dataDirectory: dataDirectory, arguments: arguments, environment: environment, logFile: logFile,
+                    openFiles: openFiles)
             }
         }
 
@@ -51,11 +56,17 @@ public enum FerryExecutable {
         /// says it runs); blocks the thread.
         init(
             dataDirectory: String, arguments: [String] = [], environment: [String: String], logFile: String? = nil,
-            worker: Bool = false
+            worker: Bool = false, openFiles: Int? = nil
         ) throws {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: FerryExecutable.path)
             process.arguments = ["serve", "--data-dir", dataDirectory, "--port", "0"] + arguments
+            if let openFiles {
+                // The shell sets the limit and becomes the server (same process).
+                process.arguments = ["-c", "ulimit -n \(openFiles) && exec \"$0\" \"$@\"", FerryExecutable.path]
+                    + (process.arguments ?? [])
+                process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            }
             var env = ProcessInfo.processInfo.environment
             // Media tools at nice 10 but not SCHED_IDLE (as TestServer's): a SCHED_IDLE ffmpeg gets almost no CPU while
             // other suites keep the cores busy. A test may still pass "1".

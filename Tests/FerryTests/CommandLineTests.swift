@@ -136,6 +136,43 @@ struct CommandLineTests {
         #expect(after.status == 0, "\(after.error)")
     }
 
+    @Test("ferry serve under an open-file limit that holds fewer connections than --max-connections takes as many as fit, says so, and stays up when more come")
+    func connectionsFitTheOpenFileLimit() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-files")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let log = data + "/serve.log"
+        // 400 descriptors hold (400 - 256) / 3 = 48 connections; 450 idle ones would take every descriptor.
+        let server = try await FerryExecutable.Server.start(
+            dataDirectory: data + "/data", arguments: ["--media-workers", "0"], environment: ["HOME": data], logFile: log,
+            openFiles: 400)
+        var sockets: [Int32] = []
+        for _ in 0..<450 {
+            guard let socket = try? RawSocket.connect(port: server.port) else { break }
+            sockets.append(socket)
+        }
+        // Requests on them keep the thread pool busy; its monitor opens a file every second while it is, and a process
+        // out of descriptors stops within that second.
+        let request = Array("GET /_ferry/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        for _ in 0..<3 {
+            for socket in sockets { try? RawSocket.write(socket, request) }
+            try await Task.sleep(for: .seconds(1))
+        }
+        #expect(server.process.isRunning, "the server stopped with every descriptor taken")
+        // It holds the connections that fit, far from its limit (at rest it holds a few dozen descriptors).
+        let held = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.process.processIdentifier)/fd"))?.count
+        #expect((held ?? 0) > 48 && (held ?? .max) < 200, "\(held ?? -1) descriptors")
+        for socket in sockets { close(socket) }
+        var healthy = false
+        for _ in 0..<50 where !healthy {
+            healthy = (try? await S3TestClient.fetchRaw("GET", server.endpoint + "/_ferry/health").status) == 200
+            if !healthy { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(healthy)
+        await server.stop()
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(text.contains("open-file-limit=400") && text.contains("max-connections=48"), "\(text)")
+    }
+
     @Test("ferry console runs the directory's service and prints the console's URL; with ferry serve on the directory it prints that server's")
     func consoleCommand() async throws {
         let data = TemporaryDirectory.make("ferry-cli-console")
