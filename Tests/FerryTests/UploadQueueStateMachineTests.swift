@@ -346,6 +346,11 @@ struct UploadQueueStateMachineTests {
         machine.uploadStarted(ids[0], uploadId: "u1")
         #expect(machine.item(ids[0])?.uploadId == "u1")
         #expect(machine.progressed(ID(value: 99), sent: 1, stored: 0, of: 2) == nil)
+        // A run resumed after a failure starts at what was stored: the bytes sent do not go back; past them, they
+        // count on. A file of another size (changed, uploaded afresh) starts over.
+        #expect(machine.progressed(ids[0], sent: 3, stored: 3, of: 10)?.uploadedSize == 5)
+        #expect(machine.progressed(ids[0], sent: 7, stored: 3, of: 10)?.uploadedSize == 7)
+        #expect(machine.progressed(ids[0], sent: 2, stored: 0, of: 12)?.uploadedSize == 2)
         machine.uploadStarted(ID(value: 99), uploadId: "x")
         #expect(machine.items.count == 1)
     }
@@ -419,6 +424,21 @@ struct UploadQueueStateMachineTests {
             #expect(item == nil)
             #expect(machine.takeExpired().isEmpty)
         }
+    }
+
+    @Test("a file's own credential goes to that file: named, or the first waiting; another waiting file keeps waiting")
+    func oneFileTakesACredential() {
+        let (made, ids) = Self.machine(files: 3, concurrent: 3)
+        var machine = made
+        _ = machine.start()
+        for (index, id) in ids.enumerated() { _ = machine.attach(FakeUpload("up\(index)"), to: id, generation: 1) }
+        for id in ids { #expect(machine.credentialExpired(id)?.id == id) }
+        #expect(machine.takeExpired(ids[2]) == ids[2], "the file named")
+        #expect(machine.takeExpired(ids[2]) == nil, "taken once")
+        #expect(machine.takeExpired(nil) == ids[0], "unnamed: the first waiting")
+        #expect(machine.takeExpired(nil) == ids[1])
+        #expect(machine.takeExpired(nil) == nil && machine.takeExpired().isEmpty)
+        #expect(machine.takeExpired(ID(value: 99)) == nil)
     }
 
     @Test("renewals stop after three in a row with no byte stored between them; stored bytes and the app's own credential count afresh")

@@ -247,10 +247,13 @@ extension UploadQueue {
             return .attached(pause: item.state != .uploading)
         }
 
-        /// The engine upload reported progress; returns the updated file, nil when it is not listed.
+        /// The engine upload reported progress; returns the updated file, nil when it is not listed. The bytes sent
+        /// never go back for the same file: a run resumed after a failure starts at what was stored, below what the
+        /// failed run had sent, and counts on from the larger.
         mutating func progressed(_ id: Item.ID, sent: Int64, stored: Int64, of total: Int64) -> Item? {
             guard let index = index(id) else { return nil }
-            items[index].uploadedSize = sent
+            let before = items[index].totalSize == total ? items[index].uploadedSize : 0
+            items[index].uploadedSize = min(max(before, sent), total)
             items[index].storedSize = stored
             items[index].totalSize = total
             return items[index]
@@ -318,6 +321,16 @@ extension UploadQueue {
             guard uploadingUpload(id) != nil, let item = item(id) else { return nil }
             expired.insert(id)
             return item
+        }
+
+        /// One file waiting for a credential of its own (a media upload's `UploadAuth`), which waits no more (its
+        /// renewals are counted afresh): `id`, or without one the first listed; nil when it does not wait.
+        mutating func takeExpired(_ id: Item.ID?) -> Item.ID? {
+            guard let taken = id.map({ expired.contains($0) ? $0 : nil }) ?? items.map(\.id).first(where: expired.contains)
+            else { return nil }
+            expired.remove(taken)
+            renewals[taken] = nil
+            return taken
         }
 
         /// The files waiting for a credential, which wait no more (their renewals are counted afresh).

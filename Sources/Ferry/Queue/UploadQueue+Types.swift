@@ -78,12 +78,12 @@ extension UploadQueue {
         /// The seed's upload address + credential: when a file starts, the queue emits
         /// ``UploadQueueEvent/started(_:)`` and waits for ``UploadQueue/setUploadAuth(_:address:videoId:for:)``. When
         /// the credential expires it emits ``UploadQueueEvent/tokenExpired(_:)`` and waits for
-        /// ``UploadQueue/resume(withUploadAuth:)``.
+        /// ``UploadQueue/resume(withUploadAuth:for:)``.
         case uploadAuth
         /// The same, pulled: the closure is called when a file starts and again when its credential expires
         /// (typically it asks the app server, which calls CreateUploadVideo, CreateUploadImage or
         /// RefreshUploadVideo). If it fails or returns an expired credential, the queue emits `tokenExpired` and
-        /// waits for ``UploadQueue/resume(withUploadAuth:)``.
+        /// waits for ``UploadQueue/resume(withUploadAuth:for:)``.
         case uploadAuthProvider(@Sendable (UploadQueue.Item) async throws -> MediaServiceClient.UploadTicket)
         /// An STS credential: the queue calls CreateUploadVideo / CreateUploadImage on the media service at
         /// `endpoint` itself. When the credential expires it emits `tokenExpired` and waits for

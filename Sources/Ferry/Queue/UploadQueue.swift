@@ -209,18 +209,21 @@ public actor UploadQueue {
         }
     }
 
-    /// Continues the files whose upload credential expired with a new one (base64 `UploadAuth`; the seed's
-    /// `resumeWithAuth:`). False when no file was waiting for one.
+    /// Continues a file whose upload credential expired with a new one (base64 `UploadAuth`; the seed's
+    /// `resumeWithAuth:`). A credential is for one file's upload: it goes to `item` (the file of the
+    /// ``UploadQueueEvent/tokenExpired(_:)`` it answers), or without one to the first file waiting, so that files
+    /// uploading at once (``UploadQueue/Configuration/maxConcurrentUploads``) each get their own when each event is answered in
+    /// turn. False when that file was not waiting for one.
     ///
     /// - Throws: ``FerryError/Code/invalidArgument`` when the credential cannot be decoded.
     @discardableResult
-    public func resume(withUploadAuth uploadAuth: String) async throws(FerryError) -> Bool {
+    public func resume(withUploadAuth uploadAuth: String, for item: Item.ID? = nil) async throws(FerryError) -> Bool {
         guard let auth = UploadAuth(encoded: uploadAuth) else {
             throw FerryError(.invalidArgument, "The upload credential cannot be decoded.")
         }
-        let waiting = machine.takeExpired()
-        for id in waiting { await resumeUpload(id, with: auth.ferryCredentials) }
-        return !waiting.isEmpty
+        guard let id = machine.takeExpired(item) else { return false }
+        await resumeUpload(id, with: auth.ferryCredentials)
+        return true
     }
 
     /// Continues with a new STS credential after ``UploadQueueEvent/tokenExpired(_:)`` (the seed's
@@ -365,7 +368,7 @@ public actor UploadQueue {
             if let item = machine.progressed(
                 id, sent: progress.totalBytesSent, stored: progress.totalBytesStored, of: progress.totalBytesExpected)
             {
-                emit(.progress(item, uploadedSize: progress.totalBytesSent, totalSize: progress.totalBytesExpected))
+                emit(.progress(item, uploadedSize: item.uploadedSize, totalSize: progress.totalBytesExpected))
             }
         case .retrying(let attempt, let error, _):
             if let item = item(id) { emit(.retry(item, attempt: attempt, error: error)) }
