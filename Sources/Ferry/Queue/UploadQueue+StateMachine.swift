@@ -326,8 +326,8 @@ extension UploadQueue {
         /// One file waiting for a credential of its own (a media upload's `UploadAuth`), which waits no more (its
         /// renewals are counted afresh): `id`, or without one the first listed; nil when it does not wait.
         mutating func takeExpired(_ id: Item.ID?) -> Item.ID? {
-            guard let taken = id.map({ expired.contains($0) ? $0 : nil }) ?? items.map(\.id).first(where: expired.contains)
-            else { return nil }
+            let named = id.map { expired.contains($0) ? $0 : nil }
+            guard let taken = named ?? items.map(\.id).first(where: expired.contains) else { return nil }
             expired.remove(taken)
             renewals[taken] = nil
             return taken
