@@ -91,6 +91,8 @@ struct FormUploaderTests {
         for await event in upload.events {
             if case .failed(let error) = event { failedEvent = error }
             if case .succeeded = event { Issue.record("the upload succeeded") }
+            // 100 % comes only with the server's answer that the file is stored.
+            if case .progress(let fraction) = event { #expect(fraction < 1, "a failing upload reported 100 %") }
         }
         do {
             _ = try await upload.result

@@ -3,8 +3,9 @@ import Foundation
 /// What a form upload reports on ``FormUpload/events``, in order: progress, then exactly one of `succeeded` or
 /// `failed`, after which the sequence finishes.
 public enum FormUploadEvent: Sendable {
-    /// The fraction of the request body sent, from 0 to 1 (QiniuSimpleUploader's `percent`). Reported when it grows
-    /// by at least 1 %, and 1 just before `succeeded`.
+    /// The fraction of the request body sent (QiniuSimpleUploader's `percent`), from 0 to 0.99 while it is sent:
+    /// reported when it grows by at least 1 %. 1 only when the server has answered that the file is stored, just
+    /// before `succeeded`; an upload the server refuses (a CRC32 mismatch, a callback that failed) never shows 100 %.
     case progress(fraction: Double)
     /// The server stored the file (and its callback, if any, answered 2xx).
     case succeeded(FormUploadResult)

@@ -89,7 +89,7 @@ public final class FormUploader: Sendable {
                     reported.last = fraction
                     continuation.yield(.progress(fraction: fraction))
                 }
-                // Once, at the end: the meter may have reported the whole body already.
+                // Once, with the server's answer: the meter stops short of it.
                 if reported.last < 1 { continuation.yield(.progress(fraction: 1)) }
                 continuation.yield(.succeeded(result))
                 continuation.finish()
@@ -184,6 +184,8 @@ private final class FormProgress: @unchecked Sendable {
     private let report: @Sendable (Double) -> Void
     private var sent: Int64 = 0
     private var reported = 0.0
+    /// The most reported while the body is sent.
+    static let sending = 0.99
 
     init(total: Int64, report: @escaping @Sendable (Double) -> Void) {
         self.total = total
@@ -205,8 +207,9 @@ private final class FormProgress: @unchecked Sendable {
     func add(_ bytes: Int) {
         let fraction: Double? = lock.withLock {
             sent += Int64(bytes)
-            let fraction = total > 0 ? min(1, Double(sent) / Double(total)) : 1
-            guard fraction - reported >= 0.01 || (fraction == 1 && reported < 1) else { return nil }
+            // At most 99 % while the body goes: 100 % is the server's answer that the file is stored.
+            let fraction = total > 0 ? min(Self.sending, Double(sent) / Double(total)) : Self.sending
+            guard fraction - reported >= 0.01 || (fraction == Self.sending && reported < Self.sending) else { return nil }
             reported = fraction
             return fraction
         }
