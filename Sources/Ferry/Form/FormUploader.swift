@@ -209,7 +209,8 @@ private final class FormProgress: @unchecked Sendable {
             sent += Int64(bytes)
             // At most 99 % while the body goes: 100 % is the server's answer that the file is stored.
             let fraction = total > 0 ? min(Self.sending, Double(sent) / Double(total)) : Self.sending
-            guard fraction - reported >= 0.01 || (fraction == Self.sending && reported < Self.sending) else { return nil }
+            let last = fraction == Self.sending && reported < Self.sending
+            guard fraction - reported >= 0.01 || last else { return nil }
             reported = fraction
             return fraction
         }
