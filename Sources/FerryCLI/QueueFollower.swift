@@ -88,8 +88,9 @@ final class QueueFollower: @unchecked Sendable {
                 return outcome
             case .event(let event):
                 switch event {
-                case .started:
-                    break
+                case .started(let item):
+                    // Its turn came: its video or image is being made. Silence counts from here.
+                    if pending.contains(item.id) { output.silence.heard(file(item)) }
                 case .progress(let item, let sent, let total):
                     guard pending.contains(item.id) else { break }
                     let now = ContinuousClock.now

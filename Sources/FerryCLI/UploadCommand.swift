@@ -249,6 +249,9 @@ struct UploadCommand: AsyncParsableCommand {
                 next += 1
                 group.addTask {
                     let name = URL(fileURLWithPath: path).lastPathComponent
+                    // Silence counts from the file's first request (a bucket check, a video's creation) on.
+                    context.output.silence.heard(name)
+                    defer { context.output.silence.forget(name) }
                     if let fields = await Self.finished(path, context: context) {
                         context.output.skipped(file: name, fields: fields)
                         return ExitCodes.success

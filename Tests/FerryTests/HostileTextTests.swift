@@ -148,6 +148,30 @@ struct HeldAnswerTests {
         }
     }
 
+    @Test("a service that holds its answer to a file's first request (an object's bucket check, a video's creation) is said to be waited for after 30 s", arguments: ["object", "video"])
+    func silenceOfTheFirstRequest(_ kind: String) async throws {
+        let directory = TemporaryDirectory.make("ferry-held-first")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/clip.mp4"
+        try Data(repeating: 7, count: 1024).write(to: URL(fileURLWithPath: file))
+        try await HTTPReceiver.answering({ request in
+            // The first request is held 35 s, then refused; any other is refused at once.
+            let held = kind == "object" ? request.method == "HEAD" : request.path.contains("CreateUploadVideo")
+            return kind == "object"
+                ? .init(403, [("Content-Type", "application/xml")], body: "<Error><Code>AccessDenied</Code></Error>",
+                    delay: .seconds(held ? 35 : 0))
+                : .init(403, [("Content-Type", "application/json")], body: #"{"Code":"Forbidden","Message":"No."}"#,
+                    delay: .seconds(held ? 35 : 0))
+        }) { receiver in
+            let run = try await FerryRun.run(
+                ["upload", file, "--endpoint", receiver.url(""), "--json"] + (kind == "object" ? ["--bucket", "b"] : []),
+                environment: HostileTextTests.credentials.merging(["HOME": directory]) { $1 })
+            #expect(run.status != 0, "\(run.output) \(run.error)")
+            let stalled = run.jsonLines.filter { $0["event"] as? String == "stalled" }
+            #expect(stalled.count == 1 && stalled.first?["seconds"] as? Int == 30, "\(run.output)")
+        }
+    }
+
     @Test("a service that holds its answer to a multipart upload's first request (the lookup of an upload to resume, or its creation) is said to be waited for after 30 s too, before the upload's first event")
     func silenceBeforeTheFirstPart() async throws {
         let directory = TemporaryDirectory.make("ferry-held-creation")
