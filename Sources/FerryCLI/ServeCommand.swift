@@ -20,10 +20,10 @@ struct ServeCommand: AsyncParsableCommand {
             FERRY_MAX_CONNECTIONS, FERRY_MAX_CONNECTIONS_PER_ADDRESS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
             FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MAX_TRANSCODE_DURATION, FERRY_MEDIA_LEASE, FERRY_MEDIA_IDLE_SCHEDULING, \
             FERRY_CATALOG_URL, FERRY_STORE, FERRY_ROLE, FERRY_METRICS_TOKEN, \
-            FERRY_STORE_ENDPOINT, FERRY_STORE_REGION and FERRY_LOG_LEVEL, then to the defaults \
-            shown. Root credentials come from FERRY_ACCESS_KEY_ID and \
-            FERRY_SECRET_ACCESS_KEY; when unset, a pair is generated on first start, stored in the data directory \
-            (mode 0600) and printed once.
+            FERRY_STORE_ENDPOINT, FERRY_STORE_REGION, FERRY_CORS_ORIGINS, FERRY_FIRST_STREAM_RETENTION and \
+            FERRY_LOG_LEVEL, then to the defaults shown; the webhook secret comes from FERRY_WEBHOOK_SECRET. Root \
+            credentials come from FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY (both, or neither); when unset, a \
+            pair is generated on first start, stored in the data directory (mode 0600) and printed once.
             """)
 
     @Option(name: .customLong("data-dir"), help: "Data directory (objects, catalog, keys). Default ~/.ferry.")
@@ -289,6 +289,13 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.objectStore = try Self.storeLocation(
             store ?? env["FERRY_STORE"], endpoint: storeEndpoint ?? env["FERRY_STORE_ENDPOINT"],
             region: storeRegion ?? env["FERRY_STORE_REGION"], environment: env)
+        // Half a root pair would be dropped without a word, and the stored root key kept.
+        let rootHalves = ["FERRY_ACCESS_KEY_ID", "FERRY_SECRET_ACCESS_KEY"].filter { !(env[$0] ?? "").isEmpty }
+        if rootHalves.count == 1 {
+            throw ValidationError(
+                "\(rootHalves[0]) is set without its other half: set both FERRY_ACCESS_KEY_ID and "
+                    + "FERRY_SECRET_ACCESS_KEY, or neither to keep the root key the data directory holds.")
+        }
         let roleName = role ?? env["FERRY_ROLE"] ?? "all"
         guard let nodeRole = NodeRole(rawValue: roleName) else { throw ValidationError("FERRY_ROLE must be all, api or worker.") }
         configuration.role = nodeRole

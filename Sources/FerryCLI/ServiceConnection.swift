@@ -16,25 +16,30 @@ struct ServiceOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "Data directory of the embedded service (or FERRY_DATA_DIR). Default ~/.ferry.")
     var dataDirectory: String?
 
-    @Option(help: "Region to sign for. Default us-east-1.")
-    var region: String = "us-east-1"
+    @Option(help: "Region to sign for (or FERRY_REGION). Default us-east-1.")
+    var region: String?
 
     /// Connects: to the endpoint with credentials from the environment, or to an in-process service (on a data
     /// directory that holds one already when `existing`: else exit 1, nothing made).
     func connect(existing: Bool = false) async throws -> ServiceConnection {
         let env = ProcessInfo.processInfo.environment
+        let region = self.region ?? env["FERRY_REGION"].flatMap { $0.isEmpty ? nil : $0 } ?? "us-east-1"
         if let text = endpoint ?? env["FERRY_ENDPOINT"] {
             guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
             else {
                 throw ValidationError("--endpoint '\(text)' is not an http or https URL such as http://127.0.0.1:9000.")
             }
-            guard let id = env["FERRY_ACCESS_KEY_ID"] ?? env["AWS_ACCESS_KEY_ID"],
-                let secret = env["FERRY_SECRET_ACCESS_KEY"] ?? env["AWS_SECRET_ACCESS_KEY"]
-            else {
-                throw ValidationError("Set FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY (or the AWS_* equivalents).")
+            // One set, whole: Ferry's own variables when its key id is set, else the AWS ones. A session token left
+            // in the shell from another AWS session is not sent with a Ferry key.
+            let prefix = (env["FERRY_ACCESS_KEY_ID"] ?? "").isEmpty ? "AWS_" : "FERRY_"
+            guard let id = env[prefix + "ACCESS_KEY_ID"], let secret = env[prefix + "SECRET_ACCESS_KEY"] else {
+                throw ValidationError(
+                    prefix == "FERRY_"
+                        ? "FERRY_ACCESS_KEY_ID is set without FERRY_SECRET_ACCESS_KEY: set both."
+                        : "Set FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY (or the AWS_* equivalents).")
             }
             let credentials = Credentials(
-                accessKeyId: id, secretAccessKey: secret, sessionToken: env["FERRY_SESSION_TOKEN"] ?? env["AWS_SESSION_TOKEN"])
+                accessKeyId: id, secretAccessKey: secret, sessionToken: env[prefix + "SESSION_TOKEN"])
             return ServiceConnection(
                 endpoint: url, publicEndpoint: url, region: region, credentials: credentials, embedded: nil, dataDirectory: nil)
         }

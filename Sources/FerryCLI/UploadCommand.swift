@@ -63,9 +63,10 @@ struct UploadCommand: AsyncParsableCommand {
         commandName: "upload",
         abstract: "Upload videos, images or objects, resumably, with live progress.",
         discussion: """
-            A video is created with CreateUploadVideo and uploaded through the engine; the VideoId and a playback \
-            URL are printed. An image (png, jpg, jpeg, gif, webp, heic) prints its ImageURL. With --bucket the file \
-            is a plain object upload. Without --endpoint or FERRY_ENDPOINT, Ferry runs in-process on --data-dir \
+            A video is created with CreateUploadVideo and uploaded through the engine; its VideoId is printed (with \
+            --wait, its renditions too, once processed). An image (png, jpg, jpeg, gif, webp, heic) prints its \
+            ImageURL. With --bucket the file is a plain object upload. Without --endpoint or FERRY_ENDPOINT, Ferry \
+            runs in-process on --data-dir \
             (default ~/.ferry). Ctrl-C pauses the batch: the checkpoints stay, files not started are named, and \
             running the same command again resumes; it skips the files an earlier run of it finished (unless changed \
             since), until a run ends with every file done. --no-resume sends every file afresh. --cancel (or a \
@@ -73,8 +74,8 @@ struct UploadCommand: AsyncParsableCommand {
             (its renditions are printed) or TranscodeFail (exit 1; 75 when the service, not the file, failed past its \
             retries: the same command then sends the file again).
             Exit codes: 0 success, 1 upload failed (also when another run is uploading the same file to the same \
-            place: it holds the checkpoint), 64 usage error, 75 interrupted or the network failed past the retries \
-            (resumable).
+            place: it holds the checkpoint), 64 usage error, 74 what it printed could not all be written (its reader \
+            went away), 75 interrupted or the network failed past the retries (resumable).
             """)
 
     @Argument(help: "Files to upload.")

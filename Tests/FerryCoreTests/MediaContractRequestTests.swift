@@ -299,6 +299,12 @@ struct MediaContractRequestTests {
         for (value, secrets) in [
             (credentials as Any, ["sts-secret-value", "token-value"]), (key as Any, ["key-secret-value"]),
             (ticket as Any, ["upload-auth-value", "grant-value"]),
+            (
+                PublishContract.ApplyAnswer(
+                    vodSessionKey: "session-value", videoId: "v1", storageEndpoint: "http://127.0.0.1", storageBucket: "b",
+                    storageRegion: nil, videoKey: "k", coverKey: nil, uploadAuth: "apply-auth-value") as Any,
+                ["session-value", "apply-auth-value"]
+            ),
             (MediaContract.AssumeRoleAnswer(credentials: credentials) as Any, ["sts-secret-value", "token-value"]),
             (MediaContract.CreateAccessKeyAnswer(accessKey: key) as Any, ["key-secret-value"]),
         ] {

@@ -57,7 +57,10 @@ struct FerryRun: Sendable {
                 process.arguments = arguments
             }
             var env = ProcessInfo.processInfo.environment
-            for name in ["FERRY_DATA_DIR", "FERRY_ENDPOINT", "FERRY_ACCESS_KEY_ID", "FERRY_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+            for name in [
+                "FERRY_DATA_DIR", "FERRY_ENDPOINT", "FERRY_ACCESS_KEY_ID", "FERRY_SECRET_ACCESS_KEY", "FERRY_SESSION_TOKEN",
+                "FERRY_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+            ] {
                 env[name] = nil
             }
             // Never the real home: each run gets its own HOME unless the test names one.
@@ -1359,6 +1362,31 @@ struct CommandLineTests {
         await server.stop()
     }
 
+    @Test("a command takes one set of credentials whole (a session token left from an AWS session is not sent with a Ferry key) and signs for FERRY_REGION")
+    func credentialSetAndRegion() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-region")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let server = try await FerryExecutable.Server.start(
+            dataDirectory: data + "/service", arguments: ["--media-workers", "0", "--region", "eu-west-1"],
+            environment: ["HOME": data])
+        let root = try rootCredentials(dataDirectory: data + "/service")
+        let keys = [
+            "HOME": data, "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey,
+            "AWS_SESSION_TOKEN": "left-from-another-session",
+        ]
+        let list = try await FerryRun.run(
+            ["videos", "list", "--endpoint", server.endpoint], environment: keys.merging(["FERRY_REGION": "eu-west-1"]) { $1 })
+        #expect(list.status == 0, "\(list.output) \(list.error)")
+        // Signed for the default region, the same command is refused: the region it signs for is the variable's.
+        let defaulted = try await FerryRun.run(["videos", "list", "--endpoint", server.endpoint], environment: keys)
+        #expect(defaulted.status != 0, "\(defaulted.output)")
+        let half = try await FerryRun.run(
+            ["videos", "list", "--endpoint", server.endpoint],
+            environment: ["HOME": data, "FERRY_ACCESS_KEY_ID": root.accessKeyId, "AWS_SECRET_ACCESS_KEY": "x"])
+        #expect(half.status != 0 && half.error.contains("FERRY_SECRET_ACCESS_KEY"), "\(half.error)")
+        await server.stop()
+    }
+
     @Test("ferry presign signs a URL for any key, a folder's (ending in a slash) too, and refuses what names no key")
     func presignKeys() async throws {
         let data = TemporaryDirectory.make("ferry-cli-presign")
@@ -1534,6 +1562,12 @@ struct CommandLineTests {
             let refused = try await FerryRun.run(
                 ["serve", "--data-dir", unusedData, "--port", "0"] + arguments, environment: environment)
             #expect(refused.status == 64 && refused.error.contains(says), "\(arguments) \(environment): \(refused.error)")
+        }
+        // Half a root pair is refused, not dropped while the stored root key goes on.
+        for half in ["FERRY_ACCESS_KEY_ID", "FERRY_SECRET_ACCESS_KEY"] {
+            let refused = try await FerryRun.run(
+                ["serve", "--data-dir", unusedData, "--port", "0"], environment: [half: "FKIAHALFAPAIR0000000"])
+            #expect(refused.status == 64 && refused.error.contains("\(half) is set without"), "\(refused.error)")
         }
         let samePort = try await FerryRun.run(["serve", "--data-dir", unusedData, "--port", "9123", "--metrics-port", "9123"])
         #expect(samePort.status == 64 && samePort.error.contains("--metrics-port must differ"), "\(samePort.error)")

@@ -32,8 +32,9 @@ extension UploadQueue {
         private var generations: [Item.ID: Int] = [:]
         /// Each file's engine upload, once its run made one.
         private var uploads: [Item.ID: Upload] = [:]
-        /// Files whose engine upload paused because its credential expired, waiting for `resume(with…)`.
-        private var expired: Set<Item.ID> = []
+        /// Files whose engine upload paused because its credential expired, waiting for `resume(with…)`, in the order
+        /// their credentials expired.
+        private var expired: [Item.ID] = []
         /// For each file whose credential was renewed: its stored bytes then, and how many renewals in a row found
         /// them unchanged.
         private var renewals: [Item.ID: (stored: Int64, count: Int)] = [:]
@@ -121,7 +122,7 @@ extension UploadQueue {
             guard let index = index(id) else { return nil }
             let item = items.remove(at: index)
             generations[id, default: 0] += 1
-            expired.remove(id)
+            expired.removeAll { $0 == id }
             return Deletion(item: item, upload: uploads.removeValue(forKey: id))
         }
 
@@ -319,16 +320,17 @@ extension UploadQueue {
         /// `resume(with…)`. Returns the file, nil when it does not upload or has no engine upload.
         mutating func credentialExpired(_ id: Item.ID) -> Item? {
             guard uploadingUpload(id) != nil, let item = item(id) else { return nil }
-            expired.insert(id)
+            if !expired.contains(id) { expired.append(id) }
             return item
         }
 
         /// One file waiting for a credential of its own (a media upload's `UploadAuth`), which waits no more (its
-        /// renewals are counted afresh): `id`, or without one the first listed; nil when it does not wait.
+        /// renewals are counted afresh): `id`, or without one the file that has waited longest; nil when it does not
+        /// wait.
         mutating func takeExpired(_ id: Item.ID?) -> Item.ID? {
             let named = id.map { expired.contains($0) ? $0 : nil }
-            guard let taken = named ?? items.map(\.id).first(where: expired.contains) else { return nil }
-            expired.remove(taken)
+            guard let taken = named ?? expired.first else { return nil }
+            expired.removeAll { $0 == taken }
             renewals[taken] = nil
             return taken
         }
@@ -363,7 +365,7 @@ extension UploadQueue {
         private mutating func halt(_ index: Int, to state: Item.State) -> Halt {
             let id = items[index].id
             items[index].state = state
-            expired.remove(id)
+            expired.removeAll { $0 == id }
             if let upload = uploads[id] { return .pauseUpload(id, upload) }
             generations[id, default: 0] += 1
             return .endWaits(id)

@@ -211,9 +211,9 @@ public actor UploadQueue {
 
     /// Continues a file whose upload credential expired with a new one (base64 `UploadAuth`; the seed's
     /// `resumeWithAuth:`). A credential is for one file's upload: it goes to `item` (the file of the
-    /// ``UploadQueueEvent/tokenExpired(_:)`` it answers), or without one to the first file waiting, so that files
-    /// uploading at once (``UploadQueue/Configuration/maxConcurrentUploads``) each get their own when each event is
-    /// answered in turn. False when that file was not waiting for one.
+    /// ``UploadQueueEvent/tokenExpired(_:)`` it answers), or without one to the file that has waited longest, so that
+    /// files uploading at once (``UploadQueue/Configuration/maxConcurrentUploads``) each get their own when each event
+    /// is answered in turn; every other file waits on for its own. False when that file was not waiting for one.
     ///
     /// - Throws: ``FerryError/Code/invalidArgument`` when the credential cannot be decoded.
     @discardableResult

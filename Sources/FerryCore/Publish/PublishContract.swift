@@ -110,3 +110,16 @@ public enum PublishContract {
         enum CodingKeys: String, CodingKey { case fileId = "FileId", mediaURL = "MediaUrl", coverURL = "CoverUrl" }
     }
 }
+
+extension PublishContract.ApplyAnswer: SecretRedacting {
+    /// The video and where it goes; the credential and the session are never printed.
+    public var description: String { "ApplyAnswer(\(videoId), \(storageBucket)/\(videoKey))" }
+    /// The fields without the credential and the session.
+    public var redactedFields: KeyValuePairs<String, Any> {
+        [
+            "vodSessionKey": "<redacted>", "videoId": videoId, "storageEndpoint": storageEndpoint,
+            "storageBucket": storageBucket, "storageRegion": storageRegion as Any, "videoKey": videoKey,
+            "coverKey": coverKey as Any, "uploadAuth": "<redacted>", "videoStored": videoStored as Any,
+        ]
+    }
+}

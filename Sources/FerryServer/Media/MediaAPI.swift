@@ -281,8 +281,9 @@ public struct MediaAPI: Sendable {
         if let token = input.clientToken {
             // Asked again with the same token (a client that lost the answer, or one that retries a cancelled upload
             // with another title or cover): the same video, described as this request describes it, fresh credentials.
-            if let video = try await catalog.uploadingVideo(owner: call.principal.parentAccessKeyId, clientToken: token) {
-                _ = try await catalog.updateVideo(video.videoId) { video in
+            let owner = call.principal.parentAccessKeyId
+            if let video = try await catalog.uploadingVideo(owner: owner, clientToken: token),
+                try await catalog.updateVideo(video.videoId, { video in
                     guard video.status == VideoStatus.uploading else { return .keep }
                     (video.title, video.description, video.coverURL) = (title, input.description, input.coverURL)
                     (video.cateId, video.tags, video.userData) = (input.cateId, input.tags, input.userData)
@@ -290,9 +291,11 @@ public struct MediaAPI: Sendable {
                     (video.playbackPolicy, video.downloads) = (policy.rawValue, downloads.map(\.rawValue))
                     video.updatedAt = Date()
                     return .save()
-                }
+                })?.status == VideoStatus.uploading
+            {
                 return ticket(videoId: video.videoId, key: video.key, call)
             }
+            // Stored (or failed) meanwhile: the token makes a new video, as it does once the video left Uploading.
         }
         try await checkStorageQuota(forVideoOf: input.fileSize, call.principal)
         try await library.ensureBucket()

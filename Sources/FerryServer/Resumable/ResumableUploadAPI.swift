@@ -282,7 +282,11 @@ struct ResumableUploadAPI: Sendable {
         let withUpload = TusWire.isAppend(request.headers[.contentType])
         let checksum = withUpload ? try TusChecksum.parse(request.headers) : nil
         if !withUpload, let signed = target.signedSHA256, signed != Self.emptySHA256 {
-            throw Self.signedBodyMismatch(wire)
+            throw ResumableRefusal(
+                .badRequest,
+                "The creation is signed with a body's SHA-256 but carries none (a tus creation's body is "
+                    + "Content-Type: application/offset+octet-stream).",
+                wire: wire)
         }
         let info = ResumableUpload.Info(
             kind: concat == .partial ? .partial : .single, metadata: metadata, videoId: target.mediaId)

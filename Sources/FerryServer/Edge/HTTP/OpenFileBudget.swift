@@ -21,8 +21,10 @@ public enum OpenFileBudget {
     /// Raises the process's soft limit of open files to its hard limit; the limit then in force (nil when unknown).
     public static func raiseLimit() -> Int? {
         var limit = rlimit()
-        #if os(Linux)
+        #if canImport(Glibc)
         let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #elseif canImport(Musl)
+        let resource = Int32(RLIMIT_NOFILE)
         #else
         let resource = RLIMIT_NOFILE
         #endif
@@ -35,7 +37,9 @@ public enum OpenFileBudget {
         if wanted > limit.rlim_cur {
             var raised = limit
             raised.rlim_cur = wanted
-            if setrlimit(resource, &raised) == 0 { limit = raised }
+            // Read back, raised or not: the limit in force is the system's word, not the one asked for.
+            _ = setrlimit(resource, &raised)
+            guard getrlimit(resource, &limit) == 0 else { return nil }
         }
         // An unlimited limit (RLIM_INFINITY, all ones) clamps to Int.max.
         return Int(clamping: limit.rlim_cur)
