@@ -30,8 +30,7 @@ struct ConsoleCommand: AsyncParsableCommand {
         let service: EmbeddedService
         do {
             service = try await EmbeddedService.start(
-                dataDirectory: directory, region: env["FERRY_REGION"].flatMap { $0.isEmpty ? nil : $0 } ?? "us-east-1",
-                port: port, followRequests: true,
+                dataDirectory: directory, region: defaultRegion(env), port: port, followRequests: true,
                 shutdownSignals: [.sigterm, .sigint])
         } catch let busy as DataDirectoryInUse {
             guard let endpoint = busy.endpoint else { throw dataDirectoryBusy(busy) }

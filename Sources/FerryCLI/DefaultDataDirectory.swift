@@ -7,3 +7,9 @@ func defaultDataDirectory(_ environment: [String: String] = ProcessInfo.processI
     let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
     return (home.hasSuffix("/") ? String(home.dropLast()) : home) + "/.ferry"
 }
+
+/// The region commands sign for and `ferry serve` reports when no `--region` names it: `FERRY_REGION` when set and not
+/// empty, else `us-east-1`.
+func defaultRegion(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    environment["FERRY_REGION"].flatMap { $0.isEmpty ? nil : $0 } ?? "us-east-1"
+}

@@ -225,7 +225,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let size = try number(minFreeBytes, "FERRY_MIN_FREE_BYTES", 0...Int64.max, must: bytes.none) {
             configuration.minFreeBytes = size
         }
-        configuration.region = region ?? env["FERRY_REGION"] ?? "us-east-1"
+        configuration.region = region ?? defaultRegion(env)
         if let age = multipartMaxAge { configuration.multipartUploadMaxAge = age }
         configuration.lifecycleDayLength = lifecycleDay
         if let resumableUploadExpiry { configuration.resumableUploadLifetime = resumableUploadExpiry }

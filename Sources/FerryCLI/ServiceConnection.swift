@@ -23,7 +23,7 @@ struct ServiceOptions: ParsableArguments {
     /// directory that holds one already when `existing`: else exit 1, nothing made).
     func connect(existing: Bool = false) async throws -> ServiceConnection {
         let env = ProcessInfo.processInfo.environment
-        let region = self.region ?? env["FERRY_REGION"].flatMap { $0.isEmpty ? nil : $0 } ?? "us-east-1"
+        let region = self.region ?? defaultRegion(env)
         if let text = endpoint ?? env["FERRY_ENDPOINT"] {
             guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
             else {
