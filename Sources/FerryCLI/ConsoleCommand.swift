@@ -27,6 +27,12 @@ struct ConsoleCommand: AsyncParsableCommand {
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
         let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
+        guard FerryServer.consoleInstalled else {
+            complain(
+                "ferry: the console's files are not installed: put the Ferry_FerryServer.resources directory of this "
+                    + "build beside the ferry binary, or set FERRY_CONSOLE_DIR to its Site directory.")
+            throw ExitCode(ExitCodes.failed)
+        }
         let service: EmbeddedService
         do {
             service = try await EmbeddedService.start(

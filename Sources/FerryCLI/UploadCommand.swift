@@ -21,12 +21,15 @@ enum ExitCodes {
     static let outputLost: Int32 = 74
 
     /// The exit code of an upload that failed with `error`: ``interrupted`` when the network or the service gave out
-    /// (a timeout, a dropped connection, a 5xx, a 408, 409 or 429 past the retries: the same command resumes),
-    /// ``failed`` otherwise (a refusal the same command would meet again: a bad key, a quota, a denied access).
+    /// (a timeout, a dropped connection, a 5xx, a 408 or 429 past the retries, a 409 of a resumable stream's offset
+    /// or of a concurrent operation: the same command resumes), ``failed`` otherwise (a refusal the same command
+    /// would meet again: a bad key, a quota, a denied access, a conflict such as a bucket that is not empty or an
+    /// image that goes with its video).
     static func of(_ error: any Error) -> Int32 {
         guard let error = error as? FerryError, [.network, .timeout, .server].contains(error.code) else { return failed }
         if error.code == .server, let status = error.httpStatus, (400..<500).contains(status),
-            ![408, 409, 425, 429].contains(status), !resumableCodes.contains(error.serverCode ?? "")
+            ![408, 425, 429].contains(status), !(status == 409 && error.serverCode == nil),
+            !resumableCodes.contains(error.serverCode ?? "")
         {
             return failed
         }
@@ -34,11 +37,12 @@ enum ExitCodes {
     }
 
     /// Failure codes past which a rerun resumes: the client's own for the network and timeouts (and a server error
-    /// without a code), and the service's for being busy, out of room, or cut short by the network (S3's
-    /// `RequestTimeout` and `IncompleteBody` are 400s). A queue item's failure carries only its code.
+    /// without a code), and the service's for being busy, out of room, cut short by the network (S3's
+    /// `RequestTimeout` and `IncompleteBody` are 400s) or by a concurrent operation (409 `OperationAborted`,
+    /// `ConditionalRequestConflict`). A queue item's failure carries only its code.
     static let resumableCodes: Set<String> = [
         "network", "timeout", "server", "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling",
-        "InsufficientStorage", "IncompleteBody",
+        "InsufficientStorage", "IncompleteBody", "OperationAborted", "ConditionalRequestConflict",
     ]
 
     /// `error` as a sentence: its description with a full stop, unless it has one.

@@ -22,6 +22,11 @@ struct VideosCommand: AsyncParsableCommand {
             if let status, !statuses.contains(status) {
                 throw ValidationError("--status must be one of \(statuses.joined(separator: ", ")).")
             }
+            let pages = MediaContract.ListVideosRequest.pageNumbers, sizes = MediaContract.ListVideosRequest.pageSizes
+            if !pages.contains(page) { throw ValidationError("--page must be between 1 and \(pages.upperBound).") }
+            if !sizes.contains(pageSize) {
+                throw ValidationError("--page-size must be between 1 and \(sizes.upperBound).")
+            }
         }
 
         func run() async throws {
@@ -44,7 +49,7 @@ struct VideosCommand: AsyncParsableCommand {
     struct Info: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show a video: status, duration, resolution, cover and renditions.",
-            discussion: "With --json: {\"Video\": …, \"PlayInfoList\": […]} exactly as GetVideoInfo and GetPlayInfo answer (PlayInfoList is empty until the video is Normal).")
+            discussion: "With --json: {\"Video\": …, \"PlayInfoList\": […]} exactly as GetVideoInfo and GetPlayInfo answer (PlayInfoList is empty until the video plays: Normal, or Playable with its first stream while it is transcoded).")
         @OptionGroup var service: ServiceOptions
         @Argument(help: "The VideoId.") var videoId: String
         @Flag(help: "Print JSON.") var json = false
@@ -56,7 +61,7 @@ struct VideosCommand: AsyncParsableCommand {
                     let video = try await media.call(
                         "GetVideoInfo", MediaContract.VideoIdRequest(videoId: videoId), as: MediaContract.VideoInfoAnswer.self
                     ).video
-                    let play = video.status == "Normal"
+                    let play = video.status == "Normal" || video.playable == true
                         ? try await media.call(
                             "GetPlayInfo", MediaContract.PlayInfoRequest(videoId: videoId), as: MediaContract.PlayInfoAnswer.self)
                         : nil

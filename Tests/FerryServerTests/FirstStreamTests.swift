@@ -8,26 +8,6 @@ import Testing
 /// A video plays within seconds of its upload: its first stream is published while the ladder is still encoded.
 @Suite("First stream: a video plays before its ladder is done (SQLite and PostgreSQL)", .serialized)
 struct FirstStreamTests {
-    /// ffmpeg and ffprobe behind a wrapper that holds the ladder's encode (the run that writes `progress.txt`) until
-    /// `gate` exists, so the test sees the video between its first stream and its ladder.
-    static func heldTools(gate: String) throws -> String {
-        try tools(ladder: "while [ ! -f '\(gate)' ]; do sleep 0.1; done")
-    }
-
-    /// ffmpeg and ffprobe behind a wrapper that runs `ladder` (shell) before the ladder's encode.
-    static func tools(ladder: String) throws -> String {
-        let directory = TemporaryDirectory.make("ferry-held-tools")
-        for tool in ["ffmpeg", "ffprobe"] {
-            let real = try #require(
-                ["/usr/bin/\(tool)", "/usr/local/bin/\(tool)"].first { FileManager.default.isExecutableFile(atPath: $0) },
-                "\(tool) is not installed")
-            let hold = tool == "ffmpeg" ? "case \"$*\" in *\"/progress.txt\"*) \(ladder);; esac\n" : ""
-            try "#!/bin/sh\n\(hold)exec \(real) \"$@\"\n".write(toFile: directory + "/" + tool, atomically: true, encoding: .utf8)
-            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory + "/" + tool)
-        }
-        return directory
-    }
-
     @Test(
         "the first stream plays while the video is Transcoding (VideoPlayable, Playable), then the ladder replaces it and a player that started on it plays on",
         arguments: [
@@ -38,7 +18,7 @@ struct FirstStreamTests {
     func firstStream(kind: MediaFixtures.Kind, definition: String, backend: QuotaBackend) async throws {
         let gate = TemporaryDirectory.make("ferry-gate") + "/open"
         defer { try? FileManager.default.removeItem(atPath: (gate as NSString).deletingLastPathComponent) }
-        let tools = try Self.heldTools(gate: gate)
+        let tools = try MediaFixtures.heldTools(gate: gate)
         defer { try? FileManager.default.removeItem(atPath: tools) }
         try await backend.withCatalog { catalog in
             try await WebhookReceiver.with { receiver in
@@ -138,7 +118,7 @@ struct FirstStreamTests {
 
     @Test("a video whose ladder fails after its first stream was published is TranscodeFail and stays playable at that stream")
     func ladderFailsAfterFirstStream() async throws {
-        let tools = try Self.tools(ladder: "echo 'Conversion failed!' >&2; exit 1")
+        let tools = try MediaFixtures.tools(ladder: "echo 'Conversion failed!' >&2; exit 1")
         defer { try? FileManager.default.removeItem(atPath: tools) }
         try await MediaHarness.with(configure: { $0.mediaProcessing.toolsDirectory = tools }) { harness in
             let videoId = try await harness.upload(try await harness.fixture(.landscape480))

@@ -3,6 +3,27 @@ import Foundation
 /// Small media files made with ffmpeg's lavfi sources (nothing large is committed), and ffprobe to check what the
 /// service made of them.
 public enum MediaFixtures {
+    /// ffmpeg and ffprobe behind a wrapper that holds the ladder's encode (the run that writes `progress.txt`) until
+    /// `gate` exists, so that a test sees a video between its first stream and its ladder.
+    public static func heldTools(gate: String) throws -> String {
+        try tools(ladder: "while [ ! -f '\(gate)' ]; do sleep 0.1; done")
+    }
+
+    /// A directory of ffmpeg and ffprobe behind a wrapper that runs `ladder` (shell) before the ladder's encode.
+    public static func tools(ladder: String) throws -> String {
+        let directory = TemporaryDirectory.make("ferry-held-tools")
+        for tool in ["ffmpeg", "ffprobe"] {
+            guard
+                let real = ["/usr/bin/\(tool)", "/usr/local/bin/\(tool)"]
+                    .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+            else { throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: tool]) }
+            let hold = tool == "ffmpeg" ? "case \"$*\" in *\"/progress.txt\"*) \(ladder);; esac\n" : ""
+            try "#!/bin/sh\n\(hold)exec \(real) \"$@\"\n".write(toFile: directory + "/" + tool, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory + "/" + tool)
+        }
+        return directory
+    }
+
     /// A kind of source file.
     public enum Kind: String, Sendable, CaseIterable {
         /// 854×480, 30 fps, H.264 + AAC (a "480p" source: LD and SD, no upscaling).

@@ -485,6 +485,12 @@ struct BackupTests {
             let left = FileManager.default.contents(atPath: keyPath)
             #expect(damage == "truncated" ? left?.count == 16 : left == nil, "\(damage): the key file was replaced")
         }
+        // Without its key (as a node on PostgreSQL has none) the backup is refused before anything is written, and
+        // the refusal says where such a node's key is and how to back it up.
+        let keyless = try await Self.ferry("backup", data: restored, work + "/keyless")
+        #expect(keyless.status == 1, "\(keyless.error)")
+        #expect(keyless.error.contains("no server key (token-key). A node on PostgreSQL (--catalog)"), "\(keyless.error)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: work).filter { $0.hasPrefix("keyless") }.isEmpty)
         try key.write(to: URL(fileURLWithPath: keyPath))
         let listed = try await FerryRun.run(["keys", "list", "--data-dir", restored], environment: environment)
         #expect(listed.status == 0, "\(listed.error)")

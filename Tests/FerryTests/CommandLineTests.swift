@@ -197,9 +197,53 @@ struct CommandLineTests {
         #expect(seen.lock.withLock { seen.page }?.contains("Sign in to Ferry") == true, "\(run.output)")
         #expect(run.output.contains("root-credentials.json"))
 
+        // Without the console's files it says so and where they go, rather than print a URL that answers 503.
+        let empty = TemporaryDirectory.make("ferry-cli-console-site")
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        let missing = try await FerryRun.run(
+            ["console", "--data-dir", data], environment: ["HOME": data, "FERRY_CONSOLE_DIR": empty])
+        #expect(missing.status == 1 && !missing.output.contains("/console/"), "\(missing.output) \(missing.error)")
+        #expect(missing.error.contains("the console's files are not installed"), "\(missing.error)")
+
         let server = try await FerryExecutable.Server.start(dataDirectory: data, arguments: ["--media-workers", "0"], environment: ["HOME": data])
         let pointed = try await FerryRun.run(["console", "--data-dir", data], environment: ["HOME": data])
         #expect(pointed.status == 0 && pointed.output.contains("\(server.endpoint)/console/"), "\(pointed.output) \(pointed.error)")
+        await server.stop()
+    }
+
+    @Test("videos info shows the first stream of a video that plays while its ladder is encoded (Playable), as GetPlayInfo answers it")
+    func infoWhilePlayable() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-playable")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let gate = data + "/open-the-ladder"
+        let tools = try MediaFixtures.heldTools(gate: gate)
+        defer { try? FileManager.default.removeItem(atPath: tools) }
+        let directory = data + "/ferry"
+        let server = try await FerryExecutable.Server.start(
+            dataDirectory: directory, arguments: ["--ffmpeg", tools], environment: ["HOME": data])
+        defer { _ = FileManager.default.createFile(atPath: gate, contents: nil) }
+        let upload = try await FerryRun.run(["upload", Self.sample, "--data-dir", directory, "--json"], environment: ["HOME": data])
+        #expect(upload.status == 0, "\(upload.error)")
+        let videoId = try #require(upload.jsonLines.first { $0["event"] as? String == "media" }?["VideoId"] as? String)
+
+        // The ladder is held: the video plays its first stream while it is Transcoding.
+        var object: [String: Any] = [:]
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            let info = try await FerryRun.run(["videos", "info", videoId, "--data-dir", directory, "--json"], environment: ["HOME": data])
+            object = info.jsonLines.first ?? [:]
+            if (object["Video"] as? [String: Any])?["Playable"] as? Bool == true { break }
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        #expect((object["Video"] as? [String: Any])?["Status"] as? String == "Transcoding", "\(object)")
+        let streams = object["PlayInfoList"] as? [[String: Any]] ?? []
+        // The first stream (one definition) and the master playlist that names it.
+        #expect(streams.count == 2 && streams.allSatisfy { $0["Format"] as? String == "m3u8" }, "\(object)")
+        #expect(streams.contains { $0["Definition"] as? String == "AUTO" }, "\(object)")
+        let plain = try await FerryRun.run(["videos", "info", videoId, "--data-dir", directory], environment: ["HOME": data])
+        #expect(plain.output.contains("Status: Transcoding") && plain.output.contains(", playable"), "\(plain.output)")
+        #expect(plain.output.contains("AUTO\tm3u8\t"), "\(plain.output)")
+        #expect(FileManager.default.createFile(atPath: gate, contents: nil))
         await server.stop()
     }
 
@@ -1464,15 +1508,22 @@ struct CommandLineTests {
         #expect(list.output.contains(String(repeating: "é", count: 64)) && !list.output.contains(String(repeating: "é", count: 65)), "\(list.output)")
     }
 
-    @Test("a page number no service accepts is a clear error, not a crash; so are an unknown status, a data directory that is a file and a damaged root key")
+    @Test("a page number or size no service accepts is a usage error, not a crash; so are an unknown status, a data directory that is a file and a damaged root key")
     func pageOverflow() async throws {
         let data = TemporaryDirectory.make("ferry-cli-page")
         defer { try? FileManager.default.removeItem(atPath: data) }
-        for page in ["9223372036854775807", "4611686018427387904", "0"] {
+        for page in ["9223372036854775807", "4611686018427387904", "1000001", "0"] {
             let run = try await FerryRun.run(["videos", "list", "--data-dir", data, "--page", page])
-            #expect(run.status == 1, "\(page): \(run.output) \(run.error)")
-            #expect(run.error.contains("PageNo"), "\(page): \(run.error)")
+            #expect(run.status == 64, "\(page): \(run.output) \(run.error)")
+            #expect(run.error.contains("--page must be between 1 and 1000000"), "\(page): \(run.error)")
         }
+        for size in ["101", "0"] {
+            let run = try await FerryRun.run(["videos", "list", "--data-dir", data, "--page-size", size])
+            #expect(run.status == 64, "\(size): \(run.output) \(run.error)")
+            #expect(run.error.contains("--page-size must be between 1 and 100"), "\(size): \(run.error)")
+        }
+        let last = try await FerryRun.run(["videos", "list", "--data-dir", data, "--page", "1000000", "--page-size", "100"])
+        #expect(last.status == 0 && last.output.contains("0 video(s)"), "\(last.output) \(last.error)")
         let ok = try await FerryRun.run(["videos", "list", "--data-dir", data])
         #expect(ok.status == 0, "\(ok.error)")
         // A status no video has is a usage error naming those there are.

@@ -197,6 +197,13 @@ struct KeysCommandTests {
             let missing = try await ferry(["signing-keys", "delete", String(rsaId)], server: server)
             #expect(missing.status == 1)
             #expect(missing.error.contains("InvalidSigningKey.NotFound"), "\(missing.error)")
+
+            // A conflict a rerun would meet again (409 with a code: the most signing keys a key may have) exits 1,
+            // not 75 as a conflict that passes does.
+            for _ in 1..<50 { _ = try await server.media().createSigningKey() }
+            let full = try await ferry(["signing-keys", "create"], server: server)
+            #expect(full.status == 1, "\(full.status) \(full.error)")
+            #expect(full.error.contains("QuotaExceeded.SigningKeys"), "\(full.error)")
         }
     }
 }

@@ -365,6 +365,47 @@ struct UploadQueueTests {
         }
     }
 
+    @Test("STS: an upload credential whose renewal the service refuses for good (RefreshUploadVideo 404: the video is gone) fails the file with that answer instead of asking the app for a token again and again; the next file uploads")
+    func renewalRefusedForGood() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-renewal")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 16 * Self.mib, ext: "mp4", in: directory)
+        let image = try makeMediaFile(size: 64 * 1024, ext: "jpg", in: directory)
+        try await TestServer.with(configure: { $0.uploadAuthLifetime = 2 }) { server in
+            // The 2-second upload credential runs out during the upload, and its renewal finds the video gone.
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.delay(seconds: 0.8), when: .query(contains: "partNumber"), times: .max)
+            proxy.inject(.status(404, code: "InvalidVideo.NotFound"), when: .path(contains: "RefreshUploadVideo"), times: .max)
+            var configuration = Self.configuration(records: directory + "/records")
+            configuration.partConcurrency = 1
+            let queue = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()),
+                configuration: configuration)
+            let (log, collector) = QueueLog.collect(queue) { event in
+                if case .tokenExpired = event { await queue.resume(withToken: server.stsToken()) }
+            }
+            let videoItem = await queue.addFile(video, info: MediaInfo(title: "Gone"))
+            let imageItem = await queue.addFile(image, kind: .image)
+            await queue.start()
+            try await log.wait("the failure and the image", until: { _ in
+                log.finished().count + log.count { if case .failed = $0 { true } else { false } } == 2
+            })
+            collector.cancel()
+            let refreshes = proxy.log.filter { $0.path.contains("RefreshUploadVideo") }.count
+            try await proxy.shutdown()
+
+            #expect(log.count(QueueLog.isTokenExpired) == 0, "the STS token was valid throughout")
+            #expect(refreshes == 1, "one renewal, refused for good, was asked for: \(refreshes)")
+            let failure = log.events.compactMap { event -> (UploadQueue.Item, String, String)? in
+                if case .failed(let item, let code, let message) = event { (item, code, message) } else { nil }
+            }
+            #expect(failure.map(\.0.id) == [videoItem])
+            #expect(failure.first?.2.contains("404") == true, "\(failure)")
+            #expect(await queue.item(videoItem)?.state == .failed)
+            #expect(log.finished().map(\.0.id) == [imageItem])
+        }
+    }
+
     @Test("STS: a token the service refuses as expired, though it names no expiry the device could check, → tokenExpired → resume(withToken:) → the file uploads; the refused token is not sent again and again")
     func stsExpiredByService() async throws {
         let directory = TemporaryDirectory.make("ferry-queue-sts-service")

@@ -324,6 +324,19 @@ extension UploadQueue {
             return item
         }
 
+        /// The file's credential cannot be renewed for good (its video or image is gone, or takes no more uploads):
+        /// it fails with `error`, and its engine upload is taken from it (to cancel: a new run starts afresh). Nil when
+        /// it does not upload or has no engine upload.
+        mutating func renewalRefused(
+            _ id: Item.ID, _ error: FerryError
+        ) -> (item: Item?, upload: Upload, starts: [Start])? {
+            guard let upload = uploadingUpload(id) else { return nil }
+            uploads[id] = nil
+            expired.removeAll { $0 == id }
+            let (item, starts) = fail(id, error)
+            return (item, upload, starts)
+        }
+
         /// One file waiting for a credential of its own (a media upload's `UploadAuth`), which waits no more (its
         /// renewals are counted afresh): `id`, or without one the file that has waited longest; nil when it does not
         /// wait.

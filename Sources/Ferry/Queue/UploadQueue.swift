@@ -723,6 +723,16 @@ public actor UploadQueue {
                     ? try await media.refreshUploadVideo(videoId: ticket.id)
                     : try await media.refreshUploadImage(imageId: ticket.id)
                 await resumeUpload(id, with: fresh.auth.ferryCredentials)
+            } catch where [404, 409].contains(error.httpStatus ?? 0) {
+                // The video or image is gone, or takes no more uploads: no credential helps, so the file fails with
+                // the service's answer rather than ask the app for one again and again. Its upload is of no use.
+                guard let (item, upload, starts) = machine.renewalRefused(id, error) else { return }
+                runs[id] = nil
+                controls[id] = nil
+                tickets[id] = nil
+                await upload.cancel()
+                if let item { emitFailure(item) }
+                perform(starts)
             } catch {
                 expire(id)
             }

@@ -213,6 +213,10 @@ extension MediaContract {
     public struct ListVideosRequest: Codable, Sendable, Hashable {
         /// The statuses `Status` may name.
         public static let statuses = ["Uploading", "UploadSucc", "Transcoding", "Normal", "TranscodeFail", "UploadFail"]
+        /// The pages `PageNo` may name (a page beyond the last is empty, not an error).
+        public static let pageNumbers = 1...1_000_000
+        /// The page sizes `PageSize` may ask for.
+        public static let pageSizes = 1...100
 
         /// Only videos with this status (one of ``statuses``).
         public var status: String?

@@ -193,6 +193,12 @@ extension AnswerMiddleware {
     }
 }
 
+extension FerryServer {
+    /// Whether the web console's files are installed: in the resource directory beside this binary
+    /// (`Ferry_FerryServer.resources`) or in `FERRY_CONSOLE_DIR`. Without them its pages answer 503.
+    public static var consoleInstalled: Bool { ConsoleSite.shared.files?["index.html"] != nil }
+}
+
 /// The console's static files, read once from the server target's resources.
 final class ConsoleSite: Sendable {
     struct File: Sendable {

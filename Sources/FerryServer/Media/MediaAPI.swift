@@ -152,9 +152,6 @@ public struct MediaAPI: Sendable {
     /// behind any proxy.
     static let maxSessionTokenBytes = 8192
 
-    /// Largest `PageNo` of ListVideos (a page beyond the last is empty, not an error).
-    static let maxPageNo = 1_000_000
-
     /// A play or download URL's lifetime: `AuthTimeout` seconds (default 3600), 1 to 604800 as presigned URLs allow.
     static func authTimeout(_ value: Int?) throws -> Int {
         let timeout = value ?? 3600
@@ -370,10 +367,13 @@ public struct MediaAPI: Sendable {
         let page = input.pageNo ?? 1
         let size = input.pageSize ?? 20
         // Both are checked before the offset is computed, so no PageNo can overflow it.
-        guard (1...Self.maxPageNo).contains(page) else {
-            throw MediaError.invalid("PageNo", "must be between 1 and \(Self.maxPageNo).")
+        let pages = MediaContract.ListVideosRequest.pageNumbers, sizes = MediaContract.ListVideosRequest.pageSizes
+        guard pages.contains(page) else {
+            throw MediaError.invalid("PageNo", "must be between 1 and \(pages.upperBound).")
         }
-        guard (1...100).contains(size) else { throw MediaError.invalid("PageSize", "must be between 1 and 100.") }
+        guard sizes.contains(size) else {
+            throw MediaError.invalid("PageSize", "must be between 1 and \(sizes.upperBound).")
+        }
         if let status = input.status, !MediaContract.ListVideosRequest.statuses.contains(status) {
             throw MediaError.invalid(
                 "Status", "must be one of \(MediaContract.ListVideosRequest.statuses.joined(separator: ", ")).")

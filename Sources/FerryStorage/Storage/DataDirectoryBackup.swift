@@ -86,6 +86,9 @@ package struct DataDirectoryBackup: Sendable {
         guard !Self.exists(output) else {
             throw DataDirectoryBackupError(.outputExists, "\(output) exists already; name a new backup directory.")
         }
+        guard FileManager.default.fileExists(atPath: dataDirectory + "/" + BackupManifest.serverKeyPath) else {
+            throw Self.noServerKey
+        }
         // A backup in the data directory shares its disk and its fate; under `objects/tmp` a server's start removes it.
         let root = Self.resolvingSymlinks(dataDirectory)
         let parent = Self.resolvingSymlinks(URL(fileURLWithPath: output).deletingLastPathComponent().path)
@@ -205,14 +208,21 @@ package struct DataDirectoryBackup: Sendable {
                 if let copy = try BackupFiles.copy(dataDirectory + "/" + key, to: partial + "/" + key) {
                     files.append(.init(path: key, size: copy.size, sha256: copy.sha256))
                 } else if key == BackupManifest.serverKeyPath {
-                    throw DataDirectoryBackupError(
-                        .incomplete, "The data directory has no server key (\(key)); a backup without it cannot be restored.")
+                    throw Self.noServerKey
                 }
             }
             try Self.syncDirectories(below: partial)
             return BackupManifest(createdAt: Date(), counts: counts, files: files.sorted { $0.path < $1.path })
         }
     }
+
+    /// The refusal of a data directory without its server key: a node on PostgreSQL keeps the key there (its
+    /// directory is not one `ferry backup` covers), or the key was removed and no backup of it could be restored.
+    static let noServerKey = DataDirectoryBackupError(
+        .incomplete,
+        "The data directory has no server key (\(BackupManifest.serverKeyPath)). A node on PostgreSQL (--catalog) "
+            + "keeps it there, and ferry backup covers the embedded default only: back up PostgreSQL and the objects "
+            + "as docs/operations.md says. Otherwise put the token-key back: a backup without it cannot be restored.")
 
     /// What a catalog snapshot references and counts.
     struct CatalogSnapshot: Sendable {
