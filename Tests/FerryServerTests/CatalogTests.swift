@@ -292,16 +292,18 @@ struct CatalogTests {
         }
     }
 
-    @Test("the webhook outbox keeps events in order until delivered or given up", arguments: JobQueueImplementation.allCases)
+    @Test("the webhook outbox keeps each video's events in order until delivered or given up; another video's do not wait for them", arguments: JobQueueImplementation.allCases)
     func webhookStore(_ implementation: JobQueueImplementation) async throws {
         try await implementation.with { catalog in
             let store = try #require(catalog as? any WebhookStore)
             let now = Date(timeIntervalSince1970: 1_800_000_000)
-            for (index, type) in ["A", "B", "C"].enumerated() {
+            // Two events of video v0, then one of v2 and one of image i3.
+            let subjects: [(videoId: String?, imageId: String?)] = [("v0", nil), ("v0", nil), ("v2", nil), (nil, "i3")]
+            for (index, subject) in subjects.enumerated() {
                 let event = WebhookEvent(
-                    id: "evt\(index)", type: WebhookEventType(rawValue: type),
+                    id: "evt\(index)", type: WebhookEventType(rawValue: ["A", "B", "C", "D"][index]),
                     payload: WebhookPayload(
-                        videoId: "v\(index)", size: 42,
+                        videoId: subject.videoId, imageId: subject.imageId, size: 42,
                         streamInfos: [WebhookStreamInfo(definition: "LD", format: "mp4", size: 7, fps: 29.97)]),
                     createdAt: now.addingTimeInterval(Double(index)), attempts: 0, deliveredAt: nil, failedAt: nil)
                 try await store.insertWebhookEvent(event, body: Array("body-\(index)".utf8))
@@ -310,24 +312,35 @@ struct CatalogTests {
             #expect(first.event.id == "evt0" && first.body == Array("body-0".utf8) && first.nextAttemptAt == now)
             #expect(first.event.payload.streamInfos == [WebhookStreamInfo(definition: "LD", format: "mp4", size: 7, fps: 29.97)])
             #expect(first.event.payload.videoId == "v0" && first.event.payload.size == 42 && first.event.type.rawValue == "A")
+            // evt0 waits for its next attempt: v0's next event waits behind it, v2's and i3's go in the meantime.
             try await store.recordWebhookAttemptFailure("evt0", error: "503", nextAttemptAt: now.addingTimeInterval(5), now: now)
+            #expect(try await store.nextPendingWebhookEvent()?.event.id == "evt2")
+            try await store.markWebhookEventDelivered("evt2", at: now)
+            #expect(try await store.nextPendingWebhookEvent()?.event.id == "evt3")
+            try await store.markWebhookEventDelivered("evt3", at: now)
             let retried = try #require(try await store.nextPendingWebhookEvent())
             #expect(retried.event.id == "evt0" && retried.event.attempts == 1 && retried.nextAttemptAt == now.addingTimeInterval(5))
             try await store.markWebhookEventDelivered("evt0", at: now)
             #expect(try await store.nextPendingWebhookEvent()?.event.id == "evt1")
             try await store.recordWebhookAttemptFailure("evt1", error: "gone", nextAttemptAt: nil, now: now)
-            #expect(try await store.nextPendingWebhookEvent()?.event.id == "evt2")
+            #expect(try await store.nextPendingWebhookEvent() == nil)
             let undelivered = try await store.undeliveredWebhookEvents()
-            #expect(undelivered.map(\.id) == ["evt1", "evt2"])
+            #expect(undelivered.map(\.id) == ["evt1"])
             #expect(undelivered.first?.failedAt == now)
 
             // The console's view: newest first, with the last error; a failed event can be tried again.
-            let recent = try await store.recentWebhookEvents(limit: 2)
-            #expect(recent.map(\.event.id) == ["evt2", "evt1"])
+            let recent = try await store.recentWebhookEvents(limit: 3)
+            #expect(recent.map(\.event.id) == ["evt3", "evt2", "evt1"])
             #expect(recent.last?.lastError == "gone" && recent.first?.lastError == nil)
-            #expect(try await store.retryWebhookEvent("evt2", now: now) == false)  // pending, not failed
+            let pending = WebhookEvent(
+                id: "evt4", type: WebhookEventType(rawValue: "E"), payload: WebhookPayload(videoId: "v4"),
+                createdAt: now.addingTimeInterval(4), attempts: 0, deliveredAt: nil, failedAt: nil)
+            try await store.insertWebhookEvent(pending, body: Array("body-4".utf8))
+            #expect(try await store.retryWebhookEvent("evt4", now: now) == false)  // pending, not failed
             #expect(try await store.retryWebhookEvent("evt0", now: now) == false)  // delivered
             #expect(try await store.retryWebhookEvent("evt1", now: now.addingTimeInterval(60)))
+            #expect(try await store.nextPendingWebhookEvent()?.event.id == "evt4")
+            try await store.markWebhookEventDelivered("evt4", at: now)
             let again = try #require(try await store.nextPendingWebhookEvent())
             #expect(again.event.id == "evt1" && again.event.attempts == 0 && again.event.failedAt == nil)
             #expect(again.nextAttemptAt == now.addingTimeInterval(60))

@@ -136,8 +136,9 @@ struct WebhookTests {
         let url = try #require(URL(string: "http://127.0.0.1:\(port)/hooks"))
         let ids = try await withWebhookServer(directory: directory, webhook: Self.configuration(url)) { server async throws in
             var ids: [String] = []
-            for index in 1...3 {
-                ids.append(try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "\(index)")))))
+            // One video's events: they arrive in the order they were made.
+            for _ in 1...3 {
+                ids.append(try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "v")))))
             }
             #expect(try await eventually { try await server.webhooks.pending().first?.attempts ?? 0 >= 1 })
             return ids
@@ -171,7 +172,8 @@ struct WebhookTests {
             configuration.maxAttempts = 3
             try await withWebhookServer(webhook: configuration) { server async throws in
                 let doomed = try #require(
-                    try await server.webhooks.enqueue(WebhookNotification(type: .init(rawValue: "media.doomed"), payload: .init())))
+                    try await server.webhooks.enqueue(
+                        WebhookNotification(type: .init(rawValue: "media.doomed"), payload: .init(videoId: "v"))))
                 let fine = try #require(
                     try await server.webhooks.enqueue(
                         WebhookNotification(type: .init(rawValue: "media.fine"), payload: .init(videoId: "v"))))
@@ -188,6 +190,30 @@ struct WebhookTests {
                 #expect(failed.attempts == 3)
                 #expect(failed.failedAt != nil)
                 #expect(failed.deliveredAt == nil)
+            }
+        }
+    }
+
+    @Test("an event the receiver keeps refusing holds back its own video's later events only: another video's arrive meanwhile, in order")
+    func refusedEventHoldsBackItsVideoOnly() async throws {
+        let recorder = WebhookRecorder(rejectedTypes: ["media.doomed"])
+        try await WebhookReceiver.with(recorder: recorder) { receiver async throws in
+            try await withWebhookServer(webhook: Self.configuration(receiver.url)) { server async throws in
+                func enqueue(_ type: String, _ videoId: String) async throws -> String {
+                    try #require(
+                        try await server.webhooks.enqueue(
+                            WebhookNotification(type: .init(rawValue: type), payload: .init(videoId: videoId))))
+                }
+                let doomed = try await enqueue("media.doomed", "a")
+                let later = try await enqueue("media.fine", "a")
+                let others = [try await enqueue("media.fine", "b"), try await enqueue("media.fine", "b")]
+                #expect(try await eventually { await recorder.deliveries.filter { $0.id != doomed }.count >= 2 })
+                let deliveries = await recorder.deliveries
+                #expect(deliveries.filter { $0.id != doomed }.map(\.id) == others)
+                #expect(deliveries.contains { $0.id == doomed })
+                // Video a's next event still waits behind the refused one.
+                #expect(try await server.webhooks.pending().map(\.id) == [doomed, later])
+                #expect(await !recorder.deliveries.contains { $0.id == later })
             }
         }
     }

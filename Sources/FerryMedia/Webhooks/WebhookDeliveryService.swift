@@ -11,9 +11,10 @@ import ServiceLifecycle
 /// Each event is POSTed as its stored JSON body with `Content-Type: application/json` and a
 /// `WebhookSignature.headerName` header signed at send time. A 2xx marks it delivered; anything else (a status, a
 /// connection error, no whole answer within `attemptTimeout`) schedules the next attempt after an exponential backoff with jitter, up to
-/// `maxBackoff`. Events go strictly in creation order: a later event waits while an earlier one is retried. After
-/// `maxAttempts` the event is marked failed (kept in the catalog, logged at warning with its id) and delivery moves
-/// on. Delivery is at least once: an event whose acknowledgement is lost (shutdown, crash) is sent again.
+/// `maxBackoff`. The events of one video (or image) go in creation order: a later one waits while an earlier one is
+/// retried. Another video's events do not wait for it, so that an event the app server keeps refusing holds back its
+/// own video's events only. After `maxAttempts` the event is marked failed (kept in the catalog, logged at warning
+/// with its id) and its video's next event goes. Delivery is at least once: an event whose acknowledgement is lost (shutdown, crash) is sent again.
 /// The secret and signatures are never logged; neither is the URL (it may carry a token).
 package struct WebhookDeliveryService: Service {
     let outbox: WebhookOutbox
@@ -77,8 +78,8 @@ package struct WebhookDeliveryService: Service {
                     if untilDue <= 0 {
                         if await attempt(next, client) { continue }
                     } else {
-                        // Only the oldest event can go next; nothing makes it due sooner.
-                        wait = untilDue
+                        // A new event of another video may be due before this one.
+                        wait = min(untilDue, poll)
                     }
                 }
             } catch {

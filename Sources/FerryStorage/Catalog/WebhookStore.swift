@@ -46,7 +46,8 @@ public struct WebhookBacklog: Sendable, Hashable {
 public protocol WebhookStore: Sendable {
     /// Inserts a new event, due when `stored` says.
     func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws
-    /// The oldest pending event (neither delivered nor failed), due or not.
+    /// The pending event (neither delivered nor failed) due first, due or not, among those that no earlier pending
+    /// event of the same subject (``WebhookPayload/subject``) holds back; of those due at once, the oldest.
     func nextPendingWebhookEvent() async throws -> StoredWebhookEvent?
     /// Every event not delivered (pending and failed), oldest first.
     func undeliveredWebhookEvents() async throws -> [WebhookEvent]

@@ -35,16 +35,22 @@ extension PostgresCatalog: WebhookStore {
         let event = stored.event
         let payload = String(decoding: try WebhookEvent.jsonEncoder.encode(event.payload), as: UTF8.self)
         return """
-            INSERT INTO webhook_event (id, type, payload, body, created_at, attempts, next_attempt_at, trace_parent)
+            INSERT INTO webhook_event (
+                id, type, payload, body, created_at, attempts, next_attempt_at, trace_parent, subject)
             VALUES (\(event.id), \(event.type.rawValue), \(payload), \(ByteBuffer(bytes: stored.body)),
                     \(event.createdAt.timeIntervalSince1970), 0, \(stored.nextAttemptAt.timeIntervalSince1970),
-                    \(stored.traceParent))
+                    \(stored.traceParent), \(event.payload.subject))
             """
     }
 
     public func nextPendingWebhookEvent() async throws -> StoredWebhookEvent? {
         try await rows(
-            "SELECT * FROM webhook_event WHERE delivered_at IS NULL AND failed_at IS NULL ORDER BY seq LIMIT 1"
+            """
+            SELECT * FROM webhook_event e WHERE delivered_at IS NULL AND failed_at IS NULL AND NOT EXISTS (
+                SELECT 1 FROM webhook_event p
+                WHERE p.subject = e.subject AND p.seq < e.seq AND p.delivered_at IS NULL AND p.failed_at IS NULL)
+            ORDER BY next_attempt_at, seq LIMIT 1
+            """
         ).first.map(Self.storedWebhookEvent)
     }
 

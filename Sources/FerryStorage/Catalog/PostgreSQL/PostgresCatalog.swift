@@ -211,6 +211,17 @@ public final class PostgresCatalog: Sendable, Service {
                 "CREATE INDEX image_by_status ON image (status, image_id)",
             ]
         ),
+        (
+            15, "webhook subjects",
+            [
+                "ALTER TABLE webhook_event ADD COLUMN subject TEXT",
+                "UPDATE webhook_event SET subject = coalesce((payload::jsonb)->>'VideoId', (payload::jsonb)->>'ImageId')",
+                """
+                CREATE INDEX webhook_event_pending_by_subject ON webhook_event (subject, seq)
+                    WHERE delivered_at IS NULL AND failed_at IS NULL
+                """,
+            ]
+        ),
     ]
 
     /// Applies pending migrations under the advisory lock; returns the versions it applied.

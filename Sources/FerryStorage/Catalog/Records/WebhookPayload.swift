@@ -66,6 +66,10 @@ public struct WebhookPayload: Sendable, Hashable, Codable {
             bitrate: stream.bitrate, fps: stream.fps)
     }
 
+    /// What the event is about, for delivery in order: its video, else its image (a cover a snapshot made belongs to
+    /// the video's line).
+    public var subject: String? { videoId ?? imageId }
+
     enum CodingKeys: String, CodingKey {
         case videoId = "VideoId", imageId = "ImageId", status = "Status", definition = "Definition", format = "Format"
         case size = "Size", duration = "Duration", width = "Width", height = "Height", bitrate = "Bitrate", fps = "Fps"

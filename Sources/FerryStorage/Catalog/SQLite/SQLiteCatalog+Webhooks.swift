@@ -25,6 +25,15 @@ extension SQLiteCatalog: WebhookStore {
             WHERE deliveredAt IS NULL AND failedAt IS NULL;
         """)
 
+    /// Each event's subject (the video, else the image, it is about), and the pending events by subject: an event
+    /// waits only for the earlier pending events of its subject.
+    static let webhookSubjectMigration = Migration("v18-webhook-subjects", """
+        ALTER TABLE webhookEvent ADD COLUMN subject TEXT;
+        UPDATE webhookEvent SET subject = coalesce(json_extract(payload, '$.VideoId'), json_extract(payload, '$.ImageId'));
+        CREATE INDEX webhookEvent_pending_by_subject ON webhookEvent(subject, seq)
+            WHERE deliveredAt IS NULL AND failedAt IS NULL;
+        """)
+
     private static func storedWebhookEvent(_ row: Row) throws -> StoredWebhookEvent {
         let event = WebhookEvent(
             id: row["id"], type: WebhookEventType(rawValue: row["type"]),
@@ -47,20 +56,25 @@ extension SQLiteCatalog: WebhookStore {
         let payload = try WebhookEvent.jsonEncoder.encode(event.payload)
         try db.execute(
             sql: """
-                INSERT INTO webhookEvent (id, type, payload, body, createdAt, attempts, nextAttemptAt, traceParent)
-                VALUES (?, ?, ?, ?, ?, 0, ?, ?)
+                INSERT INTO webhookEvent (
+                    id, type, payload, body, createdAt, attempts, nextAttemptAt, traceParent, subject)
+                VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)
                 """,
             arguments: [
                 event.id, event.type.rawValue, String(decoding: payload, as: UTF8.self), Data(stored.body),
                 event.createdAt.timeIntervalSince1970, stored.nextAttemptAt.timeIntervalSince1970, stored.traceParent,
+                event.payload.subject,
             ])
     }
 
-    /// The oldest pending event (neither delivered nor failed), due or not.
     public func nextPendingWebhookEvent() async throws -> StoredWebhookEvent? {
         try await first(
-            "SELECT * FROM webhookEvent WHERE deliveredAt IS NULL AND failedAt IS NULL ORDER BY seq LIMIT 1", [],
-            Self.storedWebhookEvent)
+            """
+            SELECT * FROM webhookEvent e WHERE deliveredAt IS NULL AND failedAt IS NULL AND NOT EXISTS (
+                SELECT 1 FROM webhookEvent p
+                WHERE p.subject = e.subject AND p.seq < e.seq AND p.deliveredAt IS NULL AND p.failedAt IS NULL)
+            ORDER BY nextAttemptAt, seq LIMIT 1
+            """, [], Self.storedWebhookEvent)
     }
 
     /// Every event not delivered (pending and failed), oldest first.

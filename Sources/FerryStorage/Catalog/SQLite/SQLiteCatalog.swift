@@ -53,7 +53,7 @@ public final class SQLiteCatalog: ObjectCatalog {
             objectsMigration, mediaMigration, webhookMigration, subresourcesMigration, mediaOwnerMigration, jobMigration,
             videoStatusMigration, leaseMigration, blobDeletionMigration, lifecycleMigration, nodeHeartbeatMigration,
             traceContextMigration, resumableMigration, quotaMigration, signingKeyMigration, revokedSessionMigration,
-            resumableUploadIndexMigration, imageStatusMigration,
+            resumableUploadIndexMigration, imageStatusMigration, webhookSubjectMigration,
         ]
         for migration in migrations { migrator.registerMigration(migration.name, migrate: migration.run) }
         return migrator
