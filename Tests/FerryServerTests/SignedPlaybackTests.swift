@@ -303,16 +303,21 @@ struct SignedPlaybackTests {
             #expect(try await Self.get(master, token: valid).reason == "key")
             #expect(try await harness.media.signingKeys().map(\.keyId).sorted() == [foreign.keyId, rsa.keyId].sorted())
 
+            // A signed video's files (their URLs carry a token) are kept by the player alone.
+            let signedPlay = try await harness.media.getPlayInfo(videoId: videoId)
+            let signedAnswer = try await S3TestClient.fetch(try #require(signedPlay.stream(format: "m3u8", definition: "LD")).url)
+            #expect(signedAnswer.status == 200 && signedAnswer.header("cache-control") == "private, max-age=60")
+
             // Public: no token needed, none in GetPlayInfo's URLs or the playlists.
             try await harness.media.setPlaybackPolicy(.public, videoId: videoId)
             #expect(try await harness.media.getVideoInfo(videoId: videoId).playbackPolicy == .public)
             let open = try await S3TestClient.fetch(master)
             #expect(open.status == 200 && !String(decoding: open.body, as: UTF8.self).contains("token="))
             // The master playlist names the subtitle tracks, which may be added at any time: cached a minute; a
-            // rendition's files never change.
-            #expect(open.header("cache-control") == "private, max-age=60")
-            #expect(try await S3TestClient.fetch(base + "manifest.mpd").header("cache-control") == "private, max-age=60")
-            #expect(try await S3TestClient.fetch(base + "LD/index.m3u8").header("cache-control") == "private, max-age=3600")
+            // rendition's files never change. Any cache (a CDN) may keep a public video's files.
+            #expect(open.header("cache-control") == "public, max-age=60")
+            #expect(try await S3TestClient.fetch(base + "manifest.mpd").header("cache-control") == "public, max-age=60")
+            #expect(try await S3TestClient.fetch(base + "LD/index.m3u8").header("cache-control") == "public, max-age=3600")
             let publicPlay = try await harness.media.getPlayInfo(videoId: videoId)
             #expect(publicPlay.streams.allSatisfy { !$0.url.contains("token=") })
             let publicOutput = harness.fixtures + "/public.mp4"

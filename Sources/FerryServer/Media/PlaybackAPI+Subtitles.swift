@@ -27,7 +27,7 @@ extension PlaybackAPI {
             let version = tracks.map(\.subtitleId).joined(separator: ",")
             return generated(
                 naming(try await text(of: stored)), file: file, etag: stored.etag + "-" + Self.shortHash(version),
-                request: request, token: token, final: video.status == VideoStatus.normal)
+                request: request, token: token, final: video.status == VideoStatus.normal, shared: !video.isPlaybackSigned)
         }
         guard let wanted = SubtitlePlaylists.file(file) else { return nil }
         let missing = S3Error(.noSuchKey, "The video has no such file.")
@@ -40,7 +40,9 @@ extension PlaybackAPI {
             guard tracks.contains(where: { $0.subtitleId == id }) else { throw missing }
             let playlist = SubtitlePlaylists.mediaPlaylist(
                 subtitleId: id, duration: Self.duration(of: video), segmentSeconds: segmentSeconds)
-            return generated(playlist, file: file, etag: Self.shortHash(playlist), request: request, token: token)
+            return generated(
+                playlist, file: file, etag: Self.shortHash(playlist), request: request, token: token,
+                shared: !video.isPlaybackSigned)
         case .segment(let id, let index):
             guard let track = tracks.first(where: { $0.subtitleId == id }),
                 index < SubtitlePlaylists.segmentCount(duration: Self.duration(of: video), segmentSeconds: segmentSeconds)
@@ -52,11 +54,13 @@ extension PlaybackAPI {
             let window = SubtitlePlaylists.window(index: index, segmentSeconds: segmentSeconds)
             return generated(
                 vtt.segment(from: window.start, to: window.end), file: file, etag: stored.etag + "-\(index)", request: request,
-                token: nil)
+                token: nil, shared: !video.isPlaybackSigned)
         case .track(let id):
             guard let track = tracks.first(where: { $0.subtitleId == id }) else { throw missing }
             let stored = try await media.store.object(bucket: video.bucket, key: track.key)
-            return generated(try await text(of: stored), file: file, etag: stored.etag, request: request, token: nil)
+            return generated(
+                try await text(of: stored), file: file, etag: stored.etag, request: request, token: nil,
+                shared: !video.isPlaybackSigned)
         }
     }
 
@@ -81,10 +85,11 @@ extension PlaybackAPI {
 
     /// An answer made here: 304 when the client has it, else the text (HEAD: its headers). A playlist, DASH
     /// manifest or storyboard VTT with a `token` names its files with it, and its ETag follows the text it then is.
-    /// One that is not `final` (a first stream's master playlist) is revalidated on every use.
+    /// One that is not `final` (a first stream's master playlist) is revalidated on every use; one that is `shared`
+    /// (a public video's) may be kept by any cache (``cacheControl(final:lifetime:shared:)``).
     func generated(
         _ text: String, file: String, etag: String, lastModified: Date? = nil, request: Request, token: String?,
-        final: Bool = true
+        final: Bool = true, shared: Bool
     ) -> Response {
         var text = text
         var etag = etag
@@ -101,7 +106,7 @@ extension PlaybackAPI {
         }
         var headers: HTTPFields = [
             .eTag: "\"\(etag)\"", .contentType: file.hasSuffix(".vtt") ? "text/vtt; charset=utf-8" : WorkFiles.contentType(forPath: file),
-            .cacheControl: final ? "private, max-age=60" : "no-cache",
+            .cacheControl: Self.cacheControl(final: final, lifetime: 60, shared: shared),
         ]
         if let lastModified { headers[.lastModified] = S3Date.http(lastModified) }
         if let match = request.headers[.ifNoneMatch], ObjectWriteCondition.etags(match, weak: true).contains(where: { $0 == etag || $0 == "*" }) {

@@ -99,21 +99,25 @@ struct PlaybackAPI: Sendable {
                     let object = try await media.store.object(bucket: video.bucket, key: key)
                     return generated(
                         try await text(of: object), file: key, etag: object.etag, lastModified: object.lastModified,
-                        request: request, token: playlistToken, final: final)
+                        request: request, token: playlistToken, final: final, shared: !video.isPlaybackSigned)
                 }
-                return try await serve(bucket: video.bucket, key: key, file: file, request: request, final: final)
+                return try await serve(
+                    bucket: video.bucket, key: key, file: file, request: request, final: final,
+                    shared: !video.isPlaybackSigned)
             }
         } catch let error as FerryDomainError where error.code == .objectNotFound || error.code == .bucketNotFound {
             throw missing
         }
     }
 
-    private func serve(bucket: String, key: String, file: String, request: Request, final: Bool) async throws -> Response {
+    private func serve(
+        bucket: String, key: String, file: String, request: Request, final: Bool, shared: Bool
+    ) async throws -> Response {
         let object = try await media.store.object(bucket: bucket, key: key)
         // A 304 carries the Cache-Control the 200 would (RFC 9110, 15.4.5). The master playlist and the DASH manifest
         // name the subtitle tracks, which are added and deleted at any time: a minute, as generated playlists.
         let lifetime = PlaybackToken.isMasterPlaylist(file) || file == DashManifest.fileName ? 60 : 3600
-        let cacheControl = final ? "private, max-age=\(lifetime)" : "no-cache"
+        let cacheControl = Self.cacheControl(final: final, lifetime: lifetime, shared: shared)
         try ObjectAPI.checkConditions(request.headers, object: object, cacheControl: cacheControl)
         let headers: HTTPFields = [
             .eTag: "\"\(object.etag)\"", .lastModified: S3Date.http(object.lastModified), .acceptRanges: "bytes",
@@ -122,6 +126,15 @@ struct PlaybackAPI: Sendable {
         let range = try ObjectAPI.requestedRange(request.headers, of: object)
         return try await ObjectAPI.objectAnswer(
             object, range: range, headers: headers, head: request.method == .head, store: media.store)
+    }
+}
+
+extension PlaybackAPI {
+    /// Who may keep an answer and for how long (seconds): any cache (a CDN) for a public video's files (`shared`), the
+    /// player alone for a signed video's (its URLs carry a token); `no-cache` for one not `final` (a first stream's
+    /// playlists, which the ladder's replace).
+    static func cacheControl(final: Bool, lifetime: Int, shared: Bool) -> String {
+        final ? "\(shared ? "public" : "private"), max-age=\(lifetime)" : "no-cache"
     }
 }
 
