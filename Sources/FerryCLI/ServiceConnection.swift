@@ -69,9 +69,15 @@ struct ServiceOptions: ParsableArguments {
             } catch let busy as DataDirectoryInUse {
                 // `ferry serve`, or another command's embedded service, runs on this directory: talk to it rather
                 // than open the directory a second time.
-                if let text = busy.endpoint, let url = URL(string: text),
-                    let root = FerryServer.rootCredentials(dataDirectory: directory, environment: env)
-                {
+                if let text = busy.endpoint, let url = URL(string: text) {
+                    guard let root = FerryServer.rootCredentials(dataDirectory: directory, environment: env) else {
+                        // Its root key came from the environment of `ferry serve`, and is not stored here.
+                        complain(
+                            "ferry: ferry serve runs on \(directory) (listening on \(text)), and its root key is not "
+                                + "stored there (it came from FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY): set "
+                                + "them, or another key's, for this command too.")
+                        throw ExitCode(ExitCodes.failed)
+                    }
                     return ServiceConnection(
                         endpoint: url, publicEndpoint: url, region: region,
                         credentials: Credentials(accessKeyId: root.accessKeyId, secretAccessKey: root.secretAccessKey),

@@ -58,6 +58,14 @@ struct PreviewPlanTests {
             ("animated.webp", ["start": "3", "end": "3"], "after start"), ("animated.gif", ["fps": "0"], "fps must be"),
             ("animated.gif", ["width": "641"], "width must be"),
         ]
+        // One picture per URL: a preview parameter given twice is refused; other names (the token) are not read here.
+        #expect(try PreviewRequest.query([("time", "1"), ("token", "a"), ("token", "b")]) == ["time": "1", "token": "a"])
+        #expect {
+            _ = try PreviewRequest.query([("width", "100"), ("time", "1"), ("time", "2")])
+        } throws: { error in
+            (error as? FerryDomainError)?.code == .invalidArgument
+                && (error as? FerryDomainError)?.message.contains("time is given more than once") == true
+        }
         for (file, query, reason) in refusals {
             #expect {
                 _ = try PreviewRequest.parse(file: file, query: query, duration: 20)

@@ -1441,6 +1441,20 @@ struct CommandLineTests {
             ])
         #expect(listed.status == 0, "\(listed.output) \(listed.error)")
         await unset.stop()
+
+        // A server whose root key came from its environment keeps none in its data directory: a command on that
+        // directory without credentials says so at once, and with them talks to it.
+        let given = ["FERRY_ACCESS_KEY_ID": "FKIAGIVENROOT0001", "FERRY_SECRET_ACCESS_KEY": "given-root-secret-0001"]
+        let envRoot = try await FerryExecutable.Server.start(
+            dataDirectory: data + "/env-root", arguments: ["--media-workers", "0"],
+            environment: given.merging(["HOME": data]) { $1 })
+        let keyless = try await FerryRun.run(["videos", "list", "--data-dir", data + "/env-root"], environment: ["HOME": data])
+        #expect(keyless.status == 1, "\(keyless.output) \(keyless.error)")
+        #expect(keyless.error.contains("its root key is not stored there"), "\(keyless.error)")
+        let keyed = try await FerryRun.run(
+            ["videos", "list", "--data-dir", data + "/env-root"], environment: given.merging(["HOME": data]) { $1 })
+        #expect(keyed.status == 0 && keyed.output.contains("0 video(s)"), "\(keyed.output) \(keyed.error)")
+        await envRoot.stop()
     }
 
     @Test("ferry presign signs a URL for any key, a folder's (ending in a slash) too, and refuses what names no key")

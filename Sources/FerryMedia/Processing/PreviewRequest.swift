@@ -144,6 +144,20 @@ package struct PreviewRequest: Sendable, Hashable {
     /// Every query name a preview reads.
     private static let previewParameterNames: Set<String> = ["time", "width", "height", "fit_mode", "start", "end", "fps"]
 
+    /// The query's preview parameters, each once (a URL names one picture: of two values given for one name either
+    /// could be read), with any other names; throws `invalidArgument` for a preview parameter given twice.
+    package static func query(_ pairs: some Sequence<(String, String)>) throws -> [String: String] {
+        var query: [String: String] = [:]
+        for (name, value) in pairs {
+            guard query[name] == nil else {
+                if previewParameterNames.contains(name) { throw invalid("\(name) is given more than once.") }
+                continue
+            }
+            query[name] = value
+        }
+        return query
+    }
+
     private static func invalid(_ message: String) -> FerryDomainError {
         FerryDomainError(.invalidArgument, message)
     }

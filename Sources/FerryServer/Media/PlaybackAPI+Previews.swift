@@ -18,10 +18,7 @@ extension PlaybackAPI {
         guard let previews else {
             throw FerryDomainError(.notImplemented, "Pictures of videos need ffmpeg on the server.")
         }
-        var query: [String: String] = [:]
-        for (name, value) in request.uri.queryParameters where query[String(name)] == nil {
-            query[String(name)] = String(value)
-        }
+        let query = try PreviewRequest.query(request.uri.queryParameters.map { (String($0.key), String($0.value)) })
         guard let presence = await connection?.clientPresence() else {
             return try await previews.picture(file: file, query: query, of: video)
         }
