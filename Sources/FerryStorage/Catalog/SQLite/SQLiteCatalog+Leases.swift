@@ -31,6 +31,11 @@ extension SQLiteCatalog: ServiceLeaseStore {
     /// ten minutes) and then for its service's next pass (the collector's is an hour away) before expiring uploads,
     /// applying lifecycle rules or delivering webhook events again.
     package func releaseLeasesOfEndedProcesses() throws {
-        try pool.write { db in try db.execute(sql: "DELETE FROM serviceLease") }
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM serviceLease")
+            // A media job that was running when its process ended: its lease has ended with it, so the job is taken
+            // over at once (as a dead worker's, its attempt counted) rather than when the lease would have run out.
+            try db.execute(sql: "UPDATE mediaJob SET leaseExpiresAt = 0 WHERE state = 'running'")
+        }
     }
 }
