@@ -27,12 +27,6 @@ struct ConsoleCommand: AsyncParsableCommand {
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
         let directory = dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
-        guard FerryServer.consoleInstalled else {
-            complain(
-                "ferry: the console's files are not installed: put the Ferry_FerryServer.resources directory of this "
-                    + "build beside the ferry binary, or set FERRY_CONSOLE_DIR to its Site directory.")
-            throw ExitCode(ExitCodes.failed)
-        }
         let service: EmbeddedService
         do {
             service = try await EmbeddedService.start(
@@ -42,6 +36,14 @@ struct ConsoleCommand: AsyncParsableCommand {
             guard let endpoint = busy.endpoint else { throw dataDirectoryBusy(busy) }
             say("ferry serve runs on \(directory): its console is \(endpoint)/console/")
             return
+        }
+        // This process serves the console: without its files it says so, rather than print a URL that answers 503.
+        guard FerryServer.consoleInstalled else {
+            await service.stop()
+            complain(
+                "ferry: the console's files are not installed: put the Ferry_FerryServer.resources directory of this "
+                    + "build beside the ferry binary, or set FERRY_CONSOLE_DIR to its Site directory.")
+            throw ExitCode(ExitCodes.failed)
         }
         say("Ferry console: \(service.endpoint.absoluteString)/console/ (data: \(directory))")
         say("Sign in with the access key in \(directory)/root-credentials.json, or one made with `ferry keys create`.")

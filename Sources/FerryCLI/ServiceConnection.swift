@@ -71,11 +71,14 @@ struct ServiceOptions: ParsableArguments {
                 // than open the directory a second time.
                 if let text = busy.endpoint, let url = URL(string: text) {
                     guard let root = FerryServer.rootCredentials(dataDirectory: directory, environment: env) else {
-                        // Its root key came from the environment of `ferry serve`, and is not stored here.
+                        // No root-credentials.json this command can read: the key came from the environment of
+                        // `ferry serve`, is in PostgreSQL, or the file is another user's.
                         complain(
-                            "ferry: ferry serve runs on \(directory) (listening on \(text)), and its root key is not "
-                                + "stored there (it came from FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY): set "
-                                + "them, or another key's, for this command too.")
+                            "ferry: ferry serve runs on \(directory) (listening on \(text)), and this command "
+                                + "cannot read its root key there (root-credentials.json is missing or unreadable: "
+                                + "the key came from FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY, is kept in "
+                                + "PostgreSQL, or the file is another user's): set FERRY_ACCESS_KEY_ID and "
+                                + "FERRY_SECRET_ACCESS_KEY for this command.")
                         throw ExitCode(ExitCodes.failed)
                     }
                     return ServiceConnection(

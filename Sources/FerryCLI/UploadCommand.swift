@@ -21,15 +21,13 @@ enum ExitCodes {
     static let outputLost: Int32 = 74
 
     /// The exit code of an upload that failed with `error`: ``interrupted`` when the network or the service gave out
-    /// (a timeout, a dropped connection, a 5xx, a 408 or 429 past the retries, a 409 of a resumable stream's offset
-    /// or of a concurrent operation: the same command resumes), ``failed`` otherwise (a refusal the same command
-    /// would meet again: a bad key, a quota, a denied access, a conflict such as a bucket that is not empty or an
-    /// image that goes with its video).
+    /// (a timeout, a dropped connection, a 5xx, a 408 or 429 past the retries, a 409 of a concurrent operation: the
+    /// same command resumes), ``failed`` otherwise (a refusal the same command would meet again: a bad key, a quota,
+    /// a denied access, a conflict such as a bucket that is not empty or an image that goes with its video).
     static func of(_ error: any Error) -> Int32 {
         guard let error = error as? FerryError, [.network, .timeout, .server].contains(error.code) else { return failed }
         if error.code == .server, let status = error.httpStatus, (400..<500).contains(status),
-            ![408, 425, 429].contains(status), !(status == 409 && error.serverCode == nil),
-            !resumableCodes.contains(error.serverCode ?? "")
+            ![408, 425, 429].contains(status), !resumableCodes.contains(error.serverCode ?? "")
         {
             return failed
         }

@@ -102,24 +102,36 @@ struct WebhookTests {
         }
     }
 
-    @Test("receiver down: events stay pending and are retried; once it listens they arrive")
+    @Test("receiver down: delivery pauses as a whole, so an outage costs about one event's attempts, not one per video; once it listens every event arrives, each video's in order")
     func retriesUntilReceiverListens() async throws {
         let port = try await WebhookReceiver.freePort()
         let url = try #require(URL(string: "http://127.0.0.1:\(port)/hooks"))
         try await withWebhookServer(webhook: Self.configuration(url)) { server async throws in
-            let first = try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "1"))))
-            let second = try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "2"))))
-            // The oldest event is retried (more than once); the next waits behind it, in order.
-            #expect(try await eventually { try await server.webhooks.pending().first?.attempts ?? 0 >= 2 })
+            // Two events for each of ten videos.
+            var enqueued: [String: [String]] = [:]
+            for _ in 0..<2 {
+                for video in 0..<10 {
+                    let id = try #require(try await server.webhooks.enqueue(Self.test(WebhookPayload(videoId: "v\(video)"))))
+                    enqueued["v\(video)", default: []].append(id)
+                }
+            }
+            let ids = enqueued
+            // Three seconds of a receiver that refuses connections, with waits of 50 ms doubling up to 500 ms: about
+            // ten attempts in all (each video's head retried on its own would make about ten each, a hundred).
+            try await Task.sleep(for: .seconds(3))
             let pending = try await server.webhooks.pending()
-            #expect(pending.map(\.id) == [first, second])
-            #expect(pending.allSatisfy { $0.deliveredAt == nil && $0.failedAt == nil })
-            #expect(pending.map(\.payload) == [WebhookPayload(videoId: "1"), WebhookPayload(videoId: "2")])
+            #expect(pending.count == 20 && pending.allSatisfy { $0.deliveredAt == nil && $0.failedAt == nil })
+            let attempts = pending.map(\.attempts).reduce(0, +)
+            #expect(attempts >= 2, "the events were retried")
+            #expect(attempts <= 30, "one attempt per pause, not one per video: \(attempts)")
 
             try await WebhookReceiver.with(port: port) { receiver async throws in
-                #expect(try await eventually { await receiver.recorder.deliveries.count >= 2 })
+                #expect(try await eventually { await receiver.recorder.deliveries.count >= 20 })
                 let deliveries = await receiver.recorder.deliveries
-                #expect(deliveries.map(\.id) == [first, second])
+                #expect(Set(deliveries.compactMap(\.id)) == Set(ids.values.joined()))
+                for (video, expected) in ids {
+                    #expect(deliveries.compactMap(\.id).filter { expected.contains($0) } == expected, "\(video)")
+                }
                 for delivery in deliveries {
                     #expect(WebhookSignature.verify(header: delivery.signature ?? "", body: delivery.body, secret: Self.secret))
                 }
@@ -196,7 +208,8 @@ struct WebhookTests {
 
     @Test("an event the receiver keeps refusing holds back its own video's later events only: another video's arrive meanwhile, in order")
     func refusedEventHoldsBackItsVideoOnly() async throws {
-        let recorder = WebhookRecorder(rejectedTypes: ["media.doomed"])
+        // The receiver refuses that one event (400), and answers every other.
+        let recorder = WebhookRecorder(rejectedTypes: ["media.doomed"], rejection: .badRequest)
         try await WebhookReceiver.with(recorder: recorder) { receiver async throws in
             try await withWebhookServer(webhook: Self.configuration(receiver.url)) { server async throws in
                 func enqueue(_ type: String, _ videoId: String) async throws -> String {
@@ -328,11 +341,14 @@ actor WebhookRecorder {
     }
 
     private(set) var deliveries: [Delivery] = []
-    /// Event types answered with 500.
+    /// Event types answered with `rejection`.
     let rejectedTypes: Set<String>
+    /// The status a rejected event is answered with: 500 (the receiver failing) unless told otherwise.
+    let rejection: HTTPResponse.Status
 
-    init(rejectedTypes: Set<String> = []) {
+    init(rejectedTypes: Set<String> = [], rejection: HTTPResponse.Status = .internalServerError) {
         self.rejectedTypes = rejectedTypes
+        self.rejection = rejection
     }
 
     /// Records a delivery; returns whether to acknowledge it.
@@ -364,7 +380,7 @@ struct WebhookReceiver: Sendable {
             let acknowledged = await recorder.record(
                 signature: request.headers[signatureField], contentType: request.headers[.contentType],
                 authorization: request.headers[.authorization], body: bytes)
-            return acknowledged ? .noContent : .internalServerError
+            return acknowledged ? .noContent : recorder.rejection
         }
         var logger = Logger(label: "ferry.test.webhook-receiver")
         logger.logLevel = .error

@@ -489,7 +489,7 @@ struct BackupTests {
         // the refusal says where such a node's key is and how to back it up.
         let keyless = try await Self.ferry("backup", data: restored, work + "/keyless")
         #expect(keyless.status == 1, "\(keyless.error)")
-        #expect(keyless.error.contains("no server key (token-key). A node on PostgreSQL (--catalog)"), "\(keyless.error)")
+        #expect(keyless.error.contains("no server key (token-key). A node on PostgreSQL (--catalog) keeps its key in PostgreSQL"), "\(keyless.error)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: work).filter { $0.hasPrefix("keyless") }.isEmpty)
         try key.write(to: URL(fileURLWithPath: keyPath))
         let listed = try await FerryRun.run(["keys", "list", "--data-dir", restored], environment: environment)

@@ -1450,7 +1450,7 @@ struct CommandLineTests {
             environment: given.merging(["HOME": data]) { $1 })
         let keyless = try await FerryRun.run(["videos", "list", "--data-dir", data + "/env-root"], environment: ["HOME": data])
         #expect(keyless.status == 1, "\(keyless.output) \(keyless.error)")
-        #expect(keyless.error.contains("its root key is not stored there"), "\(keyless.error)")
+        #expect(keyless.error.contains("this command cannot read its root key there"), "\(keyless.error)")
         let keyed = try await FerryRun.run(
             ["videos", "list", "--data-dir", data + "/env-root"], environment: given.merging(["HOME": data]) { $1 })
         #expect(keyed.status == 0 && keyed.output.contains("0 video(s)"), "\(keyed.output) \(keyed.error)")

@@ -365,6 +365,25 @@ struct UploadQueueTests {
         }
     }
 
+    @Test("an already expired credential is not taken: resume(withToken:) answers false and resume(withUploadAuth:) throws credentialsExpired, so an app answering every tokenExpired at once does not loop")
+    func expiredCredentialsNotTaken() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-expired")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let queue = UploadQueue(
+            authorization: .sts(
+                endpoint: URL(string: "http://127.0.0.1:1")!, credentials: Credentials(accessKeyId: "FKIA0", secretAccessKey: "s")),
+            configuration: Self.configuration(records: directory + "/records"))
+        let past = Date().addingTimeInterval(-5), future = Date().addingTimeInterval(600)
+        #expect(await queue.resume(withToken: Credentials(accessKeyId: "FKIA1", secretAccessKey: "s", sessionToken: "t", expiration: past)) == false)
+        #expect(await queue.resume(withToken: Credentials(accessKeyId: "FKIA2", secretAccessKey: "s", sessionToken: "t", expiration: future)))
+        let expired = UploadAuth(accessKeyId: "FKIA3", accessKeySecret: "s", securityToken: "t", expiration: past, region: "us-east-1")
+        await #expect { try await queue.resume(withUploadAuth: expired.encoded()) } throws: { error in
+            (error as? FerryError)?.code == .credentialsExpired
+        }
+        let fresh = UploadAuth(accessKeyId: "FKIA4", accessKeySecret: "s", securityToken: "t", expiration: future, region: "us-east-1")
+        #expect(try await queue.resume(withUploadAuth: fresh.encoded()) == false, "no file waits for one")
+    }
+
     @Test("STS: an upload credential whose renewal the service refuses for good (RefreshUploadVideo 404: the video is gone) fails the file with that answer instead of asking the app for a token again and again; the next file uploads")
     func renewalRefusedForGood() async throws {
         let directory = TemporaryDirectory.make("ferry-queue-renewal")
@@ -402,6 +421,15 @@ struct UploadQueueTests {
             #expect(failure.map(\.0.id) == [videoItem])
             #expect(failure.first?.2.contains("404") == true, "\(failure)")
             #expect(await queue.item(videoItem)?.state == .failed)
+            // Nothing more is told of the failed file.
+            let afterFailure = log.events.drop { event in if case .failed = event { false } else { true } }.dropFirst()
+            #expect(!afterFailure.contains { event in
+                switch event {
+                case .progress(let item, _, _), .started(let item), .finished(let item, _), .tokenExpired(let item),
+                    .retry(let item, _, _), .retryResumed(let item), .failed(let item, _, _):
+                    item.id == videoItem
+                }
+            })
             #expect(log.finished().map(\.0.id) == [imageItem])
         }
     }

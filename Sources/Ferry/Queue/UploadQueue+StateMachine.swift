@@ -324,7 +324,7 @@ extension UploadQueue {
             return item
         }
 
-        /// The file's credential cannot be renewed for good (its video or image is gone, or takes no more uploads):
+        /// The file's credential cannot be renewed for good (its video or image is gone, or its upload expired):
         /// it fails with `error`, and its engine upload is taken from it (to cancel: a new run starts afresh). Nil when
         /// it does not upload or has no engine upload.
         mutating func renewalRefused(

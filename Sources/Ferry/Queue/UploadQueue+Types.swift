@@ -86,8 +86,10 @@ extension UploadQueue {
         /// waits for ``UploadQueue/resume(withUploadAuth:for:)``.
         case uploadAuthProvider(@Sendable (UploadQueue.Item) async throws -> MediaServiceClient.UploadTicket)
         /// An STS credential: the queue calls CreateUploadVideo / CreateUploadImage on the media service at
-        /// `endpoint` itself. When the credential expires it emits `tokenExpired` and waits for
-        /// ``UploadQueue/resume(withToken:)``.
+        /// `endpoint` itself, and renews a file's upload credential with RefreshUploadVideo / RefreshUploadImage.
+        /// When the STS credential expires it emits `tokenExpired` and waits for ``UploadQueue/resume(withToken:)``.
+        /// A renewal the service refuses for good (404: the video or image is gone; 409 `…UploadExpired`) fails the
+        /// file with that answer.
         case sts(endpoint: URL, credentials: Credentials)
     }
 

@@ -215,11 +215,15 @@ public actor UploadQueue {
     /// files uploading at once (``UploadQueue/Configuration/maxConcurrentUploads``) each get their own when each event
     /// is answered in turn; every other file waits on for its own. False when that file was not waiting for one.
     ///
-    /// - Throws: ``FerryError/Code/invalidArgument`` when the credential cannot be decoded.
+    /// - Throws: ``FerryError/Code/invalidArgument`` when the credential cannot be decoded,
+    ///   ``FerryError/Code/credentialsExpired`` when it has expired already (the file goes on waiting).
     @discardableResult
     public func resume(withUploadAuth uploadAuth: String, for item: Item.ID? = nil) async throws(FerryError) -> Bool {
         guard let auth = UploadAuth(encoded: uploadAuth) else {
             throw FerryError(.invalidArgument, "The upload credential cannot be decoded.")
+        }
+        guard !auth.ferryCredentials.isExpired(at: configuration.objectStorage.now()) else {
+            throw FerryError(.credentialsExpired, "The upload credential has expired already; ask for a new one.")
         }
         guard let id = machine.takeExpired(item) else { return false }
         await resumeUpload(id, with: auth.ferryCredentials)
@@ -227,12 +231,17 @@ public actor UploadQueue {
     }
 
     /// Continues with a new STS credential after ``UploadQueueEvent/tokenExpired(_:)`` (the seed's
-    /// `resumeWithToken:accessKeySecret:secretToken:expireTime:`).
-    public func resume(withToken credentials: Credentials) async {
+    /// `resumeWithToken:accessKeySecret:secretToken:expireTime:`). True when it was taken; false, and nothing changes,
+    /// when it has expired already (its `expiration` is past): the files waiting for one go on waiting, and no new
+    /// `tokenExpired` event is sent for them, so an app that answers every event at once does not go round in a loop.
+    @discardableResult
+    public func resume(withToken credentials: Credentials) async -> Bool {
+        guard !credentials.isExpired(at: configuration.objectStorage.now()) else { return false }
         stsToken?.replace(with: credentials)
         for (_, waiter) in tokenWaiters { waiter.resume() }
         tokenWaiters = [:]
         for id in machine.takeExpired() { await renew(id) }
+        return true
     }
 
     /// Ends ``events`` (for an owner that is done with the queue).
@@ -723,16 +732,17 @@ public actor UploadQueue {
                     ? try await media.refreshUploadVideo(videoId: ticket.id)
                     : try await media.refreshUploadImage(imageId: ticket.id)
                 await resumeUpload(id, with: fresh.auth.ferryCredentials)
-            } catch where [404, 409].contains(error.httpStatus ?? 0) {
-                // The video or image is gone, or takes no more uploads: no credential helps, so the file fails with
-                // the service's answer rather than ask the app for one again and again. Its upload is of no use.
+            } catch where error.httpStatus == 404 || (error.serverCode ?? "").hasSuffix(".UploadExpired") {
+                // The video or image is gone, or its upload expired: no credential helps, so the file fails with the
+                // service's answer rather than ask the app for one again and again. Its upload is of no use: it is
+                // cancelled after the machine moved on. (One stored already, `.Uploaded`, waits for the app as before:
+                // a run after `resumeFile` finds it stored by its checkpoint.)
                 guard let (item, upload, starts) = machine.renewalRefused(id, error) else { return }
                 runs[id] = nil
-                controls[id] = nil
                 tickets[id] = nil
-                await upload.cancel()
                 if let item { emitFailure(item) }
                 perform(starts)
+                controlTask(id, upload) { await $0.cancel() }
             } catch {
                 expire(id)
             }

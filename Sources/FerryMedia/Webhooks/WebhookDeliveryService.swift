@@ -6,16 +6,20 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 
-/// Delivers the outbox's events, oldest first, until the service group shuts down.
+/// Delivers the outbox's events, each video's in the order they were made, until the service group shuts down.
 ///
 /// Each event is POSTed as its stored JSON body with `Content-Type: application/json` and a
 /// `WebhookSignature.headerName` header signed at send time. A 2xx marks it delivered; anything else (a status, a
-/// connection error, no whole answer within `attemptTimeout`) schedules the next attempt after an exponential backoff with jitter, up to
-/// `maxBackoff`. The events of one video (or image) go in creation order: a later one waits while an earlier one is
-/// retried. Another video's events do not wait for it, so that an event the app server keeps refusing holds back its
-/// own video's events only. After `maxAttempts` the event is marked failed (kept in the catalog, logged at warning
-/// with its id) and its video's next event goes. Delivery is at least once: an event whose acknowledgement is lost (shutdown, crash) is sent again.
-/// The secret and signatures are never logged; neither is the URL (it may carry a token).
+/// connection error, no whole answer within `attemptTimeout`) schedules the next attempt after an exponential backoff
+/// with jitter, up to `maxBackoff`. The events of one video (or image; events about neither form one line of their own)
+/// go in creation order: a later one waits while an earlier one is retried. Another video's events do not wait for it
+/// when the receiver refuses that one event (a 4xx other than 408 and 429), so that an event the app server keeps
+/// refusing holds back its own video's events only. When the receiver cannot be reached, times out, or answers 5xx, 408
+/// or 429, delivery pauses as a whole, with the same backoff counted in failures in a row, so an outage costs no more
+/// attempts than one event's would. After `maxAttempts` the event is marked failed (kept in the catalog, logged at
+/// warning with its id) and its video's next event goes. Delivery is at least once: an event whose acknowledgement is
+/// lost (shutdown, crash) is sent again. The secret and signatures are never logged; neither is the URL (it may carry a
+/// token).
 package struct WebhookDeliveryService: Service {
     let outbox: WebhookOutbox
     let configuration: WebhookConfiguration
@@ -59,6 +63,9 @@ package struct WebhookDeliveryService: Service {
     private func deliverUntilShutdown(_ client: HTTPClient) async {
         let poll = configuration.pollInterval.timeInterval
         var heldUntil = Date.distantPast
+        // While the receiver is down (not one event refused): no attempt before this, and how many failed in a row.
+        var pausedUntil = Date.distantPast
+        var receiverFailures = 0
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             var wait = poll
             do {
@@ -73,13 +80,26 @@ package struct WebhookDeliveryService: Service {
                         continue
                     }
                 }
-                if let next = try await outbox.catalog.nextPendingWebhookEvent() {
+                if pausedUntil > now {
+                    // The receiver is down: nothing goes before the pause ends (the lease is renewed meanwhile).
+                    wait = min(pausedUntil.timeIntervalSince(now), Self.leaseDuration.timeInterval / 3)
+                } else if let next = try await outbox.catalog.nextPendingWebhookEvent() {
                     let untilDue = next.nextAttemptAt.timeIntervalSinceNow
                     if untilDue <= 0 {
-                        if await attempt(next, client) { continue }
+                        switch await attempt(next, client) {
+                        case .notRecorded:
+                            break
+                        case .recorded(receiverAnswered: true):
+                            receiverFailures = 0
+                            continue
+                        case .recorded(receiverAnswered: false):
+                            receiverFailures += 1
+                            pausedUntil = Date().addingTimeInterval(backoff(afterAttempts: receiverFailures))
+                            continue
+                        }
                     } else {
-                        // A new event of another video may be due before this one.
-                        wait = min(untilDue, poll)
+                        // A new event of another video may be due before this one: looked for every second at least.
+                        wait = min(untilDue, max(poll, 1))
                     }
                 }
             } catch {
@@ -100,11 +120,20 @@ package struct WebhookDeliveryService: Service {
         }
     }
 
-    /// One delivery attempt, recorded in the catalog; returns false when nothing could be recorded (shutdown or a
-    /// catalog error), so the loop waits before looking again.
-    private func attempt(_ stored: StoredWebhookEvent, _ client: HTTPClient) async -> Bool {
+    /// How an attempt ended.
+    private enum AttemptOutcome {
+        /// Recorded in the catalog; `receiverAnswered` unless the receiver was down (unreachable, timed out, 5xx, 408
+        /// or 429) rather than refusing this event.
+        case recorded(receiverAnswered: Bool)
+        /// Nothing could be recorded (shutdown or a catalog error): the loop waits before looking again.
+        case notRecorded
+    }
+
+    /// One delivery attempt, recorded in the catalog.
+    private func attempt(_ stored: StoredWebhookEvent, _ client: HTTPClient) async -> AttemptOutcome {
         let event = stored.event
         let failure: String?
+        var receiverAnswered = true
         do {
             // The delivery continues the trace of what made the event; the app server gets it as `traceparent`.
             try await TraceContext.withSpan("webhook.deliver", parent: stored.traceParent, ofKind: .client) {
@@ -115,8 +144,10 @@ package struct WebhookDeliveryService: Service {
             failure = nil
         } catch {
             // Interrupted by shutdown: not an attempt; it is sent again on the next start.
-            if Task.isCancelled || Task.isShuttingDownGracefully { return false }
+            if Task.isCancelled || Task.isShuttingDownGracefully { return .notRecorded }
             failure = String(describing: error)
+            let status = (error as? StatusError)?.code
+            receiverAnswered = status.map { (400..<500).contains($0) && $0 != 408 && $0 != 429 } ?? false
         }
         let now = Date()
         do {
@@ -124,7 +155,7 @@ package struct WebhookDeliveryService: Service {
                 try await outbox.catalog.markWebhookEventDelivered(event.id, at: now)
                 events?.webhookDeliveryEnded("delivered", lag: now.timeIntervalSince(event.createdAt))
                 logger.debug("webhook delivered", metadata: ["ferry.event-id": "\(event.id)", "ferry.attempts": "\(event.attempts + 1)"])
-                return true
+                return .recorded(receiverAnswered: true)
             }
             let attempts = event.attempts + 1
             let exhausted = attempts >= max(configuration.maxAttempts, 1)
@@ -135,12 +166,12 @@ package struct WebhookDeliveryService: Service {
                 level: exhausted ? .warning : .debug,
                 exhausted ? "webhook delivery failed; giving up on the event" : "webhook delivery attempt failed",
                 metadata: ["ferry.event-id": "\(event.id)", "ferry.attempts": "\(attempts)", "error": "\(failure)"])
-            return true
+            return .recorded(receiverAnswered: receiverAnswered)
         } catch {
             logger.warning(
                 "webhook delivery not recorded",
                 metadata: ["ferry.event-id": "\(event.id)", "error": .string(String(describing: error))])
-            return false
+            return .notRecorded
         }
     }
 

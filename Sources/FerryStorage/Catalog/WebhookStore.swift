@@ -47,7 +47,8 @@ public protocol WebhookStore: Sendable {
     /// Inserts a new event, due when `stored` says.
     func insertWebhookEvent(_ stored: StoredWebhookEvent) async throws
     /// The pending event (neither delivered nor failed) due first, due or not, among those that no earlier pending
-    /// event of the same subject (``WebhookPayload/subject``) holds back; of those due at once, the oldest.
+    /// event of the same subject (``WebhookPayload/subject``; events without one form one line) holds back; of those
+    /// due at once, the oldest.
     func nextPendingWebhookEvent() async throws -> StoredWebhookEvent?
     /// Every event not delivered (pending and failed), oldest first.
     func undeliveredWebhookEvents() async throws -> [WebhookEvent]

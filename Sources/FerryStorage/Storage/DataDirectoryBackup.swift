@@ -221,8 +221,9 @@ package struct DataDirectoryBackup: Sendable {
     static let noServerKey = DataDirectoryBackupError(
         .incomplete,
         "The data directory has no server key (\(BackupManifest.serverKeyPath)). A node on PostgreSQL (--catalog) "
-            + "keeps it there, and ferry backup covers the embedded default only: back up PostgreSQL and the objects "
-            + "as docs/operations.md says. Otherwise put the token-key back: a backup without it cannot be restored.")
+            + "keeps its key in PostgreSQL, and ferry backup covers the embedded default only: back up PostgreSQL and "
+            + "the objects as docs/operations.md says. Otherwise put the token-key back: a backup without it cannot be "
+            + "restored.")
 
     /// What a catalog snapshot references and counts.
     struct CatalogSnapshot: Sendable {

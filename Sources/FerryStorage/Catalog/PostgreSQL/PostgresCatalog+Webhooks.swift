@@ -48,7 +48,8 @@ extension PostgresCatalog: WebhookStore {
             """
             SELECT * FROM webhook_event e WHERE delivered_at IS NULL AND failed_at IS NULL AND NOT EXISTS (
                 SELECT 1 FROM webhook_event p
-                WHERE p.subject = e.subject AND p.seq < e.seq AND p.delivered_at IS NULL AND p.failed_at IS NULL)
+                WHERE p.subject IS NOT DISTINCT FROM e.subject AND p.seq < e.seq AND p.delivered_at IS NULL
+                    AND p.failed_at IS NULL)
             ORDER BY next_attempt_at, seq LIMIT 1
             """
         ).first.map(Self.storedWebhookEvent)

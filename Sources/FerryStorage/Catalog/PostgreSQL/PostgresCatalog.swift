@@ -215,7 +215,10 @@ public final class PostgresCatalog: Sendable, Service {
             15, "webhook subjects",
             [
                 "ALTER TABLE webhook_event ADD COLUMN subject TEXT",
-                "UPDATE webhook_event SET subject = coalesce((payload::jsonb)->>'VideoId', (payload::jsonb)->>'ImageId')",
+                """
+                UPDATE webhook_event SET subject = coalesce((payload::jsonb)->>'VideoId', (payload::jsonb)->>'ImageId')
+                    WHERE delivered_at IS NULL
+                """,
                 """
                 CREATE INDEX webhook_event_pending_by_subject ON webhook_event (subject, seq)
                     WHERE delivered_at IS NULL AND failed_at IS NULL

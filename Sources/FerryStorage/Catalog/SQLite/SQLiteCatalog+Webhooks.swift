@@ -29,7 +29,9 @@ extension SQLiteCatalog: WebhookStore {
     /// waits only for the earlier pending events of its subject.
     static let webhookSubjectMigration = Migration("v18-webhook-subjects", """
         ALTER TABLE webhookEvent ADD COLUMN subject TEXT;
-        UPDATE webhookEvent SET subject = coalesce(json_extract(payload, '$.VideoId'), json_extract(payload, '$.ImageId'));
+        UPDATE webhookEvent
+            SET subject = coalesce(json_extract(payload, '$.VideoId'), json_extract(payload, '$.ImageId'))
+            WHERE deliveredAt IS NULL;
         CREATE INDEX webhookEvent_pending_by_subject ON webhookEvent(subject, seq)
             WHERE deliveredAt IS NULL AND failedAt IS NULL;
         """)
@@ -72,7 +74,7 @@ extension SQLiteCatalog: WebhookStore {
             """
             SELECT * FROM webhookEvent e WHERE deliveredAt IS NULL AND failedAt IS NULL AND NOT EXISTS (
                 SELECT 1 FROM webhookEvent p
-                WHERE p.subject = e.subject AND p.seq < e.seq AND p.deliveredAt IS NULL AND p.failedAt IS NULL)
+                WHERE p.subject IS e.subject AND p.seq < e.seq AND p.deliveredAt IS NULL AND p.failedAt IS NULL)
             ORDER BY nextAttemptAt, seq LIMIT 1
             """, [], Self.storedWebhookEvent)
     }
