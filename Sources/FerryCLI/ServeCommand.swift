@@ -151,6 +151,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("first-stream-retention"), help: "Seconds a video's first stream (published before its ladder) stays once the ladder has replaced it, for players already on it; then its files are removed (or FERRY_FIRST_STREAM_RETENTION). Default 86400 (24 hours).", transform: EnvironmentNumber.decimal)
     var firstStreamRetention: Double?
 
+    @Option(name: .customLong("shutdown-timeout"), help: "Seconds a graceful shutdown (SIGTERM, SIGINT) gives requests in flight and media jobs; then what still runs is cancelled, and the process exits 10 s later at the latest (or FERRY_SHUTDOWN_TIMEOUT). Default 30.", transform: EnvironmentNumber.decimal)
+    var shutdownTimeout: Double?
+
     func validate() throws {
         if let role, NodeRole(rawValue: role) == nil { throw ValidationError("--role must be all, api or worker.") }
         if let mediaWorkers, !(0...64).contains(mediaWorkers) { throw ValidationError("--media-workers must be between 0 and 64.") }
@@ -163,6 +166,9 @@ struct ServeCommand: AsyncParsableCommand {
         if let mediaLease, !(1...3600).contains(mediaLease) { throw ValidationError("--media-lease must be between 1 and 3600 seconds.") }
         if let firstStreamRetention, !(0...2_592_000).contains(firstStreamRetention) {
             throw ValidationError("--first-stream-retention must be between 0 and 2592000 seconds (30 days).")
+        }
+        if let shutdownTimeout, !(1...3600).contains(shutdownTimeout) {
+            throw ValidationError("--shutdown-timeout must be between 1 and 3600 seconds.")
         }
         if let port, !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535.") }
         if let minPartSize, minPartSize < 1 { throw ValidationError("--min-part-size must be at least 1.") }
@@ -370,14 +376,30 @@ struct ServeCommand: AsyncParsableCommand {
             services.insert(server.runningServices.tracking(tracing, as: "Tracing"), at: 0)
         }
         // SIGTERM or SIGINT asks every service to finish (requests in flight end, media jobs go back to the queue, the
-        // catalog closes); whatever has not finished after 30 s is cancelled, and a process still running 10 s later
-        // exits (ShutdownDeadline). Nothing acknowledged depends on a graceful end, so a bounded one beats a node that
-        // never exits.
-        let deadline = ShutdownDeadline(limit: .seconds(40), running: server.runningServices) { server.beginShutdown() }
+        // catalog closes); whatever has not finished after the shutdown timeout is cancelled, and a process still
+        // running 10 s later exits (ShutdownDeadline). Nothing acknowledged depends on a graceful end, so a bounded one
+        // beats a node that never exits.
+        let grace = try number(shutdownTimeout, "FERRY_SHUTDOWN_TIMEOUT", 1...3600) ?? 30
+        let deadline = ShutdownDeadline(limit: .seconds(grace + 10), running: server.runningServices) { number in
+            let signal = number == SIGINT ? "SIGINT" : "SIGTERM"
+            logger.notice(
+                "ferry serve shutting down",
+                metadata: ["signal": .string(signal), "timeout": "\(String(format: "%g", grace)) s"])
+            server.beginShutdown()
+        }
         var group = ServiceGroupConfiguration(
             services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        group.maximumGracefulShutdownDuration = .seconds(30)
-        try await ServiceGroup(configuration: group).run()
+        group.maximumGracefulShutdownDuration = .seconds(grace)
+        do {
+            try await ServiceGroup(configuration: group).run()
+        } catch where deadline.signalled != nil && error is CancellationError {
+            // A service that ended with the cancellation below: not an error of the server.
+        }
+        if let signalled = deadline.signalled, ContinuousClock.now - signalled >= .seconds(grace) {
+            write(
+                "ferry serve: shutdown did not finish within \(String(format: "%g", grace)) s of the signal; "
+                    + "what still ran was cancelled.\n", to: .standardError)
+        }
         withExtendedLifetime(deadline) {}
     }
 }
