@@ -116,6 +116,48 @@ struct FirstStreamTests {
         }
     }
 
+    @Test("while a first stream's lowest definition is encoded (a source players cannot play as it is), ProcessingProgress counts it, and it never goes back once the ladder runs")
+    func progressWhileFirstStreamEncodes() async throws {
+        let gate = TemporaryDirectory.make("ferry-gate") + "/open"
+        defer { try? FileManager.default.removeItem(atPath: (gate as NSString).deletingLastPathComponent) }
+        // The first stream's encode says it is half way (1.5 s of 3 s), then waits for the gate.
+        let tools = try MediaFixtures.tools(
+            ladder: "", firstStream: """
+                printf 'out_time_us=1500000\\nprogress=continue\\n' > "$progress"
+                while [ ! -f '\(gate)' ]; do sleep 0.1; done
+                """)
+        defer { try? FileManager.default.removeItem(atPath: tools) }
+        try await MediaHarness.with(configure: {
+            $0.mediaProcessing.toolsDirectory = tools
+            // The progress is saved with the lease's renewals, every third of it.
+            $0.mediaProcessing.lease = .seconds(3)
+        }) { harness in
+            let videoId = try await harness.upload(try await harness.fixture(.hevc480))
+            let deadline = ContinuousClock.now + .seconds(60)
+            var info = try await harness.media.getVideoInfo(videoId: videoId)
+            while (info.processingProgress ?? 0) == 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+                info = try await harness.media.getVideoInfo(videoId: videoId)
+            }
+            // LD (640×360) is about a third of the ladder's pixels (LD and SD 854×480): half of it is about 16 %.
+            let during = try #require(info.processingProgress, "\(info.status)")
+            #expect((10...25).contains(during), "\(during)")
+            #expect(info.status == "Transcoding" && info.playable != true)
+
+            #expect(FileManager.default.createFile(atPath: gate, contents: nil))
+            var last = during
+            while info.status == "Transcoding", ContinuousClock.now < deadline + .seconds(60) {
+                info = try await harness.media.getVideoInfo(videoId: videoId)
+                if let now = info.processingProgress {
+                    #expect(now >= last, "ProcessingProgress went back from \(last) to \(now)")
+                    last = now
+                }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(info.status == "Normal", "\(info.status) \(info.errorMessage ?? "")")
+        }
+    }
+
     @Test("a video whose ladder fails after its first stream was published is TranscodeFail and stays playable at that stream")
     func ladderFailsAfterFirstStream() async throws {
         let tools = try MediaFixtures.tools(ladder: "echo 'Conversion failed!' >&2; exit 1")

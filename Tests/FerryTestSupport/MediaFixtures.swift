@@ -9,15 +9,21 @@ public enum MediaFixtures {
         try tools(ladder: "while [ ! -f '\(gate)' ]; do sleep 0.1; done")
     }
 
-    /// A directory of ffmpeg and ffprobe behind a wrapper that runs `ladder` (shell) before the ladder's encode.
-    public static func tools(ladder: String) throws -> String {
+    /// A directory of ffmpeg and ffprobe behind a wrapper that runs `ladder` (shell) before the ladder's encode, and
+    /// `firstStream` before the encode of a first stream (its progress file is `$progress`).
+    public static func tools(ladder: String, firstStream: String = "") throws -> String {
         let directory = TemporaryDirectory.make("ferry-held-tools")
         for tool in ["ffmpeg", "ffprobe"] {
             guard
                 let real = ["/usr/bin/\(tool)", "/usr/local/bin/\(tool)"]
                     .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
             else { throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: tool]) }
-            let hold = tool == "ffmpeg" ? "case \"$*\" in *\"/progress.txt\"*) \(ladder);; esac\n" : ""
+            let first = firstStream.isEmpty ? "" : """
+                *"/first-progress.txt"*) for a in "$@"; do case "$a" in */first-progress.txt) progress="$a";; esac; done
+                \(firstStream);;
+
+                """
+            let hold = tool == "ffmpeg" ? "case \"$*\" in *\"/progress.txt\"*) \(ladder);;\n\(first)esac\n" : ""
             try "#!/bin/sh\n\(hold)exec \(real) \"$@\"\n".write(toFile: directory + "/" + tool, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory + "/" + tool)
         }

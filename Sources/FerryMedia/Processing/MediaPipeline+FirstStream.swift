@@ -11,10 +11,11 @@ extension MediaPipeline {
     ///
     /// Best effort: when the first stream cannot be made the ladder still is, so this logs why and returns false.
     /// Throws ``SourceTooLong`` when what it made shows the source longer than the server transcodes, and otherwise
-    /// only what the job should be retried for (the catalog or the store failing, cancellation).
+    /// only what the job should be retried for (the catalog or the store failing, cancellation). While the lowest
+    /// definition is encoded, `progress` hears how far it is (0 to 1).
     func publishFirstStream(
         _ first: TranscodePlan.FirstStream, of video: VideoRecord, plan: TranscodePlan, source: String, encoded: String,
-        directory: String, prefix: String, declared: Double?
+        directory: String, prefix: String, declared: Double?, progress: @escaping @Sendable (Double) async -> Void
     ) async throws -> Bool {
         let output = directory + "/first"
         try PrivateFiles.directory(output + "/" + TranscodePlan.firstStreamDirectory)
@@ -22,22 +23,29 @@ extension MediaPipeline {
         let errors = directory + "/first.err"
         let definition: String
         let progressive: String
-        var steps: [[String]] = []
+        // Each step, with the progress file it writes when it encodes.
+        var steps: [(arguments: [String], progressFile: String?)] = []
         switch first {
         case .source:
             definition = "OD"
             progressive = source
-            steps.append(plan.sourcePackageArguments(input: source, directory: output))
+            steps.append((plan.sourcePackageArguments(input: source, directory: output), nil))
         case .lowest(let lowest):
             definition = lowest.definition
             progressive = encoded + "/" + lowest.fileName
+            let progressFile = directory + "/first-progress.txt"
             steps.append(
-                plan.encoding { $0 == lowest }.encodeArguments(
-                    input: source, directory: encoded, progressFile: directory + "/first-progress.txt"))
-            steps.append(plan.firstStreamPackageArguments(for: lowest, encoded: encoded, directory: output))
+                (plan.encoding { $0 == lowest }.encodeArguments(input: source, directory: encoded, progressFile: progressFile),
+                 progressFile))
+            steps.append((plan.firstStreamPackageArguments(for: lowest, encoded: encoded, directory: output), nil))
         }
-        for arguments in steps {
-            guard try await run(\.ffmpeg, arguments, errors: errors).succeeded else {
+        for (arguments, progressFile) in steps {
+            let outcome = try await run(\.ffmpeg, arguments, errors: errors, pollInterval: .milliseconds(250)) {
+                if let progressFile, let fraction = Self.progress(of: progressFile, lasting: declared) {
+                    await progress(fraction)
+                }
+            }
+            guard outcome.succeeded else {
                 logger.warning(
                     "first stream not made; the video plays once its ladder is done",
                     metadata: [

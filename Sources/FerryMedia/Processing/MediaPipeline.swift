@@ -293,13 +293,17 @@ package struct MediaPipeline: Sendable {
         let encoded = directory + "/out"
         try PrivateFiles.directory(encoded)
 
-        // A playable stream first, unless an earlier run of this job published it.
+        // A playable stream first, unless an earlier run of this job published it. Its encode, when it encodes the
+        // lowest definition, counts for that definition's share of the ladder's pixels.
         var firstPublished = earlier != nil
+        var firstShare = 0.0
         if video.playableAt == nil, let first = plan.firstStream(for: info) {
+            if case .lowest(let lowest) = first { firstShare = plan.pixelShare(of: lowest) }
             do {
                 firstPublished = try await publishFirstStream(
                     first, of: video, plan: plan, source: source, encoded: encoded, directory: directory, prefix: prefix,
-                    declared: Self.declaredLength(info))
+                    declared: Self.declaredLength(info)
+                ) { [firstShare] fraction in await progress(fraction * firstShare * 0.9) }
             } catch let tooLong as SourceTooLong {
                 // Known from the first stream: the ladder is not encoded to the limit only to be refused.
                 try await fail(video.videoId, code: Self.tooLongCode, message: tooLong.reason, expecting: [VideoStatus.transcoding])
@@ -317,13 +321,14 @@ package struct MediaPipeline: Sendable {
         let progressFile = directory + "/progress.txt"
         let errors = directory + "/transcode.err"
         let ladder = plan.encoding { !FileManager.default.fileExists(atPath: encoded + "/" + $0.fileName) }
-        let duration = info.playingDuration ?? 0
+        // The first stream's encode already counted for its share, when its definition was kept for the ladder.
+        let done = ladder.outputs.count < plan.outputs.count ? firstShare : 0
         let outcome = try await run(
             \.ffmpeg, ladder.encodeArguments(input: source, directory: encoded, progressFile: progressFile),
             errors: errors, pollInterval: .milliseconds(250)
         ) {
-            if duration > 0, let seconds = Self.progressSeconds(ChildProcess.tail(of: progressFile, limit: 1024)) {
-                await progress(min(max(seconds / duration, 0), 1) * 0.9)
+            if let fraction = Self.progress(of: progressFile, lasting: info.playingDuration) {
+                await progress((done + fraction * (1 - done)) * 0.9)
             }
         }
         guard outcome.succeeded else {
@@ -759,6 +764,15 @@ package struct MediaPipeline: Sendable {
     }
 
     /// The position ffmpeg last reported (`out_time_us=` in its progress output), in seconds.
+    /// How far an encode writing the progress file `file` is through a source lasting `duration` (0 to 1); nil before
+    /// it says, or for a source of unknown length.
+    static func progress(of file: String, lasting duration: Double?) -> Double? {
+        guard let duration, duration > 0, let seconds = progressSeconds(ChildProcess.tail(of: file, limit: 1024)) else {
+            return nil
+        }
+        return min(max(seconds / duration, 0), 1)
+    }
+
     static func progressSeconds(_ text: String) -> Double? {
         for line in text.split(whereSeparator: \.isNewline).reversed() where line.hasPrefix("out_time_us=") {
             if let micros = Double(line.dropFirst("out_time_us=".count)), micros >= 0 { return micros / 1_000_000 }
