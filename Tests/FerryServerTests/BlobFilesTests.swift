@@ -2,6 +2,7 @@ import Crypto
 import FerryCore
 import FerryTestSupport
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
@@ -36,6 +37,52 @@ struct BlobFilesTests {
             }
             #expect(read == bytes, "size \(size)")
         }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: files.tmpDirectory).isEmpty)
+    }
+
+    @Test("A blob is acknowledged only once its name is durable: every blob folder is made and synced at start, a folder made later is synced into its parent, and a directory sync that fails fails the commit or link, leaving no name behind")
+    func durableNames() async throws {
+        let root = TemporaryDirectory.make("ferry-blobs") + "/objects"
+        defer { try? FileManager.default.removeItem(atPath: (root as NSString).deletingLastPathComponent) }
+        var files = try BlobFiles(root: root)
+        let folders = try FileManager.default.contentsOfDirectory(atPath: files.blobDirectory)
+        #expect(Set(folders) == Set((0...255).map { Hex.encode([UInt8($0)]) }))
+        let synced = NIOLockedValueBox<[String]>([])
+        files.syncDirectory = { path in synced.withLockedValue { $0.append(path) } }
+        files.directIO = false
+
+        func stored() throws -> Int {
+            try folders.reduce(0) { $0 + (try FileManager.default.contentsOfDirectory(atPath: files.blobDirectory + "/" + $1).count) }
+        }
+        let bytes = [UInt8](repeating: 5, count: 10_000)
+        var (path, _) = try await files.write(Self.body(bytes, pieces: [4096]), checksums: [], maxSize: 1 << 20)
+        let name = try await files.commit(tempPath: path)
+        let folder = (files.path(of: name) as NSString).deletingLastPathComponent
+        #expect(synced.withLockedValue { $0 } == [folder])
+        // A folder removed since the start is made again, and synced into blobs/ before the blob is named in it.
+        let second = try await files.link(name)
+        let secondFolder = (files.path(of: second) as NSString).deletingLastPathComponent
+        #expect(synced.withLockedValue { $0 }.last == secondFolder)
+        synced.withLockedValue { $0 = [] }
+        #expect(unlink(files.path(of: second)) == 0)
+        let emptied = folders.map { files.blobDirectory + "/" + $0 }.filter {
+            $0 != folder && (try? FileManager.default.contentsOfDirectory(atPath: $0).isEmpty) == true
+        }
+        for empty in emptied { #expect(rmdir(empty) == 0) }
+        let third = try await files.link(name)
+        let thirdFolder = (files.path(of: third) as NSString).deletingLastPathComponent
+        // (Unless it fell in the one folder kept.)
+        #expect(synced.withLockedValue { $0 } == (thirdFolder == folder ? [] : [files.blobDirectory]) + [thirdFolder])
+        #expect(unlink(files.path(of: third)) == 0)
+        for empty in emptied where !FileManager.default.fileExists(atPath: empty) { #expect(mkdir(empty, 0o700) == 0) }
+
+        // The sync fails (EIO): the commit and the link throw, and no new name stays.
+        files.syncDirectory = { _ in throw POSIXFileError("fsync", EIO) }
+        let before = try stored()
+        (path, _) = try await files.write(Self.body(bytes, pieces: [4096]), checksums: [], maxSize: 1 << 20)
+        await #expect(throws: POSIXFileError.self) { try await files.commit(tempPath: path) }
+        await #expect(throws: POSIXFileError.self) { try await files.link(name) }
+        #expect(try stored() == before)
         #expect(try FileManager.default.contentsOfDirectory(atPath: files.tmpDirectory).isEmpty)
     }
 

@@ -70,6 +70,13 @@ package struct JSONRecordFiles: Sendable {
             try? FileManager.default.removeItem(at: temp)
             throw FerryError(.invalidArgument, "The \(what) could not be written in \(directory.path).")
         }
+        // The new name survives a power cut once the directory is synced; without it the previous record stays,
+        // which a resumed upload checks against the service like any other.
+        let folder = open(directory.path, O_RDONLY | O_CLOEXEC)
+        if folder >= 0 {
+            _ = fsync(folder)
+            close(folder)
+        }
         removeTemporaries()
     }
 

@@ -36,6 +36,8 @@ struct BlobFiles: BlobStorage {
     var freeBytes: @Sendable (String) -> Int64? = { DiskSpace.of($0)?.free }
     /// Bytes gathered before one write to disk.
     static let writeBatch = 1 << 20
+    /// Makes a directory's entries durable (fsync of the directory); tests see or fail it here.
+    var syncDirectory: @Sendable (String) throws -> Void = BlobFiles.sync
     /// Bytes read from disk per chunk sent: what an answer holds in memory for a client that stops reading (the
     /// next chunk is read once the connection has taken the last), so a thousand such clients hold 256 MiB, not
     /// gigabytes.
@@ -58,6 +60,35 @@ struct BlobFiles: BlobStorage {
         // A crash can leave only unfinished bodies here; none of them is referenced.
         try? fm.removeItem(atPath: root + "/tmp")
         try PrivateFiles.directory(root + "/tmp")
+        // Every blob's folder (`00` to `ff`) is made now, and every folder made is synced into its parent before a
+        // blob is acknowledged: a folder made by a first blob and lost to a power cut would take acknowledged blobs
+        // with it.
+        for byte in 0...255 {
+            let folder = blobDirectory + "/" + Hex.encode([UInt8(byte)])
+            if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw POSIXFileError("mkdir", errno) }
+        }
+        for directory in [blobDirectory, root, (root as NSString).deletingLastPathComponent] {
+            try Self.sync(directory)
+        }
+    }
+
+    /// Syncs a directory's entries; a file system that cannot sync a directory (EINVAL, ENOTSUP) is taken as it is.
+    static func sync(_ directory: String) throws {
+        do {
+            try BackupFiles.syncDirectory(directory)
+        } catch let error as POSIXFileError where [EINVAL, ENOTSUP].contains(error.code) {
+            return
+        }
+    }
+
+    /// Makes sure the folder of a blob about to be named exists, durably (it is made at start; here only when
+    /// something removed it since).
+    private func makeFolder(_ directory: String) throws {
+        guard mkdir(directory, 0o700) == 0 else {
+            if errno == EEXIST { return }
+            throw POSIXFileError("mkdir", errno)
+        }
+        try syncDirectory((directory as NSString).deletingLastPathComponent)
     }
 
     func path(of blob: String) -> String {
@@ -156,11 +187,22 @@ struct BlobFiles: BlobStorage {
         let final = path(of: name)
         let directory = (final as NSString).deletingLastPathComponent
         try await diskPool.runIfActive {
-            mkdir(directory, 0o700)
+            try makeFolder(directory)
             if rename(tempPath, final) != 0 { throw POSIXFileError("rename", errno) }
-            try? BackupFiles.syncDirectory(directory)
+            try syncNamed(final, in: directory)
         }
         return name
+    }
+
+    /// Syncs the directory a blob was just named in; when that fails the name is taken back (the blob is not
+    /// acknowledged on a name a power cut could lose) and the error thrown.
+    private func syncNamed(_ path: String, in directory: String) throws {
+        do {
+            try syncDirectory(directory)
+        } catch {
+            unlink(path)
+            throw error
+        }
     }
 
     /// Deletes a temporary file.
@@ -199,7 +241,7 @@ struct BlobFiles: BlobStorage {
         let directory = (target as NSString).deletingLastPathComponent
         let temp = "\(tmpDirectory)/\(Hex.randomId())"
         try await diskPool.runIfActive {
-            mkdir(directory, 0o700)
+            try makeFolder(directory)
             if Foundation.link(source, target) != 0 {
                 let code = errno
                 guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
@@ -215,7 +257,7 @@ struct BlobFiles: BlobStorage {
             // The orphan collector judges a file by its age: the new name must not look like an old orphan while
             // the catalog entry that will reference it is being written.
             utimes(target, nil)
-            try? BackupFiles.syncDirectory(directory)
+            try syncNamed(target, in: directory)
         }
         return name
     }
