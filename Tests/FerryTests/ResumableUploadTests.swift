@@ -1061,6 +1061,55 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("IETF refusals of inconsistent lengths carry the draft's problem details at version 6; a 405 names the methods its resource answers (Allow)")
+    func lengthProblemsAndAllow() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("problems").status == 200)
+            let ietf: [(name: String, value: String)] = [("Upload-Draft-Interop-Version", "6")]
+            let problem = "https://iana.org/assignments/http-problem-types#inconsistent-upload-length"
+            // A complete creation whose Upload-Length is not its body's length: refused before anything is made.
+            let mismatched = try await s3.send(
+                "POST", "/_ferry/uploads/s3/problems/a", headers: ietf + [("Upload-Complete", "?1"), ("Upload-Length", "10")],
+                body: [1, 2, 3], payload: .unsigned)
+            #expect(mismatched.status == 400 && mismatched.header("Content-Type") == "application/problem+json")
+            #expect(mismatched.text.contains(problem), "\(mismatched.text)")
+            // An append that completes an upload short of its length.
+            let created = try await s3.send(
+                "POST", "/_ferry/uploads/s3/problems/b", headers: ietf + [("Upload-Complete", "?0"), ("Upload-Length", "10")],
+                body: [1, 2, 3, 4, 5], payload: .unsigned)
+            let location = try #require(created.header("Location"), "\(created.status) \(created.text)")
+            let short = try await S3TestClient.fetchRaw(
+                "PATCH", location,
+                headers: ietf + [
+                    ("Content-Type", "application/partial-upload"), ("Upload-Offset", "5"), ("Upload-Complete", "?1"),
+                ],
+                body: [6, 7, 8])
+            #expect(short.status == 400 && short.header("Content-Type") == "application/problem+json")
+            #expect(short.text.contains(problem), "\(short.text)")
+            // 405s: an upload's URL and a creation URL each say what they answer.
+            let base = server.endpoint + "/_ferry/uploads/"
+            for (method, url, allowed) in [
+                ("GET", location, "DELETE, HEAD, OPTIONS, PATCH, POST"), ("PUT", location, "DELETE, HEAD, OPTIONS, PATCH, POST"),
+                ("POST", location, "DELETE, HEAD, OPTIONS, PATCH, POST"), ("GET", base, "OPTIONS, POST, PUT"),
+                ("PATCH", base, "OPTIONS, POST, PUT"), ("DELETE", base + "s3/problems/c", "OPTIONS, POST, PUT"),
+            ] {
+                // POST on an upload is a method override; one naming GET is not answered either.
+                let headers = method == "POST" ? [("X-HTTP-Method-Override", "GET")] : ietf
+                let reply = try await S3TestClient.fetchRaw(method, url, headers: headers)
+                #expect(reply.status == 405 && reply.header("Allow") == allowed, "\(method) \(url): \(reply.status) \(reply.headers)")
+            }
+            // tus creates with POST only.
+            let policy = PutPolicy(scope: "problems:tus.bin", deadline: Date().addingTimeInterval(3600))
+            let token = UploadToken.make(
+                accessKey: server.root.accessKeyId, secretKey: server.root.secretAccessKey, policy: policy)
+            let tusPut = try await S3TestClient.fetchRaw(
+                "PUT", base,
+                headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "1"), ("Authorization", "UpToken " + token)])
+            #expect(tusPut.status == 405 && tusPut.header("Allow") == "OPTIONS, POST, PUT", "\(tusPut.status) \(tusPut.text)")
+        }
+    }
+
     @Test("an abandoned upload expires: 410 once its time is past (which removes its record and its bytes), and the collector removes those of the others")
     func expiry() async throws {
         let time = ManualTime()

@@ -337,7 +337,7 @@ struct UploadQueueStateMachineTests {
         if case .attached(pause) = action { true } else { false }
     }
 
-    @Test("progress and the upload id are recorded on a listed file; an unlisted one is ignored")
+    @Test("progress and the upload id are recorded on a listed file; an unlisted one, or progress that changes nothing, is not told")
     func progressAndUploadId() {
         let (made, ids) = Self.machine(files: 1)
         var machine = made
@@ -348,8 +348,12 @@ struct UploadQueueStateMachineTests {
         #expect(machine.progressed(ID(value: 99), sent: 1, stored: 0, of: 2) == nil)
         // A run resumed after a failure starts at what was stored: the bytes sent do not go back; past them, they
         // count on. A file of another size (changed, uploaded afresh) starts over.
-        #expect(machine.progressed(ids[0], sent: 3, stored: 3, of: 10)?.uploadedSize == 5)
+        #expect(machine.progressed(ids[0], sent: 3, stored: 3, of: 10) == nil)
+        #expect(machine.item(ids[0])?.uploadedSize == 5)
         #expect(machine.progressed(ids[0], sent: 7, stored: 3, of: 10)?.uploadedSize == 7)
+        // The server's confirmation of the last bytes sent is told (the stored bytes advance), only once.
+        #expect(machine.progressed(ids[0], sent: 7, stored: 7, of: 10)?.storedSize == 7)
+        #expect(machine.progressed(ids[0], sent: 7, stored: 7, of: 10) == nil)
         #expect(machine.progressed(ids[0], sent: 2, stored: 0, of: 12)?.uploadedSize == 2)
         machine.uploadStarted(ID(value: 99), uploadId: "x")
         #expect(machine.items.count == 1)

@@ -253,11 +253,16 @@ extension UploadQueue {
         /// failed run had sent, and counts on from the larger.
         mutating func progressed(_ id: Item.ID, sent: Int64, stored: Int64, of total: Int64) -> Item? {
             guard let index = index(id) else { return nil }
-            let before = items[index].totalSize == total ? items[index].uploadedSize : 0
+            let was = items[index]
+            let before = was.totalSize == total ? was.uploadedSize : 0
             items[index].uploadedSize = min(max(before, sent), total)
             items[index].storedSize = stored
             items[index].totalSize = total
-            return items[index]
+            let now = items[index]
+            // Nothing to tell when nothing changed (a resumed run's bytes sent again, up to what was sent before).
+            guard (now.uploadedSize, now.storedSize, now.totalSize) != (was.uploadedSize, was.storedSize, was.totalSize)
+            else { return nil }
+            return now
         }
 
         /// The engine upload began, with this multipart upload id.

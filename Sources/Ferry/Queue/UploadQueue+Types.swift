@@ -160,7 +160,9 @@ public enum UploadQueueEvent: Sendable {
     /// A file started; with ``UploadQueue/Authorization/uploadAuth`` call
     /// ``UploadQueue/setUploadAuth(_:address:videoId:for:)`` now.
     case started(UploadQueue.Item)
-    /// Bytes of a file were uploaded: never backwards, ending at `totalSize`.
+    /// Bytes of a file were uploaded: never backwards, ending at `totalSize`. Also told when only the bytes the server
+    /// has confirmed storing (the item's ``UploadQueue/Item/storedSize``) advance, as when the last part is confirmed;
+    /// never when nothing changed.
     case progress(UploadQueue.Item, uploadedSize: Int64, totalSize: Int64)
     /// A file was uploaded and verified.
     case finished(UploadQueue.Item, MediaUploadResult)

@@ -183,7 +183,8 @@ public actor UploadQueue {
         for halt in machine.pause() { await perform(halt) }
     }
 
-    /// Continues a paused queue.
+    /// Continues a paused queue: paused files are ready again and start. Like ``start()``, it also runs a queue that
+    /// was stopped or never started (files a stop cancelled stay cancelled: ``resumeFile(_:)`` brings one back).
     public func resume() {
         perform(machine.resume())
     }

@@ -183,7 +183,9 @@ package struct MediaWorkerService: Service {
                             try await TraceContext.withSpan(
                                 "media.job " + job.kind.rawValue, parent: job.traceParent, ofKind: .consumer
                             ) {
-                                try await pipeline.run(job) { value in progress.withLockedValue { $0 = max($0 ?? 0, value) } }
+                                try await pipeline.run(job) { value in
+                                    progress.withLockedValue { $0 = max($0 ?? 0, value) }
+                                }
                             }
                         }
                         return .finished(.success(()))

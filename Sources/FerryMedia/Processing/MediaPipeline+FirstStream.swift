@@ -34,9 +34,9 @@ extension MediaPipeline {
             definition = lowest.definition
             progressive = encoded + "/" + lowest.fileName
             let progressFile = directory + "/first-progress.txt"
-            steps.append(
-                (plan.encoding { $0 == lowest }.encodeArguments(input: source, directory: encoded, progressFile: progressFile),
-                 progressFile))
+            let encode = plan.encoding { $0 == lowest }
+                .encodeArguments(input: source, directory: encoded, progressFile: progressFile)
+            steps.append((encode, progressFile))
             steps.append((plan.firstStreamPackageArguments(for: lowest, encoded: encoded, directory: output), nil))
         }
         for (arguments, progressFile) in steps {

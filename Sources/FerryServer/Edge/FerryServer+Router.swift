@@ -114,27 +114,34 @@ extension FerryServer {
         uploads.post("{id}") { request, context in
             try await resumable.overridden(request, context: context, id: try context.parameters.require("id"))
         }
-        uploads.on(["", "{id}"] + creation, methods: all.filter { ![.options, .head, .patch, .delete, .post, .put].contains($0) }) { request, _ -> Response in
-            throw ResumableRefusal(
-                .methodNotAllowed, "This upload resource does not answer \(request.method.rawValue).",
-                wire: (try? ResumableWire.of(request.headers)) ?? nil)
+        /// A 405 of the upload URLs, naming the methods the resource answers.
+        @Sendable func notAllowed(_ message: String, _ request: Request, upload: Bool) -> ResumableRefusal {
+            ResumableRefusal(
+                .methodNotAllowed, message, wire: (try? ResumableWire.of(request.headers)) ?? nil,
+                headers: [.allow: upload ? ResumableUploadAPI.uploadMethods : ResumableUploadAPI.creationMethods])
+        }
+        let others = all.filter { ![.options, .head, .patch, .delete, .post, .put].contains($0) }
+        uploads.on(["", "{id}"] + creation, methods: others) { request, context -> Response in
+            throw notAllowed(
+                "This upload resource does not answer \(request.method.rawValue).", request,
+                upload: context.parameters.get("id") != nil)
         }
         uploads.on([""], methods: [.post, .put]) { request, context in
             try await resumable.create(request, context: context, creator: .uploadToken)
         }
         uploads.on([""], methods: [.head, .patch, .delete]) { request, _ -> Response in
-            throw ResumableRefusal(
-                .methodNotAllowed, "Create uploads here with an upload token, at /_ferry/uploads/s3/<bucket>/<key> signed, or at a media upload URL.",
-                wire: (try? ResumableWire.of(request.headers)) ?? nil)
+            throw notAllowed(
+                "Create uploads here with an upload token, at /_ferry/uploads/s3/<bucket>/<key> signed, or at a media "
+                    + "upload URL.", request, upload: false)
         }
         uploads.on(["{id}"], methods: [.put]) { request, _ -> Response in
-            throw ResumableRefusal(.methodNotAllowed, "An upload answers HEAD, PATCH, DELETE and OPTIONS.", wire: (try? ResumableWire.of(request.headers)) ?? nil)
+            throw notAllowed("An upload answers HEAD, PATCH, DELETE and OPTIONS.", request, upload: true)
         }
         uploads.on(["grant/{grant}"], methods: [.head, .patch, .delete]) { request, _ -> Response in
-            throw ResumableRefusal(.methodNotAllowed, "An upload URL takes POST (tus) or an IETF upload creation.", wire: (try? ResumableWire.of(request.headers)) ?? nil)
+            throw notAllowed("An upload URL takes POST (tus) or an IETF upload creation.", request, upload: false)
         }
         uploads.on(["s3/**"], methods: [.head, .patch, .delete]) { request, _ -> Response in
-            throw ResumableRefusal(.methodNotAllowed, "A signed creation takes POST (tus) or an IETF upload creation.", wire: (try? ResumableWire.of(request.headers)) ?? nil)
+            throw notAllowed("A signed creation takes POST (tus) or an IETF upload creation.", request, upload: false)
         }
         uploads.on(["{id}/**", "grant/{grant}/**", "grant", "s3"], methods: all) { request, _ -> Response in
             throw ResumableRefusal(.notFound, "No upload has this URL.", wire: (try? ResumableWire.of(request.headers)) ?? nil)

@@ -48,6 +48,10 @@ struct ResumableUploadAPI: Sendable {
 
     /// Path prefix of the resource.
     static let pathPrefix = "/_ferry/uploads/"
+    /// The methods an upload's URL answers (`Allow` of its 405s); POST only with `X-HTTP-Method-Override`.
+    static let uploadMethods = "DELETE, HEAD, OPTIONS, PATCH, POST"
+    /// The methods a creation URL answers (POST for tus, POST or PUT for an IETF creation).
+    static let creationMethods = "OPTIONS, POST, PUT"
 
     /// Who may create an upload, and of what.
     enum Creator: Sendable {
@@ -253,7 +257,9 @@ struct ResumableUploadAPI: Sendable {
     private func createTus(_ request: Request, context: FerryRequestContext, target: Target) async throws -> Response {
         let wire = ResumableWire.tus
         guard request.method == .post else {
-            throw ResumableRefusal(.methodNotAllowed, "tus creates uploads with POST.", wire: wire)
+            throw ResumableRefusal(
+                .methodNotAllowed, "tus creates uploads with POST.", wire: wire,
+                headers: [.allow: Self.creationMethods])
         }
         let length = try wire.integer(.uploadLength, in: request.headers)
         let deferred = request.headers[.uploadDeferLength]
@@ -341,7 +347,9 @@ struct ResumableUploadAPI: Sendable {
         let declared = try wire.integer(.uploadLength, in: request.headers)
         let contentLength = try wire.integer(.contentLength, in: request.headers)
         if complete, let declared, let contentLength, declared != contentLength {
-            throw ResumableRefusal(.badRequest, "Upload-Length and Content-Length disagree on a complete upload.", wire: wire)
+            throw ResumableRefusal(
+                .badRequest, "Upload-Length and Content-Length disagree on a complete upload.", wire: wire,
+                problem: .inconsistentLength)
         }
         var attributes = ObjectAttributes()
         if let type = request.headers[.contentType], !IETFWire.isAppend(type), ContentSniffer.isUsableType(type) {
@@ -700,7 +708,7 @@ struct ResumableUploadAPI: Sendable {
         default:
             throw ResumableRefusal(
                 .methodNotAllowed, "An upload answers HEAD, PATCH, DELETE and OPTIONS.",
-                wire: try? ResumableWire.of(request.headers))
+                wire: try? ResumableWire.of(request.headers), headers: [.allow: Self.uploadMethods])
         }
     }
 
@@ -833,7 +841,8 @@ struct ResumableUploadAPI: Sendable {
         if stored.length == nil { stored = try await store.setResumableLength(stored, length: stored.offset) }
         guard stored.length == stored.offset else {
             throw ResumableRefusal(
-                .badRequest, "The upload was declared \(stored.length ?? 0) bytes long; \(stored.offset) arrived.", wire: wire)
+                .badRequest, "The upload was declared \(stored.length ?? 0) bytes long; \(stored.offset) arrived.",
+                wire: wire, problem: .inconsistentLength)
         }
         return await completed(try await finish(stored, wire: wire), wire: wire)
     }
