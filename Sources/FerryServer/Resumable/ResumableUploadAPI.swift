@@ -351,6 +351,10 @@ struct ResumableUploadAPI: Sendable {
                 .badRequest, "Upload-Length and Content-Length disagree on a complete upload.", wire: wire,
                 problem: .inconsistentLength)
         }
+        if let declared, let contentLength, contentLength > declared {
+            // Refused before an upload is made and named in a 104 only to be ended.
+            throw ResumableRefusal(.contentTooLarge, "The body passes the upload's length.", wire: wire)
+        }
         var attributes = ObjectAttributes()
         if let type = request.headers[.contentType], !IETFWire.isAppend(type), ContentSniffer.isUsableType(type) {
             attributes.contentType = type

@@ -182,11 +182,13 @@ class Exchange:
         lines = ["%s %s HTTP/1.1" % (method, target), "Host: %s" % parts.netloc]
         for name, value in headers:
             lines.append("%s: %s" % (name, value))
-        if body or method in ("POST", "PUT", "PATCH"):
+        # A request with Transfer-Encoding: chunked sends its body as one chunk, its length announced by nothing else.
+        chunked = any(name.lower() == "transfer-encoding" for name, _ in headers)
+        if not chunked and (body or method in ("POST", "PUT", "PATCH")):
             lines.append("Content-Length: %d" % len(body))
         lines.append("Connection: close")
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-        sock.sendall(body)
+        sock.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if chunked else body)
         data = b""
         while True:
             chunk = sock.recv(65536)
@@ -384,12 +386,19 @@ def ietf_edges(args):
                       "sixteenDigits": digits.final["status"], "parameterized": parameterized.final["status"],
                       "offsetAfterParameterized": parameterized_head.final["headers"].get("upload-offset")}
 
-    refused = Exchange(later(args), "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")], b"x" * 20)
+    # A body that passes the length it declares: seen only as it arrives (chunked), the upload the 104 named ends;
+    # announced by Content-Length, refused before anything is made.
+    refused = Exchange(later(args), "POST",
+                       base + ietf_flags(version, False) + [("Upload-Length", "10"), ("Transfer-Encoding", "chunked")],
+                       b"x" * 20)
     interim = refused.interim
     refused_location = interim[0]["headers"].get("location") if interim else None
     after = Exchange(refused_location, "HEAD", base) if refused_location else None
+    announced = Exchange(later(args), "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")], b"x" * 20)
     out["refusedCreation"] = {"interim": [r["status"] for r in interim], "status": refused.final["status"],
-                              "headAfter": after.final["status"] if after else None}
+                              "headAfter": after.final["status"] if after else None,
+                              "announcedInterim": [r["status"] for r in announced.interim],
+                              "announcedStatus": announced.final["status"]}
     emit(out)
 
 
