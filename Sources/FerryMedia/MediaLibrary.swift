@@ -318,7 +318,7 @@ public struct MediaLibrary: Sendable {
 
     /// Advances the videos and images still `Uploading` whose file is in storage: the server stopped, or the catalog
     /// failed, between storing the file and advancing its record (``objectStored(_:)``); a video would otherwise wait
-    /// for ``expireUnfinishedUploads(now:)``, an image for ever. Looks at every one created before
+    /// for ``expireUnfinishedUploads(now:pageSize:)``, an image for ever. Looks at every one created before
     /// ``storedUploadGrace``, `pageSize` at a time; one that cannot be looked at or advanced now is logged and left for
     /// the next pass. Returns how many advanced.
     func advanceStoredUploads(now: Date = Date(), pageSize: Int = 1000) async throws -> Int {

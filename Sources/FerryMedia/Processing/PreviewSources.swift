@@ -80,9 +80,6 @@ actor PreviewSources {
         }
     }
 
-    /// Names of the copies kept now.
-    var names: [String] { copies.keys.sorted() }
-
     private func settle(_ name: String, _ making: Task<Void, any Error>) async {
         let outcome = await making.result
         guard let copy = copies[name], copy.making == making else { return }

@@ -6,7 +6,7 @@ import NIOCore
 /// an async sequence of buffers the store writes as they arrive.
 ///
 /// `@unchecked Sendable`: a reader belongs to one request and is used by one task at a time — the handler reads the
-/// fields, then hands ``fileContent(limit:)`` to the store, which iterates it from the same task before the handler
+/// fields, then hands ``fileContent(limit:ignoringLaterParts:)`` to the store, which iterates it from the same task before the handler
 /// goes on; nothing touches it concurrently.
 final class FormBodyReader: @unchecked Sendable {
     private var body: RequestBody.AsyncIterator
@@ -21,7 +21,7 @@ final class FormBodyReader: @unchecked Sendable {
     enum Part {
         /// A text field, whole.
         case field(name: String, value: String)
-        /// The `file` part begins; its content follows through ``fileContent(limit:)``.
+        /// The `file` part begins; its content follows through ``fileContent(limit:ignoringLaterParts:)``.
         case file(MultipartFormParser.PartHeaders)
         /// The form ended without a file part.
         case end
@@ -104,7 +104,7 @@ final class FormBodyReader: @unchecked Sendable {
         throw FormUploadError(.malformedForm, "The form body ended inside a field.")
     }
 
-    /// The file part's first `count` bytes (all of them when it is shorter), read ahead: ``fileContent(limit:)`` still
+    /// The file part's first `count` bytes (all of them when it is shorter), read ahead: ``fileContent(limit:ignoringLaterParts:)`` still
     /// gives them. Called right after ``nextPart()`` returned the file.
     func peekFile(upTo count: Int) async throws -> [UInt8] {
         var head: [UInt8] = []

@@ -100,9 +100,6 @@ public struct ResumableUpload: Sendable, Hashable {
     /// Whether the upload becomes its object as soon as every byte has arrived: a single upload not waiting for a
     /// declaration of completion.
     public var completesWhenReceived: Bool { info.kind == .single && info.completesWhenDeclared != true }
-
-    /// Whether the upload is finished: turned into its object, or (a partial upload) fully received.
-    public var isComplete: Bool { etag != nil || (info.kind == .partial && isFullyReceived) }
 }
 
 /// How recording an append ended.

@@ -396,7 +396,7 @@ extension CatalogObjectStore {
             })
     }
 
-    /// Removes the uploads that expired before `now` (see ``terminateResumable(_:)``); returns how many.
+    /// Removes the uploads that expired before `now` (see ``terminateResumable(_:expired:)``); returns how many.
     package func expireResumableUploads(now: Date) async throws -> Int {
         var count = 0
         while true {

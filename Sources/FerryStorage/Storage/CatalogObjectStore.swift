@@ -15,8 +15,6 @@ public struct CatalogObjectStore: ObjectStore {
         public var minPartSize: Int64 = 5 * 1024 * 1024
         /// Largest single PUT or part (S3: 5 GiB).
         public var maxPartSize: Int64 = 5 * 1024 * 1024 * 1024
-        /// Largest number of parts.
-        public var maxParts = 10_000
         /// Bytes of disk kept free under blobs stored as files: a body that would leave less is refused
         /// (`InsufficientStorage`), so that the catalog's commits and the deletes that free space still fit.
         public var minFreeBytes: Int64 = 64 * 1024 * 1024

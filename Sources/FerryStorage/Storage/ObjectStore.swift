@@ -228,15 +228,6 @@ extension ObjectStore {
             condition: condition, verify: verify, charge: nil)
     }
 
-    /// Copies an object without charging any access key.
-    public func copyObject(
-        _ source: ObjectInfo, bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
-        condition: ObjectWriteCondition
-    ) async throws -> ObjectInfo {
-        try await copyObject(
-            source, bucket: bucket, key: key, attributes: attributes, tags: tags, condition: condition, charge: nil)
-    }
-
     /// Starts a multipart upload that counts against no access key's quota.
     public func createMultipartUpload(
         bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
@@ -254,15 +245,6 @@ extension ObjectStore {
     ) async throws -> PartInfo where Body.Element == ByteBuffer {
         try await uploadPart(
             upload, partNumber: partNumber, body: body, checksums: checksums, verify: verify, charge: nil)
-    }
-
-    /// Copies a part without a quota check.
-    public func uploadPartCopy(
-        _ upload: MultipartUploadInfo, partNumber: Int, source: ObjectInfo, range: ClosedRange<Int64>?,
-        checksums: [ChecksumAlgorithm]
-    ) async throws -> PartInfo {
-        try await uploadPartCopy(
-            upload, partNumber: partNumber, source: source, range: range, checksums: checksums, charge: nil)
     }
 }
 
