@@ -357,12 +357,12 @@ struct ServeCommand: AsyncParsableCommand {
             services = server.makeBackgroundServices()
             logger.info("ferry serve worker running", metadata: ["data-dir": .string(directory)])
             if let port = configuration.metricsPort {
-                say("ferry serve worker running, serving only GET /metrics on http://\(configuration.host):\(port) (data: \(directory))")
+                say("ferry serve worker running, serving only GET /metrics on http://\(HTTPTarget.bracketed(configuration.host)):\(port) (data: \(directory))")
             } else {
                 say("ferry serve worker running, listening on no port (data: \(directory))")
             }
         } else {
-            let host = configuration.host
+            let host = HTTPTarget.bracketed(configuration.host)
             services = [
                 server.runningServices.tracking(server.makeApplication { port in
                     logger.info(

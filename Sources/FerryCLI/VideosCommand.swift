@@ -201,7 +201,7 @@ struct PresignCommand: AsyncParsableCommand {
         guard let (bucket, key) = Self.split(object) else { throw ValidationError("Name the object as BUCKET/KEY.") }
         let url = try await service.with { connection -> String in
             let base = connection.publicEndpoint
-            let host = base.port.map { "\(base.host ?? "localhost"):\($0)" } ?? (base.host ?? "localhost")
+            let host = HTTPTarget.authority(of: base) ?? "localhost"
             let path = "/" + SigV4.uriEncode(bucket, encodeSlash: true) + "/" + SigV4.uriEncode(key, encodeSlash: false)
             let signer = SigV4Signer(credentials: connection.credentials.sigV4, region: connection.region)
             let query = try signer.presign(method: method.uppercased(), path: path, query: [], host: host, expires: expires, date: Date())

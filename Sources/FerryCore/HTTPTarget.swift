@@ -12,6 +12,18 @@ public enum HTTPTarget {
         return components
     }
 
+    /// `host` as a URL's authority spells it: an IPv6 address in brackets (`[::1]`), any other host as it is.
+    public static func bracketed(_ host: String) -> String {
+        host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+    }
+
+    /// `host[:port]` of `url` as its requests' `Host` header and a URL rebuilt from it spell it, an IPv6 address in
+    /// brackets (Foundation gives `URL.host` without them on Linux); nil when the URL has no host.
+    public static func authority(of url: URL) -> String? {
+        guard let host = url.host, !host.isEmpty else { return nil }
+        return url.port.map { "\(bracketed(host)):\($0)" } ?? bracketed(host)
+    }
+
     /// `text` with every byte a URL cannot hold as it is (a space, a quote, a non-ASCII letter's UTF-8, a `%` that
     /// begins no escape) percent-escaped, and its escapes kept: `/a/%2F/ü?y=%2F z` is `/a/%2F/%C3%BC?y=%2F%20z`. An
     /// HTTP client given a URL with a raw `ü` escapes the whole of it, `%2F` becoming `%252F`: another URL than the

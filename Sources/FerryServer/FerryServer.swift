@@ -368,7 +368,8 @@ public struct FerryServer: Sendable {
             services: makeBackgroundServices(),
             onServerRunning: { [directoryLock, host = configuration.host] channel in
                 let port = channel.localAddress?.port ?? 0
-                directoryLock.record(endpoint: "http://\(host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host):\(port)")
+                let reached = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : HTTPTarget.bracketed(host)
+                directoryLock.record(endpoint: "http://\(reached):\(port)")
                 await onServerRunning(port)
             },
             logger: serverLogger)

@@ -1,5 +1,5 @@
 import Crypto
-import Ferry
+@testable import Ferry
 import FerryCore
 import FerryTestSupport
 import Foundation
@@ -339,17 +339,24 @@ struct EdgeTests {
         }
     }
 
-    @Test("a public endpoint is http(s)://host[:port][/path]; anything else stops the server from opening")
+    @Test("a public endpoint is http(s)://host[:port], its scheme's default port left out as clients leave it out of Host; anything else (a path too) stops the server from opening")
     func publicEndpoints() throws {
-        for good in ["https://media.example.com", "http://127.0.0.1:9000", "http://[::1]:8080/", "https://cdn.example/ferry"] {
+        for good in ["https://media.example.com", "http://127.0.0.1:9000", "http://[::1]:8080/", "https://cdn.example//"] {
             let endpoint = try PublicEndpoint(parsing: good)
             #expect(!endpoint.base.hasSuffix("/"))
         }
-        #expect(try PublicEndpoint(parsing: "https://cdn.example/ferry/").base == "https://cdn.example/ferry")
         #expect(try PublicEndpoint(parsing: "http://h:1").authority == "h:1")
+        for (given, authority) in [
+            ("https://h:443", "h"), ("http://h:80/", "h"), ("http://h:443", "h:443"), ("https://h:80", "h:80"),
+            ("https://[::1]:443", "[::1]"), ("https://h:8443", "h:8443"),
+        ] {
+            let endpoint = try PublicEndpoint(parsing: given)
+            #expect(endpoint.authority == authority && endpoint.base == endpoint.scheme + "://" + authority, "\(given)")
+        }
+        #expect(throws: InvalidPublicEndpoint.self) { _ = try PublicEndpoint(parsing: "https://cdn.example/ferry") }
         for bad in [
             "media.example.com", "ftp://h", "http://", "http://user@h", "http://h?x=1", "http://h#f", "http://h:99999",
-            "http://a b", "javascript:alert(1)", "http://h/p?q",
+            "http://a b", "javascript:alert(1)", "http://h/p?q", "https://cdn.example/ferry", "http://h:443/p",
         ] {
             #expect(throws: InvalidPublicEndpoint.self, "\(bad)") { _ = try PublicEndpoint(parsing: bad) }
         }
@@ -358,6 +365,37 @@ struct EdgeTests {
         var configuration = FerryServerConfiguration(dataDirectory: directory)
         configuration.publicEndpoint = "http://h:99999"
         #expect(throws: InvalidPublicEndpoint.self) { _ = try FerryServer(configuration: configuration) }
+    }
+
+    @Test("behind a trusted proxy that says the client came over https (X-Forwarded-Proto), the URLs built on the request's Host are https; the header from anyone else changes nothing")
+    func forwardedHTTPS() async throws {
+        for trusted in [true, false] {
+            try await TestServer.with(configure: { if trusted { $0.trustedProxies = ["127.0.0.0/8"] } }) { server in
+                let s3 = server.client()
+                #expect(try await s3.createBucket("proto").status == 200)
+                for (proto, https) in [("https", trusted), ("http", false), ("https, http", false), ("http, https", trusted)] {
+                    let created = try await s3.send(
+                        "POST", "/_ferry/uploads/s3/proto/a",
+                        headers: [("Tus-Resumable", "1.0.0"), ("Upload-Length", "1"), ("X-Forwarded-Proto", proto)],
+                        payload: .unsigned)
+                    let location = try #require(created.header("Location"), "\(created.status) \(created.text)")
+                    let expected = (https ? "https" : "http") + "://127.0.0.1:\(server.port)/_ferry/uploads/"
+                    #expect(location.hasPrefix(expected), "trusted \(trusted), \(proto): \(location)")
+                }
+            }
+        }
+    }
+
+    @Test("an IPv6 address in a URL keeps its brackets in the Host header and the URLs the SDK and the CLI build")
+    func ipv6Authorities() {
+        #expect(HTTPTarget.authority(of: URL(string: "http://[::1]:8080/x")!) == "[::1]:8080")
+        #expect(HTTPTarget.authority(of: URL(string: "https://[fd00::1]")!) == "[fd00::1]")
+        #expect(HTTPTarget.authority(of: URL(string: "http://127.0.0.1:9000")!) == "127.0.0.1:9000")
+        #expect(HTTPTarget.bracketed("::1") == "[::1]" && HTTPTarget.bracketed("[::1]") == "[::1]")
+        #expect(HTTPTarget.bracketed("example.com") == "example.com")
+        let client = ObjectStorageClient(
+            endpoint: URL(string: "http://[::1]:9000")!, credentials: Credentials(accessKeyId: "a", secretAccessKey: "b"))
+        #expect(client.hostHeader == "[::1]:9000")
     }
 
     @Test("Host values: what RFC 3986 allows in an http authority, and nothing else")

@@ -117,11 +117,7 @@ public final class ObjectStorageClient: Sendable {
     }
 
     /// `host[:port]` as signed.
-    var hostHeader: String {
-        let host = endpoint.host ?? "localhost"
-        if let port = endpoint.port { return "\(host):\(port)" }
-        return host
-    }
+    var hostHeader: String { HTTPTarget.authority(of: endpoint) ?? "localhost" }
 
     /// The encoded path of a bucket or object, path-style.
     func path(bucket: String, key: String? = nil) -> String {

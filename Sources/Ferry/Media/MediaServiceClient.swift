@@ -68,7 +68,7 @@ public final class MediaServiceClient: Sendable {
 
     /// Signs and sends one operation with the retry policy; returns the body of a 2xx answer.
     private func send(_ action: String, body: [UInt8]) async throws -> [UInt8] {
-        let host = endpoint.port.map { "\(endpoint.host ?? "localhost"):\($0)" } ?? (endpoint.host ?? "localhost")
+        let host = HTTPTarget.authority(of: endpoint) ?? "localhost"
         var base = endpoint.path
         if base.hasSuffix("/") { base.removeLast() }
         let path = base + "/_ferry/v1/" + SigV4.uriEncode(action, encodeSlash: true)

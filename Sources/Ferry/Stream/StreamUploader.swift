@@ -251,8 +251,10 @@ public struct StreamUploader: Sendable {
         }
         headers.append(("Content-Length", "0"))
         if let signer {
-            guard let host = creationURL.host else { throw FerryError(.invalidArgument, "The creation URL has no host.") }
-            headers.append(("host", creationURL.port.map { "\(host):\($0)" } ?? host))
+            guard let host = HTTPTarget.authority(of: creationURL) else {
+                throw FerryError(.invalidArgument, "The creation URL has no host.")
+            }
+            headers.append(("host", host))
             headers = signer.sign(
                 method: "POST", path: creationURL.path(percentEncoded: true), query: [], headers: headers,
                 payloadHash: SigV4.unsignedPayload, date: Date()

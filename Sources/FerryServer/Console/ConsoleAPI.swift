@@ -32,9 +32,9 @@ struct ConsoleAPI: Sendable {
         // Media and covers may come from the public endpoint when it is another origin.
         var sources = "'self'"
         if let endpoint = media.configuration.publicEndpoint, let url = URL(string: endpoint), let scheme = url.scheme,
-            let host = url.host
+            let authority = HTTPTarget.authority(of: url)
         {
-            sources += " \(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? "")
+            sources += " \(scheme)://\(authority)"
         }
         let policy = [
             "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src \(sources) data: blob:",

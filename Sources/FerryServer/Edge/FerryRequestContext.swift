@@ -11,6 +11,9 @@ struct FerryRequestContext: RequestContext {
     /// The client's address: the connection's peer, or with `--trusted-proxy`, the address the trusted proxy in front
     /// saw (set by ``ForwardedClientMiddleware``).
     var clientAddress: String?
+    /// Whether a trusted proxy in front says the client reached it over https (`X-Forwarded-Proto: https`, set by
+    /// ``ForwardedClientMiddleware``): the URLs built on the request's `Host` are then `https`.
+    var forwardedHTTPS = false
     /// The id of this request, in every answer (`x-amz-request-id`, `RequestId`, `requestId`) and log record.
     let requestId: String
     /// Who made the request, set by the route group's authentication middleware; nil before it (and on routes that

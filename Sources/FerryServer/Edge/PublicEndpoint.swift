@@ -1,45 +1,56 @@
 import FerryCore
 import Foundation
 
-/// A base URL this service hands out (upload addresses, playback and download URLs): a scheme and an authority, with
-/// nothing after them but an optional path prefix, checked once when it is made so that URLs built on it never fail.
+/// A base URL this service hands out (upload addresses, playback and download URLs): a scheme and an authority with
+/// nothing after them, checked once when it is made so that URLs built on it never fail.
 ///
 /// It comes from the configured `--public-endpoint`, or from a request's `Host` once ``Authority`` has accepted it.
 public struct PublicEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// `http` or `https`.
     public let scheme: String
-    /// `host[:port]`, as a request to this endpoint signs its `Host` header.
+    /// `host[:port]`, as a request to this endpoint signs its `Host` header (without the scheme's default port, which
+    /// clients leave out of it).
     public let authority: String
-    /// The base every URL starts with: `scheme://authority[/prefix]`, without a trailing slash.
+    /// The base every URL starts with: `scheme://authority`, without a trailing slash.
     public let base: String
 
-    /// The endpoint a request reached, from its validated `Host`.
-    init(requestAuthority authority: String) {
-        scheme = "http"
+    /// The endpoint a request reached, from its validated `Host`; `https` when a trusted proxy says the client reached
+    /// it so.
+    init(requestAuthority authority: String, https: Bool = false) {
+        scheme = https ? "https" : "http"
         self.authority = authority
-        base = "http://" + authority
+        base = scheme + "://" + authority
     }
 
-    /// Parses a configured endpoint such as `https://media.example.com` or `http://127.0.0.1:9000`; throws
-    /// ``InvalidPublicEndpoint`` for anything else (another scheme, no host, a query, a fragment, user information, a
-    /// host that is not an RFC 3986 authority).
+    /// Parses a configured endpoint such as `https://media.example.com` or `http://127.0.0.1:9000`, the scheme's
+    /// default port (`:443`, `:80`) left out as clients leave it out of their `Host`; throws ``InvalidPublicEndpoint``
+    /// for anything else (another scheme, no host, a path, a query, a fragment, user information, a host that is not
+    /// an RFC 3986 authority). A path is refused: requests signed for the paths of an upload address under it would not
+    /// verify where a proxy strips it, nor route where none does.
     public init(parsing text: String) throws {
         let invalid = InvalidPublicEndpoint(
-            description: "The public endpoint '\(text.prefix(200))' must be http(s)://host[:port][/path] with nothing else.")
+            description: "The public endpoint '\(text.prefix(200))' must be http(s)://host[:port] with nothing else.")
         guard let schemeEnd = text.range(of: "://") else { throw invalid }
         let scheme = text[..<schemeEnd.lowerBound].lowercased()
         guard scheme == "http" || scheme == "https" else { throw invalid }
         var rest = text[schemeEnd.upperBound...]
         while rest.hasSuffix("/") { rest = rest.dropLast() }
-        let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
-        let authority = String(rest[..<authorityEnd])
-        let path = rest[authorityEnd...]
-        guard Authority.isValid(authority),
-            path.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-._~/".contains($0)) })
-        else { throw invalid }
+        var authority = String(rest)
+        guard Authority.isValid(authority) else {
+            if let slash = rest.firstIndex(of: "/"), Authority.isValid(String(rest[..<slash])) {
+                throw InvalidPublicEndpoint(
+                    description: "The public endpoint '\(text.prefix(200))' has a path; Ferry is served at the root "
+                        + "of its host: give http(s)://host[:port] (a proxy can give Ferry a host name of its own).")
+            }
+            throw invalid
+        }
+        let defaultPort = scheme == "https" ? ":443" : ":80"
+        if authority.hasSuffix(defaultPort), Authority.isValid(String(authority.dropLast(defaultPort.count))) {
+            authority.removeLast(defaultPort.count)
+        }
         self.scheme = scheme
         self.authority = authority
-        base = scheme + "://" + authority + path
+        base = scheme + "://" + authority
     }
 
     /// The base URL.

@@ -43,7 +43,8 @@ struct TrustedProxies: Sendable {
         return client
     }
 
-    private func isTrusted(_ address: String) -> Bool {
+    /// Whether `address` is one of the trusted proxies.
+    func isTrusted(_ address: String) -> Bool {
         guard let bytes = CallbackTargets.Network.bytes(of: address) else { return false }
         return networks.contains { $0.contains(bytes) }
     }
@@ -62,7 +63,8 @@ enum ClientAddress {
     }
 }
 
-/// Sets the request's client address (``FerryRequestContext/clientAddress``) from `X-Forwarded-For` when the
+/// Sets the request's client address (``FerryRequestContext/clientAddress``) from `X-Forwarded-For`, and whether the
+/// client reached the proxy over https (``FerryRequestContext/forwardedHTTPS``) from `X-Forwarded-Proto`, when the
 /// connection comes from a trusted proxy; in the stack only when `--trusted-proxy` names one.
 struct ForwardedClientMiddleware: RouterMiddleware {
     typealias Context = FerryRequestContext
@@ -72,6 +74,11 @@ struct ForwardedClientMiddleware: RouterMiddleware {
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         var context = context
+        if let peer = context.clientAddress, proxies.isTrusted(peer) {
+            // The nearest proxy's word: the last value when several proxies appended theirs.
+            let proto = request.headers[values: .xForwardedProto].flatMap { $0.split(separator: ",") }.last
+            context.forwardedHTTPS = proto?.trimmingCharacters(in: .whitespaces).lowercased() == "https"
+        }
         context.clientAddress = proxies.client(
             peer: context.clientAddress, forwardedFor: request.headers[values: .xForwardedFor])
         return try await next(request, context)

@@ -38,7 +38,7 @@ struct AuthorityMiddleware: RouterMiddleware {
             throw FerryDomainError(.invalidHost, "The Host header is not a valid host[:port].")
         }
         var context = context
-        context.requestEndpoint = PublicEndpoint(requestAuthority: authority)
+        context.requestEndpoint = PublicEndpoint(requestAuthority: authority, https: context.forwardedHTTPS)
         return try await next(request, context)
     }
 }
