@@ -40,14 +40,19 @@ struct FerryRun: Sendable {
     }
 
     /// Runs `ferry arguments…`; with `interruptWhen`, sends `signal` (SIGINT, Ctrl-C) once a stdout line satisfies it,
-    /// with `signalAfter`, that many seconds after the start.
+    /// with `signalAfter`, that many seconds after the start; with `clockOffset` (`+2h`, `-30m`), under libfaketime's
+    /// `faketime`, as on a device whose clock is that far off.
     static func run(
         _ arguments: [String], environment: [String: String] = [:], inTerminal: Bool = false,
-        interruptWhen: (@Sendable (String) -> Bool)? = nil, signal: Int32 = SIGINT, signalAfter: TimeInterval? = nil
+        interruptWhen: (@Sendable (String) -> Bool)? = nil, signal: Int32 = SIGINT, signalAfter: TimeInterval? = nil,
+        clockOffset: String? = nil
     ) async throws -> FerryRun {
         try await runBlocking {
             let process = Process()
-            if inTerminal {
+            if let clockOffset {
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/faketime")
+                process.arguments = ["-f", clockOffset, FerryExecutable.path] + arguments
+            } else if inTerminal {
                 // util-linux `script` runs the command on a pseudo-terminal and copies what it prints.
                 process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
                 let command = ([FerryExecutable.path] + arguments).map { "'" + $0 + "'" }.joined(separator: " ")
@@ -67,6 +72,8 @@ struct FerryRun: Sendable {
             env["HOME"] = TemporaryDirectory.make("ferry-cli-home")
             // The embedded service's media tools at nice 10 but not SCHED_IDLE (as FerryExecutable.Server's).
             env["FERRY_MEDIA_IDLE_SCHEDULING"] = "0"
+            // Under faketime the monotonic clock stays true, so timers and retries' waits keep their length.
+            if clockOffset != nil { env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1" }
             env.merge(environment) { $1 }
             process.environment = env
             defer { if environment["HOME"] == nil, let home = env["HOME"] { try? FileManager.default.removeItem(atPath: home) } }

@@ -65,7 +65,7 @@ final class CredentialCache: @unchecked Sendable {
     ///   - renew: gets the next credential; only one call runs at a time.
     init(
         _ initial: Credentials? = nil, minimumValidity: TimeInterval = 0, renewAhead: TimeInterval = 0,
-        now: @escaping @Sendable () -> Date = { Date() }, waiting: @escaping @Sendable () -> Void = {},
+        now: @escaping @Sendable () -> Date = { ServiceClock.now() }, waiting: @escaping @Sendable () -> Void = {},
         renew: @escaping @Sendable () async throws -> Credentials
     ) {
         state = initial.map { .holding($0) } ?? .empty

@@ -26,7 +26,7 @@ public struct Credentials: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether they expire within `margin` of `now`.
-    public func isExpired(at now: Date = Date(), margin: TimeInterval = 0) -> Bool {
+    public func isExpired(at now: Date = ServiceClock.now(), margin: TimeInterval = 0) -> Bool {
         guard let expiration else { return false }
         return expiration.timeIntervalSince(now) <= margin
     }

@@ -22,9 +22,10 @@ public final class ObjectStorageClient: Sendable {
         /// What waits between retries sleep on. Default: the continuous clock; tests inject one that does not wait.
         public var clock: any Clock<Duration> = ContinuousClock()
         /// What the client reads the time of day from when it judges whether credentials have expired (a refused
-        /// request with credentials past their expiry is refreshed, not retried). Default: the system's time; tests
-        /// inject a time of their own instead of waiting for credentials to expire.
-        public var now: @Sendable () -> Date = { Date() }
+        /// request with credentials past their expiry is refreshed, not retried). Default: the services' time as the
+        /// device knows it (``ServiceClock``); tests inject a time of their own instead of waiting for credentials to
+        /// expire.
+        public var now: @Sendable () -> Date = { ServiceClock.now() }
         /// Time one request may take before it is abandoned and retried. Default 120 s. A request that sends a body (a
         /// part, an object) is abandoned only when its body goes this long without moving (with the AsyncHTTPClient
         /// transport at most 60 s), or its answer 300 s once the body is sent: a slow link that keeps taking a part

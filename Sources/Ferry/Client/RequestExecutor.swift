@@ -31,7 +31,7 @@ actor CredentialSource {
     /// The credentials that last replaced refused ones (the override, or the provider's answer to a refusal).
     private let replacement: CredentialCache
 
-    init(provider: any CredentialProvider, now: @escaping @Sendable () -> Date = { Date() }) {
+    init(provider: any CredentialProvider, now: @escaping @Sendable () -> Date = { ServiceClock.now() }) {
         self.provider = provider
         self.now = now
         replacement = CredentialCache(now: now) { try await provider.credentials() }
@@ -140,7 +140,7 @@ extension ObjectStorageClient {
         let signer = SigV4Signer(credentials: credentials.sigV4, region: region)
         let headers = signer.sign(
             method: request.method, path: path, query: request.query, headers: [("host", hostHeader)] + request.headers,
-            payloadHash: payloadHash, date: Date()
+            payloadHash: payloadHash, date: ServiceClock.now()
         ).headers
         var url = (endpoint.scheme ?? "http") + "://" + hostHeader + path
         if !request.query.isEmpty {
@@ -156,7 +156,10 @@ extension ObjectStorageClient {
             timeout: request.timeout ?? configuration.timeoutIntervalForRequest)
         let transport = configuration.transport
         let sendRequest: @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse = { progress in
-            try await transport.send(transportRequest, bodyProgress: progress, responseSink: request.responseSink)
+            let response = try await transport.send(
+                transportRequest, bodyProgress: progress, responseSink: request.responseSink)
+            ServiceClock.observe(dateHeader: response.header("Date"))
+            return response
         }
         let response: TransportResponse
         do {

@@ -80,7 +80,7 @@ public final class MediaServiceClient: Sendable {
             let signer = SigV4Signer(credentials: credentials.sigV4, region: region, service: "ferry")
             let headers = signer.sign(
                 method: "POST", path: path, query: [], headers: [("host", host), ("content-type", "application/json")],
-                payloadHash: SigV4.hexSHA256(body), date: Date()
+                payloadHash: SigV4.hexSHA256(body), date: ServiceClock.now()
             ).headers
             let request = TransportRequest(
                 method: "POST", url: (endpoint.scheme ?? "http") + "://" + host + path, headers: headers + attempt.headers,
@@ -102,7 +102,9 @@ public final class MediaServiceClient: Sendable {
         -> TransportResponse
     {
         do {
-            return try await configuration.transport.send(request, bodyProgress: { _ in }, responseSink: nil)
+            let response = try await configuration.transport.send(request, bodyProgress: { _ in }, responseSink: nil)
+            ServiceClock.observe(dateHeader: response.header("Date"))
+            return response
         } catch let error as TransportError {
             if Task.isCancelled { throw CancellationError() }
             throw FerryError(error.isTimeout ? .timeout : .network, error.message, underlying: error)

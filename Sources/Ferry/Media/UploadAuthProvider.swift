@@ -20,11 +20,13 @@ public actor UploadAuthProvider: CredentialProvider {
     ///   - margin: how long before its expiry a credential is renewed. Default 60 s.
     ///   - renewAhead: how long before its expiry a renewal starts in the background while the credential is still
     ///     handed out, so parts do not wait for it. Default nil: the same as `margin` (parts wait for the renewal).
-    ///   - now: the time of day expiry is judged by. Default: the system's time (tests pass their own).
+    ///   - now: the time of day expiry is judged by. Default: the services' time as the device knows it
+    ///     (``ServiceClock``; tests pass their own).
     ///   - refresh: gets the next credential, typically by calling RefreshUploadVideo.
     public init(
         auth: UploadAuth, margin: TimeInterval = 60, renewAhead: TimeInterval? = nil,
-        now: @escaping @Sendable () -> Date = { Date() }, refresh: @escaping @Sendable () async throws -> UploadAuth
+        now: @escaping @Sendable () -> Date = { ServiceClock.now() },
+        refresh: @escaping @Sendable () async throws -> UploadAuth
     ) {
         self.margin = margin
         self.renewAhead = max(renewAhead ?? margin, margin)

@@ -527,7 +527,7 @@ public actor ResumableUploadTask {
             }
         }
         if uploadId == nil {
-            let began = Date()
+            let began = ServiceClock.now()
             if let checkpoints {
                 if let earlier = checkpoints.intent(checkpointId) { await abortLostUploads(createdAround: earlier) }
                 try checkpoints.saveIntent(checkpointId, at: began)

@@ -185,7 +185,24 @@ public actor ShortVideoUploader {
 
     /// Continues with a new STS credential after ``ShortVideoEvent/tokenExpired`` (the seed's
     /// `refreshWithAccessKeyId:accessKeySecret:accessToken:expireTime:`).
+    ///
+    /// A credential that has expired already by the service's time (asked of the service when none of its answers
+    /// has told it yet, so a device whose clock is wrong is not misled) ends the upload with
+    /// ``FerryError/Code/credentialsExpired`` instead of another ``ShortVideoEvent/tokenExpired``.
     public func refresh(credentials: Credentials) async {
+        if credentials.isExpired(at: configuration.engine.now()) {
+            await ServiceClock.calibrate(against: endpoint, transport: configuration.engine.transport)
+        }
+        if credentials.isExpired(at: configuration.engine.now()), let waiter = tokenWaiter {
+            tokenWaiter = nil
+            let expiry = credentials.expiration.map { " (at \($0.formatted(.iso8601)))" } ?? ""
+            waiter.resume(
+                throwing: FerryError(
+                    .credentialsExpired,
+                    "The credential given has expired already\(expiry), by the service's time "
+                        + "\(configuration.engine.now().formatted(.iso8601)); ask the app server for a fresh one."))
+            return
+        }
         token?.replace(with: credentials)
         tokenWaiter?.resume()
         tokenWaiter = nil

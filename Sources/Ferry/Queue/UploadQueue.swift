@@ -223,6 +223,7 @@ public actor UploadQueue {
         guard let auth = UploadAuth(encoded: uploadAuth) else {
             throw FerryError(.invalidArgument, "The upload credential cannot be decoded.")
         }
+        await calibrateClock(judging: auth.ferryCredentials, item: item)
         guard !auth.ferryCredentials.isExpired(at: configuration.objectStorage.now()) else {
             throw FerryError(.credentialsExpired, "The upload credential has expired already; ask for a new one.")
         }
@@ -237,12 +238,25 @@ public actor UploadQueue {
     /// `tokenExpired` event is sent for them, so an app that answers every event at once does not go round in a loop.
     @discardableResult
     public func resume(withToken credentials: Credentials) async -> Bool {
+        await calibrateClock(judging: credentials, item: nil)
         guard !credentials.isExpired(at: configuration.objectStorage.now()) else { return false }
         stsToken?.replace(with: credentials)
         for (_, waiter) in tokenWaiters { waiter.resume() }
         tokenWaiters = [:]
         for id in machine.takeExpired() { await renew(id) }
         return true
+    }
+
+    /// Before a credential the app just gave is judged expired by this device's clock, asks the service its time
+    /// (``ServiceClock/calibrate(against:transport:)``) when none has told it yet: on a device whose clock is hours
+    /// ahead every fresh credential looks expired.
+    private func calibrateClock(judging credentials: Credentials, item: Item.ID?) async {
+        guard credentials.isExpired(at: configuration.objectStorage.now()), !ServiceClock.hasObserved else { return }
+        var endpoint: URL?
+        if case .sts(let serviceEndpoint, _) = authorization { endpoint = serviceEndpoint }
+        if endpoint == nil, let item, let ticket = tickets[item] { endpoint = URL(string: ticket.address.endpoint) }
+        guard let endpoint else { return }
+        await ServiceClock.calibrate(against: endpoint, transport: configuration.objectStorage.transport)
     }
 
     /// Ends ``events`` (for an owner that is done with the queue).

@@ -257,7 +257,7 @@ public struct StreamUploader: Sendable {
             headers.append(("host", host))
             headers = signer.sign(
                 method: "POST", path: creationURL.path(percentEncoded: true), query: [], headers: headers,
-                payloadHash: SigV4.unsignedPayload, date: Date()
+                payloadHash: SigV4.unsignedPayload, date: ServiceClock.now()
             ).headers
             headers.removeAll { $0.name == "host" }
         }
@@ -456,7 +456,9 @@ public struct StreamUploader: Sendable {
         async throws(FerryError) -> TransportResponse
     {
         do {
-            return try await transport.send(request, bodyProgress: bodyProgress, responseSink: nil)
+            let response = try await transport.send(request, bodyProgress: bodyProgress, responseSink: nil)
+            ServiceClock.observe(dateHeader: response.header("Date"))
+            return response
         } catch let error as TransportError {
             throw FerryError(error.isTimeout ? .timeout : .network, error.message)
         } catch is CancellationError {
