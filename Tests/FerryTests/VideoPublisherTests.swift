@@ -198,7 +198,12 @@ struct VideoPublisherTests {
             #expect(stored.key == "video/\(videoId)/source.mp4")
             #expect(stored.cateId == 7)
             #expect(stored.userData == "from-test")
-            #expect(stored.coverURL?.hasSuffix("/ferry-media/video/\(videoId)/cover.jpg") == true)
+            // The cover's key is kept (no URL naming the Host the device sent); readers get a playback URL of it.
+            #expect(stored.coverURL == nil && stored.snapshotKey == "video/\(videoId)/cover.jpg")
+            let info = try await server.media().getVideoInfo(videoId: videoId)
+            let described = try #require(info.coverURL)
+            #expect(described.contains("/_ferry/play/\(videoId)/cover.jpg"), "\(described)")
+            #expect(Data(try await S3TestClient.fetch(described).body) == (try Data(contentsOf: cover)))
             let served = try await S3TestClient.fetch(try #require(result.videoURL))
             #expect(served.status == 200)
             #expect(Data(served.body) == (try Data(contentsOf: video)))

@@ -245,11 +245,12 @@ public struct PublishAPI: Sendable {
         // Normally the upload itself advanced the video; this covers a server stopped between the two.
         try await media.library.videoStored(video.videoId, object: stored)
         if let cover = session.c {
-            // The catalog keeps the cover's plain object URL (like an image's ImageURL); the answer carries signed ones.
-            let url = media.objectURL(key: cover, call)
+            // The catalog keeps the cover's key, as for a cover taken from the video: readers get a playback URL of
+            // it built on their own request. A URL built here would name the Host of this request, which its
+            // signature does not cover, for every later reader.
             video = try await media.catalog.updateVideo(video.videoId) { video in
                 guard video.status != VideoStatus.deleted else { return .keep }
-                video.coverURL = url
+                video.snapshotKey = cover
                 video.updatedAt = Date()
                 return .save()
             } ?? video
