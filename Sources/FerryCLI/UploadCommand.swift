@@ -120,6 +120,19 @@ struct UploadCommand: AsyncParsableCommand {
     func validate() throws {
         if key != nil && bucket == nil { throw ValidationError("--key needs --bucket.") }
         if key != nil && files.count > 1 { throw ValidationError("--key works with one file only.") }
+        if bucket != nil, key == nil, files.count > 1 {
+            // Each file's key is its name: two files of one name would overwrite each other, the last one kept.
+            var seen: [String: String] = [:]
+            for path in files {
+                let name = URL(fileURLWithPath: path).lastPathComponent
+                if let first = seen[name] {
+                    throw ValidationError(
+                        "'\(TerminalText.safe(first))' and '\(TerminalText.safe(path))' would both be stored as "
+                            + "'\(TerminalText.safe(name))' (a file's key is its name): upload them apart, with --key.")
+                }
+                seen[name] = path
+            }
+        }
         if !(1...ResumableUploadRequest.maxConcurrency).contains(parallel) {
             throw ValidationError("--parallel must be from 1 to \(ResumableUploadRequest.maxConcurrency).")
         }

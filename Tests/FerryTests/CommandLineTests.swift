@@ -1505,6 +1505,21 @@ struct CommandLineTests {
         #expect(bad.error.contains("tus, ietf"))
     }
 
+    @Test("upload --bucket of two files of one name (a/dup.bin, b/dup.bin) is refused before anything is sent: each would be stored as dup.bin, the last one kept")
+    func sameNameRefused() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-same-name")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        try FileManager.default.createDirectory(atPath: data + "/a", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: data + "/b", withIntermediateDirectories: true)
+        for directory in ["a", "b"] { try Data(directory.utf8).write(to: URL(fileURLWithPath: data + "/\(directory)/dup.bin")) }
+        let same = try await FerryRun.run(
+            ["upload", "--bucket", "dups", "--data-dir", data + "/ferry", data + "/a/dup.bin", data + "/b/dup.bin"])
+        #expect(same.status == 64 && same.error.contains("would both be stored as 'dup.bin'"), "\(same.error)")
+        await #expect(throws: (any Error).self) {
+            try await storedBytes(dataDirectory: data + "/ferry", bucket: "dups", key: "dup.bin")
+        }
+    }
+
     @Test("without --data-dir the embedded service keeps its data under $HOME/.ferry, whatever the account's home")
     func honoursHome() async throws {
         let home = TemporaryDirectory.make("ferry-cli-home")
