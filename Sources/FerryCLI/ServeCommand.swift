@@ -357,7 +357,8 @@ struct ServeCommand: AsyncParsableCommand {
             services = server.makeBackgroundServices()
             logger.info("ferry serve worker running", metadata: ["data-dir": .string(directory)])
             if let port = configuration.metricsPort {
-                say("ferry serve worker running, serving only GET /metrics on http://\(HTTPTarget.bracketed(configuration.host)):\(port) (data: \(directory))")
+                let address = "http://\(HTTPTarget.bracketed(configuration.host)):\(port)"
+                say("ferry serve worker running, serving only GET /metrics on \(address) (data: \(directory))")
             } else {
                 say("ferry serve worker running, listening on no port (data: \(directory))")
             }

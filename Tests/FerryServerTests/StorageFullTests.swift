@@ -33,12 +33,14 @@ struct StorageFullTests {
         let root = TemporaryDirectory.make("ferry-blobs-reserve")
         defer { try? FileManager.default.removeItem(atPath: root) }
         var files = try BlobFiles(root: root, reserve: 2 << 20)
-        // A disk of 9 MiB, of which the blob directory's files (and directories) use what they hold.
+        // A disk of 9 MiB, of which the blob directory's files use what they hold.
         files.freeBytes = { path in
             let walker = FileManager.default.enumerator(atPath: path)
             var used: Int64 = 0
             while let name = walker?.nextObject() as? String {
-                used += (try? FileManager.default.attributesOfItem(atPath: path + "/" + name)[.size] as? Int64) ?? 0
+                let attributes = try? FileManager.default.attributesOfItem(atPath: path + "/" + name)
+                guard attributes?[.type] as? FileAttributeType == .typeRegular else { continue }
+                used += attributes?[.size] as? Int64 ?? 0
             }
             return (9 << 20) - used
         }

@@ -140,7 +140,7 @@ extension ObjectStorageClient {
         let signer = SigV4Signer(credentials: credentials.sigV4, region: region)
         let headers = signer.sign(
             method: request.method, path: path, query: request.query, headers: [("host", hostHeader)] + request.headers,
-            payloadHash: payloadHash, date: ServiceClock.now()
+            payloadHash: payloadHash, date: ServiceClock.now(for: hostHeader)
         ).headers
         var url = (endpoint.scheme ?? "http") + "://" + hostHeader + path
         if !request.query.isEmpty {
@@ -155,10 +155,12 @@ extension ObjectStorageClient {
             method: request.method, url: url, headers: headers + attempt.headers, bodyBuffer: request.body,
             timeout: request.timeout ?? configuration.timeoutIntervalForRequest)
         let transport = configuration.transport
+        let host = hostHeader
         let sendRequest: @Sendable (@escaping @Sendable (Int) -> Void) async throws -> TransportResponse = { progress in
             let response = try await transport.send(
                 transportRequest, bodyProgress: progress, responseSink: request.responseSink)
-            ServiceClock.observe(dateHeader: response.header("Date"))
+            ServiceClock.observe(
+                status: response.status, body: response.body, dateHeader: response.header("Date"), from: host)
             return response
         }
         let response: TransportResponse

@@ -80,7 +80,7 @@ public final class MediaServiceClient: Sendable {
             let signer = SigV4Signer(credentials: credentials.sigV4, region: region, service: "ferry")
             let headers = signer.sign(
                 method: "POST", path: path, query: [], headers: [("host", host), ("content-type", "application/json")],
-                payloadHash: SigV4.hexSHA256(body), date: ServiceClock.now()
+                payloadHash: SigV4.hexSHA256(body), date: ServiceClock.now(for: host)
             ).headers
             let request = TransportRequest(
                 method: "POST", url: (endpoint.scheme ?? "http") + "://" + host + path, headers: headers + attempt.headers,
@@ -103,7 +103,10 @@ public final class MediaServiceClient: Sendable {
     {
         do {
             let response = try await configuration.transport.send(request, bodyProgress: { _ in }, responseSink: nil)
-            ServiceClock.observe(dateHeader: response.header("Date"))
+            if let host = URL(string: request.url).flatMap(HTTPTarget.authority(of:)) {
+                ServiceClock.observe(
+                    status: response.status, body: response.body, dateHeader: response.header("Date"), from: host)
+            }
             return response
         } catch let error as TransportError {
             if Task.isCancelled { throw CancellationError() }

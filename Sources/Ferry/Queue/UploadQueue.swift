@@ -247,11 +247,11 @@ public actor UploadQueue {
         return true
     }
 
-    /// Before a credential the app just gave is judged expired by this device's clock, asks the service its time
-    /// (``ServiceClock/calibrate(against:transport:)``) when none has told it yet: on a device whose clock is hours
-    /// ahead every fresh credential looks expired.
+    /// Before a credential the app just gave is judged expired, asks the service its time
+    /// (``ServiceClock/calibrate(against:transport:)``): on a device whose clock is hours ahead every fresh credential
+    /// looks expired by it.
     private func calibrateClock(judging credentials: Credentials, item: Item.ID?) async {
-        guard credentials.isExpired(at: configuration.objectStorage.now()), !ServiceClock.hasObserved else { return }
+        guard credentials.isExpired(at: configuration.objectStorage.now()) else { return }
         var endpoint: URL?
         if case .sts(let serviceEndpoint, _) = authorization { endpoint = serviceEndpoint }
         if endpoint == nil, let item, let ticket = tickets[item] { endpoint = URL(string: ticket.address.endpoint) }

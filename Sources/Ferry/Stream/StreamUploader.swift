@@ -257,7 +257,7 @@ public struct StreamUploader: Sendable {
             headers.append(("host", host))
             headers = signer.sign(
                 method: "POST", path: creationURL.path(percentEncoded: true), query: [], headers: headers,
-                payloadHash: SigV4.unsignedPayload, date: ServiceClock.now()
+                payloadHash: SigV4.unsignedPayload, date: ServiceClock.now(for: host)
             ).headers
             headers.removeAll { $0.name == "host" }
         }
@@ -457,7 +457,10 @@ public struct StreamUploader: Sendable {
     {
         do {
             let response = try await transport.send(request, bodyProgress: bodyProgress, responseSink: nil)
-            ServiceClock.observe(dateHeader: response.header("Date"))
+            if let host = URL(string: request.url).flatMap(HTTPTarget.authority(of:)) {
+                ServiceClock.observe(
+                    status: response.status, body: response.body, dateHeader: response.header("Date"), from: host)
+            }
             return response
         } catch let error as TransportError {
             throw FerryError(error.isTimeout ? .timeout : .network, error.message)

@@ -763,7 +763,6 @@ package struct MediaPipeline: Sendable {
         [VideoStatus.uploadSucc, VideoStatus.transcoding, VideoStatus.normal, VideoStatus.transcodeFail].contains(status)
     }
 
-    /// The position ffmpeg last reported (`out_time_us=` in its progress output), in seconds.
     /// How far an encode writing the progress file `file` is through a source lasting `duration` (0 to 1); nil before
     /// it says, or for a source of unknown length.
     static func progress(of file: String, lasting duration: Double?) -> Double? {
@@ -773,6 +772,7 @@ package struct MediaPipeline: Sendable {
         return min(max(seconds / duration, 0), 1)
     }
 
+    /// The position ffmpeg last reported (`out_time_us=` in its progress output), in seconds.
     static func progressSeconds(_ text: String) -> Double? {
         for line in text.split(whereSeparator: \.isNewline).reversed() where line.hasPrefix("out_time_us=") {
             if let micros = Double(line.dropFirst("out_time_us=".count)), micros >= 0 { return micros / 1_000_000 }

@@ -248,7 +248,6 @@ package struct TranscodePlan: Sendable, Hashable {
         ]
     }
 
-    /// This plan with only the outputs `keep` accepts (the ladder once its first stream's definition is encoded).
     /// The part of the plan's pixels (width × height, summed over its renditions with a picture) that `output` makes:
     /// a measure of its share of the encode's work; 0 for a rendition without picture.
     func pixelShare(of output: Output) -> Double {
@@ -257,6 +256,7 @@ package struct TranscodePlan: Sendable, Hashable {
         return total > 0 ? pixels(output) / total : 0
     }
 
+    /// This plan with only the outputs `keep` accepts (the ladder once its first stream's definition is encoded).
     func encoding(only keep: (Output) -> Bool) -> TranscodePlan {
         var plan = self
         plan.outputs = outputs.filter(keep)

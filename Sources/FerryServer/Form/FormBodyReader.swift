@@ -6,8 +6,8 @@ import NIOCore
 /// an async sequence of buffers the store writes as they arrive.
 ///
 /// `@unchecked Sendable`: a reader belongs to one request and is used by one task at a time — the handler reads the
-/// fields, then hands ``fileContent(limit:ignoringLaterParts:)`` to the store, which iterates it from the same task before the handler
-/// goes on; nothing touches it concurrently.
+/// fields, then hands ``fileContent(limit:ignoringLaterParts:)`` to the store, which iterates it from the same task
+/// before the handler goes on; nothing touches it concurrently.
 final class FormBodyReader: @unchecked Sendable {
     private var body: RequestBody.AsyncIterator
     private var parser: MultipartFormParser
@@ -104,8 +104,9 @@ final class FormBodyReader: @unchecked Sendable {
         throw FormUploadError(.malformedForm, "The form body ended inside a field.")
     }
 
-    /// The file part's first `count` bytes (all of them when it is shorter), read ahead: ``fileContent(limit:ignoringLaterParts:)`` still
-    /// gives them. Called right after ``nextPart()`` returned the file.
+    /// The file part's first `count` bytes (all of them when it is shorter), read ahead:
+    /// ``fileContent(limit:ignoringLaterParts:)`` still gives them. Called right after ``nextPart()`` returned the
+    /// file.
     func peekFile(upTo count: Int) async throws -> [UInt8] {
         var head: [UInt8] = []
         var events: [MultipartFormParser.Event] = []

@@ -6,7 +6,8 @@ import NIOCore
 
 /// A video's subtitle tracks on its playback URLs: the master playlist gains their `SUBTITLES` group, and
 /// `subtitles/…` serves each track's playlist, its WebVTT segments and the whole track (``SubtitlePlaylists``). Also
-/// what every playlist made or rewritten on serve goes through: ``text(of:)`` and ``generated(_:file:etag:lastModified:request:token:final:shared:)``.
+/// what every playlist made or rewritten on serve goes through: ``text(of:)`` and
+/// ``generated(_:file:etag:lastModified:request:token:final:shared:)``.
 extension PlaybackAPI {
     /// The answer for `file` when the video's subtitles shape it; nil when the file is served as stored. A playlist
     /// made here names its files with `token` when one is given (a signed video).

@@ -121,7 +121,9 @@ struct PlaybackAPI: Sendable {
         try ObjectAPI.checkConditions(request.headers, object: object, cacheControl: cacheControl)
         let headers: HTTPFields = [
             .eTag: "\"\(object.etag)\"", .lastModified: S3Date.http(object.lastModified), .acceptRanges: "bytes",
-            .contentType: WorkFiles.contentType(forPath: file), .cacheControl: cacheControl,
+            // A cover the publish API stored keeps its own type (cover.png), whatever the URL's file name says.
+            .contentType: WorkFiles.contentType(forPath: file == MediaAPI.coverFileName ? key : file),
+            .cacheControl: cacheControl,
         ]
         let range = try ObjectAPI.requestedRange(request.headers, of: object)
         return try await ObjectAPI.objectAnswer(
