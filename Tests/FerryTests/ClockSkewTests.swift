@@ -7,7 +7,7 @@ import Testing
 /// Devices whose clocks are wrong: the SDK signs with the services' time as their answers' `Date` shows it.
 @Suite("Clock skew: a device whose clock is off", .serialized, .timeLimit(.minutes(10)))
 struct ClockSkewTests {
-    @Test("ferry upload from a device whose clock is 20 minutes or 2 hours ahead, or 30 minutes behind, stores the file (an object, a video): the refusal for its time (RequestTimeTooSkewed) tells the service's time, and the retry is signed with it")
+    @Test("ferry upload from a device whose clock is 20 minutes or 2 hours ahead stores the file (an object, by S3 and by tus, and a video): the refusal for its time (RequestTimeTooSkewed) tells the service's time, and the retry is signed with it")
     func uploadWithWrongClock() async throws {
         try await TestServer.with { server in
             let s3 = server.client()
@@ -17,7 +17,9 @@ struct ClockSkewTests {
             let file = directory + "/small.bin"
             let bytes = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
             try Data(bytes).write(to: URL(fileURLWithPath: file))
-            for offset in ["+20m", "+2h", "-30m"] {
+            // Only clocks ahead: under libfaketime a clock set back leaves a sleeping task asleep for good, the retry's
+            // wait included.
+            for offset in ["+20m", "+2h"] {
                 let run = try await FerryRun.run(
                     ["upload", "--bucket", "skew", "--key", "file\(offset)", file],
                     environment: [
