@@ -40,19 +40,16 @@ struct FerryRun: Sendable {
     }
 
     /// Runs `ferry arguments…`; with `interruptWhen`, sends `signal` (SIGINT, Ctrl-C) once a stdout line satisfies it,
-    /// with `signalAfter`, that many seconds after the start; with `clockOffset` (`+2h`, `-30m`), under libfaketime's
-    /// `faketime`, as on a device whose clock is that far off.
+    /// with `signalAfter`, that many seconds after the start; with `clockOffset` (seconds, negative behind), with its
+    /// wall clock that far off (``WallClockShim``), as on a device whose clock is wrong.
     static func run(
         _ arguments: [String], environment: [String: String] = [:], inTerminal: Bool = false,
         interruptWhen: (@Sendable (String) -> Bool)? = nil, signal: Int32 = SIGINT, signalAfter: TimeInterval? = nil,
-        clockOffset: String? = nil
+        clockOffset: Int? = nil
     ) async throws -> FerryRun {
         try await runBlocking {
             let process = Process()
-            if let clockOffset {
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/faketime")
-                process.arguments = ["-f", clockOffset, FerryExecutable.path] + arguments
-            } else if inTerminal {
+            if inTerminal {
                 // util-linux `script` runs the command on a pseudo-terminal and copies what it prints.
                 process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
                 let command = ([FerryExecutable.path] + arguments).map { "'" + $0 + "'" }.joined(separator: " ")
@@ -72,9 +69,8 @@ struct FerryRun: Sendable {
             env["HOME"] = TemporaryDirectory.make("ferry-cli-home")
             // The embedded service's media tools at nice 10 but not SCHED_IDLE (as FerryExecutable.Server's).
             env["FERRY_MEDIA_IDLE_SCHEDULING"] = "0"
-            // Under faketime the monotonic clock stays true, so timers and retries' waits keep their length.
-            if clockOffset != nil { env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1" }
             env.merge(environment) { $1 }
+            if let clockOffset { env = try WallClockShim.environment(offset: clockOffset, base: env) }
             process.environment = env
             defer { if environment["HOME"] == nil, let home = env["HOME"] { try? FileManager.default.removeItem(atPath: home) } }
             let run = try process.runCapturing(interruptWhen: interruptWhen, signal: signal, signalAfter: signalAfter)
