@@ -329,6 +329,7 @@ public struct FerryServer: Sendable {
         api.objectStored = { object in await library.objectStored(object) }
         api.writeAllowed = { bucket, key in try await library.checkWritable(bucket: bucket, key: key) }
         api.takeRequestTurn = principalRequestTurn
+        api.publicEndpoint = publicEndpoint
         return api
     }
 

@@ -386,6 +386,33 @@ struct EdgeTests {
         }
     }
 
+    @Test("with a public endpoint set, the object URLs of S3 answers (a completed upload's, a POST upload's Location) name it; without one, the endpoint the request reached")
+    func objectLocations() async throws {
+        for configured in ["https://media.example.com", nil] {
+            try await TestServer.with(configure: { $0.publicEndpoint = configured }) { server in
+                let s3 = server.client()
+                let base = configured ?? "http://127.0.0.1:\(server.port)"
+                #expect(try await s3.createBucket("places").status == 200)
+                let uploadId = try await s3.createMultipartUpload("places", "a b/c.mp4")
+                let part = try await s3.uploadPart("places", "a b/c.mp4", uploadId: uploadId, number: 1, [1, 2, 3])
+                let etag = try #require(part.header("ETag"))
+                let completed = try await s3.complete(
+                    "places", "a b/c.mp4", uploadId: uploadId, xml: S3TestClient.completeXML([(1, etag)]))
+                #expect(completed.status == 200, "\(completed.text)")
+                #expect(completed.text.contains("<Location>\(base)/places/a%20b/c.mp4</Location>"), "\(completed.text)")
+
+                let fields = try S3BrowserTests.signedFields(
+                    [["starts-with", "$key", ""], ["success_action_status": "201"]], credentials: server.root,
+                    extra: [("key", "d.mp4"), ("success_action_status", "201")], bucket: "places")
+                let posted = try await S3BrowserTests.post(
+                    server.endpoint, bucket: "places", S3BrowserTests.PostForm(fields: fields, file: [4, 5]))
+                #expect(posted.status == 201, "\(posted.text)")
+                #expect(posted.header("Location") == "\(base)/places/d.mp4")
+                #expect(posted.text.contains("<Location>\(base)/places/d.mp4</Location>"), "\(posted.text)")
+            }
+        }
+    }
+
     @Test("an IPv6 address in a URL keeps its brackets in the Host header and the URLs the SDK and the CLI build")
     func ipv6Authorities() {
         #expect(HTTPTarget.authority(of: URL(string: "http://[::1]:8080/x")!) == "[::1]:8080")

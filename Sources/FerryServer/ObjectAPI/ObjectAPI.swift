@@ -24,6 +24,9 @@ public struct ObjectAPI: Sendable {
     var takeRequestTurn: @Sendable (Principal) throws -> Void = { _ in }
     /// The buckets' lifecycle rules, parsed, for the `x-amz-expiration` of object answers.
     let lifecycleRules = LifecycleRulesCache()
+    /// The configured public endpoint, which the object URLs of answers (a completed upload's or a POST upload's
+    /// `Location`) name; nil names the endpoint each request reached.
+    var publicEndpoint: PublicEndpoint?
 
     /// A request as the operations see it.
     struct S3Request: Sendable {
@@ -33,7 +36,8 @@ public struct ObjectAPI: Sendable {
         var query: [(name: String, value: String)]
         var principal: Principal
         var verified: SigV4VerifiedRequest
-        /// The endpoint the request reached (its validated `Host`).
+        /// The endpoint object URLs name: the public endpoint, else the one the request reached (its validated
+        /// `Host`).
         var endpoint: PublicEndpoint
 
         func queryValue(_ name: String) -> String? { query.first { $0.name == name }?.value }
@@ -66,7 +70,7 @@ public struct ObjectAPI: Sendable {
             logger.debug("request", metadata: ["ferry.operation": .string(operation.rawValue), "ferry.bucket": .string(bucket)])
             // The form carries its own signature: it has to be read to be checked.
             await context.sendContinue()
-            return try await postObject(request, bucket: bucket, endpoint: try context.endpoint())
+            return try await postObject(request, bucket: bucket, endpoint: try publicEndpoint ?? context.endpoint())
         }
         let principal = try caller.requirePrincipal()
         guard let verified = caller.signedRequest else { throw Self.anonymous }
@@ -112,7 +116,7 @@ public struct ObjectAPI: Sendable {
         }
         let s3 = S3Request(
             request: request, bucket: bucket, key: key, query: query, principal: principal, verified: verified,
-            endpoint: try context.endpoint())
+            endpoint: try publicEndpoint ?? context.endpoint())
         var response = try await perform(operation, s3)
         response.headers[.amzId2] = context.requestId
         return response
