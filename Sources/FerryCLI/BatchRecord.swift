@@ -8,10 +8,11 @@ import Foundation
 /// object sent again. A run of one file keeps its record too: killed once its file was stored but before it heard or
 /// said so, the rerun prints what it made.
 ///
-/// One record per finished file, in `<record dir>/batches/<batch>/`, where the batch is named by the command's files
-/// in order and by what it makes of them (bucket and key, or the video's details; the protocol; the cover). The records
-/// go when a run of the batch ends with every file done, and with `--no-resume` or `--cancel`; those of a batch never
-/// run again are removed after ``maxAge``. A file changed since it was sent (its identity: size, time, file number and
+/// One record per finished file, in `<record dir>/batches/<batch>/`, where the batch is named by what the command
+/// makes of its files (bucket and key, or the video's details; the protocol; the cover), not by the files: a rerun
+/// that names more files than the run it follows (one added to the folder) still skips those finished. A run's
+/// records go when it ends with every file done, and with `--no-resume` or `--cancel` (those of its files only);
+/// records are removed after ``maxAge``. A file changed since it was sent (its identity: size, time, file number and
 /// sampled bytes, as stream uploads take it) is sent again.
 struct BatchRecord: Sendable {
     /// A finished file.
@@ -23,19 +24,22 @@ struct BatchRecord: Sendable {
         var finished: Date
     }
 
-    /// How long the records of a batch that is not run again are kept.
+    /// How long a record is kept.
     static let maxAge: TimeInterval = 7 * 24 * 3600
 
     /// The batch's records.
     let files: JSONRecordFiles
+    /// The files this run sends.
+    let paths: [String]
 
-    /// The records of the batch that sends `paths` as `destination` (the options that decide what is made of them),
-    /// under `records`. Records of other batches older than ``maxAge`` are removed.
+    /// The records of the batch that makes `destination` (the options that decide what is made of its files) of
+    /// `paths`, under `records`. Records older than ``maxAge`` are removed.
     init(records: URL, destination: [String], paths: [String]) {
         let batches = records.appendingPathComponent("batches", isDirectory: true)
         Self.prune(batches)
-        let name = (destination + paths.map { URL(fileURLWithPath: $0).standardizedFileURL.path }).joined(separator: "\n")
+        let name = destination.joined(separator: "\n")
         files = JSONRecordFiles(directory: batches.appendingPathComponent(Hex.encode(SHA256.hash(data: Data(name.utf8)))))
+        self.paths = paths
     }
 
     /// What the upload of `path` made, when an earlier run of this batch finished it and the file is still as it was.
@@ -61,10 +65,11 @@ struct BatchRecord: Sendable {
         files.remove(Self.entryName(path))
     }
 
-    /// Forgets the batch: every file is sent by its next run.
+    /// Forgets this run's files: the next run sends each of them.
     func clear() {
-        try? FileManager.default.removeItem(at: files.directory)
-        // `batches` too, when no other batch is recorded there (rmdir takes only an empty directory).
+        for path in paths { forget(path) }
+        // The batch's directory, and `batches`, when nothing else is recorded there (rmdir takes only an empty one).
+        _ = rmdir(files.directory.path)
         _ = rmdir(files.directory.deletingLastPathComponent().path)
     }
 
@@ -82,16 +87,24 @@ struct BatchRecord: Sendable {
             fileNumber: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0)
     }
 
-    /// Removes the batches (directories under `batches`) not written to for ``maxAge``.
+    /// Removes the records (files in the batches under `batches`) not written for ``maxAge``, and the batches left
+    /// empty.
     private static func prune(_ batches: URL) {
         let manager = FileManager.default
+        func old(_ url: URL) -> Bool {
+            guard let modified = (try? manager.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date else {
+                return false
+            }
+            return Date().timeIntervalSince(modified) > maxAge
+        }
         guard let names = try? manager.contentsOfDirectory(atPath: batches.path) else { return }
         for name in names {
-            let url = batches.appendingPathComponent(name)
-            guard let modified = (try? manager.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date,
-                Date().timeIntervalSince(modified) > maxAge
-            else { continue }
-            try? manager.removeItem(at: url)
+            let batch = batches.appendingPathComponent(name)
+            for entry in (try? manager.contentsOfDirectory(atPath: batch.path)) ?? [] {
+                let url = batch.appendingPathComponent(entry)
+                if old(url) { try? manager.removeItem(at: url) }
+            }
+            _ = rmdir(batch.path)
         }
     }
 }

@@ -70,8 +70,9 @@ struct UploadCommand: AsyncParsableCommand {
             ImageURL. With --bucket the file is a plain object upload. Without --endpoint or FERRY_ENDPOINT, Ferry \
             runs in-process on --data-dir \
             (default ~/.ferry). Ctrl-C pauses the batch: the checkpoints stay, files not started are named, and \
-            running the same command again resumes; it skips the files an earlier run of it finished (unless changed \
-            since), until a run ends with every file done. --no-resume sends every file afresh. --cancel (or a \
+            running the same command again resumes; it skips the files an earlier run with the same options finished \
+            (unless changed since; the rerun may name more files or fewer), until a run ends with every file done. \
+            --no-resume sends every file afresh. --cancel (or a \
             second Ctrl-C while the pause is under way) aborts and cleans up. With --wait the progress line follows the video's processing until it is Normal \
             (its renditions are printed) or TranscodeFail (exit 1; 75 when the service, not the file, failed past its \
             retries: the same command then sends the file again).

@@ -727,7 +727,7 @@ struct CommandLineTests {
     }
 
     @Test(
-        "a batch killed once two files were done, run again, skips them (the same video or object, not a second one) unless the file changed since, and sends the rest; a batch that ended done is forgotten",
+        "a batch killed once two files were done, run again with a file more, skips them (the same video or object, not a second one) unless the file changed since, and sends the rest; a batch that ended done is forgotten",
         arguments: [["--transcode", "NoTranscode"], ["--protocol", "tus"], ["--bucket", "batch"]])
     func rerunSkipsFinished(_ options: [String]) async throws {
         let data = TemporaryDirectory.make("ferry-cli-rerun")
@@ -757,31 +757,34 @@ struct CommandLineTests {
         let firstMade = made(first, doneEvent)
         #expect(firstMade[files[0].lastPathComponent] != nil && firstMade[second] != nil, "\(first.output.suffix(800))")
 
-        // The second file is replaced by other bytes: it is sent again; the first is skipped.
+        // The second file is replaced by other bytes: it is sent again; the first is skipped. The rerun names a file
+        // more (one added to the folder since): the files it names are sent to the same place with the same details.
         let replacement = try makeRandomFile(size: 8 * 1024 * 1024, in: data)
         try FileManager.default.removeItem(at: files[1])
         try FileManager.default.moveItem(at: replacement, to: files[1])
-        let rerun = try await FerryRun.run(arguments)
+        let added = try makeRandomFile(size: 1024 * 1024, in: data)
+        let rerun = try await FerryRun.run(arguments + [added.path])
         #expect(rerun.status == 0, "\(rerun.error)")
         let skipped = made(rerun, "skipped")
         #expect(skipped == [files[0].lastPathComponent: firstMade[files[0].lastPathComponent] ?? "?"], "\(rerun.output.suffix(1500))")
-        for file in files where objects {
+        for file in files + [added] where objects {
             let stored = try await storedBytes(dataDirectory: data + "/ferry", bucket: "batch", key: file.lastPathComponent)
             #expect(stored == (try Data(contentsOf: file)))
         }
         func videos() async throws -> String {
             try await FerryRun.run(["videos", "list", "--data-dir", data + "/ferry"]).output
         }
-        // Two from the first run, one for the changed file, one each for the last two (the one under way resumed).
+        // Two from the first run, one for the changed file, one each for the last two (the one under way resumed) and
+        // one for the file added.
         let listed = try await videos()
-        #expect(objects || listed.contains("5 video(s)"), "\(listed)")
+        #expect(objects || listed.contains("6 video(s)"), "\(listed)")
 
         // Done: the same command is a new batch that sends every file.
         let again = try await FerryRun.run(arguments)
         #expect(again.status == 0, "\(again.error)")
         #expect(made(again, "skipped").isEmpty, "\(again.output.suffix(800))")
         let listedAgain = try await videos()
-        #expect(objects || listedAgain.contains("9 video(s)"), "\(listedAgain)")
+        #expect(objects || listedAgain.contains("10 video(s)"), "\(listedAgain)")
     }
 
     @Test(
