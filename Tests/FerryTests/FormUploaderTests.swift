@@ -165,6 +165,21 @@ struct FormUploaderTests {
         }
     }
 
+    @Test("without a mimeType the object takes the type of the file's extension for videos and images, else application/octet-stream")
+    func mimeTypeFromExtension() async throws {
+        try await Self.withServer { server, file in
+            let token = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
+            let uploader = server.formUploader(token: token, transport: AsyncHTTPClientTransport())
+            for (name, type) in [("snap.PNG", "image/png"), ("clip.mov", "video/quicktime"), ("data.bin", "application/octet-stream")] {
+                let named = file.deletingLastPathComponent().appendingPathComponent(name)
+                try FileManager.default.copyItem(at: file, to: named)
+                _ = try await uploader.upload(file: named, key: name, extraParams: FormUploader.ExtraParameters()).result
+                let object = try await server.server.store.object(bucket: Self.bucket, key: name)
+                #expect(object.attributes.contentType == type, "\(name)")
+            }
+        }
+    }
+
     @Test("a wrong CRC32 → 406 CRC32Mismatch, failed event, nothing stored")
     func crcMismatch() async throws {
         try await Self.withServer { server, file in

@@ -57,6 +57,60 @@ struct HostileAnswerTests {
         #expect(ObjectStorageClient.isPlausible("\"9b2cf535f27731c974343645a3985328\""))
     }
 
+    /// The MD5s of the parts a scripted store received, by part number.
+    final class ReceivedMD5s: @unchecked Sendable {
+        private let lock = NSLock()
+        private var md5s: [Int: [UInt8]] = [:]
+        func set(_ number: Int, _ md5: [UInt8]) { lock.withLock { md5s[number] = md5 } }
+        var ordered: [[UInt8]] { lock.withLock { md5s.sorted { $0.key < $1.key }.map(\.value) } }
+    }
+
+    @Test("a store that reports no checksum (OSS, an older MinIO): with the default CRC32C the object is verified by its ETags, each part's against the MD5 of the file's bytes; bytes damaged on their way fail the upload", arguments: [true, false])
+    func verifiedByETagsWithoutChecksums(multipart: Bool) async throws {
+        let file = try makeRandomFile(size: multipart ? 12 << 20 : 4096)
+        defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+        for damaged in [false, true] {
+            let received = ReceivedMD5s()
+            try await HTTPReceiver.answering({ request in
+                let query = request.query ?? ""
+                switch request.method {
+                case "POST" where query.hasPrefix("uploads"):
+                    return .init(200, body: "<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>u-1</UploadId></InitiateMultipartUploadResult>")
+                case "PUT":
+                    let number = query.split(separator: "&").first { $0.hasPrefix("partNumber=") }
+                        .flatMap { Int($0.dropFirst("partNumber=".count)) } ?? 1
+                    var body = request.body
+                    // The store received other bytes than were sent for the second part (or the one PUT).
+                    if damaged && number == (multipart ? 2 : 1) && !body.isEmpty { body[0] ^= 1 }
+                    let md5 = Checksum.digest(.md5, of: body)
+                    received.set(number, md5)
+                    // It takes the checksum header and says nothing of it.
+                    return .init(200, [("ETag", "\"\(Hex.encode(md5))\"")])
+                case "POST":
+                    let etag = Checksum.multipartETag(partMD5s: received.ordered)
+                    return .init(200, body: "<CompleteMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><ETag>\"\(etag)\"</ETag></CompleteMultipartUploadResult>")
+                default:
+                    return .init(404)
+                }
+            }) { receiver in
+                var request = ResumableUploadRequest(bucket: "b", key: "k", fileURL: file)
+                #expect(request.checksumAlgorithm == .crc32c)
+                request.partSize = 5 << 20
+                let upload = try await Self.client(receiver).upload(request)
+                if damaged {
+                    let error = await #expect(throws: FerryError.self) { try await upload.result }
+                    #expect(error?.code == .checksumMismatch, "\(String(describing: error))")
+                    let said = multipart ? "ETag of part 2 is not the MD5" : "ETag is not the MD5 of the bytes sent"
+                    #expect(error?.message.contains(said) == true, "\(String(describing: error))")
+                } else {
+                    let result = try await upload.result
+                    #expect(result.verification == .etag, "\(result)")
+                    #expect(result.partsSent == (multipart ? 3 : 1))
+                }
+            }
+        }
+    }
+
     @Test("a store that answers the completion (or a PUT to a key ending in /) but keeps another size fails the upload: no success for an object that is not the file", arguments: [false, true])
     func storedSizeIsChecked(multipart: Bool) async throws {
         let file = try makeRandomFile(size: multipart ? 6 << 20 : 4096)

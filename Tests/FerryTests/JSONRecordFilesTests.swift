@@ -11,6 +11,31 @@ struct JSONRecordFilesTests {
         var at: Date
     }
 
+    @Test("the media upload journal keeps the time an upload began when the upload is recorded again (continued), so its age counts from that time; another video's entry starts afresh")
+    func journalKeepsItsStart() throws {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("ferry-journal-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let file = directory.appendingPathComponent("clip.mp4")
+        try Data(repeating: 1, count: 1000).write(to: file)
+        let journal = MediaUploadJournal(directory: directory.appendingPathComponent("records"), maxAge: 3600)
+        try journal.record(file, id: "v1", bucket: "b", key: "k")
+        // The entry is two hours old by now: past the journal's hour, it is no longer continued.
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: journal.directory.path).first { $0.hasSuffix(".json") })
+        let url = journal.directory.appendingPathComponent(name)
+        var entry = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        entry["createdAt"] = try #require(entry["createdAt"] as? Double) - 7200
+        try JSONSerialization.data(withJSONObject: entry).write(to: url)
+        #expect(journal.lookup(file) == nil)
+        // Recorded again for the same video (a run that continued it): still two hours old.
+        try journal.record(file, id: "v1", bucket: "b", key: "k")
+        #expect(journal.lookup(file) == nil && journal.abandoned(file)?.id == "v1")
+        // Another video for the file starts afresh.
+        try journal.record(file, id: "v2", bucket: "b", key: "k")
+        #expect(journal.lookup(file)?.id == "v2")
+    }
+
     @Test("a record round-trips, is private to the user, leaves no temporary file, and an unreadable one is no record")
     func roundTrip() throws {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("ferry-records-\(UUID().uuidString)")

@@ -103,6 +103,95 @@ struct ShortVideoUploaderTests {
         }
     }
 
+    /// The checkpoints in `records`.
+    static func checkpoints(_ records: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: records)) ?? []).filter { $0.hasSuffix(".ferry-checkpoint.json") }
+    }
+
+    @Test("a credential that has expired already, given after tokenExpired while the files upload, ends the upload with credentialsExpired and keeps what was sent; the same call with a fresh one continues the same video")
+    func expiredRefreshEndsUpload() async throws {
+        let directory = TemporaryDirectory.make("ferry-svideo-stale-refresh")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 16 * Self.mib, ext: "mp4", in: directory)
+        let cover = try makeMediaFile(size: 200_000, ext: "jpg", in: directory)
+        let records = directory + "/records"
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            // The video's upload credential expires at its third part, and the STS credential with which the queue
+            // would renew it too: the queue asks the app for a new one.
+            proxy.inject(.status(403, code: "ExpiredToken"), when: .partNumber(3))
+            proxy.inject(.status(403, code: "ExpiredToken"), when: .path(contains: "RefreshUploadVideo"))
+            var configuration = UploadQueueTests.configuration(records: records)
+            configuration.partConcurrency = 1
+            let uploader = ShortVideoUploader(endpoint: URL(string: proxy.endpoint)!, configuration: configuration)
+            // The app server hands out a stale credential.
+            let (log, collector) = ShortVideoLog.collect(uploader) { event in
+                if case .tokenExpired = event { await uploader.refresh(credentials: server.stsToken(validFor: -5)) }
+            }
+            let running = Task {
+                try await uploader.upload(video: video, cover: cover, info: MediaInfo(title: "Stale"), credentials: server.stsToken())
+            }
+            let ended = await log.wait(within: .seconds(60)) { if case .failed = $0 { true } else { false } }
+            #expect(ended, "the upload went on waiting: \(log.events)")
+            if !ended { await uploader.cancel() }
+            do {
+                _ = try await running.value
+                Issue.record("the upload succeeded with an expired credential")
+            } catch let error as FerryError {
+                #expect(error.code == .credentialsExpired, "\(error)")
+            }
+            #expect(log.count { if case .tokenExpired = $0 { true } else { false } } >= 1)
+            // What was sent stays: the video's multipart upload and its checkpoint.
+            #expect(try await server.engine().listMultipartUploads(bucket: "ferry-media").count == 1)
+            #expect(!Self.checkpoints(records).isEmpty)
+
+            proxy.clearFaults()
+            let result = try await uploader.upload(
+                video: video, cover: cover, info: MediaInfo(title: "Stale"), credentials: server.stsToken())
+            collector.cancel()
+            let listed = try await server.media().listVideos()
+            #expect(listed.total == 1 && listed.videos.first?.videoId == result.videoId, "\(listed.videos.map(\.videoId))")
+            #expect(try await server.media().getVideoInfo(videoId: result.videoId).status == "UploadSucc")
+            try await proxy.shutdown()
+        }
+    }
+
+    @Test("when one file fails, the other is paused, not cancelled: its multipart upload and checkpoint stay, and the same call again continues it as the same video")
+    func failureKeepsTheOtherFile() async throws {
+        let directory = TemporaryDirectory.make("ferry-svideo-keep-other")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 32 * Self.mib, ext: "mp4", in: directory)
+        let cover = try makeMediaFile(size: 200_000, ext: "jpg", in: directory)
+        let records = directory + "/records"
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.delay(seconds: 1), when: .query(contains: "partNumber"), times: .max)
+            // The cover (one PUT) never gets through.
+            proxy.inject(.dropAfterRequestBytes(10), when: .method("PUT") && .not(.query(contains: "partNumber")), times: .max)
+            var configuration = UploadQueueTests.configuration(records: records)
+            configuration.partConcurrency = 1
+            configuration.maxRetryCount = 4
+            // Its four retries wait up to a second each (two in all, on average): the video's upload is under way,
+            // with a checkpoint, when the cover fails, and its seven parts take seven seconds at least.
+            configuration.objectStorage.retryPolicy = RetryPolicy(maxRetryCount: 4, baseDelay: .seconds(1), maxDelay: .seconds(1))
+            let uploader = ShortVideoUploader(endpoint: URL(string: proxy.endpoint)!, configuration: configuration)
+            await #expect(throws: FerryError.self) {
+                try await uploader.upload(video: video, cover: cover, info: MediaInfo(title: "Kept"), credentials: server.stsToken())
+            }
+            #expect(try await server.engine().listMultipartUploads(bucket: "ferry-media").count == 1)
+            #expect(!Self.checkpoints(records).isEmpty)
+
+            proxy.clearFaults()
+            let result = try await uploader.upload(
+                video: video, cover: cover, info: MediaInfo(title: "Kept"), credentials: server.stsToken())
+            let listed = try await server.media().listVideos()
+            #expect(listed.total == 1 && listed.videos.first?.videoId == result.videoId, "\(listed.videos.map(\.videoId))")
+            let source = try await server.media().getMezzanineInfo(videoId: result.videoId)
+            #expect(Data(try await S3TestClient.fetch(source.fileURL).body) == (try Data(contentsOf: video)))
+            try await proxy.shutdown()
+        }
+    }
+
     @Test("a pause while the cover's ticket is being made holds both files until resume: nothing is sent meanwhile, then both are stored")
     func pauseWhileCreatingCover() async throws {
         let directory = TemporaryDirectory.make("ferry-svideo-early-pause")

@@ -219,7 +219,8 @@ struct UploadQueueTests {
             #expect(await queue.item(item)?.state == .succeeded)
             #expect(try await appServer.getVideoInfo(videoId: ticket.id).status == "UploadSucc")
             // Bad input is refused with a clear error.
-            await #expect(throws: FerryError.self) { try await queue.setUploadAuth("not base64", address: "x", for: item) }
+            let unreadable = await #expect(throws: FerryError.self) { try await queue.setUploadAuth("not base64", address: "x", for: item) }
+            #expect(unreadable?.code == .invalidArgument, "\(String(describing: unreadable))")
             await #expect(throws: FerryError.self) { try await queue.resume(withUploadAuth: "%%%") }
         }
     }
@@ -506,7 +507,7 @@ struct UploadQueueTests {
     /// and the video it became, and `again` adds the file to a new queue over the same record directory and returns its
     /// result. The first queue sent two parts (a proxy slows each one) before it paused and went away.
     static func afterInterruptedUpload(
-        _ name: String,
+        _ name: String, validity: TimeInterval? = nil,
         _ body: @Sendable (
             _ server: TestServer, _ video: URL, _ videoId: String, _ again: @Sendable () async throws -> MediaUploadResult
         ) async throws -> Void
@@ -519,6 +520,7 @@ struct UploadQueueTests {
             proxy.inject(.delay(seconds: 0.2), when: .query(contains: "partNumber"), times: .max)
             var slow = Self.configuration(records: directory + "/records")
             slow.partConcurrency = 1
+            if let validity { slow.resumeValidity = validity }
             let configuration = slow
             let endpoint = URL(string: proxy.endpoint)!
             @Sendable func run(until done: @escaping @Sendable (QueueLog, UploadQueue.Item.ID) -> Bool) async throws -> (UploadQueue, QueueLog, UploadQueue.Item.ID) {
@@ -727,6 +729,36 @@ struct UploadQueueTests {
                 #expect(left.isEmpty, "an image was left uploading: \(left.map(\.imageId))")
             }
             try await proxy.shutdown()
+        }
+    }
+
+    @Test(
+        "a file whose upload began three days ago continues as the same video from its checkpoint (the seed sets no limit); with resumeValidity of two days it starts over as a new video, and the old one is deleted",
+        arguments: [nil, 2 * 24 * 3600.0])
+    func agedRecords(_ validity: TimeInterval?) async throws {
+        try await Self.afterInterruptedUpload("ferry-queue-aged", validity: validity) { server, video, oldId, again in
+            // Three days pass for the device's records: the journal entry and the checkpoint.
+            let records = video.deletingLastPathComponent().appendingPathComponent("records").path
+            var aged = 0
+            for name in try FileManager.default.contentsOfDirectory(atPath: records) where name.hasSuffix(".json") {
+                let url = URL(fileURLWithPath: records + "/" + name)
+                guard var record = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any],
+                    let createdAt = record["createdAt"] as? Double
+                else { continue }
+                record["createdAt"] = createdAt - 3 * 24 * 3600
+                try JSONSerialization.data(withJSONObject: record).write(to: url)
+                aged += 1
+            }
+            #expect(aged >= 2, "the journal entry and the checkpoint")
+            let result = try await again()
+            if validity == nil {
+                #expect(result.videoId == oldId)
+                #expect(result.upload.partsResumed >= 2)
+            } else {
+                #expect(result.videoId != oldId)
+                #expect(try await server.server.catalog.video(oldId)?.status == "Deleted")
+            }
+            #expect(try await server.media().listVideos().total == 1)
         }
     }
 

@@ -272,7 +272,7 @@ struct VideoPublisherTests {
         }
     }
 
-    @Test("resumeValidity holds for the uploaded parts too: with 72 h, a publish cancelled 30 hours ago resumes its parts (the engine's own checkpoints last 24 h)")
+    @Test("resumeValidity holds for the uploaded parts too: with 10 days, a publish cancelled 7 days ago resumes its parts (the engine's own checkpoints last 6 days)")
     func resumeValidityHoldsForParts() async throws {
         let directory = TemporaryDirectory.make("ferry-publish-validity")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -282,20 +282,20 @@ struct VideoPublisherTests {
         try await TestServer.with(minPartSize: 1024) { server in
             let proxy = try await FaultProxy.start(upstream: server.endpoint)
             var configuration = Self.publisher(proxy.endpoint, records: records).configuration
-            configuration.resumeValidity = 72 * 3600
+            configuration.resumeValidity = 10 * 24 * 3600
             let publisher = VideoPublisher(endpoint: URL(string: proxy.endpoint)!, userID: "carol_ios", configuration: configuration)
             let parameters = PublishParameters(signature: server.publishSignature(), videoPath: video.path)
             let (cancelled, _) = try await Self.publishAndCancel(publisher, parameters, proxy: proxy, stallPart: 4)
             #expect(cancelled.retCode == 1017)
 
-            // 30 hours pass for the device's records: the publish record and the parts' checkpoint.
+            // 7 days pass for the device's records: the publish record and the parts' checkpoint.
             var aged = 0
             for folder in [records, records + "/parts"] {
                 for name in try FileManager.default.contentsOfDirectory(atPath: folder) where name.hasSuffix(".json") {
                     let url = URL(fileURLWithPath: folder + "/" + name)
                     var record = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
                     let createdAt = try #require(record["createdAt"] as? Double)
-                    record["createdAt"] = createdAt - 30 * 3600
+                    record["createdAt"] = createdAt - 7 * 24 * 3600
                     try JSONSerialization.data(withJSONObject: record).write(to: url)
                     aged += 1
                 }

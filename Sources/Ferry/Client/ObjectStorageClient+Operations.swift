@@ -87,7 +87,10 @@ extension ObjectStorageClient {
         let etag = try Self.etag(of: response, "PutObject")
         return ObjectMetadata(
             size: Int64(data.count), etag: etag, contentType: contentType,
-            userMetadata: metadata, checksums: checksumAlgorithm.map { [$0.s3Name: checksum!] } ?? [:])
+            userMetadata: metadata,
+            checksums: checksumAlgorithm.flatMap { algorithm in
+                response.header(algorithm.headerName).map { [algorithm.s3Name: $0] }
+            } ?? [:])
     }
 
     /// The unquoted ETag an upload's answer carries: present, at most ``longestServerValue`` characters, without

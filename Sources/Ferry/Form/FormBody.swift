@@ -26,7 +26,9 @@ struct FormBody {
         for (name, value) in fields {
             head += "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Self.quote(name))\"\r\n\r\n\(value)\r\n"
         }
-        let mimeType = Self.headerSafe(extraParams.mimeType ?? "application/octet-stream")
+        // Without one given, the type of the file's extension (as the seed's service detects it), else bytes.
+        let guessed = MediaKind.contentType(forExtension: file.pathExtension)
+        let mimeType = Self.headerSafe(extraParams.mimeType ?? guessed ?? "application/octet-stream")
         head +=
             "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(FormUploadFields.file)\"; "
             + "filename=\"\(Self.quote(file.lastPathComponent))\"\r\nContent-Type: \(mimeType)\r\n\r\n"

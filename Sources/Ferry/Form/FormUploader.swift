@@ -37,8 +37,8 @@ public final class FormUploader: Sendable {
 
     /// Optional parameters of an upload — QiniuSimpleUploader's `extraParams` keys.
     public struct ExtraParameters: Sendable {
-        /// The object's MIME type (`kMimeTypeKey`), sent as the file part's `Content-Type`. Default
-        /// `application/octet-stream`.
+        /// The object's MIME type (`kMimeTypeKey`), sent as the file part's `Content-Type`. Default: the type of the
+        /// file's extension for videos and images (`image/png` for `.png`), else `application/octet-stream`.
         public var mimeType: String?
         /// Custom metadata stored with the object (`kCustomMetaKey`), sent as `x-qn-meta-<name>` fields and served
         /// as `x-amz-meta-<name>` headers. Names are lowercased.

@@ -26,11 +26,12 @@ public struct MediaUploadJournal: Sendable {
 
     /// The record directory.
     public let directory: URL
-    /// How long an entry stays valid. Default 24 hours, as checkpoints.
+    /// How long an entry stays valid. Default six days, as checkpoints
+    /// (``ResumableUploadRequest/defaultCheckpointExpiry``).
     public let maxAge: TimeInterval
 
     /// A journal in `directory`.
-    public init(directory: URL, maxAge: TimeInterval = 24 * 3600) {
+    public init(directory: URL, maxAge: TimeInterval = ResumableUploadRequest.defaultCheckpointExpiry) {
         self.directory = directory
         self.maxAge = maxAge
     }
@@ -79,12 +80,17 @@ public struct MediaUploadJournal: Sendable {
         return files.read(Entry.self, name: entryName(file))
     }
 
-    /// Records that `file` is being uploaded as `id` to `bucket`/`key` (an image of `imageType`).
+    /// Records that `file` is being uploaded as `id` to `bucket`/`key` (an image of `imageType`). An entry of the
+    /// same upload keeps the time it began: ``maxAge`` counts from it, however often the upload is continued.
     ///
     /// - Throws: ``FerryError`` when the file cannot be read or the entry cannot be written.
     public func record(_ file: URL, id: String, bucket: String, key: String, imageType: String? = nil) throws(FerryError) {
+        let fingerprint = try Self.fingerprint(of: file)
+        let earlier = files.read(Entry.self, name: entryName(file)).flatMap {
+            $0.id == id && $0.fingerprint == fingerprint ? $0.createdAt : nil
+        }
         let entry = Entry(
-            fingerprint: try Self.fingerprint(of: file), id: id, bucket: bucket, key: key, createdAt: Date(),
+            fingerprint: fingerprint, id: id, bucket: bucket, key: key, createdAt: earlier ?? Date(),
             imageType: imageType)
         try FerryError.catching(.invalidArgument, "Writing the media upload journal") {
             try files.write(entry, name: entryName(file), what: "media upload journal entry")

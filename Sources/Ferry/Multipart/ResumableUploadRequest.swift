@@ -44,8 +44,12 @@ public struct ResumableUploadRequest: Sendable {
     public var metadata: [String: String] = [:]
     /// What to do when the file changed since its checkpoint. Default `.fail`.
     public var onFileChange: FileChangePolicy = .fail
-    /// How long a checkpoint stays valid. Default 24 hours.
-    public var checkpointExpiry: TimeInterval = 24 * 3600
+    /// How long a checkpoint stays valid, from when its upload began: past it the upload starts over (its multipart
+    /// upload aborted). Default ``defaultCheckpointExpiry``.
+    public var checkpointExpiry: TimeInterval = Self.defaultCheckpointExpiry
+    /// Six days: a day less than the seven a Ferry service keeps an unfinished multipart upload and a video waiting
+    /// for its file, so a device off for a weekend continues where it stopped.
+    public static let defaultCheckpointExpiry: TimeInterval = 6 * 24 * 3600
     /// Files smaller than this go in one PUT instead of a multipart upload. Default: the part size.
     public var multipartThreshold: Int64?
     /// Least time between two progress events while bytes are being sent. Default 100 ms. A progress event also
@@ -135,7 +139,9 @@ public struct UploadResult: Sendable, Hashable {
     public enum Verification: Sendable, Hashable {
         /// The server's checksum of the object equals the one computed from the file.
         case checksum
-        /// Every part carried its MD5 and the object's ETag is the MD5 of those MD5s.
+        /// The object's ETag (the MD5 of its parts' MD5s, or of its bytes) and its parts' are the MD5s of the file's
+        /// bytes: every part carried its MD5 (``ChecksumAlgorithm/md5``), or a store that reports no checksum was
+        /// checked by its ETags after the upload.
         case etag
         /// No checksum was asked for.
         case none

@@ -578,8 +578,8 @@ public actor ResumableUploadTask {
             let object = try? await client.headObject(bucket: request.bucket, key: request.key, credentials: credentials),
             object.size == plan.fileSize, ObjectStorageClient.unquote(object.etag) == expectedETag
         else { return nil }
-        // A store that tells the checksum on completion only (not on HEAD) leaves it unverified here; one that tells
-        // another is a mismatch, as at completion.
+        // A store that tells the checksum on completion only (not on HEAD), or none, is checked by its ETags here;
+        // one that tells another is a mismatch, as at completion.
         let reported = request.checksumAlgorithm.flatMap { object.checksums[$0.s3Name] }
         var checksum: String?
         var verification = UploadResult.Verification.none
@@ -592,6 +592,9 @@ public actor ResumableUploadTask {
             }
             (checksum, verification) = try verify(
                 etag: object.etag, reported: reported, parts: parts, expected: try expectedChecksum(of: parts).expected)
+        } else if request.checksumAlgorithm != nil {
+            let parts = checkpoint.parts.sorted { $0.number < $1.number }
+            verification = try await verifyByETags(objectETag: object.etag, parts: parts, plan: plan)
         }
         partsResumed = checkpoint.parts.count
         return UploadResult(
@@ -696,7 +699,13 @@ public actor ResumableUploadTask {
         }
         // Servers report the object's checksum on completion, or (moto, some gateways) only on HEAD.
         let reported = request.checksumAlgorithm.flatMap { result.checksums[$0.s3Name] ?? stored?.checksums[$0.s3Name] }
-        let (verified, verification) = try verify(etag: result.eTag, reported: reported, parts: parts, expected: expected)
+        let (verified, verification): (String?, UploadResult.Verification)
+        if reported == nil, let algorithm = request.checksumAlgorithm, algorithm != .md5 {
+            (verified, verification) = (nil, try await verifyByETags(objectETag: result.eTag, parts: parts, plan: plan))
+        } else {
+            (verified, verification) = try verify(
+                etag: result.eTag, reported: reported, parts: parts, expected: expected)
+        }
         if !request.keepsCheckpointOnCompletion { await checkpointWriter?.delete() }
         return UploadResult(
             bucket: request.bucket, key: request.key, etag: ObjectStorageClient.unquote(result.eTag), size: plan.fileSize,
@@ -732,7 +741,8 @@ public actor ResumableUploadTask {
             guard let reported else {
                 throw FerryError(
                     .checksumMismatch,
-                    "The server stored the object without reporting its \(algorithm.s3Name) checksum, so it could not be verified; use a server with checksum support, or the md5 or no checksum.")
+                    "The server stored the object without reporting its \(algorithm.s3Name) checksum, so it could not "
+                        + "be verified.")
             }
             guard let expected, Self.sameChecksum(reported, expected) else {
                 throw FerryError(
@@ -751,6 +761,37 @@ public actor ResumableUploadTask {
             throw FerryError(.checksumMismatch, "The server's ETag does not match the MD5s of the parts sent.")
         }
         return (nil, .etag)
+    }
+
+    /// Checks an object whose store reports no flexible checksum (OSS, older MinIO or Ceph) by its ETags: each part's
+    /// must be the MD5 of the file's bytes it was sent (read again here, a piece at a time), and the object's the MD5
+    /// of those MD5s. A store whose ETags are not MD5s leaves the object unverifiable: a `checksumMismatch`.
+    private func verifyByETags(objectETag: String, parts: [UploadedPart], plan: UploadPlan) async throws
+        -> UploadResult.Verification
+    {
+        let algorithm = request.checksumAlgorithm?.s3Name ?? "MD5"
+        var md5s: [[UInt8]] = []
+        for part in parts {
+            let etag = ObjectStorageClient.unquote(part.etag).lowercased()
+            guard etag.count == 32, let stored = Hex.decode(etag) else {
+                throw FerryError(
+                    .checksumMismatch,
+                    "The server stored the object without reporting its \(algorithm) checksum, and its parts' ETags "
+                        + "are not MD5s, so it could not be verified; use a server with checksum support, or no "
+                        + "checksum.")
+            }
+            guard try await fileMD5(plan.range(ofPart: part.number)) == etag else {
+                throw FerryError(
+                    .checksumMismatch,
+                    "The server's ETag of part \(part.number) is not the MD5 of the file's bytes it was sent: the part "
+                        + "was damaged on its way, or the file changed while it was sent.")
+            }
+            md5s.append(stored)
+        }
+        guard ObjectStorageClient.unquote(objectETag).lowercased() == Checksum.multipartETag(partMD5s: md5s) else {
+            throw FerryError(.checksumMismatch, "The server's ETag of the object is not the MD5 of its parts' MD5s.")
+        }
+        return .etag
     }
 
     /// Whether two checksum values agree; a composite value's `-N` suffix is not reported by every server.
@@ -788,12 +829,29 @@ public actor ResumableUploadTask {
                 .checksumMismatch,
                 "The server answered the upload, but the object it stored at a key ending in / is \(stored) bytes, not the file's \(size).")
         }
+        // The server's checksum was compared with the one sent when it reported it; a store that reports none (and
+        // Content-MD5, which none echoes) is checked by its ETag, the MD5 of the body.
+        var verification = UploadResult.Verification.none
+        if let algorithm = request.checksumAlgorithm {
+            if metadata.checksums[algorithm.s3Name] != nil {
+                verification = .checksum
+            } else if Hex.encode(Checksum.digest(.md5, of: body))
+                == ObjectStorageClient.unquote(metadata.etag).lowercased()
+            {
+                verification = .etag
+            } else {
+                throw FerryError(
+                    .checksumMismatch,
+                    "The server stored the object without reporting its \(algorithm.s3Name) checksum, and its ETag is "
+                        + "not the MD5 of the bytes sent, so it could not be verified.")
+            }
+        }
         meter.finish(part: 1, size: size)
         partsSent = 1
         return UploadResult(
             bucket: request.bucket, key: request.key, etag: metadata.etag, size: size, uploadId: nil,
             checksumAlgorithm: request.checksumAlgorithm, checksum: metadata.checksums.values.first,
-            verification: request.checksumAlgorithm == nil ? .none : .checksum, partsResumed: 0, partsSent: 1)
+            verification: verification, partsResumed: 0, partsSent: 1)
     }
 }
 

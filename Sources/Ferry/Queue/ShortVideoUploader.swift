@@ -41,7 +41,7 @@ public struct ShortVideoResult: Sendable, Hashable {
 /// then both files upload at once through an ``UploadQueue``, each resumable from its checkpoint.
 public actor ShortVideoUploader {
     /// The same settings as the queue's (transcode, maxRetryCount, timeoutIntervalForRequest, recordDirectoryPath,
-    /// recordUploadProgress, uploadPartSize, region).
+    /// recordUploadProgress, resumeValidity, uploadPartSize, region).
     public typealias Configuration = UploadQueue.Configuration
 
     /// What happens, across uploads; finishes when the uploader is released.
@@ -57,6 +57,11 @@ public actor ShortVideoUploader {
     private var queue: UploadQueue?
     private var tokenWaiter: CheckedContinuation<Void, any Error>?
     private var cancelled = false
+    /// Whether a ``ShortVideoEvent/tokenExpired`` was reported and no credential taken since: the files wait for one.
+    private var awaitingToken = false
+    /// Why the upload under way ends, when it ends for something said outside its events (an expired credential
+    /// given to files that wait for one).
+    private var failure: FerryError?
     /// Whether ``pause()`` came after the last ``resume()``: a pause while the cover's ticket is being made holds
     /// the files' uploads from starting.
     private var paused = false
@@ -75,8 +80,12 @@ public actor ShortVideoUploader {
 
     /// Uploads `video` with `cover` as its cover image and returns the video id and image URL.
     ///
+    /// When either file fails, the other is paused, not cancelled: its checkpoint (and the video, or the cover image)
+    /// stays, and calling this again with the same files continues both.
+    ///
     /// - Throws: ``FerryError`` — `fileNotFound` for a missing file, `invalidArgument` while another upload runs,
-    ///   `cancelled` after ``cancel()``, or the failure of either file (with the server's code).
+    ///   `cancelled` after ``cancel()``, `credentialsExpired` when ``refresh(credentials:)`` gave files that wait for a
+    ///   credential one that has expired already, or the failure of either file (with the server's code).
     public func upload(video: URL, cover: URL, info: MediaInfo, credentials: Credentials) async throws(FerryError)
         -> ShortVideoResult
     {
@@ -101,6 +110,8 @@ public actor ShortVideoUploader {
         self.token = token
         cancelled = false
         paused = false
+        awaitingToken = false
+        failure = nil
         let queue = UploadQueue(authorization: .sts(endpoint: endpoint, credentials: credentials), configuration: settings)
         self.queue = queue
         defer { self.queue = nil }
@@ -136,11 +147,13 @@ public actor ShortVideoUploader {
                 continuation.yield(.succeeded(outcome))
                 return outcome
             case .failed(_, let code, let message):
-                await queue.clearFiles()
+                // The other file keeps what it has sent: the same call again continues both.
+                await queue.pause()
                 // A failure on the device's side keeps its own code (network, timeout, …); the rest are the server's.
                 if let local = FerryError.Code(name: code) { throw FerryError(local, message) }
                 throw FerryError(.server, message, serverCode: code)
             case .tokenExpired:
+                awaitingToken = true
                 continuation.yield(.tokenExpired)
             case .retry:
                 continuation.yield(.retry)
@@ -149,7 +162,12 @@ public actor ShortVideoUploader {
             case .started:
                 break
             }
-            if cancelled { break }
+            if cancelled || failure != nil { break }
+        }
+        if let failure {
+            // Both files have stopped (their checkpoints' locks let go) when the call ends.
+            await queue.pause()
+            throw failure
         }
         throw FerryError.cancelledError()
     }
@@ -187,22 +205,30 @@ public actor ShortVideoUploader {
     /// `refreshWithAccessKeyId:accessKeySecret:accessToken:expireTime:`).
     ///
     /// A credential that has expired already by the service's time (asked of the service when none of its answers
-    /// has told it yet, so a device whose clock is wrong is not misled) ends the upload with
-    /// ``FerryError/Code/credentialsExpired`` instead of another ``ShortVideoEvent/tokenExpired``.
+    /// has told it yet, so a device whose clock is wrong is not misled), given while the files wait for one, ends the
+    /// upload with ``FerryError/Code/credentialsExpired`` instead of another ``ShortVideoEvent/tokenExpired``; the
+    /// files are paused, their checkpoints kept. Given while they upload with a valid one, it changes nothing.
     public func refresh(credentials: Credentials) async {
         if credentials.isExpired(at: configuration.engine.now()) {
             await ServiceClock.calibrate(against: endpoint, transport: configuration.engine.transport)
         }
-        if credentials.isExpired(at: configuration.engine.now()), let waiter = tokenWaiter {
-            tokenWaiter = nil
+        if credentials.isExpired(at: configuration.engine.now()) {
             let expiry = credentials.expiration.map { " (at \($0.formatted(.iso8601)))" } ?? ""
-            waiter.resume(
-                throwing: FerryError(
-                    .credentialsExpired,
-                    "The credential given has expired already\(expiry), by the service's time "
-                        + "\(configuration.engine.now().formatted(.iso8601)); ask the app server for a fresh one."))
+            let expired = FerryError(
+                .credentialsExpired,
+                "The credential given has expired already\(expiry), by the service's time "
+                    + "\(configuration.engine.now().formatted(.iso8601)); ask the app server for a fresh one.")
+            if let waiter = tokenWaiter {
+                tokenWaiter = nil
+                waiter.resume(throwing: expired)
+            } else if awaitingToken, let queue, failure == nil {
+                // The upload's loop ends, pausing the files.
+                failure = expired
+                await queue.finishEvents()
+            }
             return
         }
+        awaitingToken = false
         token?.replace(with: credentials)
         tokenWaiter?.resume()
         tokenWaiter = nil

@@ -22,6 +22,11 @@ extension UploadQueue {
         public var recordDirectoryPath: URL?
         /// Whether progress is recorded so an upload continues after the app was killed. Default true.
         public var recordUploadProgress = true
+        /// How long after a file's upload began it continues (after a kill, a failure, a pause) from its checkpoint
+        /// and, with STS, as the same video or image; past it the file starts over as a new one (the unfinished one
+        /// deleted). Default six days (``ResumableUploadRequest/defaultCheckpointExpiry``); keep it below the
+        /// service's time for a video waiting for its file (seven days on a Ferry service).
+        public var resumeValidity: TimeInterval = ResumableUploadRequest.defaultCheckpointExpiry
         /// Size of every part but the last. Default 5 MiB, the smallest part S3-compatible services accept (the
         /// seed's 1 MiB is below it, and is raised to ``ObjectStorageClient/Configuration/smallestPartSize``); grown
         /// for files that would need more than 10,000 parts.

@@ -47,7 +47,9 @@ public actor UploadQueue {
         (events, continuation) = AsyncStream.makeStream(of: UploadQueueEvent.self, bufferingPolicy: .unbounded)
         self.authorization = authorization
         self.configuration = configuration
-        journal = configuration.effectiveRecordDirectory.map { MediaUploadJournal(directory: $0) }
+        journal = configuration.effectiveRecordDirectory.map {
+            MediaUploadJournal(directory: $0, maxAge: configuration.resumeValidity)
+        }
         machine = StateMachine(maxConcurrentUploads: configuration.maxConcurrentUploads)
         if case .sts(_, let credentials) = authorization {
             stsToken = CredentialCache(credentials, now: configuration.objectStorage.now) {
@@ -200,7 +202,15 @@ public actor UploadQueue {
         _ uploadAuth: String, address uploadAddress: String, videoId: String? = nil, for id: Item.ID
     ) throws(FerryError) {
         guard let item = item(id) else { throw FerryError(.invalidArgument, "No item \(id) is in the queue.") }
-        let ticket = try MediaServiceClient.UploadTicket(id: videoId ?? "", address: uploadAddress, auth: uploadAuth)
+        guard
+            let ticket = try? MediaServiceClient.UploadTicket(
+                id: videoId ?? "", address: uploadAddress, auth: uploadAuth)
+        else {
+            throw FerryError(
+                .invalidArgument,
+                "The upload address or credential given cannot be read: both are base64 JSON, as CreateUploadVideo, "
+                    + "CreateUploadImage and RefreshUploadVideo answer them.")
+        }
         var withURL = ticket
         if item.kind == .image { withURL.imageURL = item.imageURL }
         if let waiter = authWaiters.removeValue(forKey: id) {
@@ -324,7 +334,11 @@ public actor UploadQueue {
             guard let (item, configuration) = await reference.queue?.record(ticket, for: id, generation: generation)
             else { return }
             let made = try await makeUpload(item, ticket: ticket, configuration: configuration)
-            guard await reference.queue?.attach(made, to: id, generation: generation) == true else { return }
+            guard await reference.queue?.attach(made, to: id, generation: generation) == true else {
+                // The queue is gone (or the run replaced): the upload stops, its checkpoint kept.
+                await made.pause()
+                return
+            }
             upload = made
         } catch let stored as StoredEarlier {
             await reference.queue?.finishStoredEarlier(id, generation: generation, stored)
@@ -782,6 +796,7 @@ public actor UploadQueue {
         request.partSizing = configuration.partSizing ?? .fixed(configuration.uploadPartSize)
         request.concurrency = configuration.partConcurrency
         request.recordDirectory = configuration.effectiveRecordDirectory
+        request.checkpointExpiry = configuration.resumeValidity
         request.checksumAlgorithm = configuration.checksumAlgorithm
         request.contentType = MediaKind.contentType(forExtension: item.fileURL.pathExtension)
         request.keepsCheckpointOnCompletion = true
