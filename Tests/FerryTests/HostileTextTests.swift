@@ -128,7 +128,9 @@ struct HeldAnswerTests {
         do {
             try await HTTPReceiver.answering({ request in
                 guard request.method == "PUT", request.path.hasSuffix("/held.bin") else { return .init(200) }
-                return .init(200, [("ETag", "\"0123456789abcdef0123456789abcdef\"")], delay: .seconds(35))
+                // As a store's, the ETag is the MD5 of what it received (it reports no checksum).
+                let etag = Hex.encode(Checksum.digest(.md5, of: request.body))
+                return .init(200, [("ETag", "\"\(etag)\"")], delay: .seconds(35))
             }) { receiver in
                 let run = try await FerryRun.run(
                     ["upload", file, "--endpoint", receiver.url(""), "--bucket", "b", "--record-dir", directory + "/records"]
