@@ -108,6 +108,39 @@ struct ShortVideoUploaderTests {
         ((try? FileManager.default.contentsOfDirectory(atPath: records)) ?? []).filter { $0.hasSuffix(".ferry-checkpoint.json") }
     }
 
+    @Test("one STS expiry met by both files is one tokenExpired event, and one refresh continues both")
+    func oneExpiryOneEvent() async throws {
+        let directory = TemporaryDirectory.make("ferry-svideo-one-expiry")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 12 * Self.mib, ext: "mp4", in: directory)
+        let cover = try makeMediaFile(size: 200_000, ext: "jpg", in: directory)
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            // Both files' upload credentials expire (the cover's one PUT, the video's second part), and so does the
+            // STS credential with which the queue would renew them: each file waits for the app's.
+            proxy.inject(.status(403, code: "ExpiredToken"), when: .partNumber(2))
+            proxy.inject(.status(403, code: "ExpiredToken"), when: .method("PUT") && .not(.query(contains: "partNumber")))
+            proxy.inject(.status(403, code: "ExpiredToken"), when: .path(contains: "RefreshUpload"), times: 2)
+            var configuration = UploadQueueTests.configuration(records: directory + "/records")
+            configuration.partConcurrency = 1
+            let uploader = ShortVideoUploader(endpoint: URL(string: proxy.endpoint)!, configuration: configuration)
+            // The app takes its time: both files are waiting when it answers.
+            let (log, collector) = ShortVideoLog.collect(uploader) { event in
+                guard case .tokenExpired = event else { return }
+                try? await Task.sleep(for: .seconds(2))
+                await uploader.refresh(credentials: server.stsToken())
+            }
+            let result = try await uploader.upload(
+                video: video, cover: cover, info: MediaInfo(title: "Once"), credentials: server.stsToken())
+            #expect(await log.wait { if case .succeeded = $0 { true } else { false } })
+            collector.cancel()
+            #expect(proxy.pendingFaults.isEmpty, "both files did not meet the expiry: \(proxy.pendingFaults)")
+            #expect(log.count { if case .tokenExpired = $0 { true } else { false } } == 1, "\(log.events)")
+            #expect(try await server.media().getVideoInfo(videoId: result.videoId).status == "UploadSucc")
+            try await proxy.shutdown()
+        }
+    }
+
     @Test("a credential that has expired already, given after tokenExpired while the files upload, ends the upload with credentialsExpired and keeps what was sent; the same call with a fresh one continues the same video")
     func expiredRefreshEndsUpload() async throws {
         let directory = TemporaryDirectory.make("ferry-svideo-stale-refresh")

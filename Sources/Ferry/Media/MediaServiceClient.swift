@@ -174,9 +174,13 @@ public final class MediaServiceClient: Sendable {
         public var resumableUploadURL: URL?
 
         /// Reads a ticket from the base64 `UploadAddress` and `UploadAuth` an app server handed over.
+        /// - Throws: ``FerryError/Code/invalidArgument`` when either cannot be decoded.
         public init(id: String, imageURL: String? = nil, address: String, auth: String) throws(FerryError) {
             guard let decodedAddress = UploadAddress(encoded: address), let decodedAuth = UploadAuth(encoded: auth) else {
-                throw FerryError(.server, "The media service sent an upload address or credential that cannot be read.")
+                throw FerryError(
+                    .invalidArgument,
+                    "The upload address or credential cannot be read: both are base64 JSON, as CreateUploadVideo, "
+                        + "CreateUploadImage and RefreshUploadVideo answer them.")
             }
             self.id = id
             self.imageURL = imageURL
@@ -218,18 +222,14 @@ public final class MediaServiceClient: Sendable {
             userData: video.userData, clientToken: video.clientToken, playbackPolicy: video.playbackPolicy,
             downloads: video.downloads)
         let answer = try await call("CreateUploadVideo", request, as: MediaContract.UploadTicketAnswer.self)
-        var ticket = try UploadTicket(id: answer.videoId ?? "", address: answer.uploadAddress, auth: answer.uploadAuth)
-        ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
-        return ticket
+        return try Self.ticket(answer, id: answer.videoId ?? "")
     }
 
     /// A fresh credential for the same video upload.
     public func refreshUploadVideo(videoId: String) async throws(FerryError) -> UploadTicket {
         let answer = try await call(
             "RefreshUploadVideo", MediaContract.VideoIdRequest(videoId: videoId), as: MediaContract.UploadTicketAnswer.self)
-        var ticket = try UploadTicket(id: videoId, address: answer.uploadAddress, auth: answer.uploadAuth)
-        ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
-        return ticket
+        return try Self.ticket(answer, id: videoId)
     }
 
     /// Creates an image and returns where to upload it. With a `clientToken` (1 to 64 printable ASCII characters),
@@ -243,18 +243,24 @@ public final class MediaServiceClient: Sendable {
             imageType: type, imageExt: ext, title: title, tags: tags, cateId: cateId, description: description,
             clientToken: clientToken)
         let answer = try await call("CreateUploadImage", request, as: MediaContract.UploadTicketAnswer.self)
-        var ticket = try UploadTicket(
-            id: answer.imageId ?? "", imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)
-        ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
-        return ticket
+        return try Self.ticket(answer, id: answer.imageId ?? "")
     }
 
     /// A fresh credential for the same image file, while the image is still being uploaded.
     public func refreshUploadImage(imageId: String) async throws(FerryError) -> UploadTicket {
         let answer = try await call(
             "RefreshUploadImage", MediaContract.ImageIdRequest(imageId: imageId), as: MediaContract.UploadTicketAnswer.self)
-        var ticket = try UploadTicket(
-            id: imageId, imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)
+        return try Self.ticket(answer, id: imageId)
+    }
+
+    /// The ticket a CreateUpload… or RefreshUpload… answer carries; one that cannot be read is the service's fault.
+    private static func ticket(_ answer: MediaContract.UploadTicketAnswer, id: String) throws(FerryError) -> UploadTicket {
+        guard
+            var ticket = try? UploadTicket(
+                id: id, imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)
+        else {
+            throw FerryError(.server, "The media service sent an upload address or credential that cannot be read.")
+        }
         ticket.resumableUploadURL = answer.resumableUploadURL.flatMap(URL.init(string:))
         return ticket
     }

@@ -153,8 +153,9 @@ public actor ShortVideoUploader {
                 if let local = FerryError.Code(name: code) { throw FerryError(local, message) }
                 throw FerryError(.server, message, serverCode: code)
             case .tokenExpired:
+                // Both files meet one expiry: the app hears of it once, and one refresh answers both.
+                if !awaitingToken { continuation.yield(.tokenExpired) }
                 awaitingToken = true
-                continuation.yield(.tokenExpired)
             case .retry:
                 continuation.yield(.retry)
             case .retryResumed:

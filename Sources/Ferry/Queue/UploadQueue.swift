@@ -202,16 +202,7 @@ public actor UploadQueue {
         _ uploadAuth: String, address uploadAddress: String, videoId: String? = nil, for id: Item.ID
     ) throws(FerryError) {
         guard let item = item(id) else { throw FerryError(.invalidArgument, "No item \(id) is in the queue.") }
-        guard
-            let ticket = try? MediaServiceClient.UploadTicket(
-                id: videoId ?? "", address: uploadAddress, auth: uploadAuth)
-        else {
-            throw FerryError(
-                .invalidArgument,
-                "The upload address or credential given cannot be read: both are base64 JSON, as CreateUploadVideo, "
-                    + "CreateUploadImage and RefreshUploadVideo answer them.")
-        }
-        var withURL = ticket
+        var withURL = try MediaServiceClient.UploadTicket(id: videoId ?? "", address: uploadAddress, auth: uploadAuth)
         if item.kind == .image { withURL.imageURL = item.imageURL }
         if let waiter = authWaiters.removeValue(forKey: id) {
             waiter.resume(returning: withURL)
