@@ -274,7 +274,10 @@ struct UploadQueueTests {
             #expect(await queue.listFiles().map(\.state) == [.cancelled, .uploading, .ready])
             try await log.wait("b's progress", until: { _ in !log.progress(of: ids[1]).isEmpty })
             let keyB = try #require(await queue.item(ids[1])?.object)
+            let videoB = try #require(await queue.item(ids[1])?.videoId)
             #expect(await queue.deleteFile(at: 1))
+            // The video the queue made for it is deleted, not left waiting `Uploading` for a file that never comes.
+            await #expect(throws: FerryError.self) { try await server.media().getVideoInfo(videoId: videoB) }
             #expect(await queue.listFiles().map(\.id) == [ids[0], ids[2]])
             #expect(await queue.listFiles().map(\.state) == [.cancelled, .uploading])
             let open = try await server.engine().listMultipartUploads(bucket: "ferry-media")
@@ -304,6 +307,8 @@ struct UploadQueueTests {
             }
             await queue.clearFiles()
             #expect(await queue.listFiles().isEmpty)
+            // Videos that received their files stay.
+            #expect(try await server.media().listVideos().total == 2)
             #expect(await queue.deleteFile(at: 0) == false)
             #expect(await queue.resumeFile(at: 5) == false)
         }

@@ -189,8 +189,9 @@ public actor ShortVideoUploader {
         return true
     }
 
-    /// Cancels the upload: both multipart uploads are aborted and their checkpoints deleted; ``upload(video:cover:info:credentials:)``
-    /// throws `cancelled`. False when nothing is being uploaded.
+    /// Cancels the upload: both multipart uploads are aborted and their checkpoints deleted, and the video and cover
+    /// image made for them are deleted unless stored; ``upload(video:cover:info:credentials:)`` throws `cancelled`.
+    /// False when nothing is being uploaded.
     @discardableResult
     public func cancel() async -> Bool {
         guard let queue else { return false }

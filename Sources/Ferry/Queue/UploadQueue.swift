@@ -100,16 +100,24 @@ public actor UploadQueue {
     public func item(_ id: Item.ID) -> Item? { machine.item(id) }
 
     /// Removes a file from the list. If it is uploading, its upload is cancelled (the server's multipart upload is
-    /// aborted, its checkpoint deleted) and the next file starts. False when there is no such item.
+    /// aborted, its checkpoint deleted) and the next file starts. With an STS credential, the video or image the
+    /// queue made for a file that had not finished is deleted while it is still `Uploading` (it would wait for a file
+    /// that never comes). False when there is no such item.
     @discardableResult
     public func deleteFile(_ id: Item.ID) async -> Bool {
         guard let deletion = machine.delete(id) else { return false }
         endWaits(id)
         pendingAuth[id] = nil
-        tickets[id] = nil
+        let ticket = tickets.removeValue(forKey: id)
         if let upload = deletion.upload { await control(id, upload) { await $0.cancel() } }
         controls[id] = nil
-        if authorization.isSTS { journal?.remove(deletion.item.fileURL) }
+        if authorization.isSTS {
+            journal?.remove(deletion.item.fileURL)
+            if deletion.item.state != .succeeded, let ticket, let media {
+                _ = await deletion.item.kind == .video
+                    ? media.deleteAbandonedVideo(ticket.id) : media.deleteAbandonedImage(ticket.id)
+            }
+        }
         perform(machine.schedule())
         return true
     }
