@@ -39,12 +39,18 @@ struct AuthTests {
         }
     }
 
-    @Test("requests signed more than 15 minutes away from the server clock are RequestTimeTooSkewed")
+    @Test("requests signed more than 15 minutes away from the server clock are RequestTimeTooSkewed, which names both times as S3 does")
     func skew() async throws {
         try await TestServer.inMemory { server in
-            let reply = try await server.client().send("GET", "/", date: Date().addingTimeInterval(-16 * 60))
+            let sent = Date().addingTimeInterval(-16 * 60)
+            let reply = try await server.client().send("GET", "/", date: sent)
             #expect(reply.status == 403)
             #expect(reply.errorCode == "RequestTimeTooSkewed")
+            #expect(reply.text.contains("<RequestTime>\(SigV4.timestamp(sent))</RequestTime>"), "\(reply.text)")
+            #expect(reply.text.contains("<MaxAllowedSkewMilliseconds>900000</MaxAllowedSkewMilliseconds>"))
+            let serverTime = try #require(reply.text.firstMatch(of: /<ServerTime>([^<]*)<\/ServerTime>/)?.1)
+            let told = try #require(S3Date.parseXML(String(serverTime)))
+            #expect(abs(told.timeIntervalSinceNow) < 60, "\(serverTime)")
             #expect(try await server.client().send("GET", "/", date: Date().addingTimeInterval(-10 * 60)).status == 200)
         }
     }

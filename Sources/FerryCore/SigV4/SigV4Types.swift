@@ -144,11 +144,15 @@ public struct SigV4Error: Error, Sendable, Hashable, CustomStringConvertible {
     public var code: Code
     /// A human-readable explanation free of secrets and signatures.
     public var message: String
+    /// Extra elements S3 adds to the error (`RequestTime`, `ServerTime` and `MaxAllowedSkewMilliseconds` of a
+    /// request too far from the server's time); never a secret or signature.
+    public var details: [String: String]
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, details: [String: String] = [:]) {
         self.code = code
         self.message = message
+        self.details = details
     }
 
     /// `code: message`.

@@ -324,8 +324,14 @@ public enum SigV4Verifier {
             throw .malformedAuthorization("the credential scope date is not the date of x-amz-date")
         }
         if let now, abs(date.timeIntervalSince(now)) > maxClockSkew {
+            // As S3 does, the refusal names both times, so a client can correct its clock from it.
+            let sent = value(of: "x-amz-date", in: headers) ?? value(of: "date", in: headers) ?? timestamp
             throw SigV4Error(
-                .requestTimeTooSkewed, "the difference between the request time and the server's time is too large")
+                .requestTimeTooSkewed, "the difference between the request time and the server's time is too large",
+                details: [
+                    "RequestTime": sent, "ServerTime": S3Date.xml(now),
+                    "MaxAllowedSkewMilliseconds": String(Int64(maxClockSkew * 1000)),
+                ])
         }
         let hash: String
         if let payloadHash {

@@ -161,7 +161,7 @@ extension FerryDomainError {
             case .requestNotYetValid: "Request is not valid yet"
             default: error.message.prefix(1).uppercased() + error.message.dropFirst()
             }
-        self.init(.signature(error.code), message)
+        self.init(.signature(error.code), message, details: error.details)
     }
 
     /// The refusal of a write of other bytes to the file of a video or image (`owner`, as `Video <id>`) that is stored.
