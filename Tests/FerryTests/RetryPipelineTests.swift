@@ -76,6 +76,11 @@ struct RetryPipelineTests {
         #expect(RetryPolicy.retryAfter(" 0 ", now: now) == .zero)
         #expect(RetryPolicy.retryAfter("Thu, 01 Jan 1970 00:00:10 GMT", now: Date(timeIntervalSince1970: 4)) == .seconds(6))
         #expect(RetryPolicy.retryAfter("Thu, 01 Jan 1970 00:00:10 GMT", now: Date(timeIntervalSince1970: 40)) == .zero)
+        // Measured from the answer's own Date when it has one: a device clock hours off does not change the wait.
+        let answered = "Thu, 01 Jan 1970 00:00:07 GMT"
+        #expect(RetryPolicy.retryAfter("Thu, 01 Jan 1970 00:00:10 GMT", answeredAt: answered, now: Date(timeIntervalSince1970: 7200)) == .seconds(3))
+        #expect(RetryPolicy.retryAfter("Thu, 01 Jan 1970 00:00:10 GMT", answeredAt: answered, now: Date(timeIntervalSince1970: -7200)) == .seconds(3))
+        #expect(RetryPolicy.retryAfter("Thu, 01 Jan 1970 00:00:10 GMT", answeredAt: "yesterday", now: Date(timeIntervalSince1970: 4)) == .seconds(6))
         #expect(RetryPolicy.retryAfter("-3", now: now) == nil)
         #expect(RetryPolicy.retryAfter("soon", now: now) == nil)
         #expect(RetryPolicy.retryAfter(nil, now: now) == nil)

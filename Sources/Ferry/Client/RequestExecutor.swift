@@ -191,7 +191,7 @@ extension ObjectStorageClient {
     /// A ``FerryError`` from an S3 error response.
     static func serverError(_ response: TransportResponse, method: String) -> FerryError {
         let requestId = response.header("x-amz-request-id")
-        let retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
+        let retryAfter = RetryPolicy.retryAfter(of: response)
         if let document = try? S3XML.decode(S3ErrorDocument.self, from: Data(response.body)) {
             let message =
                 document.message.isEmpty

@@ -145,7 +145,7 @@ public final class FormUploader: Sendable {
                 httpStatus: response.status, serverCode: json?["code"] as? String,
                 requestId: json?["requestId"] as? String ?? response.header("x-amz-request-id"))
             // A 573 (the token's key past its request rate) or a 503 says when to try again.
-            error.retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
+            error.retryAfter = RetryPolicy.retryAfter(of: response)
             throw error
         }
         let policy = try? UploadToken.parse(token).policy

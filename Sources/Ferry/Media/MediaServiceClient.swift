@@ -92,7 +92,7 @@ public final class MediaServiceClient: Sendable {
             var error = FerryError(
                 .server, refusal?.message ?? "The media service answered HTTP \(response.status).",
                 httpStatus: response.status, serverCode: refusal?.code, requestId: refusal?.requestId)
-            error.retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
+            error.retryAfter = RetryPolicy.retryAfter(of: response)
             throw error
         }
     }

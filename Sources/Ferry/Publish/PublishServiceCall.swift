@@ -37,7 +37,7 @@ struct PublishServiceCall: Sendable {
                 if response.status >= 500 {
                     lastRefusal = (response.status, object ?? [:])
                     var error = FerryError(.server, "The service answered HTTP \(response.status).", httpStatus: response.status)
-                    error.retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
+                    error.retryAfter = RetryPolicy.retryAfter(of: response)
                     throw error
                 }
                 if let object { return (response.status, object) }

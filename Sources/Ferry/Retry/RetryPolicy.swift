@@ -1,4 +1,5 @@
 import FerryCore
+import FerryTransport
 import Foundation
 
 /// When and how often a failed request is tried again; one policy serves every request of a client.
@@ -114,15 +115,20 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// The wait a `Retry-After` header asks for: seconds, or an HTTP date; nil when absent or unreadable.
-    public static func retryAfter(_ value: String?, now: Date = Date()) -> Duration? {
+    ///
+    /// An HTTP date is measured from the answer's own `Date` (`answeredAt`, the server's clock) when it has one, so
+    /// a device whose clock is wrong waits what the server asked; from `now` otherwise.
+    public static func retryAfter(_ value: String?, answeredAt: String? = nil, now: Date = Date()) -> Duration? {
         guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
         if let seconds = Int64(value) { return seconds >= 0 ? .seconds(seconds) : nil }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
+        guard let date = S3Date.parseHTTP(value) else { return nil }
+        let now = answeredAt.flatMap(S3Date.parseHTTP) ?? now
         return .milliseconds(Int64(max(0, date.timeIntervalSince(now)) * 1000))
+    }
+
+    /// The wait an answer's `Retry-After` asks for, an HTTP date measured from the answer's `Date`.
+    static func retryAfter(of response: TransportResponse) -> Duration? {
+        retryAfter(response.header("Retry-After"), answeredAt: response.header("Date"))
     }
 }
 

@@ -513,7 +513,7 @@ public struct StreamUploader: Sendable {
         var error = FerryError(
             code,
             "Could not \(step): HTTP \(response.status)\(reason.isEmpty ? "" : ", " + reason)", httpStatus: response.status)
-        error.retryAfter = RetryPolicy.retryAfter(response.header("Retry-After"))
+        error.retryAfter = RetryPolicy.retryAfter(of: response)
         return error
     }
 }
