@@ -70,6 +70,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         configuration.timeout.read = idleReadTimeout
         configuration.http1_1ConnectionDebugInitializer = SendWindow.install
         configuration.http2ConnectionDebugInitializer = SendWindow.install
+        // No spans of its own: they would carry every URL whole, and an upload's URL is its credential. The engine
+        // sends its own `traceparent` (``UploadTrace``).
+        configuration.tracing.tracer = nil
         return HTTPClient(eventLoopGroup: eventLoops, configuration: configuration)
     }()
 
@@ -275,7 +278,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             return TransportError(.timeout, url: url, detail: error.message)
         }
         if let error = error as? HTTPClientError, error == .cancelled { return CancellationError() }
-        return TransportError(kind(of: error), url: url, detail: "\(error)")
+        // AsyncHTTPClient's own words without their values: a refused header value is quoted whole (a session token
+        // with a stray line break, say), and so is a URL.
+        let detail = (error as? HTTPClientError)?.shortDescription ?? "\(error)"
+        return TransportError(kind(of: error), url: url, detail: detail)
     }
 
     /// What kind of failure `error` is, from AsyncHTTPClient's and SwiftNIO's errors (a connection error of NIOPosix,

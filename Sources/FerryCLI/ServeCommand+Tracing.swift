@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryCore
 import Foundation
+import Logging
 import OTel
 import ServiceLifecycle
 import Tracing
@@ -21,6 +22,10 @@ extension ServeCommand {
         configuration.logs.enabled = false
         configuration.traces.exporter = .otlp
         configuration.traces.otlpExporter.protocol = .httpProtobuf
+        // swift-otel logs each `OTEL_*` variable it reads with its value, and `OTEL_EXPORTER_OTLP_HEADERS` carries
+        // the collector's credential: its log says which variable, not what it holds.
+        configuration.diagnosticLogger = .custom(
+            Logger(label: "swift-otel") { OTelDiagnosticLogHandler(StreamLogHandler.standardError(label: $0)) })
         if let endpoint {
             guard HTTPTarget.components(endpoint) != nil else {
                 throw ValidationError("--otel-endpoint must be an http:// or https:// URL (port 1-65535).")
@@ -31,5 +36,41 @@ extension ServeCommand {
         let backend = try OTel.makeTracingBackend(configuration: configuration)
         InstrumentationSystem.bootstrap(backend.factory)
         return backend.service
+    }
+}
+
+/// swift-otel's diagnostic log on standard error, without the values of the variables it reads.
+struct OTelDiagnosticLogHandler: LogHandler {
+    /// The metadata keys under which swift-otel logs a variable's value, and what it replaced.
+    static let valueKeys: Set<String> = ["environment_value", "previous_value", "new_value"]
+    private var handler: StreamLogHandler
+
+    init(_ handler: StreamLogHandler) { self.handler = handler }
+
+    var metadataProvider: Logger.MetadataProvider? {
+        get { handler.metadataProvider }
+        set { handler.metadataProvider = newValue }
+    }
+    var logLevel: Logger.Level {
+        get { handler.logLevel }
+        set { handler.logLevel = newValue }
+    }
+    var metadata: Logger.Metadata {
+        get { handler.metadata }
+        set { handler.metadata = Self.redacted(newValue) }
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { handler[metadataKey: key] }
+        set { handler[metadataKey: key] = newValue == nil || !Self.valueKeys.contains(key) ? newValue : "<redacted>" }
+    }
+
+    func log(event: LogEvent) {
+        var event = event
+        event.metadata = event.metadata.map(Self.redacted)
+        handler.log(event: event)
+    }
+
+    private static func redacted(_ metadata: Logger.Metadata) -> Logger.Metadata {
+        metadata.reduce(into: [:]) { $0[$1.key] = valueKeys.contains($1.key) ? "<redacted>" : $1.value }
     }
 }

@@ -129,9 +129,10 @@ extension FerryServerConfiguration: CustomReflectable {
             ], displayStyle: .struct)
     }
 
-    /// A URL with its password replaced by `<redacted>`.
+    /// A URL with its password replaced by `<redacted>`; one that cannot be read, whole.
     static func redactingPassword(_ text: String) -> String {
-        guard var components = URLComponents(string: text), components.password != nil else { return text }
+        guard var components = URLComponents(string: text) else { return "<redacted>" }
+        guard components.password != nil else { return text }
         components.password = "redacted"
         return components.string ?? "<redacted>"
     }

@@ -87,13 +87,20 @@ struct TracingTests {
 
         try await HTTPReceiver.with { receiver in
             let credentials = SigV4Credentials(accessKeyId: "FKIATRACING00000000", secretAccessKey: "tracing-secret-0123456789")
+            // The webhook URL carries the receiver's secret (as a Slack hook's does), and the collector's headers a
+            // credential of its own: neither reaches a span or the log.
+            let hookSecret = "HOOK-\(UUID().uuidString)"
+            let collectorSecret = "COLLECTOR-\(UUID().uuidString)"
             let server = try await FerryExecutable.Server.start(
                 dataDirectory: directory + "/data",
-                arguments: ["--otel-endpoint", "http://127.0.0.1:\(port)", "--webhook-url", receiver.url("/hooks")],
+                arguments: [
+                    "--otel-endpoint", "http://127.0.0.1:\(port)", "--webhook-url",
+                    receiver.url("/hooks/\(hookSecret)?token=\(hookSecret)"),
+                ],
                 environment: [
                     "FERRY_ACCESS_KEY_ID": credentials.accessKeyId, "FERRY_SECRET_ACCESS_KEY": credentials.secretAccessKey,
                     "FERRY_WEBHOOK_SECRET": "tracing-webhook-secret", "HOME": directory,
-                    "OTEL_BSP_SCHEDULE_DELAY": "200",
+                    "OTEL_BSP_SCHEDULE_DELAY": "200", "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer \(collectorSecret)",
                 ],
                 logFile: directory + "/serve.log")
             let media = MediaServiceClient(
@@ -153,6 +160,7 @@ struct TracingTests {
             // No credential reaches a span.
             let text = (try? String(contentsOfFile: exported, encoding: .utf8)) ?? ""
             #expect(!text.contains(credentials.secretAccessKey) && !text.contains("X-Amz-Signature=") && !text.contains("Signature="))
+            #expect(!text.contains(hookSecret) && !text.contains(collectorSecret), "a webhook or collector secret reached a span")
 
             // Trace headers as an attacker writes them: a traceparent that cannot be read beside credentials (the tracer
             // logged every header of such a request), a tracestate of combined characters (the W3C parser trapped on
@@ -186,6 +194,9 @@ struct TracingTests {
             await server.stop()
             let log = (try? String(contentsOfFile: directory + "/serve.log", encoding: .utf8)) ?? ""
             #expect(!log.contains(marker), "a credential reached the log")
+            // The exporter says which variable it read, not what it holds.
+            #expect(log.contains("environment_key=OTEL_EXPORTER_OTLP_TRACES_HEADERS environment_value=<redacted>"), "\(log.prefix(2000))")
+            #expect(!log.contains(collectorSecret) && !log.contains(hookSecret), "a collector or webhook secret reached the log")
         }
     }
 }

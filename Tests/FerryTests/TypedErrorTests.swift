@@ -74,6 +74,23 @@ struct TypedErrorTests {
         #expect(error?.code == .cancelled)
     }
 
+    @Test("a session token that is no header value (a stray line break) fails without the token in the error")
+    func unsendableTokenNotQuoted() async throws {
+        let token = "SESSION-\(UUID().uuidString)"
+        let client = ObjectStorageClient(
+            endpoint: Self.closed,
+            credentials: Credentials(accessKeyId: "AKID", secretAccessKey: "secret", sessionToken: token + "\r\n"),
+            configuration: Self.configuration(AsyncHTTPClientTransport()))
+        do {
+            _ = try await client.headObject(bucket: "b", key: "k")
+            Issue.record("a request with a line break in a header was sent")
+        } catch {
+            let told = "\(error) \(String(reflecting: error)) \(error.message)"
+            #expect(told.contains("Invalid header field values"), "\(told)")
+            #expect(!told.contains(token), "\(told)")
+        }
+    }
+
     @Test("a file that cannot be read is fileNotFound, from the engine, the form uploader and the media journal")
     func unreadableFiles() async throws {
         let missing = URL(fileURLWithPath: "/nonexistent/ferry-\(UUID().uuidString).mov")

@@ -146,8 +146,8 @@ public struct StreamUploader: Sendable {
                 guard
                     let current = try await retrying({ () throws(FerryError) in try await self.offset(of: uploadURL) })
                 else {
-                    throw FerryError(
-                        .cannotResumeUpload, "The upload at \(uploadURL.path) is gone (expired or terminated).")
+                    // Not its URL: the URL is the upload's credential.
+                    throw FerryError(.cannotResumeUpload, "The upload is gone from the server (expired or terminated).")
                 }
                 if current.complete, current.offset == size {
                     // A server that completes an upload once its offset reaches its length, as some do.
@@ -190,7 +190,8 @@ public struct StreamUploader: Sendable {
                 // append again, without asking for the offset first, which would take the turn it waited for.
                 if error.httpStatus == 503 || error.httpStatus == 429 { continue }
                 guard let current = try await retrying({ () throws(FerryError) in try await self.offset(of: uploadURL) }) else {
-                    throw FerryError(.cannotResumeUpload, "The upload at \(uploadURL.path) is gone (expired or terminated).")
+                    // Not its URL: the URL is the upload's credential.
+                    throw FerryError(.cannotResumeUpload, "The upload is gone from the server (expired or terminated).")
                 }
                 // An append cut short after bytes were stored (an IETF append keeps what arrived) made progress: a link
                 // that drops now and then keeps going; only failures in a row that store nothing end the upload, and

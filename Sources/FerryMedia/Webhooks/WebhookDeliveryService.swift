@@ -55,6 +55,9 @@ package struct WebhookDeliveryService: Service {
         clientConfiguration.timeout = .init(connect: timeout, read: timeout)
         // Fail an attempt at once when the receiver refuses connections (the backoff is ours).
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
+        // No spans of the client's own: they would carry the URL whole, and its path or query may be the receiver's
+        // secret. The delivery's span is ours, and its `traceparent` is sent by hand.
+        clientConfiguration.tracing.tracer = nil
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)
         await deliverUntilShutdown(client)
         try await client.shutdown()
@@ -137,8 +140,8 @@ package struct WebhookDeliveryService: Service {
         do {
             // The delivery continues the trace of what made the event; the app server gets it as `traceparent`.
             try await TraceContext.withSpan("webhook.deliver", parent: stored.traceParent, ofKind: .client) {
-                // With a tracer, the HTTP client sends the delivery's own `traceparent`; without one, the stored one.
-                let traceParent = TraceContext.current() == nil ? stored.traceParent : nil
+                // With a tracer, the delivery's own `traceparent`; without one, the stored one.
+                let traceParent = TraceContext.current() ?? stored.traceParent
                 try await cancelWhenGracefulShutdown { try await post(stored.body, client, traceParent: traceParent) }
             }
             failure = nil

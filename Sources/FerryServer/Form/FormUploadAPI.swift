@@ -313,6 +313,8 @@ public struct FormUploadAPI: Sendable {
         clientConfiguration.dnsOverride = [host: address]
         clientConfiguration.timeout = .init(connect: timeout, read: timeout)
         clientConfiguration.connectionPool.retryConnectionEstablishment = false
+        // No spans of the client's own: they would carry the URL whole.
+        clientConfiguration.tracing.tracer = nil
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration)
         // One limit for the answer's head and its body: a receiver that trickles its body is as late as one that
         // does not answer.
