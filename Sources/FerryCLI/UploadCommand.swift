@@ -81,8 +81,13 @@ struct UploadCommand: AsyncParsableCommand {
             went away), 75 interrupted or the network failed past the retries (resumable).
             """)
 
-    @Argument(help: "Files to upload.")
-    var files: [String]
+    @Argument(help: "Files to upload (after --, names that begin with a dash).")
+    var files: [String] = []
+
+    @Option(
+        name: .customLong("files-from"),
+        help: "Upload the files this list names too, one path per line ('-' reads standard input): for more files than a command line holds.")
+    var filesFrom: String?
 
     @OptionGroup var service: ServiceOptions
 
@@ -118,7 +123,9 @@ struct UploadCommand: AsyncParsableCommand {
         help: "Send each file as one resumable stream in tus or ietf (the IETF resumable-upload draft) instead of parallel multipart parts; useful behind proxies that dislike many parallel requests. --part-size sets the tus chunk (default 64MiB). Not with --cover or --wait.")
     var wireProtocol: String?
 
-    func validate() throws {
+    mutating func validate() throws {
+        if let filesFrom { files += try Self.fileList(filesFrom) }
+        if files.isEmpty { throw ValidationError("Name the files to upload, or a list of them with --files-from.") }
         if key != nil && bucket == nil { throw ValidationError("--key needs --bucket.") }
         if key != nil && files.count > 1 { throw ValidationError("--key works with one file only.") }
         if bucket != nil, key == nil, files.count > 1 {
@@ -158,6 +165,25 @@ struct UploadCommand: AsyncParsableCommand {
         // Each tus chunk is a request: tiny ones send a file at a few KB/s, too slowly to show progress.
         if wireProtocol != nil, let partSize, let size = ByteSize.parse(partSize), size < Self.minChunkSize {
             throw ValidationError("--part-size with --protocol must be at least 64KiB: each tus chunk is one request.")
+        }
+    }
+
+    /// The largest list --files-from reads: 64 MiB, a million long paths.
+    static let largestFileList = 64 << 20
+
+    /// The paths a list names, one a line (a line may end with CR LF; empty lines are skipped).
+    static func fileList(_ path: String) throws -> [String] {
+        let handle = path == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: path)
+        guard let handle, let data = try? handle.read(upToCount: largestFileList + 1) ?? Data() else {
+            throw ValidationError("--files-from: cannot read '\(TerminalText.safe(path))'.")
+        }
+        guard data.count <= largestFileList else {
+            throw ValidationError("--files-from: the list is larger than 64 MiB; split it over several runs.")
+        }
+        // Split as bytes: to a String, CR LF is one character, not a line break after a CR.
+        return data.split(separator: UInt8(ascii: "\n")).compactMap { line in
+            let path = line.last == UInt8(ascii: "\r") ? line.dropLast() : line
+            return path.isEmpty ? nil : String(decoding: path, as: UTF8.self)
         }
     }
 

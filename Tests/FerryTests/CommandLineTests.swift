@@ -41,14 +41,15 @@ struct FerryRun: Sendable {
 
     /// Runs `ferry arguments…`; with `interruptWhen`, sends `signal` (SIGINT, Ctrl-C) once a stdout line satisfies it,
     /// with `signalAfter`, that many seconds after the start; with `clockOffset` (seconds, negative behind), with its
-    /// wall clock that far off (``WallClockShim``), as on a device whose clock is wrong.
+    /// wall clock that far off (``WallClockShim``), as on a device whose clock is wrong; in `directory` when given.
     static func run(
         _ arguments: [String], environment: [String: String] = [:], inTerminal: Bool = false,
         interruptWhen: (@Sendable (String) -> Bool)? = nil, signal: Int32 = SIGINT, signalAfter: TimeInterval? = nil,
-        clockOffset: Int? = nil
+        clockOffset: Int? = nil, inDirectory directory: String? = nil
     ) async throws -> FerryRun {
         try await runBlocking {
             let process = Process()
+            if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
             if inTerminal {
                 // util-linux `script` runs the command on a pseudo-terminal and copies what it prints.
                 process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
@@ -1517,6 +1518,31 @@ struct CommandLineTests {
         await #expect(throws: (any Error).self) {
             try await storedBytes(dataDirectory: data + "/ferry", bucket: "dups", key: "dup.bin")
         }
+    }
+
+    @Test("upload --files-from reads the files to send from a list (CR LF and empty lines too), beside those named; a name beginning with a dash goes after --; no file at all is a usage error")
+    func filesFromList() async throws {
+        let data = TemporaryDirectory.make("ferry-cli-files-from")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let names = ["one.bin", "two words.bin", "-x.bin", "named.bin"]
+        for name in names { try Data(name.utf8).write(to: URL(fileURLWithPath: data + "/" + name)) }
+        let list = data + "/list.txt"
+        try Data("\(data)/one.bin\n\n\(data)/two words.bin\r\n\(data)/-x.bin".utf8).write(to: URL(fileURLWithPath: list))
+        let run = try await FerryRun.run(
+            ["upload", "--bucket", "listed", "--data-dir", data + "/ferry", "--files-from", list, data + "/named.bin"])
+        #expect(run.status == 0, "\(run.error)")
+        for name in names {
+            #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "listed", key: name) == Data(name.utf8), "\(name)")
+        }
+        // A name beginning with a dash, as an argument: after --.
+        try Data("dash".utf8).write(to: URL(fileURLWithPath: data + "/-y.bin"))
+        let dashed = try await FerryRun.run(["upload", "--bucket", "listed", "--data-dir", data + "/ferry", "--", "-y.bin"], inDirectory: data)
+        #expect(dashed.status == 0, "\(dashed.error)")
+        #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "listed", key: "-y.bin") == Data("dash".utf8))
+        let none = try await FerryRun.run(["upload", "--bucket", "listed", "--data-dir", data + "/ferry"])
+        #expect(none.status == 64 && none.error.contains("--files-from"), "\(none.error)")
+        let unreadable = try await FerryRun.run(["upload", "--bucket", "listed", "--files-from", data + "/no-such-list"])
+        #expect(unreadable.status == 64 && unreadable.error.contains("cannot read"), "\(unreadable.error)")
     }
 
     @Test("without --data-dir the embedded service keeps its data under $HOME/.ferry, whatever the account's home")
