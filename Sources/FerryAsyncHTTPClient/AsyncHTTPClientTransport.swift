@@ -30,7 +30,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// other requests to the same service keep moving, the link is not silent, and a body its connection starves (a
     /// slow link shared unevenly between parts) is not cut off and sent again from its start; a connection that died
     /// meanwhile is closed by the kernel once its sent bytes go unacknowledged for two minutes (on Linux,
-    /// ``SendWindow``), and otherwise the limit holds once the other requests stop moving. Default 60 s.
+    /// `SendWindow`), and otherwise the limit holds once the other requests stop moving. Default 60 s.
     public var idleWriteTimeout: Duration = .seconds(60)
     /// Longest an answer may go without a byte read once the request is sent (the shared client's). 300 s.
     public static let idleReadTimeout = TimeAmount.seconds(300)
@@ -39,10 +39,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     public static let longestBodyRequest: Duration = .seconds(24 * 3600)
 
     /// Most bytes a connection's socket may hold (`SO_SNDBUF`; Linux keeps twice this, for its own bookkeeping):
-    /// 256 KiB. Each connection's buffer follows its link from 32 KiB up to this (``SendWindow``: about two seconds of
+    /// 256 KiB. Each connection's buffer follows its link from 32 KiB up to this (`SendWindow`: about two seconds of
     /// what the link drains). Left to itself Linux grows the buffer to 4 MiB on a link that is slow but keeps taking
     /// bytes, so progress ran megabytes ahead of what the server had, and a part's answer wait began while most of it
-    /// had still to cross the link. With this bound (and ``settle(_:)``) a body counted as sent is within about
+    /// had still to cross the link. With this bound (and `settle(_:)`) a body counted as sent is within about
     /// 1.75 MiB of the server (1.0–1.5 MiB seen), per request, and within a few seconds of the link on a slow one. The
     /// bound covers bytes in flight too, which on a slow link with deep queues is what keeps new connections and
     /// other parts' acknowledgements from waiting behind megabytes (bounding only the unsent bytes, with
@@ -77,7 +77,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     }()
 
     /// The event loops of ``sharedClient``: two of its own on Linux, however many cores the machine has, since
-    /// ``settle(_:)`` visits every loop for each body slice (a process-wide group has a loop per core); on Apple
+    /// `settle(_:)` visits every loop for each body slice (a process-wide group has a loop per core); on Apple
     /// platforms Network.framework's (a loop per core).
     static let eventLoops: any EventLoopGroup = {
         #if canImport(Network)
@@ -402,7 +402,7 @@ struct CountedBody<Pieces: AsyncSequence & Sendable>: AsyncSequence, Sendable wh
 }
 
 /// The size of the slices a request body is handed to the connection in, following the link: for its first 512 KiB
-/// the size last measured on the link, or 32 KiB (a new connection's send window, ``SendWindow``); then what the
+/// the size last measured on the link, or 32 KiB (a new connection's send window, `SendWindow`); then what the
 /// connection took in about a second, in powers of two from 16 KiB to `largest`. The opening is not measured: the
 /// socket and the connection's queue take its first bytes at once, whatever the link. On a fast link slices are large
 /// (fewer trips through the client and its event loops); on a slow one each still goes within seconds, so progress

@@ -15,7 +15,7 @@ import Logging
 public final class ObjectStorageClient: Sendable {
     /// How the client behaves; every field has a default.
     public struct Configuration: Sendable {
-        /// The transport. Default: ``AsyncHTTPClientTransport`` on Linux, ``URLSessionTransport`` on Apple platforms.
+        /// The transport. Default: `AsyncHTTPClientTransport` on Linux, ``URLSessionTransport`` on Apple platforms.
         public var transport: any HTTPTransport
         /// Retries for every request.
         public var retryPolicy = RetryPolicy()

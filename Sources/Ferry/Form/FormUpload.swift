@@ -38,7 +38,7 @@ public struct FormUploadResult: Sendable, Hashable {
 /// ```swift
 /// let upload = uploader.upload(file: photo, key: "photos/cat.jpg")
 /// for await event in upload.events {
-///     if case .progress(let fraction) = event { bar.progress = fraction }
+///     if case .progress(let fraction) = event { bar.progress = Float(fraction) }
 /// }
 /// let stored = try await upload.result   // key and hash
 /// ```

@@ -20,7 +20,7 @@ import Logging
 public final class FormUploader: Sendable {
     /// How uploads are sent.
     public struct Configuration: Sendable {
-        /// The transport. Default: ``AsyncHTTPClientTransport`` on Linux, ``URLSessionTransport`` on Apple platforms.
+        /// The transport. Default: `AsyncHTTPClientTransport` on Linux, ``URLSessionTransport`` on Apple platforms.
         public var transport: any HTTPTransport
         /// Time the whole request (sending the file, storing it, the callback) may take. Default 1 hour.
         public var timeoutIntervalForRequest: Duration = .seconds(3600)
@@ -44,7 +44,7 @@ public final class FormUploader: Sendable {
         /// as `x-amz-meta-<name>` headers. Names are lowercased.
         public var customMeta: [String: String] = [:]
         /// The file's CRC32 (IEEE, as zlib's `crc32`) (`kCrc32Key`); the server refuses the upload with 406 and
-        /// stores nothing when the bytes differ. See ``FormUploader/crc32(of:)``.
+        /// stores nothing when the bytes differ. See ``FormUploader/crc32(of:chunkSize:)``.
         public var crc32: UInt32?
         /// Parameters for the app server's callback (`kCallbackParamsKey`), sent as `x:<name>` fields: `$(x:<name>)`
         /// in the policy's `callbackBody`, and appended to a form-encoded callback body that does not place them.

@@ -139,7 +139,7 @@ public final class MediaServiceClient: Sendable {
         /// Makes the call idempotent: while a video created with this token is still uploading, creating again with
         /// it answers that video (with fresh credentials, and described as the new call describes it: title, cover,
         /// and the rest) instead of a new one. At most 64 characters.
-        /// ``MediaUploadJournal/clientToken(for:)`` makes one per local file.
+        /// ``MediaUploadJournal/clientToken(for:scope:)`` makes one per local file.
         public var clientToken: String?
         /// Who may play it: `.signed` (the server's default: playback URLs need a token) or `.public`.
         public var playbackPolicy: PlaybackPolicy?

@@ -119,7 +119,7 @@ public struct UploadProgress: Sendable, Hashable {
     public var totalBytesStored: Int64
     /// Size of the file.
     public var totalBytesExpected: Int64
-    /// Rate of sending over about the last 10 seconds (``RecentRate``; since the upload started or resumed, when that
+    /// Rate of sending over about the last 10 seconds (`RecentRate`; since the upload started or resumed, when that
     /// is more recent), bytes per second: a link that stalled or sped up shows within seconds.
     public var bytesPerSecond: Double
     /// Time left at that rate, when there is a rate.

@@ -10,7 +10,7 @@ public struct UploadPlan: Sendable, Hashable {
         a.fileSize == b.fileSize && a.segments == b.segments && a.completed == b.completed && a.inFlight == b.inFlight
     }
 
-    /// Hashes what ``==`` compares.
+    /// Hashes what ``==(_:_:)`` compares.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(fileSize)
         hasher.combine(segments)

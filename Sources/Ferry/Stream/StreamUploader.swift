@@ -72,6 +72,10 @@ public struct StreamUploader: Sendable {
     /// the upload at `resuming`, then appends until the server has every byte.
     ///
     /// - Parameters:
+    ///   - file: the file to send.
+    ///   - creationURL: where a new upload is created (a tus or IETF creation endpoint).
+    ///   - signer: signs the creation request (SigV4) when the endpoint asks for it; nil sends it unsigned.
+    ///   - resuming: the URL of an upload created before (told to `onCreated`), to continue instead of creating one.
     ///   - onCreated: called with a new upload's URL, before its first byte is sent (keep it to resume later).
     ///   - progress: called with the bytes sent and the bytes the server has confirmed storing
     ///     (``UploadProgress/totalBytesStored``, the offset a resumed upload starts from).

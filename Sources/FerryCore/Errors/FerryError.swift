@@ -4,7 +4,7 @@
 /// Match on ``code``. The client's entry points throw it as their one error type (`throws(FerryError)`), so a `catch`
 /// needs no cast:
 /// ```swift
-/// do { try await client.headObject(bucket: "media", key: "movie.mp4") } catch where error.code == .network { … }
+/// do { _ = try await client.headObject(bucket: "media", key: "movie.mp4") } catch where error.code == .network { … }
 /// ```
 /// Messages never contain secrets, signatures or session tokens.
 public struct FerryError: Error, Sendable, CustomStringConvertible {
