@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Ingest benchmark for `ferry serve`: one large presigned PUT and concurrent multipart uploads, against the disk's
-own fsync'd write rate, with the server's peak RSS sampled throughout.
+"""Ingest benchmark for `ferry serve`: one large presigned PUT, concurrent multipart uploads and many small PUTs at
+once (250 of 4 MiB: memory per connection), against the disk's own fsync'd write rate, with the server's peak RSS
+sampled throughout.
 
 Run through run.sh (which finds or builds the release binary). Everything happens on 127.0.0.1 and in one temporary
 directory that is deleted at the end (unless --keep). MB = 10^6 bytes, MiB = 2^20 bytes.
@@ -219,6 +220,17 @@ def put_with_curl(client, bucket, key, path):
         raise RuntimeError(f"curl PUT failed: exit {result.returncode}, HTTP {result.stdout!r}, {result.stderr}")
 
 
+def many_puts(client, bucket, path, count):
+    """`count` presigned PUTs of one file at once, each by its own curl: as many connections sending bodies at once."""
+    urls = [client.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": f"many-{i}"}, ExpiresIn=3600)
+            for i in range(count)]
+    processes = [subprocess.Popen(["curl", "-sS", "--noproxy", "*", "-T", path, "-o", "/dev/null", "-w", "%{http_code}", url],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for url in urls]
+    failed = [(p.returncode, out, err) for p in processes for out, err in [p.communicate()] if out.strip() != "200"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {count} PUTs failed, e.g. {failed[0]}")
+
+
 def multipart_uploads(client, bucket, paths, chunk, concurrency):
     from boto3.s3.transfer import TransferConfig
 
@@ -260,6 +272,8 @@ def main():
     parser.add_argument("--chunk-mib", type=int, default=8, help="multipart part size (default 8)")
     parser.add_argument("--part-concurrency", type=int, default=1,
                         help="parts in flight per upload (TransferConfig.max_concurrency, default 1)")
+    parser.add_argument("--many", type=int, default=250, help="PUTs sent at once in the many-PUTs phase (default 250)")
+    parser.add_argument("--many-mib", type=int, default=4, help="size of each of those PUTs (default 4)")
     parser.add_argument("--sample-ms", type=int, default=100, help="RSS sampling interval (default 100)")
     parser.add_argument("--perf", metavar="DIR",
                         help="also run `perf record` on the server during each phase (adds overhead) and write "
@@ -292,6 +306,8 @@ def main():
         log(f"writing inputs: {args.put_mib} MiB + {args.uploads} x {args.upload_mib} MiB of random bytes ...")
         put_path = os.path.join(source_directory, "put.bin")
         put_md5, _ = make_random_file(put_path, args.put_mib * MIB, 8 * MIB)
+        many_path = os.path.join(source_directory, "many.bin")
+        many_md5, _ = make_random_file(many_path, args.many_mib * MIB, args.many_mib * MIB)
         upload_paths, upload_etags = [], []
         for index in range(args.uploads):
             path = os.path.join(source_directory, f"part-{index}.bin")
@@ -313,7 +329,7 @@ def main():
             "s3", endpoint_url=f"http://{HOST}:{port}", region_name="us-east-1",
             aws_access_key_id=access_key, aws_secret_access_key=secret_key,
             config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
-                          max_pool_connections=max(10, args.uploads * args.part_concurrency + 2),
+                          max_pool_connections=max(10, args.uploads * args.part_concurrency + 2, args.many + 2),
                           retries={"max_attempts": 1}))
         bucket = "ingest-bench"
         client.create_bucket(Bucket=bucket)
@@ -348,6 +364,15 @@ def main():
                 raise RuntimeError(f"multipart-{index} mismatch: {head['ContentLength']} bytes, ETag {head['ETag']}")
         log(multipart.describe())
 
+        log(f"{args.many} PUTs of {args.many_mib} MiB at once (curl -T, presigned) ...")
+        with Phase("many", "many", server.pid, sampler, profiler) as many:
+            many_puts(client, bucket, many_path, args.many)
+        for index in range(args.many):
+            head = client.head_object(Bucket=bucket, Key=f"many-{index}")
+            if head["ContentLength"] != args.many_mib * MIB or head["ETag"].strip('"') != many_md5:
+                raise RuntimeError(f"many-{index} mismatch: {head['ContentLength']} bytes, ETag {head['ETag']}")
+        log(many.describe())
+
         hwm = status_kib(server.pid, "VmHWM")
         sampler.stop()
         exit_code = stop_server(server)
@@ -371,6 +396,11 @@ def main():
     multipart_rate = multipart_bytes / multipart.seconds / MB
     peak_put = max(sampler.peaks.get("put", 0), sampler.peaks.get("after-put", 0)) / 1024
     peak_multipart = max(sampler.peaks.get("multipart", 0), sampler.peaks.get("after-multipart", 0)) / 1024
+    many_rate = args.many * args.many_mib * MIB / many.seconds / MB
+    peak_many = max(sampler.peaks.get("many", 0), sampler.peaks.get("after-many", 0)) / 1024
+    # Each connection sending a body holds the block it fills (1 MiB) and what it has read ahead; a few more MiB
+    # are shared by all (the blocks being hashed and written, at most 64).
+    many_limit = 3 * args.many + 100
     rss_limit = 200
     of_runs = f", median of {args.runs}" if args.runs > 1 else ""
 
@@ -387,6 +417,8 @@ def main():
         (f"{args.uploads} x {args.upload_mib} MiB multipart, boto3", f"{multipart_rate:.0f}",
          f"{multipart_rate / dd_rate:.2f}", f"{peak_multipart:.1f} MiB", f"RSS < {rss_limit} MiB",
          verdict(("RSS", peak_multipart < rss_limit))),
+        (f"{args.many} x {args.many_mib} MiB PUTs at once, curl", f"{many_rate:.0f}", f"{many_rate / dd_rate:.2f}",
+         f"{peak_many:.1f} MiB", f"RSS < {many_limit} MiB", verdict(("RSS", peak_many < many_limit))),
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     right = {1, 2, 3}
@@ -406,8 +438,9 @@ def main():
         print(f"  {run}. dd {rate:.0f} MB/s ({seconds:.2f} s, dd CPU {cpu:.2f} s); "
               f"PUT {put_run_rate:.0f} MB/s = {put_run_rate / rate:.2f}x this dd; {put.describe()}")
     print(f"  multipart {multipart_rate:.0f} MB/s; {multipart.describe()}")
+    print(f"  many PUTs {many_rate:.0f} MB/s; {many.describe()}")
     print(f"Server RSS: {idle_rss / 1024:.1f} MiB idle after start; peak of {args.sample_ms} ms samples "
-          f"{max(peak_put, peak_multipart):.1f} MiB ({sampler.samples.get('put', 0)} samples in PUTs, "
+          f"{max(peak_put, peak_multipart, peak_many):.1f} MiB ({sampler.samples.get('put', 0)} samples in PUTs, "
           f"{sampler.samples.get('multipart', 0)} in multipart); kernel high-water mark (VmHWM) {hwm / 1024:.1f} MiB. "
           f"Server exit status after SIGTERM: {exit_code}.")
     print(f"boto3 {boto3.__version__}, botocore {botocore.__version__}, "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Ingest benchmark of `ferry serve` (release build): dd's fsync'd write rate, one 1 GiB presigned PUT with curl,
-# 8 concurrent 128 MiB boto3 multipart uploads, and the server's peak RSS. Loopback only. Prints one table.
+# 8 concurrent 128 MiB boto3 multipart uploads, 250 presigned 4 MiB PUTs at once, and the server's peak RSS. Loopback only. Prints one table.
 #
 #   Benchmarks/ServerIngest/run.sh [ingest_bench.py options]     # e.g. --runs 1, --perf DIR, --keep
 #

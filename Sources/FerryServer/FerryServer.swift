@@ -362,7 +362,10 @@ public struct FerryServer: Sendable {
             responder: makeRouter().buildResponder(),
             server: .http1(
                 configuration: .init(additionalChannelHandlers: [
-                    ReceiveBufferSizing(), ConnectionGuard(limits: limits, counter: connections, unrouted: { [metrics] in metrics.requestRefusedUnrouted(status: $0) }),
+                    ReceiveBufferSizing(connections: connections),
+                    ConnectionGuard(
+                        limits: limits, counter: connections,
+                        unrouted: { [metrics] in metrics.requestRefusedUnrouted(status: $0) }),
                     ExpectContinueHandler(),
                 ])),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Ferry"),

@@ -103,6 +103,48 @@ struct BlobFilesTests {
         #expect(pool.idleCount == 2 && pool.inUse == 0)
     }
 
+    @Test("Turns: no more than their number are held at once, a waiter gets the turn handed back, in the order they came; bodies written at once leave every turn free")
+    func turns() async throws {
+        let turns = Turns(2)
+        await turns.acquire()
+        await turns.acquire()
+        #expect(turns.free == 0)
+        let order = NIOLockedValueBox<[Int]>([])
+        let waiters = (1...2).map { index in
+            Task {
+                await turns.acquire()
+                order.withLockedValue { $0.append(index) }
+            }
+        }
+        // Neither waiter has a turn while both are held.
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(order.withLockedValue { $0 }.isEmpty)
+        turns.release()
+        turns.release()
+        for waiter in waiters { await waiter.value }
+        #expect(Set(order.withLockedValue { $0 }) == [1, 2] && turns.free == 0)
+        turns.release()
+        turns.release()
+        #expect(turns.free == 2)
+
+        // Many bodies at once, more blocks than the turns: all stored, every turn given back.
+        let directory = TemporaryDirectory.make("ferry-blob-turns")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let files = try BlobFiles(root: directory)
+        let bytes = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<(AlignedBlock.inFlightLimit / 2) {
+                group.addTask {
+                    let written = try await files.write(Self.body(bytes, pieces: [65_536]), checksums: [], maxSize: 1 << 30)
+                    #expect(written.digests.md5 == Array(Insecure.MD5.hash(data: bytes)))
+                    await files.discard(tempPath: written.tempPath)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(AlignedBlock.inFlight.free == AlignedBlock.inFlightLimit)
+    }
+
     @Test("Chunk buffers: any size and any growth keeps its bytes, whichever block or mapping holds them")
     func readBuffers() {
         let allocator = ReadBuffers.allocator

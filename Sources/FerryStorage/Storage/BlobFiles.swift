@@ -113,7 +113,9 @@ struct BlobFiles: BlobStorage {
     /// The request's buffers are copied into page-aligned blocks of ``writeBatch`` bytes taken from a shared pool.
     /// Each full block is hashed on the thread pool, blocks in order, while it is written on another thread: hashing
     /// and writing run side by side, and the request keeps receiving. At most two writes and three hash jobs are
-    /// outstanding, so memory stays a few blocks per request.
+    /// outstanding, so memory stays a few blocks per request, and at most ``AlignedBlock/inFlightLimit`` blocks wait
+    /// for hashing and writing across every body at once: under many uploads at once a request waits for a turn
+    /// (its client for the connection to take more), instead of each holding its few blocks.
     ///
     /// Where the platform allows it (Linux), blocks are written with `O_DIRECT`: the bytes go from the block to the
     /// disk without being copied into the page cache, which is most of the cost of a write on a virtual machine. The
@@ -137,14 +139,23 @@ struct BlobFiles: BlobStorage {
                 let at = offset
                 offset += Int64(full.count)
                 if hashes.count >= 3 { try await hashes.removeFirst().value }
-                let previous = hashes.last
-                hashes.append(Task { [threadPool] in
-                    try await previous?.value
-                    try await digests.update(full, on: threadPool)
-                })
                 if writes.count >= 2 { try await writes.removeFirst().value }
                 try checkRoom(for: Int64(full.count) * Int64(writes.count + 1))
-                writes.append(Task { [diskPool] in try await diskPool.runIfActive { try file.write(full, at: at) } })
+                // A turn among every body's blocks waiting to be hashed and written; handed back once this one is.
+                await AlignedBlock.inFlight.acquire()
+                let previous = hashes.last
+                let hash = Task { [threadPool] in
+                    try await previous?.value
+                    try await digests.update(full, on: threadPool)
+                }
+                hashes.append(hash)
+                writes.append(Task { [diskPool] in
+                    defer { AlignedBlock.inFlight.release() }
+                    var failure: (any Error)?
+                    do { try await diskPool.runIfActive { try file.write(full, at: at) } } catch { failure = error }
+                    _ = await hash.result
+                    if let failure { throw failure }
+                })
             }
             for try await received in body {
                 size += Int64(received.readableBytes)
