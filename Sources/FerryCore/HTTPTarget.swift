@@ -12,6 +12,17 @@ public enum HTTPTarget {
         return components
     }
 
+    /// `text` as an error may quote it back: at most 200 characters, and the user and password a URL's authority may
+    /// hold (whatever comes before an `@` there) as `<redacted>`, whether or not the rest is a valid URL.
+    public static func quoted(_ text: String) -> String {
+        var text = Substring(text.prefix(200))
+        if let scheme = text.range(of: "://") {
+            let authority = text[scheme.upperBound...].prefix { !"/?#".contains($0) }
+            if let at = authority.lastIndex(of: "@") { text.replaceSubrange(scheme.upperBound..<at, with: "<redacted>") }
+        }
+        return String(text)
+    }
+
     /// `host` as a URL's authority spells it: an IPv6 address in brackets (`[::1]`), any other host as it is.
     public static func bracketed(_ host: String) -> String {
         host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host

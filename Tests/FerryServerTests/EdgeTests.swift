@@ -360,6 +360,16 @@ struct EdgeTests {
         ] {
             #expect(throws: InvalidPublicEndpoint.self, "\(bad)") { _ = try PublicEndpoint(parsing: bad) }
         }
+        // A refusal quotes what it was given without its user and password.
+        do {
+            _ = try PublicEndpoint(parsing: "https://admin:hunter2@cdn.example/ferry")
+            Issue.record("a public endpoint with a password and a path was taken")
+        } catch {
+            #expect("\(error)".contains("https://<redacted>@cdn.example/ferry") && !"\(error)".contains("hunter2"), "\(error)")
+        }
+        #expect(HTTPTarget.quoted("http://u:p@h:1/a@b?c@d") == "http://<redacted>@h:1/a@b?c@d")
+        #expect(HTTPTarget.quoted("not a url: p@ss") == "not a url: p@ss")
+        #expect(HTTPTarget.quoted("s3://k:s%zz@host") == "s3://<redacted>@host")
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = FerryServerConfiguration(dataDirectory: directory)
