@@ -27,7 +27,9 @@ struct ServiceOptions: ParsableArguments {
         if let text = endpoint ?? env["FERRY_ENDPOINT"] {
             guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil
             else {
-                throw ValidationError("--endpoint '\(HTTPTarget.quoted(text))' is not an http or https URL such as http://127.0.0.1:9000.")
+                throw ValidationError(
+                    "--endpoint '\(HTTPTarget.quoted(text))' is not an http or https URL "
+                        + "such as http://127.0.0.1:9000.")
             }
             // One set, whole: Ferry's own variables when its key id is set, else the AWS ones. A session token left
             // in the shell from another AWS session is not sent with a Ferry key.

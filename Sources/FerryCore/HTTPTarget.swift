@@ -18,7 +18,9 @@ public enum HTTPTarget {
         var text = Substring(text.prefix(200))
         if let scheme = text.range(of: "://") {
             let authority = text[scheme.upperBound...].prefix { !"/?#".contains($0) }
-            if let at = authority.lastIndex(of: "@") { text.replaceSubrange(scheme.upperBound..<at, with: "<redacted>") }
+            if let at = authority.lastIndex(of: "@") {
+                text.replaceSubrange(scheme.upperBound..<at, with: "<redacted>")
+            }
         }
         return String(text)
     }

@@ -125,7 +125,8 @@ public struct FerryServer: Sendable {
                 try await storage.prepare()
             } catch {
                 throw ObjectStoreUnavailable(
-                    description: "The object store at \(HTTPTarget.quoted(location.endpoint)) could not be used for bucket \(location.bucket): \(error)")
+                    description: "The object store at \(HTTPTarget.quoted(location.endpoint)) could not be used for "
+                        + "bucket \(location.bucket): \(error)")
             }
             blobs = storage
         }

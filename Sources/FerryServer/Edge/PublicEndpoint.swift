@@ -29,7 +29,8 @@ public struct PublicEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// verify where a proxy strips it, nor route where none does.
     public init(parsing text: String) throws {
         let invalid = InvalidPublicEndpoint(
-            description: "The public endpoint '\(HTTPTarget.quoted(text))' must be http(s)://host[:port] with nothing else.")
+            description:
+                "The public endpoint '\(HTTPTarget.quoted(text))' must be http(s)://host[:port] with nothing else.")
         guard let schemeEnd = text.range(of: "://") else { throw invalid }
         let scheme = text[..<schemeEnd.lowerBound].lowercased()
         guard scheme == "http" || scheme == "https" else { throw invalid }
@@ -39,8 +40,9 @@ public struct PublicEndpoint: Sendable, Hashable, CustomStringConvertible {
         guard Authority.isValid(authority) else {
             if let slash = rest.firstIndex(of: "/"), Authority.isValid(String(rest[..<slash])) {
                 throw InvalidPublicEndpoint(
-                    description: "The public endpoint '\(HTTPTarget.quoted(text))' has a path; Ferry is served at the root "
-                        + "of its host: give http(s)://host[:port] (a proxy can give Ferry a host name of its own).")
+                    description: "The public endpoint '\(HTTPTarget.quoted(text))' has a path; Ferry is served at the "
+                        + "root of its host: give http(s)://host[:port] (a proxy can give Ferry a host name of its "
+                        + "own).")
             }
             throw invalid
         }
