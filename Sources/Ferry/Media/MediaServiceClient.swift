@@ -254,7 +254,9 @@ public final class MediaServiceClient: Sendable {
     }
 
     /// The ticket a CreateUpload… or RefreshUpload… answer carries; one that cannot be read is the service's fault.
-    private static func ticket(_ answer: MediaContract.UploadTicketAnswer, id: String) throws(FerryError) -> UploadTicket {
+    private static func ticket(_ answer: MediaContract.UploadTicketAnswer, id: String) throws(FerryError)
+        -> UploadTicket
+    {
         guard
             var ticket = try? UploadTicket(
                 id: id, imageURL: answer.imageURL, address: answer.uploadAddress, auth: answer.uploadAuth)

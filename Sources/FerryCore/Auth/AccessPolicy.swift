@@ -61,8 +61,8 @@ public struct AccessPolicy: Codable, Sendable, Hashable {
         }
 
         /// The bucket-level actions a statement scoped to a key prefix allows: listings (whose `prefix` must lie
-        /// within the scope, ``AccessPolicy/allowsListing(action:bucket:prefix:namedOnly:)``), HeadBucket (`s3:ListBucket`),
-        /// ListBuckets, and reading the bucket's region and versioning state.
+        /// within the scope, ``AccessPolicy/allowsListing(action:bucket:prefix:namedOnly:)``), HeadBucket
+        /// (`s3:ListBucket`), ListBuckets, and reading the bucket's region and versioning state.
         public static let prefixScopedBucketActions: Set<String> = [
             "s3:ListAllMyBuckets", "s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads",
             "s3:GetBucketLocation", "s3:GetBucketVersioning",
