@@ -39,7 +39,8 @@ extension ServeCommand {
     }
 }
 
-/// swift-otel's diagnostic log on standard error, without the values of the variables it reads.
+/// swift-otel's diagnostic log on standard error, without the values of the variables it reads or what its errors
+/// quote.
 struct OTelDiagnosticLogHandler: LogHandler {
     /// The metadata keys under which swift-otel logs a variable's value, and what it replaced.
     static let valueKeys: Set<String> = ["environment_value", "previous_value", "new_value"]
@@ -67,7 +68,14 @@ struct OTelDiagnosticLogHandler: LogHandler {
     func log(event: LogEvent) {
         var event = event
         event.metadata = event.metadata.map(Self.redacted)
+        // An export's error may quote a header value (a collector credential with a stray line break): its type only.
+        if let error = event.error { event.error = ErrorKind(description: "\(type(of: error))") }
         handler.log(event: event)
+    }
+
+    /// An error said by its type alone.
+    struct ErrorKind: Error, CustomStringConvertible {
+        let description: String
     }
 
     private static func redacted(_ metadata: Logger.Metadata) -> Logger.Metadata {

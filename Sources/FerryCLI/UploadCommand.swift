@@ -124,7 +124,13 @@ struct UploadCommand: AsyncParsableCommand {
     var wireProtocol: String?
 
     mutating func validate() throws {
-        if let filesFrom { files += try Self.fileList(filesFrom) }
+        if let filesFrom {
+            let listed = try Self.fileList(filesFrom)
+            if listed.isEmpty {
+                throw ValidationError("--files-from: '\(TerminalText.safe(filesFrom))' names no file.")
+            }
+            files += listed
+        }
         if files.isEmpty { throw ValidationError("Name the files to upload, or a list of them with --files-from.") }
         if key != nil && bucket == nil { throw ValidationError("--key needs --bucket.") }
         if key != nil && files.count > 1 { throw ValidationError("--key works with one file only.") }
@@ -168,10 +174,11 @@ struct UploadCommand: AsyncParsableCommand {
         }
     }
 
-    /// The largest list --files-from reads: 64 MiB, a million long paths.
+    /// The largest list --files-from reads: 64 MiB.
     static let largestFileList = 64 << 20
 
-    /// The paths a list names, one a line (a line may end with CR LF; empty lines are skipped).
+    /// The paths a list names, one a line (a line may end with CR LF; empty lines are skipped); a relative path is
+    /// read from the working directory, as one given as an argument.
     static func fileList(_ path: String) throws -> [String] {
         let handle = path == "-" ? FileHandle.standardInput : FileHandle(forReadingAtPath: path)
         guard let handle, let data = try? handle.read(upToCount: largestFileList + 1) ?? Data() else {

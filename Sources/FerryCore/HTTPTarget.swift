@@ -12,17 +12,15 @@ public enum HTTPTarget {
         return components
     }
 
-    /// `text` as an error may quote it back: at most 200 characters, and the user and password a URL's authority may
-    /// hold (whatever comes before an `@` there) as `<redacted>`, whether or not the rest is a valid URL.
+    /// `text` as an error may quote it back: whatever may be a user and password (all before the last `@` ahead of
+    /// any `?` or `#`, after a `scheme://`) as `<redacted>`, whether or not the rest is a valid URL, then at most 200
+    /// characters. A path holding an `@` is redacted up to it too: better too much than a password.
     public static func quoted(_ text: String) -> String {
-        var text = Substring(text.prefix(200))
-        if let scheme = text.range(of: "://") {
-            let authority = text[scheme.upperBound...].prefix { !"/?#".contains($0) }
-            if let at = authority.lastIndex(of: "@") {
-                text.replaceSubrange(scheme.upperBound..<at, with: "<redacted>")
-            }
-        }
-        return String(text)
+        var text = Substring(text)
+        let start = text.range(of: "://")?.upperBound ?? text.startIndex
+        let region = text[start...].prefix { $0 != "?" && $0 != "#" }
+        if let at = region.lastIndex(of: "@") { text.replaceSubrange(start..<at, with: "<redacted>") }
+        return String(text.prefix(200))
     }
 
     /// `host` as a URL's authority spells it: an IPv6 address in brackets (`[::1]`), any other host as it is.

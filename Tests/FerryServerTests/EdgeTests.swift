@@ -367,9 +367,14 @@ struct EdgeTests {
         } catch {
             #expect("\(error)".contains("https://<redacted>@cdn.example/ferry") && !"\(error)".contains("hunter2"), "\(error)")
         }
-        #expect(HTTPTarget.quoted("http://u:p@h:1/a@b?c@d") == "http://<redacted>@h:1/a@b?c@d")
-        #expect(HTTPTarget.quoted("not a url: p@ss") == "not a url: p@ss")
+        #expect(HTTPTarget.quoted("http://u:p@h:1/x?c@d") == "http://<redacted>@h:1/x?c@d")
         #expect(HTTPTarget.quoted("s3://k:s%zz@host") == "s3://<redacted>@host")
+        // Without a scheme, with a slash in the password, or a password longer than what is quoted: still redacted.
+        #expect(HTTPTarget.quoted("admin:hunter2@127.0.0.1:9000") == "<redacted>@127.0.0.1:9000")
+        #expect(HTTPTarget.quoted("https://u:pa/ss@h") == "https://<redacted>@h")
+        let token = String(repeating: "t", count: 300)
+        #expect(HTTPTarget.quoted("https://admin:\(token)@h") == "https://<redacted>@h")
+        #expect(HTTPTarget.quoted("http://h:1") == "http://h:1")
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = FerryServerConfiguration(dataDirectory: directory)

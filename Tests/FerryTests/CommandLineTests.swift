@@ -1543,6 +1543,9 @@ struct CommandLineTests {
         #expect(none.status == 64 && none.error.contains("--files-from"), "\(none.error)")
         let unreadable = try await FerryRun.run(["upload", "--bucket", "listed", "--files-from", data + "/no-such-list"])
         #expect(unreadable.status == 64 && unreadable.error.contains("cannot read"), "\(unreadable.error)")
+        try Data("\r\n\n".utf8).write(to: URL(fileURLWithPath: data + "/empty.txt"))
+        let empty = try await FerryRun.run(["upload", "--bucket", "listed", "--files-from", data + "/empty.txt"])
+        #expect(empty.status == 64 && empty.error.contains("names no file"), "\(empty.error)")
     }
 
     @Test("without --data-dir the embedded service keeps its data under $HOME/.ferry, whatever the account's home")

@@ -190,7 +190,7 @@ public actor ShortVideoUploader {
     }
 
     /// Cancels the upload: both multipart uploads are aborted and their checkpoints deleted, and the video and cover
-    /// image made for them are deleted unless stored; ``upload(video:cover:info:credentials:)`` throws `cancelled`.
+    /// image made for them are deleted in the background unless stored; ``upload(video:cover:info:credentials:)`` throws `cancelled`.
     /// False when nothing is being uploaded.
     @discardableResult
     public func cancel() async -> Bool {

@@ -213,6 +213,7 @@ extension UploadQueue {
             items[index].bucket = ticket.address.bucket
             items[index].object = ticket.address.fileName
             if !ticket.id.isEmpty, items[index].kind == .video { items[index].videoId = ticket.id }
+            if !ticket.id.isEmpty, items[index].kind == .image { items[index].imageId = ticket.id }
             if let url = ticket.imageURL { items[index].imageURL = url }
             return items[index]
         }

@@ -157,6 +157,8 @@ extension UploadQueue {
         public internal(set) var failureMessage: String?
         /// Image type for images (`default` or `cover`).
         var imageType = "default"
+        /// The image id, once known (images only).
+        var imageId: String?
     }
 }
 

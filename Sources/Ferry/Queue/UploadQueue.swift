@@ -101,25 +101,38 @@ public actor UploadQueue {
 
     /// Removes a file from the list. If it is uploading, its upload is cancelled (the server's multipart upload is
     /// aborted, its checkpoint deleted) and the next file starts. With an STS credential, the video or image the
-    /// queue made for a file that had not finished is deleted while it is still `Uploading` (it would wait for a file
-    /// that never comes). False when there is no such item.
+    /// queue made for a file that has not finished is then deleted while it is still `Uploading` (it would wait for a
+    /// file that never comes), in the background: an answer that does not come is left to the service, which expires
+    /// the video. False when there is no such item.
     @discardableResult
     public func deleteFile(_ id: Item.ID) async -> Bool {
+        guard await delete(id) else { return false }
+        perform(machine.schedule())
+        return true
+    }
+
+    /// Removes a file as ``deleteFile(_:)`` does, without starting the next.
+    private func delete(_ id: Item.ID) async -> Bool {
         guard let deletion = machine.delete(id) else { return false }
         endWaits(id)
-        pendingAuth[id] = nil
-        let ticket = tickets.removeValue(forKey: id)
+        let pending = pendingAuth.removeValue(forKey: id)
+        tickets[id] = nil
         if let upload = deletion.upload { await control(id, upload) { await $0.cancel() } }
         controls[id] = nil
         if authorization.isSTS {
             journal?.remove(deletion.item.fileURL)
-            if deletion.item.state != .succeeded, let ticket, let media {
-                _ = await deletion.item.kind == .video
-                    ? media.deleteAbandonedVideo(ticket.id) : media.deleteAbandonedImage(ticket.id)
-            }
+            let item = deletion.item
+            let made = (item.kind == .video ? item.videoId : item.imageId) ?? pending?.id
+            if item.state != .succeeded { abandon(made, item.kind) }
         }
-        perform(machine.schedule())
         return true
+    }
+
+    /// Deletes, in the background, the video or image the queue made (with STS) for a file it no longer uploads,
+    /// while it is still `Uploading`.
+    private func abandon(_ mediaId: String?, _ kind: MediaKind) {
+        guard authorization.isSTS, let mediaId, !mediaId.isEmpty, let media else { return }
+        Task { _ = await kind == .video ? media.deleteAbandonedVideo(mediaId) : media.deleteAbandonedImage(mediaId) }
     }
 
     /// ``deleteFile(_:)`` by position in ``listFiles()``.
@@ -132,7 +145,8 @@ public actor UploadQueue {
 
     /// Removes every file, cancelling those that are uploading.
     public func clearFiles() async {
-        for item in machine.items { await deleteFile(item.id) }
+        for item in machine.items { _ = await delete(item.id) }
+        perform(machine.schedule())
     }
 
     /// Marks a file cancelled without removing it. If it is uploading it stops at once (its multipart upload and
@@ -331,7 +345,11 @@ public actor UploadQueue {
         do {
             let ticket = try await obtainTicket(reference, for: current, generation: generation)
             guard let (item, configuration) = await reference.queue?.record(ticket, for: id, generation: generation)
-            else { return }
+            else {
+                // Removed while its ticket was being made: what was made for it goes too.
+                await reference.queue?.abandonIfRemoved(id, ticket, current.kind)
+                return
+            }
             let made = try await makeUpload(item, ticket: ticket, configuration: configuration)
             guard await reference.queue?.attach(made, to: id, generation: generation) == true else {
                 // The queue is gone (or the run replaced): the upload stops, its checkpoint kept.
@@ -360,6 +378,10 @@ public actor UploadQueue {
     }
 
     /// A run starts: its `started` event; nil when the item is gone.
+    private func abandonIfRemoved(_ id: Item.ID, _ ticket: MediaServiceClient.UploadTicket, _ kind: MediaKind) {
+        if item(id) == nil { abandon(ticket.id, kind) }
+    }
+
     private func began(_ id: Item.ID) -> Item? {
         guard let current = item(id) else { return nil }
         emit(.started(current))

@@ -300,6 +300,8 @@ public struct FormUploadAPI: Sendable {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: contentType)
         request.headers.add(name: "User-Agent", value: "Ferry-Callback")
+        // The upload's trace continues at the app server (the client makes no spans of its own).
+        if let traceParent = TraceContext.current() { request.headers.add(name: "traceparent", value: traceParent) }
         request.headers.add(
             name: "Authorization",
             value: FormCallbackSignature.authorization(

@@ -32,6 +32,9 @@ struct BlobFiles: BlobStorage {
     /// refused (`storageFull`, nothing of it kept), so that the catalog's commits, and the deletes that free space,
     /// still fit when uploads have filled the disk. An empty body writes nothing and is not refused.
     var reserve: Int64 = 0
+    /// The turns of blocks waiting for hashing and writing, shared by every body (``AlignedBlock/inFlight``); tests
+    /// give their own.
+    var turns: Turns = AlignedBlock.inFlight
     /// The free bytes of the file system holding a path (``DiskSpace``); tests give a disk of their own size.
     var freeBytes: @Sendable (String) -> Int64? = { DiskSpace.of($0)?.free }
     /// Bytes gathered before one write to disk.
@@ -115,7 +118,8 @@ struct BlobFiles: BlobStorage {
     /// and writing run side by side, and the request keeps receiving. At most two writes and three hash jobs are
     /// outstanding, so memory stays a few blocks per request, and at most ``AlignedBlock/inFlightLimit`` blocks wait
     /// for hashing and writing across every body at once: under many uploads at once a request waits for a turn
-    /// (its client for the connection to take more), instead of each holding its few blocks.
+    /// (its client for the connection to take more), holding only the block it fills, instead of each holding its
+    /// few blocks.
     ///
     /// Where the platform allows it (Linux), blocks are written with `O_DIRECT`: the bytes go from the block to the
     /// disk without being copied into the page cache, which is most of the cost of a write on a virtual machine. The
@@ -142,15 +146,15 @@ struct BlobFiles: BlobStorage {
                 if writes.count >= 2 { try await writes.removeFirst().value }
                 try checkRoom(for: Int64(full.count) * Int64(writes.count + 1))
                 // A turn among every body's blocks waiting to be hashed and written; handed back once this one is.
-                await AlignedBlock.inFlight.acquire()
+                await turns.acquire()
                 let previous = hashes.last
                 let hash = Task { [threadPool] in
                     try await previous?.value
                     try await digests.update(full, on: threadPool)
                 }
                 hashes.append(hash)
-                writes.append(Task { [diskPool] in
-                    defer { AlignedBlock.inFlight.release() }
+                writes.append(Task { [diskPool, turns] in
+                    defer { turns.release() }
                     var failure: (any Error)?
                     do { try await diskPool.runIfActive { try file.write(full, at: at) } } catch { failure = error }
                     _ = await hash.result

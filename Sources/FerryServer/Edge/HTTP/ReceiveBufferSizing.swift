@@ -6,7 +6,7 @@ import NIOCore
 /// What a connection has read ahead of its request's handler (up to about ten reads, the request stream's high-water
 /// mark) is held in memory, so the largest read decides what each connection sending a body holds. A connection
 /// opened while few are open reads up to ``maximum``: a body streamed at loopback or LAN speed reaches the store in
-/// fewer, larger buffers. One opened while more than ``quietConnections`` are open reads up to ``crowdedMaximum``,
+/// fewer, larger buffers. One opened while ``quietConnections`` or more are open reads up to ``crowdedMaximum``,
 /// NIO's own limit: at 256 KiB each, 250 uploads of 4 MiB at once held over 1 GB in `ferry serve`, at 64 KiB about
 /// half of that (`Benchmarks/ServerIngest`).
 final class ReceiveBufferSizing: ChannelInboundHandler, RemovableChannelHandler {
@@ -16,7 +16,7 @@ final class ReceiveBufferSizing: ChannelInboundHandler, RemovableChannelHandler 
     static let maximum = 256 * 1024
     /// Largest buffer one read may fill on a connection opened while many are open.
     static let crowdedMaximum = 64 * 1024
-    /// Connections open at most for a new one to read up to ``maximum``.
+    /// Connections open, the new one not counted, from which a new one reads up to ``crowdedMaximum`` only.
     static let quietConnections = 16
 
     /// The server's connections, counted by ``ConnectionGuard``.
