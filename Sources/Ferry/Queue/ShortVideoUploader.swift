@@ -190,8 +190,8 @@ public actor ShortVideoUploader {
     }
 
     /// Cancels the upload: both multipart uploads are aborted and their checkpoints deleted, and the video and cover
-    /// image made for them are deleted in the background unless stored; ``upload(video:cover:info:credentials:)`` throws `cancelled`.
-    /// False when nothing is being uploaded.
+    /// image made for them are deleted in the background unless stored; ``upload(video:cover:info:credentials:)``
+    /// throws `cancelled`. False when nothing is being uploaded.
     @discardableResult
     public func cancel() async -> Bool {
         guard let queue else { return false }
