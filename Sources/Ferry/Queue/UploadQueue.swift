@@ -377,11 +377,12 @@ public actor UploadQueue {
         await reference.queue?.finish(id, upload: upload, outcome)
     }
 
-    /// A run starts: its `started` event; nil when the item is gone.
+    /// A ticket made for a file removed meanwhile: what it made is abandoned (``abandon(_:_:)``).
     private func abandonIfRemoved(_ id: Item.ID, _ ticket: MediaServiceClient.UploadTicket, _ kind: MediaKind) {
         if item(id) == nil { abandon(ticket.id, kind) }
     }
 
+    /// A run starts: its `started` event; nil when the item is gone.
     private func began(_ id: Item.ID) -> Item? {
         guard let current = item(id) else { return nil }
         emit(.started(current))
