@@ -45,11 +45,12 @@ struct FerryRun: Sendable {
     static func run(
         _ arguments: [String], environment: [String: String] = [:], inTerminal: Bool = false,
         interruptWhen: (@Sendable (String) -> Bool)? = nil, signal: Int32 = SIGINT, signalAfter: TimeInterval? = nil,
-        clockOffset: Int? = nil, inDirectory directory: String? = nil
+        clockOffset: Int? = nil, inDirectory directory: String? = nil, standardInput: String? = nil
     ) async throws -> FerryRun {
         try await runBlocking {
             let process = Process()
             if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+            if let standardInput { process.standardInput = FileHandle(forReadingAtPath: standardInput) }
             if inTerminal {
                 // util-linux `script` runs the command on a pseudo-terminal and copies what it prints.
                 process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
@@ -1520,7 +1521,7 @@ struct CommandLineTests {
         }
     }
 
-    @Test("upload --files-from reads the files to send from a list (CR LF and empty lines too), beside those named; a name beginning with a dash goes after --; no file at all is a usage error")
+    @Test("upload --files-from reads the files to send from a list (CR LF and empty lines too), or from standard input (-), beside those named; a name beginning with a dash goes after --; no file at all is a usage error")
     func filesFromList() async throws {
         let data = TemporaryDirectory.make("ferry-cli-files-from")
         defer { try? FileManager.default.removeItem(atPath: data) }
@@ -1539,6 +1540,13 @@ struct CommandLineTests {
         let dashed = try await FerryRun.run(["upload", "--bucket", "listed", "--data-dir", data + "/ferry", "--", "-y.bin"], inDirectory: data)
         #expect(dashed.status == 0, "\(dashed.error)")
         #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "listed", key: "-y.bin") == Data("dash".utf8))
+        // The list on standard input.
+        try Data("\(data)/one.bin\n\(data)/-y.bin\n".utf8).write(to: URL(fileURLWithPath: data + "/stdin.txt"))
+        let piped = try await FerryRun.run(
+            ["upload", "--bucket", "piped", "--data-dir", data + "/ferry", "--files-from", "-"], standardInput: data + "/stdin.txt")
+        #expect(piped.status == 0, "\(piped.error)")
+        #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "piped", key: "one.bin") == Data("one.bin".utf8))
+        #expect(try await storedBytes(dataDirectory: data + "/ferry", bucket: "piped", key: "-y.bin") == Data("dash".utf8))
         let none = try await FerryRun.run(["upload", "--bucket", "listed", "--data-dir", data + "/ferry"])
         #expect(none.status == 64 && none.error.contains("--files-from"), "\(none.error)")
         let unreadable = try await FerryRun.run(["upload", "--bucket", "listed", "--files-from", data + "/no-such-list"])
