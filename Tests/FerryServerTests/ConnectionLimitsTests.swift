@@ -3,6 +3,8 @@ import FerryCore
 @testable import FerryStorage
 import FerryTestSupport
 import Foundation
+import NIOCore
+import NIOPosix
 import Testing
 
 #if canImport(Glibc)
@@ -443,6 +445,33 @@ extension ConnectionLimitsTests {
         counter.leave(address: "192.0.2.1")
         #expect(counter.current == 1 && counter.addresses == 1)
         #expect(counter.enter(address: "192.0.2.1", limits: limits))
+    }
+
+    @Test("a connection opened while fewer than 16 are open reads up to 256 KiB at a time, one opened while 16 or more are open up to 64 KiB")
+    func crowdedReadSize() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let listener = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        let address = try #require(listener.localAddress)
+        let counter = ConnectionGuard.Counter()
+        /// The largest read of a connection opened now.
+        func largestRead() async throws -> Int? {
+            let channel = try await ClientBootstrap(group: group).connect(to: address).get()
+            let largest = try await channel.eventLoop.submit {
+                try channel.pipeline.syncOperations.addHandler(ReceiveBufferSizing(connections: counter))
+                return (try channel.syncOptions?.getOption(ChannelOptions.recvAllocator) as? AdaptiveRecvByteBufferAllocator)?
+                    .maximum
+            }.get()
+            try await channel.close()
+            return largest
+        }
+        for index in 0..<15 { #expect(counter.enter(address: "192.0.2.\(index)", limits: ConnectionLimits())) }
+        #expect(try await largestRead() == 256 * 1024)
+        #expect(counter.enter(address: "192.0.2.15", limits: ConnectionLimits()))
+        #expect(try await largestRead() == 64 * 1024)
+        counter.leave(address: "192.0.2.15")
+        #expect(try await largestRead() == 256 * 1024)
+        try await listener.close()
+        try await group.shutdownGracefully()
     }
 
     @Test("limits per client address count an IPv4 address by itself and an IPv6 address by its /64")
