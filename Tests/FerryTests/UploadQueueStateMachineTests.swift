@@ -1,4 +1,5 @@
 import FerryCore
+import FerryTestSupport
 import Foundation
 import Testing
 
@@ -476,5 +477,46 @@ struct UploadQueueStateMachineTests {
         _ = machine.delete(ids[1])
         #expect(machine.takeExpired().isEmpty)
         #expect(Self.isNil(machine.uploadingUpload(ids[0])), "a cancelled file's upload is not resumed with a credential")
+    }
+
+    @Test("any mix of adding, removing, cancelling, resuming, pausing, stopping and ending files keeps each file found by its id and the queue full: while it runs, a file is ready only when as many as it uploads at once are uploading")
+    func bookkeepingHoldsUnderAnyMix() {
+        let seed = UInt64.random(in: 1...UInt64.max)
+        var random = SeededGenerator(seed: seed)
+        var machine = Machine(maxConcurrentUploads: 3)
+        var ids: [ID] = []
+        for step in 0..<4_000 {
+            let live = machine.items.map(\.id)
+            let some = live.randomElement(using: &random)
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0, 1: ids.append(machine.add(Self.file("f\(step).mp4"), info: MediaInfo(), kind: .video).id)
+            // Then the next file starts, as the queue has it.
+            case 2: if let some, machine.delete(some) != nil { _ = machine.schedule() }
+            case 3: if let some, case .halt = machine.cancelFile(some) { _ = machine.schedule() }
+            case 4: if let some { _ = machine.resumeFile(some) }
+            case 5: _ = Int.random(in: 0..<4, using: &random) == 0 ? machine.pause() : machine.stop()
+            case 6: _ = Int.random(in: 0..<2, using: &random) == 0 ? machine.resume() : machine.start()
+            default:
+                // An uploading file ends.
+                if let uploading = machine.items.filter({ $0.state == .uploading }).randomElement(using: &random) {
+                    _ = machine.fail(uploading.id, FerryError(.network, "lost"))
+                }
+            }
+            for item in machine.items {
+                guard machine.item(item.id)?.id == item.id, machine.item(item.id)?.state == item.state else {
+                    Issue.record("step \(step) (seed \(seed)): \(item.id) is not found as listed")
+                    return
+                }
+            }
+            let uploading = machine.items.count { $0.state == .uploading }
+            let ready = machine.items.count { $0.state == .ready }
+            guard uploading <= 3, !machine.isRunning || uploading == 3 || ready == 0 else {
+                Issue.record("step \(step) (seed \(seed)): \(uploading) uploading, \(ready) ready, running \(machine.isRunning)")
+                return
+            }
+        }
+        let gone = Set(ids).subtracting(machine.items.map(\.id))
+        #expect(gone.allSatisfy { machine.item($0) == nil }, "seed \(seed)")
+        #expect(!gone.isEmpty && !machine.items.isEmpty, "the mix removed some files and kept others (seed \(seed))")
     }
 }

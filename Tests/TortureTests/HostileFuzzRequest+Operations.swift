@@ -1,4 +1,5 @@
 import FerryCore
+import FerryTestSupport
 import Foundation
 
 extension FuzzRequest {

@@ -78,19 +78,6 @@ struct TortureError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// SplitMix64: a seeded generator, so a failing run can be repeated with the seed it printed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// The seed of a torture run: FERRY_TORTURE_SEED when set, otherwise a fresh one (printed by the test).
 func tortureSeed() -> UInt64 {
     ProcessInfo.processInfo.environment["FERRY_TORTURE_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)

@@ -38,6 +38,13 @@ extension UploadQueue {
         /// For each file whose credential was renewed: its stored bytes then, and how many renewals in a row found
         /// them unchanged.
         private var renewals: [Item.ID: (stored: Int64, count: Int)] = [:]
+        /// Each listed file's place in ``items``: a file is looked up at once, however long the list.
+        private var positions: [Item.ID: Int] = [:]
+        /// Files uploading now.
+        private var uploading = 0
+        /// No file before this place in ``items`` is ready: ``schedule()`` looks on from here, so a long list is not
+        /// walked again each time a file ends.
+        private var readyFloor = 0
 
         /// An empty, stopped queue.
         init(maxConcurrentUploads: Int) {
@@ -102,7 +109,7 @@ extension UploadQueue {
         // MARK: The list
 
         /// Looks up a file.
-        func item(_ id: Item.ID) -> Item? { items.first { $0.id == id } }
+        func item(_ id: Item.ID) -> Item? { index(id).map { items[$0] } }
 
         /// Adds a file at the end of the list, ready; returns its id and what starts now.
         mutating func add(
@@ -113,6 +120,8 @@ extension UploadQueue {
             var item = Item(id: id, fileURL: fileURL.standardizedFileURL, kind: kind, info: info)
             item.imageType = imageType
             items.append(item)
+            positions[id] = items.count - 1
+            readyFloor = min(readyFloor, items.count - 1)
             return (id, schedule())
         }
 
@@ -121,6 +130,10 @@ extension UploadQueue {
         mutating func delete(_ id: Item.ID) -> Deletion? {
             guard let index = index(id) else { return nil }
             let item = items.remove(at: index)
+            positions[id] = nil
+            for later in index..<items.count { positions[items[later].id] = later }
+            if item.state == .uploading { uploading -= 1 }
+            if index < readyFloor { readyFloor -= 1 }
             generations[id, default: 0] += 1
             expired.removeAll { $0 == id }
             return Deletion(item: item, upload: uploads.removeValue(forKey: id))
@@ -133,7 +146,7 @@ extension UploadQueue {
             case .uploading:
                 return .halt(halt(index, to: .cancelled))
             case .ready, .paused:
-                items[index].state = .cancelled
+                set(index, .cancelled)
                 return .cancelled(starts: schedule())
             case .cancelled, .succeeded, .failed:
                 return .none
@@ -144,7 +157,7 @@ extension UploadQueue {
         /// file that is ready, uploading or stored, or not listed.
         mutating func resumeFile(_ id: Item.ID) -> [Start]? {
             guard let index = index(id), [.cancelled, .paused, .failed].contains(items[index].state) else { return nil }
-            items[index].state = .ready
+            set(index, .ready)
             items[index].failureCode = nil
             items[index].failureMessage = nil
             isRunning = true
@@ -174,7 +187,7 @@ extension UploadQueue {
 
         /// Runs a paused queue again: paused files are ready again, and start.
         mutating func resume() -> [Start] {
-            for index in items.indices where items[index].state == .paused { items[index].state = .ready }
+            for index in items.indices where items[index].state == .paused { set(index, .ready) }
             isRunning = true
             return schedule()
         }
@@ -183,11 +196,12 @@ extension UploadQueue {
         /// not run.
         mutating func schedule() -> [Start] {
             guard isRunning else { return [] }
-            var active = items.count(where: { $0.state == .uploading })
             var starts: [Start] = []
-            for index in items.indices where active < maxConcurrentUploads && items[index].state == .ready {
-                items[index].state = .uploading
-                active += 1
+            var index = readyFloor
+            while index < items.count, uploading < maxConcurrentUploads {
+                defer { index += 1 }
+                guard items[index].state == .ready else { continue }
+                set(index, .uploading)
                 let id = items[index].id
                 if let upload = uploads[id] {
                     starts.append(.resume(id, upload))
@@ -196,6 +210,8 @@ extension UploadQueue {
                     starts.append(.run(id, generation: generations[id]!))
                 }
             }
+            // Every file before `index` was looked at and is not ready now.
+            readyFloor = index
             return starts
         }
 
@@ -236,7 +252,7 @@ extension UploadQueue {
 
         /// The item at `index` is stored whole, `size` bytes.
         private mutating func succeed(_ index: Int, size: Int64) {
-            items[index].state = .succeeded
+            set(index, .succeeded)
             items[index].uploadedSize = size
             items[index].storedSize = size
             items[index].totalSize = size
@@ -292,7 +308,7 @@ extension UploadQueue {
                 }
                 return .succeeded(stored, starts: schedule())
             case .failure(let error) where error.code == .cancelled:
-                if let index = index(id), items[index].state == .uploading { items[index].state = .cancelled }
+                if let index = index(id), items[index].state == .uploading { set(index, .cancelled) }
                 return .cancelled(starts: schedule())
             case .failure(let error):
                 let (item, starts) = fail(id, error)
@@ -305,7 +321,7 @@ extension UploadQueue {
         mutating func fail(_ id: Item.ID, _ error: FerryError) -> (item: Item?, starts: [Start]) {
             var failed: Item?
             if let index = index(id) {
-                items[index].state = .failed
+                set(index, .failed)
                 items[index].failureCode = error.serverCode ?? error.code.description
                 items[index].failureMessage = error.message
                 failed = items[index]
@@ -378,12 +394,20 @@ extension UploadQueue {
 
         // MARK: Inside
 
-        private func index(_ id: Item.ID) -> Int? { items.firstIndex { $0.id == id } }
+        private func index(_ id: Item.ID) -> Int? { positions[id] }
+
+        /// Moves the file at `index` to `state`, keeping count of the files uploading and of where a ready one may be.
+        private mutating func set(_ index: Int, _ state: Item.State) {
+            if items[index].state == .uploading { uploading -= 1 }
+            if state == .uploading { uploading += 1 }
+            if state == .ready { readyFloor = min(readyFloor, index) }
+            items[index].state = state
+        }
 
         /// Moves an uploading file to `state` and says how to stop it.
         private mutating func halt(_ index: Int, to state: Item.State) -> Halt {
             let id = items[index].id
-            items[index].state = state
+            set(index, state)
             expired.removeAll { $0 == id }
             if let upload = uploads[id] { return .pauseUpload(id, upload) }
             generations[id, default: 0] += 1

@@ -145,7 +145,8 @@ public actor UploadQueue {
 
     /// Removes every file, cancelling those that are uploading.
     public func clearFiles() async {
-        for item in machine.items { _ = await delete(item.id) }
+        // From the end: each removal leaves the files before it where they were.
+        for item in machine.items.reversed() { _ = await delete(item.id) }
         perform(machine.schedule())
     }
 
