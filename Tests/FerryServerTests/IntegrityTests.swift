@@ -239,7 +239,7 @@ struct IntegrityTests {
             request += "\r\n"
             try RawSocket.sendAndClose(port: server.port, Array(request.utf8) + [UInt8](repeating: 7, count: 40_000))
             // The server notices the cut connection; poll until the temporary file is gone.
-            for _ in 0..<100 where !(try FileManager.default.contentsOfDirectory(atPath: server.dataDirectory + "/objects/tmp")).isEmpty {
+            for _ in 0..<1200 where !(try FileManager.default.contentsOfDirectory(atPath: server.dataDirectory + "/objects/tmp")).isEmpty {
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect(try FileManager.default.contentsOfDirectory(atPath: server.dataDirectory + "/objects/tmp").isEmpty)

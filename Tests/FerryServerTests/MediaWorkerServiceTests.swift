@@ -457,7 +457,8 @@ struct MediaWorkerServiceTests {
                         }
                         let job = try #require(try await harness.server.mediaCatalog.job(harness.job.id))
                         #expect(job.state == .queued && job.attempts == 0, "\(job.state) after \(job.attempts) attempts")
-                        #expect(job.runAt > Date(), "due after the retry delay")
+                        // Due after the retry delay (5 s) from when it was given back, whenever this reads it.
+                        #expect(job.runAt.timeIntervalSince(job.updatedAt) >= 4.5, "due \(job.runAt), given back \(job.updatedAt)")
                         let record = try #require(log.records.first { $0.message == "media job stopped by an outage or a full disk; it will be retried" })
                         #expect(record.metadata["ferry.job-id"] == harness.job.id)
                     }

@@ -1220,10 +1220,10 @@ struct ResumableUploadTests {
         let environment = [
             "FERRY_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": root.secretAccessKey, "HOME": data,
         ]
-        // A body must progress every second here: an upload being created lives 2 s past its last sign of life.
+        // A body must progress every 3 s here: an upload being created lives 6 s past its last sign of life.
         func start() async throws -> FerryExecutable.Server {
             try await FerryExecutable.Server.start(
-                dataDirectory: data + "/data", arguments: ["--body-timeout", "1", "--media-workers", "0"],
+                dataDirectory: data + "/data", arguments: ["--body-timeout", "3", "--media-workers", "0"],
                 environment: environment, logFile: data + "/serve.log")
         }
         var server = try await start()
@@ -1252,7 +1252,7 @@ struct ResumableUploadTests {
         let expires = try #require(answered.header("Upload-Expires").flatMap(S3Date.parseHTTP))
         #expect(expires > Date().addingTimeInterval(23 * 3600))
 
-        // A creation of 1 MiB whose body comes 4 KiB every 200 ms for 4 s, twice the time it lives untouched.
+        // A creation of 1 MiB whose body comes 4 KiB every 200 ms for 12 s, twice the time it lives untouched.
         let target = try creationURL("killed.bin").dropFirst(server.endpoint.count)
         let socket = try RawSocket.connect(port: server.port)
         defer { close(socket) }
@@ -1266,9 +1266,12 @@ struct ResumableUploadTests {
                         ("Content-Type", "application/offset+octet-stream"), ("Content-Length", "1048576"),
                     ]
                 ).utf8))
-        for _ in 0..<20 {
-            try RawSocket.write(socket, [UInt8](repeating: 1, count: 4096))
-            try await Task.sleep(for: .milliseconds(200))
+        // Written from a thread of its own: a busy test process does not hold the body back past a body window.
+        try await runBlocking {
+            for _ in 0..<60 {
+                try RawSocket.write(socket, [UInt8](repeating: 1, count: 4096))
+                usleep(200_000)
+            }
         }
         // Alive: another creation of the key is refused for the slot (an expired upload would have been ended for it).
         let refused = try await create("second.bin")
@@ -1277,8 +1280,8 @@ struct ResumableUploadTests {
         await server.stop(signal: SIGKILL)
         server = try await start()
         defer { kill(server.process.processIdentifier, SIGKILL) }
-        try await Task.sleep(for: .seconds(3))
-        // Its URL was never sent: it expired 2 s after the kill, and a creation of the key ends it and takes its slot.
+        try await Task.sleep(for: .seconds(7))
+        // Its URL was never sent: it expired 6 s after the kill, and a creation of the key ends it and takes its slot.
         let after = try await create("after.bin")
         #expect(after.status == 201, "\(after.status) \(after.text)")
         let usage = try await MediaServiceClient(

@@ -50,7 +50,7 @@ struct SendBufferTests {
         let fresh = LinkPace.of(url).size == nil
         let request = TransportRequest(
             method: "PUT", url: url, headers: [],
-            body: [UInt8](repeating: 0x63, count: length), timeout: .seconds(90))
+            body: [UInt8](repeating: 0x63, count: length), timeout: .seconds(300))
         let response = try await AsyncHTTPClientTransport().send(
             request, bodyProgress: { lead.handed($0, received: server.bodyBytes) }, responseSink: nil)
         #expect(response.status == 200)
@@ -66,6 +66,8 @@ struct SendBufferTests {
     func slowLinkIsNotSilent() async throws {
         // The socket asks for more once about a third of its buffer is free: every 2–3 s at 80 KB/s, whatever the
         // slices.
+        // About 40 s at that pace; the request's whole time is far longer (a loaded machine's reader falls behind):
+        // only the idle write limit is under test.
         let length = 3 << 20
         let server = try SlowReader(bytesPerSecond: 80_000)
         defer { server.close() }
@@ -73,7 +75,7 @@ struct SendBufferTests {
         transport.idleWriteTimeout = .seconds(6)
         let request = TransportRequest(
             method: "PUT", url: "http://127.0.0.1:\(server.port)/bucket/key", headers: [],
-            body: [UInt8](repeating: 0x62, count: length), timeout: .seconds(60))
+            body: [UInt8](repeating: 0x62, count: length), timeout: .seconds(300))
         let response = try await transport.send(request, bodyProgress: { _ in }, responseSink: nil)
         #expect(response.status == 200)
         #expect(server.bodyBytes == length)

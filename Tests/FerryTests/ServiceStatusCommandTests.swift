@@ -68,7 +68,10 @@ struct ServiceStatusCommandTests {
             let workerPid = worker.process.processIdentifier
 
             let media = Self.media(api.endpoint)
-            let status = try await Self.status(media) { $0.nodes.count >= 2 }
+            // Both nodes seen, and each backend answered within the status's two seconds (a loaded machine can miss them).
+            let status = try await Self.status(media) {
+                $0.nodes.count >= 2 && $0.catalog.healthy && $0.store.healthy && $0.jobQueue != nil && $0.webhookBacklog != nil
+            }
             #expect(status.nodes.count == 2, "\(status.nodes)")
             let apiNode = try #require(status.nodes.first { $0.name.contains("-\(apiPid)-") }, "\(status.nodes)")
             let workerNode = try #require(status.nodes.first { $0.name.contains("-\(workerPid)-") }, "\(status.nodes)")

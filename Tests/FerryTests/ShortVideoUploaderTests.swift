@@ -124,10 +124,13 @@ struct ShortVideoUploaderTests {
             var configuration = UploadQueueTests.configuration(records: directory + "/records")
             configuration.partConcurrency = 1
             let uploader = ShortVideoUploader(endpoint: URL(string: proxy.endpoint)!, configuration: configuration)
-            // The app takes its time: both files are waiting when it answers.
+            // The app answers once both files are waiting (each has met its expiry and its refused renewal).
             let (log, collector) = ShortVideoLog.collect(uploader) { event in
                 guard case .tokenExpired = event else { return }
-                try? await Task.sleep(for: .seconds(2))
+                let deadline = ContinuousClock.now + .seconds(120)
+                while !proxy.pendingFaults.isEmpty, ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
                 await uploader.refresh(credentials: server.stsToken())
             }
             let result = try await uploader.upload(
