@@ -301,4 +301,38 @@ struct ShortVideoUploaderTests {
             #expect(await uploader.cancel() == false)
         }
     }
+
+    @Test("cancel() while the cover image is being made: the upload throws cancelled, and the image it made is deleted rather than left Uploading")
+    func cancelWhileCoverIsMade() async throws {
+        let directory = TemporaryDirectory.make("ferry-svideo-cancel-cover")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = try makeMediaFile(size: 300_000, ext: "mp4", in: directory)
+        let cover = try makeMediaFile(size: 20_000, ext: "jpg", in: directory)
+        try await TestServer.with { server in
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.delay(seconds: 2), when: .path(contains: "CreateUploadImage"))
+            let uploader = ShortVideoUploader(
+                endpoint: URL(string: proxy.endpoint)!, configuration: UploadQueueTests.configuration(records: directory + "/records"))
+            let token = server.stsToken()
+            let running = Task { try await uploader.upload(video: video, cover: cover, info: MediaInfo(title: "Gone"), credentials: token) }
+            var asked = false
+            for _ in 0..<2400 where !asked {
+                asked = proxy.log.contains { $0.path.contains("CreateUploadImage") }
+                if !asked { try await Task.sleep(for: .milliseconds(25)) }
+            }
+            #expect(asked, "the cover image was not asked for")
+            #expect(await uploader.cancel())
+            await #expect(throws: FerryError.self) { try await running.value }
+            // The image was made (the service answered after the cancel) and is deleted in the background.
+            let catalog = server.server.mediaCatalog
+            var left = try await catalog.uploadingImages(createdBefore: .distantFuture, after: "", limit: 10)
+            for _ in 0..<400 where !left.isEmpty {
+                try await Task.sleep(for: .milliseconds(50))
+                left = try await catalog.uploadingImages(createdBefore: .distantFuture, after: "", limit: 10)
+            }
+            #expect(left.isEmpty, "\(left.map(\.imageId))")
+            #expect(proxy.log.contains { $0.path.contains("CreateUploadImage") && $0.outcome == "200" })
+            try await proxy.shutdown()
+        }
+    }
 }

@@ -117,7 +117,12 @@ public actor ShortVideoUploader {
         defer { self.queue = nil }
 
         let coverTicket = try await coverTicket(for: cover, info: info, token: token)
-        if cancelled { throw FerryError.cancelledError() }
+        if cancelled {
+            // Cancelled while the cover image was being made: it would wait, `Uploading`, for a file that never comes.
+            let media = media(token)
+            Task { await media.deleteAbandonedImage(coverTicket.id) }
+            throw FerryError.cancelledError()
+        }
         var videoInfo = info
         videoInfo.coverURL = coverTicket.imageURL
         let coverId = await queue.add(cover, info: info, kind: .image, imageType: "cover", ticket: coverTicket)
@@ -244,14 +249,19 @@ public actor ShortVideoUploader {
         return settings
     }
 
+    /// The media API, with the STS credential in `token`.
+    private func media(_ token: CredentialCache) -> MediaServiceClient {
+        MediaServiceClient(
+            endpoint: endpoint, region: configuration.region,
+            credentialProvider: ClosureCredentialProvider { try await token.credentials() },
+            configuration: configuration.engine)
+    }
+
     /// Creates the cover image (so the video can name its URL), waiting for a fresh credential when it expired.
     private func coverTicket(for cover: URL, info: MediaInfo, token: CredentialCache) async throws
         -> MediaServiceClient.UploadTicket
     {
-        let media = MediaServiceClient(
-            endpoint: endpoint, region: configuration.region,
-            credentialProvider: ClosureCredentialProvider { try await token.credentials() },
-            configuration: configuration.engine)
+        let media = media(token)
         let ext = cover.pathExtension.lowercased()
         while true {
             do {
