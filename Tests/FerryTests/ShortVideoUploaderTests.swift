@@ -124,13 +124,17 @@ struct ShortVideoUploaderTests {
             var configuration = UploadQueueTests.configuration(records: directory + "/records")
             configuration.partConcurrency = 1
             let uploader = ShortVideoUploader(endpoint: URL(string: proxy.endpoint)!, configuration: configuration)
-            // The app answers once both files are waiting (each has met its expiry and its refused renewal).
+            // The app answers once both files are waiting: each has met its expiry and its refused renewal (every
+            // fault is spent), and the last refusal has had a second to reach the uploader.
             let (log, collector) = ShortVideoLog.collect(uploader) { event in
                 guard case .tokenExpired = event else { return }
                 let deadline = ContinuousClock.now + .seconds(120)
-                while !proxy.pendingFaults.isEmpty, ContinuousClock.now < deadline {
+                while !proxy.pendingFaults.isEmpty || proxy.log.contains(where: { $0.outcome == "pending" }),
+                    ContinuousClock.now < deadline
+                {
                     try? await Task.sleep(for: .milliseconds(50))
                 }
+                try? await Task.sleep(for: .seconds(1))
                 await uploader.refresh(credentials: server.stsToken())
             }
             let result = try await uploader.upload(

@@ -320,6 +320,44 @@ struct UploadQueueTests {
         }
     }
 
+    @Test("STS: a file removed and added again while the video made for it is being deleted waits for that deletion, and uploads as a new video")
+    func readdedWhileItsVideoIsDeleted() async throws {
+        let directory = TemporaryDirectory.make("ferry-queue-readded")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = try makeMediaFile(size: 11 * Self.mib, ext: "mp4", in: directory)
+        try await TestServer.with { server in
+            // Parts go slowly (1.5 s each), so the file is uploading when it is removed, and again while the deletion
+            // asks its first question (which waits 2 s): added again at once, without the wait it would be given the
+            // video being deleted, which goes while its file uploads.
+            let proxy = try await FaultProxy.start(upstream: server.endpoint)
+            proxy.inject(.delay(seconds: 2), when: .path(contains: "GetVideoInfo"))
+            proxy.inject(.delay(seconds: 1.5), when: .query(contains: "partNumber"), times: .max)
+            var configuration = Self.configuration(records: directory + "/records")
+            configuration.partConcurrency = 1
+            let queue = UploadQueue(
+                authorization: .sts(endpoint: URL(string: proxy.endpoint)!, credentials: server.stsToken()), configuration: configuration)
+            let (log, collector) = QueueLog.collect(queue)
+            let first = await queue.addFile(file)
+            await queue.start()
+            try await log.wait("the first run's progress", until: { _ in !log.progress(of: first).isEmpty })
+            let removedVideo = try #require(await queue.item(first)?.videoId)
+            #expect(await queue.deleteFile(first))
+            let again = await queue.addFile(file)
+            let failed = { @Sendable (event: UploadQueueEvent) -> Bool in if case .failed = event { true } else { false } }
+            try await log.wait("the second run's end", until: { events in
+                log.finished().contains { $0.0.id == again } || events.contains(where: failed)
+            })
+            collector.cancel()
+            try await proxy.shutdown()
+            #expect(log.count(failed) == 0, "\(log.events.filter(failed))")
+            let videoId = try #require(log.finished().first { $0.0.id == again }?.1.videoId)
+            #expect(videoId != removedVideo, "the file was given the video being deleted")
+            #expect((try? await server.media().getVideoInfo(videoId: removedVideo)) == nil, "the removed file's video is still there")
+            let source = try await server.media().getMezzanineInfo(videoId: videoId)
+            #expect(Data(try await S3TestClient.fetch(source.fileURL).body) == (try Data(contentsOf: file)))
+        }
+    }
+
     @Test("STS: an expired token → tokenExpired → resume(withToken:); an upload credential that runs out mid-upload is renewed with RefreshUploadVideo; a missing file and a forbidden token fail with codes")
     func stsExpiryAndFailures() async throws {
         let directory = TemporaryDirectory.make("ferry-queue-sts")

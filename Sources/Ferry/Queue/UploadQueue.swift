@@ -39,6 +39,9 @@ public actor UploadQueue {
     private var authWaiters: [Item.ID: CheckedContinuation<MediaServiceClient.UploadTicket, any Error>] = [:]
     private var pendingAuth: [Item.ID: MediaServiceClient.UploadTicket] = [:]
     private var tokenWaiters: [Item.ID: CheckedContinuation<Void, any Error>] = [:]
+    /// The background deletions of what the queue made for files it removed, by file (``abandon(_:_:file:)``).
+    private var abandoning: [URL: (token: Int, task: Task<Void, Never>)] = [:]
+    private var abandonTokens = 0
     /// The STS credential (nil without STS authorization); only the app renews it, with `resume(withToken:)`.
     private nonisolated let stsToken: CredentialCache?
 
@@ -123,17 +126,34 @@ public actor UploadQueue {
             journal?.remove(deletion.item.fileURL)
             let item = deletion.item
             let made = (item.kind == .video ? item.videoId : item.imageId) ?? pending?.id
-            if item.state != .succeeded { abandon(made, item.kind) }
+            if item.state != .succeeded { abandon(made, item.kind, file: item.fileURL) }
         }
         return true
     }
 
-    /// Deletes, in the background, the video or image the queue made (with STS) for a file it no longer uploads,
-    /// while it is still `Uploading`.
-    private func abandon(_ mediaId: String?, _ kind: MediaKind) {
+    /// Deletes, in the background, the video or image the queue made (with STS) for `file`, which it no longer
+    /// uploads, while it is still `Uploading`. The same file added again waits for the deletion before it asks for a
+    /// video or image (``abandonment(of:)``): it would be given the one being deleted back (its client token is the
+    /// file's).
+    private func abandon(_ mediaId: String?, _ kind: MediaKind, file: URL) {
         guard authorization.isSTS, let mediaId, !mediaId.isEmpty, let media else { return }
-        Task { _ = await kind == .video ? media.deleteAbandonedVideo(mediaId) : media.deleteAbandonedImage(mediaId) }
+        abandonTokens += 1
+        let (token, previous, reference) = (abandonTokens, abandoning[file]?.task, reference)
+        let task = Task {
+            await previous?.value
+            _ = await kind == .video ? media.deleteAbandonedVideo(mediaId) : media.deleteAbandonedImage(mediaId)
+            await reference.queue?.abandoned(file, token)
+        }
+        abandoning[file] = (token, task)
     }
+
+    /// The deletion `token` of what was made for `file` has ended.
+    private func abandoned(_ file: URL, _ token: Int) {
+        if abandoning[file]?.token == token { abandoning[file] = nil }
+    }
+
+    /// The background deletion of what the queue made for `file` before, while it runs.
+    private func abandonment(of file: URL) -> Task<Void, Never>? { abandoning[file]?.task }
 
     /// ``deleteFile(_:)`` by position in ``listFiles()``.
     @discardableResult
@@ -348,7 +368,7 @@ public actor UploadQueue {
             guard let (item, configuration) = await reference.queue?.record(ticket, for: id, generation: generation)
             else {
                 // Removed while its ticket was being made: what was made for it goes too.
-                await reference.queue?.abandonIfRemoved(id, ticket, current.kind)
+                await reference.queue?.abandonIfRemoved(id, ticket, current)
                 return
             }
             let made = try await makeUpload(item, ticket: ticket, configuration: configuration)
@@ -378,9 +398,9 @@ public actor UploadQueue {
         await reference.queue?.finish(id, upload: upload, outcome)
     }
 
-    /// A ticket made for a file removed meanwhile: what it made is abandoned (``abandon(_:_:)``).
-    private func abandonIfRemoved(_ id: Item.ID, _ ticket: MediaServiceClient.UploadTicket, _ kind: MediaKind) {
-        if item(id) == nil { abandon(ticket.id, kind) }
+    /// A ticket made for `item`, removed meanwhile: what it made is abandoned (``abandon(_:_:file:)``).
+    private func abandonIfRemoved(_ id: Item.ID, _ ticket: MediaServiceClient.UploadTicket, _ item: Item) {
+        if self.item(id) == nil { abandon(ticket.id, item.kind, file: item.fileURL) }
     }
 
     /// A run starts: its `started` event; nil when the item is gone.
@@ -627,6 +647,8 @@ public actor UploadQueue {
         })
         else { throw CancellationError() }
         guard let media else { throw FerryError(.invalidArgument, "The queue has no STS credential.") }
+        // Added again while what was made for it before is being deleted: that ends first.
+        if let deleting = await reference.queue?.abandonment(of: item.fileURL) { await deleting.value }
         let attributes = try FileRanges.attributes(of: item.fileURL.path)
         let ext = item.fileURL.pathExtension.lowercased()
         let title = item.info.title ?? item.fileURL.deletingPathExtension().lastPathComponent
