@@ -134,6 +134,22 @@ struct TypedErrorTests {
         #expect("\(ticket)".contains("video/v/source.mp4") && dumped.contains("STSKEY"), "\(dumped)")
     }
 
+    @Test("publish parameters and a form uploader print, debug-print and dump without the publish signature or the upload token")
+    func publishAndFormPrintNoSecret() throws {
+        let parameters = PublishParameters(signature: "publish-signature-value", videoPath: "/media/clip.mp4")
+        let uploader = FormUploader(endpoint: URL(string: "http://127.0.0.1:9000")!, token: "form-token-value")
+        for (value, secret, shown) in [
+            (parameters as Any, "publish-signature-value", "/media/clip.mp4"), (uploader as Any, "form-token-value", "127.0.0.1:9000"),
+        ] {
+            var dumped = ""
+            dump(value, to: &dumped)
+            for text in ["\(value)", String(reflecting: value), "\([value])", dumped] {
+                #expect(!text.contains(secret), "\(text)")
+                #expect(text.contains(shown), "\(text)")
+            }
+        }
+    }
+
     @Test("an upload ticket that cannot be decoded, and a queue item that does not exist, are refused with their codes")
     func badTickets() async throws {
         do {

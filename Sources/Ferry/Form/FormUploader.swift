@@ -217,3 +217,13 @@ private final class FormProgress: @unchecked Sendable {
         if let fraction { report(fraction) }
     }
 }
+
+extension FormUploader: SecretRedacting {
+    /// The endpoint, without the token (a credential until its deadline).
+    public var description: String { "FormUploader(\(endpoint.absoluteString))" }
+
+    /// The endpoint and the configuration, the token as `<redacted>`.
+    public var redactedFields: KeyValuePairs<String, Any> {
+        ["endpoint": endpoint, "token": "<redacted>", "configuration": configuration]
+    }
+}

@@ -26,3 +26,18 @@ public struct PublishParameters: Sendable, Hashable {
         self.enableResume = enableResume
     }
 }
+
+extension PublishParameters: SecretRedacting {
+    /// The files and options, without the signature (a credential until it expires).
+    public var description: String {
+        "PublishParameters(videoPath: \(videoPath), coverPath: \(coverPath ?? "nil"), enableResume: \(enableResume))"
+    }
+
+    /// The fields, the signature as `<redacted>`.
+    public var redactedFields: KeyValuePairs<String, Any> {
+        [
+            "signature": "<redacted>", "videoPath": videoPath, "coverPath": coverPath as Any,
+            "enableResume": enableResume, "videoName": videoName as Any,
+        ]
+    }
+}
