@@ -37,10 +37,10 @@ struct WorkerHarness: Sendable {
     /// Runs `body` with a server whose catalog holds a video at `UploadSucc` and its probe job; with `source`, the
     /// video's file is stored too. With `catalogURL` the catalog is that PostgreSQL database, its client running
     /// while `body` runs. With `finishing`, the tool ends (with no output) once the file ``finishFile`` exists.
-    /// Without `quickLane`, one worker alone claims jobs.
+    /// Without `quickLane`, one worker alone claims jobs. A job given back waits `retryDelay`.
     static func with<T: Sendable>(
         source: Bool = true, catalogURL: String? = nil, lease: Duration = .seconds(3), finishing: Bool = false,
-        quickLane: Bool = true, _ body: @Sendable (WorkerHarness) async throws -> T
+        quickLane: Bool = true, retryDelay: Duration = .seconds(5), _ body: @Sendable (WorkerHarness) async throws -> T
     ) async throws -> T {
         let directory = TemporaryDirectory.make("ferry-worker")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -52,6 +52,7 @@ struct WorkerHarness: Sendable {
         configuration.mediaProcessing.pollInterval = .milliseconds(50)
         configuration.mediaProcessing.idleScheduling = false
         configuration.mediaProcessing.quickLane = quickLane
+        configuration.mediaProcessing.retryDelay = retryDelay
         let server = try await FerryServer.open(configuration: configuration, environment: [:])
         let client = server.postgres.map { postgres in Task { await postgres.run() } }
         func stopClient() async {
@@ -430,7 +431,8 @@ struct MediaWorkerServiceTests {
             // (an attempt, as for a worker that died) before the first could give it back.
             try await WorkerHarness.with(
                 catalogURL: url, lease: outage == .renewal ? .seconds(3) : .seconds(30), finishing: outage == .failure,
-                quickLane: false
+                // A job given back after its tool failed waits a minute: still queued when this reads it, however late.
+                quickLane: false, retryDelay: .seconds(60)
             ) { harness in
                 let log = LogRecorder()
                 let worker = harness.worker(logger: log.logger())
@@ -457,8 +459,8 @@ struct MediaWorkerServiceTests {
                         }
                         let job = try #require(try await harness.server.mediaCatalog.job(harness.job.id))
                         #expect(job.state == .queued && job.attempts == 0, "\(job.state) after \(job.attempts) attempts")
-                        // Due after the retry delay (5 s) from when it was given back, whenever this reads it.
-                        #expect(job.runAt.timeIntervalSince(job.updatedAt) >= 4.5, "due \(job.runAt), given back \(job.updatedAt)")
+                        // Due after the retry delay from when it was given back, whenever this reads it.
+                        #expect(job.runAt.timeIntervalSince(job.updatedAt) >= 59.5, "due \(job.runAt), given back \(job.updatedAt)")
                         let record = try #require(log.records.first { $0.message == "media job stopped by an outage or a full disk; it will be retried" })
                         #expect(record.metadata["ferry.job-id"] == harness.job.id)
                     }

@@ -15,7 +15,7 @@ import Darwin
 #endif
 
 /// How far ahead of the server a request body's progress may run on a link that is slow but keeps taking bytes.
-@Suite("Send buffers: progress on a slow link counts what has nearly crossed it", .timeLimit(.minutes(2)))
+@Suite("Send buffers: progress on a slow link counts what has nearly crossed it", .timeLimit(.minutes(10)))
 struct SendBufferTests {
     #if os(Linux)
     @Test("a body sent to a server that reads 1 MB/s is counted at most 1.75 MiB ahead of what the server has read: not all at once as the connection queues it (8 MiB ahead), nor 4 MiB ahead as the kernel grows the socket's buffer")

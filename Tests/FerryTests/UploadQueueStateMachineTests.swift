@@ -479,28 +479,70 @@ struct UploadQueueStateMachineTests {
         #expect(Self.isNil(machine.uploadingUpload(ids[0])), "a cancelled file's upload is not resumed with a credential")
     }
 
-    @Test("any mix of adding, removing, cancelling, resuming, pausing, stopping and ending files keeps each file found by its id and the queue full: while it runs, a file is ready only when as many as it uploads at once are uploading")
+    @Test("any mix of adding, removing, cancelling, resuming, pausing, stopping, runs taking over their uploads and ending every way keeps each file found by its id and the queue full: while it runs, a file is ready only when as many as it uploads at once are uploading")
     func bookkeepingHoldsUnderAnyMix() {
         let seed = UInt64.random(in: 1...UInt64.max)
         var random = SeededGenerator(seed: seed)
         var machine = Machine(maxConcurrentUploads: 3)
         var ids: [ID] = []
-        for step in 0..<4_000 {
-            let live = machine.items.map(\.id)
-            let some = live.randomElement(using: &random)
-            switch Int.random(in: 0..<10, using: &random) {
-            case 0, 1: ids.append(machine.add(Self.file("f\(step).mp4"), info: MediaInfo(), kind: .video).id)
+        // Each file's current run, as the starts named it, and the engine upload its run attached.
+        var runs: [ID: Int] = [:]
+        var uploads: [ID: FakeUpload] = [:]
+        func note(_ starts: [Machine.Start]) {
+            for case .run(let id, let generation) in starts { runs[id] = generation }
+        }
+        let lost = FerryError(.network, "lost")
+        for step in 0..<6_000 {
+            let some = machine.items.map(\.id).randomElement(using: &random)
+            let uploading = machine.items.filter { $0.state == .uploading }.map(\.id).randomElement(using: &random)
+            switch Int.random(in: 0..<16, using: &random) {
+            case 0, 1:
+                let (id, starts) = machine.add(Self.file("f\(step).mp4"), info: MediaInfo(), kind: .video)
+                ids.append(id)
+                note(starts)
             // Then the next file starts, as the queue has it.
-            case 2: if let some, machine.delete(some) != nil { _ = machine.schedule() }
-            case 3: if let some, case .halt = machine.cancelFile(some) { _ = machine.schedule() }
-            case 4: if let some { _ = machine.resumeFile(some) }
-            case 5: _ = Int.random(in: 0..<4, using: &random) == 0 ? machine.pause() : machine.stop()
-            case 6: _ = Int.random(in: 0..<2, using: &random) == 0 ? machine.resume() : machine.start()
-            default:
-                // An uploading file ends.
-                if let uploading = machine.items.filter({ $0.state == .uploading }).randomElement(using: &random) {
-                    _ = machine.fail(uploading.id, FerryError(.network, "lost"))
+            case 2: if let some, machine.delete(some) != nil { note(machine.schedule()) }
+            case 3:
+                guard let some else { break }
+                switch machine.cancelFile(some) {
+                case .halt: note(machine.schedule())
+                case .cancelled(let starts): note(starts)
+                case .none: break
                 }
+            case 4: if let some { note(machine.resumeFile(some) ?? []) }
+            case 5: _ = Int.random(in: 0..<4, using: &random) == 0 ? machine.pause() : machine.stop()
+            case 6: note(Int.random(in: 0..<2, using: &random) == 0 ? machine.resume() : machine.start())
+            case 7, 8:
+                // A run takes over its engine upload (or finds itself stale, as the queue then drops the upload).
+                guard let id = uploading ?? some, let generation = runs[id] else { break }
+                let upload = FakeUpload("u\(step)")
+                if case .attached = machine.attach(upload, to: id, generation: generation) { uploads[id] = upload }
+            case 9, 10:
+                // An engine upload ends: stored, cancelled or failed.
+                guard let (id, upload) = uploads.randomElement(using: &random) else { break }
+                let outcome: Result<UploadResult, FerryError> = [
+                    .success(ResumableUploadStateMachineTests.result), .failure(FerryError(.cancelled, "stopped")), .failure(lost),
+                ].randomElement(using: &random)!
+                switch machine.finish(id, upload: upload, outcome) {
+                case .succeeded(_, let starts), .cancelled(let starts), .failed(_, let starts): note(starts)
+                case nil: break
+                }
+                uploads[id] = nil
+            case 11:
+                // A run finds its file stored by an earlier one.
+                guard let id = uploading, let generation = runs[id] else { break }
+                note(machine.storedEarlier(id, generation: generation, videoId: "v", imageURL: nil, at: ("b", "k"), size: 1)?.starts ?? [])
+            case 12:
+                guard let id = uploading, let generation = runs[id] else { break }
+                note(machine.runFailed(id, generation: generation, lost)?.starts ?? [])
+            case 13:
+                guard let id = uploading, machine.credentialExpired(id) != nil else { break }
+                if Int.random(in: 0..<2, using: &random) == 0, let refused = machine.renewalRefused(id, lost) {
+                    uploads[id] = nil
+                    note(refused.starts)
+                }
+            default:
+                if let uploading { note(machine.fail(uploading, lost).starts) }
             }
             for item in machine.items {
                 guard machine.item(item.id)?.id == item.id, machine.item(item.id)?.state == item.state else {
@@ -508,15 +550,17 @@ struct UploadQueueStateMachineTests {
                     return
                 }
             }
-            let uploading = machine.items.count { $0.state == .uploading }
+            let uploadingCount = machine.items.count { $0.state == .uploading }
             let ready = machine.items.count { $0.state == .ready }
-            guard uploading <= 3, !machine.isRunning || uploading == 3 || ready == 0 else {
-                Issue.record("step \(step) (seed \(seed)): \(uploading) uploading, \(ready) ready, running \(machine.isRunning)")
+            guard uploadingCount <= 3, !machine.isRunning || uploadingCount == 3 || ready == 0 else {
+                Issue.record("step \(step) (seed \(seed)): \(uploadingCount) uploading, \(ready) ready, running \(machine.isRunning)")
                 return
             }
         }
         let gone = Set(ids).subtracting(machine.items.map(\.id))
         #expect(gone.allSatisfy { machine.item($0) == nil }, "seed \(seed)")
         #expect(!gone.isEmpty && !machine.items.isEmpty, "the mix removed some files and kept others (seed \(seed))")
+        let states = Set(machine.items.map(\.state))
+        #expect(states.contains(.succeeded) && states.contains(.failed), "the mix ended files both ways (seed \(seed)): \(states)")
     }
 }

@@ -165,8 +165,11 @@ public actor UploadQueue {
 
     /// Removes every file, cancelling those that are uploading.
     public func clearFiles() async {
-        // From the end: each removal leaves the files before it where they were.
-        for item in machine.items.reversed() { _ = await delete(item.id) }
+        // Uploading files first: removing another waits for its upload to stop, and one still uploading could finish
+        // meanwhile. Then from the end: each removal leaves the files before it where they were.
+        let items = machine.items
+        for item in items where item.state == .uploading { _ = await delete(item.id) }
+        for item in items.reversed() { _ = await delete(item.id) }
         perform(machine.schedule())
     }
 
