@@ -372,6 +372,14 @@ struct ResumableUploadTests {
             let limited = token("tokens:limited.bin") { $0.fsizeLimit = 1000 }
             #expect(try await create(limited, [("Upload-Length", "5000")]).status == 413)
             #expect(try await create(limited, [("Upload-Defer-Length", "1")]).status == 400)
+            // An IETF creation hears the limit of its token (Upload-Limit), in its 104 and its answer.
+            let limitedIETF = try await S3TestClient.fetchRaw(
+                "POST", endpoint,
+                headers: [("Authorization", "UpToken " + token("tokens:limited-ietf.bin") { $0.fsizeLimit = 1000 }),
+                    ("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?0"), ("Upload-Length", "100")],
+                body: [UInt8](repeating: 1, count: 10))
+            #expect(limitedIETF.status == 201, "\(limitedIETF.status) \(limitedIETF.text)")
+            #expect(limitedIETF.header("Upload-Limit") == "min-size=0, max-size=1000")
             let images = token("tokens:image.bin") { $0.mimeLimit = "image/*" }
             #expect(try await create(images, [("Upload-Length", "10"), ("Upload-Metadata", "filetype " + Data("video/mp4".utf8).base64EncodedString())]).status == 403)
             // mimeLimit holds for the content too, checked when the upload completes: a page declared as a PNG is
@@ -413,6 +421,8 @@ struct ResumableUploadTests {
                         ("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1"), ("Content-Type", "image/png")],
                     body: bytes)
                 #expect(refused ? ietf.status == 403 : (200..<300).contains(ietf.status), "\(key): \(ietf.status) \(ietf.text)")
+                // Every byte arrived: the refusal is of the content, and says the upload is complete.
+                #expect(ietf.header("Upload-Complete") == "?1", "\(key)")
                 #expect(try await s3.get("tokens", key).status == (refused ? 404 : 200))
             }
             let expired = UploadToken.make(
@@ -797,6 +807,8 @@ struct ResumableUploadTests {
         #expect(creation["status"] as? Int == 201)
         #expect(creation["offset"] as? String == String(size / 2))
         #expect(creation["complete"] as? String == incomplete)
+        let limit = "min-size=0, max-size=\(5 << 40)"
+        #expect(creation["interimLimit"] as? String == limit && creation["limit"] as? String == limit, "\(creation)")
         let head = try #require(out["offsetRetrieval"] as? [String: Any])
         #expect(head["status"] as? Int == 204)
         #expect(head["offset"] as? String == String(size / 2))
@@ -862,6 +874,26 @@ struct ResumableUploadTests {
                 "OPTIONS", server.endpoint + "/_ferry/uploads/", headers: [("Tus-Resumable", "0.2.2")])
             #expect(discovery.status == 204 && discovery.header("Tus-Version") == "1.0.0")
             #expect(try await S3TestClient.fetchRaw("DELETE", location, headers: tus).status == 204)
+
+            // A tus client's requests with the draft's headers that URLSession adds to upload tasks (at each served
+            // interop version, and at one not served) are tus: none is refused or taken as the upload's last append.
+            let ietfAdded: [[(name: String, value: String)]] = [
+                [("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1")],
+                [("Upload-Draft-Interop-Version", "5"), ("Upload-Complete", "?1")],
+                [("Upload-Draft-Interop-Version", "3"), ("Upload-Incomplete", "?0")],
+                [("Upload-Draft-Interop-Version", "8"), ("Upload-Complete", "?1")],
+            ]
+            let both = try await create("both.bin", [("Upload-Length", "20")] + ietfAdded[0])
+            #expect(both.status == 201 && both.header("Tus-Resumable") == "1.0.0", "\(both.status): \(both.text)")
+            #expect(both.header("Upload-Draft-Interop-Version") == nil)
+            let bothLocation = try #require(both.header("Location"))
+            for (index, added) in ietfAdded.enumerated() {
+                let reply = try await patch(bothLocation, offset: index * 5, [UInt8](repeating: UInt8(index), count: 5), added)
+                #expect(reply.status == 204, "\(added): \(reply.status) \(reply.text)")
+                #expect(reply.header("Upload-Offset") == String(index * 5 + 5) && reply.header("Tus-Resumable") == "1.0.0")
+                #expect(reply.header("Upload-Complete") == nil && reply.header("Upload-Incomplete") == nil)
+            }
+            #expect(try await s3.get("edges", "both.bin").body == (0..<4).flatMap { [UInt8](repeating: $0, count: 5) })
 
             // creation-with-upload refused: no URL is given, and no upload is left in progress.
             let body = [UInt8](repeating: 5, count: 100)
@@ -950,6 +982,9 @@ struct ResumableUploadTests {
             #expect(try await s3.get(ticket.address.bucket, ticket.address.fileName).body == Array("abcdef".utf8))
             let lengths = try #require(out["lengths"] as? [String: Any])
             #expect(lengths["conflicting"] as? Int == 400)
+            // A refused append that said more is to come hears that the upload is not complete (the draft's MUST).
+            let incomplete = version >= 5 ? "?0" : "?1"
+            #expect(lengths["conflictingComplete"] as? String == incomplete, "\(lengths)")
             let conflictingType = (lengths["conflictingProblem"] as? [String: Any])?["type"] as? String
             #expect(
                 conflictingType == (version >= 6 ? "https://iana.org/assignments/http-problem-types#inconsistent-upload-length" : nil),
@@ -965,6 +1000,7 @@ struct ResumableUploadTests {
             #expect(refused["status"] as? Int == 413)
             #expect(refused["headAfter"] as? Int == 404)
             #expect(refused["announcedInterim"] as? [Int] == [] && refused["announcedStatus"] as? Int == 413, "\(refused)")
+            #expect(refused["announcedComplete"] as? String == incomplete, "\(refused)")
         }
     }
 

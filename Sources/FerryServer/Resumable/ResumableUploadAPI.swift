@@ -94,7 +94,7 @@ struct ResumableUploadAPI: Sendable {
         let wire = try ResumableWire.of(fields)
         if case .ietf = wire {
             var headers = wire?.headers ?? [:]
-            headers[.uploadLimit] = "min-size=0, max-size=\(CatalogObjectStore.Limits.maxObjectSize)"
+            headers[.uploadLimit] = Self.uploadLimit(maxSize: nil)
             return Response(status: .ok, headers: headers)
         }
         return Response(
@@ -105,6 +105,12 @@ struct ResumableUploadAPI: Sendable {
                 .tusMaxSize: String(CatalogObjectStore.Limits.maxObjectSize),
                 .tusChecksumAlgorithm: ResumableWire.tusChecksums.map(\.name).joined(separator: ","),
             ])
+    }
+
+    /// The draft's `Upload-Limit` of an upload at most `maxSize` bytes long (an upload token's limit), and of any
+    /// upload when nil: at most the largest object.
+    private static func uploadLimit(maxSize: Int64?) -> String {
+        "min-size=0, max-size=\(min(maxSize ?? .max, CatalogObjectStore.Limits.maxObjectSize))"
     }
 
     // MARK: Creation
@@ -372,6 +378,7 @@ struct ResumableUploadAPI: Sendable {
         var interim = HTTPResponse(status: .uploadResumptionSupported)
         interim.headerFields = wire.headers
         interim.headerFields[.location] = location
+        interim.headerFields[.uploadLimit] = Self.uploadLimit(maxSize: target.maxLength)
         await context.channel.sendInformational(interim)
         var response: Response
         do {
@@ -396,6 +403,7 @@ struct ResumableUploadAPI: Sendable {
             throw refusal
         }
         response.headers[.location] = location
+        response.headers[.uploadLimit] = Self.uploadLimit(maxSize: target.maxLength)
         if response.status == .noContent { response.status = .created }
         return response
     }
@@ -848,7 +856,20 @@ struct ResumableUploadAPI: Sendable {
                 .badRequest, "The upload was declared \(stored.length ?? 0) bytes long; \(stored.offset) arrived.",
                 wire: wire, problem: .inconsistentLength)
         }
-        return await completed(try await finish(stored, wire: wire), wire: wire)
+        let finished: ResumableUpload
+        do {
+            finished = try await finish(stored, wire: wire)
+        } catch {
+            // Refused once every byte arrived (the content's type, an insertOnly key taken, a stored file's other
+            // bytes): the answer says the upload is complete, so that the client knows its file was refused, not the
+            // upload's protocol. A condition that passes (a full disk, a store outage) keeps the upload, as before.
+            guard !Self.isPassing(error), var refusal = ResumableDialect.refusal(for: error, wire: wire) else {
+                throw error
+            }
+            wire.setComplete(true, in: &refusal.headers)
+            throw refusal
+        }
+        return await completed(finished, wire: wire)
     }
 
     /// The answer to the IETF append that completed `upload`: its offset, ETag and a summary of the object, with the

@@ -49,7 +49,19 @@ enum ResumableWire: Sendable, Equatable {
 
     /// The protocol of `request`; nil when it names neither (an `OPTIONS` discovery, or a request for neither).
     /// Throws the refusal of a version it names but that is not served.
+    ///
+    /// A request that names both is tus: only a tus client writes `Tus-Resumable`, while URLSession (iOS 17 and
+    /// later) can add the draft's headers to the upload tasks an app makes, which tus clients send their appends as.
+    /// Taken as the draft, such an append would be refused (its content type is tus's) or taken as the upload's last.
     static func of(_ headers: HTTPFields) throws -> ResumableWire? {
+        if let value = headers[.tusResumable] {
+            guard value.trimmingCharacters(in: .whitespaces) == tusVersion else {
+                throw ResumableRefusal(
+                    .preconditionFailed, "Tus-Resumable \(value.prefix(16)) is not served; use 1.0.0.", wire: .tus,
+                    headers: [.tusVersion: tusVersion])
+            }
+            return .tus
+        }
         if let value = headers[.uploadDraftInteropVersion] {
             // As the draft writes it: `6`, not `06` or `+6`.
             let trimmed = value.trimmingCharacters(in: .whitespaces)
@@ -59,14 +71,6 @@ enum ResumableWire: Sendable, Equatable {
                     wire: .ietf(version: ietfVersions.last ?? 6))
             }
             return .ietf(version: version)
-        }
-        if let value = headers[.tusResumable] {
-            guard value.trimmingCharacters(in: .whitespaces) == tusVersion else {
-                throw ResumableRefusal(
-                    .preconditionFailed, "Tus-Resumable \(value.prefix(16)) is not served; use 1.0.0.", wire: .tus,
-                    headers: [.tusVersion: tusVersion])
-            }
-            return .tus
         }
         return nil
     }
@@ -153,6 +157,13 @@ struct ResumableRefusal: Error, HTTPResponseError {
     func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers = self.headers
         headers[.cacheControl] = "no-store"
+        // An IETF request that says more is to come hears in every answer, refusals too, that the upload is not
+        // complete, as the draft asks; a refusal of a completed upload's content says it is complete where it is made.
+        if headers[.uploadComplete] == nil, headers[.uploadIncomplete] == nil,
+            let wire = try? ResumableWire.of(request.headers), (try? wire.declaredComplete(request.headers)) == false
+        {
+            wire.setComplete(false, in: &headers)
+        }
         if request.method == .head {
             headers[.contentLength] = "0"
             return Response(status: status, headers: headers)

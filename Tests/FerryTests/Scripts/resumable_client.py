@@ -269,6 +269,8 @@ def ietf_scenarios(args):
         "interim": [r["status"] for r in interim],
         "interimLocation": interim[0]["headers"].get("location") if interim else None,
         "interimVersion": interim[0]["headers"].get("upload-draft-interop-version") if interim else None,
+        "interimLimit": interim[0]["headers"].get("upload-limit") if interim else None,
+        "limit": creation.final["headers"].get("upload-limit"),
         "status": creation.final["status"], "location": location,
         "offset": creation.final["headers"].get("upload-offset"),
         "complete": ietf_complete(version, creation.final["headers"])}
@@ -378,6 +380,7 @@ def ietf_edges(args):
                              base + ietf_flags(version, False) + append_type + [("Upload-Offset", "6;note=1")], b"78")
     parameterized_head = Exchange(third_location, "HEAD", base)
     out["lengths"] = {"conflicting": conflicting.final["status"], "conflictingProblem": problem(conflicting),
+                      "conflictingComplete": ietf_complete(version, conflicting.final["headers"]),
                       "recorded": recorded.final["status"],
                       "headLength": third_head.final["headers"].get("upload-length"),
                       "unflagged": unflagged.final["status"],
@@ -398,7 +401,8 @@ def ietf_edges(args):
     out["refusedCreation"] = {"interim": [r["status"] for r in interim], "status": refused.final["status"],
                               "headAfter": after.final["status"] if after else None,
                               "announcedInterim": [r["status"] for r in announced.interim],
-                              "announcedStatus": announced.final["status"]}
+                              "announcedStatus": announced.final["status"],
+                              "announcedComplete": ietf_complete(version, announced.final["headers"])}
     emit(out)
 
 

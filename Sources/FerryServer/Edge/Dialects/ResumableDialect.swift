@@ -10,6 +10,13 @@ struct ResumableDialect: Dialect {
     var name: String { "resumable" }
 
     func wireError(for error: any Error, request: Request, context: FerryRequestContext) -> (any HTTPResponseError)? {
+        guard let refusal = Self.refusal(for: error, wire: try? ResumableWire.of(request.headers)) else { return nil }
+        context.logger.debug("request failed", metadata: ["ferry.status": .string(String(refusal.status.code))])
+        return refusal
+    }
+
+    /// The refusal `error` is in protocol `wire`; nil when it is none of Ferry's refusals (an internal error).
+    static func refusal(for error: any Error, wire: ResumableWire?) -> ResumableRefusal? {
         if let refusal = error as? ResumableRefusal { return refusal }
         let status: Int
         let message: String
@@ -25,8 +32,7 @@ struct ResumableDialect: Dialect {
         default:
             return nil
         }
-        context.logger.debug("request failed", metadata: ["ferry.status": .string(String(status))])
-        return ResumableRefusal(.init(code: status), message, wire: try? ResumableWire.of(request.headers), headers: headers)
+        return ResumableRefusal(.init(code: status), message, wire: wire, headers: headers)
     }
 
     func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError {
