@@ -156,7 +156,7 @@ struct ResumableUploadTests {
             #expect((completed["headMetadata"] as? String)?.contains("filename ") == true)
             let noVersion = try #require(out["noVersion"] as? [String: Any])
             #expect(noVersion["status"] as? Int == 412)
-            #expect(noVersion["tusVersion"] as? String == "1.0.0")
+            #expect(noVersion["tusVersion"] as? String == "1.0.0" && noVersion["tusResumable"] as? String == "1.0.0")
             let stored = try await server.client().get(ticket.address.bucket, ticket.address.fileName)
             #expect(Self.sha256(stored.body) == out["sha256"] as? String)
         }

@@ -148,7 +148,9 @@ struct ResumableRefusal: Error, HTTPResponseError {
     ) {
         self.status = status
         self.message = message
-        var headers = wire?.headers ?? [:]
+        // A request that names no protocol is answered as tus answers (tus: every answer but discovery's carries
+        // `Tus-Resumable`).
+        var headers = (wire ?? .tus).headers
         headers.append(contentsOf: extra)
         self.headers = headers
         if case .ietf(let version) = wire, version >= 6 { self.problem = problem }

@@ -116,7 +116,8 @@ def tus_scenarios(args):
 
     # Without Tus-Resumable: 412.
     r = requests.head(url)
-    out["noVersion"] = {"status": r.status_code, "tusVersion": r.headers.get("Tus-Version")}
+    out["noVersion"] = {"status": r.status_code, "tusVersion": r.headers.get("Tus-Version"),
+                        "tusResumable": r.headers.get("Tus-Resumable")}
     emit(out)
 
 
