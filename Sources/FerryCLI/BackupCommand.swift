@@ -28,9 +28,9 @@ struct BackupCommand: AsyncParsableCommand {
         }
         let counts = manifest.counts
         say(
-            "Backed up \(directory) to \(output): \(counts.buckets) buckets, \(counts.objects) objects, "
-                + "\(counts.multipartUploads) multipart uploads in progress, \(counts.blobs) blob files "
-                + "(\(counts.blobBytes) bytes).")
+            "Backed up \(directory) to \(output): \(counted(counts.buckets, "bucket")), "
+                + "\(counted(counts.objects, "object")), \(counted(counts.multipartUploads, "multipart upload")) in "
+                + "progress, \(counted(counts.blobs, "blob file")) (\(counted(counts.blobBytes, "byte"))).")
     }
 }
 
@@ -59,7 +59,8 @@ struct RestoreCommand: AsyncParsableCommand {
         let counts = manifest.counts
         say(
             "Restored \(input) (made \(manifest.createdAt.ISO8601Format()) by Ferry \(manifest.ferryVersion)) into "
-                + "\(directory): \(counts.buckets) buckets, \(counts.objects) objects, \(counts.blobs) blob files.")
+                + "\(directory): \(counted(counts.buckets, "bucket")), \(counted(counts.objects, "object")), "
+                + "\(counted(counts.blobs, "blob file")).")
     }
 }
 
@@ -67,6 +68,11 @@ struct RestoreCommand: AsyncParsableCommand {
 private func resolvedDataDirectory(_ option: String?) -> String {
     let env = ProcessInfo.processInfo.environment
     return option ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)
+}
+
+/// `count` and `noun`, made plural unless the count is one ("1 bucket", "2 buckets").
+private func counted(_ count: some BinaryInteger, _ noun: String) -> String {
+    "\(count) \(noun)\(count == 1 ? "" : "s")"
 }
 
 /// Runs a backup or restore; a failure prints its message (never a secret) and exits 1.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FerryCore
 import Foundation
 
 /// The `ferry` command line.
@@ -7,6 +8,7 @@ struct FerryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ferry",
         abstract: "Resumable media uploads and the S3-compatible service they go to.",
+        version: FerryCoreVersion.string,
         subcommands: [
             UploadCommand.self, ServeCommand.self, ConsoleCommand.self, VideosCommand.self, ImagesCommand.self,
             KeysCommand.self, SigningKeysCommand.self, PresignCommand.self, BackupCommand.self, RestoreCommand.self,

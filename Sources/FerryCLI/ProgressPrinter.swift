@@ -13,6 +13,9 @@ struct ProgressPrinter: Sendable {
     let lastPercent = PercentLog()
     /// When each file in flight was last heard of, for ``noticeSilence(now:)``.
     let silence = SilenceWatch()
+    /// Buckets this run said it created: files sent at once (`--jobs`) each find the bucket missing, and it is said
+    /// once.
+    let createdBuckets = LockedValue(Set<String>())
 
     func line(_ text: String) {
         say(text)

@@ -20,8 +20,9 @@ struct ServeCommand: AsyncParsableCommand {
             FERRY_MAX_CONNECTIONS, FERRY_MAX_CONNECTIONS_PER_ADDRESS, FERRY_UPLOADING_VIDEO_MAX_AGE, FERRY_FFMPEG, FERRY_MEDIA_WORKERS, \
             FERRY_TRANSCODE_TEMPLATES, FERRY_MEDIA_JOB_TIMEOUT, FERRY_MAX_TRANSCODE_DURATION, FERRY_MEDIA_LEASE, FERRY_MEDIA_IDLE_SCHEDULING, \
             FERRY_CATALOG_URL, FERRY_STORE, FERRY_ROLE, FERRY_METRICS_TOKEN, \
-            FERRY_STORE_ENDPOINT, FERRY_STORE_REGION, FERRY_CORS_ORIGINS, FERRY_FIRST_STREAM_RETENTION and \
-            FERRY_LOG_LEVEL, then to the defaults shown; the webhook secret comes from FERRY_WEBHOOK_SECRET. Root \
+            FERRY_STORE_ENDPOINT, FERRY_STORE_REGION, FERRY_CORS_ORIGINS, FERRY_FIRST_STREAM_RETENTION, \
+            FERRY_SHUTDOWN_TIMEOUT and FERRY_LOG_LEVEL, then to the defaults shown; the webhook secret comes from \
+            FERRY_WEBHOOK_SECRET. Root \
             credentials come from FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY (both, or neither); when unset, a \
             pair is generated on first start, stored in the data directory (mode 0600) and printed once.
             """)
@@ -340,6 +341,14 @@ struct ServeCommand: AsyncParsableCommand {
             configuration.connectionLimits = fitted
         }
 
+        // A port another program holds is said before anything is opened (a root key made, services started).
+        for listened in (nodeRole == .worker ? [] : [port]) + (configuration.metricsPort.map { [$0] } ?? []) {
+            if let problem = await FerryServer.listenProblem(host: configuration.host, port: listened) {
+                let address = "\(HTTPTarget.bracketed(configuration.host)):\(listened)"
+                complain("ferry serve: cannot listen on \(address): \(problem).")
+                throw ExitCode(ExitCodes.failed)
+            }
+        }
         let server = try await FerryServer.open(configuration: configuration)
         if server.rootCredentialsGenerated {
             let place = configuration.catalogURL == nil ? "\(directory)/root-credentials.json" : "the PostgreSQL catalog, sealed"
@@ -364,11 +373,17 @@ struct ServeCommand: AsyncParsableCommand {
             }
         } else {
             let host = HTTPTarget.bracketed(configuration.host)
+            // Where the root key is, for a server started after another command made it (the first `ferry upload`):
+            // only the first start of a data directory prints it.
+            let rootFile = "\(directory)/root-credentials.json"
+            let keyPlace =
+                !server.rootCredentialsGenerated && rootHalves.isEmpty && configuration.catalogURL == nil
+                    && FileManager.default.fileExists(atPath: rootFile) ? "; root key in \(rootFile)" : ""
             services = [
                 server.runningServices.tracking(server.makeApplication { port in
                     logger.info(
                         "ferry serve listening", metadata: ["address": "http://\(host):\(port)", "data-dir": .string(directory)])
-                    say("ferry serve listening on http://\(host):\(port) (data: \(directory))")
+                    say("ferry serve listening on http://\(host):\(port) (data: \(directory)\(keyPlace))")
                 }, as: "HTTPServer")
             ]
         }

@@ -217,6 +217,7 @@ extension UploadCommand {
                 context.output.mediaResult(fields, file: name)
                 return true
             }
+            if MediaKind(fileURL: file) == .video { Self.warnIfNotMedia(file) }
             do {
                 if MediaKind(fileURL: file) == .image {
                     // A rerun continues the same image (a new one would name no bytes and wait until it expired),

@@ -412,7 +412,8 @@ struct UploadCommand: AsyncParsableCommand {
         let exists = try await client.bucketExists(bucket)
         if exists == true { return }
         let created = try await createBucket(bucket, client: client)
-        if created && exists == false { output.message("Created the bucket \(bucket): it did not exist.", file: file) }
+        guard created, exists == false, output.createdBuckets.withLock({ $0.insert(bucket).inserted }) else { return }
+        output.message("Created the bucket \(bucket): it did not exist.", file: file)
     }
 
     /// Creates `bucket`; false when the key may not (AccessDenied), as a key scoped to a prefix may not.
@@ -562,6 +563,7 @@ struct UploadCommand: AsyncParsableCommand {
                 continue
             }
             let kind = MediaKind(fileURL: url)
+            if kind == .video { Self.warnIfNotMedia(url) }
             var info = MediaInfo(
                 title: title ?? Self.defaultTitle(kind == .image ? url.lastPathComponent : url.deletingPathExtension().lastPathComponent),
                 tags: tags, desc: desc, cateId: cateId)
@@ -653,6 +655,24 @@ struct UploadCommand: AsyncParsableCommand {
     }
 
     static func contentType(_ ext: String) -> String? { MediaKind.contentType(forExtension: ext) }
+
+    /// Warns on standard error when a file about to be sent as a video shows, by its first bytes, a format that is
+    /// neither video nor audio (text, an image of a kind not taken as an image, a PDF, an archive): processing will
+    /// refuse it, and whoever sent it most likely meant a plain object. Bytes of no known format are not warned of
+    /// (a raw stream ffmpeg may read). It is sent all the same.
+    static func warnIfNotMedia(_ file: URL) {
+        guard let handle = try? FileHandle(forReadingFrom: file) else { return }
+        defer { try? handle.close() }
+        let head = [UInt8]((try? handle.read(upToCount: ContentSniffer.headLength)) ?? Data())
+        guard !head.isEmpty else { return }
+        let type = ContentSniffer.type(of: head, declared: nil)
+        let media = ["video/", "audio/", "application/vnd.rn-realmedia"].contains { type.hasPrefix($0) }
+        guard !media, type != "application/octet-stream" else { return }
+        complain(
+            "ferry: \(file.lastPathComponent) does not look like a video (its first bytes are \(type)); it is sent as "
+                + "one, and processing will likely refuse it. To store it as a plain object, name a bucket: "
+                + "--bucket NAME.")
+    }
 
     /// A title made from a file name: at most the 128 bytes a title holds, cut at a character.
     static func defaultTitle(_ name: String) -> String {

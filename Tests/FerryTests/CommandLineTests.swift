@@ -1613,6 +1613,43 @@ struct CommandLineTests {
         #expect(root.status != 0 && root.error.contains("root-credentials.json is damaged"), "\(root.error)")
     }
 
+    @Test("what a newcomer meets: --version; ferry serve on a port another program holds stops before it makes a root key; a later start says where the key is; a text file sent as a video is warned of, a video is not; a bucket made for files sent at once is said to be made once")
+    func newcomerEdges() async throws {
+        let version = try await FerryRun.run(["--version"])
+        #expect(version.status == 0 && version.output.trimmingCharacters(in: .whitespacesAndNewlines) == FerryCoreVersion.string)
+        try await Self.withService("ferry-cli-newcomer") { server, _, environment, data in
+            let port = try #require(URL(string: server.endpoint)?.port)
+            let fresh = data + "/fresh"
+            let busy = try await FerryRun.run(["serve", "--data-dir", fresh, "--port", String(port)], environment: ["HOME": data])
+            #expect(busy.status == 1, "\(busy.output) \(busy.error)")
+            #expect(busy.error.contains("cannot listen on 127.0.0.1:\(port): another program listens there"), "\(busy.error)")
+            #expect(!busy.output.contains("Generated root credentials"), "\(busy.output)")
+            #expect(!FileManager.default.fileExists(atPath: fresh + "/root-credentials.json"))
+            for (round, says) in [(1, "Generated root credentials"), (2, "root key in \(fresh)/root-credentials.json")] {
+                let started = try await FerryRun.run(
+                    ["serve", "--data-dir", fresh, "--port", "0", "--media-workers", "0"], environment: ["HOME": data],
+                    interruptWhen: { $0.contains("listening on") })
+                #expect(started.output.contains(says), "round \(round): \(started.output)")
+                if round == 1 { #expect(!started.output.contains("root key in"), "\(started.output)") }
+            }
+
+            let text = data + "/notes.txt"
+            try Data("meeting notes\n".utf8).write(to: URL(fileURLWithPath: text))
+            let warned = try await FerryRun.run(["upload", text, "--endpoint", server.endpoint], environment: environment)
+            #expect(warned.status == 0, "\(warned.output) \(warned.error)")
+            #expect(warned.error.contains("notes.txt does not look like a video (its first bytes are text/plain)"), "\(warned.error)")
+            let video = try await FerryRun.run(["upload", Self.sample, "--endpoint", server.endpoint], environment: environment)
+            #expect(video.status == 0 && !video.error.contains("does not look like"), "\(video.output) \(video.error)")
+
+            let files = try (0..<4).map { _ in try makeRandomFile(size: 1000, in: data).path }
+            let together = try await FerryRun.run(
+                ["upload"] + files + ["--endpoint", server.endpoint, "--bucket", "made-once", "--jobs", "4"],
+                environment: environment)
+            #expect(together.status == 0, "\(together.output) \(together.error)")
+            #expect(together.output.components(separatedBy: "Created the bucket made-once").count == 2, "\(together.output)")
+        }
+    }
+
     @Test("bad flags are a usage error; a missing file and an unreachable endpoint get clear messages")
     func errors() async throws {
         let usage = try await FerryRun.run(["upload", Self.sample, "--parallel", "0"])
