@@ -356,6 +356,15 @@ struct ServeCommand: AsyncParsableCommand {
             say("  FERRY_ACCESS_KEY_ID=\(server.rootCredentials.accessKeyId)")
             say("  FERRY_SECRET_ACCESS_KEY=\(server.rootCredentials.secretAccessKey)")
         }
+        if nodeRole != .worker, !FerryServer.consoleInstalled {
+            logger.warning(
+                "the console's files are not installed: /console/ answers 503",
+                metadata: [
+                    "fix": .string(
+                        "put the Ferry_FerryServer.resources directory of this build beside the ferry binary, "
+                            + "or set FERRY_CONSOLE_DIR to its Site directory")
+                ])
+        }
         if let reason = server.mediaProcessingUnavailable {
             // A worker that cannot run media jobs has nothing to do; a node that also answers requests still serves.
             guard nodeRole != .worker else { throw ValidationError(reason) }

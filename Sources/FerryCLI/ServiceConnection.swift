@@ -35,10 +35,14 @@ struct ServiceOptions: ParsableArguments {
             // in the shell from another AWS session is not sent with a Ferry key.
             let prefix = (env["FERRY_ACCESS_KEY_ID"] ?? "").isEmpty ? "AWS_" : "FERRY_"
             guard let id = env[prefix + "ACCESS_KEY_ID"], let secret = env[prefix + "SECRET_ACCESS_KEY"] else {
-                throw ValidationError(
-                    prefix == "FERRY_"
-                        ? "FERRY_ACCESS_KEY_ID is set without FERRY_SECRET_ACCESS_KEY: set both."
-                        : "Set FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY (or the AWS_* equivalents).")
+                let message =
+                    if env[prefix + "ACCESS_KEY_ID"] != nil {
+                        // FERRY_SECRET_ACCESS_KEY does not go with AWS_ACCESS_KEY_ID: one set is taken whole.
+                        "\(prefix)ACCESS_KEY_ID is set without \(prefix)SECRET_ACCESS_KEY: set both."
+                    } else {
+                        "Set FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY (or the AWS_* equivalents)."
+                    }
+                throw ValidationError(message)
             }
             let credentials = Credentials(
                 accessKeyId: id, secretAccessKey: secret, sessionToken: env[prefix + "SESSION_TOKEN"])
@@ -148,11 +152,30 @@ struct ServiceConnection: Sendable {
     func objects(_ configuration: ObjectStorageClient.Configuration = .init()) -> ObjectStorageClient {
         var configuration = configuration
         configuration.serviceIdentity = configuration.serviceIdentity ?? serviceIdentity
+        configuration.onRetry = configuration.onRetry ?? Self.sayUnreachable
         return ObjectStorageClient(endpoint: endpoint, region: region, credentials: credentials, configuration: configuration)
     }
 
     func media(_ configuration: ObjectStorageClient.Configuration = .init()) -> MediaServiceClient {
-        MediaServiceClient(endpoint: endpoint, region: region, credentials: credentials, configuration: configuration)
+        var configuration = configuration
+        configuration.onRetry = configuration.onRetry ?? Self.sayUnreachable
+        return MediaServiceClient(
+            endpoint: endpoint, region: region, credentials: credentials, configuration: configuration)
+    }
+
+    /// Whether the command said that the service could not be reached.
+    private static let saidUnreachable = LockedValue(false)
+
+    /// Says on standard error, once a command, that a request is retried because nothing answers at the endpoint (the
+    /// connection refused, the host not found): a mistyped port or a service not running, which the retries would
+    /// otherwise leave silent for as long as they take.
+    @Sendable static func sayUnreachable(attempt: Int, error: FerryError, delay: Duration) {
+        guard let transport = error.underlying as? TransportError,
+            [.connectionRefused, .hostNotFound].contains(transport.kind),
+            saidUnreachable.withLock({ said in defer { said = true }; return !said })
+        else { return }
+        let what = transport.message.components(separatedBy: " Detail: ").first ?? transport.message
+        complain("ferry: \(what) Trying again for a while; Ctrl-C stops.")
     }
 
     func close() async {

@@ -227,6 +227,7 @@ struct UploadCommand: AsyncParsableCommand {
         var configuration = ObjectStorageClient.Configuration()
         configuration.retryPolicy.maxRetryCount = maxRetries
         configuration.serviceIdentity = connection.serviceIdentity
+        configuration.onRetry = ServiceConnection.sayUnreachable
         let env = ProcessInfo.processInfo.environment
         let records = URL(fileURLWithPath: recordDirectory ?? (service.dataDirectory ?? env["FERRY_DATA_DIR"] ?? defaultDataDirectory(env)) + "/checkpoints")
         // Made (0700) before anything is created on the server: a record directory that cannot be used stops the run

@@ -110,8 +110,12 @@ struct VideosCommand: AsyncParsableCommand {
             discussion: "Without options: the HLS master playlist (AUTO) when the video has one, else its first stream.")
         @OptionGroup var service: ServiceOptions
         @Argument(help: "The VideoId.") var videoId: String
-        @Option(help: "Definition: LD, SD, HD, FHD, SQ, AUTO or OD.") var definition: String?
-        @Option(help: "Format: m3u8, mp4 or m4a.") var format: String?
+        @Option(
+            help: ArgumentHelp(
+                "Definition: LD, SD, HD, FHD, SQ (or one a transcode template names), AUTO (the HLS master playlist) "
+                    + "or OD (the original)."))
+        var definition: String?
+        @Option(help: "Format: m3u8, mpd, mp4 or m4a (the original's own with OD).") var format: String?
         @Option(help: "Seconds the URL is valid, 1–604800.") var expires: Int = 3600
 
         func run() async throws {

@@ -1436,6 +1436,11 @@ struct CommandLineTests {
             ["videos", "list", "--endpoint", server.endpoint],
             environment: ["HOME": data, "FERRY_ACCESS_KEY_ID": root.accessKeyId, "AWS_SECRET_ACCESS_KEY": "x"])
         #expect(half.status != 0 && half.error.contains("FERRY_SECRET_ACCESS_KEY"), "\(half.error)")
+        let awsHalf = try await FerryRun.run(
+            ["videos", "list", "--endpoint", server.endpoint],
+            environment: ["HOME": data, "AWS_ACCESS_KEY_ID": root.accessKeyId, "FERRY_SECRET_ACCESS_KEY": "x"])
+        #expect(awsHalf.status == 64, "\(awsHalf.error)")
+        #expect(awsHalf.error.contains("AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY: set both."), "\(awsHalf.error)")
         await server.stop()
         // FERRY_REGION set to nothing is not a region: the server and the commands take the default.
         let unset = try await FerryExecutable.Server.start(
@@ -1613,7 +1618,7 @@ struct CommandLineTests {
         #expect(root.status != 0 && root.error.contains("root-credentials.json is damaged"), "\(root.error)")
     }
 
-    @Test("what a newcomer meets: --version; ferry serve on a port another program holds stops before it makes a root key; a later start says where the key is; a text file sent as a video is warned of, a video is not; a bucket made for files sent at once is said to be made once")
+    @Test("what a newcomer meets: --version; ferry serve on a port another program holds stops before it makes a root key; a later start says where the key is, and a start without the console's pages warns; a text file sent as a video is warned of, a video is not; a bucket made for files sent at once is said to be made once")
     func newcomerEdges() async throws {
         let version = try await FerryRun.run(["--version"])
         #expect(version.status == 0 && version.output.trimmingCharacters(in: .whitespacesAndNewlines) == FerryCoreVersion.string)
@@ -1625,12 +1630,20 @@ struct CommandLineTests {
             #expect(busy.error.contains("cannot listen on 127.0.0.1:\(port): another program listens there"), "\(busy.error)")
             #expect(!busy.output.contains("Generated root credentials"), "\(busy.output)")
             #expect(!FileManager.default.fileExists(atPath: fresh + "/root-credentials.json"))
+            // The first start also runs without the console's pages (FERRY_CONSOLE_DIR names an empty directory),
+            // and warns of it; the second finds them beside the binary.
+            let noPages = data + "/no-pages"
+            try FileManager.default.createDirectory(atPath: noPages, withIntermediateDirectories: true)
             for (round, says) in [(1, "Generated root credentials"), (2, "root key in \(fresh)/root-credentials.json")] {
                 let started = try await FerryRun.run(
-                    ["serve", "--data-dir", fresh, "--port", "0", "--media-workers", "0"], environment: ["HOME": data],
+                    ["serve", "--data-dir", fresh, "--port", "0", "--media-workers", "0"],
+                    environment: ["HOME": data].merging(round == 1 ? ["FERRY_CONSOLE_DIR": noPages] : [:]) { $1 },
                     interruptWhen: { $0.contains("listening on") })
                 #expect(started.output.contains(says), "round \(round): \(started.output)")
                 if round == 1 { #expect(!started.output.contains("root key in"), "\(started.output)") }
+                #expect(
+                    started.error.contains("the console's files are not installed: /console/ answers 503") == (round == 1),
+                    "round \(round): \(started.error)")
             }
 
             let text = data + "/notes.txt"
@@ -1768,6 +1781,10 @@ struct CommandLineTests {
         #expect(unreachable.status == 75, "\(unreachable.error)")
         #expect(unreachable.error.contains("network") || unreachable.error.contains("Connect"), "\(unreachable.error)")
         #expect(!unreachable.error.contains("secret-value-123"))
+        // While the requests before the upload (the video's creation) are retried, the command says why, once.
+        let said = "ferry: Could not connect to http://127.0.0.1:\(port): the connection was refused; is the service "
+            + "running on that port? Trying again for a while; Ctrl-C stops."
+        #expect(unreachable.error.components(separatedBy: said).count == 2, "\(unreachable.error)")
     }
 }
 

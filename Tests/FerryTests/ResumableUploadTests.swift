@@ -414,15 +414,19 @@ struct ResumableUploadTests {
                 }
             }
             // The IETF draft's upload in one request: its Content-Type is the declared type, its body the content.
-            for (key, bytes, refused) in [("ietf-page.png", page, true), ("ietf.png", png, false)] {
+            for (key, bytes, refused, flag) in [
+                ("ietf-page.png", page, true, ("Upload-Complete", "?1")), ("ietf.png", png, false, ("Upload-Complete", "?1")),
+                ("ietf3-page.png", page, true, ("Upload-Incomplete", "?0")),
+            ] {
                 let ietf = try await S3TestClient.fetchRaw(
                     "POST", endpoint,
                     headers: [("Authorization", "UpToken " + token("tokens:" + key) { $0.mimeLimit = "image/*" }),
-                        ("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "?1"), ("Content-Type", "image/png")],
+                        ("Upload-Draft-Interop-Version", flag.0 == "Upload-Complete" ? "6" : "3"), flag,
+                        ("Content-Type", "image/png")],
                     body: bytes)
                 #expect(refused ? ietf.status == 403 : (200..<300).contains(ietf.status), "\(key): \(ietf.status) \(ietf.text)")
                 // Every byte arrived: the refusal is of the content, and says the upload is complete.
-                #expect(ietf.header("Upload-Complete") == "?1", "\(key)")
+                #expect(ietf.header(flag.0) == flag.1, "\(key)")
                 #expect(try await s3.get("tokens", key).status == (refused ? 404 : 200))
             }
             let expired = UploadToken.make(
@@ -979,6 +983,8 @@ struct ResumableUploadTests {
             #expect(undeclared["headComplete"] as? String == "?0" && undeclared["headOffset"] as? String == "6")
             #expect(undeclared["declare"] as? Int == 200)
             #expect((undeclared["declareBody"] as? String)?.contains("\"Size\":\"6\"") == true)
+            #expect(undeclared["more"] as? Int == 400, "\(undeclared)")
+            #expect(undeclared["moreComplete"] as? String == (version >= 5 ? "?1" : "?0"), "\(undeclared)")
             #expect(try await s3.get(ticket.address.bucket, ticket.address.fileName).body == Array("abcdef".utf8))
             let lengths = try #require(out["lengths"] as? [String: Any])
             #expect(lengths["conflicting"] as? Int == 400)

@@ -48,6 +48,12 @@ public final class ObjectStorageClient: Sendable {
         /// Whether payloads are signed (SHA-256 in the signature) instead of `UNSIGNED-PAYLOAD`. Needed by servers
         /// that require it over plain HTTP; costs a hash pass. Default false: the checksum header protects the bytes.
         public var signPayload = false
+        /// Told of each retry of any request sent with this configuration (by an ``ObjectStorageClient``, a
+        /// ``MediaServiceClient`` made with it, or a ``VideoPublisher`` whose `client` it is), before its wait:
+        /// which retry, the failure, the wait. An upload's events report the retries of its own requests too; this
+        /// also hears those made before an upload begins (a bucket's check, a video's creation), which no upload
+        /// reports. A ``StreamUploader`` has a hook of its own. Default nil.
+        public var onRetry: (@Sendable (_ attempt: Int, _ error: FerryError, _ delay: Duration) -> Void)?
         /// What names the service in checkpoints, so that an interrupted upload resumes only against the service it
         /// began on. Default nil: the endpoint URL. Set it when one service is reached at changing addresses — an
         /// embedded service on a free port, or a service behind several names — so a resume after a restart finds its

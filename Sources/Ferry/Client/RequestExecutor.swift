@@ -85,10 +85,12 @@ extension ObjectStorageClient {
     ) async throws -> TransportResponse {
         var retried = false
         let logger = configuration.logger
+        let told = configuration.onRetry
         let response = try await configuration.retryPolicy.run(
             clock: configuration.clock,
             retrying: { attempt, error, delay in
                 retried = true
+                told?(attempt, error, delay)
                 logger.debug(
                     "retrying request",
                     metadata: ["ferry.attempt": "\(attempt)", "ferry.error": "\(error.code)", "ferry.server-code": "\(error.serverCode ?? "")"])

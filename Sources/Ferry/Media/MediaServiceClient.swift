@@ -72,9 +72,13 @@ public final class MediaServiceClient: Sendable {
         var base = endpoint.path
         if base.hasSuffix("/") { base.removeLast() }
         let path = base + "/_ferry/v1/" + SigV4.uriEncode(action, encodeSlash: true)
-        let onRetry = self.onRetry
+        let (onRetry, told) = (self.onRetry, configuration.onRetry)
         return try await configuration.retryPolicy.run(
-            clock: configuration.clock, retrying: { attempt, error, delay in onRetry?(attempt, error, delay) }
+            clock: configuration.clock,
+            retrying: { attempt, error, delay in
+                told?(attempt, error, delay)
+                onRetry?(attempt, error, delay)
+            }
         ) { attempt in
             let credentials = try await credentialProvider.credentials()
             let signer = SigV4Signer(credentials: credentials.sigV4, region: region, service: "ferry")

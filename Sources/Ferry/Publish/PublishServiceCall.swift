@@ -27,7 +27,10 @@ struct PublishServiceCall: Sendable {
         // A 5xx answer is retried; when retries run out it is returned as the refusal it is.
         var lastRefusal: (status: Int, object: [String: Any])?
         do {
-            return try await configuration.retryPolicy.run(clock: configuration.clock) { attempt in
+            let told = configuration.onRetry
+            return try await configuration.retryPolicy.run(
+                clock: configuration.clock, retrying: { attempt, error, delay in told?(attempt, error, delay) }
+            ) { attempt in
                 let request = TransportRequest(
                     method: "POST", url: base + "/_ferry/ugc/" + action,
                     headers: [("content-type", "application/json")] + attempt.headers, body: data,

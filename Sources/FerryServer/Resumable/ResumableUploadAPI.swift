@@ -676,9 +676,11 @@ struct ResumableUploadAPI: Sendable {
                 {
                     return await completed(upload, wire: wire)
                 }
-                throw ResumableRefusal(
+                var refusal = ResumableRefusal(
                     .badRequest, "The upload is complete; it takes no more appends.", wire: wire,
                     problem: .completedUpload)
+                wire.setComplete(true, in: &refusal.headers)
+                throw refusal
             }
             guard offset == upload.offset else { throw Self.conflict(upload, provided: offset, wire: wire) }
             let declared = try lengthToRecord(upload, request: request, wire: wire)
@@ -856,20 +858,24 @@ struct ResumableUploadAPI: Sendable {
                 .badRequest, "The upload was declared \(stored.length ?? 0) bytes long; \(stored.offset) arrived.",
                 wire: wire, problem: .inconsistentLength)
         }
-        let finished: ResumableUpload
+        return await completed(try await finishSaying(stored, wire: wire), wire: wire)
+    }
+
+    /// ``finish(_:wire:)``, whose refusal, when it ended the upload (its content's type, an insertOnly key taken, a
+    /// stored file's other bytes), says in the IETF draft's flag that the upload is complete: the client knows its
+    /// file was refused, not the upload. A refusal that keeps the upload (a full disk, a store outage, a store's
+    /// refusal), which the client may complete again, does not.
+    private func finishSaying(_ upload: ResumableUpload, wire: ResumableWire) async throws -> ResumableUpload {
         do {
-            finished = try await finish(stored, wire: wire)
+            return try await finish(upload, wire: wire)
         } catch {
-            // Refused once every byte arrived (the content's type, an insertOnly key taken, a stored file's other
-            // bytes): the answer says the upload is complete, so that the client knows its file was refused, not the
-            // upload's protocol. A condition that passes (a full disk, a store outage) keeps the upload, as before.
-            guard !Self.isPassing(error), var refusal = ResumableDialect.refusal(for: error, wire: wire) else {
-                throw error
-            }
+            guard case .ietf = wire, !Self.isPassing(error) else { throw error }
+            let ended: Bool
+            do { ended = try await store.resumableUpload(upload.id) == nil } catch { ended = false }
+            guard ended, var refusal = ResumableDialect.refusal(for: error, wire: wire) else { throw error }
             wire.setComplete(true, in: &refusal.headers)
             throw refusal
         }
-        return await completed(finished, wire: wire)
     }
 
     /// The answer to the IETF append that completed `upload`: its offset, ETag and a summary of the object, with the
@@ -1041,7 +1047,7 @@ struct ResumableUploadAPI: Sendable {
         if completing, upload.etag == nil, upload.isFullyReceived,
             upload.completesWhenReceived || (wire == .tus && upload.info.kind == .single)
         {
-            return try await finish(upload, wire: wire)
+            return try await finishSaying(upload, wire: wire)
         }
         return upload
     }

@@ -355,10 +355,13 @@ def ietf_edges(args):
     location = creation.final["headers"].get("location")
     head = Exchange(location, "HEAD", base)
     declare = Exchange(location, "PATCH", base + ietf_flags(version, True) + append_type + [("Upload-Offset", "6")])
+    # More to an upload completed already: refused, and the answer says the upload is complete.
+    more = Exchange(location, "PATCH", base + ietf_flags(version, False) + append_type + [("Upload-Offset", "6")], b"g")
     out["undeclared"] = {"creation": creation.final["status"],
                          "headComplete": ietf_complete(version, head.final["headers"]),
                          "headOffset": head.final["headers"].get("upload-offset"),
-                         "declare": declare.final["status"], "declareBody": declare.final["body"]}
+                         "declare": declare.final["status"], "declareBody": declare.final["body"],
+                         "more": more.final["status"], "moreComplete": ietf_complete(version, more.final["headers"])}
 
     second = Exchange(later(args), "POST", base + ietf_flags(version, False) + [("Upload-Length", "10")],
                       b"1234")

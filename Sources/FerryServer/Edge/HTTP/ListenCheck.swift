@@ -22,6 +22,8 @@ extension FerryServer {
             case EADDRNOTAVAIL: return "no network interface of this machine has that address"
             default: return String(cString: strerror(error.errnoCode))
             }
+        } catch is SocketAddressError {
+            return "the host name cannot be resolved"
         } catch {
             return "\(error)"
         }
