@@ -725,6 +725,32 @@ struct ResumableUploadTests {
         }
     }
 
+    @Test("a creation at an interop version not served, for the whole file (Upload-Complete: ?1), is a plain upload: no 104, the file stored, no upload left; one that says more is to come is refused")
+    func unservedVersionPlainCreation() async throws {
+        try await TestServer.with { server in
+            let ticket = try await Self.media(server).createUploadVideo(.init(title: "later draft", fileName: "clip.mp4"))
+            let url = try #require(ticket.resumableUploadURL)
+            let target = url.path + (url.query.map { "?" + $0 } ?? "")
+            func create(version: String, complete: String) async throws -> RawHTTPExchange.Response {
+                let head =
+                    "POST \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nUpload-Draft-Interop-Version: \(version)\r\n"
+                    + "Upload-Complete: \(complete)\r\nContent-Type: video/mp4\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
+                let outcome = await RawHTTPExchange.send(port: server.port, .init(head: Array(head.utf8), body: Array("hello".utf8)))
+                guard case .answered(let answer) = outcome else { throw POSIXError(.EPROTO) }
+                return answer
+            }
+            let more = try await create(version: "8", complete: "?0")
+            #expect(more.status == 400 && more.interim == [], "\(more.status) \(more.text)")
+            let plain = try await create(version: "8", complete: "?1")
+            #expect(plain.status == 200 && plain.interim == [], "\(plain.status) \(plain.interim) \(plain.text)")
+            #expect(plain.header("Location") == nil && plain.header("Upload-Draft-Interop-Version") == nil)
+            #expect(plain.header("ETag") != nil)
+            #expect(try await server.client().get(ticket.address.bucket, ticket.address.fileName).body == Array("hello".utf8))
+            let uploads = try await server.client().send("GET", "/" + ticket.address.bucket, query: [("uploads", "")]).text
+            #expect(!uploads.contains("<Upload>"), "\(uploads)")
+        }
+    }
+
     @Test("an IETF creation refused for want of disk space (507) keeps the upload its 104 named: its offset is 0 and it can be resumed or cancelled")
     func ietfCreationThroughFullDisk() async throws {
         try await TestServer.with(configure: { $0.minFreeBytes = Int64.max / 2 }) { server in
@@ -1054,7 +1080,8 @@ struct ResumableUploadTests {
                 (tus + [("Upload-Concat", "final;" + String(repeating: "/_ferry/uploads/x ", count: 1001))], 400),
                 (tus + [("Upload-Concat", "final;/_ferry/uploads/00000000000000000000000000000000")], 400),
                 ([("Tus-Resumable", "0.2.2"), ("Upload-Length", "10")], 412),
-                ([("Upload-Draft-Interop-Version", "99"), ("Upload-Complete", "?1")], 400),
+                ([("Upload-Draft-Interop-Version", "4"), ("Upload-Complete", "?1")], 400),
+                ([("Upload-Draft-Interop-Version", "+99"), ("Upload-Complete", "?1")], 400),
                 ([("Upload-Draft-Interop-Version", "06"), ("Upload-Complete", "?1")], 400),
                 ([("Upload-Draft-Interop-Version", "6"), ("Upload-Complete", "yes")], 400),
                 ([("Upload-Draft-Interop-Version", "6")], 400),

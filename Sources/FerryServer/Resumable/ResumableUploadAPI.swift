@@ -118,6 +118,19 @@ struct ResumableUploadAPI: Sendable {
     /// Creates an upload (tus `POST`, or an IETF upload-creation request of any method), appending the body it
     /// carries.
     func create(_ request: Request, context: FerryRequestContext, creator: Creator) async throws -> Response {
+        if ResumableWire.isPlainCreation(request.headers) {
+            // An interop version not served, for the whole file: taken as a plain upload, with no 104 (the draft's
+            // rule for a version that does not match) and no upload to resume, rather than refused.
+            let wire = ResumableWire.ietf(version: ResumableWire.ietfVersions.last ?? 6)
+            let target = try await authorize(creator, request: request, context: context, wire: wire)
+            try takeRequestTurn(target.owner, target.quota)
+            _ = try await writeAllowed(target.bucket, target.key)
+            var response = try await createIETF(request, context: context, target: target, wire: wire, resumable: false)
+            for field in [HTTPField.Name.uploadDraftInteropVersion, .uploadComplete, .uploadLimit, .location] {
+                response.headers[field] = nil
+            }
+            return response
+        }
         guard let wire = try ResumableWire.of(request.headers) else {
             throw ResumableRefusal(
                 .badRequest,
@@ -341,9 +354,10 @@ struct ResumableUploadAPI: Sendable {
         return Response(status: .created, headers: headers)
     }
 
-    private func createIETF(_ request: Request, context: FerryRequestContext, target: Target, wire: ResumableWire)
-        async throws -> Response
-    {
+    /// An IETF creation; without `resumable` (a plain creation at a version not served), no 104 names the upload.
+    private func createIETF(
+        _ request: Request, context: FerryRequestContext, target: Target, wire: ResumableWire, resumable: Bool = true
+    ) async throws -> Response {
         guard let complete = try wire.declaredComplete(request.headers) else {
             throw ResumableRefusal(.badRequest, "An upload creation request says whether it is complete.", wire: wire)
         }
@@ -379,18 +393,23 @@ struct ResumableUploadAPI: Sendable {
         interim.headerFields = wire.headers
         interim.headerFields[.location] = location
         interim.headerFields[.uploadLimit] = Self.uploadLimit(maxSize: target.maxLength)
-        await context.channel.sendInformational(interim)
+        if resumable { await context.channel.sendInformational(interim) }
         var response: Response
         do {
-            response = try await endingOnRefusal(upload, wire: wire, announced: true) {
+            response = try await endingOnRefusal(upload, wire: wire, announced: resumable) {
                 try await appendIETF(
                     upload, at: 0, complete: complete, request: request, signedSHA256: target.signedSHA256,
                     active: active, wire: wire, beforeBody: { await context.sendContinue() })
             }
         } catch var refusal as ResumableRefusal {
-            refusal.headers[.location] = location
+            if resumable {
+                refusal.headers[.location] = location
+            } else if refusal.keepsUpload {
+                // A body cut short: no client can resume an upload no 104 named.
+                await end(upload)
+            }
             throw refusal
-        } catch where Self.isPassing(error) {
+        } catch where resumable && Self.isPassing(error) {
             // Kept (a full disk, a store outage): the answer names the upload as the 104 did, for a client that saw
             // no 1xx.
             let error = FerryDomainError(machineFailure: error) ?? error

@@ -75,6 +75,20 @@ enum ResumableWire: Sendable, Equatable {
         return nil
     }
 
+    /// Whether `headers` ask for a plain creation: an `Upload-Draft-Interop-Version` of a later draft than those
+    /// served (a number past the newest, written as the draft writes it), no `Tus-Resumable`, and `Upload-Complete:
+    /// ?1`, the whole file in one request. The draft has a server that does not match the version send no 104 and
+    /// answer the request as it would without resumption: the file is stored, where refusing it would fail every
+    /// upload of a client newer than this server.
+    static func isPlainCreation(_ headers: HTTPFields) -> Bool {
+        let newest = ietfVersions.last ?? 6
+        guard headers[.tusResumable] == nil,
+            let value = headers[.uploadDraftInteropVersion]?.trimmingCharacters(in: .whitespaces),
+            let version = Int(value), String(version) == value, version > newest
+        else { return false }
+        return (try? ResumableWire.ietf(version: newest).declaredComplete(headers)) == true
+    }
+
     /// The headers every answer in this protocol carries.
     var headers: HTTPFields {
         switch self {
