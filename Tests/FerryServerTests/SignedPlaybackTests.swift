@@ -1,3 +1,4 @@
+import Crypto
 import Ferry
 import FerryCore
 import FerryTestSupport
@@ -55,6 +56,21 @@ struct SignedPlaybackTests {
             nbf: notBefore.map { .init(value: Date().addingTimeInterval($0)) }, referrers: referrers,
             definitions: definitions)
         return try await keys.sign(claims, kid: kid.map { JWKIdentifier(string: $0) }, header: header)
+    }
+
+    /// A token for `video` whose header is `header` as given (an `alg` that is not the key's, or none), signed with
+    /// the ES256 private key `pem` over it as ES256 signs: what a library that writes any header would make.
+    static func rawToken(header: [String: String], video: String, pem: String) throws -> String {
+        func base64url(_ data: Data) -> String {
+            data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        let claims: [String: Any] = ["sub": video, "aud": ["v"], "exp": Int(Date().timeIntervalSince1970) + 300]
+        let input =
+            base64url(try JSONSerialization.data(withJSONObject: header, options: [.sortedKeys])) + "."
+            + base64url(try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys]))
+        let signature = try P256.Signing.PrivateKey(pemRepresentation: pem).signature(for: Data(input.utf8))
+        return input + "." + base64url(signature.rawRepresentation)
     }
 
     /// The status of a GET of `url` with `token`, and the `Reason` of a refusal.
@@ -160,7 +176,31 @@ struct SignedPlaybackTests {
             var respelled = Array(valid)
             let last = try #require(alphabet.firstIndex(of: respelled[respelled.count - 1]))
             respelled[respelled.count - 1] = alphabet[last ^ 1]
+            // A header written by hand, signed as ES256 signs: with the key's algorithm it plays; naming another
+            // algorithm, or none, it is refused however well its signature verifies under the key.
+            func hand(_ alg: String?, kid: String? = key.keyId) throws -> String {
+                var header: [String: String] = [:]
+                header["alg"] = alg
+                header["kid"] = kid
+                return try Self.rawToken(header: header, video: videoId, pem: key.privateKey)
+            }
+            #expect(try await Self.get(master, token: try hand("ES256")).status == 200)
+            #expect(try await Self.get(master, token: try hand("ES256", kid: nil)).status == 200)
+            // A web player on another site may send a range and every conditional the files answer (If-Range when it
+            // resumes a download).
+            let preflight = try await S3TestClient.fetchRaw(
+                "OPTIONS", base + "LD.mp4",
+                headers: [("Origin", "https://player.example"), ("Access-Control-Request-Method", "GET"),
+                    ("Access-Control-Request-Headers", "range,if-range")])
+            let allowed = Set((preflight.header("Access-Control-Allow-Headers") ?? "").lowercased()
+                .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+            #expect(preflight.status == 204, "\(preflight.status)")
+            #expect(allowed.isSuperset(of: ["range", "if-range", "if-none-match", "if-modified-since", "if-match", "if-unmodified-since"]), "\(allowed)")
             let bad: [(String, String, String?)] = [
+                ("signature", try hand("none"), nil), ("signature", try hand("HS256"), nil),
+                ("signature", try hand("RS256"), nil), ("signature", try hand("ES384"), nil),
+                ("signature", try hand("es256"), nil), ("signature", try hand("none", kid: nil), nil),
+                ("malformed", try hand(nil), nil),
                 ("expired", try await Self.token(app, kid: key.keyId, video: videoId, expires: -10), nil),
                 ("early", try await Self.token(app, kid: key.keyId, video: videoId, notBefore: 120), nil),
                 (

@@ -33,7 +33,10 @@ struct PlaybackAPI: Sendable {
             return Response(
                 status: .noContent,
                 headers: [
-                    .accessControlAllowMethods: "GET, HEAD", .accessControlAllowHeaders: "Range, If-None-Match, If-Modified-Since",
+                    .accessControlAllowMethods: "GET, HEAD",
+                    // A range and every conditional the files answer: a player resuming a download sends If-Range.
+                    .accessControlAllowHeaders:
+                        "Range, If-Range, If-None-Match, If-Modified-Since, If-Match, If-Unmodified-Since",
                     .accessControlMaxAge: "3600",
                 ])
         }

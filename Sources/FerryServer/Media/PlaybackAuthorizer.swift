@@ -112,9 +112,13 @@ struct PlaybackAuthorizer: Sendable {
             throw .malformed
         }
         if header.fields["crit"] != nil { throw .critical }
+        // RFC 7515 has every token name its algorithm; a token whose `alg` is not the key's is not verified with the
+        // key under another algorithm's name (jwt-kit picks the key by `kid` alone).
+        guard let algorithm = header.alg else { throw .malformed }
         let kid = header.kid
         let keys: [StoredSigningKey]
         if kid == PlaybackToken.serverKeyId {
+            guard algorithm == "HS256" else { throw .signature }
             let collection = await JWTKeyCollection().add(
                 hmac: PlaybackToken.serverKey(codec: credentials.tokens), digestAlgorithm: .sha256,
                 kid: .init(string: PlaybackToken.serverKeyId))
@@ -138,19 +142,23 @@ struct PlaybackAuthorizer: Sendable {
                 throw .unavailable
             }
             guard let key, active, mayPlay(video, signedWith: key) else { throw .key }
+            guard key.algorithm == algorithm else { throw .signature }
             keys = [key]
         } else {
+            let owned: [StoredSigningKey]
             let active: Bool
             do {
                 // Newest first: a key rotated in is the likeliest signer. Every key is tried (an owner has at most
                 // `MediaAPI.maxSigningKeysPerOwner`), so a rotation never strands the newest.
-                keys = try await catalog.signingKeys(owner: video.owner).reversed()
-                active = keys.isEmpty ? false : try await credentials.isActive(video.owner)
+                owned = try await catalog.signingKeys(owner: video.owner).reversed()
+                active = owned.isEmpty ? false : try await credentials.isActive(video.owner)
             } catch {
                 throw .unavailable
             }
             // A disabled access key's signing keys sign nothing.
-            guard !keys.isEmpty, active else { throw .key }
+            guard !owned.isEmpty, active else { throw .key }
+            keys = owned.filter { $0.algorithm == algorithm }
+            guard !keys.isEmpty else { throw .signature }
         }
         var refusal = Refusal.signature
         for key in keys {
