@@ -105,6 +105,23 @@ struct MetricsTests {
         }
     }
 
+    @Test("preflights the cross-origin policy answers count in their route group (s3, media), not as unrouted")
+    func preflightsCountInTheirGroup() async throws {
+        try await TestServer.with(configure: { $0.corsOrigins = ["https://app.example"] }) { server in
+            for path in ["/photos/x", "/_ferry/v1/GetPlayInfo"] {
+                let preflight = try await S3TestClient.fetchRaw(
+                    "OPTIONS", server.endpoint + path,
+                    headers: [("Origin", "https://app.example"), ("Access-Control-Request-Method", "PUT")])
+                #expect(preflight.status == 204, "\(path): \(preflight.status)")
+            }
+            let text = String(decoding: try await S3TestClient.fetch(server.endpoint + "/metrics").body, as: UTF8.self)
+            for group in ["s3", "media"] {
+                #expect(Self.sample(text, "ferry_http_requests_total", ["group": group, "method": "OPTIONS", "status": "204"]) == 1, "\(group)")
+            }
+            #expect(Self.sample(text, "ferry_http_requests_total", ["group": "unrouted", "method": "OPTIONS", "status": "204"]) == nil)
+        }
+    }
+
     @Test("answer bytes are counted as they are sent: a whole download counts its size, one whose client leaves counts what was sent; a download being sent is a request being answered")
     func answerBytesSent() async throws {
         try await TestServer.with { server in

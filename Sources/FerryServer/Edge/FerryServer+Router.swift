@@ -48,7 +48,8 @@ extension FerryServer {
         // The object API: S3's catch-all.
         let s3 = MiddlewareChain(
             middleware: [
-                crossOrigin, AnswerMiddleware.bucketCrossOrigin(objects), ErrorEnvelopeMiddleware(dialect: S3Dialect()),
+                RouteGroupMiddleware(name: S3Dialect().name), crossOrigin, AnswerMiddleware.bucketCrossOrigin(objects),
+                ErrorEnvelopeMiddleware(dialect: S3Dialect()),
                 S3OperationMiddleware(), AuthorityMiddleware(), S3AuthenticationMiddleware(authenticator: authenticator),
                 requestRate,
             ],
@@ -295,6 +296,7 @@ extension Router where Context == FerryRequestContext {
         checksHost: Bool = true, continues: Bool = true, smallBodies: Bool = true
     ) -> RouterGroup<FerryRequestContext> {
         let group = self.group(path)
+        group.add(middleware: RouteGroupMiddleware(name: dialect.name))
         for middleware in outer { group.add(middleware: middleware) }
         group.add(middleware: ErrorEnvelopeMiddleware(dialect: dialect))
         if checksHost { group.add(middleware: AuthorityMiddleware()) }

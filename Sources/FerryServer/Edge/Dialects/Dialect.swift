@@ -16,6 +16,20 @@ protocol Dialect: Sendable {
     func internalError(request: Request, context: FerryRequestContext) -> any HTTPResponseError
 }
 
+/// Names a route group in the request's observation (its metrics and span) before any of the group's middleware can
+/// answer: a preflight the cross-origin policy answers, in front of the group's error envelope, counts in its group.
+struct RouteGroupMiddleware: RouterMiddleware {
+    typealias Context = FerryRequestContext
+    let name: String
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        context.observation.group = name
+        return try await next(request, context)
+    }
+}
+
 /// Renders what a route group throws in the group's dialect (see ``Dialect``); the outermost middleware of a group
 /// but for cross-origin headers, which error answers carry too.
 struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
