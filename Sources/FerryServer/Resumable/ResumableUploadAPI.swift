@@ -118,20 +118,11 @@ struct ResumableUploadAPI: Sendable {
     /// Creates an upload (tus `POST`, or an IETF upload-creation request of any method), appending the body it
     /// carries.
     func create(_ request: Request, context: FerryRequestContext, creator: Creator) async throws -> Response {
-        if ResumableWire.isPlainCreation(request.headers) {
-            // An interop version not served, for the whole file: taken as a plain upload, with no 104 (the draft's
-            // rule for a version that does not match) and no upload to resume, rather than refused.
-            let wire = ResumableWire.ietf(version: ResumableWire.ietfVersions.last ?? 6)
-            let target = try await authorize(creator, request: request, context: context, wire: wire)
-            try takeRequestTurn(target.owner, target.quota)
-            _ = try await writeAllowed(target.bucket, target.key)
-            var response = try await createIETF(request, context: context, target: target, wire: wire, resumable: false)
-            for field in [HTTPField.Name.uploadDraftInteropVersion, .uploadComplete, .uploadLimit, .location] {
-                response.headers[field] = nil
-            }
-            return response
-        }
-        guard let wire = try ResumableWire.of(request.headers) else {
+        // An interop version not served, for the whole file: taken as a plain upload, with no 104 (the draft's rule
+        // for a version that does not match) and no upload to resume, rather than refused.
+        let plain = ResumableWire.isPlainCreation(request.headers)
+        let newest = ResumableWire.ietf(version: ResumableWire.ietfVersions.last ?? 6)
+        guard let wire = plain ? newest : try ResumableWire.of(request.headers) else {
             throw ResumableRefusal(
                 .badRequest,
                 "Name the protocol: Tus-Resumable: 1.0.0, or Upload-Draft-Interop-Version with Upload-Complete.",
@@ -143,7 +134,15 @@ struct ResumableUploadAPI: Sendable {
         _ = try await writeAllowed(target.bucket, target.key)
         switch wire {
         case .tus: return try await createTus(request, context: context, target: target)
-        case .ietf: return try await createIETF(request, context: context, target: target, wire: wire)
+        case .ietf:
+            var response = try await createIETF(
+                request, context: context, target: target, wire: wire, resumable: !plain)
+            if plain {
+                for field in [HTTPField.Name.uploadDraftInteropVersion, .uploadComplete, .uploadLimit, .location] {
+                    response.headers[field] = nil
+                }
+            }
+            return response
         }
     }
 

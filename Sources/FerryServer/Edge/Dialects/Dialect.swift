@@ -31,7 +31,7 @@ struct RouteGroupMiddleware: RouterMiddleware {
 }
 
 /// Renders what a route group throws in the group's dialect (see ``Dialect``); the outermost middleware of a group
-/// but for cross-origin headers, which error answers carry too.
+/// but for its name (``RouteGroupMiddleware``) and cross-origin headers, which error answers carry too.
 struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
     typealias Context = FerryRequestContext
     let dialect: D
@@ -39,7 +39,6 @@ struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        context.observation.group = dialect.name
         do {
             return try await next(request, context)
         } catch let thrown {
