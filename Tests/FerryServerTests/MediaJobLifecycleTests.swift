@@ -4,6 +4,7 @@ import FerryServer
 import FerryTestSupport
 import Foundation
 import Logging
+import NIOCore
 import Testing
 
 @testable import FerryMedia
@@ -136,7 +137,7 @@ struct MediaJobLifecycleTests {
         }
     }
 
-    @Test("a transcode run that lost its claim (another worker took the job over) removes the first stream it stored once its publish is refused, and stops before encoding the ladder; one stopped while its first stream is stored or the ladder encoded removes it too")
+    @Test("a transcode run that lost its claim (another worker took the job over) removes the first stream it stored once its publish is refused, and stops before encoding the ladder; one stopped while storing its first stream, or while saving it in the catalog, removes it too")
     func refusedFirstStreamIsRemoved() async throws {
         try await MediaHarness.with(configure: { $0.mediaProcessing.workers = 0 }) { harness in
             let server = harness.server.server
@@ -167,21 +168,26 @@ struct MediaJobLifecycleTests {
             #expect(try await harness.keys(under: "video/\(videoId)/out/") == [])
             #expect(try await catalog.video(videoId)?.playableAt == nil)
 
-            // Stopped as soon as it has stored a file (while storing its first stream, or encoding the ladder once
-            // its publish was refused): nothing it stored is left.
-            let ended = ProgressValues()
-            let run = Task {
-                _ = try? await stalledRun()
-                await ended.add(1)
+            // Stopped right after storing the first file of its first stream, or its last (the master playlist: the
+            // run is then saving the stream in the catalog): nothing it stored is left.
+            let stops: KeyValuePairs<String, @Sendable (String) -> Bool> = [
+                "the first file": { _ in true }, "the master playlist": { $0.hasSuffix("/master.m3u8") },
+            ]
+            for stop in stops {
+                let stopping = MediaPipeline(
+                    catalog: catalog, store: StoppingStore(base: server.store, stopAfter: stop.value),
+                    webhooks: server.webhooks, tools: try #require(server.mediaTools),
+                    configuration: server.configuration.mediaProcessing, workDirectory: harness.server.dataDirectory + "/runs",
+                    logger: Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() }))
+                let run = Task {
+                    try await JobLease.$current.withValue(JobLease(jobId: transcode.id, worker: "first")) {
+                        try await stopping.run(transcode) { _ in }
+                    }
+                }
+                await #expect(throws: CancellationError.self, "stopped after \(stop.key)") { try await run.value }
+                #expect(try await harness.keys(under: "video/\(videoId)/out/") == [], "stopped after \(stop.key)")
             }
-            // (A run that removes what it stored before a look finds it has ended by then.)
-            try await Self.eventually("the run stores its first stream") {
-                let done = await !ended.values.isEmpty
-                return try await !harness.keys(under: "video/\(videoId)/out/").isEmpty || done
-            }
-            run.cancel()
-            await run.value
-            #expect(try await harness.keys(under: "video/\(videoId)/out/") == [])
+            #expect(try await catalog.video(videoId)?.playableAt == nil)
         }
     }
 
@@ -298,6 +304,111 @@ struct MediaJobLifecycleTests {
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: workDirectory)) ?? []).isEmpty)
         await second.stop()
     }
+}
+
+/// A store that stops the task storing an object once it has stored it, when `stopAfter` says so of its key (as a
+/// worker's task is cancelled when its job is deleted or its server shuts down); otherwise `base`.
+private struct StoppingStore: ObjectStore {
+    let base: any ObjectStore
+    let stopAfter: @Sendable (String) -> Bool
+
+    func putObject<Body: AsyncSequence & Sendable>(
+        bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag], body: Body,
+        checksums: [ChecksumAlgorithm], condition: ObjectWriteCondition, verify: BodyVerifier, charge: StorageCharge?
+    ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
+        let stored = try await base.putObject(
+            bucket: bucket, key: key, attributes: attributes, tags: tags, body: body, checksums: checksums,
+            condition: condition, verify: verify, charge: charge)
+        if stopAfter(key) { withUnsafeCurrentTask { $0?.cancel() } }
+        return stored
+    }
+
+    func createBucket(_ name: String) async throws { try await base.createBucket(name) }
+    func bucket(_ name: String) async throws -> BucketInfo { try await base.bucket(name) }
+    func deleteBucket(_ name: String) async throws { try await base.deleteBucket(name) }
+    func listBuckets() async throws -> [BucketInfo] { try await base.listBuckets() }
+    func bucketConfiguration(_ name: String, _ kind: BucketConfigurationKind) async throws -> String? {
+        try await base.bucketConfiguration(name, kind)
+    }
+    func setBucketConfiguration(_ name: String, _ kind: BucketConfigurationKind, _ document: String?) async throws {
+        try await base.setBucketConfiguration(name, kind, document)
+    }
+    func listObjects(bucket: String, prefix: String, delimiter: String?, startAfter: String?, maxKeys: Int)
+        async throws -> ObjectListing
+    {
+        try await base.listObjects(bucket: bucket, prefix: prefix, delimiter: delimiter, startAfter: startAfter, maxKeys: maxKeys)
+    }
+    func object(bucket: String, key: String) async throws -> ObjectInfo { try await base.object(bucket: bucket, key: key) }
+    func readObject(_ object: ObjectInfo, range: ClosedRange<Int64>?) async throws
+        -> AsyncThrowingStream<ByteBuffer, any Error>
+    {
+        try await base.readObject(object, range: range)
+    }
+    func copyObject(
+        _ source: ObjectInfo, bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
+        condition: ObjectWriteCondition, charge: StorageCharge?
+    ) async throws -> ObjectInfo {
+        try await base.copyObject(
+            source, bucket: bucket, key: key, attributes: attributes, tags: tags, condition: condition, charge: charge)
+    }
+    func deleteObject(bucket: String, key: String, condition: ObjectWriteCondition) async throws {
+        try await base.deleteObject(bucket: bucket, key: key, condition: condition)
+    }
+    func setObjectTags(_ tags: [ObjectTag], bucket: String, key: String, etag: String) async throws {
+        try await base.setObjectTags(tags, bucket: bucket, key: key, etag: etag)
+    }
+    func createMultipartUpload(
+        bucket: String, key: String, attributes: ObjectAttributes, tags: [ObjectTag],
+        checksumAlgorithm: ChecksumAlgorithm?, checksumType: String?, charge: StorageCharge?
+    ) async throws -> MultipartUploadInfo {
+        try await base.createMultipartUpload(
+            bucket: bucket, key: key, attributes: attributes, tags: tags, checksumAlgorithm: checksumAlgorithm,
+            checksumType: checksumType, charge: charge)
+    }
+    func multipartUpload(_ uploadId: String, bucket: String, key: String) async throws -> MultipartUploadInfo {
+        try await base.multipartUpload(uploadId, bucket: bucket, key: key)
+    }
+    func uploadPart<Body: AsyncSequence & Sendable>(
+        _ upload: MultipartUploadInfo, partNumber: Int, body: Body, checksums: [ChecksumAlgorithm],
+        verify: BodyVerifier, charge: StorageCharge?
+    ) async throws -> PartInfo where Body.Element == ByteBuffer {
+        try await base.uploadPart(
+            upload, partNumber: partNumber, body: body, checksums: checksums, verify: verify, charge: charge)
+    }
+    func uploadPartCopy(
+        _ upload: MultipartUploadInfo, partNumber: Int, source: ObjectInfo, range: ClosedRange<Int64>?,
+        checksums: [ChecksumAlgorithm], charge: StorageCharge?
+    ) async throws -> PartInfo {
+        try await base.uploadPartCopy(
+            upload, partNumber: partNumber, source: source, range: range, checksums: checksums, charge: charge)
+    }
+    func listParts(_ upload: MultipartUploadInfo, after marker: Int, maxParts: Int) async throws
+        -> (parts: [PartInfo], isTruncated: Bool)
+    {
+        try await base.listParts(upload, after: marker, maxParts: maxParts)
+    }
+    func listMultipartUploads(
+        bucket: String, prefix: String, delimiter: String?, keyMarker: String, uploadIdMarker: String, maxUploads: Int
+    ) async throws -> MultipartUploadListing {
+        try await base.listMultipartUploads(
+            bucket: bucket, prefix: prefix, delimiter: delimiter, keyMarker: keyMarker, uploadIdMarker: uploadIdMarker,
+            maxUploads: maxUploads)
+    }
+    func completeMultipartUpload(
+        _ upload: MultipartUploadInfo, parts: [CompleteMultipartUpload.Part], fullObjectChecksums: [String: String],
+        objectSize: Int64?, condition: ObjectWriteCondition
+    ) async throws -> ObjectInfo {
+        try await base.completeMultipartUpload(
+            upload, parts: parts, fullObjectChecksums: fullObjectChecksums, objectSize: objectSize, condition: condition)
+    }
+    func completedUpload(_ uploadId: String) async throws -> CompletedUpload? { try await base.completedUpload(uploadId) }
+    func abortMultipartUpload(_ upload: MultipartUploadInfo, expired: Bool) async throws {
+        try await base.abortMultipartUpload(upload, expired: expired)
+    }
+    func abortMultipartUploads(initiatedBefore date: Date) async throws -> Int {
+        try await base.abortMultipartUploads(initiatedBefore: date)
+    }
+    func usage(owner: String) async throws -> StorageUsage { try await base.usage(owner: owner) }
 }
 
 /// The outbox of a node that stopped: nothing can be written to it or read from it.

@@ -107,14 +107,20 @@ extension MediaPipeline {
             throw error
         }
         let renditions = [stream, auto]
-        let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in
-            guard video.status == VideoStatus.transcoding, video.playableAt == nil else { return .keep }
-            video.renditions = renditions
-            video.outputPrefix = prefix
-            video.firstStreamDefinition = definition
-            video.playableAt = Date()
-            video.updatedAt = Date()
-            return .save(notify: try webhooks.events(.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8")))
+        // The save runs to its end even when this run is stopped meanwhile: its answer (saved, or refused because the
+        // video changed or the run lost its claim) says whether the files are named, where a save cut short would
+        // leave them behind unknown.
+        let saved = try await whileIgnoringCancellation { [catalog, webhooks, videoId = video.videoId] in
+            try await catalog.updateVideo(videoId) { video in
+                guard video.status == VideoStatus.transcoding, video.playableAt == nil else { return .keep }
+                video.renditions = renditions
+                video.outputPrefix = prefix
+                video.firstStreamDefinition = definition
+                video.playableAt = Date()
+                video.updatedAt = Date()
+                let playable = WebhookNotification.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8")
+                return .save(notify: try webhooks.events(playable))
+            }
         }
         return saved != nil
     }
