@@ -4,6 +4,7 @@ import FerryServer
 import FerryTestSupport
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
@@ -137,32 +138,36 @@ struct MediaJobLifecycleTests {
         }
     }
 
-    @Test("a transcode run that lost its claim (another worker took the job over) removes the first stream it stored once its publish is refused, and stops before encoding the ladder; one stopped while storing its first stream, or while saving it in the catalog, removes it too")
+    @Test("a transcode run that lost its claim (another worker took the job over) removes the first stream it stored once its publish is refused, and stops before encoding the ladder; one stopped while storing its first stream, or while saving it in the catalog, removes it too; a run stopped while saving its ladder publishes it")
     func refusedFirstStreamIsRemoved() async throws {
         try await MediaHarness.with(configure: { $0.mediaProcessing.workers = 0 }) { harness in
             let server = harness.server.server
             let catalog = server.mediaCatalog
             let videoId = try await harness.upload(try await harness.fixture(.landscape480, seconds: 4))
-            let pipeline = MediaPipeline(
-                catalog: catalog, store: server.store, webhooks: server.webhooks, tools: try #require(server.mediaTools),
-                configuration: server.configuration.mediaProcessing, workDirectory: harness.server.dataDirectory + "/runs",
-                logger: Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let tools = try #require(server.mediaTools)
+            func pipeline(stoppingAfter stop: (@Sendable (String) -> Bool)? = nil) -> MediaPipeline {
+                MediaPipeline(
+                    catalog: catalog, store: stop.map { StoppingStore(base: server.store, stopAfter: $0) } ?? server.store,
+                    webhooks: server.webhooks, tools: tools, configuration: server.configuration.mediaProcessing,
+                    workDirectory: harness.server.dataDirectory + "/runs",
+                    logger: Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            }
             func claim(_ kind: MediaJobKind, as worker: String) async throws -> MediaJob {
                 try #require(try await catalog.claim(worker: worker, lease: .seconds(600), now: Date(), kinds: [kind]))
             }
             let probe = try await claim(.probe, as: "prober")
             try await JobLease.$current.withValue(JobLease(jobId: probe.id, worker: "prober")) {
-                try await pipeline.run(probe) { _ in }
+                try await pipeline().run(probe) { _ in }
             }
             // The transcode is claimed by the worker that took it over; this run holds a claim it lost.
             let transcode = try await claim(.transcode, as: "second")
             let progress = ProgressValues()
-            func stalledRun() async throws {
-                try await JobLease.$current.withValue(JobLease(jobId: transcode.id, worker: "first")) {
+            func run(as worker: String, _ pipeline: MediaPipeline) async throws {
+                try await JobLease.$current.withValue(JobLease(jobId: transcode.id, worker: worker)) {
                     try await pipeline.run(transcode) { await progress.add($0) }
                 }
             }
-            await #expect(throws: CancellationError.self) { try await stalledRun() }
+            await #expect(throws: CancellationError.self) { try await run(as: "first", pipeline()) }
             let reported = await progress.values
             #expect(reported.isEmpty, "the ladder was encoded: \(reported)")
             #expect(try await harness.keys(under: "video/\(videoId)/out/") == [])
@@ -174,20 +179,26 @@ struct MediaJobLifecycleTests {
                 "the first file": { _ in true }, "the master playlist": { $0.hasSuffix("/master.m3u8") },
             ]
             for stop in stops {
-                let stopping = MediaPipeline(
-                    catalog: catalog, store: StoppingStore(base: server.store, stopAfter: stop.value),
-                    webhooks: server.webhooks, tools: try #require(server.mediaTools),
-                    configuration: server.configuration.mediaProcessing, workDirectory: harness.server.dataDirectory + "/runs",
-                    logger: Logger(label: "ferry.test", factory: { _ in SwiftLogNoOpLogHandler() }))
-                let run = Task {
-                    try await JobLease.$current.withValue(JobLease(jobId: transcode.id, worker: "first")) {
-                        try await stopping.run(transcode) { _ in }
-                    }
-                }
-                await #expect(throws: CancellationError.self, "stopped after \(stop.key)") { try await run.value }
+                let stopped = Task { try await run(as: "first", pipeline(stoppingAfter: stop.value)) }
+                await #expect(throws: CancellationError.self, "stopped after \(stop.key)") { try await stopped.value }
                 #expect(try await harness.keys(under: "video/\(videoId)/out/") == [], "stopped after \(stop.key)")
             }
             #expect(try await catalog.video(videoId)?.playableAt == nil)
+
+            // The run that holds the claim, stopped right after storing its ladder's master playlist (the second one
+            // under its prefix, after the first stream's): the ladder's save runs to its end, and the video is Normal.
+            let masters = NIOLockedValueBox(0)
+            let publishing = Task {
+                try await run(as: "second", pipeline { key in
+                    key.hasSuffix("/master.m3u8") && masters.withLockedValue { $0 += 1; return $0 == 2 }
+                })
+            }
+            _ = try? await publishing.value
+            let video = try #require(try await catalog.video(videoId))
+            #expect(video.status == "Normal")
+            let prefix = try #require(video.outputPrefix)
+            let stored = try await harness.keys(under: prefix + "/")
+            #expect(video.renditions?.allSatisfy { stored.contains(prefix + "/" + $0.path) } == true)
         }
     }
 

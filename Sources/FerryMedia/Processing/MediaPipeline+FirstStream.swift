@@ -107,20 +107,15 @@ extension MediaPipeline {
             throw error
         }
         let renditions = [stream, auto]
-        // The save runs to its end even when this run is stopped meanwhile: its answer (saved, or refused because the
-        // video changed or the run lost its claim) says whether the files are named, where a save cut short would
-        // leave them behind unknown.
-        let saved = try await whileIgnoringCancellation { [catalog, webhooks, videoId = video.videoId] in
-            try await catalog.updateVideo(videoId) { video in
-                guard video.status == VideoStatus.transcoding, video.playableAt == nil else { return .keep }
-                video.renditions = renditions
-                video.outputPrefix = prefix
-                video.firstStreamDefinition = definition
-                video.playableAt = Date()
-                video.updatedAt = Date()
-                let playable = WebhookNotification.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8")
-                return .save(notify: try webhooks.events(playable))
-            }
+        // Saved to the end even when this run is stopped meanwhile (``updateToEnd(_:_:)``).
+        let saved = try await updateToEnd(video.videoId) { [webhooks] video in
+            guard video.status == VideoStatus.transcoding, video.playableAt == nil else { return .keep }
+            video.renditions = renditions
+            video.outputPrefix = prefix
+            video.firstStreamDefinition = definition
+            video.playableAt = Date()
+            video.updatedAt = Date()
+            return .save(notify: try webhooks.events(.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8")))
         }
         return saved != nil
     }

@@ -231,7 +231,7 @@ package struct MediaPipeline: Sendable {
             description: nil, status: ImageStatus.uploaded, size: stored.size, bucket: video.bucket, key: key,
             createdAt: Date(), owner: video.owner)
         // The cover's image record is saved with the video that names it, in one transaction, or not at all.
-        let saved = try await catalog.updateVideo(video.videoId) { [webhooks] video in
+        let saved = try await updateToEnd(video.videoId) { [webhooks] video in
             guard Self.isLive(video.status), video.coverURL == nil, video.snapshotKey == nil else { return .keep }
             video.snapshotKey = key
             video.snapshotImageId = imageId
@@ -240,7 +240,11 @@ package struct MediaPipeline: Sendable {
                 notify: try webhooks.events(.snapshotComplete(videoId: video.videoId, imageId: imageId, size: stored.size)),
                 images: [image])
         }
-        if saved == nil { try await store.deleteObject(bucket: video.bucket, key: key, condition: .none) }
+        if saved == nil {
+            try await whileIgnoringCancellation { [store, bucket = video.bucket] in
+                try await store.deleteObject(bucket: bucket, key: key, condition: .none)
+            }
+        }
     }
 
     // MARK: Transcode
@@ -486,7 +490,7 @@ package struct MediaPipeline: Sendable {
         retire.createdAt = Date()  // what it removes was stored before this
         let retiring = firstPublished ? [retire] : []
         let streams = renditions.filter { $0.definition != "AUTO" }.map(Self.streamInfo)
-        let saved = try await catalog.updateVideo(video.videoId) { [webhooks, firstPublished, measuredInfo] video in
+        let saved = try await updateToEnd(video.videoId) { [webhooks, firstPublished, measuredInfo] video in
             guard video.status == VideoStatus.transcoding else { return .keep }
             // VideoPlayable first (when no first stream sent it), then the streams, as the events' order is documented.
             var notify: [WebhookNotification] = []
@@ -512,13 +516,21 @@ package struct MediaPipeline: Sendable {
         guard saved != nil else {
             // Not published (the video changed meanwhile, or this run lost its claim): its files go, unless its
             // prefix holds a published first stream, which the run that took the job over publishes its ladder with.
-            if !firstPublished {
-                try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: prefix + "/")
-            }
+            if !firstPublished { await removeUnpublished(prefix, bucket: video.bucket) }
             return
         }
         events?.videoBecameNormal(after: Date().timeIntervalSince(object.lastModified))
         try await WorkFiles.deleteObjects(in: store, bucket: video.bucket, prefix: outputs, keeping: prefix + "/")
+    }
+
+    /// Changes the video as `catalog.updateVideo` does, to the end even when this run is stopped meanwhile: a run that
+    /// stored files the change names learns whether they are named (saved, or refused because the video changed or the
+    /// run lost its claim), where a save cut short would leave them behind with no answer.
+    func updateToEnd(_ videoId: String, _ change: @escaping @Sendable (inout VideoRecord) throws -> RecordChange)
+        async throws -> VideoRecord?
+    {
+        let catalog = self.catalog
+        return try await whileIgnoringCancellation { try await catalog.updateVideo(videoId, change) }
     }
 
     /// Deletes the files under `prefix`, a prefix of this run's own that holds nothing published, even when this task
