@@ -32,7 +32,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// meanwhile is closed by the kernel once its sent bytes go unacknowledged for two minutes (on Linux,
     /// `SendWindow`), and otherwise the limit holds once the other requests stop moving. Default 60 s.
     public var idleWriteTimeout: Duration = .seconds(60)
-    /// Longest an answer may go without a byte read once the request is sent (the shared client's). 300 s.
+    /// Longest an answer may go without a byte read once the request is sent (the shared client's): 300 s, for a
+    /// server that is alive but slow to answer. A link that died meanwhile is given up sooner, on Linux about two
+    /// minutes after the server was last heard (its keepalive probes go unanswered; see `SendWindow`).
     public static let idleReadTimeout = TimeAmount.seconds(300)
     /// Longest a request that sends a body may take while the body keeps moving: a part on a link of a few KB/s
     /// takes minutes, and is not cut off and sent again from its start. 24 hours.

@@ -9,7 +9,7 @@ import Musl
 
 /// Sizes a connection's send buffer (`SO_SNDBUF`) to its link: two seconds of what the connections to the same server
 /// drain while their buffers are full, from ``smallest`` to ``AsyncHTTPClientTransport/sendBufferSize``; and has the
-/// kernel close a connection whose sent bytes go unacknowledged for ``deadLinkTimeout``.
+/// kernel close a connection whose sent bytes, or keepalive probes, go unacknowledged for ``deadLinkTimeout``.
 ///
 /// On a slow link with deep queues (a mobile network's), each connection's bytes in flight wait in one queue, so a
 /// buffer of fixed size put seconds of queueing in front of every byte: at 20 KB/s, three connections holding 512 KiB
@@ -41,6 +41,15 @@ final class SendWindow: ChannelDuplexHandler {
     /// other requests to the service keep moving (which let its body go without moving, ``BodyWatch``); one that a
     /// slow link starves still has bytes acknowledged now and then, and goes on.
     static let deadLinkTimeout = TimeAmount.seconds(120)
+    /// How long a connection goes without a byte from the server before the kernel probes it (TCP keepalive, then
+    /// every ``keepaliveInterval``): 30 s. A link that died once the request was acknowledged, while its answer is
+    /// awaited, has nothing in flight for ``deadLinkTimeout`` to judge; its probes are, and go unacknowledged, so the
+    /// connection closes about ``deadLinkTimeout`` after the server was last heard (Linux lets the user timeout decide
+    /// when probes fail), not after the answer's idle limit (``AsyncHTTPClientTransport/idleReadTimeout``). A server
+    /// that is alive acknowledges the probes however long it takes to answer.
+    static let keepaliveIdle = 30
+    /// Seconds between keepalive probes: 10.
+    static let keepaliveInterval = 10
 
     private let server: String
     private let sizes: SendSizes
@@ -73,7 +82,7 @@ final class SendWindow: ChannelDuplexHandler {
     }
 
     /// Adds a window to `channel`'s pipeline, keyed by the server it is connected to, and sets the connection's
-    /// ``deadLinkTimeout`` where the platform has it.
+    /// ``deadLinkTimeout`` and keepalive probes (``keepaliveIdle``) where the platform has them.
     @Sendable static func install(on channel: any Channel) -> EventLoopFuture<Void> {
         channel.eventLoop.submit {
             let server = channel.remoteAddress.map { "\($0)" } ?? ""
@@ -83,6 +92,13 @@ final class SendWindow: ChannelDuplexHandler {
                 level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_USER_TIMEOUT))
             let milliseconds = SocketOptionValue(deadLinkTimeout.nanoseconds / 1_000_000)
             try? channel.syncOptions?.setOption(userTimeout, value: milliseconds)
+            let idle = ChannelOptions.Types.SocketOption(
+                level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_KEEPIDLE))
+            let interval = ChannelOptions.Types.SocketOption(
+                level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_KEEPINTVL))
+            try? channel.syncOptions?.setOption(idle, value: SocketOptionValue(keepaliveIdle))
+            try? channel.syncOptions?.setOption(interval, value: SocketOptionValue(keepaliveInterval))
+            try? channel.syncOptions?.setOption(.socketOption(.so_keepalive), value: 1)
             #endif
         }.recover { _ in }
     }

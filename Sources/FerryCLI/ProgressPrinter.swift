@@ -146,7 +146,10 @@ struct ProgressPrinter: Sendable {
             newlineIfTerminal()
             // A wait of a second or more is said, so that a long one (a service's Retry-After) is not taken for a hang.
             let wait = delay.map(\.timeInterval).flatMap { $0 >= 1 ? " in \(Int($0.rounded())) s" : nil } ?? ""
-            line("\(file): retry \(attempt)\(wait) after \(error.code)\(error.serverCode.map { " (\($0))" } ?? "")")
+            // Its cause in words (`Read timeout`, `the connection was reset`): requests of one file fail one by one.
+            let cause = (error.message.components(separatedBy: " Detail: ").first ?? "")
+                .split(separator: "\n", omittingEmptySubsequences: true).first.map { ": " + $0.prefix(200) } ?? ""
+            line("\(file): retry \(attempt)\(wait) after \(error.code)\(error.serverCode.map { " (\($0))" } ?? "")\(cause)")
         }
     }
 

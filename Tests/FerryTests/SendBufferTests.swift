@@ -253,7 +253,7 @@ struct SendBufferTests {
     }
 
     #if os(Linux)
-    @Test("an installed window opens its socket's buffer at 32 KiB (Linux keeps twice that) and has the kernel close the connection once sent bytes go unacknowledged for 120 s")
+    @Test("an installed window opens its socket's buffer at 32 KiB (Linux keeps twice that) and has the kernel close the connection once sent bytes, or keepalive probes sent after 30 s without a byte from the server, go unacknowledged for 120 s")
     func installedWindowSetsTheSocket() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
@@ -267,6 +267,16 @@ struct SendBufferTests {
         let userTimeout: CInt = try await provider.unsafeGetSocketOption(
             level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_USER_TIMEOUT)).get()
         #expect(userTimeout == 120_000)
+        // Probed while an answer is awaited with nothing in flight: after 30 s without a byte, every 10 s.
+        let keepalive: CInt = try await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_KEEPALIVE)).get()
+        #expect(keepalive == 1)
+        let idle: CInt = try await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_KEEPIDLE)).get()
+        #expect(idle == 30)
+        let interval: CInt = try await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_KEEPINTVL)).get()
+        #expect(interval == 10)
         try await client.close()
         try await server.close()
         try await group.shutdownGracefully()

@@ -186,7 +186,11 @@ struct UploadCommandFaultTests {
                         // The failure's words, as plain output would print them on a failure.
                         #expect((retries.first?["message"] as? String)?.isEmpty == false, "\(run.output)")
                     } else {
-                        #expect(run.output.contains("\(file.lastPathComponent): retry 1 in 3 s after "), "\(run.output)")
+                        // With its cause in words.
+                        let retry = run.output.split(separator: "\n").first { $0.contains(": retry 1 in 3 s after ") }
+                        #expect(
+                            retry?.hasPrefix("\(file.lastPathComponent): retry 1 in 3 s after server: Could not append: HTTP 503")
+                                == true, "\(run.output)")
                     }
                     let stored = try await S3TestClient(endpoint: server.endpoint, credentials: root).get("throttled", key)
                     #expect(Data(stored.body) == (try Data(contentsOf: file)))
