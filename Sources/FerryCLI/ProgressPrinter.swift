@@ -149,7 +149,8 @@ struct ProgressPrinter: Sendable {
             // Its cause in words (`Read timeout`, `the connection was reset`): requests of one file fail one by one.
             let cause = (error.message.components(separatedBy: " Detail: ").first ?? "")
                 .split(separator: "\n", omittingEmptySubsequences: true).first.map { ": " + $0.prefix(200) } ?? ""
-            line("\(file): retry \(attempt)\(wait) after \(error.code)\(error.serverCode.map { " (\($0))" } ?? "")\(cause)")
+            let code = error.serverCode.map { " (\($0))" } ?? ""
+            line("\(file): retry \(attempt)\(wait) after \(error.code)\(code)\(cause)")
         }
     }
 
