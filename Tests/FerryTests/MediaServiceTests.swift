@@ -187,6 +187,14 @@ struct MediaServiceTests {
                 #expect(error.serverCode == "InvalidAccessKeyId")
                 #expect(error.httpStatus == 403)
             }
+            // The root key is not in the catalog: disabling it says where it is replaced, not that no key has its id.
+            await expectError("InvalidParameter", status: 400, "DisableAccessKey", ["AccessKeyId": server.root.accessKeyId])
+            do {
+                _ = try await media.disableAccessKey(server.root.accessKeyId)
+                Issue.record("the root key was disabled")
+            } catch let error as FerryError {
+                #expect(error.message.contains("root key cannot be disabled"), "\(error)")
+            }
             // A key without the permission.
             let narrow = try await media.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:GetVideoInfo"])]))
             do {
