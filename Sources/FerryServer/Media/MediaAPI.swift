@@ -679,8 +679,9 @@ public struct MediaAPI: Sendable {
         // The root key is where the server starts, not in the catalog: "no such key" would send its owner looking.
         guard id != call.principal.accessKeyId else {
             throw MediaError(
-                "InvalidParameter", "The root key cannot be disabled; it is replaced where the server reads it at start "
-                    + "(the data directory's root-credentials.json, or FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY).",
+                "InvalidParameter",
+                "The root key cannot be disabled; it is replaced where the server reads it at start (the data "
+                    + "directory's root-credentials.json, or FERRY_ACCESS_KEY_ID and FERRY_SECRET_ACCESS_KEY).",
                 status: 400)
         }
         guard try await catalog.setAccessKeyStatus(id, .disabled) else { throw MediaError.notFound("AccessKey", id) }
