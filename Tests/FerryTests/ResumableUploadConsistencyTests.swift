@@ -11,6 +11,7 @@ import Glibc
 #endif
 
 @testable import Ferry
+@testable import FerryStorage
 
 /// What a resumable upload may become, whatever arrives at the same time: a partial upload never an object, a
 /// stored media file only its own bytes, a final upload all of its partials or nothing.
@@ -114,6 +115,42 @@ struct ResumableUploadConsistencyTests {
         } catch {
             close(socket)
             throw error
+        }
+    }
+
+    @Test("an IETF upload whose completion a stopped server left between making its object and recording it says complete at the next HEAD, with the object's ETag; the client's completing append sent again is answered as the completion")
+    func completionLeftAfterItsObject() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("left").status == 200)
+            let bytes = Array("twelve bytes".utf8)
+            let ietf = [("Upload-Draft-Interop-Version", "6")]
+            let created = try await s3.send(
+                "POST", "/_ferry/uploads/s3/left/clip.bin",
+                headers: ietf + [("Upload-Complete", "?0"), ("Upload-Length", "12")], body: bytes, payload: .unsigned)
+            #expect(created.status == 201, "\(created.status) \(created.text)")
+            let location = try #require(created.header("Location"))
+            let id = try #require(location.split(separator: "/").last.map(String.init))
+            // The completion's first step alone, as a server stopped between its two steps leaves it: the object.
+            let store = server.server.store
+            let upload = try #require(try await store.resumableUpload(id))
+            #expect(upload.etag == nil && upload.isFullyReceived)
+            let multipart = try await store.multipartUpload(upload.uploadId, bucket: "left", key: "clip.bin")
+            let parts = try await store.listParts(multipart, after: 0, maxParts: 1000).parts
+            let object = try await store.assemble(multipart, parts: parts, fullObjectChecksums: [:], condition: .none)
+            #expect(try await s3.get("left", "clip.bin").body == bytes)
+
+            let head = try await S3TestClient.fetchRaw("HEAD", location, headers: ietf)
+            #expect(head.status == 204)
+            #expect(head.header("Upload-Complete") == "?1" && head.header("Upload-Offset") == "12", "\(head.headers)")
+            #expect(head.header("ETag") == "\"\(object.etag)\"")
+            let again = try await S3TestClient.fetchRaw(
+                "PATCH", location,
+                headers: ietf + [
+                    ("Upload-Complete", "?1"), ("Upload-Offset", "12"), ("Content-Type", "application/partial-upload"),
+                ])
+            #expect(again.status == 200 && again.header("Upload-Complete") == "?1", "\(again.status) \(again.text)")
+            #expect(try await s3.get("left", "clip.bin").body == bytes)
         }
     }
 

@@ -585,7 +585,13 @@ struct ResumableUploadAPI: Sendable {
     func head(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
         let wire = try Self.requireWire(request)
         if case .ietf = wire { await appending.stop(id) } else { await appending.settle(id) }
-        let upload = try await live(id, wire: wire)
+        var upload = try await live(id, wire: wire)
+        // A completion a stopped server left between making the object and recording it says complete, as the object
+        // is (tus completes such an upload in `live`): a client that lost its answer does not see "incomplete" beside
+        // its stored file.
+        if upload.info.kind == .single, upload.isFullyReceived, try await store.resumableObjectMade(upload) {
+            upload = try await finishSaying(upload, wire: wire)
+        }
         var headers = wire.headers
         headers[.cacheControl] = "no-store"
         headers[.uploadOffset] = String(upload.offset)

@@ -182,6 +182,14 @@ extension CatalogObjectStore {
         }
     }
 
+    /// Whether the upload's object was made but its completion not recorded (a server stopped between the two steps of
+    /// ``completeResumable(_:fileOwner:verify:)``): its multipart upload is completed. Completing it again only records
+    /// that.
+    package func resumableObjectMade(_ upload: ResumableUpload) async throws -> Bool {
+        guard upload.etag == nil, try await catalog.upload(upload.uploadId) == nil else { return false }
+        return try await catalog.completedUpload(upload.uploadId) != nil
+    }
+
     /// The write condition of a resumable upload's object: only where none is for an insert-only one, and the file
     /// condition of a video's or image's.
     private static func resumableCondition(insertOnly: Bool?, fileOwner: String?) -> ObjectWriteCondition {

@@ -7,25 +7,35 @@ extension FerryServer {
     /// (the system picks a free one). `ferry serve` asks before it opens anything, so that a port another program
     /// holds is said plainly, before a root key is made or a service starts. (Another program can still take the port
     /// in between: the server's own bind then fails as before.)
+    ///
+    /// The check binds a socket as the server does (with `SO_REUSEADDR`, which still refuses an address a socket
+    /// listens on) and never listens: a client connecting meanwhile (a readiness probe of a restarting server) is
+    /// refused, not accepted and then reset when the check closes.
     public static func listenProblem(host: String, port: Int) async -> String? {
         guard port != 0 else { return nil }
+        let address: SocketAddress
         do {
-            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-                .bind(host: host, port: port).get()
-            try? await channel.close()
-            return nil
-        } catch let error as IOError {
-            switch error.errnoCode {
-            case EADDRINUSE: return "another program listens there (a ferry serve already running?)"
-            case EACCES: return "permission denied (ports below 1024 need privileges)"
-            case EADDRNOTAVAIL: return "no network interface of this machine has that address"
-            default: return String(cString: strerror(error.errnoCode))
-            }
-        } catch is SocketAddressError {
-            return "the host name cannot be resolved"
+            address = try SocketAddress.makeAddressResolvingHost(host, port: port)
         } catch {
-            return "\(error)"
+            return "the host name cannot be resolved"
+        }
+        #if canImport(Glibc) || canImport(Musl)
+        let stream = Int32(SOCK_STREAM.rawValue)
+        #else
+        let stream = SOCK_STREAM
+        #endif
+        let descriptor = socket(Int32(address.protocol.rawValue), stream, 0)
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        defer { close(descriptor) }
+        var reuse: Int32 = 1
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        let bound = address.withSockAddr { pointer, length in bind(descriptor, pointer, socklen_t(length)) }
+        guard bound != 0 else { return nil }
+        switch errno {
+        case EADDRINUSE: return "another program listens there (a ferry serve already running?)"
+        case EACCES: return "permission denied (ports below 1024 need privileges)"
+        case EADDRNOTAVAIL: return "no network interface of this machine has that address"
+        case let code: return String(cString: strerror(code))
         }
     }
 }
