@@ -317,6 +317,32 @@ struct MediaOwnershipTests {
         }
     }
 
+    @Test("a video's CoverURL that names an image stored here of the video's owner (a short-video upload's cover) is answered as a presigned URL of the image, which reads it; one naming another owner's image, or any other URL, as it was given")
+    func coverImageURLIsSigned() async throws {
+        try await Self.withHeldEvents { server, _, admin in
+            func client() async throws -> MediaServiceClient {
+                let key = try await admin.createAccessKey(policy: AccessPolicy(statements: [.init(actions: ["media:*"])]))
+                return MediaServiceClient(endpoint: URL(string: server.endpoint)!, credentials: key)
+            }
+            let (owner, other) = (try await client(), try await client())
+            let image = try await owner.createUploadImage(type: "cover", ext: "png")
+            #expect(try await server.client(image.auth.credentials).put(image.address.bucket, image.address.fileName, [7, 8, 9]).status == 200)
+            let imageURL = try #require(image.imageURL)
+            #expect(try await S3TestClient.fetch(imageURL).status == 403)
+            func video(_ client: MediaServiceClient, cover: String) async throws -> String? {
+                var description = MediaServiceClient.VideoDescription(title: "Clip", fileName: "clip.mp4")
+                description.coverURL = cover
+                let ticket = try await client.createUploadVideo(description)
+                return try await client.getVideoInfo(videoId: ticket.id).coverURL
+            }
+            let signed = try #require(try await video(owner, cover: imageURL))
+            #expect(signed != imageURL)
+            #expect(try await S3TestClient.fetch(signed).body == [7, 8, 9])
+            #expect(try await video(other, cover: imageURL) == imageURL)
+            #expect(try await video(owner, cover: "https://cdn.example/covers/a.png") == "https://cdn.example/covers/a.png")
+        }
+    }
+
     @Test("CreateUploadImage with a ClientToken is idempotent per key and image type while the image uploads; once stored, the token makes a new image")
     func imageClientToken() async throws {
         try await Self.withHeldEvents { server, root, admin in

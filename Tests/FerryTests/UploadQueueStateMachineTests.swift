@@ -531,7 +531,7 @@ struct UploadQueueStateMachineTests {
             case 11:
                 // A run finds its file stored by an earlier one.
                 guard let id = uploading, let generation = runs[id] else { break }
-                note(machine.storedEarlier(id, generation: generation, videoId: "v", imageURL: nil, at: ("b", "k"), size: 1)?.starts ?? [])
+                note(machine.storedEarlier(id, generation: generation, videoId: "v", imageId: nil, imageURL: nil, at: ("b", "k"), size: 1)?.starts ?? [])
             case 12:
                 guard let id = uploading, let generation = runs[id] else { break }
                 note(machine.runFailed(id, generation: generation, lost)?.starts ?? [])

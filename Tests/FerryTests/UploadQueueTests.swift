@@ -176,6 +176,11 @@ struct UploadQueueTests {
             #expect(items[0].videoId == videoId)
             #expect(items[0].bucket == "ferry-media")
             #expect(items[1].imageURL == imageURL)
+            // Its id gives a URL that reads it.
+            let imageId = try #require(results[imageItem]?.imageId)
+            #expect(items[1].imageId == imageId)
+            let read = try await server.media().getImageInfo(imageId: imageId).url
+            #expect(Data(try await S3TestClient.fetch(read).body) == (try Data(contentsOf: image)))
         }
     }
 
@@ -657,6 +662,7 @@ struct UploadQueueTests {
             #expect(result.videoId == firstRun.videoId)
             // The same image (its URL names the address the request reached: each queue has its own proxy).
             #expect(result.imageURL.flatMap { URL(string: $0)?.path } == firstRun.imageURL.flatMap { URL(string: $0)?.path })
+            #expect(result.imageId == firstRun.imageId)
             #expect(result.upload.partsSent == 0)
             #expect(result.upload.size == Int64(mebibytes * Self.mib))
             #expect(await second.item(item)?.state == .succeeded)

@@ -58,7 +58,11 @@ public struct MediaInfo: Sendable, Hashable {
 public struct MediaUploadResult: Sendable, Hashable {
     /// The video id, for a video whose upload address this SDK obtained (STS) or the app handed over with one.
     public var videoId: String?
-    /// The image URL, for an image.
+    /// The image id, for an image: GetImageInfo (``MediaServiceClient/getImageInfo(imageId:authTimeout:)``) gives a
+    /// URL that reads it.
+    public var imageId: String?
+    /// The image's address, for an image: its name in the media bucket, which a reader needs a signature for (a
+    /// video's `CoverURL` naming it is answered presigned).
     public var imageURL: String?
     /// What the object service stored: key, ETag, size, the verified checksum.
     public var upload: UploadResult

@@ -21,8 +21,11 @@ public enum ShortVideoEvent: Sendable {
 public struct ShortVideoResult: Sendable, Hashable {
     /// The video id.
     public var videoId: String
-    /// The URL of the cover image, which is also the video's CoverURL.
+    /// The URL of the cover image, which is also the video's CoverURL: the image's address in the media bucket, which
+    /// a reader needs a signature for. GetVideoInfo's `CoverURL` reads it (presigned), as GetImageInfo's URL does.
     public var imageURL: String
+    /// The cover image's id.
+    public var imageId: String
 }
 
 /// Uploads a short video and its cover image together with an STS credential, in one call: the Swift form of
@@ -41,7 +44,8 @@ public struct ShortVideoResult: Sendable, Hashable {
 /// then both files upload at once through an ``UploadQueue``, each resumable from its checkpoint.
 public actor ShortVideoUploader {
     /// The same settings as the queue's (transcode, maxRetryCount, timeoutIntervalForRequest, recordDirectoryPath,
-    /// recordUploadProgress, resumeValidity, uploadPartSize, region).
+    /// recordUploadProgress, resumeValidity, uploadPartSize, region), but for `maxConcurrentUploads`: the video and
+    /// its cover always upload at once (two).
     public typealias Configuration = UploadQueue.Configuration
 
     /// What happens, across uploads; finishes when the uploader is released.
@@ -147,7 +151,8 @@ public actor ShortVideoUploader {
                 results[item.id] = result
                 uploaded[item.id] = result.upload.size
                 guard let videoResult = results[videoId], results[coverId] != nil else { continue }
-                let outcome = ShortVideoResult(videoId: videoResult.videoId ?? "", imageURL: coverTicket.imageURL ?? "")
+                let outcome = ShortVideoResult(
+                    videoId: videoResult.videoId ?? "", imageURL: coverTicket.imageURL ?? "", imageId: coverTicket.id)
                 if lastReported < total { continuation.yield(.progress(uploadedSize: total, totalSize: total)) }
                 continuation.yield(.succeeded(outcome))
                 return outcome

@@ -234,15 +234,16 @@ extension UploadQueue {
             return items[index]
         }
 
-        /// The run found the file stored by an earlier one, whose last answer was lost, as video `videoId` (or the
-        /// image at `imageURL`) at `object` (bucket, key): the file succeeds without an upload. Nil when the run is
+        /// The run found the file stored by an earlier one, whose last answer was lost, as video `videoId` (or image
+        /// `imageId` at `imageURL`) at `object` (bucket, key): the file succeeds without an upload. Nil when the run is
         /// no longer current.
         mutating func storedEarlier(
-            _ id: Item.ID, generation: Int, videoId: String?, imageURL: String?, at object: (bucket: String, key: String),
-            size: Int64
+            _ id: Item.ID, generation: Int, videoId: String?, imageId: String?, imageURL: String?,
+            at object: (bucket: String, key: String), size: Int64
         ) -> (item: Item, starts: [Start])? {
             guard isCurrent(id, generation), let index = index(id) else { return nil }
             if let videoId { items[index].videoId = videoId }
+            if let imageId { items[index].imageId = imageId }
             if let imageURL { items[index].imageURL = imageURL }
             items[index].bucket = object.bucket
             items[index].object = object.key

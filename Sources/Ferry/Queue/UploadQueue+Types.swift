@@ -157,8 +157,10 @@ extension UploadQueue {
         public internal(set) var failureMessage: String?
         /// Image type for images (`default` or `cover`).
         var imageType = "default"
-        /// The image id, once known (images only).
-        var imageId: String?
+        /// The image id, once known (images only): GetImageInfo
+        /// (``MediaServiceClient/getImageInfo(imageId:authTimeout:)``) gives a URL that reads the image, which
+        /// ``imageURL`` names but does not read without a signature.
+        public internal(set) var imageId: String?
     }
 }
 

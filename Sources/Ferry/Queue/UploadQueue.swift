@@ -481,7 +481,8 @@ public actor UploadQueue {
         switch action {
         case .succeeded(let item, let starts):
             if let item, case .success(let result) = outcome {
-                let stored = MediaUploadResult(videoId: item.videoId, imageURL: item.imageURL, upload: result)
+                let stored = MediaUploadResult(
+                    videoId: item.videoId, imageId: item.imageId, imageURL: item.imageURL, upload: result)
                 // The checkpoint, which the engine kept for this, goes once the journal no longer names the file:
                 // until then a run after a kill checks the stored file against its parts. Both stay when the app
                 // could not record the file.
@@ -519,10 +520,11 @@ public actor UploadQueue {
     private func finishStoredEarlier(_ id: Item.ID, generation: Int, _ stored: StoredEarlier) {
         guard
             let (item, starts) = machine.storedEarlier(
-                id, generation: generation, videoId: stored.videoId, imageURL: stored.imageURL,
+                id, generation: generation, videoId: stored.videoId, imageId: stored.imageId, imageURL: stored.imageURL,
                 at: (stored.result.bucket, stored.result.key), size: stored.result.size)
         else { return }
-        let result = MediaUploadResult(videoId: stored.videoId, imageURL: stored.imageURL, upload: stored.result)
+        let result = MediaUploadResult(
+            videoId: stored.videoId, imageId: stored.imageId, imageURL: stored.imageURL, upload: stored.result)
         if recordStored(item, result) {
             journal?.remove(item.fileURL)
             if let identifier = stored.checkpoint, let directory = configuration.effectiveRecordDirectory {
@@ -669,7 +671,9 @@ public actor UploadQueue {
                         let result = await storedEarlier(
                             entry, (stored.size, stored.etag), of: item, configuration: configuration)
                     {
-                        throw StoredEarlier(videoId: nil, imageURL: stored.url, result: result.result, checkpoint: result.checkpoint)
+                        throw StoredEarlier(
+                            videoId: nil, imageId: entry.id, imageURL: stored.url, result: result.result,
+                            checkpoint: result.checkpoint)
                     }
                     journal?.remove(item.fileURL)
                 }
@@ -694,7 +698,9 @@ public actor UploadQueue {
                     if error.serverCode == "InvalidVideo.Uploaded", let stored = try? await media.storedSource(videoId: entry.id),
                         let result = await storedEarlier(entry, stored, of: item, configuration: configuration)
                     {
-                        throw StoredEarlier(videoId: entry.id, imageURL: nil, result: result.result, checkpoint: result.checkpoint)
+                        throw StoredEarlier(
+                            videoId: entry.id, imageId: nil, imageURL: nil, result: result.result,
+                            checkpoint: result.checkpoint)
                     }
                     journal?.remove(item.fileURL)
                 }
@@ -859,6 +865,7 @@ extension UploadQueue.Authorization {
 /// What a run that finds its file stored by an earlier one (whose last answer was lost) ends with instead of an upload.
 private struct StoredEarlier: Error {
     var videoId: String?
+    var imageId: String?
     var imageURL: String?
     var result: UploadResult
     /// The checkpoint the stored file was checked against.
