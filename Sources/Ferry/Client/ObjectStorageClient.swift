@@ -2,7 +2,7 @@ import FerryCore
 import Foundation
 import Logging
 
-/// A client of any S3-compatible service (Ferry's own, AWS S3, MinIO, Ceph RGW, SeaweedFS, OSS or COS in S3 mode).
+/// A client of any S3-compatible service that takes path-style requests (Ferry's own, AWS S3, MinIO, Ceph RGW, SeaweedFS).
 ///
 /// ```swift
 /// let client = ObjectStorageClient(
