@@ -2,7 +2,8 @@ import FerryCore
 import Foundation
 import Logging
 
-/// A client of any S3-compatible service that takes path-style requests (Ferry's own, AWS S3, MinIO, Ceph RGW, SeaweedFS).
+/// A client of any S3-compatible service that takes path-style requests (Ferry's own, AWS S3, MinIO, Ceph RGW,
+/// SeaweedFS).
 ///
 /// ```swift
 /// let client = ObjectStorageClient(
