@@ -165,6 +165,50 @@ struct FormUploaderTests {
         }
     }
 
+    @Test("an upload that cannot have been stored is sent again: its connection reset before the whole file was sent, or a 503 with Retry-After; one whose answer was lost after the file was sent, or a 500, is not; RetryPolicy.none sends once")
+    func retriesWhatCannotBeStored() async throws {
+        try await Self.withServer(size: 1_000_000) { server, file in
+            try await FaultProxy.with(upstream: server.endpoint) { proxy in
+                let bytes = [UInt8](try Data(contentsOf: file))
+                let token = server.uploadToken(PutPolicy(scope: Self.bucket, deadline: Self.future))
+                func uploader(retries: RetryPolicy = RetryPolicy(maxRetryCount: 3, baseDelay: .milliseconds(10))) -> FormUploader {
+                    var configuration = FormUploader.Configuration()
+                    configuration.retryPolicy = retries
+                    configuration.timeoutIntervalForRequest = .seconds(60)
+                    return FormUploader(endpoint: URL(string: proxy.endpoint)!, token: token, configuration: configuration)
+                }
+                func posts() -> Int { proxy.log.filter { $0.method == "POST" }.count }
+
+                // Reset a third of the way through the file, then throttled: sent a third time, stored once.
+                proxy.inject(.dropAfterRequestBytes(300_000), when: .method("POST"))
+                proxy.inject(.throttled(retryAfter: 1), when: .method("POST"))
+                let upload = uploader().upload(file: file, key: "again.bin")
+                var fractions: [Double] = []
+                for await event in upload.events { if case .progress(let fraction) = event { fractions.append(fraction) } }
+                let result = try await upload.result
+                #expect(posts() == 3)
+                #expect(result.hash == Hex.encode(Checksum.digest(.md5, of: bytes)))
+                #expect(try await server.storedBytes(Self.bucket, "again.bin") == bytes)
+                #expect(fractions == fractions.sorted() && fractions.last == 1, "\(fractions)")
+
+                // The whole file sent and its answer lost: the server stored it and may have called back; not sent again.
+                proxy.inject(.dropAfterRequestBytes(.max), when: .method("POST"))
+                let lost = try await Self.failure(uploader().upload(file: file, key: "lost.bin"))
+                #expect(lost.code == .network, "\(lost)")
+                #expect(posts() == 4)
+                #expect(try await server.storedBytes(Self.bucket, "lost.bin") == bytes)
+
+                // A 500 is not sent again; nor is anything with RetryPolicy.none.
+                proxy.inject(.status(500, code: "InternalError"), when: .method("POST"))
+                #expect(try await Self.failure(uploader().upload(file: file, key: "five.bin")).httpStatus == 500)
+                #expect(posts() == 5)
+                proxy.inject(.dropAfterRequestBytes(300_000), when: .method("POST"))
+                #expect(try await Self.failure(uploader(retries: .none).upload(file: file, key: "once.bin")).code == .network)
+                #expect(posts() == 6)
+            }
+        }
+    }
+
     @Test("without a mimeType the object takes the type of the file's extension for videos and images, else application/octet-stream")
     func mimeTypeFromExtension() async throws {
         try await Self.withServer { server, file in

@@ -91,25 +91,39 @@ struct RetryPipelineTests {
         #expect(RetryPolicy().wait(forAttempt: 1, after: error) == .seconds(30))
     }
 
-    @Test("a form upload refused with Retry-After (573, the token's key past its request rate) fails once, carrying the wait")
+    @Test("a form upload refused with Retry-After (573, the token's key past its request rate) is sent again after the wait; without retries it fails once, carrying the wait")
     func formUploadCarriesRetryAfter() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-form-\(UUID().uuidString)")
         try Data([1, 2, 3]).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let transport = ScriptedTransport([
-            ScriptedTransport.json(573, ["error": "too many requests", "code": "TooManyRequests"], headers: [("Retry-After", "7")])
-        ])
+        let refused = ScriptedTransport.json(
+            573, ["error": "too many requests", "code": "TooManyRequests"], headers: [("Retry-After", "7")])
         var configuration = FormUploader.Configuration()
-        configuration.transport = transport
-        let uploader = FormUploader(endpoint: Self.endpoint, token: "ak:sign:policy", configuration: configuration)
+        configuration.retryPolicy = .none
+        let once = ScriptedTransport([refused])
+        configuration.transport = once
         do {
-            _ = try await uploader.upload(file: file, key: "k").result
+            _ = try await FormUploader(endpoint: Self.endpoint, token: "ak:sign:policy", configuration: configuration)
+                .upload(file: file, key: "k").result
             Issue.record("the refused form upload succeeded")
         } catch let error as FerryError {
             #expect(error.httpStatus == 573 && error.serverCode == "TooManyRequests", "\(error)")
             #expect(error.retryAfter == .seconds(7), "\(error)")
         }
-        #expect(transport.count == 1)
+        #expect(once.count == 1)
+
+        // With retries (the default), the same refusal asking for no wait is sent again, and then stored.
+        let again = ScriptedTransport([
+            ScriptedTransport.json(
+                573, ["error": "too many requests", "code": "TooManyRequests"], headers: [("Retry-After", "0")]),
+            ScriptedTransport.json(200, ["key": "k", "hash": "5289df737df57326fcdd22597afb1fac"]),
+        ])
+        configuration.retryPolicy = FormUploader.Configuration().retryPolicy
+        configuration.transport = again
+        let result = try await FormUploader(endpoint: Self.endpoint, token: "ak:sign:policy", configuration: configuration)
+            .upload(file: file, key: "k").result
+        #expect(result.key == "k" && result.hash == "5289df737df57326fcdd22597afb1fac")
+        #expect(again.count == 2)
     }
 
     @Test("an S3 request answered 503 with Retry-After waits that long on the injected clock, then succeeds")

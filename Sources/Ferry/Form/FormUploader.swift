@@ -6,7 +6,9 @@ import Logging
 /// counterpart of Qiniu's `QiniuSimpleUploader`.
 ///
 /// The file is streamed into the request body in chunks (``Configuration/chunkSize``): a file of any size takes a
-/// chunk of memory. The upload is not retried (the server may have run its callback); start another one to try again.
+/// chunk of memory. An upload that cannot have been stored is sent again (``Configuration/retryPolicy``): one whose
+/// connection failed before its whole body was sent, or that the server turned away for the rate with a `Retry-After`.
+/// One the server may have stored, and run its callback for, is not: start another one to try again.
 ///
 /// ```swift
 /// let uploader = FormUploader(endpoint: URL(string: "https://ferry.example.com")!, token: tokenFromAppServer)
@@ -28,6 +30,11 @@ public final class FormUploader: Sendable {
         public var chunkSize = 256 * 1024
         /// Where the library logs (at debug only; never the token). Default: a logger that discards everything.
         public var logger = Logger(label: "ferry.form-uploader", factory: { _ in SwiftLogNoOpLogHandler() })
+        /// How often, and after what wait, an upload that cannot have been stored is sent again: one whose connection
+        /// failed (refused, reset, timed out) before its whole body was sent, or that the server answered 503 or 573
+        /// with a `Retry-After` (its rate; nothing stored). The file is sent again from its start; progress does not go
+        /// back meanwhile. Default 3 retries (Qiniu's `retryMax`); ``RetryPolicy/none`` sends once.
+        public var retryPolicy = RetryPolicy(maxRetryCount: 3)
 
         /// The defaults.
         public init() {
@@ -85,8 +92,9 @@ public final class FormUploader: Sendable {
         let task = Task { [self] () async throws -> FormUploadResult in
             do {
                 let reported = FormProgress.Reported()
-                let result = try await send(file: file, key: key, extraParams: extraParams) { fraction in
-                    reported.last = fraction
+                let result = try await sendRetrying(file: file, key: key, extraParams: extraParams) { fraction in
+                    // A retry sends the file from its start: its fractions show once they pass what was shown.
+                    guard reported.raise(to: fraction) else { return }
                     continuation.yield(.progress(fraction: fraction))
                 }
                 // Once, with the server's answer: the meter stops short of it.
@@ -120,8 +128,44 @@ public final class FormUploader: Sendable {
 
     // MARK: Sending
 
-    private func send(
+    /// Sends the upload, again while it fails in a way that cannot have stored it (``Configuration/retryPolicy``).
+    private func sendRetrying(
         file: URL, key: String?, extraParams: ExtraParameters, progress: @escaping @Sendable (Double) -> Void
+    ) async throws -> FormUploadResult {
+        let policy = configuration.retryPolicy
+        var retries = 0
+        while true {
+            let whole = FormProgress.Whole()
+            do {
+                return try await send(file: file, key: key, extraParams: extraParams, whole: whole, progress: progress)
+            } catch {
+                let failure = Self.ferryError(error)
+                guard retries < policy.maxRetryCount, Self.cannotHaveStored(failure, bodySent: whole.sent) else {
+                    throw failure
+                }
+                retries += 1
+                let wait = policy.wait(forAttempt: retries, after: failure)
+                configuration.logger.debug(
+                    "form upload sent again",
+                    metadata: ["ferry.attempt": "\(retries + 1)", "ferry.code": "\(failure.code)"])
+                try await Task.sleep(for: wait)
+            }
+        }
+    }
+
+    /// Whether a failed upload cannot have been stored: its connection failed before the whole body was sent (the
+    /// server never had the file), or the server turned it away for its rate, saying when to come back.
+    static func cannotHaveStored(_ failure: FerryError, bodySent: Bool) -> Bool {
+        switch failure.code {
+        case .network, .timeout: !bodySent
+        case .server: failure.retryAfter != nil && [503, 573].contains(failure.httpStatus ?? 0)
+        default: false
+        }
+    }
+
+    private func send(
+        file: URL, key: String?, extraParams: ExtraParameters, whole: FormProgress.Whole,
+        progress: @escaping @Sendable (Double) -> Void
     ) async throws -> FormUploadResult {
         let (size, _) = try FileRanges.attributes(of: file.path)
         let form = FormBody(
@@ -133,7 +177,7 @@ public final class FormUploader: Sendable {
             method: "POST", url: base + FormUploadFields.path,
             headers: [("Content-Type", "multipart/form-data; boundary=\(form.boundary)")], streamedBody: form.body,
             timeout: configuration.timeoutIntervalForRequest)
-        let meter = FormProgress(total: form.body.length, report: progress)
+        let meter = FormProgress(total: form.body.length, whole: whole, report: progress)
         configuration.logger.debug("form upload starting", metadata: ["ferry.size": "\(size)"])
         let response = try await configuration.transport.send(
             request, bodyProgress: { meter.add($0) }, responseSink: nil)
@@ -182,23 +226,43 @@ private final class FormProgress: @unchecked Sendable {
     private let lock = NSLock()
     private let total: Int64
     private let report: @Sendable (Double) -> Void
+    private let whole: Whole
     private var sent: Int64 = 0
     private var reported = 0.0
     /// The most reported while the body is sent.
     static let sending = 0.99
 
-    init(total: Int64, report: @escaping @Sendable (Double) -> Void) {
+    init(total: Int64, whole: Whole, report: @escaping @Sendable (Double) -> Void) {
         self.total = total
+        self.whole = whole
         self.report = report
     }
 
-    /// The last fraction a meter reported, read once the upload has ended.
+    /// The most an upload's meters reported, across its attempts.
     ///
     /// `@unchecked Sendable`: `value` is only touched while holding `lock`.
     final class Reported: @unchecked Sendable {
         private let lock = NSLock()
         private var value = 0.0
-        var last: Double {
+        /// The most reported so far.
+        var last: Double { lock.withLock { value } }
+        /// Takes `fraction` when it passes the most reported so far; whether it did.
+        func raise(to fraction: Double) -> Bool {
+            lock.withLock {
+                guard fraction > value else { return false }
+                value = fraction
+                return true
+            }
+        }
+    }
+
+    /// Whether an attempt's whole body was handed to the connection.
+    ///
+    /// `@unchecked Sendable`: `value` is only touched while holding `lock`.
+    final class Whole: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = false
+        var sent: Bool {
             get { lock.withLock { value } }
             set { lock.withLock { value = newValue } }
         }
@@ -207,6 +271,7 @@ private final class FormProgress: @unchecked Sendable {
     func add(_ bytes: Int) {
         let fraction: Double? = lock.withLock {
             sent += Int64(bytes)
+            if sent >= total { whole.sent = true }
             // At most 99 % while the body goes: 100 % is the server's answer that the file is stored.
             let fraction = total > 0 ? min(Self.sending, Double(sent) / Double(total)) : Self.sending
             let last = fraction == Self.sending && reported < Self.sending

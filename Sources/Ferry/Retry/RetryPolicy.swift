@@ -66,8 +66,8 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// Runs `attempt` until it succeeds or fails for good. A ``FerryError`` that ``isRetryable(_:)`` accepts is tried
     /// again after ``wait(forAttempt:after:)``, at most ``maxRetryCount`` times; anything else is thrown at once. The
-    /// one retry loop of the SDK: S3 requests, the media API and the publish API go through it (a form upload is sent
-    /// once; its failure carries ``FerryError/retryAfter`` for the caller).
+    /// retry loop of S3 requests, the media API and the publish API (a form upload is sent again only when it cannot
+    /// have been stored: ``FormUploader/Configuration/retryPolicy``).
     ///
     /// Every attempt of one call carries the same client request id (``RequestAttempt/headers``), and a
     /// ``FerryError`` thrown at the end carries it as ``FerryError/clientRequestId``, so one failed call can be found in
