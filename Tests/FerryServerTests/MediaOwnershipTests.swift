@@ -317,7 +317,7 @@ struct MediaOwnershipTests {
         }
     }
 
-    @Test("a video's CoverURL that names an image stored here of the video's owner (a short-video upload's cover) is answered as a presigned URL of the image, which reads it; one naming another owner's image, or any other URL, as it was given")
+    @Test("a video's CoverURL that names an image stored here of the video's owner (a short-video upload's cover) is answered as a presigned URL of the image, which reads it, to a caller that may read images; one naming another owner's image or a deleted one, any other URL, and to a caller without media:GetImageInfo, as it was given")
     func coverImageURLIsSigned() async throws {
         try await Self.withHeldEvents { server, _, admin in
             func client() async throws -> MediaServiceClient {
@@ -340,6 +340,15 @@ struct MediaOwnershipTests {
             #expect(try await S3TestClient.fetch(signed).body == [7, 8, 9])
             #expect(try await video(other, cover: imageURL) == imageURL)
             #expect(try await video(owner, cover: "https://cdn.example/covers/a.png") == "https://cdn.example/covers/a.png")
+            // A session of the owner that may not read images gets the URL as given.
+            let narrow = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: try await owner.assumeRole(
+                    policy: AccessPolicy(statements: [.init(actions: ["media:CreateUploadVideo", "media:GetVideoInfo"])])))
+            #expect(try await video(narrow, cover: imageURL) == imageURL)
+            // A deleted image is not signed.
+            try await owner.deleteImages([image.id])
+            #expect(try await video(owner, cover: imageURL) == imageURL)
         }
     }
 

@@ -29,15 +29,17 @@ extension MediaAPI {
             codec: credentials.tokens)
     }
 
-    /// The video's cover: the URL it was given, else the cover taken from its source, else nil. A URL given that names
-    /// an image stored here of the video's owner (the cover a short-video upload makes first, by its `ImageURL`, which
-    /// reading needs a signature for) is answered as a presigned URL of that image, valid as long as a playback URL
-    /// of the description.
+    /// The video's cover: the URL it was given, else the cover taken from its source, else nil. A URL given whose path
+    /// names a stored image of the video's owner in the media bucket (the `ImageURL` of the cover a short-video upload
+    /// makes first, which reading needs a signature for) is answered as a presigned URL of that image, valid as long
+    /// as a playback URL of the description, to a caller that may read images (`media:GetImageInfo`); as given
+    /// otherwise.
     func coverURL(of video: VideoRecord, _ call: Call) async throws -> String? {
         if let url = video.coverURL {
-            guard let path = URLComponents(string: url)?.path, path.hasPrefix("/" + bucket + "/"),
+            guard call.principal.allows(action: "media:GetImageInfo"), let path = URLComponents(string: url)?.path,
+                path.hasPrefix("/" + bucket + "/"),
                 let image = try await catalog.image(bucket: bucket, key: String(path.dropFirst(bucket.count + 2))),
-                image.owner == video.owner
+                image.owner == video.owner, image.status == ImageStatus.uploaded
             else { return url }
             return try signedURL(key: image.key, call, expires: Int(Self.descriptionURLLifetime))
         }

@@ -677,7 +677,7 @@ public struct MediaAPI: Sendable {
         try requireRoot(call.principal)
         guard let id = input.accessKeyId, !id.isEmpty else { throw MediaError.missing("AccessKeyId") }
         // The root key is where the server starts, not in the catalog: "no such key" would send its owner looking.
-        guard id != call.principal.accessKeyId else {
+        guard id != call.principal.parentAccessKeyId else {
             throw MediaError(
                 "InvalidParameter",
                 "The root key cannot be disabled; it is replaced where the server reads it at start (the data "

@@ -19,7 +19,7 @@ extension FerryServer {
         } catch {
             return "the host name cannot be resolved"
         }
-        #if canImport(Glibc) || canImport(Musl)
+        #if canImport(Glibc)
         let stream = Int32(SOCK_STREAM.rawValue)
         #else
         let stream = SOCK_STREAM
