@@ -115,7 +115,8 @@ extension MediaPipeline {
             video.firstStreamDefinition = definition
             video.playableAt = Date()
             video.updatedAt = Date()
-            let playable = WebhookNotification.videoPlayable(videoId: video.videoId, definition: definition, format: "m3u8")
+            let playable = WebhookNotification.videoPlayable(
+                videoId: video.videoId, definition: definition, format: "m3u8")
             return .save(notify: try webhooks.events(playable))
         }
         return saved != nil
