@@ -280,6 +280,53 @@ struct MediaOwnershipTests {
         }
     }
 
+    /// Two different 128-byte blocks of the same MD5 (Wang and Yu's published collision).
+    static let collision: (a: [UInt8], b: [UInt8]) = {
+        let a = Hex.decode(
+            "d131dd02c5e6eec4693d9a0698aff95c2fcab58712467eab4004583eb8fb7f8955ad340609f4b30283e488832571415a"
+                + "085125e8f7cdc99fd91dbdf280373c5bd8823e3156348f5bae6dacd436c919c6dd53e2b487da03fd02396306d248cda0"
+                + "e99f33420f577ee8ce54b67080a80d1ec69821bcb6a8839396f9652b6ff72a70")!
+        var b = a
+        for (index, value) in [(19, 0x07), (45, 0xf1), (59, 0x72), (83, 0x34), (109, 0x28), (123, 0xab)] as [(Int, UInt8)] {
+            b[index] = value
+        }
+        return (a, b)
+    }()
+
+    @Test("a stored file is not replaced by other bytes of the same MD5 (a collision), by PUT or multipart upload: the write stores nothing and answers as stored; the same bytes again keep its type and metadata too")
+    func storedFileKeepsItsBytes() async throws {
+        try await Self.withHeldEvents { server, _, admin in
+            let (a, b) = Self.collision
+            #expect(a != b && Checksum.digest(.md5, of: a) == Checksum.digest(.md5, of: b))
+            let single = try await admin.createUploadVideo(.init(title: "Single", fileName: "s.mp4"))
+            let uploader = server.client(single.auth.credentials)
+            let (bucket, key) = (single.address.bucket, single.address.fileName)
+            #expect(try await uploader.put(bucket, key, a, headers: [("Content-Type", "video/mp4")]).status == 200)
+            let swapped = try await uploader.put(
+                bucket, key, b, headers: [("Content-Type", "text/html"), ("x-amz-meta-evil", "1")])
+            #expect(swapped.status == 200 && swapped.header("ETag") == "\"\(Hex.encode(Checksum.digest(.md5, of: a)))\"")
+            let read = try await server.client().get(bucket, key)
+            #expect(read.body == a)
+            #expect(read.header("Content-Type") == "video/mp4" && read.header("x-amz-meta-evil") == nil)
+
+            // Stored by a multipart upload: another one of the colliding part completes as the stored file.
+            let parts = try await admin.createUploadVideo(.init(title: "Parts", fileName: "p.mp4"))
+            let partsClient = server.client(parts.auth.credentials)
+            func multipart(_ bytes: [UInt8]) async throws -> S3TestClient.Reply {
+                let (bucket, key) = (parts.address.bucket, parts.address.fileName)
+                let uploadId = try await partsClient.createMultipartUpload(bucket, key)
+                let part = try await partsClient.uploadPart(bucket, key, uploadId: uploadId, number: 1, bytes)
+                return try await partsClient.complete(
+                    bucket, key, uploadId: uploadId, xml: S3TestClient.completeXML([(1, part.header("ETag") ?? "")]))
+            }
+            #expect(try await multipart(a).status == 200)
+            let again = try await multipart(b)
+            #expect(again.status == 200, "\(again.text)")
+            #expect(try await server.client().get(parts.address.bucket, parts.address.fileName).body == a)
+            #expect(try await admin.getVideoInfo(videoId: parts.id).size == 128)
+        }
+    }
+
     /// Runs `body` with a server whose events wait in the outbox (the receiver named does not exist, and the first
     /// retry is 10 minutes away), with the root key's credentials and a media client of it.
     static func withHeldEvents(

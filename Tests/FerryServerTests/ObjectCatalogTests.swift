@@ -437,6 +437,33 @@ struct ObjectCatalogTests {
             _ = try await store.completeMultipartUpload(
                 upload, parts: [.init(partNumber: 1, eTag: part.etag)], fullObjectChecksums: [:], condition: file)
             #expect(try await Self.read(store, "media", "v.mp4") == "other")
+
+            // A write of the file's ETag stores nothing: the file keeps its bytes and attributes (the same ETag is not
+            // always the same bytes), and the blobs of the write go. A completion of the same parts again, and a PUT.
+            var typed = ObjectAttributes()
+            typed.contentType = "text/html"
+            let stored = try await store.object(bucket: "media", key: "v.mp4")
+            let blobs = try await store.catalog.referencedBlobs()
+            let same = try await store.createMultipartUpload(
+                bucket: "media", key: "v.mp4", attributes: typed, tags: [], checksumAlgorithm: nil, checksumType: nil)
+            let samePart = try await store.uploadPart(same, partNumber: 1, body: Self.body("other"), checksums: [], verify: { _ in })
+            let completedAgain = try await store.completeMultipartUpload(
+                same, parts: [.init(partNumber: 1, eTag: samePart.etag)], fullObjectChecksums: [:], condition: file)
+            #expect(completedAgain.etag == stored.etag && completedAgain.lastModified == stored.lastModified)
+            #expect(try await store.completedUpload(same.uploadId)?.etag == stored.etag)
+            #expect(try await store.object(bucket: "media", key: "v.mp4") == stored)
+            #expect(try await store.catalog.referencedBlobs() == blobs)
+
+            try await store.deleteObject(bucket: "media", key: "v.mp4", condition: .none)
+            _ = try await Self.put(store, "media", "v.mp4", "other", condition: file)
+            let plain = try await store.object(bucket: "media", key: "v.mp4")
+            let plainBlobs = try await store.catalog.referencedBlobs()
+            let again = try await store.putObject(
+                bucket: "media", key: "v.mp4", attributes: typed, tags: [], body: Self.body("other"), checksums: [],
+                condition: file, verify: { _ in })
+            #expect(again.etag == plain.etag && again.lastModified == plain.lastModified)
+            #expect(try await store.object(bucket: "media", key: "v.mp4") == plain)
+            #expect(try await store.catalog.referencedBlobs() == plainBlobs)
         }
     }
 

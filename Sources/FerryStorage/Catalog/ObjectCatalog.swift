@@ -115,6 +115,9 @@ enum CatalogDeleteBucketOutcome: Sendable {
 /// How writing or deleting an object ended.
 enum CatalogPutOutcome: Sendable {
     case stored(replaced: [BlobSegment])
+    /// The key holds the file of a video or image (``ObjectWriteCondition/fileOwner``) with the write's ETag: it is
+    /// kept as stored, and nothing was written.
+    case kept
     case noSuchBucket
     /// The request's condition did not hold for the current object.
     case refused(ObjectWriteCondition.Failure)
@@ -129,6 +132,9 @@ enum CatalogPartOutcome: Sendable {
 /// How completing an upload ended.
 enum CatalogCompleteOutcome: Sendable {
     case completed(replaced: [BlobSegment], unused: [String])
+    /// As ``CatalogPutOutcome/kept``: the upload is completed (and remembered) without becoming the object; all its
+    /// parts' blobs are `unused`.
+    case kept(unused: [String])
     case noSuchUpload
     /// A listed part was replaced after it was validated.
     case changed

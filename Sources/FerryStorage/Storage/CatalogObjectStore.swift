@@ -256,6 +256,9 @@ public struct CatalogObjectStore: ObjectStore {
         case .stored(let replaced):
             await retire(replaced.map(\.blob))
             return object
+        case .kept:
+            await discardUnreferenced(newBlobs)
+            return try await catalog.object(bucket: object.bucket, key: object.key) ?? object
         case .noSuchBucket:
             await discardUnreferenced(newBlobs)
             throw Self.noSuchBucket
@@ -319,6 +322,7 @@ public struct CatalogObjectStore: ObjectStore {
         }
         switch outcome {
         case .stored(let replaced): await retire(replaced.map(\.blob))
+        case .kept: break
         case .refused(let failure): throw Self.refusal(failure)
         case .noSuchBucket: throw Self.noSuchBucket
         }
@@ -657,6 +661,10 @@ public struct CatalogObjectStore: ObjectStore {
             events?.multipartUpload(.completed, count: 1)
             await retire(replaced.map(\.blob) + unused)
             return object
+        case .kept(let unused):
+            events?.multipartUpload(.completed, count: 1)
+            await retire(unused)
+            return try await catalog.object(bucket: object.bucket, key: object.key) ?? object
         case .noSuchUpload:
             throw Self.noSuchUpload
         case .changed:

@@ -148,6 +148,19 @@ extension PostgresCatalog: ObjectCatalog {
             writing: writing)
     }
 
+    /// Whether a write of `object` under a file owner's condition finds that file stored with its ETag (inside the
+    /// key's lock): kept as stored, the write stores nothing (see the SQLite catalog's `keepsFile`).
+    private static func keepsFile(
+        _ condition: ObjectWriteCondition, _ object: ObjectInfo, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Bool {
+        guard condition.fileOwner != nil else { return false }
+        let current: String? = try await rows(
+            "SELECT etag FROM s3_object WHERE bucket = \(object.bucket) AND key = \(object.key)", on: connection,
+            logger: logger
+        ).first.map { try $0.value("etag") }
+        return current == object.etag
+    }
+
     /// Writes the object's row; returns the blobs of the one it replaced.
     private static func upsert(_ object: ObjectInfo, on connection: PostgresConnection, logger: Logger) async throws
         -> [BlobSegment]
@@ -189,6 +202,7 @@ extension PostgresCatalog: ObjectCatalog {
             {
                 return .refused(failed)
             }
+            if try await Self.keepsFile(condition, object, on: connection, logger: logger) { return .kept }
             try await Self.checkQuota(storing: object, limit: byteLimit, on: connection, logger: logger)
             return .stored(replaced: try await Self.upsert(object, on: connection, logger: logger))
         }
@@ -390,9 +404,10 @@ extension PostgresCatalog: ObjectCatalog {
             for part in expectedParts where byNumber[part.number]?.blob != part.blob {
                 return .changed
             }
-            let used = Set(expectedParts.flatMap { $0.segments.map(\.blob) })
+            let kept = try await Self.keepsFile(condition, object, on: connection, logger: logger)
+            let used = kept ? [] : Set(expectedParts.flatMap { $0.segments.map(\.blob) })
             let unused = try current.flatMap(Self.partBlobs).filter { !used.contains($0) }
-            let replaced = try await Self.upsert(object, on: connection, logger: logger)
+            let replaced = kept ? [] : try await Self.upsert(object, on: connection, logger: logger)
             try await connection.query("DELETE FROM s3_upload WHERE id = \(uploadId)", logger: logger)
             try await connection.query(
                 """
@@ -402,7 +417,7 @@ extension PostgresCatalog: ObjectCatalog {
                 ON CONFLICT (id) DO UPDATE SET parts = EXCLUDED.parts, etag = EXCLUDED.etag,
                     completed_at = EXCLUDED.completed_at
                 """, logger: logger)
-            return .completed(replaced: replaced, unused: unused)
+            return kept ? .kept(unused: unused) : .completed(replaced: replaced, unused: unused)
         }
     }
 

@@ -247,6 +247,16 @@ public final class SQLiteCatalog: ObjectCatalog {
             writing: writing)
     }
 
+    /// Whether a write of `object` under a file owner's condition finds that file stored with its ETag: the file is
+    /// kept as stored (bytes, type, metadata) and the write stores nothing. The same ETag is not always the same bytes
+    /// (an MD5 collision made on purpose), and a retry of the same bytes loses nothing by not being written.
+    private static func keepsFile(_ condition: ObjectWriteCondition, _ object: ObjectInfo, _ db: Database) throws -> Bool {
+        guard condition.fileOwner != nil else { return false }
+        return try String.fetchOne(
+            db, sql: "SELECT etag FROM object WHERE bucket = ? AND key = ?", arguments: [object.bucket, object.key])
+            == object.etag
+    }
+
     /// Inserts or replaces an object; returns the blobs of the object it replaced so the caller deletes them. With a
     /// `byteLimit`, throws `quotaExceeded` when the object would take its owner past it.
     func putObject(_ object: ObjectInfo, condition: ObjectWriteCondition = .none, byteLimit: Int64? = nil) async throws
@@ -257,6 +267,7 @@ public final class SQLiteCatalog: ObjectCatalog {
             if let failed = try Self.check(condition, bucket: object.bucket, key: object.key, writing: object.etag, db) {
                 return .refused(failed)
             }
+            if try Self.keepsFile(condition, object, db) { return .kept }
             try Self.checkQuota(storing: object, limit: byteLimit, db)
             return .stored(replaced: try Self.upsert(object, db))
         }
@@ -433,9 +444,10 @@ public final class SQLiteCatalog: ObjectCatalog {
             for part in expectedParts where byNumber[part.number]?.blob != part.blob {
                 return .changed
             }
-            let used = Set(expectedParts.flatMap { $0.segments.map(\.blob) })
+            let kept = try Self.keepsFile(condition, object, db)
+            let used = kept ? [] : Set(expectedParts.flatMap { $0.segments.map(\.blob) })
             let unused = try current.flatMap(Self.partBlobs).filter { !used.contains($0) }
-            let replaced = try Self.upsert(object, db)
+            let replaced = kept ? [] : try Self.upsert(object, db)
             try db.execute(sql: "DELETE FROM upload WHERE id = ?", arguments: [uploadId])
             try db.execute(
                 sql: "INSERT OR REPLACE INTO completedUpload (id, bucket, key, parts, etag, completedAt) VALUES (?, ?, ?, ?, ?, ?)",
@@ -444,7 +456,7 @@ public final class SQLiteCatalog: ObjectCatalog {
                     try CatalogJSON.encode(expectedParts.map { CompletedUploadPart(number: $0.number, etag: $0.etag) }),
                     object.etag, now.timeIntervalSince1970,
                 ])
-            return .completed(replaced: replaced, unused: unused)
+            return kept ? .kept(unused: unused) : .completed(replaced: replaced, unused: unused)
         }
     }
 
