@@ -250,7 +250,9 @@ public final class SQLiteCatalog: ObjectCatalog {
     /// Whether a write of `object` under a file owner's condition finds that file stored with its ETag: the file is
     /// kept as stored (bytes, type, metadata) and the write stores nothing. The same ETag is not always the same bytes
     /// (an MD5 collision made on purpose), and a retry of the same bytes loses nothing by not being written.
-    private static func keepsFile(_ condition: ObjectWriteCondition, _ object: ObjectInfo, _ db: Database) throws -> Bool {
+    private static func keepsFile(_ condition: ObjectWriteCondition, _ object: ObjectInfo, _ db: Database) throws
+        -> Bool
+    {
         guard condition.fileOwner != nil else { return false }
         return try String.fetchOne(
             db, sql: "SELECT etag FROM object WHERE bucket = ? AND key = ?", arguments: [object.bucket, object.key])
