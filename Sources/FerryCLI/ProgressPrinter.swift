@@ -147,8 +147,8 @@ struct ProgressPrinter: Sendable {
             // A wait of a second or more is said, so that a long one (a service's Retry-After) is not taken for a hang.
             let wait = delay.map(\.timeInterval).flatMap { $0 >= 1 ? " in \(Int($0.rounded())) s" : nil } ?? ""
             // Its cause in words (a timeout, a reset, a refusal): requests of one file fail one by one.
-            let cause = (error.message.components(separatedBy: " Detail: ").first ?? "")
-                .split(separator: "\n", omittingEmptySubsequences: true).first.map { ": " + $0.prefix(200) } ?? ""
+            let headline = TerminalText.headline(error.message)
+            let cause = headline.isEmpty ? "" : ": " + headline.prefix(200)
             let code = error.serverCode.map { " (\($0))" } ?? ""
             line("\(file): retry \(attempt)\(wait) after \(error.code)\(code)\(cause)")
         }

@@ -174,7 +174,7 @@ struct ServiceConnection: Sendable {
             [.connectionRefused, .hostNotFound].contains(transport.kind),
             saidUnreachable.withLock({ said in defer { said = true }; return !said })
         else { return }
-        let what = transport.message.components(separatedBy: " Detail: ").first ?? transport.message
+        let what = TerminalText.headline(transport.message)
         complain("ferry: \(what) Trying again for a while; Ctrl-C stops.")
     }
 

@@ -9,6 +9,13 @@ enum TerminalText {
     /// The most characters of a line for people; the rest is cut and counted.
     static let longestLine = 4_096
 
+    /// What a line for people says of a failure: the first line of `message`, without the library's detail a transport
+    /// error appends (` Detail: …`).
+    static func headline(_ message: String) -> String {
+        let words = message.components(separatedBy: " Detail: ").first ?? message
+        return words.split(separator: "\n", omittingEmptySubsequences: true).first.map(String.init) ?? ""
+    }
+
     /// `text` with every control character but the tab (C0, DEL, C1) and every bidirectional formatting character
     /// written as a visible escape (`\u{1B}`), cut to ``longestLine`` characters unless `whole` (a value to copy, such
     /// as a URL or a key, which a cut would break).

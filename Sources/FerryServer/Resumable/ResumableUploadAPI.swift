@@ -585,13 +585,7 @@ struct ResumableUploadAPI: Sendable {
     func head(_ request: Request, context: FerryRequestContext, id: String) async throws -> Response {
         let wire = try Self.requireWire(request)
         if case .ietf = wire { await appending.stop(id) } else { await appending.settle(id) }
-        var upload = try await live(id, wire: wire)
-        // A completion a stopped server left between making the object and recording it says complete, as the object
-        // is (tus completes such an upload in `live`): a client that lost its answer does not see "incomplete" beside
-        // its stored file.
-        if upload.info.kind == .single, upload.isFullyReceived, try await store.resumableObjectMade(upload) {
-            upload = try await finishSaying(upload, wire: wire)
-        }
+        let upload = try await live(id, wire: wire)
         var headers = wire.headers
         headers[.cacheControl] = "no-store"
         headers[.uploadOffset] = String(upload.offset)
@@ -1067,13 +1061,13 @@ struct ResumableUploadAPI: Sendable {
             await end(upload, expired: true)
             throw ResumableRefusal(wire == .tus ? .gone : .notFound, "The upload expired.", wire: wire)
         }
-        // tus completes an upload whose offset reached its length, an upload an IETF client created too.
-        if completing, upload.etag == nil, upload.isFullyReceived,
-            upload.completesWhenReceived || (wire == .tus && upload.info.kind == .single)
-        {
-            return try await finishSaying(upload, wire: wire)
-        }
-        return upload
+        guard completing, upload.etag == nil, upload.isFullyReceived, upload.info.kind == .single else { return upload }
+        // tus completes an upload whose offset reached its length, an upload an IETF client created too; and any
+        // request one whose completion a stopped server left between making its object and recording it (an IETF
+        // client that lost its answer does not see "incomplete" beside its stored file).
+        if upload.completesWhenReceived || wire == .tus { return try await finishSaying(upload, wire: wire) }
+        guard try await store.resumableObjectMade(upload) else { return upload }
+        return try await finishSaying(upload, wire: wire)
     }
 
     private static func requireWire(_ request: Request) throws -> ResumableWire {
