@@ -88,11 +88,13 @@ struct ChildProcessTests {
         #expect(!FileManager.default.fileExists(atPath: marker), "the tool ran")
         guard getuid() == 0 else { return }  // The rest fills a small tmpfs, which needs root to mount.
         try await StorageFullTests.withSmallDisk(megabytes: 16) { disk in
-            // A writer of 64 KiB every 20 ms, which would fill the disk in about five seconds and then go on failing;
-            // the 2 MiB the check allows below the reserve are more than half a second of writing, for a loaded machine.
+            // The disk filled most of the way to the reserve first, so that a slow writer reaches it soon: 64 KiB every
+            // 100 ms, which would then fill the disk and go on failing. The 2 MiB the check allows below the reserve
+            // are more than three seconds of writing (a CI run's loaded machine once checked over a second late).
+            #expect(FileManager.default.createFile(atPath: disk + "/filler", contents: Data(count: 7 << 20)))
             var writer = ChildProcess(
                 executable: "/bin/sh",
-                arguments: ["-c", "while true; do head -c 65536 /dev/zero >> \(disk)/out; sleep 0.02; done"])
+                arguments: ["-c", "while true; do head -c 65536 /dev/zero >> \(disk)/out; sleep 0.1; done"])
             writer.keepFree = (disk, 8 << 20)
             writer.pollInterval = .milliseconds(10)
             writer.timeLimit = .seconds(20)
