@@ -477,6 +477,12 @@ struct ConsoleTests {
             // A repeated Complete (its answer lost) gets the same answer.
             let repeated = try await browser.send("POST", "/s3/multipart/\(uploadId)/complete?key=\(encodedKey)", json: completion, headers: uppy, csrf: false)
             #expect(repeated.status == 200 && repeated.text == completed.text, "\(repeated.text) after \(completed.text)")
+            // One that names another upload id, or other parts, is not that Complete: the upload is not found.
+            for (id, body) in [("never-made", completion), (uploadId, ["parts": [["PartNumber": 1, "ETag": etags[0]]]])] {
+                let other = try await browser.send(
+                    "POST", "/s3/multipart/\(id)/complete?key=\(encodedKey)", json: body, headers: uppy, csrf: false)
+                #expect(other.status == 404 && ConsoleBrowser.code(other) == "NoSuchUpload", "\(id): \(other.text)")
+            }
             let object = try await server.client().get(server.server.configuration.mediaBucket, key)
             #expect(object.body == parts[0] + parts[1])
             let info = try #require(ConsoleBrowser.json(try await browser.api("GetVideoInfo", ["VideoId": videoId]))["Video"] as? [String: Any])

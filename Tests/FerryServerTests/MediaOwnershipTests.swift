@@ -295,7 +295,7 @@ struct MediaOwnershipTests {
 
     @Test("a stored file is not replaced by other bytes of the same MD5 (a collision), by PUT or multipart upload: the write stores nothing and answers as stored; the same bytes again keep its type and metadata too")
     func storedFileKeepsItsBytes() async throws {
-        try await Self.withHeldEvents { server, _, admin in
+        try await Self.withHeldEvents { server, root, admin in
             let (a, b) = Self.collision
             #expect(a != b && Checksum.digest(.md5, of: a) == Checksum.digest(.md5, of: b))
             let single = try await admin.createUploadVideo(.init(title: "Single", fileName: "s.mp4"))
@@ -308,6 +308,21 @@ struct MediaOwnershipTests {
             let read = try await server.client().get(bucket, key)
             #expect(read.body == a)
             #expect(read.header("Content-Type") == "video/mp4" && read.header("x-amz-meta-evil") == nil)
+            // A form upload of the same bytes is answered with the stored file's type, not the form's.
+            var policy = PutPolicy(scope: "\(bucket):\(key)", deadline: Date().addingTimeInterval(600))
+            policy.returnBody = #"{"mime":"$(mimeType)","hash":"$(etag)"}"#
+            let token = UploadToken.make(accessKey: root.accessKeyId, secretKey: root.secretAccessKey, policy: policy)
+            let boundary = "ferry-\(UUID().uuidString)"
+            var form = Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n\(token)\r\n".utf8)
+            form += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\n\(key)\r\n".utf8)
+            form += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f.html\"\r\n".utf8)
+            form += Array("Content-Type: text/html\r\n\r\n".utf8) + a + Array("\r\n--\(boundary)--\r\n".utf8)
+            let formed = try await S3TestClient.fetchRaw(
+                "POST", server.endpoint + "/_ferry/form",
+                headers: [("Content-Type", "multipart/form-data; boundary=\(boundary)")], body: form)
+            let expected = #"{"mime":"video/mp4","hash":""# + Hex.encode(Checksum.digest(.md5, of: a)) + #""}"#
+            #expect(formed.status == 200 && formed.text == expected, "\(formed.status) \(formed.text)")
+            #expect(try await server.client().get(bucket, key).header("Content-Type") == "video/mp4")
 
             // Stored by a multipart upload: another one of the colliding part completes as the stored file.
             let parts = try await admin.createUploadVideo(.init(title: "Parts", fileName: "p.mp4"))

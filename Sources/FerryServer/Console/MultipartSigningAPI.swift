@@ -264,9 +264,11 @@ struct MultipartSigningAPI: Sendable {
         do {
             upload = try await media.store.multipartUpload(uploadId, bucket: media.bucket, key: key)
         } catch let error as FerryDomainError where error.code == .uploadNotFound {
-            // A repeated Complete whose first answer was lost answers the same: the file is stored, its video or image
-            // past uploading (advanced now, when the server stopped between storing the file and advancing it).
-            guard let object = try await media.store.storedObject(bucket: media.bucket, key: key) else { throw error }
+            // The same Complete sent again when its first answer was lost answers the same: the file is stored, its
+            // video or image past uploading (advanced now, when the server stopped between storing the file and
+            // advancing it). Another upload id, or other parts, is refused as the object API refuses it.
+            let repeated = try await media.store.repeatedCompletion(uploadId, bucket: media.bucket, key: key, parts: parts)
+            guard let object = repeated?.object else { throw error }
             if let video = try await media.catalog.video(bucket: media.bucket, key: key) {
                 try await media.library.videoStored(video.videoId, object: object)
             } else if let image = try await media.catalog.image(bucket: media.bucket, key: key) {

@@ -230,8 +230,10 @@ public struct FormUploadAPI: Sendable {
         await objectStored(object)
         logger.debug("form upload stored", metadata: ["ferry.bucket": .string(bucket), "ferry.size": "\(object.size)"])
 
+        // The stored file's: a video's or image's file written again with its bytes is kept with its own type.
         let values = MagicVariables(
-            bucket: bucket, key: key, hash: object.etag, size: object.size, mimeType: mimeType,
+            bucket: bucket, key: key, hash: object.etag, size: object.size,
+            mimeType: object.attributes.contentType ?? mimeType,
             fileName: fileHeaders.filename, variables: fields.variables)
         let callbackURLs = policy.callbackURLs
         guard !callbackURLs.isEmpty else {

@@ -288,19 +288,11 @@ extension ObjectAPI {
     private func repeatedCompletion(_ uploadId: String, _ request: S3Request, _ body: CompleteMultipartUpload)
         async throws -> Response?
     {
-        guard let completed = try await store.completedUpload(uploadId),
-            completed.bucket.isByteEqual(to: request.bucket), completed.key.isByteEqual(to: request.key)
+        guard let completed = try await store.repeatedCompletion(
+            uploadId, bucket: request.bucket, key: request.key, parts: body.parts)
         else { return nil }
-        let asked = body.parts.map {
-            CompletedUploadPart(
-                number: $0.partNumber, etag: $0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")))
-        }
-        guard asked == completed.parts else { return nil }
-        guard let object = try await store.storedObject(bucket: request.bucket, key: request.key),
-            object.etag == completed.etag
-        else { return try await completionResponse(request, etag: completed.etag, object: nil) }
-        await objectStored(object)
-        return try await completionResponse(request, etag: completed.etag, object: object)
+        if let object = completed.object { await objectStored(object) }
+        return try await completionResponse(request, etag: completed.etag, object: completed.object)
     }
 
     func abortMultipartUpload(_ request: S3Request) async throws -> Response {

@@ -217,6 +217,24 @@ extension ObjectStore {
         }
     }
 
+    /// What a Complete sent again for `uploadId` answers, when that upload completed already (remembered for a day)
+    /// for `bucket`/`key` with the same `parts`: the completion's ETag, and the object while the key still holds that
+    /// completion's version. Nil otherwise (the Complete is refused as its upload is gone).
+    public func repeatedCompletion(
+        _ uploadId: String, bucket: String, key: String, parts: [CompleteMultipartUpload.Part]
+    ) async throws -> (etag: String, object: ObjectInfo?)? {
+        guard let completed = try await completedUpload(uploadId),
+            completed.bucket.isByteEqual(to: bucket), completed.key.isByteEqual(to: key)
+        else { return nil }
+        let asked = parts.map {
+            CompletedUploadPart(
+                number: $0.partNumber, etag: $0.eTag.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")))
+        }
+        guard asked == completed.parts else { return nil }
+        let object = try await storedObject(bucket: bucket, key: key)
+        return (completed.etag, object?.etag == completed.etag ? object : nil)
+    }
+
     /// Streams a body into a new object that counts against no access key's quota (see
     /// ``putObject(bucket:key:attributes:tags:body:checksums:condition:verify:charge:)``).
     public func putObject<Body: AsyncSequence & Sendable>(
