@@ -3,6 +3,8 @@ import Crypto
 import FerryCore
 import FerryTestSupport
 import Foundation
+import NIOConcurrencyHelpers
+import NIOPosix
 import Testing
 
 @testable import FerryServer
@@ -71,6 +73,37 @@ struct EdgeTests {
         ("POST", "/_ferry/console/api/ListVideos", "InvalidParameter"),
         ("POST", "/s3/multipart", "InvalidParameter"),
     ]
+
+    @Test("a large XML body (a 10,000-part CompleteMultipartUpload) is decoded on the one document thread, never on the threads other requests run on: while that thread is busy the Complete waits and other requests are answered")
+    func largeDocumentsWaitForTheirThread() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            try await s3.createBucket("documents")
+            let uploadId = try await s3.createMultipartUpload("documents", "k")
+            let xml = S3TestClient.completeXML((1...10_000).map { ($0, "\"d41d8cd98f00b204e9800998ecf8427e\"") })
+            #expect(xml.utf8.count > ObjectAPI.inlineDocumentSize)
+            let held = DispatchSemaphore(value: 0)
+            let busy = Task { try await ObjectAPI.documentThread.runIfActive { held.wait() } }
+            defer { held.signal() }
+            let answered = NIOLockedValueBox(false)
+            let complete = Task {
+                defer { answered.withLockedValue { $0 = true } }
+                return try await s3.complete("documents", "k", uploadId: uploadId, xml: xml)
+            }
+            // Five seconds: decoded where its request runs, the body would be answered in about one (a debug build).
+            for _ in 0..<10 {
+                #expect(try await S3TestClient.fetchRaw("GET", server.endpoint + "/_ferry/health").status == 200)
+                #expect(try await s3.send("HEAD", "/documents").status == 200)
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            // Whatever the machine's speed, the Complete cannot have been answered: its body waits for the thread.
+            #expect(!answered.withLockedValue { $0 })
+            held.signal()
+            try await busy.value
+            let answer = try await complete.value
+            #expect(answer.status == 400 && answer.errorCode == "InvalidPart", "\(answer.status) \(answer.text)")
+        }
+    }
 
     @Test("a Host that is not an RFC 3986 authority is a 400 in every group's envelope, and the server keeps serving")
     func invalidHosts() async throws {

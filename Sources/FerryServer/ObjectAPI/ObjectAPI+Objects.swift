@@ -2,6 +2,7 @@ import FerryCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOPosix
 
 extension ObjectAPI {
     /// The decoded body of a PUT, with its framing and payload-hash checks.
@@ -571,16 +572,32 @@ extension ObjectAPI {
 
     /// Reads a small XML request body as ``collectXMLBody(_:limit:checksumHeadersDescribeBody:)`` does and decodes it
     /// as `type` (with the root element `root`, and fitting `schema`), else ``malformedXML``.
-    static func xmlBody<T: Decodable>(
+    static func xmlBody<T: Decodable & Sendable>(
         _ type: T.Type, _ request: S3Request, limit: Int, trimming: Bool = true, root: String? = nil,
         schema: S3XMLSchema? = nil, checksumHeadersDescribeBody: Bool = true
     ) async throws -> T {
         let data = try await collectXMLBody(
             request, limit: limit, checksumHeadersDescribeBody: checksumHeadersDescribeBody)
-        guard let value = try? S3XML.decode(type, from: data, trimming: trimming, root: root) else { throw malformedXML }
-        if let schema, schema.mismatch(in: data) != nil { throw malformedXML }
-        return value
+        let decode: @Sendable () throws -> T = {
+            let value = try? S3XML.decode(type, from: data, trimming: trimming, root: root)
+            guard let value, schema?.mismatch(in: data) == nil else { throw malformedXML }
+            return value
+        }
+        guard data.count > inlineDocumentSize else { return try decode() }
+        return try await documentThread.runIfActive(decode)
     }
+
+    /// The largest XML body decoded where its request runs; larger ones (a CompleteMultipartUpload of thousands of
+    /// parts, a DeleteObjects of a thousand keys: up to a second of a core each) wait for ``documentThread``.
+    static let inlineDocumentSize = 64 * 1024
+
+    /// The one thread that decodes large XML bodies, one at a time: however many arrive at once, they take a core at
+    /// the most and the memory of one decoding, and never the threads every other request runs on.
+    static let documentThread: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        return pool
+    }()
 
     /// Reads a small XML request body, checking its signed SHA-256, its `Content-MD5` and (unless they describe
     /// something else, as CompleteMultipartUpload's do) its `x-amz-checksum-*` header.
