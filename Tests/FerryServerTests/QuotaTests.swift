@@ -3,6 +3,7 @@ import FerryCore
 import FerryTestSupport
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
@@ -340,7 +341,7 @@ struct QuotaTests {
         }
     }
 
-    @Test("the catalog refuses a write past the quota without a declared size, and the store keeps none of its bytes",
+    @Test("a write past the quota without a declared size is refused (a part by the catalog), and the store keeps none of its bytes",
         arguments: QuotaBackend.allCases)
     func catalogCheck(_ backend: QuotaBackend) async throws {
         try await backend.withNodes { nodes in
@@ -380,6 +381,54 @@ struct QuotaTests {
                 charge: charge)
             #expect(try await store.usage(owner: "FKIAOWNER") == StorageUsage(storedBytes: 10, uploadsInProgress: 1))
             #expect(try await store.object(bucket: "direct", key: "a").owner == "FKIAOWNER")
+        }
+    }
+
+    @Test("a body that declares no size (a form upload's file, a tus or IETF append) is stopped where the byte quota would refuse it, not read to its end: at most one buffer more than the quota leaves is read, and nothing is kept",
+        arguments: QuotaBackend.allCases)
+    func undeclaredBodyStopsAtTheQuota(_ backend: QuotaBackend) async throws {
+        try await backend.withNodes { nodes in
+            let store = nodes[0].server.store
+            try await store.createBucket("bounded")
+            let charge = StorageCharge(owner: "FKIAOWNER", quota: AccessKeyQuota(storageBytes: 1 << 20))
+            // 64 MiB offered in 64 KiB buffers made as they are read; `pulled` counts what the store read.
+            func offered(_ pulled: NIOLockedValueBox<Int>) -> AsyncStream<ByteBuffer> {
+                let chunk = ByteBuffer(repeating: 7, count: 64 << 10)
+                return AsyncStream(unfolding: {
+                    pulled.withLockedValue { total in
+                        guard total < 64 << 20 else { return nil }
+                        total += chunk.readableBytes
+                        return chunk
+                    }
+                })
+            }
+            func expectStopped(_ pulled: NIOLockedValueBox<Int>, _ write: () async throws -> Void) async throws {
+                do {
+                    try await write()
+                    Issue.record("a body past the quota was stored")
+                } catch let error as FerryDomainError {
+                    #expect(error.code == .quotaExceeded && error.details["QuotaName"] == "StorageBytes")
+                }
+                #expect(pulled.withLockedValue { $0 } <= (1 << 20) + (64 << 10), "read \(pulled.withLockedValue { $0 }) bytes")
+            }
+            let before = try await Self.blobs(nodes[0])
+            let put = NIOLockedValueBox(0)
+            try await expectStopped(put) {
+                _ = try await store.putObject(
+                    bucket: "bounded", key: "form", attributes: .init(), tags: [], body: offered(put), checksums: [],
+                    condition: .none, verify: { _ in }, charge: charge)
+            }
+            let upload = try await store.createResumableUpload(
+                bucket: "bounded", key: "tus", charge: charge, length: nil, info: .init(),
+                attributes: ObjectAttributes(), expiresAt: Date().addingTimeInterval(3600))
+            let appended = NIOLockedValueBox(0)
+            try await expectStopped(appended) {
+                _ = try await store.appendResumable(
+                    upload, at: 0, body: offered(appended), checksums: [], byteLimit: 1 << 20, verify: { _ in })
+            }
+            #expect(try await store.resumableUpload(upload.id)?.offset == 0)
+            #expect(try await Self.blobs(nodes[0]) == before)
+            #expect(try await store.usage(owner: "FKIAOWNER").storedBytes == 0)
         }
     }
 

@@ -61,10 +61,14 @@ extension CatalogObjectStore {
     ) async throws -> ResumableAppendResult where Body.Element == ByteBuffer {
         let remaining = upload.length.map { $0 - offset } ?? CatalogObjectStore.Limits.maxObjectSize - offset
         let algorithms = [Self.resumableChecksum] + checksums.filter { $0 != Self.resumableChecksum }
+        // A body of any size stops where the owner's quota would refuse it, not at the end of the upload.
+        let room = try await room(
+            StorageCharge(owner: upload.owner, quota: .init(storageBytes: byteLimit)), freed: { _ in 0 })
+        let bounded = QuotaBoundBody(base: body, room: room, limit: byteLimit ?? 0)
         let blob: String
         let digests: BodyDigests
         do {
-            (blob, digests) = try await writeVerified(body, checksums: algorithms, maxSize: max(0, remaining)) {
+            (blob, digests) = try await writeVerified(bounded, checksums: algorithms, maxSize: max(0, remaining)) {
                 try verify($0)
                 // An empty append stores nothing: the upload as it stands answers it.
                 guard $0.size > 0 else { throw EmptyAppend() }

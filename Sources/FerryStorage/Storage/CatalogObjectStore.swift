@@ -221,13 +221,20 @@ public struct CatalogObjectStore: ObjectStore {
         checksums: [ChecksumAlgorithm], condition: ObjectWriteCondition, verify: BodyVerifier, charge: StorageCharge?
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
         _ = try await self.bucket(bucket)
-        if let charge {
-            try await precheck(charge) { owner in
-                guard let current = try await catalog.object(bucket: bucket, key: key), current.owner == owner else { return 0 }
-                return current.size
+        let freed: (String) async throws -> Int64 = { owner in
+            guard let current = try await self.catalog.object(bucket: bucket, key: key), current.owner == owner else {
+                return 0
             }
+            return current.size
         }
-        let (blob, digests) = try await writeVerified(body, checksums: checksums, verify: verify)
+        var room: Int64?
+        if let charge {
+            try await precheck(charge, freed: freed)
+            room = try await self.room(charge, freed: freed)
+        }
+        let (blob, digests) = try await writeVerified(
+            QuotaBoundBody(base: body, room: room, limit: charge?.quota.storageBytes ?? 0), checksums: checksums,
+            verify: verify)
         let object = ObjectInfo(
             bucket: bucket, key: key, size: digests.size, etag: Hex.encode(digests.md5), lastModified: Date(),
             attributes: attributes,
@@ -697,6 +704,17 @@ public struct CatalogObjectStore: ObjectStore {
         let stored = try await catalog.usage(owner: charge.owner).storedBytes
         guard StorageQuotaCheck.exceeds(stored: stored, adding: declared, limit: limit) else { return }
         try StorageQuotaCheck.check(stored: stored, adding: declared, freeing: try await freed(charge.owner), limit: limit)
+    }
+
+    /// The most bytes a body that declares no size may bring for `charge`: what the owner's byte quota leaves, with
+    /// the `freed` bytes of the owner's that the write replaces; nil without a byte quota or with a declared size
+    /// (which ``precheck(_:freed:)`` checks and the body's framing holds it to).
+    package func room(_ charge: StorageCharge, freed: (String) async throws -> Int64) async throws -> Int64? {
+        guard let limit = charge.quota.storageBytes, charge.declaredBytes == nil else { return nil }
+        let stored = try await catalog.usage(owner: charge.owner).storedBytes
+        let (left, overflow) = limit.subtractingReportingOverflow(stored)
+        let (room, more) = max(0, left).addingReportingOverflow(try await freed(charge.owner))
+        return overflow || more ? nil : room
     }
 
     /// A checksum value without a composite's `-N` part count.

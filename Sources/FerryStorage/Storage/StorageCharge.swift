@@ -1,5 +1,6 @@
 import FerryCore
 import Foundation
+import NIOCore
 
 /// Whom a write counts against and the limits it stays within: the long-term access key behind the request (its own,
 /// or the parent of its temporary credential) and that key's quota.
@@ -92,5 +93,33 @@ package enum StorageQuotaCheck {
     package static func exceeds(stored: Int64, adding added: Int64, limit: Int64) -> Bool {
         let (sum, overflow) = stored.addingReportingOverflow(added)
         return overflow || sum > limit
+    }
+}
+
+/// A body of undeclared size held to what its owner's byte quota leaves: past `room` bytes it fails with
+/// ``FerryDomainError/storageQuotaExceeded(limit:)``, so no more of it reaches the disk than the quota could take
+/// (the catalog's check, with the bytes received, stays the one that decides). A nil `room` passes every byte.
+struct QuotaBoundBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+    let room: Int64?
+    let limit: Int64
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let room: Int64?
+        let limit: Int64
+        var received: Int64 = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard let buffer = try await base.next() else { return nil }
+            received += Int64(buffer.readableBytes)
+            if let room, received > room { throw FerryDomainError.storageQuotaExceeded(limit: limit) }
+            return buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), room: room, limit: limit)
     }
 }
