@@ -53,6 +53,35 @@ struct ResumableUploadConsistencyTests {
         }
     }
 
+    @Test("the same final upload sent twice at once (a client that timed out and sent it again) is answered twice as the one final upload: 201, one Location, one ETag, one object")
+    func finalUploadSentTwiceAtOnce() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("twice").status == 200)
+            for round in 0..<4 {
+                var names: [String] = []
+                for index in 0..<3 {
+                    let url = try await Self.create(
+                        s3, "twice/part-\(round)-\(index)", [("Upload-Concat", "partial"), ("Upload-Length", "65536")])
+                    let patched = try await S3TestClient.fetchRaw(
+                        "PATCH", url, headers: Self.append + [("Upload-Offset", "0")],
+                        body: [UInt8](repeating: UInt8(index), count: 65536))
+                    #expect(patched.status == 204)
+                    names.append(url)
+                }
+                let final = Self.tus + [("Upload-Concat", "final;" + names.joined(separator: " "))]
+                async let first = s3.send("POST", "/_ferry/uploads/s3/twice/joined-\(round)", headers: final, payload: .unsigned)
+                async let second = s3.send("POST", "/_ferry/uploads/s3/twice/joined-\(round)", headers: final, payload: .unsigned)
+                let (a, b) = try await (first, second)
+                #expect(a.status == 201 && b.status == 201, "round \(round): \(a.status) \(a.text) / \(b.status) \(b.text)")
+                #expect(a.header("Location") != nil && a.header("Location") == b.header("Location"))
+                #expect(a.header("ETag") != nil && a.header("ETag") == b.header("ETag"))
+                let object = try await s3.get("twice", "joined-\(round)")
+                #expect(object.body == (0..<3).flatMap { [UInt8](repeating: UInt8($0), count: 65536) })
+            }
+        }
+    }
+
     @Test("a tus creation-with-upload whose connection drops mid-body is ended: its client never got the URL, and no upload is left holding a slot")
     func droppedCreationWithUploadIsEnded() async throws {
         try await TestServer.with { server in

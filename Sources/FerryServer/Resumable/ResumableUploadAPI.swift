@@ -493,25 +493,7 @@ struct ResumableUploadAPI: Sendable {
             }
             partials.append(partial)
         }
-        // Partial uploads a final upload was made of answer only that final upload again (a client that lost its
-        // answer): the same upload and object, nothing made twice.
-        if partials.contains(where: { $0.info.concatenatedInto != nil }) {
-            guard let id = partials[0].info.concatenatedInto, let made = try await store.resumableUpload(id),
-                made.info.partials == partials.map(\.id), made.bucket.isByteEqual(to: target.bucket),
-                made.key.isByteEqual(to: target.key), made.owner == target.owner
-            else {
-                throw ResumableRefusal(
-                    .badRequest, "Upload-Concat names a partial upload that another final upload was made of.", wire: wire)
-            }
-            // Claimed by a final upload whose request ended before its object was made (or is making it now): made
-            // here. One made already is answered again, once the partial uploads it left unreleased (a request that
-            // ended while it released them) are.
-            let stored = made.etag != nil
-                ? nil
-                : try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
-            let (completed, object) = try await completeConcatenation(made, partials: partials, target: target, stored: stored)
-            return try created(completed, etag: completed.etag ?? object?.etag ?? "", context: context)
-        }
+        if let again = try await sentAgain(partials, target: target, context: context) { return again }
         // The final upload is checked as any upload of its length and type, and completes as one.
         let (total, overflow) = partials.reduce((Int64(0), false)) { sum, partial in
             let (next, overflow) = sum.0.addingReportingOverflow(partial.offset)
@@ -527,15 +509,51 @@ struct ResumableUploadAPI: Sendable {
         var info = ResumableUpload.Info(kind: .final, metadata: metadata, videoId: target.mediaId, partials: partials.map(\.id))
         info.insertOnly = target.insertOnly ? true : nil
         let stored = try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
-        let (upload, object) = try await refusingConcatenation(target) {
-            try await store.concatenateResumable(
-                partials, bucket: target.bucket, key: target.key,
-                charge: StorageCharge(owner: target.owner, quota: target.quota), info: info, attributes: attributes,
-                expiresAt: credentials.now().addingTimeInterval(lifetime), fileOwner: stored?.owner,
-                verify: { etag in if let stored, !stored.accepts(etag: etag) { throw stored.refusal } })
+        let (upload, object): (ResumableUpload, ObjectInfo?)
+        do {
+            (upload, object) = try await refusingConcatenation(target) {
+                try await store.concatenateResumable(
+                    partials, bucket: target.bucket, key: target.key,
+                    charge: StorageCharge(owner: target.owner, quota: target.quota), info: info, attributes: attributes,
+                    expiresAt: credentials.now().addingTimeInterval(lifetime), fileOwner: stored?.owner,
+                    verify: { etag in if let stored, !stored.accepts(etag: etag) { throw stored.refusal } })
+            }
+        } catch let refusal as ResumableRefusal {
+            // The same final upload sent while the first was making it (a client that timed out and sent it again,
+            // to this node or another) found its partial uploads claimed by that one: answered as that one.
+            var current: [ResumableUpload] = []
+            for partial in partials {
+                guard let now = try await store.resumableUpload(partial.id) else { throw refusal }
+                current.append(now)
+            }
+            guard let again = try await sentAgain(current, target: target, context: context) else { throw refusal }
+            return again
         }
         if let object { await objectStored(object) }
         return try created(upload, etag: upload.etag ?? object?.etag ?? "", context: context)
+    }
+
+    /// The answer to a final upload whose partial uploads a final upload was made of: only that final upload again (a
+    /// client that lost its answer), the same upload and object, nothing made twice; nil when none claimed them.
+    private func sentAgain(_ partials: [ResumableUpload], target: Target, context: FerryRequestContext) async throws
+        -> Response?
+    {
+        guard partials.contains(where: { $0.info.concatenatedInto != nil }) else { return nil }
+        guard let id = partials[0].info.concatenatedInto, let made = try await store.resumableUpload(id),
+            made.info.partials == partials.map(\.id), made.bucket.isByteEqual(to: target.bucket),
+            made.key.isByteEqual(to: target.key), made.owner == target.owner
+        else {
+            throw ResumableRefusal(
+                .badRequest, "Upload-Concat names a partial upload that another final upload was made of.", wire: .tus)
+        }
+        // Claimed by a final upload whose request ended before its object was made (or is making it now): made
+        // here. One made already is answered again, once the partial uploads it left unreleased (a request that
+        // ended while it released them) are.
+        let stored = made.etag != nil
+            ? nil
+            : try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
+        let (completed, object) = try await completeConcatenation(made, partials: partials, target: target, stored: stored)
+        return try created(completed, etag: completed.etag ?? object?.etag ?? "", context: context)
     }
 
     /// Completes the final upload `made`, which holds the claim on `partials` and is fully received.
