@@ -336,6 +336,31 @@ struct MediaWorkerServiceTests {
         }
     }
 
+    @Test("a job cancelled through another node (its video deleted there) stops at this worker's next heartbeat, its tool killed, and is told as cancelled, not as a lost lease")
+    func jobCancelledElsewhereStops() async throws {
+        try await WorkerHarness.with { harness in
+            let queue = ObservedQueue(base: harness.server.mediaCatalog)
+            let log = LogRecorder()
+            let worker = harness.worker(queue: queue, logger: log.logger())
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await worker.run() }
+                let pid = try await harness.toolPid()
+                // Cancelled in the catalog alone, as a DeleteVideo answered by another node cancels it.
+                let cancelled = try await harness.server.mediaCatalog.cancelJobs(videoId: harness.job.videoId, now: Date())
+                #expect(cancelled.map(\.id) == [harness.job.id])
+                try await WorkerHarness.eventually("the worker hears of the cancellation", timeout: .seconds(15)) {
+                    log.records.contains { $0.message == "media job stopped: its video was deleted" }
+                }
+                #expect(!log.records.contains { $0.message == "media job stopped: its lease was lost" })
+                #expect(!WorkerHarness.exists(pid), "the tool (pid \(pid)) outlived the cancellation")
+                tasks.cancelAll()
+                try await tasks.waitForAll()
+            }
+            #expect(queue.endings.isEmpty, "\(queue.endings)")
+            #expect(try await harness.server.mediaCatalog.job(harness.job.id)?.state == .cancelled)
+        }
+    }
+
     @Test("a snapshot run that read the video before another run of its job published the cover, and whose save is refused once that run took the job over, deletes only its own file: the published cover stays")
     func stalledSnapshotLeavesTheCover() async throws {
         try await WorkerHarness.with { harness in

@@ -219,8 +219,14 @@ package struct MediaWorkerService: Service {
             // Not the job's fault: it goes back to the queue without counting the attempt.
             if await giveBack(job, worker: worker, after: .zero, metadata) { ended("released") }
         case .leaseLost:
-            logger.debug("media job stopped: its lease was lost", metadata: metadata)
-            ended("lost")
+            // A video deleted through another node cancelled the job there: this node hears of it at its heartbeat.
+            if (try? await queue.job(job.id))?.state == .cancelled {
+                logger.debug("media job stopped: its video was deleted", metadata: metadata)
+                ended("cancelled")
+            } else {
+                logger.debug("media job stopped: its lease was lost", metadata: metadata)
+                ended("lost")
+            }
         case .leaseUnrenewed:
             // The catalog did not answer: the job is given back once it does, unless another worker took it meanwhile.
             logger.warning("media job stopped: its lease could not be renewed", metadata: metadata)
