@@ -551,8 +551,10 @@ struct ResumableUploadAPI: Sendable {
         // ended while it released them) are.
         let stored = made.etag != nil
             ? nil
-            : try await MediaLibrary.StoredFile.forCompletion(bucket: target.bucket, key: target.key, check: writeAllowed)
-        let (completed, object) = try await completeConcatenation(made, partials: partials, target: target, stored: stored)
+            : try await MediaLibrary.StoredFile.forCompletion(
+                bucket: target.bucket, key: target.key, check: writeAllowed)
+        let (completed, object) = try await completeConcatenation(
+            made, partials: partials, target: target, stored: stored)
         return try created(completed, etag: completed.etag ?? object?.etag ?? "", context: context)
     }
 
