@@ -309,28 +309,39 @@ struct MediaWorkerServiceTests {
         }
     }
 
+    /// Runs the harness's job on a worker, does `elsewhere` to the job in the catalog (as another node would) and
+    /// waits for the worker to say `told`, which it learns at its next heartbeat (a third of the 3 s lease): its tool
+    /// must then be dead, and the worker must have written no ending of its own. What the worker logged.
+    private func stoppedElsewhere(_ harness: WorkerHarness, told: String, _ elsewhere: () async throws -> Void)
+        async throws -> LogRecorder
+    {
+        let queue = ObservedQueue(base: harness.server.mediaCatalog)
+        let log = LogRecorder()
+        let worker = harness.worker(queue: queue, logger: log.logger())
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await worker.run() }
+            let pid = try await harness.toolPid()
+            try await elsewhere()
+            try await WorkerHarness.eventually("the worker says: \(told)", timeout: .seconds(15)) {
+                log.records.contains { $0.message == told }
+            }
+            #expect(!WorkerHarness.exists(pid), "the tool (pid \(pid)) outlived the job")
+            tasks.cancelAll()
+            try await tasks.waitForAll()
+        }
+        #expect(queue.endings.isEmpty, "\(queue.endings)")
+        return log
+    }
+
     @Test("a heartbeat that finds the lease taken stops the job: its tool is killed and no completion is written")
     func lostLeaseStopsTheJob() async throws {
         try await WorkerHarness.with { harness in
-            let queue = ObservedQueue(base: harness.server.mediaCatalog)
-            let log = LogRecorder()
-            let worker = harness.worker(queue: queue, logger: log.logger())
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await worker.run() }
-                let pid = try await harness.toolPid()
+            _ = try await stoppedElsewhere(harness, told: "media job stopped: its lease was lost") {
                 // Another worker takes the job over, as it may once the lease looks expired.
                 let thief = try await harness.server.mediaCatalog.claim(
                     worker: "thief", lease: .seconds(600), now: Date().addingTimeInterval(3600))
                 #expect(thief?.id == harness.job.id)
-                // The next heartbeat (a third of the 3 s lease) finds out.
-                try await WorkerHarness.eventually("the worker notices its lease is lost", timeout: .seconds(15)) {
-                    log.records.contains { $0.message == "media job stopped: its lease was lost" }
-                }
-                #expect(!WorkerHarness.exists(pid), "the tool (pid \(pid)) outlived the lost lease")
-                tasks.cancelAll()
-                try await tasks.waitForAll()
             }
-            #expect(queue.endings.isEmpty, "\(queue.endings)")
             let stored = try #require(try await harness.server.mediaCatalog.job(harness.job.id))
             #expect(stored.state == .running && stored.leaseOwner == "thief")
         }
@@ -339,24 +350,12 @@ struct MediaWorkerServiceTests {
     @Test("a job cancelled through another node (its video deleted there) stops at this worker's next heartbeat, its tool killed, and is told as cancelled, not as a lost lease")
     func jobCancelledElsewhereStops() async throws {
         try await WorkerHarness.with { harness in
-            let queue = ObservedQueue(base: harness.server.mediaCatalog)
-            let log = LogRecorder()
-            let worker = harness.worker(queue: queue, logger: log.logger())
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await worker.run() }
-                let pid = try await harness.toolPid()
+            let log = try await stoppedElsewhere(harness, told: "media job stopped: its video was deleted") {
                 // Cancelled in the catalog alone, as a DeleteVideo answered by another node cancels it.
                 let cancelled = try await harness.server.mediaCatalog.cancelJobs(videoId: harness.job.videoId, now: Date())
                 #expect(cancelled.map(\.id) == [harness.job.id])
-                try await WorkerHarness.eventually("the worker hears of the cancellation", timeout: .seconds(15)) {
-                    log.records.contains { $0.message == "media job stopped: its video was deleted" }
-                }
-                #expect(!log.records.contains { $0.message == "media job stopped: its lease was lost" })
-                #expect(!WorkerHarness.exists(pid), "the tool (pid \(pid)) outlived the cancellation")
-                tasks.cancelAll()
-                try await tasks.waitForAll()
             }
-            #expect(queue.endings.isEmpty, "\(queue.endings)")
+            #expect(!log.records.contains { $0.message == "media job stopped: its lease was lost" })
             #expect(try await harness.server.mediaCatalog.job(harness.job.id)?.state == .cancelled)
         }
     }
