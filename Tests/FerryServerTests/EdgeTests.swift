@@ -74,35 +74,70 @@ struct EdgeTests {
         ("POST", "/s3/multipart", "InvalidParameter"),
     ]
 
-    @Test("a large XML body (a 10,000-part CompleteMultipartUpload) is decoded on the one document thread, never on the threads other requests run on: while that thread is busy the Complete waits and other requests are answered")
+    @Test("large XML bodies (10,000-part CompleteMultipartUploads) are decoded on the one document thread, never on the threads other requests run on: while that thread is busy they wait and other requests are answered")
     func largeDocumentsWaitForTheirThread() async throws {
         try await TestServer.with { server in
-            let s3 = server.client()
-            try await s3.createBucket("documents")
-            let uploadId = try await s3.createMultipartUpload("documents", "k")
+            // A device's upload credential, its own: other tests' requests, signed by keys of their own, count apart.
+            let media = MediaServiceClient(
+                endpoint: URL(string: server.endpoint)!,
+                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
+            let ticket = try await media.createUploadVideo(.init(title: "t", fileName: "v.mp4"))
+            let s3 = server.client(ticket.auth.credentials)
+            let (bucket, key) = (ticket.address.bucket, ticket.address.fileName)
+            let uploadId = try await s3.createMultipartUpload(bucket, key)
             let xml = S3TestClient.completeXML((1...10_000).map { ($0, "\"d41d8cd98f00b204e9800998ecf8427e\"") })
             #expect(xml.utf8.count > ObjectAPI.inlineDocumentSize)
             let held = DispatchSemaphore(value: 0)
-            let busy = Task { try await ObjectAPI.documentThread.runIfActive { held.wait() } }
-            defer { held.signal() }
-            let answered = NIOLockedValueBox(false)
-            let complete = Task {
-                defer { answered.withLockedValue { $0 = true } }
-                return try await s3.complete("documents", "k", uploadId: uploadId, xml: xml)
+            let holding = NIOLockedValueBox(false)
+            let busy = Task {
+                try await ObjectAPI.documentThread.runIfActive {
+                    holding.withLockedValue { $0 = true }
+                    held.wait()
+                }
             }
-            // Five seconds: decoded where its request runs, the body would be answered in about one (a debug build).
+            defer { held.signal() }
+            while !holding.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            let answered = NIOLockedValueBox(0)
+            let completes = (0..<3).map { _ in
+                Task {
+                    defer { answered.withLockedValue { $0 += 1 } }
+                    return try await s3.complete(bucket, key, uploadId: uploadId, xml: xml)
+                }
+            }
+            // Five seconds: decoded where their requests run, they would be answered in about one each (a debug
+            // build).
             for _ in 0..<10 {
                 #expect(try await S3TestClient.fetchRaw("GET", server.endpoint + "/_ferry/health").status == 200)
-                #expect(try await s3.send("HEAD", "/documents").status == 200)
+                #expect(try await server.client().send("HEAD", "/" + bucket).status == 200)
                 try await Task.sleep(for: .milliseconds(500))
             }
-            // Whatever the machine's speed, the Complete cannot have been answered: its body waits for the thread.
-            #expect(!answered.withLockedValue { $0 })
+            // Whatever the machine's speed, none can have been answered.
+            #expect(answered.withLockedValue { $0 } == 0)
             held.signal()
             try await busy.value
-            let answer = try await complete.value
-            #expect(answer.status == 400 && answer.errorCode == "InvalidPart", "\(answer.status) \(answer.text)")
+            var answers: [S3TestClient.Reply] = []
+            for complete in completes { answers.append(try await complete.value) }
+            #expect(answers.allSatisfy { $0.status == 400 && $0.errorCode == "InvalidPart" }, "\(answers.map(\.text))")
         }
+    }
+
+    @Test("large XML bodies are admitted to the document thread 32 at a time, 8 of one credential: one more is refused requestRateExceeded (503 SlowDown) with Retry-After 1, and each that leaves makes room")
+    func largeDocumentsAdmitted() throws {
+        let count = AdmissionCount(limit: 32, perCredential: 8)
+        for _ in 0..<8 { try count.admit("device") }
+        do {
+            try count.admit("device")
+            Issue.record("a ninth body of one credential was admitted")
+        } catch let error as FerryDomainError {
+            #expect(error.code == .requestRateExceeded && error.retryAfterSeconds == 1 && !error.isKeyRateRefusal)
+        }
+        for index in 0..<24 { try count.admit("other-\(index)") }
+        #expect(throws: FerryDomainError.self) { try count.admit("another") }
+        count.leave("device")
+        try count.admit("another")
+        #expect(throws: FerryDomainError.self) { try count.admit("device") }
+        count.leave("other-0")
+        try count.admit("device")
     }
 
     @Test("a Host that is not an RFC 3986 authority is a 400 in every group's envelope, and the server keeps serving")

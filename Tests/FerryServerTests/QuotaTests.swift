@@ -429,6 +429,36 @@ struct QuotaTests {
             #expect(try await store.resumableUpload(upload.id)?.offset == 0)
             #expect(try await Self.blobs(nodes[0]) == before)
             #expect(try await store.usage(owner: "FKIAOWNER").storedBytes == 0)
+
+            // What the quota leaves counts the bytes an overwrite of the owner's own object frees, and an append's
+            // upload's earlier appends once.
+            func bytes(_ count: Int) -> AsyncStream<ByteBuffer> {
+                AsyncStream {
+                    $0.yield(ByteBuffer(repeating: 1, count: count))
+                    $0.finish()
+                }
+            }
+            _ = try await store.putObject(
+                bucket: "bounded", key: "own", attributes: .init(), tags: [], body: bytes(768 << 10), checksums: [],
+                condition: .none, verify: { _ in }, charge: charge)
+            let replaced = try await store.putObject(
+                bucket: "bounded", key: "own", attributes: .init(), tags: [], body: bytes(900 << 10), checksums: [],
+                condition: .none, verify: { _ in }, charge: charge)
+            #expect(replaced.size == 900 << 10)
+            try await store.deleteObject(bucket: "bounded", key: "own", condition: .none)
+            guard case .appended(let first) = try await store.appendResumable(
+                upload, at: 0, body: bytes(512 << 10), checksums: [], byteLimit: 1 << 20, verify: { _ in })
+            else { throw ResumableConcatenationTests.NotAppended() }
+            guard case .appended(let second) = try await store.appendResumable(
+                first, at: first.offset, body: bytes(400 << 10), checksums: [], byteLimit: 1 << 20, verify: { _ in })
+            else { throw ResumableConcatenationTests.NotAppended() }
+            #expect(second.offset == 912 << 10)
+            let third = NIOLockedValueBox(0)
+            try await expectStopped(third) {
+                _ = try await store.appendResumable(
+                    second, at: second.offset, body: offered(third), checksums: [], byteLimit: 1 << 20, verify: { _ in })
+            }
+            #expect(try await store.resumableUpload(upload.id)?.offset == 912 << 10)
         }
     }
 

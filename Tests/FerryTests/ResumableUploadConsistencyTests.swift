@@ -78,6 +78,13 @@ struct ResumableUploadConsistencyTests {
                 #expect(a.header("ETag") != nil && a.header("ETag") == b.header("ETag"))
                 let object = try await s3.get("twice", "joined-\(round)")
                 #expect(object.body == (0..<3).flatMap { [UInt8](repeating: UInt8($0), count: 65536) })
+                // Made once: no upload is left in progress, and each partial upload names the one final upload.
+                #expect(try await server.server.store.uploadCount() == 0)
+                let finalId = try #require(a.header("Location")?.split(separator: "/").last.map(String.init))
+                for name in names {
+                    let id = try #require(name.split(separator: "/").last.map(String.init))
+                    #expect(try await server.server.store.resumableUpload(id)?.info.concatenatedInto == finalId)
+                }
             }
         }
     }

@@ -260,14 +260,13 @@ struct MultipartSigningAPI: Sendable {
         guard let key = request.uri.queryParameters.get("key"), !key.isEmpty else { throw MediaError.missing("key") }
         try await checkOwner(key: key, principal: principal, uploading: false)
         let location = media.objectURL(key: key, call)
-        let upload: MultipartUploadInfo
-        do {
-            upload = try await media.store.multipartUpload(uploadId, bucket: media.bucket, key: key)
-        } catch let error as FerryDomainError where error.code == .uploadNotFound {
-            // The same Complete sent again when its first answer was lost answers the same: the file is stored, its
-            // video or image past uploading (advanced now, when the server stopped between storing the file and
-            // advancing it). Another upload id, or other parts, is refused as the object API refuses it.
-            let repeated = try await media.store.repeatedCompletion(uploadId, bucket: media.bucket, key: key, parts: parts)
+        // The same Complete sent again when its first answer was lost, or while the first was under way, answers the
+        // same: the file is stored, its video or image past uploading (advanced now, when the server stopped between
+        // storing the file and advancing it). Another upload id, or other parts, is refused as the object API
+        // refuses it.
+        func answerAgain(_ error: FerryDomainError) async throws -> Completed {
+            let repeated = try await media.store.repeatedCompletion(
+                uploadId, bucket: media.bucket, key: key, parts: parts)
             guard let object = repeated?.object else { throw error }
             if let video = try await media.catalog.video(bucket: media.bucket, key: key) {
                 try await media.library.videoStored(video.videoId, object: object)
@@ -276,12 +275,24 @@ struct MultipartSigningAPI: Sendable {
             }
             return Completed(location: location, key: key, size: object.size)
         }
+        let upload: MultipartUploadInfo
+        do {
+            upload = try await media.store.multipartUpload(uploadId, bucket: media.bucket, key: key)
+        } catch let error as FerryDomainError where error.code == .uploadNotFound {
+            return try await answerAgain(error)
+        }
         // A stored video's or image's file takes only the same parts again, as through the object API.
         let stored = try await MediaLibrary.StoredFile.forCompletion(
             bucket: media.bucket, key: key, check: media.library.checkWritable)
         try stored?.checkCompletion(partETags: parts.map(\.eTag))
-        let object = try await media.store.completeMultipartUpload(
-            upload, parts: parts, fullObjectChecksums: [:], objectSize: nil, condition: ObjectWriteCondition.none.forFile(stored))
+        let object: ObjectInfo
+        do {
+            object = try await media.store.completeMultipartUpload(
+                upload, parts: parts, fullObjectChecksums: [:], objectSize: nil,
+                condition: ObjectWriteCondition.none.forFile(stored))
+        } catch let error as FerryDomainError where [.uploadNotFound, .partNotFound].contains(error.code) {
+            return try await answerAgain(error)
+        }
         await media.library.objectStored(object)
         return Completed(location: location, key: key, size: object.size)
     }

@@ -2,6 +2,7 @@ import FerryCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 import NIOPosix
 
 extension ObjectAPI {
@@ -584,7 +585,19 @@ extension ObjectAPI {
             return value
         }
         guard data.count > inlineDocumentSize else { return try decode() }
-        return try await documentThread.runIfActive(decode)
+        let credential = request.principal.accessKeyId
+        try waitingDocuments.admit(credential)
+        defer { waitingDocuments.leave(credential) }
+        // A request gone before its turn (its client disconnected) costs the thread nothing.
+        let gone = NIOLockedValueBox(false)
+        return try await withTaskCancellationHandler {
+            try await documentThread.runIfActive {
+                guard !gone.withLockedValue({ $0 }) else { throw CancellationError() }
+                return try decode()
+            }
+        } onCancel: {
+            gone.withLockedValue { $0 = true }
+        }
     }
 
     /// The largest XML body decoded where its request runs; larger ones (a CompleteMultipartUpload of thousands of
@@ -592,12 +605,16 @@ extension ObjectAPI {
     static let inlineDocumentSize = 64 * 1024
 
     /// The one thread that decodes large XML bodies, one at a time: however many arrive at once, they take a core at
-    /// the most and the memory of one decoding, and never the threads every other request runs on.
+    /// the most, and never the threads every other request runs on.
     static let documentThread: NIOThreadPool = {
         let pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         return pool
     }()
+
+    /// The large XML bodies waiting for ``documentThread`` or on it: 32 at the most, 8 of one credential (a device's
+    /// upload credential, an access key); one more is refused 503 `SlowDown` with `Retry-After`, to be sent again.
+    static let waitingDocuments = AdmissionCount(limit: 32, perCredential: 8)
 
     /// Reads a small XML request body, checking its signed SHA-256, its `Content-MD5` and (unless they describe
     /// something else, as CompleteMultipartUpload's do) its `x-amz-checksum-*` header.
@@ -769,6 +786,44 @@ enum ObjectTagging {
     private static func allowed(_ text: String) -> Bool {
         text.unicodeScalars.allSatisfy {
             $0.properties.isAlphabetic || $0.properties.numericType != nil || $0 == " " || "+-=._:/@".unicodeScalars.contains($0)
+        }
+    }
+}
+
+/// Counts work admitted to a shared resource, in all and per credential, refusing what passes either limit.
+final class AdmissionCount: Sendable {
+    private let limit: Int
+    private let perCredential: Int
+    private let counts = NIOLockedValueBox((total: 0, byCredential: [String: Int]()))
+
+    init(limit: Int, perCredential: Int) {
+        self.limit = limit
+        self.perCredential = perCredential
+    }
+
+    /// Counts one more for `credential`; throws `requestRateExceeded` (503 `SlowDown`, `Retry-After: 1`) and counts
+    /// nothing when the total or the credential's own count is at its limit.
+    func admit(_ credential: String) throws {
+        let admitted = counts.withLockedValue { counts in
+            let own = counts.byCredential[credential, default: 0]
+            guard counts.total < limit, own < perCredential else { return false }
+            counts.total += 1
+            counts.byCredential[credential] = own + 1
+            return true
+        }
+        guard admitted else {
+            throw FerryDomainError(
+                .requestRateExceeded, "The server is reading as many large XML bodies as it can; send this one again.",
+                retryAfterSeconds: 1)
+        }
+    }
+
+    /// Counts one less for `credential` (admitted before).
+    func leave(_ credential: String) {
+        counts.withLockedValue { counts in
+            counts.total -= 1
+            let own = counts.byCredential[credential, default: 1] - 1
+            counts.byCredential[credential] = own > 0 ? own : nil
         }
     }
 }

@@ -518,15 +518,16 @@ struct ResumableUploadAPI: Sendable {
                     expiresAt: credentials.now().addingTimeInterval(lifetime), fileOwner: stored?.owner,
                     verify: { etag in if let stored, !stored.accepts(etag: etag) { throw stored.refusal } })
             }
-        } catch let refusal as ResumableRefusal {
+        } catch {
             // The same final upload sent while the first was making it (a client that timed out and sent it again,
-            // to this node or another) found its partial uploads claimed by that one: answered as that one.
-            var current: [ResumableUpload] = []
+            // to this node or another) found its partial uploads claimed by that one, or the quota taken by its
+            // copies: answered as that one.
+            var claimed: [ResumableUpload] = []
             for partial in partials {
-                guard let now = try await store.resumableUpload(partial.id) else { throw refusal }
-                current.append(now)
+                guard let current = try await store.resumableUpload(partial.id) else { throw error }
+                claimed.append(current)
             }
-            guard let again = try await sentAgain(current, target: target, context: context) else { throw refusal }
+            guard let again = try await sentAgain(claimed, target: target, context: context) else { throw error }
             return again
         }
         if let object { await objectStored(object) }

@@ -62,7 +62,7 @@ extension CatalogObjectStore {
         let remaining = upload.length.map { $0 - offset } ?? CatalogObjectStore.Limits.maxObjectSize - offset
         let algorithms = [Self.resumableChecksum] + checksums.filter { $0 != Self.resumableChecksum }
         // A body of any size stops where the owner's quota would refuse it, not at the end of the upload.
-        let room = try await room(
+        let room = try await self.room(
             StorageCharge(owner: upload.owner, quota: .init(storageBytes: byteLimit)), freed: { _ in 0 })
         let bounded = QuotaBoundBody(base: body, room: room, limit: byteLimit ?? 0)
         let blob: String
