@@ -78,10 +78,7 @@ struct EdgeTests {
     func largeDocumentsWaitForTheirThread() async throws {
         try await TestServer.with { server in
             // A device's upload credential, its own: other tests' requests, signed by keys of their own, count apart.
-            let media = MediaServiceClient(
-                endpoint: URL(string: server.endpoint)!,
-                credentials: Credentials(accessKeyId: server.root.accessKeyId, secretAccessKey: server.root.secretAccessKey))
-            let ticket = try await media.createUploadVideo(.init(title: "t", fileName: "v.mp4"))
+            let ticket = try await QuotaTests.rootMedia(server).createUploadVideo(.init(title: "t", fileName: "v.mp4"))
             let s3 = server.client(ticket.auth.credentials)
             let (bucket, key) = (ticket.address.bucket, ticket.address.fileName)
             let uploadId = try await s3.createMultipartUpload(bucket, key)
