@@ -2,6 +2,7 @@ import FerryCore
 import FerryTestSupport
 import Foundation
 import Logging
+import ServiceLifecycle
 import Testing
 
 @testable import FerryMedia
@@ -315,6 +316,31 @@ struct LifecycleTests {
             try await ObjectCatalogTests.put(store, "b", "third", "3")
             #expect(await b.applyLifecycle(now: later.addingTimeInterval(120 + 1201)).expiredObjects == 1)
             #expect(try await Self.keys(store, "b").isEmpty)
+        }
+    }
+
+    @Test("a node shut down gracefully gives the lifecycle lease back: another node takes it at once, not 20 minutes later", arguments: JobQueueImplementation.allCases)
+    func leaseGivenBackAtShutdown(_ implementation: JobQueueImplementation) async throws {
+        try await implementation.withObjectStore { store in
+            let catalog = try #require(store.catalog as? any ServiceLeaseStore)
+            let metrics = FerryMetrics()
+            let leases = ObservedServiceLeases(base: catalog, metrics: metrics)
+            let collector = UploadCollector(
+                store: store, maxAge: 86_400, interval: 3600, logger: Logger(label: "ferry.test"), leases: leases, node: "a")
+            let group = ServiceGroup(
+                configuration: .init(services: [collector], gracefulShutdownSignals: [], logger: Logger(label: "ferry.test")))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                // The first lifecycle pass runs when the collector starts and takes the lease for 20 minutes.
+                func held() -> Double? {
+                    PrometheusText.sample(metrics.render(), "ferry_service_leases_held", ["lease": "lifecycle"])
+                }
+                while held() != 1 { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(try await !catalog.acquireLease("lifecycle", owner: "b", duration: .seconds(60), now: Date()))
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+            #expect(try await catalog.acquireLease("lifecycle", owner: "b", duration: .seconds(60), now: Date()))
         }
     }
 

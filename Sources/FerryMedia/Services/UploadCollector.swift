@@ -73,6 +73,20 @@ package struct UploadCollector: Service {
                 }
             }
         }
+        await releaseLifecycleLease()
+    }
+
+    /// Gives the lifecycle lease back when the collector ends (the passes have ended: none is under way), so that
+    /// another node applies the rules from its next pass instead of after two intervals (the collector's other leases
+    /// are given back after each pass). A process killed keeps it until it runs out.
+    private func releaseLifecycleLease() async {
+        guard let leases else { return }
+        let (name, node) = (Self.lifecycleLeaseName, self.node)
+        do {
+            try await whileIgnoringCancellation { try await leases.releaseLease(name, owner: node) }
+        } catch {
+            logger.warning("lifecycle lease not released", metadata: ["error": .string(String(describing: error))])
+        }
     }
 
     /// Keeps the queued blobs this node's downloads still stream from other nodes' deletion passes for another grace
