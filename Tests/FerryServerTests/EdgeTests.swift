@@ -173,6 +173,35 @@ struct EdgeTests {
         }
     }
 
+    @Test("a head over the parser's limits is answered 431 with a line saying the limit, another head the parser refuses 400 with its fault; the server keeps serving")
+    func parserRefusalsSayWhy() async throws {
+        try await TestServer.with { server in
+            let many = (0..<6000).map { (name: "X-Field-\($0)", value: "value") }
+            let ranges = (0..<12_000).map { "\($0 * 10)-\($0 * 10 + 1)" }.joined(separator: ",")
+            let overLimit: [(String, String)] = [
+                ("path", request("GET", "/bucket/" + String(repeating: "k", count: 90 * 1024), host: "127.0.0.1")),
+                ("query", request("GET", "/bucket?prefix=" + String(repeating: "p", count: 90 * 1024), host: "127.0.0.1")),
+                ("one header", request("GET", "/bucket/key", host: "127.0.0.1", extra: [("X-Big", String(repeating: "v", count: 90 * 1024))])),
+                ("many headers", request("GET", "/bucket/key", host: "127.0.0.1", extra: many)),
+                ("ranges", request("GET", "/bucket/key", host: "127.0.0.1", extra: [("Range", "bytes=" + ranges)])),
+            ]
+            for (what, head) in overLimit {
+                let answer = try await exchange(port: server.port, head)
+                #expect(answer.status == 431, "\(what): \(answer.status) \(answer.head)")
+                #expect(answer.header("content-type") == "text/plain; charset=utf-8", "\(what): \(answer.head)")
+                #expect(answer.body.contains("80 KiB"), "\(what): \(answer.body)")
+                #expect(answer.header("connection") == "close", "\(what): \(answer.head)")
+            }
+            let malformed = try await exchange(port: server.port, "GET /bucket/key HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Name: x\r\n\r\n")
+            #expect(malformed.status == 400, "\(malformed.head)")
+            #expect(malformed.body.contains("could not be parsed (invalid character in header)"), "\(malformed.body)")
+            let health = try await exchange(port: server.port, request("GET", "/_ferry/health", host: "127.0.0.1"))
+            #expect(health.status == 200)
+            let counted = ["group": "unrouted", "method": "other", "status": "431"]
+            #expect(PrometheusText.sample(server.server.metrics.render(), "ferry_http_requests_total", counted) == 5)
+        }
+    }
+
     /// What the server answers to `request` (sent on a connection of its own) until it closes the connection, 20 s at
     /// most (less than the body window: a connection the server leaves open shows as no answer).
     static func answersUntilClosed(_ server: TestServer, _ request: String) async throws -> String {

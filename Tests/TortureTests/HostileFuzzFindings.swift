@@ -37,7 +37,7 @@ struct FuzzFindings {
         let group = FuzzGroup.routed(request.path)
         let bucket: String =
             switch outcome {
-            case .answered(let response) where Self.isBareRefusal(response, request): "refused"
+            case .answered(let response) where Self.isHTTPLayerRefusal(response, request): "refused"
             case .answered(let response) where response.status == 501: "501"
             case .answered(let response): "\(response.status / 100)xx"
             case .closedWithoutAnswer: "closed"
@@ -48,10 +48,20 @@ struct FuzzFindings {
         statuses[group, default: [:]][bucket, default: 0] += 1
     }
 
-    /// The HTTP layer's own refusal: a 400 with no body that closes the connection (not a HEAD request's answer).
-    static func isBareRefusal(_ response: RawHTTPExchange.Response, _ request: FuzzRequest) -> Bool {
-        response.status == 400 && response.body.isEmpty && request.method != "HEAD"
-            && response.header("connection")?.lowercased() == "close" && response.header("content-type") == nil
+    /// The HTTP layer's own refusal of a head it cannot read (no route group saw it, so no envelope): a 400, or a 431
+    /// for a head over its limits, with a line of plain text saying why, that closes the connection; or a bare 400
+    /// (not a HEAD request's answer). The line follows a HEAD request's refusal too: the server never had the head,
+    /// so it does not know the method.
+    static func isHTTPLayerRefusal(_ response: RawHTTPExchange.Response, _ request: FuzzRequest) -> Bool {
+        guard [400, 431].contains(response.status), response.header("connection")?.lowercased() == "close" else {
+            return false
+        }
+        if request.method == "HEAD" { return response.header("content-type") == "text/plain; charset=utf-8" }
+        if response.status == 400 && response.body.isEmpty && response.header("content-type") == nil { return true }
+        let text = response.text
+        return response.header("content-type") == "text/plain; charset=utf-8"
+            && (text.hasPrefix("Bad request: the request line or headers could not be parsed (")
+                || response.status == 431 && text.hasPrefix("Request header fields too large: "))
     }
 
     /// A crash class: the route group of the request that preceded it and what crashed.
@@ -99,12 +109,12 @@ struct FuzzFindings {
         let group = FuzzGroup.routed(request.path)
         switch outcome {
         case .answered(let response):
-            if Self.isBareRefusal(response, request) {
+            if Self.isHTTPLayerRefusal(response, request) {
                 if request.mayBeRefusedByHTTPLayer {
                     refusedByHTTPLayer[request.refusableBecause ?? "?", default: 0] += 1
                 } else {
                     violate(
-                        group, "a bare 400 from the HTTP layer for a request it should accept", response, request, id)
+                        group, "the HTTP layer's refusal for a request it should accept", response, request, id)
                 }
                 return
             }
@@ -250,7 +260,7 @@ struct FuzzFindings {
                 + counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         }
         if !refusedByHTTPLayer.isEmpty {
-            text += "\n  refused by the HTTP layer (closed, or a bare 400), by what in the request it may refuse:"
+            text += "\n  refused by the HTTP layer (closed, or its 400/431), by what in the request it may refuse:"
             for (label, count) in refusedByHTTPLayer.sorted(by: { $0.value > $1.value }) {
                 text += "\n    \(count)× \(label)"
             }

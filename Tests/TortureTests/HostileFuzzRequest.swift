@@ -49,7 +49,8 @@ struct FuzzRequest {
     /// What the fuzz did to the request, for the report.
     var notes: [String] = []
     /// The request carries bytes the HTTP layer may refuse before any route sees it (a control character in a header,
-    /// an unknown method, a malformed length): a closed connection or a bare 400 is then an answer.
+    /// an unknown method, a malformed length, a head over its limits): a closed connection or its refusal is then an
+    /// answer.
     var mayBeRefusedByHTTPLayer: Bool { refusableBecause != nil }
     /// Why the HTTP layer may refuse the request (the first reason found).
     var refusableBecause: String?

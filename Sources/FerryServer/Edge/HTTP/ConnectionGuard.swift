@@ -111,6 +111,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var closeAsked = false
     /// The parser refused a request head: the application's 400 for it is the answer it is owed.
     private var owedParserAnswer = false
+    /// Why the parser refused the head, said in the answer owed for it (``ParserRefusal``).
+    private var parserRefusal: ParserRefusal?
     /// An answer that no request waits for is being dropped.
     private var droppingAnswer = false
     /// What the client sent after the request being answered, in order, passed on once its answer has ended.
@@ -228,7 +230,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 closeAfterWrites(context)
                 return
             }
-            if !readingBody { owedParserAnswer = true }
+            if !readingBody {
+                owedParserAnswer = true
+                parserRefusal = ParserRefusal(error as? HTTPParserError)
+            }
         }
         context.fireErrorCaught(error)
     }
@@ -395,10 +400,22 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 if closeAsked { head.headerFields[.connection] = "close" }
             } else if owedParserAnswer {
                 owedParserAnswer = false
-                unrouted(head.status.code)
                 answering = true
                 answerStarted = true
                 head.headerFields[.connection] = "close"
+                if let refusal = parserRefusal, head.status == .badRequest {
+                    // The server's bare 400 says why: the client sees a limit it can keep to, not a mystery.
+                    parserRefusal = nil
+                    head.status = refusal.status
+                    let body = context.channel.allocator.buffer(string: refusal.message + "\n")
+                    head.headerFields[.contentType] = "text/plain; charset=utf-8"
+                    head.headerFields[.contentLength] = String(body.readableBytes)
+                    unrouted(head.status.code)
+                    forward(.head(head), context, nil)
+                    forward(.body(body), context, promise)
+                    return
+                }
+                unrouted(head.status.code)
             } else {
                 droppingAnswer = true
             }
@@ -673,5 +690,29 @@ private final class VersionObserver: ChannelInboundHandler, RemovableChannelHand
             owner?.versions.append((head.version.major == 1 && head.version.minor == 0, head.isKeepAlive))
         }
         context.fireChannelRead(data)
+    }
+}
+
+/// What the answer to a request head the HTTP parser refused says: 431 for a head over the parser's limits (the path,
+/// query and headers together over 80 KiB, or a header over 80 KiB), else 400, with a line of plain text naming the
+/// fault (the parser's category, never the request's bytes). The head was not read, so no dialect's envelope applies.
+struct ParserRefusal: Sendable, Equatable {
+    /// The status of the answer.
+    var status: HTTPResponse.Status
+    /// The line of text the answer's body holds.
+    var message: String
+
+    /// The refusal of a head for `error`; nil when the parser gave no reason.
+    init?(_ error: HTTPParserError?) {
+        guard let error else { return nil }
+        if case .headerOverflow = error {
+            status = .init(code: 431, reasonPhrase: "Request Header Fields Too Large")
+            message =
+                "Request header fields too large: the request line and headers together may hold at most 80 KiB "
+                + "(each header at most 80 KiB); send a shorter path, query or headers."
+        } else {
+            status = .badRequest
+            message = "Bad request: the request line or headers could not be parsed (\(error.debugDescription))."
+        }
     }
 }
