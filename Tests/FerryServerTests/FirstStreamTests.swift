@@ -158,21 +158,29 @@ struct FirstStreamTests {
         }
     }
 
-    @Test("a video whose ladder fails after its first stream was published is TranscodeFail and stays playable at that stream")
-    func ladderFailsAfterFirstStream() async throws {
+    @Test(
+        "a video whose ladder fails after its first stream was published is TranscodeFail and stays playable at that stream, its whole length; a bare H.264 stream's first stream is encoded, its frames having no times to copy",
+        arguments: [(MediaFixtures.Kind.landscape480, "OD"), (.rawH264, "LD")])
+    func ladderFailsAfterFirstStream(kind: MediaFixtures.Kind, definition: String) async throws {
         let tools = try MediaFixtures.tools(ladder: "echo 'Conversion failed!' >&2; exit 1")
         defer { try? FileManager.default.removeItem(atPath: tools) }
         try await MediaHarness.with(configure: { $0.mediaProcessing.toolsDirectory = tools }) { harness in
-            let videoId = try await harness.upload(try await harness.fixture(.landscape480))
+            let videoId = try await harness.upload(try await harness.fixture(kind))
             let failed = try await harness.waitFor(videoId, ["Normal", "TranscodeFail"])
             #expect(failed.status == "TranscodeFail" && failed.errorCode == "TranscodeError")
             #expect(failed.playable == true && failed.playableTime != nil)
             let play = try await harness.media.getPlayInfo(videoId: videoId)
-            #expect(Set(play.streams.map { "\($0.definition)/\($0.format)" }) == ["OD/m3u8", "AUTO/m3u8"])
+            #expect(Set(play.streams.map { "\($0.definition)/\($0.format)" }) == ["\(definition)/m3u8", "AUTO/m3u8"])
             let master = try #require(play.stream(format: "m3u8", definition: "AUTO"))
             let copy = harness.fixtures + "/played.mp4"
             try await MediaFixtures.ffmpeg(["-i", master.url, "-c", "copy", copy])
             #expect(abs((try await MediaFixtures.probe(copy).duration ?? 0) - 3) <= 0.2)
+            // The playlist says how long its segments last.
+            let first = try #require(play.stream(format: "m3u8", definition: definition))
+            let playlist = String(decoding: try await S3TestClient.fetch(first.url).body, as: UTF8.self)
+            let listed = playlist.split(separator: "\n").filter { $0.hasPrefix("#EXTINF:") }
+                .compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }.reduce(0, +)
+            #expect(abs(listed - 3) <= 0.2, "\(playlist)")
         }
     }
 

@@ -460,10 +460,10 @@ struct MediaProcessingTests {
     }
 
     @Test(
-        "odd sources play in every rendition: a rotated portrait, sound only, no sound, odd sizes, a variable frame rate, 10-bit HEVC, cover art stored before the video",
+        "odd sources play in every rendition: a rotated portrait, sound only, no sound, odd sizes, a variable frame rate, 10-bit HEVC, cover art stored before the video, pixels that are not square",
         arguments: [
             MediaFixtures.Kind.rotatedPortrait, .audioOnly, .noAudio, .oddSize, .variableFrameRate, .hevc10Bit,
-            .coverArtFirst,
+            .coverArtFirst, .anamorphic,
         ])
     func oddSources(_ kind: MediaFixtures.Kind) async throws {
         try await MediaHarness.with { harness in
@@ -494,6 +494,12 @@ struct MediaProcessingTests {
                     #expect(info.width == 320 && info.height == 240)
                     #expect(probed.codec("video") == "h264" && probed.width == 320 && probed.height == 240)
                     #expect(probed.stream("video")?["avg_frame_rate"] as? String == "25/1", "\(stream.definition)")
+                case .anamorphic:
+                    // Displayed 426×240: every rendition keeps that shape in square pixels.
+                    #expect(info.width == 426 && info.height == 240)
+                    let (width, height) = (Double(probed.width ?? 0), Double(probed.height ?? 1))
+                    #expect(abs(width / height - 426.0 / 240) < 0.02, "\(stream.definition): \(width)×\(height)")
+                    #expect(["1:1", nil].contains(probed.stream("video")?["sample_aspect_ratio"] as? String), "\(stream.definition)")
                 default:
                     #expect(probed.codec("video") == "h264")
                     #expect((probed.stream("video")?["pix_fmt"] as? String) == "yuv420p")
@@ -507,8 +513,9 @@ struct MediaProcessingTests {
                 try await MediaFixtures.ffmpeg(["-i", hls.url, "-c", "copy", copy])
                 #expect(abs(((try await MediaFixtures.probe(copy)).duration ?? 0) - (original.duration ?? 0)) <= 0.15)
             }
-            if kind == .coverArtFirst {
-                // The cover taken from the source is a frame of the video, not the picture stored before it.
+            if kind == .coverArtFirst || kind == .anamorphic {
+                // The cover taken from the source is a frame of the video, not the picture stored before it, as wide
+                // as it is displayed.
                 let deadline = ContinuousClock.now + .seconds(30)
                 var cover = try await harness.media.getVideoInfo(videoId: videoId).coverURL
                 while cover == nil, ContinuousClock.now < deadline {
@@ -516,7 +523,7 @@ struct MediaProcessingTests {
                     cover = try await harness.media.getVideoInfo(videoId: videoId).coverURL
                 }
                 let picture = try await MediaFixtures.probe(try #require(cover))
-                #expect(picture.width == 320 && picture.height == 240)
+                #expect(picture.width == info.width && picture.height == info.height, "\(kind)")
             }
         }
     }

@@ -59,6 +59,20 @@ struct ProbeReportTests {
             #expect(info.startTime.map { abs($0 - (expected ?? -1)) < 0.001 } ?? (expected == nil), "\(start): \(String(describing: info.startTime))")
         }
 
+        // Pixels that are not square make the picture as wide as it is displayed (before its rotation); a ratio that is
+        // unknown, unreadable or past 1:4 to 4:1 is taken as square.
+        for (ratio, rotate, width, height) in [
+            ("32:27", 0, 852, 480), ("8:9", 0, 640, 480), ("32:27", 90, 480, 852), ("1:1", 0, 720, 480),
+            ("0:1", 0, 720, 480), ("100:1", 0, 720, 480), ("1:100", 0, 720, 480), ("x", 0, 720, 480), ("4:0", 0, 720, 480),
+        ] {
+            let report = try ProbeReport.decode(Data("""
+                {"streams":[{"codec_type":"video","codec_name":"h264","width":720,"height":480,
+                 "sample_aspect_ratio":"\(ratio)","tags":{"rotate":"\(rotate)"}}]}
+                """.utf8))
+            let info = try report.mezzanine(size: 1000)
+            #expect(info.width == width && info.height == height, "\(ratio) \(rotate)°: \(info.width ?? 0)×\(info.height ?? 0)")
+        }
+
         // The transcode's measurements of an empty report are all unknown.
         let nothing = ProbeReport().measured
         #expect(nothing.width == nil && nothing.duration == nil && nothing.videoLevel == nil)
@@ -80,7 +94,8 @@ struct ProbeReportTests {
             #expect(info.videoCodec == expected.codec("video"), "\(kind)")
             #expect(info.audioCodec == expected.codec("audio"), "\(kind)")
             #expect(info.duration == expected.duration, "\(kind)")
-            #expect(info.formatName != nil && info.bitrate ?? 0 > 0, "\(kind)")
+            // A bare H.264 stream declares neither its length nor its bit rate.
+            #expect(info.formatName != nil && (info.bitrate ?? 0 > 0) == (kind != .rawH264), "\(kind)")
             let measured = report.measured
             #expect(measured.width == expected.width && measured.height == expected.height, "\(kind)")
             #expect(measured.videoCodec == expected.codec("video") && measured.audioCodec == expected.codec("audio"), "\(kind)")
@@ -96,6 +111,9 @@ struct ProbeReportTests {
                 #expect(!info.hasVideo && info.hasAudio && info.width == nil)
             case .hevc10Bit:
                 #expect(info.pixelFormat == "yuv420p10le")
+            case .anamorphic:
+                // Stored 360×240, displayed as wide as its 32:27 pixels make it.
+                #expect(info.width == 426 && info.height == 240)
             default:
                 #expect(info.hasVideo, "\(kind)")
             }

@@ -253,6 +253,14 @@ struct TranscodePlanTests {
         #expect(TranscodePlan.codecs(videoProfile: nil, videoLevel: nil, hasVideo: false, hasAudio: true) == "mp4a.40.2")
         let segments = TranscodePlan.segments(ofPlaylist: "#EXTM3U\n#EXTINF:4.000000,\nseg_00000.m4s\n#EXTINF:1.5,\nseg_00001.m4s\n#EXT-X-ENDLIST\n")
         #expect(segments.map(\.uri) == ["seg_00000.m4s", "seg_00001.m4s"] && segments.map(\.duration) == [4, 1.5])
+        #expect(TranscodePlan.targetDuration(ofPlaylist: "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:2\n") == 2)
+        // The peak segment bit rate counts runs of 1 to 3 s for a 2 s target: a 33 ms last segment holding a key frame
+        // (12 KB, 2.9 Mbit/s alone) is counted with the segment before it; a heavier full segment is the peak.
+        let tail: [(duration: Double, bytes: Int64)] = [(2, 250_000), (2, 300_000), (2, 250_000), (0.033, 12_000)]
+        #expect(TranscodePlan.peakSegmentBitrate(tail, targetDuration: 2) == 1_200_000)
+        #expect(TranscodePlan.peakSegmentBitrate([(2, 250_000), (0.5, 100_000)], targetDuration: 2) == 1_120_000)
+        #expect(TranscodePlan.peakSegmentBitrate([(0.1, 1000)], targetDuration: 2) == nil)
+        #expect(TranscodePlan.peakSegmentBitrate([], targetDuration: 2) == nil)
         #expect(MediaPipeline.progressSeconds("frame=10\nout_time_us=1500000\nprogress=continue\n") == 1.5)
     }
 

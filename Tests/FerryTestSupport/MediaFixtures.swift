@@ -57,6 +57,10 @@ public enum MediaFixtures {
         /// 854×480, 30 fps, H.264 + AAC in MPEG-TS (the sound in ADTS frames), as recorders and broadcast captures
         /// write it.
         case transportStream480
+        /// 360×240 stored with pixels 32:27 wide (displayed 426×240, as a DVD's 16:9 picture is), H.264 + AAC.
+        case anamorphic
+        /// 854×480, 30 fps, a bare H.264 stream (Annex B, no container, no sound): its frames carry no times.
+        case rawH264
 
         /// The file name extension.
         public var fileExtension: String {
@@ -64,6 +68,7 @@ public enum MediaFixtures {
             case .audioOnly: return "m4a"
             case .variableFrameRate: return "mkv"
             case .transportStream480: return "ts"
+            case .rawH264: return "h264"
             default: return "mp4"
             }
         }
@@ -125,6 +130,11 @@ public enum MediaFixtures {
         case .transportStream480:
             arguments = ["-f", "lavfi", "-i", "testsrc2=size=854x480:rate=30:duration=\(d)"] + sine + x264 + aac
                 + ["-f", "mpegts", path]
+        case .rawH264:
+            arguments = ["-f", "lavfi", "-i", "testsrc2=size=854x480:rate=30:duration=\(d)"] + x264 + ["-f", "h264", path]
+        case .anamorphic:
+            arguments = ["-f", "lavfi", "-i", "testsrc2=size=360x240:rate=25:duration=\(d)"] + sine
+                + ["-vf", "setsar=32/27"] + x264 + aac + [path]
         case .coverArtFirst:
             let plain = "\(directory)/cover-art-source.mp4"
             let cover = "\(directory)/cover-art.jpg"

@@ -20,4 +20,23 @@ enum MediaInput {
         "-format_whitelist", demuxers.joined(separator: ","), "-protocol_whitelist", "file",
         "-max_pixels", String(MezzanineInfo.maxPixels),
     ]
+
+    /// The video filter that makes a picture's pixels square: one whose sample aspect ratio is not 1 (anamorphic DVD,
+    /// HDV's 1440×1080, a phone's `setsar`) is scaled to the width it is displayed at (to an even number), so that
+    /// what is sized after it (covers, thumbnails, storyboards) keeps the shape a player shows. The same rule as the
+    /// width a probe reports (``ProbeReport/Stream/displayWidth``), which sizes the renditions.
+    static let squarePixels =
+        "scale='if(gt(abs(sar-1),0.001)*between(sar,\(minimumSampleAspect),\(maximumSampleAspect)),"
+        + "max(2,trunc(iw*sar/2)*2),iw)':ih,setsar=1"
+
+    /// Sample aspect ratios taken as they are: one outside (a file that lies about itself, asking for frames a
+    /// hundred times wider) is taken as square.
+    static let minimumSampleAspect = 0.25
+    static let maximumSampleAspect = 4.0
+
+    /// Whether pixels of sample aspect `ratio` are displayed wider or narrower than they are stored (not square,
+    /// within the ratios taken).
+    static func isNonSquare(_ ratio: Double) -> Bool {
+        abs(ratio - 1) > 0.001 && (minimumSampleAspect...maximumSampleAspect).contains(ratio)
+    }
 }

@@ -65,7 +65,7 @@ extension MediaPipeline {
         // fails it, saying so), so no player is handed a few seconds of a longer film.
         let made = segments.reduce(0) { $0 + $1.duration }
         if let reason = tooLong(declared: declared, made: made) { throw SourceTooLong(reason: reason) }
-        if let reason = Self.cutShort(made: made, declared: declared) {
+        if let reason = made > 0 ? Self.cutShort(made: made, declared: declared) : "its segments have no length" {
             logger.warning(
                 "first stream not made", metadata: ["ferry.video-id": .string(video.videoId), "reason": .string(reason)])
             return false

@@ -573,14 +573,13 @@ package struct MediaPipeline: Sendable {
         }
         let segments = TranscodePlan.segments(ofPlaylist: playlist)
         let initSize = WorkFiles.size(of: directory + "/init.mp4")
-        var peak = 0
-        for segment in segments where segment.duration > 0 {
-            let bytes = WorkFiles.size(of: directory + "/" + segment.uri)
-            peak = max(peak, ProbeReport.integer(Double(bytes) * 8 / segment.duration) ?? 0)
-        }
+        let sized = segments.map { (duration: $0.duration, bytes: WorkFiles.size(of: directory + "/" + $0.uri)) }
+        let target = TranscodePlan.targetDuration(ofPlaylist: playlist) ?? Double(TranscodePlan.keyFrameSeconds)
         let total = segments.reduce(0) { $0 + $1.duration }
         let encodedBytes = WorkFiles.size(of: directory) - initSize
         let average = total > 0 ? ProbeReport.integer(Double(encodedBytes) * 8 / total) ?? 0 : 0
+        // A stream shorter than half its target duration has no run to measure: its average is its peak.
+        let peak = TranscodePlan.peakSegmentBitrate(sized, targetDuration: target) ?? average
         return (segments, peak, average)
     }
 

@@ -226,7 +226,8 @@ package struct PreviewRequest: Sendable, Hashable {
         var arguments = TranscodePlan.quietFlags
         let length = String(format: "%.3f", end - start)
         let from = String(format: "%.3f", max(0, offset))
-        var scaleFilter = scaleFilter
+        // Sized as displayed: a source's pixels (the first stream's) may not be square.
+        var scaleFilter = MediaInput.squarePixels + "," + scaleFilter
         if countsFromFirstFrame {
             let selection =
                 kind == .animated

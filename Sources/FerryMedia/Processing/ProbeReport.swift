@@ -51,6 +51,8 @@ struct ProbeReport: Decodable, Sendable, Equatable {
         var rotateTag: Double?
         /// The display matrix's rotation (`side_data_list[].rotation`), in degrees; the last one given.
         var displayRotation: Double?
+        /// The shape of a pixel as displayed (`sample_aspect_ratio`, `32:27`; `0:1` or absent when unknown).
+        var sampleAspectRatio: String?
 
         enum CodingKeys: String, CodingKey {
             case codecType = "codec_type", codecName = "codec_name", profile, level, width, height
@@ -58,6 +60,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             case averageFrameRate = "avg_frame_rate", baseFrameRate = "r_frame_rate", sampleRate = "sample_rate"
             case channels, disposition, tags
             case sideDataList = "side_data_list"
+            case sampleAspectRatio = "sample_aspect_ratio"
         }
 
         private enum DispositionKeys: String, CodingKey {
@@ -97,6 +100,19 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             let tags = try? container.nestedContainer(keyedBy: TagKeys.self, forKey: .tags)
             rotateTag = tags?.lenientNumber(.rotate)
             displayRotation = container.lenientArray(SideData.self, .sideDataList).compactMap(\.rotation).last
+            sampleAspectRatio = container.lenientString(.sampleAspectRatio)
+        }
+
+        /// The width the picture is displayed at before its rotation: the coded width times the sample aspect ratio,
+        /// to an even number, for pixels that are not square (anamorphic DVD, HDV's 1440×1080); as coded otherwise.
+        /// The rule of ``MediaInput/squarePixels``, which makes the pictures made from the video that wide.
+        var displayWidth: Int? {
+            guard let width else { return nil }
+            let parts = (sampleAspectRatio ?? "").split(separator: ":").compactMap { Double($0) }
+            guard parts.count == 2, parts[1] > 0, case let ratio = parts[0] / parts[1],
+                MediaInput.isNonSquare(ratio)
+            else { return width }
+            return ProbeReport.integer(Double(width) * ratio / 2).map { max(2, $0 * 2) }
         }
 
         /// Degrees (0, 90, 180, 270) the picture turns when displayed: from the display matrix, or the old `rotate`
@@ -184,7 +200,7 @@ struct ProbeReport: Decodable, Sendable, Equatable {
             info.rotation = rotation
             // A picture larger than any encoder takes is a file that lies about itself: no size is kept, so no plan is
             // made from it (and no arithmetic on it can overflow).
-            if let width = video.width, let height = video.height, (1...Self.maxDimension).contains(width),
+            if let width = video.displayWidth, let height = video.height, (1...Self.maxDimension).contains(width),
                 (1...Self.maxDimension).contains(height)
             {
                 let turned = rotation == 90 || rotation == 270

@@ -40,7 +40,8 @@ package struct StoryboardPlan: Sendable, Hashable {
     /// The ffmpeg video filter that makes the sprite: one frame per interval, scaled to a tile, laid out in the grid.
     package var filter: String {
         let height = "'max(2,min(\(Self.maxTileHeight),round(ih*\(Self.tileWidth)/iw/2)*2))'"
-        return "fps=1/\(Int(interval)):round=down,scale=\(Self.tileWidth):\(height),setsar=1,tile=\(columns)x\(rows)"
+        return "fps=1/\(Int(interval)):round=down,\(MediaInput.squarePixels),"
+            + "scale=\(Self.tileWidth):\(height),setsar=1,tile=\(columns)x\(rows)"
     }
 
     /// The ffmpeg arguments that make the sprite from `input`.

@@ -201,14 +201,19 @@ package struct TranscodePlan: Sendable, Hashable {
     }
 
     /// Whether every HLS player plays the source's streams as they are: H.264 in 8-bit 4:2:0, at most 1920×1080,
-    /// not rotated, at most 60 frames a second, with AAC sound or none.
+    /// not rotated, at most 60 frames a second, with AAC sound or none, in a container that gives its frames their
+    /// times (a raw H.264 stream has none: copied into segments, it made one segment of no length).
     static func sourceIsPlayable(_ source: MezzanineInfo) -> Bool {
         guard source.videoCodec == "h264", ["yuv420p", "yuvj420p"].contains(source.pixelFormat ?? ""),
+            !elementaryStreamFormats.contains(source.formatName ?? ""),
             let width = source.width, let height = source.height, max(width, height) <= 1920, min(width, height) <= 1080,
             (source.rotation ?? 0) % 360 == 0, (source.fps ?? 0) <= 60
         else { return false }
         return source.audioCodec == nil || source.audioCodec == "aac"
     }
+
+    /// The formats (ffprobe's `format_name`) of a bare video stream, whose frames carry no times of their own.
+    static let elementaryStreamFormats: Set = ["h264", "hevc", "m4v", "mpegvideo"]
 
     /// The ffmpeg arguments that package the source as HLS without encoding, into `directory`/``firstStreamDirectory``.
     /// Its sound, AAC (``sourceIsPlayable(_:)``), goes into MP4 segments as MP4 keeps it: a source that carries it in
@@ -289,13 +294,15 @@ package struct TranscodePlan: Sendable, Hashable {
 
     /// The ffmpeg arguments that take a cover from the source: a representative frame (the `thumbnail` filter's
     /// pick among 50 frames from a tenth of the way in, so not a black first frame; from the start with
-    /// `fromStart`), at most 1280 pixels wide, with the picture's aspect (a JPEG's sides may be odd).
+    /// `fromStart`), at most 1280 pixels wide, with the picture's aspect as displayed (square pixels; a JPEG's sides
+    /// may be odd).
     static func snapshotArguments(input: String, duration: Double?, output: String, fromStart: Bool = false)
         -> [String]
     {
         let start = duration.map { max(0, min($0 * 0.1, 10)) } ?? 0
         return Self.quietFlags + (fromStart ? [] : ["-ss", String(format: "%.3f", start)]) + MediaInput.options + [
-            "-i", input, "-map", "0:V:0", "-vf", "thumbnail=50,scale='min(1280,iw)':-1", "-frames:v", "1",
+            "-i", input, "-map", "0:V:0", "-vf", "thumbnail=50,\(MediaInput.squarePixels),scale='min(1280,iw)':-1",
+            "-frames:v", "1",
             "-q:v", "3", "-f", "image2", output,
         ]
     }
@@ -365,6 +372,34 @@ package struct TranscodePlan: Sendable, Hashable {
         let zero = "#EXT-X-TARGETDURATION:0\n"
         guard let range = playlist.range(of: zero) else { return nil }
         return playlist.replacingCharacters(in: range, with: "#EXT-X-TARGETDURATION:1\n")
+    }
+
+    /// The `#EXT-X-TARGETDURATION` of a media playlist, in seconds; nil when it has none.
+    static func targetDuration(ofPlaylist text: String) -> Double? {
+        let tag = "#EXT-X-TARGETDURATION:"
+        let line = text.split(whereSeparator: \.isNewline).first { $0.hasPrefix(tag) }
+        return line.flatMap { Double($0.dropFirst(tag.count)) }
+    }
+
+    /// The peak segment bit rate of a media playlist's segments (RFC 8216 §4.1, what `BANDWIDTH` states): the largest
+    /// bit rate of any run of consecutive segments lasting 0.5 to 1.5 times the target duration, so that a short last
+    /// segment (a frame or two past the last key frame) is counted with the one before it rather than alone, where
+    /// its key frame made it look many times the stream's rate. Nil when no run lasts that long (a playlist shorter
+    /// than half its target duration).
+    static func peakSegmentBitrate(_ segments: [(duration: Double, bytes: Int64)], targetDuration: Double) -> Int? {
+        var peak: Int?
+        for start in segments.indices {
+            var (duration, bytes) = (0.0, Int64(0))
+            for segment in segments[start...] {
+                duration += segment.duration
+                bytes += segment.bytes
+                if duration > targetDuration * 1.5 { break }
+                if duration >= targetDuration * 0.5, let rate = ProbeReport.integer(Double(bytes) * 8 / duration) {
+                    peak = max(peak ?? 0, rate)
+                }
+            }
+        }
+        return peak
     }
 
     /// Segment durations (seconds) and file names of a media playlist, in order.
