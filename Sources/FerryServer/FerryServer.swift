@@ -94,6 +94,7 @@ public struct FerryServer: Sendable {
         let directory = configuration.dataDirectory
         try PrivateFiles.directory(directory)
         let lock = try DataDirectoryLock(directory: directory)
+        try DataDirectoryBackup.requireNoUnfinishedRestore(directory)
         PrivateFiles.tighten(directory)
         let root = try configuration.rootCredentials.map { ($0, false) }
             ?? ServerKeys.rootCredentials(directory: directory, environment: environment)

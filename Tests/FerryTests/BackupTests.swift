@@ -276,6 +276,20 @@ struct BackupTests {
         try FileManager.default.createDirectory(atPath: killed + "/.restore-0badf00d/objects/blobs/ab", withIntermediateDirectories: true)
         try Data(repeating: 1, count: 1000).write(to: URL(fileURLWithPath: killed + "/.restore-0badf00d/objects/blobs/ab/partial"))
         try "123\n".write(toFile: killed + "/lock", atomically: true, encoding: .utf8)
+        // A service is not opened there (by `ferry serve`, or a command's embedded one): it would start empty with
+        // keys of its own, and the restore could no longer complete.
+        let left = Self.contents(killed)
+        var configuration = FerryServerConfiguration(dataDirectory: killed)
+        configuration.port = 0
+        do {
+            _ = try await FerryServer.open(configuration: configuration, environment: [:])
+            Issue.record("a service was opened on the directory of a restore that did not finish")
+        } catch {
+            let text = String(describing: error)
+            #expect(text.contains("holds a restore that did not finish (.restore-0badf00d)"), "\(text)")
+            #expect(text.contains("ferry restore --data-dir \(killed) BACKUP"), "\(text)")
+        }
+        #expect(Self.contents(killed) == left)
         let again = try await Self.ferry("restore", data: killed, backup)
         #expect(again.status == 0, "\(again.error)")
         #expect(Self.contents(killed).filter { $0.hasPrefix(".restore-") }.isEmpty, "\(Self.contents(killed))")

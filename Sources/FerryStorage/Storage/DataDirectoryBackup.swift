@@ -421,6 +421,22 @@ package struct DataDirectoryBackup: Sendable {
         }
     }
 
+    /// Throws ``DataDirectoryBackupError/Code/unfinishedRestore`` when `directory` holds what a killed restore left
+    /// (its staging directory) and no catalog: a service opened there would start empty, with keys of its own, beside
+    /// the staged copies, and the restore could no longer be run again to complete it (the directory would not be
+    /// empty).
+    package static func requireNoUnfinishedRestore(_ directory: String) throws {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        guard let staging = names.first(where: { $0.hasPrefix(stagingPrefix) }),
+            !names.contains(BackupManifest.catalogPath)
+        else { return }
+        throw DataDirectoryBackupError(
+            .unfinishedRestore,
+            "\(directory) holds a restore that did not finish (\(staging)) and no catalog: run the same "
+                + "`ferry restore --data-dir \(directory) BACKUP` again to complete it, or remove the directory to "
+                + "start an empty service there.")
+    }
+
     /// The process holding `directory`'s lock, found without taking or changing the lock; nil when none holds it.
     static func owner(of directory: String) -> DataDirectoryInUse? {
         let fd = open(directory + "/lock", O_RDONLY | O_CLOEXEC)

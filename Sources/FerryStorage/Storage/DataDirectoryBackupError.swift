@@ -28,6 +28,8 @@ package struct DataDirectoryBackupError: Error, Sendable, CustomStringConvertibl
         package static let inconsistent = Code("inconsistent")
         /// The directory to restore into holds something already.
         package static let targetNotEmpty = Code("targetNotEmpty")
+        /// The data directory holds what a killed restore left and no catalog: it is the restore's to complete.
+        package static let unfinishedRestore = Code("unfinishedRestore")
 
         /// The code's name, e.g. `checksumMismatch`.
         package var description: String { name }
