@@ -265,11 +265,14 @@ public struct FerryServer: Sendable {
 
     /// The status report of GetServiceStatus and the status series of `/metrics`.
     var statusProbe: ServiceStatusProbe {
-        ServiceStatusProbe(
+        var probe = ServiceStatusProbe(
             catalog: mediaCatalog, store: store,
             dataDirectory: configuration.objectStore == nil ? configuration.dataDirectory : nil,
             reserveBytes: configuration.minFreeBytes, node: nodeHeartbeat,
             staleAfter: heartbeats.staleAfter, logger: configuration.logger, now: configuration.now)
+        // The catalog it reports on is the SQLite one unless PostgreSQL is set.
+        if postgres == nil { probe.lockWait = { [catalog] in catalog.lockWait } }
+        return probe
     }
 
     /// Takes a request-rate turn of a caller that a route resolved itself (a form's signature, an upload token).

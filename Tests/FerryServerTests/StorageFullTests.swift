@@ -20,7 +20,11 @@ struct StorageFullTests {
         #expect(FerryDomainError(machineFailure: IOError(errnoCode: ENOSPC, reason: "write"))?.code == .storageFull)
         #expect(FerryDomainError(machineFailure: DatabaseError(resultCode: .SQLITE_FULL))?.code == .storageFull)
         #expect(FerryDomainError(machineFailure: POSIXFileError("write", EIO)) == nil)
-        #expect(FerryDomainError(machineFailure: DatabaseError(resultCode: .SQLITE_BUSY)) == nil)
+        // A catalog another process keeps locked is an outage clients retry.
+        for code in [ResultCode.SQLITE_BUSY, .SQLITE_LOCKED] {
+            let busy = FerryDomainError(machineFailure: DatabaseError(resultCode: code))
+            #expect(busy?.code == .storeUnavailable && busy?.retryAfterSeconds == 1)
+        }
         #expect(FerryDomainError(machineFailure: CancellationError()) == nil)
         // The reserve's own refusal is one too (logged as `storage full`).
         #expect(FerryDomainError(machineFailure: FerryDomainError.outOfSpace)?.code == .storageFull)
@@ -68,6 +72,43 @@ struct StorageFullTests {
             #expect(try await s3.get("reserve", "a").status == 404)
             #expect(try await s3.send("DELETE", "/reserve/a").status == 204)
             #expect(try await s3.send("DELETE", "/reserve").status == 204)
+        }
+    }
+
+    @Test("a catalog another process keeps locked past the busy timeout answers 503 SlowDown with Retry-After, not 500, and makes the node unhealthy while writes wait; nothing is stored, and writes go on once it is free")
+    func lockedCatalog() async throws {
+        try await TestServer.with { server in
+            let s3 = server.client()
+            #expect(try await s3.createBucket("locked").status == 200)
+            // An operator's sqlite3 shell holding a write transaction on the catalog.
+            var held = Configuration()
+            held.allowsUnsafeTransactions = true
+            let holder = try DatabaseQueue(path: server.dataDirectory + "/catalog.sqlite", configuration: held)
+            try await holder.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") }
+            async let put = s3.put("locked", "a", [1, 2, 3])
+            // While the PUT waits for the lock, the node is unhealthy (its reads still answer) and its status says why.
+            var health = ""
+            let deadline = ContinuousClock.now + .seconds(8)
+            while !health.contains("catalog locked"), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+                let answer = try await S3TestClient.fetchRaw("GET", server.endpoint + "/_ferry/health")
+                health = "\(answer.status) " + String(decoding: answer.body, as: UTF8.self)
+            }
+            #expect(health == "503 catalog locked by another process\n", "\(health)")
+            let status = await server.server.statusProbe.report()
+            #expect(status.catalog.healthy == false, "\(status.catalog)")
+            #expect(status.catalog.error?.contains("for a lock another process holds") == true, "\(status.catalog)")
+            let refused = try await put
+            #expect(refused.status == 503 && refused.text.contains("<Code>SlowDown</Code>"), "\(refused.status) \(refused.text)")
+            #expect(refused.header("Retry-After") == "1")
+            #expect(refused.text.contains("locked by another process"), "\(refused.text)")
+            try await holder.writeWithoutTransaction { db in try db.execute(sql: "ROLLBACK") }
+            try holder.close()
+            #expect(try await s3.get("locked", "a").status == 404)
+            #expect(try await s3.put("locked", "a", [1, 2, 3]).status == 200)
+            try await Task.sleep(for: .seconds(1.1))
+            #expect(try await S3TestClient.fetchRaw("GET", server.endpoint + "/_ferry/health").status == 200)
+            #expect(await server.server.statusProbe.report().catalog.healthy)
         }
     }
 

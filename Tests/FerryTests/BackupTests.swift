@@ -432,7 +432,7 @@ struct BackupTests {
         #expect(!FileManager.default.fileExists(atPath: work + "/outside"))
     }
 
-    @Test("a backup named by a bare relative path exits 0; a directory restored and never served backs up again; its token-key missing or damaged (the catalog holding sealed secrets) stops the service without being replaced, and put back it serves the keys again")
+    @Test("a backup named by a bare relative path exits 0; a directory restored and never served backs up again; its token-key missing, damaged or another's (the catalog holding sealed secrets) stops the service without being replaced, and put back it serves the keys again")
     func restoredDirectoryKeepsItsKeys() async throws {
         let work = TemporaryDirectory.make("ferry-backup-relative")
         defer { try? FileManager.default.removeItem(atPath: work) }
@@ -487,17 +487,23 @@ struct BackupTests {
         // left as it is for the operator to put back.
         let keyPath = restored + "/token-key"
         let key = try Data(contentsOf: URL(fileURLWithPath: keyPath))
-        for damage in ["truncated", "missing"] {
-            if damage == "truncated" {
-                try key.prefix(16).write(to: URL(fileURLWithPath: keyPath))
-            } else {
-                try FileManager.default.removeItem(atPath: keyPath)
+        // Another 32-byte key (another directory's or backup's) is refused as well: it does not open them.
+        let other = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
+        for damage in ["other", "truncated", "missing"] {
+            switch damage {
+            case "other": try other.write(to: URL(fileURLWithPath: keyPath))
+            case "truncated": try key.prefix(16).write(to: URL(fileURLWithPath: keyPath))
+            default: try FileManager.default.removeItem(atPath: keyPath)
             }
             let refused = try await FerryRun.run(["keys", "list", "--data-dir", restored], environment: environment)
             #expect(refused.status != 0, "\(damage): \(refused.output)")
             #expect(refused.error.contains("token-key"), "\(damage): \(refused.error)")
+            if damage == "other" {
+                #expect(refused.error.contains("does not open the catalog's sealed secrets"), "\(refused.error)")
+            }
             let left = FileManager.default.contents(atPath: keyPath)
-            #expect(damage == "truncated" ? left?.count == 16 : left == nil, "\(damage): the key file was replaced")
+            let kept = damage == "other" ? left == other : damage == "truncated" ? left?.count == 16 : left == nil
+            #expect(kept, "\(damage): the key file was replaced")
         }
         // Without its key (as a node on PostgreSQL has none) the backup is refused before anything is written, and
         // the refusal says where such a node's key is and how to back it up.

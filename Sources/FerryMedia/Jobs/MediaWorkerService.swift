@@ -236,7 +236,7 @@ package struct MediaWorkerService: Service {
             // An outage, or a disk full (or down to the space kept free for deletes): not the job's fault, and gone
             // once the store answers or space is freed, so the attempt is not counted. What the job waits for is kept
             // as its last error (the video's StatusMessage), and told once: it comes back every retry delay.
-            let reason = FerryDomainError(machineFailure: error) != nil ? Wait.space : Wait.store
+            let reason = FerryDomainError(machineFailure: error)?.code == .storageFull ? Wait.space : Wait.store
             metadata["error"] = .string(String(describing: error))
             if await giveBack(job, worker: worker, after: configuration.retryDelay, reason: reason, metadata) {
                 if job.lastError == reason {

@@ -236,19 +236,25 @@ extension FerryServer {
         }
     }
 
+    /// How long writes to the SQLite catalog may wait for another process's lock before the node is unhealthy.
+    static let lockedCatalogWait: Duration = .seconds(2)
+
     /// A route that refuses every request with `error`, which the group's dialect renders.
     private func refusing(_ error: some Error) -> @Sendable (Request, FerryRequestContext) async throws -> Response {
         { _, _ in throw error }
     }
 
     /// The health check's answer within two seconds: a catalog that does not answer (a PostgreSQL pool waiting for a
-    /// connection) is a 503 at once, not a request held open that also holds up the node's shutdown.
+    /// connection) is a 503 at once, not a request held open that also holds up the node's shutdown; so is a SQLite
+    /// catalog whose writes have waited two seconds for a lock another process holds (its reads still answer).
     private func healthAnswer(_ lastCheck: NIOLockedValueBox<(at: ContinuousClock.Instant, problem: String?)?>) async
         -> Response
     {
         let (store, media) = (self.store, self.mediaCatalog)
-        let problem: String?
-        if let last = lastCheck.withLockedValue({ $0 }), ContinuousClock.now - last.at < .seconds(1) {
+        var problem: String?
+        if let wait = catalog.lockWait, wait >= Self.lockedCatalogWait {
+            problem = "catalog locked by another process"
+        } else if let last = lastCheck.withLockedValue({ $0 }), ContinuousClock.now - last.at < .seconds(1) {
             problem = last.problem
         } else {
             // The catalogs answer (the node's own and the media catalog, PostgreSQL's when it is set) and the blob

@@ -24,6 +24,9 @@ struct ServiceStatusProbe: Sendable {
     let now: @Sendable () -> Date
     /// How long each backend has to answer.
     var timeLimit: Duration = .seconds(2)
+    /// How long writes to this node's SQLite catalog have waited for a lock another process holds; nil when none
+    /// waits.
+    var lockWait: @Sendable () -> Duration? = { nil }
 
     /// The status answer.
     func report() async -> MediaContract.ServiceStatusAnswer {
@@ -83,6 +86,10 @@ struct ServiceStatusProbe: Sendable {
         let catalog = self.catalog
         let (result, milliseconds) = await timed { try await catalog.nodeHeartbeats() }
         switch result {
+        case .success(let heartbeats)? where (lockWait() ?? .zero) >= FerryServer.lockedCatalogWait:
+            let waited = lockWait()?.components.seconds ?? 0
+            let error = "Writes have waited \(waited) s for a lock another process holds on the catalog (reads answer)."
+            return (MediaContract.BackendHealth(healthy: false, latencyMs: milliseconds, error: error), heartbeats)
         case .success(let heartbeats)?:
             return (MediaContract.BackendHealth(healthy: true, latencyMs: milliseconds), heartbeats)
         case .failure(let error)?:

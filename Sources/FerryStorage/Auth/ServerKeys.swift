@@ -65,16 +65,20 @@ package enum ServerKeys {
     /// absent from a new data directory or from one whose catalog holds no sealed secret (one written before its
     /// secrets were sealed, which are sealed with the new key). A key file that is missing while the catalog holds
     /// sealed secrets, or that is not 32 bytes, is never replaced: those secrets open with that key alone, so the
-    /// server stops with ``TokenKeyUnavailable`` rather than answer every stored key's request with an error.
+    /// server stops with ``TokenKeyUnavailable`` rather than answer every stored key's request with an error. So it
+    /// does when the key does not open them (another data directory's or backup's key put in its place).
     package static func tokenKey(directory: String) throws -> SymmetricKey {
         let path = directory + "/token-key"
+        let sealed = try SQLiteCatalog.sealedSecret(at: directory + "/" + BackupManifest.catalogPath)
         if let data = FileManager.default.contents(atPath: path) {
             guard data.count == 32 else { throw TokenKeyUnavailable(path: path, size: data.count) }
-            return SymmetricKey(data: data)
+            let key = SymmetricKey(data: data)
+            if let sealed, (try? SecretBox(serverKey: key).open(sealed)) == nil {
+                throw TokenKeyUnavailable(path: path, size: 32, opensSecrets: false)
+            }
+            return key
         }
-        guard try !SQLiteCatalog.holdsSealedSecrets(at: directory + "/" + BackupManifest.catalogPath) else {
-            throw TokenKeyUnavailable(path: path, size: nil)
-        }
+        guard sealed == nil else { throw TokenKeyUnavailable(path: path, size: nil) }
         let key = SymmetricKey(size: .bits256)
         try writePrivate(key.withUnsafeBytes { Data($0) }, to: path)
         return key
@@ -87,9 +91,15 @@ package enum ServerKeys {
         package var path: String
         /// Its size in bytes; nil when it is missing.
         package var size: Int?
+        /// False when it is a key of 32 bytes that does not open the catalog's sealed secrets.
+        package var opensSecrets = true
 
         package var description: String {
-            (size.map { "\(path) holds \($0) bytes, not the 32 of a server key" } ?? "\(path) is missing")
+            let fault =
+                !opensSecrets
+                ? "\(path) does not open the catalog's sealed secrets (it is another data directory's or backup's key)"
+                : size.map { "\(path) holds \($0) bytes, not the 32 of a server key" } ?? "\(path) is missing"
+            return fault
                 + ": the catalog's sealed secrets (the access keys') open with that key alone, so it is not replaced."
                 + " Put the data directory's token-key back (a `ferry backup` holds it), or restore the whole backup."
         }

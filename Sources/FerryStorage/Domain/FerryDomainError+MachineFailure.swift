@@ -27,8 +27,14 @@ package struct DiskSpace: Sendable {
 extension FerryDomainError {
     /// The domain error a failure of the machine under the stores stands for, when clients should hear of it by name:
     /// a full disk (or disk quota) under the data directory, a full SQLite catalog, or a PostgreSQL server out of disk
-    /// (`storageFull`). Nil for anything else, which stays an internal error.
+    /// (`storageFull`); a SQLite catalog another process keeps locked past its busy timeout (`storeUnavailable`, which
+    /// clients retry: an operator's `sqlite3` shell holding a write). Nil for anything else, which stays an internal
+    /// error.
     package init?(machineFailure error: any Error) {
+        if let error = error as? DatabaseError, [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode) {
+            self = .catalogBusy
+            return
+        }
         let full =
             switch error {
             case let error as FerryDomainError: error.code == .storageFull
@@ -52,6 +58,11 @@ extension FerryDomainError {
         default: false
         }
     }
+
+    /// The catalog is locked by another process's write for longer than a request waits.
+    package static let catalogBusy = FerryDomainError(
+        .storeUnavailable, "The catalog is locked by another process's write; nothing of this request was stored. "
+            + "Try again later.", retryAfterSeconds: 1)
 
     /// The server's disk (or catalog) is full, or its free space down to the reserve kept for the catalog.
     package static let outOfSpace = FerryDomainError(

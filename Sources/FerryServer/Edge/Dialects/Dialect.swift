@@ -44,9 +44,10 @@ struct ErrorEnvelopeMiddleware<D: Dialect>: RouterMiddleware {
         } catch let thrown {
             // A full disk or database is a condition clients and operators should hear of by name.
             let classified = FerryDomainError(machineFailure: thrown)
-            if classified != nil {
+            if let classified {
                 context.logger.error(
-                    "storage full", metadata: ["ferry.api": .string(dialect.name), "error": .string("\(thrown)")])
+                    classified.code == .storageFull ? "storage full" : "catalog locked",
+                    metadata: ["ferry.api": .string(dialect.name), "error": .string("\(thrown)")])
             }
             let error = classified ?? thrown
             if Self.isChecksumMismatch(error) { context.observation.checksumMismatch = true }

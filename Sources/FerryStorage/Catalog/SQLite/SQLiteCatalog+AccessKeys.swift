@@ -64,17 +64,17 @@ extension SQLiteCatalog {
         }
     }
 
-    /// Whether the catalog file at `path` holds an access key secret sealed with a server key; false when there is
-    /// no catalog (or no key table) yet. Only read.
-    static func holdsSealedSecrets(at path: String) throws -> Bool {
-        guard FileManager.default.fileExists(atPath: path) else { return false }
+    /// An access key secret sealed with a server key that the catalog file at `path` holds; nil when it holds none,
+    /// or there is no catalog (or no key table) yet. Only read.
+    static func sealedSecret(at path: String) throws -> String? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         let queue = try DatabaseQueue(path: path, configuration: configuration)
         defer { try? queue.close() }
         return try queue.read { db in
-            guard try db.tableExists("accessKey") else { return false }
-            return try String.fetchAll(db, sql: "SELECT secret FROM accessKey").contains(where: SecretBox.isSealed)
+            guard try db.tableExists("accessKey") else { return nil }
+            return try String.fetchAll(db, sql: "SELECT secret FROM accessKey").first(where: SecretBox.isSealed)
         }
     }
 

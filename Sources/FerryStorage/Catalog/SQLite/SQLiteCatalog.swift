@@ -9,6 +9,12 @@ public final class SQLiteCatalog: ObjectCatalog {
     let pool: DatabasePool
     /// Seals the access keys' secrets at rest; nil keeps them as they are (a catalog without a server key).
     let secrets: SecretBox?
+    /// Waits for a lock another process holds: 10 s at most.
+    let lockWatch = SQLiteLockWatch(limit: .seconds(10))
+
+    /// How long the catalog's connections have been waiting for a lock another process holds (writes are stuck
+    /// meanwhile, though reads answer); nil when none waits.
+    package var lockWait: Duration? { lockWatch.currentWait }
 
     /// Opens (creating when needed) the catalog at `path` and runs pending migrations.
     public convenience init(path: String) throws {
@@ -19,7 +25,7 @@ public final class SQLiteCatalog: ObjectCatalog {
     package init(path: String, secrets: SecretBox?) throws {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .callback { [lockWatch] tries in lockWatch.retry(tries) }
         pool = try DatabasePool(path: path, configuration: configuration)
         // GRDB sets NORMAL for WAL, which syncs the log only at checkpoints: a power cut or an OS crash could then take
         // back commits already acknowledged (an object, a part, a resumable upload's offset). FULL syncs the log at
