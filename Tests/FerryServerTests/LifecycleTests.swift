@@ -335,7 +335,9 @@ struct LifecycleTests {
                 func held() -> Double? {
                     PrometheusText.sample(metrics.render(), "ferry_service_leases_held", ["lease": "lifecycle"])
                 }
-                while held() != 1 { try await Task.sleep(for: .milliseconds(20)) }
+                let deadline = ContinuousClock.now + .seconds(30)
+                while held() != 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                try #require(held() == 1, "the collector did not take the lifecycle lease")
                 #expect(try await !catalog.acquireLease("lifecycle", owner: "b", duration: .seconds(60), now: Date()))
                 await group.triggerGracefulShutdown()
                 try await tasks.waitForAll()

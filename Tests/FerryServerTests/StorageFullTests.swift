@@ -21,10 +21,10 @@ struct StorageFullTests {
         #expect(FerryDomainError(machineFailure: DatabaseError(resultCode: .SQLITE_FULL))?.code == .storageFull)
         #expect(FerryDomainError(machineFailure: POSIXFileError("write", EIO)) == nil)
         // A catalog another process keeps locked is an outage clients retry.
-        for code in [ResultCode.SQLITE_BUSY, .SQLITE_LOCKED] {
-            let busy = FerryDomainError(machineFailure: DatabaseError(resultCode: code))
-            #expect(busy?.code == .storeUnavailable && busy?.retryAfterSeconds == 1)
-        }
+        let busy = FerryDomainError(machineFailure: DatabaseError(resultCode: .SQLITE_BUSY))
+        #expect(busy?.code == .storeUnavailable && busy?.retryAfterSeconds == 1)
+        // A lock within one connection is a fault of the code, not an outage.
+        #expect(FerryDomainError(machineFailure: DatabaseError(resultCode: .SQLITE_LOCKED)) == nil)
         #expect(FerryDomainError(machineFailure: CancellationError()) == nil)
         // The reserve's own refusal is one too (logged as `storage full`).
         #expect(FerryDomainError(machineFailure: FerryDomainError.outOfSpace)?.code == .storageFull)

@@ -276,6 +276,10 @@ struct BackupTests {
         try FileManager.default.createDirectory(atPath: killed + "/.restore-0badf00d/objects/blobs/ab", withIntermediateDirectories: true)
         try Data(repeating: 1, count: 1000).write(to: URL(fileURLWithPath: killed + "/.restore-0badf00d/objects/blobs/ab/partial"))
         try "123\n".write(toFile: killed + "/lock", atomically: true, encoding: .utf8)
+        // Killed after it renamed the blobs and keys into place, before the catalog (which goes last).
+        try FileManager.default.createDirectory(atPath: killed + "/objects/blobs/cd", withIntermediateDirectories: true)
+        try Data(repeating: 2, count: 10).write(to: URL(fileURLWithPath: killed + "/objects/blobs/cd/stale"))
+        try Data(repeating: 3, count: 32).write(to: URL(fileURLWithPath: killed + "/token-key"))
         // A service is not opened there (by `ferry serve`, or a command's embedded one): it would start empty with
         // keys of its own, and the restore could no longer complete.
         let left = Self.contents(killed)
@@ -294,6 +298,8 @@ struct BackupTests {
         #expect(again.status == 0, "\(again.error)")
         #expect(Self.contents(killed).filter { $0.hasPrefix(".restore-") }.isEmpty, "\(Self.contents(killed))")
         #expect(FileManager.default.fileExists(atPath: killed + "/catalog.sqlite"))
+        #expect(!FileManager.default.fileExists(atPath: killed + "/objects/blobs/cd/stale"))
+        #expect(FileManager.default.contents(atPath: killed + "/token-key") == FileManager.default.contents(atPath: data + "/token-key"))
     }
 
     /// The blob files below `directory`'s `objects/blobs/`: how many names, and how many files (inodes) they are.

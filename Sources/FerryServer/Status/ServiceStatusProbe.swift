@@ -85,9 +85,10 @@ struct ServiceStatusProbe: Sendable {
     func probeCatalog() async -> (health: MediaContract.BackendHealth, heartbeats: [NodeHeartbeat]?) {
         let catalog = self.catalog
         let (result, milliseconds) = await timed { try await catalog.nodeHeartbeats() }
+        let waited = lockWait() ?? .zero
         switch result {
-        case .success(let heartbeats)? where (lockWait() ?? .zero) >= FerryServer.lockedCatalogWait:
-            let waited = lockWait()?.components.seconds ?? 0
+        case .success(let heartbeats)? where waited >= FerryServer.lockedCatalogWait:
+            let waited = waited.components.seconds
             let error = "Writes have waited \(waited) s for a lock another process holds on the catalog (reads answer)."
             return (MediaContract.BackendHealth(healthy: false, latencyMs: milliseconds, error: error), heartbeats)
         case .success(let heartbeats)?:

@@ -31,7 +31,7 @@ extension FerryDomainError {
     /// clients retry: an operator's `sqlite3` shell holding a write). Nil for anything else, which stays an internal
     /// error.
     package init?(machineFailure error: any Error) {
-        if let error = error as? DatabaseError, [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode) {
+        if let error = error as? DatabaseError, error.resultCode == .SQLITE_BUSY {
             self = .catalogBusy
             return
         }

@@ -312,10 +312,15 @@ package struct DataDirectoryBackup: Sendable {
         }
         let staging = target + "/" + Self.stagingPrefix + UUID().uuidString.prefix(8).lowercased()
         do {
-            // Under the lock, no other restore runs: a staging directory is what a killed one left.
-            for name in try fm.contentsOfDirectory(atPath: target) where name.hasPrefix(Self.stagingPrefix) {
-                try fm.removeItem(atPath: target + "/" + name)
+            // Under the lock, no other restore runs: a staging directory is what a killed one left, and so, while
+            // there is no catalog (renamed into place last), are the files it had renamed into place before it.
+            let killed = try fm.contentsOfDirectory(atPath: target).filter { $0.hasPrefix(Self.stagingPrefix) }
+            if !killed.isEmpty, !Self.exists(target + "/" + BackupManifest.catalogPath) {
+                for name in ["objects"] + BackupManifest.keyPaths where Self.exists(target + "/" + name) {
+                    try fm.removeItem(atPath: target + "/" + name)
+                }
             }
+            for name in killed { try fm.removeItem(atPath: target + "/" + name) }
             // Again under the lock: nothing may have arrived meanwhile.
             try Self.requireEmpty(target)
             try await stage(manifest, from: backup, into: staging)
@@ -409,11 +414,12 @@ package struct DataDirectoryBackup: Sendable {
     static let stagingPrefix = ".restore-"
 
     /// Throws ``DataDirectoryBackupError/Code/targetNotEmpty`` when `directory` holds anything but its lock file and
-    /// what a killed restore left (its staging directory).
+    /// what a killed restore left (its staging directory and, while there is no catalog, what it renamed into place).
     static func requireEmpty(_ directory: String) throws {
-        let present = try FileManager.default.contentsOfDirectory(atPath: directory).filter {
-            $0 != "lock" && !$0.hasPrefix(stagingPrefix)
-        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        let killed = names.contains { $0.hasPrefix(stagingPrefix) } && !names.contains(BackupManifest.catalogPath)
+        let renamed = killed ? Set(["objects"] + BackupManifest.keyPaths) : []
+        let present = names.filter { $0 != "lock" && !$0.hasPrefix(stagingPrefix) && !renamed.contains($0) }
         guard present.isEmpty else {
             throw DataDirectoryBackupError(
                 .targetNotEmpty,

@@ -694,8 +694,9 @@ private final class VersionObserver: ChannelInboundHandler, RemovableChannelHand
 }
 
 /// What the answer to a request head the HTTP parser refused says: 431 for a head over the parser's limits (the path,
-/// query and headers together over 80 KiB, or a header over 80 KiB), else 400, with a line of plain text naming the
-/// fault (the parser's category, never the request's bytes). The head was not read, so no dialect's envelope applies.
+/// query and headers together over 80 KiB, or more than 1,000 header fields), else 400, with a line of plain text
+/// naming the fault (the parser's category, never the request's bytes). The head was not read, so no dialect's
+/// envelope applies.
 struct ParserRefusal: Sendable, Equatable {
     /// The status of the answer.
     var status: HTTPResponse.Status
@@ -708,8 +709,8 @@ struct ParserRefusal: Sendable, Equatable {
         if case .headerOverflow = error {
             status = .init(code: 431, reasonPhrase: "Request Header Fields Too Large")
             message =
-                "Request header fields too large: the request line and headers together may hold at most 80 KiB "
-                + "(each header at most 80 KiB); send a shorter path, query or headers."
+                "Request header fields too large: the request line and headers together may hold at most 80 KiB, "
+                + "in at most 1,000 header fields; send a shorter path or query, or fewer or shorter headers."
         } else {
             status = .badRequest
             message = "Bad request: the request line or headers could not be parsed (\(error.debugDescription))."

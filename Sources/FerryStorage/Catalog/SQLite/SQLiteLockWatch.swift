@@ -3,16 +3,18 @@ import NIOConcurrencyHelpers
 
 /// SQLite's busy handler for the catalog's connections, which also tells how long a wait for a lock has lasted.
 ///
-/// A connection waits here when another connection holds the lock it needs: in the catalog's own process only a
-/// checkpoint does, briefly (the pool has one writer, and readers of a WAL database take no lock writers wait for), so
-/// a long wait is another process's write (an operator's `sqlite3` shell holding a transaction). Each wait sleeps
+/// The pool's one writing connection waits here when another connection holds the write lock: in WAL mode with one
+/// writer no connection of the catalog's own process does (readers take no lock writers wait for, and the writer's
+/// automatic checkpoints never wait), so a wait is another process's write (an operator's `sqlite3` shell holding a
+/// transaction). Each wait sleeps
 /// between tries as SQLite's own timeout does (1 ms rising to 100 ms) and gives up after ``limit``: the statement
 /// then fails busy, which requests answer as an outage clients retry. Reads of the catalog keep answering meanwhile,
 /// so the health check asks ``currentWait`` whether writes are stuck.
 final class SQLiteLockWatch: Sendable {
     /// Longest wait before a statement fails busy.
     let limit: Duration
-    /// The wait under way: when it began and when a connection last tried again.
+    /// The wait under way: when it began (counted from its own tries: the one writer waits once at a time) and when it
+    /// last tried again.
     private let wait = NIOLockedValueBox<(since: ContinuousClock.Instant, tried: ContinuousClock.Instant)?>(nil)
 
     init(limit: Duration) {
@@ -34,15 +36,7 @@ final class SQLiteLockWatch: Sendable {
         let waited = Self.waited(tries)
         guard waited < limit else { return false }
         let now = ContinuousClock.now
-        wait.withLockedValue { wait in
-            let began = now - waited
-            // Another connection's wait under way counts from whichever began first.
-            if let current = wait, now - current.tried < .milliseconds(500) {
-                wait = (min(current.since, began), now)
-            } else {
-                wait = (began, now)
-            }
-        }
+        wait.withLockedValue { $0 = (now - waited, now) }
         let delay = tries < Self.delays.count ? Self.delays[tries] : 100
         usleep(UInt32(delay * 1000))
         return true
