@@ -14,6 +14,27 @@ import Glibc
 
 @Suite("Video pictures: thumbnails and animations on demand, the storyboard", .serialized, .timeLimit(.minutes(10)))
 struct MediaPreviewTests {
+    @Test("a storyboard's sprite holds its grid of tiles, also for a video of one frame (shorter than its one second)")
+    func storyboardSprites() async throws {
+        try #require(MediaFixtures.available, "ffmpeg and ffprobe are needed (.ci/run installs Debian's ffmpeg)")
+        let directory = TemporaryDirectory.make("ferry-storyboard")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for (seconds, tiles) in [(0.04, 1), (3.0, 3), (12.5, 13)] {
+            let source = directory + "/source-\(seconds).mp4"
+            try await MediaFixtures.ffmpeg([
+                "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25:duration=\(seconds)", "-c:v", "libx264", "-pix_fmt",
+                "yuv420p", source,
+            ])
+            let plan = try #require(StoryboardPlan(duration: seconds))
+            #expect(plan.count == tiles)
+            let sprite = directory + "/sprite-\(seconds).jpg"
+            let run = try await MediaFixtures.tool("ffmpeg", plan.arguments(input: source, output: sprite))
+            #expect(run.status == 0, "\(seconds) s: \(run.errorOutput)")
+            let probed = try await MediaFixtures.probe(sprite)
+            #expect(probed.width == StoryboardPlan.tileWidth * plan.columns && probed.height == 90 * plan.rows, "\(seconds) s")
+        }
+    }
+
     /// ffmpeg's PSNR (average, dB) between two pictures of the same size; infinity when they are identical.
     static func psnr(_ first: String, _ second: String) async throws -> Double {
         let run = try await MediaFixtures.tool(

@@ -40,7 +40,9 @@ package struct StoryboardPlan: Sendable, Hashable {
     /// The ffmpeg video filter that makes the sprite: one frame per interval, scaled to a tile, laid out in the grid.
     package var filter: String {
         let height = "'max(2,min(\(Self.maxTileHeight),round(ih*\(Self.tileWidth)/iw/2)*2))'"
-        return "fps=1/\(Int(interval)):round=down,\(MediaInput.squarePixels),"
+        // At the end of the video the last frame is passed on: a video shorter than a second has no frame at a
+        // whole second, and its one tile would be empty (no sprite at all).
+        return "fps=1/\(Int(interval)):round=down:eof_action=pass,\(MediaInput.squarePixels),"
             + "scale=\(Self.tileWidth):\(height),setsar=1,tile=\(columns)x\(rows)"
     }
 
