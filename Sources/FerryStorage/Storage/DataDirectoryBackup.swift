@@ -312,15 +312,10 @@ package struct DataDirectoryBackup: Sendable {
         }
         let staging = target + "/" + Self.stagingPrefix + UUID().uuidString.prefix(8).lowercased()
         do {
-            // Under the lock, no other restore runs: a staging directory is what a killed one left, and so, while
-            // there is no catalog (renamed into place last), are the files it had renamed into place before it.
-            let killed = try fm.contentsOfDirectory(atPath: target).filter { $0.hasPrefix(Self.stagingPrefix) }
-            if !killed.isEmpty, !Self.exists(target + "/" + BackupManifest.catalogPath) {
-                for name in ["objects"] + BackupManifest.keyPaths where Self.exists(target + "/" + name) {
-                    try fm.removeItem(atPath: target + "/" + name)
-                }
+            // Under the lock, no other restore runs: what a killed one left goes.
+            for name in Self.killedRestoreLeftovers(try fm.contentsOfDirectory(atPath: target)) {
+                try fm.removeItem(atPath: target + "/" + name)
             }
-            for name in killed { try fm.removeItem(atPath: target + "/" + name) }
             // Again under the lock: nothing may have arrived meanwhile.
             try Self.requireEmpty(target)
             try await stage(manifest, from: backup, into: staging)
@@ -417,14 +412,21 @@ package struct DataDirectoryBackup: Sendable {
     /// what a killed restore left (its staging directory and, while there is no catalog, what it renamed into place).
     static func requireEmpty(_ directory: String) throws {
         let names = try FileManager.default.contentsOfDirectory(atPath: directory)
-        let killed = names.contains { $0.hasPrefix(stagingPrefix) } && !names.contains(BackupManifest.catalogPath)
-        let renamed = killed ? Set(["objects"] + BackupManifest.keyPaths) : []
-        let present = names.filter { $0 != "lock" && !$0.hasPrefix(stagingPrefix) && !renamed.contains($0) }
+        let left = Set(killedRestoreLeftovers(names))
+        let present = names.filter { $0 != "lock" && !left.contains($0) }
         guard present.isEmpty else {
             throw DataDirectoryBackupError(
                 .targetNotEmpty,
                 "\(directory) is not empty; restore into a new or empty directory.")
         }
+    }
+
+    /// What a killed restore left among `names` (a data directory's entries): its staging directories and, while there
+    /// is no catalog (renamed into place last), the blobs and keys it had renamed into place before it.
+    static func killedRestoreLeftovers(_ names: [String]) -> [String] {
+        let staging = names.filter { $0.hasPrefix(stagingPrefix) }
+        guard !staging.isEmpty, !names.contains(BackupManifest.catalogPath) else { return staging }
+        return staging + names.filter { (["objects"] + BackupManifest.keyPaths).contains($0) }
     }
 
     /// Throws ``DataDirectoryBackupError/Code/unfinishedRestore`` when `directory` holds what a killed restore left

@@ -109,10 +109,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var answerStarted = false
     /// The request being answered asked `Connection: close`: its answer says so.
     private var closeAsked = false
-    /// The parser refused a request head: the application's 400 for it is the answer it is owed.
-    private var owedParserAnswer = false
-    /// Why the parser refused the head, said in the answer owed for it (``ParserRefusal``).
-    private var parserRefusal: ParserRefusal?
+    /// The parser refused a request head, for this reason: the application's 400 for it is the answer it is owed, and
+    /// says why.
+    private var owedParserAnswer: ParserRefusal?
     /// An answer that no request waits for is being dropped.
     private var droppingAnswer = false
     /// What the client sent after the request being answered, in order, passed on once its answer has ended.
@@ -224,16 +223,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func passOn(_ error: any Error, _ context: ChannelHandlerContext) {
-        if error is HTTPParserError {
+        if let error = error as? HTTPParserError {
             if readingBody && answerStarted {
                 // The body of a request that has its answer is malformed: no second answer, the connection ends.
                 closeAfterWrites(context)
                 return
             }
-            if !readingBody {
-                owedParserAnswer = true
-                parserRefusal = ParserRefusal(error as? HTTPParserError)
-            }
+            if !readingBody { owedParserAnswer = ParserRefusal(error) }
         }
         context.fireErrorCaught(error)
     }
@@ -398,14 +394,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             if answering && !answerStarted {
                 answerStarted = true
                 if closeAsked { head.headerFields[.connection] = "close" }
-            } else if owedParserAnswer {
-                owedParserAnswer = false
+            } else if let refusal = owedParserAnswer {
+                owedParserAnswer = nil
                 answering = true
                 answerStarted = true
                 head.headerFields[.connection] = "close"
-                if let refusal = parserRefusal, head.status == .badRequest {
+                if head.status == .badRequest {
                     // The server's bare 400 says why: the client sees a limit it can keep to, not a mystery.
-                    parserRefusal = nil
                     head.status = refusal.status
                     let body = context.channel.allocator.buffer(string: refusal.message + "\n")
                     head.headerFields[.contentType] = "text/plain; charset=utf-8"
@@ -703,9 +698,8 @@ struct ParserRefusal: Sendable, Equatable {
     /// The line of text the answer's body holds.
     var message: String
 
-    /// The refusal of a head for `error`; nil when the parser gave no reason.
-    init?(_ error: HTTPParserError?) {
-        guard let error else { return nil }
+    /// The refusal of a head for `error`.
+    init(_ error: HTTPParserError) {
         if case .headerOverflow = error {
             status = .init(code: 431, reasonPhrase: "Request Header Fields Too Large")
             message =
